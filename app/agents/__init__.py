@@ -1,0 +1,1 @@
+"""Agent registry, imported outputs, generation jobs (enqueue only)."""

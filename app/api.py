@@ -1,0 +1,281 @@
+"""The JSON API (/api/v1), documented at /openapi.json. Researchers and admins use API
+tokens (`Authorization: Bearer pct_...`); crowd endpoints use the worker's signed session."""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, UploadFile
+from pydantic import BaseModel
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app import jobs
+from app.agents.models import Agent
+from app.audit import AuditEntry
+from app.auth.deps import db, require, verify_csrf
+from app.auth.models import User
+from app.auth.views import MTURK_PREVIEW, crowd_params
+from app.config import get_settings
+from app.errors import InputError
+from app.kinds import get_kind
+from app.leaderboards.service import compute
+from app.quality import service as quality
+from app.storage import get_store
+from app.studies import assignment, services
+from app.studies.models import Bundle, Item, Study
+from app.web import rate_limit, read_upload
+
+router = APIRouter(prefix="/api/v1", dependencies=[Depends(verify_csrf)])
+researcher = require("researcher", "admin")
+admin = require("admin")
+
+
+class StudyOut(BaseModel):
+    id: int
+    slug: str
+    title: str
+    kind: str
+    state: str
+    annotations_per_item: int
+    bundle_size: int
+    gold_rate: float
+    lease_seconds: int
+    completion_code: str
+    entry_path: str
+
+
+def _out(study: Study) -> StudyOut:
+    return StudyOut(**{k: getattr(study, k) for k in StudyOut.model_fields if k != "entry_path"},
+                    entry_path=f"/s/{study.slug}")
+
+
+def _study(session: Session, study_id: int, user: User) -> Study:
+    study = session.get(Study, study_id)
+    if study is None or not services.can_manage(user, study):
+        raise HTTPException(404, "no such study among yours")
+    return study
+
+
+@router.get("/studies", response_model=list[StudyOut], tags=["studies"])
+def list_studies(session: Session = Depends(db), user: User = Depends(researcher)):
+    q = select(Study).order_by(Study.id)
+    if user.role != "admin":
+        q = q.where(Study.owner_id == user.id)
+    return [_out(s) for s in session.scalars(q)]
+
+
+@router.post("/studies", response_model=StudyOut, status_code=201, tags=["studies"])
+async def create_study(file: UploadFile = File(...), settings: str = Form("{}"),
+                       kind: str = Form("tom"), format: str = Form(""),
+                       session: Session = Depends(db), user: User = Depends(researcher)):
+    """Create a draft study from an item upload (for `tom`: the Common-ToM question CSV,
+    optionally gzipped, or `format=cg` for common-ground-annotated dialogues)."""
+    try:
+        data_settings = json.loads(settings)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON: {exc.msg}", field="settings") from None
+    k = get_kind(kind)
+    data = await read_upload(file)
+    study = services.create_study(session, session.merge(user), k.name,
+                                  services.parse_settings(data_settings), data,
+                                  format or k.item_formats[0])
+    return _out(study)
+
+
+@router.get("/studies/{study_id}", response_model=StudyOut, tags=["studies"])
+def get_study(study_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
+    return _out(_study(session, study_id, user))
+
+
+class StateIn(BaseModel):
+    state: str
+
+
+@router.post("/studies/{study_id}/state", response_model=StudyOut, tags=["studies"])
+def set_state(study_id: int, body: StateIn, session: Session = Depends(db),
+              user: User = Depends(researcher)):
+    study = _study(session, study_id, user)
+    return _out(services.set_state(session, study, body.state, session.merge(user)))
+
+
+@router.get("/studies/{study_id}/progress", tags=["studies"])
+def get_progress(study_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
+    return assignment.progress(session, _study(session, study_id, user))
+
+
+@router.get("/studies/{study_id}/items", tags=["studies"])
+def list_items(study_id: int, offset: int = 0, limit: int = 100, session: Session = Depends(db),
+               user: User = Depends(researcher)):
+    study = _study(session, study_id, user)
+    rows = session.scalars(select(Item).where(Item.study_id == study.id).order_by(Item.id)
+                           .offset(offset).limit(min(limit, 1000)))
+    return [{"id": i.external_id, "payload": i.payload, "reference": i.reference,
+             "is_gold": i.is_gold, "category": i.category, "cluster": i.cluster,
+             "annotations_active": i.n_active} for i in rows]
+
+
+class AgentIn(BaseModel):
+    name: str
+    kind: str = "tom"
+    version: str = "1"
+    description: str = ""
+
+
+class AgentOut(BaseModel):
+    id: int
+    name: str
+    kind: str
+    version: str
+
+
+@router.get("/agents", response_model=list[AgentOut], tags=["agents"])
+def list_agents(session: Session = Depends(db), user: User = Depends(researcher)):
+    q = select(Agent).order_by(Agent.id)
+    if user.role != "admin":
+        q = q.where(Agent.owner_id == user.id)
+    return [AgentOut(id=a.id, name=a.name, kind=a.kind, version=a.version) for a in session.scalars(q)]
+
+
+@router.post("/agents", response_model=AgentOut, status_code=201, tags=["agents"])
+def create_agent(body: AgentIn, session: Session = Depends(db), user: User = Depends(researcher)):
+    a = services.register_agent(session, session.merge(user), body.kind, body.name, body.version,
+                                body.description)
+    session.commit()
+    return AgentOut(id=a.id, name=a.name, kind=a.kind, version=a.version)
+
+
+@router.post("/studies/{study_id}/agents/{agent_id}/outputs", tags=["agents"])
+async def import_outputs(study_id: int, agent_id: int, file: UploadFile = File(...),
+                         session: Session = Depends(db), user: User = Depends(researcher)):
+    """Import an agent's outputs (for `tom`: JSONL `{"question_id", "answer"}`)."""
+    study = _study(session, study_id, user)
+    agent = session.get(Agent, agent_id)
+    if agent is None or (agent.owner_id != user.id and user.role != "admin"):
+        raise HTTPException(404, "no such agent among yours")
+    n = services.import_agent_outputs(session, study, agent, await read_upload(file))
+    return {"imported": n}
+
+
+@router.get("/studies/{study_id}/leaderboard", tags=["leaderboards"])
+def leaderboard(study_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
+    return compute(session, _study(session, study_id, user))
+
+
+@router.post("/studies/{study_id}/exports", status_code=202, tags=["exports"])
+def start_export(study_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
+    study = _study(session, study_id, user)
+    job = jobs.create_job(session, "export", study_id=study.id, owner_id=user.id)
+    session.commit()
+    jobs.enqueue(job.id)
+    return {"job": job.id, "state": job.state}
+
+
+@router.get("/jobs/{job_id}", tags=["exports"])
+def get_job(job_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
+    job = session.get(jobs.Job, job_id)
+    if job is None or (job.owner_id != user.id and user.role != "admin"):
+        raise HTTPException(404, "no such job among yours")
+    store = get_store()
+    files = {name: store.url(key) for name, key in (job.result or {}).get("files", {}).items()}
+    return {"id": job.id, "task": job.task, "state": job.state, "done": job.done,
+            "total": job.total, "log": job.log, "files": files}
+
+
+class DecisionIn(BaseModel):
+    participant_ids: list[int]
+    decision: str
+    reason: str = ""
+
+
+@router.get("/studies/{study_id}/review", tags=["quality"])
+def review_queue(study_id: int, session: Session = Depends(db), user: User = Depends(admin)):
+    study = session.get(Study, study_id)
+    if study is None:
+        raise HTTPException(404, "no such study")
+    return quality.review_queue(session, study)
+
+
+@router.post("/studies/{study_id}/review", tags=["quality"])
+def decide(study_id: int, body: DecisionIn, session: Session = Depends(db),
+           user: User = Depends(admin)):
+    study = session.get(Study, study_id)
+    if study is None:
+        raise HTTPException(404, "no such study")
+    decision = {"approve": "approved", "reject": "rejected"}.get(body.decision, body.decision)
+    return {"changed": quality.decide(session, study, body.participant_ids, decision,
+                                      session.merge(user), body.reason)}
+
+
+@router.get("/audit", tags=["quality"])
+def audit(session: Session = Depends(db), user: User = Depends(admin)):
+    return [{"id": e.id, "actor": e.actor_id, "action": e.action, "target": f"{e.target_type}:{e.target_id}",
+             "detail": e.detail, "at": e.created_at.isoformat()}
+            for e in session.scalars(select(AuditEntry).order_by(AuditEntry.id.desc()).limit(500))]
+
+
+# ---- crowd endpoints: what a worker's page does, as JSON (no gold, no agent, no source) --
+
+class EnterIn(BaseModel):
+    params: dict[str, str]
+
+
+def _crowd_bundle(request: Request, session: Session, slug: str) -> tuple[Study, Bundle]:
+    study = session.scalar(select(Study).where(Study.slug == slug))
+    bundle_id = request.session.get("crowd", {}).get(slug)
+    if study is None or bundle_id is None:
+        raise HTTPException(403, "enter the study through its link first")
+    return study, session.get(Bundle, bundle_id)
+
+
+@router.post("/crowd/{slug}/enter", tags=["crowd"])
+def crowd_enter(slug: str, body: EnterIn, request: Request, session: Session = Depends(db)):
+    rate_limit(request, "entry", get_settings().rate_limit_entry)
+    study = session.scalar(select(Study).where(Study.slug == slug))
+    if study is None:
+        raise HTTPException(404, "no study at this link")
+    if body.params.get("assignmentId") == MTURK_PREVIEW:
+        raise HTTPException(400, "this is an MTurk preview: accept the HIT first")
+    platform, worker, assignment_id, hit = crowd_params(body.params)
+    bundle = assignment.enter(session, study, platform, worker, assignment_id, hit)
+    request.session["crowd"] = {**request.session.get("crowd", {}), slug: bundle.id}
+    request.session["platform"] = platform
+    if bundle.consented_at is None:
+        from app.db import utcnow
+
+        bundle.consented_at = utcnow()
+        session.commit()
+    return {"size": bundle.size, "done": bundle.n_done, "instructions": study.instructions,
+            "consent": study.consent_text}
+
+
+@router.get("/crowd/{slug}/next", tags=["crowd"])
+def crowd_next(slug: str, request: Request, session: Session = Depends(db)):
+    study, bundle = _crowd_bundle(request, session, slug)
+    current = None if bundle.finished_at else assignment.next_item(session, study, bundle.id)
+    if current is None:
+        if bundle.finished_at is None:
+            assignment.finish_early(session, bundle.id)
+        session.refresh(bundle)
+        from app.studies.views import done_context
+
+        return {"done": True, "completed": bundle.n_done,
+                **done_context(study, bundle, request.session.get("platform"))}
+    item = session.get(Item, current.item_id)
+    return {"done": False, "assignment_id": current.id, "position": current.slot + 1,
+            "of": bundle.size, "item": get_kind(study.kind).public_payload(item.payload)}
+
+
+class SubmitIn(BaseModel):
+    assignment_id: int
+    idempotency_key: str
+    response: dict
+
+
+@router.post("/crowd/{slug}/submit", tags=["crowd"])
+def crowd_submit(slug: str, body: SubmitIn, request: Request, session: Session = Depends(db)):
+    rate_limit(request, "submit", get_settings().rate_limit_submit)
+    study, bundle = _crowd_bundle(request, session, slug)
+    ann = assignment.submit(session, study, bundle.id, body.assignment_id, body.response,
+                            body.idempotency_key, {"user_agent": request.headers.get("user-agent", "")[:200]})
+    return {"stored": True, "annotation": ann.id}

@@ -1,0 +1,1 @@
+"""Accounts, roles, sessions, API tokens and crowd entry."""

@@ -1,0 +1,98 @@
+"""Login for researchers and admins; the crowd entry link for workers."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Form, HTTPException, Request
+from fastapi.responses import RedirectResponse
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.auth.deps import db, optional_user, require, verify_csrf
+from app.auth.models import User
+from app.auth.security import create_token, verify_password
+from app.config import get_settings
+from app.studies import assignment
+from app.studies.models import Study
+from app.web import rate_limit, render
+
+router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
+
+MTURK_PREVIEW = "ASSIGNMENT_ID_NOT_AVAILABLE"
+
+
+@router.get("/")
+def home(request: Request, user: User | None = Depends(optional_user)):
+    if user is not None and user.role in ("researcher", "admin"):
+        return RedirectResponse("/studies", status_code=303)
+    return render(request, "home.html", user=user)
+
+
+@router.get("/login")
+def login_page(request: Request, next: str = "/studies"):
+    return render(request, "login.html", next=next)
+
+
+@router.post("/login")
+def login(request: Request, email: str = Form(...), password: str = Form(...),
+          next: str = Form("/studies"), session: Session = Depends(db)):
+    rate_limit(request, "login", 20)
+    user = session.scalar(select(User).where(User.email == email.strip().lower()))
+    if user is None or user.role == "worker" or not verify_password(user.password_hash, password):
+        return render(request, "login.html", status_code=401, next=next,
+                      error="That email and password do not match an account.")
+    request.session.clear()
+    request.session["uid"] = user.id
+    return RedirectResponse(next if next.startswith("/") and not next.startswith("//") else "/studies",
+                            status_code=303)
+
+
+@router.post("/logout")
+def logout(request: Request):
+    request.session.clear()
+    return RedirectResponse("/", status_code=303)
+
+
+@router.get("/account")
+def account(request: Request, user: User = Depends(require("researcher", "admin"))):
+    return render(request, "research/account.html", user=user)
+
+
+@router.post("/account/tokens")
+def new_token(request: Request, name: str = Form(""), session: Session = Depends(db),
+              user: User = Depends(require("researcher", "admin"))):
+    token = create_token(session, session.merge(user), name)
+    session.commit()
+    return render(request, "research/account.html", user=user, new_token=token)
+
+
+def crowd_params(params) -> tuple[str, str, str, str]:
+    """(platform, worker id, assignment id, hit id) from MTurk or Prolific parameters."""
+    if params.get("workerId"):
+        return "mturk", params["workerId"], params.get("assignmentId", ""), params.get("hitId", "")
+    if params.get("PROLIFIC_PID"):
+        return ("prolific", params["PROLIFIC_PID"], params.get("SESSION_ID", ""),
+                params.get("STUDY_ID", ""))
+    raise HTTPException(400, "This link is missing the worker's id: open it from MTurk "
+                             "(workerId, assignmentId, hitId) or Prolific (PROLIFIC_PID, STUDY_ID, SESSION_ID).")
+
+
+@router.get("/s/{slug}")
+def entry(request: Request, slug: str, session: Session = Depends(db)):
+    rate_limit(request, "entry", get_settings().rate_limit_entry)
+    study = session.scalar(select(Study).where(Study.slug == slug))
+    if study is None:
+        raise HTTPException(404, "No study at this link.")
+    if request.query_params.get("assignmentId") == MTURK_PREVIEW:
+        return render(request, "annotate/preview.html", study=study)
+    platform, worker, assignment_id, hit = crowd_params(request.query_params)
+    for name, value in (("worker id", worker), ("assignment id", assignment_id), ("hit id", hit)):
+        if len(value) > 255:
+            raise HTTPException(400, f"The {name} in this link is too long.")
+    bundle = assignment.enter(session, study, platform, worker, assignment_id, hit)
+    crowd = dict(request.session.get("crowd", {}))
+    crowd[slug] = bundle.id
+    request.session["crowd"] = crowd
+    request.session["platform"] = platform
+    return RedirectResponse(f"/task/{slug}", status_code=303)
+
+

@@ -1,0 +1,35 @@
+"""All settings in one place; every process reads the same environment variables."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="", env_file=".env", extra="ignore")
+
+    database_url: str = f"sqlite:///{ROOT / 'var' / 'proctor.db'}"
+    # Empty means the embedded default: jobs run in a thread of the web process.
+    redis_url: str = ""
+    storage_url: str = f"file://{ROOT / 'var' / 'blobs'}"
+    s3_endpoint_url: str = ""
+    s3_access_key: str = ""
+    s3_secret_key: str = ""
+    s3_region: str = "us-east-1"
+    secret_key: str = "dev-only-change-me"
+    # Upload limit for CSV/JSONL imports (bytes, after decompression).
+    max_upload_bytes: int = 50 * 1024 * 1024
+    # Requests per minute per client on crowd entry and submit.
+    rate_limit_entry: int = 60
+    rate_limit_submit: int = 600
+    base_url: str = "http://127.0.0.1:8000"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,95 @@
+"""Engine, sessions and the declarative Base shared by every domain's models."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from functools import lru_cache
+
+from sqlalchemy import JSON, DateTime, MetaData, create_engine, event
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+from sqlalchemy.types import TypeDecorator
+
+from app.config import get_settings
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class UTCDateTime(TypeDecorator):
+    """Timezone-aware UTC datetimes on every backend (SQLite stores naive ones)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value
+
+    def process_result_value(self, value, dialect):
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {dict: JSON, list: JSON, datetime: UTCDateTime}
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@lru_cache
+def get_engine(url: str | None = None) -> Engine:
+    url = url or get_settings().database_url
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn, _record):
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        return engine
+    return create_engine(url, pool_size=20, max_overflow=20, pool_pre_ping=True)
+
+
+@lru_cache
+def get_sessionmaker(url: str | None = None) -> sessionmaker[Session]:
+    return sessionmaker(get_engine(url), expire_on_commit=False)
+
+
+def is_sqlite(session: Session) -> bool:
+    return session.get_bind().dialect.name == "sqlite"
+
+
+# SQLite has no row locks: the embedded default serialises writes that must not race
+# (assignment, submit) inside its single process with this lock.
+SQLITE_WRITE_LOCK = threading.RLock()
+
+
+@contextmanager
+def session_scope(url: str | None = None) -> Iterator[Session]:
+    session = get_sessionmaker(url)()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()

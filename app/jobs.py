@@ -1,0 +1,147 @@
+"""Background jobs: one table, one way to run a job, two transports.
+
+The web side only creates a Job row and enqueues its id by task name. In production a
+Celery worker (`workers/tasks.py`) picks it up from Redis; in the embedded default a thread
+of the web process polls the table. Either way `run_job` does the work, so both paths run
+the same code. Handlers are named by dotted path so the web side never imports `workers`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+import traceback
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, String, Text, select, update
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from app.config import get_settings
+from app.db import Base, get_sessionmaker, utcnow
+
+log = logging.getLogger(__name__)
+
+# task name -> "module:function"; the function takes (session, job, progress).
+HANDLERS: dict[str, str] = {
+    "export": "app.studies.exports:run_export",
+}
+CELERY_TASK = "proctor.run_job"
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task: Mapped[str] = mapped_column(String(64))
+    study_id: Mapped[int | None] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), index=True)
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    state: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    params: Mapped[dict] = mapped_column(default=dict)
+    done: Mapped[int] = mapped_column(default=0)
+    total: Mapped[int] = mapped_column(default=0)
+    log: Mapped[str] = mapped_column(Text, default="")
+    result: Mapped[dict] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column()
+    finished_at: Mapped[datetime | None] = mapped_column()
+
+    @property
+    def fraction(self) -> float:
+        return self.done / self.total if self.total else (1.0 if self.state == "done" else 0.0)
+
+
+def create_job(session: Session, task: str, *, study_id=None, owner_id=None, **params) -> Job:
+    if task not in HANDLERS:
+        raise ValueError(f"unknown task {task!r}")
+    job = Job(task=task, study_id=study_id, owner_id=owner_id, params=params)
+    session.add(job)
+    session.flush()
+    return job
+
+
+def enqueue(job_id: int) -> None:
+    """Call after the job's row is committed."""
+    settings = get_settings()
+    if settings.redis_url:
+        from celery import Celery  # only the client side: no task code is imported
+
+        client = Celery(broker=settings.redis_url)
+        client.send_task(CELERY_TASK, args=[job_id])
+    else:
+        _wake.set()
+
+
+class Progress:
+    """Handed to handlers: updates are committed in their own session so pages see them."""
+
+    def __init__(self, job_id: int):
+        self.job_id = job_id
+
+    def __call__(self, done: int, total: int | None = None, message: str | None = None) -> None:
+        with get_sessionmaker()() as s:
+            job = s.get(Job, self.job_id)
+            job.done = done
+            if total is not None:
+                job.total = total
+            if message:
+                job.log += message.rstrip() + "\n"
+            s.commit()
+
+
+def run_job(job_id: int) -> str:
+    """Claim and run one job; safe to call twice (a retried delivery finds it claimed)."""
+    sm = get_sessionmaker()
+    with sm() as s:
+        claimed = s.execute(
+            update(Job).where(Job.id == job_id, Job.state == "queued")
+            .values(state="running", started_at=utcnow())
+        ).rowcount
+        s.commit()
+        if not claimed:
+            return "skipped"
+        job = s.get(Job, job_id)
+        module, func = HANDLERS[job.task].split(":")
+        handler = getattr(importlib.import_module(module), func)
+        try:
+            result = handler(s, job, Progress(job_id))
+            s.commit()
+            s.refresh(job)
+            job.state, job.result, job.finished_at = "done", result or {}, utcnow()
+        except Exception as exc:  # a failed job reports why instead of vanishing
+            s.rollback()
+            job = s.get(Job, job_id)
+            job.state, job.finished_at = "failed", utcnow()
+            job.log += f"failed: {exc}\n{traceback.format_exc(limit=3)}"
+            log.exception("job %s failed", job_id)
+        s.commit()
+        return job.state
+
+
+_wake = threading.Event()
+
+
+def run_queued_once() -> int:
+    with get_sessionmaker()() as s:
+        ids = s.scalars(select(Job.id).where(Job.state == "queued").order_by(Job.id)).all()
+    for job_id in ids:
+        run_job(job_id)
+    return len(ids)
+
+
+def start_inprocess_worker(stop: threading.Event | None = None) -> threading.Thread:
+    """The embedded worker: a daemon thread that runs queued jobs as they arrive."""
+    stop = stop or threading.Event()
+
+    def loop():
+        while not stop.is_set():
+            try:
+                run_queued_once()
+            except Exception:
+                log.exception("in-process worker")
+            _wake.wait(2.0)
+            _wake.clear()
+
+    t = threading.Thread(target=loop, name="proctor-worker", daemon=True)
+    t.start()
+    return t

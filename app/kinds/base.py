@@ -1,0 +1,81 @@
+"""The one interface every task kind implements (DESIGN.md section 5)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ValidationError
+
+from app.errors import InputError
+
+
+@dataclass
+class ItemSpec:
+    """An item as an importer produces it, before it is stored."""
+
+    external_id: str
+    payload: dict
+    reference: dict | None = None
+    is_gold: bool = False
+    source: str = "dataset"
+    category: str = ""
+    cluster: str = ""
+    exclusion_group: str | None = None
+
+
+@dataclass
+class ImportResult:
+    items: list[ItemSpec]
+    # Kind settings derived from the upload (e.g. the random baseline's Yes rate).
+    kind_settings: dict = field(default_factory=dict)
+    summary: dict = field(default_factory=dict)
+
+
+class TaskKind(ABC):
+    name: ClassVar[str]
+    title: ClassVar[str]
+    # Jinja template (under templates/) that renders one item for the worker.
+    item_template: ClassVar[str]
+    Response: ClassVar[type[BaseModel]]
+    category_label: ClassVar[str] = "category"
+    # Importers by format name: upload bytes -> items. The first is the default.
+    item_formats: ClassVar[tuple[str, ...]] = ()
+    # Celery task that generates agent outputs for this kind, if any.
+    generation_task: ClassVar[str | None] = None
+
+    def parse_response(self, data: dict) -> dict:
+        try:
+            return self.Response.model_validate(data).model_dump()
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise InputError(err["msg"], field=".".join(str(p) for p in err["loc"]) or None) from None
+
+    def public_payload(self, payload: dict) -> dict:
+        """What a worker may see of an item: never the reference, source or agent."""
+        return payload
+
+    @abstractmethod
+    def score(self, payload: dict, reference: dict | None, response: dict) -> float | None:
+        """A response's score against the item's reference (None when there is none)."""
+
+    @abstractmethod
+    def import_items(self, data: bytes, fmt: str, options: dict) -> ImportResult:
+        """Parse an upload into items; raise InputError (line, field) and store nothing."""
+
+    @abstractmethod
+    def import_agent_outputs(self, data: bytes, known_ids: set[str]) -> dict[str, dict]:
+        """Parse an agent's outputs: item external id -> response."""
+
+    def agreement_value(self) -> str | None:
+        """Response field whose value annotators agree on (for alpha/kappa), if any."""
+        return None
+
+    def baselines(self, session, study) -> list[dict]:
+        """Leaderboard rows computed without people or agents (e.g. a random baseline)."""
+        return []
+
+    def demo(self) -> dict[str, Any]:
+        """Demo material: {'items': bytes, 'format': str, 'agents': {name: outputs bytes}}."""
+        return {}

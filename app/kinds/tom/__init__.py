@@ -1,0 +1,108 @@
+"""Common-ToM (Soubki et al. 2024): yes/no belief questions of order 1-3 about a point in a
+dialogue, answered by people and agents, scored against answers the rules derive from
+belief and common-ground labels."""
+
+from __future__ import annotations
+
+import hashlib
+from importlib import resources
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel
+from sqlalchemy import case, func, select
+
+from app.errors import InputError
+from app.kinds.base import ImportResult, ItemSpec, TaskKind
+from app.kinds.tom.formats import ToMQuestion, parse_answers_jsonl, parse_questions_csv, window
+from app.kinds.tom.generate import generate_battery, parse_cg_dialogues
+from app.leaderboards import stats
+
+
+class ToMResponse(BaseModel):
+    answer: Literal["Yes", "No"]
+
+
+def _stable_rank(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class CommonToM(TaskKind):
+    name: ClassVar[str] = "tom"
+    title: ClassVar[str] = "Common-ToM belief questions"
+    item_template: ClassVar[str] = "kinds/tom/item.html"
+    Response = ToMResponse
+    category_label: ClassVar[str] = "order"
+    item_formats: ClassVar[tuple[str, ...]] = ("csv", "cg")
+
+    def score(self, payload, reference, response):
+        if not reference:
+            return None
+        return 1.0 if response.get("answer") == reference.get("answer") else 0.0
+
+    def questions(self, data: bytes, fmt: str) -> list[ToMQuestion]:
+        if fmt == "csv":
+            return parse_questions_csv(data)
+        if fmt == "cg":
+            return generate_battery(parse_cg_dialogues(data))
+        raise InputError(f"unknown format {fmt!r}: use csv or cg", field="format")
+
+    def import_items(self, data: bytes, fmt: str, options: dict) -> ImportResult:
+        questions = self.questions(data, fmt)
+        if not questions:
+            raise InputError("the upload holds no questions")
+        # Gold: first-order questions (the easiest), a fixed pseudo-random choice.
+        n_gold = int(options.get("gold_count", min(30, max(5, len(questions) // 20))))
+        first = sorted((q for q in questions if q.order == 1), key=lambda q: _stable_rank(q.question_id))
+        gold_ids = {q.question_id for q in first[:n_gold]} if len(questions) > n_gold * 2 else set()
+        items = [ItemSpec(
+            external_id=q.question_id,
+            payload={"question": q.question, "window": window(q.utterances, q.sno)},
+            reference={"answer": q.answer},
+            is_gold=q.question_id in gold_ids, source="gold" if q.question_id in gold_ids else "dataset",
+            category=str(q.order), cluster=f"{q.cid}:{q.eno}:{q.sno}") for q in questions]
+        yes = sum(q.answer == "Yes" for q in questions)
+        rate = float(options.get("random_yes_rate", yes / len(questions)))
+        return ImportResult(items=items, kind_settings={"random_yes_rate": rate},
+                            summary={"questions": len(questions), "gold": len(gold_ids), "yes": yes,
+                                     "by_order": {o: sum(q.order == o for q in questions) for o in (1, 2, 3)},
+                                     "sample": questions[:50]})
+
+    def import_agent_outputs(self, data: bytes, known_ids: set[str]) -> dict[str, dict]:
+        return {qid: {"answer": a} for qid, a in parse_answers_jsonl(data, known_ids).items()}
+
+    def agreement_value(self) -> str:
+        return "answer"
+
+    def baselines(self, session, study) -> list[dict]:
+        """Answers Yes with the training split's Yes rate p: an item is right with
+        probability p (gold Yes) or 1-p (gold No); a group with y Yes and m No questions is
+        all right with probability p^y (1-p)^m."""
+        from app.studies.models import Item
+
+        p = float(study.kind_settings.get("random_yes_rate", 0.5))
+        is_yes = case((Item.reference["answer"].as_string() == "Yes", 1), else_=0)
+        base = (Item.study_id == study.id, Item.is_gold.is_(False))
+        by_cat = session.execute(select(Item.category, func.count(), func.sum(is_yes))
+                                 .where(*base).group_by(Item.category)).all()
+        clusters = session.execute(select(Item.cluster, func.count(), func.sum(is_yes))
+                                   .where(*base).group_by(Item.cluster)).all()
+
+        def est(n, y):
+            return stats.mean_interval_bernoulli_sum([p] * y + [1 - p] * (n - y)).as_dict()
+
+        n_all = sum(n for _, n, _ in by_cat)
+        y_all = sum(y or 0 for _, _, y in by_cat)
+        if not n_all:
+            return []
+        return [{"type": "baseline", "name": f"Random (Yes with p={p:.2f})",
+                 "answered": n_all, "coverage": 1.0, "accuracy": est(n_all, y_all),
+                 "by_category": {c: est(n, y or 0) for c, n, y in by_cat},
+                 "consistency": stats.mean_interval_bernoulli_sum(
+                     [p ** (y or 0) * (1 - p) ** (n - (y or 0)) for _, n, y in clusters]).as_dict()}]
+
+    def demo(self) -> dict:
+        return {"items": resources.files(__package__).joinpath("demo_data/dialogues.jsonl").read_bytes(),
+                "format": "cg"}
+
+
+KIND = CommonToM()

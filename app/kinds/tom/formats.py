@@ -1,0 +1,316 @@
+"""Common-ToM file formats: the released question CSV and agent answer JSONL.
+
+Question CSV (UTF-8, optionally gzipped), one question per record, columns
+
+    sno,eno,belief_A,belief_B,belief_Q,cg_A,cg_B,order,question,answer,context_type,cid,annotator,context
+
+optionally preceded by one id column headed "" (a pandas index), "id" or "question_id".
+`context` is the whole dialogue, one "A: ..." / "B: ..." utterance per line, with " 🛑" ending
+line `sno` (1-based). `belief_Q` is the certainty asked about, `eno` the proposition number,
+`cid` the conversation. Answers Yes/No (yes/no/true/false in any case are accepted).
+
+Question ids: the id column's value where there is one; otherwise derived from the content as
+"{cid}:{sno}:{eno}:{chain}:{belief_Q}" (chain like "AB"), so ids do not depend on row order.
+Should the same question appear twice without an id column, the later copies get "~2", "~3".
+
+Answer JSONL: one {"question_id": ..., "answer": "Yes"|"No"} per line; blank lines are skipped.
+
+Every refusal is an InputError naming the file line (the header is line 1; a record spanning
+several lines is named by its first line) and the field.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import re
+import zlib
+from typing import Literal
+
+from pydantic import BaseModel
+
+from app.errors import InputError
+from app.kinds.tom.rules import BELIEFS, CERTAINTIES, CG_LABELS, STOP, STOP_VS16, gold_answer, parse_question
+
+COLUMNS = (
+    "sno", "eno", "belief_A", "belief_B", "belief_Q", "cg_A", "cg_B", "order",
+    "question", "answer", "context_type", "cid", "annotator", "context",
+)
+ID_HEADERS = ("", "id", "question_id")
+_LABEL_SETS = {
+    "belief_A": BELIEFS, "belief_B": BELIEFS, "belief_Q": CERTAINTIES,
+    "cg_A": CG_LABELS, "cg_B": CG_LABELS,
+}
+_UTTERANCE = re.compile(r"([AB]):[ \t]?(.*)", re.DOTALL)
+
+
+class ToMQuestion(BaseModel):
+    question_id: str
+    sno: int  # 1-based utterance the question is about
+    eno: int  # proposition (event) number
+    belief_A: str
+    belief_B: str
+    belief_Q: str  # certainty asked about
+    cg_A: str
+    cg_B: str
+    order: int
+    chain: tuple[str, ...]
+    proposition: str
+    question: str
+    answer: Literal["Yes", "No"]
+    context_type: str
+    cid: str
+    annotator: str
+    utterances: list[tuple[str, str]]  # (speaker, text), 🛑 removed
+    line: int | None = None  # CSV line the record starts on, None when generated
+
+    def rule_answer(self) -> Literal["Yes", "No"]:
+        """The answer the rules give from this question's own label columns."""
+        yes = gold_answer(
+            self.chain, self.belief_Q,
+            {"A": self.belief_A, "B": self.belief_B}, {"A": self.cg_A, "B": self.cg_B},
+        )
+        return "Yes" if yes else "No"
+
+    @property
+    def context(self) -> str:
+        return "\n".join(
+            f"{who}: {text}" + (f" {STOP}" if i == self.sno else "")
+            for i, (who, text) in enumerate(self.utterances, 1)
+        )
+
+
+def derived_id(cid: str, sno: int, eno: int, chain: tuple[str, ...], certainty: str) -> str:
+    return f"{cid}:{sno}:{eno}:{''.join(chain)}:{certainty}"
+
+
+def normalise_answer(value) -> str | None:
+    """'Yes'/'No' for yes/no/true/false (any case) or JSON booleans; None for anything else."""
+    if isinstance(value, bool):
+        return "Yes" if value else "No"
+    if isinstance(value, str):
+        return {"yes": "Yes", "true": "Yes", "no": "No", "false": "No"}.get(value.strip().lower())
+    return None
+
+
+def decode_upload(data: bytes | str) -> str:
+    """Text of an upload: gunzips when it starts with the gzip magic, requires UTF-8."""
+    if isinstance(data, str):
+        return data
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (EOFError, OSError, zlib.error) as exc:
+            raise InputError(f"the gzip file is truncated or corrupt ({exc})") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(f"the file is not UTF-8 text (byte 0x{data[exc.start]:02x})", line=line) from None
+
+
+def _records(text: str):
+    """(first line, cells) per CSV record, skipping blank lines."""
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    start = 1
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise InputError(f"malformed CSV: {exc}", line=start) from None
+        if len(row) > 1 or (row and row[0].strip()):  # a blank line is not a record
+            yield start, row
+        start = reader.line_num + 1
+
+
+def _split_context(text: str, line: int) -> tuple[list[tuple[str, str]], list[int]]:
+    """(utterances, numbers of lines ending in a 🛑) of a context with "\n" line ends."""
+    utterances, marked = [], []
+    for i, raw in enumerate(text.split("\n"), 1):
+        raw = raw.rstrip()
+        for stop in (STOP_VS16, STOP):
+            if raw.endswith(stop):
+                raw = raw[: -len(stop)].rstrip()
+                marked.append(i)
+                break
+        m = _UTTERANCE.fullmatch(raw)
+        if not m:
+            raise InputError(f"context line {i} does not start with 'A:' or 'B:'", line=line, field="context")
+        utterances.append((m[1], m[2]))
+    return utterances, marked
+
+
+def _parse_context(context: str, sno: int, line: int, cache: dict) -> list[tuple[str, str]]:
+    text = context.replace("\r\n", "\n").replace("\r", "\n").strip("\n")
+    # Questions about one dialogue differ only in where the 🛑 is: parse each dialogue once.
+    at = text.find(STOP)
+    marker_line = text.count("\n", 0, at) + 1 if at >= 0 else None
+    if at >= 0:
+        end = at + len(STOP) + text.startswith("\ufe0f", at + len(STOP))
+        if text[end:].split("\n", 1)[0].strip():
+            raise InputError(f"the {STOP} marker must end its line (context line {marker_line})",
+                             line=line, field="context")
+        text = text[:at].rstrip(" \t") + text[end:]
+    if text not in cache:
+        cache[text] = _split_context(text, line)
+    utterances, others = cache[text]
+    if not 1 <= sno <= len(utterances):
+        raise InputError(f"sno {sno} is outside the context, which has {len(utterances)} lines",
+                         line=line, field="sno")
+    if marker_line != sno or others:
+        marked = sorted(others + [marker_line] if marker_line else others)
+        where = f"on context line(s) {', '.join(map(str, marked))}" if marked else "missing"
+        raise InputError(f"the {STOP} marker should end context line {sno} (sno) but is {where}",
+                         line=line, field="context")
+    return utterances
+
+
+def _int(cells: dict, name: str, line: int) -> int:
+    try:
+        return int(cells[name].strip())
+    except ValueError:
+        raise InputError(f"{cells[name]!r} is not a whole number", line=line, field=name) from None
+
+
+def _question(cells: dict, line: int, qid: str | None, cache: dict) -> ToMQuestion:
+    for name, allowed in _LABEL_SETS.items():
+        cells[name] = cells[name].strip()
+        if cells[name] not in allowed:
+            raise InputError(f"{cells[name]!r} is not one of {', '.join(allowed)}", line=line, field=name)
+    sno, eno, order = (_int(cells, name, line) for name in ("sno", "eno", "order"))
+    if order not in (1, 2, 3):
+        raise InputError(f"order must be 1, 2 or 3, not {order}", line=line, field="order")
+    answer = normalise_answer(cells["answer"])
+    if answer is None:
+        raise InputError(f"{cells['answer']!r} is not Yes or No", line=line, field="answer")
+    cid = cells["cid"].strip()
+    if not cid:
+        raise InputError("the conversation id is empty", line=line, field="cid")
+    try:
+        chain, certainty, proposition = parse_question(cells["question"])
+    except InputError as exc:
+        raise InputError(exc.message, line=line, field="question") from None
+    if len(chain) != order:
+        raise InputError(f"order is {order} but the question is of order {len(chain)}", line=line, field="order")
+    if certainty != cells["belief_Q"]:
+        raise InputError(f"belief_Q is {cells['belief_Q']} but the question asks about {certainty}",
+                         line=line, field="belief_Q")
+    utterances = _parse_context(cells["context"], sno, line, cache)
+    # Every value is checked above; construct without re-validating (and so share utterances).
+    return ToMQuestion.model_construct(
+        question_id=qid if qid is not None else derived_id(cid, sno, eno, chain, certainty),
+        sno=sno, eno=eno, order=order, chain=chain, proposition=proposition,
+        question=cells["question"].strip(), answer=answer, cid=cid,
+        context_type=cells["context_type"].strip(), annotator=cells["annotator"].strip(),
+        utterances=utterances, line=line,
+        **{name: cells[name] for name in _LABEL_SETS},
+    )
+
+
+def parse_questions_csv(data: bytes | str) -> list[ToMQuestion]:
+    """All questions of a Common-ToM CSV, or InputError on the first malformed record.
+
+    Answers that disagree with the rules are kept: `check.py` reports those.
+    """
+    records = _records(decode_upload(data))
+    first = next(records, None)
+    if first is None:
+        raise InputError("the file is empty: no header and no questions", line=1)
+    header = [name.strip() for name in first[1]]
+    id_name = header[0] if header[0] in ID_HEADERS else None
+    names = header[1:] if id_name is not None else header
+    seen = set()
+    for name in names:
+        if name not in COLUMNS:
+            raise InputError(f"unknown column {name!r}; expected {', '.join(COLUMNS)}", line=1, field=name)
+        if name in seen:
+            raise InputError(f"column {name!r} appears twice", line=1, field=name)
+        seen.add(name)
+    for name in COLUMNS:
+        if name not in seen:
+            raise InputError(f"missing column {name!r}", line=1, field=name)
+
+    id_field = id_name or "id"
+    questions, ids, cache = [], set(), {}
+    for line, row in records:
+        if len(row) != len(header):
+            field = header[len(row)] if len(row) < len(header) else None
+            raise InputError(f"malformed CSV: the row has {len(row)} cells, the header {len(header)}",
+                             line=line, field=field or None)
+        cells = dict(zip(header, row))
+        qid = None
+        if id_name is not None:
+            qid = cells[id_name].strip()
+            if not qid:
+                raise InputError("the question id is empty", line=line, field=id_field)
+            if qid in ids:
+                raise InputError(f"duplicate question id {qid!r}", line=line, field=id_field)
+        q = _question(cells, line, qid, cache)
+        if id_name is None:
+            # Without ids, a repeated question gets a numbered copy id rather than a refusal.
+            base, n = q.question_id, 1
+            while q.question_id in ids:
+                n += 1
+                q.question_id = f"{base}~{n}"
+        ids.add(q.question_id)
+        questions.append(q)
+    if not questions:
+        raise InputError("the file has a header but no questions", line=2)
+    return questions
+
+
+def write_questions_csv(questions) -> bytes:
+    """The CSV format above, with a `question_id` first column (parse_questions_csv reads it back)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(("question_id", *COLUMNS))
+    for q in questions:
+        writer.writerow([
+            q.question_id, q.sno, q.eno, q.belief_A, q.belief_B, q.belief_Q, q.cg_A, q.cg_B, q.order,
+            q.question, q.answer, q.context_type, q.cid, q.annotator, q.context,
+        ])
+    return out.getvalue().encode("utf-8")
+
+
+def window(utterances, sno: int, before: int = 5, after: int = 5) -> list[dict]:
+    """The target utterance with up to `before`/`after` neighbours, as the paper shows them."""
+    if not 1 <= sno <= len(utterances):
+        raise ValueError(f"sno {sno} is outside a dialogue of {len(utterances)} utterances")
+    lo, hi = max(1, sno - before), min(len(utterances), sno + after)
+    return [
+        {"index": i, "speaker": utterances[i - 1][0], "text": utterances[i - 1][1], "target": i == sno}
+        for i in range(lo, hi + 1)
+    ]
+
+
+def parse_answers_jsonl(data: bytes | str, known_ids: set[str]) -> dict[str, str]:
+    """question_id -> "Yes"/"No" from an agent's JSONL answers; InputError on the first bad line."""
+    answers: dict[str, str] = {}
+    for line, raw in enumerate(decode_upload(data).splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not valid JSON: {exc.msg}", line=line) from None
+        if not isinstance(obj, dict):
+            raise InputError("each line must be a JSON object", line=line)
+        for name in ("question_id", "answer"):
+            if name not in obj:
+                raise InputError(f"missing {name!r}", line=line, field=name)
+        qid = obj["question_id"]
+        if isinstance(qid, int) and not isinstance(qid, bool):
+            qid = str(qid)  # pandas-style numeric ids
+        if not isinstance(qid, str) or qid not in known_ids:
+            raise InputError(f"unknown question id {obj['question_id']!r}", line=line, field="question_id")
+        if qid in answers:
+            raise InputError(f"duplicate answer for question {qid!r}", line=line, field="question_id")
+        answer = normalise_answer(obj["answer"])
+        if answer is None:
+            raise InputError(f"{obj['answer']!r} is not Yes or No", line=line, field="answer")
+        answers[qid] = answer
+    return answers

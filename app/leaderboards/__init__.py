@@ -1,0 +1,1 @@
+"""Leaderboards: aggregate study results into ranked, uncertainty-aware tables."""

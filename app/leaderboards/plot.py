@@ -1,0 +1,34 @@
+"""Server-drawn SVG of a leaderboard: one dot and 95% interval per row (no JS needed)."""
+
+from __future__ import annotations
+
+from markupsafe import Markup, escape
+
+COLOURS = {"agent": "#2563eb", "annotator": "#6b7280", "majority": "#059669", "baseline": "#d97706"}
+
+
+def interval_svg(board: dict, metric: str = "accuracy", width: int = 640) -> Markup:
+    rows = [r for r in board["rows"] if r.get(metric) and r[metric]["n"]]
+    rows = [r for r in rows if r["type"] != "annotator"] + \
+           [r for r in rows if r["type"] == "annotator"][:15]
+    if not rows:
+        return Markup("")
+    left, right, step = 230, 20, 22
+    height = 30 + step * len(rows)
+    span = width - left - right
+    x = lambda v: left + span * max(0.0, min(1.0, v))  # noqa: E731
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'role="img" aria-label="{escape(metric)} with 95% intervals" class="plot">']
+    for t in (0, 0.25, 0.5, 0.75, 1.0):
+        parts.append(f'<line x1="{x(t):.1f}" y1="10" x2="{x(t):.1f}" y2="{height - 18}" stroke="#e5e7eb"/>'
+                     f'<text x="{x(t):.1f}" y="{height - 4}" font-size="11" text-anchor="middle">{t:.2f}</text>')
+    for i, r in enumerate(rows):
+        y = 22 + i * step
+        e, c = r[metric], COLOURS.get(r["type"], "#111")
+        parts.append(f'<text x="{left - 8}" y="{y + 4}" font-size="12" text-anchor="end">{escape(r["name"][:34])}</text>')
+        if e["low"] == e["low"]:  # not NaN
+            parts.append(f'<line x1="{x(e["low"]):.1f}" y1="{y}" x2="{x(e["high"]):.1f}" y2="{y}" stroke="{c}" stroke-width="2"/>')
+        parts.append(f'<circle cx="{x(e["mean"]):.1f}" cy="{y}" r="4" fill="{c}"><title>{escape(r["name"])}: '
+                     f'{e["mean"]:.3f} [{e["low"]:.3f}, {e["high"]:.3f}], n={e["n"]}</title></circle>')
+    parts.append("</svg>")
+    return Markup("".join(parts))

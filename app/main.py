@@ -1,0 +1,92 @@
+"""create_app(): routers, middleware, error pages."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, HTTPException, Request
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.middleware.sessions import SessionMiddleware
+
+from app.config import get_settings
+from app.errors import InputError
+from app.studies.assignment import NotAvailable
+from app.web import render, static_dir
+
+
+def _wants_json(request: Request) -> bool:
+    return request.url.path.startswith("/api/") or "application/json" in request.headers.get("accept", "")
+
+
+def create_app(database_url: str | None = None) -> FastAPI:
+    settings = get_settings()
+    app = FastAPI(title="Proctor", version="0.1.0",
+                  description="Human evaluation of grounded language agents.",
+                  docs_url="/api/docs", redoc_url=None, openapi_url="/openapi.json")
+    app.state.database_url = database_url or settings.database_url
+    app.add_middleware(SessionMiddleware, secret_key=settings.secret_key,
+                       session_cookie="proctor_session", same_site="lax", max_age=14 * 24 * 3600,
+                       https_only=settings.base_url.startswith("https"))
+
+    from app.api import router as api_router
+    from app.auth.views import router as auth_router
+    from app.quality.views import router as quality_router
+    from app.studies.views import router as studies_router
+
+    app.include_router(auth_router)
+    app.include_router(studies_router)
+    app.include_router(quality_router)
+    app.include_router(api_router)
+    app.mount("/static", StaticFiles(directory=str(static_dir())), name="static")
+
+    @app.get("/blobs/{key:path}", include_in_schema=False)
+    def blob(key: str, exp: str = "", sig: str = "", filename: str | None = None):
+        from app.storage import content_disposition, get_store
+
+        store = get_store()
+        if not store.verify(key, exp, sig, filename=filename):
+            raise HTTPException(403, "this download link is invalid or has expired")
+        name = filename or key.rsplit("/", 1)[-1]
+        return StreamingResponse(store.open(key), media_type="application/octet-stream",
+                                 headers={"Content-Disposition": content_disposition(name)})
+
+    @app.get("/healthz", include_in_schema=False)
+    def health():
+        return PlainTextResponse("ok")
+
+    @app.exception_handler(InputError)
+    async def input_error(request: Request, exc: InputError):
+        if _wants_json(request):
+            return JSONResponse(exc.as_dict(), status_code=422)
+        return render(request, "error.html", status_code=422, title="That input was refused",
+                      message=str(exc))
+
+    @app.exception_handler(NotAvailable)
+    async def not_available(request: Request, exc: NotAvailable):
+        if _wants_json(request):
+            return JSONResponse({"detail": str(exc)}, status_code=409)
+        return render(request, "error.html", status_code=409, title="Not available", message=str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError):
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"] if p not in ("body", "query", "form"))
+        detail = f"field '{field}': {err['msg']}"
+        if _wants_json(request):
+            return JSONResponse({"detail": detail, "field": field}, status_code=422)
+        return render(request, "error.html", status_code=422, title="That input was refused",
+                      message=detail)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        if exc.status_code in (301, 302, 303, 307) and exc.headers:
+            return RedirectResponse(exc.headers["Location"], status_code=303)
+        if _wants_json(request):
+            return JSONResponse({"detail": exc.detail}, status_code=exc.status_code,
+                                headers=exc.headers)
+        return render(request, "error.html", status_code=exc.status_code,
+                      title={403: "Not allowed", 404: "Not found", 429: "Slow down"}.get(
+                          exc.status_code, "Error"), message=str(exc.detail))
+
+    return app

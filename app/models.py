@@ -1,0 +1,8 @@
+"""Every model, imported once so metadata (and Alembic) sees all tables."""
+
+from app.agents.models import Agent, AgentOutput  # noqa: F401
+from app.audit import AuditEntry  # noqa: F401
+from app.auth.models import ApiToken, User  # noqa: F401
+from app.db import Base  # noqa: F401
+from app.jobs import Job  # noqa: F401
+from app.studies.models import Annotation, Assignment, Bundle, Item, Participant, Study  # noqa: F401

@@ -1,0 +1,1 @@
+"""Gold accuracy, the admin review queue, approvals and rejections."""

@@ -1,0 +1,145 @@
+"""Review of workers: gold record, timing, flags; approve or reject with an audit trail."""
+
+from __future__ import annotations
+
+from sqlalchemy import and_, case, func, select, update
+from sqlalchemy.orm import Session
+
+from app import audit
+from app.auth.models import User
+from app.db import utcnow
+from app.errors import InputError
+from app.studies.models import Annotation, Assignment, Item, Participant, Study
+
+# A worker is flagged for a closer look below these marks.
+MIN_GOLD_ACCURACY = 0.7
+MIN_MEDIAN_SECONDS = 2.0
+MAX_SAME_ANSWER_SHARE = 0.95
+
+
+def review_queue(session: Session, study: Study, status: str | None = None) -> list[dict]:
+    gold = func.sum(case((Annotation.is_gold, 1), else_=0))
+    gold_right = func.sum(case((and_(Annotation.is_gold, Annotation.score >= 1.0), 1), else_=0))
+    rows = session.execute(
+        select(Participant, User.pseudonym, User.platform, User.external_id,
+               func.count(Annotation.id), gold, gold_right,
+               func.avg(Annotation.duration_ms))
+        .join(User, User.id == Participant.worker_id)
+        .join(Annotation, and_(Annotation.worker_id == Participant.worker_id,
+                               Annotation.study_id == study.id), isouter=True)
+        .where(Participant.study_id == study.id,
+               *( [Participant.status == status] if status else []))
+        .group_by(Participant.id, User.pseudonym, User.platform, User.external_id)
+        .order_by(Participant.id)
+    ).all()
+    medians = _median_durations(session, study)
+    sameness = _same_answer_share(session, study)
+    out = []
+    for p, pseud, platform, ext, n, n_gold, n_gold_right, _avg in rows:
+        n_gold = n_gold or 0
+        acc = (n_gold_right or 0) / n_gold if n_gold else None
+        median_s = medians.get(p.worker_id)
+        flags = []
+        if acc is not None and acc < MIN_GOLD_ACCURACY:
+            flags.append(f"gold accuracy {acc:.0%}")
+        if median_s is not None and median_s < MIN_MEDIAN_SECONDS and n >= 3:
+            flags.append(f"fast: median {median_s:.1f}s per item")
+        share = sameness.get(p.worker_id)
+        if share is not None and share >= MAX_SAME_ANSWER_SHARE and n >= 5:
+            flags.append(f"same answer {share:.0%} of the time")
+        out.append({"participant_id": p.id, "worker": pseud, "platform": platform,
+                    "external_id": ext, "status": p.status, "reason": p.reason,
+                    "annotations": n, "gold": n_gold, "gold_correct": n_gold_right or 0,
+                    "gold_accuracy": acc, "median_seconds": median_s, "flags": flags})
+    return out
+
+
+def _median_durations(session: Session, study: Study) -> dict[int, float]:
+    # Per-worker medians need the values; the queue is per study and small next to items.
+    by_worker: dict[int, list[int]] = {}
+    for wid, ms in session.execute(select(Annotation.worker_id, Annotation.duration_ms)
+                                   .where(Annotation.study_id == study.id)):
+        by_worker.setdefault(wid, []).append(ms)
+    out = {}
+    for wid, values in by_worker.items():
+        values.sort()
+        out[wid] = values[len(values) // 2] / 1000.0
+    return out
+
+
+def _same_answer_share(session: Session, study: Study) -> dict[int, float]:
+    """Share of a worker's responses equal to their most common one."""
+    counts: dict[int, dict[str, int]] = {}
+    for wid, resp, n in session.execute(
+            select(Annotation.worker_id, Annotation.response, func.count())
+            .where(Annotation.study_id == study.id)
+            .group_by(Annotation.worker_id, Annotation.response)):
+        key = repr(sorted(resp.items())) if isinstance(resp, dict) else repr(resp)
+        counts.setdefault(wid, {})
+        counts[wid][key] = counts[wid].get(key, 0) + n
+    return {w: max(c.values()) / sum(c.values()) for w, c in counts.items()}
+
+
+def gold_replay(session: Session, study: Study, participant_id: int) -> list[dict]:
+    """A worker's answers on gold items beside the right answers, in the order given."""
+    p = session.get(Participant, participant_id)
+    if p is None or p.study_id != study.id:
+        raise InputError("no such participant in this study", field="participant_id")
+    rows = session.execute(
+        select(Annotation, Item, Assignment.slot)
+        .join(Item, Item.id == Annotation.item_id)
+        .join(Assignment, Assignment.id == Annotation.assignment_id)
+        .where(Annotation.study_id == study.id, Annotation.worker_id == p.worker_id,
+               Annotation.is_gold.is_(True))
+        .order_by(Annotation.id)).all()
+    return [{"item": it.external_id, "payload": it.payload, "reference": it.reference,
+             "response": a.response, "correct": (a.score or 0) >= 1.0,
+             "seconds": a.duration_ms / 1000.0, "slot": slot, "at": a.created_at}
+            for a, it, slot in rows]
+
+
+def decide(session: Session, study: Study, participant_ids: list[int], decision: str,
+           actor: User, reason: str = "") -> int:
+    """Approve or reject participants. A rejection drops their annotations from every
+    aggregate and hands their items' capacity back to the pool; it cannot be undone."""
+    if decision not in ("approved", "rejected"):
+        raise InputError("decision must be approve or reject", field="decision")
+    if decision == "rejected" and not reason.strip():
+        raise InputError("a rejection needs a reason (the worker is told it)", field="reason")
+    changed = 0
+    for pid in participant_ids:
+        p = session.execute(select(Participant).where(Participant.id == pid).with_for_update()
+                            ).scalar_one_or_none()
+        if p is None or p.study_id != study.id:
+            raise InputError(f"no participant {pid} in this study", field="participant_id")
+        if p.status == decision:
+            continue
+        if p.status == "rejected":
+            raise InputError(f"participant {pid} was rejected; a rejection is final",
+                             field="participant_id")
+        if decision == "rejected":
+            _drop_work(session, study, p.worker_id)
+        p.status, p.reason, p.reviewed_by, p.reviewed_at = decision, reason, actor.id, utcnow()
+        audit.record(session, actor.id, f"worker.{decision}",
+                     "participant", p.id, study=study.id, reason=reason)
+        changed += 1
+    session.commit()
+    return changed
+
+
+def _drop_work(session: Session, study: Study, worker_id: int) -> None:
+    item_ids = session.scalars(select(Assignment.item_id).where(
+        Assignment.study_id == study.id, Assignment.worker_id == worker_id,
+        Assignment.state.in_(("completed", "leased")), Assignment.is_gold.is_(False))
+        .order_by(Assignment.item_id)).all()
+    # Assignments before items: the same lock order as submit and the lease sweeper.
+    session.execute(update(Assignment).where(
+        Assignment.study_id == study.id, Assignment.worker_id == worker_id,
+        Assignment.state.in_(("completed", "leased"))).values(state="rejected"))
+    for item_id in item_ids:
+        session.execute(update(Item).where(Item.id == item_id).values(n_active=Item.n_active - 1))
+    session.execute(update(Annotation).where(Annotation.study_id == study.id,
+                                             Annotation.worker_id == worker_id)
+                    .values(excluded=True))
+
+

@@ -1,0 +1,68 @@
+"""Admin pages: the review queue, a worker's gold replay, decisions, the audit log."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import RedirectResponse
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.audit import AuditEntry
+from app.auth.deps import db, require, verify_csrf
+from app.auth.models import User
+from app.errors import InputError
+from app.kinds import get_kind
+from app.quality import service
+from app.studies.models import Participant, Study
+from app.web import flash, render
+
+router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
+admin = require("admin")
+
+
+def _study(session: Session, study_id: int) -> Study:
+    study = session.get(Study, study_id)
+    if study is None:
+        raise HTTPException(404, "No such study.")
+    return study
+
+
+@router.get("/admin/studies/{study_id}/review")
+def review(request: Request, study_id: int, status: str = "", session: Session = Depends(db),
+           user: User = Depends(admin)):
+    study = _study(session, study_id)
+    return render(request, "admin/review.html", user=user, study=study, status=status,
+                  queue=service.review_queue(session, study, status or None))
+
+
+@router.get("/admin/studies/{study_id}/participants/{pid}")
+def replay(request: Request, study_id: int, pid: int, session: Session = Depends(db),
+           user: User = Depends(admin)):
+    study = _study(session, study_id)
+    p = session.get(Participant, pid)
+    return render(request, "admin/replay.html", user=user, study=study, participant=p,
+                  worker=session.get(User, p.worker_id) if p else None, kind=get_kind(study.kind),
+                  answers=service.gold_replay(session, study, pid))
+
+
+@router.post("/admin/studies/{study_id}/review")
+async def decide(request: Request, study_id: int, session: Session = Depends(db),
+                 user: User = Depends(admin)):
+    study = _study(session, study_id)
+    form = await request.form()
+    ids = [int(v) for v in form.getlist("participant_id") if str(v).isdigit()]
+    if not ids:
+        raise InputError("select at least one worker", field="participant_id")
+    decision = {"approve": "approved", "reject": "rejected"}.get(str(form.get("decision")), "")
+    n = service.decide(session, study, ids, decision, session.merge(user),
+                       str(form.get("reason", "")))
+    flash(request, f"{n} worker(s) {decision}.")
+    return RedirectResponse(f"/admin/studies/{study.id}/review", status_code=303)
+
+
+@router.get("/admin/audit")
+def audit_log(request: Request, session: Session = Depends(db), user: User = Depends(admin)):
+    rows = session.execute(select(AuditEntry, User.email).join(User, User.id == AuditEntry.actor_id,
+                                                               isouter=True)
+                           .order_by(AuditEntry.id.desc()).limit(500)).all()
+    return render(request, "admin/audit.html", user=user, rows=rows)

@@ -1,0 +1,1 @@
+"""Studies, items, assignments, annotations, bundles and the assignment engine."""

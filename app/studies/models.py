@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Float, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db import Base, utcnow
+
+STUDY_STATES = ("draft", "live", "paused", "closed")
+
+
+class Study(Base):
+    __tablename__ = "studies"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    slug: Mapped[str] = mapped_column(String(64), unique=True)
+    title: Mapped[str] = mapped_column(String(255))
+    kind: Mapped[str] = mapped_column(String(32), index=True)
+    owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    state: Mapped[str] = mapped_column(String(16), default="draft")
+    annotations_per_item: Mapped[int] = mapped_column(default=3)
+    bundle_size: Mapped[int] = mapped_column(default=10)
+    gold_rate: Mapped[float] = mapped_column(Float, default=0.1)
+    lease_seconds: Mapped[int] = mapped_column(default=900)
+    completion_code: Mapped[str] = mapped_column(String(64))
+    redirect_url: Mapped[str] = mapped_column(String(1000), default="")
+    consent_text: Mapped[str] = mapped_column(Text, default="")
+    instructions: Mapped[str] = mapped_column(Text, default="")
+    payment: Mapped[str] = mapped_column(String(100), default="")
+    # Settings that only the study's task kind reads (validated by the kind).
+    kind_settings: Mapped[dict] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Item(Base):
+    __tablename__ = "items"
+    __table_args__ = (
+        UniqueConstraint("study_id", "external_id"),
+        # The assignment engine walks this index: least-annotated first, then a fixed
+        # random order, so redundancy fills breadth-first.
+        Index("ix_items_pick", "study_id", "is_gold", "n_active", "position"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"))
+    external_id: Mapped[str] = mapped_column(String(255))
+    payload: Mapped[dict] = mapped_column()
+    # The correct response where one is known; never sent to workers.
+    reference: Mapped[dict | None] = mapped_column()
+    is_gold: Mapped[bool] = mapped_column(default=False)
+    source: Mapped[str] = mapped_column(String(32), default="dataset")
+    category: Mapped[str] = mapped_column(String(64), default="")
+    # Items judged together for consistency (ToM: one proposition at one point).
+    cluster: Mapped[str] = mapped_column(String(255), default="")
+    exclusion_group: Mapped[str | None] = mapped_column(String(255))
+    position: Mapped[float] = mapped_column(Float)
+    # Completed plus currently leased assignments (not counting rejected ones).
+    n_active: Mapped[int] = mapped_column(default=0)
+
+
+class Participant(Base):
+    """A worker in a study: the unit an admin reviews, approves or rejects."""
+
+    __tablename__ = "participants"
+    __table_args__ = (UniqueConstraint("study_id", "worker_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), index=True)
+    worker_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    reason: Mapped[str] = mapped_column(Text, default="")
+    reviewed_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    reviewed_at: Mapped[datetime | None] = mapped_column()
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Bundle(Base):
+    """One task: a fixed number of item slots, some of them gold, done in order."""
+
+    __tablename__ = "bundles"
+    __table_args__ = (UniqueConstraint("study_id", "worker_id", "external_assignment_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), index=True)
+    participant_id: Mapped[int] = mapped_column(ForeignKey("participants.id"), index=True)
+    worker_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    external_assignment_id: Mapped[str] = mapped_column(String(255), default="")
+    hit_id: Mapped[str] = mapped_column(String(255), default="")
+    size: Mapped[int] = mapped_column()
+    gold_slots: Mapped[list] = mapped_column(default=list)
+    n_done: Mapped[int] = mapped_column(default=0)
+    consented_at: Mapped[datetime | None] = mapped_column()
+    finished_at: Mapped[datetime | None] = mapped_column()
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Assignment(Base):
+    __tablename__ = "assignments"
+    __table_args__ = (
+        UniqueConstraint("worker_id", "item_id"),
+        # NULL groups never collide, so only grouped items are exclusive.
+        UniqueConstraint("study_id", "worker_id", "exclusion_group"),
+        Index("ix_assignments_lease", "state", "lease_expires_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"))
+    item_id: Mapped[int] = mapped_column(ForeignKey("items.id", ondelete="CASCADE"), index=True)
+    worker_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    bundle_id: Mapped[int] = mapped_column(ForeignKey("bundles.id"), index=True)
+    exclusion_group: Mapped[str | None] = mapped_column(String(255))
+    slot: Mapped[int] = mapped_column()
+    is_gold: Mapped[bool] = mapped_column(default=False)
+    # leased -> completed | expired; completed -> rejected when the worker is rejected.
+    state: Mapped[str] = mapped_column(String(16), default="leased")
+    leased_at: Mapped[datetime] = mapped_column(default=utcnow)
+    lease_expires_at: Mapped[datetime] = mapped_column()
+    completed_at: Mapped[datetime | None] = mapped_column()
+
+
+class Annotation(Base):
+    __tablename__ = "annotations"
+    __table_args__ = (Index("ix_annotations_study_item", "study_id", "item_id"),
+                      Index("ix_annotations_study_worker", "study_id", "worker_id"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignments.id"), unique=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"))
+    item_id: Mapped[int] = mapped_column(ForeignKey("items.id", ondelete="CASCADE"))
+    worker_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    is_gold: Mapped[bool] = mapped_column(default=False)
+    response: Mapped[dict] = mapped_column()
+    # Derived by the kind's scorer against the item's reference; NULL when there is none.
+    score: Mapped[float | None] = mapped_column(Float)
+    duration_ms: Mapped[int] = mapped_column(default=0)
+    client: Mapped[dict] = mapped_column(default=dict)
+    idempotency_key: Mapped[str] = mapped_column(String(64), unique=True)
+    # Set when the worker is rejected: the response itself never changes.
+    excluded: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

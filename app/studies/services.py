@@ -1,0 +1,138 @@
+"""Creating studies from uploads, changing their state, importing agent outputs."""
+
+from __future__ import annotations
+
+import random
+import re
+import secrets
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+from sqlalchemy import insert, select
+from sqlalchemy.orm import Session
+
+from app import audit
+from app.agents.models import Agent, AgentOutput
+from app.auth.models import User
+from app.errors import InputError
+from app.kinds import get_kind
+from app.kinds.base import ImportResult
+from app.studies.models import Item, Study
+
+TRANSITIONS = {"draft": {"live"}, "live": {"paused", "closed"}, "paused": {"live", "closed"},
+               "closed": set()}
+
+
+class StudySettings(BaseModel):
+    title: str = Field(min_length=1, max_length=255)
+    annotations_per_item: int = Field(3, ge=1, le=100)
+    bundle_size: int = Field(10, ge=1, le=500)
+    gold_rate: float = Field(0.1, ge=0.0, le=0.9)
+    lease_seconds: int = Field(900, ge=30, le=7 * 24 * 3600)
+    completion_code: str = Field("", max_length=64)
+    redirect_url: str = Field("", max_length=1000)
+    consent_text: str = ""
+    instructions: str = ""
+    payment: str = Field("", max_length=100)
+
+    @field_validator("redirect_url")
+    @classmethod
+    def _http_only(cls, v: str) -> str:
+        if v and not re.match(r"^https?://", v):
+            raise ValueError("must start with http:// or https://")
+        return v
+
+
+def parse_settings(data: dict) -> StudySettings:
+    try:
+        return StudySettings.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise InputError(err["msg"], field=".".join(str(p) for p in err["loc"])) from None
+
+
+def _slug(title: str) -> str:
+    base = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:40] or "study"
+    return f"{base}-{secrets.token_hex(3)}"
+
+
+def preview_items(kind_name: str, data: bytes, fmt: str, options: dict | None = None) -> ImportResult:
+    return get_kind(kind_name).import_items(data, fmt, options or {})
+
+
+def create_study(session: Session, owner: User, kind_name: str, settings: StudySettings,
+                 data: bytes, fmt: str, options: dict | None = None) -> Study:
+    """Parse first, then store everything in one transaction: all items or none."""
+    kind = get_kind(kind_name)
+    result = kind.import_items(data, fmt, options or {})
+    if not result.items:
+        raise InputError("the upload holds no items")
+    study = Study(kind=kind.name, owner_id=owner.id, slug=_slug(settings.title),
+                  **settings.model_dump(exclude={"completion_code"}),
+                  completion_code=settings.completion_code or secrets.token_hex(4).upper(),
+                  kind_settings=result.kind_settings)
+    session.add(study)
+    session.flush()
+    rng = random.Random(study.id)
+    rows = [dict(study_id=study.id, external_id=s.external_id, payload=s.payload,
+                 reference=s.reference, is_gold=s.is_gold, source=s.source, category=s.category,
+                 cluster=s.cluster, exclusion_group=s.exclusion_group, position=rng.random(),
+                 n_active=0) for s in result.items]
+    for start in range(0, len(rows), 5000):
+        session.execute(insert(Item), rows[start:start + 5000])
+    audit.record(session, owner.id, "study.create", "study", study.id, items=len(rows),
+                 kind=kind.name)
+    session.commit()
+    return study
+
+
+def set_state(session: Session, study: Study, state: str, actor: User) -> Study:
+    if state not in TRANSITIONS.get(study.state, set()):
+        raise InputError(f"a {study.state} study cannot become {state}", field="state")
+    audit.record(session, actor.id, f"study.{state}", "study", study.id, previous=study.state)
+    study.state = state
+    session.commit()
+    return study
+
+
+def can_manage(user: User, study: Study) -> bool:
+    return user.role == "admin" or study.owner_id == user.id
+
+
+def register_agent(session: Session, owner: User, kind_name: str, name: str, version: str = "1",
+                   description: str = "") -> Agent:
+    get_kind(kind_name)
+    if not name.strip():
+        raise InputError("an agent needs a name", field="name")
+    agent = session.scalar(select(Agent).where(Agent.owner_id == owner.id, Agent.name == name,
+                                               Agent.version == version))
+    if agent is None:
+        agent = Agent(owner_id=owner.id, kind=kind_name, name=name.strip(), version=version,
+                      description=description)
+        session.add(agent)
+        session.flush()
+    return agent
+
+
+def import_agent_outputs(session: Session, study: Study, agent: Agent, data: bytes) -> int:
+    """Replace the agent's outputs on this study with the upload (all or nothing)."""
+    kind = get_kind(study.kind)
+    if agent.kind != study.kind:
+        raise InputError(f"agent is for {agent.kind}, study is {study.kind}", field="agent")
+    items = {ext: (iid, payload, ref) for iid, ext, payload, ref in session.execute(
+        select(Item.id, Item.external_id, Item.payload, Item.reference)
+        .where(Item.study_id == study.id))}
+    outputs = kind.import_agent_outputs(data, set(items))
+    if not outputs:
+        raise InputError("the upload holds no outputs")
+    session.query(AgentOutput).filter_by(agent_id=agent.id, study_id=study.id).delete()
+    rows = []
+    for ext, response in outputs.items():
+        iid, payload, ref = items[ext]
+        rows.append(dict(agent_id=agent.id, study_id=study.id, item_id=iid, response=response,
+                         score=kind.score(payload, ref, response)))
+    for start in range(0, len(rows), 5000):
+        session.execute(insert(AgentOutput), rows[start:start + 5000])
+    audit.record(session, agent.owner_id, "agent.import_outputs", "agent", agent.id,
+                 study=study.id, outputs=len(rows))
+    session.commit()
+    return len(rows)

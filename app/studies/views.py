@@ -1,0 +1,215 @@
+"""Pages: the worker's task (consent, items, completion) and the researcher's studies."""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, UploadFile
+from fastapi.responses import RedirectResponse
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app import jobs
+from app.agents.models import Agent, AgentOutput
+from app.auth.deps import db, require, verify_csrf
+from app.auth.models import User
+from app.config import get_settings
+from app.db import utcnow
+from app.errors import InputError
+from app.kinds import all_kinds, get_kind
+from app.leaderboards.plot import interval_svg
+from app.leaderboards.service import compute
+from app.storage import get_store
+from app.studies import assignment, services
+from app.studies.models import Bundle, Item, Study
+from app.web import flash, rate_limit, read_upload, render
+
+router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
+researcher = require("researcher", "admin")
+
+
+# ---- the worker's side -------------------------------------------------------------------
+
+def _bundle(request: Request, session: Session, slug: str) -> tuple[Study, Bundle]:
+    study = session.scalar(select(Study).where(Study.slug == slug))
+    bundle_id = request.session.get("crowd", {}).get(slug)
+    if study is None or bundle_id is None:
+        raise HTTPException(403, "Open this study from the link on your crowdsourcing platform.")
+    return study, session.get(Bundle, bundle_id)
+
+
+def done_context(study: Study, bundle: Bundle, platform: str | None) -> dict:
+    return {"code": study.completion_code if bundle.n_done else None,
+            "redirect": study.redirect_url if platform == "prolific" and bundle.n_done else ""}
+
+
+@router.get("/task/{slug}")
+def task(request: Request, slug: str, session: Session = Depends(db)):
+    study, bundle = _bundle(request, session, slug)
+    if bundle.consented_at is None:
+        return render(request, "annotate/consent.html", study=study, bundle=bundle)
+    current = None if bundle.finished_at else assignment.next_item(session, study, bundle.id)
+    if current is None:
+        if bundle.finished_at is None:
+            assignment.finish_early(session, bundle.id)
+        return render(request, "annotate/done.html", study=study, bundle=bundle,
+                      **done_context(study, bundle, request.session.get("platform")))
+    item = session.get(Item, current.item_id)
+    kind = get_kind(study.kind)
+    return render(request, "annotate/item.html", study=study, bundle=bundle, assignment=current,
+                  kind=kind, payload=kind.public_payload(item.payload),
+                  idempotency_key=uuid.uuid4().hex)
+
+
+@router.post("/task/{slug}/consent")
+def consent(request: Request, slug: str, session: Session = Depends(db)):
+    study, bundle = _bundle(request, session, slug)
+    if bundle.consented_at is None:
+        bundle.consented_at = utcnow()
+        session.commit()
+    return RedirectResponse(f"/task/{slug}", status_code=303)
+
+
+@router.post("/task/{slug}/answer")
+async def answer(request: Request, slug: str, session: Session = Depends(db)):
+    rate_limit(request, "submit", get_settings().rate_limit_submit)
+    study, bundle = _bundle(request, session, slug)
+    form = dict(await request.form())
+    try:
+        assignment_id = int(form.pop("assignment_id", ""))
+    except ValueError:
+        raise InputError("missing assignment", field="assignment_id") from None
+    key = str(form.pop("idempotency_key", ""))
+    form.pop("csrf_token", None)
+    client = {"user_agent": request.headers.get("user-agent", "")[:200]}
+    assignment.submit(session, study, bundle.id, assignment_id, form, key, client)
+    return RedirectResponse(f"/task/{slug}", status_code=303)
+
+
+# ---- the researcher's side ---------------------------------------------------------------
+
+def _study(session: Session, study_id: int, user: User) -> Study:
+    study = session.get(Study, study_id)
+    if study is None or not services.can_manage(user, study):
+        raise HTTPException(404, "No such study among yours.")
+    return study
+
+
+@router.get("/studies")
+def studies(request: Request, session: Session = Depends(db), user: User = Depends(researcher)):
+    q = select(Study).order_by(Study.id.desc())
+    if user.role != "admin":
+        q = q.where(Study.owner_id == user.id)
+    return render(request, "research/studies.html", user=user, studies=session.scalars(q).all())
+
+
+@router.get("/studies/new")
+def new_study(request: Request, user: User = Depends(researcher)):
+    return render(request, "research/new_study.html", user=user, kinds=all_kinds(),
+                  form={}, preview=None)
+
+
+@router.post("/studies/new")
+async def create_study(request: Request, session: Session = Depends(db),
+                       user: User = Depends(researcher)):
+    form = await request.form()
+    fields = {k: v for k, v in form.items() if not hasattr(v, "filename")}
+    kind_name = fields.get("kind", "tom")
+    fmt = fields.get("format") or get_kind(kind_name).item_formats[0]
+    upload_token = fields.get("upload_token", "")
+    store = get_store()
+    upload = form.get("file")
+    try:
+        if upload is not None and getattr(upload, "filename", ""):
+            data = await read_upload(upload)
+            upload_token = secrets.token_hex(12)
+            store.put(f"uploads/{user.id}/{upload_token}", data)
+        elif upload_token and upload_token.isalnum():
+            data = store.get(f"uploads/{user.id}/{upload_token}")
+        else:
+            raise InputError("choose a file to upload", field="file")
+        if fields.get("action") == "preview":
+            result = services.preview_items(kind_name, data, fmt)
+            return render(request, "research/new_study.html", user=user, kinds=all_kinds(),
+                          form={**fields, "upload_token": upload_token}, preview=result)
+        settings = services.parse_settings(
+            {k: v for k, v in fields.items() if k in services.StudySettings.model_fields and v != ""})
+        study = services.create_study(session, user, kind_name, settings, data, fmt)
+    except InputError as exc:
+        return render(request, "research/new_study.html", status_code=422, user=user,
+                      kinds=all_kinds(), form={**fields, "upload_token": upload_token},
+                      preview=None, error=str(exc))
+    flash(request, "Study created with its items. Launch it when ready.")
+    return RedirectResponse(f"/studies/{study.id}", status_code=303)
+
+
+@router.get("/studies/{study_id}")
+def study_page(request: Request, study_id: int, session: Session = Depends(db),
+               user: User = Depends(researcher)):
+    study = _study(session, study_id, user)
+    agents = session.execute(
+        select(Agent, func.count(AgentOutput.id)).join(AgentOutput, AgentOutput.agent_id == Agent.id)
+        .where(AgentOutput.study_id == study.id).group_by(Agent.id)).all()
+    my_agents = session.scalars(select(Agent).where(Agent.kind == study.kind,
+                                                    Agent.owner_id == user.id)).all()
+    job_rows = session.scalars(select(jobs.Job).where(jobs.Job.study_id == study.id)
+                               .order_by(jobs.Job.id.desc()).limit(10)).all()
+    base = get_settings().base_url.rstrip("/")
+    return render(request, "research/study.html", user=user, study=study, agents=agents,
+                  my_agents=my_agents, jobs=job_rows, store=get_store(),
+                  progress=assignment.progress(session, study),
+                  links={"mturk": f"{base}/s/{study.slug}?workerId=...&assignmentId=...&hitId=...",
+                         "prolific": f"{base}/s/{study.slug}?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}"
+                                     f"&STUDY_ID={{{{%STUDY_ID%}}}}&SESSION_ID={{{{%SESSION_ID%}}}}"})
+
+
+@router.get("/studies/{study_id}/progress")
+def study_progress(request: Request, study_id: int, session: Session = Depends(db),
+                   user: User = Depends(researcher)):
+    study = _study(session, study_id, user)
+    job_rows = session.scalars(select(jobs.Job).where(jobs.Job.study_id == study.id)
+                               .order_by(jobs.Job.id.desc()).limit(10)).all()
+    return render(request, "research/_progress.html", study=study, jobs=job_rows,
+                  store=get_store(), progress=assignment.progress(session, study))
+
+
+@router.post("/studies/{study_id}/state")
+def change_state(request: Request, study_id: int, state: str = Form(...),
+                 session: Session = Depends(db), user: User = Depends(researcher)):
+    study = _study(session, study_id, user)
+    services.set_state(session, study, state, session.merge(user))
+    flash(request, f"The study is now {state}.")
+    return RedirectResponse(f"/studies/{study.id}", status_code=303)
+
+
+@router.post("/studies/{study_id}/agents")
+async def import_agent(request: Request, study_id: int, name: str = Form(...),
+                       version: str = Form("1"), file: UploadFile = File(None),
+                       session: Session = Depends(db), user: User = Depends(researcher)):
+    study = _study(session, study_id, user)
+    data = await read_upload(file)
+    agent = services.register_agent(session, session.merge(user), study.kind, name, version or "1")
+    n = services.import_agent_outputs(session, study, agent, data)
+    flash(request, f"Imported {n} outputs for {agent.name} v{agent.version}.")
+    return RedirectResponse(f"/studies/{study.id}", status_code=303)
+
+
+@router.post("/studies/{study_id}/exports")
+def start_export(request: Request, study_id: int, session: Session = Depends(db),
+                 user: User = Depends(researcher)):
+    study = _study(session, study_id, user)
+    job = jobs.create_job(session, "export", study_id=study.id, owner_id=user.id)
+    session.commit()
+    jobs.enqueue(job.id)
+    flash(request, "Export started; the files appear below when it is done.")
+    return RedirectResponse(f"/studies/{study.id}#jobs", status_code=303)
+
+
+@router.get("/studies/{study_id}/leaderboard")
+def leaderboard(request: Request, study_id: int, session: Session = Depends(db),
+                user: User = Depends(researcher)):
+    study = _study(session, study_id, user)
+    board = compute(session, study)
+    return render(request, "research/leaderboard.html", user=user, study=study, board=board,
+                  plot=interval_svg(board))

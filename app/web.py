@@ -1,0 +1,56 @@
+"""Shared page helpers: templates, flash messages, rate limits, upload reading."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import HTTPException, Request, UploadFile
+from fastapi.templating import Jinja2Templates
+
+from app.auth.security import RateLimiter, csrf_token
+from app.config import ROOT, get_settings
+
+templates = Jinja2Templates(directory=str(ROOT / "templates"))
+templates.env.autoescape = True  # model text is untrusted: never mark it safe
+
+
+def render(request: Request, name: str, status_code: int = 200, **context):
+    context.setdefault("user", getattr(request.state, "user", None))
+    context["csrf"] = csrf_token(request.session)
+    context["flash"] = request.session.pop("flash", None)
+    return templates.TemplateResponse(request, name, context, status_code=status_code)
+
+
+def flash(request: Request, message: str, level: str = "ok") -> None:
+    request.session["flash"] = {"message": message, "level": level}
+
+
+_limiter: RateLimiter | None = None
+
+
+def rate_limit(request: Request, bucket: str, per_minute: int) -> None:
+    global _limiter
+    if _limiter is None:
+        _limiter = RateLimiter(get_settings().redis_url)
+    client = request.client.host if request.client else "unknown"
+    if not _limiter.allow(f"{bucket}:{client}", per_minute):
+        raise HTTPException(429, "too many requests: wait a minute and try again")
+
+
+async def read_upload(upload: UploadFile | None, field: str = "file") -> bytes:
+    """Read an upload up to the size limit; larger files are refused, not truncated."""
+    from app.errors import InputError
+
+    if upload is None or not upload.filename:
+        raise InputError("choose a file to upload", field=field)
+    limit = get_settings().max_upload_bytes
+    data = await upload.read(limit + 1)
+    if len(data) > limit:
+        raise InputError(f"the file is larger than the {limit // (1024 * 1024)} MB limit", field=field)
+    if not data:
+        raise InputError("the file is empty", field=field)
+    return data
+
+
+def static_dir() -> Path:
+    return ROOT / "static"

@@ -1,0 +1,1 @@
+"""Celery app and tasks (the only place that may import torch)."""
