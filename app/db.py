@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from functools import lru_cache
 
 from sqlalchemy import JSON, DateTime, MetaData, create_engine, event
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 from sqlalchemy.types import TypeDecorator
@@ -41,9 +42,13 @@ class UTCDateTime(TypeDecorator):
         return value
 
 
+# JSONB on PostgreSQL: comparable and indexable, so responses can be grouped in SQL.
+JSONType = JSON().with_variant(JSONB(), "postgresql")
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
-    type_annotation_map = {dict: JSON, list: JSON, datetime: UTCDateTime}
+    type_annotation_map = {dict: JSONType, list: JSONType, datetime: UTCDateTime}
 
 
 def utcnow() -> datetime:

@@ -9,6 +9,7 @@ from app import audit
 from app.auth.models import User
 from app.db import utcnow
 from app.errors import InputError
+from app.kinds import get_kind
 from app.studies.models import Annotation, Assignment, Item, Participant, Study
 
 # A worker is flagged for a closer look below these marks.
@@ -69,14 +70,15 @@ def _median_durations(session: Session, study: Study) -> dict[int, float]:
 
 def _same_answer_share(session: Session, study: Study) -> dict[int, float]:
     """Share of a worker's responses equal to their most common one."""
+    field = get_kind(study.kind).agreement_value()
+    if field is None:
+        return {}
+    value = Annotation.response[field].as_string()
     counts: dict[int, dict[str, int]] = {}
-    for wid, resp, n in session.execute(
-            select(Annotation.worker_id, Annotation.response, func.count())
-            .where(Annotation.study_id == study.id)
-            .group_by(Annotation.worker_id, Annotation.response)):
-        key = repr(sorted(resp.items())) if isinstance(resp, dict) else repr(resp)
-        counts.setdefault(wid, {})
-        counts[wid][key] = counts[wid].get(key, 0) + n
+    for wid, v, n in session.execute(
+            select(Annotation.worker_id, value, func.count())
+            .where(Annotation.study_id == study.id).group_by(Annotation.worker_id, value)):
+        counts.setdefault(wid, {})[v] = n
     return {w: max(c.values()) / sum(c.values()) for w, c in counts.items()}
 
 

@@ -6,6 +6,7 @@ Create Date: 2026-11-21 18:21:16.718275
 """
 from alembic import op
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 
 revision = '0001'
@@ -69,7 +70,7 @@ def upgrade() -> None:
     sa.Column('action', sa.String(length=64), nullable=False),
     sa.Column('target_type', sa.String(length=32), nullable=False),
     sa.Column('target_id', sa.String(length=64), nullable=False),
-    sa.Column('detail', sa.JSON(), nullable=False),
+    sa.Column('detail', sa.JSON().with_variant(postgresql.JSONB(), 'postgresql'), nullable=False),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['actor_id'], ['users.id'], name=op.f('fk_audit_log_actor_id_users')),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_audit_log'))
@@ -95,7 +96,7 @@ def upgrade() -> None:
     sa.Column('consent_text', sa.Text(), nullable=False),
     sa.Column('instructions', sa.Text(), nullable=False),
     sa.Column('payment', sa.String(length=100), nullable=False),
-    sa.Column('kind_settings', sa.JSON(), nullable=False),
+    sa.Column('kind_settings', sa.JSON().with_variant(postgresql.JSONB(), 'postgresql'), nullable=False),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['owner_id'], ['users.id'], name=op.f('fk_studies_owner_id_users')),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_studies')),
@@ -109,8 +110,8 @@ def upgrade() -> None:
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('study_id', sa.Integer(), nullable=False),
     sa.Column('external_id', sa.String(length=255), nullable=False),
-    sa.Column('payload', sa.JSON(), nullable=False),
-    sa.Column('reference', sa.JSON(), nullable=True),
+    sa.Column('payload', sa.JSON().with_variant(postgresql.JSONB(), 'postgresql'), nullable=False),
+    sa.Column('reference', sa.JSON().with_variant(postgresql.JSONB(), 'postgresql'), nullable=True),
     sa.Column('is_gold', sa.Boolean(), nullable=False),
     sa.Column('source', sa.String(length=32), nullable=False),
     sa.Column('category', sa.String(length=64), nullable=False),
@@ -131,11 +132,11 @@ def upgrade() -> None:
     sa.Column('study_id', sa.Integer(), nullable=True),
     sa.Column('owner_id', sa.Integer(), nullable=True),
     sa.Column('state', sa.String(length=16), nullable=False),
-    sa.Column('params', sa.JSON(), nullable=False),
+    sa.Column('params', sa.JSON().with_variant(postgresql.JSONB(), 'postgresql'), nullable=False),
     sa.Column('done', sa.Integer(), nullable=False),
     sa.Column('total', sa.Integer(), nullable=False),
     sa.Column('log', sa.Text(), nullable=False),
-    sa.Column('result', sa.JSON(), nullable=False),
+    sa.Column('result', sa.JSON().with_variant(postgresql.JSONB(), 'postgresql'), nullable=False),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('started_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('finished_at', sa.DateTime(timezone=True), nullable=True),
@@ -171,7 +172,7 @@ def upgrade() -> None:
     sa.Column('agent_id', sa.Integer(), nullable=False),
     sa.Column('study_id', sa.Integer(), nullable=False),
     sa.Column('item_id', sa.Integer(), nullable=False),
-    sa.Column('response', sa.JSON(), nullable=False),
+    sa.Column('response', sa.JSON().with_variant(postgresql.JSONB(), 'postgresql'), nullable=False),
     sa.Column('score', sa.Float(), nullable=True),
     sa.ForeignKeyConstraint(['agent_id'], ['agents.id'], name=op.f('fk_agent_outputs_agent_id_agents'), ondelete='CASCADE'),
     sa.ForeignKeyConstraint(['item_id'], ['items.id'], name=op.f('fk_agent_outputs_item_id_items'), ondelete='CASCADE'),
@@ -191,7 +192,7 @@ def upgrade() -> None:
     sa.Column('external_assignment_id', sa.String(length=255), nullable=False),
     sa.Column('hit_id', sa.String(length=255), nullable=False),
     sa.Column('size', sa.Integer(), nullable=False),
-    sa.Column('gold_slots', sa.JSON(), nullable=False),
+    sa.Column('gold_slots', sa.JSON().with_variant(postgresql.JSONB(), 'postgresql'), nullable=False),
     sa.Column('n_done', sa.Integer(), nullable=False),
     sa.Column('consented_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('finished_at', sa.DateTime(timezone=True), nullable=True),
@@ -239,10 +240,10 @@ def upgrade() -> None:
     sa.Column('item_id', sa.Integer(), nullable=False),
     sa.Column('worker_id', sa.Integer(), nullable=False),
     sa.Column('is_gold', sa.Boolean(), nullable=False),
-    sa.Column('response', sa.JSON(), nullable=False),
+    sa.Column('response', sa.JSON().with_variant(postgresql.JSONB(), 'postgresql'), nullable=False),
     sa.Column('score', sa.Float(), nullable=True),
     sa.Column('duration_ms', sa.Integer(), nullable=False),
-    sa.Column('client', sa.JSON(), nullable=False),
+    sa.Column('client', sa.JSON().with_variant(postgresql.JSONB(), 'postgresql'), nullable=False),
     sa.Column('idempotency_key', sa.String(length=64), nullable=False),
     sa.Column('excluded', sa.Boolean(), nullable=False),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),

@@ -245,3 +245,8 @@ def test_answers_jsonl_refusals(line2, field, words):
     with pytest.raises(InputError) as err:
         parse_answers_jsonl(data, KNOWN)
     assert (err.value.line, err.value.field) == (3, field) and words in err.value.message
+
+
+def test_stop_sign_inside_a_line():
+    err = refusal(to_csv([row(), row(context="A: Free?\nB: I 🛑 think so.\nA: Good.")]))
+    assert (err.line, err.field) == (5, "context") and "end its line" in err.message

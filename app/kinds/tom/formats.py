@@ -47,6 +47,8 @@ _UTTERANCE = re.compile(r"([AB]):[ \t]?(.*)", re.DOTALL)
 
 
 class ToMQuestion(BaseModel):
+    """One question. Parsed questions about one dialogue share one `utterances` list: do not mutate it."""
+
     question_id: str
     sno: int  # 1-based utterance the question is about
     eno: int  # proposition (event) number
@@ -220,19 +222,20 @@ def parse_questions_csv(data: bytes | str) -> list[ToMQuestion]:
     first = next(records, None)
     if first is None:
         raise InputError("the file is empty: no header and no questions", line=1)
-    header = [name.strip() for name in first[1]]
+    header_line, header = first[0], [name.strip() for name in first[1]]
     id_name = header[0] if header[0] in ID_HEADERS else None
     names = header[1:] if id_name is not None else header
     seen = set()
     for name in names:
         if name not in COLUMNS:
-            raise InputError(f"unknown column {name!r}; expected {', '.join(COLUMNS)}", line=1, field=name)
+            raise InputError(f"unknown column {name!r}; expected {', '.join(COLUMNS)}",
+                             line=header_line, field=name)
         if name in seen:
-            raise InputError(f"column {name!r} appears twice", line=1, field=name)
+            raise InputError(f"column {name!r} appears twice", line=header_line, field=name)
         seen.add(name)
     for name in COLUMNS:
         if name not in seen:
-            raise InputError(f"missing column {name!r}", line=1, field=name)
+            raise InputError(f"missing column {name!r}", line=header_line, field=name)
 
     id_field = id_name or "id"
     questions, ids, cache = [], set(), {}
@@ -259,7 +262,7 @@ def parse_questions_csv(data: bytes | str) -> list[ToMQuestion]:
         ids.add(q.question_id)
         questions.append(q)
     if not questions:
-        raise InputError("the file has a header but no questions", line=2)
+        raise InputError("the file has a header but no questions", line=header_line + 1)
     return questions
 
 
@@ -290,7 +293,7 @@ def window(utterances, sno: int, before: int = 5, after: int = 5) -> list[dict]:
 def parse_answers_jsonl(data: bytes | str, known_ids: set[str]) -> dict[str, str]:
     """question_id -> "Yes"/"No" from an agent's JSONL answers; InputError on the first bad line."""
     answers: dict[str, str] = {}
-    for line, raw in enumerate(decode_upload(data).splitlines(), 1):
+    for line, raw in enumerate(decode_upload(data).split("\n"), 1):
         if not raw.strip():
             continue
         try:

@@ -99,7 +99,7 @@ def _load_documents(text: str) -> list[tuple[object, str, int]]:
         return [(d, text, 0) for d in (doc if isinstance(doc, list) else [doc])]
     except json.JSONDecodeError as exc:
         error = exc
-    lines = text.splitlines()
+    lines = text.split("\n")  # not splitlines(): JSON strings may hold U+2028 and friends
     first = next(raw for raw in lines if raw.strip())
     try:
         dec.decode(first)
@@ -203,7 +203,11 @@ def parse_cg_dialogues(data: bytes | str) -> list[CGDialogue]:
     if not text.strip():
         raise InputError("the file is empty", line=1)
     dialogues, cids = [], set()
-    for doc, source, offset in _load_documents(text):
+    try:
+        docs = _load_documents(text)
+    except RecursionError:
+        raise InputError("the JSON is nested too deeply", line=1) from None
+    for doc, source, offset in docs:
         reader = _Reader(source, offset)
         dialogue = _dialogue(doc, reader)
         if dialogue.cid in cids:

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# One-time set-up on a fresh machine: Python environment, front-end libraries, Chromium.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test]'
+bash scripts/vendor.sh
+# Browser tests drive Debian's Chromium; never a downloaded browser.
+if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1 \
+    || echo "could not install chromium: browser tests will be skipped"
+fi

@@ -1,0 +1,267 @@
+"""Shared fixtures. Real services only: SQLite files, a real PostgreSQL and Redis on
+loopback (started if possible, else the tests that need them skip with the reason)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+PG_ADMIN_URL = os.environ.get("PROCTOR_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+REDIS_URL = os.environ.get("PROCTOR_TEST_REDIS", "redis://127.0.0.1:6379/15")
+
+os.environ.setdefault("SECRET_KEY", "test-secret-" + secrets.token_hex(8))
+
+
+def _port_open(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def _try_start(cmd: str, port: int) -> bool:
+    if _port_open("127.0.0.1", port):
+        return True
+    try:
+        subprocess.run(cmd, shell=True, timeout=30, capture_output=True)
+    except Exception:
+        return False
+    for _ in range(50):
+        if _port_open("127.0.0.1", port):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> str:
+    ok = _try_start("pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start", 5432)
+    if not ok:
+        pytest.skip("PostgreSQL is not running on 127.0.0.1:5432 and could not be started")
+    return PG_ADMIN_URL
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> str:
+    ok = _try_start('redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" '
+                    '--appendonly no', 6379)
+    if not ok:
+        pytest.skip("Redis is not running on 127.0.0.1:6379 and could not be started")
+    return REDIS_URL
+
+
+def _create_pg_database(admin_url: str) -> str:
+    name = f"proctor_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    eng = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with eng.connect() as c:
+        c.execute(text(f'CREATE DATABASE "{name}"'))
+    eng.dispose()
+    return admin_url.rsplit("/", 1)[0] + "/" + name
+
+
+def _drop_pg_database(admin_url: str, url: str) -> None:
+    from app.db import get_engine
+
+    get_engine.cache_clear()
+    name = url.rsplit("/", 1)[1]
+    eng = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with eng.connect() as c:
+        c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    eng.dispose()
+
+
+@pytest.fixture(scope="session")
+def pg_database(pg_server):
+    """One migrated PostgreSQL database for the session; tests truncate it."""
+    from app.cli import migrate_db
+
+    url = _create_pg_database(pg_server)
+    migrate_db(url)
+    yield url
+    _drop_pg_database(pg_server, url)
+
+
+def _truncate(url: str) -> None:
+    from app.models import Base
+
+    eng = create_engine(url)
+    names = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
+    with eng.begin() as c:
+        c.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+    eng.dispose()
+
+
+def _use(url: str, storage: Path, monkeypatch) -> None:
+    from app.config import get_settings
+    from app.db import get_engine, get_sessionmaker
+    from app.storage import clear_store_cache
+
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setenv("STORAGE_URL", f"file://{storage}")
+    monkeypatch.setenv("REDIS_URL", "")
+    for cache in (get_settings, get_engine, get_sessionmaker):
+        cache.cache_clear()
+    clear_store_cache()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path, monkeypatch):
+    """Each test that takes this runs on both backends, on a fresh schema."""
+    if request.param == "sqlite":
+        from app.cli import migrate_db
+
+        url = f"sqlite:///{tmp_path / 'proctor.db'}"
+        migrate_db(url)
+    else:
+        url = request.getfixturevalue("pg_database")
+        _truncate(url)
+    _use(url, tmp_path / "blobs", monkeypatch)
+    yield url
+    from app.db import get_engine
+
+    get_engine(url).dispose()
+    get_engine.cache_clear()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path, monkeypatch):
+    from app.cli import migrate_db
+
+    url = f"sqlite:///{tmp_path / 'proctor.db'}"
+    migrate_db(url)
+    _use(url, tmp_path / "blobs", monkeypatch)
+    return url
+
+
+@pytest.fixture
+def session(db_url):
+    from app.db import get_sessionmaker
+
+    s = get_sessionmaker(db_url)()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def app(db_url):
+    from app.main import create_app
+
+    return create_app(db_url)
+
+
+@pytest.fixture
+def client(app):
+    from fastapi.testclient import TestClient
+
+    with TestClient(app) as c:
+        yield c
+
+
+def make_user(session, role: str, email: str | None = None, password: str = "pw-" + "x" * 8):
+    from app.demo import ensure_user
+
+    return ensure_user(session, email or f"{role}-{uuid.uuid4().hex[:6]}@example.org", role, password)
+
+
+def csrf_of(client) -> str:
+    """Fetch a page to get the session's CSRF token."""
+    import re
+
+    html = client.get("/login").text
+    return re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
+
+
+def login(client, user, password: str = "pw-" + "x" * 8):
+    token = csrf_of(client)
+    r = client.post("/login", data={"email": user.email, "password": password, "csrf_token": token},
+                    follow_redirects=False)
+    assert r.status_code == 303, r.text
+    return csrf_of(client)
+
+
+@pytest.fixture
+def tom_csv() -> bytes:
+    return (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes()
+
+
+def create_tom_study(session, owner, data: bytes | None = None, live: bool = True, **settings):
+    from app.studies import services
+
+    if data is None:
+        data = (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes()
+    s = services.StudySettings(title=settings.pop("title", "Test study"), **settings)
+    study = services.create_study(session, owner, "tom", s, data, "csv")
+    if live:
+        services.set_state(session, study, "live", owner)
+    return study
+
+
+class LiveServer:
+    def __init__(self, url: str, db_url: str):
+        self.url, self.db_url = url, db_url
+
+
+@pytest.fixture
+def live_server(sqlite_url, tmp_path):
+    """The real app under uvicorn in a thread, with the in-process job worker."""
+    import uvicorn
+
+    from app.jobs import start_inprocess_worker
+    from app.main import create_app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ["BASE_URL"] = f"http://127.0.0.1:{port}"
+    server = uvicorn.Server(uvicorn.Config(create_app(sqlite_url), host="127.0.0.1", port=port,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    stop = threading.Event()
+    start_inprocess_worker(stop)
+    for _ in range(100):
+        if _port_open("127.0.0.1", port):
+            break
+        time.sleep(0.05)
+    yield LiveServer(f"http://127.0.0.1:{port}", sqlite_url)
+    stop.set()
+    server.should_exit = True
+    thread.join(5)
+    os.environ.pop("BASE_URL", None)
+
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run"]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Chromium is not installed (apt-get install -y chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    ctx = browser.new_context()
+    pg = ctx.new_page()
+    pg.set_default_timeout(10000)
+    yield pg
+    ctx.close()

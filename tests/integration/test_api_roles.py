@@ -1,0 +1,445 @@
+"""Who may call what: every route of the app, walked with every role, on SQLite and PostgreSQL.
+
+The table ACCESS below is the decision, per route and caller, of what the app answers. A route
+that the app serves but the table does not mention fails the test, so a new route cannot ship
+before someone has decided who may use it (add a row here).
+
+Callers (columns):
+  anon     a browser with no account (it has a session, hence a CSRF token)
+  worker   a crowd worker's browser that entered the study by /s/<slug>?PROLIFIC_PID=...
+  owner    the researcher who owns the study (cookie session)
+  other    another researcher (cookie session)
+  admin    an admin (cookie session)
+  t_owner  / t_other / t_admin: the same three people calling with an API token
+  t_bad    a revoked API token
+
+Cells: an HTTP status, or `login` for a 303 redirect to /login (a page's way of saying 401).
+A 303 elsewhere is the ordinary redirect after a successful form post. 404 on a study, agent or
+job means "not among yours": another researcher's things are not revealed to exist.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import uuid
+from dataclasses import dataclass, field
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select, update
+
+from app import jobs
+from app.auth.security import create_token
+from app.auth.models import ApiToken
+from app.db import get_sessionmaker
+from app.storage import get_store
+from app.studies import assignment, services
+from app.studies.models import Bundle, Item, Participant, Study
+from tests.conftest import ROOT, create_tom_study, csrf_of, login, make_user
+
+ROLES = ("anon", "worker", "owner", "other", "admin", "t_owner", "t_other", "t_admin", "t_bad")
+
+ACCESS = """
+route                                                   anon   worker owner  other  admin  t_owner t_other t_admin t_bad
+# ---- public pages and the crowd entry link
+GET  /                                                  200    200    303    303    303    303     303     303     401
+GET  /login                                             200    200    200    200    200    200     200     200     200
+POST /login                                             303    303    303    303    303    303     303     303     303
+POST /logout                                            303    303    303    303    303    303     303     303     303
+GET  /healthz                                           200    200    200    200    200    200     200     200     200
+GET  /docs/oauth2-redirect                              200    200    200    200    200    200     200     200     200
+GET  /blobs/{key:path}                                  200    200    200    200    200    200     200     200     200
+GET  /s/{slug}                                          303    303    303    303    303    303     303     303     303
+# ---- the worker's task pages: only the session that entered the study
+GET  /task/{slug}                                       403    200    403    403    403    403     403     403     403
+POST /task/{slug}/consent                               403    303    403    403    403    403     403     403     403
+POST /task/{slug}/answer                                403    303    403    403    403    403     403     403     403
+# ---- researcher pages
+GET  /account                                           login  login  200    200    200    200     200     200     401
+POST /account/tokens                                    login  login  200    200    200    200     200     200     401
+GET  /studies                                           login  login  200    200    200    200     200     200     401
+GET  /studies/new                                       login  login  200    200    200    200     200     200     401
+POST /studies/new                                       login  login  303    303    303    303     303     303     401
+GET  /studies/{study_id}                                login  login  200    404    200    200     404     200     401
+GET  /studies/{study_id}/progress                       login  login  200    404    200    200     404     200     401
+POST /studies/{study_id}/state                          login  login  303    404    303    303     404     303     401
+POST /studies/{study_id}/agents                         login  login  303    404    303    303     404     303     401
+POST /studies/{study_id}/exports                        login  login  303    404    303    303     404     303     401
+GET  /studies/{study_id}/leaderboard                    login  login  200    404    200    200     404     200     401
+# ---- admin pages
+GET  /admin/studies/{study_id}/review                   login  login  403    403    200    403     403     200     401
+POST /admin/studies/{study_id}/review                   login  login  403    403    303    403     403     303     401
+GET  /admin/studies/{study_id}/participants/{pid}       login  login  403    403    200    403     403     200     401
+GET  /admin/audit                                       login  login  403    403    200    403     403     200     401
+# ---- API: researchers (token or cookie session)
+GET  /api/v1/studies                                    401    401    200    200    200    200     200     200     401
+POST /api/v1/studies                                    401    401    201    201    201    201     201     201     401
+GET  /api/v1/studies/{study_id}                         401    401    200    404    200    200     404     200     401
+POST /api/v1/studies/{study_id}/state                   401    401    200    404    200    200     404     200     401
+GET  /api/v1/studies/{study_id}/progress                401    401    200    404    200    200     404     200     401
+GET  /api/v1/studies/{study_id}/items                   401    401    200    404    200    200     404     200     401
+GET  /api/v1/studies/{study_id}/leaderboard             401    401    200    404    200    200     404     200     401
+POST /api/v1/studies/{study_id}/exports                 401    401    202    404    202    202     404     202     401
+GET  /api/v1/jobs/{job_id}                              401    401    200    404    200    200     404     200     401
+GET  /api/v1/agents                                     401    401    200    200    200    200     200     200     401
+POST /api/v1/agents                                     401    401    201    201    201    201     201     201     401
+POST /api/v1/studies/{study_id}/agents/{agent_id}/outputs 401  401    200    404    200    200     404     200     401
+# ---- API: admins
+GET  /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
+POST /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
+GET  /api/v1/audit                                      401    401    403    403    200    403     403     200     401
+# ---- API: crowd (the worker's signed session; entering is open to anyone with the link)
+POST /api/v1/crowd/{slug}/enter                         200    200    200    200    200    200     200     200     200
+GET  /api/v1/crowd/{slug}/next                          403    200    403    403    403    403     403     403     403
+POST /api/v1/crowd/{slug}/submit                        403    200    403    403    403    403     403     403     403
+"""
+
+SKIPPED = ("/static", "/openapi.json", "/api/docs")
+
+
+def parse_access(text: str) -> dict[str, dict[str, str]]:
+    table: dict[str, dict[str, str]] = {}
+    lines = [ln for ln in text.strip().splitlines() if ln.strip() and not ln.startswith("#")]
+    header = lines[0].split()
+    assert tuple(header[1:]) == ROLES, header
+    for ln in lines[1:]:
+        method, path, *cells = ln.split()
+        assert len(cells) == len(ROLES), f"row {method} {path} has {len(cells)} cells"
+        key = f"{method} {path}"
+        assert key not in table, f"{key} appears twice in the table"
+        table[key] = dict(zip(ROLES, cells))
+    return table
+
+
+def _flatten(routes):
+    """Routes as served, including those of included routers (FastAPI >= 0.16x wraps them)."""
+    for r in routes:
+        candidates = getattr(r, "effective_candidates", None)
+        if callable(candidates):
+            yield from _flatten(candidates())
+        else:
+            yield r
+
+
+def app_routes(app) -> dict[str, object]:
+    """'METHOD /path' -> route, for every route the app serves (HEAD not counted)."""
+    out = {}
+    for r in _flatten(app.routes):
+        path = getattr(r, "path", None)
+        if path is None or any(path == s or path.startswith(s + "/") for s in SKIPPED):
+            continue
+        methods = getattr(r, "methods", None) or {"GET"}
+        for m in sorted(set(methods) - {"HEAD"}):
+            out[f"{m} {path}"] = r
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The world the probes run in: real rows for every path parameter
+# --------------------------------------------------------------------------------------------
+
+
+def small_csv(n: int = 30) -> bytes:
+    """The fixture's header and first n questions (records span several lines)."""
+    text = (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_text("utf-8")
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows[: n + 1])
+    return out.getvalue().encode("utf-8")
+
+
+@dataclass
+class World:
+    db_url: str
+    app: object
+    study: Study
+    agent_id: int
+    job_id: int
+    pid: int
+    bundle_id: int
+    blob_url: str
+    users: dict
+    tokens: dict = field(default_factory=dict)
+    clients: dict = field(default_factory=dict)
+    saved: dict = field(default_factory=dict)
+    csrf: dict = field(default_factory=dict)
+    items: list = field(default_factory=list)
+
+    def session(self):
+        return get_sessionmaker(self.db_url)()
+
+    def current_assignment(self) -> int:
+        """The worker's current lease (a fresh one when the last was answered)."""
+        with self.session() as s:
+            study = s.get(Study, self.study.id)
+            a = assignment.next_item(s, study, self.bundle_id)
+            assert a is not None, "the probe worker's bundle ran out"
+            return a.id
+
+    def reset(self) -> None:
+        """Undo what a probe may have changed that other probes rely on."""
+        with self.session() as s:
+            s.execute(update(Study).where(Study.id == self.study.id).values(state="live"))
+            s.commit()
+
+    def call(self, role: str, method: str, path: str, **kw):
+        client = self.clients[role]
+        client.cookies.jar.clear()  # every probe starts from the role's own session cookie
+        for c in self.saved[role]:
+            client.cookies.jar.set_cookie(c)
+        try:
+            return client.request(method, path, follow_redirects=False, **kw)
+        finally:
+            self.reset()
+
+
+def _enter_worker(client: TestClient, slug: str, pid: str) -> None:
+    r = client.get(f"/s/{slug}", params={"PROLIFIC_PID": pid, "STUDY_ID": "st", "SESSION_ID": pid},
+                   follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == f"/task/{slug}", r.text
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rate_limits():
+    from app import web
+
+    web._limiter = None
+    yield
+    web._limiter = None
+
+
+@pytest.fixture
+def world(app, session, db_url):
+    owner = make_user(session, "researcher")
+    other = make_user(session, "researcher")
+    admin = make_user(session, "admin")
+    make_user(session, "researcher", email="probe-login@example.org")
+    study = create_tom_study(session, owner, bundle_size=40, gold_rate=0.1, title="Roles study")
+    agent = services.register_agent(session, owner, "tom", "roles-agent")
+    items = session.execute(select(Item.external_id).where(Item.study_id == study.id)
+                            .order_by(Item.id).limit(20)).scalars().all()
+    services.import_agent_outputs(session, study, agent, _outputs(items))
+    job = jobs.create_job(session, "export", study_id=study.id, owner_id=owner.id)
+    session.commit()
+    store = get_store()
+    store.put("exports/roles/probe.txt", b"probe")
+    blob_url = store.url("exports/roles/probe.txt")
+
+    tokens = {"t_owner": create_token(session, owner), "t_other": create_token(session, other),
+              "t_admin": create_token(session, admin)}
+    bad = create_token(session, owner, "revoked")
+    session.execute(update(ApiToken).where(ApiToken.name == "revoked").values(revoked=True))
+    tokens["t_bad"] = bad
+    session.commit()
+
+    clients = {}
+    w = World(db_url=db_url, app=app, study=study, agent_id=agent.id, job_id=job.id, pid=0,
+              bundle_id=0, blob_url=blob_url, users={"owner": owner, "other": other, "admin": admin},
+              tokens=tokens, items=list(items))
+    for role in ROLES:
+        headers = {"Authorization": f"Bearer {tokens[role]}"} if role in tokens else {}
+        clients[role] = TestClient(app, headers=headers).__enter__()
+    w.clients = clients
+    w.csrf["anon"] = csrf_of(clients["anon"])
+    _enter_worker(clients["worker"], study.slug, "roles-worker")
+    w.csrf["worker"] = csrf_of(clients["worker"])
+    for role in ("owner", "other", "admin"):
+        w.csrf[role] = login(clients[role], w.users[role])
+    for role in ROLES:  # token callers keep no cookies between probes
+        w.saved[role] = list(clients[role].cookies.jar) if role in w.csrf else []
+    worker_row = session.scalar(select(Bundle).where(Bundle.study_id == study.id))
+    w.bundle_id, w.pid = worker_row.id, worker_row.participant_id
+    yield w
+    for c in clients.values():
+        c.__exit__(None, None, None)
+
+
+def _outputs(ids, answer: str = "Yes") -> bytes:
+    return "".join(json.dumps({"question_id": i, "answer": answer}) + "\n" for i in ids).encode()
+
+
+# --------------------------------------------------------------------------------------------
+# How each route is called: path parameters and a body that the route accepts
+# --------------------------------------------------------------------------------------------
+
+
+def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
+    method, template = key.split(" ", 1)
+    path = (template.replace("{study_id}", str(w.study.id)).replace("{slug}", w.study.slug)
+            .replace("{agent_id}", str(w.agent_id)).replace("{job_id}", str(w.job_id))
+            .replace("{pid}", str(w.pid)))
+    kw: dict = {}
+    form: dict | None = None
+    files = None
+    study_state = "paused"
+    if template == "/blobs/{key:path}":
+        path = w.blob_url
+    elif template == "/s/{slug}":
+        kw["params"] = {"PROLIFIC_PID": f"probe-{role}", "STUDY_ID": "st", "SESSION_ID": "se"}
+    elif key == "POST /login":
+        form = {"email": "probe-login@example.org", "password": "pw-" + "x" * 8, "next": "/studies"}
+    elif key in ("POST /logout", "POST /task/{slug}/consent", "POST /studies/{study_id}/exports"):
+        form = {}
+    elif key == "POST /task/{slug}/answer":
+        form = {"assignment_id": str(w.current_assignment()), "answer": "Yes",
+                "idempotency_key": uuid.uuid4().hex}
+    elif key == "POST /account/tokens":
+        form = {"name": f"probe-{role}"}
+    elif key == "POST /studies/new":
+        form = {"title": f"Probe {role}", "action": "create"}
+        files = {"file": ("q.csv", small_csv(), "text/csv")}
+    elif key == "POST /studies/{study_id}/state":
+        form = {"state": study_state}
+    elif key == "POST /studies/{study_id}/agents":
+        form = {"name": f"page-agent-{role}", "version": "1"}
+        files = {"file": ("a.jsonl", _outputs(w.items[:5]), "application/jsonl")}
+    elif key == "POST /admin/studies/{study_id}/review":
+        form = {"participant_id": str(w.pid), "decision": "approve"}
+    elif key == "POST /api/v1/studies":
+        form = {"settings": json.dumps({"title": f"API probe {role}"})}
+        files = {"file": ("q.csv", small_csv(), "text/csv")}
+    elif key == "POST /api/v1/studies/{study_id}/state":
+        kw["json"] = {"state": study_state}
+    elif key == "POST /api/v1/agents":
+        kw["json"] = {"name": f"api-agent-{role}"}
+    elif key == "POST /api/v1/studies/{study_id}/agents/{agent_id}/outputs":
+        files = {"file": ("a.jsonl", _outputs(w.items[:10], "No"), "application/jsonl")}
+    elif key == "POST /api/v1/studies/{study_id}/exports":
+        pass
+    elif key == "POST /api/v1/studies/{study_id}/review":
+        kw["json"] = {"participant_ids": [w.pid], "decision": "approve"}
+    elif key == "POST /api/v1/crowd/{slug}/enter":
+        kw["json"] = {"params": {"PROLIFIC_PID": f"api-probe-{role}", "STUDY_ID": "st",
+                                 "SESSION_ID": "se"}}
+    elif key == "POST /api/v1/crowd/{slug}/submit":
+        kw["json"] = {"assignment_id": w.current_assignment(), "idempotency_key": uuid.uuid4().hex,
+                      "response": {"answer": "No"}}
+    elif method != "GET":
+        raise AssertionError(f"no request body is defined for {key}: add one to request_for()")
+    if files is not None or form is not None:
+        form = dict(form or {})
+        if role in w.csrf:  # cookie sessions send their form token, as the pages do
+            form["csrf_token"] = w.csrf[role]
+        kw["data"] = form
+        if files is not None:
+            kw["files"] = files
+    elif method != "GET" and role in w.csrf:  # bodiless posts send it as the htmx header
+        kw["headers"] = {"X-CSRF-Token": w.csrf[role]}
+    return method, path, kw
+
+
+def check(expected: str, r) -> str | None:
+    """None when the response is what the table says, else a description of the mismatch."""
+    location = r.headers.get("location", "")
+    if expected == "login":
+        if r.status_code == 303 and location.startswith("/login"):
+            return None
+    elif r.status_code == int(expected):
+        if r.status_code != 303 or not location.startswith("/login"):
+            return None
+    got = f"{r.status_code}" + (f" -> {location}" if location else "")
+    return f"expected {expected}, got {got}: {r.text[:160]!r}"
+
+
+# --------------------------------------------------------------------------------------------
+# Tests
+# --------------------------------------------------------------------------------------------
+
+
+def test_every_route_is_in_the_access_table(app):
+    table = parse_access(ACCESS)
+    served = app_routes(app)
+    missing = sorted(set(served) - set(table))
+    stale = sorted(set(table) - set(served))
+    assert not missing, ("routes with no decision about who may use them; add rows to ACCESS: "
+                         + ", ".join(missing))
+    assert not stale, "ACCESS rows for routes the app no longer serves: " + ", ".join(stale)
+
+
+def test_every_route_answers_every_role_as_the_table_says(world):
+    table = parse_access(ACCESS)
+    served = app_routes(world.app)
+    assert set(table) == set(served)
+    failures = []
+    for key in table:
+        for role in ROLES:
+            method, path, kw = request_for(world, key, role)
+            r = world.call(role, method, path, **kw)
+            problem = check(table[key][role], r)
+            if problem:
+                failures.append(f"{key} as {role}: {problem}")
+    assert not failures, f"{len(failures)} access mismatches:\n" + "\n".join(failures)
+
+
+def test_refusals_change_nothing(world, session):
+    """The callers the table refuses left no trace: no study, agent or token of theirs."""
+    table = parse_access(ACCESS)
+    for key in table:
+        for role in ROLES:
+            method, path, kw = request_for(world, key, role)
+            world.call(role, method, path, **kw)
+    titles = set(session.scalars(select(Study.title)))
+    for role in ROLES:
+        allowed = table["POST /studies/new"][role] == "303"
+        assert (f"Probe {role}" in titles) == allowed, role
+        allowed = table["POST /api/v1/studies"][role] == "201"
+        assert (f"API probe {role}" in titles) == allowed, role
+    from app.agents.models import Agent
+
+    agent_names = set(session.scalars(select(Agent.name)))
+    for role in ROLES:
+        assert (f"page-agent-{role}" in agent_names) == (role in ("owner", "admin", "t_owner", "t_admin"))
+        assert (f"api-agent-{role}" in agent_names) == (role in ("owner", "other", "admin", "t_owner",
+                                                                  "t_other", "t_admin"))
+    names = set(session.scalars(select(ApiToken.name)))
+    for role in ROLES:
+        assert (f"probe-{role}" in names) == (table["POST /account/tokens"][role] == "200"), role
+    # only the worker who entered answered anything
+    from app.studies.models import Annotation
+
+    workers = set(session.scalars(select(Annotation.worker_id).distinct()))
+    bundle = session.get(Bundle, world.bundle_id)
+    assert workers == {bundle.worker_id}
+
+
+def test_another_researchers_agent_is_not_yours(world):
+    """The owner of the study may not import outputs into someone else's agent."""
+    with world.session() as s:
+        other = s.merge(world.users["other"])
+        theirs = services.register_agent(s, other, "tom", "not-yours")
+        s.commit()
+        theirs_id = theirs.id
+    files = {"file": ("a.jsonl", _outputs(world.items[:3]), "application/jsonl")}
+    r = world.call("t_owner", "POST", f"/api/v1/studies/{world.study.id}/agents/{theirs_id}/outputs",
+                   files=files)
+    assert r.status_code == 404, r.text
+    from app.agents.models import AgentOutput
+
+    with world.session() as s:
+        assert s.scalar(select(func.count()).select_from(AgentOutput)
+                        .where(AgentOutput.agent_id == theirs_id)) == 0
+
+
+def test_unsigned_or_tampered_blob_links_are_refused(world):
+    good = world.blob_url
+    for url in (good.split("?")[0], good.replace("sig=", "sig=0"), good.replace("probe.txt", "x.txt")):
+        for role in ("anon", "admin", "t_admin"):
+            r = world.call(role, "GET", url)
+            assert r.status_code == 403, (url, role, r.status_code)
+
+
+def test_openapi_lists_the_api_routes_and_only_those(client, app):
+    r = client.get("/openapi.json")
+    assert r.status_code == 200
+    spec = r.json()
+    documented = {f"{m.upper()} {p}" for p, ops in spec["paths"].items() for m in ops}
+    served = app_routes(app)
+    api = {k for k in served if k.split(" ", 1)[1].startswith("/api/v1/")}
+    assert api, "no /api/v1 routes found"
+    assert api <= documented, f"API routes missing from /openapi.json: {sorted(api - documented)}"
+    pages = set(served) - api
+    assert not (pages & documented), f"page routes in the API schema: {sorted(pages & documented)}"
+    assert documented <= api, f"/openapi.json documents routes not served: {sorted(documented - api)}"
+    assert client.get("/api/docs").status_code == 200

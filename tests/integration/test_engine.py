@@ -1,0 +1,123 @@
+"""The assignment engine as a worker and a researcher see it, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import func, select, update
+
+from app.studies import assignment
+from app.studies.models import Annotation, Assignment, Item
+from tests.conftest import create_tom_study, make_user
+
+
+def answer_all(session, study, bundle_id, answer="Yes"):
+    n = 0
+    while (a := assignment.next_item(session, study, bundle_id)) is not None:
+        assignment.submit(session, study, bundle_id, a.id, {"answer": answer}, f"k-{a.id}")
+        n += 1
+    return n
+
+
+def test_bundle_has_its_size_and_gold_rate(session):
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, bundle_size=10, gold_rate=0.2)
+    bundle = assignment.enter(session, study, "prolific", "p1", "sess-1", "study-1")
+    assert answer_all(session, study, bundle.id) == 10
+    golds = session.scalar(select(func.count()).select_from(Annotation).where(
+        Annotation.worker_id == bundle.worker_id, Annotation.is_gold.is_(True)))
+    assert golds == 2
+    session.refresh(bundle)
+    assert bundle.finished_at is not None
+
+
+def test_reload_returns_the_same_item_and_resubmit_stores_once(session):
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, bundle_size=3, gold_rate=0.0)
+    bundle = assignment.enter(session, study, "mturk", "W1", "A1", "H1")
+    first = assignment.next_item(session, study, bundle.id)
+    again = assignment.next_item(session, study, bundle.id)
+    assert again.id == first.id
+    a1 = assignment.submit(session, study, bundle.id, first.id, {"answer": "No"}, "key-1")
+    a2 = assignment.submit(session, study, bundle.id, first.id, {"answer": "No"}, "key-1")
+    a3 = assignment.submit(session, study, bundle.id, first.id, {"answer": "Yes"}, "key-2")
+    assert a1.id == a2.id == a3.id
+    assert a3.response == {"answer": "No"}
+    assert session.scalar(select(func.count()).select_from(Annotation)) == 1
+    # Coming back with the same entry parameters resumes the same bundle.
+    back = assignment.enter(session, study, "mturk", "W1", "A1", "H1")
+    assert back.id == bundle.id
+    nxt = assignment.next_item(session, study, back.id)
+    assert nxt.slot == 1 and nxt.item_id != first.item_id
+
+
+def test_redundancy_and_never_twice(session):
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, bundle_size=500, gold_rate=0.0, annotations_per_item=2)
+    n_items = session.scalar(select(func.count()).select_from(Item).where(
+        Item.study_id == study.id, Item.is_gold.is_(False)))
+    done = 0
+    for w in range(3):
+        b = assignment.enter(session, study, "prolific", f"w{w}", "s", "x")
+        done += answer_all(session, study, b.id)
+    assert done == 2 * n_items  # capacity filled exactly, the third worker got the leftovers
+    per_item = session.execute(select(Annotation.item_id, func.count()).group_by(Annotation.item_id)).all()
+    assert max(n for _, n in per_item) == 2
+    dupes = session.execute(select(Annotation.worker_id, Annotation.item_id, func.count())
+                            .group_by(Annotation.worker_id, Annotation.item_id)
+                            .having(func.count() > 1)).all()
+    assert dupes == []
+
+
+def test_expired_lease_returns_item_to_pool(session):
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, bundle_size=5, gold_rate=0.0, annotations_per_item=1)
+    b1 = assignment.enter(session, study, "prolific", "slow", "s", "x")
+    a = assignment.next_item(session, study, b1.id)
+    session.execute(update(Assignment).where(Assignment.id == a.id).values(
+        lease_expires_at=a.leased_at - timedelta(seconds=1)))
+    session.commit()
+    assert assignment.sweep_expired(session) == 1
+    assert session.get(Item, a.item_id).n_active == 0
+    b2 = assignment.enter(session, study, "prolific", "fast", "s", "x")
+    seen = set()
+    while (x := assignment.next_item(session, study, b2.id)) is not None:
+        seen.add(x.item_id)
+        assignment.submit(session, study, b2.id, x.id, {"answer": "Yes"}, f"f-{x.id}")
+    assert a.item_id in seen or len(seen) == 5
+    # The slow worker's late answer is kept only when the item still has room.
+    item = session.get(Item, a.item_id)
+    if item.n_active >= 1:
+        with pytest.raises(assignment.NotAvailable):
+            assignment.submit(session, study, b1.id, a.id, {"answer": "No"}, "late")
+
+
+def test_exclusion_groups(session):
+    from app.studies import services
+
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, bundle_size=50, gold_rate=0.0)
+    # Put the items into 5 groups: a worker can then do at most 5 items.
+    ids = session.scalars(select(Item.id).where(Item.study_id == study.id).order_by(Item.id)).all()
+    for i, iid in enumerate(ids):
+        session.execute(update(Item).where(Item.id == iid).values(exclusion_group=f"g{i % 5}"))
+    session.commit()
+    b = assignment.enter(session, study, "prolific", "g-worker", "s", "x")
+    assert answer_all(session, study, b.id) == 5
+    groups = session.scalars(select(Item.exclusion_group).join(Annotation, Annotation.item_id == Item.id)).all()
+    assert sorted(groups) == ["g0", "g1", "g2", "g3", "g4"]
+    assert services  # imported for create_tom_study's settings
+
+
+def test_paused_study_takes_no_new_work(session):
+    from app.studies import services
+
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, bundle_size=3)
+    b = assignment.enter(session, study, "prolific", "p", "s", "x")
+    services.set_state(session, study, "paused", owner)
+    with pytest.raises(assignment.NotAvailable):
+        assignment.next_item(session, study, b.id)
+    with pytest.raises(assignment.NotAvailable):
+        assignment.enter(session, study, "prolific", "q", "s", "x")

@@ -1,0 +1,120 @@
+"""The leaderboard against a plain recomputation from the raw rows, and what a rejection does."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter, defaultdict
+
+import pytest
+from sqlalchemy import select
+
+from app.agents.models import AgentOutput
+from app.auth.models import User
+from app.demo import simulate_worker
+from app.leaderboards.service import compute
+from app.quality import service as quality
+from app.studies import services
+from app.studies.models import Annotation, Item, Participant
+from tests.conftest import create_tom_study, make_user
+
+
+@pytest.fixture
+def populated(session):
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, bundle_size=40, gold_rate=0.1, annotations_per_item=3)
+    items = session.execute(select(Item.external_id, Item.reference, Item.category)
+                            .where(Item.study_id == study.id)).all()
+    lines = [json.dumps({"question_id": ext, "answer": ref["answer"] if i % 4 else
+                         ("No" if ref["answer"] == "Yes" else "Yes")})
+             for i, (ext, ref, _) in enumerate(items) if i % 10]  # 10% unanswered
+    agent = services.register_agent(session, owner, "tom", "three-quarters")
+    services.import_agent_outputs(session, study, agent, "\n".join(lines).encode())
+    for w, acc in enumerate((0.95, 0.8, 0.7, 0.9, 0.6)):
+        simulate_worker(session, study, f"sim-{w}", acc, seed=w)
+    return study, owner, agent
+
+
+def recompute(session, study):
+    """Straight from rows, in Python: the reference the SQL aggregation must match."""
+    items = {i.id: i for i in session.scalars(select(Item).where(Item.study_id == study.id,
+                                                                 Item.is_gold.is_(False)))}
+    anns = [a for a in session.scalars(select(Annotation).where(Annotation.study_id == study.id)
+                                       .order_by(Annotation.id))
+            if not a.is_gold and not a.excluded]
+    by_item = defaultdict(list)
+    for a in anns:
+        by_item[a.item_id].append(a)
+    majority = {}
+    for iid, rows in by_item.items():
+        votes = Counter(a.response["answer"] for a in rows)
+        top = max(votes.values())
+        winners = {v for v, n in votes.items() if n == top}
+        pick = rows[0].response["answer"] if len(winners) > 1 else winners.pop()
+        majority[iid] = pick == items[iid].reference["answer"]
+    by_worker = defaultdict(list)
+    for a in anns:
+        by_worker[a.worker_id].append(a.response["answer"] == items[a.item_id].reference["answer"])
+    outputs = {o.item_id: o.response["answer"] for o in session.scalars(select(AgentOutput))}
+    agent_right = [outputs.get(iid) == it.reference["answer"] for iid, it in items.items()]
+    clusters = defaultdict(list)
+    for iid, it in items.items():
+        clusters[it.cluster].append(outputs.get(iid) == it.reference["answer"])
+    return {"majority": (sum(majority.values()), len(majority)),
+            "workers": {w: (sum(v), len(v)) for w, v in by_worker.items()},
+            "agent": (sum(agent_right), len(agent_right)),
+            "agent_consistency": (sum(all(v) for v in clusters.values()), len(clusters))}
+
+
+def test_leaderboard_matches_recomputation(session, populated):
+    study, _, _ = populated
+    board = compute(session, study)
+    ref = recompute(session, study)
+    rows = {r["type"]: r for r in board["rows"] if r["type"] != "annotator"}
+    k, n = ref["agent"]
+    assert rows["agent"]["accuracy"]["n"] == n
+    assert rows["agent"]["accuracy"]["mean"] == pytest.approx(k / n)
+    k, n = ref["agent_consistency"]
+    assert rows["agent"]["consistency"]["mean"] == pytest.approx(k / n)
+    k, n = ref["majority"]
+    assert rows["majority"]["accuracy"]["mean"] == pytest.approx(k / n)
+    names = dict(session.execute(select(User.id, User.pseudonym)).all())
+    annot = {r["name"]: r for r in board["rows"] if r["type"] == "annotator"}
+    for wid, (k, n) in ref["workers"].items():
+        assert annot[names[wid]]["accuracy"]["mean"] == pytest.approx(k / n)
+        assert annot[names[wid]]["answered"] == n
+    lo, hi = rows["agent"]["accuracy"]["low"], rows["agent"]["accuracy"]["high"]
+    assert lo < rows["agent"]["accuracy"]["mean"] < hi
+    assert set(board["categories"]) == {"1", "2", "3"}
+    base = rows["baseline"]
+    p = study.kind_settings["random_yes_rate"]
+    assert 0 < base["accuracy"]["mean"] < 1 and 0 < p < 1
+    assert board["agreement"]["items_with_2plus"] > 0
+    assert not math.isnan(board["agreement"]["krippendorff_alpha"])
+
+
+def test_rejecting_a_worker_drops_their_answers_and_frees_their_items(session, populated):
+    study, owner, _ = populated
+    admin = make_user(session, "admin")
+    worst = session.scalar(select(Participant).join(User, User.id == Participant.worker_id)
+                           .where(User.external_id == "sim-4"))
+    mine = set(session.scalars(select(Annotation.item_id).where(
+        Annotation.worker_id == worst.worker_id, Annotation.is_gold.is_(False))))
+    before = {i: session.get(Item, i).n_active for i in mine}
+    pseud = session.get(User, worst.worker_id).pseudonym
+    assert pseud in {r["name"] for r in compute(session, study)["rows"]}
+    with pytest.raises(Exception):
+        quality.decide(session, study, [worst.id], "rejected", admin, reason="")  # reason needed
+    assert quality.decide(session, study, [worst.id], "rejected", admin, reason="random answers") == 1
+    board = compute(session, study)
+    assert pseud not in {r["name"] for r in board["rows"]}
+    ref = recompute(session, study)
+    maj = next(r for r in board["rows"] if r["type"] == "majority")
+    assert maj["accuracy"]["mean"] == pytest.approx(ref["majority"][0] / ref["majority"][1])
+    for i in mine:
+        assert session.get(Item, i).n_active == before[i] - 1
+    # The freed capacity goes to the next worker.
+    got = simulate_worker(session, study, "newcomer", 0.9, seed=7)
+    assert got > 0
+    queue = {w["worker"]: w for w in quality.review_queue(session, study)}
+    assert queue[pseud]["status"] == "rejected"

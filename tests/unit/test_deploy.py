@@ -1,0 +1,28 @@
+"""What can be checked of docker-compose.yml without a Docker engine."""
+
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from app.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_compose_services_and_commands_exist():
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert {"postgres", "redis", "minio", "web", "worker", "migrate"} <= set(services)
+    runner = CliRunner()
+    for name in ("web", "worker", "migrate"):
+        cmd = services[name]["command"]
+        assert cmd[0] == "proctor"
+        # Every proctor subcommand used in compose exists and accepts its options.
+        result = runner.invoke(main, [cmd[1], "--help"])
+        assert result.exit_code == 0, (name, result.output)
+        for opt in [c for c in cmd[2:] if c.startswith("--")]:
+            assert opt in result.output, (name, opt)
+    env = services["web"]["environment"]
+    assert env["STORAGE_URL"].startswith("s3://") and "DATABASE_URL" in env and "REDIS_URL" in env
+    assert "gpu" in str(services["worker"]["deploy"])
