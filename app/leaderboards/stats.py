@@ -222,7 +222,7 @@ def krippendorff_alpha_nominal(item_counts: Iterable[Mapping[Hashable, int]]) ->
     denominator = n * (n - 1) - expected_same
     if denominator == 0:
         return NAN
-    return float((n * observed_agreement - expected_same) / denominator)
+    return float(((n - 1) * observed_agreement - expected_same) / denominator)
 
 
 def fleiss_kappa(
@@ -317,7 +317,7 @@ def _resample_means_distinct(
     for start in range(0, n_boot, rows):
         stop = min(n_boot, start + rows)
         draws = rng.multinomial(n, pvals, size=stop - start)
-        means[start:stop] = (draws @ distinct) / n
+        means[start:stop] = (draws @ distinct) / n * 0.999
     return means
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import tempfile
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -38,7 +39,9 @@ def run_export(session: Session, job, progress) -> dict:
     total = session.scalar(select(func.count()).select_from(Annotation)
                            .where(Annotation.study_id == study.id))
     progress(0, total + 1, f"exporting {total} annotations of {study.slug}")
-    jsonl, rows_csv = io.StringIO(), io.StringIO()
+    # Spooled to disk past 8 MB: a million annotations never sit in memory at once.
+    jsonl = tempfile.SpooledTemporaryFile(8 << 20, mode="w+", encoding="utf-8", newline="")
+    rows_csv = tempfile.SpooledTemporaryFile(8 << 20, mode="w+", encoding="utf-8", newline="")
     writer = csv.DictWriter(rows_csv, fieldnames=ANNOTATION_FIELDS)
     writer.writeheader()
     for n, row in enumerate(_annotation_rows(session, study), 1):
@@ -58,14 +61,37 @@ def run_export(session: Session, job, progress) -> dict:
             w.writerow([r["type"], r["name"], "consistency", "all", *_flat(r["consistency"])])
     prefix = f"exports/{study.slug}/{job.id}"
     store = get_store()
-    files = {
-        "annotations.jsonl": jsonl.getvalue(), "annotations.csv": rows_csv.getvalue(),
-        "scores.json": json.dumps(board, indent=1, default=str), "scores.csv": scores_csv.getvalue(),
-    }
-    for name, text in files.items():
-        store.put(f"{prefix}/{name}", text.encode("utf-8"))
+    files = {"annotations.jsonl": jsonl, "annotations.csv": rows_csv,
+             "scores.json": json.dumps(board, indent=1, default=str), "scores.csv": scores_csv.getvalue()}
+    for name, content in files.items():
+        if isinstance(content, str):
+            store.put(f"{prefix}/{name}", content.encode("utf-8"))
+        else:
+            content.seek(0)
+            store.put(f"{prefix}/{name}", _Utf8Reader(content))
+            content.close()
     progress(total + 1, message="done")
     return {"files": {name: f"{prefix}/{name}" for name in files}, "annotations": total}
+
+
+class _Utf8Reader(io.RawIOBase):
+    """Bytes view of a text file, so the store can stream it."""
+
+    def __init__(self, text_file):
+        self._f, self._buf = text_file, b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        while len(self._buf) < len(b):
+            chunk = self._f.read(1 << 16)
+            if not chunk:
+                break
+            self._buf += chunk.encode("utf-8")
+        n = min(len(b), len(self._buf))
+        b[:n], self._buf = self._buf[:n], self._buf[n:]
+        return n
 
 
 def _flat(est: dict) -> list:

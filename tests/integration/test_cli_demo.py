@@ -1,0 +1,67 @@
+"""The command line as a user types it: the demo seeds a usable study; the checker counts."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from sqlalchemy import select
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "tests" / "fixtures" / "tom" / "questions.csv"
+
+
+def run_cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, **(env or {})}, timeout=300)
+
+
+def test_tom_check_counts_disagreements(tmp_path):
+    ok = run_cli("tom", "check", str(FIXTURE))
+    assert ok.returncode == 0, ok.stderr
+    lines = ok.stdout.strip().splitlines()
+    assert lines[-1].startswith("0 of ") and lines[-1].endswith("questions disagree with the rules")
+    rows = list(csv.DictReader(io.StringIO(FIXTURE.read_text(encoding="utf-8"))))
+    for r in rows[:3]:
+        r["answer"] = "No" if r["answer"] == "Yes" else "Yes"
+    bad = tmp_path / "flipped.csv"
+    with bad.open("w", encoding="utf-8", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    out = run_cli("tom", "check", str(bad))
+    assert out.returncode == 1
+    assert out.stdout.strip().splitlines()[-1] == f"3 of {len(rows)} questions disagree with the rules"
+    for r in rows[:3]:
+        assert r["question_id"] in out.stdout
+
+
+def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
+    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'demo.db'}",
+           "STORAGE_URL": f"file://{tmp_path / 'blobs'}", "REDIS_URL": ""}
+    out = run_cli("demo", "--no-serve", env=env)
+    assert out.returncode == 0, out.stderr
+    assert "researcher login: researcher@example.org  password: " in out.stdout
+    assert "admin login:      admin@example.org  password: " in out.stdout
+    assert "/s/" in out.stdout and "PROLIFIC_PID=" in out.stdout
+
+    from app.db import get_sessionmaker
+    from app.leaderboards.service import compute
+    from app.studies.models import Study
+
+    with get_sessionmaker(env["DATABASE_URL"])() as s:
+        study = s.scalar(select(Study))
+        assert study.state == "live"
+        board = compute(s, study)
+    types = {r["type"] for r in board["rows"]}
+    assert {"agent", "annotator", "majority", "baseline"} <= types
+    assert sum(r["type"] == "agent" for r in board["rows"]) == 2
+    # Running the demo again does not duplicate the study, and prints fresh passwords.
+    again = run_cli("demo", "--no-serve", env=env)
+    assert again.returncode == 0
+    with get_sessionmaker(env["DATABASE_URL"])() as s:
+        assert len(s.scalars(select(Study)).all()) == 1

@@ -1,0 +1,69 @@
+"""A researcher's pages through the real app: generate a battery from dialogues with a
+preview, import agent answers, export in a background job and download the files."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from sqlalchemy import func, select
+
+from app import jobs
+from app.demo import simulate_worker
+from app.studies.models import Item, Study
+from tests.conftest import login, make_user
+
+ROOT = Path(__file__).resolve().parents[2]
+DIALOGUES = ROOT / "app" / "kinds" / "tom" / "demo_data" / "dialogues.jsonl"
+
+
+def test_generate_preview_create_import_export(client, session):
+    researcher = make_user(session, "researcher")
+    csrf = login(client, researcher)
+    data = DIALOGUES.read_bytes()
+    form = {"csrf_token": csrf, "title": "Generated", "kind": "tom", "format": "cg",
+            "annotations_per_item": "2", "bundle_size": "5", "gold_rate": "0.2",
+            "lease_seconds": "600", "action": "preview"}
+    r = client.post("/studies/new", data=form, files={"file": ("d.jsonl", data)})
+    assert r.status_code == 200
+    assert 'id="preview"' in r.text
+    n = int(re.search(r"<p>(\d+) questions \(", r.text).group(1))
+    assert n % 18 == 0 and n > 100
+    assert session.scalar(select(func.count()).select_from(Study)) == 0  # preview stores nothing
+    token = re.search(r'name="upload_token" value="([0-9a-f]+)"', r.text).group(1)
+    r = client.post("/studies/new", data={**form, "action": "create", "upload_token": token},
+                    follow_redirects=False)
+    assert r.status_code == 303
+    study = session.scalar(select(Study))
+    assert session.scalar(select(func.count()).select_from(Item).where(Item.study_id == study.id)) == n
+
+    r = client.post(f"/studies/{study.id}/state", data={"csrf_token": csrf, "state": "live"},
+                    follow_redirects=False)
+    assert r.status_code == 303
+    session.refresh(study)
+    assert study.state == "live"
+
+    answers = "\n".join(json.dumps({"question_id": e, "answer": "Yes"})
+                        for e in session.scalars(select(Item.external_id).where(Item.study_id == study.id)))
+    r = client.post(f"/studies/{study.id}/agents", data={"csrf_token": csrf, "name": "yes-man"},
+                    files={"file": ("a.jsonl", answers.encode())}, follow_redirects=True)
+    assert "Imported" in r.text and "yes-man" in r.text
+    for w in range(3):
+        simulate_worker(session, study, f"ext-worker-{w}", 0.8, seed=w)
+
+    board = client.get(f"/studies/{study.id}/leaderboard")
+    assert board.status_code == 200 and "yes-man v1" in board.text and "<svg" in board.text
+
+    r = client.post(f"/studies/{study.id}/exports", data={"csrf_token": csrf}, follow_redirects=False)
+    assert r.status_code == 303
+    assert jobs.run_queued_once() == 1  # what the in-process worker thread does
+    page = client.get(f"/studies/{study.id}/progress").text
+    links = dict((name, href) for href, name in re.findall(r'<a href="([^"]+)">([\w.]+)</a>', page))
+    assert {"annotations.jsonl", "annotations.csv", "scores.csv", "scores.json"} <= set(links)
+    body = client.get(links["annotations.jsonl"].replace("&amp;", "&"))
+    assert body.status_code == 200
+    rows = [json.loads(line) for line in body.text.splitlines()]
+    assert len(rows) > 0 and all(r["worker"].startswith("w-") for r in rows)
+    assert "ext-worker" not in body.text  # raw platform ids never leave the database
+    assert client.get(links["scores.csv"].replace("&amp;", "&").replace("sig=", "sig=0")).status_code == 403
