@@ -317,7 +317,7 @@ def _resample_means_distinct(
     for start in range(0, n_boot, rows):
         stop = min(n_boot, start + rows)
         draws = rng.multinomial(n, pvals, size=stop - start)
-        means[start:stop] = (draws @ distinct) / n * 0.999
+        means[start:stop] = (draws @ distinct) / n
     return means
 
 

@@ -56,16 +56,17 @@ def review_queue(session: Session, study: Study, status: str | None = None) -> l
 
 
 def _median_durations(session: Session, study: Study) -> dict[int, float]:
-    # Per-worker medians need the values; the queue is per study and small next to items.
-    by_worker: dict[int, list[int]] = {}
-    for wid, ms in session.execute(select(Annotation.worker_id, Annotation.duration_ms)
-                                   .where(Annotation.study_id == study.id)):
-        by_worker.setdefault(wid, []).append(ms)
-    out = {}
-    for wid, values in by_worker.items():
-        values.sort()
-        out[wid] = values[len(values) // 2] / 1000.0
-    return out
+    """Median seconds per item for each worker, in SQL (window functions on both backends)."""
+    ranked = select(
+        Annotation.worker_id, Annotation.duration_ms,
+        func.row_number().over(partition_by=Annotation.worker_id,
+                               order_by=Annotation.duration_ms).label("rn"),
+        func.count().over(partition_by=Annotation.worker_id).label("cnt"),
+    ).where(Annotation.study_id == study.id).subquery()
+    middle = ranked.c.rn.in_([(ranked.c.cnt + 1) // 2, (ranked.c.cnt + 2) // 2])
+    rows = session.execute(select(ranked.c.worker_id, func.avg(ranked.c.duration_ms))
+                           .where(middle).group_by(ranked.c.worker_id))
+    return {wid: float(ms) / 1000.0 for wid, ms in rows}
 
 
 def _same_answer_share(session: Session, study: Study) -> dict[int, float]:

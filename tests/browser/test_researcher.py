@@ -41,6 +41,8 @@ def test_researcher_creates_launches_and_watches_a_study(live_server, browser, p
     preview = page.locator("#preview")
     expect(preview).to_be_visible()
     expect(preview).to_contain_text(f"{n_questions} questions")
+    n_gold = int(re.search(r"(\d+) will serve as gold", preview.inner_text()).group(1))
+    assert 0 < n_gold < n_questions
     # The page came back with the form filled and the file kept for the next step.
     expect(page.get_by_label("Title")).to_have_value("Browser study")
     expect(page.get_by_text("kept from the preview")).to_be_visible()
@@ -51,7 +53,7 @@ def test_researcher_creates_launches_and_watches_a_study(live_server, browser, p
     expect(page.locator("#study-state")).to_have_text("draft")
     expect(page.get_by_text("Study created with its items")).to_be_visible()
     expect(page.locator("#completed")).to_have_text("0")
-    expect(page.locator("#live")).to_contain_text(f"({n_questions - 5} items)")  # 5 are gold
+    expect(page.locator("#live")).to_contain_text(f"({n_questions - n_gold} items)")
 
     page.locator("#state-live").click()
     expect(page.locator("#study-state")).to_have_text("live")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from playwright.sync_api import expect
 from sqlalchemy import func, select
@@ -13,11 +11,6 @@ from tests.conftest import create_tom_study, make_user
 pytestmark = pytest.mark.browser
 
 REDIRECT = "https://app.prolific.com/submissions/complete?cc=BROWSER1"
-
-
-def _question_number(page) -> int:
-    text = page.get_by_text(re.compile(r"^Question \d+ of 5$")).inner_text()
-    return int(text.split()[1])
 
 
 def _answer_by_keyboard(page, key: str = "y") -> None:

@@ -118,3 +118,19 @@ def test_rejecting_a_worker_drops_their_answers_and_frees_their_items(session, p
     assert got > 0
     queue = {w["worker"]: w for w in quality.review_queue(session, study)}
     assert queue[pseud]["status"] == "rejected"
+
+
+def test_review_queue_median_and_flags(session, populated):
+    study, _, _ = populated
+    from statistics import median
+
+    queue = quality.review_queue(session, study)
+    for w in queue:
+        wid = session.scalar(select(User.id).where(User.pseudonym == w["worker"]))
+        ms = session.scalars(select(Annotation.duration_ms).where(Annotation.worker_id == wid,
+                                                                  Annotation.study_id == study.id)).all()
+        assert w["median_seconds"] == pytest.approx(median(ms) / 1000.0)
+    simulate_worker(session, study, "yes-clicker", 0.0, seed=3, always="Yes")
+    flagged = {w["worker"]: w["flags"] for w in quality.review_queue(session, study)}
+    clicker = session.scalar(select(User.pseudonym).where(User.external_id == "yes-clicker"))
+    assert any("same answer" in f for f in flagged[clicker])
