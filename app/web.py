@@ -45,11 +45,33 @@ async def read_upload(upload: UploadFile | None, field: str = "file") -> bytes:
         raise InputError("choose a file to upload", field=field)
     limit = get_settings().max_upload_bytes
     data = await upload.read(limit + 1)
-    if len(data) > limit:
-        raise InputError(f"the file is larger than the {limit // (1024 * 1024)} MB limit", field=field)
+    # The limit is on the decompressed bytes: a small gzip may not inflate past it.
+    if len(data) > limit or _gunzipped_over(data, limit):
+        size = f"{limit // (1024 * 1024)} MB" if limit >= 1024 * 1024 else f"{limit} byte"
+        raise InputError(f"the file is larger than the {size} limit", field=field)
     if not data:
         raise InputError("the file is empty", field=field)
     return data
+
+
+def _gunzipped_over(data: bytes, limit: int) -> bool:
+    """Whether gzip data inflates to more than `limit` bytes (inflating no further than that).
+    Corrupt or truncated data is left for the parser to report."""
+    import zlib
+
+    total = 0
+    while data[:2] == b"\x1f\x8b":
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            total += len(inflater.decompress(data, limit + 1 - total))
+        except zlib.error:
+            return False
+        if total > limit:
+            return True
+        if not inflater.eof:
+            return False
+        data = inflater.unused_data  # gzip allows several members one after another
+    return False
 
 
 def static_dir() -> Path:

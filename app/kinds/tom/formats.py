@@ -39,6 +39,9 @@ COLUMNS = (
     "question", "answer", "context_type", "cid", "annotator", "context",
 )
 ID_HEADERS = ("", "id", "question_id")
+# Ids are stored in 255-character columns (item id; cluster "{cid}:{eno}:{sno}").
+MAX_ID_LENGTH = 255
+MAX_CID_LENGTH = 200
 _LABEL_SETS = {
     "belief_A": BELIEFS, "belief_B": BELIEFS, "belief_Q": CERTAINTIES,
     "cg_A": CG_LABELS, "cg_B": CG_LABELS,
@@ -192,6 +195,9 @@ def _question(cells: dict, line: int, qid: str | None, cache: dict) -> ToMQuesti
     cid = cells["cid"].strip()
     if not cid:
         raise InputError("the conversation id is empty", line=line, field="cid")
+    if len(cid) > MAX_CID_LENGTH:
+        raise InputError(f"the conversation id is longer than {MAX_CID_LENGTH} characters",
+                         line=line, field="cid")
     try:
         chain, certainty, proposition = parse_question(cells["question"])
     except InputError as exc:
@@ -250,6 +256,9 @@ def parse_questions_csv(data: bytes | str) -> list[ToMQuestion]:
             qid = cells[id_name].strip()
             if not qid:
                 raise InputError("the question id is empty", line=line, field=id_field)
+            if len(qid) > MAX_ID_LENGTH:
+                raise InputError(f"the question id is longer than {MAX_ID_LENGTH} characters",
+                                 line=line, field=id_field)
             if qid in ids:
                 raise InputError(f"duplicate question id {qid!r}", line=line, field=id_field)
         q = _question(cells, line, qid, cache)

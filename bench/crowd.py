@@ -1,0 +1,718 @@
+"""Crowd benchmark: many simulated workers doing entry -> next item -> submit on PostgreSQL.
+
+Prints figures; asserts nothing about time. See bench/README.md and docs/benchmarks.md.
+
+    .venv/bin/python bench/crowd.py --quick            # small sizes, under a minute
+    .venv/bin/python bench/crowd.py                    # 100k items, 1M stored annotations
+
+Steps:
+1. a fresh database (created on 127.0.0.1 and dropped at the end, unless --database-url);
+2. seed one live study: items, past workers with participants, bundles, completed
+   assignments and their annotations, all consistent (n_active = completed per item), by COPY;
+3. the leaderboard (app.leaderboards.service.compute) over all stored annotations, median of 3;
+4. for each mode (service: the engine's functions called in-process, one Session per call as
+   the API does; http: the real app under uvicorn with --workers, clients over httpx
+   keep-alive), a saturation run (no think time: the most the machine does) and a paced run
+   (each worker waits so that the crowd offers --rate annotations/s: latency at that load);
+5. from the database afterwards: double assignments, items over capacity, lost writes
+   (a submit that returned success with no stored annotation), n_active drift.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import hmac
+import json
+import math
+import multiprocessing as mp
+import os
+import random
+import resource
+import secrets
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+ADMIN_URL = os.environ.get("PROCTOR_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+CAP = 12          # annotations per item: the seeded ~9 per item leave room for the runs
+BUNDLE = 10
+GOLD_RATE = 0.1
+PER_PAST_WORKER = 100
+
+
+# ------------------------------------------------------------------------------ helpers
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def pg_conninfo(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+def pct(values, q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, math.ceil(q / 100 * len(s)) - 1))]
+
+
+def create_database(admin_url: str) -> str:
+    import psycopg
+
+    name = f"proctor_bench_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(pg_conninfo(admin_url), autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    return admin_url.rsplit("/", 1)[0] + "/" + name
+
+
+def drop_database(admin_url: str, url: str) -> None:
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(pg_conninfo(admin_url), autocommit=True) as c:
+        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _esc(value: str) -> str:
+    """COPY text format: backslash, tab and newline are special."""
+    return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+# ------------------------------------------------------------------------------ seeding
+
+def seed(url: str, n_items: int, n_annotations: int, secret: str) -> dict:
+    """One live `tom` study with n_items items and n_annotations stored annotations."""
+    import psycopg
+
+    t0 = time.perf_counter()
+    rng = random.Random(1)
+    now = datetime.now(timezone.utc)
+    base = now - timedelta(days=30)
+    ts = lambda sec: (base + timedelta(seconds=sec)).isoformat()  # noqa: E731
+
+    n_gold = max(BUNDLE, n_items // 200)
+    n_plain = n_items - n_gold
+    grouped_cut = int(n_plain * 0.3) // 3 * 3      # 30% of items in exclusion groups of 3
+    group_of = lambda i: f"g{i // 3}" if i < grouped_cut else None  # noqa: E731
+    n_past = math.ceil(n_annotations / PER_PAST_WORKER)
+
+    # Item ids: plain items 1..n_plain, gold n_plain+1..n_items.
+    answer = ["Yes" if rng.random() < 0.55 else "No" for _ in range(n_items)]
+    n_active = [0] * n_items
+    assignments, annotations, bundles = [], [], []
+    a_id = 0
+    stride = max(1, n_past)
+    for w in range(n_past):
+        uid = w + 2                    # user 1 is the owner
+        seen_items, seen_groups = set(), set()
+        j = 0
+        for b in range(BUNDLE):
+            bundle_id = w * BUNDLE + b + 1
+            gold_slot = (w + b) % BUNDLE
+            bundles.append((bundle_id, w + 1, uid, f"past-{w}-{b}", gold_slot))
+            for slot in range(BUNDLE):
+                if a_id >= n_annotations:
+                    break
+                if slot == gold_slot:
+                    idx = n_plain + (w * 7 + b) % n_gold
+                    while idx in seen_items:
+                        idx = n_plain + (idx - n_plain + 1) % n_gold
+                else:
+                    idx = (w + j * stride) % n_plain
+                    j += 1
+                    while idx in seen_items or (group_of(idx) and group_of(idx) in seen_groups):
+                        idx = (idx + 1) % n_plain
+                    if group_of(idx):
+                        seen_groups.add(group_of(idx))
+                    n_active[idx] += 1
+                seen_items.add(idx)
+                a_id += 1
+                start = w * 3600 + b * 300 + slot * 25
+                ans = answer[idx] if rng.random() < 0.75 else ("No" if answer[idx] == "Yes" else "Yes")
+                assignments.append((a_id, idx, uid, bundle_id, slot, start))
+                annotations.append((a_id, idx, uid, ans, 1.0 if ans == answer[idx] else 0.0, start))
+    if max(n_active) > CAP:
+        raise SystemExit(f"{n_annotations} annotations over {n_items} items exceed {CAP} per item: use more items")
+    log(f"seed: generated {a_id} annotations by {n_past} past workers in {time.perf_counter() - t0:.1f} s")
+
+    with psycopg.connect(pg_conninfo(url), autocommit=False) as conn:
+        cur = conn.cursor()
+        try:
+            cur.execute("SET session_replication_role = replica")  # rows are consistent by construction
+        except psycopg.Error:
+            conn.rollback()
+        created = now.isoformat()
+        cur.execute("INSERT INTO users (id, role, email, name, created_at) VALUES "
+                    "(1, 'researcher', 'bench@example.org', 'bench', %s)", (created,))
+        slug = f"bench-{secrets.token_hex(3)}"
+        cur.execute(
+            "INSERT INTO studies (id, slug, title, kind, owner_id, state, annotations_per_item, "
+            "bundle_size, gold_rate, lease_seconds, completion_code, redirect_url, consent_text, "
+            "instructions, payment, kind_settings, created_at) VALUES (1, %s, 'Bench', 'tom', 1, "
+            "'live', %s, %s, %s, 900, 'BENCH', '', '', '', '', %s, %s)",
+            (slug, CAP, BUNDLE, GOLD_RATE, json.dumps({"random_yes_rate": 0.55}), created))
+
+        def copy(table: str, cols: str, lines) -> None:
+            t = time.perf_counter()
+            n = 0
+            with cur.copy(f"COPY {table} ({cols}) FROM STDIN") as cp:
+                buf = []
+                for line in lines:
+                    buf.append(line)
+                    n += 1
+                    if len(buf) >= 20000:
+                        cp.write("".join(buf))
+                        buf.clear()
+                if buf:
+                    cp.write("".join(buf))
+            log(f"seed: COPY {table}: {n} rows in {time.perf_counter() - t:.1f} s")
+
+        window = ["A: So, are we still doing the coast this weekend?",
+                  "B: I think so. I looked at the train times last night.",
+                  "A: Is there one early on Saturday?",
+                  "B: There's one at seven, but I'm not sure it runs at weekends. \U0001F6D1"]
+
+        def item_lines():
+            for i in range(n_items):
+                gold = i >= n_plain
+                payload = json.dumps({"question": f"At the time indicated by \U0001F6D1, is it the case "
+                                                  f"that A believes a train leaves at seven ({i})?",
+                                      "window": window}, ensure_ascii=False)
+                g = group_of(i) if not gold else None
+                yield "\t".join([str(i + 1), "1", f"q{i}", _esc(payload),
+                                 json.dumps({"answer": answer[i]}), "t" if gold else "f",
+                                 "gold" if gold else "dataset", str(1 + i % 3), f"c{i // 4}",
+                                 g if g else "\\N", repr(rng.random()),
+                                 str(0 if gold else n_active[i])]) + "\n"
+
+        copy("items", "id, study_id, external_id, payload, reference, is_gold, source, category, "
+                      "cluster, exclusion_group, position, n_active", item_lines())
+
+        def user_lines():
+            for w in range(n_past):
+                ext = f"PAST{w:07d}"
+                digest = hmac.new(secret.encode(), f"prolific:{ext}".encode(), hashlib.sha256).hexdigest()
+                yield f"{w + 2}\tworker\t\\N\t\tprolific\t{ext}\tw-{digest[:16]}\t{created}\n"
+
+        copy("users", "id, role, email, name, platform, external_id, pseudonym, created_at", user_lines())
+        copy("participants", "id, study_id, worker_id, status, reason, created_at",
+             (f"{w + 1}\t1\t{w + 2}\tpending\t\t{created}\n" for w in range(n_past)))
+        copy("bundles", "id, study_id, participant_id, worker_id, external_assignment_id, hit_id, "
+                        "size, gold_slots, n_done, consented_at, finished_at, created_at",
+             (f"{bid}\t1\t{pid}\t{uid}\t{ext}\t\t{BUNDLE}\t[{gs}]\t{BUNDLE}\t{created}\t{created}\t{created}\n"
+              for bid, pid, uid, ext, gs in bundles))
+        gold_from = n_plain
+
+        def assignment_lines():
+            for aid, idx, uid, bid, slot, start in assignments:
+                g = group_of(idx) if idx < gold_from else None
+                yield (f"{aid}\t1\t{idx + 1}\t{uid}\t{bid}\t{g or chr(92) + 'N'}\t{slot}\t"
+                       f"{'t' if idx >= gold_from else 'f'}\tcompleted\t{ts(start)}\t{ts(start + 900)}\t"
+                       f"{ts(start + 20)}\n")
+
+        copy("assignments", "id, study_id, item_id, worker_id, bundle_id, exclusion_group, slot, "
+                            "is_gold, state, leased_at, lease_expires_at, completed_at", assignment_lines())
+
+        def annotation_lines():
+            for aid, idx, uid, ans, score, start in annotations:
+                yield (f"{aid}\t{aid}\t1\t{idx + 1}\t{uid}\t{'t' if idx >= gold_from else 'f'}\t"
+                       f'{{"answer": "{ans}"}}\t{score}\t20000\t{{}}\tpast-{aid}\tf\t{ts(start + 20)}\n')
+
+        copy("annotations", "id, assignment_id, study_id, item_id, worker_id, is_gold, response, "
+                            "score, duration_ms, client, idempotency_key, excluded, created_at",
+             annotation_lines())
+        for table in ("users", "studies", "items", "participants", "bundles", "assignments", "annotations"):
+            cur.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                        f"(SELECT coalesce(max(id), 1) FROM {table}))")
+        conn.commit()
+    with psycopg.connect(pg_conninfo(url), autocommit=True) as conn:
+        t = time.perf_counter()
+        conn.execute("VACUUM ANALYZE")
+        log(f"seed: VACUUM ANALYZE in {time.perf_counter() - t:.1f} s")
+    log(f"seed: done in {time.perf_counter() - t0:.1f} s")
+    return {"study_id": 1, "slug": slug, "items": n_items, "gold": n_gold, "annotations": a_id,
+            "past_workers": n_past, "seed_s": time.perf_counter() - t0}
+
+
+# ------------------------------------------------------------------------------ leaderboard
+
+def time_leaderboard(url: str, study_id: int, repeats: int = 3) -> dict:
+    from app.db import get_sessionmaker
+    from app.leaderboards.service import compute
+    from app.studies.models import Study
+
+    times = []
+    with get_sessionmaker(url)() as s:
+        study = s.get(Study, study_id)
+        for _ in range(repeats):
+            t = time.perf_counter()
+            board = compute(s, study)
+            times.append(time.perf_counter() - t)
+    return {"median_s": statistics.median(times), "runs_s": times, "rows": len(board["rows"])}
+
+
+# ------------------------------------------------------------------------------ the crowd
+
+class Pacer:
+    """Per worker: the k-th annotation is due at start + k * interval (open-loop-ish)."""
+
+    def __init__(self, interval: float, start: float, rng: random.Random):
+        self.interval = interval
+        self.next = start + rng.uniform(0, interval)
+
+    def wait_time(self) -> float:
+        if self.interval <= 0:
+            return 0.0
+        delay = self.next - time.monotonic()
+        self.next = max(self.next + self.interval, time.monotonic() - self.interval)
+        return max(0.0, delay)
+
+
+def _service_process(url: str, slug: str, worker_ids: list, start_at: float, measure_from: float,
+                     stop_at: float, interval: float, out) -> None:
+    """One OS process of simulated workers: a thread each, calling the engine in-process the
+    way the API does (a Session per call, the study looked up by slug)."""
+    os.environ["DATABASE_URL"] = url
+    from sqlalchemy import select
+
+    from app.db import get_engine, get_sessionmaker
+    from app.studies import assignment
+    from app.studies.models import Bundle, Item, Study
+
+    get_engine.cache_clear()
+    get_sessionmaker.cache_clear()
+    sm = get_sessionmaker(url)
+    lat = {"enter": [], "next": [], "submit": []}
+    stored: list = []
+    errors: Counter = Counter()
+
+    def call(name, fn):
+        t = time.monotonic()
+        try:
+            with sm() as s:
+                study = s.scalar(select(Study).where(Study.slug == slug))
+                return fn(s, study)
+        finally:
+            if t >= measure_from and time.monotonic() <= stop_at:
+                lat[name].append((time.monotonic() - t) * 1000)
+
+    def worker(wid: str) -> None:
+        rng = random.Random(wid)
+        pacer = Pacer(interval, start_at, rng)
+        n_bundle = 0
+        while time.monotonic() < start_at:
+            time.sleep(0.01)
+        try:
+            bundle_id = call("enter", lambda s, st: assignment.enter(
+                s, st, "prolific", wid, f"{wid}-s{n_bundle}", "bench").id)
+            while time.monotonic() < stop_at:
+                def nxt(s, st):
+                    b = s.get(Bundle, bundle_id)
+                    if b.finished_at is not None:
+                        return None
+                    a = assignment.next_item(s, st, bundle_id)
+                    if a is None:
+                        assignment.finish_early(s, bundle_id)
+                        return None
+                    s.get(Item, a.item_id)  # the API loads the item to show it
+                    return a.id
+                a_id = call("next", nxt)
+                if a_id is None:
+                    n_bundle += 1
+                    bundle_id = call("enter", lambda s, st: assignment.enter(
+                        s, st, "prolific", wid, f"{wid}-s{n_bundle}", "bench").id)
+                    continue
+                time.sleep(pacer.wait_time())
+                key = f"{wid}-{a_id}"
+                try:
+                    ann_id = call("submit", lambda s, st: assignment.submit(
+                        s, st, bundle_id, a_id, {"answer": rng.choice(["Yes", "No"])}, key,
+                        {"user_agent": "bench"}).id)
+                    stored.append((a_id, ann_id, time.monotonic() >= measure_from
+                                   and time.monotonic() <= stop_at))
+                except assignment.NotAvailable as exc:
+                    errors[f"submit refused: {exc}"] += 1
+        except Exception as exc:  # noqa: BLE001 - counted and printed
+            errors[f"{type(exc).__name__}: {str(exc)[:160]}"] += 1
+
+    threads = [threading.Thread(target=worker, args=(w,), daemon=True) for w in worker_ids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(max(1.0, stop_at - time.monotonic() + 60))
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    out.put({"lat": lat, "stored": stored, "errors": dict(errors),
+             "cpu_s": ru.ru_utime + ru.ru_stime, "maxrss_mb": ru.ru_maxrss / 1024,
+             "alive": sum(t.is_alive() for t in threads)})
+
+
+def run_service(url: str, slug: str, n_workers: int, procs: int, duration: float, warmup: float,
+                interval: float, tag: str) -> dict:
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    start_at = time.monotonic() + 4.0  # spawn + imports
+    measure_from, stop_at = start_at + warmup, start_at + warmup + duration
+    ids = [f"{tag}-w{i:04d}" for i in range(n_workers)]
+    ps = [ctx.Process(target=_service_process,
+                      args=(url, slug, ids[p::procs], start_at, measure_from, stop_at, interval, out))
+          for p in range(procs)]
+    for p in ps:
+        p.start()
+    results = [out.get(timeout=duration + warmup + 180) for _ in ps]
+    for p in ps:
+        p.join(30)
+    return _merge(results, duration, measure_from, stop_at)
+
+
+def _merge(results: list, duration: float, measure_from: float, stop_at: float) -> dict:
+    lat = {k: [] for k in ("enter", "next", "submit")}
+    stored, errors = [], Counter()
+    for r in results:
+        for k, v in r["lat"].items():
+            lat[k].extend(v)
+        stored.extend(r["stored"])
+        errors.update(r["errors"])
+    in_window = sum(1 for *_, inside in stored if inside)
+    return {
+        "throughput": in_window / duration, "stored_total": len(stored), "stored_window": in_window,
+        "latency_ms": {k: {"n": len(v), "p50": pct(v, 50), "p99": pct(v, 99), "max": max(v, default=float("nan"))}
+                       for k, v in lat.items()},
+        "errors": dict(errors), "stored": stored,
+        "client_cpu_s": sum(r.get("cpu_s", 0) for r in results),
+        "alive_threads": sum(r.get("alive", 0) for r in results),
+    }
+
+
+# ---- HTTP mode: the real app under uvicorn, clients with httpx keep-alive
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_web(url: str, port: int, web_workers: int, secret: str, storage: str) -> subprocess.Popen:
+    env = {**os.environ, "DATABASE_URL": url, "REDIS_URL": "", "SECRET_KEY": secret,
+           "STORAGE_URL": f"file://{storage}", "RATE_LIMIT_ENTRY": "0", "RATE_LIMIT_SUBMIT": "0",
+           "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory", "--host", "127.0.0.1",
+         "--port", str(port), "--workers", str(web_workers), "--no-access-log", "--log-level", "warning"],
+        cwd=ROOT, env=env, start_new_session=True)
+    import httpx
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise SystemExit("the web app did not start")
+
+
+def process_tree(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def cpu_s(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+class RssSampler(threading.Thread):
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.pid, self.stop, self.peak = pid, threading.Event(), {}
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for p in process_tree(self.pid):
+                self.peak[p] = max(self.peak.get(p, 0.0), rss_mb(p))
+            self.stop.wait(0.5)
+
+
+def _http_process(base: str, slug: str, worker_ids: list, start_at: float, measure_from: float,
+                  stop_at: float, interval: float, out) -> None:
+    import httpx
+
+    try:
+        import uvloop
+        uvloop.install()
+    except ImportError:
+        pass
+    lat = {"enter": [], "next": [], "submit": []}
+    stored: list = []
+    errors: Counter = Counter()
+
+    async def req(client, name, method, path, **kw):
+        t = time.monotonic()
+        r = await client.request(method, path, **kw)
+        if t >= measure_from and time.monotonic() <= stop_at:
+            lat[name].append((time.monotonic() - t) * 1000)
+        return r
+
+    async def worker(wid: str) -> None:
+        rng = random.Random(wid)
+        pacer = Pacer(interval, start_at, rng)
+        n_bundle = 0
+        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+        async with httpx.AsyncClient(base_url=base, limits=limits, timeout=60) as client:
+            await asyncio.sleep(max(0.0, start_at - time.monotonic()))
+            try:
+                async def enter():
+                    r = await req(client, "enter", "POST", f"/api/v1/crowd/{slug}/enter", json={
+                        "params": {"PROLIFIC_PID": wid, "STUDY_ID": "bench", "SESSION_ID": f"{wid}-s{n_bundle}"}})
+                    if r.status_code != 200:
+                        errors[f"enter {r.status_code}: {r.text[:120]}"] += 1
+                        await asyncio.sleep(0.5)
+                await enter()
+                while time.monotonic() < stop_at:
+                    r = await req(client, "next", "GET", f"/api/v1/crowd/{slug}/next")
+                    if r.status_code != 200:
+                        errors[f"next {r.status_code}: {r.text[:120]}"] += 1
+                        await asyncio.sleep(0.5)
+                        continue
+                    body = r.json()
+                    if body["done"]:
+                        n_bundle += 1
+                        await enter()
+                        continue
+                    await asyncio.sleep(pacer.wait_time())
+                    a_id = body["assignment_id"]
+                    r = await req(client, "submit", "POST", f"/api/v1/crowd/{slug}/submit", json={
+                        "assignment_id": a_id, "idempotency_key": f"{wid}-{a_id}",
+                        "response": {"answer": rng.choice(["Yes", "No"])}})
+                    if r.status_code == 200:
+                        now = time.monotonic()
+                        stored.append((a_id, r.json()["annotation"], measure_from <= now <= stop_at))
+                    else:
+                        errors[f"submit {r.status_code}: {r.text[:120]}"] += 1
+            except Exception as exc:  # noqa: BLE001
+                errors[f"{type(exc).__name__}: {str(exc)[:160]}"] += 1
+
+    async def main():
+        await asyncio.gather(*(worker(w) for w in worker_ids))
+
+    asyncio.run(main())
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    out.put({"lat": lat, "stored": stored, "errors": dict(errors),
+             "cpu_s": ru.ru_utime + ru.ru_stime, "maxrss_mb": ru.ru_maxrss / 1024})
+
+
+def run_http(url: str, slug: str, n_workers: int, client_procs: int, web_workers: int,
+             duration: float, warmup: float, interval: float, tag: str, secret: str) -> dict:
+    port = free_port()
+    storage = tempfile.mkdtemp(prefix="proctor-bench-blobs-")
+    web = start_web(url, port, web_workers, secret, storage)
+    sampler = RssSampler(web.pid)
+    sampler.start()
+    try:
+        tree = process_tree(web.pid)
+        cpu0 = sum(cpu_s(p) for p in tree)
+        ctx = mp.get_context("spawn")
+        out = ctx.Queue()
+        start_at = time.monotonic() + 3.0
+        measure_from, stop_at = start_at + warmup, start_at + warmup + duration
+        ids = [f"{tag}-w{i:04d}" for i in range(n_workers)]
+        ps = [ctx.Process(target=_http_process, args=(
+            f"http://127.0.0.1:{port}", slug, ids[p::client_procs], start_at, measure_from, stop_at,
+            interval, out)) for p in range(client_procs)]
+        for p in ps:
+            p.start()
+        results = [out.get(timeout=duration + warmup + 240) for _ in ps]
+        for p in ps:
+            p.join(30)
+        web_cpu = sum(cpu_s(p) for p in process_tree(web.pid)) - cpu0
+    finally:
+        sampler.stop.set()
+        sampler.join(2)
+        os.killpg(web.pid, signal.SIGTERM)
+        try:
+            web.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(web.pid, signal.SIGKILL)
+    merged = _merge(results, duration, measure_from, stop_at)
+    peaks = sampler.peak
+    merged["web_rss_mb"] = {"master": peaks.get(web.pid, 0.0),
+                            "workers": sorted((v for p, v in peaks.items() if p != web.pid), reverse=True),
+                            "total": sum(peaks.values())}
+    merged["web_cpu_s"] = web_cpu
+    return merged
+
+
+# ------------------------------------------------------------------------------ checks
+
+def db_checks(url: str, study_id: int, stored: list) -> dict:
+    """Counted from the database; `stored` is what the clients were told was stored."""
+    import psycopg
+
+    with psycopg.connect(pg_conninfo(url)) as c:
+        q = lambda sql, *a: c.execute(sql, a).fetchone()[0]  # noqa: E731
+        double_item = q("SELECT count(*) FROM (SELECT worker_id, item_id FROM assignments WHERE study_id=%s "
+                        "GROUP BY 1, 2 HAVING count(*) > 1) x", study_id)
+        double_group = q("SELECT count(*) FROM (SELECT a.worker_id, i.exclusion_group FROM assignments a "
+                         "JOIN items i ON i.id = a.item_id WHERE a.study_id=%s AND i.exclusion_group IS NOT NULL "
+                         "GROUP BY 1, 2 HAVING count(*) > 1) x", study_id)
+        over_cap = q("SELECT count(*) FROM (SELECT item_id FROM assignments WHERE study_id=%s AND "
+                     "state='completed' AND NOT is_gold GROUP BY 1 HAVING count(*) > "
+                     "(SELECT annotations_per_item FROM studies WHERE id=%s)) x", study_id, study_id)
+        drift = q("SELECT count(*) FROM items i LEFT JOIN (SELECT item_id, count(*) n FROM assignments "
+                  "WHERE study_id=%s AND state IN ('completed','leased') AND NOT is_gold GROUP BY 1) a "
+                  "ON a.item_id = i.id WHERE i.study_id=%s AND NOT i.is_gold AND i.n_active <> coalesce(a.n, 0)",
+                  study_id, study_id)
+        orphan = q("SELECT count(*) FROM assignments a LEFT JOIN annotations n ON n.assignment_id = a.id "
+                   "WHERE a.study_id=%s AND a.state='completed' AND n.id IS NULL", study_id)
+        bundle_drift = q("SELECT count(*) FROM bundles b LEFT JOIN (SELECT bundle_id, count(*) n FROM assignments "
+                         "WHERE state='completed' GROUP BY 1) a ON a.bundle_id=b.id "
+                         "WHERE b.study_id=%s AND b.n_done <> coalesce(a.n, 0)", study_id)
+        c.execute("CREATE TEMP TABLE told (assignment_id int, annotation_id int)")
+        with c.cursor().copy("COPY told FROM STDIN") as cp:
+            for a_id, ann_id, _ in stored:
+                cp.write_row((a_id, ann_id))
+        lost = q("SELECT count(*) FROM told t LEFT JOIN annotations n ON n.id = t.annotation_id "
+                 "AND n.assignment_id = t.assignment_id WHERE n.id IS NULL")
+        total = q("SELECT count(*) FROM annotations WHERE study_id=%s", study_id)
+    return {"double_assignments": double_item, "two_in_one_group": double_group,
+            "items_over_capacity": over_cap, "n_active_drift": drift,
+            "completed_without_annotation": orphan, "bundle_count_drift": bundle_drift,
+            "lost_writes": lost, "annotations_now": total}
+
+
+# ------------------------------------------------------------------------------ report
+
+def show(name: str, r: dict, checks: dict) -> None:
+    print(f"\n== {name}")
+    print(f"  annotations committed/s (in the measured window): {r['throughput']:.0f}"
+          f"  ({r['stored_window']} in window, {r['stored_total']} in all)")
+    for k, v in r["latency_ms"].items():
+        print(f"  {k:7s} n={v['n']:6d}  p50={v['p50']:7.1f} ms  p99={v['p99']:7.1f} ms  max={v['max']:7.1f} ms")
+    if "web_rss_mb" in r:
+        w = r["web_rss_mb"]
+        print(f"  web RSS peak: workers {', '.join(f'{x:.0f}' for x in w['workers'])} MB, "
+              f"master {w['master']:.0f} MB, total {w['total']:.0f} MB; web CPU {r['web_cpu_s']:.0f} s")
+    print(f"  client CPU {r['client_cpu_s']:.0f} s")
+    print(f"  errors: {r['errors'] or 'none'}")
+    print("  from the database: " + ", ".join(f"{k}={v}" for k, v in checks.items()))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--database-url", help="use this (migrated or empty) database; default: a fresh one, dropped after")
+    ap.add_argument("--admin-url", default=ADMIN_URL)
+    ap.add_argument("--workers", type=int, default=200)
+    ap.add_argument("--items", type=int, default=100_000)
+    ap.add_argument("--annotations", type=int, default=1_000_000)
+    ap.add_argument("--duration", type=float, default=60, help="measured seconds per run")
+    ap.add_argument("--warmup", type=float, default=5)
+    ap.add_argument("--rate", type=float, default=500, help="annotations/s the paced runs offer (0: skip them)")
+    ap.add_argument("--modes", default="service,http")
+    ap.add_argument("--procs", type=int, default=2, help="service mode: processes (threads inside)")
+    ap.add_argument("--web-workers", type=int, default=2)
+    ap.add_argument("--client-procs", type=int, default=1)
+    ap.add_argument("--no-saturation", action="store_true", help="only the paced runs")
+    ap.add_argument("--quick", action="store_true", help="small sizes: 40 workers, 5k items, 20k annotations, 8 s runs")
+    ap.add_argument("--keep", action="store_true", help="do not drop the database made here")
+    ap.add_argument("--json", help="also write the figures here")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.workers, args.items, args.annotations = 40, 5000, 20000
+        args.duration, args.warmup, args.rate = 8, 2, 100
+
+    secret = os.environ.get("SECRET_KEY") or "bench-" + secrets.token_hex(8)
+    os.environ["SECRET_KEY"] = secret
+    made = args.database_url is None
+    url = args.database_url or create_database(args.admin_url)
+    os.environ["DATABASE_URL"] = url
+    print(f"machine: {os.cpu_count()} CPUs, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB; "
+          f"python {sys.version.split()[0]}; database {url.rsplit('@', 1)[-1]}")
+    figures: dict = {"args": vars(args)}
+    try:
+        from app.cli import migrate_db
+
+        migrate_db(url)
+        info = seed(url, args.items, args.annotations, secret)
+        figures["seed"] = info
+        lb = time_leaderboard(url, info["study_id"])
+        figures["leaderboard"] = lb
+        print(f"\nleaderboard over {info['annotations']} annotations ({info['items']} items): "
+              f"median {lb['median_s']:.2f} s of {', '.join(f'{t:.2f}' for t in lb['runs_s'])}")
+        for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
+            plans = [] if args.no_saturation else [("saturation", 0.0)]
+            if args.rate > 0:
+                plans.append((f"paced {args.rate:.0f}/s", args.workers / args.rate))
+            for label, interval in plans:
+                tag = f"{mode[:1]}{label[:3]}{secrets.token_hex(2)}"
+                log(f"{mode} / {label}: {args.workers} workers, {args.duration:.0f} s")
+                if mode == "service":
+                    r = run_service(url, info["slug"], args.workers, args.procs, args.duration,
+                                    args.warmup, interval, tag)
+                elif mode == "http":
+                    r = run_http(url, info["slug"], args.workers, args.client_procs, args.web_workers,
+                                 args.duration, args.warmup, interval, tag, secret)
+                else:
+                    raise SystemExit(f"unknown mode {mode}")
+                checks = db_checks(url, info["study_id"], r.pop("stored"))
+                name = f"{mode}, {label}, {args.workers} workers"
+                show(name, r, checks)
+                figures[name] = {**r, "db": checks}
+        if args.json:
+            Path(args.json).write_text(json.dumps(figures, indent=1, default=str))
+    finally:
+        from app.db import get_engine
+
+        get_engine.cache_clear()
+        if made and not args.keep:
+            drop_database(args.admin_url, url)
+        elif made:
+            print(f"kept {url}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
