@@ -23,7 +23,8 @@ from app.leaderboards.service import compute
 from app.quality import service as quality
 from app.storage import get_store
 from app.studies import assignment, services
-from app.studies.models import Bundle, Item, Study
+from app.studies.models import Item, Study
+from app.studies.views import crowd_bundle, done_context
 from app.web import rate_limit, read_upload
 
 router = APIRouter(prefix="/api/v1", dependencies=[Depends(verify_csrf)])
@@ -220,14 +221,6 @@ class EnterIn(BaseModel):
     params: dict[str, str]
 
 
-def _crowd_bundle(request: Request, session: Session, slug: str) -> tuple[Study, Bundle]:
-    study = session.scalar(select(Study).where(Study.slug == slug))
-    bundle_id = request.session.get("crowd", {}).get(slug)
-    if study is None or bundle_id is None:
-        raise HTTPException(403, "enter the study through its link first")
-    return study, session.get(Bundle, bundle_id)
-
-
 @router.post("/crowd/{slug}/enter", tags=["crowd"])
 def crowd_enter(slug: str, body: EnterIn, request: Request, session: Session = Depends(db)):
     rate_limit(request, "entry", get_settings().rate_limit_entry)
@@ -251,14 +244,12 @@ def crowd_enter(slug: str, body: EnterIn, request: Request, session: Session = D
 
 @router.get("/crowd/{slug}/next", tags=["crowd"])
 def crowd_next(slug: str, request: Request, session: Session = Depends(db)):
-    study, bundle = _crowd_bundle(request, session, slug)
+    study, bundle = crowd_bundle(request, session, slug)
     current = None if bundle.finished_at else assignment.next_item(session, study, bundle.id)
     if current is None:
         if bundle.finished_at is None:
             assignment.finish_early(session, bundle.id)
         session.refresh(bundle)
-        from app.studies.views import done_context
-
         return {"done": True, "completed": bundle.n_done,
                 **done_context(study, bundle, request.session.get("platform"))}
     item = session.get(Item, current.item_id)
@@ -275,7 +266,7 @@ class SubmitIn(BaseModel):
 @router.post("/crowd/{slug}/submit", tags=["crowd"])
 def crowd_submit(slug: str, body: SubmitIn, request: Request, session: Session = Depends(db)):
     rate_limit(request, "submit", get_settings().rate_limit_submit)
-    study, bundle = _crowd_bundle(request, session, slug)
+    study, bundle = crowd_bundle(request, session, slug)
     ann = assignment.submit(session, study, bundle.id, body.assignment_id, body.response,
                             body.idempotency_key, {"user_agent": request.headers.get("user-agent", "")[:200]})
     return {"stored": True, "annotation": ann.id}

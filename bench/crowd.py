@@ -14,6 +14,7 @@ Steps:
    the API does; http: the real app under uvicorn with --workers, clients over httpx
    keep-alive), a saturation run (no think time: the most the machine does) and a paced run
    (each worker waits so that the crowd offers --rate annotations/s: latency at that load);
+   the CPU each component used per annotation is measured from /proc over the same window;
 5. from the database afterwards: double assignments, items over capacity, lost writes
    (a submit that returned success with no stored annotation), n_active drift.
 """
@@ -297,6 +298,14 @@ def _service_process(url: str, slug: str, worker_ids: list, start_at: float, mea
     get_engine.cache_clear()
     get_sessionmaker.cache_clear()
     sm = get_sessionmaker(url)
+    from sqlalchemy import event
+
+    statements = [0]
+
+    @event.listens_for(get_engine(url), "before_cursor_execute")
+    def _count(*_a):
+        if measure_from <= time.monotonic() <= stop_at:
+            statements[0] += 1
     lat = {"enter": [], "next": [], "submit": []}
     stored: list = []
     errors: Counter = Counter()
@@ -358,7 +367,7 @@ def _service_process(url: str, slug: str, worker_ids: list, start_at: float, mea
     ru = resource.getrusage(resource.RUSAGE_SELF)
     out.put({"lat": lat, "stored": stored, "errors": dict(errors),
              "cpu_s": ru.ru_utime + ru.ru_stime, "maxrss_mb": ru.ru_maxrss / 1024,
-             "alive": sum(t.is_alive() for t in threads)})
+             "alive": sum(t.is_alive() for t in threads), "statements": statements[0]})
 
 
 def run_service(url: str, slug: str, n_workers: int, procs: int, duration: float, warmup: float,
@@ -373,10 +382,17 @@ def run_service(url: str, slug: str, n_workers: int, procs: int, duration: float
           for p in range(procs)]
     for p in ps:
         p.start()
+    meter = CpuMeter(url.rsplit("/", 1)[1], {"simulated workers (app code in-process)": lambda: [p.pid for p in ps]})
+    wait_until(measure_from)
+    a = meter.snap()
+    wait_until(stop_at)
+    b = meter.snap()
     results = [out.get(timeout=duration + warmup + 180) for _ in ps]
     for p in ps:
         p.join(30)
-    return _merge(results, duration, measure_from, stop_at)
+    merged = _merge(results, duration, measure_from, stop_at)
+    merged["cpu"] = CpuMeter.diff(a, b)
+    return merged
 
 
 def _merge(results: list, duration: float, measure_from: float, stop_at: float) -> dict:
@@ -394,6 +410,8 @@ def _merge(results: list, duration: float, measure_from: float, stop_at: float) 
                        for k, v in lat.items()},
         "errors": dict(errors), "stored": stored,
         "client_cpu_s": sum(r.get("cpu_s", 0) for r in results),
+        "statements_per_annotation": (sum(r.get("statements", 0) for r in results) / in_window
+                                      if in_window and any("statements" in r for r in results) else None),
         "alive_threads": sum(r.get("alive", 0) for r in results),
     }
 
@@ -465,15 +483,86 @@ def cpu_s(pid: int) -> float:
         return 0.0
 
 
+def pg_backends(dbname: str) -> tuple[list[int], list[int]]:
+    """PostgreSQL processes: backends serving `dbname`, and the server's own (WAL writer...)."""
+    ours, aux = [], []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if not cmd.startswith("postgres: "):
+            continue
+        if f" {dbname} " in cmd:
+            ours.append(int(d))
+        elif "127.0.0.1(" not in cmd and "[local]" not in cmd:
+            aux.append(int(d))
+    return ours, aux
+
+
+def machine_jiffies() -> tuple[int, int]:
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]
+    return sum(v[:8]) - idle, sum(v[:8])
+
+
+class CpuMeter:
+    """CPU seconds by component over the measured window, and what the rest of the machine used."""
+
+    def __init__(self, dbname: str, groups: dict):
+        self.dbname, self.groups = dbname, groups   # name -> callable returning pids
+
+    def snap(self) -> dict:
+        ours, aux = pg_backends(self.dbname)
+        out = {name: {p: cpu_s(p) for p in fn()} for name, fn in self.groups.items()}
+        out["postgres (our backends)"] = {p: cpu_s(p) for p in ours}
+        out["postgres (server processes)"] = {p: cpu_s(p) for p in aux}
+        busy, total = machine_jiffies()
+        return {"pids": out, "busy": busy, "total": total, "t": time.monotonic()}
+
+    @staticmethod
+    def diff(a: dict, b: dict) -> dict:
+        hz = os.sysconf("SC_CLK_TCK")
+        res = {}
+        for name, now in b["pids"].items():
+            before = a["pids"].get(name, {})
+            res[name] = sum(v - before.get(p, 0.0) for p, v in now.items())
+        wall = b["t"] - a["t"]
+        res["machine busy"] = (b["busy"] - a["busy"]) / hz
+        res["machine capacity"] = (b["total"] - a["total"]) / hz
+        res["everything else"] = res["machine busy"] - sum(
+            v for k, v in res.items() if k not in ("machine busy", "machine capacity"))
+        res["wall"] = wall
+        return res
+
+
+def wait_until(t: float) -> None:
+    while (d := t - time.monotonic()) > 0:
+        time.sleep(min(d, 0.5))
+
+
 class RssSampler(threading.Thread):
     def __init__(self, pid: int):
         super().__init__(daemon=True)
         self.pid, self.stop, self.peak = pid, threading.Event(), {}
 
+        self.helpers: set[int] = set()
+
     def run(self) -> None:
         while not self.stop.is_set():
             for p in process_tree(self.pid):
                 self.peak[p] = max(self.peak.get(p, 0.0), rss_mb(p))
+                if p not in self.helpers:
+                    try:
+                        with open(f"/proc/{p}/cmdline", "rb") as f:
+                            if b"resource_tracker" in f.read():
+                                self.helpers.add(p)
+                    except OSError:
+                        pass
             self.stop.wait(0.5)
 
 
@@ -565,6 +654,13 @@ def run_http(url: str, slug: str, n_workers: int, client_procs: int, web_workers
             interval, out)) for p in range(client_procs)]
         for p in ps:
             p.start()
+        meter = CpuMeter(url.rsplit("/", 1)[1], {
+            "web (uvicorn workers)": lambda: process_tree(web.pid),
+            "load generator (httpx clients)": lambda: [p.pid for p in ps]})
+        wait_until(measure_from)
+        a = meter.snap()
+        wait_until(stop_at)
+        b = meter.snap()
         results = [out.get(timeout=duration + warmup + 240) for _ in ps]
         for p in ps:
             p.join(30)
@@ -580,9 +676,12 @@ def run_http(url: str, slug: str, n_workers: int, client_procs: int, web_workers
     merged = _merge(results, duration, measure_from, stop_at)
     peaks = sampler.peak
     merged["web_rss_mb"] = {"master": peaks.get(web.pid, 0.0),
-                            "workers": sorted((v for p, v in peaks.items() if p != web.pid), reverse=True),
+                            "workers": sorted((v for p, v in peaks.items()
+                                               if p != web.pid and p not in sampler.helpers), reverse=True),
+                            "helpers": sum(v for p, v in peaks.items() if p in sampler.helpers),
                             "total": sum(peaks.values())}
     merged["web_cpu_s"] = web_cpu
+    merged["cpu"] = CpuMeter.diff(a, b)
     return merged
 
 
@@ -634,9 +733,20 @@ def show(name: str, r: dict, checks: dict) -> None:
         print(f"  {k:7s} n={v['n']:6d}  p50={v['p50']:7.1f} ms  p99={v['p99']:7.1f} ms  max={v['max']:7.1f} ms")
     if "web_rss_mb" in r:
         w = r["web_rss_mb"]
-        print(f"  web RSS peak: workers {', '.join(f'{x:.0f}' for x in w['workers'])} MB, "
-              f"master {w['master']:.0f} MB, total {w['total']:.0f} MB; web CPU {r['web_cpu_s']:.0f} s")
-    print(f"  client CPU {r['client_cpu_s']:.0f} s")
+        print(f"  web RSS peak: each worker process {', '.join(f'{x:.0f}' for x in w['workers'])} MB; "
+              f"supervisor {w['master']:.0f} MB, multiprocessing resource tracker {w['helpers']:.0f} MB; "
+              f"all together {w['total']:.0f} MB")
+    n = max(1, r["stored_window"])
+    cpu = r.get("cpu", {})
+    if cpu:
+        cap = cpu["machine capacity"]
+        print(f"  CPU in the window ({cpu['wall']:.0f} s, {cap:.0f} CPU-s available, "
+              f"{100 * cpu['machine busy'] / cap:.0f}% busy), ms of CPU per annotation:")
+        for k, v in cpu.items():
+            if k not in ("machine busy", "machine capacity", "wall") and (v or "postgres" not in k):
+                print(f"    {k:42s} {1000 * v / n:7.1f} ms  ({100 * v / cap:4.1f}% of the machine)")
+    if r.get("statements_per_annotation"):
+        print(f"  SQL statements per annotation (entry+next+submit): {r['statements_per_annotation']:.1f}")
     print(f"  errors: {r['errors'] or 'none'}")
     print("  from the database: " + ", ".join(f"{k}={v}" for k, v in checks.items()))
 
@@ -650,7 +760,8 @@ def main(argv=None) -> int:
     ap.add_argument("--annotations", type=int, default=1_000_000)
     ap.add_argument("--duration", type=float, default=60, help="measured seconds per run")
     ap.add_argument("--warmup", type=float, default=5)
-    ap.add_argument("--rate", type=float, default=500, help="annotations/s the paced runs offer (0: skip them)")
+    ap.add_argument("--rate", default="20", help="annotations/s the paced runs offer, comma-separated "
+                    "(default 20: 200 workers taking 10 s per item); 0 or empty: no paced runs")
     ap.add_argument("--modes", default="service,http")
     ap.add_argument("--procs", type=int, default=2, help="service mode: processes (threads inside)")
     ap.add_argument("--web-workers", type=int, default=2)
@@ -662,7 +773,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.workers, args.items, args.annotations = 40, 5000, 20000
-        args.duration, args.warmup, args.rate = 8, 2, 100
+        args.duration, args.warmup, args.rate = 8, 2, "8"
 
     secret = os.environ.get("SECRET_KEY") or "bench-" + secrets.token_hex(8)
     os.environ["SECRET_KEY"] = secret
@@ -684,8 +795,8 @@ def main(argv=None) -> int:
               f"median {lb['median_s']:.2f} s of {', '.join(f'{t:.2f}' for t in lb['runs_s'])}")
         for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
             plans = [] if args.no_saturation else [("saturation", 0.0)]
-            if args.rate > 0:
-                plans.append((f"paced {args.rate:.0f}/s", args.workers / args.rate))
+            for rate in [float(x) for x in str(args.rate).split(",") if x.strip() and float(x) > 0]:
+                plans.append((f"paced {rate:g}/s", args.workers / rate))
             for label, interval in plans:
                 tag = f"{mode[:1]}{label[:3]}{secrets.token_hex(2)}"
                 log(f"{mode} / {label}: {args.workers} workers, {args.duration:.0f} s")

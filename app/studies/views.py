@@ -31,7 +31,8 @@ researcher = require("researcher", "admin")
 
 # ---- the worker's side -------------------------------------------------------------------
 
-def _bundle(request: Request, session: Session, slug: str) -> tuple[Study, Bundle]:
+def crowd_bundle(request: Request, session: Session, slug: str) -> tuple[Study, Bundle]:
+    """The study and the bundle this browser's worker entered it with."""
     study = session.scalar(select(Study).where(Study.slug == slug))
     bundle_id = request.session.get("crowd", {}).get(slug)
     if study is None or bundle_id is None:
@@ -46,7 +47,7 @@ def done_context(study: Study, bundle: Bundle, platform: str | None) -> dict:
 
 @router.get("/task/{slug}")
 def task(request: Request, slug: str, session: Session = Depends(db)):
-    study, bundle = _bundle(request, session, slug)
+    study, bundle = crowd_bundle(request, session, slug)
     if bundle.consented_at is None:
         return render(request, "annotate/consent.html", study=study, bundle=bundle)
     current = None if bundle.finished_at else assignment.next_item(session, study, bundle.id)
@@ -64,7 +65,7 @@ def task(request: Request, slug: str, session: Session = Depends(db)):
 
 @router.post("/task/{slug}/consent")
 def consent(request: Request, slug: str, session: Session = Depends(db)):
-    study, bundle = _bundle(request, session, slug)
+    study, bundle = crowd_bundle(request, session, slug)
     if bundle.consented_at is None:
         bundle.consented_at = utcnow()
         session.commit()
@@ -74,7 +75,7 @@ def consent(request: Request, slug: str, session: Session = Depends(db)):
 @router.post("/task/{slug}/answer")
 async def answer(request: Request, slug: str, session: Session = Depends(db)):
     rate_limit(request, "submit", get_settings().rate_limit_submit)
-    study, bundle = _bundle(request, session, slug)
+    study, bundle = crowd_bundle(request, session, slug)
     form = dict(await request.form())
     try:
         assignment_id = int(form.pop("assignment_id", ""))
@@ -88,6 +89,11 @@ async def answer(request: Request, slug: str, session: Session = Depends(db)):
 
 
 # ---- the researcher's side ---------------------------------------------------------------
+
+def _recent_jobs(session: Session, study: Study) -> list[jobs.Job]:
+    return session.scalars(select(jobs.Job).where(jobs.Job.study_id == study.id)
+                           .order_by(jobs.Job.id.desc()).limit(10)).all()
+
 
 def _study(session: Session, study_id: int, user: User) -> Study:
     study = session.get(Study, study_id)
@@ -153,8 +159,7 @@ def study_page(request: Request, study_id: int, session: Session = Depends(db),
         .where(AgentOutput.study_id == study.id).group_by(Agent.id)).all()
     my_agents = session.scalars(select(Agent).where(Agent.kind == study.kind,
                                                     Agent.owner_id == user.id)).all()
-    job_rows = session.scalars(select(jobs.Job).where(jobs.Job.study_id == study.id)
-                               .order_by(jobs.Job.id.desc()).limit(10)).all()
+    job_rows = _recent_jobs(session, study)
     base = get_settings().base_url.rstrip("/")
     return render(request, "research/study.html", user=user, study=study, agents=agents,
                   my_agents=my_agents, jobs=job_rows, store=get_store(),
@@ -168,8 +173,7 @@ def study_page(request: Request, study_id: int, session: Session = Depends(db),
 def study_progress(request: Request, study_id: int, session: Session = Depends(db),
                    user: User = Depends(researcher)):
     study = _study(session, study_id, user)
-    job_rows = session.scalars(select(jobs.Job).where(jobs.Job.study_id == study.id)
-                               .order_by(jobs.Job.id.desc()).limit(10)).all()
+    job_rows = _recent_jobs(session, study)
     return render(request, "research/_progress.html", study=study, jobs=job_rows,
                   store=get_store(), progress=assignment.progress(session, study))
 

@@ -36,7 +36,7 @@ from app.auth.models import ApiToken
 from app.db import get_sessionmaker
 from app.storage import get_store
 from app.studies import assignment, services
-from app.studies.models import Bundle, Item, Participant, Study
+from app.studies.models import Bundle, Item, Study
 from tests.conftest import ROOT, create_tom_study, csrf_of, login, make_user
 
 ROLES = ("anon", "worker", "owner", "other", "admin", "t_owner", "t_other", "t_admin", "t_bad")

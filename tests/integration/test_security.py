@@ -21,7 +21,7 @@ from app.agents.models import Agent
 from app.audit import AuditEntry
 from app.auth.models import ApiToken, User
 from app.auth.security import create_token
-from app.db import get_sessionmaker
+from app.jobs import Job
 from app.studies import services
 from app.studies.models import Annotation, Assignment, Bundle, Item, Study
 from tests.conftest import ROOT, create_tom_study, csrf_of, login, make_user
@@ -175,7 +175,7 @@ def _assert_nothing_leaks(page: str, data: dict, item: Item, study: Study) -> No
 
 def test_worker_cannot_reach_research_admin_or_exports(app, session, owner, gold_study):
     study = gold_study
-    jobs_before = _count(session, __import__("app.jobs", fromlist=["Job"]).Job)
+    jobs_before = _count(session, Job)
     with TestClient(app) as w:
         token = enter(w, study.slug, "sec-worker-2")
         worker = session.scalar(select(User).where(User.external_id == "sec-worker-2"))
@@ -200,7 +200,7 @@ def test_worker_cannot_reach_research_admin_or_exports(app, session, owner, gold
         for path in (f"/api/v1/studies/{study.id}/items", f"/api/v1/studies/{study.id}/review"):
             assert w.get(path, headers=bearer).status_code == 401
         assert w.post(f"/api/v1/studies/{study.id}/exports", headers=bearer).status_code == 401
-    assert _count(session, __import__("app.jobs", fromlist=["Job"]).Job) == jobs_before
+    assert _count(session, Job) == jobs_before
 
 
 def test_worker_cannot_answer_someone_elses_assignment(app, session, gold_study):
@@ -358,6 +358,20 @@ def test_passwords_are_stored_as_argon2_hashes(client, session):
     assert r.status_code == 401
     login(client, user, "correct horse battery")
     assert client.get("/studies", follow_redirects=False).status_code == 200
+
+
+def test_login_never_redirects_off_site(client, session):
+    user = make_user(session, "researcher")
+    for target in ("//evil.example/x", "https://evil.example/", "/\\evil.example", "/\t/evil.example",
+                   "http:evil.example", "javascript:alert(1)"):
+        client.cookies.clear()
+        token = csrf_of(client)
+        r = client.post("/login", data={"email": user.email, "password": "pw-" + "x" * 8,
+                                        "next": target, "csrf_token": token}, follow_redirects=False)
+        assert r.status_code == 303
+        location = r.headers["location"]
+        assert location.startswith("/") and not location.startswith("//"), (target, location)
+        assert "\\" not in location and "\t" not in location, (target, location)
 
 
 def _session_cookie(client):

@@ -207,3 +207,19 @@ def test_check_malformed_file(tmp_path):
     assert out.getvalue().startswith(f"{bad}: line 2, field 'cg_A': ")
     out = io.StringIO()
     assert check_files([str(tmp_path / "missing.csv")], out=out) == 2
+
+
+def test_overlong_conversation_id_is_refused():
+    import json
+
+    import pytest
+
+    from app.errors import InputError
+    from app.kinds.tom.generate import parse_cg_dialogues
+
+    doc = {"cid": "c" * 201, "utterances": [{"speaker": "A", "text": "Hi."}],
+           "propositions": [{"eno": 1, "text": "it rains",
+                             "labels": [{"sno": 1, "belief_A": "CT+", "belief_B": "NB", "cg_A": "JA", "cg_B": "NA"}]}]}
+    with pytest.raises(InputError) as err:
+        parse_cg_dialogues(json.dumps(doc).encode())
+    assert err.value.field == "cid"

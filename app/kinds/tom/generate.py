@@ -34,7 +34,7 @@ import json.scanner
 from dataclasses import dataclass
 
 from app.errors import InputError
-from app.kinds.tom.formats import ToMQuestion, decode_upload, derived_id
+from app.kinds.tom.formats import MAX_CID_LENGTH, ToMQuestion, decode_upload, derived_id
 from app.kinds.tom.rules import BELIEFS, CERTAINTIES, CG_LABELS, CHAINS, SPEAKERS, STOP, gold_answer, question_text
 
 LABEL_FIELDS = {"belief_A": BELIEFS, "belief_B": BELIEFS, "cg_A": CG_LABELS, "cg_B": CG_LABELS}
@@ -153,6 +153,8 @@ class _Reader:
 def _dialogue(doc, reader: _Reader) -> CGDialogue:
     d = reader.obj(doc, None, "")
     cid = reader.one_line(d, "cid", reader.get(d, "cid", "", str))
+    if len(cid) > MAX_CID_LENGTH:
+        reader.fail(d, "cid", f"a conversation id is at most {MAX_CID_LENGTH} characters")
     utterances = []
     for i, u in enumerate(reader.get(d, "utterances", "", list)):
         path = f"utterances[{i}]"
