@@ -24,7 +24,7 @@ from app.quality import service as quality
 from app.storage import get_store
 from app.studies import assignment, services
 from app.studies.models import Item, Study
-from app.studies.views import crowd_bundle, done_context
+from app.studies.views import crowd_bundle, done_context, kind_options
 from app.web import rate_limit, read_upload
 
 router = APIRouter(prefix="/api/v1", dependencies=[Depends(verify_csrf)])
@@ -69,9 +69,12 @@ def list_studies(session: Session = Depends(db), user: User = Depends(researcher
 @router.post("/studies", response_model=StudyOut, status_code=201, tags=["studies"])
 async def create_study(file: UploadFile = File(...), settings: str = Form("{}"),
                        kind: str = Form("tom"), format: str = Form(""),
+                       random_yes_rate: str = Form(""), gold_count: str = Form(""),
                        session: Session = Depends(db), user: User = Depends(researcher)):
     """Create a draft study from an item upload (for `tom`: the Common-ToM question CSV,
-    optionally gzipped, or `format=cg` for common-ground-annotated dialogues)."""
+    optionally gzipped, or `format=cg` for common-ground-annotated dialogues).
+    `random_yes_rate`: the training split's share of Yes answers, for the random baseline
+    (default: this file's); `gold_count`: how many first-order questions serve as gold."""
     try:
         data_settings = json.loads(settings)
     except json.JSONDecodeError as exc:
@@ -80,7 +83,9 @@ async def create_study(file: UploadFile = File(...), settings: str = Form("{}"),
     data = await read_upload(file)
     study = services.create_study(session, session.merge(user), k.name,
                                   services.parse_settings(data_settings), data,
-                                  format or k.item_formats[0])
+                                  format or k.item_formats[0],
+                                  kind_options({"random_yes_rate": random_yes_rate,
+                                                 "gold_count": gold_count}))
     return _out(study)
 
 

@@ -135,19 +135,36 @@ async def create_study(request: Request, session: Session = Depends(db),
             data = store.get(f"uploads/{user.id}/{upload_token}")
         else:
             raise InputError("choose a file to upload", field="file")
+        options = kind_options(fields)
         if fields.get("action") == "preview":
-            result = services.preview_items(kind_name, data, fmt)
+            result = services.preview_items(kind_name, data, fmt, options)
             return render(request, "research/new_study.html", user=user, kinds=all_kinds(),
                           form={**fields, "upload_token": upload_token}, preview=result)
         settings = services.parse_settings(
             {k: v for k, v in fields.items() if k in services.StudySettings.model_fields and v != ""})
-        study = services.create_study(session, user, kind_name, settings, data, fmt)
+        study = services.create_study(session, user, kind_name, settings, data, fmt, options)
     except InputError as exc:
         return render(request, "research/new_study.html", status_code=422, user=user,
                       kinds=all_kinds(), form={**fields, "upload_token": upload_token},
                       preview=None, error=str(exc))
     flash(request, "Study created with its items. Launch it when ready.")
     return RedirectResponse(f"/studies/{study.id}", status_code=303)
+
+
+def kind_options(fields: dict) -> dict:
+    """Optional numbers the kind's importer takes (e.g. the training split's Yes rate)."""
+    options = {}
+    for name, cast, lo, hi in (("random_yes_rate", float, 0.0, 1.0), ("gold_count", int, 0, 10000)):
+        raw = str(fields.get(name, "")).strip()
+        if raw:
+            try:
+                value = cast(raw)
+            except ValueError:
+                raise InputError(f"not a number: {raw!r}", field=name) from None
+            if not lo <= value <= hi:
+                raise InputError(f"must be between {lo} and {hi}", field=name)
+            options[name] = value
+    return options
 
 
 @router.get("/studies/{study_id}")

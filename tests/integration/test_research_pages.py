@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from sqlalchemy import func, select
 
 from app import jobs
@@ -67,3 +68,31 @@ def test_generate_preview_create_import_export(client, session):
     assert len(rows) > 0 and all(r["worker"].startswith("w-") for r in rows)
     assert "ext-worker" not in body.text  # raw platform ids never leave the database
     assert client.get(links["scores.csv"].replace("&amp;", "&").replace("sig=", "sig=0")).status_code == 403
+
+
+def test_api_study_with_training_split_rate_and_gold_count(client, session, tom_csv):
+    from app.auth.security import create_token
+    from app.leaderboards.service import compute
+
+    researcher = make_user(session, "researcher")
+    token = create_token(session, researcher)
+    session.commit()
+    auth = {"Authorization": f"Bearer {token}"}
+    r = client.post("/api/v1/studies", headers=auth, files={"file": ("q.csv", tom_csv)},
+                    data={"settings": json.dumps({"title": "API"}), "random_yes_rate": "0.3",
+                          "gold_count": "4"})
+    assert r.status_code == 201, r.text
+    study = session.get(Study, r.json()["id"])
+    assert study.kind_settings["random_yes_rate"] == 0.3
+    assert session.scalar(select(func.count()).select_from(Item).where(
+        Item.study_id == study.id, Item.is_gold.is_(True))) == 4
+    base = next(row for row in compute(session, study)["rows"] if row["type"] == "baseline")
+    assert "p=0.30" in base["name"]
+    # Expected accuracy of answering Yes with p=0.3: 0.3 on Yes items, 0.7 on No items.
+    refs = session.scalars(select(Item.reference).where(Item.study_id == study.id,
+                                                        Item.is_gold.is_(False))).all()
+    expect = sum(0.3 if x["answer"] == "Yes" else 0.7 for x in refs) / len(refs)
+    assert base["accuracy"]["mean"] == pytest.approx(expect)
+    bad = client.post("/api/v1/studies", headers=auth, files={"file": ("q.csv", tom_csv)},
+                      data={"settings": json.dumps({"title": "API"}), "random_yes_rate": "1.5"})
+    assert bad.status_code == 422 and "random_yes_rate" in bad.text
