@@ -15,7 +15,7 @@ from app.agents.models import Agent
 from app.audit import AuditEntry
 from app.auth.deps import db, require, verify_csrf
 from app.auth.models import User
-from app.auth.views import MTURK_PREVIEW, crowd_params
+from app.auth.views import MTURK_PREVIEW, crowd_params, remember_entry
 from app.config import get_settings
 from app.errors import InputError
 from app.kinds import get_kind
@@ -236,8 +236,7 @@ def crowd_enter(slug: str, body: EnterIn, request: Request, session: Session = D
         raise HTTPException(400, "this is an MTurk preview: accept the HIT first")
     platform, worker, assignment_id, hit = crowd_params(body.params)
     bundle = assignment.enter(session, study, platform, worker, assignment_id, hit)
-    request.session["crowd"] = {**request.session.get("crowd", {}), slug: bundle.id}
-    request.session["platform"] = platform
+    remember_entry(request, slug, bundle.id, platform, body.params)
     if bundle.consented_at is None:
         from app.db import utcnow
 
@@ -256,7 +255,8 @@ def crowd_next(slug: str, request: Request, session: Session = Depends(db)):
             assignment.finish_early(session, bundle.id)
         session.refresh(bundle)
         return {"done": True, "completed": bundle.n_done,
-                **done_context(study, bundle, request.session.get("platform"))}
+                **done_context(study, bundle, request.session.get("platform"),
+                             request.session.get("turk_submit_to", ""))}
     item = session.get(Item, current.item_id)
     return {"done": False, "assignment_id": current.id, "position": current.slot + 1,
             "of": bundle.size, "item": get_kind(study.kind).public_payload(item.payload)}

@@ -18,6 +18,8 @@ from app.web import rate_limit, render
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
 
 MTURK_PREVIEW = "ASSIGNMENT_ID_NOT_AVAILABLE"
+# Where an ExternalQuestion HIT posts its completion; only these two are MTurk's own.
+MTURK_SUBMIT_HOSTS = ("https://www.mturk.com", "https://workersandbox.mturk.com")
 
 
 @router.get("/")
@@ -76,6 +78,15 @@ def crowd_params(params) -> tuple[str, str, str, str]:
                              "(workerId, assignmentId, hitId) or Prolific (PROLIFIC_PID, STUDY_ID, SESSION_ID).")
 
 
+def remember_entry(request: Request, slug: str, bundle_id: int, platform: str, params) -> None:
+    """The signed session remembers which bundle this browser works on, per study."""
+    request.session["crowd"] = {**request.session.get("crowd", {}), slug: bundle_id}
+    request.session["platform"] = platform
+    submit_to = params.get("turkSubmitTo", "")
+    if platform == "mturk" and submit_to in MTURK_SUBMIT_HOSTS:
+        request.session["turk_submit_to"] = submit_to
+
+
 @router.get("/s/{slug}")
 def entry(request: Request, slug: str, session: Session = Depends(db)):
     rate_limit(request, "entry", get_settings().rate_limit_entry)
@@ -89,10 +100,7 @@ def entry(request: Request, slug: str, session: Session = Depends(db)):
         if len(value) > 255:
             raise HTTPException(400, f"The {name} in this link is too long.")
     bundle = assignment.enter(session, study, platform, worker, assignment_id, hit)
-    crowd = dict(request.session.get("crowd", {}))
-    crowd[slug] = bundle.id
-    request.session["crowd"] = crowd
-    request.session["platform"] = platform
+    remember_entry(request, slug, bundle.id, platform, request.query_params)
     return RedirectResponse(f"/task/{slug}", status_code=303)
 
 

@@ -40,9 +40,15 @@ def crowd_bundle(request: Request, session: Session, slug: str) -> tuple[Study, 
     return study, session.get(Bundle, bundle_id)
 
 
-def done_context(study: Study, bundle: Bundle, platform: str | None) -> dict:
-    return {"code": study.completion_code if bundle.n_done else None,
-            "redirect": study.redirect_url if platform == "prolific" and bundle.n_done else ""}
+def done_context(study: Study, bundle: Bundle, platform: str | None,
+                 turk_submit_to: str = "") -> dict:
+    """The completion code, plus the way back to the worker's platform."""
+    done = bundle.n_done > 0
+    return {"code": study.completion_code if done else None,
+            "redirect": study.redirect_url if platform == "prolific" and done else "",
+            "mturk_submit": (f"{turk_submit_to}/mturk/externalSubmit"
+                             if platform == "mturk" and turk_submit_to and done else ""),
+            "mturk_assignment_id": bundle.external_assignment_id}
 
 
 @router.get("/task/{slug}")
@@ -55,7 +61,8 @@ def task(request: Request, slug: str, session: Session = Depends(db)):
         if bundle.finished_at is None:
             assignment.finish_early(session, bundle.id)
         return render(request, "annotate/done.html", study=study, bundle=bundle,
-                      **done_context(study, bundle, request.session.get("platform")))
+                      **done_context(study, bundle, request.session.get("platform"),
+                                   request.session.get("turk_submit_to", "")))
     item = session.get(Item, current.item_id)
     kind = get_kind(study.kind)
     return render(request, "annotate/item.html", study=study, bundle=bundle, assignment=current,

@@ -121,3 +121,33 @@ def test_paused_study_takes_no_new_work(session):
         assignment.next_item(session, study, b.id)
     with pytest.raises(assignment.NotAvailable):
         assignment.enter(session, study, "prolific", "q", "s", "x")
+
+
+def test_mturk_worker_gets_the_submit_form_and_prolific_the_redirect(client, session):
+    import re
+
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, bundle_size=1, gold_rate=0.0, completion_code="DONE42",
+                             redirect_url="https://app.prolific.com/submissions/complete?cc=DONE42")
+
+    def finish(query):
+        r = client.get(f"/s/{study.slug}?{query}")
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', r.text).group(1)
+        r = client.post(f"/task/{study.slug}/consent", data={"csrf_token": csrf})
+        aid = re.search(r'name="assignment_id" value="(\d+)"', r.text).group(1)
+        key = re.search(r'name="idempotency_key" value="(\w+)"', r.text).group(1)
+        return client.post(f"/task/{study.slug}/answer", data={
+            "csrf_token": csrf, "assignment_id": aid, "idempotency_key": key, "answer": "No"}).text
+
+    page = finish("workerId=W9&assignmentId=ASG9&hitId=H9&turkSubmitTo=https://workersandbox.mturk.com")
+    assert "DONE42" in page
+    assert 'action="https://workersandbox.mturk.com/mturk/externalSubmit"' in page
+    assert 'name="assignmentId" value="ASG9"' in page
+    assert "Return to Prolific" not in page
+    client.cookies.clear()
+    page = finish("PROLIFIC_PID=P9&STUDY_ID=S9&SESSION_ID=X9")
+    assert "DONE42" in page and "Return to Prolific" in page and "externalSubmit" not in page
+    client.cookies.clear()
+    # A submit address that is not MTurk's own is ignored (no open redirect of the form).
+    page = finish("workerId=W8&assignmentId=ASG8&hitId=H9&turkSubmitTo=https://evil.example")
+    assert "evil.example" not in page and "DONE42" in page
