@@ -142,8 +142,10 @@ def _pick(session: Session, study: Study, worker_id: int, gold: bool) -> Item | 
         start = random.Random(worker_id).random()
         item = session.scalar(q.where(Item.position >= start).order_by(Item.position))
         return item or session.scalar(q.order_by(Item.position))
+    # Depth first: items closest to their redundancy go first, so that what is done so far
+    # is whole items (majorities, agreement) rather than one answer on everything.
     q = (q.where(Item.n_active < study.annotations_per_item)
-         .order_by(Item.n_active, Item.position)
+         .order_by(Item.n_active.desc(), Item.position.desc())
          .with_for_update(skip_locked=True, of=Item))
     return session.scalar(q)
 

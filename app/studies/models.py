@@ -37,8 +37,8 @@ class Item(Base):
     __tablename__ = "items"
     __table_args__ = (
         UniqueConstraint("study_id", "external_id"),
-        # The assignment engine walks this index: least-annotated first, then a fixed
-        # random order, so redundancy fills breadth-first.
+        # The assignment engine walks this index backwards: most-annotated (but not full)
+        # first, then a fixed random order, so items fill to their redundancy one by one.
         Index("ix_items_pick", "study_id", "is_gold", "n_active", "position"),
     )
 

@@ -18,7 +18,7 @@ from app.config import get_settings
 from app.db import utcnow
 from app.errors import InputError
 from app.kinds import all_kinds, get_kind
-from app.leaderboards.plot import interval_svg
+from app.leaderboards.plot import leaderboard_plots
 from app.leaderboards.service import compute
 from app.storage import get_store
 from app.studies import assignment, services
@@ -240,4 +240,4 @@ def leaderboard(request: Request, study_id: int, session: Session = Depends(db),
     study = _study(session, study_id, user)
     board = compute(session, study)
     return render(request, "research/leaderboard.html", user=user, study=study, board=board,
-                  plot=interval_svg(board))
+                  plots=leaderboard_plots(board))

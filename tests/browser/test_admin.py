@@ -37,7 +37,10 @@ def test_admin_rejects_a_worker_who_fails_gold(live_server, page):
     with get_sessionmaker(live_server.db_url)() as s:
         owner = make_user(s, "researcher")
         admin_email = make_user(s, "admin").email
-        study = create_tom_study(s, owner, title="Review study", bundle_size=10, gold_rate=0.3)
+        # One annotation per item: each worker answers items of their own, so the majority
+        # row changes visibly when one of them is rejected.
+        study = create_tom_study(s, owner, title="Review study", bundle_size=10, gold_rate=0.3,
+                                 annotations_per_item=1)
         for i, name in enumerate(("good-1", "good-2")):
             assert simulate_worker(s, study, name, accuracy=1.0, seed=i) == 10
         assert simulate_worker(s, study, "bad-1", accuracy=0.0, seed=7) == 10
