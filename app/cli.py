@@ -96,6 +96,50 @@ def demo(host: str, port: int, no_serve: bool) -> None:
         _serve(host, port)
 
 
+@main.command("export")
+@click.argument("study_id", type=int)
+@click.option("--out", type=click.Path(file_okay=False), default=".", help="Folder for the files.")
+def export_cmd(study_id: int, out: str) -> None:
+    """Export a study's annotations and scores (JSONL, CSV), with a progress bar."""
+    import threading
+    import time
+
+    from tqdm import tqdm
+
+    from app.db import get_sessionmaker
+    from app.jobs import Job, create_job, run_job
+    from app.storage import get_store
+    from app.studies.models import Study
+
+    sm = get_sessionmaker()
+    with sm() as s:
+        if s.get(Study, study_id) is None:
+            raise click.ClickException(f"no study {study_id}")
+        job_id = create_job(s, "export", study_id=study_id).id
+        s.commit()
+    worker = threading.Thread(target=run_job, args=(job_id,))
+    worker.start()
+    with tqdm(desc="exporting", unit="annotation") as bar:
+        while True:
+            with sm() as s:
+                job = s.get(Job, job_id)
+                bar.total, bar.n = job.total or None, job.done
+                bar.refresh()
+                if job.state in ("done", "failed"):
+                    break
+            time.sleep(0.3)
+    worker.join()
+    if job.state == "failed":
+        raise click.ClickException(job.log.strip().splitlines()[0])
+    os.makedirs(out, exist_ok=True)
+    store = get_store()
+    for name, key in job.result["files"].items():
+        path = os.path.join(out, name)
+        with open(path, "wb") as f:
+            f.write(store.get(key))
+        click.echo(path)
+
+
 @main.group()
 def user() -> None:
     """Manage accounts."""

@@ -75,6 +75,7 @@ def get_engine(url: str | None = None) -> Engine:
 
 @lru_cache
 def get_sessionmaker(url: str | None = None) -> sessionmaker[Session]:
+    import app.models  # noqa: F401  every table must be known before the first query
     return sessionmaker(get_engine(url), expire_on_commit=False)
 
 

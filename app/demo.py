@@ -8,6 +8,7 @@ import random
 import secrets
 
 from sqlalchemy import select
+from tqdm import tqdm
 from sqlalchemy.orm import Session
 
 from app.auth.models import User
@@ -79,7 +80,7 @@ def seed(session: Session) -> dict:
                                  ("first-order-only", {"1": 0.9, "*": 0.5}, 2)):
                 agent = services.register_agent(session, researcher, kind.name, name)
                 services.import_agent_outputs(session, study, agent, _simulated_answers(items, acc, s))
-            for i in range(6):
+            for i in tqdm(range(6), desc="simulated annotators", unit="worker", leave=False):
                 simulate_worker(session, study, f"demo-annotator-{i + 1}", 0.85 + 0.02 * i, i)
             simulate_worker(session, study, "demo-clicker", 0.0, 99, always="Yes")
         studies.append(study)

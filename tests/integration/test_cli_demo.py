@@ -60,6 +60,13 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
     types = {r["type"] for r in board["rows"]}
     assert {"agent", "annotator", "majority", "baseline"} <= types
     assert sum(r["type"] == "agent" for r in board["rows"]) == 2
+    out = run_cli("export", str(study.id), "--out", str(tmp_path / "out"), env=env)
+    assert out.returncode == 0, out.stderr
+    assert "exporting" in out.stderr  # the progress bar
+    lines = (tmp_path / "out" / "annotations.jsonl").read_text().splitlines()
+    assert len(lines) > 0 and all('"worker": "w-' in line for line in lines)
+    assert "demo-annotator" not in (tmp_path / "out" / "annotations.csv").read_text()
+    assert run_cli("export", "999", env=env).returncode != 0
     # Running the demo again does not duplicate the study, and prints fresh passwords.
     again = run_cli("demo", "--no-serve", env=env)
     assert again.returncode == 0
