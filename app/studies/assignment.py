@@ -46,18 +46,22 @@ def _serialised(session: Session):
 
 
 def _retrying(fn, session: Session, attempts: int = 5):
-    """Deadlocks and unique-key races are retried; the loser of a race sees the winner's row."""
+    """Deadlocks and unique-key races are retried; the loser of a race sees the winner's row.
+    Any failure is rolled back while the SQLite lock is still held."""
     for attempt in range(attempts):
-        try:
-            with _serialised(session):
+        with _serialised(session):
+            try:
                 result = fn()
                 session.commit()
                 return result
-        except (IntegrityError, OperationalError):
-            session.rollback()
-            if attempt == attempts - 1:
+            except (IntegrityError, OperationalError):
+                session.rollback()
+                if attempt == attempts - 1:
+                    raise
+            except BaseException:
+                session.rollback()
                 raise
-            time.sleep(0.005 * (attempt + 1) * random.random())
+        time.sleep(0.005 * (attempt + 1) * random.random())
 
 
 def pseudonym(platform: str, external_id: str) -> str:
