@@ -89,6 +89,16 @@ SQLITE_WRITE_LOCK = threading.RLock()
 
 
 @contextmanager
+def serialised_writes(session: Session) -> Iterator[None]:
+    """Hold the SQLite write lock (a no-op on PostgreSQL, which has row locks)."""
+    if is_sqlite(session):
+        with SQLITE_WRITE_LOCK:
+            yield
+    else:
+        yield
+
+
+@contextmanager
 def session_scope(url: str | None = None) -> Iterator[Session]:
     session = get_sessionmaker(url)()
     try:

@@ -7,7 +7,7 @@ from sqlalchemy.orm import Session
 
 from app import audit
 from app.auth.models import User
-from app.db import utcnow
+from app.db import serialised_writes, utcnow
 from app.errors import InputError
 from app.kinds import get_kind
 from app.studies.models import Annotation, Assignment, Item, Participant, Study
@@ -109,6 +109,17 @@ def decide(session: Session, study: Study, participant_ids: list[int], decision:
         raise InputError("decision must be approve or reject", field="decision")
     if decision == "rejected" and not reason.strip():
         raise InputError("a rejection needs a reason (the worker is told it)", field="reason")
+    with serialised_writes(session):
+        try:
+            changed = _decide(session, study, participant_ids, decision, actor, reason)
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+    return changed
+
+
+def _decide(session, study, participant_ids, decision, actor, reason) -> int:
     changed = 0
     for pid in participant_ids:
         p = session.execute(select(Participant).where(Participant.id == pid).with_for_update()
@@ -126,7 +137,6 @@ def decide(session: Session, study: Study, participant_ids: list[int], decision:
         audit.record(session, actor.id, f"worker.{decision}",
                      "participant", p.id, study=study.id, reason=reason)
         changed += 1
-    session.commit()
     return changed
 
 

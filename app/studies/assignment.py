@@ -17,7 +17,6 @@ import hashlib
 import hmac
 import random
 import time
-from contextlib import contextmanager
 from datetime import timedelta
 
 from sqlalchemy import and_, exists, select, update
@@ -26,7 +25,7 @@ from sqlalchemy.orm import Session, aliased
 
 from app.auth.models import User
 from app.config import get_settings
-from app.db import SQLITE_WRITE_LOCK, is_sqlite, utcnow
+from app.db import serialised_writes, utcnow
 from app.errors import InputError
 from app.kinds import get_kind
 from app.studies.models import Annotation, Assignment, Bundle, Item, Participant, Study
@@ -36,20 +35,11 @@ class NotAvailable(Exception):
     """The study cannot take this request now (not live, lease lost, no work)."""
 
 
-@contextmanager
-def _serialised(session: Session):
-    if is_sqlite(session):
-        with SQLITE_WRITE_LOCK:
-            yield
-    else:
-        yield
-
-
 def _retrying(fn, session: Session, attempts: int = 5):
     """Deadlocks and unique-key races are retried; the loser of a race sees the winner's row.
     Any failure is rolled back while the SQLite lock is still held."""
     for attempt in range(attempts):
-        with _serialised(session):
+        with serialised_writes(session):
             try:
                 result = fn()
                 session.commit()
