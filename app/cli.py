@@ -190,5 +190,22 @@ def tom_check(files: tuple[str, ...]) -> None:
     sys.exit(check_files(list(files)))
 
 
+@main.group()
+def nav() -> None:
+    """Navigation tools."""
+
+
+@nav.command("score")
+@click.option("--connectivity", required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--references", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--predictions", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of a table.")
+def nav_score(connectivity: str, references: str, predictions: str, as_json: bool) -> None:
+    """Score R2R-format predictions (SR, SPL, nDTW, SDTW, NE, path length)."""
+    from app.kinds.navigation.score import run
+
+    sys.exit(run(connectivity, references, predictions, as_json, sys.stdout))
+
+
 if __name__ == "__main__":
     main()

@@ -72,3 +72,25 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
     assert again.returncode == 0
     with get_sessionmaker(env["DATABASE_URL"])() as s:
         assert len(s.scalars(select(Study)).all()) == 1
+
+
+def test_nav_score_command(tmp_path):
+    import json
+
+    fx = ROOT / "tests" / "fixtures" / "nav"
+    args = ["nav", "score", "--connectivity", str(fx / "connectivity"),
+            "--references", str(fx / "R2R_grid.json"), "--predictions", str(fx / "predictions_grid.json")]
+    table = run_cli(*args)
+    assert table.returncode == 0, table.stderr
+    result = run_cli(*args, "--json")
+    data = json.loads(result.stdout)
+    assert set(data["mean"]) >= {"ne", "success", "spl", "ndtw", "sdtw", "path_length"}
+    for scores in data["per_instruction"].values():
+        assert 0.0 <= scores["ndtw"] <= 1.0 and scores["sdtw"] <= scores["ndtw"]
+    preds = json.loads((fx / "predictions_grid.json").read_text())
+    preds[0]["trajectory"][0][0] = "no-such-viewpoint"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(preds))
+    out = run_cli("nav", "score", "--connectivity", str(fx / "connectivity"),
+                  "--references", str(fx / "R2R_grid.json"), "--predictions", str(bad))
+    assert out.returncode == 2 and preds[0]["instr_id"] in out.stderr
