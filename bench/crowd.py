@@ -6,7 +6,8 @@ Prints figures; asserts nothing about time. See bench/README.md and docs/benchma
     .venv/bin/python bench/crowd.py                    # 100k items, 1M stored annotations
 
 Steps:
-1. a fresh database (created on 127.0.0.1 and dropped at the end, unless --database-url);
+1. a fresh database (created on 127.0.0.1 and dropped at the end, unless --database-url; or
+   on a throwaway PostgreSQL cluster with --own-server);
 2. seed one live study: items, past workers with participants, bundles, completed
    assignments and their annotations, all consistent (n_active = completed per item), by COPY;
 3. the leaderboard (app.leaderboards.service.compute) over all stored annotations, median of 3;
@@ -87,6 +88,49 @@ def drop_database(admin_url: str, url: str) -> None:
     name = url.rsplit("/", 1)[1]
     with psycopg.connect(pg_conninfo(admin_url), autocommit=True) as c:
         c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+class OwnServer:
+    """A throwaway PostgreSQL cluster (same version and defaults as the system one, but
+    max_connections=300), so the run neither competes for nor starves the shared server's 100
+    connections. Needs the server binaries and the `postgres` OS user; removed afterwards."""
+
+    def __init__(self, max_connections: int = 300):
+        import glob
+        import shutil
+
+        bins = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+        if not bins:
+            raise SystemExit("--own-server: no /usr/lib/postgresql/*/bin/initdb here")
+        self.bin = Path(bins[-1]).parent
+        self.dir = Path(tempfile.mkdtemp(prefix="proctor-bench-pg-"))
+        shutil.chown(self.dir, "postgres", "postgres")
+        self.port = free_port()
+        self.as_pg = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        subprocess.run(self.as_pg + [str(self.bin / "initdb"), "-D", str(self.dir / "data"), "-A", "trust",
+                                     "-U", "postgres", "-E", "UTF8", "--no-sync"],
+                       check=True, capture_output=True)
+        opts = (f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
+                f"-c max_connections={max_connections}")
+        subprocess.run(self.as_pg + [str(self.bin / "pg_ctl"), "-D", str(self.dir / "data"), "-o", opts,
+                                     "-l", str(self.dir / "server.log"), "-w", "start"],
+                       check=True, capture_output=True)
+        self.admin_url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+
+    def settings(self) -> str:
+        import psycopg
+
+        names = ("server_version", "max_connections", "shared_buffers", "work_mem",
+                 "synchronous_commit", "fsync")
+        with psycopg.connect(pg_conninfo(self.admin_url)) as c:
+            return ", ".join(f"{n}={c.execute(f'SHOW {n}').fetchone()[0]}" for n in names)
+
+    def stop(self) -> None:
+        import shutil
+
+        subprocess.run(self.as_pg + [str(self.bin / "pg_ctl"), "-D", str(self.dir / "data"), "-m", "fast",
+                                     "-w", "stop"], capture_output=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _esc(value: str) -> str:
@@ -274,7 +318,7 @@ class Pacer:
 
     def __init__(self, interval: float, start: float, rng: random.Random):
         self.interval = interval
-        self.next = start + rng.uniform(0, interval)
+        self.first = self.next = start + rng.uniform(0, interval)  # a paced crowd arrives spread out
 
     def wait_time(self) -> float:
         if self.interval <= 0:
@@ -284,8 +328,28 @@ class Pacer:
         return max(0.0, delay)
 
 
-def _service_process(url: str, slug: str, worker_ids: list, start_at: float, measure_from: float,
-                     stop_at: float, interval: float, out) -> None:
+class StartGate:
+    """Children get ready (imports, clients), then all start at one time the parent sets."""
+
+    def __init__(self, ctx, n: int):
+        self.ready, self.go, self.times, self.n = ctx.Queue(), ctx.Event(), ctx.Array("d", 3), n
+
+    def wait(self) -> tuple[float, float, float]:  # in a child
+        self.ready.put(os.getpid())
+        self.go.wait()
+        return tuple(self.times[:])
+
+    def open(self, warmup: float, duration: float, timeout: float = 120) -> tuple[float, float, float]:
+        for _ in range(self.n):
+            self.ready.get(timeout=timeout)
+        start = time.monotonic() + 0.3
+        self.times[:] = [start, start + warmup, start + warmup + duration]
+        self.go.set()
+        return tuple(self.times[:])
+
+
+def _service_process(url: str, slug: str, worker_ids: list, gate: StartGate, interval: float,
+                     out) -> None:
     """One OS process of simulated workers: a thread each, calling the engine in-process the
     way the API does (a Session per call, the study looked up by slug)."""
     os.environ["DATABASE_URL"] = url
@@ -301,11 +365,13 @@ def _service_process(url: str, slug: str, worker_ids: list, start_at: float, mea
     from sqlalchemy import event
 
     statements = [0]
+    start_at = measure_from = stop_at = float("inf")
 
     @event.listens_for(get_engine(url), "before_cursor_execute")
     def _count(*_a):
         if measure_from <= time.monotonic() <= stop_at:
             statements[0] += 1
+
     lat = {"enter": [], "next": [], "submit": []}
     stored: list = []
     errors: Counter = Counter()
@@ -324,7 +390,7 @@ def _service_process(url: str, slug: str, worker_ids: list, start_at: float, mea
         rng = random.Random(wid)
         pacer = Pacer(interval, start_at, rng)
         n_bundle = 0
-        while time.monotonic() < start_at:
+        while time.monotonic() < pacer.first:
             time.sleep(0.01)
         try:
             bundle_id = call("enter", lambda s, st: assignment.enter(
@@ -360,6 +426,7 @@ def _service_process(url: str, slug: str, worker_ids: list, start_at: float, mea
             errors[f"{type(exc).__name__}: {str(exc)[:160]}"] += 1
 
     threads = [threading.Thread(target=worker, args=(w,), daemon=True) for w in worker_ids]
+    start_at, measure_from, stop_at = gate.wait()
     for t in threads:
         t.start()
     for t in threads:
@@ -374,15 +441,14 @@ def run_service(url: str, slug: str, n_workers: int, procs: int, duration: float
                 interval: float, tag: str) -> dict:
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    start_at = time.monotonic() + 4.0  # spawn + imports
-    measure_from, stop_at = start_at + warmup, start_at + warmup + duration
+    gate = StartGate(ctx, procs)
     ids = [f"{tag}-w{i:04d}" for i in range(n_workers)]
-    ps = [ctx.Process(target=_service_process,
-                      args=(url, slug, ids[p::procs], start_at, measure_from, stop_at, interval, out))
+    ps = [ctx.Process(target=_service_process, args=(url, slug, ids[p::procs], gate, interval, out))
           for p in range(procs)]
     for p in ps:
         p.start()
-    meter = CpuMeter(url.rsplit("/", 1)[1], {"simulated workers (app code in-process)": lambda: [p.pid for p in ps]})
+    meter = CpuMeter(url, {"simulated workers (app code in-process)": lambda: [p.pid for p in ps]})
+    start_at, measure_from, stop_at = gate.open(warmup + interval, duration)
     wait_until(measure_from)
     a = meter.snap()
     wait_until(stop_at)
@@ -503,6 +569,35 @@ def pg_backends(dbname: str) -> tuple[list[int], list[int]]:
     return ours, aux
 
 
+def pg_server_cpu(dbname: str) -> dict:
+    """CPU of the PostgreSQL server that serves `dbname`: the postmaster, what it reaped from
+    backends that exited (pooled connections come and go) and its live children. On a shared
+    server this includes other databases' backends too."""
+    ours, _ = pg_backends(dbname)
+    if not ours:
+        return {}
+    with open(f"/proc/{ours[0]}/stat") as f:
+        pm = int(f.read().rsplit(")", 1)[1].split()[1])
+    with open(f"/proc/{pm}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    hz = os.sysconf("SC_CLK_TCK")
+    res = {pm: sum(int(x) for x in fields[11:15]) / hz}   # utime stime cutime cstime
+    for p in process_tree(pm):
+        if p != pm:
+            res[p] = cpu_s(p)
+    return res
+
+
+def pg_sessions(url: str) -> int:
+    """Connections ever opened to this database (pg_stat_database.sessions, PostgreSQL 14+)."""
+    import psycopg
+
+    with psycopg.connect(pg_conninfo(url)) as c:
+        c.execute("SELECT pg_stat_clear_snapshot()")
+        return c.execute("SELECT coalesce(sessions, 0) FROM pg_stat_database "
+                         "WHERE datname = current_database()").fetchone()[0]
+
+
 def machine_jiffies() -> tuple[int, int]:
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:]]
@@ -513,16 +608,16 @@ def machine_jiffies() -> tuple[int, int]:
 class CpuMeter:
     """CPU seconds by component over the measured window, and what the rest of the machine used."""
 
-    def __init__(self, dbname: str, groups: dict):
-        self.dbname, self.groups = dbname, groups   # name -> callable returning pids
+    def __init__(self, url: str, groups: dict):
+        self.url, self.dbname, self.groups = url, url.rsplit("/", 1)[1], groups  # name -> pids()
+        self.pg_label = "postgres (the whole server)"
 
     def snap(self) -> dict:
-        ours, aux = pg_backends(self.dbname)
         out = {name: {p: cpu_s(p) for p in fn()} for name, fn in self.groups.items()}
-        out["postgres (our backends)"] = {p: cpu_s(p) for p in ours}
-        out["postgres (server processes)"] = {p: cpu_s(p) for p in aux}
+        out[self.pg_label] = pg_server_cpu(self.dbname)
         busy, total = machine_jiffies()
-        return {"pids": out, "busy": busy, "total": total, "t": time.monotonic()}
+        return {"pids": out, "busy": busy, "total": total, "t": time.monotonic(),
+                "sessions": pg_sessions(self.url)}
 
     @staticmethod
     def diff(a: dict, b: dict) -> dict:
@@ -537,6 +632,7 @@ class CpuMeter:
         res["everything else"] = res["machine busy"] - sum(
             v for k, v in res.items() if k not in ("machine busy", "machine capacity"))
         res["wall"] = wall
+        res["pg_connections_opened"] = b["sessions"] - a["sessions"] - 1
         return res
 
 
@@ -566,8 +662,10 @@ class RssSampler(threading.Thread):
             self.stop.wait(0.5)
 
 
-def _http_process(base: str, slug: str, worker_ids: list, start_at: float, measure_from: float,
-                  stop_at: float, interval: float, out) -> None:
+def _http_process(base: str, slug: str, worker_ids: list, gate: StartGate, interval: float,
+                  out) -> None:
+    import ssl
+
     import httpx
 
     try:
@@ -578,26 +676,40 @@ def _http_process(base: str, slug: str, worker_ids: list, start_at: float, measu
     lat = {"enter": [], "next": [], "submit": []}
     stored: list = []
     errors: Counter = Counter()
+    start_at = measure_from = stop_at = float("inf")
 
     async def req(client, name, method, path, **kw):
+        """All three calls are safe to repeat (entry by its parameters, next returns the same
+        lease, submit by its idempotency key), so a dropped connection is retried, as a
+        browser would; the latency counts from the first try."""
         t = time.monotonic()
-        r = await client.request(method, path, **kw)
+        for attempt in range(4):
+            try:
+                r = await client.request(method, path, **kw)
+                break
+            except httpx.TransportError as exc:
+                errors[f"{name}: {type(exc).__name__} (retried)"] += 1
+                if attempt == 3:
+                    raise
+                await asyncio.sleep(0.1)
         if t >= measure_from and time.monotonic() <= stop_at:
             lat[name].append((time.monotonic() - t) * 1000)
         return r
 
-    async def worker(wid: str) -> None:
+    async def worker(wid: str, client) -> None:
         rng = random.Random(wid)
         pacer = Pacer(interval, start_at, rng)
         n_bundle = 0
-        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-        async with httpx.AsyncClient(base_url=base, limits=limits, timeout=60) as client:
-            await asyncio.sleep(max(0.0, start_at - time.monotonic()))
+        async with client:
+            await asyncio.sleep(max(0.0, pacer.first - time.monotonic()))
             try:
                 async def enter():
-                    r = await req(client, "enter", "POST", f"/api/v1/crowd/{slug}/enter", json={
-                        "params": {"PROLIFIC_PID": wid, "STUDY_ID": "bench", "SESSION_ID": f"{wid}-s{n_bundle}"}})
-                    if r.status_code != 200:
+                    while time.monotonic() < stop_at:
+                        r = await req(client, "enter", "POST", f"/api/v1/crowd/{slug}/enter", json={
+                            "params": {"PROLIFIC_PID": wid, "STUDY_ID": "bench",
+                                       "SESSION_ID": f"{wid}-s{n_bundle}"}})
+                        if r.status_code == 200:
+                            return
                         errors[f"enter {r.status_code}: {r.text[:120]}"] += 1
                         await asyncio.sleep(0.5)
                 await enter()
@@ -606,6 +718,8 @@ def _http_process(base: str, slug: str, worker_ids: list, start_at: float, measu
                     if r.status_code != 200:
                         errors[f"next {r.status_code}: {r.text[:120]}"] += 1
                         await asyncio.sleep(0.5)
+                        if r.status_code == 403:  # no bundle in the session: enter again
+                            await enter()
                         continue
                     body = r.json()
                     if body["done"]:
@@ -626,7 +740,13 @@ def _http_process(base: str, slug: str, worker_ids: list, start_at: float, measu
                 errors[f"{type(exc).__name__}: {str(exc)[:160]}"] += 1
 
     async def main():
-        await asyncio.gather(*(worker(w) for w in worker_ids))
+        nonlocal start_at, measure_from, stop_at
+        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+        tls = ssl.create_default_context()  # one context: making 200 of them takes seconds
+        clients = [httpx.AsyncClient(base_url=base, limits=limits, timeout=60, verify=tls)
+                   for _ in worker_ids]
+        start_at, measure_from, stop_at = await asyncio.get_running_loop().run_in_executor(None, gate.wait)
+        await asyncio.gather(*(worker(w, c) for w, c in zip(worker_ids, clients)))
 
     asyncio.run(main())
     ru = resource.getrusage(resource.RUSAGE_SELF)
@@ -646,17 +766,17 @@ def run_http(url: str, slug: str, n_workers: int, client_procs: int, web_workers
         cpu0 = sum(cpu_s(p) for p in tree)
         ctx = mp.get_context("spawn")
         out = ctx.Queue()
-        start_at = time.monotonic() + 3.0
-        measure_from, stop_at = start_at + warmup, start_at + warmup + duration
+        gate = StartGate(ctx, client_procs)
         ids = [f"{tag}-w{i:04d}" for i in range(n_workers)]
         ps = [ctx.Process(target=_http_process, args=(
-            f"http://127.0.0.1:{port}", slug, ids[p::client_procs], start_at, measure_from, stop_at,
-            interval, out)) for p in range(client_procs)]
+            f"http://127.0.0.1:{port}", slug, ids[p::client_procs], gate, interval, out))
+            for p in range(client_procs)]
         for p in ps:
             p.start()
-        meter = CpuMeter(url.rsplit("/", 1)[1], {
+        meter = CpuMeter(url, {
             "web (uvicorn workers)": lambda: process_tree(web.pid),
             "load generator (httpx clients)": lambda: [p.pid for p in ps]})
+        start_at, measure_from, stop_at = gate.open(warmup + interval, duration)
         wait_until(measure_from)
         a = meter.snap()
         wait_until(stop_at)
@@ -673,6 +793,9 @@ def run_http(url: str, slug: str, n_workers: int, client_procs: int, web_workers
             web.wait(20)
         except subprocess.TimeoutExpired:
             os.killpg(web.pid, signal.SIGKILL)
+        import shutil
+
+        shutil.rmtree(storage, ignore_errors=True)
     merged = _merge(results, duration, measure_from, stop_at)
     peaks = sampler.peak
     merged["web_rss_mb"] = {"master": peaks.get(web.pid, 0.0),
@@ -743,17 +866,31 @@ def show(name: str, r: dict, checks: dict) -> None:
         print(f"  CPU in the window ({cpu['wall']:.0f} s, {cap:.0f} CPU-s available, "
               f"{100 * cpu['machine busy'] / cap:.0f}% busy), ms of CPU per annotation:")
         for k, v in cpu.items():
-            if k not in ("machine busy", "machine capacity", "wall") and (v or "postgres" not in k):
+            if k not in ("machine busy", "machine capacity", "wall", "pg_connections_opened") and (
+                    v or "postgres" not in k):
                 print(f"    {k:42s} {1000 * v / n:7.1f} ms  ({100 * v / cap:4.1f}% of the machine)")
+    if cpu:
+        print(f"  PostgreSQL connections opened in the window: {cpu['pg_connections_opened']}")
     if r.get("statements_per_annotation"):
         print(f"  SQL statements per annotation (entry+next+submit): {r['statements_per_annotation']:.1f}")
     print(f"  errors: {r['errors'] or 'none'}")
     print("  from the database: " + ", ".join(f"{k}={v}" for k, v in checks.items()))
 
 
+def _warn_connections(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(pg_conninfo(url)) as c:
+        limit, used = c.execute("SELECT current_setting('max_connections')::int, count(*) "
+                                "FROM pg_stat_activity").fetchone()
+    if limit - used < 90:
+        print(f"warning: only {limit - used} of {limit} connections are free; two web processes use up to "
+              f"80 (pool 20+20 each). Consider --own-server.", flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--database-url", help="use this (migrated or empty) database; default: a fresh one, dropped after")
+    ap.add_argument("--database-url", help="an empty database to migrate and seed (kept); default: a fresh one, dropped after")
     ap.add_argument("--admin-url", default=ADMIN_URL)
     ap.add_argument("--workers", type=int, default=200)
     ap.add_argument("--items", type=int, default=100_000)
@@ -767,21 +904,29 @@ def main(argv=None) -> int:
     ap.add_argument("--web-workers", type=int, default=2)
     ap.add_argument("--client-procs", type=int, default=1)
     ap.add_argument("--no-saturation", action="store_true", help="only the paced runs")
-    ap.add_argument("--quick", action="store_true", help="small sizes: 40 workers, 5k items, 20k annotations, 8 s runs")
+    ap.add_argument("--quick", action="store_true", help="small sizes: 40 workers, 5k items, 20k annotations, 4 s runs")
     ap.add_argument("--keep", action="store_true", help="do not drop the database made here")
+    ap.add_argument("--own-server", action="store_true",
+                    help="run a throwaway PostgreSQL cluster (max_connections=300) instead of using "
+                         "--admin-url's server: 200 workers on 2 web processes need up to 80 connections")
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args(argv)
-    if args.quick:
-        args.workers, args.items, args.annotations = 40, 5000, 20000
-        args.duration, args.warmup, args.rate = 8, 2, "8"
+    if args.quick:  # smaller defaults; options given on the command line still win
+        ap.set_defaults(workers=40, items=5000, annotations=20000, duration=4, warmup=1, rate="20")
+        args = ap.parse_args(argv)
 
     secret = os.environ.get("SECRET_KEY") or "bench-" + secrets.token_hex(8)
     os.environ["SECRET_KEY"] = secret
+    server = OwnServer() if args.own_server and not args.database_url else None
+    if server:
+        args.admin_url = server.admin_url
     made = args.database_url is None
     url = args.database_url or create_database(args.admin_url)
     os.environ["DATABASE_URL"] = url
     print(f"machine: {os.cpu_count()} CPUs, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB; "
-          f"python {sys.version.split()[0]}; database {url.rsplit('@', 1)[-1]}")
+          f"python {sys.version.split()[0]}; database {url.rsplit('@', 1)[-1]}"
+          + (f" (own server: {server.settings()})" if server else ""))
+    _warn_connections(url)
     figures: dict = {"args": vars(args)}
     try:
         from app.cli import migrate_db
@@ -818,7 +963,9 @@ def main(argv=None) -> int:
         from app.db import get_engine
 
         get_engine.cache_clear()
-        if made and not args.keep:
+        if server:
+            server.stop()
+        elif made and not args.keep:
             drop_database(args.admin_url, url)
         elif made:
             print(f"kept {url}")
