@@ -9,8 +9,9 @@ wrong (coverage is shown beside it); an annotator is scored on the items they an
 from __future__ import annotations
 
 import math
+from collections import Counter
 
-from sqlalchemy import Float, and_, case, cast, func, literal, select
+from sqlalchemy import Float, and_, case, cast, func, select, text
 from sqlalchemy.orm import Session
 
 from app.agents.models import Agent, AgentOutput
@@ -33,19 +34,29 @@ def _item_totals(session: Session, study: Study) -> tuple[int, dict[str, int], d
     return sum(by_cat.values()), by_cat, clusters
 
 
-def _rows_from_scores(session: Session, study: Study, scored, key, *, over_all_items: bool,
-                      totals, cluster_sizes) -> dict:
-    """`scored`: a subquery with columns (key, item_id, score, category, cluster)."""
-    n_all, by_cat_total, _ = totals
+def _rows_from_scores(session: Session, study: Study, scored, *, over_all_items: bool,
+                      totals) -> dict:
+    """`scored`: a subquery with columns (key, item_id, score, category, cluster).
+
+    Consistency is counted in SQL: per key, the clusters seen whole and those all right.
+    """
+    n_all, by_cat_total, cluster_sizes = totals
     per_cat = session.execute(
         select(scored.c.key, scored.c.category, func.count(), func.sum(scored.c.score))
         .group_by(scored.c.key, scored.c.category)).all()
+    sizes = (select(Item.cluster, func.count().label("full"))
+             .where(Item.study_id == study.id, Item.is_gold.is_(False), Item.cluster != "")
+             .group_by(Item.cluster).subquery())
     per_cluster = (
         select(scored.c.key, scored.c.cluster, func.count().label("n"),
                func.sum(case((scored.c.score >= 1.0, 1), else_=0)).label("right"))
-        .group_by(scored.c.key, scored.c.cluster).subquery())
-    cons = session.execute(select(per_cluster.c.key, per_cluster.c.cluster, per_cluster.c.n,
-                                  per_cluster.c.right)).all()
+        .where(scored.c.cluster != "").group_by(scored.c.key, scored.c.cluster).subquery())
+    whole = per_cluster.c.n == sizes.c.full
+    cons = {k: (seen or 0, right or 0) for k, seen, right in session.execute(
+        select(per_cluster.c.key, func.sum(case((whole, 1), else_=0)),
+               func.sum(case((and_(whole, per_cluster.c.right == sizes.c.full), 1), else_=0)))
+        .join(sizes, sizes.c.cluster == per_cluster.c.cluster).group_by(per_cluster.c.key))}
+    n_clusters = sum(1 for name in cluster_sizes if name)
     out: dict = {}
     for k, cat, n, s in per_cat:
         r = out.setdefault(k, {"answered": 0, "correct": 0.0, "by_category": {}})
@@ -53,28 +64,29 @@ def _rows_from_scores(session: Session, study: Study, scored, key, *, over_all_i
         r["correct"] += s or 0
         denom = by_cat_total.get(cat, n) if over_all_items else n
         r["by_category"][cat] = _est(s or 0, denom)
-    cons_count: dict = {}
-    for k, cluster, n, right in cons:
-        full = cluster_sizes.get(cluster, 0)
-        if not cluster:
-            continue
-        c = cons_count.setdefault(k, [0, 0])
-        if over_all_items or n == full:  # an annotator's cluster counts once all of it is seen
-            c[1] += 1
-            c[0] += 1 if (n == full and right == full) else 0
     for k, r in out.items():
         denom = n_all if over_all_items else r["answered"]
         r["accuracy"] = _est(r["correct"], denom)
         r["coverage"] = r["answered"] / n_all if n_all else 0.0
-        c = cons_count.get(k)
-        if over_all_items:
-            c = [c[0] if c else 0, sum(1 for name in cluster_sizes if name)]
-        r["consistency"] = _est(c[0], c[1]) if c and c[1] else None
+        seen, right = cons.get(k, (0, 0))
+        # Agents answer for every cluster (a missing answer is wrong); a person's cluster
+        # counts once they have seen all of it.
+        denom = n_clusters if over_all_items else seen
+        r["consistency"] = _est(right, denom) if denom else None
     return out
+
+
+def _tune(session: Session) -> None:
+    """Aggregations over a million rows want hash tables in memory, not sorted spills, and
+    gain nothing from JIT compilation; only for this transaction."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SET LOCAL work_mem = '64MB'"))
+        session.execute(text("SET LOCAL jit = off"))
 
 
 def compute(session: Session, study: Study) -> dict:
     kind = get_kind(study.kind)
+    _tune(session)
     totals = _item_totals(session, study)
     n_all, by_cat_total, cluster_sizes = totals
     rows: list[dict] = []
@@ -88,8 +100,8 @@ def compute(session: Session, study: Study) -> dict:
         .where(AgentOutput.study_id == study.id, Item.is_gold.is_(False)).subquery())
     agents = {a.id: a for a in session.scalars(select(Agent).join(
         AgentOutput, AgentOutput.agent_id == Agent.id).where(AgentOutput.study_id == study.id).distinct())}
-    for aid, r in _rows_from_scores(session, study, agent_scored, "key", over_all_items=True,
-                                    totals=totals, cluster_sizes=cluster_sizes).items():
+    for aid, r in _rows_from_scores(session, study, agent_scored, over_all_items=True,
+                                    totals=totals).items():
         a = agents[aid]
         rows.append({"type": "agent", "name": f"{a.name} v{a.version}", "agent_id": aid, **r})
 
@@ -103,49 +115,82 @@ def compute(session: Session, study: Study) -> dict:
         .join(Item, Item.id == Annotation.item_id).where(valid).subquery())
     names = dict(session.execute(select(User.id, User.pseudonym).where(User.id.in_(
         select(Annotation.worker_id).where(valid)))).all())
-    humans = _rows_from_scores(session, study, human_scored, "key", over_all_items=False,
-                               totals=totals, cluster_sizes=cluster_sizes)
+    humans = _rows_from_scores(session, study, human_scored, over_all_items=False, totals=totals)
     for wid, r in sorted(humans.items(), key=lambda kv: -kv[1]["answered"]):
         rows.append({"type": "annotator", "name": names.get(wid, str(wid)), **r})
 
-    # The per-item majority of people; a tie goes to the earliest answer (deterministic).
-    per_item = (select(Annotation.item_id, func.count().label("n"),
-                       func.sum(Annotation.score).label("s"), func.min(Annotation.id).label("first"))
-                .where(valid).group_by(Annotation.item_id).subquery())
-    first = Annotation.__table__.alias("first_answer")
-    majority = (
-        select(literal(0).label("key"), per_item.c.item_id,
-               case((2 * per_item.c.s > per_item.c.n, 1.0), (2 * per_item.c.s < per_item.c.n, 0.0),
-                    else_=first.c.score).label("score"),
-               Item.category, Item.cluster)
-        .join(Item, Item.id == per_item.c.item_id)
-        .join(first, first.c.id == per_item.c.first).subquery())
-    maj = _rows_from_scores(session, study, majority, "key", over_all_items=False,
-                            totals=totals, cluster_sizes=cluster_sizes)
+    per_item = _answers_per_item(session, study, kind, valid)
+    maj = _majority_row(session, study, per_item, totals)
     if maj:
-        rows.append({"type": "majority", "name": "Human majority (per item)", **maj[0]})
-
+        rows.append(maj)
     rows.extend(kind.baselines(session, study))
 
     return {"study": study.slug, "kind": study.kind, "items": n_all,
             "categories": sorted(by_cat_total), "category_label": kind.category_label,
-            "rows": rows, "agreement": agreement(session, study, kind)}
+            "rows": rows, "agreement": agreement(per_item)}
 
 
-def agreement(session: Session, study: Study, kind) -> dict:
+def _answers_per_item(session: Session, study: Study, kind, valid) -> dict[int, dict]:
+    """One pass over the annotations: per item, per answer value, (count, score sum, first
+    annotation id). The majority and the agreement statistics both come from it."""
     field = kind.agreement_value()
-    if field is None:
+    # Kinds without a categorical answer vote on correctness itself.
+    value = (Annotation.response[field].as_string() if field
+             else cast(func.coalesce(Annotation.score, 0.0), Float))
+    per_item: dict[int, dict] = {}
+    # Core rows (not ORM results): this returns one row per item and answer.
+    for item_id, v, n, total, first in session.connection().execute(
+            select(Annotation.item_id, value, func.count(),
+                   func.sum(func.coalesce(Annotation.score, 0.0)), func.min(Annotation.id))
+            .where(valid).group_by(Annotation.item_id, value)):
+        per_item.setdefault(item_id, {})[v] = (n, float(total or 0.0), first)
+    return per_item
+
+
+def _majority_row(session: Session, study: Study, per_item: dict[int, dict], totals) -> dict | None:
+    """The per-item majority answer of people, scored; a tie goes to the earliest answer
+    (deterministic: no randomness in a reported number)."""
+    if not per_item:
+        return None
+    _, _, cluster_sizes = totals
+    where = {i: (cat, cluster) for i, cat, cluster in session.connection().execute(
+        select(Item.id, Item.category, Item.cluster).where(
+            Item.study_id == study.id, Item.is_gold.is_(False)))}
+    by_cat: dict[str, list] = {}
+    by_cluster: dict[str, list] = {}
+    for item_id, values in per_item.items():
+        top = max(n for n, _, _ in values.values())
+        n, total, _ = min((v for v in values.values() if v[0] == top), key=lambda v: v[2])
+        score = total / n
+        cat, cluster = where[item_id]
+        c = by_cat.setdefault(cat, [0, 0.0])
+        c[0] += 1
+        c[1] += score
+        if cluster:
+            k = by_cluster.setdefault(cluster, [0, 0])
+            k[0] += 1
+            k[1] += score >= 1.0
+    answered = sum(c[0] for c in by_cat.values())
+    correct = sum(c[1] for c in by_cat.values())
+    seen = [k for name, k in by_cluster.items() if k[0] == cluster_sizes.get(name)]
+    return {"type": "majority", "name": "Human majority (per item)", "answered": answered,
+            "correct": correct, "coverage": answered / totals[0] if totals[0] else 0.0,
+            "accuracy": _est(correct, answered),
+            "by_category": {cat: _est(c[1], c[0]) for cat, c in by_cat.items()},
+            "consistency": _est(sum(k[1] == k[0] for k in seen), len(seen)) if seen else None}
+
+
+def agreement(per_item: dict[int, dict]) -> dict:
+    """Krippendorff's alpha and Fleiss' kappa over the items' answer counts."""
+    if not per_item:
         return {}
-    value = Annotation.response[field].as_string()
-    counts: dict[int, dict] = {}
-    for item_id, v, n in session.execute(
-            select(Annotation.item_id, value, func.count())
-            .where(Annotation.study_id == study.id, Annotation.is_gold.is_(False),
-                   Annotation.excluded.is_(False))
-            .group_by(Annotation.item_id, value)):
-        counts.setdefault(item_id, {})[v] = n
-    alpha = stats.krippendorff_alpha_nominal(counts.values())
-    kappa, used = stats.fleiss_kappa(counts.values())
+    # Items with the same answer counts weigh the same: pass each pattern once, weighted.
+    patterns = Counter(frozenset((v, n) for v, (n, _, _) in values.items())
+                       for values in per_item.values())
+    dicts, weights = [dict(p) for p in patterns], list(patterns.values())
+    alpha = stats.krippendorff_alpha_nominal(dicts, weights)
+    kappa, used = stats.fleiss_kappa(dicts, weights=weights)
     clean = lambda x: None if x is None or (isinstance(x, float) and math.isnan(x)) else x  # noqa: E731
     return {"krippendorff_alpha": clean(alpha), "fleiss_kappa": clean(kappa),
-            "fleiss_items": used, "items_with_2plus": sum(1 for c in counts.values() if sum(c.values()) >= 2)}
+            "fleiss_items": used,
+            "items_with_2plus": sum(w for d, w in zip(dicts, weights) if sum(d.values()) >= 2)}

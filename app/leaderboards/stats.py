@@ -184,7 +184,18 @@ def mean_interval_bernoulli_sum(probabilities: Sequence[float], z: float = Z95) 
 # agreement
 
 
-def krippendorff_alpha_nominal(item_counts: Iterable[Mapping[Hashable, int]]) -> float:
+def _with_weights(item_counts, weights):
+    if weights is None:
+        return ((item, 1) for item in item_counts)
+    weights = list(weights)
+    item_counts = list(item_counts)
+    if len(weights) != len(item_counts) or any(int(w) != w or w < 0 for w in weights):
+        raise ValueError("weights must be one non-negative whole number per item")
+    return zip(item_counts, (int(w) for w in weights))
+
+
+def krippendorff_alpha_nominal(item_counts: Iterable[Mapping[Hashable, int]],
+                               weights: Iterable[int] | None = None) -> float:
     """Krippendorff's alpha for nominal data, from per-item value counts.
 
     ``item_counts`` yields, per item (unit), ``value -> number of ratings``.
@@ -201,18 +212,21 @@ def krippendorff_alpha_nominal(item_counts: Iterable[Mapping[Hashable, int]]) ->
 
     Returns ``nan`` when no item is pairable or when all pairable ratings
     share one value (no disagreement is expected, so alpha is undefined).
+
+    ``weights``, if given, says how many items each count pattern stands for, so that a
+    study's 100k items can be passed as their few distinct patterns.
     """
     totals: Counter[Hashable] = Counter()
     same_pairs_by_m: dict[int, int] = defaultdict(int)  # m_u -> sum_u sum_c n_uc (n_uc - 1)
     n = 0
-    for item in item_counts:
+    for item, w in _with_weights(item_counts, weights):
         counts = _clean_item(item)
         m = sum(counts.values())
-        if m < 2:
+        if m < 2 or w == 0:
             continue
-        n += m
-        same_pairs_by_m[m] += sum(c * (c - 1) for c in counts.values())
-        totals.update(counts)
+        n += m * w
+        same_pairs_by_m[m] += w * sum(c * (c - 1) for c in counts.values())
+        totals.update({v: c * w for v, c in counts.items()})
     if n == 0:
         return NAN
     observed_agreement = sum(
@@ -228,6 +242,7 @@ def krippendorff_alpha_nominal(item_counts: Iterable[Mapping[Hashable, int]]) ->
 def fleiss_kappa(
     item_counts: Iterable[Mapping[Hashable, int]],
     categories: Iterable[Hashable] | None = None,
+    weights: Iterable[int] | None = None,
 ) -> tuple[float, int]:
     """Fleiss' kappa from per-item value counts; returns ``(kappa, items_used)``.
 
@@ -247,28 +262,30 @@ def fleiss_kappa(
     The arithmetic is exact (rational) until the final conversion to float.
     """
     allowed = None if categories is None else set(categories)
-    items: list[dict[Hashable, int]] = []
-    for item in item_counts:
+    items: list[tuple[dict[Hashable, int], int]] = []
+    for item, w in _with_weights(item_counts, weights):
         counts = _clean_item(item)
         if allowed is not None:
             unknown = [v for v in counts if v not in allowed]
             if unknown:
                 raise ValueError(f"values {unknown!r} are not among the given categories")
-        if sum(counts.values()) >= 2:
-            items.append(counts)
+        if sum(counts.values()) >= 2 and w > 0:
+            items.append((counts, w))
     if not items:
         return (NAN, 0)
-    frequency = Counter(sum(c.values()) for c in items)
+    frequency: Counter[int] = Counter()
+    for c, w in items:
+        frequency[sum(c.values())] += w
     top = max(frequency.values())
     m = max(size for size, f in frequency.items() if f == top)
-    used = [c for c in items if sum(c.values()) == m]
-    n_items = len(used)
+    used = [(c, w) for c, w in items if sum(c.values()) == m]
+    n_items = sum(w for _, w in used)
 
     squares = 0  # sum_i sum_j n_ij^2
     columns: Counter[Hashable] = Counter()
-    for counts in used:
-        squares += sum(c * c for c in counts.values())
-        columns.update(counts)
+    for counts, w in used:
+        squares += w * sum(c * c for c in counts.values())
+        columns.update({v: c * w for v, c in counts.items()})
     total = n_items * m
     p_bar = Fraction(squares - total, total * (m - 1))
     p_e = Fraction(sum(c * c for c in columns.values()), total * total)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 import math
 import subprocess
 import sys
@@ -534,3 +535,19 @@ def test_module_does_not_import_test_only_packages():
         "sys.exit(1 if bad else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_weighted_patterns_equal_the_expanded_items():
+    rng = np.random.default_rng(5)
+    items = []
+    for _ in range(400):
+        n = int(rng.integers(1, 5))
+        y = int(rng.binomial(n, 0.6))
+        items.append({k: v for k, v in (("Yes", y), ("No", n - y)) if v})
+    patterns = Counter(frozenset(i.items()) for i in items)
+    dicts, weights = [dict(p) for p in patterns], list(patterns.values())
+    assert S.krippendorff_alpha_nominal(dicts, weights) == pytest.approx(S.krippendorff_alpha_nominal(items), abs=1e-12)
+    assert S.fleiss_kappa(dicts, weights=weights)[0] == pytest.approx(S.fleiss_kappa(items)[0], abs=1e-12)
+    assert S.fleiss_kappa(dicts, weights=weights)[1] == S.fleiss_kappa(items)[1]
+    with pytest.raises(ValueError):
+        S.krippendorff_alpha_nominal(dicts, weights[:-1])
