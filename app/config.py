@@ -14,6 +14,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="", env_file=".env", extra="ignore")
 
     database_url: str = f"sqlite:///{ROOT / 'var' / 'proctor.db'}"
+    # Connections per web process: as many as the threads that serve requests (AnyIO's 40),
+    # with no overflow, so a busy server reuses connections instead of opening new ones.
+    db_pool_size: int = 40
     # Empty means the embedded default: jobs run in a thread of the web process.
     redis_url: str = ""
     storage_url: str = f"file://{ROOT / 'var' / 'blobs'}"

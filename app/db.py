@@ -70,7 +70,8 @@ def get_engine(url: str | None = None) -> Engine:
             cur.close()
 
         return engine
-    return create_engine(url, pool_size=20, max_overflow=20, pool_pre_ping=True)
+    size = get_settings().db_pool_size
+    return create_engine(url, pool_size=size, max_overflow=0, pool_timeout=60, pool_pre_ping=True)
 
 
 @lru_cache

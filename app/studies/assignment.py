@@ -214,6 +214,15 @@ def submit(session: Session, study: Study, bundle_id: int, assignment_id: int,
         if study.state not in ("live", "paused"):
             raise NotAvailable(f"This study is {study.state}; answers are no longer taken.")
         parsed = kind.parse_response(response)
+        if assignment.state == "expired":
+            if bundle.n_done >= bundle.size:
+                raise NotAvailable("Your task is already complete.")
+            # A reload after the lease ran out handed this slot a new item; the late answer
+            # fills the slot, so that newer lease goes back to the pool.
+            for newer in session.scalars(select(Assignment).where(
+                    Assignment.bundle_id == bundle.id, Assignment.state == "leased")
+                    .with_for_update()).all():
+                _release(session, newer, "expired")
         if assignment.state == "expired" and not assignment.is_gold:
             # The lease ran out; keep the answer only if the item still has room for it.
             took = session.execute(

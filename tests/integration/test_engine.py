@@ -151,3 +151,24 @@ def test_mturk_worker_gets_the_submit_form_and_prolific_the_redirect(client, ses
     # A submit address that is not MTurk's own is ignored (no open redirect of the form).
     page = finish("workerId=W8&assignmentId=ASG8&hitId=H9&turkSubmitTo=https://evil.example")
     assert "evil.example" not in page and "DONE42" in page
+
+
+def test_late_answer_after_a_reload_fills_its_slot_once(session):
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, bundle_size=2, gold_rate=0.0, annotations_per_item=3)
+    b = assignment.enter(session, study, "prolific", "late", "s", "x")
+    old = assignment.next_item(session, study, b.id)
+    session.execute(update(Assignment).where(Assignment.id == old.id).values(
+        lease_expires_at=old.leased_at - timedelta(seconds=1)))
+    session.commit()
+    newer = assignment.next_item(session, study, b.id)  # the reload: a new item for slot 0
+    assert newer.id != old.id and newer.slot == 0
+    assignment.submit(session, study, b.id, old.id, {"answer": "Yes"}, "late-key")
+    session.expire_all()
+    assert session.get(Assignment, newer.id).state == "expired"
+    assert session.get(Item, newer.item_id).n_active == 0
+    nxt = assignment.next_item(session, study, b.id)
+    assert nxt.slot == 1
+    assignment.submit(session, study, b.id, nxt.id, {"answer": "Yes"}, "k2")
+    assert assignment.next_item(session, study, b.id) is None
+    assert session.scalar(select(func.count()).select_from(Annotation)) == 2
