@@ -129,6 +129,8 @@ async def create_study(request: Request, session: Session = Depends(db),
     form = await request.form()
     fields = {k: v for k, v in form.items() if not hasattr(v, "filename")}
     kind_name = fields.get("kind", "tom")
+    if kind_name not in all_kinds():
+        raise InputError(f"unknown task kind {kind_name!r}", field="kind")
     fmt = fields.get("format") or get_kind(kind_name).item_formats[0]
     upload_token = fields.get("upload_token", "")
     store = get_store()
@@ -138,7 +140,7 @@ async def create_study(request: Request, session: Session = Depends(db),
             data = await read_upload(upload)
             upload_token = secrets.token_hex(12)
             store.put(f"uploads/{user.id}/{upload_token}", data)
-        elif upload_token and upload_token.isalnum():
+        elif upload_token and upload_token.isalnum() and store.exists(f"uploads/{user.id}/{upload_token}"):
             data = store.get(f"uploads/{user.id}/{upload_token}")
         else:
             raise InputError("choose a file to upload", field="file")
