@@ -18,7 +18,7 @@ from app.auth.models import User
 from app.auth.views import MTURK_PREVIEW, crowd_params, remember_entry
 from app.config import get_settings
 from app.errors import InputError
-from app.kinds import get_kind
+from app.kinds import all_kinds, get_kind
 from app.leaderboards.service import compute
 from app.quality import service as quality
 from app.storage import get_store
@@ -79,6 +79,8 @@ async def create_study(file: UploadFile = File(...), settings: str = Form("{}"),
         data_settings = json.loads(settings)
     except json.JSONDecodeError as exc:
         raise InputError(f"not JSON: {exc.msg}", field="settings") from None
+    if kind not in all_kinds():
+        raise InputError(f"unknown task kind {kind!r}", field="kind")
     k = get_kind(kind)
     data = await read_upload(file)
     study = services.create_study(session, session.merge(user), k.name,

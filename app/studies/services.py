@@ -14,7 +14,7 @@ from app import audit
 from app.agents.models import Agent, AgentOutput
 from app.auth.models import User
 from app.errors import InputError
-from app.kinds import get_kind
+from app.kinds import all_kinds, get_kind
 from app.kinds.base import ImportResult
 from app.studies.models import Item, Study
 
@@ -100,7 +100,8 @@ def can_manage(user: User, study: Study) -> bool:
 
 def register_agent(session: Session, owner: User, kind_name: str, name: str, version: str = "1",
                    description: str = "") -> Agent:
-    get_kind(kind_name)
+    if kind_name not in all_kinds():
+        raise InputError(f"unknown task kind {kind_name!r}", field="kind")
     if not name.strip():
         raise InputError("an agent needs a name", field="name")
     agent = session.scalar(select(Agent).where(Agent.owner_id == owner.id, Agent.name == name,
