@@ -46,10 +46,11 @@ def _serve(host: str, port: int) -> None:
     from app.jobs import start_inprocess_worker
     from app.main import create_app
 
+    web = create_app()  # imports everything before the worker thread starts
     if not get_settings().redis_url:
         start_inprocess_worker()
         click.echo("jobs run in this process (no REDIS_URL set)")
-    uvicorn.run(create_app(), host=host, port=port, log_level="warning")
+    uvicorn.run(web, host=host, port=port, log_level="warning")
 
 
 @main.command()
@@ -205,6 +206,33 @@ def nav_score(connectivity: str, references: str, predictions: str, as_json: boo
     from app.kinds.navigation.score import run
 
     sys.exit(run(connectivity, references, predictions, as_json, sys.stdout))
+
+
+@nav.command("import-graphs")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.option("--source", type=click.Choice(["matterport", "generated"]), default="matterport")
+def nav_import_graphs(directory: str, source: str) -> None:
+    """Import every <scan>_connectivity.json in DIRECTORY as a building (replacing earlier ones)."""
+    from pathlib import Path
+
+    from tqdm import tqdm
+
+    from app.db import session_scope
+    from app.errors import InputError
+    from app.kinds.navigation.environments import import_connectivity
+    from app.kinds.navigation.graph import CONNECTIVITY_SUFFIX
+
+    files = sorted(Path(directory).glob(f"*{CONNECTIVITY_SUFFIX}"))
+    if not files:
+        raise click.ClickException(f"no *{CONNECTIVITY_SUFFIX} files in {directory}")
+    _ensure_local_dirs()
+    with session_scope() as session:
+        for path in tqdm(files, desc="importing buildings", unit="building"):
+            try:
+                import_connectivity(session, path, source=source)
+            except InputError as e:
+                raise click.ClickException(f"{path.name}: {e}") from None
+    click.echo(f"imported {len(files)} buildings")
 
 
 if __name__ == "__main__":

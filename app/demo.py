@@ -55,6 +55,19 @@ def simulate_worker(session: Session, study: Study, worker: str, accuracy: float
     return n
 
 
+def _simulate(session: Session, study: Study, researcher: User, kind) -> None:
+    """Two agents with imported outputs and a few simulated annotators (yes/no answers)."""
+    items = session.execute(select(Item.external_id, Item.reference, Item.category)
+                            .where(Item.study_id == study.id)).all()
+    for name, acc, s in (("careful-reader", {"1": 0.92, "2": 0.85, "3": 0.8}, 1),
+                         ("first-order-only", {"1": 0.9, "*": 0.5}, 2)):
+        agent = services.register_agent(session, researcher, kind.name, name)
+        services.import_agent_outputs(session, study, agent, _simulated_answers(items, acc, s))
+    for i in tqdm(range(6), desc="simulated annotators", unit="worker", leave=False):
+        simulate_worker(session, study, f"demo-annotator-{i + 1}", 0.85 + 0.02 * i, i)
+    simulate_worker(session, study, "demo-clicker", 0.0, 99, always="Yes")
+
+
 def seed(session: Session) -> dict:
     """Idempotent: passwords are reset and printed; the demo study is made once."""
     r_pass, a_pass = secrets.token_urlsafe(9), secrets.token_urlsafe(9)
@@ -66,22 +79,20 @@ def seed(session: Session) -> dict:
         study = session.scalar(select(Study).where(Study.title == title))
         if study is None:
             material = kind.demo()
-            settings = services.StudySettings(
-                title=title, annotations_per_item=3, bundle_size=10, gold_rate=0.2,
-                instructions="Read the dialogue. The utterance marked 🛑 is the moment the "
-                             "question asks about. Answer Yes or No: keys y and n, Enter to go on.",
-                redirect_url="https://app.prolific.com/submissions/complete?cc=DEMO")
+            if not material:
+                continue
+            if material.get("setup"):
+                material["setup"](session)  # e.g. the buildings a navigation study walks through
+            settings = services.StudySettings(**{
+                "title": title, "annotations_per_item": 3, "bundle_size": 10, "gold_rate": 0.2,
+                "instructions": "Read the dialogue. The utterance marked 🛑 is the moment the "
+                                "question asks about. Answer Yes or No: keys y and n, Enter to go on.",
+                "redirect_url": "https://app.prolific.com/submissions/complete?cc=DEMO",
+                **material.get("settings", {})})
             study = services.create_study(session, researcher, kind.name, settings,
                                           material["items"], material["format"])
             services.set_state(session, study, "live", researcher)
-            items = session.execute(select(Item.external_id, Item.reference, Item.category)
-                                    .where(Item.study_id == study.id)).all()
-            for name, acc, s in (("careful-reader", {"1": 0.92, "2": 0.85, "3": 0.8}, 1),
-                                 ("first-order-only", {"1": 0.9, "*": 0.5}, 2)):
-                agent = services.register_agent(session, researcher, kind.name, name)
-                services.import_agent_outputs(session, study, agent, _simulated_answers(items, acc, s))
-            for i in tqdm(range(6), desc="simulated annotators", unit="worker", leave=False):
-                simulate_worker(session, study, f"demo-annotator-{i + 1}", 0.85 + 0.02 * i, i)
-            simulate_worker(session, study, "demo-clicker", 0.0, 99, always="Yes")
+            if material.get("simulate", True):
+                _simulate(session, study, researcher, kind)
         studies.append(study)
     return {"researcher": (RESEARCHER, r_pass), "admin": (ADMIN, a_pass), "studies": studies}

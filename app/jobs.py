@@ -131,6 +131,10 @@ def run_queued_once() -> int:
 
 def start_inprocess_worker(stop: threading.Event | None = None) -> threading.Thread:
     """The embedded worker: a daemon thread that runs queued jobs as they arrive."""
+    # Import every model here, in the caller's thread: two threads importing the same
+    # packages at once can deadlock on Python's import locks.
+    import app.models  # noqa: F401
+
     stop = stop or threading.Event()
 
     def loop():

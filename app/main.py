@@ -32,11 +32,13 @@ def create_app(database_url: str | None = None) -> FastAPI:
     from app.api import router as api_router
     from app.auth.views import router as auth_router
     from app.quality.views import router as quality_router
+    from app.kinds.navigation.views import router as navigation_router
     from app.studies.views import router as studies_router
 
     app.include_router(auth_router)
     app.include_router(studies_router)
     app.include_router(quality_router)
+    app.include_router(navigation_router)
     app.include_router(api_router)
     app.mount("/static", StaticFiles(directory=str(static_dir())), name="static")
 

@@ -10,7 +10,7 @@ import importlib
 from app.kinds.base import ItemSpec, TaskKind
 
 # Packages that declare a kind; each exposes `KIND`.
-KIND_MODULES = ["app.kinds.tom"]
+KIND_MODULES = ["app.kinds.tom", "app.kinds.navigation"]
 
 _registry: dict[str, TaskKind] = {}
 

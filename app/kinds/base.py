@@ -40,12 +40,17 @@ class TaskKind(ABC):
     item_template: ClassVar[str]
     Response: ClassVar[type[BaseModel]]
     category_label: ClassVar[str] = "category"
+    # What the worker's pages call one item, and how to work it by keyboard.
+    item_noun: ClassVar[str] = "Item"
+    keyboard_hint: ClassVar[str] = ""
     # Importers by format name: upload bytes -> items. The first is the default.
     item_formats: ClassVar[tuple[str, ...]] = ()
     # Celery task that generates agent outputs for this kind, if any.
     generation_task: ClassVar[str | None] = None
 
-    def parse_response(self, data: dict) -> dict:
+    def parse_response(self, data: dict, payload: dict | None = None) -> dict:
+        """Validate a response; `payload` is the item's (kinds that check a response against
+        the item, e.g. a path against the building's graph, use it)."""
         try:
             return self.Response.model_validate(data).model_dump()
         except ValidationError as exc:
@@ -59,6 +64,10 @@ class TaskKind(ABC):
     @abstractmethod
     def score(self, payload: dict, reference: dict | None, response: dict) -> float | None:
         """A response's score against the item's reference (None when there is none)."""
+
+    def score_details(self, payload: dict, reference: dict | None, response: dict) -> dict | None:
+        """Metrics derived beside the score (stored in Annotation.scores), if the kind has any."""
+        return None
 
     @abstractmethod
     def import_items(self, data: bytes, fmt: str, options: dict) -> ImportResult:

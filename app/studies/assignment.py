@@ -213,7 +213,8 @@ def submit(session: Session, study: Study, bundle_id: int, assignment_id: int,
             raise InputError("no such assignment in your task", field="assignment_id")
         if study.state not in ("live", "paused"):
             raise NotAvailable(f"This study is {study.state}; answers are no longer taken.")
-        parsed = kind.parse_response(response)
+        item = session.get(Item, assignment.item_id)
+        parsed = kind.parse_response(response, payload=item.payload)
         if assignment.state == "expired":
             if bundle.n_done >= bundle.size:
                 raise NotAvailable("Your task is already complete.")
@@ -233,7 +234,6 @@ def submit(session: Session, study: Study, bundle_id: int, assignment_id: int,
                 raise NotAvailable("Time ran out on this item and it went to someone else.")
         elif assignment.state not in ("leased", "expired"):
             raise NotAvailable("This item is no longer yours to answer.")
-        item = session.get(Item, assignment.item_id)
         now = utcnow()
         assignment.state = "completed"
         assignment.completed_at = now
@@ -241,6 +241,7 @@ def submit(session: Session, study: Study, bundle_id: int, assignment_id: int,
             assignment_id=assignment.id, study_id=study.id, item_id=item.id,
             worker_id=bundle.worker_id, is_gold=item.is_gold, response=parsed,
             score=kind.score(item.payload, item.reference, parsed),
+            scores=kind.score_details(item.payload, item.reference, parsed),
             duration_ms=int((now - assignment.leased_at).total_seconds() * 1000),
             client=client or {}, idempotency_key=idempotency_key)
         session.add(annotation)

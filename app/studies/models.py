@@ -133,6 +133,8 @@ class Annotation(Base):
     response: Mapped[dict] = mapped_column()
     # Derived by the kind's scorer against the item's reference; NULL when there is none.
     score: Mapped[float | None] = mapped_column(Float)
+    # Metrics a kind derives beside the score (navigation: ne, success, spl, ndtw, sdtw, ...).
+    scores: Mapped[dict | None] = mapped_column()
     duration_ms: Mapped[int] = mapped_column(default=0)
     client: Mapped[dict] = mapped_column(default=dict)
     idempotency_key: Mapped[str] = mapped_column(String(64), unique=True)

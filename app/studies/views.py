@@ -55,7 +55,8 @@ def done_context(study: Study, bundle: Bundle, platform: str | None,
 def task(request: Request, slug: str, session: Session = Depends(db)):
     study, bundle = crowd_bundle(request, session, slug)
     if bundle.consented_at is None:
-        return render(request, "annotate/consent.html", study=study, bundle=bundle)
+        return render(request, "annotate/consent.html", study=study, bundle=bundle,
+                      kind=get_kind(study.kind))
     current = None if bundle.finished_at else assignment.next_item(session, study, bundle.id)
     if current is None:
         if bundle.finished_at is None:

@@ -73,6 +73,9 @@ GET  /admin/studies/{study_id}/review                   login  login  403    403
 POST /admin/studies/{study_id}/review                   login  login  403    403    303    403     403     303     401
 GET  /admin/studies/{study_id}/participants/{pid}       login  login  403    403    200    403     403     200     401
 GET  /admin/audit                                       login  login  403    403    200    403     403     200     401
+# ---- navigation: a building's walkable view (researchers; workers of a navigation study,
+#      which the probe worker, in a ToM study, is not: tests/integration/test_navigation.py)
+GET  /env/{scan}/view.json                              403    403    200    200    200    200     200     200     401
 # ---- API: researchers (token or cookie session)
 GET  /api/v1/studies                                    401    401    200    200    200    200     200     200     401
 POST /api/v1/studies                                    401    401    201    201    201    201     201     201     401
@@ -223,6 +226,10 @@ def world(app, session, db_url):
     services.import_agent_outputs(session, study, agent, _outputs(items))
     job = jobs.create_job(session, "export", study_id=study.id, owner_id=owner.id)
     session.commit()
+    from app.kinds.navigation.environments import import_house
+    from app.kinds.navigation.house import generate_house
+
+    import_house(session, generate_house(1))
     store = get_store()
     store.put("exports/roles/probe.txt", b"probe")
     blob_url = store.url("exports/roles/probe.txt")
@@ -269,7 +276,7 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
     method, template = key.split(" ", 1)
     path = (template.replace("{study_id}", str(w.study.id)).replace("{slug}", w.study.slug)
             .replace("{agent_id}", str(w.agent_id)).replace("{job_id}", str(w.job_id))
-            .replace("{pid}", str(w.pid)))
+            .replace("{pid}", str(w.pid)).replace("{scan}", "house-1"))
     kw: dict = {}
     form: dict | None = None
     files = None

@@ -32,6 +32,8 @@ class CommonToM(TaskKind):
     item_template: ClassVar[str] = "kinds/tom/item.html"
     Response = ToMResponse
     category_label: ClassVar[str] = "order"
+    item_noun: ClassVar[str] = "Question"
+    keyboard_hint: ClassVar[str] = "y: Yes, n: No, Enter: next."
     item_formats: ClassVar[tuple[str, ...]] = ("csv", "cg")
 
     def score(self, payload, reference, response):

@@ -1,0 +1,96 @@
+"""A crowd worker follows a navigation instruction in a real browser, by keyboard alone: turn
+with the arrows until the next viewpoint of the reference path is highlighted, Enter to walk,
+s to stop, 4 to rate, Enter to go on. The stored path's metrics are exactly the offline ones."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from playwright.sync_api import expect
+from sqlalchemy import select
+
+from tests.conftest import make_user
+from tests.integration.test_navigation import create_nav_study
+
+pytestmark = pytest.mark.browser
+
+
+def _angle(a: float, b: float) -> float:
+    return (b - a + math.pi) % (2 * math.pi) - math.pi
+
+
+def follow(page, Session, graph, slug: str) -> tuple[int, list[str]]:
+    """Follow the served item's reference path by keyboard, stop, rate 4, go on."""
+    from app.auth.models import User
+    from app.studies.models import Assignment, Item
+
+    expect(page.locator("#nav-instruction")).to_be_visible()
+    page.wait_for_function("window.proctorViewer !== undefined")
+    expect(page.locator("#nav-view canvas")).to_be_focused()
+    assert page.locator("#nav-rating").is_hidden()
+    with Session() as s:
+        worker = s.scalar(select(User).where(User.platform == "prolific", User.external_id == "nav1"))
+        a = s.scalar(select(Assignment).where(Assignment.worker_id == worker.id, Assignment.state == "leased"))
+        item = s.get(Item, a.item_id)
+        reference, instruction = item.reference["path"], item.payload["instruction"]
+    assert page.locator("#nav-instruction").inner_text().strip() == instruction
+    # Enter outside the view before Stop neither submits nor walks.
+    page.evaluate("document.activeElement.blur()")
+    page.keyboard.press("Enter")
+    page.wait_for_timeout(200)
+    assert page.evaluate("proctorViewer.state().viewpoint") == reference[0]
+    assert page.locator("#nav-rating").is_hidden()
+    page.locator("#nav-view canvas").focus()
+    for here, there in zip(reference, reference[1:]):
+        page.wait_for_function("(v) => proctorViewer.state().viewpoint === v", arg=here)
+        target = graph.heading(here, there)
+        for _ in range(26):
+            if page.evaluate("proctorViewer.highlighted()") == there:
+                break
+            heading = page.evaluate("proctorViewer.state().heading")
+            page.keyboard.press("ArrowRight" if _angle(heading, target) > 0 else "ArrowLeft")
+        assert page.evaluate("proctorViewer.highlighted()") == there, (here, there)
+        page.keyboard.press("Enter")
+        page.wait_for_function("(v) => proctorViewer.state().viewpoint === v", arg=there)
+    assert page.url.endswith(f"/task/{slug}")  # Enter in the view never submitted the form
+    page.keyboard.press("s")
+    expect(page.locator("#nav-rating")).to_be_visible()
+    expect(page.locator("#nav-rating legend")).to_have_text("How easy was it to follow the instructions?")
+    page.keyboard.press("4")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    return a.id, reference
+
+
+def test_follow_an_instruction_by_keyboard(live_server, page):
+    from app.db import get_sessionmaker
+    from app.kinds.navigation import metrics
+    from app.kinds.navigation.environments import get_graph
+    from app.studies.models import Annotation
+
+    Session = get_sessionmaker(live_server.db_url)
+    with Session() as s:
+        owner = make_user(s, "researcher")
+        house, study = create_nav_study(s, owner, bundle_size=2)
+        slug = study.slug
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+
+    page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=nav1&STUDY_ID=s&SESSION_ID=x1")
+    expect(page.locator("#consent")).to_be_focused()
+    page.keyboard.press("Enter")
+    graph = get_graph(house.scan)
+    for k in (1, 2):
+        expect(page.get_by_text(f"Instruction {k} of 2", exact=True)).to_be_visible()
+        a_id, reference = follow(page, Session, graph, slug)
+        with Session() as s:
+            ann = s.scalar(select(Annotation).where(Annotation.assignment_id == a_id))
+            assert ann is not None
+            assert ann.response["path"] == reference and ann.response["rating"] == 4
+            assert ann.response["trace"][0][0] == reference[0]
+            assert ann.response["trace"][-1][0] == reference[-1]
+            assert ann.scores == metrics.score_trajectory(graph, reference, ann.response["path"])
+            assert ann.scores["ndtw"] == 1 and ann.score == 1.0
+    expect(page.get_by_role("heading", name="Thank you!")).to_be_visible()
+    assert errors == []
