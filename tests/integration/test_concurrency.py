@@ -25,7 +25,7 @@ import uuid
 from dataclasses import dataclass, field
 
 import pytest
-from sqlalchemy import create_engine, event, func, select, text
+from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.orm import sessionmaker
 from sqlalchemy.pool import NullPool
 
@@ -406,23 +406,10 @@ def test_postgres_100_concurrent_workers(db_url):
         engine.dispose()
 
 
-def _sqlite_engine(url: str):
-    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30},
-                           pool_size=20, max_overflow=0, pool_timeout=60)
-
-    @event.listens_for(engine, "connect")
-    def _pragmas(dbapi_conn, _record):
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute("PRAGMA busy_timeout=30000")
-        cur.close()
-
-    return engine
-
-
 def test_sqlite_16_threads_in_one_process(sqlite_url):
-    engine = _sqlite_engine(sqlite_url)
+    from app.db import get_engine
+
+    engine = get_engine(sqlite_url)  # the embedded default's own engine
     sm = sessionmaker(engine, expire_on_commit=False)
     try:
         with sm() as s:
