@@ -85,6 +85,16 @@ class TaskKind(ABC):
         """Leaderboard rows computed without people or agents (e.g. a random baseline)."""
         return []
 
+    def extra_leaderboard(self, session, study) -> dict | None:
+        """A kind's own leaderboard section, shown under the generic table, or None.
+
+        {"tables": [{"key": str, "title": str, "note": str (optional),
+                     "columns": [{"key": str, "label": str}, ...],
+                     "rows": [{column key: cell, ...}, ...]}, ...]}
+        A cell is a string, a number, None, or an estimate {"n", "mean", "low", "high"}
+        (rendered as the mean with its interval)."""
+        return None
+
     def demo(self) -> dict[str, Any]:
         """Demo material: {'items': bytes, 'format': str, 'agents': {name: outputs bytes}}."""
         return {}

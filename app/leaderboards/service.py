@@ -127,7 +127,8 @@ def compute(session: Session, study: Study) -> dict:
 
     return {"study": study.slug, "kind": study.kind, "items": n_all,
             "categories": sorted(by_cat_total), "category_label": kind.category_label,
-            "rows": rows, "agreement": agreement(per_item)}
+            "rows": rows, "agreement": agreement(per_item),
+            "extra": kind.extra_leaderboard(session, study)}
 
 
 def _answers_per_item(session: Session, study: Study, kind, valid) -> dict[int, dict]:

@@ -26,7 +26,7 @@ from app.errors import InputError
 from app.kinds.base import ImportResult, ItemSpec, TaskKind
 from app.kinds.navigation import metrics
 from app.kinds.navigation.environments import get_graph
-from app.kinds.navigation.formats import parse_r2r
+from app.kinds.navigation.formats import parse_coop_greedy, parse_r2r
 
 MAX_PATH = 500  # viewpoints a follower may visit in one session
 MAX_TRACE = 20000  # pose-trace frames (about 30 minutes at 10 per second)
@@ -73,7 +73,7 @@ class Navigation(TaskKind):
     item_noun: ClassVar[str] = "Instruction"
     keyboard_hint: ClassVar[str] = ("Left/right arrows: look around; Enter: walk to the highlighted "
                                     "marker; s: stop; 1-4: rate; Enter: next.")
-    item_formats: ClassVar[tuple[str, ...]] = ("r2r",)
+    item_formats: ClassVar[tuple[str, ...]] = ("r2r", "coop")
     default_instructions: ClassVar[str] = INSTRUCTIONS
     ratings: ClassVar[tuple[tuple[int, str], ...]] = RATINGS
 
@@ -109,8 +109,67 @@ class Navigation(TaskKind):
         return None if details is None else (1.0 if details["success"] else 0.0)
 
     def import_items(self, data: bytes, fmt: str, options: dict) -> ImportResult:
-        if fmt != "r2r":
-            raise InputError(f"unknown format {fmt!r}: use r2r", field="format")
+        if fmt == "r2r":
+            return self._import_r2r(data)
+        if fmt == "coop":
+            return self._import_coop(data, options)
+        raise InputError(f"unknown format {fmt!r}: use r2r or coop", field="format")
+
+    def _import_coop(self, data: bytes, options: dict) -> ImportResult:
+        """A coop greedy speaker file: one item per generated instruction (source "agent",
+        category the speaker's name), the human-written QC episode (key "0") as a gold item,
+        and (option with_references, default on) each path's first human reference instruction.
+        A path's items share one exclusion group: nobody follows two instructions of a path."""
+        speaker = options.get("speaker", "speaker")
+        if not isinstance(speaker, str) or not speaker.strip() or len(speaker) > 64:
+            raise InputError("the speaker's name must be 1-64 characters", field="speaker")
+        speaker = speaker.strip()
+        if speaker == "human":
+            raise InputError("\"human\" names the human references; choose another speaker name",
+                             field="speaker")
+        with_refs = bool(options.get("with_references", True))
+        parsed = parse_coop_greedy(data)
+        items: list[ItemSpec] = []
+        seen: dict[str, str] = {}
+        for out in (parsed.qc_episode, *parsed.outputs):
+            label = f"key {out.key!r}"
+            try:
+                graph = get_graph(out.scan)
+            except InputError as e:
+                raise InputError(f"{label}: {e.message}", field="scan") from None
+            try:
+                graph.check_walk(out.path, field="path")
+            except InputError as e:
+                raise InputError(f"{label}: {e.message}", field="path") from None
+            group = f"{out.scan}:{out.path_id}"
+            payload = {"scan": out.scan, "start": out.path[0], "heading": out.heading}
+            reference = {"path": list(out.path)}
+            if out is parsed.qc_episode:
+                items.append(ItemSpec(external_id="qc", payload={"instruction": out.generated_instr, **payload},
+                                      reference=reference, is_gold=True, source="human",
+                                      category="human", cluster="", exclusion_group=group))
+                continue
+            if group in seen:
+                raise InputError(f"{label}: path {out.path_id} of {out.scan} repeats key {seen[group]!r}",
+                                 field="path_id")
+            seen[group] = out.key
+            items.append(ItemSpec(external_id=f"{speaker}:{out.key}",
+                                  payload={"instruction": out.generated_instr, **payload},
+                                  reference=reference, source="agent", category=speaker,
+                                  cluster=group, exclusion_group=group))
+            if with_refs:
+                refs = [t for t in out.instructions if t.strip()]
+                if not refs:
+                    raise InputError(f"{label}: no human reference instruction", field="instructions")
+                items.append(ItemSpec(external_id=f"{out.path_id}_0",
+                                      payload={"instruction": refs[0], **payload},
+                                      reference=reference, source="human", category="human",
+                                      cluster=group, exclusion_group=group))
+        return ImportResult(items=items, kind_settings={"speakers": [speaker]}, summary={
+            "paths": len(seen), "instructions": len(items), "speaker": speaker,
+            "scans": sorted({o.scan for o in parsed.outputs})})
+
+    def _import_r2r(self, data: bytes) -> ImportResult:
         paths = parse_r2r(data)
         items: list[ItemSpec] = []
         for p in paths:
@@ -134,6 +193,11 @@ class Navigation(TaskKind):
         return ImportResult(items=items, summary={
             "paths": len(paths), "instructions": len(items),
             "scans": sorted({p.scan for p in paths})})
+
+    def extra_leaderboard(self, session, study) -> dict | None:
+        from app.kinds.navigation.leaderboard import section
+
+        return section(session, study)
 
     def import_agent_outputs(self, data: bytes, known_ids: set[str]) -> dict[str, dict]:
         raise InputError("importing a speaker's instructions is not yet supported", field="file")

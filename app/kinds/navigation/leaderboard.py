@@ -1,0 +1,117 @@
+"""The navigation leaderboard section: per speaker (Item.category, "human" for the reference
+instructions), the followers' metrics with 95% bootstrap intervals, the mean interpretability
+rating, and paired t-tests of each speaker against a baseline speaker over the paths both have.
+
+Only valid human annotations count (not gold, not excluded). One row per annotation is read,
+with just the needed JSON fields (never the response's path or trace): navigation studies are
+small (hundreds to a few thousand annotations).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from sqlalchemy import and_, select
+from sqlalchemy.orm import Session
+
+from app.leaderboards import stats
+from app.studies.models import Annotation, Item, Study
+
+# (key in Annotation.scores, column label); the order of the table's columns.
+METRICS = (("success", "SR"), ("spl", "SPL"), ("ndtw", "nDTW"), ("sdtw", "SDTW"),
+           ("ne", "NE (m)"), ("path_length", "Path length (m)"))
+RATING = ("rating", "Rating (1-4)")
+
+
+def _number(v) -> float | None:
+    if v is None or isinstance(v, str):
+        return None
+    x = float(v)  # booleans (success) become 0.0 / 1.0
+    return x if math.isfinite(x) else None
+
+
+def _clean(x):
+    return None if isinstance(x, float) and not math.isfinite(x) else x
+
+
+def annotation_values(session: Session, study: Study) -> list[tuple[str, str, dict[str, float]]]:
+    """(category, cluster, {metric: value, "rating": value}) per valid annotation."""
+    valid = and_(Annotation.study_id == study.id, Annotation.is_gold.is_(False),
+                 Annotation.excluded.is_(False))
+    cols = [Annotation.scores[key] for key, _ in METRICS] + [Annotation.response["rating"]]
+    names = [key for key, _ in METRICS] + ["rating"]
+    out = []
+    for cat, cluster, *values in session.connection().execute(
+            select(Item.category, Item.cluster, *cols).join(Item, Item.id == Annotation.item_id)
+            .where(valid).order_by(Annotation.id)):
+        vals = {n: x for n, v in zip(names, values) if (x := _number(v)) is not None}
+        out.append((cat, cluster, vals))
+    return out
+
+
+def section(session: Session, study: Study) -> dict | None:
+    rows = annotation_values(session, study)
+    if not rows:
+        return None
+    keys = [k for k, _ in METRICS] + [RATING[0]]
+    by_cat: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    # category -> metric -> cluster -> values (for the per-path means of the paired tests)
+    by_path: dict[str, dict[str, dict[str, list[float]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list)))
+    counts: dict[str, int] = defaultdict(int)
+    for cat, cluster, vals in rows:
+        counts[cat] += 1
+        for k, v in vals.items():
+            by_cat[cat][k].append(v)
+            if cluster:
+                by_path[cat][k][cluster].append(v)
+    baseline = str((study.kind_settings or {}).get("baseline", "human"))
+    # The baseline first, then the speakers by name.
+    cats = sorted(counts, key=lambda c: (c != baseline, c))
+
+    metric_rows = []
+    for cat in cats:
+        row: dict = {"category": cat, "n": counts[cat]}
+        for k in keys:
+            row[k] = stats.bootstrap_mean_interval(by_cat[cat][k]).as_dict()
+        metric_rows.append(row)
+
+    paired_rows = []
+    if baseline in counts:
+        for cat in cats:
+            if cat == baseline:
+                continue
+            for k, label in (*METRICS, RATING):
+                mine, base = by_path[cat][k], by_path[baseline][k]
+                shared = sorted(set(mine) & set(base))
+                a = [sum(mine[c]) / len(mine[c]) for c in shared]
+                b = [sum(base[c]) / len(base[c]) for c in shared]
+                t = stats.paired_t_test(a, b)
+                paired_rows.append({"category": cat, "metric": label,
+                                    "mean_diff": _clean(t["mean_diff"]), "t": _clean(t["t"]),
+                                    "p": _clean(t["p"]), "n_paths": t["n"]})
+
+    tables = [{
+        "key": "navigation_metrics",
+        "title": "Followers' metrics per speaker",
+        "note": ("Valid human annotations (gold and excluded ones left out). Means with 95% "
+                 "bootstrap intervals; SR, SPL, nDTW, SDTW in [0, 1]; NE and path length in metres; "
+                 "rating: how easy the instruction was to follow."),
+        "columns": [{"key": "category", "label": "Speaker"}, {"key": "n", "label": "Annotations"}]
+                   + [{"key": k, "label": label} for k, label in (*METRICS, RATING)],
+        "rows": metric_rows,
+    }]
+    if paired_rows:
+        tables.append({
+            "key": "navigation_paired",
+            "title": f"Paired t-tests against {baseline}",
+            "note": ("Per metric: the mean over a path's annotations for each speaker, then a "
+                     f"two-sided paired t-test over the paths both the speaker and {baseline} have "
+                     f"(difference = speaker - {baseline})."),
+            "columns": [{"key": "category", "label": "Speaker"}, {"key": "metric", "label": "Metric"},
+                        {"key": "mean_diff", "label": "Mean difference"}, {"key": "t", "label": "t"},
+                        {"key": "p", "label": "p"}, {"key": "n_paths", "label": "Paths"}],
+            "rows": paired_rows,
+        })
+    return {"tables": tables}

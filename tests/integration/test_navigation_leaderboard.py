@@ -1,0 +1,209 @@
+"""Speakers' instructions as navigation items (the coop greedy format) and the navigation
+leaderboard section: simulated followers submit through the assignment engine, and the per
+speaker means, bootstrap intervals and paired tests are checked against a plain
+recomputation from the stored annotation scores. SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from app.errors import InputError
+from app.kinds.navigation.environments import get_graph, import_connectivity, import_house
+from app.kinds.navigation.grammar import describe_path
+from app.kinds.navigation.house import generate_house, sample_paths
+from app.leaderboards.service import compute
+from app.studies import assignment, services
+from app.studies.models import Annotation, Item, Study
+from tests.conftest import login, make_user
+
+ROOT = Path(__file__).resolve().parents[2]
+COOP_GREEDY = ROOT.parent / "shared" / "data" / "coop" / "anno_speaker-clip-t5_greedy.json"
+CONN = ROOT.parent / "shared" / "data" / "r2r" / "connectivity"
+
+_HOUSE = {}
+
+
+def house():
+    if "h" not in _HOUSE:
+        _HOUSE["h"] = generate_house(5)
+    return _HOUSE["h"]
+
+
+def coop_file(h, n: int = 6, model: str = "toy-speaker") -> bytes:
+    """A coop-shaped greedy file on a generated house: key "0" the QC episode, then one
+    generated instruction per path with two human references."""
+    paths = sample_paths(h, n + 1, rng=11)
+    data = {}
+    for k, p in enumerate(paths):
+        refs = describe_path(h, p, rng=200 + k, n=2)
+        generated = describe_path(h, p, rng=900 + k, n=1)[0]
+        key = str(k if k == 0 else 100 + k)
+        data[key] = {"generated_instr": generated, "distance": 1.0, "scan": h.scan,
+                     "path": list(p.path), "heading": p.heading, "instr_id": f"{50 + k}_0",
+                     "instructions": refs, "path_id": 50 + k, "model": model,
+                     "generated_instr_sum_log_prob": -3.0, "generated_instr_avg_log_prob": -0.3}
+    return json.dumps(data).encode()
+
+
+def test_coop_import_shapes_items(session):
+    h = house()
+    import_house(session, h)
+    owner = make_user(session, "researcher")
+    data = coop_file(h)
+    study = services.create_study(session, owner, "navigation", services.StudySettings(title="coop"),
+                                  data, "coop", {"speaker": "toy"})
+    items = session.scalars(select(Item).where(Item.study_id == study.id)).all()
+    raw = json.loads(data)
+    assert len(items) == 1 + 2 * (len(raw) - 1)
+    gold = [i for i in items if i.is_gold]
+    assert len(gold) == 1 and gold[0].payload["instruction"] == raw["0"]["generated_instr"]
+    agent = [i for i in items if i.source == "agent"]
+    human = [i for i in items if i.source == "human" and not i.is_gold]
+    assert {i.category for i in agent} == {"toy"} and {i.category for i in human} == {"human"}
+    by_group = {}
+    for i in agent + human:
+        assert i.cluster == i.exclusion_group and i.cluster.startswith(f"{h.scan}:")
+        by_group.setdefault(i.cluster, []).append(i)
+    assert all(sorted(x.source for x in g) == ["agent", "human"] for g in by_group.values())
+    for key, rec in raw.items():
+        if key == "0":
+            continue
+        g = by_group[f"{h.scan}:{rec['path_id']}"]
+        a = next(x for x in g if x.source == "agent")
+        r = next(x for x in g if x.source == "human")
+        assert a.payload["instruction"] == rec["generated_instr"]
+        assert r.payload["instruction"] == rec["instructions"][0]
+        assert a.reference == r.reference == {"path": rec["path"]}
+        assert a.payload["start"] == rec["path"][0] and "path" not in a.payload
+
+    # Without the references: only the speaker's items (and the QC episode).
+    only = services.preview_items("navigation", data, "coop", {"with_references": False})
+    assert {i.category for i in only.items if not i.is_gold} == {"speaker"}
+
+    # A scan never imported is refused, naming the key and the field.
+    raw["103"]["scan"] = "no-such-house"
+    with pytest.raises(InputError) as e:
+        services.preview_items("navigation", json.dumps(raw).encode(), "coop", {})
+    assert e.value.field == "scan" and "'103'" in str(e.value)
+    with pytest.raises(InputError) as e:
+        services.preview_items("navigation", data, "nope", {})
+    assert e.value.field == "format"
+
+
+@pytest.mark.skipif(not (COOP_GREEDY.exists() and CONN.is_dir()),
+                    reason="real coop greedy file or R2R connectivity absent under ../shared/data")
+def test_real_coop_greedy_file_imports(sqlite_url):
+    from app.db import get_sessionmaker
+
+    session = get_sessionmaker(sqlite_url)()
+    try:
+        raw = json.loads(COOP_GREEDY.read_bytes())
+        for scan in sorted({r["scan"] for r in raw.values()}):
+            import_connectivity(session, CONN / f"{scan}_connectivity.json")
+        result = services.preview_items("navigation", COOP_GREEDY.read_bytes(), "coop",
+                                        {"speaker": "clip-t5"})
+        assert len(result.items) == 1 + 2 * (len(raw) - 1)
+        assert sum(i.source == "agent" for i in result.items) == len(raw) - 1
+    finally:
+        session.close()
+
+
+def _follow(graph, ref: list[str], style: str) -> list[str]:
+    if style == "exact":
+        return list(ref)
+    if style == "early":
+        return list(ref[:max(1, len(ref) // 2)])
+    # A detour: step to a neighbour off the path at the start, come back, then follow.
+    off = next((n for n in graph.neighbours(ref[0]) if n not in ref), None)
+    return list(ref) if off is None else [ref[0], off, ref[0], *ref[1:]]
+
+
+def _simulate(session, study: Study, workers: int, graph) -> int:
+    styles = ("exact", "early", "detour")
+    done = 0
+    for w in range(workers):
+        bundle = assignment.enter(session, study, "prolific", f"sim-{w}")
+        while True:
+            a = assignment.next_item(session, study, bundle.id)
+            if a is None:
+                break
+            item = session.get(Item, a.item_id)
+            # Agent instructions are followed worse than human ones, so the test has an effect.
+            style = styles[(w + a.id + (1 if item.source == "agent" else 0)) % 3]
+            path = _follow(graph, item.reference["path"], style)
+            assignment.submit(session, study, bundle.id, a.id,
+                              {"path": path, "trace": [], "rating": 1 + (w + a.id) % 4},
+                              uuid.uuid4().hex)
+            done += 1
+    return done
+
+
+def test_navigation_leaderboard_section(session, client):
+    h = house()
+    import_house(session, h)
+    graph = get_graph(h.scan)
+    owner = make_user(session, "researcher")
+    s = services.StudySettings(title="Speakers", bundle_size=4, gold_rate=0.0, annotations_per_item=3)
+    study = services.create_study(session, owner, "navigation", s, coop_file(h), "coop",
+                                  {"speaker": "toy"})
+    services.set_state(session, study, "live", owner)
+    assert _simulate(session, study, 9, graph) > 20
+
+    board = compute(session, study)
+    tables = {t["key"]: t for t in board["extra"]["tables"]}
+    metrics = {r["category"]: r for r in tables["navigation_metrics"]["rows"]}
+    assert set(metrics) == {"human", "toy"}
+
+    # A straightforward recomputation from the stored annotations.
+    anns = session.execute(select(Item.category, Item.cluster, Annotation.scores, Annotation.response)
+                           .join(Item, Item.id == Annotation.item_id)
+                           .where(Annotation.study_id == study.id, Annotation.is_gold.is_(False),
+                                  Annotation.excluded.is_(False))).all()
+    for cat, row in metrics.items():
+        mine = [a for a in anns if a.category == cat]
+        assert row["n"] == len(mine)
+        for key in ("success", "ndtw", "spl", "ne", "path_length"):
+            values = [float(a.scores[key]) for a in mine]
+            est = row[key]
+            assert est["n"] == len(values)
+            assert est["mean"] == pytest.approx(sum(values) / len(values))
+            assert est["low"] - 1e-12 <= est["mean"] <= est["high"] + 1e-12
+        ratings = [a.response["rating"] for a in mine]
+        assert row["rating"]["mean"] == pytest.approx(sum(ratings) / len(ratings))
+    # The simulated followers really differ: some stop early or detour.
+    assert 0 < metrics["human"]["success"]["mean"] <= 1 and metrics["toy"]["ndtw"]["mean"] < 1
+
+    paired = [r for r in tables["navigation_paired"]["rows"] if r["category"] == "toy"]
+    assert {r["metric"] for r in paired} >= {"SR", "nDTW", "SPL"}
+    shared = ({a.cluster for a in anns if a.category == "toy"}
+              & {a.cluster for a in anns if a.category == "human"})
+    assert shared and all(r["n_paths"] == len(shared) for r in paired)
+    sr = next(r for r in paired if r["metric"] == "SR")
+    per = {}
+    for a in anns:
+        if a.cluster in shared:
+            per.setdefault((a.category, a.cluster), []).append(float(a.scores["success"]))
+    diffs = [sum(per["toy", c]) / len(per["toy", c]) - sum(per["human", c]) / len(per["human", c])
+             for c in shared]
+    assert sr["mean_diff"] == pytest.approx(sum(diffs) / len(diffs))
+    assert sr["p"] is None or 0 <= sr["p"] <= 1
+    json.dumps(board, allow_nan=False)  # JSON-safe: no NaN or infinities
+
+    login(client, owner)
+    page = client.get(f"/studies/{study.id}/leaderboard")
+    assert page.status_code == 200
+    assert 'id="navigation_metrics"' in page.text and 'id="navigation_paired"' in page.text
+    assert "nDTW" in page.text and "toy" in page.text
+
+
+def test_leaderboard_without_extra_has_none(session):
+    from tests.conftest import create_tom_study
+
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner)
+    assert compute(session, study)["extra"] is None
