@@ -64,6 +64,18 @@ def _json_field(data: dict, name: str) -> None:
             raise InputError(f"{name} is not valid JSON", field=name) from None
 
 
+def _check_path(scan: str, path, label: str) -> None:
+    """The building must be imported and the path a walk on its graph."""
+    try:
+        graph = get_graph(scan)
+    except InputError as e:
+        raise InputError(f"{label}: {e.message}", field="scan") from None
+    try:
+        graph.check_walk(path, field="path")
+    except InputError as e:
+        raise InputError(f"{label}: {e.message}", field="path") from None
+
+
 class Navigation(TaskKind):
     name: ClassVar[str] = "navigation"
     title: ClassVar[str] = "Navigation following"
@@ -133,14 +145,7 @@ class Navigation(TaskKind):
         seen: dict[str, str] = {}
         for out in (parsed.qc_episode, *parsed.outputs):
             label = f"key {out.key!r}"
-            try:
-                graph = get_graph(out.scan)
-            except InputError as e:
-                raise InputError(f"{label}: {e.message}", field="scan") from None
-            try:
-                graph.check_walk(out.path, field="path")
-            except InputError as e:
-                raise InputError(f"{label}: {e.message}", field="path") from None
+            _check_path(out.scan, out.path, label)
             group = f"{out.scan}:{out.path_id}"
             payload = {"scan": out.scan, "start": out.path[0], "heading": out.heading}
             reference = {"path": list(out.path)}
@@ -173,14 +178,7 @@ class Navigation(TaskKind):
         paths = parse_r2r(data)
         items: list[ItemSpec] = []
         for p in paths:
-            try:
-                graph = get_graph(p.scan)
-            except InputError as e:
-                raise InputError(f"path_id {p.path_id}: {e.message}", field="scan") from None
-            try:
-                graph.check_walk(p.path, field="path")
-            except InputError as e:
-                raise InputError(f"path_id {p.path_id}: {e.message}", field="path") from None
+            _check_path(p.scan, p.path, f"path_id {p.path_id}")
             group = f"{p.scan}:{p.path_id}"
             for k, text in enumerate(p.instructions):
                 if not text.strip():
