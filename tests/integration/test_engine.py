@@ -12,6 +12,13 @@ from app.studies.models import Annotation, Assignment, Item
 from tests.conftest import create_tom_study, make_user
 
 
+def expire_lease(session, a):
+    """Let a lease run out without waiting for it."""
+    session.execute(update(Assignment).where(Assignment.id == a.id).values(
+        lease_expires_at=a.leased_at - timedelta(seconds=1)))
+    session.commit()
+
+
 def answer_all(session, study, bundle_id, answer="Yes"):
     n = 0
     while (a := assignment.next_item(session, study, bundle_id)) is not None:
@@ -75,9 +82,7 @@ def test_expired_lease_returns_item_to_pool(session):
     study = create_tom_study(session, owner, bundle_size=5, gold_rate=0.0, annotations_per_item=1)
     b1 = assignment.enter(session, study, "prolific", "slow", "s", "x")
     a = assignment.next_item(session, study, b1.id)
-    session.execute(update(Assignment).where(Assignment.id == a.id).values(
-        lease_expires_at=a.leased_at - timedelta(seconds=1)))
-    session.commit()
+    expire_lease(session, a)
     assert assignment.sweep_expired(session) == 1
     assert session.get(Item, a.item_id).n_active == 0
     b2 = assignment.enter(session, study, "prolific", "fast", "s", "x")
@@ -91,6 +96,10 @@ def test_expired_lease_returns_item_to_pool(session):
     if item.n_active >= 1:
         with pytest.raises(assignment.NotAvailable):
             assignment.submit(session, study, b1.id, a.id, {"answer": "No"}, "late")
+    else:
+        assignment.submit(session, study, b1.id, a.id, {"answer": "No"}, "late")
+        session.refresh(item)
+        assert item.n_active == 1
 
 
 def test_exclusion_groups(session):
@@ -158,9 +167,7 @@ def test_late_answer_after_a_reload_fills_its_slot_once(session):
     study = create_tom_study(session, owner, bundle_size=2, gold_rate=0.0, annotations_per_item=3)
     b = assignment.enter(session, study, "prolific", "late", "s", "x")
     old = assignment.next_item(session, study, b.id)
-    session.execute(update(Assignment).where(Assignment.id == old.id).values(
-        lease_expires_at=old.leased_at - timedelta(seconds=1)))
-    session.commit()
+    expire_lease(session, old)
     newer = assignment.next_item(session, study, b.id)  # the reload: a new item for slot 0
     assert newer.id != old.id and newer.slot == 0
     assignment.submit(session, study, b.id, old.id, {"answer": "Yes"}, "late-key")
