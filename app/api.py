@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, UploadFile
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Response, UploadFile
 from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -23,7 +23,7 @@ from app.leaderboards.service import compute
 from app.quality import service as quality
 from app.storage import get_store
 from app.studies import assignment, services
-from app.studies.models import Item, Study
+from app.studies.models import Annotation, Item, Study
 from app.studies.views import crowd_bundle, done_context, kind_options
 from app.web import rate_limit, read_upload
 
@@ -43,6 +43,8 @@ class StudyOut(BaseModel):
     gold_rate: float
     lease_seconds: int
     completion_code: str
+    # The kind's own settings (navigation: likert questions, baseline speaker, speakers).
+    kind_settings: dict = {}
     entry_path: str
 
 
@@ -70,11 +72,16 @@ def list_studies(session: Session = Depends(db), user: User = Depends(researcher
 async def create_study(file: UploadFile = File(...), settings: str = Form("{}"),
                        kind: str = Form("tom"), format: str = Form(""),
                        random_yes_rate: str = Form(""), gold_count: str = Form(""),
+                       speaker: str = Form(""), baseline: str = Form(""), likert: str = Form(""),
                        session: Session = Depends(db), user: User = Depends(researcher)):
     """Create a draft study from an item upload (for `tom`: the Common-ToM question CSV,
     optionally gzipped, or `format=cg` for common-ground-annotated dialogues).
     `random_yes_rate`: the training split's share of Yes answers, for the random baseline
-    (default: this file's); `gold_count`: how many first-order questions serve as gold."""
+    (default: this file's); `gold_count`: how many first-order questions serve as gold.
+    For `navigation` (`format` r2r or coop): `speaker`, the coop speaker's name; `baseline`, the
+    speaker the paired tests compare against (default human); `likert`, the study's own Likert
+    questions, one `key | question | label; label; ...` per line or a JSON array of
+    {key, question, labels} (docs/kinds/navigation.md)."""
     try:
         data_settings = json.loads(settings)
     except json.JSONDecodeError as exc:
@@ -87,7 +94,8 @@ async def create_study(file: UploadFile = File(...), settings: str = Form("{}"),
                                   services.parse_settings(data_settings), data,
                                   format or k.item_formats[0],
                                   kind_options({"random_yes_rate": random_yes_rate,
-                                                 "gold_count": gold_count}))
+                                                 "gold_count": gold_count, "speaker": speaker,
+                                                 "baseline": baseline, "likert": likert}))
     return _out(study)
 
 
@@ -123,6 +131,28 @@ def list_items(study_id: int, offset: int = 0, limit: int = 100, session: Sessio
              "annotations_active": i.n_active} for i in rows]
 
 
+@router.get("/studies/{study_id}/annotations/{annotation_id}/trace.jsonl", tags=["studies"],
+            response_class=Response, responses={200: {"content": {"application/x-ndjson": {}}}})
+def annotation_trace(study_id: int, annotation_id: int, session: Session = Depends(db),
+                     user: User = Depends(researcher)):
+    """A navigation follower's pose trace as PanGEA JSONL: one {id, exmat, inmat, time (ms)}
+    per pose (docs/kinds/navigation-listeners.md)."""
+    from app.kinds.navigation.environments import get_graph
+    from app.kinds.navigation.traces import export_trace
+
+    study = _study(session, study_id, user)
+    ann = session.get(Annotation, annotation_id)
+    if ann is None or ann.study_id != study.id:
+        raise HTTPException(404, "no such annotation in this study")
+    trace = (ann.response or {}).get("trace") if study.kind == "navigation" else None
+    if not trace:
+        raise HTTPException(404, f"annotation {annotation_id} has no pose trace")
+    data = export_trace(get_graph(session.get(Item, ann.item_id).payload["scan"]), trace)
+    name = f"{study.slug}-annotation-{annotation_id}-trace.jsonl"
+    return Response(data, media_type="application/x-ndjson",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
 class AgentIn(BaseModel):
     name: str
     kind: str = "tom"
@@ -156,7 +186,9 @@ def create_agent(body: AgentIn, session: Session = Depends(db), user: User = Dep
 @router.post("/studies/{study_id}/agents/{agent_id}/outputs", tags=["agents"])
 async def import_outputs(study_id: int, agent_id: int, file: UploadFile = File(...),
                          session: Session = Depends(db), user: User = Depends(researcher)):
-    """Import an agent's outputs (for `tom`: JSONL `{"question_id", "answer"}`)."""
+    """Import an agent's outputs (for `tom`: JSONL `{"question_id", "answer"}`; for
+    `navigation`: a model listener's paths, R2R predictions or `{external_id: {"path"|"trace"}}`,
+    docs/kinds/navigation-listeners.md)."""
     study = _study(session, study_id, user)
     agent = session.get(Agent, agent_id)
     if agent is None or (agent.owner_id != user.id and user.role != "admin"):

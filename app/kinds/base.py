@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -31,6 +32,18 @@ class ImportResult:
     # Kind settings derived from the upload (e.g. the random baseline's Yes rate).
     kind_settings: dict = field(default_factory=dict)
     summary: dict = field(default_factory=dict)
+    # Study settings the upload suggests where the researcher left them blank: StudySettings
+    # fields, plus "gold_per_bundle" (that many gold slots in every bundle, whatever its size).
+    study_defaults: dict = field(default_factory=dict)
+
+
+@dataclass
+class GoldResult:
+    """A worker's answer on a gold item, as the automatic review rules see it."""
+
+    item: str  # the item's external id
+    score: float | None
+    scores: dict | None = None
 
 
 class TaskKind(ABC):
@@ -47,10 +60,14 @@ class TaskKind(ABC):
     item_formats: ClassVar[tuple[str, ...]] = ()
     # Celery task that generates agent outputs for this kind, if any.
     generation_task: ClassVar[str | None] = None
+    # Template (under templates/) that shows a worker's answers on the admin's replay page;
+    # None: the generic table of answers beside the right ones.
+    replay_template: ClassVar[str | None] = None
 
-    def parse_response(self, data: dict, payload: dict | None = None) -> dict:
+    def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
         """Validate a response; `payload` is the item's (kinds that check a response against
-        the item, e.g. a path against the building's graph, use it)."""
+        the item, e.g. a path against the building's graph, use it), `settings` the study's
+        kind_settings (kinds whose questions a study configures, e.g. extra Likert items)."""
         try:
             return self.Response.model_validate(data).model_dump()
         except ValidationError as exc:
@@ -74,8 +91,22 @@ class TaskKind(ABC):
         """Parse an upload into items; raise InputError (line, field) and store nothing."""
 
     @abstractmethod
-    def import_agent_outputs(self, data: bytes, known_ids: set[str]) -> dict[str, dict]:
-        """Parse an agent's outputs: item external id -> response."""
+    def import_agent_outputs(self, data: bytes, known_ids: set[str],
+                             payloads: dict[str, dict] | None = None) -> dict[str, dict]:
+        """Parse an agent's outputs: item external id -> response. `payloads` (external id ->
+        item payload) is for kinds that check an output against its item (a listener's path
+        against the instruction's building and start)."""
+
+    def auto_review(self, gold: Sequence[GoldResult]) -> tuple[str | None, str]:
+        """The automatic verdict on a worker from all their gold answers, taken when one of
+        their tasks (bundles) ends: ("approved", reason) approves a worker still pending and
+        never reviewed by an admin; (None, flag) leaves them to an admin, the flag ("" for
+        none) shown first in the review queue. There is no automatic rejection."""
+        return None, ""
+
+    def replay_details(self, answer: dict) -> dict:
+        """What replay_template shows about one answer beyond its stored fields (e.g. a map)."""
+        return {}
 
     def agreement_value(self) -> str | None:
         """Response field whose value annotators agree on (for alpha/kappa), if any."""

@@ -1,4 +1,8 @@
-"""Review of workers: gold record, timing, flags; approve or reject with an audit trail."""
+"""Review of workers: gold record, timing, flags; approve or reject with an audit trail.
+
+Besides an admin's decisions, a task kind may approve a worker automatically from their gold
+record (`TaskKind.auto_review`) when one of their tasks ends: only a worker still pending whom
+no admin has reviewed, never a rejection, recorded in the audit log with no actor."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from app.auth.models import User
 from app.db import serialised_writes, utcnow
 from app.errors import InputError
 from app.kinds import get_kind
+from app.kinds.base import GoldResult, TaskKind
 from app.studies.models import Annotation, Assignment, Item, Participant, Study
 
 # A worker is flagged for a closer look below these marks.
@@ -35,12 +40,20 @@ def review_queue(session: Session, study: Study, status: str | None = None) -> l
     ).all()
     medians = _median_durations(session, study)
     sameness = _same_answer_share(session, study)
+    kind = get_kind(study.kind)
+    # Kinds without a rule of their own have nothing to say: skip reading the gold record.
+    has_rule = type(kind).auto_review is not TaskKind.auto_review
+    gold_results = _gold_results(session, study) if has_rule else {}
     out = []
     for p, pseud, platform, ext, n, n_gold, n_gold_right, _avg in rows:
         n_gold = n_gold or 0
         acc = (n_gold_right or 0) / n_gold if n_gold else None
         median_s = medians.get(p.worker_id)
         flags = []
+        # The kind's own verdict on the gold record (navigation: the QC episode's goal) first.
+        verdict, note = kind.auto_review(gold_results.get(p.worker_id, []))
+        if verdict is None and note:
+            flags.append(note)
         if acc is not None and acc < MIN_GOLD_ACCURACY:
             flags.append(f"gold accuracy {acc:.0%}")
         if median_s is not None and median_s < MIN_MEDIAN_SECONDS and n >= 3:
@@ -51,8 +64,50 @@ def review_queue(session: Session, study: Study, status: str | None = None) -> l
         out.append({"participant_id": p.id, "worker": pseud, "platform": platform,
                     "external_id": ext, "status": p.status, "reason": p.reason,
                     "annotations": n, "gold": n_gold, "gold_correct": n_gold_right or 0,
-                    "gold_accuracy": acc, "median_seconds": median_s, "flags": flags})
+                    "gold_accuracy": acc, "median_seconds": median_s, "flags": flags,
+                    "auto": p.status == "approved" and p.reviewed_by is None})
+    # What needs a look comes first: flagged pending workers, other pending ones, the rest.
+    out.sort(key=lambda w: (w["status"] != "pending", not w["flags"], w["participant_id"]))
     return out
+
+
+def _gold_results(session: Session, study: Study, worker_id: int | None = None
+                  ) -> dict[int, list[GoldResult]]:
+    """Each worker's gold answers as the kind's review rule sees them (scores only)."""
+    q = (select(Annotation.worker_id, Item.external_id, Annotation.score, Annotation.scores)
+         .join(Item, Item.id == Annotation.item_id)
+         .where(Annotation.study_id == study.id, Annotation.is_gold.is_(True))
+         .order_by(Annotation.id))
+    if worker_id is not None:
+        q = q.where(Annotation.worker_id == worker_id)
+    out: dict[int, list[GoldResult]] = {}
+    for wid, ext, score, scores in session.execute(q):
+        out.setdefault(wid, []).append(GoldResult(item=ext, score=score, scores=scores))
+    return out
+
+
+def kind_verdict(session: Session, study: Study, participant: Participant) -> tuple[str | None, str]:
+    """What the kind's rule says of this worker's gold record now (see TaskKind.auto_review)."""
+    return get_kind(study.kind).auto_review(
+        _gold_results(session, study, participant.worker_id).get(participant.worker_id, []))
+
+
+def auto_review(session: Session, study: Study, participant_id: int) -> str | None:
+    """The kind's automatic verdict when one of the worker's tasks ends. Called inside the
+    assignment engine's transaction (which took the participant's lock before any assignment,
+    as `decide` does). Approves only a worker still pending whom no admin has reviewed; an
+    approval is recorded once, with no actor. Returns the new status, or None (no change)."""
+    p = session.execute(select(Participant).where(Participant.id == participant_id).with_for_update()
+                        .execution_options(populate_existing=True)).scalar_one()
+    if p.status != "pending" or p.reviewed_by is not None:
+        return None  # an admin's decision (or an earlier automatic one) stands
+    verdict, reason = kind_verdict(session, study, p)
+    if verdict != "approved":
+        return None  # never an automatic rejection: the review queue shows the flag
+    p.status, p.reason, p.reviewed_at = "approved", reason, utcnow()
+    audit.record(session, None, "worker.approved", "participant", p.id, study=study.id,
+                 reason=reason, auto=True)
+    return p.status
 
 
 def _median_durations(session: Session, study: Study) -> dict[int, float]:
@@ -83,8 +138,9 @@ def _same_answer_share(session: Session, study: Study) -> dict[int, float]:
     return {w: max(c.values()) / sum(c.values()) for w, c in counts.items()}
 
 
-def gold_replay(session: Session, study: Study, participant_id: int) -> list[dict]:
-    """A worker's answers on gold items beside the right answers, in the order given."""
+def gold_replay(session: Session, study: Study, participant_id: int, gold: bool = True) -> list[dict]:
+    """A worker's answers on gold items (gold=False: on the other items) beside the right
+    answers, in the order given."""
     p = session.get(Participant, participant_id)
     if p is None or p.study_id != study.id:
         raise InputError("no such participant in this study", field="participant_id")
@@ -93,10 +149,11 @@ def gold_replay(session: Session, study: Study, participant_id: int) -> list[dic
         .join(Item, Item.id == Annotation.item_id)
         .join(Assignment, Assignment.id == Annotation.assignment_id)
         .where(Annotation.study_id == study.id, Annotation.worker_id == p.worker_id,
-               Annotation.is_gold.is_(True))
+               Annotation.is_gold.is_(gold))
         .order_by(Annotation.id)).all()
-    return [{"item": it.external_id, "payload": it.payload, "reference": it.reference,
-             "response": a.response, "correct": (a.score or 0) >= 1.0,
+    return [{"annotation_id": a.id, "item": it.external_id, "payload": it.payload,
+             "reference": it.reference, "response": a.response, "score": a.score,
+             "scores": a.scores, "correct": (a.score or 0) >= 1.0, "gold": a.is_gold,
              "seconds": a.duration_ms / 1000.0, "slot": slot, "at": a.created_at}
             for a, it, slot in rows]
 

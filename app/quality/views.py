@@ -40,9 +40,15 @@ def replay(request: Request, study_id: int, pid: int, session: Session = Depends
            user: User = Depends(admin)):
     study = _study(session, study_id)
     p = session.get(Participant, pid)
+    kind = get_kind(study.kind)
+    answers = service.gold_replay(session, study, pid)
+    others = service.gold_replay(session, study, pid, gold=False)
+    for a in (*answers, *others):
+        a["details"] = kind.replay_details(a)
     return render(request, "admin/replay.html", user=user, study=study, participant=p,
-                  worker=session.get(User, p.worker_id) if p else None, kind=get_kind(study.kind),
-                  answers=service.gold_replay(session, study, pid))
+                  worker=session.get(User, p.worker_id) if p else None, kind=kind,
+                  answers=answers, others=others,
+                  verdict=service.kind_verdict(session, study, p) if p else (None, ""))
 
 
 @router.post("/admin/studies/{study_id}/review")

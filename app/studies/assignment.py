@@ -4,10 +4,13 @@ Invariants (tested under 100+ concurrent workers on PostgreSQL):
 - an item never has more completed-or-leased assignments than `annotations_per_item`
   (gold items are shared quality checks and have no cap);
 - a worker never gets the same item twice, nor two items of one exclusion group;
-- a retried or doubled submit stores one annotation and returns it again.
+- a retried or doubled submit stores one annotation and returns it again;
+- when a bundle ends, the kind's automatic review runs in the same transaction (an approval
+  is recorded once, and never overrides an admin's decision).
 
 PostgreSQL: rows are claimed with FOR UPDATE SKIP LOCKED; locks are always taken in the
-order bundle -> assignment -> item, so concurrent requests cannot deadlock each other.
+order bundle -> participant -> assignment -> item (an admin's decision locks participant ->
+assignment -> item), so concurrent requests cannot deadlock each other.
 SQLite (the single-process embedded default): one process-wide lock serialises these writes.
 """
 
@@ -28,6 +31,7 @@ from app.config import get_settings
 from app.db import serialised_writes, utcnow
 from app.errors import InputError
 from app.kinds import get_kind
+from app.quality.service import auto_review
 from app.studies.models import Annotation, Assignment, Bundle, Item, Participant, Study
 
 
@@ -107,6 +111,18 @@ def _lock_bundle(session: Session, bundle_id: int) -> Bundle:
     ).scalar_one()
 
 
+def _lock_participant(session: Session, bundle: Bundle) -> None:
+    session.execute(select(Participant.id).where(Participant.id == bundle.participant_id)
+                    .with_for_update())
+
+
+def _check_not_rejected(session: Session, bundle: Bundle) -> None:
+    """A rejected worker's open task ends too: no new leases, no new answers."""
+    status = session.scalar(select(Participant.status).where(Participant.id == bundle.participant_id))
+    if status == "rejected":
+        raise NotAvailable("Your work on this study has been reviewed and closed.")
+
+
 def _release(session: Session, assignment: Assignment, state: str) -> bool:
     """Move a leased assignment to `state` and give its capacity back to the item."""
     moved = session.execute(
@@ -156,6 +172,7 @@ def next_item(session: Session, study: Study, bundle_id: int) -> Assignment | No
     def work():
         now = utcnow()
         bundle = _lock_bundle(session, bundle_id)
+        _check_not_rejected(session, bundle)
         current = session.scalar(
             select(Assignment).where(Assignment.bundle_id == bundle.id,
                                      Assignment.state == "leased")
@@ -200,6 +217,8 @@ def submit(session: Session, study: Study, bundle_id: int, assignment_id: int,
 
     def work():
         bundle = _lock_bundle(session, bundle_id)
+        if bundle.n_done + 1 >= bundle.size:
+            _lock_participant(session, bundle)  # this answer may end the task: see auto_review
         stored = session.scalar(select(Annotation).where(
             (Annotation.idempotency_key == idempotency_key) | (Annotation.assignment_id == assignment_id)))
         if stored is not None:
@@ -213,8 +232,9 @@ def submit(session: Session, study: Study, bundle_id: int, assignment_id: int,
             raise InputError("no such assignment in your task", field="assignment_id")
         if study.state not in ("live", "paused"):
             raise NotAvailable(f"This study is {study.state}; answers are no longer taken.")
+        _check_not_rejected(session, bundle)
         item = session.get(Item, assignment.item_id)
-        parsed = kind.parse_response(response, payload=item.payload)
+        parsed = kind.parse_response(response, payload=item.payload, settings=study.kind_settings or {})
         if assignment.state == "expired":
             if bundle.n_done >= bundle.size:
                 raise NotAvailable("Your task is already complete.")
@@ -248,6 +268,8 @@ def submit(session: Session, study: Study, bundle_id: int, assignment_id: int,
         bundle.n_done += 1
         if bundle.n_done >= bundle.size:
             bundle.finished_at = now
+            session.flush()
+            auto_review(session, study, bundle.participant_id)
         session.flush()
         return annotation
 
@@ -260,6 +282,8 @@ def finish_early(session: Session, bundle_id: int) -> None:
         bundle = _lock_bundle(session, bundle_id)
         if bundle.finished_at is None:
             bundle.finished_at = utcnow()
+            session.flush()
+            auto_review(session, session.get(Study, bundle.study_id), bundle.participant_id)
     _retrying(work, session)
 
 

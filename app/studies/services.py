@@ -59,6 +59,21 @@ def preview_items(kind_name: str, data: bytes, fmt: str, options: dict | None = 
     return get_kind(kind_name).import_items(data, fmt, options or {})
 
 
+def with_defaults(settings: StudySettings, defaults: dict) -> dict:
+    """The study's settings: the researcher's, and the upload's suggestions where they left a
+    field blank (navigation with a QC episode: bundles of 6, one QC slot in each)."""
+    values = settings.model_dump(exclude={"completion_code"})
+    given = settings.model_fields_set
+    for key, value in defaults.items():
+        if key in values and key not in given:
+            values[key] = value
+    per_bundle = defaults.get("gold_per_bundle")
+    if per_bundle is not None and "gold_rate" not in given:
+        # The engine gives a bundle round(size * gold_rate) gold slots.
+        values["gold_rate"] = min(0.9, per_bundle / values["bundle_size"])
+    return values
+
+
 def create_study(session: Session, owner: User, kind_name: str, settings: StudySettings,
                  data: bytes, fmt: str, options: dict | None = None) -> Study:
     """Parse first, then store everything in one transaction: all items or none."""
@@ -67,7 +82,7 @@ def create_study(session: Session, owner: User, kind_name: str, settings: StudyS
     if not result.items:
         raise InputError("the upload holds no items")
     study = Study(kind=kind.name, owner_id=owner.id, slug=_slug(settings.title),
-                  **settings.model_dump(exclude={"completion_code"}),
+                  **with_defaults(settings, result.study_defaults),
                   completion_code=settings.completion_code or secrets.token_hex(4).upper(),
                   kind_settings=result.kind_settings)
     session.add(study)
@@ -122,7 +137,8 @@ def import_agent_outputs(session: Session, study: Study, agent: Agent, data: byt
     items = {ext: (iid, payload, ref) for iid, ext, payload, ref in session.execute(
         select(Item.id, Item.external_id, Item.payload, Item.reference)
         .where(Item.study_id == study.id))}
-    outputs = kind.import_agent_outputs(data, set(items))
+    outputs = kind.import_agent_outputs(data, set(items),
+                                        payloads={ext: v[1] for ext, v in items.items()})
     if not outputs:
         raise InputError("the upload holds no outputs")
     session.query(AgentOutput).filter_by(agent_id=agent.id, study_id=study.id).delete()

@@ -174,6 +174,13 @@ def kind_options(fields: dict) -> dict:
             if not lo <= value <= hi:
                 raise InputError(f"must be between {lo} and {hi}", field=name)
             options[name] = value
+    # Texts a kind checks itself (navigation: the coop speaker's name, the baseline speaker of
+    # the paired tests, the study's own Likert questions, one per line; the R2R instruction that
+    # serves as the QC episode).
+    for name in ("speaker", "baseline", "likert", "qc_instruction"):
+        raw = str(fields.get(name, "") or "").strip()
+        if raw:
+            options[name] = raw
     return options
 
 

@@ -1,12 +1,14 @@
 /* Proctor navigation viewer: what a follower sees standing at one viewpoint of a building.
  *
- * Drawn on a <canvas> from the building's semantic sidecar (rooms, walls, doors, objects,
- * viewpoints), column by column: a 2-D ray per column against the walls of the current floor
- * gives the distance, and the wall band's height shrinks with it. Objects are boxes (or
- * cylinders) hit by the same rays, so nearer walls hide them; doorways are the gaps the walls
- * file leaves, labelled with the room behind them. Navigable neighbours are markers on the
- * floor. There is deliberately no map, goal or path: the follower has only the view and the
- * instruction. API: docs/kinds/navigation-viewer.md.
+ * Where the viewpoint has a panorama (an equirectangular photo), the view is cut from it: each
+ * canvas pixel looks up the image at its ray's heading and elevation. Otherwise it is drawn
+ * from the building's semantic sidecar (rooms, walls, doors, objects, viewpoints), column by
+ * column: a 2-D ray per column against the walls of the current floor gives the distance, and
+ * the wall band's height shrinks with it. Objects are boxes (or cylinders) hit by the same
+ * rays, so nearer walls hide them; doorways are the gaps the walls file leaves, labelled with
+ * the room behind them. Navigable neighbours are markers on the floor. There is deliberately
+ * no map, goal or path: the follower has only the view and the instruction.
+ * API: docs/kinds/navigation-viewer.md.
  *
  * Angles follow the Matterport3D simulator: heading from +y, clockwise seen from above
  * (east = pi/2), in [0, 2 pi); elevation above the horizontal. Positions are metres, z up.
@@ -37,6 +39,11 @@
                  [216, 210, 228], [222, 222, 214]];
   const DOOR_HEIGHT = DEFAULTS.doorHeight;
   const MAX_OBJECT_LABELS = 8;
+  // Panoramas are decoded at most this wide (a 4096 x 2048 image is 32 MB of pixels), and at
+  // most this many are kept decoded: the current one and the last few visited.
+  const MAX_PANORAMA_WIDTH = 4096;
+  const DECODED_PANORAMAS = 3;
+  const STAIRS = 1.0; // metres up or down to a neighbour that make it "stairs" without a sidecar
   const ROUND_TYPES = new Set(["plant", "lamp", "vase", "stool", "bin", "ball", "pot", "barrel"]);
 
   const wrap = (a) => ((a % TAU) + TAU) % TAU;
@@ -144,12 +151,20 @@
     constructor(element, options) {
       const o = options || {};
       if (!element) throw new Error("ProctorViewer.mount: no element");
-      if (!o.semantics) throw new Error("ProctorViewer.mount: semantics are required");
+      if (!o.semantics && !o.panoramas) {
+        throw new Error("ProctorViewer.mount: semantics or panoramas are required");
+      }
       this.opts = Object.assign({}, DEFAULTS);
       for (const k of ["fov", "step"]) if (typeof o[k] === "number" && o[k] > 0) this.opts[k] = o[k];
       this.onMove = o.onMove || null;
       this.onPose = o.onPose || null;
-      this._index(o.semantics);
+      this.hasSemantics = !!o.semantics;
+      this._index(o.semantics || {});
+      this.panoramas = {};
+      for (const [id, url] of Object.entries(o.panoramas || {})) {
+        if (typeof url === "string" && url) this.panoramas[id] = url;
+      }
+      this._panos = new Map(); // viewpoint -> {state, img, pixels, iw, ih, used}
       this.heading = wrap(Number(o.heading) || 0);
       this.elevation = clamp(Number(o.elevation) || 0, -this.opts.maxElevation, this.opts.maxElevation);
       this._t0 = performance.now();
@@ -214,6 +229,18 @@
       return this._description;
     }
 
+    // What the view shows here: "panorama", "generated" (from the sidecar), "loading" (the
+    // panorama is on its way) or "none" (no imagery of this viewpoint).
+    mode() {
+      return this._mode;
+    }
+
+    // Milliseconds since mount on the pose trace's clock (for the page's own events).
+    now() {
+      this._lastT = Math.max(this._lastT, Math.round((performance.now() - this._t0) * 10) / 10);
+      return this._lastT;
+    }
+
     move() {
       if (!this._hl || this._pendingMove || !this.onMove) return false;
       const id = this._hl.id;
@@ -230,6 +257,7 @@
     }
 
     destroy() {
+      this._destroyed = true;
       clearTimeout(this._poseTimer);
       clearTimeout(this._statusTimer);
       this._clearPending();
@@ -266,7 +294,11 @@
 
     _setScene(id, neighbours) {
       const vp = this.viewpoints[id];
-      if (!vp || !vp.position) throw new Error(`ProctorViewer: unknown viewpoint ${id}`);
+      if (!vp || !vp.position) {
+        if (this.hasSemantics && !this.panoramas[id]) throw new Error(`ProctorViewer: unknown viewpoint ${id}`);
+        this._setPhotoScene(id, neighbours);
+        return;
+      }
       const floor = floorKey(vp.floor);
       const [px, py, pz] = vp.position;
       const eyeH = Number(vp.height) || this.opts.eyeHeight;
@@ -300,7 +332,86 @@
           z: there.position ? there.position[2] : pz,
         };
       });
-      this.scene = { floor, px, py, pz, eyeH, room, walls, objects, doors };
+      this.scene = { floor, px, py, pz, eyeH, room, walls, objects, doors, semantic: true };
+      this._prefetch();
+    }
+
+    // A viewpoint the sidecar does not describe (a Matterport scan): only its panorama, if
+    // any, and the ways on, placed by their heading, distance and elevation from here.
+    _setPhotoScene(id, neighbours) {
+      this.viewpoint = id;
+      this.neighbours = (neighbours || []).map((n) => {
+        const distance = Number(n.distance) > 0 ? Number(n.distance) : 1;
+        const dz = distance * Math.sin(Number(n.elevation) || 0);
+        return {
+          id: n.id, heading: wrap(Number(n.heading) || 0), distance, z: dz,
+          floor: Math.abs(dz) >= STAIRS ? (dz > 0 ? "up" : "down") : "0",
+        };
+      });
+      this.scene = { floor: "0", px: 0, py: 0, pz: 0, eyeH: this.opts.eyeHeight, room: null,
+                     walls: [], objects: [], doors: [], semantic: false };
+      this._prefetch();
+    }
+
+    // -- panoramas -------------------------------------------------------------------------
+
+    // The entry of a viewpoint's panorama, loading it on first use. Same-origin links (the
+    // local blob store) are read straight away; other origins (S3) are asked for CORS, and
+    // if the bucket does not allow it the image is still shown, cut into column strips.
+    _panorama(id) {
+      const url = this.panoramas[id];
+      if (!url) return null;
+      let e = this._panos.get(id);
+      if (e) { e.used = performance.now(); return e; }
+      e = { state: "loading", used: performance.now() };
+      this._panos.set(id, e);
+      const cross = new URL(url, global.location.href).origin !== global.location.origin;
+      const load = (cors) => {
+        const img = new Image();
+        if (cors) img.crossOrigin = "anonymous";
+        img.onload = () => {
+          e.img = img;
+          e.state = "ready";
+          if (!this._destroyed && this.viewpoint === id) this.render();
+        };
+        img.onerror = () => {
+          if (cors) { load(false); return; }
+          e.state = "failed";
+          if (!this._destroyed && this.viewpoint === id) this.render();
+        };
+        img.src = url;
+      };
+      load(cross);
+      return e;
+    }
+
+    // Start loading the panoramas one step away, so a move shows its view at once.
+    _prefetch() {
+      for (const nb of this.neighbours) this._panorama(nb.id);
+      this._panorama(this.viewpoint);
+    }
+
+    // The panorama's pixels (Uint32, RGBA little-endian), decoding on first use; null when the
+    // image came from another origin without CORS (the canvas may not read it).
+    _pixels(e) {
+      if (e.pixels || e.tainted) return e.pixels || null;
+      const img = e.img, iw = Math.min(img.naturalWidth, MAX_PANORAMA_WIDTH);
+      const ih = Math.max(1, Math.round((iw * img.naturalHeight) / img.naturalWidth));
+      const c = document.createElement("canvas");
+      c.width = iw; c.height = ih;
+      const g = c.getContext("2d", { willReadFrequently: true });
+      g.drawImage(img, 0, 0, iw, ih);
+      try {
+        e.pixels = new Uint32Array(g.getImageData(0, 0, iw, ih).data.buffer);
+        e.iw = iw; e.ih = ih;
+      } catch (_) {
+        e.tainted = true;
+        return null;
+      }
+      // Keep the few most recently used decoded; the images themselves stay cached.
+      const decoded = [...this._panos.values()].filter((x) => x.pixels).sort((a, b) => b.used - a.used);
+      for (const x of decoded.slice(DECODED_PANORAMAS)) x.pixels = null;
+      return e.pixels;
     }
 
     // -- DOM and input ---------------------------------------------------------------------
@@ -480,17 +591,102 @@
       }
       const k = cw / W; // device pixels per CSS pixel
       const dev = { n: cw, ch, f: f * k, hz: hz * k, k };
-      this._background(dev);
-      this._walls(dev);
-      const seen = this._objects(dev);
-      this.ctx.putImageData(this._img, 0, 0);
       const view = { W, H, f, hz };
-      const labels = [];
-      const doors = this._doors(view, labels);
-      this._objectLabels(view, seen, labels, k);
+      // A panorama wins over the generated view; without either the page still gets the
+      // ways on, over a plain floor and ceiling, and says why there is nothing to see.
+      const pano = this._panorama(this.viewpoint);
+      const state = pano ? pano.state : "none";
+      const mode = state === "ready" ? "panorama" : state === "loading" ? "loading"
+        : s.semantic ? "generated" : "none";
+      this._mode = mode;
+      if (mode === "generated") {
+        this._background(dev);
+        this._walls(dev);
+        const seen = this._objects(dev);
+        this.ctx.putImageData(this._img, 0, 0);
+        const labels = [];
+        const doors = this._doors(view, labels);
+        this._objectLabels(view, seen, labels, k);
+        this._neighbourMarkers(view);
+        this._banner(view);
+        this._describe(doors, seen);
+        return;
+      }
+      if (mode === "panorama" && this._pixels(pano)) {
+        this._photo(dev, pano);
+        this.ctx.putImageData(this._img, 0, 0);
+      } else if (mode === "panorama") {
+        this._photoStrips(dev, pano);
+      } else {
+        this._background(dev);
+        this.ctx.putImageData(this._img, 0, 0);
+        this._notice(view, mode === "loading" ? "Loading the picture\u2026"
+          : state === "failed" ? "The picture of this spot could not be loaded" : "No picture of this spot");
+      }
       this._neighbourMarkers(view);
-      this._banner(view);
-      this._describe(doors, seen);
+      const what = { panorama: "photo of this spot", loading: "loading the picture of this spot",
+                     none: "no picture of this spot" }[mode];
+      this._announce(what + this._wayOn());
+    }
+
+    // The panorama, pixel by pixel: a pixel's ray (the same projection as the generated view,
+    // so the markers sit where they would there) has a heading, which picks the image column,
+    // and an elevation, which picks the row. The rows depend only on the elevation and the
+    // canvas, so they are kept until one changes; turning costs one lookup per pixel.
+    _photo({ n, ch, f, hz }, e) {
+      const iw = e.iw, ih = e.ih, src = e.pixels, px = this._px;
+      const key = `${n}:${ch}:${f}:${hz}:${iw}:${ih}`;
+      if (this._photoKey !== key) {
+        this._photoKey = key;
+        this._photoAz = new Float64Array(n);
+        this._photoCols = new Int32Array(n);
+        this._photoRows = new Int32Array(n * ch);
+        for (let x = 0; x < n; x++) {
+          const dx = x + 0.5 - n / 2, r = Math.hypot(dx, f);
+          this._photoAz[x] = Math.atan2(dx, f);
+          for (let y = 0, o = x; y < ch; y++, o += n) {
+            const lat = Math.atan2(hz - (y + 0.5), r);
+            this._photoRows[o] = clamp(Math.floor((0.5 - lat / Math.PI) * ih), 0, ih - 1) * iw;
+          }
+        }
+      }
+      const cols = this._photoCols, rows = this._photoRows;
+      for (let x = 0; x < n; x++) {
+        cols[x] = Math.min(iw - 1, Math.floor((wrap(this.heading + this._photoAz[x]) / TAU) * iw));
+      }
+      for (let y = 0, o = 0; y < ch; y++) {
+        for (let x = 0; x < n; x++, o++) px[o] = src[rows[o] + cols[x]] | 0xff000000;
+      }
+    }
+
+    // The same view from an image the canvas may not read (another origin without CORS): one
+    // 1-pixel column of the image per canvas column, stretched linearly between the rows at
+    // the column's top and bottom elevations (close to the exact view within the tilt range).
+    _photoStrips({ n, ch, f, hz }, e) {
+      const ctx = this.ctx, img = e.img, iw = img.naturalWidth, ih = img.naturalHeight;
+      ctx.save();
+      ctx.setTransform(1, 0, 0, 1, 0, 0);
+      ctx.imageSmoothingEnabled = false;
+      for (let x = 0; x < n; x++) {
+        const dx = x + 0.5 - n / 2, r = Math.hypot(dx, f);
+        const u = Math.min(iw - 1, Math.floor((wrap(this.heading + Math.atan2(dx, f)) / TAU) * iw));
+        const top = Math.atan2(hz, r), bottom = Math.atan2(hz - ch, r);
+        ctx.drawImage(img, u, (0.5 - top / Math.PI) * ih, 1, ((top - bottom) / Math.PI) * ih, x, 0, 1, ch);
+      }
+      ctx.restore();
+    }
+
+    _notice({ W, H }, text) {
+      const ctx = this.ctx, size = clamp(W / 40, 13, 20);
+      ctx.font = `600 ${size}px system-ui, "DejaVu Sans", sans-serif`;
+      const w = ctx.measureText(text).width + size * 1.6, h = size * 1.9;
+      pill(ctx, W / 2 - w / 2, H * 0.3 - h / 2, w, h);
+      ctx.fillStyle = "rgba(17,24,39,0.78)";
+      ctx.fill();
+      ctx.fillStyle = "#ffffff";
+      ctx.textAlign = "center";
+      ctx.textBaseline = "middle";
+      ctx.fillText(text, W / 2, H * 0.3 + 0.5);
     }
 
     // A vertical run of pixels in column i from row y0 to y1 (fractional ends blended, so
@@ -724,7 +920,8 @@
         const x = W / 2 + f * Math.tan(rel);
         // On the floor where it lies, but never below the bottom edge (the view shows the floor
         // only from ~3 m on): near markers sit in the bottom band, larger.
-        const y = clamp(hz + (f * s.eyeH) / perp, Math.min(hz + ry + 6, H - ry - 8), H - ry - 8);
+        const lift = s.semantic ? 0 : nb.z; // without a sidecar: the neighbour's height from here
+        const y = clamp(hz + (f * (s.eyeH - lift)) / perp, Math.min(hz + ry + 6, H - ry - 8), H - ry - 8);
         shown.push({ id: nb.id, nb, x, y, rx, ry, highlighted: nb === this._hl, dist: nb.distance });
       }
       shown.sort((a, b) => (a.highlighted - b.highlighted) || (b.dist - a.dist));
@@ -810,14 +1007,18 @@
         .slice(0, 4);
       const centre = this._zbuf[Math.floor(this._zbuf.length / 2)];
       const ahead = items.length ? items.join(", ") : (centre < Infinity ? "wall" : "open space");
-      let text = `${room}; ahead: ${ahead}`;
-      if (this._hl) {
-        const rel = relative(this._hl.heading - this.heading), deg = Math.round(Math.abs(rel) / DEG);
-        const where = deg < 8 ? "ahead" : `${deg} degrees to the ${rel > 0 ? "right" : "left"}`;
-        text += `; Enter moves ${this._hl.distance.toFixed(1)} m ${where}`;
-      } else {
-        text += "; no way on in view, turn with the arrow keys";
-      }
+      this._announce(`${room}; ahead: ${ahead}` + this._wayOn());
+    }
+
+    // "; Enter moves 2.8 m 28 degrees to the right", or that no way on is in view.
+    _wayOn() {
+      if (!this._hl) return "; no way on in view, turn with the arrow keys";
+      const rel = relative(this._hl.heading - this.heading), deg = Math.round(Math.abs(rel) / DEG);
+      const where = deg < 8 ? "ahead" : `${deg} degrees to the ${rel > 0 ? "right" : "left"}`;
+      return `; Enter moves ${this._hl.distance.toFixed(1)} m ${where}`;
+    }
+
+    _announce(text) {
       this._description = text;
       this.canvas.setAttribute("aria-label", text);
       // The live region speaks once the view settles, not at every step of a turn.

@@ -76,6 +76,8 @@ GET  /admin/audit                                       login  login  403    403
 # ---- navigation: a building's walkable view (researchers; workers of a navigation study,
 #      which the probe worker, in a ToM study, is not: tests/integration/test_navigation.py)
 GET  /env/{scan}/view.json                              403    403    200    200    200    200     200     200     401
+# ---- navigation: panoramas of a building (buildings are shared: any researcher)
+POST /api/v1/environments/{scan}/panoramas              401    401    200    200    200    200     200     200     401
 # ---- API: researchers (token or cookie session)
 GET  /api/v1/studies                                    401    401    200    200    200    200     200     200     401
 POST /api/v1/studies                                    401    401    201    201    201    201     201     201     401
@@ -83,6 +85,7 @@ GET  /api/v1/studies/{study_id}                         401    401    200    404
 POST /api/v1/studies/{study_id}/state                   401    401    200    404    200    200     404     200     401
 GET  /api/v1/studies/{study_id}/progress                401    401    200    404    200    200     404     200     401
 GET  /api/v1/studies/{study_id}/items                   401    401    200    404    200    200     404     200     401
+GET  /api/v1/studies/{study_id}/annotations/{annotation_id}/trace.jsonl 401 401 200 404 200 200 404 200 401
 GET  /api/v1/studies/{study_id}/leaderboard             401    401    200    404    200    200     404     200     401
 POST /api/v1/studies/{study_id}/exports                 401    401    202    404    202    202     404     202     401
 GET  /api/v1/jobs/{job_id}                              401    401    200    404    200    200     404     200     401
@@ -169,6 +172,7 @@ class World:
     saved: dict = field(default_factory=dict)
     csrf: dict = field(default_factory=dict)
     items: list = field(default_factory=list)
+    nav: dict = field(default_factory=dict)  # a navigation study and a follower's annotation
 
     def session(self):
         return get_sessionmaker(self.db_url)()
@@ -229,7 +233,9 @@ def world(app, session, db_url):
     from app.kinds.navigation.environments import import_house
     from app.kinds.navigation.house import generate_house
 
-    import_house(session, generate_house(1))
+    house = generate_house(1)
+    import_house(session, house)
+    nav = _nav_annotation(session, owner, house)
     store = get_store()
     store.put("exports/roles/probe.txt", b"probe")
     blob_url = store.url("exports/roles/probe.txt")
@@ -244,7 +250,7 @@ def world(app, session, db_url):
     clients = {}
     w = World(db_url=db_url, app=app, study=study, agent_id=agent.id, job_id=job.id, pid=0,
               bundle_id=0, blob_url=blob_url, users={"owner": owner, "other": other, "admin": admin},
-              tokens=tokens, items=list(items))
+              tokens=tokens, items=list(items), nav=nav)
     for role in ROLES:
         headers = {"Authorization": f"Bearer {tokens[role]}"} if role in tokens else {}
         clients[role] = TestClient(app, headers=headers).__enter__()
@@ -263,6 +269,24 @@ def world(app, session, db_url):
         c.__exit__(None, None, None)
 
 
+def _nav_annotation(session, owner, house) -> dict:
+    """A navigation study on the house with one followed instruction (by the probe worker's
+    account, so "only the worker who entered answered" still holds), for the trace export."""
+    from app.kinds.navigation.house import sample_paths, to_r2r
+
+    data = json.dumps(to_r2r(house, sample_paths(house, 1, rng=1), [["Walk to the end."]])).encode()
+    study = services.create_study(session, owner, "navigation", services.StudySettings(title="Roles nav"),
+                                  data, "r2r")
+    services.set_state(session, study, "live", owner)
+    bundle = assignment.enter(session, study, "prolific", "roles-worker")
+    a = assignment.next_item(session, study, bundle.id)
+    path = session.get(Item, a.item_id).reference["path"]
+    ann = assignment.submit(session, study, bundle.id, a.id, {
+        "path": path, "trace": [[v, 0.0, 0.0, 100.0 * k] for k, v in enumerate(path)], "rating": 4},
+        uuid.uuid4().hex)
+    return {"study": study.id, "annotation": ann.id}
+
+
 def _outputs(ids, answer: str = "Yes") -> bytes:
     return "".join(json.dumps({"question_id": i, "answer": answer}) + "\n" for i in ids).encode()
 
@@ -277,6 +301,9 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
     path = (template.replace("{study_id}", str(w.study.id)).replace("{slug}", w.study.slug)
             .replace("{agent_id}", str(w.agent_id)).replace("{job_id}", str(w.job_id))
             .replace("{pid}", str(w.pid)).replace("{scan}", "house-1"))
+    if "{annotation_id}" in template:
+        path = (template.replace("{study_id}", str(w.nav["study"]))
+                .replace("{annotation_id}", str(w.nav["annotation"])))
     kw: dict = {}
     form: dict | None = None
     files = None
@@ -311,6 +338,11 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         kw["json"] = {"state": study_state}
     elif key == "POST /api/v1/agents":
         kw["json"] = {"name": f"api-agent-{role}"}
+    elif key == "POST /api/v1/environments/{scan}/panoramas":
+        from app.kinds.navigation.environments import get_graph
+        from tests.integration.test_nav_panoramas import panorama_png
+
+        files = [("files", (f"{get_graph('house-1').viewpoints[0]}.png", panorama_png(width=64), "image/png"))]
     elif key == "POST /api/v1/studies/{study_id}/agents/{agent_id}/outputs":
         files = {"file": ("a.jsonl", _outputs(w.items[:10], "No"), "application/jsonl")}
     elif key == "POST /api/v1/studies/{study_id}/exports":

@@ -179,3 +179,25 @@ def test_late_answer_after_a_reload_fills_its_slot_once(session):
     assignment.submit(session, study, b.id, nxt.id, {"answer": "Yes"}, "k2")
     assert assignment.next_item(session, study, b.id) is None
     assert session.scalar(select(func.count()).select_from(Annotation)) == 2
+
+
+def test_a_worker_rejected_mid_task_gets_no_more_work_and_no_answer_lands(session):
+    from app.quality.service import decide
+    from app.studies.models import Participant
+
+    owner = make_user(session, "researcher")
+    admin = make_user(session, "admin")
+    study = create_tom_study(session, owner, bundle_size=5, gold_rate=0.0)
+    bundle = assignment.enter(session, study, "prolific", "p-bad", "s1", "st1")
+    first = assignment.next_item(session, study, bundle.id)
+    assignment.submit(session, study, bundle.id, first.id, {"answer": "Yes"}, "bad-1")
+    open_lease = assignment.next_item(session, study, bundle.id)
+    pid = session.scalar(select(Participant.id).where(Participant.worker_id == bundle.worker_id))
+    decide(session, study, [pid], "rejected", admin, "answers at random")
+    with pytest.raises(assignment.NotAvailable):
+        assignment.submit(session, study, bundle.id, open_lease.id, {"answer": "No"}, "bad-2")
+    with pytest.raises(assignment.NotAvailable):
+        assignment.next_item(session, study, bundle.id)
+    # The one answer given before the rejection is kept but excluded; nothing came after it.
+    rows = session.execute(select(Annotation.excluded).where(Annotation.worker_id == bundle.worker_id)).all()
+    assert rows == [(True,)]

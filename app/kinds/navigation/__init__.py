@@ -18,18 +18,20 @@ This module declares the task kind (`KIND`). See docs/kinds/navigation.md.
 from __future__ import annotations
 
 import json
-from typing import Annotated, ClassVar
+import math
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
 from app.errors import InputError
 from app.kinds.base import ImportResult, ItemSpec, TaskKind
-from app.kinds.navigation import metrics
+from app.kinds.navigation import likert, metrics
 from app.kinds.navigation.environments import get_graph
 from app.kinds.navigation.formats import parse_coop_greedy, parse_r2r
 
 MAX_PATH = 500  # viewpoints a follower may visit in one session
 MAX_TRACE = 20000  # pose-trace frames (about 30 minutes at 10 per second)
+MAX_EVENTS = 200  # stops and resumes ("Keep walking") in one session
 
 INSTRUCTIONS = (
     "Read all of the instruction before you move. Then follow it as closely as you can: "
@@ -45,13 +47,54 @@ RATINGS = (
     (4, "Very easy, the instructions gave accurate and sufficient information"),
 )
 
+# Protocol 1's task: 6 following sessions, one of them the shared quality-control episode. A
+# study with a QC episode gets this design unless the researcher sets the bundle size or the
+# gold rate (with another bundle size it still gets one QC slot per bundle).
+QC_DESIGN = {"bundle_size": 6, "gold_per_bundle": 1}
+
 Pose = tuple[Annotated[str, Field(min_length=1, max_length=64)], float, float, float]
+
+
+class FollowEvent(BaseModel):
+    """The follower stopped, or took the stop back ("Keep walking"), at path[step], t ms into
+    the session (the trace's clock)."""
+    type: Literal["stop", "resume"]
+    step: int = Field(ge=0)
+    t: float = Field(ge=0)
 
 
 class NavigationResponse(BaseModel):
     path: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(min_length=1, max_length=MAX_PATH)
     trace: list[Pose] = Field(default_factory=list, max_length=MAX_TRACE)
     rating: int = Field(ge=1, le=4)
+    # The study's own Likert questions (kind_settings["likert"]): key -> level (1 = first label).
+    likert: dict[str, int] = Field(default_factory=dict)
+    events: list[FollowEvent] = Field(default_factory=list, max_length=MAX_EVENTS)
+
+
+def _likert_fields(data: dict) -> None:
+    """The page's form sends each Likert answer as a field `likert.<key>`."""
+    keys = [k for k in data if isinstance(k, str) and k.startswith("likert.")]
+    if keys:
+        answers = data.get("likert") if isinstance(data.get("likert"), dict) else {}
+        data["likert"] = {**answers, **{k.removeprefix("likert."): data.pop(k) for k in keys}}
+
+
+def _check_events(events: list[dict], path: list[str]) -> None:
+    """Stops and resumes alternate, from a stop, in time order, never past the path's end; a
+    resume is where its stop was, and the last stop is where the path ends."""
+    for k, ev in enumerate(events):
+        expected = "stop" if k % 2 == 0 else "resume"
+        if ev["type"] != expected:
+            raise InputError(f"events[{k}] is a {ev['type']}; a {expected} was expected", field="events")
+        if ev["step"] >= len(path):
+            raise InputError(f"events[{k}] is at step {ev['step']}, past the path's end", field="events")
+        if k and (ev["t"] < events[k - 1]["t"] or ev["step"] < events[k - 1]["step"]):
+            raise InputError(f"events[{k}] comes before events[{k - 1}]", field="events")
+        if expected == "resume" and ev["step"] != events[k - 1]["step"]:
+            raise InputError(f"events[{k}] resumes at another step than it stopped", field="events")
+    if events and (events[-1]["type"] != "stop" or events[-1]["step"] != len(path) - 1):
+        raise InputError("the last event must be the stop at the path's end", field="events")
 
 
 def _json_field(data: dict, name: str) -> None:
@@ -84,16 +127,25 @@ class Navigation(TaskKind):
     category_label: ClassVar[str] = "speaker"
     item_noun: ClassVar[str] = "Instruction"
     keyboard_hint: ClassVar[str] = ("Left/right arrows: look around; Enter: walk to the highlighted "
-                                    "marker; s: stop; 1-4: rate; Enter: next.")
-    item_formats: ClassVar[tuple[str, ...]] = ("r2r", "coop")
+                                    "marker; s: stop; k or Escape: keep walking; 1-4: rate; Enter: next.")
+    item_formats: ClassVar[tuple[str, ...]] = ("r2r", "coop", "capability")
     default_instructions: ClassVar[str] = INSTRUCTIONS
     ratings: ClassVar[tuple[tuple[int, str], ...]] = RATINGS
+    replay_template: ClassVar[str | None] = "kinds/navigation/replay.html"
 
-    def parse_response(self, data: dict, payload: dict | None = None) -> dict:
+    def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
         data = dict(data)
-        for name in ("path", "trace"):
+        for name in ("path", "trace", "events"):
             _json_field(data, name)
+        _likert_fields(data)
         parsed = super().parse_response(data)
+        _check_events(parsed["events"], parsed["path"])
+        if settings is not None or parsed["likert"]:
+            parsed["likert"] = likert.check_answers((settings or {}).get("likert") or [], parsed["likert"])
+        # Responses without Likert questions or stop/resume events keep the original shape.
+        for name in ("likert", "events"):
+            if not parsed[name]:
+                del parsed[name]
         if payload is not None:
             path = parsed["path"]
             if path[0] != payload["start"]:
@@ -121,11 +173,23 @@ class Navigation(TaskKind):
         return None if details is None else (1.0 if details["success"] else 0.0)
 
     def import_items(self, data: bytes, fmt: str, options: dict) -> ImportResult:
+        """Items by format, plus the study's follower settings from `options` (`likert`,
+        `baseline`: likert.study_settings) in its kind_settings."""
+        result = self._import_format(data, fmt, options)
+        categories = {i.category for i in result.items if not i.is_gold}
+        result.kind_settings = {**result.kind_settings, **likert.study_settings(options, categories)}
+        return result
+
+    def _import_format(self, data: bytes, fmt: str, options: dict) -> ImportResult:
         if fmt == "r2r":
-            return self._import_r2r(data)
+            return self._import_r2r(data, options)
         if fmt == "coop":
             return self._import_coop(data, options)
-        raise InputError(f"unknown format {fmt!r}: use r2r or coop", field="format")
+        if fmt == "capability":  # the capability analysis design (capability.py)
+            from app.kinds.navigation.capability import import_capability
+
+            return import_capability(data, options)
+        raise InputError(f"unknown format {fmt!r}: use r2r, coop or capability", field="format")
 
     def _import_coop(self, data: bytes, options: dict) -> ImportResult:
         """A coop greedy speaker file: one item per generated instruction (source "agent",
@@ -172,33 +236,86 @@ class Navigation(TaskKind):
                                       cluster=group, exclusion_group=group))
         return ImportResult(items=items, kind_settings={"speakers": [speaker]}, summary={
             "paths": len(seen), "instructions": len(items), "speaker": speaker,
-            "scans": sorted({o.scan for o in parsed.outputs})})
+            "scans": sorted({o.scan for o in parsed.outputs})}, study_defaults=dict(QC_DESIGN))
 
-    def _import_r2r(self, data: bytes) -> ImportResult:
+    def _import_r2r(self, data: bytes, options: dict | None = None) -> ImportResult:
+        """One item per instruction. Option qc_instruction ("<path_id>_<k>") makes that
+        instruction the study's QC episode: one gold item shared by every bundle; the other
+        instructions of its path are left out (the QC path is nobody's regular item)."""
+        qc = (options or {}).get("qc_instruction") or ""
+        if not isinstance(qc, str) or len(qc) > 255:
+            raise InputError("the QC instruction must be an id <path_id>_<k>", field="qc_instruction")
+        qc = qc.strip()
         paths = parse_r2r(data)
+        if qc and not any(qc == f"{p.path_id}_{k}" for p in paths for k in range(len(p.instructions))):
+            raise InputError(f"no instruction {qc!r} in the upload (ids are <path_id>_<k>, k from 0)",
+                             field="qc_instruction")
         items: list[ItemSpec] = []
         for p in paths:
             _check_path(p.scan, p.path, f"path_id {p.path_id}")
             group = f"{p.scan}:{p.path_id}"
+            ids = [f"{p.path_id}_{k}" for k in range(len(p.instructions))]
             for k, text in enumerate(p.instructions):
                 if not text.strip():
                     raise InputError(f"path_id {p.path_id}: instruction {k} is empty", field="instructions")
+                if qc in ids and ids[k] != qc:
+                    continue
+                gold = ids[k] == qc
                 items.append(ItemSpec(
-                    external_id=f"{p.path_id}_{k}",
+                    external_id=ids[k],
                     payload={"instruction": text, "scan": p.scan, "start": p.path[0], "heading": p.heading},
-                    reference={"path": list(p.path)}, source="human", category="human",
-                    cluster=group, exclusion_group=group))
+                    reference={"path": list(p.path)}, is_gold=gold, source="human", category="human",
+                    cluster="" if gold else group, exclusion_group=group))
         return ImportResult(items=items, summary={
             "paths": len(paths), "instructions": len(items),
-            "scans": sorted({p.scan for p in paths})})
+            "scans": sorted({p.scan for p in paths}), **({"qc_instruction": qc} if qc else {})},
+            study_defaults=dict(QC_DESIGN) if qc else {})
+
+    def auto_review(self, gold) -> tuple[str | None, str]:
+        """Protocol 1: a worker is approved when they reach the goal of every QC episode
+        (navigation error <= 3 m); otherwise an admin looks at the replay. Never rejects."""
+        if not gold:
+            return None, ""
+        errors = [float((g.scores or {}).get("ne", math.inf)) for g in gold]
+        worst = max(errors)
+        several = len(errors) > 1
+        if worst <= metrics.SUCCESS_DISTANCE:
+            if several:
+                return "approved", f"auto: reached every QC goal ({worst:.1f} m at most)"
+            return "approved", f"auto: reached the QC goal ({worst:.1f} m)"
+        if not math.isfinite(worst):
+            return None, "QC episode: not scored, or no way from where they stopped to the goal"
+        return None, f"QC episode: stopped {worst:.1f} m from the goal" + (
+            f" (the worst of {len(errors)})" if several else "")
+
+    def replay_details(self, answer: dict) -> dict:
+        """Schematic maps of the session (schematic.py), one per floor visited."""
+        from app.kinds.navigation.environments import get_semantics
+        from app.kinds.navigation.schematic import floor_maps
+
+        scan, reference = answer["payload"].get("scan"), (answer.get("reference") or {}).get("path")
+        walked = (answer.get("response") or {}).get("path") or []
+        if not reference:
+            return {"maps": [], "note": "no intended path stored for this item"}
+        try:
+            graph, semantics = get_graph(scan), get_semantics(scan)
+        except InputError as e:
+            return {"maps": [], "note": e.message}
+        return {"maps": floor_maps(graph, reference, walked, semantics=semantics,
+                                   id_prefix=f"map-{answer.get('annotation_id', 0)}")}
 
     def extra_leaderboard(self, session, study) -> dict | None:
         from app.kinds.navigation.leaderboard import section
 
         return section(session, study)
 
-    def import_agent_outputs(self, data: bytes, known_ids: set[str]) -> dict[str, dict]:
-        raise InputError("importing a speaker's instructions is not yet supported", field="file")
+    def import_agent_outputs(self, data: bytes, known_ids: set[str],
+                             payloads: dict[str, dict] | None = None) -> dict[str, dict]:
+        """A model listener's paths (R2R predictions, or {external_id: {path | trace}}),
+        each checked against its instruction's building and start (see traces.py)."""
+        from app.kinds.navigation.traces import parse_listener_outputs
+
+        return parse_listener_outputs(data, known_ids, payloads, get_graph)
 
     def demo(self) -> dict:
         """A generated house with 12 sampled paths and grammar instructions (one per path)."""

@@ -2,7 +2,8 @@
 generated house with its semantics sidecar), and load a building's graph by scan.
 
 Files live in the blob store under `environments/<scan>/` (`connectivity.json`, and
-`semantics.json` for generated houses); one `Environment` row per scan says where. A graph is
+`semantics.json` for generated houses; panoramas under `panoramas/<scan>/`, see `panoramas`);
+one `Environment` row per scan says where. A graph is
 built (all-pairs shortest paths included) once per process and store, on first use.
 """
 
@@ -117,15 +118,20 @@ def get_semantics(scan: str) -> dict | None:
     return _semantics[key]
 
 
-def view(scan: str) -> dict:
+def view(scan: str, panoramas: dict[str, str] | None = None) -> dict:
     """What a follower's page needs to walk the building: the semantics (rooms, walls, objects,
-    viewpoints) and each viewpoint's navigable neighbours with heading and distance. It holds
-    no goal and no path."""
+    viewpoints; None for a building without), each viewpoint's navigable neighbours with
+    heading, elevation and distance, and, where `panoramas` (viewpoint -> URL) has one, the
+    link to its panorama. It holds no goal and no path."""
     graph = get_graph(scan)
     adj = graph.adjacency
+    panoramas = panoramas or {}
     viewpoints = {}
     for v in graph.viewpoints:
         viewpoints[v] = {"neighbours": [
-            {"id": n, "heading": graph.heading(v, n), "distance": float(adj[graph.index[v], graph.index[n]])}
+            {"id": n, "heading": graph.heading(v, n), "elevation": graph.elevation(v, n),
+             "distance": float(adj[graph.index[v], graph.index[n]])}
             for n in graph.neighbours(v)]}
+        if v in panoramas:
+            viewpoints[v]["panorama"] = panoramas[v]
     return {"scan": scan, "semantics": get_semantics(scan), "viewpoints": viewpoints}

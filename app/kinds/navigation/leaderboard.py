@@ -15,6 +15,7 @@ from collections import defaultdict
 from sqlalchemy import and_, select
 from sqlalchemy.orm import Session
 
+from app.kinds.navigation.agreement import agreement_table
 from app.leaderboards import stats
 from app.studies.models import Annotation, Item, Study
 
@@ -114,4 +115,16 @@ def section(session: Session, study: Study) -> dict | None:
                         {"key": "p", "label": "p"}, {"key": "n_paths", "label": "Paths"}],
             "rows": paired_rows,
         })
+    agreement = agreement_table(session, study)  # when model listeners' paths are imported
+    if agreement is not None:
+        tables.append(agreement)
+    # The capability analysis (section 4.3), only when the study has capability items.
+    from app.kinds.navigation.capability import tables as capability_tables
+
+    tables.extend(capability_tables(session, study))
+    # The study's own Likert questions (app.kinds.navigation.likert), when it has any.
+    from app.kinds.navigation.likert import leaderboard_table as likert_table
+
+    if (likert := likert_table(session, study)) is not None:
+        tables.append(likert)
     return {"tables": tables}

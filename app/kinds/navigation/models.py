@@ -1,11 +1,11 @@
 """Buildings that navigation studies run in: a connectivity graph (and, for generated houses,
-a semantics sidecar) in the blob store, one row per scan."""
+a semantics sidecar; for any building, optional panoramas) in the blob store, one row per scan."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import String
+from sqlalchemy import String, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, utcnow
@@ -23,4 +23,6 @@ class Environment(Base):
     connectivity_key: Mapped[str] = mapped_column(String(255))
     semantics_key: Mapped[str | None] = mapped_column(String(255))
     n_viewpoints: Mapped[int] = mapped_column()
+    # Viewpoint id -> blob key of its equirectangular panorama (app.kinds.navigation.panoramas).
+    panoramas: Mapped[dict] = mapped_column(default=dict, server_default=text("'{}'"))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -69,7 +69,8 @@ class CommonToM(TaskKind):
                                      "by_order": {o: sum(q.order == o for q in questions) for o in (1, 2, 3)},
                                      "sample": questions[:50]})
 
-    def import_agent_outputs(self, data: bytes, known_ids: set[str]) -> dict[str, dict]:
+    def import_agent_outputs(self, data: bytes, known_ids: set[str],
+                             payloads: dict[str, dict] | None = None) -> dict[str, dict]:
         return {qid: {"answer": a} for qid, a in parse_answers_jsonl(data, known_ids).items()}
 
     def agreement_value(self) -> str:
