@@ -33,3 +33,32 @@ class AgentOutput(Base):
     item_id: Mapped[int] = mapped_column(ForeignKey("items.id", ondelete="CASCADE"))
     response: Mapped[dict] = mapped_column()
     score: Mapped[float | None] = mapped_column(Float)
+
+
+ARTIFACT_ROLES = ("speaker", "listener")
+ARTIFACT_FORMATS = ("torchscript", "safetensors")
+ARTIFACT_STATES = ("pending", "valid", "invalid")
+
+
+class AgentArtifact(Base):
+    """One uploaded version of an agent's model: a TorchScript archive, or safetensors
+    weights with the config of a built-in architecture. Versions count up per agent and are
+    never overwritten; a worker validates each one (state, verdict) before it can be used."""
+
+    __tablename__ = "agent_artifacts"
+    __table_args__ = (UniqueConstraint("agent_id", "version"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    agent_id: Mapped[int] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"), index=True)
+    version: Mapped[int] = mapped_column()
+    role: Mapped[str] = mapped_column(String(16))  # speaker | listener
+    format: Mapped[str] = mapped_column(String(16))  # torchscript | safetensors
+    blob_key: Mapped[str] = mapped_column(String(500))
+    # safetensors: the built-in architecture's config (architecture, sizes, words, feature_version)
+    config: Mapped[dict] = mapped_column(default=dict)
+    size: Mapped[int] = mapped_column()
+    sha256: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(16), default="pending")
+    verdict: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    validated_at: Mapped[datetime | None] = mapped_column()
