@@ -27,6 +27,8 @@ class Settings(BaseSettings):
     secret_key: str = "dev-only-change-me"
     # Upload limit for CSV/JSONL imports (bytes, after decompression).
     max_upload_bytes: int = 50 * 1024 * 1024
+    # Upload limit for agent artifacts (TorchScript archives, safetensors weights), in bytes.
+    max_artifact_bytes: int = 200 * 1024 * 1024
     # Requests per minute per client on crowd entry and submit.
     rate_limit_entry: int = 60
     rate_limit_submit: int = 600

@@ -29,6 +29,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
                        session_cookie="proctor_session", same_site="lax", max_age=14 * 24 * 3600,
                        https_only=settings.base_url.startswith("https"))
 
+    from app.agents.views import router as agents_router
     from app.api import router as api_router
     from app.auth.views import router as auth_router
     from app.quality.views import router as quality_router
@@ -38,6 +39,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
     app.include_router(auth_router)
     app.include_router(studies_router)
     app.include_router(quality_router)
+    app.include_router(agents_router)
     app.include_router(navigation_router)
     app.include_router(api_router)
     app.mount("/static", StaticFiles(directory=str(static_dir())), name="static")

@@ -1,0 +1,272 @@
+"""Agent artifacts: a speaker's or listener's model, uploaded as data (docs/agents.md).
+
+Two formats, both read without unpickling Python objects:
+
+* ``torchscript``: a ``torch.jit.save`` archive (a zip holding ``<name>/code/`` and
+  ``<name>/data.pkl``, which TorchScript reads with its own restricted unpickler) implementing
+  the speaker or listener interface;
+* ``safetensors``: weights for one of our built-in architectures plus its config.
+
+This module checks what can be checked without torch (size, magic bytes, the safetensors
+header, the config), stores the blob under ``agents/<agent>/v<version>/<sha256>.<ext>``, inserts
+the row (pending) and enqueues ``agent.validate``: a worker loads the model, runs a small batch
+and writes the verdict (workers/navigation/validate.py). No torch here: the web side never
+imports it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import struct
+import zipfile
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app import jobs
+from app.agents.models import ARTIFACT_FORMATS, ARTIFACT_ROLES, Agent, AgentArtifact
+from app.config import get_settings
+from app.errors import InputError
+from app.storage import get_store
+
+# The step/node/action layouts an agent is built for. The same string as
+# workers.navigation.features.FEATURES_VERSION (a test keeps the two equal); copied because the
+# web side never imports the torch code.
+FEATURES_VERSION = "proctor.nav.features/1"
+SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
+# Built-in architectures: which role each plays and the integer sizes its config needs.
+ARCHITECTURES = {
+    "gru-speaker": ("speaker", ("hidden", "embed")),
+    "gru-listener": ("listener", ("hidden", "embed")),
+}
+MAX_SIZE = 4096  # hidden/embed: far above what a navigation agent needs, far below a memory bomb
+MAX_WORDS = 100_000
+EXTENSIONS = {"torchscript": "pt", "safetensors": "safetensors"}
+_RETRIES = 5
+
+
+def _mb(n: int) -> str:
+    return f"{n / (1024 * 1024):.0f} MB" if n >= 1024 * 1024 else f"{n} bytes"
+
+
+def check_size(data: bytes) -> None:
+    limit = get_settings().max_artifact_bytes
+    if len(data) > limit:
+        raise InputError(f"the artifact is {_mb(len(data))}, larger than the {_mb(limit)} limit",
+                         field="file")
+    if not data:
+        raise InputError("the file is empty", field="file")
+
+
+def _is_pickle(data: bytes) -> bool:
+    # Protocol 2+ pickles start with PROTO (0x80) and the protocol number.
+    return len(data) > 1 and data[0] == 0x80 and 2 <= data[1] <= 5
+
+
+def _zip_names(data: bytes) -> list[str] | None:
+    if data[:4] != b"PK\x03\x04":
+        return None
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            infos = z.infolist()
+    except (zipfile.BadZipFile, ValueError):
+        return None
+    # torch writes members uncompressed; a zip that inflates far past the limit is refused here
+    limit = get_settings().max_artifact_bytes
+    if sum(i.file_size for i in infos) > limit:
+        raise InputError(f"the archive unpacks to more than the {_mb(limit)} limit", field="file")
+    return [i.filename for i in infos]
+
+
+def _safetensors_header(data: bytes) -> dict | None:
+    """The parsed JSON header of a safetensors file, or None if it is not one."""
+    if len(data) < 10:
+        return None
+    (n,) = struct.unpack("<Q", data[:8])
+    if n < 2 or 8 + n > len(data) or data[8:9] != b"{":
+        return None
+    try:
+        header = json.loads(data[8:8 + n])
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return header if isinstance(header, dict) else None
+
+
+_PICKLE = ("it is a Python pickle, and uploads are never unpickled (a pickle can run any code): "
+           "save weights with safetensors.torch.save_file, or a whole model with torch.jit.save")
+_CHECKPOINT = ("it is a torch.save checkpoint (pickled Python objects), and uploads are never "
+               "unpickled: save the weights with safetensors.torch.save_file(model.state_dict(), ...) "
+               "and upload them as safetensors, or upload torch.jit.save(torch.jit.script(model))")
+
+
+def check_format(fmt: str, data: bytes) -> None:
+    """The file is what `fmt` says, judged by its bytes; a clear refusal otherwise."""
+    if _is_pickle(data):
+        raise InputError(f"refused: {_PICKLE}", field="file")
+    names = _zip_names(data)
+    if fmt == "torchscript":
+        if names is None:
+            hint = (" (it looks like safetensors: choose format safetensors and send the config)"
+                    if _safetensors_header(data) is not None else "")
+            raise InputError("not a TorchScript archive: torch.jit.save writes a zip file" + hint,
+                             field="file")
+        if not any("/code/" in n for n in names) or not any(n.endswith("/data.pkl") for n in names):
+            if any(n.endswith("/data.pkl") for n in names):
+                raise InputError(f"refused: {_CHECKPOINT}", field="file")
+            raise InputError("not a TorchScript archive: the zip has no code/ folder and data.pkl "
+                             "that torch.jit.save writes", field="file")
+        return
+    # safetensors
+    if names is not None:
+        if any(n.endswith("data.pkl") for n in names):
+            raise InputError(f"refused: {_CHECKPOINT}", field="file")
+        raise InputError("not a safetensors file: this is a zip archive", field="file")
+    header = _safetensors_header(data)
+    if header is None:
+        raise InputError("not a safetensors file: it must start with an 8-byte little-endian "
+                         "header length and a JSON header", field="file")
+    tensors = {k: v for k, v in header.items() if k != "__metadata__"}
+    if not tensors:
+        raise InputError("the safetensors file holds no tensors", field="file")
+    for name, t in tensors.items():
+        if not isinstance(t, dict) or not {"dtype", "shape", "data_offsets"} <= set(t):
+            raise InputError(f"the safetensors header entry {name!r} lacks dtype, shape or "
+                             "data_offsets", field="file")
+
+
+def check_config(role: str, config: object) -> dict:
+    """The config of a built-in architecture; each problem names its field."""
+    if not isinstance(config, dict):
+        raise InputError("the config must be a JSON object (the .json file `proctor train` writes "
+                         "beside the .safetensors)", field="config")
+    arch = config.get("architecture")
+    if arch not in ARCHITECTURES:
+        raise InputError(f"unknown architecture {arch!r}: use one of {', '.join(ARCHITECTURES)}",
+                         field="config.architecture")
+    arch_role, sizes = ARCHITECTURES[arch]
+    if arch_role != role:
+        raise InputError(f"architecture {arch} is a {arch_role}, but the upload's role is {role}",
+                         field="config.architecture")
+    if config.get("feature_version") != FEATURES_VERSION:
+        raise InputError(f"feature_version {config.get('feature_version')!r} does not match "
+                         f"{FEATURES_VERSION}", field="config.feature_version")
+    for name in sizes:
+        value = config.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SIZE:
+            raise InputError(f"{name} must be an integer from 1 to {MAX_SIZE}, got {value!r}",
+                             field=f"config.{name}")
+    words = config.get("words")
+    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+        raise InputError("words must be a list of strings (the vocabulary)", field="config.words")
+    if tuple(words[:4]) != SPECIALS:
+        raise InputError(f"words must start with {', '.join(SPECIALS)}", field="config.words")
+    if len(words) > MAX_WORDS or len(set(words)) != len(words):
+        raise InputError(f"words must be distinct and at most {MAX_WORDS}", field="config.words")
+    if "step_size" in config and not isinstance(config["step_size"], int):
+        raise InputError("step_size must be an integer", field="config.step_size")
+    return config
+
+
+def upload_artifact(session: Session, agent: Agent, role: str, fmt: str, data: bytes,
+                    config: dict | None) -> AgentArtifact:
+    """Store a new version of the agent's model and enqueue its validation.
+
+    Raises InputError, with nothing stored, for a bad upload. Commits."""
+    if agent.kind != "navigation":
+        raise InputError(f"agent {agent.name!r} is a {agent.kind} agent; speakers and listeners "
+                         "are navigation agents", field="agent")
+    if role not in ARTIFACT_ROLES:
+        raise InputError(f"role must be one of {', '.join(ARTIFACT_ROLES)}", field="role")
+    if fmt not in ARTIFACT_FORMATS:
+        raise InputError(f"format must be one of {', '.join(ARTIFACT_FORMATS)}", field="format")
+    check_size(data)
+    check_format(fmt, data)
+    if fmt == "safetensors":
+        config = check_config(role, config)
+    elif config:
+        raise InputError("a TorchScript archive carries its own config: send none", field="config")
+    else:
+        config = {}
+    sha = hashlib.sha256(data).hexdigest()
+    store = get_store()
+    agent_id, owner_id = agent.id, agent.owner_id
+    for _ in range(_RETRIES):
+        version = (session.scalar(select(func.max(AgentArtifact.version))
+                                  .where(AgentArtifact.agent_id == agent_id)) or 0) + 1
+        key = f"agents/{agent_id}/v{version}/{sha}.{EXTENSIONS[fmt]}"
+        try:
+            # The row first: its flush claims the version number (unique per agent), so the
+            # blob key below is ours alone and deleting it on failure never hits another upload.
+            artifact = AgentArtifact(agent_id=agent_id, version=version, role=role, format=fmt,
+                                     blob_key=key, config=config, size=len(data), sha256=sha,
+                                     state="pending")
+            session.add(artifact)
+            session.flush()
+        except IntegrityError:
+            session.rollback()  # another upload took this version between our read and insert
+            continue
+        try:
+            store.put(key, data)
+            job = jobs.create_job(session, "agent.validate", owner_id=owner_id,
+                                  artifact_id=artifact.id)
+            session.commit()
+        except BaseException:
+            session.rollback()
+            store.delete(key)
+            raise
+        jobs.enqueue(job.id)
+        return artifact
+    raise RuntimeError(f"could not number a new version of agent {agent_id}: too many uploads at once")
+
+
+def list_artifacts(session: Session, agent: Agent) -> list[AgentArtifact]:
+    return list(session.scalars(select(AgentArtifact).where(AgentArtifact.agent_id == agent.id)
+                                .order_by(AgentArtifact.version.desc())))
+
+
+def artifact_dict(a: AgentArtifact) -> dict:
+    return {"id": a.id, "agent_id": a.agent_id, "version": a.version, "role": a.role,
+            "format": a.format, "size": a.size, "sha256": a.sha256, "state": a.state,
+            "verdict": a.verdict, "config": {k: v for k, v in (a.config or {}).items() if k != "words"},
+            "words": len((a.config or {}).get("words", [])) or None,
+            "created_at": a.created_at.isoformat() if a.created_at else None,
+            "validated_at": a.validated_at.isoformat() if a.validated_at else None}
+
+
+# ---- shared by the API and the pages --------------------------------------------------------
+
+
+def owned_agent(session: Session, agent_id: int, user) -> Agent:
+    """The agent if the user owns it (or is an admin); 404 otherwise, so that another
+    researcher's agents are not revealed to exist."""
+    from fastapi import HTTPException
+
+    agent = session.get(Agent, agent_id)
+    if agent is None or (agent.owner_id != user.id and user.role != "admin"):
+        raise HTTPException(404, "no such agent among yours")
+    return agent
+
+
+async def read_artifact(upload) -> bytes:
+    """The upload's bytes, reading no more than one byte past the limit (then refused)."""
+    if upload is None or not getattr(upload, "filename", None):
+        raise InputError("choose a file to upload", field="file")
+    data = await upload.read(get_settings().max_artifact_bytes + 1)
+    check_size(data)
+    return data
+
+
+def parse_config(text: str | None) -> dict | None:
+    if not text or not text.strip():
+        return None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"the config is not valid JSON: {exc.msg} at line {exc.lineno}",
+                         field="config") from None
+    if not isinstance(config, dict):
+        raise InputError("the config must be a JSON object", field="config")
+    return config

@@ -1,0 +1,195 @@
+"""The `agent.validate` job: load an uploaded speaker or listener and run a small batch.
+
+Each check stops at the first problem with a verdict the researcher can act on ("missing method
+act()", "score() returned shape [3, 1], expected [3]"); an artifact that passes them all is
+marked valid and may be loaded by generation (loading.load_artifact). The interfaces are those
+of speaker.py and listener.py, written out in docs/agents.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import torch
+from sqlalchemy.orm import Session
+
+from app.agents.models import AgentArtifact
+from app.db import utcnow
+from app.kinds.navigation.grammar import describe_path
+from app.kinds.navigation.house import generate_house, sample_paths
+from app.storage import get_store
+from workers.navigation.features import (
+    FEATURES_VERSION, SPECIALS, Vocabulary, World, pad_batch, stack_steps)
+from workers.navigation.loading import load_bytes
+
+BATCH = 3  # paths in the test batch
+MAX_LEN = 12  # words sampled per instruction in the test
+ACT_STEPS = 3  # listener moves in the test
+INTERFACES = {
+    "speaker": ("feature_version", "vocabulary", "score", "sample"),
+    "listener": ("feature_version", "vocabulary", "encode", "act"),
+}
+_HOUSE_SEED = 11  # a fixed generated house: every upload is tried on the same batch
+_VERDICT_CHARS = 2000
+
+
+class Invalid(Exception):
+    """The artifact fails the interface; the message is the verdict."""
+
+
+def _shape(t: torch.Tensor) -> str:
+    return "[" + ", ".join(str(int(n)) for n in t.shape) + "]"
+
+
+def _tensor(method: str, what: str, value: Any, shape: tuple[int, ...], floating: bool) -> torch.Tensor:
+    """Check one returned tensor: type, shape, dtype and (floats) no NaN."""
+    label = f"{method}() {what}" if what else f"{method}()"
+    if not isinstance(value, torch.Tensor):
+        raise Invalid(f"{label} returned {type(value).__name__}, expected a tensor")
+    expected = "[" + ", ".join(str(n) for n in shape) + "]"
+    if tuple(value.shape) != shape:
+        raise Invalid(f"{label} returned shape {_shape(value)}, expected {expected}")
+    if floating and not value.is_floating_point():
+        raise Invalid(f"{label} returned dtype {value.dtype}, expected a floating-point tensor")
+    if not floating and (value.is_floating_point() or value.dtype == torch.bool):
+        raise Invalid(f"{label} returned dtype {value.dtype}, expected an integer tensor (int64)")
+    if floating and bool(torch.isnan(value).any()):
+        raise Invalid(f"{label} returned NaN")
+    return value
+
+
+def _pair(method: str, value: Any) -> tuple[Any, Any]:
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise Invalid(f"{method}() must return a tuple of two tensors, got {type(value).__name__}")
+    return value[0], value[1]
+
+
+def _call(model: torch.nn.Module, method: str, *args: Any) -> Any:
+    try:
+        return getattr(model, method)(*args)
+    except Exception as exc:  # the model's own error, with the call that raised it
+        first = str(exc).strip().splitlines()
+        raise Invalid(f"{method}() raised {type(exc).__name__}: {first[0] if first else ''}"[:500]) from exc
+
+
+def check_common(model: torch.nn.Module, role: str) -> Vocabulary:
+    missing = [m for m in INTERFACES[role] if not callable(getattr(model, m, None))]
+    if missing:
+        names = ", ".join(f"{m}()" for m in missing)
+        raise Invalid(f"missing method{'s' if len(missing) > 1 else ''} {names}: a {role} "
+                      f"implements {', '.join(f'{m}()' for m in INTERFACES[role])} (docs/agents.md)")
+    version = _call(model, "feature_version")
+    if version != FEATURES_VERSION:
+        raise Invalid(f"feature_version {version!r} does not match {FEATURES_VERSION}")
+    words = _call(model, "vocabulary")
+    if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) for w in words):
+        raise Invalid("vocabulary() must return a list of strings")
+    if tuple(words[:4]) != SPECIALS:
+        raise Invalid(f"vocabulary() must start with {', '.join(SPECIALS)}")
+    if len(set(words)) != len(words):
+        raise Invalid("vocabulary() repeats a word")
+    return Vocabulary(list(words))
+
+
+def _batch():
+    """A few paths on a generated house, their step features and grammar instructions."""
+    house = generate_house(_HOUSE_SEED)
+    world = World.from_house(house)
+    paths = sample_paths(house, BATCH, rng=0)
+    texts = [describe_path(house, p, rng=k, n=1)[0] for k, p in enumerate(paths)]
+    return world, paths, texts
+
+
+def check_speaker(model: torch.nn.Module, vocab: Vocabulary) -> str:
+    world, paths, texts = _batch()
+    b, v = len(paths), len(vocab)
+    steps, step_mask = stack_steps([world.step_features(p.path, p.heading) for p in paths])
+    tokens, token_mask = pad_batch([vocab.encode(t, 60) for t in texts])
+    score = _tensor("score", "", _call(model, "score", steps, step_mask, tokens, token_mask), (b,), True)
+    if not bool(torch.isfinite(score).all()):
+        raise Invalid("score() returned an infinite log-probability")
+    if bool((score > 1e-3).any()):
+        raise Invalid(f"score() returned {float(score.max()):.3g}: a log-probability is at most 0")
+    for greedy in (True, False):
+        out = _call(model, "sample", steps, step_mask, MAX_LEN, greedy, 1.0)
+        sampled, logp = _pair("sample", out)
+        if not isinstance(sampled, torch.Tensor) or sampled.dim() != 2 or sampled.shape[0] != b \
+                or not 1 <= sampled.shape[1] <= MAX_LEN:
+            got = _shape(sampled) if isinstance(sampled, torch.Tensor) else type(sampled).__name__
+            raise Invalid(f"sample() returned tokens of shape {got}, expected [{b}, L] with "
+                          f"1 <= L <= max_len = {MAX_LEN}")
+        _tensor("sample", "tokens", sampled, tuple(sampled.shape), False)
+        if bool(((sampled < 0) | (sampled >= v)).any()):
+            raise Invalid(f"sample() returned word ids outside the vocabulary (0..{v - 1})")
+        _tensor("sample", "log-probabilities", logp, (b,), True)
+    return f"speaker with {v} words: score() and sample() ran on {b} paths"
+
+
+def check_listener(model: torch.nn.Module, vocab: Vocabulary) -> str:
+    from workers.navigation.rerank import Worlds
+
+    world, paths, texts = _batch()
+    b, v = len(paths), len(vocab)
+    tokens, token_mask = pad_batch([vocab.encode(t, 60) for t in texts])
+    length = tokens.shape[1]
+    states, h = _pair("encode", _call(model, "encode", tokens, token_mask))
+    if not isinstance(states, torch.Tensor) or states.dim() != 3:
+        got = _shape(states) if isinstance(states, torch.Tensor) else type(states).__name__
+        raise Invalid(f"encode() returned states of shape {got}, expected [{b}, {length}, H]")
+    hidden = int(states.shape[-1])
+    _tensor("encode", "states", states, (b, length, hidden), True)
+    h = _tensor("encode", "h0", h, (b, hidden), True)
+    worlds = Worlds([world], torch.device("cpu"))
+    cur = torch.tensor([worlds.index(world.scan, [p.path[0]])[0] for p in paths])
+    heading = torch.tensor([p.heading for p in paths], dtype=torch.float32)
+    for _ in range(ACT_STEPS):
+        nb, actions, action_mask = worlds.actions(cur, heading)
+        a = nb.shape[-1]
+        out = _call(model, "act", states, token_mask, h, worlds.nodes[cur], actions, action_mask)
+        logits, h = _pair("act", out)
+        logits = _tensor("act", "logits", logits, (b, a + 1), True)
+        h = _tensor("act", "h", h, (b, hidden), True)
+        # the moves it may take and stop must have a real score; masked moves may be -1e9 or -inf
+        open_ = torch.cat([action_mask, torch.ones((b, 1), dtype=torch.bool)], -1)
+        if not bool(torch.isfinite(logits[open_]).all()):
+            raise Invalid("act() returned an infinite logit for an allowed move or stop")
+        choice = logits.argmax(-1)
+        stop = choice == a
+        picked = choice.clamp(max=a - 1).unsqueeze(-1)
+        moved = nb.gather(-1, picked).squeeze(-1)
+        heading = torch.where(stop, heading, worlds.headings[cur].gather(-1, picked).squeeze(-1))
+        cur = torch.where(stop, cur, moved)
+    return f"listener with {v} words: encode() and act() ran on {b} instructions for {ACT_STEPS} steps"
+
+
+def validate_bytes(role: str, fmt: str, data: bytes, config: dict | None) -> str:
+    """The verdict for a valid artifact; raises Invalid with the verdict otherwise."""
+    try:
+        model = load_bytes(fmt, data, config)
+    except Exception as exc:
+        first = " ".join(line.strip() for line in str(exc).strip().splitlines()[:4])[:600]
+        what = "TorchScript archive" if fmt == "torchscript" else f"{(config or {}).get('architecture')} weights"
+        raise Invalid(f"could not load the {what}: {type(exc).__name__}: {first}"[:_VERDICT_CHARS]) from exc
+    vocab = check_common(model, role)
+    with torch.no_grad():
+        return check_speaker(model, vocab) if role == "speaker" else check_listener(model, vocab)
+
+
+def run_validation(session: Session, job, progress) -> dict:
+    artifact = session.get(AgentArtifact, job.params["artifact_id"])
+    if artifact is None:
+        return {"skipped": "the artifact was deleted"}
+    try:
+        data = get_store().get(artifact.blob_key)
+        if hashlib.sha256(data).hexdigest() != artifact.sha256:
+            raise Invalid("the stored file does not match the uploaded one (sha256): upload it again")
+        verdict, state = validate_bytes(artifact.role, artifact.format, data, artifact.config), "valid"
+    except Invalid as exc:
+        verdict, state = str(exc), "invalid"
+    except Exception as exc:  # whatever the model does, the researcher learns why, not "pending"
+        verdict, state = f"validation failed: {type(exc).__name__}: {exc}"[:_VERDICT_CHARS], "invalid"
+    artifact.state, artifact.verdict, artifact.validated_at = state, verdict[:_VERDICT_CHARS], utcnow()
+    session.commit()
+    progress(1, 1, f"artifact {artifact.id}: {state}: {verdict}")
+    return {"artifact": artifact.id, "state": state, "verdict": verdict}
