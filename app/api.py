@@ -183,6 +183,30 @@ def create_agent(body: AgentIn, session: Session = Depends(db), user: User = Dep
     return AgentOut(id=a.id, name=a.name, kind=a.kind, version=a.version)
 
 
+@router.post("/agents/{agent_id}/artifacts", status_code=201, tags=["agents"])
+async def upload_agent_artifact(agent_id: int, file: UploadFile = File(None), role: str = Form(...),
+                                format: str = Form(...), config: str = Form(""),
+                                session: Session = Depends(db), user: User = Depends(researcher)):
+    """Upload a new version of a navigation agent's speaker or listener (docs/agents.md): a
+    TorchScript archive, or safetensors weights with `config` (JSON) for a built-in
+    architecture. It comes back pending; a worker validates it and writes the verdict."""
+    from app.agents import artifacts
+
+    agent = artifacts.owned_agent(session, agent_id, user)
+    data = await artifacts.read_artifact(file)
+    a = artifacts.upload_artifact(session, agent, role, format, data, artifacts.parse_config(config))
+    return artifacts.artifact_dict(a)
+
+
+@router.get("/agents/{agent_id}/artifacts", tags=["agents"])
+def list_agent_artifacts(agent_id: int, session: Session = Depends(db),
+                         user: User = Depends(researcher)):
+    from app.agents import artifacts
+
+    agent = artifacts.owned_agent(session, agent_id, user)
+    return [artifacts.artifact_dict(a) for a in artifacts.list_artifacts(session, agent)]
+
+
 @router.post("/studies/{study_id}/agents/{agent_id}/outputs", tags=["agents"])
 async def import_outputs(study_id: int, agent_id: int, file: UploadFile = File(...),
                          session: Session = Depends(db), user: User = Depends(researcher)):
@@ -220,6 +244,76 @@ def get_job(job_id: int, session: Session = Depends(db), user: User = Depends(re
     files = {name: store.url(key) for name, key in (job.result or {}).get("files", {}).items()}
     return {"id": job.id, "task": job.task, "state": job.state, "done": job.done,
             "total": job.total, "log": job.log, "files": files}
+
+
+def _run(session: Session, run_id: int, user: User):
+    from app.agents.generation import GenerationRun
+
+    run = session.get(GenerationRun, run_id)
+    study = session.get(Study, run.study_id) if run else None
+    if study is None or not services.can_manage(user, study):
+        raise HTTPException(404, "no such generation run among yours")
+    return run
+
+
+def _ids(text: str, field: str) -> list:
+    """Artifact ids as "3,4" or a JSON list; anything else is left for create_run to refuse."""
+    text = text.strip()
+    if not text:
+        return []
+    try:
+        value = json.loads(text if text.startswith("[") else f"[{text}]")
+    except json.JSONDecodeError:
+        raise InputError("give artifact ids as 3,4 or [3, 4]", field=field) from None
+    return value
+
+
+def _num(text: str, field: str, default: int) -> int:
+    if not text.strip():
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise InputError(f"{field} must be an integer", field=field) from None
+
+
+@router.post("/studies/{study_id}/generations", status_code=202, tags=["generation"])
+async def start_generation(study_id: int, file: UploadFile = File(None), speaker_artifact_id: str = Form(""),
+                           listener_artifact_ids: str = Form(""), n: str = Form(""), k: str = Form(""),
+                           m: str = Form(""), metric: str = Form("ndtw"), design: str = Form("evaluation"),
+                           max_len: str = Form(""), seed: str = Form(""), batch_size: str = Form(""),
+                           session: Session = Depends(db), user: User = Depends(researcher)):
+    """Generate a speaker's candidates for an R2R paths file (generated houses) and add items
+    to this draft navigation study (docs/kinds/navigation-generation.md): `n` samples per
+    path (default 10), `listener_artifact_ids` (K listeners, "3,4") each following every
+    candidate `m` times (default 3), `metric` ndtw|sdtw, `design` evaluation|capability."""
+    from app.agents.generation import create_run
+
+    study = _study(session, study_id, user)
+    data = await read_upload(file)
+    run = create_run(session, study, session.merge(user),
+                     speaker_artifact_id=_num(speaker_artifact_id, "speaker_artifact_id", -1)
+                     if speaker_artifact_id.strip() else None,
+                     listener_artifact_ids=_ids(listener_artifact_ids, "listener_artifact_ids"),
+                     paths_data=data, n=_num(n, "n", 10), m=_num(m, "m", 3), metric=metric, design=design,
+                     max_len=_num(max_len, "max_len", 60), seed=_num(seed, "seed", 0),
+                     batch_size=_num(batch_size, "batch_size", 8), k=_num(k, "k", 0) if k.strip() else None)
+    jobs.enqueue(run.job_id)
+    return {"run": run.id, "job": run.job_id, "state": "queued"}
+
+
+@router.get("/generations/{run_id}", tags=["generation"])
+def get_generation(run_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
+    from app.agents.generation import summary
+
+    return summary(session, _run(session, run_id, user))
+
+
+@router.post("/generations/{run_id}/cancel", tags=["generation"])
+def cancel_generation(run_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
+    from app.agents.generation import cancel_run, summary
+
+    return summary(session, cancel_run(session, _run(session, run_id, user)))
 
 
 class DecisionIn(BaseModel):

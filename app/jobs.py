@@ -14,7 +14,7 @@ import threading
 import traceback
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, String, Text, select, update
+from sqlalchemy import ForeignKey, String, Text, func, select, update
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from app.config import get_settings
@@ -25,7 +25,13 @@ log = logging.getLogger(__name__)
 # task name -> "module:function"; the function takes (session, job, progress).
 HANDLERS: dict[str, str] = {
     "export": "app.studies.exports:run_export",
+    "agent.validate": "workers.navigation.validate:run_validation",
+    "generation": "workers.navigation.generate:run_generation",
 }
+# A running job whose heartbeat (its last progress report) is older than this is taken to have
+# lost its worker (killed mid-job); a redelivered message may then claim it again. Handlers
+# must be idempotent (generation skips the paths it has stored) and report progress more often.
+STALE_AFTER_S = 900
 CELERY_TASK = "proctor.run_job"
 
 
@@ -45,6 +51,7 @@ class Job(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column()
     finished_at: Mapped[datetime | None] = mapped_column()
+    heartbeat_at: Mapped[datetime | None] = mapped_column()
 
     @property
     def fraction(self) -> float:
@@ -82,6 +89,7 @@ class Progress:
         with get_sessionmaker()() as s:
             job = s.get(Job, self.job_id)
             job.done = done
+            job.heartbeat_at = utcnow()
             if total is not None:
                 job.total = total
             if message:
@@ -89,29 +97,44 @@ class Progress:
             s.commit()
 
 
-def run_job(job_id: int) -> str:
-    """Claim and run one job; safe to call twice (a retried delivery finds it claimed)."""
+def run_job(job_id: int, stale_after: float | None = None) -> str:
+    """Claim and run one job; safe to call twice (a retried delivery finds it claimed).
+
+    With `stale_after` (seconds), a job still "running" with no heartbeat for that long (its
+    worker was killed) is claimed again. A job cancelled while it runs stays "cancelled"."""
+    from datetime import timedelta
+
     sm = get_sessionmaker()
     with sm() as s:
+        claimable = Job.state == "queued"
+        if stale_after is not None:
+            cutoff = utcnow() - timedelta(seconds=stale_after)
+            claimable = claimable | ((Job.state == "running") & (
+                func.coalesce(Job.heartbeat_at, Job.started_at) < cutoff))
+        now = utcnow()
         claimed = s.execute(
-            update(Job).where(Job.id == job_id, Job.state == "queued")
-            .values(state="running", started_at=utcnow())
+            update(Job).where(Job.id == job_id, claimable)
+            .values(state="running", started_at=now, heartbeat_at=now)
         ).rowcount
         s.commit()
         if not claimed:
             return "skipped"
         job = s.get(Job, job_id)
-        module, func = HANDLERS[job.task].split(":")
-        handler = getattr(importlib.import_module(module), func)
+        module, func_name = HANDLERS[job.task].split(":")
+        handler = getattr(importlib.import_module(module), func_name)
         try:
             result = handler(s, job, Progress(job_id))
             s.commit()
             s.refresh(job)
-            job.state, job.result, job.finished_at = "done", result or {}, utcnow()
+            if job.state == "cancelled":  # set by the researcher meanwhile: keep it
+                job.result = result or {}
+            else:
+                job.state, job.result, job.finished_at = "done", result or {}, utcnow()
         except Exception as exc:  # a failed job reports why instead of vanishing
             s.rollback()
             job = s.get(Job, job_id)
-            job.state, job.finished_at = "failed", utcnow()
+            if job.state != "cancelled":
+                job.state, job.finished_at = "failed", utcnow()
             job.log += f"failed: {exc}\n{traceback.format_exc(limit=3)}"
             log.exception("job %s failed", job_id)
         s.commit()

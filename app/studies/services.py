@@ -100,6 +100,23 @@ def create_study(session: Session, owner: User, kind_name: str, settings: StudyS
     return study
 
 
+def add_items(session: Session, study: Study, specs: list) -> int:
+    """Add items (ItemSpecs) to a draft study, skipping external ids it already has (so a
+    retried job adds nothing twice). Flushes; the caller commits. Returns how many were added."""
+    if study.state != "draft":
+        raise InputError(f"items can only be added to a draft study; this one is {study.state}",
+                         field="study")
+    have = set(session.scalars(select(Item.external_id).where(Item.study_id == study.id)))
+    rng = random.Random(f"{study.id}:{len(have)}")
+    rows = [dict(study_id=study.id, external_id=s.external_id, payload=s.payload,
+                 reference=s.reference, is_gold=s.is_gold, source=s.source, category=s.category,
+                 cluster=s.cluster, exclusion_group=s.exclusion_group, position=rng.random(),
+                 n_active=0) for s in specs if s.external_id not in have]
+    for start in range(0, len(rows), 5000):
+        session.execute(insert(Item), rows[start:start + 5000])
+    return len(rows)
+
+
 def set_state(session: Session, study: Study, state: str, actor: User) -> Study:
     if state not in TRANSITIONS.get(study.state, set()):
         raise InputError(f"a {study.state} study cannot become {state}", field="state")

@@ -197,10 +197,28 @@ def study_page(request: Request, study_id: int, session: Session = Depends(db),
     base = get_settings().base_url.rstrip("/")
     return render(request, "research/study.html", user=user, study=study, agents=agents,
                   my_agents=my_agents, jobs=job_rows, store=get_store(),
+                  generations=_generations(session, study),
                   progress=assignment.progress(session, study),
                   links={"mturk": f"{base}/s/{study.slug}?workerId=...&assignmentId=...&hitId=...",
                          "prolific": f"{base}/s/{study.slug}?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}"
                                      f"&STUDY_ID={{{{%STUDY_ID%}}}}&SESSION_ID={{{{%SESSION_ID%}}}}"})
+
+
+def _generations(session: Session, study: Study) -> list[dict]:
+    """The study's generation runs for research/_generation.html (issue 4)."""
+    from app.agents.generation import candidates_by_path, runs_of, summary
+
+    return [{"summary": summary(session, r), "paths": candidates_by_path(session, r)}
+            for r in runs_of(session, study)]
+
+
+@router.get("/studies/{study_id}/generations")
+def study_generations(request: Request, study_id: int, session: Session = Depends(db),
+                      user: User = Depends(researcher)):
+    """The generation runs' section alone (htmx polls it while a run is going)."""
+    study = _study(session, study_id, user)
+    return render(request, "research/_generation.html", study=study,
+                  generations=_generations(session, study))
 
 
 @router.get("/studies/{study_id}/progress")

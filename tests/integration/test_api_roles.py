@@ -68,6 +68,11 @@ POST /studies/{study_id}/state                          login  login  303    404
 POST /studies/{study_id}/agents                         login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/exports                        login  login  303    404    303    303     404     303     401
 GET  /studies/{study_id}/leaderboard                    login  login  200    404    200    200     404     200     401
+GET  /studies/{study_id}/generations                    login  login  200    404    200    200     404     200     401
+GET  /agents                                            login  login  200    200    200    200     200     200     401
+POST /agents                                            login  login  303    303    303    303     303     303     401
+GET  /agents/{agent_id}/artifacts                       login  login  200    404    200    200     404     200     401
+POST /agents/{agent_id}/artifacts                       login  login  303    404    303    303     404     303     401
 # ---- admin pages
 GET  /admin/studies/{study_id}/review                   login  login  403    403    200    403     403     200     401
 POST /admin/studies/{study_id}/review                   login  login  403    403    303    403     403     303     401
@@ -91,7 +96,14 @@ POST /api/v1/studies/{study_id}/exports                 401    401    202    404
 GET  /api/v1/jobs/{job_id}                              401    401    200    404    200    200     404     200     401
 GET  /api/v1/agents                                     401    401    200    200    200    200     200     200     401
 POST /api/v1/agents                                     401    401    201    201    201    201     201     201     401
+GET  /api/v1/agents/{agent_id}/artifacts                401    401    200    404    200    200     404     200     401
+POST /api/v1/agents/{agent_id}/artifacts                401    401    201    404    201    201     404     201     401
 POST /api/v1/studies/{study_id}/agents/{agent_id}/outputs 401  401    200    404    200    200     404     200     401
+# generation runs: the probe sends no paths file and the probe run has no job, so the callers
+# who may use them get 422 (the input's fault), the others 404
+POST /api/v1/studies/{study_id}/generations             401    401    422    404    422    422     404     422     401
+GET  /api/v1/generations/{run_id}                       401    401    200    404    200    200     404     200     401
+POST /api/v1/generations/{run_id}/cancel                401    401    422    404    422    422     404     422     401
 # ---- API: admins
 GET  /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
 POST /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
@@ -173,6 +185,7 @@ class World:
     csrf: dict = field(default_factory=dict)
     items: list = field(default_factory=list)
     nav: dict = field(default_factory=dict)  # a navigation study and a follower's annotation
+    run_id: int = 0  # a generation run (no job) of the study
 
     def session(self):
         return get_sessionmaker(self.db_url)()
@@ -236,6 +249,8 @@ def world(app, session, db_url):
     house = generate_house(1)
     import_house(session, house)
     nav = _nav_annotation(session, owner, house)
+    # speakers and listeners are uploaded to navigation agents (the roles agent is a ToM one)
+    nav["agent"] = services.register_agent(session, owner, "navigation", "roles-nav-agent").id
     store = get_store()
     store.put("exports/roles/probe.txt", b"probe")
     blob_url = store.url("exports/roles/probe.txt")
@@ -249,6 +264,7 @@ def world(app, session, db_url):
 
     clients = {}
     w = World(db_url=db_url, app=app, study=study, agent_id=agent.id, job_id=job.id, pid=0,
+              run_id=_generation_run(session, owner, study),
               bundle_id=0, blob_url=blob_url, users={"owner": owner, "other": other, "admin": admin},
               tokens=tokens, items=list(items), nav=nav)
     for role in ROLES:
@@ -287,6 +303,35 @@ def _nav_annotation(session, owner, house) -> dict:
     return {"study": study.id, "annotation": ann.id}
 
 
+def _listener_upload() -> tuple[dict, dict]:
+    """A tiny built-in listener as safetensors weights plus its config (docs/agents.md)."""
+    from safetensors.torch import save
+
+    from workers.navigation.features import SPECIALS
+    from workers.navigation.listener import Listener
+
+    listener = Listener([*SPECIALS, "go"], hidden=4, embed=4)
+    return ({"role": "listener", "format": "safetensors", "config": json.dumps(listener.config())},
+            {"file": ("listener.safetensors", save(listener.state_dict()), "application/octet-stream")})
+
+
+def _generation_run(session, owner, study) -> int:
+    """A stored generation run (rows only: no job, no model behind its artifact)."""
+    from app.agents.generation import GenerationRun
+    from app.agents.models import AgentArtifact
+
+    agent = services.register_agent(session, owner, "navigation", "roles-speaker")
+    art = AgentArtifact(agent_id=agent.id, version=1, role="speaker", format="safetensors",
+                        blob_key="artifacts/none", size=0, sha256="0" * 64)
+    session.add(art)
+    session.flush()
+    run = GenerationRun(study_id=study.id, owner_id=owner.id, speaker_artifact_id=art.id, n=1, k=0, m=1,
+                        metric="ndtw", design="evaluation", max_len=10, seed=0, batch_size=1, paths=[])
+    session.add(run)
+    session.commit()
+    return run.id
+
+
 def _outputs(ids, answer: str = "Yes") -> bytes:
     return "".join(json.dumps({"question_id": i, "answer": answer}) + "\n" for i in ids).encode()
 
@@ -300,7 +345,10 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
     method, template = key.split(" ", 1)
     path = (template.replace("{study_id}", str(w.study.id)).replace("{slug}", w.study.slug)
             .replace("{agent_id}", str(w.agent_id)).replace("{job_id}", str(w.job_id))
-            .replace("{pid}", str(w.pid)).replace("{scan}", "house-1"))
+            .replace("{pid}", str(w.pid)).replace("{scan}", "house-1")
+            .replace("{run_id}", str(w.run_id)))
+    if "/agents/{agent_id}/artifacts" in template:
+        path = template.replace("{agent_id}", str(w.nav["agent"]))
     if "{annotation_id}" in template:
         path = (template.replace("{study_id}", str(w.nav["study"]))
                 .replace("{annotation_id}", str(w.nav["annotation"])))
@@ -343,10 +391,16 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         from tests.integration.test_nav_panoramas import panorama_png
 
         files = [("files", (f"{get_graph('house-1').viewpoints[0]}.png", panorama_png(width=64), "image/png"))]
+    elif key == "POST /agents":
+        form = {"name": f"page-nav-agent-{role}"}
+    elif key in ("POST /agents/{agent_id}/artifacts", "POST /api/v1/agents/{agent_id}/artifacts"):
+        form, files = _listener_upload()
     elif key == "POST /api/v1/studies/{study_id}/agents/{agent_id}/outputs":
         files = {"file": ("a.jsonl", _outputs(w.items[:10], "No"), "application/jsonl")}
-    elif key == "POST /api/v1/studies/{study_id}/exports":
+    elif key in ("POST /api/v1/studies/{study_id}/exports", "POST /api/v1/generations/{run_id}/cancel"):
         pass
+    elif key == "POST /api/v1/studies/{study_id}/generations":
+        form = {"speaker_artifact_id": "1"}
     elif key == "POST /api/v1/studies/{study_id}/review":
         kw["json"] = {"participant_ids": [w.pid], "decision": "approve"}
     elif key == "POST /api/v1/crowd/{slug}/enter":

@@ -1,0 +1,219 @@
+"""Generation runs (issue 4): a speaker's candidates for a study's paths, optionally reranked
+by a listener ensemble (the bounded pragmatic speaker, the paper's eq. 13).
+
+The web side only stores the run (its parameters and the paths, from an R2R file of imported
+generated houses) and enqueues the job "generation"; `workers/navigation/generate.py` does
+the work. Every candidate and every listener rollout is kept, so a researcher can see why a
+candidate was chosen. See docs/kinds/navigation-generation.md.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Float, ForeignKey, String, Text, UniqueConstraint, func, select
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from app import jobs
+from app.agents.models import Agent, AgentArtifact
+from app.auth.models import User
+from app.db import Base, utcnow
+from app.errors import InputError
+from app.studies.models import Study
+
+DESIGNS = ("evaluation", "capability")
+METRICS = ("ndtw", "sdtw")
+MAX_N, MAX_K, MAX_M, MAX_PATHS = 50, 10, 20, 5000
+
+
+class GenerationRun(Base):
+    __tablename__ = "generation_runs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), index=True)
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    speaker_artifact_id: Mapped[int] = mapped_column(ForeignKey("agent_artifacts.id"))
+    listener_artifact_ids: Mapped[list] = mapped_column(default=list)
+    n: Mapped[int] = mapped_column()  # samples per path (besides the inference output)
+    k: Mapped[int] = mapped_column()  # listeners (0: no reranking)
+    m: Mapped[int] = mapped_column()  # rollouts per listener and candidate
+    metric: Mapped[str] = mapped_column(String(8))
+    design: Mapped[str] = mapped_column(String(16))
+    max_len: Mapped[int] = mapped_column()
+    seed: Mapped[int] = mapped_column()
+    batch_size: Mapped[int] = mapped_column()
+    # The intended paths: [{path_id, scan, path, heading, instructions}] from the R2R file.
+    paths: Mapped[list] = mapped_column(default=list)
+    job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="SET NULL"))
+    gamma: Mapped[float | None] = mapped_column(Float)
+    state: Mapped[str] = mapped_column(String(16), default="queued")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Candidate(Base):
+    """One instruction for one path: k = 0 is the inference output (greedy), 1..N samples."""
+
+    __tablename__ = "generation_candidates"
+    __table_args__ = (UniqueConstraint("run_id", "path_key", "k"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("generation_runs.id", ondelete="CASCADE"), index=True)
+    path_key: Mapped[str] = mapped_column(String(255))  # f"{scan}:{path_id}"
+    k: Mapped[int] = mapped_column()
+    role: Mapped[str] = mapped_column(String(16))  # inference | sample
+    instruction: Mapped[str] = mapped_column(Text)
+    speaker_score: Mapped[float] = mapped_column(Float)  # log S(u | e*)
+    listener_score: Mapped[float | None] = mapped_column(Float)  # mean over K x M rollouts
+    chosen: Mapped[bool] = mapped_column(default=False)
+
+
+class Rollout(Base):
+    """Listener `listener` following a candidate, its m-th sampled time."""
+
+    __tablename__ = "generation_rollouts"
+    __table_args__ = (UniqueConstraint("candidate_id", "listener", "m"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    candidate_id: Mapped[int] = mapped_column(ForeignKey("generation_candidates.id", ondelete="CASCADE"),
+                                              index=True)
+    listener: Mapped[int] = mapped_column()
+    m: Mapped[int] = mapped_column()
+    path: Mapped[list] = mapped_column()  # viewpoint ids
+    ndtw: Mapped[float] = mapped_column(Float)
+    sdtw: Mapped[float] = mapped_column(Float)
+    success: Mapped[bool] = mapped_column()
+
+
+# -- services (web side: no torch) ------------------------------------------------------------
+
+
+def _artifact(session: Session, user: User, artifact_id: object, role: str, field: str) -> AgentArtifact:
+    if isinstance(artifact_id, bool) or not isinstance(artifact_id, int):
+        raise InputError(f"{field} must be an artifact id (an integer)", field=field)
+    art = session.get(AgentArtifact, artifact_id)
+    agent = session.get(Agent, art.agent_id) if art else None
+    if art is None or (user.role != "admin" and agent.owner_id != user.id):
+        raise InputError(f"no artifact {artifact_id} among yours", field=field)
+    if art.role != role:
+        raise InputError(f"artifact {artifact_id} is a {art.role}, not a {role}", field=field)
+    if art.state != "valid":
+        raise InputError(f"artifact {artifact_id} is {art.state}: only validated artifacts can be used",
+                         field=field)
+    return art
+
+
+def _int(value: object, field: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InputError(f"{field} must be an integer from {low} to {high}", field=field)
+    return value
+
+
+def parse_paths(data: bytes, design: str) -> list[dict]:
+    """The R2R file's paths, each checked on its imported building, which must be a generated
+    house (the speaker's features need its semantics sidecar)."""
+    from app.kinds.navigation import _check_path
+    from app.kinds.navigation.environments import get_semantics
+    from app.kinds.navigation.formats import parse_r2r
+
+    paths = parse_r2r(data)
+    if not paths:
+        raise InputError("the paths file holds no paths", field="paths")
+    if len(paths) > MAX_PATHS:
+        raise InputError(f"at most {MAX_PATHS} paths per run", field="paths")
+    out = []
+    for p in paths:
+        label = f"path_id {p.path_id}"
+        if len(f"{p.scan}:{p.path_id}") > 255:
+            raise InputError(f"{label}: scan and path_id are too long", field="path_id")
+        _check_path(p.scan, p.path, label)
+        if get_semantics(p.scan) is None:
+            raise InputError(f"{label}: building {p.scan} has no semantics (generation needs a generated "
+                             "house, imported with `proctor nav import-house`)", field="scan")
+        refs = [t for t in p.instructions if t.strip()]
+        if design == "capability" and not refs:
+            raise InputError(f"{label}: the capability design needs a human reference instruction",
+                             field="instructions")
+        out.append({"path_id": p.path_id, "scan": p.scan, "path": list(p.path), "heading": p.heading,
+                    "instructions": refs})
+    return out
+
+
+def create_run(session: Session, study: Study, user: User, *, speaker_artifact_id: object,
+               listener_artifact_ids: object = (), paths_data: bytes, n: object = 10, m: object = 3,
+               metric: str = "ndtw", design: str = "evaluation", max_len: object = 60, seed: object = 0,
+               batch_size: object = 8, k: object = None) -> GenerationRun:
+    """Check everything, store the run and its job in one transaction; the caller enqueues."""
+    if study.kind != "navigation":
+        raise InputError("generation runs are for navigation studies", field="study")
+    if study.state != "draft":
+        raise InputError(f"items can only be added to a draft study; this one is {study.state}",
+                         field="study")
+    if design not in DESIGNS:
+        raise InputError(f"design is one of {', '.join(DESIGNS)}", field="design")
+    if metric not in METRICS:
+        raise InputError(f"metric is one of {', '.join(METRICS)}", field="metric")
+    speaker = _artifact(session, user, speaker_artifact_id, "speaker", "speaker_artifact_id")
+    if not isinstance(listener_artifact_ids, (list, tuple)):
+        raise InputError("listener_artifact_ids must be a list of artifact ids", field="listener_artifact_ids")
+    listeners = [_artifact(session, user, a, "listener", "listener_artifact_ids") for a in listener_artifact_ids]
+    if len({a.id for a in listeners}) != len(listeners) or len(listeners) > MAX_K:
+        raise InputError(f"at most {MAX_K} distinct listeners", field="listener_artifact_ids")
+    if k is not None and k != len(listeners):
+        raise InputError(f"k = {k} but {len(listeners)} listener artifacts are given", field="k")
+    run = GenerationRun(
+        study_id=study.id, owner_id=user.id, speaker_artifact_id=speaker.id,
+        listener_artifact_ids=[a.id for a in listeners], n=_int(n, "n", 1, MAX_N), k=len(listeners),
+        m=_int(m, "m", 1, MAX_M), metric=metric, design=design, max_len=_int(max_len, "max_len", 2, 200),
+        seed=_int(seed, "seed", 0, 2**31 - 1), batch_size=_int(batch_size, "batch_size", 1, 256),
+        paths=parse_paths(paths_data, design), state="queued")
+    session.add(run)
+    session.flush()
+    job = jobs.create_job(session, "generation", study_id=study.id, owner_id=user.id, run_id=run.id)
+    run.job_id = job.id
+    session.commit()
+    return run
+
+
+def cancel_run(session: Session, run: GenerationRun) -> GenerationRun:
+    """Mark the job cancelled; the worker stops before its next batch (what it stored stays)."""
+    job = session.get(jobs.Job, run.job_id) if run.job_id else None
+    if job is None or job.state not in ("queued", "running"):
+        raise InputError(f"the run is {run.state}: only a queued or running run can be cancelled",
+                         field="state")
+    job.state, job.finished_at = "cancelled", utcnow()
+    job.log += "cancelled by the researcher\n"
+    run.state = "cancelled"
+    session.commit()
+    return run
+
+
+def runs_of(session: Session, study: Study) -> list[GenerationRun]:
+    return session.scalars(select(GenerationRun).where(GenerationRun.study_id == study.id)
+                           .order_by(GenerationRun.id.desc())).all()
+
+
+def summary(session: Session, run: GenerationRun) -> dict:
+    job = session.get(jobs.Job, run.job_id) if run.job_id else None
+    n_cands = session.scalar(select(func.count(Candidate.id)).where(Candidate.run_id == run.id))
+    n_paths = session.scalar(select(func.count(func.distinct(Candidate.path_key))).where(Candidate.run_id == run.id))
+    n_rollouts = session.scalar(select(func.count(Rollout.id)).join(Candidate, Candidate.id == Rollout.candidate_id)
+                                .where(Candidate.run_id == run.id))
+    return {"id": run.id, "study_id": run.study_id, "state": job.state if job else run.state,
+            "job": run.job_id, "done": job.done if job else 0, "total": job.total if job else len(run.paths),
+            "log": job.log if job else "", "design": run.design, "n": run.n, "k": run.k, "m": run.m,
+            "metric": run.metric, "speaker_artifact_id": run.speaker_artifact_id,
+            "listener_artifact_ids": run.listener_artifact_ids, "gamma": run.gamma,
+            "paths": len(run.paths), "paths_done": n_paths, "candidates": n_cands, "rollouts": n_rollouts,
+            "items": (job.result or {}).get("items") if job else None}
+
+
+def candidates_by_path(session: Session, run: GenerationRun, limit_paths: int = 50) -> list[tuple[str, list]]:
+    """[(path_key, [Candidate ordered by k])] for the page (the first `limit_paths` paths)."""
+    rows = session.scalars(select(Candidate).where(Candidate.run_id == run.id)
+                           .order_by(Candidate.path_key, Candidate.k)).all()
+    out: dict[str, list] = {}
+    for c in rows:
+        if c.path_key not in out and len(out) >= limit_paths:
+            break
+        out.setdefault(c.path_key, []).append(c)
+    return list(out.items())

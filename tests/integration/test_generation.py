@@ -1,0 +1,325 @@
+"""Generation runs (issue 4) on SQLite and PostgreSQL, with tiny built-in models stored as
+valid safetensors artifacts: candidates, listener rollouts, the chosen candidate (eq. 13),
+gamma, the study's items, retry after a crash, cancellation, the API and the study page; and
+one run through a real Celery worker over Redis."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+
+import pytest
+from sqlalchemy import func, select
+
+from app import jobs
+from app.agents.generation import Candidate, GenerationRun, Rollout, create_run
+from app.agents.models import AgentArtifact
+from app.kinds.navigation.environments import import_house
+from app.kinds.navigation.grammar import describe_path
+from app.kinds.navigation.house import generate_house, sample_paths, to_r2r
+from app.storage import get_store
+from app.studies import services
+from app.studies.models import Item, Study
+from tests.conftest import login, make_user
+
+N, M, PATHS = 3, 2, 4
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory) -> dict:
+    """An untrained speaker and two untrained listeners (hidden 16) in the upload format."""
+    import torch
+
+    from workers.navigation.features import Vocabulary
+    from workers.navigation.listener import Listener
+    from workers.navigation.speaker import Speaker
+    from workers.navigation.train import make_dataset, save_model
+
+    data = make_dataset(range(100, 102), paths_per_house=5)
+    vocab = Vocabulary.build([t for e in data.examples for t in e.instructions])
+    folder = tmp_path_factory.mktemp("models")
+    out = {}
+    for name, model in (("speaker", Speaker(vocab.words, hidden=16, embed=8)),
+                        ("listener0", Listener(vocab.words, hidden=16, embed=8)),
+                        ("listener1", Listener(vocab.words, hidden=16, embed=8))):
+        torch.manual_seed(len(out))
+        weights, config = save_model(model, folder, name)
+        out[name] = (weights.read_bytes(), json.loads(config.read_text()))
+    return out
+
+
+def _artifact(session, owner, models, name, role, agent_name) -> AgentArtifact:
+    agent = services.register_agent(session, owner, "navigation", agent_name)
+    blob, config = models[name]
+    key = f"artifacts/{agent.id}/1.safetensors"
+    get_store().put(key, blob)
+    art = AgentArtifact(agent_id=agent.id, version=1, role=role, format="safetensors", blob_key=key,
+                        config=config, size=len(blob), sha256=hashlib.sha256(blob).hexdigest(), state="valid")
+    session.add(art)
+    session.flush()
+    return art
+
+
+def _paths_file(house, n=PATHS) -> bytes:
+    paths = sample_paths(house, n, rng=3)
+    return json.dumps(to_r2r(house, paths, [describe_path(house, p, rng=k, n=1) for k, p in enumerate(paths)])).encode()
+
+
+@pytest.fixture
+def setup(session, tiny_models):
+    return _setup(session, tiny_models)
+
+
+def _setup(session, tiny_models) -> dict:
+    owner = make_user(session, "researcher")
+    house = generate_house(100)
+    import_house(session, house)
+    paths = _paths_file(house)
+    study = services.create_study(session, owner, "navigation", services.StudySettings(title="Gen"),
+                                  paths, "r2r")
+    speaker = _artifact(session, owner, tiny_models, "speaker", "speaker", "tiny-speaker")
+    listeners = [_artifact(session, owner, tiny_models, f"listener{i}", "listener", f"tiny-listener-{i}")
+                 for i in range(2)]
+    session.commit()
+    return {"owner": owner, "study": study, "paths": paths, "speaker": speaker, "listeners": listeners,
+            "house": house}
+
+
+def _run(session, s, design="evaluation", listeners=True, **kw) -> GenerationRun:
+    return create_run(session, s["study"], s["owner"], speaker_artifact_id=s["speaker"].id,
+                      listener_artifact_ids=[a.id for a in s["listeners"]] if listeners else [],
+                      paths_data=s["paths"], n=N, m=M, design=design, max_len=12, batch_size=2, **kw)
+
+
+def _candidates(session, run) -> dict[str, list[Candidate]]:
+    out: dict[str, list[Candidate]] = {}
+    for c in session.scalars(select(Candidate).where(Candidate.run_id == run.id).order_by(Candidate.k)):
+        out.setdefault(c.path_key, []).append(c)
+    return out
+
+
+def _gen_items(session, study) -> list[Item]:
+    return session.scalars(select(Item).where(Item.study_id == study.id, Item.source == "agent")
+                           .order_by(Item.external_id)).all()
+
+
+def test_evaluation_run_reranks_with_listeners_and_adds_items(session, setup):
+    run = _run(session, setup)
+    assert jobs.run_job(run.job_id) == "done", session.get(jobs.Job, run.job_id).log
+    session.expire_all()
+    run = session.get(GenerationRun, run.id)
+    by_path = _candidates(session, run)
+    assert len(by_path) == PATHS
+    for key, cands in by_path.items():
+        assert [c.k for c in cands] == list(range(1 + N))
+        assert [c.role for c in cands] == ["inference"] + ["sample"] * N
+        assert all(math.isfinite(c.speaker_score) and c.speaker_score <= 0 for c in cands)
+        for c in cands:
+            rolls = session.scalars(select(Rollout).where(Rollout.candidate_id == c.id)).all()
+            assert sorted((r.listener, r.m) for r in rolls) == [(k, m) for k in range(2) for m in range(M)]
+            assert c.listener_score == pytest.approx(sum(r.ndtw for r in rolls) / len(rolls), abs=1e-5)
+            assert all(r.path[0] == rolls[0].path[0] and 0 <= r.sdtw <= r.ndtw <= 1 for r in rolls)
+        chosen = [c for c in cands if c.chosen]
+        assert len(chosen) == 1
+        assert chosen[0].listener_score == max(c.listener_score for c in cands)
+    # gamma: the share of paths where the inference output outscores every sample
+    expected = sum(cs[0].speaker_score > max(c.speaker_score for c in cs[1:]) for cs in by_path.values()) / PATHS
+    assert run.gamma == pytest.approx(expected)
+    items = _gen_items(session, setup["study"])
+    assert len(items) == PATHS
+    for it in items:
+        chosen = next(c for c in by_path[it.exclusion_group] if c.chosen)
+        assert it.payload["instruction"] == chosen.instruction
+        assert it.category == "tiny-speaker" and it.cluster == it.exclusion_group
+        assert it.reference["candidate"] == chosen.k and "path" in it.reference
+    assert "tiny-speaker" in session.get(Study, setup["study"].id).kind_settings["speakers"]
+
+    # A retry after a crash (the job set back to running, its heartbeat stale, or to queued)
+    # duplicates no candidate, rollout or item.
+    counts = (session.scalar(select(func.count(Candidate.id))), session.scalar(select(func.count(Rollout.id))),
+              session.scalar(select(func.count(Item.id))))
+    job = session.get(jobs.Job, run.job_id)
+    job.state = "running"
+    session.commit()
+    assert jobs.run_job(run.job_id) == "skipped"  # a live worker's job is left alone
+    assert jobs.run_job(run.job_id, stale_after=-1) == "done"
+    session.expire_all()
+    assert (session.scalar(select(func.count(Candidate.id))), session.scalar(select(func.count(Rollout.id))),
+            session.scalar(select(func.count(Item.id)))) == counts
+
+
+def test_capability_run_without_listeners(session, setup):
+    run = _run(session, setup, design="capability", listeners=False)
+    assert jobs.run_job(run.job_id) == "done", session.get(jobs.Job, run.job_id).log
+    session.expire_all()
+    by_path = _candidates(session, run)
+    assert session.scalar(select(func.count(Rollout.id))) == 0
+    for cands in by_path.values():
+        assert [c.chosen for c in cands] == [True] + [False] * N  # no listeners: the inference output
+        assert all(c.listener_score is None for c in cands)
+    items = session.scalars(select(Item).where(Item.study_id == setup["study"].id,
+                                               Item.reference["role"].isnot(None))).all()
+    roles = [i.reference.get("role") for i in items if i.reference.get("role")]
+    assert len(roles) == PATHS * (1 + N + 1)
+    assert roles.count("inference") == PATHS and roles.count("sample") == PATHS * N
+    assert roles.count("reference") == PATHS
+    for it in items:
+        if it.reference.get("role") == "reference":
+            assert math.isfinite(it.reference["speaker_score"])
+    assert session.get(Study, setup["study"].id).kind_settings["design"] == "capability"
+
+
+def test_a_crash_mid_run_resumes_without_duplicates(session, setup):
+    """Paths stored before the crash are skipped; the rest are generated on the retry."""
+    run = _run(session, setup)
+    from workers.navigation import generate
+
+    job = session.get(jobs.Job, run.job_id)
+    original = generate._generate_batch
+    calls = []
+
+    def crash_on_second(*args, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("worker killed")
+        return original(*args, **kw)
+
+    generate._generate_batch = crash_on_second
+    try:
+        assert jobs.run_job(job.id) == "failed"
+    finally:
+        generate._generate_batch = original
+    session.expire_all()
+    assert len(_candidates(session, run)) == 2  # the first batch (2 paths) was committed
+    job = session.get(jobs.Job, run.job_id)
+    job.state = "queued"
+    session.commit()
+    assert jobs.run_job(job.id) == "done"
+    session.expire_all()
+    by_path = _candidates(session, run)
+    assert len(by_path) == PATHS and all(len(c) == 1 + N for c in by_path.values())
+    assert len(_gen_items(session, setup["study"])) == PATHS
+    assert "2 already stored" in session.get(jobs.Job, run.job_id).log
+
+
+def test_cancel_stops_between_batches(session, setup):
+    from app.agents.generation import cancel_run
+    from workers.navigation import generate
+
+    run = _run(session, setup)
+    original = generate._generate_batch
+
+    def cancel_after_first(s, r, *args, **kw):
+        original(s, r, *args, **kw)
+        from app.db import get_sessionmaker
+
+        with get_sessionmaker()() as other:  # the researcher, in another session
+            cancel_run(other, other.get(GenerationRun, r.id))
+
+    generate._generate_batch = cancel_after_first
+    try:
+        assert jobs.run_job(run.job_id) == "cancelled"
+    finally:
+        generate._generate_batch = original
+    session.expire_all()
+    assert len(_candidates(session, run)) == 2
+    assert _gen_items(session, setup["study"]) == []
+    assert session.get(GenerationRun, run.id).state == "cancelled"
+    assert "cancelled" in session.get(jobs.Job, run.job_id).log
+
+
+def test_bad_requests_store_nothing(session, setup):
+    from app.errors import InputError
+
+    bad = [
+        dict(n=0), dict(m=99), dict(metric="bleu"), dict(design="other"),
+        dict(speaker_artifact_id=setup["listeners"][0].id),
+        dict(listener_artifact_ids=[setup["speaker"].id]),
+        dict(paths_data=b"[]"), dict(paths_data=b"not json"),
+    ]
+    base = dict(speaker_artifact_id=setup["speaker"].id, listener_artifact_ids=[], paths_data=setup["paths"])
+    for change in bad:
+        with pytest.raises(InputError):
+            create_run(session, setup["study"], setup["owner"], **{**base, **change})
+        session.rollback()
+    setup["speaker"].state = "pending"
+    session.commit()
+    with pytest.raises(InputError, match="pending"):
+        create_run(session, setup["study"], setup["owner"], **base)
+    session.rollback()
+    assert session.scalar(select(func.count(GenerationRun.id))) == 0
+    assert session.scalar(select(func.count(jobs.Job.id)).where(jobs.Job.task == "generation")) == 0
+
+
+def test_api_and_page(session, setup, client):
+    owner = setup["owner"]
+    csrf = login(client, owner)
+    study = setup["study"]
+    form = {"speaker_artifact_id": str(setup["speaker"].id),
+            "listener_artifact_ids": ",".join(str(a.id) for a in setup["listeners"]),
+            "n": str(N), "m": str(M), "max_len": "12", "csrf_token": csrf}
+    r = client.post(f"/api/v1/studies/{study.id}/generations", data={**form, "n": "0"},
+                    files={"file": ("paths.json", setup["paths"], "application/json")})
+    assert r.status_code == 422 and "n must be" in r.text
+    r = client.post(f"/api/v1/studies/{study.id}/generations", data=form,
+                    files={"file": ("paths.json", setup["paths"], "application/json")})
+    assert r.status_code == 202, r.text
+    run_id, job_id = r.json()["run"], r.json()["job"]
+    assert jobs.run_job(job_id) == "done"
+    got = client.get(f"/api/v1/generations/{run_id}").json()
+    assert got["state"] == "done", got["log"]
+    assert got["state"] == "done" and got["candidates"] == PATHS * (1 + N)
+    assert got["rollouts"] == PATHS * (1 + N) * 2 * M and got["items"] == PATHS
+    assert got["gamma"] is not None
+    r = client.post(f"/api/v1/generations/{run_id}/cancel", headers={"X-CSRF-Token": csrf})
+    assert r.status_code == 422 and "cancelled" in r.text
+    page = client.get(f"/studies/{study.id}")
+    assert page.status_code == 200
+    first = session.scalars(select(Candidate).where(Candidate.run_id == run_id, Candidate.chosen)).first()
+    from html import escape
+
+    assert f"Generation run #{run_id}" in page.text and escape(first.instruction) in page.text
+    part = client.get(f"/studies/{study.id}/generations")
+    assert part.status_code == 200 and "gamma" in part.text
+
+
+# -- a real Celery worker over Redis (PostgreSQL: the worker is another process) ---------------
+
+from tests.integration.test_celery import JOB_TIMEOUT_S, celery_env, celery_worker  # noqa: E402,F401
+
+
+@pytest.mark.redis
+@pytest.mark.postgres
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_generation_runs_on_a_real_celery_worker(celery_env, celery_worker, db_url, tiny_models):
+    from fastapi.testclient import TestClient
+
+    from app.auth.security import create_token
+    from app.db import get_sessionmaker
+    from app.main import create_app
+
+    # The worker reads the artifacts and the house from the blob folder this process writes.
+    session = get_sessionmaker(db_url)()
+    s = _setup(session, tiny_models)
+    token = create_token(session, s["owner"], "ci")
+    session.commit()
+    headers = {"Authorization": f"Bearer {token}"}
+    with TestClient(create_app(db_url)) as client:
+        r = client.post(f"/api/v1/studies/{s['study'].id}/generations", headers=headers,
+                        data={"speaker_artifact_id": str(s["speaker"].id),
+                              "listener_artifact_ids": f"[{s['listeners'][0].id}]",
+                              "n": "2", "m": "1", "max_len": "10"},
+                        files={"file": ("paths.json", s["paths"], "application/json")})
+        assert r.status_code == 202, r.text
+        run_id = r.json()["run"]
+        deadline = time.monotonic() + JOB_TIMEOUT_S
+        while (got := client.get(f"/api/v1/generations/{run_id}", headers=headers).json())["state"] in (
+                "queued", "running"):
+            assert time.monotonic() < deadline, celery_worker.log()[-4000:]
+            time.sleep(0.25)
+    assert got["state"] == "done", got["log"] + celery_worker.log()[-3000:]
+    assert got["candidates"] == PATHS * 3 and got["rollouts"] == PATHS * 3 and got["items"] == PATHS
+    celery_worker.wait_for(rf"Task {jobs.CELERY_TASK}\[[^\]]+\] succeeded in [\d.]+s: 'done'", 10)
+    session.close()

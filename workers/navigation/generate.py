@@ -1,0 +1,255 @@
+"""The job "generation": a speaker's candidates for a run's paths, reranked by listeners.
+
+Per batch of paths: the speaker's inference output (greedy) and N samples, each with its
+log-probability S(u | e*); when the run has listeners, each of the K listeners follows each
+candidate M times (sampled) and every rollout is scored by nDTW and SDTW against the intended
+path (rerank.follow_and_score: one batched call per batch); the candidate with the best mean
+of the run's metric is chosen (the paper's eq. 13); without listeners the inference output is.
+A path's candidates and rollouts are written in one transaction, so a worker killed mid-job
+and restarted skips the paths it has stored and duplicates nothing. Between batches the job's
+state is read: "cancelled" stops the run. At the end gamma is computed from the stored
+candidates and the study's items are added (skipping external ids it already has).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app import jobs
+from app.agents.generation import Candidate, GenerationRun, Rollout
+from app.agents.models import Agent, AgentArtifact
+from app.kinds.base import ItemSpec
+from app.kinds.navigation.capability import (MAX_SPEAKER, CapabilityInput, CapabilityPath, Sample, Utterance,
+                                             capability_items)
+from app.kinds.navigation.environments import get_graph, get_semantics
+from app.studies import services
+from app.studies.models import Study
+from workers.navigation.features import Vocabulary, World, stack_steps
+from workers.navigation.listener import Ensemble, Listener
+from workers.navigation.rerank import Worlds, follow_and_score, pick_device
+
+
+def load_model(session: Session, artifact: AgentArtifact) -> torch.nn.Module:
+    """The one way this job gets a model: the uploads' loader, which refuses artifacts that are
+    not valid or whose blob no longer matches its checksum."""
+    from workers.navigation.loading import load_artifact
+
+    return load_artifact(session, artifact)
+
+
+def _speaker_name(session: Session, artifact: AgentArtifact) -> str:
+    agent = session.get(Agent, artifact.agent_id)
+    name = (agent.name if agent else f"speaker-{artifact.id}").strip() or f"speaker-{artifact.id}"
+    if name == "human":
+        name = "human-speaker"
+    return name[:MAX_SPEAKER]
+
+
+def _cancelled(job_id: int) -> bool:
+    from app.db import get_sessionmaker
+
+    with get_sessionmaker()() as s:
+        return s.get(jobs.Job, job_id).state == "cancelled"
+
+
+def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> dict:
+    run = session.get(GenerationRun, job.params["run_id"])
+    if run is None:
+        raise ValueError(f"no generation run {job.params['run_id']}")
+    run.state = "running"
+    session.commit()
+    dev = pick_device()
+    speaker_art = session.get(AgentArtifact, run.speaker_artifact_id)
+    speaker = load_model(session, speaker_art)
+    if not hasattr(speaker, "sample"):
+        raise ValueError("the speaker artifact has no sample()")
+    speaker = speaker.to(dev).eval()
+    speaker_vocab = Vocabulary(list(speaker.vocabulary()))
+    ensemble = None
+    if run.listener_artifact_ids:
+        members = [load_model(session, session.get(AgentArtifact, a)) for a in run.listener_artifact_ids]
+        if not all(isinstance(mm, Listener) for mm in members):
+            # The batched rerank stacks built-in listeners' weights; TorchScript listeners would
+            # need a per-member loop over encode/act (not built yet).
+            raise ValueError("reranking needs built-in (safetensors) listeners for now")
+        ensemble = Ensemble(members).to(dev)
+        listener_vocab = Vocabulary(list(ensemble.words))
+
+    paths = run.paths
+    keys = [f"{p['scan']}:{p['path_id']}" for p in paths]
+    stored = set(session.scalars(select(Candidate.path_key).where(Candidate.run_id == run.id).distinct()))
+    todo = [i for i, key in enumerate(keys) if key not in stored]
+    progress(len(paths) - len(todo), len(paths),
+             f"generation run {run.id}: {len(paths)} paths, {len(stored)} already stored; "
+             f"N={run.n} samples, K={run.k} listeners, M={run.m} rollouts, metric {run.metric}, on {dev}")
+    worlds: dict[str, World] = {}
+    for scan in sorted({paths[i]["scan"] for i in todo}):
+        worlds[scan] = World.from_semantics(get_graph(scan), get_semantics(scan))
+    table = Worlds(list(worlds.values()), dev) if (ensemble is not None and worlds) else None
+    done = len(paths) - len(todo)
+    for b, start in enumerate(range(0, len(todo), run.batch_size)):
+        if _cancelled(job.id):
+            progress(done, None, f"cancelled after {done} of {len(paths)} paths")
+            return {"run": run.id, "cancelled": True, "paths_done": done}
+        batch = todo[start:start + run.batch_size]
+        _generate_batch(session, run, [paths[i] for i in batch], [keys[i] for i in batch], speaker,
+                        speaker_vocab, ensemble, listener_vocab if ensemble is not None else None,
+                        worlds, table, seed=run.seed * 100003 + batch[0])
+        done += len(batch)
+        progress(done, None, f"batch {b + 1}: {done}/{len(paths)} paths")
+
+    if _cancelled(job.id):
+        return {"run": run.id, "cancelled": True, "paths_done": done}
+    run.gamma = gamma(session, run)
+    added = _add_items(session, run, speaker, speaker_vocab, worlds, _speaker_name(session, speaker_art))
+    run.state = "done"
+    session.commit()
+    progress(done, None, f"done: gamma {run.gamma if run.gamma is None else round(run.gamma, 4)}, "
+                         f"{added} items added to the study")
+    return {"run": run.id, "paths_done": done, "gamma": run.gamma, "items": added}
+
+
+def _generate_batch(session: Session, run: GenerationRun, paths: list[dict], keys: list[str], speaker,
+                    speaker_vocab: Vocabulary, ensemble, listener_vocab, worlds: dict[str, World],
+                    table: Worlds | None, seed: int) -> None:
+    dev = table.device if table is not None else pick_device()
+    feats, fmask = stack_steps([worlds[p["scan"]].step_features(p["path"], p["heading"]) for p in paths])
+    feats, fmask = feats.to(dev), fmask.to(dev)
+    b = len(paths)
+    # texts[i][k], scores[i][k]: k = 0 the inference output, 1..N the samples
+    texts: list[list[str]] = [[] for _ in range(b)]
+    scores: list[list[float]] = [[] for _ in range(b)]
+    with torch.no_grad(), torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+        torch.manual_seed(seed)  # a batch re-run after a crash draws the same samples
+        for greedy in [True] + [False] * run.n:
+            tokens, logp = speaker.sample(feats, fmask, run.max_len, greedy, 1.0)
+            for i in range(b):
+                texts[i].append(speaker_vocab.decode([int(t) for t in tokens[i].tolist()]))
+                scores[i].append(float(logp[i]))
+        rerank = None
+        if ensemble is not None:
+            gen = torch.Generator(device=dev).manual_seed(seed)
+            instr, starts, heads, refs = [], [], [], []
+            for i, p in enumerate(paths):
+                idx = table.index(p["scan"], p["path"])
+                for text in texts[i]:
+                    instr.append(listener_vocab.encode(text, run.max_len))
+                    starts.append(idx[0])
+                    heads.append(p["heading"])
+                    refs.append(idx)
+            common = dict(rollouts=run.m, greedy=False, generator=gen)
+            r = follow_and_score(ensemble, table, instr, starts, heads, refs, metric="ndtw", **common)
+            ndtw = r.per_rollout.cpu()
+            success = r.success.cpu()
+            sdtw = ndtw * success
+            per = ndtw if run.metric == "ndtw" else sdtw
+            rerank = (per.mean(dim=(0, 2)), ndtw, sdtw, success, r.paths.cpu(), r.lengths.cpu())
+    viewpoints = {}
+    if table is not None:
+        for scan, w in table.by_scan.items():
+            off = table.offsets[scan]
+            for j, v in enumerate(w.graph.viewpoints):
+                viewpoints[off + j] = v
+    per_path = 1 + run.n
+    for i, key in enumerate(keys):
+        # One transaction per path: all of its candidates and rollouts, or none.
+        rows: list[Candidate] = []
+        means = [None] * per_path
+        if rerank is not None:
+            means = [float(rerank[0][i * per_path + k]) for k in range(per_path)]
+        best = 0
+        if rerank is not None:
+            best = max(range(per_path), key=lambda k: (means[k], -k))  # ties: the earlier one
+        for k in range(per_path):
+            if not math.isfinite(scores[i][k]):
+                raise ValueError(f"{key}: the speaker's log-probability of candidate {k} is not finite")
+            c = Candidate(run_id=run.id, path_key=key, k=k, role="inference" if k == 0 else "sample",
+                          instruction=texts[i][k], speaker_score=scores[i][k], listener_score=means[k],
+                          chosen=k == best)
+            rows.append(c)
+        session.add_all(rows)
+        session.flush()
+        if rerank is not None:
+            _, ndtw, sdtw, success, rpaths, rlens = rerank
+            for k, c in enumerate(rows):
+                col = i * per_path + k
+                for li in range(ndtw.shape[0]):
+                    for mm in range(run.m):
+                        n_vp = int(rlens[li, col, mm])
+                        walked = [viewpoints[int(x)] for x in rpaths[li, col, mm, :n_vp]]
+                        session.add(Rollout(candidate_id=c.id, listener=li, m=mm, path=walked,
+                                            ndtw=float(ndtw[li, col, mm]), sdtw=float(sdtw[li, col, mm]),
+                                            success=bool(success[li, col, mm])))
+        session.commit()
+
+
+def gamma(session: Session, run: GenerationRun) -> float | None:
+    """The share of paths where S(inference output) is strictly above every sample's score."""
+    by_path: dict[str, dict[int, float]] = {}
+    for key, k, s in session.execute(select(Candidate.path_key, Candidate.k, Candidate.speaker_score)
+                                     .where(Candidate.run_id == run.id)):
+        by_path.setdefault(key, {})[k] = s
+    wins = [scores[0] > max(v for k, v in scores.items() if k) for scores in by_path.values()
+            if 0 in scores and len(scores) > 1]
+    return sum(wins) / len(wins) if wins else None
+
+
+def _score_references(speaker, vocab: Vocabulary, worlds: dict[str, World], paths: list[dict],
+                      max_len: int) -> list[float]:
+    """S(u* | e*) of each path's human reference (its first instruction)."""
+    from workers.navigation.features import pad_batch
+
+    dev = next(speaker.parameters()).device if hasattr(speaker, "parameters") else torch.device("cpu")
+    out: list[float] = []
+    for start in range(0, len(paths), 64):
+        chunk = paths[start:start + 64]
+        feats, fmask = stack_steps([worlds[p["scan"]].step_features(p["path"], p["heading"]) for p in chunk])
+        tokens, tmask = pad_batch([vocab.encode(p["instructions"][0], max_len) for p in chunk])
+        with torch.no_grad():
+            s = speaker.score(feats.to(dev), fmask.to(dev), tokens.to(dev), tmask.to(dev))
+        out.extend(float(x) for x in s)
+    return out
+
+
+def _add_items(session: Session, run: GenerationRun, speaker, vocab: Vocabulary, worlds: dict[str, World],
+               name: str) -> int:
+    study = session.get(Study, run.study_id)
+    cands: dict[str, list[Candidate]] = {}
+    for c in session.scalars(select(Candidate).where(Candidate.run_id == run.id).order_by(Candidate.k)):
+        cands.setdefault(c.path_key, []).append(c)
+    paths = [p for p in run.paths if f"{p['scan']}:{p['path_id']}" in cands]
+    if run.design == "capability":
+        for p in paths:  # features for paths that were stored before a restart
+            if p["scan"] not in worlds:
+                worlds[p["scan"]] = World.from_semantics(get_graph(p["scan"]), get_semantics(p["scan"]))
+        refs = _score_references(speaker, vocab, worlds, paths, 200)
+        parsed = CapabilityInput(name, tuple(
+            CapabilityPath(path_id=p["path_id"], scan=p["scan"], path=tuple(p["path"]), heading=p["heading"],
+                           reference=Utterance(p["instructions"][0], ref),
+                           inference=Utterance(cs[0].instruction, cs[0].speaker_score),
+                           samples=tuple(Sample(c.instruction, c.speaker_score, candidate=c.k) for c in cs[1:]))
+            for p, ref in zip(paths, refs) for cs in [cands[f"{p['scan']}:{p['path_id']}"]]))
+        specs = capability_items(parsed)
+        settings = {**(study.kind_settings or {}), "design": "capability"}
+    else:
+        specs = []
+        for p in paths:
+            key = f"{p['scan']}:{p['path_id']}"
+            c = next(c for c in cands[key] if c.chosen)
+            specs.append(ItemSpec(
+                external_id=f"{name}:{p['path_id']}",
+                payload={"instruction": c.instruction, "scan": p["scan"], "start": p["path"][0],
+                         "heading": p["heading"]},
+                reference={"path": list(p["path"]), "speaker_score": c.speaker_score,
+                           "listener_score": c.listener_score, "candidate": c.k, "generation_run": run.id},
+                source="agent", category=name, cluster=key, exclusion_group=key))
+        settings = dict(study.kind_settings or {})
+    speakers = list(settings.get("speakers", []))
+    if name not in speakers:
+        settings["speakers"] = speakers + [name]
+    study.kind_settings = settings  # a new dict: JSON columns see reassignment, not mutation
+    return services.add_items(session, study, specs)
