@@ -135,11 +135,29 @@ def test_evaluation_run_reranks_with_listeners_and_adds_items(session, setup):
         assert it.category == "tiny-speaker" and it.cluster == it.exclusion_group
         assert it.reference["candidate"] == chosen.k and "path" in it.reference
     assert "tiny-speaker" in session.get(Study, setup["study"].id).kind_settings["speakers"]
+    # Each listener's first rollout on an item's instruction is stored as that listener agent's
+    # output, scored like a follower's path (what the agreement table compares with people).
+    from app.agents.models import AgentOutput
+    from app.kinds.navigation.metrics import score_trajectory
+    from app.kinds.navigation.environments import get_graph
+
+    graph = get_graph(setup["house"].scan)
+    for it in items:
+        chosen = next(c for c in by_path[it.exclusion_group] if c.chosen)
+        for j, art in enumerate(setup["listeners"]):
+            out = session.scalar(select(AgentOutput).where(AgentOutput.item_id == it.id,
+                                                           AgentOutput.agent_id == art.agent_id))
+            first = session.scalar(select(Rollout).where(Rollout.candidate_id == chosen.id,
+                                                         Rollout.listener == j, Rollout.m == 0))
+            assert out.response["path"] == first.path
+            success = score_trajectory(graph, it.reference["path"], first.path)["success"]
+            assert out.score == (1.0 if success else 0.0)
 
     # A retry after a crash (the job set back to running, its heartbeat stale, or to queued)
     # duplicates no candidate, rollout or item.
     counts = (session.scalar(select(func.count(Candidate.id))), session.scalar(select(func.count(Rollout.id))),
-              session.scalar(select(func.count(Item.id))))
+              session.scalar(select(func.count(Item.id))), session.scalar(select(func.count(AgentOutput.id))))
+    assert counts[3] == 2 * PATHS
     job = session.get(jobs.Job, run.job_id)
     job.state = "running"
     session.commit()
@@ -147,7 +165,7 @@ def test_evaluation_run_reranks_with_listeners_and_adds_items(session, setup):
     assert jobs.run_job(run.job_id, stale_after=-1) == "done"
     session.expire_all()
     assert (session.scalar(select(func.count(Candidate.id))), session.scalar(select(func.count(Rollout.id))),
-            session.scalar(select(func.count(Item.id)))) == counts
+            session.scalar(select(func.count(Item.id))), session.scalar(select(func.count(AgentOutput.id)))) == counts
 
 
 def test_capability_run_without_listeners(session, setup):

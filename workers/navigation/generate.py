@@ -21,13 +21,14 @@ from sqlalchemy.orm import Session
 
 from app import jobs
 from app.agents.generation import Candidate, GenerationRun, Rollout
-from app.agents.models import Agent, AgentArtifact
+from app.agents.models import Agent, AgentArtifact, AgentOutput
+from app.kinds import get_kind
 from app.kinds.base import ItemSpec
 from app.kinds.navigation.capability import (MAX_SPEAKER, CapabilityInput, CapabilityPath, Sample, Utterance,
                                              capability_items)
 from app.kinds.navigation.environments import get_graph, get_semantics
 from app.studies import services
-from app.studies.models import Study
+from app.studies.models import Item, Study
 from workers.navigation.features import Vocabulary, World, stack_steps
 from workers.navigation.listener import Ensemble, Listener
 from workers.navigation.rerank import Worlds, follow_and_score, pick_device
@@ -252,4 +253,55 @@ def _add_items(session: Session, run: GenerationRun, speaker, vocab: Vocabulary,
     if name not in speakers:
         settings["speakers"] = speakers + [name]
     study.kind_settings = settings  # a new dict: JSON columns see reassignment, not mutation
-    return services.add_items(session, study, specs)
+    added = services.add_items(session, study, specs)
+    session.flush()
+    _listener_outputs(session, run, study, name, cands)
+    return added
+
+
+def _listener_outputs(session: Session, run: GenerationRun, study: Study, name: str,
+                      cands: dict[str, list[Candidate]]) -> int:
+    """Each listener's first rollout on each item's instruction becomes that listener agent's
+    output on the item: once people follow the items, the navigation leaderboard's agreement
+    table (human vs model listener paths, paper eq. 14) has both sides. Existing outputs are
+    kept (a retried job adds nothing twice)."""
+    if not run.listener_artifact_ids:
+        return 0
+    kind = get_kind(study.kind)
+    by_candidate: dict[tuple[str, int], Candidate] = {(c.path_key, c.k): c for cs in cands.values() for c in cs}
+    items = session.execute(select(Item.id, Item.external_id, Item.payload, Item.reference, Item.cluster)
+                            .where(Item.study_id == study.id)).all()
+    agents: list[int] = []
+    for aid in run.listener_artifact_ids:
+        agent_id = session.get(AgentArtifact, aid).agent_id
+        agents.append(agent_id if agent_id not in agents else -1)  # one output per agent and item
+    have = set(session.execute(select(AgentOutput.agent_id, AgentOutput.item_id)
+                               .where(AgentOutput.study_id == study.id)).all())
+    added = 0
+    for item_id, ext, payload, reference, cluster in items:
+        k = _candidate_of(ext, name, reference or {})
+        cand = by_candidate.get((cluster, k)) if k is not None else None
+        if cand is None:
+            continue
+        for ro in session.scalars(select(Rollout).where(Rollout.candidate_id == cand.id, Rollout.m == 0)):
+            agent_id = agents[ro.listener] if ro.listener < len(agents) else -1
+            if agent_id < 0 or (agent_id, item_id) in have:
+                continue
+            response = {"path": list(ro.path)}
+            session.add(AgentOutput(agent_id=agent_id, study_id=study.id, item_id=item_id, response=response,
+                                    score=kind.score(payload, reference, response)))
+            have.add((agent_id, item_id))
+            added += 1
+    return added
+
+
+def _candidate_of(external_id: str, name: str, reference: dict) -> int | None:
+    """Which stored candidate an item of this run shows: evaluation items carry it in their
+    reference; capability items name it in their id (inference = 0, sample k = k)."""
+    if external_id.endswith(":inference") and external_id.startswith(f"{name}:"):
+        return 0
+    if ":sample:" in external_id and external_id.startswith(f"{name}:"):
+        return int(external_id.rsplit(":", 1)[1])
+    if "candidate" in reference and reference.get("role") is None:
+        return int(reference["candidate"])
+    return None
