@@ -149,3 +149,25 @@ def test_bleu4_against_hand_counts():
     want = math.exp((math.log(6 / 7) + math.log(4 / 6) + math.log(2 / 5) + math.log(1 / 4)) / 4)
     assert bleu4([hyp], [[ref]]) == pytest.approx(want)
     assert bleu4(["stop".split()], [[ref]]) == 0.0
+
+
+def test_the_indexed_fast_path_gives_the_listeners_own_logits(data):
+    words = Vocabulary.build([t for e in data.examples for t in e.instructions]).words
+    torch.manual_seed(3)
+    ens = Ensemble([Listener(words, hidden=32) for _ in range(3)])
+    worlds = Worlds(list(data.worlds.values()), torch.device("cpu"))
+    instr, starts, heads, _ = _rows(data, worlds, Vocabulary(words), n=6)
+    tokens, mask = pad_batch(instr)
+    states, h = ens.encode(tokens, mask)
+    cur = torch.tensor(starts).unsqueeze(0).expand(3, -1).contiguous()
+    head = torch.tensor(heads, dtype=torch.float32).unsqueeze(0).expand(3, -1).contiguous()
+    nb, feats, amask = worlds.actions(cur, head)
+    slow, h_slow = ens.act(states, mask, h, worlds.nodes[cur], feats, amask)
+    _, edges, _ = worlds.edges(cur, head)
+    fast, h_fast = ens.act_indexed(states, mask, h, ens.tables(worlds.nodes), cur, nb, edges, amask)
+    assert torch.allclose(slow, fast, atol=1e-5) and torch.allclose(h_slow, h_fast, atol=1e-6)
+    # and member k of the ensemble is listener k on its own (the TorchScript interface)
+    member = ens.members()[1]
+    s1, h1 = member.encode(tokens, mask)
+    own, _ = member.act(s1, mask, h1, worlds.nodes[cur[1]], feats[1], amask[1])
+    assert torch.allclose(own, slow[1], atol=1e-5)

@@ -166,6 +166,24 @@ class Ensemble:
             return functional_call(self.template.policy, p, (s, token_mask, hh, n, a, am))
         return torch.vmap(one)(self._part("policy"), states, h, node, actions, action_mask)
 
+    def tables(self, nodes: Tensor) -> Tuple[Tensor, Tensor]:
+        """Per member and viewpoint [V, NODE_SIZE]: what the policy's `see` makes of it, and its
+        share of a move's first projection; [K, V, H] each. A rollout then gathers rows instead
+        of projecting NODE_SIZE features for every move at every step."""
+        return torch.vmap(_tables, in_dims=(0, None))(self._part("policy"), nodes)
+
+    def act_indexed(self, states: Tensor, token_mask: Tensor, h: Tensor, tables: Tuple[Tensor, Tensor],
+                    cur: Tensor, neighbours: Tensor, edges: Tensor, action_mask: Tensor) -> Tuple[Tensor, Tensor]:
+        """act() for viewpoints given by index: cur [K,B], neighbours [K,B,A] (-1 = padding),
+        edges [K,B,A,EDGE_SIZE] (the non-node part of the action features). Same logits as
+        act() on the full features (tested), with far less arithmetic."""
+        seen_t, move_t = tables
+
+        def one(p, s, hh, st, mt, c, nb, e, am):
+            return _step_indexed(p, s, token_mask, hh, st[c], mt[nb.clamp(min=0)], e, am)
+        return torch.vmap(one)(self._part("policy"), states, h, seen_t, move_t, cur, neighbours, edges,
+                               action_mask)
+
     def members(self) -> List[Listener]:
         out = []
         for k in range(self.k):
@@ -173,3 +191,35 @@ class Ensemble:
             m.load_state_dict({name: v[k].detach().cpu() for name, v in self.params.items()})
             out.append(m)
         return out
+
+
+EDGE_SIZE = ACTION_SIZE - NODE_SIZE
+
+
+# The policy written out over a parameter dict (Policy's names), for the indexed fast path.
+def _linear(p: Dict[str, Tensor], name: str, x: Tensor) -> Tensor:
+    return torch.nn.functional.linear(x, p[f"{name}.weight"], p[f"{name}.bias"])
+
+
+def _gru(p: Dict[str, Tensor], name: str, x: Tensor, h: Tensor) -> Tensor:
+    xr, xz, xn = _linear(p, f"{name}.x", x).chunk(3, -1)
+    hr, hz, hn = _linear(p, f"{name}.h", h).chunk(3, -1)
+    r, z = torch.sigmoid(xr + hr), torch.sigmoid(xz + hz)
+    return (1 - z) * torch.tanh(xn + r * hn) + z * h
+
+
+def _tables(p: Dict[str, Tensor], nodes: Tensor) -> Tuple[Tensor, Tensor]:
+    seen = torch.tanh(_linear(p, "see.0", nodes))
+    return seen, nodes @ p["moves.0.weight"][:, EDGE_SIZE:].T
+
+
+def _step_indexed(p: Dict[str, Tensor], states: Tensor, token_mask: Tensor, h: Tensor, seen: Tensor,
+                  move_nodes: Tensor, edges: Tensor, action_mask: Tensor) -> Tuple[Tensor, Tensor]:
+    h = _gru(p, "cell", seen, h)
+    scores = (states @ _linear(p, "query", h).unsqueeze(-1)).squeeze(-1).masked_fill(~token_mask, -1e9)
+    context = (torch.softmax(scores, -1).unsqueeze(-2) @ states).squeeze(-2)
+    z = torch.tanh(_linear(p, "mix.0", torch.cat([h, context], -1)))
+    w = p["moves.0.weight"]
+    moves = torch.tanh(edges @ w[:, :EDGE_SIZE].T + move_nodes + p["moves.0.bias"])
+    move = (moves @ z.unsqueeze(-1)).squeeze(-1).masked_fill(~action_mask, -1e9)
+    return torch.cat([move, _linear(p, "stop", z)], -1), h

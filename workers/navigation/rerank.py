@@ -65,16 +65,18 @@ class Worlds:
     def actions(self, cur: Tensor, heading: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """For current viewpoints cur [...] and headings: (neighbours [...,A], their action
         features [...,A,ACTION_SIZE], mask [...,A])."""
+        nb, edges, mask = self.edges(cur, heading)
+        return nb, torch.cat([edges, self.nodes[nb.clamp(min=0)]], -1), mask
+
+    def edges(self, cur: Tensor, heading: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The action features without the neighbour's node features: (neighbours [...,A],
+        [...,A,EDGE_SIZE], mask [...,A])."""
         nb = self.neighbours[cur]
-        mask = nb >= 0
         rel = self.headings[cur] - heading.unsqueeze(-1)
         climb = self.climbs[cur]
-        feats = torch.cat([
-            torch.sin(rel).unsqueeze(-1), torch.cos(rel).unsqueeze(-1),
-            (climb > 0).float().unsqueeze(-1), (climb < 0).float().unsqueeze(-1),
-            (self.lengths[cur] / 3.0).unsqueeze(-1), self.nodes[nb.clamp(min=0)],
-        ], -1)
-        return nb, feats, mask
+        edges = torch.stack([torch.sin(rel), torch.cos(rel), (climb > 0).float(), (climb < 0).float(),
+                             self.lengths[cur] / 3.0], -1)
+        return nb, edges, nb >= 0
 
 
 @dataclass
@@ -100,11 +102,12 @@ def rollout(ensemble: Ensemble, worlds: Worlds, tokens: Tensor, token_mask: Tens
         done = torch.zeros((k, n), dtype=torch.bool, device=cur.device)
         moves = torch.zeros((k, n), dtype=torch.long, device=cur.device)
         steps = [cur]
+        tables = ensemble.tables(worlds.nodes)  # per-viewpoint projections, once per batch
         for t in range(max_steps):
-            nb, feats, amask = worlds.actions(cur, head)
+            nb, edges, amask = worlds.edges(cur, head)
             if t == max_steps - 1:
                 amask = torch.zeros_like(amask)  # out of steps: only stop is left
-            logits, h_new = ensemble.act(states, tmask, h, worlds.nodes[cur], feats, amask)
+            logits, h_new = ensemble.act_indexed(states, tmask, h, tables, cur, nb, edges, amask)
             if greedy:
                 choice = logits.argmax(-1)
             else:
