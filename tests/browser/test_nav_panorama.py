@@ -14,6 +14,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlalchemy import select
 
+from tests.browser.nav_keys import follow_to
 from tests.conftest import make_user
 from tests.integration.test_nav_panoramas import GRID, WIDTH, colour, panorama_png
 
@@ -22,10 +23,6 @@ pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
 PATH = ["g00", "g10", "g20", "g21"]  # east, east, then north (left)
 LIKERT = "clarity | How clear was the wording? | Unclear; Somewhat; Very clear"
-
-
-def _angle(a: float, b: float) -> float:
-    return (b - a + math.pi) % (2 * math.pi) - math.pi
 
 
 def _study(Session, scan: str, with_panoramas: bool):
@@ -78,18 +75,6 @@ def check_view(page, tag: int) -> None:
             checked += 1
     assert checked >= 2
 
-
-def follow_to(page, graph, here: str, there: str) -> None:
-    page.wait_for_function("(v) => proctorViewer.state().viewpoint === v", arg=here)
-    target = graph.heading(here, there)
-    for _ in range(26):
-        if page.evaluate("proctorViewer.highlighted()") == there:
-            break
-        heading = page.evaluate("proctorViewer.state().heading")
-        page.keyboard.press("ArrowRight" if _angle(heading, target) > 0 else "ArrowLeft")
-    assert page.evaluate("proctorViewer.highlighted()") == there, (here, there)
-    page.keyboard.press("Enter")
-    page.wait_for_function("(v) => proctorViewer.state().viewpoint === v", arg=there)
 
 
 def test_follow_with_panoramas_undo_stop_and_likert(live_server, page):

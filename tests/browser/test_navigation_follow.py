@@ -4,20 +4,16 @@ s to stop, 4 to rate, Enter to go on. The stored path's metrics are exactly the 
 
 from __future__ import annotations
 
-import math
 
 import pytest
 from playwright.sync_api import expect
 from sqlalchemy import select
 
+from tests.browser.nav_keys import follow_to
 from tests.conftest import make_user
 from tests.integration.test_navigation import create_nav_study
 
 pytestmark = pytest.mark.browser
-
-
-def _angle(a: float, b: float) -> float:
-    return (b - a + math.pi) % (2 * math.pi) - math.pi
 
 
 def follow(page, Session, graph, slug: str) -> tuple[int, list[str]]:
@@ -43,16 +39,7 @@ def follow(page, Session, graph, slug: str) -> tuple[int, list[str]]:
     assert page.locator("#nav-rating").is_hidden()
     page.locator("#nav-view canvas").focus()
     for here, there in zip(reference, reference[1:]):
-        page.wait_for_function("(v) => proctorViewer.state().viewpoint === v", arg=here)
-        target = graph.heading(here, there)
-        for _ in range(26):
-            if page.evaluate("proctorViewer.highlighted()") == there:
-                break
-            heading = page.evaluate("proctorViewer.state().heading")
-            page.keyboard.press("ArrowRight" if _angle(heading, target) > 0 else "ArrowLeft")
-        assert page.evaluate("proctorViewer.highlighted()") == there, (here, there)
-        page.keyboard.press("Enter")
-        page.wait_for_function("(v) => proctorViewer.state().viewpoint === v", arg=there)
+        follow_to(page, graph, here, there)
     assert page.url.endswith(f"/task/{slug}")  # Enter in the view never submitted the form
     page.keyboard.press("s")
     expect(page.locator("#nav-rating")).to_be_visible()

@@ -24,7 +24,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
-from torch.func import functional_call, stack_module_state
 
 from app.kinds.navigation.grammar import describe_path
 from app.kinds.navigation.house import generate_house, sample_paths

@@ -97,12 +97,12 @@ def main_text(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(connectivity: str | Path, references: str | Path, predictions: str | Path, as_json: bool,
-        out: TextIO, err: TextIO | None = None) -> int:
-    """Score and print (a table, or the JSON object); exit code 0, or 2 with the message on stderr."""
+def report(compute, as_text, as_json: bool, out: TextIO, err: TextIO | None = None) -> int:
+    """A command's body: compute a result and print it (text, or one JSON object); exit code 0,
+    or 2 with `error: <message>` on stderr when the input is bad."""
     err = err if err is not None else sys.stderr
     try:
-        result = score_predictions(connectivity, references, predictions)
+        result = compute()
     except InputError as e:
         print(f"error: {e}", file=err)
         return EXIT_INPUT
@@ -110,8 +110,14 @@ def run(connectivity: str | Path, references: str | Path, predictions: str | Pat
         json.dump(result, out)
         out.write("\n")
     else:
-        out.write(main_text(result))
+        out.write(as_text(result))
     return EXIT_OK
+
+
+def run(connectivity: str | Path, references: str | Path, predictions: str | Path, as_json: bool,
+        out: TextIO, err: TextIO | None = None) -> int:
+    """Score and print (a table, or the JSON object)."""
+    return report(lambda: score_predictions(connectivity, references, predictions), main_text, as_json, out, err)
 
 
 __all__ = ["METRICS", "main_text", "run", "score_predictions"]

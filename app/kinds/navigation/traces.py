@@ -19,7 +19,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal, TextIO
@@ -224,10 +223,6 @@ def parse_listener_outputs(data: bytes | list | dict, known_ids: set[str],
 # -- proctor nav trace ---------------------------------------------------------------------------
 
 
-EXIT_OK = 0
-EXIT_INPUT = 2
-
-
 def _task(args_path: str | Path) -> dict:
     """A PanGEA task (args.json): {scan, path, heading?, ...}."""
     args = formats.read_json(Path(args_path), "args")
@@ -304,15 +299,7 @@ def run_trace(trace_path: str | Path, connectivity_dir: str | Path, args_path: s
               time_unit: Literal["auto", "s", "ms"], as_json: bool, out: TextIO,
               err: TextIO | None = None) -> int:
     """Print the summary (text or JSON); exit code 0, or 2 with `error: ...` on stderr."""
-    err = err if err is not None else sys.stderr
-    try:
-        result = summarize_trace(trace_path, connectivity_dir, args_path, time_unit)
-    except InputError as e:
-        print(f"error: {e}", file=err)
-        return EXIT_INPUT
-    if as_json:
-        json.dump(result, out)
-        out.write("\n")
-    else:
-        out.write(trace_text(result))
-    return EXIT_OK
+    from app.kinds.navigation.score import report
+
+    return report(lambda: summarize_trace(trace_path, connectivity_dir, args_path, time_unit), trace_text,
+                  as_json, out, err)
