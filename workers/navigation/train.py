@@ -238,9 +238,10 @@ def _imitation_loss(ens: Ensemble, worlds: Worlds, hops: torch.Tensor, tokens, t
     head = heading.unsqueeze(0).expand(k, b).contiguous()
     active = torch.ones((k, b), dtype=torch.bool, device=cur.device)
     losses = torch.zeros((k, b), device=cur.device)
+    tables = ens.tables(worlds.nodes)  # from the current weights: gradients flow through them
     for _ in range(max_steps):
-        nb, feats, amask = worlds.actions(cur, head)
-        logits, h = ens.act(states, tmask, h, worlds.nodes[cur], feats, amask)
+        nb, edges, amask = worlds.edges(cur, head)
+        logits, h = ens.act_indexed(states, tmask, h, tables, cur, nb, edges, amask)
         a = nb.shape[-1]
         want = hops[goal.unsqueeze(0).expand(k, b), cur]  # the expert's next viewpoint
         at_goal = want == cur
