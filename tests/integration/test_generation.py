@@ -341,3 +341,36 @@ def test_generation_runs_on_a_real_celery_worker(celery_env, celery_worker, db_u
     assert got["candidates"] == PATHS * 3 and got["rollouts"] == PATHS * 3 and got["items"] == PATHS
     celery_worker.wait_for(rf"Task {jobs.CELERY_TASK}\[[^\]]+\] succeeded in [\d.]+s: 'done'", 10)
     session.close()
+
+
+def test_a_torchscript_listener_reranks_beside_a_built_in_one(session, setup, tiny_models):
+    """An uploaded TorchScript listener joins the rerank through its own encode/act; every
+    candidate gets K x M rollouts in the run's listener order."""
+    import io
+
+    import torch
+
+    from workers.navigation.train import load_model as load_builtin
+
+    blob, config = tiny_models["listener1"]
+    buf = io.BytesIO()
+    torch.jit.save(torch.jit.script(load_builtin(blob, config)), buf)
+    data = buf.getvalue()
+    agent = services.register_agent(session, setup["owner"], "navigation", "scripted-listener")
+    key = f"artifacts/{agent.id}/1.pt"
+    get_store().put(key, data)
+    scripted_art = AgentArtifact(agent_id=agent.id, version=1, role="listener", format="torchscript",
+                                 blob_key=key, config={}, size=len(data),
+                                 sha256=hashlib.sha256(data).hexdigest(), state="valid")
+    session.add(scripted_art)
+    session.commit()
+    setup = {**setup, "listeners": [setup["listeners"][0], scripted_art]}
+    run = _run(session, setup)
+    assert jobs.run_job(run.job_id) == "done", session.get(jobs.Job, run.job_id).log
+    session.expire_all()
+    for cands in _candidates(session, session.get(GenerationRun, run.id)).values():
+        for c in cands:
+            rolls = session.scalars(select(Rollout).where(Rollout.candidate_id == c.id)).all()
+            assert sorted((r.listener, r.m) for r in rolls) == [(k, m) for k in range(2) for m in range(M)]
+            assert c.listener_score == pytest.approx(sum(r.ndtw for r in rolls) / len(rolls), abs=1e-5)
+        assert sum(c.chosen for c in cands) == 1

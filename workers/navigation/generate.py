@@ -31,7 +31,7 @@ from app.studies import services
 from app.studies.models import Item, Study
 from workers.navigation.features import Vocabulary, World, stack_steps
 from workers.navigation.listener import Ensemble, Listener
-from workers.navigation.rerank import Worlds, follow_and_score, pick_device
+from workers.navigation.rerank import ScriptedListener, Worlds, follow_and_score, pick_device, stack_listeners
 
 
 def load_model(session: Session, artifact: AgentArtifact) -> torch.nn.Module:
@@ -70,15 +70,19 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
         raise ValueError("the speaker artifact has no sample()")
     speaker = speaker.to(dev).eval()
     speaker_vocab = Vocabulary(list(speaker.vocabulary()))
-    ensemble = None
-    if run.listener_artifact_ids:
-        members = [load_model(session, session.get(AgentArtifact, a)) for a in run.listener_artifact_ids]
-        if not all(isinstance(mm, Listener) for mm in members):
-            # The batched rerank stacks built-in listeners' weights; TorchScript listeners would
-            # need a per-member loop over encode/act (not built yet).
-            raise ValueError("reranking needs built-in (safetensors) listeners for now")
-        ensemble = Ensemble(members).to(dev)
-        listener_vocab = Vocabulary(list(ensemble.words))
+    # Listener groups in the run's order: consecutive built-in listeners with one vocabulary are
+    # stacked into one Ensemble (stepped together); a TorchScript listener runs on its own.
+    groups: list = []
+    for a in run.listener_artifact_ids:
+        model = load_model(session, session.get(AgentArtifact, a))
+        if isinstance(model, Listener):
+            if groups and isinstance(groups[-1], list) and groups[-1][0].words == model.words:
+                groups[-1].append(model)
+            else:
+                groups.append([model])
+        else:
+            groups.append(ScriptedListener(model))
+    listeners = [(Ensemble(g) if isinstance(g, list) else g).to(dev) for g in groups] or None
 
     paths = run.paths
     keys = [f"{p['scan']}:{p['path_id']}" for p in paths]
@@ -90,7 +94,7 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
     worlds: dict[str, World] = {}
     for scan in sorted({paths[i]["scan"] for i in todo}):
         worlds[scan] = World.from_semantics(get_graph(scan), get_semantics(scan))
-    table = Worlds(list(worlds.values()), dev) if (ensemble is not None and worlds) else None
+    table = Worlds(list(worlds.values()), dev) if (listeners and worlds) else None
     done = len(paths) - len(todo)
     for b, start in enumerate(range(0, len(todo), run.batch_size)):
         if _cancelled(job.id):
@@ -98,8 +102,7 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
             return {"run": run.id, "cancelled": True, "paths_done": done}
         batch = todo[start:start + run.batch_size]
         _generate_batch(session, run, [paths[i] for i in batch], [keys[i] for i in batch], speaker,
-                        speaker_vocab, ensemble, listener_vocab if ensemble is not None else None,
-                        worlds, table, seed=run.seed * 100003 + batch[0])
+                        speaker_vocab, listeners, worlds, table, seed=run.seed * 100003 + batch[0])
         done += len(batch)
         progress(done, None, f"batch {b + 1}: {done}/{len(paths)} paths")
 
@@ -115,7 +118,7 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
 
 
 def _generate_batch(session: Session, run: GenerationRun, paths: list[dict], keys: list[str], speaker,
-                    speaker_vocab: Vocabulary, ensemble, listener_vocab, worlds: dict[str, World],
+                    speaker_vocab: Vocabulary, listeners: list | None, worlds: dict[str, World],
                     table: Worlds | None, seed: int) -> None:
     dev = table.device if table is not None else pick_device()
     feats, fmask = stack_steps([worlds[p["scan"]].step_features(p["path"], p["heading"]) for p in paths])
@@ -132,18 +135,22 @@ def _generate_batch(session: Session, run: GenerationRun, paths: list[dict], key
                 texts[i].append(speaker_vocab.decode([int(t) for t in tokens[i].tolist()]))
                 scores[i].append(float(logp[i]))
         rerank = None
-        if ensemble is not None:
+        if listeners:
             gen = torch.Generator(device=dev).manual_seed(seed)
-            instr, starts, heads, refs = [], [], [], []
+            starts, heads, refs, rows = [], [], [], []
             for i, p in enumerate(paths):
                 idx = table.index(p["scan"], p["path"])
                 for text in texts[i]:
-                    instr.append(listener_vocab.encode(text, run.max_len))
+                    rows.append(text)
                     starts.append(idx[0])
                     heads.append(p["heading"])
                     refs.append(idx)
-            common = dict(rollouts=run.m, greedy=False, generator=gen)
-            r = follow_and_score(ensemble, table, instr, starts, heads, refs, metric="ndtw", **common)
+            common = dict(rollouts=run.m, greedy=False, generator=gen, metric="ndtw",
+                          max_steps=max(len(x) for x in refs) * 2 + 2)
+            r = stack_listeners([
+                follow_and_score(group, table, [Vocabulary(group.words).encode(t, run.max_len) for t in rows],
+                                 starts, heads, refs, **common)
+                for group in listeners])  # each group reads the instructions with its own words
             ndtw = r.per_rollout.cpu()
             success = r.success.cpu()
             sdtw = ndtw * success

@@ -209,3 +209,44 @@ def rerank_loop(ensemble: Ensemble, worlds: Worlds, instructions: Sequence[list[
                              generator=generator)
         out.append(r.scores)
     return torch.cat(out)
+
+
+class ScriptedListener:
+    """An uploaded TorchScript listener behind the batched interface `rollout` uses (K = 1):
+    it gets the full action features and answers through its own encode()/act() (the listener
+    interface, docs/agents.md), so reranking works with listeners of any architecture."""
+
+    k = 1
+
+    def __init__(self, module: torch.nn.Module):
+        self.module = module
+        self.words = list(module.vocabulary())
+
+    def to(self, device: torch.device | str) -> "ScriptedListener":
+        self.module = self.module.to(device)
+        return self
+
+    def encode(self, tokens: Tensor, token_mask: Tensor) -> tuple[Tensor, Tensor]:
+        states, h = self.module.encode(tokens, token_mask)
+        return states.unsqueeze(0), h.unsqueeze(0)
+
+    def tables(self, nodes: Tensor) -> tuple[Tensor]:
+        return (nodes,)  # nothing to precompute: the module sees the full features
+
+    def act_indexed(self, states: Tensor, token_mask: Tensor, h: Tensor, tables: tuple[Tensor], cur: Tensor,
+                    neighbours: Tensor, edges: Tensor, action_mask: Tensor) -> tuple[Tensor, Tensor]:
+        nodes = tables[0]
+        actions = torch.cat([edges[0], nodes[neighbours[0].clamp(min=0)]], -1)
+        logits, h2 = self.module.act(states[0], token_mask, h[0], nodes[cur[0]], actions, action_mask[0])
+        return logits.unsqueeze(0), h2.unsqueeze(0)
+
+
+def stack_listeners(parts: Sequence[Reranked]) -> Reranked:
+    """Results of several listener groups on the same instructions as one (listeners along the
+    first axis, in order); paths are padded with their last viewpoint to one width."""
+    width = max(p.paths.shape[-1] for p in parts)
+    paths = [torch.cat([p.paths, p.paths[..., -1:].expand(*p.paths.shape[:-1], width - p.paths.shape[-1])], -1)
+             for p in parts]
+    per = torch.cat([p.per_rollout for p in parts])
+    return Reranked(per.mean(dim=(0, 2)), per, torch.cat([p.success for p in parts]), torch.cat(paths),
+                    torch.cat([p.lengths for p in parts]))
