@@ -1,6 +1,7 @@
 """The navigation viewer widget (static/nav/viewer.js) in a real browser, by behaviour: turning,
 moving, the pose trace, the aria-label and what the canvas shows. The house is the hand-written
-tests/fixtures/nav/house_demo (3 rooms, 3 doorways, 6 objects, 8 viewpoints)."""
+tests/fixtures/nav/house_demo (3 rooms, 3 doorways, 6 objects, 8 viewpoints; its graph from
+tests/nav_fixtures.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.kinds.navigation.graph import load_connectivity
+from tests.nav_fixtures import house_demo_records
 
 pytestmark = pytest.mark.browser
 
@@ -38,7 +40,7 @@ MOUNT = """([semantics, neighbours, viewpoint, heading]) => {
 @pytest.fixture(scope="module")
 def house():
     semantics = json.loads((HOUSE / "semantics.json").read_text())
-    graph = load_connectivity(HOUSE / "house_demo_connectivity.json")
+    graph = load_connectivity(json.dumps(house_demo_records()).encode(), scan="house_demo")
     # What the page hands the viewer at each viewpoint: the navigable neighbours from the
     # connectivity graph, with the heading and distance to each.
     neighbours = {v: [{"id": n, "heading": graph.heading(v, n), "distance": graph.distance(v, n)}

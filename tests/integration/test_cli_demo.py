@@ -11,6 +11,8 @@ from pathlib import Path
 
 from sqlalchemy import select
 
+from tests.nav_fixtures import connectivity_dir
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "tom" / "questions.csv"
 
@@ -112,7 +114,7 @@ def test_nav_score_command(tmp_path):
     import json
 
     fx = ROOT / "tests" / "fixtures" / "nav"
-    args = ["nav", "score", "--connectivity", str(fx / "connectivity"),
+    args = ["nav", "score", "--connectivity", str(connectivity_dir()),
             "--references", str(fx / "R2R_grid.json"), "--predictions", str(fx / "predictions_grid.json")]
     table = run_cli(*args)
     assert table.returncode == 0, table.stderr
@@ -125,7 +127,7 @@ def test_nav_score_command(tmp_path):
     preds[0]["trajectory"][0][0] = "no-such-viewpoint"
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(preds))
-    out = run_cli("nav", "score", "--connectivity", str(fx / "connectivity"),
+    out = run_cli("nav", "score", "--connectivity", str(connectivity_dir()),
                   "--references", str(fx / "R2R_grid.json"), "--predictions", str(bad))
     assert out.returncode == 2 and preds[0]["instr_id"] in out.stderr
 

@@ -24,11 +24,12 @@ from app.kinds.navigation.environments import get_graph, import_connectivity
 from app.kinds.navigation.models import Environment
 from app.storage import get_store
 from tests.conftest import login, make_user
+from tests.nav_fixtures import grid_file
 # The storage tests' moto server (S3 on loopback), for the S3 case.
 from tests.integration.test_storage import moto_endpoint, no_aws_environment  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
-GRID = ROOT / "tests" / "fixtures" / "nav" / "connectivity" / "grid_connectivity.json"
+GRID = grid_file()
 REAL = ROOT.parent / "shared" / "data" / "r2r" / "connectivity"
 WIDTH = 720  # columns of the test panoramas: half a degree each
 

@@ -1,9 +1,10 @@
 """Navigation core: connectivity graphs, the DESIGN section 6 metrics, file formats, scoring.
 
 The metric cases run on a 4 x 3 grid with unit edges built here in code (viewpoint "gXY" at
-x = X, y = Y), where shortest-path distance is the Manhattan distance. tests/fixtures/nav holds
-the same grid as a connectivity file (plus an excluded and an unreachable viewpoint), R2R
-references and predictions on it, and a PanGEA-style trace in milliseconds.
+x = X, y = Y), where shortest-path distance is the Manhattan distance. tests/nav_fixtures.py
+writes the same grid as a connectivity file (plus an excluded and an unreachable viewpoint);
+tests/fixtures/nav holds R2R references and predictions on it, and a PanGEA-style trace in
+milliseconds.
 """
 
 from __future__ import annotations
@@ -23,30 +24,11 @@ from app.kinds.navigation.metrics import (
     METRICS, NUMPY_ROW_FROM, _dtw_numpy_rows, _dtw_python_rows, dedupe, dtw, mean_scores, score_trajectory,
 )
 from app.kinds.navigation.score import main_text, run, score_predictions
+from tests.nav_fixtures import connectivity_dir, grid_file, grid_records, vp
 
 FIX = Path(__file__).parents[1] / "fixtures" / "nav"
-CONN = FIX / "connectivity"
-GRID_FILE = CONN / "grid_connectivity.json"
-
-
-def vp(x: int, y: int) -> str:
-    return f"g{x}{y}"
-
-
-def grid_records(width: int = 4, height: int = 3) -> list[dict]:
-    """Connectivity records of a width x height grid, 4-neighbour unit edges, z = 1.5."""
-    cells = [(x, y) for y in range(height) for x in range(width)]
-    return [
-        {
-            "image_id": vp(x, y),
-            "pose": [1, 0, 0, float(x), 0, 1, 0, float(y), 0, 0, 1, 1.5, 0, 0, 0, 1],
-            "included": True,
-            "visible": [abs(x - a) + abs(y - b) <= 1 for a, b in cells],
-            "unobstructed": [abs(x - a) + abs(y - b) == 1 for a, b in cells],
-            "height": 1.5,
-        }
-        for x, y in cells
-    ]
+CONN = connectivity_dir()
+GRID_FILE = grid_file()
 
 
 @pytest.fixture(scope="module")
