@@ -12,7 +12,7 @@ import importlib
 import logging
 import threading
 import traceback
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import ForeignKey, String, Text, func, select, update
 from sqlalchemy.orm import Mapped, Session, mapped_column
@@ -102,8 +102,6 @@ def run_job(job_id: int, stale_after: float | None = None) -> str:
 
     With `stale_after` (seconds), a job still "running" with no heartbeat for that long (its
     worker was killed) is claimed again. A job cancelled while it runs stays "cancelled"."""
-    from datetime import timedelta
-
     sm = get_sessionmaker()
     with sm() as s:
         claimable = Job.state == "queued"

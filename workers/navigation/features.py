@@ -256,6 +256,25 @@ class World:
         return out
 
 
+class Agent(torch.nn.Module):
+    """What every speaker and listener declares (the upload interface, docs/agents.md): the
+    feature layout it reads and its words. Kept as attributes, not module constants: TorchScript
+    reads no globals."""
+
+    def __init__(self, words: Sequence[str]):
+        super().__init__()
+        self.words: list[str] = list(words)
+        self.features = FEATURES_VERSION
+
+    @torch.jit.export
+    def feature_version(self) -> str:
+        return self.features
+
+    @torch.jit.export
+    def vocabulary(self) -> list[str]:
+        return self.words
+
+
 def stack_steps(rows: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
     """Paths' step features -> (features [B, T, STEP_SIZE], mask [B, T] bool)."""
     width = max(len(r) for r in rows)

@@ -284,13 +284,17 @@ def _listener_outputs(session: Session, run: GenerationRun, study: Study, name: 
         agents.append(agent_id if agent_id not in agents else -1)  # one output per agent and item
     have = set(session.execute(select(AgentOutput.agent_id, AgentOutput.item_id)
                                .where(AgentOutput.study_id == study.id)).all())
+    first: dict[int, list[Rollout]] = {}  # candidate id -> its listeners' first rollouts
+    for ro in session.scalars(select(Rollout).join(Candidate, Candidate.id == Rollout.candidate_id)
+                              .where(Candidate.run_id == run.id, Rollout.m == 0)):
+        first.setdefault(ro.candidate_id, []).append(ro)
     added = 0
     for item_id, ext, payload, reference, cluster in items:
         k = _candidate_of(ext, name, reference or {})
         cand = by_candidate.get((cluster, k)) if k is not None else None
         if cand is None:
             continue
-        for ro in session.scalars(select(Rollout).where(Rollout.candidate_id == cand.id, Rollout.m == 0)):
+        for ro in first.get(cand.id, ()):
             agent_id = agents[ro.listener] if ro.listener < len(agents) else -1
             if agent_id < 0 or (agent_id, item_id) in have:
                 continue

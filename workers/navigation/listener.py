@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state
 
-from workers.navigation.features import ACTION_SIZE, FEATURES_VERSION, NODE_SIZE, PAD
+from workers.navigation.features import ACTION_SIZE, FEATURES_VERSION, NODE_SIZE, PAD, Agent
 
 class _GRU(nn.Module):
     """A GRU cell written out (so that vmap over stacked weights has only plain ops)."""
@@ -83,14 +83,12 @@ class Policy(nn.Module):
         return torch.cat([move, self.stop(z)], -1), h
 
 
-class Listener(nn.Module):
+class Listener(Agent):
     architecture = "gru-listener"
 
     def __init__(self, words: List[str], hidden: int = 128, embed: int = 64):
-        super().__init__()
-        self.words: List[str] = list(words)
+        super().__init__(words)
         self.hidden = hidden
-        self.features = FEATURES_VERSION  # an attribute: TorchScript reads no module constants
         self.encoder = InstructionEncoder(len(words), embed, hidden)
         self.policy = Policy(hidden)
 
@@ -98,14 +96,6 @@ class Listener(nn.Module):
         return {"architecture": self.architecture, "hidden": self.hidden,
                 "embed": self.encoder.embedding.embedding_dim, "words": self.words,
                 "feature_version": FEATURES_VERSION}
-
-    @torch.jit.export
-    def feature_version(self) -> str:
-        return self.features
-
-    @torch.jit.export
-    def vocabulary(self) -> List[str]:
-        return self.words
 
     @torch.jit.export
     def encode(self, tokens: Tensor, token_mask: Tensor) -> Tuple[Tensor, Tensor]:

@@ -19,19 +19,17 @@ from typing import List, Tuple
 import torch
 from torch import Tensor, nn
 
-from workers.navigation.features import BOS, EOS, FEATURES_VERSION, PAD, STEP_SIZE
+from workers.navigation.features import BOS, EOS, FEATURES_VERSION, PAD, STEP_SIZE, Agent
 
 
-class Speaker(nn.Module):
+class Speaker(Agent):
     architecture = "gru-speaker"
 
     def __init__(self, words: List[str], hidden: int = 128, embed: int = 64, step_size: int = STEP_SIZE):
-        super().__init__()
-        self.words: List[str] = list(words)
+        super().__init__(words)
         self.step_size = step_size
         self.hidden = hidden
-        # attributes, not globals: TorchScript reads no module constants
-        self.bos, self.eos, self.pad, self.features = BOS, EOS, PAD, FEATURES_VERSION
+        self.bos, self.eos, self.pad = BOS, EOS, PAD  # attributes: TorchScript reads no globals
         self.project = nn.Sequential(nn.Linear(step_size, hidden), nn.Tanh())
         # Two one-way GRUs rather than a bidirectional one: each path's backward pass starts at
         # its own last step, so padding in a batch never changes a path's encoding.
@@ -50,14 +48,6 @@ class Speaker(nn.Module):
         return {"architecture": self.architecture, "hidden": self.hidden,
                 "embed": self.embedding.embedding_dim, "step_size": self.step_size,
                 "words": self.words, "feature_version": FEATURES_VERSION}
-
-    @torch.jit.export
-    def feature_version(self) -> str:
-        return self.features
-
-    @torch.jit.export
-    def vocabulary(self) -> List[str]:
-        return self.words
 
     def _encode(self, steps: Tensor, step_mask: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
         x = self.project(steps)

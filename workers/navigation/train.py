@@ -28,7 +28,7 @@ from safetensors.torch import load_file, save_file
 from app.kinds.navigation.grammar import describe_path
 from app.kinds.navigation.house import generate_house, sample_paths
 from workers.navigation.features import (
-    FEATURES_VERSION, EOS, Vocabulary, World, pad_batch, stack_steps, tokenize)
+    FEATURES_VERSION, Vocabulary, World, pad_batch, stack_steps, tokenize)
 from workers.navigation.listener import Ensemble, Listener
 from workers.navigation.rerank import Worlds, follow_and_score, pick_device
 from workers.navigation.speaker import Speaker
@@ -315,6 +315,3 @@ def load_model(weights: str | Path | bytes, config: dict) -> torch.nn.Module:
     model.load_state_dict(state)
     return model.eval()
 
-
-__all__ = ["make_dataset", "train_speaker", "train_listeners", "evaluate_speaker", "evaluate_listeners",
-           "speaker_generate", "bleu4", "save_model", "load_model", "EOS"]
