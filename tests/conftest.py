@@ -115,7 +115,12 @@ def _use(url: str, storage: Path, monkeypatch) -> None:
     clear_store_cache()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+# PROCTOR_TEST_BACKENDS=sqlite (or postgresql) narrows the matrix; `make mutants` runs the
+# SQLite pass this way and the PostgreSQL-only engine paths in a second pass.
+BACKENDS = [b for b in os.environ.get("PROCTOR_TEST_BACKENDS", "sqlite,postgresql").split(",") if b]
+
+
+@pytest.fixture(params=BACKENDS)
 def db_url(request, tmp_path, monkeypatch):
     """Each test that takes this runs on both backends, on a fresh schema."""
     if request.param == "sqlite":
