@@ -1,0 +1,358 @@
+"""What the assignment engine promises, pinned with exact values before the crowd path is
+rewritten in SQL (issue 14). Each test names the one-line bug it exists to catch.
+
+Written against the engine's public functions (enter, next_item, submit, finish_early,
+sweep_expired, progress), so they hold for any implementation; both backends.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import func, select, update
+
+from app.auth.models import User
+from app.errors import InputError
+from app.studies import assignment, services
+from app.studies.models import Annotation, Assignment, Bundle, Item, Participant
+from tests.conftest import create_tom_study, make_user
+
+
+def _count(session, model, *where) -> int:
+    return session.scalar(select(func.count()).select_from(model).where(*where))
+
+
+def _age_lease(session, a: Assignment, seconds: float) -> None:
+    """Pretend the lease was taken `seconds` ago (its expiry moves with it)."""
+    session.execute(update(Assignment).where(Assignment.id == a.id).values(
+        leased_at=a.leased_at - timedelta(seconds=seconds),
+        lease_expires_at=a.lease_expires_at - timedelta(seconds=seconds)))
+    session.commit()
+
+
+def _expire(session, a: Assignment) -> None:
+    session.execute(update(Assignment).where(Assignment.id == a.id).values(
+        lease_expires_at=a.leased_at - timedelta(seconds=1)))
+    session.commit()
+
+
+def _answer(session, study, bundle_id, answer="Yes", prefix="k"):
+    a = assignment.next_item(session, study, bundle_id)
+    assert a is not None
+    return a, assignment.submit(session, study, bundle_id, a.id, {"answer": answer}, f"{prefix}-{a.id}")
+
+
+@pytest.fixture
+def owner(session):
+    return make_user(session, "researcher")
+
+
+# --- submit ---------------------------------------------------------------------------------
+
+
+def test_a_closed_study_takes_no_answer_even_for_an_open_lease(session, owner):
+    # Bug caught: dropping the study-state check in submit.
+    study = create_tom_study(session, owner, bundle_size=3, gold_rate=0.0)
+    b = assignment.enter(session, study, "prolific", "closing", "s", "x")
+    open_lease = assignment.next_item(session, study, b.id)
+    services.set_state(session, study, "closed", owner)
+    with pytest.raises(assignment.NotAvailable, match="closed; answers are no longer taken"):
+        assignment.submit(session, study, b.id, open_lease.id, {"answer": "Yes"}, "after-close")
+    session.expire_all()
+    assert _count(session, Annotation) == 0
+    assert session.get(Assignment, open_lease.id).state == "leased"
+    assert session.get(Bundle, b.id).n_done == 0
+
+
+def test_a_paused_study_still_takes_the_answer_to_an_open_lease(session, owner):
+    # Pausing stops new work, not the answer a worker is typing.
+    study = create_tom_study(session, owner, bundle_size=3, gold_rate=0.0)
+    b = assignment.enter(session, study, "prolific", "pausing", "s", "x")
+    open_lease = assignment.next_item(session, study, b.id)
+    services.set_state(session, study, "paused", owner)
+    stored = assignment.submit(session, study, b.id, open_lease.id, {"answer": "No"}, "while-paused")
+    assert stored.response == {"answer": "No"} and stored.item_id == open_lease.item_id
+    assert session.get(Bundle, b.id).n_done == 1
+
+
+def test_a_late_answer_never_overfills_a_complete_bundle(session, owner):
+    # Bug caught: dropping the "already complete" check lets a bundle of 2 hold 3 answers.
+    study = create_tom_study(session, owner, bundle_size=2, gold_rate=0.0, annotations_per_item=3)
+    b = assignment.enter(session, study, "prolific", "overfill", "s", "x")
+    stale = assignment.next_item(session, study, b.id)
+    _expire(session, stale)
+    _answer(session, study, b.id)          # the reload's item fills slot 0
+    _answer(session, study, b.id)          # slot 1: the bundle is complete
+    assert assignment.next_item(session, study, b.id) is None
+    with pytest.raises(assignment.NotAvailable, match="already complete"):
+        assignment.submit(session, study, b.id, stale.id, {"answer": "No"}, "too-late")
+    session.expire_all()
+    assert session.get(Bundle, b.id).n_done == 2
+    assert _count(session, Annotation, Annotation.worker_id == b.worker_id) == 2
+    assert session.get(Assignment, stale.id).state == "expired"
+    assert session.get(Item, stale.item_id).n_active == 0
+
+
+@pytest.mark.parametrize("key", ["", "k" * 65])
+def test_the_idempotency_key_must_have_1_to_64_characters(session, owner, key):
+    # Bug caught: dropping the key check (an empty key would then match other submissions).
+    study = create_tom_study(session, owner, bundle_size=3, gold_rate=0.0)
+    b = assignment.enter(session, study, "prolific", "keys", "s", "x")
+    a = assignment.next_item(session, study, b.id)
+    with pytest.raises(InputError) as err:
+        assignment.submit(session, study, b.id, a.id, {"answer": "Yes"}, key)
+    assert err.value.field == "idempotency_key"
+    assert "1-64 characters" in str(err.value)
+    assert _count(session, Annotation) == 0
+    stored = assignment.submit(session, study, b.id, a.id, {"answer": "Yes"}, "k" * 64)
+    assert stored.idempotency_key == "k" * 64
+
+
+def test_one_workers_key_cannot_fetch_another_workers_answer(session, owner):
+    study = create_tom_study(session, owner, bundle_size=3, gold_rate=0.0)
+    b1 = assignment.enter(session, study, "prolific", "first", "s", "x")
+    b2 = assignment.enter(session, study, "prolific", "second", "s", "x")
+    a1 = assignment.next_item(session, study, b1.id)
+    a2 = assignment.next_item(session, study, b2.id)
+    assignment.submit(session, study, b1.id, a1.id, {"answer": "Yes"}, "shared-key")
+    with pytest.raises(InputError, match="another submission") as err:
+        assignment.submit(session, study, b2.id, a2.id, {"answer": "No"}, "shared-key")
+    assert err.value.field == "idempotency_key"
+    theirs = assignment.next_item(session, study, b1.id)  # open, and not in b2's bundle
+    with pytest.raises(InputError, match="no such assignment") as err:
+        assignment.submit(session, study, b2.id, theirs.id, {"answer": "No"}, "steal")
+    assert err.value.field == "assignment_id"
+    assert _count(session, Annotation) == 1
+
+
+def test_an_assignment_neither_leased_nor_expired_takes_no_answer(session, owner):
+    # Bug caught: dropping the final state check. A lease taken back from the worker
+    # (state "rejected" here, while the worker is still pending) must not be answerable.
+    study = create_tom_study(session, owner, bundle_size=3, gold_rate=0.0)
+    b = assignment.enter(session, study, "prolific", "taken-back", "s", "x")
+    a = assignment.next_item(session, study, b.id)
+    session.execute(update(Assignment).where(Assignment.id == a.id).values(state="rejected"))
+    session.commit()
+    with pytest.raises(assignment.NotAvailable, match="no longer yours"):
+        assignment.submit(session, study, b.id, a.id, {"answer": "Yes"}, "taken")
+    assert _count(session, Annotation) == 0
+    assert session.get(Bundle, b.id).n_done == 0
+
+
+def test_a_late_answer_is_refused_when_its_item_filled_up(session, owner):
+    study = create_tom_study(session, owner, bundle_size=1, gold_rate=0.0, annotations_per_item=1)
+    slow = assignment.enter(session, study, "prolific", "slow", "s", "x")
+    a = assignment.next_item(session, study, slow.id)
+    _expire(session, a)
+    assert assignment.sweep_expired(session) == 1
+    # All items are empty again, so the freed item (first by position) goes to the next worker.
+    fast = assignment.enter(session, study, "prolific", "fast", "s", "x")
+    x = assignment.next_item(session, study, fast.id)
+    assert x.item_id == a.item_id
+    assignment.submit(session, study, fast.id, x.id, {"answer": "Yes"}, "fills-it")
+    assert session.get(Item, a.item_id).n_active == 1
+    with pytest.raises(assignment.NotAvailable, match="went to someone else"):
+        assignment.submit(session, study, slow.id, a.id, {"answer": "No"}, "late")
+    session.expire_all()
+    assert session.get(Item, a.item_id).n_active == 1
+    assert _count(session, Annotation, Annotation.item_id == a.item_id) == 1
+
+
+def test_a_late_answer_is_kept_when_its_item_has_room(session, owner):
+    study = create_tom_study(session, owner, bundle_size=2, gold_rate=0.0, annotations_per_item=2)
+    b = assignment.enter(session, study, "prolific", "late-ok", "s", "x")
+    a = assignment.next_item(session, study, b.id)
+    _expire(session, a)
+    assert assignment.sweep_expired(session) == 1
+    assert session.get(Item, a.item_id).n_active == 0
+    stored = assignment.submit(session, study, b.id, a.id, {"answer": "No"}, "late-kept")
+    session.expire_all()
+    assert stored.response == {"answer": "No"}
+    assert session.get(Item, a.item_id).n_active == 1
+    assert session.get(Assignment, a.id).state == "completed"
+    assert session.get(Bundle, b.id).n_done == 1
+
+
+def test_duration_is_milliseconds_from_lease_to_answer(session, owner):
+    # Bug caught: a changed unit of duration_ms, which feeds the "too fast" review flag.
+    study = create_tom_study(session, owner, bundle_size=3, gold_rate=0.0)
+    b = assignment.enter(session, study, "prolific", "timed", "s", "x")
+    a = assignment.next_item(session, study, b.id)
+    _age_lease(session, a, 2.5)
+    stored = assignment.submit(session, study, b.id, a.id, {"answer": "Yes"}, "timed-1")
+    session.expire_all()
+    row = session.get(Assignment, a.id)
+    expected = int((row.completed_at - row.leased_at).total_seconds() * 1000)
+    assert stored.duration_ms == expected
+    assert 2500 <= stored.duration_ms < 2500 + 60_000
+
+
+# --- next -----------------------------------------------------------------------------------
+
+
+def test_items_fill_depth_first_then_in_position_order(session, owner):
+    # Bug caught: reversing either ordering of the pick (fuller first; then by position).
+    study = create_tom_study(session, owner, bundle_size=1, gold_rate=0.0, annotations_per_item=3)
+    by_position = session.scalars(select(Item.id).where(Item.study_id == study.id, Item.is_gold.is_(False))
+                                  .order_by(Item.position.desc())).all()
+    first = []
+    for w in range(4):
+        b = assignment.enter(session, study, "prolific", f"depth-{w}", "s", "x")
+        a, _ = _answer(session, study, b.id, prefix=f"d{w}")
+        first.append(a.item_id)
+    # Three workers on the same item (it fills to its redundancy), then the next position.
+    assert first == [by_position[0]] * 3 + [by_position[1]]
+    assert session.get(Item, by_position[0]).n_active == 3
+
+
+def test_a_half_done_item_goes_first_to_the_next_worker(session, owner):
+    study = create_tom_study(session, owner, bundle_size=1, gold_rate=0.0, annotations_per_item=2)
+    ids = session.scalars(select(Item.id).where(Item.study_id == study.id, Item.is_gold.is_(False))
+                          .order_by(Item.position)).all()
+    lowest = ids[0]  # last in position order: it gets picked only because it is half done
+    session.execute(update(Item).where(Item.id == lowest).values(n_active=1))
+    session.commit()
+    b = assignment.enter(session, study, "prolific", "next-one", "s", "x")
+    a = assignment.next_item(session, study, b.id)
+    assert a.item_id == lowest
+    assert session.get(Item, lowest).n_active == 2
+
+
+def test_finish_early_closes_an_unfinished_bundle(session, owner):
+    # Bug caught: finish_early doing nothing (it was only tested on finished bundles).
+    study = create_tom_study(session, owner, bundle_size=5, gold_rate=0.0)
+    b = assignment.enter(session, study, "prolific", "early", "s", "x")
+    _answer(session, study, b.id)
+    assert session.get(Bundle, b.id).finished_at is None
+    assignment.finish_early(session, b.id)
+    session.expire_all()
+    bundle = session.get(Bundle, b.id)
+    assert bundle.finished_at is not None and bundle.n_done == 1
+    assert assignment.next_item(session, study, b.id) is None
+    stamp = bundle.finished_at
+    assignment.finish_early(session, b.id)  # a second call keeps the first close time
+    session.expire_all()
+    assert session.get(Bundle, b.id).finished_at == stamp
+
+
+def test_gold_slots_get_gold_items_and_gold_takes_no_capacity(session, owner):
+    study = create_tom_study(session, owner, bundle_size=10, gold_rate=0.3, annotations_per_item=1)
+    b = assignment.enter(session, study, "prolific", "gold", "s", "x")
+    assert len(b.gold_slots) == 3 and b.gold_slots == sorted(b.gold_slots)
+    gold_before = dict(session.execute(select(Item.id, Item.n_active).where(
+        Item.study_id == study.id, Item.is_gold.is_(True))).all())
+    slots = {}
+    while (a := assignment.next_item(session, study, b.id)) is not None:
+        slots[a.slot] = a.is_gold
+        assignment.submit(session, study, b.id, a.id, {"answer": "Yes"}, f"g-{a.id}")
+    assert sorted(s for s, g in slots.items() if g) == b.gold_slots
+    assert len(slots) == 10
+    gold_after = dict(session.execute(select(Item.id, Item.n_active).where(
+        Item.study_id == study.id, Item.is_gold.is_(True))).all())
+    assert gold_after == gold_before  # gold is shared: no count taken or given back
+
+
+def test_an_expired_gold_lease_gives_nothing_back(session, owner):
+    study = create_tom_study(session, owner, bundle_size=1, gold_rate=0.9)  # round(0.9): slot 0 is gold
+    b = assignment.enter(session, study, "prolific", "gold-late", "s", "x")
+    a = assignment.next_item(session, study, b.id)
+    assert a.is_gold
+    _expire(session, a)
+    assert assignment.sweep_expired(session) == 1
+    assert session.get(Item, a.item_id).n_active == 0
+    # A late answer to gold is kept (gold has no cap).
+    stored = assignment.submit(session, study, b.id, a.id, {"answer": "Yes"}, "gold-late")
+    assert stored.is_gold and session.get(Item, a.item_id).n_active == 0
+
+
+def test_reload_after_expiry_gives_a_new_lease_for_the_same_slot(session, owner):
+    study = create_tom_study(session, owner, bundle_size=3, gold_rate=0.0, annotations_per_item=1)
+    b = assignment.enter(session, study, "prolific", "reload", "s", "x")
+    old = assignment.next_item(session, study, b.id)
+    _expire(session, old)
+    new = assignment.next_item(session, study, b.id)
+    session.expire_all()
+    assert new.id != old.id and new.slot == old.slot == 0
+    assert session.get(Assignment, old.id).state == "expired"
+    assert session.get(Item, old.item_id).n_active == 0
+    assert session.get(Item, new.item_id).n_active == 1
+    assert new.lease_expires_at - new.leased_at == timedelta(seconds=study.lease_seconds)
+
+
+def test_sweep_returns_only_expired_leases_up_to_its_limit(session, owner):
+    study = create_tom_study(session, owner, bundle_size=2, gold_rate=0.0, annotations_per_item=1)
+    leases = []
+    for w in range(3):
+        b = assignment.enter(session, study, "prolific", f"sweep-{w}", "s", "x")
+        leases.append(assignment.next_item(session, study, b.id))
+    _expire(session, leases[0])
+    _expire(session, leases[1])
+    assert assignment.sweep_expired(session, limit=1) == 1
+    assert assignment.sweep_expired(session) == 1
+    assert assignment.sweep_expired(session) == 0
+    session.expire_all()
+    assert [session.get(Assignment, a.id).state for a in leases] == ["expired", "expired", "leased"]
+
+
+def test_enter_is_idempotent_and_refuses_rejected_workers(session, owner):
+    admin = make_user(session, "admin")
+    study = create_tom_study(session, owner, bundle_size=4, gold_rate=0.5)
+    b1 = assignment.enter(session, study, "mturk", "W-enter", "ASG-1", "HIT")
+    again = assignment.enter(session, study, "mturk", "W-enter", "ASG-1", "HIT")
+    other = assignment.enter(session, study, "mturk", "W-enter", "ASG-2", "HIT")
+    assert again.id == b1.id and other.id != b1.id
+    assert b1.size == 4 and len(b1.gold_slots) == 2 and again.gold_slots == b1.gold_slots
+    assert _count(session, Participant) == 1
+    worker = session.get(User, b1.worker_id)
+    assert worker.pseudonym == assignment.pseudonym("mturk", "W-enter") and worker.role == "worker"
+    from app.quality.service import decide
+
+    decide(session, study, [b1.participant_id], "rejected", admin, "spam")
+    with pytest.raises(assignment.NotAvailable, match="reviewed and closed"):
+        assignment.enter(session, study, "mturk", "W-enter", "ASG-3", "HIT")
+
+
+# --- progress -------------------------------------------------------------------------------
+
+
+def test_progress_counts_what_the_researcher_watches(session, owner):
+    # Bugs caught: counting gold or excluded answers, counting expired leases as in flight,
+    # a wrong target or fraction, a wrong per-worker count or order.
+    admin = make_user(session, "admin")
+    study = create_tom_study(session, owner, bundle_size=3, gold_rate=0.34, annotations_per_item=2)
+    n_items = _count(session, Item, Item.study_id == study.id, Item.is_gold.is_(False))
+    empty = assignment.progress(session, study)
+    assert empty == {"items": n_items, "target": 2 * n_items, "completed": 0, "in_flight": 0,
+                     "fraction": 0.0, "workers": []}
+
+    counted = 0  # answers on non-gold items by workers still in the study
+    busy = assignment.enter(session, study, "prolific", "busy", "s", "x")
+    for _ in range(3):
+        a, _ = _answer(session, study, busy.id, prefix="busy")
+        counted += not a.is_gold
+    assert counted == 2  # one of the three slots is gold
+    some = assignment.enter(session, study, "prolific", "some", "s", "x")
+    a, _ = _answer(session, study, some.id, prefix="some")
+    counted += not a.is_gold
+    assignment.next_item(session, study, some.id)             # in flight
+    gone = assignment.enter(session, study, "prolific", "gone", "s", "x")
+    _expire(session, assignment.next_item(session, study, gone.id))  # expired, not in flight
+    bad = assignment.enter(session, study, "prolific", "bad", "s", "x")
+    _answer(session, study, bad.id, prefix="bad")
+    _answer(session, study, bad.id, prefix="bad")
+    from app.quality.service import decide
+
+    decide(session, study, [bad.participant_id], "rejected", admin, "random")
+
+    p = assignment.progress(session, study)
+    assert p["items"] == n_items and p["target"] == 2 * n_items
+    assert p["completed"] == counted  # gold answers and the rejected worker's are left out
+    assert p["in_flight"] == 1
+    assert p["fraction"] == pytest.approx(counted / (2 * n_items))
+    names = {u.external_id: u.pseudonym for u in session.scalars(select(User).where(User.role == "worker"))}
+    workers = p["workers"]
+    assert workers[0] == {"worker": names["busy"], "status": "pending", "annotations": 3}
+    assert {(w["worker"], w["status"], w["annotations"]) for w in workers[1:]} == {
+        (names["bad"], "rejected", 2), (names["some"], "pending", 1), (names["gone"], "pending", 0)}
+    assert [w["annotations"] for w in workers] == sorted((w["annotations"] for w in workers), reverse=True)
