@@ -1,5 +1,5 @@
 # The two commands a new user needs: `make demo` and `make test`.
-.PHONY: setup demo test bench
+.PHONY: setup demo test bench mutants
 
 setup:
 	bash scripts/setup.sh
@@ -7,8 +7,14 @@ setup:
 demo: setup
 	.venv/bin/proctor demo
 
+# The whole suite with coverage (subprocesses included), summarised at the end.
 test: setup
-	.venv/bin/python -m pytest -q -ra
+	bash scripts/test.sh
 
 bench:
 	.venv/bin/python bench/crowd.py --quick
+
+# Mutation testing of the four modules (docs/testing.md); slow, not part of CI.
+mutants: setup
+	.venv/bin/python -m pip install -q -e '.[mutants]'
+	.venv/bin/python scripts/mutants.py

@@ -1,0 +1,133 @@
+"""`make mutants`: mutation testing of the modules where a silent bug publishes a wrong number
+or loses an answer (docs/testing.md). Not part of CI: it takes tens of minutes.
+
+1. mutmut (configured in pyproject.toml) mutates the four modules and runs, for each mutant,
+   the tests that reach the mutated function, on SQLite.
+2. The engine's survivors are run again against PostgreSQL with the concurrency tests: the
+   row locks (FOR UPDATE, SKIP LOCKED) and the retry loop do nothing on SQLite, so only
+   PostgreSQL can kill their mutants.
+3. Prints killed / survived per module, and the survivors not listed as equivalent in
+   docs/testing.md.
+
+    python scripts/mutants.py [--skip-run] [--no-postgres] [MUTANT-GLOB ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MUTMUT = Path(sys.executable).with_name("mutmut")
+MODULES = {
+    "app.kinds.navigation.metrics": "app/kinds/navigation/metrics.py",
+    "app.kinds.tom.rules": "app/kinds/tom/rules.py",
+    "app.leaderboards.stats": "app/leaderboards/stats.py",
+    "app.studies.assignment": "app/studies/assignment.py",
+}
+ENGINE = "app.studies.assignment"
+# Tests that reach the engine on PostgreSQL: the contract, the engine tests and 110 workers
+# racing for items (which fails when SKIP LOCKED or the retry is gone).
+POSTGRES_TESTS = ["tests/integration/test_engine_contract.py", "tests/integration/test_engine.py",
+                  "tests/integration/test_concurrency.py"]
+KILLED, SURVIVED = {1, 3}, {0}
+TIMEOUT = {36, 24, -24, 152, 255}
+
+
+def results() -> dict[str, dict[str, int | None]]:
+    """Exit code per mutant, per module, from mutmut's result files."""
+    out = {}
+    for module, path in MODULES.items():
+        meta = ROOT / "mutants" / (path + ".meta")
+        out[module] = json.loads(meta.read_text())["exit_code_by_key"] if meta.exists() else {}
+    return out
+
+
+def equivalent_listed() -> set[str]:
+    """Mutant names docs/testing.md explains as equivalent (a `name` in backticks)."""
+    doc = (ROOT / "docs" / "testing.md").read_text()
+    return set(re.findall(r"`(x_[A-Za-z0-9_ǁ]+__mutmut_\d+)`", doc))
+
+
+def postgres_pass(survivors: list[str]) -> dict[str, int]:
+    """Run each engine survivor against PostgreSQL; returns pytest's exit code per mutant."""
+    codes = {}
+    env = dict(os.environ, PROCTOR_TEST_BACKENDS="postgresql", MUTANT_UNDER_TEST="")
+    clean = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                            "-p", "no:cov", *POSTGRES_TESTS], cwd=ROOT / "mutants", env=env,
+                           capture_output=True, text=True, timeout=900)
+    if clean.returncode != 0:  # a kill only means something when the unmutated code passes
+        raise SystemExit(f"the PostgreSQL tests fail without a mutant:\n{clean.stdout[-3000:]}")
+    for i, name in enumerate(survivors, 1):
+        env["MUTANT_UNDER_TEST"] = name
+        run = subprocess.run(
+            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:cov",
+             *POSTGRES_TESTS], cwd=ROOT / "mutants", env=env, capture_output=True, text=True,
+            timeout=900)
+        codes[name] = run.returncode
+        verdict = "killed" if run.returncode == 1 else ("survived" if run.returncode == 0 else
+                                                        f"exit {run.returncode}")
+        print(f"  [{i}/{len(survivors)}] {name}: {verdict}", flush=True)
+    return codes
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--skip-run", action="store_true", help="only report the stored results")
+    ap.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL pass")
+    ap.add_argument("globs", nargs="*", help="mutant names or globs, e.g. 'app.leaderboards.stats*'")
+    args = ap.parse_args()
+    if not args.skip_run:
+        env = dict(os.environ, PROCTOR_TEST_BACKENDS="sqlite")
+        run = subprocess.run([str(MUTMUT), "run", *args.globs], cwd=ROOT, env=env)
+        if run.returncode not in (0, 1):
+            print(f"mutmut run failed with exit code {run.returncode}", file=sys.stderr)
+            return run.returncode
+    by_module = results()
+    pg_file = ROOT / "mutants" / "postgres-pass.json"
+    pg = json.loads(pg_file.read_text()) if pg_file.exists() else {}
+    if not args.skip_run and not args.no_postgres:
+        survivors = sorted(k for k, c in by_module[ENGINE].items() if c in SURVIVED)
+        print(f"PostgreSQL pass: {len(survivors)} engine survivors against {', '.join(POSTGRES_TESTS)}")
+        pg = postgres_pass(survivors)
+        pg_file.write_text(json.dumps(pg, indent=1))
+
+    equivalent = equivalent_listed()
+    unexplained = []
+    print(f"\n{'module':34} {'mutants':>7} {'killed':>7} {'survived':>8} {'timeout':>7} "
+          f"{'other':>5} {'killed %':>8} {'equiv.':>6}")
+    for module, codes in by_module.items():
+        tally = Counter()
+        for key, code in codes.items():
+            if module == ENGINE and code in SURVIVED and pg.get(key) == 1:
+                code = 1  # killed by the PostgreSQL pass
+            tally["killed" if code in KILLED else "survived" if code in SURVIVED
+                  else "timeout" if code in TIMEOUT else "other"] += 1
+            short = key.rsplit(".", 1)[1]
+            if code in SURVIVED and short not in equivalent:
+                unexplained.append(key)
+        total = sum(tally.values())
+        # A mutant that makes the tests hang is caught by the time limit: it counts as killed.
+        caught = tally["killed"] + tally["timeout"]
+        share = f"{100 * caught / total:.1f}%" if total else "-"
+        n_equiv = sum(1 for k, c in codes.items() if c in SURVIVED and k.rsplit(".", 1)[1] in equivalent)
+        print(f"{module:34} {total:7} {tally['killed']:7} {tally['survived']:8} {tally['timeout']:7} "
+              f"{tally['other']:5} {share:>8} {n_equiv:6}")
+    if unexplained:
+        print(f"\n{len(unexplained)} survivors not explained in docs/testing.md "
+              "(`mutmut show NAME` prints one):")
+        for key in sorted(unexplained):
+            print("  " + key)
+    else:
+        print("\nEvery survivor is listed as equivalent in docs/testing.md.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# `make test`: the whole suite (SQLite and PostgreSQL, Redis, a Celery worker, Chromium) with
+# coverage measured in this process and in every Python subprocess it starts (the CLI,
+# `proctor serve`, the Celery worker), then the coverage summary: the whole tree, and line and
+# branch coverage of the four modules pinned in docs/testing.md.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p var/coverage
+rm -f var/coverage/.coverage*
+.venv/bin/python -m pytest -q -ra --cov --cov-report= "$@"
+status=$?
+.venv/bin/python -m coverage combine -q >/dev/null 2>&1 || true  # late subprocess files, if any
+echo
+echo "== coverage (lines and branches; subprocesses included) =="
+.venv/bin/python -m coverage report --skip-covered --sort=cover | tail -n 40
+echo
+echo "== the four modules under mutation testing (docs/testing.md) =="
+.venv/bin/python -m coverage report --show-missing \
+  --include='app/kinds/navigation/metrics.py,app/kinds/tom/rules.py,app/leaderboards/stats.py,app/studies/assignment.py'
+exit $status
