@@ -206,6 +206,21 @@ def test_items_fill_depth_first_then_in_position_order(session, owner):
     assert session.get(Item, by_position[0]).n_active == 3
 
 
+def test_a_worker_gets_only_the_studys_own_items(session, owner):
+    # Bug caught: a pick without the study filter (the other study's half-done items are
+    # "fuller", so depth first would hand them out here).
+    first = create_tom_study(session, owner, title="First", bundle_size=2, gold_rate=0.0)
+    for w in range(2):
+        b = assignment.enter(session, first, "prolific", f"first-{w}", "s", "x")
+        _answer(session, first, b.id, prefix=f"first{w}")
+    second = create_tom_study(session, owner, title="Second", bundle_size=3, gold_rate=0.2)
+    b = assignment.enter(session, second, "prolific", "first-0", "s", "x")
+    while (a := assignment.next_item(session, second, b.id)) is not None:
+        assert session.get(Item, a.item_id).study_id == second.id
+        assignment.submit(session, second, b.id, a.id, {"answer": "No"}, f"second-{a.id}")
+    assert session.get(Bundle, b.id).n_done == 3
+
+
 def test_a_half_done_item_goes_first_to_the_next_worker(session, owner):
     study = create_tom_study(session, owner, bundle_size=1, gold_rate=0.0, annotations_per_item=2)
     ids = session.scalars(select(Item.id).where(Item.study_id == study.id, Item.is_gold.is_(False))
@@ -344,6 +359,12 @@ def test_progress_counts_what_the_researcher_watches(session, owner):
     from app.quality.service import decide
 
     decide(session, study, [bad.participant_id], "rejected", admin, "random")
+
+    # Work in another study counts nowhere here.
+    other = create_tom_study(session, owner, title="Other", bundle_size=2, gold_rate=0.0)
+    elsewhere = assignment.enter(session, other, "prolific", "elsewhere", "s", "x")
+    _answer(session, other, elsewhere.id, prefix="else")
+    assignment.next_item(session, other, elsewhere.id)
 
     p = assignment.progress(session, study)
     assert p["items"] == n_items and p["target"] == 2 * n_items
