@@ -120,14 +120,27 @@ def _use(url: str, storage: Path, monkeypatch) -> None:
 BACKENDS = [b for b in os.environ.get("PROCTOR_TEST_BACKENDS", "sqlite,postgresql").split(",") if b]
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory) -> Path:
+    """One SQLite file migrated to head; each test gets a copy (Alembic once, not per test)."""
+    from app.cli import migrate_db
+
+    path = tmp_path_factory.mktemp("template") / "proctor.db"
+    migrate_db(f"sqlite:///{path}")
+    return path
+
+
+def _fresh_sqlite(template: Path, tmp_path: Path) -> str:
+    target = tmp_path / "proctor.db"
+    shutil.copyfile(template, target)
+    return f"sqlite:///{target}"
+
+
 @pytest.fixture(params=BACKENDS)
 def db_url(request, tmp_path, monkeypatch):
     """Each test that takes this runs on both backends, on a fresh schema."""
     if request.param == "sqlite":
-        from app.cli import migrate_db
-
-        url = f"sqlite:///{tmp_path / 'proctor.db'}"
-        migrate_db(url)
+        url = _fresh_sqlite(request.getfixturevalue("sqlite_template"), tmp_path)
     else:
         url = request.getfixturevalue("pg_database")
         _truncate(url)
@@ -140,11 +153,8 @@ def db_url(request, tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def sqlite_url(tmp_path, monkeypatch):
-    from app.cli import migrate_db
-
-    url = f"sqlite:///{tmp_path / 'proctor.db'}"
-    migrate_db(url)
+def sqlite_url(sqlite_template, tmp_path, monkeypatch):
+    url = _fresh_sqlite(sqlite_template, tmp_path)
     _use(url, tmp_path / "blobs", monkeypatch)
     return url
 
