@@ -268,6 +268,43 @@ def test_gold_slots_get_gold_items_and_gold_takes_no_capacity(session, owner):
     assert gold_after == gold_before  # gold is shared: no count taken or given back
 
 
+def test_gold_is_spread_by_a_per_worker_start_and_wraps_around(session, owner):
+    # Gold items are shared by everyone; each worker starts at their own point of the gold
+    # list (in position order) and goes round it, so gold answers spread over all gold items.
+    import random
+
+    study = create_tom_study(session, owner, bundle_size=4, gold_rate=0.5)
+    gold = session.execute(select(Item.id, Item.position).where(
+        Item.study_id == study.id, Item.is_gold.is_(True)).order_by(Item.position)).all()
+    assert len(gold) == 5
+    firsts = set()
+    for w in range(6):
+        b = assignment.enter(session, study, "prolific", f"spread-{w}", "s", "x")
+        start = random.Random(b.worker_id).random()
+        after = [i for i, pos in gold if pos >= start]
+        expected = (after + [i for i, pos in gold if pos < start])[:2]
+        served = []
+        while (a := assignment.next_item(session, study, b.id)) is not None:
+            if a.is_gold:
+                served.append(a.item_id)
+            assignment.submit(session, study, b.id, a.id, {"answer": "Yes"}, f"s{w}-{a.id}")
+        assert served == expected
+        firsts.add(served[0])
+    assert len(firsts) > 1
+
+
+def test_gold_slots_take_regular_items_once_a_worker_has_seen_all_gold(session, owner):
+    study = create_tom_study(session, owner, bundle_size=10, gold_rate=0.9)  # 9 slots, 5 gold
+    b = assignment.enter(session, study, "prolific", "all-gold", "s", "x")
+    assert len(b.gold_slots) == 9
+    kinds = []
+    while (a := assignment.next_item(session, study, b.id)) is not None:
+        kinds.append(a.is_gold)
+        assignment.submit(session, study, b.id, a.id, {"answer": "Yes"}, f"ag-{a.id}")
+    assert len(kinds) == 10 and sum(kinds) == 5
+    assert session.get(Bundle, b.id).finished_at is not None
+
+
 def test_an_expired_gold_lease_gives_nothing_back(session, owner):
     study = create_tom_study(session, owner, bundle_size=1, gold_rate=0.9)  # round(0.9): slot 0 is gold
     b = assignment.enter(session, study, "prolific", "gold-late", "s", "x")
@@ -320,7 +357,14 @@ def test_enter_is_idempotent_and_refuses_rejected_workers(session, owner):
     assert b1.size == 4 and len(b1.gold_slots) == 2 and again.gold_slots == b1.gold_slots
     assert _count(session, Participant) == 1
     worker = session.get(User, b1.worker_id)
-    assert worker.pseudonym == assignment.pseudonym("mturk", "W-enter") and worker.role == "worker"
+    import hashlib
+    import hmac
+
+    from app.config import get_settings
+
+    digest = hmac.new(get_settings().secret_key.encode(), b"mturk:W-enter", hashlib.sha256).hexdigest()
+    assert worker.pseudonym == assignment.pseudonym("mturk", "W-enter") == "w-" + digest[:16]
+    assert worker.role == "worker" and worker.platform == "mturk" and worker.external_id == "W-enter"
     from app.quality.service import decide
 
     decide(session, study, [b1.participant_id], "rejected", admin, "spam")
