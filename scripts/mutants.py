@@ -34,8 +34,8 @@ MODULES = {
 ENGINE = "app.studies.assignment"
 # Tests that reach the engine on PostgreSQL: the contract, the engine tests and 110 workers
 # racing for items (which fails when SKIP LOCKED or the retry is gone).
-POSTGRES_TESTS = ["tests/integration/test_engine_contract.py", "tests/integration/test_engine.py",
-                  "tests/integration/test_concurrency.py"]
+POSTGRES_TESTS = ["tests/integration/test_concurrency.py", "tests/integration/test_engine_contract.py",
+                  "tests/integration/test_engine.py", "-k", "not sqlite"]
 KILLED, SURVIVED = {1, 3}, {0}
 TIMEOUT = {36, 24, -24, 152, 255}
 
