@@ -364,3 +364,35 @@ def test_malformed_safetensors_are_refused_naming_the_problem(client, researcher
     config = Speaker(WORDS, hidden=16, embed=8).config()
     detail = refused(client, researcher, session, tmp_path, data, "safetensors", config)
     assert detail == f"field 'file': {message}"
+
+
+@pytest.mark.parametrize("fmt, data, message", [
+    ("torchscript", safetensors_bytes(GOOD, bytes(40)),
+     "not a TorchScript archive: torch.jit.save writes a zip file (it looks like safetensors: "
+     "choose format safetensors and send the config)"),
+    ("torchscript", b"just some bytes, not a zip", "not a TorchScript archive: torch.jit.save writes a zip file"),
+    ("torchscript", b"PK\x03\x04 a zip header and nothing after it",
+     "not a TorchScript archive: torch.jit.save writes a zip file"),
+    ("torchscript", torchscript_zip({"model/weights.bin": b"0" * 8}),
+     "not a TorchScript archive: the zip has no code/ folder and data.pkl that torch.jit.save writes"),
+    ("safetensors", torchscript_zip({"model/code/__torch__.py": b"", "model/data.pkl": b"."}),
+     f"refused: {artifacts._CHECKPOINT}"),
+    ("safetensors", torchscript_zip({"weights.npy": b"0" * 8}), "not a safetensors file: this is a zip archive"),
+    ("safetensors", b"\x05\x00\x00\x00\x00\x00\x00\x00[1,2]",
+     "not a safetensors file: it must start with an 8-byte little-endian header length and a JSON header"),
+    ("safetensors", safetensors_bytes(b"[1, 2, 3]", b""),
+     "not a safetensors file: it must start with an 8-byte little-endian header length and a JSON header"),
+    ("safetensors", safetensors_bytes({"a": {"dtype": "F32", "shape": [1]}}, bytes(4)),
+     "the safetensors header entry 'a' lacks dtype, shape or data_offsets"),
+], ids=["ts-given-safetensors", "ts-not-zip", "ts-broken-zip", "ts-no-code", "st-given-checkpoint",
+        "st-given-zip", "st-no-json-object-start", "st-header-array", "st-entry-incomplete"])
+def test_check_format_names_what_the_file_is(fmt, data, message):
+    with pytest.raises(artifacts.InputError) as refused_:
+        artifacts.check_format(fmt, data)
+    assert (refused_.value.field, refused_.value.message) == ("file", message)
+
+
+def test_an_empty_file_is_refused():
+    with pytest.raises(artifacts.InputError) as refused_:
+        artifacts.check_size(b"")
+    assert str(refused_.value) == "field 'file': the file is empty"
