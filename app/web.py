@@ -25,15 +25,15 @@ def flash(request: Request, message: str, level: str = "ok") -> None:
     request.session["flash"] = {"message": message, "level": level}
 
 
-_limiter: RateLimiter | None = None
-
-
 def rate_limit(request: Request, bucket: str, per_minute: int) -> None:
-    global _limiter
-    if _limiter is None:
-        _limiter = RateLimiter(get_settings().redis_url)
+    # One limiter per app (per web process): with REDIS_URL set, the processes share their
+    # counts through Redis; without it each counts on its own.
+    state = request.app.state
+    limiter = getattr(state, "rate_limiter", None)
+    if limiter is None:
+        limiter = state.rate_limiter = RateLimiter(get_settings().redis_url)
     client = request.client.host if request.client else "unknown"
-    if not _limiter.allow(f"{bucket}:{client}", per_minute):
+    if not limiter.allow(f"{bucket}:{client}", per_minute):
         raise HTTPException(429, "too many requests: wait a minute and try again")
 
 

@@ -124,17 +124,74 @@ def check_format(fmt: str, data: bytes) -> None:
         if any(n.endswith("data.pkl") for n in names):
             raise InputError(f"refused: {_CHECKPOINT}", field="file")
         raise InputError("not a safetensors file: this is a zip archive", field="file")
-    header = _safetensors_header(data)
-    if header is None:
+    check_safetensors(data)
+
+
+# Bits per element of each safetensors dtype (the format's own list).
+SAFETENSORS_BITS = {"BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8,
+                    "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32,
+                    "I64": 64, "U64": 64, "F64": 64, "C64": 64, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6}
+
+
+def _is_count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def check_safetensors(data: bytes) -> None:
+    """The header of a safetensors file describes tensors that lie inside the file, one byte
+    span each, no two overlapping, each as long as its shape and dtype need; a refusal names
+    the problem (and the tensor) otherwise."""
+    if len(data) < 10 or data[8:9] != b"{":
         raise InputError("not a safetensors file: it must start with an 8-byte little-endian "
                          "header length and a JSON header", field="file")
+    (n,) = struct.unpack("<Q", data[:8])
+    if 8 + n > len(data):
+        raise InputError(f"the safetensors header length ({n} bytes) runs past the end of the "
+                         f"file ({len(data)} bytes)", field="file")
+    try:
+        header = json.loads(data[8:8 + n])
+    except UnicodeDecodeError:
+        raise InputError("the safetensors header is not UTF-8 JSON", field="file") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"the safetensors header is not valid JSON: {exc.msg} at byte "
+                         f"{exc.pos}", field="file") from None
+    # (a header that starts with "{" and parses is an object)
     tensors = {k: v for k, v in header.items() if k != "__metadata__"}
     if not tensors:
         raise InputError("the safetensors file holds no tensors", field="file")
+    body = len(data) - 8 - n
+    spans = []
     for name, t in tensors.items():
         if not isinstance(t, dict) or not {"dtype", "shape", "data_offsets"} <= set(t):
             raise InputError(f"the safetensors header entry {name!r} lacks dtype, shape or "
                              "data_offsets", field="file")
+        dtype, shape, offsets = t["dtype"], t["shape"], t["data_offsets"]
+        if dtype not in SAFETENSORS_BITS:
+            raise InputError(f"tensor {name!r} has an unknown dtype {dtype!r}", field="file")
+        if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
+            raise InputError(f"tensor {name!r}: the shape must be a list of non-negative "
+                             f"integers, got {shape!r}", field="file")
+        if (not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_count(o) for o in offsets)
+                or offsets[0] > offsets[1]):
+            raise InputError(f"tensor {name!r}: data_offsets must be [begin, end] with "
+                             f"0 <= begin <= end, got {offsets!r}", field="file")
+        begin, end = offsets
+        if end > body:
+            raise InputError(f"tensor {name!r}: data_offsets [{begin}, {end}] run past the end "
+                             f"of the data ({body} bytes)", field="file")
+        elements = 1
+        for d in shape:
+            elements *= d
+        bits = elements * SAFETENSORS_BITS[dtype]
+        if bits != 8 * (end - begin):
+            raise InputError(f"tensor {name!r}: shape {shape} of {dtype} needs "
+                             f"{bits / 8:g} bytes, but data_offsets span {end - begin}", field="file")
+        spans.append((begin, end, name))
+    spans.sort()
+    for (b0, e0, first), (b1, e1, second) in zip(spans, spans[1:]):
+        if b1 < e0:
+            raise InputError(f"tensors {first!r} and {second!r} overlap (bytes {b0}-{e0} and "
+                             f"{b1}-{e1})", field="file")
 
 
 def check_config(role: str, config: object) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
 import threading
 import time
@@ -16,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from app.auth.models import ApiToken, User
 
+log = logging.getLogger(__name__)
 _hasher = PasswordHasher()
 
 
@@ -62,14 +64,17 @@ def csrf_ok(session_data: dict, presented: str | None) -> bool:
 
 class RateLimiter:
     """Sliding one-minute window per key. Redis-backed when REDIS_URL is set, so that all
-    web replicas share the count; in-process otherwise (the embedded single process)."""
+    web replicas share the count; in-process otherwise (the embedded single process).
+    With Redis unreachable it fails open: requests are allowed (and a warning logged), so
+    an outage of the counter never takes the crowd pages down with it."""
 
     def __init__(self, redis_url: str = ""):
         self._redis = None
         if redis_url:
             import redis
 
-            self._redis = redis.Redis.from_url(redis_url)
+            self._redis = redis.Redis.from_url(redis_url, socket_connect_timeout=1, socket_timeout=1)
+            self._redis_error = redis.RedisError
         self._hits: dict[str, deque] = defaultdict(deque)
         self._lock = threading.Lock()
 
@@ -82,7 +87,11 @@ class RateLimiter:
             pipe = self._redis.pipeline()
             pipe.incr(bucket)
             pipe.expire(bucket, 120)
-            count, _ = pipe.execute()
+            try:
+                count, _ = pipe.execute()
+            except self._redis_error as exc:
+                log.warning("rate limit %s not applied: Redis is unreachable (%s)", key, exc)
+                return True
             return count <= per_minute
         with self._lock:
             hits = self._hits[key]

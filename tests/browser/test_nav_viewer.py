@@ -203,34 +203,45 @@ def test_dragging_turns(viewer):
     assert page.evaluate("moves") == []  # a drag is not a move
 
 
-def test_pose_trace(viewer):
+def test_pose_trace(page, viewer):
+    # The page runs on Playwright's fake clock, paused: time moves only when the test moves
+    # it (timers fire inside run_for), so the throttle of onPose is checked exactly, with no
+    # dependence on how fast this machine is.
+    page.clock.install(time=0)
+    page.clock.pause_at(1000)
     page = viewer("v_lr1", 0.0)
     first = page.evaluate("poses[0]")
     assert first == {"viewpoint": "v_lr1", "heading": 0, "elevation": 0, "t": 0}
     page.locator("#viewer canvas").focus()
+
+    def trace(start: int = 0) -> list[tuple[float, float]]:
+        return [(p["t"], p["heading"]) for p in page.evaluate("(n) => poses.slice(n)", start)]
+
+    # Turns 150 ms apart all reach onPose, none sooner than 100 ms after the one before: the
+    # first when its trailing call fires at 100 ms, the second at 200, the third at once.
     for _ in range(3):
         page.keyboard.press("ArrowRight")
-        page.wait_for_timeout(150)
-    # A fast turn (as when dragging) for 300 ms reaches onPose about 10 times a second, and
-    # the pose it ends at is always recorded.
-    n = page.evaluate("poses.length")
-    calls, elapsed = page.evaluate("""() => {
-      const t0 = performance.now(); let calls = 0;
-      while (performance.now() - t0 < 300) { viewer.turn(0.002); calls++; }
-      return [calls, performance.now() - t0];
-    }""")
-    page.wait_for_timeout(250)
-    burst = page.evaluate("poses.slice(%d)" % n)
-    assert 1 <= len(burst) <= elapsed / 100 + 2
-    assert calls > 2 * len(burst)
-    assert burst[-1]["heading"] == pytest.approx(state(page)["heading"])
+        page.clock.run_for(150)
+    assert trace() == [(0, 0), (100, pytest.approx(STEP)), (200, pytest.approx(2 * STEP)),
+                       (300, pytest.approx(3 * STEP))]
+    # A fast turn (as when dragging): 30 small turns, one every 10 ms, reach onPose once per
+    # 100 ms (at once, then when each trailing call fires) and the pose it ends at is recorded.
+    n = len(trace())
+    h = page.evaluate("viewer.state().heading")
+    for _ in range(30):
+        page.evaluate("viewer.turn(0.002)")
+        page.clock.run_for(10)
+    page.clock.run_for(500)  # nothing is left to fire
+    assert trace(n) == [(450, pytest.approx(h + 0.002)), (550, pytest.approx(h + 0.020)),
+                        (650, pytest.approx(h + 0.040)), (750, pytest.approx(h + 0.060))]
+    assert state(page)["heading"] == pytest.approx(h + 0.060)
+    page.clock.run_for(50)
     page.keyboard.press("Enter")  # moves to the highlighted neighbour: recorded at once
     poses = page.evaluate("poses")
-    assert poses[-1]["viewpoint"] == page.evaluate("moves")[0] == state(page)["viewpoint"]
-    times = [p["t"] for p in poses]
-    assert all(a < b for a, b in zip(times, times[1:])), times
-    assert len(poses) >= 6
-    assert set(poses[1]) == {"viewpoint", "heading", "elevation", "t"}
+    assert page.evaluate("moves") == ["v_lr2"] == [state(page)["viewpoint"]]
+    assert (poses[-1]["viewpoint"], poses[-1]["t"]) == ("v_lr2", 1300)
+    assert len(poses) == 9
+    assert all(set(p) == {"viewpoint", "heading", "elevation", "t"} for p in poses)
 
 
 def test_aria_label_names_the_room_and_what_is_ahead(viewer):

@@ -31,12 +31,22 @@ def follow(page, Session, graph, slug: str) -> tuple[int, list[str]]:
         item = s.get(Item, a.item_id)
         reference, instruction = item.reference["path"], item.payload["instruction"]
     assert page.locator("#nav-instruction").inner_text().strip() == instruction
-    # Enter outside the view before Stop neither submits nor walks.
+    # Enter outside the view before Stop neither submits nor walks. The page records any
+    # attempt to submit (a submit event, or the "invalid" events of the unanswered rating that
+    # a submit attempt raises) and when the key comes up: once Enter is up, its keydown has
+    # been handled in full (a walk or a submit would have started by then).
+    page.evaluate("""() => {
+      window.seen = [];
+      for (const type of ["submit", "invalid"]) document.addEventListener(type, () => seen.push(type), true);
+      window.addEventListener("keyup", (e) => seen.push("up " + e.key));
+    }""")
     page.evaluate("document.activeElement.blur()")
     page.keyboard.press("Enter")
-    page.wait_for_timeout(200)
+    page.wait_for_function("window.seen.includes('up Enter')")
+    assert page.evaluate("window.seen") == ["up Enter"]  # no submit was even attempted
     assert page.evaluate("proctorViewer.state().viewpoint") == reference[0]
-    assert page.locator("#nav-rating").is_hidden()
+    assert page.evaluate("JSON.parse(document.getElementById('nav-path').value)") == [reference[0]]
+    expect(page.locator("#nav-rating")).to_be_hidden()
     page.locator("#nav-view canvas").focus()
     for here, there in zip(reference, reference[1:]):
         follow_to(page, graph, here, there)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import io
 import json
 import pickle
+import struct
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -259,3 +261,138 @@ def test_the_agents_page_uploads_and_shows_the_verdict(client, session):
     r = client.post(f"/agents/{agent_id}/artifacts", data={"csrf_token": csrf, "role": "speaker",
                     "format": "torchscript"}, files={"file": ("w.pkl", pickle.dumps([1]), "application/octet-stream")})
     assert r.status_code == 422 and "never unpickled" in r.text
+
+
+# ---- refusals judged from the bytes: zip bombs and malformed safetensors ---------------------
+
+
+def torchscript_zip(members: dict[str, bytes], compression=zipfile.ZIP_STORED) -> bytes:
+    """A zip shaped like torch.jit.save's (a code/ folder and data.pkl), built here."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=compression) as z:
+        for name, content in members.items():
+            z.writestr(name, content)
+    return buf.getvalue()
+
+
+def refused(client, agent, session, tmp_path, data: bytes, fmt: str, config=None) -> str:
+    r = upload(client, agent.id, data, "speaker", fmt, config)
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == "file", r.json()
+    assert count(session) == 0 and blobs(tmp_path) == []  # no row, no blob
+    assert jobs.run_queued_once() == 0  # and no validation job
+    return r.json()["detail"]
+
+
+def test_a_zip_bomb_is_refused_before_anything_is_unpacked(client, researcher, session, tmp_path,
+                                                           monkeypatch):
+    # 8 MiB of zeros deflate to a few KiB: the upload is small, what it unpacks to is not.
+    bomb = torchscript_zip({"model/code/__torch__.py": b"", "model/data.pkl": b"\x80\x02}q\x00.",
+                            "model/data/0": bytes(8 << 20)}, zipfile.ZIP_DEFLATED)
+    assert len(bomb) < 64 * 1024
+    monkeypatch.setenv("MAX_ARTIFACT_BYTES", str(4 << 20))
+    get_settings.cache_clear()
+    try:
+        detail = refused(client, researcher, session, tmp_path, bomb, "torchscript")
+    finally:
+        monkeypatch.delenv("MAX_ARTIFACT_BYTES")
+        get_settings.cache_clear()
+    assert detail == "field 'file': the archive unpacks to more than the 4 MB limit"
+
+
+def test_a_zip_that_declares_a_huge_member_is_refused(client, researcher, session, tmp_path):
+    """The declared size counts (nothing is inflated to find out): a member whose central
+    directory entry claims ~4 GB is refused at the default 200 MB limit."""
+    data = bytearray(torchscript_zip({"model/code/__torch__.py": b"", "model/data.pkl": b"\x80\x02}q\x00.",
+                                      "model/data/0": b"x" * 100}))
+    entry = data.rfind(b"PK\x01\x02")  # the last central directory entry: model/data/0
+    assert data[entry + 46:entry + 46 + 12] == b"model/data/0"
+    data[entry + 24:entry + 28] = struct.pack("<I", 0xFFFFFFF0)  # its uncompressed size
+    with zipfile.ZipFile(io.BytesIO(bytes(data))) as z:
+        assert z.getinfo("model/data/0").file_size == 0xFFFFFFF0
+    detail = refused(client, researcher, session, tmp_path, bytes(data), "torchscript")
+    assert detail == "field 'file': the archive unpacks to more than the 200 MB limit"
+
+
+def safetensors_bytes(header: dict | bytes, body: bytes, length: int | None = None) -> bytes:
+    raw = header if isinstance(header, bytes) else json.dumps(header).encode()
+    return struct.pack("<Q", len(raw) if length is None else length) + raw + body
+
+
+GOOD = {"a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
+        "b": {"dtype": "I64", "shape": [2], "data_offsets": [24, 40]}}
+
+
+def test_a_well_formed_safetensors_file_passes_the_checks():
+    """The checks below refuse only what is broken: the real library's files pass them."""
+    import numpy as np
+    from safetensors.numpy import save
+
+    artifacts.check_safetensors(safetensors_bytes(GOOD, bytes(40)))
+    artifacts.check_safetensors(save({"w": np.zeros((3, 5), np.float32), "b": np.zeros(7, np.int64),
+                                      "h": np.zeros((2, 2), np.float16), "e": np.zeros((0, 4), np.float32)}))
+    artifacts.check_safetensors(save_safetensors(Listener(WORDS, hidden=16, embed=8).state_dict()))
+
+
+@pytest.mark.parametrize("data, message", [
+    (safetensors_bytes(GOOD, bytes(40), length=10_000),
+     f"the safetensors header length (10000 bytes) runs past the end of the file "
+     f"({8 + len(json.dumps(GOOD)) + 40} bytes)"),
+    (safetensors_bytes(b'{"a": {"dtype": "F32", "shape": [2, 3]', bytes(40)),
+     "the safetensors header is not valid JSON: Expecting ',' delimiter at byte 38"),
+    (safetensors_bytes(b'{"a": 1, "a\xff": 2}', bytes(8)), "the safetensors header is not UTF-8 JSON"),
+    (safetensors_bytes({**GOOD, "b": {"dtype": "I64", "shape": [2], "data_offsets": [24, 48]}}, bytes(40)),
+     "tensor 'b': data_offsets [24, 48] run past the end of the data (40 bytes)"),
+    (safetensors_bytes({**GOOD, "b": {"dtype": "I64", "shape": [2], "data_offsets": [16, 32]}}, bytes(40)),
+     "tensors 'a' and 'b' overlap (bytes 0-24 and 16-32)"),
+    (safetensors_bytes({**GOOD, "b": {"dtype": "Q8", "shape": [2], "data_offsets": [24, 40]}}, bytes(40)),
+     "tensor 'b' has an unknown dtype 'Q8'"),
+    (safetensors_bytes({**GOOD, "a": {"dtype": "F32", "shape": [2, 4], "data_offsets": [0, 24]}}, bytes(40)),
+     "tensor 'a': shape [2, 4] of F32 needs 32 bytes, but data_offsets span 24"),
+    (safetensors_bytes({**GOOD, "a": {"dtype": "F64", "shape": [2, 3], "data_offsets": [0, 24]}}, bytes(40)),
+     "tensor 'a': shape [2, 3] of F64 needs 48 bytes, but data_offsets span 24"),
+    (safetensors_bytes({**GOOD, "a": {"dtype": "F32", "shape": [2, -3], "data_offsets": [0, 24]}}, bytes(40)),
+     "tensor 'a': the shape must be a list of non-negative integers, got [2, -3]"),
+    (safetensors_bytes({**GOOD, "a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [24, 0]}}, bytes(40)),
+     "tensor 'a': data_offsets must be [begin, end] with 0 <= begin <= end, got [24, 0]"),
+    (safetensors_bytes({"__metadata__": {"format": "pt"}}, b""), "the safetensors file holds no tensors"),
+], ids=["header-past-end", "header-not-json", "header-not-utf8", "offsets-past-end", "overlap",
+        "unknown-dtype", "shape-vs-span", "dtype-vs-span", "negative-shape", "offsets-reversed",
+        "no-tensors"])
+def test_malformed_safetensors_are_refused_naming_the_problem(client, researcher, session, tmp_path,
+                                                              data, message):
+    config = Speaker(WORDS, hidden=16, embed=8).config()
+    detail = refused(client, researcher, session, tmp_path, data, "safetensors", config)
+    assert detail == f"field 'file': {message}"
+
+
+@pytest.mark.parametrize("fmt, data, message", [
+    ("torchscript", safetensors_bytes(GOOD, bytes(40)),
+     "not a TorchScript archive: torch.jit.save writes a zip file (it looks like safetensors: "
+     "choose format safetensors and send the config)"),
+    ("torchscript", b"just some bytes, not a zip", "not a TorchScript archive: torch.jit.save writes a zip file"),
+    ("torchscript", b"PK\x03\x04 a zip header and nothing after it",
+     "not a TorchScript archive: torch.jit.save writes a zip file"),
+    ("torchscript", torchscript_zip({"model/weights.bin": b"0" * 8}),
+     "not a TorchScript archive: the zip has no code/ folder and data.pkl that torch.jit.save writes"),
+    ("safetensors", torchscript_zip({"model/code/__torch__.py": b"", "model/data.pkl": b"."}),
+     f"refused: {artifacts._CHECKPOINT}"),
+    ("safetensors", torchscript_zip({"weights.npy": b"0" * 8}), "not a safetensors file: this is a zip archive"),
+    ("safetensors", b"\x05\x00\x00\x00\x00\x00\x00\x00[1,2]",
+     "not a safetensors file: it must start with an 8-byte little-endian header length and a JSON header"),
+    ("safetensors", safetensors_bytes(b"[1, 2, 3]", b""),
+     "not a safetensors file: it must start with an 8-byte little-endian header length and a JSON header"),
+    ("safetensors", safetensors_bytes({"a": {"dtype": "F32", "shape": [1]}}, bytes(4)),
+     "the safetensors header entry 'a' lacks dtype, shape or data_offsets"),
+], ids=["ts-given-safetensors", "ts-not-zip", "ts-broken-zip", "ts-no-code", "st-given-checkpoint",
+        "st-given-zip", "st-no-json-object-start", "st-header-array", "st-entry-incomplete"])
+def test_check_format_names_what_the_file_is(fmt, data, message):
+    with pytest.raises(artifacts.InputError) as refused_:
+        artifacts.check_format(fmt, data)
+    assert (refused_.value.field, refused_.value.message) == ("file", message)
+
+
+def test_an_empty_file_is_refused():
+    with pytest.raises(artifacts.InputError) as refused_:
+        artifacts.check_size(b"")
+    assert str(refused_.value) == "field 'file': the file is empty"

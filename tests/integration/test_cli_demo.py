@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import math
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from sqlalchemy import select
 
 from tests.nav_fixtures import connectivity_dir
@@ -72,8 +75,21 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
     out = run_cli("export", str(study.id), "--out", str(tmp_path / "out"), env=env)
     assert out.returncode == 0, out.stderr
     assert "exporting" in out.stderr  # the progress bar
-    lines = (tmp_path / "out" / "annotations.jsonl").read_text().splitlines()
-    assert len(lines) > 0 and all('"worker": "w-' in line for line in lines)
+    from app.auth.models import User
+    from app.studies.models import Annotation
+
+    rows = [json.loads(line) for line in (tmp_path / "out" / "annotations.jsonl").read_text().splitlines()]
+    with get_sessionmaker(env["DATABASE_URL"])() as s:
+        stored = s.execute(select(Annotation.id, Item.external_id, Annotation.response, User.pseudonym)
+                           .join(Item, Item.id == Annotation.item_id)
+                           .join(User, User.id == Annotation.worker_id)
+                           .where(Annotation.study_id == study.id).order_by(Annotation.id)).all()
+    assert stored  # the demo's simulated annotators answered
+    assert [(r["annotation_id"], r["item"], r["response"], r["worker"]) for r in rows] == \
+        [tuple(x) for x in stored]
+    assert all(r["worker"].startswith("w-") for r in rows)
+    table = list(csv.DictReader(io.StringIO((tmp_path / "out" / "annotations.csv").read_text())))
+    assert [(int(r["annotation_id"]), r["worker"]) for r in table] == [(x[0], x[3]) for x in stored]
     assert "demo-annotator" not in (tmp_path / "out" / "annotations.csv").read_text()
     assert run_cli("export", "999", env=env).returncode != 0
     # Running the demo again does not duplicate the study, and prints fresh passwords.
@@ -110,8 +126,37 @@ def test_nav_import_graphs(tmp_path):
     assert run_cli("nav", "import-graphs", str(empty), env=env).returncode != 0
 
 
+def refs_by_instr(path: Path) -> dict[str, list[str]]:
+    return {f"{r['path_id']}_{k}": r["path"] for r in json.loads(path.read_text())
+            for k in range(len(r["instructions"]))}
+
+
+def grid_scores(reference: list[str], trajectory: list[str]) -> dict:
+    """R2R's metrics from their definitions, on the test grid (Manhattan distances)."""
+    def dedupe(path):
+        return [v for k, v in enumerate(path) if k == 0 or v != path[k - 1]]
+
+    def d(a: str, b: str) -> float:
+        return float(abs(int(a[1]) - int(b[1])) + abs(int(a[2]) - int(b[2])))
+
+    ref, traj = dedupe(reference), dedupe(trajectory)
+    ne = d(traj[-1], ref[-1])
+    success = ne <= 3.0
+    length = sum(d(a, b) for a, b in zip(traj, traj[1:]))
+    shortest = d(ref[0], ref[-1])
+    spl = shortest / max(shortest, length) if success else 0.0
+    inf = float("inf")
+    dtw = [[inf] * (len(traj) + 1) for _ in range(len(ref) + 1)]
+    dtw[0][0] = 0.0
+    for i in range(1, len(ref) + 1):
+        for j in range(1, len(traj) + 1):
+            dtw[i][j] = d(ref[i - 1], traj[j - 1]) + min(dtw[i - 1][j], dtw[i][j - 1], dtw[i - 1][j - 1])
+    ndtw = math.exp(-dtw[-1][-1] / (len(ref) * 3.0))
+    return {"ne": ne, "success": success, "spl": spl, "ndtw": ndtw, "sdtw": ndtw if success else 0.0,
+            "path_length": length}
+
+
 def test_nav_score_command(tmp_path):
-    import json
 
     fx = ROOT / "tests" / "fixtures" / "nav"
     args = ["nav", "score", "--connectivity", str(connectivity_dir()),
@@ -120,9 +165,29 @@ def test_nav_score_command(tmp_path):
     assert table.returncode == 0, table.stderr
     result = run_cli(*args, "--json")
     data = json.loads(result.stdout)
-    assert set(data["mean"]) >= {"ne", "success", "spl", "ndtw", "sdtw", "path_length"}
-    for scores in data["per_instruction"].values():
-        assert 0.0 <= scores["ndtw"] <= 1.0 and scores["sdtw"] <= scores["ndtw"]
+    # The same numbers computed here from the definitions: on the grid the shortest-path
+    # distance is the Manhattan distance between "gXY" viewpoints.
+    expected = {p["instr_id"]: grid_scores(refs_by_instr(fx / "R2R_grid.json")[p["instr_id"]],
+                                           [v if isinstance(v, str) else v[0] for v in p["trajectory"]])
+                for p in json.loads((fx / "predictions_grid.json").read_text())}
+    assert set(data["per_instruction"]) == set(expected) == {"1_0", "1_1", "2_0"}
+    for instr_id, want in expected.items():
+        got = data["per_instruction"][instr_id]
+        assert set(got) == set(want)
+        for key, value in want.items():
+            assert got[key] == pytest.approx(value, abs=1e-12), (instr_id, key)
+    for key in want:
+        assert data["mean"][key] == pytest.approx(sum(float(e[key]) for e in expected.values()) / 3, abs=1e-12)
+    assert data["unpredicted"] == ["2_1"]
+    # Hand-checked anchors: 1_0 ends 2 m from the goal (success) with DTW 0+0+1+2 = 3;
+    # 1_1 stops 4 m short; 2_0 (a repeated viewpoint and a bare id) follows exactly.
+    assert expected["1_0"]["ndtw"] == pytest.approx(math.exp(-3 / (4 * 3.0)))
+    assert [expected[i]["success"] for i in ("1_0", "1_1", "2_0")] == [True, False, True]
+    # The table shows the same values.
+    rows = {line.split()[0]: line.split()[1:] for line in table.stdout.splitlines()[2:5]}
+    for instr_id, want in expected.items():
+        assert rows[instr_id] == [f"{want['ne']:.3f}", str(int(want["success"])), f"{want['spl']:.3f}",
+                                  f"{want['ndtw']:.3f}", f"{want['sdtw']:.3f}", f"{want['path_length']:.3f}"]
     preds = json.loads((fx / "predictions_grid.json").read_text())
     preds[0]["trajectory"][0][0] = "no-such-viewpoint"
     bad = tmp_path / "bad.json"

@@ -12,6 +12,7 @@ from sqlalchemy import select
 from app.agents.models import AgentOutput
 from app.auth.models import User
 from app.demo import simulate_worker
+from app.errors import InputError
 from app.leaderboards.service import compute
 from app.quality import service as quality
 from app.studies import services
@@ -86,9 +87,22 @@ def test_leaderboard_matches_recomputation(session, populated):
     lo, hi = rows["agent"]["accuracy"]["low"], rows["agent"]["accuracy"]["high"]
     assert lo < rows["agent"]["accuracy"]["mean"] < hi
     assert set(board["categories"]) == {"1", "2", "3"}
+    # The random baseline answers Yes at the upload's Yes rate p (every question, gold
+    # included); it is scored on the non-gold items: right with probability p on a Yes item
+    # and 1 - p on a No item, so its expected accuracy is the mean of those, and its 95%
+    # interval the normal one for a sum of independent Bernoullis (each of variance p(1-p)).
     base = rows["baseline"]
-    p = study.kind_settings["random_yes_rate"]
-    assert 0 < base["accuracy"]["mean"] < 1 and 0 < p < 1
+    refs = session.execute(select(Item.is_gold, Item.reference).where(Item.study_id == study.id)).all()
+    p = sum(r["answer"] == "Yes" for _, r in refs) / len(refs)
+    assert study.kind_settings["random_yes_rate"] == pytest.approx(p, abs=1e-12)
+    scored = [r["answer"] for gold, r in refs if not gold]
+    expected = sum(p if a == "Yes" else 1 - p for a in scored) / len(scored)
+    half = 1.959963984540054 * math.sqrt(len(scored) * p * (1 - p)) / len(scored)
+    assert base["name"] == f"Random (Yes with p={p:.2f})"
+    assert base["accuracy"]["n"] == base["answered"] == len(scored) == ref["agent"][1]
+    assert base["accuracy"]["mean"] == pytest.approx(expected, abs=1e-12)
+    assert base["accuracy"]["low"] == pytest.approx(expected - half, abs=1e-12)
+    assert base["accuracy"]["high"] == pytest.approx(expected + half, abs=1e-12)
     assert board["agreement"]["items_with_2plus"] > 0
     assert not math.isnan(board["agreement"]["krippendorff_alpha"])
 
@@ -103,8 +117,14 @@ def test_rejecting_a_worker_drops_their_answers_and_frees_their_items(session, p
     before = {i: session.get(Item, i).n_active for i in mine}
     pseud = session.get(User, worst.worker_id).pseudonym
     assert pseud in {r["name"] for r in compute(session, study)["rows"]}
-    with pytest.raises(Exception):
-        quality.decide(session, study, [worst.id], "rejected", admin, reason="")  # reason needed
+    for blank in ("", "   "):  # a reason is needed, and whitespace is none
+        with pytest.raises(InputError) as refused:
+            quality.decide(session, study, [worst.id], "rejected", admin, reason=blank)
+        assert refused.value.field == "reason"
+        assert str(refused.value) == "field 'reason': a rejection needs a reason (the worker is told it)"
+    session.expire_all()
+    assert session.get(Participant, worst.id).status == "pending"  # nothing changed
+    assert {i: session.get(Item, i).n_active for i in mine} == before
     assert quality.decide(session, study, [worst.id], "rejected", admin, reason="random answers") == 1
     board = compute(session, study)
     assert pseud not in {r["name"] for r in board["rows"]}

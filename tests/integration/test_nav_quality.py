@@ -229,6 +229,63 @@ def test_reaching_the_qc_goal_approves_and_stopping_far_flags(session, client):
     assert not [e for e in log if e["target"] == f"participant:{far.id}"]
 
 
+def n_assignments(session, bundle_id: int) -> int:
+    session.expire_all()
+    return session.scalar(select(func.count()).select_from(Assignment).where(Assignment.bundle_id == bundle_id))
+
+
+def worker_with_early_qc(session, study, prefix: str) -> tuple[str, Bundle]:
+    """A worker whose task has the QC episode before its last slot."""
+    for w in range(20):
+        name = f"{prefix}-{w}"
+        bundle = assignment.enter(session, study, "prolific", name)
+        if bundle.gold_slots and bundle.gold_slots[0] < bundle.size - 1:
+            return name, bundle
+    pytest.fail("no worker with the QC episode before the last slot")
+
+
+def test_finishing_early_closes_the_task_and_runs_the_review(session):
+    """finish_early (no work left for this worker) closes an unfinished task with what was
+    done: finished_at is set, the QC verdict applies (approved when the QC goal was reached,
+    pending otherwise), nothing more is leased, and a second call changes nothing."""
+    owner = make_user(session, "researcher")
+    study = qc_study(session, owner)
+
+    # Reached the QC goal, then no more work: approved automatically, once.
+    name, bundle = worker_with_early_qc(session, study, "qc-then-out")
+    run_task(session, study, name, lambda r: r, until=lambda a: a.is_gold)
+    open_bundle = session.get(Bundle, bundle.id)
+    done, taken = open_bundle.n_done, n_assignments(session, bundle.id)
+    assert open_bundle.finished_at is None and 1 <= done < 6 and taken == done
+    assert participant_of(session, study, name).status == "pending"
+    assignment.finish_early(session, bundle.id)
+    session.expire_all()
+    closed = session.get(Bundle, bundle.id)
+    assert closed.finished_at is not None and closed.n_done == done
+    p = participant_of(session, study, name)
+    assert (p.status, p.reason, p.reviewed_by) == ("approved", "auto: reached the QC goal (0.0 m)", None)
+    assert len(system_approvals(session, p)) == 1
+    assert assignment.next_item(session, study, bundle.id) is None
+    assert n_assignments(session, bundle.id) == taken
+    finished = closed.finished_at
+    assignment.finish_early(session, bundle.id)  # the done page reloaded
+    session.expire_all()
+    assert session.get(Bundle, bundle.id).finished_at == finished
+    assert len(system_approvals(session, participant_of(session, study, name))) == 1
+
+    # One regular session, no QC episode: closed, but left pending for the admin.
+    bundle = run_task(session, study, "one-and-out", lambda r: r, until=lambda a: not a.is_gold)
+    assert bundle.finished_at is None and bundle.n_done == 1
+    assignment.finish_early(session, bundle.id)
+    session.expire_all()
+    assert session.get(Bundle, bundle.id).finished_at is not None
+    p = participant_of(session, study, "one-and-out")
+    assert (p.status, p.reason, p.reviewed_by) == ("pending", "", None)
+    assert not system_approvals(session, p)
+    assert assignment.next_item(session, study, bundle.id) is None
+    assert n_assignments(session, bundle.id) == 1
+
+
 def test_a_repeated_last_answer_approves_once(session):
     owner = make_user(session, "researcher")
     study = qc_study(session, owner)
@@ -240,10 +297,17 @@ def test_a_repeated_last_answer_approves_once(session):
         first = assignment.submit(session, study, bundle.id, *last)
     again = assignment.submit(session, study, bundle.id, *last)  # the last answer, sent twice
     assert again.id == first.id
+    session.expire_all()
+    finished = session.get(Bundle, bundle.id).finished_at
+    assert finished is not None
     assignment.finish_early(session, bundle.id)  # a reload of the done page
     p = participant_of(session, study, "twice")
     assert p.status == "approved" and p.reason == "auto: reached the QC goal (0.0 m)"
     assert len(system_approvals(session, p)) == 1
+    done = session.get(Bundle, bundle.id)
+    assert (done.finished_at, done.n_done) == (finished, 6)  # closed once, not again
+    assert assignment.next_item(session, study, bundle.id) is None
+    assert n_assignments(session, bundle.id) == 6
 
 
 def test_an_admin_decision_is_never_overridden(session):
@@ -263,21 +327,22 @@ def test_an_admin_decision_is_never_overridden(session):
 
     # Rejected after reaching the QC goal, before the task ends; the task is then closed with
     # what was done (no work left): the rejection stands.
-    for w in range(20):
-        name = f"early-qc-{w}"
-        bundle = assignment.enter(session, study, "prolific", name)
-        if bundle.gold_slots and bundle.gold_slots[0] < bundle.size - 1:
-            break
-    else:
-        pytest.fail("no worker with the QC episode before the last slot")
+    name, bundle = worker_with_early_qc(session, study, "early-qc")
     run_task(session, study, name, lambda r: r, until=lambda a: a.is_gold)
     p = participant_of(session, study, name)
     assert p.status == "pending" and quality.kind_verdict(session, study, p)[0] == "approved"
     assert quality.decide(session, study, [p.id], "rejected", admin, reason="copied answers") == 1
+    leased = n_assignments(session, bundle.id)
+    assert session.get(Bundle, bundle.id).finished_at is None
     assignment.finish_early(session, bundle.id)
     p = participant_of(session, study, name)
     assert (p.status, p.reason, p.reviewed_by) == ("rejected", "copied answers", admin.id)
     assert not system_approvals(session, p)
+    closed = session.get(Bundle, bundle.id)
+    assert closed.finished_at is not None and closed.n_done < closed.size
+    with pytest.raises(assignment.NotAvailable, match="reviewed and closed"):
+        assignment.next_item(session, study, bundle.id)
+    assert n_assignments(session, bundle.id) == leased
 
     # An automatic approval is not final: an admin may still reject.
     run_task(session, study, "auto-then-rejected", lambda r: r)

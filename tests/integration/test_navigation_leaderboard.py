@@ -124,7 +124,6 @@ def _follow(graph, ref: list[str], style: str) -> list[str]:
 
 
 def _simulate(session, study: Study, workers: int, graph) -> int:
-    styles = ("exact", "early", "detour")
     done = 0
     for w in range(workers):
         bundle = assignment.enter(session, study, "prolific", f"sim-{w}")
@@ -133,8 +132,14 @@ def _simulate(session, study: Study, workers: int, graph) -> int:
             if a is None:
                 break
             item = session.get(Item, a.item_id)
-            # Agent instructions are followed worse than human ones, so the test has an effect.
-            style = styles[(w + a.id + (1 if item.source == "agent" else 0)) % 3]
+            # Agent instructions are followed worse than human ones: the even-numbered
+            # followers stop early on them, one in three detours on a human one. Which
+            # followers a path gets varies, so the paired differences vary from path to path
+            # and every paired test has a p-value.
+            if item.source == "agent":
+                style = "early" if w % 2 == 0 else "exact"
+            else:
+                style = "detour" if (w + a.id) % 3 == 0 else "exact"
             path = _follow(graph, item.reference["path"], style)
             assignment.submit(session, study, bundle.id, a.id,
                               {"path": path, "trace": [], "rating": 1 + (w + a.id) % 4},
@@ -191,7 +196,29 @@ def test_navigation_leaderboard_section(session, client):
     diffs = [sum(per["toy", c]) / len(per["toy", c]) - sum(per["human", c]) / len(per["human", c])
              for c in shared]
     assert sr["mean_diff"] == pytest.approx(sum(diffs) / len(diffs))
-    assert sr["p"] is None or 0 <= sr["p"] <= 1
+    # Every metric's test: the per-path means of each speaker over the shared paths, paired,
+    # give scipy's t and p (_simulate makes the differences vary from path to path, so no
+    # difference is constant and every test has a p-value).
+    from scipy.stats import ttest_rel
+
+    order = sorted(shared)
+    for key, label in (("success", "SR"), ("spl", "SPL"), ("ndtw", "nDTW"), ("sdtw", "SDTW"),
+                       ("ne", "NE (m)"), ("path_length", "Path length (m)"), ("rating", "Rating (1-4)")):
+        per = {}
+        for a in anns:
+            if a.cluster in shared:
+                value = a.response["rating"] if key == "rating" else a.scores[key]
+                per.setdefault((a.category, a.cluster), []).append(float(value))
+        toy = [sum(per["toy", c]) / len(per["toy", c]) for c in order]
+        human = [sum(per["human", c]) / len(per["human", c]) for c in order]
+        row = next(r for r in paired if r["metric"] == label)
+        assert len({round(t - h, 9) for t, h in zip(toy, human)}) > 1, label  # the setup: not constant
+        ref = ttest_rel(toy, human)
+        assert row["p"] is not None and row["t"] is not None, label
+        assert row["n_paths"] == len(order) == 6
+        assert row["p"] == pytest.approx(float(ref.pvalue), rel=1e-9, abs=1e-12), label
+        assert row["t"] == pytest.approx(float(ref.statistic), rel=1e-9), label
+        assert row["mean_diff"] == pytest.approx(sum(toy) / len(toy) - sum(human) / len(human)), label
     json.dumps(board, allow_nan=False)  # JSON-safe: no NaN or infinities
 
     login(client, owner)
@@ -199,6 +226,9 @@ def test_navigation_leaderboard_section(session, client):
     assert page.status_code == 200
     assert 'id="navigation_metrics"' in page.text and 'id="navigation_paired"' in page.text
     assert "nDTW" in page.text and "toy" in page.text
+    sr = next(r for r in paired if r["metric"] == "SR")
+    assert (f"<tr><td>toy</td><td>SR</td><td>{sr['mean_diff']:.3f}</td><td>{sr['t']:.3f}</td>"
+            f"<td>{sr['p']:.3f}</td><td>6</td></tr>") in page.text
 
 
 def test_leaderboard_without_extra_has_none(session):

@@ -12,7 +12,8 @@ from sqlalchemy import func, select
 
 from app import jobs
 from app.demo import simulate_worker
-from app.studies.models import Item, Study
+from app.auth.models import User
+from app.studies.models import Annotation, Item, Study
 from tests.conftest import login, make_user
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +55,16 @@ def test_generate_preview_create_import_export(client, session):
         simulate_worker(session, study, f"ext-worker-{w}", 0.8, seed=w)
 
     board = client.get(f"/studies/{study.id}/leaderboard")
-    assert board.status_code == 200 and "yes-man v1" in board.text and "<svg" in board.text
+    assert board.status_code == 200 and "<svg" in board.text
+    # The agent answered Yes everywhere: its accuracy is the share of Yes among the scored
+    # (non-gold) items, every one of them answered.
+    refs = session.scalars(select(Item.reference).where(Item.study_id == study.id,
+                                                        Item.is_gold.is_(False))).all()
+    yes = sum(x["answer"] == "Yes" for x in refs)
+    row = re.search(r'<tr class="agent"><td>yes-man v1</td><td>agent</td><td>(\d+)</td>'
+                    r'<td>([0-9.]+) <span class="muted">', board.text)
+    assert row is not None, board.text
+    assert (int(row.group(1)), row.group(2)) == (len(refs), f"{yes / len(refs):.3f}")
 
     r = client.post(f"/studies/{study.id}/exports", data={"csrf_token": csrf}, follow_redirects=False)
     assert r.status_code == 303
@@ -65,7 +75,19 @@ def test_generate_preview_create_import_export(client, session):
     body = client.get(links["annotations.jsonl"].replace("&amp;", "&"))
     assert body.status_code == 200
     rows = [json.loads(line) for line in body.text.splitlines()]
-    assert len(rows) > 0 and all(r["worker"].startswith("w-") for r in rows)
+    # Exactly the stored annotations, in id order, each with its item, response and the
+    # worker's pseudonym.
+    stored = session.execute(select(Annotation, Item.external_id, User.pseudonym)
+                             .join(Item, Item.id == Annotation.item_id)
+                             .join(User, User.id == Annotation.worker_id)
+                             .where(Annotation.study_id == study.id).order_by(Annotation.id)).all()
+    assert len(stored) == session.scalar(select(func.count()).select_from(Annotation)) > 0
+    assert len(rows) == len(stored)
+    for got, (a, ext, pseud) in zip(rows, stored):
+        assert (got["annotation_id"], got["item"], got["response"], got["worker"]) == \
+            (a.id, ext, a.response, pseud)
+        assert (got["is_gold"], got["score"], got["excluded"]) == (a.is_gold, a.score, a.excluded)
+        assert pseud.startswith("w-")
     assert "ext-worker" not in body.text  # raw platform ids never leave the database
     assert client.get(links["scores.csv"].replace("&amp;", "&").replace("sig=", "sig=0")).status_code == 403
 

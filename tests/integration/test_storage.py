@@ -152,7 +152,42 @@ def store(request, tmp_path):
 
 
 def test_implements_the_interface(store):
+    """Every BlobStore method, with the protocol's parameters, doing what its docstring says."""
+    import inspect
+
     assert isinstance(store, BlobStore)
+    for name in ("put", "get", "open", "exists", "delete", "size", "url"):
+        def params(fn):
+            return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
+        assert params(getattr(type(store), name)) == params(getattr(BlobStore, name)), name
+
+    data = os.urandom(4096 + 17)
+    store.put("iface/blob.bin", data)
+    assert store.exists("iface/blob.bin") is True
+    assert store.size("iface/blob.bin") == len(data)
+    assert store.get("iface/blob.bin") == data
+    with store.open("iface/blob.bin") as f:
+        assert f.read() == data
+    # The signed URL gives the same bytes, for as long as was asked.
+    before = int(time.time())
+    url = store.url("iface/blob.bin", expires_s=90, filename="blob.bin")
+    if isinstance(store, LocalBlobStore):
+        key, q = _split_local_url(url)
+        assert key == "iface/blob.bin" and q["filename"] == "blob.bin"
+        assert before + 90 <= int(q["exp"]) <= int(time.time()) + 90
+        assert store.verify(key, q["exp"], q["sig"], filename=q["filename"])
+        assert not store.verify(key, q["exp"], q["sig"], filename=q["filename"], now=int(q["exp"]) + 1)
+        assert store.get(key) == data
+    else:
+        assert dict(parse_qsl(urlsplit(url).query))["X-Amz-Expires"] == "90"
+        status, body, headers = _fetch(url)
+        assert (status, body) == (200, data)
+        assert headers.get("Content-Disposition") == content_disposition("blob.bin")
+    store.delete("iface/blob.bin")
+    assert store.exists("iface/blob.bin") is False
+    with pytest.raises(KeyError):
+        store.get("iface/blob.bin")
+    store.delete("iface/blob.bin")  # no error the second time
 
 
 def test_bytes_round_trip_and_overwrite(store):

@@ -228,6 +228,114 @@ def test_walls_have_gaps_at_doors(houses):
         # the outer shell is closed: every room side is covered by walls or doors
         for w in sem["walls"]:
             assert w["a"][0] == w["b"][0] or w["a"][1] == w["b"][1]  # axis-aligned
+        assert_closed_shell(sem)
+
+
+EPS = 1e-6
+
+
+def _uncovered(intervals, lo: float, hi: float) -> list[tuple[float, float]]:
+    """The parts of [lo, hi] that no interval covers (touching intervals join)."""
+    gaps, at = [], lo
+    for a, b in sorted(intervals):
+        if b <= at + EPS:
+            continue
+        if a > at + EPS:
+            gaps.append((at, min(a, hi)))
+        at = max(at, b)
+        if at >= hi - EPS:
+            break
+    if at < hi - EPS:
+        gaps.append((at, hi))
+    return [g for g in gaps if g[1] - g[0] > EPS]
+
+
+def assert_closed_shell(sem: dict) -> None:
+    """Each floor's outline is one closed loop of walls (its four sides covered end to end, no
+    door to the outside); every room side is covered by walls and door gaps exactly (a gap as
+    wide as its door, no wall across it); and no wall ends in mid-air: each end meets another
+    wall or the edge of a door gap. (Inner walls meet the shell in T-junctions, so "two walls
+    per endpoint" does not hold here; these are the checks that do.)"""
+    rooms = {r["id"]: r for r in sem["rooms"]}
+    for level in sorted({r["floor"] for r in sem["rooms"]}):
+        walls: dict[tuple[str, float], list[tuple[float, float]]] = {}
+        for w in sem["walls"]:
+            if w["floor"] != level:
+                continue
+            (ax, ay), (bx, by) = w["a"], w["b"]
+            assert (ax == bx) != (ay == by), w  # axis-aligned, not a point
+            key = ("h", ay) if ay == by else ("v", ax)
+            span = (min(ax, bx), max(ax, bx)) if ay == by else (min(ay, by), max(ay, by))
+            walls.setdefault(key, []).append(span)
+        gaps: dict[tuple[str, float], list[tuple[float, float]]] = {}
+        for d in sem["doors"]:
+            if d["floor"] != level:
+                continue
+            a, b = (rooms[r]["bounds"] for r in d["rooms"])
+            (x, y), half = d["position"], d["width"] / 2
+            if abs(a[3] - b[1]) < EPS or abs(a[1] - b[3]) < EPS:  # one above the other
+                gaps.setdefault(("h", y), []).append((x - half, x + half))
+            else:
+                gaps.setdefault(("v", x), []).append((y - half, y + half))
+
+        def sides(bounds):
+            x0, y0, x1, y1 = bounds
+            return ((("h", y0), x0, x1), (("h", y1), x0, x1), (("v", x0), y0, y1), (("v", x1), y0, y1))
+
+        def on(key):
+            return [v for k, v in walls.items() if k[0] == key[0] and abs(k[1] - key[1]) < EPS]
+
+        def doors_on(key):
+            return [v for k, v in gaps.items() if k[0] == key[0] and abs(k[1] - key[1]) < EPS]
+
+        mine = [r["bounds"] for r in sem["rooms"] if r["floor"] == level]
+        outline = (min(b[0] for b in mine), min(b[1] for b in mine),
+                   max(b[2] for b in mine), max(b[3] for b in mine))
+        for key, lo, hi in sides(outline):
+            assert _uncovered([s for spans in on(key) for s in spans], lo, hi) == [], (sem["scan"], level, key)
+            assert not [g for spans in doors_on(key) for g in spans if g[1] > lo and g[0] < hi], (
+                sem["scan"], level, key)
+        for bounds in mine:
+            for key, lo, hi in sides(bounds):
+                spans = [s for group in on(key) for s in group]
+                door_spans = [g for group in doors_on(key) for g in group]
+                assert _uncovered(spans + door_spans, lo, hi) == [], (sem["scan"], level, bounds, key)
+                for g0, g1 in door_spans:  # the gap is open: no wall across it
+                    assert all(b <= g0 + EPS or a >= g1 - EPS for a, b in spans), (sem["scan"], key, g0, g1)
+        # No wall ends in mid-air: each end lies on another wall, or is a door gap's edge.
+        segments = [(axis, line, a, b) for (axis, line), spans in walls.items() for a, b in spans]
+
+        def touches(point, seg):
+            axis, line, a, b = seg
+            along, across = (point[0], point[1]) if axis == "h" else (point[1], point[0])
+            return abs(across - line) < EPS and a - EPS <= along <= b + EPS
+
+        for i, (axis, line, a, b) in enumerate(segments):
+            for t in (a, b):
+                point = (t, line) if axis == "h" else (line, t)
+                meets_wall = any(touches(point, seg) for j, seg in enumerate(segments) if j != i)
+                door_edge = any(abs(g0 - t) < EPS or abs(g1 - t) < EPS
+                                for g0, g1 in [g for group in doors_on((axis, line)) for g in group])
+                assert meets_wall or door_edge, (sem["scan"], level, axis, line, t)
+
+
+def test_the_shell_check_catches_a_gap():
+    """The closed-shell check above fails on an outline with a piece missing, a door to the
+    outside, and a wall that ends in mid-air."""
+    room = {"id": "r", "type": "bedroom", "floor": 0, "bounds": [0, 0, 4, 3]}
+    box = [((0, 0), (4, 0)), ((4, 0), (4, 3)), ((4, 3), (0, 3)), ((0, 3), (0, 0))]
+
+    def sem(walls, doors=()):
+        return {"scan": "toy", "rooms": [room], "doors": list(doors),
+                "walls": [{"floor": 0, "a": list(a), "b": list(b)} for a, b in walls]}
+
+    assert_closed_shell(sem(box))
+    with pytest.raises(AssertionError):
+        assert_closed_shell(sem([((0, 0), (3, 0))] + box[1:]))  # 1 m of the south side missing
+    with pytest.raises(AssertionError):
+        assert_closed_shell(sem([((0, 0), (1.5, 0)), ((2.5, 0), (4, 0))] + box[1:]))  # a hole
+    with pytest.raises(AssertionError):
+        assert_closed_shell(sem(box + [((1, 1), (2, 1))]))  # a wall ending in mid-air
 
 
 def test_rooms_tile_each_floor(houses):
