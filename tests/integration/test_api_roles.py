@@ -221,15 +221,6 @@ def _enter_worker(client: TestClient, slug: str, pid: str) -> None:
     assert r.status_code == 303 and r.headers["location"] == f"/task/{slug}", r.text
 
 
-@pytest.fixture(autouse=True)
-def _fresh_rate_limits():
-    from app import web
-
-    web._limiter = None
-    yield
-    web._limiter = None
-
-
 @pytest.fixture
 def world(app, session, db_url):
     owner = make_user(session, "researcher")

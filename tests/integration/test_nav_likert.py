@@ -25,15 +25,6 @@ LIKERT = ("clarity | How clear was the wording? | Unclear; Somewhat; Very clear\
           "confidence | How sure are you that you ended in the right place? | Not sure; Sure")
 
 
-@pytest.fixture(autouse=True)
-def _fresh_rate_limits():
-    from app import web
-
-    web._limiter = None  # tests log in many times from one process
-    yield
-    web._limiter = None
-
-
 def _csrf(html: str) -> str:
     return re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
 

@@ -85,15 +85,6 @@ def upload(client, scan: str, files: list[tuple[str, bytes]]):
                        files=[("files", (name, data, "application/octet-stream")) for name, data in files])
 
 
-@pytest.fixture(autouse=True)
-def _fresh_rate_limits():
-    from app import web
-
-    web._limiter = None  # every test logs in; the login rate limit is per process
-    yield
-    web._limiter = None
-
-
 @pytest.fixture
 def researcher(session, app):
     user = make_user(session, "researcher")

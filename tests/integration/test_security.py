@@ -32,13 +32,10 @@ AGENT_NAMES = ("zeta-oracle-agent", "quokka-baseline-agent")
 
 @pytest.fixture(autouse=True)
 def _fresh_limits():
-    """Rate-limit counts and cached settings never leak between tests."""
-    from app import web
+    """Cached settings never leak between tests (each app has its own rate limiter)."""
     from app.config import get_settings
 
-    web._limiter = None
     yield
-    web._limiter = None
     get_settings.cache_clear()
 
 
@@ -412,13 +409,11 @@ def test_session_cookie_is_signed(app, client, session):
 
 
 def _set(monkeypatch, **env) -> None:
-    from app import web
     from app.config import get_settings
 
     for k, v in env.items():
         monkeypatch.setenv(k, str(v))
     get_settings.cache_clear()
-    web._limiter = None
 
 
 def test_entry_requests_are_rate_limited_per_client(app, client, session, owner, monkeypatch):

@@ -26,15 +26,6 @@ from tests.conftest import ROOT, create_tom_study, login, make_user
 FIXTURE = ROOT / "tests" / "fixtures" / "tom" / "questions.csv"
 
 
-@pytest.fixture(autouse=True)
-def _fresh_limits():
-    from app import web
-
-    web._limiter = None
-    yield
-    web._limiter = None
-
-
 def fixture_rows() -> list[list[str]]:
     return list(csv.reader(io.StringIO(FIXTURE.read_text("utf-8"), newline="")))
 
