@@ -376,7 +376,8 @@ def test_sweep_returns_only_expired_leases_up_to_its_limit(session, owner):
     _expire(session, leases[0])
     _expire(session, leases[1])
     assert assignment.sweep_expired(session, limit=1) == 1
-    assert assignment.sweep_expired(session) == 1
+    # The next batch of one skips the lease already returned and takes the other.
+    assert assignment.sweep_expired(session, limit=1) == 1
     assert assignment.sweep_expired(session) == 0
     session.expire_all()
     assert [session.get(Assignment, a.id).state for a in leases] == ["expired", "expired", "leased"]
@@ -412,7 +413,8 @@ def test_enter_is_idempotent_and_refuses_rejected_workers(session, owner):
 
 def test_progress_counts_what_the_researcher_watches(session, owner):
     # Bugs caught: counting gold or excluded answers, counting expired leases as in flight,
-    # a wrong target or fraction, a wrong per-worker count or order.
+    # counting another study's leases or answers, a wrong target or fraction, a wrong
+    # per-worker count or order.
     admin = make_user(session, "admin")
     study = create_tom_study(session, owner, bundle_size=3, gold_rate=0.34, annotations_per_item=2)
     n_items = _count(session, Item, Item.study_id == study.id, Item.is_gold.is_(False))
@@ -420,39 +422,56 @@ def test_progress_counts_what_the_researcher_watches(session, owner):
     assert empty == {"items": n_items, "target": 2 * n_items, "completed": 0, "in_flight": 0,
                      "fraction": 0.0, "workers": []}
 
+    # Name the workers so that their pseudonyms sort the opposite way to their answer counts:
+    # the per-worker list must then be ordered by the count, not by whatever the database
+    # happens to return first.
+    ids = sorted((f"p-{i}" for i in range(4)), key=lambda e: assignment.pseudonym("prolific", e))
+    gone, some, bad, busy = ids  # 0, 1, 2 and 3 answers
+
     counted = 0  # answers on non-gold items by workers still in the study
-    busy = assignment.enter(session, study, "prolific", "busy", "s", "x")
+    b_busy = assignment.enter(session, study, "prolific", busy, "s", "x")
     for _ in range(3):
-        a, _ = _answer(session, study, busy.id, prefix="busy")
+        a, _ = _answer(session, study, b_busy.id, prefix="busy")
         counted += not a.is_gold
     assert counted == 2  # one of the three slots is gold
-    some = assignment.enter(session, study, "prolific", "some", "s", "x")
-    a, _ = _answer(session, study, some.id, prefix="some")
+    b_some = assignment.enter(session, study, "prolific", some, "s", "x")
+    a, _ = _answer(session, study, b_some.id, prefix="some")
     counted += not a.is_gold
-    assignment.next_item(session, study, some.id)             # in flight
-    gone = assignment.enter(session, study, "prolific", "gone", "s", "x")
-    _expire(session, assignment.next_item(session, study, gone.id))  # expired, not in flight
-    bad = assignment.enter(session, study, "prolific", "bad", "s", "x")
-    _answer(session, study, bad.id, prefix="bad")
-    _answer(session, study, bad.id, prefix="bad")
+    assignment.next_item(session, study, b_some.id)             # in flight
+    b_gone = assignment.enter(session, study, "prolific", gone, "s", "x")
+    _expire(session, assignment.next_item(session, study, b_gone.id))  # expired, not in flight
+    b_bad = assignment.enter(session, study, "prolific", bad, "s", "x")
+    _answer(session, study, b_bad.id, prefix="bad")
+    _answer(session, study, b_bad.id, prefix="bad")
     from app.quality.service import decide
 
-    decide(session, study, [bad.participant_id], "rejected", admin, "random")
+    decide(session, study, [b_bad.participant_id], "rejected", admin, "random")
 
-    # Work in another study counts nowhere here.
+    # Work in another study counts nowhere here: two more leases in flight there, and the
+    # busiest worker's answers there too.
     other = create_tom_study(session, owner, title="Other", bundle_size=2, gold_rate=0.0)
-    elsewhere = assignment.enter(session, other, "prolific", "elsewhere", "s", "x")
-    _answer(session, other, elsewhere.id, prefix="else")
-    assignment.next_item(session, other, elsewhere.id)
+    for who in (busy, "elsewhere"):
+        elsewhere = assignment.enter(session, other, "prolific", who, "s", "x")
+        _answer(session, other, elsewhere.id, prefix=f"else-{who}")
+        assignment.next_item(session, other, elsewhere.id)
 
     p = assignment.progress(session, study)
     assert p["items"] == n_items and p["target"] == 2 * n_items
     assert p["completed"] == counted  # gold answers and the rejected worker's are left out
     assert p["in_flight"] == 1
     assert p["fraction"] == pytest.approx(counted / (2 * n_items))
-    names = {u.external_id: u.pseudonym for u in session.scalars(select(User).where(User.role == "worker"))}
-    workers = p["workers"]
-    assert workers[0] == {"worker": names["busy"], "status": "pending", "annotations": 3}
-    assert {(w["worker"], w["status"], w["annotations"]) for w in workers[1:]} == {
-        (names["bad"], "rejected", 2), (names["some"], "pending", 1), (names["gone"], "pending", 0)}
-    assert [w["annotations"] for w in workers] == sorted((w["annotations"] for w in workers), reverse=True)
+    name = {e: assignment.pseudonym("prolific", e) for e in ids}
+    assert p["workers"] == [
+        {"worker": name[busy], "status": "pending", "annotations": 3},
+        {"worker": name[bad], "status": "rejected", "annotations": 2},
+        {"worker": name[some], "status": "pending", "annotations": 1},
+        {"worker": name[gone], "status": "pending", "annotations": 0},
+    ]
+
+
+def test_progress_of_a_study_with_only_gold_items_is_zero_of_zero(session, owner):
+    study = create_tom_study(session, owner, bundle_size=3, gold_rate=0.0)
+    session.execute(update(Item).where(Item.study_id == study.id).values(is_gold=True))
+    session.commit()
+    p = assignment.progress(session, study)
+    assert (p["items"], p["target"], p["completed"], p["fraction"]) == (0, 0, 0, 0.0)
