@@ -48,6 +48,8 @@ def simulate_worker(session: Session, study: Study, worker: str, accuracy: float
     bundle = assignment.enter(session, study, "prolific", worker, f"demo-{worker}", "demo")
     n = 0
     while (a := assignment.next_item(session, study, bundle.id)) is not None:
+        if n >= bundle.size:  # the engine must end a bundle at its size; never loop on it
+            raise RuntimeError(f"bundle {bundle.id} leased more than its {bundle.size} items")
         ref = session.get(Item, a.item_id).reference["answer"]
         ans = always or (ref if rng.random() < accuracy else ("No" if ref == "Yes" else "Yes"))
         assignment.submit(session, study, bundle.id, a.id, {"answer": ans}, secrets.token_hex(8))

@@ -22,6 +22,7 @@ def expire_lease(session, a):
 def answer_all(session, study, bundle_id, answer="Yes"):
     n = 0
     while (a := assignment.next_item(session, study, bundle_id)) is not None:
+        assert n < 500, "the engine kept leasing past any bundle size"
         assignment.submit(session, study, bundle_id, a.id, {"answer": answer}, f"k-{a.id}")
         n += 1
     return n
