@@ -708,3 +708,13 @@ def test_refusal_messages_exact(grid):
     e = refused(fix, ["island"], ["island", "g00"])
     assert (e.field, e.message) == ("trajectory", "viewpoint 'g00' cannot be reached from the start 'island'")
     assert score_trajectory(fix, ["island"], ["island"])["success"] is True
+
+
+def test_dtw_converts_any_real_numbers_to_float():
+    from decimal import Decimal
+    from fractions import Fraction
+
+    assert dtw([[Decimal("0.5"), Decimal("1.5")], [Fraction(1, 4), Decimal(2)]]) == 2.5  # 2 + 0.5
+    wide = [[Decimal(1)] * (NUMPY_ROW_FROM + 1)]
+    assert dtw(wide) == NUMPY_ROW_FROM + 1.0
+    assert type(dtw(np.array([[1, 2], [3, 4]]))) is float and dtw(np.array([[1, 2], [3, 4]])) == 5.0
