@@ -1057,3 +1057,20 @@ def test_majority_vote_tie_rules_exactly():
         S.majority_vote({"a": 0, "b": 0}, "a")
     assert str(err.value) == "majority_vote needs at least one vote"
     assert S.majority_vote({"x": Decimal(2), "y": np.int64(1)}, "y") == "x"
+
+
+def test_wilson_bounds_stay_in_the_unit_interval_despite_rounding():
+    # the closed form rounds to a lower bound of ~1e-17 for 0 of 3, and above 1 for a huge z
+    assert S.wilson_interval(0, 3)[0] == 0.0
+    assert S.wilson_interval(0, 7)[0] == 0.0
+    low, high = S.wilson_interval(32, 62, z=1e9)
+    assert high == 1.0 and low == pytest.approx(0.0, abs=1e-9)
+    assert S.wilson_interval(1, 62, z=1e9)[1] <= 1.0 and S.wilson_interval(61, 62, z=1e9)[0] >= 0.0
+
+
+def test_none_is_a_rating_value_like_any_other():
+    assert S.majority_vote({None: 2, "a": 1}, "a") is None
+    assert S.majority_vote({"a": 1, None: 2, "b": 1}, "b") is None
+    # items {None, None, a} and {a, a}: n = 5, n_None = 2, n_a = 3, o_NoneNone = 2/2 = 1, o_aa = 2
+    # alpha = (4 * 3 - (2 + 6)) / (20 - 8) = 1/3
+    assert S.krippendorff_alpha_nominal([{None: 2, "a": 1}, {"a": 2}]) == pytest.approx(1 / 3, rel=1e-15)
