@@ -1074,3 +1074,12 @@ def test_none_is_a_rating_value_like_any_other():
     # items {None, None, a} and {a, a}: n = 5, n_None = 2, n_a = 3, o_NoneNone = 2/2 = 1, o_aa = 2
     # alpha = (4 * 3 - (2 + 6)) / (20 - 8) = 1/3
     assert S.krippendorff_alpha_nominal([{None: 2, "a": 1}, {"a": 2}]) == pytest.approx(1 / 3, rel=1e-15)
+
+
+def test_bootstrap_binned_path_over_several_chunks_known_values():
+    # 16385 distinct normal values end in 367 bins, so 2**20 // 367 = 2857 resamples per
+    # chunk; 3000 resamples take two chunks (multinomial and normal draws interleave per chunk).
+    y = np.append(np.random.default_rng(13).normal(size=1 << 14), 0.5)
+    est = S.bootstrap_mean_interval(y, n_boot=3000, seed=4)
+    assert (est.low, est.high) == (pytest.approx(-0.012204636019337276, rel=1e-12),
+                                   pytest.approx(0.01866497760991169, rel=1e-12))
