@@ -284,6 +284,10 @@ def test_question_text_refuses_unknown_chains():
     # a proposition over several lines
     ("At the time indicated by 🛑, is it the case that B believes that A believes it is certainly not "
      "true that one\ntwo?", (("B", "A"), "CT-", "one\ntwo")),
+    # only question marks are stripped from the end, never letters of the proposition
+    ("At the time indicated by 🛑, is it the case that A believes it is possibly true that box X?",
+     (("A",), "PS", "box X")),
+    ("At the time indicated by 🛑, is it the case that A believes it is possibly true that XX", (("A",), "PS", "XX")),
     # "certainly not" is not misread as "certainly" with a proposition starting "not"
     ("At the time indicated by 🛑, is it the case that A believes it is certainly not true that p",
      (("A",), "CT-", "p")),
@@ -310,6 +314,9 @@ TEMPLATE_MESSAGE = (
     ("at the time indicated by 🛑, is it the case that A believes it is certainly true that p?", TEMPLATE_MESSAGE),
     ("Xt the time indicated by 🛑, is it the case that A believes it is certainly true that p?", TEMPLATE_MESSAGE),
     ("At the time indicated by 🛑, is it the case that A believes it is certainly true that", TEMPLATE_MESSAGE),
+    # only whitespace where the proposition should be
+    ("At the time indicated by 🛑, is it the case that A believes it is certainly true that  ?", TEMPLATE_MESSAGE),
+    ("At the time indicated by 🛑, is it the case that A believes it is certainly true that \t \n?", TEMPLATE_MESSAGE),
     ("At the time indicated by 🛑, is it the case that A believes that A believes it is certainly true that p?",
      "the speaker chain A > A is not one of the six allowed (A, B, A>B, B>A, A>B>A, B>A>B)"),
     ("At the time indicated by 🛑, is it the case that B believes that A believes that A believes "
