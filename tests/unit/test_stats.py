@@ -1129,3 +1129,12 @@ def test_bootstrap_binned_path_known_values_for_small_spread_and_outlier(kind, l
     est = S.bootstrap_mean_interval(y, n_boot=2048, seed=6)  # 2**25 < n * n_boot: binned
     # (exact resampling with the same seed gives widths within 5% and 1% of these)
     assert (est.low, est.high) == (pytest.approx(low, rel=1e-12), pytest.approx(high, rel=1e-12))
+
+
+def test_bootstrap_binned_path_declines_when_squares_underflow():
+    # 1100 distinct values around 1e-167: every centred square underflows to 0, so the
+    # binned sampler cannot bound its approximation and index resampling is used.
+    x = 1e-170 * np.arange(1, 1101)
+    est = S.bootstrap_mean_interval(x, n_boot=30_600, seed=8)  # 1100 * 30600 > 2**25
+    assert (est.low, est.high) == (pytest.approx(5.3149265909090915e-168, rel=1e-12),
+                                   pytest.approx(5.694309318181818e-168, rel=1e-12))
