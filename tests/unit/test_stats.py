@@ -1138,3 +1138,11 @@ def test_bootstrap_binned_path_declines_when_squares_underflow():
     est = S.bootstrap_mean_interval(x, n_boot=30_600, seed=8)  # 1100 * 30600 > 2**25
     assert (est.low, est.high) == (pytest.approx(5.3149265909090915e-168, rel=1e-12, abs=0),
                                    pytest.approx(5.694309318181818e-168, rel=1e-12, abs=0))
+
+
+def test_bootstrap_binned_path_known_values_low_outlier():
+    # an outlier at the low end is cut off right after the first value of its bin
+    y = np.append(np.random.default_rng(41).normal(size=16384), -1000.0)
+    est = S.bootstrap_mean_interval(y, n_boot=2048, seed=6)
+    assert (est.low, est.high) == (pytest.approx(-0.19108693110392028, rel=1e-12, abs=0),
+                                   pytest.approx(0.014681282655945592, rel=1e-12, abs=0))
