@@ -557,3 +557,164 @@ def test_run_refuses_a_scan_without_connectivity(tmp_path):
     refs[0]["path"] = ["g00", "hidden"]
     code, err = run_with(tmp_path, [{"instr_id": "1_0", "trajectory": ["g00"]}], refs)
     assert code == 2 and "instruction 1_0: viewpoint 'hidden' is excluded" in err and "field 'path'" in err
+
+
+# --- exact values for every metric branch (mutation-testing gaps) ---------------------------
+
+def test_dtw_exact_small_matrices():
+    # c11 = 1, c12 = 3, c21 = 4, c22 = 4 + min(3, 4, 1) = 5
+    assert dtw(np.array([[1.0, 2.0], [3.0, 4.0]])) == 5.0
+    assert dtw([[1.0, 2.0], [3.0, 4.0]]) == 5.0  # any array-like
+    assert dtw(np.array([[1.0, 2.0], [3.0, 4.0]]).T) == 5.0
+    assert dtw(np.array([[7.0]])) == 7.0
+    assert dtw(np.array([[1, 2, 3]])) == 6.0  # one row: every cell is visited
+    assert dtw(np.array([[1], [2], [3]])) == 6.0
+    # the diagonal move skips the costly cells
+    assert dtw(np.array([[0.0, 9.0, 9.0], [9.0, 0.0, 9.0], [9.0, 9.0, 0.0]])) == 0.0
+    # horizontal, vertical and diagonal predecessors each win once
+    assert dtw(np.array([[1.0, 1.0, 5.0], [5.0, 5.0, 1.0]])) == 3.0
+    assert dtw(np.array([[1.0, 5.0], [1.0, 5.0], [5.0, 1.0]])) == 3.0
+    assert dtw(np.array([[2.0, 0.5], [0.25, 4.0], [8.0, 1.0]])) == 3.25
+
+
+@pytest.mark.parametrize("bad", [np.zeros(3), np.zeros((2, 2, 2)), np.zeros((0, 3)), np.zeros((3, 0)), 5.0])
+def test_dtw_refuses_non_matrices(bad):
+    with pytest.raises(ValueError) as err:
+        dtw(bad)
+    assert str(err.value) == "dtw needs a non-empty 2-D cost matrix"
+
+
+def test_dtw_long_rows_exact_values():
+    m = NUMPY_ROW_FROM  # the first width done by numpy, and the widths around it
+    for width in (m - 1, m, m + 1, 3 * m):
+        row = np.arange(width, dtype=float)
+        cost = np.vstack([row, row[::-1]])  # integer costs: exact in any summation order
+        want = naive_dtw(cost)
+        assert dtw(cost) == want and dtw(cost.T) == want
+        assert _dtw_numpy_rows(cost) == want and _dtw_python_rows(cost.tolist()) == want
+    # a zero-cost diagonal through a long matrix is exactly 0, never -0.0 or -1e-16
+    cost = np.full((3, 40), 0.1)
+    cost[0, 0] = cost[1, 1] = 0.0
+    cost[2, 2:] = 0.0
+    assert dtw(cost) == 0.0 and math.copysign(1.0, dtw(cost)) == 1.0
+
+
+def test_dtw_with_an_unreachable_cell_on_long_rows():
+    # an infinite cell that a warping path can go around does not make DTW infinite
+    cost = np.ones((2, NUMPY_ROW_FROM + 8))
+    cost[0, 5] = math.inf
+    want = naive_dtw(cost)
+    assert want == NUMPY_ROW_FROM + 8  # along row 0 to column 4, diagonally down, then row 1
+    assert dtw(cost) == want and dtw(cost.T) == want and _dtw_python_rows(cost.tolist()) == want
+    cost[:, 7] = math.inf  # a whole column: every path crosses it
+    assert dtw(cost) == math.inf and naive_dtw(cost) == math.inf
+
+
+def test_success_threshold_and_ndtw_normaliser(grid):
+    from app.kinds.navigation import metrics
+
+    assert metrics.SUCCESS_DISTANCE == 3.0
+    assert metrics.METRICS == ("ne", "success", "spl", "ndtw", "sdtw", "path_length")
+    assert metrics.ndtw_from_dtw(3.0, 4) == math.exp(-0.25) == 0.7788007830714049
+    assert metrics.ndtw_from_dtw(0.0, 1) == 1.0
+    assert metrics.ndtw_from_dtw(6.0, 2) == math.exp(-1.0)
+
+
+def test_design_vectors_exact(grid):
+    s = score_trajectory(grid, REF, PRED)
+    assert s == {"ne": 2.0, "success": True, "spl": 1.0, "ndtw": 0.7788007830714049,
+                 "sdtw": 0.7788007830714049, "path_length": 3.0}
+    s = score_trajectory(grid, REF, PRED[:2])
+    assert s == {"ne": 4.0, "success": False, "spl": 0.0, "ndtw": math.exp(-0.5), "sdtw": 0.0,
+                 "path_length": 1.0}
+    assert type(s["ne"]) is float and type(s["path_length"]) is float and type(s["spl"]) is float
+
+
+def test_success_at_exactly_three_metres_and_just_beyond(grid):
+    ref = [vp(0, 0), vp(1, 0), vp(2, 0), vp(3, 0)]
+    s = score_trajectory(grid, ref, [vp(0, 0)])
+    # NE 3 (inclusive): success; PL 0, shortest 3 -> SPL 3 / max(3, 0) = 1; DTW 0+1+2+3 = 6
+    assert s == {"ne": 3.0, "success": True, "spl": 1.0, "ndtw": math.exp(-6 / 12),
+                 "sdtw": math.exp(-6 / 12), "path_length": 0.0}
+    s = score_trajectory(grid, ref + [vp(3, 1)], [vp(0, 0), vp(0, 1)])
+    # NE d((0,1), (3,1)) = 3: success; PL 1, shortest 4 -> SPL 1
+    assert s["ne"] == 3.0 and s["success"] is True and s["spl"] == 1.0 and s["sdtw"] == s["ndtw"] > 0
+    s = score_trajectory(grid, ref + [vp(3, 1)], [vp(0, 0), vp(0, 1), vp(0, 0)])
+    assert s["ne"] == 4.0 and s["success"] is False and s["spl"] == 0.0 and s["sdtw"] == 0.0
+    assert s["path_length"] == 2.0 and s["ndtw"] > 0
+
+
+def test_spl_uses_the_longer_of_shortest_and_walked(grid):
+    ref = [vp(0, 0), vp(1, 0), vp(2, 0)]
+    # walked 4 > shortest 2: SPL 2/4; stopped 1 m short (NE 1)
+    s = score_trajectory(grid, ref, [vp(0, 0), vp(0, 1), vp(1, 1), vp(1, 0), vp(2, 0)])
+    assert (s["spl"], s["path_length"], s["ne"]) == (0.5, 4.0, 0.0)
+    s = score_trajectory(grid, ref, [vp(0, 0), vp(0, 1), vp(1, 1), vp(2, 1), vp(3, 1)])
+    assert (s["spl"], s["path_length"], s["ne"]) == (0.5, 4.0, 2.0)
+    # walked less than the shortest path (stopped early but within 3 m): SPL = 2 / max(2, 1) = 1
+    s = score_trajectory(grid, ref, [vp(0, 0), vp(1, 0)])
+    assert (s["spl"], s["path_length"], s["ne"]) == (1.0, 1.0, 1.0)
+    # reference of one viewpoint, follower walked 2 and came back: 0 / max(0, 2) = 0
+    s = score_trajectory(grid, [vp(1, 1)], [vp(1, 1), vp(2, 1), vp(1, 1)])
+    assert (s["spl"], s["path_length"], s["ne"], s["success"]) == (0.0, 2.0, 0.0, True)
+    assert s["ndtw"] == math.exp(-1 / 3)
+
+
+def test_path_length_sums_every_step(grid):
+    q = [vp(0, 0), vp(1, 0), vp(2, 0), vp(2, 1), vp(2, 2), vp(1, 2)]
+    s = score_trajectory(grid, [vp(0, 0), vp(1, 2)], q)
+    assert s["path_length"] == 5.0 and s["ne"] == 0.0 and s["spl"] == 3 / 5
+    # two viewpoints: one step
+    assert score_trajectory(grid, [vp(0, 0), vp(1, 2)], [vp(0, 0), vp(0, 1)])["path_length"] == 1.0
+
+
+def test_mean_scores_exact(grid):
+    rows = [
+        {"ne": 1.0, "success": True, "spl": 0.5, "ndtw": 0.25, "sdtw": 0.25, "path_length": 2.0},
+        {"ne": 4.0, "success": False, "spl": 0.0, "ndtw": 0.75, "sdtw": 0.0, "path_length": 6.0},
+        {"ne": 1.0, "success": True, "spl": 1.0, "ndtw": 0.5, "sdtw": 0.5, "path_length": 1.0, "extra": "x"},
+    ]
+    assert mean_scores(iter(rows)) == {"ne": 2.0, "success": 2 / 3, "spl": 0.5, "ndtw": 0.5, "sdtw": 0.25,
+                                       "path_length": 3.0}
+    assert list(mean_scores(rows)) == list(METRICS)
+    empty = mean_scores(iter([]))
+    assert list(empty) == list(METRICS) and all(math.isnan(v) for v in empty.values())
+
+
+def test_dedupe_exact():
+    assert dedupe([]) == []
+    assert dedupe(["a"]) == ["a"]
+    assert dedupe(iter(["a", "a", "a"])) == ["a"]
+    assert dedupe(["a", "b", "b", "a", "c", "c"]) == ["a", "b", "a", "c"]
+    assert dedupe([0, 0, None, None, 0]) == [0, None, 0]  # falsy viewpoints are values too
+
+
+def test_refusal_messages_exact(grid):
+    fix = load_connectivity(GRID_FILE)
+    e = refused(grid, REF, [vp(1, 0), vp(2, 0)])
+    assert (e.field, e.message) == ("trajectory", "the trajectory starts at 'g10', not at the reference's start 'g00'")
+    e = refused(grid, [], PRED)
+    assert (e.field, e.message) == ("path", "the reference path is empty")
+    e = refused(grid, REF, [])
+    assert (e.field, e.message) == ("trajectory", "the trajectory is empty")
+    e = refused(fix, ["g00", "g10", "island", "g20"], ["g00"])
+    assert (e.field, e.message) == ("path", "reference viewpoint 'island' cannot be reached from the start 'g00'")
+    e = refused(fix, ["g00", "g10"], ["g00", "g00", "g10", "island", "g10"])
+    assert (e.field, e.message) == ("trajectory", "viewpoint 'island' cannot be reached from the start 'g00'")
+    # both lists inside the start's component are fine, whatever else the graph holds
+    assert score_trajectory(fix, REF, PRED) == score_trajectory(grid, REF, PRED)
+    # a reference or trajectory that is just the start is trivially reachable
+    assert score_trajectory(fix, ["g00"], ["g00"])["ne"] == 0.0
+    e = refused(fix, ["island"], ["island", "g00"])
+    assert (e.field, e.message) == ("trajectory", "viewpoint 'g00' cannot be reached from the start 'island'")
+    assert score_trajectory(fix, ["island"], ["island"])["success"] is True
+
+
+def test_dtw_converts_any_real_numbers_to_float():
+    from decimal import Decimal
+    from fractions import Fraction
+
+    assert dtw([[Decimal("0.5"), Decimal("1.5")], [Fraction(1, 4), Decimal(2)]]) == 2.5  # 2 + 0.5
+    wide = [[Decimal(1)] * (NUMPY_ROW_FROM + 1)]
+    assert dtw(wide) == NUMPY_ROW_FROM + 1.0
+    assert type(dtw(np.array([[1, 2], [3, 4]]))) is float and dtw(np.array([[1, 2], [3, 4]])) == 5.0

@@ -551,3 +551,598 @@ def test_weighted_patterns_equal_the_expanded_items():
     assert S.fleiss_kappa(dicts, weights=weights)[1] == S.fleiss_kappa(items)[1]
     with pytest.raises(ValueError):
         S.krippendorff_alpha_nominal(dicts, weights[:-1])
+
+
+# ---------------------------------------------------------------------------
+# exact values (mutation-testing gaps): every number below is pinned exactly,
+# so that e.g. a 94% interval or a changed tie rule cannot pass as the original.
+
+
+# Known values, produced by the oracles below (and by the binned sampler for LOW/HIGH_BINNED).
+LOW_DISTINCT, HIGH_DISTINCT = 1.1043478260869564, 2.269565217391304
+LOW_2_25, HIGH_2_25 = -0.012479716406344578, 0.01830150186969929
+LOW_BINNED, HIGH_BINNED = -0.0125253241160876, 0.017372267990038607
+
+
+def _index_bootstrap_oracle(x, n_boot, seed):
+    """Plain percentile bootstrap by index resampling, written independently."""
+    x = np.asarray(x, dtype=float)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, x.size, size=(n_boot, x.size))
+    means = x[idx].sum(axis=1) / x.size
+    return np.percentile(means, 2.5), np.percentile(means, 97.5)
+
+
+def _distinct_bootstrap_oracle(x, n_boot, seed):
+    """Percentile bootstrap via multinomial counts over the distinct values."""
+    x = np.asarray(x, dtype=float)
+    values, counts = np.unique(x, return_counts=True)
+    rng = np.random.default_rng(seed)
+    draws = rng.multinomial(x.size, counts / x.size, size=n_boot)
+    means = (draws @ values) / x.size
+    return np.percentile(means, 2.5), np.percentile(means, 97.5)
+
+
+@pytest.mark.parametrize("n, n_boot, seed", [(37, 999, 11), (200, 2000, 4), (1_000, 300, 0)])
+def test_bootstrap_exact_mode_is_plain_index_resampling(n, n_boot, seed):
+    # (200, 2000) and (1000, 300) take several chunks of 2**17 draws; the chunks must
+    # continue one random stream exactly like a single draw of all the indices.
+    x = np.random.default_rng(100 + n).normal(2.0, 3.0, size=n)
+    low, high = _index_bootstrap_oracle(x, n_boot, seed)
+    est = S.bootstrap_mean_interval(x.tolist(), n_boot=n_boot, seed=seed, exact=True)
+    assert est.n == n
+    assert est.mean == math.fsum(x.tolist()) / n
+    assert est.low == pytest.approx(low, rel=1e-13, abs=0)
+    assert est.high == pytest.approx(high, rel=1e-13, abs=0)
+
+
+def test_bootstrap_interval_is_95_percent_not_94():
+    x = np.random.default_rng(3).exponential(size=60)
+    est = S.bootstrap_mean_interval(x, n_boot=2000, seed=9, exact=True)
+    rng = np.random.default_rng(9)
+    means = x[rng.integers(0, 60, size=(2000, 60))].mean(axis=1)
+    low95, high95 = np.percentile(means, [2.5, 97.5])
+    low94, high94 = np.percentile(means, [3, 97])
+    assert (est.low, est.high) == (pytest.approx(low95, rel=1e-13), pytest.approx(high95, rel=1e-13))
+    assert est.low != pytest.approx(low94, rel=1e-6) and est.high != pytest.approx(high94, rel=1e-6)
+
+
+def test_bootstrap_default_seed_is_zero_and_default_n_boot_2000():
+    x = np.random.default_rng(6).normal(size=1_025)  # 1025 distinct values: index resampling
+    assert S.bootstrap_mean_interval(x) == S.bootstrap_mean_interval(x, n_boot=2000, seed=0)
+    low, high = _index_bootstrap_oracle(x, 2000, 0)
+    est = S.bootstrap_mean_interval(x)
+    assert (est.low, est.high) == (pytest.approx(low, rel=1e-13), pytest.approx(high, rel=1e-13))
+
+
+@pytest.mark.parametrize("values, n_boot, seed", [
+    ([0.1] * 7 + [0.7] * 3 + [2.3] * 11 + [5.0] * 2, 2000, 1),
+    ([0.0] * 13 + [1.0] * 27, 777, 3),
+    ([1.0, 2.0, 3.0, 4.0, 5.0] * 9 + [5.0], 2000, 0),
+])
+def test_bootstrap_distinct_values_path_exact(values, n_boot, seed):
+    low, high = _distinct_bootstrap_oracle(values, n_boot, seed)
+    est = S.bootstrap_mean_interval(values, n_boot=n_boot, seed=seed)
+    assert est.n == len(values) and est.mean == pytest.approx(sum(values) / len(values), rel=1e-15)
+    assert (est.low, est.high) == (pytest.approx(low, rel=1e-13, abs=1e-15), pytest.approx(high, rel=1e-13, abs=1e-15))
+
+
+def test_bootstrap_distinct_path_known_values():
+    est = S.bootstrap_mean_interval([0.1] * 7 + [0.7] * 3 + [2.3] * 11 + [5.0] * 2, n_boot=2000, seed=1)
+    assert est == S.Estimate(n=23, mean=pytest.approx(38.1 / 23, rel=1e-15),
+                             low=pytest.approx(LOW_DISTINCT, rel=1e-13), high=pytest.approx(HIGH_DISTINCT, rel=1e-13))
+
+
+def test_bootstrap_up_to_1024_distinct_values_uses_the_distinct_path():
+    # 1024 distinct values (each twice): multinomial counts, two chunks of 1024 resamples.
+    base = np.random.default_rng(21).normal(size=1024)
+    x = np.concatenate([base, base])
+    low, high = _distinct_bootstrap_oracle(x, 1100, 5)
+    est = S.bootstrap_mean_interval(x, n_boot=1100, seed=5)
+    assert (est.low, est.high) == (pytest.approx(low, rel=1e-12), pytest.approx(high, rel=1e-12))
+    # one more distinct value: index resampling (n * n_boot is small)
+    y = np.append(x, 9.0)
+    low, high = _index_bootstrap_oracle(y, 300, 5)
+    est = S.bootstrap_mean_interval(y, n_boot=300, seed=5)
+    assert (est.low, est.high) == (pytest.approx(low, rel=1e-13), pytest.approx(high, rel=1e-13))
+
+
+def test_bootstrap_index_path_up_to_2_to_the_25_draws_then_binned():
+    x = np.random.default_rng(13).normal(size=1 << 14)  # all distinct
+    n_boot = 1 << 11  # n * n_boot == 2**25 exactly: still exact index resampling
+    est = S.bootstrap_mean_interval(x, n_boot=n_boot, seed=2)
+    # LOW_2_25/HIGH_2_25 are _index_bootstrap_oracle(x, 2048, 2) (not recomputed here: 0.3 s)
+    assert (est.low, est.high) == (pytest.approx(LOW_2_25, rel=1e-13), pytest.approx(HIGH_2_25, rel=1e-13))
+    # one value more: the binned sampler, whose known values for this input are pinned
+    y = np.append(x, 0.5)
+    est = S.bootstrap_mean_interval(y, n_boot=n_boot, seed=2)
+    assert est.n == (1 << 14) + 1
+    assert est.mean == pytest.approx(math.fsum(y.tolist()) / y.size, rel=1e-15)
+    assert (est.low, est.high) == (pytest.approx(LOW_BINNED, rel=1e-12), pytest.approx(HIGH_BINNED, rel=1e-12))
+    exact = S.bootstrap_mean_interval(y, n_boot=n_boot, seed=2, exact=True)
+    assert (est.low, est.high) != (exact.low, exact.high)
+
+
+def test_bootstrap_refusal_messages():
+    with pytest.raises(ValueError, match=r"^values must all be finite numbers$"):
+        S.bootstrap_mean_interval([1.0, math.inf])
+    with pytest.raises(ValueError, match=r"^n_boot must be at least 1$"):
+        S.bootstrap_mean_interval([1.0, 2.0], n_boot=0)
+    with pytest.raises(ValueError, match=r"^n_boot must be non-negative, got -1$"):
+        S.bootstrap_mean_interval([1.0, 2.0], n_boot=-1)
+    with pytest.raises(ValueError, match=r"^n_boot must be a whole number, got 2.5$"):
+        S.bootstrap_mean_interval([1.0, 2.0], n_boot=2.5)
+    # a constant sample needs no resampling and gives its value exactly
+    assert S.bootstrap_mean_interval(np.full(3000, 0.7), n_boot=5) == S.Estimate(3000, 0.7, 0.7, 0.7)
+
+
+# --- Wilson: exact values, argument checks ----------------------------------------------
+
+
+WILSON_REFERENCE = {  # statsmodels proportion_confint(..., method="wilson"), alpha 0.05
+    (3, 10): (0.10779126740630104, 0.6032218525388546),
+    (1, 2): (0.09453120573423068, 0.9054687942657693),
+    (17, 40): (0.28509392559950375, 0.5780493145800893),
+}
+
+
+@pytest.mark.parametrize("successes, n", list(WILSON_REFERENCE))
+def test_wilson_known_values(successes, n):
+    low, high = WILSON_REFERENCE[successes, n]
+    assert S.wilson_interval(successes, n) == (pytest.approx(low, rel=1e-13), pytest.approx(high, rel=1e-13))
+    ref = sm_proportion.proportion_confint(successes, n, alpha=0.05, method="wilson")
+    assert (low, high) == pytest.approx(ref, rel=1e-13)
+    est = S.proportion(successes, n)
+    assert est == S.Estimate(n, successes / n, *S.wilson_interval(successes, n))
+
+
+def test_wilson_z_argument():
+    assert S.Z95 == 1.959963984540054
+    ref = sm_proportion.proportion_confint(3, 10, alpha=0.01, method="wilson")
+    assert S.wilson_interval(3, 10, z=2.5758293035489004) == pytest.approx(ref, rel=1e-13)
+    assert S.wilson_interval(3, 10, 2.5758293035489004) == pytest.approx(ref, rel=1e-13)
+    for bad in (0, 0.0, -1.96, math.inf, -math.inf, math.nan):
+        with pytest.raises(ValueError) as err:
+            S.wilson_interval(3, 10, z=bad)
+        assert str(err.value) == f"z must be a positive finite number, got {bad!r}"
+    # a tiny positive z is valid: the interval shrinks to the observed proportion
+    low, high = S.wilson_interval(3, 10, z=1e-9)
+    assert low == pytest.approx(0.3, abs=1e-9) and high == pytest.approx(0.3, abs=1e-9)
+    # z is checked even when there is no data
+    with pytest.raises(ValueError):
+        S.wilson_interval(0, 0, z=-1.0)
+
+
+def test_wilson_refuses_more_successes_than_trials_even_with_no_trials():
+    with pytest.raises(ValueError) as err:
+        S.wilson_interval(3, 0)
+    assert str(err.value) == "successes (3) cannot exceed n (0)"
+    with pytest.raises(ValueError) as err:
+        S.wilson_interval(11, 10)
+    assert str(err.value) == "successes (11) cannot exceed n (10)"
+    assert S.wilson_interval(10, 10)[1] == 1.0  # successes == n is fine
+    with pytest.raises(ValueError):
+        S.proportion(3, 0)
+
+
+def test_wilson_bounds_are_clipped_exactly_at_zero_and_one():
+    z = S.Z95
+    low, high = S.wilson_interval(0, 1)
+    assert low == 0.0 and high == pytest.approx(z * z / (1 + z * z), rel=1e-14)
+    low, high = S.wilson_interval(1, 1)
+    assert high == 1.0 and low == pytest.approx(1 / (1 + z * z), rel=1e-14)
+    # 1 of 1000: the closed form's lower bound is positive and kept as is
+    ref = sm_proportion.proportion_confint(1, 1000, alpha=0.05, method="wilson")
+    assert S.wilson_interval(1, 1000) == pytest.approx(ref, rel=1e-12)
+    assert S.wilson_interval(999, 1000) == pytest.approx(
+        sm_proportion.proportion_confint(999, 1000, alpha=0.05, method="wilson"), rel=1e-12)
+
+
+@pytest.mark.parametrize("value, expected", [
+    (3, 3), (0, 0), (Decimal(3), 3), (Decimal("3.0"), 3), (np.int64(4), 4), (5.0, 5), (True, 1),
+    (np.float64(6.0), 6),
+])
+def test_count_accepts_whole_numbers(value, expected):
+    assert S.proportion(0, value).n == expected
+    result = S.proportion(value, 10)
+    assert result.mean == expected / 10 and type(result.n) is int
+
+
+@pytest.mark.parametrize("value, exc, message", [
+    (2.5, ValueError, "n must be a whole number, got 2.5"),
+    (Decimal("2.5"), ValueError, "n must be a whole number, got Decimal('2.5')"),
+    (-1, ValueError, "n must be non-negative, got -1"),
+    (Decimal(-3), ValueError, "n must be non-negative, got Decimal('-3')"),
+    (-2.0, ValueError, "n must be non-negative, got -2.0"),
+    ("3", ValueError, "n must be a whole number, got '3'"),
+    (None, TypeError, "n must be a whole number, got None"),
+    (math.nan, TypeError, "n must be a whole number, got nan"),
+    (math.inf, TypeError, "n must be a whole number, got inf"),
+    (1 + 2j, TypeError, "n must be a whole number, got (1+2j)"),
+])
+def test_count_rejects_fractions_negatives_and_non_numbers(value, exc, message):
+    with pytest.raises(exc) as err:
+        S.wilson_interval(0, value)
+    assert type(err.value) is exc and str(err.value) == message
+
+
+def test_count_names_the_argument():
+    with pytest.raises(ValueError, match=r"^successes must be non-negative, got -1$"):
+        S.wilson_interval(-1, 2)
+    with pytest.raises(ValueError, match=r"^successes must be a whole number, got 1.5$"):
+        S.wilson_interval(1.5, 2)
+    with pytest.raises(ValueError, match=r"^rating count must be non-negative, got -1$"):
+        S.krippendorff_alpha_nominal([{"a": -1, "b": 3}])
+    with pytest.raises(ValueError, match=r"^rating count must be a whole number, got 1.5$"):
+        S.fleiss_kappa([{"a": 1.5, "b": 3}])
+    with pytest.raises(ValueError, match=r"^rating count must be non-negative, got -2$"):
+        S.majority_vote({"a": -2, "b": 3}, "a")
+
+
+def test_estimate_as_dict():
+    est = S.Estimate(n=7, mean=0.25, low=0.125, high=0.5)
+    assert est.as_dict() == {"n": 7, "mean": 0.25, "low": 0.125, "high": 0.5}
+    assert list(est.as_dict()) == ["n", "mean", "low", "high"]
+    nan = S.Estimate(n=0, mean=math.nan, low=math.nan, high=math.nan).as_dict()
+    assert nan == {"n": 0, "mean": None, "low": None, "high": None}
+    mixed = S.Estimate(n=3, mean=math.nan, low=0.0, high=math.nan).as_dict()
+    assert mixed == {"n": 3, "mean": None, "low": 0.0, "high": None}
+    # only float NaN becomes None; other values pass through untouched
+    d = S.Estimate(n=2, mean=1, low=Decimal("0.5"), high=math.inf).as_dict()
+    assert d == {"n": 2, "mean": 1, "low": Decimal("0.5"), "high": math.inf} and type(d["mean"]) is int
+    assert S.Estimate(1, 0.5, 0.5, 0.5) == S.Estimate(1, 0.5, 0.5, 0.5)
+    assert not hasattr(est, "__dict__")  # slots
+
+
+# --- the random baseline ------------------------------------------------------------
+
+
+def test_bernoulli_sum_exact_values_and_validation():
+    est = S.mean_interval_bernoulli_sum([0.25, 0.5, 0.75, 0.5])
+    half = S.Z95 * math.sqrt(0.1875 + 0.25 + 0.1875 + 0.25) / 4
+    assert est == S.Estimate(n=4, mean=0.5, low=pytest.approx(0.5 - half, rel=1e-15),
+                             high=pytest.approx(0.5 + half, rel=1e-15))
+    # z is honoured
+    est = S.mean_interval_bernoulli_sum([0.5] * 4, z=1.0)
+    assert (est.low, est.high) == (0.25, 0.75)
+    est = S.mean_interval_bernoulli_sum((p for p in [0.5] * 16), 2.0)
+    assert (est.low, est.high) == (0.25, 0.75)
+    # clipping at 0 and at 1, and the bounds 0 and 1 themselves are valid probabilities
+    assert S.mean_interval_bernoulli_sum([0.01, 0.0]) == S.Estimate(
+        2, 0.005, 0.0, pytest.approx(0.005 + S.Z95 * math.sqrt(0.0099) / 2, rel=1e-15))
+    assert S.mean_interval_bernoulli_sum([1.0, 1.0]) == S.Estimate(2, 1.0, 1.0, 1.0)
+    assert S.mean_interval_bernoulli_sum(np.array([0.0, 1.0])) == S.Estimate(2, 0.5, 0.5, 0.5)
+    for bad in ([1.0000001], [0.5, 1.5], [-0.1, 0.5], [-1e-12], [0.5, math.inf]):
+        with pytest.raises(ValueError) as err:
+            S.mean_interval_bernoulli_sum(bad)
+        assert str(err.value) in ("probabilities must lie in [0, 1]", "probabilities must all be finite numbers")
+    with pytest.raises(ValueError, match=r"^probabilities must lie in \[0, 1\]$"):
+        S.mean_interval_bernoulli_sum([0.2, 1.2])
+    with pytest.raises(ValueError, match=r"^probabilities must lie in \[0, 1\]$"):
+        S.mean_interval_bernoulli_sum([-0.2, 0.5])
+    with pytest.raises(ValueError, match=r"^probabilities must all be finite numbers$"):
+        S.mean_interval_bernoulli_sum([0.2, math.nan])
+    empty = S.mean_interval_bernoulli_sum([])
+    assert empty.n == 0 and all(math.isnan(v) for v in (empty.mean, empty.low, empty.high))
+
+
+# --- agreement: exact values, weights, the Fleiss mode rule -------------------------
+
+
+AGREEMENT_ITEMS = [{"Y": 2, "N": 1}, {"Y": 3}, {"N": 2, "U": 1}, {"Y": 1, "N": 1, "U": 1}, {"N": 3}, {"Y": 2}]
+AGREEMENT_WEIGHTS = [3, 1, 2, 1, 4, 2]
+ALPHA_WEIGHTED = 74 / 191  # exact value for the 13 expanded items (krippendorff agrees below)
+
+
+def _expand(items, weights):
+    return [item for item, w in zip(items, weights) for _ in range(w)]
+
+
+def _alpha_from_reliability(items):
+    coders = max(sum(i.values()) for i in items)
+    codes = {"Y": 0.0, "N": 1.0, "U": 2.0}
+    data = np.full((coders, len(items)), np.nan)
+    for u, item in enumerate(items):
+        vals = [codes[v] for v, c in item.items() for _ in range(c)]
+        data[: len(vals), u] = vals
+    return krippendorff.alpha(reliability_data=data, level_of_measurement="nominal")
+
+
+def test_alpha_weights_equal_repeated_items():
+    expanded = _expand(AGREEMENT_ITEMS, AGREEMENT_WEIGHTS)
+    ref = _alpha_from_reliability(expanded)
+    assert S.krippendorff_alpha_nominal(expanded) == pytest.approx(ref, rel=1e-12)
+    assert S.krippendorff_alpha_nominal(AGREEMENT_ITEMS, AGREEMENT_WEIGHTS) == pytest.approx(ref, rel=1e-12)
+    assert S.krippendorff_alpha_nominal(iter(AGREEMENT_ITEMS), iter(AGREEMENT_WEIGHTS)) == pytest.approx(ref, rel=1e-12)
+    # exact rational value of this table
+    assert S.krippendorff_alpha_nominal(AGREEMENT_ITEMS, AGREEMENT_WEIGHTS) == pytest.approx(ALPHA_WEIGHTED, rel=1e-15)
+    # weights of 1 change nothing; a weight of 0 drops the item; numpy / Decimal / float whole weights work
+    assert S.krippendorff_alpha_nominal(AGREEMENT_ITEMS, [1] * 6) == S.krippendorff_alpha_nominal(AGREEMENT_ITEMS)
+    assert S.krippendorff_alpha_nominal(AGREEMENT_ITEMS, [3, 1, 2, 0, 4, 2]) == pytest.approx(
+        S.krippendorff_alpha_nominal(_expand(AGREEMENT_ITEMS, [3, 1, 2, 0, 4, 2])), rel=1e-15)
+    w = [np.int64(3), Decimal(1), 2.0, 1, 4, 2]
+    assert S.krippendorff_alpha_nominal(AGREEMENT_ITEMS, w) == S.krippendorff_alpha_nominal(
+        AGREEMENT_ITEMS, AGREEMENT_WEIGHTS)
+    assert math.isnan(S.krippendorff_alpha_nominal(AGREEMENT_ITEMS, [0] * 6))
+
+
+@pytest.mark.parametrize("weights", [[1, 2], [1] * 7, [1, 1, 1, 1, 1, -1], [1, 1, 1, 1, 1, 1.5]])
+def test_agreement_refuses_bad_weights(weights):
+    message = r"^weights must be one non-negative whole number per item$"
+    with pytest.raises(ValueError, match=message):
+        S.krippendorff_alpha_nominal(AGREEMENT_ITEMS, weights)
+    with pytest.raises(ValueError, match=message):
+        S.fleiss_kappa(AGREEMENT_ITEMS, weights=weights)
+
+
+def test_alpha_exact_small_cases():
+    # two coders, items (a,a), (a,b), (b,b): o_aa = 2, o_bb = 2, n = 6, n_a = n_b = 3
+    # alpha = (5 * 4 - 12) / (30 - 12) = 8 / 18
+    assert S.krippendorff_alpha_nominal([{"a": 2}, {"a": 1, "b": 1}, {"b": 2}]) == pytest.approx(4 / 9, rel=1e-15)
+    # one three-rating item (a,a,b) adds pairs weighted by 1 / (m - 1) = 1/2
+    items = [{"a": 2}, {"a": 2, "b": 1}, {"b": 2}]
+    # n = 7, n_a = 4, n_b = 3; o_aa = 2 + 2/2 = 3, o_bb = 2; sum n_c(n_c - 1) = 12 + 6 = 18
+    assert S.krippendorff_alpha_nominal(items) == pytest.approx((6 * 5 - 18) / (42 - 18), rel=1e-15)
+    assert S.krippendorff_alpha_nominal(items, [1, 2, 1]) == pytest.approx(
+        S.krippendorff_alpha_nominal([items[0], items[1], items[1], items[2]]), rel=1e-15)
+    # single-rating items and weight-0 items do not count towards n
+    assert S.krippendorff_alpha_nominal(items + [{"a": 1}, {"b": 5}], [1, 1, 1, 7, 0]) == pytest.approx(
+        0.5, rel=1e-15)
+
+
+FLEISS_TABLE = [{"a": 3}, {"a": 2, "b": 1}, {"b": 3}, {"a": 1, "b": 1, "c": 1}, {"c": 2, "a": 1}]
+
+
+def test_fleiss_exact_value_and_weights():
+    # 5 items x 3 ratings; columns a 7, b 5, c 3 of 15; sum n_ij^2 = 9 + 5 + 9 + 3 + 5 = 31
+    # P_bar = (31 - 15) / (15 * 2) = 8/15; P_e = (49 + 25 + 9) / 225 = 83/225
+    expected = (8 / 15 - 83 / 225) / (1 - 83 / 225)
+    kappa, used = S.fleiss_kappa(FLEISS_TABLE)
+    assert used == 5 and kappa == pytest.approx(expected, rel=1e-14)
+    table = np.array([[i.get(c, 0) for c in "abc"] for i in FLEISS_TABLE])
+    assert kappa == pytest.approx(sm_inter_rater.fleiss_kappa(table, method="fleiss"), rel=1e-12)
+    weights = [2, 1, 3, 1, 2]
+    wk, wused = S.fleiss_kappa(FLEISS_TABLE, weights=weights)
+    ek, eused = S.fleiss_kappa(_expand(FLEISS_TABLE, weights))
+    assert wused == eused == 9 and wk == pytest.approx(ek, rel=1e-14)
+    assert wk == pytest.approx(sm_inter_rater.fleiss_kappa(np.repeat(table, weights, axis=0), method="fleiss"),
+                               rel=1e-12)
+    assert S.fleiss_kappa(FLEISS_TABLE, ["a", "b", "c"], [2, 1, 3, 1, 2]) == (wk, wused)
+
+
+def test_fleiss_zero_weights_are_dropped():
+    assert S.fleiss_kappa(FLEISS_TABLE, weights=[1, 1, 1, 1, 0]) == S.fleiss_kappa(FLEISS_TABLE[:4])
+    kappa, used = S.fleiss_kappa([{"a": 1, "b": 1}], weights=[0])
+    assert math.isnan(kappa) and used == 0
+    kappa, used = S.fleiss_kappa([{"a": 2, "b": 2}, {"a": 1, "b": 1}], weights=[0, 3])
+    assert used == 3 and kappa == pytest.approx(-1.0, rel=1e-15)
+
+
+def test_fleiss_mode_of_weighted_rating_counts_and_tie_rule():
+    two = {"a": 1, "b": 1}       # m = 2
+    three = {"a": 2, "b": 1}     # m = 3
+    four = {"a": 2, "b": 2}      # m = 4
+    # weighted frequencies decide the mode: 3 items of m=2 against 2 of m=3
+    assert S.fleiss_kappa([two, three], weights=[3, 2])[1] == 3
+    assert S.fleiss_kappa([two, three], weights=[2, 3])[1] == 3
+    assert S.fleiss_kappa([two, three], weights=[2, 2]) == S.fleiss_kappa([three, three])  # tie -> larger m
+    assert S.fleiss_kappa([three, two, two]) == S.fleiss_kappa([two, two])  # mode m = 2
+    # a three-way tie goes to the largest m, whatever the order of the items
+    for order in ([two, three, four], [four, two, three], [three, four, two]):
+        kappa, used = S.fleiss_kappa(order)
+        assert used == 1 and kappa == pytest.approx(-1 / 3, rel=1e-15)
+    # items below two ratings never set the mode
+    assert S.fleiss_kappa([{"a": 1}, {"b": 1}, {"c": 1}, two]) == S.fleiss_kappa([two])
+
+
+def test_fleiss_category_refusal_message():
+    with pytest.raises(ValueError) as err:
+        S.fleiss_kappa([{"a": 1, "b": 1}, {"a": 1, "x": 1}], categories=["a", "b"])
+    assert str(err.value) == "values ['x'] are not among the given categories"
+    # zero counts of an unknown value are not ratings
+    assert S.fleiss_kappa([{"a": 2, "x": 0}, {"b": 2}], categories="ab") == (1.0, 2)
+
+
+# --- paired t-test: exact values, degenerate cases, the fallback p-value -------------
+
+
+@needs_scipy
+def test_paired_t_exact_against_scipy_ttest_rel():
+    a = [2.1, 3.4, 1.9, 5.0, 4.2, 3.3, 2.8]
+    b = [1.8, 3.9, 1.1, 4.1, 4.0, 2.2, 2.9]
+    res = S.paired_t_test(a, b)
+    ref = scipy.stats.ttest_rel(a, b)
+    d = np.subtract(a, b)
+    assert res == {
+        "n": 7,
+        "mean_diff": pytest.approx(float(d.mean()), rel=1e-15),
+        "t": pytest.approx(float(ref.statistic), rel=1e-13),
+        "p": pytest.approx(float(ref.pvalue), rel=1e-12),
+    }
+    assert list(res) == ["n", "mean_diff", "t", "p"]
+    # swapping a and b flips the sign of t and keeps p
+    swapped = S.paired_t_test(b, a)
+    assert swapped["t"] == pytest.approx(-res["t"], rel=1e-15) and swapped["p"] == pytest.approx(res["p"], rel=1e-15)
+
+
+def test_paired_t_p_is_one_at_t_zero():
+    res = S.paired_t_test([1.0, 2.0, 3.0, 4.0], [2.0, 1.0, 4.0, 3.0])
+    assert res == {"n": 4, "mean_diff": 0.0, "t": 0.0, "p": 1.0}
+
+
+def test_paired_t_messages_and_no_warnings():
+    import warnings
+
+    with pytest.raises(ValueError) as err:
+        S.paired_t_test([1.0, 2.0], [1.0])
+    assert str(err.value) == "a and b must have the same length (2 != 1)"
+    with pytest.raises(ValueError, match=r"^a must all be finite numbers$"):
+        S.paired_t_test([1.0, math.nan], [1.0, 2.0])
+    with pytest.raises(ValueError, match=r"^b must all be finite numbers$"):
+        S.paired_t_test([1.0, 2.0], [1.0, -math.inf])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        S.paired_t_test([1.0, 2.0, 4.0], [0.5, 2.5, 3.0])
+        S.paired_t_test([1.0, 2.0], [1.0, 2.0])
+
+
+def test_paired_t_tolerance_is_four_ulps_of_the_largest_input():
+    tol = 2.0 ** -50  # 4 * eps * max |input| with max |input| == 1
+    # differences 0 and tol: their spread is within the tolerance, the mean too -> t nan
+    res = S.paired_t_test([1.0, 0.0], [1.0, -tol])
+    assert res["n"] == 2 and res["mean_diff"] == tol / 2 and math.isnan(res["t"]) and math.isnan(res["p"])
+    # a constant difference of exactly the tolerance still counts as no difference
+    res = S.paired_t_test([1.0, 1.0], [1.0 - tol, 1.0 - tol])
+    assert res["mean_diff"] == tol and math.isnan(res["t"]) and math.isnan(res["p"])
+    # spread 1e-15 (between 4 and 5 ulps of 1.0) is a real difference: t = 1, p = 0.5 with 1 df
+    res = S.paired_t_test([1.0, 0.0], [1.0, -1e-15])
+    assert res["t"] == pytest.approx(1.0, rel=1e-12) and res["p"] == pytest.approx(0.5, rel=1e-12)
+    # the tolerance scales with the largest input, in a or in b
+    big = 2.0 ** 10
+    res = S.paired_t_test([big, 0.0], [big, -2.0 ** -40])
+    assert math.isnan(res["t"])
+    res = S.paired_t_test([0.0, 0.0], [big, 2.0 ** -40])
+    assert res["t"] == pytest.approx(-1.0, rel=1e-9)
+    res = S.paired_t_test([0.0, -big], [0.0, -big - 2.0 ** -40])
+    assert math.isnan(res["t"])
+
+
+def test_t_p_fallback_edges():
+    f = S._t_two_sided_p_fallback
+    assert f(math.inf, 5) == 0.0 and f(-math.inf, 5) == 0.0
+    assert f(1e200, 5) == 0.0  # t * t overflows: x = 0
+    assert f(0.0, 5) == 1.0
+    assert f(0.0, 1) == 1.0
+
+
+@pytest.mark.parametrize("df", [1, 2, 3, 4.5, 9, 30, 200])
+def test_t_p_fallback_matches_the_exact_incomplete_beta(df):
+    # p = I_{df/(df+t^2)}(df/2, 1/2), evaluated with 40 digits by mpmath; the fallback is
+    # good to ~6e-14 here (the lgamma terms limit it), so 1e-13 is a real check.
+    mpmath = pytest.importorskip("mpmath")
+    f = S._t_two_sided_p_fallback
+    with mpmath.workdps(40):
+        for t in (1e-6, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0, 1.1, 1.3, 1.5, 1.7320508, 2.0, 2.5, 3.0, 4.0, 5.0, 7.0,
+                  12.0, 20.0, 100.0):
+            m_df, m_t = mpmath.mpf(df), mpmath.mpf(t)
+            exact = float(mpmath.betainc(m_df / 2, mpmath.mpf(1) / 2, 0, m_df / (m_df + m_t * m_t), regularized=True))
+            assert f(t, df) == pytest.approx(exact, rel=1e-13, abs=1e-300), (t, df)
+            assert f(-t, df) == f(t, df)
+
+
+# --- majority vote ------------------------------------------------------------------
+
+
+def test_majority_vote_tie_rules_exactly():
+    # natural order, not the order of the repr: 9 < 10 although "10" < "9"
+    assert S.majority_vote({10: 2, 9: 2, 1: 1}, None) == 9
+    # incomparable tied values: smallest (type name, repr); "int" < "str"
+    assert S.majority_vote({"1": 1, 1: 1}, None) == 1
+    assert S.majority_vote({"b": 1, "a": 1, 1: 1}, None) == 1
+    # within the smallest type name, by repr
+    assert S.majority_vote({2: 1, 1: 1, "a": 1}, None) == 1
+    assert S.majority_vote({"b": 1, "a": 1, 3: 1}, "zz") == 3
+    assert S.majority_vote({"b": 1, "a": 1, (1,): 1}, "zz") == "a"  # "str" < "tuple"
+    # the first value wins a tie it takes part in, even when it is not the smallest
+    assert S.majority_vote({10: 2, 9: 2}, 10) == 10
+    assert S.majority_vote({"1": 1, 1: 1}, "1") == "1"
+    # an unhashable first value is simply not among the tied values
+    assert S.majority_vote({"b": 1, "a": 1}, ["b"]) == "a"
+    # a first value with fewer votes does not win
+    assert S.majority_vote({"b": 1, "a": 1, "c": 0}, "c") == "a"
+    with pytest.raises(ValueError) as err:
+        S.majority_vote({}, "a")
+    assert str(err.value) == "majority_vote needs at least one vote"
+    with pytest.raises(ValueError) as err:
+        S.majority_vote({"a": 0, "b": 0}, "a")
+    assert str(err.value) == "majority_vote needs at least one vote"
+    assert S.majority_vote({"x": Decimal(2), "y": np.int64(1)}, "y") == "x"
+
+
+def test_wilson_bounds_stay_in_the_unit_interval_despite_rounding():
+    # the closed form rounds to a lower bound of ~1e-17 for 0 of 3, and above 1 for a huge z
+    assert S.wilson_interval(0, 3)[0] == 0.0
+    assert S.wilson_interval(0, 7)[0] == 0.0
+    low, high = S.wilson_interval(32, 62, z=1e9)
+    assert high == 1.0 and low == pytest.approx(0.0, abs=1e-9)
+    assert S.wilson_interval(1, 62, z=1e9)[1] <= 1.0 and S.wilson_interval(61, 62, z=1e9)[0] >= 0.0
+
+
+def test_none_is_a_rating_value_like_any_other():
+    assert S.majority_vote({None: 2, "a": 1}, "a") is None
+    assert S.majority_vote({"a": 1, None: 2, "b": 1}, "b") is None
+    # items {None, None, a} and {a, a}: n = 5, n_None = 2, n_a = 3, o_NoneNone = 2/2 = 1, o_aa = 2
+    # alpha = (4 * 3 - (2 + 6)) / (20 - 8) = 1/3
+    assert S.krippendorff_alpha_nominal([{None: 2, "a": 1}, {"a": 2}]) == pytest.approx(1 / 3, rel=1e-15)
+
+
+def test_bootstrap_binned_path_over_several_chunks_known_values():
+    # 16385 distinct normal values end in 367 bins, so 2**20 // 367 = 2857 resamples per
+    # chunk; 3000 resamples take two chunks (multinomial and normal draws interleave per chunk).
+    y = np.append(np.random.default_rng(13).normal(size=1 << 14), 0.5)
+    est = S.bootstrap_mean_interval(y, n_boot=3000, seed=4)
+    assert (est.low, est.high) == (pytest.approx(-0.012204636019337276, rel=1e-12),
+                                   pytest.approx(0.01866497760991169, rel=1e-12))
+
+
+def test_count_accepts_objects_with_index():
+    class Four:
+        def __index__(self):
+            return 4
+
+    assert S.wilson_interval(Four(), Four()) == S.wilson_interval(4, 4)
+    assert S.proportion(1, Four()).n == 4
+
+
+def test_value_sequences_are_converted_to_float():
+    # database drivers return Decimal for AVG/SUM; numbers must not stay Decimal or int
+    dec = [Decimal("0.5"), Decimal("1.5"), Decimal("1.5"), Decimal("4")]
+    flt = [0.5, 1.5, 1.5, 4.0]
+    assert S.bootstrap_mean_interval(dec, n_boot=50, seed=1) == S.bootstrap_mean_interval(flt, n_boot=50, seed=1)
+    assert S.mean_interval_bernoulli_sum([Decimal("0.25"), Decimal("0.5")]) == S.mean_interval_bernoulli_sum(
+        [0.25, 0.5])
+    assert S.paired_t_test(dec, [Decimal(0)] * 4) == S.paired_t_test(flt, [0.0] * 4)
+    # integers far beyond int64 differences are fine as floats
+    big = S.paired_t_test([2 ** 62, -(2 ** 62)], [-(2 ** 62), 2 ** 62])
+    assert big["mean_diff"] == 0.0 and big["t"] == 0.0 and big["p"] == 1.0
+
+
+def test_numpy_arrays_of_any_shape_are_flattened():
+    assert S.bootstrap_mean_interval(np.array(2.5)) == S.Estimate(1, 2.5, 2.5, 2.5)
+    grid = np.array([[0.0, 1.0], [1.0, 1.0]])
+    assert S.bootstrap_mean_interval(grid, n_boot=30, seed=2) == S.bootstrap_mean_interval(
+        [0.0, 1.0, 1.0, 1.0], n_boot=30, seed=2)
+    assert S.mean_interval_bernoulli_sum(np.array(0.5)).n == 1
+
+
+@pytest.mark.parametrize("kind, low, high", [
+    # a small spread around a large mean: the total sum of squares is tiny
+    ("small_spread", 2.9999982878887224, 3.000001333255774),
+    # one outlier holds most of the total sum of squares
+    ("outlier", -0.01092925011565015, 0.19260653717955595),
+])
+def test_bootstrap_binned_path_known_values_for_small_spread_and_outlier(kind, low, high):
+    r = np.random.default_rng(31)
+    small = 3.0 + 1e-4 * r.normal(size=16385)
+    outlier = np.append(r.normal(size=16384), 1000.0)
+    y = small if kind == "small_spread" else outlier
+    est = S.bootstrap_mean_interval(y, n_boot=2048, seed=6)  # 2**25 < n * n_boot: binned
+    # (exact resampling with the same seed gives widths within 5% and 1% of these)
+    assert (est.low, est.high) == (pytest.approx(low, rel=1e-12), pytest.approx(high, rel=1e-12))
+
+
+def test_bootstrap_binned_path_declines_when_squares_underflow():
+    # 1100 distinct values around 1e-167: every centred square underflows to 0, so the
+    # binned sampler cannot bound its approximation and index resampling is used.
+    x = 1e-170 * np.arange(1, 1101)
+    est = S.bootstrap_mean_interval(x, n_boot=30_600, seed=8)  # 1100 * 30600 > 2**25
+    assert (est.low, est.high) == (pytest.approx(5.3149265909090915e-168, rel=1e-12, abs=0),
+                                   pytest.approx(5.694309318181818e-168, rel=1e-12, abs=0))
+
+
+def test_bootstrap_binned_path_known_values_low_outlier():
+    # an outlier at the low end is cut off right after the first value of its bin
+    y = np.append(np.random.default_rng(41).normal(size=16384), -1000.0)
+    est = S.bootstrap_mean_interval(y, n_boot=2048, seed=6)
+    assert (est.low, est.high) == (pytest.approx(-0.19108693110392028, rel=1e-12, abs=0),
+                                   pytest.approx(0.014681282655945592, rel=1e-12, abs=0))

@@ -88,7 +88,9 @@ def _dtw_python_rows(rows: list[list[float]]) -> float:
 
 def _dtw_numpy_rows(cost: np.ndarray) -> float:
     if not np.isfinite(cost).all():
-        return math.inf  # inf - inf in the unrolled sums would give nan
+        # inf - inf in the unrolled sums would give nan; an infinite cell need not make DTW
+        # infinite (a warping path may go around it), so such rows take the plain recursion.
+        return _dtw_python_rows(cost.tolist())
     m = cost.shape[1]
     running = np.cumsum(cost, axis=1)  # S[j] for every row at once
     before = running - cost  # S[j-1]
