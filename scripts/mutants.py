@@ -50,9 +50,23 @@ def results() -> dict[str, dict[str, int | None]]:
 
 
 def equivalent_listed() -> set[str]:
-    """Mutant names docs/testing.md explains as equivalent (a `name` in backticks)."""
-    doc = (ROOT / "docs" / "testing.md").read_text()
-    return set(re.findall(r"`(x_[A-Za-z0-9_ǁ]+__mutmut_\d+)`", doc))
+    """Mutant names docs/testing.md explains as equivalent: each `x_function__mutmut_N` in
+    backticks, and the `_M` shorthands after it (`x_dtw__mutmut_15`, `_16`), outside the
+    sections headed "Not killed"."""
+    names, function, listing = set(), None, True
+    for line in (ROOT / "docs" / "testing.md").read_text().splitlines():
+        if line.startswith("#"):
+            listing = "not killed" not in line.lower()
+            continue
+        for token in re.findall(r"`([^`]+)`", line):
+            full = re.fullmatch(r"(x_[A-Za-z0-9_ǁ]+?__mutmut)_(\d+)", token)
+            if full:
+                function = full.group(1)
+                if listing:
+                    names.add(token)
+            elif function and re.fullmatch(r"_\d+", token) and listing:
+                names.add(function + token)
+    return names
 
 
 def postgres_pass(survivors: list[str]) -> dict[str, int]:
