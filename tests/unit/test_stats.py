@@ -1146,3 +1146,98 @@ def test_bootstrap_binned_path_known_values_low_outlier():
     est = S.bootstrap_mean_interval(y, n_boot=2048, seed=6)
     assert (est.low, est.high) == (pytest.approx(-0.19108693110392028, rel=1e-12, abs=0),
                                    pytest.approx(0.014681282655945592, rel=1e-12, abs=0))
+
+
+class _RecordingRng:
+    """A seeded Generator that records the multinomial probabilities the binned sampler
+    passes: ``pvals * n`` are its bin sizes, so the bins it settled on can be asserted."""
+
+    def __init__(self, seed):
+        self._rng = np.random.default_rng(seed)
+        self.pvals = []
+
+    def multinomial(self, n, pvals, size=None):
+        self.pvals.append(np.array(pvals))
+        return self._rng.multinomial(n, pvals, size=size)
+
+    def standard_normal(self, *args, **kwargs):
+        return self._rng.standard_normal(*args, **kwargs)
+
+
+def _binned_run(x, n_boot=64, seed=3):
+    """Run the binned sampler; return (means, bin sizes) or (None, None)."""
+    rng = _RecordingRng(seed)
+    means = S._resample_means_binned(rng, np.asarray(x, dtype=float), n_boot)
+    if means is None:
+        assert rng.pvals == []  # refused before drawing anything
+        return None, None
+    sizes = np.rint(rng.pvals[0] * len(x)).astype(int)
+    assert all(np.array_equal(p, rng.pvals[0]) for p in rng.pvals)
+    return means, sizes
+
+
+def _means_from_bins(x, sizes, n_boot=64, seed=3):
+    """Independent sampling stage for given contiguous bins of the sorted values:
+    multinomial bin counts plus a normal residual with variance count * within-bin variance."""
+    xs = np.sort(np.asarray(x, dtype=float))
+    n = xs.size
+    bins = np.split(xs, np.cumsum(sizes)[:-1])
+    mean_b = np.array([b.mean() for b in bins])
+    var_b = np.array([b.var() for b in bins])
+    rng = np.random.default_rng(seed)
+    draws = rng.multinomial(n, np.asarray(sizes) / n, size=n_boot)  # one chunk for these sizes
+    noise = rng.standard_normal(draws.shape) * np.sqrt(draws * var_b)
+    return (draws @ mean_b + noise.sum(axis=1)) / n
+
+
+def test_binned_split_at_a_midpoint_equal_to_a_value_keeps_that_value_below():
+    # 2048 values -> 256 initial bins of 8.  Bin 0 is {0 x3, 1, 2 x4}; every other bin is
+    # constant (2 + j/32), so bin 0 holds all the within-bin spread: 6.875 against a budget
+    # of 1e-4 * total = 1.10.  Its midpoint 0/2 + 2/2 = 1 is a data value; the cut is after
+    # it (side="right"): {0 x3, 1} | {2 x4}, within 0.75 <= budget, done.  Cutting before it
+    # would give {0 x3} | {1, 2 x4} (within 0.8, also within budget): different bins.
+    # (Multiples of 1/32 over 2**11 values: every prefix sum is exact, constant bins have
+    # within-bin variance exactly 0.)
+    x = np.concatenate([[0.0] * 3, [1.0], [2.0] * 4, np.repeat(2.0 + np.arange(1, 256) / 32, 8)])
+    means, sizes = _binned_run(x)
+    np.testing.assert_array_equal(sizes, [4, 4] + [8] * 255)
+    np.testing.assert_allclose(means, _means_from_bins(x, sizes), rtol=1e-12, atol=0)
+
+
+def test_binned_split_whose_midpoint_rounds_up_to_the_top_value_is_clipped_inside_the_bin():
+    # Adjacent doubles a < b where a / 2 + b / 2 rounds (half to even) up to b.  With one a
+    # and 2559 b's, bin 0 is {a, b x9} and all other bins are constant b.  Its midpoint is b,
+    # and searchsorted(side="right") lands after the last b of the whole array (n); the
+    # upper clip e - 1 makes the cut peel one b off bin 0 per round, until a is alone after
+    # 9 rounds: 256 + 9 = 265 bins.  Without that clip the cut is n (an empty bin) or
+    # e + 1 (inside the next bin) and bin 0 never shrinks.
+    a = 1.0 + np.finfo(float).eps
+    b = np.nextafter(a, 2.0)
+    assert a / 2 + b / 2 == b
+    x = np.array([a] + [b] * 2559)
+    means, sizes = _binned_run(x)
+    np.testing.assert_array_equal(sizes, [1] * 10 + [10] * 255)
+    np.testing.assert_allclose(means, _means_from_bins(x, sizes), rtol=1e-12, atol=0)
+    assert np.all((means >= a) & (means <= b))
+
+
+def _peeling_groups(groups, peels):
+    """Bins of {a, b x peels} for ``groups`` adjacent-double pairs (a / 2 + b / 2 rounds to b),
+    filled up to 256 bins with a constant in the middle of them.  Each such bin loses one b per
+    round (see above), so refinement ends after ``peels`` rounds with 256 + groups * peels
+    bins, each of a single value, the within-bin spread staying over budget until then."""
+    eps = np.finfo(float).eps
+    parts = [np.array([1 + (2 * i + 1) * eps] + [1 + (2 * i + 2) * eps] * peels) for i in range(groups)]
+    filler = np.full((256 - groups) * (peels + 1), 1 + groups * eps)
+    return np.sort(np.concatenate(parts + [filler]))
+
+
+def test_binned_sampler_accepts_exactly_max_bins():
+    x = _peeling_groups(16, 48)  # 256 + 16 * 48 = 1024 = _MAX_BINS bins
+    means, sizes = _binned_run(x)
+    assert means is not None
+    # groups 0-7 as single values, the filler (240 bins of 49 equal values), groups 8-15
+    np.testing.assert_array_equal(sizes, [1] * (8 * 49) + [49] * 240 + [1] * (8 * 49))
+    np.testing.assert_allclose(means, _means_from_bins(x, sizes), rtol=1e-12, atol=0)
+    # one round more would need 256 + 16 * 49 = 1040 bins: refused
+    assert _binned_run(_peeling_groups(16, 49)) == (None, None)
