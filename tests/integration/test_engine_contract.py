@@ -475,3 +475,42 @@ def test_progress_of_a_study_with_only_gold_items_is_zero_of_zero(session, owner
     session.commit()
     p = assignment.progress(session, study)
     assert (p["items"], p["target"], p["completed"], p["fraction"]) == (0, 0, 0, 0.0)
+
+
+# --- retries --------------------------------------------------------------------------------
+
+
+def test_races_are_retried_a_bounded_number_of_times_and_other_errors_are_not(session):
+    # Lost races (a unique key taken, a deadlock) surface as IntegrityError/OperationalError:
+    # the engine rolls back and runs the whole step again, at most five times in all.
+    from sqlalchemy.exc import IntegrityError, OperationalError
+
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise OperationalError("SELECT 1", {}, Exception("deadlock detected"))
+        return "stored"
+
+    assert assignment._retrying(flaky, session) == "stored" and len(calls) == 3
+
+    calls.clear()
+
+    def always_taken():
+        calls.append(1)
+        raise IntegrityError("INSERT", {}, Exception("duplicate key"))
+
+    with pytest.raises(IntegrityError):
+        assignment._retrying(always_taken, session)
+    assert len(calls) == 5
+
+    calls.clear()
+
+    def refused():
+        calls.append(1)
+        raise assignment.NotAvailable("no")
+
+    with pytest.raises(assignment.NotAvailable):
+        assignment._retrying(refused, session)
+    assert len(calls) == 1
