@@ -24,6 +24,21 @@ REDIS_URL = os.environ.get("PROCTOR_TEST_REDIS", "redis://127.0.0.1:6379/15")
 os.environ.setdefault("SECRET_KEY", "test-secret-" + secrets.token_hex(8))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _cheap_password_hashing():
+    """argon2id at its lowest cost in this process: the same algorithm and hash format, but a
+    test user costs a millisecond instead of half a second (the cost is the point in
+    production, and processes started by tests keep it)."""
+    from argon2 import PasswordHasher
+
+    from app.auth import security
+
+    production = security._hasher
+    security._hasher = PasswordHasher(time_cost=1, memory_cost=64, parallelism=1)
+    yield
+    security._hasher = production
+
+
 def _port_open(host: str, port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)

@@ -194,6 +194,24 @@ def test_a_late_answer_is_refused_when_its_item_filled_up(session, owner):
     assert _count(session, Annotation, Annotation.item_id == a.item_id) == 1
 
 
+def test_a_late_answer_takes_back_only_its_own_bundles_newer_lease(session, owner):
+    # Bug caught: the late answer releasing every open lease in the study, not just the one a
+    # reload gave this worker's slot.
+    study = create_tom_study(session, owner, bundle_size=2, gold_rate=0.0, annotations_per_item=3)
+    b = assignment.enter(session, study, "prolific", "late-own", "s", "x")
+    other = assignment.enter(session, study, "prolific", "bystander", "s", "x")
+    old = assignment.next_item(session, study, b.id)
+    theirs = assignment.next_item(session, study, other.id)
+    _expire(session, old)
+    newer = assignment.next_item(session, study, b.id)
+    assignment.submit(session, study, b.id, old.id, {"answer": "Yes"}, "late-own-1")
+    session.expire_all()
+    assert session.get(Assignment, newer.id).state == "expired"
+    assert session.get(Assignment, theirs.id).state == "leased"
+    stored = assignment.submit(session, study, other.id, theirs.id, {"answer": "No"}, "bystander-1")
+    assert stored.response == {"answer": "No"}
+
+
 def test_a_late_answer_is_kept_when_its_item_has_room(session, owner):
     study = create_tom_study(session, owner, bundle_size=2, gold_rate=0.0, annotations_per_item=2)
     b = assignment.enter(session, study, "prolific", "late-ok", "s", "x")
