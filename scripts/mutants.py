@@ -115,24 +115,25 @@ def main() -> int:
     equivalent = equivalent_listed()
     unexplained = []
     print(f"\n{'module':34} {'mutants':>7} {'killed':>7} {'survived':>8} {'timeout':>7} "
-          f"{'other':>5} {'killed %':>8} {'equiv.':>6}")
+          f"{'not run':>7} {'other':>5} {'killed %':>8} {'equiv.':>6}")
     for module, codes in by_module.items():
         tally = Counter()
         for key, code in codes.items():
             if module == ENGINE and code in SURVIVED and pg.get(key) == 1:
                 code = 1  # killed by the PostgreSQL pass
             tally["killed" if code in KILLED else "survived" if code in SURVIVED
-                  else "timeout" if code in TIMEOUT else "other"] += 1
+                  else "timeout" if code in TIMEOUT else "not run" if code is None else "other"] += 1
             short = key.rsplit(".", 1)[1]
             if code in SURVIVED and short not in equivalent:
                 unexplained.append(key)
         total = sum(tally.values())
+        checked = total - tally["not run"]
         # A mutant that makes the tests hang is caught by the time limit: it counts as killed.
         caught = tally["killed"] + tally["timeout"]
-        share = f"{100 * caught / total:.1f}%" if total else "-"
+        share = f"{100 * caught / checked:.1f}%" if checked else "-"  # of those checked
         n_equiv = sum(1 for k, c in codes.items() if c in SURVIVED and k.rsplit(".", 1)[1] in equivalent)
         print(f"{module:34} {total:7} {tally['killed']:7} {tally['survived']:8} {tally['timeout']:7} "
-              f"{tally['other']:5} {share:>8} {n_equiv:6}")
+              f"{tally['not run']:7} {tally['other']:5} {share:>8} {n_equiv:6}")
     if unexplained:
         print(f"\n{len(unexplained)} survivors not explained in docs/testing.md "
               "(`mutmut show NAME` prints one):")
