@@ -227,6 +227,19 @@ def test_a_late_answer_is_kept_when_its_item_has_room(session, owner):
     assert session.get(Bundle, b.id).n_done == 1
 
 
+def test_the_client_details_are_stored_with_the_answer(session, owner):
+    study = create_tom_study(session, owner, bundle_size=3, gold_rate=0.0)
+    b = assignment.enter(session, study, "prolific", "client", "s", "x")
+    a = assignment.next_item(session, study, b.id)
+    details = {"user_agent": "Mozilla/5.0 (X11)", "viewport": "1280x900"}
+    assignment.submit(session, study, b.id, a.id, {"answer": "Yes"}, "client-1", client=details)
+    a2 = assignment.next_item(session, study, b.id)
+    assignment.submit(session, study, b.id, a2.id, {"answer": "No"}, "client-2")
+    session.expire_all()
+    stored = dict(session.execute(select(Annotation.idempotency_key, Annotation.client)).all())
+    assert stored == {"client-1": details, "client-2": {}}
+
+
 def test_duration_is_milliseconds_from_lease_to_answer(session, owner):
     # Bug caught: a changed unit of duration_ms, which feeds the "too fast" review flag.
     study = create_tom_study(session, owner, bundle_size=3, gold_rate=0.0)
