@@ -287,6 +287,27 @@ def test_a_worker_gets_only_the_studys_own_items(session, owner):
     assert session.get(Bundle, b.id).n_done == 3
 
 
+def test_exclusion_groups_hold_within_one_study_only(session, owner):
+    # Bug caught: the group check without the study filter (a worker who did group "g0" in one
+    # study would be kept from every "g0" in any other study).
+    def grouped_study(title):
+        study = create_tom_study(session, owner, title=title, bundle_size=2, gold_rate=0.0)
+        ids = session.scalars(select(Item.id).where(Item.study_id == study.id)).all()
+        for i, iid in enumerate(ids):
+            session.execute(update(Item).where(Item.id == iid).values(exclusion_group=f"g{i % 2}"))
+        session.commit()
+        return study
+
+    first, second = grouped_study("First"), grouped_study("Second")
+    for study in (first, second):
+        b = assignment.enter(session, study, "prolific", "grouped", "s", "x")
+        groups = []
+        while (a := assignment.next_item(session, study, b.id)) is not None:
+            groups.append(session.get(Item, a.item_id).exclusion_group)
+            assignment.submit(session, study, b.id, a.id, {"answer": "Yes"}, f"grp-{a.id}")
+        assert sorted(groups) == ["g0", "g1"]
+
+
 def test_a_half_done_item_goes_first_to_the_next_worker(session, owner):
     study = create_tom_study(session, owner, bundle_size=1, gold_rate=0.0, annotations_per_item=2)
     ids = session.scalars(select(Item.id).where(Item.study_id == study.id, Item.is_gold.is_(False))
