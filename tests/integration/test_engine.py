@@ -94,7 +94,8 @@ def test_expired_lease_returns_item_to_pool(session):
     # Every item is empty again, so the freed one (first in position order) is leased first.
     assert len(seen) == 5 and seen[0] == a.item_id
     # The item is full now: the slow worker's late answer is refused and nothing is stored.
-    with pytest.raises(assignment.NotAvailable, match="went to someone else"):
+    with pytest.raises(assignment.NotAvailable,
+                       match="^Time ran out on this item and it went to someone else.$"):
         assignment.submit(session, study, b1.id, a.id, {"answer": "No"}, "late")
     assert session.get(Item, a.item_id).n_active == 1
     assert session.scalar(select(func.count()).select_from(Annotation).where(

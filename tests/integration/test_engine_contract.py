@@ -175,25 +175,6 @@ def test_an_assignment_neither_leased_nor_expired_takes_no_answer(session, owner
     assert session.get(Bundle, b.id).n_done == 0
 
 
-def test_a_late_answer_is_refused_when_its_item_filled_up(session, owner):
-    study = create_tom_study(session, owner, bundle_size=1, gold_rate=0.0, annotations_per_item=1)
-    slow = assignment.enter(session, study, "prolific", "slow", "s", "x")
-    a = assignment.next_item(session, study, slow.id)
-    _expire(session, a)
-    assert assignment.sweep_expired(session) == 1
-    # All items are empty again, so the freed item (first by position) goes to the next worker.
-    fast = assignment.enter(session, study, "prolific", "fast", "s", "x")
-    x = assignment.next_item(session, study, fast.id)
-    assert x.item_id == a.item_id
-    assignment.submit(session, study, fast.id, x.id, {"answer": "Yes"}, "fills-it")
-    assert session.get(Item, a.item_id).n_active == 1
-    with refused(assignment.NotAvailable, "Time ran out on this item and it went to someone else."):
-        assignment.submit(session, study, slow.id, a.id, {"answer": "No"}, "late")
-    session.expire_all()
-    assert session.get(Item, a.item_id).n_active == 1
-    assert _count(session, Annotation, Annotation.item_id == a.item_id) == 1
-
-
 def test_a_late_answer_takes_back_only_its_own_bundles_newer_lease(session, owner):
     # Bug caught: the late answer releasing every open lease in the study, not just the one a
     # reload gave this worker's slot.
