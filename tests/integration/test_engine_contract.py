@@ -547,3 +547,59 @@ def test_races_are_retried_a_bounded_number_of_times_and_other_errors_are_not(se
     with pytest.raises(assignment.NotAvailable):
         assignment._retrying(refused, session)
     assert len(calls) == 1
+
+
+# --- PostgreSQL row locks -------------------------------------------------------------------
+
+
+@pytest.fixture
+def held_row(db_url):
+    """Another transaction holding a row lock (a request in the middle of its work), on its own
+    connection; the engine's session gives up waiting after 3 s instead of hanging."""
+    from sqlalchemy import create_engine, text
+
+    other = create_engine(db_url).connect()
+    txn = other.begin()
+
+    def hold(table, row_id):
+        other.execute(text(f"SELECT id FROM {table} WHERE id = :id FOR UPDATE"), {"id": row_id})
+
+    yield hold
+    txn.rollback()
+    other.close()
+
+
+def _lock_timeout(session):
+    from sqlalchemy import text
+
+    session.execute(text("SET lock_timeout = '3s'"))
+    session.commit()
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_worker_is_never_held_up_by_an_item_another_request_has_locked(session, owner, held_row):
+    # Bug caught: the pick without SKIP LOCKED (every worker queues behind the one item row
+    # another request holds, and with LIMIT 1 may even be told there is no work).
+    study = create_tom_study(session, owner, bundle_size=2, gold_rate=0.0, annotations_per_item=3)
+    first = session.scalar(select(Item.id).where(Item.study_id == study.id, Item.is_gold.is_(False))
+                           .order_by(Item.position.desc()).limit(1))
+    held_row("items", first)
+    _lock_timeout(session)
+    b = assignment.enter(session, study, "prolific", "not-held-up", "s", "x")
+    a = assignment.next_item(session, study, b.id)
+    assert a is not None and a.item_id != first
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_the_sweeper_skips_a_lease_another_request_has_locked(session, owner, held_row):
+    study = create_tom_study(session, owner, bundle_size=2, gold_rate=0.0)
+    leases = []
+    for w in range(2):
+        b = assignment.enter(session, study, "prolific", f"locked-{w}", "s", "x")
+        leases.append(assignment.next_item(session, study, b.id))
+        _expire(session, leases[-1])
+    held_row("assignments", leases[0].id)
+    _lock_timeout(session)
+    assert assignment.sweep_expired(session) == 1
+    session.expire_all()
+    assert session.get(Assignment, leases[1].id).state == "expired"
