@@ -115,7 +115,7 @@ def main() -> int:
     equivalent = equivalent_listed()
     unexplained = []
     print(f"\n{'module':34} {'mutants':>7} {'killed':>7} {'survived':>8} {'timeout':>7} "
-          f"{'not run':>7} {'other':>5} {'killed %':>8} {'equiv.':>6}")
+          f"{'not run':>7} {'other':>5} {'killed %':>8} {'explained':>9}")
     for module, codes in by_module.items():
         tally = Counter()
         for key, code in codes.items():
@@ -133,7 +133,7 @@ def main() -> int:
         share = f"{100 * caught / checked:.1f}%" if checked else "-"  # of those checked
         n_equiv = sum(1 for k, c in codes.items() if c in SURVIVED and k.rsplit(".", 1)[1] in equivalent)
         print(f"{module:34} {total:7} {tally['killed']:7} {tally['survived']:8} {tally['timeout']:7} "
-              f"{tally['not run']:7} {tally['other']:5} {share:>8} {n_equiv:6}")
+              f"{tally['not run']:7} {tally['other']:5} {share:>8} {n_equiv:9}")
     if unexplained:
         print(f"\n{len(unexplained)} survivors not explained in docs/testing.md "
               "(`mutmut show NAME` prints one):")
