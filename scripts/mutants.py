@@ -69,24 +69,24 @@ def equivalent_listed() -> set[str]:
     return names
 
 
+def _postgres_tests(mutant: str) -> subprocess.CompletedProcess:
+    """The engine's PostgreSQL tests in mutants/ with `mutant` active ("" for none)."""
+    env = dict(os.environ, PROCTOR_TEST_BACKENDS="postgresql", MUTANT_UNDER_TEST=mutant)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:cov",
+         *POSTGRES_TESTS], cwd=ROOT / "mutants", env=env, capture_output=True, text=True,
+        timeout=900)
+
+
 def postgres_pass(survivors: list[str]) -> dict[str, int]:
     """Run each engine survivor against PostgreSQL; returns pytest's exit code per mutant."""
-    codes = {}
-    env = dict(os.environ, PROCTOR_TEST_BACKENDS="postgresql", MUTANT_UNDER_TEST="")
-    clean = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                            "-p", "no:cov", *POSTGRES_TESTS], cwd=ROOT / "mutants", env=env,
-                           capture_output=True, text=True, timeout=900)
+    clean = _postgres_tests("")
     if clean.returncode != 0:  # a kill only means something when the unmutated code passes
         raise SystemExit(f"the PostgreSQL tests fail without a mutant:\n{clean.stdout[-3000:]}")
+    codes = {}
     for i, name in enumerate(survivors, 1):
-        env["MUTANT_UNDER_TEST"] = name
-        run = subprocess.run(
-            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:cov",
-             *POSTGRES_TESTS], cwd=ROOT / "mutants", env=env, capture_output=True, text=True,
-            timeout=900)
-        codes[name] = run.returncode
-        verdict = "killed" if run.returncode == 1 else ("survived" if run.returncode == 0 else
-                                                        f"exit {run.returncode}")
+        codes[name] = code = _postgres_tests(name).returncode
+        verdict = "killed" if code == 1 else ("survived" if code == 0 else f"exit {code}")
         print(f"  [{i}/{len(survivors)}] {name}: {verdict}", flush=True)
     return codes
 

@@ -206,6 +206,19 @@ def make_user(session, role: str, email: str | None = None, password: str = "pw-
     return ensure_user(session, email or f"{role}-{uuid.uuid4().hex[:6]}@example.org", role, password)
 
 
+def expire_lease(session, a) -> None:
+    """Let a lease run out without waiting for it."""
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from app.studies.models import Assignment
+
+    session.execute(update(Assignment).where(Assignment.id == a.id).values(
+        lease_expires_at=a.leased_at - timedelta(seconds=1)))
+    session.commit()
+
+
 def csrf_of(client) -> str:
     """Fetch a page to get the session's CSRF token."""
     import re

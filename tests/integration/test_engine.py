@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 
 import pytest
 from sqlalchemy import func, select, update
 
 from app.studies import assignment
 from app.studies.models import Annotation, Assignment, Item
-from tests.conftest import create_tom_study, make_user
-
-
-def expire_lease(session, a):
-    """Let a lease run out without waiting for it."""
-    session.execute(update(Assignment).where(Assignment.id == a.id).values(
-        lease_expires_at=a.leased_at - timedelta(seconds=1)))
-    session.commit()
+from tests.conftest import create_tom_study, expire_lease, make_user
 
 
 def answer_all(session, study, bundle_id, answer="Yes"):

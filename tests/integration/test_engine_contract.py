@@ -17,7 +17,7 @@ from app.auth.models import User
 from app.errors import InputError
 from app.studies import assignment, services
 from app.studies.models import Annotation, Assignment, Bundle, Item, Participant
-from tests.conftest import create_tom_study, make_user
+from tests.conftest import create_tom_study, expire_lease, make_user
 
 
 def _count(session, model, *where) -> int:
@@ -29,12 +29,6 @@ def _age_lease(session, a: Assignment, seconds: float) -> None:
     session.execute(update(Assignment).where(Assignment.id == a.id).values(
         leased_at=a.leased_at - timedelta(seconds=seconds),
         lease_expires_at=a.lease_expires_at - timedelta(seconds=seconds)))
-    session.commit()
-
-
-def _expire(session, a: Assignment) -> None:
-    session.execute(update(Assignment).where(Assignment.id == a.id).values(
-        lease_expires_at=a.leased_at - timedelta(seconds=1)))
     session.commit()
 
 
@@ -118,7 +112,7 @@ def test_a_late_answer_never_overfills_a_complete_bundle(session, owner):
     study = create_tom_study(session, owner, bundle_size=2, gold_rate=0.0, annotations_per_item=3)
     b = assignment.enter(session, study, "prolific", "overfill", "s", "x")
     stale = assignment.next_item(session, study, b.id)
-    _expire(session, stale)
+    expire_lease(session, stale)
     _answer(session, study, b.id)          # the reload's item fills slot 0
     _answer(session, study, b.id)          # slot 1: the bundle is complete
     assert assignment.next_item(session, study, b.id) is None
@@ -183,7 +177,7 @@ def test_a_late_answer_takes_back_only_its_own_bundles_newer_lease(session, owne
     other = assignment.enter(session, study, "prolific", "bystander", "s", "x")
     old = assignment.next_item(session, study, b.id)
     theirs = assignment.next_item(session, study, other.id)
-    _expire(session, old)
+    expire_lease(session, old)
     newer = assignment.next_item(session, study, b.id)
     assignment.submit(session, study, b.id, old.id, {"answer": "Yes"}, "late-own-1")
     session.expire_all()
@@ -197,7 +191,7 @@ def test_a_late_answer_is_kept_when_its_item_has_room(session, owner):
     study = create_tom_study(session, owner, bundle_size=2, gold_rate=0.0, annotations_per_item=2)
     b = assignment.enter(session, study, "prolific", "late-ok", "s", "x")
     a = assignment.next_item(session, study, b.id)
-    _expire(session, a)
+    expire_lease(session, a)
     assert assignment.sweep_expired(session) == 1
     assert session.get(Item, a.item_id).n_active == 0
     stored = assignment.submit(session, study, b.id, a.id, {"answer": "No"}, "late-kept")
@@ -378,7 +372,7 @@ def test_an_expired_gold_lease_gives_nothing_back(session, owner):
     b = assignment.enter(session, study, "prolific", "gold-late", "s", "x")
     a = assignment.next_item(session, study, b.id)
     assert a.is_gold
-    _expire(session, a)
+    expire_lease(session, a)
     assert assignment.sweep_expired(session) == 1
     assert session.get(Item, a.item_id).n_active == 0
     # A late answer to gold is kept (gold has no cap).
@@ -390,7 +384,7 @@ def test_reload_after_expiry_gives_a_new_lease_for_the_same_slot(session, owner)
     study = create_tom_study(session, owner, bundle_size=3, gold_rate=0.0, annotations_per_item=1)
     b = assignment.enter(session, study, "prolific", "reload", "s", "x")
     old = assignment.next_item(session, study, b.id)
-    _expire(session, old)
+    expire_lease(session, old)
     new = assignment.next_item(session, study, b.id)
     session.expire_all()
     assert new.id != old.id and new.slot == old.slot == 0
@@ -406,8 +400,8 @@ def test_sweep_returns_only_expired_leases_up_to_its_limit(session, owner):
     for w in range(3):
         b = assignment.enter(session, study, "prolific", f"sweep-{w}", "s", "x")
         leases.append(assignment.next_item(session, study, b.id))
-    _expire(session, leases[0])
-    _expire(session, leases[1])
+    expire_lease(session, leases[0])
+    expire_lease(session, leases[1])
     assert assignment.sweep_expired(session, limit=1) == 1
     # The next batch of one skips the lease already returned and takes the other.
     assert assignment.sweep_expired(session, limit=1) == 1
@@ -472,7 +466,7 @@ def test_progress_counts_what_the_researcher_watches(session, owner):
     counted += not a.is_gold
     assignment.next_item(session, study, b_some.id)             # in flight
     b_gone = assignment.enter(session, study, "prolific", gone, "s", "x")
-    _expire(session, assignment.next_item(session, study, b_gone.id))  # expired, not in flight
+    expire_lease(session, assignment.next_item(session, study, b_gone.id))  # expired, not in flight
     b_bad = assignment.enter(session, study, "prolific", bad, "s", "x")
     _answer(session, study, b_bad.id, prefix="bad")
     _answer(session, study, b_bad.id, prefix="bad")
@@ -597,7 +591,7 @@ def test_the_sweeper_skips_a_lease_another_request_has_locked(session, owner, he
     for w in range(2):
         b = assignment.enter(session, study, "prolific", f"locked-{w}", "s", "x")
         leases.append(assignment.next_item(session, study, b.id))
-        _expire(session, leases[-1])
+        expire_lease(session, leases[-1])
     held_row("assignments", leases[0].id)
     _lock_timeout(session)
     assert assignment.sweep_expired(session) == 1
