@@ -13,12 +13,12 @@ from sqlalchemy.orm import Session
 from app import jobs
 from app.agents.models import Agent
 from app.audit import AuditEntry
-from app.auth.deps import db, require, verify_csrf
+from app.auth.deps import db, managed_study, require, verify_csrf
 from app.auth.models import User
 from app.auth.views import MTURK_PREVIEW, crowd_params, remember_entry
 from app.config import get_settings
 from app.errors import InputError
-from app.kinds import all_kinds, get_kind
+from app.kinds import all_kinds, default_kind, get_kind
 from app.leaderboards.service import compute
 from app.quality import service as quality
 from app.storage import get_store
@@ -54,10 +54,7 @@ def _out(study: Study) -> StudyOut:
 
 
 def _study(session: Session, study_id: int, user: User) -> Study:
-    study = session.get(Study, study_id)
-    if study is None or not services.can_manage(user, study):
-        raise HTTPException(404, "no such study among yours")
-    return study
+    return managed_study(session, study_id, user)
 
 
 @router.get("/studies", response_model=list[StudyOut], tags=["studies"])
@@ -69,34 +66,37 @@ def list_studies(session: Session = Depends(db), user: User = Depends(researcher
 
 
 @router.post("/studies", response_model=StudyOut, status_code=201, tags=["studies"])
-async def create_study(file: UploadFile = File(...), settings: str = Form("{}"),
-                       kind: str = Form("tom"), format: str = Form(""),
-                       random_yes_rate: str = Form(""), gold_count: str = Form(""),
-                       speaker: str = Form(""), baseline: str = Form(""), likert: str = Form(""),
+async def create_study(request: Request, file: UploadFile = File(...), settings: str = Form("{}"),
+                       kind: str = Form(""), format: str = Form(""),
                        session: Session = Depends(db), user: User = Depends(researcher)):
-    """Create a draft study from an item upload (for `tom`: the Common-ToM question CSV,
-    optionally gzipped, or `format=cg` for common-ground-annotated dialogues).
-    `random_yes_rate`: the training split's share of Yes answers, for the random baseline
-    (default: this file's); `gold_count`: how many first-order questions serve as gold.
-    For `navigation` (`format` r2r or coop): `speaker`, the coop speaker's name; `baseline`, the
-    speaker the paired tests compare against (default human); `likert`, the study's own Likert
-    questions, one `key | question | label; label; ...` per line or a JSON array of
-    {key, question, labels} (docs/kinds/navigation.md)."""
+    """Create a draft study from an item upload. `kind` (default: the first installed kind,
+    `GET /api/v1/kinds` lists them) and its `format`; the kind's own options are further form
+    fields, listed per kind by `GET /api/v1/kinds` (for `tom`: `random_yes_rate`, the training
+    split's share of Yes answers for the random baseline, and `gold_count`; for `navigation`:
+    `speaker`, `baseline`, `likert`, `qc_instruction`; docs/kinds/*.md)."""
     try:
         data_settings = json.loads(settings)
     except json.JSONDecodeError as exc:
         raise InputError(f"not JSON: {exc.msg}", field="settings") from None
+    kind = kind or default_kind()
     if kind not in all_kinds():
         raise InputError(f"unknown task kind {kind!r}", field="kind")
     k = get_kind(kind)
+    fields = {name: value for name, value in (await request.form()).items() if isinstance(value, str)}
     data = await read_upload(file)
     study = services.create_study(session, session.merge(user), k.name,
                                   services.parse_settings(data_settings), data,
-                                  format or k.item_formats[0],
-                                  kind_options({"random_yes_rate": random_yes_rate,
-                                                 "gold_count": gold_count, "speaker": speaker,
-                                                 "baseline": baseline, "likert": likert}))
+                                  format or k.item_formats[0], kind_options(k, fields))
     return _out(study)
+
+
+@router.get("/kinds", tags=["studies"])
+def list_kinds(user: User = Depends(researcher)):
+    """The installed task kinds: their formats, their study options and what they add."""
+    return [{"name": k.name, "title": k.title, "formats": list(k.item_formats),
+             "format_labels": k.format_labels, "options": sorted(k.option_fields),
+             "artifact_roles": list(k.artifact_roles), "jobs": sorted(k.jobs)}
+            for k in all_kinds().values()]
 
 
 @router.get("/studies/{study_id}", response_model=StudyOut, tags=["studies"])
@@ -131,31 +131,9 @@ def list_items(study_id: int, offset: int = 0, limit: int = 100, session: Sessio
              "annotations_active": i.n_active} for i in rows]
 
 
-@router.get("/studies/{study_id}/annotations/{annotation_id}/trace.jsonl", tags=["studies"],
-            response_class=Response, responses={200: {"content": {"application/x-ndjson": {}}}})
-def annotation_trace(study_id: int, annotation_id: int, session: Session = Depends(db),
-                     user: User = Depends(researcher)):
-    """A navigation follower's pose trace as PanGEA JSONL: one {id, exmat, inmat, time (ms)}
-    per pose (docs/kinds/navigation-listeners.md)."""
-    from app.kinds.navigation.environments import get_graph
-    from app.kinds.navigation.traces import export_trace
-
-    study = _study(session, study_id, user)
-    ann = session.get(Annotation, annotation_id)
-    if ann is None or ann.study_id != study.id:
-        raise HTTPException(404, "no such annotation in this study")
-    trace = (ann.response or {}).get("trace") if study.kind == "navigation" else None
-    if not trace:
-        raise HTTPException(404, f"annotation {annotation_id} has no pose trace")
-    data = export_trace(get_graph(session.get(Item, ann.item_id).payload["scan"]), trace)
-    name = f"{study.slug}-annotation-{annotation_id}-trace.jsonl"
-    return Response(data, media_type="application/x-ndjson",
-                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
-
-
 class AgentIn(BaseModel):
     name: str
-    kind: str = "tom"
+    kind: str | None = None  # the first installed kind when left out
     version: str = "1"
     description: str = ""
 
@@ -177,7 +155,7 @@ def list_agents(session: Session = Depends(db), user: User = Depends(researcher)
 
 @router.post("/agents", response_model=AgentOut, status_code=201, tags=["agents"])
 def create_agent(body: AgentIn, session: Session = Depends(db), user: User = Depends(researcher)):
-    a = services.register_agent(session, session.merge(user), body.kind, body.name, body.version,
+    a = services.register_agent(session, session.merge(user), body.kind or default_kind(), body.name, body.version,
                                 body.description)
     session.commit()
     return AgentOut(id=a.id, name=a.name, kind=a.kind, version=a.version)
@@ -210,9 +188,9 @@ def list_agent_artifacts(agent_id: int, session: Session = Depends(db),
 @router.post("/studies/{study_id}/agents/{agent_id}/outputs", tags=["agents"])
 async def import_outputs(study_id: int, agent_id: int, file: UploadFile = File(...),
                          session: Session = Depends(db), user: User = Depends(researcher)):
-    """Import an agent's outputs (for `tom`: JSONL `{"question_id", "answer"}`; for
-    `navigation`: a model listener's paths, R2R predictions or `{external_id: {"path"|"trace"}}`,
-    docs/kinds/navigation-listeners.md)."""
+    """Import an agent's outputs, in the study's kind's format (for `tom`: JSONL
+    `{"question_id", "answer"}`; for `navigation`: a model listener's paths, R2R predictions or
+    `{external_id: {"path"|"trace"}}`, docs/kinds/navigation-listeners.md)."""
     study = _study(session, study_id, user)
     agent = session.get(Agent, agent_id)
     if agent is None or (agent.owner_id != user.id and user.role != "admin"):
@@ -244,76 +222,6 @@ def get_job(job_id: int, session: Session = Depends(db), user: User = Depends(re
     files = {name: store.url(key) for name, key in (job.result or {}).get("files", {}).items()}
     return {"id": job.id, "task": job.task, "state": job.state, "done": job.done,
             "total": job.total, "log": job.log, "files": files}
-
-
-def _run(session: Session, run_id: int, user: User):
-    from app.agents.generation import GenerationRun
-
-    run = session.get(GenerationRun, run_id)
-    study = session.get(Study, run.study_id) if run else None
-    if study is None or not services.can_manage(user, study):
-        raise HTTPException(404, "no such generation run among yours")
-    return run
-
-
-def _ids(text: str, field: str) -> list:
-    """Artifact ids as "3,4" or a JSON list; anything else is left for create_run to refuse."""
-    text = text.strip()
-    if not text:
-        return []
-    try:
-        value = json.loads(text if text.startswith("[") else f"[{text}]")
-    except json.JSONDecodeError:
-        raise InputError("give artifact ids as 3,4 or [3, 4]", field=field) from None
-    return value
-
-
-def _num(text: str, field: str, default: int) -> int:
-    if not text.strip():
-        return default
-    try:
-        return int(text)
-    except ValueError:
-        raise InputError(f"{field} must be an integer", field=field) from None
-
-
-@router.post("/studies/{study_id}/generations", status_code=202, tags=["generation"])
-async def start_generation(study_id: int, file: UploadFile = File(None), speaker_artifact_id: str = Form(""),
-                           listener_artifact_ids: str = Form(""), n: str = Form(""), k: str = Form(""),
-                           m: str = Form(""), metric: str = Form("ndtw"), design: str = Form("evaluation"),
-                           max_len: str = Form(""), seed: str = Form(""), batch_size: str = Form(""),
-                           session: Session = Depends(db), user: User = Depends(researcher)):
-    """Generate a speaker's candidates for an R2R paths file (generated houses) and add items
-    to this draft navigation study (docs/kinds/navigation-generation.md): `n` samples per
-    path (default 10), `listener_artifact_ids` (K listeners, "3,4") each following every
-    candidate `m` times (default 3), `metric` ndtw|sdtw, `design` evaluation|capability."""
-    from app.agents.generation import create_run
-
-    study = _study(session, study_id, user)
-    data = await read_upload(file)
-    run = create_run(session, study, session.merge(user),
-                     speaker_artifact_id=_num(speaker_artifact_id, "speaker_artifact_id", -1)
-                     if speaker_artifact_id.strip() else None,
-                     listener_artifact_ids=_ids(listener_artifact_ids, "listener_artifact_ids"),
-                     paths_data=data, n=_num(n, "n", 10), m=_num(m, "m", 3), metric=metric, design=design,
-                     max_len=_num(max_len, "max_len", 60), seed=_num(seed, "seed", 0),
-                     batch_size=_num(batch_size, "batch_size", 8), k=_num(k, "k", 0) if k.strip() else None)
-    jobs.enqueue(run.job_id)
-    return {"run": run.id, "job": run.job_id, "state": "queued"}
-
-
-@router.get("/generations/{run_id}", tags=["generation"])
-def get_generation(run_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
-    from app.agents.generation import summary
-
-    return summary(session, _run(session, run_id, user))
-
-
-@router.post("/generations/{run_id}/cancel", tags=["generation"])
-def cancel_generation(run_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
-    from app.agents.generation import cancel_run, summary
-
-    return summary(session, cancel_run(session, _run(session, run_id, user)))
 
 
 class DecisionIn(BaseModel):

@@ -1,4 +1,5 @@
-"""The `proctor` command: serve, worker, migrate, demo, user, tom check."""
+"""The `proctor` command: serve, worker, migrate, demo, export, user, kinds, train; each task kind
+adds its own group (e.g. `proctor tom check`, `proctor nav score`)."""
 
 from __future__ import annotations
 
@@ -7,35 +8,44 @@ import sys
 
 import click
 
-from app.config import ROOT, get_settings
+from app.config import ROOT, ensure_local_dirs, get_settings
+
+
+def alembic_config(url: str | None = None):
+    """The core's revisions plus each kind's own branch (its package's migrations/versions)."""
+    from alembic.config import Config
+
+    from app.kinds import all_kinds
+
+    cfg = Config(str(ROOT / "alembic.ini"))
+    cfg.set_main_option("sqlalchemy.url", url or get_settings().database_url)
+    folders = [str(ROOT / "migrations" / "versions")]
+    folders += [str(d) for k in all_kinds().values() if (d := k.migrations_dir()) is not None]
+    cfg.set_main_option("path_separator", "os")
+    cfg.set_main_option("version_locations", os.pathsep.join(folders))
+    return cfg
 
 
 def migrate_db(url: str | None = None) -> None:
     from alembic import command
-    from alembic.config import Config
 
-    cfg = Config(str(ROOT / "alembic.ini"))
-    cfg.set_main_option("sqlalchemy.url", url or get_settings().database_url)
-    command.upgrade(cfg, "head")
-
-
-def _ensure_local_dirs() -> None:
-    s = get_settings()
-    if s.database_url.startswith("sqlite:///"):
-        os.makedirs(os.path.dirname(s.database_url.removeprefix("sqlite:///")) or ".", exist_ok=True)
-    if s.storage_url.startswith("file://"):
-        os.makedirs(s.storage_url.removeprefix("file://"), exist_ok=True)
+    # "heads": the core's line and every kind's branch (each depends on the core revision it
+    # needs, so Alembic orders them).
+    command.upgrade(alembic_config(url), "heads")
 
 
 @click.group()
 def main() -> None:
     """Proctor: human evaluation of grounded language agents."""
+    from app.models import load_models
+
+    load_models()  # every table, the kinds' too, before any command opens a session
 
 
 @main.command()
 def migrate() -> None:
-    """Bring the database schema up to date (alembic upgrade head)."""
-    _ensure_local_dirs()
+    """Bring the database schema up to date (the core's and every kind's migrations)."""
+    ensure_local_dirs()
     migrate_db()
     click.echo("database is at the newest schema")
 
@@ -80,7 +90,7 @@ def demo(host: str, port: int, no_serve: bool) -> None:
     from app.db import session_scope
     from app.demo import seed
 
-    _ensure_local_dirs()
+    ensure_local_dirs()
     migrate_db()
     with session_scope() as session:
         click.echo("seeding the demo (a study, two agents, simulated annotators)...")
@@ -178,153 +188,53 @@ def user_token(email: str, name: str) -> None:
 
 
 @main.group()
-def tom() -> None:
-    """Common-ToM tools."""
+def train() -> None:
+    """Train an agent (each kind adds what it can train: `proctor train --help` lists them)."""
 
 
-@tom.command("check")
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-def tom_check(files: tuple[str, ...]) -> None:
-    """Recompute every question's answer from its labels and report disagreements."""
-    from app.kinds.tom.check import check_files
+@main.command("kinds")
+def kinds_cmd() -> None:
+    """List the installed task kinds and what each adds (routes, commands, jobs, migrations)."""
+    from importlib.metadata import entry_points
 
-    sys.exit(check_files(list(files)))
+    from app.kinds import GROUP, all_kinds
 
-
-@main.group()
-def nav() -> None:
-    """Navigation tools."""
-
-
-@nav.command("score")
-@click.option("--connectivity", required=True, type=click.Path(exists=True, file_okay=False))
-@click.option("--references", required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--predictions", required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of a table.")
-def nav_score(connectivity: str, references: str, predictions: str, as_json: bool) -> None:
-    """Score R2R-format predictions (SR, SPL, nDTW, SDTW, NE, path length)."""
-    from app.kinds.navigation.score import run
-
-    sys.exit(run(connectivity, references, predictions, as_json, sys.stdout))
-
-
-@nav.command("trace")
-@click.argument("trace", type=click.Path(exists=True, dir_okay=False))
-@click.option("--connectivity", required=True, type=click.Path(exists=True, file_okay=False))
-@click.option("--args", "args_file", type=click.Path(exists=True, dir_okay=False),
-              help="The PanGEA task (args.json: scan, path, heading) to score the path against.")
-@click.option("--time-unit", type=click.Choice(["auto", "s", "ms"]), default="auto",
-              help="The trace's time unit (auto: from the frame intervals).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
-def nav_trace(trace: str, connectivity: str, args_file: str | None, time_unit: str, as_json: bool) -> None:
-    """Reduce a PanGEA pose trace (JSONL) to its viewpoint path; with --args, score it."""
-    from app.kinds.navigation.traces import run_trace
-
-    sys.exit(run_trace(trace, connectivity, args_file, time_unit, as_json, sys.stdout))
+    dists = {ep.name: (ep.dist.name if ep.dist else "?", ep.dist.version if ep.dist else "?")
+             for ep in entry_points(group=GROUP)}
+    for kind in all_kinds().values():
+        dist, version = dists.get(kind.name, ("registered in-process", ""))
+        routes = [f"{'|'.join(sorted(getattr(r, 'methods', None) or ['*']))} {r.path}"
+                  for router in kind.routers() for r in router.routes]
+        group = kind.cli()
+        click.echo(f"{kind.name}: {kind.title} ({dist} {version})".rstrip())
+        click.echo(f"  formats:    {', '.join(kind.item_formats) or '-'}")
+        click.echo(f"  commands:   {('proctor ' + group.name) if group else '-'}"
+                   + "".join(f", proctor train {c.name}" for c in kind.train_commands()))
+        click.echo(f"  jobs:       {', '.join(f'{kind.name}.{j}' for j in kind.jobs) or '-'}")
+        click.echo(f"  tables:     {kind.models or '-'}")
+        click.echo(f"  migrations: {kind.migrations_dir() or '-'}")
+        click.echo(f"  routes:     {len(routes)}")
+        for route in routes:
+            click.echo(f"    {route}")
 
 
-@nav.command("import-graphs")
-@click.argument("directory", type=click.Path(exists=True, file_okay=False))
-@click.option("--source", type=click.Choice(["matterport", "generated"]), default="matterport")
-def nav_import_graphs(directory: str, source: str) -> None:
-    """Import every <scan>_connectivity.json in DIRECTORY as a building (replacing earlier ones)."""
-    from pathlib import Path
+def _add_kind_commands() -> None:
+    """Each kind's command group (`proctor <group> ...`) and trainers (`proctor train ...`), the
+    way the core's own commands are added: found through the kind registry, never named."""
+    from app.kinds import all_kinds
 
-    from tqdm import tqdm
-
-    from app.db import session_scope
-    from app.errors import InputError
-    from app.kinds.navigation.environments import import_connectivity
-    from app.kinds.navigation.graph import CONNECTIVITY_SUFFIX
-
-    files = sorted(Path(directory).glob(f"*{CONNECTIVITY_SUFFIX}"))
-    if not files:
-        raise click.ClickException(f"no *{CONNECTIVITY_SUFFIX} files in {directory}")
-    _ensure_local_dirs()
-    with session_scope() as session:
-        for path in tqdm(files, desc="importing buildings", unit="building"):
-            try:
-                import_connectivity(session, path, source=source)
-            except InputError as e:
-                raise click.ClickException(f"{path.name}: {e}") from None
-    click.echo(f"imported {len(files)} buildings")
+    for kind in all_kinds().values():
+        group = kind.cli()
+        if group is not None:
+            if group.name in main.commands:
+                raise click.ClickException(f"kind {kind.name!r} adds the command {group.name!r}, "
+                                           "which is already taken")
+            main.add_command(group)
+        for command in kind.train_commands():
+            train.add_command(command)
 
 
-@nav.command("import-panoramas")
-@click.argument("scan")
-@click.argument("directory", type=click.Path(exists=True, file_okay=False))
-def nav_import_panoramas(scan: str, directory: str) -> None:
-    """Import DIRECTORY's <viewpoint>.jpg|png equirectangular panoramas for building SCAN (all
-    checked first; nothing is stored if one is refused)."""
-    from app.db import session_scope
-    from app.errors import InputError
-    from app.kinds.navigation.panoramas import import_directory
-
-    _ensure_local_dirs()
-    with session_scope() as session:
-        try:
-            summary, others = import_directory(session, scan, directory)
-        except InputError as e:
-            raise click.ClickException(str(e)) from None
-    if others:
-        click.echo(f"left alone {len(others)} other files ({', '.join(others[:5])}"
-                   f"{', ...' if len(others) > 5 else ''})")
-    click.echo(f"stored {len(summary['stored'])} panoramas; {scan} has {summary['panoramas']}")
-
-
-
-@nav.command("capability-file")
-@click.option("--greedy", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="coop greedy file (anno_speaker-*_greedy.json).")
-@click.option("--candidates", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="coop sampled candidates (speaker_*_sampled_*.json).")
-@click.option("--out", required=True, type=click.Path(dir_okay=False),
-              help="Where to write the capability file.")
-@click.option("--speaker", default=None, help="The speaker's name (default: the greedy file's model).")
-@click.option("--limit-paths", type=click.IntRange(min=1), default=None, help="Keep the first N paths.")
-def nav_capability_file(greedy: str, candidates: str, out: str, speaker: str | None,
-                        limit_paths: int | None) -> None:
-    """Build a capability-analysis upload (format `capability`) from coop speaker outputs."""
-    from pathlib import Path
-
-    from app.errors import InputError
-    from app.kinds.navigation.capability import coop_to_capability, dumps
-
-    try:
-        data, report = coop_to_capability(greedy, candidates, speaker, limit_paths)
-    except InputError as e:
-        raise click.ClickException(str(e)) from None
-    Path(out).write_text(dumps(data), encoding="utf-8")
-    missing = report["missing_from_candidates"]
-    click.echo(f"{report['in_candidates']} of {report['greedy_paths']} greedy paths are in the candidates file"
-               + (f" (missing: {', '.join(missing)})" if missing else ""))
-    click.echo(f"wrote {report['paths_written']} paths for speaker {report['speaker']!r} to {out}: "
-               f"samples per path {report['samples_per_path']}, {report['samples_with_scores']} samples "
-               f"with a speaker score; candidate 0 was the greedy output on "
-               f"{report['candidate_0_is_the_greedy_output']} paths (left out of the samples)")
-
-
-@main.command("train")
-@click.argument("role", type=click.Choice(["speaker", "listener"]))
-@click.option("--out", default="var/models", show_default=True, type=click.Path(file_okay=False),
-              help="Folder for <name>.safetensors + <name>.json (the built-in architecture upload format).")
-@click.option("--name", default=None, help="File name stem (default: the role, listener-<k> per member).")
-@click.option("--houses", default=30, show_default=True, type=click.IntRange(min=1), help="Training houses.")
-@click.option("--held-out", default=5, show_default=True, type=click.IntRange(min=1), help="Held-out houses.")
-@click.option("--paths", default=20, show_default=True, type=click.IntRange(min=1), help="Paths per house.")
-@click.option("--epochs", default=8, show_default=True, type=click.IntRange(min=1))
-@click.option("--hidden", default=128, show_default=True, type=click.IntRange(min=8))
-@click.option("--ensemble", "k", default=1, show_default=True, type=click.IntRange(min=1, max=32),
-              help="Listeners: K members, each on its own random 90%% of the paths with its own seed.")
-@click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--device", default=None, help="cpu or cuda (default: cuda when available).")
-def train(role: str, out: str, name: str | None, houses: int, held_out: int, paths: int, epochs: int,
-          hidden: int, k: int, seed: int, device: str | None) -> None:
-    """Train a baseline speaker or listener(s) on generated houses and report held-out quality."""
-    from workers.navigation.cli import run_training
-
-    run_training(role, out=out, name=name, houses=houses, held_out=held_out, paths=paths, epochs=epochs,
-                 hidden=hidden, k=k, seed=seed, device=device, echo=click.echo)
+_add_kind_commands()
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from functools import lru_cache
 from pathlib import Path
 
@@ -38,3 +40,12 @@ class Settings(BaseSettings):
 @lru_cache
 def get_settings() -> Settings:
     return Settings()
+
+
+def ensure_local_dirs() -> None:
+    """The SQLite file's folder and the local blob folder, made if missing."""
+    s = get_settings()
+    if s.database_url.startswith("sqlite:///"):
+        os.makedirs(os.path.dirname(s.database_url.removeprefix("sqlite:///")) or ".", exist_ok=True)
+    if s.storage_url.startswith("file://"):
+        os.makedirs(s.storage_url.removeprefix("file://"), exist_ok=True)

@@ -77,7 +77,8 @@ def get_engine(url: str | None = None) -> Engine:
 
 @lru_cache
 def get_sessionmaker(url: str | None = None) -> sessionmaker[Session]:
-    import app.models  # noqa: F401  every table must be known before the first query
+    # Every table must be known before the first query: the process's entry point (create_app,
+    # the CLI, the Celery app, Alembic) loads them with app.models.load_models().
     return sessionmaker(get_engine(url), expire_on_commit=False)
 
 

@@ -22,12 +22,17 @@ from app.db import Base, get_sessionmaker, utcnow
 
 log = logging.getLogger(__name__)
 
-# task name -> "module:function"; the function takes (session, job, progress).
-HANDLERS: dict[str, str] = {
+# The core's jobs, task name -> "module:function"; the function takes (session, job, progress).
+# Each kind adds its own as "<kind>.<job>" (TaskKind.jobs).
+CORE_HANDLERS: dict[str, str] = {
     "export": "app.studies.exports:run_export",
-    "agent.validate": "workers.navigation.validate:run_validation",
-    "generation": "workers.navigation.generate:run_generation",
 }
+
+
+def handlers() -> dict[str, str]:
+    from app.kinds import job_handlers
+
+    return {**CORE_HANDLERS, **job_handlers()}
 # A running job whose heartbeat (its last progress report) is older than this is taken to have
 # lost its worker (killed mid-job); a redelivered message may then claim it again. Handlers
 # must be idempotent (generation skips the paths it has stored) and report progress more often.
@@ -59,7 +64,7 @@ class Job(Base):
 
 
 def create_job(session: Session, task: str, *, study_id=None, owner_id=None, **params) -> Job:
-    if task not in HANDLERS:
+    if task not in handlers():
         raise ValueError(f"unknown task {task!r}")
     job = Job(task=task, study_id=study_id, owner_id=owner_id, params=params)
     session.add(job)
@@ -118,9 +123,14 @@ def run_job(job_id: int, stale_after: float | None = None) -> str:
         if not claimed:
             return "skipped"
         job = s.get(Job, job_id)
-        module, func_name = HANDLERS[job.task].split(":")
-        handler = getattr(importlib.import_module(module), func_name)
         try:
+            # Inside the guard: a handler that fails to import (or a kind uninstalled since the
+            # job was queued) fails the job with the reason instead of leaving it running.
+            target = handlers().get(job.task)
+            if target is None:
+                raise LookupError(f"no installed kind offers the job {job.task!r}")
+            module, func_name = target.split(":")
+            handler = getattr(importlib.import_module(module), func_name)
             result = handler(s, job, Progress(job_id))
             s.commit()
             s.refresh(job)
@@ -154,7 +164,9 @@ def start_inprocess_worker(stop: threading.Event | None = None) -> threading.Thr
     """The embedded worker: a daemon thread that runs queued jobs as they arrive."""
     # Import every model here, in the caller's thread: two threads importing the same
     # packages at once can deadlock on Python's import locks.
-    import app.models  # noqa: F401
+    from app.models import load_models
+
+    load_models()
 
     stop = stop or threading.Event()
 

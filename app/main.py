@@ -19,6 +19,31 @@ def _wants_json(request: Request) -> bool:
     return request.url.path.startswith("/api/") or "application/json" in request.headers.get("accept", "")
 
 
+class RouteClash(RuntimeError):
+    """Two routes (a kind's and the core's, or two kinds') answer the same method and path."""
+
+
+def served_routes(routes):
+    """Every route as served, those of included routers too (FastAPI >= 0.16x wraps them)."""
+    for r in routes:
+        candidates = getattr(r, "effective_candidates", None)
+        if callable(candidates):
+            yield from served_routes(candidates())
+        else:
+            yield r
+
+
+def _refuse_clashes(app: FastAPI) -> None:
+    seen: dict[tuple[str, str], str] = {}
+    for route in served_routes(app.router.routes):
+        owner = getattr(getattr(route, "endpoint", None), "__module__", "?")
+        for method in (getattr(route, "methods", None) or set()) - {"HEAD"}:
+            key = (method, route.path)
+            if key in seen:
+                raise RouteClash(f"{method} {route.path} is declared twice: by {seen[key]} and {owner}")
+            seen[key] = owner
+
+
 def create_app(database_url: str | None = None) -> FastAPI:
     settings = get_settings()
     app = FastAPI(title="Proctor", version="0.1.0",
@@ -32,16 +57,25 @@ def create_app(database_url: str | None = None) -> FastAPI:
     from app.agents.views import router as agents_router
     from app.api import router as api_router
     from app.auth.views import router as auth_router
+    from app.kinds import all_kinds
+    from app.models import load_models
     from app.quality.views import router as quality_router
-    from app.kinds.navigation.views import router as navigation_router
     from app.studies.views import router as studies_router
 
+    load_models()
     app.include_router(auth_router)
     app.include_router(studies_router)
     app.include_router(quality_router)
     app.include_router(agents_router)
-    app.include_router(navigation_router)
     app.include_router(api_router)
+    for kind in all_kinds().values():
+        for router in kind.routers():
+            app.include_router(router)
+        if (folder := kind.static_dir()) is not None:
+            # Before /static below, which would otherwise answer for these paths.
+            app.mount(f"/static/kinds/{kind.name}", StaticFiles(directory=str(folder)),
+                      name=f"static-{kind.name}")
+    _refuse_clashes(app)
     app.mount("/static", StaticFiles(directory=str(static_dir())), name="static")
 
     @app.get("/blobs/{key:path}", include_in_schema=False)

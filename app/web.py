@@ -4,14 +4,36 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import jinja2
 from fastapi import HTTPException, Request, UploadFile
 from fastapi.templating import Jinja2Templates
 
 from app.auth.security import RateLimiter, csrf_token
 from app.config import ROOT, get_settings
+from app.kinds import get_kind
 
-templates = Jinja2Templates(directory=str(ROOT / "templates"))
-templates.env.autoescape = True  # model text is untrusted: never mark it safe
+
+class KindTemplates(jinja2.BaseLoader):
+    """"kinds/<name>/<file>" from that kind's package (its templates/ folder). Kinds live in a
+    namespace of their own, so none can shadow a core template."""
+
+    def get_source(self, environment, template):
+        parts = template.split("/", 2)
+        if len(parts) != 3 or parts[0] != "kinds" or not parts[2]:
+            raise jinja2.TemplateNotFound(template)
+        _, name, rest = parts
+        try:
+            folder = get_kind(name).templates_dir()
+        except KeyError:
+            raise jinja2.TemplateNotFound(template) from None
+        if folder is None:
+            raise jinja2.TemplateNotFound(template)
+        return jinja2.FileSystemLoader(str(folder)).get_source(environment, rest)
+
+
+templates = Jinja2Templates(env=jinja2.Environment(
+    loader=jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(ROOT / "templates")), KindTemplates()]),
+    autoescape=True))  # model text is untrusted: never mark it safe
 
 
 def render(request: Request, name: str, status_code: int = 200, **context):

@@ -4,7 +4,7 @@ from alembic import context
 from sqlalchemy import engine_from_config, pool
 
 from app.config import get_settings
-from app.models import Base
+from app.models import load_models
 
 config = context.config
 
@@ -15,7 +15,7 @@ def render_item(type_, obj, autogen_context):
         return "sa.DateTime(timezone=True)"
     return False
 
-target_metadata = Base.metadata
+target_metadata = load_models().metadata
 
 
 def run_migrations_offline() -> None:

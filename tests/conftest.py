@@ -108,8 +108,9 @@ def pg_database(pg_server):
 
 
 def _truncate(url: str) -> None:
-    from app.models import Base
+    from app.models import load_models
 
+    Base = load_models()
     eng = create_engine(url)
     names = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
     with eng.begin() as c:
@@ -128,6 +129,14 @@ def _use(url: str, storage: Path, monkeypatch) -> None:
     for cache in (get_settings, get_engine, get_sessionmaker):
         cache.cache_clear()
     clear_store_cache()
+
+
+def pytest_sessionstart(session):
+    # Every table, the kinds' included, before any test opens a session (as create_app, the
+    # CLI and the Celery app do at start-up).
+    from app.models import load_models
+
+    load_models()
 
 
 # PROCTOR_TEST_BACKENDS=sqlite (or postgresql) narrows the matrix; `make mutants` runs the

@@ -3,6 +3,9 @@
 from celery import Celery
 
 from app.config import get_settings
+from app.models import load_models
+
+load_models()  # every table (the kinds' too) before a job opens a session
 
 settings = get_settings()
 app = Celery("proctor", broker=settings.redis_url or "redis://127.0.0.1:6379/0",

@@ -1,4 +1,6 @@
-"""Agent artifacts: a speaker's or listener's model, uploaded as data (docs/agents.md).
+"""Agent artifacts: an agent's model (e.g. a navigation speaker or listener), uploaded as data
+(docs/agents.md). What roles a kind's agents take, and the configs of its built-in
+architectures, are the kind's (TaskKind.artifact_roles, check_artifact_config).
 
 Two formats, both read without unpickling Python objects:
 
@@ -9,9 +11,9 @@ Two formats, both read without unpickling Python objects:
 
 This module checks what can be checked without torch (size, magic bytes, the safetensors
 header, the config), stores the blob under ``agents/<agent>/v<version>/<sha256>.<ext>``, inserts
-the row (pending) and enqueues ``agent.validate``: a worker loads the model, runs a small batch
-and writes the verdict (workers/navigation/validate.py). No torch here: the web side never
-imports it.
+the row (pending) and enqueues the kind's ``<kind>.validate`` job: a worker loads the model,
+runs a small batch and writes the verdict (e.g. workers/navigation/validate.py). No torch here:
+the web side never imports it.
 """
 
 from __future__ import annotations
@@ -27,23 +29,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app import jobs
-from app.agents.models import ARTIFACT_FORMATS, ARTIFACT_ROLES, Agent, AgentArtifact
+from app.agents.models import ARTIFACT_FORMATS, Agent, AgentArtifact
 from app.config import get_settings
 from app.errors import InputError
 from app.storage import get_store
 
-# The step/node/action layouts an agent is built for. The same string as
-# workers.navigation.features.FEATURES_VERSION (a test keeps the two equal); copied because the
-# web side never imports the torch code.
-FEATURES_VERSION = "proctor.nav.features/1"
-SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
-# Built-in architectures: which role each plays and the integer sizes its config needs.
-ARCHITECTURES = {
-    "gru-speaker": ("speaker", ("hidden", "embed")),
-    "gru-listener": ("listener", ("hidden", "embed")),
-}
-MAX_SIZE = 4096  # hidden/embed: far above what a navigation agent needs, far below a memory bomb
-MAX_WORDS = 100_000
 EXTENSIONS = {"torchscript": "pt", "safetensors": "safetensors"}
 _RETRIES = 5
 
@@ -194,55 +184,25 @@ def check_safetensors(data: bytes) -> None:
                              f"{b1}-{e1})", field="file")
 
 
-def check_config(role: str, config: object) -> dict:
-    """The config of a built-in architecture; each problem names its field."""
-    if not isinstance(config, dict):
-        raise InputError("the config must be a JSON object (the .json file `proctor train` writes "
-                         "beside the .safetensors)", field="config")
-    arch = config.get("architecture")
-    if arch not in ARCHITECTURES:
-        raise InputError(f"unknown architecture {arch!r}: use one of {', '.join(ARCHITECTURES)}",
-                         field="config.architecture")
-    arch_role, sizes = ARCHITECTURES[arch]
-    if arch_role != role:
-        raise InputError(f"architecture {arch} is a {arch_role}, but the upload's role is {role}",
-                         field="config.architecture")
-    if config.get("feature_version") != FEATURES_VERSION:
-        raise InputError(f"feature_version {config.get('feature_version')!r} does not match "
-                         f"{FEATURES_VERSION}", field="config.feature_version")
-    for name in sizes:
-        value = config.get(name)
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SIZE:
-            raise InputError(f"{name} must be an integer from 1 to {MAX_SIZE}, got {value!r}",
-                             field=f"config.{name}")
-    words = config.get("words")
-    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
-        raise InputError("words must be a list of strings (the vocabulary)", field="config.words")
-    if tuple(words[:4]) != SPECIALS:
-        raise InputError(f"words must start with {', '.join(SPECIALS)}", field="config.words")
-    if len(words) > MAX_WORDS or len(set(words)) != len(words):
-        raise InputError(f"words must be distinct and at most {MAX_WORDS}", field="config.words")
-    if "step_size" in config and not isinstance(config["step_size"], int):
-        raise InputError("step_size must be an integer", field="config.step_size")
-    return config
-
-
 def upload_artifact(session: Session, agent: Agent, role: str, fmt: str, data: bytes,
                     config: dict | None) -> AgentArtifact:
     """Store a new version of the agent's model and enqueue its validation.
 
     Raises InputError, with nothing stored, for a bad upload. Commits."""
-    if agent.kind != "navigation":
-        raise InputError(f"agent {agent.name!r} is a {agent.kind} agent; speakers and listeners "
-                         "are navigation agents", field="agent")
-    if role not in ARTIFACT_ROLES:
-        raise InputError(f"role must be one of {', '.join(ARTIFACT_ROLES)}", field="role")
+    from app.kinds import get_kind
+
+    kind = get_kind(agent.kind)
+    if not kind.artifact_roles:
+        raise InputError(f"agent {agent.name!r} is a {agent.kind} agent, and {kind.title} agents "
+                         "do not upload models", field="agent")
+    if role not in kind.artifact_roles:
+        raise InputError(f"role must be one of {', '.join(kind.artifact_roles)}", field="role")
     if fmt not in ARTIFACT_FORMATS:
         raise InputError(f"format must be one of {', '.join(ARTIFACT_FORMATS)}", field="format")
     check_size(data)
     check_format(fmt, data)
     if fmt == "safetensors":
-        config = check_config(role, config)
+        config = kind.check_artifact_config(role, config)
     elif config:
         raise InputError("a TorchScript archive carries its own config: send none", field="config")
     else:
@@ -267,7 +227,7 @@ def upload_artifact(session: Session, agent: Agent, role: str, fmt: str, data: b
             continue
         try:
             store.put(key, data)
-            job = jobs.create_job(session, "agent.validate", owner_id=owner_id,
+            job = jobs.create_job(session, f"{kind.name}.validate", owner_id=owner_id,
                                   artifact_id=artifact.id)
             session.commit()
         except BaseException:

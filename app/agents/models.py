@@ -35,7 +35,6 @@ class AgentOutput(Base):
     score: Mapped[float | None] = mapped_column(Float)
 
 
-ARTIFACT_ROLES = ("speaker", "listener")
 ARTIFACT_FORMATS = ("torchscript", "safetensors")
 ARTIFACT_STATES = ("pending", "valid", "invalid")
 
@@ -51,7 +50,7 @@ class AgentArtifact(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     agent_id: Mapped[int] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"), index=True)
     version: Mapped[int] = mapped_column()
-    role: Mapped[str] = mapped_column(String(16))  # speaker | listener
+    role: Mapped[str] = mapped_column(String(16))  # one of its kind's artifact_roles (navigation: speaker | listener)
     format: Mapped[str] = mapped_column(String(16))  # torchscript | safetensors
     blob_key: Mapped[str] = mapped_column(String(500))
     # safetensors: the built-in architecture's config (architecture, sizes, words, feature_version)

@@ -62,3 +62,15 @@ async def verify_csrf(request: Request) -> None:
         presented = (await request.form()).get("csrf_token")
     if not csrf_ok(request.session, presented):
         raise HTTPException(403, "missing or stale form token: reload the page and try again")
+
+
+def managed_study(session: Session, study_id: int, user: User, detail: str = "no such study among yours"):
+    """The study if the user may manage it (its owner, or an admin); 404 otherwise, so another
+    researcher's studies are not revealed to exist. For every router, the kinds' included."""
+    from app.studies.models import Study
+    from app.studies.services import can_manage
+
+    study = session.get(Study, study_id)
+    if study is None or not can_manage(user, study):
+        raise HTTPException(404, detail)
+    return study

@@ -1,25 +1,61 @@
-"""Task kinds: one package per evaluation protocol, each declaring a `TaskKind`.
+"""The kind registry: every protocol is a `TaskKind` found through the `proctor.kinds`
+entry-point group, the built-in ones included (pyproject.toml), so a lab's own kind is a pip
+package away and the core never names one (docs/kinds.md).
 
-The core never branches on a kind's name; it asks the registry.
+`PROCTOR_KINDS=tom,navigation` loads only the named kinds (a comma-separated list).
 """
 
 from __future__ import annotations
 
-import importlib
+import os
+from importlib.metadata import entry_points
 
 from app.kinds.base import ItemSpec, TaskKind
 
-# Packages that declare a kind; each exposes `KIND`.
-KIND_MODULES = ["app.kinds.tom", "app.kinds.navigation"]
+GROUP = "proctor.kinds"
 
 _registry: dict[str, TaskKind] = {}
 
 
+class KindError(RuntimeError):
+    """A kind could not be loaded, or two kinds claim the same name."""
+
+
+def _discover() -> dict[str, TaskKind]:
+    wanted = {n.strip() for n in os.environ.get("PROCTOR_KINDS", "").split(",") if n.strip()}
+    found: dict[str, TaskKind] = {}
+    origin: dict[str, str] = {}
+    for ep in entry_points(group=GROUP):
+        if wanted and ep.name not in wanted:
+            continue
+        if ep.name in found:
+            raise KindError(f"two packages declare the task kind {ep.name!r}: {origin[ep.name]} "
+                            f"and {ep.value}; uninstall one")
+        try:
+            kind = ep.load()
+        except Exception as exc:
+            raise KindError(f"task kind {ep.name!r} ({ep.value}) failed to load: {exc}") from exc
+        if isinstance(kind, type):
+            kind = kind()
+        if not isinstance(kind, TaskKind):
+            raise KindError(f"entry point {ep.name!r} ({ep.value}) is not a TaskKind")
+        if kind.name != ep.name:
+            raise KindError(f"entry point {ep.name!r} loads the kind named {kind.name!r}")
+        found[kind.name], origin[kind.name] = kind, ep.value
+    if not found:
+        raise KindError(f"no task kinds found in the entry-point group {GROUP!r}"
+                        + (f" among PROCTOR_KINDS={','.join(sorted(wanted))}" if wanted else
+                           ": install Proctor (pip install -e .) so its kinds are registered"))
+    missing = wanted - set(found)
+    if missing:
+        raise KindError(f"PROCTOR_KINDS names kinds that are not installed: {', '.join(sorted(missing))}")
+    return dict(sorted(found.items(), key=lambda kv: (kv[1].position, kv[0])))
+
+
 def all_kinds() -> dict[str, TaskKind]:
+    """Every loaded kind by name, in their `position` order."""
     if not _registry:
-        for mod in KIND_MODULES:
-            kind = importlib.import_module(mod).KIND
-            _registry[kind.name] = kind
+        _registry.update(_discover())
     return _registry
 
 
@@ -30,4 +66,27 @@ def get_kind(name: str) -> TaskKind:
         raise KeyError(f"unknown task kind {name!r}") from None
 
 
-__all__ = ["ItemSpec", "TaskKind", "all_kinds", "get_kind"]
+def default_kind() -> str:
+    """The kind forms and the API use when none is given: the first by position."""
+    return next(iter(all_kinds()))
+
+
+def register_kind(kind: TaskKind) -> None:
+    """Add a kind for the life of this process (tests; one-off kinds without a package)."""
+    kinds = all_kinds()
+    if kind.name in kinds and kinds[kind.name] is not kind:
+        raise KindError(f"a task kind named {kind.name!r} is already registered")
+    kinds[kind.name] = kind
+
+
+def unregister_kind(name: str) -> None:
+    all_kinds().pop(name, None)
+
+
+def job_handlers() -> dict[str, str]:
+    """Every kind's jobs as "<kind>.<job>" -> "module:function"."""
+    return {f"{k.name}.{job}": target for k in all_kinds().values() for job, target in k.jobs.items()}
+
+
+__all__ = ["GROUP", "ItemSpec", "KindError", "TaskKind", "all_kinds", "default_kind", "get_kind",
+           "job_handlers", "register_kind", "unregister_kind"]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ValidationError
@@ -47,9 +49,15 @@ class GoldResult:
 
 
 class TaskKind(ABC):
+    """A protocol: what its items are, how a worker answers one, how answers are scored, and
+    everything it adds to the platform (pages, API, commands, tables, jobs). A kind is found
+    through the `proctor.kinds` entry-point group (docs/kinds.md); the core asks it, never
+    names it. Every attribute below the abstract methods is optional."""
+
     name: ClassVar[str]
     title: ClassVar[str]
-    # Jinja template (under templates/) that renders one item for the worker.
+    # Jinja template that renders one item for the worker; a kind's own templates are found as
+    # "kinds/<name>/<file>" (its package's templates/ folder).
     item_template: ClassVar[str]
     Response: ClassVar[type[BaseModel]]
     category_label: ClassVar[str] = "category"
@@ -58,11 +66,80 @@ class TaskKind(ABC):
     keyboard_hint: ClassVar[str] = ""
     # Importers by format name: upload bytes -> items. The first is the default.
     item_formats: ClassVar[tuple[str, ...]] = ()
-    # Celery task that generates agent outputs for this kind, if any.
-    generation_task: ClassVar[str | None] = None
-    # Template (under templates/) that shows a worker's answers on the admin's replay page;
+    # Template that shows a worker's answers on the admin's replay page;
     # None: the generic table of answers beside the right ones.
     replay_template: ClassVar[str | None] = None
+    # Where the kind sits in lists; the first kind is the one forms and the API default to.
+    position: ClassVar[int] = 100
+
+    # -- the new-study form and the study page --------------------------------------------
+    # How the form names each upload format.
+    format_labels: ClassVar[dict[str, str]] = {}
+    # Options the importer takes from the form: name -> ("float" | "int", low, high) or ("text",).
+    option_fields: ClassVar[dict[str, tuple]] = {}
+    # The form's fieldset for those options, and the instructions workers see by default.
+    options_template: ClassVar[str | None] = None
+    default_instructions: ClassVar[str] = ""
+    # What the study page's agent-output import asks for (the file's shape).
+    outputs_label: ClassVar[str] = "Outputs (JSONL)"
+    # A section of the study page (e.g. generation runs), with study_context() as its context.
+    study_template: ClassVar[str | None] = None
+
+    # -- what the kind adds to the platform -------------------------------------------------
+    # The module whose import defines the kind's tables (on app.db.Base, so foreign keys to
+    # the core's tables resolve); new tables are named "<kind>_...".
+    models: ClassVar[str | None] = None
+    # Background jobs, job name -> "module:function" taking (session, job, progress); each is
+    # registered as "<kind>.<job name>". A job named "validate" checks an uploaded model.
+    jobs: ClassVar[dict[str, str]] = {}
+    # Roles of the models an agent of this kind may upload (docs/agents.md); () for none.
+    artifact_roles: ClassVar[tuple[str, ...]] = ()
+    # How the agents page describes such a model ("a navigation speaker (path to instruction)").
+    artifact_help: ClassVar[str] = ""
+
+    def routers(self) -> list:
+        """FastAPI routers with the kind's pages and API routes (imported only when called, so
+        a worker process never loads the web code)."""
+        return []
+
+    def cli(self):
+        """A click group added to `proctor` (`proctor <group> ...`), or None."""
+        return None
+
+    def train_commands(self) -> list:
+        """click commands added under `proctor train` (one per thing the kind can train)."""
+        return []
+
+    def check_artifact_config(self, role: str, config: object) -> dict:
+        """The config of safetensors weights for one of the kind's built-in architectures;
+        raise InputError naming the field. Kinds without built-in architectures refuse."""
+        raise InputError(f"{self.title} has no built-in architectures: upload a TorchScript "
+                         "archive", field="format")
+
+    def study_context(self, session, study) -> dict:
+        """Context for study_template."""
+        return {}
+
+    @property
+    def package_dir(self) -> Path:
+        """The folder of the package that declares the kind."""
+        module = importlib.import_module(type(self).__module__)
+        return Path(module.__file__).parent
+
+    def _folder(self, *parts: str) -> Path | None:
+        path = self.package_dir.joinpath(*parts)
+        return path if path.is_dir() else None
+
+    def templates_dir(self) -> Path | None:
+        return self._folder("templates")
+
+    def static_dir(self) -> Path | None:
+        """Served at /static/kinds/<name>/."""
+        return self._folder("static")
+
+    def migrations_dir(self) -> Path | None:
+        """The kind's Alembic revisions (a branch of its own, docs/kinds.md)."""
+        return self._folder("migrations", "versions")
 
     def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
         """Validate a response; `payload` is the item's (kinds that check a response against

@@ -81,8 +81,10 @@ def create_study(session: Session, owner: User, kind_name: str, settings: StudyS
     result = kind.import_items(data, fmt, options or {})
     if not result.items:
         raise InputError("the upload holds no items")
-    study = Study(kind=kind.name, owner_id=owner.id, slug=_slug(settings.title),
-                  **with_defaults(settings, result.study_defaults),
+    values = with_defaults(settings, result.study_defaults)
+    if not values.get("instructions", "").strip():
+        values["instructions"] = kind.default_instructions  # what the form offers when left blank
+    study = Study(kind=kind.name, owner_id=owner.id, slug=_slug(settings.title), **values,
                   completion_code=settings.completion_code or secrets.token_hex(4).upper(),
                   kind_settings=result.kind_settings)
     session.add(study)

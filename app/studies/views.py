@@ -12,12 +12,12 @@ from sqlalchemy.orm import Session
 
 from app import jobs
 from app.agents.models import Agent, AgentOutput
-from app.auth.deps import db, require, verify_csrf
+from app.auth.deps import db, managed_study, require, verify_csrf
 from app.auth.models import User
 from app.config import get_settings
 from app.db import utcnow
 from app.errors import InputError
-from app.kinds import all_kinds, get_kind
+from app.kinds import all_kinds, default_kind, get_kind
 from app.leaderboards.plot import leaderboard_plots
 from app.leaderboards.service import compute
 from app.storage import get_store
@@ -104,10 +104,7 @@ def _recent_jobs(session: Session, study: Study) -> list[jobs.Job]:
 
 
 def _study(session: Session, study_id: int, user: User) -> Study:
-    study = session.get(Study, study_id)
-    if study is None or not services.can_manage(user, study):
-        raise HTTPException(404, "No such study among yours.")
-    return study
+    return managed_study(session, study_id, user, "No such study among yours.")
 
 
 @router.get("/studies")
@@ -129,7 +126,7 @@ async def create_study(request: Request, session: Session = Depends(db),
                        user: User = Depends(researcher)):
     form = await request.form()
     fields = {k: v for k, v in form.items() if not hasattr(v, "filename")}
-    kind_name = fields.get("kind", "tom")
+    kind_name = fields.get("kind") or default_kind()
     if kind_name not in all_kinds():
         raise InputError(f"unknown task kind {kind_name!r}", field="kind")
     fmt = fields.get("format") or get_kind(kind_name).item_formats[0]
@@ -145,7 +142,7 @@ async def create_study(request: Request, session: Session = Depends(db),
             data = store.get(f"uploads/{user.id}/{upload_token}")
         else:
             raise InputError("choose a file to upload", field="file")
-        options = kind_options(fields)
+        options = kind_options(get_kind(kind_name), fields)
         if fields.get("action") == "preview":
             result = services.preview_items(kind_name, data, fmt, options)
             return render(request, "research/new_study.html", user=user, kinds=all_kinds(),
@@ -161,26 +158,25 @@ async def create_study(request: Request, session: Session = Depends(db),
     return RedirectResponse(f"/studies/{study.id}", status_code=303)
 
 
-def kind_options(fields: dict) -> dict:
-    """Optional numbers the kind's importer takes (e.g. the training split's Yes rate)."""
+def kind_options(kind, fields: dict) -> dict:
+    """The options the kind's importer takes from the form (TaskKind.option_fields), checked:
+    numbers within their bounds, texts stripped; blank fields are left out."""
     options = {}
-    for name, cast, lo, hi in (("random_yes_rate", float, 0.0, 1.0), ("gold_count", int, 0, 10000)):
-        raw = str(fields.get(name, "")).strip()
-        if raw:
-            try:
-                value = cast(raw)
-            except ValueError:
-                raise InputError(f"not a number: {raw!r}", field=name) from None
-            if not lo <= value <= hi:
-                raise InputError(f"must be between {lo} and {hi}", field=name)
-            options[name] = value
-    # Texts a kind checks itself (navigation: the coop speaker's name, the baseline speaker of
-    # the paired tests, the study's own Likert questions, one per line; the R2R instruction that
-    # serves as the QC episode).
-    for name in ("speaker", "baseline", "likert", "qc_instruction"):
+    for name, spec in kind.option_fields.items():
         raw = str(fields.get(name, "") or "").strip()
-        if raw:
+        if not raw:
+            continue
+        if spec[0] == "text":
             options[name] = raw
+            continue
+        cast, lo, hi = {"float": float, "int": int}[spec[0]], spec[1], spec[2]
+        try:
+            value = cast(raw)
+        except ValueError:
+            raise InputError(f"not a number: {raw!r}", field=name) from None
+        if not lo <= value <= hi:
+            raise InputError(f"must be between {lo} and {hi}", field=name)
+        options[name] = value
     return options
 
 
@@ -197,28 +193,11 @@ def study_page(request: Request, study_id: int, session: Session = Depends(db),
     base = get_settings().base_url.rstrip("/")
     return render(request, "research/study.html", user=user, study=study, agents=agents,
                   my_agents=my_agents, jobs=job_rows, store=get_store(),
-                  generations=_generations(session, study),
+                  kind=get_kind(study.kind), **get_kind(study.kind).study_context(session, study),
                   progress=assignment.progress(session, study),
                   links={"mturk": f"{base}/s/{study.slug}?workerId=...&assignmentId=...&hitId=...",
                          "prolific": f"{base}/s/{study.slug}?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}"
                                      f"&STUDY_ID={{{{%STUDY_ID%}}}}&SESSION_ID={{{{%SESSION_ID%}}}}"})
-
-
-def _generations(session: Session, study: Study) -> list[dict]:
-    """The study's generation runs for research/_generation.html (issue 4)."""
-    from app.agents.generation import candidates_by_path, runs_of, summary
-
-    return [{"summary": summary(session, r), "paths": candidates_by_path(session, r)}
-            for r in runs_of(session, study)]
-
-
-@router.get("/studies/{study_id}/generations")
-def study_generations(request: Request, study_id: int, session: Session = Depends(db),
-                      user: User = Depends(researcher)):
-    """The generation runs' section alone (htmx polls it while a run is going)."""
-    study = _study(session, study_id, user)
-    return render(request, "research/_generation.html", study=study,
-                  generations=_generations(session, study))
 
 
 @router.get("/studies/{study_id}/progress")

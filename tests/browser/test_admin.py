@@ -31,7 +31,7 @@ def _annotator_names(page) -> list[str]:
 def test_admin_rejects_a_worker_who_fails_gold(live_server, page):
     from app.auth.models import User
     from app.db import get_sessionmaker
-    from app.demo import simulate_worker
+    from app.kinds.tom.demo import simulate_worker
     from app.studies.models import Annotation
 
     with get_sessionmaker(live_server.db_url)() as s:

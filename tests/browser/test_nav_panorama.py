@@ -177,8 +177,8 @@ def test_a_panorama_from_another_origin_without_cors(live_server, page):
     other = same.replace("127.0.0.1", "localhost")
     page.goto(f"{live_server.url}/healthz")
     page.set_content('<div id="a" style="width: 640px"></div><div id="b" style="width: 640px"></div>')
-    page.add_script_tag(path=str(ROOT / "static" / "nav" / "viewer.js"))
-    page.add_style_tag(path=str(ROOT / "static" / "nav" / "viewer.css"))
+    page.add_script_tag(path=str(ROOT / "app" / "kinds" / "navigation" / "static" / "viewer.js"))
+    page.add_style_tag(path=str(ROOT / "app" / "kinds" / "navigation" / "static" / "viewer.css"))
     page.evaluate("""([same, other]) => {
       const nb = [{id: "g10", heading: Math.PI / 2, distance: 1, elevation: 0}];
       window.va = ProctorViewer.mount(document.getElementById("a"),

@@ -1,4 +1,4 @@
-"""The navigation viewer widget (static/nav/viewer.js) in a real browser, by behaviour: turning,
+"""The navigation viewer widget (app/kinds/navigation/static/viewer.js) in a real browser, by behaviour: turning,
 moving, the pose trace, the aria-label and what the canvas shows. The house is the hand-written
 tests/fixtures/nav/house_demo (3 rooms, 3 doorways, 6 objects, 8 viewpoints; its graph from
 tests/nav_fixtures.py)."""
@@ -55,9 +55,9 @@ def viewer(page, house):
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.set_content(PAGE)
-    page.add_style_tag(path=str(ROOT / "static" / "nav" / "viewer.css"))
+    page.add_style_tag(path=str(ROOT / "app" / "kinds" / "navigation" / "static" / "viewer.css"))
     page.add_script_tag(path=str(ROOT / "static" / "app.js"))
-    page.add_script_tag(path=str(ROOT / "static" / "nav" / "viewer.js"))
+    page.add_script_tag(path=str(ROOT / "app" / "kinds" / "navigation" / "static" / "viewer.js"))
 
     def mount(viewpoint: str, heading: float = 0.0):
         page.evaluate(MOUNT, [semantics, neighbours, viewpoint, heading])

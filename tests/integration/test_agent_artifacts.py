@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from app import jobs
 from app.agents import artifacts
+from app.kinds.navigation import architectures
 from app.agents.models import Agent, AgentArtifact
 from app.auth.security import create_token
 from app.config import get_settings
@@ -110,8 +111,8 @@ def count(session) -> int:
 
 
 def test_the_app_copy_of_the_feature_version_matches_the_workers():
-    assert artifacts.FEATURES_VERSION == features.FEATURES_VERSION
-    assert artifacts.SPECIALS == features.SPECIALS
+    assert architectures.FEATURES_VERSION == features.FEATURES_VERSION
+    assert architectures.SPECIALS == features.SPECIALS
 
 
 def test_valid_uploads_become_valid_and_versions_count_up(client, researcher, session):

@@ -34,6 +34,7 @@ from app import jobs
 from app.auth.security import create_token
 from app.auth.models import ApiToken
 from app.db import get_sessionmaker
+from app.main import served_routes
 from app.storage import get_store
 from app.studies import assignment, services
 from app.studies.models import Bundle, Item, Study
@@ -131,20 +132,10 @@ def parse_access(text: str) -> dict[str, dict[str, str]]:
     return table
 
 
-def _flatten(routes):
-    """Routes as served, including those of included routers (FastAPI >= 0.16x wraps them)."""
-    for r in routes:
-        candidates = getattr(r, "effective_candidates", None)
-        if callable(candidates):
-            yield from _flatten(candidates())
-        else:
-            yield r
-
-
 def app_routes(app) -> dict[str, object]:
     """'METHOD /path' -> route, for every route the app serves (HEAD not counted)."""
     out = {}
-    for r in _flatten(app.routes):
+    for r in served_routes(app.routes):
         path = getattr(r, "path", None)
         if path is None or any(path == s or path.startswith(s + "/") for s in SKIPPED):
             continue

@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 from app.errors import InputError
 from app.kinds.base import ImportResult, ItemSpec, TaskKind
 from app.kinds.navigation import likert, metrics
-from app.kinds.navigation.environments import get_graph
+from app.kinds.navigation.environments import check_path, get_graph
 from app.kinds.navigation.formats import parse_coop_greedy, parse_r2r
 
 MAX_PATH = 500  # viewpoints a follower may visit in one session
@@ -107,18 +107,6 @@ def _json_field(data: dict, name: str) -> None:
             raise InputError(f"{name} is not valid JSON", field=name) from None
 
 
-def _check_path(scan: str, path, label: str) -> None:
-    """The building must be imported and the path a walk on its graph."""
-    try:
-        graph = get_graph(scan)
-    except InputError as e:
-        raise InputError(f"{label}: {e.message}", field="scan") from None
-    try:
-        graph.check_walk(path, field="path")
-    except InputError as e:
-        raise InputError(f"{label}: {e.message}", field="path") from None
-
-
 class Navigation(TaskKind):
     name: ClassVar[str] = "navigation"
     title: ClassVar[str] = "Navigation following"
@@ -132,6 +120,53 @@ class Navigation(TaskKind):
     default_instructions: ClassVar[str] = INSTRUCTIONS
     ratings: ClassVar[tuple[tuple[int, str], ...]] = RATINGS
     replay_template: ClassVar[str | None] = "kinds/navigation/replay.html"
+    position: ClassVar[int] = 20
+    format_labels: ClassVar[dict[str, str]] = {
+        "r2r": "Navigation: R2R paths with human instructions (JSON)",
+        "coop": "Navigation: a speaker's instructions, coop greedy file (JSON)",
+        "capability": "Navigation: capability analysis of a speaker, its candidates and the references (JSON)",
+    }
+    # The coop speaker's name, the paired tests' baseline speaker, the study's own Likert
+    # questions (one per line) and the R2R instruction that serves as the QC episode.
+    option_fields: ClassVar[dict[str, tuple]] = {
+        "speaker": ("text",), "baseline": ("text",), "likert": ("text",), "qc_instruction": ("text",)}
+    options_template: ClassVar[str | None] = "kinds/navigation/options.html"
+    outputs_label: ClassVar[str] = ("A model listener's paths (R2R predictions JSON, or "
+                                    '{"<instruction id>": {"path": [...]}})')
+    study_template: ClassVar[str | None] = "kinds/navigation/generation.html"
+    models: ClassVar[str | None] = "app.kinds.navigation.models"
+    jobs: ClassVar[dict[str, str]] = {
+        "validate": "workers.navigation.validate:run_validation",
+        "generation": "workers.navigation.generate:run_generation",
+    }
+    artifact_roles: ClassVar[tuple[str, ...]] = ("speaker", "listener")
+    artifact_help: ClassVar[str] = ("a navigation speaker (path to instruction) or listener "
+                                    "(instruction to path)")
+
+    def routers(self) -> list:
+        from app.kinds.navigation.views import api, router
+
+        return [router, api]
+
+    def cli(self):
+        from app.kinds.navigation.cli import nav
+
+        return nav
+
+    def train_commands(self) -> list:
+        from app.kinds.navigation.cli import train_commands
+
+        return train_commands()
+
+    def check_artifact_config(self, role: str, config: object) -> dict:
+        from app.kinds.navigation.architectures import check_config
+
+        return check_config(role, config)
+
+    def study_context(self, session, study) -> dict:
+        from app.kinds.navigation.views import generations_context
+
+        return generations_context(session, study)
 
     def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
         data = dict(data)
@@ -209,7 +244,7 @@ class Navigation(TaskKind):
         seen: dict[str, str] = {}
         for out in (parsed.qc_episode, *parsed.outputs):
             label = f"key {out.key!r}"
-            _check_path(out.scan, out.path, label)
+            check_path(out.scan, out.path, label)
             group = f"{out.scan}:{out.path_id}"
             payload = {"scan": out.scan, "start": out.path[0], "heading": out.heading}
             reference = {"path": list(out.path)}
@@ -252,7 +287,7 @@ class Navigation(TaskKind):
                              field="qc_instruction")
         items: list[ItemSpec] = []
         for p in paths:
-            _check_path(p.scan, p.path, f"path_id {p.path_id}")
+            check_path(p.scan, p.path, f"path_id {p.path_id}")
             group = f"{p.scan}:{p.path_id}"
             ids = [f"{p.path_id}_{k}" for k in range(len(p.instructions))]
             for k, text in enumerate(p.instructions):

@@ -198,11 +198,11 @@ def capability_items(parsed: CapabilityInput) -> list[ItemSpec]:
 def import_capability(data: bytes, options: dict) -> ImportResult:
     """The `capability` format of the navigation kind: parse, check every path on its
     building's graph, then the items; nothing is stored by this function."""
-    from app.kinds.navigation import _check_path  # the kind's own check (package import order)
+    from app.kinds.navigation.environments import check_path
 
     parsed = parse_capability(data, options.get("speaker"))
     for p in parsed.paths:
-        _check_path(p.scan, p.path, f"path_id {p.path_id}")
+        check_path(p.scan, p.path, f"path_id {p.path_id}")
     items = capability_items(parsed)
     n_samples = [len(p.samples) for p in parsed.paths]
     return ImportResult(items=items, kind_settings={"design": "capability", "speakers": [parsed.speaker]},

@@ -135,3 +135,15 @@ def view(scan: str, panoramas: dict[str, str] | None = None) -> dict:
         if v in panoramas:
             viewpoints[v]["panorama"] = panoramas[v]
     return {"scan": scan, "semantics": get_semantics(scan), "viewpoints": viewpoints}
+
+
+def check_path(scan: str, path, label: str) -> None:
+    """The building must be imported and the path a walk on its graph."""
+    try:
+        graph = get_graph(scan)
+    except InputError as e:
+        raise InputError(f"{label}: {e.message}", field="scan") from None
+    try:
+        graph.check_walk(path, field="path")
+    except InputError as e:
+        raise InputError(f"{label}: {e.message}", field="path") from None

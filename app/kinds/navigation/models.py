@@ -1,11 +1,13 @@
-"""Buildings that navigation studies run in: a connectivity graph (and, for generated houses,
-a semantics sidecar; for any building, optional panoramas) in the blob store, one row per scan."""
+"""The navigation kind's tables: the buildings its studies run in (a connectivity graph and, for
+generated houses, a semantics sidecar; for any building, optional panoramas, in the blob store,
+one row per scan), and the generation runs of its speakers (docs/kinds/navigation-generation.md).
+The tables keep the names they had before kinds owned their tables (migrations 0002-0005)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import String, text
+from sqlalchemy import Float, ForeignKey, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, utcnow
@@ -26,3 +28,61 @@ class Environment(Base):
     # Viewpoint id -> blob key of its equirectangular panorama (app.kinds.navigation.panoramas).
     panoramas: Mapped[dict] = mapped_column(default=dict, server_default=text("'{}'"))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class GenerationRun(Base):
+    __tablename__ = "generation_runs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), index=True)
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    speaker_artifact_id: Mapped[int] = mapped_column(ForeignKey("agent_artifacts.id"))
+    listener_artifact_ids: Mapped[list] = mapped_column(default=list)
+    n: Mapped[int] = mapped_column()  # samples per path (besides the inference output)
+    k: Mapped[int] = mapped_column()  # listeners (0: no reranking)
+    m: Mapped[int] = mapped_column()  # rollouts per listener and candidate
+    metric: Mapped[str] = mapped_column(String(8))
+    design: Mapped[str] = mapped_column(String(16))
+    max_len: Mapped[int] = mapped_column()
+    seed: Mapped[int] = mapped_column()
+    batch_size: Mapped[int] = mapped_column()
+    # The intended paths: [{path_id, scan, path, heading, instructions}] from the R2R file.
+    paths: Mapped[list] = mapped_column(default=list)
+    job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="SET NULL"))
+    gamma: Mapped[float | None] = mapped_column(Float)
+    state: Mapped[str] = mapped_column(String(16), default="queued")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Candidate(Base):
+    """One instruction for one path: k = 0 is the inference output (greedy), 1..N samples."""
+
+    __tablename__ = "generation_candidates"
+    __table_args__ = (UniqueConstraint("run_id", "path_key", "k"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("generation_runs.id", ondelete="CASCADE"), index=True)
+    path_key: Mapped[str] = mapped_column(String(255))  # f"{scan}:{path_id}"
+    k: Mapped[int] = mapped_column()
+    role: Mapped[str] = mapped_column(String(16))  # inference | sample
+    instruction: Mapped[str] = mapped_column(Text)
+    speaker_score: Mapped[float] = mapped_column(Float)  # log S(u | e*)
+    listener_score: Mapped[float | None] = mapped_column(Float)  # mean over K x M rollouts
+    chosen: Mapped[bool] = mapped_column(default=False)
+
+
+class Rollout(Base):
+    """Listener `listener` following a candidate, its m-th sampled time."""
+
+    __tablename__ = "generation_rollouts"
+    __table_args__ = (UniqueConstraint("candidate_id", "listener", "m"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    candidate_id: Mapped[int] = mapped_column(ForeignKey("generation_candidates.id", ondelete="CASCADE"),
+                                              index=True)
+    listener: Mapped[int] = mapped_column()
+    m: Mapped[int] = mapped_column()
+    path: Mapped[list] = mapped_column()  # viewpoint ids
+    ndtw: Mapped[float] = mapped_column(Float)
+    sdtw: Mapped[float] = mapped_column(Float)
+    success: Mapped[bool] = mapped_column()

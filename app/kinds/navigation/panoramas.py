@@ -1,5 +1,5 @@
 """Per-viewpoint panoramas of a building: equirectangular JPEG or PNG images that the follower's
-viewer (static/nav/viewer.js) shows as a turnable 360-degree view.
+viewer (the kind's static/viewer.js) shows as a turnable 360-degree view.
 
 Image convention (docs/kinds/navigation-viewer.md): the image wraps once around the viewpoint;
 column x of a W-pixel-wide image shows heading 2 pi (x + 0.5) / W, measured as in the

@@ -1,23 +1,33 @@
-"""Pages and data of the navigation kind: the building a follower walks through, and the
-API route that adds panoramas to a building."""
+"""Pages and API of the navigation kind: the building a follower walks through, panoramas,
+a follower's pose trace, and the generation runs of a speaker (start, follow, cancel)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, File, HTTPException, Request, UploadFile
+import json
+
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Response, UploadFile
 from fastapi.responses import JSONResponse
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.auth.deps import db, optional_user, require, verify_csrf
+from app import jobs
+from app.auth.deps import db, managed_study, optional_user, require, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
-from app.kinds.navigation.environments import view
-from app.kinds.navigation.models import Environment
+from app.kinds.navigation import generation
+from app.kinds.navigation.environments import get_graph, view
+from app.kinds.navigation.models import Environment, GenerationRun
 from app.kinds.navigation.panoramas import import_panoramas, panorama_urls
-from app.studies.models import Bundle, Study
+from app.kinds.navigation.traces import export_trace
+from app.studies.models import Annotation, Bundle, Item, Study
+from app.studies.services import can_manage
+from app.web import read_upload, render
 
-# The pages' routes stay out of the API's documentation; the /api/v1 route is in it.
+KIND_NAME = "navigation"
+# The pages' routes stay out of the API's documentation; the /api/v1 routes are in it.
 router = APIRouter()
+api = APIRouter(prefix="/api/v1", dependencies=[Depends(verify_csrf)])
+researcher = require("researcher", "admin")
 
 
 def _may_view(request: Request, session: Session, user: User | None) -> bool:
@@ -29,7 +39,7 @@ def _may_view(request: Request, session: Session, user: User | None) -> bool:
         return False
     return bool(session.scalar(
         select(func.count()).select_from(Bundle).join(Study, Study.id == Bundle.study_id)
-        .where(Bundle.id.in_(bundle_ids), Study.kind == "navigation")))
+        .where(Bundle.id.in_(bundle_ids), Study.kind == KIND_NAME)))
 
 
 @router.get("/env/{scan}/view.json", include_in_schema=False)
@@ -58,3 +68,100 @@ def upload_panoramas(scan: str, files: list[UploadFile] = File(...), session: Se
     Every file is checked before any is stored; a bad one is refused (422, field `files`)
     by name and nothing is stored. Returns {scan, stored: [viewpoints], panoramas: total}."""
     return import_panoramas(session, scan, [(f.filename, f.file) for f in files])
+
+
+def generations_context(session: Session, study: Study) -> dict:
+    """The study page's section (generation.html): the study's runs and their candidates."""
+    return {"generations": [{"summary": generation.summary(session, r),
+                             "paths": generation.candidates_by_path(session, r)}
+                            for r in generation.runs_of(session, study)]}
+
+
+@router.get("/studies/{study_id}/generations", include_in_schema=False)
+def study_generations(request: Request, study_id: int, session: Session = Depends(db),
+                      user: User = Depends(researcher)):
+    """The generation runs' section alone (htmx polls it while a run is going)."""
+    study = managed_study(session, study_id, user, "No such study among yours.")
+    return render(request, "kinds/navigation/generation.html", study=study,
+                  **generations_context(session, study))
+
+
+@api.get("/studies/{study_id}/annotations/{annotation_id}/trace.jsonl", tags=["studies"],
+            response_class=Response, responses={200: {"content": {"application/x-ndjson": {}}}})
+def annotation_trace(study_id: int, annotation_id: int, session: Session = Depends(db),
+                     user: User = Depends(researcher)):
+    """A navigation follower's pose trace as PanGEA JSONL: one {id, exmat, inmat, time (ms)}
+    per pose (docs/kinds/navigation-listeners.md)."""
+    study = managed_study(session, study_id, user)
+    ann = session.get(Annotation, annotation_id)
+    if ann is None or ann.study_id != study.id:
+        raise HTTPException(404, "no such annotation in this study")
+    trace = (ann.response or {}).get("trace") if study.kind == KIND_NAME else None
+    if not trace:
+        raise HTTPException(404, f"annotation {annotation_id} has no pose trace")
+    data = export_trace(get_graph(session.get(Item, ann.item_id).payload["scan"]), trace)
+    name = f"{study.slug}-annotation-{annotation_id}-trace.jsonl"
+    return Response(data, media_type="application/x-ndjson",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
+def _run(session: Session, run_id: int, user: User):
+    run = session.get(GenerationRun, run_id)
+    study = session.get(Study, run.study_id) if run else None
+    if study is None or not can_manage(user, study):
+        raise HTTPException(404, "no such generation run among yours")
+    return run
+
+
+def _ids(text: str, field: str) -> list:
+    """Artifact ids as "3,4" or a JSON list; anything else is left for create_run to refuse."""
+    text = text.strip()
+    if not text:
+        return []
+    try:
+        value = json.loads(text if text.startswith("[") else f"[{text}]")
+    except json.JSONDecodeError:
+        raise InputError("give artifact ids as 3,4 or [3, 4]", field=field) from None
+    return value
+
+
+def _num(text: str, field: str, default: int) -> int:
+    if not text.strip():
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise InputError(f"{field} must be an integer", field=field) from None
+
+
+@api.post("/studies/{study_id}/generations", status_code=202, tags=["generation"])
+async def start_generation(study_id: int, file: UploadFile = File(None), speaker_artifact_id: str = Form(""),
+                           listener_artifact_ids: str = Form(""), n: str = Form(""), k: str = Form(""),
+                           m: str = Form(""), metric: str = Form("ndtw"), design: str = Form("evaluation"),
+                           max_len: str = Form(""), seed: str = Form(""), batch_size: str = Form(""),
+                           session: Session = Depends(db), user: User = Depends(researcher)):
+    """Generate a speaker's candidates for an R2R paths file (generated houses) and add items
+    to this draft navigation study (docs/kinds/navigation-generation.md): `n` samples per
+    path (default 10), `listener_artifact_ids` (K listeners, "3,4") each following every
+    candidate `m` times (default 3), `metric` ndtw|sdtw, `design` evaluation|capability."""
+    study = managed_study(session, study_id, user)
+    data = await read_upload(file)
+    run = generation.create_run(session, study, session.merge(user),
+                     speaker_artifact_id=_num(speaker_artifact_id, "speaker_artifact_id", -1)
+                     if speaker_artifact_id.strip() else None,
+                     listener_artifact_ids=_ids(listener_artifact_ids, "listener_artifact_ids"),
+                     paths_data=data, n=_num(n, "n", 10), m=_num(m, "m", 3), metric=metric, design=design,
+                     max_len=_num(max_len, "max_len", 60), seed=_num(seed, "seed", 0),
+                     batch_size=_num(batch_size, "batch_size", 8), k=_num(k, "k", 0) if k.strip() else None)
+    jobs.enqueue(run.job_id)
+    return {"run": run.id, "job": run.job_id, "state": "queued"}
+
+
+@api.get("/generations/{run_id}", tags=["generation"])
+def get_generation(run_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
+    return generation.summary(session, _run(session, run_id, user))
+
+
+@api.post("/generations/{run_id}/cancel", tags=["generation"])
+def cancel_generation(run_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
+    return generation.summary(session, generation.cancel_run(session, _run(session, run_id, user)))

@@ -35,6 +35,23 @@ class CommonToM(TaskKind):
     item_noun: ClassVar[str] = "Question"
     keyboard_hint: ClassVar[str] = "y: Yes, n: No, Enter: next."
     item_formats: ClassVar[tuple[str, ...]] = ("csv", "cg")
+    position: ClassVar[int] = 10
+    format_labels: ClassVar[dict[str, str]] = {
+        "csv": "Common-ToM questions (CSV, optionally .gz)",
+        "cg": "Common-ground-annotated dialogues (JSON/JSONL): generate the questions",
+    }
+    # The training split's Yes rate (the random baseline) and how many questions serve as gold.
+    option_fields: ClassVar[dict[str, tuple]] = {
+        "random_yes_rate": ("float", 0.0, 1.0), "gold_count": ("int", 0, 10000)}
+    options_template: ClassVar[str | None] = "kinds/tom/options.html"
+    default_instructions: ClassVar[str] = (
+        "Read the dialogue. The utterance marked with 🛑 is the moment asked about. Answer Yes or No.")
+    outputs_label: ClassVar[str] = 'Answers (JSONL: {"question_id": ..., "answer": "Yes"|"No"})'
+
+    def cli(self):
+        from app.kinds.tom.cli import tom
+
+        return tom
 
     def score(self, payload, reference, response):
         if not reference:
@@ -104,8 +121,13 @@ class CommonToM(TaskKind):
                      [p ** (y or 0) * (1 - p) ** (n - (y or 0)) for _, n, y in clusters]).as_dict()}]
 
     def demo(self) -> dict:
+        from app.kinds.tom.demo import simulate
+
         return {"items": resources.files(__package__).joinpath("demo_data/dialogues.jsonl").read_bytes(),
-                "format": "cg"}
+                "format": "cg", "simulate": simulate,
+                "settings": {"instructions": "Read the dialogue. The utterance marked 🛑 is the moment "
+                                             "the question asks about. Answer Yes or No: keys y and n, "
+                                             "Enter to go on."}}
 
 
 KIND = CommonToM()

@@ -2,86 +2,28 @@
 by a listener ensemble (the bounded pragmatic speaker, the paper's eq. 13).
 
 The web side only stores the run (its parameters and the paths, from an R2R file of imported
-generated houses) and enqueues the job "generation"; `workers/navigation/generate.py` does
+generated houses) and enqueues the job "navigation.generation"; `workers/navigation/generate.py` does
 the work. Every candidate and every listener rollout is kept, so a researcher can see why a
 candidate was chosen. See docs/kinds/navigation-generation.md.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from sqlalchemy import Float, ForeignKey, String, Text, UniqueConstraint, func, select
-from sqlalchemy.orm import Mapped, Session, mapped_column
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from app import jobs
 from app.agents.models import Agent, AgentArtifact
 from app.auth.models import User
-from app.db import Base, utcnow
+from app.db import utcnow
 from app.errors import InputError
+from app.kinds.navigation.models import Candidate, GenerationRun, Rollout
 from app.studies.models import Study
 
+KIND_NAME = "navigation"
 DESIGNS = ("evaluation", "capability")
 METRICS = ("ndtw", "sdtw")
 MAX_N, MAX_K, MAX_M, MAX_PATHS = 50, 10, 20, 5000
-
-
-class GenerationRun(Base):
-    __tablename__ = "generation_runs"
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), index=True)
-    owner_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
-    speaker_artifact_id: Mapped[int] = mapped_column(ForeignKey("agent_artifacts.id"))
-    listener_artifact_ids: Mapped[list] = mapped_column(default=list)
-    n: Mapped[int] = mapped_column()  # samples per path (besides the inference output)
-    k: Mapped[int] = mapped_column()  # listeners (0: no reranking)
-    m: Mapped[int] = mapped_column()  # rollouts per listener and candidate
-    metric: Mapped[str] = mapped_column(String(8))
-    design: Mapped[str] = mapped_column(String(16))
-    max_len: Mapped[int] = mapped_column()
-    seed: Mapped[int] = mapped_column()
-    batch_size: Mapped[int] = mapped_column()
-    # The intended paths: [{path_id, scan, path, heading, instructions}] from the R2R file.
-    paths: Mapped[list] = mapped_column(default=list)
-    job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="SET NULL"))
-    gamma: Mapped[float | None] = mapped_column(Float)
-    state: Mapped[str] = mapped_column(String(16), default="queued")
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
-
-
-class Candidate(Base):
-    """One instruction for one path: k = 0 is the inference output (greedy), 1..N samples."""
-
-    __tablename__ = "generation_candidates"
-    __table_args__ = (UniqueConstraint("run_id", "path_key", "k"),)
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("generation_runs.id", ondelete="CASCADE"), index=True)
-    path_key: Mapped[str] = mapped_column(String(255))  # f"{scan}:{path_id}"
-    k: Mapped[int] = mapped_column()
-    role: Mapped[str] = mapped_column(String(16))  # inference | sample
-    instruction: Mapped[str] = mapped_column(Text)
-    speaker_score: Mapped[float] = mapped_column(Float)  # log S(u | e*)
-    listener_score: Mapped[float | None] = mapped_column(Float)  # mean over K x M rollouts
-    chosen: Mapped[bool] = mapped_column(default=False)
-
-
-class Rollout(Base):
-    """Listener `listener` following a candidate, its m-th sampled time."""
-
-    __tablename__ = "generation_rollouts"
-    __table_args__ = (UniqueConstraint("candidate_id", "listener", "m"),)
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    candidate_id: Mapped[int] = mapped_column(ForeignKey("generation_candidates.id", ondelete="CASCADE"),
-                                              index=True)
-    listener: Mapped[int] = mapped_column()
-    m: Mapped[int] = mapped_column()
-    path: Mapped[list] = mapped_column()  # viewpoint ids
-    ndtw: Mapped[float] = mapped_column(Float)
-    sdtw: Mapped[float] = mapped_column(Float)
-    success: Mapped[bool] = mapped_column()
 
 
 # -- services (web side: no torch) ------------------------------------------------------------
@@ -111,8 +53,7 @@ def _int(value: object, field: str, low: int, high: int) -> int:
 def parse_paths(data: bytes, design: str) -> list[dict]:
     """The R2R file's paths, each checked on its imported building, which must be a generated
     house (the speaker's features need its semantics sidecar)."""
-    from app.kinds.navigation import _check_path
-    from app.kinds.navigation.environments import get_semantics
+    from app.kinds.navigation.environments import check_path, get_semantics
     from app.kinds.navigation.formats import parse_r2r
 
     paths = parse_r2r(data)
@@ -125,7 +66,7 @@ def parse_paths(data: bytes, design: str) -> list[dict]:
         label = f"path_id {p.path_id}"
         if len(f"{p.scan}:{p.path_id}") > 255:
             raise InputError(f"{label}: scan and path_id are too long", field="path_id")
-        _check_path(p.scan, p.path, label)
+        check_path(p.scan, p.path, label)
         if get_semantics(p.scan) is None:
             raise InputError(f"{label}: building {p.scan} has no semantics (generation needs a generated "
                              "house, imported with `proctor nav import-house`)", field="scan")
@@ -143,7 +84,7 @@ def create_run(session: Session, study: Study, user: User, *, speaker_artifact_i
                metric: str = "ndtw", design: str = "evaluation", max_len: object = 60, seed: object = 0,
                batch_size: object = 8, k: object = None) -> GenerationRun:
     """Check everything, store the run and its job in one transaction; the caller enqueues."""
-    if study.kind != "navigation":
+    if study.kind != KIND_NAME:
         raise InputError("generation runs are for navigation studies", field="study")
     if study.state != "draft":
         raise InputError(f"items can only be added to a draft study; this one is {study.state}",
@@ -168,7 +109,7 @@ def create_run(session: Session, study: Study, user: User, *, speaker_artifact_i
         paths=parse_paths(paths_data, design), state="queued")
     session.add(run)
     session.flush()
-    job = jobs.create_job(session, "generation", study_id=study.id, owner_id=user.id, run_id=run.id)
+    job = jobs.create_job(session, f"{KIND_NAME}.generation", study_id=study.id, owner_id=user.id, run_id=run.id)
     run.job_id = job.id
     session.commit()
     return run

@@ -1,0 +1,155 @@
+"""`proctor nav ...` (navigation's commands) and `proctor train speaker|listener` (TaskKind.cli,
+TaskKind.train_commands)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from app.config import ensure_local_dirs
+
+
+@click.group("nav")
+def nav() -> None:
+    """Navigation tools."""
+
+
+@nav.command("score")
+@click.option("--connectivity", required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--references", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--predictions", required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of a table.")
+def nav_score(connectivity: str, references: str, predictions: str, as_json: bool) -> None:
+    """Score R2R-format predictions (SR, SPL, nDTW, SDTW, NE, path length)."""
+    from app.kinds.navigation.score import run
+
+    sys.exit(run(connectivity, references, predictions, as_json, sys.stdout))
+
+
+@nav.command("trace")
+@click.argument("trace", type=click.Path(exists=True, dir_okay=False))
+@click.option("--connectivity", required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--args", "args_file", type=click.Path(exists=True, dir_okay=False),
+              help="The PanGEA task (args.json: scan, path, heading) to score the path against.")
+@click.option("--time-unit", type=click.Choice(["auto", "s", "ms"]), default="auto",
+              help="The trace's time unit (auto: from the frame intervals).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
+def nav_trace(trace: str, connectivity: str, args_file: str | None, time_unit: str, as_json: bool) -> None:
+    """Reduce a PanGEA pose trace (JSONL) to its viewpoint path; with --args, score it."""
+    from app.kinds.navigation.traces import run_trace
+
+    sys.exit(run_trace(trace, connectivity, args_file, time_unit, as_json, sys.stdout))
+
+
+@nav.command("import-graphs")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.option("--source", type=click.Choice(["matterport", "generated"]), default="matterport")
+def nav_import_graphs(directory: str, source: str) -> None:
+    """Import every <scan>_connectivity.json in DIRECTORY as a building (replacing earlier ones)."""
+    from pathlib import Path
+
+    from tqdm import tqdm
+
+    from app.db import session_scope
+    from app.errors import InputError
+    from app.kinds.navigation.environments import import_connectivity
+    from app.kinds.navigation.graph import CONNECTIVITY_SUFFIX
+
+    files = sorted(Path(directory).glob(f"*{CONNECTIVITY_SUFFIX}"))
+    if not files:
+        raise click.ClickException(f"no *{CONNECTIVITY_SUFFIX} files in {directory}")
+    ensure_local_dirs()
+    with session_scope() as session:
+        for path in tqdm(files, desc="importing buildings", unit="building"):
+            try:
+                import_connectivity(session, path, source=source)
+            except InputError as e:
+                raise click.ClickException(f"{path.name}: {e}") from None
+    click.echo(f"imported {len(files)} buildings")
+
+
+@nav.command("import-panoramas")
+@click.argument("scan")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+def nav_import_panoramas(scan: str, directory: str) -> None:
+    """Import DIRECTORY's <viewpoint>.jpg|png equirectangular panoramas for building SCAN (all
+    checked first; nothing is stored if one is refused)."""
+    from app.db import session_scope
+    from app.errors import InputError
+    from app.kinds.navigation.panoramas import import_directory
+
+    ensure_local_dirs()
+    with session_scope() as session:
+        try:
+            summary, others = import_directory(session, scan, directory)
+        except InputError as e:
+            raise click.ClickException(str(e)) from None
+    if others:
+        click.echo(f"left alone {len(others)} other files ({', '.join(others[:5])}"
+                   f"{', ...' if len(others) > 5 else ''})")
+    click.echo(f"stored {len(summary['stored'])} panoramas; {scan} has {summary['panoramas']}")
+
+
+
+@nav.command("capability-file")
+@click.option("--greedy", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="coop greedy file (anno_speaker-*_greedy.json).")
+@click.option("--candidates", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="coop sampled candidates (speaker_*_sampled_*.json).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False),
+              help="Where to write the capability file.")
+@click.option("--speaker", default=None, help="The speaker's name (default: the greedy file's model).")
+@click.option("--limit-paths", type=click.IntRange(min=1), default=None, help="Keep the first N paths.")
+def nav_capability_file(greedy: str, candidates: str, out: str, speaker: str | None,
+                        limit_paths: int | None) -> None:
+    """Build a capability-analysis upload (format `capability`) from coop speaker outputs."""
+    from pathlib import Path
+
+    from app.errors import InputError
+    from app.kinds.navigation.capability import coop_to_capability, dumps
+
+    try:
+        data, report = coop_to_capability(greedy, candidates, speaker, limit_paths)
+    except InputError as e:
+        raise click.ClickException(str(e)) from None
+    Path(out).write_text(dumps(data), encoding="utf-8")
+    missing = report["missing_from_candidates"]
+    click.echo(f"{report['in_candidates']} of {report['greedy_paths']} greedy paths are in the candidates file"
+               + (f" (missing: {', '.join(missing)})" if missing else ""))
+    click.echo(f"wrote {report['paths_written']} paths for speaker {report['speaker']!r} to {out}: "
+               f"samples per path {report['samples_per_path']}, {report['samples_with_scores']} samples "
+               f"with a speaker score; candidate 0 was the greedy output on "
+               f"{report['candidate_0_is_the_greedy_output']} paths (left out of the samples)")
+
+
+def _train(role: str) -> click.Command:
+    """`proctor train speaker|listener`: the baseline models' trainer, one command per role."""
+
+    @click.command(role)
+    @click.option("--out", default="var/models", show_default=True, type=click.Path(file_okay=False),
+                  help="Folder for <name>.safetensors + <name>.json (the built-in architecture upload format).")
+    @click.option("--name", default=None, help="File name stem (default: the role, listener-<k> per member).")
+    @click.option("--houses", default=30, show_default=True, type=click.IntRange(min=1), help="Training houses.")
+    @click.option("--held-out", default=5, show_default=True, type=click.IntRange(min=1), help="Held-out houses.")
+    @click.option("--paths", default=20, show_default=True, type=click.IntRange(min=1), help="Paths per house.")
+    @click.option("--epochs", default=8, show_default=True, type=click.IntRange(min=1))
+    @click.option("--hidden", default=128, show_default=True, type=click.IntRange(min=8))
+    @click.option("--ensemble", "k", default=1, show_default=True, type=click.IntRange(min=1, max=32),
+                  help="Listeners: K members, each on its own random 90%% of the paths with its own seed.")
+    @click.option("--seed", default=0, show_default=True, type=int)
+    @click.option("--device", default=None, help="cpu or cuda (default: cuda when available).")
+    def train(out: str, name: str | None, houses: int, held_out: int, paths: int, epochs: int,
+              hidden: int, k: int, seed: int, device: str | None) -> None:
+        from workers.navigation.cli import run_training
+
+        run_training(role, out=out, name=name, houses=houses, held_out=held_out, paths=paths, epochs=epochs,
+                     hidden=hidden, k=k, seed=seed, device=device, echo=click.echo)
+
+    train.help = (f"Train a baseline {role}{'(s)' if role == 'listener' else ''} on generated "
+                  "houses and report held-out quality.")
+    return train
+
+
+def train_commands() -> list[click.Command]:
+    return [_train("speaker"), _train("listener")]

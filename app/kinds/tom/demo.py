@@ -1,0 +1,57 @@
+"""Common-ToM's demo: two agents with imported answers and simulated annotators (yes/no),
+working through the real assignment engine."""
+
+from __future__ import annotations
+
+import json
+import random
+import secrets
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+from tqdm import tqdm
+
+from app.auth.models import User
+from app.studies import assignment, services
+from app.studies.models import Item, Study
+
+KIND_NAME = "tom"
+
+
+def _simulated_answers(items, accuracy: dict[str, float], seed: int) -> bytes:
+    """An agent's JSONL: right with the given probability per category."""
+    rng = random.Random(seed)
+    lines = []
+    for ext, ref, cat in items:
+        right = rng.random() < accuracy.get(cat, accuracy.get("*", 0.5))
+        ans = ref["answer"] if right else ("No" if ref["answer"] == "Yes" else "Yes")
+        lines.append(json.dumps({"question_id": ext, "answer": ans}))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def simulate_worker(session: Session, study: Study, worker: str, accuracy: float, seed: int,
+                    always: str | None = None) -> int:
+    rng = random.Random(seed)
+    bundle = assignment.enter(session, study, "prolific", worker, f"demo-{worker}", "demo")
+    n = 0
+    while (a := assignment.next_item(session, study, bundle.id)) is not None:
+        if n >= bundle.size:  # the engine must end a bundle at its size; never loop on it
+            raise RuntimeError(f"bundle {bundle.id} leased more than its {bundle.size} items")
+        ref = session.get(Item, a.item_id).reference["answer"]
+        ans = always or (ref if rng.random() < accuracy else ("No" if ref == "Yes" else "Yes"))
+        assignment.submit(session, study, bundle.id, a.id, {"answer": ans}, secrets.token_hex(8))
+        n += 1
+    return n
+
+
+def simulate(session: Session, study: Study, researcher: User) -> None:
+    """Two agents with imported outputs and a few simulated annotators (yes/no answers)."""
+    items = session.execute(select(Item.external_id, Item.reference, Item.category)
+                            .where(Item.study_id == study.id)).all()
+    for name, acc, s in (("careful-reader", {"1": 0.92, "2": 0.85, "3": 0.8}, 1),
+                         ("first-order-only", {"1": 0.9, "*": 0.5}, 2)):
+        agent = services.register_agent(session, researcher, KIND_NAME, name)
+        services.import_agent_outputs(session, study, agent, _simulated_answers(items, acc, s))
+    for i in tqdm(range(6), desc="simulated annotators", unit="worker", leave=False):
+        simulate_worker(session, study, f"demo-annotator-{i + 1}", 0.85 + 0.02 * i, i)
+    simulate_worker(session, study, "demo-clicker", 0.0, 99, always="Yes")
