@@ -86,6 +86,7 @@ GET  /env/{scan}/view.json                              403    403    200    200
 POST /api/v1/environments/{scan}/panoramas              401    401    200    200    200    200     200     200     401
 # ---- API: researchers (token or cookie session)
 GET  /api/v1/studies                                    401    401    200    200    200    200     200     200     401
+GET  /api/v1/kinds                                      401    401    200    200    200    200     200     200     401
 POST /api/v1/studies                                    401    401    201    201    201    201     201     201     401
 GET  /api/v1/studies/{study_id}                         401    401    200    404    200    200     404     200     401
 POST /api/v1/studies/{study_id}/state                   401    401    200    404    200    200     404     200     401
@@ -299,7 +300,7 @@ def _listener_upload() -> tuple[dict, dict]:
 
 def _generation_run(session, owner, study) -> int:
     """A stored generation run (rows only: no job, no model behind its artifact)."""
-    from app.agents.generation import GenerationRun
+    from app.kinds.navigation.models import GenerationRun
     from app.agents.models import AgentArtifact
 
     agent = services.register_agent(session, owner, "navigation", "roles-speaker")

@@ -14,7 +14,8 @@ import pytest
 from sqlalchemy import func, select
 
 from app import jobs
-from app.agents.generation import Candidate, GenerationRun, Rollout, create_run
+from app.kinds.navigation.generation import create_run
+from app.kinds.navigation.models import Candidate, GenerationRun, Rollout
 from app.agents.models import AgentArtifact
 from app.kinds.navigation.environments import import_house
 from app.kinds.navigation.grammar import describe_path
@@ -223,7 +224,7 @@ def test_a_crash_mid_run_resumes_without_duplicates(session, setup):
 
 
 def test_cancel_stops_between_batches(session, setup):
-    from app.agents.generation import cancel_run
+    from app.kinds.navigation.generation import cancel_run
     from workers.navigation import generate
 
     run = _run(session, setup)
@@ -268,7 +269,7 @@ def test_bad_requests_store_nothing(session, setup):
         create_run(session, setup["study"], setup["owner"], **base)
     session.rollback()
     assert session.scalar(select(func.count(GenerationRun.id))) == 0
-    assert session.scalar(select(func.count(jobs.Job.id)).where(jobs.Job.task == "generation")) == 0
+    assert session.scalar(select(func.count(jobs.Job.id)).where(jobs.Job.task == "navigation.generation")) == 0
 
 
 def test_api_and_page(session, setup, client):

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app import jobs
-from app.agents.generation import Candidate, GenerationRun, Rollout
+from app.kinds.navigation.models import Candidate, GenerationRun, Rollout
 from app.agents.models import Agent, AgentArtifact, AgentOutput
 from app.kinds import get_kind
 from app.kinds.base import ItemSpec
