@@ -162,11 +162,8 @@ def run_queued_once() -> int:
 
 def start_inprocess_worker(stop: threading.Event | None = None) -> threading.Thread:
     """The embedded worker: a daemon thread that runs queued jobs as they arrive."""
-    # Import every model here, in the caller's thread: two threads importing the same
-    # packages at once can deadlock on Python's import locks.
-    from app.models import load_models
-
-    load_models()
+    # The caller (create_app, the CLI) has imported every model in its own thread: two threads
+    # importing the same packages at once can deadlock on Python's import locks.
 
     stop = stop or threading.Event()
 

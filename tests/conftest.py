@@ -3,11 +3,14 @@ loopback (started if possible, else the tests that need them skip with the reaso
 
 from __future__ import annotations
 
+import hashlib
+import importlib
 import os
 import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -129,6 +132,49 @@ def _use(url: str, storage: Path, monkeypatch) -> None:
     for cache in (get_settings, get_engine, get_sessionmaker):
         cache.cache_clear()
     clear_store_cache()
+
+
+EXAMPLE_KIND = ROOT / "tests" / "example_kind"
+TEST_KINDS = ROOT / "var" / "test-kinds"
+
+
+def _example_kind_sources() -> str:
+    files = sorted(p for p in EXAMPLE_KIND.rglob("*") if p.is_file() and not any(
+        part in ("build", "__pycache__") or part.endswith(".egg-info") for part in p.parts))
+    digest = hashlib.sha256()
+    for p in files:
+        digest.update(str(p.relative_to(EXAMPLE_KIND)).encode() + b"\0" + p.read_bytes())
+    return digest.hexdigest()
+
+
+def install_example_kind() -> Path:
+    """Install the example kind (tests/example_kind) as a package, the way a lab installs its
+    own: pip, into var/test-kinds (re-installed when its sources change). This process and
+    every process it starts (PYTHONPATH: the CLI, `proctor serve`, the Celery worker) then find
+    it through the `proctor.kinds` entry points, like the built-in kinds."""
+    stamp = TEST_KINDS / ".sources-sha256"
+    digest = _example_kind_sources()
+    if not (stamp.exists() and stamp.read_text() == digest):
+        shutil.rmtree(TEST_KINDS, ignore_errors=True)
+        done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                               "--no-build-isolation", "--target", str(TEST_KINDS), str(EXAMPLE_KIND)],
+                              capture_output=True, text=True)
+        for leftover in (EXAMPLE_KIND / "build", *EXAMPLE_KIND.glob("*.egg-info")):
+            shutil.rmtree(leftover, ignore_errors=True)
+        if done.returncode:
+            raise RuntimeError(f"could not install the example kind:\n{done.stdout}{done.stderr}")
+        stamp.write_text(digest)
+    if str(TEST_KINDS) not in sys.path:
+        sys.path.insert(0, str(TEST_KINDS))
+        importlib.invalidate_caches()
+    paths = [str(TEST_KINDS), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    return TEST_KINDS
+
+
+def pytest_configure(config):
+    # Before any test module is collected: importing app.cli loads the kinds.
+    install_example_kind()
 
 
 def pytest_sessionstart(session):

@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from app.agents.models import AgentOutput
 from app.auth.models import User
-from app.demo import simulate_worker
+from app.kinds.tom.demo import simulate_worker
 from app.errors import InputError
 from app.leaderboards.service import compute
 from app.quality import service as quality

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import func, select
 
 from app import jobs
-from app.demo import simulate_worker
+from app.kinds.tom.demo import simulate_worker
 from app.auth.models import User
 from app.studies.models import Annotation, Item, Study
 from tests.conftest import login, make_user
