@@ -75,7 +75,6 @@ def create_app(database_url: str | None = None) -> FastAPI:
             # Before /static below, which would otherwise answer for these paths.
             app.mount(f"/static/kinds/{kind.name}", StaticFiles(directory=str(folder)),
                       name=f"static-{kind.name}")
-    _refuse_clashes(app)
     app.mount("/static", StaticFiles(directory=str(static_dir())), name="static")
 
     @app.get("/blobs/{key:path}", include_in_schema=False)
@@ -127,4 +126,5 @@ def create_app(database_url: str | None = None) -> FastAPI:
                       title={403: "Not allowed", 404: "Not found", 429: "Slow down"}.get(
                           exc.status_code, "Error"), message=str(exc.detail))
 
+    _refuse_clashes(app)
     return app

@@ -70,6 +70,9 @@ POST /studies/{study_id}/agents                         login  login  303    404
 POST /studies/{study_id}/exports                        login  login  303    404    303    303     404     303     401
 GET  /studies/{study_id}/leaderboard                    login  login  200    404    200    200     404     200     401
 GET  /studies/{study_id}/generations                    login  login  200    404    200    200     404     200     401
+# ---- the example kind's page and API route (tests/example_kind), on its own study
+GET  /wordcount/studies/{study_id}/tally                login  login  200    404    200    200     404     200     401
+POST /api/v1/wordcount/studies/{study_id}/tally         401    401    202    404    202    202     404     202     401
 GET  /agents                                            login  login  200    200    200    200     200     200     401
 POST /agents                                            login  login  303    303    303    303     303     303     401
 GET  /agents/{agent_id}/artifacts                       login  login  200    404    200    200     404     200     401
@@ -234,6 +237,9 @@ def world(app, session, db_url):
     nav = _nav_annotation(session, owner, house)
     # speakers and listeners are uploaded to navigation agents (the roles agent is a ToM one)
     nav["agent"] = services.register_agent(session, owner, "navigation", "roles-nav-agent").id
+    from tests.integration.test_example_kind import make_study
+
+    nav["wordcount"] = make_study(session, owner).id
     store = get_store()
     store.put("exports/roles/probe.txt", b"probe")
     blob_url = store.url("exports/roles/probe.txt")
@@ -330,6 +336,8 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
             .replace("{agent_id}", str(w.agent_id)).replace("{job_id}", str(w.job_id))
             .replace("{pid}", str(w.pid)).replace("{scan}", "house-1")
             .replace("{run_id}", str(w.run_id)))
+    if "wordcount/" in template:  # the example kind's routes serve its own studies
+        path = template.replace("{study_id}", str(w.nav["wordcount"]))
     if "/agents/{agent_id}/artifacts" in template:
         path = template.replace("{agent_id}", str(w.nav["agent"]))
     if "{annotation_id}" in template:
@@ -380,7 +388,8 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         form, files = _listener_upload()
     elif key == "POST /api/v1/studies/{study_id}/agents/{agent_id}/outputs":
         files = {"file": ("a.jsonl", _outputs(w.items[:10], "No"), "application/jsonl")}
-    elif key in ("POST /api/v1/studies/{study_id}/exports", "POST /api/v1/generations/{run_id}/cancel"):
+    elif key in ("POST /api/v1/studies/{study_id}/exports", "POST /api/v1/generations/{run_id}/cancel",
+                 "POST /api/v1/wordcount/studies/{study_id}/tally"):
         pass
     elif key == "POST /api/v1/studies/{study_id}/generations":
         form = {"speaker_artifact_id": "1"}

@@ -15,11 +15,13 @@ def run_tally(session, job, progress) -> dict:
         .join(Annotation, Annotation.item_id == Item.id, isouter=True)
         .where(Item.study_id == job.study_id).group_by(Item.external_id)
         .order_by(Item.external_id)).all()
-    progress(0, len(rows), f"tallying {len(rows)} sentences")
-    # Replace the study's tallies in the job's own transaction: a failed run leaves the old ones.
+    # Progress commits in a session of its own: report it before this session writes (on
+    # SQLite a write here would hold the lock that the report waits for).
+    progress(len(rows), len(rows), f"tallied {len(rows)} sentences")
+    # Replace the study's tallies in the job's own transaction (committed by the core when the
+    # handler returns): a failed run leaves the old ones.
     session.execute(delete(Tally).where(Tally.study_id == job.study_id))
     session.add_all(Tally(study_id=job.study_id, item=ext, answers=n, right=int(r)) for ext, n, r in rows)
-    progress(len(rows), len(rows))
     return {"items": len(rows), "answers": sum(n for _, n, _ in rows)}
 
 
