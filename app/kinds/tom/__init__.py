@@ -61,7 +61,10 @@ class CommonToM(TaskKind):
             payload={"question": q.question, "window": window(q.utterances, q.sno)},
             reference={"answer": q.answer},
             is_gold=q.question_id in gold_ids, source="gold" if q.question_id in gold_ids else "dataset",
-            category=str(q.order), cluster=f"{q.cid}:{q.eno}:{q.sno}") for q in questions]
+            # Consistency is judged per proposition, i.e. dialogue and event number, over all the
+            # points in time it is asked at (paper section 3, "Query Creation"; section 4.5,
+            # "Discussion": "all questions for a proposition correct"). eno is text: 12.1 != 12.4.
+            category=str(q.order), cluster=f"{q.cid}:{q.eno}") for q in questions]
         yes = sum(q.answer == "Yes" for q in questions)
         rate = float(options.get("random_yes_rate", yes / len(questions)))
         return ImportResult(items=items, kind_settings={"random_yes_rate": rate},
@@ -78,8 +81,8 @@ class CommonToM(TaskKind):
 
     def baselines(self, session, study) -> list[dict]:
         """Answers Yes with the training split's Yes rate p: an item is right with
-        probability p (gold Yes) or 1-p (gold No); a group with y Yes and m No questions is
-        all right with probability p^y (1-p)^m."""
+        probability p (gold Yes) or 1-p (gold No); a proposition with y Yes and m No
+        questions is all right with probability p^y (1-p)^m."""
         from app.studies.models import Item
 
         p = float(study.kind_settings.get("random_yes_rate", 0.5))
