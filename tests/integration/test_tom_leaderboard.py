@@ -1,5 +1,6 @@
 """The Common-ToM leaderboard as a researcher sees it: consistency per proposition across
-time (Soubki et al. 2024, sections 3 and 4.5)."""
+time (Soubki et al. 2024, sections 3 and 4.5), and the random baseline's Yes rate with its
+source."""
 
 from __future__ import annotations
 
@@ -72,4 +73,29 @@ def test_consistency_counts_each_proposition_once_across_time(client, session):
     base = next(r for r in board["rows"] if r["type"] == "baseline")
     assert base["consistency"]["n"] == 5
     assert base["consistency"]["mean"] == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("options, name", [
+    ({"random_yes_split": "train"}, "Random baseline (Yes rate 0.45, train split)"),
+    ({"random_yes_split": "test"}, "Random baseline (Yes rate 0.46, test split)"),
+    ({"random_yes_rate": 0.52}, "Random baseline (Yes rate 0.52, given at study creation)"),
+    ({}, "Random baseline (Yes rate {share:.2f}, this study's items)"),
+])
+def test_baseline_row_names_its_rate_and_source(client, session, options, name):
+    owner = make_user(session, "researcher")
+    login(client, owner)
+    study = make_study(session, owner, options)
+    refs = session.scalars(select(Item.reference).where(Item.study_id == study.id)).all()
+    name = name.format(share=sum(r["answer"] == "Yes" for r in refs) / len(refs))
+    assert [r["name"] for r in compute(session, study)["rows"] if r["type"] == "baseline"] == [name]
+    assert page_rows(client, study)[name][0] == "baseline"
+
+
+def test_baseline_of_a_study_from_before_sources_were_kept(client, session):
+    owner = make_user(session, "researcher")
+    login(client, owner)
+    study = make_study(session, owner, {"random_yes_rate": 0.45})
+    study.kind_settings = {"random_yes_rate": 0.45}
+    session.commit()
+    assert "Random baseline (Yes rate 0.45, source not recorded)" in page_rows(client, study)
 
