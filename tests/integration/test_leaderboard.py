@@ -98,7 +98,7 @@ def test_leaderboard_matches_recomputation(session, populated):
     scored = [r["answer"] for gold, r in refs if not gold]
     expected = sum(p if a == "Yes" else 1 - p for a in scored) / len(scored)
     half = 1.959963984540054 * math.sqrt(len(scored) * p * (1 - p)) / len(scored)
-    assert base["name"] == f"Random (Yes with p={p:.2f})"
+    assert base["name"] == f"Random baseline (Yes rate {p:.2f}, this study's items)"
     assert base["accuracy"]["n"] == base["answered"] == len(scored) == ref["agent"][1]
     assert base["accuracy"]["mean"] == pytest.approx(expected, abs=1e-12)
     assert base["accuracy"]["low"] == pytest.approx(expected - half, abs=1e-12)

@@ -109,7 +109,7 @@ def test_api_study_with_training_split_rate_and_gold_count(client, session, tom_
     assert session.scalar(select(func.count()).select_from(Item).where(
         Item.study_id == study.id, Item.is_gold.is_(True))) == 4
     base = next(row for row in compute(session, study)["rows"] if row["type"] == "baseline")
-    assert "p=0.30" in base["name"]
+    assert base["name"] == "Random baseline (Yes rate 0.30, given at study creation)"
     # Expected accuracy of answering Yes with p=0.3: 0.3 on Yes items, 0.7 on No items.
     refs = session.scalars(select(Item.reference).where(Item.study_id == study.id,
                                                         Item.is_gold.is_(False))).all()

@@ -49,7 +49,7 @@ def test_fixture_parses():
     assert len(qs) == 108 and len({q.question_id for q in qs}) == 108
     q = qs[0]
     assert q.question_id == "trip-1:4:1:A:CT+" and q.line == 2
-    assert (q.sno, q.eno, q.order, q.chain, q.belief_Q) == (4, 1, 1, ("A",), "CT+")
+    assert (q.sno, q.eno, q.order, q.chain, q.belief_Q) == (4, "1", 1, ("A",), "CT+")
     assert q.proposition == "a train leaves at seven on Saturday"
     assert q.utterances[3] == ("B", "There's one at seven, but I'm not sure it runs at weekends.")
     assert len(q.utterances) == 18 and all("🛑" not in t for _, t in q.utterances)
@@ -147,7 +147,7 @@ def test_broken_quoting():
 
 @pytest.mark.parametrize("field, value", [
     ("belief_A", "CT"), ("belief_B", "maybe"), ("belief_Q", "NB"), ("cg_A", "JJ"), ("cg_B", ""),
-    ("order", "4"), ("answer", "perhaps"), ("sno", "two"), ("eno", "1.5"), ("order", "x"),
+    ("order", "4"), ("answer", "perhaps"), ("sno", "two"), ("eno", "1.x"), ("order", "x"),
 ])
 def test_bad_values(field, value):
     err = refusal(to_csv([row(), row(**{field: value})]))
@@ -250,3 +250,37 @@ def test_answers_jsonl_refusals(line2, field, words):
 def test_stop_sign_inside_a_line():
     err = refusal(to_csv([row(), row(context="A: Free?\nB: I 🛑 think so.\nA: Good.")]))
     assert (err.line, err.field) == (5, "context") and "end its line" in err.message
+
+
+# --- event numbers (eno) ----------------------------------------------------------------
+
+DOTTED = Path(__file__).parents[1] / "fixtures" / "tom" / "dotted_enos.csv"
+
+
+def test_dotted_enos_are_kept_as_written():
+    """The released files number events like 12.4; 12.1, 12.4 and 12.10 are three events."""
+    qs = parse_questions_csv(DOTTED.read_bytes())
+    assert len(qs) == 42 and len({q.question_id for q in qs}) == 42
+    assert {(q.cid, q.eno) for q in qs} == {
+        ("call-7", "12.1"), ("call-7", "12.4"), ("call-7", "12.10"), ("call-8", "3"), ("call-8", "12.4")}
+    ids = {q.question_id for q in qs}
+    assert {"call-7:12:12.1:A:CT+", "call-7:12:12.10:A:CT+", "call-7:12:12.4:A:CT+",
+            "call-7:13:12.1:A:CT+", "call-8:12:12.4:A:CT+", "call-8:3:3:A:CT+"} <= ids
+    assert all(isinstance(q.eno, str) for q in qs)
+    # Written back, the text survives: 12.10 is not 12.1.
+    again = parse_questions_csv(write_questions_csv(qs))
+    assert [(q.question_id, q.eno) for q in again] == [(q.question_id, q.eno) for q in qs]
+
+
+def test_eno_spaces_dropped_and_whole_numbers_kept():
+    qs = parse_questions_csv(to_csv([row(eno=" 12.4 "), row(eno="3", sno="3", context="A: a\nB: b\nA: c 🛑")]))
+    assert [q.eno for q in qs] == ["12.4", "3"]
+    assert [q.question_id for q in qs] == ["c1:2:12.4:AB:PS", "c1:3:3:AB:PS"]
+
+
+@pytest.mark.parametrize("eno", ["", "twelve", "-1", "+3", "1e3", "12.", ".4", "12..4", "12,4", "1" * 21])
+def test_bad_eno(eno):
+    err = refusal(to_csv([row(), row(eno=eno)]))
+    assert (err.line, err.field) == (5, "eno")
+    assert err.message == (f"{eno!r} is not an event number such as 3 or 12.4 "
+                           "(digits, optionally dotted, at most 20 characters)")

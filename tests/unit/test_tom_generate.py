@@ -142,7 +142,7 @@ def test_pretty_json_error_names_the_objects_line():
     (lambda d: d["utterances"][1].update(speaker="C"), "utterances[1].speaker"),
     (lambda d: d["utterances"][1].update(text="two\nlines"), "utterances[1].text"),
     (lambda d: d["utterances"][1].update(text="has 🛑"), "utterances[1].text"),
-    (lambda d: d["propositions"][0].update(eno="1"), "propositions[0].eno"),
+    (lambda d: d["propositions"][0].update(eno="one"), "propositions[0].eno"),
     (lambda d: d["propositions"][0].update(text=""), "propositions[0].text"),
     (lambda d: d["propositions"][0].update(labels=[]), "propositions[0].labels"),
     (lambda d: d["propositions"].append(dict(d["propositions"][0])), "propositions[1].eno"),
@@ -223,3 +223,50 @@ def test_overlong_conversation_id_is_refused():
     with pytest.raises(InputError) as err:
         parse_cg_dialogues(json.dumps(doc).encode())
     assert err.value.field == "cid"
+
+
+# --- event numbers (eno) ----------------------------------------------------------------
+
+DOTTED = ROOT / "tests" / "fixtures" / "tom" / "dotted_enos.jsonl"
+
+
+def test_dotted_enos_kept_as_written():
+    """JSON numbers 12.1, 12.4, 12.10 (three events, though 12.1 == 12.10 as floats), the
+    string "12.4" and the whole number 3 all stay the text written."""
+    d7, d8 = parse_cg_dialogues(DOTTED.read_bytes())
+    assert [p.eno for p in d7.propositions] == ["12.1", "12.4", "12.10"]
+    assert [p.eno for p in d8.propositions] == ["3", "12.4"]
+    qs = generate_battery([d7, d8])
+    assert len(qs) == 7 * 18 and len({q.question_id for q in qs}) == 7 * 18
+    assert Counter((q.cid, q.eno) for q in qs) == {
+        ("call-7", "12.1"): 36, ("call-7", "12.4"): 18, ("call-7", "12.10"): 18,
+        ("call-8", "3"): 36, ("call-8", "12.4"): 18}
+    by_id = {q.question_id: q for q in qs}
+    assert by_id["call-7:12:12.1:A:PS"].proposition == "B brings the bike over on Saturday morning"
+    assert by_id["call-7:12:12.10:A:PS"].proposition == "A and B look at the bike on Saturday"
+    assert by_id["call-8:12:12.4:B:CT+"].proposition == "B buys a seeded loaf on the way home"
+
+
+def test_number_and_string_of_one_eno_are_one_event():
+    d = dialogue()
+    d["propositions"] = [dict(d["propositions"][0], eno=12.4), dict(d["propositions"][0], eno="12.4")]
+    err = refusal(json.dumps(d).encode())
+    assert err.field == "propositions[1].eno" and err.message == "proposition 12.4 appears twice"
+
+
+@pytest.mark.parametrize("raw, shown", [
+    ('"one"', "'one'"), ("-1", "-1"), ("1e3", "1e3"), ("12.5E1", "12.5E1"), ("-12.4", "-12.4"),
+    ("true", "True"), ("null", "None"), ("[12]", "[12]"), ('"12..4"', "'12..4'"),
+])
+def test_bad_eno(raw, shown):
+    text = json.dumps(dialogue()).replace('"eno": 1,', f'"eno": {raw},')
+    err = refusal(text.encode())
+    assert err.field == "propositions[0].eno"
+    assert err.message == (f"{shown} is not an event number such as 3 or 12.4 "
+                           "(digits, optionally dotted, at most 20 characters)")
+
+
+def test_fractional_sno_still_refused():
+    text = json.dumps(dialogue()).replace('"sno": 2,', '"sno": 2.0,')
+    err = refusal(text.encode())
+    assert err.field == "propositions[0].labels[1].sno" and err.message == "must be a whole number, not 2.0"

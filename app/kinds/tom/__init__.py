@@ -5,6 +5,7 @@ belief and common-ground labels."""
 from __future__ import annotations
 
 import hashlib
+import math
 from importlib import resources
 from typing import ClassVar, Literal
 
@@ -24,6 +25,44 @@ class ToMResponse(BaseModel):
 
 def _stable_rank(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+# Yes and No answers per split of the released corpus (Soubki et al. 2024, Table 2). The paper's
+# random baseline answers Yes at the training split's rate, 2371 / 5270 = 0.45 (section 4.1).
+PAPER_SPLITS = {"train": (2371, 2899), "test": (965, 1139)}
+ITEMS_SOURCE = "this study's items"
+GIVEN_SOURCE = "given at study creation"
+
+
+def baseline_rate(options: dict, questions: list[ToMQuestion]) -> tuple[float, str]:
+    """(Yes rate, where it comes from) for the random baseline, from the importer's options:
+
+    - `random_yes_split`: "train" or "test", the paper's split (Table 2), or "items";
+    - `random_yes_rate`: a number in [0, 1];
+    - neither, or "items": the share of Yes among the upload's questions (gold included).
+    """
+    split, rate = options.get("random_yes_split"), options.get("random_yes_rate")
+    if isinstance(split, str):
+        split = split.strip().lower() or None
+    if split is not None and rate is not None:
+        raise InputError("give the random baseline's Yes rate or name a split, not both",
+                         field="random_yes_split")
+    if split in PAPER_SPLITS:
+        yes, no = PAPER_SPLITS[split]
+        return yes / (yes + no), f"{split} split"
+    if split not in (None, "items"):
+        raise InputError(f"unknown split {split!r}: use train, test (the paper's) or items (this study's)",
+                         field="random_yes_split")
+    if rate is not None:
+        try:
+            value = float(rate) if not isinstance(rate, bool) else math.nan
+        except (TypeError, ValueError):
+            value = math.nan
+        if not 0.0 <= value <= 1.0:  # NaN fails too
+            raise InputError(f"the random baseline's Yes rate must be a number from 0 to 1, not {rate!r}",
+                             field="random_yes_rate")
+        return value, GIVEN_SOURCE
+    return sum(q.answer == "Yes" for q in questions) / len(questions), ITEMS_SOURCE
 
 
 class CommonToM(TaskKind):
@@ -73,15 +112,19 @@ class CommonToM(TaskKind):
         n_gold = int(options.get("gold_count", min(30, max(5, len(questions) // 20))))
         first = sorted((q for q in questions if q.order == 1), key=lambda q: _stable_rank(q.question_id))
         gold_ids = {q.question_id for q in first[:n_gold]} if len(questions) > n_gold * 2 else set()
+        rate, source = baseline_rate(options, questions)
         items = [ItemSpec(
             external_id=q.question_id,
             payload={"question": q.question, "window": window(q.utterances, q.sno)},
             reference={"answer": q.answer},
             is_gold=q.question_id in gold_ids, source="gold" if q.question_id in gold_ids else "dataset",
-            category=str(q.order), cluster=f"{q.cid}:{q.eno}:{q.sno}") for q in questions]
+            # Consistency is judged per proposition, i.e. dialogue and event number, over all the
+            # points in time it is asked at (paper section 3, "Query Creation"; section 4.5,
+            # "Discussion": "all questions for a proposition correct"). eno is text: 12.1 != 12.4.
+            category=str(q.order), cluster=f"{q.cid}:{q.eno}") for q in questions]
         yes = sum(q.answer == "Yes" for q in questions)
-        rate = float(options.get("random_yes_rate", yes / len(questions)))
-        return ImportResult(items=items, kind_settings={"random_yes_rate": rate},
+        return ImportResult(items=items,
+                            kind_settings={"random_yes_rate": rate, "random_yes_source": source},
                             summary={"questions": len(questions), "gold": len(gold_ids), "yes": yes,
                                      "by_order": {o: sum(q.order == o for q in questions) for o in (1, 2, 3)},
                                      "sample": questions[:50]})
@@ -94,12 +137,14 @@ class CommonToM(TaskKind):
         return "answer"
 
     def baselines(self, session, study) -> list[dict]:
-        """Answers Yes with the training split's Yes rate p: an item is right with
-        probability p (gold Yes) or 1-p (gold No); a group with y Yes and m No questions is
-        all right with probability p^y (1-p)^m."""
+        """Answers Yes with the study's Yes rate p (the paper: the training split's): an item
+        is right with probability p (gold Yes) or 1-p (gold No); a proposition with y Yes and
+        m No questions is all right with probability p^y (1-p)^m. The row's name says p and
+        where it came from (studies from before the source was kept: "source not recorded")."""
         from app.studies.models import Item
 
         p = float(study.kind_settings.get("random_yes_rate", 0.5))
+        source = study.kind_settings.get("random_yes_source") or "source not recorded"
         is_yes = case((Item.reference["answer"].as_string() == "Yes", 1), else_=0)
         base = (Item.study_id == study.id, Item.is_gold.is_(False))
         by_cat = session.execute(select(Item.category, func.count(), func.sum(is_yes))
@@ -114,7 +159,7 @@ class CommonToM(TaskKind):
         y_all = sum(y or 0 for _, _, y in by_cat)
         if not n_all:
             return []
-        return [{"type": "baseline", "name": f"Random (Yes with p={p:.2f})",
+        return [{"type": "baseline", "name": f"Random baseline (Yes rate {p:.2f}, {source})",
                  "answered": n_all, "coverage": 1.0, "accuracy": est(n_all, y_all),
                  "by_category": {c: est(n, y or 0) for c, n, y in by_cat},
                  "consistency": stats.mean_interval_bernoulli_sum(

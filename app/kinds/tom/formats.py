@@ -6,8 +6,10 @@ Question CSV (UTF-8, optionally gzipped), one question per record, columns
 
 optionally preceded by one id column headed "" (a pandas index), "id" or "question_id".
 `context` is the whole dialogue, one "A: ..." / "B: ..." utterance per line, with " 🛑" ending
-line `sno` (1-based). `belief_Q` is the certainty asked about, `eno` the proposition number,
-`cid` the conversation. Answers Yes/No (yes/no/true/false in any case are accepted).
+line `sno` (1-based). `belief_Q` is the certainty asked about, `eno` the proposition's event
+number and `cid` the conversation. The released files write `eno` as a dotted event number such
+as `12.4`; it is kept as the text written (see `parse_eno`), never as a number. Answers Yes/No
+(yes/no/true/false in any case are accepted).
 
 Question ids: the id column's value where there is one; otherwise derived from the content as
 "{cid}:{sno}:{eno}:{chain}:{belief_Q}" (chain like "AB"), so ids do not depend on row order.
@@ -39,9 +41,12 @@ COLUMNS = (
     "question", "answer", "context_type", "cid", "annotator", "context",
 )
 ID_HEADERS = ("", "id", "question_id")
-# Ids are stored in 255-character columns (item id; cluster "{cid}:{eno}:{sno}").
+# Ids are stored in 255-character columns (item id; cluster "{cid}:{eno}").
 MAX_ID_LENGTH = 255
 MAX_CID_LENGTH = 200
+MAX_ENO_LENGTH = 20
+# An event number: "3", or dotted like the released files' "12.4" (digits, no sign or exponent).
+_ENO = re.compile(r"[0-9]+(?:\.[0-9]+)*")
 _LABEL_SETS = {
     "belief_A": BELIEFS, "belief_B": BELIEFS, "belief_Q": CERTAINTIES,
     "cg_A": CG_LABELS, "cg_B": CG_LABELS,
@@ -54,7 +59,7 @@ class ToMQuestion(BaseModel):
 
     question_id: str
     sno: int  # 1-based utterance the question is about
-    eno: int  # proposition (event) number
+    eno: str  # proposition (event) number as written, e.g. "12.4" or "3"
     belief_A: str
     belief_B: str
     belief_Q: str  # certainty asked about
@@ -87,8 +92,24 @@ class ToMQuestion(BaseModel):
         )
 
 
-def derived_id(cid: str, sno: int, eno: int, chain: tuple[str, ...], certainty: str) -> str:
+def derived_id(cid: str, sno: int, eno: str, chain: tuple[str, ...], certainty: str) -> str:
     return f"{cid}:{sno}:{eno}:{''.join(chain)}:{certainty}"
+
+
+def parse_eno(text: str) -> str | None:
+    """The event number `text` (surrounding spaces dropped) if it is one, else None.
+
+    Kept as text, never converted: "12.1", "12.10" and "12.4" are three events of utterance
+    12, which a float or a rounding would merge (12.1 == 12.10).
+    """
+    text = text.strip()
+    return text if len(text) <= MAX_ENO_LENGTH and _ENO.fullmatch(text) else None
+
+
+def eno_problem(value) -> str:
+    """The refusal message for an `eno` value that `parse_eno` rejected."""
+    return (f"{value} is not an event number such as 3 or 12.4 (digits, optionally dotted, "
+            f"at most {MAX_ENO_LENGTH} characters)")
 
 
 def normalise_answer(value) -> str | None:
@@ -186,7 +207,10 @@ def _question(cells: dict, line: int, qid: str | None, cache: dict) -> ToMQuesti
         cells[name] = cells[name].strip()
         if cells[name] not in allowed:
             raise InputError(f"{cells[name]!r} is not one of {', '.join(allowed)}", line=line, field=name)
-    sno, eno, order = (_int(cells, name, line) for name in ("sno", "eno", "order"))
+    sno, order = (_int(cells, name, line) for name in ("sno", "order"))
+    eno = parse_eno(cells["eno"])
+    if eno is None:
+        raise InputError(eno_problem(repr(cells["eno"])), line=line, field="eno")
     if order not in (1, 2, 3):
         raise InputError(f"order must be 1, 2 or 3, not {order}", line=line, field="order")
     answer = normalise_answer(cells["answer"])

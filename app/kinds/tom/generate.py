@@ -13,7 +13,10 @@ objects) or JSONL with one object per line:
 - `cid`: a non-empty string, unique in the file;
 - `utterances`: speaker "A" or "B" and one line of text each (an utterance may also be
   written as the string "A: text");
-- `propositions`: `eno` a whole number unique in the dialogue, `text` the proposition as it
+- `propositions`: `eno` the event number, unique in the dialogue: a whole number (3), a dotted
+  one as in the released files (12.4), or either as a string ("12.4"); it is kept as the text
+  written, so a JSON number 12.10 is "12.10", distinct from 12.1 (JSON numbers with a fraction
+  are read as their source text, never as floats). `text` is the proposition as it
   reads after "true that ...", and `labels` at the utterances (1-based `sno`, strictly
   increasing) where the beliefs (CT+, PS, CT-, NB) and CG (JA, IN, RT, NA) of both speakers
   are known.
@@ -34,7 +37,9 @@ import json.scanner
 from dataclasses import dataclass
 
 from app.errors import InputError
-from app.kinds.tom.formats import MAX_CID_LENGTH, ToMQuestion, decode_upload, derived_id
+from app.kinds.tom.formats import (
+    MAX_CID_LENGTH, ToMQuestion, decode_upload, derived_id, eno_problem, parse_eno,
+)
 from app.kinds.tom.rules import BELIEFS, CERTAINTIES, CG_LABELS, CHAINS, SPEAKERS, STOP, gold_answer, question_text
 
 LABEL_FIELDS = {"belief_A": BELIEFS, "belief_B": BELIEFS, "cg_A": CG_LABELS, "cg_B": CG_LABELS}
@@ -54,7 +59,7 @@ class CGLabel:
 
 @dataclass(frozen=True)
 class CGProposition:
-    eno: int
+    eno: str  # as written, e.g. "12.4"
     text: str
     labels: tuple[CGLabel, ...]
 
@@ -78,8 +83,15 @@ class _Obj(dict):
     pos = 0
 
 
+class _Number(str):
+    """A JSON number with a fraction or exponent, as its source text (so 12.10 stays "12.10")."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
 def _decoder() -> json.JSONDecoder:
-    dec = json.JSONDecoder(object_pairs_hook=_Obj)
+    dec = json.JSONDecoder(object_pairs_hook=_Obj, parse_float=_Number)
 
     def parse_object(s_and_end, *args):
         obj, end = json.decoder.JSONObject(s_and_end, *args)
@@ -138,11 +150,23 @@ class _Reader:
         value = obj[key]
         if kind is int and (not isinstance(value, int) or isinstance(value, bool)):
             self.fail(obj, where, f"must be a whole number, not {value!r}")
-        if kind is str and not (isinstance(value, str) and value.strip()):
+        if kind is str and not (isinstance(value, str) and not isinstance(value, _Number) and value.strip()):
             self.fail(obj, where, f"must be a non-empty string, not {value!r}")
         if kind is list and not isinstance(value, list):
             self.fail(obj, where, "must be a list")
         return value
+
+    def eno(self, obj, path: str) -> str:
+        """The event number at obj["eno"]: a JSON number or a string, kept as text."""
+        where = f"{path}.eno"
+        if "eno" not in obj:
+            self.fail(obj, where, "is missing")
+        value = obj["eno"]
+        text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+        eno = parse_eno(text) if isinstance(text, str) else None
+        if eno is None:
+            self.fail(obj, where, eno_problem(repr(value)))
+        return eno
 
     def one_line(self, obj, path: str, text: str) -> str:
         if "\n" in text or "\r" in text or STOP in text or not text.strip():
@@ -173,7 +197,7 @@ def _dialogue(doc, reader: _Reader) -> CGDialogue:
     for i, p in enumerate(reader.get(d, "propositions", "", list)):
         path = f"propositions[{i}]"
         p = reader.obj(p, d, path)
-        eno = reader.get(p, "eno", path, int)
+        eno = reader.eno(p, path)
         if eno in enos:
             reader.fail(p, f"{path}.eno", f"proposition {eno} appears twice")
         enos.add(eno)

@@ -1,0 +1,101 @@
+"""The Common-ToM leaderboard as a researcher sees it: consistency per proposition across
+time (Soubki et al. 2024, sections 3 and 4.5), and the random baseline's Yes rate with its
+source."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from app.leaderboards.service import compute
+from app.studies import services
+from app.studies.models import Item
+from tests.conftest import login, make_user
+
+DOTTED_CG = (Path(__file__).parents[1] / "fixtures" / "tom" / "dotted_enos.jsonl").read_bytes()
+WRONG = "call-7:13:12.1:AB:CT+"  # the one question the agent gets wrong
+
+
+def make_study(session, owner, options: dict, title: str = "Dotted"):
+    study = services.create_study(session, owner, "tom", services.StudySettings(title=title),
+                                  DOTTED_CG, "cg", {"gold_count": 0, **options})
+    services.set_state(session, study, "live", owner)
+    return study
+
+
+def page_rows(client, study) -> dict[str, list[str]]:
+    """Leaderboard table rows as shown: first cell (who) -> the other cells' text."""
+    r = client.get(f"/studies/{study.id}/leaderboard")
+    assert r.status_code == 200
+    body = r.text.split('<table class="grid" id="leaderboard">', 1)[1].split("</table>", 1)[0]
+    rows = {}
+    for tr in re.findall(r"<tr class=\"\w+\">(.*?)</tr>", body, re.DOTALL):
+        cells = [html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(r"<td>(.*?)</td>", tr, re.DOTALL)]
+        rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_consistency_counts_each_proposition_once_across_time(client, session):
+    owner = make_user(session, "researcher")
+    login(client, owner)
+    study = make_study(session, owner, {"random_yes_rate": 0.45})
+    items = session.execute(select(Item.external_id, Item.reference, Item.cluster, Item.is_gold)
+                            .where(Item.study_id == study.id)).all()
+    assert len(items) == 126 and not any(gold for *_, gold in items)
+    agent = services.register_agent(session, owner, "tom", "all-but-one")
+    flip = {"Yes": "No", "No": "Yes"}
+    services.import_agent_outputs(session, study, agent, "\n".join(
+        json.dumps({"question_id": ext, "answer": flip[ref["answer"]] if ext == WRONG else ref["answer"]})
+        for ext, ref, *_ in items).encode())
+
+    board = compute(session, study)
+    row = next(r for r in board["rows"] if r["type"] == "agent")
+    # Five propositions; 12.1 of call-7 has one wrong answer at its second point (sno 13),
+    # so it is not consistent although its first point is all right: 4 of 5, not 6 of 7.
+    assert (row["consistency"]["n"], row["consistency"]["mean"]) == (5, pytest.approx(0.8))
+    shown = page_rows(client, study)
+    assert shown["all-but-one v1"][-1].startswith("0.800 [")
+
+    # The random baseline's chance of getting a whole proposition right: p^yes (1-p)^no over
+    # all its questions, at every point; its consistency is the mean over the 5 propositions.
+    p = 0.45
+    counts = defaultdict(lambda: [0, 0])
+    for ext, ref, *_ in items:
+        cid, _, eno, *_ = ext.split(":")
+        counts[cid, eno][ref["answer"] == "No"] += 1
+    expected = sum(p ** y * (1 - p) ** n for y, n in counts.values()) / len(counts)
+    base = next(r for r in board["rows"] if r["type"] == "baseline")
+    assert base["consistency"]["n"] == 5
+    assert base["consistency"]["mean"] == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("options, name", [
+    ({"random_yes_split": "train"}, "Random baseline (Yes rate 0.45, train split)"),
+    ({"random_yes_split": "test"}, "Random baseline (Yes rate 0.46, test split)"),
+    ({"random_yes_rate": 0.52}, "Random baseline (Yes rate 0.52, given at study creation)"),
+    ({}, "Random baseline (Yes rate {share:.2f}, this study's items)"),
+])
+def test_baseline_row_names_its_rate_and_source(client, session, options, name):
+    owner = make_user(session, "researcher")
+    login(client, owner)
+    study = make_study(session, owner, options)
+    refs = session.scalars(select(Item.reference).where(Item.study_id == study.id)).all()
+    name = name.format(share=sum(r["answer"] == "Yes" for r in refs) / len(refs))
+    assert [r["name"] for r in compute(session, study)["rows"] if r["type"] == "baseline"] == [name]
+    assert page_rows(client, study)[name][0] == "baseline"
+
+
+def test_baseline_of_a_study_from_before_sources_were_kept(client, session):
+    owner = make_user(session, "researcher")
+    login(client, owner)
+    study = make_study(session, owner, {"random_yes_rate": 0.45})
+    study.kind_settings = {"random_yes_rate": 0.45}
+    session.commit()
+    assert "Random baseline (Yes rate 0.45, source not recorded)" in page_rows(client, study)
+
