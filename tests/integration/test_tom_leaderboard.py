@@ -99,3 +99,30 @@ def test_baseline_of_a_study_from_before_sources_were_kept(client, session):
     session.commit()
     assert "Random baseline (Yes rate 0.45, source not recorded)" in page_rows(client, study)
 
+
+
+@pytest.mark.parametrize("split, rate, name", [
+    ("train", "", "Random baseline (Yes rate 0.45, train split)"),
+    ("", "0.3", "Random baseline (Yes rate 0.30, given at study creation)")])
+def test_the_form_and_the_api_name_the_baselines_split(client, session, split, rate, name):
+    """The new-study form offers the paper's splits; the API takes the same field."""
+    from app.studies.models import Study
+
+    owner = make_user(session, "researcher")
+    csrf = login(client, owner)
+    form = client.get("/studies/new").text
+    assert '<option value="train"' in form and 'name="random_yes_split"' in form
+    data = (Path(__file__).resolve().parents[1] / "fixtures" / "tom" / "questions.csv").read_bytes()
+    r = client.post("/api/v1/studies", headers={"X-CSRF-Token": csrf},
+                    data={"kind": "tom", "settings": json.dumps({"title": f"Split {split or rate}"}),
+                          "random_yes_split": split, "random_yes_rate": rate},
+                    files={"file": ("q.csv", data, "text/csv")})
+    assert r.status_code == 201, r.text
+    study = session.get(Study, r.json()["id"])
+    names = [row["name"] for row in compute(session, study)["rows"] if row["type"] == "baseline"]
+    assert names == [name]
+    both = client.post("/api/v1/studies", headers={"X-CSRF-Token": csrf},
+                       data={"kind": "tom", "settings": json.dumps({"title": "Both"}),
+                             "random_yes_split": "train", "random_yes_rate": "0.3"},
+                       files={"file": ("q.csv", data, "text/csv")})
+    assert both.status_code == 422 and both.json()["field"] == "random_yes_split"

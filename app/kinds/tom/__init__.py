@@ -79,9 +79,10 @@ class CommonToM(TaskKind):
         "csv": "Common-ToM questions (CSV, optionally .gz)",
         "cg": "Common-ground-annotated dialogues (JSON/JSONL): generate the questions",
     }
-    # The training split's Yes rate (the random baseline) and how many questions serve as gold.
+    # The random baseline's Yes rate, by the paper's split or given, and how many questions
+    # serve as gold.
     option_fields: ClassVar[dict[str, tuple]] = {
-        "random_yes_rate": ("float", 0.0, 1.0), "gold_count": ("int", 0, 10000)}
+        "random_yes_split": ("text",), "random_yes_rate": ("float", 0.0, 1.0), "gold_count": ("int", 0, 10000)}
     options_template: ClassVar[str | None] = "kinds/tom/options.html"
     default_instructions: ClassVar[str] = (
         "Read the dialogue. The utterance marked with 🛑 is the moment asked about. Answer Yes or No.")

@@ -1,0 +1,64 @@
+"""The kinds' migration branches on a database from before kinds owned their data (core 0005):
+existing rows are kept and carried over, on SQLite and PostgreSQL (issue 9)."""
+
+from __future__ import annotations
+
+import pytest
+from alembic import command
+from sqlalchemy import create_engine, text
+
+from app.cli import alembic_config, migrate_db
+from tests.conftest import BACKENDS, _create_pg_database, _drop_pg_database
+
+
+@pytest.fixture(params=BACKENDS)
+def old_database(request, tmp_path):
+    """An empty database at the last revision before the kinds' branches (0005)."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'old.db'}"
+        yield url
+    else:
+        admin = request.getfixturevalue("pg_server")
+        url = _create_pg_database(admin)
+        yield url
+        _drop_pg_database(admin, url)
+
+
+def test_existing_jobs_and_tom_clusters_are_carried_into_the_kinds_branches(old_database):
+    command.upgrade(alembic_config(old_database), "0005")
+    eng = create_engine(old_database)
+    with eng.begin() as c:
+        c.execute(text("INSERT INTO users (id, email, role, name, created_at) VALUES "
+                       "(1, 'r@example.org', 'researcher', 'r', CURRENT_TIMESTAMP)"))
+        for sid, kind in ((1, "tom"), (2, "navigation")):
+            c.execute(text(
+                "INSERT INTO studies (id, slug, title, kind, owner_id, state, annotations_per_item, "
+                "bundle_size, gold_rate, lease_seconds, completion_code, redirect_url, consent_text, "
+                "instructions, payment, kind_settings, created_at) VALUES (:id, :slug, 'old', :kind, "
+                "1, 'live', 3, 10, 0.1, 900, 'C', '', '', '', '', '{}', CURRENT_TIMESTAMP)"),
+                {"id": sid, "slug": f"old-{sid}", "kind": kind})
+        items = [(1, 1, "q1", "call-7:13:2"), (2, 1, "q2", "call-7:13:5"), (3, 1, "q3", "call-7:14:5"),
+                 (4, 2, "p1", "house-1:7:0")]
+        for iid, sid, ext, cluster in items:
+            c.execute(text(
+                "INSERT INTO items (id, study_id, external_id, payload, is_gold, source, category, "
+                "cluster, position, n_active) VALUES (:id, :sid, :ext, '{}', false, 'dataset', '1', "
+                ":cluster, 0.5, 0)"), {"id": iid, "sid": sid, "ext": ext, "cluster": cluster})
+        for jid, task, state in ((1, "generation", "running"), (2, "agent.validate", "queued"),
+                                 (3, "export", "done")):
+            c.execute(text("INSERT INTO jobs (id, task, state, params, done, total, log, result, "
+                           "created_at) VALUES (:id, :task, :state, '{}', 0, 0, '', '{}', "
+                           "CURRENT_TIMESTAMP)"), {"id": jid, "task": task, "state": state})
+    migrate_db(old_database)
+    with eng.connect() as c:
+        heads = set(c.execute(text("SELECT version_num FROM alembic_version")).scalars())
+        jobs = c.execute(text("SELECT id, task, state FROM jobs ORDER BY id")).all()
+        clusters = c.execute(text("SELECT id, cluster FROM items ORDER BY id")).all()
+    eng.dispose()
+    assert {"nav0001", "tom0001"} <= heads
+    # Jobs keep their state under the names their kind now registers them by.
+    assert [tuple(j) for j in jobs] == [(1, "navigation.generation", "running"),
+                                        (2, "navigation.validate", "queued"), (3, "export", "done")]
+    # ToM questions about one proposition at two times now share a cluster; other kinds' stay.
+    assert [tuple(r) for r in clusters] == [(1, "call-7:13"), (2, "call-7:13"), (3, "call-7:14"),
+                                            (4, "house-1:7:0")]
