@@ -323,9 +323,8 @@ def window(utterances, sno: int, before: int = 5, after: int = 5) -> list[dict]:
     ]
 
 
-def parse_answers_jsonl(data: bytes | str, known_ids: set[str]) -> dict[str, str]:
-    """question_id -> "Yes"/"No" from an agent's JSONL answers; InputError on the first bad line."""
-    answers: dict[str, str] = {}
+def _answer_lines(data: bytes | str, known_ids: set[str], extra: tuple[str, ...] = ()):
+    """(line, object, question id, "Yes"/"No") per JSONL line; InputError on the first bad one."""
     for line, raw in enumerate(decode_upload(data).split("\n"), 1):
         if not raw.strip():
             continue
@@ -335,7 +334,7 @@ def parse_answers_jsonl(data: bytes | str, known_ids: set[str]) -> dict[str, str
             raise InputError(f"not valid JSON: {exc.msg}", line=line) from None
         if not isinstance(obj, dict):
             raise InputError("each line must be a JSON object", line=line)
-        for name in ("question_id", "answer"):
+        for name in ("question_id", "answer", *extra):
             if name not in obj:
                 raise InputError(f"missing {name!r}", line=line, field=name)
         qid = obj["question_id"]
@@ -343,10 +342,37 @@ def parse_answers_jsonl(data: bytes | str, known_ids: set[str]) -> dict[str, str
             qid = str(qid)  # pandas-style numeric ids
         if not isinstance(qid, str) or qid not in known_ids:
             raise InputError(f"unknown question id {obj['question_id']!r}", line=line, field="question_id")
-        if qid in answers:
-            raise InputError(f"duplicate answer for question {qid!r}", line=line, field="question_id")
         answer = normalise_answer(obj["answer"])
         if answer is None:
             raise InputError(f"{obj['answer']!r} is not Yes or No", line=line, field="answer")
+        yield line, obj, qid, answer
+
+
+def parse_answers_jsonl(data: bytes | str, known_ids: set[str]) -> dict[str, str]:
+    """question_id -> "Yes"/"No" from an agent's JSONL answers; InputError on the first bad line."""
+    answers: dict[str, str] = {}
+    for line, _, qid, answer in _answer_lines(data, known_ids):
+        if qid in answers:
+            raise InputError(f"duplicate answer for question {qid!r}", line=line, field="question_id")
         answers[qid] = answer
     return answers
+
+
+def parse_annotator_answers_jsonl(data: bytes | str, known_ids: set[str]) -> dict[str, dict[str, str]]:
+    """People's answers from an earlier study, one JSONL line per answer:
+    {"question_id", "answer", "annotator"} -> annotator -> question_id -> "Yes"/"No".
+    The annotator id is kept as text; an annotator may answer a question once."""
+    out: dict[str, dict[str, str]] = {}
+    for line, obj, qid, answer in _answer_lines(data, known_ids, extra=("annotator",)):
+        who = obj["annotator"]
+        if isinstance(who, bool) or not isinstance(who, (str, int)) or not str(who).strip():
+            raise InputError("annotator must be a non-empty id", line=line, field="annotator")
+        who = str(who).strip()
+        if len(who) > 200:
+            raise InputError("annotator ids are at most 200 characters", line=line, field="annotator")
+        mine = out.setdefault(who, {})
+        if qid in mine:
+            raise InputError(f"annotator {who!r} answers question {qid!r} twice", line=line,
+                             field="question_id")
+        mine[qid] = answer
+    return out
