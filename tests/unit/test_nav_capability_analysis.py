@@ -137,7 +137,8 @@ def test_the_paths_behind_every_row_do_not_depend_on_the_reference_scores():
                             [(s.score, s.values["success"], s.values["ndtw"]) for s in p.samples],
                             (None, p.reference.values["success"], p.reference.values["ndtw"])) for p in (P2, P3)]
     res = analyse(only_one, metrics=("success", "ndtw"))
-    assert res["counted"] == 3 and res["metrics"]["success"]["speaker_choice"] == full["metrics"]["success"]["speaker_choice"]
+    assert res["counted"] == 3
+    assert res["metrics"]["success"]["speaker_choice"] == full["metrics"]["success"]["speaker_choice"]
     assert "2 of the 3 counted paths have no speaker score" in res["unavailable"][0]
 
 
@@ -192,7 +193,8 @@ def test_coop_like_scores_only_on_the_inference_output():
     assert not res["search_available"] and res["gamma"]["share"] is None
     assert "gamma: no path has speaker scores for the inference output and at least one sample" in res["unavailable"]
     tables = speaker_tables("t5", res)
-    assert tables[2]["rows"][0]["remark"] == "no path has speaker scores for the inference output and at least one sample"
+    assert tables[2]["rows"][0]["remark"] == ("no path has speaker scores for the inference output and at "
+                                              "least one sample")
 
 
 def test_gamma_ties_count_half():
