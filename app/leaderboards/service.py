@@ -4,6 +4,13 @@ baselines, overall and per category with 95% intervals, plus consistency and agr
 Everything is counted in SQL; Python only sees per-group sums (DESIGN.md section 7).
 Accuracy is over the study's non-gold items: an item an agent did not answer counts as
 wrong (coverage is shown beside it); an annotator is scored on the items they answered.
+
+The unit of every interval here is the item: each row holds at most one answer per item (an
+agent has one output per item and an annotator one annotation per item, both unique in the
+schema; the majority row has one answer per item), so its Wilson interval over items needs no
+cluster bootstrap, and a second annotator with the same answers changes no row's interval
+(tests/integration/test_leaderboard.py). A table that pools several annotations of one item
+must resample items instead (the navigation section's does: app/kinds/navigation/leaderboard.py).
 """
 
 from __future__ import annotations

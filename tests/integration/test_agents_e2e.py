@@ -89,9 +89,10 @@ def test_upload_validate_generate_follow_and_analyse(celery_env, celery_worker, 
     cap = tables["nav_capability"]
     assert f"Paths counted: {PATHS} of {PATHS}." in cap["note"]
     rows = {r["key"]: r for r in cap["rows"]}
+    # r*_pragmatic picks the candidate followed best by nDTW, so on nDTW it is never below r
+    # (on the other metrics that one candidate may do worse than r's).
+    assert rows["pragmatic"]["ndtw"]["mean"] >= rows["speaker_choice"]["ndtw"]["mean"] - 1e-12
     for m in ("success", "spl", "ndtw", "sdtw"):
-        # r*_pragmatic picks the best-followed candidate, so it is never below r
-        assert rows["pragmatic"][m]["mean"] >= rows["speaker_choice"][m]["mean"] - 1e-12
         assert rows["ppg_pragmatic"][m]["n"] == PATHS
     # The generated candidates carry the speaker's log-probabilities: the search oracle and
     # gamma are computable, unlike on the real coop files.

@@ -154,3 +154,47 @@ def test_review_queue_median_and_flags(session, populated):
     flagged = {w["worker"]: w["flags"] for w in quality.review_queue(session, study)}
     clicker = session.scalar(select(User.pseudonym).where(User.external_id == "yes-clicker"))
     assert any("same answer" in f for f in flagged[clicker])
+
+
+def test_a_second_annotator_with_the_same_answers_narrows_no_interval(session, populated):
+    """Every row of the generic leaderboard holds at most one answer per item (an agent's
+    output, one annotator's answer, the per-item majority), so its Wilson intervals are over
+    items already: a twin of every annotator, answering every item as they did, leaves the
+    agent's and the majority's estimates as they were and gives each twin its original's."""
+    import uuid
+
+    from app.studies.models import Assignment
+
+    study, _, _ = populated
+    before = compute(session, study)
+    anns = session.scalars(select(Annotation).where(Annotation.study_id == study.id)
+                           .order_by(Annotation.id)).all()
+    twins: dict[int, User] = {}
+    for a in anns:
+        if a.worker_id not in twins:
+            twin = make_user(session, "worker")
+            twin.pseudonym = f"twin-{a.worker_id}"
+            twins[a.worker_id] = twin
+            session.flush()
+        orig = session.get(Assignment, a.assignment_id)
+        copy = Assignment(study_id=study.id, item_id=a.item_id, worker_id=twins[a.worker_id].id,
+                          bundle_id=orig.bundle_id, exclusion_group=orig.exclusion_group, slot=orig.slot,
+                          is_gold=orig.is_gold, state="completed", lease_expires_at=orig.lease_expires_at)
+        session.add(copy)
+        session.flush()
+        session.add(Annotation(assignment_id=copy.id, study_id=study.id, item_id=a.item_id,
+                               worker_id=copy.worker_id, is_gold=a.is_gold, response=dict(a.response),
+                               score=a.score, scores=a.scores, idempotency_key=uuid.uuid4().hex))
+    session.flush()
+    after = compute(session, study)
+    names = dict(session.execute(select(User.id, User.pseudonym)).all())
+    rows_before = {r["name"]: r for r in before["rows"]}
+    rows_after = {r["name"]: r for r in after["rows"]}
+    assert len(rows_after) == len(rows_before) + len(twins)
+    for name, row in rows_before.items():
+        assert rows_after[name] == row, name  # agent, majority, baseline, each annotator
+    for wid in twins:
+        twin_row = dict(rows_after[f"twin-{wid}"], name=None)
+        assert twin_row == dict(rows_before[names[wid]], name=None)
+    maj = rows_after["Human majority (per item)"]
+    assert maj["accuracy"]["n"] == maj["answered"] == rows_before["Human majority (per item)"]["answered"]

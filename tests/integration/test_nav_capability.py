@@ -44,7 +44,9 @@ def house():
 def capability_file(h) -> dict:
     """Per path: the inference output (score -5), three samples and the human reference.
     Path 0: the reference scores highest, so r*_search picks it. Path 1: sample 1 outscores
-    the inference output, so the speaker's own choice is that sample."""
+    the inference output, so the speaker's own choice is that sample. Path 2: sample 0 is the
+    inference output's own text (spaced differently) with a score higher by rounding: the
+    speaker's choice, and a tie for gamma, not a loss."""
     paths = sample_paths(h, N_PATHS, rng=21)
     assert len(paths) == N_PATHS
     out = []
@@ -53,6 +55,8 @@ def capability_file(h) -> dict:
         samples = [{"instruction": texts[1 + k], "score": s} for k, s in enumerate((-7.0, -6.0, -8.0))]
         if j == 1:
             samples[1]["score"] = -4.0
+        if j == 2:
+            samples[0] = {"instruction": "  " + texts[0].replace(" ", "  ") + " ", "score": -4.9999}
         out.append({"path_id": str(700 + j), "scan": h.scan, "path": list(p.path), "heading": p.heading,
                     "reference": {"instruction": texts[4], "score": -1.0 if j == 0 else -9.0},
                     "inference": {"instruction": texts[0], "score": -5.0},
@@ -140,11 +144,17 @@ def test_capability_study_leaderboard(session, client):
     for j in range(N_PATHS):
         pid = 700 + j
         u_sub = [f"toy-t5:{pid}:inference"] + [f"toy-t5:{pid}:sample:{k}" for k in range(3)]
-        own = f"toy-t5:{pid}:sample:1" if j == 1 else u_sub[0]
+        own = {1: f"toy-t5:{pid}:sample:1", 2: f"toy-t5:{pid}:sample:0"}.get(j, u_sub[0])
         search = f"{pid}:reference" if j == 0 else own
-        if all(x in mean for x in u_sub + [search]):
+        # A path counts once U_sub and its reference have been followed, whatever the scores.
+        if all(x in mean for x in u_sub + [f"{pid}:reference"]):
             counted.append((own, search, u_sub, f"{pid}:reference"))
     assert 0 < len(counted) < N_PATHS  # the rejection left some paths out, not all
+
+    def pragmatic(own, u_sub):
+        # One candidate per path: the best nDTW, r's own choice on a tie, then U_sub's order.
+        best = max(mean[x]["ndtw"] for x in u_sub)
+        return own if mean[own]["ndtw"] == best else next(x for x in u_sub if mean[x]["ndtw"] == best)
 
     cap = tables["nav_capability"]
     assert f"Paths counted: {len(counted)} of {N_PATHS}." in cap["note"]
@@ -152,7 +162,7 @@ def test_capability_study_leaderboard(session, client):
     for m in METRICS:
         r = [mean[own][m] for own, _, _, _ in counted]
         srch = [mean[search][m] for _, search, _, _ in counted]
-        prag = [max(mean[x][m] for x in u_sub) for _, _, u_sub, _ in counted]
+        prag = [mean[pragmatic(own, u_sub)][m] for own, _, u_sub, _ in counted]
         want = {"speaker_choice": r, "search": srch, "pragmatic": prag,
                 "ppg_search": [b - a for a, b in zip(r, srch)], "ppg_pragmatic": [b - a for a, b in zip(r, prag)],
                 "difference": [a - b for a, b in zip(prag, srch)]}
@@ -161,13 +171,16 @@ def test_capability_study_leaderboard(session, client):
             assert est["n"] == len(counted)
             assert est["mean"] == pytest.approx(sum(vals) / len(vals)), (key, m)
             assert est["low"] - 1e-9 <= est["mean"] <= est["high"] + 1e-9
-        # r*_pragmatic is never worse than r: it may pick r itself.
-        assert rows["ppg_pragmatic"][m]["mean"] >= 0
+    # On nDTW, the selection metric, r*_pragmatic is never worse than r: it may pick r itself.
+    assert rows["ppg_pragmatic"]["ndtw"]["mean"] >= 0
     advice = {r["metric"]: r for r in tables["nav_capability_advice"]["rows"]}
     assert all(r["advice"] for r in advice.values())
-    # gamma from the scores alone: the inference output (-5) loses only on path 1 (sample: -4).
+    # gamma from the scores alone: the inference output (-5) loses only on path 1 (sample: -4)
+    # and ties on path 2 (its own text): (3 + 1/2) / 5.
     checks = {r["key"]: r for r in tables["nav_capability_scores"]["rows"]}
-    assert checks["gamma"]["paths"] == N_PATHS and checks["gamma"]["share"]["mean"] == pytest.approx(4 / 5)
+    assert checks["gamma"]["paths"] == N_PATHS and checks["gamma"]["share"]["mean"] == pytest.approx(3.5 / 5)
+    assert checks["gamma"]["remark"] == "3 won, 1 tied, 1 lost; the ties count half: (3 + 1/2) / 5"
+    assert "by nDTW" in cap["note"] and "pragmatic_metric" not in study.kind_settings
     json.dumps(board, allow_nan=False)
 
     login(client, owner)
@@ -200,6 +213,22 @@ def test_capability_advice_without_rejections(session):
     # positive on the others (r stops half way or detours there).
     assert advice["nDTW"]["difference"]["low"] > 0
     assert "improve the model of the listener" in advice["nDTW"]["advice"]
+
+
+def test_the_pragmatic_metric_is_a_study_setting(session):
+    from app.kinds.navigation.capability import tables
+
+    h = house()
+    import_house(session, h)
+    owner = make_user(session, "researcher")
+    study = services.create_study(session, owner, "navigation", services.StudySettings(title="Capability"),
+                                  json.dumps(capability_file(h)).encode(), "capability",
+                                  {"pragmatic_metric": "success"})
+    assert study.kind_settings["pragmatic_metric"] == "success"
+    note = tables(session, study)[0]["note"]
+    assert note.startswith(f"Paths counted: 0 of {N_PATHS}. Left out of every row: {N_PATHS} (reason: a "
+                           "candidate of U_sub or the human reference has no valid annotation yet).")
+    assert "the one its followers did best on by SR" in note
 
 
 def test_plain_studies_get_no_capability_tables(session):

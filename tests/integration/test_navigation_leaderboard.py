@@ -165,21 +165,26 @@ def test_navigation_leaderboard_section(session, client):
     assert set(metrics) == {"human", "toy"}
 
     # A straightforward recomputation from the stored annotations.
-    anns = session.execute(select(Item.category, Item.cluster, Annotation.scores, Annotation.response)
+    anns = session.execute(select(Annotation.item_id, Item.category, Item.cluster, Annotation.scores,
+                                  Annotation.response)
                            .join(Item, Item.id == Annotation.item_id)
                            .where(Annotation.study_id == study.id, Annotation.is_gold.is_(False),
                                   Annotation.excluded.is_(False))).all()
     for cat, row in metrics.items():
         mine = [a for a in anns if a.category == cat]
         assert row["n"] == len(mine)
-        for key in ("success", "ndtw", "spl", "ne", "path_length"):
-            values = [float(a.scores[key]) for a in mine]
+        per_item = {}
+        for a in mine:
+            per_item.setdefault(a.item_id, []).append(a)
+        assert row["items"] == len(per_item) == 6
+        for key in ("success", "ndtw", "spl", "ne", "path_length", "rating"):
+            # The mean over instructions of the mean over each instruction's followers.
+            means = [sum(float(a.response["rating"] if key == "rating" else a.scores[key]) for a in group)
+                     / len(group) for group in per_item.values()]
             est = row[key]
-            assert est["n"] == len(values)
-            assert est["mean"] == pytest.approx(sum(values) / len(values))
+            assert est["n"] == len(means) == 6
+            assert est["mean"] == pytest.approx(sum(means) / len(means))
             assert est["low"] - 1e-12 <= est["mean"] <= est["high"] + 1e-12
-        ratings = [a.response["rating"] for a in mine]
-        assert row["rating"]["mean"] == pytest.approx(sum(ratings) / len(ratings))
     # The simulated followers really differ: some stop early or detour.
     assert 0 < metrics["human"]["success"]["mean"] <= 1 and metrics["toy"]["ndtw"]["mean"] < 1
 
@@ -237,3 +242,102 @@ def test_leaderboard_without_extra_has_none(session):
     owner = make_user(session, "researcher")
     study = create_tom_study(session, owner)
     assert compute(session, study)["extra"] is None
+
+
+def _follow_by_instruction(session, study: Study, graph, prefix: str) -> int:
+    """Followers until the study has no work left; every follower of an instruction walks the
+    same way and gives the same rating (both depend on the instruction's path only)."""
+    done = 0
+    for w in range(40):
+        bundle = assignment.enter(session, study, "prolific", f"{prefix}-{w}")
+        got = 0
+        while (a := assignment.next_item(session, study, bundle.id)) is not None:
+            item = session.get(Item, a.item_id)
+            pid = int(item.cluster.split(":")[1])
+            if item.source == "agent":
+                style = "early" if pid % 2 == 0 else "exact"
+            else:
+                style = "detour" if pid % 3 == 0 else "exact"
+            assignment.submit(session, study, bundle.id, a.id,
+                              {"path": _follow(graph, item.reference["path"], style), "trace": [],
+                               "rating": 1 + pid % 4}, uuid.uuid4().hex)
+            got += 1
+        if not got:
+            break
+        done += got
+    return done
+
+
+def _wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5 / (1 + z * z / n)
+    return (0.0 if k == 0 else centre - half, 1.0 if k == n else centre + half)
+
+
+def test_a_second_follower_with_the_same_result_leaves_every_interval_as_it_was(session):
+    """The same instructions, followed once each and then twice each with the same result:
+    the intervals resample instructions, so the second follower changes nothing but the
+    number of annotations."""
+    h = house()
+    import_house(session, h)
+    graph = get_graph(h.scan)
+    owner = make_user(session, "researcher")
+    rows = {}
+    for per_item in (1, 2):
+        s = services.StudySettings(title=f"{per_item} per instruction", bundle_size=4, gold_rate=0.0,
+                                   annotations_per_item=per_item)
+        study = services.create_study(session, owner, "navigation", s, coop_file(h), "coop", {"speaker": "toy"})
+        services.set_state(session, study, "live", owner)
+        assert _follow_by_instruction(session, study, graph, f"f{per_item}") == 12 * per_item
+        tables = {t["key"]: t for t in compute(session, study)["extra"]["tables"]}
+        rows[per_item] = {r["category"]: r for r in tables["navigation_metrics"]["rows"]}
+    once, twice = rows[1], rows[2]
+    keys = ("success", "spl", "ndtw", "sdtw", "ne", "path_length", "rating")
+    for cat in ("human", "toy"):
+        assert (once[cat]["items"], once[cat]["n"]) == (6, 6)
+        assert (twice[cat]["items"], twice[cat]["n"]) == (6, 12)
+        for key in keys:
+            assert twice[cat][key] == once[cat][key], (cat, key)
+            assert once[cat][key]["n"] == 6
+    # What the page shows: SR, one follower (or two who agree) per instruction, is a Wilson
+    # interval over the 6 instructions: the speaker's early stops fail on the 3 even paths
+    # (0.500 [0.188, 0.812]); every reference is followed to its goal (1.000 [0.610, 1.000],
+    # not the [1.000, 1.000] a bootstrap would give).
+    assert once["toy"]["success"] == {"n": 6, "mean": 0.5, "low": pytest.approx(0.1876163064826506, abs=1e-12),
+                                      "high": pytest.approx(0.8123836935173494, abs=1e-12)}
+    assert _wilson(3, 6) == (pytest.approx(0.1876163064826506, abs=1e-12),
+                             pytest.approx(0.8123836935173494, abs=1e-12))
+    assert once["human"]["success"] == {"n": 6, "mean": 1.0, "low": pytest.approx(_wilson(6, 6)[0], abs=1e-12),
+                                        "high": 1.0}
+    assert f"{once['human']['success']['low']:.3f}" == "0.610"
+    # The rating (1 + path id % 4 on paths 51-56: 4, 1, 2, 3, 4, 1) is a bootstrap over the
+    # 6 instructions; its mean is 2.5 with one follower or two.
+    assert once["toy"]["rating"]["mean"] == twice["toy"]["rating"]["mean"] == 2.5
+    assert once["toy"]["ndtw"]["low"] < once["toy"]["ndtw"]["mean"] < once["toy"]["ndtw"]["high"]
+
+
+def test_instruction_estimate_resamples_instructions():
+    from app.kinds.navigation.leaderboard import instruction_estimate
+    from app.leaderboards import stats
+
+    # One follower per instruction: SR is a Wilson interval over instructions, 2 of 3.
+    est = instruction_estimate("success", [[1.0], [1.0], [0.0]])
+    low, high = _wilson(2, 3)
+    assert est == {"n": 3, "mean": 2 / 3, "low": pytest.approx(low, abs=1e-12),
+                   "high": pytest.approx(high, abs=1e-12)}
+    # Followers who agree: still one success or failure per instruction.
+    assert instruction_estimate("success", [[1.0, 1.0, 1.0], [1.0], [0.0, 0.0]]) == est
+    # Followers who disagree: SR per instruction 0.5, 1, 0; a bootstrap of those three means
+    # (every one of the 3**3 resamples has a mean in {0, 1/6, ..., 1}).
+    split = instruction_estimate("success", [[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]])
+    assert split == stats.bootstrap_mean_interval([0.0, 0.5, 1.0]).as_dict()
+    assert split["n"] == 3 and split["mean"] == 0.5
+    assert split["low"] in {i / 6 for i in range(7)} and split["low"] < 0.5 < split["high"]
+    # Doubling every follower leaves it as it was; adding followers to one instruction moves
+    # its weight not at all (each instruction counts once).
+    assert instruction_estimate("success", [[1.0, 0.0, 1.0, 0.0], [1.0] * 4, [0.0] * 4]) == split
+    followers = [[0.2, 0.4], [0.9], [0.6, 0.6, 0.6]]
+    means = sorted(sum(v) / len(v) for v in followers)  # 0.3, 0.6, 0.9 up to rounding
+    assert instruction_estimate("ndtw", followers) == stats.bootstrap_mean_interval(means).as_dict()
+    assert instruction_estimate("ndtw", followers)["mean"] == pytest.approx(0.6, abs=1e-15)

@@ -5,13 +5,18 @@ inference output (greedy or beam) and N samples, U_sub = {inference} ∪ samples
 ranks them with its own score S_r(u|e*), a log-probability (eq. 7). People follow every
 candidate and the human reference u*; from their paths:
 
-- rho(r): the candidate r picks itself, argmax of S_r over U_sub (the inference output when
-  it has no score);
+- rho(r): the candidate r picks itself, argmax of S_r over U_sub;
 - rho(r*_search): argmax of S_r over U*_cand = U_sub ∪ {u*} (eq. 9);
-- rho(r*_pragmatic): per path, the candidate of U_sub its followers did best on (eq. 10);
+- rho(r*_pragmatic): per path, the one candidate of U_sub its followers did best on by one
+  selection metric (nDTW unless the study says otherwise), every metric reported for it (eq. 10);
 - PPG_search and PPG_pragmatic: the oracles' gains over r (eq. 11-12), which say whether to
   improve the inference algorithm (search) or the model of the listener (pragmatic);
-- gamma: the share of paths where S_r(inference) beats every sample (footnote 2).
+- gamma: the share of paths where S_r(inference) beats every sample (footnote 2), a tie
+  counting half.
+
+Only samples with a speaker score are in U_sub, on every row (r cannot rank the others); a
+path whose inference output or every sample lacks a score is left out of every row, so the
+rows are all over the same paths (see analyse).
 
 Items (issue 4's generation jobs make the same ones): per path, one item per candidate and
 one for the reference, all in the exclusion group f"{scan}:{path_id}" (nobody follows two
@@ -46,6 +51,9 @@ from app.studies.models import Annotation, Item, Study
 ROLES = ("inference", "sample", "reference")
 # (key in Annotation.scores, label): the metrics the analysis reports.
 METRICS = (("success", "SR"), ("spl", "SPL"), ("ndtw", "nDTW"), ("sdtw", "SDTW"))
+# The metric r*_pragmatic picks its one candidate per path by (the import option
+# "pragmatic_metric" chooses another): nDTW, the paper's headline metric.
+DEFAULT_SELECT = "ndtw"
 SAMPLES_SUFFIX = " (samples)"
 # Item.category is 64 characters; the samples' category adds the suffix to the name.
 MAX_SPEAKER = 64 - len(SAMPLES_SUFFIX)
@@ -201,11 +209,18 @@ def import_capability(data: bytes, options: dict) -> ImportResult:
     from app.kinds.navigation.environments import check_path
 
     parsed = parse_capability(data, options.get("speaker"))
+    select = options.get("pragmatic_metric") or DEFAULT_SELECT
+    if select not in dict(METRICS):
+        raise InputError(f"pragmatic_metric must be one of {', '.join(k for k, _ in METRICS)}",
+                         field="pragmatic_metric")
     for p in parsed.paths:
         check_path(p.scan, p.path, f"path_id {p.path_id}")
     items = capability_items(parsed)
     n_samples = [len(p.samples) for p in parsed.paths]
-    return ImportResult(items=items, kind_settings={"design": "capability", "speakers": [parsed.speaker]},
+    settings = {"design": "capability", "speakers": [parsed.speaker]}
+    if select != DEFAULT_SELECT:
+        settings["pragmatic_metric"] = select
+    return ImportResult(items=items, kind_settings=settings,
                         summary={"design": "capability", "speaker": parsed.speaker, "paths": len(parsed.paths),
                                  "instructions": len(items), "samples_per_path": [min(n_samples), max(n_samples)],
                                  "scans": sorted({p.scan for p in parsed.paths})})
@@ -275,16 +290,22 @@ def coop_to_capability(greedy: Source | dict, candidates: Source | dict, speaker
 
 # -- the analysis (pure) -------------------------------------------------------------------
 
+# Why a path is left out of every row (the tables print these).
+NO_INFERENCE_SCORE = "the inference output has no speaker score, so the speaker cannot rank U_sub"
+NO_SAMPLE_SCORE = "no sample has a speaker score, so U_sub would be the inference output alone"
+NOT_FOLLOWED = "a candidate of U_sub or the human reference has no valid annotation yet"
+
 
 @dataclass(frozen=True)
 class Candidate:
-    """One item of a path for the analysis: its speaker score and, per metric, the mean over
-    its valid annotations (empty when nobody has followed it yet)."""
+    """One item of a path for the analysis: its speaker score, its instruction and, per
+    metric, the mean over its valid annotations (empty when nobody has followed it yet)."""
 
     role: str
     score: float | None = None
     values: dict[str, float] = field(default_factory=dict)
     candidate: int | None = None
+    instruction: str | None = None
 
 
 @dataclass(frozen=True)
@@ -296,7 +317,14 @@ class PathCandidates:
 
     @property
     def u_sub(self) -> tuple[Candidate, ...]:
-        return (self.inference, *self.samples)
+        """U_sub^r (eq. 8) as every row uses it: the inference output and the samples the
+        speaker scored. r cannot rank a sample without a score, so neither r nor an oracle may
+        choose it, and gamma does not compare it."""
+        return (self.inference, *(s for s in self.samples if s.score is not None))
+
+    @property
+    def unscored_samples(self) -> int:
+        return sum(s.score is None for s in self.samples)
 
 
 def _argmax_score(cands) -> Candidate:
@@ -309,11 +337,11 @@ def _argmax_score(cands) -> Candidate:
     return best
 
 
-def speaker_choice(p: PathCandidates) -> Candidate:
-    """r's own output (eq. 7): argmax S_r over U_sub; the inference output when it has no
-    score (then nothing can be ranked against it). Samples without a score cannot be picked."""
+def speaker_choice(p: PathCandidates) -> Candidate | None:
+    """r's own output (eq. 7): argmax S_r over U_sub; None when the inference output has no
+    score (then r ranks nothing and the path is left out)."""
     if p.inference.score is None:
-        return p.inference
+        return None
     return _argmax_score(p.u_sub)
 
 
@@ -323,6 +351,53 @@ def search_choice(p: PathCandidates) -> Candidate | None:
     if p.reference is None or p.reference.score is None or p.inference.score is None:
         return None
     return _argmax_score((*p.u_sub, p.reference))
+
+
+def pragmatic_choice(p: PathCandidates, select: str = DEFAULT_SELECT) -> Candidate:
+    """r*_pragmatic's output (eq. 10): ONE candidate of U_sub per path, the one its followers
+    did best on by the metric `select`; every metric is then reported for that candidate.
+    Ties keep r's own choice (so the oracle departs from r only where people did strictly
+    better), then the inference output, then the lower sample. Needs every candidate of U_sub
+    followed."""
+    best = max(c.values[select] for c in p.u_sub)
+    own = speaker_choice(p)
+    if own is not None and own.values[select] == best:
+        return own
+    return next(c for c in p.u_sub if c.values[select] == best)
+
+
+def _same_text(a: str | None, b: str | None) -> bool:
+    return a is not None and b is not None and " ".join(a.split()) == " ".join(b.split())
+
+
+def gamma_outcome(p: PathCandidates) -> str | None:
+    """Footnote 2 on one path: "win" when S_r(inference output) is strictly higher than every
+    scored sample's, "loss" when a sample's is strictly higher, "tie" otherwise: some sample
+    has exactly its score, or is the inference output's own text (the same utterance: it
+    neither loses to nor beats it, whatever the stored scores' rounding). None when the
+    inference output or every sample lacks a score."""
+    if p.inference.score is None or len(p.u_sub) < 2:
+        return None
+    tie = False
+    for s in p.u_sub[1:]:
+        if _same_text(s.instruction, p.inference.instruction):
+            tie = True
+        elif s.score > p.inference.score:
+            return "loss"
+        elif s.score == p.inference.score:
+            tie = True
+    return "tie" if tie else "win"
+
+
+def gamma_share(wins: int, ties: int, n: int) -> dict | None:
+    """gamma = (wins + ties / 2) / n: a tie counts half. The 95% interval runs from the Wilson
+    lower bound with the ties as losses to the Wilson upper bound with the ties as wins (so it
+    holds under either reading of a tie); without ties it is the Wilson interval."""
+    if not n:
+        return None
+    low = stats.proportion(wins, n).low
+    high = stats.proportion(wins + ties, n).high
+    return {"n": n, "mean": (wins + ties / 2) / n, "low": low, "high": high}
 
 
 def _est(values: list[float], seed: int, n_boot: int) -> dict:
@@ -348,87 +423,98 @@ def advise(difference: dict | None, search_available: bool) -> str:
     return "no clear difference (the interval of PPG_pragmatic - PPG_search covers 0)"
 
 
-def analyse(paths: list[PathCandidates], metrics=tuple(k for k, _ in METRICS), *, n_boot: int = 2000,
-            seed: int = 0) -> dict:
+def analyse(paths: list[PathCandidates], metrics=tuple(k for k, _ in METRICS), *, select: str = DEFAULT_SELECT,
+            n_boot: int = 2000, seed: int = 0) -> dict:
     """The capability analysis of one speaker over its paths (see the module docstring).
 
-    A path counts when every candidate of U_sub has a valid annotation (r*_pragmatic needs
-    them all) and, where the search oracle is used, its pick has one too. The search oracle
-    is used on the paths where both the inference output and the reference have a score;
-    when no counted path has them it is unavailable and its rows are None."""
+    Every row is over the same paths (the counted ones), whatever the speaker scored:
+    - samples without a speaker score are left out of U_sub on every row and of gamma;
+    - a path is left out of every row when its inference output has no score, when none of
+      its samples has one, or when a candidate of U_sub or the human reference has no valid
+      annotation yet;
+    - r*_search (and PPG_search, and the advice) is reported only when every counted path's
+      reference has a score; otherwise it is unavailable and the tables say why (it never
+      takes paths out of the other rows).
+    r*_pragmatic picks one candidate per path by `select` and reports every metric for it."""
+    if select not in metrics:
+        raise ValueError(f"the selection metric {select!r} is not among the metrics {metrics}")
     total = len(paths)
 
-    def followed(c: Candidate) -> bool:
-        return all(m in c.values for m in metrics)
+    def followed(c: Candidate | None) -> bool:
+        return c is not None and all(m in c.values for m in metrics)
 
-    whole = [p for p in paths if all(followed(c) for c in p.u_sub)]
-    with_scores = [p for p in whole if search_choice(p) is not None]
-    search_available = bool(with_scores)
     skipped: dict[str, int] = {}
-    if len(whole) < total:
-        skipped["a candidate of U_sub has no valid annotation"] = total - len(whole)
-    if search_available:
-        counted = [p for p in with_scores if followed(search_choice(p))]
-        if len(with_scores) < len(whole):
-            skipped["no speaker score for the inference output or the reference"] = len(whole) - len(with_scores)
-        if len(counted) < len(with_scores):
-            skipped["the reference picked by r*_search has no valid annotation"] = len(with_scores) - len(counted)
-    else:
-        counted = whole
+    rankable: list[PathCandidates] = []
+    for p in paths:
+        reason = (NO_INFERENCE_SCORE if p.inference.score is None
+                  else NO_SAMPLE_SCORE if len(p.u_sub) < 2 else None)
+        if reason is None:
+            rankable.append(p)
+        else:
+            skipped[reason] = skipped.get(reason, 0) + 1
+    counted = [p for p in rankable if all(followed(c) for c in p.u_sub) and followed(p.reference)]
+    if len(counted) < len(rankable):
+        skipped[NOT_FOLLOWED] = len(rankable) - len(counted)
+    ref_unscored = sum(p.reference.score is None for p in counted)
+    search_available = bool(counted) and not ref_unscored
     unavailable: list[str] = []
     if not search_available:
-        unavailable.append("r*_search and PPG_search: " + _search_reason(paths))
+        unavailable.append("r*_search and PPG_search: " + _search_reason(paths, counted, ref_unscored))
 
+    own = [speaker_choice(p) for p in counted]
+    prag = [pragmatic_choice(p, select) for p in counted]
+    srch = [search_choice(p) for p in counted] if search_available else []
     out_metrics: dict[str, dict] = {}
     for m in metrics:
-        r = [speaker_choice(p).values[m] for p in counted]
-        infer = [p.inference.values[m] for p in counted]
-        prag = [max(c.values[m] for c in p.u_sub) for p in counted]
-        ref = [p.reference.values[m] for p in counted if p.reference is not None and followed(p.reference)]
-        row = {"speaker_choice": _est(r, seed, n_boot), "inference": _est(infer, seed, n_boot),
-               "pragmatic": _est(prag, seed, n_boot), "reference": _est(ref, seed, n_boot),
-               "ppg_pragmatic": _est([b - a for a, b in zip(r, prag)], seed, n_boot),
+        r = [c.values[m] for c in own]
+        best = [c.values[m] for c in prag]
+        row = {"speaker_choice": _est(r, seed, n_boot),
+               "inference": _est([p.inference.values[m] for p in counted], seed, n_boot),
+               "pragmatic": _est(best, seed, n_boot),
+               "reference": _est([p.reference.values[m] for p in counted], seed, n_boot),
+               "ppg_pragmatic": _est([b - a for a, b in zip(r, best)], seed, n_boot),
                "search": None, "ppg_search": None, "difference": None}
         if search_available:
-            srch = [search_choice(p).values[m] for p in counted]
-            row["search"] = _est(srch, seed, n_boot)
-            row["ppg_search"] = _est([b - a for a, b in zip(r, srch)], seed, n_boot)
+            s = [c.values[m] for c in srch]
+            row["search"] = _est(s, seed, n_boot)
+            row["ppg_search"] = _est([b - a for a, b in zip(r, s)], seed, n_boot)
             # PPG_pragmatic - PPG_search per path = rho(r*_pragmatic) - rho(r*_search).
-            row["difference"] = _est([a - b for a, b in zip(prag, srch)], seed, n_boot)
+            row["difference"] = _est([a - b for a, b in zip(best, s)], seed, n_boot)
         row["advice"] = advise(row["difference"], search_available)
         out_metrics[m] = row
 
-    # gamma needs only the scores: every path with a scored inference output and samples.
-    scored = [p for p in paths if p.inference.score is not None and p.samples
-              and all(s.score is not None for s in p.samples)]
-    wins = sum(p.inference.score > max(s.score for s in p.samples) for p in scored)
-    gamma = stats.proportion(wins, len(scored)).as_dict() if scored else None
+    # gamma needs only the scores: every path whose inference output and at least one sample
+    # have one, followed or not.
+    outcomes = [o for p in rankable if (o := gamma_outcome(p)) is not None]
+    wins, ties = outcomes.count("win"), outcomes.count("tie")
+    gamma = gamma_share(wins, ties, len(outcomes))
     if gamma is None:
         unavailable.append("gamma: " + _gamma_reason(paths))
-    picked = sum(speaker_choice(p) is not p.inference for p in counted)
-    return {"paths": total, "counted": len(counted), "skipped": skipped,
+    picked = sum(c is not p.inference for c, p in zip(own, counted))
+    return {"paths": total, "counted": len(counted), "skipped": skipped, "select": select,
+            "unscored_samples": sum(p.unscored_samples for p in paths),
             "search_available": search_available, "unavailable": unavailable,
             "picked_sample": {"paths": len(counted), "k": picked,
                               "share": stats.proportion(picked, len(counted)).as_dict() if counted else None},
-            "gamma": {"paths": len(scored), "k": wins, "share": gamma},
+            "gamma": {"paths": len(outcomes), "wins": wins, "ties": ties, "losses": len(outcomes) - wins - ties,
+                      "k": wins + ties / 2, "share": gamma},
             "metrics": out_metrics}
 
 
-def _search_reason(paths: list[PathCandidates]) -> str:
+def _search_reason(paths: list[PathCandidates], counted: list[PathCandidates], ref_unscored: int) -> str:
     if not paths:
         return "no paths"
-    no_ref = sum(p.reference is None for p in paths)
-    ref_unscored = sum(p.reference is not None and p.reference.score is None for p in paths)
-    infer_unscored = sum(p.inference.score is None for p in paths)
-    if no_ref == len(paths):
+    if all(p.reference is None for p in paths):
         return "the study has no human reference instructions"
-    if ref_unscored + no_ref == len(paths):
+    if all(p.reference is None or p.reference.score is None for p in paths):
         return ("the human references have no speaker score S_r(u*|e*), so the speaker cannot "
                 "rank them against its candidates")
-    if infer_unscored == len(paths):
-        return "the inference outputs have no speaker score, so nothing can be ranked against them"
-    return ("no path with speaker scores for both the inference output and the reference has "
-            "every needed item followed yet")
+    if not counted:
+        return "no path counts yet"
+    verb = "has" if ref_unscored == 1 else "have"
+    return (f"{ref_unscored} of the {len(counted)} counted paths {verb} no speaker score for the human "
+            "reference; r*_search is reported only when every counted path has one, so that every "
+            "row is over the same paths")
 
 
 def _gamma_reason(paths: list[PathCandidates]) -> str:
@@ -436,7 +522,7 @@ def _gamma_reason(paths: list[PathCandidates]) -> str:
         return "no paths"
     if all(p.inference.score is None for p in paths):
         return "the inference outputs have no speaker score"
-    return "no path has speaker scores for the inference output and all of its samples"
+    return "no path has speaker scores for the inference output and at least one sample"
 
 
 # -- from the database -----------------------------------------------------------------------
@@ -456,12 +542,13 @@ def load_paths(session: Session, study: Study) -> dict[str, list[PathCandidates]
     just the four metrics."""
     ref = Item.reference
     items = session.execute(
-        select(Item.id, Item.category, Item.cluster, ref["role"], ref["speaker_score"], ref["candidate"])
+        select(Item.id, Item.category, Item.cluster, ref["role"], ref["speaker_score"], ref["candidate"],
+               Item.payload["instruction"].as_string())
         .where(Item.study_id == study.id, Item.is_gold.is_(False))).all()
     info = {}
-    for item_id, category, cluster, role, score, k in items:
+    for item_id, category, cluster, role, score, k, text in items:
         if role in ROLES:
-            info[item_id] = (category, cluster, role, _number(score), k)
+            info[item_id] = (category, cluster, role, _number(score), k, text)
     if not info:
         return {}
     sums: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -476,9 +563,10 @@ def load_paths(session: Session, study: Study) -> dict[str, list[PathCandidates]
                 sums[item_id][k].append(x)
 
     def candidate(item_id) -> Candidate:
-        _, _, role, score, k = info[item_id]
+        _, _, role, score, k, text = info[item_id]
         means = {m: sum(v) / len(v) for m, v in sums.get(item_id, {}).items() if v}
-        return Candidate(role=role, score=score, values=means, candidate=k if isinstance(k, int) else None)
+        return Candidate(role=role, score=score, values=means, candidate=k if isinstance(k, int) else None,
+                         instruction=text)
 
     by_cluster: dict[str, list[int]] = defaultdict(list)
     for item_id, (_, cluster, *_rest) in info.items():
@@ -489,7 +577,7 @@ def load_paths(session: Session, study: Study) -> dict[str, list[PathCandidates]
         refs = [i for i in ids if info[i][2] == "reference"]
         reference = candidate(refs[0]) if refs else None
         for i in ids:
-            category, _, role, _, _ = info[i]
+            category, _, role, *_rest = info[i]
             if role != "inference":
                 continue
             samples = sorted((candidate(j) for j in ids if info[j][2] == "sample"
@@ -505,7 +593,7 @@ _QUANTITIES = (
     ("speaker_choice", "ρ(r): the speaker's own choice, argmax S_r over U_sub"),
     ("inference", "Inference output (greedy/beam) as is"),
     ("search", "ρ(r*_search): argmax S_r over U_sub ∪ {human reference}"),
-    ("pragmatic", "ρ(r*_pragmatic): the candidate of U_sub its followers did best on"),
+    ("pragmatic", "ρ(r*_pragmatic): per path, the one candidate of U_sub its followers did best on"),
     ("reference", "Human reference instruction"),
     ("ppg_search", "PPG_search = ρ(r*_search) − ρ(r)"),
     ("ppg_pragmatic", "PPG_pragmatic = ρ(r*_pragmatic) − ρ(r)"),
@@ -515,22 +603,32 @@ _QUANTITIES = (
 
 def speaker_tables(speaker: str, result: dict, suffix: str = "") -> list[dict]:
     """The analysis of one speaker as leaderboard tables (app/kinds/base.py's format)."""
-    metric_cols = [{"key": k, "label": label} for k, label in METRICS]
+    shown = [(k, label) for k, label in METRICS if k in result["metrics"]]
+    metric_cols = [{"key": k, "label": label} for k, label in shown]
     rows = []
     for key, label in _QUANTITIES:
         row: dict[str, Any] = {"key": key, "quantity": label}
-        for m, _ in METRICS:
+        for m, _ in shown:
             row[m] = result["metrics"][m][key]
         rows.append(row)
     counted = result["counted"]
+    select = dict(METRICS).get(result["select"], result["select"])
     note = [f"Paths counted: {counted} of {result['paths']}."]
     for reason, n in result["skipped"].items():
-        note.append(f"Left out: {n} (reason: {reason}).")
+        note.append(f"Left out of every row: {n} (reason: {reason}).")
+    if result["unscored_samples"]:
+        k = result["unscored_samples"]
+        note.append(f"{k} sample{'s have' if k != 1 else ' has'} no speaker score: left out of U_sub on every "
+                    "row and of γ (the speaker cannot rank them, so neither r nor an oracle may choose them).")
     note.append("A candidate's value is the mean of the metric over its valid annotations (not gold, "
-                "not excluded); a row is the mean over the counted paths with a 95% bootstrap interval "
+                "not excluded). A path counts when its inference output and at least one sample have a "
+                "speaker score and every candidate of U_sub and the human reference has a valid "
+                "annotation; every row is over the same counted paths, with a 95% bootstrap interval "
                 "over paths (for a PPG, each resample recomputes both ρ's on the same paths). "
-                "U_sub = {inference output} ∪ the N samples; the human reference row uses the counted "
-                "paths whose reference has been followed.")
+                "U_sub = {inference output} ∪ the scored samples. "
+                f"r*_pragmatic picks one candidate per path, the one its followers did best on by {select} "
+                "(ties: r's own choice, then the inference output, then the lower sample), and every "
+                "column is that candidate's, so on the other metrics PPG_pragmatic can be negative.")
     if result["picked_sample"]["paths"]:
         ps = result["picked_sample"]
         note.append(f"The speaker's own score picked a sample over its inference output on {ps['k']} of "
@@ -538,17 +636,20 @@ def speaker_tables(speaker: str, result: dict, suffix: str = "") -> list[dict]:
     for u in result["unavailable"]:
         note.append(f"Unavailable: {u}.")
     advice_rows = []
-    for m, label in METRICS:
+    for m, label in shown:
         r = result["metrics"][m]
         advice_rows.append({"metric": label, "ppg_search": r["ppg_search"], "ppg_pragmatic": r["ppg_pragmatic"],
                             "difference": r["difference"], "advice": r["advice"]})
     g = result["gamma"]
     ps = result["picked_sample"]
+    gamma_remark = next((u.split(": ", 1)[1] for u in result["unavailable"] if u.startswith("gamma")), "")
+    if g["share"] is not None:
+        gamma_remark = (f"{g['wins']} won, {g['ties']} tied, {g['losses']} lost"
+                        + (f"; the ties count half: ({g['wins']} + {g['ties']}/2) / {g['paths']}" if g["ties"] else ""))
     check_rows = [
-        {"key": "gamma", "check": "γ: S_r(inference output) > max S_r over the N samples "
+        {"key": "gamma", "check": "γ: S_r(inference output) > max S_r over the scored samples "
                                   "(the paper's assumption, footnote 2; 0.7-0.9 there)",
-         "paths": g["paths"], "share": g["share"],
-         "remark": next((u.split(": ", 1)[1] for u in result["unavailable"] if u.startswith("gamma")), "")},
+         "paths": g["paths"], "share": g["share"], "remark": gamma_remark},
         {"key": "picked_sample", "check": "The speaker's own choice r is a sample, not the inference output",
          "paths": ps["paths"], "share": ps["share"], "remark": "" if ps["paths"] else "no counted paths yet"},
     ]
@@ -568,7 +669,12 @@ def speaker_tables(speaker: str, result: dict, suffix: str = "") -> list[dict]:
                      {"key": "advice", "label": "Advice"}],
          "rows": advice_rows},
         {"key": f"nav_capability_scores{suffix}", "title": f"{speaker}'s own scores",
-         "note": "Shares with 95% Wilson intervals.",
+         "note": ("Shares with 95% Wilson intervals. γ: a path ties when no scored sample has a strictly "
+                  "higher S_r than the inference output but one has exactly its score or is its own text "
+                  "(the same instruction); a tie counts half (the footnote's share is over every path, "
+                  "and neither instruction is ranked above the other), and γ's interval runs from the "
+                  "Wilson lower bound with the ties as losses to the Wilson upper bound with the ties as "
+                  "wins."),
          "columns": [{"key": "check", "label": "Check"}, {"key": "paths", "label": "Paths"},
                      {"key": "share", "label": "Share"}, {"key": "remark", "label": "Remark"}],
          "rows": check_rows},
@@ -581,8 +687,10 @@ def tables(session: Session, study: Study) -> list[dict]:
     listed = [s for s in (study.kind_settings or {}).get("speakers", []) if s in by_speaker]
     order = listed + sorted(s for s in by_speaker if s not in listed)
     out: list[dict] = []
+    select = (study.kind_settings or {}).get("pragmatic_metric", DEFAULT_SELECT)
     for n, speaker in enumerate(order):
-        out.extend(speaker_tables(speaker, analyse(by_speaker[speaker]), "" if n == 0 else f"_{n + 1}"))
+        out.extend(speaker_tables(speaker, analyse(by_speaker[speaker], select=select),
+                                  "" if n == 0 else f"_{n + 1}"))
     return out
 
 

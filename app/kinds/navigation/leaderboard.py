@@ -1,6 +1,11 @@
 """The navigation leaderboard section: per speaker (Item.category, "human" for the reference
-instructions), the followers' metrics with 95% bootstrap intervals, the mean interpretability
-rating, and paired t-tests of each speaker against a baseline speaker over the paths both have.
+instructions), the followers' metrics with 95% intervals over instructions, the mean
+interpretability rating, and paired t-tests of each speaker against a baseline speaker over the
+paths both have.
+
+The unit is the instruction (the item), not the annotation: an instruction's value is the mean
+over its followers, a speaker's is the mean over its instructions, and the interval resamples
+instructions (DESIGN.md section 7), so a second follower of an instruction never narrows it.
 
 Only valid human annotations count (not gold, not excluded). One row per annotation is read,
 with just the needed JSON fields (never the response's path or trace): navigation studies are
@@ -36,19 +41,33 @@ def _clean(x):
     return None if isinstance(x, float) and not math.isfinite(x) else x
 
 
-def annotation_values(session: Session, study: Study) -> list[tuple[str, str, dict[str, float]]]:
-    """(category, cluster, {metric: value, "rating": value}) per valid annotation."""
+def annotation_values(session: Session, study: Study) -> list[tuple[int, str, str, dict[str, float]]]:
+    """(item id, category, cluster, {metric: value, "rating": value}) per valid annotation."""
     valid = and_(Annotation.study_id == study.id, Annotation.is_gold.is_(False),
                  Annotation.excluded.is_(False))
     cols = [Annotation.scores[key] for key, _ in METRICS] + [Annotation.response["rating"]]
     names = [key for key, _ in METRICS] + ["rating"]
     out = []
-    for cat, cluster, *values in session.connection().execute(
-            select(Item.category, Item.cluster, *cols).join(Item, Item.id == Annotation.item_id)
-            .where(valid).order_by(Annotation.id)):
+    for item_id, cat, cluster, *values in session.connection().execute(
+            select(Annotation.item_id, Item.category, Item.cluster, *cols)
+            .join(Item, Item.id == Annotation.item_id).where(valid).order_by(Annotation.id)):
         vals = {n: x for n, v in zip(names, values) if (x := _number(v)) is not None}
-        out.append((cat, cluster, vals))
+        out.append((item_id, cat, cluster, vals))
     return out
+
+
+def instruction_estimate(key: str, per_item: list[list[float]]) -> dict:
+    """A speaker's value on one column from its instructions' followers' values (one list per
+    instruction): the mean over instructions of each instruction's mean, with a 95% interval
+    over instructions. SR gets a Wilson interval when every instruction's SR is 0 or 1 (one
+    follower each, or followers who agree): then each instruction is one success or failure.
+    Otherwise a percentile bootstrap of the instructions' means (2000 resamples, seed 0), which
+    is the cluster bootstrap by instruction of this mean. `n` is the number of instructions.
+    The means are sorted first, so the result does not depend on the order they come in."""
+    means = sorted(sum(v) / len(v) for v in per_item if v)
+    if key == "success" and all(m in (0.0, 1.0) for m in means):
+        return stats.proportion(int(sum(means)), len(means)).as_dict()
+    return stats.bootstrap_mean_interval(means).as_dict()
 
 
 def section(session: Session, study: Study) -> dict | None:
@@ -56,15 +75,19 @@ def section(session: Session, study: Study) -> dict | None:
     if not rows:
         return None
     keys = [k for k, _ in METRICS] + [RATING[0]]
-    by_cat: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    # category -> metric -> item -> values (the instructions' means and their interval)
+    by_item: dict[str, dict[str, dict[int, list[float]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list)))
     # category -> metric -> cluster -> values (for the per-path means of the paired tests)
     by_path: dict[str, dict[str, dict[str, list[float]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list)))
     counts: dict[str, int] = defaultdict(int)
-    for cat, cluster, vals in rows:
+    items: dict[str, set[int]] = defaultdict(set)
+    for item_id, cat, cluster, vals in rows:
         counts[cat] += 1
+        items[cat].add(item_id)
         for k, v in vals.items():
-            by_cat[cat][k].append(v)
+            by_item[cat][k][item_id].append(v)
             if cluster:
                 by_path[cat][k][cluster].append(v)
     baseline = str((study.kind_settings or {}).get("baseline", "human"))
@@ -73,9 +96,9 @@ def section(session: Session, study: Study) -> dict | None:
 
     metric_rows = []
     for cat in cats:
-        row: dict = {"category": cat, "n": counts[cat]}
+        row: dict = {"category": cat, "items": len(items[cat]), "n": counts[cat]}
         for k in keys:
-            row[k] = stats.bootstrap_mean_interval(by_cat[cat][k]).as_dict()
+            row[k] = instruction_estimate(k, list(by_item[cat][k].values()))
         metric_rows.append(row)
 
     paired_rows = []
@@ -96,10 +119,15 @@ def section(session: Session, study: Study) -> dict | None:
     tables = [{
         "key": "navigation_metrics",
         "title": "Followers' metrics per speaker",
-        "note": ("Valid human annotations (gold and excluded ones left out). Means with 95% "
-                 "bootstrap intervals; SR, SPL, nDTW, SDTW in [0, 1]; NE and path length in metres; "
-                 "rating: how easy the instruction was to follow."),
-        "columns": [{"key": "category", "label": "Speaker"}, {"key": "n", "label": "Annotations"}]
+        "note": ("Valid human annotations (gold and excluded ones left out). Per instruction, the mean "
+                 "over its followers; per speaker, the mean over its instructions (each counts once) "
+                 "with a 95% interval over instructions, so several followers of one instruction do "
+                 "not narrow it: SR has a Wilson interval when every instruction's SR is 0 or 1 (one "
+                 "follower each, or followers who agree), else, like the other columns, a percentile "
+                 "bootstrap of the instructions' means (2000 resamples). SR, SPL, nDTW, SDTW in [0, 1]; "
+                 "NE and path length in metres; rating: how easy the instruction was to follow."),
+        "columns": [{"key": "category", "label": "Speaker"}, {"key": "items", "label": "Instructions"},
+                    {"key": "n", "label": "Annotations"}]
                    + [{"key": k, "label": label} for k, label in (*METRICS, RATING)],
         "rows": metric_rows,
     }]
