@@ -23,7 +23,7 @@ from app.kinds.navigation.house import generate_house, sample_paths, to_r2r
 from app.storage import get_store
 from app.studies import services
 from app.studies.models import Item, Study
-from tests.conftest import login, make_user
+from tests.conftest import ROOT, login, make_user
 
 N, M, PATHS = 3, 2, 4
 
@@ -125,8 +125,15 @@ def test_evaluation_run_reranks_with_listeners_and_adds_items(session, setup):
         chosen = [c for c in cands if c.chosen]
         assert len(chosen) == 1
         assert chosen[0].listener_score == max(c.listener_score for c in cands)
-    # gamma: the share of paths where the inference output outscores every sample
-    expected = sum(cs[0].speaker_score > max(c.speaker_score for c in cs[1:]) for cs in by_path.values()) / PATHS
+    # gamma: the share of paths where the inference output outscores every sample (a sample
+    # with its words or its score is a tie: half)
+    def outcome(cs):
+        words = " ".join(cs[0].instruction.split())
+        others = [c.speaker_score for c in cs[1:] if " ".join(c.instruction.split()) != words]
+        if others and max(others) > cs[0].speaker_score:
+            return 0.0
+        return 0.5 if len(others) < len(cs) - 1 or (others and max(others) == cs[0].speaker_score) else 1.0
+    expected = sum(outcome(cs) for cs in by_path.values()) / PATHS
     assert run.gamma == pytest.approx(expected)
     items = _gen_items(session, setup["study"])
     assert len(items) == PATHS
@@ -375,3 +382,31 @@ def test_a_torchscript_listener_reranks_beside_a_built_in_one(session, setup, ti
             assert sorted((r.listener, r.m) for r in rolls) == [(k, m) for k in range(2) for m in range(M)]
             assert c.listener_score == pytest.approx(sum(r.ndtw for r in rolls) / len(rolls), abs=1e-5)
         assert sum(c.chosen for c in cands) == 1
+
+
+def test_gamma_counts_a_sample_with_the_inference_outputs_words_or_score_as_half(session):
+    """Four paths: a win, a tie by words (batching noise in the score), a tie by score, a loss."""
+    from workers.navigation.generate import gamma
+
+    owner = make_user(session, "researcher")
+    study = services.create_study(session, owner, "tom", services.StudySettings(title="g"),
+                                  (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes(), "csv")
+    agent = services.register_agent(session, owner, "navigation", "g-speaker")
+    art = AgentArtifact(agent_id=agent.id, version=1, role="speaker", format="safetensors",
+                        blob_key="none", size=0, sha256="0" * 64)
+    session.add(art)
+    session.flush()
+    run = GenerationRun(study_id=study.id, owner_id=owner.id, speaker_artifact_id=art.id, n=1, k=0, m=1,
+                        metric="ndtw", design="evaluation", max_len=10, seed=0, batch_size=1, paths=[])
+    session.add(run)
+    session.flush()
+    cases = {"win": [("go left", -1.0), ("go right", -2.0)],
+             "same words": [("go  left", -1.0), ("go left", -0.9999999)],
+             "same score": [("go left", -1.0), ("turn", -1.0)],
+             "loss": [("go left", -1.0), ("go left", -1.0000001), ("walk on", -0.5)]}
+    for key, cands in cases.items():
+        for k, (text, score) in enumerate(cands):
+            session.add(Candidate(run_id=run.id, path_key=key, k=k, role="sample" if k else "inference",
+                                  instruction=text, speaker_score=score))
+    session.commit()
+    assert gamma(session, run) == pytest.approx((1 + 0.5 + 0.5 + 0) / 4)

@@ -196,14 +196,29 @@ def _generate_batch(session: Session, run: GenerationRun, paths: list[dict], key
 
 
 def gamma(session: Session, run: GenerationRun) -> float | None:
-    """The share of paths where S(inference output) is strictly above every sample's score."""
-    by_path: dict[str, dict[int, float]] = {}
-    for key, k, s in session.execute(select(Candidate.path_key, Candidate.k, Candidate.speaker_score)
-                                     .where(Candidate.run_id == run.id)):
-        by_path.setdefault(key, {})[k] = s
-    wins = [scores[0] > max(v for k, v in scores.items() if k) for scores in by_path.values()
-            if 0 in scores and len(scores) > 1]
-    return sum(wins) / len(wins) if wins else None
+    """The share of paths where S(inference output) is above every sample's score. A sample
+    with the inference output's words (spacing aside: its score differs only by batching noise)
+    or exactly its score is a tie and counts half, as in the capability analysis
+    (docs/kinds/navigation-capability.md); a sample scored strictly higher is a loss."""
+    by_path: dict[str, dict[int, tuple[float, str]]] = {}
+    for key, k, s, text in session.execute(
+            select(Candidate.path_key, Candidate.k, Candidate.speaker_score, Candidate.instruction)
+            .where(Candidate.run_id == run.id)):
+        by_path.setdefault(key, {})[k] = (s, " ".join(text.split()))
+    values = []
+    for cands in by_path.values():
+        if 0 not in cands or len(cands) < 2:
+            continue
+        greedy, words = cands[0]
+        samples = [v for k, v in cands.items() if k]
+        others = [s for s, t in samples if t != words]
+        if others and max(others) > greedy:
+            values.append(0.0)
+        elif len(others) < len(samples) or (others and max(others) == greedy):
+            values.append(0.5)
+        else:
+            values.append(1.0)
+    return sum(values) / len(values) if values else None
 
 
 def _score_references(speaker, vocab: Vocabulary, worlds: dict[str, World], paths: list[dict],

@@ -133,7 +133,9 @@ def study_settings(options: dict, categories: set[str]) -> dict:
 
 def leaderboard_table(session, study) -> dict | None:
     """Per speaker (item category), the mean level of each of the study's Likert questions over
-    valid human annotations (not gold, not excluded), with 95% bootstrap intervals."""
+    its instructions (each instruction's mean over its valid human annotations: not gold, not
+    excluded), with 95% bootstrap intervals that resample instructions, so several followers of
+    one instruction do not narrow them (DESIGN section 7)."""
     from collections import defaultdict
 
     from sqlalchemy import select
@@ -145,10 +147,12 @@ def leaderboard_table(session, study) -> dict | None:
     if not items:
         return None
     cols = [Annotation.response[("likert", it["key"])] for it in items]
-    values: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    # category -> question -> instruction -> levels
+    values: dict[str, dict[str, dict[int, list[float]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list)))
     counts: dict[str, int] = defaultdict(int)
-    for cat, *levels in session.connection().execute(
-            select(Item.category, *cols).join(Item, Item.id == Annotation.item_id)
+    for cat, item_id, *levels in session.connection().execute(
+            select(Item.category, Item.id, *cols).join(Item, Item.id == Annotation.item_id)
             .where(Annotation.study_id == study.id, Annotation.is_gold.is_(False),
                    Annotation.excluded.is_(False))):
         answered = [(it["key"], v) for it, v in zip(items, levels)
@@ -156,18 +160,19 @@ def leaderboard_table(session, study) -> dict | None:
         if answered:
             counts[cat] += 1
         for key, v in answered:
-            values[cat][key].append(float(v))
+            values[cat][key][item_id].append(float(v))
     if not counts:
         return None
     baseline = str((study.kind_settings or {}).get("baseline", "human"))
     rows = [{"category": cat, "n": counts[cat],
-             **{it["key"]: stats.bootstrap_mean_interval(values[cat][it["key"]]).as_dict() for it in items}}
+             **{it["key"]: stats.bootstrap_mean_interval(
+                 [sum(v) / len(v) for v in values[cat][it["key"]].values()]).as_dict() for it in items}}
             for cat in sorted(counts, key=lambda c: (c != baseline, c))]
     return {
         "key": "navigation_likert",
         "title": "The study's Likert questions per speaker",
-        "note": ("Mean level (1 = the first label) over valid human annotations, with 95% bootstrap "
-                 "intervals. " + " ".join(f"{it['key']}: {it['question']} "
+        "note": ("Mean level (1 = the first label) over the speaker's instructions, each the mean of "
+                 "its valid human annotations, with 95% bootstrap intervals over instructions. " + " ".join(f"{it['key']}: {it['question']} "
                                           f"(1 {it['labels'][0]} ... {len(it['labels'])} {it['labels'][-1]})."
                                           for it in items)),
         "columns": [{"key": "category", "label": "Speaker"}, {"key": "n", "label": "Annotations"}]
