@@ -199,6 +199,20 @@ async def import_outputs(study_id: int, agent_id: int, file: UploadFile = File(.
     return {"imported": n}
 
 
+@router.post("/studies/{study_id}/annotations/import", status_code=201, tags=["studies"])
+async def import_prior_annotations(study_id: int, file: UploadFile = File(None), source: str = Form(""),
+                                   session: Session = Depends(db), user: User = Depends(researcher)):
+    """Load people's annotations from an earlier study as the work of external annotators,
+    scored like the study's own and shown on its leaderboard marked "(imported)"; `source`
+    names where they come from (docs/kinds/*.md give each kind's format: for `tom` JSONL
+    `{"question_id", "answer", "annotator"}`; for `navigation` R2R predictions with a
+    `worker_id` per trajectory). Returns {annotators, annotations, source}."""
+    from app.studies.imports import import_annotations
+
+    study = _study(session, study_id, user)
+    return import_annotations(session, study, session.merge(user), await read_upload(file), source)
+
+
 @router.get("/studies/{study_id}/leaderboard", tags=["leaderboards"])
 def leaderboard(study_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
     return compute(session, _study(session, study_id, user))

@@ -10,6 +10,10 @@ from app.db import Base, utcnow
 ROLES = ("worker", "researcher", "admin")
 
 
+# The platform of annotators whose work was loaded from an earlier study (app/studies/imports.py).
+IMPORTED_PLATFORM = "imported"
+
+
 class User(Base):
     __tablename__ = "users"
     __table_args__ = (UniqueConstraint("platform", "external_id"),)

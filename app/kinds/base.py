@@ -82,6 +82,9 @@ class TaskKind(ABC):
     default_instructions: ClassVar[str] = ""
     # What the study page's agent-output import asks for (the file's shape).
     outputs_label: ClassVar[str] = "Outputs (JSONL)"
+    # What the study page's import of earlier human annotations asks for (import_annotations;
+    # blank: the page offers no such import).
+    prior_label: ClassVar[str] = ""
     # A section of the study page (e.g. generation runs), with study_context() as its context.
     study_template: ClassVar[str | None] = None
 
@@ -173,6 +176,13 @@ class TaskKind(ABC):
         """Parse an agent's outputs: item external id -> response. `payloads` (external id ->
         item payload) is for kinds that check an output against its item (a listener's path
         against the instruction's building and start)."""
+
+    def import_annotations(self, data: bytes, known_ids: set[str],
+                           payloads: dict[str, dict] | None = None) -> dict[str, dict[str, dict]]:
+        """People's answers from an earlier study: annotator id -> item external id -> response
+        (the shape a worker's answer is stored in, so the kind's scorer reads it). Raise
+        InputError (line, field) on the first bad record."""
+        raise InputError(f"{self.title} studies do not import earlier annotations", field="file")
 
     def auto_review(self, gold: Sequence[GoldResult]) -> tuple[str | None, str]:
         """The automatic verdict on a worker from all their gold answers, taken when one of

@@ -22,7 +22,7 @@ from sqlalchemy import Float, and_, case, cast, func, select, text
 from sqlalchemy.orm import Session
 
 from app.agents.models import Agent, AgentOutput
-from app.auth.models import User
+from app.auth.models import IMPORTED_PLATFORM, User
 from app.kinds import get_kind
 from app.leaderboards import stats
 from app.studies.models import Annotation, Item, Study
@@ -120,8 +120,10 @@ def compute(session: Session, study: Study) -> dict:
                cast(func.coalesce(Annotation.score, 0.0), Float).label("score"),
                Item.category, Item.cluster)
         .join(Item, Item.id == Annotation.item_id).where(valid).subquery())
-    names = dict(session.execute(select(User.id, User.pseudonym).where(User.id.in_(
-        select(Annotation.worker_id).where(valid)))).all())
+    # Annotators imported from an earlier study (app/studies/imports.py) are marked as such.
+    names = {wid: f"{name} (imported)" if platform == IMPORTED_PLATFORM else name
+             for wid, name, platform in session.execute(select(User.id, User.pseudonym, User.platform).where(
+                 User.id.in_(select(Annotation.worker_id).where(valid)))).all()}
     humans = _rows_from_scores(session, study, human_scored, over_all_items=False, totals=totals)
     for wid, r in sorted(humans.items(), key=lambda kv: -kv[1]["answered"]):
         rows.append({"type": "annotator", "name": names.get(wid, str(wid)), **r})

@@ -26,7 +26,7 @@ from sqlalchemy import and_, exists, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, aliased
 
-from app.auth.models import User
+from app.auth.models import IMPORTED_PLATFORM, User
 from app.config import get_settings
 from app.db import serialised_writes, utcnow
 from app.errors import InputError
@@ -303,8 +303,10 @@ def progress(session: Session, study: Study) -> dict:
     from sqlalchemy import func
 
     now = utcnow()
+    # The study's own crowd: annotations imported from an earlier study are not its progress.
     completed = session.scalar(select(func.count()).select_from(Annotation).where(
-        Annotation.study_id == study.id, Annotation.is_gold.is_(False), Annotation.excluded.is_(False)))
+        Annotation.study_id == study.id, Annotation.is_gold.is_(False), Annotation.excluded.is_(False),
+        Annotation.worker_id.not_in(select(User.id).where(User.platform == IMPORTED_PLATFORM))))
     in_flight = session.scalar(select(func.count()).select_from(Assignment).where(
         Assignment.study_id == study.id, Assignment.state == "leased",
         Assignment.lease_expires_at > now))
@@ -314,6 +316,7 @@ def progress(session: Session, study: Study) -> dict:
         select(User.pseudonym, Participant.status, func.count(Annotation.id))
         .join(Participant, and_(Participant.worker_id == User.id, Participant.study_id == study.id))
         .join(Annotation, and_(Annotation.worker_id == User.id, Annotation.study_id == study.id), isouter=True)
+        .where(User.platform.is_distinct_from(IMPORTED_PLATFORM))
         .group_by(User.pseudonym, Participant.status).order_by(func.count(Annotation.id).desc())
     ).all()
     target = n_items * study.annotations_per_item

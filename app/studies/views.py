@@ -230,6 +230,19 @@ async def import_agent(request: Request, study_id: int, name: str = Form(...),
     return RedirectResponse(f"/studies/{study.id}", status_code=303)
 
 
+@router.post("/studies/{study_id}/annotations/import")
+async def import_prior_annotations(request: Request, study_id: int, source: str = Form(""),
+                                   file: UploadFile = File(None), session: Session = Depends(db),
+                                   user: User = Depends(researcher)):
+    from app.studies.imports import import_annotations
+
+    study = _study(session, study_id, user)
+    done = import_annotations(session, study, session.merge(user), await read_upload(file), source)
+    flash(request, f"Imported {done['annotations']} annotations by {done['annotators']} annotators "
+                   f"from {done['source']}.")
+    return RedirectResponse(f"/studies/{study.id}", status_code=303)
+
+
 @router.post("/studies/{study_id}/exports")
 def start_export(request: Request, study_id: int, session: Session = Depends(db),
                  user: User = Depends(researcher)):

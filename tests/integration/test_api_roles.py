@@ -68,6 +68,7 @@ GET  /studies/{study_id}/progress                       login  login  200    404
 POST /studies/{study_id}/state                          login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/agents                         login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/exports                        login  login  303    404    303    303     404     303     401
+POST /studies/{study_id}/annotations/import             login  login  303    404    303    303     404     303     401
 GET  /studies/{study_id}/leaderboard                    login  login  200    404    200    200     404     200     401
 GET  /studies/{study_id}/generations                    login  login  200    404    200    200     404     200     401
 # ---- the example kind's page and API route (tests/example_kind), on its own study
@@ -98,6 +99,7 @@ GET  /api/v1/studies/{study_id}/items                   401    401    200    404
 GET  /api/v1/studies/{study_id}/annotations/{annotation_id}/trace.jsonl 401 401 200 404 200 200 404 200 401
 GET  /api/v1/studies/{study_id}/leaderboard             401    401    200    404    200    200     404     200     401
 POST /api/v1/studies/{study_id}/exports                 401    401    202    404    202    202     404     202     401
+POST /api/v1/studies/{study_id}/annotations/import      401    401    201    404    201    201     404     201     401
 GET  /api/v1/jobs/{job_id}                              401    401    200    404    200    200     404     200     401
 GET  /api/v1/agents                                     401    401    200    200    200    200     200     200     401
 POST /api/v1/agents                                     401    401    201    201    201    201     201     201     401
@@ -386,6 +388,12 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         form = {"name": f"page-nav-agent-{role}"}
     elif key in ("POST /agents/{agent_id}/artifacts", "POST /api/v1/agents/{agent_id}/artifacts"):
         form, files = _listener_upload()
+    elif key in ("POST /studies/{study_id}/annotations/import",
+                 "POST /api/v1/studies/{study_id}/annotations/import"):
+        # A fresh source per call: the same annotators may be imported once per source.
+        form = {"source": f"probe-{role}-{uuid.uuid4().hex[:8]}"}
+        files = {"file": ("prior.jsonl", "".join(json.dumps({"question_id": i, "answer": "Yes", "annotator": "p1"})
+                                                + "\n" for i in w.items[:3]).encode(), "application/jsonl")}
     elif key == "POST /api/v1/studies/{study_id}/agents/{agent_id}/outputs":
         files = {"file": ("a.jsonl", _outputs(w.items[:10], "No"), "application/jsonl")}
     elif key in ("POST /api/v1/studies/{study_id}/exports", "POST /api/v1/generations/{run_id}/cancel",
@@ -477,9 +485,16 @@ def test_every_route_answers_every_role_as_the_table_says(world, session):
     # only the worker who entered answered anything
     from app.studies.models import Annotation
 
-    workers = set(session.scalars(select(Annotation.worker_id).distinct()))
+    from app.auth.models import IMPORTED_PLATFORM, User
+
+    workers = set(session.scalars(select(Annotation.worker_id).join(User, User.id == Annotation.worker_id)
+                                  .where(User.platform != IMPORTED_PLATFORM).distinct()))
     bundle = session.get(Bundle, world.bundle_id)
     assert workers == {bundle.worker_id}
+    # Earlier annotations were imported only by those allowed to (the source names the caller).
+    sources = [e.split(":")[1] for e in session.scalars(
+        select(User.external_id).where(User.platform == IMPORTED_PLATFORM))]
+    assert {s.split("-")[1] for s in sources} == {"owner", "admin", "t_owner", "t_admin"}
 
 
 def test_another_researchers_agent_is_not_yours(world):

@@ -133,6 +133,8 @@ class Navigation(TaskKind):
     options_template: ClassVar[str | None] = "kinds/navigation/options.html"
     outputs_label: ClassVar[str] = ("A model listener's paths (R2R predictions JSON, or "
                                     '{"<instruction id>": {"path": [...]}})')
+    prior_label: ClassVar[str] = ('Format: R2R predictions JSON with the follower on each record, '
+                                  '[{"instr_id", "trajectory", "worker_id"}, ...].')
     study_template: ClassVar[str | None] = "kinds/navigation/generation.html"
     models: ClassVar[str | None] = "app.kinds.navigation.models"
     jobs: ClassVar[dict[str, str]] = {
@@ -351,6 +353,14 @@ class Navigation(TaskKind):
         from app.kinds.navigation.traces import parse_listener_outputs
 
         return parse_listener_outputs(data, known_ids, payloads, get_graph)
+
+    def import_annotations(self, data: bytes, known_ids: set[str],
+                           payloads: dict[str, dict] | None = None) -> dict[str, dict[str, dict]]:
+        """Followers' paths: the R2R predictions format with the follower's id on each
+        trajectory, [{"instr_id", "trajectory", "worker_id"}, ...] (docs/kinds/navigation.md)."""
+        from app.kinds.navigation.traces import parse_follower_annotations
+
+        return parse_follower_annotations(data, known_ids, payloads, get_graph)
 
     def demo(self) -> dict:
         """A generated house with 12 sampled paths and grammar instructions (one per path)."""

@@ -303,3 +303,36 @@ def run_trace(trace_path: str | Path, connectivity_dir: str | Path, args_path: s
 
     return report(lambda: summarize_trace(trace_path, connectivity_dir, args_path, time_unit), trace_text,
                   as_json, out, err)
+
+
+def parse_follower_annotations(data: bytes, known_ids: set[str], payloads: Mapping[str, dict] | None,
+                               get_graph) -> dict[str, dict[str, dict]]:
+    """People's paths from an earlier study -> {worker id: {external_id: response}}: the R2R
+    predictions format with the follower's id on each record, [{"instr_id", "trajectory",
+    "worker_id"}, ...]. Each follower's paths are checked like a listener's (building, start,
+    a walk on the graph); a follower may follow an instruction once."""
+    if isinstance(data, (bytes, bytearray)) and data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as e:
+            raise InputError(f"the gzip file is truncated or corrupt ({e})", field="file") from None
+    raw = formats.read_json(data, "file")
+    if not isinstance(raw, list):
+        raise InputError("prior paths are a JSON array of {instr_id, trajectory, worker_id}", field="file")
+    by_worker: dict[str, list] = {}
+    for i, rec in enumerate(raw):
+        if not isinstance(rec, dict):
+            raise InputError(f"record {i}: must be an object", field="file")
+        worker = rec.get("worker_id")
+        if isinstance(worker, bool) or not isinstance(worker, (str, int)) or not str(worker).strip():
+            raise InputError(f"record {i} (instr_id {rec.get('instr_id')}): worker_id must be the "
+                             "follower's id (a string or an integer)", field="worker_id")
+        by_worker.setdefault(str(worker).strip(), []).append(
+            {"instr_id": rec.get("instr_id"), "trajectory": rec.get("trajectory")})
+    out = {}
+    for worker, records in by_worker.items():
+        try:
+            out[worker] = parse_listener_outputs(records, known_ids, payloads, get_graph)
+        except InputError as e:
+            raise InputError(f"worker_id {worker}: {e.message}", field=e.field) from None
+    return out

@@ -87,6 +87,7 @@ class CommonToM(TaskKind):
     default_instructions: ClassVar[str] = (
         "Read the dialogue. The utterance marked with 🛑 is the moment asked about. Answer Yes or No.")
     outputs_label: ClassVar[str] = 'Answers (JSONL: {"question_id": ..., "answer": "Yes"|"No"})'
+    prior_label: ClassVar[str] = 'Format: JSONL, one answer per line, {"question_id", "answer", "annotator"}.'
 
     def cli(self):
         from app.kinds.tom.cli import tom
@@ -133,6 +134,14 @@ class CommonToM(TaskKind):
     def import_agent_outputs(self, data: bytes, known_ids: set[str],
                              payloads: dict[str, dict] | None = None) -> dict[str, dict]:
         return {qid: {"answer": a} for qid, a in parse_answers_jsonl(data, known_ids).items()}
+
+    def import_annotations(self, data: bytes, known_ids: set[str],
+                           payloads: dict[str, dict] | None = None) -> dict[str, dict[str, dict]]:
+        """JSONL, one answer per line: {"question_id", "answer", "annotator"}."""
+        from app.kinds.tom.formats import parse_annotator_answers_jsonl
+
+        return {who: {qid: {"answer": a} for qid, a in answers.items()}
+                for who, answers in parse_annotator_answers_jsonl(data, known_ids).items()}
 
     def agreement_value(self) -> str:
         return "answer"

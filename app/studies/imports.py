@@ -1,0 +1,91 @@
+"""Prior human annotations: people's answers from an earlier study (another platform, a released
+dataset), loaded into a study as the work of external annotators, scored by the same code as
+the study's own workers and shown on the same leaderboard, marked as imported.
+
+Each annotator becomes a worker on the platform "imported" (their id scoped to the study and
+the upload's source name, stored only as a pseudonym) with one finished bundle holding their
+answers. Imported work does not take the crowd's quota (items' active counts are unchanged),
+is not counted in the study's progress, and is approved: there is nothing to review here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app import audit
+from app.auth.models import IMPORTED_PLATFORM, User
+from app.db import utcnow
+from app.errors import InputError
+from app.kinds import get_kind
+from app.studies.assignment import pseudonym
+from app.studies.models import Annotation, Assignment, Bundle, Item, Participant, Study
+
+IMPORTED = IMPORTED_PLATFORM
+MAX_SOURCE = 64
+
+
+def _external_id(study: Study, source: str, annotator: str) -> str:
+    return f"{study.id}:{source}:{annotator}"
+
+
+def import_annotations(session: Session, study: Study, actor: User, data: bytes,
+                       source: str = "prior") -> dict:
+    """Store the upload's annotations (all or nothing); InputError names the line and field.
+    An annotator already imported into this study under the same source is refused."""
+    source = (source or "").strip() or "prior"
+    if len(source) > MAX_SOURCE or ":" in source:
+        raise InputError(f"the source is a short name (at most {MAX_SOURCE} characters, no ':')",
+                         field="source")
+    kind = get_kind(study.kind)
+    items = {ext: (iid, payload, ref, gold) for iid, ext, payload, ref, gold in session.execute(
+        select(Item.id, Item.external_id, Item.payload, Item.reference, Item.is_gold)
+        .where(Item.study_id == study.id))}
+    per_annotator = kind.import_annotations(data, set(items), {e: v[1] for e, v in items.items()})
+    per_annotator = {who: answers for who, answers in per_annotator.items() if answers}
+    if not per_annotator:
+        raise InputError("the upload holds no annotations", field="file")
+    ids = {who: _external_id(study, source, who) for who in per_annotator}
+    taken = session.scalars(select(User.external_id).where(
+        User.platform == IMPORTED, User.external_id.in_(list(ids.values())))).all()
+    if taken:
+        who = next(w for w, e in ids.items() if e in taken)
+        raise InputError(f"annotator {who!r} of source {source!r} is already imported into this "
+                         "study: give the upload another source name", field="annotator")
+    now = utcnow()
+    stored = 0
+    for who, answers in per_annotator.items():
+        worker = User(role="worker", platform=IMPORTED, external_id=ids[who],
+                      pseudonym=pseudonym(IMPORTED, ids[who]), name="")
+        session.add(worker)
+        session.flush()
+        participant = Participant(study_id=study.id, worker_id=worker.id, status="approved",
+                                  reason=f"imported from {source}", reviewed_at=now)
+        session.add(participant)
+        session.flush()
+        bundle = Bundle(study_id=study.id, participant_id=participant.id, worker_id=worker.id,
+                        external_assignment_id=f"{IMPORTED}:{source}", size=len(answers),
+                        n_done=len(answers), finished_at=now)
+        session.add(bundle)
+        session.flush()
+        for slot, (ext, response) in enumerate(answers.items()):
+            iid, payload, ref, gold = items[ext]
+            # No exclusion group: that rule is for what this platform hands out.
+            a = Assignment(study_id=study.id, item_id=iid, worker_id=worker.id, bundle_id=bundle.id,
+                           slot=slot, is_gold=gold, state="completed", leased_at=now,
+                           lease_expires_at=now, completed_at=now)
+            session.add(a)
+            session.flush()
+            key = hashlib.sha256(f"{IMPORTED}:{ids[who]}:{ext}".encode()).hexdigest()[:64]
+            session.add(Annotation(
+                assignment_id=a.id, study_id=study.id, item_id=iid, worker_id=worker.id, is_gold=gold,
+                response=response, score=kind.score(payload, ref, response),
+                scores=kind.score_details(payload, ref, response), duration_ms=0,
+                client={IMPORTED: source}, idempotency_key=key))
+            stored += 1
+    audit.record(session, actor.id, "study.import_annotations", "study", study.id, source=source,
+                 annotators=len(per_annotator), annotations=stored)
+    session.commit()
+    return {"annotators": len(per_annotator), "annotations": stored, "source": source}
