@@ -81,7 +81,7 @@ def test_imported_follower_paths_score_exactly_as_proctor_nav_score(session, cli
     board = compute(session, study)
     imported = sorted((r["name"], r["answered"]) for r in board["rows"]
                       if r["type"] == "annotator" and r["name"].endswith(" (imported)"))
-    assert [n for _, n in imported] == sorted(len(m) for m in follows.values())
+    assert sorted(n for _, n in imported) == sorted(len(m) for m in follows.values())
     assert assignment.progress(session, study) == progress_before
     login(client, owner)
     assert " (imported)" in client.get(f"/studies/{study.id}/leaderboard").text
