@@ -50,7 +50,8 @@ class AgentArtifact(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     agent_id: Mapped[int] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"), index=True)
     version: Mapped[int] = mapped_column()
-    role: Mapped[str] = mapped_column(String(16))  # one of its kind's artifact_roles (navigation: speaker | listener)
+    # One of its kind's artifact_roles (navigation: speaker | listener).
+    role: Mapped[str] = mapped_column(String(16))
     format: Mapped[str] = mapped_column(String(16))  # torchscript | safetensors
     blob_key: Mapped[str] = mapped_column(String(500))
     # safetensors: the built-in architecture's config (architecture, sizes, words, feature_version)

@@ -124,7 +124,8 @@ class Navigation(TaskKind):
     format_labels: ClassVar[dict[str, str]] = {
         "r2r": "Navigation: R2R paths with human instructions (JSON)",
         "coop": "Navigation: a speaker's instructions, coop greedy file (JSON)",
-        "capability": "Navigation: capability analysis of a speaker, its candidates and the references (JSON)",
+        "capability": ("Navigation: capability analysis of a speaker, its candidates and the "
+                       "references (JSON)"),
     }
     # The coop speaker's name, the paired tests' baseline speaker, the study's own Likert
     # questions (one per line) and the R2R instruction that serves as the QC episode.

@@ -109,7 +109,8 @@ def create_run(session: Session, study: Study, user: User, *, speaker_artifact_i
         paths=parse_paths(paths_data, design), state="queued")
     session.add(run)
     session.flush()
-    job = jobs.create_job(session, f"{KIND_NAME}.generation", study_id=study.id, owner_id=user.id, run_id=run.id)
+    job = jobs.create_job(session, f"{KIND_NAME}.generation", study_id=study.id, owner_id=user.id,
+                          run_id=run.id)
     run.job_id = job.id
     session.commit()
     return run

@@ -23,7 +23,7 @@ from app.studies.models import Annotation, Bundle, Item, Study
 from app.studies.services import can_manage
 from app.web import read_upload, render
 
-KIND_NAME = "navigation"
+KIND_NAME = generation.KIND_NAME
 # The pages' routes stay out of the API's documentation; the /api/v1 routes are in it.
 router = APIRouter()
 api = APIRouter(prefix="/api/v1", dependencies=[Depends(verify_csrf)])
@@ -87,7 +87,7 @@ def study_generations(request: Request, study_id: int, session: Session = Depend
 
 
 @api.get("/studies/{study_id}/annotations/{annotation_id}/trace.jsonl", tags=["studies"],
-            response_class=Response, responses={200: {"content": {"application/x-ndjson": {}}}})
+         response_class=Response, responses={200: {"content": {"application/x-ndjson": {}}}})
 def annotation_trace(study_id: int, annotation_id: int, session: Session = Depends(db),
                      user: User = Depends(researcher)):
     """A navigation follower's pose trace as PanGEA JSONL: one {id, exmat, inmat, time (ms)}
