@@ -270,6 +270,11 @@ def test_bad_requests_store_nothing(session, setup):
         with pytest.raises(InputError):
             create_run(session, setup["study"], setup["owner"], **{**base, **change})
         session.rollback()
+    for top_p in (0, 0.0, -0.5, 1.0001, 2, float("nan"), float("inf"), True, "0.9", None):
+        with pytest.raises(InputError) as err:
+            create_run(session, setup["study"], setup["owner"], **base, top_p=top_p)
+        assert err.value.field == "top_p", top_p
+        session.rollback()
     setup["speaker"].state = "pending"
     session.commit()
     with pytest.raises(InputError, match="pending"):
@@ -289,6 +294,12 @@ def test_api_and_page(session, setup, client):
     r = client.post(f"/api/v1/studies/{study.id}/generations", data={**form, "n": "0"},
                     files={"file": ("paths.json", setup["paths"], "application/json")})
     assert r.status_code == 422 and "n must be" in r.text
+    for bad in ("0", "-0.1", "1.5", "nan", "inf", "ninety", "true"):
+        r = client.post(f"/api/v1/studies/{study.id}/generations", data={**form, "top_p": bad},
+                        files={"file": ("paths.json", setup["paths"], "application/json")})
+        assert r.status_code == 422 and r.json()["field"] == "top_p", (bad, r.text)
+    assert session.scalar(select(func.count(GenerationRun.id))) == 0
+    form["top_p"] = "0.9"
     r = client.post(f"/api/v1/studies/{study.id}/generations", data=form,
                     files={"file": ("paths.json", setup["paths"], "application/json")})
     assert r.status_code == 202, r.text
@@ -299,6 +310,8 @@ def test_api_and_page(session, setup, client):
     assert got["state"] == "done" and got["candidates"] == PATHS * (1 + N)
     assert got["rollouts"] == PATHS * (1 + N) * 2 * M and got["items"] == PATHS
     assert got["gamma"] is not None
+    assert got["top_p"] == 0.9 and got["sampling"] == "nucleus p=0.9"
+    assert "nucleus p=0.9" in got["log"]
     r = client.post(f"/api/v1/generations/{run_id}/cancel", headers={"X-CSRF-Token": csrf})
     assert r.status_code == 422 and "cancelled" in r.text
     page = client.get(f"/studies/{study.id}")
@@ -307,8 +320,106 @@ def test_api_and_page(session, setup, client):
     from html import escape
 
     assert f"Generation run #{run_id}" in page.text and escape(first.instruction) in page.text
+    assert "N=3 (nucleus p=0.9)" in page.text
     part = client.get(f"/studies/{study.id}/generations")
     assert part.status_code == 200 and "gamma" in part.text
+
+
+# -- nucleus (top-p) sampling -----------------------------------------------------------------
+
+
+def _texts(session, run) -> list[tuple]:
+    return [(c.path_key, c.k, c.instruction, c.speaker_score)
+            for cands in _candidates(session, run).values() for c in cands]
+
+
+def test_top_p_one_draws_the_same_candidates_as_pure_sampling(session, setup):
+    """top_p = 1 is pure ancestral sampling: for the same seed, the very candidates of a run
+    started without the parameter."""
+    runs = [_run(session, setup, listeners=False, seed=5),
+            _run(session, setup, listeners=False, seed=5, top_p=1.0)]
+    for run in runs:
+        assert jobs.run_job(run.job_id) == "done", session.get(jobs.Job, run.job_id).log
+    session.expire_all()
+    plain, one = (session.get(GenerationRun, r.id) for r in runs)
+    assert plain.top_p == one.top_p == 1.0
+    assert _texts(session, plain) == _texts(session, one)
+    assert len(_texts(session, one)) == PATHS * (1 + N)
+    from app.kinds.navigation.generation import summary
+
+    assert summary(session, one)["sampling"] == "pure sampling"
+    assert "pure sampling" in session.get(jobs.Job, one.job_id).log
+
+
+def test_a_tiny_top_p_samples_only_the_most_probable_word(session, setup):
+    """With p below every step's top probability the nucleus is the argmax alone: every sample
+    is the greedy inference output, with its score (so gamma, strictly higher, is 0)."""
+    run = _run(session, setup, listeners=False, top_p=1e-6)
+    assert jobs.run_job(run.job_id) == "done", session.get(jobs.Job, run.job_id).log
+    session.expire_all()
+    run = session.get(GenerationRun, run.id)
+    assert run.top_p == 1e-6
+    for cands in _candidates(session, run).values():
+        assert len(cands) == 1 + N
+        assert all(c.instruction == cands[0].instruction for c in cands[1:])
+        assert all(c.speaker_score == pytest.approx(cands[0].speaker_score, abs=1e-5) for c in cands[1:])
+    assert run.gamma == 0.0
+    assert "nucleus p=1e-06" in session.get(jobs.Job, run.job_id).log
+
+
+def test_a_speaker_without_top_p_still_samples_purely_and_refuses_nucleus(session, setup, tiny_models):
+    """An uploaded TorchScript speaker whose sample() has no top_p runs as before at top_p 1;
+    a nucleus run with it fails with a log that says why."""
+    import io
+    from typing import List
+
+    import torch
+
+    from workers.navigation.train import load_model as load_builtin
+
+    class OldInterfaceSpeaker(torch.nn.Module):
+        """Scripted before top_p: sample() takes the five arguments of the first interface."""
+
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        @torch.jit.export
+        def feature_version(self) -> str:
+            return self.inner.feature_version()
+
+        @torch.jit.export
+        def vocabulary(self) -> List[str]:
+            return self.inner.vocabulary()
+
+        @torch.jit.export
+        def score(self, steps, step_mask, tokens, token_mask):
+            return self.inner.score(steps, step_mask, tokens, token_mask)
+
+        @torch.jit.export
+        def sample(self, steps, step_mask, max_len: int, greedy: bool, temperature: float):
+            return self.inner.sample(steps, step_mask, max_len, greedy, temperature)
+
+    blob, config = tiny_models["speaker"]
+    buf = io.BytesIO()
+    torch.jit.save(torch.jit.script(OldInterfaceSpeaker(load_builtin(blob, config))), buf)
+    data = buf.getvalue()
+    agent = services.register_agent(session, setup["owner"], "navigation", "old-scripted-speaker")
+    key = f"artifacts/{agent.id}/1.pt"
+    get_store().put(key, data)
+    art = AgentArtifact(agent_id=agent.id, version=1, role="speaker", format="torchscript", blob_key=key,
+                        config={}, size=len(data), sha256=hashlib.sha256(data).hexdigest(), state="valid")
+    session.add(art)
+    session.commit()
+    old = {**setup, "speaker": art}
+    pure = _run(session, old, listeners=False)
+    assert jobs.run_job(pure.job_id) == "done", session.get(jobs.Job, pure.job_id).log
+    nucleus = _run(session, old, listeners=False, top_p=0.9)
+    assert jobs.run_job(nucleus.job_id) == "failed"
+    session.expire_all()
+    assert "takes no top_p argument" in session.get(jobs.Job, nucleus.job_id).log
+    assert len(_candidates(session, session.get(GenerationRun, pure.id))) == PATHS
+    assert _candidates(session, session.get(GenerationRun, nucleus.id)) == {}
 
 
 # -- a real Celery worker over Redis (PostgreSQL: the worker is another process) ---------------

@@ -55,10 +55,56 @@ def test_existing_jobs_and_tom_clusters_are_carried_into_the_kinds_branches(old_
         jobs = c.execute(text("SELECT id, task, state FROM jobs ORDER BY id")).all()
         clusters = c.execute(text("SELECT id, cluster FROM items ORDER BY id")).all()
     eng.dispose()
-    assert {"nav0001", "tom0001"} <= heads
+    assert {"nav0002", "tom0001"} <= heads
     # Jobs keep their state under the names their kind now registers them by.
     assert [tuple(j) for j in jobs] == [(1, "navigation.generation", "running"),
                                         (2, "navigation.validate", "queued"), (3, "export", "done")]
     # ToM questions about one proposition at two times now share a cluster; other kinds' stay.
     assert [tuple(r) for r in clusters] == [(1, "call-7:13"), (2, "call-7:13"), (3, "call-7:14"),
                                             (4, "house-1:7:0")]
+
+
+def test_generation_runs_from_before_top_p_read_as_pure_sampling(old_database):
+    """nav0002 adds generation_runs.top_p: a run stored at nav0001 is kept and reads 1.0 (pure
+    sampling); the downgrade drops the column and keeps the run."""
+    cfg = alembic_config(old_database)
+    command.upgrade(cfg, "nav0001")
+    eng = create_engine(old_database)
+    with eng.begin() as c:
+        c.execute(text("INSERT INTO users (id, email, role, name, created_at) VALUES "
+                       "(1, 'r@example.org', 'researcher', 'r', CURRENT_TIMESTAMP)"))
+        c.execute(text(
+            "INSERT INTO studies (id, slug, title, kind, owner_id, state, annotations_per_item, "
+            "bundle_size, gold_rate, lease_seconds, completion_code, redirect_url, consent_text, "
+            "instructions, payment, kind_settings, created_at) VALUES (1, 'nav', 'old', 'navigation', "
+            "1, 'draft', 3, 10, 0.1, 900, 'C', '', '', '', '', '{}', CURRENT_TIMESTAMP)"))
+        c.execute(text("INSERT INTO agents (id, owner_id, kind, name, version, description, created_at) "
+                       "VALUES (1, 1, 'navigation', 'speaker', '1', '', CURRENT_TIMESTAMP)"))
+        c.execute(text("INSERT INTO agent_artifacts (id, agent_id, version, role, format, blob_key, config, "
+                       "size, sha256, state, verdict, created_at) VALUES (1, 1, 1, 'speaker', 'safetensors', "
+                       "'a/1', '{}', 1, 'x', 'valid', '', CURRENT_TIMESTAMP)"))
+        c.execute(text(
+            "INSERT INTO generation_runs (id, study_id, owner_id, speaker_artifact_id, listener_artifact_ids, "
+            "n, k, m, metric, design, max_len, seed, batch_size, paths, gamma, state, created_at) VALUES "
+            "(7, 1, 1, 1, '[]', 10, 0, 3, 'ndtw', 'evaluation', 60, 4, 8, '[]', 0.25, 'done', "
+            "CURRENT_TIMESTAMP)"))
+    migrate_db(old_database)
+    with eng.connect() as c:
+        heads = set(c.execute(text("SELECT version_num FROM alembic_version")).scalars())
+        runs = c.execute(text("SELECT id, n, seed, gamma, state, top_p FROM generation_runs")).all()
+    assert "nav0002" in heads and "nav0001" not in heads
+    assert [tuple(r) for r in runs] == [(7, 10, 4, 0.25, "done", 1.0)]
+    # A run stored after the upgrade without naming top_p reads 1.0 too (the server default).
+    with eng.begin() as c:
+        c.execute(text(
+            "INSERT INTO generation_runs (id, study_id, owner_id, speaker_artifact_id, listener_artifact_ids, "
+            "n, k, m, metric, design, max_len, seed, batch_size, paths, state, created_at) VALUES "
+            "(8, 1, 1, 1, '[]', 5, 0, 3, 'ndtw', 'evaluation', 60, 0, 8, '[]', 'queued', CURRENT_TIMESTAMP)"))
+        assert c.execute(text("SELECT top_p FROM generation_runs WHERE id = 8")).scalar() == 1.0
+    command.downgrade(cfg, "nav0001")
+    with eng.connect() as c:
+        columns = set(c.execute(text("SELECT * FROM generation_runs")).keys())
+        ids = c.execute(text("SELECT id FROM generation_runs ORDER BY id")).scalars().all()
+        heads = set(c.execute(text("SELECT version_num FROM alembic_version")).scalars())
+    eng.dispose()
+    assert "top_p" not in columns and ids == [7, 8] and "nav0001" in heads

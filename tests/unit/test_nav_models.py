@@ -15,6 +15,7 @@ from app.kinds.navigation.house import generate_house  # noqa: E402
 from app.kinds.navigation.metrics import score_indices  # noqa: E402
 from workers.navigation.features import EOS, Vocabulary, World, pad_batch, stack_steps  # noqa: E402
 from workers.navigation.listener import Ensemble, Listener  # noqa: E402
+from workers.navigation.speaker import nucleus  # noqa: E402
 from workers.navigation.rerank import Worlds, follow_and_score, ndtw_batch, rerank_loop  # noqa: E402
 from workers.navigation.train import (  # noqa: E402
     bleu4, evaluate_listeners, load_model, make_dataset, save_model, speaker_generate, train_listeners,
@@ -102,6 +103,55 @@ def test_speaker_scores_what_it_samples_and_scripts_to_torchscript(data, speaker
             assert scripted.score(feats[b:b + 1], mask[b:b + 1], tokens, tmask).item() == pytest.approx(eager, abs=1e-5)
     assert scripted.vocabulary() == speaker.words
     assert scripted.feature_version() == speaker.feature_version()
+
+
+def test_nucleus_keeps_the_smallest_prefix_that_reaches_p():
+    probs = torch.tensor([[0.5, 0.3, 0.15, 0.05], [0.05, 0.15, 0.3, 0.5]])
+    # p = 0.8: the first two words reach it (0.5 + 0.3), renormalised; in any word order
+    assert torch.allclose(nucleus(probs, 0.8), torch.tensor([[0.625, 0.375, 0, 0], [0, 0, 0.375, 0.625]]))
+    assert torch.allclose(nucleus(probs[0], 0.8), torch.tensor([0.625, 0.375, 0, 0]))  # one distribution
+    assert torch.allclose(nucleus(probs, 0.81)[0], torch.tensor([0.5, 0.3, 0.15, 0]) / 0.95)
+    assert torch.allclose(nucleus(probs, 0.5)[0], torch.tensor([1.0, 0, 0, 0]))  # the top word reaches it
+    assert torch.equal(nucleus(probs, 1.0), probs)  # p = 1: every word, untouched
+    assert torch.equal(nucleus(probs, 1e-6), torch.tensor([[1.0, 0, 0, 0], [0, 0, 0, 1.0]]))  # the argmax
+    # ties are broken by word id; a word the speaker never says stays out
+    assert torch.equal(nucleus(torch.tensor([0.25, 0.25, 0.25, 0.25]), 0.5), torch.tensor([0.5, 0.5, 0, 0]))
+    assert torch.equal(nucleus(torch.tensor([0.0, 0.6, 0.4]), 0.99), torch.tensor([0.0, 0.6, 0.4]))
+    assert torch.equal(torch.jit.script(nucleus)(probs, 0.8), nucleus(probs, 0.8))
+
+
+def test_nucleus_sampling_draws_only_words_of_each_steps_nucleus(data, speaker):
+    world = next(iter(data.worlds.values()))
+    exs = [e for e in data.examples if e.scan == world.scan][:6]
+    feats, mask = stack_steps([world.step_features(e.path, e.heading) for e in exs])
+    scripted = torch.jit.load(io.BytesIO(_saved(torch.jit.script(speaker))))
+    with torch.no_grad():
+        greedy, greedy_logp = speaker.sample(feats, mask, 30, True, 1.0)
+        for model in (speaker, scripted):
+            # a tiny p: only the most probable word, i.e. the greedy output, every time
+            for seed in range(3):
+                torch.manual_seed(seed)
+                tokens, logp = model.sample(feats, mask, 30, False, 1.0, 1e-6)
+                assert torch.equal(tokens, greedy) and torch.allclose(logp, greedy_logp, atol=1e-5)
+            # p = 1 draws what pure sampling draws
+            torch.manual_seed(4)
+            pure = model.sample(feats, mask, 30, False, 1.0)
+            torch.manual_seed(4)
+            one = model.sample(feats, mask, 30, False, 1.0, 1.0)
+            assert torch.equal(pure[0], one[0]) and torch.equal(pure[1], one[1])
+            # p = 0.6: the same draws for the same seed; each word is in its step's nucleus;
+            # the log-probabilities are the speaker's own (not the truncated distribution's)
+            torch.manual_seed(4)
+            tokens, logp = model.sample(feats, mask, 30, False, 1.0, 0.6)
+            torch.manual_seed(4)
+            again = model.sample(feats, mask, 30, False, 1.0, 0.6)
+            assert torch.equal(tokens, again[0]) and torch.equal(logp, again[1])
+            said = tokens != 0
+            step_probs = speaker.forward(feats, mask, tokens).exp()
+            kept = nucleus(step_probs, 0.6)
+            assert bool((kept.gather(2, tokens.unsqueeze(-1)).squeeze(-1)[said] > 0).all())
+            assert bool(((kept == 0) & (step_probs > 1e-6))[said].any())  # p = 0.6 did cut words
+            assert torch.allclose(speaker.score(feats, mask, tokens, said), logp, atol=1e-4)
 
 
 def _saved(module) -> bytes:

@@ -1,10 +1,11 @@
 """The job "generation": a speaker's candidates for a run's paths, reranked by listeners.
 
-Per batch of paths: the speaker's inference output (greedy) and N samples, each with its
-log-probability S(u | e*); when the run has listeners, each of the K listeners follows each
-candidate M times (sampled) and every rollout is scored by nDTW and SDTW against the intended
-path (rerank.follow_and_score: one batched call per batch); the candidate with the best mean
-of the run's metric is chosen (the paper's eq. 13); without listeners the inference output is.
+Per batch of paths: the speaker's inference output (greedy) and N samples (pure ancestral
+sampling, or nucleus sampling when the run's top_p is below 1), each with its log-probability
+S(u | e*); when the run has listeners, each of the K listeners follows each candidate M
+times (sampled) and every rollout is scored by nDTW and SDTW against the intended path
+(rerank.follow_and_score: one batched call per batch); the candidate with the best mean of
+the run's metric is chosen (the paper's eq. 13); without listeners the inference output is.
 A path's candidates and rollouts are written in one transaction, so a worker killed mid-job
 and restarted skips the paths it has stored and duplicates nothing. Between batches the job's
 state is read: "cancelled" stops the run. At the end gamma is computed from the stored
@@ -13,6 +14,7 @@ candidates and the study's items are added (skipping external ids it already has
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import torch
@@ -27,6 +29,7 @@ from app.kinds.base import ItemSpec
 from app.kinds.navigation.capability import (MAX_SPEAKER, CapabilityInput, CapabilityPath, Sample, Utterance,
                                              capability_items)
 from app.kinds.navigation.environments import get_graph, get_semantics
+from app.kinds.navigation.generation import sampling_label
 from app.studies import services
 from app.studies.models import Item, Study
 from workers.navigation.features import Vocabulary, World, stack_steps
@@ -40,6 +43,19 @@ def load_model(session: Session, artifact: AgentArtifact) -> torch.nn.Module:
     from workers.navigation.loading import load_artifact
 
     return load_artifact(session, artifact)
+
+
+def takes_top_p(speaker) -> bool:
+    """Whether the speaker's sample() has the optional `top_p` argument (docs/agents.md): the
+    built-in speaker has; a TorchScript speaker scripted before nucleus sampling has not."""
+    method = getattr(speaker, "sample")
+    schema = getattr(method, "schema", None)  # a TorchScript method
+    if schema is not None:
+        return "top_p" in [a.name for a in schema.arguments]
+    try:
+        return "top_p" in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _speaker_name(session: Session, artifact: AgentArtifact) -> str:
@@ -68,6 +84,11 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
     speaker = load_model(session, speaker_art)
     if not hasattr(speaker, "sample"):
         raise ValueError("the speaker artifact has no sample()")
+    top_p = 1.0 if run.top_p is None else run.top_p
+    if top_p < 1 and not takes_top_p(speaker):
+        raise ValueError(f"the speaker artifact's sample() takes no top_p argument, so it cannot do nucleus "
+                         f"sampling (top_p = {top_p:g}): start the run with top_p 1 (pure sampling) or "
+                         "upload the speaker scripted with sample(..., top_p: float = 1.0) (docs/agents.md)")
     speaker = speaker.to(dev).eval()
     speaker_vocab = Vocabulary(list(speaker.vocabulary()))
     # Listener groups in the run's order: consecutive built-in listeners with one vocabulary are
@@ -90,7 +111,8 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
     todo = [i for i, key in enumerate(keys) if key not in stored]
     progress(len(paths) - len(todo), len(paths),
              f"generation run {run.id}: {len(paths)} paths, {len(stored)} already stored; "
-             f"N={run.n} samples, K={run.k} listeners, M={run.m} rollouts, metric {run.metric}, on {dev}")
+             f"N={run.n} samples ({sampling_label(top_p)}), K={run.k} listeners, M={run.m} rollouts, "
+             f"metric {run.metric}, on {dev}")
     worlds: dict[str, World] = {}
     for scan in sorted({paths[i]["scan"] for i in todo}):
         worlds[scan] = World.from_semantics(get_graph(scan), get_semantics(scan))
@@ -127,10 +149,14 @@ def _generate_batch(session: Session, run: GenerationRun, paths: list[dict], key
     # texts[i][k], scores[i][k]: k = 0 the inference output, 1..N the samples
     texts: list[list[str]] = [[] for _ in range(b)]
     scores: list[list[float]] = [[] for _ in range(b)]
+    top_p = 1.0 if run.top_p is None else run.top_p
     with torch.no_grad(), torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
         torch.manual_seed(seed)  # a batch re-run after a crash draws the same samples
         for greedy in [True] + [False] * run.n:
-            tokens, logp = speaker.sample(feats, fmask, run.max_len, greedy, 1.0)
+            if greedy or top_p >= 1:  # greedy or pure sampling: the five arguments every speaker takes
+                tokens, logp = speaker.sample(feats, fmask, run.max_len, greedy, 1.0)
+            else:
+                tokens, logp = speaker.sample(feats, fmask, run.max_len, greedy, 1.0, top_p)
             for i in range(b):
                 texts[i].append(speaker_vocab.decode([int(t) for t in tokens[i].tolist()]))
                 scores[i].append(float(logp[i]))

@@ -8,8 +8,14 @@ TorchScript speaker implements too (docs/agents.md):
     vocabulary() -> List[str]
     score(steps [B,T,F], step_mask [B,T], tokens [B,L], token_mask [B,L]) -> [B]
         log S(u | e): the sum of the words' log-probabilities (with <eos>, without <bos>)
-    sample(steps, step_mask, max_len: int, greedy: bool, temperature: float)
+    sample(steps, step_mask, max_len: int, greedy: bool, temperature: float, top_p: float = 1.0)
         -> (tokens [B,L] (padded with 0 after <eos>), log-probabilities [B])
+
+`top_p` is optional in the interface (uploaded speakers scripted before it existed take five
+arguments): below 1 each sampled word is drawn from the nucleus (`nucleus`, Holtzman et al.
+2020); at 1 sampling is pure ancestral sampling, the very same draws as without the argument.
+The returned log-probabilities are always the speaker's own, log S(u | e), not the truncated
+distribution's.
 """
 
 from __future__ import annotations
@@ -20,6 +26,24 @@ import torch
 from torch import Tensor, nn
 
 from workers.navigation.features import BOS, EOS, FEATURES_VERSION, PAD, STEP_SIZE, Agent
+
+
+def nucleus(probs: Tensor, top_p: float) -> Tensor:
+    """Nucleus (top-p) truncation of distributions over the last dimension: keep the smallest
+    set of most probable words whose mass reaches `top_p` (never fewer than the most probable
+    one), zero the rest and renormalise. `top_p >= 1` returns `probs` itself (pure sampling).
+    Ties are broken by word id (a stable sort), so the result is deterministic."""
+    if top_p >= 1.0:
+        return probs
+    ranked, order = torch.sort(probs, dim=-1, descending=True, stable=True)
+    # The mass of the words ranked above each word: a word is kept while that is below top_p,
+    # which keeps exactly the smallest prefix whose cumulative mass reaches top_p.
+    above = torch.cat([torch.zeros_like(ranked[..., :1]), ranked.cumsum(-1)[..., :-1]], -1)
+    keep_ranked = above < top_p
+    keep_ranked[..., 0] = True
+    keep = torch.zeros_like(keep_ranked).scatter(-1, order, keep_ranked)
+    kept = probs.masked_fill(~keep, 0.0)
+    return kept / kept.sum(-1, keepdim=True)
 
 
 class Speaker(Agent):
@@ -100,7 +124,7 @@ class Speaker(Agent):
 
     @torch.jit.export
     def sample(self, steps: Tensor, step_mask: Tensor, max_len: int, greedy: bool,
-               temperature: float) -> Tuple[Tensor, Tensor]:
+               temperature: float, top_p: float = 1.0) -> Tuple[Tensor, Tensor]:
         states, keys, h = self._encode(steps, step_mask)
         b = steps.shape[0]
         word = torch.full((b,), self.bos, dtype=torch.long, device=steps.device)
@@ -113,7 +137,10 @@ class Speaker(Agent):
             if greedy:
                 word = logp.argmax(-1)
             else:
-                word = torch.multinomial(torch.softmax(logp / temperature, -1), 1).squeeze(1)
+                probs = torch.softmax(logp / temperature, -1)
+                if top_p < 1.0:  # at 1: exactly the draws of pure ancestral sampling
+                    probs = nucleus(probs, top_p)
+                word = torch.multinomial(probs, 1).squeeze(1)
             if len(out) == max_len - 1:
                 word = torch.where(done, word, torch.full_like(word, self.eos))  # always end
             gained = logp.gather(1, word.unsqueeze(1)).squeeze(1)

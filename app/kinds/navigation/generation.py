@@ -9,6 +9,8 @@ candidate was chosen. See docs/kinds/navigation-generation.md.
 
 from __future__ import annotations
 
+import math
+
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -50,6 +52,21 @@ def _int(value: object, field: str, low: int, high: int) -> int:
     return value
 
 
+def _top_p(value: object) -> float:
+    """Nucleus sampling's p: a number in (0, 1]; 1 is pure ancestral sampling."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) \
+            or not 0 < value <= 1:
+        raise InputError("top_p must be a number greater than 0 and at most 1 "
+                         "(1: pure sampling; below 1: nucleus sampling)", field="top_p")
+    return float(value)
+
+
+def sampling_label(top_p: float | None) -> str:
+    """How the run's samples are drawn, for its summary and the study page."""
+    p = 1.0 if top_p is None else top_p
+    return "pure sampling" if p >= 1 else f"nucleus p={p:g}"
+
+
 def parse_paths(data: bytes, design: str) -> list[dict]:
     """The R2R file's paths, each checked on its imported building, which must be a generated
     house (the speaker's features need its semantics sidecar)."""
@@ -82,7 +99,7 @@ def parse_paths(data: bytes, design: str) -> list[dict]:
 def create_run(session: Session, study: Study, user: User, *, speaker_artifact_id: object,
                listener_artifact_ids: object = (), paths_data: bytes, n: object = 10, m: object = 3,
                metric: str = "ndtw", design: str = "evaluation", max_len: object = 60, seed: object = 0,
-               batch_size: object = 8, k: object = None) -> GenerationRun:
+               batch_size: object = 8, k: object = None, top_p: object = 1.0) -> GenerationRun:
     """Check everything, store the run and its job in one transaction; the caller enqueues."""
     if study.kind != KIND_NAME:
         raise InputError("generation runs are for navigation studies", field="study")
@@ -106,7 +123,7 @@ def create_run(session: Session, study: Study, user: User, *, speaker_artifact_i
         listener_artifact_ids=[a.id for a in listeners], n=_int(n, "n", 1, MAX_N), k=len(listeners),
         m=_int(m, "m", 1, MAX_M), metric=metric, design=design, max_len=_int(max_len, "max_len", 2, 200),
         seed=_int(seed, "seed", 0, 2**31 - 1), batch_size=_int(batch_size, "batch_size", 1, 256),
-        paths=parse_paths(paths_data, design), state="queued")
+        top_p=_top_p(top_p), paths=parse_paths(paths_data, design), state="queued")
     session.add(run)
     session.flush()
     job = jobs.create_job(session, f"{KIND_NAME}.generation", study_id=study.id, owner_id=user.id,
@@ -143,7 +160,8 @@ def summary(session: Session, run: GenerationRun) -> dict:
     return {"id": run.id, "study_id": run.study_id, "state": job.state if job else run.state,
             "job": run.job_id, "done": job.done if job else 0, "total": job.total if job else len(run.paths),
             "log": job.log if job else "", "design": run.design, "n": run.n, "k": run.k, "m": run.m,
-            "metric": run.metric, "speaker_artifact_id": run.speaker_artifact_id,
+            "metric": run.metric, "top_p": run.top_p, "sampling": sampling_label(run.top_p),
+            "speaker_artifact_id": run.speaker_artifact_id,
             "listener_artifact_ids": run.listener_artifact_ids, "gamma": run.gamma,
             "paths": len(run.paths), "paths_done": n_paths, "candidates": n_cands, "rollouts": n_rollouts,
             "items": (job.result or {}).get("items") if job else None}

@@ -46,6 +46,9 @@ class GenerationRun(Base):
     max_len: Mapped[int] = mapped_column()
     seed: Mapped[int] = mapped_column()
     batch_size: Mapped[int] = mapped_column()
+    # Nucleus sampling's p for the N samples; 1.0: pure ancestral sampling (runs from before
+    # the column read 1.0, migration nav0002).
+    top_p: Mapped[float] = mapped_column(Float, default=1.0, server_default=text("1.0"))
     # The intended paths: [{path_id, scan, path, heading, instructions}] from the R2R file.
     paths: Mapped[list] = mapped_column(default=list)
     job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="SET NULL"))
