@@ -148,7 +148,8 @@ async def start_generation(study_id: int, file: UploadFile = File(None), speaker
                            listener_artifact_ids: str = Form(""), n: str = Form(""), k: str = Form(""),
                            m: str = Form(""), metric: str = Form("ndtw"), design: str = Form("evaluation"),
                            max_len: str = Form(""), seed: str = Form(""), batch_size: str = Form(""),
-                           top_p: str = Form(""), session: Session = Depends(db), user: User = Depends(researcher)):
+                           top_p: str = Form(""), session: Session = Depends(db),
+                           user: User = Depends(researcher)):
     """Generate a speaker's candidates for an R2R paths file (generated houses) and add items
     to this draft navigation study (docs/kinds/navigation-generation.md): `n` samples per
     path (default 10), `listener_artifact_ids` (K listeners, "3,4") each following every
@@ -156,14 +157,15 @@ async def start_generation(study_id: int, file: UploadFile = File(None), speaker
     `top_p` in (0, 1] (default 1: pure sampling; below 1: nucleus sampling)."""
     study = managed_study(session, study_id, user)
     data = await read_upload(file)
-    run = generation.create_run(session, study, session.merge(user),
-                     speaker_artifact_id=_num(speaker_artifact_id, "speaker_artifact_id", -1)
-                     if speaker_artifact_id.strip() else None,
-                     listener_artifact_ids=_ids(listener_artifact_ids, "listener_artifact_ids"),
-                     paths_data=data, n=_num(n, "n", 10), m=_num(m, "m", 3), metric=metric, design=design,
-                     max_len=_num(max_len, "max_len", 60), seed=_num(seed, "seed", 0),
-                     batch_size=_num(batch_size, "batch_size", 8), k=_num(k, "k", 0) if k.strip() else None,
-                     top_p=_float(top_p, "top_p", 1.0))
+    run = generation.create_run(
+        session, study, session.merge(user),
+        speaker_artifact_id=(_num(speaker_artifact_id, "speaker_artifact_id", -1)
+                             if speaker_artifact_id.strip() else None),
+        listener_artifact_ids=_ids(listener_artifact_ids, "listener_artifact_ids"),
+        paths_data=data, n=_num(n, "n", 10), m=_num(m, "m", 3), metric=metric, design=design,
+        max_len=_num(max_len, "max_len", 60), seed=_num(seed, "seed", 0),
+        batch_size=_num(batch_size, "batch_size", 8), k=_num(k, "k", 0) if k.strip() else None,
+        top_p=_float(top_p, "top_p", 1.0))
     jobs.enqueue(run.job_id)
     return {"run": run.id, "job": run.job_id, "state": "queued"}
 
