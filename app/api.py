@@ -238,6 +238,17 @@ def get_job(job_id: int, session: Session = Depends(db), user: User = Depends(re
             "total": job.total, "log": job.log, "files": files}
 
 
+@router.post("/jobs/{job_id}/cancel", tags=["exports"])
+def cancel_job(job_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
+    """Cancel a queued or running job (any kind's: an export, a generation run, a tally); its
+    handler stops at its next progress check, keeping what it stored. 422 if it has ended."""
+    job = session.get(jobs.Job, job_id)
+    if job is None or (job.owner_id != user.id and user.role != "admin"):
+        raise HTTPException(404, "no such job among yours")
+    job = jobs.cancel(session, job)
+    return {"id": job.id, "task": job.task, "state": job.state}
+
+
 class DecisionIn(BaseModel):
     participant_ids: list[int]
     decision: str

@@ -72,6 +72,20 @@ def create_job(session: Session, task: str, *, study_id=None, owner_id=None, **p
     return job
 
 
+def cancel(session: Session, job: Job, reason: str = "cancelled by the researcher") -> Job:
+    """Mark a queued or running job cancelled; a running handler sees it at its next check and
+    stops (what it stored stays). Commits. InputError for a job that has already ended."""
+    from app.errors import InputError
+
+    if job.state not in ("queued", "running"):
+        raise InputError(f"the job is {job.state}: only a queued or running job can be cancelled",
+                         field="state")
+    job.state, job.finished_at = "cancelled", utcnow()
+    job.log += reason + "\n"
+    session.commit()
+    return job
+
+
 def enqueue(job_id: int) -> None:
     """Call after the job's row is committed."""
     settings = get_settings()
@@ -100,6 +114,12 @@ class Progress:
             if message:
                 job.log += message.rstrip() + "\n"
             s.commit()
+
+    def cancelled(self) -> bool:
+        """Whether the job was cancelled meanwhile: a handler checks between batches and
+        returns early (what it stored stays)."""
+        with get_sessionmaker()() as s:
+            return s.get(Job, self.job_id).state == "cancelled"
 
 
 def run_job(job_id: int, stale_after: float | None = None) -> str:

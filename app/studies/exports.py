@@ -49,6 +49,8 @@ def run_export(session: Session, job, progress) -> dict:
         writer.writerow({**row, "response": json.dumps(row["response"], ensure_ascii=False)})
         if n % 5000 == 0:
             progress(n)
+            if progress.cancelled():
+                return {"cancelled": True, "annotations": n}
     board = compute(session, study)
     scores_csv = io.StringIO()
     w = csv.writer(scores_csv)

@@ -101,6 +101,7 @@ GET  /api/v1/studies/{study_id}/leaderboard             401    401    200    404
 POST /api/v1/studies/{study_id}/exports                 401    401    202    404    202    202     404     202     401
 POST /api/v1/studies/{study_id}/annotations/import      401    401    201    404    201    201     404     201     401
 GET  /api/v1/jobs/{job_id}                              401    401    200    404    200    200     404     200     401
+POST /api/v1/jobs/{job_id}/cancel                       401    401    200    404    200    200     404     200     401
 GET  /api/v1/agents                                     401    401    200    200    200    200     200     200     401
 POST /api/v1/agents                                     401    401    201    201    201    201     201     201     401
 GET  /api/v1/agents/{agent_id}/artifacts                401    401    200    404    200    200     404     200     401
@@ -199,6 +200,7 @@ class World:
         """Undo what a probe may have changed that other probes rely on."""
         with self.session() as s:
             s.execute(update(Study).where(Study.id == self.study.id).values(state="live"))
+            s.execute(update(jobs.Job).where(jobs.Job.id == self.job_id).values(state="queued"))
             s.commit()
 
     def call(self, role: str, method: str, path: str, **kw):
@@ -397,6 +399,7 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
     elif key == "POST /api/v1/studies/{study_id}/agents/{agent_id}/outputs":
         files = {"file": ("a.jsonl", _outputs(w.items[:10], "No"), "application/jsonl")}
     elif key in ("POST /api/v1/studies/{study_id}/exports", "POST /api/v1/generations/{run_id}/cancel",
+                 "POST /api/v1/jobs/{job_id}/cancel",
                  "POST /api/v1/wordcount/studies/{study_id}/tally"):
         pass
     elif key == "POST /api/v1/studies/{study_id}/generations":

@@ -198,3 +198,23 @@ def test_a_second_annotator_with_the_same_answers_narrows_no_interval(session, p
         assert twin_row == dict(rows_before[names[wid]], name=None)
     maj = rows_after["Human majority (per item)"]
     assert maj["accuracy"]["n"] == maj["answered"] == rows_before["Human majority (per item)"]["answered"]
+
+
+def test_a_cancelled_export_stops_and_says_so(session, client):
+    """Any kind's job is cancelled through one route; the export handler stops at its next
+    check, and a job that has ended cannot be cancelled."""
+    from app import jobs
+    from tests.conftest import create_tom_study, login, make_user
+
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, title="Cancel export")
+    csrf = login(client, owner)
+    job = jobs.create_job(session, "export", study_id=study.id, owner_id=owner.id)
+    session.commit()
+    r = client.post(f"/api/v1/jobs/{job.id}/cancel", headers={"X-CSRF-Token": csrf})
+    assert r.status_code == 200 and r.json()["state"] == "cancelled"
+    assert jobs.run_job(job.id) == "skipped"  # a cancelled job is never claimed
+    session.refresh(job)
+    assert job.state == "cancelled" and "cancelled by the researcher" in job.log
+    again = client.post(f"/api/v1/jobs/{job.id}/cancel", headers={"X-CSRF-Token": csrf})
+    assert again.status_code == 422 and again.json()["field"] == "state"

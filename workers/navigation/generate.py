@@ -66,13 +66,6 @@ def _speaker_name(session: Session, artifact: AgentArtifact) -> str:
     return name[:MAX_SPEAKER]
 
 
-def _cancelled(job_id: int) -> bool:
-    from app.db import get_sessionmaker
-
-    with get_sessionmaker()() as s:
-        return s.get(jobs.Job, job_id).state == "cancelled"
-
-
 def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> dict:
     run = session.get(GenerationRun, job.params["run_id"])
     if run is None:
@@ -119,7 +112,7 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
     table = Worlds(list(worlds.values()), dev) if (listeners and worlds) else None
     done = len(paths) - len(todo)
     for b, start in enumerate(range(0, len(todo), run.batch_size)):
-        if _cancelled(job.id):
+        if progress.cancelled():
             progress(done, None, f"cancelled after {done} of {len(paths)} paths")
             return {"run": run.id, "cancelled": True, "paths_done": done}
         batch = todo[start:start + run.batch_size]
@@ -128,7 +121,7 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
         done += len(batch)
         progress(done, None, f"batch {b + 1}: {done}/{len(paths)} paths")
 
-    if _cancelled(job.id):
+    if progress.cancelled():
         return {"run": run.id, "cancelled": True, "paths_done": done}
     run.gamma = gamma(session, run)
     added = _add_items(session, run, speaker, speaker_vocab, worlds, _speaker_name(session, speaker_art))

@@ -139,10 +139,8 @@ def cancel_run(session: Session, run: GenerationRun) -> GenerationRun:
     if job is None or job.state not in ("queued", "running"):
         raise InputError(f"the run is {run.state}: only a queued or running run can be cancelled",
                          field="state")
-    job.state, job.finished_at = "cancelled", utcnow()
-    job.log += "cancelled by the researcher\n"
     run.state = "cancelled"
-    session.commit()
+    jobs.cancel(session, job)
     return run
 
 
