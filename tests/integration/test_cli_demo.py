@@ -58,7 +58,8 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
     from app.leaderboards.service import compute
     from app.studies.models import Study
 
-    assert "worker entry (tom)" in out.stdout and "worker entry (navigation)" in out.stdout
+    # One demo study per installed kind, the example kind's package (tests/example_kind) too.
+    assert all(f"worker entry ({k})" in out.stdout for k in ("tom", "navigation", "wordcount"))
     with get_sessionmaker(env["DATABASE_URL"])() as s:
         study = s.scalar(select(Study).where(Study.kind == "tom"))
         assert study.state == "live"
@@ -96,7 +97,8 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
     again = run_cli("demo", "--no-serve", env=env)
     assert again.returncode == 0
     with get_sessionmaker(env["DATABASE_URL"])() as s:
-        assert len(s.scalars(select(Study)).all()) == 2  # one per kind
+        kinds = sorted(s.scalars(select(Study.kind)).all())
+        assert kinds == ["navigation", "tom", "wordcount"]  # one per kind
 
 
 def test_nav_import_graphs(tmp_path):
