@@ -86,3 +86,22 @@ def connectivity_dir() -> Path:
 
 def grid_file() -> Path:
     return connectivity_dir() / "grid_connectivity.json"
+
+
+def stored_generation_run(session, owner, study):
+    """A generation run as rows only (no job, no model behind its speaker artifact): for tests
+    of what reads runs and candidates. Committed."""
+    from app.agents.models import AgentArtifact
+    from app.kinds.navigation.models import GenerationRun
+    from app.studies import services
+
+    agent = services.register_agent(session, owner, "navigation", f"speaker-of-study-{study.id}")
+    art = AgentArtifact(agent_id=agent.id, version=1, role="speaker", format="safetensors",
+                        blob_key="artifacts/none", size=0, sha256="0" * 64)
+    session.add(art)
+    session.flush()
+    run = GenerationRun(study_id=study.id, owner_id=owner.id, speaker_artifact_id=art.id, n=1, k=0, m=1,
+                        metric="ndtw", design="evaluation", max_len=10, seed=0, batch_size=1, paths=[])
+    session.add(run)
+    session.commit()
+    return run

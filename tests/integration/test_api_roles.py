@@ -310,19 +310,9 @@ def _listener_upload() -> tuple[dict, dict]:
 
 def _generation_run(session, owner, study) -> int:
     """A stored generation run (rows only: no job, no model behind its artifact)."""
-    from app.kinds.navigation.models import GenerationRun
-    from app.agents.models import AgentArtifact
+    from tests.nav_fixtures import stored_generation_run
 
-    agent = services.register_agent(session, owner, "navigation", "roles-speaker")
-    art = AgentArtifact(agent_id=agent.id, version=1, role="speaker", format="safetensors",
-                        blob_key="artifacts/none", size=0, sha256="0" * 64)
-    session.add(art)
-    session.flush()
-    run = GenerationRun(study_id=study.id, owner_id=owner.id, speaker_artifact_id=art.id, n=1, k=0, m=1,
-                        metric="ndtw", design="evaluation", max_len=10, seed=0, batch_size=1, paths=[])
-    session.add(run)
-    session.commit()
-    return run.id
+    return stored_generation_run(session, owner, study).id
 
 
 def _outputs(ids, answer: str = "Yes") -> bytes:

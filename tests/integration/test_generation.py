@@ -497,20 +497,13 @@ def test_a_torchscript_listener_reranks_beside_a_built_in_one(session, setup, ti
 
 def test_gamma_counts_a_sample_with_the_inference_outputs_words_or_score_as_half(session):
     """Four paths: a win, a tie by words (batching noise in the score), a tie by score, a loss."""
+    from tests.nav_fixtures import stored_generation_run
     from workers.navigation.generate import gamma
 
     owner = make_user(session, "researcher")
     study = services.create_study(session, owner, "tom", services.StudySettings(title="g"),
                                   (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes(), "csv")
-    agent = services.register_agent(session, owner, "navigation", "g-speaker")
-    art = AgentArtifact(agent_id=agent.id, version=1, role="speaker", format="safetensors",
-                        blob_key="none", size=0, sha256="0" * 64)
-    session.add(art)
-    session.flush()
-    run = GenerationRun(study_id=study.id, owner_id=owner.id, speaker_artifact_id=art.id, n=1, k=0, m=1,
-                        metric="ndtw", design="evaluation", max_len=10, seed=0, batch_size=1, paths=[])
-    session.add(run)
-    session.flush()
+    run = stored_generation_run(session, owner, study)
     cases = {"win": [("go left", -1.0), ("go right", -2.0)],
              "same words": [("go  left", -1.0), ("go left", -0.9999999)],
              "same score": [("go left", -1.0), ("turn", -1.0)],

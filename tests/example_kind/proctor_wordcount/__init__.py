@@ -27,6 +27,20 @@ def count_words(sentence: str) -> int:
     return len(sentence.split())
 
 
+def json_lines(data: bytes):
+    """(line number, object) per non-blank JSONL line; InputError names the line."""
+    for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not JSON: {exc.msg}", line=n) from None
+        if not isinstance(row, dict):
+            raise InputError("each line must be a JSON object", line=n)
+        yield n, row
+
+
 class WordCount(TaskKind):
     name: ClassVar[str] = "wordcount"
     title: ClassVar[str] = "Word counting (example kind)"
@@ -51,15 +65,7 @@ class WordCount(TaskKind):
         if fmt != "jsonl":
             raise InputError(f"unknown format {fmt!r}: use jsonl", field="format")
         items, seen = [], set()
-        for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not JSON: {exc.msg}", line=n) from None
-            if not isinstance(row, dict):
-                raise InputError("each line must be a JSON object", line=n)
+        for n, row in json_lines(data):
             ext, sentence = row.get("id"), row.get("sentence")
             if not isinstance(ext, str) or not ext.strip():
                 raise InputError("id must be a non-empty string", line=n, field="id")
@@ -76,16 +82,9 @@ class WordCount(TaskKind):
     def import_agent_outputs(self, data: bytes, known_ids: set[str],
                              payloads: dict[str, dict] | None = None) -> dict[str, dict]:
         out = {}
-        for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not JSON: {exc.msg}", line=n) from None
-            if not isinstance(row, dict) or row.get("id") not in known_ids:
-                raise InputError(f"unknown id {row.get('id') if isinstance(row, dict) else row!r}",
-                                 line=n, field="id")
+        for n, row in json_lines(data):
+            if row.get("id") not in known_ids:
+                raise InputError(f"unknown id {row.get('id')!r}", line=n, field="id")
             out[row["id"]] = self.parse_response({"words": row.get("words")})
         return out
 
