@@ -19,6 +19,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from app.config import get_settings
 from app.db import Base, get_sessionmaker, utcnow
+from app.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,8 @@ def handlers() -> dict[str, str]:
     from app.kinds import job_handlers
 
     return {**CORE_HANDLERS, **job_handlers()}
+
+
 # A running job whose heartbeat (its last progress report) is older than this is taken to have
 # lost its worker (killed mid-job); a redelivered message may then claim it again. Handlers
 # must be idempotent (generation skips the paths it has stored) and report progress more often.
@@ -75,8 +78,6 @@ def create_job(session: Session, task: str, *, study_id=None, owner_id=None, **p
 def cancel(session: Session, job: Job, reason: str = "cancelled by the researcher") -> Job:
     """Mark a queued or running job cancelled; a running handler sees it at its next check and
     stops (what it stored stays). Commits. InputError for a job that has already ended."""
-    from app.errors import InputError
-
     if job.state not in ("queued", "running"):
         raise InputError(f"the job is {job.state}: only a queued or running job can be cancelled",
                          field="state")
