@@ -31,6 +31,11 @@ class Settings(BaseSettings):
     max_upload_bytes: int = 50 * 1024 * 1024
     # Upload limit for agent artifacts (TorchScript archives, safetensors weights), in bytes.
     max_artifact_bytes: int = 200 * 1024 * 1024
+    # An uploaded model's own process (workers/sandbox.py): CPU seconds for its whole life,
+    # address space in MB (on the CPU), seconds one call may take.
+    sandbox_cpu_seconds: int = 3600
+    sandbox_memory_mb: int = 6144
+    sandbox_call_seconds: int = 300
     # Requests per minute per client on crowd entry and submit.
     rate_limit_entry: int = 60
     rate_limit_submit: int = 600

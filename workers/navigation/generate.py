@@ -35,6 +35,7 @@ from app.studies.models import Item, Study
 from workers.navigation.features import Vocabulary, World, stack_steps
 from workers.navigation.listener import Ensemble, Listener
 from workers.navigation.rerank import ScriptedListener, Worlds, follow_and_score, pick_device, stack_listeners
+from workers.sandbox import SandboxedModel
 
 
 def load_model(session: Session, artifact: AgentArtifact) -> torch.nn.Module:
@@ -48,6 +49,8 @@ def load_model(session: Session, artifact: AgentArtifact) -> torch.nn.Module:
 def takes_top_p(speaker) -> bool:
     """Whether the speaker's sample() has the optional `top_p` argument (docs/agents.md): the
     built-in speaker has; a TorchScript speaker scripted before nucleus sampling has not."""
+    if isinstance(speaker, SandboxedModel):  # its argument names, as the sandboxed process read them
+        return "top_p" in speaker.methods.get("sample", [])
     method = getattr(speaker, "sample")
     schema = getattr(method, "schema", None)  # a TorchScript method
     if schema is not None:

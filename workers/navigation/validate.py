@@ -1,9 +1,13 @@
-"""The `agent.validate` job: load an uploaded speaker or listener and run a small batch.
+"""The `navigation.validate` job: load an uploaded speaker or listener and run a small batch.
 
-Each check stops at the first problem with a verdict the researcher can act on ("missing method
-act()", "score() returned shape [3, 1], expected [3]"); an artifact that passes them all is
-marked valid and may be loaded by generation (loading.load_artifact). The interfaces are those
-of speaker.py and listener.py, written out in docs/agents.md.
+The model runs in a sandboxed process of its own (workers/sandbox.py): limits on CPU time,
+memory and the time a call may take, no files, no network. Each check stops at the first
+problem with a verdict the researcher can act on ("missing method act()", "score() returned
+shape [3, 1], expected [3]", "sample() raised RuntimeError", "the model ran past its CPU time
+limit"); a verdict names the failed check and never repeats the model's own text (its error
+messages or returned strings). An artifact that passes them all is marked valid and may be
+loaded by generation (loading.load_artifact). The interfaces are those of speaker.py and
+listener.py, written out in docs/agents.md.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from app.kinds.navigation.house import generate_house, sample_paths
 from app.storage import get_store
 from workers.navigation.features import (
     FEATURES_VERSION, SPECIALS, Vocabulary, World, pad_batch, stack_steps)
-from workers.navigation.loading import load_bytes
+from workers.navigation.loading import LOADER
+from workers.sandbox import ModelRaised, SandboxedModel, SandboxError
 
 BATCH = 3  # paths in the test batch
 MAX_LEN = 12  # words sampled per instruction in the test
@@ -65,12 +70,11 @@ def _pair(method: str, value: Any) -> tuple[Any, Any]:
     return value[0], value[1]
 
 
-def _call(model: torch.nn.Module, method: str, *args: Any) -> Any:
+def _call(model, method: str, *args: Any) -> Any:
     try:
         return getattr(model, method)(*args)
-    except Exception as exc:  # the model's own error, with the call that raised it
-        first = str(exc).strip().splitlines()
-        raise Invalid(f"{method}() raised {type(exc).__name__}: {first[0] if first else ''}"[:500]) from exc
+    except (ModelRaised, SandboxError) as exc:  # the check that failed, in our words
+        raise Invalid(str(exc)[:500]) from exc
 
 
 def check_common(model: torch.nn.Module, role: str) -> Vocabulary:
@@ -80,8 +84,9 @@ def check_common(model: torch.nn.Module, role: str) -> Vocabulary:
         raise Invalid(f"missing method{'s' if len(missing) > 1 else ''} {names}: a {role} "
                       f"implements {', '.join(f'{m}()' for m in INTERFACES[role])} (docs/agents.md)")
     version = _call(model, "feature_version")
-    if version != FEATURES_VERSION:
-        raise Invalid(f"feature_version {version!r} does not match {FEATURES_VERSION}")
+    if version != FEATURES_VERSION:  # its text is the model's: not repeated
+        raise Invalid(f"feature_version() does not return {FEATURES_VERSION!r}, the layout this "
+                      "platform builds (docs/agents.md)")
     words = _call(model, "vocabulary")
     if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) for w in words):
         raise Invalid("vocabulary() must return a list of strings")
@@ -163,17 +168,23 @@ def check_listener(model: torch.nn.Module, vocab: Vocabulary) -> str:
     return f"listener with {v} words: encode() and act() ran on {b} instructions for {ACT_STEPS} steps"
 
 
-def validate_bytes(role: str, fmt: str, data: bytes, config: dict | None) -> str:
-    """The verdict for a valid artifact; raises Invalid with the verdict otherwise."""
+def validate_bytes(role: str, fmt: str, data: bytes, config: dict | None,
+                   limits: dict | None = None) -> str:
+    """The verdict for a valid artifact; raises Invalid with the verdict otherwise. Every
+    format runs sandboxed here: a safetensors upload that passes is known to load and run
+    within the limits, so generation may run it in-process (loading.load_artifact)."""
+    model = SandboxedModel(LOADER, fmt, data, config, limits=limits)
     try:
-        model = load_bytes(fmt, data, config)
-    except Exception as exc:
-        first = " ".join(line.strip() for line in str(exc).strip().splitlines()[:4])[:600]
-        what = "TorchScript archive" if fmt == "torchscript" else f"{(config or {}).get('architecture')} weights"
-        raise Invalid(f"could not load the {what}: {type(exc).__name__}: {first}"[:_VERDICT_CHARS]) from exc
-    vocab = check_common(model, role)
-    with torch.no_grad():
+        try:
+            model.start()
+        except SandboxError as exc:
+            what = "TorchScript archive" if fmt == "torchscript" else \
+                f"{(config or {}).get('architecture')} weights"
+            raise Invalid(f"{what}: {exc}"[:_VERDICT_CHARS]) from exc
+        vocab = check_common(model, role)
         return check_speaker(model, vocab) if role == "speaker" else check_listener(model, vocab)
+    finally:
+        model.close()
 
 
 def run_validation(session: Session, job, progress) -> dict:
@@ -188,7 +199,7 @@ def run_validation(session: Session, job, progress) -> dict:
     except Invalid as exc:
         verdict, state = str(exc), "invalid"
     except Exception as exc:  # whatever the model does, the researcher learns why, not "pending"
-        verdict, state = f"validation failed: {type(exc).__name__}: {exc}"[:_VERDICT_CHARS], "invalid"
+        verdict, state = f"validation failed: {type(exc).__name__}"[:_VERDICT_CHARS], "invalid"
     artifact.state, artifact.verdict, artifact.validated_at = state, verdict[:_VERDICT_CHARS], utcnow()
     session.commit()
     progress(1, 1, f"artifact {artifact.id}: {state}: {verdict}")

@@ -1,0 +1,466 @@
+"""Uploaded models run in a process of their own (docs/security.md).
+
+A TorchScript archive is code: its methods can call torch ops that read files
+(`torch.from_file`), allocate without bound or loop forever. So a model is loaded and run only
+in a child process (`python -m workers.sandbox`) that, before it reads a byte of the upload:
+
+- has resource limits: CPU seconds, address space (on the CPU), no file writes, no core
+  files, a few processes and open files;
+- works in an empty temporary folder, as an unprivileged user when the worker runs as root;
+- has imported and warmed up everything it needs, then installs a seccomp filter (libseccomp,
+  through `pyseccomp`) that refuses opening any file, sockets, exec and fork with EPERM. The
+  blob store, the database and the network are out of reach; the model's bytes come through
+  a pipe.
+
+The parent talks to it over stdin/stdout: method calls with tensors and plain values. It never
+unpickles what the child sends: a header of JSON and raw arrays of whitelisted dtypes. A child
+that dies, runs out of its limits or does not answer in time ends with a `SandboxError` naming
+the limit; a model's exception comes back as its type only. The model's own text (an error
+message, a returned string) never reaches a verdict unless the caller checks it first.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib
+import json
+import os
+import resource
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+# dtypes that cross the pipe (numpy names); anything else is refused.
+DTYPES = ("float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool")
+MAX_MESSAGE = 512 << 20  # what the parent reads from the child in one answer
+DENIED_SYSCALLS = ("open", "openat", "openat2", "creat", "socket", "socketpair", "connect", "bind",
+                   "listen", "accept", "accept4", "execve", "execveat", "fork", "vfork", "ptrace",
+                   "mount", "umount2", "unshare", "setns", "chroot", "pivot_root", "symlink",
+                   "symlinkat", "link", "linkat", "unlink", "unlinkat", "rename", "renameat",
+                   "renameat2", "mkdir", "mkdirat", "truncate")
+
+
+class SandboxError(RuntimeError):
+    """The model's process failed: the message names the check (a limit, a missing method, an
+    error type), never what the model printed or returned."""
+
+
+class ModelRaised(SandboxError):
+    """A method of the model raised; `kind` is the exception's type name."""
+
+    def __init__(self, method: str, kind: str):
+        super().__init__(f"{method}() raised {kind}")
+        self.method, self.kind = method, kind
+
+
+# -- the wire: a JSON header, then raw buffers -----------------------------------------------
+
+
+def _encode(obj: Any, bufs: list[bytes]) -> Any:
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach().to("cpu")
+        if t.dtype == torch.bfloat16:
+            t = t.float()
+        arr = t.contiguous().numpy()
+        if arr.dtype.name not in DTYPES:
+            raise TypeError(f"tensors of dtype {arr.dtype.name} do not cross the sandbox")
+        bufs.append(arr.tobytes())
+        return {"t": len(bufs) - 1, "dtype": arr.dtype.name, "shape": list(arr.shape)}
+    if isinstance(obj, (bool, int, float, str)) or obj is None:
+        return obj
+    if isinstance(obj, (list, tuple)):
+        return {"list" if isinstance(obj, list) else "tuple": [_encode(x, bufs) for x in obj]}
+    raise TypeError(f"a {type(obj).__name__} does not cross the sandbox")
+
+
+def _decode(obj: Any, bufs: list[bytes]) -> Any:
+    import torch
+
+    if isinstance(obj, dict):
+        if "t" in obj:
+            dtype, shape = obj.get("dtype"), obj.get("shape")
+            if dtype not in DTYPES or not isinstance(shape, list) or \
+                    not all(isinstance(n, int) and n >= 0 for n in shape):
+                raise SandboxError("the model's process sent a malformed tensor")
+            index = obj["t"]
+            if not isinstance(index, int) or not 0 <= index < len(bufs):
+                raise SandboxError("the model's process sent a malformed tensor")
+            arr = np.frombuffer(bufs[index], dtype=np.dtype(dtype))
+            if arr.size != int(np.prod(shape, dtype=np.int64)):
+                raise SandboxError("the model's process sent a tensor whose size does not match its shape")
+            return torch.from_numpy(arr.reshape(shape).copy())
+        for key, kind in (("list", list), ("tuple", tuple)):
+            if key in obj and isinstance(obj[key], list):
+                return kind(_decode(x, bufs) for x in obj[key])
+        raise SandboxError("the model's process sent a malformed value")
+    if isinstance(obj, (bool, int, float, str)) or obj is None:
+        return obj
+    raise SandboxError("the model's process sent a malformed value")
+
+
+def _write(stream, header: dict, bufs: list[bytes] = ()) -> None:
+    head = json.dumps(header).encode()
+    parts = [struct.pack("<QI", len(head), len(bufs)), head]
+    for b in bufs:
+        parts += [struct.pack("<Q", len(b)), b]
+    stream.write(b"".join(parts))
+    stream.flush()
+
+
+def _read_exact(read, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        chunk = read(n - len(out))
+        if not chunk:
+            raise EOFError
+        out += chunk
+    return bytes(out)
+
+
+def _read(read, limit: int = MAX_MESSAGE) -> tuple[dict, list[bytes]]:
+    n_head, n_bufs = struct.unpack("<QI", _read_exact(read, 12))
+    if n_head > limit or n_bufs > 10_000:
+        raise SandboxError("the model's process sent an answer over the size limit")
+    total = n_head
+    header = json.loads(_read_exact(read, n_head))
+    bufs = []
+    for _ in range(n_bufs):
+        (size,) = struct.unpack("<Q", _read_exact(read, 8))
+        total += size
+        if total > limit:
+            raise SandboxError("the model's process sent an answer over the size limit")
+        bufs.append(_read_exact(read, size))
+    if not isinstance(header, dict):
+        raise SandboxError("the model's process sent a malformed answer")
+    return header, bufs
+
+
+# -- the parent's side -----------------------------------------------------------------------
+
+
+def sandbox_available() -> str | None:
+    """None when models can be sandboxed here, else why not."""
+    if not sys.platform.startswith("linux"):
+        return "model sandboxing needs Linux (seccomp)"
+    try:
+        import pyseccomp  # noqa: F401
+        pyseccomp.SyscallFilter(defaction=pyseccomp.ALLOW)
+    except Exception as exc:  # the package or libseccomp is missing
+        return f"model sandboxing needs libseccomp and the pyseccomp package ({type(exc).__name__})"
+    return None
+
+
+class SandboxedModel:
+    """A model loaded from an upload's bytes in a sandboxed child process; its methods are
+    called like the model's own (tensors and plain values in, the same out). Results come back
+    on the device of the call's first tensor argument."""
+
+    def __init__(self, loader: str, fmt: str, data: bytes, config: dict | None, *,
+                 device: str = "cpu", limits: dict | None = None):
+        from app.config import get_settings
+
+        s = get_settings()
+        self.limits = {"cpu_s": s.sandbox_cpu_seconds, "memory_mb": s.sandbox_memory_mb,
+                       "call_s": s.sandbox_call_seconds, **(limits or {})}
+        self._spec = {"loader": loader, "fmt": fmt, "config": config or {}}
+        self._data = data
+        self.device = str(device)
+        self._proc: subprocess.Popen | None = None
+        self._dir: tempfile.TemporaryDirectory | None = None
+        self.methods: dict[str, list[str]] = {}
+
+    # The generation code moves models with .to(dev) and sets .eval(); both are the child's.
+    def to(self, device) -> "SandboxedModel":
+        device = str(device)
+        if device != self.device:
+            self.close()
+            self.device = device
+        return self
+
+    def eval(self) -> "SandboxedModel":
+        return self
+
+    def start(self) -> "SandboxedModel":
+        if self._proc is not None:
+            return self
+        why = sandbox_available()
+        if why:
+            raise SandboxError(why)
+        self._dir = tempfile.TemporaryDirectory(prefix="proctor-sandbox-")
+        os.chmod(self._dir.name, 0o711)
+        env = {k: v for k, v in os.environ.items()
+               if k in ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES")}
+        env["OMP_NUM_THREADS"] = str(self.limits.get("threads", 1))
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "workers.sandbox"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, cwd=self._dir.name, env=env, start_new_session=True)
+        try:
+            _write(self._proc.stdin, {**self._spec, "device": self.device, "limits": self.limits,
+                                      "workdir": self._dir.name}, [self._data])
+            header, _ = self._answer("loading the model", self.limits["call_s"] + 60)
+        except BaseException:
+            self.close()
+            raise
+        if "error" in header:
+            kind = header["error"] if isinstance(header["error"], str) else "an error"
+            detail = header.get("detail") if self._spec["fmt"] == "safetensors" else ""
+            self.close()
+            raise SandboxError(f"could not load the model: {kind[:100]}"
+                               + (f": {detail[:300]}" if isinstance(detail, str) and detail else ""))
+        methods = header.get("methods")
+        if not isinstance(methods, dict):
+            self.close()
+            raise SandboxError("the model's process sent a malformed answer")
+        self.methods = {str(k)[:100]: [str(a)[:100] for a in v] for k, v in list(methods.items())[:200]
+                        if isinstance(v, list)}
+        return self
+
+    def _answer(self, what: str, timeout: float) -> tuple[dict, list[bytes]]:
+        proc = self._proc
+        fd = proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+
+        def read(n: int) -> bytes:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError
+            return os.read(fd, min(n, 1 << 20))
+
+        try:
+            return _read(read)
+        except TimeoutError:
+            self.close()
+            raise SandboxError(f"the model did not answer {what} within {timeout:g} s (wall-clock "
+                               "limit)") from None
+        except (EOFError, json.JSONDecodeError, struct.error, UnicodeDecodeError):
+            code = self._reap()
+            raise SandboxError(self._death(code, what)) from None
+
+    def _death(self, code: int | None, what: str) -> str:
+        if code is not None and code < 0 and -code in (signal.SIGXCPU, signal.SIGKILL):
+            return (f"the model ran past its CPU time limit ({self.limits['cpu_s']} s) while "
+                    f"{what}")
+        if code == 3:
+            return f"the model used more than its memory limit ({self.limits['memory_mb']} MB) while {what}"
+        if code is not None and code < 0:
+            return f"the model's process was killed by {signal.Signals(-code).name} while {what}"
+        return f"the model's process ended (exit status {code}) while {what}"
+
+    def _reap(self) -> int | None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return None
+        try:
+            code = proc.wait(5)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            code = proc.wait()
+        self._cleanup()
+        return code
+
+    def call(self, method: str, *args):
+        self.start()
+        if method not in self.methods:
+            raise AttributeError(method)
+        bufs: list[bytes] = []
+        payload = [_encode(a, bufs) for a in args]
+        device = next((a.device for a in args if hasattr(a, "device")), None)
+        try:
+            _write(self._proc.stdin, {"call": method, "args": payload}, bufs)
+        except (BrokenPipeError, OSError):
+            raise SandboxError(self._death(self._reap(), f"calling {method}()")) from None
+        header, out = self._answer(f"{method}()", self.limits["call_s"])
+        if "error" in header:
+            kind = header["error"] if isinstance(header["error"], str) else "an error"
+            if kind == "MemoryError":
+                raise SandboxError(f"the model used more than its memory limit "
+                                   f"({self.limits['memory_mb']} MB) in {method}()")
+            raise ModelRaised(method, kind[:100])
+        result = _decode(header.get("result"), out)
+        return _to_device(result, device) if device is not None and str(device) != "cpu" else result
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        self.start()
+        if name not in self.methods:
+            raise AttributeError(name)
+        return lambda *args: self.call(name, *args)
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.wait()
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _to_device(obj, device):
+    if hasattr(obj, "to") and hasattr(obj, "device"):
+        return obj.to(device)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_device(x, device) for x in obj)
+    return obj
+
+
+# -- the child's side ------------------------------------------------------------------------
+
+
+def _limit(cpu_s: int, memory_mb: int, device: str) -> None:
+    """From now on: cpu_s more CPU seconds (start-up is not the model's), no more memory than
+    memory_mb of address space, no file written, no core dumped."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    spent = int(usage.ru_utime + usage.ru_stime) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (spent + cpu_s, spent + cpu_s + 5))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    if device == "cpu":  # CUDA reserves far more address space than it uses
+        resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
+
+
+def _drop_privileges() -> None:
+    if os.geteuid() != 0:
+        return
+    os.setgroups([])
+    os.setgid(65534)
+    os.setuid(65534)  # nobody: no access to the worker's files beyond what anyone may read
+
+
+def _seccomp_filter():
+    """Built before privileges are dropped (the library's files may be out of reach after)."""
+    import pyseccomp as seccomp
+
+    f = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+    for name in DENIED_SYSCALLS:
+        try:
+            f.add_rule(seccomp.ERRNO(errno.EPERM), name)
+        except Exception:  # a call this architecture does not have
+            pass
+    return f
+
+
+def _warm_up(device: str) -> None:
+    """Everything torch opens lazily (cpuinfo, kernels, CUDA), before files are out of reach."""
+    import torch
+
+    x = torch.randn(4, 8)
+    y = (x @ x.T).softmax(-1)
+    y.multinomial(1)
+    torch.log_softmax(x, -1).argmax(-1).tolist()
+    torch.nn.GRUCell(8, 8)(x)
+    torch.nn.GRU(8, 8, batch_first=True)(x.unsqueeze(0))
+    torch.nn.functional.embedding(torch.tensor([0, 1]), torch.randn(3, 8))
+    if device != "cpu":
+        torch.zeros(1, device=device).sum().item()
+
+
+def _kind(exc: Exception) -> str:
+    """The exception's type as the researcher knows it; its message stays here (it is the
+    model's text), read only to tell a failed allocation from other errors."""
+    text = str(exc)
+    if "can't allocate memory" in text or "not enough memory" in text:
+        return "MemoryError"
+    if type(exc).__module__.startswith("torch") and type(exc).__name__ in ("Error", "JITException"):
+        return "RuntimeError"  # raised inside TorchScript code
+    return type(exc).__name__
+
+
+def _methods(model) -> dict[str, list[str]]:
+    import inspect
+
+    out = {}
+    names = model._c._method_names() if hasattr(model, "_c") else [
+        n for n in dir(model) if not n.startswith("_") and callable(getattr(model, n, None))]
+    for name in names:
+        if name.startswith("_"):
+            continue
+        fn = getattr(model, name, None)
+        schema = getattr(fn, "schema", None)
+        if schema is not None:
+            out[name] = [a.name for a in schema.arguments][1:]  # without self
+        else:
+            try:
+                out[name] = list(inspect.signature(fn).parameters)
+            except (TypeError, ValueError):
+                out[name] = []
+    return out
+
+
+def child_main() -> int:
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    # Nothing the model prints may corrupt the answers: stdout is ours alone from here on.
+    answers = os.fdopen(os.dup(stdout.fileno()), "wb")
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    try:
+        spec, bufs = _read(stdin.read, MAX_MESSAGE * 2)
+        limits, device = spec["limits"], spec.get("device", "cpu")
+        import torch
+
+        torch.set_num_threads(int(limits.get("threads", 1)))
+        module, func = spec["loader"].split(":")
+        loader = getattr(importlib.import_module(module), func)
+        _warm_up(device)
+        lock = _seccomp_filter()
+        _limit(int(limits["cpu_s"]), int(limits["memory_mb"]), device)
+        _drop_privileges()
+        lock.load()  # from here: no files, no sockets, no exec (also sets no_new_privs)
+    except MemoryError:
+        return 3
+    try:
+        # Loading runs the archive's code too (TorchScript __setstate__): inside the lock.
+        model = loader(spec["fmt"], bufs[0], spec.get("config")).to(device).eval()
+        methods = _methods(model)
+    except MemoryError:
+        return 3
+    except Exception as exc:
+        # Weights (safetensors) are data read by our own code: its message says what does not
+        # fit. An archive is code: only the error's type.
+        detail = " ".join(line.strip() for line in str(exc).strip().splitlines()[:3])[:300] \
+            if spec["fmt"] == "safetensors" else ""
+        _write(answers, {"error": type(exc).__name__, "detail": detail})
+        return 0
+    _write(answers, {"methods": methods})
+    while True:
+        try:
+            request, bufs = _read(stdin.read, MAX_MESSAGE * 2)
+        except EOFError:
+            return 0
+        try:
+            args = [_decode(a, bufs) for a in request["args"]]
+            args = [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
+            with torch.no_grad():
+                result = getattr(model, request["call"])(*args)
+            out: list[bytes] = []
+            _write(answers, {"result": _encode(result, out)}, out)
+        except MemoryError:
+            _write(answers, {"error": "MemoryError"})
+        except Exception as exc:
+            _write(answers, {"error": _kind(exc)})
+
+
+if __name__ == "__main__":
+    sys.exit(child_main())
