@@ -221,9 +221,7 @@ def leaderboard(study_id: int, session: Session = Depends(db), user: User = Depe
 @router.post("/studies/{study_id}/exports", status_code=202, tags=["exports"])
 def start_export(study_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
     study = _study(session, study_id, user)
-    job = jobs.create_job(session, "export", study_id=study.id, owner_id=user.id)
-    session.commit()
-    jobs.enqueue(job.id)
+    job = jobs.submit(session, jobs.create_job(session, "export", study_id=study.id, owner_id=user.id))
     return {"job": job.id, "state": job.state}
 
 

@@ -73,12 +73,14 @@ def serve(host: str, port: int) -> None:
 
 @main.command()
 @click.option("--concurrency", default=2, type=int)
-def worker(concurrency: int) -> None:
+@click.option("--beat", is_flag=True,
+              help="Also run the schedule (the job sweeper, every minute): in one worker only.")
+def worker(concurrency: int, beat: bool) -> None:
     """Run a Celery worker for jobs (needs REDIS_URL)."""
     if not get_settings().redis_url:
         raise click.ClickException("set REDIS_URL to run a separate worker")
     os.execvp(sys.executable, [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
-                               "--loglevel=INFO", f"--concurrency={concurrency}"])
+                               "--loglevel=INFO", f"--concurrency={concurrency}", *(["-B"] if beat else [])])
 
 
 @main.command()

@@ -36,6 +36,8 @@ class Settings(BaseSettings):
     sandbox_cpu_seconds: int = 3600
     sandbox_memory_mb: int = 6144
     sandbox_call_seconds: int = 300
+    # The longest a background job may run (a Celery soft time limit), in seconds.
+    job_time_limit_s: int = 6 * 3600
     # Requests per minute per client on crowd entry and submit.
     rate_limit_entry: int = 60
     rate_limit_submit: int = 600

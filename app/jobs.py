@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
+import time
 import traceback
 from datetime import datetime, timedelta
 
@@ -40,7 +41,13 @@ def handlers() -> dict[str, str]:
 # lost its worker (killed mid-job); a redelivered message may then claim it again. Handlers
 # must be idempotent (generation skips the paths it has stored) and report progress more often.
 STALE_AFTER_S = 900
+# A job whose worker died this many times (killed, out of memory) fails instead of running again.
+MAX_ATTEMPTS = 3
+# A queued job no worker has claimed for this long lost its message (or was never sent): the
+# sweeper sends it again (claiming is atomic, so a second message never runs it twice).
+RESEND_AFTER_S = 300
 CELERY_TASK = "proctor.run_job"
+SWEEP_TASK = "proctor.sweep_jobs"
 
 
 class Job(Base):
@@ -60,6 +67,8 @@ class Job(Base):
     started_at: Mapped[datetime | None] = mapped_column()
     finished_at: Mapped[datetime | None] = mapped_column()
     heartbeat_at: Mapped[datetime | None] = mapped_column()
+    # Times a worker has claimed it (a second claim means the first worker died).
+    attempts: Mapped[int] = mapped_column(default=0, server_default="0")
 
     @property
     def fraction(self) -> float:
@@ -87,16 +96,43 @@ def cancel(session: Session, job: Job, reason: str = "cancelled by the researche
     return job
 
 
+class BrokerUnavailable(RuntimeError):
+    """The job queue (Redis) cannot be reached; the caller withdraws what it stored and the
+    request answers 503 with Retry-After (app/main.py)."""
+
+
 def enqueue(job_id: int) -> None:
-    """Call after the job's row is committed."""
+    """Call after the job's row is committed. Raises BrokerUnavailable, quickly, when the
+    broker cannot be reached (the caller then withdraws the job: see submit)."""
     settings = get_settings()
     if settings.redis_url:
         from celery import Celery  # only the client side: no task code is imported
+        from kombu.exceptions import OperationalError
 
         client = Celery(broker=settings.redis_url)
-        client.send_task(CELERY_TASK, args=[job_id])
+        client.conf.broker_connection_timeout = 3
+        try:
+            client.send_task(CELERY_TASK, args=[job_id], retry=True, retry_policy={
+                "max_retries": 2, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 1})
+        except (OperationalError, OSError) as exc:
+            raise BrokerUnavailable(f"the job queue cannot be reached ({type(exc).__name__}): "
+                                    "nothing was started; try again in a minute") from exc
     else:
         _wake.set()
+
+
+def submit(session: Session, job: Job) -> Job:
+    """Commit the job and send it to the queue; when the queue cannot be reached, delete the job
+    again (nothing is left queued that no worker will run) and raise BrokerUnavailable."""
+    session.commit()
+    try:
+        enqueue(job.id)
+    except BrokerUnavailable:
+        session.rollback()
+        session.delete(session.get(Job, job.id))
+        session.commit()
+        raise
+    return job
 
 
 class Progress:
@@ -137,12 +173,15 @@ def run_job(job_id: int, stale_after: float | None = None) -> str:
                 func.coalesce(Job.heartbeat_at, Job.started_at) < cutoff))
         now = utcnow()
         claimed = s.execute(
-            update(Job).where(Job.id == job_id, claimable)
-            .values(state="running", started_at=now, heartbeat_at=now)
+            update(Job).where(Job.id == job_id, claimable, Job.attempts < MAX_ATTEMPTS)
+            .values(state="running", started_at=now, heartbeat_at=now, attempts=Job.attempts + 1)
         ).rowcount
         s.commit()
         if not claimed:
-            return "skipped"
+            state = s.scalar(select(Job.state).where(Job.id == job_id))
+            # "busy": another worker holds it with a fresh heartbeat (the caller may look again
+            # later); "skipped": it has ended, or is gone.
+            return "busy" if state == "running" else "skipped"
         job = s.get(Job, job_id)
         try:
             # Inside the guard: a handler that fails to import (or a kind uninstalled since the
@@ -170,6 +209,36 @@ def run_job(job_id: int, stale_after: float | None = None) -> str:
         return job.state
 
 
+def sweep(stale_after: float = STALE_AFTER_S, resend_after: float = RESEND_AFTER_S) -> dict:
+    """What keeps jobs from hanging when a worker dies or a message is lost (run every minute by
+    Celery beat, or by the in-process worker): a running job with no heartbeat for
+    `stale_after` seconds is sent again, or fails after MAX_ATTEMPTS claims; a queued job nobody
+    claimed for `resend_after` seconds is sent again."""
+    now = utcnow()
+    stale_cutoff = now - timedelta(seconds=stale_after)
+    resend_cutoff = now - timedelta(seconds=resend_after)
+    beat = func.coalesce(Job.heartbeat_at, Job.started_at)
+    with get_sessionmaker()() as s:
+        gave_up = s.execute(
+            update(Job).where(Job.state == "running", beat < stale_cutoff, Job.attempts >= MAX_ATTEMPTS)
+            .values(state="failed", finished_at=now,
+                    log=Job.log + f"failed: its worker stopped {MAX_ATTEMPTS} times (killed, or out of "
+                                  "memory) before it finished\n")
+        ).rowcount
+        resend = s.scalars(select(Job.id).where(
+            ((Job.state == "running") & (beat < stale_cutoff)) |
+            ((Job.state == "queued") & (Job.created_at < resend_cutoff))).order_by(Job.id)).all()
+        s.commit()
+    settings = get_settings()
+    if settings.redis_url:
+        for job_id in resend:
+            enqueue(job_id)
+    else:  # the in-process worker runs them itself
+        for job_id in resend:
+            run_job(job_id, stale_after=stale_after)
+    return {"failed": gave_up, "resent": len(resend)}
+
+
 _wake = threading.Event()
 
 
@@ -189,9 +258,13 @@ def start_inprocess_worker(stop: threading.Event | None = None) -> threading.Thr
     stop = stop or threading.Event()
 
     def loop():
+        last_sweep = 0.0
         while not stop.is_set():
             try:
                 run_queued_once()
+                if time.monotonic() - last_sweep > 60:  # jobs a killed web process left running
+                    last_sweep = time.monotonic()
+                    sweep()
             except Exception:
                 log.exception("in-process worker")
             _wake.wait(2.0)

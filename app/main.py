@@ -11,6 +11,7 @@ from starlette.middleware.sessions import SessionMiddleware
 
 from app.config import get_settings
 from app.errors import InputError
+from app.jobs import BrokerUnavailable
 from app.studies.assignment import NotAvailable
 from app.web import render, static_dir
 
@@ -98,6 +99,16 @@ def create_app(database_url: str | None = None) -> FastAPI:
             return JSONResponse(exc.as_dict(), status_code=422)
         return render(request, "error.html", status_code=422, title="That input was refused",
                       message=str(exc))
+
+    @app.exception_handler(BrokerUnavailable)
+    async def broker_unavailable(request: Request, exc: BrokerUnavailable):
+        headers = {"Retry-After": "30"}
+        if _wants_json(request):
+            return JSONResponse({"detail": str(exc)}, status_code=503, headers=headers)
+        response = render(request, "error.html", status_code=503, title="Try again in a minute",
+                          message=str(exc))
+        response.headers.update(headers)
+        return response
 
     @app.exception_handler(NotAvailable)
     async def not_available(request: Request, exc: NotAvailable):

@@ -3,6 +3,7 @@
 from celery import Celery
 
 from app.config import get_settings
+from app.jobs import SWEEP_TASK
 from app.models import load_models
 
 load_models()  # every table (the kinds' too) before a job opens a session
@@ -11,4 +12,10 @@ settings = get_settings()
 app = Celery("proctor", broker=settings.redis_url or "redis://127.0.0.1:6379/0",
              include=["workers.tasks"])
 app.conf.update(task_acks_late=True, worker_prefetch_multiplier=1,
-                task_reject_on_worker_lost=True, broker_connection_retry_on_startup=True)
+                task_reject_on_worker_lost=True, broker_connection_retry_on_startup=True,
+                # A job past its time fails with the reason (the soft limit raises inside it);
+                # the hard limit ends a handler that ignores it.
+                task_soft_time_limit=settings.job_time_limit_s,
+                task_time_limit=settings.job_time_limit_s + 60,
+                # `proctor worker --beat` (one per deployment) runs the sweeper every minute.
+                beat_schedule={"sweep-jobs": {"task": SWEEP_TASK, "schedule": 60.0}})

@@ -1,12 +1,21 @@
 """Celery tasks. Jobs are rows in the database; a task only runs one by id, so a redelivered
 message (acks_late) finds the job claimed and does nothing twice."""
 
-from app.jobs import CELERY_TASK, STALE_AFTER_S, run_job
+from app.jobs import CELERY_TASK, STALE_AFTER_S, SWEEP_TASK, run_job, sweep
 from workers.celery_app import app
 
 
-@app.task(name=CELERY_TASK)
-def run_job_task(job_id: int) -> str:
+@app.task(name=CELERY_TASK, bind=True, max_retries=None)
+def run_job_task(self, job_id: int) -> str:
     # A message redelivered after its worker was killed (acks_late) re-claims the job once
-    # its heartbeat is stale; a live worker's job is left alone.
-    return run_job(job_id, stale_after=STALE_AFTER_S)
+    # its heartbeat is stale. While the heartbeat is fresh (the worker may be alive, or was
+    # killed a moment ago) look again when it would be stale, instead of dropping the message.
+    state = run_job(job_id, stale_after=STALE_AFTER_S)
+    if state == "busy":
+        raise self.retry(countdown=STALE_AFTER_S)
+    return state
+
+
+@app.task(name=SWEEP_TASK)
+def sweep_jobs_task() -> dict:
+    return sweep()

@@ -234,7 +234,15 @@ def upload_artifact(session: Session, agent: Agent, role: str, fmt: str, data: b
             session.rollback()
             store.delete(key)
             raise
-        jobs.enqueue(job.id)
+        try:
+            jobs.enqueue(job.id)
+        except jobs.BrokerUnavailable:  # withdraw the upload: no pending version nobody checks
+            session.rollback()
+            session.delete(session.get(jobs.Job, job.id))
+            session.delete(session.get(AgentArtifact, artifact.id))
+            session.commit()
+            store.delete(key)
+            raise
         return artifact
     raise RuntimeError(f"could not number a new version of agent {agent_id}: too many uploads at once")
 

@@ -247,9 +247,7 @@ async def import_prior_annotations(request: Request, study_id: int, source: str 
 def start_export(request: Request, study_id: int, session: Session = Depends(db),
                  user: User = Depends(researcher)):
     study = _study(session, study_id, user)
-    job = jobs.create_job(session, "export", study_id=study.id, owner_id=user.id)
-    session.commit()
-    jobs.enqueue(job.id)
+    jobs.submit(session, jobs.create_job(session, "export", study_id=study.id, owner_id=user.id))
     flash(request, "Export started; the files appear below when it is done.")
     return RedirectResponse(f"/studies/{study.id}#jobs", status_code=303)
 

@@ -35,7 +35,6 @@ def tally_page(request: Request, study_id: int, session: Session = Depends(db),
 def start_tally(study_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
     """Tally every sentence's answers (job `wordcount.tally`); the page shows the result."""
     study = _study(session, study_id, user)
-    job = jobs.create_job(session, "wordcount.tally", study_id=study.id, owner_id=user.id)
-    session.commit()
-    jobs.enqueue(job.id)
+    job = jobs.submit(session, jobs.create_job(session, "wordcount.tally", study_id=study.id,
+                                               owner_id=user.id))
     return {"job": job.id, "state": job.state}
