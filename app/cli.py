@@ -54,9 +54,12 @@ def _serve(host: str, port: int) -> None:
     import uvicorn
 
     from app.jobs import start_inprocess_worker
-    from app.main import create_app
+    from app.main import InsecureSettings, create_app
 
-    web = create_app()  # imports everything before the worker thread starts
+    try:
+        web = create_app()  # imports everything before the worker thread starts
+    except InsecureSettings as exc:
+        raise click.ClickException(str(exc)) from None
     if not get_settings().redis_url:
         start_inprocess_worker()
         click.echo("jobs run in this process (no REDIS_URL set)")
@@ -77,8 +80,12 @@ def serve(host: str, port: int) -> None:
               help="Also run the schedule (the job sweeper, every minute): in one worker only.")
 def worker(concurrency: int, beat: bool) -> None:
     """Run a Celery worker for jobs (needs REDIS_URL)."""
+    from app.config import SECRET_KEY_HELP, weak_secret_key
+
     if not get_settings().redis_url:
         raise click.ClickException("set REDIS_URL to run a separate worker")
+    if (why := weak_secret_key(get_settings().secret_key)) is not None:  # it signs download links
+        raise click.ClickException(f"{why}: {SECRET_KEY_HELP}")
     os.execvp(sys.executable, [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
                                "--loglevel=INFO", f"--concurrency={concurrency}", *(["-B"] if beat else [])])
 
@@ -89,9 +96,11 @@ def worker(concurrency: int, beat: bool) -> None:
 @click.option("--no-serve", is_flag=True, help="Seed and print, then exit.")
 def demo(host: str, port: int, no_serve: bool) -> None:
     """Migrate, seed demo data, print the logins and links, then serve."""
+    from app.config import demo_secret_key
     from app.db import session_scope
     from app.demo import seed
 
+    demo_secret_key()  # SECRET_KEY, or a random one of the demo's own in var/
     ensure_local_dirs()
     migrate_db()
     with session_scope() as session:

@@ -12,6 +12,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 ROOT = Path(__file__).resolve().parent.parent
 
 
+DEFAULT_SECRET_KEY = "dev-only-change-me"
+MIN_SECRET_KEY = 32
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="", env_file=".env", extra="ignore")
 
@@ -26,7 +30,9 @@ class Settings(BaseSettings):
     s3_access_key: str = ""
     s3_secret_key: str = ""
     s3_region: str = "us-east-1"
-    secret_key: str = "dev-only-change-me"
+    secret_key: str = DEFAULT_SECRET_KEY
+    # Where `proctor demo` keeps the random key it makes when SECRET_KEY is not set.
+    secret_key_file: str = str(ROOT / "var" / "secret_key")
     # Upload limit for CSV/JSONL imports (bytes, after decompression).
     max_upload_bytes: int = 50 * 1024 * 1024
     # Upload limit for agent artifacts (TorchScript archives, safetensors weights), in bytes.
@@ -56,3 +62,43 @@ def ensure_local_dirs() -> None:
         os.makedirs(os.path.dirname(s.database_url.removeprefix("sqlite:///")) or ".", exist_ok=True)
     if s.storage_url.startswith("file://"):
         os.makedirs(s.storage_url.removeprefix("file://"), exist_ok=True)
+
+
+def weak_secret_key(key: str) -> str | None:
+    """Why a SECRET_KEY must not sign sessions and download links, or None if it may: it signs
+    every cookie and link, so a known or short one lets anyone forge an admin's session."""
+    if not key or key == DEFAULT_SECRET_KEY or key.startswith("change-me"):
+        return "SECRET_KEY is not set (or is the example value)"
+    if len(key) < MIN_SECRET_KEY:
+        return f"SECRET_KEY has {len(key)} characters; it needs at least {MIN_SECRET_KEY}"
+    return None
+
+
+SECRET_KEY_HELP = ("set SECRET_KEY to a random key of at least 32 characters, e.g. the output of "
+                   "`python -c 'import secrets; print(secrets.token_urlsafe(48))'` (`proctor demo` "
+                   "makes its own)")
+
+
+def demo_secret_key() -> str:
+    """The demo's key: SECRET_KEY when it is strong, else a random one kept in
+    secret_key_file (made once, readable by its owner only) and put in the environment."""
+    settings = get_settings()
+    if weak_secret_key(settings.secret_key) is None:
+        return settings.secret_key
+    path = settings.secret_key_file
+    try:
+        with open(path) as f:
+            key = f.read().strip()
+    except FileNotFoundError:
+        key = ""
+    if weak_secret_key(key) is not None:
+        import secrets
+
+        key = secrets.token_urlsafe(48)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(key + "\n")
+    os.environ["SECRET_KEY"] = key
+    get_settings.cache_clear()
+    return key

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse,
 from fastapi.staticfiles import StaticFiles
 from starlette.middleware.sessions import SessionMiddleware
 
-from app.config import get_settings
+from app.config import SECRET_KEY_HELP, get_settings, weak_secret_key
 from app.errors import InputError
 from app.jobs import BrokerUnavailable
 from app.studies.assignment import NotAvailable
@@ -45,8 +45,14 @@ def _refuse_clashes(app: FastAPI) -> None:
             seen[key] = owner
 
 
+class InsecureSettings(RuntimeError):
+    """The server refuses to start with a key anyone could know."""
+
+
 def create_app(database_url: str | None = None) -> FastAPI:
     settings = get_settings()
+    if (why := weak_secret_key(settings.secret_key)) is not None:
+        raise InsecureSettings(f"{why}: {SECRET_KEY_HELP}")
     app = FastAPI(title="Proctor", version="0.1.0",
                   description="Human evaluation of grounded language agents.",
                   docs_url="/api/docs", redoc_url=None, openapi_url="/openapi.json")

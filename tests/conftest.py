@@ -24,7 +24,7 @@ SHARED = ROOT.parent / "shared"
 PG_ADMIN_URL = os.environ.get("PROCTOR_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("PROCTOR_TEST_REDIS", "redis://127.0.0.1:6379/15")
 
-os.environ.setdefault("SECRET_KEY", "test-secret-" + secrets.token_hex(8))
+os.environ.setdefault("SECRET_KEY", "test-secret-" + secrets.token_hex(24))
 
 
 @pytest.fixture(scope="session", autouse=True)
