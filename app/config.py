@@ -47,6 +47,8 @@ class Settings(BaseSettings):
     # Requests per minute per client on crowd entry and submit.
     rate_limit_entry: int = 60
     rate_limit_submit: int = 600
+    # The prefix of the limiter's keys in Redis (deployments sharing one Redis keep theirs apart).
+    rate_limit_namespace: str = "proctor"
     base_url: str = "http://127.0.0.1:8000"
 
 

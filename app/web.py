@@ -49,11 +49,13 @@ def flash(request: Request, message: str, level: str = "ok") -> None:
 
 def rate_limit(request: Request, bucket: str, per_minute: int) -> None:
     # One limiter per app (per web process): with REDIS_URL set, the processes share their
-    # counts through Redis; without it each counts on its own.
+    # counts through Redis (falling back to their own when it is unreachable); without it each
+    # counts on its own.
     state = request.app.state
     limiter = getattr(state, "rate_limiter", None)
     if limiter is None:
-        limiter = state.rate_limiter = RateLimiter(get_settings().redis_url)
+        settings = get_settings()
+        limiter = state.rate_limiter = RateLimiter(settings.redis_url, settings.rate_limit_namespace)
     client = request.client.host if request.client else "unknown"
     if not limiter.allow(f"{bucket}:{client}", per_minute):
         raise HTTPException(429, "too many requests: wait a minute and try again")

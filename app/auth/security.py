@@ -6,9 +6,6 @@ import hashlib
 import hmac
 import logging
 import secrets
-import threading
-import time
-from collections import defaultdict, deque
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerifyMismatchError
@@ -63,41 +60,33 @@ def csrf_ok(session_data: dict, presented: str | None) -> bool:
 
 
 class RateLimiter:
-    """Sliding one-minute window per key. Redis-backed when REDIS_URL is set, so that all
-    web replicas share the count; in-process otherwise (the embedded single process).
-    With Redis unreachable it fails open: requests are allowed (and a warning logged), so
-    an outage of the counter never takes the crowd pages down with it."""
+    """Requests per minute per key, in a moving window (the `limits` package). With REDIS_URL
+    set the count lives in Redis, so every web process shares it; without, in this process.
+    When Redis cannot be reached the limiter fails open to this process's own count (a warning
+    is logged): an outage of the counter never takes the crowd pages down, and never lifts the
+    limit altogether."""
 
-    def __init__(self, redis_url: str = ""):
-        self._redis = None
+    def __init__(self, redis_url: str = "", namespace: str = "proctor"):
+        from limits import storage, strategies
+
+        self.namespace = namespace
+        self._local = strategies.MovingWindowRateLimiter(storage.MemoryStorage())
+        self._shared = None
         if redis_url:
-            import redis
-
-            self._redis = redis.Redis.from_url(redis_url, socket_connect_timeout=1, socket_timeout=1)
-            self._redis_error = redis.RedisError
-        self._hits: dict[str, deque] = defaultdict(deque)
-        self._lock = threading.Lock()
+            self._shared = strategies.MovingWindowRateLimiter(storage.storage_from_string(
+                redis_url, socket_connect_timeout=1, socket_timeout=1))
 
     def allow(self, key: str, per_minute: int) -> bool:
+        from limits import RateLimitItemPerMinute
+
         if per_minute <= 0:
             return True
-        now = time.time()
-        if self._redis is not None:
-            bucket = f"rl:{key}:{int(now // 60)}"
-            pipe = self._redis.pipeline()
-            pipe.incr(bucket)
-            pipe.expire(bucket, 120)
+        item = RateLimitItemPerMinute(per_minute)
+        if self._shared is not None:
             try:
-                count, _ = pipe.execute()
-            except self._redis_error as exc:
-                log.warning("rate limit %s not applied: Redis is unreachable (%s)", key, exc)
-                return True
-            return count <= per_minute
-        with self._lock:
-            hits = self._hits[key]
-            while hits and hits[0] < now - 60:
-                hits.popleft()
-            if len(hits) >= per_minute:
-                return False
-            hits.append(now)
-            return True
+                return self._shared.hit(item, self.namespace, key)
+            except Exception as exc:  # Redis down, full or refusing: count here instead
+                log.warning("rate limit %s counted in this process only: Redis is unreachable (%s)",
+                            key, type(exc).__name__)
+        return self._local.hit(item, self.namespace, key)
+
