@@ -1,5 +1,5 @@
 FROM python:3.11-slim
-RUN apt-get update && apt-get install -y --no-install-recommends nodejs npm && rm -rf /var/lib/apt/lists/*
+RUN apt-get update && apt-get install -y --no-install-recommends nodejs npm libseccomp2 && rm -rf /var/lib/apt/lists/*
 WORKDIR /srv/proctor
 COPY . .
 # One image for web and worker: the worker's generation and validation jobs need torch (the
