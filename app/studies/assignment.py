@@ -22,7 +22,7 @@ import random
 import time
 from datetime import timedelta
 
-from sqlalchemy import and_, exists, select, update
+from sqlalchemy import and_, exists, func, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, aliased
 
@@ -238,12 +238,15 @@ def submit(session: Session, study: Study, bundle_id: int, assignment_id: int,
         if assignment.state == "expired":
             if bundle.n_done >= bundle.size:
                 raise NotAvailable("Your task is already complete.")
-            # A reload after the lease ran out handed this slot a new item; the late answer
-            # fills the slot, so that newer lease goes back to the pool.
-            for newer in session.scalars(select(Assignment).where(
-                    Assignment.bundle_id == bundle.id, Assignment.state == "leased")
-                    .with_for_update()).all():
-                _release(session, newer, "expired")
+            # A late answer fills only its own slot, and only while no newer lease has taken
+            # that slot: otherwise a page kept open could fill whichever slot is current (a
+            # gold one, so that gold is never answered).
+            replaced = session.scalar(select(func.count()).select_from(Assignment).where(
+                Assignment.bundle_id == bundle.id, Assignment.slot == assignment.slot,
+                Assignment.id != assignment.id))
+            if replaced or assignment.slot != bundle.n_done:
+                raise NotAvailable("Time ran out on this item and your task has moved on: answer "
+                                   "the item it shows now.")
         if assignment.state == "expired" and not assignment.is_gold:
             # The lease ran out; keep the answer only if the item still has room for it.
             took = session.execute(
@@ -300,8 +303,6 @@ def sweep_expired(session: Session, limit: int = 500) -> int:
 
 def progress(session: Session, study: Study) -> dict:
     """Live counts for the researcher's page (SQL aggregates only)."""
-    from sqlalchemy import func
-
     now = utcnow()
     # The study's own crowd: annotations imported from an earlier study are not its progress.
     completed = session.scalar(select(func.count()).select_from(Annotation).where(

@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import func, select, update
 
 from app.studies import assignment
-from app.studies.models import Annotation, Assignment, Item
+from app.studies.models import Annotation, Assignment, Bundle, Item
 from tests.conftest import create_tom_study, expire_lease, make_user
 
 
@@ -153,7 +153,9 @@ def test_mturk_worker_gets_the_submit_form_and_prolific_the_redirect(client, ses
     assert "evil.example" not in page and "DONE42" in page
 
 
-def test_late_answer_after_a_reload_fills_its_slot_once(session):
+def test_a_late_answer_after_a_reload_is_refused_and_the_new_lease_stays(session):
+    """The reload gave the slot a new item: the old page's answer is dropped (its slot was
+    re-leased), the new lease is kept, and the bundle goes on from it."""
     owner = make_user(session, "researcher")
     study = create_tom_study(session, owner, bundle_size=2, gold_rate=0.0, annotations_per_item=3)
     b = assignment.enter(session, study, "prolific", "late", "s", "x")
@@ -161,10 +163,14 @@ def test_late_answer_after_a_reload_fills_its_slot_once(session):
     expire_lease(session, old)
     newer = assignment.next_item(session, study, b.id)  # the reload: a new item for slot 0
     assert newer.id != old.id and newer.slot == 0
-    assignment.submit(session, study, b.id, old.id, {"answer": "Yes"}, "late-key")
+    with pytest.raises(assignment.NotAvailable, match="your task has moved on"):
+        assignment.submit(session, study, b.id, old.id, {"answer": "Yes"}, "late-key")
+    session.rollback()
     session.expire_all()
-    assert session.get(Assignment, newer.id).state == "expired"
-    assert session.get(Item, newer.item_id).n_active == 0
+    assert session.get(Assignment, newer.id).state == "leased"
+    assert session.get(Item, newer.item_id).n_active == 1
+    assert session.get(Bundle, b.id).n_done == 0
+    assignment.submit(session, study, b.id, newer.id, {"answer": "Yes"}, "k1")
     nxt = assignment.next_item(session, study, b.id)
     assert nxt.slot == 1
     assignment.submit(session, study, b.id, nxt.id, {"answer": "Yes"}, "k2")

@@ -169,22 +169,30 @@ def test_an_assignment_neither_leased_nor_expired_takes_no_answer(session, owner
     assert session.get(Bundle, b.id).n_done == 0
 
 
-def test_a_late_answer_takes_back_only_its_own_bundles_newer_lease(session, owner):
-    # Bug caught: the late answer releasing every open lease in the study, not just the one a
-    # reload gave this worker's slot.
-    study = create_tom_study(session, owner, bundle_size=2, gold_rate=0.0, annotations_per_item=3)
-    b = assignment.enter(session, study, "prolific", "late-own", "s", "x")
-    other = assignment.enter(session, study, "prolific", "bystander", "s", "x")
-    old = assignment.next_item(session, study, b.id)
-    theirs = assignment.next_item(session, study, other.id)
+def test_a_page_kept_open_never_fills_a_gold_slot(session, owner):
+    # Bug caught (issue 10): a worker let a lease expire, reloaded, answered the new item, and
+    # then sent the old page's answer while a gold item was leased: it filled the gold slot, so
+    # the worker never answered gold. A late answer fills only its own slot.
+    study = create_tom_study(session, owner, bundle_size=4, gold_rate=0.25, annotations_per_item=3)
+    b = assignment.enter(session, study, "prolific", "gold-dodger", "s", "x")
+    session.get(Bundle, b.id).gold_slots = [2]  # the third item of the task is gold
+    session.commit()
+    first = assignment.next_item(session, study, b.id)
+    assignment.submit(session, study, b.id, first.id, {"answer": "Yes"}, "dodge-0")
+    old = assignment.next_item(session, study, b.id)  # slot 1, left open in a tab
     expire_lease(session, old)
-    newer = assignment.next_item(session, study, b.id)
-    assignment.submit(session, study, b.id, old.id, {"answer": "Yes"}, "late-own-1")
+    newer = assignment.next_item(session, study, b.id)  # the reload: slot 1 again
+    assert (old.slot, newer.slot) == (1, 1)
+    assignment.submit(session, study, b.id, newer.id, {"answer": "Yes"}, "dodge-1")
+    gold = assignment.next_item(session, study, b.id)
+    assert gold.slot == 2 and gold.is_gold
+    with refused(assignment.NotAvailable, "Time ran out on this item and your task has moved on: "
+                                          "answer the item it shows now."):
+        assignment.submit(session, study, b.id, old.id, {"answer": "Yes"}, "dodge-late")
     session.expire_all()
-    assert session.get(Assignment, newer.id).state == "expired"
-    assert session.get(Assignment, theirs.id).state == "leased"
-    stored = assignment.submit(session, study, other.id, theirs.id, {"answer": "No"}, "bystander-1")
-    assert stored.response == {"answer": "No"}
+    assert session.get(Assignment, gold.id).state == "leased"  # the gold lease stands
+    assert session.get(Bundle, b.id).n_done == 2
+    assert _count(session, Annotation) == 2
 
 
 def test_a_late_answer_is_kept_when_its_item_has_room(session, owner):

@@ -169,7 +169,7 @@ def test_evaluation_run_reranks_with_listeners_and_adds_items(session, setup):
     job = session.get(jobs.Job, run.job_id)
     job.state = "running"
     session.commit()
-    assert jobs.run_job(run.job_id) == "skipped"  # a live worker's job is left alone
+    assert jobs.run_job(run.job_id) == "busy"  # a live worker's job is left alone (looked at later)
     assert jobs.run_job(run.job_id, stale_after=-1) == "done"
     session.expire_all()
     assert (session.scalar(select(func.count(Candidate.id))), session.scalar(select(func.count(Rollout.id))),
