@@ -172,7 +172,11 @@ def user() -> None:
 @click.option("--role", type=click.Choice(["researcher", "admin"]), required=True)
 @click.option("--password", prompt=True, hide_input=True, confirmation_prompt=True)
 def user_create(email: str, role: str, password: str) -> None:
+    from app.auth.security import password_problem
     from app.db import session_scope
+
+    if (why := password_problem(password)) is not None:
+        raise click.ClickException(why)
     from app.demo import ensure_user
 
     with session_scope() as session:

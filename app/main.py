@@ -45,6 +45,38 @@ def _refuse_clashes(app: FastAPI) -> None:
             seen[key] = owner
 
 
+# The crowd's pages may be framed by MTurk (ExternalQuestion shows them in an iframe on the
+# worker's site); no other page may be framed at all (clickjacking).
+MTURK_FRAMERS = "https://worker.mturk.com https://workersandbox.mturk.com https://www.mturk.com"
+
+
+class FrameHeaders:
+    """Adds X-Frame-Options / CSP frame-ancestors to every response (a plain ASGI middleware:
+    nothing is buffered)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        crowd = scope["path"].startswith(("/s/", "/task/"))
+
+        async def with_headers(message):
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                if crowd:
+                    headers.append((b"content-security-policy",
+                                    f"frame-ancestors 'self' {MTURK_FRAMERS}".encode()))
+                else:
+                    headers += [(b"x-frame-options", b"DENY"),
+                                (b"content-security-policy", b"frame-ancestors 'none'")]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
 class InsecureSettings(RuntimeError):
     """The server refuses to start with a key anyone could know."""
 
@@ -60,6 +92,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
     app.add_middleware(SessionMiddleware, secret_key=settings.secret_key,
                        session_cookie="proctor_session", same_site="lax", max_age=14 * 24 * 3600,
                        https_only=settings.base_url.startswith("https"))
+    app.add_middleware(FrameHeaders)
 
     from app.agents.views import router as agents_router
     from app.api import router as api_router

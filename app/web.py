@@ -47,7 +47,9 @@ def flash(request: Request, message: str, level: str = "ok") -> None:
     request.session["flash"] = {"message": message, "level": level}
 
 
-def rate_limit(request: Request, bucket: str, per_minute: int) -> None:
+def rate_limit(request: Request, bucket: str, per_minute: int, key: str | None = None) -> None:
+    """Refuse (429) past `per_minute` requests per client address, or per `key` when given
+    (e.g. an account, whatever address the attempts come from)."""
     # One limiter per app (per web process): with REDIS_URL set, the processes share their
     # counts through Redis (falling back to their own when it is unreachable); without it each
     # counts on its own.
@@ -57,7 +59,7 @@ def rate_limit(request: Request, bucket: str, per_minute: int) -> None:
         settings = get_settings()
         limiter = state.rate_limiter = RateLimiter(settings.redis_url, settings.rate_limit_namespace)
     client = request.client.host if request.client else "unknown"
-    if not limiter.allow(f"{bucket}:{client}", per_minute):
+    if not limiter.allow(f"{bucket}:{key if key is not None else client}", per_minute):
         raise HTTPException(429, "too many requests: wait a minute and try again")
 
 

@@ -22,13 +22,34 @@ def hash_password(password: str) -> str:
     return _hasher.hash(password)
 
 
+_dummy: dict[int, str] = {}
+MIN_PASSWORD = 10
+
+
 def verify_password(stored: str | None, password: str) -> bool:
+    """Whether the password matches the stored hash. With no account (or no password) a dummy
+    hash is checked all the same, so the answer takes as long and the timing tells nobody
+    which emails have accounts."""
     if not stored:
+        dummy = _dummy.setdefault(id(_hasher), _hasher.hash(secrets.token_urlsafe(16)))
+        try:
+            _hasher.verify(dummy, password)
+        except (VerifyMismatchError, InvalidHashError):
+            pass
         return False
     try:
         return _hasher.verify(stored, password)
     except (VerifyMismatchError, InvalidHashError):
         return False
+
+
+def password_problem(password: str) -> str | None:
+    """Why a new password is refused, or None: long enough, and not all one character."""
+    if len(password) < MIN_PASSWORD:
+        return f"a password needs at least {MIN_PASSWORD} characters"
+    if len(set(password)) < 4:
+        return "a password needs more than a few different characters"
+    return None
 
 
 def _token_hash(token: str) -> str:

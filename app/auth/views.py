@@ -37,7 +37,9 @@ def login_page(request: Request, next: str = "/studies"):
 @router.post("/login")
 def login(request: Request, email: str = Form(...), password: str = Form(...),
           next: str = Form("/studies"), session: Session = Depends(db)):
-    rate_limit(request, "login", 20)
+    rate_limit(request, "login", 20)  # per address
+    # Per account too: guessing one researcher's password from many addresses is as slow.
+    rate_limit(request, "login-account", 10, key=email.strip().lower()[:255])
     user = session.scalar(select(User).where(User.email == email.strip().lower()))
     if user is None or user.role == "worker" or not verify_password(user.password_hash, password):
         return render(request, "login.html", status_code=401, next=next,

@@ -19,6 +19,18 @@ ANNOTATION_FIELDS = ["annotation_id", "item", "worker", "worker_status", "is_gol
                      "response", "score", "excluded", "duration_ms", "created_at"]
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def cell(value):
+    """A CSV cell that a spreadsheet shows as text: a string it would run as a formula (an item
+    id, a name or an answer from an upload starting with =, +, -, @) gets a leading quote. The
+    JSONL file keeps every value exactly."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def _annotation_rows(session: Session, study: Study, batch: int = 5000):
     q = (select(Annotation, Item.external_id, Item.category, User.pseudonym, Participant.status)
          .join(Item, Item.id == Annotation.item_id)
@@ -46,7 +58,8 @@ def run_export(session: Session, job, progress) -> dict:
     writer.writeheader()
     for n, row in enumerate(_annotation_rows(session, study), 1):
         jsonl.write(json.dumps(row, ensure_ascii=False) + "\n")
-        writer.writerow({**row, "response": json.dumps(row["response"], ensure_ascii=False)})
+        writer.writerow({k: cell(v) for k, v in
+                         {**row, "response": json.dumps(row["response"], ensure_ascii=False)}.items()})
         if n % 5000 == 0:
             progress(n)
             if progress.cancelled():
@@ -56,11 +69,12 @@ def run_export(session: Session, job, progress) -> dict:
     w = csv.writer(scores_csv)
     w.writerow(["type", "name", "metric", "category", "n", "mean", "low", "high"])
     for r in board["rows"]:
-        w.writerow([r["type"], r["name"], "accuracy", "all", *_flat(r["accuracy"])])
-        for cat, est in sorted(r["by_category"].items()):
-            w.writerow([r["type"], r["name"], "accuracy", cat, *_flat(est)])
+        rows = [[r["type"], r["name"], "accuracy", "all", *_flat(r["accuracy"])]]
+        rows += [[r["type"], r["name"], "accuracy", cat, *_flat(est)]
+                 for cat, est in sorted(r["by_category"].items())]
         if r.get("consistency"):
-            w.writerow([r["type"], r["name"], "consistency", "all", *_flat(r["consistency"])])
+            rows.append([r["type"], r["name"], "consistency", "all", *_flat(r["consistency"])])
+        w.writerows([[cell(v) for v in row] for row in rows])
     prefix = f"exports/{study.slug}/{job.id}"
     store = get_store()
     files = {"annotations.jsonl": jsonl, "annotations.csv": rows_csv,

@@ -118,6 +118,7 @@ def _f(x: float) -> str:
 def _floor_svg(graph: NavGraph, floors: dict[str, int], floor: int, n_floors: int,
                reference: Sequence[str], walked: Sequence[str], ne: float | None,
                semantics: dict | None, uid: str) -> str:
+    uid = escape(uid)  # built from ids in the data: an attribute value, never markup
     on = np.array([floors[v] == floor for v in graph.viewpoints], dtype=bool)
     xy = graph.positions[:, :2] * np.array([1.0, -1.0])  # screen y grows downwards
 

@@ -1,0 +1,106 @@
+"""Smaller hardening items of issue 10.7, each as a user (or an attacker) would notice it."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from app import jobs
+from app.storage import get_store
+from app.studies import services
+from tests.conftest import login, make_user
+from tests.integration.test_cli_demo import run_cli
+
+
+def test_exported_csv_cells_never_run_as_formulas(session):
+    owner = make_user(session, "researcher")
+    rows = [{"id": "=HYPERLINK(\"http://evil.example\",\"x\")", "sentence": "one two"},
+            {"id": "+1+1", "sentence": "three"}, {"id": "plain", "sentence": "four five six"}]
+    data = "".join(json.dumps(r) + "\n" for r in rows).encode()
+    study = services.create_study(session, owner, "wordcount",
+                                  services.StudySettings(title="Formulas", gold_rate=0.0), data, "jsonl")
+    services.set_state(session, study, "live", owner)
+    from app.studies import assignment
+
+    bundle = assignment.enter(session, study, "prolific", "@worker", "s", "x")
+    while (a := assignment.next_item(session, study, bundle.id)) is not None:
+        assignment.submit(session, study, bundle.id, a.id, {"words": 2}, f"k{a.id}")
+    agent = services.register_agent(session, owner, "wordcount", "-agent")
+    services.import_agent_outputs(session, study, agent, b'{"id": "plain", "words": 3}\n')
+    job = jobs.create_job(session, "export", study_id=study.id, owner_id=owner.id)
+    session.commit()
+    assert jobs.run_job(job.id) == "done"
+    session.refresh(job)
+    store = get_store()
+    table = list(csv.DictReader(io.StringIO(store.get(job.result["files"]["annotations.csv"]).decode())))
+    assert sorted(r["item"] for r in table) == ["'+1+1", "'=HYPERLINK(\"http://evil.example\",\"x\")", "plain"]
+    scores = store.get(job.result["files"]["scores.csv"]).decode()
+    assert "'-agent v1" in scores and "\n-agent" not in scores
+    # The JSONL keeps the values exactly.
+    jsonl = [json.loads(line) for line in store.get(job.result["files"]["annotations.jsonl"]).decode().splitlines()]
+    assert sorted(r["item"] for r in jsonl)[0] == "+1+1"
+
+
+def test_pages_cannot_be_framed_except_the_crowds_by_mturk(client, session):
+    home = client.get("/login")
+    assert home.headers["x-frame-options"] == "DENY"
+    assert home.headers["content-security-policy"] == "frame-ancestors 'none'"
+    entry = client.get("/s/no-such-study", follow_redirects=False)
+    assert "x-frame-options" not in entry.headers
+    assert entry.headers["content-security-policy"].startswith("frame-ancestors 'self' https://worker.mturk.com")
+
+
+def test_logins_are_limited_per_account_and_unknown_emails_take_as_long(client, session, monkeypatch):
+    owner = make_user(session, "researcher")
+    from tests.conftest import csrf_of
+
+    token = csrf_of(client)
+    codes = [client.post("/login", data={"email": owner.email, "password": f"wrong-{k}",
+                                         "csrf_token": token}).status_code for k in range(11)]
+    # One client, but the per-account limit (10 a minute) is the one that refuses.
+    assert codes == [401] * 10 + [429]
+    from app.auth import security
+
+    calls = []
+    real = security._hasher
+
+    class Counting:  # the same hasher, counting the hashes it checks
+        def hash(self, password):
+            return real.hash(password)
+
+        def verify(self, stored, password):
+            calls.append(stored)
+            return real.verify(stored, password)
+
+    monkeypatch.setattr(security, "_hasher", Counting())
+    assert security.verify_password(None, "anything") is False
+    assert len(calls) == 1  # a dummy hash was checked: no shortcut for unknown accounts
+
+
+def test_a_weak_password_is_refused_when_an_account_is_made(tmp_path):
+    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'u.db'}", "REDIS_URL": ""}
+    assert run_cli("migrate", env=env).returncode == 0
+    for bad, why in (("short1", "at least 10 characters"), ("aaaaaaaaaaaa", "different characters")):
+        out = run_cli("user", "create", "--email", "a@example.org", "--role", "researcher",
+                      "--password", bad, env=env)
+        assert out.returncode == 1 and why in out.stderr
+    ok = run_cli("user", "create", "--email", "a@example.org", "--role", "researcher",
+                 "--password", "correct horse battery", env=env)
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_the_schematic_escapes_ids_from_the_data():
+    """A map's id prefix comes from the page (an item's id): markup in it stays text."""
+    import xml.etree.ElementTree as ET
+
+    from app.kinds.navigation.house import generate_house, sample_paths
+    from app.kinds.navigation.schematic import floor_maps
+
+    house = generate_house(2)
+    graph = house.graph()
+    ref = list(sample_paths(house, 1, rng=0)[0].path)
+    hostile = 'x"><script>alert(1)</script><g id="'
+    svg = floor_maps(graph, ref, ref, id_prefix=hostile)[0].svg
+    assert "<script>" not in svg
+    root = ET.fromstring(svg)  # still one well-formed SVG element
+    assert root.get("id") == f"{hostile}-f0"
