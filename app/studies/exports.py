@@ -7,13 +7,13 @@ import io
 import json
 import tempfile
 
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
-from app.auth.models import User
+from app.auth.models import IMPORTED_PLATFORM, User
 from app.leaderboards.service import compute
 from app.storage import get_store
-from app.studies.models import Annotation, Item, Participant, Study
+from app.studies.models import Annotation, Assignment, Bundle, Item, Participant, Study
 
 ANNOTATION_FIELDS = ["annotation_id", "item", "worker", "worker_status", "is_gold", "category",
                      "response", "score", "excluded", "duration_ms", "created_at"]
@@ -44,6 +44,37 @@ def _annotation_rows(session: Session, study: Study, batch: int = 5000):
                "is_gold": a.is_gold, "category": cat, "response": a.response, "score": a.score,
                "excluded": a.excluded, "duration_ms": a.duration_ms,
                "created_at": a.created_at.isoformat()}
+
+
+COMPLETION_FIELDS = ["platform", "platform_worker_id", "bundle", "platform_assignment_id", "hit",
+                     "completion_code", "done", "size", "gold_answered", "gold_right",
+                     "worker_status", "finished_at"]
+
+
+def _completion_rows(session: Session, study: Study):
+    """Who completed what, to approve or reject on the crowd platform: the platform's own
+    worker id (what the platform pays), the bundle, the code that bundle was shown, how much of
+    it was done and its gold. Imported annotators are not the crowd's: left out."""
+    from app.studies.services import completion_code
+
+    gold = dict((b, (n, right)) for b, n, right in session.execute(
+        select(Assignment.bundle_id, func.count(Annotation.id),
+               func.coalesce(func.sum(case((Annotation.score == 1.0, 1), else_=0)), 0))
+        .join(Annotation, Annotation.assignment_id == Assignment.id)
+        .where(Assignment.study_id == study.id, Annotation.is_gold.is_(True))
+        .group_by(Assignment.bundle_id)).all())
+    q = (select(Bundle, User.platform, User.external_id, Participant.status)
+         .join(User, User.id == Bundle.worker_id).join(Participant, Participant.id == Bundle.participant_id)
+         .where(Bundle.study_id == study.id, User.platform.is_distinct_from(IMPORTED_PLATFORM))
+         .order_by(Bundle.id))
+    for bundle, platform, external_id, status in session.execute(q):
+        answered, right = gold.get(bundle.id, (0, 0))
+        yield {"platform": platform, "platform_worker_id": external_id, "bundle": bundle.id,
+               "platform_assignment_id": bundle.external_assignment_id, "hit": bundle.hit_id,
+               "completion_code": completion_code(study, bundle, platform) if bundle.n_done else "",
+               "done": bundle.n_done, "size": bundle.size, "gold_answered": answered,
+               "gold_right": int(right), "worker_status": status,
+               "finished_at": bundle.finished_at.isoformat() if bundle.finished_at else ""}
 
 
 def run_export(session: Session, job, progress) -> dict:
@@ -77,7 +108,11 @@ def run_export(session: Session, job, progress) -> dict:
         w.writerows([[cell(v) for v in row] for row in rows])
     prefix = f"exports/{study.slug}/{job.id}"
     store = get_store()
-    files = {"annotations.jsonl": jsonl, "annotations.csv": rows_csv,
+    completions = io.StringIO()
+    done = csv.DictWriter(completions, fieldnames=COMPLETION_FIELDS)
+    done.writeheader()
+    done.writerows({k: cell(v) for k, v in row.items()} for row in _completion_rows(session, study))
+    files = {"annotations.jsonl": jsonl, "annotations.csv": rows_csv, "completions.csv": completions.getvalue(),
              "scores.json": json.dumps(board, indent=1, default=str), "scores.csv": scores_csv.getvalue()}
     for name, content in files.items():
         if isinstance(content, str):

@@ -42,6 +42,49 @@ class StudySettings(BaseModel):
         return v
 
 
+def link_code(redirect_url: str) -> str | None:
+    """The completion code a Prolific return link carries (its `cc`), if any."""
+    from urllib.parse import parse_qs, urlsplit
+
+    values = parse_qs(urlsplit(redirect_url).query).get("cc") if redirect_url else None
+    return values[0] if values else None
+
+
+def with_code(redirect_url: str, code: str) -> str:
+    """The return link with `cc` set to the study's code (added when the link has none)."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(redirect_url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "cc"]
+    return urlunsplit(parts._replace(query=urlencode([*query, ("cc", code)])))
+
+
+def study_code(settings: StudySettings) -> str:
+    """The study's completion code: the one given, else the Prolific link's `cc`, else a random
+    one. A link whose `cc` differs from the code given is refused: a worker who follows it
+    would report a code the study never showed, and might go unpaid."""
+    given, in_link = settings.completion_code.strip(), link_code(settings.redirect_url)
+    if given and in_link and given != in_link:
+        raise InputError(f"the Prolific link's completion code (cc={in_link}) differs from the "
+                         f"completion code ({given}): give one code", field="redirect_url")
+    return given or in_link or secrets.token_hex(4).upper()
+
+
+def completion_code(study: Study, bundle, platform: str | None) -> str:
+    """The code a worker is shown and reports: on MTurk one per bundle (a shared code proves
+    nothing there, and the requester matches it to the assignment); elsewhere the study's."""
+    if platform == "mturk":
+        import hashlib
+        import hmac
+
+        from app.config import get_settings
+
+        digest = hmac.new(get_settings().secret_key.encode(), f"proctor/bundle-code/{bundle.id}".encode(),
+                          hashlib.sha256).hexdigest()
+        return digest[:10].upper()
+    return study.completion_code
+
+
 def parse_settings(data: dict) -> StudySettings:
     try:
         return StudySettings.model_validate(data)
@@ -85,7 +128,7 @@ def create_study(session: Session, owner: User, kind_name: str, settings: StudyS
     if not values.get("instructions", "").strip():
         values["instructions"] = kind.default_instructions  # what the form offers when left blank
     study = Study(kind=kind.name, owner_id=owner.id, slug=_slug(settings.title), **values,
-                  completion_code=settings.completion_code or secrets.token_hex(4).upper(),
+                  completion_code=study_code(settings),
                   kind_settings=result.kind_settings)
     session.add(study)
     session.flush()

@@ -44,8 +44,11 @@ def done_context(study: Study, bundle: Bundle, platform: str | None,
                  turk_submit_to: str = "") -> dict:
     """The completion code, plus the way back to the worker's platform."""
     done = bundle.n_done > 0
-    return {"code": study.completion_code if done else None,
-            "redirect": study.redirect_url if platform == "prolific" and done else "",
+    code = services.completion_code(study, bundle, platform)
+    # The link carries the code the page shows, whatever `cc` the researcher's link had.
+    return {"code": code if done else None,
+            "redirect": services.with_code(study.redirect_url, code)
+            if platform == "prolific" and study.redirect_url and done else "",
             "mturk_submit": (f"{turk_submit_to}/mturk/externalSubmit"
                              if platform == "mturk" and turk_submit_to and done else ""),
             "mturk_assignment_id": bundle.external_assignment_id}

@@ -159,7 +159,8 @@ def test_export_runs_on_a_real_celery_worker(celery_env, celery_worker, db_url):
                 + celery_worker.log()[-4000:])
             time.sleep(0.25)
     assert state["state"] == "done", state["log"]
-    assert set(state["files"]) == {"annotations.jsonl", "annotations.csv", "scores.json", "scores.csv"}
+    assert set(state["files"]) == {"annotations.jsonl", "annotations.csv", "completions.csv", "scores.json",
+                                   "scores.csv"}
     celery_worker.wait_for(rf"Task {jobs.CELERY_TASK}\[[^\]]+\] succeeded in [\d.]+s: 'done'", 10)
 
     # The files the worker wrote, in the blob folder both processes share.
