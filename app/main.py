@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from fastapi import FastAPI, HTTPException, Request
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.exceptions import RequestValidationError
@@ -77,6 +79,61 @@ class FrameHeaders:
         await self.app(scope, receive, with_headers)
 
 
+class BodyLimit:
+    """Refuses a request body larger than the largest upload the app takes (413), before any of
+    it is parsed or spooled: by its Content-Length when it has one, else by counting as it
+    arrives. Checks of who may post come after the body is read in FastAPI, so without this an
+    anonymous client could make the server spool any size to disk."""
+
+    def __init__(self, app, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.limit):
+            return await self._refuse(scope, send)
+        seen = 0
+        refused = False
+
+        async def counting():
+            nonlocal seen, refused
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    refused = True
+                    return {"type": "http.disconnect"}
+            return message
+
+        started = False
+
+        async def tracking(message):
+            nonlocal started
+            if refused and not started:
+                return  # the app's answer to a cut-off body: ours (413) goes instead
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counting, tracking)
+        except Exception:
+            if not refused:
+                raise
+        if refused and not started:
+            await self._refuse(scope, send)
+
+    async def _refuse(self, scope, send):
+        mb = self.limit // (1024 * 1024)
+        body = json.dumps({"detail": f"the request is larger than the {mb} MB limit"}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
 class InsecureSettings(RuntimeError):
     """The server refuses to start with a key anyone could know."""
 
@@ -93,6 +150,8 @@ def create_app(database_url: str | None = None) -> FastAPI:
                        session_cookie="proctor_session", same_site="lax", max_age=14 * 24 * 3600,
                        https_only=settings.base_url.startswith("https"))
     app.add_middleware(FrameHeaders)
+    # The largest upload (a model, or an item file), plus room for the form around it.
+    app.add_middleware(BodyLimit, limit=max(settings.max_upload_bytes, settings.max_artifact_bytes) + (1 << 20))
 
     from app.agents.views import router as agents_router
     from app.api import router as api_router

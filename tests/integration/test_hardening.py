@@ -104,3 +104,35 @@ def test_the_schematic_escapes_ids_from_the_data():
     assert "<script>" not in svg
     root = ET.fromstring(svg)  # still one well-formed SVG element
     assert root.get("id") == f"{hostile}-f0"
+
+
+def test_an_oversized_body_is_refused_before_it_is_read(db_url, monkeypatch):
+    """A body past the largest upload is refused with 413 before parsing (FastAPI reads a form
+    before it checks who posts it): by its declared length, or by counting when it declares
+    none. An honest upload still passes."""
+    from fastapi.testclient import TestClient
+
+    from app.config import get_settings
+    from app.main import create_app
+
+    monkeypatch.setenv("MAX_UPLOAD_BYTES", str(1 << 20))
+    monkeypatch.setenv("MAX_ARTIFACT_BYTES", str(1 << 20))
+    get_settings.cache_clear()
+    try:
+        client = TestClient(create_app(db_url))
+        limit = 2 << 20  # the largest upload plus 1 MB for the form around it
+        form = {"Content-Type": "multipart/form-data; boundary=xyz"}
+        r = client.post("/api/v1/studies", content=b"x" * 10, headers={**form, "Content-Length": str(limit + 1)})
+        assert r.status_code == 413 and r.json() == {"detail": "the request is larger than the 2 MB limit"}
+
+        def chunks():  # no Content-Length: streamed, and counted as it arrives
+            for _ in range(3):
+                yield b"--xyz\r\n" + b"x" * (1 << 20)
+
+        r = client.post("/api/v1/studies", content=chunks(), headers=form)
+        assert r.status_code == 413
+        assert client.get("/healthz").status_code == 200  # and the app answers on
+        small = client.post("/api/v1/studies", files={"file": ("q.csv", b"a,b\n", "text/csv")})
+        assert small.status_code == 403  # read, then refused for what it is: no CSRF token
+    finally:
+        get_settings.cache_clear()
