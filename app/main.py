@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from fastapi import FastAPI, HTTPException, Request
+from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, StreamingResponse
@@ -207,6 +208,16 @@ def create_app(database_url: str | None = None) -> FastAPI:
                           message=str(exc))
         response.headers.update(headers)
         return response
+
+    @app.exception_handler(OperationalError)
+    async def database_unavailable(request: Request, exc: OperationalError):
+        # The database went away (a restart, a failover): say so and when to retry, rather
+        # than a bare 500; nothing was stored by the request that failed.
+        headers = {"Retry-After": "10"}
+        detail = "the database cannot be reached right now: try again in a few seconds"
+        if _wants_json(request):
+            return JSONResponse({"detail": detail}, status_code=503, headers=headers)
+        return PlainTextResponse(detail, status_code=503, headers=headers)
 
     @app.exception_handler(NotAvailable)
     async def not_available(request: Request, exc: NotAvailable):

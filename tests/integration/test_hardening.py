@@ -136,3 +136,29 @@ def test_an_oversized_body_is_refused_before_it_is_read(db_url, monkeypatch):
         assert small.status_code == 403  # read, then refused for what it is: no CSRF token
     finally:
         get_settings.cache_clear()
+
+
+def test_a_database_outage_answers_503_with_retry_after(tmp_path):
+    """The database cannot be reached (here: a PostgreSQL port nothing listens on): the API
+    answers 503 with Retry-After in its JSON shape, pages in plain text; never a bare 500."""
+    import socket
+
+    from fastapi.testclient import TestClient
+
+    from app.db import get_engine, get_sessionmaker
+    from app.main import create_app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"postgresql+psycopg://postgres@127.0.0.1:{port}/gone?connect_timeout=2"
+    try:
+        client = TestClient(create_app(url), raise_server_exceptions=False)
+        r = client.get("/api/v1/studies", headers={"Authorization": "Bearer pct_x"})
+        assert r.status_code == 503 and r.headers["Retry-After"] == "10"
+        assert r.json() == {"detail": "the database cannot be reached right now: try again in a few seconds"}
+        page = client.get("/s/some-study")
+        assert page.status_code == 503 and "try again" in page.text
+    finally:
+        get_engine.cache_clear()
+        get_sessionmaker.cache_clear()
