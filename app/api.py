@@ -131,6 +131,25 @@ def list_items(study_id: int, offset: int = 0, limit: int = 100, session: Sessio
              "annotations_active": i.n_active} for i in rows]
 
 
+@router.get("/tokens", tags=["account"])
+def list_tokens(session: Session = Depends(db), user: User = Depends(researcher)):
+    """Your API tokens (never the tokens themselves: only their names and dates)."""
+    from app.auth.models import ApiToken
+
+    return [{"id": t.id, "name": t.name, "created_at": t.created_at.isoformat(),
+             "expires_at": t.expires_at.isoformat() if t.expires_at else None, "revoked": t.revoked}
+            for t in session.scalars(select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id))]
+
+
+@router.post("/tokens/{token_id}/revoke", tags=["account"])
+def revoke_token(token_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
+    """Revoke a token (yours; an admin's: anyone's). It stops working at once."""
+    from app.auth.views import revoke
+
+    t = revoke(session, token_id, user)
+    return {"id": t.id, "revoked": t.revoked}
+
+
 class AgentIn(BaseModel):
     name: str
     kind: str | None = None  # the first installed kind when left out

@@ -29,7 +29,11 @@ def optional_user(request: Request, session: Session = Depends(db)) -> User | No
         request.state.via_token = True
         return user
     uid = request.session.get("uid")
-    return session.get(User, uid) if uid else None
+    user = session.get(User, uid) if uid else None
+    if user is not None and request.session.get("sv", 0) != user.session_version:
+        request.session.clear()  # a session from before the account logged out
+        return None
+    return user
 
 
 def require(*roles: str):

@@ -29,6 +29,9 @@ class User(Base):
     external_id: Mapped[str | None] = mapped_column(String(255))
     pseudonym: Mapped[str | None] = mapped_column(String(32), unique=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # A browser session carries the version it was made with; logging out moves it on, which
+    # ends every session of the account (a copied cookie included).
+    session_version: Mapped[int] = mapped_column(default=0, server_default="0")
 
 
 class ApiToken(Base):
@@ -41,3 +44,4 @@ class ApiToken(Base):
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     revoked: Mapped[bool] = mapped_column(default=False)
+    expires_at: Mapped[datetime | None] = mapped_column()  # None: until revoked

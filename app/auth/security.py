@@ -56,16 +56,35 @@ def _token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_token(session: Session, user: User, name: str = "") -> str:
+MAX_TOKEN_DAYS = 3650
+
+
+def create_token(session: Session, user: User, name: str = "", expires_in_days: int | None = None) -> str:
+    """A new API token (shown once; only its hash is kept), valid until revoked or, with
+    `expires_in_days`, until then."""
+    from datetime import timedelta
+
+    from app.db import utcnow
+    from app.errors import InputError
+
+    expires = None
+    if expires_in_days is not None:
+        if isinstance(expires_in_days, bool) or not 1 <= expires_in_days <= MAX_TOKEN_DAYS:
+            raise InputError(f"a token expires in 1 to {MAX_TOKEN_DAYS} days", field="expires_in_days")
+        expires = utcnow() + timedelta(days=expires_in_days)
     token = "pct_" + secrets.token_urlsafe(32)
-    session.add(ApiToken(user_id=user.id, name=name, token_hash=_token_hash(token)))
+    session.add(ApiToken(user_id=user.id, name=name[:100], token_hash=_token_hash(token),
+                         expires_at=expires))
     session.flush()
     return token
 
 
 def user_for_token(session: Session, token: str) -> User | None:
-    row = session.scalar(select(ApiToken).where(ApiToken.token_hash == _token_hash(token),
-                                                ApiToken.revoked.is_(False)))
+    from app.db import utcnow
+
+    row = session.scalar(select(ApiToken).where(
+        ApiToken.token_hash == _token_hash(token), ApiToken.revoked.is_(False),
+        (ApiToken.expires_at.is_(None)) | (ApiToken.expires_at > utcnow())))
     return session.get(User, row.user_id) if row else None
 
 

@@ -8,9 +8,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.auth.deps import db, optional_user, require, verify_csrf
-from app.auth.models import User
+from app.auth.models import ApiToken, User
 from app.auth.security import create_token, verify_password
 from app.config import get_settings
+from app.errors import InputError
 from app.studies import assignment
 from app.studies.models import Study
 from app.web import rate_limit, render
@@ -46,27 +47,62 @@ def login(request: Request, email: str = Form(...), password: str = Form(...),
                       error="That email and password do not match an account.")
     request.session.clear()
     request.session["uid"] = user.id
+    request.session["sv"] = user.session_version
     return RedirectResponse(next if next.startswith("/") and not next.startswith("//") else "/studies",
                             status_code=303)
 
 
 @router.post("/logout")
-def logout(request: Request):
+def logout(request: Request, session: Session = Depends(db)):
+    """Ends every browser session of the account, a copied cookie's too."""
+    uid = request.session.get("uid")
+    user = session.get(User, uid) if uid else None
+    if user is not None and request.session.get("sv", 0) == user.session_version:
+        user.session_version += 1
+        session.commit()
     request.session.clear()
     return RedirectResponse("/", status_code=303)
 
 
+def _tokens(session: Session, user: User) -> list:
+    return list(session.scalars(select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id)))
+
+
 @router.get("/account")
-def account(request: Request, user: User = Depends(require("researcher", "admin"))):
-    return render(request, "research/account.html", user=user)
+def account(request: Request, session: Session = Depends(db),
+            user: User = Depends(require("researcher", "admin"))):
+    return render(request, "research/account.html", user=user, tokens=_tokens(session, user))
 
 
 @router.post("/account/tokens")
-def new_token(request: Request, name: str = Form(""), session: Session = Depends(db),
-              user: User = Depends(require("researcher", "admin"))):
-    token = create_token(session, session.merge(user), name)
+def new_token(request: Request, name: str = Form(""), expires_in_days: str = Form(""),
+              session: Session = Depends(db), user: User = Depends(require("researcher", "admin"))):
+    days = None
+    if expires_in_days.strip():
+        if not expires_in_days.strip().isdigit():
+            raise InputError("a number of days", field="expires_in_days")
+        days = int(expires_in_days)
+    token = create_token(session, session.merge(user), name, days)
     session.commit()
-    return render(request, "research/account.html", user=user, new_token=token)
+    return render(request, "research/account.html", user=user, new_token=token,
+                  tokens=_tokens(session, user))
+
+
+@router.post("/account/tokens/{token_id}/revoke")
+def revoke_token(request: Request, token_id: int, session: Session = Depends(db),
+                 user: User = Depends(require("researcher", "admin"))):
+    revoke(session, token_id, user)
+    return RedirectResponse("/account", status_code=303)
+
+
+def revoke(session: Session, token_id: int, user: User) -> ApiToken:
+    """Revoke one of the user's tokens (an admin: anyone's); 404 for another's."""
+    row = session.get(ApiToken, token_id)
+    if row is None or (row.user_id != user.id and user.role != "admin"):
+        raise HTTPException(404, "no such token among yours")
+    row.revoked = True
+    session.commit()
+    return row
 
 
 def crowd_params(params) -> tuple[str, str, str, str]:

@@ -60,6 +60,7 @@ POST /task/{slug}/answer                                403    303    403    403
 # ---- researcher pages
 GET  /account                                           login  login  200    200    200    200     200     200     401
 POST /account/tokens                                    login  login  200    200    200    200     200     200     401
+POST /account/tokens/{token_id}/revoke                  login  login  303    404    303    303     404     303     401
 GET  /studies                                           login  login  200    200    200    200     200     200     401
 GET  /studies/new                                       login  login  200    200    200    200     200     200     401
 POST /studies/new                                       login  login  303    303    303    303     303     303     401
@@ -91,6 +92,8 @@ POST /api/v1/environments/{scan}/panoramas              401    401    200    200
 # ---- API: researchers (token or cookie session)
 GET  /api/v1/studies                                    401    401    200    200    200    200     200     200     401
 GET  /api/v1/kinds                                      401    401    200    200    200    200     200     200     401
+GET  /api/v1/tokens                                     401    401    200    200    200    200     200     200     401
+POST /api/v1/tokens/{token_id}/revoke                   401    401    200    404    200    200     404     200     401
 POST /api/v1/studies                                    401    401    201    201    201    201     201     201     401
 GET  /api/v1/studies/{study_id}                         401    401    200    404    200    200     404     200     401
 POST /api/v1/studies/{study_id}/state                   401    401    200    404    200    200     404     200     401
@@ -184,6 +187,7 @@ class World:
     items: list = field(default_factory=list)
     nav: dict = field(default_factory=dict)  # a navigation study and a follower's annotation
     run_id: int = 0  # a generation run (no job) of the study
+    spare_token: int = 0  # an API token of the owner's that the probes may revoke
 
     def session(self):
         return get_sessionmaker(self.db_url)()
@@ -201,6 +205,10 @@ class World:
         with self.session() as s:
             s.execute(update(Study).where(Study.id == self.study.id).values(state="live"))
             s.execute(update(jobs.Job).where(jobs.Job.id == self.job_id).values(state="queued"))
+            # A probe of POST /logout ends every session of its account: bring the saved ones back.
+            from app.auth.models import User
+
+            s.execute(update(User).values(session_version=0))
             s.commit()
 
     def call(self, role: str, method: str, path: str, **kw):
@@ -253,13 +261,15 @@ def world(app, session, db_url):
     bad = create_token(session, owner, "revoked")
     session.execute(update(ApiToken).where(ApiToken.name == "revoked").values(revoked=True))
     tokens["t_bad"] = bad
+    create_token(session, owner, "spare")
+    spare = session.scalar(select(ApiToken.id).where(ApiToken.name == "spare"))
     session.commit()
 
     clients = {}
     w = World(db_url=db_url, app=app, study=study, agent_id=agent.id, job_id=job.id, pid=0,
               run_id=_generation_run(session, owner, study),
               bundle_id=0, blob_url=blob_url, users={"owner": owner, "other": other, "admin": admin},
-              tokens=tokens, items=list(items), nav=nav)
+              tokens=tokens, items=list(items), nav=nav, spare_token=spare)
     for role in ROLES:
         headers = {"Authorization": f"Bearer {tokens[role]}"} if role in tokens else {}
         clients[role] = TestClient(app, headers=headers).__enter__()
@@ -329,7 +339,7 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
     path = (template.replace("{study_id}", str(w.study.id)).replace("{slug}", w.study.slug)
             .replace("{agent_id}", str(w.agent_id)).replace("{job_id}", str(w.job_id))
             .replace("{pid}", str(w.pid)).replace("{scan}", "house-1")
-            .replace("{run_id}", str(w.run_id)))
+            .replace("{run_id}", str(w.run_id)).replace("{token_id}", str(w.spare_token)))
     if "wordcount/" in template:  # the example kind's routes serve its own studies
         path = template.replace("{study_id}", str(w.nav["wordcount"]))
     if "/agents/{agent_id}/artifacts" in template:
@@ -347,7 +357,8 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         kw["params"] = {"PROLIFIC_PID": f"probe-{role}", "STUDY_ID": "st", "SESSION_ID": "se"}
     elif key == "POST /login":
         form = {"email": "probe-login@example.org", "password": "pw-" + "x" * 8, "next": "/studies"}
-    elif key in ("POST /logout", "POST /task/{slug}/consent", "POST /studies/{study_id}/exports"):
+    elif key in ("POST /logout", "POST /task/{slug}/consent", "POST /studies/{study_id}/exports",
+                 "POST /account/tokens/{token_id}/revoke"):
         form = {}
     elif key == "POST /task/{slug}/answer":
         form = {"assignment_id": str(w.current_assignment()), "answer": "Yes",
@@ -389,7 +400,7 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
     elif key == "POST /api/v1/studies/{study_id}/agents/{agent_id}/outputs":
         files = {"file": ("a.jsonl", _outputs(w.items[:10], "No"), "application/jsonl")}
     elif key in ("POST /api/v1/studies/{study_id}/exports", "POST /api/v1/generations/{run_id}/cancel",
-                 "POST /api/v1/jobs/{job_id}/cancel",
+                 "POST /api/v1/jobs/{job_id}/cancel", "POST /api/v1/tokens/{token_id}/revoke",
                  "POST /api/v1/wordcount/studies/{study_id}/tally"):
         pass
     elif key == "POST /api/v1/studies/{study_id}/generations":

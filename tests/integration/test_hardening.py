@@ -162,3 +162,53 @@ def test_a_database_outage_answers_503_with_retry_after(tmp_path):
     finally:
         get_engine.cache_clear()
         get_sessionmaker.cache_clear()
+
+
+def test_logging_out_ends_every_session_of_the_account_a_copied_cookie_too(app, session):
+    from fastapi.testclient import TestClient
+
+    from tests.conftest import csrf_of
+
+    owner = make_user(session, "researcher")
+    laptop, thief = TestClient(app), TestClient(app)
+    login(laptop, owner)
+    for cookie in laptop.cookies.jar:  # the session cookie, copied to another browser
+        thief.cookies.jar.set_cookie(cookie)
+    assert thief.get("/studies", follow_redirects=False).status_code == 200
+    laptop.post("/logout", data={"csrf_token": csrf_of(laptop)})
+    assert thief.get("/studies", follow_redirects=False).status_code == 303  # to the login page
+    again = TestClient(app)
+    login(again, owner)  # logging in afresh works
+    assert again.get("/studies", follow_redirects=False).status_code == 200
+
+
+def test_api_tokens_are_listed_revoked_and_expire(app, client, session):
+    from datetime import timedelta
+
+    from app.auth.models import ApiToken
+    from app.auth.security import create_token
+    from app.db import utcnow
+
+    owner = make_user(session, "researcher")
+    lasting = create_token(session, owner, "lasting")
+    short = create_token(session, owner, "short", expires_in_days=1)
+    session.commit()
+    api = lambda token: client.get("/api/v1/tokens", headers={"Authorization": f"Bearer {token}"})  # noqa: E731
+    listed = api(lasting).json()
+    assert [(t["name"], t["revoked"], t["expires_at"] is None) for t in listed] == [
+        ("lasting", False, True), ("short", False, False)]
+    assert all("token" not in t and "hash" not in str(t) for t in listed)
+    # Past its expiry a token stops working.
+    session.query(ApiToken).filter_by(name="short").update({"expires_at": utcnow() - timedelta(seconds=1)})
+    session.commit()
+    assert api(short).status_code == 401
+    # Revoked through the API, a token stops working at once.
+    r = client.post(f"/api/v1/tokens/{listed[0]['id']}/revoke", headers={"Authorization": f"Bearer {lasting}"})
+    assert r.json() == {"id": listed[0]["id"], "revoked": True}
+    assert api(lasting).status_code == 401
+    # The account page lists them with their state, and refuses a bad expiry.
+    csrf = login(client, owner)
+    page = client.get("/account").text
+    assert page.count("revoked") >= 1 and "never" in page and "short" in page
+    bad = client.post("/account/tokens", data={"csrf_token": csrf, "name": "x", "expires_in_days": "0"})
+    assert bad.status_code == 422
