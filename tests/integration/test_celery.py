@@ -183,9 +183,13 @@ def test_export_runs_on_a_real_celery_worker(celery_env, celery_worker, db_url):
         assert x["response"] == a.response and x["is_gold"] == a.is_gold
     assert sum(x["is_gold"] for x in lines) == 10
     for name, text in files.items():
+        if name == "completions.csv":
+            continue  # the list to approve on the platform: by the platform's own ids (below)
         for platform, ext in raw_ids:
             assert ext not in text, f"{name} contains the raw worker id {ext}"
         assert "ASSIGN" not in text, f"{name} contains a raw platform assignment id"
+    completed = list(csv.DictReader(io.StringIO(files["completions.csv"])))
+    assert sorted((r["platform"], r["platform_worker_id"]) for r in completed) == sorted(raw_ids)
 
     # scores.csv: the leaderboard's rows, as compute() makes them now.
     board = compute(session, study)
