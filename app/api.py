@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Response, UploadFile
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, UploadFile
 from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -23,7 +23,7 @@ from app.leaderboards.service import compute
 from app.quality import service as quality
 from app.storage import get_store
 from app.studies import assignment, services
-from app.studies.models import Annotation, Item, Study
+from app.studies.models import Item, Study
 from app.studies.views import crowd_bundle, done_context, kind_options
 from app.web import rate_limit, read_upload
 

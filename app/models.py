@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import importlib
 
-from app.agents.models import Agent, AgentArtifact, AgentOutput  # noqa: F401
-from app.audit import AuditEntry  # noqa: F401
-from app.auth.models import ApiToken, User  # noqa: F401
+from app.agents.models import Agent, AgentArtifact, AgentOutput  # noqa: F401  # noqa: F401
+from app.audit import AuditEntry  # noqa: F401  # noqa: F401
+from app.auth.models import ApiToken, User  # noqa: F401  # noqa: F401
 from app.db import Base
-from app.jobs import Job  # noqa: F401
+from app.jobs import Job  # noqa: F401  # noqa: F401
 from app.kinds import all_kinds
-from app.studies.models import Annotation, Assignment, Bundle, Item, Participant, Study  # noqa: F401
+from app.studies.models import Annotation, Assignment, Bundle, Item, Participant, Study  # noqa: F401  # noqa: F401
 
 
 def load_models() -> type[Base]:

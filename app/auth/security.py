@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import logging
 import secrets
+from datetime import timedelta
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerifyMismatchError
@@ -13,6 +14,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.auth.models import ApiToken, User
+from app.db import utcnow
+from app.errors import InputError
 
 log = logging.getLogger(__name__)
 _hasher = PasswordHasher()
@@ -62,11 +65,6 @@ MAX_TOKEN_DAYS = 3650
 def create_token(session: Session, user: User, name: str = "", expires_in_days: int | None = None) -> str:
     """A new API token (shown once; only its hash is kept), valid until revoked or, with
     `expires_in_days`, until then."""
-    from datetime import timedelta
-
-    from app.db import utcnow
-    from app.errors import InputError
-
     expires = None
     if expires_in_days is not None:
         if isinstance(expires_in_days, bool) or not 1 <= expires_in_days <= MAX_TOKEN_DAYS:
@@ -80,8 +78,6 @@ def create_token(session: Session, user: User, name: str = "", expires_in_days: 
 
 
 def user_for_token(session: Session, token: str) -> User | None:
-    from app.db import utcnow
-
     row = session.scalar(select(ApiToken).where(
         ApiToken.token_hash == _token_hash(token), ApiToken.revoked.is_(False),
         (ApiToken.expires_at.is_(None)) | (ApiToken.expires_at > utcnow())))

@@ -57,12 +57,12 @@ def _completion_rows(session: Session, study: Study):
     it was done and its gold. Imported annotators are not the crowd's: left out."""
     from app.studies.services import completion_code
 
-    gold = dict((b, (n, right)) for b, n, right in session.execute(
+    gold = {b: (n, right) for b, n, right in session.execute(
         select(Assignment.bundle_id, func.count(Annotation.id),
                func.coalesce(func.sum(case((Annotation.score == 1.0, 1), else_=0)), 0))
         .join(Annotation, Annotation.assignment_id == Assignment.id)
         .where(Assignment.study_id == study.id, Annotation.is_gold.is_(True))
-        .group_by(Assignment.bundle_id)).all())
+        .group_by(Assignment.bundle_id)).all()}
     q = (select(Bundle, User.platform, User.external_id, Participant.status)
          .join(User, User.id == Bundle.worker_id).join(Participant, Participant.id == Bundle.participant_id)
          .where(Bundle.study_id == study.id, User.platform.is_distinct_from(IMPORTED_PLATFORM))

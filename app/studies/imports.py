@@ -23,7 +23,7 @@ from app.kinds import get_kind
 from app.studies.assignment import pseudonym
 from app.studies.models import Annotation, Assignment, Bundle, Item, Participant, Study
 
-IMPORTED = IMPORTED_PLATFORM
+IMPORTED = IMPORTED_PLATFORM  # the users' platform of imported annotators
 MAX_SOURCE = 64
 
 
@@ -70,15 +70,16 @@ def import_annotations(session: Session, study: Study, actor: User, data: bytes,
                         n_done=len(answers), finished_at=now)
         session.add(bundle)
         session.flush()
-        for slot, (ext, response) in enumerate(answers.items()):
+        # No exclusion group: that rule is for what this platform hands out.
+        leases = [Assignment(study_id=study.id, item_id=items[ext][0], worker_id=worker.id,
+                             bundle_id=bundle.id, slot=slot, is_gold=items[ext][3], state="completed",
+                             leased_at=now, lease_expires_at=now, completed_at=now)
+                  for slot, ext in enumerate(answers)]
+        session.add_all(leases)
+        session.flush()  # one round trip for the annotator's assignment ids
+        for a, (ext, response) in zip(leases, answers.items()):
             iid, payload, ref, gold = items[ext]
-            # No exclusion group: that rule is for what this platform hands out.
-            a = Assignment(study_id=study.id, item_id=iid, worker_id=worker.id, bundle_id=bundle.id,
-                           slot=slot, is_gold=gold, state="completed", leased_at=now,
-                           lease_expires_at=now, completed_at=now)
-            session.add(a)
-            session.flush()
-            key = hashlib.sha256(f"{IMPORTED}:{ids[who]}:{ext}".encode()).hexdigest()[:64]
+            key = hashlib.sha256(f"{IMPORTED}:{ids[who]}:{ext}".encode()).hexdigest()
             session.add(Annotation(
                 assignment_id=a.id, study_id=study.id, item_id=iid, worker_id=worker.id, is_gold=gold,
                 response=response, score=kind.score(payload, ref, response),

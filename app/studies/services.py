@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import random
 import re
 import secrets
@@ -13,6 +15,7 @@ from sqlalchemy.orm import Session
 from app import audit
 from app.agents.models import Agent, AgentOutput
 from app.auth.models import User
+from app.config import get_settings
 from app.errors import InputError
 from app.kinds import all_kinds, get_kind
 from app.kinds.base import ImportResult
@@ -74,11 +77,6 @@ def completion_code(study: Study, bundle, platform: str | None) -> str:
     """The code a worker is shown and reports: on MTurk one per bundle (a shared code proves
     nothing there, and the requester matches it to the assignment); elsewhere the study's."""
     if platform == "mturk":
-        import hashlib
-        import hmac
-
-        from app.config import get_settings
-
         digest = hmac.new(get_settings().secret_key.encode(), f"proctor/bundle-code/{bundle.id}".encode(),
                           hashlib.sha256).hexdigest()
         return digest[:10].upper()

@@ -11,7 +11,6 @@ import re
 
 from app import jobs
 from app.storage import get_store
-from app.studies import services
 from tests.conftest import ROOT, login, make_user
 
 CSV = (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes()

@@ -4,6 +4,7 @@ the failed check, and nothing it does reaches the worker's files, network or oth
 
 from __future__ import annotations
 
+import io
 import os
 import time
 
@@ -74,7 +75,7 @@ def test_a_model_cannot_read_the_workers_files(tmp_path):
     os.chmod(blob, 0o644)  # readable by anyone on the machine: only the sandbox stands between
     # Outside the sandbox, the same archive does read it: the test would catch a sandbox that
     # stopped working.
-    free = torch.jit.load(__import__("io").BytesIO(scripted(FileReadingSpeaker(WORDS, str(blob)))))
+    free = torch.jit.load(io.BytesIO(scripted(FileReadingSpeaker(WORDS, str(blob)))))
     assert bytes(free.score(torch.zeros(1), torch.zeros(1), torch.zeros((2, 3), dtype=torch.long),
                             torch.ones((2, 3))).neg().to(torch.uint8).tolist()) == SECRET.encode()[:2]
     with pytest.raises(Invalid) as refused:
@@ -165,7 +166,7 @@ def test_a_sandboxed_speaker_answers_as_it_does_in_process():
     torch.manual_seed(0)
     speaker = Speaker([*SPECIALS, "go", "left"], hidden=8, embed=8)
     data = scripted(speaker)
-    local = torch.jit.load(__import__("io").BytesIO(data))
+    local = torch.jit.load(io.BytesIO(data))
     steps, mask = torch.randn(2, 3, speaker.step_size), torch.ones(2, 3, dtype=torch.bool)
     tokens, tmask = torch.tensor([[4, 5, 2], [5, 2, 0]]), torch.tensor([[1, 1, 1], [1, 1, 0]], dtype=torch.bool)
     boxed = SandboxedModel(LOADER, "torchscript", data, None)

@@ -17,7 +17,6 @@ from sqlalchemy.orm import Session
 from app import jobs
 from app.agents.models import Agent, AgentArtifact
 from app.auth.models import User
-from app.db import utcnow
 from app.errors import InputError
 from app.kinds.navigation.models import Candidate, GenerationRun, Rollout
 from app.studies.models import Study

@@ -125,22 +125,15 @@ def _ids(text: str, field: str) -> list:
     return value
 
 
-def _float(text: str, field: str, default: float) -> float:
+def _num(text: str, field: str, default, cast=int):
+    """A form field as `cast` (int or float); blank: the default."""
     if not text.strip():
         return default
     try:
-        return float(text)
+        return cast(text)
     except ValueError:
-        raise InputError(f"{field} must be a number", field=field) from None
-
-
-def _num(text: str, field: str, default: int) -> int:
-    if not text.strip():
-        return default
-    try:
-        return int(text)
-    except ValueError:
-        raise InputError(f"{field} must be an integer", field=field) from None
+        what = "an integer" if cast is int else "a number"
+        raise InputError(f"{field} must be {what}", field=field) from None
 
 
 @api.post("/studies/{study_id}/generations", status_code=202, tags=["generation"])
@@ -165,7 +158,7 @@ async def start_generation(study_id: int, file: UploadFile = File(None), speaker
         paths_data=data, n=_num(n, "n", 10), m=_num(m, "m", 3), metric=metric, design=design,
         max_len=_num(max_len, "max_len", 60), seed=_num(seed, "seed", 0),
         batch_size=_num(batch_size, "batch_size", 8), k=_num(k, "k", 0) if k.strip() else None,
-        top_p=_float(top_p, "top_p", 1.0))
+        top_p=_num(top_p, "top_p", 1.0, float))
     try:
         jobs.enqueue(run.job_id)
     except jobs.BrokerUnavailable:  # withdraw the run and its job: nothing waits for no worker
