@@ -78,16 +78,27 @@ def serve(host: str, port: int) -> None:
 @click.option("--concurrency", default=2, type=int)
 @click.option("--beat", is_flag=True,
               help="Also run the schedule (the job sweeper, every minute): in one worker only.")
-def worker(concurrency: int, beat: bool) -> None:
+@click.option("--queues", default="models,exports", show_default=True,
+              help="The queues this worker takes jobs from: models (validation, generation, "
+                   "training), exports (exports, aggregation). Give each its own worker so an "
+                   "export never waits behind a model.")
+def worker(concurrency: int, beat: bool, queues: str) -> None:
     """Run a Celery worker for jobs (needs REDIS_URL)."""
     from app.config import SECRET_KEY_HELP, weak_secret_key
+    from app.jobs import celery_queue
+    from app.kinds import QUEUES
+
+    names = [q.strip() for q in queues.split(",") if q.strip()]
+    if not names or set(names) - set(QUEUES):
+        raise click.BadParameter(f"{queues!r}: name one or more of {', '.join(QUEUES)}", param_hint="--queues")
 
     if not get_settings().redis_url:
         raise click.ClickException("set REDIS_URL to run a separate worker")
     if (why := weak_secret_key(get_settings().secret_key)) is not None:  # it signs download links
         raise click.ClickException(f"{why}: {SECRET_KEY_HELP}")
     os.execvp(sys.executable, [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
-                               "--loglevel=INFO", f"--concurrency={concurrency}", *(["-B"] if beat else [])])
+                               "--loglevel=INFO", f"--concurrency={concurrency}",
+                               "-Q", ",".join(celery_queue(q) for q in names), *(["-B"] if beat else [])])
 
 
 @main.command()

@@ -29,12 +29,27 @@ log = logging.getLogger(__name__)
 CORE_HANDLERS: dict[str, str] = {
     "export": "app.studies.exports:run_export",
 }
+CORE_QUEUES: dict[str, str] = {"export": "exports"}
 
 
 def handlers() -> dict[str, str]:
     from app.kinds import job_handlers
 
     return {**CORE_HANDLERS, **job_handlers()}
+
+
+def queues() -> dict[str, str]:
+    """Task name -> the queue it waits in. Two queues, each with its own Celery queue
+    (`proctor.<queue>`) so a deployment can give them separate workers: "models" (uploaded and
+    trained models: validation, generation, training; long, GPU) and "exports" (exports and
+    aggregation). An export never waits behind a six-hour generation run."""
+    from app.kinds import job_queues
+
+    return {**CORE_QUEUES, **job_queues()}
+
+
+def celery_queue(queue: str) -> str:
+    return f"proctor.{queue}"
 
 
 # A running job whose heartbeat (its last progress report) is older than this is taken to have
@@ -101,18 +116,26 @@ class BrokerUnavailable(RuntimeError):
     request answers 503 with Retry-After (app/main.py)."""
 
 
-def enqueue(job_id: int) -> None:
+def enqueue(job_id: int, task: str | None = None) -> None:
     """Call after the job's row is committed. Raises BrokerUnavailable, quickly, when the
-    broker cannot be reached (the caller then withdraws the job: see submit)."""
+    broker cannot be reached (the caller then withdraws the job: see submit).
+
+    The message is a turn in the job's queue, not an order to run that job: the worker that
+    takes it runs the queue's fairest job (claim_next), so one researcher's hundred jobs do not
+    starve another's one. Each job sends one message, so every queued job gets a turn."""
     settings = get_settings()
     if settings.redis_url:
+        if task is None:
+            with get_sessionmaker()() as s:
+                task = s.scalar(select(Job.task).where(Job.id == job_id))
+        queue = celery_queue(queues().get(task, "models"))
         from celery import Celery  # only the client side: no task code is imported
         from kombu.exceptions import OperationalError
 
         client = Celery(broker=settings.redis_url)
         client.conf.broker_connection_timeout = 3
         try:
-            client.send_task(CELERY_TASK, args=[job_id], retry=True, retry_policy={
+            client.send_task(CELERY_TASK, args=[job_id], queue=queue, retry=True, retry_policy={
                 "max_retries": 2, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 1})
         except (OperationalError, OSError) as exc:
             raise BrokerUnavailable(f"the job queue cannot be reached ({type(exc).__name__}): "
@@ -126,7 +149,7 @@ def submit(session: Session, job: Job) -> Job:
     again (nothing is left queued that no worker will run) and raise BrokerUnavailable."""
     session.commit()
     try:
-        enqueue(job.id)
+        enqueue(job.id, job.task)
     except BrokerUnavailable:
         session.rollback()
         session.delete(session.get(Job, job.id))
@@ -164,24 +187,80 @@ def run_job(job_id: int, stale_after: float | None = None) -> str:
 
     With `stale_after` (seconds), a job still "running" with no heartbeat for that long (its
     worker was killed) is claimed again. A job cancelled while it runs stays "cancelled"."""
-    sm = get_sessionmaker()
-    with sm() as s:
+    with get_sessionmaker()() as s:
         claimable = Job.state == "queued"
         if stale_after is not None:
             cutoff = utcnow() - timedelta(seconds=stale_after)
             claimable = claimable | ((Job.state == "running") & (
                 func.coalesce(Job.heartbeat_at, Job.started_at) < cutoff))
-        now = utcnow()
-        claimed = s.execute(
-            update(Job).where(Job.id == job_id, claimable, Job.attempts < MAX_ATTEMPTS)
-            .values(state="running", started_at=now, heartbeat_at=now, attempts=Job.attempts + 1)
-        ).rowcount
-        s.commit()
-        if not claimed:
+        if not _claim(s, job_id, claimable):
             state = s.scalar(select(Job.state).where(Job.id == job_id))
             # "busy": another worker holds it with a fresh heartbeat (the caller may look again
             # later); "skipped": it has ended, or is gone.
             return "busy" if state == "running" else "skipped"
+    return _execute(job_id)
+
+
+def run_turn(job_id: int, stale_after: float | None = None) -> str:
+    """What a queue message does (workers/tasks.py): run the fairest queued job of the queue
+    `job_id` waits in, which may be another researcher's; when none is queued, look after
+    `job_id` itself (a redelivery after its worker died, see run_job)."""
+    with get_sessionmaker()() as s:
+        task = s.scalar(select(Job.task).where(Job.id == job_id))
+    if task is not None and (claimed := claim_next(queues().get(task, "models"))) is not None:
+        return _execute(claimed)
+    return run_job(job_id, stale_after=stale_after)
+
+
+def claim_next(queue: str | None = None) -> int | None:
+    """Claim the fairest queued job of `queue` (every queue when None) and return its id.
+
+    Fair between owners: first the owner with the fewest jobs running in the queue, then the
+    one served longest ago (round robin), then the oldest job. Two workers asking at once may
+    pick the same job; the claim is atomic, so the loser picks again."""
+    # "models" is every task but the exports queue's, so a job whose kind is gone is still
+    # claimed (and fails, saying why) instead of waiting forever.
+    exports = [t for t, q in queues().items() if q == "exports"]
+    in_queue = (Job.id.is_not(None) if queue is None else
+                Job.task.in_(exports) if queue == "exports" else Job.task.not_in(exports))
+    owner = func.coalesce(Job.owner_id, 0)  # jobs started from the command line: one owner
+    with get_sessionmaker()() as s:
+        for _ in range(5):
+            oldest = dict(s.execute(
+                select(owner, func.min(Job.id)).where(
+                    Job.state == "queued", in_queue, Job.attempts < MAX_ATTEMPTS)
+                .group_by(owner)).all())
+            if not oldest:
+                return None
+            running = dict(s.execute(
+                select(owner, func.count()).where(Job.state == "running", in_queue)
+                .group_by(owner)).all())
+            served = dict(s.execute(
+                select(owner, func.max(Job.started_at)).where(
+                    in_queue, Job.started_at.is_not(None), owner.in_(list(oldest)))
+                .group_by(owner)).all())
+            # Never served sorts first; equal Nones compare equal and fall through to the id.
+            order = sorted(oldest, key=lambda o: (running.get(o, 0), o in served, served.get(o),
+                                                  oldest[o]))
+            for o in order:
+                if _claim(s, oldest[o], Job.state == "queued"):
+                    return oldest[o]
+    return None
+
+
+def _claim(s: Session, job_id: int, claimable) -> bool:
+    now = utcnow()
+    claimed = s.execute(
+        update(Job).where(Job.id == job_id, claimable, Job.attempts < MAX_ATTEMPTS)
+        .values(state="running", started_at=now, heartbeat_at=now, attempts=Job.attempts + 1)
+    ).rowcount
+    s.commit()
+    return bool(claimed)
+
+
+def _execute(job_id: int) -> str:
+    """Run a job this worker has claimed; record how it ended."""
+    with get_sessionmaker()() as s:
         job = s.get(Job, job_id)
         try:
             # Inside the guard: a handler that fails to import (or a kind uninstalled since the
@@ -243,11 +322,12 @@ _wake = threading.Event()
 
 
 def run_queued_once() -> int:
-    with get_sessionmaker()() as s:
-        ids = s.scalars(select(Job.id).where(Job.state == "queued").order_by(Job.id)).all()
-    for job_id in ids:
-        run_job(job_id)
-    return len(ids)
+    """Run queued jobs, fairest first (claim_next), until none is left; how many ran."""
+    n = 0
+    while (job_id := claim_next()) is not None:
+        _execute(job_id)
+        n += 1
+    return n
 
 
 def start_inprocess_worker(stop: threading.Event | None = None) -> threading.Thread:

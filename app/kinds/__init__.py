@@ -41,6 +41,7 @@ def _discover() -> dict[str, TaskKind]:
             raise KindError(f"entry point {ep.name!r} ({ep.value}) is not a TaskKind")
         if kind.name != ep.name:
             raise KindError(f"entry point {ep.name!r} loads the kind named {kind.name!r}")
+        _check_job_queues(kind)
         found[kind.name], origin[kind.name] = kind, ep.value
     if not found:
         raise KindError(f"no task kinds found in the entry-point group {GROUP!r}"
@@ -50,6 +51,19 @@ def _discover() -> dict[str, TaskKind]:
     if missing:
         raise KindError(f"PROCTOR_KINDS names kinds that are not installed: {', '.join(sorted(missing))}")
     return dict(sorted(found.items(), key=lambda kv: (kv[1].position, kv[0])))
+
+
+# The queues a job may wait in (app.jobs says what each is for).
+QUEUES = ("models", "exports")
+
+
+def _check_job_queues(kind: TaskKind) -> None:
+    for job, queue in kind.job_queues.items():
+        if job not in kind.jobs:
+            raise KindError(f"task kind {kind.name!r} names a queue for {job!r}, which is not one of its jobs")
+        if queue not in QUEUES:
+            raise KindError(f"task kind {kind.name!r} puts {job!r} in the queue {queue!r}; "
+                            f"the queues are {', '.join(QUEUES)}")
 
 
 def all_kinds() -> dict[str, TaskKind]:
@@ -74,6 +88,7 @@ def default_kind() -> str:
 def register_kind(kind: TaskKind) -> None:
     """Add a kind for the life of this process (tests; one-off kinds without a package)."""
     kinds = all_kinds()
+    _check_job_queues(kind)
     if kind.name in kinds and kinds[kind.name] is not kind:
         raise KindError(f"a task kind named {kind.name!r} is already registered")
     kinds[kind.name] = kind
@@ -88,5 +103,11 @@ def job_handlers() -> dict[str, str]:
     return {f"{k.name}.{job}": target for k in all_kinds().values() for job, target in k.jobs.items()}
 
 
-__all__ = ["GROUP", "ItemSpec", "KindError", "TaskKind", "all_kinds", "default_kind", "get_kind",
-           "job_handlers", "register_kind", "unregister_kind"]
+def job_queues() -> dict[str, str]:
+    """Every kind's jobs as "<kind>.<job>" -> the queue it waits in ("models" unless declared)."""
+    return {f"{k.name}.{job}": k.job_queues.get(job, "models")
+            for k in all_kinds().values() for job in k.jobs}
+
+
+__all__ = ["GROUP", "QUEUES", "ItemSpec", "KindError", "TaskKind", "all_kinds", "default_kind", "get_kind",
+           "job_handlers", "job_queues", "register_kind", "unregister_kind"]

@@ -95,6 +95,10 @@ class TaskKind(ABC):
     # Background jobs, job name -> "module:function" taking (session, job, progress); each is
     # registered as "<kind>.<job name>". A job named "validate" checks an uploaded model.
     jobs: ClassVar[dict[str, str]] = {}
+    # The queue each job waits in (app.jobs.QUEUES): "models" (the default: it runs uploaded or
+    # trained models, may take hours and want the GPU) or "exports" (it only reads and writes
+    # the database and blobs), so a long model job never holds up a researcher's export.
+    job_queues: ClassVar[dict[str, str]] = {}
     # Roles of the models an agent of this kind may upload (docs/agents.md); () for none.
     artifact_roles: ClassVar[tuple[str, ...]] = ()
     # How the agents page describes such a model ("a navigation speaker (path to instruction)").

@@ -32,13 +32,13 @@ JOB_TIMEOUT_S = 60
 
 
 class CeleryWorker:
-    def __init__(self, env: dict, log_path: Path):
+    def __init__(self, env: dict, log_path: Path, command: list[str] | None = None):
         self.log_path = log_path
         self._log = open(log_path, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--pool=solo",
-             "--loglevel=INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
-             "-n", f"proctor-test-{secrets.token_hex(3)}@%h"],
+            command or [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--pool=solo",
+                        "--loglevel=INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
+                        "-Q", "proctor.models,proctor.exports", "-n", f"proctor-test-{secrets.token_hex(3)}@%h"],
             cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
 
     def log(self) -> str:

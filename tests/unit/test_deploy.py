@@ -13,9 +13,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_compose_services_and_commands_exist():
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
-    assert {"postgres", "redis", "minio", "web", "worker", "migrate"} <= set(services)
+    assert {"postgres", "redis", "minio", "web", "worker", "exports-worker", "migrate"} <= set(services)
     runner = CliRunner()
-    for name in ("web", "worker", "migrate"):
+    for name in ("web", "worker", "exports-worker", "migrate"):
         cmd = services[name]["command"]
         assert cmd[0] == "proctor"
         # Every proctor subcommand used in compose exists and accepts its options.
@@ -26,3 +26,8 @@ def test_compose_services_and_commands_exist():
     env = services["web"]["environment"]
     assert env["STORAGE_URL"].startswith("s3://") and "DATABASE_URL" in env and "REDIS_URL" in env
     assert "gpu" in str(services["worker"]["deploy"])
+    # Both queues have a worker, and exactly one worker runs the sweeper's schedule.
+    queues = [services[n]["command"][services[n]["command"].index("--queues") + 1]
+              for n in ("worker", "exports-worker")]
+    assert sorted(queues) == ["exports", "models"]
+    assert sum("--beat" in s.get("command", []) for s in services.values()) == 1

@@ -55,6 +55,7 @@ class WordCount(TaskKind):
     position: ClassVar[int] = 1000
     models: ClassVar[str | None] = "proctor_wordcount.models"
     jobs: ClassVar[dict[str, str]] = {"tally": "proctor_wordcount.jobs:run_tally"}
+    job_queues: ClassVar[dict[str, str]] = {"tally": "exports"}  # counting only: no model runs
 
     def score(self, payload, reference, response):
         if not reference:
