@@ -144,16 +144,23 @@ def enqueue(job_id: int, task: str | None = None) -> None:
         _wake.set()
 
 
-def submit(session: Session, job: Job) -> Job:
-    """Commit the job and send it to the queue; when the queue cannot be reached, delete the job
-    again (nothing is left queued that no worker will run) and raise BrokerUnavailable."""
+def submit(session: Session, job: Job, *, withdraw: tuple = (), cleanup=None) -> Job:
+    """Commit the job and send it to the queue. When the queue cannot be reached, delete what
+    was made for it (the rows `withdraw` names as (Model, id) pairs, then the job; `cleanup()`
+    for what is not a row, e.g. a stored blob), so nothing is left waiting for a worker that
+    will never come, and raise BrokerUnavailable (the request answers 503)."""
     session.commit()
     try:
         enqueue(job.id, job.task)
     except BrokerUnavailable:
         session.rollback()
-        session.delete(session.get(Job, job.id))
+        for model, row_id in (*withdraw, (Job, job.id)):
+            if (row := session.get(model, row_id)) is not None:
+                session.delete(row)
+                session.flush()  # in order: a row that points at the job goes first
         session.commit()
+        if cleanup is not None:
+            cleanup()
         raise
     return job
 

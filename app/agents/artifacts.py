@@ -234,15 +234,9 @@ def upload_artifact(session: Session, agent: Agent, role: str, fmt: str, data: b
             session.rollback()
             store.delete(key)
             raise
-        try:
-            jobs.enqueue(job.id)
-        except jobs.BrokerUnavailable:  # withdraw the upload: no pending version nobody checks
-            session.rollback()
-            session.delete(session.get(jobs.Job, job.id))
-            session.delete(session.get(AgentArtifact, artifact.id))
-            session.commit()
-            store.delete(key)
-            raise
+        # No queue: the upload is withdrawn (no pending version that nobody will check).
+        jobs.submit(session, job, withdraw=((AgentArtifact, artifact.id),),
+                    cleanup=lambda: store.delete(key))
         return artifact
     raise RuntimeError(f"could not number a new version of agent {agent_id}: too many uploads at once")
 

@@ -514,3 +514,21 @@ def test_gamma_counts_a_sample_with_the_inference_outputs_words_or_score_as_half
                                   instruction=text, speaker_score=score))
     session.commit()
     assert gamma(session, run) == pytest.approx((1 + 0.5 + 0.5 + 0) / 4)
+
+
+def test_a_run_the_queue_cannot_take_is_withdrawn_with_503(client, session, setup, monkeypatch):
+    """With the broker unreachable, starting a run answers 503 and leaves neither the run nor
+    its job behind (nothing waits for a worker that will never come)."""
+    from app.config import get_settings
+
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:9/0")  # the discard port
+    get_settings.cache_clear()
+    csrf = login(client, setup["owner"])
+    r = client.post(f"/api/v1/studies/{setup['study'].id}/generations", headers={"X-CSRF-Token": csrf},
+                    data={"speaker_artifact_id": str(setup["speaker"].id), "n": "2", "m": "1"},
+                    files={"file": ("paths.json", setup["paths"], "application/json")})
+    get_settings.cache_clear()
+    assert r.status_code == 503 and r.headers["Retry-After"], r.text
+    assert "try again in a minute" in r.json()["detail"]
+    assert session.scalar(select(func.count()).select_from(GenerationRun)) == 0
+    assert session.scalar(select(func.count()).select_from(jobs.Job)) == 0

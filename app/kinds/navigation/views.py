@@ -159,15 +159,7 @@ async def start_generation(study_id: int, file: UploadFile = File(None), speaker
         max_len=_num(max_len, "max_len", 60), seed=_num(seed, "seed", 0),
         batch_size=_num(batch_size, "batch_size", 8), k=_num(k, "k", 0) if k.strip() else None,
         top_p=_num(top_p, "top_p", 1.0, float))
-    try:
-        jobs.enqueue(run.job_id)
-    except jobs.BrokerUnavailable:  # withdraw the run and its job: nothing waits for no worker
-        session.rollback()
-        job = session.get(jobs.Job, run.job_id)
-        session.delete(session.get(GenerationRun, run.id))
-        session.delete(job)
-        session.commit()
-        raise
+    jobs.submit(session, session.get(jobs.Job, run.job_id), withdraw=((GenerationRun, run.id),))
     return {"run": run.id, "job": run.job_id, "state": "queued"}
 
 
