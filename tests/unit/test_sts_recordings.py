@@ -1,4 +1,5 @@
-"""STS recordings: replay, validation, the JSONL upload, the expert (app/kinds/sts/recordings.py)."""
+"""STS recordings: replay, validation, the JSONL upload, the expert, and scenario mining
+(app/kinds/sts/recordings.py, app/kinds/sts/mining.py)."""
 
 import gzip
 import json
@@ -7,7 +8,8 @@ import numpy as np
 import pytest
 
 from app.errors import InputError
-from app.kinds.sts.env import ACTIONS, LEVELS, BabyAISimulator, ExpertError
+from app.kinds.sts.env import ACTIONS, CATEGORIES, LEVELS, BabyAISimulator, ExpertError
+from app.kinds.sts.mining import make_scenario, mine, mission_step, takeover_point
 from app.kinds.sts.recordings import (
     Outcome, Recording, RecordingError, check, expert_recording, parse_recordings_jsonl, replay, success_step,
 )
@@ -156,6 +158,68 @@ def test_parse_without_validation_leaves_replay_to_later(expert):
     with pytest.raises(RecordingError) as err:
         check(recs[0], SIM)
     assert (err.value.line, err.value.field) == (1, "mission")
+
+
+# --- mining -------------------------------------------------------------------------------
+
+
+def test_takeover_rules(expert):
+    n = len(expert.actions)
+    assert takeover_point(expert, "first step") == 0
+    assert takeover_point(expert, "mission given") == mission_step(expert) == 0  # BabyAI: with the first observation
+    assert takeover_point(expert, "before success", k=2, simulator=SIM) == n - 2
+    assert takeover_point(expert, "before success", k=n, simulator=SIM) == 0
+    with pytest.raises(RecordingError, match=f"k = {n + 1} is more than the {n} steps") as err:
+        takeover_point(expert, "before success", k=n + 1, simulator=SIM)
+    assert err.value.field == "k"
+    for k in (0, None, True):
+        with pytest.raises(RecordingError, match="k must be"):
+            takeover_point(expert, "before success", k=k, simulator=SIM)
+    cut = Recording(LEVEL, 7, expert.mission, expert.actions[:-1], "human", "cut")
+    with pytest.raises(RecordingError, match="never succeeds"):
+        takeover_point(cut, "before success", k=1, simulator=SIM)
+    with pytest.raises(RecordingError, match="unknown rule") as err:
+        takeover_point(expert, "halfway")
+    assert err.value.field == "rule"
+
+
+def test_make_scenario_and_its_refusals(expert):
+    s = make_scenario(expert, 3, 20, tags=["easy", "easy", " mine "], simulator=SIM)
+    assert s == {"recording": "e7", "takeover": 3, "continuation": 20, "instruction": expert.mission,
+                 "category": "put next to", "tags": ["easy", "mine"]}
+    n = len(expert.actions)
+    rec = parse_recordings_jsonl(("\n" + line_of(expert)).encode(), SIM)[0]  # line 2
+    for takeover, said in ((n + 1, "beyond the recording"), (n, "where the recording's episode ended"),
+                           (-1, "whole number")):
+        with pytest.raises(RecordingError, match=said) as err:
+            make_scenario(rec, takeover, 20, simulator=SIM)
+        assert (err.value.line, err.value.field) == (2, "takeover")
+    with pytest.raises(RecordingError) as err:
+        make_scenario(rec, 0, 0, simulator=SIM)
+    assert err.value.field == "continuation"
+    with pytest.raises(RecordingError) as err:
+        make_scenario(rec, 0, 5, tags=[""], simulator=SIM)
+    assert err.value.field == "tags"
+    # An unfinished recording can be taken over at its very end.
+    cut = Recording(LEVEL, 7, expert.mission, expert.actions[:-1], "human", "cut")
+    assert make_scenario(cut, n - 1, 5, simulator=SIM)["takeover"] == n - 1
+
+
+def test_mine_in_bulk():
+    recs = [expert_recording(level, 0, id=level) for level in
+            ("BabyAI-GoToLocal-v0", "BabyAI-PickupLoc-v0", "BabyAI-OpenDoor-v0", LEVEL, "BabyAI-SynthSeq-v0")]
+    first = mine(recs, "first step", 30, tags=["v1"], simulator=SIM)
+    assert [s["takeover"] for s in first] == [0] * 5
+    assert [s["category"] for s in first] == list(CATEGORIES)
+    assert first[0]["tags"] == ["v1", "rule:first step"]
+    assert [s["takeover"] for s in mine(recs, "mission given", 30, simulator=SIM)] == [0] * 5
+    before = mine(recs, "before success", 30, k=3, simulator=SIM, skip_inapplicable=True)
+    lengths = {r.id: len(r.actions) for r in recs}
+    assert before and all(s["takeover"] == lengths[s["recording"]] - 3 for s in before)
+    assert lengths["BabyAI-GoToLocal-v0"] < 3  # so one recording is too short for k = 3
+    assert len(before) == sum(n >= 3 for n in lengths.values()) == len(recs) - 1
+    with pytest.raises(RecordingError, match="more than"):
+        mine(recs, "before success", 30, k=3, simulator=SIM)
 
 
 def test_replayed_context_matches_the_recording_frames(expert):
