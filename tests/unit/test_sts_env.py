@@ -1,0 +1,134 @@
+"""The STS simulator interface and BabyAI behind it (app/kinds/sts/env.py)."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from app.kinds.sts.env import (
+    ACTIONS, CATEGORIES, LEVELS, ActionError, BabyAISimulator, EpisodeEnded, Simulator,
+    SimulatorError, action_index, get_simulator, mission_category,
+)
+
+SIM = BabyAISimulator()
+
+
+def test_supported_levels_are_registered_and_each_resets():
+    assert isinstance(SIM, Simulator) and SIM.levels() == tuple(LEVELS)
+    for level in SIM.levels():
+        assert level in gym.registry, level
+        ep = SIM.reset(level, 1)
+        obs = ep.observation()
+        assert obs["image"].shape == (7, 7, 3) and obs["image"].dtype == np.uint8
+        assert obs["direction"] in range(4) and obs["mission"] == ep.mission and ep.mission
+        assert ep.max_steps > 0 and ep.steps == 0 and not ep.done
+        family = SIM.category_of(level, ep.mission)
+        assert family in CATEGORIES
+        if LEVELS[level] is not None:
+            assert family == LEVELS[level] == SIM.category_of(level)
+
+
+def test_every_family_has_levels():
+    assert {SIM.category_of(lv, "go to the red ball") for lv in SIM.levels()} == set(CATEGORIES)
+
+
+def test_mixed_levels_take_the_mission_family():
+    assert SIM.category_of("BabyAI-Synth-v0", "put the red ball next to a key") == "put next to"
+    assert mission_category("pick up a purple ball and open a red door") == "sequence"
+    assert mission_category("open the yellow door, then open the red door") == "sequence"
+    assert mission_category("go to a box after you pick up the key behind you") == "sequence"
+    assert mission_category("go to the grey key on your left") == "go to"
+    with pytest.raises(SimulatorError, match="mixes families"):
+        SIM.category_of("BabyAI-Synth-v0")
+    with pytest.raises(SimulatorError, match="unknown level"):
+        SIM.category_of("BabyAI-Nope-v0")
+
+
+def test_actions_are_minigrids_ints_and_names():
+    from minigrid.core.actions import Actions
+
+    assert ACTIONS == tuple(a.name for a in Actions)
+    assert [action_index(n) for n in ACTIONS] == [int(a) for a in Actions] == list(range(7))
+    assert action_index(np.int64(5)) == 5
+    for bad, said in ((7, "action 7 is out of range 0-6"), (-1, "action -1 is out of range"),
+                      ("jump", "unknown action 'jump'"), (True, "True is neither"), (2.0, "2.0 is neither")):
+        with pytest.raises(ActionError, match=said):
+            action_index(bad)
+
+
+def test_step_refuses_a_bad_action_and_any_after_the_end():
+    ep = SIM.reset("BabyAI-GoToLocal-v0", 3)
+    with pytest.raises(ActionError, match="action 9"):
+        ep.step(9)
+    assert ep.steps == 0  # a refused action does not count
+    while not ep.done:
+        ep.step(ep.expert_action())
+    assert ep.success
+    with pytest.raises(EpisodeEnded, match=f"ended at step {ep.steps}"):
+        ep.step("left")
+
+
+def test_reset_refuses_unknown_levels_and_bad_seeds():
+    with pytest.raises(SimulatorError, match="unknown level 'BabyAI-KeyInBox-v0'"):
+        SIM.reset("BabyAI-KeyInBox-v0", 0)  # registered, but the expert cannot solve it: not supported
+    for seed in (-1, 2**31, 1.5, True, "3"):
+        with pytest.raises(SimulatorError, match="seed"):
+            SIM.reset("BabyAI-GoToLocal-v0", seed)
+
+
+def test_same_seed_same_episode_across_instances():
+    a, b = SIM.reset("BabyAI-PutNextLocal-v0", 11), get_simulator("babyai").reset("BabyAI-PutNextLocal-v0", 11)
+    assert a.mission == b.mission and a.max_steps == b.max_steps
+    assert np.array_equal(a.frame(4), b.frame(4))
+    for action in ("left", "forward", "forward", "right", "forward"):
+        ra, rb = a.step(action), b.step(action)
+        assert np.array_equal(ra.observation["image"], rb.observation["image"])
+        assert ra.observation["direction"] == rb.observation["direction"]
+    assert a.frame(4).tobytes() == b.frame(4).tobytes()
+    assert SIM.reset("BabyAI-PutNextLocal-v0", 12).frame(4).tobytes() != a.frame(4).tobytes()
+
+
+def test_frame_is_the_full_grid_in_rgb():
+    ep = SIM.reset("BabyAI-GoTo-v0", 0)  # 3x3 rooms of 7 cells + walls: 22x22 cells
+    f = ep.frame(4)
+    assert f.shape == (22 * 4, 22 * 4, 3) and f.dtype == np.uint8
+    assert not np.array_equal(f, ep.frame(4, highlight=False))  # the agent's view is shaded
+
+
+def test_success_is_the_simulators_verdict():
+    # Stepping until success: terminated with reward > 0 is the verifier's "success".
+    ep = SIM.reset("BabyAI-PickupLoc-v0", 4)
+    results = []
+    while not ep.done:
+        results.append(ep.step(ep.expert_action()))
+    assert [r.success for r in results] == [False] * (len(results) - 1) + [True]
+    assert results[-1].done and not results[-1].truncated and results[-1].step == len(results)
+
+
+def test_time_out_is_not_success():
+    ep = SIM.reset("BabyAI-GoToObj-v0", 0)
+    r = None
+    for _ in range(ep.max_steps):
+        r = ep.step("left")  # spinning on the spot never reaches anything
+    assert r.done and r.truncated and not r.success and ep.steps == ep.max_steps
+
+
+def test_a_failure_of_the_verifier_ends_without_success():
+    # Strict levels fail an episode when a wrong door is opened; only some seeds put one nearby.
+    rng = np.random.default_rng(0)
+    for seed in range(30):
+        ep = SIM.reset("BabyAI-OpenDoorDebug-v0", seed)
+        while not ep.done:
+            r = ep.step(int(rng.integers(0, 7)))
+        if not r.success and not r.truncated:
+            assert r.done and ep.steps < ep.max_steps
+            return
+    pytest.fail("no seed gave a failure")
+
+
+def test_expert_can_take_over_mid_episode():
+    ep = SIM.reset("BabyAI-GoTo-v0", 5)
+    for a in ("left", "left", "forward", "right", "forward"):
+        ep.step(a)
+    while not ep.done:
+        ep.step(ep.expert_action())
+    assert ep.success
