@@ -188,9 +188,9 @@ class TaskKind(ABC):
         InputError (line, field) on the first bad record."""
         raise InputError(f"{self.title} studies do not import earlier annotations", field="file")
 
-    def auto_review(self, gold: Sequence[GoldResult]) -> tuple[str | None, str]:
+    def auto_review(self, gold: Sequence[GoldResult], settings: dict | None = None) -> tuple[str | None, str]:
         """The automatic verdict on a worker from all their gold answers, taken when one of
-        their tasks (bundles) ends: ("approved", reason) approves a worker still pending and
+        their tasks (bundles) ends (`settings`: the study's kind settings, e.g. a threshold): ("approved", reason) approves a worker still pending and
         never reviewed by an admin; (None, flag) leaves them to an admin, the flag ("" for
         none) shown first in the review queue. There is no automatic rejection."""
         return None, ""

@@ -51,7 +51,7 @@ def review_queue(session: Session, study: Study, status: str | None = None) -> l
         median_s = medians.get(p.worker_id)
         flags = []
         # The kind's own verdict on the gold record (navigation: the QC episode's goal) first.
-        verdict, note = kind.auto_review(gold_results.get(p.worker_id, []))
+        verdict, note = kind.auto_review(gold_results.get(p.worker_id, []), study.kind_settings or {})
         if verdict is None and note:
             flags.append(note)
         if acc is not None and acc < MIN_GOLD_ACCURACY:
@@ -89,7 +89,8 @@ def _gold_results(session: Session, study: Study, worker_id: int | None = None
 def kind_verdict(session: Session, study: Study, participant: Participant) -> tuple[str | None, str]:
     """What the kind's rule says of this worker's gold record now (see TaskKind.auto_review)."""
     return get_kind(study.kind).auto_review(
-        _gold_results(session, study, participant.worker_id).get(participant.worker_id, []))
+        _gold_results(session, study, participant.worker_id).get(participant.worker_id, []),
+        study.kind_settings or {})
 
 
 def auto_review(session: Session, study: Study, participant_id: int) -> str | None:

@@ -59,7 +59,7 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
     from app.studies.models import Study
 
     # One demo study per installed kind, the example kind's package (tests/example_kind) too.
-    assert all(f"worker entry ({k})" in out.stdout for k in ("tom", "navigation", "wordcount"))
+    assert all(f"worker entry ({k})" in out.stdout for k in ("tom", "navigation", "sts", "wordcount"))
     with get_sessionmaker(env["DATABASE_URL"])() as s:
         study = s.scalar(select(Study).where(Study.kind == "tom"))
         assert study.state == "live"
@@ -98,7 +98,7 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
     assert again.returncode == 0
     with get_sessionmaker(env["DATABASE_URL"])() as s:
         kinds = sorted(s.scalars(select(Study.kind)).all())
-        assert kinds == ["navigation", "tom", "wordcount"]  # one per kind
+        assert kinds == ["navigation", "sts", "tom", "wordcount"]  # one per kind
 
 
 def test_nav_import_graphs(tmp_path):

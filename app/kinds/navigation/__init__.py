@@ -309,7 +309,7 @@ class Navigation(TaskKind):
             "scans": sorted({p.scan for p in paths}), **({"qc_instruction": qc} if qc else {})},
             study_defaults=dict(QC_DESIGN) if qc else {})
 
-    def auto_review(self, gold) -> tuple[str | None, str]:
+    def auto_review(self, gold, settings=None) -> tuple[str | None, str]:
         """Protocol 1: a worker is approved when they reach the goal of every QC episode
         (navigation error <= 3 m); otherwise an admin looks at the replay. Never rejects."""
         if not gold:

@@ -1,2 +1,167 @@
-"""The Standardised Test Suite (paper 004) on BabyAI: scenarios, agent continuations and
-human success/failure markers (issue 11, in progress: scoring first)."""
+"""The Standardised Test Suite (paper 004) on BabyAI: an agent is forced through a recorded
+context, acts alone from the takeover point, and people watch the continuation and place one
+marker, success or failure, at the first moment of either. Agents are ranked by the share of
+continuations that succeed; reference episodes with known labels measure the annotators."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, Field
+
+from app.errors import InputError
+from app.kinds.base import ImportResult, ItemSpec, TaskKind
+
+# Pixels per grid cell in the frames annotators watch (an 8 x 8 room is 64 px, drawn larger).
+DEFAULT_TILE = 16
+# Auto-approval: a worker whose balanced accuracy on reference episodes reaches this (with
+# both labels seen) is approved; below it, an admin looks (study option `approve_at`).
+DEFAULT_APPROVE_AT = 0.8
+
+
+class STSResponse(BaseModel):
+    marker: Literal["success", "failure"]
+    # Steps after the takeover point where the marker sits.
+    step: int = Field(ge=0, le=100_000)
+
+
+def _truth(reference: dict) -> tuple[str, int | None]:
+    """What a marker is checked against: a reference episode's label, else the simulator."""
+    if reference.get("label"):
+        return reference["label"], reference.get("label_step")
+    outcome = reference.get("simulator")
+    return outcome, reference.get("success_step") if outcome == "success" else reference.get("length")
+
+
+class StandardisedTestSuite(TaskKind):
+    name: ClassVar[str] = "sts"
+    title: ClassVar[str] = "Standardised Test Suite (BabyAI continuations)"
+    item_template: ClassVar[str] = "kinds/sts/item.html"
+    Response = STSResponse
+    category_label: ClassVar[str] = "category"
+    item_noun: ClassVar[str] = "Episode"
+    keyboard_hint: ClassVar[str] = ("Space plays, arrows step (shift: ten), s or f marks success or failure here, "
+                                    "Enter sends.")
+    item_formats: ClassVar[tuple[str, ...]] = ("continuations",)
+    position: ClassVar[int] = 30
+    format_labels: ClassVar[dict[str, str]] = {
+        "continuations": "Agent continuations (JSONL: scenario, agent, level, seed, mission, actions, takeover)"}
+    option_fields: ClassVar[dict[str, tuple]] = {"approve_at": ("float", 0.0, 1.0), "tile": ("int", 4, 32)}
+    default_instructions: ClassVar[str] = (
+        "Watch the recording: at the marked point an agent takes over. Place one marker at the first "
+        "moment the agent succeeds at the instruction, or the first moment it fails (at the end if it "
+        "never succeeds).")
+    outputs_label: ClassVar[str] = "Continuations are the items of the study: upload them when you create it"
+
+    def cli(self):
+        from app.kinds.sts.cli import sts
+
+        return sts
+
+    def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
+        parsed = super().parse_response(data)
+        if payload is not None:
+            last = int(payload["n_frames"]) - 1 - int(payload["takeover"])
+            if parsed["step"] > last:
+                raise InputError(f"the continuation has {last} steps after the takeover; the marker is at "
+                                 f"{parsed['step']}", field="step")
+        return parsed
+
+    def public_payload(self, payload: dict) -> dict:
+        from app.storage import get_store
+
+        return {"instruction": payload["instruction"], "n_frames": payload["n_frames"],
+                "takeover": payload["takeover"], "tile": payload["tile"],
+                "frames_url": get_store().url(payload["frames_key"], expires_s=6 * 3600)}
+
+    def score(self, payload, reference, response):
+        if not reference:
+            return None
+        truth, _ = _truth(reference)
+        return 1.0 if response.get("marker") == truth else 0.0
+
+    def score_details(self, payload, reference, response):
+        if not reference:
+            return None
+        truth, at = _truth(reference)
+        details = {"truth": truth, "marker": response.get("marker")}
+        if response.get("marker") == truth and at is not None:
+            details["step_error"] = abs(int(response.get("step", 0)) - int(at))
+        return details
+
+    def auto_review(self, gold, settings=None) -> tuple[str | None, str]:
+        """Approve a worker whose balanced accuracy on reference episodes (the mean of their
+        rates on success- and failure-labelled ones) reaches the study's `approve_at`."""
+        seen = {"success": [], "failure": []}
+        for g in gold:
+            d = g.scores or {}
+            if d.get("truth") in seen:
+                seen[d["truth"]].append(d.get("marker") == d["truth"])
+        if not seen["success"] or not seen["failure"]:
+            return None, ""  # both labels are needed for a balanced accuracy
+        threshold = float((settings or {}).get("approve_at", DEFAULT_APPROVE_AT))
+        ba = (sum(seen["success"]) / len(seen["success"]) + sum(seen["failure"]) / len(seen["failure"])) / 2
+        n = len(seen["success"]) + len(seen["failure"])
+        if ba >= threshold:
+            return "approved", f"auto: balanced accuracy {ba:.0%} on {n} reference episodes"
+        return None, f"reference episodes: balanced accuracy {ba:.0%} (below {threshold:.0%})"
+
+    def import_items(self, data: bytes, fmt: str, options: dict) -> ImportResult:
+        from app.kinds.sts.formats import parse_continuations
+        from app.kinds.sts.frames import encode_png, strip, strip_key
+        from app.kinds.sts.recordings import replay
+        from app.storage import get_store
+
+        if fmt != "continuations":
+            raise InputError(f"unknown format {fmt!r}: use continuations", field="format")
+        tile = int(options.get("tile", DEFAULT_TILE))
+        continuations = parse_continuations(data)
+        store = get_store()
+        items = []
+        for c in continuations:
+            key = strip_key(c.recording.level, c.recording.seed, c.recording.actions, tile)
+            n_frames = len(c.recording.actions) + 1
+            if not store.exists(key):  # the same episode renders the same strip: keep one
+                frames = [s.frame for s in replay(c.recording, frames=True, tile_size=tile, check_all=False).steps]
+                try:
+                    png = encode_png(strip(frames))
+                except ValueError as exc:
+                    raise InputError(str(exc), line=c.line, field="actions") from None
+                store.put(key, png, content_type="image/png")
+            items.append(ItemSpec(
+                external_id=c.id,
+                payload={"instruction": c.instruction, "frames_key": key, "n_frames": n_frames,
+                         "takeover": c.takeover, "tile": tile},
+                reference={"agent": c.agent, "scenario": c.scenario, "continuation": c.continuation,
+                           "level": c.recording.level, "seed": c.recording.seed, "tags": c.tags,
+                           "simulator": c.simulator_outcome, "success_step": c.success_step,
+                           "length": c.length, "label": c.label, "label_step": c.label_step},
+                is_gold=c.reference, source="reference" if c.reference else "agent",
+                category=c.category, cluster=c.scenario))
+        agents = sorted({c.agent for c in continuations if not c.reference})
+        return ImportResult(
+            items=items,
+            kind_settings={"approve_at": float(options.get("approve_at", DEFAULT_APPROVE_AT))},
+            summary={"continuations": len(continuations), "reference": sum(c.reference for c in continuations),
+                     "agents": agents, "scenarios": len({c.scenario for c in continuations}),
+                     "categories": sorted({c.category for c in continuations})})
+
+    def import_agent_outputs(self, data: bytes, known_ids: set[str],
+                             payloads: dict[str, dict] | None = None) -> dict[str, dict]:
+        raise InputError("an STS agent's continuations are the study's items: upload them with the study",
+                         field="file")
+
+    def extra_leaderboard(self, session, study) -> dict | None:
+        from app.kinds.sts.leaderboard import section
+
+        return section(session, study)
+
+    def demo(self) -> dict:
+        from app.kinds.sts.demo import demo_continuations
+
+        return {"items": demo_continuations(), "format": "continuations", "simulate": False,
+                "settings": {"bundle_size": 6, "gold_rate": 0.2, "annotations_per_item": 3,
+                             "instructions": self.default_instructions}}
+
+
+KIND = StandardisedTestSuite()

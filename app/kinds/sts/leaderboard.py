@@ -1,0 +1,130 @@
+"""The STS leaderboard section: agents by the share of their continuations people marked a
+success (score.py's definitions), beside what the simulator says and the share corrected by
+the annotators' measured sensitivity and specificity; and the annotators on reference
+episodes. Reads one row per valid annotation (rejected workers' are excluded)."""
+
+from __future__ import annotations
+
+from sqlalchemy import and_, select
+from sqlalchemy.orm import Session
+
+from app.auth.models import User
+from app.kinds.sts.score import Marker, outcome, score
+from app.studies.models import Annotation, Item, Study
+
+Z95 = 1.959963984540054
+
+
+def markers(session: Session, study: Study) -> tuple[list[Marker], dict[tuple, dict], dict[str, list[int]]]:
+    """The study's valid annotations as markers; each continuation's item reference; and per
+    annotator the marker-step errors on reference episodes they labelled right."""
+    valid = and_(Annotation.study_id == study.id, Annotation.excluded.is_(False))
+    out, refs, step_errors = [], {}, {}
+    for is_gold, category, reference, response, scores, who in session.execute(
+            select(Annotation.is_gold, Item.category, Item.reference, Annotation.response, Annotation.scores,
+                   User.pseudonym)
+            .join(Item, Item.id == Annotation.item_id).join(User, User.id == Annotation.worker_id)
+            .where(valid).order_by(Annotation.id)):
+        reference, response = reference or {}, response or {}
+        if response.get("marker") not in ("success", "failure"):
+            continue
+        who = who or "?"
+        m = Marker(annotator=who, marker=response["marker"], reference=bool(is_gold),
+                   agent=str(reference.get("agent", "")), scenario=str(reference.get("scenario", "")),
+                   continuation=str(reference.get("continuation", "")), category=category or "",
+                   step=response.get("step"), label=reference.get("label") if is_gold else None)
+        out.append(m)
+        if not is_gold:
+            refs[(m.agent, m.scenario, m.continuation)] = reference
+        elif (scores or {}).get("step_error") is not None:
+            step_errors.setdefault(who, []).append(scores["step_error"])
+    return out, refs, step_errors
+
+
+def rogan_gladen(p: float, sensitivity: float | None, specificity: float | None) -> float | None:
+    """The true success share behind an observed one, given the annotators' sensitivity and
+    specificity (Rogan and Gladen 1978), clipped to [0, 1]; None when they do no better than
+    chance (sensitivity + specificity <= 1) or were not measured."""
+    if p is None or sensitivity is None or specificity is None or sensitivity + specificity <= 1:
+        return None
+    return min(1.0, max(0.0, (p + specificity - 1) / (sensitivity + specificity - 1)))
+
+
+def _estimate(entry: dict) -> dict:
+    p, se, n = entry["success"], entry["se"], entry["n"]
+    return {"n": n, "mean": p, "low": max(0.0, p - Z95 * se), "high": min(1.0, p + Z95 * se)}
+
+
+def section(session: Session, study: Study) -> dict | None:
+    marks, refs, step_errors = markers(session, study)
+    if not marks:
+        return None
+    result = score(marks)
+    # Pooled over every reference annotation: the annotator pool's rates, for the correction.
+    pooled = {"success": [], "failure": []}
+    for m in marks:
+        if m.reference and m.label in pooled:
+            pooled[m.label].append(m.marker == m.label)
+    sens = sum(pooled["success"]) / len(pooled["success"]) if pooled["success"] else None
+    spec = sum(pooled["failure"]) / len(pooled["failure"]) if pooled["failure"] else None
+
+    by_continuation: dict[tuple, list[str]] = {}
+    for m in marks:
+        if not m.reference:
+            by_continuation.setdefault((m.agent, m.scenario, m.continuation), []).append(m.marker)
+    agent_rows = []
+    for agent, entry in result["agents"].items():
+        mine = [(k, v) for k, v in by_continuation.items() if k[0] == agent]
+        simulated = [refs[k].get("simulator") == "success" for k, _ in mine]
+        agree = [1.0 if (o := outcome(v)) == (1.0 if refs[k].get("simulator") == "success" else 0.0)
+                 else 0.5 if o == 0.5 else 0.0 for k, v in mine]
+        agent_rows.append({
+            "agent": agent, "n": entry["n"], "success": _estimate(entry), "se": entry["se"],
+            "simulator": sum(simulated) / len(simulated), "agreement": sum(agree) / len(agree),
+            "corrected": rogan_gladen(entry["success"], sens, spec),
+            "ttc": entry["ttc_median"],
+            "per_category": ", ".join(f"{c} {v['success']:.0%} (n {v['n']})"
+                                      for c, v in entry["per_category"].items())})
+    agent_rows.sort(key=lambda r: -r["success"]["mean"])
+    tables = [{
+        "key": "sts_agents",
+        "title": "Success share per agent",
+        "note": ("A continuation's outcome is the majority of its markers (a tie is half a success); an "
+                 "agent's share is the mean over its continuations with standard error sqrt(p(1-p)/n) "
+                 "and a normal 95% interval. Simulator: the share BabyAI itself counts as a success; "
+                 "agreement: the share of continuations where people's outcome matches it. Corrected: "
+                 "the share adjusted for the annotators' pooled sensitivity "
+                 f"({'n/a' if sens is None else f'{sens:.2f}'}) and specificity "
+                 f"({'n/a' if spec is None else f'{spec:.2f}'}) on reference episodes (Rogan-Gladen). "
+                 "Time to completion: the median step of the success markers after the takeover."),
+        "columns": [{"key": "agent", "label": "Agent"}, {"key": "n", "label": "Continuations"},
+                    {"key": "success", "label": "Success share"}, {"key": "se", "label": "SE"},
+                    {"key": "simulator", "label": "Simulator"}, {"key": "agreement", "label": "Agreement"},
+                    {"key": "corrected", "label": "Corrected"}, {"key": "ttc", "label": "Time to completion"},
+                    {"key": "per_category", "label": "Per category"}],
+        "rows": agent_rows,
+    }]
+    annotator_rows = []
+    for who, a in result["annotators"].items():
+        if not a["n_reference"]:
+            continue
+        errs = step_errors.get(who, [])
+        annotator_rows.append({"annotator": who, "n_reference": a["n_reference"],
+                               "sensitivity": a["sensitivity"], "specificity": a["specificity"],
+                               "balanced_accuracy": a["balanced_accuracy"],
+                               "step_error": sum(errs) / len(errs) if errs else None})
+    if annotator_rows:
+        tables.append({
+            "key": "sts_annotators",
+            "title": "Annotators on reference episodes",
+            "note": ("Sensitivity: the share of success-labelled reference episodes marked success; "
+                     "specificity: the same for failure; balanced accuracy: their mean (blank until an "
+                     "annotator has seen both). Marker-step error: the mean distance in steps from the "
+                     "labelled moment, over the reference episodes they labelled right."),
+            "columns": [{"key": "annotator", "label": "Annotator"}, {"key": "n_reference", "label": "Reference"},
+                        {"key": "sensitivity", "label": "Sensitivity"}, {"key": "specificity", "label": "Specificity"},
+                        {"key": "balanced_accuracy", "label": "Balanced accuracy"},
+                        {"key": "step_error", "label": "Marker-step error"}],
+            "rows": annotator_rows,
+        })
+    return {"tables": tables}

@@ -1,0 +1,80 @@
+// The STS annotator's player: one PNG strip holds every frame; the screen shows frame i by
+// moving the strip. The marker's step counts from the takeover point, as the paper's
+// annotations do, so a marker can only sit where the agent acts.
+(function () {
+  const player = document.getElementById("sts-player");
+  if (!player) return;
+  const n = Number(player.dataset.n), takeover = Number(player.dataset.takeover);
+  const screen = document.getElementById("sts-screen"), scrub = document.getElementById("sts-scrub");
+  const phase = document.getElementById("sts-phase"), stepText = document.getElementById("sts-step");
+  const playBtn = document.getElementById("sts-play"), speed = document.getElementById("sts-speed");
+  const kindInput = document.getElementById("sts-marker-kind"), stepInput = document.getElementById("sts-marker-step");
+  const markerText = document.getElementById("sts-marker"), markerTick = document.getElementById("sts-marker-tick");
+  const submit = document.getElementById("submit"), form = document.getElementById("answer-form");
+  let frame = 0, timer = null;
+
+  screen.style.backgroundImage = `url("${player.dataset.frames}")`;
+  const pct = (i) => (n > 1 ? (100 * i) / (n - 1) : 0) + "%";
+  document.getElementById("sts-takeover-tick").style.left = pct(takeover);
+
+  function show(i) {
+    frame = Math.max(0, Math.min(n - 1, i));
+    const w = screen.clientWidth;
+    screen.style.backgroundSize = `${w * n}px ${screen.clientHeight}px`;
+    screen.style.backgroundPosition = `${-w * frame}px 0`;
+    scrub.value = frame;
+    const agent = frame >= takeover;
+    phase.textContent = agent ? `The agent acts: step ${frame - takeover} after the takeover`
+                              : `The recording (context): the agent takes over in ${takeover - frame} steps`;
+    phase.classList.toggle("agent", agent);
+    stepText.textContent = `frame ${frame + 1} of ${n}`;
+  }
+
+  function stop() { clearInterval(timer); timer = null; playBtn.firstChild.textContent = "Play "; }
+  function play() {
+    if (frame >= n - 1) show(0);
+    playBtn.firstChild.textContent = "Pause ";
+    timer = setInterval(() => { if (frame >= n - 1) stop(); else show(frame + 1); },
+                        250 / Number(speed.value));
+  }
+  function toggle() { timer ? stop() : play(); }
+
+  function mark(kind) {
+    if (frame < takeover) {
+      markerText.textContent = `The agent takes over at frame ${takeover + 1}: place the marker where it acts.`;
+      return;
+    }
+    kindInput.value = kind;
+    stepInput.value = String(frame - takeover);
+    markerText.textContent = `${kind === "success" ? "Success" : "Failure"} at step ${frame - takeover} after the takeover. ` +
+                             "Move to another frame and mark again to change it.";
+    markerTick.hidden = false;
+    markerTick.className = "sts-marker-tick " + kind;
+    markerTick.style.left = pct(frame);
+    submit.disabled = false;
+  }
+
+  playBtn.addEventListener("click", toggle);
+  speed.addEventListener("change", () => { if (timer) { stop(); play(); } });
+  document.getElementById("sts-back").addEventListener("click", () => { stop(); show(frame - 1); });
+  document.getElementById("sts-fwd").addEventListener("click", () => { stop(); show(frame + 1); });
+  scrub.addEventListener("input", () => { stop(); show(Number(scrub.value)); });
+  document.getElementById("sts-success").addEventListener("click", () => mark("success"));
+  document.getElementById("sts-failure").addEventListener("click", () => mark("failure"));
+  window.addEventListener("resize", () => show(frame));
+  form.addEventListener("submit", (e) => { if (!kindInput.value) { e.preventDefault(); markerText.textContent = "Place a marker first (s or f)."; } });
+
+  document.addEventListener("keydown", (e) => {
+    if (e.target.tagName === "SELECT" || e.altKey || e.ctrlKey || e.metaKey) return;
+    const jump = e.shiftKey ? 10 : 1;
+    if (e.key === " ") { e.preventDefault(); toggle(); }
+    else if (e.key === "ArrowRight") { e.preventDefault(); stop(); show(frame + jump); }
+    else if (e.key === "ArrowLeft") { e.preventDefault(); stop(); show(frame - jump); }
+    else if (e.key === "Home") { e.preventDefault(); stop(); show(0); }
+    else if (e.key === "End") { e.preventDefault(); stop(); show(n - 1); }
+    else if (e.key === "s" || e.key === "S") { e.preventDefault(); mark("success"); }
+    else if (e.key === "f" || e.key === "F") { e.preventDefault(); mark("failure"); }
+  });
+  show(0);
+  player.focus();
+})();
