@@ -541,7 +541,8 @@ def main(argv=None) -> int:
         redis.start()
         secret = secrets.token_urlsafe(48)
         env = {**os.environ, "DATABASE_URL": pg.url, "REDIS_URL": redis.url, "SECRET_KEY": secret,
-               "STORAGE_URL": f"file://{folder / 'blobs'}", "PYTHONPATH": str(ROOT),
+               "STORAGE_URL": f"file://{folder / 'blobs'}",
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
                # High enough never to refuse (every worker is 127.0.0.1), so every entry and
                # submit still goes through the limiter's counter in Redis.
                "RATE_LIMIT_ENTRY": "100000", "RATE_LIMIT_SUBMIT": "100000"}
