@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import jinja2
@@ -47,6 +48,9 @@ def flash(request: Request, message: str, level: str = "ok") -> None:
     request.session["flash"] = {"message": message, "level": level}
 
 
+_LIMITER_LOCK = threading.Lock()
+
+
 def rate_limit(request: Request, bucket: str, per_minute: int, key: str | None = None) -> None:
     """Refuse (429) past `per_minute` requests per client address, or per `key` when given
     (e.g. an account, whatever address the attempts come from)."""
@@ -56,8 +60,11 @@ def rate_limit(request: Request, bucket: str, per_minute: int, key: str | None =
     state = request.app.state
     limiter = getattr(state, "rate_limiter", None)
     if limiter is None:
-        settings = get_settings()
-        limiter = state.rate_limiter = RateLimiter(settings.redis_url, settings.rate_limit_namespace)
+        with _LIMITER_LOCK:  # the first requests arrive together: one limiter, one local count
+            limiter = getattr(state, "rate_limiter", None)
+            if limiter is None:
+                settings = get_settings()
+                limiter = state.rate_limiter = RateLimiter(settings.redis_url, settings.rate_limit_namespace)
     client = request.client.host if request.client else "unknown"
     if not limiter.allow(f"{bucket}:{key if key is not None else client}", per_minute):
         raise HTTPException(429, "too many requests: wait a minute and try again")

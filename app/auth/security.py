@@ -109,6 +109,11 @@ class RateLimiter:
         self._local = strategies.MovingWindowRateLimiter(storage.MemoryStorage())
         self._shared = None
         if redis_url:
+            # limits reads redis.__version__ of whatever sys.modules holds: a module another
+            # thread is still importing reads "0.0.0" and is refused (a 500 on a fresh web
+            # process's first concurrent requests). A plain import waits for that import.
+            import redis  # noqa: F401
+
             self._shared = strategies.MovingWindowRateLimiter(storage.storage_from_string(
                 redis_url, socket_connect_timeout=1, socket_timeout=1))
 

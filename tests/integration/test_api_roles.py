@@ -87,8 +87,9 @@ GET  /admin/audit                                       login  login  403    403
 # ---- navigation: a building's walkable view (researchers; workers of a navigation study,
 #      which the probe worker, in a ToM study, is not: tests/integration/test_navigation.py)
 GET  /env/{scan}/view.json                              403    403    200    200    200    200     200     200     401
-# ---- navigation: panoramas of a building (buildings are shared: any researcher)
-POST /api/v1/environments/{scan}/panoramas              401    401    200    200    200    200     200     200     401
+# ---- navigation: panoramas of a building (buildings are read by any researcher, but changed
+#      only by the one who imported them or an admin: another researcher's upload is 403)
+POST /api/v1/environments/{scan}/panoramas              401    401    200    403    200    200     403     200     401
 # ---- API: researchers (token or cookie session)
 GET  /api/v1/studies                                    401    401    200    200    200    200     200     200     401
 GET  /api/v1/kinds                                      401    401    200    200    200    200     200     200     401
@@ -245,7 +246,7 @@ def world(app, session, db_url):
     from app.kinds.navigation.house import generate_house
 
     house = generate_house(1)
-    import_house(session, house)
+    import_house(session, house, actor=owner)  # the owner's building: its panoramas are theirs to change
     nav = _nav_annotation(session, owner, house)
     # speakers and listeners are uploaded to navigation agents (the roles agent is a ToM one)
     nav["agent"] = services.register_agent(session, owner, "navigation", "roles-nav-agent").id

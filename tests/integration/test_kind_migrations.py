@@ -55,7 +55,7 @@ def test_existing_jobs_and_tom_clusters_are_carried_into_the_kinds_branches(old_
         jobs = c.execute(text("SELECT id, task, state FROM jobs ORDER BY id")).all()
         clusters = c.execute(text("SELECT id, cluster FROM items ORDER BY id")).all()
     eng.dispose()
-    assert {"nav0002", "tom0001"} <= heads
+    assert {"nav0003", "tom0001"} <= heads
     # Jobs keep their state under the names their kind now registers them by.
     assert [tuple(j) for j in jobs] == [(1, "navigation.generation", "running"),
                                         (2, "navigation.validate", "queued"), (3, "export", "done")]
@@ -92,7 +92,7 @@ def test_generation_runs_from_before_top_p_read_as_pure_sampling(old_database):
     with eng.connect() as c:
         heads = set(c.execute(text("SELECT version_num FROM alembic_version")).scalars())
         runs = c.execute(text("SELECT id, n, seed, gamma, state, top_p FROM generation_runs")).all()
-    assert "nav0002" in heads and "nav0001" not in heads
+    assert "nav0003" in heads and "nav0001" not in heads
     assert [tuple(r) for r in runs] == [(7, 10, 4, 0.25, "done", 1.0)]
     # A run stored after the upgrade without naming top_p reads 1.0 too (the server default).
     with eng.begin() as c:
@@ -108,3 +108,27 @@ def test_generation_runs_from_before_top_p_read_as_pure_sampling(old_database):
         heads = set(c.execute(text("SELECT version_num FROM alembic_version")).scalars())
     eng.dispose()
     assert "top_p" not in columns and ids == [7, 8] and "nav0001" in heads
+
+
+def test_buildings_from_before_owners_have_none(old_database):
+    """nav0003 adds environments.owner_id: a building stored at nav0002 is kept with no owner
+    (admins only); the downgrade drops the column and keeps the building."""
+    cfg = alembic_config(old_database)
+    command.upgrade(cfg, "nav0002")
+    eng = create_engine(old_database)
+    with eng.begin() as c:
+        c.execute(text("INSERT INTO environments (id, scan, source, connectivity_key, n_viewpoints, panoramas, "
+                       "created_at) VALUES (3, 'grid', 'matterport', 'environments/grid/connectivity.json', 14, "
+                       "'{\"g00\": \"panoramas/grid/g00.ab.png\"}', CURRENT_TIMESTAMP)"))
+    migrate_db(old_database)
+    with eng.connect() as c:
+        heads = set(c.execute(text("SELECT version_num FROM alembic_version")).scalars())
+        rows = c.execute(text("SELECT id, scan, n_viewpoints, owner_id FROM environments")).all()
+    assert "nav0003" in heads and "nav0002" not in heads
+    assert [tuple(r) for r in rows] == [(3, "grid", 14, None)]
+    command.downgrade(cfg, "nav0002")
+    with eng.connect() as c:
+        columns = set(c.execute(text("SELECT * FROM environments")).keys())
+        ids = c.execute(text("SELECT id FROM environments")).scalars().all()
+    eng.dispose()
+    assert "owner_id" not in columns and ids == [3]

@@ -71,8 +71,10 @@ def jpeg_header(width: int, height: int, exif: int = 5000) -> bytes:
     return b"\xff\xd8" + app1 + sof + b"\xff\xd9"
 
 
-def grid(session) -> None:
-    import_connectivity(session, GRID)  # scan "grid": g00 ... g32 on a 4 x 3 grid, 1 m apart
+def grid(session, owner=None) -> None:
+    """Scan "grid": g00 ... g32 on a 4 x 3 grid, 1 m apart; the owner's to change (None: the
+    operator's, admins only)."""
+    import_connectivity(session, GRID, actor=owner)
 
 
 def stored_blobs() -> list[str]:
@@ -90,11 +92,12 @@ def researcher(session, app):
     user = make_user(session, "researcher")
     with TestClient(app) as c:
         c.headers["X-CSRF-Token"] = login(c, user)
+        c.user = user  # the buildings the tests upload to are this researcher's
         yield c
 
 
 def test_upload_and_view(session, researcher):
-    grid(session)
+    grid(session, researcher.user)
     r = upload(researcher, "grid", [("g00.png", panorama_png(1)), ("g10.jpg", jpeg_header(4096, 2048))])
     assert r.status_code == 200, r.text
     assert r.json() == {"scan": "grid", "stored": ["g00", "g10"], "panoramas": 2}
@@ -137,7 +140,7 @@ def test_upload_and_view(session, researcher):
     ("g20.png", b"", "g20.png: the file is empty"),
 ])
 def test_bad_files_are_refused_and_nothing_is_stored(session, researcher, name, data, says):
-    grid(session)
+    grid(session, researcher.user)
     if data is None:
         data = panorama_png()
     elif data == "square":
@@ -154,7 +157,7 @@ def test_bad_files_are_refused_and_nothing_is_stored(session, researcher, name, 
 def test_too_big_and_other_refusals(session, researcher, monkeypatch):
     from app.config import get_settings
 
-    grid(session)
+    grid(session, researcher.user)
     r = upload(researcher, "grid", [("g00.png", panorama_png()), ("g00.jpg", jpeg_header(800, 400))])
     assert r.status_code == 422 and "g00.jpg: viewpoint 'g00' already has g00.png" in r.json()["detail"]
     r = upload(researcher, "no-such-building", [("g00.png", panorama_png())])
@@ -217,7 +220,7 @@ def test_a_real_building(session, researcher):
     path = REAL / "17DRP5sb8fy_connectivity.json"
     if not path.exists():
         pytest.skip(f"the Matterport3D connectivity files are not at {REAL}")
-    import_connectivity(session, path)
+    import_connectivity(session, path, actor=researcher.user)
     graph = get_graph("17DRP5sb8fy")
     a = graph.viewpoints[0]
     b = graph.neighbours(a)[0]
@@ -243,7 +246,7 @@ def test_on_s3(session, researcher, monkeypatch, request):
     monkeypatch.setenv("S3_SECRET_KEY", DUMMY_SECRET)
     get_settings.cache_clear()
     clear_store_cache()
-    grid(session)
+    grid(session, researcher.user)
     try:
         r = upload(researcher, "grid", [("g00.png", panorama_png(4))])
         assert r.status_code == 200, r.text

@@ -86,3 +86,50 @@ def test_with_redis_unreachable_the_process_counts_on_its_own(sqlite_url, monkey
     assert len(warnings) == 5
     assert warnings[0] == ("rate limit entry:testclient counted in this process only: Redis is "
                            "unreachable (ConnectionError)")
+
+
+FIRST_REQUESTS = r"""
+import sys, threading
+from starlette.requests import Request
+from app.main import create_app
+from app.web import rate_limit
+
+app = create_app(sys.argv[1])
+assert "redis" not in sys.modules, "redis is imported already: this run proves nothing"
+barrier, errors, limiters = threading.Barrier(8), [], set()
+
+def first_request():
+    request = Request({"type": "http", "app": app, "client": ("127.0.0.1", 1), "headers": []})
+    barrier.wait()
+    try:
+        rate_limit(request, "entry", 1000)
+        limiters.add(id(app.state.rate_limiter))
+    except Exception as exc:
+        errors.append(f"{type(exc).__name__}: {exc}")
+
+threads = [threading.Thread(target=first_request) for _ in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(len(limiters), errors)
+"""
+
+
+def test_a_fresh_process_first_concurrent_requests_are_counted(sqlite_url, shared_redis, tmp_path):
+    """A web process just (re)started takes its first requests on several threads at once.
+    Found by bench/faults.py: each built its own limiter, and `limits` judged redis by the
+    version of a module another thread was still importing ("0.0.0"), so they answered 500."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    script = tmp_path / "first_requests.py"
+    script.write_text(FIRST_REQUESTS)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(script), sqlite_url], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "1 []", done.stdout  # one limiter, and no request refused

@@ -42,18 +42,39 @@ def nav_trace(trace: str, connectivity: str, args_file: str | None, time_unit: s
     sys.exit(run_trace(trace, connectivity, args_file, time_unit, as_json, sys.stdout))
 
 
+AS_HELP = ("Act as this account (its email): new buildings become its own, and a building of "
+           "another account is refused unless it is an admin. Without it the command acts as the "
+           "operator: it may replace any building, and new ones have no owner (admins only).")
+
+
+def _account(session, email: str | None):
+    """The account named by --as (None without it: the operator)."""
+    from sqlalchemy import func, select
+
+    from app.auth.models import User
+
+    if email is None:
+        return None
+    user = session.scalar(select(User).where(func.lower(User.email) == email.strip().lower()))
+    if user is None or user.role not in ("researcher", "admin"):
+        raise click.ClickException(f"no researcher or admin account {email!r}")
+    return user
+
+
 @nav.command("import-graphs")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False))
 @click.option("--source", type=click.Choice(["matterport", "generated"]), default="matterport")
-def nav_import_graphs(directory: str, source: str) -> None:
-    """Import every <scan>_connectivity.json in DIRECTORY as a building (replacing earlier ones)."""
+@click.option("--as", "as_email", metavar="EMAIL", default=None, help=AS_HELP)
+def nav_import_graphs(directory: str, source: str, as_email: str | None) -> None:
+    """Import every <scan>_connectivity.json in DIRECTORY as a building (replacing earlier ones
+    that the account may change)."""
     from pathlib import Path
 
     from tqdm import tqdm
 
     from app.db import session_scope
     from app.errors import InputError
-    from app.kinds.navigation.environments import import_connectivity
+    from app.kinds.navigation.environments import NotYours, import_connectivity
     from app.kinds.navigation.graph import CONNECTIVITY_SUFFIX
 
     files = sorted(Path(directory).glob(f"*{CONNECTIVITY_SUFFIX}"))
@@ -61,10 +82,11 @@ def nav_import_graphs(directory: str, source: str) -> None:
         raise click.ClickException(f"no *{CONNECTIVITY_SUFFIX} files in {directory}")
     ensure_local_dirs()
     with session_scope() as session:
+        actor = _account(session, as_email)
         for path in tqdm(files, desc="importing buildings", unit="building"):
             try:
-                import_connectivity(session, path, source=source)
-            except InputError as e:
+                import_connectivity(session, path, source=source, actor=actor)
+            except (InputError, NotYours) as e:
                 raise click.ClickException(f"{path.name}: {e}") from None
     click.echo(f"imported {len(files)} buildings")
 
@@ -72,23 +94,51 @@ def nav_import_graphs(directory: str, source: str) -> None:
 @nav.command("import-panoramas")
 @click.argument("scan")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False))
-def nav_import_panoramas(scan: str, directory: str) -> None:
+@click.option("--as", "as_email", metavar="EMAIL", default=None, help=AS_HELP)
+def nav_import_panoramas(scan: str, directory: str, as_email: str | None) -> None:
     """Import DIRECTORY's <viewpoint>.jpg|png equirectangular panoramas for building SCAN (all
     checked first; nothing is stored if one is refused)."""
     from app.db import session_scope
     from app.errors import InputError
+    from app.kinds.navigation.environments import NotYours
     from app.kinds.navigation.panoramas import import_directory
 
     ensure_local_dirs()
     with session_scope() as session:
         try:
-            summary, others = import_directory(session, scan, directory)
-        except InputError as e:
+            summary, others = import_directory(session, scan, directory, actor=_account(session, as_email))
+        except (InputError, NotYours) as e:
             raise click.ClickException(str(e)) from None
     if others:
         click.echo(f"left alone {len(others)} other files ({', '.join(others[:5])}"
                    f"{', ...' if len(others) > 5 else ''})")
     click.echo(f"stored {len(summary['stored'])} panoramas; {scan} has {summary['panoramas']}")
+
+
+@nav.command("set-owner")
+@click.argument("scan")
+@click.argument("email", required=False)
+@click.option("--none", "no_owner", is_flag=True, help="No owner: only admins may change it.")
+def nav_set_owner(scan: str, email: str | None, no_owner: bool) -> None:
+    """Give building SCAN to the account EMAIL (the operator's command: e.g. for buildings
+    imported before buildings had owners), or with --none to the admins only."""
+    from sqlalchemy import select
+
+    from app.audit import record
+    from app.db import session_scope
+    from app.kinds.navigation.models import Environment
+
+    if no_owner == bool(email):
+        raise click.UsageError("give an EMAIL or --none")
+    with session_scope() as session:
+        env = session.scalar(select(Environment).where(Environment.scan == scan))
+        if env is None:
+            raise click.ClickException(f"no building {scan!r} has been imported")
+        owner = _account(session, email)
+        previous, env.owner_id = env.owner_id, owner.id if owner is not None else None
+        record(session, None, "environment.owner", "environment", env.id, scan=scan,
+               previous=previous, owner=env.owner_id)
+    click.echo(f"{scan} now belongs to {email}" if email else f"{scan} now has no owner (admins only)")
 
 
 

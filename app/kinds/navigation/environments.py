@@ -5,6 +5,15 @@ Files live in the blob store under `environments/<scan>/` (`connectivity.json`, 
 `semantics.json` for generated houses; panoramas under `panoramas/<scan>/`, see `panoramas`);
 one `Environment` row per scan says where. A graph is
 built (all-pairs shortest paths included) once per process and store, on first use.
+
+Owners: a building belongs to the account that imported it (`Environment.owner_id`). Only that
+account or an admin may replace it or its panoramas; anyone else is refused (`NotYours`, 403 on
+the API) before anything is written. A building with no owner (imported before owners existed,
+or by the operator's command line without `--as`) may be changed by admins only. Reading a
+building, and running studies in it, stays open to every researcher: buildings are shared data
+(a Matterport3D scan is imported once for everyone), so owners guard changes, not use.
+`actor=None` in these functions is the operator at the server (the command line, the demo's
+setup), who may change any building.
 """
 
 from __future__ import annotations
@@ -46,6 +55,21 @@ def _store_id() -> str:
     return repr(get_store())
 
 
+class NotYours(Exception):
+    """The building belongs to someone else: this account may not change it."""
+
+
+def check_may_change(actor, env: Environment) -> None:
+    """NotYours unless `actor` (a User; None: the operator) may replace `env` or its panoramas."""
+    if actor is None or actor.role == "admin" or (env.owner_id is not None and env.owner_id == actor.id):
+        return
+    if env.owner_id is None:
+        raise NotYours(f"building {env.scan!r} has no owner (it was imported before buildings had "
+                       "owners, or by the operator): only an admin may replace it or its panoramas")
+    raise NotYours(f"building {env.scan!r} belongs to another researcher: only they or an admin may "
+                   "replace it or its panoramas (import yours under another scan name)")
+
+
 def _forget(scan: str) -> None:
     with _lock:
         for cache in (_graphs, _semantics):
@@ -54,9 +78,12 @@ def _forget(scan: str) -> None:
 
 
 def import_connectivity(session: Session, path_or_bytes: str | Path | bytes, scan: str | None = None,
-                        source: str = "matterport", semantics: dict | None = None) -> Environment:
+                        source: str = "matterport", semantics: dict | None = None,
+                        actor=None) -> Environment:
     """Store a building's connectivity file (validated first) and its row; replaces an
-    earlier import of the same scan. The scan defaults to the file name's prefix."""
+    earlier import of the same scan if `actor` may change it (NotYours otherwise, with nothing
+    written). A new building belongs to `actor` (None: no owner). The scan defaults to the
+    file name's prefix."""
     if scan is None and isinstance(path_or_bytes, (str, Path)):
         scan = scan_from_filename(path_or_bytes)
     _check_scan(scan)
@@ -64,31 +91,43 @@ def import_connectivity(session: Session, path_or_bytes: str | Path | bytes, sca
         raise InputError(f"source must be one of {', '.join(ENVIRONMENT_SOURCES)}", field="source")
     data = Path(path_or_bytes).read_bytes() if isinstance(path_or_bytes, (str, Path)) else path_or_bytes
     graph = load_connectivity(data, scan=scan)  # InputError naming the record and field
-    store = get_store()
-    store.put(connectivity_key(scan), data, "application/json")
-    sem_key = None
-    if semantics is not None:
-        sem_key = semantics_key(scan)
-        store.put(sem_key, json.dumps(semantics).encode(), "application/json")
-    env = session.scalar(select(Environment).where(Environment.scan == scan))
-    if env is None:
-        env = Environment(scan=scan, source=source, connectivity_key=connectivity_key(scan))
-        session.add(env)
-    env.source, env.connectivity_key = source, connectivity_key(scan)
-    env.semantics_key, env.n_viewpoints = sem_key, len(graph)
-    session.commit()
+    try:
+        # The row first (locked, or inserted: a concurrent import of the same new scan waits on
+        # the unique scan, then fails), and only then the blobs, which have fixed keys: a
+        # refused import must not have overwritten the owner's files.
+        env = session.scalar(select(Environment).where(Environment.scan == scan).with_for_update()
+                             .execution_options(populate_existing=True))
+        if env is None:
+            env = Environment(scan=scan, source=source, connectivity_key=connectivity_key(scan),
+                              n_viewpoints=len(graph), owner_id=actor.id if actor is not None else None)
+            session.add(env)
+            session.flush()
+        else:
+            check_may_change(actor, env)
+        store = get_store()
+        store.put(connectivity_key(scan), data, "application/json")
+        sem_key = None
+        if semantics is not None:
+            sem_key = semantics_key(scan)
+            store.put(sem_key, json.dumps(semantics).encode(), "application/json")
+        env.source, env.connectivity_key = source, connectivity_key(scan)
+        env.semantics_key, env.n_viewpoints = sem_key, len(graph)
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
     _forget(scan)
     with _lock:
         _graphs[(_store_id(), scan)] = graph
     return env
 
 
-def import_house(session: Session, house) -> Environment:
+def import_house(session: Session, house, actor=None) -> Environment:
     """A generated house (app.kinds.navigation.house.House): its connectivity and semantics."""
     from app.kinds.navigation.house import _dump_connectivity
 
     return import_connectivity(session, _dump_connectivity(house.connectivity()), scan=house.scan,
-                               source="generated", semantics=house.semantics())
+                               source="generated", semantics=house.semantics(), actor=actor)
 
 
 def get_graph(scan: str) -> NavGraph:

@@ -27,6 +27,10 @@ class Environment(Base):
     n_viewpoints: Mapped[int] = mapped_column()
     # Viewpoint id -> blob key of its equirectangular panorama (app.kinds.navigation.panoramas).
     panoramas: Mapped[dict] = mapped_column(default=dict, server_default=text("'{}'"))
+    # Who imported it: only they or an admin may replace it or its panoramas. None (buildings
+    # from before owners, migration nav0003, or imported by the operator's CLI without --as):
+    # admins only. Anyone may still read a building and run studies in it.
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

@@ -34,7 +34,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.errors import InputError
-from app.kinds.navigation.environments import _check_scan, get_graph
+from app.kinds.navigation.environments import _check_scan, check_may_change, get_graph
 from app.kinds.navigation.models import Environment
 from app.storage import get_store
 
@@ -185,14 +185,28 @@ def check_panoramas(scan: str, files: Iterable[tuple[str, bytes | BinaryIO]]) ->
     return checked
 
 
-def import_panoramas(session: Session, scan: str, files: Iterable[tuple[str, bytes | BinaryIO]]) -> dict:
-    """Store a building's panoramas (all of the upload or none of it) and record them on its
-    row; a viewpoint uploaded again gets the new image. Returns {"scan", "stored" (viewpoints
-    of this upload, sorted), "panoramas" (how many the building has now)}."""
-    checked = check_panoramas(scan, files)
-    env = session.scalar(select(Environment).where(Environment.scan == scan).with_for_update())
+def _environment(session: Session, scan: str, lock: bool = False) -> Environment:
+    q = select(Environment).where(Environment.scan == scan)
+    if lock:  # and read afresh: the row may have changed since this session last read it
+        q = q.with_for_update().execution_options(populate_existing=True)
+    env = session.scalar(q)
     if env is None:
         raise InputError(f"no building {scan!r} has been imported (proctor nav import-graphs)", field="scan")
+    return env
+
+
+def import_panoramas(session: Session, scan: str, files: Iterable[tuple[str, bytes | BinaryIO]],
+                     actor=None) -> dict:
+    """Store a building's panoramas (all of the upload or none of it) and record them on its
+    row; a viewpoint uploaded again gets the new image. Only the building's owner or an admin
+    may (`actor`; None: the operator): NotYours otherwise, before any file is read. Returns
+    {"scan", "stored" (viewpoints of this upload, sorted), "panoramas" (how many the building
+    has now)}."""
+    _check_scan(scan)
+    check_may_change(actor, _environment(session, scan))
+    checked = check_panoramas(scan, files)
+    env = _environment(session, scan, lock=True)
+    check_may_change(actor, env)  # again under the lock: the owner may have changed meanwhile
     before = dict(env.panoramas or {})
     store = get_store()
     written: list[str] = []
@@ -217,7 +231,7 @@ def import_panoramas(session: Session, scan: str, files: Iterable[tuple[str, byt
     return {"scan": scan, "stored": sorted(c.viewpoint for c in checked), "panoramas": len(after)}
 
 
-def import_directory(session: Session, scan: str, directory: str | Path) -> tuple[dict, list[str]]:
+def import_directory(session: Session, scan: str, directory: str | Path, actor=None) -> tuple[dict, list[str]]:
     """`proctor nav import-panoramas SCAN DIR`: every `<viewpoint>.jpg|jpeg|png` in DIR (not its
     subfolders). Returns the import's summary and the names of the other files, left alone."""
     folder = Path(directory)
@@ -230,7 +244,7 @@ def import_directory(session: Session, scan: str, directory: str | Path) -> tupl
         (images if p.suffix.lower() in EXTENSIONS else others).append(p)
     handles = [p.open("rb") for p in images]
     try:
-        summary = import_panoramas(session, scan, [(p.name, h) for p, h in zip(images, handles)])
+        summary = import_panoramas(session, scan, [(p.name, h) for p, h in zip(images, handles)], actor=actor)
     finally:
         for h in handles:
             h.close()

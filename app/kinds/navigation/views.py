@@ -15,7 +15,7 @@ from app.auth.deps import db, managed_study, optional_user, require, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
 from app.kinds.navigation import generation
-from app.kinds.navigation.environments import get_graph, view
+from app.kinds.navigation.environments import NotYours, get_graph, view
 from app.kinds.navigation.models import Environment, GenerationRun
 from app.kinds.navigation.panoramas import import_panoramas, panorama_urls
 from app.kinds.navigation.traces import export_trace
@@ -66,8 +66,13 @@ def upload_panoramas(scan: str, files: list[UploadFile] = File(...), session: Se
     equirectangular JPEG or PNG per viewpoint (width = 2 x height), each named
     `<viewpoint>.jpg` or `.png`, as many `files` parts as needed (docs/kinds/navigation-viewer.md).
     Every file is checked before any is stored; a bad one is refused (422, field `files`)
-    by name and nothing is stored. Returns {scan, stored: [viewpoints], panoramas: total}."""
-    return import_panoramas(session, scan, [(f.filename, f.file) for f in files])
+    by name and nothing is stored. Only the building's owner (who imported it) or an admin may
+    upload: anyone else gets 403 and nothing changes. Returns {scan, stored: [viewpoints],
+    panoramas: total}."""
+    try:
+        return import_panoramas(session, scan, [(f.filename, f.file) for f in files], actor=user)
+    except NotYours as exc:
+        raise HTTPException(403, str(exc)) from None
 
 
 def generations_context(session: Session, study: Study) -> dict:
