@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, UploadFile
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Response, UploadFile
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -15,7 +16,7 @@ from app.agents.models import Agent
 from app.audit import AuditEntry
 from app.auth.deps import db, managed_study, require, verify_csrf
 from app.auth.models import User
-from app.auth.views import MTURK_PREVIEW, crowd_params, remember_entry
+from app.auth.views import MTURK_PREVIEW, enter_crowd, keep_browser_secret
 from app.config import get_settings
 from app.errors import InputError
 from app.kinds import all_kinds, default_kind, get_kind
@@ -24,7 +25,7 @@ from app.quality import service as quality
 from app.storage import get_store
 from app.studies import assignment, services
 from app.studies.models import Item, Study
-from app.studies.views import crowd_bundle, done_context, kind_options
+from app.studies.views import WAIT_MESSAGE, crowd_bundle, done_context, kind_options, retry_after
 from app.web import rate_limit, read_upload
 
 router = APIRouter(prefix="/api/v1", dependencies=[Depends(verify_csrf)])
@@ -43,6 +44,8 @@ class StudyOut(BaseModel):
     gold_rate: float
     lease_seconds: int
     completion_code: str
+    max_bundles_per_worker: int
+    max_open_bundles_per_ip: int
     # The kind's own settings (navigation: likert questions, baseline speaker, speakers).
     kind_settings: dict = {}
     entry_path: str
@@ -102,6 +105,16 @@ def list_kinds(user: User = Depends(researcher)):
 @router.get("/studies/{study_id}", response_model=StudyOut, tags=["studies"])
 def get_study(study_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
     return _out(_study(session, study_id, user))
+
+
+@router.patch("/studies/{study_id}", response_model=StudyOut, tags=["studies"])
+def edit_study(study_id: int, body: services.StudyEdit, session: Session = Depends(db),
+               user: User = Depends(researcher)):
+    """Change a study's consent text or instructions, or its caps on one crowd member
+    (`max_bundles_per_worker`, `max_open_bundles_per_ip`); fields left out stay as they are.
+    Workers who have not yet agreed to the consent text must agree to the new one."""
+    study = _study(session, study_id, user)
+    return _out(services.edit_study(session, study, body, session.merge(user)))
 
 
 class StateIn(BaseModel):
@@ -305,39 +318,78 @@ class EnterIn(BaseModel):
 
 
 @router.post("/crowd/{slug}/enter", tags=["crowd"])
-def crowd_enter(slug: str, body: EnterIn, request: Request, session: Session = Depends(db)):
+def crowd_enter(slug: str, body: EnterIn, request: Request, response: Response,
+                session: Session = Depends(db)):
+    """Enter a study as a crowd worker with the platform's link parameters (`params`).
+
+    The bundle is bound to the client that opened it: the answer's `browser_secret` (also set
+    as the `proctor_crowd` cookie) must come back with every later call, as that cookie or the
+    `X-Proctor-Browser` header; entering again with the same worker id without it is refused
+    (403). Refused too: a worker past the study's bundles per worker (403), too many bundles open
+    from one address (429, with Retry-After). Then consent: `POST .../consent` with the
+    `consent_version` shown with the `consent` text."""
     rate_limit(request, "entry", get_settings().rate_limit_entry)
     study = session.scalar(select(Study).where(Study.slug == slug))
     if study is None:
         raise HTTPException(404, "no study at this link")
     if body.params.get("assignmentId") == MTURK_PREVIEW:
         raise HTTPException(400, "this is an MTurk preview: accept the HIT first")
-    platform, worker, assignment_id, hit = crowd_params(body.params)
-    bundle = assignment.enter(session, study, platform, worker, assignment_id, hit)
-    remember_entry(request, slug, bundle.id, platform, body.params)
-    if bundle.consented_at is None:
-        from app.db import utcnow
-
-        bundle.consented_at = utcnow()
-        session.commit()
+    bundle, _, secret = enter_crowd(request, session, study, body.params)
+    keep_browser_secret(response, secret)
     return {"size": bundle.size, "done": bundle.n_done, "instructions": study.instructions,
-            "consent": study.consent_text}
+            "consent": services.consent_text(study),
+            "consent_version": services.consent_version(study),
+            "consented": bundle.consented_at is not None, "browser_secret": secret}
+
+
+class ConsentIn(BaseModel):
+    consent_version: str
+
+
+@router.post("/crowd/{slug}/consent", tags=["crowd"])
+def crowd_consent(slug: str, body: ConsentIn, request: Request, session: Session = Depends(db)):
+    """Agree to the consent text of `consent_version` (from `enter`): 409 when the researcher
+    changed the text since, with the new text and version to show and agree to instead."""
+    study, bundle = crowd_bundle(request, session, slug)
+    try:
+        assignment.consent(session, study, bundle.id, body.consent_version)
+    except assignment.NotAvailable as exc:
+        session.refresh(study)
+        return JSONResponse({"detail": str(exc), "consent": services.consent_text(study),
+                             "consent_version": services.consent_version(study)},
+                            status_code=exc.status)
+    return {"consented": True, "consent_version": bundle.consent_version}
 
 
 @router.get("/crowd/{slug}/next", tags=["crowd"])
-def crowd_next(slug: str, request: Request, session: Session = Depends(db)):
+def crowd_next(slug: str, request: Request, response: Response, session: Session = Depends(db)):
+    """The current item (`state: item`); `state: wait` with `retry_after` seconds (and a
+    Retry-After header) when no item is free right now but some may come back as others'
+    leases run out; `state: done` when the bundle is finished or the study has no more work for
+    this worker, with the completion code only when its required items are done."""
     study, bundle = crowd_bundle(request, session, slug)
-    current = None if bundle.finished_at else assignment.next_item(session, study, bundle.id)
+    if bundle.consented_at is None:
+        raise HTTPException(409, "consent first: POST /api/v1/crowd/{slug}/consent with the "
+                                 "consent_version shown")
+    current, wait = None, None
+    if bundle.finished_at is None:  # a finished task shows its end even once the study closed
+        current, wait = assignment.lease_or_wait(session, study, bundle.id)
+    if wait is not None:
+        seconds = retry_after(wait)
+        response.headers["Retry-After"] = str(seconds)
+        return {"state": "wait", "done": False, "retry_after": seconds, "message": WAIT_MESSAGE,
+                "completed": bundle.n_done, "of": bundle.size}
     if current is None:
         if bundle.finished_at is None:
             assignment.finish_early(session, bundle.id)
         session.refresh(bundle)
-        return {"done": True, "completed": bundle.n_done,
+        return {"state": "done", "done": True, "completed": bundle.n_done,
                 **done_context(study, bundle, request.session.get("platform"),
                              request.session.get("turk_submit_to", ""))}
     item = session.get(Item, current.item_id)
-    return {"done": False, "assignment_id": current.id, "position": current.slot + 1,
-            "of": bundle.size, "item": get_kind(study.kind).public_payload(item.payload)}
+    return {"state": "item", "done": False, "assignment_id": current.id,
+            "position": current.slot + 1, "of": bundle.size,
+            "item": get_kind(study.kind).public_payload(item.payload)}
 
 
 class SubmitIn(BaseModel):

@@ -221,9 +221,14 @@ def create_app(database_url: str | None = None) -> FastAPI:
 
     @app.exception_handler(NotAvailable)
     async def not_available(request: Request, exc: NotAvailable):
+        headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else {}
         if _wants_json(request):
-            return JSONResponse({"detail": str(exc)}, status_code=409)
-        return render(request, "error.html", status_code=409, title="Not available", message=str(exc))
+            return JSONResponse({"detail": str(exc)}, status_code=exc.status, headers=headers)
+        response = render(request, "error.html", status_code=exc.status,
+                          title={429: "Try again later"}.get(exc.status, "Not available"),
+                          message=str(exc))
+        response.headers.update(headers)
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError):

@@ -51,6 +51,11 @@ def flash(request: Request, message: str, level: str = "ok") -> None:
 _LIMITER_LOCK = threading.Lock()
 
 
+def client_address(request: Request) -> str:
+    """The address a request comes from, as the server sees it (no proxy headers trusted)."""
+    return request.client.host if request.client else "unknown"
+
+
 def rate_limit(request: Request, bucket: str, per_minute: int, key: str | None = None) -> None:
     """Refuse (429) past `per_minute` requests per client address, or per `key` when given
     (e.g. an account, whatever address the attempts come from)."""
@@ -65,7 +70,7 @@ def rate_limit(request: Request, bucket: str, per_minute: int, key: str | None =
             if limiter is None:
                 settings = get_settings()
                 limiter = state.rate_limiter = RateLimiter(settings.redis_url, settings.rate_limit_namespace)
-    client = request.client.host if request.client else "unknown"
+    client = client_address(request)
     if not limiter.allow(f"{bucket}:{key if key is not None else client}", per_minute):
         raise HTTPException(429, "too many requests: wait a minute and try again")
 

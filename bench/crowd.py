@@ -208,8 +208,9 @@ def seed(url: str, n_items: int, n_annotations: int, secret: str) -> dict:
         cur.execute(
             "INSERT INTO studies (id, slug, title, kind, owner_id, state, annotations_per_item, "
             "bundle_size, gold_rate, lease_seconds, completion_code, redirect_url, consent_text, "
-            "instructions, payment, kind_settings, created_at) VALUES (1, %s, 'Bench', 'tom', 1, "
-            "'live', %s, %s, %s, 900, 'BENCH', '', '', '', '', %s, %s)",
+            "instructions, payment, kind_settings, created_at, max_bundles_per_worker, "
+            "max_open_bundles_per_ip) VALUES (1, %s, 'Bench', 'tom', 1, "
+            "'live', %s, %s, %s, 900, 'BENCH', '', '', '', '', %s, %s, 1, 1000000)",
             (slug, CAP, BUNDLE, GOLD_RATE, json.dumps({"random_yes_rate": 0.55}), created))
 
         def copy(table: str, cols: str, lines) -> None:
@@ -356,7 +357,7 @@ def _service_process(url: str, slug: str, worker_ids: list, gate: StartGate, int
     from sqlalchemy import select
 
     from app.db import get_engine, get_sessionmaker
-    from app.studies import assignment
+    from app.studies import assignment, services
     from app.studies.models import Bundle, Item, Study
 
     get_engine.cache_clear()
@@ -372,7 +373,7 @@ def _service_process(url: str, slug: str, worker_ids: list, gate: StartGate, int
         if measure_from <= time.monotonic() <= stop_at:
             statements[0] += 1
 
-    lat = {"enter": [], "next": [], "submit": []}
+    lat = {"enter": [], "consent": [], "next": [], "submit": []}
     stored: list = []
     errors: Counter = Counter()
 
@@ -392,9 +393,17 @@ def _service_process(url: str, slug: str, worker_ids: list, gate: StartGate, int
         n_bundle = 0
         while time.monotonic() < pacer.first:
             time.sleep(0.01)
-        try:
+
+        def enter() -> int:
+            # One task per person (the study's default): each task is a new worker id.
             bundle_id = call("enter", lambda s, st: assignment.enter(
-                s, st, "prolific", wid, f"{wid}-s{n_bundle}", "bench").id)
+                s, st, "prolific", f"{wid}-b{n_bundle}", f"{wid}-s{n_bundle}", "bench").id)
+            call("consent", lambda s, st: assignment.consent(
+                s, st, bundle_id, services.consent_version(st)))
+            return bundle_id
+
+        try:
+            bundle_id = enter()
             while time.monotonic() < stop_at:
                 def nxt(s, st):
                     b = s.get(Bundle, bundle_id)
@@ -409,8 +418,7 @@ def _service_process(url: str, slug: str, worker_ids: list, gate: StartGate, int
                 a_id = call("next", nxt)
                 if a_id is None:
                     n_bundle += 1
-                    bundle_id = call("enter", lambda s, st: assignment.enter(
-                        s, st, "prolific", wid, f"{wid}-s{n_bundle}", "bench").id)
+                    bundle_id = enter()
                     continue
                 time.sleep(pacer.wait_time())
                 key = f"{wid}-{a_id}"
@@ -462,7 +470,7 @@ def run_service(url: str, slug: str, n_workers: int, procs: int, duration: float
 
 
 def _merge(results: list, duration: float, measure_from: float, stop_at: float) -> dict:
-    lat = {k: [] for k in ("enter", "next", "submit")}
+    lat = {k: [] for k in ("enter", "consent", "next", "submit")}
     stored, errors = [], Counter()
     for r in results:
         for k, v in r["lat"].items():
@@ -673,7 +681,7 @@ def _http_process(base: str, slug: str, worker_ids: list, gate: StartGate, inter
         uvloop.install()
     except ImportError:
         pass
-    lat = {"enter": [], "next": [], "submit": []}
+    lat = {"enter": [], "consent": [], "next": [], "submit": []}
     stored: list = []
     errors: Counter = Counter()
     start_at = measure_from = stop_at = float("inf")
@@ -704,12 +712,17 @@ def _http_process(base: str, slug: str, worker_ids: list, gate: StartGate, inter
             await asyncio.sleep(max(0.0, pacer.first - time.monotonic()))
             try:
                 async def enter():
+                    # One task per worker id (the default cap), all bound to this client's
+                    # browser secret (its cookie jar); then consent to the text shown.
                     while time.monotonic() < stop_at:
                         r = await req(client, "enter", "POST", f"/api/v1/crowd/{slug}/enter", json={
-                            "params": {"PROLIFIC_PID": wid, "STUDY_ID": "bench",
+                            "params": {"PROLIFIC_PID": f"{wid}-b{n_bundle}", "STUDY_ID": "bench",
                                        "SESSION_ID": f"{wid}-s{n_bundle}"}})
                         if r.status_code == 200:
-                            return
+                            r = await req(client, "consent", "POST", f"/api/v1/crowd/{slug}/consent",
+                                          json={"consent_version": r.json()["consent_version"]})
+                            if r.status_code == 200:
+                                return
                         errors[f"enter {r.status_code}: {r.text[:120]}"] += 1
                         await asyncio.sleep(0.5)
                 await enter()
@@ -722,6 +735,9 @@ def _http_process(base: str, slug: str, worker_ids: list, gate: StartGate, inter
                             await enter()
                         continue
                     body = r.json()
+                    if body["state"] == "wait":  # others' leases may come back
+                        await asyncio.sleep(body["retry_after"])
+                        continue
                     if body["done"]:
                         n_bundle += 1
                         await enter()
@@ -915,7 +931,8 @@ def main(argv=None) -> int:
         ap.set_defaults(workers=40, items=5000, annotations=20000, duration=4, warmup=1, rate="20")
         args = ap.parse_args(argv)
 
-    secret = os.environ.get("SECRET_KEY") or "bench-" + secrets.token_hex(8)
+    # The app refuses keys under 32 characters (issue 10.5).
+    secret = os.environ.get("SECRET_KEY") or "bench-" + secrets.token_urlsafe(36)
     os.environ["SECRET_KEY"] = secret
     server = OwnServer() if args.own_server and not args.database_url else None
     if server:

@@ -282,6 +282,13 @@ def csrf_of(client) -> str:
     return re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
 
 
+def consent_version_of(html: str) -> str:
+    """The version of the consent text a consent page shows (its form sends it back)."""
+    import re
+
+    return re.search(r'name="consent_version" value="([^"]+)"', html).group(1)
+
+
 def login(client, user, password: str = "pw-" + "x" * 8):
     token = csrf_of(client)
     r = client.post("/login", data={"email": user.email, "password": password, "csrf_token": token},

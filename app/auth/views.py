@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+
 from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import RedirectResponse
 from sqlalchemy import select
@@ -14,7 +16,7 @@ from app.config import get_settings
 from app.errors import InputError
 from app.studies import assignment
 from app.studies.models import Study
-from app.web import rate_limit, render
+from app.web import client_address, rate_limit, render
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
 
@@ -116,6 +118,42 @@ def crowd_params(params) -> tuple[str, str, str, str]:
                              "(workerId, assignmentId, hitId) or Prolific (PROLIFIC_PID, STUDY_ID, SESSION_ID).")
 
 
+# A crowd browser's own secret: a bundle keeps its hash and answers only the browser that
+# holds it (a worker id alone, which others may know, opens nothing). API clients may send it
+# in this header instead of the cookie.
+BROWSER_COOKIE = "proctor_crowd"
+BROWSER_HEADER = "X-Proctor-Browser"
+
+
+def browser_secret(request: Request) -> str | None:
+    """The secret this browser (or API client) presents, if any."""
+    secret = request.headers.get(BROWSER_HEADER) or request.cookies.get(BROWSER_COOKIE)
+    if secret is not None and not 16 <= len(secret) <= 128:
+        raise HTTPException(400, "This browser's study key is malformed: clear this site's cookies "
+                                 "and open the link again.")
+    return secret
+
+
+def enter_crowd(request: Request, session: Session, study: Study, params) -> tuple:
+    """Enter the study with the link's parameters from this browser: (bundle, platform,
+    the browser's secret, a new one when it had none)."""
+    platform, worker, assignment_id, hit = crowd_params(params)
+    for name, value in (("worker id", worker), ("assignment id", assignment_id), ("hit id", hit)):
+        if len(value) > 255:
+            raise HTTPException(400, f"The {name} in this link is too long.")
+    secret = browser_secret(request) or secrets.token_urlsafe(32)
+    bundle = assignment.enter(session, study, platform, worker, assignment_id, hit,
+                              browser=assignment.browser_hash(secret),
+                              address=assignment.address_pseudonym(client_address(request)))
+    remember_entry(request, study.slug, bundle.id, platform, params)
+    return bundle, platform, secret
+
+
+def keep_browser_secret(response, secret: str) -> None:
+    response.set_cookie(BROWSER_COOKIE, secret, max_age=180 * 24 * 3600, path="/", httponly=True,
+                        samesite="lax", secure=get_settings().base_url.startswith("https"))
+
+
 def remember_entry(request: Request, slug: str, bundle_id: int, platform: str, params) -> None:
     """The signed session remembers which bundle this browser works on, per study."""
     request.session["crowd"] = {**request.session.get("crowd", {}), slug: bundle_id}
@@ -133,12 +171,9 @@ def entry(request: Request, slug: str, session: Session = Depends(db)):
         raise HTTPException(404, "No study at this link.")
     if request.query_params.get("assignmentId") == MTURK_PREVIEW:
         return render(request, "annotate/preview.html", study=study)
-    platform, worker, assignment_id, hit = crowd_params(request.query_params)
-    for name, value in (("worker id", worker), ("assignment id", assignment_id), ("hit id", hit)):
-        if len(value) > 255:
-            raise HTTPException(400, f"The {name} in this link is too long.")
-    bundle = assignment.enter(session, study, platform, worker, assignment_id, hit)
-    remember_entry(request, slug, bundle.id, platform, request.query_params)
-    return RedirectResponse(f"/task/{slug}", status_code=303)
+    _, _, secret = enter_crowd(request, session, study, request.query_params)
+    response = RedirectResponse(f"/task/{slug}", status_code=303)
+    keep_browser_secret(response, secret)
+    return response
 
 

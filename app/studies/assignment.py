@@ -36,7 +36,13 @@ from app.studies.models import Annotation, Assignment, Bundle, Item, Participant
 
 
 class NotAvailable(Exception):
-    """The study cannot take this request now (not live, lease lost, no work)."""
+    """The study cannot take this request now (not live, lease lost, no work, a cap reached).
+    `status` is the HTTP status the worker gets; `retry_after` (seconds) where waiting helps."""
+
+    def __init__(self, message: str, status: int = 409, retry_after: int | None = None):
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
 
 
 def _retrying(fn, session: Session, attempts: int = 5):
@@ -64,6 +70,18 @@ def pseudonym(platform: str, external_id: str) -> str:
     return f"w-{digest[:16]}"
 
 
+def address_pseudonym(address: str) -> str:
+    """A network address as stored: an HMAC, enough to count bundles per address, never the
+    address itself."""
+    key = get_settings().secret_key.encode()
+    return hmac.new(key, f"proctor/ip/{address}".encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def browser_hash(secret: str) -> str:
+    """What a bundle keeps of its browser's secret (a random token: a plain hash suffices)."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
 def _get_or_create(session: Session, model, lookup: dict, defaults: dict):
     row = session.scalar(select(model).filter_by(**lookup))
     if row is not None:
@@ -78,8 +96,15 @@ def _get_or_create(session: Session, model, lookup: dict, defaults: dict):
 
 
 def enter(session: Session, study: Study, platform: str, external_worker_id: str,
-          external_assignment_id: str = "", hit_id: str = "") -> Bundle:
-    """A crowd worker arrives by an entry link: find or start their bundle."""
+          external_assignment_id: str = "", hit_id: str = "", browser: str | None = None,
+          address: str | None = None) -> Bundle:
+    """A crowd worker arrives by an entry link: find or start their bundle.
+
+    `browser` is the hash of the entering browser's secret: a bundle is bound to the browser
+    that opened it, and no other may resume it or start another in that worker's name.
+    `address` is the address pseudonym, for the cap on bundles open at once per address.
+    Callers in-process (tests, the bench's service mode) may leave both out.
+    """
     if study.state != "live":
         raise NotAvailable(f"This study is {study.state}, not taking work right now.")
 
@@ -91,17 +116,77 @@ def enter(session: Session, study: Study, platform: str, external_worker_id: str
                                      {"study_id": study.id, "worker_id": worker.id}, {})
         if participant.status == "rejected":
             raise NotAvailable("Your work on this study has been reviewed and closed.")
+        lookup = select(Bundle).where(Bundle.study_id == study.id, Bundle.worker_id == worker.id,
+                                      Bundle.external_assignment_id == external_assignment_id)
+        bundle = session.scalar(lookup)
+        if bundle is None:
+            # The caps count this worker's bundles: one new bundle at a time per worker.
+            session.execute(select(Participant.id).where(Participant.id == participant.id)
+                            .with_for_update())
+            bundle = session.scalar(lookup.execution_options(populate_existing=True))
+        if bundle is not None:
+            _check_browser(bundle, browser)
+            return bundle
+        _admit(session, study, worker.id, browser, address)
         size = study.bundle_size
         n_gold = round(size * study.gold_rate)
         rng = random.Random(f"{study.id}:{worker.id}:{external_assignment_id}")
-        return _get_or_create(
-            session, Bundle,
-            {"study_id": study.id, "worker_id": worker.id,
-             "external_assignment_id": external_assignment_id},
-            {"participant_id": participant.id, "hit_id": hit_id, "size": size,
-             "gold_slots": sorted(rng.sample(range(size), n_gold))})
+        bundle = Bundle(study_id=study.id, worker_id=worker.id,
+                        external_assignment_id=external_assignment_id,
+                        participant_id=participant.id, hit_id=hit_id, size=size,
+                        gold_slots=sorted(rng.sample(range(size), n_gold)),
+                        browser_hash=browser, ip_hash=address)
+        session.add(bundle)
+        session.flush()
+        return bundle
 
     return _retrying(work, session)
+
+
+OTHER_BROWSER = ("This study is already open in another browser (or this browser's cookies were "
+                 "cleared since). Continue it in the browser where you started it; if you cannot, "
+                 "contact the researcher.")
+
+
+def _check_browser(bundle: Bundle, browser: str | None) -> None:
+    """Only the browser that opened a bundle may resume it (a bundle from before browsers were
+    bound is bound to the first that comes back)."""
+    if browser is None:
+        return
+    if bundle.browser_hash is None:
+        bundle.browser_hash = browser
+    elif not hmac.compare_digest(bundle.browser_hash.encode(), browser.encode()):
+        raise NotAvailable(OTHER_BROWSER, status=403)
+
+
+def _admit(session: Session, study: Study, worker_id: int, browser: str | None,
+           address: str | None) -> None:
+    """May this worker start a new bundle here? Refused with the reason they read."""
+    theirs = session.scalars(select(Bundle.browser_hash).where(
+        Bundle.study_id == study.id, Bundle.worker_id == worker_id)).all()
+    if browser is not None and any(h is not None and h != browser for h in theirs):
+        raise NotAvailable(OTHER_BROWSER, status=403)
+    cap = study.max_bundles_per_worker
+    if len(theirs) >= cap:
+        raise NotAvailable(
+            "You have already taken part in this study: it allows one task per person."
+            if cap == 1 else
+            f"You have already done the {cap} tasks this study allows per person.", status=403)
+    if address is None:
+        return
+    now = utcnow()
+    # Open: unfinished, and started within a lease's time or holding a live lease (a bundle
+    # walked away from stops counting when its lease runs out).
+    live = exists().where(Assignment.bundle_id == Bundle.id, Assignment.state == "leased",
+                          Assignment.lease_expires_at > now)
+    open_here = session.scalar(select(func.count()).select_from(Bundle).where(
+        Bundle.study_id == study.id, Bundle.ip_hash == address, Bundle.finished_at.is_(None),
+        (Bundle.created_at > now - timedelta(seconds=study.lease_seconds)) | live))
+    if open_here >= study.max_open_bundles_per_ip:
+        raise NotAvailable(
+            f"Too many tasks of this study are open from your network right now ({open_here}). "
+            "Please try again in a few minutes. If you take part with others in one room or "
+            "network, tell the researcher.", status=429, retry_after=120)
 
 
 def _lock_bundle(session: Session, bundle_id: int) -> Bundle:
@@ -135,16 +220,20 @@ def _release(session: Session, assignment: Assignment, state: str) -> bool:
     return bool(moved)
 
 
-def _pick(session: Session, study: Study, worker_id: int, gold: bool) -> Item | None:
+def _open_to(study: Study, worker_id: int):
+    """Items this worker may still get: never one they had, nor one of a group they had."""
     mine = aliased(Assignment)
     grouped = aliased(Assignment)
+    return (~exists().where(mine.item_id == Item.id, mine.worker_id == worker_id),
+            Item.exclusion_group.is_(None) | ~exists().where(
+                grouped.study_id == study.id, grouped.worker_id == worker_id,
+                grouped.exclusion_group == Item.exclusion_group))
+
+
+def _pick(session: Session, study: Study, worker_id: int, gold: bool) -> Item | None:
     q = (
         select(Item)
-        .where(Item.study_id == study.id, Item.is_gold == gold)
-        .where(~exists().where(mine.item_id == Item.id, mine.worker_id == worker_id))
-        .where(Item.exclusion_group.is_(None) | ~exists().where(
-            grouped.study_id == study.id, grouped.worker_id == worker_id,
-            grouped.exclusion_group == Item.exclusion_group))
+        .where(Item.study_id == study.id, Item.is_gold == gold, *_open_to(study, worker_id))
         .limit(1)
     )
     if gold:
@@ -169,9 +258,14 @@ def next_item(session: Session, study: Study, bundle_id: int) -> Assignment | No
     if study.state != "live":
         raise NotAvailable(f"This study is {study.state}, not taking work right now.")
 
+    # Where a worker may hold several bundles, they still hold one live lease: see below.
+    several = study.max_bundles_per_worker > 1
+
     def work():
         now = utcnow()
         bundle = _lock_bundle(session, bundle_id)
+        if several:
+            _lock_participant(session, bundle)  # bundle -> participant -> assignment
         _check_not_rejected(session, bundle)
         current = session.scalar(
             select(Assignment).where(Assignment.bundle_id == bundle.id,
@@ -193,6 +287,16 @@ def next_item(session: Session, study: Study, bundle_id: int) -> Assignment | No
         if not item.is_gold:
             session.execute(update(Item).where(Item.id == item.id)
                             .values(n_active=Item.n_active + 1))
+        if several:
+            # A new lease ends the worker's live lease in another of their bundles (another
+            # tab): one person never holds more than one item of the study at a time. Ended
+            # rather than refused, so that a worker who moved on is never held up by the item
+            # they walked away from; its late answer is then taken only as any late answer is.
+            for other in session.scalars(select(Assignment).where(
+                    Assignment.study_id == study.id, Assignment.worker_id == bundle.worker_id,
+                    Assignment.state == "leased", Assignment.bundle_id != bundle.id)
+                    .with_for_update()).all():
+                _release(session, other, "expired")
         assignment = Assignment(
             study_id=study.id, item_id=item.id, worker_id=bundle.worker_id, bundle_id=bundle.id,
             exclusion_group=item.exclusion_group, slot=slot, is_gold=item.is_gold,
@@ -275,6 +379,70 @@ def submit(session: Session, study: Study, bundle_id: int, assignment_id: int,
             auto_review(session, study, bundle.participant_id)
         session.flush()
         return annotation
+
+    return _retrying(work, session)
+
+
+def wait_for_work(session: Session, study: Study, bundle_id: int) -> int | None:
+    """After next_item found no item for an unfinished bundle: is the pool only momentarily
+    empty? Returns the seconds until the first lease of someone else's on an item this worker
+    could take runs out (that item may come back), 0 when such leases had already run out (they
+    are given back here, not at the sweeper's next round: ask again now), or None when no item
+    can come back: the study has no more work for this worker."""
+    def work():
+        bundle = session.execute(select(Bundle).where(Bundle.id == bundle_id)
+                                 .execution_options(populate_existing=True)).scalar_one()
+        if bundle.finished_at is not None or bundle.n_done >= bundle.size:
+            return None
+        now = utcnow()
+        held = (select(Assignment).join(Item, Item.id == Assignment.item_id)
+                .where(Assignment.study_id == study.id, Assignment.state == "leased",
+                       Assignment.is_gold.is_(False), Item.study_id == study.id,
+                       *_open_to(study, bundle.worker_id)))
+        first = session.scalar(held.with_only_columns(func.min(Assignment.lease_expires_at)))
+        if first is None:
+            return None
+        if first > now:
+            return max(1, int((first - now).total_seconds() + 0.999))
+        for a in session.scalars(held.where(Assignment.lease_expires_at <= now)
+                                 .order_by(Assignment.id).limit(100)).all():
+            _release(session, a, "expired")
+        return 0
+
+    return _retrying(work, session)
+
+
+def lease_or_wait(session: Session, study: Study,
+                  bundle_id: int) -> tuple[Assignment | None, int | None]:
+    """next_item, telling "wait" from "done": (the lease, None); (None, seconds) when the pool
+    is only momentarily empty for this worker; (None, None) when the bundle is finished or the
+    study has no more work for them (the caller then ends the bundle)."""
+    for _ in range(3):
+        current = next_item(session, study, bundle_id)
+        if current is not None:
+            return current, None
+        wait = wait_for_work(session, study, bundle_id)
+        if wait != 0:
+            return None, wait
+    return None, 1  # items came back but others were quicker: ask again soon
+
+
+def consent(session: Session, study: Study, bundle_id: int, version: str) -> Bundle:
+    """Record the worker's consent to the consent text of `version`, the one they were shown;
+    refused (409) when the researcher changed the text since: nobody agrees to a text they never
+    saw. Consent already given stands."""
+    from app.studies.services import consent_version
+
+    def work():
+        bundle = _lock_bundle(session, bundle_id)
+        if bundle.consented_at is None:
+            shown = str(version or "").encode()
+            if not hmac.compare_digest(shown, consent_version(study).encode()):
+                raise NotAvailable("The consent text changed since it was shown to you: read it "
+                                   "again.", status=409)
+            bundle.consented_at = utcnow()
+            bundle.consent_version = consent_version(study)
+        return bundle
 
     return _retrying(work, session)
 

@@ -54,8 +54,9 @@ COMPLETION_FIELDS = ["platform", "platform_worker_id", "bundle", "platform_assig
 def _completion_rows(session: Session, study: Study):
     """Who completed what, to approve or reject on the crowd platform: the platform's own
     worker id (what the platform pays), the bundle, the code that bundle was shown, how much of
-    it was done and its gold. Imported annotators are not the crowd's: left out."""
-    from app.studies.services import completion_code
+    it was done and its gold (a bundle short of its required items was shown no code, and
+    lists none). Imported annotators are not the crowd's: left out."""
+    from app.studies.services import code_earned, completion_code
 
     gold = {b: (n, right) for b, n, right in session.execute(
         select(Assignment.bundle_id, func.count(Annotation.id),
@@ -71,7 +72,8 @@ def _completion_rows(session: Session, study: Study):
         answered, right = gold.get(bundle.id, (0, 0))
         yield {"platform": platform, "platform_worker_id": external_id, "bundle": bundle.id,
                "platform_assignment_id": bundle.external_assignment_id, "hit": bundle.hit_id,
-               "completion_code": completion_code(study, bundle, platform) if bundle.n_done else "",
+               "completion_code": (completion_code(study, bundle, platform)
+                                   if code_earned(bundle) else ""),
                "done": bundle.n_done, "size": bundle.size, "gold_answered": answered,
                "gold_right": int(right), "worker_status": status,
                "finished_at": bundle.finished_at.isoformat() if bundle.finished_at else ""}

@@ -28,6 +28,10 @@ class Study(Base):
     consent_text: Mapped[str] = mapped_column(Text, default="")
     instructions: Mapped[str] = mapped_column(Text, default="")
     payment: Mapped[str] = mapped_column(String(100), default="")
+    # Caps on one crowd member: bundles per platform worker id, and bundles open at once from
+    # one network address (generous: a lab's participants often share one NAT address).
+    max_bundles_per_worker: Mapped[int] = mapped_column(default=1, server_default="1")
+    max_open_bundles_per_ip: Mapped[int] = mapped_column(default=100, server_default="100")
     # Settings that only the study's task kind reads (validated by the kind).
     kind_settings: Mapped[dict] = mapped_column(default=dict)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
@@ -79,7 +83,8 @@ class Bundle(Base):
     """One task: a fixed number of item slots, some of them gold, done in order."""
 
     __tablename__ = "bundles"
-    __table_args__ = (UniqueConstraint("study_id", "worker_id", "external_assignment_id"),)
+    __table_args__ = (UniqueConstraint("study_id", "worker_id", "external_assignment_id"),
+                      Index("ix_bundles_study_ip", "study_id", "ip_hash", "finished_at"))
 
     id: Mapped[int] = mapped_column(primary_key=True)
     study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), index=True)
@@ -91,6 +96,12 @@ class Bundle(Base):
     gold_slots: Mapped[list] = mapped_column(default=list)
     n_done: Mapped[int] = mapped_column(default=0)
     consented_at: Mapped[datetime | None] = mapped_column()
+    # The version (a hash) of the consent text the worker agreed to.
+    consent_version: Mapped[str | None] = mapped_column(String(64))
+    # SHA-256 of the secret in the cookie of the browser that opened the bundle.
+    browser_hash: Mapped[str | None] = mapped_column(String(64))
+    # The address it was opened from, as an HMAC (a pseudonym: never the address itself).
+    ip_hash: Mapped[str | None] = mapped_column(String(32))
     finished_at: Mapped[datetime | None] = mapped_column()
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 

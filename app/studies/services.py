@@ -36,6 +36,10 @@ class StudySettings(BaseModel):
     consent_text: str = ""
     instructions: str = ""
     payment: str = Field("", max_length=100)
+    # How many bundles one platform worker id may do in this study (a researcher raises it
+    # for repeat work), and how many may be open at once from one network address.
+    max_bundles_per_worker: int = Field(1, ge=1, le=10000)
+    max_open_bundles_per_ip: int = Field(100, ge=1, le=100000)
 
     @field_validator("redirect_url")
     @classmethod
@@ -73,6 +77,13 @@ def study_code(settings: StudySettings) -> str:
     return given or in_link or secrets.token_hex(4).upper()
 
 
+def code_earned(bundle) -> bool:
+    """Whether the bundle's required items are done, so that its completion code may be shown:
+    every slot answered, its gold slots included. A bundle that ended early (the study had no
+    more items for this worker) shows no code, whatever it holds."""
+    return bundle.n_done >= bundle.size
+
+
 def completion_code(study: Study, bundle, platform: str | None) -> str:
     """The code a worker is shown and reports: on MTurk one per bundle (a shared code proves
     nothing there, and the requester matches it to the assignment); elsewhere the study's."""
@@ -81,6 +92,20 @@ def completion_code(study: Study, bundle, platform: str | None) -> str:
                           hashlib.sha256).hexdigest()
         return digest[:10].upper()
     return study.completion_code
+
+
+DEFAULT_CONSENT = ("By continuing you agree to take part in this research study. Your answers "
+                   "are stored under a pseudonym.")
+
+
+def consent_text(study: Study) -> str:
+    """The consent text a worker is shown (the default one when the study has none)."""
+    return study.consent_text or DEFAULT_CONSENT
+
+
+def consent_version(study: Study) -> str:
+    """The version of the consent text, as shown: a worker agrees to exactly this text."""
+    return hashlib.sha256(consent_text(study).encode()).hexdigest()[:16]
 
 
 def parse_settings(data: dict) -> StudySettings:
@@ -165,6 +190,27 @@ def set_state(session: Session, study: Study, state: str, actor: User) -> Study:
         raise InputError(f"a {study.state} study cannot become {state}", field="state")
     audit.record(session, actor.id, f"study.{state}", "study", study.id, previous=study.state)
     study.state = state
+    session.commit()
+    return study
+
+
+class StudyEdit(BaseModel):
+    """What a researcher may change on a study after creating it, live or not: the texts shown
+    to workers (a changed consent text must be agreed to again: see assignment.consent) and the
+    caps on one crowd member."""
+    consent_text: str | None = None
+    instructions: str | None = None
+    max_bundles_per_worker: int | None = Field(None, ge=1, le=10000)
+    max_open_bundles_per_ip: int | None = Field(None, ge=1, le=100000)
+
+
+def edit_study(session: Session, study: Study, edit: StudyEdit, actor: User) -> Study:
+    changes = edit.model_dump(exclude_unset=True, exclude_none=True)
+    # The log says what changed: numbers as set, texts by their length.
+    audit.record(session, actor.id, "study.edit", "study", study.id,
+                 **{k: v if isinstance(v, int) else f"{len(v)} characters" for k, v in changes.items()})
+    for key, value in changes.items():
+        setattr(study, key, value)
     session.commit()
     return study
 

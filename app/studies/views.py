@@ -15,7 +15,6 @@ from app.agents.models import Agent, AgentOutput
 from app.auth.deps import db, managed_study, require, verify_csrf
 from app.auth.models import User
 from app.config import get_settings
-from app.db import utcnow
 from app.errors import InputError
 from app.kinds import all_kinds, default_kind, get_kind
 from app.leaderboards.plot import leaderboard_plots
@@ -32,38 +31,79 @@ researcher = require("researcher", "admin")
 # ---- the worker's side -------------------------------------------------------------------
 
 def crowd_bundle(request: Request, session: Session, slug: str) -> tuple[Study, Bundle]:
-    """The study and the bundle this browser's worker entered it with."""
+    """The study and the bundle this browser's worker entered it with; only the browser that
+    opened the bundle (its secret) gets it, whatever session cookie comes along."""
+    from app.auth.views import browser_secret
+
     study = session.scalar(select(Study).where(Study.slug == slug))
     bundle_id = request.session.get("crowd", {}).get(slug)
-    if study is None or bundle_id is None:
+    bundle = session.get(Bundle, bundle_id) if study is not None and bundle_id is not None else None
+    if bundle is None:
         raise HTTPException(403, "Open this study from the link on your crowdsourcing platform.")
-    return study, session.get(Bundle, bundle_id)
+    if bundle.browser_hash is not None:
+        secret = browser_secret(request)
+        if secret is None or assignment.browser_hash(secret) != bundle.browser_hash:
+            raise HTTPException(403, assignment.OTHER_BROWSER)
+    return study, bundle
+
+
+WAIT_MESSAGE = ("No question is free for you right now: the remaining ones are being answered "
+                "by other people, and some come back when their time runs out. This page checks "
+                "again by itself; you can also come back in a few minutes.")
+
+
+def retry_after(seconds: int) -> int:
+    """How soon a waiting worker asks again: when the first lease may run out, but at least every
+    30 s (a holder who answers can end the wait sooner) and not more often than every 5 s."""
+    return min(max(seconds, 5), 30)
 
 
 def done_context(study: Study, bundle: Bundle, platform: str | None,
                  turk_submit_to: str = "") -> dict:
-    """The completion code, plus the way back to the worker's platform."""
-    done = bundle.n_done > 0
-    code = services.completion_code(study, bundle, platform)
+    """The completion code, plus the way back to the worker's platform, once the bundle's
+    required items are done; otherwise no code, and why, in plain words."""
+    earned = services.code_earned(bundle)
+    code = services.completion_code(study, bundle, platform) if earned else None
+    where = {"prolific": "Prolific", "mturk": "MTurk"}.get(platform or "", "your platform")
     # The link carries the code the page shows, whatever `cc` the researcher's link had.
-    return {"code": code if done else None,
+    return {"code": code, "complete": earned,
+            "message": None if earned else (
+                f"This study has no more questions for you, so your task ended after "
+                f"{bundle.n_done} of {bundle.size}. A completion code is given only for a complete "
+                f"task, so there is none for this one. Please return the task on {where}; if you "
+                f"think you should be paid for the answers you gave, contact the researcher."),
             "redirect": services.with_code(study.redirect_url, code)
-            if platform == "prolific" and study.redirect_url and done else "",
+            if platform == "prolific" and study.redirect_url and earned else "",
             "mturk_submit": (f"{turk_submit_to}/mturk/externalSubmit"
-                             if platform == "mturk" and turk_submit_to and done else ""),
+                             if platform == "mturk" and turk_submit_to and earned else ""),
             "mturk_assignment_id": bundle.external_assignment_id}
+
+
+def _consent_page(request: Request, study: Study, bundle: Bundle, status_code: int = 200,
+                  error: str | None = None):
+    return render(request, "annotate/consent.html", status_code=status_code, study=study,
+                  bundle=bundle, kind=get_kind(study.kind), consent=services.consent_text(study),
+                  consent_version=services.consent_version(study), error=error)
 
 
 @router.get("/task/{slug}")
 def task(request: Request, slug: str, session: Session = Depends(db)):
     study, bundle = crowd_bundle(request, session, slug)
     if bundle.consented_at is None:
-        return render(request, "annotate/consent.html", study=study, bundle=bundle,
-                      kind=get_kind(study.kind))
-    current = None if bundle.finished_at else assignment.next_item(session, study, bundle.id)
+        return _consent_page(request, study, bundle)
+    current, wait = None, None
+    if bundle.finished_at is None:  # a finished task shows its end even once the study closed
+        current, wait = assignment.lease_or_wait(session, study, bundle.id)
+    if wait is not None:
+        seconds = retry_after(wait)
+        response = render(request, "annotate/wait.html", study=study, bundle=bundle,
+                          retry_after=seconds, message=WAIT_MESSAGE)
+        response.headers["Retry-After"] = str(seconds)
+        return response
     if current is None:
         if bundle.finished_at is None:
             assignment.finish_early(session, bundle.id)
+        session.refresh(bundle)
         return render(request, "annotate/done.html", study=study, bundle=bundle,
                       **done_context(study, bundle, request.session.get("platform"),
                                    request.session.get("turk_submit_to", "")))
@@ -75,11 +115,15 @@ def task(request: Request, slug: str, session: Session = Depends(db)):
 
 
 @router.post("/task/{slug}/consent")
-def consent(request: Request, slug: str, session: Session = Depends(db)):
+def consent(request: Request, slug: str, consent_version: str = Form(""),
+            session: Session = Depends(db)):
     study, bundle = crowd_bundle(request, session, slug)
-    if bundle.consented_at is None:
-        bundle.consented_at = utcnow()
-        session.commit()
+    try:
+        assignment.consent(session, study, bundle.id, consent_version)
+    except assignment.NotAvailable as exc:
+        # The text changed while the page was open: show the new one to agree to.
+        session.refresh(study)
+        return _consent_page(request, study, bundle, status_code=exc.status, error=str(exc))
     return RedirectResponse(f"/task/{slug}", status_code=303)
 
 

@@ -90,3 +90,39 @@ def test_worker_does_a_bundle_by_keyboard(live_server, page):
         bundle = s.scalar(select(Bundle).where(Bundle.worker_id == stored[0].worker_id))
         assert bundle.n_done == 5 and bundle.finished_at is not None
         assert s.scalar(select(func.count()).select_from(Annotation)) == 5
+
+
+def test_a_waiting_task_resumes_by_itself_when_a_lease_runs_out(live_server, page):
+    """The one item left is leased to someone else: the page says so and retries by itself;
+    when that lease runs out, the task goes on with the item and completes (issue 10.6)."""
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from app.db import get_sessionmaker, utcnow
+    from app.studies import assignment
+    from app.studies.models import Assignment
+    from tests.integration.test_crowd_integrity import tiny_study
+
+    Session = get_sessionmaker(live_server.db_url)
+    with Session() as s:
+        owner = make_user(s, "researcher")
+        study = tiny_study(s, owner, 2, bundle_size=2, annotations_per_item=1,
+                           completion_code="RESUMED")
+        holder = assignment.enter(s, study, "prolific", "holder")
+        held = assignment.next_item(s, study, holder.id)
+        # The holder's lease runs out a few seconds from now.
+        s.execute(update(Assignment).where(Assignment.id == held.id)
+                  .values(lease_expires_at=utcnow() + timedelta(seconds=3)))
+        s.commit()
+        slug = study.slug
+
+    page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=waiter&STUDY_ID=s&SESSION_ID=w")
+    page.locator("#consent").click()
+    expect(page.get_by_text("Question 1 of 2", exact=True)).to_be_visible()
+    _answer_by_keyboard(page, "y")
+    expect(page.locator("#wait")).to_contain_text("No question is free for you right now")
+    # No click: the page asks again by itself (every 5 s here) and gets the item back.
+    expect(page.get_by_text("Question 2 of 2", exact=True)).to_be_visible(timeout=20000)
+    _answer_by_keyboard(page, "n")
+    expect(page.locator("#completion-code")).to_have_text("RESUMED")

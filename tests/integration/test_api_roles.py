@@ -38,7 +38,7 @@ from app.main import served_routes
 from app.storage import get_store
 from app.studies import assignment, services
 from app.studies.models import Bundle, Item, Study
-from tests.conftest import ROOT, create_tom_study, csrf_of, login, make_user
+from tests.conftest import ROOT, consent_version_of, create_tom_study, csrf_of, login, make_user
 
 ROLES = ("anon", "worker", "owner", "other", "admin", "t_owner", "t_other", "t_admin", "t_bad")
 
@@ -98,6 +98,7 @@ POST /api/v1/tokens/{token_id}/revoke                   401    401    200    404
 POST /api/v1/studies                                    401    401    201    201    201    201     201     201     401
 GET  /api/v1/studies/{study_id}                         401    401    200    404    200    200     404     200     401
 POST /api/v1/studies/{study_id}/state                   401    401    200    404    200    200     404     200     401
+PATCH /api/v1/studies/{study_id}                        401    401    200    404    200    200     404     200     401
 GET  /api/v1/studies/{study_id}/progress                401    401    200    404    200    200     404     200     401
 GET  /api/v1/studies/{study_id}/items                   401    401    200    404    200    200     404     200     401
 GET  /api/v1/studies/{study_id}/annotations/{annotation_id}/trace.jsonl 401 401 200 404 200 200 404 200 401
@@ -122,6 +123,7 @@ POST /api/v1/studies/{study_id}/review                  401    401    403    403
 GET  /api/v1/audit                                      401    401    403    403    200    403     403     200     401
 # ---- API: crowd (the worker's signed session; entering is open to anyone with the link)
 POST /api/v1/crowd/{slug}/enter                         200    200    200    200    200    200     200     200     200
+POST /api/v1/crowd/{slug}/consent                       403    200    403    403    403    403     403     403     403
 GET  /api/v1/crowd/{slug}/next                          403    200    403    403    403    403     403     403     403
 POST /api/v1/crowd/{slug}/submit                        403    200    403    403    403    403     403     403     403
 """
@@ -224,9 +226,14 @@ class World:
 
 
 def _enter_worker(client: TestClient, slug: str, pid: str) -> None:
+    """Enter and agree to the consent text shown, as the probe worker's browser."""
     r = client.get(f"/s/{slug}", params={"PROLIFIC_PID": pid, "STUDY_ID": "st", "SESSION_ID": pid},
                    follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == f"/task/{slug}", r.text
+    page = client.get(r.headers["location"]).text
+    r = client.post(f"/task/{slug}/consent", follow_redirects=False,
+                    data={"csrf_token": csrf_of(client), "consent_version": consent_version_of(page)})
+    assert r.status_code == 303, r.text
 
 
 @pytest.fixture
@@ -358,9 +365,11 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         kw["params"] = {"PROLIFIC_PID": f"probe-{role}", "STUDY_ID": "st", "SESSION_ID": "se"}
     elif key == "POST /login":
         form = {"email": "probe-login@example.org", "password": "pw-" + "x" * 8, "next": "/studies"}
-    elif key in ("POST /logout", "POST /task/{slug}/consent", "POST /studies/{study_id}/exports",
+    elif key in ("POST /logout", "POST /studies/{study_id}/exports",
                  "POST /account/tokens/{token_id}/revoke"):
         form = {}
+    elif key == "POST /task/{slug}/consent":
+        form = {"consent_version": services.consent_version(w.study)}
     elif key == "POST /task/{slug}/answer":
         form = {"assignment_id": str(w.current_assignment()), "answer": "Yes",
                 "idempotency_key": uuid.uuid4().hex}
@@ -381,6 +390,8 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         files = {"file": ("q.csv", small_csv(), "text/csv")}
     elif key == "POST /api/v1/studies/{study_id}/state":
         kw["json"] = {"state": study_state}
+    elif key == "PATCH /api/v1/studies/{study_id}":
+        kw["json"] = {"max_open_bundles_per_ip": 100}
     elif key == "POST /api/v1/agents":
         kw["json"] = {"name": f"api-agent-{role}"}
     elif key == "POST /api/v1/environments/{scan}/panoramas":
@@ -411,6 +422,8 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
     elif key == "POST /api/v1/crowd/{slug}/enter":
         kw["json"] = {"params": {"PROLIFIC_PID": f"api-probe-{role}", "STUDY_ID": "st",
                                  "SESSION_ID": "se"}}
+    elif key == "POST /api/v1/crowd/{slug}/consent":
+        kw["json"] = {"consent_version": services.consent_version(w.study)}
     elif key == "POST /api/v1/crowd/{slug}/submit":
         kw["json"] = {"assignment_id": w.current_assignment(), "idempotency_key": uuid.uuid4().hex,
                       "response": {"answer": "No"}}

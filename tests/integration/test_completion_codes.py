@@ -11,7 +11,7 @@ import re
 
 from app import jobs
 from app.storage import get_store
-from tests.conftest import ROOT, login, make_user
+from tests.conftest import ROOT, consent_version_of, login, make_user
 
 CSV = (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes()
 
@@ -26,7 +26,8 @@ def _create(client, csrf, **settings):
 def _finish(client, slug: str, query: str) -> str:
     r = client.get(f"/s/{slug}?{query}")
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', r.text).group(1)
-    page = client.post(f"/task/{slug}/consent", data={"csrf_token": csrf}).text
+    page = client.post(f"/task/{slug}/consent", data={"csrf_token": csrf,
+                                                       "consent_version": consent_version_of(r.text)}).text
     while "assignment_id" in page:
         aid = re.search(r'name="assignment_id" value="(\d+)"', page).group(1)
         key = re.search(r'name="idempotency_key" value="(\w+)"', page).group(1)

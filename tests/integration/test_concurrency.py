@@ -46,7 +46,9 @@ def build_study(session, owner, *, n_items: int, n_gold: int, cap: int, bundle_s
     study = Study(slug=f"conc-{uuid.uuid4().hex[:8]}", title="Concurrency", kind="tom",
                   owner_id=owner.id, state="live", annotations_per_item=cap,
                   bundle_size=bundle_size, gold_rate=gold_rate, lease_seconds=900,
-                  completion_code="DONE", kind_settings={"random_yes_rate": 0.5})
+                  completion_code="DONE", kind_settings={"random_yes_rate": 0.5},
+                  # Workers here do task after task: the study allows it (one lease at a time).
+                  max_bundles_per_worker=1000)
     session.add(study)
     session.flush()
     rng = random.Random(7)

@@ -8,7 +8,7 @@ from sqlalchemy import func, select, update
 
 from app.studies import assignment
 from app.studies.models import Annotation, Assignment, Bundle, Item
-from tests.conftest import create_tom_study, expire_lease, make_user
+from tests.conftest import consent_version_of, create_tom_study, expire_lease, make_user
 
 
 def answer_all(session, study, bundle_id, answer="Yes"):
@@ -133,7 +133,8 @@ def test_mturk_worker_gets_the_submit_form_and_prolific_the_redirect(client, ses
     def finish(query):
         r = client.get(f"/s/{study.slug}?{query}")
         csrf = re.search(r'name="csrf_token" value="([^"]+)"', r.text).group(1)
-        r = client.post(f"/task/{study.slug}/consent", data={"csrf_token": csrf})
+        r = client.post(f"/task/{study.slug}/consent",
+                        data={"csrf_token": csrf, "consent_version": consent_version_of(r.text)})
         aid = re.search(r'name="assignment_id" value="(\d+)"', r.text).group(1)
         key = re.search(r'name="idempotency_key" value="(\w+)"', r.text).group(1)
         return client.post(f"/task/{study.slug}/answer", data={

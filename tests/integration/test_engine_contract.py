@@ -420,7 +420,8 @@ def test_sweep_returns_only_expired_leases_up_to_its_limit(session, owner):
 
 def test_enter_is_idempotent_and_refuses_rejected_workers(session, owner):
     admin = make_user(session, "admin")
-    study = create_tom_study(session, owner, bundle_size=4, gold_rate=0.5)
+    # Two HITs of one worker: two bundles (the study allows them; one is the default).
+    study = create_tom_study(session, owner, bundle_size=4, gold_rate=0.5, max_bundles_per_worker=2)
     b1 = assignment.enter(session, study, "mturk", "W-enter", "ASG-1", "HIT")
     again = assignment.enter(session, study, "mturk", "W-enter", "ASG-1", "HIT")
     other = assignment.enter(session, study, "mturk", "W-enter", "ASG-2", "HIT")

@@ -41,8 +41,11 @@ def create_nav_study(session, owner, seed: int = 3, n: int = 6, **settings):
 
 
 def enter(client, slug: str, pid: str = "nav-worker"):
+    """Enter by the API and agree to the consent text it shows."""
     r = client.post(f"/api/v1/crowd/{slug}/enter",
                     json={"params": {"PROLIFIC_PID": pid, "STUDY_ID": "st", "SESSION_ID": pid}})
+    assert r.status_code == 200, r.text
+    r = client.post(f"/api/v1/crowd/{slug}/consent", json={"consent_version": r.json()["consent_version"]})
     assert r.status_code == 200, r.text
 
 

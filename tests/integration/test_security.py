@@ -24,7 +24,7 @@ from app.auth.security import create_token
 from app.jobs import Job
 from app.studies import services
 from app.studies.models import Annotation, Assignment, Bundle, Item, Study
-from tests.conftest import ROOT, create_tom_study, csrf_of, login, make_user
+from tests.conftest import ROOT, consent_version_of, create_tom_study, csrf_of, login, make_user
 
 FIXTURE = ROOT / "tests" / "fixtures" / "tom" / "questions.csv"
 AGENT_NAMES = ("zeta-oracle-agent", "quokka-baseline-agent")
@@ -53,7 +53,10 @@ def enter(client: TestClient, slug: str, pid: str) -> str:
 
 
 def consent(client: TestClient, slug: str, token: str) -> None:
-    r = client.post(f"/task/{slug}/consent", data={"csrf_token": token}, follow_redirects=False)
+    """Agree to the consent text the task's page shows (the form sends its version)."""
+    version = consent_version_of(client.get(f"/task/{slug}").text)
+    r = client.post(f"/task/{slug}/consent", data={"csrf_token": token, "consent_version": version},
+                    follow_redirects=False)
     assert r.status_code == 303, r.text
 
 
@@ -140,8 +143,8 @@ def test_workers_never_see_gold_answers_agents_or_sources(app, session, gold_stu
         (gold_page, gold_json), (plain_page, plain_json) = seen[True], seen[False]
         # Same shape: nothing tells a gold item from a normal one.
         assert _keys(gold_json) == _keys(plain_json)
-        assert _keys(gold_json) == {"done", "assignment_id", "position", "of", "item", "item.question",
-                                    "item.window", "item.window.[].index", "item.window.[].speaker",
+        assert _keys(gold_json) == {"state", "done", "assignment_id", "position", "of", "item",
+                                    "item.question", "item.window", "item.window.[].index", "item.window.[].speaker",
                                     "item.window.[].text", "item.window.[].target"}
         assert _html_shape(gold_page) == _html_shape(plain_page)
         # The completion page and the consent page name no agent either.
