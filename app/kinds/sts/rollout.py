@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.kinds.sts.env import ACTION_INDEX, ACTIONS, Episode, ExpertError, Simulator, SimulatorError, action_index, get_simulator
+from app.kinds.sts.env import (
+    ACTION_INDEX, ACTIONS, Episode, ExpertError, Simulator, SimulatorError, action_index, get_simulator,
+)
 from app.kinds.sts.recordings import Recording, RecordingError, replay
 
 DONE = ACTION_INDEX["done"]
