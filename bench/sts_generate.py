@@ -6,7 +6,7 @@ Both runs get the same jobs: scenarios mined from expert recordings of five leve
 Policies (untrained: speed depends on the shapes, not the weights):
 
 - `cnn-gru`: a BabyAI-style network in torch (one thread): a 3-layer conv over the 7x7x3 view,
-  a GRU over the mission's words, an MLP head; ~30k parameters, like the small baselines
+  a GRU over the mission's words, an MLP head; 39k parameters, like the small baselines
   of minigrid's rl-starter-files. What a behavioural-cloning baseline costs.
 - `mlp`: a numpy MLP over the flattened view, direction and a bag of words (2 x 128 hidden).
   Cheaper than the environment's own step: shows where batching stops paying.
