@@ -52,6 +52,37 @@ def test_replay_gives_byte_identical_frames_every_time(expert):
     assert len({s.frame.tobytes() for s in a.steps}) > len(a.steps) // 2
 
 
+DIGEST = """
+import hashlib, json, sys
+from app.kinds.sts.recordings import Recording, replay
+h = hashlib.sha256()
+for d in json.loads(sys.argv[1]):
+    for s in replay(Recording(**d), tile_size=4).steps:
+        h.update(s.frame.tobytes() + s.observation["image"].tobytes())
+print(h.hexdigest())
+"""
+
+
+def test_replay_is_the_same_in_another_process(expert):
+    """Nothing depends on the process: not the hash seed (set and dict orders), not the imports."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    recs = [expert, expert_recording("BabyAI-SynthSeq-v0", 1)]
+    h = hashlib.sha256()
+    for rec in recs:
+        for s in replay(rec, SIM, tile_size=4).steps:
+            h.update(s.frame.tobytes() + s.observation["image"].tobytes())
+    arg = json.dumps([r.as_dict() for r in recs])
+    out = subprocess.run([sys.executable, "-c", DIGEST, arg], cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(ROOT)}, check=True)
+    assert out.stdout.strip() == h.hexdigest()
+
+
 def test_replay_upto_stops_there_and_the_episode_goes_on(expert):
     r = replay(expert, SIM, 3, frames=False)
     assert [s.step for s in r.steps] == [0, 1, 2, 3] and r.steps[0].action is None

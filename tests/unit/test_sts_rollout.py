@@ -116,6 +116,19 @@ def test_random_policy_keeps_to_its_actions(suite):
     assert set(c.actions) <= {0, 1} and len(c.actions) == 40
 
 
+def test_results_are_handed_over_as_they_finish_and_a_cancel_stops(suite):
+    recordings, scenarios = suite
+    jobs = jobs_for(scenarios[:4], recordings, continuations=2)
+    got = {}
+    out = rollout_batched(jobs, random_policy(), SIM, batch_size=3, on_result=got.__setitem__)
+    assert got == dict(enumerate(out)) and None not in out
+    steps = []
+    part = rollout_batched(jobs, random_policy(), SIM, batch_size=3,
+                           progress=lambda done, total: steps.append(done), cancelled=lambda: len(steps) >= 2)
+    assert len(steps) == 2 and None in part
+    assert all(c is None or c == out[i] for i, c in enumerate(part))
+
+
 def test_bad_jobs_and_bad_answers_are_refused(suite):
     recordings, _ = suite
     rec = recordings["BabyAI-GoToLocal-v0:1"]
@@ -126,6 +139,9 @@ def test_bad_jobs_and_bad_answers_are_refused(suite):
     with pytest.raises(RecordingError, match="ended at step") as err:
         start(Job(rec, n, 5), SIM)
     assert err.value.field == "takeover"
+    with pytest.raises(RecordingError, match="at least 1 step") as err:
+        start(Job(rec, 0, 0), SIM)
+    assert err.value.field == "continuation"
     wrong = Recording(rec.level, rec.seed + 1, rec.mission, rec.actions, "upload", "w", line=4)
     with pytest.raises(RecordingError) as err:
         start(Job(wrong, 0, 5), SIM)

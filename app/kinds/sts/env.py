@@ -196,7 +196,7 @@ class BabyAIEpisode(Episode):
         # The bare environment: gymnasium's wrappers only check call order, and cost per step.
         self._env = gym.make(level, disable_env_checker=True).unwrapped
         # Level generation prints each rejected layout ("Sampling rejected: ..."); keep stdout clean
-        # for CLI output. (redirect_stdout swaps sys.stdout: one episode resets at a time per process.)
+        # for CLI output. (redirect_stdout swaps sys.stdout for the process: not thread-safe.)
         with contextlib.redirect_stdout(io.StringIO()):
             self._obs, _ = self._env.reset(seed=seed)
         self.mission = self._env.mission

@@ -85,9 +85,6 @@ def replay(recording: Recording, simulator: Simulator | None = None, upto: int |
         raise RecordingError(f"step {n!r} is beyond the recording, which has {len(actions)} actions",
                              line=line, field="actions")
     episode = _start(recording, sim)
-    if len(actions) > episode.max_steps:
-        raise RecordingError(f"{len(actions)} actions, but {recording.level} ends an episode after "
-                             f"{episode.max_steps} (seed {recording.seed})", line=line, field="actions")
     steps = [_state(episode, 0, None, frames, tile_size)]
     success_step = None
     for i, a in enumerate(actions[:n]):
@@ -110,10 +107,6 @@ def check(recording: Recording, simulator: Simulator | None = None) -> Outcome:
     """Validate the recording by replaying it without frames; its outcome."""
     sim = simulator or get_simulator()
     episode = _start(recording, sim)
-    if len(recording.actions) > episode.max_steps:
-        raise RecordingError(f"{len(recording.actions)} actions, but {recording.level} ends an episode "
-                             f"after {episode.max_steps} (seed {recording.seed})",
-                             line=recording.line, field="actions")
     for i, a in enumerate(recording.actions):
         _step(episode, i, a, recording.line)
     # No action may follow the end, so an episode that ended did so at the last action.
@@ -126,6 +119,7 @@ def success_step(recording: Recording, simulator: Simulator | None = None) -> in
 
 
 def _start(recording: Recording, sim: Simulator) -> Episode:
+    """The recording's episode before its first action, checked against the recording."""
     line = recording.line
     try:
         sim.check_level(recording.level)
@@ -139,6 +133,9 @@ def _start(recording: Recording, sim: Simulator) -> Episode:
         raise RecordingError(f"seed {recording.seed} of {recording.level} gives the mission "
                              f"{episode.mission!r}, not the recorded {recording.mission!r}",
                              line=line, field="mission")
+    if len(recording.actions) > episode.max_steps:  # refused before replaying thousands of them
+        raise RecordingError(f"{len(recording.actions)} actions, but {recording.level} ends an episode "
+                             f"after {episode.max_steps} (seed {recording.seed})", line=line, field="actions")
     return episode
 
 

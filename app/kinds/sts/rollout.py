@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.kinds.sts.env import ACTION_INDEX, ACTIONS, Episode, ExpertError, Simulator, SimulatorError, action_index, get_simulator
+from app.kinds.sts.env import (
+    ACTION_INDEX, ACTIONS, Episode, ExpertError, Simulator, SimulatorError, action_index, get_simulator,
+)
 from app.kinds.sts.recordings import Recording, RecordingError, replay
 
 DONE = ACTION_INDEX["done"]
@@ -79,6 +81,9 @@ def start(job: Job, simulator: Simulator, follow_expert: bool = False) -> Episod
     PutNextLocal takeovers from expert recordings failed that way, none when it followed). If
     it gives up during the context, it starts afresh at the takeover point."""
     rec = job.recording
+    if isinstance(job.length, bool) or not isinstance(job.length, int) or job.length < 1:
+        raise RecordingError(f"the continuation length must be at least 1 step, not {job.length!r}",
+                             line=rec.line, field="continuation")
     if not 0 <= job.takeover <= len(rec.actions):
         raise RecordingError(f"takeover step {job.takeover} is beyond the recording, which has "
                              f"{len(rec.actions)} actions", line=rec.line, field="takeover")
@@ -167,11 +172,16 @@ class _Running:
 
 
 def rollout_batched(jobs: list[Job], policy, simulator: Simulator | None = None, *,
-                    batch_size: int = 64, progress=None) -> list[Continuation]:
+                    batch_size: int = 64, progress=None, on_result=None,
+                    cancelled=None) -> list[Continuation | None]:
     """All jobs' continuations, `batch_size` environments stepped together: one policy call per
     step for the whole batch; a finished continuation leaves and the next job takes its place
-    (its context forced first). Results in the order of `jobs`. `progress(done, total)` is
-    called as continuations finish."""
+    (its context forced first). Results in the order of `jobs`.
+
+    For a background job: `progress(done, total)` after every step, `on_result(index,
+    continuation)` as each one finishes (store it there, so a job run again after its worker
+    was killed can leave out what is stored), and `cancelled()` checked before every step:
+    when it says True the rollout stops and unfinished continuations are None."""
     sim = simulator or get_simulator()
     privileged = getattr(policy, "privileged", False)
     follow = getattr(policy, "follows_context", False)
@@ -189,6 +199,8 @@ def rollout_batched(jobs: list[Job], policy, simulator: Simulator | None = None,
 
     refill()
     while running:
+        if cancelled is not None and cancelled():
+            break
         obs = batch_observations([r.episode for r in running], privileged)
         actions = _choose(policy(obs), [r.rng for r in running])
         still = []
@@ -196,13 +208,15 @@ def rollout_batched(jobs: list[Job], policy, simulator: Simulator | None = None,
             if r.take(a):
                 results[r.index] = r.result()
                 done += 1
+                if on_result is not None:
+                    on_result(r.index, results[r.index])
             else:
                 still.append(r)
         running[:] = still
         refill()
         if progress is not None:
             progress(done, len(jobs))
-    return results  # type: ignore[return-value]
+    return results
 
 
 def rollout_sequential(jobs: list[Job], policy, simulator: Simulator | None = None) -> list[Continuation]:
