@@ -18,7 +18,7 @@ from app.kinds.sts.frames import decode_png
 from app.storage import get_store
 from app.studies import services
 from app.studies.models import Item, Participant, Study
-from tests.conftest import ROOT, make_user
+from tests.conftest import ROOT, consent_version_of, make_user
 
 
 def _upload(lines: list[dict]) -> bytes:
@@ -82,7 +82,8 @@ def _mark(client, slug: str, truth_of) -> int:
     done = 0
     page = client.get(f"/s/{slug}?PROLIFIC_PID=PWORKER1&STUDY_ID=S&SESSION_ID=Q")
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1)
-    page = client.post(f"/task/{slug}/consent", data={"csrf_token": csrf})
+    page = client.post(f"/task/{slug}/consent", data={"csrf_token": csrf,
+                                                      "consent_version": consent_version_of(page.text)})
     while 'id="sts-player"' in page.text:
         assignment_id = re.search(r'name="assignment_id" value="(\d+)"', page.text).group(1)
         csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1)
