@@ -62,7 +62,12 @@
   document.getElementById("sts-success").addEventListener("click", () => mark("success"));
   document.getElementById("sts-failure").addEventListener("click", () => mark("failure"));
   window.addEventListener("resize", () => show(frame));
-  form.addEventListener("submit", (e) => { if (!kindInput.value) { e.preventDefault(); markerText.textContent = "Place a marker first (s or f)."; } });
+  form.addEventListener("submit", (e) => {
+    if (kindInput.value) return;
+    // Not sent: keep the page's send-once guard (app.js) from marking the form as sent.
+    e.preventDefault(); e.stopPropagation();
+    markerText.textContent = "Place a marker first (s or f).";
+  });
 
   document.addEventListener("keydown", (e) => {
     if (e.target.tagName === "SELECT" || e.altKey || e.ctrlKey || e.metaKey) return;
