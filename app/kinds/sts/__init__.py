@@ -52,11 +52,28 @@ class StandardisedTestSuite(TaskKind):
         "moment the agent succeeds at the instruction, or the first moment it fails (at the end if it "
         "never succeeds).")
     outputs_label: ClassVar[str] = "Continuations are the items of the study: upload them when you create it"
+    jobs: ClassVar[dict[str, str]] = {
+        "validate": "workers.sts.validate:run_validation",
+    }
+    # Uploaded policies (docs/kinds/sts-policies.md): a rollout policy for continuations.
+    artifact_roles: ClassVar[tuple[str, ...]] = ("policy",)
+    artifact_help: ClassVar[str] = ("an STS policy (BabyAI observation and mission to action logits, "
+                                    "docs/kinds/sts-policies.md)")
 
     def cli(self):
         from app.kinds.sts.cli import sts
 
         return sts
+
+    def train_commands(self) -> list:
+        from app.kinds.sts.train import train_commands
+
+        return train_commands()
+
+    def check_artifact_config(self, role: str, config: object) -> dict:
+        from app.kinds.sts.architectures import check_config
+
+        return check_config(role, config)
 
     def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
         parsed = super().parse_response(data)
