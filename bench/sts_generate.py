@@ -10,12 +10,16 @@ Policies (untrained: speed depends on the shapes, not the weights):
   of minigrid's rl-starter-files. What a behavioural-cloning baseline costs.
 - `mlp`: a numpy MLP over the flattened view, direction and a bag of words (2 x 128 hidden).
   Cheaper than the environment's own step: shows where batching stops paying.
+- `builtin`: our own uploadable architecture (workers/sts/policy.py, `film-cnn-gru`, the
+  behavioural-cloning baseline's default sizes: 576k parameters) through the wrapper uploaded
+  policies run in (`TorchPolicy`), on `--device` (cpu, or cuda where there is one).
 
 Both answer action probabilities; the rollout samples them with each continuation's own
 generator, so the two modes must produce the same continuations (the run says whether they do).
 
     python bench/sts_generate.py                    # both policies, 32 scenarios x 4 x 32 steps
     python bench/sts_generate.py --policy cnn-gru --scenarios 64 --batch 128
+    python bench/sts_generate.py --policy builtin --device cuda     # our architecture on the GPU
 """
 
 from __future__ import annotations
@@ -120,6 +124,19 @@ def cnn_gru_policy(seed: int = 0):
     return policy
 
 
+def builtin_policy(device: str = "cpu", seed: int = 0):
+    import torch
+
+    from workers.sts.policy import FilmPolicy, TorchPolicy
+
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    net = FilmPolicy().eval().to(device)
+    policy = TorchPolicy(net, device)
+    policy.parameters = sum(p.numel() for p in net.parameters())
+    return policy
+
+
 def build_jobs(args, sim):
     per_level = -(-args.scenarios // len(LEVELS))
     recs = [expert_recording(level, seed, simulator=sim, id=f"{level}:{seed}")
@@ -139,7 +156,9 @@ def call_cost(policy, obs, repeats: int = 50) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--policy", choices=("cnn-gru", "mlp", "both"), default="both")
+    ap.add_argument("--policy", choices=("cnn-gru", "mlp", "builtin", "both", "all"), default="both",
+                    help="both: cnn-gru and mlp; all: the three")
+    ap.add_argument("--device", default="cpu", help="where the builtin policy runs: cpu or cuda")
     ap.add_argument("--scenarios", type=int, default=32)
     ap.add_argument("--continuations", type=int, default=4)
     ap.add_argument("--length", type=int, default=32)
@@ -148,6 +167,13 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=8, help="steps before success, with --rule 'before success'")
     ap.add_argument("--repeats", type=int, default=3, help="runs of each mode; the median is printed")
     args = ap.parse_args()
+    if args.device != "cpu":
+        import torch
+
+        if args.device.startswith("cuda") and not torch.cuda.is_available():
+            ap.error(f"--device {args.device}: CUDA is not available here")
+        if args.policy in ("cnn-gru", "mlp", "both"):
+            ap.error("--device applies to the builtin policy: add --policy builtin (or all)")
 
     sim = BabyAISimulator()
     jobs = build_jobs(args, sim)
@@ -164,8 +190,8 @@ def main() -> None:
     print(f"environment alone (a policy that costs nothing): {(time.perf_counter() - t) / steps_zero * 1e6:.0f} "
           f"us per step (reset and forced context included)")
 
-    policies = {"cnn-gru": cnn_gru_policy, "mlp": MLPPolicy}
-    names = list(policies) if args.policy == "both" else [args.policy]
+    policies = {"cnn-gru": cnn_gru_policy, "mlp": MLPPolicy, "builtin": lambda: builtin_policy(args.device)}
+    names = {"both": ["cnn-gru", "mlp"], "all": list(policies)}.get(args.policy, [args.policy])
     for name in names:
         policy = policies[name]()
         sample = [start(j, sim) for j in jobs[: args.batch]]
@@ -182,7 +208,8 @@ def main() -> None:
         steps = sum(len(c.actions) for c in bat)
         s, b = statistics.median(seq_t), statistics.median(bat_t)
         params = getattr(policy, "parameters", None)
-        print(f"\n[{name}]" + (f" {params:,} parameters" if params else ""))
+        print(f"\n[{name}]" + (f" {params:,} parameters" if params else "")
+              + (f" on {args.device}" if name == "builtin" else ""))
         print(f"  policy call: {one * 1e3:.3f} ms for 1 observation, {many * 1e3:.3f} ms for {len(sample)} "
               f"({many / len(sample) * 1e6:.0f} us each)")
         print(f"  one at a time: {len(jobs) / s:8.1f} continuations/s  ({steps / s:7.0f} agent steps/s, {s:.2f} s)")
