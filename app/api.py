@@ -197,7 +197,8 @@ def create_agent(body: AgentIn, session: Session = Depends(db), user: User = Dep
 async def upload_agent_artifact(agent_id: int, file: UploadFile = File(None), role: str = Form(...),
                                 format: str = Form(...), config: str = Form(""),
                                 session: Session = Depends(db), user: User = Depends(researcher)):
-    """Upload a new version of a navigation agent's speaker or listener (docs/agents.md): a
+    """Upload a new version of an agent's model in one of its kind's roles (docs/agents.md:
+    a navigation speaker or listener; docs/kinds/sts-policies.md: an STS policy): a
     TorchScript archive, or safetensors weights with `config` (JSON) for a built-in
     architecture. It comes back pending; a worker validates it and writes the verdict."""
     from app.agents import artifacts
