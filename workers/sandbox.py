@@ -202,7 +202,8 @@ class SandboxedModel:
         # The child imports the loader from this very tree, not from whichever copy of the
         # project is installed (a checkout beside an editable install would load the other's).
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(filter(None, [root, *env.get("PYTHONPATH", "").split(os.pathsep)])))
+        paths = [root, *env.get("PYTHONPATH", "").split(os.pathsep)]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(filter(None, paths)))
         env["OMP_NUM_THREADS"] = str(self.limits.get("threads", 1))
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "workers.sandbox"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
