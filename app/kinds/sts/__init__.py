@@ -52,6 +52,7 @@ class StandardisedTestSuite(TaskKind):
         "moment the agent succeeds at the instruction, or the first moment it fails (at the end if it "
         "never succeeds).")
     outputs_label: ClassVar[str] = "Continuations are the items of the study: upload them when you create it"
+    models: ClassVar[str | None] = "app.kinds.sts.models"
 
     def cli(self):
         from app.kinds.sts.cli import sts
