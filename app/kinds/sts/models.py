@@ -18,6 +18,13 @@ from sqlalchemy.orm import Mapped, mapped_column
 from app.db import Base, utcnow
 
 VERSION_STATES = ("draft", "published")
+# The built-in agents, made per researcher on demand as Agent rows of this kind with this
+# version (so a researcher's own agent named "expert" is not taken for the built-in one).
+BUILTIN_AGENTS: dict[str, str] = {
+    "expert": "BabyAI's scripted expert (BabyAIBot), following the context: the skyline",
+    "random": "uniform over the seven actions: the floor",
+}
+BUILTIN_VERSION = "built-in"
 # How a continuation ended (rollout.Continuation.end).
 ENDS = ("success", "failure", "time out", "length")
 
