@@ -53,6 +53,7 @@ class StandardisedTestSuite(TaskKind):
         "never succeeds).")
     outputs_label: ClassVar[str] = "Continuations are the items of the study: upload them when you create it"
     models: ClassVar[str | None] = "app.kinds.sts.models"
+    jobs: ClassVar[dict[str, str]] = {"generation": "app.kinds.sts.generation:run_generation"}
 
     def cli(self):
         from app.kinds.sts.cli import sts
