@@ -137,7 +137,8 @@ class StandardisedTestSuite(TaskKind):
                 reference={"agent": c.agent, "scenario": c.scenario, "continuation": c.continuation,
                            "level": c.recording.level, "seed": c.recording.seed, "tags": c.tags,
                            "simulator": c.simulator_outcome, "success_step": c.success_step,
-                           "length": c.length, "label": c.label, "label_step": c.label_step},
+                           "length": c.length, "label": c.label, "label_step": c.label_step,
+                           "suite_version": c.suite_version},
                 is_gold=c.reference, source="reference" if c.reference else "agent",
                 category=c.category, cluster=c.scenario))
         agents = sorted({c.agent for c in continuations if not c.reference})
