@@ -54,6 +54,15 @@ class StandardisedTestSuite(TaskKind):
     outputs_label: ClassVar[str] = "Continuations are the items of the study: upload them when you create it"
     models: ClassVar[str | None] = "app.kinds.sts.models"
     jobs: ClassVar[dict[str, str]] = {"generation": "app.kinds.sts.generation:run_generation"}
+    study_template: ClassVar[str | None] = "kinds/sts/study.html"
+
+    def routers(self) -> list:
+        from app.kinds.sts.views import api, router
+
+        return [router, api]
+
+    def study_context(self, session, study) -> dict:
+        return {"suite": (study.kind_settings or {}).get("suite")}
 
     def cli(self):
         from app.kinds.sts.cli import sts
