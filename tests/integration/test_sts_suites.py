@@ -294,6 +294,19 @@ def test_cancel_stops_a_generation_and_a_second_run_resumes_it(api, session, mon
     assert session.get(jobs.Job, again["job"]).result["had"] == len(kept)
 
 
+def test_a_run_the_queue_cannot_take_is_withdrawn_with_503(api, session, monkeypatch):
+    from app.config import get_settings
+
+    suite, _ = _published_suite(api)
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:9/0")  # the discard port
+    get_settings.cache_clear()
+    r = api("POST", f"/api/v1/sts/suites/{suite}/versions/1/generations", {"agent": "expert", "continuations": 2})
+    get_settings.cache_clear()
+    assert r.status_code == 503 and r.headers["Retry-After"], r.text
+    assert session.scalar(select(func.count(GenerationRun.id))) == 0
+    assert session.scalar(select(func.count(jobs.Job.id))) == 0
+
+
 def test_a_study_from_a_published_version_has_its_continuations_and_reference_episodes(api, session):
     suite, recs = _published_suite(api)
     for name in ("expert", "random"):

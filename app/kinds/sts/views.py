@@ -21,7 +21,7 @@ from app.auth.models import User
 from app.errors import InputError
 from app.kinds.sts import generation, suites
 from app.kinds.sts.env import get_simulator
-from app.kinds.sts.frames import encode_png, strip, strip_key
+from app.kinds.sts.frames import MAX_FRAMES, encode_png, strip, strip_key
 from app.kinds.sts.mining import RULES
 from app.kinds.sts.models import Continuation, GenerationRun, Recording
 from app.kinds.sts.recordings import replay
@@ -467,10 +467,13 @@ def start_generation_page(request: Request, suite_id: int, number: int, agent: s
     return _back(request, f"/sts/suites/{suite_id}?version={number}", f"Not started: {out['error']}", "error")
 
 
-def _timeline_url(row: Recording) -> str:
-    """The recording's frames in one PNG strip (rendered once, kept in the blob store)."""
+def _timeline_url(row: Recording) -> str | None:
+    """The recording's frames in one PNG strip (rendered once, kept in the blob store); None
+    for a recording longer than a strip holds."""
     store = get_store()
     key = strip_key(row.level, row.seed, list(row.actions), TIMELINE_TILE)
+    if row.n_actions + 1 > MAX_FRAMES:
+        return None
     if not store.exists(key):
         frames = [s.frame for s in replay(suites.replayable(row), frames=True, tile_size=TIMELINE_TILE,
                                           check_all=False).steps]
@@ -492,7 +495,7 @@ def scenario_page(request: Request, scenario_id: int, session: Session = Depends
     labels = {a.id: suites.agent_label(a) for a in suites.agents_for(session, suite)}
     return render(request, "kinds/sts/scenario.html", user=user, suite=suite, version=version, latest=latest,
                   scenario=suites.scenario_dict(session, sc, suites.personal_tags(session, user, [sc.id]).get(sc.id, [])),
-                  recording=row, frames_url=_timeline_url(row), n_frames=row.n_actions + 1,
+                  recording=row, frames_url=_timeline_url(row), n_frames=row.n_actions + 1, max_frames=MAX_FRAMES,
                   continuations=[(labels.get(c.agent_id, f"agent {c.agent_id}"), c) for c in conts])
 
 
