@@ -10,6 +10,7 @@ takes new scenarios; publishing makes it immutable (nothing added, changed or re
 from __future__ import annotations
 
 from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.agents.models import Agent
@@ -39,6 +40,15 @@ class Conflict(InputError):
 
 class NotFound(LookupError):
     """Not among the caller's (another researcher's things are not revealed to exist): 404."""
+
+
+def _commit(session: Session, what: str) -> None:
+    """Commit; a unique key another request took meanwhile is a Conflict, not a 500."""
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        raise Conflict(f"another request stored {what} at the same moment: nothing was stored; try again") from None
 
 
 def may_manage(user: User, owner_id: int | None) -> bool:
@@ -79,7 +89,7 @@ def store_recordings(session: Session, owner: User, data: bytes) -> list[Recordi
             raise RecordingError(f"you already have a recording with the id {rec.id!r}", line=rec.line, field="id")
         rows.append(_row(owner, rec, check(rec).success))  # replays it: RecordingError names line and field
     session.add_all(rows)
-    session.commit()
+    _commit(session, "recordings with these ids")
     return rows
 
 
@@ -139,7 +149,7 @@ def expert_recordings(session: Session, owner: User, level: str, seeds: object,
         rows.append(row)
         new.append(row)
     session.add_all(new)
-    session.commit()
+    _commit(session, "these expert recordings")
     return rows, len(new)
 
 
@@ -177,7 +187,7 @@ def create_suite(session: Session, owner: User, name: object, description: objec
     session.add(suite)
     session.flush()
     session.add(SuiteVersion(suite_id=suite.id, number=1, state="draft"))
-    session.commit()
+    _commit(session, f"a suite named {name!r}")
     return suite
 
 
@@ -221,7 +231,7 @@ def new_version(session: Session, suite: Suite) -> SuiteVersion:
                        f"publish it before starting version {latest.number + 1}", field="version")
     version = SuiteVersion(suite_id=suite.id, number=latest.number + 1, state="draft")
     session.add(version)
-    session.commit()
+    _commit(session, f"version {version.number}")
     return version
 
 
@@ -334,6 +344,9 @@ def add_scenarios(session: Session, version: SuiteVersion, *, rule: str | None =
         raise InputError(f"category must be a non-empty text of at most {MAX_TAG} characters", field="category")
     if rule == "before success" and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
         raise InputError(f"k must be a whole number of steps, at least 1, not {k!r}", field="k")
+    if isinstance(continuation, bool) or not isinstance(continuation, int) \
+            or not 1 <= continuation <= mining.MAX_CONTINUATION:
+        raise InputError(f"the continuation length must be 1-{mining.MAX_CONTINUATION} steps", field="continuation")
     tags = _tags(tags)
     rows = _owners_recordings(session, suite, recordings)
     if takeover is not None and len(rows) != 1:
@@ -372,7 +385,7 @@ def add_scenarios(session: Session, version: SuiteVersion, *, rule: str | None =
                       tags=s["tags"])
         session.add(sc)
         added.append(sc)
-    session.commit()
+    _commit(session, "some of these scenarios")
     return {"version": version.number, "added": [scenario_dict(session, sc) for sc in added],
             "skipped": len(made) - len(added), "inapplicable": inapplicable}
 
@@ -418,7 +431,7 @@ def update_scenario(session: Session, scenario: Scenario, *, takeover: object = 
         scenario.tags = _tags(tags)
     if instruction is not None:
         scenario.instruction = instruction.strip()
-    session.commit()
+    _commit(session, "a scenario at this takeover step")
     return {**scenario_dict(session, scenario), "continuations_removed": removed}
 
 
@@ -446,7 +459,10 @@ def add_tag(session: Session, user: User, scenario: Scenario, tag: object) -> li
                                                          ScenarioTag.user_id == user.id, ScenarioTag.tag == tag))
     if exists is None:
         session.add(ScenarioTag(scenario_id=scenario.id, user_id=user.id, tag=tag))
-        session.commit()
+        try:
+            session.commit()
+        except IntegrityError:  # the same tag from a second request: it is there either way
+            session.rollback()
     return personal_tags(session, user, [scenario.id]).get(scenario.id, [])
 
 
