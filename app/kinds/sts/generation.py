@@ -213,6 +213,7 @@ def run_generation(session: Session, job, progress) -> dict:
     policy = policy_for_agent(session, agent)
     scenarios = scenarios_of(session, version)
     wanted = [(sc, i) for sc in scenarios for i in range(int(p["continuations"]))]
-    result = generate(session, agent, wanted, int(p["seed"]), policy, batch_size=int(p.get("batch_size", DEFAULT_BATCH)),
+    result = generate(session, agent, wanted, int(p["seed"]), policy,
+                      batch_size=int(p.get("batch_size", DEFAULT_BATCH)),
                       progress=progress, cancelled=progress.cancelled)
     return {**result, "scenarios": len(scenarios), "continuations": int(p["continuations"])}

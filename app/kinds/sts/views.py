@@ -489,12 +489,13 @@ def scenario_page(request: Request, scenario_id: int, session: Session = Depends
     with _answers():
         sc, suite, version = suites.get_scenario(session, user, scenario_id)
     row = session.get(Recording, sc.recording_id)
+    mine = suites.personal_tags(session, user, [sc.id])
     latest = suites.latest_version(session, suite)
     conts = session.execute(select(Continuation).where(Continuation.scenario_id == sc.id)
                             .order_by(Continuation.agent_id, Continuation.index)).scalars().all()
     labels = {a.id: suites.agent_label(a) for a in suites.agents_for(session, suite)}
     return render(request, "kinds/sts/scenario.html", user=user, suite=suite, version=version, latest=latest,
-                  scenario=suites.scenario_dict(session, sc, suites.personal_tags(session, user, [sc.id]).get(sc.id, [])),
+                  scenario=suites.scenario_dict(session, sc, mine.get(sc.id, [])),
                   recording=row, frames_url=_timeline_url(row), n_frames=row.n_actions + 1, max_frames=MAX_FRAMES,
                   continuations=[(labels.get(c.agent_id, f"agent {c.agent_id}"), c) for c in conts])
 
