@@ -117,6 +117,41 @@ POST /api/v1/studies/{study_id}/agents/{agent_id}/outputs 401  401    200    404
 POST /api/v1/studies/{study_id}/generations             401    401    422    404    422    422     404     422     401
 GET  /api/v1/generations/{run_id}                       401    401    200    404    200    200     404     200     401
 POST /api/v1/generations/{run_id}/cancel                401    401    422    404    422    422     404     422     401
+# ---- STS suites (app/kinds/sts/views.py): researchers, each on their own suites, recordings
+#      and runs. The probe suite's version 1 is published (scenario A), version 2 a draft
+#      (scenario B): a new version while 2 is open is 409, and so is removing A.
+GET  /sts/suites                                        login  login  200    200    200    200     200     200     401
+POST /sts/suites                                        login  login  303    303    303    303     303     303     401
+POST /sts/recordings                                    login  login  303    303    303    303     303     303     401
+POST /sts/recordings/expert                             login  login  303    303    303    303     303     303     401
+GET  /sts/suites/{suite_id}                             login  login  200    404    200    200     404     200     401
+GET  /sts/suites/{suite_id}/runs                        login  login  200    404    200    200     404     200     401
+POST /sts/suites/{suite_id}/scenarios                   login  login  303    404    303    303     404     303     401
+POST /sts/suites/{suite_id}/versions                    login  login  303    404    303    303     404     303     401
+POST /sts/suites/{suite_id}/versions/{number}/publish   login  login  303    404    303    303     404     303     401
+POST /sts/suites/{suite_id}/versions/{number}/generations login login 303    404    303    303     404     303     401
+GET  /sts/scenarios/{scenario_id}                       login  login  200    404    200    200     404     200     401
+POST /sts/scenarios/{scenario_id}/takeover              login  login  303    404    303    303     404     303     401
+POST /sts/scenarios/{scenario_id}/tags                  login  login  303    404    303    303     404     303     401
+POST /api/v1/sts/recordings                             401    401    201    201    201    201     201     201     401
+POST /api/v1/sts/recordings/expert                      401    401    201    201    201    201     201     201     401
+GET  /api/v1/sts/recordings                             401    401    200    200    200    200     200     200     401
+POST /api/v1/sts/suites                                 401    401    201    201    201    201     201     201     401
+GET  /api/v1/sts/suites                                 401    401    200    200    200    200     200     200     401
+GET  /api/v1/sts/suites/{suite_id}                      401    401    200    404    200    200     404     200     401
+GET  /api/v1/sts/suites/{suite_id}/versions             401    401    200    404    200    200     404     200     401
+POST /api/v1/sts/suites/{suite_id}/versions             401    401    409    404    409    409     404     409     401
+POST /api/v1/sts/suites/{suite_id}/versions/{number}/publish 401 401  200    404    200    200     404     200     401
+GET  /api/v1/sts/suites/{suite_id}/versions/{number}/scenarios 401 401 200   404    200    200     404     200     401
+POST /api/v1/sts/suites/{suite_id}/versions/{number}/scenarios 401 401 201   404    201    201     404     201     401
+GET  /api/v1/sts/suites/{suite_id}/versions/{number}/agents 401  401  200    404    200    200     404     200     401
+POST /api/v1/sts/suites/{suite_id}/versions/{number}/generations 401 401 202 404    202    202     404     202     401
+POST /api/v1/sts/suites/{suite_id}/versions/{number}/study 401   401  201    404    201    201     404     201     401
+GET  /api/v1/sts/generations/{run_id}                   401    401    200    404    200    200     404     200     401
+PATCH /api/v1/sts/scenarios/{scenario_id}               401    401    200    404    200    200     404     200     401
+DELETE /api/v1/sts/scenarios/{scenario_id}              401    401    409    404    409    409     404     409     401
+POST /api/v1/sts/scenarios/{scenario_id}/tags           401    401    200    404    200    200     404     200     401
+DELETE /api/v1/sts/scenarios/{scenario_id}/tags/{tag}   401    401    200    404    200    200     404     200     401
 # ---- API: admins
 GET  /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
 POST /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
@@ -190,6 +225,7 @@ class World:
     items: list = field(default_factory=list)
     nav: dict = field(default_factory=dict)  # a navigation study and a follower's annotation
     run_id: int = 0  # a generation run (no job) of the study
+    sts: dict = field(default_factory=dict)  # an STS suite, its versions, scenarios and a run
     spare_token: int = 0  # an API token of the owner's that the probes may revoke
 
     def session(self):
@@ -212,6 +248,8 @@ class World:
             from app.auth.models import User
 
             s.execute(update(User).values(session_version=0))
+            if self.sts:
+                _reset_sts(s, self.sts)
             s.commit()
 
     def call(self, role: str, method: str, path: str, **kw):
@@ -281,6 +319,7 @@ def world(app, session, db_url):
     for role in ROLES:
         headers = {"Authorization": f"Bearer {tokens[role]}"} if role in tokens else {}
         clients[role] = TestClient(app, headers=headers).__enter__()
+    w.sts = _sts_world(session, owner)
     w.clients = clients
     w.csrf["anon"] = csrf_of(clients["anon"])
     _enter_worker(clients["worker"], study.slug, "roles-worker")
@@ -333,6 +372,55 @@ def _generation_run(session, owner, study) -> int:
     return stored_generation_run(session, owner, study).id
 
 
+def _sts_world(session, owner) -> dict:
+    """An STS suite of the owner's: version 1 published with scenario A, version 2 a draft with
+    scenario B; the built-in agents' continuations of A (for the study probe) and a finished
+    generation run."""
+    from app.kinds.sts import generation, suites
+    from app.kinds.sts.policies import policy_for_agent
+
+    (rec,), _ = suites.expert_recordings(session, owner, "BabyAI-GoToLocal-v0", [2])
+    suite = suites.create_suite(session, owner, "Roles suite")
+    v1 = suites.latest_version(session, suite)
+    a = suites.add_scenarios(session, v1, takeover=0, recordings=[rec.id], continuation=8)["added"][0]["id"]
+    suites.publish(session, v1)
+    v2 = suites.new_version(session, suite)
+    b = suites.add_scenarios(session, v2, takeover=1, recordings=[rec.id], continuation=8)["added"][0]["id"]
+    scenario = session.get(suites.Scenario, a)
+    for name in ("expert", "random"):
+        agent = suites.builtin_agent(session, owner.id, name)
+        session.commit()
+        generation.generate(session, agent, [(scenario, 0)], 0, policy_for_agent(session, agent))
+    run = generation.create_run(session, owner, suite, v1, suites.builtin_agent(session, owner.id, "expert"),
+                                continuations=1)
+    session.get(jobs.Job, run.job_id).state = "done"
+    session.commit()
+    return {"suite": suite.id, "v2": v2.id, "a": a, "b": b, "run": run.id, "recording": rec.id}
+
+
+def _reset_sts(s, sts: dict) -> None:
+    """Undo the STS probes: version 2 a draft again, scenario B as it was, and no scenario or
+    generation run but the world's."""
+    from sqlalchemy import delete
+
+    from app.kinds.sts.models import GenerationRun, Scenario, SuiteVersion
+
+    s.execute(update(SuiteVersion).where(SuiteVersion.id == sts["v2"]).values(state="draft", published_at=None))
+    s.execute(delete(Scenario).where(Scenario.suite_id == sts["suite"], Scenario.id.not_in([sts["a"], sts["b"]])))
+    s.execute(update(Scenario).where(Scenario.id == sts["b"]).values(takeover=1, category="go to"))
+    probe_jobs = list(s.scalars(select(GenerationRun.job_id).where(GenerationRun.id != sts["run"])))
+    s.execute(delete(GenerationRun).where(GenerationRun.id != sts["run"]))
+    s.execute(delete(jobs.Job).where(jobs.Job.id.in_([j for j in probe_jobs if j is not None])))
+
+
+def _sts_recording_line(name: str) -> bytes:
+    from app.kinds.sts.recordings import expert_recording
+
+    rec = expert_recording("BabyAI-GoToLocal-v0", 3)
+    return json.dumps({"id": f"probe-{name}", "level": rec.level, "seed": rec.seed, "mission": rec.mission,
+                       "actions": rec.actions}).encode()
+
+
 def _outputs(ids, answer: str = "Yes") -> bytes:
     return "".join(json.dumps({"question_id": i, "answer": answer}) + "\n" for i in ids).encode()
 
@@ -352,6 +440,14 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         path = template.replace("{study_id}", str(w.nav["wordcount"]))
     if "/agents/{agent_id}/artifacts" in template:
         path = template.replace("{agent_id}", str(w.nav["agent"]))
+    if "/sts/" in template:
+        # Publishing and adding scenarios take the draft (2); the rest the published version (1).
+        number = "2" if template.endswith("/publish") or (method == "POST" and template.endswith("/scenarios")) \
+            else "1"
+        path = (template.replace("{suite_id}", str(w.sts["suite"])).replace("{number}", number)
+                .replace("{run_id}", str(w.sts["run"])).replace("{tag}", "probe tag")
+                .replace("{scenario_id}", str(w.sts["a"] if method == "DELETE" and "tags" not in template
+                                              else w.sts["b"])))
     if "{annotation_id}" in template:
         path = (template.replace("{study_id}", str(w.nav["study"]))
                 .replace("{annotation_id}", str(w.nav["annotation"])))
@@ -417,6 +513,43 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         pass
     elif key == "POST /api/v1/studies/{study_id}/generations":
         form = {"speaker_artifact_id": "1"}
+    elif key == "POST /sts/suites":
+        form = {"name": f"page-probe-{role}"}
+    elif key in ("POST /sts/recordings", "POST /api/v1/sts/recordings"):
+        name = f"{'api' if '/api/' in key else 'page'}-{role}"  # a recording id is unique per owner
+        form, files = {}, {"file": ("r.jsonl", _sts_recording_line(name), "application/jsonl")}
+    elif key == "POST /sts/recordings/expert":
+        form = {"level": "BabyAI-GoToLocal-v0", "seeds": "2"}
+    elif key == "POST /sts/suites/{suite_id}/scenarios":
+        form = {"rule": "first step", "continuation": "8"}
+    elif key in ("POST /sts/suites/{suite_id}/versions", "POST /sts/suites/{suite_id}/versions/{number}/publish"):
+        form = {}
+    elif key == "POST /sts/suites/{suite_id}/versions/{number}/generations":
+        form = {"agent": "random", "continuations": "1"}
+    elif key == "POST /sts/scenarios/{scenario_id}/takeover":
+        form = {"takeover": "2"}
+    elif key == "POST /sts/scenarios/{scenario_id}/tags":
+        form = {"tag": f"page {role}"}
+    elif key == "POST /api/v1/sts/recordings/expert":
+        kw["json"] = {"level": "BabyAI-GoToLocal-v0", "seeds": [2]}
+    elif key == "POST /api/v1/sts/suites":
+        kw["json"] = {"name": f"api-probe-{role}"}
+    elif key in ("POST /api/v1/sts/suites/{suite_id}/versions",
+                 "POST /api/v1/sts/suites/{suite_id}/versions/{number}/publish",
+                 "DELETE /api/v1/sts/scenarios/{scenario_id}",
+                 "DELETE /api/v1/sts/scenarios/{scenario_id}/tags/{tag}"):
+        pass
+    elif key == "POST /api/v1/sts/suites/{suite_id}/versions/{number}/scenarios":
+        kw["json"] = {"takeover": 2, "recordings": [w.sts["recording"]], "continuation": 8}
+    elif key == "POST /api/v1/sts/suites/{suite_id}/versions/{number}/generations":
+        kw["json"] = {"agent": "random", "continuations": 1}
+    elif key == "POST /api/v1/sts/suites/{suite_id}/versions/{number}/study":
+        kw["json"] = {"title": f"STS probe {role}", "agents": ["expert", "random"],
+                      "reference": {"expert_successes": 1}}
+    elif key == "PATCH /api/v1/sts/scenarios/{scenario_id}":
+        kw["json"] = {"category": f"probe {role}"}
+    elif key == "POST /api/v1/sts/scenarios/{scenario_id}/tags":
+        kw["json"] = {"tag": f"api {role}"}
     elif key == "POST /api/v1/studies/{study_id}/review":
         kw["json"] = {"participant_ids": [w.pid], "decision": "approve"}
     elif key == "POST /api/v1/crowd/{slug}/enter":

@@ -132,3 +132,38 @@ def test_buildings_from_before_owners_have_none(old_database):
         ids = c.execute(text("SELECT id FROM environments")).scalars().all()
     eng.dispose()
     assert "owner_id" not in columns and ids == [3]
+
+
+def _sts_only(obj, name, type_, reflected, compare_to) -> bool:
+    """Only the STS kind's tables (and what hangs on them) in the comparison."""
+    table = obj if type_ == "table" else getattr(obj, "table", None)
+    return (name if type_ == "table" else getattr(table, "name", "")).startswith("sts_")
+
+
+def test_the_sts_tables_are_what_their_models_say_and_leave_with_their_branch(old_database):
+    """sts0001 creates exactly the tables of app/kinds/sts/models.py (columns, types,
+    nullability, keys, indexes and unique constraints), and its downgrade removes them and
+    nothing else."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+    from sqlalchemy import inspect
+
+    from app.models import load_models
+
+    migrate_db(old_database)
+    eng = create_engine(old_database)
+    with eng.connect() as c:
+        heads = set(c.execute(text("SELECT version_num FROM alembic_version")).scalars())
+        ctx = MigrationContext.configure(c, opts={"compare_type": True, "include_object": _sts_only})
+        diff = compare_metadata(ctx, load_models().metadata)
+        tables = {t for t in inspect(c).get_table_names() if t.startswith("sts_")}
+    assert "sts0001" in heads
+    assert diff == [], diff
+    assert tables == {t for t in load_models().metadata.tables if t.startswith("sts_")} and len(tables) == 7
+    command.downgrade(alembic_config(old_database), "sts@base")
+    with eng.connect() as c:
+        left = set(inspect(c).get_table_names())
+        heads = set(c.execute(text("SELECT version_num FROM alembic_version")).scalars())
+    eng.dispose()
+    assert not {t for t in left if t.startswith("sts_")} and {"users", "agents", "jobs"} <= left
+    assert "sts0001" not in heads and "nav0003" in heads

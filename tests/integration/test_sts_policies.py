@@ -21,6 +21,7 @@ from app.errors import InputError
 from app.kinds.sts import policies
 from app.kinds.sts.env import BabyAISimulator
 from app.kinds.sts.mining import mine
+from app.kinds.sts.models import BUILTIN_VERSION
 from app.kinds.sts.recordings import expert_recording
 from app.kinds.sts.rollout import expert_policy, jobs_for, rollout_batched, rollout_sequential
 from app.studies import services
@@ -195,9 +196,10 @@ def test_policy_for_agent_prefers_the_newest_valid_upload(client, researcher, se
 
 def test_built_in_agents_and_agents_without_a_policy(session):
     owner = make_user(session, "researcher")
-    expert = services.register_agent(session, owner, "sts", "expert")
-    random_ = services.register_agent(session, owner, "sts", "random")
+    expert = services.register_agent(session, owner, "sts", "expert", version=BUILTIN_VERSION)
+    random_ = services.register_agent(session, owner, "sts", "random", version=BUILTIN_VERSION)
     empty = services.register_agent(session, owner, "sts", "mine")
+    own_expert = services.register_agent(session, owner, "sts", "expert")  # the researcher's own
     nav = services.register_agent(session, owner, "navigation", "speaker")
     session.commit()
     assert policies.policy_for_agent(session, expert) is expert_policy
@@ -207,6 +209,8 @@ def test_built_in_agents_and_agents_without_a_policy(session):
         policies.policy_for_agent(session, empty)
     assert refused.value.message == ("agent 'mine' has no policy to act with: it has no upload. Upload a policy "
                                   "(docs/kinds/sts-policies.md) or use a built-in agent (expert, random)")
+    with pytest.raises(InputError, match="agent 'expert' has no policy to act with: it has no upload"):
+        policies.policy_for_agent(session, own_expert)
     with pytest.raises(InputError, match="agent 'speaker' is a navigation agent, not an STS one"):
         policies.policy_for_agent(session, nav)
 

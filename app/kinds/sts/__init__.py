@@ -52,13 +52,24 @@ class StandardisedTestSuite(TaskKind):
         "moment the agent succeeds at the instruction, or the first moment it fails (at the end if it "
         "never succeeds).")
     outputs_label: ClassVar[str] = "Continuations are the items of the study: upload them when you create it"
+    models: ClassVar[str | None] = "app.kinds.sts.models"
     jobs: ClassVar[dict[str, str]] = {
+        "generation": "app.kinds.sts.generation:run_generation",
         "validate": "workers.sts.validate:run_validation",
     }
     # Uploaded policies (docs/kinds/sts-policies.md): a rollout policy for continuations.
     artifact_roles: ClassVar[tuple[str, ...]] = ("policy",)
     artifact_help: ClassVar[str] = ("an STS policy (BabyAI observation and mission to action logits, "
                                     "docs/kinds/sts-policies.md)")
+    study_template: ClassVar[str | None] = "kinds/sts/study.html"
+
+    def routers(self) -> list:
+        from app.kinds.sts.views import api, router
+
+        return [router, api]
+
+    def study_context(self, session, study) -> dict:
+        return {"suite": (study.kind_settings or {}).get("suite")}
 
     def cli(self):
         from app.kinds.sts.cli import sts
@@ -152,7 +163,8 @@ class StandardisedTestSuite(TaskKind):
                 reference={"agent": c.agent, "scenario": c.scenario, "continuation": c.continuation,
                            "level": c.recording.level, "seed": c.recording.seed, "tags": c.tags,
                            "simulator": c.simulator_outcome, "success_step": c.success_step,
-                           "length": c.length, "label": c.label, "label_step": c.label_step},
+                           "length": c.length, "label": c.label, "label_step": c.label_step,
+                           "suite_version": c.suite_version},
                 is_gold=c.reference, source="reference" if c.reference else "agent",
                 category=c.category, cluster=c.scenario))
         agents = sorted({c.agent for c in continuations if not c.reference})

@@ -9,7 +9,8 @@ point:
      "actions": ["left", "forward", ...], "takeover": 2,
      "instruction": "go to the red key",     (optional: the mission)
      "category": "go to", "tags": ["easy"],  (optional: the level's family; none)
-     "reference": false, "label": "success", "id": "..."}  (optional)
+     "reference": false, "label": "success", "id": "...",  (optional)
+     "suite_version": 2}  (optional: the suite version that added the scenario)
 
 `reference: true` makes the line a reference episode (gold: mixed into bundles, never scored
 for its agent); its `label` is the known answer, by default the simulator's own outcome. Every
@@ -27,7 +28,7 @@ from app.kinds.sts.env import Simulator, get_simulator
 from app.kinds.sts.recordings import Recording, check, decode_upload, parse_recording
 
 FIELDS = {"id", "scenario", "agent", "continuation", "level", "seed", "mission", "actions", "takeover",
-          "instruction", "category", "tags", "reference", "label"}
+          "instruction", "category", "tags", "reference", "label", "suite_version"}
 LABELS = ("success", "failure")
 MAX_TEXT = 255
 MAX_TAGS = 20
@@ -47,6 +48,9 @@ class Continuation:
     label: str | None = None  # reference episodes: the known answer
     label_step: int | None = None  # steps after the takeover of the labelled moment, if known
     success_step: int | None = None  # the simulator: steps after the takeover until success
+    # The suite version that added the scenario (it belongs to that version and every later
+    # one), for a breakdown by version; None for continuations from outside a suite.
+    suite_version: int | None = None
     id: str = ""
     line: int | None = None
 
@@ -107,6 +111,11 @@ def parse_continuation(obj: object, line: int, sim: Simulator) -> Continuation:
     if (not isinstance(tags, list) or len(tags) > MAX_TAGS
             or not all(isinstance(t, str) and 0 < len(t.strip()) <= 64 for t in tags)):
         raise InputError(f"tags must be a list of at most {MAX_TAGS} short texts", line=line, field="tags")
+    suite_version = obj.get("suite_version")
+    if suite_version is not None and (isinstance(suite_version, bool) or not isinstance(suite_version, int)
+                                      or suite_version < 1):
+        raise InputError(f"suite_version must be a version number (1 or more), not {suite_version!r}",
+                         line=line, field="suite_version")
     instruction = _text(obj, "instruction", line, required=False) or rec.mission
     try:
         category = _text(obj, "category", line, required=False) or sim.category_of(rec.level, rec.mission)
@@ -116,7 +125,8 @@ def parse_continuation(obj: object, line: int, sim: Simulator) -> Continuation:
         scenario=_text(obj, "scenario", line), agent=_text(obj, "agent", line),
         continuation=_text(obj, "continuation", line), recording=rec, takeover=takeover,
         instruction=instruction, category=category, tags=sorted({t.strip() for t in tags}),
-        reference=reference, label=label if reference else None, success_step=success_step, line=line)
+        reference=reference, label=label if reference else None, success_step=success_step,
+        suite_version=suite_version, line=line)
     if reference:
         # The simulator's moment when the label is its own outcome (success: the success step;
         # failure: the end); a label that overrides the simulator has no known moment.

@@ -1,6 +1,8 @@
 """The policy an STS agent acts with in continuations (rollout.py's policy interface).
 
-Built-in agents are named for their policy: "expert" (the skyline, BabyAIBot) and "random".
+Built-in agents (version "built-in", made by the suites for their owner) are named for their
+policy: "expert" (the skyline, BabyAIBot) and "random"; a researcher's own agent of that name
+is not one.
 Any other agent acts with its newest valid uploaded policy (docs/kinds/sts-policies.md):
 a TorchScript archive runs in its sandboxed process, safetensors weights for our built-in
 architecture run in this one (validation already ran them sandboxed). torch is imported only
@@ -18,6 +20,7 @@ from sqlalchemy.orm import Session
 from app.agents.models import Agent, AgentArtifact
 from app.errors import InputError
 from app.kinds.sts import rollout
+from app.kinds.sts.models import BUILTIN_VERSION
 
 BUILT_IN = {"expert": lambda: rollout.expert_policy, "random": lambda: rollout.random_policy()}
 ROLE = "policy"
@@ -33,7 +36,7 @@ def policy_for_agent(session: Session, agent: Agent):
     artifact = newest_valid_policy(session, agent)
     if artifact is not None:
         return uploaded_policy(session, artifact)
-    if agent.name in BUILT_IN:
+    if agent.version == BUILTIN_VERSION and agent.name in BUILT_IN:
         return BUILT_IN[agent.name]()
     latest = session.scalar(select(AgentArtifact).where(AgentArtifact.agent_id == agent.id)
                             .order_by(AgentArtifact.version.desc()).limit(1))

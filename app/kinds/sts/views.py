@@ -1,0 +1,542 @@
+"""Pages and API of the STS suites (paper 004, sections 3.1-3.2 and 5.1): recordings, suites and
+their versions, scenarios mined in bulk or on a recording's timeline, personal tags,
+generation runs, and a study built from a published version.
+
+Researchers and admins only; another researcher's suite, scenario, recording or run is 404.
+A published version refuses every change with 409."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, UploadFile
+from fastapi.responses import RedirectResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app import jobs
+from app.auth.deps import db, require, verify_csrf
+from app.auth.models import User
+from app.errors import InputError
+from app.kinds.sts import generation, suites
+from app.kinds.sts.env import get_simulator
+from app.kinds.sts.frames import MAX_FRAMES, encode_png, strip, strip_key
+from app.kinds.sts.mining import RULES
+from app.kinds.sts.models import Continuation, GenerationRun, Recording
+from app.kinds.sts.recordings import replay
+from app.storage import get_store
+from app.studies.services import StudySettings
+from app.web import flash, read_upload, render
+
+# Pages: their forms post here, with the session's form token.
+router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
+api = APIRouter(prefix="/api/v1/sts", tags=["sts"], dependencies=[Depends(verify_csrf)])
+researcher = require("researcher", "admin")
+# Pixels per grid cell on the mining page's timeline (smaller than the annotator's: the whole
+# recording is one strip).
+TIMELINE_TILE = 12
+
+
+@contextmanager
+def _answers():
+    """The services' refusals as HTTP: not yours 404, a published version's change 409."""
+    try:
+        yield
+    except suites.NotFound as exc:
+        raise HTTPException(404, str(exc)) from None
+    except suites.Conflict as exc:
+        raise HTTPException(409, str(exc)) from None
+
+
+def _version(session: Session, user: User, suite_id: int, number: int):
+    suite = suites.get_suite(session, user, suite_id)
+    return suite, suites.get_version(session, suite, number)
+
+
+# --- API: recordings ------------------------------------------------------------------------
+
+
+@api.post("/recordings", status_code=201)
+async def upload_recordings(file: UploadFile = File(None), session: Session = Depends(db),
+                            user: User = Depends(researcher)) -> dict:
+    """Recordings as JSONL (one {id?, level, seed, mission, actions, actor?} a line; see
+    docs/kinds/sts.md). Every line is replayed; the first bad one is refused (422) with its
+    line and field, and nothing is stored."""
+    data = await read_upload(file)
+    rows = suites.store_recordings(session, session.merge(user), data)
+    return {"created": len(rows), "recordings": [suites.recording_dict(r) for r in rows]}
+
+
+class ExpertIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    level: str
+    seeds: list[int] = Field(min_length=1)
+    max_steps: int | None = None
+
+
+@api.post("/recordings/expert", status_code=201)
+def record_expert(body: ExpertIn, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+    """The BabyAI expert plays `level` from each seed on the server; each game is stored as a
+    recording with the id "expert:<level>:<seed>" (a seed recorded before is reused)."""
+    rows, new = suites.expert_recordings(session, session.merge(user), body.level, body.seeds, body.max_steps)
+    return {"created": new, "recordings": [suites.recording_dict(r) for r in rows]}
+
+
+@api.get("/recordings")
+def list_recordings(session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+    return {"recordings": [suites.recording_dict(r) for r in suites.recordings_of(session, user)]}
+
+
+# --- API: suites and versions ---------------------------------------------------------------
+
+
+class SuiteIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    description: str = ""
+
+
+@api.post("/suites", status_code=201)
+def create_suite(body: SuiteIn, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+    """A suite, with version 1 as a draft."""
+    suite = suites.create_suite(session, session.merge(user), body.name, body.description)
+    return suites.suite_dict(session, suite)
+
+
+@api.get("/suites")
+def list_suites(session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+    return {"suites": [suites.suite_dict(session, s) for s in suites.suites_of(session, user)]}
+
+
+@api.get("/suites/{suite_id}")
+def get_suite(suite_id: int, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+    with _answers():
+        return suites.suite_dict(session, suites.get_suite(session, user, suite_id))
+
+
+@api.get("/suites/{suite_id}/versions")
+def list_versions(suite_id: int, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+    """Each version with its scenario count, per category, and how many it added."""
+    with _answers():
+        suite = suites.get_suite(session, user, suite_id)
+    return {"versions": [suites.version_summary(session, v) for v in suites.versions_of(session, suite)]}
+
+
+@api.post("/suites/{suite_id}/versions", status_code=201)
+def start_version(suite_id: int, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+    """Version n + 1, a draft: only once version n is published (409 otherwise)."""
+    with _answers():
+        version = suites.new_version(session, suites.get_suite(session, user, suite_id))
+    return suites.version_summary(session, version)
+
+
+@api.post("/suites/{suite_id}/versions/{number}/publish")
+def publish_version(suite_id: int, number: int, session: Session = Depends(db),
+                    user: User = Depends(researcher)) -> dict:
+    """Make the draft immutable (409 if it is published already)."""
+    with _answers():
+        _, version = _version(session, user, suite_id, number)
+        return suites.version_summary(session, suites.publish(session, version))
+
+
+@api.get("/suites/{suite_id}/versions/{number}/scenarios")
+def list_scenarios(suite_id: int, number: int, session: Session = Depends(db),
+                   user: User = Depends(researcher)) -> dict:
+    """Version n's scenarios: all those added in versions 1..n, with the caller's own tags."""
+    with _answers():
+        _, version = _version(session, user, suite_id, number)
+    return {"version": suites.version_summary(session, version),
+            "scenarios": suites.scenario_list(session, user, version)}
+
+
+class ScenariosIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rule: str | None = None
+    k: int | None = None
+    takeover: int | None = None
+    recordings: list[int] | None = None
+    continuation: int = suites.DEFAULT_CONTINUATION
+    category: str | None = None
+    tags: list[str] = Field(default_factory=list)
+
+
+@api.post("/suites/{suite_id}/versions/{number}/scenarios", status_code=201)
+def add_scenarios(suite_id: int, number: int, body: ScenariosIn, session: Session = Depends(db),
+                  user: User = Depends(researcher)) -> dict:
+    """Scenarios for the draft version n, in bulk by `rule` ("first step", "mission given",
+    "before success" with `k`) over `recordings` (ids; default all of the suite owner's,
+    leaving out those the rule does not apply to), or one recording at an explicit `takeover`
+    step. `continuation`: the agent's own steps; `category`: overrides the level's family;
+    `tags`: the suite's tags. Returns what was added and how many the suite already had."""
+    with _answers():
+        _, version = _version(session, user, suite_id, number)
+        return suites.add_scenarios(session, version, **body.model_dump())
+
+
+@api.get("/suites/{suite_id}/versions/{number}/agents")
+def version_agents(suite_id: int, number: int, session: Session = Depends(db),
+                   user: User = Depends(researcher)) -> dict:
+    """Each agent's stored continuations of version n's scenarios and the simulator's own
+    success share over them (overall, per category): an older version's stays computable."""
+    with _answers():
+        _, version = _version(session, user, suite_id, number)
+    return {"version": number, "agents": suites.simulator_scores(session, version)}
+
+
+class ScenarioPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    takeover: int | None = None
+    continuation: int | None = None
+    category: str | None = None
+    tags: list[str] | None = None
+    instruction: str | None = None
+
+
+@api.patch("/scenarios/{scenario_id}")
+def change_scenario(scenario_id: int, body: ScenarioPatch, session: Session = Depends(db),
+                    user: User = Depends(researcher)) -> dict:
+    """Change a draft version's scenario (409 once its version is published). A new takeover
+    point or length removes the continuations stored for the old one."""
+    with _answers():
+        sc, _, _ = suites.get_scenario(session, user, scenario_id)
+        return suites.update_scenario(session, sc, **body.model_dump())
+
+
+@api.delete("/scenarios/{scenario_id}")
+def delete_scenario(scenario_id: int, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+    """Remove a draft version's scenario (409 once its version is published)."""
+    with _answers():
+        sc, _, _ = suites.get_scenario(session, user, scenario_id)
+        suites.remove_scenario(session, sc)
+    return {"deleted": scenario_id}
+
+
+class TagIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tag: str
+
+
+@api.post("/scenarios/{scenario_id}/tags")
+def add_tag(scenario_id: int, body: TagIn, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+    """A personal tag: the caller's own, on any version's scenario; returns the caller's tags."""
+    with _answers():
+        sc, _, _ = suites.get_scenario(session, user, scenario_id)
+    return {"scenario": scenario_id, "my_tags": suites.add_tag(session, user, sc, body.tag)}
+
+
+@api.delete("/scenarios/{scenario_id}/tags/{tag}")
+def remove_tag(scenario_id: int, tag: str, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+    with _answers():
+        sc, _, _ = suites.get_scenario(session, user, scenario_id)
+    return {"scenario": scenario_id, "my_tags": suites.remove_tag(session, user, sc, tag)}
+
+
+# --- API: generation and studies ------------------------------------------------------------
+
+
+class GenerationIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    agent_id: int | None = None
+    agent: str | None = None  # a built-in agent's name
+    continuations: int = generation.DEFAULT_CONTINUATIONS
+    seed: int = 0
+    batch_size: int = generation.DEFAULT_BATCH
+
+
+def _start_run(session: Session, user: User, suite_id: int, number: int, agent_spec, continuations, seed,
+               batch_size) -> GenerationRun:
+    suite, version = _version(session, user, suite_id, number)
+    agent = suites.resolve_agent(session, user, suite, agent_spec)
+    run = generation.create_run(session, user, suite, version, agent, continuations=continuations, seed=seed,
+                                batch_size=batch_size)
+    jobs.submit(session, session.get(jobs.Job, run.job_id), withdraw=((GenerationRun, run.id),))
+    return run
+
+
+@api.post("/suites/{suite_id}/versions/{number}/generations", status_code=202)
+def start_generation(suite_id: int, number: int, body: GenerationIn, session: Session = Depends(db),
+                     user: User = Depends(researcher)) -> dict:
+    """An agent's `continuations` (C, default 10) of every scenario of version n, as one
+    background job (`sts.generation`). The agent is `agent_id` (an STS agent) or `agent`, a
+    built-in: "expert" or "random". Continuations already stored are kept, so a run again
+    generates only what is missing. Cancel with POST /api/v1/jobs/{job}/cancel."""
+    if (body.agent_id is None) == (body.agent is None):
+        raise InputError("give agent_id (an STS agent) or agent (a built-in: expert, random)", field="agent")
+    with _answers():
+        run = _start_run(session, user, suite_id, number, body.agent_id if body.agent is None else body.agent,
+                         body.continuations, body.seed, body.batch_size)
+    return {"run": run.id, "job": run.job_id, "state": "queued"}
+
+
+@api.get("/generations/{run_id}")
+def get_generation(run_id: int, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+    """A run's state and progress, and how many of its continuations are stored."""
+    with _answers():
+        return generation.summary(session, generation.get_run(session, user, run_id))
+
+
+class StudyIn(StudySettings):
+    model_config = ConfigDict(extra="forbid")
+    agents: list[int | str] = Field(min_length=1)
+    reference: dict[str, int] = Field(default_factory=dict)
+    continuations: int | None = None
+    approve_at: float | None = None
+    tile: int | None = None
+
+
+@api.post("/suites/{suite_id}/versions/{number}/study", status_code=201)
+def study_from_version(suite_id: int, number: int, body: StudyIn, session: Session = Depends(db),
+                       user: User = Depends(researcher)) -> dict:
+    """A draft study of the published version n: the `agents`' stored continuations (ids or
+    built-in names; the first `continuations` of each scenario, default as many as every
+    scenario has) and `reference` episodes {"expert_successes": k, "random_failures": k}
+    (generated now where none is stored), plus the study's settings (title, bundle_size,
+    gold_rate, ...), `approve_at` and `tile`."""
+    from app.kinds.sts.study import build_study
+
+    settings = StudySettings(**body.model_dump(include=set(StudySettings.model_fields)))
+    with _answers():
+        suite, version = _version(session, user, suite_id, number)
+        _, out = build_study(session, session.merge(user), suite, version, settings, agents=body.agents,
+                             reference=body.reference, continuations=body.continuations,
+                             approve_at=body.approve_at, tile=body.tile)
+    return out
+
+
+# --- pages ----------------------------------------------------------------------------------
+
+
+def _back(request: Request, url: str, message: str, level: str = "ok") -> RedirectResponse:
+    flash(request, message, level)
+    return RedirectResponse(url, status_code=303)
+
+
+@contextmanager
+def _flashed(request: Request, holder: dict):
+    """A form's refusal as a message on the page it came from (the page stays usable)."""
+    try:
+        yield
+    except (InputError, ValidationError) as exc:
+        holder["error"] = str(exc) if isinstance(exc, InputError) else exc.errors()[0]["msg"]
+
+
+def _int_or_none(text: str, field: str) -> int | None:
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise InputError(f"{field} must be a whole number", field=field) from None
+
+
+def _list(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+@router.get("/sts/suites")
+def suites_page(request: Request, session: Session = Depends(db), user: User = Depends(researcher)):
+    rows = [suites.suite_dict(session, s) for s in suites.suites_of(session, user)]
+    return render(request, "kinds/sts/suites.html", user=user, suites=rows,
+                  recordings=suites.recordings_of(session, user), levels=get_simulator().levels())
+
+
+@router.post("/sts/suites")
+def create_suite_page(request: Request, name: str = Form(""), description: str = Form(""),
+                      session: Session = Depends(db), user: User = Depends(researcher)):
+    out: dict = {}
+    with _flashed(request, out):
+        suite = suites.create_suite(session, session.merge(user), name, description)
+        return _back(request, f"/sts/suites/{suite.id}", f"Suite {suite.name!r} created with version 1, a draft.")
+    return _back(request, "/sts/suites", f"Not created: {out['error']}", "error")
+
+
+@router.post("/sts/recordings")
+async def upload_recordings_page(request: Request, file: UploadFile = File(None), session: Session = Depends(db),
+                                 user: User = Depends(researcher)):
+    out: dict = {}
+    with _flashed(request, out):
+        rows = suites.store_recordings(session, session.merge(user), await read_upload(file))
+        return _back(request, "/sts/suites", f"Stored {len(rows)} recordings.")
+    return _back(request, "/sts/suites", f"Nothing stored: {out['error']}", "error")
+
+
+@router.post("/sts/recordings/expert")
+def record_expert_page(request: Request, level: str = Form(""), seeds: str = Form(""), max_steps: str = Form(""),
+                       session: Session = Depends(db), user: User = Depends(researcher)):
+    out: dict = {}
+    with _flashed(request, out):
+        rows, new = suites.expert_recordings(session, session.merge(user), level, suites.parse_seeds(seeds),
+                                             _int_or_none(max_steps, "max_steps"))
+        return _back(request, "/sts/suites", f"The expert played {len(rows)} seeds of {level} ({new} new recordings).")
+    return _back(request, "/sts/suites", f"Nothing stored: {out['error']}", "error")
+
+
+def _runs(session: Session, suite) -> list[dict]:
+    return [generation.summary(session, r) for r in generation.runs_of(session, suite)]
+
+
+@router.get("/sts/suites/{suite_id}")
+def suite_page(request: Request, suite_id: int, version: int | None = None, session: Session = Depends(db),
+               user: User = Depends(researcher)):
+    with _answers():
+        suite = suites.get_suite(session, user, suite_id)
+        versions = suites.versions_of(session, suite)
+        shown = versions[-1] if version is None else suites.get_version(session, suite, version)
+    return render(request, "kinds/sts/suite.html", user=user, suite=suite,
+                  versions=[suites.version_summary(session, v) for v in versions], shown=shown,
+                  latest=versions[-1], scenarios=suites.scenario_list(session, user, shown),
+                  scores=suites.simulator_scores(session, shown), runs=_runs(session, suite),
+                  agents=suites.agents_for(session, suite), rules=RULES,
+                  recordings=suites.recordings_of(session, user, suite.owner_id),
+                  default_continuation=suites.DEFAULT_CONTINUATION)
+
+
+@router.get("/sts/suites/{suite_id}/runs")
+def suite_runs(request: Request, suite_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
+    """The generation runs' section alone (htmx polls it while a run is going)."""
+    with _answers():
+        suite = suites.get_suite(session, user, suite_id)
+    return render(request, "kinds/sts/runs.html", user=user, suite=suite, runs=_runs(session, suite))
+
+
+@router.post("/sts/suites/{suite_id}/versions")
+def start_version_page(request: Request, suite_id: int, session: Session = Depends(db),
+                       user: User = Depends(researcher)):
+    with _answers():
+        suite = suites.get_suite(session, user, suite_id)
+    out: dict = {}
+    with _flashed(request, out):
+        v = suites.new_version(session, suite)
+        return _back(request, f"/sts/suites/{suite.id}", f"Version {v.number} started: add its scenarios.")
+    return _back(request, f"/sts/suites/{suite.id}", out["error"], "error")
+
+
+@router.post("/sts/suites/{suite_id}/versions/{number}/publish")
+def publish_page(request: Request, suite_id: int, number: int, session: Session = Depends(db),
+                 user: User = Depends(researcher)):
+    with _answers():
+        suite, version = _version(session, user, suite_id, number)
+    out: dict = {}
+    with _flashed(request, out):
+        suites.publish(session, version)
+        return _back(request, f"/sts/suites/{suite.id}?version={number}",
+                     f"Version {number} is published: its scenarios can no longer change.")
+    return _back(request, f"/sts/suites/{suite.id}?version={number}", out["error"], "error")
+
+
+@router.post("/sts/suites/{suite_id}/scenarios")
+def add_scenarios_page(request: Request, suite_id: int, rule: str = Form(""), k: str = Form(""),
+                       takeover: str = Form(""), recordings: str = Form(""), continuation: str = Form(""),
+                       category: str = Form(""), tags: str = Form(""), session: Session = Depends(db),
+                       user: User = Depends(researcher)):
+    """The suite page's forms: the bulk rule, or one recording at a takeover step, always into
+    the draft version (the latest)."""
+    with _answers():
+        suite = suites.get_suite(session, user, suite_id)
+    version = suites.latest_version(session, suite)
+    out: dict = {}
+    with _flashed(request, out):
+        ids = [_int_or_none(i, "recordings") for i in _list(recordings)] or None
+        result = suites.add_scenarios(
+            session, version, rule=rule or None, k=_int_or_none(k, "k"), takeover=_int_or_none(takeover, "takeover"),
+            recordings=ids, continuation=_int_or_none(continuation, "continuation") or suites.DEFAULT_CONTINUATION,
+            category=category.strip() or None, tags=_list(tags))
+        note = f"; {result['skipped']} the suite already had" if result["skipped"] else ""
+        note += f"; the rule does not apply to {result['inapplicable']}" if result["inapplicable"] else ""
+        return _back(request, f"/sts/suites/{suite.id}",
+                     f"Added {len(result['added'])} scenarios to version {version.number}{note}.")
+    return _back(request, f"/sts/suites/{suite.id}", f"No scenario added: {out['error']}", "error")
+
+
+@router.post("/sts/suites/{suite_id}/versions/{number}/generations")
+def start_generation_page(request: Request, suite_id: int, number: int, agent: str = Form(""),
+                          continuations: str = Form(""), seed: str = Form(""), session: Session = Depends(db),
+                          user: User = Depends(researcher)):
+    with _answers():
+        _version(session, user, suite_id, number)
+    out: dict = {}
+    with _flashed(request, out):
+        spec = agent if agent in suites.BUILTIN_AGENTS else _int_or_none(agent, "agent")
+        run = _start_run(session, user, suite_id, number, spec,
+                         _int_or_none(continuations, "continuations") or generation.DEFAULT_CONTINUATIONS,
+                         _int_or_none(seed, "seed") or 0, generation.DEFAULT_BATCH)
+        return _back(request, f"/sts/suites/{suite_id}?version={number}#runs",
+                     f"Generation run {run.id} queued (job {run.job_id}).")
+    return _back(request, f"/sts/suites/{suite_id}?version={number}", f"Not started: {out['error']}", "error")
+
+
+def _timeline_url(row: Recording) -> str | None:
+    """The recording's frames in one PNG strip (rendered once, kept in the blob store); None
+    for a recording longer than a strip holds."""
+    store = get_store()
+    key = strip_key(row.level, row.seed, list(row.actions), TIMELINE_TILE)
+    if row.n_actions + 1 > MAX_FRAMES:
+        return None
+    if not store.exists(key):
+        frames = [s.frame for s in replay(suites.replayable(row), frames=True, tile_size=TIMELINE_TILE,
+                                          check_all=False).steps]
+        store.put(key, encode_png(strip(frames)), content_type="image/png")
+    return store.url(key, expires_s=6 * 3600)
+
+
+@router.get("/sts/scenarios/{scenario_id}")
+def scenario_page(request: Request, scenario_id: int, session: Session = Depends(db),
+                  user: User = Depends(researcher)):
+    """A scenario on its recording's timeline: scrub the frames and take over at another step
+    (a draft's scenario moves; a published one's is copied into the draft version)."""
+    with _answers():
+        sc, suite, version = suites.get_scenario(session, user, scenario_id)
+    row = session.get(Recording, sc.recording_id)
+    mine = suites.personal_tags(session, user, [sc.id])
+    latest = suites.latest_version(session, suite)
+    conts = session.execute(select(Continuation).where(Continuation.scenario_id == sc.id)
+                            .order_by(Continuation.agent_id, Continuation.index)).scalars().all()
+    labels = {a.id: suites.agent_label(a) for a in suites.agents_for(session, suite)}
+    return render(request, "kinds/sts/scenario.html", user=user, suite=suite, version=version, latest=latest,
+                  scenario=suites.scenario_dict(session, sc, mine.get(sc.id, [])),
+                  recording=row, frames_url=_timeline_url(row), n_frames=row.n_actions + 1, max_frames=MAX_FRAMES,
+                  continuations=[(labels.get(c.agent_id, f"agent {c.agent_id}"), c) for c in conts])
+
+
+@router.post("/sts/scenarios/{scenario_id}/takeover")
+def takeover_page(request: Request, scenario_id: int, takeover: str = Form(""), session: Session = Depends(db),
+                  user: User = Depends(researcher)):
+    with _answers():
+        sc, suite, version = suites.get_scenario(session, user, scenario_id)
+    out: dict = {}
+    with _flashed(request, out):
+        step = _int_or_none(takeover, "takeover")
+        if step is None:
+            raise InputError("choose the takeover step on the timeline", field="takeover")
+        if version.state == "draft":
+            changed = suites.update_scenario(session, sc, takeover=step)
+            gone = changed["continuations_removed"]
+            return _back(request, f"/sts/scenarios/{sc.id}", f"The agent now takes over at step {step}"
+                         + (f"; {gone} continuations of the old takeover point were removed." if gone else "."))
+        result = suites.add_scenarios(session, suites.latest_version(session, suite), takeover=step,
+                                      recordings=[sc.recording_id], continuation=sc.continuation,
+                                      category=sc.category, tags=[t for t in sc.tags if not t.startswith("rule:")])
+        if not result["added"]:
+            raise InputError(f"the suite already has this recording taken over at step {step}", field="takeover")
+        new = result["added"][0]
+        return _back(request, f"/sts/scenarios/{new['id']}",
+                     f"Version {version.number} is published, so a new scenario taking over at step {step} "
+                     f"was added to version {new['version']}.")
+    return _back(request, f"/sts/scenarios/{sc.id}", out["error"], "error")
+
+
+@router.post("/sts/scenarios/{scenario_id}/tags")
+def tag_page(request: Request, scenario_id: int, tag: str = Form(""), action: str = Form("add"),
+             session: Session = Depends(db), user: User = Depends(researcher)):
+    with _answers():
+        sc, _, _ = suites.get_scenario(session, user, scenario_id)
+    out: dict = {}
+    with _flashed(request, out):
+        if action == "remove":
+            suites.remove_tag(session, user, sc, tag)
+        else:
+            suites.add_tag(session, user, sc, tag)
+        return RedirectResponse(f"/sts/scenarios/{sc.id}", status_code=303)
+    return _back(request, f"/sts/scenarios/{sc.id}", out["error"], "error")
