@@ -13,7 +13,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.middleware.sessions import SessionMiddleware
 
 from app.config import SECRET_KEY_HELP, get_settings, weak_secret_key
-from app.errors import InputError
+from app.errors import ERROR_RESPONSES, InputError
 from app.jobs import BrokerUnavailable
 from app.studies.assignment import NotAvailable
 from app.web import render, static_dir
@@ -145,7 +145,10 @@ def create_app(database_url: str | None = None) -> FastAPI:
         raise InsecureSettings(f"{why}: {SECRET_KEY_HELP}")
     app = FastAPI(title="Proctor", version="0.1.0",
                   description="Human evaluation of grounded language agents.",
-                  docs_url="/api/docs", redoc_url=None, openapi_url="/openapi.json")
+                  docs_url="/api/docs", redoc_url=None, openapi_url="/openapi.json",
+                  # Our error shape, not FastAPI's list of validation errors: the handlers
+                  # below answer every refusal as ErrorOut, and the schema says so.
+                  responses=ERROR_RESPONSES)
     app.state.database_url = database_url or settings.database_url
     app.add_middleware(SessionMiddleware, secret_key=settings.secret_key,
                        session_cookie="proctor_session", same_site="lax", max_age=14 * 24 * 3600,
