@@ -12,6 +12,7 @@ from app.auth.models import ApiToken, User
 from app.auth.security import create_token, verify_password
 from app.config import get_settings
 from app.errors import InputError
+from app.params import Id
 from app.studies import assignment
 from app.studies.models import Study
 from app.web import rate_limit, render
@@ -79,7 +80,7 @@ def new_token(request: Request, name: str = Form(""), expires_in_days: str = For
               session: Session = Depends(db), user: User = Depends(require("researcher", "admin"))):
     days = None
     if expires_in_days.strip():
-        if not expires_in_days.strip().isdigit():
+        if not (expires_in_days.strip().isascii() and expires_in_days.strip().isdigit()):
             raise InputError("a number of days", field="expires_in_days")
         days = int(expires_in_days)
     token = create_token(session, session.merge(user), name, days)
@@ -89,13 +90,13 @@ def new_token(request: Request, name: str = Form(""), expires_in_days: str = For
 
 
 @router.post("/account/tokens/{token_id}/revoke")
-def revoke_token(request: Request, token_id: int, session: Session = Depends(db),
+def revoke_token(request: Request, token_id: Id, session: Session = Depends(db),
                  user: User = Depends(require("researcher", "admin"))):
     revoke(session, token_id, user)
     return RedirectResponse("/account", status_code=303)
 
 
-def revoke(session: Session, token_id: int, user: User) -> ApiToken:
+def revoke(session: Session, token_id: Id, user: User) -> ApiToken:
     """Revoke one of the user's tokens (an admin: anyone's); 404 for another's."""
     row = session.get(ApiToken, token_id)
     if row is None or (row.user_id != user.id and user.role != "admin"):
