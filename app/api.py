@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app import jobs
+from app import jobs, jsonsafe
 from app.agents.models import Agent
 from app.audit import AuditEntry
 from app.auth.deps import db, managed_study, require, verify_csrf
@@ -77,7 +77,7 @@ async def create_study(request: Request, file: UploadFile = File(...), settings:
     split's share of Yes answers for the random baseline, and `gold_count`; for `navigation`:
     `speaker`, `baseline`, `likert`, `qc_instruction`; docs/kinds/*.md)."""
     try:
-        data_settings = json.loads(settings)
+        data_settings = jsonsafe.loads(settings)
     except json.JSONDecodeError as exc:
         raise InputError(f"not JSON: {exc.msg}", field="settings") from None
     kind = kind or default_kind()

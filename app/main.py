@@ -10,11 +10,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.datastructures import Headers
 from starlette.middleware.sessions import SessionMiddleware
 
 from app.config import SECRET_KEY_HELP, get_settings, weak_secret_key
 from app.errors import ERROR_RESPONSES, InputError
 from app.jobs import BrokerUnavailable
+from app.jsonsafe import MAX_DEPTH, too_deep
 from app.studies.assignment import NotAvailable
 from app.web import render, static_dir
 
@@ -128,11 +130,65 @@ class BodyLimit:
 
     async def _refuse(self, scope, send):
         mb = self.limit // (1024 * 1024)
-        body = json.dumps({"detail": f"the request is larger than the {mb} MB limit"}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+        await _send_json(send, 413, {"detail": f"the request is larger than the {mb} MB limit"})
+
+
+async def _send_json(send, status: int, payload: dict) -> None:
+    body = json.dumps(payload).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# The largest JSON body the app takes (a navigation answer's 20,000-frame trace is under 2 MB);
+# FastAPI reads a JSON body whole into memory before anything checks it.
+MAX_JSON_BODY = 4 << 20
+
+
+def _is_json(scope) -> bool:
+    ctype = Headers(scope=scope).get("content-type", "").split(";")[0].strip().lower()
+    return ctype == "application/json" or (ctype.startswith("application/") and ctype.endswith("+json"))
+
+
+class JsonBodyGuard:
+    """Reads a JSON request body before the app does and refuses it, unparsed, when it is
+    larger than `limit` (413) or nested deeper than MAX_DEPTH levels (422): Python's parser
+    recurses once per level, so 10,000 nested brackets would be a RecursionError."""
+
+    def __init__(self, app, limit: int = MAX_JSON_BODY):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] not in BODY_METHODS or not _is_json(scope):
+            return await self.app(scope, receive, send)
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away: nobody to answer
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.limit:
+                return await _send_json(send, 413, {
+                    "detail": f"a JSON body is larger than the {self.limit >> 20} MB limit", "field": "body"})
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        if too_deep(body):
+            return await _send_json(send, 422, {
+                "detail": f"the JSON body is nested more than {MAX_DEPTH} levels deep", "field": "body"})
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
 
 
 class InsecureSettings(RuntimeError):
@@ -150,6 +206,8 @@ def create_app(database_url: str | None = None) -> FastAPI:
                   # below answer every refusal as ErrorOut, and the schema says so.
                   responses=ERROR_RESPONSES)
     app.state.database_url = database_url or settings.database_url
+    # Innermost first: each add wraps the ones before it.
+    app.add_middleware(JsonBodyGuard)
     app.add_middleware(SessionMiddleware, secret_key=settings.secret_key,
                        session_cookie="proctor_session", same_site="lax", max_age=14 * 24 * 3600,
                        https_only=settings.base_url.startswith("https"))

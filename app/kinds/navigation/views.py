@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app import jobs
+from app import jobs, jsonsafe
 from app.auth.deps import db, managed_study, optional_user, require, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
@@ -120,7 +120,7 @@ def _ids(text: str, field: str) -> list:
     if not text:
         return []
     try:
-        value = json.loads(text if text.startswith("[") else f"[{text}]")
+        value = jsonsafe.loads(text if text.startswith("[") else f"[{text}]")
     except json.JSONDecodeError:
         raise InputError("give artifact ids as 3,4 or [3, 4]", field=field) from None
     return value
