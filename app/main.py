@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import anyio
 from fastapi import FastAPI, HTTPException, Request
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -85,8 +86,9 @@ class FrameHeaders:
 class BodyLimit:
     """Refuses a request body larger than the largest upload the app takes (413), before any of
     it is parsed or spooled: by its Content-Length when it has one, else by counting as it
-    arrives. Checks of who may post come after the body is read in FastAPI, so without this an
-    anonymous client could make the server spool any size to disk."""
+    arrives. FastAPI reads a form before the route checks who posts it: AuthBeforeBody turns
+    away callers without an account first, and this bounds what the others may send (the
+    crowd's routes, and accounts)."""
 
     def __init__(self, app, limit: int):
         self.app, self.limit = app, limit
@@ -191,6 +193,94 @@ class JsonBodyGuard:
         await self.app(scope, replay, send)
 
 
+def _calls(dependant):
+    for dep in dependant.dependencies:
+        yield dep.call
+        yield from _calls(dep)
+
+
+async def _unread():
+    return {"type": "http.disconnect"}
+
+
+class AuthBeforeBody:
+    """Refuses a write to a route that needs an account (one with a `require` dependency)
+    before any of its body is read, when the headers already say the caller may not: no
+    account (anonymous, a crowd worker, a bad token, a logged-out session) or no CSRF token
+    (where the headers tell). FastAPI reads, and spools, a form before it runs the route's
+    dependencies: without this an anonymous client could make the server parse any upload
+    before being refused. The answer is the one the route's own dependencies would give."""
+
+    def __init__(self, app):
+        self.app = app
+        self._routes = None
+
+    def _route_for(self, scope):
+        """(roles, checks CSRF) of the route that will serve this write, or None."""
+        if self._routes is None:
+            from app.auth.deps import verify_csrf
+
+            self._routes = []
+            for route in served_routes(scope["app"].router.routes):
+                dependant, methods = getattr(route, "dependant", None), getattr(route, "methods", None)
+                if dependant is None or not (set(methods or ()) & BODY_METHODS):
+                    continue
+                calls = list(_calls(dependant))
+                roles = next((c.roles for c in calls if getattr(c, "roles", None)), None)
+                self._routes.append((route.path_regex, methods, roles, verify_csrf in calls))
+        for regex, methods, roles, csrf in self._routes:  # the router's order: the first match serves
+            if scope["method"] in methods and regex.match(scope["path"]):
+                return (roles, csrf) if roles else None
+        return None
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] not in BODY_METHODS:
+            return await self.app(scope, receive, send)
+        route = self._route_for(scope)
+        refused = None if route is None else await self._refusal(scope, *route)
+        if refused is None:
+            return await self.app(scope, receive, send)
+        response = error_response(Request(scope), refused)
+        await response(scope, _unread, send)
+
+    @staticmethod
+    async def _refusal(scope, roles, checks_csrf):
+        from app.auth.deps import CSRF_REFUSED, caller, csrf_from_headers, refusal
+        from app.db import get_sessionmaker
+
+        headers = Headers(scope=scope)
+        session_data = scope.get("session") or {}
+        # In the order the app checks: the router's CSRF check, then the route's account.
+        if checks_csrf and csrf_from_headers(scope["method"], headers, session_data) is False:
+            return HTTPException(403, CSRF_REFUSED)
+        authorization = headers.get("authorization", "")
+        if not authorization.lower().startswith("bearer ") and not session_data.get("uid"):
+            return refusal(scope["path"], None, roles)
+
+        def look_up():
+            with get_sessionmaker(scope["app"].state.database_url)() as session:
+                try:
+                    return refusal(scope["path"], caller(session, authorization, session_data), roles)
+                except HTTPException as exc:
+                    return exc
+
+        try:
+            return await anyio.to_thread.run_sync(look_up)
+        except OperationalError:
+            return None  # the database is away: the route answers 503 as it always does
+
+
+def error_response(request: Request, exc: StarletteHTTPException):
+    """An HTTPException as the app answers it: a redirect, the API's JSON or the error page."""
+    if exc.status_code in (301, 302, 303, 307) and exc.headers:
+        return RedirectResponse(exc.headers["Location"], status_code=303)
+    if _wants_json(request):
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+    return render(request, "error.html", status_code=exc.status_code,
+                  title={403: "Not allowed", 404: "Not found", 429: "Slow down"}.get(
+                      exc.status_code, "Error"), message=str(exc.detail))
+
+
 class InsecureSettings(RuntimeError):
     """The server refuses to start with a key anyone could know."""
 
@@ -208,6 +298,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
     app.state.database_url = database_url or settings.database_url
     # Innermost first: each add wraps the ones before it.
     app.add_middleware(JsonBodyGuard)
+    app.add_middleware(AuthBeforeBody)  # inside the session: it reads the session cookie
     app.add_middleware(SessionMiddleware, secret_key=settings.secret_key,
                        session_cookie="proctor_session", same_site="lax", max_age=14 * 24 * 3600,
                        https_only=settings.base_url.startswith("https"))
@@ -298,14 +389,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
-        if exc.status_code in (301, 302, 303, 307) and exc.headers:
-            return RedirectResponse(exc.headers["Location"], status_code=303)
-        if _wants_json(request):
-            return JSONResponse({"detail": exc.detail}, status_code=exc.status_code,
-                                headers=exc.headers)
-        return render(request, "error.html", status_code=exc.status_code,
-                      title={403: "Not allowed", 404: "Not found", 429: "Slow down"}.get(
-                          exc.status_code, "Error"), message=str(exc.detail))
+        return error_response(request, exc)
 
     _refuse_clashes(app)
     return app
