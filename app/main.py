@@ -14,7 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import Headers
 from starlette.middleware.sessions import SessionMiddleware
 
-from app.config import SECRET_KEY_HELP, get_settings, weak_secret_key
+from app.config import SECRET_KEY_HELP, get_settings, trusted_proxies, weak_secret_key
 from app.errors import ERROR_RESPONSES, InputError
 from app.jobs import BrokerUnavailable
 from app.jsonsafe import MAX_DEPTH, too_deep
@@ -289,6 +289,10 @@ def create_app(database_url: str | None = None) -> FastAPI:
     settings = get_settings()
     if (why := weak_secret_key(settings.secret_key)) is not None:
         raise InsecureSettings(f"{why}: {SECRET_KEY_HELP}")
+    try:
+        proxies = trusted_proxies(settings)
+    except ValueError as exc:
+        raise InsecureSettings(str(exc)) from None
     app = FastAPI(title="Proctor", version="0.1.0",
                   description="Human evaluation of grounded language agents.",
                   docs_url="/api/docs", redoc_url=None, openapi_url="/openapi.json",
@@ -305,6 +309,13 @@ def create_app(database_url: str | None = None) -> FastAPI:
     app.add_middleware(FrameHeaders)
     # The largest upload (a model, or an item file), plus room for the form around it.
     app.add_middleware(BodyLimit, limit=max(settings.max_upload_bytes, settings.max_artifact_bytes) + (1 << 20))
+    if proxies:
+        # Outermost: every check (rate limits, login limits) sees the client a trusted proxy
+        # names, never an address the client wrote itself (uvicorn's own handling is off,
+        # app/cli.py). The rightmost untrusted X-Forwarded-For hop is the client.
+        from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=proxies)
 
     from app.agents.views import router as agents_router
     from app.api import router as api_router
