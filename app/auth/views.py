@@ -107,14 +107,20 @@ def revoke(session: Session, token_id: Id, user: User) -> ApiToken:
 
 
 def crowd_params(params) -> tuple[str, str, str, str]:
-    """(platform, worker id, assignment id, hit id) from MTurk or Prolific parameters."""
+    """(platform, worker id, assignment id, hit id) from MTurk or Prolific parameters; 400 for
+    none, or one longer than its column (the page's link and the API's body alike)."""
     if params.get("workerId"):
-        return "mturk", params["workerId"], params.get("assignmentId", ""), params.get("hitId", "")
-    if params.get("PROLIFIC_PID"):
-        return ("prolific", params["PROLIFIC_PID"], params.get("SESSION_ID", ""),
-                params.get("STUDY_ID", ""))
-    raise HTTPException(400, "This link is missing the worker's id: open it from MTurk "
-                             "(workerId, assignmentId, hitId) or Prolific (PROLIFIC_PID, STUDY_ID, SESSION_ID).")
+        found = "mturk", params["workerId"], params.get("assignmentId", ""), params.get("hitId", "")
+    elif params.get("PROLIFIC_PID"):
+        found = ("prolific", params["PROLIFIC_PID"], params.get("SESSION_ID", ""),
+                 params.get("STUDY_ID", ""))
+    else:
+        raise HTTPException(400, "This link is missing the worker's id: open it from MTurk "
+                                 "(workerId, assignmentId, hitId) or Prolific (PROLIFIC_PID, STUDY_ID, SESSION_ID).")
+    for name, value in zip(("worker id", "assignment id", "hit id"), found[1:]):
+        if len(value) > 255:
+            raise HTTPException(400, f"The {name} in this link is too long.")
+    return found
 
 
 def remember_entry(request: Request, slug: str, bundle_id: int, platform: str, params) -> None:
@@ -135,9 +141,6 @@ def entry(request: Request, slug: str, session: Session = Depends(db)):
     if request.query_params.get("assignmentId") == MTURK_PREVIEW:
         return render(request, "annotate/preview.html", study=study)
     platform, worker, assignment_id, hit = crowd_params(request.query_params)
-    for name, value in (("worker id", worker), ("assignment id", assignment_id), ("hit id", hit)):
-        if len(value) > 255:
-            raise HTTPException(400, f"The {name} in this link is too long.")
     bundle = assignment.enter(session, study, platform, worker, assignment_id, hit)
     remember_entry(request, slug, bundle.id, platform, request.query_params)
     return RedirectResponse(f"/task/{slug}", status_code=303)

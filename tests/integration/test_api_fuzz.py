@@ -5,8 +5,9 @@ Then what a fuzzer rarely reaches by chance, asked for on purpose: ids past int6
 offsets, JSON nested 10,000 deep in bodies, form fields and uploads: each a clear 4xx in the
 API's shape, never a 500 or a RecursionError.
 
-The fuzz runs on SQLite only (one database for the module: cases build on each other's rows);
-the explicit cases on SQLite and PostgreSQL. PROCTOR_FUZZ_EXAMPLES=500 for a deeper run.
+The fuzz runs on SQLite (one database for the module: cases build on each other's rows); the
+explicit cases on SQLite and PostgreSQL. A deeper run: PROCTOR_FUZZ_EXAMPLES=500, and
+PROCTOR_FUZZ_BACKEND=postgresql for what only PostgreSQL refuses (a string past its column).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from sqlalchemy import update
 
-from tests.conftest import ROOT, _fresh_sqlite, _use, create_tom_study, make_user
+from tests.conftest import ROOT, _fresh_sqlite, _truncate, _use, create_tom_study, make_user
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -31,8 +32,8 @@ BUDGET = settings(max_examples=int(os.environ.get("PROCTOR_FUZZ_EXAMPLES", "15")
 
 
 @pytest.fixture(scope="module")
-def fuzz_world(sqlite_template, tmp_path_factory):
-    """One app on one SQLite copy for every fuzzed operation: an admin with a token, a live
+def fuzz_world(request, tmp_path_factory):
+    """One app on one database for every fuzzed operation: an admin with a token, a live
     study and an agent (so small generated ids name real rows)."""
     from app.auth.security import create_token
     from app.config import get_settings
@@ -41,7 +42,11 @@ def fuzz_world(sqlite_template, tmp_path_factory):
     from app.studies import services
 
     folder = tmp_path_factory.mktemp("fuzz")
-    url = _fresh_sqlite(sqlite_template, folder)
+    if os.environ.get("PROCTOR_FUZZ_BACKEND", "sqlite") == "postgresql":
+        url = request.getfixturevalue("pg_database")
+        _truncate(url)
+    else:
+        url = _fresh_sqlite(request.getfixturevalue("sqlite_template"), folder)
     env = pytest.MonkeyPatch()
     _use(url, folder / "blobs", env)
     with get_sessionmaker(url)() as s:
@@ -191,6 +196,25 @@ def test_ids_out_of_range_in_form_fields(admin_api, session):
     assert r.status_code == 422 and "select at least one worker" in r.text
     r = admin_api.post("/account/tokens", data={"name": "t", "expires_in_days": "²"})
     assert r.status_code == 422 and "a number of days" in r.text
+
+
+def test_strings_past_their_column_are_refused(admin_api):
+    """PostgreSQL refuses a string longer than its column (a 500 if it gets there); SQLite
+    stores it. Refused first, on both; and a name that differs by spaces names the same agent
+    (it was looked up unstripped and stored stripped: a second insert, a 500)."""
+    first = admin_api.post("/api/v1/agents", json={"name": "spaced"})
+    again = admin_api.post("/api/v1/agents", json={"name": "  spaced "})
+    assert first.status_code == again.status_code == 201 and first.json()["id"] == again.json()["id"]
+    _refused(admin_api.post("/api/v1/agents", json={"name": "n" * 256}), field="name")
+    _refused(admin_api.post("/api/v1/agents", json={"name": "n", "version": "v" * 65}), field="version")
+    from app.studies.models import Study
+    from app.db import get_sessionmaker
+
+    with get_sessionmaker(admin_api.app.state.database_url)() as s:
+        slug = s.get(Study, admin_api.study).slug
+    for params in ({"PROLIFIC_PID": "w" * 256}, {"PROLIFIC_PID": "w", "SESSION_ID": "s" * 256},
+                   {"workerId": "w", "hitId": "h" * 256}):
+        _refused(admin_api.post(f"/api/v1/crowd/{slug}/enter", json={"params": params}), status=400)
 
 
 def test_item_pages_out_of_range_are_refused(admin_api):
