@@ -204,12 +204,13 @@ async def _unread():
 
 
 class AuthBeforeBody:
-    """Refuses a write to a route that needs an account (one with a `require` dependency)
-    before any of its body is read, when the headers already say the caller may not: no
-    account (anonymous, a crowd worker, a bad token, a logged-out session) or no CSRF token
-    (where the headers tell). FastAPI reads, and spools, a form before it runs the route's
-    dependencies: without this an anonymous client could make the server parse any upload
-    before being refused. The answer is the one the route's own dependencies would give."""
+    """Refuses a write before any of its body is read when the headers already say the caller
+    may not: to a route that needs an account (one with a `require` dependency), a caller with
+    none (anonymous, a crowd worker, a bad token, a logged-out session); to any route that
+    checks CSRF, a cookie session that cannot pass (no token in the session, or a wrong
+    X-CSRF-Token). FastAPI reads, and spools, a form before it runs the route's dependencies:
+    without this an anonymous client could make the server parse any upload before being
+    refused. The answer is the one the route's own dependencies would give."""
 
     def __init__(self, app):
         self.app = app
@@ -230,7 +231,7 @@ class AuthBeforeBody:
                 self._routes.append((route.path_regex, methods, roles, verify_csrf in calls))
         for regex, methods, roles, csrf in self._routes:  # the router's order: the first match serves
             if scope["method"] in methods and regex.match(scope["path"]):
-                return (roles, csrf) if roles else None
+                return (roles, csrf) if roles or csrf else None
         return None
 
     async def __call__(self, scope, receive, send):
@@ -253,6 +254,8 @@ class AuthBeforeBody:
         # In the order the app checks: the router's CSRF check, then the route's account.
         if checks_csrf and csrf_from_headers(scope["method"], headers, session_data) is False:
             return HTTPException(403, CSRF_REFUSED)
+        if not roles:
+            return None  # open to anyone (the crowd's forms, the login form)
         authorization = headers.get("authorization", "")
         if not authorization.lower().startswith("bearer ") and not session_data.get("uid"):
             return refusal(scope["path"], None, roles)

@@ -133,6 +133,15 @@ def test_a_cookie_session_without_its_form_token_is_refused_unread(app, session)
             assert (status, probe.reads) == (403, 0), (path, headers.keys())
 
 
+def test_routes_open_to_anyone_refuse_a_form_that_cannot_pass_csrf_unread(app):
+    """The crowd's forms and the login form need no account, but they check CSRF: a client
+    with no session (so no token to match) is refused before its body is read as well."""
+    for path in ("/login", "/logout", "/task/some-study/answer", "/task/some-study/consent"):
+        probe = Probe(app)
+        status, _, body = probe.post(path, {})
+        assert (status, probe.reads) == (403, 0) and b"form token" in body, (path, status)
+
+
 def test_a_caller_who_may_post_is_read_as_before(app, session):
     """The check costs an honest caller nothing: the body is read and judged for what it is."""
     researcher = make_user(session, "researcher")
