@@ -6,4 +6,6 @@ COPY . .
 # `models` extra); the web side never imports it.
 RUN pip install --no-cache-dir -e '.[models]' && bash scripts/vendor.sh
 EXPOSE 8000
+# `proctor serve`, not uvicorn itself: it runs uvicorn with its proxy handling off (the app
+# reads X-Forwarded-For from TRUSTED_PROXIES only, app/cli.py).
 CMD ["proctor", "serve", "--host", "0.0.0.0"]

@@ -4,14 +4,15 @@ tokens (`Authorization: Bearer pct_...`); crowd endpoints use the worker's signe
 from __future__ import annotations
 
 import json
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Response, UploadFile
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, Response, UploadFile
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app import jobs
+from app import jobs, jsonsafe
 from app.agents.models import Agent
 from app.audit import AuditEntry
 from app.auth.deps import db, managed_study, require, verify_csrf
@@ -20,6 +21,7 @@ from app.auth.views import MTURK_PREVIEW, enter_crowd, keep_browser_secret
 from app.config import get_settings
 from app.errors import InputError
 from app.kinds import all_kinds, default_kind, get_kind
+from app.params import MAX_ID, BodyId, Id
 from app.leaderboards.service import compute
 from app.quality import service as quality
 from app.storage import get_store
@@ -78,7 +80,7 @@ async def create_study(request: Request, file: UploadFile = File(...), settings:
     split's share of Yes answers for the random baseline, and `gold_count`; for `navigation`:
     `speaker`, `baseline`, `likert`, `qc_instruction`; docs/kinds/*.md)."""
     try:
-        data_settings = json.loads(settings)
+        data_settings = jsonsafe.loads(settings)
     except json.JSONDecodeError as exc:
         raise InputError(f"not JSON: {exc.msg}", field="settings") from None
     kind = kind or default_kind()
@@ -103,7 +105,7 @@ def list_kinds(user: User = Depends(researcher)):
 
 
 @router.get("/studies/{study_id}", response_model=StudyOut, tags=["studies"])
-def get_study(study_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
+def get_study(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     return _out(_study(session, study_id, user))
 
 
@@ -122,23 +124,26 @@ class StateIn(BaseModel):
 
 
 @router.post("/studies/{study_id}/state", response_model=StudyOut, tags=["studies"])
-def set_state(study_id: int, body: StateIn, session: Session = Depends(db),
+def set_state(study_id: Id, body: StateIn, session: Session = Depends(db),
               user: User = Depends(researcher)):
     study = _study(session, study_id, user)
     return _out(services.set_state(session, study, body.state, session.merge(user)))
 
 
 @router.get("/studies/{study_id}/progress", tags=["studies"])
-def get_progress(study_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
+def get_progress(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     return assignment.progress(session, _study(session, study_id, user))
 
 
 @router.get("/studies/{study_id}/items", tags=["studies"])
-def list_items(study_id: int, offset: int = 0, limit: int = 100, session: Session = Depends(db),
+def list_items(study_id: Id, offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+               limit: Annotated[int, Query(ge=1, le=1000)] = 100, session: Session = Depends(db),
                user: User = Depends(researcher)):
+    """A page of the study's items, `limit` (at most 1000) from `offset`."""
+    # Bounded here: a negative LIMIT is "no limit" to SQLite and an error to PostgreSQL.
     study = _study(session, study_id, user)
     rows = session.scalars(select(Item).where(Item.study_id == study.id).order_by(Item.id)
-                           .offset(offset).limit(min(limit, 1000)))
+                           .offset(offset).limit(limit))
     return [{"id": i.external_id, "payload": i.payload, "reference": i.reference,
              "is_gold": i.is_gold, "category": i.category, "cluster": i.cluster,
              "annotations_active": i.n_active} for i in rows]
@@ -155,7 +160,7 @@ def list_tokens(session: Session = Depends(db), user: User = Depends(researcher)
 
 
 @router.post("/tokens/{token_id}/revoke", tags=["account"])
-def revoke_token(token_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
+def revoke_token(token_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     """Revoke a token (yours; an admin's: anyone's). It stops working at once."""
     from app.auth.views import revoke
 
@@ -194,7 +199,7 @@ def create_agent(body: AgentIn, session: Session = Depends(db), user: User = Dep
 
 
 @router.post("/agents/{agent_id}/artifacts", status_code=201, tags=["agents"])
-async def upload_agent_artifact(agent_id: int, file: UploadFile = File(None), role: str = Form(...),
+async def upload_agent_artifact(agent_id: Id, file: UploadFile = File(None), role: str = Form(...),
                                 format: str = Form(...), config: str = Form(""),
                                 session: Session = Depends(db), user: User = Depends(researcher)):
     """Upload a new version of an agent's model in one of its kind's roles (docs/agents.md:
@@ -210,7 +215,7 @@ async def upload_agent_artifact(agent_id: int, file: UploadFile = File(None), ro
 
 
 @router.get("/agents/{agent_id}/artifacts", tags=["agents"])
-def list_agent_artifacts(agent_id: int, session: Session = Depends(db),
+def list_agent_artifacts(agent_id: Id, session: Session = Depends(db),
                          user: User = Depends(researcher)):
     from app.agents import artifacts
 
@@ -219,7 +224,7 @@ def list_agent_artifacts(agent_id: int, session: Session = Depends(db),
 
 
 @router.post("/studies/{study_id}/agents/{agent_id}/outputs", tags=["agents"])
-async def import_outputs(study_id: int, agent_id: int, file: UploadFile = File(...),
+async def import_outputs(study_id: Id, agent_id: Id, file: UploadFile = File(...),
                          session: Session = Depends(db), user: User = Depends(researcher)):
     """Import an agent's outputs, in the study's kind's format (for `tom`: JSONL
     `{"question_id", "answer"}`; for `navigation`: a model listener's paths, R2R predictions or
@@ -233,7 +238,7 @@ async def import_outputs(study_id: int, agent_id: int, file: UploadFile = File(.
 
 
 @router.post("/studies/{study_id}/annotations/import", status_code=201, tags=["studies"])
-async def import_prior_annotations(study_id: int, file: UploadFile = File(None), source: str = Form(""),
+async def import_prior_annotations(study_id: Id, file: UploadFile = File(None), source: str = Form(""),
                                    session: Session = Depends(db), user: User = Depends(researcher)):
     """Load people's annotations from an earlier study as the work of external annotators,
     scored like the study's own and shown on its leaderboard marked "(imported)"; `source`
@@ -247,19 +252,19 @@ async def import_prior_annotations(study_id: int, file: UploadFile = File(None),
 
 
 @router.get("/studies/{study_id}/leaderboard", tags=["leaderboards"])
-def leaderboard(study_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
+def leaderboard(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     return compute(session, _study(session, study_id, user))
 
 
 @router.post("/studies/{study_id}/exports", status_code=202, tags=["exports"])
-def start_export(study_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
+def start_export(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     study = _study(session, study_id, user)
     job = jobs.submit(session, jobs.create_job(session, "export", study_id=study.id, owner_id=user.id))
     return {"job": job.id, "state": job.state}
 
 
 @router.get("/jobs/{job_id}", tags=["exports"])
-def get_job(job_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
+def get_job(job_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     job = session.get(jobs.Job, job_id)
     if job is None or (job.owner_id != user.id and user.role != "admin"):
         raise HTTPException(404, "no such job among yours")
@@ -270,7 +275,7 @@ def get_job(job_id: int, session: Session = Depends(db), user: User = Depends(re
 
 
 @router.post("/jobs/{job_id}/cancel", tags=["exports"])
-def cancel_job(job_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
+def cancel_job(job_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     """Cancel a queued or running job (any kind's: an export, a generation run, a tally); its
     handler stops at its next progress check, keeping what it stored. 422 if it has ended."""
     job = session.get(jobs.Job, job_id)
@@ -281,13 +286,13 @@ def cancel_job(job_id: int, session: Session = Depends(db), user: User = Depends
 
 
 class DecisionIn(BaseModel):
-    participant_ids: list[int]
+    participant_ids: list[BodyId]
     decision: str
     reason: str = ""
 
 
 @router.get("/studies/{study_id}/review", tags=["quality"])
-def review_queue(study_id: int, session: Session = Depends(db), user: User = Depends(admin)):
+def review_queue(study_id: Id, session: Session = Depends(db), user: User = Depends(admin)):
     study = session.get(Study, study_id)
     if study is None:
         raise HTTPException(404, "no such study")
@@ -295,7 +300,7 @@ def review_queue(study_id: int, session: Session = Depends(db), user: User = Dep
 
 
 @router.post("/studies/{study_id}/review", tags=["quality"])
-def decide(study_id: int, body: DecisionIn, session: Session = Depends(db),
+def decide(study_id: Id, body: DecisionIn, session: Session = Depends(db),
            user: User = Depends(admin)):
     study = session.get(Study, study_id)
     if study is None:
@@ -394,7 +399,7 @@ def crowd_next(slug: str, request: Request, response: Response, session: Session
 
 
 class SubmitIn(BaseModel):
-    assignment_id: int
+    assignment_id: BodyId
     idempotency_key: str
     response: dict
 

@@ -50,6 +50,14 @@ def migrate() -> None:
     click.echo("database is at the newest schema")
 
 
+def server_options() -> dict:
+    """uvicorn's options for `proctor serve` (the tests' live server takes the same). The app
+    takes the client's address from X-Forwarded-For itself, and only from the proxies in
+    TRUSTED_PROXIES (app/main.py); uvicorn's own handling (on by default, trusting 127.0.0.1 or
+    FORWARDED_ALLOW_IPS) would let anything connecting from there pick its address."""
+    return {"log_level": "warning", "proxy_headers": False}
+
+
 def _serve(host: str, port: int) -> None:
     import uvicorn
 
@@ -63,7 +71,7 @@ def _serve(host: str, port: int) -> None:
     if not get_settings().redis_url:
         start_inprocess_worker()
         click.echo("jobs run in this process (no REDIS_URL set)")
-    uvicorn.run(web, host=host, port=port, log_level="warning")
+    uvicorn.run(web, host=host, port=port, **server_options())
 
 
 @main.command()

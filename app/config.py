@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     # The prefix of the limiter's keys in Redis (deployments sharing one Redis keep theirs apart).
     rate_limit_namespace: str = "proctor"
     base_url: str = "http://127.0.0.1:8000"
+    # Proxies (comma-separated IPs or CIDRs) whose X-Forwarded-For / X-Forwarded-Proto are
+    # believed; empty: none, and the client is the peer of the connection.
+    trusted_proxies: str = ""
 
 
 @lru_cache
@@ -64,6 +67,24 @@ def ensure_local_dirs() -> None:
         os.makedirs(os.path.dirname(s.database_url.removeprefix("sqlite:///")) or ".", exist_ok=True)
     if s.storage_url.startswith("file://"):
         os.makedirs(s.storage_url.removeprefix("file://"), exist_ok=True)
+
+
+def trusted_proxies(settings: Settings | None = None) -> list[str]:
+    """TRUSTED_PROXIES as a list of addresses and networks. A wrong entry stops the server
+    (uvicorn's parser would take it as a name no peer ever has, silently)."""
+    import ipaddress
+
+    out = []
+    for item in (settings or get_settings()).trusted_proxies.split(","):
+        if not (item := item.strip()):
+            continue
+        try:
+            out.append(str(ipaddress.ip_network(item, strict=False)) if "/" in item
+                       else str(ipaddress.ip_address(item)))
+        except ValueError:
+            raise ValueError(f"TRUSTED_PROXIES: {item!r} is not an IP address or network "
+                             "(e.g. 10.0.0.5 or 10.0.0.0/8)") from None
+    return out
 
 
 def weak_secret_key(key: str) -> str | None:

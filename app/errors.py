@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import BaseModel
+
 
 class InputError(ValueError):
     """Bad input from an upload or a request; nothing has been stored when it is raised."""
@@ -22,3 +24,21 @@ class InputError(ValueError):
 
     def as_dict(self) -> dict:
         return {"detail": str(self), "line": self.line, "field": self.field}
+
+
+class ErrorOut(BaseModel):
+    """Every refusal of the API, a 4xx or a 503, in one JSON shape: what is wrong, and where
+    when the input says (`field`: a form field, a query parameter, a body path such as
+    `participant_ids.0` or `path.<name>`; `line`: the line of an upload)."""
+
+    detail: str
+    field: str | None = None
+    line: int | None = None
+
+
+ERROR_RESPONSES: dict = {
+    "4XX": {"model": ErrorOut, "description": "Refused: bad input (422, with where), not logged "
+            "in (401), not allowed (403), not among yours (404), too large (413), too many (429)"},
+    503: {"model": ErrorOut, "description": "The database or the job queue cannot be reached "
+          "right now; retry after `Retry-After` seconds"},
+}

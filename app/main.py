@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import json
 
+import anyio
 from fastapi import FastAPI, HTTPException, Request
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.datastructures import Headers
 from starlette.middleware.sessions import SessionMiddleware
 
-from app.config import SECRET_KEY_HELP, get_settings, weak_secret_key
-from app.errors import InputError
+from app.config import SECRET_KEY_HELP, get_settings, trusted_proxies, weak_secret_key
+from app.errors import ERROR_RESPONSES, InputError
 from app.jobs import BrokerUnavailable
+from app.jsonsafe import MAX_DEPTH, too_deep
 from app.studies.assignment import NotAvailable
 from app.web import render, static_dir
 
@@ -83,8 +86,9 @@ class FrameHeaders:
 class BodyLimit:
     """Refuses a request body larger than the largest upload the app takes (413), before any of
     it is parsed or spooled: by its Content-Length when it has one, else by counting as it
-    arrives. Checks of who may post come after the body is read in FastAPI, so without this an
-    anonymous client could make the server spool any size to disk."""
+    arrives. FastAPI reads a form before the route checks who posts it: AuthBeforeBody turns
+    away callers without an account first, and this bounds what the others may send (the
+    crowd's routes, and accounts)."""
 
     def __init__(self, app, limit: int):
         self.app, self.limit = app, limit
@@ -128,11 +132,156 @@ class BodyLimit:
 
     async def _refuse(self, scope, send):
         mb = self.limit // (1024 * 1024)
-        body = json.dumps({"detail": f"the request is larger than the {mb} MB limit"}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+        await _send_json(send, 413, {"detail": f"the request is larger than the {mb} MB limit"})
+
+
+async def _send_json(send, status: int, payload: dict) -> None:
+    body = json.dumps(payload).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# The largest JSON body the app takes (a navigation answer's 20,000-frame trace is under 2 MB);
+# FastAPI reads a JSON body whole into memory before anything checks it.
+MAX_JSON_BODY = 4 << 20
+
+
+def _is_json(scope) -> bool:
+    ctype = Headers(scope=scope).get("content-type", "").split(";")[0].strip().lower()
+    return ctype == "application/json" or (ctype.startswith("application/") and ctype.endswith("+json"))
+
+
+class JsonBodyGuard:
+    """Reads a JSON request body before the app does and refuses it, unparsed, when it is
+    larger than `limit` (413) or nested deeper than MAX_DEPTH levels (422): Python's parser
+    recurses once per level, so 10,000 nested brackets would be a RecursionError."""
+
+    def __init__(self, app, limit: int = MAX_JSON_BODY):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] not in BODY_METHODS or not _is_json(scope):
+            return await self.app(scope, receive, send)
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away: nobody to answer
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.limit:
+                return await _send_json(send, 413, {
+                    "detail": f"a JSON body is larger than the {self.limit >> 20} MB limit", "field": "body"})
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        if too_deep(body):
+            return await _send_json(send, 422, {
+                "detail": f"the JSON body is nested more than {MAX_DEPTH} levels deep", "field": "body"})
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+def _calls(dependant):
+    for dep in dependant.dependencies:
+        yield dep.call
+        yield from _calls(dep)
+
+
+async def _unread():
+    return {"type": "http.disconnect"}
+
+
+class AuthBeforeBody:
+    """Refuses a write before any of its body is read when the headers already say the caller
+    may not: to a route that needs an account (one with a `require` dependency), a caller with
+    none (anonymous, a crowd worker, a bad token, a logged-out session); to any route that
+    checks CSRF, a cookie session that cannot pass (no token in the session, or a wrong
+    X-CSRF-Token). FastAPI reads, and spools, a form before it runs the route's dependencies:
+    without this an anonymous client could make the server parse any upload before being
+    refused. The answer is the one the route's own dependencies would give."""
+
+    def __init__(self, app):
+        self.app = app
+        self._routes = None
+
+    def _route_for(self, scope):
+        """(roles, checks CSRF) of the route that will serve this write, or None."""
+        if self._routes is None:
+            from app.auth.deps import verify_csrf
+
+            self._routes = []
+            for route in served_routes(scope["app"].router.routes):
+                dependant, methods = getattr(route, "dependant", None), getattr(route, "methods", None)
+                if dependant is None or not (set(methods or ()) & BODY_METHODS):
+                    continue
+                calls = list(_calls(dependant))
+                roles = next((c.roles for c in calls if getattr(c, "roles", None)), None)
+                self._routes.append((route.path_regex, methods, roles, verify_csrf in calls))
+        for regex, methods, roles, csrf in self._routes:  # the router's order: the first match serves
+            if scope["method"] in methods and regex.match(scope["path"]):
+                return (roles, csrf) if roles or csrf else None
+        return None
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] not in BODY_METHODS:
+            return await self.app(scope, receive, send)
+        route = self._route_for(scope)
+        refused = None if route is None else await self._refusal(scope, *route)
+        if refused is None:
+            return await self.app(scope, receive, send)
+        response = error_response(Request(scope), refused)
+        await response(scope, _unread, send)
+
+    @staticmethod
+    async def _refusal(scope, roles, checks_csrf):
+        from app.auth.deps import CSRF_REFUSED, caller, csrf_from_headers, refusal
+        from app.db import get_sessionmaker
+
+        headers = Headers(scope=scope)
+        session_data = scope.get("session") or {}
+        # In the order the app checks: the router's CSRF check, then the route's account.
+        if checks_csrf and csrf_from_headers(scope["method"], headers, session_data) is False:
+            return HTTPException(403, CSRF_REFUSED)
+        if not roles:
+            return None  # open to anyone (the crowd's forms, the login form)
+        authorization = headers.get("authorization", "")
+        if not authorization.lower().startswith("bearer ") and not session_data.get("uid"):
+            return refusal(scope["path"], None, roles)
+
+        def look_up():
+            with get_sessionmaker(scope["app"].state.database_url)() as session:
+                try:
+                    return refusal(scope["path"], caller(session, authorization, session_data), roles)
+                except HTTPException as exc:
+                    return exc
+
+        try:
+            return await anyio.to_thread.run_sync(look_up)
+        except OperationalError:
+            return None  # the database is away: the route answers 503 as it always does
+
+
+def error_response(request: Request, exc: StarletteHTTPException):
+    """An HTTPException as the app answers it: a redirect, the API's JSON or the error page."""
+    if exc.status_code in (301, 302, 303, 307) and exc.headers:
+        return RedirectResponse(exc.headers["Location"], status_code=303)
+    if _wants_json(request):
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+    return render(request, "error.html", status_code=exc.status_code,
+                  title={403: "Not allowed", 404: "Not found", 429: "Slow down"}.get(
+                      exc.status_code, "Error"), message=str(exc.detail))
 
 
 class InsecureSettings(RuntimeError):
@@ -143,16 +292,33 @@ def create_app(database_url: str | None = None) -> FastAPI:
     settings = get_settings()
     if (why := weak_secret_key(settings.secret_key)) is not None:
         raise InsecureSettings(f"{why}: {SECRET_KEY_HELP}")
+    try:
+        proxies = trusted_proxies(settings)
+    except ValueError as exc:
+        raise InsecureSettings(str(exc)) from None
     app = FastAPI(title="Proctor", version="0.1.0",
                   description="Human evaluation of grounded language agents.",
-                  docs_url="/api/docs", redoc_url=None, openapi_url="/openapi.json")
+                  docs_url="/api/docs", redoc_url=None, openapi_url="/openapi.json",
+                  # Our error shape, not FastAPI's list of validation errors: the handlers
+                  # below answer every refusal as ErrorOut, and the schema says so.
+                  responses=ERROR_RESPONSES)
     app.state.database_url = database_url or settings.database_url
+    # Innermost first: each add wraps the ones before it.
+    app.add_middleware(JsonBodyGuard)
+    app.add_middleware(AuthBeforeBody)  # inside the session: it reads the session cookie
     app.add_middleware(SessionMiddleware, secret_key=settings.secret_key,
                        session_cookie="proctor_session", same_site="lax", max_age=14 * 24 * 3600,
                        https_only=settings.base_url.startswith("https"))
     app.add_middleware(FrameHeaders)
     # The largest upload (a model, or an item file), plus room for the form around it.
     app.add_middleware(BodyLimit, limit=max(settings.max_upload_bytes, settings.max_artifact_bytes) + (1 << 20))
+    if proxies:
+        # Outermost: every check (rate limits, login limits) sees the client a trusted proxy
+        # names, never an address the client wrote itself (uvicorn's own handling is off,
+        # app/cli.py). The rightmost untrusted X-Forwarded-For hop is the client.
+        from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=proxies)
 
     from app.agents.views import router as agents_router
     from app.api import router as api_router
@@ -242,14 +408,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
-        if exc.status_code in (301, 302, 303, 307) and exc.headers:
-            return RedirectResponse(exc.headers["Location"], status_code=303)
-        if _wants_json(request):
-            return JSONResponse({"detail": exc.detail}, status_code=exc.status_code,
-                                headers=exc.headers)
-        return render(request, "error.html", status_code=exc.status_code,
-                      title={403: "Not allowed", 404: "Not found", 429: "Slow down"}.get(
-                          exc.status_code, "Error"), message=str(exc.detail))
+        return error_response(request, exc)
 
     _refuse_clashes(app)
     return app

@@ -504,7 +504,8 @@ def start_web(url: str, port: int, web_workers: int, secret: str, storage: str) 
            "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory", "--host", "127.0.0.1",
-         "--port", str(port), "--workers", str(web_workers), "--no-access-log", "--log-level", "warning"],
+         "--port", str(port), "--workers", str(web_workers), "--no-access-log", "--log-level", "warning",
+         "--no-proxy-headers"],  # as `proctor serve`: the app alone reads X-Forwarded-For
         cwd=ROOT, env=env, start_new_session=True)
     import httpx
 

@@ -331,8 +331,10 @@ def live_server(sqlite_url, tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     os.environ["BASE_URL"] = f"http://127.0.0.1:{port}"
+    from app.cli import server_options
+
     server = uvicorn.Server(uvicorn.Config(create_app(sqlite_url), host="127.0.0.1", port=port,
-                                           log_level="warning"))
+                                           **server_options()))  # as `proctor serve` runs it
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     stop = threading.Event()

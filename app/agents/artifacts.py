@@ -28,7 +28,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app import jobs
+from app import jobs, jsonsafe
 from app.agents.models import ARTIFACT_FORMATS, Agent, AgentArtifact
 from app.config import get_settings
 from app.errors import InputError
@@ -79,7 +79,7 @@ def _safetensors_header(data: bytes) -> dict | None:
     if n < 2 or 8 + n > len(data) or data[8:9] != b"{":
         return None
     try:
-        header = json.loads(data[8:8 + n])
+        header = jsonsafe.loads(data[8:8 + n])
     except (UnicodeDecodeError, json.JSONDecodeError):
         return None
     return header if isinstance(header, dict) else None
@@ -139,7 +139,7 @@ def check_safetensors(data: bytes) -> None:
         raise InputError(f"the safetensors header length ({n} bytes) runs past the end of the "
                          f"file ({len(data)} bytes)", field="file")
     try:
-        header = json.loads(data[8:8 + n])
+        header = jsonsafe.loads(data[8:8 + n])
     except UnicodeDecodeError:
         raise InputError("the safetensors header is not UTF-8 JSON", field="file") from None
     except json.JSONDecodeError as exc:
@@ -282,7 +282,7 @@ def parse_config(text: str | None) -> dict | None:
     if not text or not text.strip():
         return None
     try:
-        config = json.loads(text)
+        config = jsonsafe.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"the config is not valid JSON: {exc.msg} at line {exc.lineno}",
                          field="config") from None

@@ -15,6 +15,7 @@ from app.auth.models import User
 from app.config import get_settings
 from app.errors import InputError
 from app.kinds import all_kinds
+from app.params import Id
 from app.studies import services
 from app.web import flash, render
 
@@ -57,7 +58,7 @@ def create_agent(request: Request, name: str = Form(...), description: str = For
 
 
 @router.post("/agents/{agent_id}/artifacts")
-async def upload(request: Request, agent_id: int, file: UploadFile = File(None),
+async def upload(request: Request, agent_id: Id, file: UploadFile = File(None),
                  role: str = Form(...), format: str = Form(...), config: str = Form(""),
                  session: Session = Depends(db), user: User = Depends(researcher)):
     agent = artifacts.owned_agent(session, agent_id, user)
@@ -68,7 +69,7 @@ async def upload(request: Request, agent_id: int, file: UploadFile = File(None),
 
 
 @router.get("/agents/{agent_id}/artifacts")
-def artifacts_rows(request: Request, agent_id: int, session: Session = Depends(db),
+def artifacts_rows(request: Request, agent_id: Id, session: Session = Depends(db),
                    user: User = Depends(researcher)):
     """The agent's artifact table alone: what the page polls while a verdict is pending."""
     agent = artifacts.owned_agent(session, agent_id, user)

@@ -20,52 +20,85 @@ def db(request: Request) -> Iterator[Session]:
         session.close()
 
 
-def optional_user(request: Request, session: Session = Depends(db)) -> User | None:
-    auth = request.headers.get("authorization", "")
-    if auth.lower().startswith("bearer "):
-        user = user_for_token(session, auth[7:].strip())
+def caller(session: Session, authorization: str, session_data: dict) -> User | None:
+    """The account a request speaks for, from its headers alone: its bearer token, else its
+    session cookie's account (None for a session from before the account logged out). 401 for
+    a token that is wrong, revoked or expired."""
+    if authorization.lower().startswith("bearer "):
+        user = user_for_token(session, authorization[7:].strip())
         if user is None:
             raise HTTPException(401, "invalid or revoked API token")
-        request.state.via_token = True
         return user
-    uid = request.session.get("uid")
-    user = session.get(User, uid) if uid else None
-    if user is not None and request.session.get("sv", 0) != user.session_version:
-        request.session.clear()  # a session from before the account logged out
+    uid = session_data.get("uid")
+    user = session.get(User, uid) if isinstance(uid, int) else None
+    if user is not None and session_data.get("sv", 0) != user.session_version:
         return None
     return user
+
+
+def optional_user(request: Request, session: Session = Depends(db)) -> User | None:
+    user = caller(session, request.headers.get("authorization", ""), request.session)
+    if request.headers.get("authorization", "").lower().startswith("bearer "):
+        request.state.via_token = True
+    elif user is None and "uid" in request.session:
+        request.session.clear()  # a session from before the account logged out
+    return user
+
+
+def refusal(path: str, user: User | None, roles: tuple[str, ...]) -> HTTPException | None:
+    """Why this caller may not use a route open to `roles`, or None: the API answers 401, a
+    page sends to the login form; a wrong role is 403."""
+    if user is None or user.role == "worker":
+        if path.startswith("/api/"):
+            return HTTPException(401, "log in or send an API token")
+        return HTTPException(303, headers={"Location": f"/login?next={path}"})
+    if user.role not in roles and not (user.role == "admin" and "researcher" in roles):
+        return HTTPException(403, f"this needs the {' or '.join(roles)} role")
+    return None
 
 
 def require(*roles: str):
     """Allow these roles (admins may do everything a researcher may)."""
 
     def dep(request: Request, user: User | None = Depends(optional_user)) -> User:
-        if user is None or user.role == "worker":
-            if request.url.path.startswith("/api/"):
-                raise HTTPException(401, "log in or send an API token")
-            raise HTTPException(303, headers={"Location": f"/login?next={request.url.path}"})
-        if user.role not in roles and not (user.role == "admin" and "researcher" in roles):
-            raise HTTPException(403, f"this needs the {' or '.join(roles)} role")
+        if (refused := refusal(request.url.path, user, roles)) is not None:
+            raise refused
         return user
 
+    dep.roles = roles  # app.main.AuthBeforeBody finds the routes that need an account by it
     return dep
+
+
+CSRF_REFUSED = "missing or stale form token: reload the page and try again"
+
+
+def csrf_from_headers(method: str, headers, session_data: dict) -> bool | None:
+    """Whether a request passes the CSRF check by its headers alone: True (nothing to check,
+    or a good X-CSRF-Token), False (refused), None (its token is a form field: only reading
+    the body tells)."""
+    if method in ("GET", "HEAD", "OPTIONS"):
+        return True
+    if headers.get("authorization", "").lower().startswith("bearer "):
+        return True
+    content_type = headers.get("content-type", "")
+    # A cross-site page cannot send a JSON body without a CORS preflight, which we never allow.
+    if content_type.startswith("application/json"):
+        return True
+    presented = headers.get("x-csrf-token")
+    if presented is None and content_type.startswith(("application/x-www-form-urlencoded",
+                                                      "multipart/form-data")):
+        # No form token can match a session that was never given one.
+        return None if session_data.get("csrf") else False
+    return csrf_ok(session_data, presented)
 
 
 async def verify_csrf(request: Request) -> None:
     """Cookie-authenticated writes need the session's CSRF token (form field or header)."""
-    if request.method in ("GET", "HEAD", "OPTIONS"):
-        return
-    if request.headers.get("authorization", "").lower().startswith("bearer "):
-        return
-    # A cross-site page cannot send a JSON body without a CORS preflight, which we never allow.
-    if request.headers.get("content-type", "").startswith("application/json"):
-        return
-    presented = request.headers.get("x-csrf-token")
-    if presented is None and request.headers.get("content-type", "").startswith(
-            ("application/x-www-form-urlencoded", "multipart/form-data")):
-        presented = (await request.form()).get("csrf_token")
-    if not csrf_ok(request.session, presented):
-        raise HTTPException(403, "missing or stale form token: reload the page and try again")
+    ok = csrf_from_headers(request.method, request.headers, request.session)
+    if ok is None:
+        ok = csrf_ok(request.session, (await request.form()).get("csrf_token"))
+    if not ok:
+        raise HTTPException(403, CSRF_REFUSED)
 
 
 def managed_study(session: Session, study_id: int, user: User, detail: str = "no such study among yours"):

@@ -14,6 +14,7 @@ from app.auth.models import ApiToken, User
 from app.auth.security import create_token, verify_password
 from app.config import get_settings
 from app.errors import InputError
+from app.params import Id
 from app.studies import assignment
 from app.studies.models import Study
 from app.web import client_address, rate_limit, render
@@ -81,7 +82,7 @@ def new_token(request: Request, name: str = Form(""), expires_in_days: str = For
               session: Session = Depends(db), user: User = Depends(require("researcher", "admin"))):
     days = None
     if expires_in_days.strip():
-        if not expires_in_days.strip().isdigit():
+        if not (expires_in_days.strip().isascii() and expires_in_days.strip().isdigit()):
             raise InputError("a number of days", field="expires_in_days")
         days = int(expires_in_days)
     token = create_token(session, session.merge(user), name, days)
@@ -91,13 +92,13 @@ def new_token(request: Request, name: str = Form(""), expires_in_days: str = For
 
 
 @router.post("/account/tokens/{token_id}/revoke")
-def revoke_token(request: Request, token_id: int, session: Session = Depends(db),
+def revoke_token(request: Request, token_id: Id, session: Session = Depends(db),
                  user: User = Depends(require("researcher", "admin"))):
     revoke(session, token_id, user)
     return RedirectResponse("/account", status_code=303)
 
 
-def revoke(session: Session, token_id: int, user: User) -> ApiToken:
+def revoke(session: Session, token_id: Id, user: User) -> ApiToken:
     """Revoke one of the user's tokens (an admin: anyone's); 404 for another's."""
     row = session.get(ApiToken, token_id)
     if row is None or (row.user_id != user.id and user.role != "admin"):
@@ -108,14 +109,20 @@ def revoke(session: Session, token_id: int, user: User) -> ApiToken:
 
 
 def crowd_params(params) -> tuple[str, str, str, str]:
-    """(platform, worker id, assignment id, hit id) from MTurk or Prolific parameters."""
+    """(platform, worker id, assignment id, hit id) from MTurk or Prolific parameters; 400 for
+    none, or one longer than its column (the page's link and the API's body alike)."""
     if params.get("workerId"):
-        return "mturk", params["workerId"], params.get("assignmentId", ""), params.get("hitId", "")
-    if params.get("PROLIFIC_PID"):
-        return ("prolific", params["PROLIFIC_PID"], params.get("SESSION_ID", ""),
-                params.get("STUDY_ID", ""))
-    raise HTTPException(400, "This link is missing the worker's id: open it from MTurk "
-                             "(workerId, assignmentId, hitId) or Prolific (PROLIFIC_PID, STUDY_ID, SESSION_ID).")
+        found = "mturk", params["workerId"], params.get("assignmentId", ""), params.get("hitId", "")
+    elif params.get("PROLIFIC_PID"):
+        found = ("prolific", params["PROLIFIC_PID"], params.get("SESSION_ID", ""),
+                 params.get("STUDY_ID", ""))
+    else:
+        raise HTTPException(400, "This link is missing the worker's id: open it from MTurk "
+                                 "(workerId, assignmentId, hitId) or Prolific (PROLIFIC_PID, STUDY_ID, SESSION_ID).")
+    for name, value in zip(("worker id", "assignment id", "hit id"), found[1:]):
+        if len(value) > 255:
+            raise HTTPException(400, f"The {name} in this link is too long.")
+    return found
 
 
 # A crowd browser's own secret: a bundle keeps its hash and answers only the browser that
@@ -137,10 +144,7 @@ def browser_secret(request: Request) -> str | None:
 def enter_crowd(request: Request, session: Session, study: Study, params) -> tuple:
     """Enter the study with the link's parameters from this browser: (bundle, platform,
     the browser's secret, a new one when it had none)."""
-    platform, worker, assignment_id, hit = crowd_params(params)
-    for name, value in (("worker id", worker), ("assignment id", assignment_id), ("hit id", hit)):
-        if len(value) > 255:
-            raise HTTPException(400, f"The {name} in this link is too long.")
+    platform, worker, assignment_id, hit = crowd_params(params)  # 400 for an id past its column
     secret = browser_secret(request) or secrets.token_urlsafe(32)
     bundle = assignment.enter(session, study, platform, worker, assignment_id, hit,
                               browser=assignment.browser_hash(secret),

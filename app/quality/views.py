@@ -12,6 +12,7 @@ from app.auth.deps import db, require, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
 from app.kinds import get_kind
+from app.params import MAX_ID, Id
 from app.quality import service
 from app.studies.models import Participant, Study
 from app.web import flash, render
@@ -28,7 +29,7 @@ def _study(session: Session, study_id: int) -> Study:
 
 
 @router.get("/admin/studies/{study_id}/review")
-def review(request: Request, study_id: int, status: str = "", session: Session = Depends(db),
+def review(request: Request, study_id: Id, status: str = "", session: Session = Depends(db),
            user: User = Depends(admin)):
     study = _study(session, study_id)
     return render(request, "admin/review.html", user=user, study=study, status=status,
@@ -36,7 +37,7 @@ def review(request: Request, study_id: int, status: str = "", session: Session =
 
 
 @router.get("/admin/studies/{study_id}/participants/{pid}")
-def replay(request: Request, study_id: int, pid: int, session: Session = Depends(db),
+def replay(request: Request, study_id: Id, pid: Id, session: Session = Depends(db),
            user: User = Depends(admin)):
     study = _study(session, study_id)
     p = session.get(Participant, pid)
@@ -52,11 +53,13 @@ def replay(request: Request, study_id: int, pid: int, session: Session = Depends
 
 
 @router.post("/admin/studies/{study_id}/review")
-async def decide(request: Request, study_id: int, session: Session = Depends(db),
+async def decide(request: Request, study_id: Id, session: Session = Depends(db),
                  user: User = Depends(admin)):
     study = _study(session, study_id)
     form = await request.form()
-    ids = [int(v) for v in form.getlist("participant_id") if str(v).isdigit()]
+    # ASCII digits only ("²" is a digit to isdigit() and not to int()), and within the ids' range.
+    ids = [int(v) for v in map(str, form.getlist("participant_id"))
+           if v.isascii() and v.isdigit() and 1 <= int(v) <= MAX_ID]
     if not ids:
         raise InputError("select at least one worker", field="participant_id")
     decision = {"approve": "approved", "reject": "rejected"}.get(str(form.get("decision")), "")

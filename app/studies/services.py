@@ -223,12 +223,18 @@ def register_agent(session: Session, owner: User, kind_name: str, name: str, ver
                    description: str = "") -> Agent:
     if kind_name not in all_kinds():
         raise InputError(f"unknown task kind {kind_name!r}", field="kind")
-    if not name.strip():
+    # Stripped before the lookup too: " x" and "x" are one agent (else a second insert, a 500).
+    name, version = name.strip(), version.strip()
+    if not name:
         raise InputError("an agent needs a name", field="name")
+    if len(name) > 255:
+        raise InputError("an agent's name has at most 255 characters", field="name")
+    if not version or len(version) > 64:
+        raise InputError("an agent's version has 1 to 64 characters", field="version")
     agent = session.scalar(select(Agent).where(Agent.owner_id == owner.id, Agent.name == name,
                                                Agent.version == version))
     if agent is None:
-        agent = Agent(owner_id=owner.id, kind=kind_name, name=name.strip(), version=version,
+        agent = Agent(owner_id=owner.id, kind=kind_name, name=name, version=version,
                       description=description)
         session.add(agent)
         session.flush()

@@ -19,6 +19,7 @@ from app.errors import InputError
 from app.kinds import all_kinds, default_kind, get_kind
 from app.leaderboards.plot import leaderboard_plots
 from app.leaderboards.service import compute
+from app.params import Id
 from app.storage import get_store
 from app.studies import assignment, services
 from app.studies.models import Bundle, Item, Study
@@ -228,7 +229,7 @@ def kind_options(kind, fields: dict) -> dict:
 
 
 @router.get("/studies/{study_id}")
-def study_page(request: Request, study_id: int, session: Session = Depends(db),
+def study_page(request: Request, study_id: Id, session: Session = Depends(db),
                user: User = Depends(researcher)):
     study = _study(session, study_id, user)
     agents = session.execute(
@@ -248,7 +249,7 @@ def study_page(request: Request, study_id: int, session: Session = Depends(db),
 
 
 @router.get("/studies/{study_id}/progress")
-def study_progress(request: Request, study_id: int, session: Session = Depends(db),
+def study_progress(request: Request, study_id: Id, session: Session = Depends(db),
                    user: User = Depends(researcher)):
     study = _study(session, study_id, user)
     job_rows = _recent_jobs(session, study)
@@ -257,7 +258,7 @@ def study_progress(request: Request, study_id: int, session: Session = Depends(d
 
 
 @router.post("/studies/{study_id}/state")
-def change_state(request: Request, study_id: int, state: str = Form(...),
+def change_state(request: Request, study_id: Id, state: str = Form(...),
                  session: Session = Depends(db), user: User = Depends(researcher)):
     study = _study(session, study_id, user)
     services.set_state(session, study, state, session.merge(user))
@@ -266,7 +267,7 @@ def change_state(request: Request, study_id: int, state: str = Form(...),
 
 
 @router.post("/studies/{study_id}/agents")
-async def import_agent(request: Request, study_id: int, name: str = Form(...),
+async def import_agent(request: Request, study_id: Id, name: str = Form(...),
                        version: str = Form("1"), file: UploadFile = File(None),
                        session: Session = Depends(db), user: User = Depends(researcher)):
     study = _study(session, study_id, user)
@@ -278,7 +279,7 @@ async def import_agent(request: Request, study_id: int, name: str = Form(...),
 
 
 @router.post("/studies/{study_id}/annotations/import")
-async def import_prior_annotations(request: Request, study_id: int, source: str = Form(""),
+async def import_prior_annotations(request: Request, study_id: Id, source: str = Form(""),
                                    file: UploadFile = File(None), session: Session = Depends(db),
                                    user: User = Depends(researcher)):
     from app.studies.imports import import_annotations
@@ -291,7 +292,7 @@ async def import_prior_annotations(request: Request, study_id: int, source: str 
 
 
 @router.post("/studies/{study_id}/exports")
-def start_export(request: Request, study_id: int, session: Session = Depends(db),
+def start_export(request: Request, study_id: Id, session: Session = Depends(db),
                  user: User = Depends(researcher)):
     study = _study(session, study_id, user)
     jobs.submit(session, jobs.create_job(session, "export", study_id=study.id, owner_id=user.id))
@@ -300,7 +301,7 @@ def start_export(request: Request, study_id: int, session: Session = Depends(db)
 
 
 @router.get("/studies/{study_id}/leaderboard")
-def leaderboard(request: Request, study_id: int, session: Session = Depends(db),
+def leaderboard(request: Request, study_id: Id, session: Session = Depends(db),
                 user: User = Depends(researcher)):
     study = _study(session, study_id, user)
     board = compute(session, study)

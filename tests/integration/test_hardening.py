@@ -129,11 +129,19 @@ def test_an_oversized_body_is_refused_before_it_is_read(db_url, monkeypatch):
             for _ in range(3):
                 yield b"--xyz\r\n" + b"x" * (1 << 20)
 
-        r = client.post("/api/v1/studies", content=chunks(), headers=form)
+        # (from an account: an anonymous one is turned away before its body is read at all)
+        from app.auth.security import create_token
+        from app.db import get_sessionmaker
+
+        with get_sessionmaker(db_url)() as s:
+            token = create_token(s, make_user(s, "researcher"))
+            s.commit()
+        r = client.post("/api/v1/studies", content=chunks(),
+                        headers={**form, "Authorization": f"Bearer {token}"})
         assert r.status_code == 413
         assert client.get("/healthz").status_code == 200  # and the app answers on
         small = client.post("/api/v1/studies", files={"file": ("q.csv", b"a,b\n", "text/csv")})
-        assert small.status_code == 403  # read, then refused for what it is: no CSRF token
+        assert small.status_code == 403  # refused for what it is: no CSRF token (unread, test_auth_before_body.py)
     finally:
         get_settings.cache_clear()
 

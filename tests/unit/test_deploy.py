@@ -31,3 +31,23 @@ def test_compose_services_and_commands_exist():
               for n in ("worker", "exports-worker")]
     assert sorted(queues) == ["exports", "models"]
     assert sum("--beat" in s.get("command", []) for s in services.values()) == 1
+
+
+def test_the_web_server_is_proctor_serve_with_uvicorns_proxy_handling_off(monkeypatch):
+    """Docker and compose start `proctor serve`, never uvicorn directly, and `proctor serve`
+    runs uvicorn with proxy_headers off: the client's address comes from X-Forwarded-For only
+    through the app's TRUSTED_PROXIES, which compose passes on."""
+    import uvicorn
+
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    assert compose["services"]["web"]["command"][:2] == ["proctor", "serve"]
+    assert "TRUSTED_PROXIES" in compose["services"]["web"]["environment"]
+    cmd = [line for line in (ROOT / "Dockerfile").read_text().splitlines() if line.startswith("CMD")]
+    assert cmd == ['CMD ["proctor", "serve", "--host", "0.0.0.0"]']
+
+    seen = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw))
+    monkeypatch.setattr("app.jobs.start_inprocess_worker", lambda *a, **k: None)
+    result = CliRunner().invoke(main, ["serve", "--port", "8123"])
+    assert result.exit_code == 0, result.output
+    assert seen["proxy_headers"] is False and seen["port"] == 8123

@@ -23,6 +23,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
+from app import jsonsafe
 from app.errors import InputError
 from app.kinds.base import ImportResult, ItemSpec, TaskKind
 from app.kinds.navigation import likert, metrics
@@ -102,7 +103,7 @@ def _json_field(data: dict, name: str) -> None:
     value = data.get(name)
     if isinstance(value, str):
         try:
-            data[name] = json.loads(value) if value.strip() else []
+            data[name] = jsonsafe.loads(value) if value.strip() else []
         except json.JSONDecodeError:
             raise InputError(f"{name} is not valid JSON", field=name) from None
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from app import jsonsafe
 from app.errors import InputError
 
 Source = str | Path | bytes | bytearray
@@ -62,7 +63,7 @@ def read_json(source: Source | list | dict, what: str) -> Any:
         return source
     raw = _read_bytes(source, what)
     try:
-        return json.loads(raw)
+        return jsonsafe.loads(raw)
     except UnicodeDecodeError:
         raise InputError(f"{what} is not UTF-8 text", field=what) from None
     except json.JSONDecodeError as e:
@@ -297,7 +298,7 @@ def _jsonl_lines(raw: bytes, what: str) -> Iterator[tuple[int, dict]]:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = jsonsafe.loads(line)
         except json.JSONDecodeError as e:
             raise InputError(f"not valid JSON: {e.msg}", line=n, field=what) from None
         if not isinstance(rec, dict):

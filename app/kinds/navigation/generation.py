@@ -19,6 +19,7 @@ from app.agents.models import Agent, AgentArtifact
 from app.auth.models import User
 from app.errors import InputError
 from app.kinds.navigation.models import Candidate, GenerationRun, Rollout
+from app.params import MAX_ID
 from app.studies.models import Study
 
 KIND_NAME = "navigation"
@@ -33,7 +34,8 @@ MAX_N, MAX_K, MAX_M, MAX_PATHS = 50, 10, 20, 5000
 def _artifact(session: Session, user: User, artifact_id: object, role: str, field: str) -> AgentArtifact:
     if isinstance(artifact_id, bool) or not isinstance(artifact_id, int):
         raise InputError(f"{field} must be an artifact id (an integer)", field=field)
-    art = session.get(AgentArtifact, artifact_id)
+    # Past the ids' range the database would fail on it (a 500), not find nothing.
+    art = session.get(AgentArtifact, artifact_id) if 1 <= artifact_id <= MAX_ID else None
     agent = session.get(Agent, art.agent_id) if art else None
     if art is None or (user.role != "admin" and agent.owner_id != user.id):
         raise InputError(f"no artifact {artifact_id} among yours", field=field)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 
+from app import jsonsafe
 from app.errors import InputError
 
 MAX_ITEMS = 5
@@ -56,7 +57,7 @@ def parse_items(value) -> list[dict]:
     items: list[dict] = []
     if isinstance(value, str) and value.strip().startswith("["):
         try:
-            value = json.loads(value)
+            value = jsonsafe.loads(value)
         except json.JSONDecodeError as e:
             raise InputError(f"not a JSON array: {e.msg}", field="likert") from None
     if isinstance(value, str):

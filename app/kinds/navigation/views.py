@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app import jobs
+from app import jobs, jsonsafe
 from app.auth.deps import db, managed_study, optional_user, require, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
@@ -19,6 +19,7 @@ from app.kinds.navigation.environments import NotYours, get_graph, view
 from app.kinds.navigation.models import Environment, GenerationRun
 from app.kinds.navigation.panoramas import import_panoramas, panorama_urls
 from app.kinds.navigation.traces import export_trace
+from app.params import Id
 from app.studies.models import Annotation, Bundle, Item, Study
 from app.studies.services import can_manage
 from app.web import read_upload, render
@@ -83,7 +84,7 @@ def generations_context(session: Session, study: Study) -> dict:
 
 
 @router.get("/studies/{study_id}/generations", include_in_schema=False)
-def study_generations(request: Request, study_id: int, session: Session = Depends(db),
+def study_generations(request: Request, study_id: Id, session: Session = Depends(db),
                       user: User = Depends(researcher)):
     """The generation runs' section alone (htmx polls it while a run is going)."""
     study = managed_study(session, study_id, user, "No such study among yours.")
@@ -93,7 +94,7 @@ def study_generations(request: Request, study_id: int, session: Session = Depend
 
 @api.get("/studies/{study_id}/annotations/{annotation_id}/trace.jsonl", tags=["studies"],
          response_class=Response, responses={200: {"content": {"application/x-ndjson": {}}}})
-def annotation_trace(study_id: int, annotation_id: int, session: Session = Depends(db),
+def annotation_trace(study_id: Id, annotation_id: Id, session: Session = Depends(db),
                      user: User = Depends(researcher)):
     """A navigation follower's pose trace as PanGEA JSONL: one {id, exmat, inmat, time (ms)}
     per pose (docs/kinds/navigation-listeners.md)."""
@@ -124,7 +125,7 @@ def _ids(text: str, field: str) -> list:
     if not text:
         return []
     try:
-        value = json.loads(text if text.startswith("[") else f"[{text}]")
+        value = jsonsafe.loads(text if text.startswith("[") else f"[{text}]")
     except json.JSONDecodeError:
         raise InputError("give artifact ids as 3,4 or [3, 4]", field=field) from None
     return value
@@ -142,7 +143,7 @@ def _num(text: str, field: str, default, cast=int):
 
 
 @api.post("/studies/{study_id}/generations", status_code=202, tags=["generation"])
-async def start_generation(study_id: int, file: UploadFile = File(None), speaker_artifact_id: str = Form(""),
+async def start_generation(study_id: Id, file: UploadFile = File(None), speaker_artifact_id: str = Form(""),
                            listener_artifact_ids: str = Form(""), n: str = Form(""), k: str = Form(""),
                            m: str = Form(""), metric: str = Form("ndtw"), design: str = Form("evaluation"),
                            max_len: str = Form(""), seed: str = Form(""), batch_size: str = Form(""),
@@ -169,10 +170,10 @@ async def start_generation(study_id: int, file: UploadFile = File(None), speaker
 
 
 @api.get("/generations/{run_id}", tags=["generation"])
-def get_generation(run_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
+def get_generation(run_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     return generation.summary(session, _run(session, run_id, user))
 
 
 @api.post("/generations/{run_id}/cancel", tags=["generation"])
-def cancel_generation(run_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
+def cancel_generation(run_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     return generation.summary(session, generation.cancel_run(session, _run(session, run_id, user)))

@@ -33,6 +33,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from app import jsonsafe
 from app.errors import InputError
 from app.kinds.tom.rules import BELIEFS, CERTAINTIES, CG_LABELS, STOP, STOP_VS16, gold_answer, parse_question
 
@@ -329,7 +330,7 @@ def _answer_lines(data: bytes | str, known_ids: set[str], extra: tuple[str, ...]
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw)
+            obj = jsonsafe.loads(raw)
         except json.JSONDecodeError as exc:
             raise InputError(f"not valid JSON: {exc.msg}", line=line) from None
         if not isinstance(obj, dict):

@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
+from app import jsonsafe
 from app.errors import InputError
 from app.kinds.base import ImportResult, ItemSpec, TaskKind
 
@@ -33,7 +34,7 @@ def json_lines(data: bytes):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = jsonsafe.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"not JSON: {exc.msg}", line=n) from None
         if not isinstance(row, dict):

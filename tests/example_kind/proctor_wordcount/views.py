@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 from app import jobs
 from app.auth.deps import db, managed_study, require, verify_csrf
 from app.auth.models import User
+from app.params import Id
 from app.web import render
 from proctor_wordcount.jobs import tallies
 
@@ -24,7 +25,7 @@ def _study(session: Session, study_id: int, user: User):
 
 
 @pages.get("/wordcount/studies/{study_id}/tally")
-def tally_page(request: Request, study_id: int, session: Session = Depends(db),
+def tally_page(request: Request, study_id: Id, session: Session = Depends(db),
                user: User = Depends(researcher)):
     study = _study(session, study_id, user)
     return render(request, "kinds/wordcount/tally.html", user=user, study=study,
@@ -32,7 +33,7 @@ def tally_page(request: Request, study_id: int, session: Session = Depends(db),
 
 
 @api.post("/studies/{study_id}/tally", status_code=202)
-def start_tally(study_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
+def start_tally(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     """Tally every sentence's answers (job `wordcount.tally`); the page shows the result."""
     study = _study(session, study_id, user)
     job = jobs.submit(session, jobs.create_job(session, "wordcount.tally", study_id=study.id,

@@ -1,0 +1,46 @@
+"""app.jsonsafe: nesting is measured without parsing, strings and escapes taken into account."""
+
+import json
+import time
+
+import pytest
+
+from app import jsonsafe
+from app.jsonsafe import MAX_DEPTH, TooDeep, too_deep
+
+
+def nested(depth: int, inner: str = "1") -> str:
+    return "[" * depth + inner + "]" * depth
+
+
+@pytest.mark.parametrize("text", [
+    nested(MAX_DEPTH), '{"a":' * MAX_DEPTH + "1" + "}" * MAX_DEPTH,
+    "[" + ",".join([nested(3)] * 5000) + "]",            # many brackets, few levels
+    json.dumps(["[" * 500, "{" * 500]),                  # brackets inside strings
+    json.dumps(['\\"' + "[" * 500]),                     # an escaped quote does not end a string
+    json.dumps(["\\\\", "[" * 500]),                     # an escaped backslash does not escape
+    b"[" + b"[1]," * 100 + b"1]",                        # bytes too
+])
+def test_within_the_limit(text):
+    assert not too_deep(text)
+    assert jsonsafe.loads(text) == json.loads(text)
+
+
+@pytest.mark.parametrize("text", [
+    nested(MAX_DEPTH + 1), "[{" * 40 + "}]" * 40, nested(10_000), "[" * 100_000,
+    json.dumps(["[" * 500]) + nested(MAX_DEPTH + 1),
+])
+def test_past_the_limit(text):
+    assert too_deep(text)
+    with pytest.raises(json.JSONDecodeError, match=f"nested more than {MAX_DEPTH} levels deep"):
+        jsonsafe.loads(text)
+    with pytest.raises(TooDeep):
+        jsonsafe.loads(text)
+
+
+def test_measuring_is_cheap_even_for_the_worst_shape():
+    """Many sibling arrays each just under the limit: every pass shortens little."""
+    worst = ("[" + (nested(MAX_DEPTH - 1) + ",") * (4_000_000 // (2 * MAX_DEPTH)) + "1]").encode()
+    start = time.process_time()
+    assert not too_deep(worst)
+    assert time.process_time() - start < 5
