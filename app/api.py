@@ -110,7 +110,7 @@ def get_study(study_id: Id, session: Session = Depends(db), user: User = Depends
 
 
 @router.patch("/studies/{study_id}", response_model=StudyOut, tags=["studies"])
-def edit_study(study_id: int, body: services.StudyEdit, session: Session = Depends(db),
+def edit_study(study_id: Id, body: services.StudyEdit, session: Session = Depends(db),
                user: User = Depends(researcher)):
     """Change a study's consent text or instructions, or its caps on one crowd member
     (`max_bundles_per_worker`, `max_open_bundles_per_ip`); fields left out stay as they are.

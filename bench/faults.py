@@ -304,10 +304,16 @@ class Crowd:
         api = f"/api/v1/crowd/{self.slug}"
         with httpx.Client(base_url=self.base, timeout=httpx.Timeout(15.0, connect=3.0)) as c:
             def enter() -> bool:
+                # One task per worker id (the studies' default cap), bound to this client's
+                # browser secret (its cookie jar); then consent to the text shown.
                 r, _, _ = self._request(c, "enter", "POST", f"{api}/enter", self.stop_at, json={"params": {
-                    "PROLIFIC_PID": wid, "STUDY_ID": "faults", "SESSION_ID": f"{wid}-{n_bundle}"}})
+                    "PROLIFIC_PID": f"{wid}-b{n_bundle}", "STUDY_ID": "faults",
+                    "SESSION_ID": f"{wid}-{n_bundle}"}})
+                if r is not None and r.status_code == 200:
+                    r, _, _ = self._request(c, "consent", "POST", f"{api}/consent", self.stop_at,
+                                            json={"consent_version": r.json()["consent_version"]})
                 if r is not None and r.status_code != 200:
-                    self.refused[("enter", r.status_code, r.text[:200])] += 1
+                    self.refused[(r.request.url.path.rsplit("/", 1)[-1], r.status_code, r.text[:200])] += 1
                     time.sleep(0.5)
                 return r is not None and r.status_code == 200
 
@@ -324,6 +330,9 @@ class Crowd:
                         enter()
                     continue
                 body = r.json()
+                if body.get("state") == "wait":  # every item left is leased to others: look again
+                    time.sleep(min(2.0, float(body.get("retry_after", 1))))
+                    continue
                 if body["done"]:
                     n_bundle += 1
                     enter()

@@ -38,6 +38,7 @@ def test_an_annotator_scrubs_marks_moves_the_marker_and_sends(live_server, page)
 
     page.set_viewport_size({"width": 1280, "height": 900})
     page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=sts1&STUDY_ID=s&SESSION_ID=x1")
+    expect(page.locator("#consent")).to_be_focused()
     page.keyboard.press("Enter")  # consent
     for k in (1, 2):
         expect(page.get_by_text(f"Episode {k} of 2", exact=True)).to_be_visible()

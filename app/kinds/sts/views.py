@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, UploadFile
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, UploadFile
 from fastapi.responses import RedirectResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import select
@@ -25,6 +27,11 @@ from app.kinds.sts.frames import MAX_FRAMES, encode_png, strip, strip_key
 from app.kinds.sts.mining import RULES
 from app.kinds.sts.models import Continuation, GenerationRun, Recording
 from app.kinds.sts.recordings import replay
+from app.params import MAX_ID, BodyId, Id
+
+# Numbers in bodies are bounded where they enter (the database's INTEGER range); the services
+# check what each one may be.
+Count = Annotated[int, Field(ge=0, le=MAX_ID)]
 from app.storage import get_store
 from app.studies.services import StudySettings
 from app.web import flash, read_upload, render
@@ -71,8 +78,8 @@ async def upload_recordings(file: UploadFile = File(None), session: Session = De
 class ExpertIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     level: str
-    seeds: list[int] = Field(min_length=1)
-    max_steps: int | None = None
+    seeds: list[Count] = Field(min_length=1)
+    max_steps: Count | None = None
 
 
 @api.post("/recordings/expert", status_code=201)
@@ -110,13 +117,13 @@ def list_suites(session: Session = Depends(db), user: User = Depends(researcher)
 
 
 @api.get("/suites/{suite_id}")
-def get_suite(suite_id: int, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+def get_suite(suite_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
     with _answers():
         return suites.suite_dict(session, suites.get_suite(session, user, suite_id))
 
 
 @api.get("/suites/{suite_id}/versions")
-def list_versions(suite_id: int, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+def list_versions(suite_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
     """Each version with its scenario count, per category, and how many it added."""
     with _answers():
         suite = suites.get_suite(session, user, suite_id)
@@ -124,7 +131,7 @@ def list_versions(suite_id: int, session: Session = Depends(db), user: User = De
 
 
 @api.post("/suites/{suite_id}/versions", status_code=201)
-def start_version(suite_id: int, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+def start_version(suite_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
     """Version n + 1, a draft: only once version n is published (409 otherwise)."""
     with _answers():
         version = suites.new_version(session, suites.get_suite(session, user, suite_id))
@@ -132,7 +139,7 @@ def start_version(suite_id: int, session: Session = Depends(db), user: User = De
 
 
 @api.post("/suites/{suite_id}/versions/{number}/publish")
-def publish_version(suite_id: int, number: int, session: Session = Depends(db),
+def publish_version(suite_id: Id, number: Id, session: Session = Depends(db),
                     user: User = Depends(researcher)) -> dict:
     """Make the draft immutable (409 if it is published already)."""
     with _answers():
@@ -141,7 +148,7 @@ def publish_version(suite_id: int, number: int, session: Session = Depends(db),
 
 
 @api.get("/suites/{suite_id}/versions/{number}/scenarios")
-def list_scenarios(suite_id: int, number: int, session: Session = Depends(db),
+def list_scenarios(suite_id: Id, number: Id, session: Session = Depends(db),
                    user: User = Depends(researcher)) -> dict:
     """Version n's scenarios: all those added in versions 1..n, with the caller's own tags."""
     with _answers():
@@ -153,16 +160,16 @@ def list_scenarios(suite_id: int, number: int, session: Session = Depends(db),
 class ScenariosIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     rule: str | None = None
-    k: int | None = None
-    takeover: int | None = None
-    recordings: list[int] | None = None
-    continuation: int = suites.DEFAULT_CONTINUATION
+    k: Count | None = None
+    takeover: Count | None = None
+    recordings: list[BodyId] | None = None
+    continuation: Count = suites.DEFAULT_CONTINUATION
     category: str | None = None
     tags: list[str] = Field(default_factory=list)
 
 
 @api.post("/suites/{suite_id}/versions/{number}/scenarios", status_code=201)
-def add_scenarios(suite_id: int, number: int, body: ScenariosIn, session: Session = Depends(db),
+def add_scenarios(suite_id: Id, number: Id, body: ScenariosIn, session: Session = Depends(db),
                   user: User = Depends(researcher)) -> dict:
     """Scenarios for the draft version n, in bulk by `rule` ("first step", "mission given",
     "before success" with `k`) over `recordings` (ids; default all of the suite owner's,
@@ -175,7 +182,7 @@ def add_scenarios(suite_id: int, number: int, body: ScenariosIn, session: Sessio
 
 
 @api.get("/suites/{suite_id}/versions/{number}/agents")
-def version_agents(suite_id: int, number: int, session: Session = Depends(db),
+def version_agents(suite_id: Id, number: Id, session: Session = Depends(db),
                    user: User = Depends(researcher)) -> dict:
     """Each agent's stored continuations of version n's scenarios and the simulator's own
     success share over them (overall, per category): an older version's stays computable."""
@@ -186,15 +193,15 @@ def version_agents(suite_id: int, number: int, session: Session = Depends(db),
 
 class ScenarioPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    takeover: int | None = None
-    continuation: int | None = None
+    takeover: Count | None = None
+    continuation: Count | None = None
     category: str | None = None
     tags: list[str] | None = None
     instruction: str | None = None
 
 
 @api.patch("/scenarios/{scenario_id}")
-def change_scenario(scenario_id: int, body: ScenarioPatch, session: Session = Depends(db),
+def change_scenario(scenario_id: Id, body: ScenarioPatch, session: Session = Depends(db),
                     user: User = Depends(researcher)) -> dict:
     """Change a draft version's scenario (409 once its version is published). A new takeover
     point or length removes the continuations stored for the old one."""
@@ -204,7 +211,7 @@ def change_scenario(scenario_id: int, body: ScenarioPatch, session: Session = De
 
 
 @api.delete("/scenarios/{scenario_id}")
-def delete_scenario(scenario_id: int, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+def delete_scenario(scenario_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
     """Remove a draft version's scenario (409 once its version is published)."""
     with _answers():
         sc, _, _ = suites.get_scenario(session, user, scenario_id)
@@ -218,7 +225,7 @@ class TagIn(BaseModel):
 
 
 @api.post("/scenarios/{scenario_id}/tags")
-def add_tag(scenario_id: int, body: TagIn, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+def add_tag(scenario_id: Id, body: TagIn, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
     """A personal tag: the caller's own, on any version's scenario; returns the caller's tags."""
     with _answers():
         sc, _, _ = suites.get_scenario(session, user, scenario_id)
@@ -226,7 +233,7 @@ def add_tag(scenario_id: int, body: TagIn, session: Session = Depends(db), user:
 
 
 @api.delete("/scenarios/{scenario_id}/tags/{tag}")
-def remove_tag(scenario_id: int, tag: str, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+def remove_tag(scenario_id: Id, tag: str, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
     with _answers():
         sc, _, _ = suites.get_scenario(session, user, scenario_id)
     return {"scenario": scenario_id, "my_tags": suites.remove_tag(session, user, sc, tag)}
@@ -237,11 +244,11 @@ def remove_tag(scenario_id: int, tag: str, session: Session = Depends(db), user:
 
 class GenerationIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    agent_id: int | None = None
+    agent_id: BodyId | None = None
     agent: str | None = None  # a built-in agent's name
-    continuations: int = generation.DEFAULT_CONTINUATIONS
-    seed: int = 0
-    batch_size: int = generation.DEFAULT_BATCH
+    continuations: Count = generation.DEFAULT_CONTINUATIONS
+    seed: Count = 0
+    batch_size: Count = generation.DEFAULT_BATCH
 
 
 def _start_run(session: Session, user: User, suite_id: int, number: int, agent_spec, continuations, seed,
@@ -255,7 +262,7 @@ def _start_run(session: Session, user: User, suite_id: int, number: int, agent_s
 
 
 @api.post("/suites/{suite_id}/versions/{number}/generations", status_code=202)
-def start_generation(suite_id: int, number: int, body: GenerationIn, session: Session = Depends(db),
+def start_generation(suite_id: Id, number: Id, body: GenerationIn, session: Session = Depends(db),
                      user: User = Depends(researcher)) -> dict:
     """An agent's `continuations` (C, default 10) of every scenario of version n, as one
     background job (`sts.generation`). The agent is `agent_id` (an STS agent) or `agent`, a
@@ -270,7 +277,7 @@ def start_generation(suite_id: int, number: int, body: GenerationIn, session: Se
 
 
 @api.get("/generations/{run_id}")
-def get_generation(run_id: int, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+def get_generation(run_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
     """A run's state and progress, and how many of its continuations are stored."""
     with _answers():
         return generation.summary(session, generation.get_run(session, user, run_id))
@@ -278,15 +285,15 @@ def get_generation(run_id: int, session: Session = Depends(db), user: User = Dep
 
 class StudyIn(StudySettings):
     model_config = ConfigDict(extra="forbid")
-    agents: list[int | str] = Field(min_length=1)
-    reference: dict[str, int] = Field(default_factory=dict)
-    continuations: int | None = None
+    agents: list[BodyId | str] = Field(min_length=1)
+    reference: dict[str, Count] = Field(default_factory=dict)
+    continuations: Count | None = None
     approve_at: float | None = None
-    tile: int | None = None
+    tile: Count | None = None
 
 
 @api.post("/suites/{suite_id}/versions/{number}/study", status_code=201)
-def study_from_version(suite_id: int, number: int, body: StudyIn, session: Session = Depends(db),
+def study_from_version(suite_id: Id, number: Id, body: StudyIn, session: Session = Depends(db),
                        user: User = Depends(researcher)) -> dict:
     """A draft study of the published version n: the `agents`' stored continuations (ids or
     built-in names; the first `continuations` of each scenario, default as many as every
@@ -378,7 +385,7 @@ def _runs(session: Session, suite) -> list[dict]:
 
 
 @router.get("/sts/suites/{suite_id}")
-def suite_page(request: Request, suite_id: int, version: int | None = None, session: Session = Depends(db),
+def suite_page(request: Request, suite_id: Id, version: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None, session: Session = Depends(db),
                user: User = Depends(researcher)):
     with _answers():
         suite = suites.get_suite(session, user, suite_id)
@@ -394,7 +401,7 @@ def suite_page(request: Request, suite_id: int, version: int | None = None, sess
 
 
 @router.get("/sts/suites/{suite_id}/runs")
-def suite_runs(request: Request, suite_id: int, session: Session = Depends(db), user: User = Depends(researcher)):
+def suite_runs(request: Request, suite_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     """The generation runs' section alone (htmx polls it while a run is going)."""
     with _answers():
         suite = suites.get_suite(session, user, suite_id)
@@ -402,7 +409,7 @@ def suite_runs(request: Request, suite_id: int, session: Session = Depends(db), 
 
 
 @router.post("/sts/suites/{suite_id}/versions")
-def start_version_page(request: Request, suite_id: int, session: Session = Depends(db),
+def start_version_page(request: Request, suite_id: Id, session: Session = Depends(db),
                        user: User = Depends(researcher)):
     with _answers():
         suite = suites.get_suite(session, user, suite_id)
@@ -414,7 +421,7 @@ def start_version_page(request: Request, suite_id: int, session: Session = Depen
 
 
 @router.post("/sts/suites/{suite_id}/versions/{number}/publish")
-def publish_page(request: Request, suite_id: int, number: int, session: Session = Depends(db),
+def publish_page(request: Request, suite_id: Id, number: Id, session: Session = Depends(db),
                  user: User = Depends(researcher)):
     with _answers():
         suite, version = _version(session, user, suite_id, number)
@@ -427,7 +434,7 @@ def publish_page(request: Request, suite_id: int, number: int, session: Session 
 
 
 @router.post("/sts/suites/{suite_id}/scenarios")
-def add_scenarios_page(request: Request, suite_id: int, rule: str = Form(""), k: str = Form(""),
+def add_scenarios_page(request: Request, suite_id: Id, rule: str = Form(""), k: str = Form(""),
                        takeover: str = Form(""), recordings: str = Form(""), continuation: str = Form(""),
                        category: str = Form(""), tags: str = Form(""), session: Session = Depends(db),
                        user: User = Depends(researcher)):
@@ -451,7 +458,7 @@ def add_scenarios_page(request: Request, suite_id: int, rule: str = Form(""), k:
 
 
 @router.post("/sts/suites/{suite_id}/versions/{number}/generations")
-def start_generation_page(request: Request, suite_id: int, number: int, agent: str = Form(""),
+def start_generation_page(request: Request, suite_id: Id, number: Id, agent: str = Form(""),
                           continuations: str = Form(""), seed: str = Form(""), session: Session = Depends(db),
                           user: User = Depends(researcher)):
     with _answers():
@@ -482,7 +489,7 @@ def _timeline_url(row: Recording) -> str | None:
 
 
 @router.get("/sts/scenarios/{scenario_id}")
-def scenario_page(request: Request, scenario_id: int, session: Session = Depends(db),
+def scenario_page(request: Request, scenario_id: Id, session: Session = Depends(db),
                   user: User = Depends(researcher)):
     """A scenario on its recording's timeline: scrub the frames and take over at another step
     (a draft's scenario moves; a published one's is copied into the draft version)."""
@@ -501,7 +508,7 @@ def scenario_page(request: Request, scenario_id: int, session: Session = Depends
 
 
 @router.post("/sts/scenarios/{scenario_id}/takeover")
-def takeover_page(request: Request, scenario_id: int, takeover: str = Form(""), session: Session = Depends(db),
+def takeover_page(request: Request, scenario_id: Id, takeover: str = Form(""), session: Session = Depends(db),
                   user: User = Depends(researcher)):
     with _answers():
         sc, suite, version = suites.get_scenario(session, user, scenario_id)
@@ -528,7 +535,7 @@ def takeover_page(request: Request, scenario_id: int, takeover: str = Form(""), 
 
 
 @router.post("/sts/scenarios/{scenario_id}/tags")
-def tag_page(request: Request, scenario_id: int, tag: str = Form(""), action: str = Form("add"),
+def tag_page(request: Request, scenario_id: Id, tag: str = Form(""), action: str = Form("add"),
              session: Session = Depends(db), user: User = Depends(researcher)):
     with _answers():
         sc, _, _ = suites.get_scenario(session, user, scenario_id)
