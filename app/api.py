@@ -253,7 +253,10 @@ async def import_prior_annotations(study_id: Id, file: UploadFile = File(None), 
 
 @router.get("/studies/{study_id}/leaderboard", tags=["leaderboards"])
 def leaderboard(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
-    return compute(session, _study(session, study_id, user))
+    board = compute(session, _study(session, study_id, user))
+    if board.get("extra"):  # the page's drawings; the API gives the figures they draw
+        board["extra"] = {k: v for k, v in board["extra"].items() if k != "figures"}
+    return board
 
 
 @router.post("/studies/{study_id}/exports", status_code=202, tags=["exports"])

@@ -214,7 +214,8 @@ class TaskKind(ABC):
                      "columns": [{"key": str, "label": str}, ...],
                      "rows": [{column key: cell, ...}, ...]}, ...]}
         A cell is a string, a number, None, or an estimate {"n", "mean", "low", "high"}
-        (rendered as the mean with its interval)."""
+        (rendered as the mean with its interval). Optionally "figures": [{"title": str,
+        "svg": Markup}, ...] (app.leaderboards.plot draws intervals and CDFs), shown above them."""
         return None
 
     def demo(self) -> dict[str, Any]:

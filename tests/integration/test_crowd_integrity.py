@@ -11,7 +11,7 @@ import io
 import re
 
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 
 from app import jobs
 from app.storage import get_store

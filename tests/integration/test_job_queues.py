@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import os
 import secrets
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
 
 from app import jobs
 from app.db import utcnow

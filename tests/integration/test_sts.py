@@ -17,7 +17,7 @@ from app.kinds.sts.demo import demo_lines
 from app.kinds.sts.frames import decode_png
 from app.storage import get_store
 from app.studies import services
-from app.studies.models import Item, Participant, Study
+from app.studies.models import Item, Study
 from tests.conftest import ROOT, consent_version_of, make_user
 
 
@@ -154,6 +154,23 @@ def test_people_mark_continuations_and_the_leaderboard_ranks_agents(app, client,
     assert 0 <= lifted <= 4 / 16 and rows["random"]["agreement"] == pytest.approx(1 - lifted)
     annotators = {r["annotator"]: r for r in tables["sts_annotators"]["rows"]}
     assert annotators and all(r["n_reference"] >= 1 for r in annotators.values())
+    # Consistency per scenario: the expert succeeds in every one; the correlation with the
+    # simulator needs three agents, so with two it is blank rather than a number.
+    scenario_rows = tables["sts_scenarios"]["rows"]
+    assert len(scenario_rows) == 8 and all(r["a:expert"] == 1.0 for r in scenario_rows)
+    assert scenario_rows[0]["difficulty"] >= scenario_rows[-1]["difficulty"]
+    assert tables["sts_correlation"]["rows"] == [{"metric": "simulator success rate", "agents": 2,
+                                                  "rho": None, "p": None}]
+    figures = {f["title"]: str(f["svg"]) for f in board["extra"]["figures"]}
+    assert "<circle" in figures["Success share per agent (95% interval)"]
+    assert figures["Time to completion: steps from the takeover to the success marker (CDF)"].count("<polyline") == 2
+    from tests.conftest import login
+
+    login(client, owner)
+    page = client.get(f"/studies/{study.id}/leaderboard")
+    assert page.status_code == 200 and 'aria-label="steps after the takeover: cumulative share"' in page.text
+    api = client.get(f"/api/v1/studies/{study.id}/leaderboard").json()
+    assert "figures" not in api["extra"] and {t["key"] for t in api["extra"]["tables"]} == set(tables)
     yes_sayer = annotators.pop(assignment.pseudonym("prolific", "WORKER001"), None)
     assert yes_sayer is None or yes_sayer["specificity"] in (0.0, None)
     for r in annotators.values():  # marked at the simulator's own moment: no step error

@@ -113,3 +113,17 @@ def test_a_line_that_is_not_json_or_a_continuation_in_two_categories_is_refused(
         list(read_markers([_line("w1", "A", "s1", 0, "success", 1),
                            _line("w2", "A", "s1", 0, "success", 1, category="open")]))
     assert (err.value.line, err.value.field) == (2, "category") and "line 1" in err.value.message
+
+
+def test_spearman_against_a_reference_and_undefined_cases():
+    from app.kinds.sts.leaderboard import rogan_gladen, spearman
+
+    # Ranks (1, 2, 3, 4) and (1, 3, 2, 4): d^2 = 2, rho = 1 - 6 * 2 / (4 * 15) = 0.8.
+    got = spearman([0.1, 0.2, 0.3, 0.9], [0.0, 0.5, 0.4, 1.0])
+    assert got["rho"] == pytest.approx(0.8) and 0 < got["p"] < 1
+    assert spearman([0.1, 0.2], [0.3, 0.4]) == {"rho": None, "p": None}
+    assert spearman([0.5, 0.5, 0.5], [0.1, 0.2, 0.3]) == {"rho": None, "p": None}
+    # Rogan-Gladen: observed 0.6 with sensitivity 0.9 and specificity 0.8 -> (0.6 + 0.8 - 1) / 0.7.
+    assert rogan_gladen(0.6, 0.9, 0.8) == pytest.approx(0.4 / 0.7)
+    assert rogan_gladen(0.05, 0.9, 0.8) == 0.0 and rogan_gladen(0.99, 0.9, 0.8) == 1.0
+    assert rogan_gladen(0.6, 0.5, 0.5) is None and rogan_gladen(0.6, None, 0.8) is None

@@ -12,21 +12,18 @@ listener.py, written out in docs/agents.md.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import torch
 from sqlalchemy.orm import Session
 
-from app.agents.models import AgentArtifact
-from app.db import utcnow
 from app.kinds.navigation.grammar import describe_path
 from app.kinds.navigation.house import generate_house, sample_paths
-from app.storage import get_store
 from workers.navigation.features import (
     FEATURES_VERSION, SPECIALS, Vocabulary, World, pad_batch, stack_steps)
 from workers.navigation.loading import LOADER
 from workers.sandbox import ModelRaised, SandboxedModel, SandboxError
+from workers.validation import VERDICT_CHARS, Invalid, record_validation
 
 BATCH = 3  # paths in the test batch
 MAX_LEN = 12  # words sampled per instruction in the test
@@ -36,11 +33,6 @@ INTERFACES = {
     "listener": ("feature_version", "vocabulary", "encode", "act"),
 }
 _HOUSE_SEED = 11  # a fixed generated house: every upload is tried on the same batch
-_VERDICT_CHARS = 2000
-
-
-class Invalid(Exception):
-    """The artifact fails the interface; the message is the verdict."""
 
 
 def _shape(t: torch.Tensor) -> str:
@@ -180,7 +172,7 @@ def validate_bytes(role: str, fmt: str, data: bytes, config: dict | None,
         except SandboxError as exc:
             what = "TorchScript archive" if fmt == "torchscript" else \
                 f"{(config or {}).get('architecture')} weights"
-            raise Invalid(f"{what}: {exc}"[:_VERDICT_CHARS]) from exc
+            raise Invalid(f"{what}: {exc}"[:VERDICT_CHARS]) from exc
         vocab = check_common(model, role)
         return check_speaker(model, vocab) if role == "speaker" else check_listener(model, vocab)
     finally:
@@ -188,19 +180,4 @@ def validate_bytes(role: str, fmt: str, data: bytes, config: dict | None,
 
 
 def run_validation(session: Session, job, progress) -> dict:
-    artifact = session.get(AgentArtifact, job.params["artifact_id"])
-    if artifact is None:
-        return {"skipped": "the artifact was deleted"}
-    try:
-        data = get_store().get(artifact.blob_key)
-        if hashlib.sha256(data).hexdigest() != artifact.sha256:
-            raise Invalid("the stored file does not match the uploaded one (sha256): upload it again")
-        verdict, state = validate_bytes(artifact.role, artifact.format, data, artifact.config), "valid"
-    except Invalid as exc:
-        verdict, state = str(exc), "invalid"
-    except Exception as exc:  # whatever the model does, the researcher learns why, not "pending"
-        verdict, state = f"validation failed: {type(exc).__name__}"[:_VERDICT_CHARS], "invalid"
-    artifact.state, artifact.verdict, artifact.validated_at = state, verdict[:_VERDICT_CHARS], utcnow()
-    session.commit()
-    progress(1, 1, f"artifact {artifact.id}: {state}: {verdict}")
-    return {"artifact": artifact.id, "state": state, "verdict": verdict}
+    return record_validation(session, job, progress, validate_bytes)

@@ -12,20 +12,17 @@ own text. The interface is written out in docs/kinds/sts-policies.md.
 from __future__ import annotations
 
 import functools
-import hashlib
 from typing import Any
 
 import numpy as np
 import torch
 from sqlalchemy.orm import Session
 
-from app.agents.models import AgentArtifact
-from app.db import utcnow
 from app.kinds.sts.env import ACTIONS, get_simulator
 from app.kinds.sts.observations import VOCAB_VERSION
 from app.kinds.sts.recordings import expert_recording, replay
-from app.storage import get_store
 from workers.sandbox import ModelRaised, SandboxedModel, SandboxError
+from workers.validation import VERDICT_CHARS, Invalid, record_validation
 from workers.sts.loading import LOADER
 from workers.sts.policy import observation_tensors
 
@@ -34,14 +31,9 @@ INTERFACE = ("vocab_version", "act")
 # each (the first step, and halfway to success): every upload is tried on the same batch.
 LEVELS = ("BabyAI-GoToLocal-v0", "BabyAI-PickupLoc-v0", "BabyAI-OpenDoor-v0", "BabyAI-PutNextLocal-v0")
 _SEED = 5
-_VERDICT_CHARS = 2000
 # How far apart the same observation's probabilities may be, alone and in the batch (float32
 # arithmetic on other shapes differs in the last bits; a batch-dependent model by far more).
 _TOLERANCE = 1e-4
-
-
-class Invalid(Exception):
-    """The artifact fails the interface; the message is the verdict."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -126,7 +118,7 @@ def validate_bytes(role: str, fmt: str, data: bytes, config: dict | None, limits
             model.start()
         except SandboxError as exc:
             what = "TorchScript archive" if fmt == "torchscript" else f"{(config or {}).get('architecture')} weights"
-            raise Invalid(f"{what}: {exc}"[:_VERDICT_CHARS]) from exc
+            raise Invalid(f"{what}: {exc}"[:VERDICT_CHARS]) from exc
         verdict = check_policy(model)
         if fmt == "safetensors":
             verdict = f"{config.get('architecture')} {verdict}"
@@ -136,19 +128,4 @@ def validate_bytes(role: str, fmt: str, data: bytes, config: dict | None, limits
 
 
 def run_validation(session: Session, job, progress) -> dict:
-    artifact = session.get(AgentArtifact, job.params["artifact_id"])
-    if artifact is None:
-        return {"skipped": "the artifact was deleted"}
-    try:
-        data = get_store().get(artifact.blob_key)
-        if hashlib.sha256(data).hexdigest() != artifact.sha256:
-            raise Invalid("the stored file does not match the uploaded one (sha256): upload it again")
-        verdict, state = validate_bytes(artifact.role, artifact.format, data, artifact.config), "valid"
-    except Invalid as exc:
-        verdict, state = str(exc), "invalid"
-    except Exception as exc:  # whatever the model does, the researcher learns why, not "pending"
-        verdict, state = f"validation failed: {type(exc).__name__}"[:_VERDICT_CHARS], "invalid"
-    artifact.state, artifact.verdict, artifact.validated_at = state, verdict[:_VERDICT_CHARS], utcnow()
-    session.commit()
-    progress(1, 1, f"artifact {artifact.id}: {state}: {verdict}")
-    return {"artifact": artifact.id, "state": state, "verdict": verdict}
+    return record_validation(session, job, progress, validate_bytes)

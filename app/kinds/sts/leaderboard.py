@@ -9,6 +9,7 @@ from sqlalchemy import and_, select
 from sqlalchemy.orm import Session
 
 from app.auth.models import User
+from app.leaderboards.plot import PALETTE, cdf_svg, estimates_svg
 from app.kinds.sts.score import Marker, outcome, score
 from app.studies.models import Annotation, Item, Study
 
@@ -104,6 +105,39 @@ def section(session: Session, study: Study) -> dict | None:
                     {"key": "per_category", "label": "Per category"}],
         "rows": agent_rows,
     }]
+    # Consistency (the paper's Figure 9): per scenario, the share of each agent's continuations
+    # that succeed; its difficulty is one minus the mean share over the agents.
+    agents = [r["agent"] for r in agent_rows]
+    scenario_rows = []
+    scenarios = sorted({k[1] for k in by_continuation})
+    for sc in scenarios:
+        shares = {a: result["agents"][a]["per_scenario"].get(sc) for a in agents}
+        seen = [v for v in shares.values() if v is not None]
+        category = next((m.category for m in marks if not m.reference and m.scenario == sc), "")
+        scenario_rows.append({"scenario": sc, "category": category, **{f"a:{a}": v for a, v in shares.items()},
+                              "difficulty": 1 - sum(seen) / len(seen)})
+    scenario_rows.sort(key=lambda r: (-r["difficulty"], r["scenario"]))
+    tables.append({
+        "key": "sts_scenarios",
+        "title": "Consistency per scenario",
+        "note": ("Per scenario, the share of each agent's continuations people marked a success (how "
+                 "consistently it succeeds, paper Figure 9); difficulty: one minus the mean share over "
+                 "the agents, hardest first."),
+        "columns": [{"key": "scenario", "label": "Scenario"}, {"key": "category", "label": "Category"}]
+                   + [{"key": f"a:{a}", "label": a} for a in agents] + [{"key": "difficulty", "label": "Difficulty"}],
+        "rows": scenario_rows,
+    })
+    rank = spearman([r["success"]["mean"] for r in agent_rows], [r["simulator"] for r in agent_rows])
+    tables.append({
+        "key": "sts_correlation",
+        "title": "Rank correlation with the simulator",
+        "note": ("Spearman's rho between the agents' success shares marked by people and the simulator's "
+                 "own success rates, with its two-sided p (blank with fewer than three agents, or when "
+                 "either ranking is all ties)."),
+        "columns": [{"key": "metric", "label": "Against"}, {"key": "agents", "label": "Agents"},
+                    {"key": "rho", "label": "Spearman rho"}, {"key": "p", "label": "p"}],
+        "rows": [{"metric": "simulator success rate", "agents": len(agent_rows), **rank}],
+    })
     annotator_rows = []
     for who, a in result["annotators"].items():
         if not a["n_reference"]:
@@ -127,4 +161,25 @@ def section(session: Session, study: Study) -> dict | None:
                         {"key": "step_error", "label": "Marker-step error"}],
             "rows": annotator_rows,
         })
-    return {"tables": tables}
+    ttc: dict[str, list[float]] = {}
+    for m in marks:
+        if not m.reference and m.marker == "success" and m.step is not None:
+            ttc.setdefault(m.agent, []).append(float(m.step))
+    figures = [
+        {"title": "Success share per agent (95% interval)",
+         "svg": estimates_svg([(r["agent"], r["success"], PALETTE[i % len(PALETTE)])
+                               for i, r in enumerate(agent_rows)], "success share")},
+        {"title": "Time to completion: steps from the takeover to the success marker (CDF)",
+         "svg": cdf_svg({a: ttc.get(a, []) for a in agents}, "steps after the takeover")},
+    ]
+    return {"tables": tables, "figures": [f for f in figures if f["svg"]]}
+
+
+def spearman(a: list[float], b: list[float]) -> dict:
+    """Spearman's rho and its p between two per-agent figures; None where it is undefined."""
+    if len(a) < 3 or len(set(a)) < 2 or len(set(b)) < 2:
+        return {"rho": None, "p": None}
+    from scipy.stats import spearmanr
+
+    rho, p = spearmanr(a, b)
+    return {"rho": float(rho), "p": float(p)}

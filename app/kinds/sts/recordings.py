@@ -18,15 +18,14 @@ store names recordings without one); `actor` defaults to "upload". Every refusal
 
 from __future__ import annotations
 
-import gzip
 import json
-import zlib
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 
 from app.errors import InputError
+from app.textfiles import decode_upload
 from app.kinds.sts.env import (
     ACTIONS, ActionError, Episode, ExpertError, Simulator, SimulatorError, action_index, get_simulator,
 )
@@ -173,22 +172,6 @@ def expert_recording(level: str, seed: int, max_steps: int | None = None,
 
 
 # --- upload -------------------------------------------------------------------------------
-
-
-def decode_upload(data: bytes | str) -> str:
-    """Text of an upload: gunzips when it starts with the gzip magic, requires UTF-8."""
-    if isinstance(data, str):
-        return data
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (EOFError, OSError, zlib.error) as exc:
-            raise RecordingError(f"the gzip file is truncated or corrupt ({exc})") from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise RecordingError(f"the file is not UTF-8 text (byte 0x{data[exc.start]:02x})", line=line) from None
 
 
 def parse_recording(obj, line: int | None = None) -> Recording:

@@ -22,7 +22,7 @@ from app.kinds.sts.env import MAX_SEED, SimulatorError, get_simulator
 from app.kinds.sts.models import (
     BUILTIN_AGENTS, BUILTIN_VERSION, Continuation, Recording, Scenario, ScenarioTag, Suite, SuiteVersion,
 )
-from app.kinds.sts.recordings import MAX_ID_LENGTH, Recording as Replayable, RecordingError, check, expert_recording, \
+from app.kinds.sts.recordings import Recording as Replayable, RecordingError, check, expert_recording, \
     parse_recordings_jsonl
 
 KIND_NAME = "sts"

@@ -24,17 +24,16 @@ several lines is named by its first line) and the field.
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import json
 import re
-import zlib
 from typing import Literal
 
 from pydantic import BaseModel
 
 from app import jsonsafe
 from app.errors import InputError
+from app.textfiles import decode_upload
 from app.kinds.tom.rules import BELIEFS, CERTAINTIES, CG_LABELS, STOP, STOP_VS16, gold_answer, parse_question
 
 COLUMNS = (
@@ -120,22 +119,6 @@ def normalise_answer(value) -> str | None:
     if isinstance(value, str):
         return {"yes": "Yes", "true": "Yes", "no": "No", "false": "No"}.get(value.strip().lower())
     return None
-
-
-def decode_upload(data: bytes | str) -> str:
-    """Text of an upload: gunzips when it starts with the gzip magic, requires UTF-8."""
-    if isinstance(data, str):
-        return data
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (EOFError, OSError, zlib.error) as exc:
-            raise InputError(f"the gzip file is truncated or corrupt ({exc})") from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise InputError(f"the file is not UTF-8 text (byte 0x{data[exc.start]:02x})", line=line) from None
 
 
 def _records(text: str):
