@@ -220,7 +220,11 @@ def parse_recordings_jsonl(data: bytes | str, simulator: Simulator | None = None
     sim = simulator or get_simulator()
     out: list[Recording] = []
     seen: dict[str, int] = {}
-    for line, raw in enumerate(decode_upload(data).split("\n"), 1):
+    try:
+        text = decode_upload(data)
+    except InputError as exc:  # every refusal here is a RecordingError
+        raise RecordingError(exc.message, line=exc.line, field=exc.field) from None
+    for line, raw in enumerate(text.split("\n"), 1):
         if not raw.strip():
             continue
         try:
