@@ -7,7 +7,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p var/coverage
 rm -f var/coverage/.coverage*
-.venv/bin/python -m pytest -q -ra --cov --cov-report= "$@"
+.venv/bin/python -m pytest -q -ra --durations=25 --cov --cov-report= "$@"
 status=$?
 .venv/bin/python -m coverage combine -q >/dev/null 2>&1 || true  # late subprocess files, if any
 echo

@@ -10,6 +10,7 @@ import asyncio
 import re
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from fastapi.testclient import TestClient
@@ -67,7 +68,9 @@ class Probe:
                  "headers": [(b"host", b"testserver"), (b"content-type", FORM.encode()),
                              (b"content-length", str(10 << 20).encode())]
                  + [(k.lower().encode(), v.encode()) for k, v in headers.items()]}
-        asyncio.run(self.app(scope, receive, send))
+        # A thread of its own: the browser tests' Playwright keeps an event loop running in this one.
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, self.app(scope, receive, send)).result()
         start = next(m for m in sent if m["type"] == "http.response.start")
         body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
         return start["status"], dict((k.decode(), v.decode()) for k, v in start["headers"]), body
