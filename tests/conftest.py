@@ -111,17 +111,13 @@ def pg_database(pg_server):
 
 
 def _truncate(url: str) -> None:
-    """Empty every table and restart every id at 1. DELETE, children first, is five times
-    faster than TRUNCATE on tables this small (TRUNCATE makes new files for each one)."""
     from app.models import load_models
 
     Base = load_models()
     eng = create_engine(url)
+    names = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
     with eng.begin() as c:
-        for table in reversed(Base.metadata.sorted_tables):
-            c.execute(text(f'DELETE FROM "{table.name}"'))
-        for (name,) in c.execute(text("SELECT sequencename FROM pg_sequences WHERE schemaname = 'public'")):
-            c.execute(text(f'ALTER SEQUENCE "{name}" RESTART'))
+        c.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
     eng.dispose()
 
 
