@@ -136,26 +136,19 @@ class StandardisedTestSuite(TaskKind):
 
     def import_items(self, data: bytes, fmt: str, options: dict) -> ImportResult:
         from app.kinds.sts.formats import parse_continuations
-        from app.kinds.sts.frames import encode_png, strip, strip_key
-        from app.kinds.sts.recordings import replay
-        from app.storage import get_store
+        from app.kinds.sts.frames import ensure_strip
 
         if fmt != "continuations":
             raise InputError(f"unknown format {fmt!r}: use continuations", field="format")
         tile = int(options.get("tile", DEFAULT_TILE))
         continuations = parse_continuations(data)
-        store = get_store()
         items = []
         for c in continuations:
-            key = strip_key(c.recording.level, c.recording.seed, c.recording.actions, tile)
             n_frames = len(c.recording.actions) + 1
-            if not store.exists(key):  # the same episode renders the same strip: keep one
-                frames = [s.frame for s in replay(c.recording, frames=True, tile_size=tile, check_all=False).steps]
-                try:
-                    png = encode_png(strip(frames))
-                except ValueError as exc:
-                    raise InputError(str(exc), line=c.line, field="actions") from None
-                store.put(key, png, content_type="image/png")
+            try:
+                key = ensure_strip(c.recording, tile)
+            except ValueError as exc:
+                raise InputError(str(exc), line=c.line, field="actions") from None
             items.append(ItemSpec(
                 external_id=c.id,
                 payload={"instruction": c.instruction, "frames_key": key, "n_frames": n_frames,

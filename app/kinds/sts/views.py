@@ -23,10 +23,9 @@ from app.auth.models import User
 from app.errors import InputError
 from app.kinds.sts import generation, suites
 from app.kinds.sts.env import get_simulator
-from app.kinds.sts.frames import MAX_FRAMES, encode_png, strip, strip_key
+from app.kinds.sts.frames import MAX_FRAMES, ensure_strip
 from app.kinds.sts.mining import RULES
 from app.kinds.sts.models import Continuation, GenerationRun, Recording
-from app.kinds.sts.recordings import replay
 from app.params import MAX_ID, BodyId, Id
 
 # Numbers in bodies are bounded where they enter (the database's INTEGER range); the services
@@ -477,15 +476,9 @@ def start_generation_page(request: Request, suite_id: Id, number: Id, agent: str
 def _timeline_url(row: Recording) -> str | None:
     """The recording's frames in one PNG strip (rendered once, kept in the blob store); None
     for a recording longer than a strip holds."""
-    store = get_store()
-    key = strip_key(row.level, row.seed, list(row.actions), TIMELINE_TILE)
     if row.n_actions + 1 > MAX_FRAMES:
         return None
-    if not store.exists(key):
-        frames = [s.frame for s in replay(suites.replayable(row), frames=True, tile_size=TIMELINE_TILE,
-                                          check_all=False).steps]
-        store.put(key, encode_png(strip(frames)), content_type="image/png")
-    return store.url(key, expires_s=6 * 3600)
+    return get_store().url(ensure_strip(suites.replayable(row), TIMELINE_TILE), expires_s=6 * 3600)
 
 
 @router.get("/sts/scenarios/{scenario_id}")
