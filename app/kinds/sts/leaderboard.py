@@ -77,8 +77,8 @@ def section(session: Session, study: Study) -> dict | None:
     for agent, entry in result["agents"].items():
         mine = [(k, v) for k, v in by_continuation.items() if k[0] == agent]
         simulated = [refs[k].get("simulator") == "success" for k, _ in mine]
-        agree = [1.0 if (o := outcome(v)) == (1.0 if refs[k].get("simulator") == "success" else 0.0)
-                 else 0.5 if o == 0.5 else 0.0 for k, v in mine]
+        # 1 where people's outcome is the simulator's, 0 where opposite, 1/2 for a tie.
+        agree = [1 - abs(outcome(v) - sim) for (_, v), sim in zip(mine, simulated)]
         agent_rows.append({
             "agent": agent, "n": entry["n"], "success": _estimate(entry), "se": entry["se"],
             "simulator": sum(simulated) / len(simulated), "agreement": sum(agree) / len(agree),
