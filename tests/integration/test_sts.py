@@ -50,7 +50,7 @@ def test_continuations_become_items_with_their_frames_and_the_simulators_outcome
     tile = expert.payload["tile"]
     assert frames.shape[1] == expert.payload["n_frames"] * frames.shape[0]  # square frames side by side
     assert expert.payload["n_frames"] == expert.payload["takeover"] + 18 + 1 and frames.shape[0] % tile == 0
-    # Consecutive frames differ where the agent moved; the same episode is the same blob.
+    # The same episode (the expert plays scenario 2 the same way twice) is one blob.
     again = items["PutNextLocal-2/expert/1"]
     assert again.payload["frames_key"] == expert.payload["frames_key"]
 
