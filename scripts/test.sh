@@ -7,7 +7,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p var/coverage
 rm -f var/coverage/.coverage*
-.venv/bin/python -m pytest -q -ra --durations=25 --cov --cov-report= "$@"
+# Two processes (pytest-xdist), each file kept whole in one of them (its module fixtures made
+# once); PROCTOR_TEST_PROCESSES=0 runs everything in this one process.
+.venv/bin/python -m pytest -q -ra --durations=25 --cov --cov-report= \
+  -n "${PROCTOR_TEST_PROCESSES:-2}" --dist loadfile "$@"
 status=$?
 .venv/bin/python -m coverage combine -q >/dev/null 2>&1 || true  # late subprocess files, if any
 echo

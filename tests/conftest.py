@@ -22,7 +22,17 @@ from sqlalchemy import create_engine, text
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 PG_ADMIN_URL = os.environ.get("PROCTOR_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
-REDIS_URL = os.environ.get("PROCTOR_TEST_REDIS", "redis://127.0.0.1:6379/15")
+
+
+def _redis_for_this_process(url: str) -> str:
+    """Under pytest-xdist each worker process (gw0, gw1, ...) gets its own Redis database,
+    counting down from the configured one, so two workers' Celery queues never meet."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
+    base, _, db = url.rpartition("/")
+    return f"{base}/{int(db or 0) - worker}" if worker else url
+
+
+REDIS_URL = _redis_for_this_process(os.environ.get("PROCTOR_TEST_REDIS", "redis://127.0.0.1:6379/15"))
 
 os.environ.setdefault("SECRET_KEY", "test-secret-" + secrets.token_hex(24))
 
