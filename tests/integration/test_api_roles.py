@@ -152,6 +152,18 @@ PATCH /api/v1/sts/scenarios/{scenario_id}               401    401    200    404
 DELETE /api/v1/sts/scenarios/{scenario_id}              401    401    409    404    409    409     404     409     401
 POST /api/v1/sts/scenarios/{scenario_id}/tags           401    401    200    404    200    200     404     200     401
 DELETE /api/v1/sts/scenarios/{scenario_id}/tags/{tag}   401    401    200    404    200    200     404     200     401
+POST /sts/suites/{suite_id}/versions/{number}/study     login  login  303    404    303    303     404     303     401
+# ---- an STS study of the probe suite: metrics to correlate with (the study's managers), and
+#      failed continuations classified with the paper's error types (admins only)
+POST /sts/studies/{study_id}/metrics                    login  login  303    404    303    303     404     303     401
+POST /sts/studies/{study_id}/metrics/delete             login  login  303    404    303    303     404     303     401
+POST /api/v1/sts/studies/{study_id}/metrics             401    401    200    404    200    200     404     200     401
+DELETE /api/v1/sts/studies/{study_id}/metrics/{name}    401    401    200    404    200    200     404     200     401
+GET  /sts/studies/{study_id}/failures                   login  login  403    403    200    403     403     200     401
+GET  /sts/studies/{study_id}/failures/{item_id}         login  login  403    403    200    403     403     200     401
+POST /sts/studies/{study_id}/failures/{item_id}         login  login  403    403    303    403     403     303     401
+GET  /api/v1/sts/studies/{study_id}/failures            401    401    403    403    200    403     403     200     401
+PUT  /api/v1/sts/studies/{study_id}/failures/{item_id}  401    401    403    403    200    403     403     200     401
 # ---- API: admins
 GET  /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
 POST /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
@@ -395,7 +407,18 @@ def _sts_world(session, owner) -> dict:
                                 continuations=1)
     session.get(jobs.Job, run.job_id).state = "done"
     session.commit()
-    return {"suite": suite.id, "v2": v2.id, "a": a, "b": b, "run": run.id, "recording": rec.id}
+    # A study of version 1 with a metric to correlate with, and a continuation marked a failure.
+    from app.kinds.sts.study import build_study
+
+    study, _ = build_study(session, owner, suite, v1, services.StudySettings(title="Roles STS"),
+                           agents=["expert", "random"])
+    study.kind_settings = {**study.kind_settings, "agent_metrics": {"probe": {"expert": 1.0}}}
+    services.set_state(session, study, "live", owner)
+    bundle = assignment.enter(session, study, "prolific", "roles-sts-annotator")
+    lease = assignment.next_item(session, study, bundle.id)
+    assignment.submit(session, study, bundle.id, lease.id, {"marker": "failure", "step": 0}, uuid.uuid4().hex)
+    return {"suite": suite.id, "v2": v2.id, "a": a, "b": b, "run": run.id, "recording": rec.id,
+            "study": study.id, "item": lease.item_id, "settings": dict(study.kind_settings)}
 
 
 def _reset_sts(s, sts: dict) -> None:
@@ -411,6 +434,7 @@ def _reset_sts(s, sts: dict) -> None:
     probe_jobs = list(s.scalars(select(GenerationRun.job_id).where(GenerationRun.id != sts["run"])))
     s.execute(delete(GenerationRun).where(GenerationRun.id != sts["run"]))
     s.execute(delete(jobs.Job).where(jobs.Job.id.in_([j for j in probe_jobs if j is not None])))
+    s.execute(update(Study).where(Study.id == sts["study"]).values(kind_settings=sts["settings"]))
 
 
 def _sts_recording_line(name: str) -> bytes:
@@ -445,6 +469,8 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         number = "2" if template.endswith("/publish") or (method == "POST" and template.endswith("/scenarios")) \
             else "1"
         path = (template.replace("{suite_id}", str(w.sts["suite"])).replace("{number}", number)
+                .replace("{study_id}", str(w.sts["study"])).replace("{item_id}", str(w.sts["item"]))
+                .replace("{name}", "probe")
                 .replace("{run_id}", str(w.sts["run"])).replace("{tag}", "probe tag")
                 .replace("{scenario_id}", str(w.sts["a"] if method == "DELETE" and "tags" not in template
                                               else w.sts["b"])))
@@ -532,6 +558,18 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         form = {"tag": f"page {role}"}
     elif key == "POST /api/v1/sts/recordings/expert":
         kw["json"] = {"level": "BabyAI-GoToLocal-v0", "seeds": [2]}
+    elif key == "POST /sts/suites/{suite_id}/versions/{number}/study":
+        form = {"title": f"Page probe {role}", "agents": ["expert", "random"]}
+    elif key in ("POST /sts/studies/{study_id}/metrics", "POST /api/v1/sts/studies/{study_id}/metrics"):
+        form, files = {}, {"file": ("m.csv", b"agent,probe\nexpert,2\n", "text/csv")}
+    elif key == "POST /sts/studies/{study_id}/metrics/delete":
+        form = {"name": "probe"}
+    elif key == "POST /sts/studies/{study_id}/failures/{item_id}":
+        form = {"error_type": "empty"}
+    elif key == "PUT /api/v1/sts/studies/{study_id}/failures/{item_id}":
+        kw["json"] = {"error_type": "empty", "note": "probe"}
+    elif key == "DELETE /api/v1/sts/studies/{study_id}/metrics/{name}":
+        pass
     elif key == "POST /api/v1/sts/suites":
         kw["json"] = {"name": f"api-probe-{role}"}
     elif key in ("POST /api/v1/sts/suites/{suite_id}/versions",
@@ -639,7 +677,9 @@ def test_every_route_answers_every_role_as_the_table_says(world, session):
     from app.auth.models import IMPORTED_PLATFORM, User
 
     workers = set(session.scalars(select(Annotation.worker_id).join(User, User.id == Annotation.worker_id)
-                                  .where(User.platform != IMPORTED_PLATFORM).distinct()))
+                                  .where(User.platform != IMPORTED_PLATFORM,
+                                         Annotation.study_id != world.sts["study"])  # the world's own marker
+                                  .distinct()))
     bundle = session.get(Bundle, world.bundle_id)
     assert workers == {bundle.worker_id}
     # Earlier annotations were imported only by those allowed to (the source names the caller).

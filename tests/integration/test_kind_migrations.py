@@ -141,7 +141,7 @@ def _sts_only(obj, name, type_, reflected, compare_to) -> bool:
 
 
 def test_the_sts_tables_are_what_their_models_say_and_leave_with_their_branch(old_database):
-    """sts0001 creates exactly the tables of app/kinds/sts/models.py (columns, types,
+    """sts0001 and sts0002 create exactly the tables of app/kinds/sts/models.py (columns, types,
     nullability, keys, indexes and unique constraints), and its downgrade removes them and
     nothing else."""
     from alembic.autogenerate import compare_metadata
@@ -157,13 +157,13 @@ def test_the_sts_tables_are_what_their_models_say_and_leave_with_their_branch(ol
         ctx = MigrationContext.configure(c, opts={"compare_type": True, "include_object": _sts_only})
         diff = compare_metadata(ctx, load_models().metadata)
         tables = {t for t in inspect(c).get_table_names() if t.startswith("sts_")}
-    assert "sts0001" in heads
+    assert "sts0002" in heads
     assert diff == [], diff
-    assert tables == {t for t in load_models().metadata.tables if t.startswith("sts_")} and len(tables) == 7
+    assert tables == {t for t in load_models().metadata.tables if t.startswith("sts_")} and len(tables) == 8
     command.downgrade(alembic_config(old_database), "sts@base")
     with eng.connect() as c:
         left = set(inspect(c).get_table_names())
         heads = set(c.execute(text("SELECT version_num FROM alembic_version")).scalars())
     eng.dispose()
     assert not {t for t in left if t.startswith("sts_")} and {"users", "agents", "jobs"} <= left
-    assert "sts0001" not in heads and "nav0003" in heads
+    assert not {"sts0001", "sts0002"} & heads and "nav0003" in heads

@@ -69,7 +69,8 @@ class StandardisedTestSuite(TaskKind):
         return [router, api]
 
     def study_context(self, session, study) -> dict:
-        return {"suite": (study.kind_settings or {}).get("suite")}
+        settings = study.kind_settings or {}
+        return {"suite": settings.get("suite"), "agent_metrics": settings.get("agent_metrics") or {}}
 
     def cli(self):
         from app.kinds.sts.cli import sts

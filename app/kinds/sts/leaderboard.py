@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from app.auth.models import User
 from app.leaderboards.plot import PALETTE, cdf_svg, estimates_svg
-from app.kinds.sts.score import Marker, outcome, score
+from app.kinds.sts.score import Marker, outcome, score, share
 from app.studies.models import Annotation, Item, Study
 
 Z95 = 1.959963984540054
@@ -36,7 +36,7 @@ def markers(session: Session, study: Study) -> tuple[list[Marker], dict[tuple, d
                    step=response.get("step"), label=reference.get("label") if is_gold else None)
         out.append(m)
         if not is_gold:
-            refs[(m.agent, m.scenario, m.continuation)] = reference
+            refs[(m.agent, m.scenario, m.continuation)] = {**reference, "category": m.category}
         elif (scores or {}).get("step_error") is not None:
             step_errors.setdefault(who, []).append(scores["step_error"])
     return out, refs, step_errors
@@ -83,9 +83,7 @@ def section(session: Session, study: Study) -> dict | None:
             "agent": agent, "n": entry["n"], "success": _estimate(entry), "se": entry["se"],
             "simulator": sum(simulated) / len(simulated), "agreement": sum(agree) / len(agree),
             "corrected": rogan_gladen(entry["success"], sens, spec),
-            "ttc": entry["ttc_median"],
-            "per_category": ", ".join(f"{c} {v['success']:.0%} (n {v['n']})"
-                                      for c, v in entry["per_category"].items())})
+            "ttc": entry["ttc_median"]})
     agent_rows.sort(key=lambda r: -r["success"]["mean"])
     tables = [{
         "key": "sts_agents",
@@ -101,8 +99,7 @@ def section(session: Session, study: Study) -> dict | None:
         "columns": [{"key": "agent", "label": "Agent"}, {"key": "n", "label": "Continuations"},
                     {"key": "success", "label": "Success share"}, {"key": "se", "label": "SE"},
                     {"key": "simulator", "label": "Simulator"}, {"key": "agreement", "label": "Agreement"},
-                    {"key": "corrected", "label": "Corrected"}, {"key": "ttc", "label": "Time to completion"},
-                    {"key": "per_category", "label": "Per category"}],
+                    {"key": "corrected", "label": "Corrected"}, {"key": "ttc", "label": "Time to completion"}],
         "rows": agent_rows,
     }]
     # Consistency (the paper's Figure 9): per scenario, the share of each agent's continuations
@@ -127,17 +124,41 @@ def section(session: Session, study: Study) -> dict | None:
                    + [{"key": f"a:{a}", "label": a} for a in agents] + [{"key": "difficulty", "label": "Difficulty"}],
         "rows": scenario_rows,
     })
-    rank = spearman([r["success"]["mean"] for r in agent_rows], [r["simulator"] for r in agent_rows])
+    # Against the simulator and every metric the researcher imported (agent_metrics.py), over
+    # the agents that have both.
+    against = {"simulator success rate": {r["agent"]: r["simulator"] for r in agent_rows}}
+    against.update((study.kind_settings or {}).get("agent_metrics") or {})
+    correlations = []
+    for metric, values in against.items():
+        both = [r for r in agent_rows if values.get(r["agent"]) is not None]
+        correlations.append({"metric": metric, "agents": len(both),
+                             **spearman([r["success"]["mean"] for r in both], [values[r["agent"]] for r in both])})
     tables.append({
         "key": "sts_correlation",
-        "title": "Rank correlation with the simulator",
+        "title": "Rank correlation with other metrics",
         "note": ("Spearman's rho between the agents' success shares marked by people and the simulator's "
-                 "own success rates, with its two-sided p (blank with fewer than three agents, or when "
+                 "own success rates, and each per-agent metric imported on the study page, over the agents "
+                 "that have both, with its two-sided p (blank with fewer than three agents, or when "
                  "either ranking is all ties)."),
         "columns": [{"key": "metric", "label": "Against"}, {"key": "agents", "label": "Agents"},
                     {"key": "rho", "label": "Spearman rho"}, {"key": "p", "label": "p"}],
-        "rows": [{"metric": "simulator success rate", "agents": len(agent_rows), **rank}],
+        "rows": correlations,
     })
+    from app.kinds.sts.failures import summary
+
+    failures = summary(session, study)
+    if failures:
+        tables.append({
+            "key": "sts_failure_types",
+            "title": "Why continuations failed (paper appendix A.3)",
+            "note": (f"{failures['total']} failed continuations classified by an admin, by the source of the "
+                     "error and its type; per agent, how many of its own."),
+            "columns": [{"key": "source", "label": "Source"}, {"key": "error_type", "label": "Error type"},
+                        {"key": "description", "label": "What it means"}, {"key": "episodes", "label": "Episodes"},
+                        {"key": "share", "label": "Share"}]
+                       + [{"key": f"a:{a}", "label": a} for a in failures["agents"]],
+            "rows": failures["rows"],
+        })
     annotator_rows = []
     for who, a in result["annotators"].items():
         if not a["n_reference"]:
@@ -161,18 +182,103 @@ def section(session: Session, study: Study) -> dict | None:
                         {"key": "step_error", "label": "Marker-step error"}],
             "rows": annotator_rows,
         })
+    tables[1:1] = _breakdowns(session, study, agents, by_continuation, refs)
     ttc: dict[str, list[float]] = {}
     for m in marks:
         if not m.reference and m.marker == "success" and m.step is not None:
             ttc.setdefault(m.agent, []).append(float(m.step))
+    colour = {a: PALETTE[i % len(PALETTE)] for i, a in enumerate(agents)}
     figures = [
         {"title": "Success share per agent (95% interval)",
-         "svg": estimates_svg([(r["agent"], r["success"], PALETTE[i % len(PALETTE)])
-                               for i, r in enumerate(agent_rows)], "success share")},
+         "svg": estimates_svg([(r["agent"], r["success"], colour[r["agent"]]) for r in agent_rows],
+                              "success share")}]
+    # One interval plot per breakdown: each group's agents side by side.
+    for table in tables:
+        if table["key"] in BREAKDOWN_PLOTS:
+            groups = [c for c in table["columns"] if c["key"].startswith("g:")]
+            figures.append({"title": BREAKDOWN_PLOTS[table["key"]], "svg": estimates_svg(
+                [(f"{g['label']} · {r['agent']}", r[g["key"]], colour[r["agent"]])
+                 for g in groups for r in table["rows"] if r.get(g["key"])], "success share")})
+    figures += [
         {"title": "Time to completion: steps from the takeover to the success marker (CDF)",
          "svg": cdf_svg({a: ttc.get(a, []) for a in agents}, "steps after the takeover")},
     ]
     return {"tables": tables, "figures": [f for f in figures if f["svg"]]}
+
+
+BREAKDOWN_PLOTS = {"sts_categories": "Success share per category (95% intervals)",
+                   "sts_versions": "Success share per suite version (95% intervals)",
+                   "sts_tags": "Success share per tag (95% intervals)"}
+
+
+def _owner_tags(session: Session, study: Study, scenarios: set[str]) -> dict[str, list[str]]:
+    """The study owner's personal tags on the suite's scenarios (keys "s<id>"); none for a
+    study not built from a suite, whose scenario names are the uploader's own."""
+    suite = (study.kind_settings or {}).get("suite")
+    if not suite:
+        return {}
+    from app.kinds.sts.models import Scenario, ScenarioTag
+
+    ids = [int(s[1:]) for s in scenarios if s[:1] == "s" and s[1:].isdigit()]
+    tags: dict[str, list[str]] = {}
+    for sid, tag in session.execute(
+            select(ScenarioTag.scenario_id, ScenarioTag.tag).join(Scenario, Scenario.id == ScenarioTag.scenario_id)
+            .where(ScenarioTag.user_id == study.owner_id, Scenario.suite_id == suite["id"],
+                   ScenarioTag.scenario_id.in_(ids)).order_by(ScenarioTag.tag)):
+        tags.setdefault(f"s{sid}", []).append(tag)
+    return tags
+
+
+def _group_table(key: str, title: str, note: str, agents: list[str], groups: list[str],
+                 members: dict[tuple, list[str]], outcomes: dict[tuple, float]) -> dict:
+    """Agents by rows, groups by columns: each cell the agent's success share over its
+    continuations in that group, with its interval (blank where it has none)."""
+    rows = []
+    for a in agents:
+        row = {"agent": a}
+        for g in groups:
+            got = [o for k, o in outcomes.items() if k[0] == a and g in members[k]]
+            if got:
+                row[f"g:{g}"] = _estimate(share(got))
+        rows.append(row)
+    return {"key": key, "title": title, "note": note,
+            "columns": [{"key": "agent", "label": "Agent"}] + [{"key": f"g:{g}", "label": g} for g in groups],
+            "rows": rows}
+
+
+def _breakdowns(session: Session, study: Study, agents: list[str], by_continuation: dict[tuple, list[str]],
+                refs: dict[tuple, dict]) -> list[dict]:
+    """Success share per category, per suite version (a version's score is over the scenarios
+    it holds: those added in it or before) and per tag (the suite's tags and the study owner's
+    personal ones), each cell with its 95% interval."""
+    outcomes = {k: outcome(v) for k, v in by_continuation.items()}
+    tables = []
+    categories = {k: [refs[k]["category"]] for k in outcomes}
+    names = sorted({c for v in categories.values() for c in v if c})
+    if names:
+        tables.append(_group_table(
+            "sts_categories", "Success share per category",
+            "Each agent's success share over its continuations of each category, with its 95% interval.",
+            agents, names, categories, outcomes))
+    added = {k: refs[k].get("suite_version") for k in outcomes}
+    numbers = sorted({v for v in added.values() if isinstance(v, int)})
+    if numbers:
+        versions = {k: [f"v{n}" for n in numbers if isinstance(v, int) and v <= n] for k, v in added.items()}
+        tables.append(_group_table(
+            "sts_versions", "Success share per suite version",
+            "Version n's score is over the scenarios version n holds (added in it or before), so an "
+            "agent's score on an older version stays what it was.",
+            agents, [f"v{n}" for n in numbers], versions, outcomes))
+    personal = _owner_tags(session, study, {k[1] for k in outcomes})
+    tagged = {k: [t for t in refs[k].get("tags") or [] if isinstance(t, str)]
+              + [f"mine: {t}" for t in personal.get(k[1], [])] for k in outcomes}
+    tags = sorted({t for v in tagged.values() for t in v})
+    if tags:
+        tables.append(_group_table(
+            "sts_tags", "Success share per tag",
+            "The suite's tags on each scenario, and (\"mine: ...\") the study owner's personal tags.",
+            agents, tags, tagged, outcomes))
+    return tables
 
 
 def spearman(a: list[float], b: list[float]) -> dict:

@@ -473,6 +473,49 @@ def start_generation_page(request: Request, suite_id: Id, number: Id, agent: str
     return _back(request, f"/sts/suites/{suite_id}?version={number}", f"Not started: {out['error']}", "error")
 
 
+def _float_or_none(text: str, field: str) -> float | None:
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"{field} must be a number", field=field) from None
+
+
+@router.post("/sts/suites/{suite_id}/versions/{number}/study")
+def study_from_version_page(request: Request, suite_id: Id, number: Id, title: str = Form(""),
+                            agents: list[str] = Form([]), continuations: str = Form(""),
+                            expert_successes: str = Form(""), random_failures: str = Form(""),
+                            bundle_size: str = Form(""), gold_rate: str = Form(""),
+                            annotations_per_item: str = Form(""), approve_at: str = Form(""),
+                            session: Session = Depends(db), user: User = Depends(researcher)):
+    """The suite page's form for a study of a published version (the API's study route)."""
+    from app.kinds.sts.study import build_study
+
+    with _answers():
+        suite, version = _version(session, user, suite_id, number)
+    back = f"/sts/suites/{suite_id}?version={number}#study"
+    out: dict = {}
+    with _flashed(request, out):
+        given = {"title": title.strip() or f"{suite.name}, version {number}",
+                 "bundle_size": _int_or_none(bundle_size, "bundle_size"),
+                 "gold_rate": _float_or_none(gold_rate, "gold_rate"),
+                 "annotations_per_item": _int_or_none(annotations_per_item, "annotations_per_item")}
+        settings = StudySettings(**{k: v for k, v in given.items() if v is not None})
+        specs = [a if a in suites.BUILTIN_AGENTS else _int_or_none(a, "agents") for a in agents]
+        reference = {k: n for k, n in (("expert_successes", _int_or_none(expert_successes, "expert_successes")),
+                                       ("random_failures", _int_or_none(random_failures, "random_failures"))) if n}
+        # A draft version's refusal (a Conflict) is shown on the page like any other.
+        study, summary = build_study(session, session.merge(user), suite, version, settings, agents=specs,
+                                     reference=reference, continuations=_int_or_none(continuations, "continuations"),
+                                     approve_at=_float_or_none(approve_at, "approve_at"))
+        return _back(request, f"/studies/{study.id}",
+                     f"Draft study made from version {number}: {summary['items']} episodes, {summary['reference']} of "
+                     "them reference episodes. Launch it when ready.")
+    return _back(request, back, f"No study made: {out['error']}", "error")
+
+
 def _timeline_url(row: Recording) -> str | None:
     """The recording's frames in one PNG strip (rendered once, kept in the blob store); None
     for a recording longer than a strip holds."""
@@ -540,3 +583,147 @@ def tag_page(request: Request, scenario_id: Id, tag: str = Form(""), action: str
             suites.add_tag(session, user, sc, tag)
         return RedirectResponse(f"/sts/scenarios/{sc.id}", status_code=303)
     return _back(request, f"/sts/scenarios/{sc.id}", out["error"], "error")
+
+
+# --- per-agent metrics to correlate with (agent_metrics.py) ---------------------------------
+
+
+def _sts_study(session: Session, user: User, study_id: int):
+    from app.auth.deps import managed_study
+
+    study = managed_study(session, study_id, user)
+    if study.kind != "sts":
+        raise HTTPException(404, "not a Standardised Test Suite study")
+    return study
+
+
+def _store_metrics(session: Session, study, data: bytes) -> dict:
+    from app.kinds.sts.agent_metrics import parse_metrics
+
+    parsed = parse_metrics(data)
+    # A column named like an imported one replaces it; the others stay.
+    study.kind_settings = {**(study.kind_settings or {}),
+                           "agent_metrics": {**(study.kind_settings or {}).get("agent_metrics", {}), **parsed}}
+    session.commit()
+    return study.kind_settings["agent_metrics"]
+
+
+def _drop_metric(session: Session, study, name: str) -> dict:
+    metrics = dict((study.kind_settings or {}).get("agent_metrics") or {})
+    if metrics.pop(name, None) is None:
+        raise HTTPException(404, f"the study has no imported metric {name!r}")
+    study.kind_settings = {**study.kind_settings, "agent_metrics": metrics}
+    session.commit()
+    return metrics
+
+
+@api.post("/studies/{study_id}/metrics")
+async def import_metrics(study_id: Id, file: UploadFile = File(None), session: Session = Depends(db),
+                         user: User = Depends(researcher)) -> dict:
+    """Per-agent metrics as CSV: an `agent` column and one column per metric. The leaderboard
+    correlates each with the agents' success shares (Spearman)."""
+    study = _sts_study(session, user, study_id)
+    return {"agent_metrics": _store_metrics(session, study, await read_upload(file))}
+
+
+@api.delete("/studies/{study_id}/metrics/{name}")
+def delete_metric(study_id: Id, name: str, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+    return {"agent_metrics": _drop_metric(session, _sts_study(session, user, study_id), name)}
+
+
+@router.post("/sts/studies/{study_id}/metrics")
+async def import_metrics_page(request: Request, study_id: Id, file: UploadFile = File(None),
+                              session: Session = Depends(db), user: User = Depends(researcher)):
+    study = _sts_study(session, user, study_id)
+    try:
+        metrics = _store_metrics(session, study, await read_upload(file))
+    except InputError as exc:
+        return _back(request, f"/studies/{study.id}#sts-metrics", f"Metrics not imported: {exc}", "error")
+    return _back(request, f"/studies/{study.id}#sts-metrics",
+                 f"Imported; the study now has {len(metrics)} metrics to correlate with.")
+
+
+@router.post("/sts/studies/{study_id}/metrics/delete")
+def delete_metric_page(request: Request, study_id: Id, name: str = Form(""), session: Session = Depends(db),
+                       user: User = Depends(researcher)):
+    study = _sts_study(session, user, study_id)
+    _drop_metric(session, study, name)
+    return _back(request, f"/studies/{study.id}#sts-metrics", f"Removed the metric {name!r}.")
+
+
+# --- failures classified with the paper's error types (failures.py) -------------------------
+
+admin_only = require("admin")
+
+
+class ReviewIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    error_type: str | None = Field(default=None, max_length=32)
+    note: str = Field(default="", max_length=2000)
+
+
+def _classify(session: Session, user: User, study_id: int, item_id: int, error_type: str | None, note: str) -> dict:
+    from app.kinds.sts.failures import classify
+
+    study = _sts_study(session, user, study_id)
+    try:
+        return classify(session, study, item_id, error_type, note, user)
+    except LookupError as exc:
+        raise HTTPException(404, str(exc)) from None
+
+
+@api.get("/studies/{study_id}/failures")
+def list_failures(study_id: Id, session: Session = Depends(db), user: User = Depends(admin_only)) -> dict:
+    """The continuations people marked a failure (or tied on), disputed first, with their
+    classification; and the error types to classify them with."""
+    from app.kinds.sts.failures import ERROR_TYPES, queue
+
+    study = _sts_study(session, user, study_id)
+    return {"error_types": {t: {"source": s, "description": d} for t, (s, d) in ERROR_TYPES.items()},
+            "failures": queue(session, study)}
+
+
+@api.put("/studies/{study_id}/failures/{item_id}")
+def classify_failure(study_id: Id, item_id: Id, body: ReviewIn, session: Session = Depends(db),
+                     user: User = Depends(admin_only)) -> dict:
+    """Classify a failed continuation ({"error_type", "note"}; a null error type clears it)."""
+    return _classify(session, user, study_id, item_id, body.error_type, body.note)
+
+
+@router.get("/sts/studies/{study_id}/failures")
+def failures_page(request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(admin_only)):
+    from app.kinds.sts.failures import ERROR_TYPES, SOURCES, queue
+
+    study = _sts_study(session, user, study_id)
+    return render(request, "kinds/sts/failures.html", user=user, study=study, rows=queue(session, study),
+                  error_types=ERROR_TYPES, sources=SOURCES)
+
+
+@router.get("/sts/studies/{study_id}/failures/{item_id}")
+def failure_page(request: Request, study_id: Id, item_id: Id, session: Session = Depends(db),
+                 user: User = Depends(admin_only)):
+    from app.kinds.sts.failures import ERROR_TYPES, SOURCES, queue
+
+    study = _sts_study(session, user, study_id)
+    row = next((r for r in queue(session, study) if r["item_id"] == item_id), None)
+    if row is None:
+        raise HTTPException(404, "no failed continuation with that id in this study")
+    from app.studies.models import Item
+
+    payload = session.get(Item, item_id).payload
+    return render(request, "kinds/sts/failure.html", user=user, study=study, row=row, error_types=ERROR_TYPES,
+                  sources=SOURCES, n_frames=payload["n_frames"], takeover=payload["takeover"],
+                  frames_url=get_store().url(payload["frames_key"], expires_s=3600))
+
+
+@router.post("/sts/studies/{study_id}/failures/{item_id}")
+def classify_failure_page(request: Request, study_id: Id, item_id: Id, error_type: str = Form(""),
+                          note: str = Form(""), back: str = Form("list"), session: Session = Depends(db),
+                          user: User = Depends(admin_only)):
+    url = (f"/sts/studies/{study_id}/failures/{item_id}" if back == "item"
+           else f"/sts/studies/{study_id}/failures#failure-{item_id}")
+    try:
+        out = _classify(session, user, study_id, item_id, error_type or None, note)
+    except InputError as exc:
+        return _back(request, url, f"Not saved: {exc}", "error")
+    return _back(request, url, f"Continuation {item_id}: " + (out["error_type"] or "classification cleared") + ".")

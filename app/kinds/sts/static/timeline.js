@@ -1,5 +1,7 @@
 // The mining page's timeline: one PNG strip holds every frame of the recording; the slider
 // (or the arrow keys) picks a step, and "Take over here" posts it as the takeover point.
+// With data-review (the admins' failure page) it only shows the episode, with the
+// annotators' markers (data-markers: [{marker, step after the takeover}]) on the timeline.
 (function () {
   const box = document.getElementById("sts-timeline");
   if (!box) return;
@@ -9,6 +11,14 @@
   screen.style.backgroundImage = `url("${box.dataset.frames}")`;
   const pct = (i) => (n > 1 ? (100 * i) / (n - 1) : 0) + "%";
   document.getElementById("sts-takeover-tick").style.left = pct(takeover);
+  const review = Boolean(box.dataset.review);
+  for (const m of JSON.parse(box.dataset.markers || "[]")) {
+    const tick = document.createElement("span");
+    tick.className = `sts-marker-tick ${m.marker}`;
+    tick.title = `${m.marker} marker at the agent's step ${m.step}`;
+    tick.style.left = pct(takeover + Number(m.step));
+    document.getElementById("sts-ticks").appendChild(tick);
+  }
 
   function show(i) {
     const frame = Math.max(0, Math.min(n - 1, i));
@@ -16,6 +26,11 @@
     screen.style.backgroundSize = `${w * n}px ${screen.clientHeight}px`;
     screen.style.backgroundPosition = `${-w * frame}px 0`;
     scrub.value = frame;
+    if (review) {
+      stepText.textContent = `Step ${frame} of ${n - 1}: ` +
+        (frame < takeover ? "the recording" : `the agent's step ${frame - takeover}`);
+      return;
+    }
     field.value = frame;
     stepText.textContent = `Step ${frame} of ${n - 1}: the agent would get the first ${frame} actions as context` +
       (frame === takeover ? " (the takeover point now)" : "");
