@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import types
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -193,8 +194,12 @@ class BabyAIEpisode(Episode):
         import minigrid  # noqa: F401  (registers the BabyAI-* ids with gymnasium)
 
         self.level, self.seed = level, seed
+        from app.kinds.sts.fastobs import gen_obs
+
         # The bare environment: gymnasium's wrappers only check call order, and cost per step.
         self._env = gym.make(level, disable_env_checker=True).unwrapped
+        # The same observation minigrid computes, in a fifth of the time (fastobs.py).
+        self._env.gen_obs = types.MethodType(gen_obs, self._env)
         # Level generation prints each rejected layout ("Sampling rejected: ..."); keep stdout clean
         # for CLI output. (redirect_stdout swaps sys.stdout for the process: not thread-safe.)
         with contextlib.redirect_stdout(io.StringIO()):
