@@ -164,6 +164,12 @@ GET  /sts/studies/{study_id}/failures/{item_id}         login  login  403    403
 POST /sts/studies/{study_id}/failures/{item_id}         login  login  403    403    303    403     403     303     401
 GET  /api/v1/sts/studies/{study_id}/failures            401    401    403    403    200    403     403     200     401
 PUT  /api/v1/sts/studies/{study_id}/failures/{item_id}  401    401    403    403    200    403     403     200     401
+# ---- STS play studies: the owner's (or an admin's) plays stored as recordings; the grid a
+#      worker plays on, for the crowd session whose task holds the item (the probe worker's
+#      task is in a ToM study: 404, tests/integration/test_sts_play.py plays one)
+POST /sts/studies/{study_id}/recordings                 login  login  303    404    303    303     404     303     401
+POST /api/v1/sts/recordings/from-study                  401    401    201    404    201    201     404     201     401
+GET  /api/v1/sts/play/{slug}/{assignment_id}            403    404    403    403    403    403     403     403     403
 # ---- API: admins
 GET  /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
 POST /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
@@ -387,9 +393,10 @@ def _generation_run(session, owner, study) -> int:
 def _sts_world(session, owner) -> dict:
     """An STS suite of the owner's: version 1 published with scenario A, version 2 a draft with
     scenario B; the built-in agents' continuations of A (for the study probe) and a finished
-    generation run."""
+    generation run; and a play study with one play, by the probe worker's account."""
     from app.kinds.sts import generation, suites
     from app.kinds.sts.policies import policy_for_agent
+    from app.kinds.sts.recordings import expert_recording
 
     (rec,), _ = suites.expert_recordings(session, owner, "BabyAI-GoToLocal-v0", [2])
     suite = suites.create_suite(session, owner, "Roles suite")
@@ -417,8 +424,15 @@ def _sts_world(session, owner) -> dict:
     bundle = assignment.enter(session, study, "prolific", "roles-sts-annotator")
     lease = assignment.next_item(session, study, bundle.id)
     assignment.submit(session, study, bundle.id, lease.id, {"marker": "failure", "step": 0}, uuid.uuid4().hex)
+    play = services.create_study(session, owner, "sts", services.StudySettings(title="Roles play"),
+                                 b'{"level": "BabyAI-GoToLocal-v0", "seed": 2}', "missions")
+    services.set_state(session, play, "live", owner)
+    bundle = assignment.enter(session, play, "prolific", "roles-worker")
+    a_play = assignment.next_item(session, play, bundle.id)
+    assignment.submit(session, play, bundle.id, a_play.id,
+                      {"actions": expert_recording("BabyAI-GoToLocal-v0", 2).actions}, uuid.uuid4().hex)
     return {"suite": suite.id, "v2": v2.id, "a": a, "b": b, "run": run.id, "recording": rec.id,
-            "study": study.id, "item": lease.item_id, "settings": dict(study.kind_settings)}
+            "study": study.id, "item": lease.item_id, "settings": dict(study.kind_settings), "play": play.id}
 
 
 def _reset_sts(s, sts: dict) -> None:
@@ -473,7 +487,10 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
                 .replace("{name}", "probe")
                 .replace("{run_id}", str(w.sts["run"])).replace("{tag}", "probe tag")
                 .replace("{scenario_id}", str(w.sts["a"] if method == "DELETE" and "tags" not in template
-                                              else w.sts["b"])))
+                                              else w.sts["b"]))
+                .replace("{slug}", w.study.slug).replace("{assignment_id}", "1"))
+    if template == "/sts/studies/{study_id}/recordings":
+        path = f"/sts/studies/{w.sts['play']}/recordings"
     if "{annotation_id}" in template:
         path = (template.replace("{study_id}", str(w.nav["study"]))
                 .replace("{annotation_id}", str(w.nav["annotation"])))
@@ -556,6 +573,10 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         form = {"takeover": "2"}
     elif key == "POST /sts/scenarios/{scenario_id}/tags":
         form = {"tag": f"page {role}"}
+    elif key == "POST /sts/studies/{study_id}/recordings":
+        form = {}
+    elif key == "POST /api/v1/sts/recordings/from-study":
+        kw["json"] = {"study_id": w.sts["play"]}
     elif key == "POST /api/v1/sts/recordings/expert":
         kw["json"] = {"level": "BabyAI-GoToLocal-v0", "seeds": [2]}
     elif key == "POST /sts/suites/{suite_id}/versions/{number}/study":

@@ -141,9 +141,9 @@ def _sts_only(obj, name, type_, reflected, compare_to) -> bool:
 
 
 def test_the_sts_tables_are_what_their_models_say_and_leave_with_their_branch(old_database):
-    """sts0001 and sts0002 create exactly the tables of app/kinds/sts/models.py (columns, types,
-    nullability, keys, indexes and unique constraints), and its downgrade removes them and
-    nothing else."""
+    """sts0001 to sts0003 make exactly the tables of app/kinds/sts/models.py (columns, types,
+    nullability, keys, indexes and unique constraints), and the branch's downgrade removes them
+    and nothing else."""
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
     from sqlalchemy import inspect
@@ -157,7 +157,7 @@ def test_the_sts_tables_are_what_their_models_say_and_leave_with_their_branch(ol
         ctx = MigrationContext.configure(c, opts={"compare_type": True, "include_object": _sts_only})
         diff = compare_metadata(ctx, load_models().metadata)
         tables = {t for t in inspect(c).get_table_names() if t.startswith("sts_")}
-    assert "sts0002" in heads
+    assert "sts0003" in heads
     assert diff == [], diff
     assert tables == {t for t in load_models().metadata.tables if t.startswith("sts_")} and len(tables) == 8
     command.downgrade(alembic_config(old_database), "sts@base")
@@ -166,4 +166,31 @@ def test_the_sts_tables_are_what_their_models_say_and_leave_with_their_branch(ol
         heads = set(c.execute(text("SELECT version_num FROM alembic_version")).scalars())
     eng.dispose()
     assert not {t for t in left if t.startswith("sts_")} and {"users", "agents", "jobs"} <= left
-    assert not {"sts0001", "sts0002"} & heads and "nav0003" in heads
+    assert not {"sts0001", "sts0002", "sts0003"} & heads and "nav0003" in heads
+
+
+def test_a_recordings_actor_grows_to_name_its_player(old_database):
+    """sts0002 widens sts_recordings.actor for "human:<pseudonym>" (a play study's recordings):
+    a recording from before is kept, and the downgrade cuts a play's actor back to "human"."""
+    cfg = alembic_config(old_database)
+    command.upgrade(cfg, "0005")
+    command.upgrade(cfg, "sts0001")
+    eng = create_engine(old_database)
+    row = ("INSERT INTO sts_recordings (id, owner_id, external_id, level, seed, mission, actions, actor, "
+           "n_actions, created_at) VALUES (:id, 1, :ext, 'BabyAI-GoToLocal-v0', 3, 'go to the red key', '[]', "
+           ":actor, 0, CURRENT_TIMESTAMP)")
+    with eng.begin() as c:
+        c.execute(text("INSERT INTO users (id, email, role, name, created_at) VALUES "
+                       "(1, 'r@example.org', 'researcher', 'r', CURRENT_TIMESTAMP)"))
+        c.execute(text(row), {"id": 1, "ext": "old", "actor": "expert"})
+    migrate_db(old_database)
+    player = "human:w-0123456789abcdef"  # 24 characters: past the old column's 16
+    with eng.begin() as c:
+        c.execute(text(row), {"id": 2, "ext": "play:1:m1:w-0123456789abcdef", "actor": player})
+        actors = c.execute(text("SELECT id, actor FROM sts_recordings ORDER BY id")).all()
+    assert [tuple(r) for r in actors] == [(1, "expert"), (2, player)]
+    command.downgrade(cfg, "sts0001")
+    with eng.connect() as c:
+        actors = c.execute(text("SELECT id, actor FROM sts_recordings ORDER BY id")).all()
+    eng.dispose()
+    assert [tuple(r) for r in actors] == [(1, "expert"), (2, "human")]

@@ -1,7 +1,9 @@
 """The Standardised Test Suite (paper 004) on BabyAI: an agent is forced through a recorded
 context, acts alone from the takeover point, and people watch the continuation and place one
 marker, success or failure, at the first moment of either. Agents are ranked by the share of
-continuations that succeed; reference episodes with known labels measure the annotators."""
+continuations that succeed; reference episodes with known labels measure the annotators. In a
+play study (format `missions`) people play missions by keyboard instead, and their plays become
+recordings (play.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,10 @@ DEFAULT_TILE = 16
 # Auto-approval: a worker whose balanced accuracy on reference episodes reaches this (with
 # both labels seen) is approved; below it, an admin looks (study option `approve_at`).
 DEFAULT_APPROVE_AT = 0.8
+PLAY_INSTRUCTIONS = (
+    "Do what the instruction says in the grid world. Left and right arrows turn, the up arrow moves "
+    "forward, p picks up, d drops, t toggles (opens a door), Backspace undoes a move. When the mission "
+    "is done the page says so: press Enter to send. If you cannot do it, press Enter twice to send anyway.")
 
 
 class STSResponse(BaseModel):
@@ -40,12 +46,14 @@ class StandardisedTestSuite(TaskKind):
     Response = STSResponse
     category_label: ClassVar[str] = "category"
     item_noun: ClassVar[str] = "Episode"
-    keyboard_hint: ClassVar[str] = ("Space plays, arrows step (shift: ten), s or f marks success or failure here, "
-                                    "Enter sends.")
-    item_formats: ClassVar[tuple[str, ...]] = ("continuations",)
+    keyboard_hint: ClassVar[str] = ("Watching an episode: space plays, arrows step (shift: ten), s or f marks "
+                                    "success or failure here. Playing a mission: arrows turn and move, p, d and t "
+                                    "pick up, drop and toggle, Backspace undoes. Enter sends.")
+    item_formats: ClassVar[tuple[str, ...]] = ("continuations", "missions")
     position: ClassVar[int] = 30
     format_labels: ClassVar[dict[str, str]] = {
-        "continuations": "Agent continuations (JSONL: scenario, agent, level, seed, mission, actions, takeover)"}
+        "continuations": "Agent continuations (JSONL: scenario, agent, level, seed, mission, actions, takeover)",
+        "missions": "Missions people play by keyboard (JSONL or CSV: level, seed, id, instruction)"}
     option_fields: ClassVar[dict[str, tuple]] = {"approve_at": ("float", 0.0, 1.0), "tile": ("int", 4, 32)}
     default_instructions: ClassVar[str] = (
         "Watch the recording: at the marked point an agent takes over. Place one marker at the first "
@@ -70,7 +78,8 @@ class StandardisedTestSuite(TaskKind):
 
     def study_context(self, session, study) -> dict:
         settings = study.kind_settings or {}
-        return {"suite": settings.get("suite"), "agent_metrics": settings.get("agent_metrics") or {}}
+        return {"suite": settings.get("suite"), "play": settings.get("mode") == "play",
+                "agent_metrics": settings.get("agent_metrics") or {}}
 
     def cli(self):
         from app.kinds.sts.cli import sts
@@ -88,6 +97,11 @@ class StandardisedTestSuite(TaskKind):
         return check_config(role, config)
 
     def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
+        from app.kinds.sts import play
+
+        # A play item's answer is its actions; without the item, the answer's shape tells.
+        if play.is_play(payload) or (payload is None and "actions" in data and "marker" not in data):
+            return play.parse_play(data, payload)
         parsed = super().parse_response(data)
         if payload is not None:
             last = int(payload["n_frames"]) - 1 - int(payload["takeover"])
@@ -97,19 +111,30 @@ class StandardisedTestSuite(TaskKind):
         return parsed
 
     def public_payload(self, payload: dict) -> dict:
+        from app.kinds.sts import play
         from app.storage import get_store
 
+        if play.is_play(payload):
+            return play.public_view(payload)
         return {"instruction": payload["instruction"], "n_frames": payload["n_frames"],
                 "takeover": payload["takeover"], "tile": payload["tile"],
                 "frames_url": get_store().url(payload["frames_key"], expires_s=6 * 3600)}
 
     def score(self, payload, reference, response):
+        from app.kinds.sts.play import is_play
+
+        if is_play(payload):  # the simulator's own success (parse_play replayed the actions)
+            return 1.0 if response.get("success_step") is not None else 0.0
         if not reference:
             return None
         truth, _ = _truth(reference)
         return 1.0 if response.get("marker") == truth else 0.0
 
     def score_details(self, payload, reference, response):
+        from app.kinds.sts.play import is_play
+
+        if is_play(payload):
+            return {"success_step": response.get("success_step"), "steps": len(response.get("actions") or [])}
         if not reference:
             return None
         truth, at = _truth(reference)
@@ -139,9 +164,11 @@ class StandardisedTestSuite(TaskKind):
         from app.kinds.sts.formats import parse_continuations
         from app.kinds.sts.frames import ensure_strip
 
-        if fmt != "continuations":
-            raise InputError(f"unknown format {fmt!r}: use continuations", field="format")
+        if fmt not in self.item_formats:
+            raise InputError(f"unknown format {fmt!r}: use continuations or missions", field="format")
         tile = int(options.get("tile", DEFAULT_TILE))
+        if fmt == "missions":
+            return self._import_missions(data, tile)
         continuations = parse_continuations(data)
         items = []
         for c in continuations:
@@ -168,6 +195,20 @@ class StandardisedTestSuite(TaskKind):
             summary={"continuations": len(continuations), "reference": sum(c.reference for c in continuations),
                      "agents": agents, "scenarios": len({c.scenario for c in continuations}),
                      "categories": sorted({c.category for c in continuations})})
+
+    def _import_missions(self, data: bytes, tile: int) -> ImportResult:
+        from app.kinds.sts.formats import parse_missions
+        from app.kinds.sts.play import MODE, play_payload
+
+        missions = parse_missions(data)
+        items = [ItemSpec(external_id=m.id, payload=play_payload(m, tile), source="mission", category=m.category)
+                 for m in missions]
+        return ImportResult(
+            items=items, kind_settings={"mode": MODE},
+            summary={"missions": len(missions), "levels": sorted({m.level for m in missions}),
+                     "categories": sorted({m.category for m in missions})},
+            # Nothing here is gold: a play has no right answer to check a worker against.
+            study_defaults={"instructions": PLAY_INSTRUCTIONS, "gold_rate": 0.0})
 
     def import_agent_outputs(self, data: bytes, known_ids: set[str],
                              payloads: dict[str, dict] | None = None) -> dict[str, dict]:

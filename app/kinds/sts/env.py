@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import threading
 import types
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -33,6 +34,9 @@ ACTIONS: tuple[str, ...] = ("left", "right", "forward", "pickup", "drop", "toggl
 ACTION_INDEX: dict[str, int] = {name: i for i, name in enumerate(ACTIONS)}
 # Seeds are stored in 32-bit integer columns.
 MAX_SEED = 2**31 - 1
+# redirect_stdout swaps sys.stdout for the whole process: two threads resetting at once (the web
+# app's sync routes run in a pool) could leave it pointing at a dead buffer, so resets take turns.
+_RESET_LOCK = threading.Lock()
 
 CATEGORIES: tuple[str, ...] = ("go to", "pick up", "open", "put next to", "sequence")
 
@@ -201,8 +205,8 @@ class BabyAIEpisode(Episode):
         # The same observation minigrid computes, in a fifth of the time (fastobs.py).
         self._env.gen_obs = types.MethodType(gen_obs, self._env)
         # Level generation prints each rejected layout ("Sampling rejected: ..."); keep stdout clean
-        # for CLI output. (redirect_stdout swaps sys.stdout for the process: not thread-safe.)
-        with contextlib.redirect_stdout(io.StringIO()):
+        # for CLI output.
+        with _RESET_LOCK, contextlib.redirect_stdout(io.StringIO()):
             self._obs, _ = self._env.reset(seed=seed)
         self.mission = self._env.mission
         self.max_steps = int(self._env.max_steps)

@@ -1,4 +1,4 @@
-"""Continuations as a study's items (docs/kinds/sts.md).
+"""A study's items (docs/kinds/sts.md): continuations, and missions for the play study.
 
 One JSON object a line (UTF-8, optionally gzipped): an agent's continuation of a scenario, as
 the whole episode (the recording's context, then the agent's own actions) and its takeover
@@ -16,15 +16,26 @@ point:
 for its agent); its `label` is the known answer, by default the simulator's own outcome. Every
 line is replayed: a recording that does not replay, a takeover beyond it, or an episode that
 ends before its takeover is refused with the line and field, and nothing is stored.
+
+Missions (format `missions`, the play study: people play them by keyboard), one a line, as
+JSONL or as CSV with a header row:
+
+    {"level": "BabyAI-GoToLocal-v0", "seed": 3,
+     "id": "m1", "instruction": "...", "mission": "...", "category": "..."}  (optional)
+
+Each seed is reset in the simulator and the item carries the simulator's mission; a `mission`
+that differs from it is refused, like an unknown level or a seed that does not reset.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from dataclasses import dataclass, field
 
 from app.errors import InputError
-from app.kinds.sts.env import Simulator, get_simulator
+from app.kinds.sts.env import Simulator, SimulatorError, get_simulator
 from app.kinds.sts.recordings import Recording, check, decode_upload, parse_recording
 
 FIELDS = {"id", "scenario", "agent", "continuation", "level", "seed", "mission", "actions", "takeover",
@@ -155,4 +166,107 @@ def parse_continuations(data: bytes | str, simulator: Simulator | None = None) -
         out.append(c)
     if not out:
         raise InputError("the file holds no continuations")
+    return out
+
+
+# --- missions: the play study's items -----------------------------------------------------
+
+MISSION_FIELDS = ("id", "level", "seed", "mission", "instruction", "category")
+# Play items' ids go into their recordings' ids ("play:<study>:<id>:<pseudonym>", 255 at most).
+MAX_MISSION_ID = 200
+
+
+@dataclass
+class Mission:
+    """A mission a worker plays from its first state: (level, seed) gives the episode."""
+
+    id: str
+    level: str
+    seed: int
+    mission: str  # the simulator's own
+    instruction: str  # what the worker reads (default: the mission)
+    category: str
+    max_steps: int  # the level truncates the episode after this many actions
+    line: int | None = None
+
+
+def parse_mission(obj: object, line: int, sim: Simulator) -> Mission:
+    if not isinstance(obj, dict):
+        raise InputError("each line must be a JSON object", line=line)
+    unknown = sorted(set(obj) - set(MISSION_FIELDS))
+    if unknown:
+        raise InputError(f"unknown field(s) {', '.join(map(repr, unknown))}", line=line, field=unknown[0])
+    for name in ("level", "seed"):
+        if obj.get(name) is None or obj.get(name) == "":
+            raise InputError(f"missing {name!r}", line=line, field=name)
+    level, seed = obj["level"], obj["seed"]
+    try:
+        sim.check_level(level)
+    except SimulatorError as exc:
+        raise InputError(str(exc), line=line, field="level") from None
+    try:
+        episode = sim.reset(level, seed)
+    except SimulatorError as exc:
+        raise InputError(str(exc), line=line, field="seed") from None
+    given = _text(obj, "mission", line, required=False)
+    if given and given != episode.mission:
+        raise InputError(f"seed {seed} of {level} gives the mission {episode.mission!r}, not {given!r}",
+                         line=line, field="mission")
+    mid = _text(obj, "id", line, required=False) or f"{level}:{seed}"
+    if len(mid) > MAX_MISSION_ID:
+        raise InputError(f"id is longer than {MAX_MISSION_ID} characters", line=line, field="id")
+    try:
+        category = _text(obj, "category", line, required=False) or sim.category_of(level, episode.mission)
+    except SimulatorError as exc:
+        raise InputError(str(exc), line=line, field="category") from None
+    return Mission(id=mid, level=level, seed=int(seed), mission=episode.mission,
+                   instruction=_text(obj, "instruction", line, required=False) or episode.mission,
+                   category=category, max_steps=int(episode.max_steps), line=line)
+
+
+def _mission_records(text: str):
+    """(line, record) of a JSONL file, or of a CSV file with a header row (told apart by the
+    first line that is not blank: a JSON object starts with "{")."""
+    first = next((ln for ln in text.split("\n") if ln.strip()), "")
+    if first.lstrip().startswith("{"):
+        for line, raw in enumerate(text.split("\n"), 1):
+            if not raw.strip():
+                continue
+            try:
+                yield line, json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"not valid JSON: {exc.msg}", line=line) from None
+        return
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    header = [h.strip() for h in reader.fieldnames or []]
+    unknown = [h for h in header if h not in MISSION_FIELDS]
+    if unknown:
+        raise InputError(f"unknown column(s) {', '.join(map(repr, unknown))}: use {', '.join(MISSION_FIELDS)}",
+                         line=1, field=unknown[0])
+    reader.fieldnames = header
+    for row in reader:
+        if None in row:  # more cells than the header names
+            raise InputError("more cells than the header has columns", line=reader.line_num)
+        if not any((v or "").strip() for v in row.values()):
+            continue
+        record = {k: v.strip() for k, v in row.items() if v is not None and v.strip()}
+        if record.get("seed", "").isascii() and record["seed"].isdigit():  # a cell is text; other text stays so
+            record["seed"] = int(record["seed"])
+        yield reader.line_num, record
+
+
+def parse_missions(data: bytes | str, simulator: Simulator | None = None) -> list[Mission]:
+    """Every line checked (the level known, the seed resets, an explicit mission is the
+    simulator's); InputError (line, field) on the first bad one."""
+    sim = simulator or get_simulator()
+    out: list[Mission] = []
+    seen: dict[str, int] = {}
+    for line, obj in _mission_records(decode_upload(data)):
+        m = parse_mission(obj, line, sim)
+        if m.id in seen:
+            raise InputError(f"the mission {m.id!r} is already on line {seen[m.id]}", line=line, field="id")
+        seen[m.id] = line
+        out.append(m)
+    if not out:
+        raise InputError("the file holds no missions")
     return out

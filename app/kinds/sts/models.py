@@ -43,7 +43,8 @@ class Recording(Base):
     seed: Mapped[int] = mapped_column()
     mission: Mapped[str] = mapped_column(Text)
     actions: Mapped[list] = mapped_column()  # minigrid's action ints
-    actor: Mapped[str] = mapped_column(String(16))  # recordings.ACTORS
+    # recordings.ACTORS, or "human:<pseudonym>" for a play study's answer (sts0002 widened it).
+    actor: Mapped[str] = mapped_column(String(64))
     # Actions after which the simulator reported success, or None (checked when stored).
     success_step: Mapped[int | None] = mapped_column()
     n_actions: Mapped[int] = mapped_column()

@@ -45,7 +45,7 @@ class Recording:
     seed: int
     mission: str
     actions: list[int]  # minigrid's action ints, in order
-    actor: str = "upload"  # one of ACTORS
+    actor: str = "upload"  # one of ACTORS; a play study's recordings: "human:<pseudonym>"
     id: str | None = None
     line: int | None = field(default=None, compare=False)  # upload line, for error messages
 

@@ -153,6 +153,59 @@ def expert_recordings(session: Session, owner: User, level: str, seeds: object,
     return rows, len(new)
 
 
+def play_recordings(session: Session, user: User, study_id: int, *, only_successes: bool = False) -> dict:
+    """A play study's answers as recordings of the study owner's (an admin may do it for them):
+    each play (a worker's actions on a mission, replayed again here) is stored under the id
+    "play:<study>:<item>:<pseudonym>" with the actor "human:<pseudonym>", never the worker's
+    platform id. Plays stored before are skipped, so running it again adds only new answers; so
+    are empty plays, rejected workers' answers, and with `only_successes` those that failed."""
+    from app.kinds.sts.play import MODE, is_play
+    from app.studies.models import Annotation, Item, Study
+    from app.studies.services import can_manage
+
+    study = session.get(Study, study_id)
+    if study is None or not can_manage(user, study):
+        raise NotFound("no such study among yours")
+    if study.kind != KIND_NAME or (study.kind_settings or {}).get("mode") != MODE:
+        raise InputError(f"study {study.id} is not a play study (its items are not missions people play)",
+                         field="study_id")
+    owner = session.get(User, study.owner_id)
+    prefix = f"play:{study.id}:"
+    have = set(session.scalars(select(Recording.external_id).where(
+        Recording.owner_id == owner.id, Recording.external_id.startswith(prefix))))
+    rows, counts = [], {"existing": 0, "empty": 0, "failed": 0}
+    for external_id, payload, response, pseudonym, worker_id in session.execute(
+            select(Item.external_id, Item.payload, Annotation.response, User.pseudonym, User.id)
+            .join(Item, Item.id == Annotation.item_id).join(User, User.id == Annotation.worker_id)
+            .where(Annotation.study_id == study.id, Annotation.excluded.is_(False)).order_by(Annotation.id)):
+        if not is_play(payload) or not isinstance((response or {}).get("actions"), list):
+            continue
+        who = pseudonym or f"user-{worker_id}"  # every crowd account has a pseudonym
+        rid = f"{prefix}{external_id}:{who}"
+        if rid in have:
+            counts["existing"] += 1
+            continue
+        if not response["actions"]:
+            counts["empty"] += 1
+            continue
+        rec = Replayable(payload["level"], int(payload["seed"]), payload["mission"], list(response["actions"]),
+                         f"human:{who}", rid)
+        try:
+            outcome = check(rec)
+        except RecordingError as exc:  # it replayed when it was sent: the simulator changed since
+            raise InputError(f"the play {rid!r} no longer replays ({exc.message}): nothing was stored",
+                             field="study_id") from None
+        if only_successes and outcome.success is None:
+            counts["failed"] += 1
+            continue
+        have.add(rid)
+        rows.append(_row(owner, rec, outcome.success))
+    session.add_all(rows)
+    _commit(session, "recordings of these plays")
+    return {"study": study.id, "owner": owner.id, "created": len(rows), **counts,
+            "recordings": [recording_dict(r) for r in rows]}
+
+
 def recordings_of(session: Session, user: User, owner_id: int | None = None) -> list[Recording]:
     """The owner's recordings (the caller's by default; an admin may name another owner)."""
     owner_id = user.id if owner_id is None else owner_id

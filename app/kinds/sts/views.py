@@ -1,9 +1,11 @@
 """Pages and API of the STS suites (paper 004, sections 3.1-3.2 and 5.1): recordings, suites and
 their versions, scenarios mined in bulk or on a recording's timeline, personal tags,
-generation runs, and a study built from a published version.
+generation runs, and a study built from a published version; and the play study's two routes,
+the grid a worker plays on and the plays stored as recordings.
 
-Researchers and admins only; another researcher's suite, scenario, recording or run is 404.
-A published version refuses every change with 409."""
+Researchers and admins only, but for the play grid (the crowd worker whose task holds the
+item); another researcher's suite, scenario, recording, run or study is 404. A published
+version refuses every change with 409."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from app import jobs
 from app.auth.deps import db, require, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
-from app.kinds.sts import generation, suites
+from app.kinds.sts import generation, play, suites
 from app.kinds.sts.env import get_simulator
 from app.kinds.sts.frames import MAX_FRAMES, ensure_strip
 from app.kinds.sts.mining import RULES
@@ -32,8 +34,10 @@ from app.params import MAX_ID, BodyId, Id
 # check what each one may be.
 Count = Annotated[int, Field(ge=0, le=MAX_ID)]
 from app.storage import get_store
+from app.studies.models import Assignment, Item
 from app.studies.services import StudySettings
-from app.web import flash, read_upload, render
+from app.studies.views import crowd_bundle
+from app.web import flash, rate_limit, read_upload, render
 
 # Pages: their forms post here, with the session's form token.
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
@@ -89,9 +93,42 @@ def record_expert(body: ExpertIn, session: Session = Depends(db), user: User = D
     return {"created": new, "recordings": [suites.recording_dict(r) for r in rows]}
 
 
+class FromStudyIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    study_id: BodyId
+    only_successes: bool = False
+
+
+@api.post("/recordings/from-study", status_code=201)
+def record_plays(body: FromStudyIn, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+    """A play study's answers as recordings of the study owner's (the owner or an admin; 404
+    for another researcher): each under "play:<study>:<item>:<pseudonym>" with the actor
+    "human:<pseudonym>". Plays stored before are skipped (counted in `existing`), as are empty
+    plays and, with `only_successes`, those that did not succeed (`failed`)."""
+    with _answers():
+        return suites.play_recordings(session, user, body.study_id, only_successes=body.only_successes)
+
+
 @api.get("/recordings")
 def list_recordings(session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
     return {"recordings": [suites.recording_dict(r) for r in suites.recordings_of(session, user)]}
+
+
+@api.get("/play/{slug}/{assignment_id}")
+def play_state(request: Request, slug: str, assignment_id: Id,
+               actions: Annotated[str, Query(max_length=play.MAX_ACTIONS_TEXT)] = "",
+               session: Session = Depends(db)) -> dict:
+    """A play item's grid after `actions` (minigrid's numbers, "2,2,0"), for the crowd worker
+    whose task holds the assignment (their session, as for /api/v1/crowd/{slug}/next): the
+    step, the level's step limit, whether the episode ended and in success, and the frame as a
+    PNG data URL. The page never holds the seed: it sends its actions and gets the picture."""
+    study, bundle = crowd_bundle(request, session, slug)
+    rate_limit(request, "sts-play", play.STATES_PER_MINUTE, key=f"bundle:{bundle.id}")
+    a = session.get(Assignment, assignment_id)
+    item = session.get(Item, a.item_id) if a is not None and a.bundle_id == bundle.id else None
+    if item is None or study.kind != suites.KIND_NAME or not play.is_play(item.payload):
+        raise HTTPException(404, "no such mission in your task")
+    return play.state(item.payload, play.parse_actions(actions))
 
 
 # --- API: suites and versions ---------------------------------------------------------------
@@ -377,6 +414,21 @@ def record_expert_page(request: Request, level: str = Form(""), seeds: str = For
                                              _int_or_none(max_steps, "max_steps"))
         return _back(request, "/sts/suites", f"The expert played {len(rows)} seeds of {level} ({new} new recordings).")
     return _back(request, "/sts/suites", f"Nothing stored: {out['error']}", "error")
+
+
+@router.post("/sts/studies/{study_id}/recordings")
+def record_plays_page(request: Request, study_id: Id, only_successes: str = Form(""),
+                      session: Session = Depends(db), user: User = Depends(researcher)):
+    """The study page's button: the plays as recordings (as POST /api/v1/sts/recordings/from-study)."""
+    out: dict = {}
+    with _answers(), _flashed(request, out):
+        result = suites.play_recordings(session, user, study_id, only_successes=bool(only_successes))
+        skipped = [f"{result[k]} {what}" for k, what in (("existing", "stored before"), ("empty", "empty"),
+                                                          ("failed", "unsuccessful")) if result[k]]
+        return _back(request, f"/studies/{study_id}",
+                     f"Stored {result['created']} plays as recordings"
+                     + (f" (skipped: {', '.join(skipped)})" if skipped else "") + ": mine them on a suite's page.")
+    return _back(request, f"/studies/{study_id}", f"Nothing stored: {out['error']}", "error")
 
 
 def _runs(session: Session, suite) -> list[dict]:

@@ -1,15 +1,15 @@
 """Admins' classifications of failed continuations with the error types of the paper's
 appendix A.3 (app/kinds/sts/failures.py).
 
-Revision ID: sts0002
-Revises: sts0001
+Revision ID: sts0003
+Revises: sts0002
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "sts0002"
-down_revision = "sts0001"
+revision = "sts0003"
+down_revision = "sts0002"
 branch_labels = None
 depends_on = None
 
