@@ -1,5 +1,6 @@
-"""Demo data: accounts and a live study per kind, from each kind's demo() (its items, and
-optionally agents and simulated annotators working through the real assignment engine)."""
+"""Demo data: accounts and a live study per kind, from each kind's demo() (its items, or a
+function that builds the study in the researcher's account; optionally agents and simulated
+annotators working through the real assignment engine)."""
 
 from __future__ import annotations
 
@@ -47,8 +48,11 @@ def seed(session: Session) -> dict:
                 "title": title, "annotations_per_item": 3, "bundle_size": 10, "gold_rate": 0.2,
                 "redirect_url": "https://app.prolific.com/submissions/complete?cc=DEMO",
                 **material.get("settings", {})})
-            study = services.create_study(session, researcher, kind.name, settings,
-                                          material["items"], material["format"])
+            if material.get("build"):  # the kind makes its study through its own services
+                study = material["build"](session, researcher, settings)
+            else:
+                study = services.create_study(session, researcher, kind.name, settings,
+                                              material["items"], material["format"])
             services.set_state(session, study, "live", researcher)
             if material.get("simulate"):
                 material["simulate"](session, study, researcher)  # agents, simulated workers

@@ -219,5 +219,11 @@ class TaskKind(ABC):
         return None
 
     def demo(self) -> dict[str, Any]:
-        """Demo material: {'items': bytes, 'format': str, 'agents': {name: outputs bytes}}."""
+        """`proctor demo` material, {} for none. The study's items as {"items": bytes, "format":
+        str}, or {"build": fn(session, researcher, settings) -> Study}, which makes the study
+        itself in the demo researcher's account (a draft; `settings` is the StudySettings), for
+        a kind whose studies come from material of its own (recordings, suites, generated
+        outputs). Optional beside either: "settings" (StudySettings fields), "setup":
+        fn(session) run first, "simulate": fn(session, study, researcher) run once the study
+        is live (agents, simulated annotators)."""
         return {}

@@ -93,12 +93,60 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
     assert [(int(r["annotation_id"]), r["worker"]) for r in table] == [(x[0], x[3]) for x in stored]
     assert "demo-annotator" not in (tmp_path / "out" / "annotations.csv").read_text()
     assert run_cli("export", "999", env=env).returncode != 0
+    _check_sts_demo(env["DATABASE_URL"])
     # Running the demo again does not duplicate the study, and prints fresh passwords.
     again = run_cli("demo", "--no-serve", env=env)
     assert again.returncode == 0
     with get_sessionmaker(env["DATABASE_URL"])() as s:
         kinds = sorted(s.scalars(select(Study.kind)).all())
         assert kinds == ["navigation", "sts", "tom", "wordcount"]  # one per kind
+
+
+def _check_sts_demo(url: str) -> None:
+    """The STS demo study comes from a published suite of the demo researcher's: 4+ level
+    families, C continuations of every scenario by the expert, random and (where torch is
+    installed) the trained baseline, and the live study's items are those continuations."""
+    import importlib.util
+
+    from app.agents.models import Agent
+    from app.auth.models import User
+    from app.db import get_sessionmaker
+    from app.kinds.sts.demo import REFERENCE, SUITE_CONTINUATIONS
+    from app.kinds.sts.models import Continuation, Suite, SuiteVersion
+    from app.kinds.sts.suites import scenarios_of
+    from app.studies.models import Item, Study
+
+    names = {"expert", "random"} | ({"bc"} if importlib.util.find_spec("torch") else set())
+    with get_sessionmaker(url)() as s:
+        study = s.scalar(select(Study).where(Study.kind == "sts"))
+        assert study.state == "live" and s.get(User, study.owner_id).email == "researcher@example.org"
+        suite = s.get(Suite, study.kind_settings["suite"]["id"])
+        assert suite.owner_id == study.owner_id
+        version = s.scalar(select(SuiteVersion).where(SuiteVersion.suite_id == suite.id, SuiteVersion.number == 1))
+        assert version.state == "published" and study.kind_settings["suite"]["version"] == 1
+        scenarios = {f"s{sc.id}": sc for sc in scenarios_of(s, version)}
+        categories = {sc.category for sc in scenarios.values()}
+        assert len(categories) >= 4 and len(scenarios) >= 8
+        agents = {a.id: a.name for a in s.scalars(select(Agent).where(Agent.owner_id == suite.owner_id,
+                                                                       Agent.kind == "sts"))}
+        assert set(agents.values()) == names
+        stored = {(agents[c.agent_id], f"s{c.scenario_id}", str(c.index)): c
+                  for c in s.scalars(select(Continuation))}
+        for name in names:
+            assert sorted(k[1:] for k in stored if k[0] == name) == sorted(
+                (sc, str(i)) for sc in scenarios for i in range(SUITE_CONTINUATIONS)), name
+        items = s.scalars(select(Item).where(Item.study_id == study.id)).all()
+        agent_items = [i for i in items if not i.is_gold]
+        assert len(agent_items) == len(names) * len(scenarios) * SUITE_CONTINUATIONS
+        for i in items:  # each item is a stored continuation of the suite, with its outcome
+            ref = i.reference
+            c = stored[(ref["agent"], ref["scenario"], ref["continuation"])]
+            assert i.category == scenarios[ref["scenario"]].category and ref["suite_version"] == 1
+            assert ref["success_step"] == c.success_step and ref["length"] == len(c.actions)
+        gold = sorted((i.reference["agent"], i.reference["label"]) for i in items if i.is_gold)
+        assert gold == [("expert", "success")] * REFERENCE["expert_successes"] + \
+            [("random", "failure")] * REFERENCE["random_failures"]
+        assert {i.category for i in agent_items} == categories
 
 
 def test_nav_import_graphs(tmp_path):

@@ -221,9 +221,9 @@ class StandardisedTestSuite(TaskKind):
         return section(session, study)
 
     def demo(self) -> dict:
-        from app.kinds.sts.demo import demo_continuations
+        from app.kinds.sts.demo import build_demo
 
-        return {"items": demo_continuations(), "format": "continuations", "simulate": False,
+        return {"build": build_demo, "simulate": False,
                 "settings": {"bundle_size": 6, "gold_rate": 0.2, "annotations_per_item": 3,
                              "instructions": self.default_instructions}}
 

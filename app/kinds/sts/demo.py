@@ -1,12 +1,22 @@
-"""The demo suite: expert recordings on four BabyAI level families, each a scenario taken over
-two steps in (fewer when the expert is done sooner), continued by the expert (the skyline) and by a random policy, plus reference
-episodes with known labels. Deterministic, made in a second or two."""
+"""The demo (`proctor demo`): the STS study made the way a researcher makes one, in the demo
+researcher's account. The expert's recordings on four level families, a suite whose version 1
+is published, continuations of the expert (the skyline), the random policy and a
+behavioural-cloning baseline trained there and then with the training code (tiny, a few
+seconds on the CPU; uploaded and validated like any policy, and left out with a note when torch
+is missing), and a study built from the version with reference episodes (study.py). The core's
+demo sets it live. Jobs run here, one after another: the demo needs no worker.
+
+`demo_lines()` is a small fixed file of continuations in the upload format, which the tests
+upload: expert and random continuations of the same four families, without a suite."""
 
 from __future__ import annotations
 
-import json
+import sys
+import time
 
 import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from app.kinds.sts.env import ACTIONS, get_simulator
 
@@ -65,5 +75,124 @@ def demo_lines() -> list[dict]:
     return lines
 
 
-def demo_continuations() -> bytes:
-    return "\n".join(json.dumps(x) for x in demo_lines()).encode()
+# --- the demo study, through the suites ------------------------------------------------------
+
+SUITE = "Demo suite"
+SUITE_SEEDS = (3, 6)  # per level: the expert's games the suite takes over (6 to 13 steps)
+K = 4  # the takeover: this many of the expert's steps before its success
+SUITE_LENGTH = 16  # the agents' own steps at most
+SUITE_CONTINUATIONS = 2  # per scenario and agent
+REFERENCE = {"expert_successes": 4, "random_failures": 4}
+BASELINE = "bc"
+# The baseline is tiny and trained briefly, so that the demo starts in seconds: it is there to
+# sit between the expert and random, not to be good.
+BASELINE_EPISODES = 12  # expert games per level (seeds 0..), as `proctor train sts-policy --episodes`
+BASELINE_SIZES = {"embed": 16, "channels": 16, "hidden": 64}
+BASELINE_EPOCHS = 20
+BASELINE_BATCH = 32
+VALIDATION_WAIT_S = 300  # a worker elsewhere (REDIS_URL set) may take the validation job
+
+
+def _note(message: str) -> None:
+    print(f"  sts demo: {message}", file=sys.stderr)
+
+
+def _run(job_id: int) -> tuple[str, str]:
+    """Run a job here and now, as a worker would: its final state and log."""
+    from app import jobs
+    from app.db import get_sessionmaker
+
+    jobs.run_job(job_id)
+    with get_sessionmaker()() as s:
+        job = s.get(jobs.Job, job_id)
+        deadline = time.monotonic() + VALIDATION_WAIT_S
+        while job.state in ("queued", "running") and time.monotonic() < deadline:
+            time.sleep(0.5)  # claimed by a worker of a configured queue: let it finish
+            s.expire_all()
+            job = s.get(jobs.Job, job_id)
+        return job.state, job.log
+
+
+def _baseline(session: Session, owner):
+    """The behavioural-cloning agent with a valid policy (trained and uploaded on first use),
+    or None, with a note saying why, when it cannot be had here."""
+    from app.agents.artifacts import upload_artifact
+    from app.agents.models import AgentArtifact
+    from app.jobs import BrokerUnavailable, Job
+    from app.kinds.sts.policies import ROLE, newest_valid_policy
+    from app.studies.services import register_agent
+
+    try:
+        import torch
+        from safetensors.torch import save
+    except ImportError as exc:
+        _note(f"no trained baseline: {exc.name} is not installed (the expert and random agents only)")
+        return None
+    from workers.sts.train import demonstrations, train_policy
+
+    agent = register_agent(session, owner, "sts", BASELINE,
+                           description="behavioural cloning of the expert (demo-sized, trained by `proctor demo`)")
+    session.commit()
+    if newest_valid_policy(session, agent) is not None:
+        return agent
+    started = time.monotonic()
+    data = demonstrations(LEVELS, range(BASELINE_EPISODES))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # this small, it trained 3x faster on one thread than on two here
+    try:
+        model = train_policy(data, **BASELINE_SIZES, epochs=BASELINE_EPOCHS, batch=BASELINE_BATCH, seed=0)
+    finally:
+        torch.set_num_threads(threads)
+    weights = save({k: v.contiguous() for k, v in model.state_dict().items()})
+    try:
+        artifact = upload_artifact(session, agent, ROLE, "safetensors", weights, model.config())
+    except BrokerUnavailable as exc:
+        _note(f"no trained baseline: its validation could not be queued ({exc})")
+        return None
+    job_id = next(j.id for j in session.scalars(select(Job).where(Job.task == "sts.validate", Job.state == "queued"))
+                  if j.params.get("artifact_id") == artifact.id)
+    state, log = _run(job_id)
+    session.expire_all()
+    artifact = session.get(AgentArtifact, artifact.id)
+    if artifact.state != "valid":
+        why = artifact.verdict if artifact.state == "invalid" else f"its validation job is {state}: {log}"
+        _note(f"no trained baseline: its policy is {artifact.state}: {why}")
+        return None
+    _note(f"trained the baseline {BASELINE!r} on {len(data)} expert steps in {time.monotonic() - started:.1f} s")
+    return agent
+
+
+def build_demo(session: Session, owner, settings):
+    """The demo study (a draft; the core sets it live): recordings, a published suite,
+    generation runs and a study of the version, through the services the API uses. What an
+    earlier, interrupted run stored is reused."""
+    from app.kinds.sts import generation, suites
+    from app.kinds.sts.models import Suite
+    from app.kinds.sts.study import build_study
+
+    recordings = []
+    for level in LEVELS:
+        recordings += suites.expert_recordings(session, owner, level, list(SUITE_SEEDS))[0]
+    suite = session.scalar(select(Suite).where(Suite.owner_id == owner.id, Suite.name == SUITE)) \
+        or suites.create_suite(session, owner, SUITE, "The demo: the expert's games on four BabyAI level "
+                                                      f"families, taken over {K} steps before its success")
+    version = suites.get_version(session, suite, 1)
+    if version.state == "draft":
+        suites.add_scenarios(session, version, rule="before success", k=K, continuation=SUITE_LENGTH,
+                             recordings=[r.id for r in recordings if r.success_step >= K], tags=["demo"])
+        suites.publish(session, version)
+    agents = [suites.builtin_agent(session, owner.id, name) for name in ("expert", "random")]
+    session.commit()
+    if (baseline := _baseline(session, owner)) is not None:
+        agents.append(baseline)
+    for agent in agents:
+        run = generation.create_run(session, owner, suite, version, agent, continuations=SUITE_CONTINUATIONS)
+        job_id = run.job_id
+        session.commit()
+        state, log = _run(job_id)
+        if state != "done":
+            raise RuntimeError(f"the demo's generation for {suites.agent_label(agent)} is {state}:\n{log}")
+    session.expire_all()
+    study, _ = build_study(session, owner, suite, version, settings, agents=[a.id for a in agents],
+                           reference=REFERENCE, continuations=SUITE_CONTINUATIONS)
+    return study

@@ -1,0 +1,42 @@
+"""The STS demo without torch: the trained baseline is left out with a note, and the study is
+still made from the published suite with the expert's and random's continuations. (With torch,
+test_cli_demo.py checks the whole demo as `proctor demo` makes it.)"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from sqlalchemy import func, select
+
+from app.agents.models import Agent
+from app.kinds.sts import demo
+from app.kinds.sts.models import Continuation, Scenario, SuiteVersion
+from app.studies.models import Item
+from app.studies.services import StudySettings
+from tests.conftest import make_user
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_without_torch_the_demo_leaves_the_baseline_out_and_says_so(session, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` fails, as where it is not installed
+    owner = make_user(session, "researcher")
+    settings = StudySettings(title="Demo", bundle_size=6, gold_rate=0.2)
+    study = demo.build_demo(session, owner, settings)
+    assert "sts demo: no trained baseline: torch is not installed" in capsys.readouterr().err
+    names = set(session.scalars(select(Agent.name).where(Agent.owner_id == owner.id)))
+    assert names == {"expert", "random"}
+    version = session.scalar(select(SuiteVersion).where(SuiteVersion.suite_id == study.kind_settings["suite"]["id"]))
+    assert version.state == "published"
+    scenarios = session.scalars(select(Scenario).where(Scenario.version_id == version.id)).all()
+    assert len(scenarios) == len(demo.LEVELS) * len(demo.SUITE_SEEDS)
+    assert len({sc.category for sc in scenarios}) == 4
+    items = session.scalars(select(Item).where(Item.study_id == study.id)).all()
+    assert sorted({i.reference["agent"] for i in items if not i.is_gold}) == ["expert", "random"]
+    assert len(items) == 2 * len(scenarios) * demo.SUITE_CONTINUATIONS + sum(demo.REFERENCE.values())
+    assert {i.reference["scenario"] for i in items} <= {f"s{sc.id}" for sc in scenarios}
+    # An interrupted demo run again reuses the suite and what was generated.
+    stored = session.scalar(select(func.count(Continuation.id)))
+    again = demo.build_demo(session, owner, settings.model_copy(update={"title": "Demo again"}))
+    assert again.kind_settings["suite"] == study.kind_settings["suite"]
+    assert session.scalar(select(func.count(Continuation.id))) == stored
