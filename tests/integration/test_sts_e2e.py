@@ -203,8 +203,12 @@ def test_policy_upload_to_leaderboard(celery_env, celery_worker, db_url):  # noq
         assert row["se"] == math.sqrt(p * (1 - p) / e["n"])
         assert row["corrected"] == p  # sensitivity and specificity 1: no correction
         assert row["ttc"] == (median(e["steps"]) if e["steps"] else None)
-        assert row["per_category"] == ", ".join(f"{c} {sum(v) / len(v):.0%} (n {len(v)})"
-                                                for c, v in sorted(e["per_category"].items()))
+        by_category = next(r for r in tables["sts_categories"]["rows"] if r["agent"] == name)
+        assert {c: (by_category[f"g:{c}"]["n"], by_category[f"g:{c}"]["mean"]) for c in e["per_category"]} == {
+            c: (len(v), sum(v) / len(v)) for c, v in e["per_category"].items()}
+        # Every scenario was added in version 1: its column is the overall share.
+        versions = next(r for r in tables["sts_versions"]["rows"] if r["agent"] == name)
+        assert (versions["g:v1"]["n"], versions["g:v1"]["mean"]) == (e["n"], p)
     for r in tables["sts_scenarios"]["rows"]:
         assert {name: r[f"a:{name}"] for name in expected} == {
             name: e["per_scenario"][r["scenario"]] for name, e in expected.items()}
