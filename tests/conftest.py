@@ -187,6 +187,20 @@ def pytest_configure(config):
     install_example_kind()
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    # pytest-xdist runs one test per node id: tests that share one (schemathesis's per-operation
+    # tests) would silently run once, so scripts/test.sh runs them outside it, and any other
+    # such test stops the run here, named.
+    seen: dict[str, int] = {}
+    for nodeid in ids:
+        seen[nodeid] = seen.get(nodeid, 0) + 1
+    twice = sorted(n for n, c in seen.items() if c > 1)
+    if twice:
+        pytest.exit(f"{len(twice)} node ids are shared by several tests, which pytest-xdist would run "
+                    f"once each: {twice[:3]}; run them outside it (see scripts/test.sh)", returncode=4)
+
+
 def pytest_sessionstart(session):
     # Every table, the kinds' included, before any test opens a session (as create_app, the
     # CLI and the Celery app do at start-up).
