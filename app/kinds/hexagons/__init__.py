@@ -1,0 +1,149 @@
+"""Hexagons (Lachmy et al., TACL 2022): people execute an instructor's drawing procedure step
+by step on a 10 x 18 hexagon board (the paper's Execution mode); each step's board is scored
+against the instructor's with action- and board-based P/R/F1/EM (metrics.py).
+
+One item per procedure: the payload is the instructions (never the boards), the reference the
+instructor's gold boards, agreement tags and category. Only execution studies are built here
+(docs/kinds/hexagons.md says what is left).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from typing import ClassVar
+
+from app.errors import InputError
+from app.kinds.base import ImportResult, ItemSpec, TaskKind
+from app.kinds.hexagons import metrics
+from app.kinds.hexagons.board import layout
+from app.kinds.hexagons.execution import Execution, execution_metrics, parse_execution
+
+SCORE_METRICS = ("board_f1", "board_em", "action_f1", "action_em")
+DEFAULT_SCORE = "board_f1"
+
+
+def _stable_rank(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class Hexagons(TaskKind):
+    name: ClassVar[str] = "hexagons"
+    title: ClassVar[str] = "Hexagons drawing procedures (execution)"
+    item_template: ClassVar[str] = "kinds/hexagons/item.html"
+    Response = Execution
+    category_label: ClassVar[str] = "category"
+    item_noun: ClassVar[str] = "Procedure"
+    keyboard_hint: ClassVar[str] = "Enter: next step (on the last step: send)."
+    item_formats: ClassVar[tuple[str, ...]] = ("procedures",)
+    position: ClassVar[int] = 40
+    format_labels: ClassVar[dict[str, str]] = {
+        "procedures": "Hexagons drawing procedures (the released JSONL: train, dev or test)"}
+    # gold_count: how many procedures all of whose steps both verifiers reproduced (tags all
+    # "A") serve as gold; score_metric: the metric an execution's score is the mean of.
+    option_fields: ClassVar[dict[str, tuple]] = {"gold_count": ("int", 0, 10000), "score_metric": ("text",)}
+    default_instructions: ClassVar[str] = (
+        "Read each instruction and paint the board as it says, one step at a time. You cannot see the "
+        "target image: do exactly what the instruction asks, no more. Next step shows the next instruction.")
+    outputs_label: ClassVar[str] = ('Predicted boards (JSONL: {"index", "step", "board": [180 colour codes], '
+                                    '"previous": [180] optional})')
+
+    def cli(self):
+        from app.kinds.hexagons.cli import hexagons
+
+        return hexagons
+
+    def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
+        return parse_execution(data, payload)
+
+    def public_payload(self, payload: dict) -> dict:
+        return {"instructions": payload["instructions"], "initial": payload["initial"], "layout": layout()}
+
+    def score(self, payload, reference, response):
+        if not reference:
+            return None
+        return execution_metrics(reference, response)["mean"][reference.get("score_metric", DEFAULT_SCORE)]
+
+    def score_details(self, payload, reference, response):
+        if not reference:
+            return None
+        m = execution_metrics(reference, response)
+        return {**m["mean"], "per_step": m["steps"]}
+
+    def import_items(self, data: bytes, fmt: str, options: dict) -> ImportResult:
+        from app.kinds.hexagons.formats import parse_procedures
+
+        if fmt not in self.item_formats:
+            raise InputError(f"unknown format {fmt!r}: use procedures", field="format")
+        metric = str(options.get("score_metric") or DEFAULT_SCORE).strip()
+        if metric not in SCORE_METRICS:
+            raise InputError(f"score_metric must be one of {', '.join(SCORE_METRICS)}", field="score_metric")
+        procs = parse_procedures(data)
+        n_gold = int(options.get("gold_count", 0) or 0)
+        agreed = sorted((p for p in procs if p.all_agreed), key=lambda p: _stable_rank(p.index))
+        gold = {p.index for p in agreed[:n_gold]}
+        items = [ItemSpec(
+            external_id=p.index,
+            payload={"instructions": [s.instruction for s in p.steps], "initial": list(p.initial)},
+            reference={"boards": [list(s.board) for s in p.steps], "initial": list(p.initial),
+                       "tags": [s.tag for s in p.steps], "category": p.category, "image_id": p.image_id,
+                       "instructor_id": p.instructor_id, "annotation_round": p.annotation_round,
+                       "score_metric": metric},
+            is_gold=p.index in gold, source="gold" if p.index in gold else "dataset",
+            # Procedures of one image: nobody executes two (the second would be drawn from memory).
+            category=p.category, cluster=p.image_id, exclusion_group=f"image:{p.image_id}")
+            for p in procs]
+        return ImportResult(items=items, kind_settings={"score_metric": metric},
+                            summary={"procedures": len(procs), "steps": sum(len(p.steps) for p in procs),
+                                     "gold": len(gold), "all_agreed": len(agreed)})
+
+    def import_agent_outputs(self, data: bytes, known_ids: set[str],
+                             payloads: dict[str, dict] | None = None) -> dict[str, dict]:
+        """Predictions JSONL as `proctor hex score` reads it; each procedure predicted must be
+        predicted at every step. Steps without `previous` were executed on the gold board."""
+        from app.kinds.hexagons.formats import parse_predictions
+
+        payloads = payloads or {}
+        n_steps = {i: len(payloads[i]["instructions"]) for i in known_ids if i in payloads}
+        by_index: dict[str, dict[int, dict]] = defaultdict(dict)
+        for p in parse_predictions(data, n_steps):
+            step = {"board": list(p.board), "actions": []}
+            if p.previous is not None:
+                step["previous"] = list(p.previous)
+            by_index[p.index][p.step] = step
+        out = {}
+        for index, steps in by_index.items():
+            missing = [k for k in range(1, n_steps[index] + 1) if k not in steps]
+            if missing:
+                raise InputError(f"procedure {index} has no prediction for step {missing[0]}", field="step")
+            out[index] = {"steps": [steps[k] for k in sorted(steps)], "on": "gold"}
+        return out
+
+    def baselines(self, session, study) -> list[dict]:
+        """"No action": every step leaves the board as it was."""
+        from sqlalchemy import select
+
+        from app.leaderboards import stats
+        from app.studies.models import Item
+
+        scores, by_cat = [], defaultdict(list)
+        for cat, ref in session.execute(select(Item.category, Item.reference).where(
+                Item.study_id == study.id, Item.is_gold.is_(False))):
+            if not ref:
+                continue
+            boards = [ref["initial"]] + ref["boards"]
+            response = {"steps": [{"board": b} for b in boards[:-1]], "on": "gold"}
+            s = execution_metrics(ref, response)["mean"][ref.get("score_metric", DEFAULT_SCORE)]
+            scores.append(s)
+            by_cat[cat].append(s)
+        if not scores:
+            return []
+        return [{"type": "baseline", "name": "No action (paints nothing)", "answered": len(scores),
+                 "coverage": 1.0, "accuracy": stats.bootstrap_mean_interval(sorted(scores)).as_dict(),
+                 "by_category": {c: stats.bootstrap_mean_interval(sorted(v)).as_dict() for c, v in by_cat.items()},
+                 "consistency": None}]
+
+
+KIND = Hexagons()
+
+__all__ = ["KIND", "Hexagons", "metrics"]

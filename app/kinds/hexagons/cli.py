@@ -1,0 +1,122 @@
+"""`proctor hex ...`: the Hexagons commands (TaskKind.cli)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+SPLITS = ("train", "dev", "test")
+
+
+@click.group("hex")
+def hexagons() -> None:
+    """Hexagons tools: score executions, recompute the dataset's statistics."""
+
+
+def _read(path: str, parse, *args):
+    from app.errors import InputError
+
+    try:
+        return parse(Path(path).read_bytes(), *args)
+    except InputError as exc:
+        raise click.ClickException(f"{path}: {exc}") from None
+
+
+def _f(x) -> str:
+    return "-" if x is None else f"{100 * x:6.2f}"
+
+
+def _table(title: str, groups: dict) -> None:
+    from app.kinds.hexagons.metrics import KEYS, LABELS
+
+    click.echo(f"\n{title:<24} {'steps':>6} " + " ".join(f"{LABELS[k]:>9}" for k in KEYS))
+    for name, g in groups.items():
+        click.echo(f"{str(name)[:24]:<24} {g['n']:>6} " + " ".join(f"{_f(g[k]):>9}" for k in KEYS))
+
+
+@hexagons.command("score")
+@click.option("--gold", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="Gold procedures: the released JSONL (any split).")
+@click.option("--predictions", type=click.Path(exists=True, dir_okay=False),
+              help='JSONL, one step a line: {"index", "step", "board": [180 colour codes], '
+                   '"previous": [180] (optional; default the gold board before the step)}.')
+@click.option("--no-action", is_flag=True, help="Score the baseline that paints nothing instead.")
+@click.option("--partial", is_flag=True, help="Score only the predicted steps (default: every gold step "
+                                             "must have a prediction).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: per_step and mean.")
+def hex_score(gold: str, predictions: str | None, no_action: bool, partial: bool, as_json: bool) -> None:
+    """Action- and board-based precision, recall, F1 and exact match, averaged over steps
+    (in percent in the tables): overall, per category, per step position and per agreement tag."""
+    from app.errors import InputError
+    from app.kinds.hexagons.formats import parse_predictions, parse_procedures
+    from app.kinds.hexagons.score import no_action as baseline, score_predictions
+
+    if bool(predictions) == no_action:
+        raise click.UsageError("give --predictions FILE or --no-action")
+    procedures = _read(gold, parse_procedures)
+    if no_action:
+        result = baseline(procedures)
+    else:
+        preds = _read(predictions, parse_predictions, {p.index: len(p.steps) for p in procedures})
+        try:
+            result = score_predictions(procedures, preds, partial=partial)
+        except InputError as exc:  # steps without a prediction
+            raise click.ClickException(f"{predictions}: {exc}") from None
+    if as_json:
+        click.echo(json.dumps({"per_step": result["per_step"], "mean": result["mean"]}))
+        return
+    _table("overall", {"all": {"n": result["n"], **result["mean"]}})
+    _table("category", result["by_category"])
+    _table("step position", result["by_position"])
+    _table("agreement tag", result["by_tag"])
+
+
+@hexagons.command("stats")
+@click.option("--data", "folder", required=True, type=click.Path(exists=True, file_okay=False),
+              help="The folder with the released train.jsonl, dev.jsonl and test.jsonl (those present).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def hex_stats(folder: str, as_json: bool) -> None:
+    """The paper's dataset statistics (Tables 1 and 6, the verifiers' agreement) recomputed
+    from the released files, beside the paper's figures."""
+    from app.kinds.hexagons.formats import parse_procedures
+    from app.kinds.hexagons.stats import dataset_stats
+
+    splits = {name: _read(str(Path(folder) / f"{name}.jsonl"), parse_procedures)
+              for name in SPLITS if (Path(folder) / f"{name}.jsonl").is_file()}
+    if not splits:
+        raise click.ClickException(f"{folder}: none of {', '.join(s + '.jsonl' for s in SPLITS)} is there")
+    s = dataset_stats(splits)
+    if as_json:
+        click.echo(json.dumps(s))
+        return
+    paper = s["paper"]
+    click.echo("Splits (paper Table 6: procedures, steps, agreed procedures, agreed steps; ours | paper)")
+    click.echo(f"{'split':<7} {'procs':>11} {'steps':>11} {'agreed procs':>22} {'agreed steps %':>16} "
+               f"{'untagged':>8}  tags")
+    for name, v in s["splits"].items():
+        p = paper["splits"].get(name)
+        ref = (lambda i: f" | {p[i]}") if p else (lambda i: "")
+        click.echo(f"{name:<7} {v['procedures']:>5}{ref(0):>6} {v['steps']:>5}{ref(1):>6} "
+                   f"{v['agreed_procedures']:>4} ({v['agreed_procedures_pct']}%){ref(3):>8} "
+                   f"{v['agreed_steps_pct']:>7}{ref(4):>9} {v['untagged_procedures']:>8}  "
+                   + " ".join(f"{t}:{n}" for t, n in v["tags"].items()))
+    click.echo("\nRounds (paper Table 1: steps, procedures, tokens, unique images; ours | paper)")
+    for r, v in s["rounds"].items():
+        p = paper["rounds"].get(r, ("", "", "", ""))
+        click.echo(f"{v['name']:<26} {v['steps']:>5} | {p[0]:<5} {v['procedures']:>4} | {p[1]:<4} "
+                   f"{v['tokens']:>6} | {p[2]:<4} {v['unique_images']:>4} | {p[3]}")
+    p = paper["rounds"]["total"]
+    click.echo(f"{'Total':<26} {s['splits']['total']['steps']:>5} | {p[0]:<5} "
+               f"{s['splits']['total']['procedures']:>4} | {p[1]:<4} {s['tokens']:>6} | {p[2]:<4} "
+               f"{s['images']:>4} | {p[3]}")
+    click.echo("\nCategories (the abstraction mechanism the image was designed to elicit)")
+    for c, v in s["categories"].items():
+        click.echo(f"{c:<24} {v['procedures']:>4} procedures {v['steps']:>5} steps {v['images']:>4} images "
+                   f"{v['mean_steps']:>6} steps each, {v['agreed_steps_pct']}% agreed steps")
+    v = s["verifiers"]
+    click.echo(f"\nVerifiers against the instructor over {v['steps']} tagged steps (section 5; paper: Max "
+               f"Mean-F1 circa {paper['max_mean_f1']})")
+    for m in ("f1", "em"):
+        click.echo(f"  {m.upper():<3} mean {v[m]['mean']}  max {v[m]['max']}  min {v[m]['min']}")
