@@ -70,6 +70,14 @@ def test_items_scores_outputs_and_baseline(session):
     preds = "\n".join(json.dumps({"index": 1, "step": k, "board": b}) for k, b in ((1, ONE), (2, ONE))).encode()
     out = KIND.import_agent_outputs(preds, set(items), {k: v.payload for k, v in items.items()})
     assert KIND.score_details(items["1"].payload, items["1"].reference, out["1"])["board_recall"] == 0.75
+    from app.kinds.hexagons.leaderboard import section
+
+    agent = services.register_agent(session, owner, "hexagons", "copier", "1")
+    services.import_agent_outputs(session, study, agent, preds)
+    rows = {(r["who"], r["group"]): r for r in section(session, study)["tables"][0]["rows"]}
+    # Step 1 right (board F1 1), step 2 missed tile 1 (board F1 2/3): mean 5/6 over 2 steps.
+    assert rows[("copier v1", "all")]["board_f1"]["mean"] == pytest.approx(5 / 6)
+    assert rows[("copier v1", "step 2")]["board_f1"]["n"] == 1
     [row] = KIND.baselines(session, study)
     # No action: step 1 paints nothing (board F1 0), step 2 keeps tile 0 (P 1, R 1/2, F1 2/3).
     assert row["accuracy"]["mean"] == pytest.approx(1 / 3) and row["answered"] == 2

@@ -119,6 +119,11 @@ class Hexagons(TaskKind):
             out[index] = {"steps": [steps[k] for k in sorted(steps)], "on": "gold"}
         return out
 
+    def extra_leaderboard(self, session, study) -> dict | None:
+        from app.kinds.hexagons.leaderboard import section
+
+        return section(session, study)
+
     def baselines(self, session, study) -> list[dict]:
         """"No action": every step leaves the board as it was."""
         from sqlalchemy import select
