@@ -148,6 +148,27 @@ class Hexagons(TaskKind):
                  "by_category": {c: stats.bootstrap_mean_interval(sorted(v)).as_dict() for c, v in by_cat.items()},
                  "consistency": None}]
 
+    def demo(self) -> dict:
+        """An execution study of four short released dev procedures (two or three steps), when the data lies beside
+        the checkout (../shared/data/hexagons, or HEXAGONS_DATA); it is never copied into the
+        repository, so without it there is no Hexagons demo."""
+        import json
+        import os
+        from pathlib import Path
+
+        folder = Path(os.environ.get("HEXAGONS_DATA") or Path(__file__).resolve().parents[3].parent
+                      / "shared" / "data" / "hexagons")
+        dev = folder / "dev.jsonl"
+        if not dev.is_file():
+            return {}
+        lines = [json.loads(line) for line in dev.read_text("utf-8").splitlines() if line.strip()]
+        # Two or three steps each: short, yet a worker sees the board carry over between steps.
+        short = sorted((p for p in lines if isinstance(p.get("agreement_tags"), list)
+                        and 2 <= int(p["number_of_drawing_steps"]) <= 3), key=lambda p: int(p["index"]))[:4]
+        return {"items": "\n".join(json.dumps(p) for p in short).encode(), "format": "procedures",
+                "settings": {"bundle_size": 2, "gold_rate": 0.0, "annotations_per_item": 2,
+                             "instructions": self.default_instructions}}
+
 
 KIND = Hexagons()
 
