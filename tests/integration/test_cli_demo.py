@@ -101,7 +101,7 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
     assert again.returncode == 0
     with get_sessionmaker(env["DATABASE_URL"])() as s:
         kinds = sorted(s.scalars(select(Study.kind)).all())
-        assert kinds == ["navigation", "sts", "tom", "wordcount"]  # one per kind
+        assert kinds == sorted(["navigation", "sts", "tom", "wordcount", *hexagons])  # one per kind
 
 
 def _check_sts_demo(url: str) -> None:
