@@ -17,13 +17,8 @@ from app.leaderboards.service import compute
 from app.studies import assignment, services
 from app.studies.models import Item, Study
 from tests.conftest import login, make_user
+from tests.integration.test_sts import _truth
 from tests.integration.test_sts_suites import _generate, _json, _mine, _published_suite
-
-
-def _truth(item: Item) -> tuple[str, int]:
-    ref = item.reference
-    truth = ref.get("label") or ref["simulator"]
-    return truth, ref["success_step"] if truth == "success" and ref["success_step"] is not None else ref["length"]
 
 
 def _mark_all(session, study, marker_of=None) -> None:
