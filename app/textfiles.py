@@ -23,3 +23,22 @@ def decode_upload(data: bytes | str) -> str:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise InputError(f"the file is not UTF-8 text (byte 0x{data[exc.start]:02x})", line=line) from None
+
+
+def jsonl_objects(data: bytes | str):
+    """(line number, object) for every non-blank line of a JSONL upload; InputError naming the
+    line for text that is not JSON or a line that is not an object."""
+    import json
+
+    from app import jsonsafe
+
+    for line, raw in enumerate(decode_upload(data).split("\n"), 1):
+        if not raw.strip():
+            continue
+        try:
+            obj = jsonsafe.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not valid JSON: {exc.msg}", line=line) from None
+        if not isinstance(obj, dict):
+            raise InputError("each line must be a JSON object", line=line)
+        yield line, obj

@@ -25,13 +25,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 
-from app import jsonsafe
 from app.errors import InputError
 from app.kinds.hexagons.board import COLOURS, TILES
-from app.textfiles import decode_upload
+from app.textfiles import jsonl_objects
 
 TAGS = ("A", "V1", "V2", "VV", "F")
 FIELDS = ("index", "annotation_round", "category", "image_id", "instructor_id", "number_of_drawing_steps",
@@ -127,20 +125,6 @@ def parse_board(value: object, line: int, field: str) -> Board:
     return tuple(value)
 
 
-def _lines(data: bytes | str) -> Iterator[tuple[int, dict]]:
-    """(line number, object) per non-blank line."""
-    for n, raw in enumerate(decode_upload(data).splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = jsonsafe.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not JSON ({exc.msg})", line=n) from None
-        if not isinstance(obj, dict):
-            raise InputError("each line must be a JSON object", line=n)
-        yield n, obj
-
-
 def _tags(value: object, n_steps: int, line: int) -> list[str | None]:
     if value in UNTAGGED:
         return [None] * n_steps
@@ -219,7 +203,7 @@ def parse_procedures(data: bytes | str) -> list[Procedure]:
     """Every procedure of the file, in file order; a repeated index is refused."""
     out: list[Procedure] = []
     seen: dict[str, int] = {}
-    for n, obj in _lines(data):
+    for n, obj in jsonl_objects(data):
         p = parse_procedure(obj, n)
         if p.index in seen:
             raise InputError(f"procedure {p.index} is already on line {seen[p.index]}", line=n, field="index")
@@ -236,7 +220,7 @@ def parse_predictions(data: bytes | str, n_steps: dict[str, int]) -> list[Predic
     refused."""
     out: list[Prediction] = []
     seen: dict[tuple[str, int], int] = {}
-    for n, obj in _lines(data):
+    for n, obj in jsonl_objects(data):
         for name in ("index", "step", "board"):
             if name not in obj:
                 raise InputError("is missing", line=n, field=name)

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from app.errors import InputError
 from app.kinds.sts.env import Simulator, SimulatorError, get_simulator
 from app.kinds.sts.recordings import Recording, check, decode_upload, parse_recording
+from app.textfiles import jsonl_objects
 
 FIELDS = {"id", "scenario", "agent", "continuation", "level", "seed", "mission", "actions", "takeover",
           "instruction", "category", "tags", "reference", "label", "suite_version"}
@@ -229,13 +230,7 @@ def _mission_records(text: str):
     first line that is not blank: a JSON object starts with "{")."""
     first = next((ln for ln in text.split("\n") if ln.strip()), "")
     if first.lstrip().startswith("{"):
-        for line, raw in enumerate(text.split("\n"), 1):
-            if not raw.strip():
-                continue
-            try:
-                yield line, json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not valid JSON: {exc.msg}", line=line) from None
+        yield from jsonl_objects(text)
         return
     reader = csv.DictReader(io.StringIO(text, newline=""))
     header = [h.strip() for h in reader.fieldnames or []]

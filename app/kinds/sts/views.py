@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app import jobs
-from app.auth.deps import db, require, verify_csrf
+from app.auth.deps import db, managed_study, require, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
 from app.kinds.sts import generation, play, suites
@@ -641,8 +641,6 @@ def tag_page(request: Request, scenario_id: Id, tag: str = Form(""), action: str
 
 
 def _sts_study(session: Session, user: User, study_id: int):
-    from app.auth.deps import managed_study
-
     study = managed_study(session, study_id, user)
     if study.kind != "sts":
         raise HTTPException(404, "not a Standardised Test Suite study")
