@@ -106,11 +106,13 @@ def hex_stats(folder: str, as_json: bool) -> None:
     for r, v in s["rounds"].items():
         p = paper["rounds"].get(r, ("", "", "", ""))
         click.echo(f"{v['name']:<26} {v['steps']:>5} | {p[0]:<5} {v['procedures']:>4} | {p[1]:<4} "
-                   f"{v['tokens']:>6} | {p[2]:<4} {v['unique_images']:>4} | {p[3]}")
+                   f"{v['tokens']:>6} | {p[2]:<4} {v['unique_images']:>4} ({v['base_images']}) | {p[3]}")
     p = paper["rounds"]["total"]
     click.echo(f"{'Total':<26} {s['splits']['total']['steps']:>5} | {p[0]:<5} "
                f"{s['splits']['total']['procedures']:>4} | {p[1]:<4} {s['tokens']:>6} | {p[2]:<4} "
-               f"{s['images']:>4} | {p[3]}")
+               f"{s['images']:>4} ({s['base_images']}) | {p[3]}")
+    click.echo(f"Images in brackets: redrawn images counted as their base image (procedures "
+               f"{', '.join(s['redrawn']) or 'none'} have an id ending in a letter).")
     click.echo("\nCategories (the abstraction mechanism the image was designed to elicit)")
     for c, v in s["categories"].items():
         click.echo(f"{c:<24} {v['procedures']:>4} procedures {v['steps']:>5} steps {v['images']:>4} images "
@@ -120,3 +122,11 @@ def hex_stats(folder: str, as_json: bool) -> None:
                f"Mean-F1 circa {paper['max_mean_f1']})")
     for m in ("f1", "em"):
         click.echo(f"  {m.upper():<3} mean {v[m]['mean']}  max {v[m]['max']}  min {v[m]['min']}")
+    c = s["tag_consistency"]
+    click.echo(f"\nTags against the scores they imply (A: both I-V scores 1; V1/V2: that one; VV: V1-V2 only): "
+               f"{c['inconsistent']} of {c['steps']} steps disagree")
+    for t, v in c["by_tag"].items():
+        click.echo(f"  {t:<3} {v['steps']:>5} steps {v['inconsistent']:>4} disagree  {' '.join(v['examples'])}")
+    click.echo("\nAgreed procedures under other definitions (ours: last step agreed; paper Table 6)")
+    for name, d in s["agreed_definitions"].items():
+        click.echo(f"  {name:<6} " + "  ".join(f"{k} {n}" for k, n in d.items()))

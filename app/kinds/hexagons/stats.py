@@ -10,10 +10,16 @@
   the paper's percentages (e.g. train 87.19% of steps, 392 / 493 = 79.51% of procedures).
 - Section 5's dataset evaluation: the verifiers' mean board-based F1 and EM against the
   instructor (the mean of the two), and the max and min over the two verifiers, per step.
+- Unique images: five procedures (492-496, train) were drawn for a second version of an image
+  already in the data, named with an "a" after its id (P01C03T07a beside P01C03T07); counted
+  as their base image, the rounds have 17/101/63 images and the data 175, the paper's figures.
+- Consistency of the released tags with the released scores: the tag each step's score triple
+  implies (A both I-V scores 1, V1 / V2 one, VV only V1-V2, F none) against the tag given.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
@@ -29,6 +35,16 @@ PAPER_SPLITS = {"train": (496, 3278, 392, 79.51, 87.19), "dev": (62, 446, 49, 79
                 "test": (62, 453, 43, 69.35, 83.22), "total": (620, 4177, 484, 78.44, 86.57)}
 # Section 5: "The Max Mean-F1 score of circa 96" (Table 2's other figures are not in the text).
 PAPER_MAX_MEAN_F1 = 96
+
+
+# A redrawn image: the base id and a lower-case letter (P01C03T07a).
+REDRAWN = re.compile(r"^(.*\d)[a-z]$")
+
+
+def base_image(image_id: str) -> str:
+    """The image a redrawn image's id names (P01C03T07a -> P01C03T07); others unchanged."""
+    m = REDRAWN.match(image_id)
+    return m.group(1) if m else image_id
 
 
 def _pct(k: int, n: int) -> float | None:
@@ -75,8 +91,73 @@ def round_stats(procs: Sequence[Procedure]) -> dict:
         mine = [p for p in procs if p.annotation_round == r]
         out[r] = {"name": ROUND_NAMES.get(r, r), "steps": sum(len(p.steps) for p in mine), "procedures": len(mine),
                   "tokens": sum(len(s.instruction.split()) for p in mine for s in p.steps),
-                  "unique_images": len({p.image_id for p in mine})}
+                  "unique_images": len({p.image_id for p in mine}),
+                  "base_images": len({base_image(p.image_id) for p in mine})}
     return out
+
+
+def tag_from_scores(scores: tuple[float, float, float]) -> str:
+    """The tag a step's (I-V1, I-V2, V1-V2) board F1 triple implies: board F1 is 1 exactly when
+    the boards are equal (the release's two decimals could round 0.995 up; none does)."""
+    i1, i2, v = (x == 1.0 for x in scores)
+    if i1 and i2:
+        return "A"
+    if i1:
+        return "V1"
+    if i2:
+        return "V2"
+    return "VV" if v else "F"
+
+
+def _consistent(tag: str, scores: tuple[float, float, float]) -> bool:
+    """The tag and the whole triple agree: a verifier equal to the instructor scores against the
+    other verifier what the instructor does (V1: V1-V2 = I-V2), equal verifiers score alike."""
+    a, b, c = scores
+    if tag_from_scores(scores) != tag:
+        return False
+    return {"A": c == 1.0, "V1": c == b, "V2": c == a, "VV": a == b, "F": True}[tag]
+
+
+def tag_consistency(procs: Sequence[Procedure]) -> dict:
+    """Per tag, the tagged steps and how many disagree with their scores (tag_from_scores, then
+    the third score), with up to five examples as "index/step"."""
+    steps: Counter = Counter()
+    bad: Counter = Counter()
+    examples: dict[str, list[str]] = {}
+    for p in procs:
+        for s in p.steps:
+            if s.tag is None or s.scores is None:
+                continue
+            steps[s.tag] += 1
+            if not _consistent(s.tag, s.scores):
+                bad[s.tag] += 1
+                shown = examples.setdefault(s.tag, [])
+                if len(shown) < 5:
+                    shown.append(f"{p.index}/{s.position}")
+    return {"steps": sum(steps.values()), "inconsistent": sum(bad.values()),
+            "by_tag": {t: {"steps": steps.get(t, 0), "inconsistent": bad.get(t, 0),
+                           "examples": examples.get(t, [])} for t in TAGS}}
+
+
+def agreed_procedure_definitions(procs: Sequence[Procedure]) -> dict[str, int]:
+    """Tagged procedures counted as agreed under the definitions one might read into the paper
+    (our figure is "last"; docs/kinds/hexagons.md compares them with Table 6)."""
+    tagged = [p for p in procs if p.tagged]
+
+    def last_change(p: Procedure) -> str:
+        # The last step that changes the board (no-op final steps are tagged too).
+        b = p.boards
+        return next((p.steps[k - 1].tag for k in range(len(b) - 1, 0, -1) if b[k] != b[k - 1]), p.steps[-1].tag)
+
+    return {"last": sum(agreed(p.steps[-1].tag) for p in tagged),
+            "last_A": sum(p.steps[-1].tag == "A" for p in tagged),
+            "last_not_F": sum(p.steps[-1].tag != "F" for p in tagged),
+            "last_changing_step": sum(agreed(last_change(p)) for p in tagged),
+            "every_step": sum(all(agreed(s.tag) for s in p.steps) for p in tagged),
+            "no_F": sum(all(s.tag != "F" for s in p.steps) for p in tagged),
+            "last_without_redrawn": sum(agreed(p.steps[-1].tag) for p in tagged
+                                        if base_image(p.image_id) == p.image_id),
+            "tagged": len(tagged)}
 
 
 def category_stats(procs: Sequence[Procedure]) -> dict:
@@ -100,6 +181,10 @@ def dataset_stats(splits: Mapping[str, Sequence[Procedure]]) -> dict:
             "categories": category_stats(everything),
             "verifiers": verifier_agreement(everything),
             "images": len({p.image_id for p in everything}),
+            "base_images": len({base_image(p.image_id) for p in everything}),
+            "redrawn": [p.index for p in everything if base_image(p.image_id) != p.image_id],
+            "tag_consistency": tag_consistency(everything),
+            "agreed_definitions": {name: agreed_procedure_definitions(procs) for name, procs in splits.items()},
             "instructors": len({p.instructor_id for p in everything}),
             "tokens": sum(len(s.instruction.split()) for p in everything for s in p.steps),
             "paper": {"splits": PAPER_SPLITS, "rounds": PAPER_ROUNDS, "max_mean_f1": PAPER_MAX_MEAN_F1}}
