@@ -74,10 +74,11 @@ def test_items_scores_outputs_and_baseline(session):
 
     agent = services.register_agent(session, owner, "hexagons", "copier", "1")
     services.import_agent_outputs(session, study, agent, preds)
-    rows = {(r["who"], r["group"]): r for r in section(session, study)["tables"][0]["rows"]}
+    tables = {t["key"]: t for t in section(session, study)["tables"]}
+    rows = {r["who"]: r for r in tables["hexagons_metrics"]["rows"]}
     # Step 1 right (board F1 1), step 2 missed tile 1 (board F1 2/3): mean 5/6 over 2 steps.
-    assert rows[("copier v1", "all")]["board_f1"]["mean"] == pytest.approx(5 / 6)
-    assert rows[("copier v1", "step 2")]["board_f1"]["n"] == 1
+    assert rows["copier v1"]["board_f1"]["mean"] == pytest.approx(5 / 6)
+    assert {r["who"]: r for r in tables["hexagons_by_step"]["rows"]}["copier v1"]["g:step 2"]["n"] == 1
     [row] = KIND.baselines(session, study)
     # No action: step 1 paints nothing (board F1 0), step 2 keeps tile 0 (P 1, R 1/2, F1 2/3).
     assert row["accuracy"]["mean"] == pytest.approx(1 / 3) and row["answered"] == 2
