@@ -179,3 +179,63 @@ def test_bad_predictions_are_refused(pred, field):
     with pytest.raises(InputError) as exc:
         parse_predictions(twice.encode(), {"7": 1})
     assert (exc.value.line, exc.value.field) == (2, "step")
+
+
+@real
+def test_flowers_are_rings_of_neighbours_with_odd_columns_lowered(procs):
+    # docs/kinds/hexagons.md: a tile whose six neighbours are painted one other colour, over
+    # every released board after a step: 2,203 with odd columns lowered, 107 with even.
+    def flowers(shifted):
+        rings = {t: neighbours(t, shifted) for t in range(180) if len(neighbours(t, shifted)) == 6}
+        n = 0
+        for s in (s for ps in procs.values() for p in ps for s in p.steps):
+            for t, ring in rings.items():
+                colours = {s.board[u] for u in ring}
+                n += len(colours) == 1 and 0 not in colours and s.board[t] not in colours
+        return n
+
+    assert (flowers("odd"), flowers("even")) == (2203, 107)
+
+
+@real
+def test_the_statistics_the_docs_claim(procs):
+    """The figures in docs/kinds/hexagons.md's statistics section, beside the paper's."""
+    from app.kinds.hexagons.stats import dataset_stats
+
+    s = dataset_stats(procs)
+    splits = s["splits"]
+    assert [(splits[k]["agreed_procedures"], splits[k]["agreed_procedures_pct"], splits[k]["agreed_steps_pct"])
+            for k in ("train", "dev", "test", "total")] == [
+        (394, 79.92, 87.19), (49, 79.03, 85.43), (43, 69.35, 83.22), (486, 78.77, 86.57)]
+    assert splits["total"]["tags"] == {"A": 2395, "V1": 661, "V2": 514, "VV": 73, "F": 481}
+    assert splits["total"]["all_A_procedures"] == 195
+    # Images: 180 ids; the five redrawn ones (an "a" after a base id, procedures 492-496)
+    # counted as their base give the paper's 175 and 17/101/63 per round.
+    assert (s["images"], s["base_images"], s["redrawn"]) == (180, 175, ["492", "493", "494", "495", "496"])
+    assert [(r["steps"], r["procedures"], r["unique_images"], r["base_images"], r["tokens"])
+            for r in s["rounds"].values()] == [(1045, 123, 17, 17, 18576), (1909, 304, 102, 101, 37496),
+                                               (1223, 193, 67, 63, 31779)]
+    # Every released tag is the one its score triple implies.
+    assert (s["tag_consistency"]["steps"], s["tag_consistency"]["inconsistent"]) == (4124, 0)
+    assert s["agreed_definitions"]["train"] == {
+        "last": 394, "last_A": 227, "last_not_F": 403, "last_changing_step": 393, "every_step": 355, "no_F": 369,
+        "last_without_redrawn": 390, "tagged": 493}
+    assert s["verifiers"] == {"steps": 4124, "f1": {"mean": 91.1, "max": 96.36, "min": 85.83},
+                              "em": {"mean": 72.32, "max": 86.57, "min": 58.07}}
+
+
+def test_tags_against_their_scores():
+    from app.kinds.hexagons.formats import Step
+    from app.kinds.hexagons.stats import base_image, tag_consistency, tag_from_scores
+
+    assert [tag_from_scores(t) for t in ((1, 1, 1), (1, 0.4, 0.4), (0.3, 1, 0.3), (0.5, 0.5, 1), (0.5, 0.2, 0.4))] \
+        == ["A", "V1", "V2", "VV", "F"]
+    board = tuple([0] * 180)
+    steps = (Step(1, "x", board, "A", (1.0, 1.0, 1.0)), Step(2, "x", board, "A", (1.0, 0.5, 0.5)),
+             Step(3, "x", board, "V1", (1.0, 0.5, 0.6)), Step(4, "x", board, None, None))
+    from app.kinds.hexagons.formats import Procedure
+
+    c = tag_consistency([Procedure("9", "1", "simple", "P1", "2", board, steps)])
+    assert (c["steps"], c["inconsistent"]) == (3, 2)
+    assert c["by_tag"]["A"]["examples"] == ["9/2"] and c["by_tag"]["V1"]["examples"] == ["9/3"]
+    assert (base_image("P01C03T07a"), base_image("P01C03T07"), base_image("Pa")) == ("P01C03T07", "P01C03T07", "Pa")
