@@ -126,3 +126,15 @@ def test_the_section_on_the_released_test_split():
     [pair] = out["tables"][-1]["rows"]
     assert pair["procedures"] == 62 and pair["board_f1"]["mean"] == pytest.approx(1 - expected["board_f1"])
     assert pair["board_f1_p"] == "< 0.001"
+
+
+def test_random_sign_flips_approach_the_exact_p():
+    # 14 procedures: one more than the exact enumeration; enumerate here and compare.
+    rng = np.random.default_rng(11)
+    a, b, w = rng.random(14), rng.random(14) * 0.9, rng.integers(1, 9, 14).astype(float)
+    wd = w * (a - b)
+    signs = ((np.arange(1 << 14)[:, None] >> np.arange(14)) & 1) * 2 - 1
+    exact = float((np.abs(signs @ wd) >= abs(wd.sum()) - 1e-12).mean())
+    assert paired_cluster_difference(a, b, w, n_perm=20000)["p"] == pytest.approx(exact, abs=0.01)
+    assert paired_cluster_difference(a[:13], b[:13], w[:13])["p"] == float(
+        (np.abs(signs[:1 << 13, :13] @ wd[:13]) >= abs(wd[:13].sum()) - 1e-12).mean())
