@@ -51,6 +51,7 @@ __all__ = [
     "paired_t_test",
     "paired_cluster_difference",
     "paired_cluster_differences",
+    "paired_cluster_differences_many",
     "majority_vote",
 ]
 
@@ -545,10 +546,8 @@ def _all_signs(n: int) -> np.ndarray:
 _SIGNS = [_all_signs(n) for n in range(_MAX_EXACT_FLIPS + 1)]
 
 
-def paired_cluster_differences(a, b, weights: Sequence[float] | None = None, n_boot: int = 2000,
-                               n_perm: int = 5000, seed: int = 0) -> list[dict[str, float | int]]:
-    """`paired_cluster_difference` for several measures at once: ``a`` and ``b`` are
-    (clusters x measures) arrays; one result per measure, all from the same resamples."""
+def _paired_input(a, b, weights) -> tuple[np.ndarray, np.ndarray]:
+    """(clusters x measures) weighted differences and the (clusters,) weights, checked."""
     x = np.asarray(a, dtype=float)
     y = np.asarray(b, dtype=float)
     x = x[:, None] if x.ndim == 1 else x
@@ -557,36 +556,75 @@ def paired_cluster_differences(a, b, weights: Sequence[float] | None = None, n_b
         raise ValueError(f"a and b must have the same shape ({x.shape} != {y.shape})")
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
         raise ValueError("a and b must be finite")
-    n, m = x.shape
-    w = np.ones(n) if weights is None else _finite_array(weights, "weights")
-    if w.size != n:
-        raise ValueError(f"weights must have one value per cluster ({w.size} != {n})")
+    w = np.ones(len(x)) if weights is None else _finite_array(weights, "weights")
+    if w.size != len(x):
+        raise ValueError(f"weights must have one value per cluster ({w.size} != {len(x)})")
     if (w <= 0).any():
         raise ValueError("weights must be positive")
-    if n == 0:
-        return [{"n": 0, "mean_diff": NAN, "low": NAN, "high": NAN, "p": NAN}] * m
-    wd = w[:, None] * (x - y)
-    total = float(w.sum())
+    return w[:, None] * (x - y), w
+
+
+def _paired_same_size(wd: np.ndarray, w: np.ndarray, n_boot: int, n_perm: int, seed: int):
+    """Comparisons that all have n clusters, as columns: wd (n x columns) weighted
+    differences, w (n x columns) their weights. One resample matrix and one set of sign
+    patterns serve every column. Returns mean_diff, low, high, p, each (columns,)."""
+    n = len(wd)
+    total = w.sum(0)
     observed = wd.sum(0) / total
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(_count(n_boot, "n_boot"), n))
-    counts = np.bincount((idx + (np.arange(len(idx)) * n)[:, None]).ravel(), minlength=len(idx) * n).reshape(-1, n)
-    low, high = np.percentile((counts @ wd) / (counts @ w)[:, None], [2.5, 97.5], axis=0)
+    idx = rng.integers(0, n, size=(n_boot, n))
+    counts = np.bincount((idx + (np.arange(n_boot) * n)[:, None]).ravel(), minlength=n_boot * n)
+    counts = counts.reshape(n_boot, n).astype(float)
+    low, high = np.percentile((counts @ wd) / (counts @ w), [2.5, 97.5], axis=0)
     # Ties within rounding count as hits (a zero difference must give p = 1).
     threshold = np.abs(observed) * total - 1e-9 * np.maximum(1.0, np.abs(wd).sum(0))
     if n <= _MAX_EXACT_FLIPS:
         p = (np.abs(_SIGNS[n] @ wd) >= threshold).mean(0)
     else:
-        hits, rows = np.zeros(m), max(1, _CHUNK_ELEMENTS // n)
+        hits, rows = np.zeros(wd.shape[1]), max(1, _CHUNK_ELEMENTS // n)
         for start in range(0, n_perm, rows):
             r = min(rows, n_perm - start)
             # One random bit per sign: a byte string unpacked is the cheapest draw numpy has.
             bits = np.unpackbits(np.frombuffer(rng.bytes((r * n + 7) // 8), dtype=np.uint8))[:r * n]
-            signs = 1.0 - 2.0 * bits.reshape(r, n)
-            hits += (np.abs(signs @ wd) >= threshold).sum(0)
+            hits += (np.abs((1.0 - 2.0 * bits.reshape(r, n)) @ wd) >= threshold).sum(0)
         p = (1 + hits) / (1 + n_perm)
-    return [{"n": n, "mean_diff": float(observed[j]), "low": float(low[j]), "high": float(high[j]),
-             "p": float(min(1.0, p[j]))} for j in range(m)]
+    return observed, low, high, np.minimum(1.0, p)
+
+
+def paired_cluster_differences_many(comparisons, n_boot: int = 2000, n_perm: int = 5000,
+                                    seed: int = 0) -> list[list[dict[str, float | int]]]:
+    """Many `paired_cluster_differences` at once: ``comparisons`` is a list of (a, b, weights);
+    one list of results per comparison. Comparisons over the same number of clusters share
+    their resamples and sign patterns (each test stays valid on its own), so a leaderboard's
+    hundreds of pairs cost a few matrix products."""
+    n_boot = _count(n_boot, "n_boot")
+    inputs = [_paired_input(a, b, w) for a, b, w in comparisons]
+    out: list[list[dict] | None] = [None] * len(inputs)
+    by_size: dict[int, list[int]] = defaultdict(list)
+    for k, (wd, _) in enumerate(inputs):
+        by_size[len(wd)].append(k)
+    for n, ks in by_size.items():
+        if n == 0:
+            for k in ks:
+                out[k] = [{"n": 0, "mean_diff": NAN, "low": NAN, "high": NAN, "p": NAN}] * inputs[k][0].shape[1]
+            continue
+        wd = np.concatenate([inputs[k][0] for k in ks], axis=1)
+        w = np.concatenate([np.repeat(inputs[k][1][:, None], inputs[k][0].shape[1], axis=1) for k in ks], axis=1)
+        mean, low, high, p = _paired_same_size(wd, w, n_boot, n_perm, seed)
+        col = 0
+        for k in ks:
+            m = inputs[k][0].shape[1]
+            out[k] = [{"n": n, "mean_diff": float(mean[j]), "low": float(low[j]), "high": float(high[j]),
+                       "p": float(p[j])} for j in range(col, col + m)]
+            col += m
+    return out  # type: ignore[return-value]
+
+
+def paired_cluster_differences(a, b, weights: Sequence[float] | None = None, n_boot: int = 2000,
+                               n_perm: int = 5000, seed: int = 0) -> list[dict[str, float | int]]:
+    """`paired_cluster_difference` for several measures at once: ``a`` and ``b`` are
+    (clusters x measures) arrays; one result per measure, all from the same resamples."""
+    return paired_cluster_differences_many([(a, b, weights)], n_boot, n_perm, seed)[0]
 
 
 def paired_cluster_difference(a: Sequence[float], b: Sequence[float], weights: Sequence[float] | None = None,

@@ -114,3 +114,5 @@ def test_sections_breakdowns_and_paired_tests(app, client, session):
     assert page.status_code == 200
     assert 'aria-label="Board F1 with 95% intervals"' in page.text and "Paired tests on the procedures" in page.text
     assert "level 2 · " + lazy in page.text and "cdn" not in page.text.lower()
+    api = client.get(f"/api/v1/studies/{study.id}/leaderboard")
+    assert api.status_code == 200 and {t["key"] for t in api.json()["extra"]["tables"]} == set(tables)

@@ -31,7 +31,7 @@ from app.kinds.hexagons import metrics
 from app.kinds.hexagons.execution import execution_metrics
 from app.kinds.hexagons.score import position_label
 from app.leaderboards.plot import estimates_svg
-from app.leaderboards.stats import paired_cluster_differences
+from app.leaderboards.stats import paired_cluster_differences_many
 from app.studies.models import Annotation, Item, Study
 
 N_BOOT = 2000
@@ -172,22 +172,24 @@ def paired_tests(rows: list[Row], procedures: dict[int, ProcedureInfo], min_shar
     """Every two rows on the procedures both executed (at least `min_shared`): per metric in
     PAIRED, the difference of the means over steps (first minus second) with its interval and p."""
     means = [_procedure_means(r) for r in rows]
-    out = []
+    pairs, comparisons = [], []
     for i in range(len(rows)):
         for j in range(i + 1, len(rows)):
             shared = sorted(rows[i].executions.keys() & rows[j].executions.keys())
-            if len(shared) < min_shared:
-                continue
-            weights = [procedures[p].steps for p in shared]
-            diffs = paired_cluster_differences(np.array([means[i][p] for p in shared]),
-                                               np.array([means[j][p] for p in shared]), weights,
-                                               n_perm=N_PERM, seed=i * 1000 + j)
-            cells = {}
-            for key, d in zip(PAIRED, diffs):
-                cells[key] = {"n": d["n"], "mean": d["mean_diff"], "low": d["low"], "high": d["high"]}
-                cells[f"{key}_p"] = _p(d["p"])
-            out.append({"a": rows[i].who, "b": rows[j].who, "a_section": rows[i].section,
-                        "b_section": rows[j].section, "procedures": len(shared), "steps": sum(weights), **cells})
+            if len(shared) >= min_shared:
+                weights = [procedures[p].steps for p in shared]
+                pairs.append((i, j, len(shared), sum(weights)))
+                comparisons.append((np.array([means[i][p] for p in shared]),
+                                    np.array([means[j][p] for p in shared]), weights))
+    # One batch: pairs over the same number of procedures share resamples and sign patterns.
+    out = []
+    for (i, j, n, steps), diffs in zip(pairs, paired_cluster_differences_many(comparisons, n_perm=N_PERM)):
+        cells = {}
+        for key, d in zip(PAIRED, diffs):
+            cells[key] = {"n": d["n"], "mean": d["mean_diff"], "low": d["low"], "high": d["high"]}
+            cells[f"{key}_p"] = _p(d["p"])
+        out.append({"a": rows[i].who, "b": rows[j].who, "a_section": rows[i].section,
+                    "b_section": rows[j].section, "procedures": n, "steps": steps, **cells})
     # Agents, the pooled humans and baselines first; pairs of single annotators after.
     single = lambda section, who: section == "human" and who != POOLED  # noqa: E731
     return sorted(out, key=lambda r: (single(r["a_section"], r["a"]) + single(r["b_section"], r["b"]),
