@@ -109,8 +109,9 @@ def cluster_estimates(sums: np.ndarray, counts: np.ndarray, n_boot: int = N_BOOT
     interval. Returns (columns x 4): steps, mean, low, high."""
     m, c = sums.shape
     w = _resample_counts(np.random.default_rng(seed), m, n_boot).astype(float)
+    both = w @ np.hstack([sums, counts])  # one BLAS product: (resamples x procedures) @ (procedures x 2 columns)
     with np.errstate(invalid="ignore", divide="ignore"):
-        means = (w @ sums) / (w @ counts)  # BLAS: (resamples x procedures) @ (procedures x columns)
+        means = both[:, :c] / both[:, c:]
         mean = sums.sum(0) / counts.sum(0)
     low, high = _percentiles(means)
     return np.stack([counts.sum(0), mean, low, high], axis=-1)
