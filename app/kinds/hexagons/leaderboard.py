@@ -41,6 +41,8 @@ COLOURS = {"agent": "#2563eb", "human": "#059669", "baseline": "#d97706"}
 PAIRED = ("board_f1", "action_f1")
 POOLED = "All human executors"
 K = len(metrics.KEYS)
+BREAKDOWN_NOTES = {"step": "Positions from 10 on are pooled.",
+                   "level": "Abstraction levels from the labelling of each step (0-3); unlabelled steps are in no level."}
 
 
 @dataclass
@@ -246,8 +248,7 @@ def build(rows: list[Row], procedures: dict[int, ProcedureInfo], main: str = "bo
         label = metrics.LABELS[main]
         tables.append({
             "key": f"hexagons_by_{prefix}", "title": f"{label} {title}",
-            "note": ("Abstraction levels from the labelling of each step (0-3); unlabelled steps are in no level."
-                     if prefix == "level" else "Positions from 10 on are pooled.") if prefix != "category" else None,
+            "note": BREAKDOWN_NOTES.get(prefix),
             "columns": [{"key": "section", "label": "Section"}, {"key": "who", "label": "Agent / executor"}]
                        + [{"key": f"g:{g}", "label": g.split(": ", 1)[-1]} for g in mine],
             "rows": [{"section": SECTIONS[r.section], "who": r.who,
