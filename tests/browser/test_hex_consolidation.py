@@ -74,3 +74,45 @@ def test_the_admins_fix_of_a_disputed_step_changes_the_leaderboard(live_server, 
         return float(row.split("\t")[6].split()[0])
 
     assert all(board_f1(n) > board_f1(b) for n, b in zip(now, before)), (before, now)
+
+
+def test_an_executor_labels_each_steps_abstraction(live_server, page):
+    """With label_abstraction, each instruction has its level and mechanisms; they survive
+    going back a step, and the stored execution carries one label per step."""
+    from sqlalchemy import select
+
+    from app.db import get_sessionmaker
+    from app.studies import services
+    from app.studies.models import Annotation
+    from tests.integration.test_hex_consolidation import procedures_jsonl
+
+    Session = get_sessionmaker(live_server.db_url)
+    with Session() as s:
+        owner = make_user(s, "researcher")
+        study = services.create_study(
+            s, owner, "hexagons", services.StudySettings(title="Label", bundle_size=1, gold_rate=0.0,
+                                                         annotations_per_item=1),
+            procedures_jsonl(), "procedures", {"label_abstraction": 1})
+        services.set_state(s, study, "live", owner)
+        slug, study_id = study.slug, study.id
+
+    page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=hexlabel&STUDY_ID=s&SESSION_ID=x1")
+    page.keyboard.press("Enter")  # consent
+    labels = page.locator("#hex-labels")
+    expect(labels.locator(".hex-abstraction-help")).to_contain_text("High-level abstraction")
+    labels.get_by_label("2 Mid-level abstraction").check()
+    labels.get_by_label("object", exact=True).check()
+    page.locator("#hex-next").click()
+    expect(labels.get_by_label("2 Mid-level abstraction")).not_to_be_checked()
+    labels.get_by_label("0 No abstraction").check()
+    page.locator("#hex-back").click()
+    expect(labels.get_by_label("2 Mid-level abstraction")).to_be_checked()
+    expect(labels.get_by_label("object", exact=True)).to_be_checked()
+    page.locator("#hex-next").click()
+    expect(labels.get_by_label("0 No abstraction")).to_be_checked()
+    page.locator("#submit").click()
+    expect(page.locator("body")).not_to_contain_text("Step 2 of 2")
+
+    with Session() as s:
+        response = s.scalar(select(Annotation.response).where(Annotation.study_id == study_id))
+        assert response["labels"] == [{"level": 2, "mechanisms": ["object"]}, {"level": 0, "mechanisms": []}]
