@@ -170,6 +170,14 @@ PUT  /api/v1/sts/studies/{study_id}/failures/{item_id}  401    401    403    403
 POST /sts/studies/{study_id}/recordings                 login  login  303    404    303    303     404     303     401
 POST /api/v1/sts/recordings/from-study                  401    401    201    404    201    201     404     201     401
 GET  /api/v1/sts/play/{slug}/{assignment_id}            403    404    403    403    403    403     403     403     403
+# ---- Hexagons consolidation of an execution study: admins only
+GET  /hexagons/studies/{study_id}/consolidation         login  login  403    403    200    403     403     200     401
+GET  /hexagons/studies/{study_id}/consolidation/{item_id}/{step} login login 403 403 200 403     403     200     401
+POST /hexagons/studies/{study_id}/consolidation/{item_id}/{step} login login 403 403 303 403     403     303     401
+POST /hexagons/studies/{study_id}/consolidation/{item_id}/{step}/abstraction login login 403 403 303 403 403 303 401
+GET  /api/v1/hexagons/studies/{study_id}/consolidation  401    401    403    403    200    403     403     200     401
+GET  /api/v1/hexagons/studies/{study_id}/consolidation/{item_id}/{step} 401 401 403 403 200 403 403   200     401
+PUT  /api/v1/hexagons/studies/{study_id}/consolidation/{item_id}/{step} 401 401 403 403 200 403 403   200     401
 # ---- API: admins
 GET  /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
 POST /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
@@ -245,6 +253,7 @@ class World:
     run_id: int = 0  # a generation run (no job) of the study
     sts: dict = field(default_factory=dict)  # an STS suite, its versions, scenarios and a run
     spare_token: int = 0  # an API token of the owner's that the probes may revoke
+    hexagons: dict = field(default_factory=dict)  # a Hexagons study with disagreements to consolidate
 
     def session(self):
         return get_sessionmaker(self.db_url)()
@@ -338,6 +347,10 @@ def world(app, session, db_url):
         headers = {"Authorization": f"Bearer {tokens[role]}"} if role in tokens else {}
         clients[role] = TestClient(app, headers=headers).__enter__()
     w.sts = _sts_world(session, owner)
+    from tests.integration.test_hex_consolidation import disagreement_study
+
+    hex_study = disagreement_study(session, owner)
+    w.hexagons = {"study": hex_study.id, "item": session.scalar(select(Item.id).where(Item.study_id == hex_study.id))}
     w.clients = clients
     w.csrf["anon"] = csrf_of(clients["anon"])
     _enter_worker(clients["worker"], study.slug, "roles-worker")
@@ -489,6 +502,9 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
                 .replace("{scenario_id}", str(w.sts["a"] if method == "DELETE" and "tags" not in template
                                               else w.sts["b"]))
                 .replace("{slug}", w.study.slug).replace("{assignment_id}", "1"))
+    if "/hexagons/" in template:
+        path = (template.replace("{study_id}", str(w.hexagons["study"])).replace("{item_id}", str(w.hexagons["item"]))
+                .replace("{step}", "1"))
     if template == "/sts/studies/{study_id}/recordings":
         path = f"/sts/studies/{w.sts['play']}/recordings"
     if "{annotation_id}" in template:
@@ -589,6 +605,12 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         form = {"error_type": "empty"}
     elif key == "PUT /api/v1/sts/studies/{study_id}/failures/{item_id}":
         kw["json"] = {"error_type": "empty", "note": "probe"}
+    elif key == "POST /hexagons/studies/{study_id}/consolidation/{item_id}/{step}":
+        form = {"error_class": "other"}
+    elif key == "POST /hexagons/studies/{study_id}/consolidation/{item_id}/{step}/abstraction":
+        form = {"level": "1"}
+    elif key == "PUT /api/v1/hexagons/studies/{study_id}/consolidation/{item_id}/{step}":
+        kw["json"] = {"error_class": "other", "note": "probe"}
     elif key == "DELETE /api/v1/sts/studies/{study_id}/metrics/{name}":
         pass
     elif key == "POST /api/v1/sts/suites":
@@ -699,7 +721,8 @@ def test_every_route_answers_every_role_as_the_table_says(world, session):
 
     workers = set(session.scalars(select(Annotation.worker_id).join(User, User.id == Annotation.worker_id)
                                   .where(User.platform != IMPORTED_PLATFORM,
-                                         Annotation.study_id != world.sts["study"])  # the world's own marker
+                                         Annotation.study_id != world.sts["study"],  # the world's own marker
+                                         Annotation.study_id != world.hexagons["study"])  # and executions
                                   .distinct()))
     bundle = session.get(Bundle, world.bundle_id)
     assert workers == {bundle.worker_id}

@@ -16,6 +16,7 @@ from typing import ClassVar
 from app.errors import InputError
 from app.kinds.base import ImportResult, ItemSpec, TaskKind
 from app.kinds.hexagons import metrics
+from app.kinds.hexagons.abstraction import LEVELS, MECHANISMS
 from app.kinds.hexagons.board import layout
 from app.kinds.hexagons.execution import Execution, execution_metrics, parse_execution
 
@@ -40,13 +41,24 @@ class Hexagons(TaskKind):
     format_labels: ClassVar[dict[str, str]] = {
         "procedures": "Hexagons drawing procedures (the released JSONL: train, dev or test)"}
     # gold_count: how many procedures all of whose steps both verifiers reproduced (tags all
-    # "A") serve as gold; score_metric: the metric an execution's score is the mean of.
-    option_fields: ClassVar[dict[str, tuple]] = {"gold_count": ("int", 0, 10000), "score_metric": ("text",)}
+    # "A") serve as gold; score_metric: the metric an execution's score is the mean of;
+    # label_abstraction: 1 makes executors label each step's abstraction (abstraction.py).
+    option_fields: ClassVar[dict[str, tuple]] = {"gold_count": ("int", 0, 10000), "score_metric": ("text",),
+                                                 "label_abstraction": ("int", 0, 1)}
     default_instructions: ClassVar[str] = (
         "Read each instruction and paint the board as it says, one step at a time. You cannot see the "
         "target image: do exactly what the instruction asks, no more. Next step shows the next instruction.")
     outputs_label: ClassVar[str] = ('Predicted boards (JSONL: {"index", "step", "board": [180 colour codes], '
                                     '"previous": [180] optional})')
+    models: ClassVar[str | None] = "app.kinds.hexagons.models"
+    # For the page's abstraction labels (item.html, with the study's label_abstraction).
+    abstraction_levels: ClassVar[dict] = LEVELS
+    abstraction_mechanisms: ClassVar[dict] = MECHANISMS
+
+    def routers(self) -> list:
+        from app.kinds.hexagons.views import api, router
+
+        return [router, api]
 
     def cli(self):
         from app.kinds.hexagons.cli import hexagons
@@ -54,7 +66,10 @@ class Hexagons(TaskKind):
         return hexagons
 
     def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
-        return parse_execution(data, payload)
+        parsed = parse_execution(data, payload)
+        if settings is not None and "labels" in parsed and not settings.get("label_abstraction"):
+            raise InputError("this study does not take abstraction labels", field="labels")
+        return parsed
 
     def public_payload(self, payload: dict) -> dict:
         return {"instructions": payload["instructions"], "initial": payload["initial"], "layout": layout()}
@@ -76,6 +91,9 @@ class Hexagons(TaskKind):
         if fmt not in self.item_formats:
             raise InputError(f"unknown format {fmt!r}: use procedures", field="format")
         metric = str(options.get("score_metric") or DEFAULT_SCORE).strip()
+        label_abstraction = int(options.get("label_abstraction") or 0)
+        if label_abstraction not in (0, 1):
+            raise InputError("label_abstraction must be 0 or 1", field="label_abstraction")
         if metric not in SCORE_METRICS:
             raise InputError(f"score_metric must be one of {', '.join(SCORE_METRICS)}", field="score_metric")
         procs = parse_procedures(data)
@@ -93,7 +111,8 @@ class Hexagons(TaskKind):
             # Procedures of one image: nobody executes two (the second would be drawn from memory).
             category=p.category, cluster=p.image_id, exclusion_group=f"image:{p.image_id}")
             for p in procs]
-        return ImportResult(items=items, kind_settings={"score_metric": metric},
+        return ImportResult(items=items, kind_settings={"score_metric": metric,
+                                                        "label_abstraction": label_abstraction},
                             summary={"procedures": len(procs), "steps": sum(len(p.steps) for p in procs),
                                      "gold": len(gold), "all_agreed": len(agreed)})
 

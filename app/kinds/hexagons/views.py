@@ -1,0 +1,195 @@
+"""Pages and API of the Hexagons kind.
+
+Consolidation (consolidation.py, abstraction.py): admins only. The queue of steps where an
+executor disagreed with the instructor; one step's boards side by side with a form to
+classify the error, fix the gold board and label the step's abstraction."""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter, Depends, Form, HTTPException, Request
+from fastapi.responses import RedirectResponse
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.orm import Session
+
+from app.auth.deps import db, managed_study, require, verify_csrf
+from app.auth.models import User
+from app.errors import InputError
+from app.params import Id
+from app.web import flash, render
+
+# Pages: their forms post here, with the session's form token.
+router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
+api = APIRouter(prefix="/api/v1/hexagons", tags=["hexagons"], dependencies=[Depends(verify_csrf)])
+
+
+def _hex_study(session: Session, user: User, study_id: int):
+    study = managed_study(session, study_id, user)
+    if study.kind != "hexagons":
+        raise HTTPException(404, "not a Hexagons study")
+    return study
+
+
+# --- consolidation: admins classify disagreements, fix gold, label abstraction ----------------
+
+admin_only = require("admin")
+
+
+class LabelIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    level: int | None = None
+    mechanisms: list[str] = Field(default=[], max_length=16)
+
+
+class DecisionIn(BaseModel):
+    """Any of: a decision (error_class, note, board: the fixed gold board or null; a null
+    error class clears the decision), an abstraction label, or adopt_majority."""
+    model_config = ConfigDict(extra="forbid")
+    error_class: str | None = Field(default=None, max_length=32)
+    note: str = Field(default="", max_length=2000)
+    board: list[int] | None = Field(default=None, max_length=180)
+    abstraction: LabelIn | None = None
+    adopt_majority: bool = False
+
+
+def _guides() -> dict:
+    from app.kinds.hexagons.abstraction import LEVELS, MECHANISMS
+    from app.kinds.hexagons.consolidation import ERROR_CLASSES
+
+    return {"error_classes": ERROR_CLASSES, "levels": LEVELS, "mechanisms": MECHANISMS}
+
+
+def _step(session: Session, user: User, study_id: int, item_id: int, step: int):
+    from app.kinds.hexagons.consolidation import NotFound, step_view
+
+    study = _hex_study(session, user, study_id)
+    try:
+        return study, step_view(session, study, item_id, step)
+    except NotFound as exc:
+        raise HTTPException(404, str(exc)) from None
+
+
+@api.get("/studies/{study_id}/consolidation")
+def consolidation_queue(study_id: Id, session: Session = Depends(db), user: User = Depends(admin_only)) -> dict:
+    """The steps an executor disagreed on (disputed first, decided last), with the error
+    classes, abstraction levels and mechanisms to label them with."""
+    from app.kinds.hexagons.consolidation import queue
+
+    study = _hex_study(session, user, study_id)
+    g = _guides()
+    return {"error_classes": g["error_classes"], "levels": {k: n for k, (n, _) in g["levels"].items()},
+            "mechanisms": list(g["mechanisms"]), "steps": queue(session, study)}
+
+
+@api.get("/studies/{study_id}/consolidation/{item_id}/{step}")
+def consolidation_step(study_id: Id, item_id: Id, step: Id, session: Session = Depends(db),
+                       user: User = Depends(admin_only)) -> dict:
+    """One step: the instruction, the boards before and after (instructor, each executor, with
+    the tiles that differ), the gold board, the decision and the abstraction labels."""
+    return _step(session, user, study_id, item_id, step)[1]
+
+
+@api.put("/studies/{study_id}/consolidation/{item_id}/{step}")
+def decide_step(study_id: Id, item_id: Id, step: Id, body: DecisionIn, session: Session = Depends(db),
+                user: User = Depends(admin_only)) -> dict:
+    """Decide a step ({"error_class", "note", "board"}), label its abstraction ({"abstraction":
+    {"level", "mechanisms"}} or {"adopt_majority": true}), or both; audited."""
+    from app.kinds.hexagons import consolidation
+
+    study = _hex_study(session, user, study_id)
+    sent = body.model_fields_set
+    labelled = "abstraction" in sent or body.adopt_majority
+    if "error_class" not in sent and not labelled:
+        raise InputError("send an error_class, an abstraction label or adopt_majority", field="error_class")
+    out: dict = {}
+    try:  # both or neither: one commit
+        if "error_class" in sent:
+            out.update(consolidation.decide(session, study, item_id, step, body.error_class, body.note,
+                                            body.board, user, commit=False))
+        if labelled:
+            value = body.abstraction.model_dump() if body.abstraction else None
+            out.update(consolidation.label(session, study, item_id, step, value, user,
+                                           adopt=body.adopt_majority, commit=False))
+    except consolidation.NotFound as exc:
+        session.rollback()
+        raise HTTPException(404, str(exc)) from None
+    except InputError:
+        session.rollback()
+        raise
+    session.commit()
+    return out
+
+
+@router.get("/hexagons/studies/{study_id}/consolidation")
+def consolidation_page(request: Request, study_id: Id, session: Session = Depends(db),
+                       user: User = Depends(admin_only)):
+    from app.kinds.hexagons.consolidation import queue
+
+    study = _hex_study(session, user, study_id)
+    return render(request, "kinds/hexagons/consolidation.html", user=user, study=study,
+                  rows=queue(session, study), **_guides())
+
+
+@router.get("/hexagons/studies/{study_id}/consolidation/{item_id}/{step}")
+def consolidation_step_page(request: Request, study_id: Id, item_id: Id, step: Id, session: Session = Depends(db),
+                            user: User = Depends(admin_only)):
+    from app.kinds.hexagons.board import layout
+
+    study, view = _step(session, user, study_id, item_id, step)
+    return render(request, "kinds/hexagons/consolidation_step.html", user=user, study=study, view=view,
+                  layout=layout(), **_guides())
+
+
+def _back(request: Request, url: str, message: str, level: str = "ok") -> RedirectResponse:
+    flash(request, message, level)
+    return RedirectResponse(url, status_code=303)
+
+
+@router.post("/hexagons/studies/{study_id}/consolidation/{item_id}/{step}")
+def decide_step_page(request: Request, study_id: Id, item_id: Id, step: Id, error_class: str = Form(""),
+                     note: str = Form(""), board: str = Form(""), session: Session = Depends(db),
+                     user: User = Depends(admin_only)):
+    """The step page's decision form: `board` is the fixed gold board as JSON (blank: none)."""
+    from app.kinds.hexagons import consolidation
+
+    study = _hex_study(session, user, study_id)
+    url = f"/hexagons/studies/{study_id}/consolidation/{item_id}/{step}"
+    try:
+        try:
+            fixed = json.loads(board) if board.strip() else None
+        except ValueError:
+            raise InputError("board is not valid JSON", field="board") from None
+        out = consolidation.decide(session, study, item_id, step, error_class or None, note, fixed, user)
+    except consolidation.NotFound as exc:
+        raise HTTPException(404, str(exc)) from None
+    except InputError as exc:
+        return _back(request, url, f"Not saved: {exc}", "error")
+    said = out["error_class"] or "decision cleared"
+    if out["rescored"]:
+        said += f"; gold board changed, {out['rescored']} executions re-scored"
+    return _back(request, url, f"Step {step}: {said}.")
+
+
+@router.post("/hexagons/studies/{study_id}/consolidation/{item_id}/{step}/abstraction")
+def label_step_page(request: Request, study_id: Id, item_id: Id, step: Id, level: str = Form(""),
+                    mechanisms: list[str] = Form([]), adopt: str = Form(""), session: Session = Depends(db),
+                    user: User = Depends(admin_only)):
+    """The step page's abstraction form: a level and mechanisms by hand, or (button `adopt`)
+    the executors' majority."""
+    from app.kinds.hexagons import consolidation
+
+    study = _hex_study(session, user, study_id)
+    url = f"/hexagons/studies/{study_id}/consolidation/{item_id}/{step}"
+    try:
+        if level.strip() and not level.strip().isdigit():
+            raise InputError("level must be 0, 1, 2 or 3", field="level")
+        value = {"level": int(level) if level.strip() else None, "mechanisms": mechanisms}
+        out = consolidation.label(session, study, item_id, step, value, user, adopt=bool(adopt))
+    except consolidation.NotFound as exc:
+        raise HTTPException(404, str(exc)) from None
+    except InputError as exc:
+        return _back(request, url, f"Not saved: {exc}", "error")
+    lv = out["abstraction"]["level"]
+    return _back(request, url, f"Step {step}: abstraction level {'none' if lv is None else lv}"
+                 + (" (the executors' majority)" if adopt else "") + ".")
