@@ -18,7 +18,7 @@ from app.kinds.hexagons.formats import parse_procedures, parse_targets
 from app.kinds.hexagons.verification import step_agreement, study_agreement
 from app.studies import assignment, services
 from app.studies.models import Item, Study
-from tests.conftest import ROOT, csrf_of, login, make_user
+from tests.conftest import ROOT, login, make_user
 
 BLANK = [0] * 180
 

@@ -220,7 +220,30 @@ class Hexagons(TaskKind):
                         and 2 <= int(p["number_of_drawing_steps"]) <= 3), key=lambda p: int(p["index"]))[:4]
         return {"items": "\n".join(json.dumps(p) for p in short).encode(), "format": "procedures",
                 "settings": {"bundle_size": 2, "gold_rate": 0.0, "annotations_per_item": 2,
-                             "instructions": self.default_instructions}}
+                             "instructions": self.default_instructions},
+                "simulate": lambda session, study, researcher: _demo_description(session, researcher, short)}
+
+
+DEMO_DESCRIPTION = "Demo: Hexagons description"
+
+
+def _demo_description(session, researcher, procedures: list[dict]) -> None:
+    """The demo's description study beside its execution study: the same procedures' final
+    boards as targets, one instructor each, live."""
+    import json
+
+    from sqlalchemy import select
+
+    from app.studies import services
+    from app.studies.models import Study
+
+    if session.scalar(select(Study.id).where(Study.title == DEMO_DESCRIPTION)):
+        return
+    settings = services.StudySettings(title=DEMO_DESCRIPTION, bundle_size=2, gold_rate=0.0, annotations_per_item=1,
+                                      redirect_url="https://app.prolific.com/submissions/complete?cc=DEMO")
+    study = services.create_study(session, researcher, "hexagons", settings,
+                                  "\n".join(json.dumps(p) for p in procedures).encode(), "targets")
+    services.set_state(session, study, "live", researcher)
 
 
 def target_item(target_id: str, board: list[int], category: str = "") -> ItemSpec:
