@@ -178,6 +178,17 @@ POST /hexagons/studies/{study_id}/consolidation/{item_id}/{step}/abstraction log
 GET  /api/v1/hexagons/studies/{study_id}/consolidation  401    401    403    403    200    403     403     200     401
 GET  /api/v1/hexagons/studies/{study_id}/consolidation/{item_id}/{step} 401 401 403 403 200 403 403   200     401
 PUT  /api/v1/hexagons/studies/{study_id}/consolidation/{item_id}/{step} 401 401 403 403 200 403 403   200     401
+# ---- Hexagons description and verification studies (app/kinds/hexagons/views.py): the
+#      study's managers. Targets go to a draft description study; verification takes a live
+#      one with a written procedure; the agreement is read on its verification study.
+GET  /hexagons/studies/{study_id}/targets               login  login  200    404    200    200     404     200     401
+POST /hexagons/studies/{study_id}/targets               login  login  303    404    303    303     404     303     401
+POST /hexagons/studies/{study_id}/verification          login  login  303    404    303    303     404     303     401
+GET  /hexagons/studies/{study_id}/verification          login  login  200    404    200    200     404     200     401
+POST /api/v1/hexagons/studies/{study_id}/targets        401    401    201    404    201    201     404     201     401
+POST /api/v1/hexagons/studies/{study_id}/verification   401    401    201    404    201    201     404     201     401
+GET  /api/v1/hexagons/studies/{study_id}/verification   401    401    200    404    200    200     404     200     401
+GET  /api/v1/hexagons/studies/{study_id}/verification.jsonl 401 401   200    404    200    200     404     200     401
 # ---- API: admins
 GET  /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
 POST /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
@@ -254,6 +265,7 @@ class World:
     sts: dict = field(default_factory=dict)  # an STS suite, its versions, scenarios and a run
     spare_token: int = 0  # an API token of the owner's that the probes may revoke
     hexagons: dict = field(default_factory=dict)  # a Hexagons study with disagreements to consolidate
+    hex: dict = field(default_factory=dict)  # Hexagons description and verification studies
 
     def session(self):
         return get_sessionmaker(self.db_url)()
@@ -277,6 +289,9 @@ class World:
             s.execute(update(User).values(session_version=0))
             if self.sts:
                 _reset_sts(s, self.sts)
+            if self.hex:  # the written procedure is again not yet verified
+                s.execute(update(Study).where(Study.id == self.hex["described"]).values(
+                    kind_settings=self.hex["settings"]))
             s.commit()
 
     def call(self, role: str, method: str, path: str, **kw):
@@ -351,6 +366,7 @@ def world(app, session, db_url):
 
     hex_study = disagreement_study(session, owner)
     w.hexagons = {"study": hex_study.id, "item": session.scalar(select(Item.id).where(Item.study_id == hex_study.id))}
+    w.hex = _hex_world(session, owner)
     w.clients = clients
     w.csrf["anon"] = csrf_of(clients["anon"])
     _enter_worker(clients["worker"], study.slug, "roles-worker")
@@ -448,6 +464,29 @@ def _sts_world(session, owner) -> dict:
             "study": study.id, "item": lease.item_id, "settings": dict(study.kind_settings), "play": play.id}
 
 
+HEX_TARGET = [4, 5] + [0] * 178
+
+
+def _hex_world(session, owner) -> dict:
+    """Hexagons: a draft description study (targets are added to drafts), a live one with one
+    procedure written (by the probe worker's account) and the verification study made of it."""
+    from app.kinds.hexagons.verification import make_verification_study
+
+    targets = json.dumps({"id": "probe", "board": HEX_TARGET}).encode()
+    draft = services.create_study(session, owner, "hexagons", services.StudySettings(title="Roles hex draft"),
+                                  targets, "targets")
+    described = services.create_study(session, owner, "hexagons", services.StudySettings(title="Roles hex"),
+                                      targets, "targets")
+    services.set_state(session, described, "live", owner)
+    settings = dict(described.kind_settings)
+    bundle = assignment.enter(session, described, "prolific", "roles-worker")
+    a = assignment.next_item(session, described, bundle.id)
+    assignment.submit(session, described, bundle.id, a.id, {"steps": [
+        {"instruction": "Paint tile 0 red.", "board": [4] + [0] * 179, "actions": [[0, 4, 100]]}]}, uuid.uuid4().hex)
+    verification = make_verification_study(session, described, owner)
+    return {"draft": draft.id, "described": described.id, "verification": verification.id, "settings": settings}
+
+
 def _reset_sts(s, sts: dict) -> None:
     """Undo the STS probes: version 2 a draft again, scenario B as it was, and no scenario or
     generation run but the world's."""
@@ -503,8 +542,12 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
                                               else w.sts["b"]))
                 .replace("{slug}", w.study.slug).replace("{assignment_id}", "1"))
     if "/hexagons/" in template:
-        path = (template.replace("{study_id}", str(w.hexagons["study"])).replace("{item_id}", str(w.hexagons["item"]))
-                .replace("{step}", "1"))
+        if "/consolidation" in template:
+            path = (template.replace("{study_id}", str(w.hexagons["study"]))
+                    .replace("{item_id}", str(w.hexagons["item"])).replace("{step}", "1"))
+        else:
+            which = "draft" if "targets" in template else "described" if method == "POST" else "verification"
+            path = template.replace("{study_id}", str(w.hex[which]))
     if template == "/sts/studies/{study_id}/recordings":
         path = f"/sts/studies/{w.sts['play']}/recordings"
     if "{annotation_id}" in template:
@@ -631,6 +674,14 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         kw["json"] = {"category": f"probe {role}"}
     elif key == "POST /api/v1/sts/scenarios/{scenario_id}/tags":
         kw["json"] = {"tag": f"api {role}"}
+    elif key == "POST /hexagons/studies/{study_id}/targets":
+        form = {"target_id": f"page-{role}", "board": json.dumps(HEX_TARGET)}
+    elif key == "POST /api/v1/hexagons/studies/{study_id}/targets":
+        kw["json"] = {"id": f"api-{role}", "board": HEX_TARGET}
+    elif key == "POST /hexagons/studies/{study_id}/verification":
+        form = {}
+    elif key == "POST /api/v1/hexagons/studies/{study_id}/verification":
+        pass
     elif key == "POST /api/v1/studies/{study_id}/review":
         kw["json"] = {"participant_ids": [w.pid], "decision": "approve"}
     elif key == "POST /api/v1/crowd/{slug}/enter":
