@@ -72,6 +72,18 @@ def _steps(procedures: Sequence[Procedure], words: list[str]):
     return ids, np.asarray(before, dtype=np.int64), np.asarray(after, dtype=np.int64)
 
 
+def _batches(rng: np.random.Generator, lengths: np.ndarray, batch: int) -> list[np.ndarray]:
+    """Shuffled batches of steps of similar instruction length (the GRU runs to a batch's
+    longest instruction: one long one in a batch of short ones costs the whole batch)."""
+    perm = rng.permutation(len(lengths))
+    out = []
+    for s in range(0, len(perm), batch * 16):
+        pool = perm[s:s + batch * 16]
+        pool = pool[np.argsort(lengths[pool], kind="stable")]
+        out += [pool[i:i + batch] for i in range(0, len(pool), batch)]
+    return [out[i] for i in rng.permutation(len(out))]
+
+
 def train_executor(procedures: Sequence[Procedure], words: list[str], *, embed: int = 32, hidden: int = 64,
                    channels: int = 48, epochs: int = 8, batch: int = 32, lr: float = 2e-3,
                    change_weight: float = 4.0, seed: int = 0, device: str | torch.device = "cpu",
@@ -86,11 +98,10 @@ def train_executor(procedures: Sequence[Procedure], words: list[str], *, embed: 
     model = HexExecutor(words, embed, hidden, channels).to(dev).train()
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     order = np.random.default_rng(seed)
+    lengths = np.array([len(t) for t in ids])
     for epoch in range(epochs):
-        perm = order.permutation(len(ids))
         total = 0.0
-        for start in range(0, len(perm), batch):
-            idx = perm[start:start + batch]
+        for idx in _batches(order, lengths, batch):
             tokens, board = batch_tensors([ids[i][:MAX_TOKENS] for i in idx], before[idx].tolist())
             target = torch.from_numpy(after[idx]).to(dev)
             board = board.to(dev)

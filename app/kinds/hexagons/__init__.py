@@ -47,11 +47,43 @@ class Hexagons(TaskKind):
         "target image: do exactly what the instruction asks, no more. Next step shows the next instruction.")
     outputs_label: ClassVar[str] = ('Predicted boards (JSONL: {"index", "step", "board": [180 colour codes], '
                                     '"previous": [180] optional})')
+    # Executors (docs/kinds/hexagons.md, "Executors"): uploaded or trained models whose boards
+    # become an agent's outputs on a study.
+    jobs: ClassVar[dict[str, str]] = {
+        "validate": "workers.hexagons.validate:run_validation",
+        "generate": "workers.hexagons.generate:run_generation",
+        "train": "workers.hexagons.train:run_train_job",
+    }
+    job_queues: ClassVar[dict[str, str]] = {"validate": "models", "generate": "models", "train": "models"}
+    artifact_roles: ClassVar[tuple[str, ...]] = ("executor",)
+    artifact_help: ClassVar[str] = ("a Hexagons executor (instruction tokens and the current board to the next "
+                                    "board's logits, docs/kinds/hexagons.md)")
+    study_template: ClassVar[str | None] = "kinds/hexagons/generation.html"
 
     def cli(self):
         from app.kinds.hexagons.cli import hexagons
 
         return hexagons
+
+    def routers(self) -> list:
+        from app.kinds.hexagons.views import api, router
+
+        return [router, api]
+
+    def train_commands(self) -> list:
+        from app.kinds.hexagons.train import train_commands
+
+        return train_commands()
+
+    def check_artifact_config(self, role: str, config: object) -> dict:
+        from app.kinds.hexagons.architectures import check_config
+
+        return check_config(role, config)
+
+    def study_context(self, session, study) -> dict:
+        from app.kinds.hexagons.generation import study_context
+
+        return study_context(session, study)
 
     def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
         return parse_execution(data, payload)
