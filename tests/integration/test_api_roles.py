@@ -170,6 +170,14 @@ PUT  /api/v1/sts/studies/{study_id}/failures/{item_id}  401    401    403    403
 POST /sts/studies/{study_id}/recordings                 login  login  303    404    303    303     404     303     401
 POST /api/v1/sts/recordings/from-study                  401    401    201    404    201    201     404     201     401
 GET  /api/v1/sts/play/{slug}/{assignment_id}            403    404    403    403    403    403     403     403     403
+# ---- Hexagons executor runs (app/kinds/hexagons/views.py): the study's managers. The probe
+#      sends no artifact (422) and the probe run has ended (cancel: 422)
+GET  /hexagons/studies/{study_id}/generations           login  login  200    404    200    200     404     200     401
+POST /hexagons/studies/{study_id}/generations           login  login  303    404    303    303     404     303     401
+POST /api/v1/hexagons/studies/{study_id}/generations    401    401    422    404    422    422     404     422     401
+GET  /api/v1/hexagons/studies/{study_id}/generations    401    401    200    404    200    200     404     200     401
+GET  /api/v1/hexagons/generations/{job_id}              401    401    200    404    200    200     404     200     401
+POST /api/v1/hexagons/generations/{job_id}/cancel       401    401    422    404    422    422     404     422     401
 # ---- API: admins
 GET  /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
 POST /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
@@ -245,6 +253,7 @@ class World:
     run_id: int = 0  # a generation run (no job) of the study
     sts: dict = field(default_factory=dict)  # an STS suite, its versions, scenarios and a run
     spare_token: int = 0  # an API token of the owner's that the probes may revoke
+    hex: dict = field(default_factory=dict)  # a Hexagons study and an ended executor run
 
     def session(self):
         return get_sessionmaker(self.db_url)()
@@ -338,6 +347,7 @@ def world(app, session, db_url):
         headers = {"Authorization": f"Bearer {tokens[role]}"} if role in tokens else {}
         clients[role] = TestClient(app, headers=headers).__enter__()
     w.sts = _sts_world(session, owner)
+    w.hex = _hex_world(session, owner)
     w.clients = clients
     w.csrf["anon"] = csrf_of(clients["anon"])
     _enter_worker(clients["worker"], study.slug, "roles-worker")
@@ -435,6 +445,21 @@ def _sts_world(session, owner) -> dict:
             "study": study.id, "item": lease.item_id, "settings": dict(study.kind_settings), "play": play.id}
 
 
+def _hex_world(session, owner) -> dict:
+    """A Hexagons study of the owner's with one ended executor run (a job row: no model behind it)."""
+    blank = [0] * 180
+    line = json.dumps({"index": 1, "annotation_round": 1, "category": "simple", "image_id": "P1", "instructor_id": 1,
+                       "number_of_drawing_steps": 1, "agreement_tags": ["A"], "agreement_scores": [[1, 1, 1]],
+                       "drawing_procedure": [[0, "NONE", blank], [1, "tile 0 red", [4] + blank[1:]]]})
+    study = services.create_study(session, owner, "hexagons", services.StudySettings(title="Roles hex"),
+                                  line.encode(), "procedures")
+    job = jobs.create_job(session, "hexagons.generate", study_id=study.id, owner_id=owner.id, artifact_id=1,
+                          agent_id=1, on="gold", batch_size=8)
+    job.state = "done"
+    session.commit()
+    return {"study": study.id, "job": job.id}
+
+
 def _reset_sts(s, sts: dict) -> None:
     """Undo the STS probes: version 2 a draft again, scenario B as it was, and no scenario or
     generation run but the world's."""
@@ -489,6 +514,8 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
                 .replace("{scenario_id}", str(w.sts["a"] if method == "DELETE" and "tags" not in template
                                               else w.sts["b"]))
                 .replace("{slug}", w.study.slug).replace("{assignment_id}", "1"))
+    if "/hexagons/" in template:
+        path = template.replace("{study_id}", str(w.hex["study"])).replace("{job_id}", str(w.hex["job"]))
     if template == "/sts/studies/{study_id}/recordings":
         path = f"/sts/studies/{w.sts['play']}/recordings"
     if "{annotation_id}" in template:
@@ -556,6 +583,10 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         pass
     elif key == "POST /api/v1/studies/{study_id}/generations":
         form = {"speaker_artifact_id": "1"}
+    elif key == "POST /api/v1/hexagons/studies/{study_id}/generations":
+        kw["json"] = {}
+    elif key in ("POST /hexagons/studies/{study_id}/generations", "POST /api/v1/hexagons/generations/{job_id}/cancel"):
+        form = {} if key.startswith("POST /hexagons/") else None
     elif key == "POST /sts/suites":
         form = {"name": f"page-probe-{role}"}
     elif key in ("POST /sts/recordings", "POST /api/v1/sts/recordings"):

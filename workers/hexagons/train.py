@@ -163,7 +163,8 @@ def _line(label: str, m: dict) -> str:
 
 def run_training(*, data: str | Path | None = None, epochs: int = 8, embed: int = 32, hidden: int = 64,
                  channels: int = 48, batch: int = 32, lr: float = 2e-3, min_count: int = 2, seed: int = 0,
-                 device: str = "cpu", out: str | Path | None = "var/models", name: str = NAME,
+                 change_weight: float = 4.0, device: str = "cpu", out: str | Path | None = "var/models",
+                 name: str = NAME,
                  limit: int | None = None, echo: Callable[[str], None] = print,
                  epoch_done: Callable[[int, float], None] | None = None) -> tuple[HexExecutor, dict]:
     """The whole command: vocabulary, training, dev and test scores (oracle and predicted
@@ -184,10 +185,11 @@ def run_training(*, data: str | Path | None = None, epochs: int = 8, embed: int 
             if epoch_done:
                 epoch_done(n, loss)
         model = train_executor(train, words, embed=embed, hidden=hidden, channels=channels, epochs=epochs,
-                               batch=batch, lr=lr, seed=seed, device=device, progress=epoch,
+                               batch=batch, lr=lr, change_weight=change_weight, seed=seed, device=device,
+                               progress=epoch,
                                batch_done=lambda: bar.update(1))
     report = {"data": str(folder), "procedures": len(train), "steps": n_steps, "epochs": epochs, "seed": seed,
-              "min_count": min_count, "batch": batch, "lr": lr,
+              "min_count": min_count, "batch": batch, "lr": lr, "change_weight": change_weight,
               **{k: v for k, v in model.config().items() if k != "words"}, "words": len(words), "scores": {}}
     for split, procs in held.items():
         scores = {"no_action": no_action(procs)["mean"]}

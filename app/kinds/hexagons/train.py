@@ -24,13 +24,15 @@ import click
 @click.option("--lr", default=2e-3, show_default=True, type=click.FloatRange(min=0, min_open=True))
 @click.option("--min-count", default=2, show_default=True, type=click.IntRange(1, 1000),
               help="A training token seen fewer times is <unk>.")
+@click.option("--change-weight", default=4.0, show_default=True, type=click.FloatRange(min=1),
+              help="The loss's weight on the tiles a step changes (1 for the others).")
 @click.option("--seed", default=0, show_default=True, type=int,
               help="Weights and shuffling: the same seed, the same executor (on the CPU).")
 @click.option("--device", default=None, help="cpu or cuda (default: cuda when available).")
 @click.option("--agent-id", default=None, type=click.IntRange(1, 2**31 - 1),
               help="Queue the training as a job instead (a worker runs it) and upload the result as a new "
                    "version of this Hexagons agent's model.")
-def hex_executor(data, out, name, epochs, embed, hidden, channels, batch, lr, min_count, seed, device,
+def hex_executor(data, out, name, epochs, embed, hidden, channels, batch, lr, min_count, change_weight, seed, device,
                  agent_id) -> None:
     """Train the built-in Hexagons executor on the train split and report its dev and test
     action/board F1 and EM, from the gold previous board (oracle) and its own (predicted),
@@ -46,10 +48,11 @@ def hex_executor(data, out, name, epochs, embed, hidden, channels, batch, lr, mi
 
     if device == "cuda" and not torch.cuda.is_available():
         raise click.BadParameter("no CUDA device here", param_hint="--device")
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     try:
         run_training(data=data, epochs=epochs, embed=embed, hidden=hidden, channels=channels, batch=batch, lr=lr,
-                     min_count=min_count, seed=seed, device=device or ("cuda" if torch.cuda.is_available() else "cpu"),
-                     out=out, name=name, echo=click.echo)
+                     min_count=min_count, change_weight=change_weight, seed=seed, device=device, out=out,
+                     name=name, echo=click.echo)
     except FileNotFoundError as exc:
         raise click.BadParameter(str(exc), param_hint="--data") from None
 
