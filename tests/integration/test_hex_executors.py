@@ -307,3 +307,19 @@ def test_the_training_command_writes_an_uploadable_executor_and_reports_scores(t
     assert set(report["scores"]["test"]) == {"no_action", "oracle", "predicted"}
     r = CliRunner().invoke(main, ["train", "hex-executor", "--data", str(tmp_path / "none"), "--out", str(out)])
     assert r.exit_code != 0 and "no train.jsonl" in r.output
+
+
+def test_training_as_a_job_uploads_a_new_version_of_the_agents_executor(client, session, researcher, tmp_path):
+    for split, indices in (("train", range(0, 8)), ("dev", range(8, 10))):
+        (tmp_path / f"{split}.jsonl").write_bytes(jsonl(indices))
+    agent_id = agent_of(session, researcher, "trained by a worker")
+    job = jobs.create_job(session, "hexagons.train", owner_id=researcher.id, agent_id=agent_id, data=str(tmp_path),
+                          epochs=1, embed=8, hidden=8, channels=8)
+    session.commit()
+    jobs.run_queued_once()  # the training, then the validation it queues
+    session.refresh(job)
+    assert job.state == "done", job.log
+    assert "epoch 1: loss" in job.log and "oracle board-state" in job.log
+    got = client.get(f"/api/v1/agents/{agent_id}/artifacts").json()
+    assert [(a["id"], a["state"], a["role"]) for a in got] == [(job.result["artifact"], "valid", "executor")]
+    assert set(job.result["scores"]["dev"]) == {"no_action", "oracle", "predicted"}

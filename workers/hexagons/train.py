@@ -85,7 +85,7 @@ def _batches(rng: np.random.Generator, lengths: np.ndarray, batch: int) -> list[
 
 
 def train_executor(procedures: Sequence[Procedure], words: list[str], *, embed: int = 32, hidden: int = 64,
-                   channels: int = 48, epochs: int = 8, batch: int = 32, lr: float = 2e-3,
+                   channels: int = 48, epochs: int = 6, batch: int = 32, lr: float = 2e-3,
                    change_weight: float = 4.0, seed: int = 0, device: str | torch.device = "cpu",
                    progress: Callable[[int, float], None] | None = None,
                    batch_done: Callable[[], None] | None = None) -> HexExecutor:
@@ -161,7 +161,7 @@ def _line(label: str, m: dict) -> str:
     return f"  {label:<22}" + "  ".join(f"{k} {100 * m[k]:6.2f}" for k in KEYS)
 
 
-def run_training(*, data: str | Path | None = None, epochs: int = 8, embed: int = 32, hidden: int = 64,
+def run_training(*, data: str | Path | None = None, epochs: int = 6, embed: int = 32, hidden: int = 64,
                  channels: int = 48, batch: int = 32, lr: float = 2e-3, min_count: int = 2, seed: int = 0,
                  change_weight: float = 4.0, device: str = "cpu", out: str | Path | None = "var/models",
                  name: str = NAME,
@@ -218,7 +218,7 @@ def run_train_job(session, job, progress) -> dict:
     agent = session.get(Agent, p["agent_id"])
     if agent is None:
         return {"skipped": "the agent was deleted"}
-    epochs = int(p.get("epochs", 8))
+    epochs = int(p.get("epochs", 6))
     progress(0, epochs, f"training the built-in executor for agent {agent.name!r}, {epochs} epochs")
     done = [0]
 

@@ -16,7 +16,7 @@ import click
               help="Folder for <name>.safetensors + <name>.json (the built-in executor's upload format) "
                    "and <name>-quality.json.")
 @click.option("--name", default="executor", show_default=True, help="File name stem.")
-@click.option("--epochs", default=8, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--epochs", default=6, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--embed", default=32, show_default=True, type=click.IntRange(1, 512))
 @click.option("--hidden", default=64, show_default=True, type=click.IntRange(1, 1024))
 @click.option("--channels", default=48, show_default=True, type=click.IntRange(1, 512))
