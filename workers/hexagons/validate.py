@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from sqlalchemy.orm import Session
 
-from app.kinds.hexagons.architectures import MAX_WORDS, check_vocabulary, encode
+from app.kinds.hexagons.architectures import check_vocabulary, encode
 from app.kinds.hexagons.board import COLOURS, TILES
 from workers.hexagons.executor import batch_tensors
 from workers.hexagons.loading import LOADER
@@ -72,7 +72,7 @@ def check_executor(model) -> str:
                       "vocabulary() and execute(tokens, board) (docs/kinds/hexagons.md)")
     words = check_vocabulary(_call(model, "vocabulary"))
     if isinstance(words, str):
-        raise Invalid(f"vocabulary() {words} (at most {MAX_WORDS})")
+        raise Invalid(f"vocabulary() {words}")
     ids = encode(list(INSTRUCTIONS), words)
     tokens, board = batch_tensors(ids, boards())
     b = tokens.shape[0]
