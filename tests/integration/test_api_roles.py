@@ -189,6 +189,14 @@ POST /api/v1/hexagons/studies/{study_id}/targets        401    401    201    404
 POST /api/v1/hexagons/studies/{study_id}/verification   401    401    201    404    201    201     404     201     401
 GET  /api/v1/hexagons/studies/{study_id}/verification   401    401    200    404    200    200     404     200     401
 GET  /api/v1/hexagons/studies/{study_id}/verification.jsonl 401 401   200    404    200    200     404     200     401
+# ---- Hexagons executor runs (app/kinds/hexagons/views.py): the study's managers. The probe
+#      sends no artifact (422) and the probe run has ended (cancel: 422)
+GET  /hexagons/studies/{study_id}/generations           login  login  200    404    200    200     404     200     401
+POST /hexagons/studies/{study_id}/generations           login  login  303    404    303    303     404     303     401
+POST /api/v1/hexagons/studies/{study_id}/generations    401    401    422    404    422    422     404     422     401
+GET  /api/v1/hexagons/studies/{study_id}/generations    401    401    200    404    200    200     404     200     401
+GET  /api/v1/hexagons/generations/{job_id}              401    401    200    404    200    200     404     200     401
+POST /api/v1/hexagons/generations/{job_id}/cancel       401    401    422    404    422    422     404     422     401
 # ---- API: admins
 GET  /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
 POST /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
@@ -266,6 +274,7 @@ class World:
     spare_token: int = 0  # an API token of the owner's that the probes may revoke
     hexagons: dict = field(default_factory=dict)  # a Hexagons study with disagreements to consolidate
     hex: dict = field(default_factory=dict)  # Hexagons description and verification studies
+    hexrun: dict = field(default_factory=dict)  # a Hexagons study and an ended executor run
 
     def session(self):
         return get_sessionmaker(self.db_url)()
@@ -366,6 +375,7 @@ def world(app, session, db_url):
 
     hex_study = disagreement_study(session, owner)
     w.hexagons = {"study": hex_study.id, "item": session.scalar(select(Item.id).where(Item.study_id == hex_study.id))}
+    w.hexrun = _hexrun_world(session, owner)
     w.hex = _hex_world(session, owner)
     w.clients = clients
     w.csrf["anon"] = csrf_of(clients["anon"])
@@ -487,6 +497,21 @@ def _hex_world(session, owner) -> dict:
     return {"draft": draft.id, "described": described.id, "verification": verification.id, "settings": settings}
 
 
+def _hexrun_world(session, owner) -> dict:
+    """A Hexagons study of the owner's with one ended executor run (a job row: no model behind it)."""
+    blank = [0] * 180
+    line = json.dumps({"index": 1, "annotation_round": 1, "category": "simple", "image_id": "P1", "instructor_id": 1,
+                       "number_of_drawing_steps": 1, "agreement_tags": ["A"], "agreement_scores": [[1, 1, 1]],
+                       "drawing_procedure": [[0, "NONE", blank], [1, "tile 0 red", [4] + blank[1:]]]})
+    study = services.create_study(session, owner, "hexagons", services.StudySettings(title="Roles hex"),
+                                  line.encode(), "procedures")
+    job = jobs.create_job(session, "hexagons.generate", study_id=study.id, owner_id=owner.id, artifact_id=1,
+                          agent_id=1, on="gold", batch_size=8)
+    job.state = "done"
+    session.commit()
+    return {"study": study.id, "job": job.id}
+
+
 def _reset_sts(s, sts: dict) -> None:
     """Undo the STS probes: version 2 a draft again, scenario B as it was, and no scenario or
     generation run but the world's."""
@@ -542,7 +567,9 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
                                               else w.sts["b"]))
                 .replace("{slug}", w.study.slug).replace("{assignment_id}", "1"))
     if "/hexagons/" in template:
-        if "/consolidation" in template:
+        if "/generations" in template:
+            path = template.replace("{study_id}", str(w.hexrun["study"])).replace("{job_id}", str(w.hexrun["job"]))
+        elif "/consolidation" in template:
             path = (template.replace("{study_id}", str(w.hexagons["study"]))
                     .replace("{item_id}", str(w.hexagons["item"])).replace("{step}", "1"))
         else:
@@ -615,6 +642,10 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         pass
     elif key == "POST /api/v1/studies/{study_id}/generations":
         form = {"speaker_artifact_id": "1"}
+    elif key == "POST /api/v1/hexagons/studies/{study_id}/generations":
+        kw["json"] = {}
+    elif key in ("POST /hexagons/studies/{study_id}/generations", "POST /api/v1/hexagons/generations/{job_id}/cancel"):
+        form = {} if key.startswith("POST /hexagons/") else None
     elif key == "POST /sts/suites":
         form = {"name": f"page-probe-{role}"}
     elif key in ("POST /sts/recordings", "POST /api/v1/sts/recordings"):

@@ -65,7 +65,19 @@ class Hexagons(TaskKind):
     abstraction_levels: ClassVar[dict] = LEVELS
     abstraction_mechanisms: ClassVar[dict] = MECHANISMS
 
-    study_template: ClassVar[str | None] = "kinds/hexagons/description_study.html"
+    study_template: ClassVar[str | None] = "kinds/hexagons/study.html"
+
+    # Executors (docs/kinds/hexagons.md, "Executors"): uploaded or trained models whose boards
+    # become an agent's outputs on a study.
+    jobs: ClassVar[dict[str, str]] = {
+        "validate": "workers.hexagons.validate:run_validation",
+        "generate": "workers.hexagons.generate:run_generation",
+        "train": "workers.hexagons.train:run_train_job",
+    }
+    job_queues: ClassVar[dict[str, str]] = {"validate": "models", "generate": "models", "train": "models"}
+    artifact_roles: ClassVar[tuple[str, ...]] = ("executor",)
+    artifact_help: ClassVar[str] = ("a Hexagons executor (instruction tokens and the current board to the next "
+                                    "board's logits, docs/kinds/hexagons.md)")
 
     def routers(self) -> list:
         from app.kinds.hexagons.views import api, router
@@ -73,14 +85,29 @@ class Hexagons(TaskKind):
         return [router, api]
 
     def study_context(self, session, study) -> dict:
-        from app.kinds.hexagons.verification import study_context
+        """The study page's sections: a description study's way to verification; an execution
+        study's agreement (when it verifies), consolidation link and executor runs."""
+        from app.kinds.hexagons import generation, verification
 
-        return study_context(session, study)
+        ctx = verification.study_context(session, study)
+        if ctx["hex_mode"] != "description":
+            ctx.update(generation.study_context(session, study))
+        return ctx
 
     def cli(self):
         from app.kinds.hexagons.cli import hexagons
 
         return hexagons
+
+    def train_commands(self) -> list:
+        from app.kinds.hexagons.train import train_commands
+
+        return train_commands()
+
+    def check_artifact_config(self, role: str, config: object) -> dict:
+        from app.kinds.hexagons.architectures import check_config
+
+        return check_config(role, config)
 
     def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
         if (settings or {}).get("mode") == "description" or is_description(payload):
