@@ -57,8 +57,9 @@ def test_the_example_kind_is_an_installed_package_found_by_its_entry_point():
     # The built-in kinds register the same way, from Proctor's own metadata.
     ours = {e.name: e.value for e in entry_points(group=GROUP) if e.dist and e.dist.name == "proctor"}
     assert ours == {"tom": "app.kinds.tom:KIND", "navigation": "app.kinds.navigation:KIND",
-                    "sts": "app.kinds.sts:KIND", "hexagons": "app.kinds.hexagons:KIND"}
-    assert list(all_kinds()) == ["tom", "navigation", "sts", "hexagons", "wordcount"]  # by position
+                    "sts": "app.kinds.sts:KIND", "hexagons": "app.kinds.hexagons:KIND",
+                    "a3ds": "app.kinds.a3ds:KIND"}
+    assert list(all_kinds()) == ["tom", "navigation", "sts", "hexagons", "a3ds", "wordcount"]  # by position
 
 
 def test_proctor_kinds_narrows_the_registry(monkeypatch):
