@@ -15,7 +15,7 @@ from app.kinds.a3ds import scenes, speakers
 from app.kinds.a3ds.captions import parse
 from app.kinds.a3ds.cli import refgame
 from app.kinds.a3ds.metrics import means, score_caption
-from app.kinds.a3ds.scenes import FEATURES, Pair, factors, scene_id
+from app.kinds.a3ds.scenes import FEATURES, factors, scene_id
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "a3ds"
 real = pytest.mark.skipif(not (DATA / "3dshapes_factor_terminals.json").exists(),
