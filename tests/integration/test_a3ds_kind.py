@@ -138,5 +138,6 @@ def test_the_worker_sees_the_pictures_and_nobody_else_without_an_account(session
     r = client.get("/a3ds/scenes/12500?size=64")
     assert r.status_code == 200 and r.headers["content-type"] == "image/png" and r.content[:4] == b"\x89PNG"
     assert client.get("/a3ds/scenes/12500?size=64").content == r.content
-    assert client.get("/a3ds/scenes/480000").status_code == 404
+    assert client.get("/a3ds/scenes/0?size=64").status_code == 200  # scenes count from 0
+    assert client.get("/a3ds/scenes/480000").status_code == 422
     assert client.get("/a3ds/scenes/12500?size=100").status_code == 422

@@ -5,26 +5,28 @@ scene id says nothing the picture does not show, and which one is the target is 
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 from fastapi.responses import Response
 
 from app.auth.deps import optional_user, verify_csrf
 from app.auth.models import User
 from app.kinds.a3ds.render import SIZES, scene_png
 from app.kinds.a3ds.scenes import N_SCENES
-from app.params import Id
+
+# Not a database id (app.params.Id starts at 1): scenes are numbered from 0.
+SceneId = Annotated[int, Path(ge=0, le=N_SCENES - 1, description="scene id, 0 to 479999")]
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
 
 
 @router.get("/a3ds/scenes/{scene_id}")
-def scene_picture(request: Request, scene_id: Id, size: int = Query(256, ge=0, le=4096),
+def scene_picture(request: Request, scene_id: SceneId, size: int = Query(256, ge=0, le=4096),
                   user: User | None = Depends(optional_user)) -> Response:
     if user is None and not request.session.get("crowd"):
         raise HTTPException(403, "open the study from your link, or log in")
     if size not in SIZES:
         raise HTTPException(422, f"size is one of {', '.join(map(str, SIZES))}")
-    if scene_id >= N_SCENES:
-        raise HTTPException(404, f"no scene {scene_id}: ids run from 0 to {N_SCENES - 1}")
     return Response(scene_png(scene_id, size), media_type="image/png",
                     headers={"Cache-Control": "private, max-age=86400"})
