@@ -197,6 +197,8 @@ POST /api/v1/hexagons/studies/{study_id}/generations    401    401    422    404
 GET  /api/v1/hexagons/studies/{study_id}/generations    401    401    200    404    200    200     404     200     401
 GET  /api/v1/hexagons/generations/{job_id}              401    401    200    404    200    200     404     200     401
 POST /api/v1/hexagons/generations/{job_id}/cancel       401    401    422    404    422    422     404     422     401
+# ---- A3DS scene pictures: any account, or a crowd worker inside a study
+GET  /a3ds/scenes/{scene_id}                            403    200    200    200    200    200     200     200     401
 # ---- API: admins
 GET  /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
 POST /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
@@ -550,7 +552,8 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
     path = (template.replace("{study_id}", str(w.study.id)).replace("{slug}", w.study.slug)
             .replace("{agent_id}", str(w.agent_id)).replace("{job_id}", str(w.job_id))
             .replace("{pid}", str(w.pid)).replace("{scan}", "house-1")
-            .replace("{run_id}", str(w.run_id)).replace("{token_id}", str(w.spare_token)))
+            .replace("{run_id}", str(w.run_id)).replace("{token_id}", str(w.spare_token))
+            .replace("{scene_id}", "12500"))
     if "wordcount/" in template:  # the example kind's routes serve its own studies
         path = template.replace("{study_id}", str(w.nav["wordcount"]))
     if "/agents/{agent_id}/artifacts" in template:
