@@ -170,6 +170,35 @@ PUT  /api/v1/sts/studies/{study_id}/failures/{item_id}  401    401    403    403
 POST /sts/studies/{study_id}/recordings                 login  login  303    404    303    303     404     303     401
 POST /api/v1/sts/recordings/from-study                  401    401    201    404    201    201     404     201     401
 GET  /api/v1/sts/play/{slug}/{assignment_id}            403    404    403    403    403    403     403     403     403
+# ---- Hexagons consolidation of an execution study: admins only
+GET  /hexagons/studies/{study_id}/consolidation         login  login  403    403    200    403     403     200     401
+GET  /hexagons/studies/{study_id}/consolidation/{item_id}/{step} login login 403 403 200 403     403     200     401
+POST /hexagons/studies/{study_id}/consolidation/{item_id}/{step} login login 403 403 303 403     403     303     401
+POST /hexagons/studies/{study_id}/consolidation/{item_id}/{step}/abstraction login login 403 403 303 403 403 303 401
+GET  /api/v1/hexagons/studies/{study_id}/consolidation  401    401    403    403    200    403     403     200     401
+GET  /api/v1/hexagons/studies/{study_id}/consolidation/{item_id}/{step} 401 401 403 403 200 403 403   200     401
+PUT  /api/v1/hexagons/studies/{study_id}/consolidation/{item_id}/{step} 401 401 403 403 200 403 403   200     401
+# ---- Hexagons description and verification studies (app/kinds/hexagons/views.py): the
+#      study's managers. Targets go to a draft description study; verification takes a live
+#      one with a written procedure; the agreement is read on its verification study.
+GET  /hexagons/studies/{study_id}/targets               login  login  200    404    200    200     404     200     401
+POST /hexagons/studies/{study_id}/targets               login  login  303    404    303    303     404     303     401
+POST /hexagons/studies/{study_id}/verification          login  login  303    404    303    303     404     303     401
+GET  /hexagons/studies/{study_id}/verification          login  login  200    404    200    200     404     200     401
+POST /api/v1/hexagons/studies/{study_id}/targets        401    401    201    404    201    201     404     201     401
+POST /api/v1/hexagons/studies/{study_id}/verification   401    401    201    404    201    201     404     201     401
+GET  /api/v1/hexagons/studies/{study_id}/verification   401    401    200    404    200    200     404     200     401
+GET  /api/v1/hexagons/studies/{study_id}/verification.jsonl 401 401   200    404    200    200     404     200     401
+# ---- Hexagons executor runs (app/kinds/hexagons/views.py): the study's managers. The probe
+#      sends no artifact (422) and the probe run has ended (cancel: 422)
+GET  /hexagons/studies/{study_id}/generations           login  login  200    404    200    200     404     200     401
+POST /hexagons/studies/{study_id}/generations           login  login  303    404    303    303     404     303     401
+POST /api/v1/hexagons/studies/{study_id}/generations    401    401    422    404    422    422     404     422     401
+GET  /api/v1/hexagons/studies/{study_id}/generations    401    401    200    404    200    200     404     200     401
+GET  /api/v1/hexagons/generations/{job_id}              401    401    200    404    200    200     404     200     401
+POST /api/v1/hexagons/generations/{job_id}/cancel       401    401    422    404    422    422     404     422     401
+# ---- A3DS scene pictures: any account, or a crowd worker inside a study
+GET  /a3ds/scenes/{scene_id}                            403    200    200    200    200    200     200     200     401
 # ---- API: admins
 GET  /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
 POST /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
@@ -245,6 +274,9 @@ class World:
     run_id: int = 0  # a generation run (no job) of the study
     sts: dict = field(default_factory=dict)  # an STS suite, its versions, scenarios and a run
     spare_token: int = 0  # an API token of the owner's that the probes may revoke
+    hexagons: dict = field(default_factory=dict)  # a Hexagons study with disagreements to consolidate
+    hex: dict = field(default_factory=dict)  # Hexagons description and verification studies
+    hexrun: dict = field(default_factory=dict)  # a Hexagons study and an ended executor run
 
     def session(self):
         return get_sessionmaker(self.db_url)()
@@ -268,6 +300,9 @@ class World:
             s.execute(update(User).values(session_version=0))
             if self.sts:
                 _reset_sts(s, self.sts)
+            if self.hex:  # the written procedure is again not yet verified
+                s.execute(update(Study).where(Study.id == self.hex["described"]).values(
+                    kind_settings=self.hex["settings"]))
             s.commit()
 
     def call(self, role: str, method: str, path: str, **kw):
@@ -338,6 +373,12 @@ def world(app, session, db_url):
         headers = {"Authorization": f"Bearer {tokens[role]}"} if role in tokens else {}
         clients[role] = TestClient(app, headers=headers).__enter__()
     w.sts = _sts_world(session, owner)
+    from tests.integration.test_hex_consolidation import disagreement_study
+
+    hex_study = disagreement_study(session, owner)
+    w.hexagons = {"study": hex_study.id, "item": session.scalar(select(Item.id).where(Item.study_id == hex_study.id))}
+    w.hexrun = _hexrun_world(session, owner)
+    w.hex = _hex_world(session, owner)
     w.clients = clients
     w.csrf["anon"] = csrf_of(clients["anon"])
     _enter_worker(clients["worker"], study.slug, "roles-worker")
@@ -435,6 +476,44 @@ def _sts_world(session, owner) -> dict:
             "study": study.id, "item": lease.item_id, "settings": dict(study.kind_settings), "play": play.id}
 
 
+HEX_TARGET = [4, 5] + [0] * 178
+
+
+def _hex_world(session, owner) -> dict:
+    """Hexagons: a draft description study (targets are added to drafts), a live one with one
+    procedure written (by the probe worker's account) and the verification study made of it."""
+    from app.kinds.hexagons.verification import make_verification_study
+
+    targets = json.dumps({"id": "probe", "board": HEX_TARGET}).encode()
+    draft = services.create_study(session, owner, "hexagons", services.StudySettings(title="Roles hex draft"),
+                                  targets, "targets")
+    described = services.create_study(session, owner, "hexagons", services.StudySettings(title="Roles hex"),
+                                      targets, "targets")
+    services.set_state(session, described, "live", owner)
+    settings = dict(described.kind_settings)
+    bundle = assignment.enter(session, described, "prolific", "roles-worker")
+    a = assignment.next_item(session, described, bundle.id)
+    assignment.submit(session, described, bundle.id, a.id, {"steps": [
+        {"instruction": "Paint tile 0 red.", "board": [4] + [0] * 179, "actions": [[0, 4, 100]]}]}, uuid.uuid4().hex)
+    verification = make_verification_study(session, described, owner)
+    return {"draft": draft.id, "described": described.id, "verification": verification.id, "settings": settings}
+
+
+def _hexrun_world(session, owner) -> dict:
+    """A Hexagons study of the owner's with one ended executor run (a job row: no model behind it)."""
+    blank = [0] * 180
+    line = json.dumps({"index": 1, "annotation_round": 1, "category": "simple", "image_id": "P1", "instructor_id": 1,
+                       "number_of_drawing_steps": 1, "agreement_tags": ["A"], "agreement_scores": [[1, 1, 1]],
+                       "drawing_procedure": [[0, "NONE", blank], [1, "tile 0 red", [4] + blank[1:]]]})
+    study = services.create_study(session, owner, "hexagons", services.StudySettings(title="Roles hex"),
+                                  line.encode(), "procedures")
+    job = jobs.create_job(session, "hexagons.generate", study_id=study.id, owner_id=owner.id, artifact_id=1,
+                          agent_id=1, on="gold", batch_size=8)
+    job.state = "done"
+    session.commit()
+    return {"study": study.id, "job": job.id}
+
+
 def _reset_sts(s, sts: dict) -> None:
     """Undo the STS probes: version 2 a draft again, scenario B as it was, and no scenario or
     generation run but the world's."""
@@ -473,7 +552,8 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
     path = (template.replace("{study_id}", str(w.study.id)).replace("{slug}", w.study.slug)
             .replace("{agent_id}", str(w.agent_id)).replace("{job_id}", str(w.job_id))
             .replace("{pid}", str(w.pid)).replace("{scan}", "house-1")
-            .replace("{run_id}", str(w.run_id)).replace("{token_id}", str(w.spare_token)))
+            .replace("{run_id}", str(w.run_id)).replace("{token_id}", str(w.spare_token))
+            .replace("{scene_id}", "12500"))
     if "wordcount/" in template:  # the example kind's routes serve its own studies
         path = template.replace("{study_id}", str(w.nav["wordcount"]))
     if "/agents/{agent_id}/artifacts" in template:
@@ -489,6 +569,15 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
                 .replace("{scenario_id}", str(w.sts["a"] if method == "DELETE" and "tags" not in template
                                               else w.sts["b"]))
                 .replace("{slug}", w.study.slug).replace("{assignment_id}", "1"))
+    if "/hexagons/" in template:
+        if "/generations" in template:
+            path = template.replace("{study_id}", str(w.hexrun["study"])).replace("{job_id}", str(w.hexrun["job"]))
+        elif "/consolidation" in template:
+            path = (template.replace("{study_id}", str(w.hexagons["study"]))
+                    .replace("{item_id}", str(w.hexagons["item"])).replace("{step}", "1"))
+        else:
+            which = "draft" if "targets" in template else "described" if method == "POST" else "verification"
+            path = template.replace("{study_id}", str(w.hex[which]))
     if template == "/sts/studies/{study_id}/recordings":
         path = f"/sts/studies/{w.sts['play']}/recordings"
     if "{annotation_id}" in template:
@@ -556,6 +645,10 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         pass
     elif key == "POST /api/v1/studies/{study_id}/generations":
         form = {"speaker_artifact_id": "1"}
+    elif key == "POST /api/v1/hexagons/studies/{study_id}/generations":
+        kw["json"] = {}
+    elif key in ("POST /hexagons/studies/{study_id}/generations", "POST /api/v1/hexagons/generations/{job_id}/cancel"):
+        form = {} if key.startswith("POST /hexagons/") else None
     elif key == "POST /sts/suites":
         form = {"name": f"page-probe-{role}"}
     elif key in ("POST /sts/recordings", "POST /api/v1/sts/recordings"):
@@ -589,6 +682,12 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         form = {"error_type": "empty"}
     elif key == "PUT /api/v1/sts/studies/{study_id}/failures/{item_id}":
         kw["json"] = {"error_type": "empty", "note": "probe"}
+    elif key == "POST /hexagons/studies/{study_id}/consolidation/{item_id}/{step}":
+        form = {"error_class": "other"}
+    elif key == "POST /hexagons/studies/{study_id}/consolidation/{item_id}/{step}/abstraction":
+        form = {"level": "1"}
+    elif key == "PUT /api/v1/hexagons/studies/{study_id}/consolidation/{item_id}/{step}":
+        kw["json"] = {"error_class": "other", "note": "probe"}
     elif key == "DELETE /api/v1/sts/studies/{study_id}/metrics/{name}":
         pass
     elif key == "POST /api/v1/sts/suites":
@@ -609,6 +708,14 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         kw["json"] = {"category": f"probe {role}"}
     elif key == "POST /api/v1/sts/scenarios/{scenario_id}/tags":
         kw["json"] = {"tag": f"api {role}"}
+    elif key == "POST /hexagons/studies/{study_id}/targets":
+        form = {"target_id": f"page-{role}", "board": json.dumps(HEX_TARGET)}
+    elif key == "POST /api/v1/hexagons/studies/{study_id}/targets":
+        kw["json"] = {"id": f"api-{role}", "board": HEX_TARGET}
+    elif key == "POST /hexagons/studies/{study_id}/verification":
+        form = {}
+    elif key == "POST /api/v1/hexagons/studies/{study_id}/verification":
+        pass
     elif key == "POST /api/v1/studies/{study_id}/review":
         kw["json"] = {"participant_ids": [w.pid], "decision": "approve"}
     elif key == "POST /api/v1/crowd/{slug}/enter":
@@ -699,7 +806,8 @@ def test_every_route_answers_every_role_as_the_table_says(world, session):
 
     workers = set(session.scalars(select(Annotation.worker_id).join(User, User.id == Annotation.worker_id)
                                   .where(User.platform != IMPORTED_PLATFORM,
-                                         Annotation.study_id != world.sts["study"])  # the world's own marker
+                                         Annotation.study_id != world.sts["study"],  # the world's own marker
+                                         Annotation.study_id != world.hexagons["study"])  # and executions
                                   .distinct()))
     bundle = session.get(Bundle, world.bundle_id)
     assert workers == {bundle.worker_id}

@@ -61,7 +61,7 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
     # One demo study per installed kind, the example kind's package (tests/example_kind) too.
     # Hexagons's demo needs the released data beside the checkout (never copied into it).
     hexagons = ("hexagons",) if (ROOT.parent / "shared" / "data" / "hexagons" / "dev.jsonl").exists() else ()
-    assert all(f"worker entry ({k})" in out.stdout for k in ("tom", "navigation", "sts", *hexagons, "wordcount"))
+    assert all(f"worker entry ({k})" in out.stdout for k in ("tom", "navigation", "sts", *hexagons, "a3ds", "wordcount"))
     with get_sessionmaker(env["DATABASE_URL"])() as s:
         study = s.scalar(select(Study).where(Study.kind == "tom"))
         assert study.state == "live"
@@ -101,7 +101,11 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
     assert again.returncode == 0
     with get_sessionmaker(env["DATABASE_URL"])() as s:
         kinds = sorted(s.scalars(select(Study.kind)).all())
-        assert kinds == sorted(["navigation", "sts", "tom", "wordcount", *hexagons])  # one per kind
+        # One per kind; Hexagons has a description study beside its execution study.
+        assert kinds == sorted(["navigation", "sts", "tom", "wordcount", "a3ds", *hexagons, *hexagons])
+        if hexagons:
+            desc = s.scalar(select(Study).where(Study.title == "Demo: Hexagons description"))
+            assert desc.state == "live" and desc.kind_settings["mode"] == "description"
 
 
 def _check_sts_demo(url: str) -> None:

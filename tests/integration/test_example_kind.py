@@ -57,8 +57,9 @@ def test_the_example_kind_is_an_installed_package_found_by_its_entry_point():
     # The built-in kinds register the same way, from Proctor's own metadata.
     ours = {e.name: e.value for e in entry_points(group=GROUP) if e.dist and e.dist.name == "proctor"}
     assert ours == {"tom": "app.kinds.tom:KIND", "navigation": "app.kinds.navigation:KIND",
-                    "sts": "app.kinds.sts:KIND", "hexagons": "app.kinds.hexagons:KIND"}
-    assert list(all_kinds()) == ["tom", "navigation", "sts", "hexagons", "wordcount"]  # by position
+                    "sts": "app.kinds.sts:KIND", "hexagons": "app.kinds.hexagons:KIND",
+                    "a3ds": "app.kinds.a3ds:KIND"}
+    assert list(all_kinds()) == ["tom", "navigation", "sts", "hexagons", "a3ds", "wordcount"]  # by position
 
 
 def test_proctor_kinds_narrows_the_registry(monkeypatch):
@@ -148,7 +149,7 @@ def test_migrations_and_the_command_line_from_a_fresh_database(tmp_path):
     assert out.returncode == 0, out.stderr
     con = sqlite3.connect(tmp_path / "p.db")
     heads = {r[0] for r in con.execute("SELECT version_num FROM alembic_version")}
-    assert heads == {"0008", "nav0003", "sts0003", "tom0001", "wc0001"}
+    assert heads == {"0008", "hex0001", "nav0003", "sts0003", "tom0001", "wc0001"}
     columns = [r[1] for r in con.execute("PRAGMA table_info(wordcount_tallies)")]
     assert columns == ["id", "study_id", "item", "answers", "right", "computed_at"]
     con.close()

@@ -165,3 +165,75 @@ def test_the_fast_view_is_minigrids_own_on_every_level():
                 seen["carrying"] += env.carrying is not None
                 seen["hidden"] += int((theirs["image"][:, :, 0] == 0).any())
     assert all(n > 20 for n in seen.values()), seen
+
+
+def test_the_fast_object_search_is_minigrids_own_on_every_level():
+    """fastobs.find_matching_objs (installed on ObjDesc) must build the lists minigrid's does,
+    in the same order: every description of every mission, with and without location, after
+    random walks that pick up and drop (what moves objects) on every level."""
+    from minigrid.envs.babyai.core.verifier import ObjDesc
+
+    from app.kinds.sts.fastobs import find_matching_objs, original_find_matching_objs
+
+    sim = get_simulator()
+    original = original_find_matching_objs()
+    assert ObjDesc.find_matching_objs is find_matching_objs  # installed by the simulator
+    rng = np.random.default_rng(3)
+    compared = located = 0
+
+    def descriptions(instr):
+        for attr in ("instr_a", "instr_b"):
+            if hasattr(instr, attr):
+                yield from descriptions(getattr(instr, attr))
+        for attr in ("desc", "desc_move", "desc_fixed"):
+            if hasattr(instr, attr):
+                yield getattr(instr, attr)
+
+    for level in LEVELS:
+        for seed in (0, 1, 2):
+            ep = sim.reset(level, seed)
+            env = ep._env
+            for _ in range(40):
+                for desc in descriptions(env.instrs):
+                    for use_location in (True, False):
+                        before = (list(desc.obj_set), list(desc.obj_poss))
+                        ours = [list(x) for x in find_matching_objs(desc, env, use_location)]
+                        desc.obj_set, desc.obj_poss = list(before[0]), list(before[1])
+                        theirs = [list(x) for x in original(desc, env, use_location)]
+                        assert [[id(o) for o in ours[0]], ours[1]] == [[id(o) for o in theirs[0]], theirs[1]], \
+                            (level, seed, use_location)
+                        desc.obj_set, desc.obj_poss = before
+                        compared += 1
+                        located += use_location and desc.loc is not None
+                if ep.done:
+                    break
+                ep.step(int(rng.choice([0, 1, 2, 2, 3, 4])))
+    assert compared > 1000 and located > 20, (compared, located)
+
+
+def test_a_snapshot_behaves_as_the_episode_it_was_taken_from():
+    """Continuations of one scenario start from copies of one forced context (rollout._Starts):
+    each copy must step, see and succeed exactly as the original, the expert included."""
+    sim = get_simulator()
+    rng = np.random.default_rng(0)
+    for level in LEVELS:
+        ep = sim.reset(level, 4)
+        for a in rng.integers(0, 6, 4):
+            if not ep.done:
+                ep.step(int(a))
+        if ep.done:
+            continue
+        ep.expert_action()
+        restore = ep.snapshot()
+        runs = []
+        actions = rng.integers(0, 7, 30)
+        for e in (ep, restore(), restore()):
+            seen = []
+            for a in actions:
+                if e.done:
+                    break
+                r = e.step(int(a))
+                seen.append((r.observation["image"].tolist(), r.observation["direction"], r.done, r.success))
+            seen.append(None if e.done else e.expert_action())
+            runs.append(seen)
+        assert runs[0] == runs[1] == runs[2], level

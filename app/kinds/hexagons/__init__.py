@@ -2,9 +2,12 @@
 by step on a 10 x 18 hexagon board (the paper's Execution mode); each step's board is scored
 against the instructor's with action- and board-based P/R/F1/EM (metrics.py).
 
-One item per procedure: the payload is the instructions (never the boards), the reference the
-instructor's gold boards, agreement tags and category. Only execution studies are built here
-(docs/kinds/hexagons.md says what is left).
+A study's mode is its kind_settings["mode"], set by the upload's format: "execution" (the
+default; format procedures) or "description" (format targets: instructors write procedures
+for target images, description.py). An execution study made from a description study's
+procedures is its verification (verification.py). Execution items: one per procedure, the
+payload is the instructions (never the boards), the reference the instructor's gold boards,
+agreement tags and category (docs/kinds/hexagons.md says what is left).
 """
 
 from __future__ import annotations
@@ -16,11 +19,17 @@ from typing import ClassVar
 from app.errors import InputError
 from app.kinds.base import ImportResult, ItemSpec, TaskKind
 from app.kinds.hexagons import metrics
+from app.kinds.hexagons.abstraction import LEVELS, MECHANISMS
 from app.kinds.hexagons.board import layout
+from app.kinds.hexagons.description import BLANK, description_scores, is_description, parse_description
 from app.kinds.hexagons.execution import Execution, execution_metrics, parse_execution
 
 SCORE_METRICS = ("board_f1", "board_em", "action_f1", "action_em")
 DEFAULT_SCORE = "board_f1"
+DESCRIPTION_INSTRUCTIONS = (
+    "You see a target image on the hexagon board. Write instructions that would let someone who never sees "
+    "it draw it, one step at a time. After writing each step, paint on your own board exactly what that "
+    "step says (no more), then add the step. Send when your board shows the image.")
 
 
 def _stable_rank(text: str) -> str:
@@ -35,36 +44,94 @@ class Hexagons(TaskKind):
     category_label: ClassVar[str] = "category"
     item_noun: ClassVar[str] = "Procedure"
     keyboard_hint: ClassVar[str] = "Enter: next step (on the last step: send)."
-    item_formats: ClassVar[tuple[str, ...]] = ("procedures",)
+    item_formats: ClassVar[tuple[str, ...]] = ("procedures", "targets")
     position: ClassVar[int] = 40
     format_labels: ClassVar[dict[str, str]] = {
-        "procedures": "Hexagons drawing procedures (the released JSONL: train, dev or test)"}
+        "procedures": "Hexagons drawing procedures (the released JSONL: train, dev or test)",
+        "targets": ('Hexagons target images for a description study (JSONL: {"id", "board": [180], '
+                    '"category"?} a line, or released procedures: their final boards)')}
     # gold_count: how many procedures all of whose steps both verifiers reproduced (tags all
-    # "A") serve as gold; score_metric: the metric an execution's score is the mean of.
-    option_fields: ClassVar[dict[str, tuple]] = {"gold_count": ("int", 0, 10000), "score_metric": ("text",)}
+    # "A") serve as gold; score_metric: the metric an execution's score is the mean of;
+    # label_abstraction: 1 makes executors label each step's abstraction (abstraction.py).
+    option_fields: ClassVar[dict[str, tuple]] = {"gold_count": ("int", 0, 10000), "score_metric": ("text",),
+                                                 "label_abstraction": ("int", 0, 1)}
     default_instructions: ClassVar[str] = (
         "Read each instruction and paint the board as it says, one step at a time. You cannot see the "
         "target image: do exactly what the instruction asks, no more. Next step shows the next instruction.")
     outputs_label: ClassVar[str] = ('Predicted boards (JSONL: {"index", "step", "board": [180 colour codes], '
                                     '"previous": [180] optional})')
+    models: ClassVar[str | None] = "app.kinds.hexagons.models"
+    # For the page's abstraction labels (item.html, with the study's label_abstraction).
+    abstraction_levels: ClassVar[dict] = LEVELS
+    abstraction_mechanisms: ClassVar[dict] = MECHANISMS
+
+    study_template: ClassVar[str | None] = "kinds/hexagons/study.html"
+
+    # Executors (docs/kinds/hexagons.md, "Executors"): uploaded or trained models whose boards
+    # become an agent's outputs on a study.
+    jobs: ClassVar[dict[str, str]] = {
+        "validate": "workers.hexagons.validate:run_validation",
+        "generate": "workers.hexagons.generate:run_generation",
+        "train": "workers.hexagons.train:run_train_job",
+    }
+    job_queues: ClassVar[dict[str, str]] = {"validate": "models", "generate": "models", "train": "models"}
+    artifact_roles: ClassVar[tuple[str, ...]] = ("executor",)
+    artifact_help: ClassVar[str] = ("a Hexagons executor (instruction tokens and the current board to the next "
+                                    "board's logits, docs/kinds/hexagons.md)")
+
+    def routers(self) -> list:
+        from app.kinds.hexagons.views import api, router
+
+        return [router, api]
+
+    def study_context(self, session, study) -> dict:
+        """The study page's sections: a description study's way to verification; an execution
+        study's agreement (when it verifies), consolidation link and executor runs."""
+        from app.kinds.hexagons import generation, verification
+
+        ctx = verification.study_context(session, study)
+        if ctx["hex_mode"] != "description":
+            ctx.update(generation.study_context(session, study))
+        return ctx
 
     def cli(self):
         from app.kinds.hexagons.cli import hexagons
 
         return hexagons
 
+    def train_commands(self) -> list:
+        from app.kinds.hexagons.train import train_commands
+
+        return train_commands()
+
+    def check_artifact_config(self, role: str, config: object) -> dict:
+        from app.kinds.hexagons.architectures import check_config
+
+        return check_config(role, config)
+
     def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
-        return parse_execution(data, payload)
+        if (settings or {}).get("mode") == "description" or is_description(payload):
+            return parse_description(data, payload)
+        parsed = parse_execution(data, payload)
+        if settings is not None and "labels" in parsed and not settings.get("label_abstraction"):
+            raise InputError("this study does not take abstraction labels", field="labels")
+        return parsed
 
     def public_payload(self, payload: dict) -> dict:
+        if is_description(payload):  # the instructor sees the target: it is what they describe
+            return {"target": payload["target"], "initial": payload["initial"], "layout": layout()}
         return {"instructions": payload["instructions"], "initial": payload["initial"], "layout": layout()}
 
     def score(self, payload, reference, response):
+        if is_description(payload):
+            return description_scores(payload, response)["board_f1"]
         if not reference:
             return None
         return execution_metrics(reference, response)["mean"][reference.get("score_metric", DEFAULT_SCORE)]
 
     def score_details(self, payload, reference, response):
+        if is_description(payload):
+            return description_scores(payload, response)
         if not reference:
             return None
         m = execution_metrics(reference, response)
@@ -74,8 +141,13 @@ class Hexagons(TaskKind):
         from app.kinds.hexagons.formats import parse_procedures
 
         if fmt not in self.item_formats:
-            raise InputError(f"unknown format {fmt!r}: use procedures", field="format")
+            raise InputError(f"unknown format {fmt!r}: use procedures or targets", field="format")
+        if fmt == "targets":
+            return self._import_targets(data)
         metric = str(options.get("score_metric") or DEFAULT_SCORE).strip()
+        label_abstraction = int(options.get("label_abstraction") or 0)
+        if label_abstraction not in (0, 1):
+            raise InputError("label_abstraction must be 0 or 1", field="label_abstraction")
         if metric not in SCORE_METRICS:
             raise InputError(f"score_metric must be one of {', '.join(SCORE_METRICS)}", field="score_metric")
         procs = parse_procedures(data)
@@ -93,9 +165,23 @@ class Hexagons(TaskKind):
             # Procedures of one image: nobody executes two (the second would be drawn from memory).
             category=p.category, cluster=p.image_id, exclusion_group=f"image:{p.image_id}")
             for p in procs]
-        return ImportResult(items=items, kind_settings={"score_metric": metric},
+        settings = {"score_metric": metric, "label_abstraction": label_abstraction}
+        # Set only by verification.make_verification_study (no form or API field reaches it).
+        if isinstance(options.get("verification_of"), int):
+            settings["verification_of"] = options["verification_of"]
+        return ImportResult(items=items, kind_settings=settings,
                             summary={"procedures": len(procs), "steps": sum(len(p.steps) for p in procs),
                                      "gold": len(gold), "all_agreed": len(agreed)})
+
+    def _import_targets(self, data: bytes) -> ImportResult:
+        from app.kinds.hexagons.formats import parse_targets
+
+        targets, skipped = parse_targets(data)
+        items = [target_item(t.id, list(t.board), t.category) for t in targets]
+        return ImportResult(items=items, kind_settings={"mode": "description"},
+                            summary={"targets": len(targets), "procedures_of_a_repeated_image": skipped},
+                            study_defaults={"annotations_per_item": 1, "gold_rate": 0.0,
+                                            "instructions": DESCRIPTION_INSTRUCTIONS})
 
     def import_agent_outputs(self, data: bytes, known_ids: set[str],
                              payloads: dict[str, dict] | None = None) -> dict[str, dict]:
@@ -104,6 +190,9 @@ class Hexagons(TaskKind):
         from app.kinds.hexagons.formats import parse_predictions
 
         payloads = payloads or {}
+        if any(is_description(p) for p in payloads.values()):
+            raise InputError("a description study takes no agent outputs: its items are target images, "
+                             "not procedures", field="file")
         n_steps = {i: len(payloads[i]["instructions"]) for i in known_ids if i in payloads}
         by_index: dict[str, dict[int, dict]] = defaultdict(dict)
         for p in parse_predictions(data, n_steps):
@@ -122,6 +211,8 @@ class Hexagons(TaskKind):
     def extra_leaderboard(self, session, study) -> dict | None:
         from app.kinds.hexagons.leaderboard import section
 
+        if (study.kind_settings or {}).get("mode") == "description":
+            return None
         return section(session, study)
 
     def baselines(self, session, study) -> list[dict]:
@@ -131,6 +222,8 @@ class Hexagons(TaskKind):
         from app.leaderboards import stats
         from app.studies.models import Item
 
+        if (study.kind_settings or {}).get("mode") == "description":
+            return []
         scores, by_cat = [], defaultdict(list)
         for cat, ref in session.execute(select(Item.category, Item.reference).where(
                 Item.study_id == study.id, Item.is_gold.is_(False))):
@@ -167,7 +260,37 @@ class Hexagons(TaskKind):
                         and 2 <= int(p["number_of_drawing_steps"]) <= 3), key=lambda p: int(p["index"]))[:4]
         return {"items": "\n".join(json.dumps(p) for p in short).encode(), "format": "procedures",
                 "settings": {"bundle_size": 2, "gold_rate": 0.0, "annotations_per_item": 2,
-                             "instructions": self.default_instructions}}
+                             "instructions": self.default_instructions},
+                "simulate": lambda session, study, researcher: _demo_description(session, researcher, short)}
+
+
+DEMO_DESCRIPTION = "Demo: Hexagons description"
+
+
+def _demo_description(session, researcher, procedures: list[dict]) -> None:
+    """The demo's description study beside its execution study: the same procedures' final
+    boards as targets, one instructor each, live."""
+    import json
+
+    from sqlalchemy import select
+
+    from app.studies import services
+    from app.studies.models import Study
+
+    if session.scalar(select(Study.id).where(Study.title == DEMO_DESCRIPTION)):
+        return
+    settings = services.StudySettings(title=DEMO_DESCRIPTION, bundle_size=2, gold_rate=0.0, annotations_per_item=1,
+                                      redirect_url="https://app.prolific.com/submissions/complete?cc=DEMO")
+    study = services.create_study(session, researcher, "hexagons", settings,
+                                  "\n".join(json.dumps(p) for p in procedures).encode(), "targets")
+    services.set_state(session, study, "live", researcher)
+
+
+def target_item(target_id: str, board: list[int], category: str = "") -> ItemSpec:
+    """A description study's item: one target image."""
+    return ItemSpec(external_id=target_id, payload={"target": board, "initial": list(BLANK)},
+                    reference={"image_id": target_id, "category": category}, category=category,
+                    cluster=target_id)
 
 
 KIND = Hexagons()

@@ -3,7 +3,10 @@ the paint actions that made it, from a person's page or an agent's predictions, 
 metrics against the instructor's gold boards.
 
 Response: {"steps": [{"board": [180 codes], "actions": [[tile, colour, ms], ...],
-"previous": [180 codes] (optional)}, ...], "on": "own" | "gold"}, one step per instruction.
+"previous": [180 codes] (optional)}, ...], "on": "own" | "gold", "labels": [{"level": 0-3 |
+null, "mechanisms": [...]}, ...] (optional)}, one step (and label) per instruction. Labels are
+the executor's abstraction labels of each instruction, in studies with `label_abstraction`
+(abstraction.py).
 `ms` is the time since the step was shown. A step's board must be the board it was executed on
 with its actions applied in order (checked when actions are given).
 
@@ -23,6 +26,7 @@ from pydantic import BaseModel, Field, ValidationError
 from app import jsonsafe
 from app.errors import InputError
 from app.kinds.hexagons import metrics
+from app.kinds.hexagons.abstraction import StepLabel
 from app.kinds.hexagons.board import COLOURS, TILES
 from app.kinds.hexagons.formats import MAX_STEPS
 
@@ -45,6 +49,7 @@ class ExecutedStep(BaseModel):
 class Execution(BaseModel):
     steps: Annotated[list[ExecutedStep], Field(min_length=1, max_length=MAX_STEPS)]
     on: Literal["own", "gold"] = "own"
+    labels: Annotated[list[StepLabel], Field(max_length=MAX_STEPS)] | None = None
 
 
 def _field(loc: tuple) -> str:
@@ -55,11 +60,12 @@ def parse_execution(data: dict, payload: dict | None = None) -> dict:
     """Validate a response (the page sends `steps` as a JSON string); with the item's payload,
     one step per instruction and every board reached by its actions."""
     data = dict(data)
-    if isinstance(data.get("steps"), str):
-        try:
-            data["steps"] = jsonsafe.loads(data["steps"])
-        except json.JSONDecodeError:
-            raise InputError("steps is not valid JSON", field="steps") from None
+    for name in ("steps", "labels"):
+        if isinstance(data.get(name), str):
+            try:
+                data[name] = jsonsafe.loads(data[name]) if data[name] or name == "steps" else None
+            except json.JSONDecodeError:
+                raise InputError(f"{name} is not valid JSON", field=name) from None
     try:
         parsed = Execution.model_validate(data).model_dump()
     except ValidationError as exc:
@@ -70,6 +76,10 @@ def parse_execution(data: dict, payload: dict | None = None) -> dict:
         s["actions"] = [[t, c, round(ms)] for t, c, ms in s["actions"]]
         if s["previous"] is None:
             del s["previous"]
+    if parsed["labels"] is None:
+        del parsed["labels"]
+    elif len(parsed["labels"]) != len(steps):
+        raise InputError(f"{len(parsed['labels'])} labels for {len(steps)} steps: one per step", field="labels")
     if payload is not None:
         wanted = len(payload["instructions"])
         if len(steps) != wanted:

@@ -242,3 +242,50 @@ def parse_predictions(data: bytes | str, n_steps: dict[str, int]) -> list[Predic
     if not out:
         raise InputError("the file holds no predictions")
     return out
+
+
+# ---- targets: the images a description study's instructors describe --------------------------
+
+@dataclass(frozen=True)
+class Target:
+    id: str
+    board: Board
+    category: str
+    line: int
+
+
+def parse_targets(data: bytes | str) -> tuple[list[Target], int]:
+    """Target images, one a line: {"id": str, "board": [180 codes], "category": str (optional)},
+    or a released procedure, whose final board is the target (id: its image_id; a later
+    procedure of an image already read is skipped, since its instructor drew the same image).
+    Returns the targets in file order and how many procedures were skipped so. A blank board,
+    or a target id given twice, is refused."""
+    out: list[Target] = []
+    seen: dict[str, int] = {}
+    skipped = 0
+    for n, obj in jsonl_objects(data):
+        if "drawing_procedure" in obj:
+            p = parse_procedure(obj, n)
+            if p.image_id in seen:
+                skipped += 1
+                continue
+            target = Target(id=p.image_id, board=p.steps[-1].board, category=p.category, line=n)
+            where = f"drawing_procedure.{len(p.steps)}.board"
+        else:
+            for name in ("id", "board"):
+                if name not in obj:
+                    raise InputError("is missing", line=n, field=name)
+            category = obj.get("category")
+            target = Target(id=_text(obj["id"], n, "id"), board=parse_board(obj["board"], n, "board"), line=n,
+                            category="" if category in (None, "") else _text(category, n, "category",
+                                                                             MAX_CATEGORY_LENGTH))
+            if target.id in seen:
+                raise InputError(f"target {target.id} is already on line {seen[target.id]}", line=n, field="id")
+            where = "board"
+        if not any(target.board):
+            raise InputError("the target board is blank: there is nothing to describe", line=n, field=where)
+        seen[target.id] = n
+        out.append(target)
+    if not out:
+        raise InputError("the file holds no targets")
+    return out, skipped

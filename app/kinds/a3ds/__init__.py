@@ -1,0 +1,186 @@
+"""A3DS reference game (Tsvilodub & Franke 2023): a speaker captions the target of two 3DShapes
+scenes; a person picks the scene the caption means. Listener accuracy per captioner comes from
+the people; the pragmatic metrics (metrics.py) from the scenes' features.
+
+One item per captioned pair: the payload holds the two scene ids in the order the worker sees
+them (random per item, recorded) and the caption; the reference which of the two is the
+target, the captioner and the caption's metrics. Studies come from a design (which pairs,
+which built-in speakers: formats.parse_design) or from imported captions (JSONL)."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel
+
+from app.errors import InputError
+from app.kinds.base import ImportResult, ItemSpec, TaskKind
+
+CAPTIONS_LINE = '{"target": id, "distractor": id, "caption": str, "captioner": optional, "id": optional}'
+
+
+class Pick(BaseModel):
+    # "1" or "2": the scene shown first (left) or second (right); "none": the worker can't tell.
+    choice: Literal["1", "2", "none"]
+
+
+def _stable_rank(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def is_clear(metrics: dict) -> bool:
+    """A caption that names a contrastive feature in words that fit only the target and says
+    nothing false: a listener who reads it can only pick the target (gold)."""
+    return metrics["c"] >= 1 and not metrics["false"] and not metrics["ambiguous"] and not metrics["unparsed"]
+
+
+class ReferenceGame(TaskKind):
+    name: ClassVar[str] = "a3ds"
+    title: ClassVar[str] = "A3DS reference game (pick the captioned picture)"
+    item_template: ClassVar[str] = "kinds/a3ds/item.html"
+    Response = Pick
+    category_label: ClassVar[str] = "z (features that differ)"
+    item_noun: ClassVar[str] = "Picture pair"
+    keyboard_hint: ClassVar[str] = "1 or Left arrow: the left picture, 2 or Right arrow: the right one, Enter: next."
+    item_formats: ClassVar[tuple[str, ...]] = ("design", "captions")
+    position: ClassVar[int] = 50
+    format_labels: ClassVar[dict[str, str]] = {
+        "design": 'Study design (JSON: {"pairs": {"random": n, "z": {"1": n, ..., "6": n}, "named": '
+                  '[{"features": [...], "count": n}]}, "speakers": ["literal", "short", "contrastive", '
+                  '"minimal"], "seed": 0, "gold": n})',
+        "captions": f"Captions to judge (JSONL, one pair a line: {CAPTIONS_LINE})"}
+    # gold_count: imported captions that name a contrastive feature clearly serve as gold (a
+    # design's "gold" adds pairs of its own); cant_tell 1: the worker may answer "can't tell".
+    option_fields: ClassVar[dict[str, tuple]] = {"gold_count": ("int", 0, 10000), "cant_tell": ("int", 0, 1)}
+    default_instructions: ClassVar[str] = (
+        "Read the caption and pick the picture it describes: click it, or press 1 or the left arrow for the "
+        "left one, 2 or the right arrow for the right one; Enter goes on.")
+    outputs_label: ClassVar[str] = 'A listener\'s picks (JSONL: {"item": id, "choice": "1"|"2"})'
+
+    def cli(self):
+        from app.kinds.a3ds.cli import refgame
+
+        return refgame
+
+    def routers(self) -> list:
+        from app.kinds.a3ds.views import router
+
+        return [router]
+
+    def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
+        out = super().parse_response(data, payload, settings)
+        if out["choice"] == "none" and payload is not None and not payload.get("cant_tell"):
+            raise InputError("this study asks you to pick one of the two pictures", field="choice")
+        return out
+
+    def public_payload(self, payload: dict) -> dict:
+        return {"scenes": payload["scenes"], "caption": payload["caption"],
+                "cant_tell": bool(payload.get("cant_tell"))}
+
+    def score(self, payload, reference, response):
+        if not reference:
+            return None
+        # "Can't tell" did not find the target: it counts as a miss.
+        return 1.0 if response.get("choice") == str(reference["target"]) else 0.0
+
+    def import_items(self, data: bytes, fmt: str, options: dict) -> ImportResult:
+        from app.kinds.a3ds.formats import parse_design, parse_pairs
+        from app.kinds.a3ds.metrics import score_mentions
+        from app.kinds.a3ds.captions import parse
+        from app.kinds.a3ds.speakers import speak, telling_features
+        from app.kinds.a3ds.scenes import pair_differing_in, FEATURES
+
+        cant_tell = bool(int(options.get("cant_tell", 1)))
+        if fmt == "design":
+            pairs, seed, n_gold = parse_design(data)
+            gold_pairs = []
+            rng = random.Random(seed + 1)
+            for k in range(n_gold):
+                # Gold: one feature that tells them apart, named and nothing else.
+                z = rng.randint(1, 6)
+                pair = pair_differing_in(rng, rng.sample(FEATURES, z))
+                while not telling_features(pair):
+                    pair = pair_differing_in(rng, rng.sample(FEATURES, z))
+                gold_pairs.append((f"gold-{k}", pair, speak("minimal", pair, seed)))
+        elif fmt == "captions":
+            pairs, seed = parse_pairs(data), 0
+            gold_pairs = []
+        else:
+            raise InputError(f"unknown format {fmt!r}: use design or captions", field="format")
+        items, by_captioner = [], {}
+        scored = [(p, score_mentions(p.pair, parse(p.caption)).stored()) for p in pairs]
+        gold_ids: set[str] = set()
+        if fmt == "captions":
+            n_gold = int(options.get("gold_count", 0) or 0)
+            clear = sorted((p.id for p, m in scored if is_clear(m)), key=_stable_rank)
+            gold_ids = set(clear[:n_gold])
+        for p, m in scored:
+            by_captioner[p.captioner] = by_captioner.get(p.captioner, 0) + 1
+            items.append(self._item(p.id, p.pair, p.caption, p.captioner, p.design, m, seed, cant_tell,
+                                    gold=p.id in gold_ids))
+        for ident, pair, caption in gold_pairs:
+            m = score_mentions(pair, parse(caption)).stored()
+            items.append(self._item(ident, pair, caption, "gold", "gold", m, seed, cant_tell, gold=True))
+        return ImportResult(items=items, kind_settings={"seed": seed, "cant_tell": cant_tell},
+                            summary={"pairs": len(pairs), "gold": sum(i.is_gold for i in items),
+                                     "captioners": by_captioner,
+                                     "by_z": {z: sum(i.category == str(z) for i in items) for z in range(1, 7)}})
+
+    @staticmethod
+    def _item(ident, pair, caption, captioner, design, metrics, seed, cant_tell, gold) -> ItemSpec:
+        # The order on screen: random per item, fixed by the seed and the item, and recorded.
+        flip = int(_stable_rank(f"{seed}|{ident}|order")[:8], 16) % 2 == 1
+        scenes = [pair.distractor, pair.target] if flip else [pair.target, pair.distractor]
+        a, b = sorted((pair.target, pair.distractor))
+        return ItemSpec(
+            external_id=ident,
+            payload={"scenes": scenes, "caption": caption, "cant_tell": cant_tell},
+            reference={"target": 2 if flip else 1, "target_id": pair.target, "distractor_id": pair.distractor,
+                       "captioner": captioner, "design": design, "metrics": metrics},
+            is_gold=gold, source="gold" if gold else "agent",
+            # One worker never sees one pair twice (the second caption would be read knowing
+            # the first pair's answer).
+            category=str(pair.z), cluster=f"{pair.target}-{pair.distractor}", exclusion_group=f"pair:{a}-{b}")
+
+    def import_agent_outputs(self, data: bytes, known_ids: set[str],
+                             payloads: dict[str, dict] | None = None) -> dict[str, dict]:
+        """A model listener's picks: JSONL {"item": external id, "choice": "1" | "2"}."""
+        from app.textfiles import jsonl_objects
+
+        out = {}
+        for line, obj in jsonl_objects(data):
+            item = str(obj.get("item", ""))
+            if item not in known_ids:
+                raise InputError(f"no item {item!r} in this study", line=line, field="item")
+            if obj.get("choice") not in ("1", "2", 1, 2):
+                raise InputError("choice is 1 or 2", line=line, field="choice")
+            out[item] = {"choice": str(obj["choice"])}
+        return out
+
+    def auto_review(self, gold, settings=None) -> tuple[str | None, str]:
+        """Approve a worker who picked the target on every gold pair (at least two); a miss is
+        left to an admin, flagged."""
+        answered = [g for g in gold if g.score is not None]
+        if len(answered) >= 2 and all(g.score == 1.0 for g in answered):
+            return "approved", f"picked the target on all {len(answered)} gold pairs"
+        misses = sum(g.score == 0.0 for g in answered)
+        return None, f"missed {misses} of {len(answered)} gold pairs" if misses else ""
+
+    def extra_leaderboard(self, session, study) -> dict | None:
+        from app.kinds.a3ds.leaderboard import section
+
+        return section(session, study)
+
+    def demo(self) -> dict:
+        import json
+
+        design = {"pairs": {"z": {"1": 2, "2": 2, "3": 1, "6": 1}}, "speakers": ["literal", "short", "contrastive"],
+                  "seed": 1, "gold": 2}
+        return {"items": json.dumps(design).encode(), "format": "design",
+                "settings": {"bundle_size": 6, "gold_rate": 0.2, "annotations_per_item": 2,
+                             "instructions": self.default_instructions}}
+
+
+KIND = ReferenceGame()

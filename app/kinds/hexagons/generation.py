@@ -1,0 +1,126 @@
+"""Generation runs of Hexagons executors: an uploaded executor's boards for a study's
+procedures become an agent's outputs on the study, scored on the leaderboard like imported
+predictions (docs/kinds/hexagons.md, "Executors").
+
+A run is a core Job (`hexagons.generate`, queue "models"; its params say what it runs): no table
+of its own. The web side checks the request and stores the job; workers/hexagons/generate.py
+does the work. No torch here.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app import jobs
+from app.agents.models import Agent, AgentArtifact, AgentOutput
+from app.auth.models import User
+from app.errors import InputError
+from app.params import MAX_ID
+from app.studies.models import Item, Study
+
+KIND_NAME = "hexagons"
+TASK = f"{KIND_NAME}.generate"
+# The board each step is executed on: the gold one before it (the paper's oracle board-state)
+# or the executor's own (predicted board-state).
+ONS = ("gold", "own")
+MAX_BATCH = 512
+DEFAULT_BATCH = 32
+
+
+class NotFound(LookupError):
+    """Not among the caller's (404: another researcher's runs are not revealed to exist)."""
+
+
+def _id(value: object, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"{field} must be an id (an integer)", field=field)
+    return value
+
+
+def _artifact(session: Session, user: User, artifact_id: object) -> AgentArtifact:
+    artifact_id = _id(artifact_id, "artifact_id")
+    # Past the ids' range the database would fail on it (a 500), not find nothing.
+    art = session.get(AgentArtifact, artifact_id) if 1 <= artifact_id <= MAX_ID else None
+    agent = session.get(Agent, art.agent_id) if art else None
+    if art is None or (user.role != "admin" and agent.owner_id != user.id):
+        raise InputError(f"no artifact {artifact_id} among yours", field="artifact_id")
+    if agent.kind != KIND_NAME or art.role != "executor":
+        raise InputError(f"artifact {artifact_id} is a {agent.kind} {art.role}, not a Hexagons executor",
+                         field="artifact_id")
+    if art.state != "valid":
+        raise InputError(f"artifact {artifact_id} is {art.state}: only validated artifacts can run",
+                         field="artifact_id")
+    return art
+
+
+def _agent(session: Session, user: User, agent_id: object) -> Agent:
+    agent_id = _id(agent_id, "agent_id")
+    agent = session.get(Agent, agent_id) if 1 <= agent_id <= MAX_ID else None
+    if agent is None or (user.role != "admin" and agent.owner_id != user.id):
+        raise InputError(f"no agent {agent_id} among yours", field="agent_id")
+    if agent.kind != KIND_NAME:
+        raise InputError(f"agent {agent_id} is a {agent.kind} agent, not a Hexagons one", field="agent_id")
+    return agent
+
+
+def create_run(session: Session, study: Study, user: User, *, artifact_id: object, agent_id: object = None,
+               on: object = "gold", batch_size: object = DEFAULT_BATCH) -> jobs.Job:
+    """Check everything and add the job to the session (flushed, not committed): the caller
+    submits it (jobs.submit). The outputs go to `agent_id`, by default the artifact's agent; a
+    run replaces that agent's outputs on the study."""
+    if study.kind != KIND_NAME:
+        raise InputError("executor runs are for Hexagons studies", field="study")
+    art = _artifact(session, user, artifact_id)
+    agent = _agent(session, user, art.agent_id if agent_id is None else agent_id)
+    if on not in ONS:
+        raise InputError("on must be gold (each step from the gold board before it) or own (from the "
+                         "executor's own previous board)", field="on")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
+        raise InputError(f"batch_size must be an integer from 1 to {MAX_BATCH}", field="batch_size")
+    n = session.scalar(select(func.count()).select_from(Item).where(Item.study_id == study.id,
+                                                                    Item.is_gold.is_(False)))
+    if not n:
+        raise InputError("the study has no procedures to execute (gold ones are not executed)", field="study")
+    return jobs.create_job(session, TASK, study_id=study.id, owner_id=user.id, artifact_id=art.id,
+                           agent_id=agent.id, on=on, batch_size=batch_size)
+
+
+def get_run(session: Session, user: User, job_id: int) -> jobs.Job:
+    job = session.get(jobs.Job, job_id)
+    study = session.get(Study, job.study_id) if job is not None and job.study_id else None
+    if job is None or job.task != TASK or study is None or (user.role != "admin" and study.owner_id != user.id):
+        raise NotFound("no such executor run among yours")
+    return job
+
+
+def runs_of(session: Session, study: Study) -> list[jobs.Job]:
+    return list(session.scalars(select(jobs.Job).where(jobs.Job.study_id == study.id, jobs.Job.task == TASK)
+                                .order_by(jobs.Job.id.desc())))
+
+
+def summary(session: Session, job: jobs.Job) -> dict:
+    p = job.params or {}
+    agent = session.get(Agent, p.get("agent_id")) if p.get("agent_id") else None
+    art = session.get(AgentArtifact, p.get("artifact_id")) if p.get("artifact_id") else None
+    outputs = session.scalar(select(func.count(AgentOutput.id)).where(
+        AgentOutput.study_id == job.study_id, AgentOutput.agent_id == p.get("agent_id"))) if agent else 0
+    return {"id": job.id, "study_id": job.study_id, "state": job.state, "done": job.done, "total": job.total,
+            "log": job.log, "on": p.get("on"), "batch_size": p.get("batch_size"),
+            "artifact_id": p.get("artifact_id"), "artifact": f"v{art.version} ({art.format})" if art else None,
+            "agent_id": p.get("agent_id"), "agent": f"{agent.name} v{agent.version}" if agent else None,
+            "outputs": outputs, "result": job.result or {}}
+
+
+def study_context(session: Session, study: Study) -> dict:
+    """The study page's section (generation.html): the runs, and what the owner can start one with."""
+    arts = session.execute(
+        select(AgentArtifact, Agent).join(Agent, Agent.id == AgentArtifact.agent_id)
+        .where(Agent.owner_id == study.owner_id, Agent.kind == KIND_NAME, AgentArtifact.role == "executor",
+               AgentArtifact.state == "valid").order_by(Agent.name, AgentArtifact.version.desc())).all()
+    agents = session.scalars(select(Agent).where(Agent.owner_id == study.owner_id, Agent.kind == KIND_NAME)
+                             .order_by(Agent.name, Agent.version)).all()
+    return {"executor_runs": [summary(session, j) for j in runs_of(session, study)],
+            "executors": [{"id": a.id, "label": f"{g.name} v{g.version}, model v{a.version} ({a.format})"}
+                          for a, g in arts],
+            "executor_agents": [{"id": g.id, "label": f"{g.name} v{g.version}"} for g in agents]}

@@ -1,0 +1,424 @@
+"""Pages and API of the Hexagons kind.
+
+Description and verification: researchers and admins, each on their own studies (another's is
+404). Consolidation (consolidation.py, abstraction.py): admins only. The queue of steps where an
+executor disagreed with the instructor; one step's boards side by side with a form to
+classify the error, fix the gold board and label the step's abstraction. Executor runs
+(generation.py): researchers and admins, on their own studies."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Form, HTTPException, Request, Response
+from fastapi.responses import RedirectResponse
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app import jobs
+from app.auth.deps import db, managed_study, require, verify_csrf
+from app.auth.models import User
+from app.errors import InputError
+from app.kinds.hexagons import generation
+from app.params import BodyId, Id
+from app.studies.models import Item, Study
+from app.web import flash, render
+
+KIND_NAME = "hexagons"
+# The pages' routes stay out of the API's documentation; the /api/v1 routes are in it.
+router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
+api = APIRouter(prefix="/api/v1/hexagons", tags=["hexagons"], dependencies=[Depends(verify_csrf)])
+researcher = require("researcher", "admin")
+
+
+def _hex_study(session: Session, study_id: int, user: User) -> Study:
+    study = managed_study(session, study_id, user, "No such study among yours.")
+    if study.kind != KIND_NAME:
+        raise HTTPException(404, "not a Hexagons study")
+    return study
+
+
+# ---- description and verification studies (description.py, verification.py) -------------------
+
+Colour = Annotated[int, Field(ge=0, le=7)]
+
+
+class TargetIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(min_length=1, max_length=200)
+    board: list[Colour] = Field(min_length=180, max_length=180)
+    category: str = Field("", max_length=64)
+
+
+class VerificationIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: str = Field("", max_length=255)
+
+
+def _execution_study(session: Session, study_id: int, user: User) -> Study:
+    from app.kinds.hexagons.verification import mode
+
+    study = _hex_study(session, study_id, user)
+    if mode(study) != "execution":
+        raise InputError("a description study has no verifiers: verify its procedures first", field="study")
+    return study
+
+
+@api.post("/studies/{study_id}/targets", status_code=201)
+def add_target(study_id: Id, body: TargetIn, session: Session = Depends(db),
+               user: User = Depends(researcher)) -> dict:
+    """Add a target image (a board of 180 colour codes) to a draft description study."""
+    from app.kinds.hexagons.description import add_target as add
+
+    study = _hex_study(session, study_id, user)
+    item = add(session, study, user, body.id, body.board, body.category)
+    total = session.scalar(select(func.count()).select_from(Item).where(Item.study_id == study.id))
+    return {"item": item, "id": body.id.strip(), "targets": total}
+
+
+@api.post("/studies/{study_id}/verification", status_code=201)
+def start_verification(study_id: Id, body: VerificationIn | None = None, session: Session = Depends(db),
+                       user: User = Depends(researcher)) -> dict:
+    """Send the description study's procedures not yet verified to a new draft execution study
+    with two verifiers per procedure, who never see the image."""
+    from app.kinds.hexagons.verification import make_verification_study
+
+    study = _hex_study(session, study_id, user)
+    new = make_verification_study(session, study, session.merge(user), body.title if body else "")
+    n = session.scalar(select(func.count()).select_from(Item).where(Item.study_id == new.id))
+    return {"study": new.id, "slug": new.slug, "procedures": n, "state": new.state}
+
+
+@api.get("/studies/{study_id}/verification")
+def verification_report(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+    """Per procedure and step: the agreement tag (A, V1, V2, VV, F) and the (I-V1, I-V2, V1-V2)
+    board-based F1 scores, once two verifiers answered (null before)."""
+    from app.kinds.hexagons.verification import report
+
+    return report(session, _execution_study(session, study_id, user))
+
+
+@api.get("/studies/{study_id}/verification.jsonl", response_class=Response,
+         responses={200: {"content": {"application/x-ndjson": {}}}})
+def verification_export(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
+    """The procedures in the released Hexagons JSONL, with agreement tags and scores where two
+    verifiers answered ("None" where not yet): `proctor hex score --gold` reads it."""
+    from app.kinds.hexagons.verification import export_jsonl
+
+    study = _execution_study(session, study_id, user)
+    return Response(export_jsonl(session, study), media_type="application/x-ndjson",
+                    headers={"Content-Disposition": f'attachment; filename="{study.slug}-procedures.jsonl"'})
+
+
+def _targets_page(request: Request, study: Study, session: Session, status_code: int = 200, **ctx):
+    n = session.scalar(select(func.count()).select_from(Item).where(Item.study_id == study.id))
+    return render(request, "kinds/hexagons/description_targets.html", status_code=status_code, study=study,
+                  targets=n, **ctx)
+
+
+@router.get("/hexagons/studies/{study_id}/targets")
+def targets_page(request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
+    return _targets_page(request, _hex_study(session, study_id, user), session)
+
+
+@router.post("/hexagons/studies/{study_id}/targets")
+def add_target_page(request: Request, study_id: Id, target_id: str = Form(""), board: str = Form(""),
+                    category: str = Form(""), session: Session = Depends(db), user: User = Depends(researcher)):
+    import json
+
+    from app import jsonsafe
+    from app.kinds.hexagons.description import add_target as add
+
+    study = _hex_study(session, study_id, user)
+    try:
+        try:
+            cells = jsonsafe.loads(board) if board.strip() else None
+        except json.JSONDecodeError:
+            raise InputError("the board is not valid JSON", field="board") from None
+        add(session, study, user, target_id, cells, category)
+    except InputError as exc:
+        session.rollback()
+        return _targets_page(request, study, session, status_code=422, error=str(exc),
+                             form={"target_id": target_id, "board": board, "category": category})
+    flash(request, f"Target {target_id.strip()!r} added.")
+    return RedirectResponse(f"/hexagons/studies/{study.id}/targets", status_code=303)
+
+
+@router.post("/hexagons/studies/{study_id}/verification")
+def start_verification_page(request: Request, study_id: Id, title: str = Form(""), session: Session = Depends(db),
+                            user: User = Depends(researcher)):
+    from app.kinds.hexagons.verification import make_verification_study
+
+    study = _hex_study(session, study_id, user)
+    new = make_verification_study(session, study, session.merge(user), title)
+    flash(request, "Verification study created with the procedures: launch it when ready.")
+    return RedirectResponse(f"/studies/{new.id}", status_code=303)
+
+
+@router.get("/hexagons/studies/{study_id}/verification")
+def verification_page(request: Request, study_id: Id, session: Session = Depends(db),
+                      user: User = Depends(researcher)):
+    from app.kinds.hexagons.verification import report
+
+    study = _execution_study(session, study_id, user)
+    return render(request, "kinds/hexagons/verification.html", study=study, report=report(session, study))
+
+
+# --- consolidation: admins classify disagreements, fix gold, label abstraction ----------------
+
+admin_only = require("admin")
+
+
+class LabelIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    level: int | None = None
+    mechanisms: list[str] = Field(default=[], max_length=16)
+
+
+class DecisionIn(BaseModel):
+    """Any of: a decision (error_class, note, board: the fixed gold board or null; a null
+    error class clears the decision), an abstraction label, or adopt_majority."""
+    model_config = ConfigDict(extra="forbid")
+    error_class: str | None = Field(default=None, max_length=32)
+    note: str = Field(default="", max_length=2000)
+    board: list[int] | None = Field(default=None, max_length=180)
+    abstraction: LabelIn | None = None
+    adopt_majority: bool = False
+
+
+def _guides() -> dict:
+    from app.kinds.hexagons.abstraction import LEVELS, MECHANISMS
+    from app.kinds.hexagons.consolidation import ERROR_CLASSES
+
+    return {"error_classes": ERROR_CLASSES, "levels": LEVELS, "mechanisms": MECHANISMS}
+
+
+def _step(session: Session, user: User, study_id: int, item_id: int, step: int):
+    from app.kinds.hexagons.consolidation import NotFound, step_view
+
+    study = _hex_study(session, study_id, user)
+    try:
+        return study, step_view(session, study, item_id, step)
+    except NotFound as exc:
+        raise HTTPException(404, str(exc)) from None
+
+
+@api.get("/studies/{study_id}/consolidation")
+def consolidation_queue(study_id: Id, session: Session = Depends(db), user: User = Depends(admin_only)) -> dict:
+    """The steps an executor disagreed on (disputed first, decided last), with the error
+    classes, abstraction levels and mechanisms to label them with."""
+    from app.kinds.hexagons.consolidation import queue
+
+    study = _hex_study(session, study_id, user)
+    g = _guides()
+    return {"error_classes": g["error_classes"], "levels": {k: n for k, (n, _) in g["levels"].items()},
+            "mechanisms": list(g["mechanisms"]), "steps": queue(session, study)}
+
+
+@api.get("/studies/{study_id}/consolidation/{item_id}/{step}")
+def consolidation_step(study_id: Id, item_id: Id, step: Id, session: Session = Depends(db),
+                       user: User = Depends(admin_only)) -> dict:
+    """One step: the instruction, the boards before and after (instructor, each executor, with
+    the tiles that differ), the gold board, the decision and the abstraction labels."""
+    return _step(session, user, study_id, item_id, step)[1]
+
+
+@api.put("/studies/{study_id}/consolidation/{item_id}/{step}")
+def decide_step(study_id: Id, item_id: Id, step: Id, body: DecisionIn, session: Session = Depends(db),
+                user: User = Depends(admin_only)) -> dict:
+    """Decide a step ({"error_class", "note", "board"}), label its abstraction ({"abstraction":
+    {"level", "mechanisms"}} or {"adopt_majority": true}), or both; audited."""
+    from app.kinds.hexagons import consolidation
+
+    study = _hex_study(session, study_id, user)
+    sent = body.model_fields_set
+    labelled = "abstraction" in sent or body.adopt_majority
+    if "error_class" not in sent and not labelled:
+        raise InputError("send an error_class, an abstraction label or adopt_majority", field="error_class")
+    out: dict = {}
+    try:  # both or neither: one commit
+        if "error_class" in sent:
+            out.update(consolidation.decide(session, study, item_id, step, body.error_class, body.note,
+                                            body.board, user, commit=False))
+        if labelled:
+            value = body.abstraction.model_dump() if body.abstraction else None
+            out.update(consolidation.label(session, study, item_id, step, value, user,
+                                           adopt=body.adopt_majority, commit=False))
+    except consolidation.NotFound as exc:
+        session.rollback()
+        raise HTTPException(404, str(exc)) from None
+    except InputError:
+        session.rollback()
+        raise
+    session.commit()
+    return out
+
+
+@router.get("/hexagons/studies/{study_id}/consolidation")
+def consolidation_page(request: Request, study_id: Id, session: Session = Depends(db),
+                       user: User = Depends(admin_only)):
+    from app.kinds.hexagons.consolidation import queue
+
+    study = _hex_study(session, study_id, user)
+    return render(request, "kinds/hexagons/consolidation.html", user=user, study=study,
+                  rows=queue(session, study), **_guides())
+
+
+@router.get("/hexagons/studies/{study_id}/consolidation/{item_id}/{step}")
+def consolidation_step_page(request: Request, study_id: Id, item_id: Id, step: Id, session: Session = Depends(db),
+                            user: User = Depends(admin_only)):
+    from app.kinds.hexagons.board import layout
+
+    study, view = _step(session, user, study_id, item_id, step)
+    return render(request, "kinds/hexagons/consolidation_step.html", user=user, study=study, view=view,
+                  layout=layout(), **_guides())
+
+
+def _back(request: Request, url: str, message: str, level: str = "ok") -> RedirectResponse:
+    flash(request, message, level)
+    return RedirectResponse(url, status_code=303)
+
+
+@router.post("/hexagons/studies/{study_id}/consolidation/{item_id}/{step}")
+def decide_step_page(request: Request, study_id: Id, item_id: Id, step: Id, error_class: str = Form(""),
+                     note: str = Form(""), board: str = Form(""), session: Session = Depends(db),
+                     user: User = Depends(admin_only)):
+    """The step page's decision form: `board` is the fixed gold board as JSON (blank: none)."""
+    from app.kinds.hexagons import consolidation
+
+    study = _hex_study(session, study_id, user)
+    url = f"/hexagons/studies/{study_id}/consolidation/{item_id}/{step}"
+    try:
+        try:
+            fixed = json.loads(board) if board.strip() else None
+        except ValueError:
+            raise InputError("board is not valid JSON", field="board") from None
+        out = consolidation.decide(session, study, item_id, step, error_class or None, note, fixed, user)
+    except consolidation.NotFound as exc:
+        raise HTTPException(404, str(exc)) from None
+    except InputError as exc:
+        return _back(request, url, f"Not saved: {exc}", "error")
+    said = out["error_class"] or "decision cleared"
+    if out["rescored"]:
+        said += f"; gold board changed, {out['rescored']} executions re-scored"
+    return _back(request, url, f"Step {step}: {said}.")
+
+
+@router.post("/hexagons/studies/{study_id}/consolidation/{item_id}/{step}/abstraction")
+def label_step_page(request: Request, study_id: Id, item_id: Id, step: Id, level: str = Form(""),
+                    mechanisms: list[str] = Form([]), adopt: str = Form(""), session: Session = Depends(db),
+                    user: User = Depends(admin_only)):
+    """The step page's abstraction form: a level and mechanisms by hand, or (button `adopt`)
+    the executors' majority."""
+    from app.kinds.hexagons import consolidation
+
+    study = _hex_study(session, study_id, user)
+    url = f"/hexagons/studies/{study_id}/consolidation/{item_id}/{step}"
+    try:
+        if level.strip() and not level.strip().isdigit():
+            raise InputError("level must be 0, 1, 2 or 3", field="level")
+        value = {"level": int(level) if level.strip() else None, "mechanisms": mechanisms}
+        out = consolidation.label(session, study, item_id, step, value, user, adopt=bool(adopt))
+    except consolidation.NotFound as exc:
+        raise HTTPException(404, str(exc)) from None
+    except InputError as exc:
+        return _back(request, url, f"Not saved: {exc}", "error")
+    lv = out["abstraction"]["level"]
+    return _back(request, url, f"Step {step}: abstraction level {'none' if lv is None else lv}"
+                 + (" (the executors' majority)" if adopt else "") + ".")
+
+
+# ---- executor runs (issue 12 C): an executor's boards for a study's procedures ----------------
+
+class GenerationIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    artifact_id: BodyId | None = None
+    agent_id: BodyId | None = None
+    on: str = "gold"
+    batch_size: int = Field(generation.DEFAULT_BATCH, ge=1, le=generation.MAX_BATCH)
+
+
+def _start(session: Session, study, user: User, artifact_id, agent_id, on, batch_size) -> jobs.Job:
+    if artifact_id is None:
+        raise InputError("artifact_id is required: the executor to run (a valid Hexagons executor artifact)",
+                         field="artifact_id")
+    job = generation.create_run(session, study, session.merge(user), artifact_id=artifact_id, agent_id=agent_id,
+                                on=on, batch_size=batch_size)
+    return jobs.submit(session, job)
+
+
+def _run(session: Session, user: User, job_id: int) -> jobs.Job:
+    try:
+        return generation.get_run(session, user, job_id)
+    except generation.NotFound as exc:
+        raise HTTPException(404, str(exc)) from None
+
+
+@api.post("/studies/{study_id}/generations", status_code=202)
+def start_generation(study_id: Id, body: GenerationIn, session: Session = Depends(db),
+                     user: User = Depends(researcher)) -> dict:
+    """Run an executor artifact over the study's procedures (gold ones excepted), every step from
+    the gold board before it (`on: gold`, the default) or from its own previous board (`on: own`);
+    its boards become the outputs of `agent_id` (default: the artifact's agent), replacing that
+    agent's earlier ones. Follow it with GET .../generations/{job}; cancel with POST .../cancel."""
+    study = managed_study(session, study_id, user)
+    job = _start(session, study, user, body.artifact_id, body.agent_id, body.on, body.batch_size)
+    return generation.summary(session, job)
+
+
+@api.get("/studies/{study_id}/generations")
+def list_generations(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> list:
+    study = managed_study(session, study_id, user)
+    return [generation.summary(session, j) for j in generation.runs_of(session, study)]
+
+
+@api.get("/generations/{job_id}")
+def get_generation(job_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+    return generation.summary(session, _run(session, user, job_id))
+
+
+@api.post("/generations/{job_id}/cancel")
+def cancel_generation(job_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+    """Stop the run before its next chunk of procedures; what it stored stays."""
+    job = _run(session, user, job_id)
+    jobs.cancel(session, job)
+    return generation.summary(session, job)
+
+
+@router.get("/hexagons/studies/{study_id}/generations")
+def generations_section(request: Request, study_id: Id, session: Session = Depends(db),
+                        user: User = Depends(researcher)):
+    """The study page's section alone (htmx polls it while a run goes)."""
+    study = managed_study(session, study_id, user, "No such study among yours.")
+    return render(request, "kinds/hexagons/generation.html", study=study,
+                  **generation.study_context(session, study))
+
+
+def _form_int(text: str, field: str) -> int | None:
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise InputError(f"{field} must be an integer", field=field) from None
+
+
+@router.post("/hexagons/studies/{study_id}/generations")
+def start_generation_page(request: Request, study_id: Id, artifact_id: str = Form(""), agent_id: str = Form(""),
+                          on: str = Form("gold"), batch_size: str = Form(""), session: Session = Depends(db),
+                          user: User = Depends(researcher)):
+    study = managed_study(session, study_id, user, "No such study among yours.")
+    back = f"/studies/{study.id}#executor-runs"
+    try:
+        job = _start(session, study, user, _form_int(artifact_id, "artifact_id"), _form_int(agent_id, "agent_id"),
+                     on, _form_int(batch_size, "batch_size") or generation.DEFAULT_BATCH)
+    except InputError as exc:
+        flash(request, f"Not started: {exc}", "error")
+    else:
+        flash(request, f"Executor run {job.id} queued.")
+    return RedirectResponse(back, status_code=303)
+
+# ---- end of executor runs ---------------------------------------------------------------------

@@ -1,0 +1,121 @@
+"""A Hexagons description and its verification in a real browser: an instructor sees the target,
+writes two steps and paints each on their own board (the alignment) and sends; the researcher
+sends the procedure to verification and launches it; two verifiers, who never see the image,
+execute it (the second paints step 2 in the wrong colour); the agreement page tags step 1 A
+and step 2 V1."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from playwright.sync_api import expect
+from sqlalchemy import select
+
+from tests.conftest import make_user
+
+pytestmark = pytest.mark.browser
+PASSWORD = "pw-" + "x" * 8
+TARGET = [4, 5, 3] + [0] * 177
+
+
+def _enter(page, url: str, pid: str) -> None:
+    page.goto(f"{url}?PROLIFIC_PID={pid}&STUDY_ID=s&SESSION_ID={pid}")
+    expect(page.locator("#consent")).to_be_focused()
+    page.keyboard.press("Enter")
+
+
+def _tile(page, t: int):
+    return page.locator(f"#hex-board polygon.hexboard-tile[data-tile='{t}']")
+
+
+def _paint(page, colour: int, t: int) -> None:
+    page.locator(f"#hex-board .hexboard-swatch[data-colour='{colour}']").click()
+    _tile(page, t).click()
+    expect(_tile(page, t)).to_have_attribute("data-colour", str(colour))
+
+
+def _verify(browser, url: str, pid: str, second_colour: int) -> None:
+    ctx = browser.new_context()
+    page = ctx.new_page()
+    page.set_default_timeout(10000)
+    _enter(page, url, pid)
+    expect(page.locator(".hex-instruction[data-step='0']")).to_have_text("Paint the top-left tile red.")
+    expect(page.locator("#hex-target")).to_have_count(0)  # the image is never shown
+    _paint(page, 4, 0)
+    page.locator("#hex-next").click()
+    expect(page.locator(".hex-instruction[data-step='1']")).to_have_text("Paint the tile right of it blue.")
+    _paint(page, second_colour, 1)
+    page.locator("#submit").click()
+    expect(page.locator("body")).not_to_contain_text("Step 2 of 2")
+    ctx.close()
+
+
+def test_an_instructor_describes_two_verifiers_execute_and_the_tags_come_out(live_server, browser, page):
+    from app.db import get_sessionmaker
+    from app.studies import services
+    from app.studies.models import Annotation, Study
+
+    Session = get_sessionmaker(live_server.db_url)
+    with Session() as s:
+        owner = make_user(s, "researcher")
+        email = owner.email
+        study = services.create_study(
+            s, owner, "hexagons", services.StudySettings(title="Describe", bundle_size=1),
+            json.dumps({"id": "flower", "board": TARGET}).encode(), "targets")
+        services.set_state(s, study, "live", owner)
+        slug, study_id = study.slug, study.id
+
+    # The instructor: the target beside their board; write, paint, add; write, paint, send.
+    page.set_viewport_size({"width": 1280, "height": 900})
+    _enter(page, f"{live_server.url}/s/{slug}", "instructor1")
+    expect(page.locator("#hex-target polygon.hexboard-tile[data-tile='1']")).to_have_attribute("data-colour", "5")
+    expect(page.locator("#hex-diff")).to_have_text("3 tiles differ from the target.")
+    page.locator("#hex-add-step").click()  # no instruction yet: refused on the page
+    expect(page.locator("#hex-message")).to_have_text("Write the step's instruction first.")
+    page.locator("#hex-instruction").fill("Paint the top-left tile red.")
+    _paint(page, 4, 0)
+    page.locator("#hex-add-step").click()
+    expect(page.locator("#hex-written li")).to_have_text(["Paint the top-left tile red."])
+    expect(page.locator("#hex-pos")).to_have_text("2")
+    page.locator("#hex-instruction").fill("Paint the tile right of it blue.")
+    _paint(page, 3, 1)  # a slip, then the right colour
+    _paint(page, 5, 1)
+    expect(page.locator("#hex-diff")).to_have_text("1 tiles differ from the target.")
+    page.locator("#submit").click()
+    expect(page.locator("#hex-instruction")).to_have_count(0)
+
+    with Session() as s:
+        ann = s.scalar(select(Annotation).where(Annotation.study_id == study_id))
+        steps = ann.response["steps"]
+        assert [st["instruction"] for st in steps] == ["Paint the top-left tile red.",
+                                                       "Paint the tile right of it blue."]
+        assert steps[0]["board"] == [4] + [0] * 179 and steps[1]["board"] == [4, 5] + [0] * 178
+        assert [a[:2] for a in steps[1]["actions"]] == [[1, 3], [1, 5]]
+        assert ann.score == pytest.approx(0.8)  # two of the target's three tiles
+
+    # The researcher sends it to verification and launches the new study.
+    page.goto(f"{live_server.url}/login")
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.goto(f"{live_server.url}/studies/{study_id}")
+    expect(page.locator("#hex-description")).to_contain_text("1 procedures written; 1 not yet sent")
+    page.locator("#hex-verify").click()
+    expect(page.locator("#hex-verification")).to_be_visible()
+    page.locator("#state-live").click()
+    expect(page.locator("#study-state")).to_have_text("live")
+    with Session() as s:
+        ver = s.scalar(select(Study).where(Study.title == "Verification: Describe"))
+        ver_id, ver_slug = ver.id, ver.slug
+        assert ver.annotations_per_item == 2
+
+    _verify(browser, f"{live_server.url}/s/{ver_slug}", "verifier1", 5)
+    _verify(browser, f"{live_server.url}/s/{ver_slug}", "verifier2", 3)
+
+    page.goto(f"{live_server.url}/hexagons/studies/{ver_id}/verification")
+    rows = page.locator("tr[data-step]")
+    expect(rows.nth(0).locator(".hex-tag")).to_have_text("A")
+    expect(rows.nth(1).locator(".hex-tag")).to_have_text("V1")
+    expect(rows.nth(1)).to_contain_text("0.50")
+    expect(page.locator("#hex-tag-counts td[data-tag='A']")).to_have_text("1")

@@ -1,0 +1,81 @@
+"""The job `hexagons.generate`: an executor's boards for every step of a study's procedures,
+stored as an agent's outputs on the study (app/kinds/hexagons/generation.py starts it).
+
+The job's study; params: artifact_id (a valid executor), agent_id (whose outputs they become), on
+("gold": each step from the gold board before it, the paper's oracle board-state; "own": from
+the executor's own board after the step before, predicted board-state), batch_size (steps, or
+procedures on "own", per forward pass).
+
+The first claim replaces the agent's earlier outputs on the study; then procedures go in
+chunks, each chunk's outputs committed in one transaction, so a worker killed mid-job and run
+again skips the procedures stored and duplicates nothing. Between chunks the job's state is
+read: "cancelled" stops it (what is stored stays, and the leaderboard scores it).
+"""
+
+from __future__ import annotations
+
+import torch
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from app import jobs
+from app.agents.models import AgentArtifact, AgentOutput
+from app.kinds import get_kind
+from app.studies.models import Item, Study
+from workers.hexagons.executor import execute_procedures
+from workers.hexagons.loading import load_artifact
+from workers.sandbox import SandboxedModel
+
+# Procedures per transaction (and per cancel check) on "gold"; "own" takes batch_size.
+CHUNK = 64
+
+
+def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> dict:
+    p = dict(job.params)
+    study = session.get(Study, job.study_id) if job.study_id else None
+    artifact = session.get(AgentArtifact, p["artifact_id"])
+    if study is None or artifact is None:
+        return {"skipped": "the study or the artifact was deleted"}
+    agent_id, on, batch_size = p["agent_id"], p["on"], int(p["batch_size"])
+    if not p.get("replaced"):  # once: a retried job keeps what its first attempt stored
+        session.execute(delete(AgentOutput).where(AgentOutput.agent_id == agent_id,
+                                                  AgentOutput.study_id == study.id))
+        job.params = {**p, "replaced": True}
+        session.commit()
+    model = load_artifact(session, artifact)
+    sandboxed = isinstance(model, SandboxedModel)
+    # A sandboxed archive runs on the CPU; our own architecture on the GPU when there is one.
+    device = "cuda" if torch.cuda.is_available() and not sandboxed else "cpu"
+    model = model.to(device).eval()
+    kind = get_kind(study.kind)
+    items = session.execute(select(Item.id, Item.payload, Item.reference).where(
+        Item.study_id == study.id, Item.is_gold.is_(False)).order_by(Item.id)).all()
+    stored = set(session.scalars(select(AgentOutput.item_id).where(AgentOutput.agent_id == agent_id,
+                                                                   AgentOutput.study_id == study.id)))
+    todo = [it for it in items if it.id not in stored]
+    done = len(items) - len(todo)
+    progress(done, len(items), f"executor artifact {artifact.id} on {len(items)} procedures ({done} stored), "
+                               f"on the {'gold' if on == 'gold' else 'own'} previous board, batch {batch_size}, "
+                               f"{device}")
+    chunk = batch_size if on == "own" else CHUNK
+    try:
+        for start in range(0, len(todo), chunk):
+            if progress.cancelled():
+                progress(done, None, f"cancelled after {done} of {len(items)} procedures")
+                return {"outputs": done, "procedures": len(items), "cancelled": True}
+            part = todo[start:start + chunk]
+            specs = [(it.payload["instructions"], it.payload["initial"], (it.reference or {}).get("boards"))
+                     for it in part]
+            predicted = execute_procedures(model, specs, on, batch_size, device)
+            for it, steps in zip(part, predicted):
+                response = {"steps": [{"board": b, "actions": []} for b in steps], "on": on}
+                session.add(AgentOutput(agent_id=agent_id, study_id=study.id, item_id=it.id, response=response,
+                                        score=kind.score(it.payload, it.reference, response)))
+            session.commit()
+            done += len(part)
+            progress(done)
+    finally:
+        if sandboxed:
+            model.close()
+    progress(done, None, f"done: {done} procedures")
+    return {"outputs": done, "procedures": len(items), "agent": agent_id, "on": on}

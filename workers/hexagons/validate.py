@@ -1,0 +1,109 @@
+"""The `hexagons.validate` job: load an uploaded executor in the sandbox and run it on a few
+steps (docs/kinds/hexagons.md, "Executors").
+
+As workers/sts/validate.py: both formats load in a sandboxed process of their own
+(workers/sandbox.py), safetensors weights are first checked tensor by tensor against their
+config (executor.build), and each check stops at the first problem with a verdict that names it
+("missing method execute()", "execute() returned shape [4, 180], expected [4, 180, 8]"). A
+verdict never repeats the model's own text (its words included).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from sqlalchemy.orm import Session
+
+from app.kinds.hexagons.architectures import check_vocabulary, encode
+from app.kinds.hexagons.board import COLOURS, TILES
+from workers.hexagons.executor import batch_tensors
+from workers.hexagons.loading import LOADER
+from workers.sandbox import ModelRaised, SandboxedModel, SandboxError
+from workers.validation import VERDICT_CHARS, Invalid, record_validation
+
+INTERFACE = ("vocabulary", "execute")
+# Steps of different lengths on different boards: every upload is tried on the same batch.
+INSTRUCTIONS = ("Paint the third tile of the first column red.",
+                "Now draw a green flower around the red tile, six tiles around it.",
+                "",
+                "Repeat the same shape in blue two columns to the right, then fill the tile below each yellow.")
+_TOLERANCE = 1e-4
+
+
+def boards() -> list[list[int]]:
+    """A blank board, one red tile, a few colours, every tile painted."""
+    one = [0] * TILES
+    one[36] = 4
+    some = [(t * 7) % len(COLOURS) if t % 5 == 0 else 0 for t in range(TILES)]
+    return [[0] * TILES, one, some, [1 + t % (len(COLOURS) - 1) for t in range(TILES)]]
+
+
+def _call(model, method: str, *args: Any) -> Any:
+    try:
+        return getattr(model, method)(*args)
+    except (ModelRaised, SandboxError) as exc:  # the check that failed, in our words
+        raise Invalid(str(exc)[:500]) from exc
+
+
+def _logits(model, tokens: torch.Tensor, board: torch.Tensor) -> torch.Tensor:
+    b = tokens.shape[0]
+    want = f"[{b}, {TILES}, {len(COLOURS)}]"
+    out = _call(model, "execute", tokens, board)
+    if not isinstance(out, torch.Tensor):
+        raise Invalid(f"execute() returned {type(out).__name__}, expected a tensor of logits {want}")
+    if tuple(out.shape) != (b, TILES, len(COLOURS)):
+        shape = "[" + ", ".join(str(int(n)) for n in out.shape) + "]"
+        raise Invalid(f"execute() returned shape {shape}, expected {want} (logits over the {len(COLOURS)} "
+                      f"colours of each of the {TILES} tiles)")
+    if not out.is_floating_point():
+        raise Invalid(f"execute() returned dtype {out.dtype}, expected a floating-point tensor")
+    if not bool(torch.isfinite(out).all()):
+        raise Invalid("execute() returned NaN or an infinite logit")
+    return out.double()
+
+
+def check_executor(model) -> str:
+    """The checks, in order; the verdict for a model that passes them all."""
+    missing = [m for m in INTERFACE if not callable(getattr(model, m, None))]
+    if missing:
+        names = ", ".join(f"{m}()" for m in missing)
+        raise Invalid(f"missing method{'s' if len(missing) > 1 else ''} {names}: an executor implements "
+                      "vocabulary() and execute(tokens, board) (docs/kinds/hexagons.md)")
+    words = check_vocabulary(_call(model, "vocabulary"))
+    if isinstance(words, str):
+        raise Invalid(f"vocabulary() {words}")
+    ids = encode(list(INSTRUCTIONS), words)
+    tokens, board = batch_tensors(ids, boards())
+    b = tokens.shape[0]
+    logits = _logits(model, tokens, board)
+    if not torch.allclose(_logits(model, tokens, board), logits, atol=_TOLERANCE, rtol=0):
+        raise Invalid("execute() answered the same steps differently the second time: an executor must be "
+                      "deterministic")
+    for i in range(b):  # alone, without padding: the same answer
+        alone = _logits(model, tokens[i:i + 1, :len(ids[i])], board[i:i + 1])
+        if not torch.allclose(alone, logits[i:i + 1], atol=_TOLERANCE, rtol=0):
+            raise Invalid(f"execute() answered step {i} differently alone than in a batch of {b}: an answer must "
+                          "not depend on the other steps or on the instructions' padding")
+    return f"executor: execute() ran on {b} steps, alone and batched; vocabulary of {len(words)} words"
+
+
+def validate_bytes(role: str, fmt: str, data: bytes, config: dict | None, limits: dict | None = None) -> str:
+    """The verdict for a valid artifact; raises Invalid with the verdict otherwise."""
+    if role != "executor":
+        raise Invalid(f"unknown role {role!r}: Hexagons agents upload an executor")
+    model = SandboxedModel(LOADER, fmt, data, config, limits=limits)
+    try:
+        try:
+            model.start()
+        except SandboxError as exc:
+            what = "TorchScript archive" if fmt == "torchscript" else f"{(config or {}).get('architecture')} weights"
+            raise Invalid(f"{what}: {exc}"[:VERDICT_CHARS]) from exc
+        verdict = check_executor(model)
+        return f"{config.get('architecture')} {verdict}" if fmt == "safetensors" else verdict
+    finally:
+        model.close()
+
+
+def run_validation(session: Session, job, progress) -> dict:
+    return record_validation(session, job, progress, validate_bytes)
