@@ -85,7 +85,6 @@ def test_items_scores_outputs_and_baseline(session):
 
 
 def test_gold_are_all_agreed_procedures(session):
-    owner = make_user(session, "researcher")
     data = "\n".join([_line(1), _line(2, ("A", "F"))]).encode()
     result = KIND.import_items(data, "procedures", {"gold_count": 5})
     assert [i.external_id for i in result.items if i.is_gold] == ["1"]
