@@ -11,6 +11,7 @@ from fastapi.templating import Jinja2Templates
 
 from app.auth.security import RateLimiter, csrf_token
 from app.config import ROOT, get_settings
+from app.errors import InputError
 from app.kinds import get_kind
 
 
@@ -49,6 +50,19 @@ def flash(request: Request, message: str, level: str = "ok") -> None:
 
 
 _LIMITER_LOCK = threading.Lock()
+
+
+def form_number(text: str, field: str, kind: type = int) -> int | float | None:
+    """A form's optional number field: None when blank, else `kind(text)`; an InputError naming
+    the field otherwise (a page's forms send every field as text)."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return kind(text)
+    except ValueError:
+        what = "a whole number" if kind is int else "a number"
+        raise InputError(f"{field} must be {what}", field=field) from None
 
 
 def client_address(request: Request) -> str:

@@ -1,10 +1,13 @@
-"""What every kind's model validation shares: the verdict's exception and how a `<kind>.validate`
-job records its outcome on the artifact. The kind supplies `validate_bytes(role, format, data,
-config) -> verdict` (run in the sandbox; workers/<kind>/validate.py)."""
+"""What every kind's model validation shares: the verdict's exception, calling the model in its
+sandbox (`sandboxed_verdict`, `call_checked`) and how a `<kind>.validate` job records its
+outcome on the artifact. The kind supplies `validate_bytes(role, format, data, config) ->
+verdict` (run in the sandbox; workers/<kind>/validate.py) and the checks of its interface."""
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -17,6 +20,39 @@ VERDICT_CHARS = 2000
 
 class Invalid(Exception):
     """The artifact fails the interface; the message is the verdict."""
+
+
+def call_checked(model, method: str, *args: Any) -> Any:
+    """`model.method(*args)`; what the model raised, or the sandbox's limits, become the failed
+    check's verdict in our words."""
+    from workers.sandbox import ModelRaised, SandboxError
+
+    try:
+        return getattr(model, method)(*args)
+    except (ModelRaised, SandboxError) as exc:
+        raise Invalid(str(exc)[:500]) from exc
+
+
+def sandboxed_verdict(loader: str, fmt: str, data: bytes, config: dict | None, limits: dict | None,
+                      check: Callable[[Any], str], name_architecture: bool = True) -> str:
+    """Load the upload in a sandboxed process and run `check(model) -> verdict` on it (raising
+    Invalid at the first failed check). Every format runs sandboxed: safetensors weights that
+    pass are known to load and run within the limits, so jobs may run them in-process. With
+    `name_architecture`, a safetensors verdict starts with the config's architecture."""
+    from workers.sandbox import SandboxedModel, SandboxError
+
+    model = SandboxedModel(loader, fmt, data, config, limits=limits)
+    try:
+        try:
+            model.start()
+        except SandboxError as exc:
+            what = "TorchScript archive" if fmt == "torchscript" else f"{(config or {}).get('architecture')} weights"
+            raise Invalid(f"{what}: {exc}"[:VERDICT_CHARS]) from exc
+        verdict = check(model)
+        return f"{(config or {}).get('architecture')} {verdict}" if fmt == "safetensors" and name_architecture \
+            else verdict
+    finally:
+        model.close()
 
 
 def record_validation(session: Session, job, progress, validate_bytes) -> dict:

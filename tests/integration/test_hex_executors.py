@@ -284,7 +284,7 @@ def test_the_study_page_starts_and_shows_runs(client, session, trained):
     r = client.post(f"/hexagons/studies/{study.id}/generations", follow_redirects=False,
                     data={"csrf_token": csrf_of(client), "artifact_id": "x"})
     page = client.get(r.headers["location"]).text
-    assert "Not started: field &#39;artifact_id&#39;: artifact_id must be an integer" in page
+    assert "Not started: field &#39;artifact_id&#39;: artifact_id must be a whole number" in page
     jobs.run_queued_once()
     section = client.get(f"/hexagons/studies/{study.id}/generations").text
     assert "every 3s" not in section and "2/2" in section and "own" in section

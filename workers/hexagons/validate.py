@@ -10,7 +10,6 @@ verdict never repeats the model's own text (its words included).
 
 from __future__ import annotations
 
-from typing import Any
 
 import torch
 from sqlalchemy.orm import Session
@@ -19,8 +18,7 @@ from app.kinds.hexagons.architectures import check_vocabulary, encode
 from app.kinds.hexagons.board import COLOURS, TILES
 from workers.hexagons.executor import batch_tensors
 from workers.hexagons.loading import LOADER
-from workers.sandbox import ModelRaised, SandboxedModel, SandboxError
-from workers.validation import VERDICT_CHARS, Invalid, record_validation
+from workers.validation import Invalid, call_checked, record_validation, sandboxed_verdict
 
 INTERFACE = ("vocabulary", "execute")
 # Steps of different lengths on different boards: every upload is tried on the same batch.
@@ -39,17 +37,10 @@ def boards() -> list[list[int]]:
     return [[0] * TILES, one, some, [1 + t % (len(COLOURS) - 1) for t in range(TILES)]]
 
 
-def _call(model, method: str, *args: Any) -> Any:
-    try:
-        return getattr(model, method)(*args)
-    except (ModelRaised, SandboxError) as exc:  # the check that failed, in our words
-        raise Invalid(str(exc)[:500]) from exc
-
-
 def _logits(model, tokens: torch.Tensor, board: torch.Tensor) -> torch.Tensor:
     b = tokens.shape[0]
     want = f"[{b}, {TILES}, {len(COLOURS)}]"
-    out = _call(model, "execute", tokens, board)
+    out = call_checked(model, "execute", tokens, board)
     if not isinstance(out, torch.Tensor):
         raise Invalid(f"execute() returned {type(out).__name__}, expected a tensor of logits {want}")
     if tuple(out.shape) != (b, TILES, len(COLOURS)):
@@ -70,7 +61,7 @@ def check_executor(model) -> str:
         names = ", ".join(f"{m}()" for m in missing)
         raise Invalid(f"missing method{'s' if len(missing) > 1 else ''} {names}: an executor implements "
                       "vocabulary() and execute(tokens, board) (docs/kinds/hexagons.md)")
-    words = check_vocabulary(_call(model, "vocabulary"))
+    words = check_vocabulary(call_checked(model, "vocabulary"))
     if isinstance(words, str):
         raise Invalid(f"vocabulary() {words}")
     ids = encode(list(INSTRUCTIONS), words)
@@ -92,17 +83,7 @@ def validate_bytes(role: str, fmt: str, data: bytes, config: dict | None, limits
     """The verdict for a valid artifact; raises Invalid with the verdict otherwise."""
     if role != "executor":
         raise Invalid(f"unknown role {role!r}: Hexagons agents upload an executor")
-    model = SandboxedModel(LOADER, fmt, data, config, limits=limits)
-    try:
-        try:
-            model.start()
-        except SandboxError as exc:
-            what = "TorchScript archive" if fmt == "torchscript" else f"{(config or {}).get('architecture')} weights"
-            raise Invalid(f"{what}: {exc}"[:VERDICT_CHARS]) from exc
-        verdict = check_executor(model)
-        return f"{config.get('architecture')} {verdict}" if fmt == "safetensors" else verdict
-    finally:
-        model.close()
+    return sandboxed_verdict(LOADER, fmt, data, config, limits, check_executor)
 
 
 def run_validation(session: Session, job, progress) -> dict:

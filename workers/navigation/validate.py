@@ -22,8 +22,7 @@ from app.kinds.navigation.house import generate_house, sample_paths
 from workers.navigation.features import (
     FEATURES_VERSION, SPECIALS, Vocabulary, World, pad_batch, stack_steps)
 from workers.navigation.loading import LOADER
-from workers.sandbox import ModelRaised, SandboxedModel, SandboxError
-from workers.validation import VERDICT_CHARS, Invalid, record_validation
+from workers.validation import Invalid, call_checked, record_validation, sandboxed_verdict
 
 BATCH = 3  # paths in the test batch
 MAX_LEN = 12  # words sampled per instruction in the test
@@ -62,24 +61,17 @@ def _pair(method: str, value: Any) -> tuple[Any, Any]:
     return value[0], value[1]
 
 
-def _call(model, method: str, *args: Any) -> Any:
-    try:
-        return getattr(model, method)(*args)
-    except (ModelRaised, SandboxError) as exc:  # the check that failed, in our words
-        raise Invalid(str(exc)[:500]) from exc
-
-
 def check_common(model: torch.nn.Module, role: str) -> Vocabulary:
     missing = [m for m in INTERFACES[role] if not callable(getattr(model, m, None))]
     if missing:
         names = ", ".join(f"{m}()" for m in missing)
         raise Invalid(f"missing method{'s' if len(missing) > 1 else ''} {names}: a {role} "
                       f"implements {', '.join(f'{m}()' for m in INTERFACES[role])} (docs/agents.md)")
-    version = _call(model, "feature_version")
+    version = call_checked(model, "feature_version")
     if version != FEATURES_VERSION:  # its text is the model's: not repeated
         raise Invalid(f"feature_version() does not return {FEATURES_VERSION!r}, the layout this "
                       "platform builds (docs/agents.md)")
-    words = _call(model, "vocabulary")
+    words = call_checked(model, "vocabulary")
     if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) for w in words):
         raise Invalid("vocabulary() must return a list of strings")
     if tuple(words[:4]) != SPECIALS:
@@ -103,13 +95,13 @@ def check_speaker(model: torch.nn.Module, vocab: Vocabulary) -> str:
     b, v = len(paths), len(vocab)
     steps, step_mask = stack_steps([world.step_features(p.path, p.heading) for p in paths])
     tokens, token_mask = pad_batch([vocab.encode(t, 60) for t in texts])
-    score = _tensor("score", "", _call(model, "score", steps, step_mask, tokens, token_mask), (b,), True)
+    score = _tensor("score", "", call_checked(model, "score", steps, step_mask, tokens, token_mask), (b,), True)
     if not bool(torch.isfinite(score).all()):
         raise Invalid("score() returned an infinite log-probability")
     if bool((score > 1e-3).any()):
         raise Invalid(f"score() returned {float(score.max()):.3g}: a log-probability is at most 0")
     for greedy in (True, False):
-        out = _call(model, "sample", steps, step_mask, MAX_LEN, greedy, 1.0)
+        out = call_checked(model, "sample", steps, step_mask, MAX_LEN, greedy, 1.0)
         sampled, logp = _pair("sample", out)
         if not isinstance(sampled, torch.Tensor) or sampled.dim() != 2 or sampled.shape[0] != b \
                 or not 1 <= sampled.shape[1] <= MAX_LEN:
@@ -130,7 +122,7 @@ def check_listener(model: torch.nn.Module, vocab: Vocabulary) -> str:
     b, v = len(paths), len(vocab)
     tokens, token_mask = pad_batch([vocab.encode(t, 60) for t in texts])
     length = tokens.shape[1]
-    states, h = _pair("encode", _call(model, "encode", tokens, token_mask))
+    states, h = _pair("encode", call_checked(model, "encode", tokens, token_mask))
     if not isinstance(states, torch.Tensor) or states.dim() != 3:
         got = _shape(states) if isinstance(states, torch.Tensor) else type(states).__name__
         raise Invalid(f"encode() returned states of shape {got}, expected [{b}, {length}, H]")
@@ -143,7 +135,7 @@ def check_listener(model: torch.nn.Module, vocab: Vocabulary) -> str:
     for _ in range(ACT_STEPS):
         nb, actions, action_mask = worlds.actions(cur, heading)
         a = nb.shape[-1]
-        out = _call(model, "act", states, token_mask, h, worlds.nodes[cur], actions, action_mask)
+        out = call_checked(model, "act", states, token_mask, h, worlds.nodes[cur], actions, action_mask)
         logits, h = _pair("act", out)
         logits = _tensor("act", "logits", logits, (b, a + 1), True)
         h = _tensor("act", "h", h, (b, hidden), True)
@@ -165,18 +157,11 @@ def validate_bytes(role: str, fmt: str, data: bytes, config: dict | None,
     """The verdict for a valid artifact; raises Invalid with the verdict otherwise. Every
     format runs sandboxed here: a safetensors upload that passes is known to load and run
     within the limits, so generation may run it in-process (loading.load_artifact)."""
-    model = SandboxedModel(LOADER, fmt, data, config, limits=limits)
-    try:
-        try:
-            model.start()
-        except SandboxError as exc:
-            what = "TorchScript archive" if fmt == "torchscript" else \
-                f"{(config or {}).get('architecture')} weights"
-            raise Invalid(f"{what}: {exc}"[:VERDICT_CHARS]) from exc
+    def check(model) -> str:
         vocab = check_common(model, role)
         return check_speaker(model, vocab) if role == "speaker" else check_listener(model, vocab)
-    finally:
-        model.close()
+
+    return sandboxed_verdict(LOADER, fmt, data, config, limits, check, name_architecture=False)
 
 
 def run_validation(session: Session, job, progress) -> dict:

@@ -12,7 +12,6 @@ own text. The interface is written out in docs/kinds/sts-policies.md.
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import numpy as np
 import torch
@@ -21,8 +20,7 @@ from sqlalchemy.orm import Session
 from app.kinds.sts.env import ACTIONS, get_simulator
 from app.kinds.sts.observations import VOCAB_VERSION
 from app.kinds.sts.recordings import expert_recording, replay
-from workers.sandbox import ModelRaised, SandboxedModel, SandboxError
-from workers.validation import VERDICT_CHARS, Invalid, record_validation
+from workers.validation import Invalid, call_checked, record_validation, sandboxed_verdict
 from workers.sts.loading import LOADER
 from workers.sts.policy import observation_tensors
 
@@ -50,20 +48,13 @@ def observations() -> dict:
             "mission": [o["mission"] for o in obs]}
 
 
-def _call(model, method: str, *args: Any) -> Any:
-    try:
-        return getattr(model, method)(*args)
-    except (ModelRaised, SandboxError) as exc:  # the check that failed, in our words
-        raise Invalid(str(exc)[:500]) from exc
-
-
 def _shape(t: torch.Tensor) -> str:
     return "[" + ", ".join(str(int(n)) for n in t.shape) + "]"
 
 
 def _logits(model, image, direction, mission) -> torch.Tensor:
     b = image.shape[0]
-    out = _call(model, "act", image, direction, mission)
+    out = call_checked(model, "act", image, direction, mission)
     if not isinstance(out, torch.Tensor):
         raise Invalid(f"act() returned {type(out).__name__}, expected a tensor of logits [{b}, {len(ACTIONS)}]")
     if tuple(out.shape) != (b, len(ACTIONS)):
@@ -85,7 +76,7 @@ def check_policy(model) -> str:
         names = ", ".join(f"{m}()" for m in missing)
         raise Invalid(f"missing method{'s' if len(missing) > 1 else ''} {names}: a policy implements "
                       f"{', '.join(f'{m}()' for m in INTERFACE)} (docs/kinds/sts-policies.md)")
-    if _call(model, "vocab_version") != VOCAB_VERSION:  # its text is the model's: not repeated
+    if call_checked(model, "vocab_version") != VOCAB_VERSION:  # its text is the model's: not repeated
         raise Invalid(f"vocab_version() does not return {VOCAB_VERSION!r}, the mission vocabulary this "
                       "platform encodes (docs/kinds/sts-policies.md)")
     image, direction, mission = observation_tensors(observations())
@@ -112,19 +103,7 @@ def validate_bytes(role: str, fmt: str, data: bytes, config: dict | None, limits
     limits, so rollouts may run them in-process (app/kinds/sts/policies.py)."""
     if role != "policy":
         raise Invalid(f"unknown role {role!r}: STS agents upload a policy")
-    model = SandboxedModel(LOADER, fmt, data, config, limits=limits)
-    try:
-        try:
-            model.start()
-        except SandboxError as exc:
-            what = "TorchScript archive" if fmt == "torchscript" else f"{(config or {}).get('architecture')} weights"
-            raise Invalid(f"{what}: {exc}"[:VERDICT_CHARS]) from exc
-        verdict = check_policy(model)
-        if fmt == "safetensors":
-            verdict = f"{config.get('architecture')} {verdict}"
-        return verdict
-    finally:
-        model.close()
+    return sandboxed_verdict(LOADER, fmt, data, config, limits, check_policy)
 
 
 def run_validation(session: Session, job, progress) -> dict:

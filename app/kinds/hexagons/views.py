@@ -24,7 +24,7 @@ from app.errors import InputError
 from app.kinds.hexagons import generation
 from app.params import BodyId, Id
 from app.studies.models import Item, Study
-from app.web import flash, render
+from app.web import flash, form_number, render
 
 KIND_NAME = "hexagons"
 # The pages' routes stay out of the API's documentation; the /api/v1 routes are in it.
@@ -396,16 +396,6 @@ def generations_section(request: Request, study_id: Id, session: Session = Depen
                   **generation.study_context(session, study))
 
 
-def _form_int(text: str, field: str) -> int | None:
-    text = text.strip()
-    if not text:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise InputError(f"{field} must be an integer", field=field) from None
-
-
 @router.post("/hexagons/studies/{study_id}/generations")
 def start_generation_page(request: Request, study_id: Id, artifact_id: str = Form(""), agent_id: str = Form(""),
                           on: str = Form("gold"), batch_size: str = Form(""), session: Session = Depends(db),
@@ -413,8 +403,8 @@ def start_generation_page(request: Request, study_id: Id, artifact_id: str = For
     study = managed_study(session, study_id, user, "No such study among yours.")
     back = f"/studies/{study.id}#executor-runs"
     try:
-        job = _start(session, study, user, _form_int(artifact_id, "artifact_id"), _form_int(agent_id, "agent_id"),
-                     on, _form_int(batch_size, "batch_size") or generation.DEFAULT_BATCH)
+        job = _start(session, study, user, form_number(artifact_id, "artifact_id"), form_number(agent_id, "agent_id"),
+                     on, form_number(batch_size, "batch_size") or generation.DEFAULT_BATCH)
     except InputError as exc:
         flash(request, f"Not started: {exc}", "error")
     else:

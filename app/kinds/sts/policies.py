@@ -11,7 +11,6 @@ when an uploaded policy is loaded: the web side never imports it.
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 from sqlalchemy import select
@@ -72,23 +71,22 @@ def uploaded_policy(session: Session, artifact: AgentArtifact, device: str | Non
 
     Only valid artifacts run: anything else raises InputError, as does a blob whose bytes no
     longer match the checksum taken at upload."""
-    from app.storage import get_store
-    from workers.sandbox import SandboxedModel
+    from workers.artifacts import load_validated
     from workers.sts.loading import LOADER, load_bytes
     from workers.sts.policy import TorchPolicy
 
-    if artifact.role != ROLE or artifact.state != "valid":
+    if artifact.role != ROLE:
         raise InputError(f"artifact {artifact.id} (agent {artifact.agent_id} v{artifact.version}) is a "
-                         f"{artifact.state} {artifact.role}, not a valid policy: "
-                         f"{artifact.verdict or 'not yet checked'}", field="agent")
-    data = get_store().get(artifact.blob_key)
-    if hashlib.sha256(data).hexdigest() != artifact.sha256:
-        raise InputError(f"artifact {artifact.id}: the stored file does not match its sha256", field="agent")
+                         f"{artifact.role}, not a policy", field="agent")
     device = pick_device(device)
+    try:
+        model = load_validated(artifact, LOADER, load_bytes, device)
+    except ValueError as exc:
+        raise InputError(str(exc), field="agent") from None
     if artifact.format == "torchscript":
-        model = SandboxedModel(LOADER, artifact.format, data, artifact.config, device=device).start()
+        model.start()
     else:
-        model = load_bytes(artifact.format, data, artifact.config).to(device)
+        model = model.to(device)
     policy = TorchPolicy(model, device="cpu" if artifact.format == "torchscript" else device)
     policy.artifact_id = artifact.id
     return policy

@@ -37,7 +37,7 @@ from app.storage import get_store
 from app.studies.models import Assignment, Item
 from app.studies.services import StudySettings
 from app.studies.views import crowd_bundle
-from app.web import flash, rate_limit, read_upload, render
+from app.web import flash, form_number, rate_limit, read_upload, render
 
 # Pages: their forms post here, with the session's form token.
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
@@ -364,16 +364,6 @@ def _flashed(request: Request, holder: dict):
         holder["error"] = str(exc) if isinstance(exc, InputError) else exc.errors()[0]["msg"]
 
 
-def _int_or_none(text: str, field: str) -> int | None:
-    text = text.strip()
-    if not text:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise InputError(f"{field} must be a whole number", field=field) from None
-
-
 def _list(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
@@ -411,7 +401,7 @@ def record_expert_page(request: Request, level: str = Form(""), seeds: str = For
     out: dict = {}
     with _flashed(request, out):
         rows, new = suites.expert_recordings(session, session.merge(user), level, suites.parse_seeds(seeds),
-                                             _int_or_none(max_steps, "max_steps"))
+                                             form_number(max_steps, "max_steps"))
         return _back(request, "/sts/suites", f"The expert played {len(rows)} seeds of {level} ({new} new recordings).")
     return _back(request, "/sts/suites", f"Nothing stored: {out['error']}", "error")
 
@@ -496,10 +486,10 @@ def add_scenarios_page(request: Request, suite_id: Id, rule: str = Form(""), k: 
     version = suites.latest_version(session, suite)
     out: dict = {}
     with _flashed(request, out):
-        ids = [_int_or_none(i, "recordings") for i in _list(recordings)] or None
+        ids = [form_number(i, "recordings") for i in _list(recordings)] or None
         result = suites.add_scenarios(
-            session, version, rule=rule or None, k=_int_or_none(k, "k"), takeover=_int_or_none(takeover, "takeover"),
-            recordings=ids, continuation=_int_or_none(continuation, "continuation") or suites.DEFAULT_CONTINUATION,
+            session, version, rule=rule or None, k=form_number(k, "k"), takeover=form_number(takeover, "takeover"),
+            recordings=ids, continuation=form_number(continuation, "continuation") or suites.DEFAULT_CONTINUATION,
             category=category.strip() or None, tags=_list(tags))
         note = f"; {result['skipped']} the suite already had" if result["skipped"] else ""
         note += f"; the rule does not apply to {result['inapplicable']}" if result["inapplicable"] else ""
@@ -516,23 +506,13 @@ def start_generation_page(request: Request, suite_id: Id, number: Id, agent: str
         _version(session, user, suite_id, number)
     out: dict = {}
     with _flashed(request, out):
-        spec = agent if agent in suites.BUILTIN_AGENTS else _int_or_none(agent, "agent")
+        spec = agent if agent in suites.BUILTIN_AGENTS else form_number(agent, "agent")
         run = _start_run(session, user, suite_id, number, spec,
-                         _int_or_none(continuations, "continuations") or generation.DEFAULT_CONTINUATIONS,
-                         _int_or_none(seed, "seed") or 0, generation.DEFAULT_BATCH)
+                         form_number(continuations, "continuations") or generation.DEFAULT_CONTINUATIONS,
+                         form_number(seed, "seed") or 0, generation.DEFAULT_BATCH)
         return _back(request, f"/sts/suites/{suite_id}?version={number}#runs",
                      f"Generation run {run.id} queued (job {run.job_id}).")
     return _back(request, f"/sts/suites/{suite_id}?version={number}", f"Not started: {out['error']}", "error")
-
-
-def _float_or_none(text: str, field: str) -> float | None:
-    text = text.strip()
-    if not text:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise InputError(f"{field} must be a number", field=field) from None
 
 
 @router.post("/sts/suites/{suite_id}/versions/{number}/study")
@@ -551,17 +531,17 @@ def study_from_version_page(request: Request, suite_id: Id, number: Id, title: s
     out: dict = {}
     with _flashed(request, out):
         given = {"title": title.strip() or f"{suite.name}, version {number}",
-                 "bundle_size": _int_or_none(bundle_size, "bundle_size"),
-                 "gold_rate": _float_or_none(gold_rate, "gold_rate"),
-                 "annotations_per_item": _int_or_none(annotations_per_item, "annotations_per_item")}
+                 "bundle_size": form_number(bundle_size, "bundle_size"),
+                 "gold_rate": form_number(gold_rate, "gold_rate", float),
+                 "annotations_per_item": form_number(annotations_per_item, "annotations_per_item")}
         settings = StudySettings(**{k: v for k, v in given.items() if v is not None})
-        specs = [a if a in suites.BUILTIN_AGENTS else _int_or_none(a, "agents") for a in agents]
-        reference = {k: n for k, n in (("expert_successes", _int_or_none(expert_successes, "expert_successes")),
-                                       ("random_failures", _int_or_none(random_failures, "random_failures"))) if n}
+        specs = [a if a in suites.BUILTIN_AGENTS else form_number(a, "agents") for a in agents]
+        reference = {k: n for k, n in (("expert_successes", form_number(expert_successes, "expert_successes")),
+                                       ("random_failures", form_number(random_failures, "random_failures"))) if n}
         # A draft version's refusal (a Conflict) is shown on the page like any other.
         study, summary = build_study(session, session.merge(user), suite, version, settings, agents=specs,
-                                     reference=reference, continuations=_int_or_none(continuations, "continuations"),
-                                     approve_at=_float_or_none(approve_at, "approve_at"))
+                                     reference=reference, continuations=form_number(continuations, "continuations"),
+                                     approve_at=form_number(approve_at, "approve_at", float))
         return _back(request, f"/studies/{study.id}",
                      f"Draft study made from version {number}: {summary['items']} episodes, {summary['reference']} of "
                      "them reference episodes. Launch it when ready.")
@@ -602,7 +582,7 @@ def takeover_page(request: Request, scenario_id: Id, takeover: str = Form(""), s
         sc, suite, version = suites.get_scenario(session, user, scenario_id)
     out: dict = {}
     with _flashed(request, out):
-        step = _int_or_none(takeover, "takeover")
+        step = form_number(takeover, "takeover")
         if step is None:
             raise InputError("choose the takeover step on the timeline", field="takeover")
         if version.state == "draft":

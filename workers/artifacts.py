@@ -1,0 +1,60 @@
+"""Loading an uploaded model (docs/agents.md), for every kind: never a pickle.
+
+TorchScript archives go through torch.jit.load (TorchScript's own restricted unpickler reads
+their constants; no Python class is imported) inside a sandboxed process (workers/sandbox.py):
+they are code. Safetensors weights are data for a kind's own architecture, checked against
+the config before they are loaded. torch.load is never called on an upload.
+
+A kind's loading module keeps a module-level `load_bytes(fmt, data, config)` (the sandboxed
+process calls it by its dotted path, the kind's LOADER) built on `torch_model`, and loads a
+stored artifact with `load_validated`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Callable
+
+import torch
+
+
+def torch_model(fmt: str, data: bytes, config: dict | None,
+                build: Callable[[bytes, dict], torch.nn.Module]) -> torch.nn.Module:
+    """A model from an artifact's bytes, on the CPU, in eval mode: a TorchScript archive, or
+    safetensors weights given to `build(weights_bytes, config)`."""
+    if fmt == "torchscript":
+        model = torch.jit.load(io.BytesIO(data), map_location="cpu")
+    elif fmt == "safetensors":
+        model = build(data, config or {})
+    else:
+        raise ValueError(f"unknown artifact format {fmt!r}")
+    return model.eval()
+
+
+def verified_bytes(artifact) -> bytes:
+    """The artifact's stored bytes. Only artifacts a worker has validated may run: anything
+    else raises ValueError, as does a blob whose bytes no longer match the checksum taken at
+    upload."""
+    from app.storage import get_store
+
+    if artifact.state != "valid":
+        raise ValueError(f"artifact {artifact.id} (agent {artifact.agent_id} v{artifact.version}) "
+                         f"is {artifact.state}, not valid: {artifact.verdict or 'not yet checked'}")
+    data = get_store().get(artifact.blob_key)
+    if hashlib.sha256(data).hexdigest() != artifact.sha256:
+        raise ValueError(f"artifact {artifact.id}: the stored blob does not match its sha256")
+    return data
+
+
+def load_validated(artifact, loader: str, load_bytes: Callable, device: str | None = None):
+    """The validated artifact's model: a TorchScript archive as a SandboxedModel (its methods
+    run in the sandboxed process, on `device` there), safetensors weights in the kind's own
+    architecture here (CPU, eval mode; move it with .to(device))."""
+    from workers.sandbox import SandboxedModel
+
+    data = verified_bytes(artifact)
+    if artifact.format == "torchscript":
+        kw = {"device": device} if device else {}
+        return SandboxedModel(loader, artifact.format, data, artifact.config, **kw)
+    return load_bytes(artifact.format, data, artifact.config)
