@@ -21,7 +21,7 @@ from app.kinds.base import ImportResult, ItemSpec, TaskKind
 from app.kinds.hexagons import metrics
 from app.kinds.hexagons.abstraction import LEVELS, MECHANISMS
 from app.kinds.hexagons.board import layout
-from app.kinds.hexagons.description import BLANK, description_scores, is_description, parse_description
+from app.kinds.hexagons.description import description_scores, is_description, parse_description, target_item
 from app.kinds.hexagons.execution import Execution, execution_metrics, parse_execution
 
 SCORE_METRICS = ("board_f1", "board_em", "action_f1", "action_em")
@@ -284,13 +284,6 @@ def _demo_description(session, researcher, procedures: list[dict]) -> None:
     study = services.create_study(session, researcher, "hexagons", settings,
                                   "\n".join(json.dumps(p) for p in procedures).encode(), "targets")
     services.set_state(session, study, "live", researcher)
-
-
-def target_item(target_id: str, board: list[int], category: str = "") -> ItemSpec:
-    """A description study's item: one target image."""
-    return ItemSpec(external_id=target_id, payload={"target": board, "initial": list(BLANK)},
-                    reference={"image_id": target_id, "category": category}, category=category,
-                    cluster=target_id)
 
 
 KIND = Hexagons()

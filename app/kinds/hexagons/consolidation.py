@@ -177,7 +177,9 @@ def _check_board(board) -> list[int]:
 def rescore(session: Session, item: Item) -> int:
     """Score every annotation and agent output on the item against its reference again, as
     submission and import score them; returns how many were re-scored."""
-    from app.kinds.hexagons import KIND
+    from app.kinds import get_kind
+
+    KIND = get_kind(session.get(Study, item.study_id).kind)  # the registered kind, not a new import cycle
 
     n = 0
     for ann in session.scalars(select(Annotation).where(Annotation.item_id == item.id)):

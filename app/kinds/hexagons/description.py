@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from app import jsonsafe
 from app.errors import InputError
+from app.kinds.base import ItemSpec
 from app.kinds.hexagons import metrics
 from app.kinds.hexagons.board import TILES
 from app.kinds.hexagons.execution import MAX_ACTIONS, Action, BoardList, parse_execution
@@ -87,6 +88,13 @@ def description_scores(payload: dict, response: dict) -> dict:
             "board_em": 1.0 if list(last) == list(target) else 0.0, "steps": len(response["steps"])}
 
 
+def target_item(target_id: str, board: list[int], category: str = "") -> ItemSpec:
+    """A description study's item: one target image."""
+    return ItemSpec(external_id=target_id, payload={"target": board, "initial": list(BLANK)},
+                    reference={"image_id": target_id, "category": category}, category=category,
+                    cluster=target_id)
+
+
 def add_target(session, study, actor, target_id: object, board: object, category: object = "") -> int:
     """Add a target image (drawn by a researcher on the board) to a draft description study;
     returns the item's id. Refused, naming the field: another mode, a study past draft, an id
@@ -94,7 +102,6 @@ def add_target(session, study, actor, target_id: object, board: object, category
     from sqlalchemy import select
 
     from app import audit
-    from app.kinds.hexagons import target_item
     from app.kinds.hexagons.formats import MAX_CATEGORY_LENGTH, _text, parse_board
     from app.studies import services
     from app.studies.models import Item
