@@ -21,8 +21,10 @@ from app.kinds import all_kinds, get_kind
 from app.kinds.base import ImportResult
 from app.studies.models import Item, Study
 
+# Closing deletes nothing (it only stops new tasks and answers), so a closed study may be
+# reopened: its annotations, workers and leases are as they were.
 TRANSITIONS = {"draft": {"live"}, "live": {"paused", "closed"}, "paused": {"live", "closed"},
-               "closed": set()}
+               "closed": {"live"}}
 
 
 class StudySettings(BaseModel):

@@ -258,11 +258,16 @@ def study_progress(request: Request, study_id: Id, session: Session = Depends(db
 
 
 @router.post("/studies/{study_id}/state")
-def change_state(request: Request, study_id: Id, state: str = Form(...),
+def change_state(request: Request, study_id: Id, state: str = Form(...), confirm: str = Form(""),
                  session: Session = Depends(db), user: User = Depends(researcher)):
     study = _study(session, study_id, user)
+    if state == "closed" and confirm != "close" and state in services.TRANSITIONS.get(study.state, ()):
+        # Closing cuts off workers mid-task: the page says so and asks again (no JS needed).
+        return render(request, "research/confirm_close.html", user=user, study=study,
+                      progress=assignment.progress(session, study))
+    previous = study.state
     services.set_state(session, study, state, session.merge(user))
-    flash(request, f"The study is now {state}.")
+    flash(request, "The study is open again." if previous == "closed" else f"The study is now {state}.")
     return RedirectResponse(f"/studies/{study.id}", status_code=303)
 
 
