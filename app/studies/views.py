@@ -84,6 +84,7 @@ def _consent_page(request: Request, study: Study, bundle: Bundle, status_code: i
                   error: str | None = None):
     return render(request, "annotate/consent.html", status_code=status_code, study=study,
                   bundle=bundle, kind=get_kind(study.kind), consent=services.consent_text(study),
+                  details=services.consent_details(study),
                   consent_version=services.consent_version(study), error=error)
 
 

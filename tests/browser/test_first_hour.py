@@ -19,7 +19,8 @@ def test_the_stop_sign_is_our_icon_not_an_emoji(live_server, page):
     from app.db import get_sessionmaker
 
     with get_sessionmaker(live_server.db_url)() as s:
-        study = create_tom_study(s, make_user(s, "researcher"), title="Icon study", bundle_size=2)
+        study = create_tom_study(s, make_user(s, "researcher"), title="Icon study", bundle_size=2,
+                                 payment="£1.20", estimated_minutes=5, contact="lab@example.org")
         slug = study.slug
     page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=w1&STUDY_ID=s&SESSION_ID=x1")
     # The default instructions name the sign: drawn as our icon, not as a character.
@@ -27,6 +28,10 @@ def test_the_stop_sign_is_our_icon_not_an_emoji(live_server, page):
     sign = instructions.get_by_role("img", name="stop sign")
     expect(sign).to_be_visible()
     assert _loaded(sign) and "\U0001F6D1" not in instructions.inner_text()
+    # Contact, time and pay, as the worker reads them before agreeing.
+    details = page.locator("#consent-details")
+    for line in ("Contact", "lab@example.org", "Estimated time", "about 5 minutes", "Payment", "£1.20"):
+        expect(details.get_by_text(line, exact=True)).to_be_visible()
     page.locator("#consent").click()
     marker = page.locator(".utt.target").get_by_role("img", name="stop sign: the time asked about")
     expect(marker).to_be_visible()
