@@ -347,6 +347,7 @@ def crowd_enter(slug: str, body: EnterIn, request: Request, response: Response,
     keep_browser_secret(response, secret)
     return {"size": bundle.size, "done": bundle.n_done, "instructions": study.instructions,
             "consent": services.consent_text(study),
+            "consent_details": dict(services.consent_details(study)),
             "consent_version": services.consent_version(study),
             "consented": bundle.consented_at is not None, "browser_secret": secret}
 
@@ -365,6 +366,7 @@ def crowd_consent(slug: str, body: ConsentIn, request: Request, session: Session
     except assignment.NotAvailable as exc:
         session.refresh(study)
         return JSONResponse({"detail": str(exc), "consent": services.consent_text(study),
+                             "consent_details": dict(services.consent_details(study)),
                              "consent_version": services.consent_version(study)},
                             status_code=exc.status)
     return {"consented": True, "consent_version": bundle.consent_version}

@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     # Proxies (comma-separated IPs or CIDRs) whose X-Forwarded-For / X-Forwarded-Proto are
     # believed; empty: none, and the client is the peer of the connection.
     trusted_proxies: str = ""
+    # The level of the one-line request log ("proctor.requests"): INFO logs every request,
+    # WARNING only those the server failed (5xx), ERROR none.
+    log_level: str = "INFO"
 
 
 @lru_cache

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import logging
+import time
+from urllib.parse import parse_qsl
 
 import anyio
 from fastapi import FastAPI, HTTPException, Request
@@ -284,6 +289,84 @@ def error_response(request: Request, exc: StarletteHTTPException):
                       exc.status_code, "Error"), message=str(exc.detail))
 
 
+OAUTH2_REDIRECT = "/docs/oauth2-redirect"
+# FastAPI's docs pages start the viewers with an inline script; ReDoc searches in a blob: worker.
+DOCS_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+            "img-src 'self' data:; worker-src 'self' blob:; frame-ancestors 'none'")
+
+
+def _docs_pages(app: FastAPI) -> None:
+    """Swagger UI and ReDoc from static/vendor (npm, scripts/vendor.sh), so the API docs work
+    with no internet; no Google fonts either. The CSP keeps them from fetching anything else
+    (ReDoc's footer logo is on cdn.redoc.ly): a page that works offline, not one that waits."""
+    from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
+
+    def own_only(response):
+        response.headers["Content-Security-Policy"] = DOCS_CSP
+        return response
+
+    @app.get("/api/docs", include_in_schema=False)
+    def swagger_ui():
+        return own_only(get_swagger_ui_html(openapi_url=app.openapi_url, title=f"{app.title} API",
+                                   swagger_js_url="/static/vendor/swagger-ui-bundle.js",
+                                   swagger_css_url="/static/vendor/swagger-ui.css",
+                                   swagger_favicon_url="/static/favicon.svg",
+                                   oauth2_redirect_url=OAUTH2_REDIRECT))
+
+    @app.get(OAUTH2_REDIRECT, include_in_schema=False)
+    def swagger_ui_redirect():
+        return get_swagger_ui_oauth2_redirect_html()
+
+    @app.get("/api/redoc", include_in_schema=False)
+    def redoc():
+        return own_only(get_redoc_html(openapi_url=app.openapi_url, title=f"{app.title} API",
+                                       redoc_js_url="/static/vendor/redoc.standalone.js",
+                                       redoc_favicon_url="/static/favicon.svg", with_google_fonts=False))
+
+
+REQUEST_LOG = logging.getLogger("proctor.requests")
+
+
+def _hidden(value: str, key: bytes) -> str:
+    """A short keyed hash: lines about one worker can be matched, the id cannot be read."""
+    return "h:" + hmac.new(key, value.encode(), hashlib.sha256).hexdigest()[:10]
+
+
+def logged_target(path: str, query: bytes, key: bytes) -> str:
+    """The path, and the query with every value hashed: a query carries worker ids
+    (PROLIFIC_PID, workerId), signatures and tokens, none of which goes in a log."""
+    if not query:
+        return path
+    pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
+    return path + "?" + "&".join(f"{k}={_hidden(v, key) if v else ''}" for k, v in pairs)
+
+
+class RequestLog:
+    """One line per request: method, path (query values hashed), status, milliseconds."""
+
+    def __init__(self, app, key: bytes):
+        self.app, self.key = app, key
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        start, status = time.perf_counter(), 500
+
+        async def noting(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, noting)
+        finally:
+            ms = (time.perf_counter() - start) * 1000
+            REQUEST_LOG.log(logging.WARNING if status >= 500 else logging.INFO, "%s %s %d %.1fms",
+                            scope["method"], logged_target(scope["path"], scope.get("query_string", b""),
+                                                           self.key), status, ms)
+
+
 class InsecureSettings(RuntimeError):
     """The server refuses to start with a key anyone could know."""
 
@@ -298,7 +381,8 @@ def create_app(database_url: str | None = None) -> FastAPI:
         raise InsecureSettings(str(exc)) from None
     app = FastAPI(title="Proctor", version="0.1.0",
                   description="Human evaluation of grounded language agents.",
-                  docs_url="/api/docs", redoc_url=None, openapi_url="/openapi.json",
+                  # Our own docs routes below: FastAPI's load Swagger UI and ReDoc from a CDN.
+                  docs_url=None, redoc_url=None, openapi_url="/openapi.json",
                   # Our error shape, not FastAPI's list of validation errors: the handlers
                   # below answer every refusal as ErrorOut, and the schema says so.
                   responses=ERROR_RESPONSES)
@@ -319,6 +403,11 @@ def create_app(database_url: str | None = None) -> FastAPI:
         from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=proxies)
+    try:
+        REQUEST_LOG.setLevel(settings.log_level.upper())
+    except ValueError:
+        raise InsecureSettings(f"LOG_LEVEL={settings.log_level!r}: use DEBUG, INFO, WARNING or ERROR") from None
+    app.add_middleware(RequestLog, key=settings.secret_key.encode())  # outermost: every answer
 
     from app.agents.views import router as agents_router
     from app.api import router as api_router
@@ -353,6 +442,8 @@ def create_app(database_url: str | None = None) -> FastAPI:
         name = filename or key.rsplit("/", 1)[-1]
         return StreamingResponse(store.open(key), media_type="application/octet-stream",
                                  headers={"Content-Disposition": content_disposition(name)})
+
+    _docs_pages(app)
 
     @app.get("/healthz", include_in_schema=False)
     def health():

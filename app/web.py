@@ -6,6 +6,7 @@ import threading
 from pathlib import Path
 
 import jinja2
+from markupsafe import Markup, escape
 from fastapi import HTTPException, Request, UploadFile
 from fastapi.templating import Jinja2Templates
 
@@ -36,6 +37,21 @@ class KindTemplates(jinja2.BaseLoader):
 templates = Jinja2Templates(env=jinja2.Environment(
     loader=jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(ROOT / "templates")), KindTemplates()]),
     autoescape=True))  # model text is untrusted: never mark it safe
+
+# Signs a worker must see, drawn by our own icons: many machines have no emoji font and would
+# show an empty box. Longest first, so the variation-selector spelling goes whole.
+ICONS = (("\U0001F6D1\ufe0f", "stop", "stop sign"), ("\U0001F6D1", "stop", "stop sign"))
+
+
+def with_icons(text) -> Markup:
+    """`text`, escaped, with each sign in ICONS replaced by its icon (alt text for readers)."""
+    out = str(escape(text if text is not None else ""))
+    for sign, name, alt in ICONS:
+        out = out.replace(sign, f'<img class="icon" src="/static/icons/{name}.svg" alt="{alt}">')
+    return Markup(out)
+
+
+templates.env.filters["icons"] = with_icons
 
 
 def render(request: Request, name: str, status_code: int = 200, **context):

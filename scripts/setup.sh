@@ -11,6 +11,9 @@ fi
 bash scripts/vendor.sh
 # Browser tests drive Debian's Chromium; never a downloaded browser.
 if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1 \
-    || echo "could not install chromium: browser tests will be skipped"
+  echo "installing Chromium with apt-get for the browser tests (a few minutes; output in var/apt-chromium.log)"
+  mkdir -p var
+  (apt-get update -qq && apt-get install -y -qq chromium) >var/apt-chromium.log 2>&1 \
+    && echo "Chromium installed" \
+    || echo "could not install chromium (see var/apt-chromium.log): browser tests will be skipped"
 fi

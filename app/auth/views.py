@@ -15,7 +15,7 @@ from app.auth.security import create_token, verify_password
 from app.config import get_settings
 from app.errors import InputError
 from app.params import Id
-from app.studies import assignment
+from app.studies import assignment, services
 from app.studies.models import Study
 from app.web import client_address, rate_limit, render
 
@@ -174,7 +174,8 @@ def entry(request: Request, slug: str, session: Session = Depends(db)):
     if study is None:
         raise HTTPException(404, "No study at this link.")
     if request.query_params.get("assignmentId") == MTURK_PREVIEW:
-        return render(request, "annotate/preview.html", study=study)
+        return render(request, "annotate/preview.html", study=study,
+                      details=services.consent_details(study))
     _, _, secret = enter_crowd(request, session, study, request.query_params)
     response = RedirectResponse(f"/task/{slug}", status_code=303)
     keep_browser_secret(response, secret)

@@ -21,8 +21,10 @@ from app.kinds import all_kinds, get_kind
 from app.kinds.base import ImportResult
 from app.studies.models import Item, Study
 
+# Closing deletes nothing (it only stops new tasks and answers), so a closed study may be
+# reopened: its annotations, workers and leases are as they were.
 TRANSITIONS = {"draft": {"live"}, "live": {"paused", "closed"}, "paused": {"live", "closed"},
-               "closed": set()}
+               "closed": {"live"}}
 
 
 class StudySettings(BaseModel):
@@ -36,6 +38,9 @@ class StudySettings(BaseModel):
     consent_text: str = ""
     instructions: str = ""
     payment: str = Field("", max_length=100)
+    # Who workers may write to, and how long a task takes: shown with the consent text.
+    contact: str = Field("", max_length=255)
+    estimated_minutes: int | None = Field(None, ge=1, le=24 * 60)
     # How many bundles one platform worker id may do in this study (a researcher raises it
     # for repeat work), and how many may be open at once from one network address.
     max_bundles_per_worker: int = Field(1, ge=1, le=10000)
@@ -103,9 +108,25 @@ def consent_text(study: Study) -> str:
     return study.consent_text or DEFAULT_CONSENT
 
 
+NOT_STATED = "not stated by the researcher"
+
+
+def consent_details(study: Study) -> list[tuple[str, str]]:
+    """What a worker should know before agreeing, one line each: whom to contact, how long the
+    task takes, what it pays (said plainly when the researcher left one out)."""
+    minutes = study.estimated_minutes
+    return [("Contact", study.contact or NOT_STATED),
+            ("Estimated time", f"about {minutes} minute{'' if minutes == 1 else 's'}" if minutes else NOT_STATED),
+            ("Payment", study.payment or NOT_STATED)]
+
+
 def consent_version(study: Study) -> str:
-    """The version of the consent text, as shown: a worker agrees to exactly this text."""
-    return hashlib.sha256(consent_text(study).encode()).hexdigest()[:16]
+    """The version of the consent text, as shown: a worker agrees to exactly this text and
+    these details (left out of the hash when none is given, so older versions still hold)."""
+    shown = consent_text(study)
+    if study.contact or study.estimated_minutes or study.payment:
+        shown += "".join(f"\n{label}: {value}" for label, value in consent_details(study))
+    return hashlib.sha256(shown.encode()).hexdigest()[:16]
 
 
 def parse_settings(data: dict) -> StudySettings:
@@ -200,6 +221,9 @@ class StudyEdit(BaseModel):
     caps on one crowd member."""
     consent_text: str | None = None
     instructions: str | None = None
+    contact: str | None = Field(None, max_length=255)
+    estimated_minutes: int | None = Field(None, ge=1, le=24 * 60)
+    payment: str | None = Field(None, max_length=100)
     max_bundles_per_worker: int | None = Field(None, ge=1, le=10000)
     max_open_bundles_per_ip: int | None = Field(None, ge=1, le=100000)
 

@@ -84,6 +84,7 @@ def _consent_page(request: Request, study: Study, bundle: Bundle, status_code: i
                   error: str | None = None):
     return render(request, "annotate/consent.html", status_code=status_code, study=study,
                   bundle=bundle, kind=get_kind(study.kind), consent=services.consent_text(study),
+                  details=services.consent_details(study),
                   consent_version=services.consent_version(study), error=error)
 
 
@@ -258,11 +259,16 @@ def study_progress(request: Request, study_id: Id, session: Session = Depends(db
 
 
 @router.post("/studies/{study_id}/state")
-def change_state(request: Request, study_id: Id, state: str = Form(...),
+def change_state(request: Request, study_id: Id, state: str = Form(...), confirm: str = Form(""),
                  session: Session = Depends(db), user: User = Depends(researcher)):
     study = _study(session, study_id, user)
+    if state == "closed" and confirm != "close" and state in services.TRANSITIONS.get(study.state, ()):
+        # Closing cuts off workers mid-task: the page says so and asks again (no JS needed).
+        return render(request, "research/confirm_close.html", user=user, study=study,
+                      progress=assignment.progress(session, study))
+    previous = study.state
     services.set_state(session, study, state, session.merge(user))
-    flash(request, f"The study is now {state}.")
+    flash(request, "The study is open again." if previous == "closed" else f"The study is now {state}.")
     return RedirectResponse(f"/studies/{study.id}", status_code=303)
 
 

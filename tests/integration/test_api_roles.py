@@ -51,6 +51,7 @@ POST /login                                             303    303    303    303
 POST /logout                                            303    303    303    303    303    303     303     303     303
 GET  /healthz                                           200    200    200    200    200    200     200     200     200
 GET  /docs/oauth2-redirect                              200    200    200    200    200    200     200     200     200
+GET  /api/redoc                                         200    200    200    200    200    200     200     200     200
 GET  /blobs/{key:path}                                  200    200    200    200    200    200     200     200     200
 GET  /s/{slug}                                          303    303    303    303    303    303     303     303     303
 # ---- the worker's task pages: only the session that entered the study
