@@ -26,6 +26,8 @@ class ItemSpec:
     category: str = ""
     cluster: str = ""
     exclusion_group: str | None = None
+    # The worker (user id) who wrote it, if one did: the assignment engine never gives it to them.
+    author_id: int | None = None
 
 
 @dataclass

@@ -221,10 +221,12 @@ def _release(session: Session, assignment: Assignment, state: str) -> bool:
 
 
 def _open_to(study: Study, worker_id: int):
-    """Items this worker may still get: never one they had, nor one of a group they had."""
+    """Items this worker may still get: never one they had, nor one of a group they had, nor
+    one they wrote."""
     mine = aliased(Assignment)
     grouped = aliased(Assignment)
     return (~exists().where(mine.item_id == Item.id, mine.worker_id == worker_id),
+            Item.author_id.is_(None) | (Item.author_id != worker_id),
             Item.exclusion_group.is_(None) | ~exists().where(
                 grouped.study_id == study.id, grouped.worker_id == worker_id,
                 grouped.exclusion_group == Item.exclusion_group))

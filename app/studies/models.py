@@ -61,6 +61,9 @@ class Item(Base):
     # Items judged together for consistency (ToM: one proposition at one point).
     cluster: Mapped[str] = mapped_column(String(255), default="")
     exclusion_group: Mapped[str | None] = mapped_column(String(255))
+    # The worker who wrote the item (a procedure's instructor, sent to verification): never
+    # assigned it, since checking one's own work checks nothing.
+    author_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
     position: Mapped[float] = mapped_column(Float)
     # Completed plus currently leased assignments (not counting rejected ones).
     n_active: Mapped[int] = mapped_column(default=0)

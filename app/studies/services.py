@@ -179,7 +179,8 @@ def create_study(session: Session, owner: User, kind_name: str, settings: StudyS
     rng = random.Random(study.id)
     rows = [dict(study_id=study.id, external_id=s.external_id, payload=s.payload,
                  reference=s.reference, is_gold=s.is_gold, source=s.source, category=s.category,
-                 cluster=s.cluster, exclusion_group=s.exclusion_group, position=rng.random(),
+                 cluster=s.cluster, exclusion_group=s.exclusion_group, author_id=s.author_id,
+                 position=rng.random(),
                  n_active=0) for s in result.items]
     for start in range(0, len(rows), 5000):
         session.execute(insert(Item), rows[start:start + 5000])
@@ -199,7 +200,8 @@ def add_items(session: Session, study: Study, specs: list) -> int:
     rng = random.Random(f"{study.id}:{len(have)}")
     rows = [dict(study_id=study.id, external_id=s.external_id, payload=s.payload,
                  reference=s.reference, is_gold=s.is_gold, source=s.source, category=s.category,
-                 cluster=s.cluster, exclusion_group=s.exclusion_group, position=rng.random(),
+                 cluster=s.cluster, exclusion_group=s.exclusion_group, author_id=s.author_id,
+                 position=rng.random(),
                  n_active=0) for s in specs if s.external_id not in have]
     for start in range(0, len(rows), 5000):
         session.execute(insert(Item), rows[start:start + 5000])

@@ -154,6 +154,10 @@ def test_procedures_go_to_two_verifiers_and_come_back_tagged(session, client, tm
                        headers={"X-CSRF-Token": token}).status_code == 404
 
     services.set_state(session, ver, "live", owner)
+    # The instructor is the item's author: never one of its verifiers.
+    assert item.author_id == ann.worker_id
+    mine = assignment.enter(session, ver, "prolific", "instructor-1")
+    assert assignment.next_item(session, ver, mine.id) is None
     pending = client.get(f"/api/v1/hexagons/studies/{ver.id}/verification").json()
     assert pending["procedures"][0]["steps"][0]["tag"] is None and pending["complete"] == 0
     # Verifier 1 reproduces both steps; verifier 2 paints tile 1 green in step 2.

@@ -151,6 +151,8 @@ class Hexagons(TaskKind):
         if metric not in SCORE_METRICS:
             raise InputError(f"score_metric must be one of {', '.join(SCORE_METRICS)}", field="score_metric")
         procs = parse_procedures(data)
+        # Set only by verification.make_verification_study: each procedure's instructor.
+        authors = options.get("authors") if isinstance(options.get("authors"), dict) else {}
         n_gold = int(options.get("gold_count", 0) or 0)
         agreed = sorted((p for p in procs if p.all_agreed), key=lambda p: _stable_rank(p.index))
         gold = {p.index for p in agreed[:n_gold]}
@@ -163,7 +165,8 @@ class Hexagons(TaskKind):
                        "score_metric": metric},
             is_gold=p.index in gold, source="gold" if p.index in gold else "dataset",
             # Procedures of one image: nobody executes two (the second would be drawn from memory).
-            category=p.category, cluster=p.image_id, exclusion_group=f"image:{p.image_id}")
+            category=p.category, cluster=p.image_id, exclusion_group=f"image:{p.image_id}",
+            author_id=authors.get(p.index))
             for p in procs]
         settings = {"score_metric": metric, "label_abstraction": label_abstraction}
         # Set only by verification.make_verification_study (no form or API field reaches it).

@@ -97,11 +97,13 @@ def make_verification_study(session: Session, study: Study, actor: User, title: 
         raise InputError("only a description study's procedures go to verification", field="study")
     sent = set((study.kind_settings or {}).get("verified") or [])
     rows = session.execute(
-        select(Annotation.id, Annotation.response, Item, User.pseudonym)
+        select(Annotation.id, Annotation.response, Item, User.pseudonym, Annotation.worker_id)
         .join(Item, Item.id == Annotation.item_id).join(User, User.id == Annotation.worker_id)
         .where(Annotation.study_id == study.id, Annotation.excluded.is_(False)).order_by(Annotation.id)).all()
     lines = [_procedure_line(ann_id, item, response, who or "?")
-             for ann_id, response, item, who in rows if ann_id not in sent]
+             for ann_id, response, item, who, _ in rows if ann_id not in sent]
+    # The instructor never verifies their own procedure (Item.author_id).
+    authors = {str(ann_id): worker for ann_id, _, _, _, worker in rows if ann_id not in sent}
     if not lines:
         raise InputError("no procedures to verify: none has been written since the last verification",
                          field="study")
@@ -109,14 +111,15 @@ def make_verification_study(session: Session, study: Study, actor: User, title: 
     settings = services.StudySettings(
         title=title, annotations_per_item=VERIFIERS, gold_rate=0.0,
         bundle_size=min(study.bundle_size, len(lines)), lease_seconds=study.lease_seconds,
-        consent_text=study.consent_text, payment=study.payment, redirect_url=study.redirect_url)
+        consent_text=study.consent_text, payment=study.payment, contact=study.contact,
+        estimated_minutes=study.estimated_minutes, redirect_url=study.redirect_url)
     # The description study's note rides on create_study's commit: both are stored or neither.
     study.kind_settings = {**(study.kind_settings or {}),
                            "verified": sorted(sent | {int(line["index"]) for line in lines})}
     audit.record(session, actor.id, "hexagons.verification", "study", study.id, procedures=len(lines))
     data = "\n".join(json.dumps(line) for line in lines).encode()
     return services.create_study(session, actor, "hexagons", settings, data, "procedures",
-                                 {"verification_of": study.id})
+                                 {"verification_of": study.id, "authors": authors})
 
 
 def verifications_of(session: Session, study: Study) -> list[Study]:
