@@ -132,7 +132,7 @@ def weights_bytes(model: Captioner) -> bytes:
 
 def run_train_job(session, job, progress) -> dict:
     """The job `a3ds.train`: train as the command does (params: agent_id, and optionally pairs,
-    epochs, with_distractor, seed, device) and upload the captioner as a new version of the
+    dev_pairs, epochs, with_distractor, seed, device) and upload the captioner as a new version of the
     agent's model (validated by `a3ds.validate`, like any upload)."""
     from app.agents.artifacts import upload_artifact
     from app.agents.models import Agent
@@ -150,7 +150,7 @@ def run_train_job(session, job, progress) -> dict:
         progress(n, None, f"epoch {n}: loss {loss:.3f}")
 
     device = p.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
-    model, report = run_training(pairs=int(p.get("pairs", 3000)), epochs=epochs,
+    model, report = run_training(pairs=int(p.get("pairs", 3000)), dev_pairs=int(p.get("dev_pairs", 300)), epochs=epochs,
                                  with_distractor=bool(p.get("with_distractor", False)), seed=int(p.get("seed", 0)),
                                  device=device, echo=lambda line: progress(done[0], None, line),
                                  epoch_done=epoch_done, bars=False)
