@@ -62,8 +62,8 @@ def speaker_metrics(pairs: list[Pair], speaker: str, seed: int) -> dict:
     return means([score_caption(p.target, p.distractor, speak(speaker, p, seed)) for p in pairs])
 
 
-def run_training(*, pairs: int = 3000, dev_pairs: int = 300, epochs: int = 8, embed: int = 32, hidden: int = 128,
-                 channels: int = 16, batch: int = 64, lr: float = 3e-3, with_distractor: bool = False,
+def run_training(*, pairs: int = 1000, dev_pairs: int = 200, epochs: int = 10, embed: int = 32, hidden: int = 64,
+                 channels: int = 16, batch: int = 32, lr: float = 3e-3, with_distractor: bool = False,
                  speaker: str | None = None, seed: int = 0, device: str = "cpu", out: str | Path | None = None,
                  name: str = NAME, echo: Callable[[str], None] = print,
                  epoch_done: Callable[[int, float], None] | None = None, bars: bool = True) -> tuple[Captioner, dict]:
@@ -141,7 +141,7 @@ def run_train_job(session, job, progress) -> dict:
     agent = session.get(Agent, p["agent_id"])
     if agent is None:
         return {"skipped": "the agent was deleted"}
-    epochs = int(p.get("epochs", 8))
+    epochs = int(p.get("epochs", 10))
     progress(0, epochs, f"training the built-in captioner for agent {agent.name!r}, {epochs} epochs")
     done = [0]
 
@@ -150,7 +150,7 @@ def run_train_job(session, job, progress) -> dict:
         progress(n, None, f"epoch {n}: loss {loss:.3f}")
 
     device = p.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
-    model, report = run_training(pairs=int(p.get("pairs", 3000)), dev_pairs=int(p.get("dev_pairs", 300)), epochs=epochs,
+    model, report = run_training(pairs=int(p.get("pairs", 1000)), dev_pairs=int(p.get("dev_pairs", 200)), epochs=epochs,
                                  with_distractor=bool(p.get("with_distractor", False)), seed=int(p.get("seed", 0)),
                                  device=device, echo=lambda line: progress(done[0], None, line),
                                  epoch_done=epoch_done, bars=False)

@@ -12,15 +12,15 @@ import click
 @click.option("--with-distractor", is_flag=True,
               help="The captioner sees the distractor too and learns the contrastive speaker's captions "
                    "(default: the target alone, the literal speaker's).")
-@click.option("--pairs", default=3000, show_default=True, type=click.IntRange(10, 200_000),
+@click.option("--pairs", default=1000, show_default=True, type=click.IntRange(10, 200_000),
               help="Training pairs (scenes drawn: about twice as many).")
-@click.option("--dev-pairs", default=300, show_default=True, type=click.IntRange(1, 20_000),
+@click.option("--dev-pairs", default=200, show_default=True, type=click.IntRange(1, 20_000),
               help="Held-out pairs the metrics are reported on.")
-@click.option("--epochs", default=8, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--epochs", default=10, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--embed", default=32, show_default=True, type=click.IntRange(1, 512))
-@click.option("--hidden", default=128, show_default=True, type=click.IntRange(1, 1024))
+@click.option("--hidden", default=64, show_default=True, type=click.IntRange(1, 1024))
 @click.option("--channels", default=16, show_default=True, type=click.IntRange(1, 256))
-@click.option("--batch", default=64, show_default=True, type=click.IntRange(1, 4096))
+@click.option("--batch", default=32, show_default=True, type=click.IntRange(1, 4096))
 @click.option("--lr", default=3e-3, show_default=True, type=click.FloatRange(min=0, min_open=True))
 @click.option("--speaker", default=None, type=click.Choice(["literal", "short", "contrastive", "minimal"]),
               help="The built-in speaker whose captions it learns (default: contrastive with the distractor, "
