@@ -200,6 +200,14 @@ GET  /api/v1/hexagons/generations/{job_id}              401    401    200    404
 POST /api/v1/hexagons/generations/{job_id}/cancel       401    401    422    404    422    422     404     422     401
 # ---- A3DS scene pictures: any account, or a crowd worker inside a study
 GET  /a3ds/scenes/{scene_id}                            403    200    200    200    200    200     200     200     401
+# ---- A3DS captioner runs (app/kinds/a3ds/views.py): the study's managers. The probe names no
+#      captioner (422) and the probe run has ended (cancel: 422)
+GET  /a3ds/studies/{study_id}/generations               login  login  200    404    200    200     404     200     401
+POST /a3ds/studies/{study_id}/generations               login  login  303    404    303    303     404     303     401
+POST /api/v1/a3ds/studies/{study_id}/generations        401    401    422    404    422    422     404     422     401
+GET  /api/v1/a3ds/studies/{study_id}/generations        401    401    200    404    200    200     404     200     401
+GET  /api/v1/a3ds/generations/{job_id}                  401    401    200    404    200    200     404     200     401
+POST /api/v1/a3ds/generations/{job_id}/cancel           401    401    422    404    422    422     404     422     401
 # ---- API: admins
 GET  /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
 POST /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
@@ -278,6 +286,7 @@ class World:
     hexagons: dict = field(default_factory=dict)  # a Hexagons study with disagreements to consolidate
     hex: dict = field(default_factory=dict)  # Hexagons description and verification studies
     hexrun: dict = field(default_factory=dict)  # a Hexagons study and an ended executor run
+    a3dsrun: dict = field(default_factory=dict)  # an A3DS draft study and an ended captioner run
 
     def session(self):
         return get_sessionmaker(self.db_url)()
@@ -379,6 +388,7 @@ def world(app, session, db_url):
     hex_study = disagreement_study(session, owner)
     w.hexagons = {"study": hex_study.id, "item": session.scalar(select(Item.id).where(Item.study_id == hex_study.id))}
     w.hexrun = _hexrun_world(session, owner)
+    w.a3dsrun = _a3dsrun_world(session, owner)
     w.hex = _hex_world(session, owner)
     w.clients = clients
     w.csrf["anon"] = csrf_of(clients["anon"])
@@ -515,6 +525,18 @@ def _hexrun_world(session, owner) -> dict:
     return {"study": study.id, "job": job.id}
 
 
+def _a3dsrun_world(session, owner) -> dict:
+    """An A3DS draft study of the owner's with one ended captioner run (a job row)."""
+    design = {"pairs": {"z": {"1": 1}}, "speakers": ["literal"], "seed": 0}
+    study = services.create_study(session, owner, "a3ds", services.StudySettings(title="Roles a3ds"),
+                                  json.dumps(design).encode(), "design")
+    job = jobs.create_job(session, "a3ds.generate", study_id=study.id, owner_id=owner.id, speaker="short",
+                          captioner="short", batch_size=8)
+    job.state = "done"
+    session.commit()
+    return {"study": study.id, "job": job.id}
+
+
 def _reset_sts(s, sts: dict) -> None:
     """Undo the STS probes: version 2 a draft again, scenario B as it was, and no scenario or
     generation run but the world's."""
@@ -579,6 +601,8 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         else:
             which = "draft" if "targets" in template else "described" if method == "POST" else "verification"
             path = template.replace("{study_id}", str(w.hex[which]))
+    if "/a3ds/" in template and "/generations" in template:
+        path = template.replace("{study_id}", str(w.a3dsrun["study"])).replace("{job_id}", str(w.a3dsrun["job"]))
     if template == "/sts/studies/{study_id}/recordings":
         path = f"/sts/studies/{w.sts['play']}/recordings"
     if "{annotation_id}" in template:
@@ -650,6 +674,10 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         kw["json"] = {}
     elif key in ("POST /hexagons/studies/{study_id}/generations", "POST /api/v1/hexagons/generations/{job_id}/cancel"):
         form = {} if key.startswith("POST /hexagons/") else None
+    elif key == "POST /api/v1/a3ds/studies/{study_id}/generations":
+        kw["json"] = {}
+    elif key in ("POST /a3ds/studies/{study_id}/generations", "POST /api/v1/a3ds/generations/{job_id}/cancel"):
+        form = {} if key.startswith("POST /a3ds/") else None
     elif key == "POST /sts/suites":
         form = {"name": f"page-probe-{role}"}
     elif key in ("POST /sts/recordings", "POST /api/v1/sts/recordings"):

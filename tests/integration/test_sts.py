@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import select
 
 from app.kinds.sts.demo import demo_lines
-from app.kinds.sts.frames import decode_png
+from app.images import decode_png
 from app.storage import get_store
 from app.studies import services
 from app.studies.models import Item, Study

@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 
 from app.errors import InputError
 from app.kinds import get_kind
-from app.kinds.sts.frames import decode_png
+from app.images import decode_png
 from app.kinds.sts.models import Recording
 from app.kinds.sts.recordings import expert_recording
 from app.studies import assignment, services

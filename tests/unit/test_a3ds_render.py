@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.images import encode_png
 from app.kinds.a3ds import render
 from app.kinds.a3ds.scenes import FEATURES, SIZES, factors, scene_id
 from app.storage import LocalBlobStore
@@ -40,7 +41,7 @@ def test_every_single_factor_change_changes_the_picture(feature):
 def test_the_same_id_gives_the_same_bytes_at_both_sizes():
     for scene in (12500, 0, 479999, 234567):
         for size in render.SIZES:
-            a, b = render.encode_png(render.render(scene, size)), render.encode_png(render.render(scene, size))
+            a, b = encode_png(render.render(scene, size)), encode_png(render.render(scene, size))
             assert a == b
             assert _png_rgb(a, size).shape == (size, size, 3)
 
@@ -50,7 +51,7 @@ def test_pictures_are_kept_in_the_blob_store(tmp_path):
     first = render.scene_png(12500, 256, store=store)
     assert store.exists(render.scene_key(12500, 256))
     assert render.scene_png(12500, 256, store=store) == first
-    assert first == render.encode_png(render.render(12500, 256))
+    assert first == encode_png(render.render(12500, 256))
     # The floor shows its hue (red) at the bottom, the object its own (medium blue) in the middle.
     rgb = _png_rgb(first, 256).astype(int)
     r, g, b = rgb[250, 128]

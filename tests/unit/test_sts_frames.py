@@ -8,7 +8,8 @@ import io
 import numpy as np
 import pytest
 
-from app.kinds.sts.frames import MAX_FRAMES, decode_png, encode_png, strip, strip_key
+from app.images import decode_png, encode_png
+from app.kinds.sts.frames import MAX_FRAMES, strip, strip_key
 
 
 def test_a_strip_is_a_png_another_decoder_reads_pixel_for_pixel():

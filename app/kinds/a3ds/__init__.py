@@ -59,15 +59,43 @@ class ReferenceGame(TaskKind):
         "left one, 2 or the right arrow for the right one; Enter goes on.")
     outputs_label: ClassVar[str] = 'A listener\'s picks (JSONL: {"item": id, "choice": "1"|"2"})'
 
+    # Captioners as models (docs/kinds/a3ds.md, "Captioner models"): uploaded or trained; a
+    # generation run adds their captions of a study's pairs as items.
+    study_template: ClassVar[str | None] = "kinds/a3ds/generation.html"
+    jobs: ClassVar[dict[str, str]] = {
+        "validate": "workers.a3ds.validate:run_validation",
+        "generate": "workers.a3ds.generate:run_generation",
+        "train": "workers.a3ds.train:run_train_job",
+    }
+    job_queues: ClassVar[dict[str, str]] = {"validate": "models", "generate": "models", "train": "models"}
+    artifact_roles: ClassVar[tuple[str, ...]] = ("captioner",)
+    artifact_help: ClassVar[str] = ("an A3DS captioner (the two 64 x 64 scenes, target and distractor, to caption "
+                                    "token ids, docs/kinds/a3ds.md)")
+
     def cli(self):
         from app.kinds.a3ds.cli import refgame
 
         return refgame
 
     def routers(self) -> list:
-        from app.kinds.a3ds.views import router
+        from app.kinds.a3ds.views import api, router
 
-        return [router]
+        return [router, api]
+
+    def train_commands(self) -> list:
+        from app.kinds.a3ds.train import train_commands
+
+        return train_commands()
+
+    def check_artifact_config(self, role: str, config: object) -> dict:
+        from app.kinds.a3ds.architectures import check_config
+
+        return check_config(role, config)
+
+    def study_context(self, session, study) -> dict:
+        from app.kinds.a3ds.generation import study_context
+
+        return study_context(session, study)
 
     def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
         out = super().parse_response(data, payload, settings)

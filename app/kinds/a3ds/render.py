@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import colorsys
 import math
-import struct
-import zlib
 
 import numpy as np
 
+from app.images import encode_png
 from app.kinds.a3ds.scenes import ORIENTATIONS, SCALES, factors
 
 VERSION = 1
@@ -156,19 +155,6 @@ def render(scene: int, size: int = 64) -> np.ndarray:
     img[first == 3] = hue_rgb(obj / 10) * lit[first == 3][:, None]
     img = img.reshape(size, ss, size, ss, 3).mean((1, 3))
     return np.round(np.clip(img, 0, 1) * 255).astype(np.uint8)
-
-
-def encode_png(rgb: np.ndarray) -> bytes:
-    """RGB uint8 (height, width, 3) as an 8-bit truecolour PNG: numpy and zlib only."""
-    h, w, _ = rgb.shape
-    raw = np.zeros((h, 1 + w * 3), dtype=np.uint8)  # filter type 0 on every scanline
-    raw[:, 1:] = rgb.reshape(h, w * 3)
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw.tobytes(), 6)) + chunk(b"IEND", b""))
 
 
 def scene_key(scene: int, size: int) -> str:

@@ -1,17 +1,25 @@
-"""The reference game's one route: a scene's picture, drawn once and kept in the blob store.
+"""The reference game's routes: a scene's picture, drawn once and kept in the blob store; and
+captioner runs (generation.py), for researchers and admins on their own studies.
 
-Open to anyone with an account and to crowd workers inside a study (their signed session): a
+The picture is open to anyone with an account and to crowd workers inside a study (their signed session): a
 scene id says nothing the picture does not show, and which one is the target is never here."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
-from fastapi.responses import Response
+from fastapi import APIRouter, Depends, Form, HTTPException, Path, Query, Request
+from fastapi.responses import RedirectResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.orm import Session
 
-from app.auth.deps import optional_user, verify_csrf
+from app import jobs
+from app.auth.deps import db, managed_study, optional_user, require, verify_csrf
 from app.auth.models import User
+from app.errors import InputError
+from app.kinds.a3ds import generation
+from app.params import BodyId, Id
+from app.web import flash, render
 from app.kinds.a3ds.render import SIZES, scene_png
 from app.kinds.a3ds.scenes import N_SCENES
 
@@ -30,3 +38,90 @@ def scene_picture(request: Request, scene_id: SceneId, size: int = Query(256, ge
         raise HTTPException(422, f"size is one of {', '.join(map(str, SIZES))}")
     return Response(scene_png(scene_id, size), media_type="image/png",
                     headers={"Cache-Control": "private, max-age=86400"})
+
+
+# ---- captioner runs: a captioner's captions of a study's pairs become items -------------------
+
+api = APIRouter(prefix="/api/v1/a3ds", tags=["a3ds"], dependencies=[Depends(verify_csrf)])
+researcher = require("researcher", "admin")
+
+
+class GenerationIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    speaker: str | None = None
+    artifact_id: BodyId | None = None
+    batch_size: int = Field(generation.DEFAULT_BATCH, ge=1, le=generation.MAX_BATCH)
+
+
+def _start(session: Session, study, user: User, speaker, artifact_id, batch_size) -> jobs.Job:
+    job = generation.create_run(session, study, session.merge(user), speaker=speaker, artifact_id=artifact_id,
+                                batch_size=batch_size)
+    return jobs.submit(session, job)
+
+
+def _run(session: Session, user: User, job_id: int) -> jobs.Job:
+    try:
+        return generation.get_run(session, user, job_id)
+    except generation.NotFound as exc:
+        raise HTTPException(404, str(exc)) from None
+
+
+@api.post("/studies/{study_id}/generations", status_code=202)
+def start_generation(study_id: Id, body: GenerationIn, session: Session = Depends(db),
+                     user: User = Depends(researcher)) -> dict:
+    """Caption every pair of a draft study (gold ones excepted) with a built-in `speaker` or a
+    valid captioner model (`artifact_id`); each caption becomes an item named by the captioner.
+    Follow it with GET .../generations/{job}; cancel with POST .../cancel."""
+    study = managed_study(session, study_id, user)
+    job = _start(session, study, user, body.speaker, body.artifact_id, body.batch_size)
+    return generation.summary(session, job)
+
+
+@api.get("/studies/{study_id}/generations")
+def list_generations(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> list:
+    study = managed_study(session, study_id, user)
+    return [generation.summary(session, j) for j in generation.runs_of(session, study)]
+
+
+@api.get("/generations/{job_id}")
+def get_generation(job_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+    return generation.summary(session, _run(session, user, job_id))
+
+
+@api.post("/generations/{job_id}/cancel")
+def cancel_generation(job_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+    """Stop the run before its next chunk of pairs; the items it added stay."""
+    job = _run(session, user, job_id)
+    jobs.cancel(session, job)
+    return generation.summary(session, job)
+
+
+@router.get("/a3ds/studies/{study_id}/generations")
+def generations_section(request: Request, study_id: Id, session: Session = Depends(db),
+                        user: User = Depends(researcher)):
+    """The study page's section alone (htmx polls it while a run goes)."""
+    study = managed_study(session, study_id, user, "No such study among yours.")
+    return render(request, "kinds/a3ds/generation.html", study=study, **generation.study_context(session, study))
+
+
+@router.post("/a3ds/studies/{study_id}/generations")
+def start_generation_page(request: Request, study_id: Id, captioner: str = Form(""), batch_size: str = Form(""),
+                          session: Session = Depends(db), user: User = Depends(researcher)):
+    """The form's one captioner field: "speaker:<name>" or "artifact:<id>"."""
+    study = managed_study(session, study_id, user, "No such study among yours.")
+    what, _, value = captioner.partition(":")
+    try:
+        if what not in ("speaker", "artifact") or not value:
+            raise InputError("choose a captioner", field="captioner")
+        if not value.isdigit() and what == "artifact":
+            raise InputError("artifact_id must be an integer", field="artifact_id")
+        size = batch_size.strip()
+        if size and not size.isdigit():
+            raise InputError("batch_size must be an integer", field="batch_size")
+        job = _start(session, study, user, value if what == "speaker" else None,
+                     int(value) if what == "artifact" else None, int(size) if size else generation.DEFAULT_BATCH)
+    except InputError as exc:
+        flash(request, f"Not started: {exc}", "error")
+    else:
+        flash(request, f"Captioner run {job.id} queued.")
+    return RedirectResponse(f"/studies/{study.id}#captioner-runs", status_code=303)

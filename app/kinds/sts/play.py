@@ -16,7 +16,7 @@ import json
 from app import jsonsafe
 from app.errors import InputError
 from app.kinds.sts.env import ActionError, action_index
-from app.kinds.sts.frames import encode_png
+from app.images import encode_png
 from app.kinds.sts.recordings import Recording, Replay, replay
 
 MODE = "play"  # payload["mode"] of a play item; items without it are continuations

@@ -1,0 +1,129 @@
+"""Generation runs of A3DS captioners: a captioner (a built-in speaker, or an uploaded or trained
+model) captions every pair of a study; each caption becomes an item of the study (a caption
+per pair per captioner is what a worker judges), named by the captioner, so the leaderboard
+compares captioners on the same pairs (docs/kinds/a3ds.md, "Generation runs").
+
+A run is a core Job (`a3ds.generate`, queue "models"; its params say what it runs): no table of
+its own. The web side checks the request and stores the job; workers/a3ds/generate.py does the
+work. Items are only added to a draft study (a live one's bundles are already dealt). No torch
+here.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app import jobs
+from app.agents.models import Agent, AgentArtifact
+from app.auth.models import User
+from app.errors import InputError
+from app.kinds.a3ds.speakers import SPEAKERS
+from app.params import MAX_ID
+from app.studies.models import Item, Study
+
+KIND_NAME = "a3ds"
+TASK = f"{KIND_NAME}.generate"
+MAX_BATCH = 256
+DEFAULT_BATCH = 32
+
+
+class NotFound(LookupError):
+    """Not among the caller's (404: another researcher's runs are not revealed to exist)."""
+
+
+def _artifact(session: Session, user: User, artifact_id: object) -> tuple[AgentArtifact, Agent]:
+    if isinstance(artifact_id, bool) or not isinstance(artifact_id, int):
+        raise InputError("artifact_id must be an id (an integer)", field="artifact_id")
+    art = session.get(AgentArtifact, artifact_id) if 1 <= artifact_id <= MAX_ID else None
+    agent = session.get(Agent, art.agent_id) if art else None
+    if art is None or (user.role != "admin" and agent.owner_id != user.id):
+        raise InputError(f"no artifact {artifact_id} among yours", field="artifact_id")
+    if agent.kind != KIND_NAME or art.role != "captioner":
+        raise InputError(f"artifact {artifact_id} is a {agent.kind} {art.role}, not an A3DS captioner",
+                         field="artifact_id")
+    if art.state != "valid":
+        raise InputError(f"artifact {artifact_id} is {art.state}: only validated artifacts can run",
+                         field="artifact_id")
+    return art, agent
+
+
+def study_pairs(session: Session, study: Study) -> list[tuple[int, int, str]]:
+    """The study's pairs (target, distractor, how it was chosen), gold ones excepted, in the
+    order of their first item."""
+    seen, out = set(), []
+    for ref in session.scalars(select(Item.reference).where(Item.study_id == study.id, Item.is_gold.is_(False))
+                               .order_by(Item.id)):
+        key = (ref["target_id"], ref["distractor_id"])
+        if key not in seen:
+            seen.add(key)
+            out.append((*key, ref.get("design", "")))
+    return out
+
+
+def create_run(session: Session, study: Study, user: User, *, speaker: object = None, artifact_id: object = None,
+               batch_size: object = DEFAULT_BATCH) -> jobs.Job:
+    """Check everything and add the job to the session (flushed, not committed): the caller
+    submits it (jobs.submit). One of `speaker` (a built-in one) or `artifact_id` (a valid
+    captioner)."""
+    if study.kind != KIND_NAME:
+        raise InputError("captioner runs are for A3DS studies", field="study")
+    if study.state != "draft":
+        raise InputError(f"captions become items, and items are only added to a draft study; this one is "
+                         f"{study.state}", field="study")
+    if (speaker is None) == (artifact_id is None):
+        raise InputError(f"name one captioner: speaker ({', '.join(SPEAKERS)}) or artifact_id (an uploaded or "
+                         "trained captioner)", field="speaker")
+    params: dict = {}
+    if speaker is not None:
+        if speaker not in SPEAKERS:
+            raise InputError(f"unknown speaker {speaker!r}: use {', '.join(SPEAKERS)}", field="speaker")
+        params.update(speaker=speaker, captioner=speaker)
+    else:
+        art, agent = _artifact(session, user, artifact_id)
+        params.update(artifact_id=art.id, agent_id=agent.id, captioner=agent.name)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
+        raise InputError(f"batch_size must be an integer from 1 to {MAX_BATCH}", field="batch_size")
+    if not study_pairs(session, study):
+        raise InputError("the study has no pairs to caption (gold ones are not captioned)", field="study")
+    return jobs.create_job(session, TASK, study_id=study.id, owner_id=user.id, batch_size=batch_size, **params)
+
+
+def get_run(session: Session, user: User, job_id: int) -> jobs.Job:
+    job = session.get(jobs.Job, job_id)
+    study = session.get(Study, job.study_id) if job is not None and job.study_id else None
+    if job is None or job.task != TASK or study is None or (user.role != "admin" and study.owner_id != user.id):
+        raise NotFound("no such captioner run among yours")
+    return job
+
+
+def runs_of(session: Session, study: Study) -> list[jobs.Job]:
+    return list(session.scalars(select(jobs.Job).where(jobs.Job.study_id == study.id, jobs.Job.task == TASK)
+                                .order_by(jobs.Job.id.desc())))
+
+
+def item_prefix(captioner: str) -> str:
+    return f"gen:{captioner}:"
+
+
+def summary(session: Session, job: jobs.Job) -> dict:
+    p = job.params or {}
+    items = session.scalar(select(func.count(Item.id)).where(
+        Item.study_id == job.study_id, Item.external_id.startswith(item_prefix(p.get("captioner", "")),
+                                                                   autoescape=True)))
+    return {"id": job.id, "study_id": job.study_id, "state": job.state, "done": job.done, "total": job.total,
+            "log": job.log, "captioner": p.get("captioner"), "speaker": p.get("speaker"),
+            "artifact_id": p.get("artifact_id"), "agent_id": p.get("agent_id"), "batch_size": p.get("batch_size"),
+            "items": items, "result": job.result or {}}
+
+
+def study_context(session: Session, study: Study) -> dict:
+    """The study page's section (generation.html): the runs, and what the owner can start one with."""
+    arts = session.execute(
+        select(AgentArtifact, Agent).join(Agent, Agent.id == AgentArtifact.agent_id)
+        .where(Agent.owner_id == study.owner_id, Agent.kind == KIND_NAME, AgentArtifact.role == "captioner",
+               AgentArtifact.state == "valid").order_by(Agent.name, AgentArtifact.version.desc())).all()
+    return {"captioner_runs": [summary(session, j) for j in runs_of(session, study)],
+            "captioner_models": [{"id": a.id, "label": f"{g.name} v{g.version}, model v{a.version} ({a.format})"}
+                                 for a, g in arts],
+            "speakers": SPEAKERS}

@@ -1,0 +1,75 @@
+"""`proctor train a3ds-captioner` (TaskKind.train_commands): the learned captioner. The body is
+workers/a3ds/train.py (the app never imports torch until the command runs). With --agent-id it
+is queued as the job `a3ds.train` instead, for a worker (the GPU's, when one serves the
+"models" queue), and the trained captioner becomes a new version of that agent's model."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command("a3ds-captioner")
+@click.option("--with-distractor", is_flag=True,
+              help="The captioner sees the distractor too and learns the contrastive speaker's captions "
+                   "(default: the target alone, the literal speaker's).")
+@click.option("--pairs", default=1000, show_default=True, type=click.IntRange(10, 200_000),
+              help="Training pairs (scenes drawn: about twice as many).")
+@click.option("--dev-pairs", default=200, show_default=True, type=click.IntRange(1, 20_000),
+              help="Held-out pairs the metrics are reported on.")
+@click.option("--epochs", default=10, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--embed", default=32, show_default=True, type=click.IntRange(1, 512))
+@click.option("--hidden", default=64, show_default=True, type=click.IntRange(1, 1024))
+@click.option("--channels", default=16, show_default=True, type=click.IntRange(1, 256))
+@click.option("--batch", default=32, show_default=True, type=click.IntRange(1, 4096))
+@click.option("--lr", default=3e-3, show_default=True, type=click.FloatRange(min=0, min_open=True))
+@click.option("--speaker", default=None, type=click.Choice(["literal", "short", "contrastive", "minimal"]),
+              help="The built-in speaker whose captions it learns (default: contrastive with the distractor, "
+                   "literal without).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Pairs, weights and shuffling.")
+@click.option("--out", default="var/models", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for <name>.safetensors + <name>.json (the upload format) and <name>-quality.json.")
+@click.option("--name", default="captioner", show_default=True, help="File name stem.")
+@click.option("--device", default=None, help="cpu or cuda (default: cuda when available).")
+@click.option("--agent-id", default=None, type=click.IntRange(1, 2**31 - 1),
+              help="Queue the training as a job instead (a worker runs it) and upload the result as a new "
+                   "version of this A3DS agent's model.")
+def a3ds_captioner(with_distractor, pairs, dev_pairs, epochs, embed, hidden, channels, batch, lr, speaker, seed, out,
+                   name, device, agent_id) -> None:
+    """Train the built-in A3DS captioner on rendered scenes, with or without the distractor as
+    input, and report the pragmatic metrics of its captions on held-out pairs beside the
+    speaker it learned from."""
+    if device not in (None, "cpu", "cuda"):
+        raise click.BadParameter("cpu or cuda", param_hint="--device")
+    if agent_id is not None:
+        _queue(agent_id, pairs, epochs, with_distractor, seed, device)
+        return
+    import torch
+
+    from workers.a3ds.train import run_training
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise click.BadParameter("no CUDA device here", param_hint="--device")
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    run_training(pairs=pairs, dev_pairs=dev_pairs, epochs=epochs, embed=embed, hidden=hidden, channels=channels,
+                 batch=batch, lr=lr, with_distractor=with_distractor, speaker=speaker, seed=seed, device=device,
+                 out=out, name=name, echo=click.echo)
+
+
+def _queue(agent_id, pairs, epochs, with_distractor, seed, device) -> None:
+    from app import jobs
+    from app.agents.models import Agent
+    from app.db import get_sessionmaker
+
+    with get_sessionmaker()() as s:
+        agent = s.get(Agent, agent_id)
+        if agent is None or agent.kind != "a3ds":
+            raise click.BadParameter(f"no A3DS agent {agent_id}", param_hint="--agent-id")
+        params = {"agent_id": agent.id, "pairs": pairs, "epochs": epochs, "with_distractor": with_distractor,
+                  "seed": seed, **({"device": device} if device else {})}
+        job = jobs.create_job(s, "a3ds.train", owner_id=agent.owner_id, **params)
+        jobs.submit(s, job)
+        click.echo(f"queued job {job.id} (a3ds.train): follow it with GET /api/v1/jobs/{job.id}")
+
+
+def train_commands() -> list[click.Command]:
+    return [a3ds_captioner]

@@ -1,0 +1,99 @@
+"""The `a3ds.validate` job: load an uploaded captioner in the sandbox and caption a few pairs
+(docs/kinds/a3ds.md, "Captioner models").
+
+As workers/hexagons/validate.py: both formats load in a sandboxed process of their own
+(workers/sandbox.py), safetensors weights are first checked tensor by tensor against their
+config (captioner.build), and each check stops at the first problem with a verdict that names
+it ("missing method caption()", "caption() returned shape [4], expected [4, L]"). A verdict
+never repeats the model's own text (its words included).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from sqlalchemy.orm import Session
+
+from app.kinds.a3ds.architectures import MAX_CAPTION_TOKENS, check_vocabulary
+from workers.a3ds.captioner import pictures
+from workers.a3ds.loading import LOADER
+from workers.sandbox import ModelRaised, SandboxedModel, SandboxError
+from workers.validation import VERDICT_CHARS, Invalid, record_validation
+
+INTERFACE = ("vocabulary", "caption")
+# Pairs differing in one, three and six features, and a scene against itself: every upload is
+# tried on the same batch.
+PAIRS = ((12500, 12501), (0, 247_311), (479_999, 1234), (60_000, 60_000))
+
+
+def _call(model, method: str, *args: Any) -> Any:
+    try:
+        return getattr(model, method)(*args)
+    except (ModelRaised, SandboxError) as exc:  # the check that failed, in our words
+        raise Invalid(str(exc)[:500]) from exc
+
+
+def _ids(model, target: torch.Tensor, distractor: torch.Tensor, n_words: int) -> list[list[int]]:
+    """The rows' ids up to their end (what the caption's text is made of)."""
+    b = target.shape[0]
+    out = _call(model, "caption", target, distractor)
+    if not isinstance(out, torch.Tensor):
+        raise Invalid(f"caption() returned {type(out).__name__}, expected a tensor of token ids [{b}, L]")
+    shape = "[" + ", ".join(str(int(n)) for n in out.shape) + "]"
+    if out.dim() != 2 or out.shape[0] != b or not 1 <= out.shape[1] <= MAX_CAPTION_TOKENS:
+        raise Invalid(f"caption() returned shape {shape}, expected [{b}, L] with L from 1 to {MAX_CAPTION_TOKENS}")
+    if out.dtype != torch.int64:
+        raise Invalid(f"caption() returned dtype {out.dtype}, expected int64 token ids")
+    if bool(((out < 0) | (out >= n_words)).any()):
+        raise Invalid(f"caption() returned a token id outside the vocabulary (0 to {n_words - 1})")
+    rows = []
+    for row in out.tolist():
+        ends = [k for k, i in enumerate(row) if i in (0, 2)]
+        rows.append(row[:ends[0]] if ends else row)
+    return rows
+
+
+def check_captioner(model) -> str:
+    """The checks, in order; the verdict for a model that passes them all."""
+    missing = [m for m in INTERFACE if not callable(getattr(model, m, None))]
+    if missing:
+        names = ", ".join(f"{m}()" for m in missing)
+        raise Invalid(f"missing method{'s' if len(missing) > 1 else ''} {names}: a captioner implements "
+                      "vocabulary() and caption(target, distractor) (docs/kinds/a3ds.md)")
+    words = check_vocabulary(_call(model, "vocabulary"))
+    if isinstance(words, str):
+        raise Invalid(f"vocabulary() {words}")
+    target, distractor = pictures([t for t, _ in PAIRS]), pictures([d for _, d in PAIRS])
+    ids = _ids(model, target, distractor, len(words))
+    if _ids(model, target, distractor, len(words)) != ids:
+        raise Invalid("caption() captioned the same pairs differently the second time: a captioner must be "
+                      "deterministic")
+    for i in range(len(PAIRS)):
+        if _ids(model, target[i:i + 1], distractor[i:i + 1], len(words))[0] != ids[i]:
+            raise Invalid(f"caption() captioned pair {i} differently alone than in a batch of {len(PAIRS)}: a "
+                          "caption must not depend on the other pairs")
+    mean = sum(map(len, ids)) / len(ids)
+    return (f"captioner: caption() ran on {len(PAIRS)} pairs, alone and batched (mean {mean:.1f} tokens); "
+            f"vocabulary of {len(words)} words")
+
+
+def validate_bytes(role: str, fmt: str, data: bytes, config: dict | None, limits: dict | None = None) -> str:
+    """The verdict for a valid artifact; raises Invalid with the verdict otherwise."""
+    if role != "captioner":
+        raise Invalid(f"unknown role {role!r}: A3DS agents upload a captioner")
+    model = SandboxedModel(LOADER, fmt, data, config, limits=limits)
+    try:
+        try:
+            model.start()
+        except SandboxError as exc:
+            what = "TorchScript archive" if fmt == "torchscript" else f"{(config or {}).get('architecture')} weights"
+            raise Invalid(f"{what}: {exc}"[:VERDICT_CHARS]) from exc
+        verdict = check_captioner(model)
+        return f"{config.get('architecture')} {verdict}" if fmt == "safetensors" else verdict
+    finally:
+        model.close()
+
+
+def run_validation(session: Session, job, progress) -> dict:
+    return record_validation(session, job, progress, validate_bytes)
