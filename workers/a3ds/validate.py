@@ -10,7 +10,6 @@ never repeats the model's own text (its words included).
 
 from __future__ import annotations
 
-from typing import Any
 
 import torch
 from sqlalchemy.orm import Session
@@ -18,8 +17,7 @@ from sqlalchemy.orm import Session
 from app.kinds.a3ds.architectures import MAX_CAPTION_TOKENS, check_vocabulary
 from workers.a3ds.captioner import pictures
 from workers.a3ds.loading import LOADER
-from workers.sandbox import ModelRaised, SandboxedModel, SandboxError
-from workers.validation import VERDICT_CHARS, Invalid, record_validation
+from workers.validation import Invalid, call_checked, record_validation, sandboxed_verdict
 
 INTERFACE = ("vocabulary", "caption")
 # Pairs differing in one, three and six features, and a scene against itself: every upload is
@@ -27,17 +25,10 @@ INTERFACE = ("vocabulary", "caption")
 PAIRS = ((12500, 12501), (0, 247_311), (479_999, 1234), (60_000, 60_000))
 
 
-def _call(model, method: str, *args: Any) -> Any:
-    try:
-        return getattr(model, method)(*args)
-    except (ModelRaised, SandboxError) as exc:  # the check that failed, in our words
-        raise Invalid(str(exc)[:500]) from exc
-
-
 def _ids(model, target: torch.Tensor, distractor: torch.Tensor, n_words: int) -> list[list[int]]:
     """The rows' ids up to their end (what the caption's text is made of)."""
     b = target.shape[0]
-    out = _call(model, "caption", target, distractor)
+    out = call_checked(model, "caption", target, distractor)
     if not isinstance(out, torch.Tensor):
         raise Invalid(f"caption() returned {type(out).__name__}, expected a tensor of token ids [{b}, L]")
     shape = "[" + ", ".join(str(int(n)) for n in out.shape) + "]"
@@ -61,7 +52,7 @@ def check_captioner(model) -> str:
         names = ", ".join(f"{m}()" for m in missing)
         raise Invalid(f"missing method{'s' if len(missing) > 1 else ''} {names}: a captioner implements "
                       "vocabulary() and caption(target, distractor) (docs/kinds/a3ds.md)")
-    words = check_vocabulary(_call(model, "vocabulary"))
+    words = check_vocabulary(call_checked(model, "vocabulary"))
     if isinstance(words, str):
         raise Invalid(f"vocabulary() {words}")
     target, distractor = pictures([t for t, _ in PAIRS]), pictures([d for _, d in PAIRS])
@@ -82,17 +73,7 @@ def validate_bytes(role: str, fmt: str, data: bytes, config: dict | None, limits
     """The verdict for a valid artifact; raises Invalid with the verdict otherwise."""
     if role != "captioner":
         raise Invalid(f"unknown role {role!r}: A3DS agents upload a captioner")
-    model = SandboxedModel(LOADER, fmt, data, config, limits=limits)
-    try:
-        try:
-            model.start()
-        except SandboxError as exc:
-            what = "TorchScript archive" if fmt == "torchscript" else f"{(config or {}).get('architecture')} weights"
-            raise Invalid(f"{what}: {exc}"[:VERDICT_CHARS]) from exc
-        verdict = check_captioner(model)
-        return f"{config.get('architecture')} {verdict}" if fmt == "safetensors" else verdict
-    finally:
-        model.close()
+    return sandboxed_verdict(LOADER, fmt, data, config, limits, check_captioner)
 
 
 def run_validation(session: Session, job, progress) -> dict:
