@@ -177,7 +177,8 @@ def test_the_fast_object_search_is_minigrids_own_on_every_level():
 
     sim = get_simulator()
     original = original_find_matching_objs()
-    assert ObjDesc.find_matching_objs is find_matching_objs  # installed by the simulator
+    sim.reset(next(iter(LEVELS)), 0)
+    assert ObjDesc.find_matching_objs is find_matching_objs  # installed by the simulator's episodes
     rng = np.random.default_rng(3)
     compared = located = 0
 
@@ -190,10 +191,10 @@ def test_the_fast_object_search_is_minigrids_own_on_every_level():
                 yield getattr(instr, attr)
 
     for level in LEVELS:
-        for seed in (0, 1, 2):
+        for seed in (0, 1):
             ep = sim.reset(level, seed)
             env = ep._env
-            for _ in range(40):
+            for _ in range(25):
                 for desc in descriptions(env.instrs):
                     for use_location in (True, False):
                         before = (list(desc.obj_set), list(desc.obj_poss))
