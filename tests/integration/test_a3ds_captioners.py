@@ -101,6 +101,7 @@ def study_of(session, owner, title: str):
 
 
 def generated(session, study_id: int, captioner: str) -> dict[tuple[int, int], Item]:
+    """A run's items by pair: `captioner` a built-in speaker, or "a<artifact id>" for a model."""
     rows = session.scalars(select(Item).where(Item.study_id == study_id, Item.external_id.startswith(f"gen:{captioner}:")))
     return {(i.reference["target_id"], i.reference["distractor_id"]): i for i in rows}
 
@@ -136,7 +137,7 @@ def test_a_trained_captioner_captions_a_study_and_its_captions_become_items(clie
     assert before is not None
     artifact = valid_captioner(client, session, researcher, trained)
     r = client.post(f"/api/v1/a3ds/studies/{study.id}/generations", json={"artifact_id": artifact, "batch_size": 2})
-    assert r.status_code == 202 and r.json()["state"] == "queued" and r.json()["captioner"] == "cnn-gru", r.text
+    assert r.status_code == 202 and r.json()["state"] == "queued" and r.json()["captioner"] == "cnn-gru v1", r.text
     model_run = r.json()["id"]
     r = client.post(f"/api/v1/a3ds/studies/{study.id}/generations", json={"speaker": "contrastive"})
     assert r.status_code == 202, r.text
@@ -145,12 +146,13 @@ def test_a_trained_captioner_captions_a_study_and_its_captions_become_items(clie
         got = client.get(f"/api/v1/a3ds/generations/{run}").json()
         assert got["state"] == "done" and got["done"] == got["total"] == 3 and got["items"] == 3, got
 
-    items = generated(session, study.id, "cnn-gru")
+    # Keyed by the model, named by agent and version: another version is another captioner.
+    items = generated(session, study.id, f"a{artifact}")
     assert len(items) == 3
     captions = caption_pairs(trained, list(items))
     for (pair, item), caption in zip(items.items(), captions):
         # The caption shown is the model's own, judged like any other: pair, order, metrics.
-        assert item.payload["caption"] == caption and item.reference["captioner"] == "cnn-gru"
+        assert item.payload["caption"] == caption and item.reference["captioner"] == "cnn-gru v1"
         assert sorted(item.payload["scenes"]) == sorted(pair) and not item.is_gold
         assert str(item.reference["metrics"]["z"]) == item.category in ("1", "3")
     contrastive = generated(session, study.id, "contrastive")
@@ -160,7 +162,7 @@ def test_a_trained_captioner_captions_a_study_and_its_captions_become_items(clie
     # The leaderboard compares the captioners on the study's pairs.
     services.set_state(session, session.merge(study), "live", researcher)
     text = json.dumps(client.get(f"/api/v1/studies/{study.id}/leaderboard").json())
-    assert "cnn-gru" in text and "contrastive" in text and "literal" in text
+    assert "cnn-gru v1" in text and "contrastive" in text and "literal" in text
 
 
 def test_a_run_can_be_cancelled_and_a_retried_run_adds_nothing_twice(client, session, researcher):

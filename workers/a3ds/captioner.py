@@ -134,8 +134,14 @@ def caption_pairs(model, pairs: list[tuple[int, int]], batch_size: int = 32,
     already drawn (training reuses them). ValueError for an answer outside the interface."""
     from app.kinds.a3ds.render import render
 
+    from app.kinds.a3ds.architectures import MAX_CAPTION_TOKENS, check_vocabulary
+
     dev = torch.device(device)
-    words = list(model.vocabulary())
+    # Checked again here: validation saw four pairs, a model may answer others differently.
+    words = model.vocabulary()
+    words = check_vocabulary(list(words) if isinstance(words, (list, tuple)) else words)
+    if isinstance(words, str):
+        raise ValueError(f"vocabulary() {words}")
     images = images if images is not None else {}
     out: list[str] = []
     for s in range(0, len(pairs), batch_size):
@@ -149,5 +155,8 @@ def caption_pairs(model, pairs: list[tuple[int, int]], batch_size: int = 32,
         if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.shape[0] != len(chunk) or ids.dtype != torch.int64:
             what = f"{list(ids.shape)} {ids.dtype}" if isinstance(ids, Tensor) else type(ids).__name__
             raise ValueError(f"the captioner answered {what}, expected int64 token ids [{len(chunk)}, L]")
+        if ids.shape[1] > MAX_CAPTION_TOKENS:
+            raise ValueError(f"the captioner answered {ids.shape[1]} tokens a caption, at most "
+                             f"{MAX_CAPTION_TOKENS} are taken")
         out.extend(decode(row, words) for row in ids.cpu().tolist())
     return out

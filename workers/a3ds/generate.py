@@ -19,6 +19,7 @@ from app import jobs
 from app.agents.models import AgentArtifact
 from app.kinds import get_kind
 from app.kinds.a3ds.captions import parse
+from app.kinds.a3ds.formats import MAX_CAPTION
 from app.kinds.a3ds.generation import item_prefix, study_pairs
 from app.kinds.a3ds.metrics import score_mentions
 from app.kinds.a3ds.scenes import Pair
@@ -59,7 +60,7 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
     kind = get_kind(study.kind)
     settings = study.kind_settings or {}
     seed, cant_tell = int(settings.get("seed", 0)), bool(settings.get("cant_tell", True))
-    prefix = item_prefix(captioner)
+    prefix = item_prefix(p)
     pairs = study_pairs(session, study)
     stored = set(session.scalars(select(Item.external_id).where(Item.study_id == study.id,
                                                                 Item.external_id.startswith(prefix, autoescape=True))))
@@ -75,6 +76,9 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
             part = todo[start:start + batch_size]
             specs = []
             for (t, d, design), caption in zip(part, _captions(model, speaker, part, batch_size, device, seed)):
+                if not caption.strip() or len(caption) > MAX_CAPTION:  # as an imported caption would be
+                    raise ValueError(f"the captioner's caption of pair {t}-{d} is "
+                                     f"{'empty' if not caption.strip() else f'over {MAX_CAPTION} characters'}")
                 pair = Pair(t, d)
                 metrics = score_mentions(pair, parse(caption)).stored()
                 specs.append(kind._item(f"{prefix}{t}-{d}", pair, caption, captioner, design, metrics, seed,

@@ -37,12 +37,13 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
     if study is None or artifact is None:
         return {"skipped": "the study or the artifact was deleted"}
     agent_id, on, batch_size = p["agent_id"], p["on"], int(p["batch_size"])
+    # Loaded first: a model that cannot run must not cost the agent its earlier outputs.
+    model = load_artifact(session, artifact)
     if not p.get("replaced"):  # once: a retried job keeps what its first attempt stored
         session.execute(delete(AgentOutput).where(AgentOutput.agent_id == agent_id,
                                                   AgentOutput.study_id == study.id))
         job.params = {**p, "replaced": True}
         session.commit()
-    model = load_artifact(session, artifact)
     sandboxed = isinstance(model, SandboxedModel)
     # A sandboxed archive runs on the CPU; our own architecture on the GPU when there is one.
     device = "cuda" if torch.cuda.is_available() and not sandboxed else "cpu"

@@ -81,7 +81,8 @@ def create_run(session: Session, study: Study, user: User, *, speaker: object = 
         params.update(speaker=speaker, captioner=speaker)
     else:
         art, agent = _artifact(session, user, artifact_id)
-        params.update(artifact_id=art.id, agent_id=agent.id, captioner=agent.name)
+        # The name the leaderboard shows: an agent's versions are different captioners.
+        params.update(artifact_id=art.id, agent_id=agent.id, captioner=f"{agent.name} v{art.version}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
         raise InputError(f"batch_size must be an integer from 1 to {MAX_BATCH}", field="batch_size")
     if not study_pairs(session, study):
@@ -102,14 +103,18 @@ def runs_of(session: Session, study: Study) -> list[jobs.Job]:
                                 .order_by(jobs.Job.id.desc())))
 
 
-def item_prefix(captioner: str) -> str:
-    return f"gen:{captioner}:"
+def item_prefix(params: dict) -> str:
+    """A run's items' external-id prefix: per model (artifact), so two versions of an agent, or
+    agents of one name, never share items; per speaker for a built-in one."""
+    if params.get("artifact_id") is not None:
+        return f"gen:a{params['artifact_id']}:"
+    return f"gen:{params.get('captioner', '')}:"
 
 
 def summary(session: Session, job: jobs.Job) -> dict:
     p = job.params or {}
     items = session.scalar(select(func.count(Item.id)).where(
-        Item.study_id == job.study_id, Item.external_id.startswith(item_prefix(p.get("captioner", "")),
+        Item.study_id == job.study_id, Item.external_id.startswith(item_prefix(p),
                                                                    autoescape=True)))
     return {"id": job.id, "study_id": job.study_id, "state": job.state, "done": job.done, "total": job.total,
             "log": job.log, "captioner": p.get("captioner"), "speaker": p.get("speaker"),

@@ -71,6 +71,9 @@ def create_run(session: Session, study: Study, user: User, *, artifact_id: objec
     run replaces that agent's outputs on the study."""
     if study.kind != KIND_NAME:
         raise InputError("executor runs are for Hexagons studies", field="study")
+    if (study.kind_settings or {}).get("mode") == "description":
+        raise InputError("executor runs are for execution studies: a description study has no "
+                         "instructions to execute yet", field="study")
     art = _artifact(session, user, artifact_id)
     agent = _agent(session, user, art.agent_id if agent_id is None else agent_id)
     if on not in ONS:
