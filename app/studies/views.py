@@ -336,4 +336,5 @@ def leaderboard(request: Request, study_id: Id, session: Session = Depends(db),
     study = _study(session, study_id, user)
     board = compute(session, study)
     return render(request, "research/leaderboard.html", user=user, study=study, board=board,
+                  kind=get_kind(study.kind),
                   plots=leaderboard_plots(board))
