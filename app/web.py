@@ -119,7 +119,21 @@ async def read_upload(upload: UploadFile | None, field: str = "file") -> bytes:
         raise InputError(f"the file is larger than the {size} limit", field=field)
     if not data:
         raise InputError("the file is empty", field=field)
+    if is_excel(data):
+        raise InputError("this is an Excel workbook: save it as CSV (UTF-8)", field=field)
     return data
+
+
+# An .xlsx is a zip whose entries sit under xl/ (their names are stored in the clear); an .xls
+# is an OLE compound file. Either would otherwise fail as "not UTF-8", which does not say why.
+OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+
+
+def is_excel(data: bytes) -> bool:
+    """Whether the upload is an Excel workbook rather than the text file asked for."""
+    if data[:8] == OLE_MAGIC:
+        return True
+    return data[:4] == b"PK\x03\x04" and b"xl/" in data
 
 
 def _gunzipped_over(data: bytes, limit: int) -> bool:

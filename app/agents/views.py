@@ -1,15 +1,16 @@
-"""Pages: a researcher's agents of the kinds that upload models (TaskKind.artifact_roles; e.g.
-navigation speakers and listeners), their uploaded versions and the verdicts."""
+"""Pages: a researcher's agents of every kind: for the kinds that upload models
+(TaskKind.artifact_roles; e.g. navigation speakers and listeners) their uploaded versions and
+the verdicts, for the others the studies their imported outputs are on."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
 from fastapi.responses import RedirectResponse
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.agents import artifacts
-from app.agents.models import Agent, AgentArtifact
+from app.agents.models import Agent, AgentArtifact, AgentOutput
 from app.auth.deps import db, require, verify_csrf
 from app.auth.models import User
 from app.config import get_settings
@@ -17,6 +18,7 @@ from app.errors import InputError
 from app.kinds import all_kinds
 from app.params import Id
 from app.studies import services
+from app.studies.models import Study
 from app.web import flash, render
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
@@ -29,17 +31,28 @@ def _model_kinds() -> dict:
 
 @router.get("/agents")
 def agents_page(request: Request, session: Session = Depends(db), user: User = Depends(researcher)):
+    """Every agent of every kind: those that upload models, with their versions, and those known
+    by their imported outputs, with the studies holding them (a kind no longer installed still
+    shows its agents, by name)."""
     kinds = _model_kinds()
-    q = select(Agent).where(Agent.kind.in_(kinds)).order_by(Agent.id)
+    q = select(Agent).order_by(Agent.kind, Agent.name, Agent.version, Agent.id)
     if user.role != "admin":
         q = q.where(Agent.owner_id == user.id)
     agents = list(session.scalars(q))
     by_agent: dict[int, list[AgentArtifact]] = {a.id: [] for a in agents}
+    outputs: dict[int, list] = {a.id: [] for a in agents}
     if agents:
         for art in session.scalars(select(AgentArtifact).where(AgentArtifact.agent_id.in_(by_agent))
                                    .order_by(AgentArtifact.version.desc())):
             by_agent[art.agent_id].append(art)
+        for agent_id, study_id, title, n in session.execute(
+                select(AgentOutput.agent_id, Study.id, Study.title, func.count(AgentOutput.id))
+                .join(Study, Study.id == AgentOutput.study_id)
+                .where(AgentOutput.agent_id.in_(by_agent))
+                .group_by(AgentOutput.agent_id, Study.id, Study.title).order_by(Study.id)):
+            outputs[agent_id].append((study_id, title, n))
     return render(request, "research/agents.html", agents=agents, artifacts=by_agent, kinds=kinds,
+                  outputs=outputs, all_kinds=all_kinds(),
                   limit_mb=get_settings().max_artifact_bytes // (1024 * 1024))
 
 

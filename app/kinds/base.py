@@ -87,6 +87,9 @@ class TaskKind(ABC):
     # What the study page's import of earlier human annotations asks for (import_annotations;
     # blank: the page offers no such import).
     prior_label: ClassVar[str] = ""
+    # What a consistency cluster is in this kind's words, for the leaderboard's legend ("" to
+    # say nothing beyond "share of clusters with every item right").
+    cluster_help: ClassVar[str] = ""
     # A section of the study page (e.g. generation runs), with study_context() as its context.
     study_template: ClassVar[str | None] = None
 

@@ -31,7 +31,7 @@ def estimates_svg(rows: list[tuple[str, dict, str]], label: str, width: int = 64
     span = width - left - right
     x = lambda v: left + span * max(0.0, min(1.0, v))  # noqa: E731
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'role="img" aria-label="{escape(label)} with 95% intervals" class="plot">']
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)} with 95% intervals" class="plot">']
     for t in (0, 0.25, 0.5, 0.75, 1.0):
         parts.append(f'<line x1="{x(t):.1f}" y1="10" x2="{x(t):.1f}" y2="{height - 18}" stroke="#e5e7eb"/>'
                      f'<text x="{x(t):.1f}" y="{height - 4}" font-size="11" text-anchor="middle">{t:.2f}</text>')

@@ -200,11 +200,20 @@ async def create_study(request: Request, session: Session = Depends(db),
             {k: v for k, v in fields.items() if k in services.StudySettings.model_fields and v != ""})
         study = services.create_study(session, user, kind_name, settings, data, fmt, options)
     except InputError as exc:
+        if exc.field not in FORM_FIELDS | set(get_kind(kind_name).option_fields):
+            # The file was refused: offering it again would only repeat the refusal.
+            if upload_token and upload_token.isalnum():
+                store.delete(f"uploads/{user.id}/{upload_token}")
+            upload_token = ""
         return render(request, "research/new_study.html", status_code=422, user=user,
                       kinds=all_kinds(), form={**fields, "upload_token": upload_token},
                       preview=None, error=str(exc))
     flash(request, "Study created with its items. Launch it when ready.")
     return RedirectResponse(f"/studies/{study.id}", status_code=303)
+
+
+# The new-study form's own fields: an error naming one of these is about the form, not the file.
+FORM_FIELDS = set(services.StudySettings.model_fields) | {"kind", "format"}
 
 
 def kind_options(kind, fields: dict) -> dict:
@@ -232,7 +241,13 @@ def kind_options(kind, fields: dict) -> dict:
 @router.get("/studies/{study_id}")
 def study_page(request: Request, study_id: Id, session: Session = Depends(db),
                user: User = Depends(researcher)):
-    study = _study(session, study_id, user)
+    return _study_page(request, session, _study(session, study_id, user), user)
+
+
+def _study_page(request: Request, session: Session, study: Study, user: User,
+                status_code: int = 200, errors: dict | None = None):
+    """The study page; `errors` puts a refusal in the card of the form that caused it (the
+    researcher sees it where they were, in the site's layout, with the file input empty)."""
     agents = session.execute(
         select(Agent, func.count(AgentOutput.id)).join(AgentOutput, AgentOutput.agent_id == Agent.id)
         .where(AgentOutput.study_id == study.id).group_by(Agent.id)).all()
@@ -240,7 +255,8 @@ def study_page(request: Request, study_id: Id, session: Session = Depends(db),
                                                     Agent.owner_id == user.id)).all()
     job_rows = _recent_jobs(session, study)
     base = get_settings().base_url.rstrip("/")
-    return render(request, "research/study.html", user=user, study=study, agents=agents,
+    return render(request, "research/study.html", status_code=status_code, errors=errors or {},
+                  user=user, study=study, agents=agents,
                   my_agents=my_agents, jobs=job_rows, store=get_store(),
                   kind=get_kind(study.kind), **get_kind(study.kind).study_context(session, study),
                   progress=assignment.progress(session, study),
@@ -277,9 +293,13 @@ async def import_agent(request: Request, study_id: Id, name: str = Form(...),
                        version: str = Form("1"), file: UploadFile = File(None),
                        session: Session = Depends(db), user: User = Depends(researcher)):
     study = _study(session, study_id, user)
-    data = await read_upload(file)
-    agent = services.register_agent(session, session.merge(user), study.kind, name, version or "1")
-    n = services.import_agent_outputs(session, study, agent, data)
+    try:
+        data = await read_upload(file)
+        agent = services.register_agent(session, session.merge(user), study.kind, name, version or "1")
+        n = services.import_agent_outputs(session, study, agent, data)
+    except InputError as exc:
+        session.rollback()  # a new agent's row goes with its refused outputs
+        return _study_page(request, session, study, user, 422, {"agents": str(exc)})
     flash(request, f"Imported {n} outputs for {agent.name} v{agent.version}.")
     return RedirectResponse(f"/studies/{study.id}", status_code=303)
 
@@ -291,7 +311,11 @@ async def import_prior_annotations(request: Request, study_id: Id, source: str =
     from app.studies.imports import import_annotations
 
     study = _study(session, study_id, user)
-    done = import_annotations(session, study, session.merge(user), await read_upload(file), source)
+    try:
+        done = import_annotations(session, study, session.merge(user), await read_upload(file), source)
+    except InputError as exc:
+        session.rollback()
+        return _study_page(request, session, study, user, 422, {"prior": str(exc)})
     flash(request, f"Imported {done['annotations']} annotations by {done['annotators']} annotators "
                    f"from {done['source']}.")
     return RedirectResponse(f"/studies/{study.id}", status_code=303)
@@ -312,4 +336,5 @@ def leaderboard(request: Request, study_id: Id, session: Session = Depends(db),
     study = _study(session, study_id, user)
     board = compute(session, study)
     return render(request, "research/leaderboard.html", user=user, study=study, board=board,
+                  kind=get_kind(study.kind),
                   plots=leaderboard_plots(board))

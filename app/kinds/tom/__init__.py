@@ -87,6 +87,8 @@ class CommonToM(TaskKind):
     default_instructions: ClassVar[str] = (
         "Read the dialogue. The utterance marked with 🛑 is the moment asked about. Answer Yes or No.")
     outputs_label: ClassVar[str] = 'Answers (JSONL: {"question_id": ..., "answer": "Yes"|"No"})'
+    cluster_help: ClassVar[str] = ("a cluster is a proposition, i.e. a dialogue and event number, with "
+                                   "all its questions at every point in time it is asked at")
     prior_label: ClassVar[str] = 'Format: JSONL, one answer per line, {"question_id", "answer", "annotator"}.'
 
     def cli(self):
