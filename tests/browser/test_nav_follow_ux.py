@@ -90,3 +90,104 @@ def test_a_reload_resumes_the_walk(live_server, page):
     page.wait_for_function("window.proctorViewer !== undefined")
     assert path_field(page) == [next_reference[0]]
     assert errors == []
+
+
+LIKERT = ("clarity | How clear was the wording? | Unclear; Somewhat; Very clear\n"
+          "confidence | How sure are you that you arrived? | Not at all; A little; Fairly; Very sure")
+# What a follower must see and reach on the page; none of these may overlap another.
+PARTS = ["#nav-instruction", "#nav-view canvas", "#nav-view .proctor-viewer-hint", "#nav-stop",
+         "#nav-steps", "#nav-rating > legend", "#nav-rating label.choice", "#nav-likert-clarity legend",
+         "#nav-likert-clarity label", "#nav-likert-confidence legend", "#nav-likert-confidence label",
+         "#nav-resume", "#submit"]
+
+BOXES = """(selectors) => selectors.flatMap((sel) => [...document.querySelectorAll(sel)].map((el, k) => {
+  const r = el.getBoundingClientRect();
+  return {name: `${sel}[${k}]`, x: r.left, y: r.top, w: r.width, h: r.height,
+          visible: r.width > 0 && r.height > 0 && getComputedStyle(el).visibility !== "hidden"};
+}))"""
+
+
+def likert_study(live_server, page, pid: str):
+    from app.db import get_sessionmaker
+    from app.kinds.navigation.environments import import_house
+    from app.studies import services
+    from tests.integration.test_navigation import house_r2r
+
+    Session = get_sessionmaker(live_server.db_url)
+    with Session() as s:
+        owner = make_user(s, "researcher")
+        house, data = house_r2r()
+        import_house(s, house)
+        settings = services.StudySettings(title="Layout", bundle_size=1, gold_rate=0.0)
+        study = services.create_study(s, owner, "navigation", settings, data, "r2r", {"likert": LIKERT})
+        services.set_state(s, study, "live", owner)
+        slug = study.slug
+    page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID={pid}&STUDY_ID=s&SESSION_ID={pid}")
+    page.locator("#consent").click()
+    page.wait_for_function("window.proctorViewer !== undefined")
+
+
+def overlaps(boxes: list[dict]) -> list[tuple[str, str]]:
+    def inter(a, b):
+        return (min(a["x"] + a["w"], b["x"] + b["w"]) - max(a["x"], b["x"]) > 0.5
+                and min(a["y"] + a["h"], b["y"] + b["h"]) - max(a["y"], b["y"]) > 0.5)
+    return [(a["name"], b["name"]) for i, a in enumerate(boxes) for b in boxes[i + 1:] if inter(a, b)]
+
+
+def test_the_rating_fits_1280x900_without_scrolling(live_server, browser):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = ctx.new_page()
+    try:
+        likert_study(live_server, page, "wide1")
+        page.locator("#nav-stop").click()
+        expect(page.locator("#nav-rating")).to_be_visible()
+        assert page.evaluate("window.scrollY") == 0
+        boxes = [b for b in page.evaluate(BOXES, PARTS) if b["visible"]]
+        assert {b["name"].split("[")[0] for b in boxes} == set(PARTS)
+        for b in boxes:  # every question, answer and Next is on screen as it is
+            assert 0 <= b["x"] and b["x"] + b["w"] <= 1280 and 0 <= b["y"] and b["y"] + b["h"] <= 900, b
+        assert overlaps(boxes) == []
+        # The view is still there beside the questions, and grows back on "Keep walking".
+        small = page.locator("#nav-view canvas").bounding_box()["width"]
+        page.locator("#nav-resume").click()
+        expect(page.locator("#nav-rating")).to_be_hidden()
+        assert page.locator("#nav-view canvas").bounding_box()["width"] > small >= 400
+    finally:
+        ctx.close()
+
+
+def test_at_390px_nothing_overlaps_and_hints_say_tap(live_server, browser):
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True,
+                              device_scale_factor=2)
+    page = ctx.new_page()
+    try:
+        likert_study(live_server, page, "narrow1")
+        hint = page.locator("#nav-view .proctor-viewer-hint")
+        expect(hint).to_have_text("Swipe to look around; tap a marker to walk there.")
+        expect(page.locator("#nav-stop kbd")).to_be_hidden()
+        # A tap on a marker walks there.
+        marker = page.evaluate("proctorViewer.markers()[0]")
+        box = page.locator("#nav-view canvas").bounding_box()
+        page.touchscreen.tap(box["x"] + marker["x"], box["y"] + marker["y"])
+        page.wait_for_function("(v) => proctorViewer.state().viewpoint === v", arg=marker["id"])
+        page.locator("#nav-stop").tap()
+        expect(page.locator("#nav-rating")).to_be_visible()
+        steps = page.locator("#nav-steps").inner_text()
+        assert "Tap an answer" in steps and "Keys" not in steps and "Escape" not in steps
+        for sel in ("#nav-rating kbd", "#nav-resume kbd", "#submit kbd"):
+            for k in range(page.locator(sel).count()):
+                expect(page.locator(sel).nth(k)).to_be_hidden()
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390  # no sideways scrolling
+        boxes = [b for b in page.evaluate(BOXES, PARTS) if b["visible"]]
+        assert {b["name"].split("[")[0] for b in boxes} == set(PARTS)
+        for b in boxes:
+            assert 0 <= b["x"] and b["x"] + b["w"] <= 390, b
+        assert overlaps(boxes) == []
+        page.locator("#nav-rating label.choice").nth(2).tap()
+        page.locator("#nav-likert-clarity label").nth(1).tap()
+        page.locator("#nav-likert-confidence label").nth(3).tap()
+        with page.expect_navigation():
+            page.locator("#submit").tap()
+        expect(page.get_by_role("heading", name="Thank you!")).to_be_visible()
+    finally:
+        ctx.close()
