@@ -8,7 +8,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlalchemy import select
 
-from tests.browser.nav_keys import follow_to
+from tests.browser.nav_keys import follow_to, skip_practice
 from tests.conftest import make_user
 from tests.integration.test_navigation import create_nav_study
 
@@ -27,6 +27,7 @@ def start_study(live_server, page, pid: str, **settings):
         slug = study.slug
     page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID={pid}&STUDY_ID=s&SESSION_ID={pid}")
     page.locator("#consent").click()
+    skip_practice(page)
     page.wait_for_function("window.proctorViewer !== undefined")
     return Session, get_graph(house.scan), slug
 
@@ -124,6 +125,7 @@ def likert_study(live_server, page, pid: str):
         slug = study.slug
     page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID={pid}&STUDY_ID=s&SESSION_ID={pid}")
     page.locator("#consent").click()
+    skip_practice(page)
     page.wait_for_function("window.proctorViewer !== undefined")
 
 
@@ -191,3 +193,59 @@ def test_at_390px_nothing_overlaps_and_hints_say_tap(live_server, browser):
         expect(page.get_by_role("heading", name="Thank you!")).to_be_visible()
     finally:
         ctx.close()
+
+
+def test_a_practice_episode_comes_first_and_is_not_stored(live_server, page):
+    from app.db import get_sessionmaker
+    from app.studies.models import Annotation, Assignment
+
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    Session = get_sessionmaker(live_server.db_url)
+    with Session() as s:
+        owner = make_user(s, "researcher")
+        _, study = create_nav_study(s, owner, bundle_size=2)
+        slug = study.slug
+    page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=prac1&STUDY_ID=s&SESSION_ID=prac1")
+    page.locator("#consent").click()
+    expect(page.get_by_role("heading", name="Practice first (not scored)")).to_be_visible()
+    expect(page.locator("#nav-practice")).to_contain_text("Look around")
+    expect(page.locator("#nav-instruction")).to_be_hidden()  # the real one waits
+    page.wait_for_function("window.proctorPractice !== undefined")
+    assert page.evaluate("window.proctorViewer") is None
+    # Stopping at the start says it is not the kitchen; walking there by clicks says well done.
+    page.locator("#nav-practice-stop").click()
+    expect(page.locator("#nav-practice-feedback")).to_contain_text("not in the kitchen")
+    page.locator("#nav-practice-again").click()
+    canvas = page.locator("#nav-practice-view canvas")
+    for there in ("v_lr3", "v_k1"):
+        page.evaluate("(h) => proctorPractice.turn(h - proctorPractice.state().heading)",
+                      _heading_to(page, there))
+        m = next(m for m in page.evaluate("proctorPractice.markers()") if m["id"] == there)
+        box = canvas.bounding_box()
+        page.mouse.click(box["x"] + m["x"], box["y"] + m["y"])
+        page.wait_for_function("(v) => proctorPractice.state().viewpoint === v", arg=there)
+    page.keyboard.press("s")
+    expect(page.locator("#nav-practice-feedback")).to_contain_text("Well done: you stopped in the kitchen")
+    page.locator("#nav-practice-done").click()
+    expect(page.locator("#nav-practice")).to_be_hidden()
+    expect(page.locator("#nav-instruction")).to_be_visible()
+    page.wait_for_function("window.proctorViewer !== undefined")
+    expect(page.locator("#nav-view canvas")).to_be_focused()
+    from app.auth.models import User
+
+    with Session() as s:  # nothing of the practice was sent: no answer, the first item still leased
+        worker = s.scalar(select(User).where(User.external_id == "prac1"))
+        mine = s.scalars(select(Assignment).where(Assignment.worker_id == worker.id)).all()
+        assert [a.state for a in mine] == ["leased"] and mine[0].slot == 0
+        assert s.scalar(select(Annotation).where(Annotation.assignment_id == mine[0].id)) is None
+    page.reload()  # once per bundle: a reload goes straight to the real instruction
+    page.wait_for_function("window.proctorViewer !== undefined")
+    expect(page.locator("#nav-practice")).to_be_hidden()
+    assert errors == []
+
+
+def _heading_to(page, there: str) -> float:
+    """The heading of the marker of `there` from where the practice follower stands."""
+    return page.evaluate("""(id) => fetch('/static/kinds/navigation/practice-house.json').then((r) => r.json())
+      .then((h) => h.neighbours[proctorPractice.state().viewpoint].find((n) => n.id === id).heading)""", there)
