@@ -21,3 +21,8 @@ def follow_to(page, graph, here: str, there: str) -> None:
     assert page.evaluate("proctorViewer.highlighted()") == there, (here, there)
     page.keyboard.press("Enter")
     page.wait_for_function("(v) => proctorViewer.state().viewpoint === v", arg=there)
+
+
+def skip_practice(page) -> None:
+    """The first instruction of a bundle comes after a practice episode: skip it."""
+    page.locator("#nav-practice-done").click()

@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlalchemy import select
 
-from tests.browser.nav_keys import follow_to
+from tests.browser.nav_keys import follow_to, skip_practice
 from tests.conftest import make_user
 from tests.integration.test_nav_panoramas import GRID, WIDTH, colour, panorama_png
 
@@ -88,6 +88,7 @@ def test_follow_with_panoramas_undo_stop_and_likert(live_server, page):
     page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=pano1&STUDY_ID=s&SESSION_ID=x1")
     expect(page.locator("#consent")).to_be_focused()
     page.keyboard.press("Enter")
+    skip_practice(page)
 
     page.wait_for_function("window.proctorViewer && proctorViewer.mode() === 'panorama'")
     expect(page.locator("#nav-view canvas")).to_be_focused()
@@ -156,6 +157,7 @@ def test_a_building_without_imagery_says_so(live_server, page):
     slug, _, _ = _study(get_sessionmaker(live_server.db_url), "bare-grid", with_panoramas=False)
     page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=pano2&STUDY_ID=s&SESSION_ID=x2")
     page.keyboard.press("Enter")
+    skip_practice(page)
     expect(page.locator(".nav-no-imagery")).to_contain_text("This building has no imagery yet")
     assert page.locator("#nav-view canvas").count() == 0
     expect(page.locator("#nav-stop")).to_be_hidden()

@@ -178,9 +178,31 @@ def test_double_click_on_a_marker_moves(viewer):
     assert not target["highlighted"]
     box = page.locator("#viewer canvas").bounding_box()
     page.mouse.dblclick(box["x"] + target["x"], box["y"] + target["y"])
-    assert page.evaluate("moves") == ["v_lr2"]
+    assert page.evaluate("moves") == ["v_lr2"]  # one step, though each click alone walks
     page.mouse.dblclick(box["x"] + 20, box["y"] + 20)  # not on a marker: nothing happens
     assert page.evaluate("moves") == ["v_lr2"]
+
+
+def test_one_click_on_a_marker_walks_there(viewer):
+    page = viewer("v_lr1", 0.7)
+    markers = {m["id"]: m for m in page.evaluate("viewer.markers()")}
+    target = markers["v_lr2"]
+    assert not target["highlighted"]  # a click walks to the marker clicked, not the highlighted one
+    box = page.locator("#viewer canvas").bounding_box()
+    x, y = box["x"] + target["x"], box["y"] + target["y"]
+    # A drag that starts and ends on the marker only turns.
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x + 40, y, steps=4)
+    page.mouse.move(x, y, steps=4)
+    page.mouse.up()
+    assert page.evaluate("moves") == [] and state(page)["viewpoint"] == "v_lr1"
+    page.mouse.click(x, y)
+    assert page.evaluate("moves") == ["v_lr2"] and state(page)["viewpoint"] == "v_lr2"
+    page.mouse.click(box["x"] + 20, box["y"] + 20)  # not on a marker: nothing happens
+    assert page.evaluate("moves") == ["v_lr2"]
+    hint = page.locator("#viewer .proctor-viewer-hint").inner_text()
+    assert "click a marker" in hint and "double" not in hint
 
 
 def test_dragging_turns(viewer):

@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlalchemy import select
 
-from tests.browser.nav_keys import follow_to
+from tests.browser.nav_keys import follow_to, skip_practice
 from tests.conftest import make_user
 from tests.integration.test_navigation import create_nav_study
 
@@ -77,6 +77,7 @@ def test_follow_an_instruction_by_keyboard(live_server, page):
     page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=nav1&STUDY_ID=s&SESSION_ID=x1")
     expect(page.locator("#consent")).to_be_focused()
     page.keyboard.press("Enter")
+    skip_practice(page)
     graph = get_graph(house.scan)
     for k in (1, 2):
         expect(page.get_by_text(f"Instruction {k} of 2", exact=True)).to_be_visible()

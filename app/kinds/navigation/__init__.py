@@ -37,7 +37,7 @@ MAX_EVENTS = 200  # stops and resumes ("Keep walking") in one session
 INSTRUCTIONS = (
     "Read all of the instruction before you move. Then follow it as closely as you can: "
     "look around with the arrow keys (or drag the view) and walk to the highlighted spot "
-    "with Enter (or double-click a marker). Do not explore, and do not wander back and forth "
+    "with Enter (or click or tap a marker). Do not explore, and do not wander back and forth "
     "unless you are lost. When you think you have arrived, press Stop here (key s) and say "
     "how easy the instruction was to follow (keys 1-4, Enter to go on).")
 

@@ -426,8 +426,8 @@
       canvas.setAttribute("aria-roledescription", "panorama");
       const hint = document.createElement("p");
       hint.className = "proctor-viewer-hint";
-      hint.textContent = "Drag or press \u2190 \u2192 to look around; "
-        + "Enter or double-click a marker to walk there.";
+      this.hint = hint;
+      this._setHint(global.matchMedia && global.matchMedia("(pointer: coarse)").matches);
       const status = document.createElement("div");
       status.className = "proctor-viewer-status";
       status.setAttribute("role", "status");
@@ -446,6 +446,7 @@
       on(canvas, "pointermove", (e) => this._pointerMove(e));
       on(canvas, "pointerup", (e) => this._pointerUp(e));
       on(canvas, "pointercancel", (e) => this._pointerUp(e));
+      on(canvas, "click", (e) => this._click(e));
       on(canvas, "dblclick", (e) => this._dblclick(e));
       if (global.ResizeObserver) {
         this._ro = new ResizeObserver(() => this._resize());
@@ -453,6 +454,14 @@
       } else {
         on(global, "resize", () => this._resize());
       }
+    }
+
+    // Touch screens get touch words (tap, swipe); a mouse or keyboard gets keys and clicks.
+    _setHint(touch) {
+      this._touch = !!touch;
+      this.hint.textContent = touch
+        ? "Swipe to look around; tap a marker to walk there."
+        : "Drag or press \u2190 \u2192 to look around; click a marker (or press Enter) to walk there.";
     }
 
     _key(e) {
@@ -472,7 +481,9 @@
 
     _pointerDown(e) {
       if (e.button !== 0) return;
+      if ((e.pointerType === "touch") !== this._touch) this._setHint(e.pointerType === "touch");
       this._drag = { x: e.clientX, y: e.clientY, heading: this.heading, elevation: this.elevation };
+      this._press = { x: e.clientX, y: e.clientY, moved: 0 };
       try { this.canvas.setPointerCapture(e.pointerId); } catch (_) { /* synthetic events */ }
       this.canvas.classList.add("dragging");
       this.focus();
@@ -483,6 +494,9 @@
       if (!d) {
         this.canvas.style.cursor = this._markerAt(e.offsetX, e.offsetY) ? "pointer" : "";
         return;
+      }
+      if (this._press) {
+        this._press.moved = Math.max(this._press.moved, Math.hypot(e.clientX - this._press.x, e.clientY - this._press.y));
       }
       // The scene follows the pointer (grab and drag): dragging left turns right.
       const perPx = this.opts.fov / (this.w || 1);
@@ -503,12 +517,29 @@
       this.canvas.classList.remove("dragging");
     }
 
+    // One click (or tap) on a marker walks there, as in PanGEA and Street View; a drag that
+    // ends on a marker only turns (more than a few pixels moved: 10 for a finger).
+    _click(e) {
+      const press = this._press;
+      this._press = null;
+      if (e.detail > 1) return; // the second click of a double-click: its first already walked
+      if (press && press.moved > (this._touch ? 10 : 4)) return;
+      this._walkedAt = this._walkTo(e) ? performance.now() : -Infinity;
+    }
+
+    // A double-click walks once, as before: its first click has walked already, unless that
+    // one missed (a slight drag), and then the double-click walks to the marker under it.
     _dblclick(e) {
+      if (performance.now() - (this._walkedAt || -Infinity) < 1000) { e.preventDefault(); return; }
+      this._walkTo(e);
+    }
+
+    _walkTo(e) {
       const m = this._markerAt(e.offsetX, e.offsetY);
-      if (!m) return;
+      if (!m) return false;
       e.preventDefault();
       this._hl = this.neighbours.find((n) => n.id === m.id) || this._hl;
-      this.move();
+      return this.move();
     }
 
     _markerAt(x, y) {
