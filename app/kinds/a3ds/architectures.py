@@ -16,6 +16,7 @@ caption must not depend on the other pairs of the batch (the validation job chec
 
 from __future__ import annotations
 
+from app.agents.configs import check_architecture
 from app.errors import InputError
 from app.kinds.a3ds.captions import FUNCTION_WORDS
 from app.kinds.a3ds.scenes import WORDS
@@ -75,24 +76,11 @@ def encode(caption: str, words: list[str]) -> list[int]:
 
 def check_config(role: str, config: object) -> dict:
     """The config of the built-in captioner; each problem names its field."""
-    if not isinstance(config, dict):
-        raise InputError("the config must be a JSON object (captioner.json, which `proctor train a3ds-captioner` "
-                         "writes beside captioner.safetensors)", field="config")
-    arch = config.get("architecture")
-    if arch not in ARCHITECTURES:
-        raise InputError(f"unknown architecture {arch!r}: use {', '.join(ARCHITECTURES)}",
-                         field="config.architecture")
-    arch_role, sizes = ARCHITECTURES[arch]
-    if arch_role != role:
-        raise InputError(f"architecture {arch} is a {arch_role}, but the upload's role is {role}",
-                         field="config.architecture")
+    check_architecture(role, config, ARCHITECTURES, MAX_SIZES,
+                       "captioner.json, which `proctor train a3ds-captioner` writes beside captioner.safetensors")
     words = check_vocabulary(config.get("words"))
     if isinstance(words, str):
         raise InputError(f"words (the vocabulary) {words}", field="config.words")
-    for name in sizes:
-        value, cap = config.get(name), MAX_SIZES[name]
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cap:
-            raise InputError(f"{name} must be an integer from 1 to {cap}, got {value!r}", field=f"config.{name}")
     if not isinstance(config.get("with_distractor"), bool):
         raise InputError("with_distractor must be true (the captioner sees the distractor) or false",
                          field="config.with_distractor")

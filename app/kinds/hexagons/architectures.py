@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 
+from app.agents.configs import check_architecture
 from app.errors import InputError
 from app.kinds.hexagons.board import COLOURS, TILES
 
@@ -70,24 +71,11 @@ def check_vocabulary(words: object) -> list[str] | str:
 
 def check_config(role: str, config: object) -> dict:
     """The config of the built-in executor; each problem names its field."""
-    if not isinstance(config, dict):
-        raise InputError("the config must be a JSON object (executor.json, which `proctor train hex-executor` "
-                         "writes beside executor.safetensors)", field="config")
-    arch = config.get("architecture")
-    if arch not in ARCHITECTURES:
-        raise InputError(f"unknown architecture {arch!r}: use {', '.join(ARCHITECTURES)}",
-                         field="config.architecture")
-    arch_role, sizes = ARCHITECTURES[arch]
-    if arch_role != role:
-        raise InputError(f"architecture {arch} is an {arch_role}, but the upload's role is {role}",
-                         field="config.architecture")
+    check_architecture(role, config, ARCHITECTURES, MAX_SIZES,
+                       "executor.json, which `proctor train hex-executor` writes beside executor.safetensors")
     words = check_vocabulary(config.get("words"))
     if isinstance(words, str):
         raise InputError(f"words (the vocabulary) {words}", field="config.words")
-    for name in sizes:
-        value, cap = config.get(name), MAX_SIZES[name]
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cap:
-            raise InputError(f"{name} must be an integer from 1 to {cap}, got {value!r}", field=f"config.{name}")
     unknown = sorted(set(config) - set(FIELDS))
     if unknown:
         raise InputError(f"unknown config field {unknown[0]!r}: the fields are {', '.join(FIELDS)}",

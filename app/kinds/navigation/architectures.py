@@ -3,6 +3,7 @@ config (docs/agents.md): what each config must hold. No torch here (the web side
 
 from __future__ import annotations
 
+from app.agents.configs import check_architecture
 from app.errors import InputError
 
 # The step/node/action layouts an agent is built for. The same string as
@@ -21,25 +22,11 @@ MAX_WORDS = 100_000
 
 def check_config(role: str, config: object) -> dict:
     """The config of a built-in architecture; each problem names its field."""
-    if not isinstance(config, dict):
-        raise InputError("the config must be a JSON object (the .json file `proctor train` writes "
-                         "beside the .safetensors)", field="config")
-    arch = config.get("architecture")
-    if arch not in ARCHITECTURES:
-        raise InputError(f"unknown architecture {arch!r}: use one of {', '.join(ARCHITECTURES)}",
-                         field="config.architecture")
-    arch_role, sizes = ARCHITECTURES[arch]
-    if arch_role != role:
-        raise InputError(f"architecture {arch} is a {arch_role}, but the upload's role is {role}",
-                         field="config.architecture")
+    check_architecture(role, config, ARCHITECTURES, {"hidden": MAX_SIZE, "embed": MAX_SIZE},
+                       "the .json file `proctor train` writes beside the .safetensors")
     if config.get("feature_version") != FEATURES_VERSION:
         raise InputError(f"feature_version {config.get('feature_version')!r} does not match "
                          f"{FEATURES_VERSION}", field="config.feature_version")
-    for name in sizes:
-        value = config.get(name)
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SIZE:
-            raise InputError(f"{name} must be an integer from 1 to {MAX_SIZE}, got {value!r}",
-                             field=f"config.{name}")
     words = config.get("words")
     if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
         raise InputError("words must be a list of strings (the vocabulary)", field="config.words")

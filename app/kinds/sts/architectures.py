@@ -5,6 +5,7 @@ workers/sts/loading.py)."""
 
 from __future__ import annotations
 
+from app.agents.configs import check_architecture
 from app.errors import InputError
 from app.kinds.sts.env import ACTIONS
 from app.kinds.sts.observations import COLOURS, N_DIRECTIONS, OBJECTS, STATES, VIEW, VOCAB_VERSION, WORDS
@@ -19,24 +20,11 @@ FIELDS = ("architecture", "vocab_version", *MAX_SIZES)
 
 def check_config(role: str, config: object) -> dict:
     """The config of the built-in policy; each problem names its field."""
-    if not isinstance(config, dict):
-        raise InputError("the config must be a JSON object (policy.json, which `proctor train sts-policy` "
-                         "writes beside policy.safetensors)", field="config")
-    arch = config.get("architecture")
-    if arch not in ARCHITECTURES:
-        raise InputError(f"unknown architecture {arch!r}: use one of {', '.join(ARCHITECTURES)}",
-                         field="config.architecture")
-    arch_role, sizes = ARCHITECTURES[arch]
-    if arch_role != role:
-        raise InputError(f"architecture {arch} is a {arch_role}, but the upload's role is {role}",
-                         field="config.architecture")
+    check_architecture(role, config, ARCHITECTURES, MAX_SIZES,
+                       "policy.json, which `proctor train sts-policy` writes beside policy.safetensors")
     if config.get("vocab_version") != VOCAB_VERSION:
         raise InputError(f"vocab_version {config.get('vocab_version')!r} does not match {VOCAB_VERSION}, "
                          "the mission vocabulary this platform encodes", field="config.vocab_version")
-    for name in sizes:
-        value, cap = config.get(name), MAX_SIZES[name]
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cap:
-            raise InputError(f"{name} must be an integer from 1 to {cap}, got {value!r}", field=f"config.{name}")
     unknown = sorted(set(config) - set(FIELDS))
     if unknown:  # a typo ("hiden") would otherwise be ignored and the default built
         raise InputError(f"unknown config field {unknown[0]!r}: the fields are {', '.join(FIELDS)}",

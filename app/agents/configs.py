@@ -1,0 +1,33 @@
+"""What every kind checks first in the config of safetensors weights for one of its built-in
+architectures (TaskKind.check_artifact_config): a JSON object, a known architecture of the
+upload's role, and whole-number sizes within their caps. The kind checks the rest (its
+vocabulary, versions, other fields)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from app.errors import InputError
+
+
+def check_architecture(role: str, config: object, architectures: Mapping[str, tuple[str, tuple[str, ...]]],
+                       max_sizes: Mapping[str, int], written_by: str) -> dict:
+    """`config` as a dict once the common checks pass; InputError naming the field otherwise.
+    `architectures`: name -> (role, size fields); `written_by`: which file the config is and
+    what writes it, for the message when it is not a JSON object."""
+    if not isinstance(config, dict):
+        raise InputError(f"the config must be a JSON object ({written_by})", field="config")
+    arch = config.get("architecture")
+    if arch not in architectures:
+        raise InputError(f"unknown architecture {arch!r}: use one of {', '.join(architectures)}",
+                         field="config.architecture")
+    arch_role, sizes = architectures[arch]
+    if arch_role != role:
+        article = "an" if arch_role[:1] in "aeiou" else "a"
+        raise InputError(f"architecture {arch} is {article} {arch_role}, but the upload's role is {role}",
+                         field="config.architecture")
+    for name in sizes:
+        value, cap = config.get(name), max_sizes[name]
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cap:
+            raise InputError(f"{name} must be an integer from 1 to {cap}, got {value!r}", field=f"config.{name}")
+    return config
