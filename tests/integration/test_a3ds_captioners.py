@@ -238,12 +238,22 @@ def test_the_training_command_writes_an_uploadable_captioner_and_reports_metrics
 
 def test_training_as_a_job_uploads_a_new_version_of_the_agents_captioner(client, session, researcher):
     agent_id = agent_of(session, researcher, "trained by a worker")
-    job = jobs.create_job(session, "a3ds.train", owner_id=researcher.id, agent_id=agent_id, pairs=20, dev_pairs=4,
-                          epochs=1)
     session.commit()
+    from app.cli import main
+
+    # Queued by the command, whose every training option reaches the job.
+    r = CliRunner().invoke(main, ["train", "a3ds-captioner", "--agent-id", str(agent_id), "--pairs", "20",
+                                  "--dev-pairs", "4", "--epochs", "1", "--embed", "8", "--hidden", "16",
+                                  "--channels", "4", "--batch", "5", "--lr", "0.01", "--speaker", "short",
+                                  "--with-distractor"])
+    assert r.exit_code == 0 and "queued job" in r.output, r.output
+    job = session.scalars(select(jobs.Job).where(jobs.Job.task == "a3ds.train")).one()
+    assert {k: job.params[k] for k in ("pairs", "dev_pairs", "batch", "lr", "speaker", "with_distractor")} == {
+        "pairs": 20, "dev_pairs": 4, "batch": 5, "lr": 0.01, "speaker": "short", "with_distractor": True}
     jobs.run_queued_once()  # the training, then the validation it queues
     session.refresh(job)
     assert job.state == "done", job.log
     assert "epoch 1: loss" in job.log and "held out" in job.log
     got = client.get(f"/api/v1/agents/{agent_id}/artifacts").json()
     assert [(a["id"], a["state"], a["role"]) for a in got] == [(job.result["artifact"], "valid", "captioner")]
+    assert (got[0]["config"]["hidden"], got[0]["config"]["with_distractor"]) == (16, True)

@@ -141,3 +141,20 @@ def test_the_worker_sees_the_pictures_and_nobody_else_without_an_account(session
     assert client.get("/a3ds/scenes/0?size=64").status_code == 200  # scenes count from 0
     assert client.get("/a3ds/scenes/480000").status_code == 422
     assert client.get("/a3ds/scenes/12500?size=100").status_code == 422
+
+
+def test_new_drawings_are_rate_limited_per_session_and_stored_pictures_are_not(session, client,
+                                                                                monkeypatch):
+    from app.kinds.a3ds import views
+
+    monkeypatch.setattr(views, "DRAWINGS_PER_MINUTE", 3)
+    owner = make_user(session, "researcher")
+    study = _study(session, owner, bundle_size=2)
+    session.commit()
+    client.get(f"/s/{study.slug}", params={"PROLIFIC_PID": "w9", "STUDY_ID": "s", "SESSION_ID": "x"})
+    for scene in (100, 101, 102):  # three new drawings: allowed
+        assert client.get(f"/a3ds/scenes/{scene}?size=64").status_code == 200
+    refused = client.get("/a3ds/scenes/103?size=64")
+    assert refused.status_code == 429 and "too many" in refused.text
+    # A picture already drawn is read from the store, not counted.
+    assert client.get("/a3ds/scenes/101?size=64").status_code == 200

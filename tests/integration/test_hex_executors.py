@@ -313,9 +313,17 @@ def test_training_as_a_job_uploads_a_new_version_of_the_agents_executor(client, 
     for split, indices in (("train", range(0, 8)), ("dev", range(8, 10))):
         (tmp_path / f"{split}.jsonl").write_bytes(jsonl(indices))
     agent_id = agent_of(session, researcher, "trained by a worker")
-    job = jobs.create_job(session, "hexagons.train", owner_id=researcher.id, agent_id=agent_id, data=str(tmp_path),
-                          epochs=1, embed=8, hidden=8, channels=8)
     session.commit()
+    from app.cli import main
+
+    # Queued by the command, whose every training option reaches the job.
+    r = CliRunner().invoke(main, ["train", "hex-executor", "--agent-id", str(agent_id), "--data", str(tmp_path),
+                                  "--epochs", "1", "--embed", "8", "--hidden", "8", "--channels", "8", "--batch", "3",
+                                  "--lr", "0.01", "--min-count", "1", "--change-weight", "2.5", "--seed", "4"])
+    assert r.exit_code == 0 and "queued job" in r.output, r.output
+    job = session.scalars(select(jobs.Job).where(jobs.Job.task == "hexagons.train")).one()
+    assert {k: job.params[k] for k in ("epochs", "batch", "lr", "min_count", "change_weight", "seed")} == {
+        "epochs": 1, "batch": 3, "lr": 0.01, "min_count": 1, "change_weight": 2.5, "seed": 4}
     jobs.run_queued_once()  # the training, then the validation it queues
     session.refresh(job)
     assert job.state == "done", job.log
@@ -323,3 +331,4 @@ def test_training_as_a_job_uploads_a_new_version_of_the_agents_executor(client, 
     got = client.get(f"/api/v1/agents/{agent_id}/artifacts").json()
     assert [(a["id"], a["state"], a["role"]) for a in got] == [(job.result["artifact"], "valid", "executor")]
     assert set(job.result["scores"]["dev"]) == {"no_action", "oracle", "predicted"}
+    assert client.get(f"/api/v1/agents/{agent_id}/artifacts").json()[0]["config"]["hidden"] == 8

@@ -93,7 +93,37 @@ def test_bad_designs_name_the_field(design, field):
     assert exc.value.field == field
 
 
+def test_a_design_is_capped_in_total_not_only_per_entry():
+    # Each entry is within the cap; together they are not, and nothing is drawn.
+    many = {"named": [{"features": ["shape"], "count": scenes.MAX_PAIRS}] * 3}
+    with pytest.raises(InputError) as exc:
+        scenes.design_pairs(many, 0)
+    assert exc.value.field == "pairs" and str(3 * scenes.MAX_PAIRS) in str(exc.value)
+    at_cap = {"random": scenes.MAX_PAIRS - 1, "z": {"2": 1}}
+    assert len(scenes.design_pairs(at_cap, 0)) == scenes.MAX_PAIRS
+
+
 # ---- the parser -----------------------------------------------------------------------------
+
+def test_a_colour_word_without_a_place_counts_only_when_the_colour_is_unique_in_the_target():
+    red, blue = scenes.HUES.index("red"), scenes.HUES.index("medium blue")
+    # floor red, wall blue, object blue: "red" can only be the floor; "blue" is ambiguous.
+    target = scene_id((red, blue, blue, 0, 0, 0))
+    assert parse("red", target).mentions == {"floor_hue": frozenset([red])}
+    got = parse("medium blue", target)
+    assert got.mentions == {} and got.unparsed == ["medium", "blue"]
+    # A colour the target does not have, or no target at all: never guessed.
+    assert parse("purple", target).unparsed == ["purple"]
+    assert parse("red").unparsed == ["red"]
+    # Placed by its position it needs no rule: "blue wall" is the wall's even when shared.
+    assert parse("a medium blue wall", target).mentions == {"wall_hue": frozenset([blue])}
+    # The paper's figure 1 case: the red is the ball's alone, so "red" alone is contrastive.
+    distractor = scene_id((blue, blue, red, 0, 0, 0))
+    ball = scene_id((blue, blue, red, 0, 0, 0))
+    other = scene_id((blue, blue, blue, 0, 0, 0))
+    assert score_caption(ball, other, "red").c == 1
+    assert score_caption(target, distractor, "red").mentioned == ["floor_hue"]
+
 
 @real
 def test_the_27_released_short_captions_parse_to_the_image_features():

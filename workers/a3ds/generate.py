@@ -80,7 +80,7 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
                     raise ValueError(f"the captioner's caption of pair {t}-{d} is "
                                      f"{'empty' if not caption.strip() else f'over {MAX_CAPTION} characters'}")
                 pair = Pair(t, d)
-                metrics = score_mentions(pair, parse(caption)).stored()
+                metrics = score_mentions(pair, parse(caption, pair.target)).stored()
                 specs.append(kind._item(f"{prefix}{t}-{d}", pair, caption, captioner, design, metrics, seed,
                                         cant_tell, gold=False))
             add_items(session, study, specs)

@@ -130,9 +130,14 @@ def weights_bytes(model: Captioner) -> bytes:
     return save_safetensors({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()})
 
 
+# The command's training options a queued job carries (`proctor train a3ds-captioner --agent-id`).
+JOB_OPTIONS = ("pairs", "dev_pairs", "epochs", "embed", "hidden", "channels", "batch", "lr", "with_distractor",
+               "speaker", "seed")
+
+
 def run_train_job(session, job, progress) -> dict:
-    """The job `a3ds.train`: train as the command does (params: agent_id, and optionally pairs,
-    dev_pairs, epochs, with_distractor, seed, device) and upload the captioner as a new version of the
+    """The job `a3ds.train`: train as the command does (params: agent_id, and optionally any of
+    JOB_OPTIONS and device) and upload the captioner as a new version of the
     agent's model (validated by `a3ds.validate`, like any upload)."""
     from app.agents.artifacts import upload_artifact
     from app.agents.models import Agent
@@ -150,9 +155,9 @@ def run_train_job(session, job, progress) -> dict:
         progress(n, None, f"epoch {n}: loss {loss:.3f}")
 
     device = p.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
-    model, report = run_training(pairs=int(p.get("pairs", 1000)), dev_pairs=int(p.get("dev_pairs", 200)), epochs=epochs,
-                                 with_distractor=bool(p.get("with_distractor", False)), seed=int(p.get("seed", 0)),
-                                 device=device, echo=lambda line: progress(done[0], None, line),
+    options = {k: p[k] for k in JOB_OPTIONS if p.get(k) is not None}
+    options["epochs"] = epochs
+    model, report = run_training(**options, device=device, echo=lambda line: progress(done[0], None, line),
                                  epoch_done=epoch_done, bars=False)
     artifact = upload_artifact(session, agent, "captioner", "safetensors", weights_bytes(model), model.config())
     return {"artifact": artifact.id, "agent": agent.id, **report}

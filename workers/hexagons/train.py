@@ -207,9 +207,13 @@ def run_training(*, data: str | Path | None = None, epochs: int = 6, embed: int 
     return model, report
 
 
+# The command's training options a queued job carries (`proctor train hex-executor --agent-id`).
+JOB_OPTIONS = ("data", "epochs", "embed", "hidden", "channels", "batch", "lr", "min_count", "change_weight", "seed")
+
+
 def run_train_job(session, job, progress) -> dict:
     """The job `hexagons.train`: train as the command does (params: agent_id, and optionally
-    data, epochs, embed, hidden, channels, seed, device) and upload the executor as a new
+    any of JOB_OPTIONS and device) and upload the executor as a new
     version of the agent's model (validated by `hexagons.validate`, like any upload)."""
     from app.agents.artifacts import upload_artifact
     from app.agents.models import Agent
@@ -227,10 +231,10 @@ def run_train_job(session, job, progress) -> dict:
         progress(n, None, f"epoch {n}: loss {loss:.3f}")
 
     device = p.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
-    model, report = run_training(
-        data=p.get("data"), epochs=epochs, embed=int(p.get("embed", 32)), hidden=int(p.get("hidden", 64)),
-        channels=int(p.get("channels", 48)), seed=int(p.get("seed", 0)), device=device, out=None,
-        echo=lambda line: progress(done[0], None, line), epoch_done=epoch_done)
+    options = {k: p[k] for k in JOB_OPTIONS if p.get(k) is not None}
+    options["epochs"] = epochs
+    model, report = run_training(**options, device=device, out=None,
+                                 echo=lambda line: progress(done[0], None, line), epoch_done=epoch_done)
     artifact = upload_artifact(session, agent, "executor", "safetensors", weights_bytes(model), model.config())
     return {"artifact": artifact.id, "agent": agent.id, **{k: v for k, v in report.items() if k != "data"}}
 

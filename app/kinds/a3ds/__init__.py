@@ -138,7 +138,7 @@ class ReferenceGame(TaskKind):
         else:
             raise InputError(f"unknown format {fmt!r}: use design or captions", field="format")
         items, by_captioner = [], {}
-        scored = [(p, score_mentions(p.pair, parse(p.caption)).stored()) for p in pairs]
+        scored = [(p, score_mentions(p.pair, parse(p.caption, p.pair.target)).stored()) for p in pairs]
         gold_ids: set[str] = set()
         if fmt == "captions":
             n_gold = int(options.get("gold_count", 0) or 0)
@@ -149,7 +149,7 @@ class ReferenceGame(TaskKind):
             items.append(self._item(p.id, p.pair, p.caption, p.captioner, p.design, m, seed, cant_tell,
                                     gold=p.id in gold_ids))
         for ident, pair, caption in gold_pairs:
-            m = score_mentions(pair, parse(caption)).stored()
+            m = score_mentions(pair, parse(caption, pair.target)).stored()
             items.append(self._item(ident, pair, caption, "gold", "gold", m, seed, cant_tell, gold=True))
         return ImportResult(items=items, kind_settings={"seed": seed, "cant_tell": cant_tell},
                             summary={"pairs": len(pairs), "gold": sum(i.is_gold for i in items),

@@ -2,7 +2,9 @@
 
 A colour word names the floor, the wall or the object by where it stands: before "floor" or
 after "on", before "wall" or after "in front of a", before a shape or size word (or "object")
-or after "is". A phrase may name several values ("in the middle" is orientation 6, 7 and 8), so
+or after "is". A colour word with no such place names the target's feature of that colour when
+exactly one of the target's floor, wall and object has it (the paper's rule, section 2.1);
+otherwise it is unparsed. A phrase may name several values ("in the middle" is orientation 6, 7 and 8), so
 a mention is a set of values. Words that are neither the grammar's nor placed are reported as
 unparsed, never guessed."""
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from app.kinds.a3ds.scenes import FEATURES, HUES, WORDS
+from app.kinds.a3ds.scenes import FEATURES, HUES, WORDS, factors
 
 # Words of the grammars that name no feature (and "object", the contrastive speaker's head
 # noun when the shape is not worth naming).
@@ -68,7 +70,21 @@ def _hue_role(words: list[str], start: int, end: int) -> str | None:
     return None
 
 
-def parse(caption: str) -> Parsed:
+HUE_FEATURES = ("floor_hue", "wall_hue", "object_hue")
+
+
+def _unique_hue_role(target: int | None, hue: int) -> str | None:
+    """The one hue feature of the target with this hue, or None (none, or several)."""
+    if target is None:
+        return None
+    f = factors(target)
+    having = [name for name in HUE_FEATURES if f[FEATURES.index(name)] == hue]
+    return having[0] if len(having) == 1 else None
+
+
+def parse(caption: str, target: int | None = None) -> Parsed:
+    """The features `caption` mentions; `target` (a scene id) places a colour word that its
+    position does not."""
     words = tokens(caption)
     out = Parsed()
     i = 0
@@ -77,7 +93,7 @@ def parse(caption: str) -> Parsed:
             n = len(phrase)
             if tuple(words[i:i + n]) == phrase:
                 if feature == "hue":
-                    feature = _hue_role(words, i, i + n)
+                    feature = _hue_role(words, i, i + n) or _unique_hue_role(target, next(iter(values)))
                     if feature is None:
                         out.unparsed += words[i:i + n]
                         break

@@ -100,7 +100,7 @@ def score_mentions(pair: Pair, parsed: Parsed) -> CaptionScore:
 
 
 def score_caption(target: int, distractor: int, caption: str) -> CaptionScore:
-    return score_mentions(Pair(target, distractor), parse(caption))
+    return score_mentions(Pair(target, distractor), parse(caption, target))
 
 
 def means(scores: list[CaptionScore]) -> dict:

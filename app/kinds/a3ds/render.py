@@ -161,8 +161,9 @@ def scene_key(scene: int, size: int) -> str:
     return f"a3ds/scenes/v{VERSION}/{size}/{scene}.png"
 
 
-def scene_png(scene: int, size: int = 64, store=None) -> bytes:
-    """The scene's PNG, from the blob store or drawn and kept there."""
+def scene_png(scene: int, size: int = 64, store=None, before_drawing=None) -> bytes:
+    """The scene's PNG, from the blob store or drawn and kept there; `before_drawing()` is
+    called before a scene not yet stored is drawn (a rate limit may refuse there)."""
     from app.storage import get_store
 
     if size not in SIZES:
@@ -173,6 +174,8 @@ def scene_png(scene: int, size: int = 64, store=None) -> bytes:
     try:
         return store.get(key)
     except KeyError:
+        if before_drawing is not None:
+            before_drawing()
         data = encode_png(render(scene, size))
         store.put(key, data, content_type="image/png")
         return data

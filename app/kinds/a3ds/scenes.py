@@ -107,23 +107,21 @@ def design_pairs(design: dict, seed: int) -> list[tuple[str, Pair]]:
 
     {"random": n, "z": {"1": n1, ..., "6": n6}, "named": [{"features": [...], "count": n}]}
     """
-    rng = random.Random(seed)
-    out: list[tuple[str, Pair]] = []
     unknown = set(design) - {"random", "z", "named"}
     if unknown:
         raise InputError(f"unknown design entry {sorted(unknown)[0]!r}: use random, z or named",
                          field=f"pairs.{sorted(unknown)[0]}")
-    for _ in range(_count(design.get("random", 0), "pairs.random")):
-        out.append(("random", random_pair(rng)))
+    # The whole plan is checked, its total included, before any pair is drawn: many entries
+    # each under the cap must not add up to a study nobody could annotate.
+    plan: list[tuple[str, list[str] | None, int]] = [
+        ("random", None, _count(design.get("random", 0), "pairs.random"))]
     z_counts = design.get("z", {})
     if not isinstance(z_counts, dict):
         raise InputError("z is an object: number of differing features -> count", field="pairs.z")
     for key, n in sorted(z_counts.items()):
         if str(key) not in {"1", "2", "3", "4", "5", "6"}:
             raise InputError(f"z is 1 to 6, not {key!r}", field=f"pairs.z.{key}")
-        z = int(key)
-        for _ in range(_count(n, f"pairs.z.{key}")):
-            out.append((f"z={z}", pair_differing_in(rng, rng.sample(FEATURES, z))))
+        plan.append((f"z={int(key)}", int(key), _count(n, f"pairs.z.{key}")))
     named = design.get("named", [])
     if not isinstance(named, list):
         raise InputError("named is a list of {features, count}", field="pairs.named")
@@ -133,8 +131,22 @@ def design_pairs(design: dict, seed: int) -> list[tuple[str, Pair]]:
                 or any(f not in FEATURES for f in feats):
             raise InputError(f"features: distinct names from {', '.join(FEATURES)}",
                              field=f"pairs.named.{k}.features")
-        for _ in range(_count(entry.get("count", 0), f"pairs.named.{k}.count")):
-            out.append(("named:" + "+".join(feats), pair_differing_in(rng, feats)))
+        plan.append(("named:" + "+".join(feats), feats, _count(entry.get("count", 0),
+                                                              f"pairs.named.{k}.count")))
+    total = sum(n for _, _, n in plan)
+    if total > MAX_PAIRS:
+        raise InputError(f"the design asks for {total} pairs in all; at most {MAX_PAIRS}",
+                         field="pairs")
+    rng = random.Random(seed)
+    out: list[tuple[str, Pair]] = []
+    for label, spec, n in plan:
+        for _ in range(n):
+            if spec is None:
+                out.append((label, random_pair(rng)))
+            elif isinstance(spec, int):  # z: which features differ is drawn per pair
+                out.append((label, pair_differing_in(rng, rng.sample(FEATURES, spec))))
+            else:
+                out.append((label, pair_differing_in(rng, spec)))
     return out
 
 

@@ -40,8 +40,11 @@ def a3ds_captioner(with_distractor, pairs, dev_pairs, epochs, embed, hidden, cha
     speaker it learned from."""
     if device not in (None, "cpu", "cuda"):
         raise click.BadParameter("cpu or cuda", param_hint="--device")
+    # What the job is given is what the command trains with: every option but where files go.
+    options = dict(pairs=pairs, dev_pairs=dev_pairs, epochs=epochs, embed=embed, hidden=hidden, channels=channels,
+                   batch=batch, lr=lr, with_distractor=with_distractor, speaker=speaker, seed=seed)
     if agent_id is not None:
-        _queue(agent_id, pairs, epochs, with_distractor, seed, device)
+        _queue(agent_id, options, device)
         return
     import torch
 
@@ -50,12 +53,10 @@ def a3ds_captioner(with_distractor, pairs, dev_pairs, epochs, embed, hidden, cha
     if device == "cuda" and not torch.cuda.is_available():
         raise click.BadParameter("no CUDA device here", param_hint="--device")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    run_training(pairs=pairs, dev_pairs=dev_pairs, epochs=epochs, embed=embed, hidden=hidden, channels=channels,
-                 batch=batch, lr=lr, with_distractor=with_distractor, speaker=speaker, seed=seed, device=device,
-                 out=out, name=name, echo=click.echo)
+    run_training(**options, device=device, out=out, name=name, echo=click.echo)
 
 
-def _queue(agent_id, pairs, epochs, with_distractor, seed, device) -> None:
+def _queue(agent_id, options: dict, device) -> None:
     from app import jobs
     from app.agents.models import Agent
     from app.db import get_sessionmaker
@@ -64,8 +65,7 @@ def _queue(agent_id, pairs, epochs, with_distractor, seed, device) -> None:
         agent = s.get(Agent, agent_id)
         if agent is None or agent.kind != "a3ds":
             raise click.BadParameter(f"no A3DS agent {agent_id}", param_hint="--agent-id")
-        params = {"agent_id": agent.id, "pairs": pairs, "epochs": epochs, "with_distractor": with_distractor,
-                  "seed": seed, **({"device": device} if device else {})}
+        params = {"agent_id": agent.id, **options, **({"device": device} if device else {})}
         job = jobs.create_job(s, "a3ds.train", owner_id=agent.owner_id, **params)
         jobs.submit(s, job)
         click.echo(f"queued job {job.id} (a3ds.train): follow it with GET /api/v1/jobs/{job.id}")

@@ -19,13 +19,14 @@ from app.auth.models import User
 from app.errors import InputError
 from app.kinds.a3ds import generation
 from app.params import BodyId, Id
-from app.web import flash, render
+from app.web import flash, rate_limit, render
 from app.kinds.a3ds.render import SIZES, scene_png
 from app.kinds.a3ds.scenes import N_SCENES
 
 # Not a database id (app.params.Id starts at 1): scenes are numbered from 0.
 SceneId = Annotated[int, Path(ge=0, le=N_SCENES - 1, description="scene id, 0 to 479999")]
 
+DRAWINGS_PER_MINUTE = 120
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
 
 
@@ -36,7 +37,17 @@ def scene_picture(request: Request, scene_id: SceneId, size: int = Query(256, ge
         raise HTTPException(403, "open the study from your link, or log in")
     if size not in SIZES:
         raise HTTPException(422, f"size is one of {', '.join(map(str, SIZES))}")
-    return Response(scene_png(scene_id, size), media_type="image/png",
+
+    def before_drawing():
+        # Stored pictures cost a read; drawing one costs ~10-50 ms of CPU and blob space, and
+        # any of the 480,000 ids may be asked for: so new drawings are counted, per account or
+        # crowd session and per address. A worker needs two per item, a researcher a few dozen.
+        who = f"user:{user.id}" if user is not None else "crowd:" + ",".join(
+            str(b) for _, b in sorted(request.session["crowd"].items()))
+        rate_limit(request, "a3ds-draw", DRAWINGS_PER_MINUTE, key=who)
+        rate_limit(request, "a3ds-draw-address", DRAWINGS_PER_MINUTE * 4)
+
+    return Response(scene_png(scene_id, size, before_drawing=before_drawing), media_type="image/png",
                     headers={"Cache-Control": "private, max-age=86400"})
 
 

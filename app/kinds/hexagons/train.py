@@ -39,8 +39,11 @@ def hex_executor(data, out, name, epochs, embed, hidden, channels, batch, lr, mi
     beside "no action"."""
     if device not in (None, "cpu", "cuda"):
         raise click.BadParameter("cpu or cuda", param_hint="--device")
+    # What the job is given is what the command trains with: every option but where files go.
+    options = dict(data=data, epochs=epochs, embed=embed, hidden=hidden, channels=channels, batch=batch, lr=lr,
+                   min_count=min_count, change_weight=change_weight, seed=seed)
     if agent_id is not None:
-        _queue(agent_id, data, epochs, embed, hidden, channels, seed, device)
+        _queue(agent_id, options, device)
         return
     import torch
 
@@ -50,14 +53,12 @@ def hex_executor(data, out, name, epochs, embed, hidden, channels, batch, lr, mi
         raise click.BadParameter("no CUDA device here", param_hint="--device")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     try:
-        run_training(data=data, epochs=epochs, embed=embed, hidden=hidden, channels=channels, batch=batch, lr=lr,
-                     min_count=min_count, change_weight=change_weight, seed=seed, device=device, out=out,
-                     name=name, echo=click.echo)
+        run_training(**options, device=device, out=out, name=name, echo=click.echo)
     except FileNotFoundError as exc:
         raise click.BadParameter(str(exc), param_hint="--data") from None
 
 
-def _queue(agent_id, data, epochs, embed, hidden, channels, seed, device) -> None:
+def _queue(agent_id, options: dict, device) -> None:
     from app import jobs
     from app.agents.models import Agent
     from app.db import get_sessionmaker
@@ -66,8 +67,8 @@ def _queue(agent_id, data, epochs, embed, hidden, channels, seed, device) -> Non
         agent = s.get(Agent, agent_id)
         if agent is None or agent.kind != "hexagons":
             raise click.BadParameter(f"no Hexagons agent {agent_id}", param_hint="--agent-id")
-        params = {"agent_id": agent.id, "epochs": epochs, "embed": embed, "hidden": hidden, "channels": channels,
-                  "seed": seed, **({"data": data} if data else {}), **({"device": device} if device else {})}
+        params = {"agent_id": agent.id, **{k: v for k, v in options.items() if v is not None},
+                  **({"device": device} if device else {})}
         job = jobs.create_job(s, "hexagons.train", owner_id=agent.owner_id, **params)
         jobs.submit(s, job)
         click.echo(f"queued job {job.id} (hexagons.train): follow it with GET /api/v1/jobs/{job.id}")
