@@ -1,4 +1,5 @@
-"""The `proctor` command: serve, worker, migrate, demo, export, user, kinds, train; each task kind
+"""The `proctor` command: serve, worker, migrate, demo, export, user, kinds, train, remote (a
+server's API from afar: proctor_client/cli.py); each task kind
 adds its own group (e.g. `proctor tom check`, `proctor nav score`)."""
 
 from __future__ import annotations
@@ -256,6 +257,16 @@ def kinds_cmd() -> None:
         click.echo(f"  routes:     {len(routes)}")
         for route in routes:
             click.echo(f"    {route}")
+
+
+def _add_remote_commands() -> None:
+    """`proctor remote ...`: the API client's commands (proctor_client, which needs no server)."""
+    from proctor_client.cli import remote
+
+    main.add_command(remote)
+
+
+_add_remote_commands()
 
 
 def _add_kind_commands() -> None:
