@@ -35,9 +35,38 @@ def migrate_db(url: str | None = None) -> None:
     command.upgrade(alembic_config(url), "heads")
 
 
-@click.group()
-def main() -> None:
+# `proctor remote` talks to a server over HTTP and needs no kind, table or database here:
+# it skips loading them (seconds of imports on every call of a script's loop).
+CLIENT_ONLY = ("remote",)
+
+
+class _Main(click.Group):
+    """The core's commands; the kinds' groups and trainers are added the first time a command
+    other than a client-only one is looked up (or the list shown), which imports every kind."""
+
+    kinds_added = False
+
+    def _add_kinds(self) -> None:
+        if not self.kinds_added:
+            self.kinds_added = True
+            _add_kind_commands()
+
+    def get_command(self, ctx, name):
+        if name not in CLIENT_ONLY:
+            self._add_kinds()
+        return super().get_command(ctx, name)
+
+    def list_commands(self, ctx):
+        self._add_kinds()
+        return super().list_commands(ctx)
+
+
+@click.group(cls=_Main)
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """Proctor: human evaluation of grounded language agents."""
+    if ctx.invoked_subcommand in CLIENT_ONLY:
+        return
     from app.models import load_models
 
     load_models()  # every table, the kinds' too, before any command opens a session
@@ -283,9 +312,6 @@ def _add_kind_commands() -> None:
             main.add_command(group)
         for command in kind.train_commands():
             train.add_command(command)
-
-
-_add_kind_commands()
 
 
 if __name__ == "__main__":

@@ -110,7 +110,7 @@ def create_study_cmd(pc: Client, items: str, title: str, kind: str | None, fmt: 
         _echo_json(study.raw)
         return
     n = pc.progress(study.id).get("items", "?")
-    click.echo(f"study {study.id} ({study.kind}, {study.state}): {study.title}, {n} items")
+    click.echo(f"study {study.id} ({study.kind}, {study.state}): {study.title}, {n} items besides gold")
     click.echo(f"  worker entry: {pc.url}{study.entry_path}")
 
 

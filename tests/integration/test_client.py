@@ -315,9 +315,38 @@ def test_proctor_remote_does_a_study_from_the_command_line(server, tmp_path):
     assert sorted(p.name for p in (tmp_path / "all").iterdir()) == sorted(
         ["annotations.csv", "annotations.jsonl", "completions.csv", "scores.csv", "scores.json"])
 
+    out = server.remote("create-study", str(TOM_CSV), "--title", "Launched", "--kind", "tom", "--launch",
+                        "--option", "gold_count=7")
+    assert out.returncode == 0, out.stderr
+    first, entry = out.stdout.splitlines()
+    assert first.endswith(f"(tom, live): Launched, {len(rows) - 7} items besides gold")
+    assert entry.startswith(f"  worker entry: {server.url}/s/launched-")
+
     jobs = server.remote("jobs", "--study", sid)
     assert jobs.returncode == 0 and len(jobs.stdout.strip().splitlines()) == 3
     assert all(" export " in x and " done " in x for x in jobs.stdout.strip().splitlines())
+
+
+def test_the_worked_example_in_the_docs_runs_as_written(server, tmp_path):
+    text = (ROOT / "docs" / "client.md").read_text(encoding="utf-8")
+    example = text.split("## A worked example")[1].split("```python\n")[1].split("```")[0]
+    rows = _tom_rows()
+    shutil.copyfile(TOM_CSV, tmp_path / "questions.csv")
+    (tmp_path / "my-model.jsonl").write_bytes(_jsonl({"question_id": r["question_id"], "answer": r["answer"]}
+                                                     for r in rows))
+    (tmp_path / "example.py").write_text(example, encoding="utf-8")
+    env = {**server.env, "PROCTOR_URL": server.url, "PROCTOR_TOKEN": server.token,
+           "PYTHONPATH": os.pathsep.join([str(ROOT), server.env.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert "'tom'" in lines[0] and lines[1].endswith(f"draft {len(rows) - 5} items besides gold")
+    assert lines[2] == f"{len(rows)} answers imported"
+    assert any(x.startswith("agent") and "my-model v1" in x and " 1.000 " in x for x in lines)
+    assert lines[-1].startswith("422 title field 'title': String should have at least 1 character")
+    assert (tmp_path / "leaderboard.csv").read_text().startswith("type,name,metric,category,n,mean,low,high")
+    assert (tmp_path / "annotations.csv").read_text().startswith("annotation_id,item,worker,")
 
 
 def test_proctor_remote_says_what_the_server_refused(server, tmp_path):
