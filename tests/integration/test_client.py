@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -259,6 +260,7 @@ def test_a_generation_run_is_started_watched_and_listed(server):
         assert bad.value.field == "speaker"
 
 
+@pytest.mark.redis
 def test_a_queued_run_is_cancelled_and_watching_it_says_so(queued_server):
     with queued_server.client() as pc:
         study = pc.create_study(json.dumps(A3DS_DESIGN).encode(), title="Captions", kind="a3ds", format="design")
@@ -322,6 +324,13 @@ def test_proctor_remote_does_a_study_from_the_command_line(server, tmp_path):
     assert first.endswith(f"(tom, live): Launched, {len(rows) - 7} items besides gold")
     assert entry.startswith(f"  worker entry: {server.url}/s/launched-")
 
+    # Where only the client is installed: python -m proctor_client, options instead of env.
+    alone = subprocess.run([sys.executable, "-m", "proctor_client", "--url", server.url, "--token", server.token,
+                            "studies", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                           env={k: v for k, v in server.env.items() if not k.startswith("PROCTOR_")})
+    assert alone.returncode == 0, alone.stderr
+    assert study["id"] in {s["id"] for s in json.loads(alone.stdout)}
+
     jobs = server.remote("jobs", "--study", sid)
     assert jobs.returncode == 0 and len(jobs.stdout.strip().splitlines()) == 3
     assert all(" export " in x and " done " in x for x in jobs.stdout.strip().splitlines())
@@ -364,3 +373,32 @@ def test_proctor_remote_says_what_the_server_refused(server, tmp_path):
     assert out.returncode == 2 and "--url or PROCTOR_URL" in out.stderr
     out = server.remote("create-study", str(TOM_CSV), "--title", "x", "--setting", "bundle_size")
     assert out.returncode == 2 and "give KEY=VALUE" in out.stderr
+
+
+def test_an_agents_model_is_uploaded_and_its_verdict_awaited(server, tmp_path):
+    with server.client() as pc:
+        agent = pc.create_agent("walker", kind="navigation")
+        assert agent.kind == "navigation" and agent in pc.agents()
+        with pytest.raises(InvalidInput) as bad:
+            pc.upload_artifact(agent.id, b"weights", role="poet", format="torchscript")
+        assert bad.value.field == "role" and "role must be one of" in bad.value.detail
+    # Not a TorchScript archive at all: refused at once, the server's reason on stderr.
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(b"not a model at all")
+    out = server.remote("upload-artifact", str(agent.id), str(junk), "--role", "speaker", "--format", "torchscript")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert f"Error: 422 (POST /api/v1/agents/{agent.id}/artifacts): field 'file': not a TorchScript archive" \
+        in out.stderr
+    # A zip that is no model: taken, then found invalid by the validation job, with why.
+    model = tmp_path / "speaker.pt"
+    with zipfile.ZipFile(model, "w") as z:
+        z.writestr("speaker/code/__torch__.py", b"nothing to run")
+        z.writestr("speaker/data.pkl", b"no pickle here")
+    out = server.remote("upload-artifact", str(agent.id), str(model), "--role", "speaker", "--format", "torchscript")
+    assert out.returncode == 1, out.stdout + out.stderr
+    uploaded, verdict = out.stdout.splitlines()
+    assert uploaded.endswith("(version 1) uploaded: pending")
+    assert ": invalid (" in verdict
+    with server.client() as pc:
+        (art,) = pc.artifacts(agent.id)
+        assert art.state == "invalid" and art.verdict and str(art.verdict) in verdict
