@@ -4,6 +4,7 @@ proctor_client ...` where only the client is installed."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -56,16 +57,26 @@ class _Remote(click.Group):
 def remote(ctx: click.Context, url: str | None, token: str | None) -> None:
     """Work with a Proctor server over its API: create studies, upload outputs, run generations,
     fetch leaderboards and exports (docs/client.md)."""
-    if not url:
-        raise click.UsageError("give the server: --url or PROCTOR_URL")
-    if not token:
-        raise click.UsageError("give an API token: --token or PROCTOR_TOKEN "
-                               "(Account page, or `proctor user token --email ...`)")
-    ctx.obj = ctx.with_resource(Client(url, token))
+    ctx.obj = (url, token)
+
+
+def pass_client(f):
+    """Give the command a Client, made only when it runs (so `--help` needs no server)."""
+    @click.pass_context
+    def run(ctx: click.Context, *args, **kwargs):
+        url, token = ctx.obj  # the group's options
+        if not url:
+            raise click.UsageError("give the server: --url or PROCTOR_URL")
+        if not token:
+            raise click.UsageError("give an API token: --token or PROCTOR_TOKEN "
+                                   "(Account page, or `proctor user token --email ...`)")
+        return f(ctx.with_resource(Client(url, token)), *args, **kwargs)
+
+    return functools.update_wrapper(run, f)
 
 
 @remote.command("kinds")
-@click.pass_obj
+@pass_client
 def kinds_cmd(pc: Client) -> None:
     """The server's task kinds, their item formats and study options."""
     for k in pc.kinds():
@@ -76,7 +87,7 @@ def kinds_cmd(pc: Client) -> None:
 
 @remote.command("studies")
 @click.option("--json", "as_json", is_flag=True, help="The API's JSON.")
-@click.pass_obj
+@pass_client
 def studies_cmd(pc: Client, as_json: bool) -> None:
     """Your studies."""
     studies = pc.studies()
@@ -98,7 +109,7 @@ def studies_cmd(pc: Client, as_json: bool) -> None:
               help="One of the kind's options (`proctor remote kinds`). Repeatable.")
 @click.option("--launch", is_flag=True, help="Make it live at once.")
 @click.option("--json", "as_json", is_flag=True)
-@click.pass_obj
+@pass_client
 def create_study_cmd(pc: Client, items: str, title: str, kind: str | None, fmt: str | None,
                      settings: tuple, options: tuple, launch: bool, as_json: bool) -> None:
     """Create a study from an item file (the kind's format)."""
@@ -117,7 +128,7 @@ def create_study_cmd(pc: Client, items: str, title: str, kind: str | None, fmt: 
 @remote.command("state")
 @click.argument("study_id", type=int)
 @click.argument("state", type=click.Choice(["live", "paused", "closed"]))
-@click.pass_obj
+@pass_client
 def state_cmd(pc: Client, study_id: int, state: str) -> None:
     """Launch (live), pause or close a study."""
     study = pc.set_state(study_id, state)
@@ -129,7 +140,7 @@ def state_cmd(pc: Client, study_id: int, state: str) -> None:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--agent", required=True, help="The agent's id, or a name (made if new).")
 @click.option("--version", default="1", show_default=True, help="A new agent's version.")
-@click.pass_obj
+@pass_client
 def upload_outputs_cmd(pc: Client, study_id: int, file: str, agent: str, version: str) -> None:
     """Import an agent's outputs for a study (its kind's format, e.g. JSONL)."""
     if agent.isdigit():
@@ -147,7 +158,7 @@ def upload_outputs_cmd(pc: Client, study_id: int, file: str, agent: str, version
 @click.option("--format", "fmt", required=True, help="torchscript or safetensors.")
 @click.option("--config", default=None, help="JSON: a built-in architecture's config (safetensors).")
 @click.option("--wait/--no-wait", default=True, show_default=True, help="Wait for the verdict.")
-@click.pass_obj
+@pass_client
 def upload_artifact_cmd(pc: Client, agent_id: int, file: str, role: str, fmt: str, config: str | None,
                         wait: bool) -> None:
     """Upload a new version of an agent's model; a worker validates it."""
@@ -189,7 +200,7 @@ def _watch(pc: Client, job_id: int, unit: str = "step") -> Job:
 @click.option("--file", "file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="A file the kind's run takes (navigation: the R2R paths).")
 @click.option("--watch/--no-watch", default=True, show_default=True, help="Follow it with a progress bar.")
-@click.pass_obj
+@pass_client
 def generate_cmd(pc: Client, study_id: int, params: tuple, file: str | None, watch: bool) -> None:
     """Start a generation run on a study (its kind's parameters: docs/client.md)."""
     run = pc.start_generation(study_id, file=file, **_pairs(params, "--param"))
@@ -204,7 +215,7 @@ def generate_cmd(pc: Client, study_id: int, params: tuple, file: str | None, wat
 
 @remote.command("watch")
 @click.argument("job_id", type=int)
-@click.pass_obj
+@pass_client
 def watch_cmd(pc: Client, job_id: int) -> None:
     """Follow any job (an export, a generation run) with a progress bar until it ends."""
     job = _watch(pc, job_id)
@@ -213,7 +224,7 @@ def watch_cmd(pc: Client, job_id: int) -> None:
 
 @remote.command("cancel")
 @click.argument("job_id", type=int)
-@click.pass_obj
+@pass_client
 def cancel_cmd(pc: Client, job_id: int) -> None:
     """Cancel a queued or running job; what it stored stays."""
     job = pc.cancel_job(job_id)
@@ -225,7 +236,7 @@ def cancel_cmd(pc: Client, job_id: int) -> None:
 @click.option("--state", default=None, type=click.Choice(["queued", "running", "done", "failed", "cancelled"]))
 @click.option("--limit", default=20, show_default=True, type=int)
 @click.option("--json", "as_json", is_flag=True)
-@click.pass_obj
+@pass_client
 def jobs_cmd(pc: Client, study_id: int | None, state: str | None, limit: int, as_json: bool) -> None:
     """Your jobs, newest first."""
     jobs = pc.jobs(study_id=study_id, state=state, limit=limit)
@@ -258,7 +269,7 @@ def _table(board: Leaderboard) -> str:
 @click.argument("study_id", type=int)
 @click.option("--json", "as_json", is_flag=True, help="The API's JSON.")
 @click.option("--csv", "as_csv", is_flag=True, help="One line per row, metric and category.")
-@click.pass_obj
+@pass_client
 def leaderboard_cmd(pc: Client, study_id: int, as_json: bool, as_csv: bool) -> None:
     """A study's leaderboard: a table, or --json / --csv."""
     board = pc.leaderboard(study_id)
@@ -277,7 +288,7 @@ def leaderboard_cmd(pc: Client, study_id: int, as_json: bool, as_csv: bool) -> N
 @click.option("-o", "--out", default="-", show_default=True, help="Where to write it (- : stdout).")
 @click.option("--all", "folder", type=click.Path(file_okay=False), default=None,
               help="Write every file of the export into this folder instead.")
-@click.pass_obj
+@pass_client
 def export_cmd(pc: Client, study_id: int, name: str, out: str, folder: str | None) -> None:
     """Export a study (annotations as CSV or JSONL, completions, scores as CSV or JSON)."""
     job = pc.start_export(study_id)

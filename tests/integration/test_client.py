@@ -371,6 +371,10 @@ def test_proctor_remote_says_what_the_server_refused(server, tmp_path):
     out = subprocess.run([sys.executable, "-m", "app.cli", "remote", "studies"], cwd=ROOT, capture_output=True,
                          text=True, env={k: v for k, v in server.env.items() if not k.startswith("PROCTOR_")})
     assert out.returncode == 2 and "--url or PROCTOR_URL" in out.stderr
+    helped = subprocess.run([sys.executable, "-m", "app.cli", "remote", "generate", "--help"], cwd=ROOT,
+                            capture_output=True, text=True, env={k: v for k, v in server.env.items()
+                                                                 if not k.startswith("PROCTOR_")})
+    assert helped.returncode == 0 and "--param KEY=VALUE" in helped.stdout  # help needs no server
     out = server.remote("create-study", str(TOM_CSV), "--title", "x", "--setting", "bundle_size")
     assert out.returncode == 2 and "give KEY=VALUE" in out.stderr
 
