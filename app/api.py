@@ -266,15 +266,44 @@ def start_export(study_id: Id, session: Session = Depends(db), user: User = Depe
     return {"job": job.id, "state": job.state}
 
 
+JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
+
+
+def _job_dict(job: jobs.Job) -> dict:
+    store = get_store()
+    files = {name: store.url(key) for name, key in (job.result or {}).get("files", {}).items()}
+    return {"id": job.id, "task": job.task, "study_id": job.study_id, "state": job.state,
+            "done": job.done, "total": job.total, "log": job.log, "files": files,
+            "created_at": job.created_at.isoformat() if job.created_at else None,
+            "finished_at": job.finished_at.isoformat() if job.finished_at else None}
+
+
+@router.get("/jobs", tags=["exports"])
+def list_jobs(study_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+              state: Annotated[str | None, Query(max_length=16)] = None,
+              limit: Annotated[int, Query(ge=1, le=500)] = 100,
+              session: Session = Depends(db), user: User = Depends(researcher)):
+    """Your jobs (an admin: everyone's), newest first: exports, generation runs, validations,
+    tallies; `study_id` narrows to one of your studies (404 for another's), `state` to one
+    state (queued, running, done, failed, cancelled), `limit` at most 500."""
+    q = select(jobs.Job).order_by(jobs.Job.id.desc()).limit(limit)
+    if user.role != "admin":
+        q = q.where(jobs.Job.owner_id == user.id)
+    if study_id is not None:
+        q = q.where(jobs.Job.study_id == _study(session, study_id, user).id)
+    if state is not None:
+        if state not in JOB_STATES:
+            raise InputError(f"unknown state {state!r}: one of {', '.join(JOB_STATES)}", field="state")
+        q = q.where(jobs.Job.state == state)
+    return [_job_dict(j) for j in session.scalars(q)]
+
+
 @router.get("/jobs/{job_id}", tags=["exports"])
 def get_job(job_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     job = session.get(jobs.Job, job_id)
     if job is None or (job.owner_id != user.id and user.role != "admin"):
         raise HTTPException(404, "no such job among yours")
-    store = get_store()
-    files = {name: store.url(key) for name, key in (job.result or {}).get("files", {}).items()}
-    return {"id": job.id, "task": job.task, "state": job.state, "done": job.done,
-            "total": job.total, "log": job.log, "files": files}
+    return _job_dict(job)
 
 
 @router.post("/jobs/{job_id}/cancel", tags=["exports"])

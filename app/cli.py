@@ -1,4 +1,5 @@
-"""The `proctor` command: serve, worker, migrate, demo, export, user, kinds, train; each task kind
+"""The `proctor` command: serve, worker, migrate, demo, export, user, kinds, train, remote (a
+server's API from afar: proctor_client/cli.py); each task kind
 adds its own group (e.g. `proctor tom check`, `proctor nav score`)."""
 
 from __future__ import annotations
@@ -34,9 +35,38 @@ def migrate_db(url: str | None = None) -> None:
     command.upgrade(alembic_config(url), "heads")
 
 
-@click.group()
-def main() -> None:
+# `proctor remote` talks to a server over HTTP and needs no kind, table or database here:
+# it skips loading them (seconds of imports on every call of a script's loop).
+CLIENT_ONLY = ("remote",)
+
+
+class _Main(click.Group):
+    """The core's commands; the kinds' groups and trainers are added the first time a command
+    other than a client-only one is looked up (or the list shown), which imports every kind."""
+
+    kinds_added = False
+
+    def _add_kinds(self) -> None:
+        if not self.kinds_added:
+            self.kinds_added = True
+            _add_kind_commands()
+
+    def get_command(self, ctx, name):
+        if name not in CLIENT_ONLY:
+            self._add_kinds()
+        return super().get_command(ctx, name)
+
+    def list_commands(self, ctx):
+        self._add_kinds()
+        return super().list_commands(ctx)
+
+
+@click.group(cls=_Main)
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """Proctor: human evaluation of grounded language agents."""
+    if ctx.invoked_subcommand in CLIENT_ONLY:
+        return
     from app.models import load_models
 
     load_models()  # every table, the kinds' too, before any command opens a session
@@ -258,6 +288,16 @@ def kinds_cmd() -> None:
             click.echo(f"    {route}")
 
 
+def _add_remote_commands() -> None:
+    """`proctor remote ...`: the API client's commands (proctor_client, which needs no server)."""
+    from proctor_client.cli import remote
+
+    main.add_command(remote)
+
+
+_add_remote_commands()
+
+
 def _add_kind_commands() -> None:
     """Each kind's command group (`proctor <group> ...`) and trainers (`proctor train ...`), the
     way the core's own commands are added: found through the kind registry, never named."""
@@ -272,9 +312,6 @@ def _add_kind_commands() -> None:
             main.add_command(group)
         for command in kind.train_commands():
             train.add_command(command)
-
-
-_add_kind_commands()
 
 
 if __name__ == "__main__":

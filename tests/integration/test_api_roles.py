@@ -106,6 +106,7 @@ GET  /api/v1/studies/{study_id}/annotations/{annotation_id}/trace.jsonl 401 401 
 GET  /api/v1/studies/{study_id}/leaderboard             401    401    200    404    200    200     404     200     401
 POST /api/v1/studies/{study_id}/exports                 401    401    202    404    202    202     404     202     401
 POST /api/v1/studies/{study_id}/annotations/import      401    401    201    404    201    201     404     201     401
+GET  /api/v1/jobs                                       401    401    200    200    200    200     200     200     401
 GET  /api/v1/jobs/{job_id}                              401    401    200    404    200    200     404     200     401
 POST /api/v1/jobs/{job_id}/cancel                       401    401    200    404    200    200     404     200     401
 GET  /api/v1/agents                                     401    401    200    200    200    200     200     200     401
