@@ -132,6 +132,12 @@ class TaskKind(ABC):
         """Context for study_template."""
         return {}
 
+    def preview_context(self, study, item) -> dict:
+        """Context the researcher's preview adds when it renders `item` with item_template
+        (app.studies.preview): e.g. where a page that asks the server as the worker plays sends
+        its requests instead of the crowd route, which needs a task. Nothing may be stored."""
+        return {}
+
     @property
     def package_dir(self) -> Path:
         """The folder of the package that declares the kind."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 import uuid
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, UploadFile
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, UploadFile
 from fastapi.responses import RedirectResponse
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -19,9 +19,9 @@ from app.errors import InputError
 from app.kinds import all_kinds, default_kind, get_kind
 from app.leaderboards.plot import leaderboard_plots
 from app.leaderboards.service import compute
-from app.params import Id
+from app.params import MAX_ID, Id
 from app.storage import get_store
-from app.studies import assignment, services
+from app.studies import assignment, preview, services
 from app.studies.models import Bundle, Item, Study
 from app.web import flash, rate_limit, read_upload, render
 
@@ -263,6 +263,53 @@ def _study_page(request: Request, session: Session, study: Study, user: User,
                   links={"mturk": f"{base}/s/{study.slug}?workerId=...&assignmentId=...&hitId=...",
                          "prolific": f"{base}/s/{study.slug}?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}"
                                      f"&STUDY_ID={{{{%STUDY_ID%}}}}&SESSION_ID={{{{%SESSION_ID%}}}}"})
+
+
+@router.get("/studies/{study_id}/preview")
+def preview_page(request: Request, study_id: Id, n: int | None = Query(None, ge=1, le=MAX_ID),
+                 session: Session = Depends(db), user: User = Depends(researcher)):
+    """The worker's pages for each item in upload order (n, from 1), storing nothing; without
+    n, the consent and instructions a worker reads first (app.studies.preview)."""
+    return _preview_page(request, session, _study(session, study_id, user), user, n)
+
+
+def _preview_page(request: Request, session: Session, study: Study, user: User, n: int | None,
+                  status_code: int = 200, error: InputError | None = None):
+    kind = get_kind(study.kind)
+    total = preview.count(session, study)
+    context: dict = {"kind": kind, "total": total, "position": n, "item": None}
+    if n is None:
+        context.update(consent=services.consent_text(study), details=services.consent_details(study))
+    elif n <= total:
+        context.update(preview.page_context(session, study, n))
+    return render(request, "research/preview.html", status_code=status_code, user=user, study=study,
+                  error=str(error) if error else None, error_field=error.field if error else None,
+                  **context)
+
+
+@router.post("/studies/{study_id}/preview")
+async def preview_answer(request: Request, study_id: Id, session: Session = Depends(db),
+                         user: User = Depends(researcher)):
+    """Check a preview answer with the kind's parse_response, as a worker's submit would, then
+    move on; a refusal shows on the item, as the worker would meet it. Nothing is stored."""
+    study = _study(session, study_id, user)
+    form = dict(await request.form())
+    form.pop("csrf_token", None)
+    try:
+        n = int(str(form.pop("n", "")))
+    except ValueError:
+        raise InputError("which item is this an answer to? (n)", field="n") from None
+    if not 1 <= n <= preview.count(session, study):
+        raise InputError(f"this study has no item {n}", field="n")
+    try:
+        checked = preview.check_answer(session, study, n, form)
+    except InputError as exc:
+        return _preview_page(request, session, study, user, n, status_code=422, error=exc)
+    score = checked["score"]
+    flash(request, f"Item {n}: the answer was accepted"
+                   + (f" and scores {score:g}" if score is not None else " (no reference to score it against)")
+                   + ". Nothing was stored.")
+    return RedirectResponse(f"/studies/{study.id}/preview?n={n + 1}", status_code=303)
 
 
 @router.get("/studies/{study_id}/progress")

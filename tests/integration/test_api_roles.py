@@ -67,6 +67,8 @@ GET  /studies/new                                       login  login  200    200
 POST /studies/new                                       login  login  303    303    303    303     303     303     401
 GET  /studies/{study_id}                                login  login  200    404    200    200     404     200     401
 GET  /studies/{study_id}/progress                       login  login  200    404    200    200     404     200     401
+GET  /studies/{study_id}/preview                        login  login  200    404    200    200     404     200     401
+POST /studies/{study_id}/preview                        login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/state                          login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/agents                         login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/exports                        login  login  303    404    303    303     404     303     401
@@ -171,6 +173,7 @@ PUT  /api/v1/sts/studies/{study_id}/failures/{item_id}  401    401    403    403
 POST /sts/studies/{study_id}/recordings                 login  login  303    404    303    303     404     303     401
 POST /api/v1/sts/recordings/from-study                  401    401    201    404    201    201     404     201     401
 GET  /api/v1/sts/play/{slug}/{assignment_id}            403    404    403    403    403    403     403     403     403
+GET  /api/v1/sts/preview/{study_id}/{item_id}           401    401    200    404    200    200     404     200     401
 # ---- Hexagons consolidation of an execution study: admins only
 GET  /hexagons/studies/{study_id}/consolidation         login  login  403    403    200    403     403     200     401
 GET  /hexagons/studies/{study_id}/consolidation/{item_id}/{step} login login 403 403 200 403     403     200     401
@@ -484,7 +487,8 @@ def _sts_world(session, owner) -> dict:
     assignment.submit(session, play, bundle.id, a_play.id,
                       {"actions": expert_recording("BabyAI-GoToLocal-v0", 2).actions}, uuid.uuid4().hex)
     return {"suite": suite.id, "v2": v2.id, "a": a, "b": b, "run": run.id, "recording": rec.id,
-            "study": study.id, "item": lease.item_id, "settings": dict(study.kind_settings), "play": play.id}
+            "study": study.id, "item": lease.item_id, "settings": dict(study.kind_settings), "play": play.id,
+            "play_item": a_play.item_id}
 
 
 HEX_TARGET = [4, 5] + [0] * 178
@@ -603,6 +607,8 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
             path = template.replace("{study_id}", str(w.hex[which]))
     if "/a3ds/" in template and "/generations" in template:
         path = template.replace("{study_id}", str(w.a3dsrun["study"])).replace("{job_id}", str(w.a3dsrun["job"]))
+    if template == "/api/v1/sts/preview/{study_id}/{item_id}":  # a play study's mission
+        path = f"/api/v1/sts/preview/{w.sts['play']}/{w.sts['play_item']}"
     if template == "/sts/studies/{study_id}/recordings":
         path = f"/sts/studies/{w.sts['play']}/recordings"
     if "{annotation_id}" in template:
@@ -623,6 +629,8 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         form = {}
     elif key == "POST /task/{slug}/consent":
         form = {"consent_version": services.consent_version(w.study)}
+    elif key == "POST /studies/{study_id}/preview":
+        form = {"n": "1", "answer": "Yes"}
     elif key == "POST /task/{slug}/answer":
         form = {"assignment_id": str(w.current_assignment()), "answer": "Yes",
                 "idempotency_key": uuid.uuid4().hex}

@@ -81,6 +81,12 @@ class StandardisedTestSuite(TaskKind):
         return {"suite": settings.get("suite"), "play": settings.get("mode") == "play",
                 "agent_metrics": settings.get("agent_metrics") or {}}
 
+    def preview_context(self, study, item) -> dict:
+        from app.kinds.sts.play import is_play
+
+        # A play item's page asks the server for each grid: in a preview, the owner's route.
+        return {"play_url": f"/api/v1/sts/preview/{study.id}/{item.id}"} if is_play(item.payload) else {}
+
     def cli(self):
         from app.kinds.sts.cli import sts
 

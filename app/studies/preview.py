@@ -1,0 +1,74 @@
+"""A researcher's preview of a study: the worker's own page for each of its items, in the
+order they were uploaded, through the kind's item template, storing nothing.
+
+Nothing here writes: no worker, participant, bundle, assignment or annotation row is made, so
+no progress, aggregate or export can count a preview. An answer is checked with the kind's
+parse_response (the researcher meets the errors a worker would) and scored, and is then
+dropped. The assignment engine (app.studies.assignment) is not involved at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.errors import InputError
+from app.kinds import get_kind
+from app.studies.models import Item, Study
+
+
+@dataclass(frozen=True)
+class Slot:
+    """What an item template reads of the worker's assignment: the slot (0-based position in
+    the task) and an id, blank here (nothing is leased, and pages that keep state by
+    assignment, e.g. a navigation walk resumed after a reload, keep none in a preview)."""
+
+    slot: int
+    id: str = ""
+
+
+@dataclass(frozen=True)
+class Task:
+    """What the worker's page reads of their bundle: its size (the whole study here)."""
+
+    size: int
+
+
+def count(session: Session, study: Study) -> int:
+    return session.scalar(select(func.count()).select_from(Item).where(Item.study_id == study.id)) or 0
+
+
+def item_at(session: Session, study: Study, position: int) -> Item:
+    """The study's item number `position` (1-based) in upload order; 404-like InputError past
+    the end."""
+    if position < 1:
+        raise InputError("positions start at 1", field="n")
+    item = session.scalar(select(Item).where(Item.study_id == study.id)
+                          .order_by(Item.id).offset(position - 1).limit(1))
+    if item is None:
+        raise InputError(f"this study has no item {position}", field="n")
+    return item
+
+
+def page_context(session: Session, study: Study, position: int) -> dict:
+    """The context a worker's item page gets (templates/annotate/item.html), for item
+    `position`, plus the kind's own additions for previews (TaskKind.preview_context)."""
+    kind = get_kind(study.kind)
+    item = item_at(session, study, position)
+    total = count(session, study)
+    return {"kind": kind, "item": item, "payload": kind.public_payload(item.payload),
+            "assignment": Slot(slot=position - 1), "bundle": Task(size=total),
+            "position": position, "total": total,
+            **kind.preview_context(study, item)}
+
+
+def check_answer(session: Session, study: Study, position: int, form: dict) -> dict:
+    """A preview answer as the worker's submit would take it: parsed by the kind (InputError
+    as the worker gets it) and scored against the item's reference. Nothing is stored."""
+    kind = get_kind(study.kind)
+    item = item_at(session, study, position)
+    parsed = kind.parse_response(form, payload=item.payload, settings=study.kind_settings or {})
+    return {"response": parsed, "score": kind.score(item.payload, item.reference, parsed),
+            "is_gold": item.is_gold}
