@@ -80,7 +80,13 @@ class TaskKind(ABC):
     # Options the importer takes from the form: name -> ("float" | "int", low, high) or ("text",).
     option_fields: ClassVar[dict[str, tuple]] = {}
     # The form's fieldset for those options, and the instructions workers see by default.
+    # Without a template, the form builds the fieldset from option_fields and option_labels
+    # (a number within its bounds, yes/no/default for ("int", 0, 1), or a text field).
     options_template: ClassVar[str | None] = None
+    option_labels: ClassVar[dict[str, str]] = {}
+    # What the form says once the kind is chosen: what a study of it asks of workers, what to
+    # upload, where the docs are.
+    form_help: ClassVar[str] = ""
     default_instructions: ClassVar[str] = ""
     # What the study page's agent-output import asks for (the file's shape).
     outputs_label: ClassVar[str] = "Outputs (JSONL)"

@@ -10,6 +10,7 @@ dropped. The assignment engine (app.studies.assignment) is not involved at all.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -25,7 +26,7 @@ class Slot:
     the task) and an id, blank here (nothing is leased, and pages that keep state by
     assignment, e.g. a navigation walk resumed after a reload, keep none in a preview)."""
 
-    slot: int
+    slot: int | None
     id: str = ""
 
 
@@ -72,3 +73,19 @@ def check_answer(session: Session, study: Study, position: int, form: dict) -> d
     parsed = kind.parse_response(form, payload=item.payload, settings=study.kind_settings or {})
     return {"response": parsed, "score": kind.score(item.payload, item.reference, parsed),
             "is_gold": item.is_gold}
+
+
+def upload_views(kind, result, title: str = "", limit: int = 3) -> list[dict]:
+    """The first items of an upload (an ImportResult not yet stored) as the worker will see them:
+    for each, the worker's page as a document of its own, for an iframe's srcdoc (so that the
+    item's scripts and keys stay out of the form around it). No task, no slot: pages with a
+    first-item extra (navigation's practice episode) show the item itself."""
+    from app.web import templates
+
+    study = SimpleNamespace(title=title, kind_settings=result.kind_settings or {}, slug="", id=None)
+    specs = [s for s in result.items if not s.is_gold][:limit] or result.items[:limit]
+    page = templates.get_template("research/worker_view.html")
+    return [{"external_id": spec.external_id, "is_gold": spec.is_gold,
+             "html": page.render(kind=kind, study=study, payload=kind.public_payload(spec.payload),
+                                 assignment=Slot(slot=None), position=n, total=len(result.items))}
+            for n, spec in enumerate(specs, 1)]

@@ -195,7 +195,8 @@ async def create_study(request: Request, session: Session = Depends(db),
         if fields.get("action") == "preview":
             result = services.preview_items(kind_name, data, fmt, options)
             return render(request, "research/new_study.html", user=user, kinds=all_kinds(),
-                          form={**fields, "upload_token": upload_token}, preview=result)
+                          form={**fields, "kind": kind_name, "upload_token": upload_token}, preview=result,
+                          worker_views=preview.upload_views(get_kind(kind_name), result, fields.get("title", "")))
         settings = services.parse_settings(
             {k: v for k, v in fields.items() if k in services.StudySettings.model_fields and v != ""})
         study = services.create_study(session, user, kind_name, settings, data, fmt, options)
@@ -221,7 +222,9 @@ def kind_options(kind, fields: dict) -> dict:
     numbers within their bounds, texts stripped; blank fields are left out."""
     options = {}
     for name, spec in kind.option_fields.items():
-        raw = str(fields.get(name, "") or "").strip()
+        # The form's generated fieldsets name a field "<kind>.<option>" (kinds share option
+        # names, e.g. gold_count, and a page without JavaScript sends every kind's fieldset).
+        raw = str(fields.get(f"{kind.name}.{name}", "") or fields.get(name, "") or "").strip()
         if not raw:
             continue
         if spec[0] == "text":
