@@ -88,8 +88,11 @@ class TaskKind(ABC):
     # upload, where the docs are.
     form_help: ClassVar[str] = ""
     default_instructions: ClassVar[str] = ""
-    # What the study page's agent-output import asks for (the file's shape).
+    # What the study page's agent-output import asks for (the file's shape); a kind whose
+    # agents' outputs are its items (imports_outputs False) gets no such form, and the label is
+    # said instead.
     outputs_label: ClassVar[str] = "Outputs (JSONL)"
+    imports_outputs: ClassVar[bool] = True
     # What the study page's import of earlier human annotations asks for (import_annotations;
     # blank: the page offers no such import).
     prior_label: ClassVar[str] = ""

@@ -147,8 +147,9 @@ async def answer(request: Request, slug: str, session: Session = Depends(db)):
 
 # ---- the researcher's side ---------------------------------------------------------------
 
-def _recent_jobs(session: Session, study: Study) -> list[jobs.Job]:
-    return session.scalars(select(jobs.Job).where(jobs.Job.study_id == study.id)
+def _recent_exports(session: Session, study: Study) -> list[jobs.Job]:
+    """The study's latest export jobs, for the exports card (a kind's runs show in its own)."""
+    return session.scalars(select(jobs.Job).where(jobs.Job.study_id == study.id, jobs.Job.task == "export")
                            .order_by(jobs.Job.id.desc()).limit(10)).all()
 
 
@@ -256,11 +257,10 @@ def _study_page(request: Request, session: Session, study: Study, user: User,
         .where(AgentOutput.study_id == study.id).group_by(Agent.id)).all()
     my_agents = session.scalars(select(Agent).where(Agent.kind == study.kind,
                                                     Agent.owner_id == user.id)).all()
-    job_rows = _recent_jobs(session, study)
     base = get_settings().base_url.rstrip("/")
     return render(request, "research/study.html", status_code=status_code, errors=errors or {},
                   user=user, study=study, agents=agents,
-                  my_agents=my_agents, jobs=job_rows, store=get_store(),
+                  my_agents=my_agents, exports=_recent_exports(session, study), store=get_store(),
                   kind=get_kind(study.kind), **get_kind(study.kind).study_context(session, study),
                   progress=assignment.progress(session, study),
                   links={"mturk": f"{base}/s/{study.slug}?workerId=...&assignmentId=...&hitId=...",
@@ -319,9 +319,16 @@ async def preview_answer(request: Request, study_id: Id, session: Session = Depe
 def study_progress(request: Request, study_id: Id, session: Session = Depends(db),
                    user: User = Depends(researcher)):
     study = _study(session, study_id, user)
-    job_rows = _recent_jobs(session, study)
-    return render(request, "research/_progress.html", study=study, jobs=job_rows,
-                  store=get_store(), progress=assignment.progress(session, study))
+    return render(request, "research/_progress.html", study=study, progress=assignment.progress(session, study))
+
+
+@router.get("/studies/{study_id}/exports")
+def study_exports(request: Request, study_id: Id, session: Session = Depends(db),
+                  user: User = Depends(researcher)):
+    """The exports card alone (it polls itself while an export is going)."""
+    study = _study(session, study_id, user)
+    return render(request, "research/_exports.html", study=study, exports=_recent_exports(session, study),
+                  store=get_store())
 
 
 @router.post("/studies/{study_id}/state")

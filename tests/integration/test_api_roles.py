@@ -67,6 +67,7 @@ GET  /studies/new                                       login  login  200    200
 POST /studies/new                                       login  login  303    303    303    303     303     303     401
 GET  /studies/{study_id}                                login  login  200    404    200    200     404     200     401
 GET  /studies/{study_id}/progress                       login  login  200    404    200    200     404     200     401
+GET  /studies/{study_id}/exports                        login  login  200    404    200    200     404     200     401
 GET  /studies/{study_id}/preview                        login  login  200    404    200    200     404     200     401
 POST /studies/{study_id}/preview                        login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/state                          login  login  303    404    303    303     404     303     401
@@ -75,6 +76,7 @@ POST /studies/{study_id}/exports                        login  login  303    404
 POST /studies/{study_id}/annotations/import             login  login  303    404    303    303     404     303     401
 GET  /studies/{study_id}/leaderboard                    login  login  200    404    200    200     404     200     401
 GET  /studies/{study_id}/generations                    login  login  200    404    200    200     404     200     401
+POST /studies/{study_id}/generations                    login  login  422    404    422    422     404     422     401
 # ---- the example kind's page and API route (tests/example_kind), on its own study
 GET  /wordcount/studies/{study_id}/tally                login  login  200    404    200    200     404     200     401
 POST /api/v1/wordcount/studies/{study_id}/tally         401    401    202    404    202    202     404     202     401
@@ -676,7 +678,7 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
                  "POST /api/v1/jobs/{job_id}/cancel", "POST /api/v1/tokens/{token_id}/revoke",
                  "POST /api/v1/wordcount/studies/{study_id}/tally"):
         pass
-    elif key == "POST /api/v1/studies/{study_id}/generations":
+    elif key in ("POST /api/v1/studies/{study_id}/generations", "POST /studies/{study_id}/generations"):
         form = {"speaker_artifact_id": "1"}
     elif key == "POST /api/v1/hexagons/studies/{study_id}/generations":
         kw["json"] = {}

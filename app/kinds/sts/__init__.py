@@ -66,7 +66,9 @@ class StandardisedTestSuite(TaskKind):
         "Watch the recording: at the marked point an agent takes over. Place one marker at the first "
         "moment the agent succeeds at the instruction, or the first moment it fails (at the end if it "
         "never succeeds).")
-    outputs_label: ClassVar[str] = "Continuations are the items of the study: upload them when you create it"
+    outputs_label: ClassVar[str] = ("An agent's continuations are the items of the study: upload them when you create "
+                                    "it, or make the study from a suite")
+    imports_outputs: ClassVar[bool] = False
     models: ClassVar[str | None] = "app.kinds.sts.models"
     jobs: ClassVar[dict[str, str]] = {
         "generation": "app.kinds.sts.generation:run_generation",
