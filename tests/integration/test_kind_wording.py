@@ -45,7 +45,10 @@ def test_a_kinds_study_page_and_leaderboard_show_only_what_applies_to_it(client,
         assert ('id="prior"' in page) == bool(kind.prior_label), name
         # The researcher's way to see the worker's pages stores nothing.
         assert f"/studies/{study_id}/preview" in page and "test worker" not in page
-        # The exports card counts its jobs in annotations (no bare "n/N").
+        # Consistency only where the items come in clusters (Common-ToM's propositions).
+        clustered = any(r.get("consistency") for r in client.get(f"/api/v1/studies/{study_id}/leaderboard").json()["rows"])
+        assert ("Consistency</th>" in board) == clustered and ("consistency =" in board) == clustered, name
+        # The exports card sits with its button.
         assert 'id="jobs"' in page and "Export annotations and scores" in page
 
 
