@@ -80,10 +80,19 @@ class TaskKind(ABC):
     # Options the importer takes from the form: name -> ("float" | "int", low, high) or ("text",).
     option_fields: ClassVar[dict[str, tuple]] = {}
     # The form's fieldset for those options, and the instructions workers see by default.
+    # Without a template, the form builds the fieldset from option_fields and option_labels
+    # (a number within its bounds, yes/no/default for ("int", 0, 1), or a text field).
     options_template: ClassVar[str | None] = None
+    option_labels: ClassVar[dict[str, str]] = {}
+    # What the form says once the kind is chosen: what a study of it asks of workers, what to
+    # upload, where the docs are.
+    form_help: ClassVar[str] = ""
     default_instructions: ClassVar[str] = ""
-    # What the study page's agent-output import asks for (the file's shape).
+    # What the study page's agent-output import asks for (the file's shape); a kind whose
+    # agents' outputs are its items (imports_outputs False) gets no such form, and the label is
+    # said instead.
     outputs_label: ClassVar[str] = "Outputs (JSONL)"
+    imports_outputs: ClassVar[bool] = True
     # What the study page's import of earlier human annotations asks for (import_annotations;
     # blank: the page offers no such import).
     prior_label: ClassVar[str] = ""
@@ -130,6 +139,12 @@ class TaskKind(ABC):
 
     def study_context(self, session, study) -> dict:
         """Context for study_template."""
+        return {}
+
+    def preview_context(self, study, item) -> dict:
+        """Context the researcher's preview adds when it renders `item` with item_template
+        (app.studies.preview): e.g. where a page that asks the server as the worker plays sends
+        its requests instead of the crowd route, which needs a task. Nothing may be stored."""
         return {}
 
     @property

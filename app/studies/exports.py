@@ -83,7 +83,9 @@ def run_export(session: Session, job, progress) -> dict:
     study = session.get(Study, job.study_id)
     total = session.scalar(select(func.count()).select_from(Annotation)
                            .where(Annotation.study_id == study.id))
-    progress(0, total + 1, f"exporting {total} annotations of {study.slug}")
+    # Progress counts annotations (the page says "n of N annotations"); the files are written
+    # once all are read, while the job still runs.
+    progress(0, total, f"exporting {total} annotations of {study.slug}")
     # Spooled to disk past 8 MB: a million annotations never sit in memory at once.
     jsonl = tempfile.SpooledTemporaryFile(8 << 20, mode="w+", encoding="utf-8", newline="")
     rows_csv = tempfile.SpooledTemporaryFile(8 << 20, mode="w+", encoding="utf-8", newline="")
@@ -123,7 +125,7 @@ def run_export(session: Session, job, progress) -> dict:
             content.seek(0)
             store.put(f"{prefix}/{name}", _Utf8Reader(content))
             content.close()
-    progress(total + 1, message="done")
+    progress(total, message="done")
     return {"files": {name: f"{prefix}/{name}" for name in files}, "annotations": total}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 import uuid
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, UploadFile
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, UploadFile
 from fastapi.responses import RedirectResponse
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -19,9 +19,9 @@ from app.errors import InputError
 from app.kinds import all_kinds, default_kind, get_kind
 from app.leaderboards.plot import leaderboard_plots
 from app.leaderboards.service import compute
-from app.params import Id
+from app.params import MAX_ID, Id
 from app.storage import get_store
-from app.studies import assignment, services
+from app.studies import assignment, preview, services
 from app.studies.models import Bundle, Item, Study
 from app.web import flash, rate_limit, read_upload, render
 
@@ -147,8 +147,9 @@ async def answer(request: Request, slug: str, session: Session = Depends(db)):
 
 # ---- the researcher's side ---------------------------------------------------------------
 
-def _recent_jobs(session: Session, study: Study) -> list[jobs.Job]:
-    return session.scalars(select(jobs.Job).where(jobs.Job.study_id == study.id)
+def _recent_exports(session: Session, study: Study) -> list[jobs.Job]:
+    """The study's latest export jobs, for the exports card (a kind's runs show in its own)."""
+    return session.scalars(select(jobs.Job).where(jobs.Job.study_id == study.id, jobs.Job.task == "export")
                            .order_by(jobs.Job.id.desc()).limit(10)).all()
 
 
@@ -195,7 +196,8 @@ async def create_study(request: Request, session: Session = Depends(db),
         if fields.get("action") == "preview":
             result = services.preview_items(kind_name, data, fmt, options)
             return render(request, "research/new_study.html", user=user, kinds=all_kinds(),
-                          form={**fields, "upload_token": upload_token}, preview=result)
+                          form={**fields, "kind": kind_name, "upload_token": upload_token}, preview=result,
+                          worker_views=preview.upload_views(get_kind(kind_name), result, fields.get("title", "")))
         settings = services.parse_settings(
             {k: v for k, v in fields.items() if k in services.StudySettings.model_fields and v != ""})
         study = services.create_study(session, user, kind_name, settings, data, fmt, options)
@@ -221,7 +223,9 @@ def kind_options(kind, fields: dict) -> dict:
     numbers within their bounds, texts stripped; blank fields are left out."""
     options = {}
     for name, spec in kind.option_fields.items():
-        raw = str(fields.get(name, "") or "").strip()
+        # The form's generated fieldsets name a field "<kind>.<option>" (kinds share option
+        # names, e.g. gold_count, and a page without JavaScript sends every kind's fieldset).
+        raw = str(fields.get(f"{kind.name}.{name}", "") or fields.get(name, "") or "").strip()
         if not raw:
             continue
         if spec[0] == "text":
@@ -253,11 +257,10 @@ def _study_page(request: Request, session: Session, study: Study, user: User,
         .where(AgentOutput.study_id == study.id).group_by(Agent.id)).all()
     my_agents = session.scalars(select(Agent).where(Agent.kind == study.kind,
                                                     Agent.owner_id == user.id)).all()
-    job_rows = _recent_jobs(session, study)
     base = get_settings().base_url.rstrip("/")
     return render(request, "research/study.html", status_code=status_code, errors=errors or {},
                   user=user, study=study, agents=agents,
-                  my_agents=my_agents, jobs=job_rows, store=get_store(),
+                  my_agents=my_agents, exports=_recent_exports(session, study), store=get_store(),
                   kind=get_kind(study.kind), **get_kind(study.kind).study_context(session, study),
                   progress=assignment.progress(session, study),
                   links={"mturk": f"{base}/s/{study.slug}?workerId=...&assignmentId=...&hitId=...",
@@ -265,13 +268,67 @@ def _study_page(request: Request, session: Session, study: Study, user: User,
                                      f"&STUDY_ID={{{{%STUDY_ID%}}}}&SESSION_ID={{{{%SESSION_ID%}}}}"})
 
 
+@router.get("/studies/{study_id}/preview")
+def preview_page(request: Request, study_id: Id, n: int | None = Query(None, ge=1, le=MAX_ID),
+                 session: Session = Depends(db), user: User = Depends(researcher)):
+    """The worker's pages for each item in upload order (n, from 1), storing nothing; without
+    n, the consent and instructions a worker reads first (app.studies.preview)."""
+    return _preview_page(request, session, _study(session, study_id, user), user, n)
+
+
+def _preview_page(request: Request, session: Session, study: Study, user: User, n: int | None,
+                  status_code: int = 200, error: InputError | None = None):
+    kind = get_kind(study.kind)
+    total = preview.count(session, study)
+    context: dict = {"kind": kind, "total": total, "position": n, "item": None}
+    if n is None:
+        context.update(consent=services.consent_text(study), details=services.consent_details(study))
+    elif n <= total:
+        context.update(preview.page_context(session, study, n))
+    return render(request, "research/preview.html", status_code=status_code, user=user, study=study,
+                  error=str(error) if error else None, error_field=error.field if error else None,
+                  **context)
+
+
+@router.post("/studies/{study_id}/preview")
+async def preview_answer(request: Request, study_id: Id, session: Session = Depends(db),
+                         user: User = Depends(researcher)):
+    """Check a preview answer with the kind's parse_response, as a worker's submit would, then
+    move on; a refusal shows on the item, as the worker would meet it. Nothing is stored."""
+    study = _study(session, study_id, user)
+    form = dict(await request.form())
+    form.pop("csrf_token", None)
+    try:
+        n = int(str(form.pop("n", "")))
+    except ValueError:
+        raise InputError("which item is this an answer to? (n)", field="n") from None
+    if not 1 <= n <= preview.count(session, study):
+        raise InputError(f"this study has no item {n}", field="n")
+    try:
+        checked = preview.check_answer(session, study, n, form)
+    except InputError as exc:
+        return _preview_page(request, session, study, user, n, status_code=422, error=exc)
+    score = checked["score"]
+    flash(request, f"Item {n}: the answer was accepted"
+                   + (f" and scores {score:g}" if score is not None else " (no reference to score it against)")
+                   + ". Nothing was stored.")
+    return RedirectResponse(f"/studies/{study.id}/preview?n={n + 1}", status_code=303)
+
+
 @router.get("/studies/{study_id}/progress")
 def study_progress(request: Request, study_id: Id, session: Session = Depends(db),
                    user: User = Depends(researcher)):
     study = _study(session, study_id, user)
-    job_rows = _recent_jobs(session, study)
-    return render(request, "research/_progress.html", study=study, jobs=job_rows,
-                  store=get_store(), progress=assignment.progress(session, study))
+    return render(request, "research/_progress.html", study=study, progress=assignment.progress(session, study))
+
+
+@router.get("/studies/{study_id}/exports")
+def study_exports(request: Request, study_id: Id, session: Session = Depends(db),
+                  user: User = Depends(researcher)):
+    """The exports card alone (it polls itself while an export is going)."""
+    study = _study(session, study_id, user)
+    return render(request, "research/_exports.html", study=study, exports=_recent_exports(session, study),
+                  store=get_store())
 
 
 @router.post("/studies/{study_id}/state")

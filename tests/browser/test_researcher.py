@@ -65,7 +65,7 @@ def test_researcher_creates_launches_and_watches_a_study(live_server, browser, p
     page.on("framenavigated", lambda frame: navigations.append(frame.url))
 
     # A worker, in a browser of their own, answers one item.
-    entry = page.get_by_role("link", name="open as a test worker").get_attribute("href")
+    entry = page.locator("#entry-prolific").inner_text()
     slug = entry.split("/s/", 1)[1].split("?", 1)[0]
     worker_ctx = browser.new_context()
     try:

@@ -67,12 +67,16 @@ GET  /studies/new                                       login  login  200    200
 POST /studies/new                                       login  login  303    303    303    303     303     303     401
 GET  /studies/{study_id}                                login  login  200    404    200    200     404     200     401
 GET  /studies/{study_id}/progress                       login  login  200    404    200    200     404     200     401
+GET  /studies/{study_id}/exports                        login  login  200    404    200    200     404     200     401
+GET  /studies/{study_id}/preview                        login  login  200    404    200    200     404     200     401
+POST /studies/{study_id}/preview                        login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/state                          login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/agents                         login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/exports                        login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/annotations/import             login  login  303    404    303    303     404     303     401
 GET  /studies/{study_id}/leaderboard                    login  login  200    404    200    200     404     200     401
 GET  /studies/{study_id}/generations                    login  login  200    404    200    200     404     200     401
+POST /studies/{study_id}/generations                    login  login  422    404    422    422     404     422     401
 # ---- the example kind's page and API route (tests/example_kind), on its own study
 GET  /wordcount/studies/{study_id}/tally                login  login  200    404    200    200     404     200     401
 POST /api/v1/wordcount/studies/{study_id}/tally         401    401    202    404    202    202     404     202     401
@@ -172,6 +176,7 @@ PUT  /api/v1/sts/studies/{study_id}/failures/{item_id}  401    401    403    403
 POST /sts/studies/{study_id}/recordings                 login  login  303    404    303    303     404     303     401
 POST /api/v1/sts/recordings/from-study                  401    401    201    404    201    201     404     201     401
 GET  /api/v1/sts/play/{slug}/{assignment_id}            403    404    403    403    403    403     403     403     403
+GET  /api/v1/sts/preview/{study_id}/{item_id}           401    401    200    404    200    200     404     200     401
 # ---- Hexagons consolidation of an execution study: admins only
 GET  /hexagons/studies/{study_id}/consolidation         login  login  403    403    200    403     403     200     401
 GET  /hexagons/studies/{study_id}/consolidation/{item_id}/{step} login login 403 403 200 403     403     200     401
@@ -486,7 +491,8 @@ def _sts_world(session, owner) -> dict:
     assignment.submit(session, play, bundle.id, a_play.id,
                       {"actions": expert_recording("BabyAI-GoToLocal-v0", 2).actions}, uuid.uuid4().hex)
     return {"suite": suite.id, "v2": v2.id, "a": a, "b": b, "run": run.id, "recording": rec.id,
-            "study": study.id, "item": lease.item_id, "settings": dict(study.kind_settings), "play": play.id}
+            "study": study.id, "item": lease.item_id, "settings": dict(study.kind_settings), "play": play.id,
+            "play_item": a_play.item_id}
 
 
 HEX_TARGET = [4, 5] + [0] * 178
@@ -605,6 +611,8 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
             path = template.replace("{study_id}", str(w.hex[which]))
     if "/a3ds/" in template and "/generations" in template:
         path = template.replace("{study_id}", str(w.a3dsrun["study"])).replace("{job_id}", str(w.a3dsrun["job"]))
+    if template == "/api/v1/sts/preview/{study_id}/{item_id}":  # a play study's mission
+        path = f"/api/v1/sts/preview/{w.sts['play']}/{w.sts['play_item']}"
     if template == "/sts/studies/{study_id}/recordings":
         path = f"/sts/studies/{w.sts['play']}/recordings"
     if "{annotation_id}" in template:
@@ -625,6 +633,8 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         form = {}
     elif key == "POST /task/{slug}/consent":
         form = {"consent_version": services.consent_version(w.study)}
+    elif key == "POST /studies/{study_id}/preview":
+        form = {"n": "1", "answer": "Yes"}
     elif key == "POST /task/{slug}/answer":
         form = {"assignment_id": str(w.current_assignment()), "answer": "Yes",
                 "idempotency_key": uuid.uuid4().hex}
@@ -670,7 +680,7 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
                  "POST /api/v1/jobs/{job_id}/cancel", "POST /api/v1/tokens/{token_id}/revoke",
                  "POST /api/v1/wordcount/studies/{study_id}/tally"):
         pass
-    elif key == "POST /api/v1/studies/{study_id}/generations":
+    elif key in ("POST /api/v1/studies/{study_id}/generations", "POST /studies/{study_id}/generations"):
         form = {"speaker_artifact_id": "1"}
     elif key == "POST /api/v1/hexagons/studies/{study_id}/generations":
         kw["json"] = {}

@@ -532,3 +532,27 @@ def test_a_run_the_queue_cannot_take_is_withdrawn_with_503(client, session, setu
     assert "try again in a minute" in r.json()["detail"]
     assert session.scalar(select(func.count()).select_from(GenerationRun)) == 0
     assert session.scalar(select(func.count()).select_from(jobs.Job)) == 0
+
+
+def test_a_run_is_started_from_the_study_page(session, setup, client):
+    """The study page's form starts a run (the listeners are the checked boxes); a refusal shows
+    in the section, in the site's layout; the run then shows with its progress and Cancel."""
+    owner, study = setup["owner"], setup["study"]
+    csrf = login(client, owner)
+    page = client.get(f"/studies/{study.id}").text
+    assert 'id="generation-start"' in page and f'value="{setup["speaker"].id}"' in page
+    assert all(f'name="listener" value="{a.id}"' in page for a in setup["listeners"])
+    form = {"csrf_token": csrf, "speaker_artifact_id": str(setup["speaker"].id), "n": "0", "m": str(M),
+            "listener": [str(a.id) for a in setup["listeners"]]}
+    files = {"file": ("paths.json", setup["paths"], "application/json")}
+    r = client.post(f"/studies/{study.id}/generations", data=form, files=files)
+    assert r.status_code == 422 and 'id="generations-error"' in r.text and "n must be" in r.text
+    assert "<header" in r.text  # the site's layout
+    assert session.scalar(select(func.count(GenerationRun.id))) == 0
+    r = client.post(f"/studies/{study.id}/generations", data={**form, "n": str(N)}, files=files,
+                    follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == f"/studies/{study.id}#generations"
+    run = session.scalar(select(GenerationRun))
+    assert run.n == N and sorted(run.listener_artifact_ids) == sorted(a.id for a in setup["listeners"])
+    page = client.get(f"/studies/{study.id}").text
+    assert f"Generation run #{run.id}" in page and f"/api/v1/generations/{run.id}/cancel" in page

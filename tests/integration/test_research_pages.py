@@ -69,7 +69,9 @@ def test_generate_preview_create_import_export(client, session):
     r = client.post(f"/studies/{study.id}/exports", data={"csrf_token": csrf}, follow_redirects=False)
     assert r.status_code == 303
     assert jobs.run_queued_once() == 1  # what the in-process worker thread does
-    page = client.get(f"/studies/{study.id}/progress").text
+    page = client.get(f"/studies/{study.id}/exports").text
+    n_annotations = session.scalar(select(func.count()).select_from(Annotation).where(Annotation.study_id == study.id))
+    assert f"{n_annotations} of {n_annotations} annotations" in page  # counted in units
     links = dict((name, href) for href, name in re.findall(r'<a href="([^"]+)">([\w.]+)</a>', page))
     assert {"annotations.jsonl", "annotations.csv", "scores.csv", "scores.json"} <= set(links)
     body = client.get(links["annotations.jsonl"].replace("&amp;", "&"))

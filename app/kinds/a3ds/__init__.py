@@ -54,6 +54,12 @@ class ReferenceGame(TaskKind):
     # gold_count: imported captions that name a contrastive feature clearly serve as gold (a
     # design's "gold" adds pairs of its own); cant_tell 1: the worker may answer "can't tell".
     option_fields: ClassVar[dict[str, tuple]] = {"gold_count": ("int", 0, 10000), "cant_tell": ("int", 0, 1)}
+    option_labels: ClassVar[dict[str, str]] = {
+        "gold_count": "Gold pairs among uploaded captions (ones that name a telling feature; blank: none)",
+        "cant_tell": "Workers may answer “can't tell”"}
+    form_help: ClassVar[str] = (
+        "Workers see a caption and two pictures and pick the one it describes. A design generates "
+        "the pairs and the built-in speakers' captions; or upload captions to judge. See docs/kinds/a3ds.md.")
     default_instructions: ClassVar[str] = (
         "Read the caption and pick the picture it describes: click it, or press 1 or the left arrow for the "
         "left one, 2 or the right arrow for the right one; Enter goes on.")

@@ -55,6 +55,13 @@ class Hexagons(TaskKind):
     # label_abstraction: 1 makes executors label each step's abstraction (abstraction.py).
     option_fields: ClassVar[dict[str, tuple]] = {"gold_count": ("int", 0, 10000), "score_metric": ("text",),
                                                  "label_abstraction": ("int", 0, 1)}
+    option_labels: ClassVar[dict[str, str]] = {
+        "gold_count": "Gold procedures (ones both verifiers reproduced at every step; blank: none)",
+        "score_metric": "Score of an execution: board_f1, board_em, action_f1 or action_em (blank: board_f1)",
+        "label_abstraction": "Executors also label each step's level of abstraction"}
+    form_help: ClassVar[str] = (
+        "Executors paint a drawing procedure on the hexagon board one instruction at a time; with "
+        "target images, instructors describe an image step by step instead. See docs/kinds/hexagons.md.")
     default_instructions: ClassVar[str] = (
         "Read each instruction and paint the board as it says, one step at a time. You cannot see the "
         "target image: do exactly what the instruction asks, no more. Next step shows the next instruction.")

@@ -133,6 +133,10 @@ class Navigation(TaskKind):
     option_fields: ClassVar[dict[str, tuple]] = {
         "speaker": ("text",), "baseline": ("text",), "likert": ("text",), "qc_instruction": ("text",)}
     options_template: ClassVar[str | None] = "kinds/navigation/options.html"
+    form_help: ClassVar[str] = (
+        "Workers follow an instruction through a building, stop where they think it ends, and rate "
+        "how easy it was to follow. The buildings the file names must be imported first "
+        "(docs/kinds/navigation-houses.md). See docs/kinds/navigation.md.")
     outputs_label: ClassVar[str] = ("A model listener's paths (R2R predictions JSON, or "
                                     '{"<instruction id>": {"path": [...]}})')
     prior_label: ClassVar[str] = ('Format: R2R predictions JSON with the follower on each record, '

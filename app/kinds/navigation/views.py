@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Response, UploadFile
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -16,13 +16,14 @@ from app.auth.models import User
 from app.errors import InputError
 from app.kinds.navigation import generation
 from app.kinds.navigation.environments import NotYours, get_graph, view
+from app.agents.models import Agent, AgentArtifact
 from app.kinds.navigation.models import Environment, GenerationRun
 from app.kinds.navigation.panoramas import import_panoramas, panorama_urls
 from app.kinds.navigation.traces import export_trace
 from app.params import Id
 from app.studies.models import Annotation, Bundle, Item, Study
 from app.studies.services import can_manage
-from app.web import read_upload, render
+from app.web import flash, read_upload, render
 
 KIND_NAME = generation.KIND_NAME
 # The pages' routes stay out of the API's documentation; the /api/v1 routes are in it.
@@ -77,10 +78,21 @@ def upload_panoramas(scan: str, files: list[UploadFile] = File(...), session: Se
 
 
 def generations_context(session: Session, study: Study) -> dict:
-    """The study page's section (generation.html): the study's runs and their candidates."""
+    """The study page's section (generation.html): the study's runs and their candidates, and
+    the owner's validated speakers and listeners to start one with."""
+    arts = session.execute(
+        select(AgentArtifact, Agent).join(Agent, Agent.id == AgentArtifact.agent_id)
+        .where(Agent.owner_id == study.owner_id, Agent.kind == KIND_NAME, AgentArtifact.state == "valid",
+               AgentArtifact.role.in_(("speaker", "listener")))
+        .order_by(Agent.name, AgentArtifact.version.desc())).all()
+    models = {"speaker": [], "listener": []}
+    for a, g in arts:
+        models[a.role].append({"id": a.id, "label": f"{g.name} v{g.version}, model v{a.version} ({a.format})"})
     return {"generations": [{"summary": generation.summary(session, r),
                              "paths": generation.candidates_by_path(session, r)}
-                            for r in generation.runs_of(session, study)]}
+                            for r in generation.runs_of(session, study)],
+            "speaker_models": models["speaker"], "listener_models": models["listener"],
+            "generation_designs": generation.DESIGNS, "generation_metrics": generation.METRICS}
 
 
 @router.get("/studies/{study_id}/generations", include_in_schema=False)
@@ -90,6 +102,32 @@ def study_generations(request: Request, study_id: Id, session: Session = Depends
     study = managed_study(session, study_id, user, "No such study among yours.")
     return render(request, "kinds/navigation/generation.html", study=study,
                   **generations_context(session, study))
+
+
+@router.post("/studies/{study_id}/generations", include_in_schema=False, dependencies=[Depends(verify_csrf)])
+async def start_generation_page(request: Request, study_id: Id, file: UploadFile = File(None),
+                                speaker_artifact_id: str = Form(""), n: str = Form(""), m: str = Form(""),
+                                metric: str = Form("ndtw"), design: str = Form("evaluation"),
+                                session: Session = Depends(db), user: User = Depends(researcher)):
+    """The study page's start form: the API's start_generation with the page's fields (the
+    listeners are the checked boxes); a refusal shows in the section, in the site's layout."""
+    from app.studies.views import _study_page
+
+    study = managed_study(session, study_id, user, "No such study among yours.")
+    form = await request.form()
+    try:
+        run = generation.create_run(
+            session, study, session.merge(user),
+            speaker_artifact_id=_num(speaker_artifact_id, "speaker_artifact_id", None),
+            listener_artifact_ids=[_num(str(v), "listener_artifact_ids", -1) for v in form.getlist("listener")],
+            paths_data=await read_upload(file), n=_num(n, "n", 10), m=_num(m, "m", 3), metric=metric,
+            design=design)
+    except InputError as exc:
+        session.rollback()
+        return _study_page(request, session, study, user, 422, {"generations": str(exc)})
+    jobs.submit(session, session.get(jobs.Job, run.job_id), withdraw=((GenerationRun, run.id),))
+    flash(request, f"Generation run #{run.id} started; it shows below as it goes.")
+    return RedirectResponse(f"/studies/{study.id}#generations", status_code=303)
 
 
 @api.get("/studies/{study_id}/annotations/{annotation_id}/trace.jsonl", tags=["studies"],

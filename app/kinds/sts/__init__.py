@@ -55,11 +55,20 @@ class StandardisedTestSuite(TaskKind):
         "continuations": "Agent continuations (JSONL: scenario, agent, level, seed, mission, actions, takeover)",
         "missions": "Missions people play by keyboard (JSONL or CSV: level, seed, id, instruction)"}
     option_fields: ClassVar[dict[str, tuple]] = {"approve_at": ("float", 0.0, 1.0), "tile": ("int", 4, 32)}
+    option_labels: ClassVar[dict[str, str]] = {
+        "approve_at": f"Approve a worker automatically from this share of gold episodes marked right (0-1; blank: {DEFAULT_APPROVE_AT})",
+        "tile": f"Pixels per grid cell in the frames workers see (4-32; blank: {DEFAULT_TILE})"}
+    form_help: ClassVar[str] = (
+        "Workers watch an agent's episode from the point it takes over and mark the first moment of "
+        "success or of failure; with missions, they play each mission by keyboard instead. "
+        "Continuations can also come from a suite (STS suites page). See docs/kinds/sts.md.")
     default_instructions: ClassVar[str] = (
         "Watch the recording: at the marked point an agent takes over. Place one marker at the first "
         "moment the agent succeeds at the instruction, or the first moment it fails (at the end if it "
         "never succeeds).")
-    outputs_label: ClassVar[str] = "Continuations are the items of the study: upload them when you create it"
+    outputs_label: ClassVar[str] = ("An agent's continuations are the items of the study: upload them when you create "
+                                    "it, or make the study from a suite")
+    imports_outputs: ClassVar[bool] = False
     models: ClassVar[str | None] = "app.kinds.sts.models"
     jobs: ClassVar[dict[str, str]] = {
         "generation": "app.kinds.sts.generation:run_generation",
@@ -80,6 +89,12 @@ class StandardisedTestSuite(TaskKind):
         settings = study.kind_settings or {}
         return {"suite": settings.get("suite"), "play": settings.get("mode") == "play",
                 "agent_metrics": settings.get("agent_metrics") or {}}
+
+    def preview_context(self, study, item) -> dict:
+        from app.kinds.sts.play import is_play
+
+        # A play item's page asks the server for each grid: in a preview, the owner's route.
+        return {"play_url": f"/api/v1/sts/preview/{study.id}/{item.id}"} if is_play(item.payload) else {}
 
     def cli(self):
         from app.kinds.sts.cli import sts

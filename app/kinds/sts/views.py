@@ -131,6 +131,21 @@ def play_state(request: Request, slug: str, assignment_id: Id,
     return play.state(item.payload, play.parse_actions(actions))
 
 
+@api.get("/preview/{study_id}/{item_id}")
+def preview_play_state(request: Request, study_id: Id, item_id: Id,
+                       actions: Annotated[str, Query(max_length=play.MAX_ACTIONS_TEXT)] = "",
+                       session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+    """play_state for the study's owner (or an admin) previewing a play item
+    (app.studies.preview): the same grid, with no task behind it and nothing stored."""
+    study = managed_study(session, study_id, user)
+    rate_limit(request, "sts-play", play.STATES_PER_MINUTE, key=f"preview:{user.id}")
+    item = session.get(Item, item_id)
+    if item is None or item.study_id != study.id or study.kind != suites.KIND_NAME \
+            or not play.is_play(item.payload):
+        raise HTTPException(404, "no such mission in this study")
+    return play.state(item.payload, play.parse_actions(actions))
+
+
 # --- API: suites and versions ---------------------------------------------------------------
 
 

@@ -84,6 +84,10 @@ class CommonToM(TaskKind):
     option_fields: ClassVar[dict[str, tuple]] = {
         "random_yes_split": ("text",), "random_yes_rate": ("float", 0.0, 1.0), "gold_count": ("int", 0, 10000)}
     options_template: ClassVar[str | None] = "kinds/tom/options.html"
+    form_help: ClassVar[str] = (
+        "Workers read a dialogue up to a marked moment and answer Yes or No to a question about what "
+        "the speakers believe then. Upload the questions (CSV), or dialogues annotated with their "
+        "common ground to generate them. See docs/kinds/tom.md.")
     default_instructions: ClassVar[str] = (
         "Read the dialogue. The utterance marked with 🛑 is the moment asked about. Answer Yes or No.")
     outputs_label: ClassVar[str] = 'Answers (JSONL: {"question_id": ..., "answer": "Yes"|"No"})'
