@@ -208,6 +208,12 @@ class TaskKind(ABC):
         """Response field whose value annotators agree on (for alpha/kappa), if any."""
         return None
 
+    def straightline_value(self) -> str | None:
+        """Categorical response field whose variety the review queue measures (a worker who
+        gives one value to everything is straight-lining), if any; the agreement field unless
+        a kind says otherwise."""
+        return self.agreement_value()
+
     def baselines(self, session, study) -> list[dict]:
         """Leaderboard rows computed without people or agents (e.g. a random baseline)."""
         return []

@@ -201,6 +201,9 @@ class ReferenceGame(TaskKind):
 
         return section(session, study)
 
+    def straightline_value(self) -> str:
+        return "choice"  # always the same pick, whatever the item, is straight-lining
+
     def demo(self) -> dict:
         import json
 

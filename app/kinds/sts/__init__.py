@@ -220,6 +220,9 @@ class StandardisedTestSuite(TaskKind):
 
         return section(session, study)
 
+    def straightline_value(self) -> str:
+        return "marker"  # always the same pick, whatever the item, is straight-lining
+
     def demo(self) -> dict:
         from app.kinds.sts.demo import build_demo
 
