@@ -68,9 +68,15 @@ class TaskKind(ABC):
     keyboard_hint: ClassVar[str] = ""
     # Importers by format name: upload bytes -> items. The first is the default.
     item_formats: ClassVar[tuple[str, ...]] = ()
-    # Template that shows a worker's answers on the admin's replay page;
-    # None: the generic table of answers beside the right ones.
+    # Template that shows all of a worker's answers on the admin's replay page; None: the
+    # core's list, one card per answer (replay_item_template).
     replay_template: ClassVar[str | None] = None
+    # Jinja template for one answer in the admin's replay (admin/replay.html gives it `a`: the
+    # item's "payload", "public" payload, "reference", "response", "score", "scores",
+    # "details" from replay_details): the item as the worker saw it, their answer and the right
+    # one. Without it the replay lists the fields. replay_template, when set, replaces the
+    # whole list instead (navigation: its maps).
+    replay_item_template: ClassVar[str | None] = None
     # Where the kind sits in lists; the first kind is the one forms and the API default to.
     position: ClassVar[int] = 100
 

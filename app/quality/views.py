@@ -58,6 +58,7 @@ def replay(request: Request, study_id: Id, pid: Id, session: Session = Depends(d
     others = service.gold_replay(session, study, pid, gold=False)
     for a in (*answers, *others):
         a["details"] = kind.replay_details(a)
+        a["public"] = kind.public_payload(a["payload"])  # the item as the worker's page had it
     return render(request, "admin/replay.html", user=user, study=study, participant=p,
                   worker=session.get(User, p.worker_id) if p else None, kind=kind,
                   answers=answers, others=others,
