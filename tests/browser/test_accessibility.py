@@ -5,7 +5,6 @@ the test and must find no serious or critical violation. No page of the site loa
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
