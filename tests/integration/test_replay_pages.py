@@ -120,3 +120,20 @@ def test_sts_replay_shows_the_frames_and_both_markers(session, client):
     assert html.count(">Their marker: success (step 1 after the takeover)</figcaption>") == 4
     assert "The reference: " in html and 'class="sts-right">' in html
     assert lines[0]["mission"] in html
+
+
+def test_a_kind_without_a_replay_template_gets_readable_fields(session, client):
+    """The example kind (tests/example_kind) has no replay template: its item, answer and
+    right answer are listed as fields."""
+    from tests.integration.test_example_kind import answer_all, make_study
+
+    owner, admin = make_user(session, "researcher"), make_user(session, "admin")
+    study = make_study(session, owner)
+    answer_all(session, study, "counter", right=False)
+    login(client, admin)
+    html = _replay(client, session, study)
+    assert html.count("<h4>What the worker saw</h4>") == 3
+    assert "<dt>sentence</dt><dd>Proctor counts words here</dd>" in html
+    assert "<dt>words</dt><dd>5</dd>" in html  # their answer: one more than the right 4
+    assert "<dt>words</dt><dd>4</dd>" in html
+    assert len(re.findall(r"\(task slot \d\):\s*wrong", html)) == 3
