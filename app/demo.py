@@ -4,16 +4,24 @@ annotators working through the real assignment engine)."""
 
 from __future__ import annotations
 
+import math
+import random
 import secrets
+from datetime import timedelta
+from typing import Any, Callable
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.auth.models import User
 from app.auth.security import hash_password
 from app.kinds import all_kinds
-from app.studies import services
-from app.studies.models import Study
+from app.studies import assignment, services
+from app.studies.models import Assignment, Item, Study
+
+# A simulated worker's time on an item: log-normal around a kind's typical time (response
+# times are right-skewed; sigma 0.5 puts the middle 80% within about 0.5x to 1.9x the median).
+TIME_SPREAD = 0.5
 
 RESEARCHER = "researcher@example.org"
 ADMIN = "admin@example.org"
@@ -27,6 +35,35 @@ def ensure_user(session: Session, email: str, role: str, password: str) -> User:
     user.role, user.password_hash = role, hash_password(password)
     session.commit()
     return user
+
+
+def seconds_on_item(rng: random.Random, median_s: float, spread: float = TIME_SPREAD) -> float:
+    """A time drawn from a log-normal with this median (a careful worker's, or a clicker's)."""
+    return rng.lognormvariate(math.log(median_s), spread)
+
+
+def simulate_task(session: Session, study: Study, worker: str,
+                  answer: Callable[[Item, random.Random], dict], median_s: float, seed: int,
+                  platform: str = "prolific") -> int:
+    """One simulated worker's task through the real assignment engine: `answer(item, rng)` is
+    their response to each item they are given, and each takes them a time drawn around
+    `median_s`. The server measures time on an item from its lease, so the lease is dated back
+    by that time before the answer goes in (the demo's workers answer in microseconds, and the
+    review queue's pace signals would mean nothing). Returns the number of answers."""
+    rng = random.Random(seed)
+    bundle = assignment.enter(session, study, platform, worker, f"demo-{worker}", "demo")
+    n = 0
+    while (a := assignment.next_item(session, study, bundle.id)) is not None:
+        if n >= bundle.size:  # the engine must end a bundle at its size; never loop on it
+            raise RuntimeError(f"bundle {bundle.id} leased more than its {bundle.size} items")
+        response: Any = answer(session.get(Item, a.item_id), rng)
+        took = timedelta(seconds=seconds_on_item(rng, median_s))
+        # In the transaction the submit goes on in (it reads the lease again): no commit of its own.
+        session.execute(update(Assignment).where(Assignment.id == a.id)
+                        .values(leased_at=a.leased_at - took))
+        assignment.submit(session, study, bundle.id, a.id, response, secrets.token_hex(8))
+        n += 1
+    return n
 
 
 def seed(session: Session) -> dict:

@@ -68,9 +68,15 @@ class TaskKind(ABC):
     keyboard_hint: ClassVar[str] = ""
     # Importers by format name: upload bytes -> items. The first is the default.
     item_formats: ClassVar[tuple[str, ...]] = ()
-    # Template that shows a worker's answers on the admin's replay page;
-    # None: the generic table of answers beside the right ones.
+    # Template that shows all of a worker's answers on the admin's replay page; None: the
+    # core's list, one card per answer (replay_item_template).
     replay_template: ClassVar[str | None] = None
+    # Jinja template for one answer in the admin's replay (admin/replay.html gives it `a`: the
+    # item's "payload", "public" payload, "reference", "response", "score", "scores",
+    # "details" from replay_details): the item as the worker saw it, their answer and the right
+    # one. Without it the replay lists the fields. replay_template, when set, replaces the
+    # whole list instead (navigation: its maps).
+    replay_item_template: ClassVar[str | None] = None
     # Where the kind sits in lists; the first kind is the one forms and the API default to.
     position: ClassVar[int] = 100
 
@@ -222,6 +228,12 @@ class TaskKind(ABC):
     def agreement_value(self) -> str | None:
         """Response field whose value annotators agree on (for alpha/kappa), if any."""
         return None
+
+    def straightline_value(self) -> str | None:
+        """Categorical response field whose variety the review queue measures (a worker who
+        gives one value to everything is straight-lining), if any; the agreement field unless
+        a kind says otherwise."""
+        return self.agreement_value()
 
     def baselines(self, session, study) -> list[dict]:
         """Leaderboard rows computed without people or agents (e.g. a random baseline)."""

@@ -6,6 +6,9 @@ no admin has reviewed, never a rejection, recorded in the audit log with no acto
 
 from __future__ import annotations
 
+import math
+from statistics import median
+
 from sqlalchemy import and_, case, func, select, update
 from sqlalchemy.orm import Session
 
@@ -21,6 +24,49 @@ from app.studies.models import Annotation, Assignment, Item, Participant, Study
 MIN_GOLD_ACCURACY = 0.7
 MIN_MEDIAN_SECONDS = 2.0
 MAX_SAME_ANSWER_SHARE = 0.95
+MIN_ANSWERS_FOR_SAMENESS = 5
+
+# The risk score's weights (docs/quality.md): how far below perfect the gold record is, how
+# much faster than the study's typical worker, how little the answers vary. A signal a worker
+# has no data for (no gold answered, a kind without a categorical answer) drops out and the
+# others' weights are scaled up, so scores compare across studies and kinds.
+RISK_WEIGHTS = {"gold": 0.4, "speed": 0.3, "sameness": 0.3}
+
+
+def risk_signals(gold_accuracy: float | None, median_s: float | None, typical_s: float | None,
+                 counts: dict[str, int] | None, study_counts: dict[str, int] | None) -> dict[str, float]:
+    """Each quality signal as a number from 0 (nothing wrong) to 1 (as bad as it gets).
+
+    gold: 1 - gold accuracy. speed: 1 - median / reference, where the reference is the study's
+    typical pace (the median of its workers' medians, never below MIN_MEDIAN_SECONDS): half the
+    typical time is 0.5, a tenth of it 0.9. sameness (straight-lining): 1 - H(worker) / H(study),
+    the worker's answer entropy against the entropy of every answer given in the study, so
+    a worker who gives one answer to everything scores 1 however skewed the study's answers
+    are, and one who answers as varied as everyone else scores 0."""
+    out: dict[str, float] = {}
+    if gold_accuracy is not None:
+        out["gold"] = 1.0 - gold_accuracy
+    if median_s is not None:
+        ref = max(typical_s or 0.0, MIN_MEDIAN_SECONDS)
+        out["speed"] = min(1.0, max(0.0, 1.0 - median_s / ref))
+    if counts and sum(counts.values()) >= MIN_ANSWERS_FOR_SAMENESS and study_counts:
+        h_study = _entropy(study_counts)
+        if h_study > 0:
+            out["sameness"] = min(1.0, max(0.0, 1.0 - _entropy(counts) / h_study))
+    return out
+
+
+def risk_score(signals: dict[str, float]) -> float | None:
+    """The signals' weighted mean (RISK_WEIGHTS over the signals present), or None for none."""
+    total = sum(RISK_WEIGHTS[k] for k in signals)
+    if not total:
+        return None
+    return sum(RISK_WEIGHTS[k] * v for k, v in signals.items()) / total
+
+
+def _entropy(counts: dict[str, int]) -> float:
+    n = sum(counts.values())
+    return -sum(c / n * math.log(c / n) for c in counts.values() if c)
 
 
 def review_queue(session: Session, study: Study, status: str | None = None) -> list[dict]:
@@ -39,7 +85,12 @@ def review_queue(session: Session, study: Study, status: str | None = None) -> l
         .order_by(Participant.id)
     ).all()
     medians = _median_durations(session, study)
-    sameness = _same_answer_share(session, study)
+    typical = median(medians.values()) if medians else None
+    answers = _answer_counts(session, study)
+    study_counts: dict[str, int] = {}
+    for c in answers.values():
+        for v, k in c.items():
+            study_counts[v] = study_counts.get(v, 0) + k
     kind = get_kind(study.kind)
     # Kinds without a rule of their own have nothing to say: skip reading the gold record.
     has_rule = type(kind).auto_review is not TaskKind.auto_review
@@ -58,16 +109,38 @@ def review_queue(session: Session, study: Study, status: str | None = None) -> l
             flags.append(f"gold accuracy {acc:.0%}")
         if median_s is not None and median_s < MIN_MEDIAN_SECONDS and n >= 3:
             flags.append(f"fast: median {median_s:.1f}s per item")
-        share = sameness.get(p.worker_id)
-        if share is not None and share >= MAX_SAME_ANSWER_SHARE and n >= 5:
+        counts = answers.get(p.worker_id)
+        share = max(counts.values()) / sum(counts.values()) if counts else None
+        if share is not None and share >= MAX_SAME_ANSWER_SHARE and n >= MIN_ANSWERS_FOR_SAMENESS:
             flags.append(f"same answer {share:.0%} of the time")
+        signals = risk_signals(acc, median_s, typical, counts, study_counts)
         out.append({"participant_id": p.id, "worker": pseud, "platform": platform,
                     "external_id": ext, "status": p.status, "reason": p.reason,
                     "annotations": n, "gold": n_gold, "gold_correct": n_gold_right or 0,
                     "gold_accuracy": acc, "median_seconds": median_s, "flags": flags,
+                    "signals": signals, "risk": risk_score(signals),
+                    "study_id": study.id, "study_title": study.title,
                     "auto": p.status == "approved" and p.reviewed_by is None})
-    # What needs a look comes first: flagged pending workers, other pending ones, the rest.
-    out.sort(key=lambda w: (w["status"] != "pending", not w["flags"], w["participant_id"]))
+    out.sort(key=queue_order)
+    return out
+
+
+def queue_order(w: dict) -> tuple:
+    """Pending workers first (they await a decision), the most likely to be bad first among
+    them (risk, then flags); rejected ones last. Workers with no signal yet sort after
+    those with one."""
+    rank = {"pending": 0, "approved": 1}.get(w["status"], 2)
+    return (rank, -(w["risk"] if w["risk"] is not None else -1.0), not w["flags"],
+            w["study_id"], w["participant_id"])
+
+
+def review_queue_all(session: Session, status: str | None = None) -> list[dict]:
+    """The review queue across every study with workers, in one order (queue_order)."""
+    q = select(Study).where(select(Participant.id).where(Participant.study_id == Study.id,
+                                                         *([Participant.status == status] if status else []))
+                            .exists()).order_by(Study.id)
+    out = [w for study in session.scalars(q).all() for w in review_queue(session, study, status)]
+    out.sort(key=queue_order)
     return out
 
 
@@ -125,9 +198,9 @@ def _median_durations(session: Session, study: Study) -> dict[int, float]:
     return {wid: float(ms) / 1000.0 for wid, ms in rows}
 
 
-def _same_answer_share(session: Session, study: Study) -> dict[int, float]:
-    """Share of a worker's responses equal to their most common one."""
-    field = get_kind(study.kind).agreement_value()
+def _answer_counts(session: Session, study: Study) -> dict[int, dict[str, int]]:
+    """How often each worker gave each value of the kind's categorical answer (in SQL)."""
+    field = get_kind(study.kind).straightline_value()
     if field is None:
         return {}
     value = Annotation.response[field].as_string()
@@ -135,8 +208,9 @@ def _same_answer_share(session: Session, study: Study) -> dict[int, float]:
     for wid, v, n in session.execute(
             select(Annotation.worker_id, value, func.count())
             .where(Annotation.study_id == study.id).group_by(Annotation.worker_id, value)):
-        counts.setdefault(wid, {})[v] = n
-    return {w: max(c.values()) / sum(c.values()) for w, c in counts.items()}
+        if v is not None:  # e.g. an STS play item has no marker
+            counts.setdefault(wid, {})[str(v)] = n
+    return counts
 
 
 def gold_replay(session: Session, study: Study, participant_id: int, gold: bool = True) -> list[dict]:

@@ -28,6 +28,18 @@ def _study(session: Session, study_id: int) -> Study:
     return study
 
 
+STATUSES = ("pending", "approved", "rejected")
+
+
+@router.get("/admin/review")
+def review_all(request: Request, status: str = "pending", session: Session = Depends(db),
+               user: User = Depends(admin)):
+    """Every study's workers in one queue, the most likely to be bad first (service.queue_order)."""
+    status = status if status in STATUSES else ""
+    return render(request, "admin/review_all.html", user=user, status=status,
+                  queue=service.review_queue_all(session, status or None))
+
+
 @router.get("/admin/studies/{study_id}/review")
 def review(request: Request, study_id: Id, status: str = "", session: Session = Depends(db),
            user: User = Depends(admin)):
@@ -46,6 +58,7 @@ def replay(request: Request, study_id: Id, pid: Id, session: Session = Depends(d
     others = service.gold_replay(session, study, pid, gold=False)
     for a in (*answers, *others):
         a["details"] = kind.replay_details(a)
+        a["public"] = kind.public_payload(a["payload"])  # the item as the worker's page had it
     return render(request, "admin/replay.html", user=user, study=study, participant=p,
                   worker=session.get(User, p.worker_id) if p else None, kind=kind,
                   answers=answers, others=others,
@@ -57,6 +70,7 @@ async def decide(request: Request, study_id: Id, session: Session = Depends(db),
                  user: User = Depends(admin)):
     study = _study(session, study_id)
     form = await request.form()
+    back = "/admin/review" if form.get("back") == "all" else f"/admin/studies/{study.id}/review"
     # ASCII digits only ("²" is a digit to isdigit() and not to int()), and within the ids' range.
     ids = [int(v) for v in map(str, form.getlist("participant_id"))
            if v.isascii() and v.isdigit() and 1 <= int(v) <= MAX_ID]
@@ -66,7 +80,7 @@ async def decide(request: Request, study_id: Id, session: Session = Depends(db),
     n = service.decide(session, study, ids, decision, session.merge(user),
                        str(form.get("reason", "")))
     flash(request, f"{n} worker(s) {decision}.")
-    return RedirectResponse(f"/admin/studies/{study.id}/review", status_code=303)
+    return RedirectResponse(back, status_code=303)
 
 
 @router.get("/admin/audit")

@@ -85,6 +85,7 @@ POST /agents                                            login  login  303    303
 GET  /agents/{agent_id}/artifacts                       login  login  200    404    200    200     404     200     401
 POST /agents/{agent_id}/artifacts                       login  login  303    404    303    303     404     303     401
 # ---- admin pages
+GET  /admin/review                                      login  login  403    403    200    403     403     200     401
 GET  /admin/studies/{study_id}/review                   login  login  403    403    200    403     403     200     401
 POST /admin/studies/{study_id}/review                   login  login  403    403    303    403     403     303     401
 GET  /admin/studies/{study_id}/participants/{pid}       login  login  403    403    200    403     403     200     401

@@ -72,6 +72,7 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
         from app.studies.models import Item
         assert len(s.scalars(select(Item).where(Item.study_id == nav.id)).all()) == 12
         board = compute(s, study)
+        _check_demo_review(s, study, nav)
     types = {r["type"] for r in board["rows"]}
     assert {"agent", "annotator", "majority", "baseline"} <= types
     assert sum(r["type"] == "agent" for r in board["rows"]) == 2
@@ -106,6 +107,32 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
         if hexagons:
             desc = s.scalar(select(Study).where(Study.title == "Demo: Hexagons description"))
             assert desc.state == "live" and desc.kind_settings["mode"] == "description"
+
+
+def _check_demo_review(s, tom, nav) -> None:
+    """The simulated workers take realistic times, so the review queue's signals mean
+    something: the one who answers "Yes" to everything, fast, comes first among the
+    annotators; the follower who never moves comes first among the navigation study's six, and
+    the navigation leaderboard has its followers' rows."""
+    from app.auth.models import User
+    from app.kinds import get_kind
+    from app.quality import service as quality
+
+    queue = quality.review_queue(s, tom)
+    clicker = s.scalar(select(User.pseudonym).where(User.external_id == "demo-clicker"))
+    assert queue[0]["worker"] == clicker
+    assert any(f.startswith("fast") for f in queue[0]["flags"])
+    assert all(3.0 < w["median_seconds"] < 30.0 for w in queue[1:])
+    assert not any(f.startswith("fast") for w in queue[1:] for f in w["flags"])
+    followers = quality.review_queue(s, nav)
+    assert len(followers) == 6 and all(w["annotations"] == 6 for w in followers)
+    idler = s.scalar(select(User.pseudonym).where(User.external_id == "demo-idler"))
+    assert followers[0]["worker"] == idler and followers[0]["median_seconds"] < 10.0
+    assert all(w["median_seconds"] > 15.0 for w in followers[1:])
+    section = get_kind("navigation").extra_leaderboard(s, nav)
+    assert any(t["rows"] for t in section["tables"])
+    everyone = quality.review_queue_all(s, "pending")
+    assert {tom.id, nav.id} <= {w["study_id"] for w in everyone}
 
 
 def _check_sts_demo(url: str) -> None:

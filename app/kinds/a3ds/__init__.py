@@ -40,6 +40,7 @@ class ReferenceGame(TaskKind):
     name: ClassVar[str] = "a3ds"
     title: ClassVar[str] = "A3DS reference game (pick the captioned picture)"
     item_template: ClassVar[str] = "kinds/a3ds/item.html"
+    replay_item_template: ClassVar[str | None] = "kinds/a3ds/replay_item.html"
     Response = Pick
     category_label: ClassVar[str] = "z (features that differ)"
     item_noun: ClassVar[str] = "Picture pair"
@@ -206,6 +207,9 @@ class ReferenceGame(TaskKind):
         from app.kinds.a3ds.leaderboard import section
 
         return section(session, study)
+
+    def straightline_value(self) -> str:
+        return "choice"  # always the same pick, whatever the item, is straight-lining
 
     def demo(self) -> dict:
         import json

@@ -40,6 +40,7 @@ class Hexagons(TaskKind):
     name: ClassVar[str] = "hexagons"
     title: ClassVar[str] = "Hexagons drawing procedures (execution)"
     item_template: ClassVar[str] = "kinds/hexagons/item.html"
+    replay_item_template: ClassVar[str | None] = "kinds/hexagons/replay_item.html"
     Response = Execution
     category_label: ClassVar[str] = "category"
     item_noun: ClassVar[str] = "Procedure"
@@ -143,6 +144,11 @@ class Hexagons(TaskKind):
             return None
         m = execution_metrics(reference, response)
         return {**m["mean"], "per_step": m["steps"]}
+
+    def replay_details(self, answer: dict) -> dict:
+        from app.kinds.hexagons.replay import replay_boards
+
+        return replay_boards(answer["payload"], answer.get("reference"), answer.get("response") or {})
 
     def import_items(self, data: bytes, fmt: str, options: dict) -> ImportResult:
         from app.kinds.hexagons.formats import parse_procedures

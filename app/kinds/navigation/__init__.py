@@ -369,7 +369,9 @@ class Navigation(TaskKind):
         return parse_follower_annotations(data, known_ids, payloads, get_graph)
 
     def demo(self) -> dict:
-        """A generated house with 12 sampled paths and grammar instructions (one per path)."""
+        """A generated house with 12 sampled paths and grammar instructions (one per path),
+        walked by simulated followers (demo.py)."""
+        from app.kinds.navigation.demo import simulate
         from app.kinds.navigation.environments import import_house
         from app.kinds.navigation.grammar import describe_path
         from app.kinds.navigation.house import generate_house, sample_paths, to_r2r
@@ -379,7 +381,7 @@ class Navigation(TaskKind):
         instructions = [describe_path(house, p, rng=100 + k, n=1) for k, p in enumerate(paths)]
         return {"items": json.dumps(to_r2r(house, paths, instructions)).encode(), "format": "r2r",
                 "setup": lambda session: import_house(session, house),
-                "simulate": False,
+                "simulate": simulate,  # six followers, one of whom never moves
                 "settings": {"bundle_size": 6, "gold_rate": 0.0, "annotations_per_item": 3,
                              "instructions": INSTRUCTIONS}}
 

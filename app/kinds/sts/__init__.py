@@ -43,6 +43,7 @@ class StandardisedTestSuite(TaskKind):
     name: ClassVar[str] = "sts"
     title: ClassVar[str] = "Standardised Test Suite (BabyAI continuations)"
     item_template: ClassVar[str] = "kinds/sts/item.html"
+    replay_item_template: ClassVar[str | None] = "kinds/sts/replay_item.html"
     Response = STSResponse
     category_label: ClassVar[str] = "category"
     item_noun: ClassVar[str] = "Episode"
@@ -158,6 +159,29 @@ class StandardisedTestSuite(TaskKind):
             details["step_error"] = abs(int(response.get("step", 0)) - int(at))
         return details
 
+    def replay_details(self, answer: dict) -> dict:
+        """The frames the admin's replay shows of a continuation: the takeover, where the
+        worker put their marker and where the reference puts the outcome (frame = takeover +
+        steps after it), cut from the strip the worker scrubbed."""
+        from app.kinds.sts.play import is_play
+        from app.storage import get_store
+
+        payload, response = answer["payload"], answer.get("response") or {}
+        if is_play(payload) or "frames_key" not in payload:
+            return {}
+        last, takeover = payload["n_frames"] - 1, payload["takeover"]
+        frames = [{"label": "The agent takes over", "frame": takeover}]
+        if response.get("marker"):
+            frames.append({"label": f"Their marker: {response['marker']} (step {response.get('step', 0)} after the takeover)",
+                           "frame": min(last, takeover + int(response.get("step") or 0))})
+        if answer.get("reference"):
+            truth, at = _truth(answer["reference"])
+            if truth and at is not None:
+                frames.append({"label": f"The reference: {truth} (step {at} after the takeover)",
+                               "frame": min(last, takeover + int(at))})
+        return {"frames_url": get_store().url(payload["frames_key"], expires_s=3600),
+                "n_frames": payload["n_frames"], "frames": frames}
+
     def auto_review(self, gold, settings=None) -> tuple[str | None, str]:
         """Approve a worker whose balanced accuracy on reference episodes (the mean of their
         rates on success- and failure-labelled ones) reaches the study's `approve_at`."""
@@ -234,6 +258,9 @@ class StandardisedTestSuite(TaskKind):
         from app.kinds.sts.leaderboard import section
 
         return section(session, study)
+
+    def straightline_value(self) -> str:
+        return "marker"  # always the same pick, whatever the item, is straight-lining
 
     def demo(self) -> dict:
         from app.kinds.sts.demo import build_demo

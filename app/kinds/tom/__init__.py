@@ -69,6 +69,7 @@ class CommonToM(TaskKind):
     name: ClassVar[str] = "tom"
     title: ClassVar[str] = "Common-ToM belief questions"
     item_template: ClassVar[str] = "kinds/tom/item.html"
+    replay_item_template: ClassVar[str | None] = "kinds/tom/replay_item.html"
     Response = ToMResponse
     category_label: ClassVar[str] = "order"
     item_noun: ClassVar[str] = "Question"

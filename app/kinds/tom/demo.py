@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 import random
-import secrets
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 from tqdm import tqdm
 
 from app.auth.models import User
-from app.studies import assignment, services
+from app.demo import simulate_task
+from app.studies import services
 from app.studies.models import Item, Study
 
 KIND_NAME = "tom"
@@ -29,19 +29,23 @@ def _simulated_answers(items, accuracy: dict[str, float], seed: int) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+# Seconds a careful annotator spends on an item (reading a dialogue window of a few lines and
+# a question), and a clicker who answers without reading.
+CAREFUL_SECONDS = 9.0
+CLICKER_SECONDS = 1.0
+
+
 def simulate_worker(session: Session, study: Study, worker: str, accuracy: float, seed: int,
-                    always: str | None = None) -> int:
-    rng = random.Random(seed)
-    bundle = assignment.enter(session, study, "prolific", worker, f"demo-{worker}", "demo")
-    n = 0
-    while (a := assignment.next_item(session, study, bundle.id)) is not None:
-        if n >= bundle.size:  # the engine must end a bundle at its size; never loop on it
-            raise RuntimeError(f"bundle {bundle.id} leased more than its {bundle.size} items")
-        ref = session.get(Item, a.item_id).reference["answer"]
-        ans = always or (ref if rng.random() < accuracy else ("No" if ref == "Yes" else "Yes"))
-        assignment.submit(session, study, bundle.id, a.id, {"answer": ans}, secrets.token_hex(8))
-        n += 1
-    return n
+                    always: str | None = None, median_s: float | None = None) -> int:
+    """A simulated annotator, right with probability `accuracy` (or giving `always` to every
+    item, fast), taking a time drawn around `median_s` per item (app.demo.simulate_task)."""
+    def answer(item: Item, rng: random.Random) -> dict:
+        ref = item.reference["answer"]
+        return {"answer": always or (ref if rng.random() < accuracy else ("No" if ref == "Yes" else "Yes"))}
+
+    if median_s is None:
+        median_s = CLICKER_SECONDS if always else CAREFUL_SECONDS
+    return simulate_task(session, study, worker, answer, median_s, seed)
 
 
 def simulate(session: Session, study: Study, researcher: User) -> None:
