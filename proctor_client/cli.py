@@ -299,6 +299,9 @@ def export_cmd(pc: Client, study_id: int, name: str, out: str, folder: str | Non
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
         for f in sorted(job.files):
+            # The server names the files; a name that would leave the folder is refused.
+            if not f or Path(f).name != f or f in (".", ".."):
+                raise click.ClickException(f"the server named an export file {f!r}: not a plain file name")
             path = Path(folder) / f
             path.write_bytes(pc.download(job, f))
             click.echo(str(path))

@@ -11,6 +11,7 @@ features, z uniform from 1 to 6.
 
 from __future__ import annotations
 
+import inspect
 import json
 import random
 from collections.abc import Callable
@@ -130,9 +131,10 @@ def weights_bytes(model: Captioner) -> bytes:
     return save_safetensors({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()})
 
 
-# The command's training options a queued job carries (`proctor train a3ds-captioner --agent-id`).
-JOB_OPTIONS = ("pairs", "dev_pairs", "epochs", "embed", "hidden", "channels", "batch", "lr", "with_distractor",
-               "speaker", "seed")
+# The training options a queued job may carry (`proctor train a3ds-captioner --agent-id`): the
+# keywords of run_training but where it runs, where files go and the callbacks.
+JOB_OPTIONS = tuple(sorted(set(inspect.signature(run_training).parameters)
+                           - {"device", "out", "name", "echo", "epoch_done", "bars"}))
 
 
 def run_train_job(session, job, progress) -> dict:

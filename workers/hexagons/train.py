@@ -11,6 +11,7 @@ over), beside the "no action" baseline (score.no_action).
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import random
@@ -207,8 +208,10 @@ def run_training(*, data: str | Path | None = None, epochs: int = 6, embed: int 
     return model, report
 
 
-# The command's training options a queued job carries (`proctor train hex-executor --agent-id`).
-JOB_OPTIONS = ("data", "epochs", "embed", "hidden", "channels", "batch", "lr", "min_count", "change_weight", "seed")
+# The training options a queued job may carry (`proctor train hex-executor --agent-id`): the
+# keywords of run_training but where it runs, where files go and the callbacks.
+JOB_OPTIONS = tuple(sorted(set(inspect.signature(run_training).parameters)
+                           - {"device", "out", "name", "echo", "epoch_done", "bars"}))
 
 
 def run_train_job(session, job, progress) -> dict:

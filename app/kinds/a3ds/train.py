@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import click
 
+from app.agents.training import queue_training
+
 
 @click.command("a3ds-captioner")
 @click.option("--with-distractor", is_flag=True,
@@ -33,18 +35,16 @@ import click
 @click.option("--agent-id", default=None, type=click.IntRange(1, 2**31 - 1),
               help="Queue the training as a job instead (a worker runs it) and upload the result as a new "
                    "version of this A3DS agent's model.")
-def a3ds_captioner(with_distractor, pairs, dev_pairs, epochs, embed, hidden, channels, batch, lr, speaker, seed, out,
-                   name, device, agent_id) -> None:
+def a3ds_captioner(out, name, device, agent_id, **options) -> None:
     """Train the built-in A3DS captioner on rendered scenes, with or without the distractor as
     input, and report the pragmatic metrics of its captions on held-out pairs beside the
     speaker it learned from."""
     if device not in (None, "cpu", "cuda"):
         raise click.BadParameter("cpu or cuda", param_hint="--device")
-    # What the job is given is what the command trains with: every option but where files go.
-    options = dict(pairs=pairs, dev_pairs=dev_pairs, epochs=epochs, embed=embed, hidden=hidden, channels=channels,
-                   batch=batch, lr=lr, with_distractor=with_distractor, speaker=speaker, seed=seed)
+    # `options`: every training option (all but where files go and where it runs), given as
+    # they are to the training here or to the job.
     if agent_id is not None:
-        _queue(agent_id, options, device)
+        queue_training("a3ds", "A3DS", agent_id, options, device)
         return
     import torch
 
@@ -54,21 +54,6 @@ def a3ds_captioner(with_distractor, pairs, dev_pairs, epochs, embed, hidden, cha
         raise click.BadParameter("no CUDA device here", param_hint="--device")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     run_training(**options, device=device, out=out, name=name, echo=click.echo)
-
-
-def _queue(agent_id, options: dict, device) -> None:
-    from app import jobs
-    from app.agents.models import Agent
-    from app.db import get_sessionmaker
-
-    with get_sessionmaker()() as s:
-        agent = s.get(Agent, agent_id)
-        if agent is None or agent.kind != "a3ds":
-            raise click.BadParameter(f"no A3DS agent {agent_id}", param_hint="--agent-id")
-        params = {"agent_id": agent.id, **options, **({"device": device} if device else {})}
-        job = jobs.create_job(s, "a3ds.train", owner_id=agent.owner_id, **params)
-        jobs.submit(s, job)
-        click.echo(f"queued job {job.id} (a3ds.train): follow it with GET /api/v1/jobs/{job.id}")
 
 
 def train_commands() -> list[click.Command]:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import click
 
+from app.agents.training import queue_training
+
 
 @click.command("hex-executor")
 @click.option("--data", default=None, type=click.Path(file_okay=False),
@@ -32,18 +34,16 @@ import click
 @click.option("--agent-id", default=None, type=click.IntRange(1, 2**31 - 1),
               help="Queue the training as a job instead (a worker runs it) and upload the result as a new "
                    "version of this Hexagons agent's model.")
-def hex_executor(data, out, name, epochs, embed, hidden, channels, batch, lr, min_count, change_weight, seed, device,
-                 agent_id) -> None:
+def hex_executor(out, name, device, agent_id, **options) -> None:
     """Train the built-in Hexagons executor on the train split and report its dev and test
     action/board F1 and EM, from the gold previous board (oracle) and its own (predicted),
     beside "no action"."""
     if device not in (None, "cpu", "cuda"):
         raise click.BadParameter("cpu or cuda", param_hint="--device")
-    # What the job is given is what the command trains with: every option but where files go.
-    options = dict(data=data, epochs=epochs, embed=embed, hidden=hidden, channels=channels, batch=batch, lr=lr,
-                   min_count=min_count, change_weight=change_weight, seed=seed)
+    # `options`: every training option (all but where files go and where it runs), given as
+    # they are to the training here or to the job.
     if agent_id is not None:
-        _queue(agent_id, options, device)
+        queue_training("hexagons", "Hexagons", agent_id, options, device)
         return
     import torch
 
@@ -56,22 +56,6 @@ def hex_executor(data, out, name, epochs, embed, hidden, channels, batch, lr, mi
         run_training(**options, device=device, out=out, name=name, echo=click.echo)
     except FileNotFoundError as exc:
         raise click.BadParameter(str(exc), param_hint="--data") from None
-
-
-def _queue(agent_id, options: dict, device) -> None:
-    from app import jobs
-    from app.agents.models import Agent
-    from app.db import get_sessionmaker
-
-    with get_sessionmaker()() as s:
-        agent = s.get(Agent, agent_id)
-        if agent is None or agent.kind != "hexagons":
-            raise click.BadParameter(f"no Hexagons agent {agent_id}", param_hint="--agent-id")
-        params = {"agent_id": agent.id, **{k: v for k, v in options.items() if v is not None},
-                  **({"device": device} if device else {})}
-        job = jobs.create_job(s, "hexagons.train", owner_id=agent.owner_id, **params)
-        jobs.submit(s, job)
-        click.echo(f"queued job {job.id} (hexagons.train): follow it with GET /api/v1/jobs/{job.id}")
 
 
 def train_commands() -> list[click.Command]:
