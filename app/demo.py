@@ -58,9 +58,11 @@ def simulate_task(session: Session, study: Study, worker: str,
             raise RuntimeError(f"bundle {bundle.id} leased more than its {bundle.size} items")
         response: Any = answer(session.get(Item, a.item_id), rng)
         took = timedelta(seconds=seconds_on_item(rng, median_s))
-        # In the transaction the submit goes on in (it reads the lease again): no commit of its own.
+        # Committed before the submit: a retry inside submit would otherwise roll it back, and
+        # the engine's statements may run on a connection of their own.
         session.execute(update(Assignment).where(Assignment.id == a.id)
                         .values(leased_at=a.leased_at - took))
+        session.commit()
         assignment.submit(session, study, bundle.id, a.id, response, secrets.token_hex(8))
         n += 1
     return n
