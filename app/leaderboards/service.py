@@ -25,6 +25,8 @@ from app.agents.models import Agent, AgentOutput
 from app.auth.models import IMPORTED_PLATFORM, User
 from app.kinds import get_kind
 from app.leaderboards import stats
+from app.leaderboards.models import ItemAnswerTotal, WorkerCategoryTotal, WorkerClusterTotal
+from app.leaderboards.totals import rebuild
 from app.studies.models import Annotation, Item, Study
 
 
@@ -47,22 +49,32 @@ def _rows_from_scores(session: Session, study: Study, scored, *, over_all_items:
 
     Consistency is counted in SQL: per key, the clusters seen whole and those all right.
     """
-    n_all, by_cat_total, cluster_sizes = totals
     per_cat = session.execute(
         select(scored.c.key, scored.c.category, func.count(), func.sum(scored.c.score))
         .group_by(scored.c.key, scored.c.category)).all()
-    sizes = (select(Item.cluster, func.count().label("full"))
-             .where(Item.study_id == study.id, Item.is_gold.is_(False), Item.cluster != "")
-             .group_by(Item.cluster).subquery())
     per_cluster = (
         select(scored.c.key, scored.c.cluster, func.count().label("n"),
                func.sum(case((scored.c.score >= 1.0, 1), else_=0)).label("right"))
         .where(scored.c.cluster != "").group_by(scored.c.key, scored.c.cluster).subquery())
+    return _assemble(per_cat, _consistency(session, study, per_cluster), totals,
+                     over_all_items=over_all_items)
+
+
+def _consistency(session: Session, study: Study, per_cluster) -> dict:
+    """`per_cluster`: (key, cluster, n, right) -> per key (clusters seen whole, all right)."""
+    sizes = (select(Item.cluster, func.count().label("full"))
+             .where(Item.study_id == study.id, Item.is_gold.is_(False), Item.cluster != "")
+             .group_by(Item.cluster).subquery())
     whole = per_cluster.c.n == sizes.c.full
-    cons = {k: (seen or 0, right or 0) for k, seen, right in session.execute(
+    return {k: (seen or 0, right or 0) for k, seen, right in session.execute(
         select(per_cluster.c.key, func.sum(case((whole, 1), else_=0)),
                func.sum(case((and_(whole, per_cluster.c.right == sizes.c.full), 1), else_=0)))
         .join(sizes, sizes.c.cluster == per_cluster.c.cluster).group_by(per_cluster.c.key))}
+
+
+def _assemble(per_cat, cons: dict, totals, *, over_all_items: bool) -> dict:
+    """Rows from (key, category, answers, score sum) and per key (clusters seen, all right)."""
+    n_all, by_cat_total, cluster_sizes = totals
     n_clusters = sum(1 for name in cluster_sizes if name)
     out: dict = {}
     for k, cat, n, s in per_cat:
@@ -92,13 +104,49 @@ def _tune(session: Session) -> None:
 
 
 def compute(session: Session, study: Study) -> dict:
+    """The leaderboard from the running totals (app/leaderboards/models.py): people's rows,
+    the per-item majority and the agreement never read `annotations`. The same figures as
+    `recompute_from_annotations` (tests/integration/test_leaderboard_totals.py)."""
     kind = get_kind(study.kind)
+    _ensure_answer_field(session, study, kind)
     _tune(session)
     totals = _item_totals(session, study)
-    n_all, by_cat_total, cluster_sizes = totals
-    rows: list[dict] = []
+    rows = _agent_rows(session, study, totals)
 
-    # Agents' own outputs.
+    # People: every annotator not rejected, on the items they answered.
+    per_cat = session.execute(
+        select(WorkerCategoryTotal.worker_id, WorkerCategoryTotal.category, WorkerCategoryTotal.n,
+               WorkerCategoryTotal.score_sum)
+        .where(WorkerCategoryTotal.study_id == study.id, WorkerCategoryTotal.n > 0)).all()
+    per_cluster = (select(WorkerClusterTotal.worker_id.label("key"), WorkerClusterTotal.cluster,
+                          WorkerClusterTotal.n, WorkerClusterTotal.n_right.label("right"))
+                   .where(WorkerClusterTotal.study_id == study.id, WorkerClusterTotal.n > 0).subquery())
+    humans = _assemble(per_cat, _consistency(session, study, per_cluster), totals, over_all_items=False)
+    rows.extend(_annotator_rows(session, humans, select(WorkerCategoryTotal.worker_id).where(
+        WorkerCategoryTotal.study_id == study.id, WorkerCategoryTotal.n > 0)))
+
+    per_item: dict[int, dict] = {}
+    for item_id, v, n, total, first in session.connection().execute(
+            select(ItemAnswerTotal.item_id, ItemAnswerTotal.value, ItemAnswerTotal.n,
+                   ItemAnswerTotal.score_sum, ItemAnswerTotal.first_id)
+            .where(ItemAnswerTotal.study_id == study.id, ItemAnswerTotal.n > 0)):
+        per_item.setdefault(item_id, {})[v] = (n, total, first)
+    return _board(session, study, kind, totals, rows, per_item)
+
+
+def _ensure_answer_field(session: Session, study: Study, kind) -> None:
+    """The per-item answers are grouped by the kind's agreement field as the study records
+    it; a study made without it (raw SQL) or whose kind changed its field is recounted once,
+    in this transaction (kept when the caller commits)."""
+    field = kind.agreement_value()
+    if study.answer_field != field:
+        study.answer_field = field
+        session.flush()
+        rebuild(session.connection(), study.id)
+
+
+def _agent_rows(session: Session, study: Study, totals) -> list[dict]:
+    """Agents' own outputs (one row per item per agent: read directly)."""
     agent_scored = (
         select(AgentOutput.agent_id.label("key"), AgentOutput.item_id,
                cast(func.coalesce(AgentOutput.score, 0.0), Float).label("score"),
@@ -107,12 +155,44 @@ def compute(session: Session, study: Study) -> dict:
         .where(AgentOutput.study_id == study.id, Item.is_gold.is_(False)).subquery())
     agents = {a.id: a for a in session.scalars(select(Agent).join(
         AgentOutput, AgentOutput.agent_id == Agent.id).where(AgentOutput.study_id == study.id).distinct())}
+    rows = []
     for aid, r in _rows_from_scores(session, study, agent_scored, over_all_items=True,
                                     totals=totals).items():
         a = agents[aid]
         rows.append({"type": "agent", "name": f"{a.name} v{a.version}", "agent_id": aid, **r})
+    return rows
 
-    # People: every annotator not rejected, on the items they answered.
+
+def _annotator_rows(session: Session, humans: dict, worker_ids) -> list[dict]:
+    # Annotators imported from an earlier study (app/studies/imports.py) are marked as such.
+    names = {wid: f"{name} (imported)" if platform == IMPORTED_PLATFORM else name
+             for wid, name, platform in session.execute(select(User.id, User.pseudonym, User.platform).where(
+                 User.id.in_(worker_ids))).all()}
+    # Most answers first; the worker id breaks ties, so the order never depends on the plan.
+    return [{"type": "annotator", "name": names.get(wid, str(wid)), **r}
+            for wid, r in sorted(humans.items(), key=lambda kv: (-kv[1]["answered"], kv[0]))]
+
+
+def _board(session: Session, study: Study, kind, totals, rows: list[dict], per_item: dict) -> dict:
+    n_all, by_cat_total, _ = totals
+    maj = _majority_row(session, study, per_item, totals)
+    if maj:
+        rows.append(maj)
+    rows.extend(kind.baselines(session, study))
+    return {"study": study.slug, "kind": study.kind, "items": n_all,
+            "categories": sorted(by_cat_total), "category_label": kind.category_label,
+            "rows": rows, "agreement": agreement(per_item),
+            "extra": kind.extra_leaderboard(session, study)}
+
+
+def recompute_from_annotations(session: Session, study: Study) -> dict:
+    """The leaderboard counted from the raw annotations (what `compute` did before the
+    running totals): the reference the totals are tested against, and bench/crowd.py's
+    "before" figure. Scans the study's annotations; not for pages."""
+    kind = get_kind(study.kind)
+    _tune(session)
+    totals = _item_totals(session, study)
+    rows = _agent_rows(session, study, totals)
     valid = and_(Annotation.study_id == study.id, Annotation.is_gold.is_(False),
                  Annotation.excluded.is_(False))
     human_scored = (
@@ -120,24 +200,9 @@ def compute(session: Session, study: Study) -> dict:
                cast(func.coalesce(Annotation.score, 0.0), Float).label("score"),
                Item.category, Item.cluster)
         .join(Item, Item.id == Annotation.item_id).where(valid).subquery())
-    # Annotators imported from an earlier study (app/studies/imports.py) are marked as such.
-    names = {wid: f"{name} (imported)" if platform == IMPORTED_PLATFORM else name
-             for wid, name, platform in session.execute(select(User.id, User.pseudonym, User.platform).where(
-                 User.id.in_(select(Annotation.worker_id).where(valid)))).all()}
     humans = _rows_from_scores(session, study, human_scored, over_all_items=False, totals=totals)
-    for wid, r in sorted(humans.items(), key=lambda kv: -kv[1]["answered"]):
-        rows.append({"type": "annotator", "name": names.get(wid, str(wid)), **r})
-
-    per_item = _answers_per_item(session, study, kind, valid)
-    maj = _majority_row(session, study, per_item, totals)
-    if maj:
-        rows.append(maj)
-    rows.extend(kind.baselines(session, study))
-
-    return {"study": study.slug, "kind": study.kind, "items": n_all,
-            "categories": sorted(by_cat_total), "category_label": kind.category_label,
-            "rows": rows, "agreement": agreement(per_item),
-            "extra": kind.extra_leaderboard(session, study)}
+    rows.extend(_annotator_rows(session, humans, select(Annotation.worker_id).where(valid)))
+    return _board(session, study, kind, totals, rows, _answers_per_item(session, study, kind, valid))
 
 
 def _answers_per_item(session: Session, study: Study, kind, valid) -> dict[int, dict]:
@@ -168,7 +233,8 @@ def _majority_row(session: Session, study: Study, per_item: dict[int, dict], tot
             Item.study_id == study.id, Item.is_gold.is_(False)))}
     by_cat: dict[str, list] = {}
     by_cluster: dict[str, list] = {}
-    for item_id, values in per_item.items():
+    # In item order: the float sums below then never depend on the order rows came in.
+    for item_id, values in sorted(per_item.items()):
         top = max(n for n, _, _ in values.values())
         n, total, _ = min((v for v in values.values() if v[0] == top), key=lambda v: v[2])
         score = total / n

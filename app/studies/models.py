@@ -37,6 +37,9 @@ class Study(Base):
     max_open_bundles_per_ip: Mapped[int] = mapped_column(default=100, server_default="100")
     # Settings that only the study's task kind reads (validated by the kind).
     kind_settings: Mapped[dict] = mapped_column(default=dict)
+    # The response field the leaderboard's per-item answers group by (the kind's
+    # agreement_value(); None: the score). Read by the totals triggers (app/leaderboards/models.py).
+    answer_field: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
