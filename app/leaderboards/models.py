@@ -9,8 +9,10 @@ excluded. Item categories and clusters are read from `items` when the annotation
 
 The grain is what app.leaderboards.service.compute needs and nothing finer:
 - per (study, worker, category): answers and score sum (accuracy per category);
-- per (study, worker, cluster), clusters other than "": answers and right ones (score >= 1)
-  (consistency: a cluster counts once the worker has seen all of it);
+- per (study, worker, cluster), clusters other than "": answers and right ones (score >= 1),
+  and from them per (study, worker) the clusters seen whole and those all right
+  (consistency: a cluster counts once the worker has seen all of it); the leaderboard reads
+  only the per-worker row;
 - per (item, answer value): answers, score sum and the first annotation id (the per-item
   majority, its earliest-answer tie-break, and Krippendorff's alpha / Fleiss' kappa).
 
@@ -45,6 +47,17 @@ class WorkerClusterTotal(Base):
     cluster: Mapped[str] = mapped_column(String(255), primary_key=True)
     n: Mapped[int] = mapped_column()
     n_right: Mapped[int] = mapped_column()
+
+
+class WorkerConsistencyTotal(Base):
+    """Per worker: clusters answered whole (n = the cluster's non-gold items) and all right;
+    moved by the triggers whenever a lb_worker_clusters row reaches or leaves its size."""
+    __tablename__ = "lb_worker_consistency"
+
+    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), primary_key=True)
+    worker_id: Mapped[int] = mapped_column(primary_key=True)
+    clusters_whole: Mapped[int] = mapped_column()
+    clusters_right: Mapped[int] = mapped_column()
 
 
 class ItemAnswerTotal(Base):

@@ -18,14 +18,15 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from sqlalchemy import Float, and_, case, cast, func, select, text
+from sqlalchemy import Float, String, and_, case, cast, func, literal_column, select, text
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.orm import Session
 
 from app.agents.models import Agent, AgentOutput
 from app.auth.models import IMPORTED_PLATFORM, User
 from app.kinds import get_kind
 from app.leaderboards import stats
-from app.leaderboards.models import ItemAnswerTotal, WorkerCategoryTotal, WorkerClusterTotal
+from app.leaderboards.models import ItemAnswerTotal, WorkerCategoryTotal, WorkerConsistencyTotal
 from app.leaderboards.totals import rebuild
 from app.studies.models import Annotation, Item, Study
 
@@ -114,24 +115,77 @@ def compute(session: Session, study: Study) -> dict:
     rows = _agent_rows(session, study, totals)
 
     # People: every annotator not rejected, on the items they answered.
+    mine = WorkerCategoryTotal.study_id == study.id
     per_cat = session.execute(
         select(WorkerCategoryTotal.worker_id, WorkerCategoryTotal.category, WorkerCategoryTotal.n,
-               WorkerCategoryTotal.score_sum)
-        .where(WorkerCategoryTotal.study_id == study.id, WorkerCategoryTotal.n > 0)).all()
-    per_cluster = (select(WorkerClusterTotal.worker_id.label("key"), WorkerClusterTotal.cluster,
-                          WorkerClusterTotal.n, WorkerClusterTotal.n_right.label("right"))
-                   .where(WorkerClusterTotal.study_id == study.id, WorkerClusterTotal.n > 0).subquery())
-    humans = _assemble(per_cat, _consistency(session, study, per_cluster), totals, over_all_items=False)
+               WorkerCategoryTotal.score_sum).where(mine, WorkerCategoryTotal.n > 0)).all()
+    cons = {w: (whole, right) for w, whole, right in session.execute(
+        select(WorkerConsistencyTotal.worker_id, WorkerConsistencyTotal.clusters_whole,
+               WorkerConsistencyTotal.clusters_right).where(WorkerConsistencyTotal.study_id == study.id))}
+    humans = _assemble(per_cat, cons, totals, over_all_items=False)
     rows.extend(_annotator_rows(session, humans, select(WorkerCategoryTotal.worker_id).where(
-        WorkerCategoryTotal.study_id == study.id, WorkerCategoryTotal.n > 0)))
+        mine, WorkerCategoryTotal.n > 0)))
 
-    per_item: dict[int, dict] = {}
-    for item_id, v, n, total, first in session.connection().execute(
-            select(ItemAnswerTotal.item_id, ItemAnswerTotal.value, ItemAnswerTotal.n,
-                   ItemAnswerTotal.score_sum, ItemAnswerTotal.first_id)
-            .where(ItemAnswerTotal.study_id == study.id, ItemAnswerTotal.n > 0)):
-        per_item.setdefault(item_id, {})[v] = (n, total, first)
-    return _board(session, study, kind, totals, rows, per_item)
+    maj = _majority_from_totals(session, study, totals)
+    if maj:
+        rows.append(maj)
+    rows.extend(kind.baselines(session, study))
+    n_all, by_cat_total, _ = totals
+    return {"study": study.slug, "kind": study.kind, "items": n_all,
+            "categories": sorted(by_cat_total), "category_label": kind.category_label,
+            "rows": rows, "agreement": _agreement_from_totals(session, study),
+            "extra": kind.extra_leaderboard(session, study)}
+
+
+def _majority_from_totals(session: Session, study: Study, totals) -> dict | None:
+    """The majority row from each item's winning answer, picked in SQL (most answers, then
+    the earliest: ROW_NUMBER over lb_item_answers); summed here in item order, as
+    `_majority_row` does, so the figures are the same to the last bit."""
+    top = (select(ItemAnswerTotal.item_id, ItemAnswerTotal.n, ItemAnswerTotal.score_sum,
+                  func.row_number().over(partition_by=ItemAnswerTotal.item_id,
+                                         order_by=(ItemAnswerTotal.n.desc(), ItemAnswerTotal.first_id))
+                  .label("rank"))
+           .where(ItemAnswerTotal.study_id == study.id, ItemAnswerTotal.n > 0).subquery())
+    winners = session.connection().execute(
+        select(top.c.item_id, top.c.n, top.c.score_sum, Item.category, Item.cluster)
+        .join(Item, Item.id == top.c.item_id)
+        .where(top.c.rank == 1, Item.is_gold.is_(False)).order_by(top.c.item_id)).all()
+    if not winners:
+        return None
+    return _majority_sums(((cat, cluster, total / n) for _, n, total, cat, cluster in winners), totals)
+
+
+def _agreement_from_totals(session: Session, study: Study) -> dict:
+    """Alpha and kappa need, per item, its answers' counts; items with the same counts weigh
+    the same, so SQL returns each pattern once with its number of items. A pattern is written
+    as "count:length:value," per answer (length-prefixed: any value parses back)."""
+    t = ItemAnswerTotal
+    part = (cast(t.n, String) + ":" + cast(func.length(t.value), String) + ":" + t.value)
+    if session.get_bind().dialect.name == "postgresql":
+        pattern = func.string_agg(part, aggregate_order_by(literal_column("','"), t.value))
+        per_item = (select(t.item_id, pattern.label("p")).where(t.study_id == study.id, t.n > 0)
+                    .group_by(t.item_id).subquery())
+    else:
+        ordered = select(t.item_id, part.label("part")).where(t.study_id == study.id, t.n > 0) \
+            .order_by(t.item_id, t.value).subquery()
+        per_item = (select(ordered.c.item_id, func.group_concat(ordered.c.part, ",").label("p"))
+                    .group_by(ordered.c.item_id).subquery())
+    patterns = {}
+    for p, weight in session.connection().execute(
+            select(per_item.c.p, func.count()).group_by(per_item.c.p)):
+        patterns[_parse_pattern(p)] = weight
+    return _agreement_of_patterns(patterns)
+
+
+def _parse_pattern(p: str) -> frozenset:
+    out, i = [], 0
+    while i < len(p):
+        j = p.index(":", i)
+        k = p.index(":", j + 1)
+        n, length = int(p[i:j]), int(p[j + 1:k])
+        out.append((p[k + 1:k + 1 + length], n))
+        i = k + 2 + length  # past the value and its comma
+    return frozenset(out)
 
 
 def _ensure_answer_field(session: Session, study: Study, kind) -> None:
@@ -227,18 +281,25 @@ def _majority_row(session: Session, study: Study, per_item: dict[int, dict], tot
     (deterministic: no randomness in a reported number)."""
     if not per_item:
         return None
-    _, _, cluster_sizes = totals
     where = {i: (cat, cluster) for i, cat, cluster in session.connection().execute(
         select(Item.id, Item.category, Item.cluster).where(
             Item.study_id == study.id, Item.is_gold.is_(False)))}
+
+    def winners():
+        # In item order: the float sums then never depend on the order rows came in.
+        for item_id, values in sorted(per_item.items()):
+            top = max(n for n, _, _ in values.values())
+            n, total, _ = min((v for v in values.values() if v[0] == top), key=lambda v: v[2])
+            yield (*where[item_id], total / n)
+    return _majority_sums(winners(), totals)
+
+
+def _majority_sums(winners, totals) -> dict:
+    """`winners`: (category, cluster, score) per item, in item order."""
+    _, _, cluster_sizes = totals
     by_cat: dict[str, list] = {}
     by_cluster: dict[str, list] = {}
-    # In item order: the float sums below then never depend on the order rows came in.
-    for item_id, values in sorted(per_item.items()):
-        top = max(n for n, _, _ in values.values())
-        n, total, _ = min((v for v in values.values() if v[0] == top), key=lambda v: v[2])
-        score = total / n
-        cat, cluster = where[item_id]
+    for cat, cluster, score in winners:
         c = by_cat.setdefault(cat, [0, 0.0])
         c[0] += 1
         c[1] += score
@@ -258,11 +319,14 @@ def _majority_row(session: Session, study: Study, per_item: dict[int, dict], tot
 
 def agreement(per_item: dict[int, dict]) -> dict:
     """Krippendorff's alpha and Fleiss' kappa over the items' answer counts."""
-    if not per_item:
-        return {}
     # Items with the same answer counts weigh the same: pass each pattern once, weighted.
-    patterns = Counter(frozenset((v, n) for v, (n, _, _) in values.items())
-                       for values in per_item.values())
+    return _agreement_of_patterns(Counter(frozenset((v, n) for v, (n, _, _) in values.items())
+                                          for values in per_item.values()))
+
+
+def _agreement_of_patterns(patterns: dict) -> dict:
+    if not patterns:
+        return {}
     dicts, weights = [dict(p) for p in patterns], list(patterns.values())
     alpha = stats.krippendorff_alpha_nominal(dicts, weights)
     kappa, used = stats.fleiss_kappa(dicts, weights=weights)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-TABLES = ("lb_worker_categories", "lb_worker_clusters", "lb_item_answers")
+TABLES = ("lb_worker_categories", "lb_worker_clusters", "lb_worker_consistency", "lb_item_answers")
 
 
 def value_sql(dialect: str, a: str) -> str:
@@ -48,6 +48,14 @@ def rebuild(conn: Connection, study_id: int | None = None) -> None:
         "sum(CASE WHEN coalesce(a.score, 0.0) >= 1.0 THEN 1 ELSE 0 END) "
         f"FROM annotations a JOIN items i ON i.id = a.item_id WHERE {where} AND i.cluster <> '' "
         "GROUP BY a.study_id, a.worker_id, i.cluster"), params)
+    conn.execute(text(
+        "INSERT INTO lb_worker_consistency (study_id, worker_id, clusters_whole, clusters_right) "
+        "SELECT c.study_id, c.worker_id, sum(CASE WHEN c.n = z.size THEN 1 ELSE 0 END), "
+        "sum(CASE WHEN c.n = z.size AND c.n_right = z.size THEN 1 ELSE 0 END) "
+        "FROM lb_worker_clusters c JOIN (SELECT study_id, cluster, count(*) AS size FROM items "
+        "WHERE NOT is_gold GROUP BY study_id, cluster) z ON z.study_id = c.study_id AND z.cluster = c.cluster "
+        + ("" if study_id is None else "WHERE c.study_id = :sid AND z.study_id = :sid ")
+        + "GROUP BY c.study_id, c.worker_id"), params)
     conn.execute(text(
         "INSERT INTO lb_item_answers (item_id, value, study_id, n, score_sum, first_id) "
         "SELECT v.item_id, v.value, min(v.study_id), count(*), sum(v.score), min(v.id) FROM "

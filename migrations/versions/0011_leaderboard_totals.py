@@ -1,4 +1,5 @@
-"""leaderboard running totals: lb_worker_categories, lb_worker_clusters and lb_item_answers,
+"""leaderboard running totals: lb_worker_categories, lb_worker_clusters, lb_worker_consistency
+and lb_item_answers,
 kept by triggers on annotations (PostgreSQL: one PL/pgSQL function; SQLite: three triggers),
 and backfilled from the annotations already stored; studies.answer_field (the response field
 the per-item answers group by: the kind's agreement_value())
@@ -49,6 +50,12 @@ def backfill_sql(dialect: str) -> list[str]:
         "sum(CASE WHEN coalesce(a.score, 0.0) >= 1.0 THEN 1 ELSE 0 END) "
         f"FROM annotations a JOIN items i ON i.id = a.item_id WHERE {_valid('a')} AND i.cluster <> '' "
         "GROUP BY a.study_id, a.worker_id, i.cluster",
+        "INSERT INTO lb_worker_consistency (study_id, worker_id, clusters_whole, clusters_right) "
+        "SELECT c.study_id, c.worker_id, sum(CASE WHEN c.n = z.size THEN 1 ELSE 0 END), "
+        "sum(CASE WHEN c.n = z.size AND c.n_right = z.size THEN 1 ELSE 0 END) "
+        "FROM lb_worker_clusters c JOIN (SELECT study_id, cluster, count(*) AS size FROM items "
+        "WHERE NOT is_gold GROUP BY study_id, cluster) z ON z.study_id = c.study_id AND z.cluster = c.cluster "
+        "GROUP BY c.study_id, c.worker_id",
         "INSERT INTO lb_item_answers (item_id, value, study_id, n, score_sum, first_id) "
         f"SELECT v.item_id, v.value, min(v.study_id), count(*), sum(v.score), min(v.id) FROM "
         f"(SELECT a.item_id, a.study_id, a.id, coalesce(a.score, 0.0) AS score, {v} AS value "
@@ -65,10 +72,27 @@ CREATE FUNCTION lb_value(a annotations) RETURNS text LANGUAGE sql STABLE AS $$
   SELECT {value}
 $$;
 
+-- A worker's clusters seen whole and all right, as one cluster goes from (n0, r0) answers
+-- and right ones to (n1, r1); size: the cluster's non-gold items.
+CREATE FUNCTION lb_consistency(sid integer, wid integer, n0 integer, r0 integer, n1 integer,
+                               r1 integer, size integer) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+  dw integer := (n1 = size)::integer - (n0 = size)::integer;
+  dr integer := (n1 = size AND r1 = size)::integer - (n0 = size AND r0 = size)::integer;
+BEGIN
+  IF dw <> 0 OR dr <> 0 THEN
+    INSERT INTO lb_worker_consistency AS t (study_id, worker_id, clusters_whole, clusters_right)
+    VALUES (sid, wid, dw, dr) ON CONFLICT (study_id, worker_id)
+    DO UPDATE SET clusters_whole = t.clusters_whole + EXCLUDED.clusters_whole,
+                  clusters_right = t.clusters_right + EXCLUDED.clusters_right;
+  END IF;
+END $$;
+
 CREATE FUNCTION lb_count(a annotations, sign integer) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
   cat text; clu text; s double precision := coalesce(a.score, 0.0);
   r integer := CASE WHEN coalesce(a.score, 0.0) >= 1.0 THEN 1 ELSE 0 END;
+  nn integer; rr integer; size integer;
 BEGIN
   SELECT category, cluster INTO cat, clu FROM items WHERE id = a.item_id;
   IF NOT FOUND THEN RETURN; END IF;  -- the item is being deleted: its totals go with it
@@ -81,7 +105,10 @@ BEGIN
       INSERT INTO lb_worker_clusters AS t (study_id, worker_id, cluster, n, n_right)
       VALUES (a.study_id, a.worker_id, clu, 1, r)
       ON CONFLICT (study_id, worker_id, cluster)
-      DO UPDATE SET n = t.n + 1, n_right = t.n_right + EXCLUDED.n_right;
+      DO UPDATE SET n = t.n + 1, n_right = t.n_right + EXCLUDED.n_right
+      RETURNING n, n_right INTO nn, rr;
+      SELECT count(*) INTO size FROM items WHERE study_id = a.study_id AND cluster = clu AND NOT is_gold;
+      PERFORM lb_consistency(a.study_id, a.worker_id, nn - 1, rr - r, nn, rr, size);
     END IF;
   ELSE
     UPDATE lb_worker_categories SET n = n - 1, score_sum = score_sum - s
@@ -90,7 +117,12 @@ BEGIN
     WHERE study_id = a.study_id AND worker_id = a.worker_id AND category = cat AND n <= 0;
     IF clu <> '' THEN
       UPDATE lb_worker_clusters SET n = n - 1, n_right = n_right - r
-      WHERE study_id = a.study_id AND worker_id = a.worker_id AND cluster = clu;
+      WHERE study_id = a.study_id AND worker_id = a.worker_id AND cluster = clu
+      RETURNING n, n_right INTO nn, rr;
+      IF FOUND THEN
+        SELECT count(*) INTO size FROM items WHERE study_id = a.study_id AND cluster = clu AND NOT is_gold;
+        PERFORM lb_consistency(a.study_id, a.worker_id, nn + 1, rr + r, nn, rr, size);
+      END IF;
       DELETE FROM lb_worker_clusters
       WHERE study_id = a.study_id AND worker_id = a.worker_id AND cluster = clu AND n <= 0;
     END IF;
@@ -152,6 +184,7 @@ DROP TRIGGER IF EXISTS lb_annotations_insert ON annotations;
 DROP FUNCTION IF EXISTS lb_annotations_totals();
 DROP FUNCTION IF EXISTS lb_recount(integer, integer, text);
 DROP FUNCTION IF EXISTS lb_count(annotations, integer);
+DROP FUNCTION IF EXISTS lb_consistency(integer, integer, integer, integer, integer, integer, integer);
 DROP FUNCTION IF EXISTS lb_value(annotations);
 """
 
@@ -170,7 +203,28 @@ def _sqlite_add(r: str) -> list[str]:
         f"FROM items i WHERE i.id = {r}.item_id AND i.cluster <> '' AND {_valid(r)} "
         "ON CONFLICT (study_id, worker_id, cluster) "
         "DO UPDATE SET n = n + 1, n_right = n_right + excluded.n_right",
+        _sqlite_consistency(r, "c.n - 1", f"c.n_right - {_right(r)}", "c.n", "c.n_right"),
     ]
+
+
+def _right(r: str) -> str:
+    return f"(CASE WHEN coalesce({r}.score, 0.0) >= 1.0 THEN 1 ELSE 0 END)"
+
+
+def _sqlite_consistency(r: str, n0: str, r0: str, n1: str, r1: str) -> str:
+    """The worker's clusters seen whole and all right, as the cluster of row `r` (its
+    lb_worker_clusters row c, already updated) went from (n0, r0) to (n1, r1)."""
+    clu = f"(SELECT cluster FROM items WHERE id = {r}.item_id)"
+    return (
+        "INSERT INTO lb_worker_consistency (study_id, worker_id, clusters_whole, clusters_right) "
+        f"SELECT c.study_id, c.worker_id, ({n1} = z.size) - ({n0} = z.size), "
+        f"({n1} = z.size AND {r1} = z.size) - ({n0} = z.size AND {r0} = z.size) "
+        f"FROM lb_worker_clusters c, (SELECT count(*) AS size FROM items WHERE study_id = {r}.study_id "
+        f"AND cluster = {clu} AND NOT is_gold) z "
+        f"WHERE c.study_id = {r}.study_id AND c.worker_id = {r}.worker_id AND c.cluster = {clu} AND {_valid(r)} "
+        "ON CONFLICT (study_id, worker_id) DO UPDATE SET "
+        "clusters_whole = clusters_whole + excluded.clusters_whole, "
+        "clusters_right = clusters_right + excluded.clusters_right")
 
 
 def _sqlite_take(r: str) -> list[str]:
@@ -184,6 +238,7 @@ def _sqlite_take(r: str) -> list[str]:
         f"WHERE {key} AND {cat}",
         f"DELETE FROM lb_worker_categories WHERE {key} AND {cat} AND n <= 0",
         f"UPDATE lb_worker_clusters SET n = n - 1, n_right = n_right - {right} WHERE {key} AND {clu}",
+        _sqlite_consistency(r, "c.n + 1", f"c.n_right + {_right(r)}", "c.n", "c.n_right"),
         f"DELETE FROM lb_worker_clusters WHERE {key} AND {clu} AND n <= 0",
     ]
 
@@ -243,6 +298,17 @@ def upgrade() -> None:
     sa.ForeignKeyConstraint(['study_id'], ['studies.id'], name=op.f('fk_lb_worker_clusters_study_id_studies'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('study_id', 'worker_id', 'cluster', name=op.f('pk_lb_worker_clusters'))
     )
+    op.create_table('lb_worker_consistency',
+    sa.Column('study_id', sa.Integer(), nullable=False),
+    sa.Column('worker_id', sa.Integer(), nullable=False),
+    sa.Column('clusters_whole', sa.Integer(), nullable=False),
+    sa.Column('clusters_right', sa.Integer(), nullable=False),
+    sa.ForeignKeyConstraint(['study_id'], ['studies.id'], name=op.f('fk_lb_worker_consistency_study_id_studies'), ondelete='CASCADE'),
+    sa.PrimaryKeyConstraint('study_id', 'worker_id', name=op.f('pk_lb_worker_consistency'))
+    )
+    # The triggers count a cluster's items when a worker's answers in it change.
+    with op.batch_alter_table('items', schema=None) as batch_op:
+        batch_op.create_index('ix_items_study_cluster', ['study_id', 'cluster'], unique=False)
     op.create_table('lb_item_answers',
     sa.Column('item_id', sa.Integer(), nullable=False),
     sa.Column('value', sa.Text(), nullable=False),
@@ -288,6 +354,9 @@ def downgrade() -> None:
             bind.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
     op.drop_index('ix_lb_item_answers_study_item', table_name='lb_item_answers')
     op.drop_table('lb_item_answers')
+    op.drop_table('lb_worker_consistency')
+    with op.batch_alter_table('items', schema=None) as batch_op:
+        batch_op.drop_index('ix_items_study_cluster')
     op.drop_table('lb_worker_clusters')
     op.drop_table('lb_worker_categories')
     with op.batch_alter_table('studies', schema=None) as batch_op:
