@@ -1,7 +1,11 @@
 """Leaderboards: agents, each annotator, the per-item human majority and the kind's
 baselines, overall and per category with 95% intervals, plus consistency and agreement.
 
-Everything is counted in SQL; Python only sees per-group sums (DESIGN.md section 7).
+People's rows, the per-item majority and the agreement come from running totals that
+database triggers keep beside each annotation (app/leaderboards/models.py, docs/data-model.md):
+a page never scans the annotations (DESIGN.md sections 7 and 9). Agents' rows read their
+outputs (one per item). `recompute_from_annotations` is the same leaderboard counted from the
+raw annotations, the reference the totals are tested against.
 Accuracy is over the study's non-gold items: an item an agent did not answer counts as
 wrong (coverage is shown beside it); an annotator is scored on the items they answered.
 
@@ -138,9 +142,12 @@ def compute(session: Session, study: Study) -> dict:
 
 
 def _majority_from_totals(session: Session, study: Study, totals) -> dict | None:
-    """The majority row from each item's winning answer, picked in SQL (most answers, then
-    the earliest: ROW_NUMBER over lb_item_answers); summed here in item order, as
-    `_majority_row` does, so the figures are the same to the last bit."""
+    """The majority row from each item's winning answer (most answers, then the earliest)
+    in lb_item_answers. PostgreSQL sums it in one statement, each category's scores added in
+    item order (an ordered aggregate), as `_majority_row` adds them, so the figures are the
+    same to the last bit; SQLite picks the winners in SQL and sums them here."""
+    if session.get_bind().dialect.name == "postgresql":
+        return _majority_postgresql(session, study, totals)
     top = (select(ItemAnswerTotal.item_id, ItemAnswerTotal.n, ItemAnswerTotal.score_sum,
                   func.row_number().over(partition_by=ItemAnswerTotal.item_id,
                                          order_by=(ItemAnswerTotal.n.desc(), ItemAnswerTotal.first_id))
@@ -153,6 +160,34 @@ def _majority_from_totals(session: Session, study: Study, totals) -> dict | None
     if not winners:
         return None
     return _majority_sums(((cat, cluster, total / n) for _, n, total, cat, cluster in winners), totals)
+
+
+MAJORITY_POSTGRESQL = text("""
+WITH w AS MATERIALIZED (
+  SELECT t.item_id, t.score, i.category, i.cluster
+  FROM (SELECT DISTINCT ON (item_id) item_id, score_sum / n AS score FROM lb_item_answers
+        WHERE study_id = :sid AND n > 0 ORDER BY item_id, n DESC, first_id) t
+  JOIN items i ON i.id = t.item_id WHERE NOT i.is_gold),
+c AS (SELECT cluster, count(*) AS n, sum(CASE WHEN score >= 1.0 THEN 1 ELSE 0 END) AS r
+      FROM w WHERE cluster <> '' GROUP BY cluster),
+z AS (SELECT cluster, count(*) AS size FROM items
+      WHERE study_id = :sid AND NOT is_gold AND cluster <> '' GROUP BY cluster)
+SELECT category, min(item_id) AS first, count(*) AS n, sum(score ORDER BY item_id) AS total
+FROM w GROUP BY category
+UNION ALL
+SELECT NULL, NULL, count(*), sum(CASE WHEN c.r = c.n THEN 1 ELSE 0 END)
+FROM c JOIN z ON z.cluster = c.cluster AND z.size = c.n
+""")
+
+
+def _majority_postgresql(session: Session, study: Study, totals) -> dict | None:
+    rows = session.connection().execute(MAJORITY_POSTGRESQL, {"sid": study.id}).all()
+    cats = sorted((r for r in rows if r.first is not None), key=lambda r: r.first)
+    if not cats:
+        return None
+    seen, right = next(((r.n, int(r.total or 0)) for r in rows if r.first is None), (0, 0))
+    # Categories in the order of their first item, as the per-item loop meets them.
+    return _majority_dict({r.category: [r.n, r.total] for r in cats}, seen, right, totals)
 
 
 def _agreement_from_totals(session: Session, study: Study) -> dict:
@@ -307,14 +342,20 @@ def _majority_sums(winners, totals) -> dict:
             k = by_cluster.setdefault(cluster, [0, 0])
             k[0] += 1
             k[1] += score >= 1.0
+    seen = [k for name, k in by_cluster.items() if k[0] == cluster_sizes.get(name)]
+    return _majority_dict(by_cat, len(seen), sum(k[1] == k[0] for k in seen), totals)
+
+
+def _majority_dict(by_cat: dict, seen: int, right: int, totals) -> dict:
+    """`by_cat`: category -> [items, score sum]; seen: clusters answered whole, right: of
+    them all right."""
     answered = sum(c[0] for c in by_cat.values())
     correct = sum(c[1] for c in by_cat.values())
-    seen = [k for name, k in by_cluster.items() if k[0] == cluster_sizes.get(name)]
     return {"type": "majority", "name": "Human majority (per item)", "answered": answered,
             "correct": correct, "coverage": answered / totals[0] if totals[0] else 0.0,
             "accuracy": _est(correct, answered),
             "by_category": {cat: _est(c[1], c[0]) for cat, c in by_cat.items()},
-            "consistency": _est(sum(k[1] == k[0] for k in seen), len(seen)) if seen else None}
+            "consistency": _est(right, seen) if seen else None}
 
 
 def agreement(per_item: dict[int, dict]) -> dict:

@@ -63,19 +63,17 @@ def backfill_sql(dialect: str) -> list[str]:
     ]
 
 
-# PostgreSQL: lb_count(a, +1 / -1) adds or takes out one annotation's share of the worker
-# totals; lb_recount(study, item, value) recounts one (item, value) from the annotations (a
-# handful of rows by ix_annotations_study_item), exact, and finds the next first id when the
-# first one leaves. An INSERT only adds (the hot path: three upserts, no recount).
+# PostgreSQL: one PL/pgSQL trigger function. An INSERT (the hot path) costs one lookup of the
+# item and its study, three upserts and, for an item in a cluster, a count of the cluster's
+# items (ix_items_study_cluster). lb_take / lb_put move a row's share in the worker totals on
+# an UPDATE or DELETE; lb_recount recounts one (item, value) from the item's annotations
+# (a handful of rows by ix_annotations_study_item), exact, and finds the next first id when
+# the first one leaves.
 PG_FUNCTIONS = """
-CREATE FUNCTION lb_value(a annotations) RETURNS text LANGUAGE sql STABLE AS $$
-  SELECT {value}
-$$;
-
--- A worker's clusters seen whole and all right, as one cluster goes from (n0, r0) answers
--- and right ones to (n1, r1); size: the cluster's non-gold items.
 CREATE FUNCTION lb_consistency(sid integer, wid integer, n0 integer, r0 integer, n1 integer,
                                r1 integer, size integer) RETURNS void LANGUAGE plpgsql AS $$
+-- A worker's clusters seen whole and all right, as one cluster goes from (n0, r0) answers
+-- and right ones to (n1, r1); size: the cluster's non-gold items.
 DECLARE
   dw integer := (n1 = size)::integer - (n0 = size)::integer;
   dr integer := (n1 = size AND r1 = size)::integer - (n0 = size AND r0 = size)::integer;
@@ -88,84 +86,93 @@ BEGIN
   END IF;
 END $$;
 
-CREATE FUNCTION lb_count(a annotations, sign integer) RETURNS void LANGUAGE plpgsql AS $$
+CREATE FUNCTION lb_value(response jsonb, score double precision, field text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT coalesce('=' || CASE WHEN field IS NULL THEN coalesce(score, 0.0)::text
+                              ELSE response ->> field END, '')
+$$;
+
+-- +1 or -1 of one annotation in the worker totals (category, cluster, consistency).
+CREATE FUNCTION lb_worker(sid integer, wid integer, cat text, clu text, s double precision,
+                          sign integer) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
-  cat text; clu text; s double precision := coalesce(a.score, 0.0);
-  r integer := CASE WHEN coalesce(a.score, 0.0) >= 1.0 THEN 1 ELSE 0 END;
-  nn integer; rr integer; size integer;
+  r integer := CASE WHEN s >= 1.0 THEN 1 ELSE 0 END; nn integer; rr integer; size integer;
 BEGIN
-  SELECT category, cluster INTO cat, clu FROM items WHERE id = a.item_id;
-  IF NOT FOUND THEN RETURN; END IF;  -- the item is being deleted: its totals go with it
   IF sign > 0 THEN
     INSERT INTO lb_worker_categories AS t (study_id, worker_id, category, n, score_sum)
-    VALUES (a.study_id, a.worker_id, cat, 1, s)
-    ON CONFLICT (study_id, worker_id, category)
+    VALUES (sid, wid, cat, 1, s) ON CONFLICT (study_id, worker_id, category)
     DO UPDATE SET n = t.n + 1, score_sum = t.score_sum + EXCLUDED.score_sum;
     IF clu <> '' THEN
       INSERT INTO lb_worker_clusters AS t (study_id, worker_id, cluster, n, n_right)
-      VALUES (a.study_id, a.worker_id, clu, 1, r)
-      ON CONFLICT (study_id, worker_id, cluster)
+      VALUES (sid, wid, clu, 1, r) ON CONFLICT (study_id, worker_id, cluster)
       DO UPDATE SET n = t.n + 1, n_right = t.n_right + EXCLUDED.n_right
       RETURNING n, n_right INTO nn, rr;
-      SELECT count(*) INTO size FROM items WHERE study_id = a.study_id AND cluster = clu AND NOT is_gold;
-      PERFORM lb_consistency(a.study_id, a.worker_id, nn - 1, rr - r, nn, rr, size);
+      SELECT count(*) INTO size FROM items WHERE study_id = sid AND cluster = clu AND NOT is_gold;
+      IF nn = size THEN  -- n never exceeds the size: only reaching it moves the counters
+        PERFORM lb_consistency(sid, wid, nn - 1, rr - r, nn, rr, size);
+      END IF;
     END IF;
   ELSE
     UPDATE lb_worker_categories SET n = n - 1, score_sum = score_sum - s
-    WHERE study_id = a.study_id AND worker_id = a.worker_id AND category = cat;
-    DELETE FROM lb_worker_categories
-    WHERE study_id = a.study_id AND worker_id = a.worker_id AND category = cat AND n <= 0;
+    WHERE study_id = sid AND worker_id = wid AND category = cat;
+    DELETE FROM lb_worker_categories WHERE study_id = sid AND worker_id = wid AND category = cat AND n <= 0;
     IF clu <> '' THEN
       UPDATE lb_worker_clusters SET n = n - 1, n_right = n_right - r
-      WHERE study_id = a.study_id AND worker_id = a.worker_id AND cluster = clu
-      RETURNING n, n_right INTO nn, rr;
+      WHERE study_id = sid AND worker_id = wid AND cluster = clu RETURNING n, n_right INTO nn, rr;
       IF FOUND THEN
-        SELECT count(*) INTO size FROM items WHERE study_id = a.study_id AND cluster = clu AND NOT is_gold;
-        PERFORM lb_consistency(a.study_id, a.worker_id, nn + 1, rr + r, nn, rr, size);
+        SELECT count(*) INTO size FROM items WHERE study_id = sid AND cluster = clu AND NOT is_gold;
+        PERFORM lb_consistency(sid, wid, nn + 1, rr + r, nn, rr, size);
       END IF;
-      DELETE FROM lb_worker_clusters
-      WHERE study_id = a.study_id AND worker_id = a.worker_id AND cluster = clu AND n <= 0;
+      DELETE FROM lb_worker_clusters WHERE study_id = sid AND worker_id = wid AND cluster = clu AND n <= 0;
     END IF;
   END IF;
 END $$;
 
-CREATE FUNCTION lb_recount(sid integer, iid integer, val text) RETURNS void LANGUAGE plpgsql AS $$
+CREATE FUNCTION lb_recount(sid integer, iid integer, val text, field text) RETURNS void
+LANGUAGE plpgsql AS $$
 BEGIN
   DELETE FROM lb_item_answers WHERE item_id = iid AND value = val;
-  IF NOT EXISTS (SELECT 1 FROM items WHERE id = iid) THEN RETURN; END IF;
   INSERT INTO lb_item_answers (item_id, value, study_id, n, score_sum, first_id)
   SELECT iid, val, sid, count(*), sum(coalesce(a.score, 0.0)), min(a.id) FROM annotations a
-  WHERE a.study_id = sid AND a.item_id = iid AND NOT a.is_gold AND NOT a.excluded AND lb_value(a) = val
+  WHERE a.study_id = sid AND a.item_id = iid AND NOT a.is_gold AND NOT a.excluded
+    AND lb_value(a.response, a.score, field) = val
   HAVING count(*) > 0;
 END $$;
 
 CREATE FUNCTION lb_annotations_totals() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE v text;
+DECLARE cat text; clu text; f text;
 BEGIN
   IF TG_OP = 'INSERT' THEN
-    IF NOT NEW.is_gold AND NOT NEW.excluded THEN
-      PERFORM lb_count(NEW, 1);
-      v := lb_value(NEW);
-      INSERT INTO lb_item_answers AS t (item_id, value, study_id, n, score_sum, first_id)
-      VALUES (NEW.item_id, v, NEW.study_id, 1, coalesce(NEW.score, 0.0), NEW.id)
-      ON CONFLICT (item_id, value) DO UPDATE SET n = t.n + 1,
-        score_sum = t.score_sum + EXCLUDED.score_sum, first_id = least(t.first_id, EXCLUDED.first_id);
-    END IF;
+    SELECT i.category, i.cluster, s.answer_field INTO cat, clu, f
+    FROM items i JOIN studies s ON s.id = i.study_id WHERE i.id = NEW.item_id;
+    PERFORM lb_worker(NEW.study_id, NEW.worker_id, cat, clu, coalesce(NEW.score, 0.0), 1);
+    INSERT INTO lb_item_answers AS t (item_id, value, study_id, n, score_sum, first_id)
+    VALUES (NEW.item_id, lb_value(NEW.response, NEW.score, f), NEW.study_id, 1,
+            coalesce(NEW.score, 0.0), NEW.id)
+    ON CONFLICT (item_id, value) DO UPDATE SET n = t.n + 1,
+      score_sum = t.score_sum + EXCLUDED.score_sum, first_id = least(t.first_id, EXCLUDED.first_id);
     RETURN NULL;
   END IF;
   IF NOT OLD.is_gold AND NOT OLD.excluded THEN
-    PERFORM lb_count(OLD, -1);
-    PERFORM lb_recount(OLD.study_id, OLD.item_id, lb_value(OLD));
+    SELECT i.category, i.cluster, s.answer_field INTO cat, clu, f
+    FROM items i JOIN studies s ON s.id = i.study_id WHERE i.id = OLD.item_id;
+    IF FOUND THEN  -- else the item or study is being deleted: its totals go with it
+      PERFORM lb_worker(OLD.study_id, OLD.worker_id, cat, clu, coalesce(OLD.score, 0.0), -1);
+      PERFORM lb_recount(OLD.study_id, OLD.item_id, lb_value(OLD.response, OLD.score, f), f);
+    END IF;
   END IF;
   IF TG_OP = 'UPDATE' AND NOT NEW.is_gold AND NOT NEW.excluded THEN
-    PERFORM lb_count(NEW, 1);
-    PERFORM lb_recount(NEW.study_id, NEW.item_id, lb_value(NEW));
+    SELECT i.category, i.cluster, s.answer_field INTO cat, clu, f
+    FROM items i JOIN studies s ON s.id = i.study_id WHERE i.id = NEW.item_id;
+    PERFORM lb_worker(NEW.study_id, NEW.worker_id, cat, clu, coalesce(NEW.score, 0.0), 1);
+    PERFORM lb_recount(NEW.study_id, NEW.item_id, lb_value(NEW.response, NEW.score, f), f);
   END IF;
   RETURN NULL;
 END $$;
 
+-- Only valid annotations count: the WHEN keeps the function out of gold and excluded inserts.
 CREATE TRIGGER lb_annotations_insert AFTER INSERT ON annotations
-FOR EACH ROW EXECUTE FUNCTION lb_annotations_totals();
+FOR EACH ROW WHEN (NOT NEW.is_gold AND NOT NEW.excluded) EXECUTE FUNCTION lb_annotations_totals();
 CREATE TRIGGER lb_annotations_update
 AFTER UPDATE OF excluded, score, is_gold, response, item_id, worker_id, study_id ON annotations
 FOR EACH ROW WHEN (OLD.excluded IS DISTINCT FROM NEW.excluded OR OLD.score IS DISTINCT FROM NEW.score
@@ -182,10 +189,10 @@ DROP TRIGGER IF EXISTS lb_annotations_delete ON annotations;
 DROP TRIGGER IF EXISTS lb_annotations_update ON annotations;
 DROP TRIGGER IF EXISTS lb_annotations_insert ON annotations;
 DROP FUNCTION IF EXISTS lb_annotations_totals();
-DROP FUNCTION IF EXISTS lb_recount(integer, integer, text);
-DROP FUNCTION IF EXISTS lb_count(annotations, integer);
+DROP FUNCTION IF EXISTS lb_recount(integer, integer, text, text);
+DROP FUNCTION IF EXISTS lb_worker(integer, integer, text, text, double precision, integer);
+DROP FUNCTION IF EXISTS lb_value(jsonb, double precision, text);
 DROP FUNCTION IF EXISTS lb_consistency(integer, integer, integer, integer, integer, integer, integer);
-DROP FUNCTION IF EXISTS lb_value(annotations);
 """
 
 
@@ -337,7 +344,7 @@ def upgrade() -> None:
             bind.execute(sa.text("UPDATE studies SET answer_field = :f WHERE kind = :k"),
                          {"f": field, "k": name})
     if dialect == "postgresql":
-        bind.exec_driver_sql(PG_FUNCTIONS.replace("{value}", _value("postgresql", "a")))
+        bind.exec_driver_sql(PG_FUNCTIONS)
     else:
         for stmt in sqlite_triggers():
             bind.exec_driver_sql(stmt)
