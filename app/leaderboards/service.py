@@ -120,10 +120,11 @@ def compute(session: Session, study: Study) -> dict:
 
     # People: every annotator not rejected, on the items they answered.
     mine = WorkerCategoryTotal.study_id == study.id
-    per_cat = session.execute(
+    # Core rows (not ORM results): one per (annotator, category), tens of thousands.
+    per_cat = session.connection().execute(
         select(WorkerCategoryTotal.worker_id, WorkerCategoryTotal.category, WorkerCategoryTotal.n,
                WorkerCategoryTotal.score_sum).where(mine, WorkerCategoryTotal.n > 0)).all()
-    cons = {w: (whole, right) for w, whole, right in session.execute(
+    cons = {w: (whole, right) for w, whole, right in session.connection().execute(
         select(WorkerConsistencyTotal.worker_id, WorkerConsistencyTotal.clusters_whole,
                WorkerConsistencyTotal.clusters_right).where(WorkerConsistencyTotal.study_id == study.id))}
     humans = _assemble(per_cat, cons, totals, over_all_items=False)

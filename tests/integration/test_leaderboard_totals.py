@@ -246,3 +246,30 @@ def test_a_study_without_its_answer_field_is_recounted_once(session):
     assert session.get(Study, study.id).answer_field == "answer"
     values = {v for _, v, *_ in table_rows(session, study.id)["lb_item_answers"]}
     assert values <= {"=Yes", "=No", "=Maybe", ""} and "=Yes" in values
+
+
+def test_the_migrations_backfill_counts_what_the_triggers_count(session):
+    """Migration 0011 counts the annotations stored before it with its own (frozen) SQL: on
+    the same annotations it gives the totals the triggers keep."""
+    import importlib.util
+
+    from tests.conftest import ROOT
+
+    path = ROOT / "migrations" / "versions" / "0011_leaderboard_totals.py"
+    spec = importlib.util.spec_from_file_location("m0011", path)
+    m0011 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m0011)
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, annotations_per_item=5)
+    crowd = Crowd(session, study, random.Random(7), n_workers=6)
+    crowd.annotate(120)
+    session.execute(update(Annotation).where(Annotation.worker_id == crowd.workers[0][0]).values(excluded=True))
+    session.commit()
+    kept = table_rows(session, study.id)
+    assert all(kept.values())
+    for t in TABLES:
+        session.execute(text(f"DELETE FROM {t}"))
+    for stmt in m0011.backfill_sql(session.get_bind().dialect.name):
+        session.execute(text(stmt))
+    assert table_rows(session, study.id) == kept
+    session.rollback()
