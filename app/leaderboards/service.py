@@ -1,7 +1,11 @@
 """Leaderboards: agents, each annotator, the per-item human majority and the kind's
 baselines, overall and per category with 95% intervals, plus consistency and agreement.
 
-Everything is counted in SQL; Python only sees per-group sums (DESIGN.md section 7).
+People's rows, the per-item majority and the agreement come from running totals that
+database triggers keep beside each annotation (app/leaderboards/models.py, docs/data-model.md):
+a page never scans the annotations (DESIGN.md sections 7 and 9). Agents' rows read their
+outputs (one per item). `recompute_from_annotations` is the same leaderboard counted from the
+raw annotations, the reference the totals are tested against.
 Accuracy is over the study's non-gold items: an item an agent did not answer counts as
 wrong (coverage is shown beside it); an annotator is scored on the items they answered.
 
@@ -17,19 +21,31 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from functools import lru_cache
 
-from sqlalchemy import Float, and_, case, cast, func, select, text
+from sqlalchemy import Float, String, and_, case, cast, func, literal_column, select, text
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.orm import Session
 
 from app.agents.models import Agent, AgentOutput
 from app.auth.models import IMPORTED_PLATFORM, User
 from app.kinds import get_kind
 from app.leaderboards import stats
+from app.leaderboards.models import ItemAnswerTotal, WorkerCategoryTotal, WorkerConsistencyTotal
+from app.leaderboards.totals import rebuild
 from app.studies.models import Annotation, Item, Study
 
 
 def _est(k: float, n: int) -> dict:
-    return stats.proportion(int(round(k)), n).as_dict()
+    # A copy: callers own the dict they get.
+    return dict(_proportion(int(round(k)), n))
+
+
+@lru_cache(maxsize=65536)
+def _proportion(k: int, n: int) -> dict:
+    """Many rows share a (right, answered) pair (10,000 annotators with 100 answers each have
+    a few hundred): each Wilson interval is computed once."""
+    return stats.proportion(k, n).as_dict()
 
 
 def _item_totals(session: Session, study: Study) -> tuple[int, dict[str, int], dict[str, int]]:
@@ -47,22 +63,32 @@ def _rows_from_scores(session: Session, study: Study, scored, *, over_all_items:
 
     Consistency is counted in SQL: per key, the clusters seen whole and those all right.
     """
-    n_all, by_cat_total, cluster_sizes = totals
     per_cat = session.execute(
         select(scored.c.key, scored.c.category, func.count(), func.sum(scored.c.score))
         .group_by(scored.c.key, scored.c.category)).all()
-    sizes = (select(Item.cluster, func.count().label("full"))
-             .where(Item.study_id == study.id, Item.is_gold.is_(False), Item.cluster != "")
-             .group_by(Item.cluster).subquery())
     per_cluster = (
         select(scored.c.key, scored.c.cluster, func.count().label("n"),
                func.sum(case((scored.c.score >= 1.0, 1), else_=0)).label("right"))
         .where(scored.c.cluster != "").group_by(scored.c.key, scored.c.cluster).subquery())
+    return _assemble(per_cat, _consistency(session, study, per_cluster), totals,
+                     over_all_items=over_all_items)
+
+
+def _consistency(session: Session, study: Study, per_cluster) -> dict:
+    """`per_cluster`: (key, cluster, n, right) -> per key (clusters seen whole, all right)."""
+    sizes = (select(Item.cluster, func.count().label("full"))
+             .where(Item.study_id == study.id, Item.is_gold.is_(False), Item.cluster != "")
+             .group_by(Item.cluster).subquery())
     whole = per_cluster.c.n == sizes.c.full
-    cons = {k: (seen or 0, right or 0) for k, seen, right in session.execute(
+    return {k: (seen or 0, right or 0) for k, seen, right in session.execute(
         select(per_cluster.c.key, func.sum(case((whole, 1), else_=0)),
                func.sum(case((and_(whole, per_cluster.c.right == sizes.c.full), 1), else_=0)))
         .join(sizes, sizes.c.cluster == per_cluster.c.cluster).group_by(per_cluster.c.key))}
+
+
+def _assemble(per_cat, cons: dict, totals, *, over_all_items: bool) -> dict:
+    """Rows from (key, category, answers, score sum) and per key (clusters seen, all right)."""
+    n_all, by_cat_total, cluster_sizes = totals
     n_clusters = sum(1 for name in cluster_sizes if name)
     out: dict = {}
     for k, cat, n, s in per_cat:
@@ -92,13 +118,134 @@ def _tune(session: Session) -> None:
 
 
 def compute(session: Session, study: Study) -> dict:
+    """The leaderboard from the running totals (app/leaderboards/models.py): people's rows,
+    the per-item majority and the agreement never read `annotations`. The same figures as
+    `recompute_from_annotations` (tests/integration/test_leaderboard_totals.py)."""
     kind = get_kind(study.kind)
+    _ensure_answer_field(session, study, kind)
     _tune(session)
     totals = _item_totals(session, study)
-    n_all, by_cat_total, cluster_sizes = totals
-    rows: list[dict] = []
+    rows = _agent_rows(session, study, totals)
 
-    # Agents' own outputs.
+    # People: every annotator not rejected, on the items they answered.
+    mine = WorkerCategoryTotal.study_id == study.id
+    # Core rows (not ORM results): one per (annotator, category), tens of thousands.
+    per_cat = session.connection().execute(
+        select(WorkerCategoryTotal.worker_id, WorkerCategoryTotal.category, WorkerCategoryTotal.n,
+               WorkerCategoryTotal.score_sum).where(mine, WorkerCategoryTotal.n > 0)).all()
+    cons = {w: (whole, right) for w, whole, right in session.connection().execute(
+        select(WorkerConsistencyTotal.worker_id, WorkerConsistencyTotal.clusters_whole,
+               WorkerConsistencyTotal.clusters_right).where(WorkerConsistencyTotal.study_id == study.id))}
+    humans = _assemble(per_cat, cons, totals, over_all_items=False)
+    rows.extend(_annotator_rows(session, humans, select(WorkerCategoryTotal.worker_id).where(
+        mine, WorkerCategoryTotal.n > 0)))
+
+    maj = _majority_from_totals(session, study, totals)
+    if maj:
+        rows.append(maj)
+    rows.extend(kind.baselines(session, study))
+    n_all, by_cat_total, _ = totals
+    return {"study": study.slug, "kind": study.kind, "items": n_all,
+            "categories": sorted(by_cat_total), "category_label": kind.category_label,
+            "rows": rows, "agreement": _agreement_from_totals(session, study),
+            "extra": kind.extra_leaderboard(session, study)}
+
+
+def _majority_from_totals(session: Session, study: Study, totals) -> dict | None:
+    """The majority row from each item's winning answer (most answers, then the earliest)
+    in lb_item_answers. PostgreSQL sums it in one statement, each category's scores added in
+    item order (an ordered aggregate), as `_majority_row` adds them, so the figures are the
+    same to the last bit; SQLite picks the winners in SQL and sums them here."""
+    if session.get_bind().dialect.name == "postgresql":
+        return _majority_postgresql(session, study, totals)
+    top = (select(ItemAnswerTotal.item_id, ItemAnswerTotal.n, ItemAnswerTotal.score_sum,
+                  func.row_number().over(partition_by=ItemAnswerTotal.item_id,
+                                         order_by=(ItemAnswerTotal.n.desc(), ItemAnswerTotal.first_id))
+                  .label("rank"))
+           .where(ItemAnswerTotal.study_id == study.id, ItemAnswerTotal.n > 0).subquery())
+    winners = session.connection().execute(
+        select(top.c.item_id, top.c.n, top.c.score_sum, Item.category, Item.cluster)
+        .join(Item, Item.id == top.c.item_id)
+        .where(top.c.rank == 1, Item.is_gold.is_(False)).order_by(top.c.item_id)).all()
+    if not winners:
+        return None
+    return _majority_sums(((cat, cluster, total / n) for _, n, total, cat, cluster in winners), totals)
+
+
+MAJORITY_POSTGRESQL = text("""
+WITH w AS MATERIALIZED (
+  SELECT t.item_id, t.score, i.category, i.cluster
+  FROM (SELECT DISTINCT ON (item_id) item_id, score_sum / n AS score FROM lb_item_answers
+        WHERE study_id = :sid AND n > 0 ORDER BY item_id, n DESC, first_id) t
+  JOIN items i ON i.id = t.item_id WHERE NOT i.is_gold),
+c AS (SELECT cluster, count(*) AS n, sum(CASE WHEN score >= 1.0 THEN 1 ELSE 0 END) AS r
+      FROM w WHERE cluster <> '' GROUP BY cluster),
+z AS (SELECT cluster, count(*) AS size FROM items
+      WHERE study_id = :sid AND NOT is_gold AND cluster <> '' GROUP BY cluster)
+SELECT category, min(item_id) AS first, count(*) AS n, sum(score ORDER BY item_id) AS total
+FROM w GROUP BY category
+UNION ALL
+SELECT NULL, NULL, count(*), sum(CASE WHEN c.r = c.n THEN 1 ELSE 0 END)
+FROM c JOIN z ON z.cluster = c.cluster AND z.size = c.n
+""")
+
+
+def _majority_postgresql(session: Session, study: Study, totals) -> dict | None:
+    rows = session.connection().execute(MAJORITY_POSTGRESQL, {"sid": study.id}).all()
+    cats = sorted((r for r in rows if r.first is not None), key=lambda r: r.first)
+    if not cats:
+        return None
+    seen, right = next(((r.n, int(r.total or 0)) for r in rows if r.first is None), (0, 0))
+    # Categories in the order of their first item, as the per-item loop meets them.
+    return _majority_dict({r.category: [r.n, r.total] for r in cats}, seen, right, totals)
+
+
+def _agreement_from_totals(session: Session, study: Study) -> dict:
+    """Alpha and kappa need, per item, its answers' counts; items with the same counts weigh
+    the same, so SQL returns each pattern once with its number of items. A pattern is written
+    as "count:length:value," per answer (length-prefixed: any value parses back)."""
+    t = ItemAnswerTotal
+    part = (cast(t.n, String) + ":" + cast(func.length(t.value), String) + ":" + t.value)
+    if session.get_bind().dialect.name == "postgresql":
+        pattern = func.string_agg(part, aggregate_order_by(literal_column("','"), t.value))
+        per_item = (select(t.item_id, pattern.label("p")).where(t.study_id == study.id, t.n > 0)
+                    .group_by(t.item_id).subquery())
+    else:
+        ordered = select(t.item_id, part.label("part")).where(t.study_id == study.id, t.n > 0) \
+            .order_by(t.item_id, t.value).subquery()
+        per_item = (select(ordered.c.item_id, func.group_concat(ordered.c.part, ",").label("p"))
+                    .group_by(ordered.c.item_id).subquery())
+    patterns = {}
+    for p, weight in session.connection().execute(
+            select(per_item.c.p, func.count()).group_by(per_item.c.p)):
+        patterns[_parse_pattern(p)] = weight
+    return _agreement_of_patterns(patterns)
+
+
+def _parse_pattern(p: str) -> frozenset:
+    out, i = [], 0
+    while i < len(p):
+        j = p.index(":", i)
+        k = p.index(":", j + 1)
+        n, length = int(p[i:j]), int(p[j + 1:k])
+        out.append((p[k + 1:k + 1 + length], n))
+        i = k + 2 + length  # past the value and its comma
+    return frozenset(out)
+
+
+def _ensure_answer_field(session: Session, study: Study, kind) -> None:
+    """The per-item answers are grouped by the kind's agreement field as the study records
+    it; a study made without it (raw SQL) or whose kind changed its field is recounted once,
+    in this transaction (kept when the caller commits)."""
+    field = kind.agreement_value()
+    if study.answer_field != field:
+        study.answer_field = field
+        session.flush()
+        rebuild(session.connection(), study.id)
+
+
+def _agent_rows(session: Session, study: Study, totals) -> list[dict]:
+    """Agents' own outputs (one row per item per agent: read directly)."""
     agent_scored = (
         select(AgentOutput.agent_id.label("key"), AgentOutput.item_id,
                cast(func.coalesce(AgentOutput.score, 0.0), Float).label("score"),
@@ -107,12 +254,44 @@ def compute(session: Session, study: Study) -> dict:
         .where(AgentOutput.study_id == study.id, Item.is_gold.is_(False)).subquery())
     agents = {a.id: a for a in session.scalars(select(Agent).join(
         AgentOutput, AgentOutput.agent_id == Agent.id).where(AgentOutput.study_id == study.id).distinct())}
+    rows = []
     for aid, r in _rows_from_scores(session, study, agent_scored, over_all_items=True,
                                     totals=totals).items():
         a = agents[aid]
         rows.append({"type": "agent", "name": f"{a.name} v{a.version}", "agent_id": aid, **r})
+    return rows
 
-    # People: every annotator not rejected, on the items they answered.
+
+def _annotator_rows(session: Session, humans: dict, worker_ids) -> list[dict]:
+    # Annotators imported from an earlier study (app/studies/imports.py) are marked as such.
+    names = {wid: f"{name} (imported)" if platform == IMPORTED_PLATFORM else name
+             for wid, name, platform in session.execute(select(User.id, User.pseudonym, User.platform).where(
+                 User.id.in_(worker_ids))).all()}
+    # Most answers first; the worker id breaks ties, so the order never depends on the plan.
+    return [{"type": "annotator", "name": names.get(wid, str(wid)), **r}
+            for wid, r in sorted(humans.items(), key=lambda kv: (-kv[1]["answered"], kv[0]))]
+
+
+def _board(session: Session, study: Study, kind, totals, rows: list[dict], per_item: dict) -> dict:
+    n_all, by_cat_total, _ = totals
+    maj = _majority_row(session, study, per_item, totals)
+    if maj:
+        rows.append(maj)
+    rows.extend(kind.baselines(session, study))
+    return {"study": study.slug, "kind": study.kind, "items": n_all,
+            "categories": sorted(by_cat_total), "category_label": kind.category_label,
+            "rows": rows, "agreement": agreement(per_item),
+            "extra": kind.extra_leaderboard(session, study)}
+
+
+def recompute_from_annotations(session: Session, study: Study) -> dict:
+    """The leaderboard counted from the raw annotations (what `compute` did before the
+    running totals): the reference the totals are tested against, and bench/crowd.py's
+    "before" figure. Scans the study's annotations; not for pages."""
+    kind = get_kind(study.kind)
+    _tune(session)
+    totals = _item_totals(session, study)
+    rows = _agent_rows(session, study, totals)
     valid = and_(Annotation.study_id == study.id, Annotation.is_gold.is_(False),
                  Annotation.excluded.is_(False))
     human_scored = (
@@ -120,24 +299,9 @@ def compute(session: Session, study: Study) -> dict:
                cast(func.coalesce(Annotation.score, 0.0), Float).label("score"),
                Item.category, Item.cluster)
         .join(Item, Item.id == Annotation.item_id).where(valid).subquery())
-    # Annotators imported from an earlier study (app/studies/imports.py) are marked as such.
-    names = {wid: f"{name} (imported)" if platform == IMPORTED_PLATFORM else name
-             for wid, name, platform in session.execute(select(User.id, User.pseudonym, User.platform).where(
-                 User.id.in_(select(Annotation.worker_id).where(valid)))).all()}
     humans = _rows_from_scores(session, study, human_scored, over_all_items=False, totals=totals)
-    for wid, r in sorted(humans.items(), key=lambda kv: -kv[1]["answered"]):
-        rows.append({"type": "annotator", "name": names.get(wid, str(wid)), **r})
-
-    per_item = _answers_per_item(session, study, kind, valid)
-    maj = _majority_row(session, study, per_item, totals)
-    if maj:
-        rows.append(maj)
-    rows.extend(kind.baselines(session, study))
-
-    return {"study": study.slug, "kind": study.kind, "items": n_all,
-            "categories": sorted(by_cat_total), "category_label": kind.category_label,
-            "rows": rows, "agreement": agreement(per_item),
-            "extra": kind.extra_leaderboard(session, study)}
+    rows.extend(_annotator_rows(session, humans, select(Annotation.worker_id).where(valid)))
+    return _board(session, study, kind, totals, rows, _answers_per_item(session, study, kind, valid))
 
 
 def _answers_per_item(session: Session, study: Study, kind, valid) -> dict[int, dict]:
@@ -162,17 +326,25 @@ def _majority_row(session: Session, study: Study, per_item: dict[int, dict], tot
     (deterministic: no randomness in a reported number)."""
     if not per_item:
         return None
-    _, _, cluster_sizes = totals
     where = {i: (cat, cluster) for i, cat, cluster in session.connection().execute(
         select(Item.id, Item.category, Item.cluster).where(
             Item.study_id == study.id, Item.is_gold.is_(False)))}
+
+    def winners():
+        # In item order: the float sums then never depend on the order rows came in.
+        for item_id, values in sorted(per_item.items()):
+            top = max(n for n, _, _ in values.values())
+            n, total, _ = min((v for v in values.values() if v[0] == top), key=lambda v: v[2])
+            yield (*where[item_id], total / n)
+    return _majority_sums(winners(), totals)
+
+
+def _majority_sums(winners, totals) -> dict:
+    """`winners`: (category, cluster, score) per item, in item order."""
+    _, _, cluster_sizes = totals
     by_cat: dict[str, list] = {}
     by_cluster: dict[str, list] = {}
-    for item_id, values in per_item.items():
-        top = max(n for n, _, _ in values.values())
-        n, total, _ = min((v for v in values.values() if v[0] == top), key=lambda v: v[2])
-        score = total / n
-        cat, cluster = where[item_id]
+    for cat, cluster, score in winners:
         c = by_cat.setdefault(cat, [0, 0.0])
         c[0] += 1
         c[1] += score
@@ -180,23 +352,32 @@ def _majority_row(session: Session, study: Study, per_item: dict[int, dict], tot
             k = by_cluster.setdefault(cluster, [0, 0])
             k[0] += 1
             k[1] += score >= 1.0
+    seen = [k for name, k in by_cluster.items() if k[0] == cluster_sizes.get(name)]
+    return _majority_dict(by_cat, len(seen), sum(k[1] == k[0] for k in seen), totals)
+
+
+def _majority_dict(by_cat: dict, seen: int, right: int, totals) -> dict:
+    """`by_cat`: category -> [items, score sum]; seen: clusters answered whole, right: of
+    them all right."""
     answered = sum(c[0] for c in by_cat.values())
     correct = sum(c[1] for c in by_cat.values())
-    seen = [k for name, k in by_cluster.items() if k[0] == cluster_sizes.get(name)]
     return {"type": "majority", "name": "Human majority (per item)", "answered": answered,
             "correct": correct, "coverage": answered / totals[0] if totals[0] else 0.0,
             "accuracy": _est(correct, answered),
             "by_category": {cat: _est(c[1], c[0]) for cat, c in by_cat.items()},
-            "consistency": _est(sum(k[1] == k[0] for k in seen), len(seen)) if seen else None}
+            "consistency": _est(right, seen) if seen else None}
 
 
 def agreement(per_item: dict[int, dict]) -> dict:
     """Krippendorff's alpha and Fleiss' kappa over the items' answer counts."""
-    if not per_item:
-        return {}
     # Items with the same answer counts weigh the same: pass each pattern once, weighted.
-    patterns = Counter(frozenset((v, n) for v, (n, _, _) in values.items())
-                       for values in per_item.values())
+    return _agreement_of_patterns(Counter(frozenset((v, n) for v, (n, _, _) in values.items())
+                                          for values in per_item.values()))
+
+
+def _agreement_of_patterns(patterns: dict) -> dict:
+    if not patterns:
+        return {}
     dicts, weights = [dict(p) for p in patterns], list(patterns.values())
     alpha = stats.krippendorff_alpha_nominal(dicts, weights)
     kappa, used = stats.fleiss_kappa(dicts, weights=weights)

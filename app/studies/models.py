@@ -37,6 +37,9 @@ class Study(Base):
     max_open_bundles_per_ip: Mapped[int] = mapped_column(default=100, server_default="100")
     # Settings that only the study's task kind reads (validated by the kind).
     kind_settings: Mapped[dict] = mapped_column(default=dict)
+    # The response field the leaderboard's per-item answers group by (the kind's
+    # agreement_value(); None: the score). Read by the totals triggers (app/leaderboards/models.py).
+    answer_field: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -47,6 +50,8 @@ class Item(Base):
         # The assignment engine walks this index backwards: most-annotated (but not full)
         # first, then a fixed random order, so items fill to their redundancy one by one.
         Index("ix_items_pick", "study_id", "is_gold", "n_active", "position"),
+        # The leaderboard totals' triggers count a cluster's items (migration 0011).
+        Index("ix_items_study_cluster", "study_id", "cluster"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)

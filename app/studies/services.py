@@ -173,7 +173,7 @@ def create_study(session: Session, owner: User, kind_name: str, settings: StudyS
         values["instructions"] = kind.default_instructions  # what the form offers when left blank
     study = Study(kind=kind.name, owner_id=owner.id, slug=_slug(settings.title), **values,
                   completion_code=study_code(settings),
-                  kind_settings=result.kind_settings)
+                  kind_settings=result.kind_settings, answer_field=kind.agreement_value())
     session.add(study)
     session.flush()
     rng = random.Random(study.id)

@@ -1,0 +1,275 @@
+"""The leaderboard from running totals (issue 14) against the leaderboard counted from the raw
+annotations, figure for figure and bit for bit, after random annotations written every way a statement can
+write them, rejections, reinstatements, re-scores, changed responses and deletions, on both
+backends; and the trigger-kept totals against a fresh rebuild."""
+
+from __future__ import annotations
+
+import math
+import random
+import uuid
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import delete, insert, select, text, update
+
+from app.auth.models import User
+from app.db import utcnow
+from app.kinds import register_kind, unregister_kind
+from app.kinds.tom import CommonToM
+from app.leaderboards.service import compute, recompute_from_annotations
+from app.leaderboards.totals import TABLES, rebuild
+from app.studies.models import Annotation, Assignment, Bundle, Item, Participant, Study
+from tests.conftest import create_tom_study, make_user
+
+
+class ScoreVoteToM(CommonToM):
+    """ToM items whose annotators agree on the score, not on an answer field (as the kinds
+    without agreement_value() do: their per-item answers are grouped by score)."""
+    name = "tom_scorevote"
+
+    def agreement_value(self):
+        return None
+
+
+@pytest.fixture
+def score_vote_kind():
+    register_kind(ScoreVoteToM())
+    yield "tom_scorevote"
+    unregister_kind("tom_scorevote")
+
+
+def same(a, b, where="board"):
+    """Equal to the last bit (NaN equal to NaN), dict order ignored; says where not. Alpha
+    and kappa to 1e-12: the same answer-count patterns, passed in another order."""
+    if isinstance(a, float) and isinstance(b, float):
+        if ".agreement." in where:
+            assert math.isclose(a, b, rel_tol=1e-12), f"{where}: {a!r} != {b!r}"
+        else:
+            assert a == b or (math.isnan(a) and math.isnan(b)), f"{where}: {a!r} != {b!r}"
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b), f"{where}: keys {sorted(a)} != {sorted(b)}"
+        for k in a:
+            same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), f"{where}: {len(a)} rows != {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            same(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+def table_rows(session, study_id: int) -> dict:
+    out = {}
+    for t in TABLES:
+        rows = session.execute(text(f"SELECT * FROM {t} WHERE study_id = :s"), {"s": study_id}).all()
+        if t == "lb_worker_consistency":  # a worker at 0 clusters whole may keep a row of zeros
+            rows = [r for r in rows if r[2] or r[3]]
+        out[t] = sorted(tuple(round(x, 9) if isinstance(x, float) else x for x in r) for r in rows)
+    return out
+
+
+def check(session, study: Study) -> dict:
+    """compute == recompute_from_annotations, and the kept totals == a rebuild."""
+    session.expire_all()
+    board = compute(session, study)
+    session.commit()
+    same(board, recompute_from_annotations(session, study))
+    session.commit()
+    kept = table_rows(session, study.id)
+    rebuild(session.connection(), study.id)
+    assert table_rows(session, study.id) == kept
+    session.rollback()
+    return board
+
+
+class Crowd:
+    """Writes annotations for a study the way the engine's statements could: ORM units of
+    work, Core multi-row inserts, textual SQL."""
+
+    def __init__(self, session, study: Study, rng: random.Random, n_workers: int):
+        self.s, self.study, self.rng = session, study, rng
+        # Small clusters of 1-4 items (and some items in none), set before any answer, so that
+        # workers see clusters whole and consistency moves as answers come, go and change.
+        self.items = session.execute(select(Item.id, Item.is_gold).where(Item.study_id == study.id)
+                                     .order_by(Item.id)).all()
+        for i, _ in self.items:
+            session.execute(update(Item).where(Item.id == i).values(
+                cluster="" if i % 7 == 0 else f"c{i % 37}"))
+        session.commit()
+        self.workers = []
+        for w in range(n_workers):
+            u = User(role="worker", name=f"w{w}", platform="prolific", external_id=uuid.uuid4().hex,
+                     pseudonym=f"w-{uuid.uuid4().hex[:8]}")
+            session.add(u)
+            session.flush()
+            p = Participant(study_id=study.id, worker_id=u.id)
+            session.add(p)
+            session.flush()
+            b = Bundle(study_id=study.id, participant_id=p.id, worker_id=u.id, size=10_000,
+                       external_assignment_id=uuid.uuid4().hex)
+            session.add(b)
+            session.flush()
+            self.workers.append((u.id, b.id))
+        session.commit()
+        self.done: set[tuple[int, int]] = set()
+
+    def _row(self, worker: tuple[int, int], item_id: int, is_gold: bool) -> dict:
+        uid, bid = worker
+        a = Assignment(study_id=self.study.id, item_id=item_id, worker_id=uid, bundle_id=bid, slot=0,
+                       is_gold=is_gold, state="completed", lease_expires_at=utcnow() + timedelta(minutes=15),
+                       completed_at=utcnow())
+        self.s.add(a)
+        self.s.flush()
+        r = self.rng.random()
+        answer = "Yes" if r < 0.5 else "No" if r < 0.9 else "Maybe"
+        response = {"answer": answer} if self.rng.random() > 0.03 else {"other": 1}  # no field
+        return dict(assignment_id=a.id, study_id=self.study.id, item_id=item_id, worker_id=uid,
+                    is_gold=is_gold, response=response, score=self.score(), scores=None, duration_ms=5,
+                    client={}, idempotency_key=uuid.uuid4().hex, excluded=False, created_at=utcnow())
+
+    def score(self):
+        # Dyadic fractions: their sums are exact in any order, so the two ways of counting
+        # must agree to the last bit (with 0.1 or 1/3 the order of a float sum could move a
+        # sum like 3.5 across the rounding of a count, in the reference as much as here).
+        return self.rng.choice([0.0, 1.0, 1.0, 0.5, 0.25, 0.75, None])
+
+    def annotate(self, n: int) -> None:
+        rows = []
+        for _ in range(n * 3):
+            if len(rows) == n:
+                break
+            worker = self.rng.choice(self.workers)
+            item_id, gold = self.rng.choice(self.items)
+            if (worker[0], item_id) not in self.done:
+                self.done.add((worker[0], item_id))
+                rows.append(self._row(worker, item_id, gold))
+        way = 0
+        while rows:
+            k = self.rng.randint(1, 6)
+            chunk, rows = rows[:k], rows[k:]
+            if way % 3 == 0:
+                self.s.add_all(Annotation(**r) for r in chunk)
+                self.s.flush()
+            elif way % 3 == 1:
+                self.s.execute(insert(Annotation), chunk)
+            else:
+                for r in chunk:
+                    self.s.execute(insert(Annotation).values(**r))
+            way += 1
+        self.s.commit()
+
+
+def _scenario(session, study: Study, seed: int) -> None:
+    rng = random.Random(seed)
+    crowd = Crowd(session, study, rng, n_workers=9)
+    crowd.annotate(150)
+    board = check(session, study)
+    assert any(r["consistency"] for r in board["rows"] if r["type"] == "annotator")
+    uids = [u for u, _ in crowd.workers]
+
+    # Reject two workers (the statement app.quality.service uses), then reinstate one.
+    for uid in uids[:2]:
+        session.execute(update(Annotation).where(Annotation.study_id == study.id,
+                                                 Annotation.worker_id == uid).values(excluded=True))
+    session.commit()
+    board = check(session, study)
+    names = {r["name"] for r in board["rows"] if r["type"] == "annotator"}
+    rejected = set(session.scalars(select(User.pseudonym).where(User.id.in_(uids[:2]))))
+    assert not names & rejected
+    session.execute(update(Annotation).where(Annotation.worker_id == uids[0]).values(excluded=False))
+    session.commit()
+    check(session, study)
+
+    # More work after the rejections; a re-score of some annotations (Hexagons consolidation
+    # does this), some to NULL; a response changed; a no-op update; a few deletions.
+    crowd.annotate(80)
+    ids = session.scalars(select(Annotation.id).where(Annotation.study_id == study.id)
+                          .order_by(Annotation.id)).all()
+    for aid in rng.sample(ids, 40):
+        session.execute(update(Annotation).where(Annotation.id == aid).values(score=crowd.score()))
+    for aid in rng.sample(ids, 5):
+        session.execute(update(Annotation).where(Annotation.id == aid).values(response={"answer": "Maybe"}))
+    session.execute(update(Annotation).where(Annotation.id.in_(ids[:20])).values(excluded=Annotation.excluded))
+    session.commit()
+    check(session, study)
+    gone = rng.sample(ids, 12)
+    session.execute(delete(Annotation).where(Annotation.id.in_(gone)))
+    session.commit()
+    check(session, study)
+
+    # Every worker rejected: the people's rows, the majority and the agreement go; agents stay.
+    session.execute(update(Annotation).where(Annotation.study_id == study.id).values(excluded=True))
+    session.commit()
+    board = check(session, study)
+    assert not [r for r in board["rows"] if r["type"] in ("annotator", "majority")]
+    assert table_rows(session, study.id) == {t: [] for t in TABLES}
+    session.execute(update(Annotation).where(Annotation.study_id == study.id).values(excluded=False))
+    session.commit()
+    check(session, study)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_totals_match_the_annotations_for_an_answer_field(session, seed):
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, annotations_per_item=5)
+    assert study.answer_field == "answer"
+    _scenario(session, study, seed)
+
+
+def test_totals_match_the_annotations_when_people_vote_on_the_score(session, score_vote_kind):
+    from app.studies import services
+    from tests.conftest import ROOT
+
+    owner = make_user(session, "researcher")
+    data = (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes()
+    study = services.create_study(session, owner, score_vote_kind,
+                                  services.StudySettings(title="Scores", annotations_per_item=5), data, "csv")
+    session.commit()
+    assert study.answer_field is None
+    _scenario(session, study, 3)
+
+
+def test_a_study_without_its_answer_field_is_recounted_once(session):
+    """A study stored without answer_field (raw SQL, or a kind that changed its field): its
+    per-item answers were grouped by score; the leaderboard notices, recounts them by the
+    field, and records it."""
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, annotations_per_item=5)
+    session.execute(update(Study).where(Study.id == study.id).values(answer_field=None))
+    session.commit()
+    Crowd(session, study, random.Random(5), n_workers=6).annotate(100)
+    before = table_rows(session, study.id)["lb_item_answers"]
+    assert all(not v.startswith("=Yes") and not v.startswith("=No") for _, v, *_ in before)
+    check(session, study)
+    session.expire_all()
+    assert session.get(Study, study.id).answer_field == "answer"
+    values = {v for _, v, *_ in table_rows(session, study.id)["lb_item_answers"]}
+    assert values <= {"=Yes", "=No", "=Maybe", ""} and "=Yes" in values
+
+
+def test_the_migrations_backfill_counts_what_the_triggers_count(session):
+    """Migration 0011 counts the annotations stored before it with its own (frozen) SQL: on
+    the same annotations it gives the totals the triggers keep."""
+    import importlib.util
+
+    from tests.conftest import ROOT
+
+    path = ROOT / "migrations" / "versions" / "0011_leaderboard_totals.py"
+    spec = importlib.util.spec_from_file_location("m0011", path)
+    m0011 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m0011)
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, annotations_per_item=5)
+    crowd = Crowd(session, study, random.Random(7), n_workers=6)
+    crowd.annotate(120)
+    session.execute(update(Annotation).where(Annotation.worker_id == crowd.workers[0][0]).values(excluded=True))
+    session.commit()
+    kept = table_rows(session, study.id)
+    assert all(kept.values())
+    for t in TABLES:
+        session.execute(text(f"DELETE FROM {t}"))
+    for stmt in m0011.backfill_sql(session.get_bind().dialect.name):
+        session.execute(text(stmt))
+    assert table_rows(session, study.id) == kept
+    session.rollback()
