@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import event, select, update
 
 from app.auth.models import IMPORTED_PLATFORM, User
 from app.kinds.tom.demo import simulate_worker
@@ -212,3 +212,25 @@ def test_deciding_from_a_replay_opened_in_every_studys_queue_goes_back_there(ses
     pid = re.search(r"/participants/(\d+)", link.group(1)).group(1)
     own = client.get(f"/admin/studies/{first.id}/participants/{pid}").text
     assert f'<a href="/admin/studies/{first.id}/review">Back to the review queue</a>' in own
+
+
+def test_every_study_queue_takes_the_same_queries_for_more_studies(session, studies):
+    """Each aggregate is grouped by study: a third study adds rows, not queries."""
+    statements: list[str] = []
+
+    def count(conn, cursor, statement, *args):
+        statements.append(statement)
+
+    engine = session.get_bind()
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        two = len(quality.review_queue_all(session, "pending"))
+        n_two, statements[:] = len(statements), []
+        third = create_tom_study(session, make_user(session, "researcher"), title="Third", bundle_size=10,
+                                 gold_rate=0.2, annotations_per_item=5)
+        simulate_worker(session, third, "careful-c", 0.9, seed=30)
+        statements[:] = []
+        assert len(quality.review_queue_all(session, "pending")) == two + 1
+        assert len(statements) == n_two
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
