@@ -40,11 +40,12 @@ def review_all(request: Request, status: str = "pending", page: int = Query(1, g
     status = status if status in STATUSES else ""
     known, unknown = service.queue_studies(session, status or None)
     queue = service.queue_rows(session, known, status or None)
+    pages = max(1, -(-len(queue) // service.PAGE_ROWS))
+    page = min(page, pages)  # past the end (the queue shrank since): its last page
     first = (page - 1) * service.PAGE_ROWS
     return render(request, "admin/review_all.html", user=user, status=status, page=page,
                   queue=queue[first:first + service.PAGE_ROWS], total=len(queue), first=first,
-                  pages=-(-len(queue) // service.PAGE_ROWS), skipped=unknown,
-                  rows_per_page=service.PAGE_ROWS)
+                  pages=pages, skipped=unknown, rows_per_page=service.PAGE_ROWS)
 
 
 @router.get("/admin/studies/{study_id}/review")

@@ -190,6 +190,10 @@ def test_every_study_queue_shows_at_most_a_page_of_rows(session, client):
     second = re.findall(r'<tr data-worker="([^"]+)"', client.get("/admin/review?status=pending&page=2").text)
     assert len(second) == 5 and not set(first) & set(second)
     assert set(first) | set(second) == {u.pseudonym for u in users}
+    # Past the end (the queue shrank since the link was made): the last page.
+    assert re.findall(r'<tr data-worker="([^"]+)"', client.get("/admin/review?page=9").text) == second
+    for bad in ("0", "x"):
+        assert client.get(f"/admin/review?page={bad}").status_code == 422
 
 
 def test_deciding_from_a_replay_opened_in_every_studys_queue_goes_back_there(session, studies, client):
