@@ -235,6 +235,6 @@ def test_every_study_queue_takes_the_same_queries_for_more_studies(session, stud
         simulate_worker(session, third, "careful-c", 0.9, seed=30)
         statements[:] = []
         assert len(quality.review_queue_all(session, "pending")) == two + 1
-        assert len(statements) == n_two
+        assert len(statements) == n_two, statements
     finally:
         event.remove(engine, "before_cursor_execute", count)
