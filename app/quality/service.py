@@ -13,10 +13,10 @@ from sqlalchemy import and_, case, func, select, update
 from sqlalchemy.orm import Session
 
 from app import audit
-from app.auth.models import User
+from app.auth.models import IMPORTED_PLATFORM, User
 from app.db import serialised_writes, utcnow
 from app.errors import InputError
-from app.kinds import get_kind
+from app.kinds import all_kinds, get_kind
 from app.kinds.base import GoldResult, TaskKind
 from app.studies.models import Annotation, Assignment, Item, Participant, Study
 
@@ -69,51 +69,88 @@ def _entropy(counts: dict[str, int]) -> float:
     return -sum(c / n * math.log(c / n) for c in counts.values() if c)
 
 
+# The queue of every study shows this many rows a page.
+PAGE_ROWS = 200
+
+
+def _counted_workers():
+    """Imported annotators (earlier human annotations, loaded with no times) are not the
+    study's crowd: they have nothing to review and would drag its typical pace to 0."""
+    return User.platform.is_distinct_from(IMPORTED_PLATFORM)
+
+
 def review_queue(session: Session, study: Study, status: str | None = None) -> list[dict]:
+    """The study's workers (imported annotators left out), in queue_order."""
+    return queue_rows(session, [study], status)
+
+
+def review_queue_all(session: Session, status: str | None = None) -> list[dict]:
+    """The review queue across every study with workers, in one order (queue_order); studies
+    whose kind is not installed are left out (see queue_studies)."""
+    return queue_rows(session, queue_studies(session, status)[0], status)
+
+
+def queue_studies(session: Session, status: str | None = None) -> tuple[list[Study], list[Study]]:
+    """The studies with workers (of that status) to review: those of an installed kind, and
+    those whose kind is no longer installed (their workers cannot be judged: no scorer, no
+    categorical answer)."""
+    q = select(Study).where(
+        select(Participant.id).join(User, User.id == Participant.worker_id)
+        .where(Participant.study_id == Study.id, _counted_workers(),
+               *([Participant.status == status] if status else [])).exists()).order_by(Study.id)
+    installed = all_kinds()
+    known, unknown = [], []
+    for study in session.scalars(q):
+        (known if study.kind in installed else unknown).append(study)
+    return known, unknown
+
+
+def queue_rows(session: Session, studies: list[Study], status: str | None) -> list[dict]:
+    """The queue rows of these studies, a fixed number of queries however many there are
+    (each aggregate grouped by study)."""
+    if not studies:
+        return []
+    by_id = {s.id: s for s in studies}
+    kinds = {s.id: get_kind(s.kind) for s in studies}
     gold = func.sum(case((Annotation.is_gold, 1), else_=0))
     gold_right = func.sum(case((and_(Annotation.is_gold, Annotation.score >= 1.0), 1), else_=0))
     rows = session.execute(
         select(Participant, User.pseudonym, User.platform, User.external_id,
-               func.count(Annotation.id), gold, gold_right,
-               func.avg(Annotation.duration_ms))
+               func.count(Annotation.id), gold, gold_right)
         .join(User, User.id == Participant.worker_id)
         .join(Annotation, and_(Annotation.worker_id == Participant.worker_id,
-                               Annotation.study_id == study.id), isouter=True)
-        .where(Participant.study_id == study.id,
-               *( [Participant.status == status] if status else []))
+                               Annotation.study_id == Participant.study_id), isouter=True)
+        .where(Participant.study_id.in_(list(by_id)), _counted_workers(),
+               *([Participant.status == status] if status else []))
         .group_by(Participant.id, User.pseudonym, User.platform, User.external_id)
-        .order_by(Participant.id)
     ).all()
-    medians = _median_durations(session, study)
-    typical = median(medians.values()) if medians else None
-    answers = _answer_counts(session, study)
-    study_counts: dict[str, int] = {}
-    for c in answers.values():
-        for v, k in c.items():
-            study_counts[v] = study_counts.get(v, 0) + k
-    kind = get_kind(study.kind)
+    medians, typical = _median_durations(session, list(by_id))
+    answers, study_counts = _answer_counts(session, studies)
     # Kinds without a rule of their own have nothing to say: skip reading the gold record.
-    has_rule = type(kind).auto_review is not TaskKind.auto_review
-    gold_results = _gold_results(session, study) if has_rule else {}
+    with_rule = [sid for sid, k in kinds.items() if type(k).auto_review is not TaskKind.auto_review]
+    gold_results = _gold_results(session, with_rule) if with_rule else {}
     out = []
-    for p, pseud, platform, ext, n, n_gold, n_gold_right, _avg in rows:
+    for p, pseud, platform, ext, n, n_gold, n_gold_right in rows:
+        study, kind, key = by_id[p.study_id], kinds[p.study_id], (p.study_id, p.worker_id)
         n_gold = n_gold or 0
         acc = (n_gold_right or 0) / n_gold if n_gold else None
-        median_s = medians.get(p.worker_id)
+        median_s = medians.get(key)
         flags = []
         # The kind's own verdict on the gold record (navigation: the QC episode's goal) first.
-        verdict, note = kind.auto_review(gold_results.get(p.worker_id, []), study.kind_settings or {})
-        if verdict is None and note:
-            flags.append(note)
+        if p.study_id in with_rule:
+            verdict, note = kind.auto_review(gold_results.get(key, []), study.kind_settings or {})
+            if verdict is None and note:
+                flags.append(note)
         if acc is not None and acc < MIN_GOLD_ACCURACY:
             flags.append(f"gold accuracy {acc:.0%}")
         if median_s is not None and median_s < MIN_MEDIAN_SECONDS and n >= 3:
             flags.append(f"fast: median {median_s:.1f}s per item")
-        counts = answers.get(p.worker_id)
+        counts = answers.get(key)
         share = max(counts.values()) / sum(counts.values()) if counts else None
         if share is not None and share >= MAX_SAME_ANSWER_SHARE and n >= MIN_ANSWERS_FOR_SAMENESS:
             flags.append(f"same answer {share:.0%} of the time")
-        signals = risk_signals(acc, median_s, typical, counts, study_counts)
+        signals = risk_signals(acc, median_s, typical.get(p.study_id), counts,
+                               study_counts.get(p.study_id))
         out.append({"participant_id": p.id, "worker": pseud, "platform": platform,
                     "external_id": ext, "status": p.status, "reason": p.reason,
                     "annotations": n, "gold": n_gold, "gold_correct": n_gold_right or 0,
@@ -134,36 +171,29 @@ def queue_order(w: dict) -> tuple:
             w["study_id"], w["participant_id"])
 
 
-def review_queue_all(session: Session, status: str | None = None) -> list[dict]:
-    """The review queue across every study with workers, in one order (queue_order)."""
-    q = select(Study).where(select(Participant.id).where(Participant.study_id == Study.id,
-                                                         *([Participant.status == status] if status else []))
-                            .exists()).order_by(Study.id)
-    out = [w for study in session.scalars(q).all() for w in review_queue(session, study, status)]
-    out.sort(key=queue_order)
-    return out
-
-
-def _gold_results(session: Session, study: Study, worker_id: int | None = None
-                  ) -> dict[int, list[GoldResult]]:
-    """Each worker's gold answers as the kind's review rule sees them (scores only)."""
-    q = (select(Annotation.worker_id, Item.external_id, Annotation.score, Annotation.scores)
+def _gold_results(session: Session, study_ids: list[int]) -> dict[tuple[int, int], list[GoldResult]]:
+    """Each worker's gold answers in these studies as the kind's review rule sees them
+    (scores only), by (study id, worker id)."""
+    q = (select(Annotation.study_id, Annotation.worker_id, Item.external_id, Annotation.score,
+                Annotation.scores)
          .join(Item, Item.id == Annotation.item_id)
-         .where(Annotation.study_id == study.id, Annotation.is_gold.is_(True))
+         .where(Annotation.study_id.in_(study_ids), Annotation.is_gold.is_(True))
          .order_by(Annotation.id))
-    if worker_id is not None:
-        q = q.where(Annotation.worker_id == worker_id)
-    out: dict[int, list[GoldResult]] = {}
-    for wid, ext, score, scores in session.execute(q):
-        out.setdefault(wid, []).append(GoldResult(item=ext, score=score, scores=scores))
+    out: dict[tuple[int, int], list[GoldResult]] = {}
+    for sid, wid, ext, score, scores in session.execute(q):
+        out.setdefault((sid, wid), []).append(GoldResult(item=ext, score=score, scores=scores))
     return out
 
 
 def kind_verdict(session: Session, study: Study, participant: Participant) -> tuple[str | None, str]:
     """What the kind's rule says of this worker's gold record now (see TaskKind.auto_review)."""
-    return get_kind(study.kind).auto_review(
-        _gold_results(session, study, participant.worker_id).get(participant.worker_id, []),
-        study.kind_settings or {})
+    q = (select(Item.external_id, Annotation.score, Annotation.scores)
+         .join(Item, Item.id == Annotation.item_id)
+         .where(Annotation.study_id == study.id, Annotation.worker_id == participant.worker_id,
+                Annotation.is_gold.is_(True))
+         .order_by(Annotation.id))
+    gold = [GoldResult(item=ext, score=score, scores=scores) for ext, score, scores in session.execute(q)]
+    return get_kind(study.kind).auto_review(gold, study.kind_settings or {})
 
 
 def auto_review(session: Session, study: Study, participant_id: int) -> str | None:
@@ -184,33 +214,64 @@ def auto_review(session: Session, study: Study, participant_id: int) -> str | No
     return p.status
 
 
-def _median_durations(session: Session, study: Study) -> dict[int, float]:
-    """Median seconds per item for each worker, in SQL (window functions on both backends)."""
+def _median_durations(session: Session, study_ids: list[int]
+                      ) -> tuple[dict[tuple[int, int], float], dict[int, float]]:
+    """Median seconds per item for each worker, by (study id, worker id), and each study's
+    typical pace: the median of its workers' medians. In SQL (window functions on both
+    backends). Imported annotators are left out of both; a rejected worker's excluded answers
+    give their own median (their row still shows it) but not the study's pace."""
     ranked = select(
-        Annotation.worker_id, Annotation.duration_ms,
-        func.row_number().over(partition_by=Annotation.worker_id,
+        Annotation.study_id, Annotation.worker_id, Annotation.excluded, Annotation.duration_ms,
+        func.row_number().over(partition_by=(Annotation.study_id, Annotation.worker_id, Annotation.excluded),
                                order_by=Annotation.duration_ms).label("rn"),
-        func.count().over(partition_by=Annotation.worker_id).label("cnt"),
-    ).where(Annotation.study_id == study.id).subquery()
+        func.count().over(partition_by=(Annotation.study_id, Annotation.worker_id,
+                                        Annotation.excluded)).label("cnt"),
+    ).join(User, User.id == Annotation.worker_id).where(
+        Annotation.study_id.in_(study_ids), _counted_workers()).subquery()
     middle = ranked.c.rn.in_([(ranked.c.cnt + 1) // 2, (ranked.c.cnt + 2) // 2])
-    rows = session.execute(select(ranked.c.worker_id, func.avg(ranked.c.duration_ms))
-                           .where(middle).group_by(ranked.c.worker_id))
-    return {wid: float(ms) / 1000.0 for wid, ms in rows}
+    rows = session.execute(select(ranked.c.study_id, ranked.c.worker_id, ranked.c.excluded,
+                                  func.avg(ranked.c.duration_ms))
+                           .where(middle)
+                           .group_by(ranked.c.study_id, ranked.c.worker_id, ranked.c.excluded))
+    own: dict[tuple[int, int], float] = {}
+    counted: dict[int, list[float]] = {}
+    for sid, wid, excluded, ms in rows:
+        seconds = float(ms) / 1000.0
+        if not excluded:
+            counted.setdefault(sid, []).append(seconds)
+            own[(sid, wid)] = seconds  # what counts wins over what was excluded
+        else:
+            own.setdefault((sid, wid), seconds)
+    return own, {sid: median(m) for sid, m in counted.items()}
 
 
-def _answer_counts(session: Session, study: Study) -> dict[int, dict[str, int]]:
-    """How often each worker gave each value of the kind's categorical answer (in SQL)."""
-    field = get_kind(study.kind).straightline_value()
-    if field is None:
-        return {}
-    value = Annotation.response[field].as_string()
-    counts: dict[int, dict[str, int]] = {}
-    for wid, v, n in session.execute(
-            select(Annotation.worker_id, value, func.count())
-            .where(Annotation.study_id == study.id).group_by(Annotation.worker_id, value)):
-        if v is not None:  # e.g. an STS play item has no marker
-            counts.setdefault(wid, {})[str(v)] = n
-    return counts
+def _answer_counts(session: Session, studies: list[Study]
+                   ) -> tuple[dict[tuple[int, int], dict[str, int]], dict[int, dict[str, int]]]:
+    """How often each worker gave each value of the kind's categorical answer, by (study id,
+    worker id), and each study's counts over the answers that count (no imported annotator,
+    no excluded answer). In SQL, one query per categorical field."""
+    by_field: dict[str, list[int]] = {}
+    for study in studies:
+        field = get_kind(study.kind).straightline_value()
+        if field is not None:
+            by_field.setdefault(field, []).append(study.id)
+    own: dict[tuple[int, int], dict[str, int]] = {}
+    spread: dict[int, dict[str, int]] = {}
+    for field, ids in by_field.items():
+        value = Annotation.response[field].as_string()
+        for sid, wid, excluded, v, n in session.execute(
+                select(Annotation.study_id, Annotation.worker_id, Annotation.excluded, value, func.count())
+                .join(User, User.id == Annotation.worker_id)
+                .where(Annotation.study_id.in_(ids), _counted_workers())
+                .group_by(Annotation.study_id, Annotation.worker_id, Annotation.excluded, value)):
+            if v is None:  # e.g. an STS play item has no marker
+                continue
+            mine = own.setdefault((sid, wid), {})
+            mine[str(v)] = mine.get(str(v), 0) + n
+            if not excluded:
+                study = spread.setdefault(sid, {})
+                study[str(v)] = study.get(str(v), 0) + n
+    return own, spread
 
 
 def gold_replay(session: Session, study: Study, participant_id: int, gold: bool = True) -> list[dict]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import RedirectResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -32,12 +32,20 @@ STATUSES = ("pending", "approved", "rejected")
 
 
 @router.get("/admin/review")
-def review_all(request: Request, status: str = "pending", session: Session = Depends(db),
-               user: User = Depends(admin)):
-    """Every study's workers in one queue, the most likely to be bad first (service.queue_order)."""
+def review_all(request: Request, status: str = "pending", page: int = Query(1, ge=1, le=MAX_ID),
+               session: Session = Depends(db), user: User = Depends(admin)):
+    """Every study's workers in one queue, the most likely to be bad first (service.queue_order),
+    a page of service.PAGE_ROWS at a time. Studies of a kind no longer installed are left out
+    and named."""
     status = status if status in STATUSES else ""
-    return render(request, "admin/review_all.html", user=user, status=status,
-                  queue=service.review_queue_all(session, status or None))
+    known, unknown = service.queue_studies(session, status or None)
+    queue = service.queue_rows(session, known, status or None)
+    pages = max(1, -(-len(queue) // service.PAGE_ROWS))
+    page = min(page, pages)  # past the end (the queue shrank since): its last page
+    first = (page - 1) * service.PAGE_ROWS
+    return render(request, "admin/review_all.html", user=user, status=status, page=page,
+                  queue=queue[first:first + service.PAGE_ROWS], total=len(queue), first=first,
+                  pages=pages, skipped=unknown, rows_per_page=service.PAGE_ROWS)
 
 
 @router.get("/admin/studies/{study_id}/review")
@@ -49,8 +57,8 @@ def review(request: Request, study_id: Id, status: str = "", session: Session = 
 
 
 @router.get("/admin/studies/{study_id}/participants/{pid}")
-def replay(request: Request, study_id: Id, pid: Id, session: Session = Depends(db),
-           user: User = Depends(admin)):
+def replay(request: Request, study_id: Id, pid: Id, from_: str = Query("", alias="from"),
+           session: Session = Depends(db), user: User = Depends(admin)):
     study = _study(session, study_id)
     p = session.get(Participant, pid)
     kind = get_kind(study.kind)
@@ -62,6 +70,7 @@ def replay(request: Request, study_id: Id, pid: Id, session: Session = Depends(d
     return render(request, "admin/replay.html", user=user, study=study, participant=p,
                   worker=session.get(User, p.worker_id) if p else None, kind=kind,
                   answers=answers, others=others,
+                  back="all" if from_ == "all" else "",  # opened from every study's queue
                   verdict=service.kind_verdict(session, study, p) if p else (None, ""))
 
 

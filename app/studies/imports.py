@@ -5,7 +5,8 @@ the study's own workers and shown on the same leaderboard, marked as imported.
 Each annotator becomes a worker on the platform "imported" (their id scoped to the study and
 the upload's source name, stored only as a pseudonym) with one finished bundle holding their
 answers. Imported work does not take the crowd's quota (items' active counts are unchanged),
-is not counted in the study's progress, and is approved: there is nothing to review here.
+is not counted in the study's progress, and is approved: there is nothing to review here (the
+review queue leaves imported annotators out, and their untimed answers out of a study's pace).
 """
 
 from __future__ import annotations

@@ -3,14 +3,17 @@ to everything, fast) above careful workers, in a study's queue and in the queue 
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select, update
 
-from app.auth.models import User
+from app.auth.models import IMPORTED_PLATFORM, User
 from app.kinds.tom.demo import simulate_worker
 from app.quality import service as quality
+from app.studies.imports import import_annotations
+from app.studies.models import Item, Participant, Study
 from tests.conftest import create_tom_study, login, make_user
 
 
@@ -81,3 +84,157 @@ def test_signals_are_none_without_data():
     assert quality.risk_score(signals) == pytest.approx(0.5)
     one_value_study = quality.risk_signals(1.0, None, None, {"Yes": 9}, {"Yes": 30})
     assert set(one_value_study) == {"gold"}  # everyone gave the same answer: no sameness signal
+
+
+def _tom_import(session, study, owner, n_annotators: int, answer: str = "Yes") -> None:
+    """Earlier annotations pasted in by the import: real participants with no times (0 ms)."""
+    ids = session.scalars(select(Item.external_id).where(Item.study_id == study.id)
+                          .order_by(Item.id).limit(10)).all()
+    data = "".join(json.dumps({"question_id": q, "answer": answer, "annotator": f"earlier-{k}"}) + "\n"
+                   for k in range(n_annotators) for q in ids).encode()
+    assert import_annotations(session, study, owner, data, "earlier")["annotators"] == n_annotators
+
+
+def _signals(session, study) -> dict[str, dict]:
+    return {w["worker"]: w["signals"] for w in quality.review_queue(session, study)}
+
+
+def _same(a: dict[str, dict], b: dict[str, dict]) -> bool:
+    return a.keys() == b.keys() and all(a[k] == pytest.approx(b[k]) for k in a)
+
+
+def test_imported_annotators_neither_set_the_pace_nor_join_the_queue(session, client):
+    """Imported annotators have no times: they must not drag the study's typical pace to 0
+    (where the 2 s floor would become the reference), skew its answer spread, or top the queue
+    as 'fast' workers of their own."""
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, title="With prior", bundle_size=10, gold_rate=0.2,
+                             annotations_per_item=5)
+    for i, acc in enumerate((0.95, 0.9)):
+        simulate_worker(session, study, f"careful-{i}", acc, seed=i)
+    simulate_worker(session, study, "clicker", 0.0, seed=99, always="Yes")
+    before = _signals(session, study)
+    clicker = _pseudonym(session, "clicker")
+    assert before[clicker]["speed"] > 0.8  # about 1 s against a typical 9 s
+    _tom_import(session, study, owner, 4)
+    queue = quality.review_queue(session, study)
+    assert {w["worker"] for w in queue} == set(before)  # no imported annotator in the queue
+    assert _same(_signals(session, study), before)  # nobody's signals moved
+    # Nor in the queue of every study, whatever the status shown.
+    admin = make_user(session, "admin")
+    login(client, admin)
+    imported = session.scalars(select(User.pseudonym).where(User.platform == IMPORTED_PLATFORM)).all()
+    assert len(imported) == 4
+    for status in ("approved", "all"):
+        html = client.get(f"/admin/review?status={status}").text
+        assert not any(p in html for p in imported)
+        assert "fast: median 0.0s" not in html
+
+
+def test_a_rejected_workers_answers_leave_the_studys_pace_and_spread(session):
+    """Once the clicker is rejected their answers are out of every aggregate, the study's
+    typical pace and answer spread included: the others' signals are as before they came."""
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, title="Rejection", bundle_size=10, gold_rate=0.2,
+                             annotations_per_item=5)
+    for i, acc in enumerate((0.95, 0.9, 0.85, 0.8)):
+        simulate_worker(session, study, f"careful-{i}", acc, seed=i)
+    before = _signals(session, study)
+    simulate_worker(session, study, "clicker", 0.0, seed=99, always="Yes")
+    clicker = _pseudonym(session, "clicker")
+    with_clicker = _signals(session, study)
+    assert not _same({k: v for k, v in with_clicker.items() if k != clicker}, before)  # they did count
+    pid = next(w["participant_id"] for w in quality.review_queue(session, study) if w["worker"] == clicker)
+    quality.decide(session, study, [pid], "rejected", make_user(session, "admin"), reason="always Yes")
+    after = quality.review_queue(session, study)
+    assert _same({w["worker"]: w["signals"] for w in after if w["worker"] != clicker}, before)
+    # The rejected row still shows their own record.
+    row = next(w for w in after if w["worker"] == clicker)
+    assert row["status"] == "rejected" and row["median_seconds"] < 2.0 and row["signals"]["sameness"] == 1.0
+
+
+def test_a_study_of_an_uninstalled_kind_does_not_break_the_queue(session, studies, client):
+    """A study whose kind is no longer installed is left out of every study's queue, and the
+    page says so, instead of the whole page failing."""
+    first, second = studies
+    session.execute(update(Study).where(Study.id == second.id).values(kind="retired-kind"))
+    session.commit()
+    session.expire_all()
+    login(client, make_user(session, "admin"))
+    r = client.get("/admin/review")
+    assert r.status_code == 200, r.text
+    rows = re.findall(r'<tr data-worker="[^"]+" data-study="(\d+)"', r.text)
+    assert set(rows) == {str(first.id)} and len(rows) == 5
+    note = re.search(r'<p id="review-skipped"[^>]*>(.*?)</p>', r.text, re.S).group(1)
+    assert "1 study" in note and "Second" in note and "retired-kind" in note
+
+
+def test_every_study_queue_shows_at_most_a_page_of_rows(session, client):
+    """A big crowd is shown a page at a time (quality.PAGE_ROWS rows), with the count and a
+    link to the next page."""
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, title="Crowd", bundle_size=5, gold_rate=0.2)
+    n = quality.PAGE_ROWS + 5
+    users = [User(role="worker", platform="prolific", external_id=f"crowd-{i}", pseudonym=f"w-crowd-{i}")
+             for i in range(n)]
+    session.add_all(users)
+    session.flush()
+    session.add_all([Participant(study_id=study.id, worker_id=u.id) for u in users])
+    session.commit()
+    login(client, make_user(session, "admin"))
+    html = client.get("/admin/review").text
+    first = re.findall(r'<tr data-worker="([^"]+)"', html)
+    assert len(first) == quality.PAGE_ROWS
+    assert f"1–{quality.PAGE_ROWS} of {n}" in html
+    assert 'href="?status=pending&amp;page=2"' in html
+    second = re.findall(r'<tr data-worker="([^"]+)"', client.get("/admin/review?status=pending&page=2").text)
+    assert len(second) == 5 and not set(first) & set(second)
+    assert set(first) | set(second) == {u.pseudonym for u in users}
+    # Past the end (the queue shrank since the link was made): the last page.
+    assert re.findall(r'<tr data-worker="([^"]+)"', client.get("/admin/review?page=9").text) == second
+    for bad in ("0", "x"):
+        assert client.get(f"/admin/review?page={bad}").status_code == 422
+
+
+def test_deciding_from_a_replay_opened_in_every_studys_queue_goes_back_there(session, studies, client):
+    first, _ = studies
+    login(client, make_user(session, "admin"))
+    queue = client.get("/admin/review").text
+    liner = _pseudonym(session, "straight-liner")
+    link = re.search(rf'<tr data-worker="{liner}".*?href="([^"]+/participants/\d+\?from=all)"', queue, re.S)
+    assert link, "the replay link says where it was opened from"
+    replay = client.get(link.group(1).replace("&amp;", "&")).text
+    assert '<a href="/admin/review">Back to the review queue</a>' in replay
+    form = re.search(r'<form method="post" action="([^"]+)" id="decide-form".*?</form>', replay, re.S)
+    fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form.group(0)))
+    assert fields["back"] == "all"
+    r = client.post(form.group(1), data={**fields, "decision": "reject", "reason": "always Yes"},
+                    follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/admin/review"
+    assert "1 worker(s) rejected." in client.get(r.headers["location"]).text
+    # Opened from the study's own queue, the replay goes back there.
+    pid = re.search(r"/participants/(\d+)", link.group(1)).group(1)
+    own = client.get(f"/admin/studies/{first.id}/participants/{pid}").text
+    assert f'<a href="/admin/studies/{first.id}/review">Back to the review queue</a>' in own
+
+
+def test_every_study_queue_takes_the_same_queries_for_more_studies(session, studies):
+    """Each aggregate is grouped by study: a third study adds rows, not queries."""
+    statements: list[str] = []
+
+    def count(conn, cursor, statement, *args):
+        statements.append(statement)
+
+    engine = session.get_bind()
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        two = len(quality.review_queue_all(session, "pending"))
+        n_two, statements[:] = len(statements), []
+        third = create_tom_study(session, make_user(session, "researcher"), title="Third", bundle_size=10,
+                                 gold_rate=0.2, annotations_per_item=5)
+        simulate_worker(session, third, "careful-c", 0.9, seed=30)
+        statements[:] = []
+        assert len(quality.review_queue_all(session, "pending")) == two + 1
+        assert len(statements) == n_two, statements
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
