@@ -23,6 +23,7 @@ from app.config import SECRET_KEY_HELP, get_settings, trusted_proxies, weak_secr
 from app.errors import ERROR_RESPONSES, InputError
 from app.jobs import BrokerUnavailable
 from app.jsonsafe import MAX_DEPTH, too_deep
+from app.kinds import KindNotInstalled
 from app.studies.assignment import NotAvailable
 from app.web import render, static_dir
 
@@ -455,6 +456,15 @@ def create_app(database_url: str | None = None) -> FastAPI:
             return JSONResponse(exc.as_dict(), status_code=422)
         return render(request, "error.html", status_code=422, title="That input was refused",
                       message=str(exc))
+
+    @app.exception_handler(KindNotInstalled)
+    async def kind_not_installed(request: Request, exc: KindNotInstalled):
+        detail = (f"the task kind {exc.name!r} is not installed on this server: install the package "
+                  f"that provides it and restart, or ask the administrator")
+        if _wants_json(request):
+            return JSONResponse({"detail": detail}, status_code=409)
+        return render(request, "error.html", status_code=409, title="Task kind not installed",
+                      message=detail)
 
     @app.exception_handler(BrokerUnavailable)
     async def broker_unavailable(request: Request, exc: BrokerUnavailable):

@@ -73,11 +73,23 @@ def all_kinds() -> dict[str, TaskKind]:
     return _registry
 
 
+class KindNotInstalled(KeyError):
+    """A kind asked for by name (a study's, a job's) that this server does not have: it was
+    uninstalled since, or never installed here. Pages of such a study answer 409, not 500."""
+
+    def __init__(self, name: str):
+        super().__init__(f"unknown task kind {name!r}")
+        self.name = name
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
 def get_kind(name: str) -> TaskKind:
     try:
         return all_kinds()[name]
     except KeyError:
-        raise KeyError(f"unknown task kind {name!r}") from None
+        raise KindNotInstalled(name) from None
 
 
 def default_kind() -> str:

@@ -167,6 +167,12 @@ def test_a_study_of_an_uninstalled_kind_does_not_break_the_queue(session, studie
     assert set(rows) == {str(first.id)} and len(rows) == 5
     note = re.search(r'<p id="review-skipped"[^>]*>(.*?)</p>', r.text, re.S).group(1)
     assert "1 study" in note and "Second" in note and "retired-kind" in note
+    # That study's own pages say what is wrong (409), as page and as API, instead of a 500.
+    for path in (f"/admin/studies/{second.id}/review", f"/studies/{second.id}"):
+        page = client.get(path)
+        assert page.status_code == 409 and "retired-kind" in page.text and "not installed" in page.text
+    api = client.get(f"/api/v1/studies/{second.id}/review")
+    assert api.status_code == 409 and "not installed" in api.json()["detail"]
 
 
 def test_every_study_queue_shows_at_most_a_page_of_rows(session, client):
