@@ -242,15 +242,18 @@ def _run(url: str, sql: str, params: dict):
     return None
 
 
-def study(url: str, slug: str) -> StudyConf | None:
+# Each operation is written once as a generator that yields (sql, params) and receives the row:
+# the sync functions run it on the thread's connection, the async ones on the async pool.
+
+def _study_steps(url: str, slug: str):
     key = (url, slug)
     conf = _studies.get(key)
     if conf is None:
-        row = _run(url, STUDY_SQL, {"slug": slug})
+        row = yield STUDY_SQL, {"slug": slug}
         if row is None:
             return None
-        conf = StudyConf(id=row[0], slug=slug, kind=row[1], kind_settings=row[2] or {}, version=row[3],
-                          title=row[4])
+        conf = StudyConf(id=row[0], slug=slug, kind=row[1], kind_settings=row[2] or {},
+                         version=row[3], title=row[4])
         _studies.put(key, conf)
     return conf
 
@@ -260,9 +263,8 @@ def _seen(url: str, conf: StudyConf, version: str | None) -> None:
         forget_study(url, conf.slug)
 
 
-def next_lease(url: str, conf: StudyConf, bundle_id: int, browser: str | None) -> Lease | None:
-    """The bundle's current lease or a new one, in one statement; None: take the engine path."""
-    row = _run(url, NEXT_SQL, {"bundle": bundle_id, "study": conf.id, "browser": browser})
+def _next_steps(url: str, conf: StudyConf, bundle_id: int, browser: str | None):
+    row = yield NEXT_SQL, {"bundle": bundle_id, "study": conf.id, "browser": browser}
     if row is None:  # no such bundle in this study (or the cached study is gone): read it again
         forget_study(url, conf.slug)
         stats["next_engine"] += 1
@@ -279,10 +281,8 @@ def next_lease(url: str, conf: StudyConf, bundle_id: int, browser: str | None) -
                  item_id=item_id, payload=payload)
 
 
-def submit(url: str, conf: StudyConf, bundle_id: int, assignment_id: int, response: dict,
-           key: str, client: dict, browser: str | None) -> int | None:
-    """Store the answer to the bundle's live lease in one statement: the annotation's id, or
-    None (nothing stored: take the engine path). Parsing errors raise as the engine's do."""
+def _submit_steps(url: str, conf: StudyConf, bundle_id: int, assignment_id: int,
+                  response: dict, key: str, client: dict, browser: str | None):
     from psycopg.types.json import Jsonb
 
     from app.kinds import get_kind
@@ -293,7 +293,7 @@ def submit(url: str, conf: StudyConf, bundle_id: int, assignment_id: int, respon
     cached = _items.get((url, item_id)) if item_id is not None else None
     if cached is None:  # leased by another process, or before a restart: one read more
         stats["item_read"] += 1
-        row = _run(url, ITEM_SQL, {"assignment": assignment_id, "bundle": bundle_id})
+        row = yield ITEM_SQL, {"assignment": assignment_id, "bundle": bundle_id}
         if row is None:
             stats["submit_engine"] += 1
             return None
@@ -304,12 +304,12 @@ def submit(url: str, conf: StudyConf, bundle_id: int, assignment_id: int, respon
     kind = get_kind(conf.kind)
     parsed = kind.parse_response(response, payload=payload, settings=conf.kind_settings or {})
     scores = kind.score_details(payload, reference, parsed)
-    row = _run(url, SUBMIT_SQL, {
+    row = yield SUBMIT_SQL, {
         "bundle": bundle_id, "study": conf.id, "version": conf.version, "browser": browser,
         "assignment": assignment_id, "item": item_id, "reference": reference_text,
         "response": Jsonb(parsed), "score": kind.score(payload, reference, parsed),
         # None as JSON null, as the ORM stores it (JSON(none_as_null=False)).
-        "scores": Jsonb(scores), "client": Jsonb(client or {}), "key": key})
+        "scores": Jsonb(scores), "client": Jsonb(client or {}), "key": key}
     annotation_id, _, version = row if row is not None else (None, None, conf.version)
     _seen(url, conf, version)
     if annotation_id is None:
@@ -319,3 +319,96 @@ def submit(url: str, conf: StudyConf, bundle_id: int, assignment_id: int, respon
     stats["submit"] += 1
     _leases.drop((url, assignment_id))
     return annotation_id
+
+
+def _drive(url: str, steps):
+    try:
+        sql, params = next(steps)
+        while True:
+            sql, params = steps.send(_run(url, sql, params))
+    except StopIteration as done:
+        return done.value
+
+
+async def _adrive(url: str, steps):
+    try:
+        sql, params = next(steps)
+        while True:
+            sql, params = steps.send(await _arun(url, sql, params))
+    except StopIteration as done:
+        return done.value
+
+
+def study(url: str, slug: str) -> StudyConf | None:
+    return _drive(url, _study_steps(url, slug))
+
+
+def next_lease(url: str, conf: StudyConf, bundle_id: int, browser: str | None) -> Lease | None:
+    """The bundle's current lease or a new one, in one statement; None: take the engine path."""
+    return _drive(url, _next_steps(url, conf, bundle_id, browser))
+
+
+def submit(url: str, conf: StudyConf, bundle_id: int, assignment_id: int, response: dict,
+           key: str, client: dict, browser: str | None) -> int | None:
+    """Store the answer to the bundle's live lease in one statement: the annotation's id, or
+    None (nothing stored: take the engine path). Parsing errors raise as the engine's do."""
+    return _drive(url, _submit_steps(url, conf, bundle_id, assignment_id, response, key, client,
+                                     browser))
+
+
+async def astudy(url: str, slug: str) -> StudyConf | None:
+    return await _adrive(url, _study_steps(url, slug))
+
+
+async def anext_lease(url: str, conf: StudyConf, bundle_id: int,
+                      browser: str | None) -> Lease | None:
+    return await _adrive(url, _next_steps(url, conf, bundle_id, browser))
+
+
+async def asubmit(url: str, conf: StudyConf, bundle_id: int, assignment_id: int, response: dict,
+                  key: str, client: dict, browser: str | None) -> int | None:
+    return await _adrive(url, _submit_steps(url, conf, bundle_id, assignment_id, response, key,
+                                            client, browser))
+
+
+# ---- the async pool (settings.crowd_async): one per process and event loop
+
+_apools: dict = {}
+
+
+async def _apool(url: str):
+    import asyncio
+
+    key = (url, id(asyncio.get_running_loop()))
+    opening = _apools.get(key)
+    if opening is None:  # the first caller opens it; the others await the same opening
+        opening = _apools[key] = asyncio.ensure_future(_open_apool(url))
+    return await opening
+
+
+async def _open_apool(url: str):
+    from psycopg_pool import AsyncConnectionPool
+
+    conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
+    pool = AsyncConnectionPool(conninfo, min_size=1, max_size=get_settings().db_pool_size,
+                               kwargs={"autocommit": True}, open=False)
+    await pool.open()
+    return pool
+
+
+async def _arun(url: str, sql: str, params: dict):
+    import psycopg
+
+    for attempt in (0, 1):
+        pool = await _apool(url)
+        try:
+            async with pool.connection() as conn:  # a broken connection is not given back
+                cur = await conn.execute(sql, params)
+                return await cur.fetchone()
+        except (psycopg.errors.IntegrityError, psycopg.errors.DeadlockDetected,
+                psycopg.errors.LockNotAvailable, psycopg.errors.SerializationFailure):
+            return None
+        except psycopg.OperationalError:
+            if attempt:
+                raise
+    return None

@@ -17,6 +17,7 @@ from app.agents.models import Agent, AgentOutput
 from app.auth.deps import db, managed_study, require, verify_csrf
 from app.auth.models import User
 from app.config import get_settings
+from app.db import get_sessionmaker
 from app.errors import InputError
 from app.kinds import all_kinds, default_kind, get_kind
 from app.leaderboards.plot import leaderboard_plots
@@ -94,8 +95,12 @@ def _consent_page(request: Request, study: Study, bundle: Bundle, status_code: i
 
 
 @router.get("/task/{slug}")
-def task(request: Request, slug: str, session: Session = Depends(db)):
-    return _fast_task(request, slug) or _task_page(request, session, slug)
+def task(request: Request, slug: str):
+    fast = _fast_task(request, slug)  # no Session in the common case (app/studies/hotpath.py)
+    if fast is not None:
+        return fast
+    with get_sessionmaker(request.app.state.database_url)() as session:
+        return _task_page(request, session, slug)
 
 
 def _fast_task(request: Request, slug: str):
@@ -163,7 +168,7 @@ def consent(request: Request, slug: str, consent_version: str = Form(""),
 
 
 @router.post("/task/{slug}/answer")
-async def answer(request: Request, slug: str, session: Session = Depends(db)):
+async def answer(request: Request, slug: str):
     rate_limit(request, "submit", get_settings().rate_limit_submit)
     if request.session.get("crowd", {}).get(slug) is None:  # refused before the body is read
         raise HTTPException(403, NOT_ENTERED)
@@ -190,11 +195,12 @@ async def answer(request: Request, slug: str, session: Session = Depends(db)):
             if conf is not None:
                 stored = hotpath.submit(url, conf, bundle_id, assignment_id, form, key, client,
                                         assignment.browser_hash(secret) if secret is not None else None)
-        if stored is None:
-            study, bundle = crowd_bundle(request, session, slug)
-            assignment.submit(session, study, bundle.id, assignment_id, form, key, client)
-            session.expire_all()  # the bundle moved on: read it afresh for the next page
-        return _fast_task(request, slug) or _task_page(request, session, slug)
+        with get_sessionmaker(url)() as session:  # a connection only if the engine is needed
+            if stored is None:
+                study, bundle = crowd_bundle(request, session, slug)
+                assignment.submit(session, study, bundle.id, assignment_id, form, key, client)
+                session.expire_all()  # the bundle moved on: read it afresh for the next page
+            return _fast_task(request, slug) or _task_page(request, session, slug)
 
     return await run_in_threadpool(store_and_show)
 
