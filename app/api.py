@@ -4,13 +4,11 @@ tokens (`Authorization: Bearer pct_...`); crowd endpoints use the worker's signe
 from __future__ import annotations
 
 import json
-import os
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, Response, UploadFile
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
-from starlette.concurrency import run_in_threadpool
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -375,6 +373,7 @@ def crowd_consent(slug: str, body: ConsentIn, request: Request, session: Session
     return {"consented": True, "consent_version": bundle.consent_version}
 
 
+@router.get("/crowd/{slug}/next", tags=["crowd"])
 def crowd_next(slug: str, request: Request, response: Response):
     """The current item (`state: item`); `state: wait` with `retry_after` seconds (and a
     Retry-After header) when no item is free right now but some may come back as others'
@@ -440,6 +439,7 @@ class SubmitIn(BaseModel):
     response: dict
 
 
+@router.post("/crowd/{slug}/submit", tags=["crowd"])
 def crowd_submit(slug: str, body: SubmitIn, request: Request, response: Response):
     """Store an answer (once: a retry with the same `idempotency_key` returns the stored one).
     `next` is what `GET .../next` would answer now (the next item, a wait, or the end), so that
@@ -467,73 +467,3 @@ def crowd_submit(slug: str, body: SubmitIn, request: Request, response: Response
         except (assignment.NotAvailable, HTTPException):
             following = None  # stored all the same: the client asks `next` and reads why
     return {"stored": True, "annotation": ann_id, "next": following}
-
-
-# ---- the same two routes as coroutines on psycopg's async pool (issue 14: measured against
-# the thread pool in docs/benchmarks.md; PROCTOR_CROWD_ASYNC=1 serves these instead)
-
-async def _afast_next(request: Request, slug: str) -> dict | None:
-    url = request.app.state.database_url
-    bundle_id = request.session.get("crowd", {}).get(slug)
-    if not hotpath.enabled(url) or not isinstance(bundle_id, int):
-        return None
-    conf = await hotpath.astudy(url, slug)
-    if conf is None:
-        return None
-    secret = browser_secret(request)
-    lease = await hotpath.anext_lease(url, conf, bundle_id,
-                                      assignment.browser_hash(secret) if secret is not None else None)
-    if lease is None:
-        return None
-    return {"state": "item", "done": False, "assignment_id": lease.assignment_id,
-            "position": lease.slot + 1, "of": lease.size,
-            "item": get_kind(conf.kind).public_payload(lease.payload)}
-
-
-def _engine_next(request: Request, response: Response, slug: str) -> dict:
-    with get_sessionmaker(request.app.state.database_url)() as session:
-        return _next_state(request, response, session, slug)
-
-
-def _engine_submit(request: Request, slug: str, body: SubmitIn, client: dict) -> int:
-    with get_sessionmaker(request.app.state.database_url)() as session:
-        study, bundle = crowd_bundle(request, session, slug)
-        return assignment.submit(session, study, bundle.id, body.assignment_id, body.response,
-                                 body.idempotency_key, client).id
-
-
-async def crowd_next_async(slug: str, request: Request, response: Response):
-    fast = await _afast_next(request, slug)
-    if fast is not None:
-        return fast
-    return await run_in_threadpool(_engine_next, request, response, slug)
-
-
-async def crowd_submit_async(slug: str, body: SubmitIn, request: Request, response: Response):
-    rate_limit(request, "submit", get_settings().rate_limit_submit)
-    client = {"user_agent": request.headers.get("user-agent", "")[:200]}
-    url = request.app.state.database_url
-    ann_id = None
-    bundle_id = request.session.get("crowd", {}).get(slug)
-    if hotpath.enabled(url) and isinstance(bundle_id, int):
-        conf = await hotpath.astudy(url, slug)
-        secret = browser_secret(request)
-        if conf is not None:
-            ann_id = await hotpath.asubmit(
-                url, conf, bundle_id, body.assignment_id, body.response, body.idempotency_key,
-                client, assignment.browser_hash(secret) if secret is not None else None)
-    if ann_id is None:
-        ann_id = await run_in_threadpool(_engine_submit, request, slug, body, client)
-    try:
-        following = (await _afast_next(request, slug)
-                     or await run_in_threadpool(_engine_next, request, response, slug))
-    except (assignment.NotAvailable, HTTPException):
-        following = None
-    return {"stored": True, "annotation": ann_id, "next": following}
-
-
-_ASYNC = os.environ.get("PROCTOR_CROWD_ASYNC") == "1"
-router.add_api_route("/crowd/{slug}/next", crowd_next_async if _ASYNC else crowd_next,
-                     methods=["GET"], tags=["crowd"], description=crowd_next.__doc__)
-router.add_api_route("/crowd/{slug}/submit", crowd_submit_async if _ASYNC else crowd_submit,
-                     methods=["POST"], tags=["crowd"], description=crowd_submit.__doc__)

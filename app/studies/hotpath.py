@@ -242,8 +242,9 @@ def _run(url: str, sql: str, params: dict):
     return None
 
 
-# Each operation is written once as a generator that yields (sql, params) and receives the row:
-# the sync functions run it on the thread's connection, the async ones on the async pool.
+# Each operation is a generator that yields (sql, params) and receives the row, run by _drive
+# on a pooled connection. (Async endpoints on psycopg's async pool drove the same generators:
+# they measured no faster here, docs/benchmarks.md, and were taken out.)
 
 def _study_steps(url: str, slug: str):
     key = (url, slug)
@@ -330,15 +331,6 @@ def _drive(url: str, steps):
         return done.value
 
 
-async def _adrive(url: str, steps):
-    try:
-        sql, params = next(steps)
-        while True:
-            sql, params = steps.send(await _arun(url, sql, params))
-    except StopIteration as done:
-        return done.value
-
-
 def study(url: str, slug: str) -> StudyConf | None:
     return _drive(url, _study_steps(url, slug))
 
@@ -354,61 +346,3 @@ def submit(url: str, conf: StudyConf, bundle_id: int, assignment_id: int, respon
     None (nothing stored: take the engine path). Parsing errors raise as the engine's do."""
     return _drive(url, _submit_steps(url, conf, bundle_id, assignment_id, response, key, client,
                                      browser))
-
-
-async def astudy(url: str, slug: str) -> StudyConf | None:
-    return await _adrive(url, _study_steps(url, slug))
-
-
-async def anext_lease(url: str, conf: StudyConf, bundle_id: int,
-                      browser: str | None) -> Lease | None:
-    return await _adrive(url, _next_steps(url, conf, bundle_id, browser))
-
-
-async def asubmit(url: str, conf: StudyConf, bundle_id: int, assignment_id: int, response: dict,
-                  key: str, client: dict, browser: str | None) -> int | None:
-    return await _adrive(url, _submit_steps(url, conf, bundle_id, assignment_id, response, key,
-                                            client, browser))
-
-
-# ---- the async pool (settings.crowd_async): one per process and event loop
-
-_apools: dict = {}
-
-
-async def _apool(url: str):
-    import asyncio
-
-    key = (url, id(asyncio.get_running_loop()))
-    opening = _apools.get(key)
-    if opening is None:  # the first caller opens it; the others await the same opening
-        opening = _apools[key] = asyncio.ensure_future(_open_apool(url))
-    return await opening
-
-
-async def _open_apool(url: str):
-    from psycopg_pool import AsyncConnectionPool
-
-    conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
-    pool = AsyncConnectionPool(conninfo, min_size=1, max_size=get_settings().db_pool_size,
-                               kwargs={"autocommit": True}, open=False)
-    await pool.open()
-    return pool
-
-
-async def _arun(url: str, sql: str, params: dict):
-    import psycopg
-
-    for attempt in (0, 1):
-        pool = await _apool(url)
-        try:
-            async with pool.connection() as conn:  # a broken connection is not given back
-                cur = await conn.execute(sql, params)
-                return await cur.fetchone()
-        except (psycopg.errors.IntegrityError, psycopg.errors.DeadlockDetected,
-                psycopg.errors.LockNotAvailable, psycopg.errors.SerializationFailure):
-            return None
-        except psycopg.OperationalError:
-            if attempt:
-                raise
-    return None
