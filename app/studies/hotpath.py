@@ -127,8 +127,20 @@ SELECT (SELECT id FROM stored), (SELECT n_done FROM counted),
        (SELECT xmin::text FROM studies WHERE id = %(study)s)
 """
 
+# The answer that ends the bundle: the participant is locked too (bundle -> participant ->
+# assignment, the engine's order), the bundle is closed, and the automatic review runs after it
+# in the same transaction (_run_end): the one place where a submit takes more than a statement.
+SUBMIT_END_SQL = (SUBMIT_SQL
+                  .replace("SELECT b.id, b.worker_id FROM b", "SELECT b.id, b.worker_id, b.participant_id FROM b")
+                  .replace("AND b.n_done + 1 < b.size\n)", "AND b.n_done + 1 = b.size\n    FOR UPDATE OF p\n)")
+                  .replace("SET n_done = n_done + 1 FROM done", "SET n_done = n_done + 1, finished_at = now() FROM done")
+                  .replace("(SELECT xmin::text FROM studies WHERE id = %(study)s)",
+                           "(SELECT xmin::text FROM studies WHERE id = %(study)s), (SELECT participant_id FROM ok)"))
+assert SUBMIT_END_SQL.count("FOR UPDATE OF p") == 1 and "finished_at = now()" in SUBMIT_END_SQL
+
 STUDY_SQL = """SELECT id, kind, kind_settings, xmin::text, title FROM studies WHERE slug = %(slug)s"""
-ITEM_SQL = """SELECT i.id, i.payload, i.reference::text FROM assignments a JOIN items i ON i.id = a.item_id
+ITEM_SQL = """SELECT i.id, i.payload, i.reference::text, b.n_done + 1 >= b.size
+              FROM assignments a JOIN items i ON i.id = a.item_id JOIN bundles b ON b.id = a.bundle_id
               WHERE a.id = %(assignment)s AND a.bundle_id = %(bundle)s"""
 
 
@@ -277,7 +289,7 @@ def _next_steps(url: str, conf: StudyConf, bundle_id: int, browser: str | None):
         return None
     stats["next"] += 1
     _items.put((url, item_id), (payload, reference))
-    _leases.put((url, a_id), item_id)
+    _leases.put((url, a_id), (item_id, n_done + 1 >= size))
     return Lease(assignment_id=a_id, new=new, slot=slot, n_done=n_done, size=size,
                  item_id=item_id, payload=payload)
 
@@ -290,7 +302,7 @@ def _submit_steps(url: str, conf: StudyConf, bundle_id: int, assignment_id: int,
 
     if not key or len(key) > 64:
         return None  # the engine refuses it with its message
-    item_id = _leases.get((url, assignment_id))
+    item_id, last = _leases.get((url, assignment_id)) or (None, False)
     cached = _items.get((url, item_id)) if item_id is not None else None
     if cached is None:  # leased by another process, or before a restart: one read more
         stats["item_read"] += 1
@@ -298,20 +310,20 @@ def _submit_steps(url: str, conf: StudyConf, bundle_id: int, assignment_id: int,
         if row is None:
             stats["submit_engine"] += 1
             return None
-        item_id, cached = row[0], (row[1], row[2])
+        item_id, cached, last = row[0], (row[1], row[2]), row[3]
         _items.put((url, item_id), cached)
     payload, reference_text = cached
     reference = json.loads(reference_text) if reference_text is not None else None
     kind = get_kind(conf.kind)
     parsed = kind.parse_response(response, payload=payload, settings=conf.kind_settings or {})
     scores = kind.score_details(payload, reference, parsed)
-    row = yield SUBMIT_SQL, {
+    row = yield SUBMIT_END_SQL if last else SUBMIT_SQL, {
         "bundle": bundle_id, "study": conf.id, "version": conf.version, "browser": browser,
         "assignment": assignment_id, "item": item_id, "reference": reference_text,
         "response": Jsonb(parsed), "score": kind.score(payload, reference, parsed),
         # None as JSON null, as the ORM stores it (JSON(none_as_null=False)).
         "scores": Jsonb(scores), "client": Jsonb(client or {}), "key": key}
-    annotation_id, _, version = row if row is not None else (None, None, conf.version)
+    annotation_id, _, version = row[:3] if row is not None else (None, None, conf.version)
     _seen(url, conf, version)
     if annotation_id is None:
         _items.drop((url, item_id))  # its reference may have changed: read it again next time
@@ -322,11 +334,40 @@ def _submit_steps(url: str, conf: StudyConf, bundle_id: int, assignment_id: int,
     return annotation_id
 
 
-def _drive(url: str, steps):
+def _run_end(url: str, conf: StudyConf, params: dict):
+    """The bundle's last answer and the automatic review, in one transaction (the engine's
+    Session on the main pool: auto_review is the quality service's ORM code)."""
+    import psycopg
+    from sqlalchemy.exc import DBAPIError
+
+    from app.db import get_sessionmaker
+    from app.quality.service import auto_review
+    from app.studies.models import Study
+
+    with get_sessionmaker(url)() as session:
+        try:
+            row = session.connection().exec_driver_sql(SUBMIT_END_SQL, params).first()
+            if row is None or row[0] is None:
+                session.rollback()
+                return row
+            auto_review(session, session.get(Study, conf.id), row[3])
+            session.commit()
+            return row
+        except DBAPIError as exc:
+            session.rollback()
+            if isinstance(exc.orig, psycopg.OperationalError) and not isinstance(
+                    exc.orig, (psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable,
+                               psycopg.errors.SerializationFailure)):
+                raise
+            return None  # a unique key or a lock refused it: the engine's path
+
+
+def _drive(url: str, steps, conf: StudyConf | None = None):
     try:
         sql, params = next(steps)
         while True:
-            sql, params = steps.send(_run(url, sql, params))
+            row = _run_end(url, conf, params) if sql is SUBMIT_END_SQL else _run(url, sql, params)
+            sql, params = steps.send(row)
     except StopIteration as done:
         return done.value
 
@@ -345,4 +386,4 @@ def submit(url: str, conf: StudyConf, bundle_id: int, assignment_id: int, respon
     """Store the answer to the bundle's live lease in one statement: the annotation's id, or
     None (nothing stored: take the engine path). Parsing errors raise as the engine's do."""
     return _drive(url, _submit_steps(url, conf, bundle_id, assignment_id, response, key, client,
-                                     browser))
+                                     browser), conf)
