@@ -237,18 +237,22 @@ def _run(url: str, sql: str, params: dict):
     """One statement, its first row; None when a unique key or lock refused it (the caller
     takes the engine path). A broken connection is dropped and the statement tried again."""
     import psycopg
+    from sqlalchemy.exc import OperationalError
 
     for attempt in (0, 1):
-        raw = _engine(url).raw_connection()
+        try:
+            raw = _engine(url).raw_connection()
+        except psycopg.OperationalError as exc:  # the server is down or refusing: 503
+            raise OperationalError("connect", None, exc) from exc
         try:
             return raw.driver_connection.execute(sql, params).fetchone()
         except (psycopg.errors.IntegrityError, psycopg.errors.DeadlockDetected,
                 psycopg.errors.LockNotAvailable, psycopg.errors.SerializationFailure):
             return None
-        except psycopg.OperationalError:
+        except psycopg.OperationalError as exc:
             raw.invalidate()
-            if attempt:
-                raise
+            if attempt:  # as the engine's errors: the app answers 503, try again shortly
+                raise OperationalError(sql[:80], None, exc) from exc
         finally:
             raw.close()
     return None
