@@ -9,10 +9,11 @@ own path, which gives the worker the right answer (an error, a wait, the end of 
   gold slot), when the bundle is consented, unfinished, bound to this browser, its study live,
   its worker not rejected, no lease of theirs expired unanswered, and the study allows one
   bundle per worker (several bundles per worker end the other bundles' leases: engine path);
-- submit: the answer to the bundle's live lease, while that answer does not end the bundle
-  (the end runs the automatic review: engine path), the item's reference is the one it was
-  scored against, and the study is the version whose settings parsed it. Replays, late
-  answers and refusals take the engine path.
+- submit: the answer to the bundle's live lease, while the item's reference is the one it was
+  scored against and the study is the version whose settings parsed it; the answer that ends
+  the bundle also closes it, and the automatic review follows in the same transaction (the
+  one place where a submit is more than a statement). Replays, late answers and refusals take
+  the engine path.
 
 Both statements lock the bundle first (FOR UPDATE), as the engine does, so they serialise with
 it. One statement reads one snapshot, taken before any lock wait: two `next` of one bundle at
@@ -199,7 +200,7 @@ stats: dict[str, int] = {"next": 0, "next_engine": 0, "submit": 0, "submit_engin
 
 _studies = _Lru(1000)     # (url, slug) -> StudyConf
 _items = _Lru(20000)      # (url, item id) -> (payload, reference as text): what scoring needs
-_leases = _Lru(50000)     # (url, assignment id) -> item id
+_leases = _Lru(50000)     # (url, assignment id) -> (item id, whether its answer ends the bundle)
 
 
 def reset() -> None:
@@ -228,7 +229,8 @@ def _engine(url: str):
     from sqlalchemy import create_engine
 
     _urls.add(url)
-    # Its own small pool: autocommit (each statement its own transaction) and no pre-ping.
+    # Its own pool: autocommit (each statement its own transaction) and no pre-ping (a broken
+    # connection is found by the statement itself, and _run tries once more).
     return create_engine(url, pool_size=get_settings().db_pool_size, max_overflow=0,
                          pool_timeout=60, isolation_level="AUTOCOMMIT", pool_reset_on_return=None)
 

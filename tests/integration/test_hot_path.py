@@ -95,3 +95,40 @@ def test_a_paused_study_and_a_rejected_worker_are_refused_at_once(client, sessio
     session.commit()
     r = client.get(f"/api/v1/crowd/{study.slug}/next")
     assert r.status_code == 409 and "reviewed and closed" in r.text
+
+
+def test_a_bundle_asked_for_its_item_many_times_at_once_holds_one_lease(db_url, session):
+    """A double click or two tabs: the requests race, one item is leased, all get that one."""
+    import threading
+
+    import pytest
+
+    from app.studies import assignment, hotpath
+
+    if not hotpath.enabled(db_url):
+        pytest.skip("the single-statement path is PostgreSQL's (SQLite takes the engine's)")
+    owner = make_user(session, "researcher")
+    study = tiny_study(session, owner, 40, bundle_size=10)
+    session.commit()
+    for n in range(5):
+        bundle = assignment.enter(session, study, "prolific", f"racer-{n}")
+        assignment.consent(session, study, bundle.id, services.consent_version(study))
+        conf = hotpath.study(db_url, study.slug)
+        gate, got = threading.Barrier(8), []
+
+        def ask():
+            gate.wait()
+            lease = hotpath.next_lease(db_url, conf, bundle.id, None)
+            got.append(lease.assignment_id if lease else None)
+
+        threads = [threading.Thread(target=ask) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        leased = session.scalars(select(Assignment.id).where(
+            Assignment.bundle_id == bundle.id, Assignment.state == "leased")).all()
+        assert len(leased) == 1, leased
+        # Those that lost the race were declined (the caller then takes the engine's path,
+        # which returns the same lease); none got another item.
+        assert {g for g in got if g is not None} == set(leased), got
