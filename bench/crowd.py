@@ -509,6 +509,9 @@ def run_service(url: str, slug: str, n_workers: int, procs: int, duration: float
         p.join(30)
     merged = _merge(results, duration, measure_from, stop_at)
     merged["cpu"] = CpuMeter.diff(a, b)
+    import shutil
+
+    shutil.rmtree(rt_dir, ignore_errors=True)
     return merged
 
 
@@ -896,6 +899,7 @@ def run_http(url: str, slug: str, n_workers: int, client_procs: int, web_workers
         import shutil
 
         shutil.rmtree(storage, ignore_errors=True)
+        shutil.rmtree(rt_dir, ignore_errors=True)
     merged = _merge(results, duration, measure_from, stop_at)
     peaks = sampler.peak
     merged["web_rss_mb"] = {"master": peaks.get(web.pid, 0.0),
