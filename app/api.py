@@ -17,15 +17,16 @@ from app.agents.models import Agent
 from app.audit import AuditEntry
 from app.auth.deps import db, managed_study, require, verify_csrf
 from app.auth.models import User
-from app.auth.views import MTURK_PREVIEW, enter_crowd, keep_browser_secret
+from app.auth.views import MTURK_PREVIEW, browser_secret, enter_crowd, keep_browser_secret
 from app.config import get_settings
+from app.db import get_sessionmaker
 from app.errors import InputError
 from app.kinds import all_kinds, default_kind, get_kind
 from app.params import MAX_ID, BodyId, Id
 from app.leaderboards.service import compute
 from app.quality import service as quality
 from app.storage import get_store
-from app.studies import assignment, services
+from app.studies import assignment, hotpath, services
 from app.studies.models import Item, Study
 from app.studies.views import WAIT_MESSAGE, crowd_bundle, done_context, kind_options, retry_after
 from app.web import rate_limit, read_upload
@@ -402,11 +403,40 @@ def crowd_consent(slug: str, body: ConsentIn, request: Request, session: Session
 
 
 @router.get("/crowd/{slug}/next", tags=["crowd"])
-def crowd_next(slug: str, request: Request, response: Response, session: Session = Depends(db)):
+def crowd_next(slug: str, request: Request, response: Response):
     """The current item (`state: item`); `state: wait` with `retry_after` seconds (and a
     Retry-After header) when no item is free right now but some may come back as others'
     leases run out; `state: done` when the bundle is finished or the study has no more work for
     this worker, with the completion code only when its required items are done."""
+    # No session dependency: a sync dependency costs a trip through the thread pool each way,
+    # and the common case needs no Session at all.
+    fast = _fast_next(request, slug)
+    if fast is not None:
+        return fast
+    with get_sessionmaker(request.app.state.database_url)() as session:
+        return _next_state(request, response, session, slug)
+
+
+def _fast_next(request: Request, slug: str) -> dict | None:
+    """The common case in one statement (app/studies/hotpath.py); None: the engine's path."""
+    url = request.app.state.database_url
+    bundle_id = request.session.get("crowd", {}).get(slug)
+    if not hotpath.enabled(url) or not isinstance(bundle_id, int):
+        return None
+    conf = hotpath.study(url, slug)
+    if conf is None:
+        return None
+    secret = browser_secret(request)
+    lease = hotpath.next_lease(url, conf, bundle_id,
+                               assignment.browser_hash(secret) if secret is not None else None)
+    if lease is None:
+        return None
+    return {"state": "item", "done": False, "assignment_id": lease.assignment_id,
+            "position": lease.slot + 1, "of": lease.size,
+            "item": get_kind(conf.kind).public_payload(lease.payload)}
+
+
+def _next_state(request: Request, response: Response, session: Session, slug: str) -> dict:
     study, bundle = crowd_bundle(request, session, slug)
     if bundle.consented_at is None:
         raise HTTPException(409, "consent first: POST /api/v1/crowd/{slug}/consent with the "
@@ -439,9 +469,30 @@ class SubmitIn(BaseModel):
 
 
 @router.post("/crowd/{slug}/submit", tags=["crowd"])
-def crowd_submit(slug: str, body: SubmitIn, request: Request, session: Session = Depends(db)):
+def crowd_submit(slug: str, body: SubmitIn, request: Request, response: Response):
+    """Store an answer (once: a retry with the same `idempotency_key` returns the stored one).
+    `next` is what `GET .../next` would answer now (the next item, a wait, or the end), so that
+    one annotation is one request; null when that could not be read (ask `next` then)."""
     rate_limit(request, "submit", get_settings().rate_limit_submit)
-    study, bundle = crowd_bundle(request, session, slug)
-    ann = assignment.submit(session, study, bundle.id, body.assignment_id, body.response,
-                            body.idempotency_key, {"user_agent": request.headers.get("user-agent", "")[:200]})
-    return {"stored": True, "annotation": ann.id}
+    client = {"user_agent": request.headers.get("user-agent", "")[:200]}
+    url = request.app.state.database_url
+    ann_id = None
+    bundle_id = request.session.get("crowd", {}).get(slug)
+    if hotpath.enabled(url) and isinstance(bundle_id, int):
+        conf = hotpath.study(url, slug)
+        secret = browser_secret(request)
+        if conf is not None:
+            ann_id = hotpath.submit(url, conf, bundle_id, body.assignment_id, body.response,
+                                    body.idempotency_key, client,
+                                    assignment.browser_hash(secret) if secret is not None else None)
+    with get_sessionmaker(url)() as session:  # opens a connection only if the engine is needed
+        if ann_id is None:
+            study, bundle = crowd_bundle(request, session, slug)
+            ann_id = assignment.submit(session, study, bundle.id, body.assignment_id,
+                                       body.response, body.idempotency_key, client).id
+            session.expire_all()  # the bundle moved on: read it afresh for `next`
+        try:
+            following = _fast_next(request, slug) or _next_state(request, response, session, slug)
+        except (assignment.NotAvailable, HTTPException):
+            following = None  # stored all the same: the client asks `next` and reads why
+    return {"stored": True, "annotation": ann_id, "next": following}

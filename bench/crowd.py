@@ -395,16 +395,22 @@ def _service_process(url: str, slug: str, worker_ids: list, gate: StartGate, int
     lat = {"enter": [], "consent": [], "next": [], "submit": []}
     stored: list = []
     errors: Counter = Counter()
+    from app.studies import hotpath
 
-    def call(name, fn):
+    fast = hotpath.enabled(url)
+
+    def timed(name, fn):
         t = time.monotonic()
         try:
-            with sm() as s:
-                study = s.scalar(select(Study).where(Study.slug == slug))
-                return fn(s, study)
+            return fn()
         finally:
             if t >= measure_from and time.monotonic() <= stop_at:
                 lat[name].append((time.monotonic() - t) * 1000)
+
+    def call(fn):
+        with sm() as s:
+            study = s.scalar(select(Study).where(Study.slug == slug))
+            return fn(s, study)
 
     def worker(wid: str) -> None:
         rng = random.Random(wid)
@@ -415,40 +421,68 @@ def _service_process(url: str, slug: str, worker_ids: list, gate: StartGate, int
 
         def enter() -> int:
             # One task per person (the study's default): each task is a new worker id.
-            bundle_id = call("enter", lambda s, st: assignment.enter(
-                s, st, "prolific", f"{wid}-b{n_bundle}", f"{wid}-s{n_bundle}", "bench").id)
-            call("consent", lambda s, st: assignment.consent(
-                s, st, bundle_id, services.consent_version(st)))
+            bundle_id = timed("enter", lambda: call(lambda s, st: assignment.enter(
+                s, st, "prolific", f"{wid}-b{n_bundle}", f"{wid}-s{n_bundle}", "bench").id))
+            timed("consent", lambda: call(lambda s, st: assignment.consent(
+                s, st, bundle_id, services.consent_version(st))))
             return bundle_id
+
+        def engine_next(s, st):
+            b = s.get(Bundle, bundle_id)
+            if b.finished_at is not None:
+                return None
+            a = assignment.next_item(s, st, bundle_id)
+            if a is None:
+                assignment.finish_early(s, bundle_id)
+                return None
+            s.get(Item, a.item_id)  # the API loads the item to show it
+            return a.id
+
+        def next_id():
+            """As the API's next: one statement in the common case, else the engine."""
+            if fast:
+                conf = hotpath.study(url, slug)
+                lease = hotpath.next_lease(url, conf, bundle_id, None) if conf else None
+                if lease is not None:
+                    return lease.assignment_id
+            return call(engine_next)
+
+        def submit(a_id, key, response):
+            """As the API's submit: store, then the next item in the same call."""
+            ann = None
+            if fast:
+                conf = hotpath.study(url, slug)
+                if conf is not None:
+                    ann = hotpath.submit(url, conf, bundle_id, a_id, response, key,
+                                         {"user_agent": "bench"}, None)
+            if ann is None:
+                ann = call(lambda s, st: assignment.submit(
+                    s, st, bundle_id, a_id, response, key, {"user_agent": "bench"}).id)
+            try:
+                return ann, next_id()
+            except assignment.NotAvailable:
+                return ann, None
 
         try:
             bundle_id = enter()
+            a_id = timed("next", next_id)
             while time.monotonic() < stop_at:
-                def nxt(s, st):
-                    b = s.get(Bundle, bundle_id)
-                    if b.finished_at is not None:
-                        return None
-                    a = assignment.next_item(s, st, bundle_id)
-                    if a is None:
-                        assignment.finish_early(s, bundle_id)
-                        return None
-                    s.get(Item, a.item_id)  # the API loads the item to show it
-                    return a.id
-                a_id = call("next", nxt)
                 if a_id is None:
                     n_bundle += 1
                     bundle_id = enter()
+                    a_id = timed("next", next_id)
                     continue
                 time.sleep(pacer.wait_time())
                 key = f"{wid}-{a_id}"
                 try:
-                    ann_id = call("submit", lambda s, st: assignment.submit(
-                        s, st, bundle_id, a_id, {"answer": rng.choice(["Yes", "No"])}, key,
-                        {"user_agent": "bench"}).id)
+                    ann_id, following = timed("submit", lambda: submit(
+                        a_id, key, {"answer": rng.choice(["Yes", "No"])}))
                     stored.append((a_id, ann_id, time.monotonic() >= measure_from
                                    and time.monotonic() <= stop_at))
+                    a_id = following
                 except assignment.NotAvailable as exc:
                     errors[f"submit refused: {exc}"] += 1
+                    a_id = timed("next", next_id)
         except Exception as exc:  # noqa: BLE001 - counted and printed
             errors[f"{type(exc).__name__}: {str(exc)[:160]}"] += 1
 
@@ -461,7 +495,8 @@ def _service_process(url: str, slug: str, worker_ids: list, gate: StartGate, int
     ru = resource.getrusage(resource.RUSAGE_SELF)
     out.put({"lat": lat, "stored": stored, "errors": dict(errors),
              "cpu_s": ru.ru_utime + ru.ru_stime, "maxrss_mb": ru.ru_maxrss / 1024,
-             "alive": sum(t.is_alive() for t in threads), "statements": statements[0]})
+             "alive": sum(t.is_alive() for t in threads), "statements": statements[0],
+             "hot": dict(hotpath.stats)})
 
 
 def run_service(url: str, slug: str, n_workers: int, procs: int, duration: float, warmup: float,
@@ -472,9 +507,17 @@ def run_service(url: str, slug: str, n_workers: int, procs: int, duration: float
     ids = [f"{tag}-w{i:04d}" for i in range(n_workers)]
     ps = [ctx.Process(target=_service_process, args=(url, slug, ids[p::procs], gate, interval, out))
           for p in range(procs)]
-    for p in ps:
-        p.start()
-    meter = CpuMeter(url, {"simulated workers (app code in-process)": lambda: [p.pid for p in ps]})
+    rt_dir = tempfile.mkdtemp(prefix="proctor-bench-rt-")
+    saved = dict(os.environ)
+    os.environ.update(roundtrip_env(rt_dir))  # the spawned interpreters count their round trips
+    try:
+        for p in ps:
+            p.start()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    meter = CpuMeter(url, {"simulated workers (app code in-process)": lambda: [p.pid for p in ps]},
+                     rt_dir)
     start_at, measure_from, stop_at = gate.open(warmup + interval, duration)
     wait_until(measure_from)
     a = meter.snap()
@@ -485,6 +528,9 @@ def run_service(url: str, slug: str, n_workers: int, procs: int, duration: float
         p.join(30)
     merged = _merge(results, duration, measure_from, stop_at)
     merged["cpu"] = CpuMeter.diff(a, b)
+    import shutil
+
+    shutil.rmtree(rt_dir, ignore_errors=True)
     return merged
 
 
@@ -506,6 +552,8 @@ def _merge(results: list, duration: float, measure_from: float, stop_at: float) 
         "statements_per_annotation": (sum(r.get("statements", 0) for r in results) / in_window
                                       if in_window and any("statements" in r for r in results) else None),
         "alive_threads": sum(r.get("alive", 0) for r in results),
+        "submits_with_next": sum(r.get("with_next", 0) for r in results),
+        "hot_path": dict(sum((Counter(r.get("hot", {})) for r in results), Counter())),
     }
 
 
@@ -517,10 +565,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_web(url: str, port: int, web_workers: int, secret: str, storage: str) -> subprocess.Popen:
+def start_web(url: str, port: int, web_workers: int, secret: str, storage: str,
+              rt_dir: str) -> subprocess.Popen:
     env = {**os.environ, "DATABASE_URL": url, "REDIS_URL": "", "SECRET_KEY": secret,
            "STORAGE_URL": f"file://{storage}", "RATE_LIMIT_ENTRY": "0", "RATE_LIMIT_SUBMIT": "0",
-           "PYTHONPATH": str(ROOT)}
+           **roundtrip_env(rt_dir)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory", "--host", "127.0.0.1",
          "--port", str(port), "--workers", str(web_workers), "--no-access-log", "--log-level", "warning",
@@ -626,6 +675,27 @@ def pg_sessions(url: str) -> int:
                          "WHERE datname = current_database()").fetchone()[0]
 
 
+RT_DIR = ROOT / "bench" / "roundtrips"
+
+
+def roundtrip_env(folder: str) -> dict:
+    """What a measured process needs to count its PostgreSQL round trips at the driver
+    (bench/roundtrips/sitecustomize.py)."""
+    path = os.pathsep.join(x for x in (str(RT_DIR), str(ROOT), os.environ.get("PYTHONPATH", "")) if x)
+    return {"PYTHONPATH": path, "PROCTOR_BENCH_ROUNDTRIPS": folder}
+
+
+def roundtrips(folder: str | None) -> int:
+    total = 0
+    for name in os.listdir(folder) if folder else ():
+        try:
+            with open(os.path.join(folder, name), "rb") as f:
+                total += int.from_bytes(f.read(8), "little", signed=True)
+        except OSError:
+            pass
+    return total
+
+
 def machine_jiffies() -> tuple[int, int]:
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:]]
@@ -636,8 +706,9 @@ def machine_jiffies() -> tuple[int, int]:
 class CpuMeter:
     """CPU seconds by component over the measured window, and what the rest of the machine used."""
 
-    def __init__(self, url: str, groups: dict):
+    def __init__(self, url: str, groups: dict, rt_dir: str | None = None):
         self.url, self.dbname, self.groups = url, url.rsplit("/", 1)[1], groups  # name -> pids()
+        self.rt_dir = rt_dir
         self.pg_label = "postgres (the whole server)"
 
     def snap(self) -> dict:
@@ -645,7 +716,8 @@ class CpuMeter:
         out[self.pg_label] = pg_server_cpu(self.dbname)
         busy, total = machine_jiffies()
         return {"pids": out, "busy": busy, "total": total, "t": time.monotonic(),
-                "sessions": pg_sessions(self.url)}
+                "sessions": pg_sessions(self.url), "roundtrips": roundtrips(self.rt_dir),
+                "load": os.getloadavg()}
 
     @staticmethod
     def diff(a: dict, b: dict) -> dict:
@@ -661,6 +733,8 @@ class CpuMeter:
             v for k, v in res.items() if k not in ("machine busy", "machine capacity"))
         res["wall"] = wall
         res["pg_connections_opened"] = b["sessions"] - a["sessions"] - 1
+        res["pg_round_trips"] = b["roundtrips"] - a["roundtrips"]
+        res["load_average"] = b["load"]
         return res
 
 
@@ -705,6 +779,8 @@ def _http_process(base: str, slug: str, worker_ids: list, gate: StartGate, inter
     stored: list = []
     errors: Counter = Counter()
     start_at = measure_from = stop_at = float("inf")
+    with_next = [0]  # submits in the window whose answer carried the next state
+    t_window = lambda now: measure_from <= now <= stop_at  # noqa: E731
 
     async def req(client, name, method, path, **kw):
         """All three calls are safe to repeat (entry by its parameters, next returns the same
@@ -746,30 +822,39 @@ def _http_process(base: str, slug: str, worker_ids: list, gate: StartGate, inter
                         errors[f"enter {r.status_code}: {r.text[:120]}"] += 1
                         await asyncio.sleep(0.5)
                 await enter()
+                body = None  # the next state, when the last submit brought it
                 while time.monotonic() < stop_at:
-                    r = await req(client, "next", "GET", f"/api/v1/crowd/{slug}/next")
-                    if r.status_code != 200:
-                        errors[f"next {r.status_code}: {r.text[:120]}"] += 1
-                        await asyncio.sleep(0.5)
-                        if r.status_code == 403:  # no bundle in the session: enter again
-                            await enter()
-                        continue
-                    body = r.json()
+                    if body is None:
+                        r = await req(client, "next", "GET", f"/api/v1/crowd/{slug}/next")
+                        if r.status_code != 200:
+                            errors[f"next {r.status_code}: {r.text[:120]}"] += 1
+                            await asyncio.sleep(0.5)
+                            if r.status_code == 403:  # no bundle in the session: enter again
+                                await enter()
+                            continue
+                        body = r.json()
                     if body["state"] == "wait":  # others' leases may come back
                         await asyncio.sleep(body["retry_after"])
+                        body = None
                         continue
                     if body["done"]:
                         n_bundle += 1
                         await enter()
+                        body = None
                         continue
                     await asyncio.sleep(pacer.wait_time())
                     a_id = body["assignment_id"]
+                    body = None
                     r = await req(client, "submit", "POST", f"/api/v1/crowd/{slug}/submit", json={
                         "assignment_id": a_id, "idempotency_key": f"{wid}-{a_id}",
                         "response": {"answer": rng.choice(["Yes", "No"])}})
                     if r.status_code == 200:
                         now = time.monotonic()
-                        stored.append((a_id, r.json()["annotation"], measure_from <= now <= stop_at))
+                        answer = r.json()
+                        stored.append((a_id, answer["annotation"], measure_from <= now <= stop_at))
+                        body = answer.get("next")  # one annotation, one request
+                        if body is not None and t_window(now):
+                            with_next[0] += 1
                     else:
                         errors[f"submit {r.status_code}: {r.text[:120]}"] += 1
             except Exception as exc:  # noqa: BLE001
@@ -786,7 +871,7 @@ def _http_process(base: str, slug: str, worker_ids: list, gate: StartGate, inter
 
     asyncio.run(main())
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    out.put({"lat": lat, "stored": stored, "errors": dict(errors),
+    out.put({"lat": lat, "stored": stored, "errors": dict(errors), "with_next": with_next[0],
              "cpu_s": ru.ru_utime + ru.ru_stime, "maxrss_mb": ru.ru_maxrss / 1024})
 
 
@@ -794,7 +879,8 @@ def run_http(url: str, slug: str, n_workers: int, client_procs: int, web_workers
              duration: float, warmup: float, interval: float, tag: str, secret: str) -> dict:
     port = free_port()
     storage = tempfile.mkdtemp(prefix="proctor-bench-blobs-")
-    web = start_web(url, port, web_workers, secret, storage)
+    rt_dir = tempfile.mkdtemp(prefix="proctor-bench-rt-")
+    web = start_web(url, port, web_workers, secret, storage, rt_dir)
     sampler = RssSampler(web.pid)
     sampler.start()
     try:
@@ -811,7 +897,7 @@ def run_http(url: str, slug: str, n_workers: int, client_procs: int, web_workers
             p.start()
         meter = CpuMeter(url, {
             "web (uvicorn workers)": lambda: process_tree(web.pid),
-            "load generator (httpx clients)": lambda: [p.pid for p in ps]})
+            "load generator (httpx clients)": lambda: [p.pid for p in ps]}, rt_dir)
         start_at, measure_from, stop_at = gate.open(warmup + interval, duration)
         wait_until(measure_from)
         a = meter.snap()
@@ -832,6 +918,7 @@ def run_http(url: str, slug: str, n_workers: int, client_procs: int, web_workers
         import shutil
 
         shutil.rmtree(storage, ignore_errors=True)
+        shutil.rmtree(rt_dir, ignore_errors=True)
     merged = _merge(results, duration, measure_from, stop_at)
     peaks = sampler.peak
     merged["web_rss_mb"] = {"master": peaks.get(web.pid, 0.0),
@@ -902,13 +989,25 @@ def show(name: str, r: dict, checks: dict) -> None:
         print(f"  CPU in the window ({cpu['wall']:.0f} s, {cap:.0f} CPU-s available, "
               f"{100 * cpu['machine busy'] / cap:.0f}% busy), ms of CPU per annotation:")
         for k, v in cpu.items():
-            if k not in ("machine busy", "machine capacity", "wall", "pg_connections_opened") and (
+            if k not in ("machine busy", "machine capacity", "wall", "pg_connections_opened",
+                         "pg_round_trips", "load_average") and (
                     v or "postgres" not in k):
                 print(f"    {k:42s} {1000 * v / n:7.1f} ms  ({100 * v / cap:4.1f}% of the machine)")
     if cpu:
         print(f"  PostgreSQL connections opened in the window: {cpu['pg_connections_opened']}")
+        server = next((v for k, v in cpu.items() if k.startswith(("web", "simulated"))), 0.0)
+        pg = next((v for k, v in cpu.items() if k.startswith("postgres")), 0.0)
+        print(f"  per annotation: server CPU {1000 * server / n:.2f} ms, PostgreSQL CPU "
+              f"{1000 * pg / n:.2f} ms, PostgreSQL round trips {cpu['pg_round_trips'] / n:.2f} "
+              f"(counted at the driver; entry and consent included); load average "
+              f"{' '.join(f'{x:.2f}' for x in cpu['load_average'])}")
+    if r.get("hot_path"):
+        print(f"  hot path (statements that answered / left it to the engine): {r['hot_path']}")
+    if r.get("submits_with_next"):
+        print(f"  submits whose answer carried the next state: {r['submits_with_next']}")
     if r.get("statements_per_annotation"):
-        print(f"  SQL statements per annotation (entry+next+submit): {r['statements_per_annotation']:.1f}")
+        print(f"  SQL statements through SQLAlchemy per annotation (the engine's path): "
+              f"{r['statements_per_annotation']:.1f}")
     print(f"  errors: {r['errors'] or 'none'}")
     print("  from the database: " + ", ".join(f"{k}={v}" for k, v in checks.items()))
 

@@ -22,3 +22,10 @@ document.addEventListener("change", (ev) => {
   const name = ev.target.dataset && ev.target.dataset.selectAll;
   if (name) document.querySelectorAll(`input[name="${name}"]`).forEach((c) => (c.checked = ev.target.checked));
 });
+// An answer is posted to /task/<slug>/answer, which answers with the next item's page (one
+// request per annotation): put the task's own address back, so that a reload asks for the
+// current item instead of posting the answer again.
+(() => {
+  const here = document.querySelector("[data-task-url]");
+  if (here && location.pathname !== here.dataset.taskUrl) history.replaceState(null, "", here.dataset.taskUrl);
+})();

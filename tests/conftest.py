@@ -148,6 +148,9 @@ def _use(url: str, storage: Path, monkeypatch) -> None:
     for cache in (get_settings, get_engine, get_sessionmaker):
         cache.cache_clear()
     clear_store_cache()
+    from app.studies import hotpath
+
+    hotpath.reset()  # ids start again after TRUNCATE ... RESTART IDENTITY: forget them
 
 
 EXAMPLE_KIND = ROOT / "tests" / "example_kind"

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Float, ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import Float, ForeignKey, Index, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, utcnow
@@ -124,6 +124,10 @@ class Assignment(Base):
         # NULL groups never collide, so only grouped items are exclusive.
         UniqueConstraint("study_id", "worker_id", "exclusion_group"),
         Index("ix_assignments_lease", "state", "lease_expires_at"),
+        # A bundle holds at most one live lease (the hot path's statements rely on it: see
+        # app/studies/hotpath.py).
+        Index("uq_assignments_bundle_leased", "bundle_id", unique=True,
+              postgresql_where=text("state = 'leased'"), sqlite_where=text("state = 'leased'")),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import secrets
 import uuid
+from types import SimpleNamespace
 
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, UploadFile
 from fastapi.responses import RedirectResponse
+from starlette.concurrency import run_in_threadpool
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -15,13 +17,14 @@ from app.agents.models import Agent, AgentOutput
 from app.auth.deps import db, managed_study, require, verify_csrf
 from app.auth.models import User
 from app.config import get_settings
+from app.db import get_sessionmaker
 from app.errors import InputError
 from app.kinds import all_kinds, default_kind, get_kind
 from app.leaderboards.plot import leaderboard_plots
 from app.leaderboards.service import compute
 from app.params import MAX_ID, Id
 from app.storage import get_store
-from app.studies import assignment, preview, services
+from app.studies import assignment, hotpath, preview, services
 from app.studies.models import Bundle, Item, Study
 from app.web import flash, rate_limit, read_upload, render
 
@@ -30,6 +33,9 @@ researcher = require("researcher", "admin")
 
 
 # ---- the worker's side -------------------------------------------------------------------
+
+NOT_ENTERED = "Open this study from the link on your crowdsourcing platform."
+
 
 def crowd_bundle(request: Request, session: Session, slug: str) -> tuple[Study, Bundle]:
     """The study and the bundle this browser's worker entered it with; only the browser that
@@ -40,7 +46,7 @@ def crowd_bundle(request: Request, session: Session, slug: str) -> tuple[Study, 
     bundle_id = request.session.get("crowd", {}).get(slug)
     bundle = session.get(Bundle, bundle_id) if study is not None and bundle_id is not None else None
     if bundle is None:
-        raise HTTPException(403, "Open this study from the link on your crowdsourcing platform.")
+        raise HTTPException(403, NOT_ENTERED)
     if bundle.browser_hash is not None:
         secret = browser_secret(request)
         if secret is None or assignment.browser_hash(secret) != bundle.browser_hash:
@@ -89,7 +95,39 @@ def _consent_page(request: Request, study: Study, bundle: Bundle, status_code: i
 
 
 @router.get("/task/{slug}")
-def task(request: Request, slug: str, session: Session = Depends(db)):
+def task(request: Request, slug: str):
+    fast = _fast_task(request, slug)  # no Session in the common case (app/studies/hotpath.py)
+    if fast is not None:
+        return fast
+    with get_sessionmaker(request.app.state.database_url)() as session:
+        return _task_page(request, session, slug)
+
+
+def _fast_task(request: Request, slug: str):
+    """The item page from one statement (app/studies/hotpath.py); None: the engine's path."""
+    url = request.app.state.database_url
+    bundle_id = request.session.get("crowd", {}).get(slug)
+    if not hotpath.enabled(url) or not isinstance(bundle_id, int):
+        return None
+    conf = hotpath.study(url, slug)
+    if conf is None:
+        return None
+    from app.auth.views import browser_secret
+
+    secret = browser_secret(request)
+    lease = hotpath.next_lease(url, conf, bundle_id,
+                               assignment.browser_hash(secret) if secret is not None else None)
+    if lease is None:
+        return None
+    kind = get_kind(conf.kind)
+    return render(request, "annotate/item.html", study=conf,
+                  bundle=SimpleNamespace(id=bundle_id, size=lease.size, n_done=lease.n_done),
+                  assignment=SimpleNamespace(id=lease.assignment_id, slot=lease.slot),
+                  kind=kind, payload=kind.public_payload(lease.payload),
+                  idempotency_key=uuid.uuid4().hex)
+
+
+def _task_page(request: Request, session: Session, slug: str):
     study, bundle = crowd_bundle(request, session, slug)
     if bundle.consented_at is None:
         return _consent_page(request, study, bundle)
@@ -130,9 +168,10 @@ def consent(request: Request, slug: str, consent_version: str = Form(""),
 
 
 @router.post("/task/{slug}/answer")
-async def answer(request: Request, slug: str, session: Session = Depends(db)):
+async def answer(request: Request, slug: str):
     rate_limit(request, "submit", get_settings().rate_limit_submit)
-    study, bundle = crowd_bundle(request, session, slug)
+    if request.session.get("crowd", {}).get(slug) is None:  # refused before the body is read
+        raise HTTPException(403, NOT_ENTERED)
     form = dict(await request.form())
     try:
         assignment_id = int(form.pop("assignment_id", ""))
@@ -141,8 +180,29 @@ async def answer(request: Request, slug: str, session: Session = Depends(db)):
     key = str(form.pop("idempotency_key", ""))
     form.pop("csrf_token", None)
     client = {"user_agent": request.headers.get("user-agent", "")[:200]}
-    assignment.submit(session, study, bundle.id, assignment_id, form, key, client)
-    return RedirectResponse(f"/task/{slug}", status_code=303)
+
+    def store_and_show():
+        # The answer, then the next item's page in the same request: one annotation, one
+        # request (the page puts /task/<slug> back in the address bar: static/app.js).
+        url = request.app.state.database_url
+        bundle_id = request.session.get("crowd", {}).get(slug)
+        stored = None
+        if hotpath.enabled(url) and isinstance(bundle_id, int):
+            from app.auth.views import browser_secret
+
+            conf = hotpath.study(url, slug)
+            secret = browser_secret(request)
+            if conf is not None:
+                stored = hotpath.submit(url, conf, bundle_id, assignment_id, form, key, client,
+                                        assignment.browser_hash(secret) if secret is not None else None)
+        with get_sessionmaker(url)() as session:  # a connection only if the engine is needed
+            if stored is None:
+                study, bundle = crowd_bundle(request, session, slug)
+                assignment.submit(session, study, bundle.id, assignment_id, form, key, client)
+                session.expire_all()  # the bundle moved on: read it afresh for the next page
+            return _fast_task(request, slug) or _task_page(request, session, slug)
+
+    return await run_in_threadpool(store_and_show)
 
 
 # ---- the researcher's side ---------------------------------------------------------------

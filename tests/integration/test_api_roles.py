@@ -57,7 +57,7 @@ GET  /s/{slug}                                          303    303    303    303
 # ---- the worker's task pages: only the session that entered the study
 GET  /task/{slug}                                       403    200    403    403    403    403     403     403     403
 POST /task/{slug}/consent                               403    303    403    403    403    403     403     403     403
-POST /task/{slug}/answer                                403    303    403    403    403    403     403     403     403
+POST /task/{slug}/answer                                403    200    403    403    403    403     403     403     403
 # ---- researcher pages
 GET  /account                                           login  login  200    200    200    200     200     200     401
 POST /account/tokens                                    login  login  200    200    200    200     200     200     401

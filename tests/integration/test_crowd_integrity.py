@@ -223,7 +223,7 @@ def test_a_bundle_waits_while_the_pool_is_only_momentarily_empty_and_resumes(app
     # The one item left is leased to someone else, who may never answer it: wait, not done.
     assert 'id="wait"' in page and "No question is free for you right now" in page
     assert "WAITED" not in page
-    retry = re.search(r'<meta http-equiv="refresh" content="(\d+)">', page).group(1)
+    retry = re.search(r'<meta http-equiv="refresh" content="(\d+)(?:; url=/task/[^"]+)?">', page).group(1)
     assert 5 <= int(retry) <= 30
     r = waiter.get(f"/task/{study.slug}")
     assert r.status_code == 200 and r.headers["retry-after"] == retry and 'id="wait"' in r.text

@@ -1,0 +1,395 @@
+"""The crowd hot path on PostgreSQL: `next` and `submit` each in one statement, one round trip.
+
+The engine in app/studies/assignment.py (ORM, a transaction of several statements) stays the
+reference and the fallback: these statements handle only the common case and, where anything
+is out of the ordinary, change nothing and answer None, so that the caller runs the engine's
+own path, which gives the worker the right answer (an error, a wait, the end of the task):
+
+- next: the bundle's live lease, or a new lease on a free item (depth first; a gold item in a
+  gold slot), when the bundle is consented, unfinished, bound to this browser, its study live,
+  its worker not rejected, no lease of theirs expired unanswered, and the study allows one
+  bundle per worker (several bundles per worker end the other bundles' leases: engine path);
+- submit: the answer to the bundle's live lease, while the item's reference is the one it was
+  scored against and the study is the version whose settings parsed it; the answer that ends
+  the bundle also closes it, and the automatic review follows in the same transaction (the
+  one place where a submit is more than a statement). Replays, late answers and refusals take
+  the engine path.
+
+Both statements lock the bundle first (FOR UPDATE), as the engine does, so they serialise with
+it. One statement reads one snapshot, taken before any lock wait: two `next` of one bundle at
+once could both see no lease; the unique index of one live lease per bundle refuses the second
+(IntegrityError), which then takes the engine path and sees the first's lease.
+
+Each statement runs in autocommit (its own transaction: no BEGIN/COMMIT round trips) on a pool
+without a pre-ping; a connection found broken is dropped and the statement tried once more on
+a fresh one (both are idempotent: a submit already stored replays, a lease already taken is
+returned). SQLite (the embedded default) always takes the engine path, under its process lock.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from functools import lru_cache
+
+from app.config import get_settings
+
+# The engine's `_open_to`: never an item the worker had, nor one of a group they had, nor one
+# they wrote. W is the bundle's worker.
+_OPEN = """
+      AND NOT EXISTS (SELECT 1 FROM assignments m WHERE m.item_id = i.id AND m.worker_id = {w})
+      AND (i.author_id IS NULL OR i.author_id <> {w})
+      AND (i.exclusion_group IS NULL OR NOT EXISTS (
+            SELECT 1 FROM assignments g WHERE g.study_id = %(study)s AND g.worker_id = {w}
+            AND g.exclusion_group = i.exclusion_group))"""
+
+NEXT_SQL = ("""
+WITH b AS (
+    SELECT id, worker_id, participant_id, n_done, size, gold_slots, finished_at, consented_at,
+           browser_hash
+    FROM bundles WHERE id = %(bundle)s AND study_id = %(study)s FOR UPDATE
+), ctx AS (
+    SELECT b.*, s.state AS study_state, s.annotations_per_item AS cap, s.lease_seconds,
+           s.max_bundles_per_worker AS per_worker, s.xmin::text AS version, p.status AS pstatus,
+           coalesce(b.gold_slots @> to_jsonb(b.n_done), false) AS want_gold,
+           -- What the engine checks before it returns even the current lease.
+           ((b.browser_hash IS NULL OR b.browser_hash = %(browser)s)
+            AND b.consented_at IS NOT NULL AND b.finished_at IS NULL AND s.state = 'live'
+            AND p.status <> 'rejected') AS ok
+    FROM b JOIN studies s ON s.id = %(study)s JOIN participants p ON p.id = b.participant_id
+), cur AS (
+    SELECT a.id, a.item_id, a.slot, a.lease_expires_at <= now() AS expired
+    FROM assignments a WHERE a.bundle_id = %(bundle)s AND a.state = 'leased'
+    ORDER BY a.id DESC LIMIT 1
+), go AS (
+    SELECT worker_id, id, n_done, lease_seconds, want_gold, cap FROM ctx
+    WHERE ok AND n_done < size AND per_worker = 1 AND NOT EXISTS (SELECT 1 FROM cur)
+), plain AS (
+    -- Depth first, as the engine's _pick: the index ix_items_pick walked backwards.
+    SELECT i.id, i.exclusion_group, i.is_gold FROM items i
+    WHERE (SELECT NOT want_gold FROM go) AND i.study_id = %(study)s AND NOT i.is_gold
+      AND i.n_active < (SELECT cap FROM go) """ + _OPEN.format(w="(SELECT worker_id FROM go)") + """
+    ORDER BY i.n_active DESC, i.position DESC LIMIT 1
+    FOR UPDATE OF i SKIP LOCKED
+), gold AS (
+    -- Gold is shared: spread by a per-worker start in [0, 1), wrapping round.
+    SELECT i.id, i.exclusion_group, i.is_gold FROM items i
+    WHERE (SELECT want_gold FROM go) AND i.study_id = %(study)s AND i.is_gold """
+    + _OPEN.format(w="(SELECT worker_id FROM go)") + """
+    ORDER BY i.position < (SELECT (hashint4(worker_id) & 1048575) / 1048576.0 FROM go), i.position
+    LIMIT 1
+), lease AS (
+    INSERT INTO assignments (study_id, item_id, worker_id, bundle_id, exclusion_group, slot,
+                             is_gold, state, leased_at, lease_expires_at)
+    SELECT %(study)s, p.id, go.worker_id, go.id, p.exclusion_group, go.n_done, p.is_gold,
+           'leased', now(), now() + make_interval(secs => go.lease_seconds)
+    FROM go, (SELECT * FROM plain UNION ALL SELECT * FROM gold) p
+    RETURNING id, item_id, slot, is_gold
+), took AS (
+    UPDATE items SET n_active = n_active + 1 FROM lease
+    WHERE items.id = lease.item_id AND NOT lease.is_gold
+)
+SELECT ctx.ok, ctx.version, ctx.n_done, ctx.size, coalesce(lease.id, cur.id), lease.id IS NOT NULL,
+       coalesce(lease.slot, cur.slot), cur.expired, i.id, i.payload, i.reference::text
+FROM ctx LEFT JOIN cur ON true LEFT JOIN lease ON true
+LEFT JOIN items i ON i.id = coalesce(lease.item_id, cur.item_id)
+""")
+
+SUBMIT_SQL = """
+WITH b AS (
+    SELECT id, worker_id, participant_id, n_done, size, browser_hash
+    FROM bundles WHERE id = %(bundle)s AND study_id = %(study)s FOR UPDATE
+), ok AS (
+    SELECT b.id, b.worker_id FROM b
+    JOIN studies s ON s.id = %(study)s JOIN participants p ON p.id = b.participant_id
+    WHERE s.xmin::text = %(version)s AND s.state IN ('live', 'paused') AND p.status <> 'rejected'
+      AND (b.browser_hash IS NULL OR b.browser_hash = %(browser)s) AND b.n_done + 1 < b.size
+), done AS (
+    UPDATE assignments a SET state = 'completed', completed_at = now() FROM ok
+    WHERE a.id = %(assignment)s AND a.bundle_id = ok.id AND a.state = 'leased'
+      AND a.item_id = %(item)s
+      AND EXISTS (SELECT 1 FROM items i WHERE i.id = %(item)s
+                  AND i.reference::text IS NOT DISTINCT FROM %(reference)s)
+    RETURNING a.id, a.item_id, a.is_gold, a.leased_at, ok.worker_id
+), stored AS (
+    INSERT INTO annotations (assignment_id, study_id, item_id, worker_id, is_gold, response,
+                             score, scores, duration_ms, client, idempotency_key, excluded,
+                             created_at)
+    SELECT id, %(study)s, item_id, worker_id, is_gold, %(response)s, %(score)s, %(scores)s,
+           (extract(epoch FROM now() - leased_at) * 1000)::int, %(client)s, %(key)s, false, now()
+    FROM done RETURNING id
+), counted AS (
+    UPDATE bundles SET n_done = n_done + 1 FROM done WHERE bundles.id = %(bundle)s
+    RETURNING bundles.n_done
+)
+SELECT (SELECT id FROM stored), (SELECT n_done FROM counted),
+       (SELECT xmin::text FROM studies WHERE id = %(study)s)
+"""
+
+# The answer that ends the bundle: the participant is locked too (bundle -> participant ->
+# assignment, the engine's order), the bundle is closed, and the automatic review runs after it
+# in the same transaction (_run_end): the one place where a submit takes more than a statement.
+SUBMIT_END_SQL = (SUBMIT_SQL
+                  .replace("SELECT b.id, b.worker_id FROM b", "SELECT b.id, b.worker_id, b.participant_id FROM b")
+                  .replace("AND b.n_done + 1 < b.size\n)", "AND b.n_done + 1 = b.size\n    FOR UPDATE OF p\n)")
+                  .replace("SET n_done = n_done + 1 FROM done", "SET n_done = n_done + 1, finished_at = now() FROM done")
+                  .replace("(SELECT xmin::text FROM studies WHERE id = %(study)s)",
+                           "(SELECT xmin::text FROM studies WHERE id = %(study)s), (SELECT participant_id FROM ok)"))
+assert SUBMIT_END_SQL.count("FOR UPDATE OF p") == 1 and "finished_at = now()" in SUBMIT_END_SQL
+
+STUDY_SQL = """SELECT id, kind, kind_settings, xmin::text, title FROM studies WHERE slug = %(slug)s"""
+ITEM_SQL = """SELECT i.id, i.payload, i.reference::text, b.n_done + 1 >= b.size
+              FROM assignments a JOIN items i ON i.id = a.item_id JOIN bundles b ON b.id = a.bundle_id
+              WHERE a.id = %(assignment)s AND a.bundle_id = %(bundle)s"""
+
+
+@dataclass(frozen=True)
+class StudyConf:
+    """What the hot path needs of a study in Python (the rest it reads in SQL). `version` is the
+    row's xmin: any change to the study row changes it, and the submit statement checks it."""
+    id: int
+    slug: str
+    kind: str
+    kind_settings: dict
+    version: str
+    title: str  # the item page's heading
+
+
+@dataclass(frozen=True)
+class Lease:
+    assignment_id: int
+    new: bool
+    slot: int
+    n_done: int
+    size: int
+    item_id: int
+    payload: dict
+
+
+class _Lru:
+    def __init__(self, size: int):
+        self.size, self.data, self.lock = size, OrderedDict(), threading.Lock()
+
+    def get(self, key):
+        with self.lock:
+            value = self.data.get(key)
+            if value is not None:
+                self.data.move_to_end(key)
+            return value
+
+    def put(self, key, value) -> None:
+        with self.lock:
+            self.data[key] = value
+            self.data.move_to_end(key)
+            while len(self.data) > self.size:
+                self.data.popitem(last=False)
+
+    def drop(self, key) -> None:
+        with self.lock:
+            self.data.pop(key, None)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.data.clear()
+
+
+# How often each statement answered or left the request to the engine (bench/crowd.py prints it).
+stats: dict[str, int] = {"next": 0, "next_engine": 0, "submit": 0, "submit_engine": 0, "item_read": 0}
+
+_studies = _Lru(1000)     # (url, slug) -> StudyConf
+_items = _Lru(20000)      # (url, item id) -> (payload, reference as text): what scoring needs
+_leases = _Lru(50000)     # (url, assignment id) -> (item id, whether its answer ends the bundle)
+
+
+def reset() -> None:
+    """Forget every cached row and close the pools (tests: a database emptied under us)."""
+    for c in (_studies, _items, _leases):
+        c.clear()
+    for url in list(_urls):
+        _engine(url).dispose()
+    _urls.clear()
+    _engine.cache_clear()
+
+
+_urls: set[str] = set()
+
+
+def forget_study(url: str, slug: str) -> None:
+    _studies.drop((url, slug))
+
+
+def enabled(url: str) -> bool:
+    return url.startswith("postgresql")
+
+
+@lru_cache
+def _engine(url: str):
+    from sqlalchemy import create_engine
+
+    _urls.add(url)
+    # Its own pool: autocommit (each statement its own transaction) and no pre-ping (a broken
+    # connection is found by the statement itself, and _run tries once more).
+    return create_engine(url, pool_size=get_settings().db_pool_size, max_overflow=0,
+                         pool_timeout=60, isolation_level="AUTOCOMMIT", pool_reset_on_return=None)
+
+
+def _run(url: str, sql: str, params: dict):
+    """One statement, its first row; None when a unique key or lock refused it (the caller
+    takes the engine path). A broken connection is dropped and the statement tried again."""
+    import psycopg
+    from sqlalchemy.exc import OperationalError
+
+    for attempt in (0, 1):
+        try:
+            raw = _engine(url).raw_connection()
+        except psycopg.OperationalError as exc:  # the server is down or refusing: 503
+            raise OperationalError("connect", None, exc) from exc
+        try:
+            return raw.driver_connection.execute(sql, params).fetchone()
+        except (psycopg.errors.IntegrityError, psycopg.errors.DeadlockDetected,
+                psycopg.errors.LockNotAvailable, psycopg.errors.SerializationFailure):
+            return None
+        except psycopg.OperationalError as exc:
+            raw.invalidate()
+            if attempt:  # as the engine's errors: the app answers 503, try again shortly
+                raise OperationalError(sql[:80], None, exc) from exc
+        finally:
+            raw.close()
+    return None
+
+
+# Each operation is a generator that yields (sql, params) and receives the row, run by _drive
+# on a pooled connection. (Async endpoints on psycopg's async pool drove the same generators:
+# they measured no faster here, docs/benchmarks.md, and were taken out.)
+
+def _study_steps(url: str, slug: str):
+    key = (url, slug)
+    conf = _studies.get(key)
+    if conf is None:
+        row = yield STUDY_SQL, {"slug": slug}
+        if row is None:
+            return None
+        conf = StudyConf(id=row[0], slug=slug, kind=row[1], kind_settings=row[2] or {},
+                         version=row[3], title=row[4])
+        _studies.put(key, conf)
+    return conf
+
+
+def _seen(url: str, conf: StudyConf, version: str | None) -> None:
+    if version != conf.version:  # changed, or gone
+        forget_study(url, conf.slug)
+
+
+def _next_steps(url: str, conf: StudyConf, bundle_id: int, browser: str | None):
+    row = yield NEXT_SQL, {"bundle": bundle_id, "study": conf.id, "browser": browser}
+    if row is None:  # no such bundle in this study (or the cached study is gone): read it again
+        forget_study(url, conf.slug)
+        stats["next_engine"] += 1
+        return None
+    ok, version, n_done, size, a_id, new, slot, expired, item_id, payload, reference = row
+    _seen(url, conf, version)
+    if not ok or a_id is None or expired or item_id is None:
+        stats["next_engine"] += 1
+        return None
+    stats["next"] += 1
+    _items.put((url, item_id), (payload, reference))
+    _leases.put((url, a_id), (item_id, n_done + 1 >= size))
+    return Lease(assignment_id=a_id, new=new, slot=slot, n_done=n_done, size=size,
+                 item_id=item_id, payload=payload)
+
+
+def _submit_steps(url: str, conf: StudyConf, bundle_id: int, assignment_id: int,
+                  response: dict, key: str, client: dict, browser: str | None):
+    from psycopg.types.json import Jsonb
+
+    from app.kinds import get_kind
+
+    if not key or len(key) > 64:
+        return None  # the engine refuses it with its message
+    item_id, last = _leases.get((url, assignment_id)) or (None, False)
+    cached = _items.get((url, item_id)) if item_id is not None else None
+    if cached is None:  # leased by another process, or before a restart: one read more
+        stats["item_read"] += 1
+        row = yield ITEM_SQL, {"assignment": assignment_id, "bundle": bundle_id}
+        if row is None:
+            stats["submit_engine"] += 1
+            return None
+        item_id, cached, last = row[0], (row[1], row[2]), row[3]
+        _items.put((url, item_id), cached)
+    payload, reference_text = cached
+    reference = json.loads(reference_text) if reference_text is not None else None
+    kind = get_kind(conf.kind)
+    parsed = kind.parse_response(response, payload=payload, settings=conf.kind_settings or {})
+    scores = kind.score_details(payload, reference, parsed)
+    row = yield SUBMIT_END_SQL if last else SUBMIT_SQL, {
+        "bundle": bundle_id, "study": conf.id, "version": conf.version, "browser": browser,
+        "assignment": assignment_id, "item": item_id, "reference": reference_text,
+        "response": Jsonb(parsed), "score": kind.score(payload, reference, parsed),
+        # None as JSON null, as the ORM stores it (JSON(none_as_null=False)).
+        "scores": Jsonb(scores), "client": Jsonb(client or {}), "key": key}
+    annotation_id, _, version = row[:3] if row is not None else (None, None, conf.version)
+    _seen(url, conf, version)
+    if annotation_id is None:
+        _items.drop((url, item_id))  # its reference may have changed: read it again next time
+        stats["submit_engine"] += 1
+        return None
+    stats["submit"] += 1
+    _leases.drop((url, assignment_id))
+    return annotation_id
+
+
+def _run_end(url: str, conf: StudyConf, params: dict):
+    """The bundle's last answer and the automatic review, in one transaction (the engine's
+    Session on the main pool: auto_review is the quality service's ORM code)."""
+    import psycopg
+    from sqlalchemy.exc import DBAPIError
+
+    from app.db import get_sessionmaker
+    from app.quality.service import auto_review
+    from app.studies.models import Study
+
+    with get_sessionmaker(url)() as session:
+        try:
+            row = session.connection().exec_driver_sql(SUBMIT_END_SQL, params).first()
+            if row is None or row[0] is None:
+                session.rollback()
+                return row
+            auto_review(session, session.get(Study, conf.id), row[3])
+            session.commit()
+            return row
+        except DBAPIError as exc:
+            session.rollback()
+            if isinstance(exc.orig, psycopg.OperationalError) and not isinstance(
+                    exc.orig, (psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable,
+                               psycopg.errors.SerializationFailure)):
+                raise
+            return None  # a unique key or a lock refused it: the engine's path
+
+
+def _drive(url: str, steps, conf: StudyConf | None = None):
+    try:
+        sql, params = next(steps)
+        while True:
+            row = _run_end(url, conf, params) if sql is SUBMIT_END_SQL else _run(url, sql, params)
+            sql, params = steps.send(row)
+    except StopIteration as done:
+        return done.value
+
+
+def study(url: str, slug: str) -> StudyConf | None:
+    return _drive(url, _study_steps(url, slug))
+
+
+def next_lease(url: str, conf: StudyConf, bundle_id: int, browser: str | None) -> Lease | None:
+    """The bundle's current lease or a new one, in one statement; None: take the engine path."""
+    return _drive(url, _next_steps(url, conf, bundle_id, browser))
+
+
+def submit(url: str, conf: StudyConf, bundle_id: int, assignment_id: int, response: dict,
+           key: str, client: dict, browser: str | None) -> int | None:
+    """Store the answer to the bundle's live lease in one statement: the annotation's id, or
+    None (nothing stored: take the engine path). Parsing errors raise as the engine's do."""
+    return _drive(url, _submit_steps(url, conf, bundle_id, assignment_id, response, key, client,
+                                     browser), conf)
