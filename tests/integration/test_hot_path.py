@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from app.studies import services
 from app.studies.models import Annotation, Assignment, Item, Participant
@@ -167,3 +167,28 @@ def test_the_one_lease_index_ends_older_double_leases_of_a_database_from_before(
         Assignment.bundle_id == bundle.id)).all())
     assert sorted(states.values()) == ["expired", "leased"] and states[first_id] == "expired"
     assert session.get(Item, first_item).n_active == 0 and session.get(Item, other).n_active == 1
+
+
+def test_answers_through_the_single_statements_keep_the_leaderboard_totals(client, session):
+    """The totals' triggers see the hot path's INSERT ... RETURNING like any other write: the
+    leaderboard after a crowd's answers through the API equals a scan of those answers, and
+    still after one worker is rejected."""
+    from app.quality import service as quality
+    from tests.integration.test_leaderboard_totals import check
+
+    owner = make_user(session, "researcher")
+    study = tiny_study(session, owner, 12, bundle_size=4, annotations_per_item=3)
+    session.commit()
+    for w, answer_ in enumerate(("Yes", "No", "Yes")):
+        client.cookies.clear()
+        api_start(client, study.slug, {"PROLIFIC_PID": f"t{w}", "STUDY_ID": "s", "SESSION_ID": "x"})
+        body = client.get(f"/api/v1/crowd/{study.slug}/next").json()
+        while body["state"] == "item":
+            body = _submit(client, study.slug, body["assignment_id"], answer_).json()["next"]
+    session.expire_all()
+    assert session.scalar(select(func.count()).select_from(Annotation).where(Annotation.study_id == study.id)) == 12
+    check(session, study)
+    pid = session.scalar(select(Participant.id).where(Participant.study_id == study.id).limit(1))
+    quality.decide(session, study, [pid], "rejected", make_user(session, "admin"), reason="test")
+    session.expire_all()
+    check(session, study)
