@@ -122,7 +122,7 @@ def test_every_kind_of_page_passes_axe(live_server, page):
     # The Jobs card, with a job in it.
     page.goto(f"{url}/studies/{ids['tom'][0]}")
     page.locator("form[action$='/exports'] button").first.click()
-    expect(page.locator("tr.job").first).to_contain_text("export")
+    expect(page.locator("tr.job").first).to_contain_text("annotations")
     check("jobs (study page after an export)")
     # Kinds' own pages (generation runs are cards of the study page, checked above).
     for path, name in (("/sts/suites", "STS suites"), (f"/sts/studies/{ids['sts'][0]}/failures", "STS failures")):
