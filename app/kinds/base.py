@@ -94,6 +94,11 @@ class TaskKind(ABC):
     # upload, where the docs are.
     form_help: ClassVar[str] = ""
     default_instructions: ClassVar[str] = ""
+    # The new-study form's upload preview shows the worker's page in an iframe sandboxed to
+    # "allow-scripts": an opaque origin, no cookies, no same-origin fetch. A page that asks the
+    # server for what needs the researcher's session (a building's view, a scene's picture) says
+    # so here and gets "allow-scripts allow-same-origin", which a script could escape.
+    preview_needs_session: ClassVar[bool] = False
     # What the study page's agent-output import asks for (the file's shape); a kind whose
     # agents' outputs are its items (imports_outputs False) gets no such form, and the label is
     # said instead.

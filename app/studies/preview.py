@@ -79,7 +79,10 @@ def upload_views(kind, result, title: str = "", limit: int = 3) -> list[dict]:
     """The first items of an upload (an ImportResult not yet stored) as the worker will see them:
     for each, the worker's page as a document of its own, for an iframe's srcdoc (so that the
     item's scripts and keys stay out of the form around it). No task, no slot: pages with a
-    first-item extra (navigation's practice episode) show the item itself."""
+    first-item extra (navigation's practice episode) show the item itself. Nothing of the upload
+    is stored yet, so no page can ask the server about its item: templates get
+    `upload_preview` true and show what they can without (TaskKind.preview_context is for
+    stored items only)."""
     from app.web import templates
 
     study = SimpleNamespace(title=title, kind_settings=result.kind_settings or {}, slug="", id=None)
@@ -87,5 +90,6 @@ def upload_views(kind, result, title: str = "", limit: int = 3) -> list[dict]:
     page = templates.get_template("research/worker_view.html")
     return [{"external_id": spec.external_id, "is_gold": spec.is_gold,
              "html": page.render(kind=kind, study=study, payload=kind.public_payload(spec.payload),
-                                 assignment=Slot(slot=None), position=n, total=len(result.items))}
+                                 assignment=Slot(slot=None), position=n, total=len(result.items),
+                                 upload_preview=True)}
             for n, spec in enumerate(specs, 1)]

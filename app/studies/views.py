@@ -252,7 +252,7 @@ async def create_study(request: Request, session: Session = Depends(db),
             data = store.get(f"uploads/{user.id}/{upload_token}")
         else:
             raise InputError("choose a file to upload", field="file")
-        options = kind_options(get_kind(kind_name), fields)
+        options = kind_options(get_kind(kind_name), fields, prefixed=True)
         if fields.get("action") == "preview":
             result = services.preview_items(kind_name, data, fmt, options)
             return render(request, "research/new_study.html", user=user, kinds=all_kinds(),
@@ -262,7 +262,11 @@ async def create_study(request: Request, session: Session = Depends(db),
             {k: v for k, v in fields.items() if k in services.StudySettings.model_fields and v != ""})
         study = services.create_study(session, user, kind_name, settings, data, fmt, options)
     except InputError as exc:
-        if exc.field not in FORM_FIELDS | set(get_kind(kind_name).option_fields):
+        kind = get_kind(kind_name)
+        if exc.field in kind.option_fields:
+            # The importer names its option; the form sent it as "<kind>.<option>".
+            exc.field = option_field(kind, exc.field)
+        if exc.field not in FORM_FIELDS | {option_field(kind, name) for name in kind.option_fields}:
             # The file was refused: offering it again would only repeat the refusal.
             if upload_token and upload_token.isalnum():
                 store.delete(f"uploads/{user.id}/{upload_token}")
@@ -278,14 +282,16 @@ async def create_study(request: Request, session: Session = Depends(db),
 FORM_FIELDS = set(services.StudySettings.model_fields) | {"kind", "format"}
 
 
-def kind_options(kind, fields: dict) -> dict:
+def kind_options(kind, fields: dict, *, prefixed: bool = False) -> dict:
     """The options the kind's importer takes from the form (TaskKind.option_fields), checked:
-    numbers within their bounds, texts stripped; blank fields are left out."""
+    numbers within their bounds, texts stripped; blank fields are left out. The new-study form
+    names a field "<kind>.<option>" (`prefixed`): kinds share option names, e.g. gold_count, and
+    a page without JavaScript sends every kind's fieldset, so the form reads only the chosen
+    kind's. The API takes the plain names. A refusal names the field as the caller sent it."""
     options = {}
     for name, spec in kind.option_fields.items():
-        # The form's generated fieldsets name a field "<kind>.<option>" (kinds share option
-        # names, e.g. gold_count, and a page without JavaScript sends every kind's fieldset).
-        raw = str(fields.get(f"{kind.name}.{name}", "") or fields.get(name, "") or "").strip()
+        sent = option_field(kind, name) if prefixed else name
+        raw = str(fields.get(sent, "") or "").strip()
         if not raw:
             continue
         if spec[0] == "text":
@@ -295,11 +301,16 @@ def kind_options(kind, fields: dict) -> dict:
         try:
             value = cast(raw)
         except ValueError:
-            raise InputError(f"not a number: {raw!r}", field=name) from None
+            raise InputError(f"not a number: {raw!r}", field=sent) from None
         if not lo <= value <= hi:
-            raise InputError(f"must be between {lo} and {hi}", field=name)
+            raise InputError(f"must be between {lo} and {hi}", field=sent)
         options[name] = value
     return options
+
+
+def option_field(kind, name: str) -> str:
+    """The new-study form's name for a kind's option."""
+    return f"{kind.name}.{name}"
 
 
 @router.get("/studies/{study_id}")

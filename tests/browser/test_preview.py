@@ -144,3 +144,68 @@ def test_a_preview_of_every_kind_walks_the_worker_pages_and_stores_nothing(live_
 
     with Session() as s:
         assert row_counts(s) == before
+
+
+def test_the_upload_preview_works_in_its_sandbox(live_server, page, tmp_path):
+    """The new-study form's preview of an upload, kind by kind, in its sandboxed iframe: pages
+    that need nothing of the researcher's session run in an opaque origin ("allow-scripts"),
+    the building viewer and the scene pictures get the session ("allow-same-origin" too) and
+    load; a missions file shows a note in place of the grid (nothing is stored to play)."""
+    import json
+
+    from app.db import get_sessionmaker
+    from app.kinds.navigation.environments import import_house
+    from app.kinds.sts.demo import demo_lines
+    from tests.conftest import ROOT
+    from tests.integration.test_nav_quality import house, r2r_file
+    from tests.preview_fixtures import _procedure
+
+    Session = get_sessionmaker(live_server.db_url)
+    with Session() as s:
+        email = make_user(s, "researcher").email
+        import_house(s, house())
+        s.commit()
+    lines = {x.get("id") or f"{x['scenario']}/{x['agent']}/{x['continuation']}": x for x in demo_lines()}
+    cases = [
+        ("tom", "csv", (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes(), False,
+         "() => document.querySelector('.dialogue') !== null"),
+        ("navigation", "r2r", r2r_file(2), True,
+         "() => document.querySelector('#nav-view canvas') !== null && !/Loading/.test("
+         "document.querySelector('#nav-view [role=status]').textContent)"),
+        ("a3ds", "design", json.dumps({"pairs": {"z": {"1": 2}}, "speakers": ["literal"], "seed": 2}).encode(),
+         True, "() => [...document.querySelectorAll('.a3ds-scene img')].every(i => i.complete && i.naturalWidth === 256)"),
+        ("hexagons", "procedures", _procedure(1).encode(), False,
+         "() => document.querySelectorAll('#hex-board polygon.hexboard-tile').length === 180"),
+        ("sts", "continuations", json.dumps(lines["PutNextLocal-2/expert/0"]).encode(), False,
+         "() => new Promise(done => { const i = new Image(); i.onload = () => done(i.naturalWidth > 0);"
+         " i.onerror = () => done(false); i.src = document.getElementById('sts-screen').style.backgroundImage.slice(5, -2); })"),
+        ("sts", "missions", json.dumps({"level": "BabyAI-GoToLocal-v0", "seed": 2, "id": "m2"}).encode(), False,
+         "() => document.getElementById('sts-play-note') !== null && !document.getElementById('sts-play')"),
+    ]
+    page.goto(f"{live_server.url}/login")
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("link", name="Studies")).to_be_visible()
+    refused: list[str] = []
+    asked = ("/env/", "/a3ds/scenes/", "/api/v1/sts/", "/blobs/")  # what the pages ask the server for
+    # (a request still going when the next upload's page opens is aborted: not a refusal)
+    page.on("requestfailed", lambda r: refused.append(f"{r.failure} {r.url}")
+            if any(a in r.url for a in asked) and "ERR_ABORTED" not in (r.failure or "") else None)
+    page.on("response", lambda r: refused.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    for kind, fmt, data, session, works in cases:
+        file = tmp_path / f"{kind}-{fmt}"
+        file.write_bytes(data)
+        page.goto(f"{live_server.url}/studies/new")
+        page.get_by_label("Title").fill("Sandboxed")
+        page.locator("#kind").select_option(kind)
+        page.locator("#format").select_option(fmt)
+        page.locator("input[type=file][name=file]").set_input_files(str(file))
+        page.get_by_role("button", name="Preview items").click()
+        frame = page.locator("#preview iframe.worker-view").first
+        expect(frame).to_have_attribute("sandbox", "allow-scripts allow-same-origin" if session else "allow-scripts")
+        worker = frame.element_handle().content_frame()
+        worker.wait_for_function(works, timeout=10000)
+        # Without the session's flag the page runs in an opaque origin: no cookie reaches it.
+        assert worker.evaluate("() => self.origin") == ("null" if not session else live_server.url), kind
+    assert refused == []  # no picture, building or grid was refused

@@ -215,7 +215,7 @@ def test_the_study_page_starts_and_shows_runs(client, session):
     assert r.status_code == 303
     jobs.run_queued_once()
     section = client.get(f"/a3ds/studies/{study.id}/generations").text
-    assert "minimal" in section and "3/3" in section and "every 3s" not in section
+    assert "minimal" in section and "3 of 3 pairs" in section and "every 3s" not in section
 
 
 def test_the_training_command_writes_an_uploadable_captioner_and_reports_metrics(tmp_path):

@@ -10,6 +10,7 @@ import json
 import math
 import time
 
+import markupsafe
 import pytest
 from sqlalchemy import func, select
 
@@ -556,3 +557,36 @@ def test_a_run_is_started_from_the_study_page(session, setup, client):
     assert run.n == N and sorted(run.listener_artifact_ids) == sorted(a.id for a in setup["listeners"])
     page = client.get(f"/studies/{study.id}").text
     assert f"Generation run #{run.id}" in page and f"/api/v1/generations/{run.id}/cancel" in page
+
+
+def test_the_page_and_the_api_start_runs_from_the_same_options(session, setup, client):
+    """One function parses and starts a run for both routes: every option the API takes, the
+    study page's route takes too (its form asks for the sampling p), the same fields make the
+    same run, and a refusal is the same."""
+    owner, study = setup["owner"], setup["study"]
+    csrf = login(client, owner)
+    assert 'name="top_p"' in client.get(f"/studies/{study.id}").text
+    ids = [str(a.id) for a in setup["listeners"]]
+    options = {"speaker_artifact_id": str(setup["speaker"].id), "n": "2", "m": "1", "k": "2", "metric": "sdtw",
+               "design": "evaluation", "top_p": "0.9", "seed": "7", "max_len": "20", "batch_size": "3"}
+    files = {"file": ("paths.json", setup["paths"], "application/json")}
+    r = client.post(f"/api/v1/studies/{study.id}/generations", headers={"X-CSRF-Token": csrf},
+                    data={**options, "listener_artifact_ids": ",".join(ids)}, files=files)
+    assert r.status_code == 202, r.text
+    r = client.post(f"/studies/{study.id}/generations", data={**options, "csrf_token": csrf, "listener": ids},
+                    files=files, follow_redirects=False)
+    assert r.status_code == 303, r.text[-600:]
+    api_run, page_run = session.scalars(select(GenerationRun).order_by(GenerationRun.id)).all()
+    columns = ("speaker_artifact_id", "listener_artifact_ids", "n", "k", "m", "metric", "design", "max_len",
+               "seed", "batch_size", "top_p", "paths")
+    assert {c: getattr(page_run, c) for c in columns} == {c: getattr(api_run, c) for c in columns}
+    assert (page_run.top_p, page_run.seed, page_run.max_len, page_run.batch_size) == (0.9, 7, 20, 3)
+    for bad, says in (({"k": "1"}, "k = 1 but 2 listener artifacts are given"),
+                      ({"top_p": "0"}, "top_p")):
+        api = client.post(f"/api/v1/studies/{study.id}/generations", headers={"X-CSRF-Token": csrf},
+                          data={**options, **bad, "listener_artifact_ids": ",".join(ids)}, files=files)
+        page = client.post(f"/studies/{study.id}/generations", files=files,
+                           data={**options, **bad, "csrf_token": csrf, "listener": ids})
+        assert api.status_code == page.status_code == 422 and says in api.json()["detail"]
+        assert str(markupsafe.escape(api.json()["detail"])) in page.text
+    assert session.scalar(select(func.count(GenerationRun.id))) == 2

@@ -287,7 +287,7 @@ def test_the_study_page_starts_and_shows_runs(client, session, trained):
     assert "Not started: field &#39;artifact_id&#39;: artifact_id must be a whole number" in page
     jobs.run_queued_once()
     section = client.get(f"/hexagons/studies/{study.id}/generations").text
-    assert "every 3s" not in section and "2/2" in section and "own" in section
+    assert "every 3s" not in section and "2 of 2 procedures" in section and "own" in section
 
 
 def test_the_training_command_writes_an_uploadable_executor_and_reports_scores(tmp_path):

@@ -29,10 +29,12 @@ def _csrf(html: str) -> str:
     return re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
 
 
-def _form(client, data: bytes, **fields):
+def _form(client, data: bytes, action: str = "create", **options):
+    """The new-study form, its navigation options named as the form names them."""
     token = _csrf(client.get("/studies/new").text)
     form = {"title": "Nav form", "kind": "navigation", "format": "coop", "gold_rate": "0",
-            "bundle_size": "4", "action": "create", "csrf_token": token, **fields}
+            "bundle_size": "4", "action": action, "csrf_token": token,
+            **{f"navigation.{name}": value for name, value in options.items()}}
     return client.post("/studies/new", data=form, files={"file": ("coop.json", data, "application/json")},
                        follow_redirects=False)
 
@@ -43,7 +45,8 @@ def test_new_study_form_sets_speaker_baseline_and_likert(session, client):
     owner = make_user(session, "researcher")
     login(client, owner)
     page = client.get("/studies/new").text
-    for name in ('name="speaker"', 'name="baseline"', 'name="likert"', 'value="coop"', 'value="r2r"'):
+    for name in ('name="navigation.speaker"', 'name="navigation.baseline"', 'name="navigation.likert"',
+                 'value="coop"', 'value="r2r"'):
         assert name in page
 
     r = _form(client, coop_file(h), speaker="t5-greedy", baseline="human", likert=LIKERT)
@@ -63,16 +66,16 @@ def test_new_study_form_sets_speaker_baseline_and_likert(session, client):
     n = session.scalar(select(func.count()).select_from(Study))
     for fields, says in (
             ({"likert": "clarity | Clear? | Unclear; Clear\nsecond line without labels"},
-             "line 2, field &#39;likert&#39;: write key | question | label"),
+             "line 2, field &#39;navigation.likert&#39;: write key | question | label"),
             ({"likert": "clarity | Clear? | Only one"},
-             "line 1, field &#39;likert&#39;: 1 label; a question needs 2 to 7"),
+             "line 1, field &#39;navigation.likert&#39;: 1 label; a question needs 2 to 7"),
             ({"likert": "\n".join(f"q{k} | Q{k}? | a; b" for k in range(6))},
-             "line 6, field &#39;likert&#39;: at most 5"),
+             "line 6, field &#39;navigation.likert&#39;: at most 5"),
             ({"likert": "clarity | Clear? | " + "; ".join(str(k) for k in range(8))}, "8 labels"),
             ({"likert": "Clarity | Clear? | a; b"}, "the key &#39;Clarity&#39; must be"),
             ({"baseline": "nobody"},
-             "field &#39;baseline&#39;: the baseline &#39;nobody&#39; is not a speaker"),
-            ({"speaker": "human"}, "field &#39;speaker&#39;")):
+             "field &#39;navigation.baseline&#39;: the baseline &#39;nobody&#39; is not a speaker"),
+            ({"speaker": "human"}, "field &#39;navigation.speaker&#39;")):
         r = _form(client, coop_file(h), **fields)
         assert r.status_code == 422 and says in r.text, (fields, r.text[-600:])
         typed = next(iter(fields.values()))

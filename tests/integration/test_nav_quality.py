@@ -151,7 +151,7 @@ def test_the_new_study_form_takes_the_qc_episode(session, client):
     import_house(session, house())
     csrf = login(client, owner)
     form = {"csrf_token": csrf, "title": "Form QC", "kind": "navigation", "format": "r2r",
-            "qc_instruction": QC, "action": "create"}
+            "navigation.qc_instruction": QC, "action": "create"}
     r = client.post("/studies/new", data=form, files={"file": ("paths.json", r2r_file())},
                     follow_redirects=False)
     assert r.status_code == 303, r.text
@@ -159,9 +159,9 @@ def test_the_new_study_form_takes_the_qc_episode(session, client):
     assert study.bundle_size == 6 and round(6 * study.gold_rate) == 1
     assert session.scalars(select(Item.external_id).where(Item.study_id == study.id,
                                                           Item.is_gold.is_(True))).all() == [QC]
-    r = client.post("/studies/new", data={**form, "title": "Bad QC", "qc_instruction": "1_1"},
+    r = client.post("/studies/new", data={**form, "title": "Bad QC", "navigation.qc_instruction": "1_1"},
                     files={"file": ("paths.json", r2r_file())})
-    assert r.status_code == 422 and "qc_instruction" in r.text
+    assert r.status_code == 422 and "field &#39;navigation.qc_instruction&#39;" in r.text
     assert session.scalar(select(Study).where(Study.title == "Bad QC")) is None
 
 

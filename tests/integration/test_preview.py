@@ -81,3 +81,24 @@ def test_the_study_page_offers_the_preview_not_a_test_worker(app, client, sessio
     page = client.get(f"/studies/{study.id}").text
     assert f'href="/studies/{study.id}/preview"' in page
     assert "test worker" not in page and "PROLIFIC_PID=researcher" not in page
+
+
+def test_the_upload_preview_of_a_missions_file_shows_a_note_not_a_grid(app, client, session):
+    """Nothing of an upload is stored before the study is created, so no route can draw a
+    mission's grid: the preview says so instead of asking /api/v1/sts/play// for it. The frame
+    is sandboxed (scripts only, for a kind whose page needs no session)."""
+    import html
+    import json
+
+    owner = make_user(session, "researcher")
+    csrf = login(client, owner)
+    mission = json.dumps({"level": "BabyAI-GoToLocal-v0", "seed": 2, "id": "m2"}).encode()
+    r = client.post("/studies/new", files={"file": ("m.jsonl", mission)},
+                    data={"csrf_token": csrf, "title": "Play", "kind": "sts", "format": "missions",
+                          "action": "preview"})
+    assert r.status_code == 200, r.text[-500:]
+    frames = re.findall(r'<iframe class="worker-view" sandbox="([^"]*)"[^>]*srcdoc="([^"]*)"', r.text)
+    assert frames and frames[0][0] == "allow-scripts"
+    doc = html.unescape(frames[0][1])
+    assert 'id="sts-play-note"' in doc and 'class="sts-instruction"' in doc
+    assert 'id="sts-play"' not in doc and "/api/v1/sts/play/" not in doc and "play.js" not in doc

@@ -119,4 +119,46 @@ def test_api_study_with_training_split_rate_and_gold_count(client, session, tom_
     assert base["accuracy"]["mean"] == pytest.approx(expect)
     bad = client.post("/api/v1/studies", headers=auth, files={"file": ("q.csv", tom_csv)},
                       data={"settings": json.dumps({"title": "API"}), "random_yes_rate": "1.5"})
-    assert bad.status_code == 422 and "random_yes_rate" in bad.text
+    assert bad.status_code == 422 and bad.json()["field"] == "random_yes_rate"  # the name sent
+
+
+def _every_field(html: str) -> dict:
+    """What a browser without JavaScript sends from the new-study form: every kind's fieldset,
+    each field at its default (blank here; a select's first option is blank too)."""
+    start = html.index('id="new-study"')
+    form = html[start:html.index("</form>", start)]
+    return {name: "" for name in re.findall(r'<(?:input|select|textarea)\b[^>]*\bname="([^"]+)"', form)
+            if name != "file"}
+
+
+def test_without_javascript_a_study_takes_only_its_own_kinds_options(client, session, tom_csv):
+    """Kinds share option names (gold_count) and a page without JavaScript sends every kind's
+    fieldset: another kind's field, even a bad value in it, does not reach the study."""
+    researcher = make_user(session, "researcher")
+    csrf = login(client, researcher)
+    fields = _every_field(client.get("/studies/new").text)
+    gold = [name for name in fields if name.rsplit(".", 1)[-1] == "gold_count"]
+    assert {"a3ds.gold_count", "tom.gold_count"} <= set(gold), gold
+    others = {name: "many" for name in gold}
+    design = json.dumps({"pairs": {"z": {"1": 2, "2": 1}}, "speakers": ["literal"], "seed": 2}).encode()
+    r = client.post("/studies/new", files={"file": ("design.json", design)},
+                    data={**fields, **others, "a3ds.gold_count": "", "csrf_token": csrf, "title": "A3DS",
+                          "kind": "a3ds", "format": "design", "action": "create"}, follow_redirects=False)
+    assert r.status_code == 303, r.text[-800:]
+    r = client.post("/studies/new", files={"file": ("q.csv", tom_csv)},
+                    data={**fields, **others, "tom.gold_count": "3", "csrf_token": csrf, "title": "ToM",
+                          "kind": "tom", "format": "csv", "action": "create"}, follow_redirects=False)
+    assert r.status_code == 303, r.text[-800:]
+    study = session.scalar(select(Study).where(Study.title == "ToM"))
+    assert session.scalar(select(func.count()).select_from(Item).where(
+        Item.study_id == study.id, Item.is_gold.is_(True))) == 3
+    # The chosen kind's own bad value is refused under the name the form sent (the form's
+    # check or the importer's), and a typed one is kept.
+    for name, value in (("tom.gold_count", "-1"), ("tom.random_yes_rate", "1.5"), ("tom.random_yes_split", "dev")):
+        r = client.post("/studies/new", files={"file": ("q.csv", tom_csv)},
+                        data={**fields, name: value, "csrf_token": csrf, "title": "Bad",
+                              "kind": "tom", "format": "csv", "action": "create"})
+        assert r.status_code == 422 and f"field &#39;{name}&#39;" in r.text, r.text[-800:]
+        if not name.endswith("split"):  # a select keeps only its own options
+            assert re.search(rf'name="{re.escape(name)}"[^>]*value="{re.escape(value)}"', r.text)
+    assert session.scalar(select(func.count()).select_from(Study).where(Study.title == "Bad")) == 0

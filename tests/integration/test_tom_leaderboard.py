@@ -111,7 +111,7 @@ def test_the_form_and_the_api_name_the_baselines_split(client, session, split, r
     owner = make_user(session, "researcher")
     csrf = login(client, owner)
     form = client.get("/studies/new").text
-    assert '<option value="train"' in form and 'name="random_yes_split"' in form
+    assert '<option value="train"' in form and 'name="tom.random_yes_split"' in form
     data = (Path(__file__).resolve().parents[1] / "fixtures" / "tom" / "questions.csv").read_bytes()
     r = client.post("/api/v1/studies", headers={"X-CSRF-Token": csrf},
                     data={"kind": "tom", "settings": json.dumps({"title": f"Split {split or rate}"}),

@@ -58,6 +58,8 @@ class ReferenceGame(TaskKind):
     option_labels: ClassVar[dict[str, str]] = {
         "gold_count": "Gold pairs among uploaded captions (ones that name a telling feature; blank: none)",
         "cant_tell": "Workers may answer “can't tell”"}
+    # The upload preview's scene pictures (/a3ds/scenes/<id>) need the session.
+    preview_needs_session: ClassVar[bool] = True
     form_help: ClassVar[str] = (
         "Workers see a caption and two pictures and pick the one it describes. A design generates "
         "the pairs and the built-in speakers' captions; or upload captions to judge. See docs/kinds/a3ds.md.")

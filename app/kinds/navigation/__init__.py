@@ -133,6 +133,8 @@ class Navigation(TaskKind):
     option_fields: ClassVar[dict[str, tuple]] = {
         "speaker": ("text",), "baseline": ("text",), "likert": ("text",), "qc_instruction": ("text",)}
     options_template: ClassVar[str | None] = "kinds/navigation/options.html"
+    # The upload preview's viewer fetches /env/<scan>/view.json, which needs the session.
+    preview_needs_session: ClassVar[bool] = True
     form_help: ClassVar[str] = (
         "Workers follow an instruction through a building, stop where they think it ends, and rate "
         "how easy it was to follow. The buildings the file names must be imported first "

@@ -106,26 +106,20 @@ def study_generations(request: Request, study_id: Id, session: Session = Depends
 
 @router.post("/studies/{study_id}/generations", include_in_schema=False, dependencies=[Depends(verify_csrf)])
 async def start_generation_page(request: Request, study_id: Id, file: UploadFile = File(None),
-                                speaker_artifact_id: str = Form(""), n: str = Form(""), m: str = Form(""),
-                                metric: str = Form("ndtw"), design: str = Form("evaluation"),
                                 session: Session = Depends(db), user: User = Depends(researcher)):
-    """The study page's start form: the API's start_generation with the page's fields (the
-    listeners are the checked boxes); a refusal shows in the section, in the site's layout."""
+    """The study page's start form: the API's fields, parsed and started by the same function
+    (the listeners are the checked boxes); a refusal shows in the section, in the site's layout."""
     from app.studies.views import _study_page
 
     study = managed_study(session, study_id, user, "No such study among yours.")
     form = await request.form()
+    fields = {name: form.get(name) for name in START_FIELDS if isinstance(form.get(name), str)}
+    fields["listener_artifact_ids"] = ",".join(str(v) for v in form.getlist("listener"))
     try:
-        run = generation.create_run(
-            session, study, session.merge(user),
-            speaker_artifact_id=_num(speaker_artifact_id, "speaker_artifact_id", None),
-            listener_artifact_ids=[_num(str(v), "listener_artifact_ids", -1) for v in form.getlist("listener")],
-            paths_data=await read_upload(file), n=_num(n, "n", 10), m=_num(m, "m", 3), metric=metric,
-            design=design)
+        run = await start_run(session, study, user, file, fields)
     except InputError as exc:
         session.rollback()
         return _study_page(request, session, study, user, 422, {"generations": str(exc)})
-    jobs.submit(session, session.get(jobs.Job, run.job_id), withdraw=((GenerationRun, run.id),))
     flash(request, f"Generation run #{run.id} started; it shows below as it goes.")
     return RedirectResponse(f"/studies/{study.id}#generations", status_code=303)
 
@@ -180,6 +174,33 @@ def _num(text: str, field: str, default, cast=int):
         raise InputError(f"{field} must be {what}", field=field) from None
 
 
+# What a start request may set besides the file (all text; blank: the default).
+START_FIELDS = ("speaker_artifact_id", "listener_artifact_ids", "n", "k", "m", "metric", "design", "max_len",
+                "seed", "batch_size", "top_p")
+
+
+async def start_run(session: Session, study: Study, user: User, file: UploadFile | None,
+                    fields: dict[str, str]) -> GenerationRun:
+    """Parse a start request's fields (START_FIELDS; blank or missing: the default) and start
+    the run: create_run checks and stores it, jobs.submit queues it. The API route and the
+    study page's form both start runs here, so they take the same options."""
+    def text(name: str) -> str:
+        return str(fields.get(name) or "")
+
+    speaker, k = text("speaker_artifact_id"), text("k")
+    run = generation.create_run(
+        session, study, session.merge(user),
+        speaker_artifact_id=_num(speaker, "speaker_artifact_id", -1) if speaker.strip() else None,
+        listener_artifact_ids=_ids(text("listener_artifact_ids"), "listener_artifact_ids"),
+        paths_data=await read_upload(file), n=_num(text("n"), "n", 10), m=_num(text("m"), "m", 3),
+        metric=text("metric") or "ndtw", design=text("design") or "evaluation",
+        max_len=_num(text("max_len"), "max_len", 60), seed=_num(text("seed"), "seed", 0),
+        batch_size=_num(text("batch_size"), "batch_size", 8), k=_num(k, "k", 0) if k.strip() else None,
+        top_p=_num(text("top_p"), "top_p", 1.0, float))
+    jobs.submit(session, session.get(jobs.Job, run.job_id), withdraw=((GenerationRun, run.id),))
+    return run
+
+
 @api.post("/studies/{study_id}/generations", status_code=202, tags=["generation"])
 async def start_generation(study_id: Id, file: UploadFile = File(None), speaker_artifact_id: str = Form(""),
                            listener_artifact_ids: str = Form(""), n: str = Form(""), k: str = Form(""),
@@ -193,17 +214,10 @@ async def start_generation(study_id: Id, file: UploadFile = File(None), speaker_
     candidate `m` times (default 3), `metric` ndtw|sdtw, `design` evaluation|capability,
     `top_p` in (0, 1] (default 1: pure sampling; below 1: nucleus sampling)."""
     study = managed_study(session, study_id, user)
-    data = await read_upload(file)
-    run = generation.create_run(
-        session, study, session.merge(user),
-        speaker_artifact_id=(_num(speaker_artifact_id, "speaker_artifact_id", -1)
-                             if speaker_artifact_id.strip() else None),
-        listener_artifact_ids=_ids(listener_artifact_ids, "listener_artifact_ids"),
-        paths_data=data, n=_num(n, "n", 10), m=_num(m, "m", 3), metric=metric, design=design,
-        max_len=_num(max_len, "max_len", 60), seed=_num(seed, "seed", 0),
-        batch_size=_num(batch_size, "batch_size", 8), k=_num(k, "k", 0) if k.strip() else None,
-        top_p=_num(top_p, "top_p", 1.0, float))
-    jobs.submit(session, session.get(jobs.Job, run.job_id), withdraw=((GenerationRun, run.id),))
+    run = await start_run(session, study, user, file, {
+        "speaker_artifact_id": speaker_artifact_id, "listener_artifact_ids": listener_artifact_ids, "n": n,
+        "k": k, "m": m, "metric": metric, "design": design, "max_len": max_len, "seed": seed,
+        "batch_size": batch_size, "top_p": top_p})
     return {"run": run.id, "job": run.job_id, "state": "queued"}
 
 
