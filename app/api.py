@@ -28,7 +28,7 @@ from app.quality import service as quality
 from app.storage import get_store
 from app.studies import assignment, hotpath, services
 from app.studies.models import Item, Study
-from app.studies.views import WAIT_MESSAGE, crowd_bundle, done_context, kind_options, retry_after
+from app.studies.views import WAIT_MESSAGE, crowd_bundle, done_context, fast_lease, kind_options, retry_after
 from app.web import rate_limit, read_upload
 
 router = APIRouter(prefix="/api/v1", dependencies=[Depends(verify_csrf)])
@@ -419,18 +419,10 @@ def crowd_next(slug: str, request: Request, response: Response):
 
 def _fast_next(request: Request, slug: str) -> dict | None:
     """The common case in one statement (app/studies/hotpath.py); None: the engine's path."""
-    url = request.app.state.database_url
-    bundle_id = request.session.get("crowd", {}).get(slug)
-    if not hotpath.enabled(url) or not isinstance(bundle_id, int):
+    got = fast_lease(request, slug)
+    if got is None:
         return None
-    conf = hotpath.study(url, slug)
-    if conf is None:
-        return None
-    secret = browser_secret(request)
-    lease = hotpath.next_lease(url, conf, bundle_id,
-                               assignment.browser_hash(secret) if secret is not None else None)
-    if lease is None:
-        return None
+    conf, _, lease = got
     return {"state": "item", "done": False, "assignment_id": lease.assignment_id,
             "position": lease.slot + 1, "of": lease.size,
             "item": get_kind(conf.kind).public_payload(lease.payload)}

@@ -103,8 +103,9 @@ def task(request: Request, slug: str):
         return _task_page(request, session, slug)
 
 
-def _fast_task(request: Request, slug: str):
-    """The item page from one statement (app/studies/hotpath.py); None: the engine's path."""
+def fast_lease(request: Request, slug: str):
+    """(the cached study, the bundle's id, its current lease) from one statement (app/studies/hotpath.py), for
+    the task page and the crowd API; None: the engine's path."""
     url = request.app.state.database_url
     bundle_id = request.session.get("crowd", {}).get(slug)
     if not hotpath.enabled(url) or not isinstance(bundle_id, int):
@@ -117,8 +118,15 @@ def _fast_task(request: Request, slug: str):
     secret = browser_secret(request)
     lease = hotpath.next_lease(url, conf, bundle_id,
                                assignment.browser_hash(secret) if secret is not None else None)
-    if lease is None:
+    return None if lease is None else (conf, bundle_id, lease)
+
+
+def _fast_task(request: Request, slug: str):
+    """The item page from one statement; None: the engine's path."""
+    got = fast_lease(request, slug)
+    if got is None:
         return None
+    conf, bundle_id, lease = got
     kind = get_kind(conf.kind)
     return render(request, "annotate/item.html", study=conf,
                   bundle=SimpleNamespace(id=bundle_id, size=lease.size, n_done=lease.n_done),
