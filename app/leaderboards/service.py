@@ -117,10 +117,14 @@ def _tune(session: Session) -> None:
         session.execute(text("SET LOCAL jit = off"))
 
 
-def compute(session: Session, study: Study) -> dict:
+def compute(session: Session, study: Study, annotators: tuple[int, int] | None = None) -> dict:
     """The leaderboard from the running totals (app/leaderboards/models.py): people's rows,
     the per-item majority and the agreement never read `annotations`. The same figures as
-    `recompute_from_annotations` (tests/integration/test_leaderboard_totals.py)."""
+    `recompute_from_annotations` (tests/integration/test_leaderboard_totals.py).
+
+    `annotators` = (offset, limit): only that page of annotator rows, in the board's order
+    (most answers first, then the worker id); None: all of them. `board["annotators"]` says
+    how many there are in all and which page the rows are."""
     kind = get_kind(study.kind)
     _ensure_answer_field(session, study, kind)
     _tune(session)
@@ -128,17 +132,36 @@ def compute(session: Session, study: Study) -> dict:
     rows = _agent_rows(session, study, totals)
 
     # People: every annotator not rejected, on the items they answered.
-    mine = WorkerCategoryTotal.study_id == study.id
+    W = WorkerCategoryTotal
+    mine = and_(W.study_id == study.id, W.n > 0)
+    conn = session.connection()
+    if annotators is None:
+        workers = select(W.worker_id).where(mine)
+        cons_where = WorkerConsistencyTotal.study_id == study.id
+    else:
+        # The page's workers, ranked in SQL over the (annotator, category) totals; the
+        # window counts them all before LIMIT cuts the page.
+        offset, limit = annotators
+        answered = func.sum(W.n)
+        ranked = conn.execute(
+            select(W.worker_id, func.count().over()).where(mine).group_by(W.worker_id)
+            .order_by(answered.desc(), W.worker_id).offset(offset).limit(limit)).all()
+        ids = [w for w, _ in ranked]
+        total = ranked[0][1] if ranked else _count_annotators(conn, study)
+        mine = and_(mine, W.worker_id.in_(ids))
+        workers = ids
+        cons_where = and_(WorkerConsistencyTotal.study_id == study.id,
+                          WorkerConsistencyTotal.worker_id.in_(ids))
     # Core rows (not ORM results): one per (annotator, category), tens of thousands.
-    per_cat = session.connection().execute(
-        select(WorkerCategoryTotal.worker_id, WorkerCategoryTotal.category, WorkerCategoryTotal.n,
-               WorkerCategoryTotal.score_sum).where(mine, WorkerCategoryTotal.n > 0)).all()
-    cons = {w: (whole, right) for w, whole, right in session.connection().execute(
+    per_cat = conn.execute(select(W.worker_id, W.category, W.n, W.score_sum).where(mine)).all()
+    cons = {w: (whole, right) for w, whole, right in conn.execute(
         select(WorkerConsistencyTotal.worker_id, WorkerConsistencyTotal.clusters_whole,
-               WorkerConsistencyTotal.clusters_right).where(WorkerConsistencyTotal.study_id == study.id))}
+               WorkerConsistencyTotal.clusters_right).where(cons_where))}
     humans = _assemble(per_cat, cons, totals, over_all_items=False)
-    rows.extend(_annotator_rows(session, humans, select(WorkerCategoryTotal.worker_id).where(
-        mine, WorkerCategoryTotal.n > 0)))
+    people = _annotator_rows(session, humans, workers)
+    rows.extend(people)
+    page = ({"total": len(people), "offset": 0, "limit": None} if annotators is None
+            else {"total": total, "offset": offset, "limit": limit})
 
     maj = _majority_from_totals(session, study, totals)
     if maj:
@@ -147,8 +170,14 @@ def compute(session: Session, study: Study) -> dict:
     n_all, by_cat_total, _ = totals
     return {"study": study.slug, "kind": study.kind, "items": n_all,
             "categories": sorted(by_cat_total), "category_label": kind.category_label,
-            "rows": rows, "agreement": _agreement_from_totals(session, study),
+            "rows": rows, "annotators": page, "agreement": _agreement_from_totals(session, study),
             "extra": kind.extra_leaderboard(session, study)}
+
+
+def _count_annotators(conn, study: Study) -> int:
+    W = WorkerCategoryTotal
+    return conn.execute(select(func.count(func.distinct(W.worker_id))).where(
+        W.study_id == study.id, W.n > 0)).scalar_one()
 
 
 def _majority_from_totals(session: Session, study: Study, totals) -> dict | None:
@@ -300,8 +329,10 @@ def recompute_from_annotations(session: Session, study: Study) -> dict:
                Item.category, Item.cluster)
         .join(Item, Item.id == Annotation.item_id).where(valid).subquery())
     humans = _rows_from_scores(session, study, human_scored, over_all_items=False, totals=totals)
-    rows.extend(_annotator_rows(session, humans, select(Annotation.worker_id).where(valid)))
-    return _board(session, study, kind, totals, rows, _answers_per_item(session, study, kind, valid))
+    people = _annotator_rows(session, humans, select(Annotation.worker_id).where(valid))
+    rows.extend(people)
+    board = _board(session, study, kind, totals, rows, _answers_per_item(session, study, kind, valid))
+    return {**board, "annotators": {"total": len(people), "offset": 0, "limit": None}}
 
 
 def _answers_per_item(session: Session, study: Study, kind, valid) -> dict[int, dict]:
