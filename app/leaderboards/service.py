@@ -23,15 +23,15 @@ import math
 from collections import Counter
 from functools import lru_cache
 
-from sqlalchemy import Float, String, and_, case, cast, func, literal_column, select, text
-from sqlalchemy.dialects.postgresql import aggregate_order_by
+from sqlalchemy import Float, String, and_, case, cast, func, select, text
 from sqlalchemy.orm import Session
 
 from app.agents.models import Agent, AgentOutput
 from app.auth.models import IMPORTED_PLATFORM, User
 from app.kinds import get_kind
 from app.leaderboards import stats
-from app.leaderboards.models import ItemAnswerTotal, WorkerCategoryTotal, WorkerConsistencyTotal
+from app.leaderboards.models import (ItemAnswerTotal, ItemSummary, WorkerCategoryTotal,
+                                     WorkerConsistencyTotal)
 from app.leaderboards.totals import rebuild
 from app.studies.models import Annotation, Item, Study
 
@@ -182,9 +182,10 @@ def _count_annotators(conn, study: Study) -> int:
 
 def _majority_from_totals(session: Session, study: Study, totals) -> dict | None:
     """The majority row from each item's winning answer (most answers, then the earliest)
-    in lb_item_answers. PostgreSQL sums it in one statement, each category's scores added in
-    item order (an ordered aggregate), as `_majority_row` adds them, so the figures are the
-    same to the last bit; SQLite picks the winners in SQL and sums them here."""
+    in lb_item_answers. PostgreSQL keeps each item's winner in lb_items (migration 0013) and
+    sums them in one statement, each category's scores added in item order (an ordered
+    aggregate), as `_majority_row` adds them, so the figures are the same to the last bit;
+    SQLite picks the winners in SQL per view and sums them here."""
     if session.get_bind().dialect.name == "postgresql":
         return _majority_postgresql(session, study, totals)
     top = (select(ItemAnswerTotal.item_id, ItemAnswerTotal.n, ItemAnswerTotal.score_sum,
@@ -204,9 +205,7 @@ def _majority_from_totals(session: Session, study: Study, totals) -> dict | None
 MAJORITY_POSTGRESQL = text("""
 WITH w AS MATERIALIZED (
   SELECT t.item_id, t.score, i.category, i.cluster
-  FROM (SELECT DISTINCT ON (item_id) item_id, score_sum / n AS score FROM lb_item_answers
-        WHERE study_id = :sid AND n > 0 ORDER BY item_id, n DESC, first_id) t
-  JOIN items i ON i.id = t.item_id WHERE NOT i.is_gold),
+  FROM lb_items t JOIN items i ON i.id = t.item_id WHERE t.study_id = :sid AND NOT i.is_gold),
 c AS (SELECT cluster, count(*) AS n, sum(CASE WHEN score >= 1.0 THEN 1 ELSE 0 END) AS r
       FROM w WHERE cluster <> '' GROUP BY cluster),
 z AS (SELECT cluster, count(*) AS size FROM items
@@ -233,17 +232,18 @@ def _agreement_from_totals(session: Session, study: Study) -> dict:
     """Alpha and kappa need, per item, its answers' counts; items with the same counts weigh
     the same, so SQL returns each pattern once with its number of items. A pattern is written
     as "count:length:value," per answer (length-prefixed: any value parses back)."""
+    if session.get_bind().dialect.name == "postgresql":
+        # Each item's pattern is kept in lb_items (migration 0013), written as below.
+        return _agreement_of_patterns({_parse_pattern(p): weight for p, weight in session.connection().execute(
+            select(ItemSummary.pattern, func.count()).where(ItemSummary.study_id == study.id)
+            .group_by(ItemSummary.pattern))})
+    # SQLite: grouped from the (item, answer) rows per view.
     t = ItemAnswerTotal
     part = (cast(t.n, String) + ":" + cast(func.length(t.value), String) + ":" + t.value)
-    if session.get_bind().dialect.name == "postgresql":
-        pattern = func.string_agg(part, aggregate_order_by(literal_column("','"), t.value))
-        per_item = (select(t.item_id, pattern.label("p")).where(t.study_id == study.id, t.n > 0)
-                    .group_by(t.item_id).subquery())
-    else:
-        ordered = select(t.item_id, part.label("part")).where(t.study_id == study.id, t.n > 0) \
-            .order_by(t.item_id, t.value).subquery()
-        per_item = (select(ordered.c.item_id, func.group_concat(ordered.c.part, ",").label("p"))
-                    .group_by(ordered.c.item_id).subquery())
+    ordered = select(t.item_id, part.label("part")).where(t.study_id == study.id, t.n > 0) \
+        .order_by(t.item_id, t.value).subquery()
+    per_item = (select(ordered.c.item_id, func.group_concat(ordered.c.part, ",").label("p"))
+                .group_by(ordered.c.item_id).subquery())
     patterns = {}
     for p, weight in session.connection().execute(
             select(per_item.c.p, func.count()).group_by(per_item.c.p)):

@@ -69,16 +69,39 @@ def table_rows(session, study_id: int) -> dict:
     return out
 
 
+def item_summaries(session, study_id: int) -> list:
+    """lb_items (PostgreSQL keeps it; SQLite leaves it empty)."""
+    return sorted(session.execute(text("SELECT item_id, pattern, score FROM lb_items WHERE study_id = :s"),
+                                  {"s": study_id}).all())
+
+
 def check(session, study: Study) -> dict:
-    """compute == recompute_from_annotations, and the kept totals == a rebuild."""
+    """compute == recompute_from_annotations, every page of annotators == its slice of the
+    whole board, and the kept totals (lb_items included) == a rebuild."""
     session.expire_all()
     board = compute(session, study)
     session.commit()
     same(board, recompute_from_annotations(session, study))
     session.commit()
+    people = [r for r in board["rows"] if r["type"] == "annotator"]
+    others = [r for r in board["rows"] if r["type"] != "annotator"]
+    assert board["annotators"] == {"total": len(people), "offset": 0, "limit": None}
+    for offset, limit in ((0, 1), (0, 4), (3, 4), (len(people), 5), (0, len(people) + 3)):
+        page = compute(session, study, annotators=(offset, limit))
+        session.commit()
+        same([r for r in page["rows"] if r["type"] == "annotator"], people[offset:offset + limit], "page")
+        same([r for r in page["rows"] if r["type"] != "annotator"], others, "page's other rows")
+        same({k: v for k, v in page.items() if k not in ("rows", "annotators")},
+             {k: v for k, v in board.items() if k not in ("rows", "annotators")}, "page's board")
+        assert page["annotators"] == {"total": len(people), "offset": offset, "limit": limit}
     kept = table_rows(session, study.id)
+    summaries = item_summaries(session, study.id)
+    if session.get_bind().dialect.name == "postgresql":
+        # One row per item with an answer counted (r[3]: n).
+        assert [i for i, *_ in summaries] == sorted({r[0] for r in kept["lb_item_answers"] if r[3] > 0})
     rebuild(session.connection(), study.id)
     assert table_rows(session, study.id) == kept
+    assert item_summaries(session, study.id) == summaries
     session.rollback()
     return board
 
@@ -204,6 +227,7 @@ def _scenario(session, study: Study, seed: int) -> None:
     board = check(session, study)
     assert not [r for r in board["rows"] if r["type"] in ("annotator", "majority")]
     assert table_rows(session, study.id) == {t: [] for t in TABLES}
+    assert item_summaries(session, study.id) == []
     session.execute(update(Annotation).where(Annotation.study_id == study.id).values(excluded=False))
     session.commit()
     check(session, study)
