@@ -49,6 +49,18 @@ def _proportion(k: int, n: int) -> dict:
 
 
 def _item_totals(session: Session, study: Study) -> tuple[int, dict[str, int], dict[str, int]]:
+    if session.get_bind().dialect.name == "postgresql":
+        # One scan of the items for both counts (GROUPING SETS; SQLite has none).
+        by_cat, clusters = {}, {}
+        for cat, cluster, per_cat, n in session.connection().execute(text(
+                "SELECT category, cluster, grouping(cluster) = 1, count(*) FROM items "
+                "WHERE study_id = :sid AND NOT is_gold GROUP BY GROUPING SETS ((category), (cluster))"),
+                {"sid": study.id}):
+            if per_cat:
+                by_cat[cat] = n
+            else:
+                clusters[cluster] = n
+        return sum(by_cat.values()), by_cat, clusters
     rows = session.execute(select(Item.category, func.count()).where(
         Item.study_id == study.id, Item.is_gold.is_(False)).group_by(Item.category)).all()
     by_cat = {c: n for c, n in rows}
@@ -204,17 +216,15 @@ def _majority_from_totals(session: Session, study: Study, totals) -> dict | None
 
 MAJORITY_POSTGRESQL = text("""
 WITH w AS MATERIALIZED (
-  SELECT t.item_id, t.score, i.category, i.cluster
-  FROM lb_items t JOIN items i ON i.id = t.item_id WHERE t.study_id = :sid AND NOT i.is_gold),
-c AS (SELECT cluster, count(*) AS n, sum(CASE WHEN score >= 1.0 THEN 1 ELSE 0 END) AS r
-      FROM w WHERE cluster <> '' GROUP BY cluster),
-z AS (SELECT cluster, count(*) AS size FROM items
-      WHERE study_id = :sid AND NOT is_gold AND cluster <> '' GROUP BY cluster)
+  SELECT i.id AS item_id, i.category, i.cluster, t.score
+  FROM items i LEFT JOIN lb_items t ON t.item_id = i.id
+  WHERE i.study_id = :sid AND NOT i.is_gold),
+c AS (SELECT count(*) AS size, count(score) AS n, sum(CASE WHEN score >= 1.0 THEN 1 ELSE 0 END) AS r
+      FROM w WHERE cluster <> '' GROUP BY cluster)
 SELECT category, min(item_id) AS first, count(*) AS n, sum(score ORDER BY item_id) AS total
-FROM w GROUP BY category
+FROM w WHERE score IS NOT NULL GROUP BY category
 UNION ALL
-SELECT NULL, NULL, count(*), sum(CASE WHEN c.r = c.n THEN 1 ELSE 0 END)
-FROM c JOIN z ON z.cluster = c.cluster AND z.size = c.n
+SELECT NULL, NULL, count(*), sum(CASE WHEN r = n THEN 1 ELSE 0 END) FROM c WHERE n = size
 """)
 
 
