@@ -27,7 +27,8 @@ FROM lb_item_answers a WHERE a.n > 0 {where} GROUP BY a.item_id"""
 # Writers of one item's answers take its lb_items row lock first (in item order), then
 # recount it in a later statement, whose READ COMMITTED snapshot sees every answer committed
 # before the lock was granted: two answers to one item at once cannot both write a summary
-# that misses the other. A row lock, not an advisory lock: a rebuild touches 100k items.
+# that misses the other (an UPDATE that waited on the row would re-check the row but not
+# re-read the answers). A row lock, not an advisory lock: a rebuild touches 100k items.
 FUNCTION = """
 CREATE FUNCTION lb_items_refresh() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
