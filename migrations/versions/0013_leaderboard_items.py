@@ -32,6 +32,10 @@ FROM lb_item_answers a WHERE a.n > 0 {where} GROUP BY a.item_id"""
 FUNCTION = """
 CREATE FUNCTION lb_items_refresh() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+  -- An upsert fires both the INSERT and the UPDATE statement triggers, one of them empty.
+  IF NOT EXISTS (SELECT 1 FROM changed) THEN
+    RETURN NULL;
+  END IF;
   INSERT INTO lb_items (item_id, study_id, pattern, score)
     SELECT DISTINCT a.item_id, a.study_id, '', 0.0 FROM lb_item_answers a
     WHERE a.item_id IN (SELECT item_id FROM changed) AND a.n > 0
