@@ -311,24 +311,36 @@ def seed(url: str, n_items: int, n_annotations: int, secret: str) -> dict:
 # ------------------------------------------------------------------------------ leaderboard
 
 def time_leaderboard(url: str, study_id: int, repeats: int = 3) -> dict:
-    """compute (from the running totals) and, for the before figure, the same leaderboard
-    counted from the annotations (recompute_from_annotations); median of `repeats` each."""
+    """The page's leaderboard (compute with the page's annotators), the whole board (compute,
+    every annotator: the export's and the API's default) and, for the before figure, the same
+    counted from the annotations (recompute_from_annotations); median of `repeats` each, with
+    the CPU of this process and of its PostgreSQL backend (from /proc, where it is local)."""
+    from sqlalchemy import text
+
     from app.db import get_sessionmaker
     from app.leaderboards.service import compute, recompute_from_annotations
     from app.studies.models import Study
+    from app.studies.views import ANNOTATORS_ON_PAGE
 
     out = {}
     with get_sessionmaker(url)() as s:
         study = s.get(Study, study_id)
-        for name, fn in (("totals", compute), ("scan", recompute_from_annotations)):
-            times = []
+        backend = s.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        s.rollback()
+        runs = (("page", lambda s, st: compute(s, st, annotators=(0, ANNOTATORS_ON_PAGE))),
+                ("totals", compute), ("scan", recompute_from_annotations))
+        for name, fn in runs:
+            times, py, pg = [], [], []
             for _ in range(repeats):
-                t = time.perf_counter()
+                c0, b0, t = time.process_time(), cpu_s(backend), time.perf_counter()
                 board = fn(s, study)
                 s.rollback()
                 times.append(time.perf_counter() - t)
-            out[name] = {"median_s": statistics.median(times), "runs_s": times, "rows": len(board["rows"])}
-    return {**out["totals"], "scan": out["scan"]}
+                py.append(time.process_time() - c0)
+                pg.append(cpu_s(backend) - b0)
+            out[name] = {"median_s": statistics.median(times), "runs_s": times, "rows": len(board["rows"]),
+                         "python_cpu_s": py, "pg_cpu_s": pg, "load": os.getloadavg()[0]}
+    return {**out["totals"], "page": out["page"], "scan": out["scan"]}
 
 
 # ------------------------------------------------------------------------------ the crowd
@@ -1072,10 +1084,14 @@ def main(argv=None) -> int:
         figures["seed"] = info
         lb = time_leaderboard(url, info["study_id"])
         figures["leaderboard"] = lb
-        print(f"\nleaderboard over {info['annotations']} annotations ({info['items']} items), from the "
-              f"running totals: median {lb['median_s']:.2f} s of {', '.join(f'{t:.2f}' for t in lb['runs_s'])}; "
-              f"counted from the annotations (before): median {lb['scan']['median_s']:.2f} s of "
-              f"{', '.join(f'{t:.2f}' for t in lb['scan']['runs_s'])}")
+        def runs(r):
+            return (f"median {r['median_s']:.2f} s of {', '.join(f'{t:.2f}' for t in r['runs_s'])}; CPU "
+                    f"{', '.join(f'{a:.2f}+{b:.2f}' for a, b in zip(r['python_cpu_s'], r['pg_cpu_s']))} s "
+                    f"(Python+PostgreSQL), load {r['load']:.1f}")
+        print(f"\nleaderboard over {info['annotations']} annotations ({info['items']} items):\n"
+              f"  the page ({lb['page']['rows']} rows), from the running totals: {runs(lb['page'])}\n"
+              f"  every annotator ({lb['rows']} rows), from the running totals: {runs(lb)}\n"
+              f"  every annotator, counted from the annotations (before): {runs(lb['scan'])}")
         for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
             plans = [] if args.no_saturation else [("saturation", 0.0)]
             for rate in [float(x) for x in str(args.rate).split(",") if x.strip() and float(x) > 0]:

@@ -70,3 +70,19 @@ class ItemAnswerTotal(Base):
     n: Mapped[int] = mapped_column()
     score_sum: Mapped[float] = mapped_column(Float)
     first_id: Mapped[int] = mapped_column()
+
+
+class ItemSummary(Base):
+    """Per item (PostgreSQL only; empty on SQLite): its answer-count pattern and the score of
+    its winning answer, derived from the item's lb_item_answers rows by a statement trigger on
+    that table (migration 0013), so that the majority and the agreement read one row per item
+    instead of grouping every (item, answer) row per view."""
+    __tablename__ = "lb_items"
+    __table_args__ = (Index("ix_lb_items_study", "study_id"),)
+
+    item_id: Mapped[int] = mapped_column(ForeignKey("items.id", ondelete="CASCADE"), primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"))
+    # "n:length:value," per answer with n > 0, in value order (app.leaderboards.service).
+    pattern: Mapped[str] = mapped_column(Text)
+    # The winner (most answers, then the earliest first answer): score_sum / n.
+    score: Mapped[float] = mapped_column(Float)

@@ -23,15 +23,15 @@ import math
 from collections import Counter
 from functools import lru_cache
 
-from sqlalchemy import Float, String, and_, case, cast, func, literal_column, select, text
-from sqlalchemy.dialects.postgresql import aggregate_order_by
+from sqlalchemy import Float, String, and_, case, cast, func, select, text
 from sqlalchemy.orm import Session
 
 from app.agents.models import Agent, AgentOutput
 from app.auth.models import IMPORTED_PLATFORM, User
 from app.kinds import get_kind
 from app.leaderboards import stats
-from app.leaderboards.models import ItemAnswerTotal, WorkerCategoryTotal, WorkerConsistencyTotal
+from app.leaderboards.models import (ItemAnswerTotal, ItemSummary, WorkerCategoryTotal,
+                                     WorkerConsistencyTotal)
 from app.leaderboards.totals import rebuild
 from app.studies.models import Annotation, Item, Study
 
@@ -49,6 +49,18 @@ def _proportion(k: int, n: int) -> dict:
 
 
 def _item_totals(session: Session, study: Study) -> tuple[int, dict[str, int], dict[str, int]]:
+    if session.get_bind().dialect.name == "postgresql":
+        # One scan of the items for both counts (GROUPING SETS; SQLite has none).
+        by_cat, clusters = {}, {}
+        for cat, cluster, per_cat, n in session.connection().execute(text(
+                "SELECT category, cluster, grouping(cluster) = 1, count(*) FROM items "
+                "WHERE study_id = :sid AND NOT is_gold GROUP BY GROUPING SETS ((category), (cluster))"),
+                {"sid": study.id}):
+            if per_cat:
+                by_cat[cat] = n
+            else:
+                clusters[cluster] = n
+        return sum(by_cat.values()), by_cat, clusters
     rows = session.execute(select(Item.category, func.count()).where(
         Item.study_id == study.id, Item.is_gold.is_(False)).group_by(Item.category)).all()
     by_cat = {c: n for c, n in rows}
@@ -117,10 +129,14 @@ def _tune(session: Session) -> None:
         session.execute(text("SET LOCAL jit = off"))
 
 
-def compute(session: Session, study: Study) -> dict:
+def compute(session: Session, study: Study, annotators: tuple[int, int] | None = None) -> dict:
     """The leaderboard from the running totals (app/leaderboards/models.py): people's rows,
     the per-item majority and the agreement never read `annotations`. The same figures as
-    `recompute_from_annotations` (tests/integration/test_leaderboard_totals.py)."""
+    `recompute_from_annotations` (tests/integration/test_leaderboard_totals.py).
+
+    `annotators` = (offset, limit): only that page of annotator rows, in the board's order
+    (most answers first, then the worker id); None: all of them. `board["annotators"]` says
+    how many there are in all and which page the rows are."""
     kind = get_kind(study.kind)
     _ensure_answer_field(session, study, kind)
     _tune(session)
@@ -128,17 +144,36 @@ def compute(session: Session, study: Study) -> dict:
     rows = _agent_rows(session, study, totals)
 
     # People: every annotator not rejected, on the items they answered.
-    mine = WorkerCategoryTotal.study_id == study.id
+    W = WorkerCategoryTotal
+    mine = and_(W.study_id == study.id, W.n > 0)
+    conn = session.connection()
+    if annotators is None:
+        workers = select(W.worker_id).where(mine)
+        cons_where = WorkerConsistencyTotal.study_id == study.id
+    else:
+        # The page's workers, ranked in SQL over the (annotator, category) totals; the
+        # window counts them all before LIMIT cuts the page.
+        offset, limit = annotators
+        answered = func.sum(W.n)
+        ranked = conn.execute(
+            select(W.worker_id, func.count().over()).where(mine).group_by(W.worker_id)
+            .order_by(answered.desc(), W.worker_id).offset(offset).limit(limit)).all()
+        ids = [w for w, _ in ranked]
+        total = ranked[0][1] if ranked else _count_annotators(conn, study)
+        mine = and_(mine, W.worker_id.in_(ids))
+        workers = ids
+        cons_where = and_(WorkerConsistencyTotal.study_id == study.id,
+                          WorkerConsistencyTotal.worker_id.in_(ids))
     # Core rows (not ORM results): one per (annotator, category), tens of thousands.
-    per_cat = session.connection().execute(
-        select(WorkerCategoryTotal.worker_id, WorkerCategoryTotal.category, WorkerCategoryTotal.n,
-               WorkerCategoryTotal.score_sum).where(mine, WorkerCategoryTotal.n > 0)).all()
-    cons = {w: (whole, right) for w, whole, right in session.connection().execute(
+    per_cat = conn.execute(select(W.worker_id, W.category, W.n, W.score_sum).where(mine)).all()
+    cons = {w: (whole, right) for w, whole, right in conn.execute(
         select(WorkerConsistencyTotal.worker_id, WorkerConsistencyTotal.clusters_whole,
-               WorkerConsistencyTotal.clusters_right).where(WorkerConsistencyTotal.study_id == study.id))}
+               WorkerConsistencyTotal.clusters_right).where(cons_where))}
     humans = _assemble(per_cat, cons, totals, over_all_items=False)
-    rows.extend(_annotator_rows(session, humans, select(WorkerCategoryTotal.worker_id).where(
-        mine, WorkerCategoryTotal.n > 0)))
+    people = _annotator_rows(session, humans, workers)
+    rows.extend(people)
+    page = ({"total": len(people), "offset": 0, "limit": None} if annotators is None
+            else {"total": total, "offset": offset, "limit": limit})
 
     maj = _majority_from_totals(session, study, totals)
     if maj:
@@ -147,15 +182,22 @@ def compute(session: Session, study: Study) -> dict:
     n_all, by_cat_total, _ = totals
     return {"study": study.slug, "kind": study.kind, "items": n_all,
             "categories": sorted(by_cat_total), "category_label": kind.category_label,
-            "rows": rows, "agreement": _agreement_from_totals(session, study),
+            "rows": rows, "annotators": page, "agreement": _agreement_from_totals(session, study),
             "extra": kind.extra_leaderboard(session, study)}
+
+
+def _count_annotators(conn, study: Study) -> int:
+    W = WorkerCategoryTotal
+    return conn.execute(select(func.count(func.distinct(W.worker_id))).where(
+        W.study_id == study.id, W.n > 0)).scalar_one()
 
 
 def _majority_from_totals(session: Session, study: Study, totals) -> dict | None:
     """The majority row from each item's winning answer (most answers, then the earliest)
-    in lb_item_answers. PostgreSQL sums it in one statement, each category's scores added in
-    item order (an ordered aggregate), as `_majority_row` adds them, so the figures are the
-    same to the last bit; SQLite picks the winners in SQL and sums them here."""
+    in lb_item_answers. PostgreSQL keeps each item's winner in lb_items (migration 0013) and
+    sums them in one statement, each category's scores added in item order (an ordered
+    aggregate), as `_majority_row` adds them, so the figures are the same to the last bit;
+    SQLite picks the winners in SQL per view and sums them here."""
     if session.get_bind().dialect.name == "postgresql":
         return _majority_postgresql(session, study, totals)
     top = (select(ItemAnswerTotal.item_id, ItemAnswerTotal.n, ItemAnswerTotal.score_sum,
@@ -174,19 +216,15 @@ def _majority_from_totals(session: Session, study: Study, totals) -> dict | None
 
 MAJORITY_POSTGRESQL = text("""
 WITH w AS MATERIALIZED (
-  SELECT t.item_id, t.score, i.category, i.cluster
-  FROM (SELECT DISTINCT ON (item_id) item_id, score_sum / n AS score FROM lb_item_answers
-        WHERE study_id = :sid AND n > 0 ORDER BY item_id, n DESC, first_id) t
-  JOIN items i ON i.id = t.item_id WHERE NOT i.is_gold),
-c AS (SELECT cluster, count(*) AS n, sum(CASE WHEN score >= 1.0 THEN 1 ELSE 0 END) AS r
-      FROM w WHERE cluster <> '' GROUP BY cluster),
-z AS (SELECT cluster, count(*) AS size FROM items
-      WHERE study_id = :sid AND NOT is_gold AND cluster <> '' GROUP BY cluster)
+  SELECT i.id AS item_id, i.category, i.cluster, t.score
+  FROM items i LEFT JOIN lb_items t ON t.item_id = i.id
+  WHERE i.study_id = :sid AND NOT i.is_gold),
+c AS (SELECT count(*) AS size, count(score) AS n, sum(CASE WHEN score >= 1.0 THEN 1 ELSE 0 END) AS r
+      FROM w WHERE cluster <> '' GROUP BY cluster)
 SELECT category, min(item_id) AS first, count(*) AS n, sum(score ORDER BY item_id) AS total
-FROM w GROUP BY category
+FROM w WHERE score IS NOT NULL GROUP BY category
 UNION ALL
-SELECT NULL, NULL, count(*), sum(CASE WHEN c.r = c.n THEN 1 ELSE 0 END)
-FROM c JOIN z ON z.cluster = c.cluster AND z.size = c.n
+SELECT NULL, NULL, count(*), sum(CASE WHEN r = n THEN 1 ELSE 0 END) FROM c WHERE n = size
 """)
 
 
@@ -204,17 +242,18 @@ def _agreement_from_totals(session: Session, study: Study) -> dict:
     """Alpha and kappa need, per item, its answers' counts; items with the same counts weigh
     the same, so SQL returns each pattern once with its number of items. A pattern is written
     as "count:length:value," per answer (length-prefixed: any value parses back)."""
+    if session.get_bind().dialect.name == "postgresql":
+        # Each item's pattern is kept in lb_items (migration 0013), written as below.
+        return _agreement_of_patterns({_parse_pattern(p): weight for p, weight in session.connection().execute(
+            select(ItemSummary.pattern, func.count()).where(ItemSummary.study_id == study.id)
+            .group_by(ItemSummary.pattern))})
+    # SQLite: grouped from the (item, answer) rows per view.
     t = ItemAnswerTotal
     part = (cast(t.n, String) + ":" + cast(func.length(t.value), String) + ":" + t.value)
-    if session.get_bind().dialect.name == "postgresql":
-        pattern = func.string_agg(part, aggregate_order_by(literal_column("','"), t.value))
-        per_item = (select(t.item_id, pattern.label("p")).where(t.study_id == study.id, t.n > 0)
-                    .group_by(t.item_id).subquery())
-    else:
-        ordered = select(t.item_id, part.label("part")).where(t.study_id == study.id, t.n > 0) \
-            .order_by(t.item_id, t.value).subquery()
-        per_item = (select(ordered.c.item_id, func.group_concat(ordered.c.part, ",").label("p"))
-                    .group_by(ordered.c.item_id).subquery())
+    ordered = select(t.item_id, part.label("part")).where(t.study_id == study.id, t.n > 0) \
+        .order_by(t.item_id, t.value).subquery()
+    per_item = (select(ordered.c.item_id, func.group_concat(ordered.c.part, ",").label("p"))
+                .group_by(ordered.c.item_id).subquery())
     patterns = {}
     for p, weight in session.connection().execute(
             select(per_item.c.p, func.count()).group_by(per_item.c.p)):
@@ -300,8 +339,10 @@ def recompute_from_annotations(session: Session, study: Study) -> dict:
                Item.category, Item.cluster)
         .join(Item, Item.id == Annotation.item_id).where(valid).subquery())
     humans = _rows_from_scores(session, study, human_scored, over_all_items=False, totals=totals)
-    rows.extend(_annotator_rows(session, humans, select(Annotation.worker_id).where(valid)))
-    return _board(session, study, kind, totals, rows, _answers_per_item(session, study, kind, valid))
+    people = _annotator_rows(session, humans, select(Annotation.worker_id).where(valid))
+    rows.extend(people)
+    board = _board(session, study, kind, totals, rows, _answers_per_item(session, study, kind, valid))
+    return {**board, "annotators": {"total": len(people), "offset": 0, "limit": None}}
 
 
 def _answers_per_item(session: Session, study: Study, kind, valid) -> dict[int, dict]:

@@ -466,11 +466,15 @@ def start_export(request: Request, study_id: Id, session: Session = Depends(db),
     return RedirectResponse(f"/studies/{study.id}#jobs", status_code=303)
 
 
+ANNOTATORS_ON_PAGE = 50
+
+
 @router.get("/studies/{study_id}/leaderboard")
 def leaderboard(request: Request, study_id: Id, session: Session = Depends(db),
                 user: User = Depends(researcher)):
     study = _study(session, study_id, user)
-    board = compute(session, study)
+    # The page shows the annotators with the most answers; the export and the API have all.
+    board = compute(session, study, annotators=(0, ANNOTATORS_ON_PAGE))
     return render(request, "research/leaderboard.html", user=user, study=study, board=board,
                   kind=get_kind(study.kind),
                   plots=leaderboard_plots(board))

@@ -164,10 +164,18 @@ class CommonToM(TaskKind):
         source = study.kind_settings.get("random_yes_source") or "source not recorded"
         is_yes = case((Item.reference["answer"].as_string() == "Yes", 1), else_=0)
         base = (Item.study_id == study.id, Item.is_gold.is_(False))
-        by_cat = session.execute(select(Item.category, func.count(), func.sum(is_yes))
-                                 .where(*base).group_by(Item.category)).all()
-        clusters = session.execute(select(Item.cluster, func.count(), func.sum(is_yes))
-                                   .where(*base).group_by(Item.cluster)).all()
+        if session.get_bind().dialect.name == "postgresql":
+            # One scan of the items for both (GROUPING SETS; SQLite has none).
+            rows = session.execute(
+                select(Item.category, Item.cluster, func.grouping(Item.cluster), func.count(), func.sum(is_yes))
+                .where(*base).group_by(func.grouping_sets(Item.category, Item.cluster))).all()
+            by_cat = [(c, n, y) for c, _, g, n, y in rows if g]
+            clusters = [(k, n, y) for _, k, g, n, y in rows if not g]
+        else:
+            by_cat = session.execute(select(Item.category, func.count(), func.sum(is_yes))
+                                     .where(*base).group_by(Item.category)).all()
+            clusters = session.execute(select(Item.cluster, func.count(), func.sum(is_yes))
+                                       .where(*base).group_by(Item.cluster)).all()
 
         def est(n, y):
             return stats.mean_interval_bernoulli_sum([p] * y + [1 - p] * (n - y)).as_dict()
