@@ -17,7 +17,8 @@ from app.agents.models import Agent
 from app.audit import AuditEntry
 from app.auth.deps import db, managed_study, require, verify_csrf
 from app.auth.models import User
-from app.auth.views import MTURK_PREVIEW, browser_secret, enter_crowd, keep_browser_secret
+from app.auth.views import (MTURK_PREVIEW, browser_secret, enter_crowd, fast_enter,
+                             keep_browser_secret)
 from app.config import get_settings
 from app.db import get_sessionmaker
 from app.errors import InputError
@@ -28,7 +29,8 @@ from app.quality import service as quality
 from app.storage import get_store
 from app.studies import assignment, hotpath, services
 from app.studies.models import Item, Study
-from app.studies.views import WAIT_MESSAGE, crowd_bundle, done_context, kind_options, retry_after
+from app.studies.views import (WAIT_MESSAGE, crowd_bundle, done_context, fast_consent, kind_options,
+                               retry_after)
 from app.web import rate_limit, read_upload
 
 router = APIRouter(prefix="/api/v1", dependencies=[Depends(verify_csrf)])
@@ -357,8 +359,7 @@ class EnterIn(BaseModel):
 
 
 @router.post("/crowd/{slug}/enter", tags=["crowd"])
-def crowd_enter(slug: str, body: EnterIn, request: Request, response: Response,
-                session: Session = Depends(db)):
+def crowd_enter(slug: str, body: EnterIn, request: Request, response: Response):
     """Enter a study as a crowd worker with the platform's link parameters (`params`).
 
     The bundle is bound to the client that opened it: the answer's `browser_secret` (also set
@@ -368,6 +369,20 @@ def crowd_enter(slug: str, body: EnterIn, request: Request, response: Response,
     from one address (429, with Retry-After). Then consent: `POST .../consent` with the
     `consent_version` shown with the `consent` text."""
     rate_limit(request, "entry", get_settings().rate_limit_entry)
+    # No Session dependency (as `next`): the common case is one round trip (hotpath.enter).
+    fast = fast_enter(request, slug, body.params)
+    if fast is not None:
+        info, entered, secret = fast
+        keep_browser_secret(response, secret)
+        return {"size": entered.size, "done": entered.n_done, "instructions": info.instructions,
+                "consent": info.consent, "consent_details": dict(info.consent_details),
+                "consent_version": info.consent_version, "consented": entered.consented,
+                "browser_secret": secret}
+    with get_sessionmaker(request.app.state.database_url)() as session:
+        return _enter(slug, body, request, response, session)
+
+
+def _enter(slug: str, body: EnterIn, request: Request, response: Response, session: Session):
     study = session.scalar(select(Study).where(Study.slug == slug))
     if study is None:
         raise HTTPException(404, "no study at this link")
@@ -387,9 +402,16 @@ class ConsentIn(BaseModel):
 
 
 @router.post("/crowd/{slug}/consent", tags=["crowd"])
-def crowd_consent(slug: str, body: ConsentIn, request: Request, session: Session = Depends(db)):
+def crowd_consent(slug: str, body: ConsentIn, request: Request):
     """Agree to the consent text of `consent_version` (from `enter`): 409 when the researcher
     changed the text since, with the new text and version to show and agree to instead."""
+    if fast_consent(request, slug, body.consent_version):
+        return {"consented": True, "consent_version": body.consent_version}
+    with get_sessionmaker(request.app.state.database_url)() as session:
+        return _consent(slug, body, request, session)
+
+
+def _consent(slug: str, body: ConsentIn, request: Request, session: Session):
     study, bundle = crowd_bundle(request, session, slug)
     try:
         assignment.consent(session, study, bundle.id, body.consent_version)
