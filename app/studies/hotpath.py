@@ -135,9 +135,33 @@ SUBMIT_END_SQL = (SUBMIT_SQL
                   .replace("SELECT b.id, b.worker_id FROM b", "SELECT b.id, b.worker_id, b.participant_id FROM b")
                   .replace("AND b.n_done + 1 < b.size\n)", "AND b.n_done + 1 = b.size\n    FOR UPDATE OF p\n)")
                   .replace("SET n_done = n_done + 1 FROM done", "SET n_done = n_done + 1, finished_at = now() FROM done")
+                  .replace("n_done, size, browser_hash\n", "n_done, size, browser_hash, external_assignment_id\n")
                   .replace("(SELECT xmin::text FROM studies WHERE id = %(study)s)",
-                           "(SELECT xmin::text FROM studies WHERE id = %(study)s), (SELECT participant_id FROM ok)"))
+                           "(SELECT xmin::text FROM studies WHERE id = %(study)s), (SELECT participant_id FROM ok),\n"
+                           "       (SELECT size FROM b), (SELECT external_assignment_id FROM b)"))
 assert SUBMIT_END_SQL.count("FOR UPDATE OF p") == 1 and "finished_at = now()" in SUBMIT_END_SQL
+assert "browser_hash, external_assignment_id" in SUBMIT_END_SQL
+
+# Sent with the answer that ends the bundle, after it in the same query and transaction: what
+# the automatic review reads (the participant, locked by the answer; their gold answers, the one
+# just stored included), and the bundle's external id for the completion code.
+GOLD_SQL = """
+SELECT p.id, p.status = 'pending' AND p.reviewed_by IS NULL,
+       (SELECT coalesce(jsonb_agg(jsonb_build_array(i.external_id, a.score, a.scores) ORDER BY a.id),
+                        '[]'::jsonb)
+        FROM annotations a JOIN items i ON i.id = a.item_id
+        WHERE a.study_id = %(study)s AND a.worker_id = p.worker_id AND a.is_gold)
+FROM bundles b JOIN participants p ON p.id = b.participant_id WHERE b.id = %(bundle)s
+"""
+
+# The automatic approval (app/quality/service.auto_review, audit.record) and the commit.
+APPROVE_SQL = """
+UPDATE participants SET status = 'approved', reason = %(reason)s, reviewed_at = now()
+WHERE id = %(participant)s;
+INSERT INTO audit_log (actor_id, action, target_type, target_id, detail, created_at)
+VALUES (NULL, 'worker.approved', 'participant', %(target)s, %(detail)s, now());
+COMMIT
+"""
 
 STUDY_SQL = """SELECT id, kind, kind_settings, xmin::text, title FROM studies WHERE slug = %(slug)s"""
 ITEM_SQL = """SELECT i.id, i.payload, i.reference::text, b.n_done + 1 >= b.size
@@ -166,6 +190,16 @@ class Lease:
     size: int
     item_id: int
     payload: dict
+
+
+@dataclass(frozen=True)
+class Stored:
+    annotation_id: int
+    # The answer ended the bundle (it is closed, reviewed and committed): what its end shows.
+    ended: bool = False
+    n_done: int = 0
+    size: int = 0
+    external_assignment_id: str = ""
 
 
 class _Lru:
@@ -345,35 +379,70 @@ def _submit_steps(url: str, conf: StudyConf, bundle_id: int, assignment_id: int,
         return None
     stats["submit"] += 1
     _leases.drop((url, assignment_id))
-    return annotation_id
+    if last:
+        return Stored(annotation_id, ended=True, n_done=row[1], size=row[4],
+                      external_assignment_id=row[5])
+    return Stored(annotation_id)
 
 
 def _run_end(url: str, conf: StudyConf, params: dict):
-    """The bundle's last answer and the automatic review, in one transaction (the engine's
-    Session on the main pool: auto_review is the quality service's ORM code)."""
+    """The bundle's last answer and the automatic review, in one transaction of two round trips
+    on the hot path's own connection: `BEGIN; <the answer>; <the worker's gold record>` as one
+    query (the record's statement runs after the answer's locks, on a fresh snapshot, so it sees
+    what the engine's auto_review would read), the kind's verdict in Python (the same rule as
+    app/quality/service.auto_review: only a pending worker no admin reviewed, never an automatic
+    rejection), then `COMMIT`, or the approval, its audit entry and `COMMIT` as one query."""
     import psycopg
-    from sqlalchemy.exc import DBAPIError
+    from psycopg.types.json import Jsonb
+    from sqlalchemy.exc import OperationalError
 
-    from app.db import get_sessionmaker
-    from app.quality.service import auto_review
-    from app.studies.models import Study
+    from app.kinds import get_kind
+    from app.kinds.base import GoldResult
 
-    with get_sessionmaker(url)() as session:
+    for attempt in (0, 1):
         try:
-            row = session.connection().exec_driver_sql(SUBMIT_END_SQL, params).first()
-            if row is None or row[0] is None:
-                session.rollback()
+            raw = _engine(url).raw_connection()
+        except psycopg.OperationalError as exc:
+            raise OperationalError("connect", None, exc) from exc
+        conn = raw.driver_connection
+        try:
+            cur = psycopg.ClientCursor(conn)
+            cur.execute("BEGIN;\n" + SUBMIT_END_SQL + ";\n" + GOLD_SQL, params)
+            cur.nextset()
+            row = cur.fetchone()
+            cur.nextset()
+            record = cur.fetchone()
+            if row is None or row[0] is None or record is None:
+                conn.execute("ROLLBACK")
                 return row
-            auto_review(session, session.get(Study, conf.id), row[3])
-            session.commit()
+            participant_id, reviewable, gold = record
+            verdict, reason = None, ""
+            if reviewable:
+                verdict, reason = get_kind(conf.kind).auto_review(
+                    [GoldResult(item=e, score=sc, scores=d) for e, sc, d in gold],
+                    conf.kind_settings or {})
+            if verdict == "approved":
+                psycopg.ClientCursor(conn).execute(APPROVE_SQL, {
+                    "participant": participant_id, "target": str(participant_id), "reason": reason,
+                    "detail": Jsonb({"study": conf.id, "reason": reason, "auto": True})})
+            else:
+                conn.execute("COMMIT")
             return row
-        except DBAPIError as exc:
-            session.rollback()
-            if isinstance(exc.orig, psycopg.OperationalError) and not isinstance(
-                    exc.orig, (psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable,
-                               psycopg.errors.SerializationFailure)):
-                raise
+        except (psycopg.errors.IntegrityError, psycopg.errors.DeadlockDetected,
+                psycopg.errors.LockNotAvailable, psycopg.errors.SerializationFailure):
             return None  # a unique key or a lock refused it: the engine's path
+        except psycopg.OperationalError as exc:
+            raw.invalidate()
+            if attempt:  # nothing was committed: the retry finds the lease still open
+                raise OperationalError(SUBMIT_END_SQL[:80], None, exc) from exc
+        finally:
+            if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                try:  # never hand a connection inside a transaction back to the pool
+                    conn.execute("ROLLBACK")
+                except psycopg.Error:
+                    raw.invalidate()
+            raw.close()
+    return None
 
 
 def _drive(url: str, steps, conf: StudyConf | None = None):
@@ -396,9 +465,10 @@ def next_lease(url: str, conf: StudyConf, bundle_id: int, browser: str | None) -
 
 
 def submit(url: str, conf: StudyConf, bundle_id: int, assignment_id: int, response: dict,
-           key: str, client: dict, browser: str | None) -> int | None:
-    """Store the answer to the bundle's live lease in one statement: the annotation's id, or
-    None (nothing stored: take the engine path). Parsing errors raise as the engine's do."""
+           key: str, client: dict, browser: str | None) -> Stored | None:
+    """Store the answer to the bundle's live lease in one statement: the annotation's id (and
+    whether it ended the bundle), or None (nothing stored: take the engine path). Parsing
+    errors raise as the engine's do."""
     return _drive(url, _submit_steps(url, conf, bundle_id, assignment_id, response, key, client,
                                      browser), conf)
 
@@ -501,6 +571,8 @@ class EntryInfo:
     consent: str
     consent_details: tuple
     consent_version: str
+    completion_code: str = ""
+    redirect_url: str = ""
 
 
 @dataclass(frozen=True)
@@ -536,7 +608,9 @@ def entry_info(url: str, slug: str) -> EntryInfo | None:
                              instructions=study.instructions,
                              consent=services.consent_text(study),
                              consent_details=tuple(services.consent_details(study)),
-                             consent_version=services.consent_version(study))
+                             consent_version=services.consent_version(study),
+                             completion_code=study.completion_code,
+                             redirect_url=study.redirect_url or "")
         _entries.put((url, slug), info)
     return info
 
