@@ -12,8 +12,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
+from app.auth.models import User
 from app.studies import assignment, hotpath, services
-from app.studies.models import Assignment, Bundle, Item
+from app.studies.models import Assignment, Bundle, Item, Participant
 from tests.conftest import create_tom_study, make_user
 from tests.integration.test_nav_quality import participant_of, qc_study, system_approvals
 
@@ -31,6 +32,13 @@ def test_one_worker_entering_many_times_at_once_gets_the_tasks_allowed(db_url, s
     owner = make_user(session, "researcher")
     study = create_tom_study(session, owner, bundle_size=2, gold_rate=0.0,
                              max_bundles_per_worker=cap)
+    # The worker came before (their participant row exists): the entries do not queue on its
+    # insert, only on its lock.
+    worker = User(role="worker", platform="prolific", external_id="tabs",
+                  pseudonym=assignment.pseudonym("prolific", "tabs"))
+    session.add(worker)
+    session.flush()
+    session.add(Participant(study_id=study.id, worker_id=worker.id))
     session.commit()
     info = hotpath.entry_info(db_url, study.slug)
     browser = assignment.browser_hash("b" * 32)
