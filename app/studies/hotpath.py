@@ -1,4 +1,6 @@
-"""The crowd hot path on PostgreSQL: `next` and `submit` each in one statement, one round trip.
+"""The crowd hot path on PostgreSQL: `next` and `submit` each in one statement, one round trip;
+`enter` and `consent` in one round trip each, and the answer that ends a bundle (with the
+automatic review) in two (the section "entry and consent" below).
 
 The engine in app/studies/assignment.py (ORM, a transaction of several statements) stays the
 reference and the fallback: these statements handle only the common case and, where anything
