@@ -4,6 +4,7 @@ tokens (`Authorization: Bearer pct_...`); crowd endpoints use the worker's signe
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, Response, UploadFile
@@ -17,7 +18,8 @@ from app.agents.models import Agent
 from app.audit import AuditEntry
 from app.auth.deps import db, managed_study, require, verify_csrf
 from app.auth.models import User
-from app.auth.views import MTURK_PREVIEW, browser_secret, enter_crowd, keep_browser_secret
+from app.auth.views import (MTURK_PREVIEW, browser_secret, enter_crowd, fast_enter,
+                             keep_browser_secret)
 from app.config import get_settings
 from app.db import get_sessionmaker
 from app.errors import InputError
@@ -28,7 +30,8 @@ from app.quality import service as quality
 from app.storage import get_store
 from app.studies import assignment, hotpath, services
 from app.studies.models import Item, Study
-from app.studies.views import WAIT_MESSAGE, crowd_bundle, done_context, fast_lease, kind_options, retry_after
+from app.studies.views import (WAIT_MESSAGE, crowd_bundle, done_context, fast_consent, fast_lease,
+                               kind_options, retry_after)
 from app.web import rate_limit, read_upload
 
 router = APIRouter(prefix="/api/v1", dependencies=[Depends(verify_csrf)])
@@ -363,8 +366,7 @@ class EnterIn(BaseModel):
 
 
 @router.post("/crowd/{slug}/enter", tags=["crowd"])
-def crowd_enter(slug: str, body: EnterIn, request: Request, response: Response,
-                session: Session = Depends(db)):
+def crowd_enter(slug: str, body: EnterIn, request: Request, response: Response):
     """Enter a study as a crowd worker with the platform's link parameters (`params`).
 
     The bundle is bound to the client that opened it: the answer's `browser_secret` (also set
@@ -374,6 +376,20 @@ def crowd_enter(slug: str, body: EnterIn, request: Request, response: Response,
     from one address (429, with Retry-After). Then consent: `POST .../consent` with the
     `consent_version` shown with the `consent` text."""
     rate_limit(request, "entry", get_settings().rate_limit_entry)
+    # No Session dependency (as `next`): the common case is one round trip (hotpath.enter).
+    fast = fast_enter(request, slug, body.params)
+    if fast is not None:
+        info, entered, secret = fast
+        keep_browser_secret(response, secret)
+        return {"size": entered.size, "done": entered.n_done, "instructions": info.instructions,
+                "consent": info.consent, "consent_details": dict(info.consent_details),
+                "consent_version": info.consent_version, "consented": entered.consented,
+                "browser_secret": secret}
+    with get_sessionmaker(request.app.state.database_url)() as session:
+        return _enter(slug, body, request, response, session)
+
+
+def _enter(slug: str, body: EnterIn, request: Request, response: Response, session: Session):
     study = session.scalar(select(Study).where(Study.slug == slug))
     if study is None:
         raise HTTPException(404, "no study at this link")
@@ -393,9 +409,16 @@ class ConsentIn(BaseModel):
 
 
 @router.post("/crowd/{slug}/consent", tags=["crowd"])
-def crowd_consent(slug: str, body: ConsentIn, request: Request, session: Session = Depends(db)):
+def crowd_consent(slug: str, body: ConsentIn, request: Request):
     """Agree to the consent text of `consent_version` (from `enter`): 409 when the researcher
     changed the text since, with the new text and version to show and agree to instead."""
+    if fast_consent(request, slug, body.consent_version):
+        return {"consented": True, "consent_version": body.consent_version}
+    with get_sessionmaker(request.app.state.database_url)() as session:
+        return _consent(slug, body, request, session)
+
+
+def _consent(slug: str, body: ConsentIn, request: Request, session: Session):
     study, bundle = crowd_bundle(request, session, slug)
     try:
         assignment.consent(session, study, bundle.id, body.consent_version)
@@ -460,6 +483,21 @@ def _next_state(request: Request, response: Response, session: Session, slug: st
             "item": get_kind(study.kind).public_payload(item.payload)}
 
 
+def _fast_done(request: Request, slug: str, conf, bundle_id: int, stored) -> dict | None:
+    """The end of a bundle the hot path just closed (and reviewed), as `next` would answer it,
+    from the answer's own statement and the study as of the version it checked; None: ask the
+    engine (the study's entry texts were read at another version)."""
+    info = hotpath.entry_info(request.app.state.database_url, slug)
+    if info is None or info.version != conf.version:
+        return None
+    bundle = SimpleNamespace(id=bundle_id, n_done=stored.n_done, size=stored.size,
+                             external_assignment_id=stored.external_assignment_id)
+    study = SimpleNamespace(completion_code=info.completion_code, redirect_url=info.redirect_url)
+    return {"state": "done", "done": True, "completed": stored.n_done,
+            **done_context(study, bundle, request.session.get("platform"),
+                           request.session.get("turk_submit_to", ""))}
+
+
 class SubmitIn(BaseModel):
     assignment_id: BodyId
     idempotency_key: str
@@ -480,9 +518,14 @@ def crowd_submit(slug: str, body: SubmitIn, request: Request, response: Response
         conf = hotpath.study(url, slug)
         secret = browser_secret(request)
         if conf is not None:
-            ann_id = hotpath.submit(url, conf, bundle_id, body.assignment_id, body.response,
+            stored = hotpath.submit(url, conf, bundle_id, body.assignment_id, body.response,
                                     body.idempotency_key, client,
                                     assignment.browser_hash(secret) if secret is not None else None)
+            if stored is not None:
+                ann_id = stored.annotation_id
+                done = _fast_done(request, slug, conf, bundle_id, stored) if stored.ended else None
+                if done is not None:
+                    return {"stored": True, "annotation": ann_id, "next": done}
     with get_sessionmaker(url)() as session:  # opens a connection only if the engine is needed
         if ann_id is None:
             study, bundle = crowd_bundle(request, session, slug)

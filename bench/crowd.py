@@ -431,12 +431,32 @@ def _service_process(url: str, slug: str, worker_ids: list, gate: StartGate, int
         while time.monotonic() < pacer.first:
             time.sleep(0.01)
 
+        # As a browser of its own at an address of its own (the caps per address are not what
+        # is measured here).
+        browser = assignment.browser_hash(f"bench-browser-{wid}")
+        address = assignment.address_pseudonym(f"bench/{wid}")
+
         def enter() -> int:
+            """As the API's enter and consent: one statement each in the common case."""
             # One task per person (the study's default): each task is a new worker id.
-            bundle_id = timed("enter", lambda: call(lambda s, st: assignment.enter(
-                s, st, "prolific", f"{wid}-b{n_bundle}", f"{wid}-s{n_bundle}", "bench").id))
-            timed("consent", lambda: call(lambda s, st: assignment.consent(
-                s, st, bundle_id, services.consent_version(st))))
+            ext, session_id = f"{wid}-b{n_bundle}", f"{wid}-s{n_bundle}"
+
+            def entered():
+                info = hotpath.entry_info(url, slug) if fast else None
+                got = info and hotpath.enter(url, info, "prolific", ext, session_id, "bench",
+                                             browser, address)
+                return got.bundle_id if got else call(lambda s, st: assignment.enter(
+                    s, st, "prolific", ext, session_id, "bench", browser=browser,
+                    address=address).id)
+
+            bundle_id = timed("enter", entered)
+
+            def consented():
+                info = hotpath.entry_info(url, slug) if fast else None
+                if not (info and hotpath.consent(url, info, bundle_id, info.consent_version, browser)):
+                    call(lambda s, st: assignment.consent(s, st, bundle_id, services.consent_version(st)))
+
+            timed("consent", consented)
             return bundle_id
 
         def engine_next(s, st):
@@ -454,7 +474,7 @@ def _service_process(url: str, slug: str, worker_ids: list, gate: StartGate, int
             """As the API's next: one statement in the common case, else the engine."""
             if fast:
                 conf = hotpath.study(url, slug)
-                lease = hotpath.next_lease(url, conf, bundle_id, None) if conf else None
+                lease = hotpath.next_lease(url, conf, bundle_id, browser) if conf else None
                 if lease is not None:
                     return lease.assignment_id
             return call(engine_next)
@@ -464,9 +484,12 @@ def _service_process(url: str, slug: str, worker_ids: list, gate: StartGate, int
             ann = None
             if fast:
                 conf = hotpath.study(url, slug)
-                if conf is not None:
-                    ann = hotpath.submit(url, conf, bundle_id, a_id, response, key,
-                                         {"user_agent": "bench"}, None)
+                got = conf and hotpath.submit(url, conf, bundle_id, a_id, response, key,
+                                              {"user_agent": "bench"}, browser)
+                if got:
+                    if got.ended:  # the API answers the end from the answer's statement
+                        return got.annotation_id, None
+                    ann = got.annotation_id
             if ann is None:
                 ann = call(lambda s, st: assignment.submit(
                     s, st, bundle_id, a_id, response, key, {"user_agent": "bench"}).id)

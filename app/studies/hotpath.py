@@ -1,4 +1,6 @@
-"""The crowd hot path on PostgreSQL: `next` and `submit` each in one statement, one round trip.
+"""The crowd hot path on PostgreSQL: `next` and `submit` each in one statement, one round trip;
+`enter` and `consent` in one round trip each, and the answer that ends a bundle (with the
+automatic review) in two (the section "entry and consent" below).
 
 The engine in app/studies/assignment.py (ORM, a transaction of several statements) stays the
 reference and the fallback: these statements handle only the common case and, where anything
@@ -135,9 +137,33 @@ SUBMIT_END_SQL = (SUBMIT_SQL
                   .replace("SELECT b.id, b.worker_id FROM b", "SELECT b.id, b.worker_id, b.participant_id FROM b")
                   .replace("AND b.n_done + 1 < b.size\n)", "AND b.n_done + 1 = b.size\n    FOR UPDATE OF p\n)")
                   .replace("SET n_done = n_done + 1 FROM done", "SET n_done = n_done + 1, finished_at = now() FROM done")
+                  .replace("n_done, size, browser_hash\n", "n_done, size, browser_hash, external_assignment_id\n")
                   .replace("(SELECT xmin::text FROM studies WHERE id = %(study)s)",
-                           "(SELECT xmin::text FROM studies WHERE id = %(study)s), (SELECT participant_id FROM ok)"))
+                           "(SELECT xmin::text FROM studies WHERE id = %(study)s), (SELECT participant_id FROM ok),\n"
+                           "       (SELECT size FROM b), (SELECT external_assignment_id FROM b)"))
 assert SUBMIT_END_SQL.count("FOR UPDATE OF p") == 1 and "finished_at = now()" in SUBMIT_END_SQL
+assert "browser_hash, external_assignment_id" in SUBMIT_END_SQL
+
+# Sent with the answer that ends the bundle, after it in the same query and transaction: what
+# the automatic review reads (the participant, locked by the answer; their gold answers, the one
+# just stored included), and the bundle's external id for the completion code.
+GOLD_SQL = """
+SELECT p.id, p.status = 'pending' AND p.reviewed_by IS NULL,
+       (SELECT coalesce(jsonb_agg(jsonb_build_array(i.external_id, a.score, a.scores) ORDER BY a.id),
+                        '[]'::jsonb)
+        FROM annotations a JOIN items i ON i.id = a.item_id
+        WHERE a.study_id = %(study)s AND a.worker_id = p.worker_id AND a.is_gold)
+FROM bundles b JOIN participants p ON p.id = b.participant_id WHERE b.id = %(bundle)s
+"""
+
+# The automatic approval (app/quality/service.auto_review, audit.record) and the commit.
+APPROVE_SQL = """
+UPDATE participants SET status = 'approved', reason = %(reason)s, reviewed_at = now()
+WHERE id = %(participant)s;
+INSERT INTO audit_log (actor_id, action, target_type, target_id, detail, created_at)
+VALUES (NULL, 'worker.approved', 'participant', %(target)s, %(detail)s, now());
+COMMIT
+"""
 
 STUDY_SQL = """SELECT id, kind, kind_settings, xmin::text, title FROM studies WHERE slug = %(slug)s"""
 ITEM_SQL = """SELECT i.id, i.payload, i.reference::text, b.n_done + 1 >= b.size
@@ -166,6 +192,16 @@ class Lease:
     size: int
     item_id: int
     payload: dict
+
+
+@dataclass(frozen=True)
+class Stored:
+    annotation_id: int
+    # The answer ended the bundle (it is closed, reviewed and committed): what its end shows.
+    ended: bool = False
+    n_done: int = 0
+    size: int = 0
+    external_assignment_id: str = ""
 
 
 class _Lru:
@@ -205,7 +241,7 @@ _leases = _Lru(50000)     # (url, assignment id) -> (item id, whether its answer
 
 def reset() -> None:
     """Forget every cached row and close the pools (tests: a database emptied under us)."""
-    for c in (_studies, _items, _leases):
+    for c in (_studies, _items, _leases, _entries):
         c.clear()
     for url in list(_urls):
         _engine(url).dispose()
@@ -235,9 +271,11 @@ def _engine(url: str):
                          pool_timeout=60, isolation_level="AUTOCOMMIT", pool_reset_on_return=None)
 
 
-def _run(url: str, sql: str, params: dict):
+def _run(url: str, sql: str, params: dict, client: bool = False):
     """One statement, its first row; None when a unique key or lock refused it (the caller
-    takes the engine path). A broken connection is dropped and the statement tried again."""
+    takes the engine path). A broken connection is dropped and the statement tried again.
+    `client`: several statements bound in the client and sent as one query (one round trip,
+    one implicit transaction): the first row of the last statement."""
     import psycopg
     from sqlalchemy.exc import OperationalError
 
@@ -247,7 +285,13 @@ def _run(url: str, sql: str, params: dict):
         except psycopg.OperationalError as exc:  # the server is down or refusing: 503
             raise OperationalError("connect", None, exc) from exc
         try:
-            return raw.driver_connection.execute(sql, params).fetchone()
+            if not client:
+                return raw.driver_connection.execute(sql, params).fetchone()
+            cur = psycopg.ClientCursor(raw.driver_connection)
+            cur.execute(sql, params)
+            while cur.nextset():
+                pass
+            return cur.fetchone()
         except (psycopg.errors.IntegrityError, psycopg.errors.DeadlockDetected,
                 psycopg.errors.LockNotAvailable, psycopg.errors.SerializationFailure):
             return None
@@ -337,35 +381,70 @@ def _submit_steps(url: str, conf: StudyConf, bundle_id: int, assignment_id: int,
         return None
     stats["submit"] += 1
     _leases.drop((url, assignment_id))
-    return annotation_id
+    if last:
+        return Stored(annotation_id, ended=True, n_done=row[1], size=row[4],
+                      external_assignment_id=row[5])
+    return Stored(annotation_id)
 
 
 def _run_end(url: str, conf: StudyConf, params: dict):
-    """The bundle's last answer and the automatic review, in one transaction (the engine's
-    Session on the main pool: auto_review is the quality service's ORM code)."""
+    """The bundle's last answer and the automatic review, in one transaction of two round trips
+    on the hot path's own connection: `BEGIN; <the answer>; <the worker's gold record>` as one
+    query (the record's statement runs after the answer's locks, on a fresh snapshot, so it sees
+    what the engine's auto_review would read), the kind's verdict in Python (the same rule as
+    app/quality/service.auto_review: only a pending worker no admin reviewed, never an automatic
+    rejection), then `COMMIT`, or the approval, its audit entry and `COMMIT` as one query."""
     import psycopg
-    from sqlalchemy.exc import DBAPIError
+    from psycopg.types.json import Jsonb
+    from sqlalchemy.exc import OperationalError
 
-    from app.db import get_sessionmaker
-    from app.quality.service import auto_review
-    from app.studies.models import Study
+    from app.kinds import get_kind
+    from app.kinds.base import GoldResult
 
-    with get_sessionmaker(url)() as session:
+    for attempt in (0, 1):
         try:
-            row = session.connection().exec_driver_sql(SUBMIT_END_SQL, params).first()
-            if row is None or row[0] is None:
-                session.rollback()
+            raw = _engine(url).raw_connection()
+        except psycopg.OperationalError as exc:
+            raise OperationalError("connect", None, exc) from exc
+        conn = raw.driver_connection
+        try:
+            cur = psycopg.ClientCursor(conn)
+            cur.execute("BEGIN;\n" + SUBMIT_END_SQL + ";\n" + GOLD_SQL, params)
+            cur.nextset()
+            row = cur.fetchone()
+            cur.nextset()
+            record = cur.fetchone()
+            if row is None or row[0] is None or record is None:
+                conn.execute("ROLLBACK")
                 return row
-            auto_review(session, session.get(Study, conf.id), row[3])
-            session.commit()
+            participant_id, reviewable, gold = record
+            verdict, reason = None, ""
+            if reviewable:
+                verdict, reason = get_kind(conf.kind).auto_review(
+                    [GoldResult(item=e, score=sc, scores=d) for e, sc, d in gold],
+                    conf.kind_settings or {})
+            if verdict == "approved":
+                psycopg.ClientCursor(conn).execute(APPROVE_SQL, {
+                    "participant": participant_id, "target": str(participant_id), "reason": reason,
+                    "detail": Jsonb({"study": conf.id, "reason": reason, "auto": True})})
+            else:
+                conn.execute("COMMIT")
             return row
-        except DBAPIError as exc:
-            session.rollback()
-            if isinstance(exc.orig, psycopg.OperationalError) and not isinstance(
-                    exc.orig, (psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable,
-                               psycopg.errors.SerializationFailure)):
-                raise
+        except (psycopg.errors.IntegrityError, psycopg.errors.DeadlockDetected,
+                psycopg.errors.LockNotAvailable, psycopg.errors.SerializationFailure):
             return None  # a unique key or a lock refused it: the engine's path
+        except psycopg.OperationalError as exc:
+            raw.invalidate()
+            if attempt:  # nothing was committed: the retry finds the lease still open
+                raise OperationalError(SUBMIT_END_SQL[:80], None, exc) from exc
+        finally:
+            if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                try:  # never hand a connection inside a transaction back to the pool
+                    conn.execute("ROLLBACK")
+                except psycopg.Error:
+                    raw.invalidate()
+            raw.close()
+    return None
 
 
 def _drive(url: str, steps, conf: StudyConf | None = None):
@@ -388,8 +467,199 @@ def next_lease(url: str, conf: StudyConf, bundle_id: int, browser: str | None) -
 
 
 def submit(url: str, conf: StudyConf, bundle_id: int, assignment_id: int, response: dict,
-           key: str, client: dict, browser: str | None) -> int | None:
-    """Store the answer to the bundle's live lease in one statement: the annotation's id, or
-    None (nothing stored: take the engine path). Parsing errors raise as the engine's do."""
+           key: str, client: dict, browser: str | None) -> Stored | None:
+    """Store the answer to the bundle's live lease in one statement: the annotation's id (and
+    whether it ended the bundle), or None (nothing stored: take the engine path). Parsing
+    errors raise as the engine's do."""
     return _drive(url, _submit_steps(url, conf, bundle_id, assignment_id, response, key, client,
                                      browser), conf)
+
+
+# ---- entry and consent ------------------------------------------------------------------
+#
+# Entry is several statements sent as one query (one round trip): psycopg's client-side binding
+# sends them in one simple-protocol message, which PostgreSQL runs as one implicit transaction,
+# each statement on a fresh snapshot (READ COMMITTED). That is what the caps need: the worker's
+# participant row is locked first (as the engine does before it creates a bundle), and only the
+# statement after the lock counts their bundles, so two entries of one worker at once cannot
+# both see "no bundle yet". The get-or-creates are INSERT ... ON CONFLICT DO NOTHING: a row
+# another entry is inserting is waited for, and the next statement sees it.
+
+ENTER_SQL = """
+INSERT INTO users (role, name, platform, external_id, pseudonym, created_at, session_version)
+VALUES ('worker', '', %(platform)s, %(ext)s, %(pseudonym)s, now(), 0)
+ON CONFLICT (platform, external_id) DO NOTHING;
+INSERT INTO participants (study_id, worker_id, status, reason, created_at)
+SELECT %(study)s, u.id, 'pending', '', now() FROM users u
+WHERE u.platform = %(platform)s AND u.external_id = %(ext)s
+ON CONFLICT (study_id, worker_id) DO NOTHING;
+-- One new bundle at a time per worker: the lock the engine takes (only when there is no bundle
+-- to resume: resuming locks nothing, so the lock order bundle -> participant holds).
+SELECT p.id FROM participants p JOIN users u ON u.id = p.worker_id
+WHERE u.platform = %(platform)s AND u.external_id = %(ext)s AND p.study_id = %(study)s
+  AND NOT EXISTS (SELECT 1 FROM bundles b WHERE b.study_id = %(study)s AND b.worker_id = u.id
+                  AND b.external_assignment_id = %(assignment)s)
+FOR UPDATE OF p;
+WITH s AS (
+    SELECT state, xmin::text AS version, bundle_size, gold_rate, lease_seconds,
+           max_bundles_per_worker AS cap, max_open_bundles_per_ip AS ip_cap
+    FROM studies WHERE id = %(study)s
+), w AS (
+    SELECT id FROM users WHERE platform = %(platform)s AND external_id = %(ext)s
+), p AS (
+    SELECT id, status FROM participants WHERE study_id = %(study)s AND worker_id = (SELECT id FROM w)
+), mine AS (
+    SELECT id, size, n_done, consented_at, browser_hash FROM bundles
+    WHERE study_id = %(study)s AND worker_id = (SELECT id FROM w)
+      AND external_assignment_id = %(assignment)s
+), ok AS (
+    -- The engine's refusals before it looks for the bundle: a study not live, a rejected worker.
+    SELECT s.*, p.id AS participant_id FROM s, p
+    WHERE s.version = %(version)s AND s.state = 'live' AND p.status <> 'rejected'
+), go AS (
+    -- _admit: no bundle of theirs from another browser, under the bundles per worker, under
+    -- the bundles open at once from this address.
+    SELECT ok.* FROM ok
+    WHERE NOT EXISTS (SELECT 1 FROM mine)
+      AND NOT EXISTS (SELECT 1 FROM bundles b WHERE b.study_id = %(study)s
+                      AND b.worker_id = (SELECT id FROM w)
+                      AND b.browser_hash IS NOT NULL AND b.browser_hash <> %(browser)s)
+      AND (SELECT count(*) FROM bundles b WHERE b.study_id = %(study)s
+           AND b.worker_id = (SELECT id FROM w)) < ok.cap
+      AND (SELECT count(*) FROM bundles b WHERE b.study_id = %(study)s AND b.ip_hash = %(address)s
+           AND b.finished_at IS NULL
+           AND (b.created_at > now() - make_interval(secs => ok.lease_seconds)
+                OR EXISTS (SELECT 1 FROM assignments a WHERE a.bundle_id = b.id
+                           AND a.state = 'leased' AND a.lease_expires_at > now()))) < ok.ip_cap
+), made AS (
+    INSERT INTO bundles (study_id, worker_id, external_assignment_id, participant_id, hit_id,
+                         size, gold_slots, n_done, browser_hash, ip_hash, created_at)
+    SELECT %(study)s, (SELECT id FROM w), %(assignment)s, go.participant_id, %(hit)s,
+           go.bundle_size,
+           -- round(size x gold rate) slots drawn at random (a double rounds half to even, as
+           -- Python's round does), sorted, as the engine draws them.
+           (SELECT coalesce(jsonb_agg(x ORDER BY x), '[]'::jsonb) FROM (
+                SELECT x FROM generate_series(0, go.bundle_size - 1) x ORDER BY random()
+                LIMIT round(go.bundle_size * go.gold_rate)::int) g),
+           0, %(browser)s, %(address)s, now()
+    FROM go RETURNING id, size, n_done
+)
+SELECT coalesce(made.id, mine.id), coalesce(made.size, mine.size),
+       coalesce(made.n_done, mine.n_done), mine.consented_at IS NOT NULL,
+       made.id IS NOT NULL, mine.browser_hash = %(browser)s,
+       EXISTS (SELECT 1 FROM ok), (SELECT version FROM s)
+FROM (SELECT 1) one LEFT JOIN made ON true LEFT JOIN mine ON true
+"""
+
+# Consent: the bundle's first agreement to the text the worker was shown (checked in Python
+# against the cached text's version, and here that the study is still that version).
+CONSENT_SQL = """
+UPDATE bundles b SET consented_at = now(), consent_version = %(shown)s
+FROM studies s
+WHERE b.id = %(bundle)s AND b.study_id = %(study)s AND s.id = %(study)s
+  AND s.xmin::text = %(version)s AND b.consented_at IS NULL AND b.browser_hash = %(browser)s
+RETURNING b.id
+"""
+
+
+@dataclass(frozen=True)
+class EntryInfo:
+    """What entry and consent show of a study, as of the study row's `version` (xmin), which
+    the statements check: a changed study is read again, and the request takes the engine path."""
+    id: int
+    slug: str
+    version: str
+    instructions: str
+    consent: str
+    consent_details: tuple
+    consent_version: str
+    completion_code: str = ""
+    redirect_url: str = ""
+
+
+@dataclass(frozen=True)
+class Entered:
+    bundle_id: int
+    size: int
+    n_done: int
+    consented: bool
+
+
+_entries = _Lru(1000)  # (url, slug) -> EntryInfo
+stats.update({"enter": 0, "enter_engine": 0, "consent": 0, "consent_engine": 0})
+
+
+def entry_info(url: str, slug: str) -> EntryInfo | None:
+    """The study's entry texts, read once per version per process (by the ORM: the texts are
+    the services' functions of the Study)."""
+    info = _entries.get((url, slug))
+    if info is None:
+        from sqlalchemy import literal_column, select
+
+        from app.db import get_sessionmaker
+        from app.studies import services
+        from app.studies.models import Study
+
+        with get_sessionmaker(url)() as session:
+            row = session.execute(select(Study, literal_column("studies.xmin::text"))
+                                  .where(Study.slug == slug)).first()
+            if row is None:
+                return None
+            study, version = row
+            info = EntryInfo(id=study.id, slug=slug, version=version,
+                             instructions=study.instructions,
+                             consent=services.consent_text(study),
+                             consent_details=tuple(services.consent_details(study)),
+                             consent_version=services.consent_version(study),
+                             completion_code=study.completion_code,
+                             redirect_url=study.redirect_url or "")
+        _entries.put((url, slug), info)
+    return info
+
+
+def _forget_entry(url: str, info: EntryInfo) -> None:
+    _entries.drop((url, info.slug))
+    forget_study(url, info.slug)
+
+
+def enter(url: str, info: EntryInfo, platform: str, external_worker_id: str,
+          external_assignment_id: str, hit_id: str, browser: str, address: str) -> Entered | None:
+    """Find or start the worker's bundle in one round trip; None: nothing refused here, take the
+    engine path (it gives the refusal's message, or finds the bundle an entry made meanwhile)."""
+    from app.studies.assignment import pseudonym
+
+    row = _run(url, ENTER_SQL, {
+        "study": info.id, "version": info.version, "platform": platform,
+        "ext": external_worker_id, "pseudonym": pseudonym(platform, external_worker_id),
+        "assignment": external_assignment_id, "hit": hit_id, "browser": browser,
+        "address": address}, client=True)
+    if row is None:
+        stats["enter_engine"] += 1
+        return None
+    bundle_id, size, n_done, consented, made, same_browser, ok, version = row
+    if version != info.version:
+        _forget_entry(url, info)
+    if bundle_id is None or not ok or not (made or same_browser):
+        stats["enter_engine"] += 1
+        return None
+    stats["enter"] += 1
+    return Entered(bundle_id=bundle_id, size=size, n_done=n_done, consented=bool(consented))
+
+
+def consent(url: str, info: EntryInfo, bundle_id: int, shown: str, browser: str | None) -> bool:
+    """Record the first consent to the text of `shown` in one statement; False: take the engine
+    path (consent given before, a changed text, another browser: it answers as it always did)."""
+    import hmac
+
+    if browser is None or not hmac.compare_digest(str(shown or "").encode(),
+                                                  info.consent_version.encode()):
+        stats["consent_engine"] += 1
+        return False
+    row = _run(url, CONSENT_SQL, {"bundle": bundle_id, "study": info.id, "version": info.version,
+                                  "shown": info.consent_version, "browser": browser})
+    if row is None:
+        _forget_entry(url, info)  # the study may have changed: read it again
+        stats["consent_engine"] += 1
+        return False
+    stats["consent"] += 1
+    return True

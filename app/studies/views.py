@@ -162,9 +162,30 @@ def _task_page(request: Request, session: Session, slug: str):
                   idempotency_key=uuid.uuid4().hex)
 
 
+def fast_consent(request: Request, slug: str, shown: str) -> bool:
+    """Consent in one statement on PostgreSQL (app/studies/hotpath.py); False: the engine's
+    path (SQLite, consent given before, a changed text, another browser, not entered)."""
+    from app.auth.views import browser_secret
+
+    url = request.app.state.database_url
+    bundle_id = request.session.get("crowd", {}).get(slug)
+    if not hotpath.enabled(url) or not isinstance(bundle_id, int):
+        return False
+    info = hotpath.entry_info(url, slug)
+    secret = browser_secret(request)
+    return info is not None and hotpath.consent(
+        url, info, bundle_id, shown, assignment.browser_hash(secret) if secret is not None else None)
+
+
 @router.post("/task/{slug}/consent")
-def consent(request: Request, slug: str, consent_version: str = Form(""),
-            session: Session = Depends(db)):
+def consent(request: Request, slug: str, consent_version: str = Form("")):
+    if fast_consent(request, slug, consent_version):
+        return RedirectResponse(f"/task/{slug}", status_code=303)
+    with get_sessionmaker(request.app.state.database_url)() as session:
+        return _consent(request, session, slug, consent_version)
+
+
+def _consent(request: Request, session: Session, slug: str, consent_version: str):
     study, bundle = crowd_bundle(request, session, slug)
     try:
         assignment.consent(session, study, bundle.id, consent_version)
