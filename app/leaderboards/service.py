@@ -25,6 +25,7 @@ from functools import lru_cache
 
 from sqlalchemy import Float, String, and_, case, cast, func, select, text
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from app.agents.models import Agent, AgentOutput
 from app.auth.models import IMPORTED_PLATFORM, User
@@ -274,13 +275,21 @@ def _parse_pattern(p: str) -> frozenset:
 
 def _ensure_answer_field(session: Session, study: Study, kind) -> None:
     """The per-item answers are grouped by the kind's agreement field as the study records
-    it; a study made without it (raw SQL) or whose kind changed its field is recounted once,
-    in this transaction (kept when the caller commits)."""
+    it; a study made without it (raw SQL) or whose kind changed its field is recounted once.
+    The recount is committed at once in a transaction of its own (the study row locked, so two
+    page views never recount together): a page view never commits, and holding the totals'
+    row locks until the request ends would hold up every answer of the study."""
     field = kind.agreement_value()
-    if study.answer_field != field:
-        study.answer_field = field
-        session.flush()
-        rebuild(session.connection(), study.id)
+    if study.answer_field == field:
+        return
+    with Session(bind=session.get_bind()) as own:
+        locked = own.execute(select(Study).where(Study.id == study.id).with_for_update()).scalar_one()
+        if locked.answer_field != field:  # not already recounted by a request that held the lock
+            locked.answer_field = field
+            own.flush()
+            rebuild(own.connection(), study.id)
+        own.commit()
+    set_committed_value(study, "answer_field", field)
 
 
 def _agent_rows(session: Session, study: Study, totals) -> list[dict]:

@@ -62,8 +62,14 @@ WITH b AS (
             AND p.status <> 'rejected') AS ok
     FROM b JOIN studies s ON s.id = %(study)s JOIN participants p ON p.id = b.participant_id
 ), cur AS (
+    -- A live lease is always for the bundle's current slot. The slot test matters: `b` waited
+    -- for the bundle's lock and reads its latest row, but this reads the statement's snapshot,
+    -- which may predate a submit that committed while we waited; its lease, answered since,
+    -- still looks live here, and returning it would show the answered item again (and drop the
+    -- second answer as a replay). With the test it is skipped and the next slot is leased.
     SELECT a.id, a.item_id, a.slot, a.lease_expires_at <= now() AS expired
     FROM assignments a WHERE a.bundle_id = %(bundle)s AND a.state = 'leased'
+      AND a.slot = (SELECT n_done FROM b)
     ORDER BY a.id DESC LIMIT 1
 ), go AS (
     SELECT worker_id, id, n_done, lease_seconds, want_gold, cap FROM ctx

@@ -192,3 +192,43 @@ def test_answers_through_the_single_statements_keep_the_leaderboard_totals(clien
     quality.decide(session, study, [pid], "rejected", make_user(session, "admin"), reason="test")
     session.expire_all()
     check(session, study)
+
+
+def test_a_next_that_waited_for_a_submit_never_returns_the_answered_lease(db_url, session):
+    """`next` waits for the bundle's lock while a submit commits: it must lease the next slot,
+    not hand back the item just answered (whose lease its snapshot still shows as live)."""
+    import threading
+    import time
+
+    import psycopg
+    import pytest
+
+    from app.studies import assignment, hotpath
+
+    if not hotpath.enabled(db_url):
+        pytest.skip("the single-statement path is PostgreSQL's (SQLite takes the engine's)")
+    owner = make_user(session, "researcher")
+    study = tiny_study(session, owner, 12, bundle_size=4)
+    session.commit()
+    bundle = assignment.enter(session, study, "prolific", "waiter")
+    assignment.consent(session, study, bundle.id, services.consent_version(study))
+    conf = hotpath.study(db_url, study.slug)
+    first = hotpath.next_lease(db_url, conf, bundle.id, None)
+    assert first is not None and first.slot == 0
+    got = []
+    with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://")) as other:
+        # A submit in flight: it holds the bundle's lock and has answered the lease.
+        other.execute("SELECT id FROM bundles WHERE id = %s FOR UPDATE", (bundle.id,))
+        other.execute("UPDATE assignments SET state = 'completed', completed_at = now() WHERE id = %s",
+                      (first.assignment_id,))
+        other.execute("UPDATE bundles SET n_done = n_done + 1 WHERE id = %s", (bundle.id,))
+        asker = threading.Thread(target=lambda: got.append(hotpath.next_lease(db_url, conf, bundle.id, None)))
+        asker.start()
+        time.sleep(1.0)  # the statement has taken its snapshot and waits for the lock
+        other.commit()
+    asker.join(timeout=30)
+    lease = got[0]
+    assert lease is None or (lease.assignment_id != first.assignment_id and lease.slot == 1), lease
+    # Whatever this statement did, asking again gives the second slot's item.
+    again = hotpath.next_lease(db_url, conf, bundle.id, None)
+    assert again is not None and again.slot == 1 and again.assignment_id != first.assignment_id
