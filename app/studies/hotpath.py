@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from app.config import get_settings
+from app.errors import InputError
 
 # The engine's `_open_to`: never an item the worker had, nor one of a group they had, nor one
 # they wrote. W is the bundle's worker.
@@ -371,7 +372,15 @@ def _submit_steps(url: str, conf: StudyConf, bundle_id: int, assignment_id: int,
     payload, reference_text = cached
     reference = json.loads(reference_text) if reference_text is not None else None
     kind = get_kind(conf.kind)
-    parsed = kind.parse_response(response, payload=payload, settings=conf.kind_settings or {})
+    try:
+        parsed = kind.parse_response(response, payload=payload, settings=conf.kind_settings or {})
+    except InputError:
+        # Refused here, before any statement checked the browser, the study's state or version
+        # and the worker: the engine checks those first and parses under the study's current
+        # settings, so its answer (403, 409 or this 422) is the one to give.
+        _studies.drop((url, conf.slug))
+        stats["submit_engine"] += 1
+        return None
     scores = kind.score_details(payload, reference, parsed)
     row = yield SUBMIT_END_SQL if last else SUBMIT_SQL, {
         "bundle": bundle_id, "study": conf.id, "version": conf.version, "browser": browser,

@@ -89,12 +89,16 @@ def test_a_paused_study_and_a_rejected_worker_are_refused_at_once(client, sessio
     assert r.status_code == 200 and r.json()["next"] is None, r.text
     services.set_state(session, study, "live", owner)
     session.commit()
-    assert client.get(f"/api/v1/crowd/{study.slug}/next").json()["state"] == "item"
+    current = client.get(f"/api/v1/crowd/{study.slug}/next").json()
+    assert current["state"] == "item"
     session.execute(update(Participant).where(Participant.study_id == study.id)
                     .values(status="rejected"))
     session.commit()
     r = client.get(f"/api/v1/crowd/{study.slug}/next")
     assert r.status_code == 409 and "reviewed and closed" in r.text
+    # Even a malformed answer is told the worker was closed, not what is wrong with the answer.
+    r = _submit(client, study.slug, current["assignment_id"], "Perhaps")
+    assert r.status_code == 409 and "reviewed and closed" in r.text, r.text
 
 
 def test_a_bundle_asked_for_its_item_many_times_at_once_holds_one_lease(db_url, session):
