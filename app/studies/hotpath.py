@@ -501,12 +501,16 @@ def submit(url: str, conf: StudyConf, bundle_id: int, assignment_id: int, respon
 # another entry is inserting is waited for, and the next statement sees it.
 
 ENTER_SQL = """
+-- Only into a live study of the cached version: an entry the engine would refuse for the
+-- study's state leaves no worker or participant behind (the engine's transaction rolls back).
 INSERT INTO users (role, name, platform, external_id, pseudonym, created_at, session_version)
-VALUES ('worker', '', %(platform)s, %(ext)s, %(pseudonym)s, now(), 0)
+SELECT 'worker', '', %(platform)s, %(ext)s, %(pseudonym)s, now(), 0
+WHERE EXISTS (SELECT 1 FROM studies WHERE id = %(study)s AND state = 'live' AND xmin::text = %(version)s)
 ON CONFLICT (platform, external_id) DO NOTHING;
 INSERT INTO participants (study_id, worker_id, status, reason, created_at)
 SELECT %(study)s, u.id, 'pending', '', now() FROM users u
 WHERE u.platform = %(platform)s AND u.external_id = %(ext)s
+  AND EXISTS (SELECT 1 FROM studies WHERE id = %(study)s AND state = 'live' AND xmin::text = %(version)s)
 ON CONFLICT (study_id, worker_id) DO NOTHING;
 -- One new bundle at a time per worker: the lock the engine takes (only when there is no bundle
 -- to resume: resuming locks nothing, so the lock order bundle -> participant holds).

@@ -142,3 +142,24 @@ def test_the_end_of_a_task_approves_once_and_shows_the_code(client, session, db_
         Bundle.study_id == study.id, Bundle.finished_at.is_not(None))) == 1
     if hotpath.enabled(db_url):
         assert hotpath.stats["submit"] - before["submit"] == study.bundle_size
+
+
+def test_an_entry_refused_for_the_studys_state_leaves_no_worker_behind(client, session, db_url):
+    """The study was paused after a first entry filled the cache: a new worker's entry is
+    refused, and no user or participant row of theirs is kept (the engine would roll back)."""
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, bundle_size=2, gold_rate=0.0)
+    session.commit()
+    first = client.post(f"/api/v1/crowd/{study.slug}/enter",
+                        json={"params": {"PROLIFIC_PID": "early", "STUDY_ID": "st", "SESSION_ID": "s1"}})
+    assert first.status_code == 200, first.text
+    services.set_state(session, study, "paused", owner)
+    session.commit()
+    other = TestClient(client.app)
+    r = other.post(f"/api/v1/crowd/{study.slug}/enter",
+                   json={"params": {"PROLIFIC_PID": "late", "STUDY_ID": "st", "SESSION_ID": "s2"}})
+    assert r.status_code == 409 and "paused" in r.text, r.text
+    session.expire_all()
+    late = session.scalar(select(User).where(User.external_id == "late"))
+    assert late is None or not session.scalar(select(func.count()).select_from(Participant).where(
+        Participant.worker_id == late.id, Participant.study_id == study.id))
