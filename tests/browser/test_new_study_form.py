@@ -11,18 +11,10 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.test_first_hour import _log_in
 from tests.conftest import make_user
 
 pytestmark = pytest.mark.browser
-PASSWORD = "pw-" + "x" * 8
-
-
-def _log_in(page, url: str, email: str) -> None:
-    page.goto(f"{url}/login")
-    page.get_by_label("Email").fill(email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    expect(page.get_by_role("link", name="Studies")).to_be_visible()
 
 
 def _shown_formats(page) -> list[str]:
