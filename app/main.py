@@ -411,7 +411,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
     app.add_middleware(RequestLog, key=settings.secret_key.encode())  # outermost: every answer
 
     from app.agents.views import router as agents_router
-    from app.api import router as api_router
+    from app.api import crowd_router, router as api_router
     from app.auth.views import router as auth_router
     from app.kinds import all_kinds
     from app.models import load_models
@@ -419,6 +419,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
     from app.studies.views import router as studies_router
 
     load_models()
+    app.include_router(crowd_router)  # first: the requests a live study gets most (app/api.py)
     app.include_router(auth_router)
     app.include_router(studies_router)
     app.include_router(quality_router)
