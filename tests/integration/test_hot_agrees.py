@@ -1,0 +1,64 @@
+"""The hot path on PostgreSQL (app/studies/hotpath.py) and the engine (app/studies/assignment.py)
+agree where a worker or an operator would notice (issue 14, the review's leftovers): a bundle's
+gold slots are the same whichever path made it; leases are stamped and judged by the app's
+clock, not the database's; a burst past the hot pool waits a bounded time, then is answered 503;
+the task page's end comes from the answer that closed the bundle, with no engine call."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import event, select
+
+from app.studies import assignment, hotpath
+from app.studies.models import Annotation, Assignment, Bundle
+from tests.conftest import create_tom_study, make_user
+from tests.integration.test_crowd_integrity import answer, api_start, start, tiny_study
+
+
+def _pg_only(db_url):
+    if not hotpath.enabled(db_url):
+        pytest.skip("the single-statement path is PostgreSQL's (SQLite takes the engine's)")
+
+
+def test_leases_the_hot_path_makes_are_stamped_and_expire_by_the_apps_clock(client, session, db_url,
+                                                                             monkeypatch):
+    """The web's clock a day ahead of the database's (another machine): the lease is stamped by
+    the web's, runs out by it, and the answer's time is measured by it."""
+    _pg_only(db_url)
+    owner = make_user(session, "researcher")
+    study = tiny_study(session, owner, 12, bundle_size=3, lease_seconds=600)
+    session.commit()
+    clock = [assignment.utcnow() + timedelta(days=1)]
+    monkeypatch.setattr(assignment, "utcnow", lambda: clock[0])
+    before = dict(hotpath.stats)
+    api_start(client, study.slug, {"PROLIFIC_PID": "clocked", "STUDY_ID": "s", "SESSION_ID": "c"})
+    first = client.get(f"/api/v1/crowd/{study.slug}/next").json()
+    lease = session.get(Assignment, first["assignment_id"])
+    assert (lease.leased_at, lease.lease_expires_at) == (clock[0], clock[0] + timedelta(seconds=600))
+    assert hotpath.stats["next"] - before["next"] == 1  # the hot path made it
+
+    # Ten minutes and a second later by the app's clock: the lease has run out, and the worker
+    # gets another item (the database's clock alone would still call it live).
+    clock[0] += timedelta(seconds=601)
+    second = client.get(f"/api/v1/crowd/{study.slug}/next").json()
+    assert second["state"] == "item" and second["assignment_id"] != first["assignment_id"]
+    session.expire_all()
+    assert session.get(Assignment, first["assignment_id"]).state == "expired"
+
+    # The hot path leases the next slot and stores its answer, both by the app's clock.
+    r = client.post(f"/api/v1/crowd/{study.slug}/submit", json={
+        "assignment_id": second["assignment_id"], "idempotency_key": "clock-1",
+        "response": {"answer": "Yes"}})
+    third = r.json()["next"]
+    clock[0] += timedelta(seconds=5)
+    stored_before = hotpath.stats["submit"]
+    r = client.post(f"/api/v1/crowd/{study.slug}/submit", json={
+        "assignment_id": third["assignment_id"], "idempotency_key": "clock-2",
+        "response": {"answer": "Yes"}})
+    assert r.status_code == 200 and hotpath.stats["submit"] == stored_before + 1
+    ann = session.scalar(select(Annotation).where(Annotation.idempotency_key == "clock-2"))
+    assert (ann.created_at, ann.duration_ms) == (clock[0], 5000)
+    done = session.get(Assignment, third["assignment_id"])
+    assert done.completed_at == clock[0]
