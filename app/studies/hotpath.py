@@ -565,10 +565,13 @@ WITH s AS (
                          size, gold_slots, n_done, browser_hash, ip_hash, created_at)
     SELECT %(study)s, (SELECT id FROM w), %(assignment)s, go.participant_id, %(hit)s,
            go.bundle_size,
-           -- round(size x gold rate) slots drawn at random (a double rounds half to even, as
-           -- Python's round does), sorted, as the engine draws them.
+           -- round(size x gold rate) slots (a double rounds half to even, as Python's round
+           -- does): those of the smallest md5 of "salt:worker:slot", sorted, the engine's rule
+           -- (assignment.gold_slots), so both paths place one bundle's gold alike.
            (SELECT coalesce(jsonb_agg(x ORDER BY x), '[]'::jsonb) FROM (
-                SELECT x FROM generate_series(0, go.bundle_size - 1) x ORDER BY random()
+                SELECT x FROM generate_series(0, go.bundle_size - 1) x
+                ORDER BY md5(%(gold_salt)s || ':' || (SELECT id FROM w)::text || ':' || x::text)
+                         COLLATE "C", x
                 LIMIT round(go.bundle_size * go.gold_rate)::int) g),
            0, %(browser)s, %(address)s, %(now)s
     FROM go RETURNING id, size, n_done
@@ -655,13 +658,14 @@ def enter(url: str, info: EntryInfo, platform: str, external_worker_id: str,
           external_assignment_id: str, hit_id: str, browser: str, address: str) -> Entered | None:
     """Find or start the worker's bundle in one round trip; None: nothing refused here, take the
     engine path (it gives the refusal's message, or finds the bundle an entry made meanwhile)."""
-    from app.studies.assignment import pseudonym
+    from app.studies.assignment import gold_salt, pseudonym
 
     row = _run(url, ENTER_SQL, {
         "study": info.id, "version": info.version, "platform": platform,
         "ext": external_worker_id, "pseudonym": pseudonym(platform, external_worker_id),
         "assignment": external_assignment_id, "hit": hit_id, "browser": browser,
-        "address": address, "now": _now()}, client=True)
+        "address": address, "now": _now(),
+        "gold_salt": gold_salt(info.id, external_assignment_id)}, client=True)
     if row is None:
         stats["enter_engine"] += 1
         return None

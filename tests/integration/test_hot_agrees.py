@@ -22,6 +22,32 @@ def _pg_only(db_url):
         pytest.skip("the single-statement path is PostgreSQL's (SQLite takes the engine's)")
 
 
+def test_a_bundles_gold_slots_are_the_same_by_the_hot_path_and_by_the_engine(db_url, session):
+    _pg_only(db_url)
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, bundle_size=10, gold_rate=0.3)
+    session.commit()
+    info = hotpath.entry_info(db_url, study.slug)
+    browser = assignment.browser_hash("g" * 32)
+    drawn = {}
+    for ext in ("hit-1", "hit-2", "hit-3", "hit-4"):
+        entered = hotpath.enter(db_url, info, "prolific", "golden", ext, "st", browser,
+                                assignment.address_pseudonym("10.0.0.7"))
+        assert entered is not None
+        session.expire_all()
+        hot = session.get(Bundle, entered.bundle_id).gold_slots
+        # The same worker, the same assignment id, by the engine: the bundle made afresh.
+        session.delete(session.get(Bundle, entered.bundle_id))
+        session.commit()
+        again = assignment.enter(session, study, "prolific", "golden", ext, browser=browser)
+        assert len(hot) == 3 and again.gold_slots == hot, (ext, hot, again.gold_slots)
+        drawn[ext] = hot
+        session.delete(again)
+        session.commit()
+    # A draw, not one placement for everyone.
+    assert len({tuple(v) for v in drawn.values()}) > 1, drawn
+
+
 def test_leases_the_hot_path_makes_are_stamped_and_expire_by_the_apps_clock(client, session, db_url,
                                                                              monkeypatch):
     """The web's clock a day ahead of the database's (another machine): the lease is stamped by
