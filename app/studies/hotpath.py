@@ -273,9 +273,28 @@ def _engine(url: str):
 
     _urls.add(url)
     # Its own pool: autocommit (each statement its own transaction) and no pre-ping (a broken
-    # connection is found by the statement itself, and _run tries once more).
-    return create_engine(url, pool_size=get_settings().db_pool_size, max_overflow=0,
-                         pool_timeout=60, isolation_level="AUTOCOMMIT", pool_reset_on_return=None)
+    # connection is found by the statement itself, and _run tries once more). Small: a
+    # statement holds its connection for milliseconds (DB_HOT_POOL_SIZE, app/config.py); a
+    # burst waits for one, at most DB_POOL_TIMEOUT, and is then answered 503 (_connect).
+    settings = get_settings()
+    return create_engine(url, pool_size=settings.db_hot_pool_size, max_overflow=0,
+                         pool_timeout=settings.db_pool_timeout, isolation_level="AUTOCOMMIT",
+                         pool_reset_on_return=None)
+
+
+def _connect(url: str):
+    """A pooled connection; the server down or refusing, or the pool still empty after
+    DB_POOL_TIMEOUT (a burst past what the pool holds), raise as the engine's errors do: the
+    app answers 503 with Retry-After, and the client tries again shortly."""
+    import psycopg
+    from sqlalchemy.exc import OperationalError, TimeoutError
+
+    try:
+        return _engine(url).raw_connection()
+    except psycopg.OperationalError as exc:
+        raise OperationalError("connect", None, exc) from exc
+    except TimeoutError as exc:
+        raise OperationalError("connect: no free connection in the pool", None, exc) from exc
 
 
 def _run(url: str, sql: str, params: dict, client: bool = False):
@@ -287,10 +306,7 @@ def _run(url: str, sql: str, params: dict, client: bool = False):
     from sqlalchemy.exc import OperationalError
 
     for attempt in (0, 1):
-        try:
-            raw = _engine(url).raw_connection()
-        except psycopg.OperationalError as exc:  # the server is down or refusing: 503
-            raise OperationalError("connect", None, exc) from exc
+        raw = _connect(url)
         try:
             if not client:
                 return raw.driver_connection.execute(sql, params).fetchone()
@@ -426,10 +442,7 @@ def _run_end(url: str, conf: StudyConf, params: dict):
     from app.kinds.base import GoldResult
 
     for attempt in (0, 1):
-        try:
-            raw = _engine(url).raw_connection()
-        except psycopg.OperationalError as exc:
-            raise OperationalError("connect", None, exc) from exc
+        raw = _connect(url)
         conn = raw.driver_connection
         try:
             cur = psycopg.ClientCursor(conn)

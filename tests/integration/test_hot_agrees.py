@@ -88,3 +88,34 @@ def test_leases_the_hot_path_makes_are_stamped_and_expire_by_the_apps_clock(clie
     assert (ann.created_at, ann.duration_ms) == (clock[0], 5000)
     done = session.get(Assignment, third["assignment_id"])
     assert done.completed_at == clock[0]
+
+
+def test_a_burst_past_the_hot_pool_waits_its_timeout_and_is_told_to_retry(client, session, db_url,
+                                                                          monkeypatch):
+    """DB_HOT_POOL_SIZE bounds the hot path's connections (not DB_POOL_SIZE); a request that
+    finds them all busy waits DB_POOL_TIMEOUT for one, then gets 503 and Retry-After."""
+    _pg_only(db_url)
+    from app.config import get_settings
+
+    owner = make_user(session, "researcher")
+    study = tiny_study(session, owner, 12, bundle_size=3)
+    session.commit()
+    api_start(client, study.slug, {"PROLIFIC_PID": "bursty", "STUDY_ID": "s", "SESSION_ID": "b"})
+    monkeypatch.setenv("DB_HOT_POOL_SIZE", "1")
+    monkeypatch.setenv("DB_POOL_TIMEOUT", "1")
+    get_settings.cache_clear()
+    hotpath.reset()
+    try:
+        held = hotpath._engine(db_url).raw_connection()  # the one connection, busy elsewhere
+        try:
+            r = client.get(f"/api/v1/crowd/{study.slug}/next")
+            assert r.status_code == 503 and r.headers["Retry-After"] == "10", r.text
+        finally:
+            held.close()
+        r = client.get(f"/api/v1/crowd/{study.slug}/next")  # free again: served
+        assert r.status_code == 200 and r.json()["state"] == "item", r.text
+    finally:
+        monkeypatch.delenv("DB_HOT_POOL_SIZE")
+        monkeypatch.delenv("DB_POOL_TIMEOUT")
+        get_settings.cache_clear()
+        hotpath.reset()
