@@ -119,3 +119,41 @@ def test_a_burst_past_the_hot_pool_waits_its_timeout_and_is_told_to_retry(client
         monkeypatch.delenv("DB_POOL_TIMEOUT")
         get_settings.cache_clear()
         hotpath.reset()
+
+
+def test_the_task_pages_end_comes_from_the_answer_with_no_engine_call(client, session, db_url):
+    _pg_only(db_url)
+    from app.db import get_engine
+
+    owner = make_user(session, "researcher")
+    study = tiny_study(session, owner, 12, bundle_size=3)
+    session.commit()
+    page = start(client, study.slug, "w-end")
+    page = answer(client, study.slug, page)
+    page = answer(client, study.slug, page)
+    assert "3 of 3" in page
+    statements = []
+
+    def count(*_):
+        statements.append(1)
+
+    before = dict(hotpath.stats)
+    event.listen(get_engine(db_url), "before_cursor_execute", count)
+    try:
+        end = answer(client, study.slug, page)
+    finally:
+        event.remove(get_engine(db_url), "before_cursor_execute", count)
+    assert 'id="completion-code"' in end and study.completion_code in end, end[:500]
+    assert "You answered 3 questions" in end
+    # The answer's statement closed the bundle and the page came from it: no ORM statement,
+    # and no `next` asked of the hot path (which would decline it and call the engine).
+    assert statements == []
+    assert hotpath.stats["submit"] - before["submit"] == 1
+    assert hotpath.stats["next_engine"] == before["next_engine"]
+    assert hotpath.stats["next"] == before["next"]
+    session.expire_all()
+    bundle = session.scalar(select(Bundle).where(Bundle.study_id == study.id))
+    assert bundle.finished_at is not None and bundle.n_done == 3
+    # And reloading the page shows the same end (by the engine).
+    again = client.get(f"/task/{study.slug}").text
+    assert study.completion_code in again and "You answered 3 questions" in again
