@@ -25,7 +25,18 @@ once could both see no lease; the unique index of one live lease per bundle refu
 Each statement runs in autocommit (its own transaction: no BEGIN/COMMIT round trips) on a pool
 without a pre-ping; a connection found broken is dropped and the statement tried once more on
 a fresh one (both are idempotent: a submit already stored replays, a lease already taken is
-returned). SQLite (the embedded default) always takes the engine path, under its process lock.
+returned). The pool is its own and small (DB_HOT_POOL_SIZE, 10: a statement holds a connection
+for milliseconds); a burst past it waits for a free one, at most DB_POOL_TIMEOUT, then the
+request is answered 503 with Retry-After. SQLite (the embedded default) always takes the engine
+path, under its process lock.
+
+Where the engine and these statements do the same, they do it alike: every time stamped or
+compared (a lease's start and expiry, an answer's time and duration, consent, a bundle's end,
+the per-address cap) is the app's clock (the engine's `utcnow`), passed in as a parameter,
+never PostgreSQL's now(), which is another machine's clock when the database is; a new bundle's
+gold slots follow the engine's rule (`assignment.gold_slots`: the slots of the smallest md5 of
+a keyed "salt:worker:slot"), so one (study, worker, assignment id) gets the same slots by
+either path.
 """
 
 from __future__ import annotations
