@@ -4,7 +4,6 @@ tokens (`Authorization: Bearer pct_...`); crowd endpoints use the worker's signe
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, Response, UploadFile
@@ -30,8 +29,8 @@ from app.quality import service as quality
 from app.storage import get_store
 from app.studies import assignment, hotpath, services
 from app.studies.models import Item, Study
-from app.studies.views import (WAIT_MESSAGE, crowd_bundle, done_context, fast_consent, fast_lease,
-                               kind_options, retry_after)
+from app.studies.views import (WAIT_MESSAGE, crowd_bundle, done_context, fast_consent, fast_end,
+                               fast_lease, kind_options, retry_after)
 from app.web import rate_limit, read_upload
 
 router = APIRouter(prefix="/api/v1", dependencies=[Depends(verify_csrf)])
@@ -488,18 +487,13 @@ def _next_state(request: Request, response: Response, session: Session, slug: st
 
 
 def _fast_done(request: Request, slug: str, conf, bundle_id: int, stored) -> dict | None:
-    """The end of a bundle the hot path just closed (and reviewed), as `next` would answer it,
-    from the answer's own statement and the study as of the version it checked; None: ask the
-    engine (the study's entry texts were read at another version)."""
-    info = hotpath.entry_info(request.app.state.database_url, slug)
-    if info is None or info.version != conf.version:
+    """The end of a bundle the hot path just closed, as `next` would answer it (views.fast_end);
+    None: ask the engine."""
+    end = fast_end(request, slug, conf, bundle_id, stored)
+    if end is None:
         return None
-    bundle = SimpleNamespace(id=bundle_id, n_done=stored.n_done, size=stored.size,
-                             external_assignment_id=stored.external_assignment_id)
-    study = SimpleNamespace(completion_code=info.completion_code, redirect_url=info.redirect_url)
-    return {"state": "done", "done": True, "completed": stored.n_done,
-            **done_context(study, bundle, request.session.get("platform"),
-                           request.session.get("turk_submit_to", ""))}
+    _, bundle, done = end
+    return {"state": "done", "done": True, "completed": bundle.n_done, **done}
 
 
 class SubmitIn(BaseModel):

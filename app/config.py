@@ -20,9 +20,17 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="", env_file=".env", extra="ignore")
 
     database_url: str = f"sqlite:///{ROOT / 'var' / 'proctor.db'}"
-    # Connections per web process: as many as the threads that serve requests (AnyIO's 40),
-    # with no overflow, so a busy server reuses connections instead of opening new ones.
-    db_pool_size: int = 40
+    # Connections per process, in two pools with no overflow (a busy server reuses connections
+    # rather than opening new ones; a request waits for a free one, at most db_pool_timeout
+    # seconds, then is answered 503 with Retry-After). The ORM's: the researchers' pages, jobs
+    # and the crowd's rarer cases; a request holds its connection for its whole length there.
+    db_pool_size: int = 20
+    # The crowd hot path's (app/studies/hotpath.py): a statement holds a connection for 1-3 ms,
+    # so by Little's law a process keeps under one busy on average; 10 absorbs bursts. Per web
+    # process at most db_pool_size + db_hot_pool_size: keep N x that under PostgreSQL's
+    # max_connections (docs/benchmarks.md, "Connections").
+    db_hot_pool_size: int = 10
+    db_pool_timeout: float = 30
     # Empty means the embedded default: jobs run in a thread of the web process.
     redis_url: str = ""
     storage_url: str = f"file://{ROOT / 'var' / 'blobs'}"

@@ -58,10 +58,10 @@ def utcnow() -> datetime:
 @lru_cache
 def get_engine(url: str | None = None) -> Engine:
     url = url or get_settings().database_url
-    size = get_settings().db_pool_size
+    size, timeout = get_settings().db_pool_size, get_settings().db_pool_timeout
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30},
-                               pool_size=size, max_overflow=0, pool_timeout=60)
+                               pool_size=size, max_overflow=0, pool_timeout=timeout)
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn, _record):
@@ -72,7 +72,8 @@ def get_engine(url: str | None = None) -> Engine:
             cur.close()
 
         return engine
-    return create_engine(url, pool_size=size, max_overflow=0, pool_timeout=60, pool_pre_ping=True)
+    return create_engine(url, pool_size=size, max_overflow=0, pool_timeout=timeout,
+                         pool_pre_ping=True)
 
 
 @lru_cache

@@ -12,6 +12,7 @@ from urllib.parse import parse_qsl
 import anyio
 from fastapi import FastAPI, HTTPException, Request
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, StreamingResponse
@@ -478,9 +479,11 @@ def create_app(database_url: str | None = None) -> FastAPI:
         return response
 
     @app.exception_handler(OperationalError)
-    async def database_unavailable(request: Request, exc: OperationalError):
-        # The database went away (a restart, a failover): say so and when to retry, rather
-        # than a bare 500; nothing was stored by the request that failed.
+    @app.exception_handler(PoolTimeout)
+    async def database_unavailable(request: Request, exc: OperationalError | PoolTimeout):
+        # The database went away (a restart, a failover), or a burst found no free pooled
+        # connection within DB_POOL_TIMEOUT: say so and when to retry, rather than a bare 500
+        # (or a wait without end); nothing was stored by the request that failed.
         headers = {"Retry-After": "10"}
         detail = "the database cannot be reached right now: try again in a few seconds"
         if _wants_json(request):

@@ -77,6 +77,25 @@ def address_pseudonym(address: str) -> str:
     return hmac.new(key, f"proctor/ip/{address}".encode(), hashlib.sha256).hexdigest()[:32]
 
 
+def gold_salt(study_id: int, external_assignment_id: str) -> str:
+    """The key of a bundle's gold draw: keyed by the app's secret, so that nobody who knows the
+    rule and their ids can work out which of their slots are gold."""
+    key = get_settings().secret_key.encode()
+    return hmac.new(key, f"proctor/gold/{study_id}:{external_assignment_id}".encode(),
+                    hashlib.sha256).hexdigest()[:32]
+
+
+def gold_slots(study_id: int, worker_id: int, external_assignment_id: str, size: int,
+               n_gold: int) -> list[int]:
+    """A new bundle's gold slots: the `n_gold` slots of the smallest md5("salt:worker:slot"),
+    sorted. The hot path's entry (app/studies/hotpath.py, ENTER_SQL) computes the same in SQL,
+    so one (study, worker, assignment id) gets the same slots whichever path made its bundle."""
+    salt = gold_salt(study_id, external_assignment_id)
+    order = sorted(range(size),
+                   key=lambda x: (hashlib.md5(f"{salt}:{worker_id}:{x}".encode()).hexdigest(), x))
+    return sorted(order[:n_gold])
+
+
 def browser_hash(secret: str) -> str:
     """What a bundle keeps of its browser's secret (a random token: a plain hash suffices)."""
     return hashlib.sha256(secret.encode()).hexdigest()
@@ -130,11 +149,11 @@ def enter(session: Session, study: Study, platform: str, external_worker_id: str
         _admit(session, study, worker.id, browser, address)
         size = study.bundle_size
         n_gold = round(size * study.gold_rate)
-        rng = random.Random(f"{study.id}:{worker.id}:{external_assignment_id}")
         bundle = Bundle(study_id=study.id, worker_id=worker.id,
                         external_assignment_id=external_assignment_id,
                         participant_id=participant.id, hit_id=hit_id, size=size,
-                        gold_slots=sorted(rng.sample(range(size), n_gold)),
+                        gold_slots=gold_slots(study.id, worker.id, external_assignment_id,
+                                              size, n_gold),
                         browser_hash=browser, ip_hash=address)
         session.add(bundle)
         session.flush()

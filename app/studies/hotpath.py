@@ -25,7 +25,18 @@ once could both see no lease; the unique index of one live lease per bundle refu
 Each statement runs in autocommit (its own transaction: no BEGIN/COMMIT round trips) on a pool
 without a pre-ping; a connection found broken is dropped and the statement tried once more on
 a fresh one (both are idempotent: a submit already stored replays, a lease already taken is
-returned). SQLite (the embedded default) always takes the engine path, under its process lock.
+returned). The pool is its own and small (DB_HOT_POOL_SIZE, 10: a statement holds a connection
+for milliseconds); a burst past it waits for a free one, at most DB_POOL_TIMEOUT, then the
+request is answered 503 with Retry-After. SQLite (the embedded default) always takes the engine
+path, under its process lock.
+
+Where the engine and these statements do the same, they do it alike: every time stamped or
+compared (a lease's start and expiry, an answer's time and duration, consent, a bundle's end,
+the per-address cap) is the app's clock (the engine's `utcnow`), passed in as a parameter,
+never PostgreSQL's now(), which is another machine's clock when the database is; a new bundle's
+gold slots follow the engine's rule (`assignment.gold_slots`: the slots of the smallest md5 of
+a keyed "salt:worker:slot"), so one (study, worker, assignment id) gets the same slots by
+either path.
 """
 
 from __future__ import annotations
@@ -68,7 +79,7 @@ WITH b AS (
     -- which may predate a submit that committed while we waited; its lease, answered since,
     -- still looks live here, and returning it would show the answered item again (and drop the
     -- second answer as a replay). With the test it is skipped and the next slot is leased.
-    SELECT a.id, a.item_id, a.slot, a.lease_expires_at <= now() AS expired
+    SELECT a.id, a.item_id, a.slot, a.lease_expires_at <= %(now)s AS expired
     FROM assignments a WHERE a.bundle_id = %(bundle)s AND a.state = 'leased'
       AND a.slot = (SELECT n_done FROM b)
     ORDER BY a.id DESC LIMIT 1
@@ -93,7 +104,7 @@ WITH b AS (
     INSERT INTO assignments (study_id, item_id, worker_id, bundle_id, exclusion_group, slot,
                              is_gold, state, leased_at, lease_expires_at)
     SELECT %(study)s, p.id, go.worker_id, go.id, p.exclusion_group, go.n_done, p.is_gold,
-           'leased', now(), now() + make_interval(secs => go.lease_seconds)
+           'leased', %(now)s, %(now)s + make_interval(secs => go.lease_seconds)
     FROM go, (SELECT * FROM plain UNION ALL SELECT * FROM gold) p
     RETURNING id, item_id, slot, is_gold
 ), took AS (
@@ -116,7 +127,7 @@ WITH b AS (
     WHERE s.xmin::text = %(version)s AND s.state IN ('live', 'paused') AND p.status <> 'rejected'
       AND (b.browser_hash IS NULL OR b.browser_hash = %(browser)s) AND b.n_done + 1 < b.size
 ), done AS (
-    UPDATE assignments a SET state = 'completed', completed_at = now() FROM ok
+    UPDATE assignments a SET state = 'completed', completed_at = %(now)s FROM ok
     WHERE a.id = %(assignment)s AND a.bundle_id = ok.id AND a.state = 'leased'
       AND a.item_id = %(item)s
       AND EXISTS (SELECT 1 FROM items i WHERE i.id = %(item)s
@@ -127,7 +138,7 @@ WITH b AS (
                              score, scores, duration_ms, client, idempotency_key, excluded,
                              created_at)
     SELECT id, %(study)s, item_id, worker_id, is_gold, %(response)s, %(score)s, %(scores)s,
-           (extract(epoch FROM now() - leased_at) * 1000)::int, %(client)s, %(key)s, false, now()
+           (extract(epoch FROM %(now)s - leased_at) * 1000)::int, %(client)s, %(key)s, false, %(now)s
     FROM done RETURNING id
 ), counted AS (
     UPDATE bundles SET n_done = n_done + 1 FROM done WHERE bundles.id = %(bundle)s
@@ -143,12 +154,12 @@ SELECT (SELECT id FROM stored), (SELECT n_done FROM counted),
 SUBMIT_END_SQL = (SUBMIT_SQL
                   .replace("SELECT b.id, b.worker_id FROM b", "SELECT b.id, b.worker_id, b.participant_id FROM b")
                   .replace("AND b.n_done + 1 < b.size\n)", "AND b.n_done + 1 = b.size\n    FOR UPDATE OF p\n)")
-                  .replace("SET n_done = n_done + 1 FROM done", "SET n_done = n_done + 1, finished_at = now() FROM done")
+                  .replace("SET n_done = n_done + 1 FROM done", "SET n_done = n_done + 1, finished_at = %(now)s FROM done")
                   .replace("n_done, size, browser_hash\n", "n_done, size, browser_hash, external_assignment_id\n")
                   .replace("(SELECT xmin::text FROM studies WHERE id = %(study)s)",
                            "(SELECT xmin::text FROM studies WHERE id = %(study)s), (SELECT participant_id FROM ok),\n"
                            "       (SELECT size FROM b), (SELECT external_assignment_id FROM b)"))
-assert SUBMIT_END_SQL.count("FOR UPDATE OF p") == 1 and "finished_at = now()" in SUBMIT_END_SQL
+assert SUBMIT_END_SQL.count("FOR UPDATE OF p") == 1 and "finished_at = %(now)s" in SUBMIT_END_SQL
 assert "browser_hash, external_assignment_id" in SUBMIT_END_SQL
 
 # Sent with the answer that ends the bundle, after it in the same query and transaction: what
@@ -165,10 +176,10 @@ FROM bundles b JOIN participants p ON p.id = b.participant_id WHERE b.id = %(bun
 
 # The automatic approval (app/quality/service.auto_review, audit.record) and the commit.
 APPROVE_SQL = """
-UPDATE participants SET status = 'approved', reason = %(reason)s, reviewed_at = now()
+UPDATE participants SET status = 'approved', reason = %(reason)s, reviewed_at = %(now)s
 WHERE id = %(participant)s;
 INSERT INTO audit_log (actor_id, action, target_type, target_id, detail, created_at)
-VALUES (NULL, 'worker.approved', 'participant', %(target)s, %(detail)s, now());
+VALUES (NULL, 'worker.approved', 'participant', %(target)s, %(detail)s, %(now)s);
 COMMIT
 """
 
@@ -273,9 +284,28 @@ def _engine(url: str):
 
     _urls.add(url)
     # Its own pool: autocommit (each statement its own transaction) and no pre-ping (a broken
-    # connection is found by the statement itself, and _run tries once more).
-    return create_engine(url, pool_size=get_settings().db_pool_size, max_overflow=0,
-                         pool_timeout=60, isolation_level="AUTOCOMMIT", pool_reset_on_return=None)
+    # connection is found by the statement itself, and _run tries once more). Small: a
+    # statement holds its connection for milliseconds (DB_HOT_POOL_SIZE, app/config.py); a
+    # burst waits for one, at most DB_POOL_TIMEOUT, and is then answered 503 (_connect).
+    settings = get_settings()
+    return create_engine(url, pool_size=settings.db_hot_pool_size, max_overflow=0,
+                         pool_timeout=settings.db_pool_timeout, isolation_level="AUTOCOMMIT",
+                         pool_reset_on_return=None)
+
+
+def _connect(url: str):
+    """A pooled connection; the server down or refusing, or the pool still empty after
+    DB_POOL_TIMEOUT (a burst past what the pool holds), raise as the engine's errors do: the
+    app answers 503 with Retry-After, and the client tries again shortly."""
+    import psycopg
+    from sqlalchemy.exc import OperationalError, TimeoutError
+
+    try:
+        return _engine(url).raw_connection()
+    except psycopg.OperationalError as exc:
+        raise OperationalError("connect", None, exc) from exc
+    except TimeoutError as exc:
+        raise OperationalError("connect: no free connection in the pool", None, exc) from exc
 
 
 @lru_cache(maxsize=64)
@@ -315,10 +345,7 @@ def _run(url: str, sql: str, params: dict, client: bool = False):
 
     sql = _compact(sql)
     for attempt in (0, 1):
-        try:
-            raw = _engine(url).raw_connection()
-        except psycopg.OperationalError as exc:  # the server is down or refusing: 503
-            raise OperationalError("connect", None, exc) from exc
+        raw = _connect(url)
         try:
             if not client:
                 return raw.driver_connection.execute(sql, params).fetchone()
@@ -356,13 +383,22 @@ def _study_steps(url: str, slug: str):
     return conf
 
 
+def _now():
+    """The app's clock, the engine's own (assignment.utcnow), passed into every statement that
+    stamps or compares a time: PostgreSQL's now() is the database machine's clock, and a lease
+    must be judged expired by one clock whichever path made it or looks at it."""
+    from app.studies import assignment
+
+    return assignment.utcnow()
+
+
 def _seen(url: str, conf: StudyConf, version: str | None) -> None:
     if version != conf.version:  # changed, or gone
         forget_study(url, conf.slug)
 
 
 def _next_steps(url: str, conf: StudyConf, bundle_id: int, browser: str | None):
-    row = yield NEXT_SQL, {"bundle": bundle_id, "study": conf.id, "browser": browser}
+    row = yield NEXT_SQL, {"bundle": bundle_id, "study": conf.id, "browser": browser, "now": _now()}
     if row is None:  # no such bundle in this study (or the cached study is gone): read it again
         forget_study(url, conf.slug)
         stats["next_engine"] += 1
@@ -415,7 +451,7 @@ def _submit_steps(url: str, conf: StudyConf, bundle_id: int, assignment_id: int,
         "assignment": assignment_id, "item": item_id, "reference": reference_text,
         "response": Jsonb(parsed), "score": kind.score(payload, reference, parsed),
         # None as JSON null, as the ORM stores it (JSON(none_as_null=False)).
-        "scores": Jsonb(scores), "client": Jsonb(client or {}), "key": key}
+        "scores": Jsonb(scores), "client": Jsonb(client or {}), "key": key, "now": _now()}
     annotation_id, _, version = row[:3] if row is not None else (None, None, conf.version)
     _seen(url, conf, version)
     if annotation_id is None:
@@ -445,10 +481,7 @@ def _run_end(url: str, conf: StudyConf, params: dict):
     from app.kinds.base import GoldResult
 
     for attempt in (0, 1):
-        try:
-            raw = _engine(url).raw_connection()
-        except psycopg.OperationalError as exc:
-            raise OperationalError("connect", None, exc) from exc
+        raw = _connect(url)
         conn = raw.driver_connection
         try:
             cur = psycopg.ClientCursor(conn)
@@ -469,6 +502,7 @@ def _run_end(url: str, conf: StudyConf, params: dict):
             if verdict == "approved":
                 psycopg.ClientCursor(conn).execute(APPROVE_SQL, {
                     "participant": participant_id, "target": str(participant_id), "reason": reason,
+                    "now": params["now"],
                     "detail": Jsonb({"study": conf.id, "reason": reason, "auto": True})})
             else:
                 conn.execute("COMMIT")
@@ -532,11 +566,11 @@ ENTER_SQL = """
 -- Only into a live study of the cached version: an entry the engine would refuse for the
 -- study's state leaves no worker or participant behind (the engine's transaction rolls back).
 INSERT INTO users (role, name, platform, external_id, pseudonym, created_at, session_version)
-SELECT 'worker', '', %(platform)s, %(ext)s, %(pseudonym)s, now(), 0
+SELECT 'worker', '', %(platform)s, %(ext)s, %(pseudonym)s, %(now)s, 0
 WHERE EXISTS (SELECT 1 FROM studies WHERE id = %(study)s AND state = 'live' AND xmin::text = %(version)s)
 ON CONFLICT (platform, external_id) DO NOTHING;
 INSERT INTO participants (study_id, worker_id, status, reason, created_at)
-SELECT %(study)s, u.id, 'pending', '', now() FROM users u
+SELECT %(study)s, u.id, 'pending', '', %(now)s FROM users u
 WHERE u.platform = %(platform)s AND u.external_id = %(ext)s
   AND EXISTS (SELECT 1 FROM studies WHERE id = %(study)s AND state = 'live' AND xmin::text = %(version)s)
 ON CONFLICT (study_id, worker_id) DO NOTHING;
@@ -575,20 +609,23 @@ WITH s AS (
            AND b.worker_id = (SELECT id FROM w)) < ok.cap
       AND (SELECT count(*) FROM bundles b WHERE b.study_id = %(study)s AND b.ip_hash = %(address)s
            AND b.finished_at IS NULL
-           AND (b.created_at > now() - make_interval(secs => ok.lease_seconds)
+           AND (b.created_at > %(now)s - make_interval(secs => ok.lease_seconds)
                 OR EXISTS (SELECT 1 FROM assignments a WHERE a.bundle_id = b.id
-                           AND a.state = 'leased' AND a.lease_expires_at > now()))) < ok.ip_cap
+                           AND a.state = 'leased' AND a.lease_expires_at > %(now)s))) < ok.ip_cap
 ), made AS (
     INSERT INTO bundles (study_id, worker_id, external_assignment_id, participant_id, hit_id,
                          size, gold_slots, n_done, browser_hash, ip_hash, created_at)
     SELECT %(study)s, (SELECT id FROM w), %(assignment)s, go.participant_id, %(hit)s,
            go.bundle_size,
-           -- round(size x gold rate) slots drawn at random (a double rounds half to even, as
-           -- Python's round does), sorted, as the engine draws them.
+           -- round(size x gold rate) slots (a double rounds half to even, as Python's round
+           -- does): those of the smallest md5 of "salt:worker:slot", sorted, the engine's rule
+           -- (assignment.gold_slots), so both paths place one bundle's gold alike.
            (SELECT coalesce(jsonb_agg(x ORDER BY x), '[]'::jsonb) FROM (
-                SELECT x FROM generate_series(0, go.bundle_size - 1) x ORDER BY random()
+                SELECT x FROM generate_series(0, go.bundle_size - 1) x
+                ORDER BY md5(%(gold_salt)s || ':' || (SELECT id FROM w)::text || ':' || x::text)
+                         COLLATE "C", x
                 LIMIT round(go.bundle_size * go.gold_rate)::int) g),
-           0, %(browser)s, %(address)s, now()
+           0, %(browser)s, %(address)s, %(now)s
     FROM go RETURNING id, size, n_done
 )
 SELECT coalesce(made.id, mine.id), coalesce(made.size, mine.size),
@@ -601,7 +638,7 @@ FROM (SELECT 1) one LEFT JOIN made ON true LEFT JOIN mine ON true
 # Consent: the bundle's first agreement to the text the worker was shown (checked in Python
 # against the cached text's version, and here that the study is still that version).
 CONSENT_SQL = """
-UPDATE bundles b SET consented_at = now(), consent_version = %(shown)s
+UPDATE bundles b SET consented_at = %(now)s, consent_version = %(shown)s
 FROM studies s
 WHERE b.id = %(bundle)s AND b.study_id = %(study)s AND s.id = %(study)s
   AND s.xmin::text = %(version)s AND b.consented_at IS NULL AND b.browser_hash = %(browser)s
@@ -673,13 +710,14 @@ def enter(url: str, info: EntryInfo, platform: str, external_worker_id: str,
           external_assignment_id: str, hit_id: str, browser: str, address: str) -> Entered | None:
     """Find or start the worker's bundle in one round trip; None: nothing refused here, take the
     engine path (it gives the refusal's message, or finds the bundle an entry made meanwhile)."""
-    from app.studies.assignment import pseudonym
+    from app.studies.assignment import gold_salt, pseudonym
 
     row = _run(url, ENTER_SQL, {
         "study": info.id, "version": info.version, "platform": platform,
         "ext": external_worker_id, "pseudonym": pseudonym(platform, external_worker_id),
         "assignment": external_assignment_id, "hit": hit_id, "browser": browser,
-        "address": address}, client=True)
+        "address": address, "now": _now(),
+        "gold_salt": gold_salt(info.id, external_assignment_id)}, client=True)
     if row is None:
         stats["enter_engine"] += 1
         return None
@@ -703,7 +741,8 @@ def consent(url: str, info: EntryInfo, bundle_id: int, shown: str, browser: str 
         stats["consent_engine"] += 1
         return False
     row = _run(url, CONSENT_SQL, {"bundle": bundle_id, "study": info.id, "version": info.version,
-                                  "shown": info.consent_version, "browser": browser})
+                                  "shown": info.consent_version, "browser": browser,
+                                  "now": _now()})
     if row is None:
         _forget_entry(url, info)  # the study may have changed: read it again
         stats["consent_engine"] += 1

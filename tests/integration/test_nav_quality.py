@@ -273,13 +273,16 @@ def test_finishing_early_closes_the_task_and_runs_the_review(session):
     assert session.get(Bundle, bundle.id).finished_at == finished
     assert len(system_approvals(session, participant_of(session, study, name))) == 1
 
-    # One regular session, no QC episode: closed, but left pending for the admin.
-    bundle = run_task(session, study, "one-and-out", lambda r: r, until=lambda a: not a.is_gold)
+    # One regular session, no QC episode: closed, but left pending for the admin. (A worker
+    # whose first slot is not the QC episode's: which slots are gold is drawn per worker.)
+    name = next(n for n in (f"one-and-out-{w}" for w in range(20))
+                if 0 not in assignment.enter(session, study, "prolific", n).gold_slots)
+    bundle = run_task(session, study, name, lambda r: r, until=lambda a: not a.is_gold)
     assert bundle.finished_at is None and bundle.n_done == 1
     assignment.finish_early(session, bundle.id)
     session.expire_all()
     assert session.get(Bundle, bundle.id).finished_at is not None
-    p = participant_of(session, study, "one-and-out")
+    p = participant_of(session, study, name)
     assert (p.status, p.reason, p.reviewed_by) == ("pending", "", None)
     assert not system_approvals(session, p)
     assert assignment.next_item(session, study, bundle.id) is None

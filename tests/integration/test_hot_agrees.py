@@ -1,0 +1,159 @@
+"""The hot path on PostgreSQL (app/studies/hotpath.py) and the engine (app/studies/assignment.py)
+agree where a worker or an operator would notice (issue 14, the review's leftovers): a bundle's
+gold slots are the same whichever path made it; leases are stamped and judged by the app's
+clock, not the database's; a burst past the hot pool waits a bounded time, then is answered 503;
+the task page's end comes from the answer that closed the bundle, with no engine call."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import event, select
+
+from app.studies import assignment, hotpath
+from app.studies.models import Annotation, Assignment, Bundle
+from tests.conftest import create_tom_study, make_user
+from tests.integration.test_crowd_integrity import answer, api_start, start, tiny_study
+
+
+def _pg_only(db_url):
+    if not hotpath.enabled(db_url):
+        pytest.skip("the single-statement path is PostgreSQL's (SQLite takes the engine's)")
+
+
+def test_a_bundles_gold_slots_are_the_same_by_the_hot_path_and_by_the_engine(db_url, session):
+    _pg_only(db_url)
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, bundle_size=10, gold_rate=0.3)
+    session.commit()
+    info = hotpath.entry_info(db_url, study.slug)
+    browser = assignment.browser_hash("g" * 32)
+    drawn = {}
+    for ext in ("hit-1", "hit-2", "hit-3", "hit-4"):
+        entered = hotpath.enter(db_url, info, "prolific", "golden", ext, "st", browser,
+                                assignment.address_pseudonym("10.0.0.7"))
+        assert entered is not None
+        session.expire_all()
+        hot = session.get(Bundle, entered.bundle_id).gold_slots
+        # The same worker, the same assignment id, by the engine: the bundle made afresh.
+        session.delete(session.get(Bundle, entered.bundle_id))
+        session.commit()
+        again = assignment.enter(session, study, "prolific", "golden", ext, browser=browser)
+        assert len(hot) == 3 and again.gold_slots == hot, (ext, hot, again.gold_slots)
+        drawn[ext] = hot
+        session.delete(again)
+        session.commit()
+    # A draw, not one placement for everyone.
+    assert len({tuple(v) for v in drawn.values()}) > 1, drawn
+
+
+def test_leases_the_hot_path_makes_are_stamped_and_expire_by_the_apps_clock(client, session, db_url,
+                                                                             monkeypatch):
+    """The web's clock a day ahead of the database's (another machine): the lease is stamped by
+    the web's, runs out by it, and the answer's time is measured by it."""
+    _pg_only(db_url)
+    owner = make_user(session, "researcher")
+    study = tiny_study(session, owner, 12, bundle_size=3, lease_seconds=600)
+    session.commit()
+    clock = [assignment.utcnow() + timedelta(days=1)]
+    monkeypatch.setattr(assignment, "utcnow", lambda: clock[0])
+    before = dict(hotpath.stats)
+    api_start(client, study.slug, {"PROLIFIC_PID": "clocked", "STUDY_ID": "s", "SESSION_ID": "c"})
+    first = client.get(f"/api/v1/crowd/{study.slug}/next").json()
+    lease = session.get(Assignment, first["assignment_id"])
+    assert (lease.leased_at, lease.lease_expires_at) == (clock[0], clock[0] + timedelta(seconds=600))
+    assert hotpath.stats["next"] - before["next"] == 1  # the hot path made it
+
+    # Ten minutes and a second later by the app's clock: the lease has run out, and the worker
+    # gets another item (the database's clock alone would still call it live).
+    clock[0] += timedelta(seconds=601)
+    second = client.get(f"/api/v1/crowd/{study.slug}/next").json()
+    assert second["state"] == "item" and second["assignment_id"] != first["assignment_id"]
+    session.expire_all()
+    assert session.get(Assignment, first["assignment_id"]).state == "expired"
+
+    # The hot path leases the next slot and stores its answer, both by the app's clock.
+    r = client.post(f"/api/v1/crowd/{study.slug}/submit", json={
+        "assignment_id": second["assignment_id"], "idempotency_key": "clock-1",
+        "response": {"answer": "Yes"}})
+    third = r.json()["next"]
+    clock[0] += timedelta(seconds=5)
+    stored_before = hotpath.stats["submit"]
+    r = client.post(f"/api/v1/crowd/{study.slug}/submit", json={
+        "assignment_id": third["assignment_id"], "idempotency_key": "clock-2",
+        "response": {"answer": "Yes"}})
+    assert r.status_code == 200 and hotpath.stats["submit"] == stored_before + 1
+    ann = session.scalar(select(Annotation).where(Annotation.idempotency_key == "clock-2"))
+    assert (ann.created_at, ann.duration_ms) == (clock[0], 5000)
+    done = session.get(Assignment, third["assignment_id"])
+    assert done.completed_at == clock[0]
+
+
+def test_a_burst_past_the_hot_pool_waits_its_timeout_and_is_told_to_retry(client, session, db_url,
+                                                                          monkeypatch):
+    """DB_HOT_POOL_SIZE bounds the hot path's connections (not DB_POOL_SIZE); a request that
+    finds them all busy waits DB_POOL_TIMEOUT for one, then gets 503 and Retry-After."""
+    _pg_only(db_url)
+    from app.config import get_settings
+
+    owner = make_user(session, "researcher")
+    study = tiny_study(session, owner, 12, bundle_size=3)
+    session.commit()
+    api_start(client, study.slug, {"PROLIFIC_PID": "bursty", "STUDY_ID": "s", "SESSION_ID": "b"})
+    monkeypatch.setenv("DB_HOT_POOL_SIZE", "1")
+    monkeypatch.setenv("DB_POOL_TIMEOUT", "1")
+    get_settings.cache_clear()
+    hotpath.reset()
+    try:
+        held = hotpath._engine(db_url).raw_connection()  # the one connection, busy elsewhere
+        try:
+            r = client.get(f"/api/v1/crowd/{study.slug}/next")
+            assert r.status_code == 503 and r.headers["Retry-After"] == "10", r.text
+        finally:
+            held.close()
+        r = client.get(f"/api/v1/crowd/{study.slug}/next")  # free again: served
+        assert r.status_code == 200 and r.json()["state"] == "item", r.text
+    finally:
+        monkeypatch.delenv("DB_HOT_POOL_SIZE")
+        monkeypatch.delenv("DB_POOL_TIMEOUT")
+        get_settings.cache_clear()
+        hotpath.reset()
+
+
+def test_the_task_pages_end_comes_from_the_answer_with_no_engine_call(client, session, db_url):
+    _pg_only(db_url)
+    from app.db import get_engine
+
+    owner = make_user(session, "researcher")
+    study = tiny_study(session, owner, 12, bundle_size=3)
+    session.commit()
+    page = start(client, study.slug, "w-end")
+    page = answer(client, study.slug, page)
+    page = answer(client, study.slug, page)
+    assert "3 of 3" in page
+    statements = []
+
+    def count(*_):
+        statements.append(1)
+
+    before = dict(hotpath.stats)
+    event.listen(get_engine(db_url), "before_cursor_execute", count)
+    try:
+        end = answer(client, study.slug, page)
+    finally:
+        event.remove(get_engine(db_url), "before_cursor_execute", count)
+    assert 'id="completion-code"' in end and study.completion_code in end, end[:500]
+    assert "You answered 3 questions" in end
+    # The answer's statement closed the bundle and the page came from it: no ORM statement,
+    # and no `next` asked of the hot path (which would decline it and call the engine).
+    assert statements == []
+    assert hotpath.stats["submit"] - before["submit"] == 1
+    assert hotpath.stats["next_engine"] == before["next_engine"]
+    assert hotpath.stats["next"] == before["next"]
+    session.expire_all()
+    bundle = session.scalar(select(Bundle).where(Bundle.study_id == study.id))
+    assert bundle.finished_at is not None and bundle.n_done == 3
+    # And reloading the page shows the same end (by the engine).
+    again = client.get(f"/task/{study.slug}").text
+    assert study.completion_code in again and "You answered 3 questions" in again
