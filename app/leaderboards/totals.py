@@ -5,6 +5,12 @@ them for one study (or all) with the same definitions, for what bypasses trigger
 with `session_replication_role = replica` (bench/crowd.py's seed), a study whose kind changed
 its agreement field (app.leaderboards.service.compute notices), a repair. One statement per
 table, a scan of the study's annotations: seconds at a million.
+
+On PostgreSQL an item's `lb_items` row is its lock (migration 0014): every writer of the
+item's totals takes it before anything else of the item, and a transaction writing many
+annotations takes all of them first, in item order (`lock_totals`), so that two such
+transactions sharing items, or one and the crowd's answers, wait for each other instead of
+deadlocking.
 """
 
 from __future__ import annotations
@@ -29,11 +35,40 @@ def value_sql(dialect: str, a: str) -> str:
     return f"coalesce('=' || CASE WHEN {field} IS NULL THEN {score} ELSE {answer} END, '')"
 
 
+WORKER_TABLES = (("lb_worker_categories", "category"), ("lb_worker_clusters", "cluster"),
+                 ("lb_worker_consistency", "worker_id"))
+
+
+def lock_totals(conn: Connection, study_id: int, items=(), workers=()) -> None:
+    """PostgreSQL: before a transaction writes many annotations, take the totals' locks it
+    will need in the one global order: the items' lb_items rows in item order, then the
+    workers' rows table by table in key order (the triggers take an item's row, then its
+    worker's, then its answers'). `items`: the items whose answers change or get new ones
+    (each must end with an answer, or the caller deletes its placeholder: rebuild does);
+    `workers`: those whose existing annotations change (new workers have no rows to fight
+    over). A no-op on SQLite, which has one writer at a time."""
+    if conn.dialect.name != "postgresql":
+        return
+    ids = sorted(set(items))
+    if ids:
+        conn.execute(text("SELECT lb_lock_items(CAST(:ids AS integer[]))"), {"ids": ids})
+    ws = sorted(set(workers))
+    if ws:
+        for table, key in WORKER_TABLES:
+            conn.execute(text(f"SELECT 1 FROM {table} WHERE study_id = :s AND worker_id = ANY(:w) "
+                              f"ORDER BY worker_id, {key} FOR UPDATE"), {"s": study_id, "w": ws})
+
+
 def rebuild(conn: Connection, study_id: int | None = None) -> None:
     """Replace the totals of one study (or every study) by a recount of its annotations."""
     dialect = conn.dialect.name
     where = "NOT a.is_gold AND NOT a.excluded" + ("" if study_id is None else " AND a.study_id = :sid")
     params = {} if study_id is None else {"sid": study_id}
+    if dialect == "postgresql":
+        # Every item's lock first (items without answers get a placeholder, deleted below):
+        # the deletes below would otherwise meet the crowd's answers in another order.
+        conn.execute(text("SELECT lb_lock_items(array(SELECT id FROM items WHERE NOT is_gold"
+                          + ("" if study_id is None else " AND study_id = :sid") + "))"), params)
     for table in TABLES:
         conn.execute(text(f"DELETE FROM {table}" + ("" if study_id is None else " WHERE study_id = :sid")),
                      params)
@@ -62,3 +97,6 @@ def rebuild(conn: Connection, study_id: int | None = None) -> None:
         f"(SELECT a.item_id, a.study_id, a.id, coalesce(a.score, 0.0) AS score, "
         f"{value_sql(dialect, 'a')} AS value FROM annotations a WHERE {where}) v "
         "GROUP BY v.item_id, v.value"), params)
+    if dialect == "postgresql":
+        conn.execute(text("DELETE FROM lb_items WHERE pattern = ''"
+                          + ("" if study_id is None else " AND study_id = :sid")), params)

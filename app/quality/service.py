@@ -18,6 +18,7 @@ from app.db import serialised_writes, utcnow
 from app.errors import InputError
 from app.kinds import all_kinds, get_kind
 from app.kinds.base import GoldResult, TaskKind
+from app.leaderboards.totals import lock_totals
 from app.studies.models import Annotation, Assignment, Item, Participant, Study
 
 # A worker is flagged for a closer look below these marks.
@@ -314,7 +315,8 @@ def decide(session: Session, study: Study, participant_ids: list[int], decision:
 
 def _decide(session, study, participant_ids, decision, actor, reason) -> int:
     changed = 0
-    for pid in participant_ids:
+    rejected: list[int] = []
+    for pid in sorted(set(participant_ids)):  # participants locked in id order
         p = session.execute(select(Participant).where(Participant.id == pid).with_for_update()
                             ).scalar_one_or_none()
         if p is None or p.study_id != study.id:
@@ -325,27 +327,41 @@ def _decide(session, study, participant_ids, decision, actor, reason) -> int:
             raise InputError(f"participant {pid} was rejected; a rejection is final",
                              field="participant_id")
         if decision == "rejected":
-            _drop_work(session, study, p.worker_id)
+            rejected.append(p.worker_id)
         p.status, p.reason, p.reviewed_by, p.reviewed_at = decision, reason, actor.id, utcnow()
         audit.record(session, actor.id, f"worker.{decision}",
                      "participant", p.id, study=study.id, reason=reason)
         changed += 1
+    if rejected:
+        _drop_work(session, study, rejected)
     return changed
 
 
-def _drop_work(session: Session, study: Study, worker_id: int) -> None:
+def _drop_work(session: Session, study: Study, worker_ids: list[int]) -> None:
+    """The rejected workers' work, all in one pass: each kind of lock is taken once, in
+    order, so that two rejections (or a rejection and an import) sharing items wait for each
+    other instead of deadlocking."""
     item_ids = session.scalars(select(Assignment.item_id).where(
-        Assignment.study_id == study.id, Assignment.worker_id == worker_id,
+        Assignment.study_id == study.id, Assignment.worker_id.in_(worker_ids),
         Assignment.state.in_(("completed", "leased")), Assignment.is_gold.is_(False))
         .order_by(Assignment.item_id)).all()
     # Assignments before items: the same lock order as submit and the lease sweeper.
     session.execute(update(Assignment).where(
-        Assignment.study_id == study.id, Assignment.worker_id == worker_id,
+        Assignment.study_id == study.id, Assignment.worker_id.in_(worker_ids),
         Assignment.state.in_(("completed", "leased"))).values(state="rejected"))
+    given_back: dict[int, int] = {}
     for item_id in item_ids:
-        session.execute(update(Item).where(Item.id == item_id).values(n_active=Item.n_active - 1))
+        given_back[item_id] = given_back.get(item_id, 0) + 1
+    for item_id, n in sorted(given_back.items()):
+        session.execute(update(Item).where(Item.id == item_id).values(n_active=Item.n_active - n))
+    # Then the totals' locks of every item and worker the exclusion changes, in their order,
+    # before the one statement that excludes the answers (its rows come in any order).
+    answered = session.scalars(select(Annotation.item_id).distinct().where(
+        Annotation.study_id == study.id, Annotation.worker_id.in_(worker_ids),
+        Annotation.is_gold.is_(False), Annotation.excluded.is_(False))).all()
+    lock_totals(session.connection(), study.id, items=answered, workers=worker_ids)
     session.execute(update(Annotation).where(Annotation.study_id == study.id,
-                                             Annotation.worker_id == worker_id)
+                                             Annotation.worker_id.in_(worker_ids))
                     .values(excluded=True))
 
 

@@ -10,7 +10,9 @@ Invariants (tested under 100+ concurrent workers on PostgreSQL):
 
 PostgreSQL: rows are claimed with FOR UPDATE SKIP LOCKED; locks are always taken in the
 order bundle -> participant -> assignment -> item (an admin's decision locks participant ->
-assignment -> item), so concurrent requests cannot deadlock each other.
+assignment -> item), so concurrent requests cannot deadlock each other; the leaderboard
+totals come last (an annotation's trigger: the item's lb_items row, then the worker's rows,
+then the item's answers; docs/data-model.md, "Locks").
 SQLite (the single-process embedded default): one process-wide lock serialises these writes.
 """
 

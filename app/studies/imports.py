@@ -21,6 +21,7 @@ from app.auth.models import IMPORTED_PLATFORM, User
 from app.db import utcnow
 from app.errors import InputError
 from app.kinds import get_kind
+from app.leaderboards.totals import lock_totals
 from app.studies.assignment import pseudonym
 from app.studies.models import Annotation, Assignment, Bundle, Item, Participant, Study
 
@@ -55,6 +56,12 @@ def import_annotations(session: Session, study: Study, actor: User, data: bytes,
         who = next(w for w, e in ids.items() if e in taken)
         raise InputError(f"annotator {who!r} of source {source!r} is already imported into this "
                          "study: give the upload another source name", field="annotator")
+    # The totals' locks of every item answered, in item order, before the first answer is
+    # written: two imports (or an import and a rejection) sharing items wait for each other
+    # instead of deadlocking. Each of these items gets a counted answer below.
+    lock_totals(session.connection(), study.id,
+                items={items[ext][0] for answers in per_annotator.values() for ext in answers
+                       if not items[ext][3]})
     now = utcnow()
     stored = 0
     for who, answers in per_annotator.items():

@@ -5,6 +5,7 @@ backends; and the trigger-kept totals against a fresh rebuild."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import uuid
@@ -379,3 +380,144 @@ def test_two_answers_to_one_item_at_once_both_count_in_its_summary(session):
     kept = item_summaries(session, study.id)
     assert [p for i, p, _ in kept if i == item_id] == ["2:3:=No,1:4:=Yes"]
     check(session, study)
+
+
+def _wait_until_waiting(session, n: int) -> None:
+    """Until n other connections to this test's database wait for a lock (how the tests
+    below know the other transactions reached their lock before they let the holder go)."""
+    import time
+
+    from sqlalchemy import create_engine
+
+    probe = create_engine(session.get_bind().url)
+    try:
+        for _ in range(400):
+            with probe.connect() as c:
+                waiting = c.execute(text("SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                                         "current_database() AND wait_event_type = 'Lock'")).scalar()
+            if waiting >= n:
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"{waiting} transactions wait for a lock, not {n}")
+    finally:
+        probe.dispose()
+
+
+def _in_thread(fn):
+    """Run fn in a thread; returns (thread, outcome): outcome["error"] is what it raised."""
+    import threading
+
+    outcome = {"error": None}
+
+    def run():
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            outcome["error"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, outcome
+
+
+def test_a_changed_answer_and_a_crowd_answer_of_its_value_at_once_both_count(session):
+    """PostgreSQL: an UPDATE that makes an annotation count with a value the item has no
+    answer of yet (here a reinstatement with a changed response), while a crowd answer of that
+    value to that item is not yet committed: the update waits and then counts both (it used
+    to recount the value with a plain INSERT and fail with a unique violation)."""
+    from sqlalchemy.orm import Session as OrmSession
+
+    if session.get_bind().dialect.name != "postgresql":
+        pytest.skip("SQLite has one writer at a time")
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, annotations_per_item=5)
+    crowd = Crowd(session, study, random.Random(17), n_workers=3)
+    item_id = next(i for i, gold in crowd.items if not gold)
+    rows = [crowd._row(w, item_id, False) for w in crowd.workers]
+    for r, answer in zip(rows, ("Yes", "Yes", "No")):
+        r["response"] = {"answer": answer}
+    rows[1]["excluded"] = True
+    session.execute(insert(Annotation), rows[:2])
+    session.commit()
+    changed = session.scalar(select(Annotation.id).where(Annotation.worker_id == crowd.workers[1][0]))
+
+    crowd_answer = OrmSession(bind=session.get_bind())
+    crowd_answer.execute(insert(Annotation), [rows[2]])  # the item's first "No", not committed
+
+    def reinstate():
+        with OrmSession(bind=session.get_bind()) as s:
+            s.execute(update(Annotation).where(Annotation.id == changed)
+                      .values(excluded=False, response={"answer": "No"}))
+            s.commit()
+
+    t, outcome = _in_thread(reinstate)
+    _wait_until_waiting(session, 1)
+    crowd_answer.commit()
+    crowd_answer.close()
+    t.join(30)
+    assert not t.is_alive() and outcome["error"] is None, outcome["error"]
+    kept = session.execute(text("SELECT value, n FROM lb_item_answers WHERE item_id = :i ORDER BY value"),
+                           {"i": item_id}).all()
+    assert [tuple(r) for r in kept] == [("=No", 2), ("=Yes", 1)]
+    check(session, study)
+
+
+@pytest.mark.parametrize("other", ["import", "rejection"])
+def test_an_import_and_another_bulk_writer_sharing_items_at_once_do_not_deadlock(session, other):
+    """PostgreSQL: an import of prior annotations (app.studies.imports) and, at once, another
+    import or a rejection (app.quality.service.decide) write answers to the same two items a
+    and b in opposite orders, while another transaction holds both items' "No" answers (a
+    writer under way). They used to lock the totals row by row in their own order, and so to
+    deadlock when it was let go; now each takes its items' locks in item order before
+    writing, the second waits for the first, and the totals equal the annotations."""
+    from sqlalchemy.orm import Session as OrmSession
+
+    from app.quality.service import decide
+    from app.studies.imports import import_annotations
+
+    if session.get_bind().dialect.name != "postgresql":
+        pytest.skip("SQLite has one writer at a time")
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, annotations_per_item=5)
+    crowd = Crowd(session, study, random.Random(19), n_workers=2)
+    a, b = [i for i, gold in crowd.items if not gold][:2]
+    ext = dict(session.execute(select(Item.id, Item.external_id).where(Item.id.in_((a, b)))).all())
+    w1, w2 = crowd.workers
+    # w1 answers both "No" (the rows held below); w2 answers b then a (stored, and so scanned
+    # by a rejection, in that order).
+    for w, i, answer in ((w1, a, "No"), (w1, b, "No"), (w2, b, "Yes"), (w2, a, "No")):
+        row = crowd._row(w, i, False)
+        row["response"] = {"answer": answer}
+        session.execute(insert(Annotation), [row])
+    session.commit()
+    pid2 = session.scalar(select(Participant.id).where(Participant.worker_id == w2[0]))
+
+    holder = OrmSession(bind=session.get_bind())
+    holder.execute(text("SELECT 1 FROM lb_item_answers WHERE item_id IN (:a, :b) AND value = '=No' "
+                        "FOR UPDATE"), {"a": a, "b": b})
+
+    def importer(source, answers):
+        data = "".join(json.dumps({"question_id": ext[i], "answer": ans, "annotator": "p"}) + "\n"
+                       for i, ans in answers).encode()
+
+        def run():
+            with OrmSession(bind=session.get_bind()) as s:
+                import_annotations(s, s.get(Study, study.id), s.get(User, owner.id), data, source)
+        return run
+
+    def reject():
+        with OrmSession(bind=session.get_bind()) as s:
+            decide(s, s.get(Study, study.id), [pid2], "rejected", s.get(User, owner.id),
+                   "did not read the stories")
+
+    first, one = _in_thread(importer("one", [(a, "Yes"), (b, "No")]))
+    second, two = _in_thread(importer("two", [(b, "Yes"), (a, "No")]) if other == "import" else reject)
+    _wait_until_waiting(session, 2)
+    holder.rollback()
+    holder.close()
+    first.join(30)
+    second.join(30)
+    assert not first.is_alive() and not second.is_alive()
+    assert one["error"] is None and two["error"] is None, (one["error"], two["error"])
+    board = check(session, study)
+    assert len([r for r in board["rows"] if r["type"] == "annotator"]) == (4 if other == "import" else 2)

@@ -30,6 +30,7 @@ from app.errors import InputError
 from app.kinds.hexagons import abstraction, metrics
 from app.kinds.hexagons.board import COLOURS, TILES
 from app.kinds.hexagons.models import Consolidation
+from app.leaderboards.totals import lock_totals
 from app.studies.models import Annotation, Item, Study
 
 # error class -> what it means (the paper's types of instructor errors, section 4).
@@ -181,6 +182,12 @@ def rescore(session: Session, item: Item) -> int:
 
     KIND = get_kind(session.get(Study, item.study_id).kind)  # the registered kind, not a new import cycle
 
+    # The leaderboard totals' locks in their one order first (the item's, then its workers'):
+    # the flush re-scores in annotation order, which another re-score could meet reversed.
+    workers = session.scalars(select(Annotation.worker_id).where(
+        Annotation.item_id == item.id, Annotation.is_gold.is_(False), Annotation.excluded.is_(False))).all()
+    if workers:  # else no total changes (and the item must not get an empty placeholder)
+        lock_totals(session.connection(), item.study_id, items=[item.id], workers=workers)
     n = 0
     for ann in session.scalars(select(Annotation).where(Annotation.item_id == item.id)):
         ann.score = KIND.score(item.payload, item.reference, ann.response)
