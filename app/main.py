@@ -276,8 +276,8 @@ class AuthBeforeBody:
 
         try:
             return await anyio.to_thread.run_sync(look_up)
-        except OperationalError:
-            return None  # the database is away: the route answers 503 as it always does
+        except (OperationalError, PoolTimeout):
+            return None  # the database is away or busy: the route answers 503 as it always does
 
 
 def error_response(request: Request, exc: StarletteHTTPException):

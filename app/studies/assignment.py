@@ -268,7 +268,9 @@ def _pick(session: Session, study: Study, worker_id: int, gold: bool) -> Item | 
     # is whole items (majorities, agreement) rather than one answer on everything.
     q = (q.where(Item.n_active < study.annotations_per_item)
          .order_by(Item.n_active.desc(), Item.position.desc())
-         .with_for_update(skip_locked=True, of=Item))
+         # FOR NO KEY UPDATE (only n_active changes): not skipping items whose rows a foreign-key
+         # check holds FOR KEY SHARE (an answer being stored, the totals' rebuild).
+         .with_for_update(skip_locked=True, key_share=True, of=Item))
     return session.scalar(q)
 
 

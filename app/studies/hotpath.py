@@ -92,7 +92,10 @@ WITH b AS (
     WHERE (SELECT NOT want_gold FROM go) AND i.study_id = %(study)s AND NOT i.is_gold
       AND i.n_active < (SELECT cap FROM go) """ + _OPEN.format(w="(SELECT worker_id FROM go)") + """
     ORDER BY i.n_active DESC, i.position DESC LIMIT 1
-    FOR UPDATE OF i SKIP LOCKED
+    -- NO KEY UPDATE: only n_active changes. A plain FOR UPDATE would skip every item whose row
+    -- another transaction's foreign-key check holds FOR KEY SHARE (an answer being stored, the
+    -- totals' rebuild), and a worker could be told there is no work left.
+    FOR NO KEY UPDATE OF i SKIP LOCKED
 ), gold AS (
     -- Gold is shared: spread by a per-worker start in [0, 1), wrapping round.
     SELECT i.id, i.exclusion_group, i.is_gold FROM items i

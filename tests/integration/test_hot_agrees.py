@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import event, select
 
-from app.studies import assignment, hotpath
+from app.studies import assignment, hotpath, services
 from app.studies.models import Annotation, Assignment, Bundle
 from tests.conftest import create_tom_study, make_user
 from tests.integration.test_crowd_integrity import answer, api_start, start, tiny_study
@@ -157,3 +157,61 @@ def test_the_task_pages_end_comes_from_the_answer_with_no_engine_call(client, se
     # And reloading the page shows the same end (by the engine).
     again = client.get(f"/task/{study.slug}").text
     assert study.completion_code in again and "You answered 3 questions" in again
+
+
+def test_an_item_a_foreign_key_check_holds_is_still_leased_by_both_paths(client, session, db_url):
+    """Storing a row that refers to an item (an answer, the totals' rebuild) holds the item's
+    row FOR KEY SHARE until it commits. Leasing only counts on the item, so it must not skip
+    such an item: with the study's last free item held so, a worker was told the work was
+    over (the engine) or to wait (the hot path)."""
+    _pg_only(db_url)
+    import psycopg
+
+    from app.studies.models import Item
+
+    owner = make_user(session, "researcher")
+    study = tiny_study(session, owner, 1, bundle_size=1)
+    session.commit()
+    item_id = session.scalar(select(Item.id).where(Item.study_id == study.id))
+    api_start(client, study.slug, {"PROLIFIC_PID": "held-1", "STUDY_ID": "s", "SESSION_ID": "h1"})
+    other = session.get_bind().url.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(other) as holder:  # a transaction left open, as a slow writer's is
+        holder.execute("SELECT id FROM items WHERE id = %s FOR KEY SHARE", (item_id,))
+        body = client.get(f"/api/v1/crowd/{study.slug}/next").json()
+        assert body["state"] == "item", body  # the hot path
+        bundle = assignment.enter(session, study, "prolific", "held-2")  # the engine
+        assignment.consent(session, study, bundle.id, services.consent_version(study))
+        leased = assignment.next_item(session, study, bundle.id)
+        assert leased is not None and leased.item_id == item_id
+        holder.rollback()
+
+
+def test_a_researchers_write_with_every_connection_busy_is_told_to_retry(client, session, db_url,
+                                                                        monkeypatch):
+    """The check of who may write (app/main.py AuthBeforeBody) reads the caller's account from
+    the ORM pool before the body: a pool still empty after DB_POOL_TIMEOUT answers 503 there as
+    everywhere else, never a 500."""
+    from app.auth.security import create_token
+    from app.config import get_settings
+    from app.db import get_engine, get_sessionmaker
+
+    token = create_token(session, make_user(session, "researcher"))
+    session.commit()
+    monkeypatch.setenv("DB_POOL_SIZE", "1")
+    monkeypatch.setenv("DB_POOL_TIMEOUT", "1")
+    for cached in (get_settings, get_engine, get_sessionmaker):
+        cached.cache_clear()
+    engine = get_engine(db_url)
+    try:
+        with engine.connect():  # the one connection, busy elsewhere
+            r = client.post("/api/v1/agents", json={"name": "busy"},
+                            headers={"Authorization": f"Bearer {token}"})
+            assert r.status_code == 503 and r.headers["Retry-After"], r.text
+        r = client.post("/api/v1/agents", json={"name": "free"}, headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 201, r.text
+    finally:
+        engine.dispose()
+        monkeypatch.delenv("DB_POOL_SIZE")
+        monkeypatch.delenv("DB_POOL_TIMEOUT")
+        for cached in (get_settings, get_engine, get_sessionmaker):
+            cached.cache_clear()

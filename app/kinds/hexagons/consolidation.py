@@ -115,7 +115,10 @@ def queue(session: Session, study: Study) -> list[dict]:
 def _item(session: Session, study: Study, item_id: int, step: int, lock: bool = False) -> Item:
     q = select(Item).where(Item.id == item_id)
     if lock:
-        q = q.with_for_update().execution_options(populate_existing=True)
+        # NO KEY UPDATE (the reference changes, never the key): it does not wait on the KEY SHARE
+        # locks of rows being written that refer to the item (the totals' rebuild), which wait
+        # on the totals' locks this re-score takes next: no cycle.
+        q = q.with_for_update(key_share=True).execution_options(populate_existing=True)
     item = session.scalar(q)
     if item is None or item.study_id != study.id or not (item.reference or {}).get("boards"):
         raise NotFound(f"the study has no procedure {item_id}")
