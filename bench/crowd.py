@@ -521,6 +521,11 @@ def _service_process(url: str, slug: str, worker_ids: list, gate: StartGate, int
         except Exception as exc:  # noqa: BLE001 - counted and printed
             errors[f"{type(exc).__name__}: {str(exc)[:160]}"] += 1
 
+    # As a web process does at start (create_app): the kinds' imports (torch, minigrid) take
+    # seconds, which the first answers would otherwise wait out inside a short window.
+    from app.kinds import all_kinds
+
+    all_kinds()
     threads = [threading.Thread(target=worker, args=(w,), daemon=True) for w in worker_ids]
     start_at, measure_from, stop_at = gate.wait()
     for t in threads:

@@ -8,6 +8,7 @@ package away and the core never names one (docs/kinds.md).
 from __future__ import annotations
 
 import os
+import threading
 from importlib.metadata import entry_points
 
 from app.kinds.base import ItemSpec, TaskKind
@@ -66,10 +67,17 @@ def _check_job_queues(kind: TaskKind) -> None:
                             f"the queues are {', '.join(QUEUES)}")
 
 
+_LOADING = threading.Lock()
+
+
 def all_kinds() -> dict[str, TaskKind]:
-    """Every loaded kind by name, in their `position` order."""
+    """Every loaded kind by name, in their `position` order. The first call imports every kind
+    (seconds: torch, minigrid); concurrent first calls wait for that one instead of importing
+    side by side under Python's module locks."""
     if not _registry:
-        _registry.update(_discover())
+        with _LOADING:
+            if not _registry:
+                _registry.update(_discover())
     return _registry
 
 
