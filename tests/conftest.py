@@ -127,13 +127,23 @@ def pg_database(pg_server):
 
 
 def _truncate(url: str) -> None:
+    """Empty every table and restart its ids, as TRUNCATE ... RESTART IDENTITY would. As a
+    superuser (the default PROCTOR_TEST_PG) by DELETE with triggers and foreign-key checks off
+    (session_replication_role = replica): ~10 ms instead of TRUNCATE's ~500 ms, which makes new
+    files for 31 tables and their indexes, before each of the ~370 PostgreSQL tests."""
     from app.models import load_models
 
-    Base = load_models()
+    tables = load_models().metadata.sorted_tables
     eng = create_engine(url)
-    names = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
     with eng.begin() as c:
-        c.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+        if c.scalar(text("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")):
+            c.execute(text("SET LOCAL session_replication_role = replica"))
+            c.execute(text("; ".join(f'DELETE FROM "{t.name}"' for t in tables)))
+            c.execute(text("SELECT setval(format('%I.%I', schemaname, sequencename)::regclass, start_value, false) "
+                           "FROM pg_sequences WHERE schemaname = current_schema()"))
+        else:
+            names = ", ".join(f'"{t.name}"' for t in tables)
+            c.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
     eng.dispose()
 
 
