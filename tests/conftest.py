@@ -315,11 +315,36 @@ def session(db_url):
     s.close()
 
 
+_APPS: dict = {}
+
+
+def app_for(url: str):
+    """create_app(url); or, when the settings and the installed kinds are those an earlier
+    test's app was made with, that app pointed at this database with fresh state (create_app's
+    only other side effect, the request log's level, done again). Building an app's ~430 routes
+    (their FastAPI/pydantic models) costs 0.5-1 s; ~530 tests take an app. Nothing in the app
+    but app.state depends on the database or on what earlier requests did."""
+    from app.config import get_settings
+    from app.kinds import all_kinds
+    from app.main import REQUEST_LOG, create_app
+
+    settings = get_settings()
+    kinds = tuple(all_kinds().items())
+    key = (settings.model_dump_json(exclude={"database_url", "storage_url"}),
+           tuple((name, id(kind)) for name, kind in kinds))
+    if key not in _APPS:
+        _APPS[key] = (create_app(url), kinds)  # the kinds kept alive: their ids stay theirs
+        return _APPS[key][0]
+    app = _APPS[key][0]
+    app.state._state.clear()  # e.g. the in-process rate limiter's counts
+    app.state.database_url = url
+    REQUEST_LOG.setLevel(settings.log_level.upper())
+    return app
+
+
 @pytest.fixture
 def app(db_url):
-    from app.main import create_app
-
-    return create_app(db_url)
+    return app_for(db_url)
 
 
 @pytest.fixture
@@ -400,7 +425,6 @@ def live_server(sqlite_url, tmp_path):
     import uvicorn
 
     from app.jobs import start_inprocess_worker
-    from app.main import create_app
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -408,7 +432,7 @@ def live_server(sqlite_url, tmp_path):
     os.environ["BASE_URL"] = f"http://127.0.0.1:{port}"
     from app.cli import server_options
 
-    server = uvicorn.Server(uvicorn.Config(create_app(sqlite_url), host="127.0.0.1", port=port,
+    server = uvicorn.Server(uvicorn.Config(app_for(sqlite_url), host="127.0.0.1", port=port,
                                            **server_options()))  # as `proctor serve` runs it
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
