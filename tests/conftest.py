@@ -398,6 +398,21 @@ def login(client, user, password: str = "pw-" + "x" * 8):
 
 
 @pytest.fixture
+def hexagons_kind():
+    """The Hexagons kind, registered for the test when the venv predates its `hexagons` entry
+    point (and unregistered after)."""
+    from app.kinds import all_kinds, register_kind, unregister_kind
+    from app.kinds.hexagons import KIND
+
+    added = "hexagons" not in all_kinds()
+    if added:
+        register_kind(KIND)
+    yield KIND
+    if added:
+        unregister_kind("hexagons")
+
+
+@pytest.fixture
 def tom_csv() -> bytes:
     return (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes()
 
