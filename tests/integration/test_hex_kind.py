@@ -2,7 +2,8 @@
 payload), a worker's execution is validated and scored against the gold boards, agent
 predictions import, and the "no action" baseline is a leaderboard row.
 
-Until the venv is reinstalled with the `hexagons` entry point, the kind is registered here."""
+Until the venv is reinstalled with the `hexagons` entry point, the kind is registered by
+conftest's `hexagons_kind`."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import pytest
 from sqlalchemy import select
 
 from app.errors import InputError
-from app.kinds import all_kinds, register_kind, unregister_kind
 from app.kinds.hexagons import KIND
 from app.studies import services
 from app.studies.models import Item
@@ -30,14 +30,7 @@ def _line(index, tags=("A", "A")):
                        "drawing_procedure": [[0, "NONE", BLANK], [1, "tile 0 red", ONE], [2, "tile 1 blue", TWO]]})
 
 
-@pytest.fixture(autouse=True)
-def kind():
-    added = "hexagons" not in all_kinds()
-    if added:
-        register_kind(KIND)
-    yield KIND
-    if added:
-        unregister_kind("hexagons")
+pytestmark = pytest.mark.usefixtures("hexagons_kind")
 
 
 def test_items_scores_outputs_and_baseline(session):

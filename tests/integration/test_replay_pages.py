@@ -6,11 +6,9 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
 from sqlalchemy import select
 
 from app.demo import simulate_task
-from app.kinds import all_kinds, register_kind, unregister_kind
 from app.quality import service as quality
 from app.studies import services
 from app.studies.models import Annotation, Item, Participant
@@ -75,19 +73,7 @@ def test_a3ds_replay_shows_the_caption_pictures_and_picks(session, client):
     assert html.count('class="a3ds-right">the ') == 2
 
 
-@pytest.fixture
-def hexagons():
-    from app.kinds.hexagons import KIND
-
-    added = "hexagons" not in all_kinds()
-    if added:
-        register_kind(KIND)
-    yield KIND
-    if added:
-        unregister_kind("hexagons")
-
-
-def test_hexagons_replay_draws_their_boards_beside_the_gold_ones(session, client, hexagons):
+def test_hexagons_replay_draws_their_boards_beside_the_gold_ones(session, client, hexagons_kind):
     blank, one, two = [0] * 180, [4] + [0] * 179, [4, 5] + [0] * 178
     line = {"index": 1, "annotation_round": 1, "category": "simple", "image_id": "P1", "instructor_id": 3,
             "number_of_drawing_steps": 2, "agreement_tags": ["A", "A"], "agreement_scores": [[1, 1, 1]] * 2,
