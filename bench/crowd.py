@@ -854,15 +854,24 @@ class LeanClient:
         if self.cookies:
             head.append("Cookie: " + "; ".join(f"{k}={v}" for k, v in self.cookies.items()))
         data = ("\r\n".join(head) + "\r\n\r\n").encode() + body
-        try:
-            if self.writer is None:
-                self.reader, self.writer = await asyncio.wait_for(
-                    asyncio.open_connection(self.host, self.port), 60)
-            self.writer.write(data)
-            return await asyncio.wait_for(self._answer(), 60)
-        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError) as exc:
-            await self.close()
-            raise self.Error(f"{type(exc).__name__}: {exc}") from exc
+        for last_try in (False, True):
+            # The server closes a connection left idle past its keep-alive timeout (uvicorn: 5 s,
+            # shorter than a paced worker's think time): open a new one, as browsers do.
+            reused = self.writer is not None
+            if reused and (self.reader.at_eof() or self.writer.is_closing()):
+                await self.close()
+                reused = False
+            try:
+                if self.writer is None:
+                    self.reader, self.writer = await asyncio.wait_for(
+                        asyncio.open_connection(self.host, self.port), 60)
+                self.writer.write(data)
+                return await asyncio.wait_for(self._answer(), 60)
+            except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError) as exc:
+                await self.close()
+                if reused and not last_try:
+                    continue  # closed as we wrote: once more on a new connection
+                raise self.Error(f"{type(exc).__name__}: {exc}") from exc
 
     async def _answer(self):
         raw = await self.reader.readuntil(b"\r\n\r\n")
