@@ -12,8 +12,6 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm.attributes import flag_modified
 
-from app.kinds import all_kinds, register_kind, unregister_kind
-from app.kinds.hexagons import KIND
 from app.leaderboards.service import compute
 from app.studies import assignment, services
 from app.studies.models import Item
@@ -31,14 +29,7 @@ def _line(index: int) -> str:
                        "drawing_procedure": [[0, "NONE", BLANK], [1, "tile 0 red", ONE], [2, "tile 1 blue", TWO]]})
 
 
-@pytest.fixture(autouse=True)
-def kind():
-    added = "hexagons" not in all_kinds()
-    if added:
-        register_kind(KIND)
-    yield KIND
-    if added:
-        unregister_kind("hexagons")
+pytestmark = pytest.mark.usefixtures("hexagons_kind")  # tests/conftest.py
 
 
 def _execute(session, study, worker: str, second_step: list[int]) -> str:
