@@ -36,7 +36,7 @@ from app.web import rate_limit, read_upload
 router = APIRouter(prefix="/api/v1", dependencies=[Depends(verify_csrf)])
 # The crowd's four routes, included ahead of every other router (app/main.py): FastAPI tries
 # routes in order, each try costs a few microseconds, and these answer most of the requests a
-# live study gets (~60 tries before them otherwise: half of a request's CPU after the hot path).
+# live study gets (~60 tries before them otherwise, twice per request: docs/benchmarks.md).
 crowd_router = APIRouter(prefix="/api/v1", dependencies=[Depends(verify_csrf)])
 researcher = require("researcher", "admin")
 admin = require("admin")
