@@ -17,8 +17,8 @@ from app.agents.models import Agent
 from app.audit import AuditEntry
 from app.auth.deps import db, managed_study, require, verify_csrf
 from app.auth.models import User
-from app.auth.views import (MTURK_PREVIEW, browser_secret, enter_crowd, fast_enter,
-                             keep_browser_secret)
+from app.auth.views import (MTURK_PREVIEW, enter_crowd, fast_enter, keep_browser_secret,
+                             presented_browser)
 from app.config import get_settings
 from app.db import get_sessionmaker
 from app.errors import InputError
@@ -514,11 +514,10 @@ def crowd_submit(slug: str, body: SubmitIn, request: Request, response: Response
     bundle_id = request.session.get("crowd", {}).get(slug)
     if hotpath.enabled(url) and isinstance(bundle_id, int):
         conf = hotpath.study(url, slug)
-        secret = browser_secret(request)
+        browser = presented_browser(request)
         if conf is not None:
             stored = hotpath.submit(url, conf, bundle_id, body.assignment_id, body.response,
-                                    body.idempotency_key, client,
-                                    assignment.browser_hash(secret) if secret is not None else None)
+                                    body.idempotency_key, client, browser)
             if stored is not None:
                 ann_id = stored.annotation_id
                 done = _fast_done(request, slug, conf, bundle_id, stored) if stored.ended else None

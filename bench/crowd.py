@@ -807,7 +807,7 @@ class RssSampler(threading.Thread):
 class LeanClient:
     """One simulated browser over one kept-alive HTTP/1.1 connection: requests written as bytes,
     answers read by their Content-Length, cookies kept by name. The load generator shares the
-    2 cores with the server; httpx costs it 2-4 ms of CPU per annotation, this about a fifth
+    2 cores with the server; httpx costs it 3-4 ms of CPU per annotation, this 0.2-0.3 ms
     (`--client httpx` runs the other, for comparison). Only what the crowd API needs: no TLS,
     no redirects, no chunked answers (uvicorn sends JSON with a Content-Length)."""
 

@@ -142,6 +142,12 @@ def browser_secret(request: Request) -> str | None:
     return secret
 
 
+def presented_browser(request: Request) -> str | None:
+    """The hash of the secret this browser presents (what a bundle keeps), or None."""
+    secret = browser_secret(request)
+    return assignment.browser_hash(secret) if secret is not None else None
+
+
 def enter_crowd(request: Request, session: Session, study: Study, params) -> tuple:
     """Enter the study with the link's parameters from this browser: (bundle, platform,
     the browser's secret, a new one when it had none)."""

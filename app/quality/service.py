@@ -7,6 +7,7 @@ no admin has reviewed, never a rejection, recorded in the audit log with no acto
 from __future__ import annotations
 
 import math
+from collections import Counter
 from statistics import median
 
 from sqlalchemy import and_, case, func, select, update
@@ -349,10 +350,7 @@ def _drop_work(session: Session, study: Study, worker_ids: list[int]) -> None:
     session.execute(update(Assignment).where(
         Assignment.study_id == study.id, Assignment.worker_id.in_(worker_ids),
         Assignment.state.in_(("completed", "leased"))).values(state="rejected"))
-    given_back: dict[int, int] = {}
-    for item_id in item_ids:
-        given_back[item_id] = given_back.get(item_id, 0) + 1
-    for item_id, n in sorted(given_back.items()):
+    for item_id, n in sorted(Counter(item_ids).items()):
         session.execute(update(Item).where(Item.id == item_id).values(n_active=Item.n_active - n))
     # Then the totals' locks of every item and worker the exclusion changes, in their order,
     # before the one statement that excludes the answers (its rows come in any order).

@@ -549,8 +549,8 @@ def next_lease(url: str, conf: StudyConf, bundle_id: int, browser: str | None) -
 def submit(url: str, conf: StudyConf, bundle_id: int, assignment_id: int, response: dict,
            key: str, client: dict, browser: str | None) -> Stored | None:
     """Store the answer to the bundle's live lease in one statement: the annotation's id (and
-    whether it ended the bundle), or None (nothing stored: take the engine path). Parsing
-    errors raise as the engine's do."""
+    whether it ended the bundle), or None (nothing stored: take the engine path, which also
+    answers an answer the kind refuses, after its own checks of the worker and the study)."""
     return _drive(url, _submit_steps(url, conf, bundle_id, assignment_id, response, key, client,
                                      browser), conf)
 

@@ -128,11 +128,9 @@ def fast_lease(request: Request, slug: str):
     conf = hotpath.study(url, slug)
     if conf is None:
         return None
-    from app.auth.views import browser_secret
+    from app.auth.views import presented_browser
 
-    secret = browser_secret(request)
-    lease = hotpath.next_lease(url, conf, bundle_id,
-                               assignment.browser_hash(secret) if secret is not None else None)
+    lease = hotpath.next_lease(url, conf, bundle_id, presented_browser(request))
     return None if lease is None else (conf, bundle_id, lease)
 
 
@@ -180,16 +178,15 @@ def _task_page(request: Request, session: Session, slug: str):
 def fast_consent(request: Request, slug: str, shown: str) -> bool:
     """Consent in one statement on PostgreSQL (app/studies/hotpath.py); False: the engine's
     path (SQLite, consent given before, a changed text, another browser, not entered)."""
-    from app.auth.views import browser_secret
+    from app.auth.views import presented_browser
 
     url = request.app.state.database_url
     bundle_id = request.session.get("crowd", {}).get(slug)
     if not hotpath.enabled(url) or not isinstance(bundle_id, int):
         return False
     info = hotpath.entry_info(url, slug)
-    secret = browser_secret(request)
-    return info is not None and hotpath.consent(
-        url, info, bundle_id, shown, assignment.browser_hash(secret) if secret is not None else None)
+    browser = presented_browser(request)
+    return info is not None and hotpath.consent(url, info, bundle_id, shown, browser)
 
 
 @router.post("/task/{slug}/consent")
@@ -232,13 +229,12 @@ async def answer(request: Request, slug: str):
         bundle_id = request.session.get("crowd", {}).get(slug)
         stored = None
         if hotpath.enabled(url) and isinstance(bundle_id, int):
-            from app.auth.views import browser_secret
+            from app.auth.views import presented_browser
 
             conf = hotpath.study(url, slug)
-            secret = browser_secret(request)
+            browser = presented_browser(request)
             if conf is not None:
-                stored = hotpath.submit(url, conf, bundle_id, assignment_id, form, key, client,
-                                        assignment.browser_hash(secret) if secret is not None else None)
+                stored = hotpath.submit(url, conf, bundle_id, assignment_id, form, key, client, browser)
                 # The answer that ended the task: its end from the statement, as the API's.
                 end = fast_end(request, slug, conf, bundle_id, stored) if stored and stored.ended else None
                 if end is not None:
