@@ -473,8 +473,11 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 def browser():
     if not Path(CHROMIUM).exists():
         pytest.skip("Chromium is not installed (apt-get install -y chromium)")
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # expect()'s own default is 5 s; on two loaded cores (xdist beside PostgreSQL) ReDoc took
+    # longer than that to lay out the whole schema, so waits match the page's 10 s actions.
+    expect.set_options(timeout=10000)
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         yield b
