@@ -98,6 +98,13 @@ def gold_slots(study_id: int, worker_id: int, external_assignment_id: str, size:
     return sorted(order[:n_gold])
 
 
+def gold_start(worker_id: int) -> float:
+    """Where a worker starts in the shared gold items (by position, wrapping round), so that gold
+    is spread over workers: the first 20 bits of md5("worker id") over 2^20. The hot path's lease
+    (hotpath.NEXT_SQL) computes the same, so both paths hand a worker the same gold item."""
+    return int(hashlib.md5(str(worker_id).encode()).hexdigest()[:5], 16) / 1048576
+
+
 def browser_hash(secret: str) -> str:
     """What a bundle keeps of its browser's secret (a random token: a plain hash suffices)."""
     return hashlib.sha256(secret.encode()).hexdigest()
@@ -260,8 +267,8 @@ def _pick(session: Session, study: Study, worker_id: int, gold: bool) -> Item | 
         .limit(1)
     )
     if gold:
-        # Gold is shared by everyone; spread it by a per-worker random start.
-        start = random.Random(worker_id).random()
+        # Gold is shared by everyone; spread it by a per-worker start.
+        start = gold_start(worker_id)
         item = session.scalar(q.where(Item.position >= start).order_by(Item.position))
         return item or session.scalar(q.order_by(Item.position))
     # Depth first: items closest to their redundancy go first, so that what is done so far

@@ -97,11 +97,13 @@ WITH b AS (
     -- totals' rebuild), and a worker could be told there is no work left.
     FOR NO KEY UPDATE OF i SKIP LOCKED
 ), gold AS (
-    -- Gold is shared: spread by a per-worker start in [0, 1), wrapping round.
+    -- Gold is shared: spread by a per-worker start in [0, 1), wrapping round; the start is
+    -- assignment.gold_start's (the first 20 bits of md5 of the worker id, over 2^20).
     SELECT i.id, i.exclusion_group, i.is_gold FROM items i
     WHERE (SELECT want_gold FROM go) AND i.study_id = %(study)s AND i.is_gold """
     + _OPEN.format(w="(SELECT worker_id FROM go)") + """
-    ORDER BY i.position < (SELECT (hashint4(worker_id) & 1048575) / 1048576.0 FROM go), i.position
+    ORDER BY i.position < (SELECT ('x' || left(md5(worker_id::text), 5))::bit(20)::int
+                                  / 1048576.0 FROM go), i.position
     LIMIT 1
 ), lease AS (
     INSERT INTO assignments (study_id, item_id, worker_id, bundle_id, exclusion_group, slot,

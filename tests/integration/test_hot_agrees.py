@@ -215,3 +215,39 @@ def test_a_researchers_write_with_every_connection_busy_is_told_to_retry(client,
         monkeypatch.delenv("DB_POOL_TIMEOUT")
         for cached in (get_settings, get_engine, get_sessionmaker):
             cached.cache_clear()
+
+
+def test_a_gold_slot_gets_the_same_gold_item_by_the_hot_path_and_by_the_engine(client, session,
+                                                                              db_url):
+    """Gold is shared and spread over workers by a per-worker start among the gold items; both
+    paths must start a worker at the same one, or which gold a worker is checked on (and how
+    often each gold item is seen) depends on which path happened to serve them."""
+    _pg_only(db_url)
+    from app.studies.models import Item
+
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, bundle_size=4, gold_rate=0.25)
+    session.commit()
+    golds = session.scalars(select(Item.id).where(Item.study_id == study.id, Item.is_gold)).all()
+    assert len(golds) >= 5
+    picked = {}
+    for k in range(8):
+        client.cookies.clear()
+        api_start(client, study.slug, {"PROLIFIC_PID": f"gold-{k}", "STUDY_ID": "s",
+                                        "SESSION_ID": f"g{k}"})
+        bundle = session.scalar(select(Bundle).where(Bundle.study_id == study.id)
+                                .order_by(Bundle.id.desc()).limit(1))
+        bundle.gold_slots = [0, 1, 2, 3]  # every slot gold: the first lease is a gold one
+        session.commit()
+        by_engine = assignment.next_item(session, study, bundle.id)
+        assert by_engine.is_gold
+        session.delete(by_engine)  # the same worker and slot again, now by the hot path
+        session.commit()
+        before = hotpath.stats["next"]
+        body = client.get(f"/api/v1/crowd/{study.slug}/next").json()
+        assert hotpath.stats["next"] - before == 1
+        by_hot = session.get(Assignment, body["assignment_id"])
+        assert by_hot.is_gold and by_hot.item_id == by_engine.item_id, (k, by_engine.item_id,
+                                                                         by_hot.item_id)
+        picked[k] = by_hot.item_id
+    assert len(set(picked.values())) > 1, picked  # spread, not everyone on one gold item
