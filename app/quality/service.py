@@ -315,13 +315,20 @@ def decide(session: Session, study: Study, participant_ids: list[int], decision:
 
 
 def _decide(session, study, participant_ids, decision, actor, reason) -> int:
+    # The first bad id as the admin gave it is the one named (the locks below go in id order).
+    known = dict(session.execute(select(Participant.id, Participant.status).where(
+        Participant.study_id == study.id, Participant.id.in_(set(participant_ids)))).all())
+    for pid in participant_ids:
+        if pid not in known:
+            raise InputError(f"no participant {pid} in this study", field="participant_id")
+        if known[pid] == "rejected" != decision:
+            raise InputError(f"participant {pid} was rejected; a rejection is final",
+                             field="participant_id")
     changed = 0
     rejected: list[int] = []
     for pid in sorted(set(participant_ids)):  # participants locked in id order
         p = session.execute(select(Participant).where(Participant.id == pid).with_for_update()
-                            ).scalar_one_or_none()
-        if p is None or p.study_id != study.id:
-            raise InputError(f"no participant {pid} in this study", field="participant_id")
+                            ).scalar_one()
         if p.status == decision:
             continue
         if p.status == "rejected":

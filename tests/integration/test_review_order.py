@@ -244,3 +244,33 @@ def test_every_study_queue_takes_the_same_queries_for_more_studies(session, stud
         assert len(statements) == n_two, statements
     finally:
         event.remove(engine, "before_cursor_execute", count)
+
+
+def test_a_batch_decision_names_the_first_bad_id_as_given_and_changes_nothing(session, studies,
+                                                                              client):
+    first, second = studies
+    mine = session.scalars(select(Participant.id).where(Participant.study_id == first.id)
+                           .order_by(Participant.id)).all()
+    theirs = session.scalars(select(Participant.id).where(Participant.study_id == second.id)
+                             .order_by(Participant.id)).all()
+    before = {p: session.get(Participant, p).status for p in mine}
+    admin = make_user(session, "admin")
+    session.commit()
+    hdr = {"X-CSRF-Token": login(client, admin)}
+    bad_first, bad_later = 10**6, theirs[0]  # the later one is the smaller id
+    r = client.post(f"/api/v1/studies/{first.id}/review",
+                    json={"participant_ids": [mine[1], bad_first, mine[0], bad_later],
+                          "decision": "reject", "reason": "checked"}, headers=hdr)
+    assert r.status_code == 422, r.text
+    assert f"no participant {bad_first} in this study" in r.text
+    session.expire_all()
+    assert {p: session.get(Participant, p).status for p in mine} == before
+    # Once rejected, a later approval in a batch names that participant, whatever its place.
+    assert client.post(f"/api/v1/studies/{first.id}/review", json={
+        "participant_ids": [mine[2]], "decision": "reject", "reason": "checked"},
+        headers=hdr).status_code == 200
+    r = client.post(f"/api/v1/studies/{first.id}/review",
+                    json={"participant_ids": [mine[3], mine[2]], "decision": "approve"}, headers=hdr)
+    assert r.status_code == 422 and f"participant {mine[2]} was rejected" in r.text, r.text
+    session.expire_all()
+    assert session.get(Participant, mine[3]).status == before[mine[3]]
