@@ -338,35 +338,68 @@ def _compact(sql: str) -> str:
     return "".join(out).strip()
 
 
-def _run(url: str, sql: str, params: dict, client: bool = False):
-    """One statement, its first row; None when a unique key or lock refused it (the caller
-    takes the engine path). A broken connection is dropped and the statement tried again.
-    `client`: several statements bound in the client and sent as one query (one round trip,
-    one implicit transaction): the first row of the last statement."""
+@lru_cache(maxsize=1)
+def _refusals() -> tuple:
+    """The errors by which PostgreSQL refuses a statement of the hot path, having changed
+    nothing: a unique key (a lease or an answer another request made first) or a lock. The
+    caller then takes the engine's path, which answers the case. (psycopg is imported late
+    here, as everywhere in this module: SQLite never loads it.)"""
+    from psycopg import errors
+
+    return (errors.IntegrityError, errors.DeadlockDetected, errors.LockNotAvailable,
+            errors.SerializationFailure)
+
+
+def _attempt(url: str, what: str, work):
+    """`work(connection)` on a pooled connection of the hot path: its result, or None when
+    refused (_refusals). A broken connection is dropped and `work` tried once more on a fresh
+    one: every statement here is idempotent, and a broken one committed nothing (the retry
+    finds the lease still open, or replays the stored answer). Broken twice, it raises as the
+    engine's errors do: the app answers 503 with Retry-After, and the client tries again."""
     import psycopg
     from sqlalchemy.exc import OperationalError
 
-    sql = _compact(sql)
     for attempt in (0, 1):
         raw = _connect(url)
+        conn = raw.driver_connection
         try:
-            if not client:
-                return raw.driver_connection.execute(sql, params).fetchone()
-            cur = psycopg.ClientCursor(raw.driver_connection)
-            cur.execute(sql, params)
-            while cur.nextset():
-                pass
-            return cur.fetchone()
-        except (psycopg.errors.IntegrityError, psycopg.errors.DeadlockDetected,
-                psycopg.errors.LockNotAvailable, psycopg.errors.SerializationFailure):
+            return work(conn)
+        except _refusals():  # before OperationalError: a deadlock or a lock refused is one too
             return None
         except psycopg.OperationalError as exc:
             raw.invalidate()
-            if attempt:  # as the engine's errors: the app answers 503, try again shortly
-                raise OperationalError(sql[:80], None, exc) from exc
+            if attempt:
+                raise OperationalError(what[:80], None, exc) from exc
         finally:
+            # Never hand a connection inside a transaction back to the pool (_run_end opens
+            # one; autocommit statements leave none).
+            if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                try:
+                    conn.execute("ROLLBACK")
+                except psycopg.Error:
+                    raw.invalidate()
             raw.close()
     return None
+
+
+def _run(url: str, sql: str, params: dict, client: bool = False):
+    """One statement, its first row; None when refused (the caller takes the engine path).
+    `client`: several statements bound in the client and sent as one query (one round trip,
+    one implicit transaction): the first row of the last statement."""
+    sql = _compact(sql)
+
+    def work(conn):
+        if not client:
+            return conn.execute(sql, params).fetchone()
+        import psycopg
+
+        cur = psycopg.ClientCursor(conn)
+        cur.execute(sql, params)
+        while cur.nextset():
+            pass
+        return cur.fetchone()
+
+    return _attempt(url, sql, work)
 
 
 # Each operation is a generator that yields (sql, params) and receives the row, run by _drive
@@ -478,53 +511,36 @@ def _run_end(url: str, conf: StudyConf, params: dict):
     rejection), then `COMMIT`, or the approval, its audit entry and `COMMIT` as one query."""
     import psycopg
     from psycopg.types.json import Jsonb
-    from sqlalchemy.exc import OperationalError
 
     from app.kinds import get_kind
     from app.kinds.base import GoldResult
 
-    for attempt in (0, 1):
-        raw = _connect(url)
-        conn = raw.driver_connection
-        try:
-            cur = psycopg.ClientCursor(conn)
-            cur.execute("BEGIN;\n" + SUBMIT_END_SQL + ";\n" + GOLD_SQL, params)
-            cur.nextset()
-            row = cur.fetchone()
-            cur.nextset()
-            record = cur.fetchone()
-            if row is None or row[0] is None or record is None:
-                conn.execute("ROLLBACK")
-                return row
-            participant_id, reviewable, gold = record
-            verdict, reason = None, ""
-            if reviewable:
-                verdict, reason = get_kind(conf.kind).auto_review(
-                    [GoldResult(item=e, score=sc, scores=d) for e, sc, d in gold],
-                    conf.kind_settings or {})
-            if verdict == "approved":
-                psycopg.ClientCursor(conn).execute(APPROVE_SQL, {
-                    "participant": participant_id, "target": str(participant_id), "reason": reason,
-                    "now": params["now"],
-                    "detail": Jsonb({"study": conf.id, "reason": reason, "auto": True})})
-            else:
-                conn.execute("COMMIT")
+    def work(conn):
+        cur = psycopg.ClientCursor(conn)
+        cur.execute("BEGIN;\n" + SUBMIT_END_SQL + ";\n" + GOLD_SQL, params)
+        cur.nextset()
+        row = cur.fetchone()
+        cur.nextset()
+        record = cur.fetchone()
+        if row is None or row[0] is None or record is None:
+            conn.execute("ROLLBACK")
             return row
-        except (psycopg.errors.IntegrityError, psycopg.errors.DeadlockDetected,
-                psycopg.errors.LockNotAvailable, psycopg.errors.SerializationFailure):
-            return None  # a unique key or a lock refused it: the engine's path
-        except psycopg.OperationalError as exc:
-            raw.invalidate()
-            if attempt:  # nothing was committed: the retry finds the lease still open
-                raise OperationalError(SUBMIT_END_SQL[:80], None, exc) from exc
-        finally:
-            if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                try:  # never hand a connection inside a transaction back to the pool
-                    conn.execute("ROLLBACK")
-                except psycopg.Error:
-                    raw.invalidate()
-            raw.close()
-    return None
+        participant_id, reviewable, gold = record
+        verdict, reason = None, ""
+        if reviewable:
+            verdict, reason = get_kind(conf.kind).auto_review(
+                [GoldResult(item=e, score=sc, scores=d) for e, sc, d in gold],
+                conf.kind_settings or {})
+        if verdict == "approved":
+            psycopg.ClientCursor(conn).execute(APPROVE_SQL, {
+                "participant": participant_id, "target": str(participant_id), "reason": reason,
+                "now": params["now"],
+                "detail": Jsonb({"study": conf.id, "reason": reason, "auto": True})})
+        else:
+            conn.execute("COMMIT")
+        return row
+
+    return _attempt(url, SUBMIT_END_SQL, work)
 
 
 def _drive(url: str, steps, conf: StudyConf | None = None):
