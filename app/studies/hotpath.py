@@ -186,7 +186,11 @@ VALUES (NULL, 'worker.approved', 'participant', %(target)s, %(detail)s, %(now)s)
 COMMIT
 """
 
-STUDY_SQL = """SELECT id, kind, kind_settings, xmin::text, title FROM studies WHERE slug = %(slug)s"""
+# The study as the hot path keeps it (StudyConf): what the statements need, and the texts that
+# entry, consent and a bundle's end show (the columns app/studies/services reads for them).
+STUDY_SQL = """SELECT id, kind, kind_settings, xmin::text, title, instructions, consent_text,
+                      contact, estimated_minutes, payment, completion_code, redirect_url
+               FROM studies WHERE slug = %(slug)s"""
 ITEM_SQL = """SELECT i.id, i.payload, i.reference::text, b.n_done + 1 >= b.size
               FROM assignments a JOIN items i ON i.id = a.item_id JOIN bundles b ON b.id = a.bundle_id
               WHERE a.id = %(assignment)s AND a.bundle_id = %(bundle)s"""
@@ -194,14 +198,22 @@ ITEM_SQL = """SELECT i.id, i.payload, i.reference::text, b.n_done + 1 >= b.size
 
 @dataclass(frozen=True)
 class StudyConf:
-    """What the hot path needs of a study in Python (the rest it reads in SQL). `version` is the
-    row's xmin: any change to the study row changes it, and the submit statement checks it."""
+    """What the hot path needs of a study in Python (the rest it reads in SQL), and what entry,
+    consent and a bundle's end show of it, all of one read of the row. `version` is the row's
+    xmin: any change to the study row changes it, and every statement that acts on the study
+    checks it (a changed study is read again, and the request takes the engine path)."""
     id: int
     slug: str
     kind: str
     kind_settings: dict
     version: str
     title: str  # the item page's heading
+    instructions: str
+    consent: str
+    consent_details: tuple
+    consent_version: str
+    completion_code: str
+    redirect_url: str
 
 
 @dataclass(frozen=True)
@@ -255,14 +267,14 @@ class _Lru:
 # How often each statement answered or left the request to the engine (bench/crowd.py prints it).
 stats: dict[str, int] = {"next": 0, "next_engine": 0, "submit": 0, "submit_engine": 0, "item_read": 0}
 
-_studies = _Lru(1000)     # (url, slug) -> StudyConf
+_studies = _Lru(1000)     # (url, slug) -> StudyConf, dropped when its version is seen to change
 _items = _Lru(20000)      # (url, item id) -> (payload, reference as text): what scoring needs
 _leases = _Lru(50000)     # (url, assignment id) -> (item id, whether its answer ends the bundle)
 
 
 def reset() -> None:
     """Forget every cached row and close the pools (tests: a database emptied under us)."""
-    for c in (_studies, _items, _leases, _entries):
+    for c in (_studies, _items, _leases):
         c.clear()
     for url in list(_urls):
         _engine(url).dispose()
@@ -413,10 +425,27 @@ def _study_steps(url: str, slug: str):
         row = yield STUDY_SQL, {"slug": slug}
         if row is None:
             return None
-        conf = StudyConf(id=row[0], slug=slug, kind=row[1], kind_settings=row[2] or {},
-                         version=row[3], title=row[4])
+        conf = _study_conf(slug, row)
         _studies.put(key, conf)
     return conf
+
+
+def _study_conf(slug: str, row) -> StudyConf:
+    """The texts a worker is shown are the services' functions of the Study (one definition,
+    the engine's): given a transient Study of the columns they read."""
+    from app.studies import services
+    from app.studies.models import Study
+
+    (id_, kind, kind_settings, version, title, instructions, consent_text, contact, minutes,
+     payment, completion_code, redirect_url) = row
+    shown = Study(consent_text=consent_text, contact=contact, estimated_minutes=minutes,
+                  payment=payment)
+    return StudyConf(id=id_, slug=slug, kind=kind, kind_settings=kind_settings or {},
+                     version=version, title=title, instructions=instructions,
+                     consent=services.consent_text(shown),
+                     consent_details=tuple(services.consent_details(shown)),
+                     consent_version=services.consent_version(shown),
+                     completion_code=completion_code, redirect_url=redirect_url or "")
 
 
 def _now():
@@ -478,7 +507,7 @@ def _submit_steps(url: str, conf: StudyConf, bundle_id: int, assignment_id: int,
         # Refused here, before any statement checked the browser, the study's state or version
         # and the worker: the engine checks those first and parses under the study's current
         # settings, so its answer (403, 409 or this 422) is the one to give.
-        _studies.drop((url, conf.slug))
+        forget_study(url, conf.slug)
         stats["submit_engine"] += 1
         return None
     scores = kind.score_details(payload, reference, parsed)
@@ -554,6 +583,8 @@ def _drive(url: str, steps, conf: StudyConf | None = None):
 
 
 def study(url: str, slug: str) -> StudyConf | None:
+    """The study of this slug, read once per version per process (entry, consent, next and
+    submit share the one read); None: no such study (the engine's 404)."""
     return _drive(url, _study_steps(url, slug))
 
 
@@ -666,21 +697,6 @@ RETURNING b.id
 
 
 @dataclass(frozen=True)
-class EntryInfo:
-    """What entry and consent show of a study, as of the study row's `version` (xmin), which
-    the statements check: a changed study is read again, and the request takes the engine path."""
-    id: int
-    slug: str
-    version: str
-    instructions: str
-    consent: str
-    consent_details: tuple
-    consent_version: str
-    completion_code: str = ""
-    redirect_url: str = ""
-
-
-@dataclass(frozen=True)
 class Entered:
     bundle_id: int
     size: int
@@ -688,44 +704,10 @@ class Entered:
     consented: bool
 
 
-_entries = _Lru(1000)  # (url, slug) -> EntryInfo
 stats.update({"enter": 0, "enter_engine": 0, "consent": 0, "consent_engine": 0})
 
 
-def entry_info(url: str, slug: str) -> EntryInfo | None:
-    """The study's entry texts, read once per version per process (by the ORM: the texts are
-    the services' functions of the Study)."""
-    info = _entries.get((url, slug))
-    if info is None:
-        from sqlalchemy import literal_column, select
-
-        from app.db import get_sessionmaker
-        from app.studies import services
-        from app.studies.models import Study
-
-        with get_sessionmaker(url)() as session:
-            row = session.execute(select(Study, literal_column("studies.xmin::text"))
-                                  .where(Study.slug == slug)).first()
-            if row is None:
-                return None
-            study, version = row
-            info = EntryInfo(id=study.id, slug=slug, version=version,
-                             instructions=study.instructions,
-                             consent=services.consent_text(study),
-                             consent_details=tuple(services.consent_details(study)),
-                             consent_version=services.consent_version(study),
-                             completion_code=study.completion_code,
-                             redirect_url=study.redirect_url or "")
-        _entries.put((url, slug), info)
-    return info
-
-
-def _forget_entry(url: str, info: EntryInfo) -> None:
-    _entries.drop((url, info.slug))
-    forget_study(url, info.slug)
-
-
-def enter(url: str, info: EntryInfo, platform: str, external_worker_id: str,
+def enter(url: str, info: StudyConf, platform: str, external_worker_id: str,
           external_assignment_id: str, hit_id: str, browser: str, address: str) -> Entered | None:
     """Find or start the worker's bundle in one round trip; None: nothing refused here, take the
     engine path (it gives the refusal's message, or finds the bundle an entry made meanwhile)."""
@@ -742,7 +724,7 @@ def enter(url: str, info: EntryInfo, platform: str, external_worker_id: str,
         return None
     bundle_id, size, n_done, consented, made, same_browser, ok, version = row
     if version != info.version:
-        _forget_entry(url, info)
+        forget_study(url, info.slug)
     if bundle_id is None or not ok or not (made or same_browser):
         stats["enter_engine"] += 1
         return None
@@ -750,7 +732,7 @@ def enter(url: str, info: EntryInfo, platform: str, external_worker_id: str,
     return Entered(bundle_id=bundle_id, size=size, n_done=n_done, consented=bool(consented))
 
 
-def consent(url: str, info: EntryInfo, bundle_id: int, shown: str, browser: str | None) -> bool:
+def consent(url: str, info: StudyConf, bundle_id: int, shown: str, browser: str | None) -> bool:
     """Record the first consent to the text of `shown` in one statement; False: take the engine
     path (consent given before, a changed text, another browser: it answers as it always did)."""
     import hmac
@@ -763,7 +745,7 @@ def consent(url: str, info: EntryInfo, bundle_id: int, shown: str, browser: str 
                                   "shown": info.consent_version, "browser": browser,
                                   "now": _now()})
     if row is None:
-        _forget_entry(url, info)  # the study may have changed: read it again
+        forget_study(url, info.slug)  # the study may have changed: read it again
         stats["consent_engine"] += 1
         return False
     stats["consent"] += 1
