@@ -442,7 +442,7 @@ def _service_process(url: str, slug: str, worker_ids: list, gate: StartGate, int
             ext, session_id = f"{wid}-b{n_bundle}", f"{wid}-s{n_bundle}"
 
             def entered():
-                info = hotpath.entry_info(url, slug) if fast else None
+                info = hotpath.study(url, slug) if fast else None
                 got = info and hotpath.enter(url, info, "prolific", ext, session_id, "bench",
                                              browser, address)
                 return got.bundle_id if got else call(lambda s, st: assignment.enter(
@@ -452,7 +452,7 @@ def _service_process(url: str, slug: str, worker_ids: list, gate: StartGate, int
             bundle_id = timed("enter", entered)
 
             def consented():
-                info = hotpath.entry_info(url, slug) if fast else None
+                info = hotpath.study(url, slug) if fast else None
                 if not (info and hotpath.consent(url, info, bundle_id, info.consent_version, browser)):
                     call(lambda s, st: assignment.consent(s, st, bundle_id, services.consent_version(st)))
 

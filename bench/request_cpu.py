@@ -15,20 +15,19 @@ can be compared run against run.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import os
 import secrets
 import statistics
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.request_common import KINDS, answer, bench_settings, bench_study, bundle, options, walk_async  # noqa: E402
 
 
 class Client:
@@ -77,33 +76,20 @@ class Client:
 async def one_worker(app, slug: str, w: int, rows: list) -> None:
     client = Client(app)
 
-    async def call(name, method, path, body=None):
+    async def send(kind, method, path, body):
         t = time.process_time()
         status, raw = await client.call(method, path, body)
-        rows.append((name, (time.process_time() - t) * 1000))
-        if status != 200:
-            raise SystemExit(f"{name}: {status} {raw[:300]!r}")
-        return json.loads(raw)
+        rows.append((kind, (time.process_time() - t) * 1000))
+        return answer(kind, status, raw)
 
     params = {"PROLIFIC_PID": f"cpu-{w}-{secrets.token_hex(3)}", "STUDY_ID": "st", "SESSION_ID": f"cpu-{w}"}
-    body = await call("enter", "POST", f"/api/v1/crowd/{slug}/enter", {"params": params})
-    await call("consent", "POST", f"/api/v1/crowd/{slug}/consent", {"consent_version": body["consent_version"]})
-    nxt = await call("next", "GET", f"/api/v1/crowd/{slug}/next")
-    while nxt["state"] == "item":
-        last = nxt["position"] == nxt["of"]
-        stored = await call("submit that ends the bundle" if last else "submit", "POST",
-                            f"/api/v1/crowd/{slug}/submit",
-                            {"assignment_id": nxt["assignment_id"], "idempotency_key": secrets.token_hex(8),
-                             "response": {"answer": "Yes"}})
-        nxt = stored["next"] or await call("next", "GET", f"/api/v1/crowd/{slug}/next")
-    if nxt["state"] != "done":
-        raise SystemExit(f"the bundle did not end: {nxt}")
+    await walk_async(bundle(slug, params), send)
 
 
 def report(name: str, per: dict) -> None:
     print(f"{name}: server CPU per request, ms (median / p90 / n)")
     total, annotations = 0.0, 0
-    for kind in ("enter", "consent", "next", "submit", "submit that ends the bundle"):
+    for kind in KINDS:
         values = sorted(per.get(kind, []))
         if values:
             p90 = values[min(len(values) - 1, int(0.9 * len(values)))]
@@ -114,31 +100,13 @@ def report(name: str, per: dict) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--admin-url", default=os.environ.get(
-        "PROCTOR_BENCH_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"))
-    ap.add_argument("--workers", type=int, default=21, help="workers, one bundle of 10 each (the first warms up)")
-    ap.add_argument("--items", type=int, default=5000)
+    ap = options(__doc__, 21, "workers, one bundle of 10 each (the first warms up)", 5000)
     ap.add_argument("--rounds", type=int, default=3, help="repeats of the workers")
     ap.add_argument("--profile", help="write yappi's CPU profile of every thread here (yappi must be importable)")
     args = ap.parse_args(argv)
 
-    os.environ["SECRET_KEY"] = os.environ.get("SECRET_KEY") or "bench-" + secrets.token_urlsafe(36)
-    os.environ.update(REDIS_URL="", RATE_LIMIT_ENTRY="0", RATE_LIMIT_SUBMIT="0", LOG_LEVEL="WARNING")
-    scratch = tempfile.mkdtemp(prefix="proctor-cpu-")
-    os.environ["STORAGE_URL"] = f"file://{scratch}/storage"
-
-    from bench.crowd import create_database, drop_database, seed
-
-    url = create_database(args.admin_url)
-    os.environ["DATABASE_URL"] = url
-    try:
-        from app.cli import migrate_db
-        from app.main import create_app
-
-        migrate_db(url)
-        slug = seed(url, args.items, 0, os.environ["SECRET_KEY"])["slug"]
-        app = create_app(url)
+    bench_settings("proctor-cpu-", RATE_LIMIT_ENTRY="0", RATE_LIMIT_SUBMIT="0", LOG_LEVEL="WARNING")
+    with bench_study(args.admin_url, args.items) as (app, slug):
         per: dict = defaultdict(list)
 
         async def run() -> None:
@@ -162,13 +130,6 @@ def main(argv=None) -> int:
 
         asyncio.run(run())
         report("this tree", per)
-    finally:
-        from app.db import get_engine
-        from app.studies import hotpath
-
-        get_engine.cache_clear()
-        hotpath.reset()
-        drop_database(args.admin_url, url)
     return 0
 
 

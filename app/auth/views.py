@@ -169,7 +169,7 @@ def fast_enter(request: Request, slug: str, params):
     url = request.app.state.database_url
     if not hotpath.enabled(url) or params.get("assignmentId") == MTURK_PREVIEW:
         return None
-    info = hotpath.entry_info(url, slug)
+    info = hotpath.study(url, slug)
     if info is None:  # no such study: the engine's 404
         return None
     platform, worker, assignment_id, hit = crowd_params(params)  # 400 for an id past its column

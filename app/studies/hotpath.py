@@ -188,7 +188,11 @@ VALUES (NULL, 'worker.approved', 'participant', %(target)s, %(detail)s, %(now)s)
 COMMIT
 """
 
-STUDY_SQL = """SELECT id, kind, kind_settings, xmin::text, title FROM studies WHERE slug = %(slug)s"""
+# The study as the hot path keeps it (StudyConf): what the statements need, and the texts that
+# entry, consent and a bundle's end show (the columns app/studies/services reads for them).
+STUDY_SQL = """SELECT id, kind, kind_settings, xmin::text, title, instructions, consent_text,
+                      contact, estimated_minutes, payment, completion_code, redirect_url
+               FROM studies WHERE slug = %(slug)s"""
 ITEM_SQL = """SELECT i.id, i.payload, i.reference::text, b.n_done + 1 >= b.size
               FROM assignments a JOIN items i ON i.id = a.item_id JOIN bundles b ON b.id = a.bundle_id
               WHERE a.id = %(assignment)s AND a.bundle_id = %(bundle)s"""
@@ -196,14 +200,22 @@ ITEM_SQL = """SELECT i.id, i.payload, i.reference::text, b.n_done + 1 >= b.size
 
 @dataclass(frozen=True)
 class StudyConf:
-    """What the hot path needs of a study in Python (the rest it reads in SQL). `version` is the
-    row's xmin: any change to the study row changes it, and the submit statement checks it."""
+    """What the hot path needs of a study in Python (the rest it reads in SQL), and what entry,
+    consent and a bundle's end show of it, all of one read of the row. `version` is the row's
+    xmin: any change to the study row changes it, and every statement that acts on the study
+    checks it (a changed study is read again, and the request takes the engine path)."""
     id: int
     slug: str
     kind: str
     kind_settings: dict
     version: str
     title: str  # the item page's heading
+    instructions: str
+    consent: str
+    consent_details: tuple
+    consent_version: str
+    completion_code: str
+    redirect_url: str
 
 
 @dataclass(frozen=True)
@@ -257,14 +269,14 @@ class _Lru:
 # How often each statement answered or left the request to the engine (bench/crowd.py prints it).
 stats: dict[str, int] = {"next": 0, "next_engine": 0, "submit": 0, "submit_engine": 0, "item_read": 0}
 
-_studies = _Lru(1000)     # (url, slug) -> StudyConf
+_studies = _Lru(1000)     # (url, slug) -> StudyConf, dropped when its version is seen to change
 _items = _Lru(20000)      # (url, item id) -> (payload, reference as text): what scoring needs
 _leases = _Lru(50000)     # (url, assignment id) -> (item id, whether its answer ends the bundle)
 
 
 def reset() -> None:
     """Forget every cached row and close the pools (tests: a database emptied under us)."""
-    for c in (_studies, _items, _leases, _entries):
+    for c in (_studies, _items, _leases):
         c.clear()
     for url in list(_urls):
         _engine(url).dispose()
@@ -340,35 +352,68 @@ def _compact(sql: str) -> str:
     return "".join(out).strip()
 
 
-def _run(url: str, sql: str, params: dict, client: bool = False):
-    """One statement, its first row; None when a unique key or lock refused it (the caller
-    takes the engine path). A broken connection is dropped and the statement tried again.
-    `client`: several statements bound in the client and sent as one query (one round trip,
-    one implicit transaction): the first row of the last statement."""
+@lru_cache(maxsize=1)
+def _refusals() -> tuple:
+    """The errors by which PostgreSQL refuses a statement of the hot path, having changed
+    nothing: a unique key (a lease or an answer another request made first) or a lock. The
+    caller then takes the engine's path, which answers the case. (psycopg is imported late
+    here, as everywhere in this module: SQLite never loads it.)"""
+    from psycopg import errors
+
+    return (errors.IntegrityError, errors.DeadlockDetected, errors.LockNotAvailable,
+            errors.SerializationFailure)
+
+
+def _attempt(url: str, what: str, work):
+    """`work(connection)` on a pooled connection of the hot path: its result, or None when
+    refused (_refusals). A broken connection is dropped and `work` tried once more on a fresh
+    one: every statement here is idempotent, and a broken one committed nothing (the retry
+    finds the lease still open, or replays the stored answer). Broken twice, it raises as the
+    engine's errors do: the app answers 503 with Retry-After, and the client tries again."""
     import psycopg
     from sqlalchemy.exc import OperationalError
 
-    sql = _compact(sql)
     for attempt in (0, 1):
         raw = _connect(url)
+        conn = raw.driver_connection
         try:
-            if not client:
-                return raw.driver_connection.execute(sql, params).fetchone()
-            cur = psycopg.ClientCursor(raw.driver_connection)
-            cur.execute(sql, params)
-            while cur.nextset():
-                pass
-            return cur.fetchone()
-        except (psycopg.errors.IntegrityError, psycopg.errors.DeadlockDetected,
-                psycopg.errors.LockNotAvailable, psycopg.errors.SerializationFailure):
+            return work(conn)
+        except _refusals():  # before OperationalError: a deadlock or a lock refused is one too
             return None
         except psycopg.OperationalError as exc:
             raw.invalidate()
-            if attempt:  # as the engine's errors: the app answers 503, try again shortly
-                raise OperationalError(sql[:80], None, exc) from exc
+            if attempt:
+                raise OperationalError(what[:80], None, exc) from exc
         finally:
+            # Never hand a connection inside a transaction back to the pool (_run_end opens
+            # one; autocommit statements leave none).
+            if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                try:
+                    conn.execute("ROLLBACK")
+                except psycopg.Error:
+                    raw.invalidate()
             raw.close()
     return None
+
+
+def _run(url: str, sql: str, params: dict, client: bool = False):
+    """One statement, its first row; None when refused (the caller takes the engine path).
+    `client`: several statements bound in the client and sent as one query (one round trip,
+    one implicit transaction): the first row of the last statement."""
+    sql = _compact(sql)
+
+    def work(conn):
+        if not client:
+            return conn.execute(sql, params).fetchone()
+        import psycopg
+
+        cur = psycopg.ClientCursor(conn)
+        cur.execute(sql, params)
+        while cur.nextset():
+            pass
+        return cur.fetchone()
+
+    return _attempt(url, sql, work)
 
 
 # Each operation is a generator that yields (sql, params) and receives the row, run by _drive
@@ -382,10 +427,27 @@ def _study_steps(url: str, slug: str):
         row = yield STUDY_SQL, {"slug": slug}
         if row is None:
             return None
-        conf = StudyConf(id=row[0], slug=slug, kind=row[1], kind_settings=row[2] or {},
-                         version=row[3], title=row[4])
+        conf = _study_conf(slug, row)
         _studies.put(key, conf)
     return conf
+
+
+def _study_conf(slug: str, row) -> StudyConf:
+    """The texts a worker is shown are the services' functions of the Study (one definition,
+    the engine's): given a transient Study of the columns they read."""
+    from app.studies import services
+    from app.studies.models import Study
+
+    (id_, kind, kind_settings, version, title, instructions, consent_text, contact, minutes,
+     payment, completion_code, redirect_url) = row
+    shown = Study(consent_text=consent_text, contact=contact, estimated_minutes=minutes,
+                  payment=payment)
+    return StudyConf(id=id_, slug=slug, kind=kind, kind_settings=kind_settings or {},
+                     version=version, title=title, instructions=instructions,
+                     consent=services.consent_text(shown),
+                     consent_details=tuple(services.consent_details(shown)),
+                     consent_version=services.consent_version(shown),
+                     completion_code=completion_code, redirect_url=redirect_url or "")
 
 
 def _now():
@@ -447,7 +509,7 @@ def _submit_steps(url: str, conf: StudyConf, bundle_id: int, assignment_id: int,
         # Refused here, before any statement checked the browser, the study's state or version
         # and the worker: the engine checks those first and parses under the study's current
         # settings, so its answer (403, 409 or this 422) is the one to give.
-        _studies.drop((url, conf.slug))
+        forget_study(url, conf.slug)
         stats["submit_engine"] += 1
         return None
     scores = kind.score_details(payload, reference, parsed)
@@ -480,53 +542,36 @@ def _run_end(url: str, conf: StudyConf, params: dict):
     rejection), then `COMMIT`, or the approval, its audit entry and `COMMIT` as one query."""
     import psycopg
     from psycopg.types.json import Jsonb
-    from sqlalchemy.exc import OperationalError
 
     from app.kinds import get_kind
     from app.kinds.base import GoldResult
 
-    for attempt in (0, 1):
-        raw = _connect(url)
-        conn = raw.driver_connection
-        try:
-            cur = psycopg.ClientCursor(conn)
-            cur.execute("BEGIN;\n" + SUBMIT_END_SQL + ";\n" + GOLD_SQL, params)
-            cur.nextset()
-            row = cur.fetchone()
-            cur.nextset()
-            record = cur.fetchone()
-            if row is None or row[0] is None or record is None:
-                conn.execute("ROLLBACK")
-                return row
-            participant_id, reviewable, gold = record
-            verdict, reason = None, ""
-            if reviewable:
-                verdict, reason = get_kind(conf.kind).auto_review(
-                    [GoldResult(item=e, score=sc, scores=d) for e, sc, d in gold],
-                    conf.kind_settings or {})
-            if verdict == "approved":
-                psycopg.ClientCursor(conn).execute(APPROVE_SQL, {
-                    "participant": participant_id, "target": str(participant_id), "reason": reason,
-                    "now": params["now"],
-                    "detail": Jsonb({"study": conf.id, "reason": reason, "auto": True})})
-            else:
-                conn.execute("COMMIT")
+    def work(conn):
+        cur = psycopg.ClientCursor(conn)
+        cur.execute("BEGIN;\n" + SUBMIT_END_SQL + ";\n" + GOLD_SQL, params)
+        cur.nextset()
+        row = cur.fetchone()
+        cur.nextset()
+        record = cur.fetchone()
+        if row is None or row[0] is None or record is None:
+            conn.execute("ROLLBACK")
             return row
-        except (psycopg.errors.IntegrityError, psycopg.errors.DeadlockDetected,
-                psycopg.errors.LockNotAvailable, psycopg.errors.SerializationFailure):
-            return None  # a unique key or a lock refused it: the engine's path
-        except psycopg.OperationalError as exc:
-            raw.invalidate()
-            if attempt:  # nothing was committed: the retry finds the lease still open
-                raise OperationalError(SUBMIT_END_SQL[:80], None, exc) from exc
-        finally:
-            if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                try:  # never hand a connection inside a transaction back to the pool
-                    conn.execute("ROLLBACK")
-                except psycopg.Error:
-                    raw.invalidate()
-            raw.close()
-    return None
+        participant_id, reviewable, gold = record
+        verdict, reason = None, ""
+        if reviewable:
+            verdict, reason = get_kind(conf.kind).auto_review(
+                [GoldResult(item=e, score=sc, scores=d) for e, sc, d in gold],
+                conf.kind_settings or {})
+        if verdict == "approved":
+            psycopg.ClientCursor(conn).execute(APPROVE_SQL, {
+                "participant": participant_id, "target": str(participant_id), "reason": reason,
+                "now": params["now"],
+                "detail": Jsonb({"study": conf.id, "reason": reason, "auto": True})})
+        else:
+            conn.execute("COMMIT")
+        return row
+
+    return _attempt(url, SUBMIT_END_SQL, work)
 
 
 def _drive(url: str, steps, conf: StudyConf | None = None):
@@ -540,6 +585,8 @@ def _drive(url: str, steps, conf: StudyConf | None = None):
 
 
 def study(url: str, slug: str) -> StudyConf | None:
+    """The study of this slug, read once per version per process (entry, consent, next and
+    submit share the one read); None: no such study (the engine's 404)."""
     return _drive(url, _study_steps(url, slug))
 
 
@@ -652,21 +699,6 @@ RETURNING b.id
 
 
 @dataclass(frozen=True)
-class EntryInfo:
-    """What entry and consent show of a study, as of the study row's `version` (xmin), which
-    the statements check: a changed study is read again, and the request takes the engine path."""
-    id: int
-    slug: str
-    version: str
-    instructions: str
-    consent: str
-    consent_details: tuple
-    consent_version: str
-    completion_code: str = ""
-    redirect_url: str = ""
-
-
-@dataclass(frozen=True)
 class Entered:
     bundle_id: int
     size: int
@@ -674,44 +706,10 @@ class Entered:
     consented: bool
 
 
-_entries = _Lru(1000)  # (url, slug) -> EntryInfo
 stats.update({"enter": 0, "enter_engine": 0, "consent": 0, "consent_engine": 0})
 
 
-def entry_info(url: str, slug: str) -> EntryInfo | None:
-    """The study's entry texts, read once per version per process (by the ORM: the texts are
-    the services' functions of the Study)."""
-    info = _entries.get((url, slug))
-    if info is None:
-        from sqlalchemy import literal_column, select
-
-        from app.db import get_sessionmaker
-        from app.studies import services
-        from app.studies.models import Study
-
-        with get_sessionmaker(url)() as session:
-            row = session.execute(select(Study, literal_column("studies.xmin::text"))
-                                  .where(Study.slug == slug)).first()
-            if row is None:
-                return None
-            study, version = row
-            info = EntryInfo(id=study.id, slug=slug, version=version,
-                             instructions=study.instructions,
-                             consent=services.consent_text(study),
-                             consent_details=tuple(services.consent_details(study)),
-                             consent_version=services.consent_version(study),
-                             completion_code=study.completion_code,
-                             redirect_url=study.redirect_url or "")
-        _entries.put((url, slug), info)
-    return info
-
-
-def _forget_entry(url: str, info: EntryInfo) -> None:
-    _entries.drop((url, info.slug))
-    forget_study(url, info.slug)
-
-
-def enter(url: str, info: EntryInfo, platform: str, external_worker_id: str,
+def enter(url: str, info: StudyConf, platform: str, external_worker_id: str,
           external_assignment_id: str, hit_id: str, browser: str, address: str) -> Entered | None:
     """Find or start the worker's bundle in one round trip; None: nothing refused here, take the
     engine path (it gives the refusal's message, or finds the bundle an entry made meanwhile)."""
@@ -728,7 +726,7 @@ def enter(url: str, info: EntryInfo, platform: str, external_worker_id: str,
         return None
     bundle_id, size, n_done, consented, made, same_browser, ok, version = row
     if version != info.version:
-        _forget_entry(url, info)
+        forget_study(url, info.slug)
     if bundle_id is None or not ok or not (made or same_browser):
         stats["enter_engine"] += 1
         return None
@@ -736,7 +734,7 @@ def enter(url: str, info: EntryInfo, platform: str, external_worker_id: str,
     return Entered(bundle_id=bundle_id, size=size, n_done=n_done, consented=bool(consented))
 
 
-def consent(url: str, info: EntryInfo, bundle_id: int, shown: str, browser: str | None) -> bool:
+def consent(url: str, info: StudyConf, bundle_id: int, shown: str, browser: str | None) -> bool:
     """Record the first consent to the text of `shown` in one statement; False: take the engine
     path (consent given before, a changed text, another browser: it answers as it always did)."""
     import hmac
@@ -749,7 +747,7 @@ def consent(url: str, info: EntryInfo, bundle_id: int, shown: str, browser: str 
                                   "shown": info.consent_version, "browser": browser,
                                   "now": _now()})
     if row is None:
-        _forget_entry(url, info)  # the study may have changed: read it again
+        forget_study(url, info.slug)  # the study may have changed: read it again
         stats["consent_engine"] += 1
         return False
     stats["consent"] += 1

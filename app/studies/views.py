@@ -90,7 +90,7 @@ def fast_end(request: Request, slug: str, conf, bundle_id: int, stored):
     """The end of a bundle the hot path just closed (and reviewed), as the engine's end shows
     it, from the answer's own statement and the study's texts as of the version it checked:
     (study, bundle, done_context); None: ask the engine (the texts are of another version)."""
-    info = hotpath.entry_info(request.app.state.database_url, slug)
+    info = hotpath.study(request.app.state.database_url, slug)
     if info is None or info.version != conf.version:
         return None
     bundle = SimpleNamespace(id=bundle_id, n_done=stored.n_done, size=stored.size,
@@ -184,7 +184,7 @@ def fast_consent(request: Request, slug: str, shown: str) -> bool:
     bundle_id = request.session.get("crowd", {}).get(slug)
     if not hotpath.enabled(url) or not isinstance(bundle_id, int):
         return False
-    info = hotpath.entry_info(url, slug)
+    info = hotpath.study(url, slug)
     browser = presented_browser(request)
     return info is not None and hotpath.consent(url, info, bundle_id, shown, browser)
 

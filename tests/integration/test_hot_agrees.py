@@ -27,7 +27,7 @@ def test_a_bundles_gold_slots_are_the_same_by_the_hot_path_and_by_the_engine(db_
     owner = make_user(session, "researcher")
     study = create_tom_study(session, owner, bundle_size=10, gold_rate=0.3)
     session.commit()
-    info = hotpath.entry_info(db_url, study.slug)
+    info = hotpath.study(db_url, study.slug)
     browser = assignment.browser_hash("g" * 32)
     drawn = {}
     for ext in ("hit-1", "hit-2", "hit-3", "hit-4"):

@@ -40,7 +40,7 @@ def test_one_worker_entering_many_times_at_once_gets_the_tasks_allowed(db_url, s
     session.flush()
     session.add(Participant(study_id=study.id, worker_id=worker.id))
     session.commit()
-    info = hotpath.entry_info(db_url, study.slug)
+    info = hotpath.study(db_url, study.slug)
     browser = assignment.browser_hash("b" * 32)
     gate, got = threading.Barrier(8), []
 
@@ -163,3 +163,26 @@ def test_an_entry_refused_for_the_studys_state_leaves_no_worker_behind(client, s
     late = session.scalar(select(User).where(User.external_id == "late"))
     assert late is None or not session.scalar(select(func.count()).select_from(Participant).where(
         Participant.worker_id == late.id, Participant.study_id == study.id))
+
+
+def test_the_texts_the_hot_path_shows_are_the_engines(session, db_url):
+    """Entry, consent and a bundle's end show the study as the engine's services make it, from
+    the one cached read of the row (hotpath.study); an edit is read again at its new version."""
+    _pg_only(db_url)
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, payment="£2", estimated_minutes=7, contact="lab@x.org",
+                             consent_text="Our text.", instructions="Read twice.",
+                             redirect_url="https://example.org/done")
+    session.commit()
+    conf = hotpath.study(db_url, study.slug)
+    shown = (conf.instructions, conf.consent, conf.consent_details, conf.consent_version,
+             conf.completion_code, conf.redirect_url)
+    assert shown == (study.instructions, services.consent_text(study),
+                     tuple(services.consent_details(study)), services.consent_version(study),
+                     study.completion_code, study.redirect_url)
+    services.edit_study(session, study, services.StudyEdit(payment="£1"), owner)
+    session.commit()
+    hotpath.forget_study(db_url, study.slug)  # as a statement that saw the new version does
+    again = hotpath.study(db_url, study.slug)
+    assert again.version != conf.version and dict(again.consent_details)["Payment"] == "£1"
+    assert again.consent_version == services.consent_version(study) != conf.consent_version
