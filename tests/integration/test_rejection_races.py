@@ -1,8 +1,13 @@
-"""PostgreSQL: a rejection meeting the crowd in the interleavings that used to go wrong, forced
-by holding a lock and letting go once the others wait (pg_stat_activity): while its worker asks
-for more work and answers it, beside the lease sweeper, and aborted by a deadlock."""
+"""PostgreSQL: bulk writers of the leaderboard totals meeting the crowd, or each other, in the
+interleavings that used to go wrong, forced by holding a lock and letting go once the others
+wait (pg_stat_activity): a rejection while its worker asks for more work and answers it, and
+two Hexagons re-scores of the same item, or of items answered by the same executors."""
 
 from __future__ import annotations
+
+import json
+import math
+import uuid
 
 import pytest
 from sqlalchemy import func, select, text
@@ -10,11 +15,12 @@ from sqlalchemy.orm import Session as OrmSession
 
 from app.auth.models import User
 from app.quality.service import decide
-from app.studies import assignment, hotpath
+from app.studies import assignment, hotpath, services
 from app.studies.models import Annotation, Assignment, Item, Participant, Study
 from tests.conftest import make_user
 from tests.integration.test_crowd_integrity import tiny_study
-from tests.integration.test_leaderboard_totals import _in_thread, _wait_until_waiting, check
+from tests.integration.test_leaderboard_totals import (_in_thread, _wait_until_waiting, check, item_summaries,
+                                                       table_rows)
 
 
 def _pg_only(db_url):
@@ -222,3 +228,116 @@ def test_a_rejection_aborted_by_a_deadlock_is_tried_again(db_url, session):
     assert session.scalars(select(Annotation.excluded)).all() == [True]
     assert session.scalars(select(Item.n_active).where(Item.id == lease.item_id)).one() == 0
 
+
+def _executed_in_turn(session, owner):
+    """The consolidation tests' two procedures, each executed by workers A and B, in turns
+    A, B, B, A: depth first, so A's execution of one procedure is stored before B's and B's of
+    the other before A's (a re-score's flush goes in annotation order: A then B on one
+    procedure, B then A on the other)."""
+    from tests.integration.test_hex_consolidation import EXECUTIONS, procedures_jsonl
+
+    study = services.create_study(
+        session, owner, "hexagons", services.StudySettings(title="Re-scores", bundle_size=2, gold_rate=0.0,
+                                                           annotations_per_item=2),
+        procedures_jsonl(), "procedures", {})
+    services.set_state(session, study, "live", owner)
+    bundles = {who: assignment.enter(session, study, "prolific", f"hex-{who}").id for who in "AB"}
+    order = []
+    for who in "ABBA":
+        lease = assignment.next_item(session, study, bundles[who])
+        ext = session.get(Item, lease.item_id).external_id
+        response = {"steps": json.dumps([{"board": b, "actions": []} for b in EXECUTIONS[who][ext]])}
+        assignment.submit(session, study, bundles[who], lease.id, response, uuid.uuid4().hex)
+        order.append((who, ext))
+    session.commit()
+    assert order in ([("A", "1"), ("B", "1"), ("B", "2"), ("A", "2")],
+                     [("A", "2"), ("B", "2"), ("B", "1"), ("A", "1")]), order
+    return study
+
+
+@pytest.mark.parametrize("overlap", ["one procedure", "shared executors"])
+def test_two_hexagons_rescores_at_once(db_url, session, hexagons_kind, overlap):
+    """Two admins fix gold boards at once, each fix re-scoring every execution of its
+    procedure (app/kinds/hexagons/consolidation.rescore): two steps of one procedure, or one
+    step of each of two procedures that the same two executors carried out (one re-score
+    meets them A then B, the other B then A). Both are held at the lock they collide on (the
+    procedure's row; worker A's totals) and let go together: both complete, neither fix is
+    lost, every execution is scored against the final gold boards, and the totals equal a
+    recount."""
+    from app.kinds.hexagons import consolidation
+    from tests.integration.test_hex_consolidation import board
+
+    _pg_only(db_url)
+    owner = make_user(session, "researcher")
+    admin = make_user(session, "admin")
+    study = _executed_in_turn(session, owner)
+    items = {i.external_id: i.id for i in session.scalars(select(Item).where(Item.study_id == study.id))}
+    fixes = {"one procedure": [("2", 1, board(t0=4, t18=4)), ("2", 2, board(t0=4, t18=4, t1=3))],
+             "shared executors": [("1", 2, board(t0=4, t1=3)), ("2", 1, board(t0=4, t18=4))]}[overlap]
+
+    holder = OrmSession(bind=session.get_bind())
+    if overlap == "one procedure":
+        holder.execute(text("SELECT 1 FROM items WHERE id = :i FOR NO KEY UPDATE"), {"i": items["2"]})
+    else:
+        a = session.scalar(select(User.id).where(User.external_id == "hex-A"))
+        holder.execute(text("SELECT 1 FROM lb_worker_categories WHERE worker_id = :w FOR UPDATE"), {"w": a})
+
+    def fix(ext, step, gold):
+        def run():
+            with OrmSession(bind=session.get_bind()) as s:
+                consolidation.decide(s, s.get(Study, study.id), items[ext], step, "other", "fixed",
+                                     gold, s.get(User, admin.id))
+        return run
+
+    threads = [_in_thread(fix(*f)) for f in fixes]
+    _wait_until_waiting(session, 2)
+    holder.rollback()
+    holder.close()
+    for t, _ in threads:
+        t.join(30)
+        assert not t.is_alive()
+    assert [out["error"] for _, out in threads] == [None, None]
+
+    session.expire_all()
+    for ext, step, gold in fixes:
+        assert session.get(Item, items[ext]).reference["boards"][step - 1] == gold
+    kind = hexagons_kind
+    for ann in session.scalars(select(Annotation).where(Annotation.study_id == study.id)):
+        item = session.get(Item, ann.item_id)
+        assert ann.score == kind.score(item.payload, item.reference, ann.response)
+    _recounted(session, study)
+
+
+def _recounted(session, study) -> None:
+    """The kept totals equal a rebuild, and the leaderboard from them the one counted from the
+    raw annotations, to 12 digits: Hexagons scores are not dyadic, and a re-score moves a
+    running sum by (new - old), so the last bit may differ from a sum taken afresh (the totals
+    tests use dyadic scores to compare every bit)."""
+    from app.leaderboards.service import compute, recompute_from_annotations
+    from app.leaderboards.totals import rebuild
+
+    def close(a, b, where="board"):
+        if isinstance(a, float) and isinstance(b, float):
+            assert math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12) or (math.isnan(a) and math.isnan(b)), where
+        elif isinstance(a, dict):
+            assert isinstance(b, dict) and set(a) == set(b), where
+            for k in a:
+                close(a[k], b[k], f"{where}.{k}")
+        elif isinstance(a, (list, tuple)):
+            assert len(a) == len(b), where
+            for i, (x, y) in enumerate(zip(a, b)):
+                close(x, y, f"{where}[{i}]")
+        else:
+            assert a == b, f"{where}: {a!r} != {b!r}"
+
+    session.expire_all()
+    kept = table_rows(session, study.id)
+    summaries = [(i, p, round(x, 9)) for i, p, x in item_summaries(session, study.id)]
+    rebuild(session.connection(), study.id)
+    assert table_rows(session, study.id) == kept
+    assert [(i, p, round(x, 9)) for i, p, x in item_summaries(session, study.id)] == summaries
+    session.rollback()
+    board = compute(session, study)
+    session.commit()
+    close(board, recompute_from_annotations(session, study))
+    session.commit()
