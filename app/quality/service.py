@@ -7,10 +7,13 @@ no admin has reviewed, never a rejection, recorded in the audit log with no acto
 from __future__ import annotations
 
 import math
+import random
+import time
 from collections import Counter
 from statistics import median
 
 from sqlalchemy import and_, case, func, select, update
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from app import audit
@@ -20,7 +23,7 @@ from app.errors import InputError
 from app.kinds import all_kinds, get_kind
 from app.kinds.base import GoldResult, TaskKind
 from app.leaderboards.totals import lock_totals
-from app.studies.models import Annotation, Assignment, Item, Participant, Study
+from app.studies.models import Annotation, Assignment, Bundle, Item, Participant, Study
 
 # A worker is flagged for a closer look below these marks.
 MIN_GOLD_ACCURACY = 0.7
@@ -304,14 +307,32 @@ def decide(session: Session, study: Study, participant_ids: list[int], decision:
         raise InputError("decision must be approve or reject", field="decision")
     if decision == "rejected" and not reason.strip():
         raise InputError("a rejection needs a reason (the worker is told it)", field="reason")
-    with serialised_writes(session):
-        try:
-            changed = _decide(session, study, participant_ids, decision, actor, reason)
-            session.commit()
-        except BaseException:
-            session.rollback()
-            raise
-    return changed
+    for attempt in range(DECIDE_ATTEMPTS):
+        with serialised_writes(session):
+            try:
+                changed = _decide(session, study, participant_ids, decision, actor, reason)
+                session.commit()
+                return changed
+            except OperationalError as exc:
+                session.rollback()
+                # Its locks follow the crowd's order (_decide), but a writer outside that
+                # order can still meet it; PostgreSQL then aborts one of the two: try the
+                # whole decision again, and after the last try the app answers 503, try again.
+                if not _lost_a_race(exc) or attempt == DECIDE_ATTEMPTS - 1:
+                    raise
+            except BaseException:
+                session.rollback()
+                raise
+        time.sleep(0.05 * (attempt + 1) * random.random())
+
+
+# How often a decision aborted by a deadlock (or a serialisation failure) is tried in all.
+DECIDE_ATTEMPTS = 3
+
+
+def _lost_a_race(exc: OperationalError) -> bool:
+    code = getattr(exc.orig, "sqlstate", None)
+    return code in ("40P01", "40001")  # deadlock_detected, serialization_failure
 
 
 def _decide(session, study, participant_ids, decision, actor, reason) -> int:
@@ -326,6 +347,15 @@ def _decide(session, study, participant_ids, decision, actor, reason) -> int:
                              field="participant_id")
     changed = 0
     rejected: list[int] = []
+    if decision == "rejected":
+        # The workers' bundles first, in id order: every crowd request locks its bundle
+        # before anything else (bundle -> participant -> assignment -> item -> totals), so
+        # none of theirs is under way while their work is dropped and none starts before the
+        # rejection commits. Without it an answer to a lease made after the look-up below
+        # was stored, counted and never excluded.
+        session.execute(select(Bundle.id).where(Bundle.study_id == study.id,
+                                                Bundle.participant_id.in_(set(participant_ids)))
+                        .order_by(Bundle.id).with_for_update())
     for pid in sorted(set(participant_ids)):  # participants locked in id order
         p = session.execute(select(Participant).where(Participant.id == pid).with_for_update()
                             ).scalar_one()
@@ -348,7 +378,8 @@ def _decide(session, study, participant_ids, decision, actor, reason) -> int:
 def _drop_work(session: Session, study: Study, worker_ids: list[int]) -> None:
     """The rejected workers' work, all in one pass: each kind of lock is taken once, in
     order, so that two rejections (or a rejection and an import) sharing items wait for each
-    other instead of deadlocking."""
+    other instead of deadlocking. Their bundles are locked (_decide): the look-ups below see
+    all of their work, and none is added before the commit."""
     item_ids = session.scalars(select(Assignment.item_id).where(
         Assignment.study_id == study.id, Assignment.worker_id.in_(worker_ids),
         Assignment.state.in_(("completed", "leased")), Assignment.is_gold.is_(False))

@@ -20,7 +20,9 @@ own path, which gives the worker the right answer (an error, a wait, the end of 
 Both statements lock the bundle first (FOR UPDATE), as the engine does, so they serialise with
 it. One statement reads one snapshot, taken before any lock wait: two `next` of one bundle at
 once could both see no lease; the unique index of one live lease per bundle refuses the second
-(IntegrityError), which then takes the engine path and sees the first's lease.
+(IntegrityError), which then takes the engine path and sees the first's lease. A rejection
+locks the worker's bundles too: `next` then locks the participant (FOR SHARE) to read the
+rejection it waited for; `submit` finds the lease no longer leased.
 
 Each statement runs in autocommit (its own transaction: no BEGIN/COMMIT round trips) on a pool
 without a pre-ping; a connection found broken is dropped and the statement tried once more on
@@ -73,6 +75,10 @@ WITH b AS (
             AND b.consented_at IS NOT NULL AND b.finished_at IS NULL AND s.state = 'live'
             AND p.status <> 'rejected') AS ok
     FROM b JOIN studies s ON s.id = %(study)s JOIN participants p ON p.id = b.participant_id
+    -- A rejection locks the bundle, then the participant. A `next` that waited for the bundle
+    -- would read the participant from its snapshot, taken before: still pending, and it would
+    -- lease the rejected worker an item. Locked, it is read as the rejection left it.
+    FOR SHARE OF p
 ), cur AS (
     -- A live lease is always for the bundle's current slot. The slot test matters: `b` waited
     -- for the bundle's lock and reads its latest row, but this reads the statement's snapshot,
