@@ -486,6 +486,11 @@ def create_app(database_url: str | None = None) -> FastAPI:
         # (or a wait without end); nothing was stored by the request that failed.
         headers = {"Retry-After": "10"}
         detail = "the database cannot be reached right now: try again in a few seconds"
+        if getattr(getattr(exc, "orig", None), "sqlstate", None) in ("40P01", "40001"):
+            # Aborted by a deadlock or a serialisation failure, after the retries a writer
+            # makes (a rejection meeting other writers): nothing was stored, and it is busy,
+            # not unreachable.
+            detail = "the database is busy with other writes to the same rows: try again in a few seconds"
         if _wants_json(request):
             return JSONResponse({"detail": detail}, status_code=503, headers=headers)
         return PlainTextResponse(detail, status_code=503, headers=headers)

@@ -12,8 +12,8 @@ PostgreSQL: rows are claimed with FOR UPDATE SKIP LOCKED; locks are always taken
 order bundle -> participant -> assignment -> item (a rejection too, over all the worker's
 bundles; an approval locks the participant only), so concurrent requests cannot deadlock
 each other; a transaction's several items (the sweeper's, a rejection's) go in item order;
-the leaderboard totals come last (an annotation's trigger: the item's lb_items row, then the worker's rows,
-then the item's answers; docs/data-model.md, "Locks").
+the leaderboard totals come last (an annotation's trigger: the item's lb_items row, then the
+worker's rows, then the item's answers; docs/data-model.md, "Locks").
 SQLite (the single-process embedded default): one process-wide lock serialises these writes.
 """
 
@@ -500,7 +500,8 @@ def sweep_expired(session: Session, limit: int = 500) -> int:
             .order_by(Assignment.id).limit(limit).with_for_update(skip_locked=True)).all()
         # Their items' capacity in item order, as a rejection gives it back: in lease order
         # the two could each hold an item the other waits for.
-        return sum(_release(session, a, "expired") for a in sorted(rows, key=lambda a: (a.item_id, a.id)))
+        rows = sorted(rows, key=lambda a: (a.item_id, a.id))
+        return sum(_release(session, a, "expired") for a in rows)
     return _retrying(work, session)
 
 

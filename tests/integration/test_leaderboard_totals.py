@@ -404,14 +404,15 @@ def _wait_until_waiting(session, n: int) -> None:
 
 
 def _in_thread(fn):
-    """Run fn in a thread; returns (thread, outcome): outcome["error"] is what it raised."""
+    """Run fn in a thread; returns (thread, outcome): outcome["error"] is what it raised,
+    outcome["result"] what it returned."""
     import threading
 
-    outcome = {"error": None}
+    outcome = {"error": None, "result": None}
 
     def run():
         try:
-            fn()
+            outcome["result"] = fn()
         except BaseException as e:  # noqa: BLE001 - reported by the test
             outcome["error"] = e
 

@@ -30,7 +30,7 @@ def _pg_only(db_url):
 
 def _crowd_worker(db_url, study, name: str, n: int):
     """A worker entered and consented by the hot path: (bundle id, browser hash)."""
-    info = hotpath.entry_info(db_url, study.slug)
+    info = hotpath.study(db_url, study.slug)
     browser = assignment.browser_hash(name * 32)
     entered = hotpath.enter(db_url, info, "prolific", name, f"hit-{name}", "st", browser,
                             assignment.address_pseudonym(f"10.0.0.{n}"))
@@ -341,3 +341,44 @@ def _recounted(session, study) -> None:
     session.commit()
     close(board, recompute_from_annotations(session, study))
     session.commit()
+
+
+def test_a_rejection_still_aborted_after_its_tries_is_a_503_that_says_busy(db_url, session, client,
+                                                                            monkeypatch):
+    """The same deadlock with one try: the admin is told the database is busy and to retry
+    (503, Retry-After), not that it cannot be reached, and nothing of the rejection is stored."""
+    from app.quality import service
+    from tests.conftest import login
+
+    _pg_only(db_url)
+    monkeypatch.setattr(service, "DECIDE_ATTEMPTS", 1)
+    owner, admin = make_user(session, "researcher"), make_user(session, "admin")
+    study = tiny_study(session, owner, 2, bundle_size=2, annotations_per_item=2)
+    session.commit()
+    w = assignment.enter(session, study, "prolific", "w")
+    lease = assignment.next_item(session, study, w.id)
+    assignment.submit(session, study, w.id, lease.id, {"answer": "Yes"}, "w0")
+    pid = session.scalar(select(Participant.id).where(Participant.worker_id == w.worker_id))
+    hdr = {"X-CSRF-Token": login(client, admin)}
+
+    other = OrmSession(bind=session.get_bind())
+    other.execute(text("SET deadlock_timeout = '10min'"))
+    other.execute(text("SELECT 1 FROM items WHERE id = :i FOR NO KEY UPDATE"), {"i": lease.item_id})
+    rejection, r_out = _in_thread(lambda: client.post(
+        f"/api/v1/studies/{study.id}/review", headers=hdr,
+        json={"participant_ids": [pid], "decision": "reject", "reason": "bot"}))
+    _wait_until_waiting(session, 1)
+    then, t_out = _in_thread(lambda: other.execute(text("SELECT 1 FROM bundles WHERE id = :b FOR UPDATE"),
+                                                   {"b": w.id}))
+    then.join(60)
+    assert not then.is_alive() and t_out["error"] is None
+    other.rollback()
+    other.close()
+    rejection.join(30)
+    assert not rejection.is_alive() and r_out["error"] is None, r_out["error"]
+    r = r_out["result"]
+    assert r.status_code == 503 and r.headers["Retry-After"], r.text
+    assert "busy" in r.json()["detail"] and "cannot be reached" not in r.json()["detail"]
+    session.expire_all()
+    assert session.get(Participant, pid).status != "rejected"
+    assert session.scalars(select(Annotation.excluded)).all() == [False]
