@@ -190,6 +190,37 @@ def test_a_rejection_and_the_lease_sweeper_sharing_items_at_once(db_url, session
 
 
 
+def _one_answer(session, owner):
+    """A live study of two items and one worker's answer: (study, bundle, lease, participant id)."""
+    study = tiny_study(session, owner, 2, bundle_size=2, annotations_per_item=2)
+    session.commit()
+    w = assignment.enter(session, study, "prolific", "w")
+    lease = assignment.next_item(session, study, w.id)
+    assignment.submit(session, study, w.id, lease.id, {"answer": "Yes"}, "w0")
+    pid = session.scalar(select(Participant.id).where(Participant.worker_id == w.worker_id))
+    return study, w, lease, pid
+
+
+def _deadlocked(session, bundle, lease, reject) -> dict:
+    """`reject()` run in a thread into a deadlock with a writer outside the crowd's lock order:
+    one holding the answered item, that then wants the worker's bundle. PostgreSQL aborts the
+    rejection's try (the other never detects it). Returns the rejection's outcome."""
+    other = OrmSession(bind=session.get_bind())
+    other.execute(text("SET deadlock_timeout = '10min'"))
+    other.execute(text("SELECT 1 FROM items WHERE id = :i FOR NO KEY UPDATE"), {"i": lease.item_id})
+    rejection, r_out = _in_thread(reject)
+    _wait_until_waiting(session, 1)
+    then, t_out = _in_thread(lambda: other.execute(text("SELECT 1 FROM bundles WHERE id = :b FOR UPDATE"),
+                                                   {"b": bundle.id}))
+    then.join(60)  # granted once PostgreSQL has aborted the rejection's (first) try
+    assert not then.is_alive() and t_out["error"] is None
+    other.rollback()
+    other.close()
+    rejection.join(30)
+    assert not rejection.is_alive()
+    return r_out
+
+
 def test_a_rejection_aborted_by_a_deadlock_is_tried_again(db_url, session):
     """A writer outside the crowd's lock order (here: one holding an item the rejection gives
     capacity back to, that then wants the worker's bundle) deadlocks with a rejection, and
@@ -197,32 +228,14 @@ def test_a_rejection_aborted_by_a_deadlock_is_tried_again(db_url, session):
     other writer is done, rather than failing the admin's request."""
     _pg_only(db_url)
     owner = make_user(session, "researcher")
-    study = tiny_study(session, owner, 2, bundle_size=2, annotations_per_item=2)
-    session.commit()
-    w = assignment.enter(session, study, "prolific", "w")
-    lease = assignment.next_item(session, study, w.id)
-    assignment.submit(session, study, w.id, lease.id, {"answer": "Yes"}, "w0")
-    pid = session.scalar(select(Participant.id).where(Participant.worker_id == w.worker_id))
-
-    other = OrmSession(bind=session.get_bind())
-    # The other writer never detects the deadlock (the rejection, waiting first, does).
-    other.execute(text("SET deadlock_timeout = '10min'"))
-    other.execute(text("SELECT 1 FROM items WHERE id = :i FOR NO KEY UPDATE"), {"i": lease.item_id})
+    study, w, lease, pid = _one_answer(session, owner)
 
     def reject():
         with OrmSession(bind=session.get_bind()) as s:
             decide(s, s.get(Study, study.id), [pid], "rejected", s.get(User, owner.id), "bot")
 
-    rejection, r_out = _in_thread(reject)
-    _wait_until_waiting(session, 1)
-    then, t_out = _in_thread(lambda: other.execute(text("SELECT 1 FROM bundles WHERE id = :b FOR UPDATE"),
-                                                   {"b": w.id}))
-    then.join(60)  # granted once PostgreSQL has aborted the rejection's first try
-    assert not then.is_alive() and t_out["error"] is None
-    other.rollback()
-    other.close()
-    rejection.join(30)
-    assert not rejection.is_alive() and r_out["error"] is None, r_out["error"]
+    r_out = _deadlocked(session, w, lease, reject)
+    assert r_out["error"] is None, r_out["error"]
     session.expire_all()
     assert session.get(Participant, pid).status == "rejected"
     assert session.scalars(select(Annotation.excluded)).all() == [True]
@@ -353,29 +366,12 @@ def test_a_rejection_still_aborted_after_its_tries_is_a_503_that_says_busy(db_ur
     _pg_only(db_url)
     monkeypatch.setattr(service, "DECIDE_ATTEMPTS", 1)
     owner, admin = make_user(session, "researcher"), make_user(session, "admin")
-    study = tiny_study(session, owner, 2, bundle_size=2, annotations_per_item=2)
-    session.commit()
-    w = assignment.enter(session, study, "prolific", "w")
-    lease = assignment.next_item(session, study, w.id)
-    assignment.submit(session, study, w.id, lease.id, {"answer": "Yes"}, "w0")
-    pid = session.scalar(select(Participant.id).where(Participant.worker_id == w.worker_id))
+    study, w, lease, pid = _one_answer(session, owner)
     hdr = {"X-CSRF-Token": login(client, admin)}
-
-    other = OrmSession(bind=session.get_bind())
-    other.execute(text("SET deadlock_timeout = '10min'"))
-    other.execute(text("SELECT 1 FROM items WHERE id = :i FOR NO KEY UPDATE"), {"i": lease.item_id})
-    rejection, r_out = _in_thread(lambda: client.post(
+    r_out = _deadlocked(session, w, lease, lambda: client.post(
         f"/api/v1/studies/{study.id}/review", headers=hdr,
         json={"participant_ids": [pid], "decision": "reject", "reason": "bot"}))
-    _wait_until_waiting(session, 1)
-    then, t_out = _in_thread(lambda: other.execute(text("SELECT 1 FROM bundles WHERE id = :b FOR UPDATE"),
-                                                   {"b": w.id}))
-    then.join(60)
-    assert not then.is_alive() and t_out["error"] is None
-    other.rollback()
-    other.close()
-    rejection.join(30)
-    assert not rejection.is_alive() and r_out["error"] is None, r_out["error"]
+    assert r_out["error"] is None, r_out["error"]
     r = r_out["result"]
     assert r.status_code == 503 and r.headers["Retry-After"], r.text
     assert "busy" in r.json()["detail"] and "cannot be reached" not in r.json()["detail"]
