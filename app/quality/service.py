@@ -348,9 +348,9 @@ def _decide(session, study, participant_ids, decision, actor, reason) -> int:
     changed = 0
     rejected: list[int] = []
     if decision == "rejected":
-        # The workers' bundles first, in id order: every crowd request locks its bundle
-        # before anything else (bundle -> participant -> assignment -> item -> totals), so
-        # none of theirs is under way while their work is dropped and none starts before the
+        # The workers' bundles first, in id order: every request of theirs that leases or
+        # answers locks its bundle before anything else (bundle -> participant -> assignment
+        # -> item -> totals), so none of theirs is under way while their work is dropped and none starts before the
         # rejection commits. Without it an answer to a lease made after the look-up below
         # was stored, counted and never excluded.
         session.execute(select(Bundle.id).where(Bundle.study_id == study.id,
@@ -358,7 +358,9 @@ def _decide(session, study, participant_ids, decision, actor, reason) -> int:
                         .order_by(Bundle.id).with_for_update())
     for pid in sorted(set(participant_ids)):  # participants locked in id order
         p = session.execute(select(Participant).where(Participant.id == pid).with_for_update()
-                            ).scalar_one()
+                            ).scalar_one_or_none()
+        if p is None:  # gone since the check above (its study deleted)
+            raise InputError(f"no participant {pid} in this study", field="participant_id")
         if p.status == decision:
             continue
         if p.status == "rejected":
@@ -380,14 +382,14 @@ def _drop_work(session: Session, study: Study, worker_ids: list[int]) -> None:
     order, so that two rejections (or a rejection and an import) sharing items wait for each
     other instead of deadlocking. Their bundles are locked (_decide): the look-ups below see
     all of their work, and none is added before the commit."""
-    item_ids = session.scalars(select(Assignment.item_id).where(
+    # Assignments before items: the same lock order as submit and the lease sweeper. The
+    # capacity given back is what this statement moved: a lease the sweeper (or another
+    # worker's wait) expires meanwhile has given its own back, and is skipped here.
+    moved = session.execute(update(Assignment).where(
         Assignment.study_id == study.id, Assignment.worker_id.in_(worker_ids),
-        Assignment.state.in_(("completed", "leased")), Assignment.is_gold.is_(False))
-        .order_by(Assignment.item_id)).all()
-    # Assignments before items: the same lock order as submit and the lease sweeper.
-    session.execute(update(Assignment).where(
-        Assignment.study_id == study.id, Assignment.worker_id.in_(worker_ids),
-        Assignment.state.in_(("completed", "leased"))).values(state="rejected"))
+        Assignment.state.in_(("completed", "leased"))).values(state="rejected")
+        .returning(Assignment.item_id, Assignment.is_gold)).all()
+    item_ids = [item_id for item_id, is_gold in moved if not is_gold]
     for item_id, n in sorted(Counter(item_ids).items()):
         session.execute(update(Item).where(Item.id == item_id).values(n_active=Item.n_active - n))
     # Then the totals' locks of every item and worker the exclusion changes, in their order,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import RedirectResponse
+from starlette.concurrency import run_in_threadpool
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -86,8 +87,10 @@ async def decide(request: Request, study_id: Id, session: Session = Depends(db),
     if not ids:
         raise InputError("select at least one worker", field="participant_id")
     decision = {"approve": "approved", "reject": "rejected"}.get(str(form.get("decision")), "")
-    n = service.decide(session, study, ids, decision, session.merge(user),
-                       str(form.get("reason", "")))
+    # In a thread: a decision waits for row locks and may retry (service.decide), which must
+    # not hold up the event loop.
+    n = await run_in_threadpool(service.decide, session, study, ids, decision, session.merge(user),
+                                str(form.get("reason", "")))
     flash(request, f"{n} worker(s) {decision}.")
     return RedirectResponse(back, status_code=303)
 

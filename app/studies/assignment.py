@@ -437,8 +437,9 @@ def wait_for_work(session: Session, study: Study, bundle_id: int) -> int | None:
             return None
         if first > now:
             return max(1, int((first - now).total_seconds() + 0.999))
+        # In item order, as the sweeper and a rejection give capacity back (no cycle with them).
         for a in session.scalars(held.where(Assignment.lease_expires_at <= now)
-                                 .order_by(Assignment.id).limit(100)).all():
+                                 .order_by(Assignment.item_id, Assignment.id).limit(100)).all():
             _release(session, a, "expired")
         return 0
 

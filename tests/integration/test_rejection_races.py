@@ -204,20 +204,36 @@ def _one_answer(session, owner):
 def _deadlocked(session, bundle, lease, reject) -> dict:
     """`reject()` run in a thread into a deadlock with a writer outside the crowd's lock order:
     one holding the answered item, that then wants the worker's bundle. PostgreSQL aborts the
-    rejection's try (the other never detects it). Returns the rejection's outcome."""
-    other = OrmSession(bind=session.get_bind())
-    other.execute(text("SET deadlock_timeout = '10min'"))
-    other.execute(text("SELECT 1 FROM items WHERE id = :i FOR NO KEY UPDATE"), {"i": lease.item_id})
-    rejection, r_out = _in_thread(reject)
-    _wait_until_waiting(session, 1)
-    then, t_out = _in_thread(lambda: other.execute(text("SELECT 1 FROM bundles WHERE id = :b FOR UPDATE"),
-                                                   {"b": bundle.id}))
-    then.join(60)  # granted once PostgreSQL has aborted the rejection's (first) try
-    assert not then.is_alive() and t_out["error"] is None
-    other.rollback()
-    other.close()
-    rejection.join(30)
-    assert not rejection.is_alive()
+    rejection's try (the other never detects it). Returns the rejection's outcome.
+
+    PostgreSQL looks for a deadlock once per wait, deadlock_timeout after it began: the cycle
+    must be closed by then. The rejection's transactions get 5 s rather than 1 s, time enough
+    for the other to start waiting on two loaded cores; the other gives up after 30 s, so a
+    missed cycle fails the test rather than hanging it."""
+    from sqlalchemy import event
+
+    def patient(dbapi_conn, *_):
+        dbapi_conn.execute("SET LOCAL deadlock_timeout = '5s'")  # until that transaction ends
+
+    engine = session.get_bind()
+    event.listen(engine, "checkout", patient)
+    try:
+        other = OrmSession(bind=engine)
+        other.execute(text("SET LOCAL deadlock_timeout = '10min'"))
+        other.execute(text("SET LOCAL lock_timeout = '30s'"))
+        other.execute(text("SELECT 1 FROM items WHERE id = :i FOR NO KEY UPDATE"), {"i": lease.item_id})
+        rejection, r_out = _in_thread(reject)
+        _wait_until_waiting(session, 1)
+        then, t_out = _in_thread(lambda: other.execute(
+            text("SELECT 1 FROM bundles WHERE id = :b FOR UPDATE"), {"b": bundle.id}))
+        then.join(60)  # granted once PostgreSQL has aborted the rejection's (first) try
+        assert not then.is_alive() and t_out["error"] is None, t_out["error"]
+        other.rollback()
+        other.close()
+        rejection.join(30)
+        assert not rejection.is_alive()
+    finally:
+        event.remove(engine, "checkout", patient)
     return r_out
 
 
@@ -378,3 +394,44 @@ def test_a_rejection_still_aborted_after_its_tries_is_a_503_that_says_busy(db_ur
     session.expire_all()
     assert session.get(Participant, pid).status != "rejected"
     assert session.scalars(select(Annotation.excluded)).all() == [False]
+
+
+def test_a_lease_the_sweeper_expires_during_a_rejection_gives_its_capacity_back_once(db_url, session):
+    """The rejection looked up the worker's live lease, then the sweeper expired it (giving its
+    item's capacity back) before the rejection's update reached the row, which then skipped it:
+    the rejection still gave the same capacity back, and the item's count went below its live
+    leases and answers (one answer more than its redundancy could come in). It now gives back
+    only what its update moved."""
+    from tests.conftest import expire_lease
+
+    _pg_only(db_url)
+    owner = make_user(session, "researcher")
+    study = tiny_study(session, owner, 3, bundle_size=3, annotations_per_item=2)
+    session.commit()
+    w = assignment.enter(session, study, "prolific", "w")
+    answered = assignment.next_item(session, study, w.id)
+    assignment.submit(session, study, w.id, answered.id, {"answer": "Yes"}, "w0")
+    lease = assignment.next_item(session, study, w.id)
+    expire_lease(session, lease)
+    session.commit()
+    pid = session.scalar(select(Participant.id).where(Participant.worker_id == w.worker_id))
+
+    holder = OrmSession(bind=session.get_bind())  # the sweeper's transaction, reaching the lease first
+    holder.execute(text("SELECT 1 FROM assignments WHERE id = :a FOR UPDATE"), {"a": lease.id})
+
+    def reject():
+        with OrmSession(bind=session.get_bind()) as s:
+            decide(s, s.get(Study, study.id), [pid], "rejected", s.get(User, owner.id), "bot")
+
+    rejection, r_out = _in_thread(reject)
+    _wait_until_waiting(session, 1)  # its update of the worker's assignments waits for the lease
+    assert assignment.sweep_expired(holder) == 1  # expires it, gives its capacity back, commits
+    holder.close()
+    rejection.join(30)
+    assert not rejection.is_alive() and r_out["error"] is None, r_out["error"]
+    session.expire_all()
+    assert session.get(Assignment, lease.id).state == "expired"
+    assert session.get(Assignment, answered.id).state == "rejected"
+    assert {i: n for i, n in session.execute(select(Item.id, Item.n_active).where(
+        Item.study_id == study.id))} == {i: 0 for i in session.scalars(
+            select(Item.id).where(Item.study_id == study.id))}

@@ -265,12 +265,14 @@ def test_a_batch_decision_names_the_first_bad_id_as_given_and_changes_nothing(se
     assert f"no participant {bad_first} in this study" in r.text
     session.expire_all()
     assert {p: session.get(Participant, p).status for p in mine} == before
-    # Once rejected, a later approval in a batch names that participant, whatever its place.
-    assert client.post(f"/api/v1/studies/{first.id}/review", json={
-        "participant_ids": [mine[2]], "decision": "reject", "reason": "checked"},
-        headers=hdr).status_code == 200
+    # Rejected participants in an approval batch: the first as given is named, here the one
+    # of the larger id.
+    for p in (mine[2], mine[4]):
+        assert client.post(f"/api/v1/studies/{first.id}/review", headers=hdr, json={
+            "participant_ids": [p], "decision": "reject", "reason": "checked"}).status_code == 200
     r = client.post(f"/api/v1/studies/{first.id}/review",
-                    json={"participant_ids": [mine[3], mine[2]], "decision": "approve"}, headers=hdr)
-    assert r.status_code == 422 and f"participant {mine[2]} was rejected" in r.text, r.text
+                    json={"participant_ids": [mine[3], mine[4], mine[2]], "decision": "approve"},
+                    headers=hdr)
+    assert r.status_code == 422 and f"participant {mine[4]} was rejected" in r.text, r.text
     session.expire_all()
     assert session.get(Participant, mine[3]).status == before[mine[3]]
