@@ -350,9 +350,9 @@ def _decide(session, study, participant_ids, decision, actor, reason) -> int:
     if decision == "rejected":
         # The workers' bundles first, in id order: every request of theirs that leases or
         # answers locks its bundle before anything else (bundle -> participant -> assignment
-        # -> item -> totals), so none of theirs is under way while their work is dropped and none starts before the
-        # rejection commits. Without it an answer to a lease made after the look-up below
-        # was stored, counted and never excluded.
+        # -> item -> totals), so none of theirs is under way while their work is dropped, and
+        # none starts before the rejection commits. Without it, an answer to a lease made
+        # after the look-up below was stored, counted and never excluded.
         session.execute(select(Bundle.id).where(Bundle.study_id == study.id,
                                                 Bundle.participant_id.in_(set(participant_ids)))
                         .order_by(Bundle.id).with_for_update())
