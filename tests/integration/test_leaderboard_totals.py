@@ -335,6 +335,19 @@ def test_the_page_shows_the_busiest_annotators_and_the_api_pages_all(session, cl
     assert bad.status_code == 422
 
 
+def _three_answers_to_one_item(session, seed: int, answers: tuple[str, str, str]):
+    """A ToM study and three workers' annotation rows (not stored) to one plain item, with
+    these answers: (study, crowd, item id, rows)."""
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, annotations_per_item=5)
+    crowd = Crowd(session, study, random.Random(seed), n_workers=3)
+    item_id = next(i for i, gold in crowd.items if not gold)
+    rows = [crowd._row(w, item_id, False) for w in crowd.workers]
+    for r, answer in zip(rows, answers):
+        r["response"] = {"answer": answer}
+    return study, crowd, item_id, rows
+
+
 def test_two_answers_to_one_item_at_once_both_count_in_its_summary(session):
     """PostgreSQL: two transactions answer one item at once with different answers; the
     second's summary (lb_items) waits for the first to commit and counts both answers. (Here
@@ -348,13 +361,7 @@ def test_two_answers_to_one_item_at_once_both_count_in_its_summary(session):
 
     if session.get_bind().dialect.name != "postgresql":
         pytest.skip("lb_items is kept on PostgreSQL only")
-    owner = make_user(session, "researcher")
-    study = create_tom_study(session, owner, annotations_per_item=5)
-    crowd = Crowd(session, study, random.Random(13), n_workers=3)
-    item_id = next(i for i, gold in crowd.items if not gold)
-    rows = [crowd._row(w, item_id, False) for w in crowd.workers]
-    rows[0]["response"], rows[1]["response"], rows[2]["response"] = (
-        {"answer": "Yes"}, {"answer": "No"}, {"answer": "No"})
+    study, crowd, item_id, rows = _three_answers_to_one_item(session, 13, ("Yes", "No", "No"))
     session.execute(insert(Annotation), [rows[2]])  # the item already has a summary
     session.commit()
 
@@ -430,13 +437,7 @@ def test_a_changed_answer_and_a_crowd_answer_of_its_value_at_once_both_count(ses
 
     if session.get_bind().dialect.name != "postgresql":
         pytest.skip("SQLite has one writer at a time")
-    owner = make_user(session, "researcher")
-    study = create_tom_study(session, owner, annotations_per_item=5)
-    crowd = Crowd(session, study, random.Random(17), n_workers=3)
-    item_id = next(i for i, gold in crowd.items if not gold)
-    rows = [crowd._row(w, item_id, False) for w in crowd.workers]
-    for r, answer in zip(rows, ("Yes", "Yes", "No")):
-        r["response"] = {"answer": answer}
+    study, crowd, item_id, rows = _three_answers_to_one_item(session, 17, ("Yes", "Yes", "No"))
     rows[1]["excluded"] = True
     session.execute(insert(Annotation), rows[:2])
     session.commit()
