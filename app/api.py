@@ -486,13 +486,9 @@ def _next_state(request: Request, response: Response, session: Session, slug: st
             "item": get_kind(study.kind).public_payload(item.payload)}
 
 
-def _fast_done(request: Request, slug: str, conf, bundle_id: int, stored) -> dict | None:
-    """The end of a bundle the hot path just closed, as `next` would answer it (views.fast_end);
-    None: ask the engine."""
-    end = fast_end(request, slug, conf, bundle_id, stored)
-    if end is None:
-        return None
-    _, bundle, done = end
+def _fast_done(request: Request, conf, bundle_id: int, stored) -> dict:
+    """The end of a bundle the hot path just closed, as `next` would answer it (views.fast_end)."""
+    _, bundle, done = fast_end(request, conf, bundle_id, stored)
     return {"state": "done", "done": True, "completed": bundle.n_done, **done}
 
 
@@ -520,12 +516,13 @@ def crowd_submit(slug: str, body: SubmitIn, request: Request, response: Response
                                     body.idempotency_key, client, browser)
             if stored is not None:
                 ann_id = stored.annotation_id
-                done = _fast_done(request, slug, conf, bundle_id, stored) if stored.ended else None
-                if done is not None:
-                    return JSONResponse({"stored": True, "annotation": ann_id, "next": done})
+                if stored.ended:
+                    return JSONResponse({"stored": True, "annotation": ann_id,
+                                         "next": _fast_done(request, conf, bundle_id, stored)})
                 following = _fast_next(request, slug)
                 if following is not None:  # the common case: no engine, no Session
                     return JSONResponse({"stored": True, "annotation": ann_id, "next": following})
+    asked = ann_id is not None  # the hot `next` was asked just above, and declined
     with get_sessionmaker(url)() as session:  # opens a connection only if the engine is needed
         if ann_id is None:
             study, bundle = crowd_bundle(request, session, slug)
@@ -533,7 +530,8 @@ def crowd_submit(slug: str, body: SubmitIn, request: Request, response: Response
                                        body.response, body.idempotency_key, client).id
             session.expire_all()  # the bundle moved on: read it afresh for `next`
         try:
-            following = _fast_next(request, slug) or _next_state(request, response, session, slug)
+            following = ((None if asked else _fast_next(request, slug))
+                         or _next_state(request, response, session, slug))
         except (assignment.NotAvailable, HTTPException):
             following = None  # stored all the same: the client asks `next` and reads why
     return {"stored": True, "annotation": ann_id, "next": following}

@@ -86,19 +86,14 @@ def done_context(study: Study, bundle: Bundle, platform: str | None,
             "mturk_assignment_id": bundle.external_assignment_id}
 
 
-def fast_end(request: Request, slug: str, conf, bundle_id: int, stored):
+def fast_end(request: Request, conf, bundle_id: int, stored):
     """The end of a bundle the hot path just closed (and reviewed), as the engine's end shows
-    it, from the answer's own statement and the study's texts as of the version it checked:
-    (study, bundle, done_context); None: ask the engine (the texts are of another version)."""
-    info = hotpath.study(request.app.state.database_url, slug)
-    if info is None or info.version != conf.version:
-        return None
+    it, from the answer's own statement and the study's texts of `conf`, the version that
+    statement checked: (study, bundle, done_context)."""
     bundle = SimpleNamespace(id=bundle_id, n_done=stored.n_done, size=stored.size,
                              external_assignment_id=stored.external_assignment_id)
-    study = SimpleNamespace(slug=slug, title=conf.title, completion_code=info.completion_code,
-                            redirect_url=info.redirect_url)
-    return study, bundle, done_context(study, bundle, request.session.get("platform"),
-                                       request.session.get("turk_submit_to", ""))
+    return conf, bundle, done_context(conf, bundle, request.session.get("platform"),
+                                      request.session.get("turk_submit_to", ""))
 
 
 def _consent_page(request: Request, study: Study, bundle: Bundle, status_code: int = 200,
@@ -236,9 +231,8 @@ async def answer(request: Request, slug: str):
             if conf is not None:
                 stored = hotpath.submit(url, conf, bundle_id, assignment_id, form, key, client, browser)
                 # The answer that ended the task: its end from the statement, as the API's.
-                end = fast_end(request, slug, conf, bundle_id, stored) if stored and stored.ended else None
-                if end is not None:
-                    study, bundle, done = end
+                if stored is not None and stored.ended:
+                    study, bundle, done = fast_end(request, conf, bundle_id, stored)
                     return render(request, "annotate/done.html", study=study, bundle=bundle, **done)
         with get_sessionmaker(url)() as session:  # a connection only if the engine is needed
             if stored is None:
