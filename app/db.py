@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import random
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -100,6 +102,37 @@ def serialised_writes(session: Session) -> Iterator[None]:
             yield
     else:
         yield
+
+
+def a_race(exc: BaseException) -> bool:
+    """A unique key taken or a lock conflict (a deadlock among them): the step, run again,
+    sees the winner's row."""
+    from sqlalchemy.exc import IntegrityError, OperationalError
+
+    return isinstance(exc, (IntegrityError, OperationalError))
+
+
+def lost_a_race(exc: BaseException) -> bool:
+    """PostgreSQL aborted the transaction for a deadlock or a serialisation failure (nothing of
+    it stored): run again, it can succeed."""
+    return getattr(getattr(exc, "orig", None), "sqlstate", None) in ("40P01", "40001")
+
+
+def retrying(fn, session: Session, attempts: int = 5, retry_if=a_race, pause: float = 0.005):
+    """fn() then commit, the whole of it run again (after a short random pause) when it fails
+    with an error `retry_if` accepts, `attempts` times in all. Any failure is rolled back while
+    the SQLite lock is still held."""
+    for attempt in range(attempts):
+        with serialised_writes(session):
+            try:
+                result = fn()
+                session.commit()
+                return result
+            except BaseException as exc:
+                session.rollback()
+                if attempt == attempts - 1 or not retry_if(exc):
+                    raise
+        time.sleep(pause * (attempt + 1) * random.random())
 
 
 @contextmanager

@@ -21,6 +21,7 @@ from starlette.datastructures import Headers
 from starlette.middleware.sessions import SessionMiddleware
 
 from app.config import SECRET_KEY_HELP, get_settings, trusted_proxies, weak_secret_key
+from app.db import lost_a_race
 from app.errors import ERROR_RESPONSES, InputError
 from app.jobs import BrokerUnavailable
 from app.jsonsafe import MAX_DEPTH, too_deep
@@ -486,7 +487,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
         # (or a wait without end); nothing was stored by the request that failed.
         headers = {"Retry-After": "10"}
         detail = "the database cannot be reached right now: try again in a few seconds"
-        if getattr(getattr(exc, "orig", None), "sqlstate", None) in ("40P01", "40001"):
+        if lost_a_race(exc):
             # Aborted by a deadlock or a serialisation failure, after the retries a writer
             # makes (a rejection meeting other writers): nothing was stored, and it is busy,
             # not unreachable.

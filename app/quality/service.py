@@ -7,18 +7,15 @@ no admin has reviewed, never a rejection, recorded in the audit log with no acto
 from __future__ import annotations
 
 import math
-import random
-import time
 from collections import Counter
 from statistics import median
 
 from sqlalchemy import and_, case, func, select, update
-from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from app import audit
 from app.auth.models import IMPORTED_PLATFORM, User
-from app.db import serialised_writes, utcnow
+from app.db import lost_a_race, retrying, utcnow
 from app.errors import InputError
 from app.kinds import all_kinds, get_kind
 from app.kinds.base import GoldResult, TaskKind
@@ -307,32 +304,15 @@ def decide(session: Session, study: Study, participant_ids: list[int], decision:
         raise InputError("decision must be approve or reject", field="decision")
     if decision == "rejected" and not reason.strip():
         raise InputError("a rejection needs a reason (the worker is told it)", field="reason")
-    for attempt in range(DECIDE_ATTEMPTS):
-        with serialised_writes(session):
-            try:
-                changed = _decide(session, study, participant_ids, decision, actor, reason)
-                session.commit()
-                return changed
-            except OperationalError as exc:
-                session.rollback()
-                # Its locks follow the crowd's order (_decide), but a writer outside that
-                # order can still meet it; PostgreSQL then aborts one of the two: try the
-                # whole decision again, and after the last try the app answers 503, try again.
-                if not _lost_a_race(exc) or attempt == DECIDE_ATTEMPTS - 1:
-                    raise
-            except BaseException:
-                session.rollback()
-                raise
-        time.sleep(0.05 * (attempt + 1) * random.random())
+    # Its locks follow the crowd's order (_decide), but a writer outside that order can still
+    # meet it; PostgreSQL then aborts one of the two: the whole decision is tried again, and
+    # after the last try the app answers 503, try again.
+    return retrying(lambda: _decide(session, study, participant_ids, decision, actor, reason),
+                    session, attempts=DECIDE_ATTEMPTS, retry_if=lost_a_race, pause=0.05)
 
 
 # How often a decision aborted by a deadlock (or a serialisation failure) is tried in all.
 DECIDE_ATTEMPTS = 3
-
-
-def _lost_a_race(exc: OperationalError) -> bool:
-    code = getattr(exc.orig, "sqlstate", None)
-    return code in ("40P01", "40001")  # deadlock_detected, serialization_failure
 
 
 def _decide(session, study, participant_ids, decision, actor, reason) -> int:

@@ -21,17 +21,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import random
-import time
 from datetime import timedelta
 
 from sqlalchemy import and_, exists, func, select, update
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
 from app.auth.models import IMPORTED_PLATFORM, User
 from app.config import get_settings
-from app.db import serialised_writes, utcnow
+from app.db import retrying as _retrying, utcnow  # _retrying: its tests and callers' name
 from app.errors import InputError
 from app.kinds import get_kind
 from app.quality.service import auto_review
@@ -46,25 +44,6 @@ class NotAvailable(Exception):
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
-
-
-def _retrying(fn, session: Session, attempts: int = 5):
-    """Deadlocks and unique-key races are retried; the loser of a race sees the winner's row.
-    Any failure is rolled back while the SQLite lock is still held."""
-    for attempt in range(attempts):
-        with serialised_writes(session):
-            try:
-                result = fn()
-                session.commit()
-                return result
-            except (IntegrityError, OperationalError):
-                session.rollback()
-                if attempt == attempts - 1:
-                    raise
-            except BaseException:
-                session.rollback()
-                raise
-        time.sleep(0.005 * (attempt + 1) * random.random())
 
 
 def pseudonym(platform: str, external_id: str) -> str:
