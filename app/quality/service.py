@@ -316,17 +316,6 @@ DECIDE_ATTEMPTS = 3
 
 
 def _decide(session, study, participant_ids, decision, actor, reason) -> int:
-    # The first bad id as the admin gave it is the one named (the locks below go in id order).
-    known = dict(session.execute(select(Participant.id, Participant.status).where(
-        Participant.study_id == study.id, Participant.id.in_(set(participant_ids)))).all())
-    for pid in participant_ids:
-        if pid not in known:
-            raise InputError(f"no participant {pid} in this study", field="participant_id")
-        if known[pid] == "rejected" != decision:
-            raise InputError(f"participant {pid} was rejected; a rejection is final",
-                             field="participant_id")
-    changed = 0
-    rejected: list[int] = []
     if decision == "rejected":
         # The workers' bundles first, in id order: every request of theirs that leases or
         # answers locks its bundle before anything else (bundle -> participant -> assignment
@@ -336,16 +325,24 @@ def _decide(session, study, participant_ids, decision, actor, reason) -> int:
         session.execute(select(Bundle.id).where(Bundle.study_id == study.id,
                                                 Bundle.participant_id.in_(set(participant_ids)))
                         .order_by(Bundle.id).with_for_update())
-    for pid in sorted(set(participant_ids)):  # participants locked in id order
-        p = session.execute(select(Participant).where(Participant.id == pid).with_for_update()
-                            ).scalar_one_or_none()
-        if p is None:  # gone since the check above (its study deleted)
+    # The participants, locked in id order in one statement; the first bad id as the admin
+    # gave it is the one named.
+    locked = {p.id: p for p in session.scalars(
+        select(Participant).where(Participant.study_id == study.id,
+                                  Participant.id.in_(set(participant_ids)))
+        .order_by(Participant.id).with_for_update())}
+    for pid in participant_ids:
+        p = locked.get(pid)
+        if p is None:
             raise InputError(f"no participant {pid} in this study", field="participant_id")
-        if p.status == decision:
-            continue
-        if p.status == "rejected":
+        if p.status == "rejected" != decision:
             raise InputError(f"participant {pid} was rejected; a rejection is final",
                              field="participant_id")
+    changed = 0
+    rejected: list[int] = []
+    for p in sorted(locked.values(), key=lambda p: p.id):
+        if p.status == decision:
+            continue
         if decision == "rejected":
             rejected.append(p.worker_id)
         p.status, p.reason, p.reviewed_by, p.reviewed_at = decision, reason, actor.id, utcnow()
