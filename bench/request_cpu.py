@@ -88,7 +88,7 @@ async def one_worker(app, slug: str, w: int, rows: list) -> None:
 
 def report(name: str, per: dict) -> None:
     print(f"{name}: server CPU per request, ms (median / p90 / n)")
-    total, annotations = 0.0, 0
+    total = 0.0
     for kind in KINDS:
         values = sorted(per.get(kind, []))
         if values:

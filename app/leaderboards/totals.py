@@ -18,7 +18,10 @@ from __future__ import annotations
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-TABLES = ("lb_worker_categories", "lb_worker_clusters", "lb_worker_consistency", "lb_item_answers")
+# Each worker table and the column after (study, worker) that keys its rows.
+WORKER_TABLES = (("lb_worker_categories", "category"), ("lb_worker_clusters", "cluster"),
+                 ("lb_worker_consistency", "worker_id"))
+TABLES = tuple(t for t, _ in WORKER_TABLES) + ("lb_item_answers",)
 
 
 def value_sql(dialect: str, a: str) -> str:
@@ -33,10 +36,6 @@ def value_sql(dialect: str, a: str) -> str:
         score = f"printf('%!.17g', coalesce({a}.score, 0.0))"
         answer = f"json_extract({a}.response, '$.\"' || {field} || '\"')"
     return f"coalesce('=' || CASE WHEN {field} IS NULL THEN {score} ELSE {answer} END, '')"
-
-
-WORKER_TABLES = (("lb_worker_categories", "category"), ("lb_worker_clusters", "cluster"),
-                 ("lb_worker_consistency", "worker_id"))
 
 
 def lock_totals(conn: Connection, study_id: int, items=(), workers=()) -> None:

@@ -8,18 +8,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pytest
 from sqlalchemy import event, select
 
 from app.studies import assignment, hotpath, services
 from app.studies.models import Annotation, Assignment, Bundle
 from tests.conftest import create_tom_study, make_user
 from tests.integration.test_crowd_integrity import answer, api_start, start, tiny_study
-
-
-def _pg_only(db_url):
-    if not hotpath.enabled(db_url):
-        pytest.skip("the single-statement path is PostgreSQL's (SQLite takes the engine's)")
+from tests.integration.test_hot_entry import _pg_only
 
 
 def test_a_bundles_gold_slots_are_the_same_by_the_hot_path_and_by_the_engine(db_url, session):
