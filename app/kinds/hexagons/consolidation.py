@@ -187,12 +187,12 @@ def rescore(session: Session, item: Item) -> int:
 
     # The leaderboard totals' locks in their one order first (the item's, then its workers'):
     # the flush re-scores in annotation order, which another re-score could meet reversed.
-    workers = session.scalars(select(Annotation.worker_id).where(
-        Annotation.item_id == item.id, Annotation.is_gold.is_(False), Annotation.excluded.is_(False))).all()
+    annotations = session.scalars(select(Annotation).where(Annotation.item_id == item.id)).all()
+    workers = [a.worker_id for a in annotations if not a.is_gold and not a.excluded]
     if workers:  # else no total changes (and the item must not get an empty placeholder)
         lock_totals(session.connection(), item.study_id, items=[item.id], workers=workers)
     n = 0
-    for ann in session.scalars(select(Annotation).where(Annotation.item_id == item.id)):
+    for ann in annotations:
         ann.score = KIND.score(item.payload, item.reference, ann.response)
         ann.scores = KIND.score_details(item.payload, item.reference, ann.response)
         n += 1
