@@ -40,17 +40,15 @@ NOT_ENTERED = "Open this study from the link on your crowdsourcing platform."
 def crowd_bundle(request: Request, session: Session, slug: str) -> tuple[Study, Bundle]:
     """The study and the bundle this browser's worker entered it with; only the browser that
     opened the bundle (its secret) gets it, whatever session cookie comes along."""
-    from app.auth.views import browser_secret
+    from app.auth.views import presented_browser
 
     study = session.scalar(select(Study).where(Study.slug == slug))
     bundle_id = request.session.get("crowd", {}).get(slug)
     bundle = session.get(Bundle, bundle_id) if study is not None and bundle_id is not None else None
     if bundle is None:
         raise HTTPException(403, NOT_ENTERED)
-    if bundle.browser_hash is not None:
-        secret = browser_secret(request)
-        if secret is None or assignment.browser_hash(secret) != bundle.browser_hash:
-            raise HTTPException(403, assignment.OTHER_BROWSER)
+    if bundle.browser_hash is not None and presented_browser(request) != bundle.browser_hash:
+        raise HTTPException(403, assignment.OTHER_BROWSER)
     return study, bundle
 
 
