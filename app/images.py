@@ -20,12 +20,28 @@ def encode_png(rgb: np.ndarray) -> bytes:
     raw = np.zeros((h, 1 + w * 3), dtype=np.uint8)  # each scanline starts with filter type 0
     raw[:, 1:] = rgb.reshape(h, w * 3)
 
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
     header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
-    return (SIGNATURE + chunk(b"IHDR", header)
-            + chunk(b"IDAT", zlib.compress(raw.tobytes(), 6)) + chunk(b"IEND", b""))
+    return (SIGNATURE + _chunk(b"IHDR", header)
+            + _chunk(b"IDAT", zlib.compress(raw.tobytes(), 6)) + _chunk(b"IEND", b""))
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+PAD_CHUNK = 12  # a chunk's length, type and CRC
+
+
+def pad_png(png: bytes, size: int) -> bytes:
+    """The same picture in exactly `size` bytes: a private ancillary chunk ("prOc", which
+    decoders skip) of zeros before IEND. `size` must leave room for the chunk itself."""
+    room = size - len(png) - PAD_CHUNK
+    if room < 0:
+        raise ValueError(f"a PNG of {len(png)} bytes cannot be padded to {size}")
+    end = len(png) - PAD_CHUNK  # IEND is the last chunk, with no data
+    if png[end + 4:end + 8] != b"IEND":
+        raise ValueError("not a PNG ending in IEND")
+    return png[:end] + _chunk(b"prOc", bytes(room)) + png[end:]
 
 
 def decode_png(data: bytes) -> np.ndarray:

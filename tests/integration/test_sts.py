@@ -44,12 +44,18 @@ def test_continuations_become_items_with_their_frames_and_the_simulators_outcome
     expert = items["PutNextLocal-2/expert/0"]
     assert not expert.is_gold and expert.cluster == "PutNextLocal-2"
     assert expert.reference["simulator"] == "success" and expert.reference["success_step"] == 18
-    # One frame per state: the context, the takeover and every step of the agent.
+    # One frame per state: the context, the takeover and every step of the agent, then the
+    # state it succeeded in held to the scenario's length (the file's 40 steps), as long as the
+    # random agent's failure beside it.
     png = get_store().get(expert.payload["frames_key"])
     frames = decode_png(png)
-    tile = expert.payload["tile"]
-    assert frames.shape[1] == expert.payload["n_frames"] * frames.shape[0]  # square frames side by side
-    assert expert.payload["n_frames"] == expert.payload["takeover"] + 18 + 1 and frames.shape[0] % tile == 0
+    tile, h = expert.payload["tile"], frames.shape[0]
+    assert frames.shape[1] == expert.payload["n_frames"] * h  # square frames side by side
+    assert expert.payload["n_frames"] == expert.payload["takeover"] + 40 + 1 and h % tile == 0
+    assert items["PutNextLocal-2/random/0"].payload["n_frames"] == expert.payload["n_frames"]
+    success = expert.payload["takeover"] + 18
+    assert all((frames[:, k * h:(k + 1) * h] == frames[:, success * h:(success + 1) * h]).all()
+               for k in range(success, expert.payload["n_frames"]))
     # The same episode (the expert plays scenario 2 the same way twice) is one blob.
     again = items["PutNextLocal-2/expert/1"]
     assert again.payload["frames_key"] == expert.payload["frames_key"]
@@ -61,6 +67,8 @@ def test_continuations_become_items_with_their_frames_and_the_simulators_outcome
     ({"takeover": 99}, "takeover", "beyond the episode"),
     ({"label": "maybe", "reference": True}, "label", '"maybe"'),
     ({"level": "BabyAI-Nowhere-v0"}, "level", "Nowhere"),
+    ({"length": 0}, "length", "(the agent's own steps)"),  # shorter than what the agent did
+    ({"length": 39}, "length", "has length 40 on line 1"),  # the scenario's first line says 40
 ])
 def test_a_bad_continuation_names_its_line_and_field_and_nothing_is_stored(client, session, change, field, words):
     from tests.conftest import login

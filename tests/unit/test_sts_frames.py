@@ -8,7 +8,7 @@ import io
 import numpy as np
 import pytest
 
-from app.images import decode_png, encode_png
+from app.images import decode_png, encode_png, pad_png
 from app.kinds.sts.frames import MAX_FRAMES, strip, strip_key
 
 
@@ -39,3 +39,16 @@ def test_bad_frames_are_refused():
         strip([np.zeros((1, 1, 3), dtype=np.uint8)] * (MAX_FRAMES + 1))
     with pytest.raises(ValueError, match="no frames"):
         strip([])
+
+
+def test_a_padded_strip_is_the_same_picture_in_exactly_the_bytes_asked_for():
+    rng = np.random.default_rng(1)
+    frames = [rng.integers(0, 256, (8, 8, 3), dtype=np.uint8) for _ in range(3)]
+    png = encode_png(strip(frames))
+    padded = pad_png(png, len(png) + 100)
+    assert len(padded) == len(png) + 100 and padded.endswith(png[-12:])  # IEND stays last
+    assert (decode_png(padded) == decode_png(png)).all()
+    pygame = pytest.importorskip("pygame")  # another decoder skips the private chunk too
+    assert pygame.image.load(io.BytesIO(padded)).get_size() == (24, 8)
+    with pytest.raises(ValueError, match="cannot be padded"):
+        pad_png(png, len(png) + 11)  # no room for the chunk itself

@@ -201,7 +201,7 @@ class StandardisedTestSuite(TaskKind):
 
     def import_items(self, data: bytes, fmt: str, options: dict) -> ImportResult:
         from app.kinds.sts.formats import parse_continuations
-        from app.kinds.sts.frames import ensure_strip
+        from app.kinds.sts.frames import MAX_FRAMES, store_strips
 
         if fmt not in self.item_formats:
             raise InputError(f"unknown format {fmt!r}: use continuations or missions", field="format")
@@ -209,13 +209,17 @@ class StandardisedTestSuite(TaskKind):
         if fmt == "missions":
             return self._import_missions(data, tile)
         continuations = parse_continuations(data)
-        items = []
+        # Every continuation of a scenario shows its length (formats.py): the frame count
+        # and the strip's size are the scenario's, never the outcome's.
         for c in continuations:
-            n_frames = len(c.recording.actions) + 1
-            try:
-                key = ensure_strip(c.recording, tile)
-            except ValueError as exc:
-                raise InputError(str(exc), line=c.line, field="actions") from None
+            if c.takeover + c.scenario_length + 1 > MAX_FRAMES:
+                raise InputError(f"{c.takeover + c.scenario_length + 1} frames (takeover and length); at most "
+                                 f"{MAX_FRAMES}", line=c.line, field="length")
+        keys = store_strips([(c.recording, c.takeover + c.scenario_length + 1, c.scenario) for c in continuations],
+                            tile)
+        items = []
+        for c, key in zip(continuations, keys):
+            n_frames = c.takeover + c.scenario_length + 1
             items.append(ItemSpec(
                 external_id=c.id,
                 payload={"instruction": c.instruction, "frames_key": key, "n_frames": n_frames,
@@ -223,7 +227,8 @@ class StandardisedTestSuite(TaskKind):
                 reference={"agent": c.agent, "scenario": c.scenario, "continuation": c.continuation,
                            "level": c.recording.level, "seed": c.recording.seed, "tags": c.tags,
                            "simulator": c.simulator_outcome, "success_step": c.success_step,
-                           "length": c.length, "label": c.label, "label_step": c.label_step,
+                           "length": c.length, "scenario_length": c.scenario_length,
+                           "label": c.label, "label_step": c.label_step,
                            "suite_version": c.suite_version},
                 is_gold=c.reference, source="reference" if c.reference else "agent",
                 category=c.category, cluster=c.scenario))

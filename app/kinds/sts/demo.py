@@ -68,7 +68,8 @@ def demo_lines() -> list[dict]:
                 for agent, policy in agents.items():
                     actions = _episode(sim, level, seed, context, policy, LENGTH)
                     line = {"scenario": scenario, "agent": agent, "continuation": c, "level": level,
-                            "seed": seed, "mission": mission, "actions": actions, "takeover": len(context)}
+                            "seed": seed, "mission": mission, "actions": actions, "takeover": len(context),
+                            "length": LENGTH}
                     if reference:  # labelled by the simulator's own outcome
                         line.update(reference=True, id=f"reference/{scenario}/{agent}")
                     lines.append(line)

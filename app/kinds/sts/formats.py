@@ -10,12 +10,20 @@ point:
      "instruction": "go to the red key",     (optional: the mission)
      "category": "go to", "tags": ["easy"],  (optional: the level's family; none)
      "reference": false, "label": "success", "id": "...",  (optional)
-     "suite_version": 2}  (optional: the suite version that added the scenario)
+     "suite_version": 2,  (optional: the suite version that added the scenario)
+     "length": 16}  (optional: the scenario's continuation length, below)
 
 `reference: true` makes the line a reference episode (gold: mixed into bundles, never scored
 for its agent); its `label` is the known answer, by default the simulator's own outcome. Every
 line is replayed: a recording that does not replay, a takeover beyond it, or an episode that
 ends before its takeover is refused with the line and field, and nothing is stored.
+
+Every continuation of a scenario is shown for the scenario's continuation length: `length`
+steps after the takeover (the same on every line of the scenario that gives it), by default
+the longest continuation of the scenario in the file. An episode that ended sooner (BabyAI
+ends it at success) holds its last state to that length, so how long a continuation runs
+does not tell a worker how it ended. Give `length` when every continuation of a scenario may
+end early: a default taken from successes alone would be shorter than the others'.
 
 Missions (format `missions`, the play study: people play them by keyboard), one a line, as
 JSONL or as CSV with a header row:
@@ -36,11 +44,12 @@ from dataclasses import dataclass, field
 
 from app.errors import InputError
 from app.kinds.sts.env import Simulator, SimulatorError, get_simulator
+from app.kinds.sts.mining import MAX_CONTINUATION
 from app.kinds.sts.recordings import Recording, check, decode_upload, parse_recording
 from app.textfiles import jsonl_objects
 
 FIELDS = {"id", "scenario", "agent", "continuation", "level", "seed", "mission", "actions", "takeover",
-          "instruction", "category", "tags", "reference", "label", "suite_version"}
+          "instruction", "category", "tags", "reference", "label", "suite_version", "length"}
 LABELS = ("success", "failure")
 MAX_TEXT = 255
 MAX_TAGS = 20
@@ -63,6 +72,9 @@ class Continuation:
     # The suite version that added the scenario (it belongs to that version and every later
     # one), for a breakdown by version; None for continuations from outside a suite.
     suite_version: int | None = None
+    # Steps after the takeover that every continuation of the scenario shows (the file's
+    # `length`, else the scenario's longest in the file; parse_continuations fills it in).
+    scenario_length: int | None = None
     id: str = ""
     line: int | None = None
 
@@ -128,6 +140,13 @@ def parse_continuation(obj: object, line: int, sim: Simulator) -> Continuation:
                                       or suite_version < 1):
         raise InputError(f"suite_version must be a version number (1 or more), not {suite_version!r}",
                          line=line, field="suite_version")
+    scenario_length = obj.get("length")
+    own = len(rec.actions) - takeover
+    if scenario_length is not None and (isinstance(scenario_length, bool) or not isinstance(scenario_length, int)
+                                        or not own <= scenario_length <= MAX_CONTINUATION):
+        raise InputError(f"length (the scenario's continuation length) must be a whole number from {own} "
+                         f"(the agent's own steps) to {MAX_CONTINUATION}, not {scenario_length!r}",
+                         line=line, field="length")
     instruction = _text(obj, "instruction", line, required=False) or rec.mission
     try:
         category = _text(obj, "category", line, required=False) or sim.category_of(rec.level, rec.mission)
@@ -138,7 +157,7 @@ def parse_continuation(obj: object, line: int, sim: Simulator) -> Continuation:
         continuation=_text(obj, "continuation", line), recording=rec, takeover=takeover,
         instruction=instruction, category=category, tags=sorted({t.strip() for t in tags}),
         reference=reference, label=label if reference else None, success_step=success_step,
-        suite_version=suite_version, line=line)
+        suite_version=suite_version, scenario_length=scenario_length, line=line)
     if reference:
         # The simulator's moment when the label is its own outcome (success: the success step;
         # failure: the end); a label that overrides the simulator has no known moment.
@@ -167,7 +186,30 @@ def parse_continuations(data: bytes | str, simulator: Simulator | None = None) -
         out.append(c)
     if not out:
         raise InputError("the file holds no continuations")
+    _scenario_lengths(out)
     return out
+
+
+def _scenario_lengths(continuations: list[Continuation]) -> None:
+    """Each continuation's `scenario_length`: the one its scenario's lines give, else the
+    scenario's longest continuation (the lines that give one must agree)."""
+    given: dict[str, Continuation] = {}
+    longest: dict[str, int] = {}
+    for c in continuations:
+        longest[c.scenario] = max(longest.get(c.scenario, 0), c.length)
+        if c.scenario_length is None:
+            continue
+        first = given.setdefault(c.scenario, c)
+        if first.scenario_length != c.scenario_length:
+            raise InputError(f"scenario {c.scenario!r} has length {first.scenario_length} on line {first.line}: "
+                             f"every continuation of a scenario is shown for the same length",
+                             line=c.line, field="length")
+    for c in continuations:
+        first = given.get(c.scenario)
+        if first is not None and c.length > first.scenario_length:
+            raise InputError(f"the agent takes {c.length} steps, more than its scenario's length "
+                             f"{first.scenario_length} (line {first.line})", line=c.line, field="actions")
+        c.scenario_length = first.scenario_length if first is not None else longest[c.scenario]
 
 
 # --- missions: the play study's items -----------------------------------------------------

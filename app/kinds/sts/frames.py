@@ -1,7 +1,13 @@
 """What an annotator watches: every frame of a continuation's episode (context and
 continuation) side by side in one PNG strip, stored once in the blob store under a key made
 from its content, so the page loads one image and scrubs by moving it (no video codec, no
-per-frame requests, and identical episodes share one file)."""
+per-frame requests, and identical episodes share one file).
+
+A study's strips must not tell a worker the answer before they watch: every continuation of a
+scenario shows the same number of frames (an episode that ended sooner holds its last state
+to the scenario's length, `held_frames`), and the strips of one scenario are padded to one
+byte size (`store_strips`), so neither the strip's width nor its download size says where the
+episode ended (docs/kinds/sts.md, "What a worker can tell before watching")."""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ import hashlib
 
 import numpy as np
 
-from app.images import encode_png
+from app.images import PAD_CHUNK, encode_png, pad_png
 
 # Steps a strip may hold: BabyAI episodes end within a few hundred steps; a longer upload is
 # refused before anything is rendered.
@@ -46,3 +52,40 @@ def ensure_strip(recording, tile: int) -> str:
         frames = [s.frame for s in replay(recording, frames=True, tile_size=tile, check_all=False).steps]
         store.put(key, encode_png(strip(frames)), content_type="image/png")
     return key
+
+
+def held_frames(recording, tile: int, n_frames: int) -> list[np.ndarray]:
+    """The episode's frames, its last state repeated up to `n_frames` (the scenario's
+    length): BabyAI ends an episode at success, so the agent cannot act on, and a strip that
+    stopped there would show how it ended by its width."""
+    from app.kinds.sts.recordings import replay
+
+    if n_frames > MAX_FRAMES:
+        raise ValueError(f"{n_frames} frames; at most {MAX_FRAMES}")
+    frames = [s.frame for s in replay(recording, frames=True, tile_size=tile, check_all=False).steps]
+    if len(frames) > n_frames:
+        raise ValueError(f"the episode has {len(frames)} frames, more than the {n_frames} its scenario shows")
+    return frames + [frames[-1]] * (n_frames - len(frames))
+
+
+def store_strips(episodes: list[tuple[object, int, str]], tile: int) -> list[str]:
+    """The blob keys of (recording, n_frames, scenario) strips, in order. A scenario's strips
+    are padded to one byte size: a held last state compresses well, so unpadded sizes would
+    tell ended episodes from running ones. Keys are the padded bytes' own hash. One scenario's
+    strips are in memory at a time."""
+    from app.storage import get_store
+
+    groups: dict[str, list[int]] = {}
+    for i, (_, _, scenario) in enumerate(episodes):
+        groups.setdefault(scenario, []).append(i)
+    store, keys = get_store(), [""] * len(episodes)
+    for members in groups.values():
+        pngs = [encode_png(strip(held_frames(episodes[i][0], tile, episodes[i][1]))) for i in members]
+        size = max(map(len, pngs)) + PAD_CHUNK
+        for i, png in zip(members, pngs):
+            padded = pad_png(png, size)
+            digest = hashlib.sha256(padded).hexdigest()
+            keys[i] = f"sts/frames/{digest[:2]}/{digest}.png"
+            if not store.exists(keys[i]):
+                store.put(keys[i], padded, content_type="image/png")
+    return keys

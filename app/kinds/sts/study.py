@@ -60,7 +60,7 @@ def _line(sc: Scenario, rec: Recording, number: int, agent: str, c: Continuation
     return {"scenario": scenario_key(sc), "agent": agent, "continuation": c.index, "level": rec.level,
             "seed": rec.seed, "mission": rec.mission, "actions": [*rec.actions[: sc.takeover], *c.actions],
             "takeover": sc.takeover, "instruction": sc.instruction, "category": sc.category,
-            "tags": list(sc.tags or []), "suite_version": number, **extra}
+            "tags": list(sc.tags or []), "suite_version": number, "length": sc.continuation, **extra}
 
 
 def _references(session: Session, suite: Suite, version: SuiteVersion, scenarios: list[Scenario],
