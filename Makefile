@@ -4,8 +4,10 @@
 setup:
 	bash scripts/setup.sh
 
+# `make demo PORT=8100` serves (and prints its links) on another port.
+PORT ?= 8000
 demo: setup
-	.venv/bin/proctor demo
+	.venv/bin/proctor demo --port $(PORT)
 
 # The whole suite with coverage (subprocesses included), summarised at the end.
 test: setup

@@ -57,8 +57,10 @@ class Settings(BaseSettings):
     rate_limit_submit: int = 600
     # The prefix of the limiter's keys in Redis (deployments sharing one Redis keep theirs apart).
     rate_limit_namespace: str = "proctor"
-    base_url: str = "http://127.0.0.1:8000"
-    # Proxies (comma-separated IPs or CIDRs) whose X-Forwarded-For / X-Forwarded-Proto are
+    # Where workers reach the server (e.g. https://proctor.example.org), for the study page's
+    # entry links; empty: the scheme, host and port each request came by.
+    base_url: str = ""
+    # Proxies (comma-separated IPs or CIDRs) whose X-Forwarded-For / -Proto / -Host are
     # believed; empty: none, and the client is the peer of the connection.
     trusted_proxies: str = ""
     # The level of the one-line request log ("proctor.requests"): INFO logs every request,

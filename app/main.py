@@ -91,6 +91,36 @@ class FrameHeaders:
         await self.app(scope, receive, with_headers)
 
 
+class ForwardedHost:
+    """The Host a trusted proxy was asked for (X-Forwarded-Host, its first value) becomes the
+    request's Host, so links built from the request (the study page's entry links) name the
+    server workers reach. Only from a proxy in TRUSTED_PROXIES: anyone else's header is ignored.
+    It must wrap uvicorn's ProxyHeadersMiddleware, which replaces the peer with the client."""
+
+    def __init__(self, app, trusted: list[str]):
+        import ipaddress
+
+        self.app = app
+        self.trusted = [ipaddress.ip_network(t, strict=False) for t in trusted]
+
+    def _trusted(self, scope) -> bool:
+        import ipaddress
+
+        try:
+            peer = ipaddress.ip_address((scope.get("client") or ("",))[0])
+        except ValueError:
+            return False
+        return any(peer in net for net in self.trusted)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and self._trusted(scope):
+            forwarded = Headers(scope=scope).get("x-forwarded-host", "").split(",")[0].strip()
+            if forwarded:
+                scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k != b"host"]
+                         + [(b"host", forwarded.encode("latin-1"))]}
+        await self.app(scope, receive, send)
+
+
 class BodyLimit:
     """Refuses a request body larger than the largest upload the app takes (413), before any of
     it is parsed or spooled: by its Content-Length when it has one, else by counting as it
@@ -406,6 +436,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
         from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
         app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=proxies)
+        app.add_middleware(ForwardedHost, trusted=proxies)  # outside it: it sees the proxy's address
     try:
         REQUEST_LOG.setLevel(settings.log_level.upper())
     except ValueError:

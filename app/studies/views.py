@@ -350,6 +350,28 @@ def option_field(kind, name: str) -> str:
     return f"{kind.name}.{name}"
 
 
+def entry_base(request: Request) -> str:
+    """Where workers reach this server: BASE_URL when set, else the scheme, host and port this
+    request came by (behind a proxy in TRUSTED_PROXIES, those it forwarded: app/main.py)."""
+    return get_settings().base_url.rstrip("/") or str(request.base_url).rstrip("/")
+
+
+def only_this_machine(base: str) -> bool:
+    """Links on `base` reach only the machine they are opened on: localhost, a loopback
+    address, or 0.0.0.0."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(base).hostname or "").rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified
+
+
 @router.get("/studies/{study_id}")
 def study_page(request: Request, study_id: Id, session: Session = Depends(db),
                user: User = Depends(researcher)):
@@ -365,7 +387,7 @@ def _study_page(request: Request, session: Session, study: Study, user: User,
         .where(AgentOutput.study_id == study.id).group_by(Agent.id)).all()
     my_agents = session.scalars(select(Agent).where(Agent.kind == study.kind,
                                                     Agent.owner_id == user.id)).all()
-    base = get_settings().base_url.rstrip("/")
+    base = entry_base(request)
     return render(request, "research/study.html", status_code=status_code, errors=errors or {},
                   user=user, study=study, agents=agents,
                   my_agents=my_agents, exports=_recent_exports(session, study), store=get_store(),
@@ -373,7 +395,8 @@ def _study_page(request: Request, session: Session, study: Study, user: User,
                   progress=assignment.progress(session, study),
                   links={"mturk": f"{base}/s/{study.slug}?workerId=...&assignmentId=...&hitId=...",
                          "prolific": f"{base}/s/{study.slug}?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}"
-                                     f"&STUDY_ID={{{{%STUDY_ID%}}}}&SESSION_ID={{{{%SESSION_ID%}}}}"})
+                                     f"&STUDY_ID={{{{%STUDY_ID%}}}}&SESSION_ID={{{{%SESSION_ID%}}}}",
+                         "base": base, "only_here": only_this_machine(base)})
 
 
 @router.get("/studies/{study_id}/preview")
