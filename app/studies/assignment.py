@@ -228,22 +228,27 @@ def _release(session: Session, assignment: Assignment, state: str) -> bool:
     return bool(moved)
 
 
-def _open_to(study: Study, worker_id: int):
+def _open_to(study: Study, worker_id: int, again: bool = False):
     """Items this worker may still get: never one they had, nor one of a group they had, nor
-    one they wrote."""
+    one they wrote. `again`: also an item whose only lease of theirs ran out unanswered (and
+    so, for a group, only that item of it): offered only when nothing else is left for them,
+    or a worker who once let a lease run out could never fill a task of all the study's items."""
     mine = aliased(Assignment)
     grouped = aliased(Assignment)
-    return (~exists().where(mine.item_id == Item.id, mine.worker_id == worker_id),
+    return (~exists().where(mine.item_id == Item.id, mine.worker_id == worker_id,
+                            *([mine.state != "expired"] if again else [])),
             Item.author_id.is_(None) | (Item.author_id != worker_id),
             Item.exclusion_group.is_(None) | ~exists().where(
                 grouped.study_id == study.id, grouped.worker_id == worker_id,
-                grouped.exclusion_group == Item.exclusion_group))
+                grouped.exclusion_group == Item.exclusion_group,
+                *([grouped.item_id != Item.id] if again else [])))
 
 
-def _pick(session: Session, study: Study, worker_id: int, gold: bool) -> Item | None:
+def _pick(session: Session, study: Study, worker_id: int, gold: bool,
+          again: bool = False) -> Item | None:
     q = (
         select(Item)
-        .where(Item.study_id == study.id, Item.is_gold == gold, *_open_to(study, worker_id))
+        .where(Item.study_id == study.id, Item.is_gold == gold, *_open_to(study, worker_id, again))
         .limit(1)
     )
     if gold:
@@ -294,6 +299,12 @@ def next_item(session: Session, study: Study, bundle_id: int) -> Assignment | No
         item = _pick(session, study, bundle.worker_id, want_gold)
         if item is None and want_gold:
             item = _pick(session, study, bundle.worker_id, False)
+        # Nothing new is left: an item whose lease of theirs ran out comes back to them.
+        again = item is None
+        if again:
+            item = _pick(session, study, bundle.worker_id, want_gold, again=True)
+        if item is None and want_gold:
+            item = _pick(session, study, bundle.worker_id, False, again=True)
         if item is None:
             return None
         if not item.is_gold:
@@ -309,11 +320,22 @@ def next_item(session: Session, study: Study, bundle_id: int) -> Assignment | No
                     Assignment.state == "leased", Assignment.bundle_id != bundle.id)
                     .with_for_update()).all():
                 _release(session, other, "expired")
-        assignment = Assignment(
-            study_id=study.id, item_id=item.id, worker_id=bundle.worker_id, bundle_id=bundle.id,
-            exclusion_group=item.exclusion_group, slot=slot, is_gold=item.is_gold,
-            leased_at=now, lease_expires_at=now + timedelta(seconds=study.lease_seconds))
-        session.add(assignment)
+        expires = now + timedelta(seconds=study.lease_seconds)
+        assignment = session.scalar(select(Assignment).where(
+            Assignment.worker_id == bundle.worker_id, Assignment.item_id == item.id,
+            Assignment.state == "expired").with_for_update()) if again else None
+        if assignment is not None:
+            # The same item again: its expired row (one per worker and item) is leased anew,
+            # so the old page's answer to it is this lease's answer.
+            assignment.bundle_id, assignment.slot, assignment.state = bundle.id, slot, "leased"
+            assignment.leased_at, assignment.lease_expires_at = now, expires
+            assignment.completed_at = None
+        else:
+            assignment = Assignment(
+                study_id=study.id, item_id=item.id, worker_id=bundle.worker_id,
+                bundle_id=bundle.id, exclusion_group=item.exclusion_group, slot=slot,
+                is_gold=item.is_gold, leased_at=now, lease_expires_at=expires)
+            session.add(assignment)
         session.flush()
         return assignment
 
@@ -410,7 +432,7 @@ def wait_for_work(session: Session, study: Study, bundle_id: int) -> int | None:
         held = (select(Assignment).join(Item, Item.id == Assignment.item_id)
                 .where(Assignment.study_id == study.id, Assignment.state == "leased",
                        Assignment.is_gold.is_(False), Item.study_id == study.id,
-                       *_open_to(study, bundle.worker_id)))
+                       *_open_to(study, bundle.worker_id, again=True)))
         first = session.scalar(held.with_only_columns(func.min(Assignment.lease_expires_at)))
         if first is None:
             return None

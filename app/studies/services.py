@@ -161,6 +161,48 @@ def with_defaults(settings: StudySettings, defaults: dict) -> dict:
     return values
 
 
+def fill_warning(items: list, values: dict) -> str | None:
+    """What the researcher should know when tasks of `bundle_size` cannot all be completed with
+    these items (ItemSpecs, or rows with is_gold and exclusion_group) and settings (a dict of
+    the study's values); None when every task can be. A worker answers an item once and one item
+    of an exclusion group, and gold is shared, so a task of size S with G gold slots needs S - G
+    different plain items (groups counted once), and the plain items give items x annotations
+    per item answers in all: tasks of S - G plain answers each, the rest a task that ends short
+    and shows no completion code."""
+    size = int(values.get("bundle_size") or 10)
+    per_item = int(values.get("annotations_per_item") or 3)
+    plain = [i for i in items if not i.is_gold]
+    groups = {i.exclusion_group for i in plain if i.exclusion_group}
+    distinct = sum(1 for i in plain if not i.exclusion_group) + len(groups)
+    gold = len({i.exclusion_group or id(i) for i in items if i.is_gold})
+    n_gold = min(round(size * float(values.get("gold_rate") or 0.0)), gold)
+    need = size - n_gold
+    if need <= 0:
+        return None
+    if distinct < need:
+        one = "one item of each exclusion group, " if groups else ""
+        return (f"No task can be completed: a task of {size} needs {need} different plain items "
+                f"(a worker answers each item once, {one}and {n_gold} slots are gold), and there "
+                f"are {distinct}. Every worker's task would end short, with no completion code: "
+                f"make tasks of at most {distinct + n_gold} or add items.")
+    answers = len(plain) * per_item
+    whole, left = divmod(answers, need)
+    if left:
+        return (f"{len(plain)} plain items x {per_item} annotations per item = {answers} answers "
+                f"make {whole} complete task{'s' if whole != 1 else ''} of {need} plain answers; "
+                f"the last {left} go to a task that cannot be completed (it ends short, with no "
+                f"completion code). Tasks of a size whose plain answers divide {answers} avoid it.")
+    return None
+
+
+def study_fill_warning(session: Session, study: Study) -> str | None:
+    """fill_warning for a stored study, from its items and settings."""
+    rows = session.execute(select(Item.is_gold, Item.exclusion_group)
+                           .where(Item.study_id == study.id)).all()
+    return fill_warning(rows, {"bundle_size": study.bundle_size, "gold_rate": study.gold_rate,
+                               "annotations_per_item": study.annotations_per_item})
+
+
 def create_study(session: Session, owner: User, kind_name: str, settings: StudySettings,
                  data: bytes, fmt: str, options: dict | None = None) -> Study:
     """Parse first, then store everything in one transaction: all items or none."""

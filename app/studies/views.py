@@ -294,6 +294,7 @@ async def create_study(request: Request, session: Session = Depends(db),
             result = services.preview_items(kind_name, data, fmt, options)
             return render(request, "research/new_study.html", user=user, kinds=all_kinds(),
                           form={**fields, "kind": kind_name, "upload_token": upload_token}, preview=result,
+                          fill_warning=_fill_warning(result, fields),
                           worker_views=preview.upload_views(get_kind(kind_name), result, fields.get("title", "")))
         settings = services.parse_settings(
             {k: v for k, v in fields.items() if k in services.StudySettings.model_fields and v != ""})
@@ -311,8 +312,23 @@ async def create_study(request: Request, session: Session = Depends(db),
         return render(request, "research/new_study.html", status_code=422, user=user,
                       kinds=all_kinds(), form={**fields, "upload_token": upload_token},
                       preview=None, error=str(exc))
-    flash(request, "Study created with its items. Launch it when ready.")
+    warning = services.study_fill_warning(session, study)
+    flash(request, "Study created with its items. " + (f"Before launching: {warning}" if warning else
+                                                      "Launch it when ready."),
+          "warn" if warning else "ok")
     return RedirectResponse(f"/studies/{study.id}", status_code=303)
+
+
+def _fill_warning(result, fields: dict) -> str | None:
+    """The preview's warning when its tasks cannot all be completed (services.fill_warning),
+    with the form's settings and the upload's suggestions for those left blank."""
+    try:
+        settings = services.parse_settings(
+            {"title": "-", **{k: v for k, v in fields.items()
+                              if k in services.StudySettings.model_fields and v != ""}})
+    except InputError:
+        return None  # the create button says what is wrong with them
+    return services.fill_warning(result.items, services.with_defaults(settings, result.study_defaults))
 
 
 # The new-study form's own fields: an error naming one of these is about the form, not the file.

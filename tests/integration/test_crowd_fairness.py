@@ -1,0 +1,125 @@
+"""A worker who does the work gets the code, and a worker id is theirs alone (issue 24, items 5
+and 6), through the pages and the API as workers and researchers use them, on SQLite (the
+engine) and PostgreSQL (the hot path, which leaves the rare cases to the engine)."""
+
+from __future__ import annotations
+
+import re
+
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from app.studies.models import Assignment, Bundle
+from tests.conftest import expire_lease, make_user
+from tests.integration.test_crowd_integrity import answer, api_start, start, tiny_study
+
+# --- 5. a task never ends while work is left for it -------------------------------------------
+
+
+def _live_lease(session, study) -> Assignment:
+    session.expire_all()
+    return session.scalar(select(Assignment).where(Assignment.study_id == study.id,
+                                                   Assignment.state == "leased"))
+
+
+def test_an_item_whose_lease_ran_out_comes_back_so_the_task_can_be_completed(app, session):
+    """Three items for tasks of three: a worker who let one lease run out (walked away, or
+    their answer was refused and they came back later) used to end after 2 of 3 with no code,
+    since an item they once held was never theirs again."""
+    owner = make_user(session, "researcher")
+    study = tiny_study(session, owner, 3, bundle_size=3, annotations_per_item=1,
+                       completion_code="ALLTHREE")
+    with TestClient(app) as w:
+        page = start(w, study.slug, "walked-away")
+        first = _live_lease(session, study)
+        expire_lease(session, first)
+        page = w.get(f"/task/{study.slug}").text  # back after the lease ran out: another item
+        assert "1 of 3" in page and f'value="{first.id}"' not in page
+        page = answer(w, study.slug, answer(w, study.slug, page))
+        # The only item left is the one that ran out: it comes back, and the task completes.
+        assert "3 of 3" in page and 'id="no-code"' not in page, page[:600]
+        assert _live_lease(session, study).item_id == first.item_id
+        page = answer(w, study.slug, page)
+    assert 'id="completion-code">ALLTHREE<' in page
+
+    # By the API the same (a second study: the first one's items are all answered).
+    study = tiny_study(session, owner, 3, bundle_size=3, annotations_per_item=1, title="API")
+    with TestClient(app) as w:
+        api_start(w, study.slug, {"PROLIFIC_PID": "api-away"})
+        first = w.get(f"/api/v1/crowd/{study.slug}/next").json()
+        expire_lease(session, session.get(Assignment, first["assignment_id"]))
+        seen = []
+        for _ in range(3):
+            nxt = w.get(f"/api/v1/crowd/{study.slug}/next").json()
+            assert nxt["state"] == "item", nxt
+            seen.append(nxt["item"]["question"])
+            r = w.post(f"/api/v1/crowd/{study.slug}/submit", json={
+                "assignment_id": nxt["assignment_id"], "idempotency_key": f"k{len(seen)}",
+                "response": {"answer": "No"}})
+            assert r.status_code == 200, r.text
+        assert seen[-1] == first["item"]["question"] and len(set(seen)) == 3
+        done = r.json()["next"]
+    assert done["state"] == "done" and done["complete"] is True and done["code"] == study.completion_code
+
+
+def test_a_task_waits_for_an_item_another_worker_walked_away_from(app, session):
+    """Three items for tasks of three, one annotation each: another worker's abandoned lease
+    makes the task wait (the page retries), then the item comes back and the task completes."""
+    owner = make_user(session, "researcher")
+    study = tiny_study(session, owner, 3, bundle_size=3, annotations_per_item=1, lease_seconds=60,
+                       completion_code="WAITED3")
+    gone, worker = TestClient(app), TestClient(app)
+    api_start(gone, study.slug, {"PROLIFIC_PID": "gone"})
+    held = gone.get(f"/api/v1/crowd/{study.slug}/next").json()
+    page = answer(worker, study.slug, answer(worker, study.slug, start(worker, study.slug, "stays")))
+    assert 'id="wait"' in page and "2 of 3 done" in page and 'id="no-code"' not in page
+    expire_lease(session, session.get(Assignment, held["assignment_id"]))
+    page = answer(worker, study.slug, worker.get(f"/task/{study.slug}").text)
+    assert 'id="completion-code">WAITED3<' in page
+    gone.close()
+    worker.close()
+
+
+def _three_questions() -> bytes:
+    import csv
+    import io
+
+    from tests.conftest import ROOT
+
+    rows = list(csv.reader(io.StringIO((ROOT / "tests" / "fixtures" / "tom" / "questions.csv")
+                                       .read_text("utf-8"), newline="")))
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows[:4])
+    return out.getvalue().encode()
+
+
+def test_the_new_study_form_warns_when_tasks_cannot_be_completed(client, session):
+    from tests.conftest import login
+
+    csrf = login(client, make_user(session, "researcher"))
+    data = _three_questions()
+    form = {"csrf_token": csrf, "title": "Three", "kind": "tom", "format": "csv", "tom.gold_count": "0",
+            "gold_rate": "0", "bundle_size": "4", "annotations_per_item": "3"}
+
+    def preview(**changed) -> str | None:
+        r = client.post("/studies/new", data={**form, **changed, "action": "preview"},
+                        files={"file": ("q.csv", data)})
+        assert r.status_code == 200, r.text[-500:]
+        found = re.search(r'<p class="error" role="alert" id="fill-warning">([^<]+)</p>', r.text)
+        return found and found.group(1)
+
+    # Three questions for tasks of four: nobody can finish.
+    assert preview() == (
+        "No task can be completed: a task of 4 needs 4 different plain items (a worker answers "
+        "each item once, and 0 slots are gold), and there are 3. Every worker&#39;s task would end "
+        "short, with no completion code: make tasks of at most 3 or add items.")
+    # 3 x 3 = 9 answers in tasks of 2: four complete tasks, and one answer for a fifth.
+    assert preview(bundle_size="2") == (
+        "3 plain items x 3 annotations per item = 9 answers make 4 complete tasks of 2 plain "
+        "answers; the last 1 go to a task that cannot be completed (it ends short, with no "
+        "completion code). Tasks of a size whose plain answers divide 9 avoid it.")
+    assert preview(bundle_size="3") is None  # 9 answers, three whole tasks
+    # Creating it says so too, on the study page.
+    r = client.post("/studies/new", data={**form, "action": "create"}, files={"file": ("q.csv", data)})
+    assert r.status_code == 200 and 'class="flash warn"' in r.text
+    assert "Before launching: No task can be completed: a task of 4 needs 4" in r.text
