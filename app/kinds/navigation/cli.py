@@ -91,6 +91,48 @@ def nav_import_graphs(directory: str, source: str, as_email: str | None) -> None
     click.echo(f"imported {len(files)} buildings")
 
 
+@nav.command("import-house")
+@click.argument("seed", type=click.IntRange(min=0))
+@click.option("--floors", default=1, show_default=True, type=click.IntRange(1, 3),
+              help="Floors, joined by stairs rooms.")
+@click.option("--paths", "n_paths", type=click.IntRange(1, 1000), default=None,
+              help="Also write N of the house's paths, each with a grammar instruction, as an R2R "
+                   "file (--out): the paths file a generation run starts from.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Where --paths writes.")
+@click.option("--as", "as_email", metavar="EMAIL", default=None, help=AS_HELP)
+def nav_import_house(seed: int, floors: int, n_paths: int | None, out: str | None, as_email: str | None) -> None:
+    """Generate house SEED (the same seed and floors always give the same house:
+    docs/kinds/navigation-houses.md) and import it as a building with its semantics, which a
+    generation run's speaker needs."""
+    import json
+
+    from app.db import session_scope
+    from app.errors import InputError
+    from app.kinds.navigation.environments import NotYours, import_house
+    from app.kinds.navigation.grammar import describe_path
+    from app.kinds.navigation.house import generate_house, sample_paths, to_r2r
+
+    if (n_paths is None) != (out is None):
+        raise click.UsageError("give --paths N and --out FILE together")
+    house = generate_house(seed, floors)
+    ensure_local_dirs()
+    with session_scope() as session:
+        try:
+            import_house(session, house, actor=_account(session, as_email))
+        except (InputError, NotYours) as e:
+            raise click.ClickException(str(e)) from None
+    click.echo(f"imported {house.scan}: {len(house.rooms)} rooms, {len(house.viewpoints)} viewpoints")
+    if n_paths is not None:
+        paths = sample_paths(house, n_paths, rng=seed)
+        records = to_r2r(house, paths, [describe_path(house, p, rng=seed * 1000 + k, n=1)
+                                        for k, p in enumerate(paths)])
+        with open(out, "w", encoding="utf-8") as f:
+            json.dump(records, f, indent=1)
+            f.write("\n")
+        click.echo(f"wrote {len(records)} paths of {house.scan} to {out}"
+                   + (f" (the house has no more than {len(records)})" if len(records) < n_paths else ""))
+
+
 @nav.command("import-panoramas")
 @click.argument("scan")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False))
