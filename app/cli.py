@@ -159,16 +159,20 @@ def demo(host: str, port: int, no_serve: bool) -> None:
     ensure_local_dirs()
     migrate_db()
     with session_scope() as session:
-        click.echo("seeding the demo (a study, two agents, simulated annotators)...")
+        click.echo("seeding the demo (a live study per task kind, with agents and simulated workers)...")
         info = seed(session)
-        base = f"http://{host}:{port}"
+        served = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+        base = get_settings().base_url.rstrip("/") or served  # the study page's links too
+        studies = info["studies"]
         click.echo("")
-        click.echo(f"Proctor demo at {base}")
+        click.echo(f"Proctor demo at {served}")
         click.echo(f"  researcher login: {info['researcher'][0]}  password: {info['researcher'][1]}")
         click.echo(f"  admin login:      {info['admin'][0]}  password: {info['admin'][1]}")
-        for study in info["studies"]:
-            click.echo(f"  worker entry ({study.kind}): {base}/s/{study.slug}"
-                       f"?PROLIFIC_PID=you&STUDY_ID=demo&SESSION_ID=1")
+        click.echo(f"  {len(studies)} {'study' if len(studies) == 1 else 'studies'}, live; "
+                   "a worker's entry link to each (another PROLIFIC_PID is another worker):")
+        for study in studies:
+            click.echo(f"  {study.title} ({study.kind})")
+            click.echo(f"    {base}/s/{study.slug}?PROLIFIC_PID=you&STUDY_ID=demo&SESSION_ID=1")
     if not no_serve:
         _serve(host, port)
 

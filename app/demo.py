@@ -69,11 +69,12 @@ def simulate_task(session: Session, study: Study, worker: str,
 
 
 def seed(session: Session) -> dict:
-    """Idempotent: passwords are reset and printed; the demo study is made once."""
+    """Idempotent: passwords are reset and printed; each demo study is made once. The studies
+    returned are every demo study of the researcher's, those a kind's demo adds beside its own
+    (e.g. Hexagons's description study) too, in the order they were made."""
     r_pass, a_pass = secrets.token_urlsafe(9), secrets.token_urlsafe(9)
     researcher = ensure_user(session, RESEARCHER, "researcher", r_pass)
     ensure_user(session, ADMIN, "admin", a_pass)
-    studies = []
     for kind in all_kinds().values():
         title = f"Demo: {kind.title}"
         study = session.scalar(select(Study).where(Study.title == title))
@@ -95,5 +96,8 @@ def seed(session: Session) -> dict:
             services.set_state(session, study, "live", researcher)
             if material.get("simulate"):
                 material["simulate"](session, study, researcher)  # agents, simulated workers
-        studies.append(study)
+    studies = session.scalars(select(Study).where(Study.owner_id == researcher.id,
+                                                  Study.title.startswith("Demo: "),
+                                                  Study.kind.in_(list(all_kinds())))
+                              .order_by(Study.id)).all()
     return {"researcher": (RESEARCHER, r_pass), "admin": (ADMIN, a_pass), "studies": studies}

@@ -52,16 +52,16 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "researcher login: researcher@example.org  password: " in out.stdout
     assert "admin login:      admin@example.org  password: " in out.stdout
-    assert "/s/" in out.stdout and "PROLIFIC_PID=" in out.stdout
 
     from app.db import get_sessionmaker
     from app.leaderboards.service import compute
     from app.studies.models import Study
 
     # One demo study per installed kind, the example kind's package (tests/example_kind) too.
-    # Hexagons's demo needs the released data beside the checkout (never copied into it).
+    # Hexagons's demo needs the released data beside the checkout (never copied into it), and
+    # makes a description study beside its execution study.
     hexagons = ("hexagons",) if (ROOT.parent / "shared" / "data" / "hexagons" / "dev.jsonl").exists() else ()
-    assert all(f"worker entry ({k})" in out.stdout for k in ("tom", "navigation", "sts", *hexagons, "a3ds", "wordcount"))
+    _check_demo_links(out.stdout, env["DATABASE_URL"], 5 + 2 * len(hexagons), "http://127.0.0.1:8000")
     with get_sessionmaker(env["DATABASE_URL"])() as s:
         study = s.scalar(select(Study).where(Study.kind == "tom"))
         assert study.state == "live"
@@ -70,9 +70,10 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
         assert (nav.bundle_size, nav.gold_rate, nav.annotations_per_item) == (6, 0.0, 3)
         assert "do not explore" in nav.instructions.lower()
         from app.studies.models import Item
-        assert len(s.scalars(select(Item).where(Item.study_id == nav.id)).all()) == 12
+        assert len(s.scalars(select(Item).where(Item.study_id == nav.id)).all()) == 24
         board = compute(s, study)
         _check_demo_review(s, study, nav)
+    _check_newcomers(env)
     types = {r["type"] for r in board["rows"]}
     assert {"agent", "annotator", "majority", "baseline"} <= types
     assert sum(r["type"] == "agent" for r in board["rows"]) == 2
@@ -97,9 +98,13 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
     assert "demo-annotator" not in (tmp_path / "out" / "annotations.csv").read_text()
     assert run_cli("export", "999", env=env).returncode != 0
     _check_sts_demo(env["DATABASE_URL"])
-    # Running the demo again does not duplicate the study, and prints fresh passwords.
-    again = run_cli("demo", "--no-serve", env=env)
+    # Running the demo again does not duplicate the study, and prints fresh passwords; on
+    # another port, and with BASE_URL set, the links follow.
+    again = run_cli("demo", "--no-serve", "--port", "8100", env=env)
     assert again.returncode == 0
+    _check_demo_links(again.stdout, env["DATABASE_URL"], 5 + 2 * len(hexagons), "http://127.0.0.1:8100")
+    behind = run_cli("demo", "--no-serve", env={**env, "BASE_URL": "https://proctor.example.org"})
+    _check_demo_links(behind.stdout, env["DATABASE_URL"], 5 + 2 * len(hexagons), "https://proctor.example.org")
     with get_sessionmaker(env["DATABASE_URL"])() as s:
         kinds = sorted(s.scalars(select(Study.kind)).all())
         # One per kind; Hexagons has a description study beside its execution study.
@@ -107,6 +112,50 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
         if hexagons:
             desc = s.scalar(select(Study).where(Study.title == "Demo: Hexagons description"))
             assert desc.state == "live" and desc.kind_settings["mode"] == "description"
+
+
+def _check_demo_links(stdout: str, url: str, n: int, base: str) -> None:
+    """The demo says how many studies it made and prints each one's title, kind and entry link."""
+    from app.db import get_sessionmaker
+    from app.studies.models import Study
+
+    lines = stdout.splitlines()
+    start = lines.index(f"  {n} studies, live; a worker's entry link to each (another PROLIFIC_PID is another worker):")
+    with get_sessionmaker(url)() as s:
+        studies = s.scalars(select(Study).order_by(Study.id)).all()
+    assert len(studies) == n
+    assert lines[start + 1:start + 1 + 2 * n] == [
+        line for st in studies for line in (f"  {st.title} ({st.kind})",
+                                            f"    {base}/s/{st.slug}?PROLIFIC_PID=you&STUDY_ID=demo&SESSION_ID=1")]
+
+
+def _check_newcomers(env: dict) -> None:
+    """Room for people trying the demo: in every demo study a newcomer gets an item, and in the
+    navigation study six newcomers each walk a whole task of 6 paths (the simulated followers
+    once took every path, and a newcomer's task ended after 0 of 6)."""
+    from app.config import get_settings
+    from app.db import get_sessionmaker
+    from app.demo import simulate_task
+    from app.storage import clear_store_cache
+    from app.studies import assignment
+    from app.studies.models import Item, Study
+
+    def walk(item: Item, rng) -> dict:
+        return {"path": list(item.reference["path"]), "rating": 4}
+
+    with pytest.MonkeyPatch.context() as mp, get_sessionmaker(env["DATABASE_URL"])() as s:
+        # The demo's blob folder: an answer's path is checked on the house stored there.
+        mp.setenv("STORAGE_URL", env["STORAGE_URL"])
+        get_settings.cache_clear()
+        clear_store_cache()
+        nav = s.scalar(select(Study).where(Study.kind == "navigation"))
+        done = [simulate_task(s, nav, f"newcomer-{k}", walk, 30.0, seed=k) for k in range(6)]
+        assert done == [6] * 6
+        for study in s.scalars(select(Study).where(Study.kind != "navigation")).all():
+            bundle = assignment.enter(s, study, "prolific", "newcomer-0")
+            assert assignment.next_item(s, study, bundle.id) is not None, study.title
+    get_settings.cache_clear()
+    clear_store_cache()
 
 
 def _check_demo_review(s, tom, nav) -> None:

@@ -371,15 +371,15 @@ class Navigation(TaskKind):
         return parse_follower_annotations(data, known_ids, payloads, get_graph)
 
     def demo(self) -> dict:
-        """A generated house with 12 sampled paths and grammar instructions (one per path),
-        walked by simulated followers (demo.py)."""
+        """A generated house with 24 sampled paths and grammar instructions (one per path),
+        walked by simulated followers (demo.py) who leave half the paths to newcomers."""
         from app.kinds.navigation.demo import simulate
         from app.kinds.navigation.environments import import_house
         from app.kinds.navigation.grammar import describe_path
         from app.kinds.navigation.house import generate_house, sample_paths, to_r2r
 
         house = generate_house(seed=3)
-        paths = sample_paths(house, 12, rng=3)
+        paths = sample_paths(house, DEMO_PATHS, rng=3)
         instructions = [describe_path(house, p, rng=100 + k, n=1) for k, p in enumerate(paths)]
         return {"items": json.dumps(to_r2r(house, paths, instructions)).encode(), "format": "r2r",
                 "setup": lambda session: import_house(session, house),
@@ -387,5 +387,9 @@ class Navigation(TaskKind):
                 "settings": {"bundle_size": 6, "gold_rate": 0.0, "annotations_per_item": 3,
                              "instructions": INSTRUCTIONS}}
 
+
+# The demo's paths: 24 x 3 followers is 12 tasks of 6, six for the simulated followers and six
+# for newcomers (with 12 paths the followers took every one, and a newcomer got none).
+DEMO_PATHS = 24
 
 KIND = Navigation()

@@ -20,8 +20,8 @@ from app.studies.models import Item, Study
 
 CAREFUL_SECONDS = 40.0
 IDLER_SECONDS = 4.0
-# (name, probability of walking the whole path); the idler comes mid-way so that the items'
-# capacity (12 paths x 3 followers = 6 tasks of 6) holds them all.
+# (name, probability of walking the whole path). They take 6 of the study's 12 tasks of 6 (24
+# paths x 3 followers, app/kinds/navigation/__init__.py), so that newcomers get the other six.
 FOLLOWERS = (("demo-follower-1", 0.9), ("demo-follower-2", 0.8), ("demo-follower-3", 0.85),
              ("demo-idler", None), ("demo-follower-4", 0.75), ("demo-follower-5", 0.9))
 
