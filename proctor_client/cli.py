@@ -112,7 +112,9 @@ def studies_cmd(pc: Client, as_json: bool) -> None:
 @pass_client
 def create_study_cmd(pc: Client, items: str, title: str, kind: str | None, fmt: str | None,
                      settings: tuple, options: tuple, launch: bool, as_json: bool) -> None:
-    """Create a study from an item file (the kind's format)."""
+    """Create a study from an item file (the kind's format). Prints its id alone on stdout
+    (`id=$(proctor remote create-study ...)`), a summary and the worker entry link on stderr;
+    --json prints the whole study instead."""
     study = pc.create_study(items, title=title, kind=kind, format=fmt,
                             settings=_pairs(settings, "--setting"), **_pairs(options, "--option"))
     if launch:
@@ -121,8 +123,9 @@ def create_study_cmd(pc: Client, items: str, title: str, kind: str | None, fmt: 
         _echo_json(study.raw)
         return
     n = pc.progress(study.id).get("items", "?")
-    click.echo(f"study {study.id} ({study.kind}, {study.state}): {study.title}, {n} items besides gold")
-    click.echo(f"  worker entry: {pc.url}{study.entry_path}")
+    click.echo(study.id)
+    click.echo(f"study {study.id} ({study.kind}, {study.state}): {study.title}, {n} items besides gold", err=True)
+    click.echo(f"  worker entry: {pc.url}{study.entry_path}", err=True)
 
 
 @remote.command("state")

@@ -320,9 +320,13 @@ def test_proctor_remote_does_a_study_from_the_command_line(server, tmp_path):
     out = server.remote("create-study", str(TOM_CSV), "--title", "Launched", "--kind", "tom", "--launch",
                         "--option", "gold_count=7")
     assert out.returncode == 0, out.stderr
-    first, entry = out.stdout.splitlines()
-    assert first.endswith(f"(tom, live): Launched, {len(rows) - 7} items besides gold")
-    assert entry.startswith(f"  worker entry: {server.url}/s/launched-")
+    # The id alone on stdout (`id=$(proctor remote create-study ...)`), the rest on stderr.
+    with server.client() as pc:
+        launched = pc.study(int(out.stdout))
+    assert out.stdout == f"{launched.id}\n" and launched.title == "Launched" and launched.state == "live"
+    first, entry = out.stderr.splitlines()
+    assert first == f"study {launched.id} (tom, live): Launched, {len(rows) - 7} items besides gold"
+    assert entry == f"  worker entry: {server.url}/s/{launched.slug}"
 
     # Where only the client is installed: python -m proctor_client, options instead of env.
     alone = subprocess.run([sys.executable, "-m", "proctor_client", "--url", server.url, "--token", server.token,
