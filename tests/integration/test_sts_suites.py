@@ -125,6 +125,31 @@ def test_published_versions_refuse_every_change_and_older_versions_keep_their_sc
     assert other("GET", "/api/v1/sts/suites").json()["suites"] == []
 
 
+def test_a_refusal_to_change_a_published_version_names_the_next_step_as_it_stands(api):
+    """Once version 3 is the draft, a change to version 1 is pointed at version 3, not at a
+    "version 2" that is already published; with no draft, at the version to start."""
+    recs = _recordings(api)
+    suite = _suite(api)
+
+    def refused(version: int, rec: int) -> str:
+        r = _mine(api, suite, version, rule="first step", recordings=[rec])
+        assert r.status_code == 409, r.text
+        return r.json()["detail"]
+
+    for number, rec in ((1, recs[0]), (2, recs[1])):
+        assert _mine(api, suite, number, rule="first step", recordings=[rec]).status_code == 201
+        assert api("POST", f"/api/v1/sts/suites/{suite}/versions/{number}/publish").status_code == 200
+        if number == 1:
+            assert api("POST", f"/api/v1/sts/suites/{suite}/versions").json()["number"] == 2
+    assert refused(1, recs[2]) == ("field 'version': version 1 of 'Go to' is published and cannot change: no scenario can be "
+                                   "added. Start version 3 to add scenarios")
+    assert api("POST", f"/api/v1/sts/suites/{suite}/versions").json()["number"] == 3
+    assert refused(1, recs[2]) == ("field 'version': version 1 of 'Go to' is published and cannot change: no scenario can be "
+                                   "added. Add scenarios to version 3, the draft")
+    assert refused(2, recs[2]).endswith("Add scenarios to version 3, the draft")
+    assert _mine(api, suite, 3, rule="first step", recordings=[recs[2]]).status_code == 201
+
+
 def test_bulk_rules_take_over_where_they_say(api, session, owner):
     recs = _recordings(api)
     # An uploaded recording that never succeeds: a few turns on the spot.

@@ -288,15 +288,20 @@ def new_version(session: Session, suite: Suite) -> SuiteVersion:
     return version
 
 
-def _published(version: SuiteVersion, suite: Suite | None, what: str) -> Conflict:
-    name = f" of {suite.name!r}" if suite is not None else ""
-    return Conflict(f"version {version.number}{name} is published and cannot change: no scenario can be {what}. "
-                    f"Start version {version.number + 1} to add scenarios", field="version")
+def _published(session: Session, version: SuiteVersion, what: str) -> Conflict:
+    """The refusal names the next step as it stands: the draft there is, or the version to start
+    (never a version that already exists)."""
+    suite = session.get(Suite, version.suite_id)
+    latest = latest_version(session, suite)
+    step = (f"Add scenarios to version {latest.number}, the draft" if latest.state == "draft"
+            else f"Start version {latest.number + 1} to add scenarios")
+    return Conflict(f"version {version.number} of {suite.name!r} is published and cannot change: no scenario "
+                    f"can be {what}. {step}", field="version")
 
 
 def require_draft(session: Session, version: SuiteVersion, what: str) -> None:
     if version.state != "draft":
-        raise _published(version, session.get(Suite, version.suite_id), what)
+        raise _published(session, version, what)
 
 
 def publish(session: Session, version: SuiteVersion) -> SuiteVersion:
