@@ -76,6 +76,21 @@ def test_imported_captions_and_their_refusals(session):
         _study(session, owner, fmt="captions", data=bad.encode())
 
 
+def test_a_captions_file_sent_as_an_agents_outputs_says_captions_make_a_study_of_their_own(session):
+    owner = make_user(session, "researcher")
+    study = _study(session, owner)
+    agent = services.register_agent(session, owner, "a3ds", "my-captioner")
+    captions = "\n".join(json.dumps({"target": 12500, "distractor": 12501 + k, "caption": c, "captioner": "mine"})
+                         for k, c in enumerate(["a ball", "a tiny cylinder"]))
+    with pytest.raises(InputError) as exc:
+        services.import_agent_outputs(session, study, agent, captions.encode())
+    assert str(exc.value) == (
+        "line 1, field 'caption': this is a captions file, not a listener's picks: captions make a study of "
+        "their own (a new A3DS study from the captions format), or a captioner agent's run adds its captions "
+        "to this study as items (Captioner runs, on the study page); an agent's outputs here are its picks, "
+        '{"item": id, "choice": "1" | "2"} a line')
+
+
 def test_picks_are_scored_and_the_leaderboard_counts_them_per_captioner(session):
     owner = make_user(session, "researcher")
     study = _study(session, owner, bundle_size=50)

@@ -19,6 +19,11 @@ from app.errors import InputError
 from app.kinds.base import ImportResult, ItemSpec, TaskKind
 
 CAPTIONS_LINE = '{"target": id, "distractor": id, "caption": str, "captioner": optional, "id": optional}'
+CAPTIONS_AS_OUTPUTS = (
+    "this is a captions file, not a listener's picks: captions make a study of their own (a new "
+    "A3DS study from the captions format), or a captioner agent's run adds its captions to this "
+    "study as items (Captioner runs, on the study page); an agent's outputs here are its picks, "
+    '{"item": id, "choice": "1" | "2"} a line')
 
 
 class Pick(BaseModel):
@@ -188,6 +193,9 @@ class ReferenceGame(TaskKind):
 
         out = {}
         for line, obj in jsonl_objects(data):
+            if "caption" in obj and "item" not in obj:
+                # A captioner's captions are what workers judge, not a listener's picks.
+                raise InputError(CAPTIONS_AS_OUTPUTS, line=line, field="caption")
             item = str(obj.get("item", ""))
             if item not in known_ids:
                 raise InputError(f"no item {item!r} in this study", line=line, field="item")
