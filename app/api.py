@@ -424,8 +424,11 @@ def crowd_consent(slug: str, body: ConsentIn, request: Request):
 def _consent(slug: str, body: ConsentIn, request: Request, session: Session):
     study, bundle = crowd_bundle(request, session, slug)
     try:
-        assignment.consent(session, study, bundle.id, body.consent_version)
+        assignment.consent(session, study, bundle.id, body.consent_version,
+                           presented_browser(request))
     except assignment.NotAvailable as exc:
+        if exc.status != 409:
+            raise  # another browser holds the worker's task, or a cap
         session.refresh(study)
         return JSONResponse({"detail": str(exc), "consent": services.consent_text(study),
                              "consent_details": dict(services.consent_details(study)),

@@ -108,8 +108,11 @@ def enter(session: Session, study: Study, platform: str, external_worker_id: str
           address: str | None = None) -> Bundle:
     """A crowd worker arrives by an entry link: find or start their bundle.
 
-    `browser` is the hash of the entering browser's secret: a bundle is bound to the browser
-    that opened it, and no other may resume it or start another in that worker's name.
+    `browser` is the hash of the entering browser's secret. A bundle is bound to a browser
+    when the worker consents in it (`consent`), not here: an entry that never consented holds
+    nothing (a phone that only opened the link, or someone who knows the worker id, locks no
+    one out); once bound, no other browser may resume it or start another in that worker's
+    name (the refusal names the study's contact, who can release it: `release_browser`).
     `address` is the address pseudonym, for the cap on bundles open at once per address.
     Callers in-process (tests, the bench's service mode) may leave both out.
     """
@@ -133,7 +136,7 @@ def enter(session: Session, study: Study, platform: str, external_worker_id: str
                             .with_for_update())
             bundle = session.scalar(lookup.execution_options(populate_existing=True))
         if bundle is not None:
-            _check_browser(bundle, browser)
+            _check_browser(study, bundle, browser)
             return bundle
         _admit(session, study, worker.id, browser, address)
         size = study.bundle_size
@@ -143,7 +146,7 @@ def enter(session: Session, study: Study, platform: str, external_worker_id: str
                         participant_id=participant.id, hit_id=hit_id, size=size,
                         gold_slots=gold_slots(study.id, worker.id, external_assignment_id,
                                               size, n_gold),
-                        browser_hash=browser, ip_hash=address)
+                        browser_hash=None, ip_hash=address)
         session.add(bundle)
         session.flush()
         return bundle
@@ -151,29 +154,38 @@ def enter(session: Session, study: Study, platform: str, external_worker_id: str
     return _retrying(work, session)
 
 
-OTHER_BROWSER = ("This study is already open in another browser (or this browser's cookies were "
-                 "cleared since). Continue it in the browser where you started it; if you cannot, "
-                 "contact the researcher.")
+def other_browser(study: Study) -> str:
+    """The refusal in a browser other than the one the worker consented in: what to do."""
+    who = f"the researcher ({study.contact})" if study.contact else \
+        "the researcher (through your platform's messages)"
+    return ("You agreed to this study in another browser (or this browser's cookies were cleared "
+            "since). Continue it in the browser where you agreed; if you cannot, write to "
+            f"{who} with your worker id and ask them to release your task, then open the "
+            "study's link here again.")
 
 
-def _check_browser(bundle: Bundle, browser: str | None) -> None:
-    """Only the browser that opened a bundle may resume it (a bundle from before browsers were
-    bound is bound to the first that comes back)."""
-    if browser is None:
+def _check_browser(study: Study, bundle: Bundle, browser: str | None) -> None:
+    """Only the browser the worker consented in may resume a consented bundle (one consented
+    before browsers were bound, or released by the researcher, is bound to the first that
+    comes back); a bundle not consented to is bound to none."""
+    if browser is None or bundle.consented_at is None:
         return
     if bundle.browser_hash is None:
         bundle.browser_hash = browser
     elif not hmac.compare_digest(bundle.browser_hash.encode(), browser.encode()):
-        raise NotAvailable(OTHER_BROWSER, status=403)
+        raise NotAvailable(other_browser(study), status=403)
 
 
 def _admit(session: Session, study: Study, worker_id: int, browser: str | None,
            address: str | None) -> None:
-    """May this worker start a new bundle here? Refused with the reason they read."""
+    """May this worker start a new bundle here? Refused with the reason they read. Only
+    bundles they consented to count (an entry never agreed to holds nothing); `consent`
+    checks the same again."""
     theirs = session.scalars(select(Bundle.browser_hash).where(
-        Bundle.study_id == study.id, Bundle.worker_id == worker_id)).all()
+        Bundle.study_id == study.id, Bundle.worker_id == worker_id,
+        Bundle.consented_at.is_not(None))).all()
     if browser is not None and any(h is not None and h != browser for h in theirs):
-        raise NotAvailable(OTHER_BROWSER, status=403)
+        raise NotAvailable(other_browser(study), status=403)
     cap = study.max_bundles_per_worker
     if len(theirs) >= cap:
         raise NotAvailable(
@@ -183,13 +195,14 @@ def _admit(session: Session, study: Study, worker_id: int, browser: str | None,
     if address is None:
         return
     now = utcnow()
-    # Open: unfinished, and started within a lease's time or holding a live lease (a bundle
-    # walked away from stops counting when its lease runs out).
+    # Open: consented, unfinished, and consented within a lease's time or holding a live
+    # lease (a bundle walked away from stops counting when its lease runs out).
     live = exists().where(Assignment.bundle_id == Bundle.id, Assignment.state == "leased",
                           Assignment.lease_expires_at > now)
     open_here = session.scalar(select(func.count()).select_from(Bundle).where(
         Bundle.study_id == study.id, Bundle.ip_hash == address, Bundle.finished_at.is_(None),
-        (Bundle.created_at > now - timedelta(seconds=study.lease_seconds)) | live))
+        Bundle.consented_at.is_not(None),
+        (Bundle.consented_at > now - timedelta(seconds=study.lease_seconds)) | live))
     if open_here >= study.max_open_bundles_per_ip:
         raise NotAvailable(
             f"Too many tasks of this study are open from your network right now ({open_here}). "
@@ -462,10 +475,14 @@ def lease_or_wait(session: Session, study: Study,
     return None, 1  # items came back but others were quicker: ask again soon
 
 
-def consent(session: Session, study: Study, bundle_id: int, version: str) -> Bundle:
+def consent(session: Session, study: Study, bundle_id: int, version: str,
+            browser: str | None = None) -> Bundle:
     """Record the worker's consent to the consent text of `version`, the one they were shown;
     refused (409) when the researcher changed the text since: nobody agrees to a text they never
-    saw. Consent already given stands."""
+    saw. Consent already given stands. Consent binds the bundle to `browser` (the hash of the
+    consenting browser's secret; in-process callers may leave it out), under the worker's caps:
+    not when another of their bundles is bound to another browser, nor past the bundles per
+    worker (checked here, as entry holds nothing)."""
     from app.studies.services import consent_version
 
     def work():
@@ -475,8 +492,23 @@ def consent(session: Session, study: Study, bundle_id: int, version: str) -> Bun
             if not hmac.compare_digest(shown, consent_version(study).encode()):
                 raise NotAvailable("The consent text changed since it was shown to you: read it "
                                    "again.", status=409)
+            _lock_participant(session, bundle)  # bundle -> participant, as everywhere
+            others = session.scalars(select(Bundle.browser_hash).where(
+                Bundle.study_id == study.id, Bundle.worker_id == bundle.worker_id,
+                Bundle.id != bundle.id, Bundle.consented_at.is_not(None))).all()
+            if browser is not None and any(h is not None and h != browser for h in others):
+                raise NotAvailable(other_browser(study), status=403)
+            cap = study.max_bundles_per_worker
+            if len(others) >= cap:
+                raise NotAvailable(
+                    "You have already taken part in this study: it allows one task per person."
+                    if cap == 1 else
+                    f"You have already done the {cap} tasks this study allows per person.", status=403)
             bundle.consented_at = utcnow()
             bundle.consent_version = consent_version(study)
+            bundle.browser_hash = browser
+        elif browser is not None:
+            _check_browser(study, bundle, browser)
         return bundle
 
     return _retrying(work, session)

@@ -656,18 +656,19 @@ WITH s AS (
     SELECT s.*, p.id AS participant_id FROM s, p
     WHERE s.version = %(version)s AND s.state = 'live' AND p.status <> 'rejected'
 ), go AS (
-    -- _admit: no bundle of theirs from another browser, under the bundles per worker, under
-    -- the bundles open at once from this address.
+    -- _admit: no bundle of theirs bound to another browser, under the bundles per worker,
+    -- under the bundles open at once from this address; only consented bundles count (an
+    -- entry never agreed to holds nothing; consent binds the browser and checks again).
     SELECT ok.* FROM ok
     WHERE NOT EXISTS (SELECT 1 FROM mine)
       AND NOT EXISTS (SELECT 1 FROM bundles b WHERE b.study_id = %(study)s
-                      AND b.worker_id = (SELECT id FROM w)
+                      AND b.worker_id = (SELECT id FROM w) AND b.consented_at IS NOT NULL
                       AND b.browser_hash IS NOT NULL AND b.browser_hash <> %(browser)s)
       AND (SELECT count(*) FROM bundles b WHERE b.study_id = %(study)s
-           AND b.worker_id = (SELECT id FROM w)) < ok.cap
+           AND b.worker_id = (SELECT id FROM w) AND b.consented_at IS NOT NULL) < ok.cap
       AND (SELECT count(*) FROM bundles b WHERE b.study_id = %(study)s AND b.ip_hash = %(address)s
-           AND b.finished_at IS NULL
-           AND (b.created_at > %(now)s - make_interval(secs => ok.lease_seconds)
+           AND b.finished_at IS NULL AND b.consented_at IS NOT NULL
+           AND (b.consented_at > %(now)s - make_interval(secs => ok.lease_seconds)
                 OR EXISTS (SELECT 1 FROM assignments a WHERE a.bundle_id = b.id
                            AND a.state = 'leased' AND a.lease_expires_at > %(now)s))) < ok.ip_cap
 ), made AS (
@@ -683,7 +684,7 @@ WITH s AS (
                 ORDER BY md5(%(gold_salt)s || ':' || (SELECT id FROM w)::text || ':' || x::text)
                          COLLATE "C", x
                 LIMIT round(go.bundle_size * go.gold_rate)::int) g),
-           0, %(browser)s, %(address)s, %(now)s
+           0, NULL, %(address)s, %(now)s
     FROM go RETURNING id, size, n_done
 )
 SELECT coalesce(made.id, mine.id), coalesce(made.size, mine.size),
@@ -694,12 +695,24 @@ FROM (SELECT 1) one LEFT JOIN made ON true LEFT JOIN mine ON true
 """
 
 # Consent: the bundle's first agreement to the text the worker was shown (checked in Python
-# against the cached text's version, and here that the study is still that version).
+# against the cached text's version, and here that the study is still that version), which
+# binds it to the consenting browser. Three statements, one round trip, as the engine's
+# `consent`: the bundle locked, then the participant (one consent of the worker at a time),
+# then, on a fresh snapshot, the caps: no other consented bundle of theirs with another (or no)
+# browser, fewer than the bundles per worker. Anything else takes the engine path.
 CONSENT_SQL = """
-UPDATE bundles b SET consented_at = %(now)s, consent_version = %(shown)s
+SELECT id FROM bundles WHERE id = %(bundle)s AND study_id = %(study)s FOR UPDATE;
+SELECT p.id FROM participants p JOIN bundles b ON b.participant_id = p.id
+WHERE b.id = %(bundle)s FOR UPDATE OF p;
+UPDATE bundles b SET consented_at = %(now)s, consent_version = %(shown)s, browser_hash = %(browser)s
 FROM studies s
 WHERE b.id = %(bundle)s AND b.study_id = %(study)s AND s.id = %(study)s
-  AND s.xmin::text = %(version)s AND b.consented_at IS NULL AND b.browser_hash = %(browser)s
+  AND s.xmin::text = %(version)s AND b.consented_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM bundles o WHERE o.study_id = b.study_id AND o.worker_id = b.worker_id
+                  AND o.id <> b.id AND o.consented_at IS NOT NULL
+                  AND o.browser_hash IS DISTINCT FROM %(browser)s)
+  AND (SELECT count(*) FROM bundles o WHERE o.study_id = b.study_id AND o.worker_id = b.worker_id
+       AND o.id <> b.id AND o.consented_at IS NOT NULL) < s.max_bundles_per_worker
 RETURNING b.id
 """
 
@@ -733,7 +746,9 @@ def enter(url: str, info: StudyConf, platform: str, external_worker_id: str,
     bundle_id, size, n_done, consented, made, same_browser, ok, version = row
     if version != info.version:
         forget_study(url, info.slug)
-    if bundle_id is None or not ok or not (made or same_browser):
+    # A bundle not consented to is bound to no browser; a consented one to its own only (one
+    # released by the researcher, bound to none, the engine binds to this browser).
+    if bundle_id is None or not ok or not (made or not consented or same_browser):
         stats["enter_engine"] += 1
         return None
     stats["enter"] += 1
@@ -751,7 +766,7 @@ def consent(url: str, info: StudyConf, bundle_id: int, shown: str, browser: str 
         return False
     row = _run(url, CONSENT_SQL, {"bundle": bundle_id, "study": info.id, "version": info.version,
                                   "shown": info.consent_version, "browser": browser,
-                                  "now": _now()})
+                                  "now": _now()}, client=True)
     if row is None:
         forget_study(url, info.slug)  # the study may have changed: read it again
         stats["consent_engine"] += 1

@@ -47,8 +47,10 @@ def crowd_bundle(request: Request, session: Session, slug: str) -> tuple[Study, 
     bundle = session.get(Bundle, bundle_id) if study is not None and bundle_id is not None else None
     if bundle is None:
         raise HTTPException(403, NOT_ENTERED)
-    if bundle.browser_hash is not None and presented_browser(request) != bundle.browser_hash:
-        raise HTTPException(403, assignment.OTHER_BROWSER)
+    # Bound at consent: a bundle not consented to is any of its worker's browsers' to open.
+    if (bundle.consented_at is not None and bundle.browser_hash is not None
+            and presented_browser(request) != bundle.browser_hash):
+        raise HTTPException(403, assignment.other_browser(study))
     return study, bundle
 
 
@@ -191,10 +193,14 @@ def consent(request: Request, slug: str, consent_version: str = Form("")):
 
 
 def _consent(request: Request, session: Session, slug: str, consent_version: str):
+    from app.auth.views import presented_browser
+
     study, bundle = crowd_bundle(request, session, slug)
     try:
-        assignment.consent(session, study, bundle.id, consent_version)
+        assignment.consent(session, study, bundle.id, consent_version, presented_browser(request))
     except assignment.NotAvailable as exc:
+        if exc.status != 409:
+            raise  # another browser holds the worker's task, or a cap: the refusal's page
         # The text changed while the page was open: show the new one to agree to.
         session.refresh(study)
         return _consent_page(request, study, bundle, status_code=exc.status, error=str(exc))
@@ -490,6 +496,24 @@ def change_state(request: Request, study_id: Id, state: str = Form(...), confirm
     services.set_state(session, study, state, session.merge(user))
     flash(request, "The study is open again." if previous == "closed" else f"The study is now {state}.")
     return RedirectResponse(f"/studies/{study.id}", status_code=303)
+
+
+@router.post("/studies/{study_id}/release")
+def release_browser(request: Request, study_id: Id, worker_id: str = Form(""),
+                    session: Session = Depends(db), user: User = Depends(researcher)):
+    """Unbind a worker's task from the browser they agreed in (services.release_browser); the
+    refusal, for an id with no bound task here, shows in the form's card."""
+    study = _study(session, study_id, user)
+    if not worker_id.strip() or len(worker_id) > 255:
+        return _study_page(request, session, study, user, 422,
+                           {"release": "Give the worker's id as their platform shows it."})
+    if not services.release_browser(session, study, worker_id, session.merge(user)):
+        return _study_page(request, session, study, user, 404, {
+            "release": f"No task of a worker {worker_id.strip()!r} in this study is bound to a "
+                       "browser (they have not agreed yet, or it was released already)."})
+    flash(request, f"Released: the next browser that opens the link as {worker_id.strip()} "
+                   "continues their task.")
+    return RedirectResponse(f"/studies/{study.id}#release", status_code=303)
 
 
 @router.post("/studies/{study_id}/agents")

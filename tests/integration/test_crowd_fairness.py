@@ -123,3 +123,73 @@ def test_the_new_study_form_warns_when_tasks_cannot_be_completed(client, session
     r = client.post("/studies/new", data={**form, "action": "create"}, files={"file": ("q.csv", data)})
     assert r.status_code == 200 and 'class="flash warn"' in r.text
     assert "Before launching: No task can be completed: a task of 4 needs 4" in r.text
+
+
+# --- 6. a worker id is bound at consent, and the researcher can release it --------------------
+
+
+def test_a_worker_id_is_bound_to_the_browser_that_consented_not_the_first_that_opened(app, session):
+    from app.audit import AuditEntry
+    from tests.conftest import login
+    from tests.integration.test_crowd_integrity import csrf, enter
+
+    owner = make_user(session, "researcher")
+    study = tiny_study(session, owner, 6, bundle_size=3, contact="lab@example.org")
+    phone, laptop, stranger = TestClient(app), TestClient(app), TestClient(app)
+    # Someone who knows the id, and the worker's own phone, open the link and never agree.
+    assert 'id="consent"' in enter(stranger, study.slug, "owner-id", "s1").text
+    assert 'id="consent"' in enter(phone, study.slug, "owner-id", "s1").text
+    # The laptop is not locked out: it reads the consent and agrees; the task is its own.
+    page = start(laptop, study.slug, "owner-id", "s1")
+    assert 'name="assignment_id"' in page
+    page = answer(laptop, study.slug, page)
+    assert "2 of 3" in page
+    # Now the other browsers are refused, and told what to do: the study's contact.
+    for other in (phone, stranger):
+        for r in (other.get(f"/task/{study.slug}"), enter(other, study.slug, "owner-id", "s1"),
+                  enter(other, study.slug, "owner-id", "s2")):
+            assert r.status_code == 403, r.text[:300]
+            assert "You agreed to this study in another browser" in r.text
+            assert "write to the researcher (lab@example.org) with your worker id" in r.text
+    r = phone.post(f"/api/v1/crowd/{study.slug}/enter",
+                   json={"params": {"PROLIFIC_PID": "owner-id", "SESSION_ID": "s1"}})
+    assert r.status_code == 403 and "lab@example.org" in r.json()["detail"]
+    session.expire_all()
+    assert session.scalar(select(Bundle).where(Bundle.study_id == study.id)).n_done == 1
+
+    # The laptop is lost: the researcher releases the task from the study page.
+    researcher = TestClient(app)
+    login(researcher, owner)
+    form = researcher.get(f"/studies/{study.id}").text
+    r = researcher.post(f"/studies/{study.id}/release", data={"csrf_token": csrf(form),
+                                                              "worker_id": "nobody"})
+    assert r.status_code == 404 and 'id="release-error"' in r.text and "a worker &#39;nobody&#39; in this study" in r.text
+    r = researcher.post(f"/studies/{study.id}/release", data={"csrf_token": csrf(form),
+                                                              "worker_id": "owner-id"})
+    assert r.status_code == 200 and "Released: the next browser that opens the link as owner-id" in r.text
+    entry = session.scalar(select(AuditEntry).where(AuditEntry.action == "worker.browser_released"))
+    assert entry.actor_id == owner.id and entry.target_id == str(study.id)
+    # The phone opens the link again and goes on where the task was; the laptop is now refused.
+    page = enter(phone, study.slug, "owner-id", "s1").text
+    assert "2 of 3" in page and 'name="assignment_id"' in page
+    assert answer(phone, study.slug, page).count("3 of 3") >= 1
+    assert laptop.get(f"/task/{study.slug}").status_code == 403
+    for c in (phone, laptop, stranger, researcher):
+        c.close()
+
+
+def test_entries_never_agreed_to_hold_no_task_of_the_cap(app, session):
+    """One task per worker: an entry never consented to does not use it up; consent checks it."""
+    from tests.integration.test_crowd_integrity import enter
+
+    owner = make_user(session, "researcher")
+    study = tiny_study(session, owner, 6, bundle_size=2)
+    with TestClient(app) as w:
+        assert enter(w, study.slug, "twice", "sess-1").status_code == 200  # opened, not agreed
+        start(w, study.slug, "twice", "sess-2")  # another session: agreed, the worker's one task
+        r = enter(w, study.slug, "twice", "sess-1")  # the first, never agreed to: it opens, agreeing is refused
+        assert r.status_code == 200 and 'id="consent"' in r.text
+        r = w.post(f"/task/{study.slug}/consent", data={
+            "csrf_token": re.search(r'name="csrf_token" value="([^"]+)"', r.text).group(1),
+            "consent_version": re.search(r'name="consent_version" value="([^"]+)"', r.text).group(1)})
+        assert r.status_code == 403 and "it allows one task per person" in r.text

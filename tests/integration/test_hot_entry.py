@@ -27,7 +27,8 @@ def _pg_only(db_url):
 @pytest.mark.parametrize("cap", [1, 2])
 def test_one_worker_entering_many_times_at_once_gets_the_tasks_allowed(db_url, session, cap):
     """Eight entries of one worker with eight assignment ids at once (a worker who opens the
-    link in several tabs of a platform that gives each its own id): `cap` tasks, never more."""
+    link in several tabs of a platform that gives each its own id), then eight consents at once:
+    entries hold nothing (issue 24), and consent, which binds the task, allows `cap`, never more."""
     _pg_only(db_url)
     owner = make_user(session, "researcher")
     study = create_tom_study(session, owner, bundle_size=2, gold_rate=0.0,
@@ -42,25 +43,35 @@ def test_one_worker_entering_many_times_at_once_gets_the_tasks_allowed(db_url, s
     session.commit()
     info = hotpath.study(db_url, study.slug)
     browser = assignment.browser_hash("b" * 32)
-    gate, got = threading.Barrier(8), []
 
-    def enter(n):
-        gate.wait()
-        got.append(hotpath.enter(db_url, info, "prolific", "tabs", f"session-{n}", "st", browser,
-                                 assignment.address_pseudonym("10.0.0.1")))
+    def at_once(step) -> list:
+        gate, got = threading.Barrier(8), [None] * 8
 
-    threads = [threading.Thread(target=enter, args=(n,)) for n in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+        def run(n):
+            gate.wait()
+            got[n] = step(n)
+
+        threads = [threading.Thread(target=run, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return got
+
+    entered = at_once(lambda n: hotpath.enter(db_url, info, "prolific", "tabs", f"session-{n}",
+                                              "st", browser, assignment.address_pseudonym("10.0.0.1")))
     made = session.scalars(select(Bundle.id).where(Bundle.study_id == study.id)).all()
-    assert len(made) == cap, made
-    # Those refused were declined here (the engine then gives the refusal's message).
-    assert sorted(e.bundle_id for e in got if e is not None) == sorted(made)
-    # And the engine agrees: a ninth entry is refused with the reason.
-    with pytest.raises(assignment.NotAvailable):
-        assignment.enter(session, study, "prolific", "tabs", "session-9", browser=browser)
+    assert len(made) == 8 and sorted(e.bundle_id for e in entered) == sorted(made)
+    agreed = at_once(lambda n: hotpath.consent(db_url, info, entered[n].bundle_id,
+                                               info.consent_version, browser))
+    session.expire_all()
+    consented = session.scalars(select(Bundle.id).where(Bundle.study_id == study.id,
+                                                        Bundle.consented_at.is_not(None))).all()
+    assert len(consented) == cap and agreed.count(True) == cap, (consented, agreed)
+    # And the engine agrees: a ninth consent is refused with the reason.
+    left = next(e.bundle_id for e in entered if e.bundle_id not in consented)
+    with pytest.raises(assignment.NotAvailable, match="allows|per person"):
+        assignment.consent(session, study, left, info.consent_version, browser)
 
 
 def test_entry_and_consent_by_the_api_take_one_statement_and_keep_the_rules(client, session, db_url):
