@@ -44,7 +44,7 @@ class Hexagons(TaskKind):
     Response = Execution
     category_label: ClassVar[str] = "category"
     item_noun: ClassVar[str] = "Procedure"
-    keyboard_hint: ClassVar[str] = "Enter: next step (on the last step: send)."
+    keyboard_hint: ClassVar[str] = "Enter: next step; S: send (on the last step, once every step was shown)."
     item_formats: ClassVar[tuple[str, ...]] = ("procedures", "targets")
     position: ClassVar[int] = 40
     format_labels: ClassVar[dict[str, str]] = {

@@ -133,6 +133,17 @@
     const numBtn = html("button", { type: "button", class: "hexboard-numbers-toggle", "aria-pressed": "false" }, bar,
                         "Show numbers");
     numBtn.addEventListener("click", () => self.showNumbers(!numbers));
+    // On a touch screen the tiles stay finger-sized (board.css), so a phone shows part of the
+    // board; a finger drag paints, so these buttons scroll it (shown only when it overflows).
+    const pans = [["left", "\u25C0", -1], ["right", "\u25B6", 1]].map(([side, glyph, dir]) => {
+      const b = html("button", { type: "button", class: "hexboard-pan hexboard-pan-" + side,
+                                 "aria-label": "Scroll the board " + side, title: "Scroll the board " + side }, bar, glyph);
+      b.addEventListener("click", () => {
+        surface.scrollBy({ left: dir * Math.max(40, surface.clientWidth * 0.6), behavior: "instant" });
+      });
+      b.hidden = true;
+      return b;
+    });
     if (options.toolbar === false) bar.hidden = true;
 
     // The focusable surface holding the SVG.
@@ -160,6 +171,19 @@
                                          "stroke-width": "3.4", "stroke-linejoin": "round" }, gCursor);
     const cursorInner = svg("polygon", { class: "hexboard-cursor-inner", fill: "none", stroke: "#fff",
                                          "stroke-width": "1.4", "stroke-linejoin": "round" }, gCursor);
+
+    function drawPans() {
+      const over = surface.scrollWidth > surface.clientWidth + 1;
+      const at = surface.scrollLeft, end = surface.scrollWidth - surface.clientWidth;
+      pans[0].hidden = pans[1].hidden = !over || readonly;
+      pans[0].disabled = at <= 1;
+      pans[1].disabled = at >= end - 1;
+      element.dataset.overflows = String(over);
+    }
+    surface.addEventListener("scroll", drawPans, { passive: true });
+    const resizing = window.ResizeObserver ? new ResizeObserver(drawPans) : null;
+    if (resizing) resizing.observe(surface);
+    else window.addEventListener("resize", drawPans);
 
     const help = html("p", { id: uid + "-help", class: "hexboard-sr" }, element,
          "Arrow keys move between neighbouring tiles (Shift with Left or Right: the other side neighbour); " +
@@ -226,6 +250,7 @@
       if (readonly) { surface.removeAttribute("tabindex"); if (document.activeElement === surface) surface.blur(); }
       else surface.setAttribute("tabindex", "0");
       surface.setAttribute("aria-disabled", String(readonly));
+      drawPans();
     }
 
     function setColour(c, announceIt) {
@@ -392,6 +417,8 @@
       stroke = null;
       root.removeEventListener("pointerdown", onPointerDown);
       surface.removeEventListener("keydown", onKey);
+      if (resizing) resizing.disconnect();
+      else window.removeEventListener("resize", drawPans);
       [bar, surface, help, live].forEach((n) => n.remove());
       element.classList.remove("hexboard", "hexboard-readonly", "hexboard-show-numbers");
       ["shifted", "readonly", "colour", "diffCount"].forEach((k) => delete element.dataset[k]);
