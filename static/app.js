@@ -29,3 +29,50 @@ document.addEventListener("change", (ev) => {
   const here = document.querySelector("[data-task-url]");
   if (here && location.pathname !== here.dataset.taskUrl) history.replaceState(null, "", here.dataset.taskUrl);
 })();
+// A form marked data-inline (a worker's answer, an admin's decision) is sent in the
+// background. A refusal (a 4xx or 5xx with its message) shows beside the button that sent it,
+// and the page, what was entered on it and the worker's lease stay, to correct and send again
+// (nothing is stored by a refused request). An accepted one goes on to data-next (or, for an
+// answer, the task's address: the next item or the end). Without JavaScript the form posts as
+// usual and a refusal is its own page.
+document.addEventListener("submit", async (ev) => {
+  const form = ev.target;
+  if (ev.defaultPrevented || !form.hasAttribute("data-inline") || !window.fetch) return;
+  ev.preventDefault();
+  const submitter = ev.submitter || form.querySelector("button[type=submit], button:not([type])");
+  let box = form.querySelector(".inline-error");
+  if (!box) {
+    box = document.createElement("p");
+    box.className = "error inline-error";
+    box.setAttribute("role", "alert");
+  }
+  if (submitter) submitter.insertAdjacentElement("afterend", box); else form.append(box);
+  box.hidden = true;
+  const refuse = (message) => {
+    box.textContent = message;
+    box.hidden = false;
+    delete form.dataset.sent;  // the send-once guard above: this send did not count
+    form.querySelectorAll("button[type=submit], button:not([type])").forEach((b) => (b.disabled = false));
+    box.scrollIntoView({block: "nearest"});
+  };
+  let body;
+  try { body = new FormData(form, ev.submitter); } catch (_) { body = new FormData(form); }
+  let response;
+  try {
+    response = await fetch(form.action, {method: "POST", body, redirect: "manual", credentials: "same-origin",
+                                         headers: {Accept: "application/json"}});
+  } catch (_) {
+    refuse("Not sent: the server could not be reached. Nothing was lost: send again.");
+    return;
+  }
+  if (response.ok || response.type === "opaqueredirect") {
+    location.assign(form.dataset.next || form.dataset.taskUrl || location.href);
+    return;
+  }
+  let message = `refused (${response.status})`;
+  try {
+    const detail = (await response.json()).detail;
+    if (detail) message = typeof detail === "string" ? detail : JSON.stringify(detail);
+  } catch (_) { /* not JSON: the status says it */ }
+  refuse(`Not sent: ${message}`);
+});

@@ -7,7 +7,7 @@ import uuid
 from types import SimpleNamespace
 
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, UploadFile
-from fastapi.responses import RedirectResponse
+from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -143,7 +143,7 @@ def _fast_task(request: Request, slug: str):
                   idempotency_key=uuid.uuid4().hex)
 
 
-def _task_page(request: Request, session: Session, slug: str):
+def _task_page(request: Request, session: Session, slug: str, refused: str = ""):
     study, bundle = crowd_bundle(request, session, slug)
     if bundle.consented_at is None:
         return _consent_page(request, study, bundle)
@@ -165,9 +165,9 @@ def _task_page(request: Request, session: Session, slug: str):
                                    request.session.get("turk_submit_to", "")))
     item = session.get(Item, current.item_id)
     kind = get_kind(study.kind)
-    return render(request, "annotate/item.html", study=study, bundle=bundle, assignment=current,
-                  kind=kind, payload=kind.public_payload(item.payload),
-                  idempotency_key=uuid.uuid4().hex)
+    return render(request, "annotate/item.html", status_code=422 if refused else 200, study=study, bundle=bundle,
+                  assignment=current, kind=kind, payload=kind.public_payload(item.payload),
+                  idempotency_key=uuid.uuid4().hex, refused=refused)
 
 
 def fast_consent(request: Request, slug: str, shown: str) -> bool:
@@ -220,6 +220,10 @@ async def answer(request: Request, slug: str):
     key = str(form.pop("idempotency_key", ""))
     form.pop("csrf_token", None)
     client = {"user_agent": request.headers.get("user-agent", "")[:200]}
+    # The page's script (static/app.js) asks for JSON: it needs only to know the answer was
+    # taken, then opens the task's address; a refusal of the answer is then never confused
+    # with one of the next page (a study paused meanwhile).
+    inline = "application/json" in request.headers.get("accept", "")
 
     def store_and_show():
         # The answer, then the next item's page in the same request: one annotation, one
@@ -234,6 +238,8 @@ async def answer(request: Request, slug: str):
             browser = presented_browser(request)
             if conf is not None:
                 stored = hotpath.submit(url, conf, bundle_id, assignment_id, form, key, client, browser)
+                if stored is not None and inline:
+                    return Response(status_code=204)
                 # The answer that ended the task: its end from the statement, as the API's.
                 if stored is not None and stored.ended:
                     study, bundle, done = fast_end(request, conf, bundle_id, stored)
@@ -242,10 +248,22 @@ async def answer(request: Request, slug: str):
             if stored is None:
                 study, bundle = crowd_bundle(request, session, slug)
                 assignment.submit(session, study, bundle.id, assignment_id, form, key, client)
+                if inline:
+                    return Response(status_code=204)
                 session.expire_all()  # the bundle moved on: read it afresh for the next page
             return _fast_task(request, slug) or _task_page(request, session, slug)
 
-    return await run_in_threadpool(store_and_show)
+    try:
+        return await run_in_threadpool(store_and_show)
+    except InputError as exc:
+        if inline:
+            raise  # the page's script shows it beside the form (static/app.js)
+        # Without the script: the same item again, its lease kept, the refusal beside it.
+        def again():
+            with get_sessionmaker(request.app.state.database_url)() as session:
+                return _task_page(request, session, slug, refused=str(exc))
+
+        return await run_in_threadpool(again)
 
 
 # ---- the researcher's side ---------------------------------------------------------------
