@@ -119,3 +119,40 @@ def test_an_instructor_describes_two_verifiers_execute_and_the_tags_come_out(liv
     expect(rows.nth(1).locator(".hex-tag")).to_have_text("V1")
     expect(rows.nth(1)).to_contain_text("0.50")
     expect(page.locator("#hex-tag-counts td[data-tag='A']")).to_have_text("1")
+
+
+def test_on_a_phone_the_instructors_board_has_finger_sized_tiles_and_the_page_fits(live_server, browser):
+    """Issue 24 item 8: at 390x844 with touch, the board the instructor paints has tiles of at
+    least 32 px and scrolls in its own box; the target (read-only) fits the width; nothing
+    reaches past the screen and a tap paints."""
+    from app.db import get_sessionmaker
+    from app.studies import services
+    from tests.browser.layout import assert_fits
+
+    with get_sessionmaker(live_server.db_url)() as s:
+        owner = make_user(s, "researcher")
+        study = services.create_study(
+            s, owner, "hexagons", services.StudySettings(title="Describe", bundle_size=1),
+            json.dumps({"id": "flower", "board": TARGET}).encode(), "targets")
+        services.set_state(s, study, "live", owner)
+        slug = study.slug
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
+    page = ctx.new_page()
+    page.set_default_timeout(10000)
+    try:
+        page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=phone&STUDY_ID=s&SESSION_ID=phone")
+        page.locator("#consent").tap()
+        page.wait_for_function("() => document.querySelectorAll('#hex-board .hexboard-tile').length === 180")
+        box = _tile(page, 0).bounding_box()
+        assert box["width"] >= 32 and box["height"] >= 32, box
+        target = page.locator("#hex-target .hexboard-svg").bounding_box()
+        assert target["x"] >= 0 and target["x"] + target["width"] <= 390, target
+        assert page.locator(".hexboard-digit:visible").count() == 0
+        assert_fits(page, "hexagons description on a phone")
+        page.locator("#hex-board .hexboard-swatch[data-colour='4']").tap()
+        _tile(page, 0).scroll_into_view_if_needed()
+        box = _tile(page, 0).bounding_box()
+        page.touchscreen.tap(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        expect(_tile(page, 0)).to_have_attribute("data-colour", "4")
+    finally:
+        ctx.close()
