@@ -68,8 +68,9 @@ def test_worker_does_a_bundle_by_keyboard(live_server, page):
             expect(page.get_by_text("Question 2 of 5", exact=True)).to_be_visible()
             with page.expect_response(lambda r: r.url.endswith("/answer")) as resent:
                 _answer_by_keyboard(page, "y")
-            # The current item comes back in the same request (no redirect since issue 14).
-            assert resent.value.request.method == "POST" and resent.value.status == 200
+            # The page sends the answer in the background and is told only that it was taken
+            # (204: issue 24's inline refusals), then opens the task's address.
+            assert resent.value.request.method == "POST" and resent.value.status == 204
             expect(counter).to_be_visible()
             assert page.locator("fieldset.question legend").inner_text() == legend
             stored = annotations()
