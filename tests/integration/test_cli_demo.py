@@ -137,7 +137,7 @@ def _check_newcomers(env: dict) -> None:
     from app.db import get_sessionmaker
     from app.demo import simulate_task
     from app.storage import clear_store_cache
-    from app.studies import assignment
+    from app.studies import assignment, services
     from app.studies.models import Item, Study
 
     def walk(item: Item, rng) -> dict:
@@ -151,6 +151,10 @@ def _check_newcomers(env: dict) -> None:
         nav = s.scalar(select(Study).where(Study.kind == "navigation"))
         done = [simulate_task(s, nav, f"newcomer-{k}", walk, 30.0, seed=k) for k in range(6)]
         assert done == [6] * 6
+        for study in s.scalars(select(Study).where(Study.title == "Demo: Hexagons description")).all():
+            # Every task can be completed (its targets with one instructor each once left a task
+            # of 2 ending after 1, with no code).
+            assert services.study_fill_warning(s, study) is None
         for study in s.scalars(select(Study).where(Study.kind != "navigation")).all():
             bundle = assignment.enter(s, study, "prolific", "newcomer-0")
             assert assignment.next_item(s, study, bundle.id) is not None, study.title

@@ -285,7 +285,7 @@ DEMO_DESCRIPTION = "Demo: Hexagons description"
 
 def _demo_description(session, researcher, procedures: list[dict]) -> None:
     """The demo's description study beside its execution study: the same procedures' final
-    boards as targets, one instructor each, live."""
+    boards as targets, two instructors each (so the answers fill whole tasks of two), live."""
     import json
 
     from sqlalchemy import select
@@ -295,7 +295,7 @@ def _demo_description(session, researcher, procedures: list[dict]) -> None:
 
     if session.scalar(select(Study.id).where(Study.title == DEMO_DESCRIPTION)):
         return
-    settings = services.StudySettings(title=DEMO_DESCRIPTION, bundle_size=2, gold_rate=0.0, annotations_per_item=1,
+    settings = services.StudySettings(title=DEMO_DESCRIPTION, bundle_size=2, gold_rate=0.0, annotations_per_item=2,
                                       redirect_url="https://app.prolific.com/submissions/complete?cc=DEMO")
     study = services.create_study(session, researcher, "hexagons", settings,
                                   "\n".join(json.dumps(p) for p in procedures).encode(), "targets")
