@@ -63,8 +63,10 @@ class TaskKind(ABC):
     item_template: ClassVar[str]
     Response: ClassVar[type[BaseModel]]
     category_label: ClassVar[str] = "category"
-    # What the worker's pages call one item, and how to work it by keyboard.
+    # What the worker's pages call one item (its plural, where adding "s" is wrong), and how to
+    # work it by keyboard.
     item_noun: ClassVar[str] = "Item"
+    item_noun_plural: ClassVar[str] = ""
     keyboard_hint: ClassVar[str] = ""
     # Importers by format name: upload bytes -> items. The first is the default.
     item_formats: ClassVar[tuple[str, ...]] = ()
@@ -188,6 +190,10 @@ class TaskKind(ABC):
         except ValidationError as exc:
             err = exc.errors()[0]
             raise InputError(err["msg"], field=".".join(str(p) for p in err["loc"]) or None) from None
+
+    def item_word(self, n: int = 2) -> str:
+        """The item noun within a sentence, for n items: "picture pair" (1), "picture pairs"."""
+        return (self.item_noun if n == 1 else (self.item_noun_plural or self.item_noun + "s")).lower()
 
     def public_payload(self, payload: dict) -> dict:
         """What a worker may see of an item: never the reference, source or agent."""

@@ -75,8 +75,8 @@ def done_context(study: Study, bundle: Bundle, platform: str | None,
     # The link carries the code the page shows, whatever `cc` the researcher's link had.
     return {"code": code, "complete": earned,
             "message": None if earned else (
-                f"This study has no more questions for you, so your task ended after "
-                f"{bundle.n_done} of {bundle.size}. A completion code is given only for a complete "
+                f"This study has no more {get_kind(study.kind).item_word()} for you, so your task "
+                f"ended after {bundle.n_done} of {bundle.size}. A completion code is given only for a complete "
                 f"task, so there is none for this one. Please return the task on {where}; if you "
                 f"think you should be paid for the answers you gave, contact the researcher."),
             "redirect": services.with_code(study.redirect_url, code)
@@ -160,7 +160,7 @@ def _task_page(request: Request, session: Session, slug: str, refused: str = "")
         if bundle.finished_at is None:
             assignment.finish_early(session, bundle.id)
         session.refresh(bundle)
-        return render(request, "annotate/done.html", study=study, bundle=bundle,
+        return render(request, "annotate/done.html", study=study, bundle=bundle, kind=get_kind(study.kind),
                       **done_context(study, bundle, request.session.get("platform"),
                                    request.session.get("turk_submit_to", "")))
     item = session.get(Item, current.item_id)
@@ -243,7 +243,8 @@ async def answer(request: Request, slug: str):
                 # The answer that ended the task: its end from the statement, as the API's.
                 if stored is not None and stored.ended:
                     study, bundle, done = fast_end(request, conf, bundle_id, stored)
-                    return render(request, "annotate/done.html", study=study, bundle=bundle, **done)
+                    return render(request, "annotate/done.html", study=study, bundle=bundle,
+                                  kind=get_kind(study.kind), **done)
         with get_sessionmaker(url)() as session:  # a connection only if the engine is needed
             if stored is None:
                 study, bundle = crowd_bundle(request, session, slug)

@@ -81,7 +81,7 @@ def test_worker_does_a_bundle_by_keyboard(live_server, page):
     expect(page.get_by_role("heading", name="Thank you!")).to_be_visible()
     expect(page.locator("#completion-code")).to_have_text(code)
     expect(page.locator("#prolific-return")).to_have_attribute("href", REDIRECT)
-    expect(page.get_by_text("You answered 5 questions.")).to_be_visible()
+    expect(page.get_by_text("You completed 5 questions.")).to_be_visible()
 
     stored = annotations()
     assert len(stored) == 5

@@ -139,7 +139,7 @@ def test_the_task_pages_end_comes_from_the_answer_with_no_engine_call(client, se
     finally:
         event.remove(get_engine(db_url), "before_cursor_execute", count)
     assert 'id="completion-code"' in end and study.completion_code in end, end[:500]
-    assert "You answered 3 questions" in end
+    assert "You completed 3 questions" in end
     # The answer's statement closed the bundle and the page came from it: no ORM statement,
     # and no `next` asked of the hot path (which would decline it and call the engine).
     assert statements == []
@@ -151,7 +151,7 @@ def test_the_task_pages_end_comes_from_the_answer_with_no_engine_call(client, se
     assert bundle.finished_at is not None and bundle.n_done == 3
     # And reloading the page shows the same end (by the engine).
     again = client.get(f"/task/{study.slug}").text
-    assert study.completion_code in again and "You answered 3 questions" in again
+    assert study.completion_code in again and "You completed 3 questions" in again
 
 
 def test_an_item_a_foreign_key_check_holds_is_still_leased_by_both_paths(client, session, db_url):

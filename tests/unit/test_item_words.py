@@ -1,0 +1,33 @@
+"""What the worker's pages call a kind's items, one and many: the end page, the consent page
+and the preview count them in these words."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pytest
+
+from app.kinds import all_kinds
+from app.kinds.tom import CommonToM
+
+WORDS = {"tom": ("question", "questions"), "navigation": ("instruction", "instructions"),
+         "sts": ("episode", "episodes"), "hexagons": ("procedure", "procedures"),
+         "a3ds": ("picture pair", "picture pairs")}
+
+
+@pytest.mark.parametrize("name", sorted(WORDS))
+def test_each_kind_counts_its_items_in_its_own_words(name):
+    kinds = all_kinds()
+    if name not in kinds:
+        pytest.skip(f"the {name} kind is not installed")
+    one, many = WORDS[name]
+    kind = kinds[name]
+    assert (kind.item_word(1), kind.item_word(0), kind.item_word(2), kind.item_word()) == (one, many, many, many)
+
+
+def test_a_plural_that_is_not_noun_plus_s_is_the_kinds_own():
+    class Queries(CommonToM):
+        item_noun: ClassVar[str] = "Query"
+        item_noun_plural: ClassVar[str] = "Queries"
+
+    assert (Queries().item_word(1), Queries().item_word(3)) == ("query", "queries")
