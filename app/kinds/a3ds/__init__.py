@@ -49,7 +49,10 @@ class ReferenceGame(TaskKind):
     Response = Pick
     category_label: ClassVar[str] = "z (features that differ)"
     item_noun: ClassVar[str] = "Picture pair"
-    keyboard_hint: ClassVar[str] = "1 or Left arrow: the left picture, 2 or Right arrow: the right one, Enter: next."
+    # "Can't tell" is offered unless the study's cant_tell option is 0 (import_items); the
+    # instructions are the kind's, so they say "when offered".
+    keyboard_hint: ClassVar[str] = ("1 or Left arrow: the left picture, 2 or Right arrow: the right one, "
+                                    "0: can't tell (when offered), Enter: next.")
     item_formats: ClassVar[tuple[str, ...]] = ("design", "captions")
     position: ClassVar[int] = 50
     format_labels: ClassVar[dict[str, str]] = {
@@ -70,7 +73,8 @@ class ReferenceGame(TaskKind):
         "the pairs and the built-in speakers' captions; or upload captions to judge. See docs/kinds/a3ds.md.")
     default_instructions: ClassVar[str] = (
         "Read the caption and pick the picture it describes: click it, or press 1 or the left arrow for the "
-        "left one, 2 or the right arrow for the right one; Enter goes on.")
+        "left one, 2 or the right arrow for the right one. If the caption fits both pictures or neither, "
+        "press 0: “Can't tell” (when the page offers it). Enter goes on.")
     outputs_label: ClassVar[str] = 'A listener\'s picks (JSONL: {"item": id, "choice": "1"|"2"})'
 
     # Captioners as models (docs/kinds/a3ds.md, "Captioner models"): uploaded or trained; a
