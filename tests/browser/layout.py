@@ -25,8 +25,23 @@ CHECK = """(atoms) => {
     const r = e.getBoundingClientRect();
     if (r.right > W + 0.5 || r.left < -0.5) wide.push(name(e) + ` [${Math.round(r.left)}, ${Math.round(r.right)}]`);
   }
+  // What of an element shows: its boxes cut to every box around it that clips (a box that
+  // scrolls on its own shows only what is scrolled into it).
+  const clip = (e) => { let c = {left: -Infinity, top: -Infinity, right: Infinity, bottom: Infinity};
+    for (let p = e.parentElement; p && p !== document.body; p = p.parentElement) {
+      const s = getComputedStyle(p);
+      if (s.overflowX === "visible" && s.overflowY === "visible") continue;
+      const r = p.getBoundingClientRect();
+      c = {left: Math.max(c.left, r.left), top: Math.max(c.top, r.top),
+           right: Math.min(c.right, r.right), bottom: Math.min(c.bottom, r.bottom)};
+    }
+    return c; };
+  const seen = (e) => { const c = clip(e);
+    return [...e.getClientRects()].map((r) => ({left: Math.max(r.left, c.left), top: Math.max(r.top, c.top),
+      right: Math.min(r.right, c.right), bottom: Math.min(r.bottom, c.bottom)}))
+      .filter((r) => r.right - r.left > 0 && r.bottom - r.top > 0); };
   const els = [...document.querySelectorAll(atoms)].filter(shown);
-  const boxes = els.map((e) => [...e.getClientRects()].filter((r) => r.width > 0 && r.height > 0));
+  const boxes = els.map(seen);
   const overlapping = [];
   for (let i = 0; i < els.length; i++) for (let j = i + 1; j < els.length; j++) {
     const a = els[i], b = els[j];
