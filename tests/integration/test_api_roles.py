@@ -71,6 +71,7 @@ GET  /studies/{study_id}/exports                        login  login  200    404
 GET  /studies/{study_id}/preview                        login  login  200    404    200    200     404     200     401
 POST /studies/{study_id}/preview                        login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/state                          login  login  303    404    303    303     404     303     401
+POST /studies/{study_id}/release                        login  login  422    404    422    422     404     422     401
 POST /studies/{study_id}/agents                         login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/exports                        login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/annotations/import             login  login  303    404    303    303     404     303     401
@@ -630,7 +631,8 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
     elif key == "POST /login":
         form = {"email": "probe-login@example.org", "password": "pw-" + "x" * 8, "next": "/studies"}
     elif key in ("POST /logout", "POST /studies/{study_id}/exports",
-                 "POST /account/tokens/{token_id}/revoke"):
+                 "POST /account/tokens/{token_id}/revoke",
+                 "POST /studies/{study_id}/release"):  # no worker id: refused (422) where allowed
         form = {}
     elif key == "POST /task/{slug}/consent":
         form = {"consent_version": services.consent_version(w.study)}
