@@ -12,8 +12,10 @@ import numpy as np
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def encode_png(rgb: np.ndarray) -> bytes:
-    """An RGB uint8 array (height, width, 3) as PNG bytes; the same array, the same bytes."""
+def encode_png(rgb: np.ndarray, size: int | None = None) -> bytes:
+    """An RGB uint8 array (height, width, 3) as PNG bytes; the same array, the same bytes.
+    With `size`, exactly `size` bytes (`padded_deflate`): no field of the file (the chunk
+    lengths included) then tells one picture's compressibility from another's."""
     if rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
         raise ValueError(f"expected a (height, width, 3) uint8 array, got {rgb.shape} {rgb.dtype}")
     h, w, _ = rgb.shape
@@ -21,27 +23,60 @@ def encode_png(rgb: np.ndarray) -> bytes:
     raw[:, 1:] = rgb.reshape(h, w * 3)
 
     header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
-    return (SIGNATURE + _chunk(b"IHDR", header)
-            + _chunk(b"IDAT", zlib.compress(raw.tobytes(), 6)) + _chunk(b"IEND", b""))
+    if size is None:
+        data = zlib.compress(raw.tobytes(), 6)
+    else:
+        data = padded_deflate(raw.tobytes(), size - len(SIGNATURE) - 3 * CHUNK - len(header))
+    return SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", data) + _chunk(b"IEND", b"")
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
 
-PAD_CHUNK = 12  # a chunk's length, type and CRC
+CHUNK = 12  # a chunk's length, type and CRC
+MIN_PAD = 15  # padded_deflate reaches every padding from this many bytes up
 
 
-def pad_png(png: bytes, size: int) -> bytes:
-    """The same picture in exactly `size` bytes: a private ancillary chunk ("prOc", which
-    decoders skip) of zeros before IEND. `size` must leave room for the chunk itself."""
-    room = size - len(png) - PAD_CHUNK
-    if room < 0:
-        raise ValueError(f"a PNG of {len(png)} bytes cannot be padded to {size}")
-    end = len(png) - PAD_CHUNK  # IEND is the last chunk, with no data
-    if png[end + 4:end + 8] != b"IEND":
-        raise ValueError("not a PNG ending in IEND")
-    return png[:end] + _chunk(b"prOc", bytes(room)) + png[end:]
+def _empty_blocks(n: int) -> bytes:
+    """Exactly `n` (>= MIN_PAD) bytes of empty deflate blocks, the last one final, from a byte
+    boundary: an empty stored block is 5 bytes, and one or two empty fixed-Huffman blocks
+    (10 bits each) before it make 6 or 7; the final stored block is 5, and any n - 5 >= 10 is
+    a sum of 5s, 6s and 7s."""
+    if n < MIN_PAD:
+        raise ValueError(f"{n} bytes of padding; at least {MIN_PAD}")
+    rest = (n - 5) % 5
+    units = {0: [], 1: [6], 2: [6, 6], 3: [6, 7], 4: [7, 7]}[rest]
+    units += [5] * ((n - 5 - sum(units)) // 5)
+    bits: list[int] = []
+
+    def stored(final: int) -> None:  # BFINAL, BTYPE 00, on to the byte, LEN 0, NLEN 0xffff
+        bits.extend([final, 0, 0])
+        bits.extend([0] * (-len(bits) % 8))
+        bits.extend([0] * 16 + [1] * 16)
+
+    for unit in units:
+        bits.extend([0, 1, 0, 0, 0, 0, 0, 0, 0, 0] * (unit - 5))  # BTYPE 01 (LSB first), end of block
+        stored(0)
+    stored(1)
+    out = bytes(sum(b << i for i, b in enumerate(bits[k:k + 8])) for k in range(0, len(bits), 8))
+    assert len(out) == n
+    return out
+
+
+def padded_deflate(data: bytes, size: int) -> bytes:
+    """`data` as a zlib stream of exactly `size` bytes: compressed, flushed to a byte boundary,
+    then empty deflate blocks (which inflate to nothing) fill the rest. ValueError when the
+    compressed data leaves fewer than MIN_PAD bytes."""
+    c = zlib.compressobj(6, zlib.DEFLATED, -15)
+    body = c.compress(data) + c.flush(zlib.Z_SYNC_FLUSH)  # no final block yet
+    room = size - 2 - len(body) - 4
+    if room < MIN_PAD:
+        raise ValueError(f"{len(data)} bytes compress to {2 + len(body) + 4 + MIN_PAD} or more with padding; "
+                         f"not {size}")
+    out = b"\x78\x9c" + body + _empty_blocks(room) + struct.pack(">I", zlib.adler32(data))
+    assert zlib.decompress(out) == data  # cheap beside the compression, and it must hold
+    return out
 
 
 def decode_png(data: bytes) -> np.ndarray:

@@ -3,8 +3,8 @@
 A continuation ends at success and otherwise runs on to its scenario's length, so the number
 of frames, the strip's width and even its download size once told success from failure: on
 the demo, "full length means failure" labelled every item right without watching. Here every
-number the page gets (the item's fields, the strip's width, height and bytes, the URL's
-length), on its own and relative to the largest among the items a worker could group
+number the page gets (the item's fields, the strip's width, height and bytes, each of its
+chunks' lengths, the URL's length), on its own and relative to the largest among the items a worker could group
 together (same instruction and takeover), is tried as a one-number rule: the best threshold
 on it, in either direction, may do no better than always answering the majority label + 0.1,
 on the demo study and on a generated study of 200 continuations."""
@@ -24,7 +24,7 @@ from app.images import decode_png
 from app.kinds import get_kind
 from app.kinds.sts import demo, rollout
 from app.kinds.sts.env import get_simulator
-from app.kinds.sts.recordings import Recording
+from app.kinds.sts.recordings import expert_recording
 from app.storage import get_store
 from app.studies import services
 from app.studies.models import Item
@@ -50,6 +50,20 @@ def test_best_rule_finds_a_leak_and_not_noise():
     assert best_rule([5.0] * 20, labels) == 0.5
 
 
+def chunk_lengths(png: bytes) -> dict[str, int]:
+    """The PNG's chunks as a reader of its bytes sees them: how many, and each type's total
+    length (the IDAT length is the compressed data's, which a held state would shrink)."""
+    out: dict[str, int] = {"chunks": 0}
+    pos = 8
+    while pos < len(png):
+        (length,) = struct.unpack(">I", png[pos:pos + 4])
+        kind = png[pos + 4:pos + 8].decode("latin-1")
+        out[f"{kind} length"] = out.get(f"{kind} length", 0) + length
+        out["chunks"] += 1
+        pos += 12 + length
+    return out
+
+
 def what_the_page_gets(client, items: list[Item]) -> tuple[dict[str, list[float]], list[bool]]:
     kind = get_kind("sts")
     rows, labels = [], []
@@ -61,6 +75,7 @@ def what_the_page_gets(client, items: list[Item]) -> tuple[dict[str, list[float]
         rows.append({"n_frames": public["n_frames"], "takeover": public["takeover"], "tile": public["tile"],
                      "steps after the takeover": public["n_frames"] - public["takeover"],
                      "strip width": width, "strip height": height, "strip bytes": len(strip.content),
+                     **chunk_lengths(strip.content),
                      "URL length": len(public["frames_url"]), "group": (public["instruction"], public["takeover"])})
         ref = item.reference
         labels.append((ref.get("label") or ref["simulator"]) == "success")
@@ -101,16 +116,6 @@ def test_the_demo_study_gives_nothing_away_before_watching(client, session, monk
     assert set(map(frozenset, by_scenario.values())) == {frozenset({demo.SUITE_LENGTH})}
 
 
-def _expert_recording(sim, level: str, seed: int) -> Recording:
-    ep = sim.reset(level, seed)
-    actions = []
-    while not ep.done:
-        a = ep.expert_action()
-        ep.step(a)
-        actions.append(a)
-    return Recording(level, seed, ep.mission, actions, "expert", f"{level}:{seed}")
-
-
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_a_generated_study_of_200_continuations_gives_nothing_away(client, session):
     """20 scenarios (the expert's games on four level families, taken over 2-6 steps before its
@@ -120,7 +125,7 @@ def test_a_generated_study_of_200_continuations_gives_nothing_away(client, sessi
     jobs, scenarios = [], []
     for level in demo.LEVELS:
         for seed in range(5):
-            rec = _expert_recording(sim, level, seed)
+            rec = expert_recording(level, seed, simulator=sim)
             takeover = max(0, len(rec.actions) - int(rng.integers(2, 7)))
             scenarios.append((f"{level}:{seed}", rec, takeover))
             jobs += [rollout.Job(rec, takeover, 12, seed * 10 + c) for c in range(5)]

@@ -4,11 +4,12 @@ same episode always under the same key, and a cap on their length."""
 from __future__ import annotations
 
 import io
+import struct
 
 import numpy as np
 import pytest
 
-from app.images import decode_png, encode_png, pad_png
+from app.images import MIN_PAD, decode_png, encode_png
 from app.kinds.sts.frames import MAX_FRAMES, strip, strip_key
 
 
@@ -42,13 +43,19 @@ def test_bad_frames_are_refused():
 
 
 def test_a_padded_strip_is_the_same_picture_in_exactly_the_bytes_asked_for():
+    """Padded inside the compressed stream with empty deflate blocks: the file and its IDAT
+    chunk grow by exactly what was asked, for every size from the least that fits."""
     rng = np.random.default_rng(1)
     frames = [rng.integers(0, 256, (8, 8, 3), dtype=np.uint8) for _ in range(3)]
-    png = encode_png(strip(frames))
-    padded = pad_png(png, len(png) + 100)
-    assert len(padded) == len(png) + 100 and padded.endswith(png[-12:])  # IEND stays last
-    assert (decode_png(padded) == decode_png(png)).all()
-    pygame = pytest.importorskip("pygame")  # another decoder skips the private chunk too
-    assert pygame.image.load(io.BytesIO(padded)).get_size() == (24, 8)
-    with pytest.raises(ValueError, match="cannot be padded"):
-        pad_png(png, len(png) + 11)  # no room for the chunk itself
+    picture = strip(frames)
+    png = encode_png(picture)
+    least = len(png) + MIN_PAD + 8
+    for size in range(least, least + 12):  # every residue of the 5-byte blocks, and more
+        padded = encode_png(picture, size)
+        assert len(padded) == size
+        assert struct.unpack(">I", padded[33:37])[0] == size - 57  # the IDAT chunk's own length
+        assert (decode_png(padded) == picture).all()
+    pygame = pytest.importorskip("pygame")  # another inflater reads the empty blocks too
+    assert pygame.image.load(io.BytesIO(encode_png(picture, least + 3))).get_size() == (24, 8)
+    with pytest.raises(ValueError, match="compress to"):
+        encode_png(picture, len(png))  # no room for the padding

@@ -5,9 +5,9 @@ per-frame requests, and identical episodes share one file).
 
 A study's strips must not tell a worker the answer before they watch: every continuation of a
 scenario shows the same number of frames (an episode that ended sooner holds its last state
-to the scenario's length, `held_frames`), and the strips of one scenario are padded to one
-byte size (`store_strips`), so neither the strip's width nor its download size says where the
-episode ended (docs/kinds/sts.md, "What a worker can tell before watching")."""
+to the scenario's length, `held_frames`), and the strips of one scenario are encoded in one
+byte size (`store_strips`), so neither the strip's width nor its size (the file's, or any of
+its chunks') says where the episode ended (docs/kinds/sts.md, "What a worker can tell before watching")."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import hashlib
 
 import numpy as np
 
-from app.images import PAD_CHUNK, encode_png, pad_png
+from app.images import MIN_PAD, encode_png
 
 # Steps a strip may hold: BabyAI episodes end within a few hundred steps; a longer upload is
 # refused before anything is rendered.
@@ -70,9 +70,10 @@ def held_frames(recording, tile: int, n_frames: int) -> list[np.ndarray]:
 
 def store_strips(episodes: list[tuple[object, int, str]], tile: int) -> list[str]:
     """The blob keys of (recording, n_frames, scenario) strips, in order. A scenario's strips
-    are padded to one byte size: a held last state compresses well, so unpadded sizes would
-    tell ended episodes from running ones. Keys are the padded bytes' own hash. One scenario's
-    strips are in memory at a time."""
+    are PNGs of one byte size: a held last state compresses well, so the compressed data's
+    length (the file's, or its IDAT chunk's) would tell ended episodes from running ones; each
+    is padded inside its compressed stream (images.encode_png). Keys are the bytes' own hash.
+    One scenario's strips are in memory at a time."""
     from app.storage import get_store
 
     groups: dict[str, list[int]] = {}
@@ -80,12 +81,13 @@ def store_strips(episodes: list[tuple[object, int, str]], tile: int) -> list[str
         groups.setdefault(scenario, []).append(i)
     store, keys = get_store(), [""] * len(episodes)
     for members in groups.values():
-        pngs = [encode_png(strip(held_frames(episodes[i][0], tile, episodes[i][1]))) for i in members]
-        size = max(map(len, pngs)) + PAD_CHUNK
-        for i, png in zip(members, pngs):
-            padded = pad_png(png, size)
-            digest = hashlib.sha256(padded).hexdigest()
+        strips = [strip(held_frames(episodes[i][0], tile, episodes[i][1])) for i in members]
+        # The padded stream ends its data with a flush, up to 6 bytes more than zlib's own end.
+        size = max(len(encode_png(s)) for s in strips) + MIN_PAD + 8
+        for i, picture in zip(members, strips):
+            png = encode_png(picture, size)
+            digest = hashlib.sha256(png).hexdigest()
             keys[i] = f"sts/frames/{digest[:2]}/{digest}.png"
             if not store.exists(keys[i]):
-                store.put(keys[i], padded, content_type="image/png")
+                store.put(keys[i], png, content_type="image/png")
     return keys
