@@ -372,12 +372,13 @@ class EnterIn(BaseModel):
 def crowd_enter(slug: str, body: EnterIn, request: Request, response: Response):
     """Enter a study as a crowd worker with the platform's link parameters (`params`).
 
-    The bundle is bound to the client that opened it: the answer's `browser_secret` (also set
-    as the `proctor_crowd` cookie) must come back with every later call, as that cookie or the
-    `X-Proctor-Browser` header; entering again with the same worker id without it is refused
-    (403). Refused too: a worker past the study's bundles per worker (403), too many bundles open
-    from one address (429, with Retry-After). Then consent: `POST .../consent` with the
-    `consent_version` shown with the `consent` text."""
+    The answer's `browser_secret` (also set as the `proctor_crowd` cookie) must come back with
+    every later call, as that cookie or the `X-Proctor-Browser` header. Consent (`POST
+    .../consent` with the `consent_version` shown with the `consent` text) binds the bundle to
+    that client: after it, entering again with the same worker id without the secret is refused
+    (403, naming the study's contact); an entry never consented to binds and holds nothing.
+    Refused too, here and again at consent: a worker past the study's bundles per worker (403),
+    too many bundles open from one address (429, with Retry-After)."""
     rate_limit(request, "entry", get_settings().rate_limit_entry)
     # No Session dependency (as `next`): the common case is one round trip (hotpath.enter).
     fast = fast_enter(request, slug, body.params)

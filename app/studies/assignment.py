@@ -90,6 +90,12 @@ def browser_hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+# A consented bundle the researcher released (services.release_browser): no browser's hash (a
+# hash is hex), so the browser that held it is refused like any other until the worker opens
+# the study's link again, and the entry binds it (`_check_browser`).
+RELEASED = "released"
+
+
 def _get_or_create(session: Session, model, lookup: dict, defaults: dict):
     row = session.scalar(select(model).filter_by(**lookup))
     if row is not None:
@@ -136,7 +142,7 @@ def enter(session: Session, study: Study, platform: str, external_worker_id: str
                             .with_for_update())
             bundle = session.scalar(lookup.execution_options(populate_existing=True))
         if bundle is not None:
-            _check_browser(study, bundle, browser)
+            _check_browser(study, bundle, browser, entry=True)
             return bundle
         _admit(session, study, worker.id, browser, address)
         size = study.bundle_size
@@ -164,27 +170,31 @@ def other_browser(study: Study) -> str:
             "study's link here again.")
 
 
-def _check_browser(study: Study, bundle: Bundle, browser: str | None) -> None:
+def _check_browser(study: Study, bundle: Bundle, browser: str | None, entry: bool = False) -> None:
     """Only the browser the worker consented in may resume a consented bundle (one consented
-    before browsers were bound, or released by the researcher, is bound to the first that
-    comes back); a bundle not consented to is bound to none."""
+    before browsers were bound is bound to the first that comes back; one the researcher
+    released, to the first that opens the link: `entry`); a bundle not consented to is bound
+    to none."""
     if browser is None or bundle.consented_at is None:
         return
-    if bundle.browser_hash is None:
+    if bundle.browser_hash is None or (entry and bundle.browser_hash == RELEASED):
         bundle.browser_hash = browser
     elif not hmac.compare_digest(bundle.browser_hash.encode(), browser.encode()):
         raise NotAvailable(other_browser(study), status=403)
 
 
 def _admit(session: Session, study: Study, worker_id: int, browser: str | None,
-           address: str | None) -> None:
-    """May this worker start a new bundle here? Refused with the reason they read. Only
-    bundles they consented to count (an entry never agreed to holds nothing); `consent`
-    checks the same again."""
+           address: str | None, bundle_id: int | None = None) -> None:
+    """May this worker start a new bundle here (at entry), or bind `bundle_id` (at consent)?
+    Refused with the reason they read. Only bundles consented to count, so an entry never
+    agreed to holds nothing; consent checks the same again, the bundle itself left out, and
+    that is what holds the caps (entering many times, then consenting in each, is refused at
+    the cap)."""
+    others = [Bundle.id != bundle_id] if bundle_id is not None else []
     theirs = session.scalars(select(Bundle.browser_hash).where(
         Bundle.study_id == study.id, Bundle.worker_id == worker_id,
-        Bundle.consented_at.is_not(None))).all()
-    if browser is not None and any(h is not None and h != browser for h in theirs):
+        Bundle.consented_at.is_not(None), *others)).all()
+    if browser is not None and any(h not in (None, RELEASED, browser) for h in theirs):
         raise NotAvailable(other_browser(study), status=403)
     cap = study.max_bundles_per_worker
     if len(theirs) >= cap:
@@ -201,7 +211,7 @@ def _admit(session: Session, study: Study, worker_id: int, browser: str | None,
                           Assignment.lease_expires_at > now)
     open_here = session.scalar(select(func.count()).select_from(Bundle).where(
         Bundle.study_id == study.id, Bundle.ip_hash == address, Bundle.finished_at.is_(None),
-        Bundle.consented_at.is_not(None),
+        Bundle.consented_at.is_not(None), *others,
         (Bundle.consented_at > now - timedelta(seconds=study.lease_seconds)) | live))
     if open_here >= study.max_open_bundles_per_ip:
         raise NotAvailable(
@@ -480,9 +490,10 @@ def consent(session: Session, study: Study, bundle_id: int, version: str,
     """Record the worker's consent to the consent text of `version`, the one they were shown;
     refused (409) when the researcher changed the text since: nobody agrees to a text they never
     saw. Consent already given stands. Consent binds the bundle to `browser` (the hash of the
-    consenting browser's secret; in-process callers may leave it out), under the worker's caps:
+    consenting browser's secret; in-process callers may leave it out), under the caps (`_admit`:
     not when another of their bundles is bound to another browser, nor past the bundles per
-    worker (checked here, as entry holds nothing)."""
+    worker or those open at once from the bundle's address; checked here, as entry holds
+    nothing)."""
     from app.studies.services import consent_version
 
     def work():
@@ -493,17 +504,7 @@ def consent(session: Session, study: Study, bundle_id: int, version: str,
                 raise NotAvailable("The consent text changed since it was shown to you: read it "
                                    "again.", status=409)
             _lock_participant(session, bundle)  # bundle -> participant, as everywhere
-            others = session.scalars(select(Bundle.browser_hash).where(
-                Bundle.study_id == study.id, Bundle.worker_id == bundle.worker_id,
-                Bundle.id != bundle.id, Bundle.consented_at.is_not(None))).all()
-            if browser is not None and any(h is not None and h != browser for h in others):
-                raise NotAvailable(other_browser(study), status=403)
-            cap = study.max_bundles_per_worker
-            if len(others) >= cap:
-                raise NotAvailable(
-                    "You have already taken part in this study: it allows one task per person."
-                    if cap == 1 else
-                    f"You have already done the {cap} tasks this study allows per person.", status=403)
+            _admit(session, study, bundle.worker_id, browser, bundle.ip_hash, bundle.id)
             bundle.consented_at = utcnow()
             bundle.consent_version = consent_version(study)
             bundle.browser_hash = browser

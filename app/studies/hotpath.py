@@ -699,7 +699,8 @@ FROM (SELECT 1) one LEFT JOIN made ON true LEFT JOIN mine ON true
 # binds it to the consenting browser. Three statements, one round trip, as the engine's
 # `consent`: the bundle locked, then the participant (one consent of the worker at a time),
 # then, on a fresh snapshot, the caps: no other consented bundle of theirs with another (or no)
-# browser, fewer than the bundles per worker. Anything else takes the engine path.
+# browser, fewer than the bundles per worker, fewer open at once from the bundle's address
+# (assignment._admit). Anything else takes the engine path.
 CONSENT_SQL = """
 SELECT id FROM bundles WHERE id = %(bundle)s AND study_id = %(study)s FOR UPDATE;
 SELECT p.id FROM participants p JOIN bundles b ON b.participant_id = p.id
@@ -713,6 +714,11 @@ WHERE b.id = %(bundle)s AND b.study_id = %(study)s AND s.id = %(study)s
                   AND o.browser_hash IS DISTINCT FROM %(browser)s)
   AND (SELECT count(*) FROM bundles o WHERE o.study_id = b.study_id AND o.worker_id = b.worker_id
        AND o.id <> b.id AND o.consented_at IS NOT NULL) < s.max_bundles_per_worker
+  AND (b.ip_hash IS NULL OR (SELECT count(*) FROM bundles o WHERE o.study_id = b.study_id
+       AND o.ip_hash = b.ip_hash AND o.id <> b.id AND o.finished_at IS NULL AND o.consented_at IS NOT NULL
+       AND (o.consented_at > %(now)s - make_interval(secs => s.lease_seconds)
+            OR EXISTS (SELECT 1 FROM assignments a WHERE a.bundle_id = o.id
+                       AND a.state = 'leased' AND a.lease_expires_at > %(now)s))) < s.max_open_bundles_per_ip)
 RETURNING b.id
 """
 

@@ -338,16 +338,18 @@ def import_agent_outputs(session: Session, study: Study, agent: Agent, data: byt
 def release_browser(session: Session, study: Study, external_worker_id: str, actor: User) -> int:
     """Unbind a worker's tasks in this study from the browser they consented in (a lost phone,
     cleared cookies: the refusal elsewhere tells them to ask): the next browser that opens the
-    study's link with their id continues them. Audited; 0 when no task of theirs is bound."""
+    study's link with their id continues them; the browser that held them is refused until then
+    (assignment.RELEASED). Audited; 0 when no task of theirs is bound."""
+    from app.studies.assignment import RELEASED
     from app.studies.models import Bundle
 
     workers = select(User.id).where(User.external_id == external_worker_id.strip(),
                                     User.role == "worker")
     bundles = session.scalars(select(Bundle).where(
-        Bundle.study_id == study.id, Bundle.worker_id.in_(workers),
-        Bundle.browser_hash.is_not(None)).order_by(Bundle.id).with_for_update()).all()
+        Bundle.study_id == study.id, Bundle.worker_id.in_(workers), Bundle.browser_hash.is_not(None),
+        Bundle.browser_hash != RELEASED).order_by(Bundle.id).with_for_update()).all()
     for bundle in bundles:
-        bundle.browser_hash = None
+        bundle.browser_hash = RELEASED
     if bundles:
         pseudonyms = session.scalars(select(User.pseudonym).where(
             User.id.in_({b.worker_id for b in bundles})).order_by(User.pseudonym)).all()

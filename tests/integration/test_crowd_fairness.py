@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from app.studies.models import Assignment, Bundle
 from tests.conftest import expire_lease, make_user
@@ -169,6 +169,10 @@ def test_a_worker_id_is_bound_to_the_browser_that_consented_not_the_first_that_o
     assert r.status_code == 200 and "Released: the next browser that opens the link as owner-id" in r.text
     entry = session.scalar(select(AuditEntry).where(AuditEntry.action == "worker.browser_released"))
     assert entry.actor_id == owner.id and entry.target_id == str(study.id)
+    # Released, the task is no browser's until its link is opened again: the browser that held
+    # it is refused meanwhile (before, a release let it go on answering).
+    r = laptop.get(f"/task/{study.slug}")
+    assert r.status_code == 403 and "You agreed to this study in another browser" in r.text
     # The phone opens the link again and goes on where the task was; the laptop is now refused.
     page = enter(phone, study.slug, "owner-id", "s1").text
     assert "2 of 3" in page and 'name="assignment_id"' in page
@@ -193,3 +197,26 @@ def test_entries_never_agreed_to_hold_no_task_of_the_cap(app, session):
             "csrf_token": re.search(r'name="csrf_token" value="([^"]+)"', r.text).group(1),
             "consent_version": re.search(r'name="consent_version" value="([^"]+)"', r.text).group(1)})
         assert r.status_code == 403 and "it allows one task per person" in r.text
+
+
+def test_entering_first_and_agreeing_later_does_not_pass_the_cap_per_address(app, session):
+    """Entries hold nothing until agreed to, so the cap on tasks open at once from one address
+    is checked at consent too: five people in one lab who all open the link first, then all
+    agree, get two tasks and three refusals (before, all five got one)."""
+    from tests.conftest import create_tom_study
+    from tests.integration.test_crowd_integrity import consent_version_of, csrf, enter
+
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, bundle_size=2, gold_rate=0.0, max_open_bundles_per_ip=2)
+    lab = [TestClient(app, client=("10.1.2.3", 40000 + i)) for i in range(5)]
+    pages = [enter(c, study.slug, f"lab-{i}") for i, c in enumerate(lab)]
+    assert [p.status_code for p in pages] == [200] * 5
+    agreed = [c.post(f"/task/{study.slug}/consent", data={
+        "csrf_token": csrf(p.text), "consent_version": consent_version_of(p.text)}) for c, p in zip(lab, pages)]
+    assert [r.status_code for r in agreed] == [200, 200, 429, 429, 429]
+    assert "Too many tasks of this study are open from your network right now (2)" in agreed[2].text
+    session.expire_all()
+    assert session.scalar(select(func.count()).select_from(Bundle).where(
+        Bundle.study_id == study.id, Bundle.consented_at.is_not(None))) == 2
+    for c in lab:
+        c.close()
