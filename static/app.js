@@ -48,8 +48,16 @@ document.addEventListener("submit", async (ev) => {
   }
   if (submitter) submitter.insertAdjacentElement("afterend", box); else form.append(box);
   box.hidden = true;
-  const refuse = (message) => {
+  const refuse = (message, status) => {
     box.textContent = message;
+    // Not the answer's fault (the item went to someone else, the task moved on): sending again
+    // may never work, so say where to go on; the page stays, should the cause pass.
+    if (form.dataset.taskUrl && status !== 422) {
+      const on = document.createElement("a");
+      on.href = form.dataset.taskUrl;
+      on.textContent = "See where your task is now";
+      box.append(" ", on);
+    }
     box.hidden = false;
     delete form.dataset.sent;  // the send-once guard above: this send did not count
     form.querySelectorAll("button[type=submit], button:not([type])").forEach((b) => (b.disabled = false));
@@ -74,5 +82,5 @@ document.addEventListener("submit", async (ev) => {
     const detail = (await response.json()).detail;
     if (detail) message = typeof detail === "string" ? detail : JSON.stringify(detail);
   } catch (_) { /* not JSON: the status says it */ }
-  refuse(`Not sent: ${message}`);
+  refuse(`Not sent: ${message}`, response.status);
 });

@@ -181,7 +181,7 @@ def test_a_refused_answer_shows_beside_the_board_which_stays_and_can_be_sent_aga
         services.set_state(s, s.get(Study, study_id), "closed", s.get(User, owner_id))
     page.locator("#submit").click()
     error = page.locator(".hex-bar [role=alert]:visible")
-    expect(error).to_have_text("Not sent: This study is closed; answers are no longer taken.")
+    expect(error).to_contain_text("Not sent: This study is closed; answers are no longer taken.")
     assert page.url.endswith(f"/task/{slug}")
     expect(page.locator("#hex-pos")).to_have_text("2")
     expect(_tile(page, 0)).to_have_attribute("data-colour", "4")

@@ -54,6 +54,8 @@ def test_a_refused_answer_shows_beside_send_and_the_worker_answers_again(live_se
     refusal = _beside(page, "#answer-form button[type=submit]")
     expect(refusal).to_be_visible()
     expect(refusal).to_contain_text("Not sent: This study is closed; answers are no longer taken.")
+    # Not the answer's fault, so the message says where to go on (the page stays meanwhile).
+    expect(refusal.get_by_role("link", name="See where your task is now")).to_have_attribute("href", f"/task/{slug}")
     # The same page, question and choice: nothing to redo, and nothing stored.
     assert page.url.endswith(f"/task/{slug}")
     expect(counter).to_be_visible()
