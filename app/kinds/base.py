@@ -195,6 +195,12 @@ class TaskKind(ABC):
         """The item noun within a sentence, for n items: "picture pair" (1), "picture pairs"."""
         return (self.item_noun if n == 1 else (self.item_noun_plural or self.item_noun + "s")).lower()
 
+    def keyboard_hint_for(self, settings: dict | None = None) -> str:
+        """How to work a study's items by keyboard; `settings` is the study's kind_settings
+        (kinds whose keys differ by a study's mode, e.g. Hexagons' description). By default
+        keyboard_hint, whatever the settings."""
+        return self.keyboard_hint
+
     def public_payload(self, payload: dict) -> dict:
         """What a worker may see of an item: never the reference, source or agent."""
         return payload

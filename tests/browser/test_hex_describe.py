@@ -156,3 +156,32 @@ def test_on_a_phone_the_instructors_board_has_finger_sized_tiles_and_the_page_fi
         expect(_tile(page, 0)).to_have_attribute("data-colour", "4")
     finally:
         ctx.close()
+
+
+# -- After issue 24: the description page as a new user walks it ------------------------------
+
+def _describe_study(live_server) -> tuple:
+    """A live description study of the one target TARGET, bundles of 1: (Session, study id, slug)."""
+    from app.db import get_sessionmaker
+    from app.studies import services
+
+    Session = get_sessionmaker(live_server.db_url)
+    with Session() as s:
+        owner = make_user(s, "researcher")
+        study = services.create_study(
+            s, owner, "hexagons", services.StudySettings(title="Describe", bundle_size=1),
+            json.dumps({"id": "flower", "board": TARGET}).encode(), "targets")
+        services.set_state(s, study, "live", owner)
+        return Session, study.id, study.slug
+
+
+def test_the_consent_page_gives_the_description_keys_not_the_execution_keys(live_server, page):
+    """Enter and S type into the instruction box of a description: the consent page's keyboard
+    line names the keys of that page, not the execution's Enter / S."""
+    _, _, slug = _describe_study(live_server)
+    page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=keys&STUDY_ID=s&SESSION_ID=keys")
+    hint = page.locator("p", has_text="Keyboard:")
+    expect(hint).to_contain_text("Keyboard: type each step's instruction in the box; Tab to your board: "
+                                 "arrow keys move, 0-7 choose a colour, Space paints, Z undoes.")
+    expect(hint).not_to_contain_text("Enter: next step")
+    expect(hint).not_to_contain_text("S: send")

@@ -45,6 +45,10 @@ class Hexagons(TaskKind):
     category_label: ClassVar[str] = "category"
     item_noun: ClassVar[str] = "Procedure"
     keyboard_hint: ClassVar[str] = "Enter: next step; S: send (on the last step, once every step was shown)."
+    # A description study's page types into a text box, so Enter and S are text there.
+    description_keyboard_hint: ClassVar[str] = (
+        "type each step's instruction in the box; Tab to your board: arrow keys move, 0-7 choose a "
+        "colour, Space paints, Z undoes.")
     item_formats: ClassVar[tuple[str, ...]] = ("procedures", "targets")
     position: ClassVar[int] = 40
     format_labels: ClassVar[dict[str, str]] = {
@@ -124,6 +128,11 @@ class Hexagons(TaskKind):
         if settings is not None and "labels" in parsed and not settings.get("label_abstraction"):
             raise InputError("this study does not take abstraction labels", field="labels")
         return parsed
+
+    def keyboard_hint_for(self, settings: dict | None = None) -> str:
+        if (settings or {}).get("mode") == "description":
+            return self.description_keyboard_hint
+        return self.keyboard_hint
 
     def public_payload(self, payload: dict) -> dict:
         if is_description(payload):  # the instructor sees the target: it is what they describe
