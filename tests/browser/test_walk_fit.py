@@ -1,0 +1,94 @@
+"""What a new user's walk of the demo found (issue 24's leftovers), at 1280x800 by keyboard and
+on a 390x844 touch phone: every question's legend inside its box; STS's marking buttons and
+Send in view without scrolling, and its marker kept over a reload; no key hints on a touch
+screen; the consent page opens at its title; navigation's "Stop here" in view; A3DS shows the
+picked picture and keeps Next clear of its box."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from playwright.sync_api import expect
+from sqlalchemy import select
+
+from tests.browser.nav_keys import skip_practice
+from tests.browser.test_kind_words_and_fit import LAPTOP, PHONE, _a3ds_study, _tom_demo_study, in_view
+from tests.conftest import make_user
+
+pytestmark = pytest.mark.browser
+SIZES = pytest.mark.parametrize("how", [PHONE, LAPTOP], ids=["390x844", "1280x800"])
+
+LEGEND_INSIDE = """(sel) => { const f = document.querySelector(sel); const l = f.querySelector(':scope > legend');
+  const fr = f.getBoundingClientRect(), lr = l.getBoundingClientRect();
+  const b = parseFloat(getComputedStyle(f).borderTopWidth);
+  return {inside: lr.top >= fr.top + b - 0.5 && lr.left >= fr.left && lr.right <= fr.right
+                  && lr.bottom <= fr.bottom, legend: [lr.top, lr.bottom], box: [fr.top + b, fr.bottom]}; }"""
+
+
+def _sts_study(s, owner, ids=("PutNextLocal-2/expert/0",)):
+    from app.kinds.sts.demo import demo_lines
+    from app.studies import services
+
+    lines = {x.get("id") or f"{x['scenario']}/{x['agent']}/{x['continuation']}": x for x in demo_lines()}
+    study = services.create_study(
+        s, owner, "sts", services.StudySettings(title="Episodes", bundle_size=len(ids), gold_rate=0.0,
+                                                annotations_per_item=1),
+        "\n".join(json.dumps(lines[i]) for i in ids).encode(), "continuations")
+    services.set_state(s, study, "live", owner)
+    return study
+
+
+def _context(browser, how):
+    ctx = browser.new_context(**how)
+    page = ctx.new_page()
+    page.set_default_timeout(10000)
+    return ctx, page
+
+
+def _open_sts(live_server, browser, how, pid):
+    from app.db import get_sessionmaker
+
+    with get_sessionmaker(live_server.db_url)() as s:
+        study = _sts_study(s, make_user(s, "researcher"))
+        slug, study_id = study.slug, study.id
+    ctx, page = _context(browser, how)
+    page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID={pid}&STUDY_ID=s&SESSION_ID=x1")
+    page.locator("#consent").click()
+    expect(page.get_by_text("Episode 1 of 1", exact=True)).to_be_visible()
+    page.wait_for_function("document.getElementById('sts-step').textContent.startsWith('frame ')")
+    return ctx, page, study_id
+
+
+# -- 1. the question inside its box -----------------------------------------------------------
+
+@SIZES
+def test_the_sts_question_lies_inside_its_box(live_server, browser, how):
+    ctx, page, _ = _open_sts(live_server, browser, how, f"leg{how['viewport']['width']}")
+    try:
+        got = page.evaluate(LEGEND_INSIDE, "fieldset.sts-mark")
+        assert got["inside"], got
+    finally:
+        ctx.close()
+
+
+@SIZES
+def test_the_navigation_rating_question_lies_inside_its_box(live_server, browser, how):
+    from app.db import get_sessionmaker
+    from tests.integration.test_navigation import create_nav_study
+
+    with get_sessionmaker(live_server.db_url)() as s:
+        _, study = create_nav_study(s, make_user(s, "researcher"), bundle_size=1)
+        slug = study.slug
+    ctx, page = _context(browser, how)
+    try:
+        page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=nl{how['viewport']['width']}&STUDY_ID=s&SESSION_ID=x1")
+        page.locator("#consent").click()
+        skip_practice(page)
+        page.wait_for_function("window.proctorViewer !== undefined")
+        page.locator("#nav-stop").click()
+        expect(page.locator("#nav-rating")).to_be_visible()
+        got = page.evaluate(LEGEND_INSIDE, "#nav-rating")
+        assert got["inside"], got
+    finally:
+        ctx.close()
