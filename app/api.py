@@ -29,8 +29,8 @@ from app.quality import service as quality
 from app.storage import get_store
 from app.studies import assignment, hotpath, services
 from app.studies.models import Item, Study
-from app.studies.views import (WAIT_MESSAGE, crowd_bundle, done_context, fast_consent, fast_end,
-                               fast_lease, kind_options, retry_after)
+from app.studies.views import (crowd_bundle, done_context, fast_consent, fast_end,
+                               fast_lease, kind_options, retry_after, task_state)
 from app.web import rate_limit, read_upload
 
 router = APIRouter(prefix="/api/v1", dependencies=[Depends(verify_csrf)])
@@ -469,13 +469,11 @@ def _next_state(request: Request, response: Response, session: Session, slug: st
     if bundle.consented_at is None:
         raise HTTPException(409, "consent first: POST /api/v1/crowd/{slug}/consent with the "
                                  "consent_version shown")
-    current, wait = None, None
-    if bundle.finished_at is None:  # a finished task shows its end even once the study closed
-        current, wait = assignment.lease_or_wait(session, study, bundle.id)
+    current, wait, message = task_state(session, study, bundle)
     if wait is not None:
         seconds = retry_after(wait)
         response.headers["Retry-After"] = str(seconds)
-        return {"state": "wait", "done": False, "retry_after": seconds, "message": WAIT_MESSAGE,
+        return {"state": "wait", "done": False, "retry_after": seconds, "message": message,
                 "completed": bundle.n_done, "of": bundle.size}
     if current is None:
         if bundle.finished_at is None:

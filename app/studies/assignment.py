@@ -470,6 +470,13 @@ def wait_for_work(session: Session, study: Study, bundle_id: int) -> int | None:
     return _retrying(work, session)
 
 
+def held_lease(session: Session, bundle_id: int) -> Assignment | None:
+    """The bundle's live lease, if any, leasing nothing (a paused study's item in hand)."""
+    return session.scalar(select(Assignment).where(
+        Assignment.bundle_id == bundle_id, Assignment.state == "leased",
+        Assignment.lease_expires_at > utcnow()))
+
+
 def lease_or_wait(session: Session, study: Study,
                   bundle_id: int) -> tuple[Assignment | None, int | None]:
     """next_item, telling "wait" from "done": (the lease, None); (None, seconds) when the pool

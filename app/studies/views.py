@@ -54,9 +54,17 @@ def crowd_bundle(request: Request, session: Session, slug: str) -> tuple[Study, 
     return study, bundle
 
 
-WAIT_MESSAGE = ("No question is free for you right now: the remaining ones are being answered "
-                "by other people, and some come back when their time runs out. This page checks "
-                "again by itself; you can also come back in a few minutes.")
+def wait_message(kind) -> str:
+    """Why a task waits, in the kind's words (questions, episodes, procedures...)."""
+    items = kind.item_word(2)
+    return (f"No {kind.item_word(1)} is free for you right now: the remaining {items} are being "
+            "answered by other people, and some come back when their time runs out. This page checks "
+            "again by itself; you can also come back in a few minutes.")
+
+
+PAUSED_MESSAGE = ("The researcher has paused this study for now. Everything you sent is saved. "
+                  "This page checks again by itself and goes on when the study does; you can also "
+                  "come back later.")
 
 
 def retry_after(seconds: int) -> int:
@@ -143,17 +151,29 @@ def _fast_task(request: Request, slug: str):
                   idempotency_key=uuid.uuid4().hex)
 
 
+def task_state(session: Session, study: Study, bundle: Bundle):
+    """What a consented task shows now, on the page and in the API alike: (its lease, None, ""),
+    (None, seconds, why) to wait and ask again, or (None, None, "") at its end. A finished task
+    shows its end even once the study closed; a pause is a wait (often right after the
+    worker's answer was stored), not a refusal."""
+    if bundle.finished_at is not None:
+        return None, None, ""
+    if study.state == "paused":  # the item in hand may still be answered (assignment.submit)
+        held = assignment.held_lease(session, bundle.id)
+        return (held, None, "") if held is not None else (None, 30, PAUSED_MESSAGE)
+    current, wait = assignment.lease_or_wait(session, study, bundle.id)
+    return current, wait, wait_message(get_kind(study.kind)) if wait is not None else ""
+
+
 def _task_page(request: Request, session: Session, slug: str, refused: str = ""):
     study, bundle = crowd_bundle(request, session, slug)
     if bundle.consented_at is None:
         return _consent_page(request, study, bundle)
-    current, wait = None, None
-    if bundle.finished_at is None:  # a finished task shows its end even once the study closed
-        current, wait = assignment.lease_or_wait(session, study, bundle.id)
+    current, wait, message = task_state(session, study, bundle)
     if wait is not None:
         seconds = retry_after(wait)
         response = render(request, "annotate/wait.html", study=study, bundle=bundle,
-                          retry_after=seconds, message=WAIT_MESSAGE)
+                          retry_after=seconds, message=message)
         response.headers["Retry-After"] = str(seconds)
         return response
     if current is None:

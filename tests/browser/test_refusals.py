@@ -80,6 +80,20 @@ def test_a_refused_answer_shows_beside_send_and_the_worker_answers_again(live_se
     expect(page.locator(".inline-error")).to_have_count(0)
     assert [a.response["answer"] for a in stored()] == ["Yes"]
 
+    # Paused while the worker answers: the answer is taken, and the task waits, saying so and
+    # asking again by itself (before: "Not available ... Go back", which still said paused).
+    set_state("paused")
+    page.keyboard.press("n")
+    page.keyboard.press("Enter")
+    expect(page.locator("#wait")).to_have_text(
+        "The researcher has paused this study for now. Everything you sent is saved. This page checks "
+        "again by itself and goes on when the study does; you can also come back later.")
+    expect(page.get_by_text("2 of 3 done")).to_be_visible()
+    assert [a.response["answer"] for a in stored()] == ["Yes", "No"]
+    set_state("live")
+    page.get_by_role("link", name="Check now").click()
+    expect(page.get_by_text("Question 3 of 3", exact=True)).to_be_visible()
+
 
 def test_a_rejection_without_a_reason_is_refused_beside_its_button(live_server, page):
     from app.db import get_sessionmaker

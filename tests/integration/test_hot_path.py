@@ -73,7 +73,7 @@ def test_an_item_whose_reference_changed_scores_against_the_new_one(client, sess
         assert score == expected, (truth, score)
 
 
-def test_a_paused_study_and_a_rejected_worker_are_refused_at_once(client, session):
+def test_a_paused_study_waits_and_a_rejected_worker_is_refused_at_once(client, session):
     owner = make_user(session, "researcher")
     study = tiny_study(session, owner, 12, bundle_size=4)
     session.commit()
@@ -82,11 +82,16 @@ def test_a_paused_study_and_a_rejected_worker_are_refused_at_once(client, sessio
     assert lease["state"] == "item"
     services.set_state(session, study, "paused", owner)
     session.commit()
+    # The item in hand may still be answered, so it is still given; then the task waits,
+    # saying why (issue 24: a pause is not a refusal).
     r = client.get(f"/api/v1/crowd/{study.slug}/next")
-    assert r.status_code == 409 and "paused" in r.text
-    # An answer to the item already shown is still taken while paused, as before.
+    assert r.status_code == 200 and r.json()["assignment_id"] == lease["assignment_id"], r.text
     r = _submit(client, study.slug, lease["assignment_id"])
-    assert r.status_code == 200 and r.json()["next"] is None, r.text
+    assert r.status_code == 200 and r.json()["next"]["state"] == "wait", r.text
+    r = client.get(f"/api/v1/crowd/{study.slug}/next")
+    assert r.status_code == 200 and r.json()["state"] == "wait", r.text
+    assert "paused this study for now. Everything you sent is saved" in r.json()["message"]
+    assert r.headers["retry-after"] == "30"
     services.set_state(session, study, "live", owner)
     session.commit()
     current = client.get(f"/api/v1/crowd/{study.slug}/next").json()

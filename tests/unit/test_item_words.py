@@ -31,3 +31,16 @@ def test_a_plural_that_is_not_noun_plus_s_is_the_kinds_own():
         item_noun_plural: ClassVar[str] = "Queries"
 
     assert (Queries().item_word(1), Queries().item_word(3)) == ("query", "queries")
+
+
+def test_the_wait_page_says_why_in_the_kinds_words():
+    """A task waiting on items leased to others names them as its pages do (a Hexagons
+    worker once read "No question is free for you right now")."""
+    from app.studies.views import wait_message
+
+    kinds = all_kinds()
+    if "hexagons" not in kinds:
+        pytest.skip("the hexagons kind is not installed")
+    assert wait_message(kinds["hexagons"]).startswith(
+        "No procedure is free for you right now: the remaining procedures are being answered by other people")
+    assert wait_message(kinds["tom"]).startswith("No question is free for you right now: the remaining questions")
