@@ -140,7 +140,9 @@ def test_enter_is_next_step_only_and_s_sends_only_once_every_step_was_shown(live
     Session, _, study_id, slug, procedure = _study(live_server, 3)
     page.set_viewport_size({"width": 1280, "height": 800})
     _enter(page, live_server, slug, "keys1")
-    page.keyboard.press("s")  # step 1 of 3: S sends nothing
+    page.keyboard.press("s")  # step 1 of 3: S sends nothing (on the board, where the page opens)
+    page.locator("#hex-pos").click()  # off the board: there Enter paints
+    page.keyboard.press("s")
     page.keyboard.press("Enter")
     expect(page.locator("#hex-pos")).to_have_text("2")
     expect(page.locator(".hex-instruction[data-step='1']")).to_be_visible()
@@ -294,3 +296,53 @@ def test_on_a_phone_tiles_are_finger_sized_the_board_scrolls_and_no_key_hints_sh
         assert sorted(t for t, c in enumerate(response["steps"][0]["board"]) if c) == [0, 17]
     finally:
         ctx.close()
+
+
+# -- After issue 24: the execution page by keyboard --------------------------------------------
+
+def test_the_page_opens_on_the_board_whose_enter_paints_and_s_sends_from_it_on_the_last_step(live_server, page):
+    """After "I agree, start" the board has focus: the first Enter paints (it used to move to
+    step 2 with nothing painted); on the last step S on the board sends (it did nothing)."""
+    Session, _, study_id, slug, _ = _study(live_server, 2)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    _enter(page, live_server, slug, "focus1")
+    surface = page.locator("#hex-board .hexboard-surface")
+    expect(surface).to_be_focused()
+    page.keyboard.press("4")
+    page.keyboard.press("Enter")
+    expect(_tile(page, 0)).to_have_attribute("data-colour", "4")
+    expect(page.locator("#hex-pos")).to_have_text("1")
+    page.keyboard.press("s")  # step 1 of 2: nothing
+    expect(page.locator("#hex-pos")).to_have_text("1")
+    page.locator("#hex-next").click()
+    expect(page.locator("#hex-pos")).to_have_text("2")
+    surface.focus()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Space")
+    expect(_tile(page, 18)).to_have_attribute("data-colour", "4")
+    expect(surface).to_be_focused()
+    page.keyboard.press("s")
+    expect(page.locator("#hex-pos")).to_have_count(0)
+    [response] = _annotations(Session, study_id)
+    assert [[a[:2] for a in st["actions"]] for st in response["steps"]] == [[[0, 4]], [[18, 4]]]
+
+
+def test_a_reload_keeps_the_chosen_colour(live_server, page):
+    """The colour chosen before a reload is the one chosen after it (it went back to 1)."""
+    Session, _, study_id, slug, _ = _study(live_server, 2)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    _enter(page, live_server, slug, "colour1")
+    _paint_by_keyboard(page, 0, 6)
+    page.reload()
+    expect(_tile(page, 0)).to_have_attribute("data-colour", "6")
+    expect(page.locator("#hex-board")).to_have_attribute("data-colour", "6")
+    expect(page.locator("#hex-board .hexboard-swatch[data-colour='6']")).to_have_attribute("aria-pressed", "true")
+    expect(page.locator("#hex-board .hexboard-surface")).to_be_focused()
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("Space")
+    expect(_tile(page, 1)).to_have_attribute("data-colour", "6")
+    page.locator("#hex-next").click()
+    page.locator("#submit").click()
+    expect(page.locator("#hex-pos")).to_have_count(0)
+    [response] = _annotations(Session, study_id)
+    assert [[a[:2] for a in st["actions"]] for st in response["steps"]] == [[[0, 6], [1, 6]], []]
