@@ -92,3 +92,55 @@ def test_the_navigation_rating_question_lies_inside_its_box(live_server, browser
         assert got["inside"], got
     finally:
         ctx.close()
+
+
+# -- 3. no key hints on a touch screen; 4. the consent page opens at its title ----------------
+
+SHOWN_KBD = "() => [...document.querySelectorAll('kbd')].filter(k => k.getClientRects().length > 0).length"
+
+
+@pytest.mark.parametrize("kind", ["tom", "sts", "a3ds"])
+def test_a_touch_screen_shows_no_key_hints_and_a_keyboard_does(live_server, browser, kind):
+    from app.db import get_sessionmaker
+
+    with get_sessionmaker(live_server.db_url)() as s:
+        owner = make_user(s, "researcher")
+        make = {"tom": lambda: _tom_demo_study(s, owner, 1), "sts": lambda: _sts_study(s, owner),
+                "a3ds": lambda: _a3ds_study(s, owner, "Pairs", pairs=1)}[kind]
+        slugs = [make().slug, make().slug]  # one each: a study of one item has one worker
+    for slug, (how, shown) in zip(slugs, ((PHONE, False), (LAPTOP, True))):
+        ctx, page = _context(browser, how)
+        try:
+            page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=k{kind}{shown}&STUDY_ID=s&SESSION_ID=x1")
+            instructions = page.locator("section.card", has=page.get_by_role("heading", name="Instructions"))
+            expect(instructions).to_contain_text("This task has 1 ")
+            assert ("Keyboard:" in instructions.inner_text()) is shown, how
+            page.locator("#consent").click()
+            expect(page.locator("#submit")).to_be_visible()
+            kbds = page.locator("kbd").count()
+            assert kbds >= 2
+            assert page.evaluate(SHOWN_KBD) == (kbds if shown else 0), how
+        finally:
+            ctx.close()
+
+
+def test_the_consent_page_opens_at_its_title_on_a_phone(live_server, browser):
+    from app.db import get_sessionmaker
+
+    with get_sessionmaker(live_server.db_url)() as s:
+        study = _sts_study(s, make_user(s, "researcher"))
+        # A study's own instructions, long enough to put the button below a phone's fold.
+        study.instructions = " ".join(["Watch each recording to its end before you place a marker."] * 8)
+        s.commit()
+        slug = study.slug
+    ctx, page = _context(browser, PHONE)
+    try:
+        page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=c1&STUDY_ID=s&SESSION_ID=x1")
+        page.wait_for_load_state("load")
+        expect(page.locator("#consent")).to_be_focused()  # Enter still agrees
+        assert page.evaluate("window.scrollY") == 0
+        assert in_view(page, ["h1"]) == []
+        # The button is below the fold on this screen: a page opened at it would cut the title.
+        assert page.locator("#consent").bounding_box()["y"] > 844
+    finally:
+        ctx.close()
