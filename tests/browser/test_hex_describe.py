@@ -185,3 +185,39 @@ def test_the_consent_page_gives_the_description_keys_not_the_execution_keys(live
                                  "arrow keys move, 0-7 choose a colour, Space paints, Z undoes.")
     expect(hint).not_to_contain_text("Enter: next step")
     expect(hint).not_to_contain_text("S: send")
+
+
+def test_a_reload_resumes_the_written_steps_the_board_and_the_step_being_written(live_server, page):
+    """A reload in the middle of a description (it went back to step 1, an empty list and a
+    blank board) keeps the steps added, the board, the instruction being written, its paints
+    and the colour; sending then stores every step."""
+    from app.studies.models import Annotation
+
+    Session, study_id, slug = _describe_study(live_server)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    _enter(page, f"{live_server.url}/s/{slug}", "reload")
+    page.locator("#hex-instruction").fill("Paint the top left tile blue.")
+    _paint(page, 5, 0)
+    page.locator("#hex-add-step").click()
+    expect(page.locator("#hex-pos")).to_have_text("2")
+    page.locator("#hex-instruction").fill("Then the one right of it green.")
+    _paint(page, 3, 1)
+    page.reload()
+    expect(page.locator("#hex-written li")).to_have_text(["Paint the top left tile blue."])
+    expect(page.locator("#hex-pos")).to_have_text("2")
+    expect(page.locator("#hex-instruction")).to_have_value("Then the one right of it green.")
+    expect(_tile(page, 0)).to_have_attribute("data-colour", "5")
+    expect(_tile(page, 1)).to_have_attribute("data-colour", "3")
+    expect(page.locator("#hex-board")).to_have_attribute("data-colour", "3")
+    expect(page.locator("#hex-diff")).to_have_text("3 tiles differ from the target.")
+    expect(page.locator("#hex-remove-step")).to_be_enabled()
+    _tile(page, 2).click()  # in the kept colour
+    expect(_tile(page, 2)).to_have_attribute("data-colour", "3")
+    page.locator("#submit").click()
+    expect(page.locator("#hex-instruction")).to_have_count(0)
+    with Session() as s:
+        [ann] = s.scalars(select(Annotation).where(Annotation.study_id == study_id)).all()
+        steps = ann.response["steps"]
+    assert [st["instruction"] for st in steps] == ["Paint the top left tile blue.", "Then the one right of it green."]
+    assert [[a[:2] for a in st["actions"]] for st in steps] == [[[0, 5]], [[1, 3], [2, 3]]]
+    assert steps[1]["board"] == [5, 3, 3] + [0] * 177
