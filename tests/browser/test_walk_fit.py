@@ -7,6 +7,7 @@ picked picture and keeps Next clear of its box."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from playwright.sync_api import expect
@@ -56,7 +57,7 @@ def _open_sts(live_server, browser, how, pid):
     page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID={pid}&STUDY_ID=s&SESSION_ID=x1")
     page.locator("#consent").click()
     expect(page.get_by_text("Episode 1 of 1", exact=True)).to_be_visible()
-    page.wait_for_function("document.getElementById('sts-step').textContent.startsWith('frame ')")
+    expect(page.locator("#sts-step")).to_have_text(re.compile(r"^frame \d+ of \d+$"))
     return ctx, page, study_id
 
 
@@ -142,5 +143,56 @@ def test_the_consent_page_opens_at_its_title_on_a_phone(live_server, browser):
         assert in_view(page, ["h1"]) == []
         # The button is below the fold on this screen: a page opened at it would cut the title.
         assert page.locator("#consent").bounding_box()["y"] > 844
+    finally:
+        ctx.close()
+
+
+# -- 2. STS: marking and Send in view; the marker kept over a reload ---------------------------
+
+@SIZES
+def test_sts_marking_buttons_and_send_show_without_scrolling(live_server, browser, how):
+    ctx, page, _ = _open_sts(live_server, browser, how, f"fit{how['viewport']['width']}")
+    try:
+        page.wait_for_load_state("load")
+        parts = ["#sts-screen", "#sts-scrub", "#sts-play", "fieldset.sts-mark > legend", "#sts-success",
+                 "#sts-failure", "#sts-marker", "#submit"]
+        assert in_view(page, parts) == []
+        assert page.evaluate("window.scrollY") == 0
+        # The frame stays big enough to watch.
+        assert page.locator("#sts-screen").bounding_box()["height"] >= 200
+    finally:
+        ctx.close()
+
+
+def test_sts_a_reload_keeps_the_marker_and_the_frame(live_server, browser):
+    from app.db import get_sessionmaker
+    from app.studies.models import Annotation
+
+    ctx, page, study_id = _open_sts(live_server, browser, LAPTOP, "rl1")
+    try:
+        player = page.locator("#sts-player")
+        n, takeover = int(player.get_attribute("data-n")), int(player.get_attribute("data-takeover"))
+        step = page.locator("#sts-step")
+        page.keyboard.press("End")
+        page.keyboard.press("ArrowLeft")
+        page.keyboard.press("ArrowLeft")
+        expect(step).to_have_text(f"frame {n - 2} of {n}")
+        page.keyboard.press("f")
+        at = n - 3 - takeover
+        expect(page.locator("#sts-marker")).to_contain_text(f"Failure at step {at} after the takeover")
+        page.keyboard.press("Home")  # the frame shown is saved too
+        page.keyboard.press("ArrowRight")
+        expect(step).to_have_text(f"frame 2 of {n}")
+        page.reload()
+        expect(page.locator("#sts-marker")).to_contain_text(f"Failure at step {at} after the takeover")
+        expect(step).to_have_text(f"frame 2 of {n}")
+        expect(page.locator("#sts-scrub")).to_have_value("1")
+        expect(page.locator("#sts-marker-tick")).to_be_visible()
+        expect(page.locator("#submit")).to_be_enabled()
+        page.keyboard.press("Enter")
+        expect(page.get_by_role("heading", name="Thank you!")).to_be_visible()
+        with get_sessionmaker(live_server.db_url)() as s:
+            assert s.scalars(select(Annotation.response).where(Annotation.study_id == study_id)).all() == [
+                {"marker": "failure", "step": at}]
     finally:
         ctx.close()

@@ -28,6 +28,38 @@
                               : `The recording (context): the agent takes over in ${takeover - frame} steps`;
     phase.classList.toggle("agent", agent);
     stepText.textContent = `frame ${frame + 1} of ${n}`;
+    save();
+  }
+
+  // The marker and the frame shown are kept in this tab's sessionStorage under the
+  // assignment's id (as navigation keeps a walk), so that a reload restores them.
+  const saveKey = player.dataset.assignment ? `proctor-sts-marker:${player.dataset.assignment}` : null;
+  function save() {
+    if (!saveKey) return;
+    try {
+      sessionStorage.setItem(saveKey, JSON.stringify({frame, kind: kindInput.value,
+                                                      step: stepInput.value === "" ? null : Number(stepInput.value)}));
+    } catch (_) { /* storage full or off: only not restorable */ }
+  }
+  function saved() {
+    if (!saveKey) return null;
+    try {
+      for (let i = sessionStorage.length - 1; i >= 0; i--) {  // earlier episodes are sent
+        const k = sessionStorage.key(i);
+        if (k && k.startsWith("proctor-sts-marker:") && k !== saveKey) sessionStorage.removeItem(k);
+      }
+      return JSON.parse(sessionStorage.getItem(saveKey) || "null");
+    } catch (_) { return null; }
+  }
+
+  // The frame shrinks (to no less than 200 px) when the page is taller than the window, so
+  // that the marking buttons and Send show without scrolling.
+  function fit() {
+    document.body.style.removeProperty("--sts-size");
+    const size = screen.getBoundingClientRect().height;
+    const over = submit.getBoundingClientRect().bottom + window.scrollY + 12 - window.innerHeight;
+    if (over > 0) document.body.style.setProperty("--sts-size", Math.max(200, Math.floor(size - over)) + "px");
+    show(frame);
   }
 
   function stop() { clearInterval(timer); timer = null; playBtn.firstChild.textContent = "Play "; }
@@ -52,6 +84,7 @@
     markerTick.className = "sts-marker-tick " + kind;
     markerTick.style.left = pct(frame);
     submit.disabled = false;
+    save();
   }
 
   playBtn.addEventListener("click", toggle);
@@ -61,7 +94,8 @@
   scrub.addEventListener("input", () => { stop(); show(Number(scrub.value)); });
   document.getElementById("sts-success").addEventListener("click", () => mark("success"));
   document.getElementById("sts-failure").addEventListener("click", () => mark("failure"));
-  window.addEventListener("resize", () => show(frame));
+  window.addEventListener("resize", fit);
+  window.addEventListener("load", fit);
   form.addEventListener("submit", (e) => {
     if (kindInput.value) return;
     // Not sent: keep the page's send-once guard (app.js) from marking the form as sent.
@@ -80,6 +114,13 @@
     else if (e.key === "s" || e.key === "S") { e.preventDefault(); mark("success"); }
     else if (e.key === "f" || e.key === "F") { e.preventDefault(); mark("failure"); }
   });
-  show(0);
-  player.focus();
+  const was = saved();
+  if (was && (was.kind === "success" || was.kind === "failure") && Number.isInteger(was.step)
+      && was.step >= 0 && takeover + was.step < n) {
+    frame = takeover + was.step;
+    mark(was.kind);
+  }
+  fit();
+  show(was && Number.isInteger(was.frame) ? was.frame : 0);
+  player.focus({preventScroll: true});
 })();
