@@ -14,7 +14,8 @@ from playwright.sync_api import expect
 from sqlalchemy import select
 
 from tests.browser.nav_keys import skip_practice
-from tests.browser.test_kind_words_and_fit import LAPTOP, PHONE, _a3ds_study, _tom_demo_study, in_view
+from tests.browser.test_kind_words_and_fit import (LAPTOP, PHONE, _a3ds_study, _pictures_loaded, _tom_demo_study,
+                                                   in_view)
 from tests.conftest import make_user
 
 pytestmark = pytest.mark.browser
@@ -194,5 +195,58 @@ def test_sts_a_reload_keeps_the_marker_and_the_frame(live_server, browser):
         with get_sessionmaker(live_server.db_url)() as s:
             assert s.scalars(select(Annotation.response).where(Annotation.study_id == study_id)).all() == [
                 {"marker": "failure", "step": at}]
+    finally:
+        ctx.close()
+
+
+# -- 4. navigation's Stop here at 1280x800; A3DS's picked picture and Next --------------------
+
+def test_navigation_stop_here_shows_whole_at_1280x800(live_server, browser):
+    from app.db import get_sessionmaker
+    from tests.integration.test_navigation import create_nav_study
+
+    with get_sessionmaker(live_server.db_url)() as s:
+        _, study = create_nav_study(s, make_user(s, "researcher"), bundle_size=1)
+        slug = study.slug
+    ctx, page = _context(browser, LAPTOP)
+    try:
+        page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=ns1&STUDY_ID=s&SESSION_ID=x1")
+        page.locator("#consent").click()
+        skip_practice(page)
+        page.wait_for_function("window.proctorViewer !== undefined")
+        page.wait_for_load_state("load")
+        assert in_view(page, ["#nav-instruction", "#nav-view canvas", "#nav-stop", "#nav-steps"]) == []
+        assert page.evaluate("window.scrollY") == 0
+    finally:
+        ctx.close()
+
+
+@SIZES
+def test_a3ds_shows_the_picked_picture_and_keeps_next_clear_of_its_box(live_server, browser, how):
+    from app.db import get_sessionmaker
+
+    with get_sessionmaker(live_server.db_url)() as s:
+        slug = _a3ds_study(s, make_user(s, "researcher"), "Pairs", pairs=1).slug
+    ctx, page = _context(browser, how)
+    outlined = """(sel) => { const s = getComputedStyle(document.querySelector(sel));
+      return s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) >= 2; }"""
+    try:
+        page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=ap{how['viewport']['width']}&STUDY_ID=s&SESSION_ID=x1")
+        page.locator("#consent").click()
+        expect(page.get_by_text("Picture pair 1 of 1", exact=True)).to_be_visible()
+        _pictures_loaded(page)
+        one, two = ".a3ds-scene:nth-child(1)", ".a3ds-scene:nth-child(2)"
+        assert not page.evaluate(outlined, one) and not page.evaluate(outlined, two)
+        page.locator(f"{two} img").click()
+        expect(page.locator(f"{two} input")).to_be_checked()
+        page.wait_for_function(outlined, arg=two)
+        assert not page.evaluate(outlined, one)
+        page.keyboard.press("1")
+        page.wait_for_function(outlined, arg=one)
+        assert not page.evaluate(outlined, two)
+        # Next stands clear of the box's bottom edge.
+        box = page.locator("fieldset.a3ds-pick").bounding_box()
+        nxt = page.locator("#submit").bounding_box()
+        assert nxt["y"] >= box["y"] + box["height"] + 8, (box, nxt)
     finally:
         ctx.close()
