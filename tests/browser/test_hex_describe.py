@@ -221,3 +221,77 @@ def test_a_reload_resumes_the_written_steps_the_board_and_the_step_being_written
     assert [st["instruction"] for st in steps] == ["Paint the top left tile blue.", "Then the one right of it green."]
     assert [[a[:2] for a in st["actions"]] for st in steps] == [[[0, 5]], [[1, 3], [2, 3]]]
     assert steps[1]["board"] == [5, 3, 3] + [0] * 177
+
+
+def _inside(box: dict, width: int, height: int) -> bool:
+    return box["x"] >= 0 and box["y"] >= 0 and box["x"] + box["width"] <= width and box["y"] + box["height"] <= height
+
+
+def _apart(a: dict, b: dict) -> bool:
+    return (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
+            or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
+
+
+def test_at_1280x800_the_step_label_is_one_line_and_the_box_add_step_and_send_show_unscrolled(live_server, page):
+    """The label read "Step / 1 / :" on three lines (core CSS makes a label a flex column), and
+    the text box, Add step and Send were below the fold; now they show beside both boards without
+    scrolling, also once the list of steps added has grown."""
+    from tests.browser.layout import check_layout
+
+    _, _, slug = _describe_study(live_server)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    _enter(page, f"{live_server.url}/s/{slug}", "desk")
+    page.wait_for_function("() => document.querySelectorAll('#hex-board .hexboard-tile').length === 180")
+    label = page.locator("label[for='hex-instruction']").bounding_box()
+    pos = page.locator("#hex-pos").bounding_box()
+    assert label["height"] < 2 * pos["height"], (label, pos)  # one line
+    for round_ in range(2):
+        boxes = {sel: page.locator(sel).bounding_box() for sel in (
+            "#hex-target .hexboard-svg", "#hex-board .hexboard-svg", "#hex-instruction", "#hex-add-step",
+            "#hex-remove-step", "#submit")}
+        for sel, box in boxes.items():
+            assert _inside(box, 1280, 800), (round_, sel, box)
+        names = list(boxes)
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                assert _apart(boxes[a], boxes[b]), (round_, a, b, boxes[a], boxes[b])
+        assert page.evaluate("() => window.scrollY") == 0
+        assert check_layout(page)["overlapping"] == [], round_
+        # Six steps added: the list grows in its own box, the rest stays where it was.
+        for i in range(6 if round_ == 0 else 0):
+            page.locator("#hex-instruction").fill(f"Step {i + 1}: paint nothing at all, then stop and wait.")
+            page.locator("#hex-add-step").click()
+            expect(page.locator("#hex-pos")).to_have_text(str(i + 2))
+        page.evaluate("() => window.scrollTo(0, 0)")
+    expect(page.locator("#hex-written li")).to_have_count(6)
+    expect(page.locator("#hex-written li").last).to_be_in_viewport()
+
+
+def test_on_a_phone_the_target_stays_in_view_while_painting_the_bottom_of_the_board(live_server, browser):
+    """At 390x844 the target scrolled away as the instructor went down their (finger-sized)
+    board; now it stays at the top of the screen, apart from the tile being painted."""
+    _, _, slug = _describe_study(live_server)
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
+    page = ctx.new_page()
+    page.set_default_timeout(10000)
+    try:
+        page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=phone2&STUDY_ID=s&SESSION_ID=phone2")
+        page.locator("#consent").tap()
+        page.wait_for_function("() => document.querySelectorAll('#hex-board .hexboard-tile').length === 180")
+        page.locator("#hex-board .hexboard-swatch[data-colour='4']").tap()
+        for t in (171, 0):  # the bottom row, then back up to the top row
+            _tile(page, t).scroll_into_view_if_needed()
+            tile = _tile(page, t).bounding_box()
+            target = page.locator("#hex-target .hexboard-svg").bounding_box()
+            assert _inside(target, 390, 844), (t, target)
+            assert _inside(tile, 390, 844) and _apart(tile, target), (t, tile, target)
+            if t == 171:
+                assert page.evaluate("() => window.scrollY") > 0
+            page.touchscreen.tap(tile["x"] + tile["width"] / 2, tile["y"] + tile["height"] / 2)
+            expect(_tile(page, t)).to_have_attribute("data-colour", "4")
+        # The box and its buttons follow the board, reached by scrolling on.
+        page.locator("#hex-add-step").scroll_into_view_if_needed()
+        expect(page.locator("#hex-add-step")).to_be_in_viewport()
+        expect(page.locator("#hex-instruction")).to_be_in_viewport()
+    finally:
+        ctx.close()
