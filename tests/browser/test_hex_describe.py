@@ -295,3 +295,27 @@ def test_on_a_phone_the_target_stays_in_view_while_painting_the_bottom_of_the_bo
         expect(page.locator("#hex-instruction")).to_be_in_viewport()
     finally:
         ctx.close()
+
+
+def test_on_a_phone_the_held_target_never_covers_what_gets_focus(live_server, browser):
+    """With the target held at the top, focusing the text box or a button from further up or
+    down the page scrolls it clear of the target, not under it."""
+    _, _, slug = _describe_study(live_server)
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
+    page = ctx.new_page()
+    page.set_default_timeout(10000)
+    try:
+        page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=phone3&STUDY_ID=s&SESSION_ID=phone3")
+        page.locator("#consent").tap()
+        page.wait_for_function("() => document.querySelectorAll('#hex-board .hexboard-tile').length === 180")
+        page.evaluate("() => window.scrollTo(0, document.documentElement.scrollHeight)")
+        page.wait_for_function("() => window.scrollY > 0")
+        for sel in ("#hex-board .hexboard-swatch[data-colour='0']", "#hex-instruction",
+                    "#hex-board .hexboard-surface", "#hex-add-step"):
+            page.locator(sel).focus()
+            expect(page.locator(sel)).to_be_focused()
+            box = page.locator(sel).bounding_box()
+            target = page.locator(".hex-target-box").bounding_box()  # the held part: heading and board
+            assert box["y"] >= target["y"] + target["height"] and box["y"] < 844, (sel, box, target)
+    finally:
+        ctx.close()
