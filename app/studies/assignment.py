@@ -33,7 +33,7 @@ from app.db import retrying as _retrying, utcnow  # _retrying: its tests and cal
 from app.errors import InputError
 from app.kinds import get_kind
 from app.quality.service import auto_review
-from app.studies.models import Annotation, Assignment, Bundle, Item, Participant, Study
+from app.studies.models import RELEASED, Annotation, Assignment, Bundle, Item, Participant, Study
 
 
 class NotAvailable(Exception):
@@ -88,12 +88,6 @@ def gold_start(worker_id: int) -> float:
 def browser_hash(secret: str) -> str:
     """What a bundle keeps of its browser's secret (a random token: a plain hash suffices)."""
     return hashlib.sha256(secret.encode()).hexdigest()
-
-
-# A consented bundle the researcher released (services.release_browser): no browser's hash (a
-# hash is hex), so the browser that held it is refused like any other until the worker opens
-# the study's link again, and the entry binds it (`_check_browser`).
-RELEASED = "released"
 
 
 def _get_or_create(session: Session, model, lookup: dict, defaults: dict):

@@ -90,6 +90,13 @@ class Participant(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+# The browser_hash of a consented bundle the researcher released (services.release_browser):
+# no browser's hash (a hash is hex), so the browser that held it is refused like any other
+# until the worker opens the study's link again, and the entry binds it
+# (assignment._check_browser).
+RELEASED = "released"
+
+
 class Bundle(Base):
     """One task: a fixed number of item slots, some of them gold, done in order."""
 
@@ -109,7 +116,8 @@ class Bundle(Base):
     consented_at: Mapped[datetime | None] = mapped_column()
     # The version (a hash) of the consent text the worker agreed to.
     consent_version: Mapped[str | None] = mapped_column(String(64))
-    # SHA-256 of the secret in the cookie of the browser that opened the bundle.
+    # SHA-256 of the secret in the cookie of the browser the worker consented in (RELEASED:
+    # the researcher unbound it).
     browser_hash: Mapped[str | None] = mapped_column(String(64))
     # The address it was opened from, as an HMAC (a pseudonym: never the address itself).
     ip_hash: Mapped[str | None] = mapped_column(String(32))

@@ -340,8 +340,7 @@ def release_browser(session: Session, study: Study, external_worker_id: str, act
     cleared cookies: the refusal elsewhere tells them to ask): the next browser that opens the
     study's link with their id continues them; the browser that held them is refused until then
     (assignment.RELEASED). Audited; 0 when no task of theirs is bound."""
-    from app.studies.assignment import RELEASED
-    from app.studies.models import Bundle
+    from app.studies.models import RELEASED, Bundle
 
     workers = select(User.id).where(User.external_id == external_worker_id.strip(),
                                     User.role == "worker")
