@@ -753,7 +753,7 @@ def enter(url: str, info: StudyConf, platform: str, external_worker_id: str,
     if version != info.version:
         forget_study(url, info.slug)
     # A bundle not consented to is bound to no browser; a consented one to its own only (one
-    # released by the researcher, bound to none, the engine binds to this browser).
+    # the researcher released, models.RELEASED, the engine binds to this browser).
     if bundle_id is None or not ok or not (made or not consented or same_browser):
         stats["enter_engine"] += 1
         return None
