@@ -12,22 +12,35 @@ import numpy as np
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def encode_png(rgb: np.ndarray, size: int | None = None) -> bytes:
-    """An RGB uint8 array (height, width, 3) as PNG bytes; the same array, the same bytes.
-    With `size`, exactly `size` bytes (`padded_deflate`): no field of the file (the chunk
-    lengths included) then tells one picture's compressibility from another's."""
+def _scanlines(rgb: np.ndarray) -> tuple[bytes, bytes]:
+    """(the IHDR data, the filtered scanlines) of an RGB uint8 array (height, width, 3)."""
     if rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
         raise ValueError(f"expected a (height, width, 3) uint8 array, got {rgb.shape} {rgb.dtype}")
     h, w, _ = rgb.shape
     raw = np.zeros((h, 1 + w * 3), dtype=np.uint8)  # each scanline starts with filter type 0
     raw[:, 1:] = rgb.reshape(h, w * 3)
+    return struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0), raw.tobytes()
 
-    header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
+
+def _png(header: bytes, stream: bytes) -> bytes:
+    return SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", stream) + _chunk(b"IEND", b"")
+
+
+def encode_png(rgb: np.ndarray, size: int | None = None) -> bytes:
+    """An RGB uint8 array (height, width, 3) as PNG bytes; the same array, the same bytes.
+    With `size`, exactly `size` bytes (`_padded_stream`): no field of the file (the chunk
+    lengths included) then tells one picture's compressibility from another's."""
+    header, raw = _scanlines(rgb)
     if size is None:
-        data = zlib.compress(raw.tobytes(), 6)
-    else:
-        data = padded_deflate(raw.tobytes(), size - len(SIGNATURE) - 3 * CHUNK - len(header))
-    return SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", data) + _chunk(b"IEND", b"")
+        return _png(header, zlib.compress(raw, 6))
+    return _png(header, _padded_stream(raw, _deflated(raw), size - len(SIGNATURE) - 3 * CHUNK - len(header)))
+
+
+def encode_pngs_of_one_size(pictures: list[np.ndarray]) -> list[bytes]:
+    """The pictures as PNGs of one byte size, the least they all fit in, each compressed once."""
+    parts = [(header, raw, _deflated(raw)) for header, raw in map(_scanlines, pictures)]
+    stream = max(2 + len(body) + 4 for _, _, body in parts) + MIN_PAD
+    return [_png(header, _padded_stream(raw, body, stream)) for header, raw, body in parts]
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
@@ -35,7 +48,7 @@ def _chunk(kind: bytes, data: bytes) -> bytes:
 
 
 CHUNK = 12  # a chunk's length, type and CRC
-MIN_PAD = 15  # padded_deflate reaches every padding from this many bytes up
+MIN_PAD = 15  # _empty_blocks reaches every padding from this many bytes up
 
 
 def _empty_blocks(n: int) -> bytes:
@@ -64,12 +77,16 @@ def _empty_blocks(n: int) -> bytes:
     return out
 
 
-def padded_deflate(data: bytes, size: int) -> bytes:
-    """`data` as a zlib stream of exactly `size` bytes: compressed, flushed to a byte boundary,
-    then empty deflate blocks (which inflate to nothing) fill the rest. ValueError when the
-    compressed data leaves fewer than MIN_PAD bytes."""
+def _deflated(data: bytes) -> bytes:
+    """`data` deflated and flushed to a byte boundary, with no final block yet."""
     c = zlib.compressobj(6, zlib.DEFLATED, -15)
-    body = c.compress(data) + c.flush(zlib.Z_SYNC_FLUSH)  # no final block yet
+    return c.compress(data) + c.flush(zlib.Z_SYNC_FLUSH)
+
+
+def _padded_stream(data: bytes, body: bytes, size: int) -> bytes:
+    """`data` (deflated as `body`) as a zlib stream of exactly `size` bytes: empty deflate
+    blocks, which inflate to nothing, fill what the body leaves. ValueError when it leaves
+    fewer than MIN_PAD bytes."""
     room = size - 2 - len(body) - 4
     if room < MIN_PAD:
         raise ValueError(f"{len(data)} bytes compress to {2 + len(body) + 4 + MIN_PAD} or more with padding; "

@@ -27,11 +27,7 @@ from app.jobs import BrokerUnavailable
 from app.jsonsafe import MAX_DEPTH, too_deep
 from app.kinds import KindNotInstalled
 from app.studies.assignment import NotAvailable
-from app.web import render, static_dir
-
-
-def _wants_json(request: Request) -> bool:
-    return request.url.path.startswith("/api/") or "application/json" in request.headers.get("accept", "")
+from app.web import render, static_dir, wants_json
 
 
 class RouteClash(RuntimeError):
@@ -315,7 +311,7 @@ def error_response(request: Request, exc: StarletteHTTPException):
     """An HTTPException as the app answers it: a redirect, the API's JSON or the error page."""
     if exc.status_code in (301, 302, 303, 307) and exc.headers:
         return RedirectResponse(exc.headers["Location"], status_code=303)
-    if _wants_json(request):
+    if wants_json(request):
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
     return render(request, "error.html", status_code=exc.status_code,
                   title={403: "Not allowed", 404: "Not found", 429: "Slow down"}.get(
@@ -486,7 +482,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
 
     @app.exception_handler(InputError)
     async def input_error(request: Request, exc: InputError):
-        if _wants_json(request):
+        if wants_json(request):
             return JSONResponse(exc.as_dict(), status_code=422)
         return render(request, "error.html", status_code=422, title="That input was refused",
                       message=str(exc))
@@ -495,7 +491,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
     async def kind_not_installed(request: Request, exc: KindNotInstalled):
         detail = (f"the task kind {exc.name!r} is not installed on this server: install the package "
                   f"that provides it and restart, or ask the administrator")
-        if _wants_json(request):
+        if wants_json(request):
             return JSONResponse({"detail": detail}, status_code=409)
         return render(request, "error.html", status_code=409, title="Task kind not installed",
                       message=detail)
@@ -503,7 +499,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
     @app.exception_handler(BrokerUnavailable)
     async def broker_unavailable(request: Request, exc: BrokerUnavailable):
         headers = {"Retry-After": "30"}
-        if _wants_json(request):
+        if wants_json(request):
             return JSONResponse({"detail": str(exc)}, status_code=503, headers=headers)
         response = render(request, "error.html", status_code=503, title="Try again in a minute",
                           message=str(exc))
@@ -523,14 +519,14 @@ def create_app(database_url: str | None = None) -> FastAPI:
             # makes (a rejection meeting other writers): nothing was stored, and it is busy,
             # not unreachable.
             detail = "the database is busy with other writes to the same rows: try again in a few seconds"
-        if _wants_json(request):
+        if wants_json(request):
             return JSONResponse({"detail": detail}, status_code=503, headers=headers)
         return PlainTextResponse(detail, status_code=503, headers=headers)
 
     @app.exception_handler(NotAvailable)
     async def not_available(request: Request, exc: NotAvailable):
         headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else {}
-        if _wants_json(request):
+        if wants_json(request):
             return JSONResponse({"detail": str(exc)}, status_code=exc.status, headers=headers)
         response = render(request, "error.html", status_code=exc.status,
                           title={429: "Try again later"}.get(exc.status, "Not available"),
@@ -543,7 +539,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"] if p not in ("body", "query", "form"))
         detail = f"field '{field}': {err['msg']}"
-        if _wants_json(request):
+        if wants_json(request):
             return JSONResponse({"detail": detail, "field": field}, status_code=422)
         return render(request, "error.html", status_code=422, title="That input was refused",
                       message=detail)

@@ -54,6 +54,12 @@ def with_icons(text) -> Markup:
 templates.env.filters["icons"] = with_icons
 
 
+def wants_json(request: Request) -> bool:
+    """An API call, or a page's script asking for JSON (static/app.js's inline forms): errors
+    and answers as JSON, not pages."""
+    return request.url.path.startswith("/api/") or "application/json" in request.headers.get("accept", "")
+
+
 def render(request: Request, name: str, status_code: int = 200, **context):
     context.setdefault("user", getattr(request.state, "user", None))
     context["csrf"] = csrf_token(request.session)

@@ -26,7 +26,7 @@ from app.params import MAX_ID, Id
 from app.storage import get_store
 from app.studies import assignment, hotpath, preview, services
 from app.studies.models import Bundle, Item, Study
-from app.web import flash, rate_limit, read_upload, render
+from app.web import flash, rate_limit, read_upload, render, wants_json
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
 researcher = require("researcher", "admin")
@@ -243,7 +243,7 @@ async def answer(request: Request, slug: str):
     # The page's script (static/app.js) asks for JSON: it needs only to know the answer was
     # taken, then opens the task's address; a refusal of the answer is then never confused
     # with one of the next page (a study paused meanwhile).
-    inline = "application/json" in request.headers.get("accept", "")
+    inline = wants_json(request)
 
     def store_and_show():
         # The answer, then the next item's page in the same request: one annotation, one

@@ -51,6 +51,17 @@ def _verify(browser, url: str, pid: str, second_colour: int) -> None:
     ctx.close()
 
 
+def _describing_on_a_phone(live_server, browser, slug: str, pid: str):
+    """(context, page) of an instructor on a 390x844 touch phone who agreed and has the board."""
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
+    page = ctx.new_page()
+    page.set_default_timeout(10000)
+    page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID={pid}&STUDY_ID=s&SESSION_ID={pid}")
+    page.locator("#consent").tap()
+    page.wait_for_function("() => document.querySelectorAll('#hex-board .hexboard-tile').length === 180")
+    return ctx, page
+
+
 def test_an_instructor_describes_two_verifiers_execute_and_the_tags_come_out(live_server, browser, page):
     from app.db import get_sessionmaker
     from app.studies import services
@@ -136,13 +147,8 @@ def test_on_a_phone_the_instructors_board_has_finger_sized_tiles_and_the_page_fi
             json.dumps({"id": "flower", "board": TARGET}).encode(), "targets")
         services.set_state(s, study, "live", owner)
         slug = study.slug
-    ctx = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
-    page = ctx.new_page()
-    page.set_default_timeout(10000)
+    ctx, page = _describing_on_a_phone(live_server, browser, slug, "phone")
     try:
-        page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=phone&STUDY_ID=s&SESSION_ID=phone")
-        page.locator("#consent").tap()
-        page.wait_for_function("() => document.querySelectorAll('#hex-board .hexboard-tile').length === 180")
         box = _tile(page, 0).bounding_box()
         assert box["width"] >= 32 and box["height"] >= 32, box
         target = page.locator("#hex-target .hexboard-svg").bounding_box()
@@ -271,13 +277,8 @@ def test_on_a_phone_the_target_stays_in_view_while_painting_the_bottom_of_the_bo
     """At 390x844 the target scrolled away as the instructor went down their (finger-sized)
     board; now it stays at the top of the screen, apart from the tile being painted."""
     _, _, slug = _describe_study(live_server)
-    ctx = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
-    page = ctx.new_page()
-    page.set_default_timeout(10000)
+    ctx, page = _describing_on_a_phone(live_server, browser, slug, "phone2")
     try:
-        page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=phone2&STUDY_ID=s&SESSION_ID=phone2")
-        page.locator("#consent").tap()
-        page.wait_for_function("() => document.querySelectorAll('#hex-board .hexboard-tile').length === 180")
         page.locator("#hex-board .hexboard-swatch[data-colour='4']").tap()
         for t in (171, 0):  # the bottom row, then back up to the top row
             _tile(page, t).scroll_into_view_if_needed()
@@ -301,13 +302,8 @@ def test_on_a_phone_the_held_target_never_covers_what_gets_focus(live_server, br
     """With the target held at the top, focusing the text box or a button from further up or
     down the page scrolls it clear of the target, not under it."""
     _, _, slug = _describe_study(live_server)
-    ctx = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True)
-    page = ctx.new_page()
-    page.set_default_timeout(10000)
+    ctx, page = _describing_on_a_phone(live_server, browser, slug, "phone3")
     try:
-        page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=phone3&STUDY_ID=s&SESSION_ID=phone3")
-        page.locator("#consent").tap()
-        page.wait_for_function("() => document.querySelectorAll('#hex-board .hexboard-tile').length === 180")
         page.evaluate("() => window.scrollTo(0, document.documentElement.scrollHeight)")
         page.wait_for_function("() => window.scrollY > 0")
         for sel in ("#hex-board .hexboard-swatch[data-colour='0']", "#hex-instruction",

@@ -17,15 +17,20 @@ pytestmark = pytest.mark.browser
 DEV = ROOT.parent / "shared" / "data" / "hexagons" / "dev.jsonl"
 
 
-def test_an_executor_paints_two_steps_by_mouse_and_keyboard_and_sends(live_server, page):
+def _procedure(n_steps: int) -> dict:
     if not DEV.exists():
         pytest.skip(f"the released Hexagons data is not at {DEV}")
+    return next(p for p in map(json.loads, DEV.read_text().splitlines())
+                if p["number_of_drawing_steps"] == n_steps and isinstance(p["agreement_tags"], list))
+
+
+def _study(live_server, n_steps: int):
+    """A live execution study of one released procedure of n_steps steps, bundles of 1:
+    (Session, owner id, study id, slug, procedure)."""
     from app.db import get_sessionmaker
     from app.studies import services
-    from app.studies.models import Annotation, Study
 
-    procedure = next(p for p in map(json.loads, DEV.read_text().splitlines())
-                     if p["number_of_drawing_steps"] == 2 and isinstance(p["agreement_tags"], list))
+    procedure = _procedure(n_steps)
     Session = get_sessionmaker(live_server.db_url)
     with Session() as s:
         owner = make_user(s, "researcher")
@@ -34,7 +39,13 @@ def test_an_executor_paints_two_steps_by_mouse_and_keyboard_and_sends(live_serve
                                                          annotations_per_item=1),
             json.dumps(procedure).encode(), "procedures")
         services.set_state(s, study, "live", owner)
-        slug, study_id = study.slug, study.id
+        return Session, owner.id, study.id, study.slug, procedure
+
+
+def test_an_executor_paints_two_steps_by_mouse_and_keyboard_and_sends(live_server, page):
+    from app.studies.models import Annotation, Study
+
+    Session, _, study_id, slug, procedure = _study(live_server, 2)
 
     page.set_viewport_size({"width": 1280, "height": 900})
     page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=hex1&STUDY_ID=s&SESSION_ID=x1")
@@ -80,31 +91,6 @@ def test_an_executor_paints_two_steps_by_mouse_and_keyboard_and_sends(live_serve
 
 
 # -- Issue 24: nothing a worker paints is lost ------------------------------------------------
-
-def _procedure(n_steps: int) -> dict:
-    if not DEV.exists():
-        pytest.skip(f"the released Hexagons data is not at {DEV}")
-    return next(p for p in map(json.loads, DEV.read_text().splitlines())
-                if p["number_of_drawing_steps"] == n_steps and isinstance(p["agreement_tags"], list))
-
-
-def _study(live_server, n_steps: int):
-    """A live execution study of one released procedure of n_steps steps, bundles of 1:
-    (Session, owner id, study id, slug, procedure)."""
-    from app.db import get_sessionmaker
-    from app.studies import services
-
-    procedure = _procedure(n_steps)
-    Session = get_sessionmaker(live_server.db_url)
-    with Session() as s:
-        owner = make_user(s, "researcher")
-        study = services.create_study(
-            s, owner, "hexagons", services.StudySettings(title="Execute", bundle_size=1, gold_rate=0.0,
-                                                         annotations_per_item=1),
-            json.dumps(procedure).encode(), "procedures")
-        services.set_state(s, study, "live", owner)
-        return Session, owner.id, study.id, study.slug, procedure
-
 
 def _annotations(Session, study_id):
     from app.studies.models import Annotation

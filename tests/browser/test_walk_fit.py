@@ -74,8 +74,8 @@ def test_the_sts_question_lies_inside_its_box(live_server, browser, how):
         ctx.close()
 
 
-@SIZES
-def test_the_navigation_rating_question_lies_inside_its_box(live_server, browser, how):
+def _walking(live_server, browser, how: dict, pid: str):
+    """(context, page) of a follower past the practice, on a navigation study's first path."""
     from app.db import get_sessionmaker
     from tests.integration.test_navigation import create_nav_study
 
@@ -83,11 +83,17 @@ def test_the_navigation_rating_question_lies_inside_its_box(live_server, browser
         _, study = create_nav_study(s, make_user(s, "researcher"), bundle_size=1)
         slug = study.slug
     ctx, page = _context(browser, how)
+    page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID={pid}&STUDY_ID=s&SESSION_ID=x1")
+    page.locator("#consent").click()
+    skip_practice(page)
+    page.wait_for_function("window.proctorViewer !== undefined")
+    return ctx, page
+
+
+@SIZES
+def test_the_navigation_rating_question_lies_inside_its_box(live_server, browser, how):
+    ctx, page = _walking(live_server, browser, how, f"nl{how['viewport']['width']}")
     try:
-        page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=nl{how['viewport']['width']}&STUDY_ID=s&SESSION_ID=x1")
-        page.locator("#consent").click()
-        skip_practice(page)
-        page.wait_for_function("window.proctorViewer !== undefined")
         page.locator("#nav-stop").click()
         expect(page.locator("#nav-rating")).to_be_visible()
         got = page.evaluate(LEGEND_INSIDE, "#nav-rating")
@@ -202,18 +208,8 @@ def test_sts_a_reload_keeps_the_marker_and_the_frame(live_server, browser):
 # -- 4. navigation's Stop here at 1280x800; A3DS's picked picture and Next --------------------
 
 def test_navigation_stop_here_shows_whole_at_1280x800(live_server, browser):
-    from app.db import get_sessionmaker
-    from tests.integration.test_navigation import create_nav_study
-
-    with get_sessionmaker(live_server.db_url)() as s:
-        _, study = create_nav_study(s, make_user(s, "researcher"), bundle_size=1)
-        slug = study.slug
-    ctx, page = _context(browser, LAPTOP)
+    ctx, page = _walking(live_server, browser, LAPTOP, "ns1")
     try:
-        page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=ns1&STUDY_ID=s&SESSION_ID=x1")
-        page.locator("#consent").click()
-        skip_practice(page)
-        page.wait_for_function("window.proctorViewer !== undefined")
         page.wait_for_load_state("load")
         assert in_view(page, ["#nav-instruction", "#nav-view canvas", "#nav-stop", "#nav-steps"]) == []
         assert page.evaluate("window.scrollY") == 0

@@ -59,3 +59,18 @@ def test_a_padded_strip_is_the_same_picture_in_exactly_the_bytes_asked_for():
     assert pygame.image.load(io.BytesIO(encode_png(picture, least + 3))).get_size() == (24, 8)
     with pytest.raises(ValueError, match="compress to"):
         encode_png(picture, len(png))  # no room for the padding
+
+
+def test_pictures_of_one_size_are_each_read_back_as_they_were():
+    """A held state (repeated frames) compresses far better than moving ones; encoded together
+    both come out the same length, the least they fit in, and decode to themselves."""
+    from app.images import encode_pngs_of_one_size
+
+    rng = np.random.default_rng(2)
+    moving = strip([rng.integers(0, 256, (8, 8, 3), dtype=np.uint8) for _ in range(4)])
+    held = strip([moving[:, :8]] * 4)
+    pngs = encode_pngs_of_one_size([moving, held])
+    assert len(pngs[0]) == len(pngs[1])
+    assert len(encode_png(held)) < len(encode_png(moving)) - 50
+    assert len(pngs[0]) <= len(encode_png(moving)) + MIN_PAD + 6  # the flush costs at most 6 bytes
+    assert [(decode_png(p) == m).all() for p, m in zip(pngs, (moving, held))] == [True, True]

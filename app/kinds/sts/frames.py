@@ -15,7 +15,7 @@ import hashlib
 
 import numpy as np
 
-from app.images import MIN_PAD, encode_png
+from app.images import encode_png, encode_pngs_of_one_size
 
 # Steps a strip may hold: BabyAI episodes end within a few hundred steps; a longer upload is
 # refused before anything is rendered.
@@ -72,7 +72,8 @@ def store_strips(episodes: list[tuple[object, int, str]], tile: int) -> list[str
     """The blob keys of (recording, n_frames, scenario) strips, in order. A scenario's strips
     are PNGs of one byte size: a held last state compresses well, so the compressed data's
     length (the file's, or its IDAT chunk's) would tell ended episodes from running ones; each
-    is padded inside its compressed stream (images.encode_png). Keys are the bytes' own hash.
+    is padded inside its compressed stream (images.encode_pngs_of_one_size). Keys are the
+    bytes' own hash.
     One scenario's strips are in memory at a time."""
     from app.storage import get_store
 
@@ -81,11 +82,9 @@ def store_strips(episodes: list[tuple[object, int, str]], tile: int) -> list[str
         groups.setdefault(scenario, []).append(i)
     store, keys = get_store(), [""] * len(episodes)
     for members in groups.values():
-        strips = [strip(held_frames(episodes[i][0], tile, episodes[i][1])) for i in members]
-        # The padded stream ends its data with a flush, up to 6 bytes more than zlib's own end.
-        size = max(len(encode_png(s)) for s in strips) + MIN_PAD + 8
-        for i, picture in zip(members, strips):
-            png = encode_png(picture, size)
+        pngs = encode_pngs_of_one_size([strip(held_frames(episodes[i][0], tile, episodes[i][1]))
+                                        for i in members])
+        for i, png in zip(members, pngs):
             digest = hashlib.sha256(png).hexdigest()
             keys[i] = f"sts/frames/{digest[:2]}/{digest}.png"
             if not store.exists(keys[i]):
