@@ -304,7 +304,8 @@ def next_item(session: Session, study: Study, bundle_id: int) -> Assignment | No
         current = session.scalar(
             select(Assignment).where(Assignment.bundle_id == bundle.id,
                                      Assignment.state == "leased")
-            .order_by(Assignment.id.desc()).limit(1).with_for_update())
+            .order_by(Assignment.id.desc()).limit(1).with_for_update()
+            .execution_options(populate_existing=True))
         if current is not None:
             if current.lease_expires_at > now:
                 return current
@@ -338,9 +339,12 @@ def next_item(session: Session, study: Study, bundle_id: int) -> Assignment | No
                     .with_for_update()).all():
                 _release(session, other, "expired")
         expires = now + timedelta(seconds=study.lease_seconds)
+        # populate_existing: a long-lived session may still hold this row as leased after the
+        # sweeper (another session) ended it; unrefreshed, setting "leased" would change nothing.
         assignment = session.scalar(select(Assignment).where(
             Assignment.worker_id == bundle.worker_id, Assignment.item_id == item.id,
-            Assignment.state == "expired").with_for_update()) if again else None
+            Assignment.state == "expired").with_for_update()
+            .execution_options(populate_existing=True)) if again else None
         if assignment is not None:
             # The same item again: its expired row (one per worker and item) is leased anew,
             # so the old page's answer to it is this lease's answer.

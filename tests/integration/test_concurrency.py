@@ -265,8 +265,22 @@ class Crowd:
 
 # ---------------------------------------------------------------------------- the checks
 
+def stuck(sm, study_id: int) -> str:
+    """Where a study that never filled stands: each unfilled item, its count and leases."""
+    with sm() as s:
+        lines = []
+        for item in s.scalars(select(Item).where(Item.study_id == study_id,
+                                                 Item.is_gold.is_(False))):
+            rows = s.scalars(select(Assignment).where(Assignment.item_id == item.id)).all()
+            done = sum(a.state == "completed" for a in rows)
+            if done < 3:
+                lines.append(f"item {item.id} group={item.exclusion_group} n_active={item.n_active} "
+                             f"rows={[(a.worker_id, a.state, str(a.lease_expires_at)) for a in rows]}")
+        return "\n".join(lines)
+
+
 def check_invariants(sm, study_id: int, rec: Record, *, settled: bool) -> dict:
-    assert rec.errors == [], "\n".join(rec.errors[:20])
+    assert rec.errors == [], "\n".join(rec.errors[:20]) + "\n" + stuck(sm, study_id)
     with sm() as s:
         study = s.get(Study, study_id)
         cap = study.annotations_per_item

@@ -9,7 +9,7 @@ import re
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from app.studies.models import Assignment, Bundle
+from app.studies.models import Assignment, Bundle, Item
 from tests.conftest import expire_lease, make_user
 from tests.integration.test_crowd_integrity import answer, api_start, start, tiny_study
 
@@ -60,6 +60,35 @@ def test_an_item_whose_lease_ran_out_comes_back_so_the_task_can_be_completed(app
         assert seen[-1] == first["item"]["question"] and len(set(seen)) == 3
         done = r.json()["next"]
     assert done["state"] == "done" and done["complete"] is True and done["code"] == study.completion_code
+
+
+def test_an_item_swept_back_by_another_process_is_leased_again_for_real(session, db_url):
+    """The worker's own session still holds its run-out lease as leased when the sweeper (another
+    process) has ended it; nothing else is left, so the item comes back to them. The lease it
+    gets must be live in the database and counted once: it stayed expired while the item
+    counted it, and a 16-worker study never filled."""
+    from app.db import get_sessionmaker
+    from app.studies import assignment
+
+    owner = make_user(session, "researcher")
+    study = tiny_study(session, owner, 3, bundle_size=3, annotations_per_item=1)
+    bundle = assignment.enter(session, study, "prolific", "slow", "hit", "asg")
+    for i in range(2):
+        a = assignment.next_item(session, study, bundle.id)
+        assignment.submit(session, study, bundle.id, a.id, {"answer": "Yes"}, f"k{i}")
+    last = assignment.next_item(session, study, bundle.id)
+    expire_lease(session, last)
+    with get_sessionmaker(db_url)() as sweeper:
+        assert assignment.sweep_expired(sweeper) == 1
+    again = assignment.next_item(session, study, bundle.id)
+    assert again.id == last.id
+    session.expire_all()
+    assert session.get(Assignment, last.id).state == "leased"
+    assert session.get(Item, last.item_id).n_active == 1
+    assignment.submit(session, study, bundle.id, again.id, {"answer": "No"}, "k2")
+    session.expire_all()
+    assert session.get(Bundle, bundle.id).n_done == 3
+    assert session.get(Item, last.item_id).n_active == 1
 
 
 def test_a_task_waits_for_an_item_another_worker_walked_away_from(app, session):
