@@ -126,3 +126,47 @@ def test_the_form_and_the_api_name_the_baselines_split(client, session, split, r
                              "random_yes_split": "train", "random_yes_rate": "0.3"},
                        files={"file": ("q.csv", data, "text/csv")})
     assert both.status_code == 422 and both.json()["field"] == "random_yes_split"
+
+
+def _split_csv(n_yes: int, n_no: int) -> bytes:
+    """A question file with the counts of one of the paper's released splits (Table 2)."""
+    import csv
+    import io
+
+    rows = list(csv.reader(io.StringIO((Path(__file__).parents[1] / "fixtures" / "tom" / "questions.csv")
+                                       .read_text("utf-8"), newline="")))
+    head, first = rows[0], rows[1]
+    qid, answer, cid = head.index("question_id"), head.index("answer"), head.index("cid")
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(head)
+    for i in range(n_yes + n_no):
+        row = list(first)
+        row[qid], row[cid] = f"{first[qid]}-{i}", f"{first[cid]}-{i // 18}"
+        row[answer] = "Yes" if i < n_yes else "No"
+        w.writerow(row)
+    return out.getvalue().encode()
+
+
+def test_a_released_split_is_named_with_the_papers_baseline_and_its_gold_left_out(client, session):
+    csrf = login(client, make_user(session, "researcher"))
+    form = {"csrf_token": csrf, "title": "Released", "kind": "tom", "format": "csv",
+            "action": "preview", "tom.gold_count": "30"}
+
+    def preview(data: bytes, **changed) -> str:
+        r = client.post("/studies/new", data={**form, **changed}, files={"file": ("q.csv", data)})
+        assert r.status_code == 200, r.text[-500:]
+        return html.unescape(r.text)
+
+    test_split = _split_csv(965, 1139)  # the paper's test split: 965 Yes, 1139 No
+    page = preview(test_split)
+    # 30 gold of 2104: the agents are scored on the other 2074.
+    assert "30 will serve as gold: they check workers and leave every score, agents' included, " \
+           "so agents are scored on 2074" in page
+    assert "This is the paper's released test split" in page and "2371 / 5270 = 0.4499" in page
+    assert "this study would use 0.4587, test split" not in page  # the default: the file's own rate
+    assert "this study would use 0.4587, this study's items" in page
+    page = preview(test_split, **{"tom.random_yes_split": "train"})
+    assert "2371 / 5270 = 0.4499, as chosen" in page
+    # Not a released split: nothing claimed.
+    assert 'id="tom-released"' not in preview(_split_csv(10, 12))

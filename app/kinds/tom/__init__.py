@@ -94,6 +94,8 @@ class CommonToM(TaskKind):
     outputs_label: ClassVar[str] = 'Answers (JSONL: {"question_id": ..., "answer": "Yes"|"No"})'
     cluster_help: ClassVar[str] = ("a cluster is a proposition, i.e. a dialogue and event number, with "
                                    "all its questions at every point in time it is asked at")
+    score_title: ClassVar[str] = ("Accuracy: the share of questions answered right; consistency: "
+                                  "the share of propositions with every question right")
     prior_label: ClassVar[str] = 'Format: JSONL, one answer per line, {"question_id", "answer", "annotator"}.'
 
     def cli(self):
@@ -132,9 +134,14 @@ class CommonToM(TaskKind):
             # "Discussion": "all questions for a proposition correct"). eno is text: 12.1 != 12.4.
             category=str(q.order), cluster=f"{q.cid}:{q.eno}") for q in questions]
         yes = sum(q.answer == "Yes" for q in questions)
+        # A released split as it is (Table 2's counts): the form names it and its baseline.
+        released = next((name for name, (y, n) in PAPER_SPLITS.items()
+                         if (yes, len(questions) - yes) == (y, n)), None)
         return ImportResult(items=items,
                             kind_settings={"random_yes_rate": rate, "random_yes_source": source},
                             summary={"questions": len(questions), "gold": len(gold_ids), "yes": yes,
+                                     "released_split": released, "baseline_rate": rate,
+                                     "baseline_source": source,
                                      "by_order": {o: sum(q.order == o for q in questions) for o in (1, 2, 3)},
                                      "sample": questions[:50]})
 
