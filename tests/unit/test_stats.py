@@ -95,7 +95,7 @@ def test_proportion_estimate():
     assert est.n == 10 and est.mean == pytest.approx(0.3)
     assert (est.low, est.high) == S.wilson_interval(3, 10)
     d = est.as_dict()
-    assert d == {"n": 10, "mean": est.mean, "low": est.low, "high": est.high}
+    assert d == {"n": 10, "mean": est.mean, "low": est.low, "high": est.high, "method": "Wilson"}
     with pytest.raises(dataclasses.FrozenInstanceError):
         est.mean = 0.5  # type: ignore[misc]
 
@@ -103,7 +103,7 @@ def test_proportion_estimate():
 def test_proportion_empty_serialises_nan_as_none():
     est = S.proportion(0, 0)
     assert est.n == 0 and math.isnan(est.mean) and math.isnan(est.low) and math.isnan(est.high)
-    assert est.as_dict() == {"n": 0, "mean": None, "low": None, "high": None}
+    assert est.as_dict() == {"n": 0, "mean": None, "low": None, "high": None, "method": "Wilson"}
 
 
 # ---------------------------------------------------------------------------
@@ -416,8 +416,8 @@ def test_bootstrap_binned_path_agrees_with_exact_resampling_on_100k_values():
 def test_bootstrap_edge_cases():
     est = S.bootstrap_mean_interval([])
     assert est.n == 0 and math.isnan(est.mean) and math.isnan(est.low) and math.isnan(est.high)
-    assert S.bootstrap_mean_interval([2.5]) == S.Estimate(1, 2.5, 2.5, 2.5)
-    assert S.bootstrap_mean_interval([0.1] * 50) == S.Estimate(50, 0.1, 0.1, 0.1)
+    assert S.bootstrap_mean_interval([2.5]) == S.Estimate(1, 2.5, 2.5, 2.5, S.PERCENTILE)
+    assert S.bootstrap_mean_interval([0.1] * 50) == S.Estimate(50, 0.1, 0.1, 0.1, S.PERCENTILE)
     est = S.bootstrap_mean_interval([0.0, 1.0], n_boot=1)
     assert est.low == est.high
     with pytest.raises(ValueError):
@@ -601,7 +601,8 @@ def test_bootstrap_distinct_values_path_exact(values, n_boot, seed):
 def test_bootstrap_distinct_path_known_values():
     est = S.bootstrap_mean_interval([0.1] * 7 + [0.7] * 3 + [2.3] * 11 + [5.0] * 2, n_boot=2000, seed=1)
     assert est == S.Estimate(n=23, mean=pytest.approx(38.1 / 23, rel=1e-15),
-                             low=pytest.approx(LOW_DISTINCT, rel=1e-13), high=pytest.approx(HIGH_DISTINCT, rel=1e-13))
+                             low=pytest.approx(LOW_DISTINCT, rel=1e-13), high=pytest.approx(HIGH_DISTINCT, rel=1e-13),
+                             method="percentile bootstrap")
 
 
 def test_bootstrap_up_to_1024_distinct_values_uses_the_distinct_path():
@@ -644,7 +645,7 @@ def test_bootstrap_refusal_messages():
     with pytest.raises(ValueError, match=r"^n_boot must be a whole number, got 2.5$"):
         S.bootstrap_mean_interval([1.0, 2.0], n_boot=2.5)
     # a constant sample needs no resampling and gives its value exactly
-    assert S.bootstrap_mean_interval(np.full(3000, 0.7), n_boot=5) == S.Estimate(3000, 0.7, 0.7, 0.7)
+    assert S.bootstrap_mean_interval(np.full(3000, 0.7), n_boot=5) == S.Estimate(3000, 0.7, 0.7, 0.7, S.PERCENTILE)
 
 
 # --- Wilson: exact values, argument checks ----------------------------------------------
@@ -664,7 +665,7 @@ def test_wilson_known_values(successes, n):
     ref = sm_proportion.proportion_confint(successes, n, alpha=0.05, method="wilson")
     assert (low, high) == pytest.approx(ref, rel=1e-13)
     est = S.proportion(successes, n)
-    assert est == S.Estimate(n, successes / n, *S.wilson_interval(successes, n))
+    assert est == S.Estimate(n, successes / n, *S.wilson_interval(successes, n), method="Wilson")
 
 
 def test_wilson_z_argument():
@@ -752,15 +753,16 @@ def test_count_names_the_argument():
 
 def test_estimate_as_dict():
     est = S.Estimate(n=7, mean=0.25, low=0.125, high=0.5)
-    assert est.as_dict() == {"n": 7, "mean": 0.25, "low": 0.125, "high": 0.5}
-    assert list(est.as_dict()) == ["n", "mean", "low", "high"]
+    assert est.as_dict() == {"n": 7, "mean": 0.25, "low": 0.125, "high": 0.5, "method": ""}
+    assert list(est.as_dict()) == ["n", "mean", "low", "high", "method"]
+    assert S.Estimate(7, 0.25, 0.125, 0.5, "Wilson").as_dict()["method"] == "Wilson"
     nan = S.Estimate(n=0, mean=math.nan, low=math.nan, high=math.nan).as_dict()
-    assert nan == {"n": 0, "mean": None, "low": None, "high": None}
+    assert nan == {"n": 0, "mean": None, "low": None, "high": None, "method": ""}
     mixed = S.Estimate(n=3, mean=math.nan, low=0.0, high=math.nan).as_dict()
-    assert mixed == {"n": 3, "mean": None, "low": 0.0, "high": None}
+    assert mixed == {"n": 3, "mean": None, "low": 0.0, "high": None, "method": ""}
     # only float NaN becomes None; other values pass through untouched
     d = S.Estimate(n=2, mean=1, low=Decimal("0.5"), high=math.inf).as_dict()
-    assert d == {"n": 2, "mean": 1, "low": Decimal("0.5"), "high": math.inf} and type(d["mean"]) is int
+    assert d == {"n": 2, "mean": 1, "low": Decimal("0.5"), "high": math.inf, "method": ""} and type(d["mean"]) is int
     assert S.Estimate(1, 0.5, 0.5, 0.5) == S.Estimate(1, 0.5, 0.5, 0.5)
     assert not hasattr(est, "__dict__")  # slots
 
@@ -772,7 +774,7 @@ def test_bernoulli_sum_exact_values_and_validation():
     est = S.mean_interval_bernoulli_sum([0.25, 0.5, 0.75, 0.5])
     half = S.Z95 * math.sqrt(0.1875 + 0.25 + 0.1875 + 0.25) / 4
     assert est == S.Estimate(n=4, mean=0.5, low=pytest.approx(0.5 - half, rel=1e-15),
-                             high=pytest.approx(0.5 + half, rel=1e-15))
+                             high=pytest.approx(0.5 + half, rel=1e-15), method="normal (sum of Bernoullis)")
     # z is honoured
     est = S.mean_interval_bernoulli_sum([0.5] * 4, z=1.0)
     assert (est.low, est.high) == (0.25, 0.75)
@@ -780,9 +782,9 @@ def test_bernoulli_sum_exact_values_and_validation():
     assert (est.low, est.high) == (0.25, 0.75)
     # clipping at 0 and at 1, and the bounds 0 and 1 themselves are valid probabilities
     assert S.mean_interval_bernoulli_sum([0.01, 0.0]) == S.Estimate(
-        2, 0.005, 0.0, pytest.approx(0.005 + S.Z95 * math.sqrt(0.0099) / 2, rel=1e-15))
-    assert S.mean_interval_bernoulli_sum([1.0, 1.0]) == S.Estimate(2, 1.0, 1.0, 1.0)
-    assert S.mean_interval_bernoulli_sum(np.array([0.0, 1.0])) == S.Estimate(2, 0.5, 0.5, 0.5)
+        2, 0.005, 0.0, pytest.approx(0.005 + S.Z95 * math.sqrt(0.0099) / 2, rel=1e-15), S.BERNOULLI_SUM)
+    assert S.mean_interval_bernoulli_sum([1.0, 1.0]) == S.Estimate(2, 1.0, 1.0, 1.0, S.BERNOULLI_SUM)
+    assert S.mean_interval_bernoulli_sum(np.array([0.0, 1.0])) == S.Estimate(2, 0.5, 0.5, 0.5, S.BERNOULLI_SUM)
     for bad in ([1.0000001], [0.5, 1.5], [-0.1, 0.5], [-1e-12], [0.5, math.inf]):
         with pytest.raises(ValueError) as err:
             S.mean_interval_bernoulli_sum(bad)
@@ -1080,7 +1082,7 @@ def test_value_sequences_are_converted_to_float():
 
 
 def test_numpy_arrays_of_any_shape_are_flattened():
-    assert S.bootstrap_mean_interval(np.array(2.5)) == S.Estimate(1, 2.5, 2.5, 2.5)
+    assert S.bootstrap_mean_interval(np.array(2.5)) == S.Estimate(1, 2.5, 2.5, 2.5, S.PERCENTILE)
     grid = np.array([[0.0, 1.0], [1.0, 1.0]])
     assert S.bootstrap_mean_interval(grid, n_boot=30, seed=2) == S.bootstrap_mean_interval(
         [0.0, 1.0, 1.0, 1.0], n_boot=30, seed=2)
