@@ -37,7 +37,8 @@ def rogan_gladen(p: float | None, sensitivity: float | None, specificity: float 
     specificity <= 1 or any input is missing."""
     if p is None or sensitivity is None or specificity is None or sensitivity + specificity <= 1:
         return None
-    return min(1.0, max(0.0, (p + specificity - 1) / (sensitivity + specificity - 1)))
+    false_positive = 1 - specificity  # written so that perfect raters give p back exactly
+    return min(1.0, max(0.0, (p - false_positive) / (sensitivity - false_positive)))
 
 
 def _none(n: int, method: str, reason: str) -> dict:
@@ -46,15 +47,21 @@ def _none(n: int, method: str, reason: str) -> dict:
 
 def rogan_gladen_estimate(outcomes: Sequence[float], sensitivity_hits: Sequence[bool],
                           specificity_hits: Sequence[bool], *, clusters: Sequence[Hashable] | None = None,
-                          n_boot: int = N_BOOT, seed: int = 0, level: float = 0.95) -> dict:
+                          cluster_name: str = "clusters", n_boot: int = N_BOOT, seed: int = 0, level: float = 0.95) -> dict:
     """The corrected share of `outcomes` (one per continuation, 0..1; a tie may be 0.5) with its
     interval. `sensitivity_hits`: per success-labelled reference annotation, whether it was
     marked success; `specificity_hits`: per failure-labelled one, whether marked failure.
-    `clusters`: per outcome, its cluster (resampled whole); None resamples outcomes singly.
-    n is the number of outcomes (continuations)."""
+    `clusters`: per outcome, its cluster (resampled whole, `cluster_name` in the method);
+    None, or a single cluster, resamples outcomes singly. n is the number of outcomes."""
     y = np.asarray(outcomes, dtype=float)
     n = int(y.size)
-    unit = "continuations" if clusters is None else "clusters of continuations"
+    if clusters is not None:
+        clusters = list(clusters)
+        if len(clusters) != n:
+            raise ValueError(f"clusters has {len(clusters)} entries for {n} outcomes")
+        if len(set(clusters)) < 2:
+            clusters = None
+    unit = "continuations" if clusters is None else f"{cluster_name} (their continuations together)"
     method = METHOD.format(n_boot=n_boot, unit=unit)
     if n == 0:
         return _none(0, method, "no continuations")
@@ -76,11 +83,8 @@ def rogan_gladen_estimate(outcomes: Sequence[float], sensitivity_hits: Sequence[
     if clusters is None:
         sums, sizes = y, np.ones(n)
     else:
-        keys = list(clusters)
-        if len(keys) != n:
-            raise ValueError(f"clusters has {len(keys)} entries for {n} outcomes")
         index: dict = {}
-        codes = np.fromiter((index.setdefault(k, len(index)) for k in keys), dtype=np.int64, count=n)
+        codes = np.fromiter((index.setdefault(k, len(index)) for k in clusters), dtype=np.int64, count=n)
         sums = np.bincount(codes, weights=y)
         sizes = np.bincount(codes).astype(float)
     m = sums.size
@@ -92,7 +96,7 @@ def rogan_gladen_estimate(outcomes: Sequence[float], sensitivity_hits: Sequence[
     j = sens_star + spec_star - 1
     ok = j > 0
     rg = np.empty(n_boot)
-    rg[ok] = np.clip((p_star[ok] + spec_star[ok] - 1) / j[ok], 0.0, 1.0)
+    rg[ok] = np.clip((p_star[ok] - (1 - spec_star[ok])) / j[ok], 0.0, 1.0)
     alpha = 1 - level
     low = float(np.quantile(np.where(ok, rg, 0.0), alpha / 2))
     high = float(np.quantile(np.where(ok, rg, 1.0), 1 - alpha / 2))

@@ -57,7 +57,7 @@ def test_clusters_are_resampled_whole():
     whole = rogan_gladen_estimate(y, *ref, clusters=["a"] * 10 + ["b"] * 10)
     assert whole["mean"] == single["mean"] == 0.5
     assert (whole["low"], whole["high"]) == (0.0, 1.0)
-    assert single["high"] - single["low"] < 0.6 and "clusters" in whole["method"]
+    assert single["high"] - single["low"] < 0.6 and "clusters" in whole["method"] and "continuations" in single["method"]
     with pytest.raises(ValueError):
         rogan_gladen_estimate(y, *ref, clusters=["a"])
 

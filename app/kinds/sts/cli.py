@@ -17,15 +17,34 @@ def _pct(x) -> str:
     return "-" if x is None else f"{x:.1%}"
 
 
+def _interval(e: dict) -> str:
+    """An estimate's 95% interval, or what stands in its place: its note ("too few: n = 3"), or
+    n/a (the reason is printed under the table)."""
+    if e.get("mean") is None:
+        return "n/a"
+    if e.get("note"):
+        return e["note"]
+    return f"[{_pct(e['low'])}, {_pct(e['high'])}]"
+
+
+def _ttc(t: dict) -> str:
+    if t["median"] is None:
+        return "-"
+    return f"{t['median']:g} " + (f"[{t['low']:g}, {t['high']:g}]" if t["low"] is not None else "(too few)")
+
+
 @sts.command("score")
 @click.option("--annotations", "path", required=True, type=click.Path(exists=True, dir_okay=False),
               help="JSONL, one marker a line: annotator, agent, scenario, continuation, category, "
                    "marker (success|failure), step, reference (true|false), label (reference only).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 def sts_score(path: str, as_json: bool) -> None:
-    """Score an annotations file offline: each agent's success share (with its standard error,
-    per category and per scenario, and the median time to completion) and each annotator's
-    sensitivity, specificity and balanced accuracy on reference episodes."""
+    """Score an annotations file offline: each agent's success share (with its standard error and
+    95% Wilson interval, per category and per scenario), the share corrected for the annotators'
+    measured sensitivity and specificity (Rogan-Gladen, bootstrap interval), the time to
+    completion of each successful continuation (median, interval) and each annotator's
+    sensitivity, specificity and balanced accuracy on reference episodes. The leaderboard's
+    STS section shows the same numbers for the same annotations."""
     from tqdm import tqdm
 
     from app.errors import InputError
@@ -45,12 +64,17 @@ def sts_score(path: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(result, indent=None, sort_keys=False))
         return
-    click.echo(f"{'agent':<24} {'n':>6} {'success':>8} {'se':>7} {'ttc median':>10}")
+    click.echo(f"{'agent':<24} {'n':>6} {'success':>8} {'se':>7} {'95% interval':>18} {'corrected':>10} "
+               f"{'its interval':>18} {'ttc median [95%]':>18} {'timed':>6}")
     for name, a in result["agents"].items():
-        ttc = "-" if a["ttc_median"] is None else f"{a['ttc_median']:g}"
-        click.echo(f"{name:<24} {a['n']:>6} {_pct(a['success']):>8} {_pct(a['se']):>7} {ttc:>10}")
-        for cat, c in a["per_category"].items():
-            click.echo(f"  {cat:<22} {c['n']:>6} {_pct(c['success']):>8} {_pct(c['se']):>7}")
+        c = a["corrected"]
+        click.echo(f"{name:<24} {a['n']:>6} {_pct(a['success']):>8} {_pct(a['se']):>7} {_interval(a):>18} "
+                   f"{_pct(c['mean']):>10} {_interval(c):>18} {_ttc(a['ttc']):>18} {a['ttc']['n']:>6}")
+        for cat, e in a["per_category"].items():
+            click.echo(f"  {cat:<22} {e['n']:>6} {_pct(e['success']):>8} {_pct(e['se']):>7} {_interval(e):>18}")
+    reasons = {c["reason"] for a in result["agents"].values() if (c := a["corrected"]).get("reason")}
+    for reason in sorted(reasons):
+        click.echo(f"corrected n/a: {reason}")
     click.echo("")
     click.echo(f"{'annotator':<24} {'reference':>9} {'sensitivity':>11} {'specificity':>11} {'balanced':>9}")
     for who, a in result["annotators"].items():

@@ -10,10 +10,10 @@ from sqlalchemy.orm import Session
 
 from app.auth.models import User
 from app.leaderboards.plot import PALETTE, cdf_svg, estimates_svg
+from app.kinds.sts.mining import UNKNOWN, tags_now
 from app.kinds.sts.score import Marker, outcome, score, share
+from app.leaderboards.correction import rogan_gladen  # noqa: F401 (the page's name for it)
 from app.studies.models import Annotation, Item, Study
-
-Z95 = 1.959963984540054
 
 
 def markers(session: Session, study: Study) -> tuple[list[Marker], dict[tuple, dict], dict[str, list[int]]]:
@@ -42,18 +42,29 @@ def markers(session: Session, study: Study) -> tuple[list[Marker], dict[tuple, d
     return out, refs, step_errors
 
 
-def rogan_gladen(p: float, sensitivity: float | None, specificity: float | None) -> float | None:
-    """The true success share behind an observed one, given the annotators' sensitivity and
-    specificity (Rogan and Gladen 1978), clipped to [0, 1]; None when they do no better than
-    chance (sensitivity + specificity <= 1) or were not measured."""
-    if p is None or sensitivity is None or specificity is None or sensitivity + specificity <= 1:
+ESTIMATE_KEYS = ("mean", "low", "high", "n", "method", "note")
+
+
+def estimate(entry: dict) -> dict:
+    """The {mean, low, high, n, method} of a score.py share (its "note" when it has one: too few
+    continuations to say much). The same numbers `proctor sts score --json` prints."""
+    return {k: entry[k] for k in ESTIMATE_KEYS if k in entry}
+
+
+def corrected_cell(corrected: dict) -> dict | str:
+    """The corrected share as a cell: its estimate, or why there is none."""
+    if corrected["mean"] is None:
+        return f"n/a: {corrected['reason']}"
+    return estimate(corrected)
+
+
+def ttc_cell(ttc: dict) -> str | None:
+    """The interval of the median time to completion, or why there is none."""
+    if not ttc["n"]:
         return None
-    return min(1.0, max(0.0, (p + specificity - 1) / (sensitivity + specificity - 1)))
-
-
-def _estimate(entry: dict) -> dict:
-    p, se, n = entry["success"], entry["se"], entry["n"]
-    return {"n": n, "mean": p, "low": max(0.0, p - Z95 * se), "high": min(1.0, p + Z95 * se)}
+    if ttc["low"] is None:
+        return ttc["note"]
+    return f"[{ttc['low']:g}, {ttc['high']:g}], n = {ttc['n']}"
 
 
 def section(session: Session, study: Study) -> dict | None:
@@ -62,12 +73,7 @@ def section(session: Session, study: Study) -> dict | None:
         return None
     result = score(marks)
     # Pooled over every reference annotation: the annotator pool's rates, for the correction.
-    pooled = {"success": [], "failure": []}
-    for m in marks:
-        if m.reference and m.label in pooled:
-            pooled[m.label].append(m.marker == m.label)
-    sens = sum(pooled["success"]) / len(pooled["success"]) if pooled["success"] else None
-    spec = sum(pooled["failure"]) / len(pooled["failure"]) if pooled["failure"] else None
+    sens, spec = result["reference"]["sensitivity"], result["reference"]["specificity"]
 
     by_continuation: dict[tuple, list[str]] = {}
     for m in marks:
@@ -80,26 +86,30 @@ def section(session: Session, study: Study) -> dict | None:
         # 1 where people's outcome is the simulator's, 0 where opposite, 1/2 for a tie.
         agree = [1 - abs(outcome(v) - sim) for (_, v), sim in zip(mine, simulated)]
         agent_rows.append({
-            "agent": agent, "n": entry["n"], "success": _estimate(entry), "se": entry["se"],
+            "agent": agent, "n": entry["n"], "success": estimate(entry), "se": entry["se"],
             "simulator": sum(simulated) / len(simulated), "agreement": sum(agree) / len(agree),
-            "corrected": rogan_gladen(entry["success"], sens, spec),
-            "ttc": entry["ttc_median"]})
+            "corrected": entry["corrected"]["mean"], "corrected_share": corrected_cell(entry["corrected"]),
+            "ttc": entry["ttc_median"], "ttc_interval": ttc_cell(entry["ttc"])})
     agent_rows.sort(key=lambda r: -r["success"]["mean"])
     tables = [{
         "key": "sts_agents",
         "title": "Success share per agent",
         "note": ("A continuation's outcome is the majority of its markers (a tie is half a success); an "
                  "agent's share is the mean over its continuations with standard error sqrt(p(1-p)/n) "
-                 "and a normal 95% interval. Simulator: the share BabyAI itself counts as a success; "
-                 "agreement: the share of continuations where people's outcome matches it. Corrected: "
-                 "the share adjusted for the annotators' pooled sensitivity "
-                 f"({'n/a' if sens is None else f'{sens:.2f}'}) and specificity "
-                 f"({'n/a' if spec is None else f'{spec:.2f}'}) on reference episodes (Rogan-Gladen). "
-                 "Time to completion: the median step of the success markers after the takeover."),
+                 "and a 95% Wilson interval (under 5 continuations: too few to say much). Simulator: the "
+                 "share BabyAI itself counts as a success; agreement: the share of continuations where "
+                 "people's outcome matches it. Corrected: the share adjusted for the annotators' pooled "
+                 f"sensitivity ({'n/a' if sens is None else f'{sens:.2f}'}) and specificity "
+                 f"({'n/a' if spec is None else f'{spec:.2f}'}) on reference episodes (Rogan-Gladen), "
+                 "with a 95% bootstrap interval over the agent's scenarios and the reference episodes. "
+                 "Time to completion: per successful continuation, the steps from the takeover to its "
+                 "success marker; the median over them, with a distribution-free 95% interval."),
         "columns": [{"key": "agent", "label": "Agent"}, {"key": "n", "label": "Continuations"},
                     {"key": "success", "label": "Success share"}, {"key": "se", "label": "SE"},
+                    {"key": "corrected_share", "label": "Corrected"},
                     {"key": "simulator", "label": "Simulator"}, {"key": "agreement", "label": "Agreement"},
-                    {"key": "corrected", "label": "Corrected"}, {"key": "ttc", "label": "Time to completion"}],
+                    {"key": "ttc", "label": "Time to completion (median steps)"},
+                    {"key": "ttc_interval", "label": "Its interval"}],
         "rows": agent_rows,
     }]
     # Consistency (the paper's Figure 9): per scenario, the share of each agent's continuations
@@ -183,10 +193,7 @@ def section(session: Session, study: Study) -> dict | None:
             "rows": annotator_rows,
         })
     tables[1:1] = _breakdowns(session, study, agents, by_continuation, refs)
-    ttc: dict[str, list[float]] = {}
-    for m in marks:
-        if not m.reference and m.marker == "success" and m.step is not None:
-            ttc.setdefault(m.agent, []).append(float(m.step))
+    ttc = {a: [float(t) for t in result["agents"][a]["ttc"]["steps"]] for a in agents}
     colour = {a: PALETTE[i % len(PALETTE)] for i, a in enumerate(agents)}
     figures = [
         {"title": "Success share per agent (95% interval)",
@@ -229,6 +236,20 @@ def _owner_tags(session: Session, study: Study, scenarios: set[str]) -> dict[str
     return tags
 
 
+def _recording_success(session: Session, study: Study, scenarios: set[str]) -> dict[str, int | None]:
+    """Per suite scenario (key "s<id>"), its recording's success step (None: it never
+    succeeds); none for a study not built from a suite."""
+    suite = (study.kind_settings or {}).get("suite")
+    if not suite:
+        return {}
+    from app.kinds.sts.models import Recording, Scenario
+
+    ids = [int(s[1:]) for s in scenarios if s[:1] == "s" and s[1:].isdigit()]
+    return {f"s{sid}": step for sid, step in session.execute(
+        select(Scenario.id, Recording.success_step).join(Recording, Recording.id == Scenario.recording_id)
+        .where(Scenario.suite_id == suite["id"], Scenario.id.in_(ids)))}
+
+
 def _group_table(key: str, title: str, note: str, agents: list[str], groups: list[str],
                  members: dict[tuple, list[str]], outcomes: dict[tuple, float]) -> dict:
     """Agents by rows, groups by columns: each cell the agent's success share over its
@@ -239,7 +260,7 @@ def _group_table(key: str, title: str, note: str, agents: list[str], groups: lis
         for g in groups:
             got = [o for k, o in outcomes.items() if k[0] == a and g in members[k]]
             if got:
-                row[f"g:{g}"] = _estimate(share(got))
+                row[f"g:{g}"] = estimate(share(got))
         rows.append(row)
     return {"key": key, "title": title, "note": note,
             "columns": [{"key": "agent", "label": "Agent"}] + [{"key": f"g:{g}", "label": g} for g in groups],
@@ -270,7 +291,11 @@ def _breakdowns(session: Session, study: Study, agents: list[str], by_continuati
             "agent's score on an older version stays what it was.",
             agents, [f"v{n}" for n in numbers], versions, outcomes))
     personal = _owner_tags(session, study, {k[1] for k in outcomes})
-    tagged = {k: [t for t in refs[k].get("tags") or [] if isinstance(t, str)]
+    # What is true of the item now: a mining rule's tag counts only where the scenario's
+    # takeover point is still one the rule gives (a takeover moved after mining keeps its tag).
+    success = _recording_success(session, study, {k[1] for k in outcomes})
+    tagged = {k: [t for t in tags_now(refs[k].get("tags"), refs[k].get("takeover"), success.get(k[1], UNKNOWN))
+                  if isinstance(t, str)]
               + [f"mine: {t}" for t in personal.get(k[1], [])] for k in outcomes}
     tags = sorted({t for v in tagged.values() for t in v})
     if tags:

@@ -95,6 +95,36 @@ def make_scenario(recording: Recording, takeover: int, continuation: int, *,
             "tags": list(dict.fromkeys(t.strip() for t in tags))}
 
 
+RULE_TAG = "rule:"
+UNKNOWN = "unknown"  # a recording's success step not known (tags_now keeps what it cannot check)
+
+
+def rule_holds(rule: str, takeover: int, success_step: int | None | str = UNKNOWN) -> bool | None:
+    """Whether `rule` gives (for "before success": with some k >= 1) this takeover step on a
+    recording whose success step is `success_step` (None: it never succeeds). None when it
+    cannot be told: an unknown rule, or "before success" with the success step UNKNOWN."""
+    if rule in ("first step", "mission given"):  # both step 0 in BabyAI (mission_step)
+        return takeover == 0
+    if rule == "before success":
+        if success_step == UNKNOWN:
+            return None
+        return success_step is not None and 0 <= takeover < success_step
+    return None
+
+
+def tags_now(tags, takeover: int | None, success_step: int | None | str = UNKNOWN) -> list[str]:
+    """A scenario's tags as true of it now: a "rule:..." tag from mining is dropped when the
+    scenario's takeover point (moved since it was mined) is not one the rule gives. Tags that
+    cannot be checked are kept."""
+    out = []
+    for t in tags or []:
+        if (isinstance(t, str) and t.startswith(RULE_TAG) and isinstance(takeover, int)
+                and rule_holds(t[len(RULE_TAG):], takeover, success_step) is False):
+            continue
+        out.append(t)
+    return out
+
+
 def mine(recordings: list[Recording], rule: str, continuation: int, *, k: int | None = None,
          tags=(), simulator: Simulator | None = None, skip_inapplicable: bool = False) -> list[dict]:
     """One scenario per recording by a bulk rule, tagged with the rule ("rule:before success").
@@ -113,4 +143,4 @@ def mine(recordings: list[Recording], rule: str, continuation: int, *, k: int | 
     return out
 
 
-__all__ = ["CATEGORIES", "RULES", "make_scenario", "mine", "mission_step", "takeover_point"]
+__all__ = ["CATEGORIES", "RULES", "make_scenario", "mine", "mission_step", "rule_holds", "tags_now", "takeover_point"]

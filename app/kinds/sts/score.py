@@ -6,13 +6,24 @@ the first moment of either, `step` steps after the takeover point. Reference ann
 
 - A continuation's outcome is the majority of its markers; a tie counts as half a success.
 - An agent's success share p is the mean outcome over its continuations (n counts
-  continuations, not annotations), with standard error sqrt(p(1-p)/n); the same per category,
-  and per scenario (the consistency of Figure 9).
-- Time to completion (appendix A.4): the steps from the takeover point to a success marker;
-  `ttc_median` is the median over the agent's success markers (None when there are none).
+  continuations, not annotations), with standard error sqrt(p(1-p)/n) and a 95% Wilson
+  interval (a tie's half success enters the interval's count as a half); the same per
+  category, and per scenario (the consistency of Figure 9). Under MIN_N continuations an
+  estimate carries the note "too few: n = ...".
+- Corrected: the share Rogan-Gladen corrected by the annotators' pooled sensitivity and
+  specificity on reference episodes, with a bootstrap interval over the agent's scenarios and
+  the reference episodes (app/leaderboards/correction.py); None with a reason when not
+  computable.
+- Time to completion (appendix A.4, Figure 8: "the particular time when an agent succeeds in a
+  behavioural continuation", over "the scenarios in which they succeed"): one time per
+  continuation whose outcome is a success, the median step of its success markers after the
+  takeover point. `ttc` gives their median with a distribution-free 95% interval (order
+  statistics) and every time; `ttc_median` the median (None when no continuation succeeded).
 - An annotator's sensitivity is the share of reference episodes labelled success that they
   marked success, specificity the same for failure, balanced accuracy their mean (None unless
   the annotator saw both labels).
+
+Every estimate has the shape {mean, low, high, n, method} (DESIGN.md section 7).
 """
 
 from __future__ import annotations
@@ -25,8 +36,14 @@ from dataclasses import dataclass
 from statistics import median
 
 from app.errors import InputError
+from app.leaderboards.correction import rogan_gladen_estimate
+from app.leaderboards.stats import Z95, wilson_interval
 
 MARKERS = ("success", "failure")
+MIN_N = 5  # fewer continuations than this: an estimate says "too few" rather than its interval
+SHARE_METHOD = "share of continuations; 95% Wilson interval"
+TTC_METHOD = ("median over successful continuations of the steps from the takeover to the success "
+              "marker; 95% distribution-free interval (order statistics)")
 
 
 @dataclass(frozen=True)
@@ -110,11 +127,56 @@ def read_markers(lines: Iterable[str]) -> Iterator[Marker]:
         yield m
 
 
+def _wilson(k: float, n: int) -> tuple[float, float]:
+    """stats.wilson_interval; a count with a tie's half success in it takes the same closed form
+    at the fractional count (the interval is continuous in it)."""
+    if float(k).is_integer():
+        return wilson_interval(int(k), n)
+    p, z2 = k / n, Z95 * Z95
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def too_few(n: int) -> str:
+    return f"too few: n = {n}"
+
+
 def share(outcomes: list[float]) -> dict:
-    """n, success share and its standard error sqrt(p(1-p)/n)."""
+    """n, success share p, its standard error sqrt(p(1-p)/n), and the estimate {mean, low, high,
+    n, method} (mean = p, Wilson interval), with "note" under MIN_N continuations."""
     n = len(outcomes)
-    p = sum(outcomes) / n if n else None
-    return {"n": n, "success": p, "se": math.sqrt(p * (1 - p) / n) if n else None}
+    if not n:
+        return {"n": 0, "success": None, "se": None, "mean": None, "low": None, "high": None,
+                "method": SHARE_METHOD, "note": too_few(0)}
+    k = sum(outcomes)
+    p = k / n
+    low, high = _wilson(k, n)
+    out = {"n": n, "success": p, "se": math.sqrt(p * (1 - p) / n), "mean": p, "low": low, "high": high,
+           "method": SHARE_METHOD}
+    if n < MIN_N:
+        out["note"] = too_few(n)
+    return out
+
+
+def time_to_completion(times: list[float]) -> dict:
+    """{median, low, high, n, method, steps}: the median of the per-continuation times with the
+    order-statistic interval (x_(j), x_(n-j+1)), j the largest with P(Bin(n, 1/2) < j) <= 2.5%;
+    none below 6 times (then "note" says so)."""
+    steps = sorted(times)
+    n = len(steps)
+    out = {"median": median(steps) if n else None, "low": None, "high": None, "n": n, "method": TTC_METHOD,
+           "steps": steps}
+    from scipy.stats import binom
+
+    j = 0
+    while n and binom.cdf(j, n, 0.5) <= 0.025:  # P(B <= j) = P(B < j + 1)
+        j += 1
+    if j:
+        out["low"], out["high"] = steps[j - 1], steps[n - j]
+    else:
+        out["note"] = f"too few for an interval: n = {n}"
+    return out
 
 
 def outcome(markers: list[str]) -> float:
@@ -124,12 +186,12 @@ def outcome(markers: list[str]) -> float:
     return 1.0 if s > f else 0.0 if s < f else 0.5
 
 
-def score(markers: Iterable[Marker]) -> dict:
-    """{"agents": {name: {n, success, se, per_category, per_scenario, ttc_median}},
+def score(markers: Iterable[Marker], *, seed: int = 0) -> dict:
+    """{"agents": {name: {n, success, se, mean, low, high, method, corrected, per_category,
+    per_scenario, ttc, ttc_median}}, "reference": {pooled sensitivity and specificity},
     "annotators": {id: {n_reference, sensitivity, specificity, balanced_accuracy}}}."""
-    per_continuation: dict[tuple, list[str]] = defaultdict(list)
+    per_continuation: dict[tuple, list[tuple[str, float | None]]] = defaultdict(list)
     category: dict[tuple, str] = {}
-    ttc: dict[str, list[float]] = defaultdict(list)
     refs: dict[str, dict[str, list[bool]]] = {}
     for m in markers:
         refs.setdefault(m.annotator, {"success": [], "failure": []})
@@ -137,26 +199,36 @@ def score(markers: Iterable[Marker]) -> dict:
             refs[m.annotator][m.label].append(m.marker == m.label)
             continue
         key = (m.agent, m.scenario, m.continuation)
-        per_continuation[key].append(m.marker)
+        per_continuation[key].append((m.marker, m.step))
         category[key] = m.category
-        if m.marker == "success":
-            ttc[m.agent].append(m.step)
+    # Pooled over every reference annotation: the annotator pool's rates, for the correction.
+    hits = {label: [h for r in refs.values() for h in r[label]] for label in MARKERS}
 
     by_agent: dict[str, list[tuple]] = defaultdict(list)
     for key, marks in per_continuation.items():
-        by_agent[key[0]].append((key, outcome(marks)))
+        by_agent[key[0]].append((key, outcome([m for m, _ in marks]), marks))
     agents = {}
     for agent in sorted(by_agent):
         rows = by_agent[agent]
         cats: dict[str, list[float]] = defaultdict(list)
         scenarios: dict[str, list[float]] = defaultdict(list)
-        for key, o in rows:
+        times = []
+        for key, o, marks in rows:
             cats[category[key]].append(o)
             scenarios[key[1]].append(o)
-        agents[agent] = {**share([o for _, o in rows]),
+            if o == 1.0:
+                times.append(median(s for m, s in marks if m == "success"))
+        outcomes = [o for _, o, _ in rows]
+        corrected = rogan_gladen_estimate(outcomes, hits["success"], hits["failure"],
+                                          clusters=[key[1] for key, _, _ in rows], cluster_name="scenarios",
+                                          seed=seed)
+        if corrected["mean"] is not None and len(outcomes) < MIN_N:
+            corrected["note"] = too_few(len(outcomes))
+        ttc = time_to_completion(times)
+        agents[agent] = {**share(outcomes), "corrected": corrected,
                          "per_category": {c: share(v) for c, v in sorted(cats.items())},
                          "per_scenario": {s: sum(v) / len(v) for s, v in sorted(scenarios.items())},
-                         "ttc_median": median(ttc[agent]) if ttc[agent] else None}
+                         "ttc": ttc, "ttc_median": ttc["median"]}
 
     annotators = {}
     for who in sorted(refs):
@@ -166,4 +238,7 @@ def score(markers: Iterable[Marker]) -> dict:
         annotators[who] = {"n_reference": len(right["success"]) + len(right["failure"]),
                            "sensitivity": sens, "specificity": spec,
                            "balanced_accuracy": (sens + spec) / 2 if sens is not None and spec is not None else None}
-    return {"agents": agents, "annotators": annotators}
+    rate = {label: sum(h) / len(h) if h else None for label, h in hits.items()}
+    reference = {"n_success": len(hits["success"]), "n_failure": len(hits["failure"]),
+                 "sensitivity": rate["success"], "specificity": rate["failure"]}
+    return {"agents": agents, "reference": reference, "annotators": annotators}
