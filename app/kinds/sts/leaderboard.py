@@ -21,9 +21,9 @@ def markers(session: Session, study: Study) -> tuple[list[Marker], dict[tuple, d
     annotator the marker-step errors on reference episodes they labelled right."""
     valid = and_(Annotation.study_id == study.id, Annotation.excluded.is_(False))
     out, refs, step_errors = [], {}, {}
-    for is_gold, category, reference, response, scores, who in session.execute(
-            select(Annotation.is_gold, Item.category, Item.reference, Annotation.response, Annotation.scores,
-                   User.pseudonym)
+    for is_gold, category, reference, takeover, response, scores, who in session.execute(
+            select(Annotation.is_gold, Item.category, Item.reference, Item.payload["takeover"], Annotation.response,
+                   Annotation.scores, User.pseudonym)
             .join(Item, Item.id == Annotation.item_id).join(User, User.id == Annotation.worker_id)
             .where(valid).order_by(Annotation.id)):
         reference, response = reference or {}, response or {}
@@ -36,7 +36,9 @@ def markers(session: Session, study: Study) -> tuple[list[Marker], dict[tuple, d
                    step=response.get("step"), label=reference.get("label") if is_gold else None)
         out.append(m)
         if not is_gold:
-            refs[(m.agent, m.scenario, m.continuation)] = {**reference, "category": m.category}
+            # The takeover point the item shows (its payload's): what a rule's tag is checked against.
+            refs[(m.agent, m.scenario, m.continuation)] = {**reference, "category": m.category,
+                                                           "takeover": takeover}
         elif (scores or {}).get("step_error") is not None:
             step_errors.setdefault(who, []).append(scores["step_error"])
     return out, refs, step_errors
