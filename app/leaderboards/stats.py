@@ -22,6 +22,7 @@ rejected rather than silently truncated.
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from collections import Counter, defaultdict
@@ -222,6 +223,12 @@ def _wilson_real(p: float, n: float, z: float) -> tuple[float, float]:
     return low, high
 
 
+@functools.lru_cache(maxsize=1024)
+def _t975(df: int) -> float:
+    """Student's t quantile 0.975 on ``df`` degrees of freedom (cached: scipy's ppf costs ~40 us)."""
+    return float(scipy.stats.t.ppf(0.975, df))
+
+
 def _effective_n_interval(n: int, mean: float, var_of_mean: float, units: int, method: str) -> Estimate:
     """Wilson's interval at the effective sample size, with Student's t for the normal quantile.
 
@@ -234,8 +241,7 @@ def _effective_n_interval(n: int, mean: float, var_of_mean: float, units: int, m
     n_eff = mean * (1.0 - mean) / var_of_mean if var_of_mean > 0.0 else float(units)
     if not n_eff > 0.0:  # (only rounding can get here: a spread at mean 0 or 1 is impossible)
         n_eff = float(units)
-    z = float(scipy.stats.t.ppf(0.975, units - 1))
-    low, high = _wilson_real(mean, n_eff, z)
+    low, high = _wilson_real(mean, n_eff, _t975(units - 1))
     return Estimate(n=n, mean=mean, low=min(low, mean), high=max(high, mean), method=method)
 
 

@@ -1,0 +1,149 @@
+"""Interval coverage of the statistics core's mean of scores in [0, 1] (DESIGN.md section 7).
+
+For each cell (score distribution x study size x clustering) this simulates many studies,
+computes ``app.leaderboards.stats.mean_interval`` on each and prints the share of intervals
+that hold the true mean.  Binary scores without clusters are exact, not simulated: the
+coverage is the sum of the binomial probabilities of the successes whose interval holds p.
+
+Clustered studies: items come in clusters of 3-5 (sizes drawn per study; a remainder under 3
+joins the last cluster); each item takes its cluster's shared draw with probability 1/2 and an
+independent draw otherwise, so the marginal distribution (and the true mean) is unchanged and
+the intra-cluster correlation is 1/4.
+
+A second table compares, without clusters, the interval the leaderboards used before
+(``bootstrap_mean_interval``, percentile), scipy's BCa bootstrap and Student's t on items.
+Figures printed, nothing asserted (tests/unit/test_coverage.py asserts a smaller run).
+
+    python bench/coverage.py [--quick] [--reps N] [--seed S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+import scipy.stats
+
+from app.leaderboards import stats
+
+SIZES = (10, 20, 50, 200)
+RHO = 0.5  # chance an item takes its cluster's shared draw (intra-cluster correlation RHO**2)
+
+# name -> (true mean, draw(rng, shape))
+DISTRIBUTIONS = {
+    "binary p=0.5": (0.5, lambda rng, shape: (rng.random(shape) < 0.5).astype(float)),
+    "binary p=0.9": (0.9, lambda rng, shape: (rng.random(shape) < 0.9).astype(float)),
+    "binary p=0.97": (0.97, lambda rng, shape: (rng.random(shape) < 0.97).astype(float)),
+    "Beta(2,2)": (0.5, lambda rng, shape: rng.beta(2.0, 2.0, shape)),
+    "Beta(8,1)": (8.0 / 9.0, lambda rng, shape: rng.beta(8.0, 1.0, shape)),
+    "F1-like": (0.9, lambda rng, shape: np.where(rng.random(shape) < 0.6, 1.0, rng.uniform(0.5, 1.0, shape))),
+}
+
+
+def cluster_labels(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Cluster label per item: sizes 3-5 drawn until n is reached; a remainder under 3 joins the last."""
+    ends = np.cumsum(rng.integers(3, 6, size=n // 3 + 1))
+    ends = ends[ends < n]
+    if ends.size and n - ends[-1] < 3:
+        ends = ends[:-1]
+    labels = np.zeros(n, dtype=np.intp)
+    labels[ends] = 1
+    return np.cumsum(labels)
+
+
+def studies(rng: np.random.Generator, name: str, n: int, reps: int, clustered: bool):
+    """Yield ``reps`` studies ``(scores, cluster labels or None)`` of ``n`` items."""
+    _, draw = DISTRIBUTIONS[name]
+    x = draw(rng, (reps, n))
+    if not clustered:
+        for row in x:
+            yield row, None
+        return
+    for row in x:
+        labels = cluster_labels(rng, n)
+        shared = draw(rng, labels.max() + 1)
+        take = rng.random(n) < RHO
+        yield np.where(take, shared[labels], row), labels
+
+
+def exact_binary_coverage(interval, n: int, p: float) -> float:
+    """Coverage of ``interval(values)`` for n Bernoulli(p) scores, summed over the binomial."""
+    pmf = scipy.stats.binom.pmf(np.arange(n + 1), n, p)
+    total = 0.0
+    for k in range(n + 1):
+        est = interval(np.r_[np.ones(k), np.zeros(n - k)])
+        if est.low <= p <= est.high:
+            total += pmf[k]
+    return float(total)
+
+
+def coverage(rng: np.random.Generator, name: str, n: int, reps: int, clustered: bool, interval=None) -> float:
+    """Share of studies whose interval holds the true mean (exact for unclustered binary scores)."""
+    truth, _ = DISTRIBUTIONS[name]
+    if interval is None:
+        interval = stats.mean_interval
+    if name.startswith("binary") and not clustered:
+        return exact_binary_coverage(interval, n, truth)
+    hits = 0
+    for x, labels in studies(rng, name, n, reps, clustered):
+        est = interval(x) if labels is None else interval(x, labels)
+        hits += est.low <= truth <= est.high
+    return hits / reps
+
+
+def bca(x: np.ndarray) -> stats.Estimate:
+    if np.ptp(x) == 0:
+        v = float(x[0])
+        return stats.Estimate(x.size, v, v, v, "BCa bootstrap")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ci = scipy.stats.bootstrap((x,), np.mean, n_resamples=999, method="BCa",
+                                   **{stats._RNG_ARG: np.random.default_rng(0)}).confidence_interval
+    return stats.Estimate(x.size, float(x.mean()), float(ci.low), float(ci.high), "BCa bootstrap")
+
+
+def t_on_items(x: np.ndarray) -> stats.Estimate:
+    n, m = x.size, float(x.mean())
+    half = float(scipy.stats.t.ppf(0.975, n - 1)) * float(x.std(ddof=1)) / np.sqrt(n)
+    return stats.Estimate(n, m, m - half, m + half, "t on items")
+
+
+def percentile(x: np.ndarray) -> stats.Estimate:
+    return stats.bootstrap_mean_interval(x, n_boot=1000, seed=0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="500 studies per cell, 100 in the comparison")
+    parser.add_argument("--reps", type=int, default=None, help="studies per cell (default 5000)")
+    parser.add_argument("--seed", type=int, default=2026)
+    args = parser.parse_args()
+    reps = args.reps or (500 if args.quick else 5000)
+    compare_reps = max(100, reps // 5)
+    rng = np.random.default_rng(args.seed)
+    start = time.perf_counter()
+    print(f"mean_interval coverage of the true mean, {reps} studies per cell "
+          f"(unclustered binary: exact over the binomial)\n")
+    header = "| scores | clusters | " + " | ".join(f"n = {n}" for n in SIZES) + " |"
+    print(header)
+    print("|---|---|" + "---|" * len(SIZES))
+    for clustered in (False, True):
+        for name in DISTRIBUTIONS:
+            cells = [coverage(rng, name, n, reps, clustered) for n in SIZES]
+            print(f"| {name} | {'3-5' if clustered else 'none'} | "
+                  + " | ".join(f"{c:.1%}" for c in cells) + " |")
+    print(f"\nOther intervals, no clusters, {compare_reps} studies per cell "
+          f"(binary: exact over the binomial)\n")
+    print("| scores | method | " + " | ".join(f"n = {n}" for n in SIZES) + " |")
+    print("|---|---|" + "---|" * len(SIZES))
+    for name in DISTRIBUTIONS:
+        for label, fn in (("percentile bootstrap", percentile), ("BCa bootstrap", bca), ("t on items", t_on_items)):
+            cells = [coverage(rng, name, n, compare_reps, False, fn) for n in SIZES]
+            print(f"| {name} | {label} | " + " | ".join(f"{c:.1%}" for c in cells) + " |")
+    print(f"\n({time.perf_counter() - start:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
