@@ -18,7 +18,7 @@ from typing import ClassVar
 
 from app.errors import InputError
 from app.kinds.base import ImportResult, ItemSpec, TaskKind
-from app.kinds.hexagons import metrics
+from app.kinds.hexagons import metrics, rule_executor
 from app.kinds.hexagons.abstraction import LEVELS, MECHANISMS
 from app.kinds.hexagons.board import layout
 from app.kinds.hexagons.description import description_scores, is_description, parse_description, target_item
@@ -241,7 +241,11 @@ class Hexagons(TaskKind):
         return section(session, study)
 
     def baselines(self, session, study) -> list[dict]:
-        """"No action": every step leaves the board as it was."""
+        """Execution studies only (a description study's items are target images, with no
+        instructions to execute): "No action" (every step leaves the board as it was) and the
+        paper's rule-based executor (rule_executor.py; each step executed on the gold board
+        before it), both scored by execution_metrics like any response. The rule-based row is
+        left out where it paints nothing on any item (it would be "No action" again)."""
         from sqlalchemy import select
 
         from app.leaderboards import stats
@@ -249,22 +253,31 @@ class Hexagons(TaskKind):
 
         if (study.kind_settings or {}).get("mode") == "description":
             return []
-        scores, by_cat = [], defaultdict(list)
-        for cat, ref in session.execute(select(Item.category, Item.reference).where(
+        executors = {"No action (paints nothing)": lambda instructions, before: before,
+                     rule_executor.NAME: lambda instructions, before: [
+                         rule_executor.execute(text, board) for text, board in zip(instructions, before)]}
+        scores: dict[str, list[float]] = {name: [] for name in executors}
+        painted = {name: False for name in executors}
+        by_cat: dict[str, dict] = {name: defaultdict(list) for name in executors}
+        for cat, payload, ref in session.execute(select(Item.category, Item.payload, Item.reference).where(
                 Item.study_id == study.id, Item.is_gold.is_(False))):
             if not ref:
                 continue
-            boards = [ref["initial"]] + ref["boards"]
-            response = {"steps": [{"board": b} for b in boards[:-1]], "on": "gold"}
-            s = execution_metrics(ref, response)["mean"][ref.get("score_metric", DEFAULT_SCORE)]
-            scores.append(s)
-            by_cat[cat].append(s)
-        if not scores:
-            return []
-        return [{"type": "baseline", "name": "No action (paints nothing)", "answered": len(scores),
-                 "coverage": 1.0, "accuracy": stats.bootstrap_mean_interval(sorted(scores)).as_dict(),
-                 "by_category": {c: stats.bootstrap_mean_interval(sorted(v)).as_dict() for c, v in by_cat.items()},
-                 "consistency": None}]
+            before = ([ref["initial"]] + ref["boards"])[:-1]
+            instructions = (payload or {}).get("instructions") or [""] * len(before)
+            for name, run in executors.items():
+                boards = run(instructions, before)
+                painted[name] = painted[name] or boards != before
+                response = {"steps": [{"board": b} for b in boards], "on": "gold"}
+                s = execution_metrics(ref, response)["mean"][ref.get("score_metric", DEFAULT_SCORE)]
+                scores[name].append(s)
+                by_cat[name][cat].append(s)
+        return [{"type": "baseline", "name": name, "answered": len(scores[name]),
+                 "coverage": 1.0, "accuracy": stats.bootstrap_mean_interval(sorted(scores[name])).as_dict(),
+                 "by_category": {c: stats.bootstrap_mean_interval(sorted(v)).as_dict()
+                                 for c, v in by_cat[name].items()},
+                 "consistency": None} for name in executors
+                if scores[name] and (painted[name] or name != rule_executor.NAME)]
 
     def demo(self) -> dict:
         """An execution study of four short released dev procedures (two or three steps), when the data lies beside

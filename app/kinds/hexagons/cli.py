@@ -12,7 +12,8 @@ SPLITS = ("train", "dev", "test")
 
 @click.group("hex")
 def hexagons() -> None:
-    """Hexagons tools: score executions, recompute the dataset's statistics."""
+    """Hexagons tools: score executions, recompute the dataset's statistics, run the paper's
+    rule-based baseline."""
 
 
 def _read(path: str, parse, *args):
@@ -130,3 +131,56 @@ def hex_stats(folder: str, as_json: bool) -> None:
     click.echo("\nAgreed procedures under other definitions (ours: last step agreed; paper Table 6)")
     for name, d in s["agreed_definitions"].items():
         click.echo(f"  {name:<6} " + "  ".join(f"{k} {n}" for k, n in d.items()))
+
+
+@hexagons.command("rule-baseline")
+@click.option("--data", required=True, type=click.Path(exists=True),
+              help="The folder with the released <split>.jsonl, or one procedures JSONL file.")
+@click.option("--split", type=click.Choice(SPLITS), default="test", show_default=True,
+              help="Which split's file to read when --data is a folder (Table 7 is on test).")
+@click.option("--on", "on", type=click.Choice(("gold", "own")), default="gold", show_default=True,
+              help="Execute each step on the gold board before it (oracle board-state) or on the "
+                   "executor's own board after the step before (predicted board-state).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (means as fractions).")
+def hex_rule_baseline(data: str, split: str, on: str, as_json: bool) -> None:
+    """The paper's naive rule-based executor (a paint(position, colour) pattern matcher,
+    rule_executor.py) on a released split, its action-based mean F1 and EM beside the paper's
+    (Table 7, test: 13.15 / 5.96). Two pattern sets: every coordinate form the module reads
+    ("all", the executor) and the paper's example form only ("example")."""
+    from tqdm import tqdm
+
+    from app.kinds.hexagons.formats import parse_procedures
+    from app.kinds.hexagons.rule_executor import PAPER, PATTERNS, evaluate
+
+    path = Path(data)
+    if path.is_dir():
+        path = path / f"{split}.jsonl"
+        if not path.is_file():
+            raise click.ClickException(f"{path}: no such file (the folder has no {split}.jsonl)")
+    procedures = _read(str(path), parse_procedures)
+    if not procedures:
+        raise click.ClickException(f"{path}: no procedures in the file")
+    results = {}
+    with tqdm(total=len(procedures) * len(PATTERNS), desc="rule-based executor", unit="procedure") as bar:
+        for name in PATTERNS:
+            results[name] = evaluate(procedures, on, progress=bar.update, patterns=name)
+    steps = results["all"]["n"]
+    if as_json:
+        click.echo(json.dumps({
+            "file": str(path), "on": on, "procedures": len(procedures), "steps": steps,
+            "rule_based": {name: r["mean"] for name, r in results.items()},
+            "paper": {"split": "test", "on": "unstated", **{k: v / 100 for k, v in PAPER.items()}},
+            "patterns": PATTERNS}))
+        return
+    click.echo(f"{path}: {len(procedures)} procedures, {steps} steps, executed on the "
+               f"{'gold board before each step' if on == 'gold' else 'executor’s own board'}")
+    click.echo(f"\n{'executor':<44} {'Action F1':>9} {'Action EM':>9} {'Action P':>9} {'Action R':>9} "
+               f"{'Board F1':>9}")
+    for name, r in results.items():
+        m = r["mean"]
+        click.echo(f"{'rule-based, ' + name + ' patterns':<44} {_f(m['action_f1']):>9} {_f(m['action_em']):>9} "
+                   f"{_f(m['action_precision']):>9} {_f(m['action_recall']):>9} {_f(m['board_f1']):>9}")
+    click.echo(f"{'paper, Table 7 (test)':<44} {PAPER['action_f1']:>9.2f} {PAPER['action_em']:>9.2f} "
+               f"{'-':>9} {'-':>9} {'-':>9}")
+    click.echo("\nPatterns: " + "; ".join(f"{k}: {v}" for k, v in PATTERNS.items())
+               + ". In percent, means over steps (DESIGN.md section 6); docs/kinds/hexagons.md explains the gap.")

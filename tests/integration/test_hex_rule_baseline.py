@@ -1,0 +1,49 @@
+"""The paper's rule-based executor is a baseline row of a Hexagons execution study's
+leaderboard (Hexagons.baselines), computed on the same path as "No action": each step executed
+on the gold board before it, scored by execution_metrics with the study's score metric."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.kinds.hexagons import KIND, rule_executor
+from app.studies import services
+from tests.conftest import make_user
+
+BLANK = [0] * 180
+ONE = [4] + [0] * 179
+TWO = [4, 5] + [0] * 178
+
+pytestmark = pytest.mark.usefixtures("hexagons_kind")
+
+
+def _line(index, first="In the first column, color the 1st tile red", second="tile 1 blue"):
+    return json.dumps({"index": index, "annotation_round": 1, "category": "simple", "image_id": f"P{index}",
+                       "instructor_id": 3, "number_of_drawing_steps": 2, "agreement_tags": ["A", "A"],
+                       "agreement_scores": [[1, 1, 1]] * 2,
+                       "drawing_procedure": [[0, "NONE", BLANK], [1, first, ONE], [2, second, TWO]]})
+
+
+def test_the_rule_based_row_beside_no_action(session):
+    owner = make_user(session, "researcher")
+    data = "\n".join([_line(1), _line(2)]).encode()
+    study = services.create_study(session, owner, "hexagons", services.StudySettings(title="Hex rules"), data,
+                                  "procedures")
+    rows = {r["name"]: r for r in KIND.baselines(session, study)}
+    assert list(rows) == ["No action (paints nothing)", rule_executor.NAME]
+    # Board F1 (the default score): the rule paints step 1 exactly (1); step 2 names no column,
+    # so it keeps tile 0 (P 1, R 1/2, F1 2/3). No action: 0 then 2/3.
+    assert rows[rule_executor.NAME]["accuracy"]["mean"] == pytest.approx(5 / 6)
+    assert rows[rule_executor.NAME]["answered"] == 2 and rows[rule_executor.NAME]["type"] == "baseline"
+    assert rows[rule_executor.NAME]["by_category"]["simple"]["mean"] == pytest.approx(5 / 6)
+    assert rows["No action (paints nothing)"]["accuracy"]["mean"] == pytest.approx(1 / 3)
+
+
+def test_no_rule_row_where_the_rules_paint_nothing(session):
+    owner = make_user(session, "researcher")
+    data = _line(1, first="Make a red dot", second="then a blue one").encode()
+    study = services.create_study(session, owner, "hexagons", services.StudySettings(title="Hex shapes"), data,
+                                  "procedures")
+    assert [r["name"] for r in KIND.baselines(session, study)] == ["No action (paints nothing)"]
