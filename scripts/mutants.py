@@ -1,8 +1,9 @@
 """`make mutants`: mutation testing of the modules where a silent bug publishes a wrong number
 or loses an answer (docs/testing.md). Not part of CI: it takes tens of minutes.
 
-1. mutmut (configured in pyproject.toml) mutates the four modules and runs, for each mutant,
-   the tests that reach the mutated function, on SQLite.
+1. mutmut (configured in pyproject.toml, extended here by the kinds' leaderboard sections:
+   SECTIONS, SECTION_TESTS) mutates the modules and runs, for each mutant, the tests that
+   reach the mutated function, on SQLite.
 2. The engine's survivors are run again against PostgreSQL with the concurrency tests: the
    row locks (FOR UPDATE, SKIP LOCKED) and the retry loop do nothing on SQLite, so only
    PostgreSQL can kill their mutants.
@@ -10,6 +11,7 @@ or loses an answer (docs/testing.md). Not part of CI: it takes tens of minutes.
    docs/testing.md.
 
     python scripts/mutants.py [--skip-run] [--no-postgres] [MUTANT-GLOB ...]
+    python scripts/mutants.py --mutmut results | show NAME   (mutmut with the same configuration)
 """
 
 from __future__ import annotations
@@ -24,13 +26,55 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MUTMUT = Path(sys.executable).with_name("mutmut")
+# The kinds' leaderboard sections (issue 25): what a paper quotes from a navigation, A3DS or
+# Hexagons study. Mutated beside the modules pyproject.toml's [tool.mutmut] lists, with the
+# tests that check their figures by hand added to its test selection.
+SECTIONS = {
+    "app.kinds.navigation.leaderboard": "app/kinds/navigation/leaderboard.py",
+    "app.kinds.a3ds.leaderboard": "app/kinds/a3ds/leaderboard.py",
+    "app.kinds.hexagons.leaderboard": "app/kinds/hexagons/leaderboard.py",
+}
+SECTION_TESTS = [
+    "tests/integration/test_sections_certified.py",
+    "tests/integration/test_navigation_leaderboard.py",
+    "tests/integration/test_a3ds_kind.py",
+    "tests/integration/test_hex_leaderboard.py",
+    "tests/unit/test_hex_leaderboard_math.py",
+]
 MODULES = {
     "app.kinds.navigation.metrics": "app/kinds/navigation/metrics.py",
     "app.kinds.tom.rules": "app/kinds/tom/rules.py",
     "app.leaderboards.stats": "app/leaderboards/stats.py",
     "app.studies.assignment": "app/studies/assignment.py",
+    **SECTIONS,
 }
+# mutmut itself, its configuration read from pyproject.toml and then extended: SECTIONS' files
+# added to only_mutate and SECTION_TESTS to the test selection (workers are forked from this
+# process, so they see the same configuration).
+MUTMUT = """
+import json, sys
+from mutmut import configuration
+extra = json.loads(sys.argv[1])
+read = configuration._config_reader
+def extended():
+    get = read()
+    def value(key, default):
+        got = get(key, default)
+        return got + [x for x in extra[key] if x not in got] if key in extra else got
+    return value
+configuration._config_reader = extended
+from mutmut.__main__ import cli
+sys.argv = ["mutmut", *sys.argv[2:]]
+cli()
+"""
+
+
+def mutmut(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`mutmut ARGS` in ROOT with the configuration extended by SECTIONS and SECTION_TESTS."""
+    extra = {"only_mutate": list(SECTIONS.values()), "pytest_add_cli_args_test_selection": SECTION_TESTS}
+    return subprocess.run([sys.executable, "-c", MUTMUT, json.dumps(extra), *args], cwd=ROOT, env=env)
+
+
 ENGINE = "app.studies.assignment"
 # Tests that reach the engine on PostgreSQL: the contract, the engine tests and 110 workers
 # racing for items (which fails when SKIP LOCKED or the retry is gone).
@@ -95,11 +139,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--skip-run", action="store_true", help="only report the stored results")
     ap.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL pass")
+    ap.add_argument("--mutmut", action="store_true",
+                    help="first argument only: run mutmut with this configuration and the arguments "
+                         "after it (results, show NAME, browse)")
     ap.add_argument("globs", nargs="*", help="mutant names or globs, e.g. 'app.leaderboards.stats*'")
+    if sys.argv[1:2] == ["--mutmut"]:
+        return mutmut(*sys.argv[2:], env=dict(os.environ, PROCTOR_TEST_BACKENDS="sqlite")).returncode
     args = ap.parse_args()
     if not args.skip_run:
         env = dict(os.environ, PROCTOR_TEST_BACKENDS="sqlite")
-        run = subprocess.run([str(MUTMUT), "run", *args.globs], cwd=ROOT, env=env)
+        run = mutmut("run", *args.globs, env=env)
         if run.returncode not in (0, 1):
             print(f"mutmut run failed with exit code {run.returncode}", file=sys.stderr)
             return run.returncode
