@@ -9,6 +9,12 @@ Every function here is pure (no database, no global state) and takes
 * the bootstrap, the Bernoulli-sum interval and the paired t-test take one
   number per item (or per pair of items).
 
+Means of scores in [0, 1] go through :func:`mean_interval` (or :func:`mean_from_moments` on
+SQL totals), whose method was chosen by simulated coverage; every :class:`Estimate` names its
+method.  Krippendorff's alpha (:func:`krippendorff_alpha`) and Holm's adjustment
+(:func:`holm`) import the ``krippendorff`` and ``statsmodels`` packages when called, not at
+module load.
+
 Intervals are 95% intervals unless a ``z`` is passed.  "No data" is reported
 as ``nan`` rather than raised, so that a leaderboard row with zero judged
 items renders as "n/a" instead of failing the whole page; malformed input
@@ -306,21 +312,30 @@ def mean_interval(values: Sequence[float], clusters: Sequence[Hashable] | None =
       scores ``n_eff`` is large and the interval is close to ``mean +/- t * sqrt(v)``, but it
       stays inside [0, 1] and leans towards 1/2 near the ends as Wilson's does.
 
-    Chosen by simulated coverage (bench/coverage.py, tests/unit/test_coverage.py) over n = 10,
-    20, 50, 200 items; binary scores with p = 0.5, 0.9, 0.97; Beta(2, 2), Beta(8, 1) and an
-    F1-like score (60% exactly 1, 40% Uniform(0.5, 1)); unclustered, and in clusters of 3-5
-    items where each item takes its cluster's shared draw with probability 1/2 (intra-cluster
-    correlation 1/4).  Measured (5,000 studies per cell, docs/benchmarks.md "Interval
-    coverage"), this method keeps 93-97% in the cells listed there, except where no interval
-    can: unclustered binary at n = 10 (p = 0.5: every symmetric interval covers 89.1% or 97.9%;
-    p = 0.9: 93.0% or 98.7%; Wilson gives 97.9% and 93.0%) and clustered binary scores with
-    2-5 clusters (n = 10, 20), where t on 1-4 degrees of freedom makes it conservative (up to
-    100%); Beta(8, 1) at n = 10 is at 93-94%.  Compared on the same grid: the percentile
-    bootstrap covers 65% (p = 0.9, n = 10) and 88-89% (p = 0.9, n = 20, also Beta(8, 1) at
-    n = 10); BCa (scipy) is no better (65%, 89%, 89%); t on items covers 65% and 25% for
-    binary p = 0.9 and 0.97 at n = 10 (an interval of width 0 whenever every score is 1);
-    Wilson at the effective n with the normal quantile instead of t covers 62-81% with 2-3
-    clusters.
+    Chosen by simulated coverage (bench/coverage.py; tests/unit/test_coverage.py asserts it)
+    over n = 10, 20, 50, 200 items; binary scores with p = 0.5, 0.9, 0.97; Beta(2, 2),
+    Beta(8, 1) and an F1-like score (60% exactly 1, 40% Uniform(0.5, 1)); unclustered, and in
+    clusters of 3-5 items where each item takes its cluster's shared draw with probability 1/2
+    (intra-cluster correlation 1/4).  Measured (5,000 studies per cell; unclustered binary
+    exact; docs/benchmarks.md "Interval coverage"):
+
+    * continuous scores, unclustered: 93.7-95.7% (Beta(8, 1) 93.8% and F1-like 93.7% at n = 10);
+      clustered: 93.6-96.4%;
+    * binary, unclustered (Wilson): 93.0-97.9%; outside 93-97% only where discreteness leaves
+      no choice (n = 10, p = 0.5: every symmetric interval covers 89.1% or 97.9%; n = 20,
+      p = 0.97: 88.0% or 97.9%) and 97.03% at n = 50, p = 0.9;
+    * binary, clustered: 94.1-95.5% at n = 200 except p = 0.97 (93.0%); conservative with few
+      clusters, t on G - 1 degrees of freedom: 98.8-99.6% at n = 10 (2-3 clusters), 96.1-98.8%
+      at n = 20, 95.5-97.9% at n = 50.  (No one df fits every p: N - 1 fixes p = 0.9 but
+      drops p = 0.5 at n = 10 to 83%.)
+
+    Compared on the same grid (unclustered, 1,000 studies per cell): the percentile bootstrap
+    covers 65.0% (p = 0.9, n = 10), 87.6% (p = 0.9, n = 20), 26-78% (p = 0.97, n <= 50) and
+    85-92% for continuous scores at n = 10; scipy's BCa is no better for binary scores (65.0%,
+    86.7%, 26-77%) and covers 89-92% for continuous scores at n = 10; t on items covers 65.0%
+    and 26.2% at n = 10 for p = 0.9 and 0.97 (width 0 when every score is 1) and 89.7-91.3%
+    for the skewed continuous scores at n = 10.  Wilson at the effective n with the normal
+    quantile instead of t covered 62-81% with 2-3 clusters (exploratory run).
 
     ``seed`` is accepted for methods that resample; the chosen one does not, so the result does
     not depend on it.  An empty input gives ``nan`` with ``n == 0``; scores outside [0, 1] or
@@ -679,7 +694,7 @@ def bootstrap_mean_interval(
 
     Kept for its callers; it is still the plain percentile bootstrap and does NOT delegate to
     :func:`mean_interval`, because it also serves unbounded values and large data.  For scores
-    in [0, 1] use :func:`mean_interval`: this interval under-covers in small studies (88-89% for
+    in [0, 1] use :func:`mean_interval`: this interval under-covers in small studies (87.6% for
     Bernoulli(0.9) at n = 20, 65% at n = 10; docs/benchmarks.md "Interval coverage").
 
     ``n_boot`` resamples of ``len(values)`` draws with replacement are taken

@@ -1215,3 +1215,271 @@ def test_binned_sampler_accepts_exactly_max_bins():
     np.testing.assert_allclose(means, _means_from_bins(x, sizes), rtol=1e-12, atol=0)
     # one round more would need 256 + 16 * 49 = 1040 bins: refused
     assert _binned_run(_peeling_groups(16, 49)) == (None, None)
+
+
+# --- mean_interval: the covering interval for scores in [0, 1] ------------------------------
+
+
+def _wilson_closed_form(p, n, z):
+    """Wilson's interval written out independently: (p + z^2/2n +/- z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n)."""
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
+def test_mean_interval_binary_is_wilson_exactly():
+    # 9 of 10: statsmodels proportion_confint(9, 10, method="wilson") = (0.59584997, 0.98212379)
+    est = S.mean_interval([1.0] * 9 + [0.0])
+    assert est == S.Estimate(10, 0.9, pytest.approx(0.5958499732047615, rel=1e-12),
+                             pytest.approx(0.9821237869049271, rel=1e-12), "Wilson")
+    assert (est.low, est.high) == pytest.approx(sm_proportion.proportion_confint(9, 10, method="wilson"), rel=1e-12)
+    # 10 perfect scores: Wilson's [10 / (10 + z^2), 1] = [0.72246720, 1], never [1, 1]
+    est = S.mean_interval([1] * 10)
+    assert (est.low, est.high) == (pytest.approx(10 / (10 + S.Z95 ** 2), rel=1e-12), 1.0)
+    assert est.method == "Wilson" and est.as_dict()["method"] == "Wilson"
+    assert S.mean_interval([0, 0, 0]).high == pytest.approx(S.Z95 ** 2 / (3 + S.Z95 ** 2), rel=1e-12)
+
+
+def test_mean_interval_continuous_is_wilson_at_the_effective_n_with_t():
+    # [0.5, 0.75, 1, 0.75]: mean 3/4, s^2 = (1/16 + 1/16) / 3 = 1/24, v = s^2 / 4 = 1/96,
+    # n_eff = (3/4)(1/4) / (1/96) = 18, quantile t_{0.975, 3} = 3.182446305284263
+    est = S.mean_interval([0.5, 0.75, 1.0, 0.75])
+    t3 = 3.182446305284263
+    assert t3 == pytest.approx(scipy.stats.t.ppf(0.975, 3), rel=1e-12)
+    low, high = _wilson_closed_form(0.75, 18.0, t3)
+    assert est == S.Estimate(4, 0.75, pytest.approx(low, rel=1e-12), pytest.approx(high, rel=1e-12),
+                             "Wilson (effective n)")
+    assert (low, high) == pytest.approx((0.38500008, 0.93496620), abs=1e-8)
+    # no spread: n_eff = the number of items (10), t on 9 degrees of freedom
+    est = S.mean_interval([0.8] * 10)
+    low, high = _wilson_closed_form(0.8, 10.0, scipy.stats.t.ppf(0.975, 9))
+    assert (est.low, est.high) == (pytest.approx(low, rel=1e-12), pytest.approx(high, rel=1e-12))
+    assert est.method == "Wilson (effective n)" and est.low < 0.8 < est.high
+
+
+def test_mean_interval_clustered_uses_the_cluster_robust_variance():
+    # clusters a: [1, 1, 0], b: [1, 0], c: [1, 1, 1]; N = 8, mean = 6/8, totals (2, 1, 3),
+    # sizes (3, 2, 3): residuals (-1/4, -1/2, 3/4), sum of squares 7/8,
+    # v = 3/2 * (7/8) / 64 = 21/1024, n_eff = (3/16) / (21/1024) = 64/7, t on G - 1 = 2 df
+    values = [1, 1, 0, 1, 0, 1, 1, 1]
+    clusters = ["a", "a", "a", "b", "b", "c", "c", "c"]
+    est = S.mean_interval(values, clusters)
+    low, high = _wilson_closed_form(0.75, 64 / 7, 4.302652729749464)
+    assert est == S.Estimate(8, 0.75, pytest.approx(low, rel=1e-12), pytest.approx(high, rel=1e-12),
+                             "Wilson (effective n, clusters)")
+    # cluster labels of any hashable type, in any order
+    assert S.mean_interval(values, [2, 2, 2, (1,), (1,), None, None, None]) == est
+    # singleton clusters: the same interval as the items unclustered at the effective n
+    x = [0.5, 0.75, 1.0, 0.75]
+    single = S.mean_interval(x, range(4))
+    assert (single.low, single.high) == pytest.approx((S.mean_interval(x).low, S.mean_interval(x).high), rel=1e-12)
+    # equal cluster means: no spread between units, n_eff = G = 2, t on 1 df
+    est = S.mean_interval([1, 0, 0, 1], [1, 1, 2, 2])
+    low, high = _wilson_closed_form(0.5, 2.0, scipy.stats.t.ppf(0.975, 1))
+    assert (est.low, est.high) == (pytest.approx(max(0.0, low), abs=1e-12), pytest.approx(min(1.0, high), abs=1e-12))
+
+
+def test_mean_interval_edges_and_refusals():
+    assert S.mean_interval([]).as_dict() == {"n": 0, "mean": None, "low": None, "high": None, "method": "Wilson"}
+    assert S.mean_interval([], []).method == "Wilson (effective n, clusters)"
+    assert S.mean_interval([0.4]) == S.Estimate(1, 0.4, 0.0, 1.0, "whole range (one unit)")
+    assert S.mean_interval([0.4, 0.6, 0.2], [7, 7, 7]) == S.Estimate(3, pytest.approx(0.4), 0.0, 1.0,
+                                                                     "whole range (one unit)")
+    assert S.mean_interval([1.0]) == S.Estimate(1, 1.0, *S.wilson_interval(1, 1), "Wilson")
+    with pytest.raises(ValueError, match=r"^scores must lie in \[0, 1\]$"):
+        S.mean_interval([0.5, 1.5])
+    with pytest.raises(ValueError, match=r"^scores must lie in \[0, 1\]$"):
+        S.mean_interval([-0.1])
+    with pytest.raises(ValueError, match="finite"):
+        S.mean_interval([0.5, math.nan])
+    with pytest.raises(ValueError, match=r"^clusters must have one label per score \(2 != 3\)$"):
+        S.mean_interval([0.1, 0.2, 0.3], ["a", "b"])
+    # the seed is accepted but the chosen method does not resample
+    assert S.mean_interval([0.2, 0.9, 0.4], seed=1) == S.mean_interval([0.2, 0.9, 0.4], seed=2)
+    # Decimal from the database
+    assert S.mean_interval([Decimal("0.5"), Decimal("0.25")]) == S.mean_interval([0.5, 0.25])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_mean_from_moments_equals_mean_interval(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 60))
+    binary = (rng.random(n) < 0.8).astype(float)
+    cont = rng.beta(5, 1, n)
+    for x, is_binary in ((binary, True), (cont, False), (np.round(cont * 4) / 4, False)):
+        total, total_sq = math.fsum(x.tolist()), math.fsum((x * x).tolist())
+        assert S.mean_from_moments(n, total, total_sq, binary=is_binary) == S.mean_interval(x)
+    # exact sums (multiples of 1/4) need no fsum
+    x = [0.25, 0.5, 1.0, 0.75, 0.75]
+    assert S.mean_from_moments(5, sum(x), sum(v * v for v in x), binary=False) == S.mean_interval(x)
+    assert S.mean_from_moments(10, 10, 10, binary=True) == S.mean_interval([1] * 10)
+    assert S.mean_from_moments(0, 0, 0, binary=False).as_dict()["mean"] is None
+
+
+def test_mean_from_moments_refusals():
+    with pytest.raises(ValueError, match="impossible"):
+        S.mean_from_moments(3, 4.0, 4.0, binary=False)
+    with pytest.raises(ValueError, match="impossible"):
+        S.mean_from_moments(3, 1.0, 2.0, binary=False)  # sum of squares above the sum
+    with pytest.raises(ValueError, match=r"total_sq == total"):
+        S.mean_from_moments(3, 2, 1, binary=True)
+    with pytest.raises(ValueError, match="whole number"):
+        S.mean_from_moments(3, 1.5, 1.5, binary=True)
+    with pytest.raises(ValueError, match="finite"):
+        S.mean_from_moments(3, math.nan, 1.0, binary=False)
+
+
+# --- Krippendorff's alpha at every level, with an item bootstrap -----------------------------
+
+_KRIPP_EXAMPLE = [  # the krippendorff package's docstring example (Krippendorff's own data)
+    [np.nan, np.nan, np.nan, np.nan, np.nan, 3, 4, 1, 2, 1, 1, 3, 3, np.nan, 3],
+    [1, np.nan, 2, 1, 3, 3, 4, 3, np.nan, np.nan, np.nan, np.nan, np.nan, np.nan, np.nan],
+    [np.nan, np.nan, 2, 1, 3, 4, 4, np.nan, 2, 1, 1, 3, 3, np.nan, 4],
+]
+
+
+@pytest.mark.parametrize("level", ["nominal", "ordinal", "interval"])
+def test_krippendorff_alpha_matches_the_package(level):
+    est = S.krippendorff_alpha(np.array(_KRIPP_EXAMPLE), level=level)
+    expected = krippendorff.alpha(reliability_data=_KRIPP_EXAMPLE, level_of_measurement=level)
+    assert est.mean == pytest.approx(expected, rel=1e-12)
+    assert est.n == 12  # items with at least two ratings
+    assert est.method == f"bootstrap over items (percentile), {level}"
+    assert est.low <= est.mean <= est.high <= 1.0
+    # the same data as per-item counts, and as a list of lists with None
+    counts = _reliability_to_counts(np.array(_KRIPP_EXAMPLE, dtype=float))
+    assert S.krippendorff_alpha(counts, level=level) == est
+    as_lists = [[None if math.isnan(v) else v for v in row] for row in _KRIPP_EXAMPLE]
+    assert S.krippendorff_alpha(as_lists, level=level) == est
+
+
+def test_krippendorff_alpha_ordinal_hand_case():
+    # two coders, items (1,1) (2,2) (3,3) (1,2) (3,2) (1,3); ordinal differs from nominal and
+    # interval, and the package gives the value
+    data = [[1, 2, 3, 1, 3, 1], [1, 2, 3, 2, 2, 3]]
+    ordinal = S.krippendorff_alpha(data, level="ordinal")
+    assert ordinal.mean == pytest.approx(krippendorff.alpha(reliability_data=data, level_of_measurement="ordinal"),
+                                         rel=1e-12)
+    # hand: values 1, 2, 3 with n_c = 4, 4, 4 (n = 12); ordinal delta_ck = (sum_{g=c..k} n_g - (n_c + n_k)/2)^2:
+    # delta_12 = delta_23 = (8 - 4)^2 = 16, delta_13 = (12 - 4)^2 = 64.  Coincidences off the
+    # diagonal (two ratings per item, so each item adds 1 per ordered pair): items 4, 5, 6 give
+    # o_12 = o_21 = o_23 = o_32 = o_13 = o_31 = 1
+    # D_o = sum_{c,k} o_ck delta_ck = 2 (16 + 16 + 64) = 192
+    # D_e = sum_{c,k} n_c n_k delta_ck / (n - 1) = 2 * 16 (16 + 16 + 64) / 11 = 3072 / 11
+    # alpha = 1 - D_o / D_e = 1 - 192 * 11 / 3072 = 1 - 0.6875 = 0.3125
+    assert ordinal.mean == pytest.approx(0.3125, rel=1e-12)
+    nominal = S.krippendorff_alpha(data, level="nominal")
+    # nominal: D_o = 6, D_e = 2 * 16 * 3 / 11 = 96 / 11, alpha = 1 - 66 / 96 = 0.3125 as well
+    # here (three equidistant disagreements); interval: delta = (c - k)^2 = 1, 1, 4:
+    # D_o = 2 * 6 = 12, D_e = 2 * 16 * 6 / 11 = 192 / 11, alpha = 1 - 132 / 192 = 0.3125
+    assert nominal.mean == pytest.approx(0.3125, rel=1e-12)
+    assert S.krippendorff_alpha(data, level="interval").mean == pytest.approx(0.3125, rel=1e-12)
+    # nominal agrees with the exact-arithmetic krippendorff_alpha_nominal
+    assert nominal.mean == pytest.approx(S.krippendorff_alpha_nominal(_reliability_to_counts(np.array(
+        data, dtype=float))), rel=1e-12)
+
+
+def test_krippendorff_alpha_ordinal_differs_from_nominal():
+    data = [[1, 2, 3, 4, 1, 4], [1, 2, 3, 4, 2, 1]]
+    for level in ("nominal", "ordinal", "interval"):
+        assert S.krippendorff_alpha(data, level=level).mean == pytest.approx(
+            krippendorff.alpha(reliability_data=data, level_of_measurement=level), rel=1e-12)
+    assert S.krippendorff_alpha(data, level="ordinal").mean != pytest.approx(
+        S.krippendorff_alpha(data, level="nominal").mean)
+
+
+def test_krippendorff_alpha_bootstrap_and_edges():
+    counts = [{"a": 2}, {"b": 2}, {"a": 1, "b": 1}, {"a": 3}, {"b": 2, "c": 1}, {"c": 2}, {"x": 1}]
+    one = S.krippendorff_alpha(counts, n_boot=400, seed=3)
+    assert one == S.krippendorff_alpha(counts, n_boot=400, seed=3)
+    assert one != S.krippendorff_alpha(counts, n_boot=400, seed=4)
+    assert one.n == 6 and one.mean == pytest.approx(S.krippendorff_alpha_nominal(counts), rel=1e-12)
+    assert one.low < one.mean < one.high
+    assert S.krippendorff_alpha([{"a": 2}, {"a": 3}]).as_dict()["mean"] is None  # one value only
+    assert math.isnan(S.krippendorff_alpha([]).mean) and S.krippendorff_alpha([]).n == 0
+    assert math.isnan(S.krippendorff_alpha([{"a": 1}]).mean)
+    est = S.krippendorff_alpha(counts, n_boot=0)
+    assert math.isnan(est.low) and not math.isnan(est.mean)
+    with pytest.raises(ValueError, match="level must be"):
+        S.krippendorff_alpha(counts, level="ratio-ish")
+    with pytest.raises(TypeError, match="numeric"):
+        S.krippendorff_alpha(counts, level="interval")
+
+
+# --- rankings, Holm, paired effects ------------------------------------------------------------
+
+
+def test_rank_intervals_clear_cases():
+    rng = np.random.default_rng(0)
+    a = rng.random(30)
+    assert S.rank_intervals({"a": a + 0.5, "b": a}) == {"a": (1, 1), "b": (2, 2)}
+    tied = S.rank_intervals({"a": a, "b": a.copy()})
+    assert tied == {"a": (1, 2), "b": (1, 2)}
+    assert {S.rank_label(v) for v in tied.values()} == {"1-2"}
+    assert S.rank_label((2, 2)) == "2"
+    # c is far below two close systems
+    b = np.clip(a + rng.normal(0, 0.05, 30), 0, 1)
+    three = S.rank_intervals({"a": a, "b": b, "c": a * 0.1}, n_boot=500, seed=1)
+    assert three["c"] == (3, 3) and three["a"] == (1, 2) and three["b"] == (1, 2)
+    assert S.tied_groups(three) == [["a", "b"], ["c"]]
+    assert S.rank_intervals({"a": a, "b": b}, seed=2) == S.rank_intervals({"a": a, "b": b}, seed=2)
+
+
+def test_rank_intervals_hand_case_and_edges():
+    # two items; a = (1, 0), b = (0, 1): resamples {1,1}: a first, {2,2}: b first, {1,2}: tie,
+    # so both systems take every rank
+    assert S.rank_intervals({"a": [1, 0], "b": [0, 1]}, n_boot=200) == {"a": (1, 2), "b": (1, 2)}
+    assert S.rank_intervals({}) == {}
+    assert S.rank_intervals({"a": [], "b": []}) == {"a": (1, 2), "b": (1, 2)}
+    assert S.rank_intervals({"only": [0.3, 0.4]}) == {"only": (1, 1)}
+    with pytest.raises(ValueError, match="same items"):
+        S.rank_intervals({"a": [1, 2], "b": [1]})
+    with pytest.raises(ValueError, match="n_boot"):
+        S.rank_intervals({"a": [1]}, n_boot=0)
+
+
+def test_tied_groups_chain_through_overlaps():
+    intervals = {"a": (1, 2), "b": (2, 3), "c": (3, 3), "d": (4, 5), "e": (4, 5)}
+    assert S.tied_groups(intervals) == [["a", "b", "c"], ["d", "e"]]
+    assert S.tied_groups({"x": (1, 1), "y": (2, 2)}) == [["x"], ["y"]]
+    assert S.tied_groups({}) == []
+
+
+def test_holm_hand_case_and_statsmodels():
+    from statsmodels.stats.multitest import multipletests
+
+    # sorted 0.01, 0.03, 0.04 times 3, 2, 1 = 0.03, 0.06, 0.04 -> running max 0.03, 0.06, 0.06
+    assert S.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06], rel=1e-12)
+    p = np.random.default_rng(4).random(12) ** 3
+    assert S.holm(p) == pytest.approx(multipletests(p, method="holm")[1].tolist(), rel=1e-12)
+    # nan (no test) stays nan and is not counted: two tests, not three
+    out = S.holm([0.02, math.nan, 0.04])
+    assert out[0] == pytest.approx(0.04) and math.isnan(out[1]) and out[2] == pytest.approx(0.04)
+    assert S.holm([]) == []
+    assert S.holm([0.9, 0.8]) == [1.0, 1.0]  # 0.8 * 2 = 1.6, capped at 1
+    with pytest.raises(ValueError, match="p-values"):
+        S.holm([1.5])
+
+
+def test_paired_effect_hand_case():
+    # d = a - b = (1, 2, 2, 3): mean 2, sd = sqrt(2/3), se = sd / 2, t_{0.975,3} = 3.182446305284263
+    res = S.paired_effect([1, 2, 3, 4], [0, 0, 1, 1])
+    half = 3.182446305284263 * math.sqrt(2 / 3) / 2
+    assert res["difference"] == S.Estimate(4, 2.0, pytest.approx(2 - half, rel=1e-12),
+                                           pytest.approx(2 + half, rel=1e-12), "t on paired differences")
+    assert res["cohen_dz"] == pytest.approx(2 / math.sqrt(2 / 3), rel=1e-12)
+    assert res["p"] == pytest.approx(scipy.stats.ttest_rel([1, 2, 3, 4], [0, 0, 1, 1]).pvalue, rel=1e-12)
+    # interval = scipy's t confidence interval for the mean difference
+    ci = scipy.stats.ttest_rel([1, 2, 3, 4], [0, 0, 1, 1]).confidence_interval()
+    assert (res["difference"].low, res["difference"].high) == pytest.approx((ci.low, ci.high), rel=1e-12)
+
+
+def test_paired_effect_degenerate():
+    same = S.paired_effect([1, 2], [0, 1])  # constant difference 1: no spread
+    assert same["difference"] == S.Estimate(2, 1.0, 1.0, 1.0, "t on paired differences")
+    assert same["cohen_dz"] == math.inf and math.isnan(same["p"])
+    zero = S.paired_effect([0.5, 0.5], [0.5, 0.5])
+    assert zero["difference"].low == 0.0 and math.isnan(zero["cohen_dz"])
+    one = S.paired_effect([1.0], [0.0])
+    assert one["difference"].n == 1 and math.isnan(one["difference"].low) and math.isnan(one["cohen_dz"])
+    assert S.paired_effect([], [])["difference"].n == 0
