@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from click.testing import CliRunner
 from sqlalchemy import select
 
@@ -17,8 +16,8 @@ from app.kinds.sts.cli import sts
 from app.kinds.sts.leaderboard import corrected_cell, estimate, markers, ttc_cell
 from app.kinds.sts.models import Scenario
 from app.studies import services
-from app.studies.models import Item, Study
-from tests.conftest import make_user
+from app.studies.models import Study
+from tests.conftest import login, make_user
 from tests.integration.test_sts import _truth
 from tests.integration.test_sts_analysis import _mark_all, _sts_study, _three_agents
 from tests.integration.test_sts_suites import _generate, _json, _mine, _recordings, _suite
@@ -32,7 +31,7 @@ def _export(marks) -> str:
                      for m in marks)
 
 
-def test_the_section_shows_what_the_scorer_prints(session, tmp_path):
+def test_the_section_shows_what_the_scorer_prints(client, session, tmp_path):
     owner = make_user(session, "researcher")
     study = _sts_study(session, owner, _three_agents())
     # People mark what the simulator says, except every third reference episode and every
@@ -77,6 +76,14 @@ def test_the_section_shows_what_the_scorer_prints(session, tmp_path):
     expert = rows["expert"]["success"]
     assert expert["mean"] == expert["high"] == 1.0 and expert["low"] < 1.0
     assert "Wilson" in expert["method"] and "Rogan-Gladen" in rows["random"]["corrected_share"]["method"]
+    # The API's leaderboard carries the same section (the page renders it).
+    login(client, owner)
+    api = client.get(f"/api/v1/studies/{study.id}/leaderboard").json()
+    api_tables = {t["key"]: t for t in api["extra"]["tables"]}
+    assert api_tables["sts_agents"]["rows"] == json.loads(json.dumps(tables["sts_agents"]["rows"]))
+    assert api_tables["sts_categories"]["rows"] == json.loads(json.dumps(tables["sts_categories"]["rows"]))
+    page = client.get(f"/studies/{study.id}/leaderboard")
+    assert page.status_code == 200 and "Corrected" in page.text
     # The table says the same.
     table = CliRunner().invoke(sts, ["score", "--annotations", str(path)]).output
     assert "95% interval" in table and "corrected" in table
@@ -84,8 +91,6 @@ def test_the_section_shows_what_the_scorer_prints(session, tmp_path):
 
 def test_a_moved_takeover_leaves_the_mining_rules_column(client, session):
     owner = make_user(session, "researcher")
-    from tests.conftest import login
-
     api = _json(client, login(client, owner))
     _recordings(api, seeds=[1, 2])
     suite = _suite(api)
