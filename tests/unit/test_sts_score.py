@@ -187,7 +187,7 @@ def test_time_to_completion_median_and_its_order_statistic_interval():
     # n = 5: even (x_(1), x_(5)) covers only 1 - 2/32 = 93.75%: no interval.
     few = time_to_completion([1, 2, 3, 4, 5])
     assert (few["median"], few["low"], few["high"]) == (3, None, None) and "n = 5" in few["note"]
-    assert time_to_completion([1, 2, 3, 4, 5, 6])[("low")] == 1  # 1 - 2/64 = 96.9%
+    assert time_to_completion([1, 2, 3, 4, 5, 6])["low"] == 1  # 1 - 2/64 = 96.9%
 
 
 def test_a_mining_rule_tag_counts_only_where_the_takeover_still_matches():

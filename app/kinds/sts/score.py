@@ -167,11 +167,11 @@ def time_to_completion(times: list[float]) -> dict:
     n = len(steps)
     out = {"median": median(steps) if n else None, "low": None, "high": None, "n": n, "method": TTC_METHOD,
            "steps": steps}
+    import numpy as np
     from scipy.stats import binom
 
-    j = 0
-    while n and binom.cdf(j, n, 0.5) <= 0.025:  # P(B <= j) = P(B < j + 1)
-        j += 1
+    # j = how many m have P(B <= m) <= 2.5%, i.e. the largest j with P(B < j) <= 2.5%.
+    j = int(np.count_nonzero(binom.cdf(np.arange(n + 1), n, 0.5) <= 0.025)) if n else 0
     if j:
         out["low"], out["high"] = steps[j - 1], steps[n - j]
     else:
