@@ -11,7 +11,9 @@ independent draw otherwise, so the marginal distribution (and the true mean) is 
 the intra-cluster correlation is 1/4.
 
 A second table compares, without clusters, the interval the leaderboards used before
-(``bootstrap_mean_interval``, percentile), scipy's BCa bootstrap and Student's t on items.
+(``bootstrap_mean_interval``, percentile), scipy's BCa bootstrap and Student's t on items; a
+third gives the coverage of ``paired_effect``'s interval for a difference of two systems on
+the same items (Bonett-Price for binary scores, t otherwise), with t beside it.
 Figures printed, nothing asserted (tests/unit/test_coverage.py asserts a smaller run).
 
     python bench/coverage.py [--quick] [--reps N] [--seed S]
@@ -114,6 +116,52 @@ def percentile(x: np.ndarray) -> stats.Estimate:
     return stats.bootstrap_mean_interval(x, n_boot=1000, seed=0)
 
 
+# Paired comparisons: name -> (true difference, draw(rng, shape) -> (a, b)).  "b <= a" pairs
+# share one uniform per item, so discordant pairs go one way and are rare.
+PAIRS = {
+    "binary 0.9 vs 0.8, b <= a": (0.1, lambda rng, shape: _shared_uniform(rng, shape, 0.9, 0.8)),
+    "binary 0.97 vs 0.9, b <= a": (0.07, lambda rng, shape: _shared_uniform(rng, shape, 0.97, 0.9)),
+    "binary 0.6 vs 0.5, independent": (0.1, lambda rng, shape: ((rng.random(shape) < 0.6) * 1.0,
+                                                                (rng.random(shape) < 0.5) * 1.0)),
+    "binary 0.9 vs 0.9, independent": (0.0, lambda rng, shape: ((rng.random(shape) < 0.9) * 1.0,
+                                                                (rng.random(shape) < 0.9) * 1.0)),
+    "Beta(8,1) vs it minus U(0,0.2)": (0.1, lambda rng, shape: _beta_minus_uniform(rng, shape)),
+}
+
+
+def _shared_uniform(rng, shape, pa, pb):
+    u = rng.random(shape)
+    return (u < pa) * 1.0, (u < pb) * 1.0
+
+
+def _beta_minus_uniform(rng, shape):
+    # b = a - U(0, 0.2) (the uniform is subtracted before clipping at 0; the clip moves the
+    # mean difference by under 1e-6 since P(a < 0.2) = 0.2**8)
+    a = rng.beta(8.0, 1.0, shape)
+    return a, np.clip(a - rng.uniform(0.0, 0.2, shape), 0.0, 1.0)
+
+
+def paired_coverage(rng: np.random.Generator, name: str, n: int, reps: int, interval=None) -> float:
+    """Share of studies whose interval for mean(a - b) holds the true difference."""
+    truth, draw = PAIRS[name]
+    if interval is None:
+        def interval(x, y):
+            return stats.paired_effect(x, y)["difference"]
+    a, b = draw(rng, (reps, n))
+    hits = 0
+    for x, y in zip(a, b):
+        est = interval(x, y)
+        hits += est.low <= truth <= est.high
+    return hits / reps
+
+
+def t_on_differences(x: np.ndarray, y: np.ndarray) -> stats.Estimate:
+    d = x - y
+    if np.ptp(d) == 0:
+        return stats.Estimate(d.size, float(d[0]), float(d[0]), float(d[0]), "t on paired differences")
+    return t_on_items(d)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="500 studies per cell, 100 in the comparison")
@@ -141,6 +189,19 @@ def main() -> None:
     for name in DISTRIBUTIONS:
         for label, fn in (("percentile bootstrap", percentile), ("BCa bootstrap", bca), ("t on items", t_on_items)):
             cells = [coverage(rng, name, n, compare_reps, False, fn) for n in SIZES]
+            print(f"| {name} | {label} | " + " | ".join(f"{c:.1%}" for c in cells) + " |")
+    print(f"\npaired_effect's interval for mean(a - b), {compare_reps} studies per cell; "
+          f"t on the paired differences beside it\n")
+    print("| systems | method | " + " | ".join(f"n = {n}" for n in SIZES) + " |")
+    print("|---|---|" + "---|" * len(SIZES))
+    for name in PAIRS:
+        a, b = PAIRS[name][1](np.random.default_rng(0), (1, 3))
+        chosen = stats.paired_effect(a[0], b[0])["difference"].method
+        rows = [(chosen, None)]
+        if chosen != stats.T_PAIRED:
+            rows.append((stats.T_PAIRED, t_on_differences))
+        for label, fn in rows:
+            cells = [paired_coverage(rng, name, n, compare_reps, fn) for n in SIZES]
             print(f"| {name} | {label} | " + " | ".join(f"{c:.1%}" for c in cells) + " |")
     print(f"\n({time.perf_counter() - start:.0f} s)")
 

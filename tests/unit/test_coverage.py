@@ -96,3 +96,30 @@ def test_the_percentile_bootstrap_fails_this_test():
 
     assert bench.exact_binary_coverage(percentile, 20, 0.9) == pytest.approx(0.8756, abs=5e-4)
     assert bench.exact_binary_coverage(percentile, 10, 0.9) < 0.66
+
+
+# --- paired differences: paired_effect's interval ---------------------------------------------
+
+PAIR_REPS = 1000
+PAIR_CELLS = [(name, n) for name in bench.PAIRS for n in (10, 20, 50)]
+
+
+@pytest.fixture(scope="module")
+def pair_table():
+    rng = np.random.default_rng(SEED + 1)
+    return {cell: bench.paired_coverage(rng, *cell, PAIR_REPS) for cell in PAIR_CELLS}
+
+
+@pytest.mark.parametrize("cell", PAIR_CELLS, ids=lambda c: f"{c[0]}-n{c[1]}")
+def test_paired_effect_covers(pair_table, cell):
+    # Bonett-Price (binary) is conservative when discordant pairs are rare (up to 100% at
+    # n <= 20), so only the floor is asserted for binary pairs; t for continuous scores is tight.
+    high = 0.97 if cell[0].startswith("Beta") else 1.0
+    assert 0.93 <= pair_table[cell] <= high, (cell, pair_table[cell])
+
+
+def test_t_on_paired_differences_fails_rare_discordance():
+    # why binary pairs do not use t: 0.9 vs 0.8 with b <= a, n = 20 - t covers about 88%
+    rng = np.random.default_rng(SEED + 2)
+    cover = bench.paired_coverage(rng, "binary 0.9 vs 0.8, b <= a", 20, PAIR_REPS, bench.t_on_differences)
+    assert cover < 0.91

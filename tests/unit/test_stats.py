@@ -1480,6 +1480,30 @@ def test_paired_effect_degenerate():
     assert same["cohen_dz"] == math.inf and math.isnan(same["p"])
     zero = S.paired_effect([0.5, 0.5], [0.5, 0.5])
     assert zero["difference"].low == 0.0 and math.isnan(zero["cohen_dz"])
-    one = S.paired_effect([1.0], [0.0])
+    one = S.paired_effect([0.7], [0.2])
     assert one["difference"].n == 1 and math.isnan(one["difference"].low) and math.isnan(one["cohen_dz"])
     assert S.paired_effect([], [])["difference"].n == 0
+    assert math.isnan(S.paired_effect([], [])["difference"].low)
+
+
+def test_paired_effect_binary_is_bonett_price():
+    # a beats b on items 2 and 10, never the reverse: n12 = 2, n21 = 0, n = 10.
+    # q12 = 3/12, q21 = 1/12, centre 1/6, var = (4/12 - 1/36) / 12 = 0.0254630, half = z * 0.1595710
+    a = [1, 1, 1, 0, 1, 1, 0, 1, 1, 1]
+    b = [1, 0, 1, 0, 1, 1, 0, 1, 1, 0]
+    res = S.paired_effect(a, b)
+    half = S.Z95 * math.sqrt((4 / 12 - (2 / 12) ** 2) / 12)
+    assert res["difference"] == S.Estimate(10, 0.2, pytest.approx(1 / 6 - half, rel=1e-12),
+                                           pytest.approx(1 / 6 + half, rel=1e-12), "adjusted Wald (Bonett-Price)")
+    assert (res["difference"].low, res["difference"].high) == pytest.approx((-0.1460871, 0.4794204), abs=1e-7)
+    assert res["p"] == pytest.approx(scipy.stats.ttest_rel(a, b).pvalue, rel=1e-12)
+    # d = (0, 1, 0, 0, 0, 0, 0, 0, 0, 1): mean 0.2, sd = sqrt(0.16 * 10 / 9), d_z = 0.2 / sd
+    assert res["cohen_dz"] == pytest.approx(0.2 / math.sqrt(1.6 / 9), rel=1e-12)
+    # all pairs concordant: q12 = q21 = 1/12, an interval around 0 of half-width
+    # z sqrt((2/12) / 12) = 0.2309840, not [0, 0]
+    same = S.paired_effect([1] * 10, [1] * 10)["difference"]
+    assert (same.low, same.high) == pytest.approx((-0.2309840, 0.2309840), abs=1e-7)
+    assert same.high == pytest.approx(S.Z95 * math.sqrt(2 / 144), rel=1e-12)
+    # clipped to [-1, 1] and holding the observed difference
+    big = S.paired_effect([1] * 3, [0] * 3)["difference"]
+    assert big.high == 1.0 and big.low <= 1.0 and big.mean == 1.0
