@@ -281,8 +281,8 @@ def mean_from_moments(n: int, total: float, total_sq: float, *, binary: bool) ->
         successes = _count(total, "total of binary scores")
         if total_sq != total:
             raise ValueError("binary scores need total_sq == total (x * x == x for 0 and 1)")
-        return Estimate(n=n, mean=successes / n if n else NAN, low=wilson_interval(successes, n)[0],
-                        high=wilson_interval(successes, n)[1], method=WILSON)
+        low, high = wilson_interval(successes, n)
+        return Estimate(n=n, mean=successes / n if n else NAN, low=low, high=high, method=WILSON)
     if n == 0:
         return Estimate(n=0, mean=NAN, low=NAN, high=NAN, method=WILSON_EFFECTIVE)
     mean = min(1.0, max(0.0, total / n))
@@ -465,8 +465,9 @@ def krippendorff_alpha(data, level: str = "nominal", n_boot: int = 1000, seed: i
     """Krippendorff's alpha at the given level of measurement, with a 95% bootstrap interval.
 
     ``data`` is either per-item value counts (an iterable of ``value -> number of ratings``
-    mappings, as :func:`krippendorff_alpha_nominal` takes) or reliability data (a raters x items
-    matrix, ``nan`` or ``None`` where a rater did not rate an item).  ``level`` is ``"nominal"``,
+    mappings, as :func:`krippendorff_alpha_nominal` takes; any hashable values) or reliability
+    data (a raters x items matrix of numeric ratings, ``nan`` or ``None`` where a rater did not
+    rate an item).  ``level`` is ``"nominal"``,
     ``"ordinal"`` (values ordered by their natural order) or ``"interval"`` (numeric values).
 
     The point value is the ``krippendorff`` package's ``alpha``.  The interval is the 2.5th-97.5th
