@@ -1035,12 +1035,12 @@ def paired_effect(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
     * otherwise Student's t on the paired differences, ``mean +/- t_{n-1} sd / sqrt(n)``
       (method ``"t on paired differences"``).
 
-    Coverage measured (2,000 simulated studies per cell, n = 10, 20, 50, 200): for binary
-    systems (0.9 vs 0.8 and 0.97 vs 0.9 with b <= a on every item, independent 0.6 vs 0.5,
-    0.9 vs 0.9, 0.97 vs 0.9, 0.5 vs 0.5) Bonett-Price covers 93.8-100% (conservative at n <= 20
-    when discordant pairs are rare), where t on the differences covers 51% and 65% at n = 10
-    and 77-88% at n = 20-50 for the rare-discordance cases; for continuous scores (Beta(8, 1)
-    minus Uniform(0, 0.2)) t covers 94.2-94.8%.
+    Coverage measured (bench/coverage.py, 1,000 simulated studies per cell, n = 10, 20, 50,
+    200; docs/benchmarks.md "Interval coverage"): for binary systems (0.9 vs 0.8 and 0.97 vs
+    0.9 with b <= a on every item, independent 0.6 vs 0.5 and 0.9 vs 0.9) Bonett-Price covers
+    93.8-100% (conservative at n <= 20 when discordant pairs are rare), where t on the
+    differences covers 53% and 66% at n = 10 and 76-88% at n = 20-50 in the rare-discordance
+    cases; for continuous scores (Beta(8, 1) minus Uniform(0, 0.2)) t covers 94.3-95.5%.
 
     Degenerate cases follow :func:`paired_t_test`: with no spread in the differences the
     t interval is the single point, ``cohen_dz`` is ``nan`` for a zero difference and infinite
