@@ -7,6 +7,7 @@ import hmac
 import json
 import logging
 import time
+from pathlib import Path
 from urllib.parse import parse_qsl
 
 import anyio
@@ -475,6 +476,15 @@ def create_app(database_url: str | None = None) -> FastAPI:
                                  headers={"Content-Disposition": content_disposition(name)})
 
     _docs_pages(app)
+
+    @app.get("/help/statistics", include_in_schema=False)
+    def statistics_help():
+        """docs/statistics.md, which every leaderboard table links to: what each figure is."""
+        doc = Path(__file__).resolve().parent.parent / "docs" / "statistics.md"
+        if not doc.is_file():  # an install without the repository's docs
+            raise HTTPException(404, "docs/statistics.md is not installed here; it is in the "
+                                     "repository's docs folder")
+        return PlainTextResponse(doc.read_text("utf-8"))
 
     @app.get("/healthz", include_in_schema=False)
     def health():

@@ -112,6 +112,16 @@ class TaskKind(ABC):
     # What a consistency cluster is in this kind's words, for the leaderboard's legend ("" to
     # say nothing beyond "share of clusters with every item right").
     cluster_help: ClassVar[str] = ""
+    # The leaderboard's lead (DESIGN.md section 7: each kind's page leads with its own primary
+    # metric). `primary_table`: the key of the extra_leaderboard table that opens the page;
+    # None: the generic table does (its metric `score_label`, titled `score_title`: what the
+    # item score is, in the kind's words). `generic_table`: whether the generic table (score,
+    # per category, consistency; agents, baselines, people, majority) means anything for the
+    # kind, or only repeats what its own tables show better.
+    primary_table: ClassVar[str | None] = None
+    generic_table: ClassVar[bool] = True
+    score_label: ClassVar[str] = "Accuracy"
+    score_title: ClassVar[str] = "Accuracy: the share of items answered right"
     # A section of the study page (e.g. generation runs), with study_context() as its context.
     study_template: ClassVar[str | None] = None
 

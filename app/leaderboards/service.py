@@ -38,15 +38,17 @@ from app.studies.models import Annotation, Item, Study
 
 
 def _est(k: float, n: int) -> dict:
-    # A copy: callers own the dict they get.
-    return dict(_proportion(int(round(k)), n))
+    """The mean of `n` item scores in [0, 1] that sum to `k`, never rounded to a count: Wilson's
+    interval, exact for right/wrong scores and, for partial credit (only the sum is kept in the
+    running totals), conservative by the variance bound mean(1 - mean) (stats.bounded_mean)."""
+    return dict(_bounded(float(k), n))  # a copy: callers own the dict they get
 
 
 @lru_cache(maxsize=65536)
-def _proportion(k: int, n: int) -> dict:
-    """Many rows share a (right, answered) pair (10,000 annotators with 100 answers each have
-    a few hundred): each Wilson interval is computed once."""
-    return stats.proportion(k, n).as_dict()
+def _bounded(k: float, n: int) -> dict:
+    """Many rows share a (score sum, answered) pair (10,000 annotators with 100 answers each
+    have a few hundred): each interval is computed once."""
+    return stats.bounded_mean(k, n).as_dict()
 
 
 def _item_totals(session: Session, study: Study) -> tuple[int, dict[str, int], dict[str, int]]:

@@ -58,6 +58,7 @@ __all__ = [
     "krippendorff_alpha_nominal",
     "fleiss_kappa",
     "bootstrap_mean_interval",
+    "bounded_mean",
     "paired_t_test",
     "paired_cluster_difference",
     "paired_cluster_differences",
@@ -250,6 +251,28 @@ def _effective_n_interval(n: int, mean: float, var_of_mean: float, units: int, m
         n_eff = float(units)
     low, high = _wilson_real(mean, n_eff, _t975(units - 1))
     return Estimate(n=n, mean=mean, low=min(low, mean), high=max(high, mean), method=method)
+
+
+WILSON_BOUND = "Wilson (variance bound)"
+
+
+def bounded_mean(total: float, n: int) -> Estimate:
+    """The mean of ``n`` scores in [0, 1] of which only the sum ``total`` is known (running
+    totals that keep no sum of squares), never rounded to a count: Wilson's interval with the
+    count ``total``.  For right/wrong scores (a whole ``total``) it is Wilson's interval for the
+    share; for partial credit it is conservative, since a score in [0, 1] with mean ``m`` has a
+    variance of at most ``m (1 - m)``, a Bernoulli's (method ``"Wilson (variance bound)"``).
+    Where the scores themselves are at hand, :func:`mean_interval` is tighter."""
+    n = _count(n, "n")
+    total = float(total)
+    if not (math.isfinite(total) and -1e-9 <= total <= n + 1e-9):
+        raise ValueError(f"a total of {total!r} is impossible for {n} scores in [0, 1]")
+    if n == 0:
+        return Estimate(n=0, mean=NAN, low=NAN, high=NAN, method=WILSON)
+    mean = min(1.0, max(0.0, total / n))
+    low, high = _wilson_real(mean, n, Z95)
+    return Estimate(n=n, mean=mean, low=low, high=high,
+                    method=WILSON if total.is_integer() else WILSON_BOUND)
 
 
 def _check_unit_scores(x: np.ndarray) -> None:

@@ -62,7 +62,7 @@ def test_generate_preview_create_import_export(client, session):
                                                         Item.is_gold.is_(False))).all()
     yes = sum(x["answer"] == "Yes" for x in refs)
     row = re.search(r'<tr class="agent"><td>yes-man v1</td><td>agent</td><td>(\d+)</td>'
-                    r'<td>([0-9.]+) <span class="muted">', board.text)
+                    r'<td><span title="[^"]*">([0-9.]+) <span class="muted">', board.text)
     assert row is not None, board.text
     assert (int(row.group(1)), row.group(2)) == (len(refs), f"{yes / len(refs):.3f}")
 

@@ -48,6 +48,10 @@ class ReferenceGame(TaskKind):
     replay_item_template: ClassVar[str | None] = "kinds/a3ds/replay_item.html"
     Response = Pick
     category_label: ClassVar[str] = "z (features that differ)"
+    # Captioners are measured by the listeners' accuracy on their captions (the section);
+    # the generic table is the listeners' own accuracy.
+    primary_table: ClassVar[str | None] = "a3ds_accuracy"
+    score_title: ClassVar[str] = "Listeners: the share of pictures picked right, per listener"
     item_noun: ClassVar[str] = "Picture pair"
     # "Can't tell" is offered unless the study's cant_tell option is 0 (import_items); the
     # instructions are the kind's, so they say "when offered".

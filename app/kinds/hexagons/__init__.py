@@ -43,6 +43,10 @@ class Hexagons(TaskKind):
     replay_item_template: ClassVar[str | None] = "kinds/hexagons/replay_item.html"
     Response = Execution
     category_label: ClassVar[str] = "category"
+    # Item scores are continuous (board F1 and the like): the generic majority and agreement
+    # of exact score values mean nothing; the section's metrics table is the lead.
+    primary_table: ClassVar[str | None] = "hexagons_metrics"
+    generic_table: ClassVar[bool] = False
     item_noun: ClassVar[str] = "Procedure"
     keyboard_hint: ClassVar[str] = "Enter: next step; S: send (on the last step, once every step was shown)."
     # A description study's page types into a text box, so Enter and S are text there.

@@ -114,6 +114,10 @@ class Navigation(TaskKind):
     item_template: ClassVar[str] = "kinds/navigation/item.html"
     Response = NavigationResponse
     category_label: ClassVar[str] = "speaker"
+    # Success alone per speaker would repeat the metrics table's SR column.
+    primary_table: ClassVar[str | None] = "navigation_metrics"
+    generic_table: ClassVar[bool] = False
+    score_label: ClassVar[str] = "Success rate"
     item_noun: ClassVar[str] = "Instruction"
     keyboard_hint: ClassVar[str] = ("Left/right arrows: look around; Enter: walk to the highlighted "
                                     "marker; s: stop; k or Escape: keep walking; 1-4: rate; Enter: next.")

@@ -46,6 +46,10 @@ class StandardisedTestSuite(TaskKind):
     replay_item_template: ClassVar[str | None] = "kinds/sts/replay_item.html"
     Response = STSResponse
     category_label: ClassVar[str] = "category"
+    # Items score an annotator's marker against the truth; agents are measured by the
+    # success share of their continuations, which only the section computes.
+    primary_table: ClassVar[str | None] = "sts_agents"
+    generic_table: ClassVar[bool] = False
     item_noun: ClassVar[str] = "Episode"
     keyboard_hint: ClassVar[str] = ("Watching an episode: space plays, arrows step (shift: ten), s or f marks "
                                     "success or failure here. Playing a mission: arrows turn and move, p, d and t "
