@@ -146,10 +146,14 @@ def _many(agent, outcomes, scenarios=1):
 
 
 def test_the_share_has_a_wilson_interval_that_does_not_collapse_at_one():
-    a = score(read_markers(_many("A", [1] * 10)))["agents"]["A"]
+    a = score(read_markers(_many("A", [1] * 10, scenarios=10)))["agents"]["A"]
     assert (a["mean"], a["success"], a["se"], a["n"]) == (1.0, 1.0, 0.0, 10)
     assert (a["low"], a["high"]) == wilson_interval(10, 10) and 0.65 < a["low"] < 0.75 and a["high"] == 1.0
     assert "Wilson" in a["method"] and "note" not in a
+    # Ten continuations of one scenario say nothing of the suite's other scenarios: the
+    # scenario is the unit, and one unit leaves the whole range.
+    one = score(read_markers(_many("A", [1] * 10, scenarios=1)))["agents"]["A"]
+    assert (one["mean"], one["low"], one["high"], one["method"]) == (1.0, 0.0, 1.0, "whole range (one unit)")
     # A tie's half success: the closed form at 1.5 of 3, between the intervals of 1 and 2 of 3.
     e = share([1.0, 0.5, 0.0])
     assert wilson_interval(1, 3)[0] < e["low"] < wilson_interval(2, 3)[0]
@@ -215,10 +219,16 @@ def test_the_command_prints_intervals_corrected_shares_and_time_to_completion(tm
     assert out.exit_code == 0, out.output
     got = json.loads(out.output)
     a = got["agents"]["A"]
-    assert (a["success"], a["n"], a["low"], a["high"]) == (0.6, 10, *wilson_interval(6, 10))
+    # Two continuations per scenario (s0: 1, 1; s1-s4: 1, 0): the scenario is the unit. Cluster
+    # totals 2, 1, 1, 1, 1 about 0.6 x 2: squares 0.8^2 + 4 x 0.2^2 = 0.8, variance of the mean
+    # 5/4 x 0.8 / 10^2 = 0.01, n_eff = 0.6 x 0.4 / 0.01 = 24, Wilson at 24 with t(4) = 2.776.
+    from app.leaderboards.stats import _wilson_real
+
+    low, high = _wilson_real(0.6, 24.0, 2.7764451051977934)
+    assert (a["success"], a["n"]) == (0.6, 10) and (a["low"], a["high"]) == pytest.approx((low, high))
+    assert a["method"] == "Wilson (effective n, clusters)"
     assert a["corrected"]["mean"] == 0.6 and set(a["corrected"]) == {"mean", "low", "high", "n", "method"}
     assert a["ttc"]["steps"] == [3, 4, 5, 6, 7, 8] and a["ttc_median"] == 5.5
     table = CliRunner().invoke(sts, ["score", "--annotations", str(path)]).output
     assert "95% interval" in table and "corrected" in table and "ttc median" in table
-    low, high = wilson_interval(6, 10)
     assert f"[{low:.1%}, {high:.1%}]" in table and "too few: n = 3" in table

@@ -260,9 +260,9 @@ def _group_table(key: str, title: str, note: str, agents: list[str], groups: lis
     for a in agents:
         row = {"agent": a}
         for g in groups:
-            got = [o for k, o in outcomes.items() if k[0] == a and g in members[k]]
+            got = [(k[1], o) for k, o in outcomes.items() if k[0] == a and g in members[k]]
             if got:
-                row[f"g:{g}"] = estimate(share(got))
+                row[f"g:{g}"] = estimate(share([o for _, o in got], [sc for sc, _ in got]))
         rows.append(row)
     return {"key": key, "title": title, "note": note,
             "columns": [{"key": "agent", "label": "Agent"}] + [{"key": f"g:{g}", "label": g} for g in groups],

@@ -37,11 +37,10 @@ from statistics import median
 
 from app.errors import InputError
 from app.leaderboards.correction import rogan_gladen_estimate
-from app.leaderboards.stats import Z95, wilson_interval
+from app.leaderboards import stats
 
 MARKERS = ("success", "failure")
 MIN_N = 5  # fewer continuations than this: an estimate says "too few" rather than its interval
-SHARE_METHOD = "share of continuations; 95% Wilson interval"
 TTC_METHOD = ("median over successful continuations of the steps from the takeover to the success "
               "marker; 95% distribution-free interval (order statistics)")
 
@@ -127,33 +126,28 @@ def read_markers(lines: Iterable[str]) -> Iterator[Marker]:
         yield m
 
 
-def _wilson(k: float, n: int) -> tuple[float, float]:
-    """stats.wilson_interval; a count with a tie's half success in it takes the same closed form
-    at the fractional count (the interval is continuous in it)."""
-    if float(k).is_integer():
-        return wilson_interval(int(k), n)
-    p, z2 = k / n, Z95 * Z95
-    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
-    half = Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def too_few(n: int) -> str:
     return f"too few: n = {n}"
 
 
-def share(outcomes: list[float]) -> dict:
+def share(outcomes: list[float], scenarios: list[str] | None = None) -> dict:
     """n, success share p, its standard error sqrt(p(1-p)/n), and the estimate {mean, low, high,
-    n, method} (mean = p, Wilson interval), with "note" under MIN_N continuations."""
+    n, method} (mean = p), with "note" under MIN_N continuations. The interval is the core's
+    (stats.mean_interval): the continuations of one scenario share its difficulty, so given
+    each continuation's `scenarios` the scenario is the unit (Wilson at the effective n over
+    scenarios); without them, or with one continuation per scenario, Wilson's for the share
+    (a tie's half success counted as a half)."""
     n = len(outcomes)
     if not n:
         return {"n": 0, "success": None, "se": None, "mean": None, "low": None, "high": None,
-                "method": SHARE_METHOD, "note": too_few(0)}
-    k = sum(outcomes)
-    p = k / n
-    low, high = _wilson(k, n)
-    out = {"n": n, "success": p, "se": math.sqrt(p * (1 - p) / n), "mean": p, "low": low, "high": high,
-           "method": SHARE_METHOD}
+                "method": stats.WILSON, "note": too_few(0)}
+    clustered = scenarios is not None and len(set(scenarios)) < n
+    est = stats.mean_interval(outcomes, clusters=scenarios if clustered else None)
+    if not clustered and est.method != stats.WILSON:  # a tie's half: Wilson at the count
+        est = stats.bounded_mean(sum(outcomes), n)
+    p = est.mean
+    out = {"n": n, "success": p, "se": math.sqrt(p * (1 - p) / n), "mean": p, "low": est.low,
+           "high": est.high, "method": est.method}
     if n < MIN_N:
         out["note"] = too_few(n)
     return out
@@ -211,10 +205,12 @@ def score(markers: Iterable[Marker], *, seed: int = 0) -> dict:
     for agent in sorted(by_agent):
         rows = by_agent[agent]
         cats: dict[str, list[float]] = defaultdict(list)
+        cat_scenarios: dict[str, list[str]] = defaultdict(list)
         scenarios: dict[str, list[float]] = defaultdict(list)
         times = []
         for key, o, marks in rows:
             cats[category[key]].append(o)
+            cat_scenarios[category[key]].append(key[1])
             scenarios[key[1]].append(o)
             if o == 1.0:
                 times.append(median(s for m, s in marks if m == "success"))
@@ -225,8 +221,8 @@ def score(markers: Iterable[Marker], *, seed: int = 0) -> dict:
         if corrected["mean"] is not None and len(outcomes) < MIN_N:
             corrected["note"] = too_few(len(outcomes))
         ttc = time_to_completion(times)
-        agents[agent] = {**share(outcomes), "corrected": corrected,
-                         "per_category": {c: share(v) for c, v in sorted(cats.items())},
+        agents[agent] = {**share(outcomes, [key[1] for key, _, _ in rows]), "corrected": corrected,
+                         "per_category": {c: share(v, cat_scenarios[c]) for c, v in sorted(cats.items())},
                          "per_scenario": {s: sum(v) / len(v) for s, v in sorted(scenarios.items())},
                          "ttc": ttc, "ttc_median": ttc["median"]}
 
