@@ -116,17 +116,19 @@ class GenerationRun:
 
 @dataclass(frozen=True)
 class Estimate:
-    """A proportion with its 95% interval, over n."""
+    """An estimate with its 95% interval, over n units, and the interval's method."""
     n: int
     mean: float | None
     low: float | None
     high: float | None
+    method: str = ""
 
     @classmethod
     def from_json(cls, d: dict | None) -> Estimate | None:
         if not isinstance(d, dict) or "mean" not in d:
             return None
-        return cls(n=d.get("n", 0), mean=d.get("mean"), low=d.get("low"), high=d.get("high"))
+        return cls(n=d.get("n", 0), mean=d.get("mean"), low=d.get("low"), high=d.get("high"),
+                   method=str(d.get("method") or ""))
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,7 @@ class LeaderboardRow:
                    consistency=Estimate.from_json(d.get("consistency")), raw=d)
 
 
-CSV_FIELDS = ("type", "name", "metric", "category", "n", "mean", "low", "high")
+CSV_FIELDS = ("type", "name", "metric", "category", "n", "mean", "low", "high", "method")
 
 
 @dataclass(frozen=True)
@@ -177,7 +179,7 @@ class Leaderboard:
             for metric, cat, est in lines:
                 if est is not None:
                     w.writerow([r.type, r.name, metric, cat, est.n, _num(est.mean), _num(est.low),
-                                _num(est.high)])
+                                _num(est.high), est.method])
         return out.getvalue()
 
 

@@ -102,7 +102,7 @@ def run_export(session: Session, job, progress) -> dict:
     board = compute(session, study)
     scores_csv = io.StringIO()
     w = csv.writer(scores_csv)
-    w.writerow(["type", "name", "metric", "category", "n", "mean", "low", "high"])
+    w.writerow(["type", "name", "metric", "category", "n", "mean", "low", "high", "method"])
     for r in board["rows"]:
         rows = [[r["type"], r["name"], "accuracy", "all", *_flat(r["accuracy"])]]
         rows += [[r["type"], r["name"], "accuracy", cat, *_flat(est)]
@@ -150,4 +150,4 @@ class _Utf8Reader(io.RawIOBase):
 
 
 def _flat(est: dict) -> list:
-    return [est["n"], est["mean"], est["low"], est["high"]]
+    return [est["n"], est["mean"], est["low"], est["high"], est.get("method", "")]

@@ -308,7 +308,7 @@ def test_proctor_remote_does_a_study_from_the_command_line(server, tmp_path):
     # The export: scores as CSV to stdout (the progress bar on stderr), annotations to a file.
     out = server.remote("export", sid, "--file", "scores.csv")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines()[0] == "type,name,metric,category,n,mean,low,high"
+    assert out.stdout.splitlines()[0] == "type,name,metric,category,n,mean,low,high,method"
     assert "job " in out.stderr  # the bar
     target = tmp_path / "annotations.jsonl"
     out = server.remote("export", sid, "--file", "annotations.jsonl", "-o", str(target))
@@ -358,7 +358,7 @@ def test_the_worked_example_in_the_docs_runs_as_written(server, tmp_path):
     assert lines[2] == f"{len(rows)} answers imported"
     assert any(x.startswith("agent") and "my-model v1" in x and " 1.000 " in x for x in lines)
     assert lines[-1].startswith("422 title field 'title': String should have at least 1 character")
-    assert (tmp_path / "leaderboard.csv").read_text().startswith("type,name,metric,category,n,mean,low,high")
+    assert (tmp_path / "leaderboard.csv").read_text().startswith("type,name,metric,category,n,mean,low,high,method")
     assert (tmp_path / "annotations.csv").read_text().startswith("annotation_id,item,worker,")
 
 
