@@ -28,8 +28,11 @@ log = logging.getLogger(__name__)
 # Each kind adds its own as "<kind>.<job>" (TaskKind.jobs).
 CORE_HANDLERS: dict[str, str] = {
     "export": "app.studies.exports:run_export",
+    # Dawid-Skene labels and annotators' confusion matrices, cached in the job's row
+    # (app/leaderboards/annotators.py).
+    "dawid_skene": "app.leaderboards.annotators:run_job",
 }
-CORE_QUEUES: dict[str, str] = {"export": "exports"}
+CORE_QUEUES: dict[str, str] = {"export": "exports", "dawid_skene": "exports"}
 
 
 def handlers() -> dict[str, str]:
@@ -325,6 +328,14 @@ def sweep(stale_after: float = STALE_AFTER_S, resend_after: float = RESEND_AFTER
     return {"failed": gave_up, "resent": len(resend)}
 
 
+def refresh_cached_models() -> list[int]:
+    """Start the background fits whose cached results are stale (Dawid-Skene labels:
+    app/leaderboards/annotators.py); run with the sweeper, every minute."""
+    from app.leaderboards.annotators import refresh
+
+    return refresh()
+
+
 _wake = threading.Event()
 
 
@@ -352,6 +363,7 @@ def start_inprocess_worker(stop: threading.Event | None = None) -> threading.Thr
                 if time.monotonic() - last_sweep > 60:  # jobs a killed web process left running
                     last_sweep = time.monotonic()
                     sweep()
+                    refresh_cached_models()
             except Exception:
                 log.exception("in-process worker")
             _wake.wait(2.0)

@@ -2,7 +2,7 @@
 worker claims the queue's fairest job (app.jobs.run_turn), atomically, so a redelivered
 message (acks_late) never runs a job twice."""
 
-from app.jobs import CELERY_TASK, STALE_AFTER_S, SWEEP_TASK, run_turn, sweep
+from app.jobs import CELERY_TASK, STALE_AFTER_S, SWEEP_TASK, refresh_cached_models, run_turn, sweep
 from workers.celery_app import app
 
 
@@ -19,4 +19,6 @@ def run_job_task(self, job_id: int) -> str:
 
 @app.task(name=SWEEP_TASK)
 def sweep_jobs_task() -> dict:
-    return sweep()
+    result = sweep()
+    refresh_cached_models()  # stale Dawid-Skene results get a job (app/leaderboards/annotators.py)
+    return result

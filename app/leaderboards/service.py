@@ -186,7 +186,15 @@ def compute(session: Session, study: Study, annotators: tuple[int, int] | None =
     return {"study": study.slug, "kind": study.kind, "items": n_all,
             "categories": sorted(by_cat_total), "category_label": kind.category_label,
             "rows": rows, "annotators": page, "agreement": _agreement_from_totals(session, study),
-            "extra": kind.extra_leaderboard(session, study)}
+            "extra": kind.extra_leaderboard(session, study), **_dawid_skene(session, study, rows)}
+
+
+def _dawid_skene(session: Session, study: Study, rows: list[dict]) -> dict:
+    """The cached Dawid-Skene row, put after the majority row, and its status (a background
+    job computes it: app/leaderboards/annotators.py)."""
+    from app.leaderboards.annotators import board_entry
+
+    return {"dawid_skene": board_entry(session, study, rows)}
 
 
 def _count_annotators(conn, study: Study) -> int:
@@ -353,7 +361,8 @@ def recompute_from_annotations(session: Session, study: Study) -> dict:
     people = _annotator_rows(session, humans, select(Annotation.worker_id).where(valid))
     rows.extend(people)
     board = _board(session, study, kind, totals, rows, _answers_per_item(session, study, kind, valid))
-    return {**board, "annotators": {"total": len(people), "offset": 0, "limit": None}}
+    return {**board, "annotators": {"total": len(people), "offset": 0, "limit": None},
+            **_dawid_skene(session, study, board["rows"])}
 
 
 def _answers_per_item(session: Session, study: Study, kind, valid) -> dict[int, dict]:

@@ -12,7 +12,7 @@ from app.audit import AuditEntry
 from app.auth.deps import db, require, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
-from app.kinds import get_kind
+from app.kinds import all_kinds, get_kind
 from app.params import MAX_ID, Id
 from app.quality import service
 from app.studies.models import Participant, Study
@@ -52,9 +52,13 @@ def review_all(request: Request, status: str = "pending", page: int = Query(1, g
 @router.get("/admin/studies/{study_id}/review")
 def review(request: Request, study_id: Id, status: str = "", session: Session = Depends(db),
            user: User = Depends(admin)):
+    from app.leaderboards.annotators import cached
+
     study = _study(session, study_id)
+    # Each annotator's Dawid-Skene confusion matrix, from the background job's cached result.
     return render(request, "admin/review.html", user=user, study=study, status=status,
-                  queue=service.review_queue(session, study, status or None))
+                  queue=service.review_queue(session, study, status or None),
+                  dawid_skene=cached(session, study) if study.kind in all_kinds() else None)
 
 
 @router.get("/admin/studies/{study_id}/participants/{pid}")
