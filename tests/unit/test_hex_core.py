@@ -132,8 +132,17 @@ def test_the_cli_scores_the_test_split(procs, tmp_path):
     r = json.loads(out.output)
     assert len(r["per_step"]) == 453 and set(r["mean"]) == set(metrics.KEYS)
     assert r["mean"] == no_action(procs["test"])["mean"]
+    # Each metric's interval is the leaderboard's: the core's mean_interval over the steps with
+    # the procedure as the unit (its steps share one drawing), never a plain mean.
+    from app.leaderboards.stats import mean_interval
+
+    procs_of = [key.rsplit("_", 1)[0] for key in r["per_step"]]  # step keys: "<index>_<step>"
+    board_f1 = mean_interval([v["board_f1"] for v in r["per_step"].values()], clusters=procs_of).as_dict()
+    assert r["estimates"]["board_f1"] == pytest.approx(board_f1)
+    assert r["estimates"]["board_f1"]["method"] == "Wilson (effective n, clusters)"
+    assert r["estimates"]["board_f1"]["low"] < r["mean"]["board_f1"] < r["estimates"]["board_f1"]["high"]
     table = CliRunner().invoke(hex_cli, ["score", "--gold", str(DATA / "test.jsonl"), "--predictions", str(pred)])
-    assert table.exit_code == 0 and "step position" in table.output
+    assert table.exit_code == 0 and "step position" in table.output and "95% intervals" in table.output
     stats = CliRunner().invoke(hex_cli, ["stats", "--data", str(DATA), "--json"])
     s = json.loads(stats.output)["splits"]
     assert (s["train"]["agreed_steps_pct"], s["dev"]["agreed_steps_pct"], s["test"]["agreed_steps_pct"]) == (87.19, 85.43, 83.22)

@@ -66,9 +66,13 @@ def hex_score(gold: str, predictions: str | None, no_action: bool, partial: bool
         except InputError as exc:  # steps without a prediction
             raise click.ClickException(f"{predictions}: {exc}") from None
     if as_json:
-        click.echo(json.dumps({"per_step": result["per_step"], "mean": result["mean"]}))
+        click.echo(json.dumps({"per_step": result["per_step"], "mean": result["mean"],
+                               "estimates": result["estimates"]}))
         return
     _table("overall", {"all": {"n": result["n"], **result["mean"]}})
+    click.echo("95% intervals (procedures resampled as units; the leaderboard's):")
+    for k, e in result["estimates"].items():
+        click.echo(f"  {k:<16} {_f(e['mean'])} [{_f(e['low'])}, {_f(e['high'])}]  {e['method']}")
     _table("category", result["by_category"])
     _table("step position", result["by_position"])
     _table("agreement tag", result["by_tag"])

@@ -17,6 +17,7 @@ import numpy as np
 from app.errors import InputError
 from app.kinds.hexagons import metrics
 from app.kinds.hexagons.formats import TAGS, Prediction, Procedure
+from app.leaderboards import stats
 
 # Positions from here on are pooled in the per-position breakdown (few procedures run long).
 POSITION_CAP = 10
@@ -87,5 +88,9 @@ def summarise(rows: Sequence[tuple]) -> dict:
 
     order = {"by_position": lambda g: (len(g), g), "by_category": lambda g: g,
              "by_tag": lambda g: TAGS.index(g) if g in TAGS else len(TAGS)}
-    return {"per_step": per_step, "mean": metrics.mean(scores), "n": len(rows),
+    # Each metric's mean over steps with the leaderboard section's interval: the core's
+    # mean_interval with the procedure as the unit (its steps share one drawing).
+    procs = [r[0].index for r in rows]
+    estimates = {m: stats.mean_interval(scores[m], clusters=procs).as_dict() for m in metrics.KEYS}
+    return {"per_step": per_step, "mean": metrics.mean(scores), "estimates": estimates, "n": len(rows),
             **{name: {g: part(v[g]) for g in sorted(v, key=order[name])} for name, v in groups.items()}}
