@@ -391,6 +391,68 @@ def mean_interval(values: Sequence[float], clusters: Sequence[Hashable] | None =
     return _effective_n_interval(n, mean, var_of_mean, g, WILSON_EFFECTIVE_CLUSTERED)
 
 
+T_MEAN = "t on items"
+T_MEAN_CLUSTERED = "t on clusters (cluster-robust variance, G - 1 df)"
+NO_SPREAD = "no spread observed: the interval is the mean itself"
+TOO_FEW_UNITS = "too few units for an interval (one)"
+
+
+def mean_interval_unbounded(values: Sequence[float], clusters: Sequence[Hashable] | None = None) -> Estimate:
+    """The mean of unbounded scores (metres, counts, differences) with a 95% Student t interval.
+
+    ``mean +/- t_{0.975, units - 1} * sqrt(v)``, where ``v`` is the estimated variance of the
+    mean and the units are the items (no ``clusters``) or the clusters (one label per value:
+    the path, scenario, procedure ...):
+
+    * no clusters: ``v = s**2 / n`` with ``s`` the sample standard deviation (``ddof=1``), on
+      ``n - 1`` degrees of freedom (method ``"t on items"``);
+    * clusters: the cluster-robust (sandwich) variance of :func:`mean_interval`,
+      ``v = G / (G - 1) * sum_g (T_g - mean * n_g)**2 / N**2`` over the ``G`` clusters with
+      totals ``T_g`` and sizes ``n_g``, on ``G - 1`` degrees of freedom (method ``"t on clusters
+      (cluster-robust variance, G - 1 df)"``).  With one value per cluster this is the
+      unclustered interval (``G / (G - 1) * sum (x - mean)**2 / N**2 = s**2 / N``).
+
+    Nothing bounds these scores, so nothing stands in for an unobserved spread: with no spread
+    (every value, or every cluster mean, equal to rounding) the result says so, with
+    ``low == high == mean`` and method ``"no spread observed: the interval is the mean
+    itself"``; a single unit gives ``nan`` bounds with method ``"too few units for an interval
+    (one)"``; no values give ``nan`` everywhere with ``n == 0``.  ``n`` is the number of values.
+    Non-finite values raise ``ValueError``; ``clusters`` must have one label per value.
+    """
+    x = _finite_array(values, "values")
+    n = int(x.size)
+    if clusters is None:
+        method = T_MEAN
+        labels = None
+    else:
+        labels = list(clusters)
+        if len(labels) != n:
+            raise ValueError(f"clusters must have one label per value ({len(labels)} != {n})")
+        method = T_MEAN_CLUSTERED
+    if n == 0:
+        return Estimate(n=0, mean=NAN, low=NAN, high=NAN, method=method)
+    mean = math.fsum(x.tolist()) / n
+    if labels is None:
+        residual = x - mean
+        sizes = np.ones(n)
+        g = n
+    else:
+        index: dict[Hashable, int] = {}
+        inverse = np.fromiter((index.setdefault(label, len(index)) for label in labels), dtype=np.intp, count=n)
+        g = len(index)
+        sizes = np.bincount(inverse, minlength=g).astype(float)
+        residual = np.bincount(inverse, weights=x, minlength=g) - mean * sizes
+    if g < 2:
+        return Estimate(n=n, mean=mean, low=NAN, high=NAN, method=TOO_FEW_UNITS)
+    squares = math.fsum((residual * residual).tolist())
+    scale = math.fsum((x * x).tolist()) * float(sizes.max())  # rounding noise in the squares is below this
+    if squares <= 64.0 * np.finfo(float).eps * scale:
+        return Estimate(n=n, mean=mean, low=mean, high=mean, method=NO_SPREAD)
+    var_of_mean = g / (g - 1) * squares / (n * n)
+    half = _t975(g - 1) * math.sqrt(var_of_mean)
+    return Estimate(n=n, mean=mean, low=mean - half, high=mean + half, method=method)
+
+
 # ---------------------------------------------------------------------------
 # agreement
 

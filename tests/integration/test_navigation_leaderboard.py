@@ -1,6 +1,6 @@
 """Speakers' instructions as navigation items (the coop greedy format) and the navigation
 leaderboard section: simulated followers submit through the assignment engine, and the per
-speaker means, bootstrap intervals and paired tests are checked against a plain
+speaker means, intervals (the path the unit) and paired tests are checked against a plain
 recomputation from the stored annotation scores. SQLite and PostgreSQL."""
 
 from __future__ import annotations
@@ -163,6 +163,7 @@ def test_navigation_leaderboard_section(session, client):
     tables = {t["key"]: t for t in board["extra"]["tables"]}
     metrics = {r["category"]: r for r in tables["navigation_metrics"]["rows"]}
     assert set(metrics) == {"human", "toy"}
+    from app.leaderboards import stats
 
     # A straightforward recomputation from the stored annotations.
     anns = session.execute(select(Annotation.item_id, Item.category, Item.cluster, Annotation.scores,
@@ -224,6 +225,13 @@ def test_navigation_leaderboard_section(session, client):
         assert row["p"] == pytest.approx(float(ref.pvalue), rel=1e-9, abs=1e-12), label
         assert row["t"] == pytest.approx(float(ref.statistic), rel=1e-9), label
         assert row["mean_diff"] == pytest.approx(sum(toy) / len(toy) - sum(human) / len(human)), label
+        # The difference with its interval and d_z; one speaker compared: Holm leaves p as is.
+        effect = stats.paired_effect(toy, human)
+        want = effect["difference"].as_dict()
+        assert row["difference"] == {k: pytest.approx(v, rel=1e-12, abs=1e-12) if isinstance(v, float) else v
+                                     for k, v in want.items()}, label
+        assert row["cohen_dz"] == pytest.approx(effect["cohen_dz"]), label
+        assert row["p_holm"] == pytest.approx(row["p"]), label
     json.dumps(board, allow_nan=False)  # JSON-safe: no NaN or infinities
 
     login(client, owner)
@@ -232,8 +240,10 @@ def test_navigation_leaderboard_section(session, client):
     assert 'id="navigation_metrics"' in page.text and 'id="navigation_paired"' in page.text
     assert "nDTW" in page.text and "toy" in page.text
     sr = next(r for r in paired if r["metric"] == "SR")
-    assert (f"<tr><td>toy</td><td>SR</td><td>{sr['mean_diff']:.3f}</td><td>{sr['t']:.3f}</td>"
-            f"<td>{sr['p']:.3f}</td><td>6</td></tr>") in page.text
+    assert "<tr><td>toy</td><td>SR</td><td><span title=\"95% interval: " in page.text
+    assert (f"<td>{sr['cohen_dz']:.3f}</td><td>{sr['t']:.3f}</td><td>{sr['p']:.3f}</td>"
+            f"<td>{sr['p_holm']:.3f}</td><td>6</td></tr>") in page.text
+    assert "Rank (95%)" in page.text and 'id="navigation_followers_agreement"' in page.text
 
 
 def test_leaderboard_without_extra_has_none(session):
@@ -275,6 +285,17 @@ def _wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]
     return (0.0 if k == 0 else centre - half, 1.0 if k == n else centre + half)
 
 
+T975_5 = 2.5705818356363146  # Student's t quantile 0.975 on 5 degrees of freedom (scipy.stats.t.ppf)
+T975_2 = 4.302652729749462  # ... on 2 degrees of freedom
+
+
+def _wilson_real(p: float, n: float, z: float) -> tuple[float, float]:
+    """Wilson's interval for a share p of n (not necessarily whole) trials with quantile z."""
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5 / (1 + z * z / n)
+    return (0.0 if p == 0 else centre - half, 1.0 if p == 1 else centre + half)
+
+
 def test_a_second_follower_with_the_same_result_leaves_every_interval_as_it_was(session):
     """The same instructions, followed once each and then twice each with the same result:
     the intervals resample instructions, so the second follower changes nothing but the
@@ -300,44 +321,64 @@ def test_a_second_follower_with_the_same_result_leaves_every_interval_as_it_was(
         for key in keys:
             assert twice[cat][key] == once[cat][key], (cat, key)
             assert once[cat][key]["n"] == 6
-    # What the page shows: SR, one follower (or two who agree) per instruction, is a Wilson
-    # interval over the 6 instructions: the speaker's early stops fail on the 3 even paths
-    # (0.500 [0.188, 0.812]); every reference is followed to its goal (1.000 [0.610, 1.000],
-    # not the [1.000, 1.000] a bootstrap would give).
-    assert once["toy"]["success"] == {"n": 6, "mean": 0.5, "low": pytest.approx(0.1876163064826506, abs=1e-12),
-                                      "high": pytest.approx(0.8123836935173494, abs=1e-12)}
-    assert _wilson(3, 6) == (pytest.approx(0.1876163064826506, abs=1e-12),
-                             pytest.approx(0.8123836935173494, abs=1e-12))
-    assert once["human"]["success"] == {"n": 6, "mean": 1.0, "low": pytest.approx(_wilson(6, 6)[0], abs=1e-12),
-                                        "high": 1.0}
-    assert f"{once['human']['success']['low']:.3f}" == "0.610"
-    # The rating (1 + path id % 4 on paths 51-56: 4, 1, 2, 3, 4, 1) is a bootstrap over the
-    # 6 instructions; its mean is 2.5 with one follower or two.
+    # What the page shows: SR over the 6 instructions, one path each (the path is the unit):
+    # the speaker's early stops fail on the 3 even paths. mean 0.5; cluster-robust variance of
+    # the mean v = 6/5 * 6 * 0.25 / 36 = 0.05; n_eff = 0.5 * 0.5 / 0.05 = 5; Wilson at n = 5
+    # with z = t(0.975, 5 df) = 2.5705818: centre 0.5, half = z sqrt(0.05 + z^2/100) /
+    # (1 + z^2/5) = 0.8758072 / 2.3215785 = 0.3772461: [0.1227539, 0.8772461].
+    assert once["toy"]["success"] == {"n": 6, "mean": 0.5, "low": pytest.approx(0.12275388276951782, abs=1e-12),
+                                      "high": pytest.approx(0.8772461172304822, abs=1e-12),
+                                      "method": "Wilson (effective n, clusters)"}
+    assert _wilson_real(0.5, 5.0, T975_5) == (pytest.approx(0.12275388276951782, abs=1e-12),
+                                              pytest.approx(0.8772461172304822, abs=1e-12))
+    # Every reference is followed to its goal: no spread, so n_eff = the 6 paths: Wilson's
+    # [0.476, 1] at z = t(5 df), never [1, 1].
+    assert once["human"]["success"] == {"n": 6, "mean": 1.0,
+                                        "low": pytest.approx(_wilson_real(1.0, 6.0, T975_5)[0], abs=1e-12),
+                                        "high": 1.0, "method": "Wilson (effective n, clusters)"}
+    assert f"{once['human']['success']['low']:.3f}" == "0.476"
+    # The rating (1 + path id % 4 on paths 51-56: 4, 1, 2, 3, 4, 1): mean 2.5 with one
+    # follower or two; its interval on (level - 1) / 3 = 1, 0, 1/3, 2/3, 1, 0 (mean 0.5,
+    # squares 0.25 * 4 + 1/36 * 2 = 1.0556, v = 6/5 * 1.0556 / 36 = 0.035185, n_eff =
+    # 0.25 / 0.035185 = 7.1053), mapped back by 1 + 3 x.
     assert once["toy"]["rating"]["mean"] == twice["toy"]["rating"]["mean"] == 2.5
+    lo, hi = _wilson_real(0.5, 0.25 / (6 / 5 * (4 * 0.25 + 2 / 36) / 36), T975_5)
+    assert once["toy"]["rating"]["low"] == pytest.approx(1 + 3 * lo, abs=1e-12)
+    assert once["toy"]["rating"]["high"] == pytest.approx(1 + 3 * hi, abs=1e-12)
+    assert once["toy"]["rating"]["method"] == "Wilson (effective n, clusters), on (level - 1) / 3, mapped back"
     assert once["toy"]["ndtw"]["low"] < once["toy"]["ndtw"]["mean"] < once["toy"]["ndtw"]["high"]
 
 
-def test_instruction_estimate_resamples_instructions():
+def test_instruction_estimate_treats_the_path_as_the_unit():
     from app.kinds.navigation.leaderboard import instruction_estimate
     from app.leaderboards import stats
 
-    # One follower per instruction: SR is a Wilson interval over instructions, 2 of 3.
-    est = instruction_estimate("success", [[1.0], [1.0], [0.0]])
-    low, high = _wilson(2, 3)
+    # One follower per instruction, one instruction per path: SR 2 of 3. Cluster-robust
+    # v = 3/2 * (1/9 + 1/9 + 4/9) / 9 = 1/9; n_eff = (2/3)(1/3) / (1/9) = 2; Wilson at n = 2
+    # with z = t(0.975, 2 df) = 4.3026527.
+    est = instruction_estimate("success", [[1.0], [1.0], [0.0]], ["p1", "p2", "p3"])
+    low, high = _wilson_real(2 / 3, 2.0, T975_2)
     assert est == {"n": 3, "mean": 2 / 3, "low": pytest.approx(low, abs=1e-12),
-                   "high": pytest.approx(high, abs=1e-12)}
-    # Followers who agree: still one success or failure per instruction.
-    assert instruction_estimate("success", [[1.0, 1.0, 1.0], [1.0], [0.0, 0.0]]) == est
-    # Followers who disagree: SR per instruction 0.5, 1, 0; a bootstrap of those three means
-    # (every one of the 3**3 resamples has a mean in {0, 1/6, ..., 1}).
-    split = instruction_estimate("success", [[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]])
-    assert split == stats.bootstrap_mean_interval([0.0, 0.5, 1.0]).as_dict()
-    assert split["n"] == 3 and split["mean"] == 0.5
-    assert split["low"] in {i / 6 for i in range(7)} and split["low"] < 0.5 < split["high"]
-    # Doubling every follower leaves it as it was; adding followers to one instruction moves
-    # its weight not at all (each instruction counts once).
-    assert instruction_estimate("success", [[1.0, 0.0, 1.0, 0.0], [1.0] * 4, [0.0] * 4]) == split
-    followers = [[0.2, 0.4], [0.9], [0.6, 0.6, 0.6]]
-    means = sorted(sum(v) / len(v) for v in followers)  # 0.3, 0.6, 0.9 up to rounding
-    assert instruction_estimate("ndtw", followers) == stats.bootstrap_mean_interval(means).as_dict()
-    assert instruction_estimate("ndtw", followers)["mean"] == pytest.approx(0.6, abs=1e-15)
+                   "high": pytest.approx(high, abs=1e-12), "method": "Wilson (effective n, clusters)"}
+    # Followers who agree: the same instruction means, the same figure.
+    assert instruction_estimate("success", [[1.0, 1.0, 1.0], [1.0], [0.0, 0.0]], ["p1", "p2", "p3"]) == est
+    # Without paths each instruction is its own unit: Wilson's interval for 2 of 3.
+    plain = instruction_estimate("success", [[1.0], [1.0], [0.0]])
+    assert (plain["low"], plain["high"]) == (pytest.approx(_wilson(2, 3)[0], abs=1e-12),
+                                             pytest.approx(_wilson(2, 3)[1], abs=1e-12))
+    # Two instructions of one path are one unit: p1 = {1, 1}, p2 = {0}, p3 = {1}.
+    two = instruction_estimate("success", [[1.0], [1.0], [0.0], [1.0]], ["p1", "p1", "p2", "p3"])
+    assert two == stats.mean_interval([1.0, 1.0, 0.0, 1.0], ["p1", "p1", "p2", "p3"]).as_dict()
+    # Followers who disagree: SR per instruction 0.5, 1, 0.
+    split = instruction_estimate("success", [[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]], ["a", "b", "c"])
+    assert split == stats.mean_interval([0.5, 1.0, 0.0], ["a", "b", "c"]).as_dict()
+    assert instruction_estimate("success", [[1.0, 0.0, 1.0, 0.0], [1.0] * 4, [0.0] * 4], ["a", "b", "c"]) == split
+    # NE in metres: Student's t on the paths (unbounded); the instruction means 1, 2.5, 6.
+    ne = instruction_estimate("ne", [[1.0], [2.0, 3.0], [6.0]], ["a", "b", "c"])
+    assert ne == stats.mean_interval_unbounded([1.0, 2.5, 6.0], ["a", "b", "c"]).as_dict()
+    assert ne["method"] == "t on clusters (cluster-robust variance, G - 1 df)"
+    # The rating: levels 1-4 rescaled by (v - 1) / 3, the interval mapped back.
+    rating = instruction_estimate("rating", [[4.0], [1.0, 3.0], [2.0]], ["a", "b", "c"])
+    unit = stats.mean_interval([1.0, 1 / 3, 1 / 3], ["a", "b", "c"])
+    assert rating["mean"] == pytest.approx(8 / 3) and rating["n"] == 3
+    assert rating["low"] == pytest.approx(1 + 3 * unit.low) and rating["high"] == pytest.approx(1 + 3 * unit.high)

@@ -62,14 +62,29 @@ def test_rho_ppg_and_gamma_by_hand():
         assert sr[key]["n"] == nd[key]["n"] == 3
         for e in (sr[key], nd[key]):
             assert e["low"] - 1e-12 <= e["mean"] <= e["high"] + 1e-12
-    # PPG_search on SR is 0 on every path: the interval collapses onto 0.
-    assert sr["ppg_search"]["low"] == sr["ppg_search"]["high"] == 0.0
+    # PPG_search on SR is 0 on every path, both sides 0/1: Bonett-Price's adjusted Wald
+    # interval with no discordant path, q12 = q21 = (0 + 1) / (3 + 2) = 0.2:
+    # 0 +/- 1.959964 * sqrt((0.2 + 0.2 - 0) / 5) = +/- 1.959964 * 0.2828427 = +/- 0.5543615.
+    assert sr["ppg_search"]["mean"] == 0.0 and sr["ppg_search"]["method"] == "adjusted Wald (Bonett-Price)"
+    assert sr["ppg_search"]["low"] == pytest.approx(-0.5543615297398711, abs=1e-12)
+    assert sr["ppg_search"]["high"] == pytest.approx(0.5543615297398711, abs=1e-12)
+    # A rho on SR (0/1 per path) is Wilson's interval: r succeeds on 2 of 3 paths.
+    assert sr["speaker_choice"]["low"] == pytest.approx(WILSON[2, 3][0], rel=1e-12)
+    assert sr["speaker_choice"]["method"] == "Wilson"
+    # PPG_pragmatic on nDTW: per path .4, 0, .35, t on the paired differences (2 df):
+    # mean .25, sd = sqrt(((.15)**2 + (.25)**2 + (.1)**2) / 2) = 0.2179449, half = 4.3026527 *
+    # 0.2179449 / sqrt(3) = 0.5414053.
+    ppg = nd["ppg_pragmatic"]
+    assert ppg["method"] == "t on paired differences"
+    assert ppg["low"] == pytest.approx(0.25 - 0.5414053, abs=1e-6)
+    assert ppg["high"] == pytest.approx(0.25 + 0.5414053, abs=1e-6)
     # gamma: path 1's inference output beats both samples, path 2's loses (-6 > -8), path 3's
     # ties (-3 = -3) and counts half: (1 + 1/2) / 3.
     g = res["gamma"]
     assert (g["paths"], g["wins"], g["ties"], g["losses"], g["k"]) == (3, 1, 1, 1, 1.5)
     assert g["share"] == {"n": 3, "mean": 0.5, "low": pytest.approx(WILSON[1, 3][0], rel=1e-12),
-                          "high": pytest.approx(WILSON[2, 3][1], rel=1e-12)}
+                          "high": pytest.approx(WILSON[2, 3][1], rel=1e-12),
+                          "method": "Wilson, ties as losses (low) and as wins (high)"}
     assert res["picked_sample"]["k"] == 1 and res["picked_sample"]["paths"] == 3
 
 
@@ -172,7 +187,8 @@ def test_no_scores_leave_every_path_out_and_say_why():
     res = analyse(paths, metrics=("success", "ndtw"))
     assert res["counted"] == 0 and res["skipped"] == {NO_INFERENCE_SCORE: 4} and not res["search_available"]
     sr = res["metrics"]["success"]
-    assert sr["speaker_choice"] == sr["pragmatic"] == {"n": 0, "mean": None, "low": None, "high": None}
+    assert sr["speaker_choice"] == sr["pragmatic"] == {"n": 0, "mean": None, "low": None, "high": None,
+                                                       "method": "Wilson"}
     assert sr["search"] is None and sr["ppg_search"] is None and sr["difference"] is None
     assert "cannot compare" in sr["advice"]
     assert res["gamma"]["share"] is None and res["picked_sample"]["share"] is None
@@ -218,13 +234,15 @@ def test_gamma_ties_count_half():
     assert (gm["paths"], gm["wins"], gm["ties"], gm["losses"], gm["k"]) == (4, 1, 2, 1, 2.0)
     # (1 + 2/2) / 4; the interval from Wilson(1 of 4)'s low to Wilson(3 of 4)'s high.
     assert gm["share"] == {"n": 4, "mean": 0.5, "low": pytest.approx(WILSON[1, 4][0], rel=1e-12),
-                           "high": pytest.approx(WILSON[3, 4][1], rel=1e-12)}
+                           "high": pytest.approx(WILSON[3, 4][1], rel=1e-12),
+                           "method": "Wilson, ties as losses (low) and as wins (high)"}
     row = speaker_tables("t5", res)[2]["rows"][0]
     assert row["remark"] == "1 won, 2 tied, 1 lost; the ties count half: (1 + 2/2) / 4"
     # Without ties the share is the plain Wilson one.
     res = analyse(paths[2:], metrics=("success", "ndtw"))
     assert res["gamma"]["share"] == {"n": 2, "mean": 0.5, "low": pytest.approx(0.09453120573423074, rel=1e-12),
-                                     "high": pytest.approx(0.9054687942657693, rel=1e-12)}
+                                     "high": pytest.approx(0.9054687942657693, rel=1e-12),
+                                     "method": "Wilson, ties as losses (low) and as wins (high)"}
 
 
 def test_advice_follows_the_interval_of_the_difference():
@@ -247,23 +265,30 @@ def test_advice_follows_the_interval_of_the_difference():
     assert "too few" in analyse(listener[:1], metrics=("success", "ndtw"))["metrics"]["ndtw"]["advice"]
 
 
-def test_ppg_interval_is_a_bootstrap_over_paths():
+def test_ppg_interval_is_t_on_the_paired_path_differences():
+    import scipy.stats
+
     rng = np.random.default_rng(5)
     paths = []
     for k in range(30):
         v = rng.uniform(0, 1, size=4)
         paths.append(path(f"c:{k}", (-1, 0, v[0]), [(-2, 0, v[1]), (-3, 0, v[2])], (-0.5 if k % 3 else -9, 0, v[3])))
-    res = analyse(paths, metrics=("ndtw",), n_boot=4000)
-    # Our own resampling of paths: recompute rho(r*_search) and rho(r) on each resample.
+    res = analyse(paths, metrics=("ndtw",))
+    # Per path rho(r*_search) - rho(r), the unit the path: scipy's t interval of the mean
+    # difference on 29 df (the same as stats.paired_effect's).
     r = np.array([p.inference.values["ndtw"] for p in paths])
     s = np.array([p.reference.values["ndtw"] if k % 3 else p.inference.values["ndtw"]
                   for k, p in enumerate(paths)])
-    idx = np.random.default_rng(1).integers(0, len(paths), size=(20000, len(paths)))
-    diffs = s[idx].mean(axis=1) - r[idx].mean(axis=1)
-    low, high = np.percentile(diffs, [2.5, 97.5])
+    d = s - r
+    low, high = scipy.stats.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=scipy.stats.sem(d))
     got = res["metrics"]["ndtw"]["ppg_search"]
-    assert got["mean"] == pytest.approx(float((s - r).mean()))
-    assert got["low"] == pytest.approx(low, abs=0.03) and got["high"] == pytest.approx(high, abs=0.03)
+    assert got["mean"] == pytest.approx(float(d.mean()))
+    assert got["low"] == pytest.approx(low, abs=1e-12) and got["high"] == pytest.approx(high, abs=1e-12)
+    assert got["method"] == "t on paired differences" and got["n"] == 30
+    # A rho (in [0, 1]) is stats.mean_interval over the paths.
+    from app.leaderboards import stats
+
+    assert res["metrics"]["ndtw"]["inference"] == stats.mean_interval(r.tolist()).as_dict()
 
 
 def test_tables_render_every_quantity_and_the_advice():

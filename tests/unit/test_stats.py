@@ -1507,3 +1507,53 @@ def test_paired_effect_binary_is_bonett_price():
     # clipped to [-1, 1] and holding the observed difference
     big = S.paired_effect([1] * 3, [0] * 3)["difference"]
     assert big.high == 1.0 and big.low <= 1.0 and big.mean == 1.0
+
+
+# -- mean_interval_unbounded ------------------------------------------------------------------
+
+
+def test_mean_interval_unbounded_by_hand_and_against_scipy():
+    import scipy.stats
+
+    # Four values in three clusters: a = {1, 2}, b = {3}, c = {4}. mean = 10 / 4 = 2.5;
+    # cluster totals 3, 3, 4 with sizes 2, 1, 1, residuals T_g - mean n_g = -2, 0.5, 1.5,
+    # squares 4 + 0.25 + 2.25 = 6.5; v = G / (G - 1) * 6.5 / N**2 = 1.5 * 6.5 / 16 = 0.609375;
+    # sqrt(v) = 0.7806247498; t_{0.975, 2} = 4.3026527297; half = 3.3587572106;
+    # interval [-0.8587572106, 5.8587572106].
+    est = S.mean_interval_unbounded([1.0, 2.0, 3.0, 4.0], ["a", "a", "b", "c"])
+    assert est.n == 4 and est.mean == 2.5
+    assert est.low == pytest.approx(-0.8587572106, abs=1e-9) and est.high == pytest.approx(5.8587572106, abs=1e-9)
+    assert est.method == S.T_MEAN_CLUSTERED
+    half = float(scipy.stats.t.ppf(0.975, 2)) * math.sqrt(1.5 * 6.5 / 16)
+    assert (est.low, est.high) == (pytest.approx(2.5 - half, abs=1e-12), pytest.approx(2.5 + half, abs=1e-12))
+    # Unclustered: scipy's t interval of the mean on n - 1 df (s**2 = 5/3, v = 5/12).
+    x = [1.0, 2.0, 3.0, 4.0]
+    est = S.mean_interval_unbounded(x)
+    ref = scipy.stats.t.interval(0.95, len(x) - 1, loc=np.mean(x), scale=scipy.stats.sem(x))
+    assert est.method == S.T_MEAN
+    assert (est.low, est.high) == (pytest.approx(ref[0], abs=1e-12), pytest.approx(ref[1], abs=1e-12))
+    assert est.low == pytest.approx(0.4457397432, abs=1e-9)
+    # One value per cluster is the unclustered interval.
+    y = [3.2, 0.5, 7.75, 1.0, 2.5]
+    one_each = S.mean_interval_unbounded(y, clusters=range(5))
+    plain = S.mean_interval_unbounded(y)
+    assert (one_each.low, one_each.high) == (pytest.approx(plain.low, abs=1e-12), pytest.approx(plain.high, abs=1e-12))
+
+
+def test_mean_interval_unbounded_says_when_it_has_no_interval():
+    # No spread: the mean itself, and a method saying so (nothing bounds the values).
+    flat = S.mean_interval_unbounded([2.5] * 6)
+    assert (flat.low, flat.mean, flat.high) == (2.5, 2.5, 2.5) and flat.method == S.NO_SPREAD
+    # Equal cluster means: no spread between the units either.
+    eq = S.mean_interval_unbounded([1.0, 3.0, 2.0, 2.0], ["p", "p", "q", "q"])
+    assert eq.low == eq.high == eq.mean == 2.0 and eq.method == S.NO_SPREAD
+    # One unit: no interval.
+    one = S.mean_interval_unbounded([5.0, 6.0], ["p", "p"])
+    assert one.mean == 5.5 and math.isnan(one.low) and math.isnan(one.high) and one.method == S.TOO_FEW_UNITS
+    assert one.as_dict()["low"] is None
+    empty = S.mean_interval_unbounded([])
+    assert empty.n == 0 and math.isnan(empty.mean)
+    with pytest.raises(ValueError):
+        S.mean_interval_unbounded([1.0, 2.0], ["a"])
+    with pytest.raises(ValueError):
+        S.mean_interval_unbounded([1.0, float("inf")])

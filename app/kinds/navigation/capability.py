@@ -397,13 +397,23 @@ def gamma_share(wins: int, ties: int, n: int) -> dict | None:
         return None
     low = stats.proportion(wins, n).low
     high = stats.proportion(wins + ties, n).high
-    return {"n": n, "mean": (wins + ties / 2) / n, "low": low, "high": high}
+    return {"n": n, "mean": (wins + ties / 2) / n, "low": low, "high": high,
+            "method": "Wilson, ties as losses (low) and as wins (high)"}
 
 
-def _est(values: list[float], seed: int, n_boot: int) -> dict:
-    # Resampling paths; for a PPG the values are per-path differences, so each resample
-    # recomputes both rho's on the same paths and takes their difference.
-    return stats.bootstrap_mean_interval(values, n_boot=n_boot, seed=seed).as_dict()
+def _est(values: list[float], seed: int = 0, n_boot: int = 0) -> dict:
+    """A rho over the counted paths (one value per path, in [0, 1]): ``stats.mean_interval``,
+    the path the unit (Wilson for 0/1 values, else Wilson at the effective n with t).
+    ``seed`` and ``n_boot`` are kept for callers; the method does not resample."""
+    del seed, n_boot
+    return stats.mean_interval([min(1.0, max(0.0, v)) for v in values]).as_dict()
+
+
+def _gain(better: list[float], worse: list[float]) -> dict:
+    """A PPG (or a difference of PPGs) over the same paths: the mean of the per-path
+    differences ``better - worse`` with ``stats.paired_effect``'s 95% interval (Bonett-Price's
+    adjusted Wald interval for 0/1 values on both sides, else t on the paired differences)."""
+    return stats.paired_effect(better, worse)["difference"].as_dict()
 
 
 def advise(difference: dict | None, search_available: bool) -> str:
@@ -472,14 +482,14 @@ def analyse(paths: list[PathCandidates], metrics=tuple(k for k, _ in METRICS), *
                "inference": _est([p.inference.values[m] for p in counted], seed, n_boot),
                "pragmatic": _est(best, seed, n_boot),
                "reference": _est([p.reference.values[m] for p in counted], seed, n_boot),
-               "ppg_pragmatic": _est([b - a for a, b in zip(r, best)], seed, n_boot),
+               "ppg_pragmatic": _gain(best, r),
                "search": None, "ppg_search": None, "difference": None}
         if search_available:
             s = [c.values[m] for c in srch]
             row["search"] = _est(s, seed, n_boot)
-            row["ppg_search"] = _est([b - a for a, b in zip(r, s)], seed, n_boot)
+            row["ppg_search"] = _gain(s, r)
             # PPG_pragmatic - PPG_search per path = rho(r*_pragmatic) - rho(r*_search).
-            row["difference"] = _est([a - b for a, b in zip(best, s)], seed, n_boot)
+            row["difference"] = _gain(best, s)
         row["advice"] = advise(row["difference"], search_available)
         out_metrics[m] = row
 
@@ -623,8 +633,10 @@ def speaker_tables(speaker: str, result: dict, suffix: str = "") -> list[dict]:
     note.append("A candidate's value is the mean of the metric over its valid annotations (not gold, "
                 "not excluded). A path counts when its inference output and at least one sample have a "
                 "speaker score and every candidate of U_sub and the human reference has a valid "
-                "annotation; every row is over the same counted paths, with a 95% bootstrap interval "
-                "over paths (for a PPG, each resample recomputes both ρ's on the same paths). "
+                "annotation; every row is over the same counted paths (unit: the path). 95% intervals: a ρ "
+                "(0-1) by stats.mean_interval (Wilson for 0/1, else Wilson at the effective n with t); "
+                "a PPG, a difference of two ρ's on the same paths, by the paired difference's interval "
+                "(Bonett-Price for 0/1 on both sides, else t on the per-path differences). "
                 "U_sub = {inference output} ∪ the scored samples. "
                 f"r*_pragmatic picks one candidate per path, the one its followers did best on by {select} "
                 "(ties: r's own choice, then the inference output, then the lower sample), and every "
@@ -654,11 +666,11 @@ def speaker_tables(speaker: str, result: dict, suffix: str = "") -> list[dict]:
          "paths": ps["paths"], "share": ps["share"], "remark": "" if ps["paths"] else "no counted paths yet"},
     ]
     return [
-        {"key": f"nav_capability{suffix}", "title": f"Capability analysis of {speaker} (section 4.3)",
+        {"key": f"nav_capability{suffix}", "title": f"Capability analysis of {speaker} (section 4.3): SR, SPL, nDTW, SDTW (0-1)",
          "note": " ".join(note),
          "columns": [{"key": "quantity", "label": "Quantity"}, *metric_cols], "rows": rows,
          "speaker": speaker, "paths": result["paths"], "counted": counted},
-        {"key": f"nav_capability_advice{suffix}", "title": f"What to improve in {speaker}",
+        {"key": f"nav_capability_advice{suffix}", "title": f"What to improve in {speaker}: pragmatic potential gains (difference of 0-1 metrics)",
          "note": ("Figure 1c of the paper: a large PPG_search and a small PPG_pragmatic => improve the "
                   "inference algorithm (search); a large PPG_pragmatic and a small PPG_search => improve "
                   "the model of the listener (pragmatic); no clear difference when the 95% interval of "
@@ -668,7 +680,7 @@ def speaker_tables(speaker: str, result: dict, suffix: str = "") -> list[dict]:
                      {"key": "difference", "label": "PPG_pragmatic − PPG_search"},
                      {"key": "advice", "label": "Advice"}],
          "rows": advice_rows},
-        {"key": f"nav_capability_scores{suffix}", "title": f"{speaker}'s own scores",
+        {"key": f"nav_capability_scores{suffix}", "title": f"{speaker}'s own scores (shares of paths, 0-1)",
          "note": ("Shares with 95% Wilson intervals. γ: a path ties when no scored sample has a strictly "
                   "higher S_r than the inference output but one has exactly its score or is its own text "
                   "(the same instruction); a tie counts half (the footnote's share is over every path, "

@@ -1,11 +1,19 @@
 """The navigation leaderboard section: per speaker (Item.category, "human" for the reference
-instructions), the followers' metrics with 95% intervals over instructions, the mean
-interpretability rating, and paired t-tests of each speaker against a baseline speaker over the
-paths both have.
+instructions), the followers' metrics with 95% intervals, the mean interpretability rating, a
+rank interval by SR, paired comparisons of each speaker against a baseline speaker over the
+paths both have, and the followers' agreement (Krippendorff's alpha).
 
-The unit is the instruction (the item), not the annotation: an instruction's value is the mean
-over its followers, a speaker's is the mean over its instructions, and the interval resamples
-instructions (DESIGN.md section 7), so a second follower of an instruction never narrows it.
+The unit of replication is the path (Item.cluster), not the annotation: an instruction's value
+is the mean over its followers, a speaker's is the mean over its instructions, and the interval
+treats the instructions of one path as one cluster (DESIGN.md section 7), so a second follower
+of an instruction, or a second instruction of a path, never narrows it as an independent unit
+would:
+
+- SR, SPL, nDTW, SDTW (scores in [0, 1]): ``stats.mean_interval(instruction means,
+  clusters=paths)`` (Wilson at the effective number of paths, with Student's t);
+- the rating (levels 1-4): the same on ``(level - 1) / 3``, mapped back to levels;
+- NE and path length (metres, unbounded): ``stats.mean_interval_unbounded`` (Student's t on the
+  cluster-robust variance of the mean, G - 1 df).
 
 Only valid human annotations count (not gold, not excluded). One row per annotation is read,
 with just the needed JSON fields (never the response's path or trace): navigation studies are
@@ -16,18 +24,29 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Hashable, Sequence
 
 from sqlalchemy import and_, select
 from sqlalchemy.orm import Session
 
-from app.kinds.navigation.agreement import agreement_table
+from app.kinds.navigation.agreement import agreement_table, followers_agreement_table
 from app.leaderboards import stats
 from app.studies.models import Annotation, Item, Study
 
-# (key in Annotation.scores, column label); the order of the table's columns.
+# (key in Annotation.scores, label): the order of the table's columns. The label names the
+# metric in the paired table (with its unit where it has one); UNITS adds the scale in the
+# metrics table's column titles.
 METRICS = (("success", "SR"), ("spl", "SPL"), ("ndtw", "nDTW"), ("sdtw", "SDTW"),
            ("ne", "NE (m)"), ("path_length", "Path length (m)"))
 RATING = ("rating", "Rating (1-4)")
+RATING_LEVELS = 4
+COLUMN_LABELS = {"success": "SR (share, 0-1)", "spl": "SPL (0-1)", "ndtw": "nDTW (0-1)",
+                 "sdtw": "SDTW (0-1)", "ne": "NE (m)", "path_length": "Path length (m)",
+                 "rating": "Rating (levels 1-4)"}
+BOUNDED = frozenset({"success", "spl", "ndtw", "sdtw"})  # scores in [0, 1]
+UNBOUNDED = frozenset({"ne", "path_length"})  # metres
+# The metric the speakers are ranked by.
+RANK_BY = "success"
 
 
 def _number(v) -> float | None:
@@ -56,18 +75,55 @@ def annotation_values(session: Session, study: Study) -> list[tuple[int, str, st
     return out
 
 
-def instruction_estimate(key: str, per_item: list[list[float]]) -> dict:
+def level_estimate(means: Sequence[float], clusters: Sequence[Hashable] | None, levels: int) -> dict:
+    """The mean of levels 1..``levels`` (a rating, a Likert answer; one mean per instruction)
+    with the 95% interval of ``stats.mean_interval`` computed on ``(level - 1) / (levels - 1)``
+    in [0, 1] and mapped back to levels; the method says so."""
+    span = levels - 1
+    est = stats.mean_interval([min(1.0, max(0.0, (m - 1.0) / span)) for m in means], clusters)
+    if not est.n:
+        return {**est.as_dict(), "method": f"{est.method}, on (level - 1) / {span}"}
+    mean = math.fsum(means) / len(means)
+    low, high = 1.0 + span * est.low, 1.0 + span * est.high
+    return stats.Estimate(n=est.n, mean=mean, low=min(low, mean), high=max(high, mean),
+                          method=f"{est.method}, on (level - 1) / {span}, mapped back").as_dict()
+
+
+def instruction_estimate(key: str, per_item: list[list[float]],
+                         clusters: Sequence[Hashable] | None = None) -> dict:
     """A speaker's value on one column from its instructions' followers' values (one list per
-    instruction): the mean over instructions of each instruction's mean, with a 95% interval
-    over instructions. SR gets a Wilson interval when every instruction's SR is 0 or 1 (one
-    follower each, or followers who agree): then each instruction is one success or failure.
-    Otherwise a percentile bootstrap of the instructions' means (2000 resamples, seed 0), which
-    is the cluster bootstrap by instruction of this mean. `n` is the number of instructions.
-    The means are sorted first, so the result does not depend on the order they come in."""
-    means = sorted(sum(v) / len(v) for v in per_item if v)
-    if key == "success" and all(m in (0.0, 1.0) for m in means):
-        return stats.proportion(int(sum(means)), len(means)).as_dict()
-    return stats.bootstrap_mean_interval(means).as_dict()
+    instruction, ``clusters`` the instructions' paths in the same order): the mean over
+    instructions of each instruction's mean, with a 95% interval whose unit is the path.
+    SR, SPL, nDTW, SDTW: ``stats.mean_interval``; the rating: the same on (level - 1) / 3,
+    mapped back; NE and path length: ``stats.mean_interval_unbounded``. Without ``clusters``
+    each instruction is its own unit. `n` is the number of instructions."""
+    pairs = [(sum(v) / len(v), c) for v, c in zip(per_item, clusters or [None] * len(per_item)) if v]
+    means = [m for m, _ in pairs]
+    labels = None if clusters is None else [c for _, c in pairs]
+    if key in BOUNDED:
+        return stats.mean_interval([min(1.0, max(0.0, m)) for m in means], labels).as_dict()
+    if key == RATING[0]:
+        return level_estimate(means, labels, RATING_LEVELS)
+    return stats.mean_interval_unbounded(means, labels).as_dict()
+
+
+def _path_of(item_id: int, cluster: str | None) -> str:
+    """The unit an instruction belongs to: its path, or the instruction itself without one."""
+    return cluster if cluster else f"item {item_id}"
+
+
+def rank_column(per_path: dict[str, dict[str, list[float]]], cats: list[str]) -> tuple[dict[str, str | None], int, list[list[str]]]:
+    """Rank labels by SR over the paths every speaker has (each speaker's value on a path: the
+    mean over its followers there), 95% bootstrap rank intervals over paths
+    (``stats.rank_intervals``, 1000 resamples, seed 0): "1" for a settled rank, "1-2" where
+    intervals overlap. Returns (labels, number of shared paths, tied groups of 2+)."""
+    shared = sorted(set.intersection(*(set(per_path[c]) for c in cats))) if cats else []
+    if not shared or len(cats) < 2:
+        return {c: None for c in cats}, len(shared), []
+    scores = {c: [sum(per_path[c][p]) / len(per_path[c][p]) for p in shared] for c in cats}
+    intervals = stats.rank_intervals(scores, n_boot=1000, seed=0)
+    ties = [g for g in stats.tied_groups(intervals) if len(g) > 1]
+    return {c: stats.rank_label(intervals[c]) for c in cats}, len(shared), ties
 
 
 def section(session: Session, study: Study) -> dict | None:
@@ -83,9 +139,11 @@ def section(session: Session, study: Study) -> dict | None:
         lambda: defaultdict(lambda: defaultdict(list)))
     counts: dict[str, int] = defaultdict(int)
     items: dict[str, set[int]] = defaultdict(set)
+    path_of: dict[int, str] = {}
     for item_id, cat, cluster, vals in rows:
         counts[cat] += 1
         items[cat].add(item_id)
+        path_of[item_id] = _path_of(item_id, cluster)
         for k, v in vals.items():
             by_item[cat][k][item_id].append(v)
             if cluster:
@@ -93,56 +151,89 @@ def section(session: Session, study: Study) -> dict | None:
     baseline = str((study.kind_settings or {}).get("baseline", "human"))
     # The baseline first, then the speakers by name.
     cats = sorted(counts, key=lambda c: (c != baseline, c))
+    ranks, n_shared, ties = rank_column({c: by_path[c][RANK_BY] for c in cats}, cats)
 
     metric_rows = []
     for cat in cats:
-        row: dict = {"category": cat, "items": len(items[cat]), "n": counts[cat]}
+        row: dict = {"category": cat, "items": len(items[cat]), "n": counts[cat], "rank": ranks[cat]}
         for k in keys:
-            row[k] = instruction_estimate(k, list(by_item[cat][k].values()))
+            per = by_item[cat][k]
+            row[k] = instruction_estimate(k, list(per.values()), [path_of[i] for i in per])
         metric_rows.append(row)
 
     paired_rows = []
     if baseline in counts:
-        for cat in cats:
-            if cat == baseline:
-                continue
-            for k, label in (*METRICS, RATING):
+        for k, label in (*METRICS, RATING):
+            block = []
+            for cat in cats:
+                if cat == baseline:
+                    continue
                 mine, base = by_path[cat][k], by_path[baseline][k]
                 shared = sorted(set(mine) & set(base))
                 a = [sum(mine[c]) / len(mine[c]) for c in shared]
                 b = [sum(base[c]) / len(base[c]) for c in shared]
                 t = stats.paired_t_test(a, b)
-                paired_rows.append({"category": cat, "metric": label,
-                                    "mean_diff": _clean(t["mean_diff"]), "t": _clean(t["t"]),
-                                    "p": _clean(t["p"]), "n_paths": t["n"]})
+                effect = stats.paired_effect(a, b)
+                block.append({"category": cat, "metric": label,
+                              "difference": effect["difference"].as_dict(),
+                              "cohen_dz": _clean(float(effect["cohen_dz"])),
+                              "mean_diff": _clean(t["mean_diff"]), "t": _clean(t["t"]),
+                              "p": _clean(t["p"]), "n_paths": t["n"]})
+            adjusted = stats.holm([math.nan if r["p"] is None else r["p"] for r in block])
+            for r, p in zip(block, adjusted):
+                r["p_holm"] = _clean(p)
+            paired_rows.extend(block)
+        order = {c: i for i, c in enumerate(cats)}
+        metric_order = {label: i for i, (_, label) in enumerate((*METRICS, RATING))}
+        paired_rows.sort(key=lambda r: (order[r["category"]], metric_order[r["metric"]]))
 
+    rank_note = (f"Rank (95%): speakers ranked by SR over the {n_shared} paths every speaker has "
+                 "(a speaker's SR on a path: the mean over its followers there), with 95% rank "
+                 "intervals from 1000 bootstrap resamples of those paths; \"1-2\" where intervals "
+                 "overlap.")
+    if ties:
+        rank_note += " Tied (rank intervals overlap): " + "; ".join(", ".join(g) for g in ties) + "."
+    if not n_shared or len(cats) < 2:
+        rank_note = ("Rank (95%): no ranking (" + ("one speaker" if len(cats) < 2 else
+                                                  "no path is shared by every speaker") + ").")
     tables = [{
         "key": "navigation_metrics",
-        "title": "Followers' metrics per speaker",
+        "title": "Followers' metrics per speaker: SR, SPL, nDTW, SDTW (0-1), NE and path length (m), "
+                 "rating (1-4)",
         "note": ("Valid human annotations (gold and excluded ones left out). Per instruction, the mean "
-                 "over its followers; per speaker, the mean over its instructions (each counts once) "
-                 "with a 95% interval over instructions, so several followers of one instruction do "
-                 "not narrow it: SR has a Wilson interval when every instruction's SR is 0 or 1 (one "
-                 "follower each, or followers who agree), else, like the other columns, a percentile "
-                 "bootstrap of the instructions' means (2000 resamples). SR, SPL, nDTW, SDTW in [0, 1]; "
-                 "NE and path length in metres; rating: how easy the instruction was to follow."),
-        "columns": [{"key": "category", "label": "Speaker"}, {"key": "items", "label": "Instructions"},
-                    {"key": "n", "label": "Annotations"}]
-                   + [{"key": k, "label": label} for k, label in (*METRICS, RATING)],
+                 "over its followers; per speaker, the mean over its instructions (each counts once). "
+                 "Unit resampled: the path (an instruction's path is its cluster), so several "
+                 "followers of one instruction never narrow an interval. 95% intervals: SR, SPL, nDTW, "
+                 "SDTW by Wilson at the effective number of paths with Student's t "
+                 "(stats.mean_interval); the rating the same on (level - 1) / 3, mapped back; NE and "
+                 "path length (metres) by Student's t on the cluster-robust variance of the mean "
+                 "(G - 1 df). Rating: how easy the instruction was to follow. " + rank_note),
+        "columns": [{"key": "category", "label": "Speaker"}, {"key": "rank", "label": "Rank (95%)"},
+                    {"key": "items", "label": "Instructions"}, {"key": "n", "label": "Annotations"}]
+                   + [{"key": k, "label": COLUMN_LABELS[k]} for k in keys],
         "rows": metric_rows,
     }]
     if paired_rows:
         tables.append({
             "key": "navigation_paired",
-            "title": f"Paired t-tests against {baseline}",
-            "note": ("Per metric: the mean over a path's annotations for each speaker, then a "
-                     f"two-sided paired t-test over the paths both the speaker and {baseline} have "
-                     f"(difference = speaker - {baseline})."),
-            "columns": [{"key": "category", "label": "Speaker"}, {"key": "metric", "label": "Metric"},
-                        {"key": "mean_diff", "label": "Mean difference"}, {"key": "t", "label": "t"},
-                        {"key": "p", "label": "p"}, {"key": "n_paths", "label": "Paths"}],
+            "title": f"Paired differences against {baseline} (speaker − {baseline}, in each metric's unit)",
+            "note": ("Per metric: the mean over a path's annotations for each speaker, then over the "
+                     f"paths both the speaker and {baseline} have (unit: the path; difference = "
+                     f"speaker − {baseline}, in the metric's unit: SR, SPL, nDTW, SDTW in 0-1, NE and "
+                     "path length in metres, rating in levels). The difference's 95% interval: "
+                     "Bonett-Price's adjusted Wald interval when both are 0/1 on every path, else t "
+                     "on the paired differences; Cohen's d_z = mean / sd of the differences; t and p: "
+                     "the two-sided paired t-test; p (Holm): Holm-adjusted across the speakers "
+                     f"compared with {baseline} on the same metric."),
+            "columns": [{"key": "category", "label": "Speaker"},
+                        {"key": "metric", "label": "Metric (unit)"},
+                        {"key": "difference", "label": "Mean difference (metric's unit) [95%]"},
+                        {"key": "cohen_dz", "label": "Cohen's d_z"}, {"key": "t", "label": "t"},
+                        {"key": "p", "label": "p"}, {"key": "p_holm", "label": "p (Holm)"},
+                        {"key": "n_paths", "label": "Paths"}],
             "rows": paired_rows,
         })
+    tables.append(followers_agreement_table(session, study))
     agreement = agreement_table(session, study)  # when model listeners' paths are imported
     if agreement is not None:
         tables.append(agreement)

@@ -135,13 +135,14 @@ def study_settings(options: dict, categories: set[str]) -> dict:
 def leaderboard_table(session, study) -> dict | None:
     """Per speaker (item category), the mean level of each of the study's Likert questions over
     its instructions (each instruction's mean over its valid human annotations: not gold, not
-    excluded), with 95% bootstrap intervals that resample instructions, so several followers of
-    one instruction do not narrow them (DESIGN section 7)."""
+    excluded), with 95% intervals whose unit is the path (Item.cluster): levels 1..L rescaled
+    to [0, 1] by (level - 1) / (L - 1), ``stats.mean_interval`` with the paths as clusters, and
+    mapped back to levels (DESIGN section 7)."""
     from collections import defaultdict
 
     from sqlalchemy import select
 
-    from app.leaderboards import stats
+    from app.kinds.navigation.leaderboard import level_estimate
     from app.studies.models import Annotation, Item
 
     items = (study.kind_settings or {}).get("likert") or []
@@ -152,10 +153,12 @@ def leaderboard_table(session, study) -> dict | None:
     values: dict[str, dict[str, dict[int, list[float]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list)))
     counts: dict[str, int] = defaultdict(int)
-    for cat, item_id, *levels in session.connection().execute(
-            select(Item.category, Item.id, *cols).join(Item, Item.id == Annotation.item_id)
+    path_of: dict[int, str] = {}
+    for cat, item_id, cluster, *levels in session.connection().execute(
+            select(Item.category, Item.id, Item.cluster, *cols).join(Item, Item.id == Annotation.item_id)
             .where(Annotation.study_id == study.id, Annotation.is_gold.is_(False),
                    Annotation.excluded.is_(False))):
+        path_of[item_id] = cluster or f"item {item_id}"
         answered = [(it["key"], v) for it, v in zip(items, levels)
                     if isinstance(v, (int, float)) and not isinstance(v, bool)]
         if answered:
@@ -165,18 +168,25 @@ def leaderboard_table(session, study) -> dict | None:
     if not counts:
         return None
     baseline = str((study.kind_settings or {}).get("baseline", "human"))
+
+    def estimate(per_item: dict[int, list[float]], levels: int) -> dict:
+        return level_estimate([sum(v) / len(v) for v in per_item.values()],
+                              [path_of[i] for i in per_item], levels)
+
     rows = [{"category": cat, "n": counts[cat],
-             **{it["key"]: stats.bootstrap_mean_interval(
-                 [sum(v) / len(v) for v in values[cat][it["key"]].values()]).as_dict() for it in items}}
+             **{it["key"]: estimate(values[cat][it["key"]], len(it["labels"])) for it in items}}
             for cat in sorted(counts, key=lambda c: (c != baseline, c))]
     return {
         "key": "navigation_likert",
-        "title": "The study's Likert questions per speaker",
+        "title": "The study's Likert questions per speaker (mean level, 1 = the first label)",
         "note": ("Mean level (1 = the first label) over the speaker's instructions, each the mean of "
-                 "its valid human annotations, with 95% bootstrap intervals over instructions. " + " ".join(f"{it['key']}: {it['question']} "
-                                          f"(1 {it['labels'][0]} ... {len(it['labels'])} {it['labels'][-1]})."
-                                          for it in items)),
+                 "its valid human annotations. Unit resampled: the path; 95% interval by Wilson at "
+                 "the effective number of paths with Student's t (stats.mean_interval) on "
+                 "(level - 1) / (L - 1), mapped back to levels. "
+                 + " ".join(f"{it['key']}: {it['question']} "
+                            f"(1 {it['labels'][0]} ... {len(it['labels'])} {it['labels'][-1]})."
+                            for it in items)),
         "columns": [{"key": "category", "label": "Speaker"}, {"key": "n", "label": "Annotations"}]
-                   + [{"key": it["key"], "label": f"{it['key']} (1-{len(it['labels'])})"} for it in items],
+                   + [{"key": it["key"], "label": f"{it['key']} (levels 1-{len(it['labels'])})"} for it in items],
         "rows": rows,
     }
