@@ -226,6 +226,24 @@ def test_leaderboard_has_likert_means_per_speaker(session, client):
             assert row[key]["mean"] == pytest.approx(sum(means) / len(means))
             assert row[key]["low"] - 1e-12 <= row[key]["mean"] <= row[key]["high"] + 1e-12
     assert "How clear was the wording?" in table["note"]
+    # The interval: stats.mean_interval on (level - 1) / (L - 1) over the paths, mapped back.
+    from app.leaderboards import stats
+
+    for cat, row in rows.items():
+        per_item: dict[int, list[int]] = {}
+        for c, item, resp in answers:
+            if c == cat:
+                per_item.setdefault(item, []).append(resp["likert"]["clarity"])
+        paths = dict(session.execute(select(Item.id, Item.cluster).where(Item.id.in_(list(per_item)))).all())
+        unit = stats.mean_interval([(sum(v) / len(v) - 1) / 2 for v in per_item.values()],
+                                   [paths[i] for i in per_item])
+        assert row["clarity"]["low"] == pytest.approx(1 + 2 * unit.low, abs=1e-12)
+        assert row["clarity"]["high"] == pytest.approx(1 + 2 * unit.high, abs=1e-12)
+        assert row["clarity"]["method"] == f"{unit.method}, on (level - 1) / 2, mapped back"
+    # Each Likert question is ordinal in the followers' agreement table, beside the rating.
+    agree = next(t for t in board["extra"]["tables"] if t["key"] == "navigation_followers_agreement")
+    levels = {r["question"].split(":")[0]: r["level"] for r in agree["rows"]}
+    assert levels == {"Rating": "ordinal", "clarity": "ordinal", "confidence": "ordinal", "Success": "nominal"}
     json.dumps(board, allow_nan=False)
     login(client, owner)
     assert 'id="navigation_likert"' in client.get(f"/studies/{study.id}/leaderboard").text
