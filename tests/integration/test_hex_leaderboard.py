@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import scipy.stats
 from sqlalchemy import select
 from sqlalchemy.orm.attributes import flag_modified
 
@@ -72,7 +73,12 @@ def test_sections_breakdowns_and_paired_tests(app, client, session):
     assert set(rows) == {"copier v1", "All human executors", exact, lazy, "No action (paints nothing)"}
     assert (rows[exact]["procedures"], rows[exact]["steps"]) == (8, 16)
     assert (rows["All human executors"]["executions"], rows["All human executors"]["steps"]) == (16, 32)
-    assert rows[exact]["board_f1"] == {"n": 16, "mean": 1.0, "low": 1.0, "high": 1.0}
+    # Every step right on 8 procedures: stats.mean_interval with no spread takes the 8 procedures
+    # as the effective n, Wilson at p = 1 with t on 7 df: low = 8 / (8 + t^2) = 0.5886. (The old
+    # figure, [1, 1] from a bootstrap of procedures, was the wrong one: a zero-width interval.)
+    t = scipy.stats.t.ppf(0.975, 7)
+    assert rows[exact]["board_f1"] == {"n": 16, "mean": 1.0, "low": pytest.approx(8 / (8 + t * t)), "high": 1.0,
+                                       "method": "Wilson (effective n, clusters)"}
     # Step 2 left undone: board P 1, R 1/2, F1 2/3; no action where one was due: action F1 0.
     assert rows[lazy]["board_f1"]["mean"] == pytest.approx((1 + 2 / 3) / 2)
     assert rows[lazy]["action_f1"]["mean"] == pytest.approx(0.5)
@@ -104,7 +110,7 @@ def test_sections_breakdowns_and_paired_tests(app, client, session):
     login(client, owner)
     page = client.get(f"/studies/{study.id}/leaderboard")
     assert page.status_code == 200
-    assert 'aria-label="Board F1 with 95% intervals"' in page.text and "Paired tests on the procedures" in page.text
+    assert 'aria-label="Board F1 with 95% intervals"' in page.text and "Paired differences in F1" in page.text
     assert "level 2 · " + lazy in page.text and "cdn" not in page.text.lower()
     api = client.get(f"/api/v1/studies/{study.id}/leaderboard")
     assert api.status_code == 200 and {t["key"] for t in api.json()["extra"]["tables"]} == set(tables)

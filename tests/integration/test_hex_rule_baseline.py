@@ -47,3 +47,25 @@ def test_no_rule_row_where_the_rules_paint_nothing(session):
     study = services.create_study(session, owner, "hexagons", services.StudySettings(title="Hex shapes"), data,
                                   "procedures")
     assert [r["name"] for r in KIND.baselines(session, study)] == ["No action (paints nothing)"]
+
+
+def test_the_rule_based_row_is_in_the_section_with_the_generic_figure(session):
+    # The section's metrics table has the rule-based row too, computed by the same function
+    # (leaderboard.baseline_rows, then stats.mean_interval over steps clustered by procedure).
+    from app.kinds.hexagons.leaderboard import section
+
+    owner = make_user(session, "researcher")
+    data = "\n".join([_line(1), _line(2)]).encode()
+    study = services.create_study(session, owner, "hexagons", services.StudySettings(title="Hex rules"), data,
+                                  "procedures")
+    agent = services.register_agent(session, owner, "hexagons", "copier", "1")
+    preds = "\n".join(json.dumps({"index": i, "step": k, "board": b}) for i in (1, 2)
+                      for k, b in ((1, ONE), (2, ONE))).encode()
+    services.import_agent_outputs(session, study, agent, preds)
+    tables = {t["key"]: t for t in section(session, study)["tables"]}
+    rows = {r["who"]: r for r in tables["hexagons_metrics"]["rows"]}
+    assert rows[rule_executor.NAME]["section"] == "Baselines" and rows[rule_executor.NAME]["coverage"] == 1.0
+    generic = {r["name"]: r for r in KIND.baselines(session, study)}
+    for name in (rule_executor.NAME, "No action (paints nothing)"):
+        assert rows[name]["board_f1"] == generic[name]["accuracy"]
+    assert rows[rule_executor.NAME]["board_f1"]["mean"] == pytest.approx(5 / 6)

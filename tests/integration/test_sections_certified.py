@@ -302,20 +302,22 @@ def test_a3ds_a_rejected_listener_drops_out(session):
     assert (acc["a"]["answers"], acc["a"]["accuracy"]["mean"]) == (4, 0.5)
     assert (acc["b"]["answers"], acc["b"]["accuracy"]["mean"]) == (4, 0.5)
     # Paired per pair: P1 1/2 - 1 = -0.5, P2 1/2 - 0 = 0.5: mean 0 over 2 pairs.
-    assert paired["a", "b"]["pairs"] == 2 and paired["a", "b"]["diff"] == pytest.approx(0.0)
+    assert paired["a", "b"]["pairs"] == 2 and paired["a", "b"]["diff"]["mean"] == pytest.approx(0.0)
 
     _reject(session, study, bad)
     tables, acc, paired = _a3ds_rows(session, study)
-    # Without "bad": a has 2 right of 3 answers; b is as it was.
+    # Without "bad": a has 2 right of 3 answers, but accuracy is the mean over PAIRS of each
+    # pair's share right: P1 1 of 1, P2 1 of 2: (1 + 1/2) / 2 = 3/4 over n = 2 pairs. (The old
+    # figure, 2/3 over 3 answers, counted P2 twice for its two listeners: the wrong one.)
     assert (acc["a"]["items"], acc["a"]["answers"]) == (2, 3)
-    assert acc["a"]["accuracy"]["mean"] == pytest.approx(2 / 3) and acc["a"]["accuracy"]["n"] == 3
+    assert acc["a"]["accuracy"]["mean"] == pytest.approx(3 / 4) and acc["a"]["accuracy"]["n"] == 2
     assert _within(acc["a"]["accuracy"])
-    # Every answer is in exactly one z column.
+    # Every pair is in exactly one z column.
     zs = [c["key"] for c in tables["a3ds_accuracy"]["columns"] if c["key"].startswith("z")]
-    assert sum(acc["a"][z]["n"] for z in zs) == 3
+    assert sum(acc["a"][z]["n"] for z in zs) == 2
     assert (acc["b"]["answers"], acc["b"]["accuracy"]["mean"]) == (4, 0.5)
     # Paired: P1 1 - 1 = 0, P2 1/2 - 0 = 0.5: mean 0.25.
-    assert paired["a", "b"]["diff"] == pytest.approx(0.25) and paired["a", "b"]["pairs"] == 2
+    assert paired["a", "b"]["diff"]["mean"] == pytest.approx(0.25) and paired["a", "b"]["pairs"] == 2
     corr = {r["captioner"]: r for r in tables["a3ds_correlation"]["rows"]}
     assert corr["a"]["items"] == 2
 
@@ -346,14 +348,19 @@ def test_a3ds_ties_a_split_pair_and_a_missing_pair(session, client):
     # x and y: P1 1 of 2, P2 2 of 2, P3 0 of 2: 3 of 6 each, every column equal.
     assert dict(acc["x"], captioner=None) == dict(acc["y"], captioner=None)
     assert (acc["x"]["items"], acc["x"]["answers"], acc["x"]["accuracy"]["mean"]) == (3, 6, 0.5)
-    # m lacks P3: its accuracy is over its own answers, 3 of 4 (P3 is not counted as a miss).
-    assert (acc["m"]["items"], acc["m"]["answers"]) == (2, 4)
-    assert acc["m"]["accuracy"]["mean"] == pytest.approx(0.75) and _within(acc["m"]["accuracy"])
+    # m lacks P3: as the generic table counts an agent's missing answer wrong, P3 counts 0 for
+    # m (coverage 2 of 3 pairs): (1/2 + 1 + 0) / 3 = 1/2, not 3/4 over its own answers (the
+    # old figure made a captioner that skips a hard pair look better).
+    assert (acc["m"]["items"], acc["m"]["answers"], acc["m"]["coverage"]) == (2, 4, pytest.approx(2 / 3))
+    assert acc["m"]["accuracy"]["mean"] == pytest.approx(0.5) and acc["m"]["accuracy"]["n"] == 3
+    assert _within(acc["m"]["accuracy"])
+    # All three have 1/2, 1, 0 on P1-P3: tied, every rank interval 1-3.
+    assert [acc[c]["rank"] for c in ("m", "x", "y")] == ["1-3"] * 3
     # Paired: x - y over P1-P3, every difference 0; m against x or y over the 2 pairs both
     # captioned (P1: 1/2 - 1/2, P2: 1 - 1): 0.
     assert list(paired) == [("m", "x"), ("m", "y"), ("x", "y")]
-    assert (paired["x", "y"]["pairs"], paired["x", "y"]["diff"]) == (3, 0.0)
-    assert (paired["m", "x"]["pairs"], paired["m", "x"]["diff"]) == (2, 0.0)
+    assert (paired["x", "y"]["pairs"], paired["x", "y"]["diff"]["mean"]) == (3, 0.0)
+    assert (paired["m", "x"]["pairs"], paired["m", "x"]["diff"]["mean"]) == (2, 0.0)
     assert paired["m", "x"] == dict(paired["m", "y"], b="x")
     metrics = {r["captioner"]: r for r in tables["a3ds_metrics"]["rows"]}
     assert (metrics["m"]["items"], metrics["x"]["items"], metrics["all captioners"]["items"]) == (2, 3, 8)
@@ -522,10 +529,17 @@ def test_hexagons_tied_agents_and_an_agent_missing_a_procedure(session):
     assert dict(rows["copier-a v1"], who=None) == dict(rows["copier-b v1"], who=None)
     assert (rows["copier-a v1"]["procedures"], rows["copier-a v1"]["steps"]) == (7, 14)
     assert rows["copier-a v1"]["board_f1"]["mean"] == pytest.approx(5 / 6)  # (1 + 2/3) / 2 per procedure
-    # partial is averaged over the 12 steps it executed (procedure 7 is not a failure; the
-    # Procedures column shows 6): board F1 1.
-    assert (rows["partial v1"]["procedures"], rows["partial v1"]["steps"]) == (6, 12)
-    assert rows["partial v1"]["board_f1"]["mean"] == 1.0
+    # partial is scored over every procedure of the study, procedure 7 counting 0 at both its
+    # steps (coverage 6/7 beside): 12 / 14 = 6/7, not 1 over the 12 steps it executed (the old
+    # figure: an agent that skips hard procedures looked better).
+    assert (rows["partial v1"]["procedures"], rows["partial v1"]["steps"]) == (6, 14)
+    assert rows["partial v1"]["coverage"] == pytest.approx(6 / 7)
+    assert rows["partial v1"]["board_f1"]["mean"] == pytest.approx(6 / 7)
+    # Ranks over the 7 procedures: partial beats the copiers' 5/6 unless the resample draws
+    # procedure 7 twice or more (probability 0.26), so partial and the tied copiers all span
+    # 1-3; No action (1/3) is 4th.
+    assert [rows[w]["rank"] for w in ("copier-a v1", "copier-b v1", "partial v1", "No action (paints nothing)")] \
+        == ["1-3", "1-3", "1-3", "4"]
     # The tied pair: 7 procedures, difference 0, p 1.
     tie = pairs["copier-a v1", "copier-b v1"]
     assert (tie["procedures"], tie["board_f1"]["mean"], tie["board_f1_p"]) == (7, 0.0, "1.000")

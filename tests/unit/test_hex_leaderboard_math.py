@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.stats
 
 from app.kinds.hexagons import metrics
 from app.kinds.hexagons.formats import parse_procedures
-from app.kinds.hexagons.leaderboard import (MIN_SHARED, ProcedureInfo, Row, _percentiles, abstraction_levels, build,
-                                            cluster_estimates, paired_tests)
+from app.kinds.hexagons.leaderboard import MIN_SHARED, ProcedureInfo, Row, abstraction_levels, build, paired_tests
 from app.kinds.hexagons.score import no_action
-from app.leaderboards.stats import paired_cluster_difference, paired_cluster_differences
+from app.leaderboards.stats import mean_interval, paired_cluster_difference, paired_cluster_differences
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "hexagons"
 real = pytest.mark.skipif(not (DATA / "test.jsonl").exists(), reason=f"Hexagons data not found under {DATA}")
@@ -54,25 +54,22 @@ def test_paired_difference_interval_is_the_paired_bootstrap_and_p_the_sign_flip(
     assert both[1]["mean_diff"] == 0.0 and both[1]["p"] == 1.0 and both[0]["mean_diff"] == pytest.approx(d["mean_diff"])
 
 
-def test_cluster_intervals_are_a_loop_over_the_same_resamples():
+def test_cells_are_mean_interval_over_steps_clustered_by_procedure():
+    # Uneven procedures (1-4 steps), two executions of some: every cell is stats.mean_interval
+    # of the row's step values with the procedure as the cluster (the bootstrap of its own that
+    # the section used before is gone).
     rng = np.random.default_rng(0)
-    counts = rng.integers(0, 5, size=(30, 3)).astype(float)
-    counts[:, 0] += 1
-    sums = counts * rng.random((30, 3))
-    cells = cluster_estimates(sums, counts, n_boot=300, seed=5)
-    idx = np.random.default_rng(5).integers(0, 30, size=(300, 30))
-    for j in range(3):
-        means = [sums[r, j].sum() / counts[r, j].sum() for r in idx if counts[r, j].sum()]
-        assert cells[j][0] == counts[:, j].sum()
-        assert cells[j][1] == pytest.approx(sums[:, j].sum() / counts[:, j].sum())
-        assert tuple(cells[j][2:]) == pytest.approx(tuple(np.percentile(means, [2.5, 97.5])))
-    x = rng.random((50, 4))
-    x[:10, 1] = np.nan
-    x[:, 3] = np.nan
-    got = _percentiles(x)
-    assert got[:, 0] == pytest.approx(np.percentile(x[:, 0], [2.5, 97.5]))
-    assert got[:, 1] == pytest.approx(np.nanpercentile(x[:, 1], [2.5, 97.5]))
-    assert np.isnan(got[:, 3]).all()
+    procs = {i: ProcedureInfo("a" if i % 2 else "b", 1 + i % 4, [None] * (1 + i % 4)) for i in range(12)}
+    human = Row("human", "h")
+    for i, info in procs.items():
+        for _ in range(1 + i % 2):
+            human.executions[i].append(rng.random((info.steps, len(metrics.KEYS))))
+    rows = {r["who"]: r for r in build([human], procs)["tables"][0]["rows"]}
+    values = np.concatenate([m for i in procs for m in human.executions[i]])
+    ids = [i for i in procs for m in human.executions[i] for _ in range(len(m))]
+    for j, key in enumerate(metrics.KEYS):
+        assert rows["h"][key] == mean_interval(values[:, j], clusters=ids).as_dict()
+    assert rows["h"]["board_f1"]["method"] == "Wilson (effective n, clusters)"
 
 
 def test_abstraction_levels_are_read_only_where_they_are_well_formed():
@@ -120,7 +117,11 @@ def test_the_section_on_the_released_test_split():
     out = build([gold, idle], info)
     rows = {r["who"]: r for r in out["tables"][0]["rows"]}
     assert rows["gold"]["steps"] == rows["no action"]["steps"] == 453 and rows["gold"]["procedures"] == 62
-    assert all(rows["gold"][k] == {"n": 453, "mean": 1.0, "low": 1.0, "high": 1.0} for k in metrics.KEYS)
+    # Every step right: no spread, so the effective n is the 62 procedures (Wilson at p = 1, t on
+    # 61 df); the old [1, 1] of a bootstrap over procedures was the wrong figure.
+    t = scipy.stats.t.ppf(0.975, 61)
+    assert all(rows["gold"][k] == {"n": 453, "mean": 1.0, "low": pytest.approx(62 / (62 + t * t)), "high": 1.0,
+                                   "method": "Wilson (effective n, clusters)"} for k in metrics.KEYS)
     expected = no_action(procs)["mean"]
     assert {k: rows["no action"][k]["mean"] for k in metrics.KEYS} == pytest.approx(expected)
     [pair] = out["tables"][-1]["rows"]

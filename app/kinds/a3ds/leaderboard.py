@@ -1,7 +1,10 @@
 """The reference game's leaderboard section: listener accuracy per captioner (overall and per
-z, Wilson intervals), paired tests between captioners on the pairs both captioned, the
-pragmatic metrics' means per captioner, and the Spearman correlation (with p) of each metric
-with the listeners' accuracy over items: the question the paper leaves open.
+z: the mean over pairs of each pair's share of listeners right, stats.mean_interval over pairs;
+a pair the captioner did not caption counts 0, as the generic table counts an agent's missing
+answer; ranks with rank intervals), paired tests between captioners on the pairs both
+captioned (effect with interval, Holm-adjusted p), the pragmatic metrics' means per
+captioner, and the Spearman correlation (with p) of each metric with the listeners' accuracy
+over items: the question the paper leaves open.
 
 Answers are counted per item in SQL; only one row per item comes back (items are pairs, a few
 thousand at most)."""
@@ -51,6 +54,40 @@ def _metric(ref: dict, key: str):
     return m.get(key)
 
 
+def _z(item: dict) -> str:
+    return str(_metric(item["ref"], "z"))
+
+
+def accuracy_figures(items: list[dict]) -> tuple[list[str], dict[str, dict], list]:
+    """Per captioner: each pair of the study's share right (the mean over its listeners' answers),
+    0 for a pair the captioner did not caption; a captioned pair without answers yet is left out.
+
+    The study's pairs are the pairs with at least one answered caption. Returns the captioners
+    (by name), per captioner {pair: (share, z)} over the pairs it has a figure on and a set of
+    the pairs it captioned, and the pairs every captioner has a figure on (for the ranks)."""
+    names = sorted({it["ref"].get("captioner", "?") for it in items})
+    pair_z = {it["pair"]: _z(it) for it in items}
+    answered_pairs = sorted({it["pair"] for it in items if it["n"]}, key=str)
+    per: dict[str, dict] = {}
+    for name in names:
+        mine = {it["pair"]: it for it in items if it["ref"].get("captioner", "?") == name}
+        shares = {}
+        for pair in answered_pairs:
+            it = mine.get(pair)
+            if it is None:
+                shares[pair] = (0.0, pair_z[pair])  # not captioned: counts as wrong
+            elif it["n"]:
+                shares[pair] = (it["right"] / it["n"], pair_z[pair])
+        per[name] = {"shares": shares, "captioned": set(mine)}
+    everyone = [p for p in answered_pairs if all(p in per[n]["shares"] for n in names)]
+    return names, per, everyone
+
+
+def _clip(d: dict) -> dict:
+    """A difference of two shares lies in [-1, 1]: its interval too."""
+    return {**d, **{k: min(1.0, max(-1.0, d[k])) for k in ("low", "high") if d[k] is not None}}
+
+
 def section(session: Session, study: Study) -> dict | None:
     items = _item_answers(session, study)
     if not items:
@@ -58,20 +95,25 @@ def section(session: Session, study: Study) -> dict | None:
     by_captioner: dict[str, list[dict]] = defaultdict(list)
     for it in items:
         by_captioner[it["ref"].get("captioner", "?")].append(it)
-    names = sorted(by_captioner)
+    names, per, everyone = accuracy_figures(items)
+    study_pairs = {p for it in items if it["n"] for p in [it["pair"]]}
 
-    def accuracy(group: list[dict]) -> dict:
-        return stats.proportion(sum(i["right"] for i in group), sum(i["n"] for i in group)).as_dict()
+    def accuracy(shares: list[float]) -> dict:
+        return stats.mean_interval(shares).as_dict()
 
-    zs = sorted({str(it["ref"].get("metrics", {}).get("z")) for it in items})
+    zs = sorted({_z(it) for it in items})
+    ranks = stats.rank_intervals({name: [per[name]["shares"][p][0] for p in everyone] for name in names}) \
+        if len(names) > 1 and everyone else {}
     acc_rows = []
     for name in names:
-        group = by_captioner[name]
+        group, shares = by_captioner[name], per[name]["shares"]
         row = {"captioner": name, "items": len(group), "answers": sum(i["n"] for i in group),
-               "accuracy": accuracy(group),
+               "coverage": (len(per[name]["captioned"] & study_pairs) / len(study_pairs)) if study_pairs else None,
+               "accuracy": accuracy([s for s, _ in shares.values()]),
+               "rank": stats.rank_label(ranks[name]) if name in ranks else None,
                "cant_tell": sum(i["cant"] for i in group)}
         for z in zs:
-            row[f"z{z}"] = accuracy([i for i in group if str(_metric(i["ref"], "z")) == z])
+            row[f"z{z}"] = accuracy([s for s, zz in shares.values() if zz == z])
         acc_rows.append(row)
 
     metric_rows, corr_rows = [], []
@@ -81,7 +123,7 @@ def section(session: Session, study: Study) -> dict | None:
         for key in KEYS:
             values = [_metric(i["ref"], key) for i in group]
             values = [v for v in values if v is not None]
-            row[key] = round(sum(values) / len(values), 3) if values else None
+            row[key] = sum(values) / len(values) if values else None
         metric_rows.append(row)
         answered = [i for i in group if i["n"]]
         corr = {"captioner": name, "items": len(answered)}
@@ -92,26 +134,38 @@ def section(session: Session, study: Study) -> dict | None:
             corr[key] = "-" if s["rho"] is None else f"{s['rho']:+.3f} (p {s['p']:.3g}, n {len(pairs)})"
         corr_rows.append(corr)
 
-    # Paired: two captioners' accuracy on the pairs both captioned and listeners answered.
+    # Paired: two captioners' item shares on the pairs both captioned and listeners answered.
     paired_rows = []
     per_pair = {name: {i["pair"]: i["right"] / i["n"] for i in by_captioner[name] if i["n"]} for name in names}
     for k, a in enumerate(names):
         for b in names[k + 1:]:
-            shared = sorted(set(per_pair[a]) & set(per_pair[b]))
+            shared = sorted(set(per_pair[a]) & set(per_pair[b]), key=str)
             if len(shared) < 2:
                 continue
-            t = stats.paired_t_test([per_pair[a][p] for p in shared], [per_pair[b][p] for p in shared])
-            paired_rows.append({"a": a, "b": b, "pairs": t["n"],
-                                "diff": None if math.isnan(t["mean_diff"]) else round(t["mean_diff"], 3),
-                                "p": None if math.isnan(t["p"]) else float(f"{t['p']:.3g}")})
+            e = stats.paired_effect([per_pair[a][p] for p in shared], [per_pair[b][p] for p in shared])
+            dz = e["cohen_dz"]
+            paired_rows.append({"a": a, "b": b, "pairs": len(shared), "diff": _clip(e["difference"].as_dict()),
+                                "d_z": None if dz != dz else ("∞" if math.isinf(dz) else round(float(dz), 3)),
+                                "p": None if math.isnan(e["p"]) else float(e["p"])})
+    for row, adjusted in zip(paired_rows, stats.holm([math.nan if r["p"] is None else r["p"] for r in paired_rows])):
+        row["p_holm"] = None if math.isnan(adjusted) else adjusted
 
     tables = [
-        {"key": "a3ds_accuracy", "title": "Listener accuracy per captioner",
-         "note": ("Share of answers that picked the target, with a 95% Wilson interval, overall and per z "
-                  "(the number of features in which the two pictures differ). Gold pairs and rejected "
-                  "workers' answers are left out; \"can't tell\" counts as a miss."),
+        {"key": "a3ds_accuracy", "title": "Listener accuracy per captioner (share of listeners right, 0-1, "
+                                          "averaged over pairs)",
+         "note": ("Each pair's accuracy is the share of its listeners who picked the target; a captioner's is the "
+                  "mean over the study's pairs (each pair counts once, however many listeners it had), with a "
+                  "95% interval by stats.mean_interval over pairs (the unit resampled is the pair; Wilson at the "
+                  "effective n), overall and per z (the number of features in which the two pictures differ). "
+                  "As in the generic table, where an agent's missing answer is wrong, a captioner is scored over "
+                  "every pair of the study (the pairs with answers): a pair it did not caption counts 0 "
+                  "(Coverage: the share it captioned); a caption not yet answered is left out. Rank (95%): rank "
+                  "intervals from 1000 bootstrap resamples of the pairs every captioner has a figure on; \"1-2\" "
+                  "where intervals overlap (tied). Gold pairs and rejected workers' answers are left out; "
+                  "\"can't tell\" counts as a miss."),
          "columns": [{"key": "captioner", "label": "Captioner"}, {"key": "items", "label": "Items"},
-                     {"key": "answers", "label": "Answers"}, {"key": "accuracy", "label": "Accuracy"},
+                     {"key": "answers", "label": "Answers"}, {"key": "coverage", "label": "Coverage"},
+                     {"key": "rank", "label": "Rank (95%)"}, {"key": "accuracy", "label": "Accuracy"},
                      *[{"key": f"z{z}", "label": f"z = {z}"} for z in zs],
                      {"key": "cant_tell", "label": "Can't tell"}],
          "rows": acc_rows},
@@ -130,9 +184,14 @@ def section(session: Session, study: Study) -> dict | None:
     ]
     if paired_rows:
         tables.append({
-            "key": "a3ds_paired", "title": "Paired tests between captioners (same pairs)",
-            "note": "Two-sided paired t-test over the pairs both captioners captioned: mean of accuracy(a) - accuracy(b).",
+            "key": "a3ds_paired", "title": "Paired differences in listener accuracy between captioners (a minus b, "
+                                          "in [-1, 1], same pairs)",
+            "note": ("Over the pairs both captioners captioned and listeners answered (the unit is the pair): the "
+                     "mean of the pair accuracy differences with a 95% interval (stats.paired_effect: t on the "
+                     "differences, Bonett-Price where every share is 0 or 1), Cohen's d_z, the two-sided paired "
+                     "t-test's p, and p Holm-adjusted across this table's comparisons."),
             "columns": [{"key": "a", "label": "a"}, {"key": "b", "label": "b"}, {"key": "pairs", "label": "Pairs"},
-                        {"key": "diff", "label": "Mean difference"}, {"key": "p", "label": "p"}],
+                        {"key": "diff", "label": "Mean difference"}, {"key": "d_z", "label": "d_z"},
+                        {"key": "p", "label": "p"}, {"key": "p_holm", "label": "Holm p"}],
             "rows": paired_rows})
     return {"tables": tables}

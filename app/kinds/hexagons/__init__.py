@@ -248,40 +248,34 @@ class Hexagons(TaskKind):
         """Execution studies only (a description study's items are target images, with no
         instructions to execute): "No action" (every step leaves the board as it was) and the
         paper's rule-based executor (rule_executor.py; each step executed on the gold board
-        before it), both scored by execution_metrics like any response. The rule-based row is
-        left out where it paints nothing on any item (it would be "No action" again)."""
-        from sqlalchemy import select
+        before it), the very rows of the Hexagons section (leaderboard.baseline_rows; the
+        rule-based one left out where it paints nothing). Every procedure is executed; the
+        study's score metric is averaged over STEPS with stats.mean_interval clustered by
+        procedure (the unit resampled), overall and per category."""
+        import numpy as np
 
+        from app.kinds.hexagons import leaderboard
         from app.leaderboards import stats
-        from app.studies.models import Item
 
         if (study.kind_settings or {}).get("mode") == "description":
             return []
-        executors = {"No action (paints nothing)": lambda instructions, before: before,
-                     rule_executor.NAME: lambda instructions, before: [
-                         rule_executor.execute(text, board) for text, board in zip(instructions, before)]}
-        scores: dict[str, list[float]] = {name: [] for name in executors}
-        painted = {name: False for name in executors}
-        by_cat: dict[str, dict] = {name: defaultdict(list) for name in executors}
-        for cat, payload, ref in session.execute(select(Item.category, Item.payload, Item.reference).where(
-                Item.study_id == study.id, Item.is_gold.is_(False))):
-            if not ref:
-                continue
-            before = ([ref["initial"]] + ref["boards"])[:-1]
-            instructions = (payload or {}).get("instructions") or [""] * len(before)
-            for name, run in executors.items():
-                boards = run(instructions, before)
-                painted[name] = painted[name] or boards != before
-                response = {"steps": [{"board": b} for b in boards], "on": "gold"}
-                s = execution_metrics(ref, response)["mean"][ref.get("score_metric", DEFAULT_SCORE)]
-                scores[name].append(s)
-                by_cat[name][cat].append(s)
-        return [{"type": "baseline", "name": name, "answered": len(scores[name]),
-                 "coverage": 1.0, "accuracy": stats.bootstrap_mean_interval(sorted(scores[name])).as_dict(),
-                 "by_category": {c: stats.bootstrap_mean_interval(sorted(v)).as_dict()
-                                 for c, v in by_cat[name].items()},
-                 "consistency": None} for name in executors
-                if scores[name] and (painted[name] or name != rule_executor.NAME)]
+        refs, payloads, procedures = leaderboard._procedures(session, study)
+        if not refs:
+            return []
+        metric = (study.kind_settings or {}).get("score_metric") or next(
+            (r.get("score_metric") for r in refs.values()), None) or DEFAULT_SCORE
+        col = metrics.KEYS.index(metric if metric in metrics.KEYS else DEFAULT_SCORE)
+        out = []
+        for row in leaderboard.baseline_rows(refs, payloads):
+            values, ids, _ = leaderboard.row_steps(row, procedures)
+            cats = np.array([procedures[int(i)].category for i in ids], dtype=object)
+            out.append({"type": "baseline", "name": row.who, "answered": len(row.executions), "coverage": 1.0,
+                        "accuracy": stats.mean_interval(values[:, col], clusters=ids).as_dict(),
+                        "by_category": {c: stats.mean_interval(values[cats == c, col],
+                                                               clusters=ids[cats == c]).as_dict()
+                                        for c in sorted(set(cats))},
+                        "consistency": None})
+        return out
 
     def demo(self) -> dict:
         """An execution study of four short released dev procedures (two or three steps), when the data lies beside

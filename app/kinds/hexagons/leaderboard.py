@@ -1,24 +1,34 @@
 """The Hexagons leaderboard section (Lachmy et al. 2022, section 5; DESIGN.md sections 6-7).
 
 Rows, in three sections: agents; human executors (the skyline: every annotator pooled, then
-each annotator); baselines ("no action"). Each row: the procedures and steps it executed and
-the eight metrics averaged over steps, overall and per category, step position and
-abstraction level, with 95% intervals that resample procedures (the steps of one procedure
-are not independent). Paired tests between every two rows on the procedures both executed:
-the difference of their mean board F1 and action F1 over steps, with a paired bootstrap
-interval and a sign-flip p (app.leaderboards.stats.paired_cluster_difference).
+each annotator); baselines ("No action" and the paper's rule-based executor). Each row: the
+procedures and steps it executed and the eight metrics averaged over steps, overall and per
+category, step position and abstraction level.
 
-Abstraction levels are read from an item's reference["abstraction"], one {"level": 0-3 or
-null, "mechanisms": [...]} per step where a labelling study wrote them; steps without a level
-are in no "level" group.
+Figures and intervals (docs/kinds/hexagons.md, "Figures and intervals"):
 
-Everything is computed on numpy arrays: one (steps x 8) matrix per execution, per-procedure
-sums by bincount and every group's bootstrap as one matrix product of resample counts.
+- the unit of replication is the PROCEDURE (the steps of one procedure are not independent):
+  every cell is `stats.mean_interval(step values, clusters=procedure ids)`;
+- agents and baselines are scored over every procedure of the study, a procedure they lack
+  counting 0 at each of its steps (coverage beside); people over the procedures they executed;
+- agents and baselines are ranked (`stats.rank_intervals`, bootstrap over procedures) on the
+  main metric: "Rank (95%)", "1-2" where rank intervals overlap;
+- paired tests between every two rows on the procedures both executed: the difference of their
+  means over steps with a paired bootstrap interval and an exact sign-flip p over procedures
+  (`stats.paired_cluster_differences_many`), Holm-adjusted across the table's pairs per metric,
+  and the effect on per-procedure means (`stats.paired_effect`: mean difference with its
+  interval, Cohen's d_z);
+- the executors' abstraction labels (studies with `label_abstraction`), where two or more
+  executors labelled a step: Krippendorff's alpha, ordinal, with a bootstrap over procedures.
+
+Abstraction levels of the breakdown are read from an item's reference["abstraction"], one
+{"level": 0-3 or null, "mechanisms": [...]} per step where a labelling study wrote them; steps
+without a level are in no "level" group.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,22 +37,31 @@ from sqlalchemy.orm import Session
 
 from app.agents.models import Agent, AgentOutput
 from app.auth.models import User
-from app.kinds.hexagons import metrics
+from app.kinds.hexagons import metrics, rule_executor
 from app.kinds.hexagons.execution import execution_metrics
 from app.kinds.hexagons.score import position_label
+from app.leaderboards import stats
 from app.leaderboards.plot import estimates_svg
 from app.leaderboards.stats import paired_cluster_differences_many
 from app.studies.models import Annotation, Item, Study
 
-N_BOOT = 2000
 N_PERM = 2000
+N_RANK_BOOT = 1000
+N_ALPHA_BOOT = 500
 SECTIONS = {"agent": "Agents", "human": "Human executors (skyline)", "baseline": "Baselines"}
 COLOURS = {"agent": "#2563eb", "human": "#059669", "baseline": "#d97706"}
 PAIRED = ("board_f1", "action_f1")
 POOLED = "All human executors"
+NO_ACTION = "No action (paints nothing)"
 K = len(metrics.KEYS)
 BREAKDOWN_NOTES = {"step": "Positions from 10 on are pooled.",
                    "level": "Abstraction levels from the labelling of each step (0-3); unlabelled steps are in no level."}
+CELL_NOTE = ("Each cell: the mean over steps (a score in [0, 1]) with a 95% interval by stats.mean_interval "
+             "(Wilson at the effective n, the variance cluster-robust over PROCEDURES: the unit resampled is "
+             "the procedure, never the step). ")
+SCORED_OVER = ("Agents and baselines are scored over every procedure of the study, a procedure they lack "
+               "counting 0 at each of its steps (Coverage: the share of procedures executed); people over the "
+               "procedures they executed. ")
 
 
 @dataclass
@@ -58,6 +77,12 @@ class Row:
     who: str
     # item id -> (steps x 8) metric matrices, one per execution of that procedure
     executions: dict[int, list[np.ndarray]] = field(default_factory=lambda: defaultdict(list))
+
+    @property
+    def over_all(self) -> bool:
+        """Agents and baselines answer for every procedure of the study (a missing one is 0);
+        a person for what they executed."""
+        return self.section != "human"
 
 
 def abstraction_levels(reference: dict, n_steps: int) -> list[int | None]:
@@ -79,80 +104,36 @@ def groups_of(info: ProcedureInfo) -> list[list[str]]:
             for k in range(1, info.steps + 1)]
 
 
-def _resample_counts(rng: np.random.Generator, m: int, n_boot: int) -> np.ndarray:
-    """(n_boot, m) counts: how often each of m clusters is drawn in each resample of m."""
-    idx = rng.integers(0, m, size=(n_boot, m)) + (np.arange(n_boot) * m)[:, None]
-    return np.bincount(idx.ravel(), minlength=n_boot * m).reshape(n_boot, m)
-
-
-def _percentiles(x: np.ndarray, qs=(2.5, 97.5)) -> np.ndarray:
-    """Percentiles along axis 0 (linear interpolation, as numpy's) over the non-NaN values of
-    each column; NaN where a column has none."""
-    x = np.sort(x, axis=0)  # NaN sorts last
-    valid = (~np.isnan(x)).sum(0)
-    out = []
-    for q in qs:
-        pos = np.maximum(valid - 1, 0) * q / 100
-        lo = np.floor(pos).astype(np.intp)
-        hi = np.minimum(lo + 1, np.maximum(valid - 1, 0))
-        a = np.take_along_axis(x, lo[None], 0)[0]
-        b = np.take_along_axis(x, hi[None], 0)[0]
-        out.append(np.where(valid > 0, a + (b - a) * (pos - lo), np.nan))
-    return np.array(out)
-
-
-def cluster_estimates(sums: np.ndarray, counts: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -> np.ndarray:
-    """Means over steps with 95% intervals resampling procedures, for many columns at once.
-
-    sums: (procedures x columns) step sums of a metric in a group of steps, counts the same
-    shape, the steps summed (0 where a procedure has none in the group). One matrix of
-    resample counts over the procedures serves every column: a column's mean in a resample
-    is over the resampled procedures' steps; resamples without any are left out of its
-    interval. Returns (columns x 4): steps, mean, low, high."""
-    m, c = sums.shape
-    w = _resample_counts(np.random.default_rng(seed), m, n_boot).astype(float)
-    both = w @ np.hstack([sums, counts])  # one BLAS product: (resamples x procedures) @ (procedures x 2 columns)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        means = both[:, :c] / both[:, c:]
-        mean = sums.sum(0) / counts.sum(0)
-    low, high = _percentiles(means)
-    return np.stack([counts.sum(0), mean, low, high], axis=-1)
-
-
-def _estimate(cell: np.ndarray) -> dict:
-    n, mean, low, high = cell
-    if not n:
-        return {"n": 0, "mean": None, "low": None, "high": None}
-    return {"n": int(n), "mean": float(mean), "low": float(low), "high": float(high)}
-
-
-def _group_index(procedures: dict[int, ProcedureInfo]) -> tuple[list[str], dict[int, tuple[np.ndarray, np.ndarray]]]:
-    """The group names, and per procedure the (step, group id) pairs of its steps' groups."""
+def _group_index(procedures: dict[int, ProcedureInfo]) -> tuple[list[str], dict[int, np.ndarray]]:
+    """The group names, and per procedure a (groups x steps) membership matrix of its steps."""
     names: dict[str, int] = {"all": 0}  # group 0: every step
-    pairs = {}
+    flat = {}
     for item_id, info in procedures.items():
-        flat = [(k, names.setdefault(g, len(names))) for k, gs in enumerate(groups_of(info)) for g in gs]
-        pairs[item_id] = (np.array([k for k, _ in flat], dtype=np.intp), np.array([g for _, g in flat], dtype=np.intp))
-    return list(names), pairs
+        flat[item_id] = [[names.setdefault(g, len(names)) for g in gs] for gs in groups_of(info)]
+    member = {}
+    for item_id, steps in flat.items():
+        m = np.zeros((len(names), len(steps)), dtype=bool)
+        for k, gs in enumerate(steps):
+            m[gs, k] = True
+        member[item_id] = m
+    return list(names), member
 
 
-def _row_table(row: Row, pairs: dict, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """The row's (groups x procedures x 8) step sums and (groups x procedures) step counts:
-    every step of every execution added to its groups' cells by one bincount per metric."""
-    items = list(row.executions)
-    steps, keys, offset, matrices = [], [], 0, []
-    for pos, item_id in enumerate(items):
-        k, g = pairs[item_id]
-        for m in row.executions[item_id]:
-            steps.append(k + offset)
-            keys.append(g * len(items) + pos)
-            offset += len(m)
-            matrices.append(m)
-    steps, keys, values = np.concatenate(steps), np.concatenate(keys), np.concatenate(matrices)
-    size = n_groups * len(items)
-    sums = np.stack([np.bincount(keys, weights=values[steps, j], minlength=size) for j in range(K)], axis=1)
-    counts = np.bincount(keys, minlength=size).astype(float)
-    return sums.reshape(n_groups, len(items), K), counts.reshape(n_groups, len(items))
+def row_steps(row: Row, procedures: dict[int, ProcedureInfo]) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """The step values a row's figures rest on: (steps x 8) values, each step's procedure id, and
+    the procedures in order of the steps (one entry per execution, or per missing procedure). For
+    agents and baselines every procedure of the study is there, one it lacks as zeros."""
+    mats, ids, order = [], [], []
+    for item_id in procedures:
+        runs = row.executions.get(item_id) or ([] if not row.over_all else
+                                              [np.zeros((procedures[item_id].steps, K))])
+        for m in runs:
+            mats.append(m)
+            ids.append(np.full(len(m), item_id, dtype=np.int64))
+            order.append(item_id)
+    if not mats:
+        return np.zeros((0, K)), np.zeros(0, dtype=np.int64), []
+    return np.concatenate(mats), np.concatenate(ids), order
 
 
 def _group_order(g: str):
@@ -161,10 +142,51 @@ def _group_order(g: str):
     return (kind, len(g) if kind == 2 else 0, g)
 
 
+def row_estimates(row: Row, procedures: dict[int, ProcedureInfo], names: list[str],
+                  member: dict[int, np.ndarray], main: str) -> dict[str, dict[str, dict]]:
+    """Every metric over all the row's steps, and the main metric per group of steps: each
+    `stats.mean_interval(step values, clusters=procedure ids)` as a dict."""
+    values, ids, order = row_steps(row, procedures)
+    if not order:
+        return {}
+    groups = np.concatenate([member[i] for i in order], axis=1)  # (groups x steps)
+    main_col = metrics.KEYS.index(main)
+    est: dict[str, dict[str, dict]] = defaultdict(dict)
+    for g, name in enumerate(names):
+        mask = groups[g]
+        if not mask.any():
+            continue
+        cols = range(K) if g == 0 else [main_col]
+        for j in cols:
+            est[name][metrics.KEYS[j]] = stats.mean_interval(values[mask, j], clusters=ids[mask]).as_dict()
+    return est
+
+
 def _procedure_means(row: Row) -> dict[int, np.ndarray]:
-    """Per procedure, the mean over its steps of each PAIRED metric (over all the row's executions)."""
+    """Per procedure executed, the mean over its steps of each PAIRED metric (over all the row's executions)."""
     cols = [metrics.KEYS.index(k) for k in PAIRED]
     return {i: np.concatenate(runs)[:, cols].mean(0) for i, runs in row.executions.items()}
+
+
+def rank_table(rows: list[Row], procedures: dict[int, ProcedureInfo], main: str,
+               n_boot: int = N_RANK_BOOT) -> dict[str, tuple[int, int]]:
+    """95% rank intervals of the agents and baselines on the main metric over every procedure of
+    the study (each has a figure on each: a lacking procedure is 0). Each procedure's value is its
+    step sum of the main metric (mean over the row's executions of it) times P / W (P procedures,
+    W steps), so the mean over procedures is the table's mean over steps and a bootstrap over
+    procedures ranks the resampled step means (`stats.rank_intervals`)."""
+    ranked = [r for r in rows if r.over_all]
+    if not ranked:
+        return {}
+    ids = list(procedures)
+    total = sum(procedures[i].steps for i in ids)
+    col = metrics.KEYS.index(main)
+    scale = len(ids) / total if total else 0.0
+    per_item = {}
+    for r in ranked:
+        per_item[r.who] = [scale * (float(np.mean([m[:, col].sum() for m in r.executions[i]]))
+                                    if r.executions.get(i) else 0.0) for i in ids]
+    return stats.rank_intervals(per_item, n_boot=n_boot, seed=0)
 
 
 # The sign-flip test over n procedures cannot go below p = 2 / 2**n: under 6, never below 0.05.
@@ -173,7 +195,9 @@ MIN_SHARED = 6
 
 def paired_tests(rows: list[Row], procedures: dict[int, ProcedureInfo], min_shared: int = MIN_SHARED) -> list[dict]:
     """Every two rows on the procedures both executed (at least `min_shared`): per metric in
-    PAIRED, the difference of the means over steps (first minus second) with its interval and p."""
+    PAIRED, the difference of the means over steps (first minus second) with its interval and
+    p, p Holm-adjusted across the table's pairs (per metric), and the effect on per-procedure
+    means (stats.paired_effect: mean difference with its interval, Cohen's d_z)."""
     means = [_procedure_means(r) for r in rows]
     pairs, comparisons = [], []
     for i in range(len(rows)):
@@ -185,12 +209,20 @@ def paired_tests(rows: list[Row], procedures: dict[int, ProcedureInfo], min_shar
                 comparisons.append((np.array([means[i][p] for p in shared]),
                                     np.array([means[j][p] for p in shared]), weights))
     # One batch: pairs over the same number of procedures share resamples and sign patterns.
+    results = paired_cluster_differences_many(comparisons, n_perm=N_PERM)
+    adjusted = {key: stats.holm([d[m]["p"] for d in results]) for m, key in enumerate(PAIRED)}
     out = []
-    for (i, j, n, steps), diffs in zip(pairs, paired_cluster_differences_many(comparisons, n_perm=N_PERM)):
+    for k, ((i, j, n, steps), diffs, (a, b, _)) in enumerate(zip(pairs, results, comparisons)):
         cells = {}
-        for key, d in zip(PAIRED, diffs):
-            cells[key] = {"n": d["n"], "mean": d["mean_diff"], "low": d["low"], "high": d["high"]}
+        for m, (key, d) in enumerate(zip(PAIRED, diffs)):
+            cells[key] = {"n": d["n"], "mean": d["mean_diff"], "low": d["low"], "high": d["high"],
+                          "method": "paired bootstrap over procedures (percentile), step-weighted"}
             cells[f"{key}_p"] = _p(d["p"])
+            cells[f"{key}_holm"] = _p(adjusted[key][k])
+            effect = stats.paired_effect(a[:, m], b[:, m])
+            cells[f"{key}_effect"] = _clip(effect["difference"].as_dict())
+            dz = effect["cohen_dz"]
+            cells[f"{key}_dz"] = None if dz != dz else ("∞" if abs(dz) == float("inf") else round(float(dz), 3))
         out.append({"a": rows[i].who, "b": rows[j].who, "a_section": rows[i].section,
                     "b_section": rows[j].section, "procedures": n, "steps": steps, **cells})
     # Agents, the pooled humans and baselines first; pairs of single annotators after.
@@ -199,56 +231,91 @@ def paired_tests(rows: list[Row], procedures: dict[int, ProcedureInfo], min_shar
                                       -r["procedures"]))
 
 
+def _clip(d: dict) -> dict:
+    """A difference of two scores in [0, 1] lies in [-1, 1]: its interval too."""
+    return {**d, **{k: min(1.0, max(-1.0, d[k])) for k in ("low", "high") if d[k] is not None}}
+
+
 def _p(p: float) -> str:
     return "—" if p != p else ("< 0.001" if p < 0.001 else f"{p:.3f}")
 
 
-def build(rows: list[Row], procedures: dict[int, ProcedureInfo], main: str = "board_f1") -> dict | None:
+def abstraction_agreement(labels: dict[int, list[list[int | None]]], n_boot: int = N_ALPHA_BOOT,
+                          seed: int = 0) -> dict | None:
+    """Krippendorff's alpha (ordinal) of the executors' abstraction levels, 0-3, over the steps
+    two or more executors labelled, with a 95% percentile interval from `n_boot` resamples of
+    PROCEDURES (each keeping all its steps' labels). `labels[item]` holds one list of levels
+    (None: no level) per execution of the procedure. None when no step has two levels."""
+    units: dict[int, list[dict[int, int]]] = {}
+    for item_id, runs in labels.items():
+        steps = max((len(r) for r in runs), default=0)
+        per_step = [Counter(r[k] for r in runs if k < len(r) and r[k] is not None) for k in range(steps)]
+        pairable = [dict(c) for c in per_step if sum(c.values()) >= 2]
+        if pairable:
+            units[item_id] = pairable
+    if not units:
+        return None
+    flat = [u for us in units.values() for u in us]
+    point = stats.krippendorff_alpha(flat, level="ordinal", n_boot=0)
+    est = {"n": len(units), "mean": None if point.mean != point.mean else point.mean, "low": None, "high": None,
+           "method": "bootstrap over procedures (percentile), ordinal"}
+    if point.mean == point.mean and len(units) >= 2:
+        rng = np.random.default_rng(seed)
+        ids = list(units)
+        boots = []
+        for _ in range(n_boot):
+            draw = [u for p in rng.integers(0, len(ids), len(ids)) for u in units[ids[p]]]
+            a = stats.krippendorff_alpha(draw, level="ordinal", n_boot=0).mean
+            if a == a:
+                boots.append(a)
+        if boots:
+            est["low"], est["high"] = (float(x) for x in np.percentile(boots, [2.5, 97.5]))
+    return {"what": "Abstraction level (0-3), executors' labels", "level": "ordinal", "procedures": len(units),
+            "steps": len(flat), "labels": sum(sum(u.values()) for u in flat), "alpha": est}
+
+
+def build(rows: list[Row], procedures: dict[int, ProcedureInfo], main: str = "board_f1",
+          agreement: dict | None = None) -> dict | None:
     """The section (tables and figures) from executions already scored per step."""
     rows = [r for r in rows if r.executions]
     if not rows:
         return None
-    main_col = metrics.KEYS.index(main)
-    names, pairs = _group_index(procedures)
-    estimates: list[dict[str, dict[str, dict]]] = []
-    for n, row in enumerate(rows):
-        sums, counts = _row_table(row, pairs, len(names))
-        # Every metric over all steps; in the breakdowns only the main one is shown.
-        columns = [(0, j) for j in range(K)] + [(g, main_col) for g in range(1, len(names)) if counts[g].any()]
-        cells = cluster_estimates(np.stack([sums[g, :, j] for g, j in columns], 1),
-                                  np.stack([counts[g] for g, _ in columns], 1), seed=n)
-        est: dict[str, dict[str, dict]] = defaultdict(dict)
-        for (g, j), cell in zip(columns, cells):
-            est[names[g]][metrics.KEYS[j]] = _estimate(cell)
-        estimates.append(est)
+    names, member = _group_index(procedures)
+    estimates = [row_estimates(row, procedures, names, member, main) for row in rows]
+    ranks = rank_table(rows, procedures, main)
     groups = sorted({g for e in estimates for g in e}, key=_group_order)
     overall = []
     for row, est in zip(rows, estimates):
         overall.append({"section": SECTIONS[row.section], "who": row.who, "procedures": len(row.executions),
+                        "coverage": len(row.executions) / len(procedures) if procedures else None,
                         "executions": sum(len(v) for v in row.executions.values()),
-                        "steps": est["all"][main]["n"], **est["all"]})
+                        "steps": est["all"][main]["n"],
+                        "rank": stats.rank_label(ranks[row.who]) if row.who in ranks else None, **est["all"]})
+    label = metrics.LABELS[main]
     tables = [{
-        "key": "hexagons_metrics", "title": "Action- and board-based metrics, averaged over steps",
-        "note": ("Each cell: the mean over steps with a 95% interval resampling procedures. Both sets empty "
-                 "(nothing to paint, nothing painted) counts 1. Human executors executed each step on their own "
-                 "board; agents on the board their predictions name (by default the gold one). All human "
-                 "executors: every annotator's executions pooled, the skyline."),
+        "key": "hexagons_metrics",
+        "title": "Action- and board-based F1 and exact match (scores in [0, 1]), averaged over steps",
+        "note": (CELL_NOTE + SCORED_OVER + f"Rank (95%): agents and baselines by {label}, rank intervals from "
+                 f"{N_RANK_BOOT} bootstrap resamples of procedures; \"1-2\" where intervals overlap (tied). Both "
+                 "sets empty (nothing to paint, nothing painted) counts 1. Human executors executed each step on "
+                 "their own board; agents and baselines on the board their predictions name (by default the gold "
+                 "one). All human executors: every annotator's executions pooled, the skyline."),
         "columns": [{"key": "section", "label": "Section"}, {"key": "who", "label": "Agent / executor"},
-                    {"key": "procedures", "label": "Procedures"}, {"key": "executions", "label": "Executions"},
-                    {"key": "steps", "label": "Steps"}]
+                    {"key": "procedures", "label": "Procedures"}, {"key": "coverage", "label": "Coverage"},
+                    {"key": "executions", "label": "Executions"}, {"key": "steps", "label": "Steps"},
+                    {"key": "rank", "label": "Rank (95%)"}]
                    + [{"key": k, "label": metrics.LABELS[k]} for k in metrics.KEYS],
         "rows": overall}]
-    figures = [{"title": f"{metrics.LABELS[main]}, averaged over steps (95% intervals)", "svg": estimates_svg(
-        [(r.who, e["all"][main], COLOURS[r.section]) for r, e in zip(rows, estimates)], metrics.LABELS[main])}]
+    figures = [{"title": f"{label}, averaged over steps (95% intervals)", "svg": estimates_svg(
+        [(r.who, e["all"][main], COLOURS[r.section]) for r, e in zip(rows, estimates)], label)}]
     for prefix, title in (("category", "per category"), ("step", "per step position"),
                           ("level", "per abstraction level")):
         mine = [g for g in groups if g.startswith(prefix)]
         if not mine:
             continue
-        label = metrics.LABELS[main]
         tables.append({
-            "key": f"hexagons_by_{prefix}", "title": f"{label} {title}",
-            "note": BREAKDOWN_NOTES.get(prefix),
+            "key": f"hexagons_by_{prefix}", "title": f"{label} (score in [0, 1]) {title}, averaged over steps",
+            "note": " ".join(x for x in (CELL_NOTE + SCORED_OVER.strip(), BREAKDOWN_NOTES.get(prefix)) if x),
             "columns": [{"key": "section", "label": "Section"}, {"key": "who", "label": "Agent / executor"}]
                        + [{"key": f"g:{g}", "label": g.split(": ", 1)[-1]} for g in mine],
             "rows": [{"section": SECTIONS[r.section], "who": r.who,
@@ -259,16 +326,33 @@ def build(rows: list[Row], procedures: dict[int, ProcedureInfo], main: str = "bo
     pairs = paired_tests(rows, procedures)
     if pairs:
         tables.append({
-            "key": "hexagons_paired", "title": "Paired tests on the procedures both executed",
-            "note": ("Difference of the means over steps (first minus second) on the shared procedures, with a 95% "
-                     "interval from 2000 paired bootstrap resamples of procedures; p: two-sided sign-flip "
-                     "randomisation test over procedures (exact up to 13 procedures). Pairs sharing fewer than "
+            "key": "hexagons_paired",
+            "title": "Paired differences in F1 (first minus second, in [-1, 1]) on the procedures both executed",
+            "note": ("Difference: of the means over steps on the shared procedures, with a 95% interval from 2000 "
+                     "paired bootstrap resamples of procedures; p: two-sided sign-flip randomisation test over "
+                     "procedures (exact up to 13 procedures); Holm p: adjusted across this table's pairs, per "
+                     "metric. Effect: the mean of the per-procedure differences with a 95% t interval "
+                     "(stats.paired_effect; the unit is the procedure) and Cohen's d_z. Pairs sharing fewer than "
                      f"{MIN_SHARED} procedures are left out: their p could not fall below 0.05."),
             "columns": [{"key": "a", "label": "First"}, {"key": "b", "label": "Second"},
                         {"key": "procedures", "label": "Procedures"}, {"key": "steps", "label": "Steps"}]
-                       + [c for key in PAIRED for c in ({"key": key, "label": f"{metrics.LABELS[key]} difference"},
-                                                        {"key": f"{key}_p", "label": "p"})],
+                       + [c for key in PAIRED for c in (
+                           {"key": key, "label": f"{metrics.LABELS[key]} difference"},
+                           {"key": f"{key}_p", "label": "p"}, {"key": f"{key}_holm", "label": "Holm p"},
+                           {"key": f"{key}_effect", "label": f"{metrics.LABELS[key]} effect (per procedure)"},
+                           {"key": f"{key}_dz", "label": "d_z"})],
             "rows": pairs})
+    if agreement:
+        tables.append({
+            "key": "hexagons_agreement", "title": "Agreement of the executors' abstraction levels (Krippendorff's "
+                                                  "alpha, ordinal, -1 to 1)",
+            "note": ("Levels 0-3 are ordered, so alpha is ordinal. Over the steps two or more executors labelled "
+                     f"(steps without a level left out), with a 95% percentile interval from {N_ALPHA_BOOT} "
+                     "bootstrap resamples of procedures (the unit resampled; each keeps all its steps)."),
+            "columns": [{"key": "what", "label": "Judgement"}, {"key": "level", "label": "Level"},
+                        {"key": "procedures", "label": "Procedures"}, {"key": "steps", "label": "Steps"},
+                        {"key": "labels", "label": "Labels"}, {"key": "alpha", "label": "Alpha"}],
+            "rows": [agreement]})
     return {"tables": tables, "figures": [f for f in figures if f["svg"]]}
 
 
@@ -279,8 +363,9 @@ def _matrix(per_step: list[dict]) -> np.ndarray:
 
 
 def _no_action(refs: dict[int, dict]) -> Row:
-    """Every step leaves the board as it was: all procedures' steps scored in one call."""
-    row, ids, before, after = Row("baseline", "No action (paints nothing)"), [], [], []
+    """Every step leaves the board as it was: all procedures' steps scored in one call (the same
+    figures as execution_metrics gives a response that repaints each gold board before it)."""
+    row, ids, before, after = Row("baseline", NO_ACTION), [], [], []
     for item_id, ref in refs.items():
         boards = [ref["initial"]] + ref["boards"]
         ids += [item_id] * len(ref["boards"])
@@ -299,12 +384,52 @@ def _no_action(refs: dict[int, dict]) -> Row:
     return row
 
 
+def _rule_based(refs: dict[int, dict], payloads: dict[int, dict]) -> Row | None:
+    """The paper's rule-based executor (rule_executor.py), each step executed on the gold board
+    before it and scored by execution_metrics like an agent's response. None where it paints
+    nothing on any procedure (it would be "No action" again)."""
+    row, painted = Row("baseline", rule_executor.NAME), False
+    for item_id, ref in refs.items():
+        before = ([ref["initial"]] + ref["boards"])[:-1]
+        instructions = (payloads.get(item_id) or {}).get("instructions") or [""] * len(before)
+        boards = [rule_executor.execute(text, board) for text, board in zip(instructions, before)]
+        painted = painted or boards != before
+        response = {"steps": [{"board": b} for b in boards], "on": "gold"}
+        row.executions[item_id].append(_matrix(execution_metrics(ref, response)["steps"]))
+    return row if painted else None
+
+
+def baseline_rows(refs: dict[int, dict], payloads: dict[int, dict]) -> list[Row]:
+    """The built-in baselines of an execution study, every procedure executed: "No action" and,
+    where it paints anything, the rule-based executor. The section's rows and the generic table's
+    (Hexagons.baselines) both come from here."""
+    rule = _rule_based(refs, payloads)
+    return [_no_action(refs)] + ([rule] if rule is not None else [])
+
+
+def _procedures(session: Session, study: Study) -> tuple[dict[int, dict], dict[int, dict], dict[int, ProcedureInfo]]:
+    """The study's non-gold procedures: references, payloads and ProcedureInfo by item id."""
+    refs, payloads, procedures = {}, {}, {}
+    for i, payload, ref, category in session.execute(select(Item.id, Item.payload, Item.reference, Item.category)
+                                                     .where(Item.study_id == study.id, Item.is_gold.is_(False))
+                                                     .order_by(Item.id)):
+        if ref:
+            refs[i], payloads[i] = ref, payload or {}
+            n = len(ref["boards"])
+            procedures[i] = ProcedureInfo(category or "", n, abstraction_levels(ref, n))
+    return refs, payloads, procedures
+
+
+def _levels(labels) -> list[int | None] | None:
+    """One executor's abstraction levels, one per step (None: no level), from the response's labels."""
+    if not isinstance(labels, list):
+        return None
+    return [lb.get("level") if isinstance(lb, dict) and isinstance(lb.get("level"), int)
+            and not isinstance(lb.get("level"), bool) else None for lb in labels]
+
+
 def section(session: Session, study: Study) -> dict | None:
-    refs = {i: r for i, r in session.execute(select(Item.id, Item.reference).where(
-        Item.study_id == study.id, Item.is_gold.is_(False))) if r}
-    cats = dict(session.execute(select(Item.id, Item.category).where(Item.study_id == study.id)).all())
-    procedures = {i: ProcedureInfo(cats.get(i) or "", len(r["boards"]), abstraction_levels(r, len(r["boards"])))
-                  for i, r in refs.items()}
+    refs, payloads, procedures = _procedures(session, study)
     agents: dict[str, Row] = {}
     for name, version, item_id, response in session.execute(
             select(Agent.name, Agent.version, AgentOutput.item_id, AgentOutput.response)
@@ -315,17 +440,21 @@ def section(session: Session, study: Study) -> dict | None:
             agents.setdefault(who, Row("agent", who)).executions[item_id].append(
                 _matrix(execution_metrics(refs[item_id], response)["steps"]))
     pooled, people = Row("human", POOLED), {}
+    labels: dict[int, list[list[int | None]]] = defaultdict(list)
     valid = and_(Annotation.study_id == study.id, Annotation.is_gold.is_(False), Annotation.excluded.is_(False))
-    for who, item_id, scores in session.execute(
-            select(User.pseudonym, Annotation.item_id, Annotation.scores)
+    for who, item_id, scores, given in session.execute(
+            select(User.pseudonym, Annotation.item_id, Annotation.scores, Annotation.response["labels"])
             .join(User, User.id == Annotation.worker_id).where(valid)):
         if item_id in refs and scores and len(scores.get("per_step") or []) == procedures[item_id].steps:
             m = _matrix(scores["per_step"])
             people.setdefault(who or "?", Row("human", who or "?")).executions[item_id].append(m)
             pooled.executions[item_id].append(m)
+            levels = _levels(given)
+            if levels is not None:
+                labels[item_id].append(levels)
     humans = sorted(people.values(), key=lambda r: (-len(r.executions), r.who))
     main = next((r.get("score_metric") for r in refs.values()), None) or "board_f1"
-    rows = list(agents.values()) + ([pooled] if len(humans) > 1 else []) + humans + [_no_action(refs)]
     if not agents and not humans:
         return None
-    return build(rows, procedures, main if main in metrics.KEYS else "board_f1")
+    rows = list(agents.values()) + ([pooled] if len(humans) > 1 else []) + humans + baseline_rows(refs, payloads)
+    return build(rows, procedures, main if main in metrics.KEYS else "board_f1", abstraction_agreement(labels))
