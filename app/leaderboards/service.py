@@ -33,6 +33,7 @@ from app.kinds import get_kind
 from app.leaderboards import stats
 from app.leaderboards.models import (ItemAnswerTotal, ItemSummary, WorkerCategoryTotal,
                                      WorkerConsistencyTotal)
+from app.leaderboards.ranks import with_ranks
 from app.leaderboards.totals import rebuild
 from app.studies.models import Annotation, Item, Study
 
@@ -145,6 +146,7 @@ def compute(session: Session, study: Study, annotators: tuple[int, int] | None =
     _tune(session)
     totals = _item_totals(session, study)
     rows = _agent_rows(session, study, totals)
+    with_ranks(session, study, rows)
 
     # People: every annotator not rejected, on the items they answered.
     W = WorkerCategoryTotal
@@ -350,6 +352,7 @@ def recompute_from_annotations(session: Session, study: Study) -> dict:
     _tune(session)
     totals = _item_totals(session, study)
     rows = _agent_rows(session, study, totals)
+    with_ranks(session, study, rows)
     valid = and_(Annotation.study_id == study.id, Annotation.is_gold.is_(False),
                  Annotation.excluded.is_(False))
     human_scored = (

@@ -81,3 +81,35 @@ def test_rows_side_by_side_are_computed_alike():
     person = service._assemble(per_cat[1:], {}, (4, {"c": 4}, {}), over_all_items=False)["person"]
     assert agent["accuracy"] == person["accuracy"]
     assert agent["accuracy"]["mean"] == pytest.approx(0.875)
+
+
+def test_agents_that_items_cannot_tell_apart_share_a_rank(client, session):
+    """Two perfect agents are tied ("1-2"); one that gets every question wrong is 3rd, on the
+    page and in the API, with the interval resampling propositions (Common-ToM's clusters)."""
+    import json
+
+    from sqlalchemy import select
+
+    from app.studies import services
+    from app.studies.models import Item
+    from tests.conftest import create_tom_study
+
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner)
+    refs = session.execute(select(Item.external_id, Item.reference).where(
+        Item.study_id == study.id, Item.is_gold.is_(False))).all()
+    flip = {"Yes": "No", "No": "Yes"}
+    for name, right in (("first", True), ("second", True), ("wrong", False)):
+        agent = services.register_agent(session, owner, "tom", name, "1")
+        services.import_agent_outputs(session, study, agent, "".join(
+            json.dumps({"question_id": q, "answer": r["answer"] if right else flip[r["answer"]]}) + "\n"
+            for q, r in refs).encode())
+    session.commit()
+    login(client, owner)
+    rows = {r["name"]: r for r in client.get(f"/api/v1/studies/{study.id}/leaderboard").json()["rows"]
+            if r["type"] == "agent"}
+    assert {n: r["rank"] for n, r in rows.items()} == {"first v1": "1-2", "second v1": "1-2", "wrong v1": "3"}
+    page = client.get(f"/studies/{study.id}/leaderboard").text
+    assert "Rank (95%)</th>" in page
+    assert re.search(r'<td>first v1</td><td>agent</td><td class="rank">1-2</td>', page)
+    assert re.search(r'<td>wrong v1</td><td>agent</td><td class="rank">3</td>', page)
