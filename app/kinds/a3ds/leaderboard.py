@@ -169,15 +169,18 @@ def section(session: Session, study: Study) -> dict | None:
                      *[{"key": f"z{z}", "label": f"z = {z}"} for z in zs],
                      {"key": "cant_tell", "label": "Can't tell"}],
          "rows": acc_rows},
-        {"key": "a3ds_metrics", "title": "Pragmatic metrics per captioner (means over items)",
-         "note": ("From the scenes' features (DESIGN.md section 6). Contrastive efficiency averages the "
-                  "discriminative captions only; relevance the pairs with z < 6 (undefined at z = 6)."),
+        {"key": "a3ds_metrics", "title": "Pragmatic metrics per captioner (means over captions: scores in [0, 1], features "
+                                        "mentioned a count of 0-6)",
+         "note": ("From the scenes' features (DESIGN.md section 6), no sampling: each caption's metric is "
+                  "exact, so no interval. Contrastive efficiency averages the discriminative captions only; "
+                  "relevance the pairs with z < 6 (undefined at z = 6)."),
          "columns": [{"key": "captioner", "label": "Captioner"}, {"key": "items", "label": "Items"},
                      *[{"key": k, "label": LABELS[k]} for k in KEYS]],
          "rows": metric_rows},
-        {"key": "a3ds_correlation", "title": "Spearman correlation of each metric with listener accuracy",
-         "note": ("Over items with answers: the item's metric against the share of its listeners who picked "
-                  "the target. '-' where a side is constant or there are fewer than 3 items."),
+        {"key": "a3ds_correlation", "title": "Spearman correlation (rho, -1 to 1) of each metric with listener accuracy",
+         "note": ("Over items (pairs) with answers, each once: the item's metric against the share of its "
+                  "listeners who picked the target; p from scipy's spearmanr. '-' where a side is constant or "
+                  "there are fewer than 3 items."),
          "columns": [{"key": "captioner", "label": "Captioner"}, {"key": "items", "label": "Items"},
                      *[{"key": k, "label": LABELS[k]} for k in KEYS]],
          "rows": corr_rows},
