@@ -69,9 +69,11 @@ def test_items_scores_outputs_and_baseline(session):
     services.import_agent_outputs(session, study, agent, preds)
     tables = {t["key"]: t for t in section(session, study)["tables"]}
     rows = {r["who"]: r for r in tables["hexagons_metrics"]["rows"]}
-    # Step 1 right (board F1 1), step 2 missed tile 1 (board F1 2/3): mean 5/6 over 2 steps.
-    assert rows["copier v1"]["board_f1"]["mean"] == pytest.approx(5 / 6)
-    assert {r["who"]: r for r in tables["hexagons_by_step"]["rows"]}["copier v1"]["g:step 2"]["n"] == 1
+    # Step 1 right (board F1 1), step 2 missed tile 1 (board F1 2/3); the agent has no output
+    # for the study's second procedure, whose two steps count 0 (as the generic table counts a
+    # missing answer): (1 + 2/3 + 0 + 0) / 4 = 5/12 over the study's 4 steps.
+    assert rows["copier v1"]["board_f1"]["mean"] == pytest.approx(5 / 12)
+    assert {r["who"]: r for r in tables["hexagons_by_step"]["rows"]}["copier v1"]["g:step 2"]["n"] == 2
     [row] = KIND.baselines(session, study)
     # No action: step 1 paints nothing (board F1 0), step 2 keeps tile 0 (P 1, R 1/2, F1 2/3).
     assert row["accuracy"]["mean"] == pytest.approx(1 / 3) and row["answered"] == 2

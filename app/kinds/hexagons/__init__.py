@@ -18,7 +18,7 @@ from typing import ClassVar
 
 from app.errors import InputError
 from app.kinds.base import ImportResult, ItemSpec, TaskKind
-from app.kinds.hexagons import metrics, rule_executor
+from app.kinds.hexagons import metrics
 from app.kinds.hexagons.abstraction import LEVELS, MECHANISMS
 from app.kinds.hexagons.board import layout
 from app.kinds.hexagons.description import description_scores, is_description, parse_description, target_item
