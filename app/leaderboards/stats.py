@@ -1014,6 +1014,11 @@ def paired_cluster_difference(a: Sequence[float], b: Sequence[float], weights: S
 # rankings, multiplicity, paired effects
 
 
+#: Fewer units than this rank nobody: 2-4 items have 3-35 distinct resamples, and a bootstrap
+#: over them would print settled ranks that the data cannot carry.
+MIN_RANK_UNITS = 5
+
+
 def rank_intervals(per_item_scores: Mapping[str, Sequence[float]], n_boot: int = 1000,
                    seed: int = 0) -> dict[str, tuple[int, int]]:
     """95% rank intervals ``(best, worst)`` of systems scored on the same items (rank 1: highest mean).
@@ -1025,7 +1030,8 @@ def rank_intervals(per_item_scores: Mapping[str, Sequence[float]], n_boot: int =
     a tied system's best rank is 1 + the number of systems strictly above it and its worst rank
     the number at or above it.  ``best`` is the 2.5th percentile of the best ranks and ``worst``
     the 97.5th of the worst ranks (both actual ranks, never interpolated), widened if need be
-    to hold the ranks on the observed items.  No items: every system gets ``(1, k)``.
+    to hold the ranks on the observed items.  Fewer than ``MIN_RANK_UNITS`` items: every system
+    gets ``(1, k)`` (the data cannot order them).
     """
     names = list(per_item_scores)
     n_boot = _count(n_boot, "n_boot")
@@ -1038,7 +1044,7 @@ def rank_intervals(per_item_scores: Mapping[str, Sequence[float]], n_boot: int =
     if any(r.size != n for r in rows):
         raise ValueError("every system must be scored on the same items")
     k = len(names)
-    if n == 0:
+    if n < MIN_RANK_UNITS:  # a handful of units resamples to a handful of orders: no ranking
         return {name: (1, k) for name in names}
     scores = np.stack(rows)  # systems x items
 

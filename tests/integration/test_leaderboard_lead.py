@@ -94,22 +94,49 @@ def test_agents_that_items_cannot_tell_apart_share_a_rank(client, session):
     from app.studies.models import Item
     from tests.conftest import create_tom_study
 
+    from tests.integration.test_tom_leaderboard import _split_csv
+
     owner = make_user(session, "researcher")
-    study = create_tom_study(session, owner)
-    refs = session.execute(select(Item.external_id, Item.reference).where(
-        Item.study_id == study.id, Item.is_gold.is_(False))).all()
-    flip = {"Yes": "No", "No": "Yes"}
-    for name, right in (("first", True), ("second", True), ("wrong", False)):
-        agent = services.register_agent(session, owner, "tom", name, "1")
-        services.import_agent_outputs(session, study, agent, "".join(
-            json.dumps({"question_id": q, "answer": r["answer"] if right else flip[r["answer"]]}) + "\n"
-            for q, r in refs).encode())
-    session.commit()
     login(client, owner)
-    rows = {r["name"]: r for r in client.get(f"/api/v1/studies/{study.id}/leaderboard").json()["rows"]
-            if r["type"] == "agent"}
-    assert {n: r["rank"] for n, r in rows.items()} == {"first v1": "1-2", "second v1": "1-2", "wrong v1": "3"}
+
+    def ranks(study) -> dict:
+        refs = session.execute(select(Item.external_id, Item.reference).where(
+            Item.study_id == study.id, Item.is_gold.is_(False))).all()
+        flip = {"Yes": "No", "No": "Yes"}
+        for name, right in (("first", True), ("second", True), ("wrong", False)):
+            agent = services.register_agent(session, owner, "tom", name, "1")
+            services.import_agent_outputs(session, study, agent, "".join(
+                json.dumps({"question_id": q, "answer": r["answer"] if right else flip[r["answer"]]}) + "\n"
+                for q, r in refs).encode())
+        session.commit()
+        return {r["name"]: r["rank"] for r in client.get(f"/api/v1/studies/{study.id}/leaderboard").json()["rows"]
+                if r["type"] == "agent"}
+
+    # The fixture's few propositions cannot order anyone (fewer than 5 units resampled).
+    assert ranks(create_tom_study(session, owner)) == {"first v1": "1-3", "second v1": "1-3", "wrong v1": "1-3"}
+    # 100 questions on 6 propositions (18 questions each, the last 10).
+    study = create_tom_study(session, owner, data=_split_csv(50, 50), title="Six propositions")
+    assert ranks(study) == {"first v1": "1-2", "second v1": "1-2", "wrong v1": "3"}
     page = client.get(f"/studies/{study.id}/leaderboard").text
     assert "Rank (95%)</th>" in page
     assert re.search(r'<td>first v1</td><td>agent</td><td class="rank">1-2</td>', page)
     assert re.search(r'<td>wrong v1</td><td>agent</td><td class="rank">3</td>', page)
+
+
+@pytest.mark.parametrize("estimate, shown", [
+    # A mean with no interval (t on one path, an unbounded value): the mean and why.
+    ({"n": 6, "mean": 4.25, "low": None, "high": None, "method": "too few units for an interval (one)"},
+     "4.250 <span class=\"muted\">(too few units for an interval (one))</span>"),
+    # No mean at all (an agreement nobody varied on): a dash and the reason, never a 500.
+    ({"n": 2, "mean": None, "low": None, "high": None, "method": "alpha", "reason": "no variation"},
+     "— (no variation)"),
+    ({"n": 3, "mean": 0.9, "low": 0.36, "high": 0.99, "method": "Wilson"},
+     "0.900 <span class=\"muted too-few\">(n = 3: too few for an interval)</span>"),
+    ({"n": 12, "mean": 0.75, "low": 0.5, "high": 0.9, "method": "Wilson"},
+     '<span title="95% interval: Wilson, n = 12">0.750 <span class="muted">[0.500, 0.900]</span></span>'),
+])
+def test_every_estimate_renders_whatever_it_lacks(estimate, shown):
+    from app.web import templates
+
+    est = templates.env.get_template("research/_estimates.html").module.est
+    assert shown in str(est(estimate))

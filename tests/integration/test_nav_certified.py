@@ -211,11 +211,15 @@ def test_navigation_certified_figures_by_hand(session):
 
 def test_rank_labels_clear_and_tied():
     # a and b identical on every path: tied, sharing ranks 1-2; c below both on every path.
-    per_path = {"a": {"p1": [1.0], "p2": [0.0], "p3": [1.0], "p4": [1.0]},
-                "b": {"p1": [1.0], "p2": [0.0], "p3": [1.0], "p4": [1.0]},
-                "c": {"p1": [0.0], "p2": [0.0], "p3": [0.0], "p4": [0.0], "p9": [1.0]}}
+    per_path = {"a": {"p1": [1.0], "p2": [0.0], "p3": [1.0], "p4": [1.0], "p5": [1.0], "p6": [1.0]},
+                "b": {"p1": [1.0], "p2": [0.0], "p3": [1.0], "p4": [1.0], "p5": [1.0], "p6": [1.0]},
+                "c": {"p1": [0.0], "p2": [0.0], "p3": [0.0], "p4": [0.0], "p5": [0.0], "p6": [0.0],
+                      "p9": [1.0]}}
     labels, shared, ties = rank_column(per_path, ["a", "b", "c"])
-    assert shared == 4  # p9 is c's alone: left out of the ranking
+    assert shared == 6  # p9 is c's alone: left out of the ranking
     assert labels == {"a": "1-2", "b": "1-2", "c": "3"} and ties == [["a", "b"]]
+    # Four shared paths resample to too few orders: nobody is ranked above anybody.
+    four = {w: {p: v for p, v in paths.items() if p in ("p1", "p2", "p3", "p4")} for w, paths in per_path.items()}
+    assert rank_column(four, ["a", "b", "c"])[0] == {"a": "1-3", "b": "1-3", "c": "1-3"}
     # One speaker: no ranking.
     assert rank_column({"a": per_path["a"]}, ["a"])[0] == {"a": None}

@@ -170,12 +170,14 @@ def test_a_cell_too_small_says_so():
 def test_the_corrected_share_uses_the_pooled_reference_episodes():
     got = score(read_markers(LINES))
     # Pooled: success-labelled marked success 2 of 4 (w1, w2 yes; w2, w3 no); failure-labelled
-    # marked failure 2 of 3. A's p = 0.5: (0.5 + 2/3 - 1) / (0.5 + 2/3 - 1) = 1.
+    # marked failure 2 of 3. One annotator's rates correct what one annotator says: A's shares
+    # of success markers are 2/3, 1/2 and 0, p = 7/18: (7/18 + 2/3 - 1) / (1/2 + 2/3 - 1)
+    # = (1/18) / (1/6) = 1/3.
     assert got["reference"] == {"n_success": 4, "n_failure": 3, "sensitivity": 0.5,
                                 "specificity": pytest.approx(2 / 3)}
     c = got["agents"]["A"]["corrected"]
-    assert c["mean"] == pytest.approx(1.0) and c["n"] == 3 and c["note"] == "too few: n = 3"
-    direct = rogan_gladen_estimate([1.0, 0.5, 0.0], [True, True, False, False], [True, False, True],
+    assert c["mean"] == pytest.approx(1 / 3) and c["n"] == 3 and c["note"] == "too few: n = 3"
+    direct = rogan_gladen_estimate([2 / 3, 0.5, 0.0], [True, True, False, False], [True, False, True],
                                    clusters=["s1", "s1", "s2"], cluster_name="scenarios")
     assert {k: c[k] for k in ("mean", "low", "high", "n", "method")} == direct
     assert "scenarios" in c["method"]
@@ -232,3 +234,32 @@ def test_the_command_prints_intervals_corrected_shares_and_time_to_completion(tm
     table = CliRunner().invoke(sts, ["score", "--annotations", str(path)]).output
     assert "95% interval" in table and "corrected" in table and "ttc median" in table
     assert f"[{low:.1%}, {high:.1%}]" in table and "too few: n = 3" in table
+
+
+def test_the_correction_is_unbiased_with_three_markers_per_continuation():
+    """Three annotators per continuation, each right with probability 0.8 either way; 20% of
+    2,000 continuations truly succeed. The majority of three errs less than one annotator
+    (0.896 right), so correcting the majority's share by one annotator's rates over-corrects
+    (about 0.12, an interval that leaves out 0.2); the share of success markers is what one
+    annotator says: 0.2 x 0.8 + 0.8 x 0.2 = 0.32 observed, corrected back to about 0.2."""
+    import random
+
+    rng = random.Random(4)
+    lines = []
+    for c in range(2000):
+        truth = rng.random() < 0.2
+        for w in ("w1", "w2", "w3"):
+            said = truth if rng.random() < 0.8 else not truth
+            lines.append(_line(w, "A", f"s{c % 200}", c, "success" if said else "failure", 3))
+    for i in range(2000):
+        label = "success" if i % 2 else "failure"
+        right = rng.random() < 0.8
+        lines.append(_ref(f"w{i % 3 + 1}", label if right else ("failure" if label == "success" else "success"), label))
+    a = score(read_markers(lines))["agents"]["A"]
+    c = a["corrected"]
+    assert c["low"] <= 0.2 <= c["high"] and abs(c["mean"] - 0.2) < 0.04, c
+    # What the majority's share corrected by one annotator's rates would say: well below 0.2.
+    from app.leaderboards.correction import rogan_gladen
+
+    ref = score(read_markers(lines))["reference"]
+    assert rogan_gladen(a["success"], ref["sensitivity"], ref["specificity"]) < 0.16

@@ -10,10 +10,11 @@ the first moment of either, `step` steps after the takeover point. Reference ann
   interval (a tie's half success enters the interval's count as a half); the same per
   category, and per scenario (the consistency of Figure 9). Under MIN_N continuations an
   estimate carries the note "too few: n = ...".
-- Corrected: the share Rogan-Gladen corrected by the annotators' pooled sensitivity and
-  specificity on reference episodes, with a bootstrap interval over the agent's scenarios and
-  the reference episodes (app/leaderboards/correction.py); None with a reason when not
-  computable.
+- Corrected: the share of success markers (per continuation, then averaged: what one
+  annotator says, whose error rates the reference episodes measure) Rogan-Gladen corrected
+  by the annotators' pooled sensitivity and specificity on reference episodes, with a
+  bootstrap interval over the agent's scenarios and the reference episodes
+  (app/leaderboards/correction.py); None with a reason when not computable.
 - Time to completion (appendix A.4, Figure 8: "the particular time when an agent succeeds in a
   behavioural continuation", over "the scenarios in which they succeed"): one time per
   continuation whose outcome is a success, the median step of its success markers after the
@@ -215,7 +216,12 @@ def score(markers: Iterable[Marker], *, seed: int = 0) -> dict:
             if o == 1.0:
                 times.append(median(s for m, s in marks if m == "success"))
         outcomes = [o for _, o, _ in rows]
-        corrected = rogan_gladen_estimate(outcomes, hits["success"], hits["failure"],
+        # Sensitivity and specificity are one annotator's, measured per reference annotation,
+        # so the correction applies to what one annotator says: each continuation's share of
+        # success markers (linear in the truth), not the majority of several, which errs less
+        # than one annotator and would be over-corrected.
+        marked = [sum(m == "success" for m, _ in marks) / len(marks) for _, _, marks in rows]
+        corrected = rogan_gladen_estimate(marked, hits["success"], hits["failure"],
                                           clusters=[key[1] for key, _, _ in rows], cluster_name="scenarios",
                                           seed=seed)
         if corrected["mean"] is not None and len(outcomes) < MIN_N:
