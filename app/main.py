@@ -478,13 +478,15 @@ def create_app(database_url: str | None = None) -> FastAPI:
     _docs_pages(app)
 
     @app.get("/help/statistics", include_in_schema=False)
-    def statistics_help():
-        """docs/statistics.md, which every leaderboard table links to: what each figure is."""
+    def statistics_help(request: Request):
+        """docs/statistics.md, which every leaderboard table links to: what each figure is, as
+        a page of the site (its text as written: tables and formulas read as they stand)."""
         doc = Path(__file__).resolve().parent.parent / "docs" / "statistics.md"
         if not doc.is_file():  # an install without the repository's docs
             raise HTTPException(404, "docs/statistics.md is not installed here; it is in the "
                                      "repository's docs folder")
-        return PlainTextResponse(doc.read_text("utf-8"))
+        return render(request, "help.html", title="How each figure is computed",
+                      text=doc.read_text("utf-8"))
 
     @app.get("/healthz", include_in_schema=False)
     def health():

@@ -5,6 +5,12 @@ from __future__ import annotations
 from markupsafe import Markup, escape
 
 COLOURS = {"agent": "#2563eb", "annotator": "#6b7280", "majority": "#059669", "baseline": "#d97706"}
+MIN_N = 5  # as the tables (research/_estimates.html): fewer values show a dot, no interval
+
+
+def _short(name: str, most: int = 34) -> str:
+    """A label that fits the plot's margin; the whole name is its tooltip."""
+    return name if len(name) <= most else name[:most - 1] + "…"
 
 
 def _estimate(row: dict, metric: str, category: str | None):
@@ -37,11 +43,18 @@ def estimates_svg(rows: list[tuple[str, dict, str]], label: str, width: int = 64
                      f'<text x="{x(t):.1f}" y="{height - 4}" font-size="11" text-anchor="middle">{t:.2f}</text>')
     for i, (name, e, c) in enumerate(rows):
         y = 22 + i * step
-        parts.append(f'<text x="{left - 8}" y="{y + 4}" font-size="12" text-anchor="end">{escape(name[:34])}</text>')
-        if e["low"] is not None and e["low"] == e["low"]:  # not missing, not NaN
+        parts.append(f'<text x="{left - 8}" y="{y + 4}" font-size="12" text-anchor="end">'
+                     f'<title>{escape(name)}</title>{escape(_short(name))}</text>')
+        if e.get("mean") is None:
+            continue
+        # The whisker as the table shows it: none under MIN_N values ("too few"), none missing.
+        whisker = (e["n"] >= MIN_N and e.get("low") is not None and e.get("high") is not None
+                   and e["low"] == e["low"])  # not NaN
+        if whisker:
             parts.append(f'<line x1="{x(e["low"]):.1f}" y1="{y}" x2="{x(e["high"]):.1f}" y2="{y}" stroke="{c}" stroke-width="2"/>')
+        shown = f'[{e["low"]:.3f}, {e["high"]:.3f}]' if whisker else "(too few for an interval)"
         parts.append(f'<circle cx="{x(e["mean"]):.1f}" cy="{y}" r="4" fill="{c}"><title>{escape(name)}: '
-                     f'{e["mean"]:.3f} [{e["low"]:.3f}, {e["high"]:.3f}], n={e["n"]}</title></circle>')
+                     f'{e["mean"]:.3f} {shown}, n={e["n"]}</title></circle>')
     parts.append("</svg>")
     return Markup("".join(parts))
 
@@ -68,8 +81,8 @@ def cdf_svg(series: dict[str, list[float]], label: str, width: int = 640, height
     left, right, low, high = 40, 140, height - 28, 12
     x = lambda v: left + (width - left - right) * v / top  # noqa: E731
     y = lambda p: low - (low - high) * p  # noqa: E731
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-             f'aria-label="{escape(label)}: cumulative share" class="plot">']
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}: cumulative share" class="plot">']
     for p in (0, 0.5, 1.0):
         parts.append(f'<line x1="{left}" y1="{y(p):.1f}" x2="{width - right}" y2="{y(p):.1f}" stroke="#e5e7eb"/>'
                      f'<text x="{left - 6}" y="{y(p) + 4:.1f}" font-size="11" text-anchor="end">{p:g}</text>')

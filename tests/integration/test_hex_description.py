@@ -227,3 +227,24 @@ def test_a_researcher_adds_drawn_targets_to_a_draft_description_study(session, c
     services.set_state(session, desc, "live", owner)
     r = client.post(url, headers=headers, json={"id": "late", "board": TARGET})
     assert r.status_code == 422 and r.json()["field"] == "study"
+
+
+def test_a_description_studys_leaderboard_leads_with_its_scores(session, client):
+    """The Hexagons section is for execution studies; a description study with answers shows
+    its instructors' scores in the generic table, titled with its metric, never "no figures"
+    under the execution study's heading."""
+    import re
+
+    from app.demo import simulate_task
+    from tests.conftest import login
+
+    owner = make_user(session, "researcher")
+    study = services.create_study(session, owner, "hexagons", services.StudySettings(title="Describe"),
+                                  _targets(), "targets")
+    services.set_state(session, study, "live", owner)
+    simulate_task(session, study, "instructor", lambda item, rng: _described(), 30.0, seed=1)
+    session.commit()
+    login(client, owner)
+    page = client.get(f"/studies/{study.id}/leaderboard").text
+    first = re.search(r'<section class="card[^"]*" id="([^"]+)">', page).group(1)
+    assert first == "generic" and "no figures yet" not in page and 'id="leaderboard"' in page
