@@ -103,13 +103,7 @@ def run_export(session: Session, job, progress) -> dict:
     scores_csv = io.StringIO()
     w = csv.writer(scores_csv)
     w.writerow(["type", "name", "metric", "category", "n", "mean", "low", "high", "method"])
-    for r in board["rows"]:
-        rows = [[r["type"], r["name"], "accuracy", "all", *_flat(r["accuracy"])]]
-        rows += [[r["type"], r["name"], "accuracy", cat, *_flat(est)]
-                 for cat, est in sorted(r["by_category"].items())]
-        if r.get("consistency"):
-            rows.append([r["type"], r["name"], "consistency", "all", *_flat(r["consistency"])])
-        w.writerows([[cell(v) for v in row] for row in rows])
+    w.writerows([[cell(v) for v in row] for row in score_rows(board)])
     prefix = f"exports/{study.slug}/{job.id}"
     store = get_store()
     completions = io.StringIO()
@@ -149,5 +143,24 @@ class _Utf8Reader(io.RawIOBase):
         return n
 
 
+def score_rows(board: dict):
+    """scores.csv's lines: the generic rows (type, name, accuracy or consistency, category),
+    then every estimate of the kind's own tables (type: the table's key, name: the row's first
+    cell, metric: the column's label), so the file holds every figure the page shows."""
+    for r in board["rows"]:
+        yield [r["type"], r["name"], "accuracy", "all", *_flat(r["accuracy"])]
+        for cat, est in sorted(r["by_category"].items()):
+            yield [r["type"], r["name"], "accuracy", cat, *_flat(est)]
+        if r.get("consistency"):
+            yield [r["type"], r["name"], "consistency", "all", *_flat(r["consistency"])]
+    for t in (board.get("extra") or {}).get("tables", []):
+        first = t["columns"][0]["key"]
+        for row in t["rows"]:
+            for c in t["columns"][1:]:
+                v = row.get(c["key"])
+                if isinstance(v, dict) and "mean" in v and "n" in v:
+                    yield [t["key"], row.get(first), c["label"], "all", *_flat(v)]
+
+
 def _flat(est: dict) -> list:
-    return [est["n"], est["mean"], est["low"], est["high"], est.get("method", "")]
+    return [est["n"], est["mean"], est.get("low"), est.get("high"), est.get("method", "")]

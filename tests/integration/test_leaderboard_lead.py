@@ -140,3 +140,17 @@ def test_every_estimate_renders_whatever_it_lacks(estimate, shown):
 
     est = templates.env.get_template("research/_estimates.html").module.est
     assert shown in str(est(estimate))
+
+
+def test_scores_csv_holds_every_figure_the_kinds_tables_show():
+    """A kind's own tables reach scores.csv: one line per estimate, the table's key as its type."""
+    from app.studies.exports import score_rows
+
+    est = {"n": 12, "mean": 0.75, "low": 0.5, "high": 0.9, "method": "Wilson (effective n, clusters)"}
+    board = {"rows": [], "extra": {"tables": [{
+        "key": "navigation_metrics", "title": "Followers' metrics",
+        "columns": [{"key": "category", "label": "Speaker"}, {"key": "items", "label": "Instructions"},
+                    {"key": "success", "label": "SR (0-1)"}, {"key": "rank", "label": "Rank (95%)"}],
+        "rows": [{"category": "human", "items": 6, "success": est, "rank": "1"}]}]}}
+    assert list(score_rows(board)) == [
+        ["navigation_metrics", "human", "SR (0-1)", "all", 12, 0.75, 0.5, 0.9, "Wilson (effective n, clusters)"]]
