@@ -189,7 +189,9 @@ def section(session: Session, study: Study) -> dict | None:
         tables.append({
             "key": "a3ds_paired", "title": "Paired differences in listener accuracy between captioners (a minus b, "
                                           "in [-1, 1], same pairs)",
-            "note": ("Over the pairs both captioners captioned and listeners answered (the unit is the pair): the "
+            "note": ("d_z: the mean paired difference over its standard deviation (Cohen's effect size); Holm p: "
+                     "the p-value adjusted for the table's several comparisons (Holm). "
+                     "Over the pairs both captioners captioned and listeners answered (the unit is the pair): the "
                      "mean of the pair accuracy differences with a 95% interval (stats.paired_effect: t on the "
                      "differences, Bonett-Price where every share is 0 or 1), Cohen's d_z, the two-sided paired "
                      "t-test's p, and p Holm-adjusted across this table's comparisons."),

@@ -56,7 +56,9 @@ NO_ACTION = "No action (paints nothing)"
 K = len(metrics.KEYS)
 BREAKDOWN_NOTES = {"step": "Positions from 10 on are pooled.",
                    "level": "Abstraction levels from the labelling of each step (0-3); unlabelled steps are in no level."}
-CELL_NOTE = ("Each cell: the mean over steps (a score in [0, 1]) with a 95% interval by stats.mean_interval "
+CELL_NOTE = ("Action-based: the paint actions of a step against the instructor's; board-based: the board "
+             "after it against theirs. P: precision, R: recall, F1: their harmonic mean, EM: exact match. "
+             "Each cell: the mean over steps (a score in [0, 1]) with a 95% interval by stats.mean_interval "
              "(Wilson at the effective n, the variance cluster-robust over PROCEDURES: the unit resampled is "
              "the procedure, never the step). ")
 SCORED_OVER = ("Agents and baselines are scored over every procedure of the study, a procedure they lack "

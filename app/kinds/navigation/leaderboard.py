@@ -200,7 +200,10 @@ def section(session: Session, study: Study) -> dict | None:
         "key": "navigation_metrics",
         "title": "Followers' metrics per speaker: SR, SPL, nDTW, SDTW (0-1), NE and path length (m), "
                  "rating (1-4)",
-        "note": ("Valid human annotations (gold and excluded ones left out). Per instruction, the mean "
+        "note": ("SR: success rate (the follower stopped within 3 m of the goal); SPL: success weighted by "
+                 "path length; nDTW: normalised dynamic time warping, how closely the path follows the "
+                 "reference; SDTW: nDTW counted on successes only; NE: navigation error, metres from the goal. "
+                 "Valid human annotations (gold and excluded ones left out). Per instruction, the mean "
                  "over its followers; per speaker, the mean over its instructions (each counts once). "
                  "Unit resampled: the path (an instruction's path is its cluster), so several "
                  "followers of one instruction never narrow an interval. 95% intervals: SR, SPL, nDTW, "
