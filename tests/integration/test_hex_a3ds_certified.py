@@ -133,6 +133,16 @@ def test_hexagons_paired_effect_and_holm_against_statsmodels():
     assert [pairs[k]["board_f1_holm"] for k in pairs] == ["0.375", "0.750", "0.500"]
 
 
+def test_hexagons_holm_family_leaves_single_annotators_out():
+    """A single annotator's pairs describe people: they get no Holm p and do not inflate the
+    agents' and baselines' (the same three adjusted p as without the annotator)."""
+    person = _row("human", "ann-1", A)
+    pairs = {(p["a"], p["b"]): p for p in paired_tests(_rows() + [person], PROCS, min_shared=3)}
+    assert [pairs[k]["board_f1_holm"] for k in (("A", "zero"), ("A", "B"), ("B", "zero"))] == ["0.375", "0.750", "0.500"]
+    with_person = [k for k in pairs if "ann-1" in k]
+    assert with_person and all(pairs[k]["board_f1_holm"] is None and pairs[k]["board_f1_p"] for k in with_person)
+
+
 def test_hexagons_abstraction_alpha_is_ordinal_with_a_procedure_bootstrap():
     # Three executors label the levels of two procedures' steps; one leaves a step unlabelled.
     labels = {1: [[0, 1], [0, 2], [1, 1]], 2: [[2, 3, 3], [2, 3, None], [3, 3, 2]], 3: [[1], [1]]}

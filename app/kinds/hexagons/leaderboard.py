@@ -15,7 +15,8 @@ Figures and intervals (docs/kinds/hexagons.md, "Figures and intervals"):
   main metric: "Rank (95%)", "1-2" where rank intervals overlap;
 - paired tests between every two rows on the procedures both executed: the difference of their
   means over steps with a paired bootstrap interval and an exact sign-flip p over procedures
-  (`stats.paired_cluster_differences_many`), Holm-adjusted across the table's pairs per metric,
+  (`stats.paired_cluster_differences_many`), Holm-adjusted per metric across the pairs of
+  agents, baselines and the pooled people (pairs with a single annotator have no Holm p),
   and the effect on per-procedure means (`stats.paired_effect`: mean difference with its
   interval, Cohen's d_z);
 - the executors' abstraction labels (studies with `label_abstraction`), where two or more
@@ -212,7 +213,16 @@ def paired_tests(rows: list[Row], procedures: dict[int, ProcedureInfo], min_shar
                                     np.array([means[j][p] for p in shared]), weights))
     # One batch: pairs over the same number of procedures share resamples and sign patterns.
     results = paired_cluster_differences_many(comparisons, n_perm=N_PERM)
-    adjusted = {key: stats.holm([d[m]["p"] for d in results]) for m, key in enumerate(PAIRED)}
+    # Holm's family: the comparisons a study is run for (agents, baselines and the pooled
+    # people, among themselves). Pairs with a single annotator describe people, are many (and
+    # one of them is always inside the pool), and would inflate every other p: no Holm p.
+    single = lambda section, who: section == "human" and who != POOLED  # noqa: E731
+    family = [k for k, (i, j, _, _) in enumerate(pairs)
+              if not (single(rows[i].section, rows[i].who) or single(rows[j].section, rows[j].who))]
+    adjusted = {}
+    for m, key in enumerate(PAIRED):
+        holm = stats.holm([results[k][m]["p"] for k in family])
+        adjusted[key] = {k: holm[x] for x, k in enumerate(family)}
     out = []
     for k, ((i, j, n, steps), diffs, (a, b, _)) in enumerate(zip(pairs, results, comparisons)):
         cells = {}
@@ -220,7 +230,7 @@ def paired_tests(rows: list[Row], procedures: dict[int, ProcedureInfo], min_shar
             cells[key] = {"n": d["n"], "mean": d["mean_diff"], "low": d["low"], "high": d["high"],
                           "method": "paired bootstrap over procedures (percentile), step-weighted"}
             cells[f"{key}_p"] = _p(d["p"])
-            cells[f"{key}_holm"] = _p(adjusted[key][k])
+            cells[f"{key}_holm"] = _p(adjusted[key][k]) if k in adjusted[key] else None
             effect = stats.paired_effect(a[:, m], b[:, m])
             cells[f"{key}_effect"] = _clip(effect["difference"].as_dict())
             dz = effect["cohen_dz"]
@@ -228,7 +238,6 @@ def paired_tests(rows: list[Row], procedures: dict[int, ProcedureInfo], min_shar
         out.append({"a": rows[i].who, "b": rows[j].who, "a_section": rows[i].section,
                     "b_section": rows[j].section, "procedures": n, "steps": steps, **cells})
     # Agents, the pooled humans and baselines first; pairs of single annotators after.
-    single = lambda section, who: section == "human" and who != POOLED  # noqa: E731
     return sorted(out, key=lambda r: (single(r["a_section"], r["a"]) + single(r["b_section"], r["b"]),
                                       -r["procedures"]))
 
@@ -332,8 +341,9 @@ def build(rows: list[Row], procedures: dict[int, ProcedureInfo], main: str = "bo
             "title": "Paired differences in F1 (first minus second, in [-1, 1]) on the procedures both executed",
             "note": ("Difference: of the means over steps on the shared procedures, with a 95% interval from 2000 "
                      "paired bootstrap resamples of procedures; p: two-sided sign-flip randomisation test over "
-                     "procedures (exact up to 13 procedures); Holm p: adjusted across this table's pairs, per "
-                     "metric. Effect: the mean of the per-procedure differences with a 95% t interval "
+                     "procedures (exact up to 13 procedures); Holm p: adjusted across the pairs of agents, "
+                     "baselines and the pooled people, per metric (a pair with a single annotator has none: it "
+                     "describes people). Effect: the mean of the per-procedure differences with a 95% t interval "
                      "(stats.paired_effect; the unit is the procedure) and Cohen's d_z. Pairs sharing fewer than "
                      f"{MIN_SHARED} procedures are left out: their p could not fall below 0.05."),
             "columns": [{"key": "a", "label": "First"}, {"key": "b", "label": "Second"},
