@@ -201,3 +201,16 @@ def test_hexagons_section_reads_the_executors_levels_from_their_answers(session)
     assert (row["procedures"], row["steps"], row["labels"]) == (2, 4, 8)
     assert row["alpha"]["mean"] == pytest.approx(krippendorff.alpha(reliability_data=units,
                                                                      level_of_measurement="ordinal"))
+
+
+def test_a3ds_two_captions_of_one_pair_pool_their_listeners():
+    """A captioner may caption one pair twice (the import allows it): both captions' listeners
+    count, none is dropped. P1: caption 1, 2 of 2 right; caption 2, 0 of 2: 2 of 4 = 0.5 (the
+    last caption alone said 0). P2: 1 of 1."""
+    from app.kinds.a3ds.leaderboard import accuracy_figures
+
+    def item(pair, right, n):
+        return {"pair": pair, "right": right, "n": n, "ref": {"captioner": "a", "metrics": {"z": 1}}}
+
+    names, per, everyone = accuracy_figures([item("P1", 2, 2), item("P1", 0, 2), item("P2", 1, 1)])
+    assert names == ["a"] and per["a"]["shares"] == {"P1": (0.5, "1"), "P2": (1.0, "1")}

@@ -70,17 +70,27 @@ def accuracy_figures(items: list[dict]) -> tuple[list[str], dict[str, dict], lis
     answered_pairs = sorted({it["pair"] for it in items if it["n"]}, key=str)
     per: dict[str, dict] = {}
     for name in names:
-        mine = {it["pair"]: it for it in items if it["ref"].get("captioner", "?") == name}
+        mine = _by_pair(it for it in items if it["ref"].get("captioner", "?") == name)
         shares = {}
         for pair in answered_pairs:
-            it = mine.get(pair)
-            if it is None:
+            got = mine.get(pair)
+            if got is None:
                 shares[pair] = (0.0, pair_z[pair])  # not captioned: counts as wrong
-            elif it["n"]:
-                shares[pair] = (it["right"] / it["n"], pair_z[pair])
+            elif got[1]:
+                shares[pair] = (got[0] / got[1], pair_z[pair])
         per[name] = {"shares": shares, "captioned": set(mine)}
     everyone = [p for p in answered_pairs if all(p in per[n]["shares"] for n in names)]
     return names, per, everyone
+
+
+def _by_pair(items) -> dict:
+    """pair -> (right, answers) over a captioner's captions of it: several captions of one pair
+    (the captions import allows them) pool their listeners, none is dropped."""
+    out: dict = {}
+    for it in items:
+        right, n = out.get(it["pair"], (0, 0))
+        out[it["pair"]] = (right + it["right"], n + it["n"])
+    return out
 
 
 def _clip(d: dict) -> dict:
@@ -136,7 +146,8 @@ def section(session: Session, study: Study) -> dict | None:
 
     # Paired: two captioners' item shares on the pairs both captioned and listeners answered.
     paired_rows = []
-    per_pair = {name: {i["pair"]: i["right"] / i["n"] for i in by_captioner[name] if i["n"]} for name in names}
+    per_pair = {name: {pair: right / n for pair, (right, n) in _by_pair(by_captioner[name]).items() if n}
+                for name in names}
     for k, a in enumerate(names):
         for b in names[k + 1:]:
             shared = sorted(set(per_pair[a]) & set(per_pair[b]), key=str)
