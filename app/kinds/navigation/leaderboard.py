@@ -114,7 +114,7 @@ def _path_of(item_id: int, cluster: str | None) -> str:
 
 def rank_column(per_path: dict[str, dict[str, list[float]]], cats: list[str]) -> tuple[dict[str, str | None], int, list[list[str]]]:
     """Rank labels by SR over the paths every speaker has (each speaker's value on a path: the
-    mean over its followers there), 95% bootstrap rank intervals over paths
+    mean over its instructions there of each instruction's mean over its followers), 95% bootstrap rank intervals over paths
     (``stats.rank_intervals``, 1000 resamples, seed 0): "1" for a settled rank, "1-2" where
     intervals overlap. Returns (labels, number of shared paths, tied groups of 2+)."""
     shared = sorted(set.intersection(*(set(per_path[c]) for c in cats))) if cats else []
@@ -134,20 +134,26 @@ def section(session: Session, study: Study) -> dict | None:
     # category -> metric -> item -> values (the instructions' means and their interval)
     by_item: dict[str, dict[str, dict[int, list[float]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list)))
-    # category -> metric -> cluster -> values (for the per-path means of the paired tests)
-    by_path: dict[str, dict[str, dict[str, list[float]]]] = defaultdict(
-        lambda: defaultdict(lambda: defaultdict(list)))
     counts: dict[str, int] = defaultdict(int)
     items: dict[str, set[int]] = defaultdict(set)
     path_of: dict[int, str] = {}
+    cluster_of: dict[int, str] = {}
     for item_id, cat, cluster, vals in rows:
         counts[cat] += 1
         items[cat].add(item_id)
         path_of[item_id] = _path_of(item_id, cluster)
+        cluster_of[item_id] = cluster
         for k, v in vals.items():
             by_item[cat][k][item_id].append(v)
-            if cluster:
-                by_path[cat][k][cluster].append(v)
+    # category -> metric -> path -> its instructions' means (for the ranks and the paired
+    # tests): each instruction once, as in the columns, however many followed it.
+    by_path: dict[str, dict[str, dict[str, list[float]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list)))
+    for cat, per_metric in by_item.items():
+        for k, per in per_metric.items():
+            for item_id, values in per.items():
+                if cluster_of[item_id]:
+                    by_path[cat][k][cluster_of[item_id]].append(sum(values) / len(values))
     baseline = str((study.kind_settings or {}).get("baseline", "human"))
     # The baseline first, then the speakers by name.
     cats = sorted(counts, key=lambda c: (c != baseline, c))
@@ -188,7 +194,7 @@ def section(session: Session, study: Study) -> dict | None:
         paired_rows.sort(key=lambda r: (order[r["category"]], metric_order[r["metric"]]))
 
     rank_note = (f"Rank (95%): speakers ranked by SR over the {n_shared} paths every speaker has "
-                 "(a speaker's SR on a path: the mean over its followers there), with 95% rank "
+                 "(a speaker's SR on a path: the mean of its instructions' SR there), with 95% rank "
                  "intervals from 1000 bootstrap resamples of those paths; \"1-2\" where intervals "
                  "overlap.")
     if ties:
@@ -220,7 +226,8 @@ def section(session: Session, study: Study) -> dict | None:
         tables.append({
             "key": "navigation_paired",
             "title": f"Paired differences against {baseline} (speaker − {baseline}, in each metric's unit)",
-            "note": ("Per metric: the mean over a path's annotations for each speaker, then over the "
+            "note": ("Per metric: each speaker's value on a path is the mean of its instructions' values "
+                     "there (each the mean over its followers), then over the "
                      f"paths both the speaker and {baseline} have (unit: the path; difference = "
                      f"speaker − {baseline}, in the metric's unit: SR, SPL, nDTW, SDTW in 0-1, NE and "
                      "path length in metres, rating in levels). The difference's 95% interval: "
