@@ -331,9 +331,9 @@ def sweep(stale_after: float = STALE_AFTER_S, resend_after: float = RESEND_AFTER
 def refresh_cached_models() -> list[int]:
     """Start the background fits whose cached results are stale (Dawid-Skene labels:
     app/leaderboards/annotators.py); run with the sweeper, every minute."""
-    from app.leaderboards.annotators import refresh
-
-    return refresh()
+    # By name, as TASKS are: the fits build on this module's jobs (no import loop).
+    module, name = "app.leaderboards.annotators:refresh".split(":")
+    return getattr(importlib.import_module(module), name)()
 
 
 _wake = threading.Event()

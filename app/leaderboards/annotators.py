@@ -83,7 +83,7 @@ def dawid_skene(session: Session, study: Study) -> dict | None:
     categorical answer field, or a study without valid answers."""
     import pandas as pd
 
-    from app.leaderboards import service
+    from app.leaderboards import rows as shared
 
     kind = get_kind(study.kind)
     field = kind.agreement_value()
@@ -130,7 +130,7 @@ def dawid_skene(session: Session, study: Study) -> dict | None:
 
     items = sorted(i for i in per_item if i in where)
     winners = [(where[i][0], where[i][1], score(i, ds["labels"][i])) for i in items]
-    row = service._majority_sums(iter(winners), service._item_totals(session, study))
+    row = shared.majority_sums(iter(winners), shared.item_totals(session, study))
     row.update(type="dawid_skene", name=NAME)
 
     # Per annotator: answers, the confusion matrix, their gold record.

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from functools import lru_cache
 
 from sqlalchemy import Float, String, and_, case, cast, func, select, text
 from sqlalchemy.orm import Session
@@ -34,43 +33,12 @@ from app.leaderboards import stats
 from app.leaderboards.models import (ItemAnswerTotal, ItemSummary, WorkerCategoryTotal,
                                      WorkerConsistencyTotal)
 from app.leaderboards.ranks import with_ranks
+from app.leaderboards.rows import est as _est
+from app.leaderboards.rows import item_totals as _item_totals
+from app.leaderboards.rows import majority_dict as _majority_dict
+from app.leaderboards.rows import majority_sums as _majority_sums
 from app.leaderboards.totals import rebuild
 from app.studies.models import Annotation, Item, Study
-
-
-def _est(k: float, n: int) -> dict:
-    """The mean of `n` item scores in [0, 1] that sum to `k`, never rounded to a count: Wilson's
-    interval, exact for right/wrong scores and, for partial credit (only the sum is kept in the
-    running totals), conservative by the variance bound mean(1 - mean) (stats.bounded_mean)."""
-    return dict(_bounded(float(k), n))  # a copy: callers own the dict they get
-
-
-@lru_cache(maxsize=65536)
-def _bounded(k: float, n: int) -> dict:
-    """Many rows share a (score sum, answered) pair (10,000 annotators with 100 answers each
-    have a few hundred): each interval is computed once."""
-    return stats.bounded_mean(k, n).as_dict()
-
-
-def _item_totals(session: Session, study: Study) -> tuple[int, dict[str, int], dict[str, int]]:
-    if session.get_bind().dialect.name == "postgresql":
-        # One scan of the items for both counts (GROUPING SETS; SQLite has none).
-        by_cat, clusters = {}, {}
-        for cat, cluster, per_cat, n in session.connection().execute(text(
-                "SELECT category, cluster, grouping(cluster) = 1, count(*) FROM items "
-                "WHERE study_id = :sid AND NOT is_gold GROUP BY GROUPING SETS ((category), (cluster))"),
-                {"sid": study.id}):
-            if per_cat:
-                by_cat[cat] = n
-            else:
-                clusters[cluster] = n
-        return sum(by_cat.values()), by_cat, clusters
-    rows = session.execute(select(Item.category, func.count()).where(
-        Item.study_id == study.id, Item.is_gold.is_(False)).group_by(Item.category)).all()
-    by_cat = {c: n for c, n in rows}
-    clusters = dict(session.execute(select(Item.cluster, func.count()).where(
-        Item.study_id == study.id, Item.is_gold.is_(False)).group_by(Item.cluster)).all())
-    return sum(by_cat.values()), by_cat, clusters
 
 
 def _rows_from_scores(session: Session, study: Study, scored, *, over_all_items: bool,
@@ -401,35 +369,6 @@ def _majority_row(session: Session, study: Study, per_item: dict[int, dict], tot
             n, total, _ = min((v for v in values.values() if v[0] == top), key=lambda v: v[2])
             yield (*where[item_id], total / n)
     return _majority_sums(winners(), totals)
-
-
-def _majority_sums(winners, totals) -> dict:
-    """`winners`: (category, cluster, score) per item, in item order."""
-    _, _, cluster_sizes = totals
-    by_cat: dict[str, list] = {}
-    by_cluster: dict[str, list] = {}
-    for cat, cluster, score in winners:
-        c = by_cat.setdefault(cat, [0, 0.0])
-        c[0] += 1
-        c[1] += score
-        if cluster:
-            k = by_cluster.setdefault(cluster, [0, 0])
-            k[0] += 1
-            k[1] += score >= 1.0
-    seen = [k for name, k in by_cluster.items() if k[0] == cluster_sizes.get(name)]
-    return _majority_dict(by_cat, len(seen), sum(k[1] == k[0] for k in seen), totals)
-
-
-def _majority_dict(by_cat: dict, seen: int, right: int, totals) -> dict:
-    """`by_cat`: category -> [items, score sum]; seen: clusters answered whole, right: of
-    them all right."""
-    answered = sum(c[0] for c in by_cat.values())
-    correct = sum(c[1] for c in by_cat.values())
-    return {"type": "majority", "name": "Human majority (per item)", "answered": answered,
-            "correct": correct, "coverage": answered / totals[0] if totals[0] else 0.0,
-            "accuracy": _est(correct, answered),
-            "by_category": {cat: _est(c[1], c[0]) for cat, c in by_cat.items()},
-            "consistency": _est(right, seen) if seen else None}
 
 
 def agreement(per_item: dict[int, dict]) -> dict:

@@ -71,8 +71,11 @@ def test_the_admins_fix_of_a_disputed_step_changes_the_leaderboard(live_server, 
     now = _all_steps_rows(page)
     assert len(now) == 2 and now != before
 
-    def board_f1(row: str) -> float:  # section, who, procedures, executions, steps, action F1, P, R, EM, board F1
-        return float(row.split("\t")[9].split()[0])
+    header = page.locator("#hexagons_metrics thead th").all_inner_texts()
+    col = header.index("Board F1")
+
+    def board_f1(row: str) -> float:  # the Board F1 column, wherever the table puts it
+        return float(row.split("\t")[col].split()[0])
 
     assert all(board_f1(n) > board_f1(b) for n, b in zip(now, before)), (before, now)
 

@@ -83,8 +83,15 @@ def test_imported_follower_paths_score_exactly_as_proctor_nav_score(session, cli
                       if r["type"] == "annotator" and r["name"].endswith(" (imported)"))
     assert sorted(n for _, n in imported) == sorted(len(m) for m in follows.values())
     assert assignment.progress(session, study) == progress_before
+    # The navigation page leads with the followers' metrics per speaker (no per-annotator
+    # table: its columns only repeat SR); the imported follows count there like any other.
+    section = {t["key"]: t for t in board["extra"]["tables"]}["navigation_metrics"]
+    assert sum(r["n"] for r in section["rows"]) == session.scalar(
+        select(func.count()).select_from(Annotation).where(Annotation.study_id == study.id,
+                                                           Annotation.is_gold.is_(False)))
     login(client, owner)
-    assert " (imported)" in client.get(f"/studies/{study.id}/leaderboard").text
+    page = client.get(f"/studies/{study.id}/leaderboard").text
+    assert 'id="navigation_metrics"' in page and " (imported)" not in page
     # Imported work takes none of the crowd's quota.
     assert session.scalar(select(func.sum(Item.n_active)).where(Item.study_id == study.id)) == 0
 

@@ -30,6 +30,8 @@ from sqlalchemy import and_, select
 from sqlalchemy.orm import Session
 
 from app.kinds.navigation.agreement import agreement_table, followers_agreement_table
+from app.kinds.navigation.likert import leaderboard_table as likert_table
+from app.kinds.navigation.likert import level_estimate
 from app.leaderboards import stats
 from app.studies.models import Annotation, Item, Study
 
@@ -73,20 +75,6 @@ def annotation_values(session: Session, study: Study) -> list[tuple[int, str, st
         vals = {n: x for n, v in zip(names, values) if (x := _number(v)) is not None}
         out.append((item_id, cat, cluster, vals))
     return out
-
-
-def level_estimate(means: Sequence[float], clusters: Sequence[Hashable] | None, levels: int) -> dict:
-    """The mean of levels 1..``levels`` (a rating, a Likert answer; one mean per instruction)
-    with the 95% interval of ``stats.mean_interval`` computed on ``(level - 1) / (levels - 1)``
-    in [0, 1] and mapped back to levels; the method says so."""
-    span = levels - 1
-    est = stats.mean_interval([min(1.0, max(0.0, (m - 1.0) / span)) for m in means], clusters)
-    if not est.n:
-        return {**est.as_dict(), "method": f"{est.method}, on (level - 1) / {span}"}
-    mean = math.fsum(means) / len(means)
-    low, high = 1.0 + span * est.low, 1.0 + span * est.high
-    return stats.Estimate(n=est.n, mean=mean, low=min(low, mean), high=max(high, mean),
-                          method=f"{est.method}, on (level - 1) / {span}, mapped back").as_dict()
 
 
 def instruction_estimate(key: str, per_item: list[list[float]],
@@ -252,8 +240,6 @@ def section(session: Session, study: Study) -> dict | None:
 
     tables.extend(capability_tables(session, study))
     # The study's own Likert questions (app.kinds.navigation.likert), when it has any.
-    from app.kinds.navigation.likert import leaderboard_table as likert_table
-
     if (likert := likert_table(session, study)) is not None:
         tables.append(likert)
     return {"tables": tables}

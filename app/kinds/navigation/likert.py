@@ -10,10 +10,13 @@ an answer is the level 1..len(labels) (1 = the first label). The form writes one
 from __future__ import annotations
 
 import json
+import math
 import re
+from collections.abc import Hashable, Sequence
 
 from app import jsonsafe
 from app.errors import InputError
+from app.leaderboards import stats
 
 MAX_ITEMS = 5
 MIN_LEVELS, MAX_LEVELS = 2, 7
@@ -132,6 +135,20 @@ def study_settings(options: dict, categories: set[str]) -> dict:
     return out
 
 
+def level_estimate(means: Sequence[float], clusters: Sequence[Hashable] | None, levels: int) -> dict:
+    """The mean of levels 1..``levels`` (a rating, a Likert answer; one mean per instruction)
+    with the 95% interval of ``stats.mean_interval`` computed on ``(level - 1) / (levels - 1)``
+    in [0, 1] and mapped back to levels; the method says so."""
+    span = levels - 1
+    est = stats.mean_interval([min(1.0, max(0.0, (m - 1.0) / span)) for m in means], clusters)
+    if not est.n:
+        return {**est.as_dict(), "method": f"{est.method}, on (level - 1) / {span}"}
+    mean = math.fsum(means) / len(means)
+    low, high = 1.0 + span * est.low, 1.0 + span * est.high
+    return stats.Estimate(n=est.n, mean=mean, low=min(low, mean), high=max(high, mean),
+                          method=f"{est.method}, on (level - 1) / {span}, mapped back").as_dict()
+
+
 def leaderboard_table(session, study) -> dict | None:
     """Per speaker (item category), the mean level of each of the study's Likert questions over
     its instructions (each instruction's mean over its valid human annotations: not gold, not
@@ -142,7 +159,6 @@ def leaderboard_table(session, study) -> dict | None:
 
     from sqlalchemy import select
 
-    from app.kinds.navigation.leaderboard import level_estimate
     from app.studies.models import Annotation, Item
 
     items = (study.kind_settings or {}).get("likert") or []

@@ -1,0 +1,78 @@
+"""The rows every leaderboard table shares the arithmetic of: the mean of item scores with its
+interval, the study's item totals, and the per-item majority's row. The service
+(app/leaderboards/service.py) and the Dawid-Skene labels (app/leaderboards/annotators.py)
+build their rows with these, so rows side by side are computed by one function."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from sqlalchemy import func, select, text
+from sqlalchemy.orm import Session
+
+from app.leaderboards import stats
+from app.studies.models import Item, Study
+
+
+def est(k: float, n: int) -> dict:
+    """The mean of `n` item scores in [0, 1] that sum to `k`, never rounded to a count: Wilson's
+    interval, exact for right/wrong scores and, for partial credit (only the sum is kept in the
+    running totals), conservative by the variance bound mean(1 - mean) (stats.bounded_mean)."""
+    return dict(bounded(float(k), n))  # a copy: callers own the dict they get
+
+
+@lru_cache(maxsize=65536)
+def bounded(k: float, n: int) -> dict:
+    """Many rows share a (score sum, answered) pair (10,000 annotators with 100 answers each
+    have a few hundred): each interval is computed once."""
+    return stats.bounded_mean(k, n).as_dict()
+
+
+def item_totals(session: Session, study: Study) -> tuple[int, dict[str, int], dict[str, int]]:
+    if session.get_bind().dialect.name == "postgresql":
+        # One scan of the items for both counts (GROUPING SETS; SQLite has none).
+        by_cat, clusters = {}, {}
+        for cat, cluster, per_cat, n in session.connection().execute(text(
+                "SELECT category, cluster, grouping(cluster) = 1, count(*) FROM items "
+                "WHERE study_id = :sid AND NOT is_gold GROUP BY GROUPING SETS ((category), (cluster))"),
+                {"sid": study.id}):
+            if per_cat:
+                by_cat[cat] = n
+            else:
+                clusters[cluster] = n
+        return sum(by_cat.values()), by_cat, clusters
+    rows = session.execute(select(Item.category, func.count()).where(
+        Item.study_id == study.id, Item.is_gold.is_(False)).group_by(Item.category)).all()
+    by_cat = {c: n for c, n in rows}
+    clusters = dict(session.execute(select(Item.cluster, func.count()).where(
+        Item.study_id == study.id, Item.is_gold.is_(False)).group_by(Item.cluster)).all())
+    return sum(by_cat.values()), by_cat, clusters
+
+
+def majority_sums(winners, totals) -> dict:
+    """`winners`: (category, cluster, score) per item, in item order."""
+    _, _, cluster_sizes = totals
+    by_cat: dict[str, list] = {}
+    by_cluster: dict[str, list] = {}
+    for cat, cluster, score in winners:
+        c = by_cat.setdefault(cat, [0, 0.0])
+        c[0] += 1
+        c[1] += score
+        if cluster:
+            k = by_cluster.setdefault(cluster, [0, 0])
+            k[0] += 1
+            k[1] += score >= 1.0
+    seen = [k for name, k in by_cluster.items() if k[0] == cluster_sizes.get(name)]
+    return majority_dict(by_cat, len(seen), sum(k[1] == k[0] for k in seen), totals)
+
+
+def majority_dict(by_cat: dict, seen: int, right: int, totals) -> dict:
+    """`by_cat`: category -> [items, score sum]; seen: clusters answered whole, right: of
+    them all right."""
+    answered = sum(c[0] for c in by_cat.values())
+    correct = sum(c[1] for c in by_cat.values())
+    return {"type": "majority", "name": "Human majority (per item)", "answered": answered,
+            "correct": correct, "coverage": answered / totals[0] if totals[0] else 0.0,
+            "accuracy": est(correct, answered),
+            "by_category": {cat: est(c[1], c[0]) for cat, c in by_cat.items()},
+            "consistency": est(right, seen) if seen else None}
