@@ -86,6 +86,7 @@ PERCENTILE = "percentile bootstrap"
 T_PAIRED = "t on paired differences"
 BONETT_PRICE = "adjusted Wald (Bonett-Price)"
 ALPHA_BOOTSTRAP = "bootstrap over items (percentile)"
+ALPHA_CLUSTER_BOOTSTRAP = "bootstrap over clusters of items (percentile)"
 
 
 # ---------------------------------------------------------------------------
@@ -512,9 +513,10 @@ def krippendorff_alpha_nominal(item_counts: Iterable[Mapping[Hashable, int]],
     return float(((n - 1) * observed_agreement - expected_same) / denominator)
 
 
-def _alpha_counts(data) -> tuple[np.ndarray, list]:
-    """(pairable items x values) rating counts and the sorted values, from per-item value counts
-    or from reliability data (raters x items, ``nan``/``None`` for a missing rating)."""
+def _alpha_counts(data, clusters: Sequence[Hashable] | None = None) -> tuple[np.ndarray, list, list]:
+    """(pairable items x values) rating counts, the sorted values and the pairable items'
+    clusters (None each without ``clusters``), from per-item value counts or from reliability
+    data (raters x items, ``nan``/``None`` for a missing rating)."""
     if isinstance(data, np.ndarray):
         rows: list = []
         reliability = data
@@ -532,7 +534,11 @@ def _alpha_counts(data) -> tuple[np.ndarray, list]:
                 raise ValueError("ratings must be finite numbers (nan for missing)")
             values, counts = np.unique(present, return_counts=True)
             rows.append({float(v): int(c) for v, c in zip(values, counts)})
-    items = [c for c in (_clean_item(item) for item in rows) if sum(c.values()) >= 2]
+    labels = list(clusters) if clusters is not None else [None] * len(rows)
+    if len(labels) != len(rows):
+        raise ValueError(f"clusters must have one label per item ({len(labels)} != {len(rows)})")
+    kept = [(c, g) for c, g in zip((_clean_item(item) for item in rows), labels) if sum(c.values()) >= 2]
+    items = [c for c, _ in kept]
     seen = {v for item in items for v in item}
     try:
         domain = sorted(seen)
@@ -543,10 +549,11 @@ def _alpha_counts(data) -> tuple[np.ndarray, list]:
     for i, item in enumerate(items):
         for v, c in item.items():
             counts[i, column[v]] = c
-    return counts, domain
+    return counts, domain, [g for _, g in kept]
 
 
-def krippendorff_alpha(data, level: str = "nominal", n_boot: int = 1000, seed: int = 0) -> Estimate:
+def krippendorff_alpha(data, level: str = "nominal", n_boot: int = 1000, seed: int = 0,
+                       clusters: Sequence[Hashable] | None = None) -> Estimate:
     """Krippendorff's alpha at the given level of measurement, with a 95% bootstrap interval.
 
     ``data`` is either per-item value counts (an iterable of ``value -> number of ratings``
@@ -558,17 +565,19 @@ def krippendorff_alpha(data, level: str = "nominal", n_boot: int = 1000, seed: i
     The point value is the ``krippendorff`` package's ``alpha``.  The interval is the 2.5th-97.5th
     percentile of alpha over ``n_boot`` resamples of the pairable ITEMS (items drawn with
     replacement, each keeping all its ratings; ``numpy.random.default_rng(seed)``); resamples
-    where alpha is undefined (one value only) are left out.  ``n`` is the number of pairable items
-    (at least two ratings).  No pairable item, or a single value in all ratings, gives ``nan``.
+    where alpha is undefined (one value only) are left out.  With ``clusters`` (one label per
+    item of ``data``: the path, the procedure) the CLUSTERS are drawn, each keeping all its items
+    (the method says so).  ``n`` is the number of pairable items (at least two ratings).  No
+    pairable item, or a single value in all ratings, gives ``nan``.
     """
     import krippendorff as _krippendorff  # not imported at module load: only this function needs it
 
     if level not in ("nominal", "ordinal", "interval"):
         raise ValueError(f"level must be 'nominal', 'ordinal' or 'interval', got {level!r}")
     n_boot = _count(n_boot, "n_boot")
-    counts, domain = _alpha_counts(data)
+    counts, domain, groups = _alpha_counts(data, clusters)
     n_items = counts.shape[0]
-    method = f"{ALPHA_BOOTSTRAP}, {level}"
+    method = f"{ALPHA_BOOTSTRAP if clusters is None else ALPHA_CLUSTER_BOOTSTRAP}, {level}"
     if n_items == 0 or len(domain) < 2:
         return Estimate(n=n_items, mean=NAN, low=NAN, high=NAN, method=method)
     if level == "interval":
@@ -590,7 +599,15 @@ def krippendorff_alpha(data, level: str = "nominal", n_boot: int = 1000, seed: i
     if math.isnan(point) or n_boot == 0:
         return Estimate(n=n_items, mean=point, low=NAN, high=NAN, method=method)
     rng = np.random.default_rng(seed)
-    boots = np.array([alpha(counts[rng.integers(0, n_items, n_items)]) for _ in range(n_boot)])
+    if clusters is None:
+        draws = (rng.integers(0, n_items, n_items) for _ in range(n_boot))
+    else:
+        members: dict[Hashable, list[int]] = {}
+        for i, g in enumerate(groups):
+            members.setdefault(g, []).append(i)
+        units = list(members.values())
+        draws = ([i for u in rng.integers(0, len(units), len(units)) for i in units[u]] for _ in range(n_boot))
+    boots = np.array([alpha(counts[idx]) for idx in draws])
     boots = boots[~np.isnan(boots)]
     if boots.size == 0:
         return Estimate(n=n_items, mean=point, low=NAN, high=NAN, method=method)

@@ -194,7 +194,7 @@ def test_navigation_certified_figures_by_hand(session):
         assert row["level"] == level and row["instructions"] == 16
         assert row["alpha"]["mean"] == pytest.approx(want, rel=1e-12), q
         assert row["alpha"]["n"] == 16 and row["alpha"]["low"] <= row["alpha"]["mean"] <= row["alpha"]["high"]
-        assert row["alpha"]["method"] == f"bootstrap over items (percentile), {level}"
+        assert row["alpha"]["method"] == f"bootstrap over clusters of items (percentile), {level}"
     # Ordinal is not nominal: the rating's ordinal alpha differs from its nominal one.
     matrix = np.array([[VALUES[key][j][2] if VALUES[key][j] else np.nan for key in keys] for j in (0, 1)])
     assert agree["Rating"]["alpha"]["mean"] != pytest.approx(

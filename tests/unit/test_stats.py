@@ -1557,3 +1557,21 @@ def test_mean_interval_unbounded_says_when_it_has_no_interval():
         S.mean_interval_unbounded([1.0, 2.0], ["a"])
     with pytest.raises(ValueError):
         S.mean_interval_unbounded([1.0, float("inf")])
+
+
+def test_alpha_with_clusters_draws_whole_clusters():
+    """The point is the package's alpha either way; the interval draws whole clusters (paths,
+    procedures): with every item its own cluster it is the items' bootstrap exactly."""
+    import krippendorff as kd
+
+    items = [{1: 2}, {2: 2}, {1: 1, 2: 1}, {3: 2}, {2: 1, 3: 1}, {1: 2}, {3: 1, 1: 1}, {2: 2}]
+    plain = S.krippendorff_alpha(items, level="ordinal", n_boot=300, seed=1)
+    alone = S.krippendorff_alpha(items, level="ordinal", n_boot=300, seed=1, clusters=list(range(8)))
+    paired = S.krippendorff_alpha(items, level="ordinal", n_boot=300, seed=1, clusters=[0, 0, 1, 1, 2, 2, 3, 3])
+    counts = np.array([[it.get(v, 0) for v in (1, 2, 3)] for it in items])
+    assert plain.mean == alone.mean == paired.mean == pytest.approx(
+        kd.alpha(value_counts=counts, value_domain=[0, 1, 2], level_of_measurement="ordinal"))
+    assert (alone.low, alone.high) == (plain.low, plain.high) != (paired.low, paired.high)
+    assert paired.method == "bootstrap over clusters of items (percentile), ordinal"
+    with pytest.raises(ValueError):
+        S.krippendorff_alpha(items, clusters=[0, 1])

@@ -267,20 +267,11 @@ def abstraction_agreement(labels: dict[int, list[list[int | None]]], n_boot: int
     if not units:
         return None
     flat = [u for us in units.values() for u in us]
-    point = stats.krippendorff_alpha(flat, level="ordinal", n_boot=0)
-    est = {"n": len(units), "mean": None if point.mean != point.mean else point.mean, "low": None, "high": None,
-           "method": "bootstrap over procedures (percentile), ordinal"}
-    if point.mean == point.mean and len(units) >= 2:
-        rng = np.random.default_rng(seed)
-        ids = list(units)
-        boots = []
-        for _ in range(n_boot):
-            draw = [u for p in rng.integers(0, len(ids), len(ids)) for u in units[ids[p]]]
-            a = stats.krippendorff_alpha(draw, level="ordinal", n_boot=0).mean
-            if a == a:
-                boots.append(a)
-        if boots:
-            est["low"], est["high"] = (float(x) for x in np.percentile(boots, [2.5, 97.5]))
+    procedure = [item_id for item_id, us in units.items() for _ in us]
+    # The procedure is the unit: its steps' levels are drawn together (the core's alpha).
+    got = stats.krippendorff_alpha(flat, level="ordinal", n_boot=n_boot if len(units) >= 2 else 0,
+                                   seed=seed, clusters=procedure)
+    est = {**got.as_dict(), "n": len(units), "method": "bootstrap over procedures (percentile), ordinal"}
     return {"what": "Abstraction level (0-3), executors' labels", "level": "ordinal", "procedures": len(units),
             "steps": len(flat), "labels": sum(sum(u.values()) for u in flat), "alpha": est}
 

@@ -174,19 +174,23 @@ def follower_ratings(session: Session, study: Study) -> dict[str, dict[int, list
 
 def followers_agreement_rows(session: Session, study: Study) -> list[dict]:
     """One row per rated question: Krippendorff's alpha at the question's level over the
-    instructions with two or more valid ratings, with a 95% bootstrap interval over those
-    instructions (``stats.krippendorff_alpha``, 1000 resamples, seed 0)."""
+    instructions with two or more valid ratings, with a 95% bootstrap interval that draws their
+    paths (``stats.krippendorff_alpha`` with clusters, 1000 resamples, seed 0)."""
     ratings = follower_ratings(session, study)
+    # The path is the kind's unit: its instructions' ratings are drawn together.
+    path_of = dict(session.execute(select(Item.id, Item.cluster).where(Item.study_id == study.id)).all())
     rows = []
     for key, question, level in rated_questions(study):
-        units = [Counter(v) for v in ratings[key].values() if len(v) >= 2]
+        pairable = [(item_id, v) for item_id, v in ratings[key].items() if len(v) >= 2]
+        units = [Counter(v) for _, v in pairable]
+        paths = [path_of.get(item_id) or f"item:{item_id}" for item_id, _ in pairable]
         row = {"question": question, "level": level, "instructions": len(units), "alpha": None,
                "remark": ""}
         if len(units) < MIN_PAIRABLE:
             row["remark"] = (f"too few: {len(units)} instruction{'' if len(units) == 1 else 's'} with two or "
                              f"more valid ratings ({MIN_PAIRABLE} needed)")
         else:
-            est = stats.krippendorff_alpha(units, level=level, n_boot=ALPHA_BOOT, seed=0)
+            est = stats.krippendorff_alpha(units, level=level, n_boot=ALPHA_BOOT, seed=0, clusters=paths)
             if math.isnan(est.mean):
                 row["remark"] = "undefined: every rating has the same value, so no disagreement is expected"
             elif math.isnan(est.low):
