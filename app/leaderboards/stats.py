@@ -1086,6 +1086,12 @@ def rank_intervals(per_item_scores: Mapping[str, Sequence[float]], n_boot: int =
     return {name: (int(best[j]), int(worst[j])) for j, name in enumerate(names)}
 
 
+def clipped_difference(d: Mapping[str, Any]) -> dict:
+    """An estimate of a difference of two scores in [0, 1] (``Estimate.as_dict()``), its
+    interval clipped to [-1, 1], where such a difference lies."""
+    return {**d, **{k: min(1.0, max(-1.0, d[k])) for k in ("low", "high") if d.get(k) is not None}}
+
+
 def rank_label(interval: tuple[int, int]) -> str:
     """``"2"`` for a settled rank, ``"1-3"`` for a rank interval."""
     best, worst = interval

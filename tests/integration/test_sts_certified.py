@@ -76,6 +76,14 @@ def test_the_section_shows_what_the_scorer_prints(client, session, tmp_path):
     expert = rows["expert"]["success"]
     assert expert["mean"] == expert["high"] == 1.0 and expert["low"] < 1.0
     assert "Wilson" in expert["method"] and "Rogan-Gladen" in rows["random"]["corrected_share"]["method"]
+    # Ranks: the agents' shares over the scenarios all three played, rank intervals from the
+    # core (fewer than 5 shared scenarios rank nobody: "1-3" for all).
+    shared = set.intersection(*(set(a["per_scenario"]) for a in scored["agents"].values()))
+    from app.leaderboards import stats as core
+
+    want = core.rank_intervals({a: [v["per_scenario"][sc] for sc in sorted(shared)]
+                                for a, v in scored["agents"].items()})
+    assert {a: r["rank"] for a, r in rows.items()} == {a: core.rank_label(i) for a, i in want.items()}
     # The API's leaderboard carries the same section (the page renders it).
     login(client, owner)
     api = client.get(f"/api/v1/studies/{study.id}/leaderboard").json()

@@ -93,11 +93,6 @@ def _by_pair(items) -> dict:
     return out
 
 
-def _clip(d: dict) -> dict:
-    """A difference of two shares lies in [-1, 1]: its interval too."""
-    return {**d, **{k: min(1.0, max(-1.0, d[k])) for k in ("low", "high") if d[k] is not None}}
-
-
 def section(session: Session, study: Study) -> dict | None:
     items = _item_answers(session, study)
     if not items:
@@ -155,7 +150,8 @@ def section(session: Session, study: Study) -> dict | None:
                 continue
             e = stats.paired_effect([per_pair[a][p] for p in shared], [per_pair[b][p] for p in shared])
             dz = e["cohen_dz"]
-            paired_rows.append({"a": a, "b": b, "pairs": len(shared), "diff": _clip(e["difference"].as_dict()),
+            paired_rows.append({"a": a, "b": b, "pairs": len(shared),
+                                "diff": stats.clipped_difference(e["difference"].as_dict()),
                                 "d_z": None if dz != dz else ("∞" if math.isinf(dz) else round(float(dz), 3)),
                                 "p": None if math.isnan(e["p"]) else float(e["p"])})
     for row, adjusted in zip(paired_rows, stats.holm([math.nan if r["p"] is None else r["p"] for r in paired_rows])):

@@ -232,7 +232,7 @@ def paired_tests(rows: list[Row], procedures: dict[int, ProcedureInfo], min_shar
             cells[f"{key}_p"] = _p(d["p"])
             cells[f"{key}_holm"] = _p(adjusted[key][k]) if k in adjusted[key] else None
             effect = stats.paired_effect(a[:, m], b[:, m])
-            cells[f"{key}_effect"] = _clip(effect["difference"].as_dict())
+            cells[f"{key}_effect"] = stats.clipped_difference(effect["difference"].as_dict())
             dz = effect["cohen_dz"]
             cells[f"{key}_dz"] = None if dz != dz else ("∞" if abs(dz) == float("inf") else round(float(dz), 3))
         out.append({"a": rows[i].who, "b": rows[j].who, "a_section": rows[i].section,
@@ -240,11 +240,6 @@ def paired_tests(rows: list[Row], procedures: dict[int, ProcedureInfo], min_shar
     # Agents, the pooled humans and baselines first; pairs of single annotators after.
     return sorted(out, key=lambda r: (single(r["a_section"], r["a"]) + single(r["b_section"], r["b"]),
                                       -r["procedures"]))
-
-
-def _clip(d: dict) -> dict:
-    """A difference of two scores in [0, 1] lies in [-1, 1]: its interval too."""
-    return {**d, **{k: min(1.0, max(-1.0, d[k])) for k in ("low", "high") if d[k] is not None}}
 
 
 def _p(p: float) -> str:

@@ -12,6 +12,7 @@ from app.auth.models import User
 from app.leaderboards.plot import PALETTE, cdf_svg, estimates_svg
 from app.kinds.sts.mining import UNKNOWN, tags_now
 from app.kinds.sts.score import Marker, outcome, score, share
+from app.leaderboards import stats
 from app.leaderboards.correction import rogan_gladen  # noqa: F401 (the page's name for it)
 from app.studies.models import Annotation, Item, Study
 
@@ -93,12 +94,23 @@ def section(session: Session, study: Study) -> dict | None:
             "corrected": entry["corrected"]["mean"], "corrected_share": corrected_cell(entry["corrected"]),
             "ttc": entry["ttc_median"], "ttc_interval": ttc_cell(entry["ttc"])})
     agent_rows.sort(key=lambda r: -r["success"]["mean"])
+    # Ranks by the success share over the scenarios every agent played (the unit: the scenario,
+    # its share of successes), as far as they can tell the agents apart.
+    per_scenario = {a: result["agents"][a]["per_scenario"] for a in result["agents"]}
+    shared = sorted(set.intersection(*(set(v) for v in per_scenario.values()))) if per_scenario else []
+    if len(per_scenario) > 1:
+        ranks = stats.rank_intervals({a: [v[sc] for sc in shared] for a, v in per_scenario.items()})
+        for r in agent_rows:
+            r["rank"] = stats.rank_label(ranks[r["agent"]])
     tables = [{
         "key": "sts_agents",
         "title": "Success share per agent",
         "note": ("A continuation's outcome is the majority of its markers (a tie is half a success); an "
                  "agent's share is the mean over its continuations with standard error sqrt(p(1-p)/n) "
-                 "and a 95% Wilson interval (under 5 continuations: too few to say much). Simulator: the "
+                 "and a 95% interval whose unit is the scenario (Wilson at the effective n; under 5 "
+                 "continuations: too few to say much). Rank (95%): by the share over the "
+                 f"{len(shared)} scenarios every agent played, \"1-2\" where the ranks' intervals overlap "
+                 "(fewer than 5 scenarios rank nobody). Simulator: the "
                  "share BabyAI itself counts as a success; agreement: the share of continuations where "
                  "people's outcome matches it. Corrected: the share adjusted for the annotators' pooled "
                  f"sensitivity ({'n/a' if sens is None else f'{sens:.2f}'}) and specificity "
@@ -107,6 +119,7 @@ def section(session: Session, study: Study) -> dict | None:
                  "Time to completion: per successful continuation, the steps from the takeover to its "
                  "success marker; the median over them, with a distribution-free 95% interval."),
         "columns": [{"key": "agent", "label": "Agent"}, {"key": "n", "label": "Continuations"},
+                    *([{"key": "rank", "label": "Rank (95%)"}] if len(per_scenario) > 1 else []),
                     {"key": "success", "label": "Success share"}, {"key": "se", "label": "SE"},
                     {"key": "corrected_share", "label": "Corrected"},
                     {"key": "simulator", "label": "Simulator"}, {"key": "agreement", "label": "Agreement"},
