@@ -123,3 +123,17 @@ def test_t_on_paired_differences_fails_rare_discordance():
     rng = np.random.default_rng(SEED + 2)
     cover = bench.paired_coverage(rng, "binary 0.9 vs 0.8, b <= a", 20, PAIR_REPS, bench.t_on_differences)
     assert cover < 0.91
+
+
+def test_the_bench_the_readme_names_prints_its_table():
+    """`bench/coverage.py` (README, docs/benchmarks.md) runs and prints a coverage cell per n;
+    figures are the bench's business, not this test's."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, str(root / "bench" / "coverage.py"), "--reps", "50"],
+                         capture_output=True, text=True, timeout=300, cwd=root)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "| n = 10 | n = 20 | n = 50 | n = 200 |" in out.stdout and "binary p=0.9" in out.stdout
