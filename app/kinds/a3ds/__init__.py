@@ -236,7 +236,21 @@ class ReferenceGame(TaskKind):
                   "seed": 1, "gold": 2}
         return {"items": json.dumps(design).encode(), "format": "design",
                 "settings": {"bundle_size": 6, "gold_rate": 0.2, "annotations_per_item": 2,
-                             "instructions": self.default_instructions}}
+                             "instructions": self.default_instructions},
+                "simulate": _demo_listeners}
+
+
+def _demo_listeners(session, study, researcher) -> None:
+    """The demo's listeners, so that its leaderboard has figures: each picks the target with
+    their own accuracy (a clear caption or not: simulated, not read), in about 6 s a pair."""
+    from app.demo import simulate_task
+
+    for i, accuracy in enumerate((0.95, 0.85, 0.75, 0.6)):
+        def answer(item, rng, accuracy=accuracy):
+            target = str(item.reference["target"])
+            return {"choice": target if rng.random() < accuracy else ("2" if target == "1" else "1")}
+
+        simulate_task(session, study, f"demo-listener-{i + 1}", answer, 6.0, seed=i)
 
 
 KIND = ReferenceGame()

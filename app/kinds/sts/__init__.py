@@ -272,9 +272,9 @@ class StandardisedTestSuite(TaskKind):
         return "marker"  # always the same pick, whatever the item, is straight-lining
 
     def demo(self) -> dict:
-        from app.kinds.sts.demo import build_demo
+        from app.kinds.sts.demo import build_demo, simulate_markers
 
-        return {"build": build_demo, "simulate": False,
+        return {"build": build_demo, "simulate": simulate_markers,
                 "settings": {"bundle_size": 6, "gold_rate": 0.2, "annotations_per_item": 3,
                              "instructions": self.default_instructions}}
 

@@ -197,3 +197,20 @@ def build_demo(session: Session, owner, settings):
     study, _ = build_study(session, owner, suite, version, settings, agents=[a.id for a in agents],
                            reference=REFERENCE, continuations=SUITE_CONTINUATIONS)
     return study
+
+
+def simulate_markers(session: Session, study, researcher) -> None:
+    """The demo's annotators, so that its leaderboard has figures: each marks what the
+    simulator (or a reference episode's label) says with their own accuracy, the other verdict
+    otherwise, at the step the truth has, in about 20 s a continuation."""
+    from app.demo import simulate_task
+    from app.kinds.sts import _truth
+
+    for i, accuracy in enumerate((0.95, 0.9, 0.85, 0.8)):
+        def answer(item, rng, accuracy=accuracy):
+            truth, step = _truth(item.reference or {})
+            if rng.random() >= accuracy:
+                truth = "failure" if truth == "success" else "success"
+            return {"marker": truth, "step": step or 0}
+
+        simulate_task(session, study, f"demo-marker-{i + 1}", answer, 20.0, seed=i)
