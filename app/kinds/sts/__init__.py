@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from app.errors import InputError
 from app.kinds.base import ImportResult, ItemSpec, TaskKind
+from app.kinds.sts.score import truth as _truth
 
 # Pixels per grid cell in the frames annotators watch (an 8 x 8 room is 64 px, drawn larger).
 DEFAULT_TILE = 16
@@ -29,14 +30,6 @@ class STSResponse(BaseModel):
     marker: Literal["success", "failure"]
     # Steps after the takeover point where the marker sits.
     step: int = Field(ge=0, le=100_000)
-
-
-def _truth(reference: dict) -> tuple[str, int | None]:
-    """What a marker is checked against: a reference episode's label, else the simulator."""
-    if reference.get("label"):
-        return reference["label"], reference.get("label_step")
-    outcome = reference.get("simulator")
-    return outcome, reference.get("success_step") if outcome == "success" else reference.get("length")
 
 
 class StandardisedTestSuite(TaskKind):

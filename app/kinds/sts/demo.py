@@ -204,13 +204,13 @@ def simulate_markers(session: Session, study, researcher) -> None:
     simulator (or a reference episode's label) says with their own accuracy, the other verdict
     otherwise, at the step the truth has, in about 20 s a continuation."""
     from app.demo import simulate_task
-    from app.kinds.sts import _truth
+    from app.kinds.sts.score import truth
 
     for i, accuracy in enumerate((0.95, 0.9, 0.85, 0.8)):
         def answer(item, rng, accuracy=accuracy):
-            truth, step = _truth(item.reference or {})
+            said, step = truth(item.reference or {})
             if rng.random() >= accuracy:
-                truth = "failure" if truth == "success" else "success"
-            return {"marker": truth, "step": step or 0}
+                said = "failure" if said == "success" else "success"
+            return {"marker": said, "step": step or 0}
 
         simulate_task(session, study, f"demo-marker-{i + 1}", answer, 20.0, seed=i)

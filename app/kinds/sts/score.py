@@ -127,6 +127,14 @@ def read_markers(lines: Iterable[str]) -> Iterator[Marker]:
         yield m
 
 
+def truth(reference: dict) -> tuple[str, int | None]:
+    """What a marker is checked against: a reference episode's label, else the simulator."""
+    if reference.get("label"):
+        return reference["label"], reference.get("label_step")
+    outcome = reference.get("simulator")
+    return outcome, reference.get("success_step") if outcome == "success" else reference.get("length")
+
+
 def too_few(n: int) -> str:
     return f"too few: n = {n}"
 
