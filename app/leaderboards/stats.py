@@ -178,14 +178,7 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
         raise ValueError(f"z must be a positive finite number, got {z!r}")
     if n == 0:
         return (NAN, NAN)
-    p = s / n
-    z2 = z * z
-    denom = 1.0 + z2 / n
-    centre = (p + z2 / (2.0 * n)) / denom
-    half = z * math.sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * n)) / denom
-    low = 0.0 if s == 0 else max(0.0, centre - half)
-    high = 1.0 if s == n else min(1.0, centre + half)
-    return (low, high)
+    return _wilson_real(s / n, n, z)
 
 
 def proportion(successes: int, n: int) -> Estimate:

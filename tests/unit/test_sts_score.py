@@ -126,7 +126,8 @@ def test_a_line_that_is_not_json_or_a_continuation_in_two_categories_is_refused(
 
 
 def test_spearman_against_a_reference_and_undefined_cases():
-    from app.kinds.sts.leaderboard import rogan_gladen, spearman
+    from app.kinds.sts.leaderboard import spearman
+    from app.leaderboards.correction import rogan_gladen
 
     # Ranks (1, 2, 3, 4) and (1, 3, 2, 4): d^2 = 2, rho = 1 - 6 * 2 / (4 * 15) = 0.8.
     got = spearman([0.1, 0.2, 0.3, 0.9], [0.0, 0.5, 0.4, 1.0])

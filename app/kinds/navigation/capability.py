@@ -401,11 +401,9 @@ def gamma_share(wins: int, ties: int, n: int) -> dict | None:
             "method": "Wilson, ties as losses (low) and as wins (high)"}
 
 
-def _est(values: list[float], seed: int = 0, n_boot: int = 0) -> dict:
+def _est(values: list[float]) -> dict:
     """A rho over the counted paths (one value per path, in [0, 1]): ``stats.mean_interval``,
-    the path the unit (Wilson for 0/1 values, else Wilson at the effective n with t).
-    ``seed`` and ``n_boot`` are kept for callers; the method does not resample."""
-    del seed, n_boot
+    the path the unit (Wilson for 0/1 values, else Wilson at the effective n with t)."""
     return stats.mean_interval([min(1.0, max(0.0, v)) for v in values]).as_dict()
 
 
@@ -433,8 +431,8 @@ def advise(difference: dict | None, search_available: bool) -> str:
     return "no clear difference (the interval of PPG_pragmatic - PPG_search covers 0)"
 
 
-def analyse(paths: list[PathCandidates], metrics=tuple(k for k, _ in METRICS), *, select: str = DEFAULT_SELECT,
-            n_boot: int = 2000, seed: int = 0) -> dict:
+def analyse(paths: list[PathCandidates], metrics=tuple(k for k, _ in METRICS), *,
+            select: str = DEFAULT_SELECT) -> dict:
     """The capability analysis of one speaker over its paths (see the module docstring).
 
     Every row is over the same paths (the counted ones), whatever the speaker scored:
@@ -478,15 +476,15 @@ def analyse(paths: list[PathCandidates], metrics=tuple(k for k, _ in METRICS), *
     for m in metrics:
         r = [c.values[m] for c in own]
         best = [c.values[m] for c in prag]
-        row = {"speaker_choice": _est(r, seed, n_boot),
-               "inference": _est([p.inference.values[m] for p in counted], seed, n_boot),
-               "pragmatic": _est(best, seed, n_boot),
-               "reference": _est([p.reference.values[m] for p in counted], seed, n_boot),
+        row = {"speaker_choice": _est(r),
+               "inference": _est([p.inference.values[m] for p in counted]),
+               "pragmatic": _est(best),
+               "reference": _est([p.reference.values[m] for p in counted]),
                "ppg_pragmatic": _gain(best, r),
                "search": None, "ppg_search": None, "difference": None}
         if search_available:
             s = [c.values[m] for c in srch]
-            row["search"] = _est(s, seed, n_boot)
+            row["search"] = _est(s)
             row["ppg_search"] = _gain(s, r)
             # PPG_pragmatic - PPG_search per path = rho(r*_pragmatic) - rho(r*_search).
             row["difference"] = _gain(best, s)

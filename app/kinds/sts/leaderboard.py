@@ -13,7 +13,6 @@ from app.leaderboards.plot import PALETTE, cdf_svg, estimates_svg
 from app.kinds.sts.mining import UNKNOWN, tags_now
 from app.kinds.sts.score import Marker, outcome, score, share
 from app.leaderboards import stats
-from app.leaderboards.correction import rogan_gladen  # noqa: F401 (the page's name for it)
 from app.studies.models import Annotation, Item, Study
 
 
