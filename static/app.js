@@ -11,6 +11,10 @@ document.addEventListener("keydown", (ev) => {
     form.requestSubmit();
   }
 });
+// A form marked data-unsent (an item's preview) is never sent; the capture phase comes first.
+document.addEventListener("submit", (ev) => {
+  if (ev.target.hasAttribute("data-unsent")) ev.preventDefault();
+}, true);
 document.addEventListener("submit", (ev) => {
   const form = ev.target;
   if (!form.hasAttribute("data-once")) return;
@@ -21,6 +25,19 @@ document.addEventListener("submit", (ev) => {
 document.addEventListener("change", (ev) => {
   const name = ev.target.dataset && ev.target.dataset.selectAll;
   if (name) document.querySelectorAll(`input[name="${name}"]`).forEach((c) => (c.checked = ev.target.checked));
+});
+// Scripts are files of our own (the Content-Security-Policy allows no inline script): what
+// pages did inline is here. data-focus is focused without scrolling to it (a phone's page opens
+// at its top); data-back goes back a page, or follows its link when there is none to go back to.
+(() => {
+  const first = document.querySelector("[data-focus]");
+  if (first) first.focus({preventScroll: true});
+})();
+document.addEventListener("click", (ev) => {
+  const back = ev.target.closest && ev.target.closest("a[data-back]");
+  if (!back || history.length < 2) return;
+  ev.preventDefault();
+  history.back();
 });
 // An answer is posted to /task/<slug>/answer, which answers with the next item's page (one
 // request per annotation): put the task's own address back, so that a reload asks for the
