@@ -57,31 +57,74 @@ def _refuse_clashes(app: FastAPI) -> None:
 
 
 # The crowd's pages may be framed by MTurk (ExternalQuestion shows them in an iframe on the
-# worker's site); no other page may be framed at all (clickjacking).
+# worker's site); no other page may be framed at all (clickjacking). The done page of an MTurk
+# task posts to externalSubmit on www.mturk.com or the sandbox (app/studies/views.py), which
+# may redirect on within MTurk: form-action follows redirects, so every MTurk host is named.
 MTURK_FRAMERS = "https://worker.mturk.com https://workersandbox.mturk.com https://www.mturk.com"
+# Scripts only from our own files (no inline script, handler or javascript: link): an injected
+# tag runs nothing. Styles may be inline (style attributes, the kinds' <style> blocks, htmx's
+# indicator style). Images also from data: and blob: URLs (boards, panorama strips) and from the
+# blob store's host when it is S3 (presigned links: panoramas, STS frames).
+BASE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+            "img-src 'self' data: blob:{blobs}; connect-src 'self'; object-src 'none'; base-uri 'self'")
+HSTS = b"max-age=31536000"
 
 
-class FrameHeaders:
-    """Adds X-Frame-Options / CSP frame-ancestors to every response (a plain ASGI middleware:
-    nothing is buffered)."""
+def blob_origin(settings) -> str:
+    """The origin of the blob store's download links when they are not ours (S3's presigned
+    links), for img-src; '' for the local store, whose links are /blobs/ here."""
+    if not settings.storage_url.startswith("s3://"):
+        return ""
+    from urllib.parse import urlsplit
 
-    def __init__(self, app):
+    from app.storage import get_store
+
+    try:  # presigning is local: no request to the bucket
+        link = urlsplit(get_store(settings).url("csp-probe"))
+    except Exception:  # noqa: BLE001 - no S3 client here: the app starts, S3 images are refused
+        return ""
+    return f"{link.scheme}://{link.netloc}" if link.scheme in ("http", "https") else ""
+
+
+class SecurityHeaders:
+    """Adds the security headers to every response (a plain ASGI middleware: nothing is
+    buffered): one Content-Security-Policy (frame-ancestors included), X-Frame-Options
+    outside the crowd's pages, nosniff, Referrer-Policy, and HSTS when the request came over
+    https (the scheme a trusted proxy names: it runs inside ProxyHeadersMiddleware). A response
+    that sets its own policy keeps it (the API docs, which start with an inline script): two
+    policies would both be enforced."""
+
+    def __init__(self, app, blobs: str = ""):
         self.app = app
+        base = BASE_CSP.format(blobs=f" {blobs}" if blobs else "")
+        self.crowd_csp = (f"{base}; form-action 'self' {MTURK_FRAMERS}; "
+                          f"frame-ancestors 'self' {MTURK_FRAMERS}").encode()
+        self.own_csp = f"{base}; form-action 'self'; frame-ancestors 'none'".encode()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        crowd = scope["path"].startswith(("/s/", "/task/"))
+        path = scope["path"]
+        crowd = path.startswith(("/s/", "/task/"))
+        # Swagger UI's OAuth2 page is FastAPI's, an inline script: the docs' policy.
+        csp = DOCS_CSP.encode() if path == OAUTH2_REDIRECT else self.crowd_csp if crowd else self.own_csp
+        https = scope.get("scheme") == "https"
 
         async def with_headers(message):
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
-                if crowd:
-                    headers.append((b"content-security-policy",
-                                    f"frame-ancestors 'self' {MTURK_FRAMERS}".encode()))
-                else:
-                    headers += [(b"x-frame-options", b"DENY"),
-                                (b"content-security-policy", b"frame-ancestors 'none'")]
+                names = {k.lower() for k, _ in headers}
+                # same-origin: a worker's entry link (with their id in the query) is never sent
+                # to another site in a Referer; the crowd platforms need none (they get the
+                # code in a link or a form).
+                extra = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin")]
+                if b"content-security-policy" not in names:
+                    extra.append((b"content-security-policy", csp))
+                if not crowd:
+                    extra.append((b"x-frame-options", b"DENY"))
+                if https:
+                    extra.append((b"strict-transport-security", HSTS))
+                headers += [(k, v) for k, v in extra if k not in names]
                 message = {**message, "headers": headers}
             await send(message)
 
@@ -423,9 +466,11 @@ def create_app(database_url: str | None = None) -> FastAPI:
     app.add_middleware(SessionMiddleware, secret_key=settings.secret_key,
                        session_cookie="proctor_session", same_site="lax", max_age=14 * 24 * 3600,
                        https_only=settings.base_url.startswith("https"))
-    app.add_middleware(FrameHeaders)
     # The largest upload (a model, or an item file), plus room for the form around it.
     app.add_middleware(BodyLimit, limit=max(settings.max_upload_bytes, settings.max_artifact_bytes) + (1 << 20))
+    # Outside BodyLimit (its 413 has them too), inside the proxies' handling below (the scheme a
+    # trusted proxy names decides HSTS).
+    app.add_middleware(SecurityHeaders, blobs=blob_origin(settings))
     if proxies:
         # Outermost: every check (rate limits, login limits) sees the client a trusted proxy
         # names, never an address the client wrote itself (uvicorn's own handling is off,

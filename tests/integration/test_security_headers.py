@@ -1,0 +1,120 @@
+"""Every response carries the security headers (issue 26.6): nosniff, Referrer-Policy, one
+Content-Security-Policy that runs only our own script files, and HSTS over https only. The crowd's
+pages may be framed by MTurk and post to its externalSubmit; the API docs keep their own policy."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi.testclient import TestClient
+
+from app.main import MTURK_FRAMERS, SecurityHeaders, blob_origin
+from tests.conftest import create_tom_study, login, make_user
+
+
+def directives(response) -> dict[str, str]:
+    """The one policy of a response, as {directive: its sources}."""
+    policies = response.headers.get_list("content-security-policy")
+    assert len(policies) == 1, policies  # browsers enforce every policy sent: one, or none is ours
+    out = {}
+    for part in policies[0].split(";"):
+        name, _, sources = part.strip().partition(" ")
+        out[name] = sources
+    return out
+
+
+def assert_common(response) -> None:
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.headers["referrer-policy"] == "same-origin"
+    assert "strict-transport-security" not in response.headers  # plain http
+
+
+def assert_own_page(response) -> dict[str, str]:
+    assert_common(response)
+    csp = directives(response)
+    assert csp["script-src"] == "'self'"  # no 'unsafe-inline', no 'unsafe-eval'
+    assert csp["object-src"] == "'none'" and csp["base-uri"] == "'self'"
+    assert csp["frame-ancestors"] == "'none'" and csp["form-action"] == "'self'"
+    assert response.headers["x-frame-options"] == "DENY"
+    return csp
+
+
+def test_every_kind_of_response_carries_the_headers(client, session):
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner)
+    session.commit()
+    # The crowd's pages: framed by MTurk only, forms to us or to MTurk's externalSubmit.
+    entry = client.get(f"/s/{study.slug}", params={"PROLIFIC_PID": "hdr-1", "STUDY_ID": "s", "SESSION_ID": "x"},
+                       follow_redirects=False)
+    task = client.get(f"/task/{study.slug}")
+    assert task.status_code == 200 and 'id="consent"' in task.text
+    for response in (entry, task, client.get("/s/no-such-study")):
+        assert_common(response)
+        csp = directives(response)
+        assert csp["script-src"] == "'self'"
+        assert csp["frame-ancestors"] == f"'self' {MTURK_FRAMERS}"
+        assert csp["form-action"] == f"'self' {MTURK_FRAMERS}"
+        for host in ("https://www.mturk.com", "https://workersandbox.mturk.com"):
+            assert host in csp["form-action"].split()
+        assert "x-frame-options" not in response.headers
+    # Researchers' pages, the API's JSON, a static file, an error page (HTML and JSON).
+    login(client, owner)
+    for path in ("/studies", f"/studies/{study.id}", "/api/v1/studies", "/static/app.js",
+                 "/static/kinds/hexagons/board.js", "/no-such-page", "/api/v1/studies/2147483647", "/login"):
+        response = client.get(path)
+        assert response.status_code in (200, 404), (path, response.status_code)
+        assert_own_page(response)
+    assert client.get("/static/app.js").headers["content-type"].startswith(("text/javascript", "application/javascript"))
+
+
+def test_the_api_docs_keep_their_own_policy(client):
+    for path in ("/api/docs", "/api/redoc", "/docs/oauth2-redirect"):
+        response = client.get(path)
+        assert response.status_code == 200, path
+        assert_common(response)
+        csp = directives(response)  # one policy: theirs, which allows their inline start
+        assert "'unsafe-inline'" in csp["script-src"] and csp["frame-ancestors"] == "'none'"
+        assert response.headers["x-frame-options"] == "DENY"
+
+
+def test_hsts_only_over_https(app):
+    with TestClient(app, base_url="https://proctor.example") as secure:
+        for path in ("/login", "/s/no-such-study", "/static/app.js", "/api/docs"):
+            assert secure.get(path).headers["strict-transport-security"] == "max-age=31536000", path
+    with TestClient(app, base_url="http://proctor.example") as plain:
+        assert "strict-transport-security" not in plain.get("/login").headers
+
+
+def test_the_scheme_is_the_one_the_asgi_scope_names():
+    """Behind a trusted proxy uvicorn's ProxyHeadersMiddleware has already set the scope's
+    scheme from X-Forwarded-Proto; the middleware reads only the scope."""
+
+    async def plain_app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def headers_for(scheme: str, path: str = "/") -> dict[bytes, bytes]:
+        sent = []
+
+        async def send(message):
+            sent.append(message)
+
+        await SecurityHeaders(plain_app)({"type": "http", "scheme": scheme, "path": path}, None, send)
+        return dict(sent[0]["headers"])
+
+    assert asyncio.run(headers_for("https"))[b"strict-transport-security"] == b"max-age=31536000"
+    assert b"strict-transport-security" not in asyncio.run(headers_for("http"))
+
+
+def test_s3_download_links_are_allowed_as_images():
+    """Presigned S3 links (panoramas, STS frames) are on the bucket's host, not ours."""
+    from app.config import Settings
+
+    local = Settings(storage_url="file:///tmp/proctor-blobs")
+    assert blob_origin(local) == ""
+    s3 = Settings(storage_url="s3://proctor", s3_endpoint_url="https://minio.example:9000",
+                  s3_access_key="k", s3_secret_key="s")
+    origin = blob_origin(s3)
+    assert origin == "https://minio.example:9000"
+    csp = SecurityHeaders(None, blobs=origin).own_csp.decode()
+    assert "img-src 'self' data: blob: https://minio.example:9000;" in csp
