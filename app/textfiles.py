@@ -1,8 +1,11 @@
 """Uploaded text files, decoded one way for every kind: gzip when the bytes say so, UTF-8 (a
-byte-order mark allowed), and an error that names the line of the first bad byte."""
+byte-order mark allowed), and an error that names the line of the first bad byte. JSON lines
+are parsed with their nesting bounded (`app.jsonsafe`) and CSV rows read with the csv
+module's errors (a cell over its 131,072-character limit, a NUL) refused with their line."""
 
 from __future__ import annotations
 
+import csv
 import gzip
 import zlib
 
@@ -42,3 +45,56 @@ def jsonl_objects(data: bytes | str):
         if not isinstance(obj, dict):
             raise InputError("each line must be a JSON object", line=line)
         yield line, obj
+
+
+
+def csv_rows(reader, text: str | None = None):
+    """The rows of a `csv.reader`, with the csv module's own errors (a cell longer than
+    `csv.field_size_limit()`, a NUL byte, an unclosed quote in strict mode) as an InputError
+    naming the line where the record starts, instead of a `_csv.Error` (a 500). Given the
+    file's `text`, a cell over the limit is named by its column (the first row is the header)."""
+    start, header = 1, None
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            if "field larger than field limit" in str(exc):
+                field = None
+                if text is not None:
+                    field = _long_cell_column(text, start, header, reader.dialect.delimiter)
+                raise InputError(f"a cell is longer than the limit of {csv.field_size_limit()} characters",
+                                 line=start, field=field) from None
+            raise InputError(f"malformed CSV: {exc}", line=start) from None
+        if header is None and row:
+            header = [name.strip() for name in row]
+        yield row
+        start = reader.line_num + 1
+
+
+def _long_cell_column(text: str, line: int, header: list[str] | None, delimiter: str = ",") -> str | None:
+    """The header's name for the cell over the csv module's limit in the record starting on
+    `line` (the module's message names neither): a scan of the record's quotes and delimiters."""
+    limit = csv.field_size_limit()
+    i = 0
+    for _ in range(line - 1):
+        i = text.find("\n", i) + 1
+        if i == 0:
+            return None
+    cell, length, quoted = 0, 0, False
+    while i < len(text) and length <= limit:
+        c = text[i]
+        if quoted and c == '"' and text[i + 1:i + 2] == '"':
+            length, i = length + 1, i + 2
+            continue
+        if c == '"':
+            quoted = not quoted
+        elif not quoted and c == delimiter:
+            cell, length = cell + 1, 0
+        elif not quoted and c in "\r\n":
+            break
+        else:
+            length += 1
+        i += 1
+    return header[cell] if header and cell < len(header) else None

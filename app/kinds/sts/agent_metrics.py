@@ -10,7 +10,7 @@ import io
 import math
 
 from app.errors import InputError
-from app.textfiles import decode_upload
+from app.textfiles import csv_rows, decode_upload
 
 MAX_METRICS = 20
 MAX_NAME = 64
@@ -25,7 +25,7 @@ def parse_metrics(data: bytes) -> dict[str, dict[str, float]]:
         dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t")
     except csv.Error:
         dialect = csv.excel
-    rows = csv.reader(io.StringIO(text), dialect)
+    rows = csv_rows(csv.reader(io.StringIO(text), dialect), text)  # a cell over the csv limit: a 422
     header = next(rows, None)
     if not header or header[0].strip().lower() != "agent":
         raise InputError("the first column must be headed \"agent\"", line=1, field="agent")

@@ -46,7 +46,7 @@ from app.errors import InputError
 from app.kinds.sts.env import Simulator, SimulatorError, get_simulator
 from app.kinds.sts.mining import MAX_CONTINUATION
 from app.kinds.sts.recordings import Recording, check, decode_upload, parse_recording
-from app.textfiles import jsonl_objects
+from app.textfiles import csv_rows, jsonl_objects
 
 FIELDS = {"id", "scenario", "agent", "continuation", "level", "seed", "mission", "actions", "takeover",
           "instruction", "category", "tags", "reference", "label", "suite_version", "length"}
@@ -172,13 +172,7 @@ def parse_continuations(data: bytes | str, simulator: Simulator | None = None) -
     sim = simulator or get_simulator()
     out: list[Continuation] = []
     seen: dict[str, int] = {}
-    for line, raw in enumerate(decode_upload(data).split("\n"), 1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not valid JSON: {exc.msg}", line=line) from None
+    for line, obj in jsonl_objects(data):  # nesting bounded (app.jsonsafe): deep JSON is a 422
         c = parse_continuation(obj, line, sim)
         if c.id in seen:
             raise InputError(f"the continuation {c.id!r} is already on line {seen[c.id]}", line=line, field="id")
@@ -274,21 +268,22 @@ def _mission_records(text: str):
     if first.lstrip().startswith("{"):
         yield from jsonl_objects(text)
         return
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    header = [h.strip() for h in reader.fieldnames or []]
+    reader = csv.reader(io.StringIO(text, newline=""))
+    rows = csv_rows(reader, text)  # a cell over the csv module's limit: a refusal naming line and column
+    header = [h.strip() for h in next(rows, [])]
     unknown = [h for h in header if h not in MISSION_FIELDS]
     if unknown:
         raise InputError(f"unknown column(s) {', '.join(map(repr, unknown))}: use {', '.join(MISSION_FIELDS)}",
                          line=1, field=unknown[0])
-    reader.fieldnames = header
-    for row in reader:
-        if None in row:  # more cells than the header names
+    for row in rows:
+        if len(row) > len(header):  # more cells than the header names
             raise InputError("more cells than the header has columns", line=reader.line_num)
-        if not any((v or "").strip() for v in row.values()):
+        if not any(v.strip() for v in row):
             continue
-        record = {k: v.strip() for k, v in row.items() if v is not None and v.strip()}
-        if record.get("seed", "").isascii() and record["seed"].isdigit():  # a cell is text; other text stays so
-            record["seed"] = int(record["seed"])
+        record = {k: v.strip() for k, v in zip(header, row) if v.strip()}
+        seed = record.get("seed")  # a cell is text; a whole number becomes one, other text stays so
+        if seed is not None and seed.isascii() and seed.isdigit():
+            record["seed"] = int(seed)
         yield reader.line_num, record
 
 

@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from app import jsonsafe
 from app.errors import InputError
 from app.textfiles import decode_upload
 from app.kinds.sts.env import (
@@ -228,7 +229,7 @@ def parse_recordings_jsonl(data: bytes | str, simulator: Simulator | None = None
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw)
+            obj = jsonsafe.loads(raw)  # nesting bounded: 1,000 brackets deep is a refusal, not a 500
         except json.JSONDecodeError as exc:
             raise RecordingError(f"not valid JSON: {exc.msg}", line=line) from None
         rec = parse_recording(obj, line)

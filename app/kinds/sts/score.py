@@ -36,6 +36,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from statistics import median
 
+from app import jsonsafe
 from app.errors import InputError
 from app.leaderboards.correction import rogan_gladen_estimate
 from app.leaderboards import stats
@@ -114,7 +115,7 @@ def read_markers(lines: Iterable[str]) -> Iterator[Marker]:
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw)
+            obj = jsonsafe.loads(raw)
         except json.JSONDecodeError as exc:
             raise InputError(f"not JSON ({exc.msg} at column {exc.colno})", line=n) from None
         m = parse_marker(obj, n)

@@ -1,0 +1,171 @@
+"""Every upload of every installed kind refuses malformed files with a 4xx, never a 500.
+
+The uploads are found, not listed, so a new kind is covered without editing this file:
+
+- each format in the kind's `item_formats`, through `POST /api/v1/studies` (a new study);
+- its agents' outputs when `imports_outputs`, through
+  `POST /api/v1/studies/{study}/agents/{agent}/outputs`;
+- earlier annotations when it has a `prior_label`, through
+  `POST /api/v1/studies/{study}/annotations/import`;
+- every API route of the kind's own `routers()` (under `/api/`) that takes a file
+  (a `File(...)` body parameter), e.g. STS's recordings and per-agent metrics. Its
+  `{study_id}` and `{agent_id}` are a study and an agent of the kind; any other path
+  parameter is a made-up name (a 404 there is still a refusal, not a crash).
+
+The page forms (`/studies/new`, a kind's `/sts/...` forms) parse with the same importers and
+answer with the same InputError; tests/integration/test_uploads.py checks that they say what
+the API says, so only the API is driven here.
+
+Each malformed file must be refused with a 4xx; a 422 must name a line or a field (the line
+where the file has one to name), and no table's row count may change. The 30 MB line and the
+gzip bomb are made once per module.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import io
+import json
+import re
+import zipfile
+
+import pytest
+from fastapi import params
+from fastapi.routing import APIRoute
+from sqlalchemy import func, select
+
+from app.auth.security import create_token
+from app.db import Base
+from app.kinds import all_kinds
+from app.studies import services
+from app.studies.models import Study
+from tests.conftest import make_user
+
+MB = 1024 * 1024
+DEEP = 100_000
+
+
+def _line(obj) -> bytes:
+    return json.dumps(obj).encode() + b"\n"
+
+
+@functools.cache
+def _long_line() -> bytes:
+    """A 30 MB line: one JSON object whose text is 30 MB (a CSV cell too, read as CSV)."""
+    return b'{"id": "' + b"a" * (30 * MB) + b'"}\n'
+
+
+@functools.cache
+def _gzip_bomb(limit: int) -> bytes:
+    """A small gzip that inflates past the upload limit (about 1,000 to 1)."""
+    return gzip.compress(b"\n" * (limit + MB), compresslevel=6)
+
+
+def _xlsx() -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        z.writestr("[Content_Types].xml", "<Types/>")
+        z.writestr("xl/workbook.xml", "<workbook/>")
+        z.writestr("xl/worksheets/sheet1.xml", "<worksheet/>")
+    return out.getvalue()
+
+
+# name -> (filename, bytes or a function of the upload limit, whether a line exists to name)
+CASES: dict[str, tuple] = {
+    "empty": ("upload.jsonl", b"", False),
+    "NUL bytes": ("upload.jsonl", _line({"id": "a"}) + b"\x00\x00\x00\x00\n", True),
+    "JSON 100,000 deep": ("upload.jsonl", b'{"id": ' + b"[" * DEEP + b"]" * DEEP + b"}\n", True),
+    "CSV-ish 100,000 deep": ("upload.csv", b"id,level\n" + b"[" * DEEP + b"\n", True),
+    "gzip bomb": ("upload.jsonl.gz", _gzip_bomb, False),
+    "zip renamed .xlsx": ("upload.xlsx", _xlsx(), False),
+    "UTF-16": ("upload.jsonl", _line({"id": "café", "level": "x"}).decode().encode("utf-16"), True),
+    "Latin-1": ("upload.jsonl", '{"id": "café", "level": "x"}\n'.encode("latin-1"), True),
+    "garbage after a BOM": ("upload.jsonl", b"\xef\xbb\xbf\xff\xfe\x80garbage\x81\n", True),
+    "30 MB line": ("upload.jsonl", lambda limit: _long_line(), True),
+    "30 MB CSV cell": ("upload.csv", lambda limit: b"id,level\n" + _long_line()[8:-3] + b",x\n", True),
+    "duplicate ids": ("upload.jsonl", _line({"id": "d", "question_id": "d", "answer": "Yes"}) * 2, True),
+    "wrong JSON type": ("upload.jsonl", b"[1, 2, 3]\n\"text\"\n", True),
+    "NaN": ("upload.jsonl", b'{"id": NaN, "seed": NaN, "answer": NaN, "score": NaN}\n', True),
+    "30-digit integer": ("upload.jsonl", b'{"id": 123456789012345678901234567890, '
+                         b'"seed": 123456789012345678901234567890}\n', True),
+}
+
+
+def _file_routes(kind) -> list[tuple[str, str]]:
+    """(path, the file parameter's name) of the kind's own API routes that take a file."""
+    out = set()
+    for router in kind.routers():
+        for route in router.routes:
+            if isinstance(route, APIRoute) and route.path.startswith("/api/") and "POST" in route.methods:
+                out |= {(route.path, f.alias) for f in route.dependant.body_params
+                        if isinstance(f.field_info, params.File)}
+    return sorted(out)
+
+
+def _targets(kind) -> list[tuple[str, str, str, dict]]:
+    """(label, path template, file field, other form fields) of every upload the kind takes."""
+    out = [(f"items:{fmt}", "/api/v1/studies", "file",
+            {"kind": kind.name, "format": fmt, "settings": json.dumps({"title": "malformed"})})
+           for fmt in kind.item_formats]
+    if kind.imports_outputs:
+        out.append(("outputs", "/api/v1/studies/{study_id}/agents/{agent_id}/outputs", "file", {}))
+    if kind.prior_label:
+        out.append(("annotations", "/api/v1/studies/{study_id}/annotations/import", "file",
+                    {"source": "malformed"}))
+    out += [(f"route:{path}", path, name, {}) for path, name in _file_routes(kind)]
+    return out
+
+
+KINDS = sorted(all_kinds())
+
+
+def _counts(session) -> dict[str, int]:
+    session.expire_all()
+    return {t.name: session.scalar(select(func.count()).select_from(t)) for t in Base.metadata.sorted_tables}
+
+
+def _fill(path: str, ids: dict[str, int]) -> str:
+    return re.sub(r"\{(\w+)(?::\w+)?\}", lambda m: str(ids.get(m.group(1), "malformed")), path)
+
+
+@pytest.mark.parametrize("kind_name", KINDS)
+def test_malformed_files_are_refused_by_every_upload(kind_name, app, session):
+    from fastapi.testclient import TestClient
+
+    from app.config import get_settings
+
+    kind = all_kinds()[kind_name]
+    researcher = make_user(session, "researcher")
+    token = create_token(session, researcher)
+    study = Study(kind=kind.name, owner_id=researcher.id, slug=f"malformed-{kind.name}", title="malformed",
+                  completion_code="MALFORMED")
+    session.add(study)  # no items: a kind's importer would need real payloads, and none is asked for
+    agent = services.register_agent(session, researcher, kind.name, "malformed-agent")
+    session.commit()
+    ids = {"study_id": study.id, "agent_id": agent.id}
+    headers = {"Authorization": f"Bearer {token}"}
+    limit = get_settings().max_upload_bytes
+    before = _counts(session)
+
+    problems = []
+    client = TestClient(app, raise_server_exceptions=False)  # a 500 is reported, not raised
+    for label, path, file_field, fields in _targets(kind):
+        for case, (filename, data, has_line) in CASES.items():
+            if callable(data):
+                data = data(limit)
+            r = client.post(_fill(path, ids), headers=headers, data=fields,
+                            files={file_field: (filename, data, "application/octet-stream")})
+            where = f"{label} / {case}"
+            if not 400 <= r.status_code < 500:
+                problems.append(f"{where}: {r.status_code} {r.text[:200]}")
+                continue
+            body = r.json()
+            if r.status_code == 422 and body.get("line") is None and body.get("field") is None:
+                problems.append(f"{where}: 422 names neither line nor field: {body}")
+            after = _counts(session)
+            if after != before:
+                changed = {t: (before[t], after[t]) for t in after if after[t] != before[t]}
+                problems.append(f"{where}: rows changed {changed}")
+                before = after
+    assert not problems, "\n".join(problems)
