@@ -1,6 +1,10 @@
 """JSON from outside, parsed with its nesting bounded. Python's parser recurses once per level:
 10,000 nested brackets raise RecursionError (a 500), and a few hundred parse but break whatever
-walks the value later. No input the app takes is nested more than a few levels."""
+walks the value later. No input the app takes is nested more than a few levels.
+
+Integers stay within a signed 64-bit column's range (a 30-digit id or seed is refused like bad
+JSON, not a database error later). NaN and infinities parse as floats: each importer's check
+of its field refuses them there, naming the field."""
 
 from __future__ import annotations
 
@@ -40,8 +44,55 @@ class TooDeep(json.JSONDecodeError):
         super().__init__(f"nested more than {limit} levels deep", "", 0)
 
 
+class BadNumber(json.JSONDecodeError):
+    """An integer past 64 bits; a JSONDecodeError (with the number's line and column), so
+    callers report it with their line and field like any bad JSON."""
+
+    def __init__(self, message: str, lineno: int = 1, colno: int = 1):
+        super().__init__(message, "", 0)
+        self.lineno, self.colno = lineno, colno
+
+
+MAX_INT = 2**63 - 1
+# Only text with a run of 19 digits takes the slower checked parse.
+_LONG_DIGITS = re.compile(r"\d{19}", re.ASCII)
+_LONG_DIGITS_BYTES = re.compile(rb"\d{19}")
+
+
+class _OutOfRange(ValueError):
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.text = text
+
+
+def _int(text: str) -> int:
+    value = int(text)
+    if not -MAX_INT - 1 <= value <= MAX_INT:
+        raise _OutOfRange(text)
+    return value
+
+
+def _bad_number(data: str | bytes, text: str) -> BadNumber:
+    """BadNumber at the number's first occurrence as a number (not inside a longer one)."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    m = re.search(rb"(?<![\w.\"])" + re.escape(text.encode()) + rb"(?![\w.\"])", raw)
+    pos = m.start() if m else 0
+    line = raw.count(b"\n", 0, pos) + 1
+    digits = len(text.lstrip("-"))
+    return BadNumber(f"the integer {text[:12]}... ({digits} digits) is out of range (at most {MAX_INT})",
+                     line, pos - (raw.rfind(b"\n", 0, pos) + 1) + 1)
+
+
 def loads(data: str | bytes, limit: int = MAX_DEPTH):
-    """json.loads for input from outside: TooDeep past `limit` levels of nesting."""
+    """json.loads for input from outside: TooDeep past `limit` levels of nesting, BadNumber
+    for an integer past 64 bits."""
     if too_deep(data, limit):
         raise TooDeep(limit)
-    return json.loads(data)
+    long_digits = (_LONG_DIGITS.search(data) if isinstance(data, str)
+                   else _LONG_DIGITS_BYTES.search(bytes(data)))
+    if long_digits is None:
+        return json.loads(data)
+    try:
+        return json.loads(data, parse_int=_int)
+    except _OutOfRange as exc:
+        raise _bad_number(data, exc.text) from None

@@ -71,24 +71,24 @@ def _xlsx() -> bytes:
     return out.getvalue()
 
 
-# name -> (filename, bytes or a function of the upload limit, whether a line exists to name)
+# name -> (filename, bytes or a function of the upload limit)
 CASES: dict[str, tuple] = {
-    "empty": ("upload.jsonl", b"", False),
-    "NUL bytes": ("upload.jsonl", _line({"id": "a"}) + b"\x00\x00\x00\x00\n", True),
-    "JSON 100,000 deep": ("upload.jsonl", b'{"id": ' + b"[" * DEEP + b"]" * DEEP + b"}\n", True),
-    "CSV-ish 100,000 deep": ("upload.csv", b"id,level\n" + b"[" * DEEP + b"\n", True),
-    "gzip bomb": ("upload.jsonl.gz", _gzip_bomb, False),
-    "zip renamed .xlsx": ("upload.xlsx", _xlsx(), False),
-    "UTF-16": ("upload.jsonl", _line({"id": "café", "level": "x"}).decode().encode("utf-16"), True),
-    "Latin-1": ("upload.jsonl", '{"id": "café", "level": "x"}\n'.encode("latin-1"), True),
-    "garbage after a BOM": ("upload.jsonl", b"\xef\xbb\xbf\xff\xfe\x80garbage\x81\n", True),
-    "30 MB line": ("upload.jsonl", lambda limit: _long_line(), True),
-    "30 MB CSV cell": ("upload.csv", lambda limit: b"id,level\n" + _long_line()[8:-3] + b",x\n", True),
-    "duplicate ids": ("upload.jsonl", _line({"id": "d", "question_id": "d", "answer": "Yes"}) * 2, True),
-    "wrong JSON type": ("upload.jsonl", b"[1, 2, 3]\n\"text\"\n", True),
-    "NaN": ("upload.jsonl", b'{"id": NaN, "seed": NaN, "answer": NaN, "score": NaN}\n', True),
+    "empty": ("upload.jsonl", b""),
+    "NUL bytes": ("upload.jsonl", _line({"id": "a"}) + b"\x00\x00\x00\x00\n"),
+    "JSON 100,000 deep": ("upload.jsonl", b'{"id": ' + b"[" * DEEP + b"]" * DEEP + b"}\n"),
+    "CSV-ish 100,000 deep": ("upload.csv", b"id,level\n" + b"[" * DEEP + b"\n"),
+    "gzip bomb": ("upload.jsonl.gz", _gzip_bomb),
+    "zip renamed .xlsx": ("upload.xlsx", _xlsx()),
+    "UTF-16": ("upload.jsonl", _line({"id": "café", "level": "x"}).decode().encode("utf-16")),
+    "Latin-1": ("upload.jsonl", '{"id": "café", "level": "x"}\n'.encode("latin-1")),
+    "garbage after a BOM": ("upload.jsonl", b"\xef\xbb\xbf\xff\xfe\x80garbage\x81\n"),
+    "30 MB line": ("upload.jsonl", lambda limit: _long_line()),
+    "30 MB CSV cell": ("upload.csv", lambda limit: b"id,level\n" + _long_line()[8:-3] + b",x\n"),
+    "duplicate ids": ("upload.jsonl", _line({"id": "d", "question_id": "d", "answer": "Yes"}) * 2),
+    "wrong JSON type": ("upload.jsonl", b"[1, 2, 3]\n\"text\"\n"),
+    "NaN": ("upload.jsonl", b'{"id": NaN, "seed": NaN, "answer": NaN, "score": NaN}\n'),
     "30-digit integer": ("upload.jsonl", b'{"id": 123456789012345678901234567890, '
-                         b'"seed": 123456789012345678901234567890}\n', True),
+                         b'"seed": 123456789012345678901234567890}\n'),
 }
 
 
@@ -129,6 +129,36 @@ def _fill(path: str, ids: dict[str, int]) -> str:
     return re.sub(r"\{(\w+)(?::\w+)?\}", lambda m: str(ids.get(m.group(1), "malformed")), path)
 
 
+BIG = "123456789012345678901234567890"
+
+
+def _sample_cases(kind) -> tuple[str, bytes, dict[str, bytes]]:
+    """(format, a file the kind accepts, malformed variants of it) from the kind's `demo()`
+    material, when it has a file of items: the value cases then reach the importer's checks
+    instead of stopping at a missing field. The first number becomes NaN or a 30-digit
+    integer, the first text an object, and the first record is repeated."""
+    demo = kind.demo() or {}
+    if not demo.get("items") or demo.get("format") not in kind.item_formats:
+        return "", b"", {}
+    text = demo["items"].decode("utf-8")
+    out = {}
+    lines = [ln for ln in text.split("\n") if ln.strip()]
+    if len(lines) > 1:
+        out["duplicate record"] = text.rstrip("\n") + "\n" + lines[0] + "\n"
+    else:
+        doc = json.loads(text)
+        if isinstance(doc, list) and doc:
+            out["duplicate record"] = json.dumps(doc + doc[:1])
+    number = re.search(r'(:\s*)-?\d+(?:\.\d+)?(?=\s*[,}\]])', text)
+    if number:
+        for name, value in (("NaN", "NaN"), ("30-digit integer", BIG), ("Infinity", "-Infinity")):
+            out[name] = text[:number.start()] + number.group(1) + value + text[number.end():]
+    string = re.search(r'(:\s*)"(?:[^"\\]|\\.)*"', text)
+    if string:
+        out["wrong JSON type"] = text[:string.start()] + string.group(1) + '{"not": ["text"]}' + text[string.end():]
+    return demo["format"], demo["items"], {f"sample {k}": v.encode() for k, v in out.items()}
+
+
 @pytest.mark.parametrize("kind_name", KINDS)
 def test_malformed_files_are_refused_by_every_upload(kind_name, app, session):
     from fastapi.testclient import TestClient
@@ -143,29 +173,40 @@ def test_malformed_files_are_refused_by_every_upload(kind_name, app, session):
     session.add(study)  # no items: a kind's importer would need real payloads, and none is asked for
     agent = services.register_agent(session, researcher, kind.name, "malformed-agent")
     session.commit()
+    fmt, good, samples = _sample_cases(kind)
+    if samples and kind.demo().get("setup"):
+        kind.demo()["setup"](session)  # e.g. the building the sample's paths are in
+        session.commit()
     ids = {"study_id": study.id, "agent_id": agent.id}
     headers = {"Authorization": f"Bearer {token}"}
     limit = get_settings().max_upload_bytes
     before = _counts(session)
 
     problems = []
-    client = TestClient(app, raise_server_exceptions=False)  # a 500 is reported, not raised
-    for label, path, file_field, fields in _targets(kind):
-        for case, (filename, data, has_line) in CASES.items():
-            if callable(data):
-                data = data(limit)
-            r = client.post(_fill(path, ids), headers=headers, data=fields,
-                            files={file_field: (filename, data, "application/octet-stream")})
-            where = f"{label} / {case}"
-            if not 400 <= r.status_code < 500:
-                problems.append(f"{where}: {r.status_code} {r.text[:200]}")
-                continue
-            body = r.json()
-            if r.status_code == 422 and body.get("line") is None and body.get("field") is None:
-                problems.append(f"{where}: 422 names neither line nor field: {body}")
-            after = _counts(session)
-            if after != before:
-                changed = {t: (before[t], after[t]) for t in after if after[t] != before[t]}
-                problems.append(f"{where}: rows changed {changed}")
-                before = after
+    with TestClient(app, raise_server_exceptions=False) as client:  # a 500 is reported, not raised
+        for label, path, file_field, fields in _targets(kind):
+            cases = dict(CASES)
+            if label == f"items:{fmt}":
+                cases |= {name: ("sample", data) for name, data in samples.items()}
+            for case, (filename, data) in cases.items():
+                if callable(data):
+                    data = data(limit)
+                r = client.post(_fill(path, ids), headers=headers, data=fields,
+                                files={file_field: (filename, data, "application/octet-stream")})
+                where = f"{label} / {case}"
+                if not 400 <= r.status_code < 500:
+                    problems.append(f"{where}: {r.status_code} {r.text[:300]}")
+                elif r.status_code == 422 and r.json().get("line") is None and r.json().get("field") is None:
+                    problems.append(f"{where}: 422 names neither line nor field: {r.json()}")
+                after = _counts(session)
+                if after != before:
+                    changed = {t: (before[t], after[t]) for t in after if after[t] != before[t]}
+                    problems.append(f"{where}: rows changed {changed}")
+                    before = after
+        if good:  # the refusals are not the app refusing everything: the sample itself is taken
+            r = client.post("/api/v1/studies", headers=headers,
+                            data={"kind": kind.name, "format": fmt, "settings": json.dumps({"title": "good"})},
+                            files={"file": ("sample", good, "application/octet-stream")})
+            if r.status_code != 201:
+                problems.append(f"items:{fmt} / the demo's own file: {r.status_code} {r.text[:300]}")
     assert not problems, "\n".join(problems)

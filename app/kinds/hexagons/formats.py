@@ -95,6 +95,8 @@ def _text(value: object, line: int, field: str, limit: int = MAX_ID_LENGTH) -> s
         raise InputError("is missing", line=line, field=field)
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise InputError(f"must be a string or a number, not {type(value).__name__}", line=line, field=field)
+    if isinstance(value, float) and not math.isfinite(value):  # JSON's NaN/Infinity: no id
+        raise InputError(f"must be a string or a finite number, not {value}", line=line, field=field)
     text = value if isinstance(value, str) else json.dumps(value)
     if len(text) > limit:
         raise InputError(f"has {len(text)} characters; at most {limit}", line=line, field=field)
