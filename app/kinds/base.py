@@ -262,6 +262,14 @@ class TaskKind(ABC):
         a kind says otherwise."""
         return self.agreement_value()
 
+    def label_value(self) -> str | None:
+        """Categorical response field whose labels Dawid-Skene aggregates beside the per-item
+        majority (app/leaderboards/annotators.py), if any; the agreement field unless a kind
+        says otherwise. Unlike agreement_value() it feeds no running totals or alpha/kappa, so
+        a kind may name its judgement here without changing those figures. An answer without
+        the field (e.g. another page type of the kind) is left out."""
+        return self.agreement_value()
+
     def baselines(self, session, study) -> list[dict]:
         """Leaderboard rows computed without people or agents (e.g. a random baseline)."""
         return []

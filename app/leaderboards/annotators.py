@@ -1,16 +1,18 @@
 """Dawid-Skene labels beside the per-item majority, and each annotator's confusion matrix.
 
-The people's categorical answers (the field a kind's `agreement_value()` names: ToM's Yes/No,
-A3DS's pick, STS's marker, Hexagons' verification) are aggregated by Dawid and Skene's EM
+The people's categorical answers (the field a kind's `label_value()` names, by default its
+`agreement_value()`: ToM's Yes/No `answer`, A3DS's pick `choice`, STS's `marker`; Hexagons has
+no categorical answer: its verifiers execute boards) are aggregated by Dawid and Skene's EM
 model (`crowdkit.aggregation.DawidSkene`): per item a label and its posterior, per annotator
 an estimated confusion matrix (rows: the true label, columns: the label given). The majority
 row stays the headline (docs/quality.md); this row beside it shows what the annotators'
 measured errors change.
 
 Only valid annotations count: gold items never (they check workers), a rejected worker's
-annotations never (`excluded`). An item with one answer is still labelled: its label is
-that answer read through its annotator's estimated confusion matrix (an answer of an
-annotator who always flips is flipped back), with the class priors.
+annotations never (`excluded`), an answer without the field never (an STS play's actions).
+An item with one answer is still labelled: its label is that answer read through its
+annotator's estimated confusion matrix (an answer of an annotator who always flips is flipped
+back), with the class priors.
 
 The fit is deterministic (EM from the majority vote, at most N_ITER iterations, on a frame
 sorted by item and worker). It runs in a background job (`TASK`, the "exports"
@@ -80,13 +82,13 @@ def cache_key(session: Session, study: Study) -> dict:
 
 def dawid_skene(session: Session, study: Study) -> dict | None:
     """The study's Dawid-Skene result (see the module's docstring); None for a kind without a
-    categorical answer field, or a study without valid answers."""
+    categorical answer field (`label_value()`), or a study without valid answers in it."""
     import pandas as pd
 
     from app.leaderboards import rows as shared
 
     kind = get_kind(study.kind)
-    field = kind.agreement_value()
+    field = kind.label_value()
     if not field:
         return None
     valid = (Annotation.study_id == study.id, Annotation.excluded.is_(False))
@@ -192,11 +194,21 @@ def cached(session: Session, study: Study) -> dict | None:
 
     state: "done" (a result for the study as it is now), "stale" (a result for fewer or other
     annotations; the next `refresh` recomputes it), "computing" (none yet); None for a kind
-    without a categorical answer or a study without valid annotations."""
+    without a categorical answer, a study without valid annotations, or one whose last fit
+    found none with the field (an STS play study: its answers are actions, not markers)."""
+    out = _status(session, study)
+    if out is not None and "result" in out and not out["result"]:
+        return None
+    return out
+
+
+def _status(session: Session, study: Study) -> dict | None:
+    """cached(), with a last result that found nothing to label kept as an empty "result"
+    (so `refresh` refits it, at most every REFRESH_EVERY_S, once answers come)."""
     from app import jobs
 
     kind = get_kind(study.kind)
-    if not kind.agreement_value():
+    if not kind.label_value():
         return None
     key = cache_key(session, study)
     if not key["annotations"]:
@@ -205,7 +217,8 @@ def cached(session: Session, study: Study) -> dict | None:
         select(jobs.Job.id, jobs.Job.state, jobs.Job.result, jobs.Job.finished_at)
         .where(jobs.Job.task == TASK, jobs.Job.study_id == study.id)
         .order_by(jobs.Job.id.desc()).limit(20)).all()
-    done = next((j for j in recent if j.state == "done" and (j.result or {}).get("result")), None)
+    done = next((j for j in recent if j.state == "done" and isinstance((j.result or {}).get("result"), dict)),
+                None)
     fresh = done is not None and done.result.get("key") == key
     out = {"state": "done" if fresh else "stale" if done else "computing", "fresh": fresh,
            "pending": any(j.state in ("queued", "running") for j in recent), "key": key,
@@ -242,7 +255,7 @@ def refresh(min_interval_s: float = REFRESH_EVERY_S) -> list[int]:
         for study in s.scalars(select(Study).where(answered).order_by(Study.id)).all():
             if study.kind not in installed:
                 continue
-            status = cached(s, study)
+            status = _status(s, study)
             if status is None or status["fresh"] or status["pending"]:
                 continue
             if status["age_s"] is not None and status["age_s"] < min_interval_s:

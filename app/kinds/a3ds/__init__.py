@@ -229,6 +229,9 @@ class ReferenceGame(TaskKind):
     def straightline_value(self) -> str:
         return "choice"  # always the same pick, whatever the item, is straight-lining
 
+    def label_value(self) -> str:
+        return "choice"  # the listener's pick ("1", "2", or "none": can't tell), for Dawid-Skene
+
     def demo(self) -> dict:
         import json
 

@@ -264,6 +264,9 @@ class StandardisedTestSuite(TaskKind):
     def straightline_value(self) -> str:
         return "marker"  # always the same pick, whatever the item, is straight-lining
 
+    def label_value(self) -> str:
+        return "marker"  # success or failure, for Dawid-Skene (a play's answer has none: left out)
+
     def demo(self) -> dict:
         from app.kinds.sts.demo import build_demo, simulate_markers
 
