@@ -39,7 +39,7 @@ def _tom(page):
 
 def _navigation(page):
     skip_practice(page)  # practice.js: its button starts the real walk
-    page.wait_for_function("window.proctorViewer !== undefined")  # item.js mounted the viewer
+    page.wait_for_function("() => window.proctorViewer !== undefined")  # item.js mounted the viewer
     page.locator("#nav-view canvas").focus()
     page.keyboard.press("s")
     expect(page.locator("#nav-rating")).to_be_visible()
