@@ -183,6 +183,9 @@ class LocalBlobStore:
             raise ValueError("LocalBlobStore needs a non-empty secret_key to sign download URLs")
         self.root = Path(root).expanduser().resolve()
         self.root.mkdir(parents=True, exist_ok=True)
+        # Blobs are the store's user's alone: a model's sandbox runs as another user (nobody).
+        if self.root.stat().st_uid == os.geteuid():
+            os.chmod(self.root, 0o700)
         self.base_path = "/" + base_path.strip("/") if base_path.strip("/") else ""
         # A key of its own, derived from SECRET_KEY, so a blob signature is never valid elsewhere.
         self._signing_key = hmac.new(
@@ -212,7 +215,7 @@ class LocalBlobStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.parent / f"{_TMP_PREFIX}{uuid.uuid4().hex}"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-        fd = os.open(tmp, flags, 0o666)  # the umask applies, as for any new file
+        fd = os.open(tmp, flags, 0o600)
         try:
             with os.fdopen(fd, "wb") as out:
                 _copy(reader, out.write)

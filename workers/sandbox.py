@@ -5,12 +5,13 @@ A TorchScript archive is code: its methods can call torch ops that read files
 in a child process (`python -m workers.sandbox`) that, before it reads a byte of the upload:
 
 - has resource limits: CPU seconds, address space (on the CPU), no file writes, no core
-  files, a few processes and open files;
+  files, a few more threads for its user;
 - works in an empty temporary folder, as an unprivileged user when the worker runs as root;
 - has imported and warmed up everything it needs, then installs a seccomp filter (libseccomp,
-  through `pyseccomp`) that refuses opening any file, sockets, exec and fork with EPERM. The
-  blob store, the database and the network are out of reach; the model's bytes come through
-  a pipe.
+  through `pyseccomp`) that refuses with EPERM opening any file (io_uring too), sockets, exec,
+  any new process (threads only), signals to or memory of other processes. The blob store
+  (files 0600 of its own user), the database and the network are out of reach; the model's
+  bytes come through a pipe.
 
 The parent talks to it over stdin/stdout: method calls with tensors and plain values. It never
 unpickles what the child sends: a header of JSON and raw arrays of whitelisted dtypes. A child
@@ -39,12 +40,34 @@ import numpy as np
 
 # dtypes that cross the pipe (numpy names); anything else is refused.
 DTYPES = ("float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool")
-MAX_MESSAGE = 512 << 20  # what the parent reads from the child in one answer
+MAX_MESSAGE = 512 << 20  # what either side reads in one message (the model's bytes included)
+# What an answer may weigh: every kind's interface answers with less than a small multiple of
+# what it was given (scores per candidate, tokens per caption, action probabilities per
+# observation, a board per instruction: docs/agents.md), and a call without tensors (a
+# vocabulary, a version) with little. The parent checks the sizes an answer announces against
+# this before it reads the answer's bytes, so a model cannot make the worker hold 512 MB.
+ANSWER_FLOOR = 4 << 20
+ANSWER_PER_INPUT_BYTE = 64
 DENIED_SYSCALLS = ("open", "openat", "openat2", "creat", "socket", "socketpair", "connect", "bind",
                    "listen", "accept", "accept4", "execve", "execveat", "fork", "vfork", "ptrace",
                    "mount", "umount2", "unshare", "setns", "chroot", "pivot_root", "symlink",
                    "symlinkat", "link", "linkat", "unlink", "unlinkat", "rename", "renameat",
-                   "renameat2", "mkdir", "mkdirat", "truncate")
+                   "renameat2", "mkdir", "mkdirat", "truncate",
+                   # io_uring opens and reads files without a system call seccomp could see.
+                   "io_uring_setup", "io_uring_enter", "io_uring_register",
+                   # Other processes (another model's sandbox runs as the same user): no signals,
+                   # no reading or writing their memory, no handles on them.
+                   "kill", "tkill", "rt_sigqueueinfo", "pidfd_open", "pidfd_send_signal",
+                   "pidfd_getfd", "process_vm_readv", "process_vm_writev", "kcmp",
+                   # Files by handle or watched by name, and kernel facilities a model never needs.
+                   "name_to_handle_at", "open_by_handle_at", "inotify_add_watch", "fanotify_init",
+                   "fanotify_mark", "userfaultfd", "bpf", "perf_event_open", "keyctl", "add_key",
+                   "request_key")
+# Threads only: a clone without CLONE_THREAD is a new process (glibc's fork and posix_spawn).
+CLONE_THREAD = 0x00010000
+# Processes of the sandbox's user, threads included (RLIMIT_NPROC counts both), on top of those
+# it already has: torch's pools and a few more, never a fork bomb's worth.
+NPROC_HEADROOM = 64
 
 
 class SandboxError(RuntimeError):
@@ -94,10 +117,14 @@ def _decode(obj: Any, bufs: list[bytes]) -> Any:
             index = obj["t"]
             if not isinstance(index, int) or not 0 <= index < len(bufs):
                 raise SandboxError("the model's process sent a malformed tensor")
+            if len(bufs[index]) % np.dtype(dtype).itemsize:
+                raise SandboxError("the model's process sent a tensor whose size does not match its shape")
             arr = np.frombuffer(bufs[index], dtype=np.dtype(dtype))
             if arr.size != int(np.prod(shape, dtype=np.int64)):
                 raise SandboxError("the model's process sent a tensor whose size does not match its shape")
-            return torch.from_numpy(arr.reshape(shape).copy())
+            arr = arr.reshape(shape)
+            # The answer's own buffer (a bytearray: writable), not a copy of it.
+            return torch.from_numpy(arr if isinstance(bufs[index], bytearray) else arr.copy())
         for key, kind in (("list", list), ("tuple", tuple)):
             if key in obj and isinstance(obj[key], list):
                 return kind(_decode(x, bufs) for x in obj[key])
@@ -116,17 +143,20 @@ def _write(stream, header: dict, bufs: list[bytes] = ()) -> None:
     stream.flush()
 
 
-def _read_exact(read, n: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:
-        chunk = read(n - len(out))
+def _read_exact(read, n: int) -> bytearray:
+    out = bytearray(n)  # filled in place: the answer is held once
+    view, pos = memoryview(out), 0
+    while pos < n:
+        chunk = read(n - pos)
         if not chunk:
             raise EOFError
-        out += chunk
-    return bytes(out)
+        view[pos:pos + len(chunk)] = chunk
+        pos += len(chunk)
+    return out
 
 
-def _read(read, limit: int = MAX_MESSAGE) -> tuple[dict, list[bytes]]:
+def _read(read, limit: int = MAX_MESSAGE) -> tuple[dict, list[bytearray]]:
+    """One message; its announced sizes are checked against `limit` before its bytes are read."""
     n_head, n_bufs = struct.unpack("<QI", _read_exact(read, 12))
     if n_head > limit or n_bufs > 10_000:
         raise SandboxError("the model's process sent an answer over the size limit")
@@ -144,7 +174,9 @@ def _read(read, limit: int = MAX_MESSAGE) -> tuple[dict, list[bytes]]:
     return header, bufs
 
 
-# -- the parent's side -----------------------------------------------------------------------
+def answer_limit(bufs: list[bytes]) -> int:
+    """The most an answer to a call with these tensor bytes may weigh (ANSWER_PER_INPUT_BYTE)."""
+    return min(MAX_MESSAGE, ANSWER_FLOOR + ANSWER_PER_INPUT_BYTE * sum(len(b) for b in bufs))
 
 
 def sandbox_available() -> str | None:
@@ -211,7 +243,7 @@ class SandboxedModel:
         try:
             _write(self._proc.stdin, {**self._spec, "device": self.device, "limits": self.limits,
                                       "workdir": self._dir.name}, [self._data])
-            header, _ = self._answer("loading the model", self.limits["call_s"] + 60)
+            header, _ = self._answer("loading the model", self.limits["call_s"] + 60, ANSWER_FLOOR)
         except BaseException:
             self.close()
             raise
@@ -229,7 +261,7 @@ class SandboxedModel:
                         if isinstance(v, list)}
         return self
 
-    def _answer(self, what: str, timeout: float) -> tuple[dict, list[bytes]]:
+    def _answer(self, what: str, timeout: float, limit: int = MAX_MESSAGE) -> tuple[dict, list[bytearray]]:
         proc = self._proc
         fd = proc.stdout.fileno()
         deadline = time.monotonic() + timeout
@@ -241,7 +273,11 @@ class SandboxedModel:
             return os.read(fd, min(n, 1 << 20))
 
         try:
-            return _read(read)
+            return _read(read, limit)
+        except SandboxError:
+            self.close()  # the rest of the answer is still in the pipe: this process is done
+            raise SandboxError(f"the model's answer to {what} was over its size limit ({limit >> 20} MB "
+                               "for this call)") from None
         except TimeoutError:
             self.close()
             raise SandboxError(f"the model did not answer {what} within {timeout:g} s (wall-clock "
@@ -283,7 +319,7 @@ class SandboxedModel:
             _write(self._proc.stdin, {"call": method, "args": payload}, bufs)
         except (BrokenPipeError, OSError):
             raise SandboxError(self._death(self._reap(), f"calling {method}()")) from None
-        header, out = self._answer(f"{method}()", self.limits["call_s"])
+        header, out = self._answer(f"{method}()", self.limits["call_s"], answer_limit(bufs))
         if "error" in header:
             kind = header["error"] if isinstance(header["error"], str) else "an error"
             if kind == "MemoryError":
@@ -334,16 +370,40 @@ def _to_device(obj, device):
 # -- the child's side ------------------------------------------------------------------------
 
 
-def _limit(cpu_s: int, memory_mb: int, device: str) -> None:
+def _limit(cpu_s: int, memory_mb: int, device: str, uid: int) -> None:
     """From now on: cpu_s more CPU seconds (start-up is not the model's), no more memory than
-    memory_mb of address space, no file written, no core dumped."""
+    memory_mb of address space, no file written, no core dumped, and no more than
+    NPROC_HEADROOM new processes or threads for the user it runs as (`uid`)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     spent = int(usage.ru_utime + usage.ru_stime) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (spent + cpu_s, spent + cpu_s + 5))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    nproc = _tasks_of(uid) + NPROC_HEADROOM
+    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     if device == "cpu":  # CUDA reserves far more address space than it uses
         resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
+
+
+def _tasks_of(uid: int) -> int:
+    """Processes and threads whose real user is `uid`, as RLIMIT_NPROC counts them."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+            if int(fields["Uid"].split()[0]) == uid:
+                count += int(fields["Threads"])
+        except (OSError, KeyError, ValueError):
+            continue  # gone meanwhile, or not ours to read
+    return count
+
+
+def _sandbox_uid() -> int:
+    """The user the model runs as: nobody when the worker is root, else the worker's own."""
+    return 65534 if os.geteuid() == 0 else os.getuid()
 
 
 def _drop_privileges() -> None:
@@ -351,7 +411,7 @@ def _drop_privileges() -> None:
         return
     os.setgroups([])
     os.setgid(65534)
-    os.setuid(65534)  # nobody: no access to the worker's files beyond what anyone may read
+    os.setuid(65534)  # nobody: blobs are the store's user's alone (0600), so out of reach too
 
 
 def _seccomp_filter():
@@ -359,11 +419,19 @@ def _seccomp_filter():
     import pyseccomp as seccomp
 
     f = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+    deny = seccomp.ERRNO(errno.EPERM)
     for name in DENIED_SYSCALLS:
         try:
-            f.add_rule(seccomp.ERRNO(errno.EPERM), name)
+            f.add_rule(deny, name)
         except Exception:  # a call this architecture does not have
             pass
+    f.add_rule(deny, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))
+    # clone3's flags sit in memory seccomp cannot read: "not implemented" makes glibc fall back
+    # to clone (checked above) for threads and processes alike.
+    f.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    # A thread may signal its own process (raise, abort), nobody else's.
+    f.add_rule(deny, "tgkill", seccomp.Arg(0, seccomp.NE, os.getpid()))
+    f.add_rule(deny, "rt_tgsigqueueinfo", seccomp.Arg(0, seccomp.NE, os.getpid()))
     return f
 
 
@@ -430,14 +498,14 @@ def child_main() -> int:
         loader = getattr(importlib.import_module(module), func)
         _warm_up(device)
         lock = _seccomp_filter()
-        _limit(int(limits["cpu_s"]), int(limits["memory_mb"]), device)
+        _limit(int(limits["cpu_s"]), int(limits["memory_mb"]), device, _sandbox_uid())
         _drop_privileges()
-        lock.load()  # from here: no files, no sockets, no exec (also sets no_new_privs)
+        lock.load()  # from here: no files, sockets, exec, processes or signals (and no_new_privs)
     except MemoryError:
         return 3
     try:
         # Loading runs the archive's code too (TorchScript __setstate__): inside the lock.
-        model = loader(spec["fmt"], bufs[0], spec.get("config")).to(device).eval()
+        model = loader(spec["fmt"], bytes(bufs.pop()), spec.get("config")).to(device).eval()
         methods = _methods(model)
     except MemoryError:
         return 3

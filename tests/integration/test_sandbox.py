@@ -179,3 +179,62 @@ def test_a_sandboxed_speaker_answers_as_it_does_in_process():
         assert boxed.methods["sample"][:5] == ["steps", "step_mask", "max_len", "greedy", "temperature"]
     finally:
         boxed.close()
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the probe's system call numbers are x86-64's")
+def test_native_code_in_the_sandbox_finds_every_way_out_refused(tmp_path, monkeypatch):
+    """What a crafted archive's native code could try (issue 26.2): files by openat/openat2 and
+    io_uring (which seccomp alone never sees), a blob of the store, new processes by fork,
+    clone, clone3 and posix_spawn, signals and ptrace on another model's sandbox or on the
+    worker. Each is refused by the kernel; threads still work."""
+    from app.storage import LocalBlobStore
+
+    store = LocalBlobStore(tmp_path / "blobs", secret_key="k" * 40)
+    store.put("exports/7/completions.csv", SECRET.encode())
+    blob = str(store.path("exports/7/completions.csv"))
+    assert os.stat(blob).st_mode & 0o777 == 0o600  # the store's user's alone
+    assert os.stat(store.root).st_mode & 0o777 == 0o700
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    one = SandboxedModel("tests.sandbox_probe:load", "probe", b"", None)
+    other = SandboxedModel("tests.sandbox_probe:load", "probe", b"", None)
+    try:
+        assert one.call("thread") == 42
+        victim = other.call("pid")
+        refused = {}
+        for probe, *args in (("raw_openat", blob), ("raw_openat2", blob), ("raw_openat", "/etc/passwd"),
+                             ("io_uring",), ("fork",), ("raw_clone",), ("raw_clone3",), ("spawn",),
+                             ("signal", victim), ("raw_signal", victim), ("ptrace", victim),
+                             ("signal", os.getpid())):
+            try:
+                got = one.call(probe, *args)
+                refused[(probe, *args)] = f"allowed: {got!r}"
+            except ModelRaised as exc:
+                refused[(probe, *args)] = exc.kind
+        # clone3 is "not implemented" (so that glibc falls back to clone, which is checked).
+        assert refused.pop(("raw_clone3",)) in ("PermissionError", "OSError")
+        assert set(refused.values()) == {"PermissionError"}, refused
+        assert other.call("pid") == victim and one.call("thread") == 42  # both still answer
+    finally:
+        one.close()
+        other.close()
+
+
+def test_an_answer_larger_than_the_call_can_justify_is_refused_unread(monkeypatch):
+    """A model answering 200 MB to a call that sent nothing (issue 26.3): refused from the
+    sizes it announces, before the worker reads them; the process is ended (its answer is
+    still in the pipe) and the next call starts afresh. An answer in proportion to the call's
+    tensors passes."""
+    from workers.sandbox import ANSWER_FLOOR, ANSWER_PER_INPUT_BYTE
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    model = SandboxedModel("tests.sandbox_probe:load", "probe", b"", None)
+    try:
+        assert model.call("big", 1000).shape == (1000,)
+        with pytest.raises(SandboxError, match=r"answer to big\(\) was over its size limit \(4 MB"):
+            model.call("big", 200 << 20)
+        given = torch.zeros(1 << 18, dtype=torch.uint8)  # 256 KiB given: 4 MiB + 64 x 256 KiB allowed
+        assert model.call("big", ANSWER_FLOOR + ANSWER_PER_INPUT_BYTE * given.numel() - 4096, given).numel() > 16 << 20
+        with pytest.raises(SandboxError, match="over its size limit"):
+            model.call("big", ANSWER_FLOOR + ANSWER_PER_INPUT_BYTE * given.numel() + 1, given)
+    finally:
+        model.close()
