@@ -146,7 +146,7 @@ def test_navigation_practice_is_not_counted_as_instruction_1(live_server, browse
                       "&STUDY_ID=s&SESSION_ID=x1")
             page.locator("#consent").click()
             expect(page.get_by_role("heading", name="Practice first (not scored)")).to_be_visible()
-            page.wait_for_function("window.proctorPractice !== undefined")
+            page.wait_for_function("() => window.proctorPractice !== undefined")
             # Nothing over the practice counts it among the task's instructions.
             expect(page.get_by_text("Instruction 1 of 4", exact=True)).to_be_hidden()
             expect(page.locator("progress")).to_be_hidden()

@@ -28,7 +28,7 @@ def start_study(live_server, page, pid: str, **settings):
     page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID={pid}&STUDY_ID=s&SESSION_ID={pid}")
     page.locator("#consent").click()
     skip_practice(page)
-    page.wait_for_function("window.proctorViewer !== undefined")
+    page.wait_for_function("() => window.proctorViewer !== undefined")
     return Session, get_graph(house.scan), slug
 
 
@@ -61,7 +61,7 @@ def test_a_reload_resumes_the_walk(live_server, page):
     heading = page.evaluate("proctorViewer.state().heading")
 
     page.reload()
-    page.wait_for_function("window.proctorViewer !== undefined")
+    page.wait_for_function("() => window.proctorViewer !== undefined")
     assert page.evaluate("proctorViewer.state().viewpoint") == reference[2]
     assert page.evaluate("proctorViewer.state().heading") == pytest.approx(heading)
     assert path_field(page) == reference[:3]
@@ -73,7 +73,7 @@ def test_a_reload_resumes_the_walk(live_server, page):
         follow_to(page, graph, here, there)
     page.keyboard.press("s")
     page.reload()  # a reload after Stop still asks for the rating, and the stop is not doubled
-    page.wait_for_function("window.proctorViewer !== undefined")
+    page.wait_for_function("() => window.proctorViewer !== undefined")
     expect(page.locator("#nav-rating")).to_be_visible()
     page.keyboard.press("4")
     with page.expect_navigation():
@@ -88,7 +88,7 @@ def test_a_reload_resumes_the_walk(live_server, page):
     # The next instruction starts from its own start, not from the last walk.
     next_id, next_reference = leased(Session, "resume1")
     assert next_id != a_id
-    page.wait_for_function("window.proctorViewer !== undefined")
+    page.wait_for_function("() => window.proctorViewer !== undefined")
     assert path_field(page) == [next_reference[0]]
     assert errors == []
 
@@ -126,7 +126,7 @@ def likert_study(live_server, page, pid: str):
     page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID={pid}&STUDY_ID=s&SESSION_ID={pid}")
     page.locator("#consent").click()
     skip_practice(page)
-    page.wait_for_function("window.proctorViewer !== undefined")
+    page.wait_for_function("() => window.proctorViewer !== undefined")
 
 
 def overlaps(boxes: list[dict]) -> list[tuple[str, str]]:
@@ -211,7 +211,7 @@ def test_a_practice_episode_comes_first_and_is_not_stored(live_server, page):
     expect(page.get_by_role("heading", name="Practice first (not scored)")).to_be_visible()
     expect(page.locator("#nav-practice")).to_contain_text("Look around")
     expect(page.locator("#nav-instruction")).to_be_hidden()  # the real one waits
-    page.wait_for_function("window.proctorPractice !== undefined")
+    page.wait_for_function("() => window.proctorPractice !== undefined")
     assert page.evaluate("window.proctorViewer") is None
     # Stopping at the start says it is not the kitchen; walking there by clicks says well done.
     page.locator("#nav-practice-stop").click()
@@ -230,7 +230,7 @@ def test_a_practice_episode_comes_first_and_is_not_stored(live_server, page):
     page.locator("#nav-practice-done").click()
     expect(page.locator("#nav-practice")).to_be_hidden()
     expect(page.locator("#nav-instruction")).to_be_visible()
-    page.wait_for_function("window.proctorViewer !== undefined")
+    page.wait_for_function("() => window.proctorViewer !== undefined")
     expect(page.locator("#nav-view canvas")).to_be_focused()
     from app.auth.models import User
 
@@ -240,7 +240,7 @@ def test_a_practice_episode_comes_first_and_is_not_stored(live_server, page):
         assert [a.state for a in mine] == ["leased"] and mine[0].slot == 0
         assert s.scalar(select(Annotation).where(Annotation.assignment_id == mine[0].id)) is None
     page.reload()  # once per bundle: a reload goes straight to the real instruction
-    page.wait_for_function("window.proctorViewer !== undefined")
+    page.wait_for_function("() => window.proctorViewer !== undefined")
     expect(page.locator("#nav-practice")).to_be_hidden()
     assert errors == []
 

@@ -22,7 +22,7 @@ def follow(page, Session, graph, slug: str) -> tuple[int, list[str]]:
     from app.studies.models import Assignment, Item
 
     expect(page.locator("#nav-instruction")).to_be_visible()
-    page.wait_for_function("window.proctorViewer !== undefined")
+    page.wait_for_function("() => window.proctorViewer !== undefined")
     expect(page.locator("#nav-view canvas")).to_be_focused()
     assert page.locator("#nav-rating").is_hidden()
     with Session() as s:
@@ -42,7 +42,7 @@ def follow(page, Session, graph, slug: str) -> tuple[int, list[str]]:
     }""")
     page.evaluate("document.activeElement.blur()")
     page.keyboard.press("Enter")
-    page.wait_for_function("window.seen.includes('up Enter')")
+    page.wait_for_function("() => window.seen.includes('up Enter')")
     assert page.evaluate("window.seen") == ["up Enter"]  # no submit was even attempted
     assert page.evaluate("proctorViewer.state().viewpoint") == reference[0]
     assert page.evaluate("JSON.parse(document.getElementById('nav-path').value)") == [reference[0]]

@@ -45,7 +45,7 @@ def _navigation(page, total):
     for n in range(1, total + 1):
         if n == 1:
             skip_practice(page)  # the worker's first item comes after the practice episode
-        page.wait_for_function("window.proctorViewer !== undefined")
+        page.wait_for_function("() => window.proctorViewer !== undefined")
         page.locator("#nav-view canvas").focus()
         page.keyboard.press("s")
         expect(page.locator("#nav-rating")).to_be_visible()

@@ -86,7 +86,7 @@ def _walking(live_server, browser, how: dict, pid: str):
     page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID={pid}&STUDY_ID=s&SESSION_ID=x1")
     page.locator("#consent").click()
     skip_practice(page)
-    page.wait_for_function("window.proctorViewer !== undefined")
+    page.wait_for_function("() => window.proctorViewer !== undefined")
     return ctx, page
 
 

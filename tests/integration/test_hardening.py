@@ -44,10 +44,10 @@ def test_exported_csv_cells_never_run_as_formulas(session):
 def test_pages_cannot_be_framed_except_the_crowds_by_mturk(client, session):
     home = client.get("/login")
     assert home.headers["x-frame-options"] == "DENY"
-    assert home.headers["content-security-policy"] == "frame-ancestors 'none'"
+    assert home.headers["content-security-policy"].endswith("frame-ancestors 'none'")
     entry = client.get("/s/no-such-study", follow_redirects=False)
     assert "x-frame-options" not in entry.headers
-    assert entry.headers["content-security-policy"].startswith("frame-ancestors 'self' https://worker.mturk.com")
+    assert "frame-ancestors 'self' https://worker.mturk.com" in entry.headers["content-security-policy"]
 
 
 def test_logins_are_limited_per_account_and_unknown_emails_take_as_long(client, session, monkeypatch):
