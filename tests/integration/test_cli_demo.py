@@ -7,6 +7,7 @@ import io
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -112,6 +113,14 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
         if hexagons:
             desc = s.scalar(select(Study).where(Study.title == "Demo: Hexagons description"))
             assert desc.state == "live" and desc.kind_settings["mode"] == "description"
+    # The README's counts: the built-in kinds' studies (not the test's wordcount), with the
+    # Hexagons data and without it.
+    words = {"four": 4, "five": 5, "six": 6, "seven": 7}
+    said = re.search(r"each of the (\w+)\s+demo studies \((\w+) where the Hexagons data is absent",
+                     (ROOT / "README.md").read_text())
+    builtin = len(kinds) - 1
+    assert (words[said[1]] if hexagons else words[said[2]]) == builtin
+    assert words[said[1]] - words[said[2]] == 2  # execution and description
 
 
 def _check_demo_links(stdout: str, url: str, n: int, base: str) -> None:
