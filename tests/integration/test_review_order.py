@@ -29,7 +29,7 @@ def studies(session, monkeypatch):
     # secret one run in three drew such a task and failed.
     from app.config import get_settings
 
-    monkeypatch.setenv("SECRET_KEY", "review-order-" + "k" * 40)
+    monkeypatch.setenv("SECRET_KEY", "review-order-Qv7Lr2Xp9Wm4Tz8Kc3Nb6Hd1Jf5Gs0Ya")
     get_settings.cache_clear()
     owner = make_user(session, "researcher")
     first = create_tom_study(session, owner, title="First", bundle_size=10, gold_rate=0.2,

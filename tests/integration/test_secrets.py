@@ -16,7 +16,10 @@ from tests.integration.test_cli_demo import run_cli
 @pytest.mark.parametrize("key, why", [
     (DEFAULT_SECRET_KEY, "SECRET_KEY is not set (or is the example value)"),
     ("change-me-in-production", "SECRET_KEY is not set (or is the example value)"),
-    ("short-but-random-Zq8", "SECRET_KEY has 20 characters; it needs at least 32")])
+    ("short-but-random-Zq8", "SECRET_KEY has 20 characters; it needs at least 32"),
+    # Long enough, and no more secret than a short one (issue 26.7).
+    ("a" * 37, "SECRET_KEY repeats one short part"),
+    ("review-order-" + "k" * 40, "SECRET_KEY looks like about 79 bits of randomness; it needs at least 90")])
 def test_the_server_and_the_worker_refuse_a_weak_key(key, why, tmp_path, monkeypatch):
     from app.main import InsecureSettings, create_app
 
@@ -32,6 +35,18 @@ def test_the_server_and_the_worker_refuse_a_weak_key(key, why, tmp_path, monkeyp
     assert serve.returncode == 1 and why in serve.stderr and "token_urlsafe" in serve.stderr
     worker = run_cli("worker", env={**env, "REDIS_URL": "redis://127.0.0.1:6379/0"})
     assert worker.returncode == 1 and why in worker.stderr
+
+
+def test_random_keys_pass_and_patterns_do_not():
+    import secrets
+
+    from app.config import key_bits, weak_secret_key
+
+    assert key_bits("ab" * 16) == 32.0 and key_bits("a" * 40) == 0  # length x bits per character
+    assert all(weak_secret_key(f()) is None for f in [lambda: secrets.token_hex(16),
+                                                      lambda: secrets.token_urlsafe(24)] for _ in range(500))
+    assert weak_secret_key("0123456789abcdef" * 3) == "SECRET_KEY repeats one short part; use a random key"
+    assert "bits of randomness" in weak_secret_key("passwordpassword" + "x" * 20)
 
 
 def test_the_demo_makes_a_key_of_its_own_once(tmp_path):
