@@ -181,18 +181,26 @@ def fill_warning(items: list, values: dict) -> str | None:
         return None
     if distinct < need:
         one = "one item of each exclusion group, " if groups else ""
-        return (f"No task can be completed: a task of {size} needs {need} different plain items "
-                f"(a worker answers each item once, {one}and {n_gold} slots are gold), and there "
-                f"are {distinct}. Every worker's task would end short, with no completion code: "
+        return (f"No task can be completed: a task of {size} needs {_count(need, 'different plain item')} "
+                f"(a worker answers each item once, {one}and {_count(n_gold, 'slot')} "
+                f"{'is' if n_gold == 1 else 'are'} gold), and there {'is' if distinct == 1 else 'are'} "
+                f"{distinct}. Every worker's task would end short, with no completion code: "
                 f"make tasks of at most {distinct + n_gold} or add items.")
     answers = len(plain) * per_item
     whole, left = divmod(answers, need)
     if left:
-        return (f"{len(plain)} plain items x {per_item} annotations per item = {answers} answers "
-                f"make {whole} complete task{'s' if whole != 1 else ''} of {need} plain answers; "
-                f"the last {left} go to a task that cannot be completed (it ends short, with no "
+        last = "the last answer goes" if left == 1 else f"the last {left} go"
+        return (f"{_count(len(plain), 'plain item')} x {_count(per_item, 'annotation')} per item = "
+                f"{_count(answers, 'answer')} make{'s' if answers == 1 else ''} "
+                f"{_count(whole, 'complete task')} of {_count(need, 'plain answer')}; "
+                f"{last} to a task that cannot be completed (it ends short, with no "
                 f"completion code). Tasks of a size whose plain answers divide {answers} avoid it.")
     return None
+
+
+def _count(n: int, noun: str) -> str:
+    """n and the noun, plural unless n is 1: "1 annotation", "3 annotations"."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def study_fill_warning(session: Session, study: Study) -> str | None:

@@ -145,8 +145,13 @@ def test_the_new_study_form_warns_when_tasks_cannot_be_completed(client, session
     # 3 x 3 = 9 answers in tasks of 2: four complete tasks, and one answer for a fifth.
     assert preview(bundle_size="2") == (
         "3 plain items x 3 annotations per item = 9 answers make 4 complete tasks of 2 plain "
-        "answers; the last 1 go to a task that cannot be completed (it ends short, with no "
+        "answers; the last answer goes to a task that cannot be completed (it ends short, with no "
         "completion code). Tasks of a size whose plain answers divide 9 avoid it.")
+    # One annotation per item is one annotation, not "1 annotations".
+    assert preview(bundle_size="2", annotations_per_item="1") == (
+        "3 plain items x 1 annotation per item = 3 answers make 1 complete task of 2 plain "
+        "answers; the last answer goes to a task that cannot be completed (it ends short, with no "
+        "completion code). Tasks of a size whose plain answers divide 3 avoid it.")
     assert preview(bundle_size="3") is None  # 9 answers, three whole tasks
     # Creating it says so too, on the study page.
     r = client.post("/studies/new", data={**form, "action": "create"}, files={"file": ("q.csv", data)})
