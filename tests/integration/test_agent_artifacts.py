@@ -160,6 +160,34 @@ def test_a_wrong_output_shape_names_the_method_and_the_shape(client, researcher)
     assert got["verdict"] == "score() returned shape [3, 1], expected [3]"
 
 
+class WordySpeaker(Speaker):
+    """vocabulary() answers with more than any vocabulary: many words, or one very long word."""
+
+    def __init__(self, words, n: int, chars: int):
+        super().__init__(words, hidden=8, embed=8)
+        self.n, self.chars = n, chars
+
+    @torch.jit.export
+    def vocabulary(self) -> list[str]:
+        stem = ""
+        for _ in range(self.chars):
+            stem += "w"
+        out = list(self.words)
+        for i in range(self.n):
+            out.append(stem + str(i))
+        return out
+
+
+@pytest.mark.parametrize("n, chars, verdict", [
+    (60_000, 1, f"vocabulary() must hold at most 50000 words, not {60_000 + len(WORDS)}"),
+    (1, 10_000, "vocabulary() has an empty word, a word with a space or one longer than 64 characters")])
+def test_a_speakers_vocabulary_is_bounded_in_words_and_word_length(client, researcher, n, chars, verdict):
+    """Issue 26.9: as A3DS and Hexagons bound theirs, before generation builds on it."""
+    upload(client, researcher.id, scripted(WordySpeaker(WORDS, n, chars)), "speaker", "torchscript")
+    got = verdicts(client, researcher.id)[1]
+    assert got["state"] == "invalid" and got["verdict"] == verdict, got
+
+
 def test_a_speaker_uploaded_as_a_listener_is_told_what_is_missing(client, researcher):
     upload(client, researcher.id, scripted(Speaker(WORDS, hidden=16, embed=8)), "listener", "torchscript")
     got = verdicts(client, researcher.id)[1]

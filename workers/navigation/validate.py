@@ -21,6 +21,7 @@ from app.kinds.navigation.grammar import describe_path
 from app.kinds.navigation.house import generate_house, sample_paths
 from workers.navigation.features import (
     FEATURES_VERSION, SPECIALS, Vocabulary, World, pad_batch, stack_steps)
+from app.kinds.navigation.architectures import check_vocabulary
 from workers.navigation.loading import LOADER
 from workers.validation import Invalid, call_checked, record_validation, sandboxed_verdict
 
@@ -71,14 +72,10 @@ def check_common(model: torch.nn.Module, role: str) -> Vocabulary:
     if version != FEATURES_VERSION:  # its text is the model's: not repeated
         raise Invalid(f"feature_version() does not return {FEATURES_VERSION!r}, the layout this "
                       "platform builds (docs/agents.md)")
-    words = call_checked(model, "vocabulary")
-    if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) for w in words):
-        raise Invalid("vocabulary() must return a list of strings")
-    if tuple(words[:4]) != SPECIALS:
-        raise Invalid(f"vocabulary() must start with {', '.join(SPECIALS)}")
-    if len(set(words)) != len(words):
-        raise Invalid("vocabulary() repeats a word")
-    return Vocabulary(list(words))
+    words = check_vocabulary(call_checked(model, "vocabulary"))
+    if isinstance(words, str):
+        raise Invalid(f"vocabulary() {words}")
+    return Vocabulary(words)
 
 
 def _batch():

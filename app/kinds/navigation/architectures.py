@@ -17,7 +17,26 @@ ARCHITECTURES = {
     "gru-listener": ("listener", ("hidden", "embed")),
 }
 MAX_SIZE = 4096  # hidden/embed: far above what a navigation agent needs, far below a memory bomb
-MAX_WORDS = 100_000
+# A vocabulary (R2R's is about 3,100 words) bounded as A3DS's and Hexagons' are: a model's list
+# (vocabulary()) and a config's `words` alike, 50,000 words of up to 64 characters, which keeps
+# vocabulary()'s answer under the sandbox's 4 MB for a call without tensors.
+MAX_WORDS = 50_000
+MAX_WORD_CHARS = 64
+
+
+def check_vocabulary(words: object) -> list[str] | str:
+    """The vocabulary, or why it is not one (the reason never repeats the words)."""
+    if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) for w in words):
+        return "must return a list of strings"
+    if tuple(words[:4]) != SPECIALS:
+        return f"must start with {', '.join(SPECIALS)}"
+    if len(words) > MAX_WORDS:
+        return f"must hold at most {MAX_WORDS} words, not {len(words)}"
+    if any(not w or len(w) > MAX_WORD_CHARS or any(c.isspace() for c in w) for w in words):
+        return f"has an empty word, a word with a space or one longer than {MAX_WORD_CHARS} characters"
+    if len(set(words)) != len(words):
+        return "repeats a word"
+    return list(words)
 
 
 def check_config(role: str, config: object) -> dict:
@@ -27,13 +46,9 @@ def check_config(role: str, config: object) -> dict:
     if config.get("feature_version") != FEATURES_VERSION:
         raise InputError(f"feature_version {config.get('feature_version')!r} does not match "
                          f"{FEATURES_VERSION}", field="config.feature_version")
-    words = config.get("words")
-    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
-        raise InputError("words must be a list of strings (the vocabulary)", field="config.words")
-    if tuple(words[:4]) != SPECIALS:
-        raise InputError(f"words must start with {', '.join(SPECIALS)}", field="config.words")
-    if len(words) > MAX_WORDS or len(set(words)) != len(words):
-        raise InputError(f"words must be distinct and at most {MAX_WORDS}", field="config.words")
+    words = check_vocabulary(config.get("words"))
+    if isinstance(words, str):
+        raise InputError(f"words (the vocabulary) {words}", field="config.words")
     if "step_size" in config and not isinstance(config["step_size"], int):
         raise InputError("step_size must be an integer", field="config.step_size")
     return config
