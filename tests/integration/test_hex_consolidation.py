@@ -184,6 +184,10 @@ def test_the_decision_form_fixes_gold(session, admin_client):
     r = admin_client.post(page, data={"csrf_token": token, "error_class": "wrong colour", "note": "",
                                       "board": "[1, 2"}, follow_redirects=True)
     assert "Not saved: field &#39;board&#39;: board is not valid JSON" in r.text
+    for hostile in ("[" * 100_000 + "]" * 100_000, "[" + "9" * 30 + "]"):  # 500s once
+        r = admin_client.post(page, data={"csrf_token": token, "error_class": "wrong colour", "note": "",
+                                          "board": hostile}, follow_redirects=True)
+        assert r.status_code < 500 and "Not saved: field &#39;board&#39;: board is not valid JSON" in r.text
     r = admin_client.post(page, data={"csrf_token": token, "error_class": "wrong colour", "note": "green",
                                       "board": ""}, follow_redirects=True)
     assert "Step 2: wrong colour." in r.text and "Decided: <strong>wrong colour</strong>" in r.text

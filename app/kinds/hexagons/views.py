@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app import jobs
+from app import jobs, jsonsafe
 from app.auth.deps import db, managed_study, require, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
@@ -292,7 +292,7 @@ def decide_step_page(request: Request, study_id: Id, item_id: Id, step: Id, erro
     url = f"/hexagons/studies/{study_id}/consolidation/{item_id}/{step}"
     try:
         try:
-            fixed = json.loads(board) if board.strip() else None
+            fixed = jsonsafe.loads(board) if board.strip() else None
         except ValueError:
             raise InputError("board is not valid JSON", field="board") from None
         out = consolidation.decide(session, study, item_id, step, error_class or None, note, fixed, user)
