@@ -117,7 +117,7 @@ def _paint_by_keyboard(page, tile: int, colour: int) -> None:
     page.keyboard.press(str(colour))
     page.keyboard.press("Space")
     expect(_tile(page, tile)).to_have_attribute("data-colour", str(colour))
-    page.locator("#hex-pos").click()  # off the board again: its Enter and Space paint
+    page.locator("#hex-pos").click()  # off the board again: there Space paints
 
 
 def test_enter_is_next_step_only_and_s_sends_only_once_every_step_was_shown(live_server, page):
@@ -127,7 +127,7 @@ def test_enter_is_next_step_only_and_s_sends_only_once_every_step_was_shown(live
     page.set_viewport_size({"width": 1280, "height": 800})
     _enter(page, live_server, slug, "keys1")
     page.keyboard.press("s")  # step 1 of 3: S sends nothing (on the board, where the page opens)
-    page.locator("#hex-pos").click()  # off the board: there Enter paints
+    page.locator("#hex-pos").click()  # off the board (Enter is Next step there too)
     page.keyboard.press("s")
     page.keyboard.press("Enter")
     expect(page.locator("#hex-pos")).to_have_text("2")
@@ -286,16 +286,16 @@ def test_on_a_phone_tiles_are_finger_sized_the_board_scrolls_and_no_key_hints_sh
 
 # -- After issue 24: the execution page by keyboard --------------------------------------------
 
-def test_the_page_opens_on_the_board_whose_enter_paints_and_s_sends_from_it_on_the_last_step(live_server, page):
-    """After "I agree, start" the board has focus: the first Enter paints (it used to move to
-    step 2 with nothing painted); on the last step S on the board sends (it did nothing)."""
+def test_the_page_opens_on_the_board_whose_space_paints_and_s_sends_from_it_on_the_last_step(live_server, page):
+    """After "I agree, start" the board has focus: Space paints (Enter is Next step, there
+    too); on the last step S on the board sends (it did nothing)."""
     Session, _, study_id, slug, _ = _study(live_server, 2)
     page.set_viewport_size({"width": 1280, "height": 800})
     _enter(page, live_server, slug, "focus1")
     surface = page.locator("#hex-board .hexboard-surface")
     expect(surface).to_be_focused()
     page.keyboard.press("4")
-    page.keyboard.press("Enter")
+    page.keyboard.press("Space")
     expect(_tile(page, 0)).to_have_attribute("data-colour", "4")
     expect(page.locator("#hex-pos")).to_have_text("1")
     page.keyboard.press("s")  # step 1 of 2: nothing

@@ -48,7 +48,11 @@ class Hexagons(TaskKind):
     primary_table: ClassVar[str | None] = "hexagons_metrics"
     generic_table: ClassVar[bool] = False
     item_noun: ClassVar[str] = "Procedure"
-    keyboard_hint: ClassVar[str] = "Enter: next step; S: send (on the last step, once every step was shown)."
+    # A description study's item is a target image the instructor describes (the paper's
+    # Description mode), not a procedure: description_item.html names it so.
+    description_item_noun: ClassVar[str] = "Target image"
+    keyboard_hint: ClassVar[str] = ("Enter: next step; S: send (on the last step, once every step was shown); "
+                                    "on the board Space paints.")
     # A description study's page types into a text box, so Enter and S are text there.
     description_keyboard_hint: ClassVar[str] = (
         "type each step's instruction in the box; Tab to your board: arrow keys move, 0-7 choose a "

@@ -107,6 +107,8 @@
     const shifted = checkShifted(options.shifted);
     let board = options.board ? normalise(options.board) : new Array(N).fill(0);
     let readonly = !!options.readonly;
+    // enterPaints: false leaves Enter to the page (execution: Enter is Next step); Space paints.
+    const enterPaints = options.enterPaints !== false;
     let colour = options.colour === undefined ? 1 : Number(options.colour);
     if (!(colour >= 0 && colour <= 7)) throw new TypeError("colour must be 0-7");
     let cursor = 0, log = [], undoStack = [], t0 = performance.now();
@@ -185,9 +187,13 @@
     if (resizing) resizing.observe(surface);
     else window.addEventListener("resize", drawPans);
 
-    const help = html("p", { id: uid + "-help", class: "hexboard-sr" }, element,
-         "Arrow keys move between neighbouring tiles (Shift with Left or Right: the other side neighbour); " +
-         "digits 0 to 7 choose a colour; Space or Enter paints; Z undoes.");
+    // The keys of a board that paints; a read-only one only shows, so it names no keys.
+    const help = html("p", { id: uid + "-help", class: "hexboard-sr" }, element);
+    function drawHelp() {
+      help.textContent = readonly ? "A view only: this board cannot be painted." :
+        "Arrow keys move between neighbouring tiles (Shift with Left or Right: the other side neighbour); " +
+        "digits 0 to 7 choose a colour; " + (enterPaints ? "Space or Enter paints" : "Space paints") + "; Z undoes.";
+    }
     const live = html("div", { class: "hexboard-sr hexboard-live", "aria-live": "polite", role: "status" }, element);
 
     function announce(text) { live.textContent = text; }
@@ -250,6 +256,7 @@
       if (readonly) { surface.removeAttribute("tabindex"); if (document.activeElement === surface) surface.blur(); }
       else surface.setAttribute("tabindex", "0");
       surface.setAttribute("aria-disabled", String(readonly));
+      drawHelp();
       drawPans();
     }
 
@@ -350,7 +357,7 @@
       else if (k.startsWith("Arrow") || k === "Home" || k === "End" || k === "PageUp" || k === "PageDown") {
         setCursor(move(cursor, k, shifted, e.shiftKey), true);
       } else if (k.length === 1 && k >= "0" && k <= "7") setColour(Number(k), true);
-      else if (k === " " || k === "Enter") {
+      else if (k === " " || (k === "Enter" && enterPaints)) {
         if (!paint(cursor, colour)) announce("tile " + cursor + " is already " + COLOURS[colour].name);
       } else if (k === "z" || k === "Z") self.undo();
       else if (k === "n" || k === "N") self.showNumbers(!numbers);

@@ -26,6 +26,7 @@
   // included as the paint they make, so replaying the actions gives the board.
   const widget = window.HexBoard ? new window.HexBoard(box, {
     shifted: JSON.parse(box.dataset.layout).shifted, board: board.slice(), label: "The board",
+    enterPaints: false,  // one key, one meaning: Space paints, Enter is Next step (below)
     onChange: (now, action) => {
       board = now.slice();
       actions.push([action.tile, action.colour, Math.round(performance.now() - began)]);
@@ -95,22 +96,21 @@
     if (widget && window.HexKeep.isColour(saved.colour)) widget.setColour(saved.colour);
     paintPage();
   }
-  // Keyboard work starts on the board (its Enter paints); nothing else on the page takes focus.
+  // Keyboard work starts on the board (Space paints there); nothing else on the page takes focus.
   const surface = box.querySelector(".hexboard-surface");
   if (surface && (!document.activeElement || document.activeElement === document.body)) surface.focus({preventScroll: true});
   nextButton.addEventListener("click", () => show(k + 1));
   backButton.addEventListener("click", () => show(k - 1));
   const ready = () => k === n - 1 && steps.slice(0, n - 1).every(Boolean);
-  // Keys, before the page's own (static/app.js sends the form on Enter): Enter is Next step
-  // and nothing on the last step; S sends, and only from the last step, on the board too. On
-  // the board Enter and Space paint (board.js); text fields keep their keys.
+  // Keys, before the page's own (static/app.js sends the form on Enter) and the board's: one
+  // key, one meaning, wherever the focus is. Enter is Next step (on the board too, where only
+  // Space paints) and nothing on the last step; S sends, and only from the last step. A focused
+  // button is pressed by its own Enter; text fields keep their keys.
   document.addEventListener("keydown", (ev) => {
     if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
     const t = ev.target;
     if (t && t.matches && t.matches("input[type=text], textarea, select")) return;
-    const onBoard = !!(t && t.closest && t.closest(".hexboard-surface"));
     if (ev.key === "Enter") {
-      if (onBoard) return;  // paints
       if (t && t.tagName === "BUTTON") return;  // a focused button is pressed by its own Enter
       ev.preventDefault(); ev.stopImmediatePropagation();
       if (!ev.repeat && k < n - 1) show(k + 1);

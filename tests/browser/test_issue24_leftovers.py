@@ -1,0 +1,86 @@
+"""Leftovers of issue 24 (the crowd side), as a new user walking the demo meets them: on the
+Hexagons execution page Enter means Next step wherever the focus is and only Space paints; the
+description page names its item a target image and its read-only target gives no painting
+hint; the navigation practice fits the screen like the real instruction, at 1280x800 and on a
+phone, where it shows no key hints."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.test_hex_describe import _describe_study
+from tests.browser.test_hex_execute import _annotations, _study, _tile
+
+pytestmark = pytest.mark.browser
+
+
+def _in_view(page, selector: str, width: int, height: int) -> None:
+    box = page.locator(selector).bounding_box()
+    assert box is not None, selector
+    assert 0 <= box["x"] and box["x"] + box["width"] <= width, (selector, box)
+    assert 0 <= box["y"] and box["y"] + box["height"] <= height, (selector, box)
+
+
+# -- 1. Hexagons execution: one key, one meaning ---------------------------------------------------
+
+def test_enter_after_consent_is_next_step_and_paints_nothing_space_paints(live_server, page):
+    """A worker who pressed Enter on "I agree, start" and presses it again goes to step 2 (it
+    painted tile 0 black on step 1); Enter on the board is the button's "Next step Enter";
+    Space paints; the hint beside the buttons names Space, not Enter, for painting."""
+    Session, _, study_id, slug, _ = _study(live_server, 3)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=enter2&STUDY_ID=s&SESSION_ID=enter2")
+    expect(page.locator("#consent")).to_be_focused()
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.querySelectorAll('#hex-board .hexboard-tile').length === 180")
+    surface = page.locator("#hex-board .hexboard-surface")
+    expect(surface).to_be_focused()
+    page.keyboard.press("Enter")  # the second Enter: Next step, no paint
+    expect(page.locator("#hex-pos")).to_have_text("2")
+    expect(_tile(page, 0)).to_have_attribute("data-colour", "0")
+    expect(surface).to_be_focused()
+    page.keyboard.press("Space")  # Space paints the cursor's tile in the colour chosen (black)
+    expect(_tile(page, 0)).to_have_attribute("data-colour", "1")
+    page.keyboard.press("Enter")  # on the board: Next step, as the button says
+    expect(page.locator("#hex-pos")).to_have_text("3")
+    expect(_tile(page, 0)).to_have_attribute("data-colour", "1")
+    page.keyboard.press("Enter")  # the last step: nothing, and still no paint
+    expect(page.locator("#hex-pos")).to_have_text("3")
+    expect(page.locator("#hex-error")).to_be_hidden()
+    assert _annotations(Session, study_id) == []
+    hint = page.locator("#hex-keys")
+    expect(hint).to_be_visible()
+    expect(hint).to_contain_text("Space paints")
+    _in_view(page, "#hex-keys", 1280, 800)
+    expect(surface).to_have_accessible_description("Arrow keys move between neighbouring tiles (Shift with "
+                                                   "Left or Right: the other side neighbour); digits 0 to 7 "
+                                                   "choose a colour; Space paints; Z undoes.")
+    page.keyboard.press("s")
+    expect(page.locator("#hex-pos")).to_have_count(0)
+    [response] = _annotations(Session, study_id)
+    assert [[a[:2] for a in st["actions"]] for st in response["steps"]] == [[], [[0, 1]], []]
+
+
+# -- 2. Hexagons description: the item is a target image; the target paints nothing -----------------
+
+def test_the_description_page_names_a_target_image_and_its_target_gives_no_paint_hint(live_server, page):
+    _, _, slug = _describe_study(live_server)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=noun1&STUDY_ID=s&SESSION_ID=noun1")
+    page.locator("#consent").click()
+    page.wait_for_function("() => document.querySelectorAll('#hex-target .hexboard-tile').length === 180")
+    position = page.locator("#task-position")
+    expect(position).to_have_text("Target image 1 of 1")
+    expect(position).not_to_contain_text("Procedure")
+    target = page.locator("#hex-target .hexboard-surface")
+    expect(target).not_to_have_accessible_description("Space or Enter paints")
+    assert "paint" not in page.evaluate(
+        """() => { const s = document.querySelector('#hex-target .hexboard-surface');
+                   return document.getElementById(s.getAttribute('aria-describedby')).textContent; }""").replace(
+        "cannot be painted", "")
+    expect(page.locator("#hex-target")).not_to_contain_text("Space or Enter paints")
+    # The instructor's own board still names its keys.
+    expect(page.locator("#hex-board .hexboard-surface")).to_have_accessible_description(
+        "Arrow keys move between neighbouring tiles (Shift with Left or Right: the other side neighbour); "
+        "digits 0 to 7 choose a colour; Space or Enter paints; Z undoes.")
