@@ -11,6 +11,8 @@ from playwright.sync_api import expect
 
 from tests.browser.test_hex_describe import _describe_study
 from tests.browser.test_hex_execute import _annotations, _study, _tile
+from tests.conftest import make_user
+from tests.integration.test_navigation import create_nav_study
 
 pytestmark = pytest.mark.browser
 
@@ -84,3 +86,67 @@ def test_the_description_page_names_a_target_image_and_its_target_gives_no_paint
     expect(page.locator("#hex-board .hexboard-surface")).to_have_accessible_description(
         "Arrow keys move between neighbouring tiles (Shift with Left or Right: the other side neighbour); "
         "digits 0 to 7 choose a colour; Space or Enter paints; Z undoes.")
+
+
+# -- 3. Navigation practice: fits like the real instruction; no key hints on touch -----------------
+
+def _nav_practice(live_server, page, pid: str) -> None:
+    from app.db import get_sessionmaker
+
+    Session = get_sessionmaker(live_server.db_url)
+    with Session() as s:
+        _, study = create_nav_study(s, make_user(s, "researcher"), bundle_size=2)
+        slug = study.slug
+    page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID={pid}&STUDY_ID=s&SESSION_ID={pid}")
+    page.locator("#consent").click()
+    expect(page.locator("#nav-practice")).to_be_visible()
+    page.wait_for_function("() => window.proctorPractice !== undefined")
+
+
+def test_the_practice_fits_1280x800_like_the_instruction_page(live_server, browser):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = ctx.new_page()
+    page.set_default_timeout(10000)
+    try:
+        _nav_practice(live_server, page, "fit1")
+        assert page.evaluate("window.scrollY") == 0
+        for sel in ("#nav-practice-title", "#nav-practice-instruction", "#nav-practice-view canvas",
+                    "#nav-practice-stop", "#nav-practice-done"):
+            _in_view(page, sel, 1280, 800)
+        page.locator("#nav-practice-stop").click()
+        expect(page.locator("#nav-practice-again")).to_be_visible()
+        for sel in ("#nav-practice-again", "#nav-practice-done", "#nav-practice-feedback"):
+            _in_view(page, sel, 1280, 800)
+    finally:
+        ctx.close()
+
+
+def test_on_a_phone_the_practice_buttons_show_and_no_key_hint(live_server, browser):
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True,
+                              device_scale_factor=2)
+    page = ctx.new_page()
+    page.set_default_timeout(10000)
+    try:
+        from app.db import get_sessionmaker
+
+        Session = get_sessionmaker(live_server.db_url)
+        with Session() as s:
+            _, study = create_nav_study(s, make_user(s, "researcher"), bundle_size=2)
+            slug = study.slug
+        page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=phone9&STUDY_ID=s&SESSION_ID=phone9")
+        page.locator("#consent").tap()
+        expect(page.locator("#nav-practice")).to_be_visible()
+        page.wait_for_function("() => window.proctorPractice !== undefined")
+        shown = page.locator(".nav-practice-controls").inner_text()  # what is on the screen
+        assert "Enter" not in shown and "arrow keys" not in shown and "press" not in shown.lower(), shown
+        assert page.locator("#nav-practice kbd:visible").count() == 0
+        for sel in ("#nav-practice-stop", "#nav-practice-done"):
+            _in_view(page, sel, 390, 844)
+        page.locator("#nav-practice-stop").tap()
+        expect(page.locator("#nav-practice-again")).to_be_visible()
+        assert page.evaluate("window.scrollY") == 0
+        for sel in ("#nav-practice-again", "#nav-practice-done"):
+            _in_view(page, sel, 390, 844)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    finally:
+        ctx.close()
