@@ -201,9 +201,16 @@ class TaskKind(ABC):
             err = exc.errors()[0]
             raise InputError(err["msg"], field=".".join(str(p) for p in err["loc"]) or None) from None
 
-    def item_word(self, n: int = 2) -> str:
+    def item_noun_for(self, settings: dict | None = None) -> str:
+        """The item noun of a study with these kind_settings ("Picture pair"): item_noun, unless
+        a kind's mode names its items otherwise (Hexagons' description: "Target image")."""
+        return self.item_noun
+
+    def item_word(self, n: int = 2, settings: dict | None = None) -> str:
         """The item noun within a sentence, for n items: "picture pair" (1), "picture pairs"."""
-        return (self.item_noun if n == 1 else (self.item_noun_plural or self.item_noun + "s")).lower()
+        noun = self.item_noun_for(settings)
+        plural = self.item_noun_plural if noun == self.item_noun else ""
+        return (noun if n == 1 else (plural or noun + "s")).lower()
 
     def keyboard_hint_for(self, settings: dict | None = None) -> str:
         """How to work a study's items by keyboard; `settings` is the study's kind_settings

@@ -54,10 +54,10 @@ def crowd_bundle(request: Request, session: Session, slug: str) -> tuple[Study, 
     return study, bundle
 
 
-def wait_message(kind) -> str:
+def wait_message(kind, settings: dict | None = None) -> str:
     """Why a task waits, in the kind's words (questions, episodes, procedures...)."""
-    items = kind.item_word(2)
-    return (f"No {kind.item_word(1)} is free for you right now: the remaining {items} are being "
+    items = kind.item_word(2, settings)
+    return (f"No {kind.item_word(1, settings)} is free for you right now: the remaining {items} are being "
             "answered by other people, and some come back when their time runs out. This page checks "
             "again by itself; you can also come back in a few minutes.")
 
@@ -83,7 +83,7 @@ def done_context(study: Study, bundle: Bundle, platform: str | None,
     # The link carries the code the page shows, whatever `cc` the researcher's link had.
     return {"code": code, "complete": earned,
             "message": None if earned else (
-                f"This study has no more {get_kind(study.kind).item_word()} for you, so your task "
+                f"This study has no more {get_kind(study.kind).item_word(2, study.kind_settings)} for you, so your task "
                 f"ended after {bundle.n_done} of {bundle.size}. A completion code is given only for a complete "
                 f"task, so there is none for this one. Please return the task on {where}; if you "
                 f"think you should be paid for the answers you gave, contact the researcher."),
@@ -162,7 +162,7 @@ def task_state(session: Session, study: Study, bundle: Bundle):
         held = assignment.held_lease(session, bundle.id)
         return (held, None, "") if held is not None else (None, 30, PAUSED_MESSAGE)
     current, wait = assignment.lease_or_wait(session, study, bundle.id)
-    return current, wait, wait_message(get_kind(study.kind)) if wait is not None else ""
+    return current, wait, wait_message(get_kind(study.kind), study.kind_settings) if wait is not None else ""
 
 
 def _task_page(request: Request, session: Session, slug: str, refused: str = ""):

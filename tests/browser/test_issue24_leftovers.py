@@ -70,6 +70,7 @@ def test_the_description_page_names_a_target_image_and_its_target_gives_no_paint
     _, _, slug = _describe_study(live_server)
     page.set_viewport_size({"width": 1280, "height": 800})
     page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=noun1&STUDY_ID=s&SESSION_ID=noun1")
+    expect(page.get_by_text("This task has 1 target image.")).to_be_visible()  # the consent page too
     page.locator("#consent").click()
     page.wait_for_function("() => document.querySelectorAll('#hex-target .hexboard-tile').length === 180")
     position = page.locator("#task-position")

@@ -44,3 +44,18 @@ def test_the_wait_page_says_why_in_the_kinds_words():
     assert wait_message(kinds["hexagons"]).startswith(
         "No procedure is free for you right now: the remaining procedures are being answered by other people")
     assert wait_message(kinds["tom"]).startswith("No question is free for you right now: the remaining questions")
+
+
+def test_a_kinds_mode_may_name_its_items_otherwise():
+    """A Hexagons description study's items are target images (the paper's Description mode),
+    on its consent, item, end, wait and preview pages alike; other settings keep the noun."""
+    from app.studies.views import wait_message
+
+    kind = all_kinds().get("hexagons")
+    if kind is None:
+        pytest.skip("the hexagons kind is not installed")
+    description = {"mode": "description"}
+    assert kind.item_noun_for(description) == "Target image" and kind.item_noun_for({}) == "Procedure"
+    assert (kind.item_word(1, description), kind.item_word(3, description)) == ("target image", "target images")
+    assert kind.item_word(3, {"mode": "execution"}) == "procedures"
+    assert wait_message(kind, description).startswith("No target image is free for you right now")

@@ -49,7 +49,7 @@ class Hexagons(TaskKind):
     generic_table: ClassVar[bool] = False
     item_noun: ClassVar[str] = "Procedure"
     # A description study's item is a target image the instructor describes (the paper's
-    # Description mode), not a procedure: description_item.html names it so.
+    # Description mode), not a procedure (item_noun_for).
     description_item_noun: ClassVar[str] = "Target image"
     keyboard_hint: ClassVar[str] = ("Enter: next step; S: send (on the last step, once every step was shown); "
                                     "on the board Space paints.")
@@ -136,6 +136,9 @@ class Hexagons(TaskKind):
         if settings is not None and "labels" in parsed and not settings.get("label_abstraction"):
             raise InputError("this study does not take abstraction labels", field="labels")
         return parsed
+
+    def item_noun_for(self, settings: dict | None = None) -> str:
+        return self.description_item_noun if (settings or {}).get("mode") == "description" else self.item_noun
 
     def keyboard_hint_for(self, settings: dict | None = None) -> str:
         if (settings or {}).get("mode") == "description":

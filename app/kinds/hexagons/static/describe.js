@@ -1,14 +1,6 @@
 // The instructor's page (templates/description_item.html): steps written and painted, kept in
 // this tab. Loaded where the template stands, after its markup, board.js and keep.js.
 (() => {
-  // The page's "Procedure 1 of n" line (annotate/item.html, the preview's) names the kind's
-  // item; an instructor's item is a target image.
-  const {noun, kindNoun} = document.getElementById("hex-describe").dataset;
-  for (const id of ["task-position", "preview-position"]) {
-    const line = document.getElementById(id), text = line && line.firstChild;
-    if (noun && kindNoun && text && text.nodeType === Node.TEXT_NODE && text.textContent.trimStart().startsWith(kindNoun + " "))
-      text.textContent = text.textContent.replace(kindNoun, noun);
-  }
   const box = document.getElementById("hex-board");
   const form = box.closest("form");
   const text = document.getElementById("hex-instruction");
