@@ -301,10 +301,38 @@ class Hexagons(TaskKind):
         # Two or three steps each: short, yet a worker sees the board carry over between steps.
         short = sorted((p for p in lines if isinstance(p.get("agreement_tags"), list)
                         and 2 <= int(p["number_of_drawing_steps"]) <= 3), key=lambda p: int(p["index"]))[:4]
+        def simulate(session, study, researcher) -> None:
+            _demo_executors(session, study)
+            _demo_description(session, researcher, short)
+
+        # Three executions per procedure: the simulated executors give two, a newcomer the third.
         return {"items": "\n".join(json.dumps(p) for p in short).encode(), "format": "procedures",
-                "settings": {"bundle_size": 2, "gold_rate": 0.0, "annotations_per_item": 2,
+                "settings": {"bundle_size": 2, "gold_rate": 0.0, "annotations_per_item": 3,
                              "instructions": self.default_instructions},
-                "simulate": lambda session, study, researcher: _demo_description(session, researcher, short)}
+                "simulate": simulate}
+
+
+def _demo_executors(session, study) -> None:
+    """Four simulated executors, a task of two procedures each, through the real engine, so the
+    demo's leaderboard has figures: each step they paint the instructor's board, except that in
+    about a third of the steps they miss a third of the tiles the step changes."""
+    from app.demo import simulate_task
+
+    def execute(item, rng) -> dict:
+        board, steps = list(item.reference["initial"]), []
+        for gold in item.reference["boards"]:
+            target = list(gold)
+            changed = [t for t in range(len(target)) if target[t] != board[t]]
+            if changed and rng.random() < 1 / 3:
+                for t in rng.sample(changed, max(1, len(changed) // 3)):
+                    target[t] = board[t]
+            steps.append({"board": target, "actions": [[t, target[t], 500] for t in range(len(target))
+                                                        if target[t] != board[t]]})
+            board = target
+        return {"steps": steps}
+
+    for n in range(1, 5):
+        simulate_task(session, study, f"demo-executor-{n}", execute, median_s=90, seed=700 + n)
 
 
 DEMO_DESCRIPTION = "Demo: Hexagons description"
