@@ -147,6 +147,47 @@ def enqueue(job_id: int, task: str | None = None) -> None:
         _wake.set()
 
 
+# Each Celery worker's main process marks every queue it reads, in Redis, every
+# CONSUMER_BEAT_S seconds, for CONSUMER_TTL_S (workers/celery_app.py): a queue with no mark has
+# no worker, and the pages that list its jobs say so (a job there waits until one starts).
+CONSUMER_KEY = "proctor:consumers:{queue}"
+CONSUMER_BEAT_S = 30
+CONSUMER_TTL_S = 90
+_CONSUMERS_CACHE_S = 15.0
+_consumers_cache: dict[str, tuple[float, bool]] = {}
+
+
+def queues_without_worker(names: list[str] | tuple[str, ...] | None = None) -> list[str]:
+    """Of the queues `names` ("models", "exports"; all when None), those no Celery worker has
+    read for CONSUMER_TTL_S. Cheap: one Redis read per queue, at most every 15 s, with a
+    half-second timeout; [] without Redis (the in-process worker reads every queue) or when
+    Redis cannot be asked (the job queue itself is then what is missing)."""
+    from app.kinds import QUEUES
+
+    settings = get_settings()
+    if not settings.redis_url:
+        return []
+    names = list(QUEUES if names is None else names)
+    now = time.monotonic()
+    stale = [q for q in names if now - _consumers_cache.get(q, (-1e9, True))[0] > _CONSUMERS_CACHE_S]
+    if stale:
+        import redis
+
+        try:
+            client = redis.Redis.from_url(settings.redis_url, socket_timeout=0.5,
+                                          socket_connect_timeout=0.5)
+            try:
+                found = client.mget([CONSUMER_KEY.format(queue=q) for q in stale])
+            finally:
+                client.close()
+        except Exception as exc:  # noqa: BLE001 - a page never fails for want of this note
+            log.info("cannot tell which queues have a worker: %s", exc)
+            found = ["unknown"] * len(stale)  # nothing to say; ask again in 15 s
+        for q, mark in zip(stale, found):
+            _consumers_cache[q] = (now, mark is not None)
+    return [q for q in names if not _consumers_cache[q][1]]
+
+
 def submit(session: Session, job: Job, *, withdraw: tuple = (), cleanup=None) -> Job:
     """Commit the job and send it to the queue. When the queue cannot be reached, delete what
     was made for it (the rows `withdraw` names as (Model, id) pairs, then the job; `cleanup()`

@@ -6,15 +6,15 @@ from app.jobs import CELERY_TASK, STALE_AFTER_S, SWEEP_TASK, refresh_cached_mode
 from workers.celery_app import app
 
 
-@app.task(name=CELERY_TASK, bind=True, max_retries=None)
-def run_job_task(self, job_id: int) -> str:
-    # A message redelivered after its worker was killed (acks_late) re-claims the job once
-    # its heartbeat is stale. While the heartbeat is fresh (the worker may be alive, or was
-    # killed a moment ago) look again when it would be stale, instead of dropping the message.
-    state = run_turn(job_id, stale_after=STALE_AFTER_S)
-    if state == "busy":
-        raise self.retry(countdown=STALE_AFTER_S)
-    return state
+@app.task(name=CELERY_TASK)
+def run_job_task(job_id: int) -> str:
+    # A message redelivered after its worker was killed (acks_late, reject_on_worker_lost)
+    # re-claims the job once its heartbeat is stale. While the heartbeat is fresh (the worker
+    # may be alive, or was killed a moment ago) it answers "busy" and is dropped: the sweeper
+    # (app.jobs.sweep) sends the job again once its heartbeat is stale. No retry with a
+    # countdown: the worker would hold that message for 15 minutes as an ETA message, and a
+    # broker outage meanwhile ended the worker for good (issue 26.1, docs/security.md row 3).
+    return run_turn(job_id, stale_after=STALE_AFTER_S)
 
 
 @app.task(name=SWEEP_TASK)
