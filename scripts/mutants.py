@@ -39,6 +39,7 @@ SECTION_TESTS = [
     "tests/integration/test_navigation_leaderboard.py",
     "tests/integration/test_a3ds_kind.py",
     "tests/integration/test_hex_leaderboard.py",
+    "tests/integration/test_sections_shapes.py",
     "tests/unit/test_hex_leaderboard_math.py",
 ]
 MODULES = {
