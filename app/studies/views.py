@@ -295,6 +295,14 @@ def _recent_exports(session: Session, study: Study) -> list[jobs.Job]:
                            .order_by(jobs.Job.id.desc()).limit(10)).all()
 
 
+def _idle_queues(exports: list[jobs.Job]) -> list[str]:
+    """["exports"] while an export waits and no worker reads its queue: the card says so
+    (issue 26.1). Asked only then, and cheaply (jobs.queues_without_worker)."""
+    if any(j.state in ("queued", "running") for j in exports):
+        return jobs.queues_without_worker(["exports"])
+    return []
+
+
 def _study(session: Session, study_id: int, user: User) -> Study:
     return managed_study(session, study_id, user, "No such study among yours.")
 
@@ -449,9 +457,10 @@ def _study_page(request: Request, session: Session, study: Study, user: User,
     my_agents = session.scalars(select(Agent).where(Agent.kind == study.kind,
                                                     Agent.owner_id == user.id)).all()
     base = entry_base(request)
+    exports = _recent_exports(session, study)
     return render(request, "research/study.html", status_code=status_code, errors=errors or {},
-                  user=user, study=study, agents=agents,
-                  my_agents=my_agents, exports=_recent_exports(session, study), store=get_store(),
+                  user=user, study=study, agents=agents, my_agents=my_agents, exports=exports,
+                  idle_queues=_idle_queues(exports), store=get_store(),
                   kind=get_kind(study.kind), **get_kind(study.kind).study_context(session, study),
                   progress=assignment.progress(session, study),
                   links={"mturk": f"{base}/s/{study.slug}?workerId=...&assignmentId=...&hitId=...",
@@ -519,8 +528,9 @@ def study_exports(request: Request, study_id: Id, session: Session = Depends(db)
                   user: User = Depends(researcher)):
     """The exports card alone (it polls itself while an export is going)."""
     study = _study(session, study_id, user)
-    return render(request, "research/_exports.html", study=study, exports=_recent_exports(session, study),
-                  store=get_store())
+    exports = _recent_exports(session, study)
+    return render(request, "research/_exports.html", study=study, exports=exports,
+                  idle_queues=_idle_queues(exports), store=get_store())
 
 
 @router.post("/studies/{study_id}/state")

@@ -220,9 +220,13 @@ def test_a_worker_survives_a_redis_outage_while_a_job_runs_and_the_job_finishes_
     worker = CeleryWorker(env, tmp_path / "worker.log", _worker_command())
     try:
         worker.wait_for(r"\S+@\S+ ready\.", 60)
+        _marks_cleared()
+        assert jobs.queues_without_worker() == ["exports"]  # it reads models only
         jobs.submit(session, job)
         _wait(lambda: "start" in marks.read_text(), 30, "start of the job", worker)
         _outage(own_redis, worker)
+        _marks_cleared()
+        assert jobs.queues_without_worker() == ["exports"]  # marked again on reconnecting
 
         def ended(job_id):
             def check():
@@ -242,3 +246,76 @@ def test_a_worker_survives_a_redis_outage_while_a_job_runs_and_the_job_finishes_
     assert session.get(jobs.Job, job.id).attempts == 1
     assert [x.split()[0] for x in marks.read_text().splitlines()] == ["start", "finish", "start", "finish"]
     session.close()
+
+
+def _marks_cleared():
+    jobs._consumers_cache.clear()
+
+
+def test_the_pages_say_when_a_queue_has_no_worker(app, client, session, own_redis, monkeypatch):
+    """The exports card and an agent's uploads say when their queue has no worker (no mark in
+    Redis for CONSUMER_TTL_S); a worker's mark silences them; an unreachable Redis neither
+    fails nor slows the page."""
+    import redis
+
+    from app.config import get_settings
+    from app.studies import services
+    from tests.conftest import create_tom_study, login
+    from tests.integration.test_api_roles import _listener_upload
+
+    url = f"redis://127.0.0.1:{own_redis.port}/0"
+    monkeypatch.setenv("REDIS_URL", url)
+    get_settings.cache_clear()
+    _marks_cleared()
+    broker = redis.Redis(port=own_redis.port)
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, title="Nobody reads")
+    agent = services.register_agent(session, owner, "navigation", "waiting-listener")
+    session.commit()
+    csrf = login(client, owner)
+    r = client.post(f"/api/v1/studies/{study.id}/exports", headers={"X-CSRF-Token": csrf})
+    assert r.status_code == 202, r.text
+    form, files = _listener_upload()
+    r = client.post(f"/api/v1/agents/{agent.id}/artifacts", headers={"X-CSRF-Token": csrf},
+                    data=form, files=files)
+    assert r.status_code in (201, 202), r.text
+
+    card = client.get(f"/studies/{study.id}/exports").text
+    assert 'id="no-worker-exports"' in card and "No worker is reading the exports queue" in card
+    assert "No worker is reading the exports queue" in client.get(f"/studies/{study.id}").text
+    uploads = client.get(f"/agents/{agent.id}/artifacts").text
+    assert "No worker is reading the models queue" in uploads
+    assert "No worker is reading the models queue" in client.get("/agents").text
+
+    # A worker's marks (workers/celery_app.py QueueMarks) silence them.
+    for queue in ("exports", "models"):
+        broker.set(jobs.CONSUMER_KEY.format(queue=queue), "w@host", ex=jobs.CONSUMER_TTL_S)
+    _marks_cleared()
+    assert jobs.queues_without_worker() == []
+    assert "No worker is reading" not in client.get(f"/studies/{study.id}/exports").text
+    assert "No worker is reading" not in client.get(f"/agents/{agent.id}/artifacts").text
+
+    # One queue's mark gone: only that one is named. Cached for a while (one read per 15 s).
+    broker.delete(jobs.CONSUMER_KEY.format(queue="models"))
+    assert jobs.queues_without_worker() == []  # still cached
+    _marks_cleared()
+    assert jobs.queues_without_worker() == ["models"]
+
+    # Redis away: the page still answers, at once, saying nothing it cannot know.
+    own_redis.stop()
+    _marks_cleared()
+    started = time.monotonic()
+    r = client.get(f"/studies/{study.id}/exports")
+    assert r.status_code == 200 and "No worker is reading" not in r.text
+    assert time.monotonic() - started < 1.5
+    own_redis.start()
+
+
+def test_compose_restarts_every_long_running_service():
+    """A worker that dies (it exits non-zero) comes back under compose's restart policy."""
+    import yaml
+
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    for name, service in services.items():
+        if name != "migrate":  # one-shot
+            assert service.get("restart") == "unless-stopped", name
