@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import re
 import threading
 import time
 import traceback
@@ -85,6 +86,8 @@ class Job(Base):
     started_at: Mapped[datetime | None] = mapped_column()
     finished_at: Mapped[datetime | None] = mapped_column()
     heartbeat_at: Mapped[datetime | None] = mapped_column()
+    # A failed job's traceback: server paths and code, for admins and the log, never its owner.
+    traceback: Mapped[str | None] = mapped_column(Text)
     # Times a worker has claimed it (a second claim means the first worker died).
     attempts: Mapped[int] = mapped_column(default=0, server_default="0")
 
@@ -309,6 +312,23 @@ def _claim(s: Session, job_id: int, claimable) -> bool:
     return bool(claimed)
 
 
+# Absolute paths of this machine, as an exception's text may carry them (a file not found).
+_SERVER_PATH = re.compile(r"(?<![\w:/.])/(?:home|root|srv|opt|usr|var|tmp|work|app|etc|proc|mnt|data)"
+                          r"(?:/[^\s'\",:;)\]]*)?")
+
+
+def failure_reason(exc: BaseException) -> str:
+    """What a job's owner reads of its failure: the message of a refusal our code raises on
+    purpose (ValueError and its InputError, LookupError, a sandbox's verdict on a model), with
+    any server path blanked; for anything else only the exception's type (the traceback is in
+    the log and in the job's row, for admins)."""
+    shown = isinstance(exc, (ValueError, LookupError, TimeoutError)) or any(
+        c.__name__ == "SandboxError" for c in type(exc).__mro__)
+    if not shown:
+        return f"an internal error ({type(exc).__name__}); an administrator can see the details"
+    return _SERVER_PATH.sub("<path>", str(exc))[:2000]
+
+
 def _execute(job_id: int) -> str:
     """Run a job this worker has claimed; record how it ended."""
     with get_sessionmaker()() as s:
@@ -333,7 +353,9 @@ def _execute(job_id: int) -> str:
             job = s.get(Job, job_id)
             if job.state != "cancelled":
                 job.state, job.finished_at = "failed", utcnow()
-            job.log += f"failed: {exc}\n{traceback.format_exc(limit=3)}"
+            job.log += f"failed: {failure_reason(exc)}\n"
+            # The traceback names server paths and code: the log and admins get it, not the owner.
+            job.traceback = traceback.format_exc(limit=12)[-20_000:]
             log.exception("job %s failed", job_id)
         s.commit()
         return job.state

@@ -1,0 +1,77 @@
+"""A failed job tells its owner why in our words, never the server's paths or code (issue
+26.5): a refusal's message with any path blanked, or only the type of an unexpected error; the
+traceback goes to the log and to admins (`jobs.traceback`, the API's job for an admin)."""
+
+from __future__ import annotations
+
+import pytest
+
+from app import jobs
+from tests.conftest import create_tom_study, login, make_user
+
+SECRET_PATH = "/var/lib/proctor/blobs/exports/7/completions.csv"
+
+
+def crash(session, job, progress):
+    open(SECRET_PATH + ".missing")  # FileNotFoundError naming a server path
+
+
+def refuse(session, job, progress):
+    raise ValueError(f"the export could not be written to {SECRET_PATH}: the disk is full")
+
+
+@pytest.fixture
+def failing_kind():
+    from app.kinds import get_kind, register_kind, unregister_kind
+
+    example = get_kind("wordcount")
+
+    class Failing(type(example)):
+        name = "failingjobs"
+        jobs = {"crash": f"{__name__}:crash", "refuse": f"{__name__}:refuse"}
+        job_queues = {}
+
+        def routers(self):
+            return []
+
+        def cli(self):
+            return None
+
+    register_kind(Failing())
+    yield
+    unregister_kind("failingjobs")
+
+
+@pytest.mark.parametrize("task, shown", [
+    ("crash", "failed: an internal error (FileNotFoundError); an administrator can see the details"),
+    ("refuse", "failed: the export could not be written to <path>: the disk is full")])
+def test_the_owner_reads_the_reason_and_an_admin_the_traceback(client, session, failing_kind, task, shown):
+    owner, admin = make_user(session, "researcher"), make_user(session, "admin")
+    study = create_tom_study(session, owner, title="Failing jobs")
+    job = jobs.create_job(session, f"failingjobs.{task}", study_id=study.id, owner_id=owner.id)
+    session.commit()
+    assert jobs.run_job(job.id) == "failed"
+    session.refresh(job)
+    assert job.log.strip() == shown
+    assert "Traceback" in job.traceback and __name__.rsplit(".", 1)[-1] in job.traceback
+
+    login(client, owner)
+    mine = client.get("/api/v1/jobs", params={"study_id": study.id}).json()
+    [row] = [r for r in mine if r["id"] == job.id]
+    assert row["log"].strip() == shown and "traceback" not in row
+    page = client.get(f"/studies/{study.id}").text
+    assert "Traceback" not in page and "/var/lib" not in page and "test_job_failures" not in page
+
+    client.cookies.clear()
+    login(client, admin)
+    theirs = client.get("/api/v1/jobs", params={"study_id": study.id}).json()
+    [row] = [r for r in theirs if r["id"] == job.id]
+    assert "Traceback" in row["traceback"]
+
+
+def test_failure_reasons_blank_every_server_path():
+    assert jobs.failure_reason(KeyError("no installed kind offers 'x'")) == '"no installed kind offers \'x\'"'
+    assert jobs.failure_reason(ValueError("read /tmp/proctor-x/a.json and /home/me/b")) == "read <path> and <path>"
+    assert jobs.failure_reason(ValueError("see https://example.org/var/x")) == "see https://example.org/var/x"
+    assert jobs.failure_reason(RuntimeError("/srv/app/secret")) == \
+        "an internal error (RuntimeError); an administrator can see the details"
