@@ -4,11 +4,11 @@ tokens (`Authorization: Bearer pct_...`); crowd endpoints use the worker's signe
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, Response, UploadFile
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -23,7 +23,7 @@ from app.config import get_settings
 from app.db import get_sessionmaker
 from app.errors import InputError
 from app.kinds import all_kinds, default_kind, get_kind
-from app.params import MAX_ID, BodyId, Id
+from app.params import MAX_ID, NOT_BLANK, BodyId, Id, OneOf, UPLOAD
 from app.leaderboards.service import compute
 from app.quality import service as quality
 from app.storage import get_store
@@ -78,7 +78,7 @@ def list_studies(session: Session = Depends(db), user: User = Depends(researcher
 
 
 @router.post("/studies", response_model=StudyOut, status_code=201, tags=["studies"])
-async def create_study(request: Request, file: UploadFile = File(...), settings: str = Form("{}"),
+async def create_study(request: Request, file: UploadFile = UPLOAD, settings: str = Form("{}"),
                        kind: str = Form(""), format: str = Form(""),
                        session: Session = Depends(db), user: User = Depends(researcher)):
     """Create a draft study from an item upload. `kind` (default: the first installed kind,
@@ -127,13 +127,17 @@ def edit_study(study_id: Id, body: services.StudyEdit, session: Session = Depend
 
 
 class StateIn(BaseModel):
-    state: str
+    state: Literal["draft", "live", "paused", "closed"]  # STUDY_STATES
 
 
 @router.post("/studies/{study_id}/state", response_model=StudyOut, tags=["studies"])
 def set_state(study_id: Id, body: StateIn, session: Session = Depends(db),
               user: User = Depends(researcher)):
     study = _study(session, study_id, user)
+    if body.state not in services.TRANSITIONS.get(study.state, set()):
+        # A state the study cannot go to from where it is: the request is well formed, the
+        # study is not in the state for it.
+        raise HTTPException(409, f"a {study.state} study cannot become {body.state}")
     return _out(services.set_state(session, study, body.state, session.merge(user)))
 
 
@@ -176,9 +180,9 @@ def revoke_token(token_id: Id, session: Session = Depends(db), user: User = Depe
 
 
 class AgentIn(BaseModel):
-    name: str
-    kind: str | None = None  # the first installed kind when left out
-    version: str = "1"
+    name: Annotated[str, Field(min_length=1, max_length=255, pattern=NOT_BLANK)]  # stripped
+    kind: Annotated[str, OneOf(lambda: all_kinds())] | None = None  # the first installed kind when left out
+    version: Annotated[str, Field(min_length=1, max_length=64, pattern=NOT_BLANK)] = "1"
     description: str = ""
 
 
@@ -206,7 +210,7 @@ def create_agent(body: AgentIn, session: Session = Depends(db), user: User = Dep
 
 
 @router.post("/agents/{agent_id}/artifacts", status_code=201, tags=["agents"])
-async def upload_agent_artifact(agent_id: Id, file: UploadFile = File(None), role: str = Form(...),
+async def upload_agent_artifact(agent_id: Id, file: UploadFile = UPLOAD, role: str = Form(...),
                                 format: str = Form(...), config: str = Form(""),
                                 session: Session = Depends(db), user: User = Depends(researcher)):
     """Upload a new version of an agent's model in one of its kind's roles (docs/agents.md:
@@ -231,7 +235,7 @@ def list_agent_artifacts(agent_id: Id, session: Session = Depends(db),
 
 
 @router.post("/studies/{study_id}/agents/{agent_id}/outputs", tags=["agents"])
-async def import_outputs(study_id: Id, agent_id: Id, file: UploadFile = File(...),
+async def import_outputs(study_id: Id, agent_id: Id, file: UploadFile = UPLOAD,
                          session: Session = Depends(db), user: User = Depends(researcher)):
     """Import an agent's outputs, in the study's kind's format (for `tom`: JSONL
     `{"question_id", "answer"}`; for `navigation`: a model listener's paths, R2R predictions or
@@ -245,7 +249,7 @@ async def import_outputs(study_id: Id, agent_id: Id, file: UploadFile = File(...
 
 
 @router.post("/studies/{study_id}/annotations/import", status_code=201, tags=["studies"])
-async def import_prior_annotations(study_id: Id, file: UploadFile = File(None), source: str = Form(""),
+async def import_prior_annotations(study_id: Id, file: UploadFile = UPLOAD, source: str = Form(""),
                                    session: Session = Depends(db), user: User = Depends(researcher)):
     """Load people's annotations from an earlier study as the work of external annotators,
     scored like the study's own and shown on its leaderboard marked "(imported)"; `source`
@@ -282,18 +286,20 @@ def start_export(study_id: Id, session: Session = Depends(db), user: User = Depe
 JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
 
 
-def _job_dict(job: jobs.Job) -> dict:
+def _job_dict(job: jobs.Job, user: User | None = None) -> dict:
+    """A job as its owner sees it; an admin also gets a failed job's traceback."""
     store = get_store()
     files = {name: store.url(key) for name, key in (job.result or {}).get("files", {}).items()}
     return {"id": job.id, "task": job.task, "study_id": job.study_id, "state": job.state,
             "done": job.done, "total": job.total, "log": job.log, "files": files,
             "created_at": job.created_at.isoformat() if job.created_at else None,
-            "finished_at": job.finished_at.isoformat() if job.finished_at else None}
+            "finished_at": job.finished_at.isoformat() if job.finished_at else None,
+            **({"traceback": job.traceback} if user is not None and user.role == "admin" and job.traceback else {})}
 
 
 @router.get("/jobs", tags=["exports"])
 def list_jobs(study_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
-              state: Annotated[str | None, Query(max_length=16)] = None,
+              state: Literal[JOB_STATES] | None = None,
               limit: Annotated[int, Query(ge=1, le=500)] = 100,
               session: Session = Depends(db), user: User = Depends(researcher)):
     """Your jobs (an admin: everyone's), newest first: exports, generation runs, validations,
@@ -304,11 +310,9 @@ def list_jobs(study_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
         q = q.where(jobs.Job.owner_id == user.id)
     if study_id is not None:
         q = q.where(jobs.Job.study_id == _study(session, study_id, user).id)
-    if state is not None:
-        if state not in JOB_STATES:
-            raise InputError(f"unknown state {state!r}: one of {', '.join(JOB_STATES)}", field="state")
+    if state is not None:  # one of JOB_STATES: FastAPI refuses others (422), the schema lists them
         q = q.where(jobs.Job.state == state)
-    return [_job_dict(j) for j in session.scalars(q)]
+    return [_job_dict(j, user) for j in session.scalars(q)]
 
 
 @router.get("/jobs/{job_id}", tags=["exports"])
@@ -316,7 +320,7 @@ def get_job(job_id: Id, session: Session = Depends(db), user: User = Depends(res
     job = session.get(jobs.Job, job_id)
     if job is None or (job.owner_id != user.id and user.role != "admin"):
         raise HTTPException(404, "no such job among yours")
-    return _job_dict(job)
+    return _job_dict(job, user)
 
 
 @router.post("/jobs/{job_id}/cancel", tags=["exports"])
@@ -331,8 +335,12 @@ def cancel_job(job_id: Id, session: Session = Depends(db), user: User = Depends(
 
 
 class DecisionIn(BaseModel):
+    # A rejection says why (the worker is told): a reason with more than spaces.
+    model_config = ConfigDict(json_schema_extra={
+        "if": {"properties": {"decision": {"const": "reject"}}},
+        "then": {"required": ["reason"], "properties": {"reason": {"pattern": NOT_BLANK}}}})
     participant_ids: list[BodyId]
-    decision: str
+    decision: Literal["approve", "reject"]
     reason: str = ""
 
 

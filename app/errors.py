@@ -8,6 +8,8 @@ from pydantic import BaseModel
 class InputError(ValueError):
     """Bad input from an upload or a request; nothing has been stored when it is raised."""
 
+    status_code = 422  # the API's answer (the pages answer every refusal of input with 422)
+
     def __init__(self, message: str, *, line: int | None = None, field: str | None = None):
         self.message = message
         self.line = line
@@ -24,6 +26,20 @@ class InputError(ValueError):
 
     def as_dict(self) -> dict:
         return {"detail": str(self), "line": self.line, "field": self.field}
+
+
+class Conflict(InputError):
+    """A well-formed request that the state of what it names refuses (a study of another kind
+    or past its draft, a name already taken): the API answers 409, as its schema says."""
+
+    status_code = 409
+
+
+class Missing(InputError):
+    """A well-formed request naming, in its body, a row that is not there (or not among the
+    caller's): the API answers 404, as it does for a path's id."""
+
+    status_code = 404
 
 
 class ErrorOut(BaseModel):

@@ -45,6 +45,19 @@ def served_routes(routes):
             yield r
 
 
+def allowed_methods(app, scope) -> list[str]:
+    """Every method the request's path answers, over all the routes on it: Starlette's 405
+    names only the first route that matched the path (a path's GET and POST are often two
+    routes, from two routers), so its `Allow` left the others out."""
+    from starlette.routing import Match
+
+    methods: set[str] = set()
+    for route in served_routes(app.router.routes):
+        if getattr(route, "methods", None) and route.matches(scope)[0] is not Match.NONE:
+            methods |= route.methods
+    return sorted(methods)
+
+
 def _refuse_clashes(app: FastAPI) -> None:
     seen: dict[tuple[str, str], str] = {}
     for route in served_routes(app.router.routes):
@@ -540,7 +553,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
     @app.exception_handler(InputError)
     async def input_error(request: Request, exc: InputError):
         if wants_json(request):
-            return JSONResponse(exc.as_dict(), status_code=422)
+            return JSONResponse(exc.as_dict(), status_code=exc.status_code)
         return render(request, "error.html", status_code=422, title="That input was refused",
                       message=str(exc))
 
@@ -603,6 +616,9 @@ def create_app(database_url: str | None = None) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 405 and (methods := allowed_methods(request.app, request.scope)):
+            exc = StarletteHTTPException(405, exc.detail, headers={**(exc.headers or {}),
+                                                                   "Allow": ", ".join(methods)})
         return error_response(request, exc)
 
     _refuse_clashes(app)

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from app import audit
 from app.auth.models import IMPORTED_PLATFORM, User
 from app.db import lost_a_race, retrying, utcnow
-from app.errors import InputError
+from app.errors import Conflict, InputError, Missing
 from app.kinds import all_kinds, get_kind
 from app.kinds.base import GoldResult, TaskKind
 from app.leaderboards.totals import lock_totals
@@ -334,10 +334,10 @@ def _decide(session, study, participant_ids, decision, actor, reason) -> int:
     for pid in participant_ids:
         p = locked.get(pid)
         if p is None:
-            raise InputError(f"no participant {pid} in this study", field="participant_id")
+            raise Missing(f"no participant {pid} in this study", field="participant_id")
         if p.status == "rejected" != decision:
-            raise InputError(f"participant {pid} was rejected; a rejection is final",
-                             field="participant_id")
+            raise Conflict(f"participant {pid} was rejected; a rejection is final",
+                           field="participant_id")
     changed = 0
     rejected: list[int] = []
     for p in sorted(locked.values(), key=lambda p: p.id):

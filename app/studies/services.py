@@ -34,7 +34,8 @@ class StudySettings(BaseModel):
     gold_rate: float = Field(0.1, ge=0.0, le=0.9)
     lease_seconds: int = Field(900, ge=30, le=7 * 24 * 3600)
     completion_code: str = Field("", max_length=64)
-    redirect_url: str = Field("", max_length=1000)
+    # The schema says what _http_only checks (it words the refusal): empty, or http(s)://.
+    redirect_url: str = Field("", max_length=1000, json_schema_extra={"pattern": r"^(https?://|$)"})
     consent_text: str = ""
     instructions: str = ""
     payment: str = Field("", max_length=100)

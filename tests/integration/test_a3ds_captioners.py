@@ -199,7 +199,7 @@ def test_bad_requests_are_refused_naming_the_field(client, session, researcher):
         assert r.status_code == 422 and r.json()["field"] == field, (body, r.text)
     services.set_state(session, session.merge(study), "live", researcher)
     r = client.post(url, json={"speaker": "short"})
-    assert r.status_code == 422 and r.json()["field"] == "study" and "draft" in r.json()["detail"]
+    assert r.status_code == 409 and r.json()["field"] == "study" and "draft" in r.json()["detail"]
     assert client.get(url).json() == []  # nothing queued
 
 

@@ -123,7 +123,7 @@ POST /api/v1/agents/{agent_id}/artifacts                401    401    201    404
 POST /api/v1/studies/{study_id}/agents/{agent_id}/outputs 401  401    200    404    200    200     404     200     401
 # generation runs: the probe sends no paths file and the probe run has no job, so the callers
 # who may use them get 422 (the input's fault), the others 404
-POST /api/v1/studies/{study_id}/generations             401    401    422    404    422    422     404     422     401
+POST /api/v1/studies/{study_id}/generations             401    401    409    404    409    409     404     409     401
 GET  /api/v1/generations/{run_id}                       401    401    200    404    200    200     404     200     401
 POST /api/v1/generations/{run_id}/cancel                401    401    422    404    422    422     404     422     401
 # ---- STS suites (app/kinds/sts/views.py): researchers, each on their own suites, recordings
@@ -685,9 +685,13 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
                  "POST /api/v1/wordcount/studies/{study_id}/tally"):
         pass
     elif key in ("POST /api/v1/studies/{study_id}/generations", "POST /studies/{study_id}/generations"):
+        # The API's schema requires the file: sent, so that another's study is a 404 (and one's
+        # own refused for what is in it), not a 422 for a missing field.
         form = {"speaker_artifact_id": "1"}
+        if key.startswith("POST /api/"):
+            files = {"file": ("paths.json", b"[]", "application/json")}
     elif key == "POST /api/v1/hexagons/studies/{study_id}/generations":
-        kw["json"] = {}
+        kw["json"] = {"artifact_id": 999999}  # required by the schema; no such artifact
     elif key in ("POST /hexagons/studies/{study_id}/generations", "POST /api/v1/hexagons/generations/{job_id}/cancel"):
         form = {} if key.startswith("POST /hexagons/") else None
     elif key == "POST /api/v1/a3ds/studies/{study_id}/generations":

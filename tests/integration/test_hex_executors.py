@@ -258,7 +258,7 @@ def test_bad_requests_are_refused_naming_the_field(client, session, researcher, 
     assert client.get(f"/api/v1/hexagons/generations/{r.json()['id']}", headers=as_other).status_code == 404
     tom = create_tom_study(session, researcher)
     r = client.post(f"/api/v1/hexagons/studies/{tom.id}/generations", json={"artifact_id": artifact})
-    assert r.status_code == 422 and r.json()["field"] == "study"
+    assert r.status_code == 409 and r.json()["field"] == "study"  # a study of another kind
     # Only the one accepted request made a job.
     assert len(session.scalars(select(jobs.Job).where(jobs.Job.task == "hexagons.generate")).all()) == 1
 

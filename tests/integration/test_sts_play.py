@@ -244,7 +244,7 @@ def test_plays_become_the_owners_recordings_once_under_pseudonyms(client, sessio
                               "recordings": [r.id for r in rows]},
                         headers={"X-CSRF-Token": api})
     # The failed plays never succeed, so they have no step before success (refused by name).
-    assert mined.status_code == 422 and mined.json()["field"] == "actions"
+    assert mined.status_code == 409 and mined.json()["field"] == "actions"  # the recording's
     assert f"recording play:{study.id}:" in mined.json()["detail"] and "never succeeds" in mined.json()["detail"]
     mined = client.post(f"/api/v1/sts/suites/{suite['id']}/versions/1/scenarios",
                         json={"rule": "before success", "k": 2, "continuation": 10,
@@ -273,7 +273,7 @@ def test_plays_become_the_owners_recordings_once_under_pseudonyms(client, sessio
                                      _jsonl(demo_lines()[:2]), "continuations")
     r = client.post("/api/v1/sts/recordings/from-study", json={"study_id": markers.id},
                     headers={"X-CSRF-Token": admin_csrf})
-    assert r.status_code == 422 and r.json()["field"] == "study_id"
+    assert r.status_code == 409 and r.json()["field"] == "study_id"  # a study, not one of plays
 
 
 def test_the_study_page_button_stores_the_plays(client, session):

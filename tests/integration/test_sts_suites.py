@@ -174,14 +174,15 @@ def test_bulk_rules_take_over_where_they_say(api, session, owner):
     assert got == {i: success[i] - 2 for i in recs if success[i] >= 2} and turns not in got
     assert out["inapplicable"] == 1 + sum(success[i] < 2 for i in recs)
     assert all("rule:before success" in s["tags"] for s in out["added"])
-    # Named explicitly, a recording the rule cannot take is refused by name, and nothing added.
+    # Named explicitly, a recording the rule cannot take is refused by name (409: the request is
+    # well formed, the stored recording does not allow it), and nothing added.
     suite = _suite(api, name="explicit")
     r = _mine(api, suite, 1, rule="before success", k=1, recordings=[recs[0], turns])
-    assert r.status_code == 422 and r.json()["field"] == "actions" and "recording turns" in r.json()["detail"]
+    assert r.status_code == 409 and r.json()["field"] == "actions" and "recording turns" in r.json()["detail"]
     r = _mine(api, suite, 1, rule="before success", k=99, recordings=[recs[0]])
-    assert r.status_code == 422 and r.json()["field"] == "k"
+    assert r.status_code == 409 and r.json()["field"] == "k"
     r = _mine(api, suite, 1, takeover=success[recs[0]], recordings=[recs[0]])
-    assert r.status_code == 422 and r.json()["field"] == "takeover" and "nothing is left" in r.json()["detail"]
+    assert r.status_code == 409 and r.json()["field"] == "takeover" and "nothing is left" in r.json()["detail"]
     r = _mine(api, suite, 1, takeover=1, recordings=[recs[0]], category="by hand")
     assert r.status_code == 201 and r.json()["added"][0]["takeover"] == 1
     assert r.json()["added"][0]["category"] == "by hand"

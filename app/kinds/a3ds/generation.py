@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from app import jobs
 from app.agents.models import Agent, AgentArtifact
 from app.auth.models import User
-from app.errors import InputError
+from app.errors import Conflict, InputError
 from app.kinds.a3ds.speakers import SPEAKERS
 from app.params import MAX_ID
 from app.studies.models import Item, Study
@@ -67,10 +67,10 @@ def create_run(session: Session, study: Study, user: User, *, speaker: object = 
     submits it (jobs.submit). One of `speaker` (a built-in one) or `artifact_id` (a valid
     captioner)."""
     if study.kind != KIND_NAME:
-        raise InputError("captioner runs are for A3DS studies", field="study")
+        raise Conflict("captioner runs are for A3DS studies", field="study")
     if study.state != "draft":
-        raise InputError(f"captions become items, and items are only added to a draft study; this one is "
-                         f"{study.state}", field="study")
+        raise Conflict(f"captions become items, and items are only added to a draft study; this one is "
+                       f"{study.state}", field="study")
     if (speaker is None) == (artifact_id is None):
         raise InputError(f"name one captioner: speaker ({', '.join(SPEAKERS)}) or artifact_id (an uploaded or "
                          "trained captioner)", field="speaker")

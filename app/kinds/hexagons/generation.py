@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from app import jobs
 from app.agents.models import Agent, AgentArtifact, AgentOutput
 from app.auth.models import User
-from app.errors import InputError
+from app.errors import Conflict, InputError
 from app.params import MAX_ID
 from app.studies.models import Item, Study
 
@@ -70,7 +70,7 @@ def create_run(session: Session, study: Study, user: User, *, artifact_id: objec
     submits it (jobs.submit). The outputs go to `agent_id`, by default the artifact's agent; a
     run replaces that agent's outputs on the study."""
     if study.kind != KIND_NAME:
-        raise InputError("executor runs are for Hexagons studies", field="study")
+        raise Conflict("executor runs are for Hexagons studies", field="study")
     if (study.kind_settings or {}).get("mode") == "description":
         raise InputError("executor runs are for execution studies: a description study has no "
                          "instructions to execute yet", field="study")

@@ -9,7 +9,7 @@ classify the error, fix the gold board and label the step's abstraction. Executo
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request, Response
 from fastapi.responses import RedirectResponse
@@ -334,9 +334,9 @@ def label_step_page(request: Request, study_id: Id, item_id: Id, step: Id, level
 
 class GenerationIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    artifact_id: BodyId | None = None
+    artifact_id: BodyId  # the executor to run (a valid Hexagons executor artifact)
     agent_id: BodyId | None = None
-    on: str = "gold"
+    on: Literal[generation.ONS] = "gold"
     batch_size: int = Field(generation.DEFAULT_BATCH, ge=1, le=generation.MAX_BATCH)
 
 

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from app import jobs
 from app.agents.models import Agent, AgentArtifact
 from app.auth.models import User
-from app.errors import InputError
+from app.errors import Conflict, InputError
 from app.kinds.navigation.models import Candidate, GenerationRun, Rollout
 from app.params import MAX_ID
 from app.studies.models import Study
@@ -103,10 +103,10 @@ def create_run(session: Session, study: Study, user: User, *, speaker_artifact_i
                batch_size: object = 8, k: object = None, top_p: object = 1.0) -> GenerationRun:
     """Check everything, store the run and its job in one transaction; the caller enqueues."""
     if study.kind != KIND_NAME:
-        raise InputError("generation runs are for navigation studies", field="study")
+        raise Conflict("generation runs are for navigation studies", field="study")
     if study.state != "draft":
-        raise InputError(f"items can only be added to a draft study; this one is {study.state}",
-                         field="study")
+        raise Conflict(f"items can only be added to a draft study; this one is {study.state}",
+                       field="study")
     if design not in DESIGNS:
         raise InputError(f"design is one of {', '.join(DESIGNS)}", field="design")
     if metric not in METRICS:

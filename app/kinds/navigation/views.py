@@ -20,7 +20,7 @@ from app.agents.models import Agent, AgentArtifact
 from app.kinds.navigation.models import Environment, GenerationRun
 from app.kinds.navigation.panoramas import import_panoramas, panorama_urls
 from app.kinds.navigation.traces import export_trace
-from app.params import Id
+from app.params import Id, UPLOAD
 from app.studies.models import Annotation, Bundle, Item, Study
 from app.studies.services import can_manage
 from app.web import flash, read_upload, render
@@ -202,7 +202,7 @@ async def start_run(session: Session, study: Study, user: User, file: UploadFile
 
 
 @api.post("/studies/{study_id}/generations", status_code=202, tags=["generation"])
-async def start_generation(study_id: Id, file: UploadFile = File(None), speaker_artifact_id: str = Form(""),
+async def start_generation(study_id: Id, file: UploadFile = UPLOAD, speaker_artifact_id: str = Form(""),
                            listener_artifact_ids: str = Form(""), n: str = Form(""), k: str = Form(""),
                            m: str = Form(""), metric: str = Form("ndtw"), design: str = Form("evaluation"),
                            max_len: str = Form(""), seed: str = Form(""), batch_size: str = Form(""),

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from app import jobs
 from app.agents.models import Agent
 from app.auth.models import User
-from app.errors import InputError
+from app.errors import Conflict, InputError
 from app.kinds.sts import rollout
 from app.kinds.sts.models import Continuation, GenerationRun, Recording, Scenario, Suite, SuiteVersion
 from app.kinds.sts.policies import policy_for_agent
@@ -57,7 +57,7 @@ def create_run(session: Session, user: User, suite: Suite, version: SuiteVersion
     seed = _int(seed, "seed", 0, 2**31 - 1)
     batch_size = _int(batch_size, "batch_size", 1, MAX_BATCH)
     if not session.scalar(select(func.count()).select_from(scenarios_query(version).subquery())):
-        raise InputError(f"version {version.number} has no scenarios to continue", field="version")
+        raise Conflict(f"version {version.number} has no scenarios to continue", field="version")
     going = session.scalar(
         select(GenerationRun.job_id).join(jobs.Job, jobs.Job.id == GenerationRun.job_id)
         .join(SuiteVersion, SuiteVersion.id == GenerationRun.version_id)

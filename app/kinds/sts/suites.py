@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from app.agents.models import Agent
 from app.auth.models import User
 from app.db import utcnow
+from app import errors
 from app.errors import InputError
 from app.kinds.sts import mining
 from app.kinds.sts.env import MAX_SEED, SimulatorError, get_simulator
@@ -33,7 +34,7 @@ MAX_TAG = mining.MAX_TAG_LENGTH
 DEFAULT_CONTINUATION = 40  # the agent's own steps, when a researcher does not say
 
 
-class Conflict(InputError):
+class Conflict(errors.Conflict):
     """A request the suite's state refuses: a published version changed, a second draft, a
     generation already going. The API answers 409."""
 
@@ -167,8 +168,8 @@ def play_recordings(session: Session, user: User, study_id: int, *, only_success
     if study is None or not can_manage(user, study):
         raise NotFound("no such study among yours")
     if study.kind != KIND_NAME or (study.kind_settings or {}).get("mode") != MODE:
-        raise InputError(f"study {study.id} is not a play study (its items are not missions people play)",
-                         field="study_id")
+        raise Conflict(f"study {study.id} is not a play study (its items are not missions people play)",
+                       field="study_id")
     owner = session.get(User, study.owner_id)
     prefix = f"play:{study.id}:"
     have = set(session.scalars(select(Recording.external_id).where(
@@ -235,7 +236,7 @@ def create_suite(session: Session, owner: User, name: object, description: objec
     if not isinstance(description, str):
         raise InputError("description must be text", field="description")
     if session.scalar(select(Suite.id).where(Suite.owner_id == owner.id, Suite.name == name)) is not None:
-        raise InputError(f"you already have a suite named {name!r}", field="name")
+        raise Conflict(f"you already have a suite named {name!r}", field="name")
     suite = Suite(owner_id=owner.id, name=name, description=description.strip())
     session.add(suite)
     session.flush()
@@ -311,8 +312,8 @@ def publish(session: Session, version: SuiteVersion) -> SuiteVersion:
         raise Conflict(f"version {version.number} was published on {version.published_at:%Y-%m-%d %H:%M} UTC",
                        field="version")
     if not session.scalar(select(func.count(Scenario.id)).where(Scenario.version_id == version.id)):
-        raise InputError(f"version {version.number} adds no scenarios: add some before publishing it",
-                         field="version")
+        raise Conflict(f"version {version.number} adds no scenarios: add some before publishing it",
+                       field="version")
     version.state, version.published_at = "published", utcnow()
     session.commit()
     return version
@@ -374,13 +375,14 @@ def _owners_recordings(session: Session, suite: Suite, ids: object) -> list[Reco
     rows = {r.id: r for r in session.scalars(q.where(Recording.id.in_(list(ids))))}
     missing = [i for i in ids if i not in rows]
     if missing:
-        raise InputError(f"no recording {missing[0]} among the suite owner's", field="recordings")
+        raise errors.Missing(f"no recording {missing[0]} among the suite owner's", field="recordings")
     return [rows[i] for i in dict.fromkeys(ids)]
 
 
 def _scenario_error(row: Recording, exc: RecordingError) -> InputError:
-    """A mining refusal about a stored recording: named by the recording, not an upload line."""
-    return InputError(f"recording {recording_label(row)}: {exc.message}", field=exc.field)
+    """A mining refusal about a stored recording: named by the recording, not an upload line;
+    a 409 (the request is well formed, the recording does not allow it: a takeover past its end)."""
+    return Conflict(f"recording {recording_label(row)}: {exc.message}", field=exc.field)
 
 
 def add_scenarios(session: Session, version: SuiteVersion, *, rule: str | None = None, k: object = None,
@@ -576,9 +578,9 @@ def resolve_agent(session: Session, user: User, suite: Suite, spec: object, fiel
                          f"not {spec!r}", field=field)
     agent = session.get(Agent, spec)
     if agent is None or not (user.role == "admin" or agent.owner_id in (user.id, suite.owner_id)):
-        raise InputError(f"no agent {spec} among yours", field=field)
+        raise errors.Missing(f"no agent {spec} among yours", field=field)
     if agent.kind != KIND_NAME:
-        raise InputError(f"agent {spec} is a {agent.kind} agent, not an STS one", field=field)
+        raise Conflict(f"agent {spec} is a {agent.kind} agent, not an STS one", field=field)
     return agent
 
 

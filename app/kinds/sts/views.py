@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, UploadFile
 from fastapi.responses import RedirectResponse
@@ -26,13 +26,13 @@ from app.errors import InputError
 from app.kinds.sts import generation, play, suites
 from app.kinds.sts.env import get_simulator
 from app.kinds.sts.frames import MAX_FRAMES, ensure_strip
-from app.kinds.sts.mining import RULES
+from app.kinds.sts.mining import MAX_CONTINUATION, MAX_TAGS, RULES
 from app.kinds.sts.models import Continuation, GenerationRun, Recording
-from app.params import MAX_ID, BodyId, Id
+from app.params import MAX_ID, NOT_BLANK, NOT_BOOL, BodyId, Id, OneOf, UPLOAD
 
 # Numbers in bodies are bounded where they enter (the database's INTEGER range); the services
 # check what each one may be.
-Count = Annotated[int, Field(ge=0, le=MAX_ID)]
+Count = Annotated[int, Field(ge=0, le=MAX_ID), NOT_BOOL]
 from app.storage import get_store
 from app.studies.models import Assignment, Item
 from app.studies.services import StudySettings
@@ -50,13 +50,12 @@ TIMELINE_TILE = 12
 
 @contextmanager
 def _answers():
-    """The services' refusals as HTTP: not yours 404, a published version's change 409."""
+    """The services' refusals as HTTP: not yours 404; a published version's change, a
+    Conflict, is an InputError the app answers with 409 and its field."""
     try:
         yield
     except suites.NotFound as exc:
         raise HTTPException(404, str(exc)) from None
-    except suites.Conflict as exc:
-        raise HTTPException(409, str(exc)) from None
 
 
 def _version(session: Session, user: User, suite_id: int, number: int):
@@ -68,7 +67,7 @@ def _version(session: Session, user: User, suite_id: int, number: int):
 
 
 @api.post("/recordings", status_code=201)
-async def upload_recordings(file: UploadFile = File(None), session: Session = Depends(db),
+async def upload_recordings(file: UploadFile = UPLOAD, session: Session = Depends(db),
                             user: User = Depends(researcher)) -> dict:
     """Recordings as JSONL (one {id?, level, seed, mission, actions, actor?} a line; see
     docs/kinds/sts.md). Every line is replayed; the first bad one is refused (422) with its
@@ -80,9 +79,9 @@ async def upload_recordings(file: UploadFile = File(None), session: Session = De
 
 class ExpertIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    level: str
-    seeds: list[Count] = Field(min_length=1)
-    max_steps: Count | None = None
+    level: Annotated[str, OneOf(lambda: get_simulator().levels())]
+    seeds: list[Count] = Field(min_length=1, max_length=suites.MAX_SEEDS)
+    max_steps: Annotated[int, Field(ge=1, le=MAX_ID), NOT_BOOL] | None = None
 
 
 @api.post("/recordings/expert", status_code=201)
@@ -151,7 +150,7 @@ def preview_play_state(request: Request, study_id: Id, item_id: Id,
 
 class SuiteIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str
+    name: Annotated[str, Field(min_length=1, max_length=suites.MAX_NAME, pattern=NOT_BLANK)]  # stripped
     description: str = ""
 
 
@@ -208,15 +207,28 @@ def list_scenarios(suite_id: Id, number: Id, session: Session = Depends(db),
             "scenarios": suites.scenario_list(session, user, version)}
 
 
+# A scenario's category and tags: non-blank texts of at most MAX_TAG characters, 20 tags.
+Tag = Annotated[str, Field(min_length=1, max_length=suites.MAX_TAG, pattern=NOT_BLANK)]
+Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS)]
+Steps = Annotated[int, Field(ge=1, le=MAX_CONTINUATION), NOT_BOOL]
+
+
 class ScenariosIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    rule: str | None = None
+    # Either a rule (bulk; "before success" with k) or a takeover step (one recording).
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"oneOf": [
+        {"required": ["rule"], "properties": {"rule": {"type": "string"}, "takeover": {"type": "null"}}},
+        {"required": ["takeover", "recordings"], "properties": {
+            "takeover": {"type": "integer"}, "rule": {"type": "null"},
+            "recordings": {"type": "array", "minItems": 1, "maxItems": 1}}}],
+        "if": {"required": ["rule"], "properties": {"rule": {"const": "before success"}}},
+        "then": {"required": ["k"], "properties": {"k": {"type": "integer", "minimum": 1}}}})
+    rule: Literal[RULES] | None = None
     k: Count | None = None
     takeover: Count | None = None
-    recordings: list[BodyId] | None = None
-    continuation: Count = suites.DEFAULT_CONTINUATION
-    category: str | None = None
-    tags: list[str] = Field(default_factory=list)
+    recordings: Annotated[list[BodyId], Field(min_length=1)] | None = None
+    continuation: Steps = suites.DEFAULT_CONTINUATION
+    category: Tag | None = None
+    tags: Tags = Field(default_factory=list)
 
 
 @api.post("/suites/{suite_id}/versions/{number}/scenarios", status_code=201)
@@ -245,10 +257,10 @@ def version_agents(suite_id: Id, number: Id, session: Session = Depends(db),
 class ScenarioPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
     takeover: Count | None = None
-    continuation: Count | None = None
-    category: str | None = None
-    tags: list[str] | None = None
-    instruction: str | None = None
+    continuation: Steps | None = None
+    category: Tag | None = None
+    tags: Tags | None = None
+    instruction: Annotated[str, Field(min_length=1, pattern=NOT_BLANK)] | None = None
 
 
 @api.patch("/scenarios/{scenario_id}")
@@ -272,7 +284,7 @@ def delete_scenario(scenario_id: Id, session: Session = Depends(db), user: User 
 
 class TagIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    tag: str
+    tag: Tag
 
 
 @api.post("/scenarios/{scenario_id}/tags")
@@ -293,13 +305,20 @@ def remove_tag(scenario_id: Id, tag: str, session: Session = Depends(db), user: 
 # --- API: generation and studies ------------------------------------------------------------
 
 
+BUILTIN_NAMES = tuple(suites.BUILTIN_AGENTS)  # expert, random
+
+
 class GenerationIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Exactly one of agent_id and agent (the route refuses both or neither), as the schema says.
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"oneOf": [
+        {"required": ["agent_id"], "properties": {"agent_id": {"type": "integer"}, "agent": {"type": "null"}}},
+        {"required": ["agent"], "properties": {"agent": {"type": "string"}, "agent_id": {"type": "null"}}}]})
     agent_id: BodyId | None = None
-    agent: str | None = None  # a built-in agent's name
-    continuations: Count = generation.DEFAULT_CONTINUATIONS
+    agent: Literal[BUILTIN_NAMES] | None = None  # a built-in agent's name
+    continuations: Annotated[int, Field(ge=1, le=generation.MAX_CONTINUATIONS),
+                             NOT_BOOL] = generation.DEFAULT_CONTINUATIONS
     seed: Count = 0
-    batch_size: Count = generation.DEFAULT_BATCH
+    batch_size: Annotated[int, Field(ge=1, le=generation.MAX_BATCH), NOT_BOOL] = generation.DEFAULT_BATCH
 
 
 def _start_run(session: Session, user: User, suite_id: int, number: int, agent_spec, continuations, seed,
@@ -663,7 +682,7 @@ def _drop_metric(session: Session, study, name: str) -> dict:
 
 
 @api.post("/studies/{study_id}/metrics")
-async def import_metrics(study_id: Id, file: UploadFile = File(None), session: Session = Depends(db),
+async def import_metrics(study_id: Id, file: UploadFile = UPLOAD, session: Session = Depends(db),
                          user: User = Depends(researcher)) -> dict:
     """Per-agent metrics as CSV: an `agent` column and one column per metric. The leaderboard
     correlates each with the agents' success shares (Spearman)."""

@@ -1,0 +1,80 @@
+"""The OpenAPI document says what the code accepts (issue 26): a query parameter with a fixed
+set of values lists them and a value outside is refused (422) by FastAPI itself; a name the
+code refuses when empty has minLength 1 in the schema; and a method a path does not answer is
+a 405 whose Allow lists exactly the methods of that path, over every route on it. The fuzz
+(test_api_fuzz.py) checks the same with every schemathesis check; these are the named cases."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.conftest import make_user
+
+JSON = {"Accept": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def doc():
+    from app.main import create_app
+
+    return create_app("sqlite://").openapi()
+
+
+def _schema(doc, ref_or_schema: dict) -> dict:
+    ref = ref_or_schema.get("$ref")
+    return doc["components"]["schemas"][ref.rsplit("/", 1)[-1]] if ref else ref_or_schema
+
+
+def _json_body(doc, path: str, method: str = "post") -> dict:
+    return _schema(doc, doc["paths"][path][method]["requestBody"]["content"]["application/json"]["schema"])
+
+
+def test_job_states_are_listed_and_others_refused(doc, app, session):
+    from app.api import JOB_STATES
+    from app.auth.security import create_token
+
+    (state,) = [p for p in doc["paths"]["/api/v1/jobs"]["get"]["parameters"] if p["name"] == "state"]
+    listed = [s for alt in state["schema"]["anyOf"] for s in alt.get("enum", [])]
+    assert listed == list(JOB_STATES)
+    token = create_token(session, make_user(session, "researcher"), "t")
+    session.commit()
+    with TestClient(app, headers={"Authorization": f"Bearer {token}", **JSON}) as c:
+        assert c.get("/api/v1/jobs?state=done").status_code == 200
+        for bad in ("whatever", ""):
+            r = c.get(f"/api/v1/jobs?state={bad}")
+            assert r.status_code == 422 and r.json()["field"] == "state", r.text
+
+
+def test_empty_names_are_refused_as_the_schema_says(doc, app, session):
+    from app.auth.security import create_token
+
+    for path, field in (("/api/v1/agents", "name"), ("/api/v1/sts/suites", "name")):
+        prop = _json_body(doc, path)["properties"][field]
+        assert prop["minLength"] == 1 and prop["pattern"] == r"\S", (path, prop)
+    decision = _json_body(doc, "/api/v1/studies/{study_id}/review")["properties"]["decision"]
+    assert decision["enum"] == ["approve", "reject"]
+    token = create_token(session, make_user(session, "admin"), "t")
+    session.commit()
+    with TestClient(app, headers={"Authorization": f"Bearer {token}", **JSON}) as c:
+        for name in ("", "   "):
+            for path in ("/api/v1/agents", "/api/v1/sts/suites"):
+                r = c.post(path, json={"name": name})
+                assert r.status_code == 422 and r.json()["field"] == "name", (path, name, r.text)
+        assert c.post("/api/v1/agents", json={"name": "a"}).status_code == 201
+
+
+def test_a_405_allows_exactly_the_methods_of_its_path(doc, app):
+    """A path's GET and POST (or GET and PATCH) are separate routes: the 405 lists both."""
+    with TestClient(app, headers=JSON) as c:
+        for path, url in (("/api/v1/studies", "/api/v1/studies"), ("/api/v1/agents", "/api/v1/agents"),
+                          ("/api/v1/studies/{study_id}", "/api/v1/studies/1"),
+                          ("/api/v1/jobs/{job_id}/cancel", "/api/v1/jobs/1/cancel")):
+            documented = {m.upper() for m in doc["paths"][path]}
+            for method in ("OPTIONS", "PUT", "DELETE", "TRACE"):
+                if method in documented:
+                    continue
+                r = c.request(method, url)
+                assert r.status_code == 405, (method, url, r.status_code)
+                allow = {m.strip() for m in r.headers["allow"].split(",")} - {"HEAD"}
+                assert allow == documented, (method, url, r.headers["allow"])
