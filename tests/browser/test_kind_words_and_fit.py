@@ -98,6 +98,7 @@ def test_the_end_page_counts_picture_pairs_not_questions(live_server, page):
     page.locator("#consent").click()
     for k in (1, 2):
         expect(page.get_by_text(f"Picture pair {k} of 2", exact=True)).to_be_visible()
+        page.wait_for_load_state()  # the keys are the deferred app.js's: a press before it is lost
         page.keyboard.press("1")
         page.keyboard.press("Enter")
     expect(page.get_by_role("heading", name="Thank you!")).to_be_visible()
