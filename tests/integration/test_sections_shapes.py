@@ -146,6 +146,8 @@ def test_a3ds_tables_are_shown_whole_with_holm_p_and_z_columns(session):
     p = 1 - 2 / math.sqrt(6)
     assert [paired[k]["p"] for k in paired] == pytest.approx([p, p, 1.0])
     assert [paired[k]["p_holm"] for k in paired] == pytest.approx([3 * p, 3 * p, 1.0])
+    # Cohen's d_z = mean / sd of the differences: (2/3) / (1/sqrt(3)) = 1.155 twice, then 0.
+    assert [paired[k]["d_z"] for k in paired] == [1.155, 1.155, 0.0]
 
 
 def test_a3ds_a_lone_captioner_has_no_rank(session):
@@ -206,6 +208,10 @@ def test_hexagons_tables_are_shown_whole_with_the_studys_score_metric(session):
     p = pairs.get(("copier v1", "painter v1")) or pairs["painter v1", "copier v1"]
     assert p["procedures"] == 11
     assert (p["board_f1_p"], p["action_f1_p"]) == ("< 0.001", "< 0.001")
+    # Holm over the family (agents, baselines, pooled people): every pair has its adjusted p.
+    assert all(r[f"{m}_holm"] is not None for r in pairs.values() for m in ("board_f1", "action_f1")
+               if r.get(f"{m}_p") not in (None, "—"))
+    assert p["action_f1_holm"] is not None
     assert abs(p["board_f1"]["mean"]) == pytest.approx(1 / 6)
 
 
