@@ -489,5 +489,15 @@ def page(browser):
     ctx = browser.new_context()
     pg = ctx.new_page()
     pg.set_default_timeout(10000)
+    # A page's text shows before its scripts run (app.js is deferred behind each kind's
+    # item.js), so a key pressed the moment a heading appears could reach no handler; on loaded
+    # CI cores that gap was hundreds of ms. A person presses keys on a loaded page: each key
+    # here waits for the "load" event first (at once when it has fired).
+    kb = pg.keyboard
+    for name in ("press", "type", "down", "insert_text"):
+        def waiting(*a, _orig=getattr(kb, name), **kw):
+            pg.wait_for_load_state("load")
+            return _orig(*a, **kw)
+        setattr(kb, name, waiting)
     yield pg
     ctx.close()
