@@ -28,7 +28,7 @@ from app.leaderboards.service import compute
 from app.quality import service as quality
 from app.storage import get_store
 from app.studies import assignment, hotpath, services
-from app.studies.models import Item, Study
+from app.studies.models import Item, Study, StudyState
 from app.studies.views import (crowd_bundle, done_context, fast_consent, fast_end,
                                fast_lease, kind_options, retry_after, task_state)
 from app.web import rate_limit, read_upload
@@ -127,7 +127,7 @@ def edit_study(study_id: Id, body: services.StudyEdit, session: Session = Depend
 
 
 class StateIn(BaseModel):
-    state: Literal["draft", "live", "paused", "closed"]  # STUDY_STATES
+    state: StudyState
 
 
 @router.post("/studies/{study_id}/state", response_model=StudyOut, tags=["studies"])

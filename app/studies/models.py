@@ -1,13 +1,17 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal, get_args
 
 from sqlalchemy import Float, ForeignKey, Index, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, utcnow
 
-STUDY_STATES = ("draft", "live", "paused", "closed")
+# The one list of a study's states: the API validates against the type, the services' TRANSITIONS
+# are keyed by it (tests/unit/test_study_states.py).
+StudyState = Literal["draft", "live", "paused", "closed"]
+STUDY_STATES: tuple[str, ...] = get_args(StudyState)
 
 
 class Study(Base):
