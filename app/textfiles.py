@@ -49,10 +49,16 @@ def jsonl_objects(data: bytes | str):
 
 
 def csv_rows(reader, text: str | None = None):
-    """The rows of a `csv.reader`, with the csv module's own errors (a cell longer than
-    `csv.field_size_limit()`, a NUL byte, an unclosed quote in strict mode) as an InputError
-    naming the line where the record starts, instead of a `_csv.Error` (a 500). Given the
-    file's `text`, a cell over the limit is named by its column (the first row is the header)."""
+    """The rows of a `csv.reader`, refusing as csv_records() does."""
+    return (row for _, row in csv_records(reader, text))
+
+
+def csv_records(reader, text: str | None = None):
+    """(line where the record starts, row) for each record of a `csv.reader`, with the csv
+    module's own errors (a cell longer than `csv.field_size_limit()`, a NUL byte, an unclosed
+    quote in strict mode) as an InputError naming that line, instead of a `_csv.Error` (a 500).
+    Given the file's `text`, a cell over the limit is named by its column (the first row is the
+    header)."""
     start, header = 1, None
     while True:
         try:
@@ -69,7 +75,7 @@ def csv_rows(reader, text: str | None = None):
             raise InputError(f"malformed CSV: {exc}", line=start) from None
         if header is None and row:
             header = [name.strip() for name in row]
-        yield row
+        yield start, row
         start = reader.line_num + 1
 
 

@@ -33,7 +33,7 @@ from pydantic import BaseModel
 
 from app import jsonsafe
 from app.errors import InputError
-from app.textfiles import decode_upload
+from app.textfiles import csv_records, decode_upload
 from app.kinds.tom.rules import BELIEFS, CERTAINTIES, CG_LABELS, STOP, STOP_VS16, gold_answer, parse_question
 
 COLUMNS = (
@@ -124,46 +124,9 @@ def normalise_answer(value) -> str | None:
 def _records(text: str):
     """(first line, cells) per CSV record, skipping blank lines."""
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    start, header = 1, None
-    while True:
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            if "field larger than field limit" in str(exc):
-                raise _long_cell(text, start, header) from None
-            raise InputError(f"malformed CSV: {exc}", line=start) from None
+    for start, row in csv_records(reader, text):
         if len(row) > 1 or (row and row[0].strip()):  # a blank line is not a record
-            header = header or [name.strip() for name in row]
             yield start, row
-        start = reader.line_num + 1
-
-
-def _long_cell(text: str, line: int, header: list[str] | None) -> InputError:
-    """The refusal for a record with a cell over the csv module's limit, naming its column (the
-    module's own message names neither): a scan of the record's quotes and commas."""
-    limit = csv.field_size_limit()
-    i = 0
-    for _ in range(line - 1):
-        i = text.index("\n", i) + 1
-    cell, length, quoted = 0, 0, False
-    while i < len(text) and length <= limit:
-        c = text[i]
-        if quoted and c == '"' and text[i + 1:i + 2] == '"':
-            length, i = length + 1, i + 2
-            continue
-        if c == '"':
-            quoted = not quoted
-        elif not quoted and c == ",":
-            cell, length = cell + 1, 0
-        elif not quoted and c in "\r\n":
-            break
-        else:
-            length += 1
-        i += 1
-    field = header[cell] if header and cell < len(header) else None
-    return InputError(f"a cell is longer than the limit of {limit} characters", line=line, field=field)
 
 
 def _split_context(text: str, line: int) -> tuple[list[tuple[str, str]], list[int]]:
