@@ -1036,7 +1036,8 @@ def rank_intervals(per_item_scores: Mapping[str, Sequence[float]], n_boot: int =
     ``per_item_scores[name][i]`` is system ``name``'s score on item ``i``; every list covers the
     same items in the same order.  ``n_boot`` resamples draw the items with replacement
     (``numpy.random.default_rng(seed)``), the same items for every system, and rank the systems'
-    resampled means.  Tied means (within 1e-12) share every rank of the tie, so in one resample
+    resampled means (past ``_EXACT_DRAW_BUDGET`` draws, items with at most 1024 distinct score
+    patterns are drawn as multinomial pattern counts: the same law, another random stream).  Tied means (within 1e-12) share every rank of the tie, so in one resample
     a tied system's best rank is 1 + the number of systems strictly above it and its worst rank
     the number at or above it.  ``best`` is the 2.5th percentile of the best ranks and ``worst``
     the 97.5th of the worst ranks (both actual ranks, never interpolated), widened if need be
@@ -1067,12 +1068,25 @@ def rank_intervals(per_item_scores: Mapping[str, Sequence[float]], n_boot: int =
     best_obs, worst_obs = ranks(scores.mean(axis=1))
     best_all = np.empty((n_boot, k), dtype=np.int64)
     worst_all = np.empty((n_boot, k), dtype=np.int64)
-    rows_per_chunk = max(1, _CHUNK_ELEMENTS // n)
+    weights = None
+    if n * n_boot > _EXACT_DRAW_BUDGET:
+        # Many items (100k on a big study: a second of index draws). Where the items carry few
+        # distinct score patterns (0/1 scores, totals of a few), draw how many times each
+        # pattern is picked, Multinomial(n, pattern counts / n): the same law as drawing
+        # items, at a cost that does not grow with n (bootstrap_mean_interval's distinct path).
+        patterns, pattern_counts = np.unique(scores.T, axis=0, return_counts=True)
+        if patterns.shape[0] <= _MAX_DISTINCT_EXACT:
+            scores, weights = patterns.T, pattern_counts / n
+    units = scores.shape[1]
+    rows_per_chunk = max(1, _CHUNK_ELEMENTS // units)
     for start in range(0, n_boot, rows_per_chunk):
         stop = min(n_boot, start + rows_per_chunk)
-        idx = rng.integers(0, n, size=(stop - start, n))
-        counts = np.zeros((stop - start, n))
-        np.add.at(counts, (np.arange(stop - start)[:, None], idx), 1.0)
+        if weights is not None:
+            counts = rng.multinomial(n, weights, size=stop - start).astype(float)
+        else:
+            idx = rng.integers(0, n, size=(stop - start, n))
+            counts = np.zeros((stop - start, n))
+            np.add.at(counts, (np.arange(stop - start)[:, None], idx), 1.0)
         best_all[start:stop], worst_all[start:stop] = ranks(counts @ scores.T / n)
     best = np.minimum(np.quantile(best_all, 0.025, axis=0, method="lower"), best_obs)
     worst = np.maximum(np.quantile(worst_all, 0.975, axis=0, method="higher"), worst_obs)

@@ -1425,6 +1425,44 @@ def test_rank_intervals_clear_cases():
     assert S.rank_intervals({"a": a, "b": b}, seed=2) == S.rank_intervals({"a": a, "b": b}, seed=2)
 
 
+def test_rank_intervals_on_many_items_draw_score_patterns_in_the_same_law(monkeypatch):
+    # 40,000 items x 1000 resamples is past the draw budget: 0/1 scores of three systems have
+    # at most 8 patterns, whose resample counts are drawn instead of the items. b is 0.005
+    # above a (z about 1.4: b beats a in about 92% of resamples), c far above both.
+    rng = np.random.default_rng(3)
+    n = 40_000
+
+    def ones(k):
+        x = np.zeros(n)
+        x[rng.permutation(n)[:k]] = 1.0
+        return x
+
+    scores = {"a": ones(20_000), "b": ones(20_200), "c": ones(24_000)}
+    assert n * 1000 > S._EXACT_DRAW_BUDGET
+    drawn = []
+    real_rng = np.random.default_rng
+
+    class Recording:
+        def __init__(self, seed):
+            self._rng = real_rng(seed)
+
+        def multinomial(self, n, pvals, size):
+            drawn.append(len(pvals))
+            return self._rng.multinomial(n, pvals, size=size)
+
+        def __getattr__(self, name):
+            return getattr(self._rng, name)
+
+    monkeypatch.setattr(np.random, "default_rng", Recording)
+    fast = S.rank_intervals(scores)
+    assert drawn and max(drawn) <= 8  # the patterns were drawn, not the items
+    monkeypatch.setattr(S, "_EXACT_DRAW_BUDGET", 1 << 62)  # the plain draw of items
+    drawn.clear()
+    exact = S.rank_intervals(scores)
+    assert not drawn
+    assert fast == exact == {"c": (1, 1), "b": (2, 3), "a": (2, 3)}
+
+
 def test_rank_intervals_hand_case_and_edges():
     # two items; a = (1, 0), b = (0, 1): resamples {1,1}: a first, {2,2}: b first, {1,2}: tie,
     # so both systems take every rank
