@@ -54,6 +54,23 @@ def with_icons(text) -> Markup:
 templates.env.filters["icons"] = with_icons
 
 
+def no_worker_note(queue: str, waiting, what: str, key: str = "") -> Markup:
+    """Under a list of jobs (exports, model checks, generation runs): while some wait
+    (`waiting` not empty) and no Celery worker reads their queue, a note saying they wait until
+    one starts (issue 26.1); nothing otherwise. Redis is asked only then, and at most every 15 s
+    (jobs.queues_without_worker)."""
+    from app import jobs
+
+    if not waiting or queue not in jobs.queues_without_worker([queue]):
+        return Markup("")
+    return Markup('<p class="flash warn" role="status" id="no-worker-{}{}">No worker is reading the {} '
+                  'queue: {} wait until one starts (<code>proctor worker --queues {}</code>).</p>'
+                  ).format(queue, f"-{key}" if key else "", queue, what, queue)
+
+
+templates.env.globals["no_worker_note"] = no_worker_note
+
+
 def wants_json(request: Request) -> bool:
     """An API call, or a page's script asking for JSON (static/app.js's inline forms): errors
     and answers as JSON, not pages."""

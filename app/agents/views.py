@@ -9,7 +9,6 @@ from fastapi.responses import RedirectResponse
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app import jobs
 from app.agents import artifacts
 from app.agents.models import Agent, AgentArtifact, AgentOutput
 from app.auth.deps import db, require, verify_csrf
@@ -28,14 +27,6 @@ researcher = require("researcher", "admin")
 
 def _model_kinds() -> dict:
     return {name: k for name, k in all_kinds().items() if k.artifact_roles}
-
-
-def _idle_queues(rows) -> list[str]:
-    """["models"] while an upload waits for its check and no worker reads the models queue:
-    the table says so (issue 26.1). Asked only then, and cheaply (jobs.queues_without_worker)."""
-    if any(a.state == "pending" for a in rows):
-        return jobs.queues_without_worker(["models"])
-    return []
 
 
 @router.get("/agents")
@@ -62,7 +53,6 @@ def agents_page(request: Request, session: Session = Depends(db), user: User = D
             outputs[agent_id].append((study_id, title, n))
     return render(request, "research/agents.html", agents=agents, artifacts=by_agent, kinds=kinds,
                   outputs=outputs, all_kinds=all_kinds(),
-                  idle_queues=_idle_queues([a for arts in by_agent.values() for a in arts]),
                   limit_mb=get_settings().max_artifact_bytes // (1024 * 1024))
 
 
@@ -97,5 +87,4 @@ def artifacts_rows(request: Request, agent_id: Id, session: Session = Depends(db
     """The agent's artifact table alone: what the page polls while a verdict is pending."""
     agent = artifacts.owned_agent(session, agent_id, user)
     rows = artifacts.list_artifacts(session, agent)
-    return render(request, "research/agent_artifacts.html", agent=agent, rows=rows,
-                  idle_queues=_idle_queues(rows))
+    return render(request, "research/agent_artifacts.html", agent=agent, rows=rows)

@@ -295,14 +295,6 @@ def _recent_exports(session: Session, study: Study) -> list[jobs.Job]:
                            .order_by(jobs.Job.id.desc()).limit(10)).all()
 
 
-def _idle_queues(exports: list[jobs.Job]) -> list[str]:
-    """["exports"] while an export waits and no worker reads its queue: the card says so
-    (issue 26.1). Asked only then, and cheaply (jobs.queues_without_worker)."""
-    if any(j.state in ("queued", "running") for j in exports):
-        return jobs.queues_without_worker(["exports"])
-    return []
-
-
 def _study(session: Session, study_id: int, user: User) -> Study:
     return managed_study(session, study_id, user, "No such study among yours.")
 
@@ -460,7 +452,7 @@ def _study_page(request: Request, session: Session, study: Study, user: User,
     exports = _recent_exports(session, study)
     return render(request, "research/study.html", status_code=status_code, errors=errors or {},
                   user=user, study=study, agents=agents, my_agents=my_agents, exports=exports,
-                  idle_queues=_idle_queues(exports), store=get_store(),
+                  store=get_store(),
                   kind=get_kind(study.kind), **get_kind(study.kind).study_context(session, study),
                   progress=assignment.progress(session, study),
                   links={"mturk": f"{base}/s/{study.slug}?workerId=...&assignmentId=...&hitId=...",
@@ -530,7 +522,7 @@ def study_exports(request: Request, study_id: Id, session: Session = Depends(db)
     study = _study(session, study_id, user)
     exports = _recent_exports(session, study)
     return render(request, "research/_exports.html", study=study, exports=exports,
-                  idle_queues=_idle_queues(exports), store=get_store())
+                  store=get_store())
 
 
 @router.post("/studies/{study_id}/state")

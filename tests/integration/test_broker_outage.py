@@ -286,6 +286,16 @@ def test_the_pages_say_when_a_queue_has_no_worker(app, client, session, own_redi
     uploads = client.get(f"/agents/{agent.id}/artifacts").text
     assert "No worker is reading the models queue" in uploads
     assert "No worker is reading the models queue" in client.get("/agents").text
+    # A generation run waits in the models queue too: its section (and the study page) says so.
+    from tests.integration.test_a3ds_captioners import study_of
+
+    drafted = study_of(session, owner, "Captions nobody makes")
+    r = client.post(f"/api/v1/a3ds/studies/{drafted.id}/generations", json={"speaker": "short"},
+                    headers={"X-CSRF-Token": csrf})
+    assert r.status_code == 202, r.text
+    runs = client.get(f"/a3ds/studies/{drafted.id}/generations").text
+    assert 'id="no-worker-models"' in runs and "these runs wait until one starts" in runs
+    assert "No worker is reading the models queue" in client.get(f"/studies/{drafted.id}").text
 
     # A worker's marks (workers/celery_app.py QueueMarks) silence them.
     for queue in ("exports", "models"):
@@ -294,6 +304,7 @@ def test_the_pages_say_when_a_queue_has_no_worker(app, client, session, own_redi
     assert jobs.queues_without_worker() == []
     assert "No worker is reading" not in client.get(f"/studies/{study.id}/exports").text
     assert "No worker is reading" not in client.get(f"/agents/{agent.id}/artifacts").text
+    assert "No worker is reading" not in client.get(f"/a3ds/studies/{drafted.id}/generations").text
 
     # One queue's mark gone: only that one is named. Cached for a while (one read per 15 s).
     broker.delete(jobs.CONSUMER_KEY.format(queue="models"))
