@@ -280,9 +280,11 @@ async def answer(request: Request, slug: str):
         if inline:
             raise  # the page's script shows it beside the form (static/app.js)
         # Without the script: the same item again, its lease kept, the refusal beside it.
+        refused = str(exc)
+
         def again():
             with get_sessionmaker(request.app.state.database_url)() as session:
-                return _task_page(request, session, slug, refused=str(exc))
+                return _task_page(request, session, slug, refused=refused)
 
         return await run_in_threadpool(again)
 

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from app.kinds.navigation.grammar import describe_path
 from app.kinds.navigation.house import generate_house, sample_paths
 from workers.navigation.features import (
-    FEATURES_VERSION, SPECIALS, Vocabulary, World, pad_batch, stack_steps)
+    FEATURES_VERSION, Vocabulary, World, pad_batch, stack_steps)
 from app.kinds.navigation.architectures import check_vocabulary
 from workers.navigation.loading import LOADER
 from workers.validation import Invalid, call_checked, record_validation, sandboxed_verdict

@@ -126,8 +126,6 @@ def targets_page(request: Request, study_id: Id, session: Session = Depends(db),
 @router.post("/hexagons/studies/{study_id}/targets")
 def add_target_page(request: Request, study_id: Id, target_id: str = Form(""), board: str = Form(""),
                     category: str = Form(""), session: Session = Depends(db), user: User = Depends(researcher)):
-    import json
-
     from app import jsonsafe
     from app.kinds.hexagons.description import add_target as add
 

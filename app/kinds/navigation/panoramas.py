@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import io
 import math
-import re
 import struct
 import time
 from collections.abc import Iterable

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from app import jobs
 from app.agents.models import Agent
 from app.auth.models import User
-from app.errors import Conflict, InputError
+from app.errors import InputError
 from app.kinds.sts import rollout
 from app.kinds.sts.models import Continuation, GenerationRun, Recording, Scenario, Suite, SuiteVersion
 from app.kinds.sts.policies import policy_for_agent
