@@ -57,7 +57,6 @@ __all__ = [
     "krippendorff_alpha",
     "krippendorff_alpha_nominal",
     "fleiss_kappa",
-    "bootstrap_mean_interval",
     "bounded_mean",
     "paired_t_test",
     "paired_cluster_difference",
@@ -82,7 +81,6 @@ WILSON_EFFECTIVE = "Wilson (effective n)"
 WILSON_EFFECTIVE_CLUSTERED = "Wilson (effective n, clusters)"
 WHOLE_RANGE = "whole range (one unit)"
 BERNOULLI_SUM = "normal (sum of Bernoullis)"
-PERCENTILE = "percentile bootstrap"
 T_PAIRED = "t on paired differences"
 BONETT_PRICE = "adjusted Wald (Bonett-Price)"
 ALPHA_BOOTSTRAP = "bootstrap over items (percentile)"
@@ -666,18 +664,11 @@ def fleiss_kappa(
 # ---------------------------------------------------------------------------
 # bootstrap
 
-# Up to this many distinct values the bootstrap is run on the distinct values
-# with multinomial resample counts: exact, and cost independent of len(values).
+# Rank intervals draw items with replacement while len(items) * n_boot stays below this (about
+# 0.2 s of work); beyond it, items with at most _MAX_DISTINCT_EXACT distinct score patterns are
+# drawn as multinomial counts of each pattern (the same law, at a cost that does not grow).
 _MAX_DISTINCT_EXACT = 1024
-# Plain index resampling is used while len(values) * n_boot stays below this
-# (about 0.2 s of work); beyond it continuous data go to the binned sampler.
 _EXACT_DRAW_BUDGET = 1 << 25
-# The binned sampler starts from this many equal-count bins, may refine them
-# up to _MAX_BINS, and may leave at most this share of the total sum of
-# squares inside bins.
-_INITIAL_BINS = 256
-_MAX_BINS = 1024
-_MAX_WITHIN_SHARE = 1e-4
 # Elements per chunk of resampled indices (keeps the working set in cache).
 _CHUNK_ELEMENTS = 1 << 17
 
@@ -685,169 +676,6 @@ _CHUNK_ELEMENTS = 1 << 17
 def _percentile_interval(means: np.ndarray) -> tuple[float, float]:
     low, high = np.percentile(means, [2.5, 97.5])
     return float(low), float(high)
-
-
-def _resample_means_distinct(
-    rng: np.random.Generator, distinct: np.ndarray, counts: np.ndarray, n_boot: int
-) -> np.ndarray:
-    """Exact bootstrap means when the data are ``distinct`` values with ``counts``.
-
-    Resampling ``n`` values with replacement puts a Multinomial(n, counts/n)
-    number of draws on each distinct value, so sampling those counts is the
-    same in law as resampling indices.
-    """
-    n = int(counts.sum())
-    pvals = counts / n
-    rows = max(1, (1 << 20) // distinct.size)
-    means = np.empty(n_boot)
-    for start in range(0, n_boot, rows):
-        stop = min(n_boot, start + rows)
-        draws = rng.multinomial(n, pvals, size=stop - start)
-        means[start:stop] = (draws @ distinct) / n
-    return means
-
-
-def _mean_along(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    return x.sum(axis=axis) / x.shape[axis]
-
-
-def _index_bootstrap(rng: np.random.Generator, x: np.ndarray, n_boot: int):
-    """The plain percentile bootstrap of the mean (resampling indices): scipy.stats.bootstrap,
-    in batches of about 2**17 drawn indices. Consecutive batches continue one random stream,
-    so the result does not depend on the batch size. Returns scipy's BootstrapResult."""
-    return scipy.stats.bootstrap((x,), _mean_along, n_resamples=n_boot, batch=max(1, _CHUNK_ELEMENTS // x.size),
-                                 vectorized=True, axis=-1, method="percentile", confidence_level=0.95,
-                                 **{_RNG_ARG: rng})
-
-
-def _resample_means_binned(
-    rng: np.random.Generator, x: np.ndarray, n_boot: int
-) -> np.ndarray | None:
-    """Fast bootstrap means for many distinct values, or ``None`` if unsuitable.
-
-    The sorted values are cut into contiguous bins: ``_INITIAL_BINS``
-    equal-count bins, then every bin holding too much of the spread is split
-    at its value midpoint (which isolates outliers quickly) until the
-    within-bin sum of squares is at most ``_MAX_WITHIN_SHARE`` (1e-4) of the
-    total, with at most ``_MAX_BINS`` bins.
-
-    How many of the ``n`` draws land in each bin is then sampled exactly
-    (multinomial).  The sum of the draws inside bin ``b`` is its count
-    ``C_b`` times the bin mean plus a residual with mean 0 and variance
-    exactly ``C_b * var_b``, which is drawn as a normal variable.  Only the
-    *shape* of that residual is approximated, and it carries at most 1e-4 of
-    the variance of the resampled mean, so its effect on the percentiles is
-    orders of magnitude below the Monte Carlo error of a 2000-resample
-    bootstrap.  If no such binning is found, ``None`` is returned and the
-    caller resamples exactly.
-    """
-    n = x.size
-    xs = np.sort(x)
-    centre = float(xs.mean())
-    c = xs - centre
-    p1 = np.concatenate(([0.0], np.cumsum(c)))
-    p2 = np.concatenate(([0.0], np.cumsum(c * c)))
-    total_ss = float(p2[-1] - p1[-1] * p1[-1] / n)
-    if not total_ss > 0:
-        return None
-    budget = _MAX_WITHIN_SHARE * total_ss
-    per_bin = budget / _MAX_BINS
-    starts = np.unique(np.linspace(0, n, _INITIAL_BINS, endpoint=False).astype(np.intp))
-    for _ in range(64):
-        ends = np.append(starts[1:], n)
-        sizes = ends - starts
-        sums = p1[ends] - p1[starts]
-        # Prefix-sum differences carry an absolute error of about eps * total_ss,
-        # far below the per-bin threshold; clip the rounding noise at zero.
-        within_ss = np.maximum(p2[ends] - p2[starts] - sums * sums / sizes, 0.0)
-        if within_ss.sum() <= budget:
-            break
-        split = within_ss > per_bin
-        s, e = starts[split], ends[split]
-        mid = xs[s] / 2 + xs[e - 1] / 2
-        cut = np.clip(np.searchsorted(xs, mid, side="right"), s + 1, e - 1)
-        starts = np.union1d(starts, cut)
-        if starts.size > _MAX_BINS:
-            return None
-    else:
-        return None
-    bin_offsets = sums / sizes  # bin means minus ``centre``
-    within_var = within_ss / sizes
-    pvals = sizes / n
-    rows = max(1, (1 << 20) // sizes.size)
-    means = np.empty(n_boot)
-    for start in range(0, n_boot, rows):
-        stop = min(n_boot, start + rows)
-        draws = rng.multinomial(n, pvals, size=stop - start)
-        noise = rng.standard_normal(draws.shape) * np.sqrt(draws * within_var)
-        means[start:stop] = centre + (draws @ bin_offsets + noise.sum(axis=1)) / n
-    return means
-
-
-def bootstrap_mean_interval(
-    values: Sequence[float], n_boot: int = 2000, seed: int = 0, *, exact: bool = False
-) -> Estimate:
-    """Sample mean with a 95% percentile-bootstrap interval (method ``"percentile bootstrap"``).
-
-    Kept for its callers; it is still the plain percentile bootstrap and does NOT delegate to
-    :func:`mean_interval`, because it also serves unbounded values and large data.  For scores
-    in [0, 1] use :func:`mean_interval`: this interval under-covers in small studies (87.6% for
-    Bernoulli(0.9) at n = 20, 65% at n = 10; docs/benchmarks.md "Interval coverage").
-
-    ``n_boot`` resamples of ``len(values)`` draws with replacement are taken
-    with ``numpy.random.default_rng(seed)``, so the result is reproducible;
-    the interval is the 2.5th-97.5th percentile (linear interpolation) of the
-    resample means, and ``mean`` is the plain sample mean.  A percentile
-    interval need not be centred on the mean.
-
-    Strategies (chosen automatically, all vectorised):
-
-    * at most 1024 distinct values (binary outcomes, ratings, averages of a
-      few ratings): multinomial counts over the distinct values - exact, and
-      the cost does not grow with ``len(values)`` (milliseconds for a few
-      distinct values, ~0.2 s at 1024);
-    * else, if ``len(values) * n_boot <= 2**25``: exact index resampling by
-      ``scipy.stats.bootstrap`` (percentile method, in batches; ~0.2 s at most);
-    * otherwise (many distinct values and many draws) a binned sampler that
-      is exact between bins and moment-exact within them, ~0.1-0.3 s for
-      100k values (see ``_resample_means_binned``; when it cannot bound the
-      approximation it declines and index resampling is used instead).
-
-    ``exact=True`` always uses plain index resampling (``scipy.stats.bootstrap``);
-    it costs roughly 6 ns per draw, i.e. over a second for 100k values x 2000
-    resamples.
-
-    The strategies consume the random stream differently, so the same seed
-    gives different (equally valid) intervals under different strategies.
-    An empty input gives ``nan`` mean and bounds with ``n == 0``.
-    """
-    x = _finite_array(values, "values")
-    n_boot = _count(n_boot, "n_boot")
-    if n_boot < 1:
-        raise ValueError("n_boot must be at least 1")
-    n = int(x.size)
-    if n == 0:
-        return Estimate(n=0, mean=NAN, low=NAN, high=NAN, method=PERCENTILE)
-    mean = float(math.fsum(x.tolist()) / n)
-    rng = np.random.default_rng(seed)
-    distinct, counts = np.unique(x, return_counts=True)
-    if distinct.size == 1:
-        value = float(distinct[0])
-        return Estimate(n=n, mean=value, low=value, high=value, method=PERCENTILE)
-    # Plain index resampling is scipy.stats.bootstrap's. The two samplers of our own stay
-    # because they draw one count per distinct value or bin instead of n indices per
-    # resample: 2000 resamples of a million annotations are 2e9 indices for scipy, and the
-    # leaderboard has a second for them (DESIGN.md section 9).
-    means: np.ndarray | None = None
-    if distinct.size <= _MAX_DISTINCT_EXACT and not exact:
-        means = _resample_means_distinct(rng, distinct, counts, n_boot)
-    elif not exact and n * n_boot > _EXACT_DRAW_BUDGET:
-        means = _resample_means_binned(rng, x, n_boot)  # None when it cannot bound its error
-    if means is None:
-        ci = _index_bootstrap(rng, x, n_boot).confidence_interval
-        return Estimate(n=n, mean=mean, low=float(ci.low), high=float(ci.high), method=PERCENTILE)
-    low, high = _percentile_interval(means)
-    return Estimate(n=n, mean=mean, low=low, high=high, method=PERCENTILE)
 
 
 # ---------------------------------------------------------------------------
@@ -1037,9 +865,10 @@ def rank_intervals(per_item_scores: Mapping[str, Sequence[float]], n_boot: int =
     same items in the same order.  ``n_boot`` resamples draw the items with replacement
     (``numpy.random.default_rng(seed)``), the same items for every system, and rank the systems'
     resampled means (past ``_EXACT_DRAW_BUDGET`` draws, items with at most 1024 distinct score
-    patterns are drawn as multinomial pattern counts: the same law, another random stream).  Tied means (within 1e-12) share every rank of the tie, so in one resample
-    a tied system's best rank is 1 + the number of systems strictly above it and its worst rank
-    the number at or above it.  ``best`` is the 2.5th percentile of the best ranks and ``worst``
+    patterns are drawn as multinomial pattern counts: the same law, another random stream).
+    Tied means (within 1e-12) share every rank of the tie, so in one resample a tied system's
+    best rank is 1 + the number of systems strictly above it and its worst rank the number at
+    or above it.  ``best`` is the 2.5th percentile of the best ranks and ``worst``
     the 97.5th of the worst ranks (both actual ranks, never interpolated), widened if need be
     to hold the ranks on the observed items.  Fewer than ``MIN_RANK_UNITS`` items: every system
     gets ``(1, k)`` (the data cannot order them).
@@ -1073,7 +902,7 @@ def rank_intervals(per_item_scores: Mapping[str, Sequence[float]], n_boot: int =
         # Many items (100k on a big study: a second of index draws). Where the items carry few
         # distinct score patterns (0/1 scores, totals of a few), draw how many times each
         # pattern is picked, Multinomial(n, pattern counts / n): the same law as drawing
-        # items, at a cost that does not grow with n (bootstrap_mean_interval's distinct path).
+        # items, at a cost that does not grow with n.
         patterns, pattern_counts = np.unique(scores.T, axis=0, return_counts=True)
         if patterns.shape[0] <= _MAX_DISTINCT_EXACT:
             scores, weights = patterns.T, pattern_counts / n
