@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+DOCUMENTS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
 PROCTOR = Path(sys.executable).parent / "proctor"  # the installed command, as a user runs it
 # `proctor` as a command (not proctor_client, proctor-x, proctor.requests), then its words: one
 # name, alternatives (`speaker|listener`, `demo | serve`) or a glob (`import-*`).
