@@ -146,8 +146,13 @@ class TaskKind(ABC):
         a worker process never loads the web code)."""
         return []
 
+    # Earlier names of the kind's command group, still answered (hidden from the help) for a
+    # release, so scripts written against them keep working.
+    cli_aliases: ClassVar[tuple[str, ...]] = ()
+
     def cli(self):
-        """A click group added to `proctor` (`proctor <group> ...`), or None."""
+        """A click group added to `proctor` under the kind's name (`proctor <name> ...`), or
+        None. One name per thing: the group is named as the kind (`cli_aliases` keeps old ones)."""
         return None
 
     def train_commands(self) -> list:
@@ -285,10 +290,17 @@ class TaskKind(ABC):
         """A kind's own leaderboard section, shown under the generic table, or None.
 
         {"tables": [{"key": str, "title": str, "note": str (optional),
-                     "columns": [{"key": str, "label": str}, ...],
+                     "columns": [{"key": str, "label": str, "help": str}, ...],
                      "rows": [{column key: cell, ...}, ...]}, ...]}
-        A cell is a string, a number, None, or an estimate {"n", "mean", "low", "high"}
-        (rendered as the mean with its interval). Optionally "figures": [{"title": str,
+        Every column carries "help": one short sentence saying what the number is, its unit or
+        scale, and, where it has an interval, what is resampled for it (e.g. "Share (0-1) of
+        ... with a 95% interval resampling scenarios."). The page shows it on hover (the
+        header's title) and in "What the columns mean" under the table (a tap or the
+        keyboard opens it); tests/integration/test_column_help.py fails a column without it.
+        A cell is a string, a number, None, an estimate {"n", "mean", "low", "high"}
+        (rendered as the mean with its interval), or a word with its reason {"text",
+        "reason"} (e.g. a d_z of "∞" or "—": app.leaderboards.rows.effect_size_cell, which
+        every Cohen's d_z cell goes through). Optionally "figures": [{"title": str,
         "svg": Markup}, ...] (app.leaderboards.plot draws intervals and CDFs), shown above them."""
         return None
 
