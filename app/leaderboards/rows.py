@@ -5,6 +5,7 @@ build their rows with these, so rows side by side are computed by one function."
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 from sqlalchemy import func, select, text
@@ -76,3 +77,27 @@ def majority_dict(by_cat: dict, seen: int, right: int, totals) -> dict:
             "accuracy": est(correct, answered),
             "by_category": {cat: est(c[1], c[0]) for cat, c in by_cat.items()},
             "consistency": est(right, seen) if seen else None}
+
+
+# A d_z column's help (app/kinds/base.py: one sentence per column, shown on the page).
+D_Z_HELP = ("Cohen's d_z: the mean paired difference divided by the differences' standard deviation "
+            "(unitless, no interval); ∞: every difference the same nonzero value, —: undefined.")
+# Why a Cohen's d_z cell shows no finite number (effect_size_cell).
+DZ_INFINITE = "every paired difference is the same nonzero value: no spread to divide by"
+DZ_NO_EFFECT = "every paired difference is 0: no effect and no spread"
+DZ_TOO_FEW = "fewer than 2 shared units"
+
+
+def effect_size_cell(dz: float, n: int | None = None) -> float | dict:
+    """Cohen's d_z (stats.paired_effect's "cohen_dz": mean / sd of the paired differences) as
+    a leaderboard cell, by one rule for every section: a finite d_z is the number rounded to 3
+    places; an infinite one (sd 0, mean not 0) is {"text": "∞" or "−∞", "reason": why}; an
+    undefined one (NaN: under 2 units, or every difference 0) is {"text": "—", "reason": why}.
+    `n`: the number of paired units, to name the reason. JSON-safe (no NaN, no infinity); the
+    page shows the text with its reason beside it (templates/research/_estimates.html)."""
+    x = float(dz)
+    if math.isfinite(x):
+        return round(x, 3) + 0.0  # + 0.0: -0.0 reads 0.0
+    if math.isinf(x):
+        return {"text": "∞" if x > 0 else "−∞", "reason": DZ_INFINITE}
+    return {"text": "—", "reason": DZ_TOO_FEW if n is not None and n < 2 else DZ_NO_EFFECT}

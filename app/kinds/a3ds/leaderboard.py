@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from app.kinds.a3ds.metrics import KEYS, LABELS
 from app.leaderboards import stats
+from app.leaderboards.rows import D_Z_HELP, effect_size_cell
 from app.studies.models import Annotation, Item, Study
 
 
@@ -93,6 +94,20 @@ def _by_pair(items) -> dict:
     return out
 
 
+# Each metric's help (one sentence, shown on the page under each table: app/kinds/base.py).
+METRIC_HELP = {
+    "discriminative": "Share (0-1) of the captioner's captions that mention a feature in which the two pictures differ.",
+    "contrastive_efficiency": "Mean (0-1) over discriminative captions of 1 - (c - 1) / (z - 1), c the differing "
+                              "features mentioned, z those there are: 1 = names exactly one difference.",
+    "relevance": "Mean (0-1) of 1 - (k - c) / (6 - z): one minus the share of the features both pictures "
+                 "share that the caption mentions (pairs with z = 6 left out: undefined).",
+    "optimal": "Share (0-1) of captions that mention exactly one differing feature.",
+    "n_mentioned": "Mean number of the scene's 6 features the caption mentions (0-6).",
+}
+CORRELATION_HELP = ("Spearman's rho (-1 to 1) over pairs between this metric and the pair's listener accuracy, "
+                    "with its p and the number of pairs; \"-\" where undefined.")
+
+
 def section(session: Session, study: Study) -> dict | None:
     items = _item_answers(session, study)
     if not items:
@@ -149,10 +164,9 @@ def section(session: Session, study: Study) -> dict | None:
             if len(shared) < 2:
                 continue
             e = stats.paired_effect([per_pair[a][p] for p in shared], [per_pair[b][p] for p in shared])
-            dz = e["cohen_dz"]
             paired_rows.append({"a": a, "b": b, "pairs": len(shared),
                                 "diff": stats.clipped_difference(e["difference"].as_dict()),
-                                "d_z": None if dz != dz else ("∞" if math.isinf(dz) else round(float(dz), 3)),
+                                "d_z": effect_size_cell(e["cohen_dz"], len(shared)),
                                 "p": None if math.isnan(e["p"]) else float(e["p"])})
     for row, adjusted in zip(paired_rows, stats.holm([math.nan if r["p"] is None else r["p"] for r in paired_rows])):
         row["p_holm"] = None if math.isnan(adjusted) else adjusted
@@ -170,26 +184,43 @@ def section(session: Session, study: Study) -> dict | None:
                   "intervals from 1000 bootstrap resamples of the pairs every captioner has a figure on; \"1-2\" "
                   "where intervals overlap (tied). Gold pairs and rejected workers' answers are left out; "
                   "\"can't tell\" counts as a miss."),
-         "columns": [{"key": "captioner", "label": "Captioner"}, {"key": "items", "label": "Items"},
-                     {"key": "answers", "label": "Answers"}, {"key": "coverage", "label": "Coverage"},
-                     {"key": "rank", "label": "Rank (95%)"}, {"key": "accuracy", "label": "Accuracy"},
-                     *[{"key": f"z{z}", "label": f"z = {z}"} for z in zs],
-                     {"key": "cant_tell", "label": "Can't tell"}],
+         "columns": [{"key": "captioner", "label": "Captioner",
+                      "help": "The captioner (model or person) whose captions the listeners read."},
+                     {"key": "items", "label": "Items", "help": "This captioner's captions in the study (items)."},
+                     {"key": "answers", "label": "Answers",
+                      "help": "Listeners' valid answers to these captions (gold and rejected workers' left out)."},
+                     {"key": "coverage", "label": "Coverage",
+                      "help": "Share (0-1) of the study's answered pairs this captioner captioned; the rest count 0."},
+                     {"key": "rank", "label": "Rank (95%)",
+                      "help": "Rank by accuracy as a 95% interval over 1000 bootstrap resamples of the pairs; "
+                              "\"1-2\": tied."},
+                     {"key": "accuracy", "label": "Accuracy",
+                      "help": "Mean over pairs of the share of listeners who picked the target (0-1), with a "
+                              "95% interval resampling pairs."},
+                     *[{"key": f"z{z}", "label": f"z = {z}",
+                        "help": f"Accuracy (0-1) over the pairs whose pictures differ in {z} feature"
+                                f"{'' if z == '1' else 's'} only, 95% interval resampling those pairs."} for z in zs],
+                     {"key": "cant_tell", "label": "Can't tell",
+                      "help": "Answers \"can't tell\" (a count); each counts as a miss in the accuracy."}],
          "rows": acc_rows},
         {"key": "a3ds_metrics", "title": "Pragmatic metrics per captioner (means over captions: scores in [0, 1], features "
                                         "mentioned a count of 0-6)",
          "note": ("From the scenes' features (DESIGN.md section 6), no sampling: each caption's metric is "
                   "exact, so no interval. Contrastive efficiency averages the discriminative captions only; "
                   "relevance the pairs with z < 6 (undefined at z = 6)."),
-         "columns": [{"key": "captioner", "label": "Captioner"}, {"key": "items", "label": "Items"},
-                     *[{"key": k, "label": LABELS[k]} for k in KEYS]],
+         "columns": [{"key": "captioner", "label": "Captioner",
+                      "help": "The captioner; \"all captioners\": every caption of the study."},
+                     {"key": "items", "label": "Items", "help": "Captions the means are over."},
+                     *[{"key": k, "label": LABELS[k], "help": METRIC_HELP[k] + " Exact: no interval."} for k in KEYS]],
          "rows": metric_rows},
         {"key": "a3ds_correlation", "title": "Spearman correlation (rho, -1 to 1) of each metric with listener accuracy",
          "note": ("Over items (pairs) with answers, each once: the item's metric against the share of its "
                   "listeners who picked the target; p from scipy's spearmanr. '-' where a side is constant or "
                   "there are fewer than 3 items."),
-         "columns": [{"key": "captioner", "label": "Captioner"}, {"key": "items", "label": "Items"},
-                     *[{"key": k, "label": LABELS[k]} for k in KEYS]],
+         "columns": [{"key": "captioner", "label": "Captioner",
+                      "help": "The captioner; \"all captioners\": every caption of the study."},
+                     {"key": "items", "label": "Items", "help": "Captions with at least one listener's answer."},
+                     *[{"key": k, "label": LABELS[k], "help": CORRELATION_HELP} for k in KEYS]],
          "rows": corr_rows},
     ]
     if paired_rows:
@@ -202,8 +233,16 @@ def section(session: Session, study: Study) -> dict | None:
                      "mean of the pair accuracy differences with a 95% interval (stats.paired_effect: t on the "
                      "differences, Bonett-Price where every share is 0 or 1), Cohen's d_z, the two-sided paired "
                      "t-test's p, and p Holm-adjusted across this table's comparisons."),
-            "columns": [{"key": "a", "label": "a"}, {"key": "b", "label": "b"}, {"key": "pairs", "label": "Pairs"},
-                        {"key": "diff", "label": "Mean difference"}, {"key": "d_z", "label": "d_z"},
-                        {"key": "p", "label": "p"}, {"key": "p_holm", "label": "Holm p"}],
+            "columns": [{"key": "a", "label": "a", "help": "The first captioner."},
+                        {"key": "b", "label": "b", "help": "The second captioner."},
+                        {"key": "pairs", "label": "Pairs",
+                         "help": "Pairs both captioned that listeners answered: the paired units."},
+                        {"key": "diff", "label": "Mean difference",
+                         "help": "Mean over pairs of a's accuracy minus b's (-1 to 1), with a 95% interval "
+                                 "(t on the differences; Bonett-Price for 0/1)."},
+                        {"key": "d_z", "label": "d_z", "help": D_Z_HELP},
+                        {"key": "p", "label": "p", "help": "Two-sided paired t-test p over the pairs."},
+                        {"key": "p_holm", "label": "Holm p",
+                         "help": "p adjusted by Holm across this table's comparisons."}],
             "rows": paired_rows})
     return {"tables": tables}

@@ -29,6 +29,7 @@ without a level are in no "level" group.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -43,6 +44,7 @@ from app.kinds.hexagons.execution import execution_metrics
 from app.kinds.hexagons.score import position_label
 from app.leaderboards import stats
 from app.leaderboards.plot import estimates_svg
+from app.leaderboards.rows import D_Z_HELP, effect_size_cell
 from app.leaderboards.stats import paired_cluster_differences_many
 from app.studies.models import Annotation, Item, Study
 
@@ -62,6 +64,31 @@ CELL_NOTE = ("Action-based: the paint actions of a step against the instructor's
              "Each cell: the mean over steps (a score in [0, 1]) with a 95% interval by stats.mean_interval "
              "(Wilson at the effective n, the variance cluster-robust over PROCEDURES: the unit resampled is "
              "the procedure, never the step). ")
+# Each column's help (one sentence, shown on the page: app/kinds/base.py).
+_OVER_STEPS = " Mean over steps, 95% interval resampling procedures."
+_WHAT = {"action": ("the step's paint actions", "the instructor's actions"),
+         "board": ("the tiles coloured after the step", "the instructor's coloured tiles")}
+_PART = {"precision": "Precision (0-1): the share of {mine} that are in {theirs}.",
+         "recall": "Recall (0-1): the share of {theirs} found in {mine}.",
+         "f1": "F1 (0-1): the harmonic mean of precision and recall, {mine} against {theirs}.",
+         "em": "Exact match (0 or 1): 1 when {mine} are exactly {theirs}."}
+METRIC_HELP = {k: _PART[k.split("_", 1)[1]].format(mine=_WHAT[k.split("_", 1)[0]][0],
+                                                   theirs=_WHAT[k.split("_", 1)[0]][1]) + _OVER_STEPS
+               for k in metrics.KEYS}
+
+
+def _group_help(g: str) -> str:
+    """The steps a breakdown column counts, in words."""
+    if g.startswith("category: "):
+        return f"the steps of the procedures of category {g.split(': ', 1)[1]}"
+    if g.startswith("step "):
+        return f"the steps at position {g[5:]} of their procedure"
+    return f"the steps labelled abstraction {g}"
+SECTION_HELP = {"key": "section", "label": "Section",
+                "help": "Agents, human executors (the skyline) or baselines."}
+WHO_HELP = {"key": "who", "label": "Agent / executor",
+            "help": "The agent (name and version), the executor (pseudonym; \"All human executors\": pooled) "
+                    "or the baseline."}
 SCORED_OVER = ("Agents and baselines are scored over every procedure of the study, a procedure they lack "
                "counting 0 at each of its steps (Coverage: the share of procedures executed); people over the "
                "procedures they executed. ")
@@ -233,8 +260,7 @@ def paired_tests(rows: list[Row], procedures: dict[int, ProcedureInfo], min_shar
             cells[f"{key}_holm"] = _p(adjusted[key][k]) if k in adjusted[key] else None
             effect = stats.paired_effect(a[:, m], b[:, m])
             cells[f"{key}_effect"] = stats.clipped_difference(effect["difference"].as_dict())
-            dz = effect["cohen_dz"]
-            cells[f"{key}_dz"] = None if dz != dz else ("∞" if abs(dz) == float("inf") else round(float(dz), 3))
+            cells[f"{key}_dz"] = effect_size_cell(effect["cohen_dz"], len(a))
         out.append({"a": rows[i].who, "b": rows[j].who, "a_section": rows[i].section,
                     "b_section": rows[j].section, "procedures": n, "steps": steps, **cells})
     # Agents, the pooled humans and baselines first; pairs of single annotators after.
@@ -297,11 +323,17 @@ def build(rows: list[Row], procedures: dict[int, ProcedureInfo], main: str = "bo
                  "sets empty (nothing to paint, nothing painted) counts 1. Human executors executed each step on "
                  "their own board; agents and baselines on the board their predictions name (by default the gold "
                  "one). All human executors: every annotator's executions pooled, the skyline."),
-        "columns": [{"key": "section", "label": "Section"}, {"key": "who", "label": "Agent / executor"},
-                    {"key": "procedures", "label": "Procedures"}, {"key": "coverage", "label": "Coverage"},
-                    {"key": "executions", "label": "Executions"}, {"key": "steps", "label": "Steps"},
-                    {"key": "rank", "label": "Rank (95%)"}]
-                   + [{"key": k, "label": metrics.LABELS[k]} for k in metrics.KEYS],
+        "columns": [SECTION_HELP, WHO_HELP,
+                    {"key": "procedures", "label": "Procedures", "help": "Procedures the row executed."},
+                    {"key": "coverage", "label": "Coverage",
+                     "help": "Share (0-1) of the study's procedures executed; an agent's or baseline's missing one counts 0."},
+                    {"key": "executions", "label": "Executions",
+                     "help": "Executions counted (a person may execute a procedure once, a pool many times)."},
+                    {"key": "steps", "label": "Steps", "help": "Steps the means are over."},
+                    {"key": "rank", "label": "Rank (95%)",
+                     "help": f"Rank by {label} as a 95% interval over {N_RANK_BOOT} bootstrap resamples of "
+                             "procedures (agents and baselines); \"1-2\": tied."}]
+                   + [{"key": k, "label": metrics.LABELS[k], "help": METRIC_HELP[k]} for k in metrics.KEYS],
         "rows": overall}]
     figures = [{"title": f"{label}, averaged over steps (95% intervals)", "svg": estimates_svg(
         [(r.who, e["all"][main], COLOURS[r.section]) for r, e in zip(rows, estimates)], label)}]
@@ -313,8 +345,9 @@ def build(rows: list[Row], procedures: dict[int, ProcedureInfo], main: str = "bo
         tables.append({
             "key": f"hexagons_by_{prefix}", "title": f"{label} (score in [0, 1]) {title}, averaged over steps",
             "note": " ".join(x for x in (CELL_NOTE + SCORED_OVER.strip(), BREAKDOWN_NOTES.get(prefix)) if x),
-            "columns": [{"key": "section", "label": "Section"}, {"key": "who", "label": "Agent / executor"}]
-                       + [{"key": f"g:{g}", "label": g.split(": ", 1)[-1]} for g in mine],
+            "columns": [SECTION_HELP, WHO_HELP]
+                       + [{"key": f"g:{g}", "label": g.split(": ", 1)[-1],
+                           "help": f"{label} (0-1) over {_group_help(g)}." + _OVER_STEPS} for g in mine],
             "rows": [{"section": SECTIONS[r.section], "who": r.who,
                       **{f"g:{g}": e[g][main] for g in mine if g in e}} for r, e in zip(rows, estimates)]})
         figures.append({"title": f"{label} {title} (95% intervals)", "svg": estimates_svg(
@@ -332,13 +365,21 @@ def build(rows: list[Row], procedures: dict[int, ProcedureInfo], main: str = "bo
                      "describes people). Effect: the mean of the per-procedure differences with a 95% t interval "
                      "(stats.paired_effect; the unit is the procedure) and Cohen's d_z. Pairs sharing fewer than "
                      f"{MIN_SHARED} procedures are left out: their p could not fall below 0.05."),
-            "columns": [{"key": "a", "label": "First"}, {"key": "b", "label": "Second"},
-                        {"key": "procedures", "label": "Procedures"}, {"key": "steps", "label": "Steps"}]
+            "columns": [{"key": "a", "label": "First", "help": "The first row compared."},
+                        {"key": "b", "label": "Second", "help": "The second row compared."},
+                        {"key": "procedures", "label": "Procedures", "help": "Procedures both executed: the paired units."},
+                        {"key": "steps", "label": "Steps", "help": "Steps of those procedures."}]
                        + [c for key in PAIRED for c in (
-                           {"key": key, "label": f"{metrics.LABELS[key]} difference"},
-                           {"key": f"{key}_p", "label": "p"}, {"key": f"{key}_holm", "label": "Holm p"},
-                           {"key": f"{key}_effect", "label": f"{metrics.LABELS[key]} effect (per procedure)"},
-                           {"key": f"{key}_dz", "label": "d_z"})],
+                           {"key": key, "label": f"{metrics.LABELS[key]} difference",
+                            "help": f"First minus second in {metrics.LABELS[key]} (-1 to 1), means over steps, with a 95% "
+                                    f"interval from {N_PERM} paired bootstrap resamples of procedures."},
+                           {"key": f"{key}_p", "label": "p",
+                            "help": f"Two-sided sign-flip randomisation p over procedures ({metrics.LABELS[key]})."},
+                           {"key": f"{key}_holm", "label": "Holm p",
+                            "help": "That p adjusted by Holm across the pairs of agents, baselines and pooled people."},
+                           {"key": f"{key}_effect", "label": f"{metrics.LABELS[key]} effect (per procedure)",
+                            "help": "Mean of the per-procedure differences (each procedure once), with a 95% t interval."},
+                           {"key": f"{key}_dz", "label": "d_z", "help": D_Z_HELP})],
             "rows": pairs})
     if agreement:
         tables.append({
@@ -347,9 +388,15 @@ def build(rows: list[Row], procedures: dict[int, ProcedureInfo], main: str = "bo
             "note": ("Levels 0-3 are ordered, so alpha is ordinal. Over the steps two or more executors labelled "
                      f"(steps without a level left out), with a 95% percentile interval from {N_ALPHA_BOOT} "
                      "bootstrap resamples of procedures (the unit resampled; each keeps all its steps)."),
-            "columns": [{"key": "what", "label": "Judgement"}, {"key": "level", "label": "Level"},
-                        {"key": "procedures", "label": "Procedures"}, {"key": "steps", "label": "Steps"},
-                        {"key": "labels", "label": "Labels"}, {"key": "alpha", "label": "Alpha"}],
+            "columns": [{"key": "what", "label": "Judgement", "help": "What the executors labelled."},
+                        {"key": "level", "label": "Level",
+                         "help": "The level of measurement alpha treats the labels at (ordinal: ordered)."},
+                        {"key": "procedures", "label": "Procedures", "help": "Procedures with a step labelled twice or more."},
+                        {"key": "steps", "label": "Steps", "help": "Steps two or more executors labelled."},
+                        {"key": "labels", "label": "Labels", "help": "Labels on those steps."},
+                        {"key": "alpha", "label": "Alpha",
+                         "help": "Krippendorff's alpha (-1 to 1; 1 = perfect agreement, 0 = chance), with a 95% "
+                                 "interval resampling procedures."}],
             "rows": [agreement]})
     return {"tables": tables, "figures": [f for f in figures if f["svg"]]}
 
@@ -397,12 +444,32 @@ def _rule_based(refs: dict[int, dict], payloads: dict[int, dict]) -> Row | None:
     return row if painted else None
 
 
+# The baselines of the last few procedure sets executed: one page render asks for them twice
+# (the generic table's rows, Hexagons.baselines, and this section), and they are computed once.
+# Keyed by content (the procedures' references and payloads, compared whole), so a study
+# whose procedures changed is executed afresh.
+_BASELINES: list[tuple[dict, dict, list[Row]]] = []
+_BASELINES_KEPT = 4
+_BASELINES_LOCK = threading.Lock()
+
+
+def _copy(row: Row) -> Row:
+    return Row(row.section, row.who, defaultdict(list, {i: list(runs) for i, runs in row.executions.items()}))
+
+
 def baseline_rows(refs: dict[int, dict], payloads: dict[int, dict]) -> list[Row]:
     """The built-in baselines of an execution study, every procedure executed: "No action" and,
     where it paints anything, the rule-based executor. The section's rows and the generic table's
-    (Hexagons.baselines) both come from here."""
-    rule = _rule_based(refs, payloads)
-    return [_no_action(refs)] + ([rule] if rule is not None else [])
+    (Hexagons.baselines) both come from here, executed once for the two (_BASELINES)."""
+    with _BASELINES_LOCK:
+        done = next((rows for r, p, rows in _BASELINES if r == refs and p == payloads), None)
+    if done is None:
+        rule = _rule_based(refs, payloads)
+        done = [_no_action(refs)] + ([rule] if rule is not None else [])
+        with _BASELINES_LOCK:
+            _BASELINES.insert(0, (refs, payloads, done))
+            del _BASELINES[_BASELINES_KEPT:]
+    return [_copy(row) for row in done]
 
 
 def _procedures(session: Session, study: Study) -> tuple[dict[int, dict], dict[int, dict], dict[int, ProcedureInfo]]:

@@ -113,10 +113,15 @@ def agreement_table(session: Session, study: Study) -> dict | None:
                  "reference; an instruction's human paths are averaged first). Unit resampled: the "
                  "path; 95% interval by Wilson at the effective number of paths with Student's t "
                  "(stats.mean_interval). Valid human annotations only."),
-        "columns": [{"key": "category", "label": "Speaker"}, {"key": "listener", "label": "Listener"},
-                    {"key": "agreement", "label": "Agreement (nDTW)"},
-                    {"key": "instructions", "label": "Instructions"},
-                    {"key": "human_paths", "label": "Human paths"}],
+        "columns": [{"key": "category", "label": "Speaker", "help": "Who wrote the instructions."},
+                    {"key": "listener", "label": "Listener", "help": "The model listener (agent and version) that followed them."},
+                    {"key": "agreement", "label": "Agreement (nDTW)",
+                     "help": "Mean over instructions of the nDTW (0-1, 1 = the same path) between the listener's "
+                             "path and the people's, with a 95% interval resampling paths."},
+                    {"key": "instructions", "label": "Instructions",
+                     "help": "Instructions both the listener and at least one person followed."},
+                    {"key": "human_paths", "label": "Human paths",
+                     "help": "People's valid paths on those instructions the listener is compared with."}],
         "rows": rows,
     }
 
@@ -212,11 +217,17 @@ def followers_agreement_table(session: Session, study: Study) -> dict:
                  "(the ease rating and the Likert questions ordinal, success nominal; the "
                  "krippendorff package) over the instructions with two or more valid ratings (gold "
                  "and excluded annotations left out), with a 95% percentile bootstrap interval over "
-                 "those instructions (1000 resamples). Unit resampled: the instruction. 1 = perfect "
+                 "those instructions (1000 resamples, an instruction drawn with the other instructions of its "
+                 "path). Unit resampled: the path. 1 = perfect "
                  f"agreement, 0 = chance; under {MIN_PAIRABLE} such instructions: too few."),
-        "columns": [{"key": "question", "label": "Question"}, {"key": "level", "label": "Level"},
-                    {"key": "alpha", "label": "Alpha [95%]"},
-                    {"key": "instructions", "label": "Instructions with 2+ ratings"},
-                    {"key": "remark", "label": "Remark"}],
+        "columns": [{"key": "question", "label": "Question", "help": "The rated question, with its scale."},
+                    {"key": "level", "label": "Level",
+                     "help": "The level of measurement alpha treats the answers at: ordinal (ordered) or nominal."},
+                    {"key": "alpha", "label": "Alpha [95%]",
+                     "help": "Krippendorff's alpha (-1 to 1; 1 = perfect agreement, 0 = chance), with a 95% "
+                             "percentile bootstrap interval resampling paths."},
+                    {"key": "instructions", "label": "Instructions with 2+ ratings",
+                     "help": f"Instructions two or more followers rated: the units alpha is over ({MIN_PAIRABLE} needed)."},
+                    {"key": "remark", "label": "Remark", "help": "Why alpha or its interval is missing, when it is."}],
         "rows": rows,
     }

@@ -612,7 +612,9 @@ _QUANTITIES = (
 def speaker_tables(speaker: str, result: dict, suffix: str = "") -> list[dict]:
     """The analysis of one speaker as leaderboard tables (app/kinds/base.py's format)."""
     shown = [(k, label) for k, label in METRICS if k in result["metrics"]]
-    metric_cols = [{"key": k, "label": label} for k, label in shown]
+    metric_cols = [{"key": k, "label": label,
+                    "help": f"{label} (0-1; a PPG a difference, -1 to 1) of the row's quantity over the counted "
+                            "paths, with a 95% interval resampling paths."} for k, label in shown]
     rows = []
     for key, label in _QUANTITIES:
         row: dict[str, Any] = {"key": key, "quantity": label}
@@ -666,17 +668,25 @@ def speaker_tables(speaker: str, result: dict, suffix: str = "") -> list[dict]:
     return [
         {"key": f"nav_capability{suffix}", "title": f"Capability analysis of {speaker} (section 4.3): SR, SPL, nDTW, SDTW (0-1)",
          "note": " ".join(note),
-         "columns": [{"key": "quantity", "label": "Quantity"}, *metric_cols], "rows": rows,
+         "columns": [{"key": "quantity", "label": "Quantity",
+                      "help": "ρ(x): the followers' mean metric on the instructions x picks per path; PPG: the gain "
+                              "of a choice over the speaker's own, ρ(r*) − ρ(r)."}, *metric_cols], "rows": rows,
          "speaker": speaker, "paths": result["paths"], "counted": counted},
         {"key": f"nav_capability_advice{suffix}", "title": f"What to improve in {speaker}: pragmatic potential gains (difference of 0-1 metrics)",
          "note": ("Figure 1c of the paper: a large PPG_search and a small PPG_pragmatic => improve the "
                   "inference algorithm (search); a large PPG_pragmatic and a small PPG_search => improve "
                   "the model of the listener (pragmatic); no clear difference when the 95% interval of "
                   "PPG_pragmatic − PPG_search covers 0."),
-         "columns": [{"key": "metric", "label": "Metric"}, {"key": "ppg_search", "label": "PPG_search"},
-                     {"key": "ppg_pragmatic", "label": "PPG_pragmatic"},
-                     {"key": "difference", "label": "PPG_pragmatic − PPG_search"},
-                     {"key": "advice", "label": "Advice"}],
+         "columns": [{"key": "metric", "label": "Metric", "help": "The followers' metric (0-1) the gains are in."},
+                     {"key": "ppg_search", "label": "PPG_search",
+                      "help": "Gain from a better search: ρ(r*_search) − ρ(r), with a 95% paired interval over paths."},
+                     {"key": "ppg_pragmatic", "label": "PPG_pragmatic",
+                      "help": "Gain from a better listener model: ρ(r*_pragmatic) − ρ(r), with a 95% paired "
+                              "interval over paths."},
+                     {"key": "difference", "label": "PPG_pragmatic − PPG_search",
+                      "help": "The two gains' difference on the same paths, with a 95% paired interval over paths."},
+                     {"key": "advice", "label": "Advice",
+                      "help": "What to improve, read from the difference's interval (none when it covers 0)."}],
          "rows": advice_rows},
         {"key": f"nav_capability_scores{suffix}", "title": f"{speaker}'s own scores (shares of paths, 0-1)",
          "note": ("Shares with 95% Wilson intervals. γ: a path ties when no scored sample has a strictly "
@@ -685,8 +695,11 @@ def speaker_tables(speaker: str, result: dict, suffix: str = "") -> list[dict]:
                   "and neither instruction is ranked above the other), and γ's interval runs from the "
                   "Wilson lower bound with the ties as losses to the Wilson upper bound with the ties as "
                   "wins."),
-         "columns": [{"key": "check", "label": "Check"}, {"key": "paths", "label": "Paths"},
-                     {"key": "share", "label": "Share"}, {"key": "remark", "label": "Remark"}],
+         "columns": [{"key": "check", "label": "Check", "help": "What is counted on each path."},
+                     {"key": "paths", "label": "Paths", "help": "Counted paths the share is over."},
+                     {"key": "share", "label": "Share",
+                      "help": "Share (0-1) of those paths where the check holds, with its 95% Wilson interval over paths."},
+                     {"key": "remark", "label": "Remark", "help": "The counts behind the share, or why there is none."}],
          "rows": check_rows},
     ]
 

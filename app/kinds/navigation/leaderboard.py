@@ -33,6 +33,7 @@ from app.kinds.navigation.agreement import agreement_table, followers_agreement_
 from app.kinds.navigation.likert import leaderboard_table as likert_table
 from app.kinds.navigation.likert import level_estimate
 from app.leaderboards import stats
+from app.leaderboards.rows import D_Z_HELP, effect_size_cell
 from app.studies.models import Annotation, Item, Study
 
 # (key in Annotation.scores, label): the order of the table's columns. The label names the
@@ -45,6 +46,21 @@ RATING_LEVELS = 4
 COLUMN_LABELS = {"success": "SR (share, 0-1)", "spl": "SPL (0-1)", "ndtw": "nDTW (0-1)",
                  "sdtw": "SDTW (0-1)", "ne": "NE (m)", "path_length": "Path length (m)",
                  "rating": "Rating (levels 1-4)"}
+# Each column's help (one sentence, shown on the page: app/kinds/base.py). The unit resampled
+# for every interval is the path.
+_PER_SPEAKER = " Mean over the speaker's instructions (each the mean over its followers), 95% interval resampling paths."
+COLUMN_HELP = {
+    "success": "Success rate: share (0-1) of followers who stopped within 3 m of the goal." + _PER_SPEAKER,
+    "spl": "Success weighted by path length (0-1): success times shortest length / max(walked, shortest)."
+           + _PER_SPEAKER,
+    "ndtw": "Normalised dynamic time warping (0-1): how closely the walked path follows the reference path."
+            + _PER_SPEAKER,
+    "sdtw": "Success-weighted nDTW (0-1): nDTW on successes, 0 on failures." + _PER_SPEAKER,
+    "ne": "Navigation error in metres: distance from where the follower stopped to the goal (t interval)."
+          + _PER_SPEAKER,
+    "path_length": "Metres the follower walked (t interval)." + _PER_SPEAKER,
+    "rating": "The followers' rating of how easy the instruction was to follow (1-4, 4 easiest)." + _PER_SPEAKER,
+}
 BOUNDED = frozenset({"success", "spl", "ndtw", "sdtw"})  # scores in [0, 1]
 UNBOUNDED = frozenset({"ne", "path_length"})  # metres
 # The metric the speakers are ranked by.
@@ -170,7 +186,7 @@ def section(session: Session, study: Study) -> dict | None:
                 effect = stats.paired_effect(a, b)
                 block.append({"category": cat, "metric": label,
                               "difference": effect["difference"].as_dict(),
-                              "cohen_dz": _clean(float(effect["cohen_dz"])),
+                              "cohen_dz": effect_size_cell(effect["cohen_dz"], len(shared)),
                               "mean_diff": _clean(t["mean_diff"]), "t": _clean(t["t"]),
                               "p": _clean(t["p"]), "n_paths": t["n"]})
             adjusted = stats.holm([math.nan if r["p"] is None else r["p"] for r in block])
@@ -205,9 +221,14 @@ def section(session: Session, study: Study) -> dict | None:
                  "(stats.mean_interval); the rating the same on (level - 1) / 3, mapped back; NE and "
                  "path length (metres) by Student's t on the cluster-robust variance of the mean "
                  "(G - 1 df). Rating: how easy the instruction was to follow. " + rank_note),
-        "columns": [{"key": "category", "label": "Speaker"}, {"key": "rank", "label": "Rank (95%)"},
-                    {"key": "items", "label": "Instructions"}, {"key": "n", "label": "Annotations"}]
-                   + [{"key": k, "label": COLUMN_LABELS[k]} for k in keys],
+        "columns": [{"key": "category", "label": "Speaker",
+                     "help": "Who wrote the instructions (\"human\": the dataset's reference instructions)."},
+                    {"key": "rank", "label": "Rank (95%)",
+                     "help": "Rank by SR as a 95% interval over 1000 bootstrap resamples of the shared paths; "
+                             "\"1-2\": tied."},
+                    {"key": "items", "label": "Instructions", "help": "The speaker's instructions with a valid follow."},
+                    {"key": "n", "label": "Annotations", "help": "Valid follows (one follower walking one instruction)."}]
+                   + [{"key": k, "label": COLUMN_LABELS[k], "help": COLUMN_HELP[k]} for k in keys],
         "rows": metric_rows,
     }]
     if paired_rows:
@@ -223,12 +244,18 @@ def section(session: Session, study: Study) -> dict | None:
                      "on the paired differences; Cohen's d_z = mean / sd of the differences; t and p: "
                      "the two-sided paired t-test; p (Holm): Holm-adjusted across the speakers "
                      f"compared with {baseline} on the same metric."),
-            "columns": [{"key": "category", "label": "Speaker"},
-                        {"key": "metric", "label": "Metric (unit)"},
-                        {"key": "difference", "label": "Mean difference (metric's unit) [95%]"},
-                        {"key": "cohen_dz", "label": "Cohen's d_z"}, {"key": "t", "label": "t"},
-                        {"key": "p", "label": "p"}, {"key": "p_holm", "label": "p (Holm)"},
-                        {"key": "n_paths", "label": "Paths"}],
+            "columns": [{"key": "category", "label": "Speaker", "help": f"The speaker compared with {baseline}."},
+                        {"key": "metric", "label": "Metric (unit)",
+                         "help": "The metric compared (SR, SPL, nDTW, SDTW 0-1; NE, path length metres; rating 1-4)."},
+                        {"key": "difference", "label": "Mean difference (metric's unit) [95%]",
+                         "help": f"Mean over shared paths of the speaker's value minus {baseline}'s, with a 95% "
+                                 "interval (t on the paired differences; Bonett-Price for 0/1)."},
+                        {"key": "cohen_dz", "label": "Cohen's d_z", "help": D_Z_HELP},
+                        {"key": "t", "label": "t", "help": "The paired t statistic (mean difference / its standard error)."},
+                        {"key": "p", "label": "p", "help": "Two-sided paired t-test p over the shared paths."},
+                        {"key": "p_holm", "label": "p (Holm)",
+                         "help": f"p adjusted by Holm across the speakers compared with {baseline} on this metric."},
+                        {"key": "n_paths", "label": "Paths", "help": "Paths both have: the paired units."}],
             "rows": paired_rows,
         })
     tables.append(followers_agreement_table(session, study))

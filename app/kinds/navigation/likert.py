@@ -202,7 +202,11 @@ def leaderboard_table(session, study) -> dict | None:
                  + " ".join(f"{it['key']}: {it['question']} "
                             f"(1 {it['labels'][0]} ... {len(it['labels'])} {it['labels'][-1]})."
                             for it in items)),
-        "columns": [{"key": "category", "label": "Speaker"}, {"key": "n", "label": "Annotations"}]
-                   + [{"key": it["key"], "label": f"{it['key']} (levels 1-{len(it['labels'])})"} for it in items],
+        "columns": [{"key": "category", "label": "Speaker", "help": "Who wrote the instructions."},
+                    {"key": "n", "label": "Annotations", "help": "Valid follows of the speaker's instructions."}]
+                   + [{"key": it["key"], "label": f"{it['key']} (levels 1-{len(it['labels'])})",
+                       "help": f"{it['question']}: the mean level (1 {it['labels'][0]} ... {len(it['labels'])} "
+                               f"{it['labels'][-1]}) over the speaker's instructions, 95% interval resampling paths."}
+                      for it in items],
         "rows": rows,
     }

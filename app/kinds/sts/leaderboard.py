@@ -117,13 +117,26 @@ def section(session: Session, study: Study) -> dict | None:
                  "with a 95% bootstrap interval over the agent's scenarios and the reference episodes. "
                  "Time to completion: per successful continuation, the steps from the takeover to its "
                  "success marker; the median over them, with a distribution-free 95% interval."),
-        "columns": [{"key": "agent", "label": "Agent"}, {"key": "n", "label": "Continuations"},
-                    *([{"key": "rank", "label": "Rank (95%)"}] if len(per_scenario) > 1 else []),
-                    {"key": "success", "label": "Success share"}, {"key": "se", "label": "SE"},
-                    {"key": "corrected_share", "label": "Corrected"},
-                    {"key": "simulator", "label": "Simulator"}, {"key": "agreement", "label": "Agreement"},
-                    {"key": "ttc", "label": "Time to completion (median steps)"},
-                    {"key": "ttc_interval", "label": "Its interval"}],
+        "columns": [{"key": "agent", "label": "Agent", "help": "The agent that played on from the takeover point."},
+                    {"key": "n", "label": "Continuations", "help": "The agent's continuations people marked."},
+                    *([{"key": "rank", "label": "Rank (95%)",
+                        "help": "Rank by success share as a 95% interval over 1000 bootstrap resamples of the "
+                                "scenarios every agent played; \"1-2\": tied."}] if len(per_scenario) > 1 else []),
+                    {"key": "success", "label": "Success share",
+                     "help": "Share (0-1) of continuations people's markers call a success (a tie is half), with a "
+                             "95% interval resampling scenarios."},
+                    {"key": "se", "label": "SE", "help": "The share's standard error, sqrt(p(1-p)/n) over continuations."},
+                    {"key": "corrected_share", "label": "Corrected",
+                     "help": "Rogan-Gladen: the share corrected for the annotators' sensitivity and specificity, 95% "
+                             "bootstrap interval over scenarios and reference episodes."},
+                    {"key": "simulator", "label": "Simulator",
+                     "help": "Share (0-1) of the continuations the simulator itself counts as a success."},
+                    {"key": "agreement", "label": "Agreement",
+                     "help": "Share (0-1) of continuations where people's outcome is the simulator's (a tie counts half)."},
+                    {"key": "ttc", "label": "Time to completion (median steps)",
+                     "help": "Median over successful continuations of the steps from the takeover to the success marker."},
+                    {"key": "ttc_interval", "label": "Its interval",
+                     "help": "A distribution-free 95% interval of that median (order statistics), and its n."}],
         "rows": agent_rows,
     }]
     # Consistency (the paper's Figure 9): per scenario, the share of each agent's continuations
@@ -144,8 +157,13 @@ def section(session: Session, study: Study) -> dict | None:
         "note": ("Per scenario, the share of each agent's continuations people marked a success (how "
                  "consistently it succeeds, paper Figure 9); difficulty: one minus the mean share over "
                  "the agents, hardest first."),
-        "columns": [{"key": "scenario", "label": "Scenario"}, {"key": "category", "label": "Category"}]
-                   + [{"key": f"a:{a}", "label": a} for a in agents] + [{"key": "difficulty", "label": "Difficulty"}],
+        "columns": [{"key": "scenario", "label": "Scenario", "help": "The scenario (a recording and its takeover point)."},
+                    {"key": "category", "label": "Category", "help": "The scenario's category."}]
+                   + [{"key": f"a:{a}", "label": a,
+                       "help": f"Share (0-1) of {a}'s continuations of this scenario marked a success; no interval."}
+                      for a in agents]
+                   + [{"key": "difficulty", "label": "Difficulty",
+                       "help": "One minus the mean share over the agents (0-1; 1 = no agent succeeds)."}],
         "rows": scenario_rows,
     })
     # Against the simulator and every metric the researcher imported (agent_metrics.py), over
@@ -164,8 +182,12 @@ def section(session: Session, study: Study) -> dict | None:
                  "own success rates, and each per-agent metric imported on the study page, over the agents "
                  "that have both, with its two-sided p (blank with fewer than three agents, or when "
                  "either ranking is all ties)."),
-        "columns": [{"key": "metric", "label": "Against"}, {"key": "agents", "label": "Agents"},
-                    {"key": "rho", "label": "Spearman rho"}, {"key": "p", "label": "p"}],
+        "columns": [{"key": "metric", "label": "Against",
+                     "help": "The per-agent figure compared with the agents' success shares."},
+                    {"key": "agents", "label": "Agents", "help": "Agents that have both figures."},
+                    {"key": "rho", "label": "Spearman rho",
+                     "help": "Spearman's rank correlation (-1 to 1) over those agents; no interval."},
+                    {"key": "p", "label": "p", "help": "Its two-sided p (scipy's spearmanr)."}],
         "rows": correlations,
     })
     from app.kinds.sts.failures import summary
@@ -177,10 +199,13 @@ def section(session: Session, study: Study) -> dict | None:
             "title": "Why continuations failed (paper appendix A.3)",
             "note": (f"{failures['total']} failed continuations classified by an admin, by the source of the "
                      "error and its type; per agent, how many of its own."),
-            "columns": [{"key": "source", "label": "Source"}, {"key": "error_type", "label": "Error type"},
-                        {"key": "description", "label": "What it means"}, {"key": "episodes", "label": "Episodes"},
-                        {"key": "share", "label": "Share"}]
-                       + [{"key": f"a:{a}", "label": a} for a in failures["agents"]],
+            "columns": [{"key": "source", "label": "Source", "help": "Where the error came from."},
+                        {"key": "error_type", "label": "Error type", "help": "The kind of error an admin assigned."},
+                        {"key": "description", "label": "What it means", "help": "The error type in words."},
+                        {"key": "episodes", "label": "Episodes", "help": "Failed continuations classified so."},
+                        {"key": "share", "label": "Share", "help": "Their share (0-1) of the classified failures."}]
+                       + [{"key": f"a:{a}", "label": a, "help": f"How many of {a}'s failed continuations are of this type."}
+                          for a in failures["agents"]],
             "rows": failures["rows"],
         })
     annotator_rows = []
@@ -200,10 +225,16 @@ def section(session: Session, study: Study) -> dict | None:
                      "specificity: the same for failure; balanced accuracy: their mean (blank until an "
                      "annotator has seen both). Marker-step error: the mean distance in steps from the "
                      "labelled moment, over the reference episodes they labelled right."),
-            "columns": [{"key": "annotator", "label": "Annotator"}, {"key": "n_reference", "label": "Reference"},
-                        {"key": "sensitivity", "label": "Sensitivity"}, {"key": "specificity", "label": "Specificity"},
-                        {"key": "balanced_accuracy", "label": "Balanced accuracy"},
-                        {"key": "step_error", "label": "Marker-step error"}],
+            "columns": [{"key": "annotator", "label": "Annotator", "help": "The annotator (pseudonym)."},
+                        {"key": "n_reference", "label": "Reference", "help": "Reference episodes (known outcome) they marked."},
+                        {"key": "sensitivity", "label": "Sensitivity",
+                         "help": "Share (0-1) of success-labelled reference episodes they marked a success."},
+                        {"key": "specificity", "label": "Specificity",
+                         "help": "Share (0-1) of failure-labelled reference episodes they marked a failure."},
+                        {"key": "balanced_accuracy", "label": "Balanced accuracy",
+                         "help": "The mean of sensitivity and specificity (0-1; 0.5 = chance)."},
+                        {"key": "step_error", "label": "Marker-step error",
+                         "help": "Mean distance in steps from the labelled moment, on the episodes they marked right."}],
             "rows": annotator_rows,
         })
     tables[1:1] = _breakdowns(session, study, agents, by_continuation, refs)
@@ -277,7 +308,10 @@ def _group_table(key: str, title: str, note: str, agents: list[str], groups: lis
                 row[f"g:{g}"] = estimate(share([o for _, o in got], [sc for sc, _ in got]))
         rows.append(row)
     return {"key": key, "title": title, "note": note,
-            "columns": [{"key": "agent", "label": "Agent"}] + [{"key": f"g:{g}", "label": g} for g in groups],
+            "columns": [{"key": "agent", "label": "Agent", "help": "The agent."}]
+                       + [{"key": f"g:{g}", "label": g,
+                           "help": f"Share (0-1) of the agent's continuations in {g} marked a success, 95% interval "
+                                   "resampling scenarios."} for g in groups],
             "rows": rows}
 
 
