@@ -1,9 +1,10 @@
 """The `proctor` command: serve, worker, migrate, demo, export, user, kinds, train, remote (a
 server's API from afar: proctor_client/cli.py); each task kind
-adds its own group (e.g. `proctor tom check`, `proctor nav score`)."""
+adds its own group (e.g. `proctor tom check`, `proctor navigation score`)."""
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 
@@ -310,10 +311,19 @@ def _add_kind_commands() -> None:
     for kind in all_kinds().values():
         group = kind.cli()
         if group is not None:
-            if group.name in main.commands:
-                raise click.ClickException(f"kind {kind.name!r} adds the command {group.name!r}, "
-                                           "which is already taken")
+            if group.name != kind.name:
+                raise click.ClickException(f"kind {kind.name!r} names its command group {group.name!r}: "
+                                           "a kind's commands go under its own name")
+            for name in (kind.name, *kind.cli_aliases):
+                if name in main.commands:
+                    raise click.ClickException(f"kind {kind.name!r} adds the command {name!r}, "
+                                               "which is already taken")
             main.add_command(group)
+            for alias in kind.cli_aliases:  # the same commands, out of the help's list
+                old = copy.copy(group)
+                old.hidden = True
+                old.help = f"The old name of `proctor {kind.name}`."
+                main.add_command(old, alias)
         for command in kind.train_commands():
             train.add_command(command)
 

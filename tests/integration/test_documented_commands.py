@@ -63,8 +63,8 @@ def test_every_command_the_docs_name_answers_help():
     found, unknown = named_commands()
     assert unknown == []
     # The commands the README's own list names are among those found (the parser reads them).
-    assert {("nav", "import-house"), ("remote", "create-study"), ("train", "listener"), ("demo",),
-            ("nav", "import-graphs"), ("nav", "import-panoramas")} <= set(found)
+    assert {("navigation", "import-house"), ("remote", "create-study"), ("train", "listener"), ("demo",),
+            ("navigation", "import-graphs"), ("navigation", "import-panoramas")} <= set(found)
 
     def help_of(path: tuple[str, ...]) -> tuple[tuple[str, ...], int, str]:
         ran = subprocess.run([str(PROCTOR), *path, "--help"], capture_output=True, text=True, cwd=ROOT,

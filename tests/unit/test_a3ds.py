@@ -1,5 +1,5 @@
 """The A3DS reference game's core: scene ids both ways, the caption parser, the pragmatic
-metrics on vectors worked by hand for z = 1..6, the built-in speakers, and `proctor refgame
+metrics on vectors worked by hand for z = 1..6, the built-in speakers, and `proctor a3ds
 score`. Tests on the released files skip without ../shared/data/a3ds."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from app.errors import InputError
 from app.kinds.a3ds import scenes, speakers
 from app.kinds.a3ds.captions import parse
-from app.kinds.a3ds.cli import refgame
+from app.kinds.a3ds.cli import a3ds as a3ds_cli
 from app.kinds.a3ds.metrics import means, score_caption
 from app.kinds.a3ds.scenes import FEATURES, factors, scene_id
 
@@ -262,20 +262,20 @@ def test_every_exhaustive_caption_names_all_six_truly():
         assert all(T[FEATURES.index(f)] in v for f, v in p.mentions.items())
 
 
-# ---- proctor refgame score ------------------------------------------------------------------
+# ---- proctor a3ds score ------------------------------------------------------------------
 
 def test_score_command_json(tmp_path):
     f = tmp_path / "pairs.jsonl"
     f.write_text(json.dumps({"target": 12500, "distractor": sid(0, 2, 6, 0, 2, 5), "caption": "a cylinder"}) + "\n"
                  + json.dumps({"target": 12500, "distractor": sid(1, 3, 7, 1, 2, 6), "caption": "a green block"}) + "\n")
-    out = CliRunner().invoke(refgame, ["score", "--pairs", str(f), "--json"])
+    out = CliRunner().invoke(a3ds_cli, ["score", "--pairs", str(f), "--json"])
     assert out.exit_code == 0, out.output
     doc = json.loads(out.output)
     assert doc["per_pair"][0] == {"z": 1, "c": 1, "k": 1, "discriminative": 1, "contrastive_efficiency": 1.0,
                                   "relevance": 1.0, "optimal": 1, "mentioned": ["shape"], "unparsed": []}
     assert doc["per_pair"][1]["relevance"] is None and doc["per_pair"][1]["z"] == 6
     assert doc["mean"]["discriminative"] == 0.5 and doc["mean"]["relevance_undefined"] == 1
-    table = CliRunner().invoke(refgame, ["score", "--pairs", str(f)])
+    table = CliRunner().invoke(a3ds_cli, ["score", "--pairs", str(f)])
     assert table.exit_code == 0 and "undef" in table.output
 
 
@@ -289,5 +289,5 @@ def test_score_command_json(tmp_path):
 def test_score_command_errors_name_line_and_field(tmp_path, line, message):
     f = tmp_path / "pairs.jsonl"
     f.write_text('{"target": 12500, "distractor": 12501, "caption": "a ball"}\n' + line + "\n")
-    out = CliRunner().invoke(refgame, ["score", "--pairs", str(f), "--json"])
+    out = CliRunner().invoke(a3ds_cli, ["score", "--pairs", str(f), "--json"])
     assert out.exit_code != 0 and message in out.output, out.output

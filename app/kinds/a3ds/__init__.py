@@ -43,6 +43,7 @@ def is_clear(metrics: dict) -> bool:
 
 class ReferenceGame(TaskKind):
     name: ClassVar[str] = "a3ds"
+    cli_aliases: ClassVar[tuple[str, ...]] = ("refgame",)  # its commands' old name
     title: ClassVar[str] = "A3DS reference game (pick the captioned picture)"
     item_template: ClassVar[str] = "kinds/a3ds/item.html"
     replay_item_template: ClassVar[str | None] = "kinds/a3ds/replay_item.html"
@@ -95,9 +96,9 @@ class ReferenceGame(TaskKind):
                                     "token ids, docs/kinds/a3ds.md)")
 
     def cli(self):
-        from app.kinds.a3ds.cli import refgame
+        from app.kinds.a3ds.cli import a3ds
 
-        return refgame
+        return a3ds
 
     def routers(self) -> list:
         from app.kinds.a3ds.views import api, router

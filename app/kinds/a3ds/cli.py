@@ -1,4 +1,4 @@
-"""`proctor refgame ...`: the A3DS reference game's commands (TaskKind.cli)."""
+"""`proctor a3ds ...`: the A3DS reference game's commands (TaskKind.cli)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 
-@click.group("refgame")
-def refgame() -> None:
+@click.group("a3ds")
+def a3ds() -> None:
     """A3DS reference game tools: score captions with the pragmatic metrics."""
 
 
@@ -17,7 +17,7 @@ def _f(x) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
-@refgame.command("score")
+@a3ds.command("score")
 @click.option("--pairs", "pairs_path", required=True, type=click.Path(exists=True, dir_okay=False),
               help='JSONL, one pair a line: {"target": id, "distractor": id, "caption": str}.')
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: per_pair and mean.")

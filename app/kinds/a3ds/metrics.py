@@ -45,7 +45,7 @@ class CaptionScore:
         return len(self.mentioned)
 
     def as_dict(self) -> dict:
-        """The per-pair record of `proctor refgame score --json`."""
+        """The per-pair record of `proctor a3ds score --json`."""
         return {"z": self.z, "c": self.c, "k": self.k, "discriminative": self.discriminative,
                 "contrastive_efficiency": self.contrastive_efficiency, "relevance": self.relevance,
                 "optimal": self.optimal, "mentioned": self.mentioned, "unparsed": self.unparsed}

@@ -38,6 +38,7 @@ def _stable_rank(text: str) -> str:
 
 class Hexagons(TaskKind):
     name: ClassVar[str] = "hexagons"
+    cli_aliases: ClassVar[tuple[str, ...]] = ("hex",)  # its commands' old name
     title: ClassVar[str] = "Hexagons drawing procedures (execution)"
     item_template: ClassVar[str] = "kinds/hexagons/item.html"
     replay_item_template: ClassVar[str | None] = "kinds/hexagons/replay_item.html"
@@ -221,7 +222,7 @@ class Hexagons(TaskKind):
 
     def import_agent_outputs(self, data: bytes, known_ids: set[str],
                              payloads: dict[str, dict] | None = None) -> dict[str, dict]:
-        """Predictions JSONL as `proctor hex score` reads it; each procedure predicted must be
+        """Predictions JSONL as `proctor hexagons score` reads it; each procedure predicted must be
         predicted at every step. Steps without `previous` were executed on the gold board."""
         from app.kinds.hexagons.formats import parse_predictions
 

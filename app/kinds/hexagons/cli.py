@@ -1,4 +1,4 @@
-"""`proctor hex ...`: the Hexagons commands (TaskKind.cli)."""
+"""`proctor hexagons ...`: the Hexagons commands (TaskKind.cli)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import click
 SPLITS = ("train", "dev", "test")
 
 
-@click.group("hex")
+@click.group("hexagons")
 def hexagons() -> None:
     """Hexagons tools: score executions, recompute the dataset's statistics, run the paper's
     rule-based baseline."""

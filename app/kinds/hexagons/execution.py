@@ -13,7 +13,7 @@ with its actions applied in order (checked when actions are given).
 The board a step was executed on: its `previous` where given, else by `on`: "own", the
 executor's own board after the step before (a person's execution, the paper's predicted
 board-state; the default), or "gold", the gold board before the step (the paper's oracle
-board-state: imported agent outputs without `previous`, as `proctor hex score` reads them).
+board-state: imported agent outputs without `previous`, as `proctor hexagons score` reads them).
 """
 
 from __future__ import annotations

@@ -302,7 +302,7 @@ def execute(instruction: str, board: Sequence[int], patterns: str = "all") -> li
 def predictions(procedures: Iterable, on: str = "gold", progress=None, patterns: str = "all") -> list:
     """The executor's predicted boards for every step of the procedures (formats.Procedure),
     as formats.Prediction: executed on the gold board before each step (`on="gold"`, the
-    paper's oracle board-state, what `proctor hex score` assumes without `previous`) or on its
+    paper's oracle board-state, what `proctor hexagons score` assumes without `previous`) or on its
     own board after the step before (`on="own"`). `progress(n)` is called after each procedure."""
     from app.kinds.hexagons.formats import Prediction
 
@@ -324,7 +324,7 @@ def predictions(procedures: Iterable, on: str = "gold", progress=None, patterns:
 
 def evaluate(procedures: Sequence, on: str = "gold", progress=None, patterns: str = "all") -> dict:
     """`score.score_predictions` of the executor's boards: the same metrics, means and
-    breakdowns as `proctor hex score`."""
+    breakdowns as `proctor hexagons score`."""
     from app.kinds.hexagons.score import score_predictions
 
     return score_predictions(procedures, predictions(procedures, on, progress, patterns))

@@ -1,4 +1,4 @@
-"""Scoring an executor's boards against the gold procedures (`proctor hex score`), and the
+"""Scoring an executor's boards against the gold procedures (`proctor hexagons score`), and the
 "no action" baseline (every step leaves the board as it was).
 
 A prediction gives the board after one step and, optionally, the board the step was executed

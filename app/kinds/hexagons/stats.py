@@ -1,5 +1,5 @@
 """The dataset statistics the paper reports, recomputed from the released files
-(`proctor hex stats`), with the paper's own figures beside them (docs/kinds/hexagons.md).
+(`proctor hexagons stats`), with the paper's own figures beside them (docs/kinds/hexagons.md).
 
 - Table 1: steps, procedures, tokens and unique images per annotation round (0 the
   preliminary rounds, the paper's "Recruitment"; 1 and 2 its rounds I and II). Tokens here

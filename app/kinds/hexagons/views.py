@@ -104,7 +104,7 @@ def verification_report(study_id: Id, session: Session = Depends(db), user: User
          responses={200: {"content": {"application/x-ndjson": {}}}})
 def verification_export(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     """The procedures in the released Hexagons JSONL, with agreement tags and scores where two
-    verifiers answered ("None" where not yet): `proctor hex score --gold` reads it."""
+    verifiers answered ("None" where not yet): `proctor hexagons score --gold` reads it."""
     from app.kinds.hexagons.verification import export_jsonl
 
     study = _execution_study(session, study_id, user)

@@ -7,7 +7,7 @@ This package holds the pure navigation core for now, with no database and no web
 - `graph`: connectivity graphs of the buildings, all-pairs shortest paths computed once;
 - `metrics`: the DESIGN section 6 metrics of one trajectory against its reference path;
 - `formats`: R2R paths, R2R leaderboard predictions, PanGEA pose traces, coop speaker outputs;
-- `score`: scoring a predictions file against R2R references (the `proctor nav score` core).
+- `score`: scoring a predictions file against R2R references (the `proctor navigation score` core).
 
 - `environments`: buildings stored in the platform (blob store + `Environment` rows);
 - `views`: the building data a follower's page walks through (/env/<scan>/view.json).
@@ -110,6 +110,7 @@ def _json_field(data: dict, name: str) -> None:
 
 class Navigation(TaskKind):
     name: ClassVar[str] = "navigation"
+    cli_aliases: ClassVar[tuple[str, ...]] = ("nav",)  # its commands' old name
     title: ClassVar[str] = "Navigation following"
     item_template: ClassVar[str] = "kinds/navigation/item.html"
     Response = NavigationResponse
@@ -163,9 +164,9 @@ class Navigation(TaskKind):
         return [router, api]
 
     def cli(self):
-        from app.kinds.navigation.cli import nav
+        from app.kinds.navigation.cli import navigation
 
-        return nav
+        return navigation
 
     def train_commands(self) -> list:
         from app.kinds.navigation.cli import train_commands

@@ -1,5 +1,5 @@
-"""`proctor nav ...` (navigation's commands) and `proctor train speaker|listener` (TaskKind.cli,
-TaskKind.train_commands)."""
+"""`proctor navigation ...` (navigation's commands) and `proctor train speaker|listener`
+(TaskKind.cli, TaskKind.train_commands)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import click
 from app.config import ensure_local_dirs
 
 
-@click.group("nav")
-def nav() -> None:
+@click.group("navigation")
+def navigation() -> None:
     """Navigation tools."""
 
 
-@nav.command("score")
+@navigation.command("score")
 @click.option("--connectivity", required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--references", required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--predictions", required=True, type=click.Path(exists=True, dir_okay=False))
@@ -27,7 +27,7 @@ def nav_score(connectivity: str, references: str, predictions: str, as_json: boo
     sys.exit(run(connectivity, references, predictions, as_json, sys.stdout))
 
 
-@nav.command("trace")
+@navigation.command("trace")
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False))
 @click.option("--connectivity", required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--args", "args_file", type=click.Path(exists=True, dir_okay=False),
@@ -61,7 +61,7 @@ def _account(session, email: str | None):
     return user
 
 
-@nav.command("import-graphs")
+@navigation.command("import-graphs")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False))
 @click.option("--source", type=click.Choice(["matterport", "generated"]), default="matterport")
 @click.option("--as", "as_email", metavar="EMAIL", default=None, help=AS_HELP)
@@ -91,7 +91,7 @@ def nav_import_graphs(directory: str, source: str, as_email: str | None) -> None
     click.echo(f"imported {len(files)} buildings")
 
 
-@nav.command("import-house")
+@navigation.command("import-house")
 @click.argument("seed", type=click.IntRange(min=0))
 @click.option("--floors", default=1, show_default=True, type=click.IntRange(1, 3),
               help="Floors, joined by stairs rooms.")
@@ -133,7 +133,7 @@ def nav_import_house(seed: int, floors: int, n_paths: int | None, out: str | Non
                    + (f" (the house has no more than {len(records)})" if len(records) < n_paths else ""))
 
 
-@nav.command("import-panoramas")
+@navigation.command("import-panoramas")
 @click.argument("scan")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False))
 @click.option("--as", "as_email", metavar="EMAIL", default=None, help=AS_HELP)
@@ -157,7 +157,7 @@ def nav_import_panoramas(scan: str, directory: str, as_email: str | None) -> Non
     click.echo(f"stored {len(summary['stored'])} panoramas; {scan} has {summary['panoramas']}")
 
 
-@nav.command("set-owner")
+@navigation.command("set-owner")
 @click.argument("scan")
 @click.argument("email", required=False)
 @click.option("--none", "no_owner", is_flag=True, help="No owner: only admins may change it.")
@@ -184,7 +184,7 @@ def nav_set_owner(scan: str, email: str | None, no_owner: bool) -> None:
 
 
 
-@nav.command("capability-file")
+@navigation.command("capability-file")
 @click.option("--greedy", required=True, type=click.Path(exists=True, dir_okay=False),
               help="coop greedy file (anno_speaker-*_greedy.json).")
 @click.option("--candidates", required=True, type=click.Path(exists=True, dir_okay=False),

@@ -139,7 +139,8 @@ def get_graph(scan: str) -> NavGraph:
         return graph
     store = get_store()
     if not store.exists(connectivity_key(scan)):
-        raise InputError(f"no building {scan!r} has been imported (proctor nav import-graphs)", field="scan")
+        raise InputError(f"no building {scan!r} has been imported (proctor navigation import-graphs)",
+                         field="scan")
     graph = load_connectivity(store.get(connectivity_key(scan)), scan=scan)
     with _lock:
         return _graphs.setdefault(key, graph)

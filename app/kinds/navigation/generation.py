@@ -87,7 +87,7 @@ def parse_paths(data: bytes, design: str) -> list[dict]:
         check_path(p.scan, p.path, label)
         if get_semantics(p.scan) is None:
             raise InputError(f"{label}: building {p.scan} has no semantics (generation needs a generated "
-                             "house, imported with `proctor nav import-house`)", field="scan")
+                             "house, imported with `proctor navigation import-house`)", field="scan")
         refs = [t for t in p.instructions if t.strip()]
         if design == "capability" and not refs:
             raise InputError(f"{label}: the capability design needs a human reference instruction",

@@ -190,7 +190,8 @@ def _environment(session: Session, scan: str, lock: bool = False) -> Environment
         q = q.with_for_update().execution_options(populate_existing=True)
     env = session.scalar(q)
     if env is None:
-        raise InputError(f"no building {scan!r} has been imported (proctor nav import-graphs)", field="scan")
+        raise InputError(f"no building {scan!r} has been imported (proctor navigation import-graphs)",
+                         field="scan")
     return env
 
 
@@ -231,7 +232,7 @@ def import_panoramas(session: Session, scan: str, files: Iterable[tuple[str, byt
 
 
 def import_directory(session: Session, scan: str, directory: str | Path, actor=None) -> tuple[dict, list[str]]:
-    """`proctor nav import-panoramas SCAN DIR`: every `<viewpoint>.jpg|jpeg|png` in DIR (not its
+    """`proctor navigation import-panoramas SCAN DIR`: every `<viewpoint>.jpg|jpeg|png` in DIR (not its
     subfolders). Returns the import's summary and the names of the other files, left alone."""
     folder = Path(directory)
     if not folder.is_dir():

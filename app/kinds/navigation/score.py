@@ -1,5 +1,5 @@
 """Score R2R leaderboard predictions against R2R reference paths (the core of
-`proctor nav score --connectivity DIR --references R2R.json --predictions PRED.json [--json]`).
+`proctor navigation score --connectivity DIR --references R2R.json --predictions PRED.json [--json]`).
 
 Each prediction's instr_id ("<path_id>_<k>") names an instruction of the references; its
 trajectory is scored against that instruction's path on the path's building

@@ -8,7 +8,7 @@
 - Listeners: `parse_listener_outputs` reads a model listener's paths for a study's
   instructions (R2R leaderboard predictions, or {external_id: {"path"|"trace"}}) and checks
   each against the item's building and start.
-- `run_trace`: the body of `proctor nav trace` (a trace file reduced to its path, scored
+- `run_trace`: the body of `proctor navigation trace` (a trace file reduced to its path, scored
   against a PanGEA task's path when args.json is given).
 
 See docs/kinds/navigation-listeners.md.
@@ -144,7 +144,7 @@ def _path_list(value: object, label: str, field: str) -> list[str]:
 def check_listener_path(graph: NavGraph, start: str, path: Sequence[str], label: str, field: str) -> None:
     """A listener's path must start at the instruction's start and stay in its building,
     within the start's connected component. Steps need not be single edges (listeners from
-    other simulators may skip viewpoints), as for `proctor nav score`."""
+    other simulators may skip viewpoints), as for `proctor navigation score`."""
     if len(path) > MAX_LISTENER_PATH:
         raise InputError(f"{label}: {field} has {len(path)} viewpoints, at most {MAX_LISTENER_PATH}",
                          field=field)
@@ -220,7 +220,7 @@ def parse_listener_outputs(data: bytes | list | dict, known_ids: set[str],
     return {ext: response for ext, (_, _, response) in found.items()}
 
 
-# -- proctor nav trace ---------------------------------------------------------------------------
+# -- proctor navigation trace ----------------------------------------------------------------------
 
 
 def _task(args_path: str | Path) -> dict:
