@@ -216,7 +216,7 @@ def _headers(html: str, table_id: str) -> list[tuple[str, str]]:
     """(attributes, text) of the header cells of the table with that id."""
     start = html.index(f'id="{table_id}"')
     head = html[start:html.index("</thead>", start)]
-    return re.findall(r"<th([^>]*)>(.*?)</th>", head.split("<thead>", 1)[1], flags=re.S)
+    return re.findall(r"<th([^>]*)>(.*?)</th>", head.split("<thead>", 1)[1], flags=re.DOTALL)
 
 
 def test_the_generic_and_dawid_skene_tables_explain_every_column(session, client):

@@ -378,7 +378,8 @@ def build(rows: list[Row], procedures: dict[int, ProcedureInfo], main: str = "bo
                            {"key": f"{key}_holm", "label": "Holm p",
                             "help": "That p adjusted by Holm across the pairs of agents, baselines and pooled people."},
                            {"key": f"{key}_effect", "label": f"{metrics.LABELS[key]} effect (per procedure)",
-                            "help": "Mean of the per-procedure differences (each procedure once), with a 95% t interval."},
+                            "help": "Mean of the per-procedure differences (each procedure once), with a 95% interval "
+                                    "(t on the differences; Bonett-Price for 0/1)."},
                            {"key": f"{key}_dz", "label": "d_z", "help": D_Z_HELP})],
             "rows": pairs})
     if agreement:
