@@ -53,7 +53,7 @@ def _navigation(s, owner, tmp_path) -> dict:
     study = services.create_study(s, owner, "navigation", services.StudySettings(title="Gen form"), paths, "r2r")
     _, speaker = _artifact(s, owner, "navigation", "speaker", "form-speaker")
     _, listener = _artifact(s, owner, "navigation", "listener", "form-listener")
-    job = _going_job(s, study, "navigation.generation", 4)
+    job = _going_job(s, study, "navigation.generate", 4)
     run = GenerationRun(study_id=study.id, owner_id=owner.id, speaker_artifact_id=speaker.id,
                         listener_artifact_ids=[], n=10, k=0, m=3, metric="ndtw", design="evaluation", max_len=60,
                         seed=0, batch_size=8, paths=parse_paths(paths, "evaluation"), job_id=job.id,

@@ -282,7 +282,7 @@ def test_bad_requests_store_nothing(session, setup):
         create_run(session, setup["study"], setup["owner"], **base)
     session.rollback()
     assert session.scalar(select(func.count(GenerationRun.id))) == 0
-    assert session.scalar(select(func.count(jobs.Job.id)).where(jobs.Job.task == "navigation.generation")) == 0
+    assert session.scalar(select(func.count(jobs.Job.id)).where(jobs.Job.task == "navigation.generate")) == 0
 
 
 def test_api_and_page(session, setup, client):

@@ -55,9 +55,9 @@ def test_existing_jobs_and_tom_clusters_are_carried_into_the_kinds_branches(old_
         jobs = c.execute(text("SELECT id, task, state FROM jobs ORDER BY id")).all()
         clusters = c.execute(text("SELECT id, cluster FROM items ORDER BY id")).all()
     eng.dispose()
-    assert {"nav0003", "tom0001"} <= heads
+    assert {"nav0004", "tom0001"} <= heads
     # Jobs keep their state under the names their kind now registers them by.
-    assert [tuple(j) for j in jobs] == [(1, "navigation.generation", "running"),
+    assert [tuple(j) for j in jobs] == [(1, "navigation.generate", "running"),
                                         (2, "navigation.validate", "queued"), (3, "export", "done")]
     # ToM questions about one proposition at two times now share a cluster; other kinds' stay.
     assert [tuple(r) for r in clusters] == [(1, "call-7:13"), (2, "call-7:13"), (3, "call-7:14"),
@@ -92,7 +92,7 @@ def test_generation_runs_from_before_top_p_read_as_pure_sampling(old_database):
     with eng.connect() as c:
         heads = set(c.execute(text("SELECT version_num FROM alembic_version")).scalars())
         runs = c.execute(text("SELECT id, n, seed, gamma, state, top_p FROM generation_runs")).all()
-    assert "nav0003" in heads and "nav0001" not in heads
+    assert "nav0004" in heads and "nav0001" not in heads
     assert [tuple(r) for r in runs] == [(7, 10, 4, 0.25, "done", 1.0)]
     # A run stored after the upgrade without naming top_p reads 1.0 too (the server default).
     with eng.begin() as c:
@@ -124,7 +124,7 @@ def test_buildings_from_before_owners_have_none(old_database):
     with eng.connect() as c:
         heads = set(c.execute(text("SELECT version_num FROM alembic_version")).scalars())
         rows = c.execute(text("SELECT id, scan, n_viewpoints, owner_id FROM environments")).all()
-    assert "nav0003" in heads and "nav0002" not in heads
+    assert "nav0004" in heads and "nav0002" not in heads
     assert [tuple(r) for r in rows] == [(3, "grid", 14, None)]
     command.downgrade(cfg, "nav0002")
     with eng.connect() as c:
@@ -141,7 +141,7 @@ def _sts_only(obj, name, type_, reflected, compare_to) -> bool:
 
 
 def test_the_sts_tables_are_what_their_models_say_and_leave_with_their_branch(old_database):
-    """sts0001 to sts0003 make exactly the tables of app/kinds/sts/models.py (columns, types,
+    """sts0001 to sts0004 make exactly the tables of app/kinds/sts/models.py (columns, types,
     nullability, keys, indexes and unique constraints), and the branch's downgrade removes them
     and nothing else."""
     from alembic.autogenerate import compare_metadata
@@ -157,7 +157,7 @@ def test_the_sts_tables_are_what_their_models_say_and_leave_with_their_branch(ol
         ctx = MigrationContext.configure(c, opts={"compare_type": True, "include_object": _sts_only})
         diff = compare_metadata(ctx, load_models().metadata)
         tables = {t for t in inspect(c).get_table_names() if t.startswith("sts_")}
-    assert "sts0003" in heads
+    assert "sts0004" in heads
     assert diff == [], diff
     assert tables == {t for t in load_models().metadata.tables if t.startswith("sts_")} and len(tables) == 8
     command.downgrade(alembic_config(old_database), "sts@base")
@@ -166,7 +166,7 @@ def test_the_sts_tables_are_what_their_models_say_and_leave_with_their_branch(ol
         heads = set(c.execute(text("SELECT version_num FROM alembic_version")).scalars())
     eng.dispose()
     assert not {t for t in left if t.startswith("sts_")} and {"users", "agents", "jobs"} <= left
-    assert not {"sts0001", "sts0002", "sts0003"} & heads and "nav0003" in heads
+    assert not {"sts0001", "sts0002", "sts0003", "sts0004"} & heads and "nav0004" in heads
 
 
 def test_a_recordings_actor_grows_to_name_its_player(old_database):
@@ -194,3 +194,32 @@ def test_a_recordings_actor_grows_to_name_its_player(old_database):
         actors = c.execute(text("SELECT id, actor FROM sts_recordings ORDER BY id")).all()
     eng.dispose()
     assert [tuple(r) for r in actors] == [(1, "expert"), (2, "human")]
+
+
+def test_generation_jobs_are_named_generate_and_keep_their_state(old_database):
+    """nav0004 and sts0004: a kind's generation job is "<kind>.generate"; stored jobs keep their
+    state under the new name, and the downgrades give the old names back."""
+    cfg = alembic_config(old_database)
+    command.upgrade(cfg, "nav0003")
+    command.upgrade(cfg, "sts0003")
+    eng = create_engine(old_database)
+    with eng.begin() as c:
+        for jid, task, state in ((1, "navigation.generation", "running"), (2, "sts.generation", "queued"),
+                                 (3, "navigation.validate", "done")):
+            c.execute(text("INSERT INTO jobs (id, task, state, params, done, total, log, result, "
+                           "created_at) VALUES (:id, :task, :state, '{}', 0, 0, '', '{}', "
+                           "CURRENT_TIMESTAMP)"), {"id": jid, "task": task, "state": state})
+    migrate_db(old_database)
+    with eng.connect() as c:
+        got = [tuple(j) for j in c.execute(text("SELECT id, task, state FROM jobs ORDER BY id"))]
+    assert got == [(1, "navigation.generate", "running"), (2, "sts.generate", "queued"),
+                   (3, "navigation.validate", "done")]
+    from app.kinds import job_handlers
+
+    assert {"navigation.generate", "sts.generate"} <= set(job_handlers())
+    command.downgrade(cfg, "nav0003")
+    command.downgrade(cfg, "sts0003")
+    with eng.connect() as c:
+        tasks = list(c.execute(text("SELECT task FROM jobs ORDER BY id")).scalars())
+    eng.dispose()
+    assert tasks == ["navigation.generation", "sts.generation", "navigation.validate"]

@@ -1,4 +1,4 @@
-"""The job "generation": a speaker's candidates for a run's paths, reranked by listeners.
+"""The job "navigation.generate": a speaker's candidates for a run's paths, reranked by listeners.
 
 Per batch of paths: the speaker's inference output (greedy) and N samples (pure ancestral
 sampling, or nucleus sampling when the run's top_p is below 1), each with its log-probability

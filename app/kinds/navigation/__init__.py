@@ -152,7 +152,7 @@ class Navigation(TaskKind):
     models: ClassVar[str | None] = "app.kinds.navigation.models"
     jobs: ClassVar[dict[str, str]] = {
         "validate": "workers.navigation.validate:run_validation",
-        "generation": "workers.navigation.generate:run_generation",
+        "generate": "workers.navigation.generate:run_generation",
     }
     artifact_roles: ClassVar[tuple[str, ...]] = ("speaker", "listener")
     artifact_help: ClassVar[str] = ("a navigation speaker (path to instruction) or listener "

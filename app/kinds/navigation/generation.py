@@ -2,7 +2,7 @@
 by a listener ensemble (the bounded pragmatic speaker, the paper's eq. 13).
 
 The web side only stores the run (its parameters and the paths, from an R2R file of imported
-generated houses) and enqueues the job "navigation.generation"; `workers/navigation/generate.py` does
+generated houses) and enqueues the job "navigation.generate"; `workers/navigation/generate.py` does
 the work. Every candidate and every listener rollout is kept, so a researcher can see why a
 candidate was chosen. See docs/kinds/navigation-generation.md.
 """
@@ -127,7 +127,7 @@ def create_run(session: Session, study: Study, user: User, *, speaker_artifact_i
         top_p=_top_p(top_p), paths=parse_paths(paths_data, design), state="queued")
     session.add(run)
     session.flush()
-    job = jobs.create_job(session, f"{KIND_NAME}.generation", study_id=study.id, owner_id=user.id,
+    job = jobs.create_job(session, f"{KIND_NAME}.generate", study_id=study.id, owner_id=user.id,
                           run_id=run.id)
     run.job_id = job.id
     session.commit()

@@ -69,7 +69,7 @@ class StandardisedTestSuite(TaskKind):
     imports_outputs: ClassVar[bool] = False
     models: ClassVar[str | None] = "app.kinds.sts.models"
     jobs: ClassVar[dict[str, str]] = {
-        "generation": "app.kinds.sts.generation:run_generation",
+        "generate": "app.kinds.sts.generation:run_generation",
         "validate": "workers.sts.validate:run_validation",
     }
     # Uploaded policies (docs/kinds/sts-policies.md): a rollout policy for continuations.

@@ -70,7 +70,7 @@ def create_run(session: Session, user: User, suite: Suite, version: SuiteVersion
                         batch_size=batch_size)
     session.add(run)
     session.flush()
-    job = jobs.create_job(session, f"{KIND_NAME}.generation", owner_id=user.id, run_id=run.id,
+    job = jobs.create_job(session, f"{KIND_NAME}.generate", owner_id=user.id, run_id=run.id,
                           agent_id=agent.id, version_id=version.id, continuations=c, seed=seed,
                           batch_size=batch_size)
     run.job_id = job.id
