@@ -103,7 +103,7 @@ def _annotate(app, session, slug: str, pid: str) -> int:
 def _expected(session, suite_id: int, agent_id: int) -> dict:
     """The simulator's outcomes of the agent's stored continuations, each replayed here."""
     from app.kinds.sts.models import Continuation, Recording, Scenario
-    from app.kinds.sts.recordings import Recording as Replayable, check
+    from app.kinds.sts.recordings import Replayable, check
 
     outcomes, steps, per_category, per_scenario = [], [], {}, {}
     for c, sc, rec in session.execute(

@@ -14,7 +14,7 @@ from sqlalchemy import func, select, update
 from app import jobs
 from app.kinds.sts import generation
 from app.kinds.sts.models import Continuation, GenerationRun, Recording, Scenario
-from app.kinds.sts.recordings import Recording as Replayable, check, expert_recording
+from app.kinds.sts.recordings import Replayable, check, expert_recording
 from app.studies.models import Item, Study
 from tests.conftest import login, make_user
 

@@ -11,7 +11,7 @@ from app.errors import InputError
 from app.kinds.sts.env import ACTIONS, CATEGORIES, LEVELS, BabyAISimulator, ExpertError
 from app.kinds.sts.mining import make_scenario, mine, mission_step, takeover_point
 from app.kinds.sts.recordings import (
-    Outcome, Recording, RecordingError, check, expert_recording, parse_recordings_jsonl, replay, success_step,
+    Outcome, Replayable, RecordingError, check, expert_recording, parse_recordings_jsonl, replay, success_step,
 )
 
 SIM = BabyAISimulator()
@@ -23,7 +23,7 @@ def expert():
     return expert_recording(LEVEL, 7, id="e7")
 
 
-def line_of(rec: Recording, **over) -> str:
+def line_of(rec: Replayable, **over) -> str:
     d = rec.as_dict()
     d.update(over)
     return json.dumps(d)
@@ -54,10 +54,10 @@ def test_replay_gives_byte_identical_frames_every_time(expert):
 
 DIGEST = """
 import hashlib, json, sys
-from app.kinds.sts.recordings import Recording, replay
+from app.kinds.sts.recordings import Replayable, replay
 h = hashlib.sha256()
 for d in json.loads(sys.argv[1]):
-    for s in replay(Recording(**d), tile_size=4).steps:
+    for s in replay(Replayable(**d), tile_size=4).steps:
         h.update(s.frame.tobytes() + s.observation["image"].tobytes())
 print(h.hexdigest())
 """
@@ -115,7 +115,7 @@ def test_expert_recording_respects_a_step_limit():
 
 
 def test_outcome_of_a_recording_that_did_not_finish(expert):
-    cut = Recording(LEVEL, 7, expert.mission, expert.actions[:-1], "human", "cut")
+    cut = Replayable(LEVEL, 7, expert.mission, expert.actions[:-1], "human", "cut")
     assert check(cut, SIM) == Outcome(None, None) and success_step(cut, SIM) is None
 
 
@@ -206,7 +206,7 @@ def test_takeover_rules(expert):
     for k in (0, None, True):
         with pytest.raises(RecordingError, match="k must be"):
             takeover_point(expert, "before success", k=k, simulator=SIM)
-    cut = Recording(LEVEL, 7, expert.mission, expert.actions[:-1], "human", "cut")
+    cut = Replayable(LEVEL, 7, expert.mission, expert.actions[:-1], "human", "cut")
     with pytest.raises(RecordingError, match="never succeeds"):
         takeover_point(cut, "before success", k=1, simulator=SIM)
     with pytest.raises(RecordingError, match="unknown rule") as err:
@@ -232,7 +232,7 @@ def test_make_scenario_and_its_refusals(expert):
         make_scenario(rec, 0, 5, tags=[""], simulator=SIM)
     assert err.value.field == "tags"
     # An unfinished recording can be taken over at its very end.
-    cut = Recording(LEVEL, 7, expert.mission, expert.actions[:-1], "human", "cut")
+    cut = Replayable(LEVEL, 7, expert.mission, expert.actions[:-1], "human", "cut")
     assert make_scenario(cut, n - 1, 5, simulator=SIM)["takeover"] == n - 1
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from app.kinds.sts.env import ACTIONS, BabyAISimulator
 from app.kinds.sts.mining import mine
-from app.kinds.sts.recordings import Recording, RecordingError, check, expert_recording, replay
+from app.kinds.sts.recordings import Replayable, RecordingError, check, expert_recording, replay
 from app.kinds.sts.rollout import (
     Continuation, Job, expert_policy, jobs_for, random_policy, rollout_batched, rollout_sequential, start,
 )
@@ -142,7 +142,7 @@ def test_bad_jobs_and_bad_answers_are_refused(suite):
     with pytest.raises(RecordingError, match="at least 1 step") as err:
         start(Job(rec, 0, 0), SIM)
     assert err.value.field == "continuation"
-    wrong = Recording(rec.level, rec.seed + 1, rec.mission, rec.actions, "upload", "w", line=4)
+    wrong = Replayable(rec.level, rec.seed + 1, rec.mission, rec.actions, "upload", "w", line=4)
     with pytest.raises(RecordingError) as err:
         start(Job(wrong, 0, 5), SIM)
     assert (err.value.line, err.value.field) == (4, "mission")

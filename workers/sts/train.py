@@ -26,7 +26,7 @@ from safetensors.torch import save_file
 
 from app.kinds.sts.env import ACTIONS, ExpertError, Simulator, get_simulator
 from app.kinds.sts.observations import encode_missions
-from app.kinds.sts.recordings import Recording, expert_recording, replay
+from app.kinds.sts.recordings import Replayable, expert_recording, replay
 from app.kinds.sts.rollout import Job, random_policy, rollout_batched
 from workers.sts.policy import FilmPolicy, TorchPolicy
 
@@ -141,7 +141,7 @@ def episode_jobs(levels: Sequence[str], seeds: Sequence[int], simulator: Simulat
     for level in levels:
         for s in seeds:
             ep = sim.reset(level, s)
-            jobs.append(Job(Recording(level, s, ep.mission, [], "agent"), 0, ep.max_steps, seed + len(jobs)))
+            jobs.append(Job(Replayable(level, s, ep.mission, [], "agent"), 0, ep.max_steps, seed + len(jobs)))
     return jobs
 
 

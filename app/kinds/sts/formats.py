@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from app.errors import InputError
 from app.kinds.sts.env import Simulator, SimulatorError, get_simulator
 from app.kinds.sts.mining import MAX_CONTINUATION
-from app.kinds.sts.recordings import Recording, check, decode_upload, parse_recording
+from app.kinds.sts.recordings import Replayable, check, decode_upload, parse_recording
 from app.textfiles import csv_rows, jsonl_objects
 
 FIELDS = {"id", "scenario", "agent", "continuation", "level", "seed", "mission", "actions", "takeover",
@@ -60,7 +60,7 @@ class Continuation:
     scenario: str
     agent: str
     continuation: str
-    recording: Recording  # the whole episode: context then continuation
+    recording: Replayable  # the whole episode: context then continuation
     takeover: int  # context actions (forced from the recording)
     instruction: str
     category: str

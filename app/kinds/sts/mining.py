@@ -19,7 +19,7 @@ Each scenario is a plain dict (`make_scenario`), ready to store:
 from __future__ import annotations
 
 from app.kinds.sts.env import CATEGORIES, Simulator, get_simulator
-from app.kinds.sts.recordings import Outcome, Recording, RecordingError, check
+from app.kinds.sts.recordings import Outcome, Replayable, RecordingError, check
 
 RULES: tuple[str, ...] = ("first step", "mission given", "before success")
 MAX_CONTINUATION = 1000
@@ -27,12 +27,12 @@ MAX_TAGS = 20
 MAX_TAG_LENGTH = 64
 
 
-def mission_step(recording: Recording) -> int:
+def mission_step(recording: Replayable) -> int:
     """The step at which the recording's instruction is given: 0 in BabyAI (see above)."""
     return 0
 
 
-def takeover_point(recording: Recording, rule: str, k: int | None = None,
+def takeover_point(recording: Replayable, rule: str, k: int | None = None,
                    simulator: Simulator | None = None, *, outcome: Outcome | None = None) -> int:
     """The takeover step the rule gives for this recording. RecordingError naming the
     recording's line and the field ("rule", "k", "actions") when the rule does not apply.
@@ -56,7 +56,7 @@ def takeover_point(recording: Recording, rule: str, k: int | None = None,
     return success - k
 
 
-def make_scenario(recording: Recording, takeover: int, continuation: int, *,
+def make_scenario(recording: Replayable, takeover: int, continuation: int, *,
                   category: str | None = None, tags=(), simulator: Simulator | None = None,
                   outcome: Outcome | None = None) -> dict:
     """A scenario of `recording`: its first `takeover` actions forced, then `continuation` actions
@@ -125,7 +125,7 @@ def tags_now(tags, takeover: int | None, success_step: int | None | str = UNKNOW
     return out
 
 
-def mine(recordings: list[Recording], rule: str, continuation: int, *, k: int | None = None,
+def mine(recordings: list[Replayable], rule: str, continuation: int, *, k: int | None = None,
          tags=(), simulator: Simulator | None = None, skip_inapplicable: bool = False) -> list[dict]:
     """One scenario per recording by a bulk rule, tagged with the rule ("rule:before success").
     With `skip_inapplicable`, recordings the rule does not apply to (for "before success": no

@@ -30,7 +30,8 @@ ENDS = ("success", "failure", "time out", "length")
 
 
 class Recording(Base):
-    """A recorded episode (recordings.Recording): replayed, never stored as video."""
+    """A recorded episode (stored; recordings.Replayable is its in-memory form): replayed, never
+    stored as video."""
 
     __tablename__ = "sts_recordings"
     __table_args__ = (UniqueConstraint("owner_id", "external_id"),)

@@ -17,7 +17,7 @@ from app import jsonsafe
 from app.errors import InputError
 from app.kinds.sts.env import ActionError, action_index
 from app.images import encode_png
-from app.kinds.sts.recordings import Recording, Replay, replay
+from app.kinds.sts.recordings import Replayable, Replay, replay
 
 MODE = "play"  # payload["mode"] of a play item; items without it are continuations
 # The page asks for the state after every key; a person presses a few keys a second.
@@ -72,7 +72,7 @@ def replay_play(payload: dict, actions: list[int]) -> Replay:
     cap = int(payload["max_steps"])
     if len(actions) > cap:  # before replaying any of them
         raise InputError(f"{len(actions)} actions, but this mission ends after at most {cap}", field="actions")
-    rec = Recording(payload["level"], int(payload["seed"]), payload["mission"], actions, "human")
+    rec = Replayable(payload["level"], int(payload["seed"]), payload["mission"], actions, "human")
     return replay(rec, frames=False)
 
 

@@ -41,7 +41,9 @@ class RecordingError(InputError):
 
 
 @dataclass
-class Recording:
+class Replayable:
+    """A recording in memory, as replayed and checked (the stored row is models.Recording)."""
+
     level: str
     seed: int
     mission: str
@@ -72,7 +74,7 @@ class Replay:
     success_step: int | None  # actions after which the simulator reported success, or None
 
 
-def replay(recording: Recording, simulator: Simulator | None = None, upto: int | None = None, *,
+def replay(recording: Replayable, simulator: Simulator | None = None, upto: int | None = None, *,
            frames: bool = True, tile_size: int = 8, check_all: bool = True) -> Replay:
     """The recording's states after 0..upto actions (all of them by default), each with its
     observation and (if `frames`) its frame. RecordingError, naming the recording's line and
@@ -103,7 +105,7 @@ class Outcome(NamedTuple):
     end: int | None  # actions after which the episode ended (success, failure, time out), or None
 
 
-def check(recording: Recording, simulator: Simulator | None = None) -> Outcome:
+def check(recording: Replayable, simulator: Simulator | None = None) -> Outcome:
     """Validate the recording by replaying it without frames; its outcome."""
     sim = simulator or get_simulator()
     episode = _start(recording, sim)
@@ -113,12 +115,12 @@ def check(recording: Recording, simulator: Simulator | None = None) -> Outcome:
     return Outcome(episode.steps if episode.success else None, episode.steps if episode.done else None)
 
 
-def success_step(recording: Recording, simulator: Simulator | None = None) -> int | None:
+def success_step(recording: Replayable, simulator: Simulator | None = None) -> int | None:
     """The number of actions after which the simulator reported success, or None."""
     return check(recording, simulator).success
 
 
-def _start(recording: Recording, sim: Simulator) -> Episode:
+def _start(recording: Replayable, sim: Simulator) -> Episode:
     """The recording's episode before its first action, checked against the recording."""
     line = recording.line
     try:
@@ -156,7 +158,7 @@ def _state(episode: Episode, step: int, action, frames: bool, tile_size: int) ->
 
 
 def expert_recording(level: str, seed: int, max_steps: int | None = None,
-                     simulator: Simulator | None = None, id: str | None = None) -> Recording:
+                     simulator: Simulator | None = None, id: str | None = None) -> Replayable:
     """The expert (BabyAIBot) playing `level` from `seed` until success. ExpertError if it does
     not succeed within `max_steps` (default: the level's own limit) or gives up."""
     sim = simulator or get_simulator()
@@ -169,13 +171,13 @@ def expert_recording(level: str, seed: int, max_steps: int | None = None,
         episode.step(a)
     if not episode.success:
         raise ExpertError(f"the expert did not succeed on {level} seed {seed} within {limit} steps")
-    return Recording(level, int(seed), episode.mission, actions, "expert", id)
+    return Replayable(level, int(seed), episode.mission, actions, "expert", id)
 
 
 # --- upload -------------------------------------------------------------------------------
 
 
-def parse_recording(obj, line: int | None = None) -> Recording:
+def parse_recording(obj, line: int | None = None) -> Replayable:
     """One recording from a decoded JSON object; shape only (`check` replays it)."""
     if not isinstance(obj, dict):
         raise RecordingError("each line must be a JSON object", line=line)
@@ -211,15 +213,15 @@ def parse_recording(obj, line: int | None = None) -> Recording:
     actor = obj.get("actor", "upload")
     if actor not in ACTORS:
         raise RecordingError(f"actor {actor!r} is not one of {', '.join(ACTORS)}", line=line, field="actor")
-    return Recording(obj["level"], seed, mission, actions, actor, rid.strip() if rid else None, line)
+    return Replayable(obj["level"], seed, mission, actions, actor, rid.strip() if rid else None, line)
 
 
 def parse_recordings_jsonl(data: bytes | str, simulator: Simulator | None = None, *,
-                           validate: bool = True) -> list[Recording]:
+                           validate: bool = True) -> list[Replayable]:
     """Recordings of an uploaded JSONL file, each replayed (`validate`) so that a recording that
     does not replay is refused with its line. Raises on the first bad line; stores nothing."""
     sim = simulator or get_simulator()
-    out: list[Recording] = []
+    out: list[Replayable] = []
     seen: dict[str, int] = {}
     try:
         text = decode_upload(data)
@@ -246,6 +248,6 @@ def parse_recordings_jsonl(data: bytes | str, simulator: Simulator | None = None
 
 
 __all__ = [
-    "ACTIONS", "ACTORS", "Outcome", "Recording", "RecordingError", "Replay", "ReplayStep", "check", "decode_upload",
+    "ACTIONS", "ACTORS", "Outcome", "Replayable", "RecordingError", "Replay", "ReplayStep", "check", "decode_upload",
     "expert_recording", "parse_recording", "parse_recordings_jsonl", "replay", "success_step",
 ]

@@ -29,7 +29,7 @@ import numpy as np
 from app.kinds.sts.env import (
     ACTION_INDEX, ACTIONS, Episode, ExpertError, Simulator, SimulatorError, action_index, get_simulator,
 )
-from app.kinds.sts.recordings import Recording, RecordingError, replay
+from app.kinds.sts.recordings import Replayable, RecordingError, replay
 
 DONE = ACTION_INDEX["done"]
 
@@ -39,7 +39,7 @@ class Job:
     """One continuation to generate: a scenario's recording, takeover and length, and the seed
     of the continuation's own sampling (e.g. the scenario's seed + the continuation's index)."""
 
-    recording: Recording
+    recording: Replayable
     takeover: int
     length: int
     seed: int = 0
@@ -52,14 +52,14 @@ class Continuation:
     end: str  # "success", "failure" (the simulator's), "time out" (the level's step limit), "length"
     notes: list[str] = field(default_factory=list)  # e.g. the expert gave up
 
-    def recording(self, job: Job, actor: str = "agent", id: str | None = None) -> Recording:
+    def recording(self, job: Job, actor: str = "agent", id: str | None = None) -> Replayable:
         """The whole episode, context then continuation, as a recording to replay and render."""
         context = job.recording.actions[: job.takeover]
         r = job.recording
-        return Recording(r.level, r.seed, r.mission, [*context, *self.actions], actor, id)
+        return Replayable(r.level, r.seed, r.mission, [*context, *self.actions], actor, id)
 
 
-def jobs_for(scenarios: list[dict], recordings: dict[str, Recording], continuations: int = 10,
+def jobs_for(scenarios: list[dict], recordings: dict[str, Replayable], continuations: int = 10,
              seed: int = 0) -> list[Job]:
     """C jobs per scenario (a dict from `mining.make_scenario`); continuation c of scenario i
     samples with seed `seed + i * continuations + c`."""
@@ -106,7 +106,7 @@ def start(job: Job, simulator: Simulator, follow_expert: bool = False) -> Episod
     return episode
 
 
-def _step_context(episode: Episode, i: int, a, rec: Recording) -> None:
+def _step_context(episode: Episode, i: int, a, rec: Replayable) -> None:
     try:
         episode.step(a)
     except SimulatorError as exc:

@@ -23,7 +23,7 @@ from app.kinds.sts.env import MAX_SEED, SimulatorError, get_simulator
 from app.kinds.sts.models import (
     BUILTIN_AGENTS, BUILTIN_VERSION, Continuation, Recording, Scenario, ScenarioTag, Suite, SuiteVersion,
 )
-from app.kinds.sts.recordings import Recording as Replayable, RecordingError, check, expert_recording, \
+from app.kinds.sts.recordings import Replayable, RecordingError, check, expert_recording, \
     parse_recordings_jsonl
 
 KIND_NAME = "sts"
@@ -60,7 +60,7 @@ def may_manage(user: User, owner_id: int | None) -> bool:
 
 
 def replayable(row: Recording) -> Replayable:
-    """The stored recording as recordings.Recording, named by its row id."""
+    """The stored recording as recordings.Replayable, named by its row id."""
     return Replayable(row.level, row.seed, row.mission, list(row.actions), row.actor, str(row.id))
 
 
