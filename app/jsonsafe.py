@@ -4,7 +4,8 @@ walks the value later. No input the app takes is nested more than a few levels.
 
 Integers stay within a signed 64-bit column's range (a 30-digit id or seed is refused like bad
 JSON, not a database error later). NaN and infinities parse as floats: each importer's check
-of its field refuses them there, naming the field."""
+of its field refuses them there, naming the field, and `non_finite` finds any left in what is
+stored (JSON has no NaN: PostgreSQL would refuse the row)."""
 
 from __future__ import annotations
 
@@ -96,3 +97,19 @@ def loads(data: str | bytes, limit: int = MAX_DEPTH):
         return json.loads(data, parse_int=_int)
     except _OutOfRange as exc:
         raise _bad_number(data, exc.text) from None
+
+
+def non_finite(value, path: str = "") -> str | None:
+    """The path ("payload.scores[2]") of the first NaN or infinity in a JSON-like value, or
+    None. Importers refuse their own fields first; this is the check nothing passes around."""
+    if isinstance(value, float):
+        return None if value == value and value not in (float("inf"), float("-inf")) else path
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if (found := non_finite(v, f"{path}.{k}" if path else str(k))) is not None:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            if (found := non_finite(v, f"{path}[{i}]")) is not None:
+                return found
+    return None

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from app import audit
+from app import audit, jsonsafe
 from app.agents.models import Agent, AgentOutput
 from app.auth.models import User
 from app.config import get_settings
@@ -219,6 +219,7 @@ def create_study(session: Session, owner: User, kind_name: str, settings: StudyS
     result = kind.import_items(data, fmt, options or {})
     if not result.items:
         raise InputError("the upload holds no items")
+    _check_finite(result.items)
     values = with_defaults(settings, result.study_defaults)
     if not values.get("instructions", "").strip():
         values["instructions"] = kind.default_instructions  # what the form offers when left blank
@@ -227,14 +228,7 @@ def create_study(session: Session, owner: User, kind_name: str, settings: StudyS
                   kind_settings=result.kind_settings, answer_field=kind.agreement_value())
     session.add(study)
     session.flush()
-    rng = random.Random(study.id)
-    rows = [dict(study_id=study.id, external_id=s.external_id, payload=s.payload,
-                 reference=s.reference, is_gold=s.is_gold, source=s.source, category=s.category,
-                 cluster=s.cluster, exclusion_group=s.exclusion_group, author_id=s.author_id,
-                 position=rng.random(),
-                 n_active=0) for s in result.items]
-    for start in range(0, len(rows), 5000):
-        session.execute(insert(Item), rows[start:start + 5000])
+    rows = _insert_items(session, study, result.items, random.Random(study.id))
     audit.record(session, owner.id, "study.create", "study", study.id, items=len(rows),
                  kind=kind.name)
     session.commit()
@@ -247,16 +241,31 @@ def add_items(session: Session, study: Study, specs: list) -> int:
     if study.state != "draft":
         raise InputError(f"items can only be added to a draft study; this one is {study.state}",
                          field="study")
+    _check_finite(specs)
     have = set(session.scalars(select(Item.external_id).where(Item.study_id == study.id)))
-    rng = random.Random(f"{study.id}:{len(have)}")
+    rows = _insert_items(session, study, [s for s in specs if s.external_id not in have],
+                         random.Random(f"{study.id}:{len(have)}"))
+    return len(rows)
+
+
+def _check_finite(specs: list) -> None:
+    """A NaN or infinity anywhere in an item's payload or reference is refused, naming the item,
+    before anything is stored: JSON has none, and PostgreSQL would fail the whole insert."""
+    for spec in specs:
+        for name in ("payload", "reference"):
+            if (where := jsonsafe.non_finite(getattr(spec, name), name)) is not None:
+                raise InputError(f"item {spec.external_id!r}: {where} is not a finite number", field=where)
+
+
+def _insert_items(session: Session, study: Study, specs: list, rng: random.Random) -> list[dict]:
+    """Insert the items (ItemSpecs) at random positions, 5,000 rows a statement."""
     rows = [dict(study_id=study.id, external_id=s.external_id, payload=s.payload,
                  reference=s.reference, is_gold=s.is_gold, source=s.source, category=s.category,
                  cluster=s.cluster, exclusion_group=s.exclusion_group, author_id=s.author_id,
-                 position=rng.random(),
-                 n_active=0) for s in specs if s.external_id not in have]
+                 position=rng.random(), n_active=0) for s in specs]
     for start in range(0, len(rows), 5000):
         session.execute(insert(Item), rows[start:start + 5000])
-    return len(rows)
+    return rows
 
 
 def set_state(session: Session, study: Study, state: str, actor: User) -> Study:

@@ -1,0 +1,52 @@
+"""A NaN or infinity that an importer lets through is refused where items are stored, naming
+the item and the field, with nothing stored: JSON has no NaN, and PostgreSQL would refuse the
+insert with a server error (issue 26: NaN refused centrally, not only by each importer)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from sqlalchemy import func, select
+
+from app.errors import InputError
+from app.kinds import get_kind
+from app.kinds.base import ImportResult, ItemSpec
+from app.studies import services
+from app.studies.models import Item, Study
+from tests.conftest import ROOT, create_tom_study, make_user
+
+
+def test_an_item_with_nan_is_refused_and_nothing_is_stored(session, monkeypatch):
+    owner = make_user(session, "researcher")
+    kind = get_kind("tom")
+    good = kind.import_items((ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes(), "csv", {})
+    bad = ItemSpec(external_id="q-bad", payload={**good.items[0].payload, "weight": [1.0, math.nan]})
+    monkeypatch.setattr(type(kind), "import_items",
+                        lambda self, data, fmt, options: ImportResult(items=[*good.items, bad]))
+    studies_before = session.scalar(select(func.count(Study.id)))
+    with pytest.raises(InputError) as refused:
+        services.create_study(session, owner, "tom", services.StudySettings(title="NaN"), b"x", "csv")
+    assert refused.value.field == "payload.weight[1]" and "'q-bad'" in str(refused.value)
+    session.rollback()
+    assert session.scalar(select(func.count(Study.id))) == studies_before
+    assert session.scalar(select(func.count(Item.id)).where(Item.external_id == "q-bad")) == 0
+
+
+def test_adding_an_item_with_an_infinite_reference_is_refused(session):
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, live=False)
+    before = session.scalar(select(func.count(Item.id)).where(Item.study_id == study.id))
+    spec = ItemSpec(external_id="gen-1", payload={"x": 1}, reference={"score": -math.inf})
+    with pytest.raises(InputError) as refused:
+        services.add_items(session, study, [spec])
+    assert refused.value.field == "reference.score"
+    session.rollback()
+    assert session.scalar(select(func.count(Item.id)).where(Item.study_id == study.id)) == before
+
+
+def test_finite_values_pass():
+    from app import jsonsafe
+
+    assert jsonsafe.non_finite({"a": [1, 2.5, {"b": "NaN"}], "c": None, "d": True}) is None
+    assert jsonsafe.non_finite({"a": [1, {"b": math.inf}]}, "payload") == "payload.a[1].b"
