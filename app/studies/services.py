@@ -339,6 +339,9 @@ def import_agent_outputs(session: Session, study: Study, agent: Agent, data: byt
                                         payloads={ext: v[1] for ext, v in items.items()})
     if not outputs:
         raise InputError("the upload holds no outputs")
+    for ext, response in outputs.items():  # as for items (_check_finite): before anything goes
+        if (where := jsonsafe.non_finite(response, "output")) is not None:
+            raise InputError(f"the output for item {ext!r}: {where} is not a finite number", field=where)
     session.query(AgentOutput).filter_by(agent_id=agent.id, study_id=study.id).delete()
     rows = []
     for ext, response in outputs.items():

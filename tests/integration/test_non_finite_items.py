@@ -45,6 +45,27 @@ def test_adding_an_item_with_an_infinite_reference_is_refused(session):
     assert session.scalar(select(func.count(Item.id)).where(Item.study_id == study.id)) == before
 
 
+def test_an_agent_output_with_nan_is_refused_and_the_old_outputs_stay(session, monkeypatch):
+    from app.agents.models import AgentOutput
+
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner)
+    agent = services.register_agent(session, owner, "tom", "nan-agent")
+    ext = session.scalars(select(Item.external_id).where(Item.study_id == study.id, Item.is_gold.is_(False))).first()
+    kind = get_kind("tom")
+    monkeypatch.setattr(type(kind), "import_agent_outputs",
+                        lambda self, data, known, payloads=None: {ext: {"answer": "yes"}})
+    assert services.import_agent_outputs(session, study, agent, b"x") == 1
+    monkeypatch.setattr(type(kind), "import_agent_outputs",
+                        lambda self, data, known, payloads=None: {ext: {"answer": "yes", "p": math.nan}})
+    with pytest.raises(InputError) as refused:
+        services.import_agent_outputs(session, study, agent, b"x")
+    assert refused.value.field == "output.p" and repr(ext) in str(refused.value)
+    session.rollback()
+    kept = session.scalars(select(AgentOutput.response).where(AgentOutput.agent_id == agent.id)).all()
+    assert kept == [{"answer": "yes"}]
+
+
 def test_finite_values_pass():
     from app import jsonsafe
 
