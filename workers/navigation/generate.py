@@ -51,7 +51,7 @@ def takes_top_p(speaker) -> bool:
     built-in speaker has; a TorchScript speaker scripted before nucleus sampling has not."""
     if isinstance(speaker, SandboxedModel):  # its argument names, as the sandboxed process read them
         return "top_p" in speaker.methods.get("sample", [])
-    method = getattr(speaker, "sample")
+    method = speaker.sample
     schema = getattr(method, "schema", None)  # a TorchScript method
     if schema is not None:
         return "top_p" in [a.name for a in schema.arguments]

@@ -161,7 +161,7 @@ class Episode(ABC):
     def expert_action(self) -> int:
         """The scripted expert's action from the current state; ExpertError if it has none."""
 
-    def reset_expert(self) -> None:
+    def reset_expert(self) -> None:  # noqa: B027 - optional: an expert without a plan keeps none
         """Forget the expert's plan and any failure: the next `expert_action` plans afresh."""
 
     def snapshot(self) -> Callable[[], Episode]:
