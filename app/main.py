@@ -507,7 +507,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
     from app.studies.views import router as studies_router
 
     load_models()
-    app.include_router(crowd_router)  # first: the requests a live study gets most (app/api.py)
+    app.include_router(crowd_router)  # first: the requests a live study gets most (app/studies/crowd_api.py)
     app.include_router(auth_router)
     app.include_router(studies_router)
     app.include_router(quality_router)
