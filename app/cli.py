@@ -102,7 +102,7 @@ def _serve(host: str, port: int) -> None:
     if not get_settings().redis_url:
         start_inprocess_worker()
         click.echo("jobs run in this process (no REDIS_URL set)")
-    # The request log (app/main.py) to stderr; uvicorn's own access log stays off.
+    # The request log (app/middleware.py) to stderr; uvicorn's own access log stays off.
     import logging
 
     handler = logging.StreamHandler()

@@ -119,7 +119,7 @@ def cancel(session: Session, job: Job, reason: str = "cancelled by the researche
 
 class BrokerUnavailable(RuntimeError):
     """The job queue (Redis) cannot be reached; the caller withdraws what it stored and the
-    request answers 503 with Retry-After (app/main.py)."""
+    request answers 503 with Retry-After (app/error_pages.py)."""
 
 
 def enqueue(job_id: int, task: str | None = None) -> None:

@@ -65,7 +65,7 @@ def require(*roles: str):
             raise refused
         return user
 
-    dep.roles = roles  # app.main.AuthBeforeBody finds the routes that need an account by it
+    dep.roles = roles  # app.middleware.AuthBeforeBody finds the routes that need an account by it
     return dep
 
 

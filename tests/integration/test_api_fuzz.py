@@ -275,7 +275,7 @@ def test_deeply_nested_json_bodies_are_refused_unparsed(admin_api):
 
 
 def test_an_oversized_json_body_is_refused_before_it_is_parsed(admin_api):
-    from app.main import MAX_JSON_BODY
+    from app.middleware import MAX_JSON_BODY
 
     big = b'{"name": "' + b"x" * MAX_JSON_BODY + b'"}'
     _refused(admin_api.post("/api/v1/agents", content=big, headers={"Content-Type": "application/json"}),

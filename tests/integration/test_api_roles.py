@@ -34,7 +34,7 @@ from app import jobs
 from app.auth.security import create_token
 from app.auth.models import ApiToken
 from app.db import get_sessionmaker
-from app.main import served_routes
+from app.routes import served_routes
 from app.storage import get_store
 from app.studies import assignment, services
 from app.studies.models import Bundle, Item, Study

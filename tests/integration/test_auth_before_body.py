@@ -1,7 +1,7 @@
 """Who may post is decided before anything is read: a write to a route that needs an account,
 from a caller without one (or, with a cookie session, without the session's CSRF token where
 the headers tell), is refused without the app reading a byte of its body. FastAPI parses and
-spools a form before it runs the route's dependencies; app.main.AuthBeforeBody answers first,
+spools a form before it runs the route's dependencies; app.middleware.AuthBeforeBody answers first,
 with what those dependencies would answer (tests/integration/test_api_roles.py holds them)."""
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ FORM = "multipart/form-data; boundary=xyz"
 
 def writes_that_need_an_account(app) -> dict[str, str]:
     """'METHOD /path' -> a concrete path, for every write route with an account check."""
-    from app.main import BODY_METHODS, _calls, served_routes
+    from app.middleware import BODY_METHODS, _calls
+    from app.routes import served_routes
 
     out = {}
     for route in served_routes(app.routes):

@@ -183,7 +183,7 @@ def test_an_item_a_foreign_key_check_holds_is_still_leased_by_both_paths(client,
 
 def test_a_researchers_write_with_every_connection_busy_is_told_to_retry(client, session, db_url,
                                                                         monkeypatch):
-    """The check of who may write (app/main.py AuthBeforeBody) reads the caller's account from
+    """The check of who may write (app/middleware.py AuthBeforeBody) reads the caller's account from
     the ORM pool before the body: a pool still empty after DB_POOL_TIMEOUT answers 503 there as
     everywhere else, never a 500."""
     from app.auth.security import create_token

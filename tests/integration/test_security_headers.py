@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from app.main import MTURK_FRAMERS, SecurityHeaders, blob_origin
+from app.middleware import MTURK_FRAMERS, SecurityHeaders, blob_origin
 from tests.conftest import create_tom_study, login, make_user
 
 

@@ -1,0 +1,105 @@
+"""How the app answers a refusal or a failure: JSON for the API and page scripts, the error
+page for a browser. `install(app)` registers the handlers; `error_response` answers an
+HTTPException."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.db import lost_a_race
+from app.errors import InputError
+from app.jobs import BrokerUnavailable
+from app.kinds import KindNotInstalled
+from app.routes import allowed_methods
+from app.studies.assignment import NotAvailable
+from app.web import render, wants_json
+
+
+def error_response(request: Request, exc: StarletteHTTPException):
+    """An HTTPException as the app answers it: a redirect, the API's JSON or the error page."""
+    if exc.status_code in (301, 302, 303, 307) and exc.headers:
+        return RedirectResponse(exc.headers["Location"], status_code=303)
+    if wants_json(request):
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+    return render(request, "error.html", status_code=exc.status_code,
+                  title={403: "Not allowed", 404: "Not found", 429: "Slow down"}.get(
+                      exc.status_code, "Error"), message=str(exc.detail))
+
+
+def install(app: FastAPI) -> None:
+    """Every exception handler of the app."""
+    @app.exception_handler(InputError)
+    async def input_error(request: Request, exc: InputError):
+        if wants_json(request):
+            return JSONResponse(exc.as_dict(), status_code=exc.status_code)
+        return render(request, "error.html", status_code=422, title="That input was refused",
+                      message=str(exc))
+
+    @app.exception_handler(KindNotInstalled)
+    async def kind_not_installed(request: Request, exc: KindNotInstalled):
+        detail = (f"the task kind {exc.name!r} is not installed on this server: install the package "
+                  f"that provides it and restart, or ask the administrator")
+        if wants_json(request):
+            return JSONResponse({"detail": detail}, status_code=409)
+        return render(request, "error.html", status_code=409, title="Task kind not installed",
+                      message=detail)
+
+    @app.exception_handler(BrokerUnavailable)
+    async def broker_unavailable(request: Request, exc: BrokerUnavailable):
+        headers = {"Retry-After": "30"}
+        if wants_json(request):
+            return JSONResponse({"detail": str(exc)}, status_code=503, headers=headers)
+        response = render(request, "error.html", status_code=503, title="Try again in a minute",
+                          message=str(exc))
+        response.headers.update(headers)
+        return response
+
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(PoolTimeout)
+    async def database_unavailable(request: Request, exc: OperationalError | PoolTimeout):
+        # The database went away (a restart, a failover), or a burst found no free pooled
+        # connection within DB_POOL_TIMEOUT: say so and when to retry, rather than a bare 500
+        # (or a wait without end); nothing was stored by the request that failed.
+        headers = {"Retry-After": "10"}
+        detail = "the database cannot be reached right now: try again in a few seconds"
+        if lost_a_race(exc):
+            # Aborted by a deadlock or a serialisation failure, after the retries a writer
+            # makes (a rejection meeting other writers): nothing was stored, and it is busy,
+            # not unreachable.
+            detail = "the database is busy with other writes to the same rows: try again in a few seconds"
+        if wants_json(request):
+            return JSONResponse({"detail": detail}, status_code=503, headers=headers)
+        return PlainTextResponse(detail, status_code=503, headers=headers)
+
+    @app.exception_handler(NotAvailable)
+    async def not_available(request: Request, exc: NotAvailable):
+        headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else {}
+        if wants_json(request):
+            return JSONResponse({"detail": str(exc)}, status_code=exc.status, headers=headers)
+        response = render(request, "error.html", status_code=exc.status,
+                          title={429: "Try again later"}.get(exc.status, "Not available"),
+                          message=str(exc))
+        response.headers.update(headers)
+        return response
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError):
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"] if p not in ("body", "query", "form"))
+        detail = f"field '{field}': {err['msg']}"
+        if wants_json(request):
+            return JSONResponse({"detail": detail, "field": field}, status_code=422)
+        return render(request, "error.html", status_code=422, title="That input was refused",
+                      message=detail)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 405 and (methods := allowed_methods(request.app, request.scope)):
+            exc = StarletteHTTPException(405, exc.detail, headers={**(exc.headers or {}),
+                                                                   "Allow": ", ".join(methods)})
+        return error_response(request, exc)
