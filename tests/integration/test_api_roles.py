@@ -126,7 +126,7 @@ POST /api/v1/studies/{study_id}/agents/{agent_id}/outputs 401  401    200    404
 POST /api/v1/studies/{study_id}/generations             401    401    409    404    409    409     404     409     401
 GET  /api/v1/generations/{run_id}                       401    401    200    404    200    200     404     200     401
 POST /api/v1/generations/{run_id}/cancel                401    401    422    404    422    422     404     422     401
-# ---- STS suites (app/kinds/sts/views.py): researchers, each on their own suites, recordings
+# ---- STS suites (app/kinds/sts/views/): researchers, each on their own suites, recordings
 #      and runs. The probe suite's version 1 is published (scenario A), version 2 a draft
 #      (scenario B): a new version while 2 is open is 409, and so is removing A.
 GET  /sts/suites                                        login  login  200    200    200    200     200     200     401

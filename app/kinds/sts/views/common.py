@@ -1,0 +1,59 @@
+"""What the STS pages and API share: the refusals as HTTP, a suite's version, the pages' redirects."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Annotated
+
+from fastapi import HTTPException, Request
+from fastapi.responses import RedirectResponse
+from pydantic import Field, ValidationError
+from sqlalchemy.orm import Session
+
+from app.auth.deps import require
+from app.auth.models import User
+from app.errors import InputError
+from app.kinds.sts import suites
+from app.params import MAX_ID, NOT_BOOL
+from app.web import flash
+
+# Numbers in bodies are bounded where they enter (the database's INTEGER range); the services
+# check what each one may be.
+Count = Annotated[int, Field(ge=0, le=MAX_ID), NOT_BOOL]
+researcher = require("researcher", "admin")
+# Pixels per grid cell on the mining page's timeline (smaller than the annotator's: the whole
+# recording is one strip).
+TIMELINE_TILE = 12
+
+
+@contextmanager
+def _answers():
+    """The services' refusals as HTTP: not yours 404; a published version's change, a
+    Conflict, is an InputError the app answers with 409 and its field."""
+    try:
+        yield
+    except suites.NotFound as exc:
+        raise HTTPException(404, str(exc)) from None
+
+
+def _version(session: Session, user: User, suite_id: int, number: int):
+    suite = suites.get_suite(session, user, suite_id)
+    return suite, suites.get_version(session, suite, number)
+
+
+def _back(request: Request, url: str, message: str, level: str = "ok") -> RedirectResponse:
+    flash(request, message, level)
+    return RedirectResponse(url, status_code=303)
+
+
+@contextmanager
+def _flashed(request: Request, holder: dict):
+    """A form's refusal as a message on the page it came from (the page stays usable)."""
+    try:
+        yield
+    except (InputError, ValidationError) as exc:
+        holder["error"] = str(exc) if isinstance(exc, InputError) else exc.errors()[0]["msg"]
+
+
+def _list(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
