@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel
 
 
@@ -24,7 +26,7 @@ class InputError(ValueError):
             where.append(f"field '{self.field}'")
         return f"{', '.join(where)}: {self.message}" if where else self.message
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"detail": str(self), "line": self.line, "field": self.field}
 
 
@@ -52,7 +54,7 @@ class ErrorOut(BaseModel):
     line: int | None = None
 
 
-ERROR_RESPONSES: dict = {
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     "4XX": {"model": ErrorOut, "description": "Refused: bad input (422, with where), not logged "
             "in (401), not allowed (403), not among yours (404), too large (413), too many (429)"},
     503: {"model": ErrorOut, "description": "The database or the job queue cannot be reached "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import File, Path
 from pydantic import BeforeValidator, Field
@@ -16,7 +16,7 @@ MAX_ID = 2**31 - 1  # ids are INTEGER columns (PostgreSQL's int4), and positive
 
 Id = Annotated[int, Path(ge=1, le=MAX_ID)]
 # The same bounds for an id inside a JSON body.
-def _not_bool(value):
+def _not_bool(value: object) -> object:
     """JSON's true and false are not numbers (pydantic would read them as 1 and 0); 3.0 is."""
     if isinstance(value, bool):
         raise ValueError("a number, not true or false")
@@ -39,7 +39,7 @@ class OneOf:
 
     values: Callable[[], Iterable[str]]
 
-    def __get_pydantic_json_schema__(self, core_schema, handler):
+    def __get_pydantic_json_schema__(self, core_schema: Any, handler: Any) -> Any:
         schema = handler(core_schema)
         schema["enum"] = sorted(self.values())
         return schema

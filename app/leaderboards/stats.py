@@ -35,7 +35,7 @@ from collections import Counter, defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 import inspect
 
@@ -449,7 +449,8 @@ def mean_interval_unbounded(values: Sequence[float], clusters: Sequence[Hashable
 # agreement
 
 
-def _with_weights(item_counts, weights):
+def _with_weights(item_counts: Iterable[Mapping[Hashable, int]],
+                  weights: Iterable[float] | None) -> Iterable[tuple[Mapping[Hashable, int], int]]:
     if weights is None:
         return ((item, 1) for item in item_counts)
     weights = list(weights)
@@ -504,12 +505,13 @@ def krippendorff_alpha_nominal(item_counts: Iterable[Mapping[Hashable, int]],
     return float(((n - 1) * observed_agreement - expected_same) / denominator)
 
 
-def _alpha_counts(data, clusters: Sequence[Hashable] | None = None) -> tuple[np.ndarray, list, list]:
+def _alpha_counts(data: Any, clusters: Sequence[Hashable] | None = None) -> tuple[np.ndarray, list[Any], list[Any]]:
     """(pairable items x values) rating counts, the sorted values and the pairable items'
     clusters (None each without ``clusters``), from per-item value counts or from reliability
     data (raters x items, ``nan``/``None`` for a missing rating)."""
+    reliability: Any
     if isinstance(data, np.ndarray):
-        rows: list = []
+        rows: list[Any] = []
         reliability = data
     else:
         rows = list(data)
@@ -532,7 +534,7 @@ def _alpha_counts(data, clusters: Sequence[Hashable] | None = None) -> tuple[np.
     items = [c for c, _ in kept]
     seen = {v for item in items for v in item}
     try:
-        domain = sorted(seen)
+        domain = sorted(cast(Any, seen))  # values of one type order; mixed types: below
     except TypeError:
         domain = sorted(seen, key=lambda v: (type(v).__qualname__, repr(v)))
     column = {v: j for j, v in enumerate(domain)}
@@ -543,7 +545,7 @@ def _alpha_counts(data, clusters: Sequence[Hashable] | None = None) -> tuple[np.
     return counts, domain, [g for _, g in kept]
 
 
-def krippendorff_alpha(data, level: str = "nominal", n_boot: int = 1000, seed: int = 0,
+def krippendorff_alpha(data: Any, level: str = "nominal", n_boot: int = 1000, seed: int = 0,
                        clusters: Sequence[Hashable] | None = None) -> Estimate:
     """Krippendorff's alpha at the given level of measurement, with a 95% bootstrap interval.
 
@@ -584,12 +586,13 @@ def krippendorff_alpha(data, level: str = "nominal", n_boot: int = 1000, seed: i
             return NAN
         with np.errstate(divide="ignore", invalid="ignore"):
             return float(_krippendorff.alpha(value_counts=matrix, value_domain=value_domain,
-                                             level_of_measurement=level))
+                                             level_of_measurement=cast(Any, level)))
 
     point = alpha(counts)
     if math.isnan(point) or n_boot == 0:
         return Estimate(n=n_items, mean=point, low=NAN, high=NAN, method=method)
     rng = np.random.default_rng(seed)
+    draws: Iterable[Any]
     if clusters is None:
         draws = (rng.integers(0, n_items, n_items) for _ in range(n_boot))
     else:
@@ -743,7 +746,7 @@ def _all_signs(n: int) -> np.ndarray:
 _SIGNS = [_all_signs(n) for n in range(_MAX_EXACT_FLIPS + 1)]
 
 
-def _paired_input(a, b, weights) -> tuple[np.ndarray, np.ndarray]:
+def _paired_input(a: Any, b: Any, weights: Any) -> tuple[np.ndarray, np.ndarray]:
     """(clusters x measures) weighted differences and the (clusters,) weights, checked."""
     x = np.asarray(a, dtype=float)
     y = np.asarray(b, dtype=float)
@@ -761,7 +764,8 @@ def _paired_input(a, b, weights) -> tuple[np.ndarray, np.ndarray]:
     return w[:, None] * (x - y), w
 
 
-def _paired_same_size(wd: np.ndarray, w: np.ndarray, n_boot: int, n_perm: int, seed: int):
+def _paired_same_size(wd: np.ndarray, w: np.ndarray, n_boot: int, n_perm: int,
+                      seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Comparisons that all have n clusters, as columns: wd (n x columns) weighted
     differences, w (n x columns) their weights. One resample matrix and one set of sign
     patterns serve every column. Returns mean_diff, low, high, p, each (columns,)."""
@@ -788,7 +792,7 @@ def _paired_same_size(wd: np.ndarray, w: np.ndarray, n_boot: int, n_perm: int, s
     return observed, low, high, np.minimum(1.0, p)
 
 
-def paired_cluster_differences_many(comparisons, n_boot: int = 2000, n_perm: int = 5000,
+def paired_cluster_differences_many(comparisons: Sequence[tuple[Any, Any, Any]], n_boot: int = 2000, n_perm: int = 5000,
                                     seed: int = 0) -> list[list[dict[str, float | int]]]:
     """Many `paired_cluster_differences` at once: ``comparisons`` is a list of (a, b, weights);
     one list of results per comparison. Comparisons over the same number of clusters share
@@ -796,7 +800,7 @@ def paired_cluster_differences_many(comparisons, n_boot: int = 2000, n_perm: int
     hundreds of pairs cost a few matrix products."""
     n_boot = _count(n_boot, "n_boot")
     inputs = [_paired_input(a, b, w) for a, b, w in comparisons]
-    out: list[list[dict] | None] = [None] * len(inputs)
+    out: list[list[dict[str, float | int]] | None] = [None] * len(inputs)
     by_size: dict[int, list[int]] = defaultdict(list)
     for k, (wd, _) in enumerate(inputs):
         by_size[len(wd)].append(k)
@@ -817,7 +821,7 @@ def paired_cluster_differences_many(comparisons, n_boot: int = 2000, n_perm: int
     return out  # type: ignore[return-value]
 
 
-def paired_cluster_differences(a, b, weights: Sequence[float] | None = None, n_boot: int = 2000,
+def paired_cluster_differences(a: Any, b: Any, weights: Sequence[float] | None = None, n_boot: int = 2000,
                                n_perm: int = 5000, seed: int = 0) -> list[dict[str, float | int]]:
     """`paired_cluster_difference` for several measures at once: ``a`` and ``b`` are
     (clusters x measures) arrays; one result per measure, all from the same resamples."""
@@ -922,7 +926,7 @@ def rank_intervals(per_item_scores: Mapping[str, Sequence[float]], n_boot: int =
     return {name: (int(best[j]), int(worst[j])) for j, name in enumerate(names)}
 
 
-def clipped_difference(d: Mapping[str, Any]) -> dict:
+def clipped_difference(d: Mapping[str, Any]) -> dict[str, Any]:
     """An estimate of a difference of two scores in [0, 1] (``Estimate.as_dict()``), its
     interval clipped to [-1, 1], where such a difference lies."""
     return {**d, **{k: min(1.0, max(-1.0, d[k])) for k in ("low", "high") if d.get(k) is not None}}
@@ -968,7 +972,7 @@ def holm(pvalues: Sequence[float]) -> list[float]:
         if p[ok].min() < 0.0 or p[ok].max() > 1.0:
             raise ValueError("p-values must lie in [0, 1]")
         out[ok] = multipletests(p[ok], method="holm")[1]
-    return out.tolist()
+    return [float(v) for v in out]
 
 
 def paired_effect(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
@@ -998,7 +1002,7 @@ def paired_effect(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
     Bonett-Price interval, which needs no spread).
     """
     test = paired_t_test(a, b)
-    n, mean, t = test["n"], test["mean_diff"], test["t"]
+    n, mean, t = int(test["n"]), float(test["mean_diff"]), float(test["t"])
     dz = NAN if n < 2 else t / math.sqrt(n) if math.isfinite(t) else t
     x, y = _finite_array(a, "a"), _finite_array(b, "b")
     if n >= 1 and np.all((x == 0.0) | (x == 1.0)) and np.all((y == 0.0) | (y == 1.0)):
@@ -1051,6 +1055,6 @@ def majority_vote(counts: Mapping[Hashable, int], first_value: Hashable) -> Hash
     except TypeError:  # unhashable first_value cannot be among the keys
         pass
     try:
-        return min(tied)
+        return cast(Hashable, min(cast(Any, tied)))
     except TypeError:
         return min(tied, key=lambda v: (type(v).__qualname__, repr(v)))
