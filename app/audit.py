@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import ForeignKey, String
 from sqlalchemy.orm import Mapped, Session, mapped_column
@@ -18,12 +19,12 @@ class AuditEntry(Base):
     action: Mapped[str] = mapped_column(String(64), index=True)
     target_type: Mapped[str] = mapped_column(String(32))
     target_id: Mapped[str] = mapped_column(String(64))
-    detail: Mapped[dict] = mapped_column(default=dict)
+    detail: Mapped[dict] = mapped_column(default=dict)  # type: ignore[type-arg]  # JSON (app.db)
     created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
 
 
 def record(session: Session, actor_id: int | None, action: str, target_type: str,
-           target_id, **detail) -> AuditEntry:
+           target_id: object, **detail: Any) -> AuditEntry:
     entry = AuditEntry(actor_id=actor_id, action=action, target_type=target_type,
                        target_id=str(target_id), detail=detail)
     session.add(entry)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 from sqlalchemy.orm import Session
@@ -20,7 +20,7 @@ researcher = require("researcher", "admin")
 @router.get("/studies/{study_id}/leaderboard", tags=["leaderboards"])
 def leaderboard(study_id: Id, annotators_offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
                 annotators_limit: Annotated[int | None, Query(ge=1, le=10_000)] = None,
-                session: Session = Depends(db), user: User = Depends(researcher)):
+                session: Session = Depends(db), user: User = Depends(researcher)) -> dict[str, Any]:
     """Every row; annotators (most answers first) all, or one page of them with
     `annotators_limit` (and `annotators_offset`): `annotators.total` says how many there are."""
     page = None if annotators_limit is None and not annotators_offset else (
@@ -32,4 +32,5 @@ def leaderboard(study_id: Id, annotators_offset: Annotated[int, Query(ge=0, le=M
 
 
 def _study(session: Session, study_id: int, user: User) -> Study:
-    return managed_study(session, study_id, user)
+    study: Study = managed_study(session, study_id, user)
+    return study

@@ -24,6 +24,7 @@ Pure numpy; the result has the shape every leaderboard number has:
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -41,13 +42,13 @@ def rogan_gladen(p: float | None, sensitivity: float | None, specificity: float 
     return min(1.0, max(0.0, (p - false_positive) / (sensitivity - false_positive)))
 
 
-def _none(n: int, method: str, reason: str) -> dict:
+def _none(n: int, method: str, reason: str) -> dict[str, Any]:
     return {"mean": None, "low": None, "high": None, "n": n, "method": method, "reason": reason}
 
 
 def rogan_gladen_estimate(outcomes: Sequence[float], sensitivity_hits: Sequence[bool],
                           specificity_hits: Sequence[bool], *, clusters: Sequence[Hashable] | None = None,
-                          cluster_name: str = "clusters", n_boot: int = N_BOOT, seed: int = 0, level: float = 0.95) -> dict:
+                          cluster_name: str = "clusters", n_boot: int = N_BOOT, seed: int = 0, level: float = 0.95) -> dict[str, Any]:
     """The corrected share of `outcomes` (one per continuation, 0..1; a tie may be 0.5) with its
     interval. `sensitivity_hits`: per success-labelled reference annotation, whether it was
     marked success; `specificity_hits`: per failure-labelled one, whether marked failure.
@@ -77,13 +78,14 @@ def rogan_gladen_estimate(outcomes: Sequence[float], sensitivity_hits: Sequence[
                                 "carry no information about the true share")
     p = float(y.mean())
     mean = rogan_gladen(p, sens, spec)
+    assert mean is not None  # sens + spec > 1 was checked above
 
     rng = np.random.default_rng(seed)
     # Continuations: whole clusters drawn with replacement; p* = successes / continuations drawn.
     if clusters is None:
         sums, sizes = y, np.ones(n)
     else:
-        index: dict = {}
+        index: dict[Hashable, int] = {}
         codes = np.fromiter((index.setdefault(k, len(index)) for k in clusters), dtype=np.int64, count=n)
         sums = np.bincount(codes, weights=y)
         sizes = np.bincount(codes).astype(float)

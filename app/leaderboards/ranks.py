@@ -10,6 +10,8 @@ items (every system has the same items in every resample).
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -18,7 +20,7 @@ from app.leaderboards import stats
 from app.studies.models import Item, Study
 
 
-def agent_rank_labels(session: Session, study: Study, rows: list[dict]) -> dict[int, str]:
+def agent_rank_labels(session: Session, study: Study, rows: list[dict[str, Any]]) -> dict[int, str]:
     """agent id -> its 95% rank interval as a label ("1", "2-3"); {} for fewer than two agents."""
     ids = [r["agent_id"] for r in rows if r.get("type") == "agent"]
     if len(ids) < 2:
@@ -37,7 +39,7 @@ def agent_rank_labels(session: Session, study: Study, rows: list[dict]) -> dict[
     return {a: stats.rank_label(intervals[str(a)]) for a in ids}
 
 
-def with_ranks(session: Session, study: Study, rows: list[dict]) -> None:
+def with_ranks(session: Session, study: Study, rows: list[dict[str, Any]]) -> None:
     """Give each agent row its "rank" label (in place); other rows get none."""
     labels = agent_rank_labels(session, study, rows)
     for r in rows:

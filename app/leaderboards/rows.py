@@ -6,7 +6,9 @@ build their rows with these, so rows side by side are computed by one function."
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from functools import lru_cache
+from typing import Any
 
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
@@ -15,7 +17,7 @@ from app.leaderboards import stats
 from app.studies.models import Item, Study
 
 
-def est(k: float, n: int) -> dict:
+def est(k: float, n: int) -> dict[str, Any]:
     """The mean of `n` item scores in [0, 1] that sum to `k`, never rounded to a count: Wilson's
     interval, exact for right/wrong scores and, for partial credit (only the sum is kept in the
     running totals), conservative by the variance bound mean(1 - mean) (stats.bounded_mean)."""
@@ -23,7 +25,7 @@ def est(k: float, n: int) -> dict:
 
 
 @lru_cache(maxsize=65536)
-def bounded(k: float, n: int) -> dict:
+def bounded(k: float, n: int) -> dict[str, Any]:
     """Many rows share a (score sum, answered) pair (10,000 annotators with 100 answers each
     have a few hundred): each interval is computed once."""
     return stats.bounded_mean(k, n).as_dict()
@@ -50,11 +52,11 @@ def item_totals(session: Session, study: Study) -> tuple[int, dict[str, int], di
     return sum(by_cat.values()), by_cat, clusters
 
 
-def majority_sums(winners, totals) -> dict:
+def majority_sums(winners: Iterable[tuple[str, str, float]], totals: Any) -> dict[str, Any]:
     """`winners`: (category, cluster, score) per item, in item order."""
     _, _, cluster_sizes = totals
-    by_cat: dict[str, list] = {}
-    by_cluster: dict[str, list] = {}
+    by_cat: dict[str, list[Any]] = {}
+    by_cluster: dict[str, list[Any]] = {}
     for cat, cluster, score in winners:
         c = by_cat.setdefault(cat, [0, 0.0])
         c[0] += 1
@@ -67,7 +69,7 @@ def majority_sums(winners, totals) -> dict:
     return majority_dict(by_cat, len(seen), sum(k[1] == k[0] for k in seen), totals)
 
 
-def majority_dict(by_cat: dict, seen: int, right: int, totals) -> dict:
+def majority_dict(by_cat: dict[str, list[Any]], seen: int, right: int, totals: Any) -> dict[str, Any]:
     """`by_cat`: category -> [items, score sum]; seen: clusters answered whole, right: of
     them all right."""
     answered = sum(c[0] for c in by_cat.values())
@@ -88,7 +90,7 @@ DZ_NO_EFFECT = "every paired difference is 0: no effect and no spread"
 DZ_TOO_FEW = "fewer than 2 shared units"
 
 
-def effect_size_cell(dz: float, n: int | None = None) -> float | dict:
+def effect_size_cell(dz: float, n: int | None = None) -> float | dict[str, str]:
     """Cohen's d_z (stats.paired_effect's "cohen_dz": mean / sd of the paired differences) as
     a leaderboard cell, by one rule for every section: a finite d_z is the number rounded to 3
     places; an infinite one (sd 0, mean not 0) is {"text": "∞" or "−∞", "reason": why}; an

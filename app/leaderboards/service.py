@@ -30,8 +30,7 @@ from app.agents.models import Agent, AgentOutput
 from app.auth.models import IMPORTED_PLATFORM, User
 from app.kinds import get_kind
 from app.leaderboards import stats
-from app.leaderboards.models import (ItemAnswerTotal, ItemSummary, WorkerCategoryTotal,
-                                     WorkerConsistencyTotal)
+from app.leaderboards.models import ItemAnswerTotal, ItemSummary, WorkerCategoryTotal, WorkerConsistencyTotal
 from app.leaderboards.ranks import with_ranks
 from app.leaderboards.rows import est as _est
 from app.leaderboards.rows import item_totals as _item_totals

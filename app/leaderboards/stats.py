@@ -29,6 +29,7 @@ rejected rather than silently truncated.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import operator
 from collections import Counter, defaultdict
@@ -36,8 +37,6 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, cast
-
-import inspect
 
 import numpy as np
 import scipy.stats

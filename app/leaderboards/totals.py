@@ -15,6 +15,8 @@ deadlocking.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
@@ -38,7 +40,7 @@ def value_sql(dialect: str, a: str) -> str:
     return f"coalesce('=' || CASE WHEN {field} IS NULL THEN {score} ELSE {answer} END, '')"
 
 
-def lock_totals(conn: Connection, study_id: int, items=(), workers=()) -> None:
+def lock_totals(conn: Connection, study_id: int, items: Iterable[int] = (), workers: Iterable[int] = ()) -> None:
     """PostgreSQL: before a transaction writes many annotations, take the totals' locks it
     will need in the one global order: the items' lb_items rows in item order, then the
     workers' rows table by table in key order (the triggers take an item's row, then its
