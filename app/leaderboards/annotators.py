@@ -27,6 +27,7 @@ REFRESH_EVERY_S while answers keep coming).
 from __future__ import annotations
 
 import math
+from typing import Any
 from datetime import datetime, timezone
 
 from sqlalchemy import func, select
@@ -45,7 +46,7 @@ TOL = 1e-5
 NAME = "Dawid-Skene labels"
 
 
-def fit(frame) -> dict:
+def fit(frame: Any) -> dict[str, Any]:
     """DawidSkene on a pandas DataFrame (task, worker, label): {"labels": task -> label,
     "posterior": task -> the label's posterior, "labels_order": the classes, "confusion":
     worker -> matrix (rows true label, columns given label, in labels_order), "priors"}."""
@@ -54,10 +55,11 @@ def fit(frame) -> dict:
     frame = frame[["task", "worker", "label"]].sort_values(["task", "worker"], kind="stable") \
         .reset_index(drop=True)
     model = DawidSkene(n_iter=N_ITER, tol=TOL).fit(frame)
-    classes = sorted(str(c) for c in model.probas_.columns)
-    labels = model.labels_
-    probas = model.probas_
-    errors = model.errors_  # index (worker, given label), columns the true label: P(given | true)
+    labels: Any = model.labels_  # crowd-kit types them Optional: set by fit()
+    probas: Any = model.probas_
+    priors: Any = model.priors_
+    classes = sorted(str(c) for c in probas.columns)
+    errors: Any = model.errors_  # index (worker, given label), columns the true label: P(given | true)
     confusion = {}
     for worker in sorted(frame["worker"].unique().tolist()):
         rows = []
@@ -68,10 +70,10 @@ def fit(frame) -> dict:
     return {"labels": {t: str(v) for t, v in labels.items()},
             "posterior": {t: float(probas.loc[t, labels[t]]) for t in labels.index},
             "labels_order": classes, "confusion": confusion,
-            "priors": {str(k): float(v) for k, v in model.priors_.items()}}
+            "priors": {str(k): float(v) for k, v in priors.items()}}
 
 
-def cache_key(session: Session, study: Study) -> dict:
+def cache_key(session: Session, study: Study) -> dict[str, int]:
     """What the cached result must match: the study's valid non-gold annotations, counted by
     the running totals (a rejected worker's drop out of them), and its last annotation id."""
     n = session.scalar(select(func.coalesce(func.sum(WorkerCategoryTotal.n), 0)).where(
@@ -80,7 +82,7 @@ def cache_key(session: Session, study: Study) -> dict:
     return {"annotations": int(n), "last_id": int(last or 0)}
 
 
-def dawid_skene(session: Session, study: Study) -> dict | None:
+def dawid_skene(session: Session, study: Study) -> dict[str, Any] | None:
     """The study's Dawid-Skene result (see the module's docstring); None for a kind without a
     categorical answer field (`label_value()`), or a study without valid answers in it."""
     import pandas as pd
@@ -96,7 +98,7 @@ def dawid_skene(session: Session, study: Study) -> dict | None:
         select(Annotation.id, Annotation.item_id, Annotation.worker_id,
                Annotation.response[field].as_string(), Annotation.score, Annotation.is_gold)
         .where(*valid).order_by(Annotation.id)).all()
-    answers = [(aid, item, worker, label, score) for aid, item, worker, label, score, gold in rows
+    answers = [(aid, item, worker, label, score_) for aid, item, worker, label, score_, gold in rows
                if not gold and label is not None]
     if not answers:
         return None
@@ -105,15 +107,15 @@ def dawid_skene(session: Session, study: Study) -> dict | None:
     ds = fit(frame)
 
     # Per item: each label's (count, score sum, first annotation id), as the majority row reads.
-    per_item: dict[int, dict] = {}
-    for aid, item, _, label, score in answers:
+    per_item: dict[int, dict[str, tuple[int, float, int]]] = {}
+    for aid, item, _, label, score_ in answers:
         n, total, first = per_item.setdefault(item, {}).get(label, (0, 0.0, aid))
-        per_item[item][label] = (n + 1, total + float(score or 0.0), min(first, aid))
+        per_item[item][label] = (n + 1, total + float(score_ or 0.0), min(first, aid))
     where = {i: (cat, cluster, payload, ref) for i, cat, cluster, payload, ref in session.execute(
         select(Item.id, Item.category, Item.cluster, Item.payload, Item.reference)
         .where(Item.study_id == study.id, Item.is_gold.is_(False)))}
 
-    def majority(values: dict) -> str:
+    def majority(values: dict[str, tuple[int, float, int]]) -> str:
         top = max(n for n, _, _ in values.values())
         return min((v for v in values.items() if v[1][0] == top), key=lambda v: v[1][2])[0]
 
@@ -136,7 +138,7 @@ def dawid_skene(session: Session, study: Study) -> dict | None:
     row.update(type="dawid_skene", name=NAME)
 
     # Per annotator: answers, the confusion matrix, their gold record.
-    gold = {}
+    gold: dict[int, list[float]] = {}
     for _, _, worker, _, score_, is_gold in rows:
         if is_gold:
             g = gold.setdefault(worker, [0, 0])
@@ -166,9 +168,10 @@ def dawid_skene(session: Session, study: Study) -> dict | None:
 CACHED_ITEM_LABELS = 5000
 
 
-def run_job(session: Session, job, progress) -> dict:
+def run_job(session: Session, job: Any, progress: Any) -> dict[str, Any]:
     """The background job (app/jobs.py: TASK): fit, and keep the result in the job's row."""
     study = session.get(Study, job.study_id)
+    assert study is not None  # a study's jobs go with it (ON DELETE CASCADE)
     key = cache_key(session, study)
     progress(0, 1, f"Dawid-Skene over {key['annotations']} annotations")
     result = dawid_skene(session, study) or {}
@@ -178,7 +181,7 @@ def run_job(session: Session, job, progress) -> dict:
     return {"key": key, "result": _json_safe(result)}
 
 
-def _json_safe(x):
+def _json_safe(x: Any) -> Any:
     if isinstance(x, dict):
         return {str(k): _json_safe(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
@@ -188,7 +191,7 @@ def _json_safe(x):
     return x
 
 
-def cached(session: Session, study: Study) -> dict | None:
+def cached(session: Session, study: Study) -> dict[str, Any] | None:
     """What a page shows (it starts nothing: `refresh` does): {"state", "fresh", "pending",
     "key", "computed_at", "age_s", "computed_for"?, "result"?}.
 
@@ -202,7 +205,7 @@ def cached(session: Session, study: Study) -> dict | None:
     return out
 
 
-def _status(session: Session, study: Study) -> dict | None:
+def _status(session: Session, study: Study) -> dict[str, Any] | None:
     """cached(), with a last result that found nothing to label kept as an empty "result"
     (so `refresh` refits it, at most every REFRESH_EVERY_S, once answers come)."""
     from app import jobs
@@ -268,7 +271,7 @@ def refresh(min_interval_s: float = REFRESH_EVERY_S) -> list[int]:
     return started
 
 
-def board_entry(session: Session, study: Study, rows: list[dict]) -> dict | None:
+def board_entry(session: Session, study: Study, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """For compute(): the cached row put beside the majority row in `rows` (after it), and
     the status without the per-item and per-annotator detail (the review page shows those)."""
     status = cached(session, study)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from markupsafe import Markup, escape
 
 COLOURS = {"agent": "#2563eb", "annotator": "#6b7280", "majority": "#059669", "baseline": "#d97706"}
@@ -13,11 +15,11 @@ def _short(name: str, most: int = 34) -> str:
     return name if len(name) <= most else name[:most - 1] + "…"
 
 
-def _estimate(row: dict, metric: str, category: str | None):
+def _estimate(row: dict[str, Any], metric: str, category: str | None) -> Any:
     return row["by_category"].get(category) if category is not None else row.get(metric)
 
 
-def interval_svg(board: dict, metric: str = "accuracy", category: str | None = None,
+def interval_svg(board: dict[str, Any], metric: str = "accuracy", category: str | None = None,
                  width: int = 640) -> Markup:
     """Dots with 95% intervals per row; agents, majority and baselines first, then up to 15
     annotators. `category` plots one column of the per-category breakdown."""
@@ -27,7 +29,7 @@ def interval_svg(board: dict, metric: str = "accuracy", category: str | None = N
     return estimates_svg([(r["name"], e, COLOURS.get(r["type"], "#111")) for r, e in rows], metric, width)
 
 
-def estimates_svg(rows: list[tuple[str, dict, str]], label: str, width: int = 640) -> Markup:
+def estimates_svg(rows: list[tuple[str, dict[str, Any], str]], label: str, width: int = 640) -> Markup:
     """One dot and its 95% interval on [0, 1] per (name, {"mean", "low", "high", "n"}, colour),
     in the order given (a kind's own leaderboard section plots its rows with this too)."""
     if not rows:
@@ -35,7 +37,10 @@ def estimates_svg(rows: list[tuple[str, dict, str]], label: str, width: int = 64
     left, right, step = 230, 20, 22
     height = 30 + step * len(rows)
     span = width - left - right
-    x = lambda v: left + span * max(0.0, min(1.0, v))  # noqa: E731
+
+    def x(v: float) -> float:
+        return left + span * max(0.0, min(1.0, v))
+
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)} with 95% intervals" class="plot">']
     for t in (0, 0.25, 0.5, 0.75, 1.0):
@@ -59,7 +64,7 @@ def estimates_svg(rows: list[tuple[str, dict, str]], label: str, width: int = 64
     return Markup("".join(parts))
 
 
-def leaderboard_plots(board: dict) -> dict[str, Markup]:
+def leaderboard_plots(board: dict[str, Any]) -> dict[str, Markup]:
     """Overall accuracy, each category, and consistency: one titled plot each."""
     plots = {"Accuracy": interval_svg(board)}
     for cat in board["categories"]:
@@ -79,8 +84,13 @@ def cdf_svg(series: dict[str, list[float]], label: str, width: int = 640, height
         return Markup("")
     top = max(v[-1] for v in series.values()) or 1
     left, right, low, high = 40, 140, height - 28, 12
-    x = lambda v: left + (width - left - right) * v / top  # noqa: E731
-    y = lambda p: low - (low - high) * p  # noqa: E731
+
+    def x(v: float) -> float:
+        return left + (width - left - right) * v / top
+
+    def y(p: float) -> float:
+        return low - (low - high) * p
+
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}: cumulative share" class="plot">']
     for p in (0, 0.5, 1.0):

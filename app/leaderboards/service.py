@@ -19,6 +19,9 @@ must resample items instead (the navigation section's does: app/kinds/navigation
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import math
 from collections import Counter
 
@@ -40,8 +43,8 @@ from app.leaderboards.totals import rebuild
 from app.studies.models import Annotation, Item, Study
 
 
-def _rows_from_scores(session: Session, study: Study, scored, *, over_all_items: bool,
-                      totals) -> dict:
+def _rows_from_scores(session: Session, study: Study, scored: Any, *, over_all_items: bool,
+                      totals: Any) -> dict[Any, Any]:
     """`scored`: a subquery with columns (key, item_id, score, category, cluster).
 
     Consistency is counted in SQL: per key, the clusters seen whole and those all right.
@@ -57,7 +60,7 @@ def _rows_from_scores(session: Session, study: Study, scored, *, over_all_items:
                      over_all_items=over_all_items)
 
 
-def _consistency(session: Session, study: Study, per_cluster) -> dict:
+def _consistency(session: Session, study: Study, per_cluster: Any) -> dict[Any, Any]:
     """`per_cluster`: (key, cluster, n, right) -> per key (clusters seen whole, all right)."""
     sizes = (select(Item.cluster, func.count().label("full"))
              .where(Item.study_id == study.id, Item.is_gold.is_(False), Item.cluster != "")
@@ -69,11 +72,11 @@ def _consistency(session: Session, study: Study, per_cluster) -> dict:
         .join(sizes, sizes.c.cluster == per_cluster.c.cluster).group_by(per_cluster.c.key))}
 
 
-def _assemble(per_cat, cons: dict, totals, *, over_all_items: bool) -> dict:
+def _assemble(per_cat: Any, cons: dict[Any, Any], totals: Any, *, over_all_items: bool) -> dict[Any, Any]:
     """Rows from (key, category, answers, score sum) and per key (clusters seen, all right)."""
     n_all, by_cat_total, cluster_sizes = totals
     n_clusters = sum(1 for name in cluster_sizes if name)
-    out: dict = {}
+    out: dict[Any, Any] = {}
     for k, cat, n, s in per_cat:
         r = out.setdefault(k, {"answered": 0, "correct": 0.0, "by_category": {}})
         r["answered"] += n
@@ -100,7 +103,7 @@ def _tune(session: Session) -> None:
         session.execute(text("SET LOCAL jit = off"))
 
 
-def compute(session: Session, study: Study, annotators: tuple[int, int] | None = None) -> dict:
+def compute(session: Session, study: Study, annotators: tuple[int, int] | None = None) -> dict[str, Any]:
     """The leaderboard from the running totals (app/leaderboards/models.py): people's rows,
     the per-item majority and the agreement never read `annotations`. The same figures as
     `recompute_from_annotations` (tests/integration/test_leaderboard_totals.py).
@@ -119,6 +122,7 @@ def compute(session: Session, study: Study, annotators: tuple[int, int] | None =
     W = WorkerCategoryTotal
     mine = and_(W.study_id == study.id, W.n > 0)
     conn = session.connection()
+    workers: Any
     if annotators is None:
         workers = select(W.worker_id).where(mine)
         cons_where = WorkerConsistencyTotal.study_id == study.id
@@ -158,7 +162,7 @@ def compute(session: Session, study: Study, annotators: tuple[int, int] | None =
             "extra": kind.extra_leaderboard(session, study), **_dawid_skene(session, study, rows)}
 
 
-def _dawid_skene(session: Session, study: Study, rows: list[dict]) -> dict:
+def _dawid_skene(session: Session, study: Study, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The cached Dawid-Skene row, put after the majority row, and its status (a background
     job computes it: app/leaderboards/annotators.py)."""
     from app.leaderboards.annotators import board_entry
@@ -166,13 +170,13 @@ def _dawid_skene(session: Session, study: Study, rows: list[dict]) -> dict:
     return {"dawid_skene": board_entry(session, study, rows)}
 
 
-def _count_annotators(conn, study: Study) -> int:
+def _count_annotators(conn: Any, study: Study) -> int:
     W = WorkerCategoryTotal
-    return conn.execute(select(func.count(func.distinct(W.worker_id))).where(
-        W.study_id == study.id, W.n > 0)).scalar_one()
+    return int(conn.execute(select(func.count(func.distinct(W.worker_id))).where(
+        W.study_id == study.id, W.n > 0)).scalar_one())
 
 
-def _majority_from_totals(session: Session, study: Study, totals) -> dict | None:
+def _majority_from_totals(session: Session, study: Study, totals: Any) -> dict[str, Any] | None:
     """The majority row from each item's winning answer (most answers, then the earliest)
     in lb_item_answers. PostgreSQL keeps each item's winner in lb_items (migration 0013) and
     sums them in one statement, each category's scores added in item order (an ordered
@@ -208,7 +212,7 @@ SELECT NULL, NULL, count(*), sum(CASE WHEN r = n THEN 1 ELSE 0 END) FROM c WHERE
 """)
 
 
-def _majority_postgresql(session: Session, study: Study, totals) -> dict | None:
+def _majority_postgresql(session: Session, study: Study, totals: Any) -> dict[str, Any] | None:
     rows = session.connection().execute(MAJORITY_POSTGRESQL, {"sid": study.id}).all()
     cats = sorted((r for r in rows if r.first is not None), key=lambda r: r.first)
     if not cats:
@@ -218,7 +222,7 @@ def _majority_postgresql(session: Session, study: Study, totals) -> dict | None:
     return _majority_dict({r.category: [r.n, r.total] for r in cats}, seen, right, totals)
 
 
-def _agreement_from_totals(session: Session, study: Study) -> dict:
+def _agreement_from_totals(session: Session, study: Study) -> dict[str, Any]:
     """Alpha and kappa need, per item, its answers' counts; items with the same counts weigh
     the same, so SQL returns each pattern once with its number of items. A pattern is written
     as "count:length:value," per answer (length-prefixed: any value parses back)."""
@@ -241,7 +245,7 @@ def _agreement_from_totals(session: Session, study: Study) -> dict:
     return _agreement_of_patterns(patterns)
 
 
-def _parse_pattern(p: str) -> frozenset:
+def _parse_pattern(p: str) -> frozenset[Any]:
     out, i = [], 0
     while i < len(p):
         j = p.index(":", i)
@@ -252,7 +256,7 @@ def _parse_pattern(p: str) -> frozenset:
     return frozenset(out)
 
 
-def _ensure_answer_field(session: Session, study: Study, kind) -> None:
+def _ensure_answer_field(session: Session, study: Study, kind: Any) -> None:
     """The per-item answers are grouped by the kind's agreement field as the study records
     it; a study made without it (raw SQL) or whose kind changed its field is recounted once.
     The recount is committed at once in a transaction of its own (the study row locked, so two
@@ -271,7 +275,7 @@ def _ensure_answer_field(session: Session, study: Study, kind) -> None:
     set_committed_value(study, "answer_field", field)
 
 
-def _agent_rows(session: Session, study: Study, totals) -> list[dict]:
+def _agent_rows(session: Session, study: Study, totals: Any) -> list[dict[str, Any]]:
     """Agents' own outputs (one row per item per agent: read directly)."""
     agent_scored = (
         select(AgentOutput.agent_id.label("key"), AgentOutput.item_id,
@@ -289,7 +293,7 @@ def _agent_rows(session: Session, study: Study, totals) -> list[dict]:
     return rows
 
 
-def _annotator_rows(session: Session, humans: dict, worker_ids) -> list[dict]:
+def _annotator_rows(session: Session, humans: dict[Any, Any], worker_ids: Any) -> list[dict[str, Any]]:
     # Annotators imported from an earlier study (app/studies/imports.py) are marked as such.
     names = {wid: f"{name} (imported)" if platform == IMPORTED_PLATFORM else name
              for wid, name, platform in session.execute(select(User.id, User.pseudonym, User.platform).where(
@@ -299,7 +303,7 @@ def _annotator_rows(session: Session, humans: dict, worker_ids) -> list[dict]:
             for wid, r in sorted(humans.items(), key=lambda kv: (-kv[1]["answered"], kv[0]))]
 
 
-def _board(session: Session, study: Study, kind, totals, rows: list[dict], per_item: dict) -> dict:
+def _board(session: Session, study: Study, kind: Any, totals: Any, rows: list[dict[str, Any]], per_item: dict[Any, Any]) -> dict[str, Any]:
     n_all, by_cat_total, _ = totals
     maj = _majority_row(session, study, per_item, totals)
     if maj:
@@ -311,7 +315,7 @@ def _board(session: Session, study: Study, kind, totals, rows: list[dict], per_i
             "extra": kind.extra_leaderboard(session, study)}
 
 
-def recompute_from_annotations(session: Session, study: Study) -> dict:
+def recompute_from_annotations(session: Session, study: Study) -> dict[str, Any]:
     """The leaderboard counted from the raw annotations (what `compute` did before the
     running totals): the reference the totals are tested against, and bench/crowd.py's
     "before" figure. Scans the study's annotations; not for pages."""
@@ -335,14 +339,14 @@ def recompute_from_annotations(session: Session, study: Study) -> dict:
             **_dawid_skene(session, study, board["rows"])}
 
 
-def _answers_per_item(session: Session, study: Study, kind, valid) -> dict[int, dict]:
+def _answers_per_item(session: Session, study: Study, kind: Any, valid: Any) -> dict[int, dict[Any, Any]]:
     """One pass over the annotations: per item, per answer value, (count, score sum, first
     annotation id). The majority and the agreement statistics both come from it."""
     field = kind.agreement_value()
     # Kinds without a categorical answer vote on correctness itself.
     value = (Annotation.response[field].as_string() if field
              else cast(func.coalesce(Annotation.score, 0.0), Float))
-    per_item: dict[int, dict] = {}
+    per_item: dict[int, dict[Any, Any]] = {}
     # Core rows (not ORM results): this returns one row per item and answer.
     for item_id, v, n, total, first in session.connection().execute(
             select(Annotation.item_id, value, func.count(),
@@ -352,7 +356,7 @@ def _answers_per_item(session: Session, study: Study, kind, valid) -> dict[int, 
     return per_item
 
 
-def _majority_row(session: Session, study: Study, per_item: dict[int, dict], totals) -> dict | None:
+def _majority_row(session: Session, study: Study, per_item: dict[int, dict[Any, Any]], totals: Any) -> dict[str, Any] | None:
     """The per-item majority answer of people, scored; a tie goes to the earliest answer
     (deterministic: no randomness in a reported number)."""
     if not per_item:
@@ -361,7 +365,7 @@ def _majority_row(session: Session, study: Study, per_item: dict[int, dict], tot
         select(Item.id, Item.category, Item.cluster).where(
             Item.study_id == study.id, Item.is_gold.is_(False)))}
 
-    def winners():
+    def winners() -> Iterator[tuple[Any, Any, float]]:
         # In item order: the float sums then never depend on the order rows came in.
         for item_id, values in sorted(per_item.items()):
             top = max(n for n, _, _ in values.values())
@@ -370,20 +374,23 @@ def _majority_row(session: Session, study: Study, per_item: dict[int, dict], tot
     return _majority_sums(winners(), totals)
 
 
-def agreement(per_item: dict[int, dict]) -> dict:
+def agreement(per_item: dict[int, dict[Any, Any]]) -> dict[str, Any]:
     """Krippendorff's alpha and Fleiss' kappa over the items' answer counts."""
     # Items with the same answer counts weigh the same: pass each pattern once, weighted.
     return _agreement_of_patterns(Counter(frozenset((v, n) for v, (n, _, _) in values.items())
                                           for values in per_item.values()))
 
 
-def _agreement_of_patterns(patterns: dict) -> dict:
+def _agreement_of_patterns(patterns: dict[Any, Any]) -> dict[str, Any]:
     if not patterns:
         return {}
     dicts, weights = [dict(p) for p in patterns], list(patterns.values())
     alpha = stats.krippendorff_alpha_nominal(dicts, weights)
     kappa, used = stats.fleiss_kappa(dicts, weights=weights)
-    clean = lambda x: None if x is None or (isinstance(x, float) and math.isnan(x)) else x  # noqa: E731
+
+    def clean(x: Any) -> Any:
+        return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+
     return {"krippendorff_alpha": clean(alpha), "fleiss_kappa": clean(kappa),
             "fleiss_items": used,
             "items_with_2plus": sum(w for d, w in zip(dicts, weights) if sum(d.values()) >= 2)}
