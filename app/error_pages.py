@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -20,7 +20,7 @@ from app.studies.assignment import NotAvailable
 from app.web import render, wants_json
 
 
-def error_response(request: Request, exc: StarletteHTTPException):
+def error_response(request: Request, exc: StarletteHTTPException) -> Response:
     """An HTTPException as the app answers it: a redirect, the API's JSON or the error page."""
     if exc.status_code in (301, 302, 303, 307) and exc.headers:
         return RedirectResponse(exc.headers["Location"], status_code=303)
@@ -34,14 +34,14 @@ def error_response(request: Request, exc: StarletteHTTPException):
 def install(app: FastAPI) -> None:
     """Every exception handler of the app."""
     @app.exception_handler(InputError)
-    async def input_error(request: Request, exc: InputError):
+    async def input_error(request: Request, exc: InputError) -> Response:
         if wants_json(request):
             return JSONResponse(exc.as_dict(), status_code=exc.status_code)
         return render(request, "error.html", status_code=422, title="That input was refused",
                       message=str(exc))
 
     @app.exception_handler(KindNotInstalled)
-    async def kind_not_installed(request: Request, exc: KindNotInstalled):
+    async def kind_not_installed(request: Request, exc: KindNotInstalled) -> Response:
         detail = (f"the task kind {exc.name!r} is not installed on this server: install the package "
                   f"that provides it and restart, or ask the administrator")
         if wants_json(request):
@@ -50,7 +50,7 @@ def install(app: FastAPI) -> None:
                       message=detail)
 
     @app.exception_handler(BrokerUnavailable)
-    async def broker_unavailable(request: Request, exc: BrokerUnavailable):
+    async def broker_unavailable(request: Request, exc: BrokerUnavailable) -> Response:
         headers = {"Retry-After": "30"}
         if wants_json(request):
             return JSONResponse({"detail": str(exc)}, status_code=503, headers=headers)
@@ -61,7 +61,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(OperationalError)
     @app.exception_handler(PoolTimeout)
-    async def database_unavailable(request: Request, exc: OperationalError | PoolTimeout):
+    async def database_unavailable(request: Request, exc: OperationalError | PoolTimeout) -> Response:
         # The database went away (a restart, a failover), or a burst found no free pooled
         # connection within DB_POOL_TIMEOUT: say so and when to retry, rather than a bare 500
         # (or a wait without end); nothing was stored by the request that failed.
@@ -77,7 +77,7 @@ def install(app: FastAPI) -> None:
         return PlainTextResponse(detail, status_code=503, headers=headers)
 
     @app.exception_handler(NotAvailable)
-    async def not_available(request: Request, exc: NotAvailable):
+    async def not_available(request: Request, exc: NotAvailable) -> Response:
         headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else {}
         if wants_json(request):
             return JSONResponse({"detail": str(exc)}, status_code=exc.status, headers=headers)
@@ -88,7 +88,7 @@ def install(app: FastAPI) -> None:
         return response
 
     @app.exception_handler(RequestValidationError)
-    async def validation_error(request: Request, exc: RequestValidationError):
+    async def validation_error(request: Request, exc: RequestValidationError) -> Response:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"] if p not in ("body", "query", "form"))
         detail = f"field '{field}': {err['msg']}"
@@ -98,7 +98,7 @@ def install(app: FastAPI) -> None:
                       message=detail)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException):
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 405 and (methods := allowed_methods(request.app, request.scope)):
             exc = StarletteHTTPException(405, exc.detail, headers={**(exc.headers or {}),
                                                                    "Allow": ", ".join(methods)})

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sized
+from typing import Any
 from pathlib import Path
 
 import jinja2
 from markupsafe import Markup, escape
-from fastapi import HTTPException, Request, UploadFile
+from fastapi import HTTPException, Request, Response, UploadFile
 from fastapi.templating import Jinja2Templates
 
 from app.auth.security import RateLimiter, csrf_token
@@ -20,7 +22,8 @@ class KindTemplates(jinja2.BaseLoader):
     """"kinds/<name>/<file>" from that kind's package (its templates/ folder). Kinds live in a
     namespace of their own, so none can shadow a core template."""
 
-    def get_source(self, environment, template):
+    def get_source(self, environment: jinja2.Environment,
+                   template: str) -> tuple[str, str | None, Callable[[], bool] | None]:
         parts = template.split("/", 2)
         if len(parts) != 3 or parts[0] != "kinds" or not parts[2]:
             raise jinja2.TemplateNotFound(template)
@@ -43,7 +46,7 @@ templates = Jinja2Templates(env=jinja2.Environment(
 ICONS = (("\U0001F6D1\ufe0f", "stop", "stop sign"), ("\U0001F6D1", "stop", "stop sign"))
 
 
-def with_icons(text) -> Markup:
+def with_icons(text: object) -> Markup:
     """`text`, escaped, with each sign in ICONS replaced by its icon (alt text for readers)."""
     out = str(escape(text if text is not None else ""))
     for sign, name, alt in ICONS:
@@ -54,7 +57,7 @@ def with_icons(text) -> Markup:
 templates.env.filters["icons"] = with_icons
 
 
-def no_worker_note(queue: str, waiting, what: str, key: str = "") -> Markup:
+def no_worker_note(queue: str, waiting: Sized, what: str, key: object = "") -> Markup:
     """Under a list of jobs (exports, model checks, generation runs): while some wait
     (`waiting` not empty) and no Celery worker reads their queue, a note saying they wait until
     one starts (issue 26.1); nothing otherwise. Redis is asked only then, and at most every 15 s
@@ -77,7 +80,7 @@ def wants_json(request: Request) -> bool:
     return request.url.path.startswith("/api/") or "application/json" in request.headers.get("accept", "")
 
 
-def render(request: Request, name: str, status_code: int = 200, **context):
+def render(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
     context.setdefault("user", getattr(request.state, "user", None))
     context["csrf"] = csrf_token(request.session)
     context["flash"] = request.session.pop("flash", None)
@@ -98,7 +101,8 @@ def form_number(text: str, field: str, kind: type = int) -> int | float | None:
     if not text:
         return None
     try:
-        return kind(text)
+        number: int | float = kind(text)
+        return number
     except ValueError:
         what = "a whole number" if kind is int else "a number"
         raise InputError(f"{field} must be {what}", field=field) from None
