@@ -25,15 +25,13 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import re
 from typing import Literal
 
 from pydantic import BaseModel
 
-from app import jsonsafe
 from app.errors import InputError
-from app.textfiles import csv_records, decode_upload
+from app.textfiles import csv_records, decode_upload, jsonl_objects
 from app.kinds.tom.rules import BELIEFS, CERTAINTIES, CG_LABELS, STOP, STOP_VS16, gold_answer, parse_question
 
 COLUMNS = (
@@ -301,15 +299,7 @@ def window(utterances, sno: int, before: int = 5, after: int = 5) -> list[dict]:
 
 def _answer_lines(data: bytes | str, known_ids: set[str], extra: tuple[str, ...] = ()):
     """(line, object, question id, "Yes"/"No") per JSONL line; InputError on the first bad one."""
-    for line, raw in enumerate(decode_upload(data).split("\n"), 1):
-        if not raw.strip():
-            continue
-        try:
-            obj = jsonsafe.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not valid JSON: {exc.msg}", line=line) from None
-        if not isinstance(obj, dict):
-            raise InputError("each line must be a JSON object", line=line)
+    for line, obj in jsonl_objects(data):
         for name in ("question_id", "answer", *extra):
             if name not in obj:
                 raise InputError(f"missing {name!r}", line=line, field=name)
