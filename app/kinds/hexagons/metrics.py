@@ -111,15 +111,20 @@ def mean(per_step: Mapping[str, np.ndarray] | Sequence[Mapping[str, float]]) -> 
 
 def agreement_tag(instructor: Sequence[int], verifier1: Sequence[int], verifier2: Sequence[int]) -> str:
     """A, V1, V2, VV or F by board exact match (the data README's definition)."""
-    i1 = tuple(verifier1) == tuple(instructor)
-    i2 = tuple(verifier2) == tuple(instructor)
+    return tag_of(tuple(verifier1) == tuple(instructor), tuple(verifier2) == tuple(instructor),
+                  tuple(verifier1) == tuple(verifier2))
+
+
+def tag_of(i1: bool, i2: bool, v: bool) -> str:
+    """The tag from which boards match: the instructor's and verifier 1's (i1), the
+    instructor's and verifier 2's (i2), the two verifiers' (v)."""
     if i1 and i2:
         return "A"
     if i1:
         return "V1"
     if i2:
         return "V2"
-    return "VV" if tuple(verifier1) == tuple(verifier2) else "F"
+    return "VV" if v else "F"
 
 
 def board_f1(a: Sequence[int], b: Sequence[int]) -> float:

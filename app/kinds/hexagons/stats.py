@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from app.kinds.hexagons.formats import TAGS, Procedure
-from app.kinds.hexagons.metrics import agreed
+from app.kinds.hexagons.metrics import agreed, tag_of
 
 ROUND_NAMES = {"0": "Recruitment (preliminary)", "1": "Round I", "2": "Round II"}
 # (steps, procedures, tokens, unique images) by round, Table 1.
@@ -100,13 +100,7 @@ def tag_from_scores(scores: tuple[float, float, float]) -> str:
     """The tag a step's (I-V1, I-V2, V1-V2) board F1 triple implies: board F1 is 1 exactly when
     the boards are equal (the release's two decimals could round 0.995 up; none does)."""
     i1, i2, v = (x == 1.0 for x in scores)
-    if i1 and i2:
-        return "A"
-    if i1:
-        return "V1"
-    if i2:
-        return "V2"
-    return "VV" if v else "F"
+    return tag_of(i1, i2, v)
 
 
 def _consistent(tag: str, scores: tuple[float, float, float]) -> bool:
