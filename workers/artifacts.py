@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import torch
 
@@ -29,6 +29,28 @@ def torch_model(fmt: str, data: bytes, config: dict | None,
         model = build(data, config or {})
     else:
         raise ValueError(f"unknown artifact format {fmt!r}")
+    return model.eval()
+
+
+def weights_into(make: Callable[[], torch.nn.Module], state: Mapping[str, torch.Tensor],
+                 shapes: Mapping[str, tuple[int, ...]], architecture: str, sizes: str) -> torch.nn.Module:
+    """The model `make()` builds (one of our architectures, from the config) with safetensors
+    weights `state`, in eval mode, once they are exactly what the config says: every tensor of
+    `shapes` there, of that shape and floating-point, and no other; checked before the model is
+    built. `sizes` names the config's sizes in each refusal (ValueError)."""
+    for name, shape in shapes.items():
+        if name not in state:
+            raise ValueError(f"tensor {name!r} is missing (the config: {sizes})")
+        got = tuple(state[name].shape)
+        if got != shape:
+            raise ValueError(f"tensor {name!r} has shape {list(got)}, but the config ({sizes}) needs {list(shape)}")
+        if not state[name].is_floating_point():
+            raise ValueError(f"tensor {name!r} has dtype {state[name].dtype}, expected a floating-point one")
+    extra = sorted(set(state) - set(shapes))
+    if extra:
+        raise ValueError(f"tensor {extra[0]!r} is not part of {architecture} (the config: {sizes})")
+    model = make()
+    model.load_state_dict({k: v.float() for k, v in state.items()})
     return model.eval()
 
 

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from app.kinds.a3ds.architectures import ARCHITECTURE, check_vocabulary, decode, expected_shapes
+from workers.artifacts import weights_into
 
 
 class Captioner(nn.Module):
@@ -103,21 +104,9 @@ def build(config: dict, state: dict[str, Tensor]) -> Captioner:
     shapes = expected_shapes(config)
     sizes = (", ".join(f"{k} {config[k]}" for k in ("embed", "hidden", "channels"))
              + f", with_distractor {config['with_distractor']}, {len(words)} words")
-    for name, shape in shapes.items():
-        if name not in state:
-            raise ValueError(f"tensor {name!r} is missing (the config: {sizes})")
-        got = tuple(state[name].shape)
-        if got != shape:
-            raise ValueError(f"tensor {name!r} has shape {list(got)}, but the config ({sizes}) needs {list(shape)}")
-        if not state[name].is_floating_point():
-            raise ValueError(f"tensor {name!r} has dtype {state[name].dtype}, expected a floating-point one")
-    extra = sorted(set(state) - set(shapes))
-    if extra:
-        raise ValueError(f"tensor {extra[0]!r} is not part of {ARCHITECTURE} (the config: {sizes})")
-    model = Captioner(words, int(config["embed"]), int(config["hidden"]), int(config["channels"]),
-                      bool(config["with_distractor"]), int(config["max_length"]))
-    model.load_state_dict({k: v.float() for k, v in state.items()})
-    return model.eval()
+    return weights_into(lambda: Captioner(words, int(config["embed"]), int(config["hidden"]), int(config["channels"]),
+                                          bool(config["with_distractor"]), int(config["max_length"])),
+                        state, shapes, ARCHITECTURE, sizes)
 
 
 def pictures(scenes: list[int]) -> Tensor:
@@ -132,9 +121,8 @@ def caption_pairs(model, pairs: list[tuple[int, int]], batch_size: int = 32,
                   device: str | torch.device = "cpu", images: dict[int, np.ndarray] | None = None) -> list[str]:
     """The model's caption of each (target, distractor) pair, decoded to text. `images`: scenes
     already drawn (training reuses them). ValueError for an answer outside the interface."""
-    from app.kinds.a3ds.render import render
-
     from app.kinds.a3ds.architectures import MAX_CAPTION_TOKENS, check_vocabulary
+    from app.kinds.a3ds.render import render
 
     dev = torch.device(device)
     # Checked again here: validation saw four pairs, a model may answer others differently.

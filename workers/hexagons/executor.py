@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from app.kinds.hexagons.architectures import ARCHITECTURE, check_vocabulary, expected_shapes
 from app.kinds.hexagons.board import COLOURS, COLS, ROWS, TILES
+from workers.artifacts import weights_into
 
 
 class HexExecutor(nn.Module):
@@ -92,20 +93,8 @@ def build(config: dict, state: dict[str, Tensor]) -> HexExecutor:
         raise ValueError(f"words (the vocabulary) {words}")
     shapes = expected_shapes(config)
     sizes = ", ".join(f"{k} {config[k]}" for k in ("embed", "hidden", "channels")) + f", {len(words)} words"
-    for name, shape in shapes.items():
-        if name not in state:
-            raise ValueError(f"tensor {name!r} is missing (the config: {sizes})")
-        got = tuple(state[name].shape)
-        if got != shape:
-            raise ValueError(f"tensor {name!r} has shape {list(got)}, but the config ({sizes}) needs {list(shape)}")
-        if not state[name].is_floating_point():
-            raise ValueError(f"tensor {name!r} has dtype {state[name].dtype}, expected a floating-point one")
-    extra = sorted(set(state) - set(shapes))
-    if extra:
-        raise ValueError(f"tensor {extra[0]!r} is not part of {ARCHITECTURE} (the config: {sizes})")
-    model = HexExecutor(words, int(config["embed"]), int(config["hidden"]), int(config["channels"]))
-    model.load_state_dict({k: v.float() for k, v in state.items()})
-    return model.eval()
+    return weights_into(lambda: HexExecutor(words, int(config["embed"]), int(config["hidden"]), int(config["channels"])),
+                        state, shapes, ARCHITECTURE, sizes)
 
 
 def batch_tensors(token_ids: list[list[int]], boards: list[list[int]]) -> tuple[Tensor, Tensor]:

@@ -21,6 +21,7 @@ from app.kinds.sts.architectures import expected_shapes
 from app.kinds.sts.env import ACTIONS
 from app.kinds.sts.observations import COLOURS, N_DIRECTIONS, OBJECTS, PAD, STATES, VIEW, VOCAB_VERSION, WORDS, \
     encode_missions
+from workers.artifacts import weights_into
 
 ARCHITECTURE = "film-cnn-gru"
 
@@ -90,20 +91,8 @@ def build(config: dict, state: dict[str, Tensor]) -> FilmPolicy:
         raise ValueError(f"vocab_version must be {VOCAB_VERSION!r}")
     shapes = expected_shapes(config)  # torch-free, so checked before anything is allocated
     sizes = ", ".join(f"{k} {config[k]}" for k in ("embed", "channels", "hidden"))
-    for name, shape in shapes.items():
-        if name not in state:
-            raise ValueError(f"tensor {name!r} is missing (the config: {sizes})")
-        got = tuple(state[name].shape)
-        if got != shape:
-            raise ValueError(f"tensor {name!r} has shape {list(got)}, but the config ({sizes}) needs {list(shape)}")
-        if not state[name].is_floating_point():
-            raise ValueError(f"tensor {name!r} has dtype {state[name].dtype}, expected a floating-point one")
-    extra = sorted(set(state) - set(shapes))
-    if extra:
-        raise ValueError(f"tensor {extra[0]!r} is not part of {ARCHITECTURE} (the config: {sizes})")
-    model = FilmPolicy(int(config["embed"]), int(config["channels"]), int(config["hidden"]))
-    model.load_state_dict({k: v.float() for k, v in state.items()})
-    return model.eval()
+    return weights_into(lambda: FilmPolicy(int(config["embed"]), int(config["channels"]), int(config["hidden"])),
+                        state, shapes, ARCHITECTURE, sizes)
 
 
 def observation_tensors(batch_obs: dict, cache: dict | None = None) -> tuple[Tensor, Tensor, Tensor]:
