@@ -24,6 +24,7 @@ from safetensors.torch import save as save_safetensors
 from app.kinds.a3ds.architectures import encode, grammar_words
 from app.kinds.a3ds.scenes import FEATURES, Pair, pair_differing_in
 from workers.a3ds.captioner import Captioner, caption_pairs
+from workers.training import train_and_upload
 
 NAME = "captioner"
 
@@ -141,25 +142,8 @@ def run_train_job(session, job, progress) -> dict:
     """The job `a3ds.train`: train as the command does (params: agent_id, and optionally any of
     JOB_OPTIONS and device) and upload the captioner as a new version of the
     agent's model (validated by `a3ds.validate`, like any upload)."""
-    from app.agents.artifacts import upload_artifact
-    from app.agents.models import Agent
-
-    p = dict(job.params)
-    agent = session.get(Agent, p["agent_id"])
-    if agent is None:
-        return {"skipped": "the agent was deleted"}
-    epochs = int(p.get("epochs", 10))
-    progress(0, epochs, f"training the built-in captioner for agent {agent.name!r}, {epochs} epochs")
-    done = [0]
-
-    def epoch_done(n: int, loss: float) -> None:
-        done[0] = n
-        progress(n, None, f"epoch {n}: loss {loss:.3f}")
-
-    device = p.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
-    options = {k: p[k] for k in JOB_OPTIONS if p.get(k) is not None}
-    options["epochs"] = epochs
-    model, report = run_training(**options, device=device, echo=lambda line: progress(done[0], None, line),
-                                 epoch_done=epoch_done, bars=False)
-    artifact = upload_artifact(session, agent, "captioner", "safetensors", weights_bytes(model), model.config())
-    return {"artifact": artifact.id, "agent": agent.id, **report}
+    return train_and_upload(
+        session, job, progress, role="captioner", noun="captioner", default_epochs=10, options=JOB_OPTIONS,
+        train=lambda options, device, echo, epoch_done: run_training(
+            **options, device=device, echo=echo, epoch_done=epoch_done, bars=False),
+        weights_bytes=weights_bytes)

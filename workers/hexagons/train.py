@@ -27,6 +27,7 @@ from app.kinds.hexagons.architectures import MAX_TOKENS, PAD, UNK, encode, token
 from app.kinds.hexagons.formats import Procedure, parse_procedures
 from app.kinds.hexagons.score import no_action, summarise
 from workers.hexagons.executor import HexExecutor, batch_tensors, execute_procedures
+from workers.training import train_and_upload
 
 NAME = "executor"
 SPLITS = ("train", "dev", "test")
@@ -218,26 +219,10 @@ def run_train_job(session, job, progress) -> dict:
     """The job `hexagons.train`: train as the command does (params: agent_id, and optionally
     any of JOB_OPTIONS and device) and upload the executor as a new
     version of the agent's model (validated by `hexagons.validate`, like any upload)."""
-    from app.agents.artifacts import upload_artifact
-    from app.agents.models import Agent
 
-    p = dict(job.params)
-    agent = session.get(Agent, p["agent_id"])
-    if agent is None:
-        return {"skipped": "the agent was deleted"}
-    epochs = int(p.get("epochs", 6))
-    progress(0, epochs, f"training the built-in executor for agent {agent.name!r}, {epochs} epochs")
-    done = [0]
+    def train(options, device, echo, epoch_done):
+        model, report = run_training(**options, device=device, out=None, echo=echo, epoch_done=epoch_done)
+        return model, {k: v for k, v in report.items() if k != "data"}
 
-    def epoch_done(n: int, loss: float) -> None:
-        done[0] = n
-        progress(n, None, f"epoch {n}: loss {loss:.3f}")
-
-    device = p.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
-    options = {k: p[k] for k in JOB_OPTIONS if p.get(k) is not None}
-    options["epochs"] = epochs
-    model, report = run_training(**options, device=device, out=None,
-                                 echo=lambda line: progress(done[0], None, line), epoch_done=epoch_done)
-    artifact = upload_artifact(session, agent, "executor", "safetensors", weights_bytes(model), model.config())
-    return {"artifact": artifact.id, "agent": agent.id, **{k: v for k, v in report.items() if k != "data"}}
-
+    return train_and_upload(session, job, progress, role="executor", noun="executor", default_epochs=6,
+                            options=JOB_OPTIONS, train=train, weights_bytes=weights_bytes)
