@@ -5,10 +5,11 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from functools import lru_cache
+from typing import Any, TypeVar
 
 from sqlalchemy import JSON, DateTime, MetaData, create_engine, event
 from sqlalchemy.dialects.postgresql import JSONB
@@ -17,6 +18,8 @@ from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
 from app.config import get_settings
+
+T = TypeVar("T")
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -27,18 +30,18 @@ NAMING = {
 }
 
 
-class UTCDateTime(TypeDecorator):
+class UTCDateTime(TypeDecorator[datetime]):
     """Timezone-aware UTC datetimes on every backend (SQLite stores naive ones)."""
 
     impl = DateTime(timezone=True)
     cache_ok = True
 
-    def process_bind_param(self, value, dialect):
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
         if value is not None and value.tzinfo is None:
             value = value.replace(tzinfo=timezone.utc)
         return value
 
-    def process_result_value(self, value, dialect):
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
         if value is not None and value.tzinfo is None:
             value = value.replace(tzinfo=timezone.utc)
         return value
@@ -66,7 +69,7 @@ def get_engine(url: str | None = None) -> Engine:
                                pool_size=size, max_overflow=0, pool_timeout=timeout)
 
         @event.listens_for(engine, "connect")
-        def _sqlite_pragmas(dbapi_conn, _record):
+        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA foreign_keys=ON")
@@ -118,7 +121,8 @@ def lost_a_race(exc: BaseException) -> bool:
     return getattr(getattr(exc, "orig", None), "sqlstate", None) in ("40P01", "40001")
 
 
-def retrying(fn, session: Session, attempts: int = 5, retry_if=a_race, pause: float = 0.005):
+def retrying(fn: Callable[[], T], session: Session, attempts: int = 5,
+             retry_if: Callable[[BaseException], bool] = a_race, pause: float = 0.005) -> T:
     """fn() then commit, the whole of it run again (after a short random pause) when it fails
     with an error `retry_if` accepts, `attempts` times in all. Any failure is rolled back while
     the SQLite lock is still held."""
@@ -133,6 +137,7 @@ def retrying(fn, session: Session, attempts: int = 5, retry_if=a_race, pause: fl
                 if attempt == attempts - 1 or not retry_if(exc):
                     raise
         time.sleep(pause * (attempt + 1) * random.random())
+    raise ValueError(f"attempts must be at least 1, not {attempts}")
 
 
 @contextmanager
