@@ -6,11 +6,13 @@ no admin has reviewed, never a rejection, recorded in the audit log with no acto
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 from collections import Counter
 from statistics import median
 
-from sqlalchemy import and_, case, func, select, update
+from sqlalchemy import ColumnElement, and_, case, func, select, update
 from sqlalchemy.orm import Session
 
 from app import audit
@@ -75,18 +77,18 @@ def _entropy(counts: dict[str, int]) -> float:
 PAGE_ROWS = 200
 
 
-def _counted_workers():
+def _counted_workers() -> ColumnElement[bool]:
     """Imported annotators (earlier human annotations, loaded with no times) are not the
     study's crowd: they have nothing to review and would drag its typical pace to 0."""
     return User.platform.is_distinct_from(IMPORTED_PLATFORM)
 
 
-def review_queue(session: Session, study: Study, status: str | None = None) -> list[dict]:
+def review_queue(session: Session, study: Study, status: str | None = None) -> list[dict[str, Any]]:
     """The study's workers (imported annotators left out), in queue_order."""
     return queue_rows(session, [study], status)
 
 
-def review_queue_all(session: Session, status: str | None = None) -> list[dict]:
+def review_queue_all(session: Session, status: str | None = None) -> list[dict[str, Any]]:
     """The review queue across every study with workers, in one order (queue_order); studies
     whose kind is not installed are left out (see queue_studies)."""
     return queue_rows(session, queue_studies(session, status)[0], status)
@@ -101,13 +103,14 @@ def queue_studies(session: Session, status: str | None = None) -> tuple[list[Stu
         .where(Participant.study_id == Study.id, _counted_workers(),
                *([Participant.status == status] if status else [])).exists()).order_by(Study.id)
     installed = all_kinds()
-    known, unknown = [], []
+    known: list[Study] = []
+    unknown: list[Study] = []
     for study in session.scalars(q):
         (known if study.kind in installed else unknown).append(study)
     return known, unknown
 
 
-def queue_rows(session: Session, studies: list[Study], status: str | None) -> list[dict]:
+def queue_rows(session: Session, studies: list[Study], status: str | None) -> list[dict[str, Any]]:
     """The queue rows of these studies, a fixed number of queries however many there are
     (each aggregate grouped by study)."""
     if not studies:
@@ -164,7 +167,7 @@ def queue_rows(session: Session, studies: list[Study], status: str | None) -> li
     return out
 
 
-def queue_order(w: dict) -> tuple:
+def queue_order(w: dict[str, Any]) -> tuple[Any, ...]:
     """Pending workers first (they await a decision), the most likely to be bad first among
     them (risk, then flags); rejected ones last. Workers with no signal yet sort after
     those with one."""
@@ -271,12 +274,12 @@ def _answer_counts(session: Session, studies: list[Study]
             mine = own.setdefault((sid, wid), {})
             mine[str(v)] = mine.get(str(v), 0) + n
             if not excluded:
-                study = spread.setdefault(sid, {})
-                study[str(v)] = study.get(str(v), 0) + n
+                counts = spread.setdefault(sid, {})
+                counts[str(v)] = counts.get(str(v), 0) + n
     return own, spread
 
 
-def gold_replay(session: Session, study: Study, participant_id: int, gold: bool = True) -> list[dict]:
+def gold_replay(session: Session, study: Study, participant_id: int, gold: bool = True) -> list[dict[str, Any]]:
     """A worker's answers on gold items (gold=False: on the other items) beside the right
     answers, in the order given."""
     p = session.get(Participant, participant_id)
@@ -315,7 +318,8 @@ def decide(session: Session, study: Study, participant_ids: list[int], decision:
 DECIDE_ATTEMPTS = 3
 
 
-def _decide(session, study, participant_ids, decision, actor, reason) -> int:
+def _decide(session: Session, study: Study, participant_ids: list[int], decision: str, actor: User,
+            reason: str) -> int:
     if decision == "rejected":
         # The workers' bundles first, in id order: every request of theirs that leases or
         # answers locks its bundle before anything else (bundle -> participant -> assignment
