@@ -23,6 +23,7 @@ import io
 import json
 import struct
 import zipfile
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
@@ -33,6 +34,9 @@ from app.agents.models import ARTIFACT_FORMATS, Agent, AgentArtifact
 from app.config import get_settings
 from app.errors import InputError
 from app.storage import get_store
+
+if TYPE_CHECKING:
+    from app.auth.models import User
 
 EXTENSIONS = {"torchscript": "pt", "safetensors": "safetensors"}
 _RETRIES = 5
@@ -71,7 +75,7 @@ def _zip_names(data: bytes) -> list[str] | None:
     return [i.filename for i in infos]
 
 
-def _safetensors_header(data: bytes) -> dict | None:
+def _safetensors_header(data: bytes) -> dict[str, Any] | None:
     """The parsed JSON header of a safetensors file, or None if it is not one."""
     if len(data) < 10:
         return None
@@ -123,7 +127,7 @@ SAFETENSORS_BITS = {"BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8
                     "I64": 64, "U64": 64, "F64": 64, "C64": 64, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6}
 
 
-def _is_count(v) -> bool:
+def _is_count(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
@@ -185,7 +189,7 @@ def check_safetensors(data: bytes) -> None:
 
 
 def upload_artifact(session: Session, agent: Agent, role: str, fmt: str, data: bytes,
-                    config: dict | None) -> AgentArtifact:
+                    config: dict[str, Any] | None) -> AgentArtifact:
     """Store a new version of the agent's model and enqueue its validation.
 
     Raises InputError, with nothing stored, for a bad upload. Commits."""
@@ -246,7 +250,7 @@ def list_artifacts(session: Session, agent: Agent) -> list[AgentArtifact]:
                                 .order_by(AgentArtifact.version.desc())))
 
 
-def artifact_dict(a: AgentArtifact) -> dict:
+def artifact_dict(a: AgentArtifact) -> dict[str, Any]:
     return {"id": a.id, "agent_id": a.agent_id, "version": a.version, "role": a.role,
             "format": a.format, "size": a.size, "sha256": a.sha256, "state": a.state,
             "verdict": a.verdict, "config": {k: v for k, v in (a.config or {}).items() if k != "words"},
@@ -258,7 +262,7 @@ def artifact_dict(a: AgentArtifact) -> dict:
 # ---- shared by the API and the pages --------------------------------------------------------
 
 
-def owned_agent(session: Session, agent_id: int, user) -> Agent:
+def owned_agent(session: Session, agent_id: int, user: User) -> Agent:
     """The agent if the user owns it (or is an admin); 404 otherwise, so that another
     researcher's agents are not revealed to exist."""
     from fastapi import HTTPException
@@ -269,16 +273,16 @@ def owned_agent(session: Session, agent_id: int, user) -> Agent:
     return agent
 
 
-async def read_artifact(upload) -> bytes:
+async def read_artifact(upload: Any) -> bytes:
     """The upload's bytes, reading no more than one byte past the limit (then refused)."""
     if upload is None or not getattr(upload, "filename", None):
         raise InputError("choose a file to upload", field="file")
-    data = await upload.read(get_settings().max_artifact_bytes + 1)
+    data: bytes = await upload.read(get_settings().max_artifact_bytes + 1)
     check_size(data)
     return data
 
 
-def parse_config(text: str | None) -> dict | None:
+def parse_config(text: str | None) -> dict[str, Any] | None:
     if not text or not text.strip():
         return None
     try:

@@ -6,19 +6,20 @@ vocabulary, versions, other fields)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from app.errors import InputError
 
 
 def check_architecture(role: str, config: object, architectures: Mapping[str, tuple[str, tuple[str, ...]]],
-                       max_sizes: Mapping[str, int], written_by: str) -> dict:
+                       max_sizes: Mapping[str, int], written_by: str) -> dict[str, Any]:
     """`config` as a dict once the common checks pass; InputError naming the field otherwise.
     `architectures`: name -> (role, size fields); `written_by`: which file the config is and
     what writes it, for the message when it is not a JSON object."""
     if not isinstance(config, dict):
         raise InputError(f"the config must be a JSON object ({written_by})", field="config")
     arch = config.get("architecture")
-    if arch not in architectures:
+    if not isinstance(arch, str) or arch not in architectures:
         raise InputError(f"unknown architecture {arch!r}: use one of {', '.join(architectures)}",
                          field="config.architecture")
     arch_role, sizes = architectures[arch]

@@ -31,7 +31,7 @@ class AgentOutput(Base):
     agent_id: Mapped[int] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"), index=True)
     study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), index=True)
     item_id: Mapped[int] = mapped_column(ForeignKey("items.id", ondelete="CASCADE"))
-    response: Mapped[dict] = mapped_column()
+    response: Mapped[dict] = mapped_column()  # type: ignore[type-arg]  # JSON (app.db)
     score: Mapped[float | None] = mapped_column(Float)
 
 
@@ -55,7 +55,7 @@ class AgentArtifact(Base):
     format: Mapped[str] = mapped_column(String(16))  # torchscript | safetensors
     blob_key: Mapped[str] = mapped_column(String(500))
     # safetensors: the built-in architecture's config (architecture, sizes, words, feature_version)
-    config: Mapped[dict] = mapped_column(default=dict)
+    config: Mapped[dict] = mapped_column(default=dict)  # type: ignore[type-arg]  # JSON (app.db)
     size: Mapped[int] = mapped_column()
     sha256: Mapped[str] = mapped_column(String(64))
     state: Mapped[str] = mapped_column(String(16), default="pending")

@@ -4,10 +4,12 @@ it); the job uploads what it trains as a new version of the agent's model."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 
-def queue_training(kind: str, title: str, agent_id: int, options: dict, device: str | None) -> int:
+def queue_training(kind: str, title: str, agent_id: int, options: dict[str, Any], device: str | None) -> int:
     """Queue `<kind>.train` with every training option the command was given (those left
     unset are left out, so the job's defaults are the command's); returns the job's id."""
     from app import jobs

@@ -6,11 +6,10 @@ no admin has reviewed, never a rejection, recorded in the audit log with no acto
 
 from __future__ import annotations
 
-from typing import Any
-
 import math
 from collections import Counter
 from statistics import median
+from typing import Any
 
 from sqlalchemy import ColumnElement, and_, case, func, select, update
 from sqlalchemy.orm import Session
