@@ -71,3 +71,25 @@ def test_finite_values_pass():
 
     assert jsonsafe.non_finite({"a": [1, 2.5, {"b": "NaN"}], "c": None, "d": True}) is None
     assert jsonsafe.non_finite({"a": [1, {"b": math.inf}]}, "payload") == "payload.a[1].b"
+
+
+def test_a_model_config_whose_architecture_is_not_a_name_is_refused_not_a_500(client, session):
+    """`{"architecture": [...]}` was looked up as a dict key (TypeError: a 500); it is refused
+    like any unknown architecture, naming the field, and no version is stored."""
+    import json
+
+    from app.agents.models import AgentArtifact
+    from tests.conftest import login
+    from tests.integration.test_api_roles import _listener_upload
+
+    owner = make_user(session, "researcher")
+    agent = services.register_agent(session, owner, "navigation", "odd-config")
+    session.commit()
+    csrf = login(client, owner)
+    form, files = _listener_upload()
+    for architecture in (["gru"], {"name": "gru"}, 3):
+        config = {**json.loads(form["config"]), "architecture": architecture}
+        r = client.post(f"/api/v1/agents/{agent.id}/artifacts", headers={"X-CSRF-Token": csrf},
+                        data={**form, "config": json.dumps(config)}, files=files)
+        assert r.status_code == 422 and r.json()["field"] == "config.architecture", r.text
+    assert session.scalar(select(func.count(AgentArtifact.id)).where(AgentArtifact.agent_id == agent.id)) == 0
