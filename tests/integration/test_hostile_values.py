@@ -1,6 +1,7 @@
-"""A NaN or infinity that an importer lets through is refused where items are stored, naming
-the item and the field, with nothing stored: JSON has no NaN, and PostgreSQL would refuse the
-insert with a server error (issue 26: NaN refused centrally, not only by each importer)."""
+"""Values that parse but cannot be stored or looked up are refused where they enter, naming
+where, with nothing stored: a NaN or infinity that an importer lets through (JSON has no NaN,
+and PostgreSQL would refuse the insert with a server error; issue 26: refused centrally, not
+only by each importer), and a model config whose architecture is not a name."""
 
 from __future__ import annotations
 
