@@ -7,6 +7,7 @@ import hmac
 import logging
 import secrets
 from datetime import timedelta
+from typing import Any
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerifyMismatchError
@@ -84,13 +85,13 @@ def user_for_token(session: Session, token: str) -> User | None:
     return session.get(User, row.user_id) if row else None
 
 
-def csrf_token(session_data: dict) -> str:
+def csrf_token(session_data: dict[str, Any]) -> str:
     if "csrf" not in session_data:
         session_data["csrf"] = secrets.token_urlsafe(24)
-    return session_data["csrf"]
+    return str(session_data["csrf"])
 
 
-def csrf_ok(session_data: dict, presented: str | None) -> bool:
+def csrf_ok(session_data: dict[str, Any], presented: str | None) -> bool:
     expected = session_data.get("csrf")
     return bool(expected and presented and hmac.compare_digest(expected, presented))
 

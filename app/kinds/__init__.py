@@ -90,7 +90,7 @@ class KindNotInstalled(KeyError):
         self.name = name
 
     def __str__(self) -> str:
-        return self.args[0]
+        return str(self.args[0])
 
 
 def get_kind(name: str) -> TaskKind:

@@ -12,6 +12,7 @@ review queue leaves imported annotators out, and their untimed answers out of a 
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -34,7 +35,7 @@ def _external_id(study: Study, source: str, annotator: str) -> str:
 
 
 def import_annotations(session: Session, study: Study, actor: User, data: bytes,
-                       source: str = "prior") -> dict:
+                       source: str = "prior") -> dict[str, Any]:
     """Store the upload's annotations (all or nothing); InputError names the line and field.
     An annotator already imported into this study under the same source is refused."""
     source = (source or "").strip() or "prior"

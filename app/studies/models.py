@@ -40,7 +40,7 @@ class Study(Base):
     max_bundles_per_worker: Mapped[int] = mapped_column(default=1, server_default="1")
     max_open_bundles_per_ip: Mapped[int] = mapped_column(default=100, server_default="100")
     # Settings that only the study's task kind reads (validated by the kind).
-    kind_settings: Mapped[dict] = mapped_column(default=dict)
+    kind_settings: Mapped[dict] = mapped_column(default=dict)  # type: ignore[type-arg]
     # The response field the leaderboard's per-item answers group by (the kind's
     # agreement_value(); None: the score). Read by the totals triggers (app/leaderboards/models.py).
     answer_field: Mapped[str | None] = mapped_column(String(64))
@@ -61,9 +61,9 @@ class Item(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"))
     external_id: Mapped[str] = mapped_column(String(255))
-    payload: Mapped[dict] = mapped_column()
+    payload: Mapped[dict] = mapped_column()  # type: ignore[type-arg]
     # The correct response where one is known; never sent to workers.
-    reference: Mapped[dict | None] = mapped_column()
+    reference: Mapped[dict | None] = mapped_column()  # type: ignore[type-arg]
     is_gold: Mapped[bool] = mapped_column(default=False)
     source: Mapped[str] = mapped_column(String(32), default="dataset")
     category: Mapped[str] = mapped_column(String(64), default="")
@@ -115,7 +115,7 @@ class Bundle(Base):
     external_assignment_id: Mapped[str] = mapped_column(String(255), default="")
     hit_id: Mapped[str] = mapped_column(String(255), default="")
     size: Mapped[int] = mapped_column()
-    gold_slots: Mapped[list] = mapped_column(default=list)
+    gold_slots: Mapped[list] = mapped_column(default=list)  # type: ignore[type-arg]
     n_done: Mapped[int] = mapped_column(default=0)
     consented_at: Mapped[datetime | None] = mapped_column()
     # The version (a hash) of the consent text the worker agreed to.
@@ -168,13 +168,13 @@ class Annotation(Base):
     item_id: Mapped[int] = mapped_column(ForeignKey("items.id", ondelete="CASCADE"))
     worker_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
     is_gold: Mapped[bool] = mapped_column(default=False)
-    response: Mapped[dict] = mapped_column()
+    response: Mapped[dict] = mapped_column()  # type: ignore[type-arg]
     # Derived by the kind's scorer against the item's reference; NULL when there is none.
     score: Mapped[float | None] = mapped_column(Float)
     # Metrics a kind derives beside the score (navigation: ne, success, spl, ndtw, sdtw, ...).
-    scores: Mapped[dict | None] = mapped_column()
+    scores: Mapped[dict | None] = mapped_column()  # type: ignore[type-arg]
     duration_ms: Mapped[int] = mapped_column(default=0)
-    client: Mapped[dict] = mapped_column(default=dict)
+    client: Mapped[dict] = mapped_column(default=dict)  # type: ignore[type-arg]
     idempotency_key: Mapped[str] = mapped_column(String(64), unique=True)
     # Set when the worker is rejected: the response itself never changes.
     excluded: Mapped[bool] = mapped_column(default=False)

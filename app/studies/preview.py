@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -53,7 +54,7 @@ def item_at(session: Session, study: Study, position: int) -> Item:
     return item
 
 
-def page_context(session: Session, study: Study, position: int) -> dict:
+def page_context(session: Session, study: Study, position: int) -> dict[str, Any]:
     """The context a worker's item page gets (templates/annotate/item.html), for item
     `position`, plus the kind's own additions for previews (TaskKind.preview_context)."""
     kind = get_kind(study.kind)
@@ -65,7 +66,7 @@ def page_context(session: Session, study: Study, position: int) -> dict:
             **kind.preview_context(study, item)}
 
 
-def check_answer(session: Session, study: Study, position: int, form: dict) -> dict:
+def check_answer(session: Session, study: Study, position: int, form: dict[str, Any]) -> dict[str, Any]:
     """A preview answer as the worker's submit would take it: parsed by the kind (InputError
     as the worker gets it) and scored against the item's reference. Nothing is stored."""
     kind = get_kind(study.kind)
@@ -75,7 +76,7 @@ def check_answer(session: Session, study: Study, position: int, form: dict) -> d
             "is_gold": item.is_gold}
 
 
-def upload_views(kind, result, title: str = "", limit: int = 3) -> list[dict]:
+def upload_views(kind: Any, result: Any, title: str = "", limit: int = 3) -> list[dict[str, Any]]:
     """The first items of an upload (an ImportResult not yet stored) as the worker will see them:
     for each, the worker's page as a document of its own, for an iframe's srcdoc (so that the
     item's scripts and keys stay out of the form around it). No task, no slot: pages with a

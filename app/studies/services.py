@@ -7,6 +7,8 @@ import hmac
 import random
 import re
 import secrets
+from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from sqlalchemy import insert, select
@@ -83,14 +85,14 @@ def study_code(settings: StudySettings) -> str:
     return given or in_link or secrets.token_hex(4).upper()
 
 
-def code_earned(bundle) -> bool:
+def code_earned(bundle: Any) -> bool:
     """Whether the bundle's required items are done, so that its completion code may be shown:
     every slot answered, its gold slots included. A bundle that ended early (the study had no
     more items for this worker) shows no code, whatever it holds."""
-    return bundle.n_done >= bundle.size
+    return bool(bundle.n_done >= bundle.size)
 
 
-def completion_code(study: Study, bundle, platform: str | None) -> str:
+def completion_code(study: Study, bundle: Any, platform: str | None) -> str:
     """The code a worker is shown and reports: on MTurk one per bundle (a shared code proves
     nothing there, and the requester matches it to the assignment); elsewhere the study's."""
     if platform == "mturk":
@@ -130,7 +132,7 @@ def consent_version(study: Study) -> str:
     return hashlib.sha256(shown.encode()).hexdigest()[:16]
 
 
-def parse_settings(data: dict) -> StudySettings:
+def parse_settings(data: dict[str, Any]) -> StudySettings:
     try:
         return StudySettings.model_validate(data)
     except ValidationError as exc:
@@ -143,11 +145,11 @@ def _slug(title: str) -> str:
     return f"{base}-{secrets.token_hex(3)}"
 
 
-def preview_items(kind_name: str, data: bytes, fmt: str, options: dict | None = None) -> ImportResult:
+def preview_items(kind_name: str, data: bytes, fmt: str, options: dict[str, Any] | None = None) -> ImportResult:
     return get_kind(kind_name).import_items(data, fmt, options or {})
 
 
-def with_defaults(settings: StudySettings, defaults: dict) -> dict:
+def with_defaults(settings: StudySettings, defaults: dict[str, Any]) -> dict[str, Any]:
     """The study's settings: the researcher's, and the upload's suggestions where they left a
     field blank (navigation with a QC episode: bundles of 6, one QC slot in each)."""
     values = settings.model_dump(exclude={"completion_code"})
@@ -162,7 +164,7 @@ def with_defaults(settings: StudySettings, defaults: dict) -> dict:
     return values
 
 
-def fill_warning(items: list, values: dict) -> str | None:
+def fill_warning(items: Sequence[Any], values: dict[str, Any]) -> str | None:
     """What the researcher should know when tasks of `bundle_size` cannot all be completed with
     these items (ItemSpecs, or rows with is_gold and exclusion_group) and settings (a dict of
     the study's values); None when every task can be. A worker answers an item once and one item
@@ -213,7 +215,7 @@ def study_fill_warning(session: Session, study: Study) -> str | None:
 
 
 def create_study(session: Session, owner: User, kind_name: str, settings: StudySettings,
-                 data: bytes, fmt: str, options: dict | None = None) -> Study:
+                 data: bytes, fmt: str, options: dict[str, Any] | None = None) -> Study:
     """Parse first, then store everything in one transaction: all items or none."""
     kind = get_kind(kind_name)
     result = kind.import_items(data, fmt, options or {})
@@ -235,7 +237,7 @@ def create_study(session: Session, owner: User, kind_name: str, settings: StudyS
     return study
 
 
-def add_items(session: Session, study: Study, specs: list) -> int:
+def add_items(session: Session, study: Study, specs: list[Any]) -> int:
     """Add items (ItemSpecs) to a draft study, skipping external ids it already has (so a
     retried job adds nothing twice). Flushes; the caller commits. Returns how many were added."""
     if study.state != "draft":
@@ -248,7 +250,7 @@ def add_items(session: Session, study: Study, specs: list) -> int:
     return len(rows)
 
 
-def _check_finite(specs: list) -> None:
+def _check_finite(specs: list[Any]) -> None:
     """A NaN or infinity anywhere in an item's payload or reference is refused, naming the item,
     before anything is stored: JSON has none, and PostgreSQL would fail the whole insert."""
     for spec in specs:
@@ -257,7 +259,7 @@ def _check_finite(specs: list) -> None:
                 raise InputError(f"item {spec.external_id!r}: {where} is not a finite number", field=where)
 
 
-def _insert_items(session: Session, study: Study, specs: list, rng: random.Random) -> list[dict]:
+def _insert_items(session: Session, study: Study, specs: list[Any], rng: random.Random) -> list[dict[str, Any]]:
     """Insert the items (ItemSpecs) at random positions, 5,000 rows a statement."""
     rows = [dict(study_id=study.id, external_id=s.external_id, payload=s.payload,
                  reference=s.reference, is_gold=s.is_gold, source=s.source, category=s.category,
