@@ -328,7 +328,8 @@ def test_every_number_in_a_path_or_query_is_bounded():
     the check above holds for routes not yet written: use app.params.Id for ids."""
     import annotated_types
 
-    from app.main import create_app, served_routes
+    from app.main import create_app
+    from app.routes import served_routes
 
     app = create_app("sqlite://")
 

@@ -194,7 +194,8 @@ def test_kind_registration_refuses_clashes(monkeypatch):
     from fastapi import APIRouter
 
     from app import kinds
-    from app.main import RouteClash, create_app
+    from app.main import create_app
+    from app.routes import RouteClash
 
     example = get_kind("wordcount")
     with pytest.raises(KindError, match="already registered"):
