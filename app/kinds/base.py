@@ -14,13 +14,17 @@ from pydantic import BaseModel, ValidationError
 from app.errors import InputError
 
 
+# A JSON object as the app stores it (payloads, references, responses, settings).
+JSONDict = dict[str, Any]
+
+
 @dataclass
 class ItemSpec:
     """An item as an importer produces it, before it is stored."""
 
     external_id: str
-    payload: dict
-    reference: dict | None = None
+    payload: JSONDict
+    reference: JSONDict | None = None
     is_gold: bool = False
     source: str = "dataset"
     category: str = ""
@@ -34,11 +38,11 @@ class ItemSpec:
 class ImportResult:
     items: list[ItemSpec]
     # Kind settings derived from the upload (e.g. the random baseline's Yes rate).
-    kind_settings: dict = field(default_factory=dict)
-    summary: dict = field(default_factory=dict)
+    kind_settings: JSONDict = field(default_factory=dict)
+    summary: JSONDict = field(default_factory=dict)
     # Study settings the upload suggests where the researcher left them blank: StudySettings
     # fields, plus "gold_per_bundle" (that many gold slots in every bundle, whatever its size).
-    study_defaults: dict = field(default_factory=dict)
+    study_defaults: JSONDict = field(default_factory=dict)
 
 
 @dataclass
@@ -47,7 +51,7 @@ class GoldResult:
 
     item: str  # the item's external id
     score: float | None
-    scores: dict | None = None
+    scores: JSONDict | None = None
 
 
 class TaskKind(ABC):
@@ -86,7 +90,7 @@ class TaskKind(ABC):
     # How the form names each upload format.
     format_labels: ClassVar[dict[str, str]] = {}
     # Options the importer takes from the form: name -> ("float" | "int", low, high) or ("text",).
-    option_fields: ClassVar[dict[str, tuple]] = {}
+    option_fields: ClassVar[dict[str, tuple[Any, ...]]] = {}
     # The form's fieldset for those options, and the instructions workers see by default.
     # Without a template, the form builds the fieldset from option_fields and option_labels
     # (a number within its bounds, yes/no/default for ("int", 0, 1), or a text field).
@@ -141,7 +145,7 @@ class TaskKind(ABC):
     # How the agents page describes such a model ("a navigation speaker (path to instruction)").
     artifact_help: ClassVar[str] = ""
 
-    def routers(self) -> list:
+    def routers(self) -> list[Any]:
         """FastAPI routers with the kind's pages and API routes (imported only when called, so
         a worker process never loads the web code)."""
         return []
@@ -150,26 +154,26 @@ class TaskKind(ABC):
     # release, so scripts written against them keep working.
     cli_aliases: ClassVar[tuple[str, ...]] = ()
 
-    def cli(self):
+    def cli(self) -> Any:
         """A click group added to `proctor` under the kind's name (`proctor <name> ...`), or
         None. One name per thing: the group is named as the kind (`cli_aliases` keeps old ones)."""
         return None
 
-    def train_commands(self) -> list:
+    def train_commands(self) -> list[Any]:
         """click commands added under `proctor train` (one per thing the kind can train)."""
         return []
 
-    def check_artifact_config(self, role: str, config: object) -> dict:
+    def check_artifact_config(self, role: str, config: object) -> JSONDict:
         """The config of safetensors weights for one of the kind's built-in architectures;
         raise InputError naming the field. Kinds without built-in architectures refuse."""
         raise InputError(f"{self.title} has no built-in architectures: upload a TorchScript "
                          "archive", field="format")
 
-    def study_context(self, session, study) -> dict:
+    def study_context(self, session: Any, study: Any) -> JSONDict:
         """Context for study_template."""
         return {}
 
-    def preview_context(self, study, item) -> dict:
+    def preview_context(self, study: Any, item: Any) -> JSONDict:
         """Context the researcher's preview adds when it renders `item` with item_template
         (app.studies.preview): e.g. where a page that asks the server as the worker plays sends
         its requests instead of the crowd route, which needs a task. Nothing may be stored."""
@@ -179,7 +183,7 @@ class TaskKind(ABC):
     def package_dir(self) -> Path:
         """The folder of the package that declares the kind."""
         module = importlib.import_module(type(self).__module__)
-        return Path(module.__file__).parent
+        return Path(str(module.__file__)).parent
 
     def _folder(self, *parts: str) -> Path | None:
         path = self.package_dir.joinpath(*parts)
@@ -196,7 +200,8 @@ class TaskKind(ABC):
         """The kind's Alembic revisions (a branch of its own, docs/kinds.md)."""
         return self._folder("migrations", "versions")
 
-    def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
+    def parse_response(self, data: JSONDict, payload: JSONDict | None = None,
+                       settings: JSONDict | None = None) -> JSONDict:
         """Validate a response; `payload` is the item's (kinds that check a response against
         the item, e.g. a path against the building's graph, use it), `settings` the study's
         kind_settings (kinds whose questions a study configures, e.g. extra Likert items)."""
@@ -206,61 +211,61 @@ class TaskKind(ABC):
             err = exc.errors()[0]
             raise InputError(err["msg"], field=".".join(str(p) for p in err["loc"]) or None) from None
 
-    def item_noun_for(self, settings: dict | None = None) -> str:
+    def item_noun_for(self, settings: JSONDict | None = None) -> str:
         """The item noun of a study with these kind_settings ("Picture pair"): item_noun, unless
         a kind's mode names its items otherwise (Hexagons' description: "Target image")."""
         return self.item_noun
 
-    def item_word(self, n: int = 2, settings: dict | None = None) -> str:
+    def item_word(self, n: int = 2, settings: JSONDict | None = None) -> str:
         """The item noun within a sentence, for n items: "picture pair" (1), "picture pairs"."""
         noun = self.item_noun_for(settings)
         plural = self.item_noun_plural if noun == self.item_noun else ""
         return (noun if n == 1 else (plural or noun + "s")).lower()
 
-    def keyboard_hint_for(self, settings: dict | None = None) -> str:
+    def keyboard_hint_for(self, settings: JSONDict | None = None) -> str:
         """How to work a study's items by keyboard; `settings` is the study's kind_settings
         (kinds whose keys differ by a study's mode, e.g. Hexagons' description). By default
         keyboard_hint, whatever the settings."""
         return self.keyboard_hint
 
-    def public_payload(self, payload: dict) -> dict:
+    def public_payload(self, payload: JSONDict) -> JSONDict:
         """What a worker may see of an item: never the reference, source or agent."""
         return payload
 
     @abstractmethod
-    def score(self, payload: dict, reference: dict | None, response: dict) -> float | None:
+    def score(self, payload: JSONDict, reference: JSONDict | None, response: JSONDict) -> float | None:
         """A response's score against the item's reference (None when there is none)."""
 
-    def score_details(self, payload: dict, reference: dict | None, response: dict) -> dict | None:
+    def score_details(self, payload: JSONDict, reference: JSONDict | None, response: JSONDict) -> JSONDict | None:
         """Metrics derived beside the score (stored in Annotation.scores), if the kind has any."""
         return None
 
     @abstractmethod
-    def import_items(self, data: bytes, fmt: str, options: dict) -> ImportResult:
+    def import_items(self, data: bytes, fmt: str, options: JSONDict) -> ImportResult:
         """Parse an upload into items; raise InputError (line, field) and store nothing."""
 
     @abstractmethod
     def import_agent_outputs(self, data: bytes, known_ids: set[str],
-                             payloads: dict[str, dict] | None = None) -> dict[str, dict]:
+                             payloads: dict[str, JSONDict] | None = None) -> dict[str, JSONDict]:
         """Parse an agent's outputs: item external id -> response. `payloads` (external id ->
         item payload) is for kinds that check an output against its item (a listener's path
         against the instruction's building and start)."""
 
     def import_annotations(self, data: bytes, known_ids: set[str],
-                           payloads: dict[str, dict] | None = None) -> dict[str, dict[str, dict]]:
+                           payloads: dict[str, JSONDict] | None = None) -> dict[str, dict[str, JSONDict]]:
         """People's answers from an earlier study: annotator id -> item external id -> response
         (the shape a worker's answer is stored in, so the kind's scorer reads it). Raise
         InputError (line, field) on the first bad record."""
         raise InputError(f"{self.title} studies do not import earlier annotations", field="file")
 
-    def auto_review(self, gold: Sequence[GoldResult], settings: dict | None = None) -> tuple[str | None, str]:
+    def auto_review(self, gold: Sequence[GoldResult], settings: JSONDict | None = None) -> tuple[str | None, str]:
         """The automatic verdict on a worker from all their gold answers, taken when one of
         their tasks (bundles) ends (`settings`: the study's kind settings, e.g. a threshold): ("approved", reason) approves a worker still pending and
         never reviewed by an admin; (None, flag) leaves them to an admin, the flag ("" for
         none) shown first in the review queue. There is no automatic rejection."""
         return None, ""
 
-    def replay_details(self, answer: dict) -> dict:
+    def replay_details(self, answer: JSONDict) -> JSONDict:
         """What replay_template shows about one answer beyond its stored fields (e.g. a map)."""
         return {}
 
@@ -282,11 +287,11 @@ class TaskKind(ABC):
         the field (e.g. another page type of the kind) is left out."""
         return self.agreement_value()
 
-    def baselines(self, session, study) -> list[dict]:
+    def baselines(self, session: Any, study: Any) -> list[JSONDict]:
         """Leaderboard rows computed without people or agents (e.g. a random baseline)."""
         return []
 
-    def extra_leaderboard(self, session, study) -> dict | None:
+    def extra_leaderboard(self, session: Any, study: Any) -> JSONDict | None:
         """A kind's own leaderboard section, shown under the generic table, or None.
 
         {"tables": [{"key": str, "title": str, "note": str (optional),
