@@ -23,10 +23,13 @@ def interval_svg(board: dict[str, Any], metric: str = "accuracy", category: str 
                  width: int = 640) -> Markup:
     """Dots with 95% intervals per row; agents, majority and baselines first, then up to 15
     annotators. `category` plots one column of the per-category breakdown."""
-    rows = [(r, e) for r in board["rows"] if (e := _estimate(r, metric, category)) and e["n"]]
+    # The rows of the table the plot is drawn beside, each in its key's colour: the Dawid-Skene
+    # labels have their own table (and no colour in the key), so they are left out.
+    rows = [(r, e) for r in board["rows"]
+            if r["type"] in COLOURS and (e := _estimate(r, metric, category)) and e["n"]]
     rows = [(r, e) for r, e in rows if r["type"] != "annotator"] + \
            [(r, e) for r, e in rows if r["type"] == "annotator"][:15]
-    return estimates_svg([(r["name"], e, COLOURS.get(r["type"], "#111")) for r, e in rows], metric, width)
+    return estimates_svg([(r["name"], e, COLOURS[r["type"]]) for r, e in rows], metric, width)
 
 
 def estimates_svg(rows: list[tuple[str, dict[str, Any], str]], label: str, width: int = 640) -> Markup:
@@ -53,7 +56,8 @@ def estimates_svg(rows: list[tuple[str, dict[str, Any], str]], label: str, width
         if e.get("mean") is None:
             continue
         # The whisker as the table shows it: none under MIN_N values ("too few"), none missing.
-        whisker = (e["n"] >= MIN_N and e.get("low") is not None and e.get("high") is not None
+        units = e.get("units") or e["n"]  # a clustered estimate: its clusters, as the tables count
+        whisker = (units >= MIN_N and e.get("low") is not None and e.get("high") is not None
                    and e["low"] == e["low"])  # not NaN
         if whisker:
             parts.append(f'<line x1="{x(e["low"]):.1f}" y1="{y}" x2="{x(e["high"]):.1f}" y2="{y}" stroke="{c}" stroke-width="2"/>')

@@ -16,12 +16,15 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.agents.models import AgentOutput
-from app.leaderboards import stats
+from app.leaderboards.rows import rank_cells
 from app.studies.models import Item, Study
 
 
-def agent_rank_labels(session: Session, study: Study, rows: list[dict[str, Any]]) -> dict[int, str]:
-    """agent id -> its 95% rank interval as a label ("1", "2-3"); {} for fewer than two agents."""
+def agent_rank_labels(session: Session, study: Study,
+                      rows: list[dict[str, Any]]) -> dict[int, str | dict[str, str]]:
+    """agent id -> its 95% rank interval as a label ("1", "2-3"), or under
+    stats.MIN_RANK_UNITS units {"text": "—", "reason": why} (rows.rank_cells, the rule every
+    kind's table follows); {} for fewer than two agents."""
     ids = [r["agent_id"] for r in rows if r.get("type") == "agent"]
     if len(ids) < 2:
         return {}
@@ -35,8 +38,9 @@ def agent_rank_labels(session: Session, study: Study, rows: list[dict[str, Any]]
             .where(AgentOutput.study_id == study.id, AgentOutput.agent_id.in_(ids))):
         if item_id in unit_of and score is not None:
             totals[agent_id][index[unit_of[item_id]]] += float(score)
-    intervals = stats.rank_intervals({str(a): v for a, v in totals.items()})
-    return {a: stats.rank_label(intervals[str(a)]) for a in ids}
+    unit = "cluster" if any(not u.startswith("item:") for u in units) else "item"
+    cells = rank_cells({str(a): v for a, v in totals.items()}, unit)
+    return {a: cells[str(a)] for a in ids}
 
 
 def with_ranks(session: Session, study: Study, rows: list[dict[str, Any]]) -> None:

@@ -103,3 +103,63 @@ def effect_size_cell(dz: float, n: int | None = None) -> float | dict[str, str]:
     if math.isinf(x):
         return {"text": "∞" if x > 0 else "−∞", "reason": DZ_INFINITE}
     return {"text": "—", "reason": DZ_TOO_FEW if n is not None and n < 2 else DZ_NO_EFFECT}
+
+
+def too_few_ranks(units: int, unit: str) -> str:
+    """Why a rank cell is "—": one sentence, the same in every kind's table."""
+    return (f"{units} {unit}{'' if units == 1 else 's'} shared by every row: fewer than "
+            f"{stats.MIN_RANK_UNITS} rank nobody")
+
+
+def rank_cells(per_unit: dict[str, list[float]], unit: str, n_boot: int = 1000,
+               seed: int = 0) -> dict[str, str | dict[str, str]]:
+    """Rank cells of systems scored on the same units, by one rule for every kind: the 95% rank
+    interval's label ("1", "1-2", stats.rank_intervals) where the units are at least
+    stats.MIN_RANK_UNITS; under that, {"text": "—", "reason": too_few_ranks(...)} for every
+    system (a bootstrap over a handful of units cannot order them). {} for under two systems."""
+    if len(per_unit) < 2:
+        return {}
+    units = len(next(iter(per_unit.values())))
+    if units < stats.MIN_RANK_UNITS:
+        reason = too_few_ranks(units, unit)
+        return {name: {"text": "—", "reason": reason} for name in per_unit}
+    intervals = stats.rank_intervals(per_unit, n_boot=n_boot, seed=seed)
+    return {name: stats.rank_label(intervals[name]) for name in per_unit}
+
+
+def p_text(p: float | None) -> str:
+    """A p-value as every table prints it: three places, "<0.001" below 0.0005, "—" for none."""
+    if p is None or p != p:
+        return "—"
+    return "<0.001" if p < 0.0005 else f"{p:.3f}"
+
+
+#: Fewer values than this and a cell shows its mean and "too few for an interval"
+#: (templates/research/_estimates.html, app/leaderboards/plot.py MIN_N).
+MIN_INTERVAL_N = 5
+
+
+def too_few_for_a_test(n: int) -> dict[str, str] | None:
+    """A paired comparison on fewer than MIN_INTERVAL_N units shows its mean difference with
+    "too few for an interval"; its d_z and p are then "—" with this reason. The p of the t-test
+    is the dual of the interval left out (p < 0.05 exactly where the interval misses 0), and d_z
+    divides by a standard deviation from 2-4 differences: showing either beside "too few for an
+    interval" would claim the precision the page just declined. None at MIN_INTERVAL_N or more."""
+    if n >= MIN_INTERVAL_N:
+        return None
+    return {"text": "—", "reason": f"n = {n}: too few for a test"}
+
+
+def with_units(estimate: dict[str, Any], clusters: Iterable[Any], unit: str) -> dict[str, Any]:
+    """A clustered estimate's dict with the number of units its interval resamples ("units":
+    the distinct clusters, "unit": what one is, e.g. "procedure"). Its "n" stays the values
+    (steps, continuations) it averages; the page's "too few for an interval" cutoff and the n
+    it shows count the units (templates/research/_estimates.html, plot.py), since 6 steps of
+    2 procedures are 2 independent units, not 6."""
+    return {**estimate, "units": len(set(clusters)), "unit": unit}
+
+
+def clustered(values: Any, clusters: Any, unit: str) -> dict[str, Any]:
+    """stats.mean_interval(values, clusters) as a cell dict that carries its unit count
+    (with_units)."""
+    return with_units(stats.mean_interval(values, clusters=clusters).as_dict(), list(clusters), unit)

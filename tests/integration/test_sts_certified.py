@@ -65,12 +65,16 @@ def test_the_section_shows_what_the_scorer_prints(client, session, tmp_path):
     assert (ref["sensitivity"], ref["specificity"]) != (1.0, 1.0)
     for agent, a in scored["agents"].items():
         row = rows[agent]
-        assert row["success"] == estimate(a) and set(row["success"]) >= {"mean", "low", "high", "n", "method"}
+        # The section's estimate adds the scenarios its interval resamples (units, unit).
+        assert row["success"] == {**estimate(a), "units": len(a["per_scenario"]), "unit": "scenario"}
+        assert set(row["success"]) >= {"mean", "low", "high", "n", "method"}
         assert (row["n"], row["se"]) == (a["n"], a["se"]) and row["success"]["low"] < row["success"]["high"]
-        assert row["corrected_share"] == corrected_cell(a["corrected"]) and row["corrected"] == a["corrected"]["mean"]
+        assert {k: v for k, v in row["corrected_share"].items() if k not in ("units", "unit")} == corrected_cell(
+            a["corrected"]) and row["corrected"] == a["corrected"]["mean"]
         assert row["ttc"] == a["ttc_median"] and row["ttc_interval"] == ttc_cell(a["ttc"])
         cats = next(r for r in tables["sts_categories"]["rows"] if r["agent"] == agent)
-        assert {k[2:]: v for k, v in cats.items() if k.startswith("g:")} == {
+        assert {k[2:]: {f: x for f, x in v.items() if f not in ("units", "unit")}
+                for k, v in cats.items() if k.startswith("g:")} == {
             c: estimate(e) for c, e in a["per_category"].items()}
     # The expert's continuations all succeed: its Wilson interval is not [1, 1].
     expert = rows["expert"]["success"]

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from app.kinds.a3ds.metrics import KEYS, LABELS
 from app.leaderboards import stats
-from app.leaderboards.rows import D_Z_HELP, effect_size_cell
+from app.leaderboards.rows import D_Z_HELP, effect_size_cell, p_text, rank_cells, too_few_for_a_test
 from app.studies.models import Annotation, Item, Study
 
 
@@ -40,14 +40,10 @@ def _item_answers(session: Session, study: Study) -> list[dict]:
 
 
 def spearman(a: list[float], b: list[float]) -> dict:
-    """rho and p, or None for each where one side is constant or there are under 3 items."""
-    if len(a) < 3 or len(set(a)) < 2 or len(set(b)) < 2:
-        return {"rho": None, "p": None}
-    from scipy.stats import spearmanr
-
-    rho, p = spearmanr(a, b)
-    return {"rho": None if math.isnan(rho) else round(float(rho), 3),
-            "p": None if math.isnan(p) else float(f"{p:.3g}")}
+    """rho and p (stats.spearman: exact over every ordering up to 9 items), or None for each
+    where one side is constant or there are under 3 items."""
+    s = stats.spearman(a, b)
+    return {"rho": None if s["rho"] is None else round(float(s["rho"]), 3), "p": s["p"]}
 
 
 def _metric(ref: dict, key: str):
@@ -122,15 +118,14 @@ def section(session: Session, study: Study) -> dict | None:
         return stats.mean_interval(shares).as_dict()
 
     zs = sorted({_z(it) for it in items})
-    ranks = stats.rank_intervals({name: [per[name]["shares"][p][0] for p in everyone] for name in names}) \
-        if len(names) > 1 and everyone else {}
+    ranks = rank_cells({name: [per[name]["shares"][p][0] for p in everyone] for name in names}, "pair")
     acc_rows = []
     for name in names:
         group, shares = by_captioner[name], per[name]["shares"]
         row = {"captioner": name, "items": len(group), "answers": sum(i["n"] for i in group),
                "coverage": (len(per[name]["captioned"] & study_pairs) / len(study_pairs)) if study_pairs else None,
                "accuracy": accuracy([s for s, _ in shares.values()]),
-               "rank": stats.rank_label(ranks[name]) if name in ranks else None,
+               "rank": ranks.get(name),
                "cant_tell": sum(i["cant"] for i in group)}
         for z in zs:
             row[f"z{z}"] = accuracy([s for s, zz in shares.values() if zz == z])
@@ -151,7 +146,7 @@ def section(session: Session, study: Study) -> dict | None:
             pairs = [(_metric(i["ref"], key), i["right"] / i["n"]) for i in answered]
             pairs = [(m, a) for m, a in pairs if m is not None]
             s = spearman([m for m, _ in pairs], [a for _, a in pairs])
-            corr[key] = "-" if s["rho"] is None else f"{s['rho']:+.3f} (p {s['p']:.3g}, n {len(pairs)})"
+            corr[key] = "—" if s["rho"] is None else f"{s['rho']:+.3f} (p {p_text(s['p'])}, n {len(pairs)})"
         corr_rows.append(corr)
 
     # Paired: two captioners' item shares on the pairs both captioned and listeners answered.
@@ -164,25 +159,31 @@ def section(session: Session, study: Study) -> dict | None:
             if len(shared) < 2:
                 continue
             e = stats.paired_effect([per_pair[a][p] for p in shared], [per_pair[b][p] for p in shared])
+            few = too_few_for_a_test(len(shared))
             paired_rows.append({"a": a, "b": b, "pairs": len(shared),
                                 "diff": stats.clipped_difference(e["difference"].as_dict()),
-                                "d_z": effect_size_cell(e["cohen_dz"], len(shared)),
-                                "p": None if math.isnan(e["p"]) else float(e["p"])})
-    for row, adjusted in zip(paired_rows, stats.holm([math.nan if r["p"] is None else r["p"] for r in paired_rows])):
+                                "d_z": few or effect_size_cell(e["cohen_dz"], len(shared)),
+                                "p": few or (None if math.isnan(e["p"]) else float(e["p"]))})
+    # A comparison too small for a test is left out of the Holm family too.
+    tested = [r for r in paired_rows if not isinstance(r["p"], dict)]
+    for row, adjusted in zip(tested, stats.holm([math.nan if r["p"] is None else r["p"] for r in tested])):
         row["p_holm"] = None if math.isnan(adjusted) else adjusted
+    for row in paired_rows:
+        if isinstance(row["p"], dict):
+            row["p_holm"] = row["p"]
 
     tables = [
         {"key": "a3ds_accuracy", "title": "Listener accuracy per captioner (share of listeners right, 0-1, "
                                           "averaged over pairs)",
          "note": ("Each pair's accuracy is the share of its listeners who picked the target; a captioner's is the "
                   "mean over the study's pairs (each pair counts once, however many listeners it had), with a "
-                  "95% interval by stats.mean_interval over pairs (the unit resampled is the pair; Wilson at the "
-                  "effective n), overall and per z (the number of features in which the two pictures differ). "
+                  "95% interval over pairs (the unit resampled is the pair; Wilson's interval at the effective "
+                  "number of pairs), overall and per z (the number of features in which the two pictures differ). "
                   "As in the generic table, where an agent's missing answer is wrong, a captioner is scored over "
                   "every pair of the study (the pairs with answers): a pair it did not caption counts 0 "
                   "(Coverage: the share it captioned); a caption not yet answered is left out. Rank (95%): rank "
                   "intervals from 1000 bootstrap resamples of the pairs every captioner has a figure on; \"1-2\" "
-                  "where intervals overlap (tied). Gold pairs and rejected workers' answers are left out; "
+                  "where intervals overlap (tied); \"—\" with fewer than 5 such pairs. Gold pairs and rejected workers' answers are left out; "
                   "\"can't tell\" counts as a miss."),
          "columns": [{"key": "captioner", "label": "Captioner",
                       "help": "The captioner (model or person) whose captions the listeners read."},
@@ -205,7 +206,7 @@ def section(session: Session, study: Study) -> dict | None:
          "rows": acc_rows},
         {"key": "a3ds_metrics", "title": "Pragmatic metrics per captioner (means over captions: scores in [0, 1], features "
                                         "mentioned a count of 0-6)",
-         "note": ("From the scenes' features (DESIGN.md section 6), no sampling: each caption's metric is "
+         "note": ("From the scenes' features, no sampling: each caption's metric is "
                   "exact, so no interval. Contrastive efficiency averages the discriminative captions only; "
                   "relevance the pairs with z < 6 (undefined at z = 6)."),
          "columns": [{"key": "captioner", "label": "Captioner",
@@ -215,8 +216,9 @@ def section(session: Session, study: Study) -> dict | None:
          "rows": metric_rows},
         {"key": "a3ds_correlation", "title": "Spearman correlation (rho, -1 to 1) of each metric with listener accuracy",
          "note": ("Over items (pairs) with answers, each once: the item's metric against the share of its "
-                  "listeners who picked the target; p from scipy's spearmanr. '-' where a side is constant or "
-                  "there are fewer than 3 items."),
+                  "listeners who picked the target; its two-sided p is exact (every ordering of the items) up "
+                  "to 9 items, the t approximation above. \"—\" where a side is constant or there are fewer "
+                  "than 3 items."),
          "columns": [{"key": "captioner", "label": "Captioner",
                       "help": "The captioner; \"all captioners\": every caption of the study."},
                      {"key": "items", "label": "Items", "help": "Captions with at least one listener's answer."},
@@ -230,9 +232,10 @@ def section(session: Session, study: Study) -> dict | None:
             "note": ("d_z: the mean paired difference over its standard deviation (Cohen's effect size); Holm p: "
                      "the p-value adjusted for the table's several comparisons (Holm). "
                      "Over the pairs both captioners captioned and listeners answered (the unit is the pair): the "
-                     "mean of the pair accuracy differences with a 95% interval (stats.paired_effect: t on the "
-                     "differences, Bonett-Price where every share is 0 or 1), Cohen's d_z, the two-sided paired "
-                     "t-test's p, and p Holm-adjusted across this table's comparisons."),
+                     "mean of the pair accuracy differences with a 95% interval (t on the differences, "
+                     "Bonett-Price where every share is 0 or 1), Cohen's d_z, the two-sided paired t-test's p, "
+                     "and p Holm-adjusted across this table's comparisons. Under 5 pairs the difference has no "
+                     "interval, and d_z and p are \"—\" too (the test is the interval's dual)."),
             "columns": [{"key": "a", "label": "a", "help": "The first captioner."},
                         {"key": "b", "label": "b", "help": "The second captioner."},
                         {"key": "pairs", "label": "Pairs",

@@ -44,7 +44,7 @@ from app.kinds.hexagons.execution import execution_metrics
 from app.kinds.hexagons.score import position_label
 from app.leaderboards import stats
 from app.leaderboards.plot import estimates_svg
-from app.leaderboards.rows import D_Z_HELP, effect_size_cell
+from app.leaderboards.rows import D_Z_HELP, clustered, effect_size_cell, rank_cells
 from app.leaderboards.stats import paired_cluster_differences_many
 from app.studies.models import Annotation, Item, Study
 
@@ -61,9 +61,10 @@ BREAKDOWN_NOTES = {"step": "Positions from 10 on are pooled.",
                    "level": "Abstraction levels from the labelling of each step (0-3); unlabelled steps are in no level."}
 CELL_NOTE = ("Action-based: the paint actions of a step against the instructor's; board-based: the board "
              "after it against theirs. P: precision, R: recall, F1: their harmonic mean, EM: exact match. "
-             "Each cell: the mean over steps (a score in [0, 1]) with a 95% interval by stats.mean_interval "
-             "(Wilson at the effective n, the variance cluster-robust over PROCEDURES: the unit resampled is "
-             "the procedure, never the step). ")
+             "Each cell: the mean over steps (a score in [0, 1]) with a 95% interval (Wilson's at the "
+             "effective number of procedures, the variance cluster-robust over PROCEDURES: the unit resampled "
+             "is the procedure, never the step); under 5 procedures, \"too few for an interval\", its n "
+             "counting procedures. ")
 # Each column's help (one sentence, shown on the page: app/kinds/base.py).
 _OVER_STEPS = " Mean over steps, 95% interval resampling procedures."
 _WHAT = {"action": ("the step's paint actions", "the instructor's actions"),
@@ -188,7 +189,8 @@ def row_estimates(row: Row, procedures: dict[int, ProcedureInfo], names: list[st
             continue
         cols = range(K) if g == 0 else [main_col]
         for j in cols:
-            est[name][metrics.KEYS[j]] = stats.mean_interval(values[mask, j], clusters=ids[mask]).as_dict()
+            # n: the steps; units: the procedures the interval resamples (the "too few" cutoff).
+            est[name][metrics.KEYS[j]] = clustered(values[mask, j], ids[mask].tolist(), "procedure")
     return est
 
 
@@ -199,7 +201,7 @@ def _procedure_means(row: Row) -> dict[int, np.ndarray]:
 
 
 def rank_table(rows: list[Row], procedures: dict[int, ProcedureInfo], main: str,
-               n_boot: int = N_RANK_BOOT) -> dict[str, tuple[int, int]]:
+               n_boot: int = N_RANK_BOOT) -> dict[str, str | dict[str, str]]:
     """95% rank intervals of the agents and baselines on the main metric over every procedure of
     the study (each has a figure on each: a lacking procedure is 0). Each procedure's value is its
     step sum of the main metric (mean over the row's executions of it) times P / W (P procedures,
@@ -216,7 +218,7 @@ def rank_table(rows: list[Row], procedures: dict[int, ProcedureInfo], main: str,
     for r in ranked:
         per_item[r.who] = [scale * (float(np.mean([m[:, col].sum() for m in r.executions[i]]))
                                     if r.executions.get(i) else 0.0) for i in ids]
-    return stats.rank_intervals(per_item, n_boot=n_boot, seed=0)
+    return rank_cells(per_item, "procedure", n_boot=n_boot, seed=0)
 
 
 # The sign-flip test over n procedures cannot go below p = 2 / 2**n: under 6, never below 0.05.
@@ -313,13 +315,14 @@ def build(rows: list[Row], procedures: dict[int, ProcedureInfo], main: str = "bo
                         "coverage": len(row.executions) / len(procedures) if procedures else None,
                         "executions": sum(len(v) for v in row.executions.values()),
                         "steps": est["all"][main]["n"],
-                        "rank": stats.rank_label(ranks[row.who]) if row.who in ranks else None, **est["all"]})
+                        "rank": ranks.get(row.who), **est["all"]})
     label = metrics.LABELS[main]
     tables = [{
         "key": "hexagons_metrics",
         "title": "Action- and board-based F1 and exact match (scores in [0, 1]), averaged over steps",
         "note": (CELL_NOTE + SCORED_OVER + f"Rank (95%): agents and baselines by {label}, rank intervals from "
-                 f"{N_RANK_BOOT} bootstrap resamples of procedures; \"1-2\" where intervals overlap (tied). Both "
+                 f"{N_RANK_BOOT} bootstrap resamples of procedures; \"1-2\" where intervals overlap (tied), \"—\" "
+                 f"with fewer than {stats.MIN_RANK_UNITS} procedures. Both "
                  "sets empty (nothing to paint, nothing painted) counts 1. Human executors executed each step on "
                  "their own board; agents and baselines on the board their predictions name (by default the gold "
                  "one). All human executors: every annotator's executions pooled, the skyline."),
@@ -363,7 +366,7 @@ def build(rows: list[Row], procedures: dict[int, ProcedureInfo], main: str = "bo
                      "procedures (exact up to 13 procedures); Holm p: adjusted across the pairs of agents, "
                      "baselines and the pooled people, per metric (a pair with a single annotator has none: it "
                      "describes people). Effect: the mean of the per-procedure differences with a 95% t interval "
-                     "(stats.paired_effect; the unit is the procedure) and Cohen's d_z. Pairs sharing fewer than "
+                     "(the unit is the procedure) and Cohen's d_z. Pairs sharing fewer than "
                      f"{MIN_SHARED} procedures are left out: their p could not fall below 0.05."),
             "columns": [{"key": "a", "label": "First", "help": "The first row compared."},
                         {"key": "b", "label": "Second", "help": "The second row compared."},

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
+from typing import Any
 
 from sqlalchemy import and_, select
 from sqlalchemy.orm import Session
@@ -33,7 +34,7 @@ from app.kinds.navigation.agreement import agreement_table, followers_agreement_
 from app.kinds.navigation.likert import leaderboard_table as likert_table
 from app.kinds.navigation.likert import level_estimate
 from app.leaderboards import stats
-from app.leaderboards.rows import D_Z_HELP, effect_size_cell
+from app.leaderboards.rows import D_Z_HELP, effect_size_cell, rank_cells, too_few_for_a_test, too_few_ranks, with_units
 from app.studies.models import Annotation, Item, Study
 
 # (key in Annotation.scores, label): the order of the table's columns. The label names the
@@ -48,9 +49,11 @@ COLUMN_LABELS = {"success": "SR (share, 0-1)", "spl": "SPL (0-1)", "ndtw": "nDTW
                  "rating": "Rating (levels 1-4)"}
 # Each column's help (one sentence, shown on the page: app/kinds/base.py). The unit resampled
 # for every interval is the path.
-_PER_SPEAKER = " Mean over the speaker's instructions (each the mean over its followers), 95% interval resampling paths."
+_PER_SPEAKER = (" Mean over the speaker's instructions (each the mean over its followers), with a 95% interval "
+                "whose unit is the path.")
 COLUMN_HELP = {
-    "success": "Success rate: share (0-1) of followers who stopped within 3 m of the goal." + _PER_SPEAKER,
+    "success": "Success rate: share (0-1) of followers who stopped within 3 m of the goal (interval: Wilson's at "
+               "the effective number of paths)." + _PER_SPEAKER,
     "spl": "Success weighted by path length (0-1): success times shortest length / max(walked, shortest)."
            + _PER_SPEAKER,
     "ndtw": "Normalised dynamic time warping (0-1): how closely the walked path follows the reference path."
@@ -105,10 +108,13 @@ def instruction_estimate(key: str, per_item: list[list[float]],
     means = [m for m, _ in pairs]
     labels = None if clusters is None else [c for _, c in pairs]
     if key in BOUNDED:
-        return stats.mean_interval([min(1.0, max(0.0, m)) for m in means], labels).as_dict()
-    if key == RATING[0]:
-        return level_estimate(means, labels, RATING_LEVELS)
-    return stats.mean_interval_unbounded(means, labels).as_dict()
+        got = stats.mean_interval([min(1.0, max(0.0, m)) for m in means], labels).as_dict()
+    elif key == RATING[0]:
+        got = level_estimate(means, labels, RATING_LEVELS)
+    else:
+        got = stats.mean_interval_unbounded(means, labels).as_dict()
+    # Its n: the instructions; its units: the paths the interval resamples ("too few" counts them).
+    return got if labels is None else with_units(got, labels, "path")
 
 
 def _path_of(item_id: int, cluster: str | None) -> str:
@@ -116,15 +122,17 @@ def _path_of(item_id: int, cluster: str | None) -> str:
     return cluster if cluster else f"item {item_id}"
 
 
-def rank_column(per_path: dict[str, dict[str, list[float]]], cats: list[str]) -> tuple[dict[str, str | None], int, list[list[str]]]:
+def rank_column(per_path: dict[str, dict[str, list[float]]], cats: list[str]) -> tuple[dict[str, Any], int, list[list[str]]]:
     """Rank labels by SR over the paths every speaker has (each speaker's value on a path: the
     mean over its instructions there of each instruction's mean over its followers), 95% bootstrap rank intervals over paths
     (``stats.rank_intervals``, 1000 resamples, seed 0): "1" for a settled rank, "1-2" where
     intervals overlap. Returns (labels, number of shared paths, tied groups of 2+)."""
     shared = sorted(set.intersection(*(set(per_path[c]) for c in cats))) if cats else []
-    if not shared or len(cats) < 2:
+    if len(cats) < 2:
         return {c: None for c in cats}, len(shared), []
     scores = {c: [sum(per_path[c][p]) / len(per_path[c][p]) for p in shared] for c in cats}
+    if len(shared) < stats.MIN_RANK_UNITS:  # "—" with the reason, as in every kind (rows.rank_cells)
+        return dict(rank_cells(scores, "path")), len(shared), []
     intervals = stats.rank_intervals(scores, n_boot=1000, seed=0)
     ties = [g for g in stats.tied_groups(intervals) if len(g) > 1]
     return {c: stats.rank_label(intervals[c]) for c in cats}, len(shared), ties
@@ -184,14 +192,19 @@ def section(session: Session, study: Study) -> dict | None:
                 b = [sum(base[c]) / len(base[c]) for c in shared]
                 t = stats.paired_t_test(a, b)
                 effect = stats.paired_effect(a, b)
+                few = too_few_for_a_test(len(shared))  # no interval: no d_z, t or p either
                 block.append({"category": cat, "metric": label,
                               "difference": effect["difference"].as_dict(),
-                              "cohen_dz": effect_size_cell(effect["cohen_dz"], len(shared)),
-                              "mean_diff": _clean(t["mean_diff"]), "t": _clean(t["t"]),
-                              "p": _clean(t["p"]), "n_paths": t["n"]})
-            adjusted = stats.holm([math.nan if r["p"] is None else r["p"] for r in block])
-            for r, p in zip(block, adjusted):
+                              "cohen_dz": few or effect_size_cell(effect["cohen_dz"], len(shared)),
+                              "mean_diff": _clean(t["mean_diff"]), "t": few or _clean(t["t"]),
+                              "p": few or _clean(t["p"]), "n_paths": t["n"]})
+            tested = [r for r in block if not isinstance(r["p"], dict)]
+            adjusted = stats.holm([math.nan if r["p"] is None else r["p"] for r in tested])
+            for r, p in zip(tested, adjusted):
                 r["p_holm"] = _clean(p)
+            for r in block:
+                if isinstance(r["p"], dict):
+                    r["p_holm"] = r["p"]
             paired_rows.extend(block)
         order = {c: i for i, c in enumerate(cats)}
         metric_order = {label: i for i, (_, label) in enumerate((*METRICS, RATING))}
@@ -203,9 +216,9 @@ def section(session: Session, study: Study) -> dict | None:
                  "overlap.")
     if ties:
         rank_note += " Tied (rank intervals overlap): " + "; ".join(", ".join(g) for g in ties) + "."
-    if not n_shared or len(cats) < 2:
+    if n_shared < stats.MIN_RANK_UNITS or len(cats) < 2:
         rank_note = ("Rank (95%): no ranking (" + ("one speaker" if len(cats) < 2 else
-                                                  "no path is shared by every speaker") + ").")
+                                                  too_few_ranks(n_shared, "path")) + ": \"—\").")
     tables = [{
         "key": "navigation_metrics",
         "title": "Followers' metrics per speaker: SR, SPL, nDTW, SDTW (0-1), NE and path length (m), "
@@ -217,8 +230,7 @@ def section(session: Session, study: Study) -> dict | None:
                  "over its followers; per speaker, the mean over its instructions (each counts once). "
                  "Unit resampled: the path (an instruction's path is its cluster), so several "
                  "followers of one instruction never narrow an interval. 95% intervals: SR, SPL, nDTW, "
-                 "SDTW by Wilson at the effective number of paths with Student's t "
-                 "(stats.mean_interval); the rating the same on (level - 1) / 3, mapped back; NE and "
+                 "SDTW by Wilson at the effective number of paths with Student's t; the rating the same on (level - 1) / 3, mapped back; NE and "
                  "path length (metres) by Student's t on the cluster-robust variance of the mean "
                  "(G - 1 df). Rating: how easy the instruction was to follow. " + rank_note),
         "columns": [{"key": "category", "label": "Speaker",

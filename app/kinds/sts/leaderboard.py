@@ -13,6 +13,7 @@ from app.leaderboards.plot import PALETTE, cdf_svg, estimates_svg
 from app.kinds.sts.mining import UNKNOWN, tags_now
 from app.kinds.sts.score import Marker, outcome, score, share
 from app.leaderboards import stats
+from app.leaderboards.rows import p_text, rank_cells, with_units
 from app.studies.models import Annotation, Item, Study
 
 
@@ -60,6 +61,11 @@ def corrected_cell(corrected: dict) -> dict | str:
     return estimate(corrected)
 
 
+def _corrected_units(cell: dict | str, scenarios: dict) -> dict | str:
+    """The corrected share's cell with the scenarios its bootstrap resamples (rows.with_units)."""
+    return with_units(cell, scenarios, "scenario") if isinstance(cell, dict) else cell
+
+
 def ttc_cell(ttc: dict) -> str | None:
     """The interval of the median time to completion, or why there is none."""
     if not ttc["n"]:
@@ -76,6 +82,7 @@ def section(session: Session, study: Study) -> dict | None:
     result = score(marks)
     # Pooled over every reference annotation: the annotator pool's rates, for the correction.
     sens, spec = result["reference"]["sensitivity"], result["reference"]["specificity"]
+    n_sens, n_spec = result["reference"]["n_success"], result["reference"]["n_failure"]
 
     by_continuation: dict[tuple, list[str]] = {}
     for m in marks:
@@ -88,19 +95,24 @@ def section(session: Session, study: Study) -> dict | None:
         # 1 where people's outcome is the simulator's, 0 where opposite, 1/2 for a tie.
         agree = [1 - abs(outcome(v) - sim) for (_, v), sim in zip(mine, simulated)]
         agent_rows.append({
-            "agent": agent, "n": entry["n"], "success": estimate(entry), "se": entry["se"],
+            "agent": agent, "n": entry["n"],
+            # n: the continuations; units: the scenarios the interval resamples.
+            "success": with_units(estimate(entry), entry["per_scenario"], "scenario"), "se": entry["se"],
             "simulator": sum(simulated) / len(simulated), "agreement": sum(agree) / len(agree),
-            "corrected": entry["corrected"]["mean"], "corrected_share": corrected_cell(entry["corrected"]),
-            "ttc": entry["ttc_median"], "ttc_interval": ttc_cell(entry["ttc"])})
+            "corrected": entry["corrected"]["mean"],
+            "corrected_share": _corrected_units(corrected_cell(entry["corrected"]), entry["per_scenario"]),
+            # One format for the column: a median of steps can be 4.5, so every one is a float.
+            "ttc": None if entry["ttc_median"] is None else float(entry["ttc_median"]),
+            "ttc_interval": ttc_cell(entry["ttc"])})
     agent_rows.sort(key=lambda r: -r["success"]["mean"])
     # Ranks by the success share over the scenarios every agent played (the unit: the scenario,
     # its share of successes), as far as they can tell the agents apart.
     per_scenario = {a: result["agents"][a]["per_scenario"] for a in result["agents"]}
     shared = sorted(set.intersection(*(set(v) for v in per_scenario.values()))) if per_scenario else []
-    if len(per_scenario) > 1:
-        ranks = stats.rank_intervals({a: [v[sc] for sc in shared] for a, v in per_scenario.items()})
-        for r in agent_rows:
-            r["rank"] = stats.rank_label(ranks[r["agent"]])
+    ranks = rank_cells({a: [v[sc] for sc in shared] for a, v in per_scenario.items()}, "scenario")
+    for r in agent_rows:
+        if r["agent"] in ranks:
+            r["rank"] = ranks[r["agent"]]
     tables = [{
         "key": "sts_agents",
         "title": "Success share per agent",
@@ -109,12 +121,15 @@ def section(session: Session, study: Study) -> dict | None:
                  "and a 95% interval whose unit is the scenario (Wilson at the effective n; under 5 "
                  "continuations: too few to say much). Rank (95%): by the share over the "
                  f"{len(shared)} scenarios every agent played, \"1-2\" where the ranks' intervals overlap "
-                 "(fewer than 5 scenarios rank nobody). Simulator: the "
+                 f"(fewer than {stats.MIN_RANK_UNITS} scenarios rank nobody: \"—\"). Simulator: the "
                  "share BabyAI itself counts as a success; agreement: the share of continuations where "
                  "people's outcome matches it. Corrected: the share adjusted for the annotators' pooled "
-                 f"sensitivity ({'n/a' if sens is None else f'{sens:.2f}'}) and specificity "
-                 f"({'n/a' if spec is None else f'{spec:.2f}'}) on reference episodes (Rogan-Gladen), "
-                 "with a 95% bootstrap interval over the agent's scenarios and the reference episodes. "
+                 f"sensitivity ({'n/a' if sens is None else f'{sens:.2f}'}, over {n_sens} marker"
+                 f"{'' if n_sens == 1 else 's'} on success-labelled reference episodes) and specificity "
+                 f"({'n/a' if spec is None else f'{spec:.2f}'}, over {n_spec} on failure-labelled ones) "
+                 "(Rogan-Gladen: (share - (1 - specificity)) / (sensitivity + specificity - 1), clipped to "
+                 "[0, 1], so a share the annotators' misses push above 1 reads 1.000), with a 95% bootstrap "
+                 "interval over the agent's scenarios and the reference episodes. "
                  "Time to completion: per successful continuation, the steps from the takeover to its "
                  "success marker; the median over them, with a distribution-free 95% interval."),
         "columns": [{"key": "agent", "label": "Agent", "help": "The agent that played on from the takeover point."},
@@ -127,14 +142,15 @@ def section(session: Session, study: Study) -> dict | None:
                              "95% interval resampling scenarios."},
                     {"key": "se", "label": "SE", "help": "The share's standard error, sqrt(p(1-p)/n) over continuations."},
                     {"key": "corrected_share", "label": "Corrected",
-                     "help": "Rogan-Gladen: the share corrected for the annotators' sensitivity and specificity, 95% "
-                             "bootstrap interval over scenarios and reference episodes."},
+                     "help": "Rogan-Gladen: the share corrected for the annotators' sensitivity and specificity, "
+                             "clipped to [0, 1], 95% bootstrap interval over scenarios and reference episodes."},
                     {"key": "simulator", "label": "Simulator",
                      "help": "Share (0-1) of the continuations the simulator itself counts as a success."},
                     {"key": "agreement", "label": "Agreement",
                      "help": "Share (0-1) of continuations where people's outcome is the simulator's (a tie counts half)."},
                     {"key": "ttc", "label": "Time to completion (median steps)",
-                     "help": "Median over successful continuations of the steps from the takeover to the success marker."},
+                     "help": "Median over successful continuations of the steps from the takeover to the success "
+                             "marker; — where the agent has no successful continuation."},
                     {"key": "ttc_interval", "label": "Its interval",
                      "help": "A distribution-free 95% interval of that median (order statistics), and its n."}],
         "rows": agent_rows,
@@ -155,12 +171,13 @@ def section(session: Session, study: Study) -> dict | None:
         "key": "sts_scenarios",
         "title": "Consistency per scenario",
         "note": ("Per scenario, the share of each agent's continuations people marked a success (how "
-                 "consistently it succeeds, paper Figure 9); difficulty: one minus the mean share over "
-                 "the agents, hardest first."),
+                 "consistently it succeeds, paper Figure 9); \"—\": the agent did not play that scenario. "
+                 "Difficulty: one minus the mean share over the agents that played it, hardest first."),
         "columns": [{"key": "scenario", "label": "Scenario", "help": "The scenario (a recording and its takeover point)."},
                     {"key": "category", "label": "Category", "help": "The scenario's category."}]
                    + [{"key": f"a:{a}", "label": a,
-                       "help": f"Share (0-1) of {a}'s continuations of this scenario marked a success; no interval."}
+                       "help": f"Share (0-1) of {a}'s continuations of this scenario marked a success; no interval; "
+                               "—: not played."}
                       for a in agents]
                    + [{"key": "difficulty", "label": "Difficulty",
                        "help": "One minus the mean share over the agents (0-1; 1 = no agent succeeds)."}],
@@ -180,14 +197,16 @@ def section(session: Session, study: Study) -> dict | None:
         "title": "Rank correlation with other metrics",
         "note": ("Spearman's rho between the agents' success shares marked by people and the simulator's "
                  "own success rates, and each per-agent metric imported on the study page, over the agents "
-                 "that have both, with its two-sided p (blank with fewer than three agents, or when "
-                 "either ranking is all ties)."),
+                 "that have both, with its two-sided p, exact over every ordering of the agents up to 9 agents "
+                 "(over 3 agents even rho = 1 has p = 1/3); \"—\" with fewer than three agents, or when "
+                 "either ranking is all ties."),
         "columns": [{"key": "metric", "label": "Against",
                      "help": "The per-agent figure compared with the agents' success shares."},
                     {"key": "agents", "label": "Agents", "help": "Agents that have both figures."},
                     {"key": "rho", "label": "Spearman rho",
                      "help": "Spearman's rank correlation (-1 to 1) over those agents; no interval."},
-                    {"key": "p", "label": "p", "help": "Its two-sided p (scipy's spearmanr)."}],
+                    {"key": "p", "label": "p", "help": "Its two-sided p: exact (the share of every ordering of the agents at least as "
+                             "correlated) up to 9 agents, the t approximation above."}],
         "rows": correlations,
     })
     from app.kinds.sts.failures import summary
@@ -305,13 +324,15 @@ def _group_table(key: str, title: str, note: str, agents: list[str], groups: lis
         for g in groups:
             got = [(k[1], o) for k, o in outcomes.items() if k[0] == a and g in members[k]]
             if got:
-                row[f"g:{g}"] = estimate(share([o for _, o in got], [sc for sc, _ in got]))
+                row[f"g:{g}"] = with_units(estimate(share([o for _, o in got], [sc for sc, _ in got])),
+                                           [sc for sc, _ in got], "scenario")
         rows.append(row)
+    note += " \"—\": the agent has no continuation there."
     return {"key": key, "title": title, "note": note,
             "columns": [{"key": "agent", "label": "Agent", "help": "The agent."}]
                        + [{"key": f"g:{g}", "label": g,
                            "help": f"Share (0-1) of the agent's continuations in {g} marked a success, 95% interval "
-                                   "resampling scenarios."} for g in groups],
+                                   "resampling scenarios; —: none there."} for g in groups],
             "rows": rows}
 
 
@@ -355,10 +376,7 @@ def _breakdowns(session: Session, study: Study, agents: list[str], by_continuati
 
 
 def spearman(a: list[float], b: list[float]) -> dict:
-    """Spearman's rho and its p between two per-agent figures; None where it is undefined."""
-    if len(a) < 3 or len(set(a)) < 2 or len(set(b)) < 2:
-        return {"rho": None, "p": None}
-    from scipy.stats import spearmanr
-
-    rho, p = spearmanr(a, b)
-    return {"rho": float(rho), "p": float(p)}
+    """Spearman's rho and its two-sided p between two per-agent figures (stats.spearman: exact
+    over every ordering of a few agents); None where it is undefined. p as the page prints it."""
+    s = stats.spearman(a, b)
+    return {"rho": s["rho"], "p": None if s["p"] is None else p_text(s["p"])}
