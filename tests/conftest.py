@@ -38,6 +38,12 @@ REDIS_URL = _redis_for_this_process(os.environ.get("PROCTOR_TEST_REDIS", "redis:
 
 os.environ.setdefault("SECRET_KEY", "test-secret-" + secrets.token_hex(24))
 
+# One torch thread per test process and in the processes tests start (the CLI, the Celery
+# worker): pytest-xdist already runs one process per core, and the tests' models are small
+# enough that a second thread only contends with the other worker (the sandbox sets its own).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _cheap_password_hashing():
@@ -231,6 +237,29 @@ def pytest_sessionstart(session):
 # PROCTOR_TEST_BACKENDS=sqlite (or postgresql) narrows the matrix; `make mutants` runs the
 # SQLite pass this way and the PostgreSQL-only engine paths in a second pass.
 BACKENDS = [b for b in os.environ.get("PROCTOR_TEST_BACKENDS", "sqlite,postgresql").split(",") if b]
+# A module marked `pytest.mark.backend_agnostic("why")` runs its database tests on SQLite only:
+# what it checks (forms, messages, permissions, files, pages) goes through the ORM the same way
+# on both, and the modules where the backend matters (the engine, the hot path, totals and
+# triggers, rejection races, crowd integrity, migrations, leaderboards, row locks) stay on both.
+# PROCTOR_TEST_ALL_BACKENDS=1 runs those modules on both backends again.
+ALL_BACKENDS = os.environ.get("PROCTOR_TEST_ALL_BACKENDS", "") not in ("", "0")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc):
+    """Before the fixture params apply: a backend-agnostic module's tests that take `db_url`
+    (directly or through `session`, `app`, `client`...) are parametrized with SQLite alone,
+    unless the test parametrizes `db_url` itself."""
+    if ALL_BACKENDS or "db_url" not in metafunc.fixturenames:
+        return
+    if metafunc.definition.get_closest_marker("backend_agnostic") is None:
+        return
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        names = mark.args[0] if mark.args else mark.kwargs.get("argnames", "")
+        if "db_url" in ([n.strip() for n in names.split(",")] if isinstance(names, str) else names):
+            return
+    metafunc.definition.add_marker(pytest.mark.parametrize("db_url", ["sqlite"], indirect=True),
+                                  append=False)  # first, as the fixture's params: same ids
 
 
 @pytest.fixture(scope="session")
