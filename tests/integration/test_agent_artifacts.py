@@ -33,6 +33,10 @@ from workers.navigation.listener import Listener
 from workers.navigation.loading import load_artifact
 from workers.navigation.speaker import Speaker
 
+pytestmark = pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
+    "model files checked and validated in the sandbox; the rows are plain inserts")
+
+
 WORDS = Vocabulary.build(["walk past the bed and turn left into the kitchen . stop by the red sofa"]).words
 
 

@@ -18,6 +18,9 @@ from fastapi.testclient import TestClient
 from app.auth.security import create_token
 from tests.conftest import csrf_of, make_user
 
+pytestmark = pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
+    "refusals decided before the body is read or a query runs")
+
 # The uploads named in issue 10, by the API and by the researcher's pages.
 UPLOADS = {
     "POST /api/v1/studies", "POST /api/v1/agents/{agent_id}/artifacts",

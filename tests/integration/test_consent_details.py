@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from sqlalchemy import func, select
 
 from app.studies import services
 from app.studies.models import Study
 from tests.conftest import ROOT, consent_version_of, create_tom_study, csrf_of, login, make_user
+
+pytestmark = pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
+    "a consent page rendered from the study's settings")
 
 ENTRY = "?PROLIFIC_PID=w-consent&STUDY_ID=s&SESSION_ID=x"
 

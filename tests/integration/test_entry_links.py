@@ -15,6 +15,9 @@ from fastapi.testclient import TestClient
 
 from tests.conftest import create_tom_study, login, make_user
 
+pytestmark = pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
+    "links built from BASE_URL and the request")
+
 ROOT = Path(__file__).resolve().parents[2]
 PROLIFIC_QUERY = "?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
 WARNING = ('Only on this machine These links start with {base}, an address that means "this computer": '

@@ -26,6 +26,10 @@ from app.studies import services
 from app.studies.models import Item, Study
 from tests.conftest import ROOT, login, make_user
 
+pytestmark = pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
+    "torch generation over stored artifacts (the Celery run below stays on PostgreSQL)")
+
+
 N, M, PATHS = 3, 2, 4
 
 

@@ -11,6 +11,9 @@ from fastapi.testclient import TestClient
 
 from tests.conftest import make_user
 
+pytestmark = pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
+    "the OpenAPI document and FastAPI's own parameter checks")
+
 JSON = {"Accept": "application/json"}
 
 

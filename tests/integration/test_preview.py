@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from sqlalchemy import select
 
 from app.kinds import get_kind
 from app.studies.models import Item, Study
 from tests.conftest import login, make_user
 from tests.preview_fixtures import every_kind, row_counts
+
+pytestmark = pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
+    "the preview stores nothing; pages read items through the ORM")
 
 # What each kind's page shows of its item (its own template rendered it).
 MARKS = {"tom": 'class="dialogue"', "navigation": 'id="nav-view"', "sts": 'id="sts-player"',

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from sqlalchemy import select
 
 from app.demo import simulate_task
@@ -13,6 +14,9 @@ from app.quality import service as quality
 from app.studies import services
 from app.studies.models import Annotation, Item, Participant
 from tests.conftest import create_tom_study, login, make_user
+
+pytestmark = pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
+    "pages rendered from stored answers read through the ORM")
 
 RAW = re.compile(r"\{&#39;|\{&#34;|&#39;: ")  # a Python dict's repr, escaped
 

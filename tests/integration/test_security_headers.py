@@ -5,9 +5,13 @@ pages may be framed by MTurk and post to its externalSubmit; the API docs keep t
 from __future__ import annotations
 
 from fastapi.testclient import TestClient
+import pytest
 
 from app.middleware import MTURK_FRAMERS, SecurityHeaders, blob_origin
 from tests.conftest import create_tom_study, login, make_user
+
+pytestmark = pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
+    "response headers, set by middleware")
 
 
 def directives(response) -> dict[str, str]:

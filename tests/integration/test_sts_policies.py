@@ -31,8 +31,10 @@ from workers.sts.policy import FilmPolicy, TorchPolicy
 from workers.sts.train import demonstrations, train_policy
 from workers.sts.validate import Invalid, observations, validate_bytes
 
-pytestmark = pytest.mark.skipif(sandbox_available() is not None,
-                                reason=f"no model sandbox here: {sandbox_available()}")
+pytestmark = [pytest.mark.skipif(sandbox_available() is not None,
+                                 reason=f"no model sandbox here: {sandbox_available()}"),
+              pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
+                  "policy uploads and sandbox verdicts; the rows are plain inserts")]
 
 SIM = BabyAISimulator()
 VALID = "policy: act() ran on 8 observations from 4 BabyAI levels, alone and batched"

@@ -12,6 +12,9 @@ from fastapi.testclient import TestClient
 
 from tests.conftest import csrf_of
 
+pytestmark = pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
+    "the client address from the peer and X-Forwarded-For")
+
 LOGINS_PER_ADDRESS = 20  # app/auth/views.py
 
 
