@@ -58,7 +58,7 @@ def test_the_leaderboard_separates_agents_from_people(live_server, page):
     expect(agents.locator("tr.agent td").nth(0)).to_have_text("a-language-model-with-a-long-name v3")
     expect(agents.locator("tr.agent td").nth(2)).to_have_text("12")  # items answered, beside it
     expect(board.locator("#section-baselines tr.baseline")).to_have_count(1)
-    expect(people.locator("tr.section-head")).to_contain_text("People (3)")
+    expect(people.locator("tr.section-head")).to_contain_text("People (2 annotators and their majority)")
     expect(people.locator("tr.majority")).to_have_count(1)
     expect(people.locator("tr.annotator")).to_have_count(2)
     expect(agents.locator("tr.annotator, tr.majority")).to_have_count(0)

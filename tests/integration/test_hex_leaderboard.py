@@ -78,7 +78,7 @@ def test_sections_breakdowns_and_paired_tests(app, client, session):
     # figure, [1, 1] from a bootstrap of procedures, was the wrong one: a zero-width interval.)
     t = scipy.stats.t.ppf(0.975, 7)
     assert rows[exact]["board_f1"] == {"n": 16, "mean": 1.0, "low": pytest.approx(8 / (8 + t * t)), "high": 1.0,
-                                       "method": "Wilson (effective n, clusters)"}
+                                       "method": "Wilson (effective n, clusters)", "units": 8, "unit": "procedure"}
     # Step 2 left undone: board P 1, R 1/2, F1 2/3; no action where one was due: action F1 0.
     assert rows[lazy]["board_f1"]["mean"] == pytest.approx((1 + 2 / 3) / 2)
     assert rows[lazy]["action_f1"]["mean"] == pytest.approx(0.5)

@@ -291,3 +291,49 @@ def test_kind_tables_name_no_code_or_files(kind):
     # Only in user-facing strings ("note"/"help" text): a quoted "stats.x" or a design file.
     shown = re.findall(r'"[^"\n]*(?:\(stats\.\w+|DESIGN\.md|docs/quality\.md)[^"\n]*"', source)
     assert not [s for s in shown if not s.startswith('"""')], shown
+
+
+# ---- 8: columns equal by construction say so ---------------------------------------------------
+
+def test_sts_group_columns_that_hold_every_continuation_say_they_repeat_the_share():
+    from app.kinds.sts.leaderboard import _group_table
+
+    outcomes = {("a", "s1", "c1"): 1.0, ("a", "s2", "c1"): 0.0}
+    members = {k: ["v1", "demo"] + (["rare"] if k[1] == "s1" else []) for k in outcomes}
+    table = _group_table("sts_tags", "Tags", "Tags.", ["a"], ["demo", "rare", "v1"], members, outcomes)
+    assert "demo, v1: every continuation is in each, so the column repeats" in table["note"]
+    assert "rare" not in table["note"].split("no continuation there.")[1]
+
+
+def test_hexagons_note_says_when_p_r_f1_and_em_coincide():
+    from app.kinds.hexagons.leaderboard import CELL_NOTE
+
+    assert "same figure in P, R, F1 and EM" in CELL_NOTE
+
+
+# ---- 9: legends say the method in words --------------------------------------------------------
+
+def test_navigation_sr_legend_names_its_method():
+    from app.kinds.navigation.leaderboard import COLUMN_HELP
+
+    assert "Wilson's at the effective number of paths" in COLUMN_HELP["success"]
+    assert all("resampling paths" not in h for h in COLUMN_HELP.values())
+
+
+# ---- 11: the ranked metric in view; a scroll cue on wide tables --------------------------------
+
+def test_hexagons_lead_table_puts_the_ranked_metric_beside_the_names():
+    from tests.integration.test_hex_a3ds_certified import PROCS, _rows
+    from app.kinds.hexagons.leaderboard import build
+
+    keys = [c["key"] for c in build(_rows(), PROCS)["tables"][0]["columns"]]
+    assert keys[:4] == ["section", "who", "rank", "board_f1"] and keys.count("board_f1") == 1
+
+
+def test_wide_tables_show_a_scroll_cue():
+    from tests.conftest import ROOT
+
+    css = (ROOT / "static" / "app.css").read_text()
+    rule = css[css.index("/* A scroll cue"):]
+    rule = rule[:rule.index("}")]
+    assert "no-repeat local" in rule and "no-repeat scroll" in rule

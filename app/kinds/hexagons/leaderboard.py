@@ -64,7 +64,8 @@ CELL_NOTE = ("Action-based: the paint actions of a step against the instructor's
              "Each cell: the mean over steps (a score in [0, 1]) with a 95% interval (Wilson's at the "
              "effective number of procedures, the variance cluster-robust over PROCEDURES: the unit resampled "
              "is the procedure, never the step); under 5 procedures, \"too few for an interval\", its n "
-             "counting procedures. ")
+             "counting procedures. A row whose every step is all right or all wrong (a baseline that paints "
+             "a step exactly or not at all) shows the same figure in P, R, F1 and EM. ")
 # Each column's help (one sentence, shown on the page: app/kinds/base.py).
 _OVER_STEPS = " Mean over steps, 95% interval resampling procedures."
 _WHAT = {"action": ("the step's paint actions", "the instructor's actions"),
@@ -326,17 +327,20 @@ def build(rows: list[Row], procedures: dict[int, ProcedureInfo], main: str = "bo
                  "sets empty (nothing to paint, nothing painted) counts 1. Human executors executed each step on "
                  "their own board; agents and baselines on the board their predictions name (by default the gold "
                  "one). All human executors: every annotator's executions pooled, the skyline."),
+        # The ranked metric and its rank first, beside the names (on screen at 1280 px, the
+        # counts and the other seven metrics after them).
         "columns": [SECTION_HELP, WHO_HELP,
+                    {"key": "rank", "label": "Rank (95%)",
+                     "help": f"Rank by {label} as a 95% interval over {N_RANK_BOOT} bootstrap resamples of "
+                             "procedures (agents and baselines); \"1-2\": tied."},
+                    {"key": main, "label": metrics.LABELS[main], "help": METRIC_HELP[main] + " The ranked metric."},
                     {"key": "procedures", "label": "Procedures", "help": "Procedures the row executed."},
                     {"key": "coverage", "label": "Coverage",
                      "help": "Share (0-1) of the study's procedures executed; an agent's or baseline's missing one counts 0."},
                     {"key": "executions", "label": "Executions",
                      "help": "Executions counted (a person may execute a procedure once, a pool many times)."},
-                    {"key": "steps", "label": "Steps", "help": "Steps the means are over."},
-                    {"key": "rank", "label": "Rank (95%)",
-                     "help": f"Rank by {label} as a 95% interval over {N_RANK_BOOT} bootstrap resamples of "
-                             "procedures (agents and baselines); \"1-2\": tied."}]
-                   + [{"key": k, "label": metrics.LABELS[k], "help": METRIC_HELP[k]} for k in metrics.KEYS],
+                    {"key": "steps", "label": "Steps", "help": "Steps the means are over."}]
+                   + [{"key": k, "label": metrics.LABELS[k], "help": METRIC_HELP[k]} for k in metrics.KEYS if k != main],
         "rows": overall}]
     figures = [{"title": f"{label}, averaged over steps (95% intervals)", "svg": estimates_svg(
         [(r.who, e["all"][main], COLOURS[r.section]) for r, e in zip(rows, estimates)], label)}]

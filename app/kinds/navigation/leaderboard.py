@@ -219,6 +219,13 @@ def section(session: Session, study: Study) -> dict | None:
     if n_shared < stats.MIN_RANK_UNITS or len(cats) < 2:
         rank_note = ("Rank (95%): no ranking (" + ("one speaker" if len(cats) < 2 else
                                                   too_few_ranks(n_shared, "path")) + ": \"—\").")
+    # SPL is SR scaled by shortest / walked length on successes: where every successful follower
+    # walked the shortest path the two columns are the same numbers; say so.
+    same = metric_rows and all((r["spl"] or {}).get("mean") is not None
+                               and (r["success"] or {}).get("mean") == (r["spl"] or {}).get("mean") for r in metric_rows)
+    if same:
+        rank_note += (" SPL equals SR in every row here: every successful follower walked a path no longer "
+                      "than the shortest one.")
     tables = [{
         "key": "navigation_metrics",
         "title": "Followers' metrics per speaker: SR, SPL, nDTW, SDTW (0-1), NE and path length (m), "

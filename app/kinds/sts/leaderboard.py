@@ -328,6 +328,12 @@ def _group_table(key: str, title: str, note: str, agents: list[str], groups: lis
                                            [sc for sc, _ in got], "scenario")
         rows.append(row)
     note += " \"—\": the agent has no continuation there."
+    # A group every continuation is in (one suite version, a tag on every scenario) repeats
+    # the overall share: say so rather than leave the reader to wonder.
+    whole = [g for g in groups if all(g in members[k] for k in outcomes)]
+    if whole:
+        note += (f" {', '.join(whole)}: every continuation is in {'it' if len(whole) == 1 else 'each'}, "
+                 "so the column repeats the agent's overall success share.")
     return {"key": key, "title": title, "note": note,
             "columns": [{"key": "agent", "label": "Agent", "help": "The agent."}]
                        + [{"key": f"g:{g}", "label": g,
