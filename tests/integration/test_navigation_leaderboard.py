@@ -241,8 +241,10 @@ def test_navigation_leaderboard_section(session, client):
     assert "nDTW" in page.text and "toy" in page.text
     sr = next(r for r in paired if r["metric"] == "SR")
     assert "<tr><td>toy</td><td>SR</td><td><span title=\"95% interval: " in page.text
-    assert (f"<td>{sr['cohen_dz']:.3f}</td><td>{sr['t']:.3f}</td><td>{sr['p']:.3f}</td>"
-            f"<td>{sr['p_holm']:.3f}</td><td>6</td></tr>") in page.text
+    # Three places; a positive figure that would read 0.000 reads "<0.001" (research/_estimates.html num).
+    three = lambda x: "&lt;0.001" if 0 < x < 0.0005 else f"{x:.3f}"  # noqa: E731
+    assert (f"<td>{three(sr['cohen_dz'])}</td><td>{three(sr['t'])}</td><td>{three(sr['p'])}</td>"
+            f"<td>{three(sr['p_holm'])}</td><td>6</td></tr>") in page.text
     assert "Rank (95%)" in page.text and 'id="navigation_followers_agreement"' in page.text
 
 
@@ -328,14 +330,15 @@ def test_a_second_follower_with_the_same_result_leaves_every_interval_as_it_was(
     # (1 + z^2/5) = 0.8758072 / 2.3215785 = 0.3772461: [0.1227539, 0.8772461].
     assert once["toy"]["success"] == {"n": 6, "mean": 0.5, "low": pytest.approx(0.12275388276951782, abs=1e-12),
                                       "high": pytest.approx(0.8772461172304822, abs=1e-12),
-                                      "method": "Wilson (effective n, clusters)"}
+                                      "method": "Wilson (effective n, clusters)", "units": 6, "unit": "path"}
     assert _wilson_real(0.5, 5.0, T975_5) == (pytest.approx(0.12275388276951782, abs=1e-12),
                                               pytest.approx(0.8772461172304822, abs=1e-12))
     # Every reference is followed to its goal: no spread, so n_eff = the 6 paths: Wilson's
     # [0.476, 1] at z = t(5 df), never [1, 1].
     assert once["human"]["success"] == {"n": 6, "mean": 1.0,
                                         "low": pytest.approx(_wilson_real(1.0, 6.0, T975_5)[0], abs=1e-12),
-                                        "high": 1.0, "method": "Wilson (effective n, clusters)"}
+                                        "high": 1.0, "method": "Wilson (effective n, clusters)",
+                                        "units": 6, "unit": "path"}
     assert f"{once['human']['success']['low']:.3f}" == "0.476"
     # The rating (1 + path id % 4 on paths 51-56: 4, 1, 2, 3, 4, 1): mean 2.5 with one
     # follower or two; its interval on (level - 1) / 3 = 1, 0, 1/3, 2/3, 1, 0 (mean 0.5,
@@ -359,7 +362,8 @@ def test_instruction_estimate_treats_the_path_as_the_unit():
     est = instruction_estimate("success", [[1.0], [1.0], [0.0]], ["p1", "p2", "p3"])
     low, high = _wilson_real(2 / 3, 2.0, T975_2)
     assert est == {"n": 3, "mean": 2 / 3, "low": pytest.approx(low, abs=1e-12),
-                   "high": pytest.approx(high, abs=1e-12), "method": "Wilson (effective n, clusters)"}
+                   "high": pytest.approx(high, abs=1e-12), "method": "Wilson (effective n, clusters)",
+                   "units": 3, "unit": "path"}  # units: the paths the interval resamples
     # Followers who agree: the same instruction means, the same figure.
     assert instruction_estimate("success", [[1.0, 1.0, 1.0], [1.0], [0.0, 0.0]], ["p1", "p2", "p3"]) == est
     # Without paths each instruction is its own unit: Wilson's interval for 2 of 3.
@@ -368,14 +372,15 @@ def test_instruction_estimate_treats_the_path_as_the_unit():
                                              pytest.approx(_wilson(2, 3)[1], abs=1e-12))
     # Two instructions of one path are one unit: p1 = {1, 1}, p2 = {0}, p3 = {1}.
     two = instruction_estimate("success", [[1.0], [1.0], [0.0], [1.0]], ["p1", "p1", "p2", "p3"])
-    assert two == stats.mean_interval([1.0, 1.0, 0.0, 1.0], ["p1", "p1", "p2", "p3"]).as_dict()
+    assert two == {**stats.mean_interval([1.0, 1.0, 0.0, 1.0], ["p1", "p1", "p2", "p3"]).as_dict(),
+                   "units": 3, "unit": "path"}
     # Followers who disagree: SR per instruction 0.5, 1, 0.
     split = instruction_estimate("success", [[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]], ["a", "b", "c"])
-    assert split == stats.mean_interval([0.5, 1.0, 0.0], ["a", "b", "c"]).as_dict()
+    assert split == {**stats.mean_interval([0.5, 1.0, 0.0], ["a", "b", "c"]).as_dict(), "units": 3, "unit": "path"}
     assert instruction_estimate("success", [[1.0, 0.0, 1.0, 0.0], [1.0] * 4, [0.0] * 4], ["a", "b", "c"]) == split
     # NE in metres: Student's t on the paths (unbounded); the instruction means 1, 2.5, 6.
     ne = instruction_estimate("ne", [[1.0], [2.0, 3.0], [6.0]], ["a", "b", "c"])
-    assert ne == stats.mean_interval_unbounded([1.0, 2.5, 6.0], ["a", "b", "c"]).as_dict()
+    assert ne == {**stats.mean_interval_unbounded([1.0, 2.5, 6.0], ["a", "b", "c"]).as_dict(), "units": 3, "unit": "path"}
     assert ne["method"] == "t on clusters (cluster-robust variance, G - 1 df)"
     # The rating: levels 1-4 rescaled by (v - 1) / 3, the interval mapped back.
     rating = instruction_estimate("rating", [[4.0], [1.0, 3.0], [2.0]], ["a", "b", "c"])
