@@ -65,7 +65,7 @@ def test_the_sts_and_a3ds_correlation_cells_use_the_exact_p_in_one_format():
     from app.kinds.a3ds.leaderboard import spearman as a3ds_spearman
     from app.kinds.sts.leaderboard import spearman as sts_spearman
 
-    assert sts_spearman([0.667, 0.333, 0.0], [1.0, 0.333, 0.0]) == {"rho": pytest.approx(1.0), "p": "0.333"}
+    assert sts_spearman([0.667, 0.333, 0.0], [1.0, 0.333, 0.0]) == {"rho": pytest.approx(1.0), "p": pytest.approx(1 / 3)}
     assert a3ds_spearman([3.0, 2.0, 1.0], [0.9, 0.5, 0.1])["p"] == pytest.approx(1 / 3)
     # Every p prints with three places ("1.000", never "1"), "<0.001" below 0.0005.
     assert [rows.p_text(p) for p in (1.0, 0.4229, 0.0001, None)] == ["1.000", "0.423", "<0.001", "—"]
@@ -183,7 +183,7 @@ def test_sts_correlation_over_three_agents_prints_the_exact_p(client, session):
     exact = stats.spearman([r["success"]["mean"] for r in shares.values()],
                            [r["simulator"] for r in shares.values()])
     assert exact["method"] == "exact permutation" and exact["p"] >= 1 / 3 - 1e-12
-    assert row["p"] == f"{exact['p']:.3f}"
+    assert row["p"] == pytest.approx(exact["p"])
     assert "exact" in tables["sts_correlation"]["note"]
 
 
@@ -337,3 +337,23 @@ def test_wide_tables_show_a_scroll_cue():
     rule = css[css.index("/* A scroll cue"):]
     rule = rule[:rule.index("}")]
     assert "no-repeat local" in rule and "no-repeat scroll" in rule
+
+
+# ---- 10: "too few" reads the same in the time-to-completion column -----------------------------
+
+def test_sts_time_to_completion_says_too_few_as_every_cell_does():
+    from app.kinds.sts.leaderboard import ttc_cell
+    from app.kinds.sts.score import time_to_completion
+
+    assert ttc_cell(time_to_completion([4.0, 5.0])) == "n = 2: too few for an interval"
+    assert ttc_cell(time_to_completion([])) is None
+
+
+def test_a_kind_table_prints_every_p_and_blank_one_way():
+    from app.web import templates
+
+    table = {"key": "t", "title": "T", "columns": [{"key": "p", "label": "p", "help": "p."}],
+             "rows": [{"p": 1.0}, {"p": 0.4229}, {"p": 0.0001}, {"p": None}, {"p": "-"}]}
+    html = str(templates.env.get_template("research/_estimates.html").module.kind_table(table))
+    cells = re.findall(r"<td>(.*?)</td>", html)
+    assert cells == ["1.000", "0.423", "&lt;0.001", '<span class="muted">—</span>', '<span class="muted">—</span>']

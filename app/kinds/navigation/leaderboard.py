@@ -217,8 +217,8 @@ def section(session: Session, study: Study) -> dict | None:
     if ties:
         rank_note += " Tied (rank intervals overlap): " + "; ".join(", ".join(g) for g in ties) + "."
     if n_shared < stats.MIN_RANK_UNITS or len(cats) < 2:
-        rank_note = ("Rank (95%): no ranking (" + ("one speaker" if len(cats) < 2 else
-                                                  too_few_ranks(n_shared, "path")) + ": \"—\").")
+        rank_note = ("Rank (95%): \"—\", no ranking (" + ("one speaker" if len(cats) < 2 else
+                                                         too_few_ranks(n_shared, "path")) + ").")
     # SPL is SR scaled by shortest / walked length on successes: where every successful follower
     # walked the shortest path the two columns are the same numbers; say so.
     same = metric_rows and all((r["spl"] or {}).get("mean") is not None

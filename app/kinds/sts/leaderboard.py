@@ -13,7 +13,7 @@ from app.leaderboards.plot import PALETTE, cdf_svg, estimates_svg
 from app.kinds.sts.mining import UNKNOWN, tags_now
 from app.kinds.sts.score import Marker, outcome, score, share
 from app.leaderboards import stats
-from app.leaderboards.rows import p_text, rank_cells, with_units
+from app.leaderboards.rows import rank_cells, with_units
 from app.studies.models import Annotation, Item, Study
 
 
@@ -70,8 +70,8 @@ def ttc_cell(ttc: dict) -> str | None:
     """The interval of the median time to completion, or why there is none."""
     if not ttc["n"]:
         return None
-    if ttc["low"] is None:
-        return ttc["note"]
+    if ttc["low"] is None:  # worded as every other cell's "too few" (research/_estimates.html)
+        return f"n = {ttc['n']}: too few for an interval"  # none below 6 times (score.py)
     return f"[{ttc['low']:g}, {ttc['high']:g}], n = {ttc['n']}"
 
 
@@ -118,8 +118,8 @@ def section(session: Session, study: Study) -> dict | None:
         "title": "Success share per agent",
         "note": ("A continuation's outcome is the majority of its markers (a tie is half a success); an "
                  "agent's share is the mean over its continuations with standard error sqrt(p(1-p)/n) "
-                 "and a 95% interval whose unit is the scenario (Wilson at the effective n; under 5 "
-                 "continuations: too few to say much). Rank (95%): by the share over the "
+                 "and a 95% interval whose unit is the scenario (Wilson's at the effective number of scenarios; "
+                 "under 5 scenarios: \"too few for an interval\", its n counting scenarios). Rank (95%): by the share over the "
                  f"{len(shared)} scenarios every agent played, \"1-2\" where the ranks' intervals overlap "
                  f"(fewer than {stats.MIN_RANK_UNITS} scenarios rank nobody: \"—\"). Simulator: the "
                  "share BabyAI itself counts as a success; agreement: the share of continuations where "
@@ -241,8 +241,9 @@ def section(session: Session, study: Study) -> dict | None:
             "key": "sts_annotators",
             "title": "Annotators on reference episodes",
             "note": ("Sensitivity: the share of success-labelled reference episodes marked success; "
-                     "specificity: the same for failure; balanced accuracy: their mean (blank until an "
-                     "annotator has seen both). Marker-step error: the mean distance in steps from the "
+                     "specificity: the same for failure; balanced accuracy: their mean. \"—\": the annotator "
+                     "has seen no reference episode of that label (balanced accuracy: until they have seen both); "
+                     "marker-step error \"—\": none labelled right. Marker-step error: the mean distance in steps from the "
                      "labelled moment, over the reference episodes they labelled right."),
             "columns": [{"key": "annotator", "label": "Annotator", "help": "The annotator (pseudonym)."},
                         {"key": "n_reference", "label": "Reference", "help": "Reference episodes (known outcome) they marked."},
@@ -383,6 +384,7 @@ def _breakdowns(session: Session, study: Study, agents: list[str], by_continuati
 
 def spearman(a: list[float], b: list[float]) -> dict:
     """Spearman's rho and its two-sided p between two per-agent figures (stats.spearman: exact
-    over every ordering of a few agents); None where it is undefined. p as the page prints it."""
+    over every ordering of a few agents); None where it is undefined. The page prints p as every
+    figure, to three places ("<0.001" below 0.0005: research/_estimates.html num)."""
     s = stats.spearman(a, b)
-    return {"rho": s["rho"], "p": None if s["p"] is None else p_text(s["p"])}
+    return {"rho": s["rho"], "p": s["p"]}
