@@ -112,7 +112,7 @@ def agreement_table(session: Session, study: Study) -> dict | None:
                  "human path and the listener's path for the same instruction (human path as the "
                  "reference; an instruction's human paths are averaged first). Unit resampled: the "
                  "path; 95% interval by Wilson at the effective number of paths with Student's t "
-                 "(stats.mean_interval). Valid human annotations only."),
+                 "(on the cluster-robust variance). Valid human annotations only."),
         "columns": [{"key": "category", "label": "Speaker", "help": "Who wrote the instructions."},
                     {"key": "listener", "label": "Listener", "help": "The model listener (agent and version) that followed them."},
                     {"key": "agreement", "label": "Agreement (nDTW)",

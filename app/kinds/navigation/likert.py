@@ -197,7 +197,7 @@ def leaderboard_table(session, study) -> dict | None:
         "title": "The study's Likert questions per speaker (mean level, 1 = the first label)",
         "note": ("Mean level (1 = the first label) over the speaker's instructions, each the mean of "
                  "its valid human annotations. Unit resampled: the path; 95% interval by Wilson at "
-                 "the effective number of paths with Student's t (stats.mean_interval) on "
+                 "the effective number of paths with Student's t, computed on "
                  "(level - 1) / (L - 1), mapped back to levels. "
                  + " ".join(f"{it['key']}: {it['question']} "
                             f"(1 {it['labels'][0]} ... {len(it['labels'])} {it['labels'][-1]})."
