@@ -8,13 +8,14 @@ cd "$(dirname "$0")/.."
 mkdir -p var/coverage
 rm -f var/coverage/.coverage*
 # Two processes (pytest-xdist), each file kept whole in one of them (its module fixtures made
-# once); PROCTOR_TEST_PROCESSES=0 runs everything in this one process. The API fuzzing runs
-# after, in one process: schemathesis gives its per-operation tests one node id, and xdist
-# runs one test per node id (27 of its 137 tests).
+# once), longest files first (tests/conftest.py: SLOW_FILES); PROCTOR_TEST_PROCESSES=0 runs
+# everything in this one process. The API fuzzing runs after, in one process: schemathesis
+# gives its per-operation tests one node id, and xdist runs one test per node id (27 of its
+# 137 tests).
 FUZZ=tests/integration/test_api_fuzz.py
 if [ "$#" -eq 0 ]; then
   .venv/bin/python -m pytest -q -ra --durations=25 --cov --cov-report= \
-    -n "${PROCTOR_TEST_PROCESSES:-2}" --dist loadfile --ignore="$FUZZ"
+    -n "${PROCTOR_TEST_PROCESSES:-2}" --dist loadfile --no-loadscope-reorder --ignore="$FUZZ"
   status=$?
   .venv/bin/python -m pytest -q -ra --cov --cov-append --cov-report= "$FUZZ"
   fuzz=$?

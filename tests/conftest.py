@@ -226,6 +226,41 @@ def pytest_xdist_node_collection_finished(node, ids):
                     f"once each: {twice[:3]}; run them outside it (see scripts/test.sh)", returncode=4)
 
 
+# Seconds each slow file took on two shared cores (tests/integration, `--durations=0`, issue 27);
+# other files are counted from their number of tests. Under pytest-xdist the files go out
+# longest first (scripts/test.sh turns off xdist's own order, most tests first, which sent the
+# one-test files of a minute each out last, to one worker while the other sat idle).
+SLOW_FILES = {
+    "test_broker_outage.py": 83, "test_cli_demo.py": 58, "test_documented_commands.py": 50,
+    "test_sts_policies.py": 47, "test_faults.py": 46, "test_navigation_leaderboard.py": 41,
+    "test_malformed_files.py": 34, "test_sandbox.py": 33, "test_concurrency.py": 33,
+    "test_hex_executors.py": 31, "test_agent_artifacts.py": 30, "test_secrets.py": 30,
+    "test_install.py": 29, "test_client.py": 28, "test_api_roles.py": 24,
+    "test_a3ds_captioners.py": 24, "test_sts_analysis.py": 23, "test_nav_capability.py": 22,
+    "test_review_order.py": 20, "test_leaderboard.py": 19, "test_sections_certified.py": 19,
+    "test_sts.py": 18, "test_generation.py": 18, "test_nav_certified.py": 16,
+    "test_kind_contract.py": 16, "test_rejection_races.py": 14, "test_nav_owners.py": 14,
+    "test_dawid_skene_kinds.py": 14, "test_agents_e2e.py": 13, "test_sts_e2e.py": 13,
+}
+PER_TEST_S = {"unit": 0.05, "integration": 0.3, "browser": 1.5}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # one process: the files in their usual order
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item.fspath.strpath] = counts.get(item.fspath.strpath, 0) + 1
+
+    def weight(path: str) -> float:
+        p = Path(path)
+        return SLOW_FILES.get(p.name) or counts[path] * PER_TEST_S.get(p.parent.name, 0.3)
+
+    order = {path: i for i, path in enumerate(sorted(counts, key=lambda f: -weight(f)))}
+    items.sort(key=lambda item: order[item.fspath.strpath])  # stable: a file keeps its order
+
+
 def pytest_sessionstart(session):
     # Every table, the kinds' included, before any test opens a session (as create_app, the
     # CLI and the Celery app do at start-up).
