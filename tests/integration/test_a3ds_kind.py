@@ -96,7 +96,7 @@ def test_picks_are_scored_and_the_leaderboard_counts_them_per_captioner(session)
     study = _study(session, owner, bundle_size=50)
     bundle = assignment.enter(session, study, "prolific", "listener-1")
     expected, answered = {}, []
-    for k in range(30):
+    for _k in range(30):
         a = assignment.next_item(session, study, bundle.id)
         if a is None:
             break

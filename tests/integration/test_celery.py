@@ -185,7 +185,7 @@ def test_export_runs_on_a_real_celery_worker(celery_env, celery_worker, db_url):
     for name, text in files.items():
         if name == "completions.csv":
             continue  # the list to approve on the platform: by the platform's own ids (below)
-        for platform, ext in raw_ids:
+        for _platform, ext in raw_ids:
             assert ext not in text, f"{name} contains the raw worker id {ext}"
         assert "ASSIGN" not in text, f"{name} contains a raw platform assignment id"
     completed = list(csv.DictReader(io.StringIO(files["completions.csv"])))

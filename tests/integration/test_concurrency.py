@@ -314,7 +314,7 @@ def check_invariants(sm, study_id: int, rec: Record, *, settled: bool) -> dict:
 
         # Every stored submit is there, once; refused submits stored nothing.
         anns = {a.id: a for a in s.scalars(select(Annotation).where(Annotation.study_id == study_id))}
-        for a_id, ann_id, key in rec.stored:
+        for a_id, ann_id, _key in rec.stored:
             assert ann_id in anns, f"submit of assignment {a_id} returned {ann_id}, which is lost"
             assert anns[ann_id].assignment_id == a_id
         per_assignment = s.execute(select(Annotation.assignment_id, func.count()).where(

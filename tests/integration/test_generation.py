@@ -118,7 +118,7 @@ def test_evaluation_run_reranks_with_listeners_and_adds_items(session, setup):
     run = session.get(GenerationRun, run.id)
     by_path = _candidates(session, run)
     assert len(by_path) == PATHS
-    for key, cands in by_path.items():
+    for _key, cands in by_path.items():
         assert [c.k for c in cands] == list(range(1 + N))
         assert [c.role for c in cands] == ["inference"] + ["sample"] * N
         assert all(math.isfinite(c.speaker_score) and c.speaker_score <= 0 for c in cands)
@@ -435,7 +435,7 @@ from tests.integration.test_celery import JOB_TIMEOUT_S, celery_env, celery_work
 @pytest.mark.redis
 @pytest.mark.postgres
 @pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
-def test_generation_runs_on_a_real_celery_worker(celery_env, celery_worker, db_url, tiny_models):
+def test_generation_runs_on_a_real_celery_worker(celery_env, celery_worker, db_url, tiny_models):  # noqa: F811 (the fixtures imported above)
     from fastapi.testclient import TestClient
 
     from app.auth.security import create_token

@@ -17,6 +17,7 @@ from sqlalchemy import select
 from torch import Tensor, nn
 
 from app import jobs
+from app.errors import InputError
 from app.agents.models import AgentOutput
 from app.auth.security import create_token
 from app.kinds.hexagons import KIND
@@ -160,7 +161,7 @@ def test_a_config_that_is_not_an_executor_is_refused_at_upload_naming_the_field(
         r = upload(client, agent_id, weights, "safetensors", config)
         assert r.status_code == 422 and r.json()["field"] == field, r.text
     assert client.get(f"/api/v1/agents/{agent_id}/artifacts").json() == []  # nothing half-stored
-    with pytest.raises(Exception):
+    with pytest.raises(InputError, match="role|listener|executor"):
         check_config("listener", trained.config())
 
 

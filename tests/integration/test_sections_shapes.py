@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import uuid
 
 import numpy as np
 import pytest
-from sqlalchemy import select
 
 from app.leaderboards import stats
 from app.studies import assignment, services
@@ -26,7 +24,7 @@ from tests.integration.test_hex_consolidation import disagreement_study
 from tests.integration.test_hex_rule_baseline import ONE, TWO
 from tests.integration.test_hex_rule_baseline import _line as _rule_line
 from tests.integration.test_navigation_leaderboard import coop_file, house
-from tests.integration.test_sections_certified import PAIRS, _a3ds_study, _fill_order, _listen, _nav_study, _tables
+from tests.integration.test_sections_certified import _a3ds_study, _fill_order, _listen, _nav_study, _tables
 
 
 def _estimates(value):

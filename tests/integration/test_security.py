@@ -188,7 +188,7 @@ def test_worker_cannot_reach_research_admin_or_exports(app, session, owner, gold
         assert r.status_code == 303 and r.headers["location"].startswith("/login")
         for path in ("/api/v1/studies", f"/api/v1/studies/{study.id}",
                      f"/api/v1/studies/{study.id}/items", f"/api/v1/studies/{study.id}/review",
-                     f"/api/v1/studies/{study.id}/progress", f"/api/v1/jobs/1",
+                     f"/api/v1/studies/{study.id}/progress", "/api/v1/jobs/1",
                      f"/api/v1/studies/{study.id}/leaderboard", "/api/v1/audit", "/api/v1/agents"):
             assert w.get(path).status_code == 401, path
         r = w.post(f"/api/v1/studies/{study.id}/exports", headers={"X-CSRF-Token": token})

@@ -132,7 +132,7 @@ def test_a_generated_study_of_200_continuations_gives_nothing_away(client, sessi
     lines = []
     for agent, policy in (("expert", rollout.expert_policy), ("random", rollout.random_policy())):
         results = rollout.rollout_batched(jobs, policy, sim)
-        for i, (job, c) in enumerate(zip(jobs, results)):
+        for i, (_job, c) in enumerate(zip(jobs, results)):
             name, rec, takeover = scenarios[i // 5]
             lines.append({"scenario": name, "agent": agent, "continuation": i % 5, "level": rec.level,
                           "seed": rec.seed, "mission": rec.mission, "length": 12, "takeover": takeover,

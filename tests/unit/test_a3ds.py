@@ -233,7 +233,7 @@ def test_identical_scenes_are_not_a_pair():
 # ---- speakers -------------------------------------------------------------------------------
 
 def test_speakers_say_what_they_promise():
-    for how, pair in scenes.design_pairs({"z": {str(z): 20 for z in range(1, 7)}}, seed=3):
+    for _how, pair in scenes.design_pairs({"z": {str(z): 20 for z in range(1, 7)}}, seed=3):
         lit = score_caption(pair.target, pair.distractor, speakers.speak("literal", pair, 3))
         assert lit.k == 6 and not lit.false and not lit.unparsed
         short = score_caption(pair.target, pair.distractor, speakers.speak("short", pair, 3))

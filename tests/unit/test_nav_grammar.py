@@ -118,7 +118,7 @@ def _room_types(h: House, path) -> set[str]:
 
 
 def test_three_different_instructions(cases):
-    for h, p, texts in cases:
+    for _h, _p, texts in cases:
         assert len(texts) == 3 and len(set(texts)) == 3, texts
         for t in texts:
             assert t and t[0].isupper() and t.endswith("."), t

@@ -367,7 +367,7 @@ def test_every_room_reachable_through_doors(houses):
                 by_room.setdefault(v.room, []).append(v.id)
         assert set(by_room) == {r.id for r in h.rooms}  # every room has viewpoints
         start = h.viewpoints[0].id
-        for room, vps in by_room.items():
+        for _room, vps in by_room.items():
             assert all(graph.distance(start, v) < math.inf for v in vps)
         # and the rooms-and-doors graph alone (plus stairs) is connected
         adj = {r.id: set() for r in h.rooms}
@@ -453,7 +453,7 @@ def test_semantics_schema(houses):
         for o in sem["objects"]:
             assert set(o) == {"id", "type", "colour", "room", "floor", "position", "size"}
         assert list(sem["viewpoints"]) == [v.id for v in h.viewpoints]
-        for vid, v in sem["viewpoints"].items():
+        for _vid, v in sem["viewpoints"].items():
             assert {"room", "floor", "position"} <= set(v) and len(v["position"]) == 3
 
 
