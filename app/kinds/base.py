@@ -126,6 +126,9 @@ class TaskKind(ABC):
     generic_table: ClassVar[bool] = True
     score_label: ClassVar[str] = "Accuracy"
     score_title: ClassVar[str] = "Accuracy: the share of items answered right"
+    # What an item's right answer is, where the kind's words say more than "the right answer"
+    # (the Dawid-Skene and majority table's help); "" for nothing more.
+    right_answer: ClassVar[str] = ""
     # A section of the study page (e.g. generation runs), with study_context() as its context.
     study_template: ClassVar[str | None] = None
 

@@ -127,7 +127,7 @@ def test_picks_are_scored_and_the_leaderboard_counts_them_per_captioner(session)
 
     rho, p = spearmanr([m for m, _ in answered], [a for _, a in answered])
     assert corr["all captioners"]["n_mentioned"] == f"{rho:+.3f} (p {float(f'{p:.3g}'):.3g}, n {len(answered)})"
-    assert corr["literal"]["n_mentioned"] == "-"  # constant: 6 every time
+    assert corr["literal"]["n_mentioned"] == "—"  # constant: 6 every time
 
 
 def test_cant_tell_only_where_the_study_allows_it(session):

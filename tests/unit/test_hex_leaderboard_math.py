@@ -68,7 +68,9 @@ def test_cells_are_mean_interval_over_steps_clustered_by_procedure():
     values = np.concatenate([m for i in procs for m in human.executions[i]])
     ids = [i for i in procs for m in human.executions[i] for _ in range(len(m))]
     for j, key in enumerate(metrics.KEYS):
-        assert rows["h"][key] == mean_interval(values[:, j], clusters=ids).as_dict()
+        # the cell also says over how many procedures (the unit resampled) its interval is
+        assert rows["h"][key] == {**mean_interval(values[:, j], clusters=ids).as_dict(),
+                                  "unit": "procedure", "units": len(set(ids))}
     assert rows["h"]["board_f1"]["method"] == "Wilson (effective n, clusters)"
 
 
@@ -121,7 +123,8 @@ def test_the_section_on_the_released_test_split():
     # 61 df); the old [1, 1] of a bootstrap over procedures was the wrong figure.
     t = scipy.stats.t.ppf(0.975, 61)
     assert all(rows["gold"][k] == {"n": 453, "mean": 1.0, "low": pytest.approx(62 / (62 + t * t)), "high": 1.0,
-                                   "method": "Wilson (effective n, clusters)"} for k in metrics.KEYS)
+                                   "method": "Wilson (effective n, clusters)", "unit": "procedure", "units": 62}
+               for k in metrics.KEYS)
     expected = no_action(procs)["mean"]
     assert {k: rows["no action"][k]["mean"] for k in metrics.KEYS} == pytest.approx(expected)
     [pair] = out["tables"][-1]["rows"]

@@ -34,6 +34,7 @@ class STSResponse(BaseModel):
 
 class StandardisedTestSuite(TaskKind):
     name: ClassVar[str] = "sts"
+    right_answer: ClassVar[str] = "a continuation's right answer: the simulator's own verdict, success or failure"
     title: ClassVar[str] = "Standardised Test Suite (BabyAI continuations)"
     item_template: ClassVar[str] = "kinds/sts/item.html"
     replay_item_template: ClassVar[str | None] = "kinds/sts/replay_item.html"
