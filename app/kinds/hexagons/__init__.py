@@ -263,7 +263,7 @@ class Hexagons(TaskKind):
         import numpy as np
 
         from app.kinds.hexagons import leaderboard
-        from app.leaderboards import stats
+        from app.leaderboards.rows import clustered
 
         if (study.kind_settings or {}).get("mode") == "description":
             return []
@@ -278,9 +278,9 @@ class Hexagons(TaskKind):
             values, ids, _ = leaderboard.row_steps(row, procedures)
             cats = np.array([procedures[int(i)].category for i in ids], dtype=object)
             out.append({"type": "baseline", "name": row.who, "answered": len(row.executions), "coverage": 1.0,
-                        "accuracy": stats.mean_interval(values[:, col], clusters=ids).as_dict(),
-                        "by_category": {c: stats.mean_interval(values[cats == c, col],
-                                                               clusters=ids[cats == c]).as_dict()
+                        # with the procedures counted, so a cell on too few says so (rows.clustered)
+                        "accuracy": clustered(values[:, col], ids, "procedure"),
+                        "by_category": {c: clustered(values[cats == c, col], ids[cats == c], "procedure")
                                         for c in sorted(set(cats))},
                         "consistency": None})
         return out
