@@ -16,6 +16,7 @@ from app.auth.security import RateLimiter, csrf_token
 from app.config import ROOT, get_settings
 from app.errors import InputError
 from app.kinds import get_kind
+from app.leaderboards.rows import MIN_INTERVAL_N
 
 
 class KindTemplates(jinja2.BaseLoader):
@@ -72,6 +73,8 @@ def no_worker_note(queue: str, waiting: Sized, what: str, key: object = "") -> M
 
 
 templates.env.globals["no_worker_note"] = no_worker_note
+# One cutoff for "too few for an interval" in the tables and the plots (app.leaderboards.rows).
+templates.env.globals["min_interval_n"] = MIN_INTERVAL_N
 
 
 def wants_json(request: Request) -> bool:

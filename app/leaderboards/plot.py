@@ -6,8 +6,11 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from app.leaderboards.rows import MIN_INTERVAL_N
+
 COLOURS = {"agent": "#2563eb", "annotator": "#6b7280", "majority": "#059669", "baseline": "#d97706"}
-MIN_N = 5  # as the tables (research/_estimates.html): fewer values show a dot, no interval
+# As the tables (research/_estimates.html): under this many units a dot, no interval.
+MIN_N = MIN_INTERVAL_N
 
 
 def _short(name: str, most: int = 34) -> str:
