@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 from sqlalchemy import select
 
 from tests.conftest import make_user
+from tests.browser.a3ds_pictures import pictures_loaded
 
 pytestmark = pytest.mark.browser
 
@@ -44,8 +45,7 @@ def test_a_worker_picks_by_keyboard_and_the_leaderboard_agrees(live_server, page
         srcs = page.locator(".a3ds-scene img").evaluate_all("els => els.map(e => e.getAttribute('src'))")
         scenes = tuple(int(re.search(r"/a3ds/scenes/(\d+)", x).group(1)) for x in srcs)
         # The pictures load (drawn by the server).
-        page.wait_for_function("() => [...document.querySelectorAll('.a3ds-scene img')]"
-                               ".every(e => e.complete && e.naturalWidth === 256)")
+        page.wait_for_function(pictures_loaded())
         ref = items[(scenes, caption)]
         # The contrastive speaker's captions: the target; the literal's: the other one.
         right = ref["captioner"] == "contrastive"

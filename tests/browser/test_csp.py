@@ -14,6 +14,7 @@ from playwright.sync_api import expect
 
 from tests.browser.nav_keys import skip_practice
 from tests.conftest import make_user
+from tests.browser.a3ds_pictures import pictures_loaded
 
 pytestmark = pytest.mark.browser
 PASSWORD = "pw-" + "x" * 8
@@ -73,8 +74,7 @@ def _hexagons_describe(page):
 
 
 def _a3ds(page):
-    page.wait_for_function("() => [...document.querySelectorAll('.a3ds-scene img')]"
-                           ".every(e => e.complete && e.naturalWidth === 256)")
+    page.wait_for_function(pictures_loaded())
     page.keyboard.press("ArrowRight")  # item.js: the arrow keys pick like 1 and 2
     expect(page.locator(".a3ds-pick input[value='2']")).to_be_checked()
 

@@ -15,6 +15,7 @@ from sqlalchemy import select
 from tests.browser.layout import assert_fits
 from tests.browser.nav_keys import skip_practice
 from tests.conftest import make_user
+from tests.browser.a3ds_pictures import pictures_loaded
 
 pytestmark = pytest.mark.browser
 
@@ -83,8 +84,7 @@ def _tom_demo_study(s, owner, bundle_size: int):
 
 
 def _pictures_loaded(page) -> None:
-    page.wait_for_function("() => [...document.querySelectorAll('.a3ds-scene img')]"
-                           ".every(e => e.complete && e.naturalWidth > 0)")
+    page.wait_for_function(pictures_loaded())
 
 
 # -- words ------------------------------------------------------------------------------------

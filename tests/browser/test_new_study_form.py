@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 
 from tests.browser.test_first_hour import _log_in
 from tests.conftest import make_user
+from tests.browser.a3ds_pictures import pictures_loaded
 
 pytestmark = pytest.mark.browser
 
@@ -75,8 +76,7 @@ def test_the_form_switches_with_the_kind_and_the_preview_shows_the_workers_page(
     expect(worker.locator(".a3ds-caption")).to_be_visible()
     expect(worker.locator(".a3ds-scene img")).to_have_count(2)
     expect(worker.locator(".a3ds-pick input[value=none]")).to_have_count(0)  # as the option says
-    page.wait_for_function("() => { const d = document.querySelector('#preview iframe').contentDocument;"
-                           " return [...d.querySelectorAll('.a3ds-scene img')].every(i => i.complete && i.naturalWidth === 256); }")
+    page.wait_for_function(pictures_loaded("document.querySelector('#preview iframe').contentDocument"))
     # Another kind: that preview no longer applies and is hidden.
     page.locator("#kind").select_option("tom")
     expect(page.locator("#preview")).to_be_hidden()

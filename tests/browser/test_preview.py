@@ -14,6 +14,7 @@ from playwright.sync_api import expect
 from tests.browser.nav_keys import skip_practice
 from tests.conftest import make_user
 from tests.preview_fixtures import every_kind, row_counts
+from tests.browser.a3ds_pictures import pictures_loaded
 
 pytestmark = pytest.mark.browser
 PASSWORD = "pw-" + "x" * 8
@@ -98,8 +99,7 @@ def _hexagons_describe(page, total):
 
 def _a3ds(page, total):
     for n in range(1, total + 1):
-        page.wait_for_function("() => [...document.querySelectorAll('.a3ds-scene img')]"
-                               ".every(e => e.complete && e.naturalWidth === 256)")
+        page.wait_for_function(pictures_loaded())
         page.keyboard.press("1")
         page.keyboard.press("Enter")
         _sent(page, n)
@@ -173,7 +173,7 @@ def test_the_upload_preview_works_in_its_sandbox(live_server, page, tmp_path):
          "() => document.querySelector('#nav-view canvas') !== null && !/Loading/.test("
          "document.querySelector('#nav-view [role=status]').textContent)"),
         ("a3ds", "design", json.dumps({"pairs": {"z": {"1": 2}}, "speakers": ["literal"], "seed": 2}).encode(),
-         True, "() => [...document.querySelectorAll('.a3ds-scene img')].every(i => i.complete && i.naturalWidth === 256)"),
+         True, pictures_loaded()),
         ("hexagons", "procedures", _procedure(1).encode(), False,
          "() => document.querySelectorAll('#hex-board polygon.hexboard-tile').length === 180"),
         ("sts", "continuations", json.dumps(lines["PutNextLocal-2/expert/0"]).encode(), False,
