@@ -52,7 +52,11 @@ DENIED_SYSCALLS = ("open", "openat", "openat2", "creat", "socket", "socketpair",
                    "listen", "accept", "accept4", "execve", "execveat", "fork", "vfork", "ptrace",
                    "mount", "umount2", "unshare", "setns", "chroot", "pivot_root", "symlink",
                    "symlinkat", "link", "linkat", "unlink", "unlinkat", "rename", "renameat",
-                   "renameat2", "mkdir", "mkdirat", "truncate",
+                   "renameat2", "mkdir", "mkdirat", "truncate", "rmdir", "mknod", "mknodat",
+                   # A file's metadata by name (its owner, mode, times, attributes).
+                   "chmod", "fchmodat", "fchmodat2", "chown", "lchown", "fchownat", "utime",
+                   "utimes", "utimensat", "futimesat", "setxattr", "lsetxattr", "removexattr",
+                   "lremovexattr",
                    # io_uring opens and reads files without a system call seccomp could see.
                    "io_uring_setup", "io_uring_enter", "io_uring_register",
                    # Other processes (another model's sandbox runs as the same user): no signals,
@@ -429,6 +433,19 @@ def _seccomp_filter():
     # clone3's flags sit in memory seccomp cannot read: "not implemented" makes glibc fall back
     # to clone (checked above) for threads and processes alike.
     f.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    # Limits, priority, CPUs and memory placement of its own process only (pid 0): another
+    # model's sandbox runs as the same user, and prlimit64 lowering its RLIMIT_CPU ends it as
+    # surely as a signal (issue 26, re-attack). glibc's getrlimit and setrlimit pass 0.
+    for name, arg in (("prlimit64", 0), ("sched_setaffinity", 0), ("sched_setscheduler", 0),
+                      ("sched_setparam", 0), ("sched_setattr", 0), ("migrate_pages", 0),
+                      ("move_pages", 0), ("setpriority", 1), ("ioprio_set", 1)):
+        try:
+            f.add_rule(deny, name, seccomp.Arg(arg, seccomp.NE, 0))
+        except Exception:  # a call this architecture does not have
+            pass
+    # ... and by process, not by group or user (who 0 with PRIO_USER is all of its user's).
+    f.add_rule(deny, "setpriority", seccomp.Arg(0, seccomp.NE, 0))  # PRIO_PROCESS
+    f.add_rule(deny, "ioprio_set", seccomp.Arg(0, seccomp.NE, 1))  # IOPRIO_WHO_PROCESS
     # A thread may signal its own process (raise, abort), nobody else's.
     f.add_rule(deny, "tgkill", seccomp.Arg(0, seccomp.NE, os.getpid()))
     f.add_rule(deny, "rt_tgsigqueueinfo", seccomp.Arg(0, seccomp.NE, os.getpid()))
