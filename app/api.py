@@ -12,12 +12,13 @@ from app.agents.api import router as agents
 from app.auth.api import router as account
 from app.leaderboards.api import router as leaderboards
 from app.quality.api import router as quality
+from app.runs.api import router as runs
 from app.studies.api import JOB_STATES, StateIn, StudyOut
 from app.studies.api import router as studies
 from app.studies.crowd_api import crowd_router
 
 router = APIRouter()
-for area in (studies, account, agents, leaderboards, quality):
+for area in (studies, account, agents, leaderboards, quality, runs):
     router.include_router(area)
 
 __all__ = ["JOB_STATES", "StateIn", "StudyOut", "crowd_router", "router"]

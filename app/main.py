@@ -77,6 +77,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
     from app.kinds import all_kinds
     from app.models import load_models
     from app.quality.views import router as quality_router
+    from app.runs.views import router as runs_router
     from app.studies.views import router as studies_router
 
     load_models()
@@ -85,6 +86,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
     app.include_router(studies_router)
     app.include_router(quality_router)
     app.include_router(agents_router)
+    app.include_router(runs_router)
     app.include_router(api_router)
     for kind in all_kinds().values():
         for router in kind.routers():

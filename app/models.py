@@ -12,6 +12,7 @@ from app.auth.models import ApiToken, User  # noqa: F401  # noqa: F401
 from app.db import Base
 from app.jobs import Job  # noqa: F401  # noqa: F401
 from app.kinds import all_kinds
+from app.runs.models import AgentRun  # noqa: F401
 from app.leaderboards.models import ItemAnswerTotal, WorkerCategoryTotal, WorkerClusterTotal, WorkerConsistencyTotal  # noqa: F401
 from app.studies.models import Annotation, Assignment, Bundle, Item, Participant, Study  # noqa: F401  # noqa: F401
 

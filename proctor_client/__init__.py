@@ -1,7 +1,6 @@
 """Proctor's Python client: the JSON API from a script (docs/client.md). Needs only httpx."""
 
 from proctor_client.client import (
-    GENERATION_ROUTES,
     ApiError,
     Client,
     Forbidden,
@@ -26,7 +25,7 @@ from proctor_client.types import (
 )
 
 __all__ = [
-    "GENERATION_ROUTES", "Agent", "ApiError", "Artifact", "Client", "Estimate", "Forbidden",
+    "Agent", "ApiError", "Artifact", "Client", "Estimate", "Forbidden",
     "GenerationRun", "InvalidInput", "Job", "JobFailed", "Kind", "Leaderboard", "LeaderboardRow",
     "NotFound", "ProctorError", "ServerUnreachable", "Study", "Unauthorized", "WatchTimeout",
 ]

@@ -207,7 +207,7 @@ def _watch(pc: Client, job_id: int, unit: str = "step") -> Job:
 def generate_cmd(pc: Client, study_id: int, params: tuple, file: str | None, watch: bool) -> None:
     """Start a generation run on a study (its kind's parameters: docs/client.md)."""
     run = pc.start_generation(study_id, file=file, **_pairs(params, "--param"))
-    click.echo(f"{run.kind} generation run {run.id} started (job {run.job_id})")
+    click.echo(f"{run.kind} {run.raw.get('noun', 'run')} {run.id} started (job {run.job_id})")
     if watch:
         try:
             job = _watch(pc, run.job_id)

@@ -38,24 +38,6 @@ from proctor_client.types import (
 # A file to upload: a path, its bytes, or an open binary file.
 FileLike = Union[str, os.PathLike, bytes, IO[bytes]]
 
-# Where each kind starts, reads and cancels its generation runs, and how it takes the start's
-# parameters (a multipart form with an optional file, or a JSON body). Kinds whose runs are
-# started elsewhere (a suite version's: start_suite_generation) are not here.
-GENERATION_ROUTES: dict[str, dict[str, str]] = {
-    "navigation": {"start": "/api/v1/studies/{study}/generations", "get": "/api/v1/generations/{run}",
-                   "cancel": "/api/v1/generations/{run}/cancel", "body": "form"},
-    "hexagons": {"start": "/api/v1/hexagons/studies/{study}/generations",
-                 "list": "/api/v1/hexagons/studies/{study}/generations",
-                 "get": "/api/v1/hexagons/generations/{run}",
-                 "cancel": "/api/v1/hexagons/generations/{run}/cancel", "body": "json"},
-    "a3ds": {"start": "/api/v1/a3ds/studies/{study}/generations",
-             "list": "/api/v1/a3ds/studies/{study}/generations",
-             "get": "/api/v1/a3ds/generations/{run}",
-             "cancel": "/api/v1/a3ds/generations/{run}/cancel", "body": "json"},
-    "sts": {"get": "/api/v1/sts/generations/{run}", "cancel": "/api/v1/jobs/{job}/cancel", "body": "json"},
-}
-
-
 class ProctorError(Exception):
     """Anything the client could not do."""
 
@@ -401,70 +383,39 @@ class Client:
                 raise WatchTimeout(job, timeout)
             time.sleep(interval)
 
-    # ---- generation runs --------------------------------------------------------------------
+    # ---- agent runs: one path for every kind (docs/runs.md) ----------------------------------
 
     @staticmethod
-    def _routes(kind: str) -> dict[str, str]:
-        routes = GENERATION_ROUTES.get(kind)
-        if routes is None:
-            raise ProctorError(f"kind {kind!r} has no generation runs this client knows; "
-                               f"known: {', '.join(sorted(GENERATION_ROUTES))}")
-        return routes
+    def _run(got: dict) -> GenerationRun:
+        return GenerationRun(kind=got["kind"], id=got["id"], job_id=got["job_id"], state=got["state"], raw=got)
 
-    def _run(self, kind: str, got: dict) -> GenerationRun:
-        # Some kinds answer {"run", "job"}; others the job's summary, whose id is the job's.
-        if "run" in got:
-            return GenerationRun(kind=kind, id=got["run"], job_id=got["job"], state=got["state"], raw=got)
-        job_id = got.get("job", got["id"])
-        return GenerationRun(kind=kind, id=got["id"], job_id=job_id, state=got["state"], raw=got)
-
-    def start_generation(self, study_id: int, *, file: FileLike | None = None, kind: str | None = None,
-                         **params) -> GenerationRun:
-        """Start a generation run on a study, with its kind's parameters (docs/client.md lists
-        them per kind); `file` for a kind that takes one (navigation: the R2R paths file).
-        Watch it with watch_job(run.job_id); cancel with cancel_generation(run)."""
-        kind = kind or self.study(study_id).kind
-        routes = self._routes(kind)
-        if "start" not in routes:
-            raise ProctorError(f"{kind} runs start from elsewhere (start_suite_generation)")
-        path = routes["start"].format(study=study_id)
-        if routes["body"] == "form":
-            files = None
-            if file is not None:
-                name, data = _file(file, "paths.json")
-                files = {"file": (name, data)}
-            got = self.request("POST", path, data=_form(params), files=files)
-        else:
-            if file is not None:
-                raise ProctorError(f"{kind} generation runs take no file")
-            got = self.request("POST", path, json=params)
-        return self._run(kind, got)
+    def start_generation(self, study_id: int, *, file: FileLike | None = None, **params) -> GenerationRun:
+        """Start an agent run on a study, with its kind's fields (docs/runs.md lists them);
+        `file` for a kind that takes one (navigation: the R2R paths file). Watch it with
+        watch_job(run.job_id); cancel with cancel_generation(run)."""
+        path = f"/api/v1/studies/{study_id}/runs"
+        if file is not None:
+            name, data = _file(file, "paths.json")
+            return self._run(self.request("POST", path, data=_form(params), files={"file": (name, data)}))
+        return self._run(self.request("POST", path, json={k: v for k, v in params.items() if v is not None}))
 
     def start_suite_generation(self, suite_id: int, version: int, *, agent: str | None = None,
                                agent_id: int | None = None, **params) -> GenerationRun:
         """A Standardised Test Suite version's continuations by an agent (`agent_id`) or a
         built-in (`agent`: expert, random)."""
         body = {k: v for k, v in (("agent", agent), ("agent_id", agent_id)) if v is not None}
-        got = self.request("POST", f"/api/v1/sts/suites/{suite_id}/versions/{version}/generations",
-                           json={**body, **params})
-        return self._run("sts", got)
+        return self._run(self.request("POST", "/api/v1/runs", json={
+            "kind": "sts", "target": {"suite_id": suite_id, "version": version}, **body, **params}))
 
-    def generation(self, run: GenerationRun) -> GenerationRun:
-        """The run as its kind reports it now (counts of what it stored are in `raw`)."""
-        got = self.request("GET", self._routes(run.kind)["get"].format(run=run.id))
-        got.setdefault("job", run.job_id)
-        return self._run(run.kind, got)
+    def generation(self, run: GenerationRun | int) -> GenerationRun:
+        """The run now: its job's state and progress, and what it stored (`raw["detail"]`)."""
+        return self._run(self.request("GET", f"/api/v1/runs/{getattr(run, 'id', run)}"))
 
-    def generations(self, study_id: int, *, kind: str | None = None) -> list[GenerationRun]:
-        """A study's runs, for the kinds that list them; else its jobs' generation tasks."""
-        kind = kind or self.study(study_id).kind
-        routes = self._routes(kind)
-        if "list" in routes:
-            return [self._run(kind, r) for r in self.request("GET", routes["list"].format(study=study_id))]
-        raise ProctorError(f"{kind} has no list of runs: see jobs(study_id=...)")
+    def generations(self, study_id: int | None = None, *, kind: str | None = None) -> list[GenerationRun]:
+        """Your runs, newest first: a study's, a kind's, or all."""
+        query = {k: v for k, v in (("study_id", study_id), ("kind", kind)) if v is not None}
+        return [self._run(r) for r in self.request("GET", "/api/v1/runs", params=query)]
 
-    def cancel_generation(self, run: GenerationRun) -> GenerationRun:
+    def cancel_generation(self, run: GenerationRun | int) -> GenerationRun:
         """Stop the run at its next progress check; what it stored stays."""
-        path = self._routes(run.kind)["cancel"].format(run=run.id, job=run.job_id)
-        self.request("POST", path)
-        return self.generation(run)
+        return self._run(self.request("POST", f"/api/v1/runs/{getattr(run, 'id', run)}/cancel"))

@@ -105,8 +105,8 @@ class Job:
 
 @dataclass(frozen=True)
 class GenerationRun:
-    """A generation run as its kind's API reports it. `id` is the run's id in its kind's
-    routes; `job_id` the job that carries it (watch it with Client.watch_job)."""
+    """An agent run (GET /api/v1/runs/{id}): `id` is the run's, `job_id` the job that carries
+    it (watch it with Client.watch_job); `raw["detail"]` says what it stored, in its kind's words."""
     kind: str
     id: int
     job_id: int

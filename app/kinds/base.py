@@ -148,6 +148,12 @@ class TaskKind(ABC):
     # How the agents page describes such a model ("a navigation speaker (path to instruction)").
     artifact_help: ClassVar[str] = ""
 
+    def agent_runs(self) -> Any:
+        """The kind's agent runs (app.runs.component.AgentRuns): what a run of its models over a
+        study (or its own target) takes and stores; None for a kind without. The core gives
+        every such kind the one runs API, page section and cancelling (docs/runs.md)."""
+        return None
+
     def routers(self) -> list[Any]:
         """FastAPI routers with the kind's pages and API routes (imported only when called, so
         a worker process never loads the web code)."""

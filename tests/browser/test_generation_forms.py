@@ -33,11 +33,13 @@ def _going_job(session, study, task: str, total: int, **params):
     """A run's job that a worker is on (fresh heartbeat): the in-process worker leaves it be."""
     from app import jobs
     from app.db import utcnow
+    from app.runs.models import AgentRun
 
     job = jobs.Job(task=task, study_id=study.id, owner_id=study.owner_id, state="running", params=params,
                    total=total, done=1, started_at=utcnow(), heartbeat_at=utcnow(), attempts=1)
     session.add(job)
     session.flush()
+    session.add(AgentRun(kind=study.kind, study_id=study.id, params=params, job_id=job.id, owner_id=study.owner_id))
     return job
 
 
@@ -76,7 +78,7 @@ def _navigation(s, owner, tmp_path) -> dict:
         expect(form.get_by_label("N (instructions per path)")).to_have_value("7")
         expect(form.get_by_label("M (follows per candidate)")).to_have_value("2")
 
-    return {"study": study, "job": job, "list": "#generations", "progress": "2 of 4 paths",
+    return {"study": study, "job": job, "list": "#generations", "progress": "2 of 4 paths", "poll": "/generations",
             "fill": fill, "kept": kept}
 
 
@@ -98,7 +100,7 @@ def _a3ds(s, owner, tmp_path) -> dict:
         expect(form.get_by_label("Captioner")).to_have_value(chosen)
         expect(form.get_by_label("Batch")).to_have_value("5")
 
-    return {"study": study, "job": job, "list": "#captioner-runs", "progress": "2 of 5 pairs",
+    return {"study": study, "job": job, "list": "#captioner-runs", "progress": "2 of 5 pairs", "poll": "/runs",
             "fill": fill, "kept": kept}
 
 
@@ -122,7 +124,7 @@ def _hexagons(s, owner, tmp_path) -> dict:
         expect(form.get_by_label("Each step on")).to_have_value("own")
         expect(form.get_by_label("Batch")).to_have_value("5")
 
-    return {"study": study, "job": job, "list": "#executor-runs", "progress": "2 of 3 procedures",
+    return {"study": study, "job": job, "list": "#executor-runs", "progress": "2 of 3 procedures", "poll": "/runs",
             "fill": fill, "kept": kept}
 
 
@@ -151,7 +153,7 @@ def test_the_start_form_keeps_its_values_while_the_runs_list_refreshes(live_serv
     with Session() as s:  # the run moves on: the next poll shows it
         s.get(jobs.Job, job_id).done = 2
         s.commit()
-    polled = lambda r: r.url.endswith("/generations") and r.request.method == "GET"  # noqa: E731
+    polled = lambda r: r.url.endswith(case["poll"]) and r.request.method == "GET"  # noqa: E731
     for _ in range(2):  # two polls, 3 s apart
         with page.expect_response(polled, timeout=10000):
             pass

@@ -217,6 +217,15 @@ POST /api/v1/a3ds/studies/{study_id}/generations        401    401    422    404
 GET  /api/v1/a3ds/studies/{study_id}/generations        401    401    200    404    200    200     404     200     401
 GET  /api/v1/a3ds/generations/{job_id}                  401    401    200    404    200    200     404     200     401
 POST /api/v1/a3ds/generations/{job_id}/cancel           401    401    422    404    422    422     404     422     401
+# ---- agent runs (app/runs/api.py), one path for every kind: the study's managers, or the
+#      target's (an STS suite). The probe run is the ended Hexagons executor run (cancel: 422);
+#      a start names no artifact (422), an STS start no agent (422)
+GET  /studies/{study_id}/runs                           login  login  200    404    200    200     404     200     401
+POST /api/v1/studies/{study_id}/runs                    401    401    422    404    422    422     404     422     401
+POST /api/v1/runs                                       401    401    422    404    422    422     404     422     401
+GET  /api/v1/runs                                       401    401    200    200    200    200     200     200     401
+GET  /api/v1/runs/{run_id}                              401    401    200    404    200    200     404     200     401
+POST /api/v1/runs/{run_id}/cancel                       401    401    422    404    422    422     404     422     401
 # ---- API: admins
 GET  /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
 POST /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
@@ -532,8 +541,12 @@ def _hexrun_world(session, owner) -> dict:
     job = jobs.create_job(session, "hexagons.generate", study_id=study.id, owner_id=owner.id, artifact_id=1,
                           agent_id=1, on="gold", batch_size=8)
     job.state = "done"
+    from app.runs.models import AgentRun
+
+    run = AgentRun(kind="hexagons", study_id=study.id, params=job.params, job_id=job.id, owner_id=owner.id)
+    session.add(run)
     session.commit()
-    return {"study": study.id, "job": job.id}
+    return {"study": study.id, "job": job.id, "run": run.id}
 
 
 def _a3dsrun_world(session, owner) -> dict:
@@ -612,6 +625,8 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         else:
             which = "draft" if "targets" in template else "described" if method == "POST" else "verification"
             path = template.replace("{study_id}", str(w.hex[which]))
+    if template.startswith("/api/v1/runs") or template.endswith("/studies/{study_id}/runs"):
+        path = template.replace("{study_id}", str(w.hexrun["study"])).replace("{run_id}", str(w.hexrun["run"]))
     if "/a3ds/" in template and "/generations" in template:
         path = template.replace("{study_id}", str(w.a3dsrun["study"])).replace("{job_id}", str(w.a3dsrun["job"]))
     if template == "/api/v1/sts/preview/{study_id}/{item_id}":  # a play study's mission
@@ -694,6 +709,12 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         kw["json"] = {"artifact_id": 999999}  # required by the schema; no such artifact
     elif key in ("POST /hexagons/studies/{study_id}/generations", "POST /api/v1/hexagons/generations/{job_id}/cancel"):
         form = {} if key.startswith("POST /hexagons/") else None
+    elif key == "POST /api/v1/studies/{study_id}/runs":
+        kw["json"] = {"on": "gold"}  # no artifact_id
+    elif key == "POST /api/v1/runs":
+        kw["json"] = {"kind": "sts", "target": {"suite_id": w.sts["suite"], "version": 1}}  # no agent
+    elif key == "POST /api/v1/runs/{run_id}/cancel":
+        pass
     elif key == "POST /api/v1/a3ds/studies/{study_id}/generations":
         kw["json"] = {}
     elif key in ("POST /a3ds/studies/{study_id}/generations", "POST /api/v1/a3ds/generations/{job_id}/cancel"):

@@ -251,7 +251,7 @@ def test_a_generation_run_is_started_watched_and_listed(server):
         assert job.state == "done" and job.done == job.total > 0
         assert seen[-1].state == "done"
         now = pc.generation(run)
-        assert now.state == "done" and now.raw["items"] == 3
+        assert now.state == "done" and now.raw["detail"]["items"] == 3
         assert len(pc.all_items(study.id)) == before + 3
         assert run.id in {r.id for r in pc.generations(study.id)}
         assert run.job_id in {j.id for j in pc.jobs(study_id=study.id)}
@@ -269,7 +269,7 @@ def test_a_queued_run_is_cancelled_and_watching_it_says_so(queued_server):
         assert pc.cancel_generation(run).state == "cancelled"
         with pytest.raises(JobFailed, match="cancelled"):
             pc.watch_job(run.job_id, interval=0.1, timeout=30)
-        assert pc.generation(run).raw["items"] == 0
+        assert pc.generation(run).raw["detail"]["items"] == 0
     # The command line: start without watching, cancel, then watch reports the end.
     out = queued_server.remote("generate", str(study.id), "--param", "speaker=short", "--no-watch")
     assert out.returncode == 0, out.stderr

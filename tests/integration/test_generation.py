@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import func, select
 
 from app import jobs
+from app.runs.models import AgentRun
 from app.kinds.navigation.generation import create_run
 from app.kinds.navigation.models import Candidate, GenerationRun, Rollout
 from app.agents.models import AgentArtifact
@@ -94,9 +95,11 @@ def _setup(session, tiny_models) -> dict:
 
 
 def _run(session, s, design="evaluation", listeners=True, **kw) -> GenerationRun:
-    return create_run(session, s["study"], s["owner"], speaker_artifact_id=s["speaker"].id,
-                      listener_artifact_ids=[a.id for a in s["listeners"]] if listeners else [],
-                      paths_data=s["paths"], n=N, m=M, design=design, max_len=12, batch_size=2, **kw)
+    run = create_run(session, s["study"], s["owner"], speaker_artifact_id=s["speaker"].id,
+                     listener_artifact_ids=[a.id for a in s["listeners"]] if listeners else [],
+                     paths_data=s["paths"], n=N, m=M, design=design, max_len=12, batch_size=2, **kw)
+    session.commit()  # create_run only flushes: the runs service commits as it queues
+    return run
 
 
 def _candidates(session, run) -> dict[str, list[Candidate]]:
@@ -324,7 +327,8 @@ def test_api_and_page(session, setup, client):
     first = session.scalars(select(Candidate).where(Candidate.run_id == run_id, Candidate.chosen)).first()
     from html import escape
 
-    assert f"Generation run #{run_id}" in page.text and escape(first.instruction) in page.text
+    agent_run = session.scalar(select(AgentRun).where(AgentRun.job_id == job_id))
+    assert f"Candidates of run #{agent_run.id}" in page.text and escape(first.instruction) in page.text
     assert "N=3 (nucleus p=0.9)" in page.text
     part = client.get(f"/studies/{study.id}/generations")
     assert part.status_code == 200 and "gamma" in part.text
@@ -560,7 +564,9 @@ def test_a_run_is_started_from_the_study_page(session, setup, client):
     run = session.scalar(select(GenerationRun))
     assert run.n == N and sorted(run.listener_artifact_ids) == sorted(a.id for a in setup["listeners"])
     page = client.get(f"/studies/{study.id}").text
-    assert f"Generation run #{run.id}" in page and f"/api/v1/generations/{run.id}/cancel" in page
+    agent_run = session.scalar(select(AgentRun).where(AgentRun.job_id == run.job_id))  # the one runs list
+    assert f"#{agent_run.id}" in page and f"/api/v1/runs/{agent_run.id}/cancel" in page
+    assert agent_run.artifact_ids == [setup["speaker"].id, *run.listener_artifact_ids]
 
 
 def test_the_page_and_the_api_start_runs_from_the_same_options(session, setup, client):

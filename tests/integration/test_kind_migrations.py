@@ -55,7 +55,7 @@ def test_existing_jobs_and_tom_clusters_are_carried_into_the_kinds_branches(old_
         jobs = c.execute(text("SELECT id, task, state FROM jobs ORDER BY id")).all()
         clusters = c.execute(text("SELECT id, cluster FROM items ORDER BY id")).all()
     eng.dispose()
-    assert {"nav0004", "tom0001"} <= heads
+    assert {"nav0005", "tom0001"} <= heads
     # Jobs keep their state under the names their kind now registers them by.
     assert [tuple(j) for j in jobs] == [(1, "navigation.generate", "running"),
                                         (2, "navigation.validate", "queued"), (3, "export", "done")]
@@ -92,7 +92,7 @@ def test_generation_runs_from_before_top_p_read_as_pure_sampling(old_database):
     with eng.connect() as c:
         heads = set(c.execute(text("SELECT version_num FROM alembic_version")).scalars())
         runs = c.execute(text("SELECT id, n, seed, gamma, state, top_p FROM generation_runs")).all()
-    assert "nav0004" in heads and "nav0001" not in heads
+    assert "nav0005" in heads and "nav0001" not in heads
     assert [tuple(r) for r in runs] == [(7, 10, 4, 0.25, "done", 1.0)]
     # A run stored after the upgrade without naming top_p reads 1.0 too (the server default).
     with eng.begin() as c:
@@ -124,7 +124,7 @@ def test_buildings_from_before_owners_have_none(old_database):
     with eng.connect() as c:
         heads = set(c.execute(text("SELECT version_num FROM alembic_version")).scalars())
         rows = c.execute(text("SELECT id, scan, n_viewpoints, owner_id FROM environments")).all()
-    assert "nav0004" in heads and "nav0002" not in heads
+    assert "nav0005" in heads and "nav0002" not in heads
     assert [tuple(r) for r in rows] == [(3, "grid", 14, None)]
     command.downgrade(cfg, "nav0002")
     with eng.connect() as c:
@@ -157,7 +157,7 @@ def test_the_sts_tables_are_what_their_models_say_and_leave_with_their_branch(ol
         ctx = MigrationContext.configure(c, opts={"compare_type": True, "include_object": _sts_only})
         diff = compare_metadata(ctx, load_models().metadata)
         tables = {t for t in inspect(c).get_table_names() if t.startswith("sts_")}
-    assert "sts0004" in heads
+    assert "sts0005" in heads
     assert diff == [], diff
     assert tables == {t for t in load_models().metadata.tables if t.startswith("sts_")} and len(tables) == 8
     command.downgrade(alembic_config(old_database), "sts@base")
@@ -166,7 +166,7 @@ def test_the_sts_tables_are_what_their_models_say_and_leave_with_their_branch(ol
         heads = set(c.execute(text("SELECT version_num FROM alembic_version")).scalars())
     eng.dispose()
     assert not {t for t in left if t.startswith("sts_")} and {"users", "agents", "jobs"} <= left
-    assert not {"sts0001", "sts0002", "sts0003", "sts0004"} & heads and "nav0004" in heads
+    assert not {"sts0001", "sts0002", "sts0003", "sts0004", "sts0005"} & heads and "nav0005" in heads
 
 
 def test_a_recordings_actor_grows_to_name_its_player(old_database):
@@ -223,3 +223,62 @@ def test_generation_jobs_are_named_generate_and_keep_their_state(old_database):
         tasks = list(c.execute(text("SELECT task FROM jobs ORDER BY id")).scalars())
     eng.dispose()
     assert tasks == ["navigation.generation", "sts.generation", "navigation.validate"]
+
+
+def test_runs_from_before_the_runs_table_become_agent_runs(old_database):
+    """0016, nav0005 and sts0005: every generation run stored before agent_runs existed gets its
+    row there, whichever branch migrates first: an A3DS job with its params, a navigation run
+    with its speaker and listeners, an STS run with its suite version and agent."""
+    from sqlalchemy.orm import Session
+
+    from app import jobs
+    from app.agents.models import AgentArtifact
+    from app.kinds.navigation.models import GenerationRun as NavRun
+    from app.kinds.sts import suites
+    from app.kinds.sts.models import GenerationRun as StsRun
+    from app.runs.models import AgentRun
+    from app.studies import services
+    from tests.conftest import create_tom_study, make_user
+
+    migrate_db(old_database)
+    eng = create_engine(old_database)
+    with Session(eng) as s:
+        owner = make_user(s, "researcher")
+        study = create_tom_study(s, owner, live=False)
+        a3 = jobs.create_job(s, "a3ds.generate", study_id=study.id, owner_id=owner.id, speaker="short",
+                             captioner="short", batch_size=4)
+        nav_agent = services.register_agent(s, owner, "navigation", "old speaker")
+        arts = [AgentArtifact(agent_id=nav_agent.id, version=v, role=role, format="safetensors",
+                              blob_key="artifacts/none", size=0, sha256="0" * 64)
+                for v, role in ((1, "speaker"), (2, "listener"), (3, "listener"))]
+        s.add_all(arts)
+        s.flush()
+        nav_job = jobs.create_job(s, "navigation.generate", study_id=study.id, owner_id=owner.id)
+        nav = NavRun(study_id=study.id, owner_id=owner.id, speaker_artifact_id=arts[0].id,
+                     listener_artifact_ids=[arts[1].id, arts[2].id], n=4, k=2, m=1, metric="ndtw",
+                     design="evaluation", max_len=10, seed=3, batch_size=2, paths=[], job_id=nav_job.id)
+        suite = suites.create_suite(s, owner, "old suite")
+        sts_agent = services.register_agent(s, owner, "sts", "old policy")
+        sts_job = jobs.create_job(s, "sts.generate", owner_id=owner.id)
+        sts = StsRun(version_id=suites.latest_version(s, suite).id, agent_id=sts_agent.id, owner_id=owner.id,
+                     job_id=sts_job.id, continuations=5, seed=1, batch_size=8)
+        s.add_all([nav, sts])
+        s.commit()
+        ids = {"a3": a3.id, "nav": nav_job.id, "sts": sts_job.id, "nav_run": nav.id, "sts_run": sts.id,
+               "suite": suite.id, "study": study.id, "agent": sts_agent.id, "arts": [a.id for a in arts]}
+    cfg = alembic_config(old_database)
+    for branch_before in ("nav0004", "sts0004", "0015"):  # as the database was before
+        command.downgrade(cfg, branch_before)
+    with eng.connect() as c:
+        assert "agent_runs" not in set(c.dialect.get_table_names(c))
+    migrate_db(old_database)
+    with Session(eng) as s:
+        got = {r.job_id: r for r in s.query(AgentRun)}
+    eng.dispose()
+    assert set(got) == {ids["a3"], ids["nav"], ids["sts"]}
+    a3r, navr, stsr = got[ids["a3"]], got[ids["nav"]], got[ids["sts"]]
+    assert (a3r.kind, a3r.study_id, a3r.params["speaker"]) == ("a3ds", ids["study"], "short")
+    assert (navr.kind, navr.artifact_ids, navr.params["generation_run"], navr.params["n"]) == \
+        ("navigation", ids["arts"], ids["nav_run"], 4)
+    assert (stsr.kind, stsr.study_id, stsr.target, stsr.agent_id, stsr.params["continuations"]) == \
+        ("sts", None, {"suite_id": ids["suite"], "version": 1}, ids["agent"], 5)

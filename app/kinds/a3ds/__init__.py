@@ -100,6 +100,11 @@ class ReferenceGame(TaskKind):
 
         return a3ds
 
+    def agent_runs(self):
+        from app.kinds.a3ds.generation import CaptionerRuns
+
+        return CaptionerRuns()
+
     def routers(self) -> list:
         from app.kinds.a3ds.views import api, router
 

@@ -20,6 +20,7 @@ from app.auth.models import User
 from app.errors import Conflict, InputError
 from app.kinds.a3ds.speakers import SPEAKERS
 from app.params import MAX_ID
+from app.runs.component import AgentRuns, Started
 from app.studies.models import Item, Study
 
 KIND_NAME = "a3ds"
@@ -111,11 +112,15 @@ def item_prefix(params: dict) -> str:
     return f"gen:{params.get('captioner', '')}:"
 
 
+def _items(session: Session, study_id: int | None, params: dict) -> int:
+    """The items a run's captioner has added to the study."""
+    return session.scalar(select(func.count(Item.id)).where(
+        Item.study_id == study_id, Item.external_id.startswith(item_prefix(params), autoescape=True))) or 0
+
+
 def summary(session: Session, job: jobs.Job) -> dict:
     p = job.params or {}
-    items = session.scalar(select(func.count(Item.id)).where(
-        Item.study_id == job.study_id, Item.external_id.startswith(item_prefix(p),
-                                                                   autoescape=True)))
+    items = _items(session, job.study_id, p)
     return {"id": job.id, "study_id": job.study_id, "state": job.state, "done": job.done, "total": job.total,
             "log": job.log, "captioner": p.get("captioner"), "speaker": p.get("speaker"),
             "artifact_id": p.get("artifact_id"), "agent_id": p.get("agent_id"), "batch_size": p.get("batch_size"),
@@ -128,7 +133,30 @@ def study_context(session: Session, study: Study) -> dict:
         select(AgentArtifact, Agent).join(Agent, Agent.id == AgentArtifact.agent_id)
         .where(Agent.owner_id == study.owner_id, Agent.kind == KIND_NAME, AgentArtifact.role == "captioner",
                AgentArtifact.state == "valid").order_by(Agent.name, AgentArtifact.version.desc())).all()
-    return {"captioner_runs": [summary(session, j) for j in runs_of(session, study)],
+    from app.runs import service as runs
+
+    return {**runs.study_page_context(session, study),
             "captioner_models": [{"id": a.id, "label": f"{g.name} v{g.version}, model v{a.version} ({a.format})"}
                                  for a, g in arts],
             "speakers": SPEAKERS}
+
+
+class CaptionerRuns(AgentRuns):
+    """A3DS's agent runs (app/runs): a captioner's captions of a study's pairs become items."""
+
+    noun = "captioner run"
+    fields = {"speaker": "text", "artifact_id": "int", "batch_size": "int"}
+    columns = (("Captioner", "captioner"), ("Items", "items"))
+    unit = "pairs"
+
+    def start(self, session: Session, user: User, study: Study, target: dict, params: dict) -> Started:
+        job = create_run(session, study, user, speaker=params.get("speaker"), artifact_id=params.get("artifact_id"),
+                         batch_size=params.get("batch_size", DEFAULT_BATCH))
+        p = job.params
+        return Started(job, agent_id=p.get("agent_id"), params=p,
+                       artifact_ids=[p["artifact_id"]] if p.get("artifact_id") else [])
+
+    def describe(self, session: Session, run, job: jobs.Job | None) -> dict:
+        p = run.params or {}
+        return {"captioner": p.get("captioner"), "speaker": p.get("speaker"), "batch_size": p.get("batch_size"),
+                "items": _items(session, run.study_id, p)}

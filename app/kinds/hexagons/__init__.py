@@ -100,6 +100,11 @@ class Hexagons(TaskKind):
     artifact_help: ClassVar[str] = ("a Hexagons executor (instruction tokens and the current board to the next "
                                     "board's logits, docs/kinds/hexagons.md)")
 
+    def agent_runs(self):
+        from app.kinds.hexagons.generation import ExecutorRuns
+
+        return ExecutorRuns()
+
     def routers(self) -> list:
         from app.kinds.hexagons.views import api, router
 

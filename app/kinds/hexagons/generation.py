@@ -17,6 +17,7 @@ from app.agents.models import Agent, AgentArtifact, AgentOutput
 from app.auth.models import User
 from app.errors import Conflict, InputError
 from app.params import MAX_ID
+from app.runs.component import AgentRuns, Started
 from app.studies.models import Item, Study
 
 KIND_NAME = "hexagons"
@@ -102,17 +103,20 @@ def runs_of(session: Session, study: Study) -> list[jobs.Job]:
                                 .order_by(jobs.Job.id.desc())))
 
 
-def summary(session: Session, job: jobs.Job) -> dict:
-    p = job.params or {}
+def _described(session: Session, study_id: int | None, p: dict) -> dict:
+    """What a run ran and how many of its agent's outputs the study holds."""
     agent = session.get(Agent, p.get("agent_id")) if p.get("agent_id") else None
     art = session.get(AgentArtifact, p.get("artifact_id")) if p.get("artifact_id") else None
     outputs = session.scalar(select(func.count(AgentOutput.id)).where(
-        AgentOutput.study_id == job.study_id, AgentOutput.agent_id == p.get("agent_id"))) if agent else 0
+        AgentOutput.study_id == study_id, AgentOutput.agent_id == p.get("agent_id"))) if agent else 0
+    return {"on": p.get("on"), "batch_size": p.get("batch_size"), "artifact_id": p.get("artifact_id"),
+            "artifact": f"v{art.version} ({art.format})" if art else None, "agent_id": p.get("agent_id"),
+            "agent": f"{agent.name} v{agent.version}" if agent else None, "outputs": outputs}
+
+
+def summary(session: Session, job: jobs.Job) -> dict:
     return {"id": job.id, "study_id": job.study_id, "state": job.state, "done": job.done, "total": job.total,
-            "log": job.log, "on": p.get("on"), "batch_size": p.get("batch_size"),
-            "artifact_id": p.get("artifact_id"), "artifact": f"v{art.version} ({art.format})" if art else None,
-            "agent_id": p.get("agent_id"), "agent": f"{agent.name} v{agent.version}" if agent else None,
-            "outputs": outputs, "result": job.result or {}}
+            "log": job.log, **_described(session, job.study_id, job.params or {}), "result": job.result or {}}
 
 
 def study_context(session: Session, study: Study) -> dict:
@@ -123,7 +127,30 @@ def study_context(session: Session, study: Study) -> dict:
                AgentArtifact.state == "valid").order_by(Agent.name, AgentArtifact.version.desc())).all()
     agents = session.scalars(select(Agent).where(Agent.owner_id == study.owner_id, Agent.kind == KIND_NAME)
                              .order_by(Agent.name, Agent.version)).all()
-    return {"executor_runs": [summary(session, j) for j in runs_of(session, study)],
+    from app.runs import service as runs
+
+    return {**runs.study_page_context(session, study),
             "executors": [{"id": a.id, "label": f"{g.name} v{g.version}, model v{a.version} ({a.format})"}
                           for a, g in arts],
             "executor_agents": [{"id": g.id, "label": f"{g.name} v{g.version}"} for g in agents]}
+
+
+class ExecutorRuns(AgentRuns):
+    """Hexagons' agent runs (app/runs): an executor's boards become an agent's outputs."""
+
+    noun = "executor run"
+    fields = {"artifact_id": "int", "agent_id": "int", "on": "text", "batch_size": "int"}
+    columns = (("Executor", "artifact"), ("Agent", "agent"), ("Previous board", "on"), ("Outputs", "outputs"))
+    unit = "procedures"
+
+    def start(self, session: Session, user: User, study: Study, target: dict, params: dict) -> Started:
+        if params.get("artifact_id") is None:
+            raise InputError("artifact_id is required: the executor to run (a valid Hexagons executor artifact)",
+                             field="artifact_id")
+        job = create_run(session, study, user, artifact_id=params["artifact_id"], agent_id=params.get("agent_id"),
+                         on=params.get("on", "gold"), batch_size=params.get("batch_size", DEFAULT_BATCH))
+        p = job.params
+        return Started(job, agent_id=p["agent_id"], artifact_ids=[p["artifact_id"]], params=p)
+
+    def describe(self, session: Session, run, job: jobs.Job | None) -> dict:
+        return _described(session, run.study_id, run.params or {})

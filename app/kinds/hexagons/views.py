@@ -23,6 +23,7 @@ from app.auth.models import User
 from app.errors import InputError
 from app.kinds.hexagons import generation
 from app.params import BodyId, Id
+from app.runs import service as runs
 from app.studies.models import Item, Study
 from app.web import flash, form_number, render
 
@@ -339,12 +340,11 @@ class GenerationIn(BaseModel):
 
 
 def _start(session: Session, study, user: User, artifact_id, agent_id, on, batch_size) -> jobs.Job:
-    if artifact_id is None:
-        raise InputError("artifact_id is required: the executor to run (a valid Hexagons executor artifact)",
-                         field="artifact_id")
-    job = generation.create_run(session, study, session.merge(user), artifact_id=artifact_id, agent_id=agent_id,
-                                on=on, batch_size=batch_size)
-    return jobs.submit(session, job)
+    """Through the one runs service (app/runs), as POST /api/v1/studies/{id}/runs does."""
+    params = {k: v for k, v in (("artifact_id", artifact_id), ("agent_id", agent_id), ("on", on),
+                                ("batch_size", batch_size)) if v is not None}
+    run = runs.start(session, session.merge(user), generation.KIND_NAME, params, study=study)
+    return session.get(jobs.Job, run.job_id)
 
 
 def _run(session: Session, user: User, job_id: int) -> jobs.Job:
@@ -354,7 +354,9 @@ def _run(session: Session, user: User, job_id: int) -> jobs.Job:
         raise HTTPException(404, str(exc)) from None
 
 
-@api.post("/studies/{study_id}/generations", status_code=202)
+# The paths before the one runs API (/api/v1/studies/{id}/runs, /api/v1/runs/{id}), kept for a
+# release: their ids are the runs' job ids.
+@api.post("/studies/{study_id}/generations", status_code=202, deprecated=True)
 def start_generation(study_id: Id, body: GenerationIn, session: Session = Depends(db),
                      user: User = Depends(researcher)) -> dict:
     """Run an executor artifact over the study's procedures (gold ones excepted), every step from
@@ -366,18 +368,18 @@ def start_generation(study_id: Id, body: GenerationIn, session: Session = Depend
     return generation.summary(session, job)
 
 
-@api.get("/studies/{study_id}/generations")
+@api.get("/studies/{study_id}/generations", deprecated=True)
 def list_generations(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> list:
     study = managed_study(session, study_id, user)
     return [generation.summary(session, j) for j in generation.runs_of(session, study)]
 
 
-@api.get("/generations/{job_id}")
+@api.get("/generations/{job_id}", deprecated=True)
 def get_generation(job_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
     return generation.summary(session, _run(session, user, job_id))
 
 
-@api.post("/generations/{job_id}/cancel")
+@api.post("/generations/{job_id}/cancel", deprecated=True)
 def cancel_generation(job_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
     """Stop the run before its next chunk of procedures; what it stored stays."""
     job = _run(session, user, job_id)
@@ -406,7 +408,7 @@ def start_generation_page(request: Request, study_id: Id, artifact_id: str = For
     except InputError as exc:
         flash(request, f"Not started: {exc}", "error")
     else:
-        flash(request, f"Executor run {job.id} queued.")
+        flash(request, f"Executor run #{runs.of_job(session, job.id).id} queued.")
     return RedirectResponse(back, status_code=303)
 
 # ---- end of executor runs ---------------------------------------------------------------------

@@ -158,6 +158,11 @@ class Navigation(TaskKind):
     artifact_help: ClassVar[str] = ("a navigation speaker (path to instruction) or listener "
                                     "(instruction to path)")
 
+    def agent_runs(self):
+        from app.kinds.navigation.generation import SpeakerRuns
+
+        return SpeakerRuns()
+
     def routers(self) -> list:
         from app.kinds.navigation.views import api, router
 

@@ -20,6 +20,7 @@ from app.auth.models import User
 from app.errors import Conflict, InputError
 from app.kinds.navigation.models import Candidate, GenerationRun, Rollout
 from app.params import MAX_ID
+from app.runs.component import AgentRuns, Started
 from app.studies.models import Study
 
 KIND_NAME = "navigation"
@@ -101,7 +102,8 @@ def create_run(session: Session, study: Study, user: User, *, speaker_artifact_i
                listener_artifact_ids: object = (), paths_data: bytes, n: object = 10, m: object = 3,
                metric: str = "ndtw", design: str = "evaluation", max_len: object = 60, seed: object = 0,
                batch_size: object = 8, k: object = None, top_p: object = 1.0) -> GenerationRun:
-    """Check everything, store the run and its job in one transaction; the caller enqueues."""
+    """Check everything and add the run and its job to the session (flushed, not committed):
+    the caller records the agent run and submits the job (app/runs)."""
     if study.kind != KIND_NAME:
         raise Conflict("generation runs are for navigation studies", field="study")
     if study.state != "draft":
@@ -130,7 +132,7 @@ def create_run(session: Session, study: Study, user: User, *, speaker_artifact_i
     job = jobs.create_job(session, f"{KIND_NAME}.generate", study_id=study.id, owner_id=user.id,
                           run_id=run.id)
     run.job_id = job.id
-    session.commit()
+    session.flush()
     return run
 
 
@@ -150,19 +152,23 @@ def runs_of(session: Session, study: Study) -> list[GenerationRun]:
                            .order_by(GenerationRun.id.desc())).all()
 
 
-def summary(session: Session, run: GenerationRun) -> dict:
-    job = session.get(jobs.Job, run.job_id) if run.job_id else None
+def _described(session: Session, run: GenerationRun) -> dict:
+    """What the run ran and how much of it is stored."""
     n_cands = session.scalar(select(func.count(Candidate.id)).where(Candidate.run_id == run.id))
     n_paths = session.scalar(select(func.count(func.distinct(Candidate.path_key))).where(Candidate.run_id == run.id))
     n_rollouts = session.scalar(select(func.count(Rollout.id)).join(Candidate, Candidate.id == Rollout.candidate_id)
                                 .where(Candidate.run_id == run.id))
+    return {"design": run.design, "n": run.n, "k": run.k, "m": run.m, "metric": run.metric, "top_p": run.top_p,
+            "sampling": sampling_label(run.top_p), "speaker_artifact_id": run.speaker_artifact_id,
+            "listener_artifact_ids": run.listener_artifact_ids, "gamma": run.gamma, "paths": len(run.paths),
+            "paths_done": n_paths, "candidates": n_cands, "rollouts": n_rollouts}
+
+
+def summary(session: Session, run: GenerationRun) -> dict:
+    job = session.get(jobs.Job, run.job_id) if run.job_id else None
     return {"id": run.id, "study_id": run.study_id, "state": job.state if job else run.state,
             "job": run.job_id, "done": job.done if job else 0, "total": job.total if job else len(run.paths),
-            "log": job.log if job else "", "design": run.design, "n": run.n, "k": run.k, "m": run.m,
-            "metric": run.metric, "top_p": run.top_p, "sampling": sampling_label(run.top_p),
-            "speaker_artifact_id": run.speaker_artifact_id,
-            "listener_artifact_ids": run.listener_artifact_ids, "gamma": run.gamma,
-            "paths": len(run.paths), "paths_done": n_paths, "candidates": n_cands, "rollouts": n_rollouts,
+            "log": job.log if job else "", **_described(session, run),
             "items": (job.result or {}).get("items") if job else None}
 
 
@@ -176,3 +182,48 @@ def candidates_by_path(session: Session, run: GenerationRun, limit_paths: int = 
             break
         out.setdefault(c.path_key, []).append(c)
     return list(out.items())
+
+
+def of_job(session: Session, job_id: int | None) -> GenerationRun | None:
+    return session.scalar(select(GenerationRun).where(GenerationRun.job_id == job_id)) if job_id else None
+
+
+class SpeakerRuns(AgentRuns):
+    """Navigation's agent runs (app/runs): a speaker's instructions for an R2R paths file,
+    reranked by listeners, become the study's items. The run's candidates and rollouts stay in
+    this kind's tables (models.GenerationRun, Candidate, Rollout)."""
+
+    noun = "generation run"
+    columns = (("Design", "design"), ("Sampling", "sampling"), ("K", "k"), ("M", "m"), ("Candidates", "candidates"),
+               ("Rollouts", "rollouts"), ("Items", "items"))
+    unit = "paths"
+    fields = {"file": "file", "speaker_artifact_id": "int", "listener_artifact_ids": "ints", "n": "int",
+              "k": "int", "m": "int", "metric": "text", "design": "text", "max_len": "int", "seed": "int",
+              "batch_size": "int", "top_p": "float"}
+    DEFAULTS = {"n": 10, "m": 3, "metric": "ndtw", "design": "evaluation", "max_len": 60, "seed": 0,
+                "batch_size": 8, "top_p": 1.0}
+
+    def start(self, session: Session, user: User, study: Study, target: dict, params: dict) -> Started:
+        data = params.get("file")
+        if not data:
+            raise InputError("choose a paths file (R2R JSON) to upload", field="file")
+        given = {k: v for k, v in params.items() if k != "file"}
+        if "speaker_artifact_id" not in given:
+            raise InputError("speaker_artifact_id is required: the speaker to run", field="speaker_artifact_id")
+        run = create_run(session, study, user, paths_data=data, **{**self.DEFAULTS, **given})
+        return Started(session.get(jobs.Job, run.job_id), artifact_ids=[run.speaker_artifact_id,
+                                                                         *run.listener_artifact_ids],
+                       params={k: getattr(run, k) for k in self.fields if k not in ("file", "speaker_artifact_id",
+                                                                                      "listener_artifact_ids")}
+                       | {"generation_run": run.id}, withdraw=((GenerationRun, run.id),))
+
+    def describe(self, session: Session, run, job: jobs.Job | None) -> dict:
+        grun = of_job(session, run.job_id)
+        return {"generation_run": grun.id, **_described(session, grun),
+                "items": (job.result or {}).get("items") if job else None} if grun else {}
+
+    def cancel(self, session: Session, run, job: jobs.Job) -> None:
+        grun = of_job(session, run.job_id)
+        if grun is not None:
+            grun.state = "cancelled"
+        jobs.cancel(session, job)

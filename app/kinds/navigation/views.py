@@ -3,14 +3,12 @@ a follower's pose trace, and the generation runs of a speaker (start, follow, ca
 
 from __future__ import annotations
 
-import json
 
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Response, UploadFile
 from fastapi.responses import JSONResponse, RedirectResponse
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app import jobs, jsonsafe
 from app.auth.deps import db, managed_study, optional_user, require, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
@@ -21,6 +19,7 @@ from app.kinds.navigation.models import Environment, GenerationRun
 from app.kinds.navigation.panoramas import import_panoramas, panorama_urls
 from app.kinds.navigation.traces import export_trace
 from app.params import Id, UPLOAD
+from app.runs import service as runs
 from app.studies.models import Annotation, Bundle, Item, Study
 from app.studies.services import can_manage
 from app.web import flash, read_upload, render
@@ -88,7 +87,10 @@ def generations_context(session: Session, study: Study) -> dict:
     models = {"speaker": [], "listener": []}
     for a, g in arts:
         models[a.role].append({"id": a.id, "label": f"{g.name} v{g.version}, model v{a.version} ({a.format})"})
-    return {"generations": [{"summary": generation.summary(session, r),
+    # The runs list is the core's (templates/runs/list.html); the section polls as a whole, so
+    # the candidates of a running run fill in too.
+    return {**runs.page_context(session, KIND_NAME, runs.of_study(session, study.id), None),
+            "generations": [{"summary": generation.summary(session, r), "run": runs.of_job(session, r.job_id),
                              "paths": generation.candidates_by_path(session, r)}
                             for r in generation.runs_of(session, study)],
             "speaker_models": models["speaker"], "listener_models": models["listener"],
@@ -120,7 +122,7 @@ async def start_generation_page(request: Request, study_id: Id, file: UploadFile
     except InputError as exc:
         session.rollback()
         return _study_page(request, session, study, user, 422, {"generations": str(exc)})
-    flash(request, f"Generation run #{run.id} started; it shows below as it goes.")
+    flash(request, f"Generation run #{runs.of_job(session, run.job_id).id} started; it shows below as it goes.")
     return RedirectResponse(f"/studies/{study.id}#generations", status_code=303)
 
 
@@ -151,29 +153,6 @@ def _run(session: Session, run_id: int, user: User):
     return run
 
 
-def _ids(text: str, field: str) -> list:
-    """Artifact ids as "3,4" or a JSON list; anything else is left for create_run to refuse."""
-    text = text.strip()
-    if not text:
-        return []
-    try:
-        value = jsonsafe.loads(text if text.startswith("[") else f"[{text}]")
-    except json.JSONDecodeError:
-        raise InputError("give artifact ids as 3,4 or [3, 4]", field=field) from None
-    return value
-
-
-def _num(text: str, field: str, default, cast=int):
-    """A form field as `cast` (int or float); blank: the default."""
-    if not text.strip():
-        return default
-    try:
-        return cast(text)
-    except ValueError:
-        what = "an integer" if cast is int else "a number"
-        raise InputError(f"{field} must be {what}", field=field) from None
-
-
 # What a start request may set besides the file (all text; blank: the default).
 START_FIELDS = ("speaker_artifact_id", "listener_artifact_ids", "n", "k", "m", "metric", "design", "max_len",
                 "seed", "batch_size", "top_p")
@@ -182,26 +161,16 @@ START_FIELDS = ("speaker_artifact_id", "listener_artifact_ids", "n", "k", "m", "
 async def start_run(session: Session, study: Study, user: User, file: UploadFile | None,
                     fields: dict[str, str]) -> GenerationRun:
     """Parse a start request's fields (START_FIELDS; blank or missing: the default) and start
-    the run: create_run checks and stores it, jobs.submit queues it. The API route and the
-    study page's form both start runs here, so they take the same options."""
-    def text(name: str) -> str:
-        return str(fields.get(name) or "")
-
-    speaker, k = text("speaker_artifact_id"), text("k")
-    run = generation.create_run(
-        session, study, session.merge(user),
-        speaker_artifact_id=_num(speaker, "speaker_artifact_id", -1) if speaker.strip() else None,
-        listener_artifact_ids=_ids(text("listener_artifact_ids"), "listener_artifact_ids"),
-        paths_data=await read_upload(file), n=_num(text("n"), "n", 10), m=_num(text("m"), "m", 3),
-        metric=text("metric") or "ndtw", design=text("design") or "evaluation",
-        max_len=_num(text("max_len"), "max_len", 60), seed=_num(text("seed"), "seed", 0),
-        batch_size=_num(text("batch_size"), "batch_size", 8), k=_num(k, "k", 0) if k.strip() else None,
-        top_p=_num(text("top_p"), "top_p", 1.0, float))
-    jobs.submit(session, session.get(jobs.Job, run.job_id), withdraw=((GenerationRun, run.id),))
-    return run
+    the run through the one runs service (app/runs), as POST /api/v1/studies/{id}/runs does;
+    the study page's form starts runs here too, so they take the same options."""
+    params = runs.from_form(generation.SpeakerRuns(), {**fields, "file": await read_upload(file)})
+    run = runs.start(session, session.merge(user), KIND_NAME, params, study=study)
+    return generation.of_job(session, run.job_id)
 
 
-@api.post("/studies/{study_id}/generations", status_code=202, tags=["generation"])
+# The paths before the one runs API (/api/v1/studies/{id}/runs, /api/v1/runs/{id}), kept for a
+# release: their ids are the kind's generation runs' (each run's detail.generation_run).
+@api.post("/studies/{study_id}/generations", status_code=202, tags=["generation"], deprecated=True)
 async def start_generation(study_id: Id, file: UploadFile = UPLOAD, speaker_artifact_id: str = Form(""),
                            listener_artifact_ids: str = Form(""), n: str = Form(""), k: str = Form(""),
                            m: str = Form(""), metric: str = Form("ndtw"), design: str = Form("evaluation"),
@@ -221,11 +190,11 @@ async def start_generation(study_id: Id, file: UploadFile = UPLOAD, speaker_arti
     return {"run": run.id, "job": run.job_id, "state": "queued"}
 
 
-@api.get("/generations/{run_id}", tags=["generation"])
+@api.get("/generations/{run_id}", tags=["generation"], deprecated=True)
 def get_generation(run_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     return generation.summary(session, _run(session, run_id, user))
 
 
-@api.post("/generations/{run_id}/cancel", tags=["generation"])
+@api.post("/generations/{run_id}/cancel", tags=["generation"], deprecated=True)
 def cancel_generation(run_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     return generation.summary(session, generation.cancel_run(session, _run(session, run_id, user)))

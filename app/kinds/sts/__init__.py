@@ -79,6 +79,11 @@ class StandardisedTestSuite(TaskKind):
                                     "docs/kinds/sts-policies.md)")
     study_template: ClassVar[str | None] = "kinds/sts/study.html"
 
+    def agent_runs(self):
+        from app.kinds.sts.generation import SuiteRuns
+
+        return SuiteRuns()
+
     def routers(self) -> list:
         from app.kinds.sts.views import api, router
 

@@ -168,6 +168,7 @@ def build_demo(session: Session, owner, settings):
     generation runs and a study of the version, through the services the API uses. What an
     earlier, interrupted run stored is reused."""
     from app.kinds.sts import generation, suites
+    from app.runs import service as runs
     from app.kinds.sts.models import Suite
     from app.kinds.sts.study import build_study
 
@@ -188,6 +189,8 @@ def build_demo(session: Session, owner, settings):
         agents.append(baseline)
     for agent in agents:
         run = generation.create_run(session, owner, suite, version, agent, continuations=SUITE_CONTINUATIONS)
+        runs.add(session, owner, generation.KIND_NAME, generation.started(session, run),
+                 target={"suite_id": suite.id, "version": version.number})
         job_id = run.job_id
         session.commit()
         state, log = _run(job_id)

@@ -21,10 +21,12 @@ from sqlalchemy.orm import Session
 from app import jobs
 from app.agents.models import Agent
 from app.auth.models import User
+from app import errors
 from app.errors import InputError
 from app.kinds.sts import rollout
 from app.kinds.sts.models import Continuation, GenerationRun, Recording, Scenario, Suite, SuiteVersion
 from app.kinds.sts.policies import policy_for_agent
+from app.runs.component import AgentRuns, Started
 from app.kinds.sts.suites import Conflict, NotFound, agent_label, may_manage, replayable, scenarios_of, scenarios_query
 
 KIND_NAME = "sts"
@@ -87,25 +89,81 @@ def get_run(session: Session, user: User, run_id: int) -> GenerationRun:
     return run
 
 
-def runs_of(session: Session, suite: Suite) -> list[GenerationRun]:
-    return list(session.scalars(select(GenerationRun).join(SuiteVersion, SuiteVersion.id == GenerationRun.version_id)
-                                .where(SuiteVersion.suite_id == suite.id).order_by(GenerationRun.id.desc())))
-
-
-def summary(session: Session, run: GenerationRun) -> dict:
+def _described(session: Session, run: GenerationRun) -> dict:
+    """What the run ran and how many of its continuations the version holds."""
     version = session.get(SuiteVersion, run.version_id)
     agent = session.get(Agent, run.agent_id)
-    job = session.get(jobs.Job, run.job_id) if run.job_id else None
     scen = scenarios_query(version).subquery()
     n_scenarios = session.scalar(select(func.count()).select_from(scen))
     stored = session.scalar(select(func.count(Continuation.id)).join(scen, scen.c.id == Continuation.scenario_id)
                             .where(Continuation.agent_id == run.agent_id, Continuation.index < run.continuations))
-    return {"id": run.id, "suite_id": version.suite_id, "version": version.number, "agent_id": run.agent_id,
+    return {"suite_id": version.suite_id, "version": version.number, "agent_id": run.agent_id,
             "agent": agent_label(agent), "continuations": run.continuations, "seed": run.seed,
-            "batch_size": run.batch_size, "job": run.job_id, "state": job.state if job else "withdrawn",
-            "done": job.done if job else 0, "total": job.total if job else n_scenarios * run.continuations,
-            "scenarios": n_scenarios, "stored": stored, "expected": n_scenarios * run.continuations,
+            "batch_size": run.batch_size, "scenarios": n_scenarios, "stored": stored,
+            "expected": n_scenarios * run.continuations}
+
+
+def summary(session: Session, run: GenerationRun) -> dict:
+    job = session.get(jobs.Job, run.job_id) if run.job_id else None
+    d = _described(session, run)
+    return {"id": run.id, **d, "job": run.job_id, "state": job.state if job else "withdrawn",
+            "done": job.done if job else 0, "total": job.total if job else d["expected"],
             "log": job.log if job else "", "result": job.result if job else {}}
+
+
+def started(session: Session, run: GenerationRun) -> Started:
+    """A stored run as the runs service records it (app/runs)."""
+    return Started(session.get(jobs.Job, run.job_id), agent_id=run.agent_id, withdraw=((GenerationRun, run.id),),
+                   params={"continuations": run.continuations, "seed": run.seed, "batch_size": run.batch_size,
+                           "generation_run": run.id})
+
+
+def of_job(session: Session, job_id: int | None) -> GenerationRun | None:
+    return session.scalar(select(GenerationRun).where(GenerationRun.job_id == job_id)) if job_id else None
+
+
+class SuiteRuns(AgentRuns):
+    """STS's agent runs (app/runs): an agent's continuations of a suite version's scenarios.
+    The target is the version, not a study: studies are built from what runs stored."""
+
+    noun = "generation run"
+    target_keys = ("suite_id", "version")
+    columns = (("Agent", "agent"), ("Version", "version"), ("C", "continuations"), ("Stored", "stored"))
+    unit = "continuations"
+    fields = {"agent_id": "int", "agent": "text", "continuations": "int", "seed": "int", "batch_size": "int"}
+
+    def start(self, session: Session, user: User, study, target: dict, params: dict) -> Started:
+        from app.kinds.sts import suites
+
+        if study is not None:
+            raise Conflict("STS runs continue a suite version's scenarios: POST /api/v1/runs with "
+                           '{"kind": "sts", "target": {"suite_id", "version"}}', field="study")
+        for key in self.target_keys:
+            value = target[key]
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**31 - 1:
+                raise InputError(f"target.{key} must be an id (a whole number from 1)", field="target")
+        try:  # first: another's suite is not revealed to exist, whatever else is wrong
+            suite = suites.get_suite(session, user, target["suite_id"])
+            version = suites.get_version(session, suite, target["version"])
+        except NotFound as exc:
+            raise errors.Missing(str(exc), field="target") from None
+        if ("agent_id" in params) == ("agent" in params):
+            raise InputError(f"give agent_id (an STS agent) or agent (a built-in: {', '.join(suites.BUILTIN_AGENTS)})",
+                             field="agent")
+        agent = suites.resolve_agent(session, user, suite, params.get("agent_id", params.get("agent")),
+                                     "agent_id" if "agent_id" in params else "agent")
+        run = create_run(session, user, suite, version, agent,
+                         continuations=params.get("continuations", DEFAULT_CONTINUATIONS),
+                         seed=params.get("seed", 0), batch_size=params.get("batch_size", DEFAULT_BATCH))
+        return started(session, run)
+
+    def may_see(self, session: Session, user: User, run) -> bool:
+        suite = session.get(Suite, (run.target or {}).get("suite_id") or 0)
+        return suite is not None and may_manage(user, suite.owner_id)
+
+    def describe(self, session: Session, run, job: jobs.Job | None) -> dict:
+        grun = of_job(session, run.job_id)
+        return {"generation_run": grun.id, **_described(session, grun)} if grun else {}
 
 
 class _Sink:

@@ -8,7 +8,6 @@ from fastapi import APIRouter, Depends, Form, Request
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.orm import Session
 
-from app import jobs
 from app.auth.deps import db, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
@@ -16,6 +15,7 @@ from app.kinds.sts import generation, suites
 from app.kinds.sts.models import GenerationRun
 from app.kinds.sts.views.common import Count, _answers, _back, _flashed, _version, researcher
 from app.params import NOT_BOOL, BodyId, Id
+from app.runs import service as runs
 from app.web import form_number, render
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])  # pages
@@ -40,15 +40,17 @@ class GenerationIn(BaseModel):
 
 def _start_run(session: Session, user: User, suite_id: int, number: int, agent_spec, continuations, seed,
                batch_size) -> GenerationRun:
-    suite, version = _version(session, user, suite_id, number)
-    agent = suites.resolve_agent(session, user, suite, agent_spec)
-    run = generation.create_run(session, user, suite, version, agent, continuations=continuations, seed=seed,
-                                batch_size=batch_size)
-    jobs.submit(session, session.get(jobs.Job, run.job_id), withdraw=((GenerationRun, run.id),))
-    return run
+    """Through the one runs service (app/runs), as POST /api/v1/runs does."""
+    _version(session, user, suite_id, number)  # not yours: 404, as before
+    params = {"agent" if isinstance(agent_spec, str) else "agent_id": agent_spec, "continuations": continuations,
+              "seed": seed, "batch_size": batch_size}
+    run = runs.start(session, session.merge(user), generation.KIND_NAME, params,
+                     target={"suite_id": suite_id, "version": number})
+    return generation.of_job(session, run.job_id)
 
 
-@api.post("/suites/{suite_id}/versions/{number}/generations", status_code=202)
+# Kept for a release beside the one runs API (POST /api/v1/runs {"kind": "sts", "target": ...}).
+@api.post("/suites/{suite_id}/versions/{number}/generations", status_code=202, deprecated=True)
 def start_generation(suite_id: Id, number: Id, body: GenerationIn, session: Session = Depends(db),
                      user: User = Depends(researcher)) -> dict:
     """An agent's `continuations` (C, default 10) of every scenario of version n, as one
@@ -63,15 +65,17 @@ def start_generation(suite_id: Id, number: Id, body: GenerationIn, session: Sess
     return {"run": run.id, "job": run.job_id, "state": "queued"}
 
 
-@api.get("/generations/{run_id}")
+@api.get("/generations/{run_id}", deprecated=True)
 def get_generation(run_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
     """A run's state and progress, and how many of its continuations are stored."""
     with _answers():
         return generation.summary(session, generation.get_run(session, user, run_id))
 
 
-def _runs(session: Session, suite) -> list[dict]:
-    return [generation.summary(session, r) for r in generation.runs_of(session, suite)]
+def _runs(session: Session, suite) -> dict:
+    """The suite page's runs list (the core's templates/runs/list.html; runs.html polls)."""
+    return runs.page_context(session, generation.KIND_NAME, runs.of_target(session, generation.KIND_NAME,
+                                                                           suite_id=suite.id), None)
 
 
 @router.get("/sts/suites/{suite_id}/runs")
@@ -79,7 +83,7 @@ def suite_runs(request: Request, suite_id: Id, session: Session = Depends(db), u
     """The generation runs' section alone (htmx polls it while a run is going)."""
     with _answers():
         suite = suites.get_suite(session, user, suite_id)
-    return render(request, "kinds/sts/runs.html", user=user, suite=suite, runs=_runs(session, suite))
+    return render(request, "kinds/sts/runs.html", user=user, suite=suite, **_runs(session, suite))
 
 
 @router.post("/sts/suites/{suite_id}/versions/{number}/generations")
@@ -95,5 +99,5 @@ def start_generation_page(request: Request, suite_id: Id, number: Id, agent: str
                          form_number(continuations, "continuations") or generation.DEFAULT_CONTINUATIONS,
                          form_number(seed, "seed") or 0, generation.DEFAULT_BATCH)
         return _back(request, f"/sts/suites/{suite_id}?version={number}#runs",
-                     f"Generation run {run.id} queued (job {run.job_id}).")
+                     f"Generation run #{runs.of_job(session, run.job_id).id} queued (job {run.job_id}).")
     return _back(request, f"/sts/suites/{suite_id}?version={number}", f"Not started: {out['error']}", "error")

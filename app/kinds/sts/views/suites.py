@@ -210,7 +210,7 @@ def suite_page(request: Request, suite_id: Id, version: Annotated[int | None, Qu
     return render(request, "kinds/sts/suite.html", user=user, suite=suite,
                   versions=[suites.version_summary(session, v) for v in versions], shown=shown,
                   latest=versions[-1], scenarios=suites.scenario_list(session, user, shown),
-                  scores=suites.simulator_scores(session, shown), runs=_runs(session, suite),
+                  scores=suites.simulator_scores(session, shown), **_runs(session, suite),
                   agents=suites.agents_for(session, suite), rules=RULES,
                   recordings=suites.recordings_of(session, user, suite.owner_id),
                   default_continuation=suites.DEFAULT_CONTINUATION)

@@ -1,0 +1,126 @@
+"""The agent runs' JSON API: one path for every kind (docs/runs.md).
+
+    POST /api/v1/studies/{id}/runs   start a run on a study (JSON, or a form with a file)
+    POST /api/v1/runs                start one on a kind's own target ({"kind", "target", ...})
+    GET  /api/v1/runs                the caller's runs (?study_id=, ?kind=)
+    GET  /api/v1/runs/{id}           one, with its job's state and what it stored
+    POST /api/v1/runs/{id}/cancel    stop it at its next progress check (what it stored stays)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from sqlalchemy.orm import Session
+
+from app import jsonsafe
+from app.auth.deps import db, managed_study, require, verify_csrf
+from app.auth.models import User
+from app.errors import InputError
+from app.params import MAX_ID, Id, OneOf
+from app.runs import service
+from app.runs.component import AgentRuns
+
+router = APIRouter(prefix="/api/v1", tags=["runs"], dependencies=[Depends(verify_csrf)])
+researcher = require("researcher", "admin")
+
+_FIELDS = {"type": "object", "additionalProperties": True,
+           "description": "The kind's run fields (docs/runs.md lists each kind's)."}
+_BODY = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": _FIELDS},
+    "multipart/form-data": {"schema": {"type": "object", "additionalProperties": {"type": "string"},
+                                       "properties": {"file": {"type": "string", "format": "binary"}}}}}}}
+
+
+def _form(request: Request) -> bool:
+    return request.headers.get("content-type", "").startswith(("multipart/form-data",
+                                                               "application/x-www-form-urlencoded"))
+
+
+async def _json(request: Request) -> dict[str, Any]:
+    try:
+        body = jsonsafe.loads(await request.body() or b"{}")
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"the body is not JSON: {exc}", field="body") from None
+    if not isinstance(body, dict):
+        raise InputError("the body is a JSON object of the run's fields", field="body")
+    return body
+
+
+async def _params(request: Request, runs: AgentRuns) -> dict[str, Any]:
+    """The request's fields as the kind takes them, from a JSON object or a form."""
+    from starlette.datastructures import UploadFile
+
+    from app.web import read_upload
+
+    if not _form(request):
+        return service.from_json(runs, await _json(request))
+    form = await request.form()
+    values: dict[str, Any] = {}
+    for name in form:
+        got = form.getlist(name)
+        if isinstance(got[0], UploadFile):
+            values[name] = await read_upload(got[0], name)  # type: ignore[arg-type]
+        else:  # repeated fields (checked boxes) as "3,4"
+            values[name] = ",".join(str(v) for v in got)
+    return service.from_form(runs, values)
+
+
+def _found(session: Session, user: User, run_id: int):
+    try:
+        return service.get(session, user, run_id)
+    except service.NotFound as exc:
+        raise HTTPException(404, str(exc)) from None
+
+
+@router.post("/studies/{study_id}/runs", status_code=202, openapi_extra=_BODY)
+async def start_on_study(request: Request, study_id: Id, session: Session = Depends(db),
+                         user: User = Depends(researcher)) -> dict:
+    """Start an agent run on a study: its kind's model (an uploaded, trained or built-in one)
+    over the study's items. The fields are the kind's (docs/runs.md); a file field comes as a
+    form upload, or in JSON as its content. Follow it with GET /api/v1/runs/{id}."""
+    study = managed_study(session, study_id, user)
+    params = await _params(request, service.component(study.kind))
+    run = service.start(session, session.merge(user), study.kind, params, study=study)
+    return service.summary(session, run)
+
+
+@router.post("/runs", status_code=202, openapi_extra=_BODY)
+async def start_on_target(request: Request, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+    """Start an agent run on a kind's own target: {"kind": "sts", "target": {"suite_id": 1,
+    "version": 2}, ...the kind's fields}."""
+    if _form(request):
+        raise InputError("send a JSON object: {\"kind\", \"target\", ...the kind's fields}", field="body")
+    body = await _json(request)
+    kind, target = body.pop("kind", None), body.pop("target", None)
+    if not isinstance(kind, str):
+        raise InputError("name the kind (e.g. \"sts\")", field="kind")
+    runs = service.component(kind)
+    if not isinstance(target, dict):
+        raise InputError(f"target is an object with {', '.join(runs.target_keys) or 'no keys'}", field="target")
+    run = service.start(session, session.merge(user), kind, service.from_json(runs, body), target=target)
+    return service.summary(session, run)
+
+
+@router.get("/runs")
+def list_runs(study_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+              kind: Annotated[str | None, Query(), OneOf(service.kinds_with_runs)] = None,
+              session: Session = Depends(db), user: User = Depends(researcher)) -> list:
+    """The runs you started or that ran on your studies, newest first."""
+    if kind is not None and kind not in service.kinds_with_runs():
+        raise InputError(f"kind is one of {', '.join(service.kinds_with_runs())}", field="kind")
+    return [service.summary(session, r) for r in service.list_runs(session, user, study_id=study_id, kind=kind)]
+
+
+@router.get("/runs/{run_id}")
+def get_run(run_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+    return service.summary(session, _found(session, user, run_id))
+
+
+@router.post("/runs/{run_id}/cancel")
+def cancel_run(run_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+    """Stop the run at its next progress check; what it stored stays (and counts)."""
+    _found(session, user, run_id)
+    return service.summary(session, service.cancel(session, user, run_id))

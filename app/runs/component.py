@@ -1,0 +1,63 @@
+"""What a kind declares about its agent runs (TaskKind.agent_runs): the fields a start takes,
+how it checks them and makes its job, and what a run has stored so far. The core does the
+rest: the table, ownership, the API (app/runs/api.py), the page section, cancelling."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from app import jobs
+
+# How the API reads a field sent as a form value (a JSON body sends it as JSON): a whole
+# number, a number, whole numbers ("3,4" or "[3, 4]"), text, or a file (in JSON: any value,
+# taken as the file's JSON).
+FIELD_TYPES = ("int", "float", "ints", "text", "file")
+
+
+@dataclass
+class Started:
+    """What a kind's start made, added to the session and flushed, not committed."""
+
+    job: jobs.Job
+    agent_id: int | None = None
+    artifact_ids: list[int] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)  # as checked, for the run's row
+    # The kind's own rows made for the run, (Model, id), deleted with it when the queue cannot
+    # be reached (jobs.submit's withdraw).
+    withdraw: tuple[tuple[Any, int], ...] = ()
+
+
+class AgentRuns(ABC):
+    """A kind's runs. `start` gets the study (None for a kind's own target) and the fields the
+    request set (files as bytes; a missing field is absent: the kind's default)."""
+
+    # What one run is called on pages and in messages ("captioner run").
+    noun: ClassVar[str] = "run"
+    # The fields a start takes, name -> one of FIELD_TYPES; any other name is refused.
+    fields: ClassVar[dict[str, str]] = {}
+    # What a run is over, when not a study (its target's keys, e.g. ("suite_id", "version")).
+    target_keys: ClassVar[tuple[str, ...]] = ()
+    # The runs list on the page (templates/runs/list.html): the kind's columns, (header, key of
+    # describe()'s dict), and what its job's progress counts ("pairs").
+    columns: ClassVar[tuple[tuple[str, str], ...]] = ()
+    unit: ClassVar[str] = "steps"
+
+    @abstractmethod
+    def start(self, session: Any, user: Any, study: Any, target: dict[str, Any],
+              params: dict[str, Any]) -> Started:
+        """Check everything (InputError or Conflict naming the field) and make the job."""
+
+    @abstractmethod
+    def describe(self, session: Any, run: Any, job: jobs.Job | None) -> dict[str, Any]:
+        """What the run has stored so far and what it ran, in the kind's words (counts, names)."""
+
+    def may_see(self, session: Any, user: Any, run: Any) -> bool:
+        """For a run over the kind's own target: whether the user may see it (its owner and
+        admins always may)."""
+        return False
+
+    def cancel(self, session: Any, run: Any, job: jobs.Job) -> None:
+        """Stop it at its next progress check; what it stored stays."""
+        jobs.cancel(session, job)
