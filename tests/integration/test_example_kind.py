@@ -128,6 +128,38 @@ def test_the_kinds_job_page_api_and_static_files(app, client, session):
     assert "Word counting: sentences (JSONL {id, sentence})" in client.get("/studies/new").text
 
 
+def test_the_example_kinds_model_runs_through_the_one_runs_api(client, session):
+    """The example kind declares agent runs (a built-in counter as its tiny model): the core's
+    runs API starts, lists and reads them, its page shows them, and the counts become an
+    agent's outputs on the leaderboard, with no line of the core naming the kind."""
+    owner = make_user(session, "researcher")
+    study = make_study(session, owner)
+    split = services.register_agent(session, owner, "wordcount", "split counter")
+    spaces = services.register_agent(session, owner, "wordcount", "spaces counter")
+    session.commit()
+    csrf = login(client, owner)
+    headers = {"X-CSRF-Token": csrf}
+    for counter, agent in (("split", split), ("spaces", spaces)):
+        r = client.post(f"/api/v1/studies/{study.id}/runs", json={"counter": counter, "agent_id": agent.id},
+                        headers=headers)
+        assert r.status_code == 202 and r.json()["noun"] == "counter run", r.text
+    r = client.post(f"/api/v1/studies/{study.id}/runs", json={"counter": "guess", "agent_id": split.id},
+                    headers=headers)
+    assert r.status_code == 422 and r.json()["field"] == "counter"
+    assert jobs.run_queued_once() == 2
+    runs = client.get("/api/v1/runs", params={"study_id": study.id}).json()
+    assert [(x["state"], x["detail"]["counter"], x["detail"]["outputs"]) for x in runs] == \
+        [("done", "spaces", 3), ("done", "split", 3)]
+    page = client.get(f"/studies/{study.id}").text
+    assert 'id="counter-runs"' in page and f'id="run-{runs[0]["id"]}"' in page and "3 of 3 sentences" in page
+    # "Proctor counts words here" has 4 words and 3 spaces: both counters are right on all three.
+    board = client.get(f"/api/v1/studies/{study.id}/leaderboard").json()
+    rows = {r["name"]: r for r in board["rows"]}
+    assert {"split counter v1", "spaces counter v1"} <= set(rows), board
+    assert [(rows[n]["accuracy"]["mean"], rows[n]["accuracy"]["n"]) for n in ("split counter v1", "spaces counter v1")] \
+        == [(1.0, 3), (1.0, 3)]
+
+
 def test_bad_items_are_refused_by_line_and_field(client, session):
     owner = make_user(session, "researcher")
     csrf = login(client, owner)

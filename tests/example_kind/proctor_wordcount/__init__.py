@@ -55,8 +55,10 @@ class WordCount(TaskKind):
     outputs_label: ClassVar[str] = 'Counts (JSONL: {"id": ..., "words": n})'
     position: ClassVar[int] = 1000
     models: ClassVar[str | None] = "proctor_wordcount.models"
-    jobs: ClassVar[dict[str, str]] = {"tally": "proctor_wordcount.jobs:run_tally"}
+    jobs: ClassVar[dict[str, str]] = {"tally": "proctor_wordcount.jobs:run_tally",
+                                      "generate": "proctor_wordcount.runs:run_counter"}
     job_queues: ClassVar[dict[str, str]] = {"tally": "exports"}  # counting only: no model runs
+    study_template: ClassVar[str | None] = "kinds/wordcount/runs.html"
 
     def score(self, payload, reference, response):
         if not reference:
@@ -89,6 +91,16 @@ class WordCount(TaskKind):
                 raise InputError(f"unknown id {row.get('id')!r}", line=n, field="id")
             out[row["id"]] = self.parse_response({"words": row.get("words")})
         return out
+
+    def agent_runs(self):
+        from proctor_wordcount.runs import CounterRuns
+
+        return CounterRuns()
+
+    def study_context(self, session, study) -> dict:
+        from app.runs import service
+
+        return service.study_page_context(session, study)
 
     def routers(self) -> list:
         from proctor_wordcount.views import api, pages
