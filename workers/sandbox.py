@@ -282,6 +282,9 @@ class SandboxedModel:
             self.close()  # the rest of the answer is still in the pipe: this process is done
             raise SandboxError(f"the model's answer to {what} was over its size limit ({limit >> 20} MB "
                                "for this call)") from None
+        except RecursionError:  # a header nested past what json (or Python) decodes
+            self.close()  # the rest of the answer may still be in the pipe
+            raise SandboxError(f"the model's process sent a malformed answer to {what}") from None
         except TimeoutError:
             self.close()
             raise SandboxError(f"the model did not answer {what} within {timeout:g} s (wall-clock "
@@ -330,7 +333,10 @@ class SandboxedModel:
                 raise SandboxError(f"the model used more than its memory limit "
                                    f"({self.limits['memory_mb']} MB) in {method}()")
             raise ModelRaised(method, kind[:100])
-        result = _decode(header.get("result"), out)
+        try:
+            result = _decode(header.get("result"), out)
+        except RecursionError:
+            raise SandboxError(f"the model's process sent a malformed answer to {method}()") from None
         return _to_device(result, device) if device is not None and str(device) != "cpu" else result
 
     def __getattr__(self, name: str):
