@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from app.kinds.a3ds.metrics import KEYS, LABELS
 from app.leaderboards import stats
-from app.leaderboards.rows import D_Z_HELP, effect_size_cell, p_text, rank_cells, too_few_for_a_test
+from app.leaderboards.rows import D_Z_HELP, effect_size_cell, p_text, rank_cells, too_few_for_a_test, with_units
 from app.studies.models import Annotation, Item, Study
 
 
@@ -100,8 +100,9 @@ METRIC_HELP = {
     "optimal": "Share (0-1) of captions that mention exactly one differing feature.",
     "n_mentioned": "Mean number of the scene's 6 features the caption mentions (0-6).",
 }
-CORRELATION_HELP = ("Spearman's rho (-1 to 1) over pairs between this metric and the pair's listener accuracy, "
-                    "with its p and the number of pairs; \"-\" where undefined.")
+CORRELATION_HELP = ("Spearman's rho (-1 to 1) over answered captions (items: one captioner's caption of one "
+                    "pair) between this metric and the share of the caption's listeners who picked the target, "
+                    "with its p and n, the number of such captions; \"—\" where undefined.")
 
 
 def section(session: Session, study: Study) -> dict | None:
@@ -114,8 +115,9 @@ def section(session: Session, study: Study) -> dict | None:
     names, per, everyone = accuracy_figures(items)
     study_pairs = {p for it in items if it["n"] for p in [it["pair"]]}
 
-    def accuracy(shares: list[float]) -> dict:
-        return stats.mean_interval(shares).as_dict()
+    def accuracy(shares: dict) -> dict:
+        """The mean of per-pair shares ({pair: share}), its cell counting pairs ("n = 4 pairs")."""
+        return with_units(stats.mean_interval(list(shares.values())).as_dict(), shares, "pair")
 
     zs = sorted({_z(it) for it in items})
     ranks = rank_cells({name: [per[name]["shares"][p][0] for p in everyone] for name in names}, "pair")
@@ -124,11 +126,11 @@ def section(session: Session, study: Study) -> dict | None:
         group, shares = by_captioner[name], per[name]["shares"]
         row = {"captioner": name, "items": len(group), "answers": sum(i["n"] for i in group),
                "coverage": (len(per[name]["captioned"] & study_pairs) / len(study_pairs)) if study_pairs else None,
-               "accuracy": accuracy([s for s, _ in shares.values()]),
+               "accuracy": accuracy({p: s for p, (s, _) in shares.items()}),
                "rank": ranks.get(name),
                "cant_tell": sum(i["cant"] for i in group)}
         for z in zs:
-            row[f"z{z}"] = accuracy([s for s, zz in shares.values() if zz == z])
+            row[f"z{z}"] = accuracy({p: s for p, (s, zz) in shares.items() if zz == z})
         acc_rows.append(row)
 
     metric_rows, corr_rows = [], []
@@ -160,8 +162,9 @@ def section(session: Session, study: Study) -> dict | None:
                 continue
             e = stats.paired_effect([per_pair[a][p] for p in shared], [per_pair[b][p] for p in shared])
             few = too_few_for_a_test(len(shared))
+            diff = stats.clipped_difference(e["difference"].as_dict())
             paired_rows.append({"a": a, "b": b, "pairs": len(shared),
-                                "diff": stats.clipped_difference(e["difference"].as_dict()),
+                                "diff": with_units(diff, shared, "pair"),
                                 "d_z": few or effect_size_cell(e["cohen_dz"], len(shared)),
                                 "p": few or (None if math.isnan(e["p"]) else float(e["p"]))})
     # A comparison too small for a test is left out of the Holm family too.
@@ -215,8 +218,10 @@ def section(session: Session, study: Study) -> dict | None:
                      *[{"key": k, "label": LABELS[k], "help": METRIC_HELP[k] + " Exact: no interval."} for k in KEYS]],
          "rows": metric_rows},
         {"key": "a3ds_correlation", "title": "Spearman correlation (rho, -1 to 1) of each metric with listener accuracy",
-         "note": ("Over items (pairs) with answers, each once: the item's metric against the share of its "
-                  "listeners who picked the target; its two-sided p is exact (every ordering of the items) up "
+         "note": ("Over the answered captions (items: one captioner's caption of one pair, so a pair captioned "
+                  "by three captioners counts three times in \"all captioners\"), each once: the caption's metric "
+                  "against the share of its listeners who picked the target; n in each cell: the captions with "
+                  "that metric defined; its two-sided p is exact (every ordering of the items) up "
                   "to 9 items, the t approximation above. \"—\" where a side is constant or there are fewer "
                   "than 3 items."),
          "columns": [{"key": "captioner", "label": "Captioner",

@@ -59,13 +59,18 @@ NO_ACTION = "No action (paints nothing)"
 K = len(metrics.KEYS)
 BREAKDOWN_NOTES = {"step": "Positions from 10 on are pooled.",
                    "level": "Abstraction levels from the labelling of each step (0-3); unlabelled steps are in no level."}
-CELL_NOTE = ("Action-based: the paint actions of a step against the instructor's; board-based: the board "
-             "after it against theirs. P: precision, R: recall, F1: their harmonic mean, EM: exact match. "
-             "Each cell: the mean over steps (a score in [0, 1]) with a 95% interval (Wilson's at the "
-             "effective number of procedures, the variance cluster-robust over PROCEDURES: the unit resampled "
-             "is the procedure, never the step); under 5 procedures, \"too few for an interval\", its n "
-             "counting procedures. A row whose every step is all right or all wrong (a baseline that paints "
-             "a step exactly or not at all) shows the same figure in P, R, F1 and EM. ")
+METRIC_NOTE = ("Action-based: the paint actions of a step against the instructor's; board-based: the board "
+               "after it against theirs. P: precision, R: recall, F1: their harmonic mean, EM: exact match. ")
+INTERVAL_NOTE = ("Each cell: the mean over steps (a score in [0, 1]) with a 95% interval (Wilson's at the "
+                 "effective number of procedures, the variance cluster-robust over PROCEDURES: the unit resampled "
+                 "is the procedure, never the step); under 5 procedures, \"too few for an interval\", its n "
+                 "counting procedures. ")
+# The action-based columns only: the board after a step also holds the tiles of the steps before
+# it, so a baseline that paints nothing still has board P, R and F1 above 0 where those are right.
+SAME_FIGURE_NOTE = ("A row whose every step is all right or all wrong (a baseline that paints a step exactly "
+                    "or not at all) shows the same figure in P, R, F1 and EM of its action-based columns; its "
+                    "board-based ones differ, as the board after a step also holds the earlier steps' tiles. ")
+CELL_NOTE = METRIC_NOTE + INTERVAL_NOTE + SAME_FIGURE_NOTE
 # Each column's help (one sentence, shown on the page: app/kinds/base.py).
 _OVER_STEPS = " Mean over steps, 95% interval resampling procedures."
 _WHAT = {"action": ("the step's paint actions", "the instructor's actions"),
@@ -77,6 +82,12 @@ _PART = {"precision": "Precision (0-1): the share of {mine} that are in {theirs}
 METRIC_HELP = {k: _PART[k.split("_", 1)[1]].format(mine=_WHAT[k.split("_", 1)[0]][0],
                                                    theirs=_WHAT[k.split("_", 1)[0]][1]) + _OVER_STEPS
                for k in metrics.KEYS}
+
+
+def _metric_words(key: str) -> str:
+    """What a metric is, in words (its help without the label and the interval)."""
+    part, what = key.split("_", 1)[1], _WHAT[key.split("_", 1)[0]]
+    return _PART[part].format(mine=what[0], theirs=what[1]).split(": ", 1)[1]
 
 
 def _group_help(g: str) -> str:
@@ -94,6 +105,9 @@ WHO_HELP = {"key": "who", "label": "Agent / executor",
 SCORED_OVER = ("Agents and baselines are scored over every procedure of the study, a procedure they lack "
                "counting 0 at each of its steps (Coverage: the share of procedures executed); people over the "
                "procedures they executed. ")
+# A breakdown table shows one metric and no Coverage column: its note says only what its cells are.
+BREAKDOWN_SCORED_OVER = ("Agents and baselines are scored over every procedure of the study, a procedure they "
+                         "lack counting 0 at each of its steps; people over the procedures they executed.")
 
 
 @dataclass
@@ -351,7 +365,8 @@ def build(rows: list[Row], procedures: dict[int, ProcedureInfo], main: str = "bo
             continue
         tables.append({
             "key": f"hexagons_by_{prefix}", "title": f"{label} (score in [0, 1]) {title}, averaged over steps",
-            "note": " ".join(x for x in (CELL_NOTE + SCORED_OVER.strip(), BREAKDOWN_NOTES.get(prefix)) if x),
+            "note": " ".join(x for x in (f"{label}: {_metric_words(main)} " + INTERVAL_NOTE + BREAKDOWN_SCORED_OVER,
+                                         BREAKDOWN_NOTES.get(prefix)) if x),
             "columns": [SECTION_HELP, WHO_HELP]
                        + [{"key": f"g:{g}", "label": g.split(": ", 1)[-1],
                            "help": f"{label} (0-1) over {_group_help(g)}." + _OVER_STEPS} for g in mine],

@@ -94,10 +94,14 @@ def section(session: Session, study: Study) -> dict | None:
         simulated = [refs[k].get("simulator") == "success" for k, _ in mine]
         # 1 where people's outcome is the simulator's, 0 where opposite, 1/2 for a tie.
         agree = [1 - abs(outcome(v) - sim) for (_, v), sim in zip(mine, simulated)]
+        # What the correction adjusts (score.py): each continuation's share of success markers,
+        # averaged, i.e. what one annotator says; the majority's share differs where they disagree.
+        marked = [sum(m == "success" for m in v) / len(v) for _, v in mine]
         agent_rows.append({
             "agent": agent, "n": entry["n"],
             # n: the continuations; units: the scenarios the interval resamples.
             "success": with_units(estimate(entry), entry["per_scenario"], "scenario"), "se": entry["se"],
+            "marked": sum(marked) / len(marked),
             "simulator": sum(simulated) / len(simulated), "agreement": sum(agree) / len(agree),
             "corrected": entry["corrected"]["mean"],
             "corrected_share": _corrected_units(corrected_cell(entry["corrected"]), entry["per_scenario"]),
@@ -123,12 +127,16 @@ def section(session: Session, study: Study) -> dict | None:
                  f"{len(shared)} scenarios every agent played, \"1-2\" where the ranks' intervals overlap "
                  f"(fewer than {stats.MIN_RANK_UNITS} scenarios rank nobody: \"—\"). Simulator: the "
                  "share BabyAI itself counts as a success; agreement: the share of continuations where "
-                 "people's outcome matches it. Corrected: the share adjusted for the annotators' pooled "
+                 "people's outcome matches it. Success markers: the share of markers that say success (per "
+                 "continuation, then averaged over the agent's continuations): what one annotator says, "
+                 "which is below or above the success share where a continuation's markers disagree. "
+                 "Corrected: that marker share (not the success share) adjusted for the annotators' pooled "
                  f"sensitivity ({'n/a' if sens is None else f'{sens:.2f}'}, over {n_sens} marker"
                  f"{'' if n_sens == 1 else 's'} on success-labelled reference episodes) and specificity "
                  f"({'n/a' if spec is None else f'{spec:.2f}'}, over {n_spec} on failure-labelled ones) "
-                 "(Rogan-Gladen: (share - (1 - specificity)) / (sensitivity + specificity - 1), clipped to "
-                 "[0, 1], so a share the annotators' misses push above 1 reads 1.000), with a 95% bootstrap "
+                 "(Rogan-Gladen: (marker share - (1 - specificity)) / (sensitivity + specificity - 1), clipped to "
+                 "[0, 1], so a share the annotators' misses push above 1 reads 1.000; with sensitivity and specificity "
+                 "both 1 it equals the marker share), with a 95% bootstrap "
                  "interval over the agent's scenarios and the reference episodes. "
                  "Time to completion: per successful continuation, the steps from the takeover to its "
                  "success marker; the median over them, with a distribution-free 95% interval."),
@@ -141,9 +149,13 @@ def section(session: Session, study: Study) -> dict | None:
                      "help": "Share (0-1) of continuations people's markers call a success (a tie is half), with a "
                              "95% interval resampling scenarios."},
                     {"key": "se", "label": "SE", "help": "The share's standard error, sqrt(p(1-p)/n) over continuations."},
+                    {"key": "marked", "label": "Success markers",
+                     "help": "Share (0-1) of the markers that say success, per continuation and then averaged "
+                             "over the agent's continuations: the share the correction adjusts; no interval."},
                     {"key": "corrected_share", "label": "Corrected",
-                     "help": "Rogan-Gladen: the share corrected for the annotators' sensitivity and specificity, "
-                             "clipped to [0, 1], 95% bootstrap interval over scenarios and reference episodes."},
+                     "help": "Rogan-Gladen: the success-marker share corrected for the annotators' sensitivity "
+                             "and specificity, clipped to [0, 1], 95% bootstrap interval over scenarios and "
+                             "reference episodes."},
                     {"key": "simulator", "label": "Simulator",
                      "help": "Share (0-1) of the continuations the simulator itself counts as a success."},
                     {"key": "agreement", "label": "Agreement",
@@ -151,8 +163,9 @@ def section(session: Session, study: Study) -> dict | None:
                     {"key": "ttc", "label": "Time to completion (median steps)",
                      "help": "Median over successful continuations of the steps from the takeover to the success "
                              "marker; — where the agent has no successful continuation."},
-                    {"key": "ttc_interval", "label": "Its interval",
-                     "help": "A distribution-free 95% interval of that median (order statistics), and its n."}],
+                    {"key": "ttc_interval", "label": "Median's 95% interval",
+                     "help": "A distribution-free 95% interval of the median time to completion (order "
+                             "statistics), and its n: the successful continuations."}],
         "rows": agent_rows,
     }]
     # Consistency (the paper's Figure 9): per scenario, the share of each agent's continuations
