@@ -61,3 +61,25 @@ class AgentRuns(ABC):
     def cancel(self, session: Any, run: Any, job: jobs.Job) -> None:
         """Stop it at its next progress check; what it stored stays."""
         jobs.cancel(session, job)
+
+
+def usable_artifact(session: Any, user: Any, artifact_id: object, kind: str, role: str, noun: str,
+                    field: str = "artifact_id") -> tuple[Any, Any]:
+    """(artifact, agent): a validated model of the caller's (an admin's: anyone's) of `kind`
+    in `role` (`noun` names that, "an A3DS captioner"); InputError naming `field` otherwise."""
+    from app.agents.models import Agent, AgentArtifact
+    from app.errors import InputError
+    from app.params import MAX_ID
+
+    if isinstance(artifact_id, bool) or not isinstance(artifact_id, int):
+        raise InputError(f"{field} must be an artifact id (an integer)", field=field)
+    # Past the ids' range the database would fail on it (a 500), not find nothing.
+    art = session.get(AgentArtifact, artifact_id) if 1 <= artifact_id <= MAX_ID else None
+    agent = session.get(Agent, art.agent_id) if art else None
+    if art is None or (user.role != "admin" and agent.owner_id != user.id):
+        raise InputError(f"no artifact {artifact_id} among yours", field=field)
+    if agent.kind != kind or art.role != role:
+        raise InputError(f"artifact {artifact_id} is a {agent.kind} {art.role}, not {noun}", field=field)
+    if art.state != "valid":
+        raise InputError(f"artifact {artifact_id} is {art.state}: only validated artifacts can run", field=field)
+    return art, agent

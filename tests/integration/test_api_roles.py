@@ -557,6 +557,9 @@ def _a3dsrun_world(session, owner) -> dict:
     job = jobs.create_job(session, "a3ds.generate", study_id=study.id, owner_id=owner.id, speaker="short",
                           captioner="short", batch_size=8)
     job.state = "done"
+    from app.runs.models import AgentRun
+
+    session.add(AgentRun(kind="a3ds", study_id=study.id, params=job.params, job_id=job.id, owner_id=owner.id))
     session.commit()
     return {"study": study.id, "job": job.id}
 

@@ -19,34 +19,13 @@ from app.agents.models import Agent, AgentArtifact
 from app.auth.models import User
 from app.errors import Conflict, InputError
 from app.kinds.a3ds.speakers import SPEAKERS
-from app.params import MAX_ID
-from app.runs.component import AgentRuns, Started
+from app.runs.component import AgentRuns, Started, usable_artifact
 from app.studies.models import Item, Study
 
 KIND_NAME = "a3ds"
 TASK = f"{KIND_NAME}.generate"
 MAX_BATCH = 256
 DEFAULT_BATCH = 32
-
-
-class NotFound(LookupError):
-    """Not among the caller's (404: another researcher's runs are not revealed to exist)."""
-
-
-def _artifact(session: Session, user: User, artifact_id: object) -> tuple[AgentArtifact, Agent]:
-    if isinstance(artifact_id, bool) or not isinstance(artifact_id, int):
-        raise InputError("artifact_id must be an id (an integer)", field="artifact_id")
-    art = session.get(AgentArtifact, artifact_id) if 1 <= artifact_id <= MAX_ID else None
-    agent = session.get(Agent, art.agent_id) if art else None
-    if art is None or (user.role != "admin" and agent.owner_id != user.id):
-        raise InputError(f"no artifact {artifact_id} among yours", field="artifact_id")
-    if agent.kind != KIND_NAME or art.role != "captioner":
-        raise InputError(f"artifact {artifact_id} is a {agent.kind} {art.role}, not an A3DS captioner",
-                         field="artifact_id")
-    if art.state != "valid":
-        raise InputError(f"artifact {artifact_id} is {art.state}: only validated artifacts can run",
-                         field="artifact_id")
-    return art, agent
 
 
 def study_pairs(session: Session, study: Study) -> list[tuple[int, int, str]]:
@@ -81,7 +60,7 @@ def create_run(session: Session, study: Study, user: User, *, speaker: object = 
             raise InputError(f"unknown speaker {speaker!r}: use {', '.join(SPEAKERS)}", field="speaker")
         params.update(speaker=speaker, captioner=speaker)
     else:
-        art, agent = _artifact(session, user, artifact_id)
+        art, agent = usable_artifact(session, user, artifact_id, KIND_NAME, "captioner", "an A3DS captioner")
         # The name the leaderboard shows: an agent's versions are different captioners.
         params.update(artifact_id=art.id, agent_id=agent.id, captioner=f"{agent.name} v{art.version}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
@@ -89,19 +68,6 @@ def create_run(session: Session, study: Study, user: User, *, speaker: object = 
     if not study_pairs(session, study):
         raise InputError("the study has no pairs to caption (gold ones are not captioned)", field="study")
     return jobs.create_job(session, TASK, study_id=study.id, owner_id=user.id, batch_size=batch_size, **params)
-
-
-def get_run(session: Session, user: User, job_id: int) -> jobs.Job:
-    job = session.get(jobs.Job, job_id)
-    study = session.get(Study, job.study_id) if job is not None and job.study_id else None
-    if job is None or job.task != TASK or study is None or (user.role != "admin" and study.owner_id != user.id):
-        raise NotFound("no such captioner run among yours")
-    return job
-
-
-def runs_of(session: Session, study: Study) -> list[jobs.Job]:
-    return list(session.scalars(select(jobs.Job).where(jobs.Job.study_id == study.id, jobs.Job.task == TASK)
-                                .order_by(jobs.Job.id.desc())))
 
 
 def item_prefix(params: dict) -> str:
@@ -116,15 +82,6 @@ def _items(session: Session, study_id: int | None, params: dict) -> int:
     """The items a run's captioner has added to the study."""
     return session.scalar(select(func.count(Item.id)).where(
         Item.study_id == study_id, Item.external_id.startswith(item_prefix(params), autoescape=True))) or 0
-
-
-def summary(session: Session, job: jobs.Job) -> dict:
-    p = job.params or {}
-    items = _items(session, job.study_id, p)
-    return {"id": job.id, "study_id": job.study_id, "state": job.state, "done": job.done, "total": job.total,
-            "log": job.log, "captioner": p.get("captioner"), "speaker": p.get("speaker"),
-            "artifact_id": p.get("artifact_id"), "agent_id": p.get("agent_id"), "batch_size": p.get("batch_size"),
-            "items": items, "result": job.result or {}}
 
 
 def study_context(session: Session, study: Study) -> dict:
@@ -158,5 +115,6 @@ class CaptionerRuns(AgentRuns):
 
     def describe(self, session: Session, run, job: jobs.Job | None) -> dict:
         p = run.params or {}
-        return {"captioner": p.get("captioner"), "speaker": p.get("speaker"), "batch_size": p.get("batch_size"),
+        return {"captioner": p.get("captioner"), "speaker": p.get("speaker"), "artifact_id": p.get("artifact_id"),
+                "agent_id": p.get("agent_id"), "batch_size": p.get("batch_size"),
                 "items": _items(session, run.study_id, p)}

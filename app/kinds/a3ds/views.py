@@ -20,6 +20,7 @@ from app.errors import InputError
 from app.kinds.a3ds import generation
 from app.params import BodyId, Id
 from app.runs import service as runs
+from app.runs.legacy import job_routes
 from app.web import flash, rate_limit, render
 from app.kinds.a3ds.render import SIZES, scene_png
 from app.kinds.a3ds.scenes import N_SCENES
@@ -73,43 +74,10 @@ def _start(session: Session, study, user: User, speaker, artifact_id, batch_size
     return session.get(jobs.Job, run.job_id)
 
 
-def _run(session: Session, user: User, job_id: int) -> jobs.Job:
-    try:
-        return generation.get_run(session, user, job_id)
-    except generation.NotFound as exc:
-        raise HTTPException(404, str(exc)) from None
-
-
-# The paths before the one runs API (/api/v1/studies/{id}/runs, /api/v1/runs/{id}), kept for a
-# release: their ids are the runs' job ids.
-@api.post("/studies/{study_id}/generations", status_code=202, deprecated=True)
-def start_generation(study_id: Id, body: GenerationIn, session: Session = Depends(db),
-                     user: User = Depends(researcher)) -> dict:
-    """Caption every pair of a draft study (gold ones excepted) with a built-in `speaker` or a
-    valid captioner model (`artifact_id`); each caption becomes an item named by the captioner.
-    Follow it with GET .../generations/{job}; cancel with POST .../cancel."""
-    study = managed_study(session, study_id, user)
-    job = _start(session, study, user, body.speaker, body.artifact_id, body.batch_size)
-    return generation.summary(session, job)
-
-
-@api.get("/studies/{study_id}/generations", deprecated=True)
-def list_generations(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> list:
-    study = managed_study(session, study_id, user)
-    return [generation.summary(session, j) for j in generation.runs_of(session, study)]
-
-
-@api.get("/generations/{job_id}", deprecated=True)
-def get_generation(job_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
-    return generation.summary(session, _run(session, user, job_id))
-
-
-@api.post("/generations/{job_id}/cancel", deprecated=True)
-def cancel_generation(job_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
-    """Stop the run before its next chunk of pairs; the items it added stay."""
-    job = _run(session, user, job_id)
-    jobs.cancel(session, job)
-    return generation.summary(session, job)
+job_routes(api, generation.KIND_NAME, GenerationIn, """Caption every pair of a draft study (gold ones
+    excepted) with a built-in `speaker` or a valid captioner model (`artifact_id`); each caption
+    becomes an item named by the captioner. Follow it with GET .../generations/{job}; cancel with
+    POST .../cancel.""")
 
 
 @router.get("/a3ds/studies/{study_id}/generations")

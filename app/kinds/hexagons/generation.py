@@ -17,7 +17,7 @@ from app.agents.models import Agent, AgentArtifact, AgentOutput
 from app.auth.models import User
 from app.errors import Conflict, InputError
 from app.params import MAX_ID
-from app.runs.component import AgentRuns, Started
+from app.runs.component import AgentRuns, Started, usable_artifact
 from app.studies.models import Item, Study
 
 KIND_NAME = "hexagons"
@@ -29,30 +29,10 @@ MAX_BATCH = 512
 DEFAULT_BATCH = 32
 
 
-class NotFound(LookupError):
-    """Not among the caller's (404: another researcher's runs are not revealed to exist)."""
-
-
 def _id(value: object, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InputError(f"{field} must be an id (an integer)", field=field)
     return value
-
-
-def _artifact(session: Session, user: User, artifact_id: object) -> AgentArtifact:
-    artifact_id = _id(artifact_id, "artifact_id")
-    # Past the ids' range the database would fail on it (a 500), not find nothing.
-    art = session.get(AgentArtifact, artifact_id) if 1 <= artifact_id <= MAX_ID else None
-    agent = session.get(Agent, art.agent_id) if art else None
-    if art is None or (user.role != "admin" and agent.owner_id != user.id):
-        raise InputError(f"no artifact {artifact_id} among yours", field="artifact_id")
-    if agent.kind != KIND_NAME or art.role != "executor":
-        raise InputError(f"artifact {artifact_id} is a {agent.kind} {art.role}, not a Hexagons executor",
-                         field="artifact_id")
-    if art.state != "valid":
-        raise InputError(f"artifact {artifact_id} is {art.state}: only validated artifacts can run",
-                         field="artifact_id")
-    return art
 
 
 def _agent(session: Session, user: User, agent_id: object) -> Agent:
@@ -75,7 +55,7 @@ def create_run(session: Session, study: Study, user: User, *, artifact_id: objec
     if (study.kind_settings or {}).get("mode") == "description":
         raise InputError("executor runs are for execution studies: a description study has no "
                          "instructions to execute yet", field="study")
-    art = _artifact(session, user, artifact_id)
+    art, _ = usable_artifact(session, user, artifact_id, KIND_NAME, "executor", "a Hexagons executor")
     agent = _agent(session, user, art.agent_id if agent_id is None else agent_id)
     if on not in ONS:
         raise InputError("on must be gold (each step from the gold board before it) or own (from the "
@@ -90,19 +70,6 @@ def create_run(session: Session, study: Study, user: User, *, artifact_id: objec
                            agent_id=agent.id, on=on, batch_size=batch_size)
 
 
-def get_run(session: Session, user: User, job_id: int) -> jobs.Job:
-    job = session.get(jobs.Job, job_id)
-    study = session.get(Study, job.study_id) if job is not None and job.study_id else None
-    if job is None or job.task != TASK or study is None or (user.role != "admin" and study.owner_id != user.id):
-        raise NotFound("no such executor run among yours")
-    return job
-
-
-def runs_of(session: Session, study: Study) -> list[jobs.Job]:
-    return list(session.scalars(select(jobs.Job).where(jobs.Job.study_id == study.id, jobs.Job.task == TASK)
-                                .order_by(jobs.Job.id.desc())))
-
-
 def _described(session: Session, study_id: int | None, p: dict) -> dict:
     """What a run ran and how many of its agent's outputs the study holds."""
     agent = session.get(Agent, p.get("agent_id")) if p.get("agent_id") else None
@@ -112,11 +79,6 @@ def _described(session: Session, study_id: int | None, p: dict) -> dict:
     return {"on": p.get("on"), "batch_size": p.get("batch_size"), "artifact_id": p.get("artifact_id"),
             "artifact": f"v{art.version} ({art.format})" if art else None, "agent_id": p.get("agent_id"),
             "agent": f"{agent.name} v{agent.version}" if agent else None, "outputs": outputs}
-
-
-def summary(session: Session, job: jobs.Job) -> dict:
-    return {"id": job.id, "study_id": job.study_id, "state": job.state, "done": job.done, "total": job.total,
-            "log": job.log, **_described(session, job.study_id, job.params or {}), "result": job.result or {}}
 
 
 def study_context(session: Session, study: Study) -> dict:

@@ -24,6 +24,7 @@ from app.errors import InputError
 from app.kinds.hexagons import generation
 from app.params import BodyId, Id
 from app.runs import service as runs
+from app.runs.legacy import job_routes
 from app.studies.models import Item, Study
 from app.web import flash, form_number, render
 
@@ -347,44 +348,11 @@ def _start(session: Session, study, user: User, artifact_id, agent_id, on, batch
     return session.get(jobs.Job, run.job_id)
 
 
-def _run(session: Session, user: User, job_id: int) -> jobs.Job:
-    try:
-        return generation.get_run(session, user, job_id)
-    except generation.NotFound as exc:
-        raise HTTPException(404, str(exc)) from None
-
-
-# The paths before the one runs API (/api/v1/studies/{id}/runs, /api/v1/runs/{id}), kept for a
-# release: their ids are the runs' job ids.
-@api.post("/studies/{study_id}/generations", status_code=202, deprecated=True)
-def start_generation(study_id: Id, body: GenerationIn, session: Session = Depends(db),
-                     user: User = Depends(researcher)) -> dict:
-    """Run an executor artifact over the study's procedures (gold ones excepted), every step from
-    the gold board before it (`on: gold`, the default) or from its own previous board (`on: own`);
-    its boards become the outputs of `agent_id` (default: the artifact's agent), replacing that
-    agent's earlier ones. Follow it with GET .../generations/{job}; cancel with POST .../cancel."""
-    study = managed_study(session, study_id, user)
-    job = _start(session, study, user, body.artifact_id, body.agent_id, body.on, body.batch_size)
-    return generation.summary(session, job)
-
-
-@api.get("/studies/{study_id}/generations", deprecated=True)
-def list_generations(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> list:
-    study = managed_study(session, study_id, user)
-    return [generation.summary(session, j) for j in generation.runs_of(session, study)]
-
-
-@api.get("/generations/{job_id}", deprecated=True)
-def get_generation(job_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
-    return generation.summary(session, _run(session, user, job_id))
-
-
-@api.post("/generations/{job_id}/cancel", deprecated=True)
-def cancel_generation(job_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
-    """Stop the run before its next chunk of procedures; what it stored stays."""
-    job = _run(session, user, job_id)
-    jobs.cancel(session, job)
-    return generation.summary(session, job)
+job_routes(api, generation.KIND_NAME, GenerationIn, """Run an executor artifact over the study's
+    procedures (gold ones excepted), every step from the gold board before it (`on: gold`, the
+    default) or from its own previous board (`on: own`); its boards become the outputs of
+    `agent_id` (default: the artifact's agent), replacing that agent's earlier ones. Follow it
+    with GET .../generations/{job}; cancel with POST .../cancel.""")
 
 
 @router.get("/hexagons/studies/{study_id}/generations")

@@ -15,12 +15,10 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app import jobs
-from app.agents.models import Agent, AgentArtifact
 from app.auth.models import User
 from app.errors import Conflict, InputError
 from app.kinds.navigation.models import Candidate, GenerationRun, Rollout
-from app.params import MAX_ID
-from app.runs.component import AgentRuns, Started
+from app.runs.component import AgentRuns, Started, usable_artifact
 from app.studies.models import Study
 
 KIND_NAME = "navigation"
@@ -30,22 +28,6 @@ MAX_N, MAX_K, MAX_M, MAX_PATHS = 50, 10, 20, 5000
 
 
 # -- services (web side: no torch) ------------------------------------------------------------
-
-
-def _artifact(session: Session, user: User, artifact_id: object, role: str, field: str) -> AgentArtifact:
-    if isinstance(artifact_id, bool) or not isinstance(artifact_id, int):
-        raise InputError(f"{field} must be an artifact id (an integer)", field=field)
-    # Past the ids' range the database would fail on it (a 500), not find nothing.
-    art = session.get(AgentArtifact, artifact_id) if 1 <= artifact_id <= MAX_ID else None
-    agent = session.get(Agent, art.agent_id) if art else None
-    if art is None or (user.role != "admin" and agent.owner_id != user.id):
-        raise InputError(f"no artifact {artifact_id} among yours", field=field)
-    if art.role != role:
-        raise InputError(f"artifact {artifact_id} is a {art.role}, not a {role}", field=field)
-    if art.state != "valid":
-        raise InputError(f"artifact {artifact_id} is {art.state}: only validated artifacts can be used",
-                         field=field)
-    return art
 
 
 def _int(value: object, field: str, low: int, high: int) -> int:
@@ -113,10 +95,12 @@ def create_run(session: Session, study: Study, user: User, *, speaker_artifact_i
         raise InputError(f"design is one of {', '.join(DESIGNS)}", field="design")
     if metric not in METRICS:
         raise InputError(f"metric is one of {', '.join(METRICS)}", field="metric")
-    speaker = _artifact(session, user, speaker_artifact_id, "speaker", "speaker_artifact_id")
+    speaker, _ = usable_artifact(session, user, speaker_artifact_id, KIND_NAME, "speaker", "a navigation speaker",
+                                 "speaker_artifact_id")
     if not isinstance(listener_artifact_ids, (list, tuple)):
         raise InputError("listener_artifact_ids must be a list of artifact ids", field="listener_artifact_ids")
-    listeners = [_artifact(session, user, a, "listener", "listener_artifact_ids") for a in listener_artifact_ids]
+    listeners = [usable_artifact(session, user, a, KIND_NAME, "listener", "a navigation listener",
+                                 "listener_artifact_ids")[0] for a in listener_artifact_ids]
     if len({a.id for a in listeners}) != len(listeners) or len(listeners) > MAX_K:
         raise InputError(f"at most {MAX_K} distinct listeners", field="listener_artifact_ids")
     if k is not None and k != len(listeners):
