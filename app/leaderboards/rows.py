@@ -107,7 +107,7 @@ def effect_size_cell(dz: float, n: int | None = None) -> float | dict[str, str]:
 
 def too_few_ranks(units: int, unit: str) -> str:
     """Why a rank cell is "—": one sentence, the same in every kind's table."""
-    return (f"{units} {unit}{'' if units == 1 else 's'} shared by every row: fewer than "
+    return (f"{units} {unit}{'' if units == 1 else 's'} shared by every ranked system: fewer than "
             f"{stats.MIN_RANK_UNITS} rank nobody")
 
 

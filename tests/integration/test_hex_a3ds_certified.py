@@ -91,7 +91,7 @@ def test_hexagons_hand_worked_means_intervals_coverage_and_ranks():
     assert zero["high"] == pytest.approx(0.716874, abs=1e-6)
     # Four procedures resample to too few orders to rank anyone (stats.MIN_RANK_UNITS = 5).
     assert [rows[w]["rank"] for w in ("A", "B", "zero")] == [
-        {"text": "—", "reason": "4 procedures shared by every row: fewer than 5 rank nobody"}] * 3
+        {"text": "—", "reason": "4 procedures shared by every ranked system: fewer than 5 rank nobody"}] * 3
     assert {c["label"] for c in table["columns"]} >= {"Rank (95%)", "Coverage"}
     assert "[0, 1]" in table["title"] and "PROCEDURES" in table["note"]
     # The breakdown by category uses the same rule: B's category d is P3 (1.5) and P4 (0) over 6 steps.

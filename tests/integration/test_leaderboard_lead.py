@@ -114,7 +114,7 @@ def test_agents_that_items_cannot_tell_apart_share_a_rank(client, session):
 
     # The fixture's few propositions cannot order anyone (fewer than 5 units resampled): "—"
     # with the reason, the rule every kind's rank column follows (rows.rank_cells).
-    few = {"text": "—", "reason": "2 clusters shared by every row: fewer than 5 rank nobody"}
+    few = {"text": "—", "reason": "2 clusters shared by every ranked system: fewer than 5 rank nobody"}
     assert ranks(create_tom_study(session, owner)) == {"first v1": few, "second v1": few, "wrong v1": few}
     # 100 questions on 6 propositions (18 questions each, the last 10).
     study = create_tom_study(session, owner, data=_split_csv(50, 50), title="Six propositions")

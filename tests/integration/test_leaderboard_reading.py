@@ -76,7 +76,7 @@ def test_the_sts_and_a3ds_correlation_cells_use_the_exact_p_in_one_format():
 def test_under_min_rank_units_every_rank_cell_is_a_dash_with_its_reason():
     few = {"a": [1.0, 0.0, 1.0], "b": [0.0, 0.0, 1.0], "c": [0.0, 0.0, 0.0]}
     cells = rows.rank_cells(few, "scenario")
-    assert cells == {w: {"text": "—", "reason": "3 scenarios shared by every row: fewer than 5 rank nobody"}
+    assert cells == {w: {"text": "—", "reason": "3 scenarios shared by every ranked system: fewer than 5 rank nobody"}
                      for w in few}
     assert rows.rank_cells({w: [] for w in few}, "scenario")["a"]["reason"].startswith("0 scenarios")
     enough = {w: v * 3 for w, v in few.items()}  # 9 units
@@ -167,7 +167,7 @@ def test_sts_ranks_nobody_on_too_few_shared_scenarios_and_says_why(client, sessi
     shared = re.search(r"over the (\d+) scenarios every agent played", agents["note"])
     assert shared and int(shared.group(1)) < stats.MIN_RANK_UNITS
     n = int(shared.group(1))
-    reason = f"{n} scenario{'' if n == 1 else 's'} shared by every row: fewer than 5 rank nobody"
+    reason = f"{n} scenario{'' if n == 1 else 's'} shared by every ranked system: fewer than 5 rank nobody"
     assert [r["rank"] for r in agents["rows"]] == [{"text": "—", "reason": reason}] * len(agents["rows"])
 
 
@@ -230,7 +230,7 @@ def test_a3ds_paired_rows_on_three_pairs_show_no_test(session):
         assert row["pairs"] == 3 and row["diff"]["n"] == 3
         assert (row["d_z"], row["p"], row["p_holm"]) == (too_few, too_few, too_few)
     acc = tables["a3ds_accuracy"]
-    assert all(r["rank"] == {"text": "—", "reason": "3 pairs shared by every row: fewer than 5 rank nobody"}
+    assert all(r["rank"] == {"text": "—", "reason": "3 pairs shared by every ranked system: fewer than 5 rank nobody"}
                for r in acc["rows"])
     # One format for a correlation's p, "—" (not "-") where there is none.
     for row in tables["a3ds_correlation"]["rows"]:

@@ -220,7 +220,7 @@ def test_rank_labels_clear_and_tied():
     assert labels == {"a": "1-2", "b": "1-2", "c": "3"} and ties == [["a", "b"]]
     # Four shared paths resample to too few orders: nobody is ranked above anybody.
     four = {w: {p: v for p, v in paths.items() if p in ("p1", "p2", "p3", "p4")} for w, paths in per_path.items()}
-    too_few = {"text": "—", "reason": "4 paths shared by every row: fewer than 5 rank nobody"}
+    too_few = {"text": "—", "reason": "4 paths shared by every ranked system: fewer than 5 rank nobody"}
     assert rank_column(four, ["a", "b", "c"])[0] == {"a": too_few, "b": too_few, "c": too_few}
     # One speaker: no ranking.
     assert rank_column({"a": per_path["a"]}, ["a"])[0] == {"a": None}

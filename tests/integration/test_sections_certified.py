@@ -357,7 +357,7 @@ def test_a3ds_ties_a_split_pair_and_a_missing_pair(session, client):
     # All three have 1/2, 1, 0 on P1-P3: tied, every rank interval 1-3.
     # Three pairs: under stats.MIN_RANK_UNITS, nobody is ranked ("—" with the reason).
     assert [acc[c]["rank"] for c in ("m", "x", "y")] == [
-        {"text": "—", "reason": "3 pairs shared by every row: fewer than 5 rank nobody"}] * 3
+        {"text": "—", "reason": "3 pairs shared by every ranked system: fewer than 5 rank nobody"}] * 3
     # Paired: x - y over P1-P3, every difference 0; m against x or y over the 2 pairs both
     # captioned (P1: 1/2 - 1/2, P2: 1 - 1): 0.
     assert list(paired) == [("m", "x"), ("m", "y"), ("x", "y")]

@@ -93,9 +93,9 @@ def test_navigation_tables_are_shown_whole_ties_are_named_and_the_path_is_the_un
     rows = {r["category"]: r for r in metrics["rows"]}
     # Two paths, under the 5 units a rank interval needs: no ranking, "—" with the reason (the
     # rule every kind's rank column follows: app/leaderboards/rows.py rank_cells), and the note says so.
-    too_few = {"text": "—", "reason": "2 paths shared by every row: fewer than 5 rank nobody"}
+    too_few = {"text": "—", "reason": "2 paths shared by every ranked system: fewer than 5 rank nobody"}
     assert (rows["human"]["rank"], rows["toy"]["rank"]) == (too_few, too_few)
-    assert '"—", no ranking (2 paths shared by every row: fewer than 5 rank nobody)' in metrics["note"]
+    assert '"—", no ranking (2 paths shared by every ranked system: fewer than 5 rank nobody)' in metrics["note"]
     # toy's SR: A 1, A 1, B 0 over its 3 instructions = 2/3; the unit of the interval is the
     # path (the two path-A instructions are one cluster), not the instruction.
     toy = rows["toy"]["success"]
