@@ -5,7 +5,11 @@ walks the value later. No input the app takes is nested more than a few levels.
 Integers stay within a signed 64-bit column's range (a 30-digit id or seed is refused like bad
 JSON, not a database error later). NaN and infinities parse as floats: each importer's check
 of its field refuses them there, naming the field, and `non_finite` finds any left in what is
-stored (JSON has no NaN: PostgreSQL would refuse the row)."""
+stored (JSON has no NaN: PostgreSQL would refuse the row).
+
+Strings may not hold U+0000 (`\\u0000`: PostgreSQL text refuses it) or a lone surrogate (`\\ud800`
+unpaired: no UTF-8 encodes it, so hashing or storing it fails); both are refused like bad JSON,
+with their line."""
 
 from __future__ import annotations
 
@@ -84,17 +88,63 @@ def _bad_number(data: str | bytes, text: str) -> BadNumber:
                      line, pos - (raw.rfind(b"\n", 0, pos) + 1) + 1)
 
 
+class BadText(json.JSONDecodeError):
+    """A string holding U+0000 or a lone surrogate; a JSONDecodeError with the escape's line and
+    column, so callers report it with their line and field like any bad JSON."""
+
+    def __init__(self, message: str, lineno: int = 1, colno: int = 1):
+        super().__init__(message, "", 0)
+        self.lineno, self.colno = lineno, colno
+
+
+# Escapes that may decode to what no column can hold; only text with one takes the walk below.
+_BAD_ESCAPE = re.compile(r"(\\*)\\u(0000|[dD][89a-fA-F][0-9a-fA-F]{2})(\\u[dD][c-fC-F][0-9a-fA-F]{2})?")
+_BAD_CHAR = re.compile("[\x00\ud800-\udfff]")
+
+
+def _bad_text(value) -> str | None:
+    """The first string (a key or a value) of a parsed value that no database column can hold."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            if (m := _BAD_CHAR.search(v)) is not None:
+                return m.group()
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return None
+
+
+def _check_text(data: str | bytes, value):
+    text = data if isinstance(data, str) else bytes(data).decode("utf-8", "replace")
+    found = _bad_text(value) if _BAD_ESCAPE.search(text) else None
+    if found is None:
+        return value
+    what = "U+0000 (NUL)" if found == "\x00" else f"a lone surrogate (U+{ord(found):04X})"
+    pos = 0
+    for m in _BAD_ESCAPE.finditer(text):
+        lone = m.group(2).lower() in ("0000",) or not (m.group(2).lower() < "dc00" and m.group(3))
+        if len(m.group(1)) % 2 == 0 and lone:  # an escape, not an escaped backslash and a "u"
+            pos = m.start() + len(m.group(1))
+            break
+    line = text.count("\n", 0, pos) + 1
+    raise BadText(f"a string holds {what}, which cannot be stored", line, pos - (text.rfind("\n", 0, pos) + 1) + 1)
+
+
 def loads(data: str | bytes, limit: int = MAX_DEPTH):
     """json.loads for input from outside: TooDeep past `limit` levels of nesting, BadNumber
-    for an integer past 64 bits."""
+    for an integer past 64 bits, BadText for a string holding U+0000 or a lone surrogate."""
     if too_deep(data, limit):
         raise TooDeep(limit)
     long_digits = (_LONG_DIGITS.search(data) if isinstance(data, str)
                    else _LONG_DIGITS_BYTES.search(bytes(data)))
     if long_digits is None:
-        return json.loads(data)
+        return _check_text(data, json.loads(data))
     try:
-        return json.loads(data, parse_int=_int)
+        return _check_text(data, json.loads(data, parse_int=_int))
     except _OutOfRange as exc:
         raise _bad_number(data, exc.text) from None
 
