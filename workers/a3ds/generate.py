@@ -12,6 +12,8 @@ stored stays).
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -26,6 +28,7 @@ from app.kinds.a3ds.scenes import Pair
 from app.kinds.a3ds.speakers import speak
 from app.studies.models import Item, Study
 from app.studies.services import add_items
+from workers.runs import Chunks, model_on
 
 
 def _captions(model, speaker, pairs, batch_size, device, seed) -> list[str]:
@@ -42,21 +45,11 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
     if study is None:
         return {"skipped": "the study was deleted"}
     captioner, speaker, batch_size = p["captioner"], p.get("speaker"), int(p["batch_size"])
-    model, sandboxed, device = None, False, "cpu"
+    artifact = None
     if speaker is None:
-        import torch
-
-        from workers.a3ds.loading import load_artifact
-        from workers.sandbox import SandboxedModel
-
         artifact = session.get(AgentArtifact, p["artifact_id"])
         if artifact is None:
             return {"skipped": "the artifact was deleted"}
-        model = load_artifact(session, artifact)
-        sandboxed = isinstance(model, SandboxedModel)
-        # A sandboxed archive runs on the CPU; our own architecture on the GPU when there is one.
-        device = "cuda" if torch.cuda.is_available() and not sandboxed else "cpu"
-        model = model.to(device).eval()
     kind = get_kind(study.kind)
     settings = study.kind_settings or {}
     seed, cant_tell = int(settings.get("seed", 0)), bool(settings.get("cant_tell", True))
@@ -65,15 +58,16 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
     stored = set(session.scalars(select(Item.external_id).where(Item.study_id == study.id,
                                                                 Item.external_id.startswith(prefix, autoescape=True))))
     todo = [x for x in pairs if f"{prefix}{x[0]}-{x[1]}" not in stored]
-    done = len(pairs) - len(todo)
-    progress(done, len(pairs), f"captioner {captioner!r} on {len(pairs)} pairs ({done} stored), batch {batch_size}, "
-                               f"{device}")
-    try:
-        for start in range(0, len(todo), batch_size):
-            if progress.cancelled():
-                progress(done, None, f"cancelled after {done} of {len(pairs)} pairs")
-                return {"items": done, "pairs": len(pairs), "cancelled": True}
-            part = todo[start:start + batch_size]
+    loaded = nullcontext((None, "cpu"))  # a built-in speaker: no torch
+    if artifact is not None:
+        from workers.a3ds.loading import load_artifact
+
+        loaded = model_on(session, artifact, load_artifact)
+    with loaded as (model, device):
+        chunks = Chunks(todo, batch_size, progress, len(pairs) - len(todo), len(pairs), "pairs")
+        progress(chunks.done, len(pairs), f"captioner {captioner!r} on {len(pairs)} pairs ({chunks.done} stored), "
+                                          f"batch {batch_size}, {device}")
+        for part in chunks:
             specs = []
             for (t, d, design), caption in zip(part, _captions(model, speaker, part, batch_size, device, seed)):
                 if not caption.strip() or len(caption) > MAX_CAPTION:  # as an imported caption would be
@@ -85,10 +79,7 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
                                         cant_tell, gold=False))
             add_items(session, study, specs)
             session.commit()
-            done += len(part)
-            progress(done)
-    finally:
-        if sandboxed:
-            model.close()
-    progress(done, None, f"done: {done} pairs captioned by {captioner!r}")
-    return {"items": done, "pairs": len(pairs), "captioner": captioner}
+    if chunks.cancelled:
+        return {"items": chunks.done, "pairs": len(pairs), "cancelled": True}
+    progress(chunks.done, None, f"done: {chunks.done} pairs captioned by {captioner!r}")
+    return {"items": chunks.done, "pairs": len(pairs), "captioner": captioner}

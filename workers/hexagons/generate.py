@@ -14,7 +14,6 @@ read: "cancelled" stops it (what is stored stays, and the leaderboard scores it)
 
 from __future__ import annotations
 
-import torch
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
@@ -24,7 +23,7 @@ from app.kinds import get_kind
 from app.studies.models import Item, Study
 from workers.hexagons.executor import execute_procedures
 from workers.hexagons.loading import load_artifact
-from workers.sandbox import SandboxedModel
+from workers.runs import Chunks, model_on
 
 # Procedures per transaction (and per cancel check) on "gold"; "own" takes batch_size.
 CHUNK = 64
@@ -38,33 +37,24 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
         return {"skipped": "the study or the artifact was deleted"}
     agent_id, on, batch_size = p["agent_id"], p["on"], int(p["batch_size"])
     # Loaded first: a model that cannot run must not cost the agent its earlier outputs.
-    model = load_artifact(session, artifact)
-    if not p.get("replaced"):  # once: a retried job keeps what its first attempt stored
-        session.execute(delete(AgentOutput).where(AgentOutput.agent_id == agent_id,
-                                                  AgentOutput.study_id == study.id))
-        job.params = {**p, "replaced": True}
-        session.commit()
-    sandboxed = isinstance(model, SandboxedModel)
-    # A sandboxed archive runs on the CPU; our own architecture on the GPU when there is one.
-    device = "cuda" if torch.cuda.is_available() and not sandboxed else "cpu"
-    model = model.to(device).eval()
-    kind = get_kind(study.kind)
-    items = session.execute(select(Item.id, Item.payload, Item.reference).where(
-        Item.study_id == study.id, Item.is_gold.is_(False)).order_by(Item.id)).all()
-    stored = set(session.scalars(select(AgentOutput.item_id).where(AgentOutput.agent_id == agent_id,
-                                                                   AgentOutput.study_id == study.id)))
-    todo = [it for it in items if it.id not in stored]
-    done = len(items) - len(todo)
-    progress(done, len(items), f"executor artifact {artifact.id} on {len(items)} procedures ({done} stored), "
-                               f"on the {'gold' if on == 'gold' else 'own'} previous board, batch {batch_size}, "
-                               f"{device}")
-    chunk = batch_size if on == "own" else CHUNK
-    try:
-        for start in range(0, len(todo), chunk):
-            if progress.cancelled():
-                progress(done, None, f"cancelled after {done} of {len(items)} procedures")
-                return {"outputs": done, "procedures": len(items), "cancelled": True}
-            part = todo[start:start + chunk]
+    with model_on(session, artifact, load_artifact) as (model, device):
+        if not p.get("replaced"):  # once: a retried job keeps what its first attempt stored
+            session.execute(delete(AgentOutput).where(AgentOutput.agent_id == agent_id,
+                                                      AgentOutput.study_id == study.id))
+            job.params = {**p, "replaced": True}
+            session.commit()
+        kind = get_kind(study.kind)
+        items = session.execute(select(Item.id, Item.payload, Item.reference).where(
+            Item.study_id == study.id, Item.is_gold.is_(False)).order_by(Item.id)).all()
+        stored = set(session.scalars(select(AgentOutput.item_id).where(AgentOutput.agent_id == agent_id,
+                                                                       AgentOutput.study_id == study.id)))
+        todo = [it for it in items if it.id not in stored]
+        chunks = Chunks(todo, batch_size if on == "own" else CHUNK, progress, len(items) - len(todo), len(items),
+                        "procedures")
+        progress(chunks.done, len(items), f"executor artifact {artifact.id} on {len(items)} procedures "
+                                          f"({chunks.done} stored), on the {'gold' if on == 'gold' else 'own'} "
+                                          f"previous board, batch {batch_size}, {device}")
+        for part in chunks:
             specs = [(it.payload["instructions"], it.payload["initial"], (it.reference or {}).get("boards"))
                      for it in part]
             predicted = execute_procedures(model, specs, on, batch_size, device)
@@ -73,10 +63,7 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
                 session.add(AgentOutput(agent_id=agent_id, study_id=study.id, item_id=it.id, response=response,
                                         score=kind.score(it.payload, it.reference, response)))
             session.commit()
-            done += len(part)
-            progress(done)
-    finally:
-        if sandboxed:
-            model.close()
-    progress(done, None, f"done: {done} procedures")
-    return {"outputs": done, "procedures": len(items), "agent": agent_id, "on": on}
+    if chunks.cancelled:
+        return {"outputs": chunks.done, "procedures": len(items), "cancelled": True}
+    progress(chunks.done, None, f"done: {chunks.done} procedures")
+    return {"outputs": chunks.done, "procedures": len(items), "agent": agent_id, "on": on}

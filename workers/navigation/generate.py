@@ -35,6 +35,7 @@ from app.studies.models import Item, Study
 from workers.navigation.features import Vocabulary, World, stack_steps
 from workers.navigation.listener import Ensemble, Listener
 from workers.navigation.rerank import ScriptedListener, Worlds, follow_and_score, pick_device, stack_listeners
+from workers.runs import Chunks
 from workers.sandbox import SandboxedModel
 
 
@@ -113,18 +114,12 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
     for scan in sorted({paths[i]["scan"] for i in todo}):
         worlds[scan] = World.from_semantics(get_graph(scan), get_semantics(scan))
     table = Worlds(list(worlds.values()), dev) if (listeners and worlds) else None
-    done = len(paths) - len(todo)
-    for b, start in enumerate(range(0, len(todo), run.batch_size)):
-        if progress.cancelled():
-            progress(done, None, f"cancelled after {done} of {len(paths)} paths")
-            return {"run": run.id, "cancelled": True, "paths_done": done}
-        batch = todo[start:start + run.batch_size]
+    chunks = Chunks(todo, run.batch_size, progress, len(paths) - len(todo), len(paths), "paths")
+    for batch in chunks:
         _generate_batch(session, run, [paths[i] for i in batch], [keys[i] for i in batch], speaker,
                         speaker_vocab, listeners, worlds, table, seed=run.seed * 100003 + batch[0])
-        done += len(batch)
-        progress(done, None, f"batch {b + 1}: {done}/{len(paths)} paths")
-
-    if progress.cancelled():
+    done = chunks.done
+    if chunks.cancelled or progress.cancelled():
         return {"run": run.id, "cancelled": True, "paths_done": done}
     run.gamma = gamma(session, run)
     added = _add_items(session, run, speaker, speaker_vocab, worlds, _speaker_name(session, speaker_art))
