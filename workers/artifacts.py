@@ -5,9 +5,10 @@ their constants; no Python class is imported) inside a sandboxed process (worker
 they are code. Safetensors weights are data for a kind's own architecture, checked against
 the config before they are loaded. torch.load is never called on an upload.
 
-A kind's loading module keeps a module-level `load_bytes(fmt, data, config)` (the sandboxed
-process calls it by its dotted path, the kind's LOADER) built on `torch_model`, and loads a
-stored artifact with `load_validated`.
+A kind keeps a module-level `load_bytes(fmt, data, config)` (the sandboxed process calls it
+by its dotted path, the kind's LOADER), built on `torch_model` or made by `safetensors_loader`
+from the kind's `build(config, state)` (on `built_in`), and loads a stored artifact with
+`load_validated`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import io
 from collections.abc import Callable, Mapping
 
 import torch
+# Imported here, before the sandbox's lock: once it is on, no module file can be opened.
+from safetensors.torch import load as load_safetensors
 
 
 def torch_model(fmt: str, data: bytes, config: dict | None,
@@ -30,6 +33,29 @@ def torch_model(fmt: str, data: bytes, config: dict | None,
     else:
         raise ValueError(f"unknown artifact format {fmt!r}")
     return model.eval()
+
+
+def safetensors_loader(build: Callable[[dict, dict[str, torch.Tensor]], torch.nn.Module]
+                       ) -> Callable[[str, bytes, dict | None], torch.nn.Module]:
+    """A kind's `load_bytes` for its own architecture's `build(config, state)`."""
+    def load_bytes(fmt: str, data: bytes, config: dict | None) -> torch.nn.Module:
+        return torch_model(fmt, data, config, lambda weights, cfg: build(cfg, load_safetensors(weights)))
+    return load_bytes
+
+
+def built_in(config: dict, state: Mapping[str, torch.Tensor], architecture: str, check_vocabulary: Callable,
+             shapes: Callable[[dict], Mapping[str, tuple[int, ...]]], sizes: Callable[[list[str]], str],
+             make: Callable[[list[str]], torch.nn.Module]) -> torch.nn.Module:
+    """One of our architectures (with a vocabulary) from its config and weights: `make(words)`
+    with the weights, once the config names the architecture, its words pass the kind's check
+    and every tensor is what `shapes(config)` says (weights_into). ValueError naming the first
+    thing wrong; `sizes(words)` says the config's sizes in it."""
+    if config.get("architecture") != architecture:
+        raise ValueError(f"unknown architecture {config.get('architecture')!r}: use {architecture}")
+    words = check_vocabulary(config.get("words"))
+    if isinstance(words, str):
+        raise ValueError(f"words (the vocabulary) {words}")
+    return weights_into(lambda: make(words), state, shapes(config), architecture, sizes(words))
 
 
 def weights_into(make: Callable[[], torch.nn.Module], state: Mapping[str, torch.Tensor],

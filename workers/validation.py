@@ -33,6 +33,24 @@ def call_checked(model, method: str, *args: Any) -> Any:
         raise Invalid(str(exc)[:500]) from exc
 
 
+def check_interface(model, interface: tuple[str, ...] | list[str], what: str, doc: str) -> None:
+    """The model has every method of its role's interface; Invalid naming the missing ones, and
+    what `what` implements (e.g. "a policy"), otherwise."""
+    missing = [m for m in interface if not callable(getattr(model, m, None))]
+    if missing:
+        names = ", ".join(f"{m}()" for m in missing)
+        raise Invalid(f"missing method{'s' if len(missing) > 1 else ''} {names}: {what} implements "
+                      f"{', '.join(f'{m}()' for m in interface)} ({doc})")
+
+
+def checked_words(model, check_vocabulary: Callable[[Any], Any]) -> list[str]:
+    """The model's vocabulary(), checked by the kind's rule; Invalid saying what is wrong."""
+    words = check_vocabulary(call_checked(model, "vocabulary"))
+    if isinstance(words, str):
+        raise Invalid(f"vocabulary() {words}")
+    return list(words)
+
+
 def sandboxed_verdict(loader: str, fmt: str, data: bytes, config: dict | None, limits: dict | None,
                       check: Callable[[Any], str], name_architecture: bool = True) -> str:
     """Load the upload in a sandboxed process and run `check(model) -> verdict` on it (raising

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from app.kinds.a3ds.architectures import ARCHITECTURE, check_vocabulary, decode, expected_shapes
-from workers.artifacts import weights_into
+from workers.artifacts import built_in, load_validated, safetensors_loader
 
 
 class Captioner(nn.Module):
@@ -96,17 +96,12 @@ class Captioner(nn.Module):
 def build(config: dict, state: dict[str, Tensor]) -> Captioner:
     """The built-in captioner from its config and weights; ValueError naming the first tensor
     that is missing, unexpected or of the wrong shape or dtype."""
-    if config.get("architecture") != ARCHITECTURE:
-        raise ValueError(f"unknown architecture {config.get('architecture')!r}: use {ARCHITECTURE}")
-    words = check_vocabulary(config.get("words"))
-    if isinstance(words, str):
-        raise ValueError(f"words (the vocabulary) {words}")
-    shapes = expected_shapes(config)
-    sizes = (", ".join(f"{k} {config[k]}" for k in ("embed", "hidden", "channels"))
-             + f", with_distractor {config['with_distractor']}, {len(words)} words")
-    return weights_into(lambda: Captioner(words, int(config["embed"]), int(config["hidden"]), int(config["channels"]),
-                                          bool(config["with_distractor"]), int(config["max_length"])),
-                        state, shapes, ARCHITECTURE, sizes)
+    return built_in(config, state, ARCHITECTURE, check_vocabulary, expected_shapes,
+                    lambda words: (", ".join(f"{k} {config[k]}" for k in ("embed", "hidden", "channels"))
+                                   + f", with_distractor {config['with_distractor']}, {len(words)} words"),
+                    lambda words: Captioner(words, int(config["embed"]), int(config["hidden"]),
+                                            int(config["channels"]), bool(config["with_distractor"]),
+                                            int(config["max_length"])))
 
 
 def pictures(scenes: list[int]) -> Tensor:
@@ -148,3 +143,15 @@ def caption_pairs(model, pairs: list[tuple[int, int]], batch_size: int = 32,
                              f"{MAX_CAPTION_TOKENS} are taken")
         out.extend(decode(row, words) for row in ids.cpu().tolist())
     return out
+
+
+# What the sandboxed process calls to turn an upload's bytes into a captioner.
+LOADER = "workers.a3ds.captioner:load_bytes"
+load_bytes = safetensors_loader(build)
+
+
+def load_artifact(session, artifact):
+    """The validated artifact's captioner: a TorchScript archive as a SandboxedModel, safetensors
+    weights in our own architecture. ValueError for an artifact not valid or whose blob no
+    longer matches its sha256."""
+    return load_validated(artifact, LOADER, load_bytes)

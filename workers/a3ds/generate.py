@@ -60,7 +60,7 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
     todo = [x for x in pairs if f"{prefix}{x[0]}-{x[1]}" not in stored]
     loaded = nullcontext((None, "cpu"))  # a built-in speaker: no torch
     if artifact is not None:
-        from workers.a3ds.loading import load_artifact
+        from workers.a3ds.captioner import load_artifact
 
         loaded = model_on(session, artifact, load_artifact)
     with loaded as (model, device):

@@ -15,9 +15,9 @@ import torch
 from sqlalchemy.orm import Session
 
 from app.kinds.a3ds.architectures import MAX_CAPTION_TOKENS, check_vocabulary
-from workers.a3ds.captioner import pictures
-from workers.a3ds.loading import LOADER
-from workers.validation import Invalid, call_checked, record_validation, sandboxed_verdict
+from workers.a3ds.captioner import LOADER, pictures
+from workers.validation import Invalid, call_checked, check_interface, checked_words, record_validation, \
+    sandboxed_verdict
 
 INTERFACE = ("vocabulary", "caption")
 # Pairs differing in one, three and six features, and a scene against itself: every upload is
@@ -47,14 +47,8 @@ def _ids(model, target: torch.Tensor, distractor: torch.Tensor, n_words: int) ->
 
 def check_captioner(model) -> str:
     """The checks, in order; the verdict for a model that passes them all."""
-    missing = [m for m in INTERFACE if not callable(getattr(model, m, None))]
-    if missing:
-        names = ", ".join(f"{m}()" for m in missing)
-        raise Invalid(f"missing method{'s' if len(missing) > 1 else ''} {names}: a captioner implements "
-                      "vocabulary() and caption(target, distractor) (docs/kinds/a3ds.md)")
-    words = check_vocabulary(call_checked(model, "vocabulary"))
-    if isinstance(words, str):
-        raise Invalid(f"vocabulary() {words}")
+    check_interface(model, INTERFACE, "a captioner", "docs/kinds/a3ds.md")
+    words = checked_words(model, check_vocabulary)
     target, distractor = pictures([t for t, _ in PAIRS]), pictures([d for _, d in PAIRS])
     ids = _ids(model, target, distractor, len(words))
     if _ids(model, target, distractor, len(words)) != ids:

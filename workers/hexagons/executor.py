@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from app.kinds.hexagons.architectures import ARCHITECTURE, check_vocabulary, expected_shapes
 from app.kinds.hexagons.board import COLOURS, COLS, ROWS, TILES
-from workers.artifacts import weights_into
+from workers.artifacts import built_in, load_validated, safetensors_loader
 
 
 class HexExecutor(nn.Module):
@@ -86,15 +86,11 @@ class HexExecutor(nn.Module):
 def build(config: dict, state: dict[str, Tensor]) -> HexExecutor:
     """The built-in executor from its config and weights; ValueError naming the first tensor
     that is missing, unexpected or of the wrong shape or dtype."""
-    if config.get("architecture") != ARCHITECTURE:
-        raise ValueError(f"unknown architecture {config.get('architecture')!r}: use {ARCHITECTURE}")
-    words = check_vocabulary(config.get("words"))
-    if isinstance(words, str):
-        raise ValueError(f"words (the vocabulary) {words}")
-    shapes = expected_shapes(config)
-    sizes = ", ".join(f"{k} {config[k]}" for k in ("embed", "hidden", "channels")) + f", {len(words)} words"
-    return weights_into(lambda: HexExecutor(words, int(config["embed"]), int(config["hidden"]), int(config["channels"])),
-                        state, shapes, ARCHITECTURE, sizes)
+    return built_in(config, state, ARCHITECTURE, check_vocabulary, expected_shapes,
+                    lambda words: (", ".join(f"{k} {config[k]}" for k in ("embed", "hidden", "channels"))
+                                   + f", {len(words)} words"),
+                    lambda words: HexExecutor(words, int(config["embed"]), int(config["hidden"]),
+                                              int(config["channels"])))
 
 
 def batch_tensors(token_ids: list[list[int]], boards: list[list[int]]) -> tuple[Tensor, Tensor]:
@@ -150,3 +146,13 @@ def execute_procedures(model, procedures: list[tuple[list[str], list[int], list[
             for p, board in zip(live, _forward(model, [ids[p][k] for p in live], [current[p] for p in live], dev)):
                 out[p][k] = current[p] = board
     return out
+
+
+# What the sandboxed process calls to turn an upload's bytes into an executor.
+LOADER = "workers.hexagons.executor:load_bytes"
+load_bytes = safetensors_loader(build)
+
+
+def load_artifact(session, artifact):
+    """The validated artifact's executor (see workers/artifacts.py: load_validated)."""
+    return load_validated(artifact, LOADER, load_bytes)

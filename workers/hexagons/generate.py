@@ -21,8 +21,7 @@ from app import jobs
 from app.agents.models import AgentArtifact, AgentOutput
 from app.kinds import get_kind
 from app.studies.models import Item, Study
-from workers.hexagons.executor import execute_procedures
-from workers.hexagons.loading import load_artifact
+from workers.hexagons.executor import execute_procedures, load_artifact
 from workers.runs import Chunks, model_on
 
 # Procedures per transaction (and per cancel check) on "gold"; "own" takes batch_size.

@@ -16,9 +16,9 @@ from sqlalchemy.orm import Session
 
 from app.kinds.hexagons.architectures import check_vocabulary, encode
 from app.kinds.hexagons.board import COLOURS, TILES
-from workers.hexagons.executor import batch_tensors
-from workers.hexagons.loading import LOADER
-from workers.validation import Invalid, call_checked, record_validation, sandboxed_verdict
+from workers.hexagons.executor import LOADER, batch_tensors
+from workers.validation import Invalid, call_checked, check_interface, checked_words, record_validation, \
+    sandboxed_verdict
 
 INTERFACE = ("vocabulary", "execute")
 # Steps of different lengths on different boards: every upload is tried on the same batch.
@@ -56,14 +56,8 @@ def _logits(model, tokens: torch.Tensor, board: torch.Tensor) -> torch.Tensor:
 
 def check_executor(model) -> str:
     """The checks, in order; the verdict for a model that passes them all."""
-    missing = [m for m in INTERFACE if not callable(getattr(model, m, None))]
-    if missing:
-        names = ", ".join(f"{m}()" for m in missing)
-        raise Invalid(f"missing method{'s' if len(missing) > 1 else ''} {names}: an executor implements "
-                      "vocabulary() and execute(tokens, board) (docs/kinds/hexagons.md)")
-    words = check_vocabulary(call_checked(model, "vocabulary"))
-    if isinstance(words, str):
-        raise Invalid(f"vocabulary() {words}")
+    check_interface(model, INTERFACE, "an executor", "docs/kinds/hexagons.md")
+    words = checked_words(model, check_vocabulary)
     ids = encode(list(INSTRUCTIONS), words)
     tokens, board = batch_tensors(ids, boards())
     b = tokens.shape[0]

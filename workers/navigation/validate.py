@@ -23,7 +23,8 @@ from workers.navigation.features import (
     FEATURES_VERSION, Vocabulary, World, pad_batch, stack_steps)
 from app.kinds.navigation.architectures import check_vocabulary
 from workers.navigation.loading import LOADER
-from workers.validation import Invalid, call_checked, record_validation, sandboxed_verdict
+from workers.validation import Invalid, call_checked, check_interface, record_validation, \
+    sandboxed_verdict
 
 BATCH = 3  # paths in the test batch
 MAX_LEN = 12  # words sampled per instruction in the test
@@ -63,11 +64,7 @@ def _pair(method: str, value: Any) -> tuple[Any, Any]:
 
 
 def check_common(model: torch.nn.Module, role: str) -> Vocabulary:
-    missing = [m for m in INTERFACES[role] if not callable(getattr(model, m, None))]
-    if missing:
-        names = ", ".join(f"{m}()" for m in missing)
-        raise Invalid(f"missing method{'s' if len(missing) > 1 else ''} {names}: a {role} "
-                      f"implements {', '.join(f'{m}()' for m in INTERFACES[role])} (docs/agents.md)")
+    check_interface(model, INTERFACES[role], f"a {role}", "docs/agents.md")
     version = call_checked(model, "feature_version")
     if version != FEATURES_VERSION:  # its text is the model's: not repeated
         raise Invalid(f"feature_version() does not return {FEATURES_VERSION!r}, the layout this "

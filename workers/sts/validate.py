@@ -20,7 +20,8 @@ from sqlalchemy.orm import Session
 from app.kinds.sts.env import ACTIONS, get_simulator
 from app.kinds.sts.observations import VOCAB_VERSION
 from app.kinds.sts.recordings import expert_recording, replay
-from workers.validation import Invalid, call_checked, record_validation, sandboxed_verdict
+from workers.validation import Invalid, call_checked, check_interface, record_validation, \
+    sandboxed_verdict
 from workers.sts.loading import LOADER
 from workers.sts.policy import observation_tensors
 
@@ -71,11 +72,7 @@ def _logits(model, image, direction, mission) -> torch.Tensor:
 
 def check_policy(model) -> str:
     """The checks, in order; the verdict for a model that passes them all."""
-    missing = [m for m in INTERFACE if not callable(getattr(model, m, None))]
-    if missing:
-        names = ", ".join(f"{m}()" for m in missing)
-        raise Invalid(f"missing method{'s' if len(missing) > 1 else ''} {names}: a policy implements "
-                      f"{', '.join(f'{m}()' for m in INTERFACE)} (docs/kinds/sts-policies.md)")
+    check_interface(model, INTERFACE, "a policy", "docs/kinds/sts-policies.md")
     if call_checked(model, "vocab_version") != VOCAB_VERSION:  # its text is the model's: not repeated
         raise Invalid(f"vocab_version() does not return {VOCAB_VERSION!r}, the mission vocabulary this "
                       "platform encodes (docs/kinds/sts-policies.md)")
