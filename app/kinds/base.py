@@ -148,16 +148,38 @@ class TaskKind(ABC):
     # How the agents page describes such a model ("a navigation speaker (path to instruction)").
     artifact_help: ClassVar[str] = ""
 
+    # Where the kind's optional parts live, each "module:name", imported only when asked for
+    # (so a worker process never loads the web code): "routers" (a tuple of FastAPI routers),
+    # "cli" (its click group), "train_commands" (a function returning click commands),
+    # "check_artifact_config" (a function (role, config) -> config), "agent_runs" (an
+    # app.runs.component.AgentRuns class) and "study_context" (a function (session, study) ->
+    # dict). The methods below read them; a kind may override a method instead.
+    parts: ClassVar[dict[str, str | tuple[str, ...]]] = {}
+
+    def _part(self, name: str) -> Any:
+        """The declared part `name`, imported (a tuple: each of them); None when not declared."""
+        path = self.parts.get(name)
+        if path is None:
+            return None
+        if isinstance(path, tuple):
+            return [self._resolve(p) for p in path]
+        return self._resolve(path)
+
+    @staticmethod
+    def _resolve(path: str) -> Any:
+        module, _, attr = path.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
     def agent_runs(self) -> Any:
         """The kind's agent runs (app.runs.component.AgentRuns): what a run of its models over a
         study (or its own target) takes and stores; None for a kind without. The core gives
         every such kind the one runs API, page section and cancelling (docs/runs.md)."""
-        return None
+        runs = self._part("agent_runs")
+        return runs() if runs is not None else None
 
     def routers(self) -> list[Any]:
-        """FastAPI routers with the kind's pages and API routes (imported only when called, so
-        a worker process never loads the web code)."""
-        return []
+        """FastAPI routers with the kind's pages and API routes (parts["routers"])."""
+        return self._part("routers") or []
 
     # Earlier names of the kind's command group, still answered (hidden from the help) for a
     # release, so scripts written against them keep working.
@@ -166,21 +188,27 @@ class TaskKind(ABC):
     def cli(self) -> Any:
         """A click group added to `proctor` under the kind's name (`proctor <name> ...`), or
         None. One name per thing: the group is named as the kind (`cli_aliases` keeps old ones)."""
-        return None
+        return self._part("cli")
 
     def train_commands(self) -> list[Any]:
         """click commands added under `proctor train` (one per thing the kind can train)."""
-        return []
+        make = self._part("train_commands")
+        return make() if make is not None else []
 
     def check_artifact_config(self, role: str, config: object) -> JSONDict:
         """The config of safetensors weights for one of the kind's built-in architectures;
         raise InputError naming the field. Kinds without built-in architectures refuse."""
-        raise InputError(f"{self.title} has no built-in architectures: upload a TorchScript "
-                         "archive", field="format")
+        check = self._part("check_artifact_config")
+        if check is None:
+            raise InputError(f"{self.title} has no built-in architectures: upload a TorchScript "
+                             "archive", field="format")
+        result: JSONDict = check(role, config)
+        return result
 
     def study_context(self, session: Any, study: Any) -> JSONDict:
         """Context for study_template."""
-        return {}
+        context = self._part("study_context")
+        return context(session, study) if context is not None else {}
 
     def preview_context(self, study: Any, item: Any) -> JSONDict:
         """Context the researcher's preview adds when it renders `item` with item_template

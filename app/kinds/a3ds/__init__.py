@@ -95,35 +95,15 @@ class ReferenceGame(TaskKind):
     artifact_help: ClassVar[str] = ("an A3DS captioner (the two 64 x 64 scenes, target and distractor, to caption "
                                     "token ids, docs/kinds/a3ds.md)")
 
-    def cli(self):
-        from app.kinds.a3ds.cli import a3ds
 
-        return a3ds
-
-    def agent_runs(self):
-        from app.kinds.a3ds.generation import CaptionerRuns
-
-        return CaptionerRuns()
-
-    def routers(self) -> list:
-        from app.kinds.a3ds.views import api, router
-
-        return [router, api]
-
-    def train_commands(self) -> list:
-        from app.kinds.a3ds.train import train_commands
-
-        return train_commands()
-
-    def check_artifact_config(self, role: str, config: object) -> dict:
-        from app.kinds.a3ds.architectures import check_config
-
-        return check_config(role, config)
-
-    def study_context(self, session, study) -> dict:
-        from app.kinds.a3ds.generation import study_context
-
-        return study_context(session, study)
+    parts: ClassVar[dict[str, str | tuple[str, ...]]] = {
+        "agent_runs": "app.kinds.a3ds.generation:CaptionerRuns",
+        "routers": ("app.kinds.a3ds.views:router", "app.kinds.a3ds.views:api"),
+        "cli": "app.kinds.a3ds.cli:a3ds",
+        "train_commands": "app.kinds.a3ds.train:train_commands",
+        "check_artifact_config": "app.kinds.a3ds.architectures:check_config",
+        "study_context": "app.kinds.a3ds.generation:study_context",
+    }
 
     def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
         out = super().parse_response(data, payload, settings)

@@ -100,15 +100,14 @@ class Hexagons(TaskKind):
     artifact_help: ClassVar[str] = ("a Hexagons executor (instruction tokens and the current board to the next "
                                     "board's logits, docs/kinds/hexagons.md)")
 
-    def agent_runs(self):
-        from app.kinds.hexagons.generation import ExecutorRuns
 
-        return ExecutorRuns()
-
-    def routers(self) -> list:
-        from app.kinds.hexagons.views import api, router
-
-        return [router, api]
+    parts: ClassVar[dict[str, str | tuple[str, ...]]] = {
+        "agent_runs": "app.kinds.hexagons.generation:ExecutorRuns",
+        "routers": ("app.kinds.hexagons.views:router", "app.kinds.hexagons.views:api"),
+        "cli": "app.kinds.hexagons.cli:hexagons",
+        "train_commands": "app.kinds.hexagons.train:train_commands",
+        "check_artifact_config": "app.kinds.hexagons.architectures:check_config",
+    }
 
     def study_context(self, session, study) -> dict:
         """The study page's sections: a description study's way to verification; an execution
@@ -120,20 +119,6 @@ class Hexagons(TaskKind):
             ctx.update(generation.study_context(session, study))
         return ctx
 
-    def cli(self):
-        from app.kinds.hexagons.cli import hexagons
-
-        return hexagons
-
-    def train_commands(self) -> list:
-        from app.kinds.hexagons.train import train_commands
-
-        return train_commands()
-
-    def check_artifact_config(self, role: str, config: object) -> dict:
-        from app.kinds.hexagons.architectures import check_config
-
-        return check_config(role, config)
 
     def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
         if (settings or {}).get("mode") == "description" or is_description(payload):

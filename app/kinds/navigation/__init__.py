@@ -158,35 +158,15 @@ class Navigation(TaskKind):
     artifact_help: ClassVar[str] = ("a navigation speaker (path to instruction) or listener "
                                     "(instruction to path)")
 
-    def agent_runs(self):
-        from app.kinds.navigation.generation import SpeakerRuns
 
-        return SpeakerRuns()
-
-    def routers(self) -> list:
-        from app.kinds.navigation.views import api, router
-
-        return [router, api]
-
-    def cli(self):
-        from app.kinds.navigation.cli import navigation
-
-        return navigation
-
-    def train_commands(self) -> list:
-        from app.kinds.navigation.cli import train_commands
-
-        return train_commands()
-
-    def check_artifact_config(self, role: str, config: object) -> dict:
-        from app.kinds.navigation.architectures import check_config
-
-        return check_config(role, config)
-
-    def study_context(self, session, study) -> dict:
-        from app.kinds.navigation.views import generations_context
-
-        return generations_context(session, study)
+    parts: ClassVar[dict[str, str | tuple[str, ...]]] = {
+        "agent_runs": "app.kinds.navigation.generation:SpeakerRuns",
+        "routers": ("app.kinds.navigation.views:router", "app.kinds.navigation.views:api"),
+        "cli": "app.kinds.navigation.cli:navigation",
+        "train_commands": "app.kinds.navigation.cli:train_commands",
+        "check_artifact_config": "app.kinds.navigation.architectures:check_config",
+        "study_context": "app.kinds.navigation.views:generations_context",
+    }
 
     def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
         data = dict(data)

@@ -79,15 +79,14 @@ class StandardisedTestSuite(TaskKind):
                                     "docs/kinds/sts-policies.md)")
     study_template: ClassVar[str | None] = "kinds/sts/study.html"
 
-    def agent_runs(self):
-        from app.kinds.sts.generation import SuiteRuns
 
-        return SuiteRuns()
-
-    def routers(self) -> list:
-        from app.kinds.sts.views import api, router
-
-        return [router, api]
+    parts: ClassVar[dict[str, str | tuple[str, ...]]] = {
+        "agent_runs": "app.kinds.sts.generation:SuiteRuns",
+        "routers": ("app.kinds.sts.views:router", "app.kinds.sts.views:api"),
+        "cli": "app.kinds.sts.cli:sts",
+        "train_commands": "app.kinds.sts.train:train_commands",
+        "check_artifact_config": "app.kinds.sts.architectures:check_config",
+    }
 
     def study_context(self, session, study) -> dict:
         settings = study.kind_settings or {}
@@ -100,20 +99,6 @@ class StandardisedTestSuite(TaskKind):
         # A play item's page asks the server for each grid: in a preview, the owner's route.
         return {"play_url": f"/api/v1/sts/preview/{study.id}/{item.id}"} if is_play(item.payload) else {}
 
-    def cli(self):
-        from app.kinds.sts.cli import sts
-
-        return sts
-
-    def train_commands(self) -> list:
-        from app.kinds.sts.train import train_commands
-
-        return train_commands()
-
-    def check_artifact_config(self, role: str, config: object) -> dict:
-        from app.kinds.sts.architectures import check_config
-
-        return check_config(role, config)
 
     def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
         from app.kinds.sts import play

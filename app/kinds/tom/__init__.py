@@ -98,10 +98,7 @@ class CommonToM(TaskKind):
                                   "the share of propositions with every question right")
     prior_label: ClassVar[str] = 'Format: JSONL, one answer per line, {"question_id", "answer", "annotator"}.'
 
-    def cli(self):
-        from app.kinds.tom.cli import tom
-
-        return tom
+    parts: ClassVar[dict[str, str | tuple[str, ...]]] = {"cli": "app.kinds.tom.cli:tom"}
 
     def score(self, payload, reference, response):
         if not reference:

@@ -59,6 +59,13 @@ class WordCount(TaskKind):
                                       "generate": "proctor_wordcount.runs:run_counter"}
     job_queues: ClassVar[dict[str, str]] = {"tally": "exports"}  # counting only: no model runs
     study_template: ClassVar[str | None] = "kinds/wordcount/runs.html"
+    # Its parts, imported when asked for (docs/kinds.md: `parts`).
+    parts: ClassVar[dict[str, str | tuple[str, ...]]] = {
+        "routers": ("proctor_wordcount.views:pages", "proctor_wordcount.views:api"),
+        "cli": "proctor_wordcount.cli:wordcount",
+        "agent_runs": "proctor_wordcount.runs:CounterRuns",
+        "study_context": "proctor_wordcount.runs:study_context",
+    }
 
     def score(self, payload, reference, response):
         if not reference:
@@ -92,25 +99,6 @@ class WordCount(TaskKind):
             out[row["id"]] = self.parse_response({"words": row.get("words")})
         return out
 
-    def agent_runs(self):
-        from proctor_wordcount.runs import CounterRuns
-
-        return CounterRuns()
-
-    def study_context(self, session, study) -> dict:
-        from app.runs import service
-
-        return service.study_page_context(session, study)
-
-    def routers(self) -> list:
-        from proctor_wordcount.views import api, pages
-
-        return [pages, api]
-
-    def cli(self):
-        from proctor_wordcount.cli import wordcount
-
-        return wordcount
 
     def demo(self) -> dict:
         sentences = ["The cat sat on the mat.", "Proctor counts what people do.",

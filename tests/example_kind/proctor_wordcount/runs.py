@@ -46,6 +46,13 @@ class CounterRuns(AgentRuns):
         return {"counter": p.get("counter"), "outputs": outputs}
 
 
+def study_context(session, study) -> dict:
+    """The study page's section (templates/runs.html): the core's runs list."""
+    from app.runs import service
+
+    return service.study_page_context(session, study)
+
+
 def run_counter(session, job, progress) -> dict:
     """The job: the agent's earlier outputs on the study are replaced, chunk by chunk."""
     from app.kinds import get_kind
