@@ -212,7 +212,7 @@ def parse_procedures(data: bytes | str) -> list[Procedure]:
         seen[p.index] = n
         out.append(p)
     if not out:
-        raise InputError("the file holds no drawing procedures")
+        raise InputError("the file holds no drawing procedures", field="file")
     return out
 
 
@@ -242,7 +242,7 @@ def parse_predictions(data: bytes | str, n_steps: dict[str, int]) -> list[Predic
         out.append(Prediction(index=index, step=step, board=board, line=n,
                               previous=None if previous is None else parse_board(previous, n, "previous")))
     if not out:
-        raise InputError("the file holds no predictions")
+        raise InputError("the file holds no predictions", field="file")
     return out
 
 
@@ -289,5 +289,5 @@ def parse_targets(data: bytes | str) -> tuple[list[Target], int]:
         seen[target.id] = n
         out.append(target)
     if not out:
-        raise InputError("the file holds no targets")
+        raise InputError("the file holds no targets", field="file")
     return out, skipped

@@ -179,7 +179,7 @@ def parse_continuations(data: bytes | str, simulator: Simulator | None = None) -
         seen[c.id] = line
         out.append(c)
     if not out:
-        raise InputError("the file holds no continuations")
+        raise InputError("the file holds no continuations", field="file")
     _scenario_lengths(out)
     return out
 
@@ -300,5 +300,5 @@ def parse_missions(data: bytes | str, simulator: Simulator | None = None) -> lis
         seen[m.id] = line
         out.append(m)
     if not out:
-        raise InputError("the file holds no missions")
+        raise InputError("the file holds no missions", field="file")
     return out
