@@ -26,3 +26,28 @@ def queue_training(kind: str, title: str, agent_id: int, options: dict[str, Any]
         jobs.submit(s, job)
         click.echo(f"queued job {job.id} ({kind}.train): follow it with GET /api/v1/jobs/{job.id}")
         return job.id
+
+
+def train_here_or_queue(kind: str, title: str, trainer: str, agent_id: int | None, options: dict[str, Any],
+                        device: str | None, **where: Any) -> None:
+    """A `proctor train ...` command's work: with an agent id, the training queued as a job
+    (queue_training); else `trainer` ("module:function") run here on `device` (cpu, cuda; by
+    default CUDA when there is one), with `where` (out, name) and its progress echoed. A file
+    it cannot find is a refusal of the --data option, not a traceback."""
+    import importlib
+
+    if device not in (None, "cpu", "cuda"):
+        raise click.BadParameter("cpu or cuda", param_hint="--device")
+    if agent_id is not None:
+        queue_training(kind, title, agent_id, options, device)
+        return
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise click.BadParameter("no CUDA device here", param_hint="--device")
+    module, _, name = trainer.partition(":")
+    run = getattr(importlib.import_module(module), name)
+    try:
+        run(**options, device=device or ("cuda" if torch.cuda.is_available() else "cpu"), echo=click.echo, **where)
+    except FileNotFoundError as exc:
+        raise click.BadParameter(str(exc), param_hint="--data") from None

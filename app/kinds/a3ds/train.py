@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from app.agents.training import queue_training
+from app.agents.training import train_here_or_queue
 
 
 @click.command("a3ds-captioner")
@@ -39,21 +39,10 @@ def a3ds_captioner(out, name, device, agent_id, **options) -> None:
     """Train the built-in A3DS captioner on rendered scenes, with or without the distractor as
     input, and report the pragmatic metrics of its captions on held-out pairs beside the
     speaker it learned from."""
-    if device not in (None, "cpu", "cuda"):
-        raise click.BadParameter("cpu or cuda", param_hint="--device")
     # `options`: every training option (all but where files go and where it runs), given as
     # they are to the training here or to the job.
-    if agent_id is not None:
-        queue_training("a3ds", "A3DS", agent_id, options, device)
-        return
-    import torch
-
-    from workers.a3ds.train import run_training
-
-    if device == "cuda" and not torch.cuda.is_available():
-        raise click.BadParameter("no CUDA device here", param_hint="--device")
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    run_training(**options, device=device, out=out, name=name, echo=click.echo)
+    train_here_or_queue("a3ds", "A3DS", "workers.a3ds.train:run_training", agent_id, options, device, out=out,
+                        name=name)
 
 
 def train_commands() -> list[click.Command]:

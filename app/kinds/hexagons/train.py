@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from app.agents.training import queue_training
+from app.agents.training import train_here_or_queue
 
 
 @click.command("hex-executor")
@@ -38,24 +38,10 @@ def hex_executor(out, name, device, agent_id, **options) -> None:
     """Train the built-in Hexagons executor on the train split and report its dev and test
     action/board F1 and EM, from the gold previous board (oracle) and its own (predicted),
     beside "no action"."""
-    if device not in (None, "cpu", "cuda"):
-        raise click.BadParameter("cpu or cuda", param_hint="--device")
     # `options`: every training option (all but where files go and where it runs), given as
     # they are to the training here or to the job.
-    if agent_id is not None:
-        queue_training("hexagons", "Hexagons", agent_id, options, device)
-        return
-    import torch
-
-    from workers.hexagons.train import run_training
-
-    if device == "cuda" and not torch.cuda.is_available():
-        raise click.BadParameter("no CUDA device here", param_hint="--device")
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        run_training(**options, device=device, out=out, name=name, echo=click.echo)
-    except FileNotFoundError as exc:
-        raise click.BadParameter(str(exc), param_hint="--data") from None
+    train_here_or_queue("hexagons", "Hexagons", "workers.hexagons.train:run_training", agent_id, options, device,
+                        out=out, name=name)
 
 
 def train_commands() -> list[click.Command]:
