@@ -1,26 +1,23 @@
 """Each generation run is an agent run (core 0016, app/runs): its row there names the speaker
-and listeners it ran and its own run's id.
-
-Runs whose job the core's migration did not find (it may run before nav0004 renamed the job)
-get their row here.
+and listeners it ran and its own run's id. Runs whose job the core's migration did not find
+(it may run before nav0004 renamed the job) get their row here.
 
 Revision ID: nav0005
 Revises: nav0004
 """
 
+import json
+
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import postgresql
+
+from app.runs.backfill import as_agent_run
 
 revision = "nav0005"
 down_revision = "nav0004"
 branch_labels = None
 depends_on = "0016"
 
-JSON = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
-RUNS = sa.table("agent_runs", sa.column("id"), sa.column("kind"), sa.column("study_id"), sa.column("target", JSON),
-                sa.column("agent_id"), sa.column("artifact_ids", JSON), sa.column("params", JSON),
-                sa.column("job_id"), sa.column("owner_id"), sa.column("created_at"))
 FIELDS = ("n", "k", "m", "metric", "design", "max_len", "seed", "batch_size", "top_p")
 
 
@@ -32,18 +29,10 @@ def upgrade() -> None:
     for g in rows:
         listeners = g["listener_artifact_ids"]
         if isinstance(listeners, str):  # SQLite hands JSON back as text
-            import json
-
             listeners = json.loads(listeners)
-        values = {"artifact_ids": [g["speaker_artifact_id"], *(listeners or [])],
-                  "params": {**{f: g[f] for f in FIELDS}, "generation_run": g["id"]}}
-        found = c.execute(sa.select(RUNS.c.id).where(RUNS.c.job_id == g["job_id"])).scalar()
-        if found is None:
-            c.execute(RUNS.insert().values(kind="navigation", study_id=g["study_id"], target={}, agent_id=None,
-                                           job_id=g["job_id"], owner_id=g["owner_id"], created_at=g["created_at"],
-                                           **values))
-        else:
-            c.execute(RUNS.update().where(RUNS.c.id == found).values(**values))
+        as_agent_run(c, "navigation", g["job_id"], g["owner_id"], g["created_at"], study_id=g["study_id"],
+                     artifact_ids=[g["speaker_artifact_id"], *(listeners or [])],
+                     params={**{f: g[f] for f in FIELDS}, "generation_run": g["id"]})
 
 
 def downgrade() -> None:
