@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from app import jobs
 
@@ -32,7 +32,7 @@ def model_on(session: Any, artifact: Any, load_artifact: Callable[[Any, Any], An
             model.close()
 
 
-class Chunks:
+class Chunks(Generic[T]):
     """`todo` in chunks of `size`. Before each chunk a cancelled run stops (the log says after
     how many of `total`, in `noun`); after each, `done` grows by the chunk and progress is
     reported: the caller stores and commits the chunk inside the loop, so a worker killed

@@ -22,6 +22,7 @@ from app.errors import InputError
 from app.params import MAX_ID, Id, OneOf
 from app.runs import service
 from app.runs.component import AgentRuns
+from app.runs.models import AgentRun
 
 router = APIRouter(prefix="/api/v1", tags=["runs"], dependencies=[Depends(verify_csrf)])
 researcher = require("researcher", "admin")
@@ -68,7 +69,7 @@ async def _params(request: Request, runs: AgentRuns) -> dict[str, Any]:
     return service.from_form(runs, values)
 
 
-def _found(session: Session, user: User, run_id: int):
+def _found(session: Session, user: User, run_id: int) -> AgentRun:
     try:
         return service.get(session, user, run_id)
     except service.NotFound as exc:
@@ -77,7 +78,7 @@ def _found(session: Session, user: User, run_id: int):
 
 @router.post("/studies/{study_id}/runs", status_code=202, openapi_extra=_BODY)
 async def start_on_study(request: Request, study_id: Id, session: Session = Depends(db),
-                         user: User = Depends(researcher)) -> dict:
+                         user: User = Depends(researcher)) -> dict[str, Any]:
     """Start an agent run on a study: its kind's model (an uploaded, trained or built-in one)
     over the study's items. The fields are the kind's (docs/runs.md); a file field comes as a
     form upload, or in JSON as its content. Follow it with GET /api/v1/runs/{id}."""
@@ -88,7 +89,7 @@ async def start_on_study(request: Request, study_id: Id, session: Session = Depe
 
 
 @router.post("/runs", status_code=202, openapi_extra=_BODY)
-async def start_on_target(request: Request, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+async def start_on_target(request: Request, session: Session = Depends(db), user: User = Depends(researcher)) -> dict[str, Any]:
     """Start an agent run on a kind's own target: {"kind": "sts", "target": {"suite_id": 1,
     "version": 2}, ...the kind's fields}."""
     if _form(request):
@@ -107,7 +108,7 @@ async def start_on_target(request: Request, session: Session = Depends(db), user
 @router.get("/runs")
 def list_runs(study_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
               kind: Annotated[str | None, Query(), OneOf(service.kinds_with_runs)] = None,
-              session: Session = Depends(db), user: User = Depends(researcher)) -> list:
+              session: Session = Depends(db), user: User = Depends(researcher)) -> list[dict[str, Any]]:
     """The runs you started or that ran on your studies, newest first."""
     if kind is not None and kind not in service.kinds_with_runs():
         raise InputError(f"kind is one of {', '.join(service.kinds_with_runs())}", field="kind")
@@ -115,12 +116,12 @@ def list_runs(study_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
 
 
 @router.get("/runs/{run_id}")
-def get_run(run_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+def get_run(run_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict[str, Any]:
     return service.summary(session, _found(session, user, run_id))
 
 
 @router.post("/runs/{run_id}/cancel")
-def cancel_run(run_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+def cancel_run(run_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict[str, Any]:
     """Stop the run at its next progress check; what it stored stays (and counts)."""
     _found(session, user, run_id)
     return service.summary(session, service.cancel(session, user, run_id))

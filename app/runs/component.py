@@ -76,7 +76,7 @@ def usable_artifact(session: Any, user: Any, artifact_id: object, kind: str, rol
     # Past the ids' range the database would fail on it (a 500), not find nothing.
     art = session.get(AgentArtifact, artifact_id) if 1 <= artifact_id <= MAX_ID else None
     agent = session.get(Agent, art.agent_id) if art else None
-    if art is None or (user.role != "admin" and agent.owner_id != user.id):
+    if art is None or agent is None or (user.role != "admin" and agent.owner_id != user.id):
         raise InputError(f"no artifact {artifact_id} among yours", field=field)
     if agent.kind != kind or art.role != role:
         raise InputError(f"artifact {artifact_id} is a {agent.kind} {art.role}, not {noun}", field=field)

@@ -27,7 +27,7 @@ def component(kind_name: str) -> AgentRuns:
     kinds = all_kinds()
     if kind_name not in kinds:
         raise InputError(f"unknown kind {kind_name!r}: installed are {', '.join(kinds)}", field="kind")
-    runs = kinds[kind_name].agent_runs()
+    runs: AgentRuns | None = kinds[kind_name].agent_runs()
     if runs is None:
         with_runs = [n for n, k in kinds.items() if k.agent_runs() is not None]
         raise Conflict(f"{kinds[kind_name].title} has no agent runs (kinds with runs: {', '.join(with_runs)})",
