@@ -118,18 +118,35 @@ def _bad_text(value) -> str | None:
     return None
 
 
+def _first_bad_escape(text: str) -> int | None:
+    """Where the first escape of U+0000 or of an unpaired surrogate starts, or None."""
+    for m in _BAD_ESCAPE.finditer(text):
+        lone = m.group(2) == "0000" or not (m.group(2).lower() < "dc00" and m.group(3))
+        if len(m.group(1)) % 2 == 0 and lone:  # an escape, not an escaped backslash and a "u"
+            return m.start() + len(m.group(1))
+    return None
+
+
+def unstorable_escape_line(text: str) -> int | None:
+    """The line of JSON text's first escape of U+0000 or of a lone surrogate in a string, or
+    None: for a parser of its own (Common-ToM's CG files) to refuse it like loads does."""
+    pos = _first_bad_escape(text) if "\\u" in text else None
+    return None if pos is None else text.count("\n", 0, pos) + 1
+
+
+def unstorable_escape(data: bytes) -> bool:
+    """Whether JSON text escapes U+0000 or a lone surrogate in a string (read before parsing:
+    escapes are ASCII, so bytes in any other encoding cannot make one)."""
+    return b"\\u" in data and _first_bad_escape(bytes(data).decode("latin-1")) is not None
+
+
 def _check_text(data: str | bytes, value):
     text = data if isinstance(data, str) else bytes(data).decode("utf-8", "replace")
     found = _bad_text(value) if _BAD_ESCAPE.search(text) else None
     if found is None:
         return value
     what = "U+0000 (NUL)" if found == "\x00" else f"a lone surrogate (U+{ord(found):04X})"
-    pos = 0
-    for m in _BAD_ESCAPE.finditer(text):
-        lone = m.group(2).lower() in ("0000",) or not (m.group(2).lower() < "dc00" and m.group(3))
-        if len(m.group(1)) % 2 == 0 and lone:  # an escape, not an escaped backslash and a "u"
-            pos = m.start() + len(m.group(1))
-            break
+    pos = _first_bad_escape(text) or 0
     line = text.count("\n", 0, pos) + 1
     raise BadText(f"a string holds {what}, which cannot be stored", line, pos - (text.rfind("\n", 0, pos) + 1) + 1)
 

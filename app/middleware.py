@@ -18,7 +18,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.datastructures import Headers
 
 from app.error_pages import error_response
-from app.jsonsafe import MAX_DEPTH, too_deep
+from app.jsonsafe import MAX_DEPTH, too_deep, unstorable_escape
 from app.routes import DOCS_CSP, OAUTH2_REDIRECT, served_routes
 
 # The crowd's pages may be framed by MTurk (ExternalQuestion shows them in an iframe on the
@@ -224,6 +224,9 @@ class JsonBodyGuard:
         if too_deep(body):
             return await _send_json(send, 422, {
                 "detail": f"the JSON body is nested more than {MAX_DEPTH} levels deep", "field": "body"})
+        if unstorable_escape(body):  # PostgreSQL text refuses U+0000; no UTF-8 holds a lone surrogate
+            return await _send_json(send, 422, {
+                "detail": "a string in the JSON body holds U+0000 or a lone surrogate", "field": "body"})
         replayed = False
 
         async def replay():
