@@ -220,7 +220,7 @@ def create_study(session: Session, owner: User, kind_name: str, settings: StudyS
     kind = get_kind(kind_name)
     result = kind.import_items(data, fmt, options or {})
     if not result.items:
-        raise InputError("the upload holds no items")
+        raise InputError("the upload holds no items", field="file")
     _check_finite(result.items)
     values = with_defaults(settings, result.study_defaults)
     if not values.get("instructions", "").strip():
@@ -340,7 +340,7 @@ def import_agent_outputs(session: Session, study: Study, agent: Agent, data: byt
     outputs = kind.import_agent_outputs(data, set(items),
                                         payloads={ext: v[1] for ext, v in items.items()})
     if not outputs:
-        raise InputError("the upload holds no outputs")
+        raise InputError("the upload holds no outputs", field="file")
     for ext, response in outputs.items():  # as for items (_check_finite): before anything goes
         if (where := jsonsafe.non_finite(response, "output")) is not None:
             raise InputError(f"the output for item {ext!r}: {where} is not a finite number", field=where)

@@ -243,7 +243,7 @@ def parse_recordings_jsonl(data: bytes | str, simulator: Simulator | None = None
             check(rec, sim)
         out.append(rec)
     if not out:
-        raise RecordingError("the file holds no recordings")
+        raise RecordingError("the file holds no recordings", field="file")
     return out
 
 

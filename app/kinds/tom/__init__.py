@@ -115,7 +115,7 @@ class CommonToM(TaskKind):
     def import_items(self, data: bytes, fmt: str, options: dict) -> ImportResult:
         questions = self.questions(data, fmt)
         if not questions:
-            raise InputError("the upload holds no questions")
+            raise InputError("the upload holds no questions", field="file")
         # Gold: first-order questions (the easiest), a fixed pseudo-random choice.
         n_gold = int(options.get("gold_count", min(30, max(5, len(questions) // 20))))
         first = sorted((q for q in questions if q.order == 1), key=lambda q: _stable_rank(q.question_id))

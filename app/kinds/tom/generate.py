@@ -36,6 +36,7 @@ import json.decoder
 import json.scanner
 from dataclasses import dataclass
 
+from app import jsonsafe
 from app.errors import InputError
 from app.kinds.tom.formats import (
     MAX_CID_LENGTH, ToMQuestion, decode_upload, derived_id, eno_problem, parse_eno,
@@ -228,6 +229,8 @@ def parse_cg_dialogues(data: bytes | str) -> list[CGDialogue]:
     text = decode_upload(data)
     if not text.strip():
         raise InputError("the file is empty", line=1)
+    if (line := jsonsafe.unstorable_escape_line(text)) is not None:
+        raise InputError("a string holds U+0000 or a lone surrogate, which cannot be stored", line=line)
     dialogues, cids = [], set()
     try:
         docs = _load_documents(text)
