@@ -73,5 +73,10 @@ def test_failure_reasons_blank_every_server_path():
     assert jobs.failure_reason(KeyError("no installed kind offers 'x'")) == '"no installed kind offers \'x\'"'
     assert jobs.failure_reason(ValueError("read /tmp/proctor-x/a.json and /home/me/b")) == "read <path> and <path>"
     assert jobs.failure_reason(ValueError("see https://example.org/var/x")) == "see https://example.org/var/x"
+    # Found by the issue-26 re-attack: roots outside a fixed list, and a root's prefix.
+    for path in ("/code/app/x.py", "/nix/store/abc-py/lib", "/run/secrets/key", "/dev/shm/x",
+                 "/workspace/proctor/x.py", "~/proctor/x.py", "/Users/me/p"):
+        assert jobs.failure_reason(ValueError(f"no file {path} here")) == "no file <path> here", path
+    assert jobs.failure_reason(ValueError("3/4 done, a/b")) == "3/4 done, a/b"
     assert jobs.failure_reason(RuntimeError("/srv/app/secret")) == \
         "an internal error (RuntimeError); an administrator can see the details"
