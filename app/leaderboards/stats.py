@@ -1094,3 +1094,53 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
     rhos = (ry[orders] @ rx) / scale
     p = float(np.mean(np.abs(rhos) >= abs(observed) - 1e-12))
     return {"rho": observed, "p": p, "n": n, "method": "exact permutation"}
+
+
+# ---------------------------------------------------------------------------
+# people and an automatic judge together (issue 28)
+
+PPI_PLUS = "PPI++ (power-tuned prediction-powered inference, normal)"
+CLT = "normal (people only)"
+MIN_PPI_HUMAN = 10  # below this the normal interval PPI rests on says nothing
+
+
+def ppi_mean(human: Sequence[float], judged: Sequence[float], judge_only: Sequence[float]) -> dict[str, Any]:
+    """The mean of what people would say over every unit, from people on a random sample and an
+    automatic judge everywhere: PPI++ (Angelopoulos, Duchi and Zrnic 2023), through ppi-python.
+
+    ``human[i]`` and ``judged[i]`` are people's value and the judge's on the same unit of the
+    sample; ``judge_only`` the judge's on the units people did not see. The judge's weight is
+    tuned from the data (lambda), so a useless judge gives about the people-only interval and
+    never a biased one; the sample must be random. Returns the estimate's shape
+    ``{mean, low, high, n, method}`` with ``n_judge`` (judge-only units), ``people`` (the
+    people-only normal interval on the same sample) and ``effective_n``: how many people's
+    judgements the interval is worth (n times the squared ratio of the two widths). Under
+    ``MIN_PPI_HUMAN`` units, or where an interval is undefined, the mean is people's own and
+    the interval None."""
+    from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
+
+    y, yhat, yhat_u = _finite_array(human, "human"), _finite_array(judged, "judged"), _finite_array(
+        judge_only, "judge_only")
+    if y.size != yhat.size:
+        raise ValueError("human and judged must have the same length (the same units)")
+    n, big_n = int(y.size), int(yhat_u.size)
+    within = bool(n) and float(y.min()) >= 0.0 and float(y.max()) <= 1.0
+    people = (mean_interval(y.tolist()) if within else mean_interval_unbounded(y.tolist()) if n
+              else Estimate(0, NAN, NAN, NAN)).as_dict()
+    out: dict[str, Any] = {"n": n, "n_judge": big_n, "mean": _none_if_nan(float(y.mean())) if n else None,
+                           "low": None, "high": None, "method": PPI_PLUS, "effective_n": None, "people": people}
+    if n < MIN_PPI_HUMAN or big_n == 0:
+        return out
+    with np.errstate(all="ignore"):
+        low, high = (float(v[0]) for v in ppi_mean_ci(y, yhat, yhat_u, alpha=0.05))
+        c_low, c_high = (float(v[0]) for v in ppi_mean_ci(y, yhat, yhat_u, alpha=0.05, lam=0))
+        mean = float(ppi_mean_pointestimate(y, yhat, yhat_u)[0])
+    if not all(math.isfinite(v) for v in (low, high, mean)):
+        return out
+    out.update(mean=mean, low=low, high=high)
+    width, classical = high - low, c_high - c_low
+    if width > 0 and math.isfinite(classical):
+        out["effective_n"] = n * (classical / width) ** 2
+    elif width == 0 and classical == 0:
+        out["effective_n"] = float(n)
+    return out

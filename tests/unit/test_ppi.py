@@ -1,0 +1,65 @@
+"""People and an automatic judge in one estimate (issue 28, stats.ppi_mean): a hand-worked
+PPI++ point estimate (the paper's power-tuned weight), coverage of its 95% interval in a
+simulation, an interval about as wide as people's alone when the judge is useless and much
+narrower when it is good, and what is refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.leaderboards import stats
+
+
+def test_a_hand_worked_ppi_plus_plus_estimate():
+    # A judge that agrees with people on all 10 sampled units (7 successes), and says success on
+    # 20 of the 40 units people did not see. PPI++ (Angelopoulos, Duchi, Zrnic 2023, eq. for the
+    # mean): lambda = Cov(Y, Yhat) / ((1 + n/N) Var(Yhat)), the covariance over the sample
+    # (divided by n: 0.21) and the variance over all 50 judged units (by 49: 12.42 / 49); the
+    # estimate lambda * mean(Yhat_unseen) + mean(Y) - lambda * mean(Yhat) = 0.7 - 0.2 lambda.
+    y = [1, 0, 1, 1, 0, 1, 0, 1, 1, 1]
+    got = stats.ppi_mean(y, y, [1] * 20 + [0] * 20)
+    lam = 0.21 / ((1 + 10 / 40) * (12.42 / 49))
+    assert got["mean"] == pytest.approx(0.7 - 0.2 * lam, abs=1e-12)
+    assert got["low"] < got["mean"] < got["high"] and (got["n"], got["n_judge"]) == (10, 40)
+    assert got["method"] == stats.PPI_PLUS and got["people"]["method"] == stats.WILSON
+    assert got["people"]["mean"] == 0.7 and got["effective_n"] > 10  # the judge is worth more people
+
+
+def _simulate(accuracy: float, reps: int, n: int = 200, big_n: int = 2000, p: float = 0.3, seed: int = 7):
+    rng = np.random.default_rng(seed)
+    covered, ratios = 0, []
+    for _ in range(reps):
+        truth = rng.binomial(1, p, n + big_n).astype(float)
+        right = rng.uniform(size=n + big_n) < accuracy
+        judge = np.where(right, truth, 1 - truth) if accuracy > 0 else rng.binomial(1, 0.5, n + big_n)
+        got = stats.ppi_mean(truth[:n], judge[:n], judge[n:])
+        covered += got["low"] <= p <= got["high"]
+        people = truth[:n]
+        classical = 2 * 1.959963984540054 * people.std(ddof=1) / np.sqrt(n)
+        ratios.append((got["high"] - got["low"]) / classical)
+    return covered / reps, float(np.mean(ratios))
+
+
+def test_the_interval_covers_and_is_narrower_with_a_good_judge():
+    coverage, ratio = _simulate(accuracy=0.85, reps=400)
+    assert 0.93 <= coverage <= 0.97, coverage
+    assert ratio < 0.8, ratio  # 2,000 judged units sharpen 200 people's estimate
+
+
+def test_a_useless_judge_costs_nothing():
+    # A coin flip for a judge: the tuned weight goes to about 0 and the interval is people's own.
+    coverage, ratio = _simulate(accuracy=0.0, reps=300, seed=11)
+    assert 0.93 <= coverage <= 0.97, coverage
+    assert ratio <= 1.02, ratio
+
+
+def test_too_few_people_or_no_judge_gives_no_interval():
+    few = stats.ppi_mean([1, 0, 1], [1, 0, 0], [1] * 50)
+    assert (few["mean"], few["low"], few["high"], few["effective_n"]) == (pytest.approx(2 / 3), None, None, None)
+    none_judged = stats.ppi_mean([1, 0] * 10, [1, 0] * 10, [])
+    assert none_judged["low"] is None and none_judged["people"]["n"] == 20
+    with pytest.raises(ValueError, match="same length"):
+        stats.ppi_mean([1, 0], [1], [0])
+    with pytest.raises(ValueError):
+        stats.ppi_mean([1, float("nan")], [1, 0], [0])
