@@ -113,7 +113,7 @@ def weak_secret_key(key: str) -> str | None:
         return f"SECRET_KEY has {len(key)} characters; it needs at least {MIN_SECRET_KEY}"
     if key in (key + key)[1:-1]:  # one unit repeated ("a" x 37, "abc" x 12)
         return "SECRET_KEY repeats one short part; use a random key"
-    if (bits := key_bits(key)) < MIN_SECRET_BITS:
+    if (bits := key_bits(key)) < MIN_SECRET_BITS or (bits := pattern_bits(key)) < MIN_PATTERN_BITS:
         return (f"SECRET_KEY looks like about {bits:.0f} bits of randomness; it needs at least "
                 f"{MIN_SECRET_BITS}: use a random key, not words or a pattern")
     return None
@@ -125,6 +125,37 @@ def key_bits(key: str) -> float:
     340; token_hex(16): about 115); a key of few distinct or very uneven characters scores low."""
     n = len(key)
     return -n * sum(c / n * math.log2(c / n) for c in Counter(key).values())
+
+
+# Runs a person types or counts (either way, any case): each run counts as one character.
+_SEQUENCES = ("abcdefghijklmnopqrstuvwxyz", "0123456789", "1234567890", "qwertyuiop", "asdfghjkl", "zxcvbnm")
+_NEXT = {(s[i], s[i + 1]) for s in _SEQUENCES for i in range(len(s) - 1)}
+_NEXT |= {(b, a) for a, b in _NEXT}
+RUN = 4  # runs of 3 come by chance in a random hex key
+# pattern_bits of keys that are a pattern: 2 to 20; of token_hex(16): 76 and up (lowest of 100,000
+# draws), so a random key of 32 characters is never refused for a run it happens to hold.
+MIN_PATTERN_BITS = 60
+
+
+def pattern_bits(key: str) -> float:
+    """key_bits of the key with what frequencies miss taken out: runs of RUN or more along the
+    alphabet, the digits or a keyboard row ("abcdef...", "qwerty...", "9876") count as their
+    first character, and the steps between neighbouring characters must vary as much (a constant step, or a
+    pattern repeated with a change, scores low). A random key loses little (token_hex(16):
+    runs of 4 are rare, its steps as varied as its characters)."""
+    low = key.lower()
+    kept: list[str] = []
+    start = 0
+    for i in range(1, len(key) + 1):
+        if i < len(key) and (low[i - 1], low[i]) in _NEXT:
+            continue
+        run = key[start:i]  # a maximal run along a sequence (or one character)
+        kept += run[:1] if len(run) >= RUN else run
+        start = i
+    steps = [ord(b) - ord(a) for a, b in zip(key, key[1:])]
+    n = len(steps)
+    step_bits = -n * sum(c / n * math.log2(c / n) for c in Counter(steps).values()) if n else 0.0
+    return min(key_bits("".join(kept)), step_bits)
 
 
 SECRET_KEY_HELP = ("set SECRET_KEY to a random key of at least 32 characters, e.g. the output of "
