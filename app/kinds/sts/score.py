@@ -24,6 +24,13 @@ the first moment of either, `step` steps after the takeover point. Reference ann
   marked success, specificity the same for failure, balanced accuracy their mean (None unless
   the annotator saw both labels).
 
+- With an automatic judge (`read_judge`: its success or failure on every continuation, people's
+  or not): `judge_agreement`, the share of people's continuations where the judge says their
+  outcome (a tie half), and `ppi`, the success share people would give over every continuation
+  the judge saw, PPI++ from people's outcomes and the judge's (stats.ppi_mean; issue 28), with
+  `n_human`, `n_judge` and `effective_n`. It assumes the continuations people saw are a random
+  sample of them.
+
 Every estimate has the shape {mean, low, high, n, method} (DESIGN.md section 7).
 """
 
@@ -128,6 +135,53 @@ def read_markers(lines: Iterable[str]) -> Iterator[Marker]:
         yield m
 
 
+def read_judge(lines: Iterable[str]) -> dict[tuple[str, str, str], float]:
+    """An automatic judge's verdicts, JSONL {"agent", "scenario", "continuation", "success":
+    true|false} (blank lines skipped): (agent, scenario, continuation) -> 1.0 or 0.0.
+    InputError names the line and the field; a continuation judged twice is refused."""
+    out: dict[tuple[str, str, str], float] = {}
+    first: dict[tuple[str, str, str], int] = {}
+    for n, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = jsonsafe.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not JSON ({exc.msg} at column {exc.colno})", line=n) from None
+        if not isinstance(obj, dict):
+            raise InputError("each line must be a JSON object", line=n)
+        key = (_text(obj.get("agent"), n, "agent"), _text(obj.get("scenario"), n, "scenario"),
+               _text(obj.get("continuation"), n, "continuation"))
+        success = obj.get("success")
+        if not isinstance(success, bool):
+            raise InputError(f"must be true or false, not {json.dumps(success)}", line=n, field="success")
+        if key in first:
+            raise InputError(f"this continuation is judged on line {first[key]} already", line=n,
+                             field="continuation")
+        first[key], out[key] = n, 1.0 if success else 0.0
+    if not out:
+        raise InputError("the judge's file holds no verdicts", field="file")
+    return out
+
+
+def with_judge(rows: list[tuple], judge: dict[tuple[str, str, str], float], agent: str) -> dict:
+    """`judge_agreement` and `ppi` for one agent: `rows` its (key, outcome, marks) of people's
+    continuations, `judge` every verdict."""
+    missing = [key for key, _, _ in rows if key not in judge]
+    if missing:
+        raise InputError(f"the judge's file has no verdict on agent {missing[0][0]!r}, scenario "
+                         f"{missing[0][1]!r}, continuation {missing[0][2]!r}, which people annotated: "
+                         "PPI needs the judge on every one", field="judge")
+    seen = {key for key, _, _ in rows}
+    human = [o for _, o, _ in rows]
+    judged = [judge[key] for key, _, _ in rows]
+    judge_only = [v for key, v in judge.items() if key[0] == agent and key not in seen]
+    agreement = stats.mean_interval([1 - abs(h - j) for h, j in zip(human, judged)]).as_dict()
+    ppi = stats.ppi_mean(human, judged, judge_only)
+    ppi["n_human"] = ppi.pop("n")
+    return {"judge_agreement": agreement, "ppi": ppi}
+
+
 def truth(reference: dict) -> tuple[str, int | None]:
     """What a marker is checked against: a reference episode's label, else the simulator."""
     if reference.get("label"):
@@ -190,10 +244,12 @@ def outcome(markers: list[str]) -> float:
     return 1.0 if s > f else 0.0 if s < f else 0.5
 
 
-def score(markers: Iterable[Marker], *, seed: int = 0) -> dict:
+def score(markers: Iterable[Marker], *, seed: int = 0, judge: dict[tuple[str, str, str], float] | None = None
+          ) -> dict:
     """{"agents": {name: {n, success, se, mean, low, high, method, corrected, per_category,
-    per_scenario, ttc, ttc_median}}, "reference": {pooled sensitivity and specificity},
-    "annotators": {id: {n_reference, sensitivity, specificity, balanced_accuracy}}}."""
+    per_scenario, ttc, ttc_median[, judge_agreement, ppi]}}, "reference": {pooled sensitivity
+    and specificity}, "annotators": {id: {n_reference, sensitivity, specificity,
+    balanced_accuracy}}}; `judge_agreement` and `ppi` with a judge (read_judge)."""
     per_continuation: dict[tuple, list[tuple[str, float | None]]] = defaultdict(list)
     category: dict[tuple, str] = {}
     refs: dict[str, dict[str, list[bool]]] = {}
@@ -240,6 +296,8 @@ def score(markers: Iterable[Marker], *, seed: int = 0) -> dict:
                          "per_category": {c: share(v, cat_scenarios[c]) for c, v in sorted(cats.items())},
                          "per_scenario": {s: sum(v) / len(v) for s, v in sorted(scenarios.items())},
                          "ttc": ttc, "ttc_median": ttc["median"]}
+        if judge is not None:
+            agents[agent].update(with_judge(rows, judge, agent))
 
     annotators = {}
     for who in sorted(refs):
