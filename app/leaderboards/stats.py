@@ -1115,8 +1115,8 @@ def ppi_mean(human: Sequence[float], judged: Sequence[float], judge_only: Sequen
     ``{mean, low, high, n, method}`` with ``n_judge`` (judge-only units), ``people`` (the
     people-only normal interval on the same sample) and ``effective_n``: how many people's
     judgements the interval is worth (n times the squared ratio of the two widths). Under
-    ``MIN_PPI_HUMAN`` units, or where an interval is undefined, the mean is people's own and
-    the interval None."""
+    ``MIN_PPI_HUMAN`` units, with no judge-only unit, or where an interval is undefined (no
+    spread at all), the mean is people's own, the interval None and ``reason`` says why."""
     from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
 
     y, yhat, yhat_u = _finite_array(human, "human"), _finite_array(judged, "judged"), _finite_array(
@@ -1129,13 +1129,18 @@ def ppi_mean(human: Sequence[float], judged: Sequence[float], judge_only: Sequen
               else Estimate(0, NAN, NAN, NAN)).as_dict()
     out: dict[str, Any] = {"n": n, "n_judge": big_n, "mean": _none_if_nan(float(y.mean())) if n else None,
                            "low": None, "high": None, "method": PPI_PLUS, "effective_n": None, "people": people}
-    if n < MIN_PPI_HUMAN or big_n == 0:
+    if n < MIN_PPI_HUMAN:
+        out["reason"] = f"{n} units judged by people: under {MIN_PPI_HUMAN}, no interval"
+        return out
+    if big_n == 0:
+        out["reason"] = "people judged every unit: the judge has none to add"
         return out
     with np.errstate(all="ignore"):
         low, high = (float(v[0]) for v in ppi_mean_ci(y, yhat, yhat_u, alpha=0.05))
         c_low, c_high = (float(v[0]) for v in ppi_mean_ci(y, yhat, yhat_u, alpha=0.05, lam=0))
         mean = float(ppi_mean_pointestimate(y, yhat, yhat_u)[0])
-    if not all(math.isfinite(v) for v in (low, high, mean)):
+    if not all(math.isfinite(v) for v in (low, high, mean)) or high - low <= 0:
+        out["reason"] = "no spread in people's or the judge's values: no interval to estimate"
         return out
     out.update(mean=mean, low=low, high=high)
     width, classical = high - low, c_high - c_low

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from app.auth.models import User
 from app.leaderboards.plot import PALETTE, cdf_svg, estimates_svg
 from app.kinds.sts.mining import UNKNOWN, tags_now
-from app.kinds.sts.score import Marker, outcome, score, share
+from app.kinds.sts.score import Marker, outcome, score, share, with_judge
 from app.leaderboards import stats
 from app.leaderboards.rows import rank_cells, with_units
 from app.studies.models import Annotation, Item, Study
@@ -168,6 +168,8 @@ def section(session: Session, study: Study) -> dict | None:
                              "statistics), and its n: the successful continuations."}],
         "rows": agent_rows,
     }]
+    if (ppi := _ppi_table(session, study, [r["agent"] for r in agent_rows], by_continuation)) is not None:
+        tables.append(ppi)
     # Consistency (the paper's Figure 9): per scenario, the share of each agent's continuations
     # that succeed; its difficulty is one minus the mean share over the agents.
     agents = [r["agent"] for r in agent_rows]
@@ -294,6 +296,63 @@ def section(session: Session, study: Study) -> dict | None:
 BREAKDOWN_PLOTS = {"sts_categories": "Success share per category (95% intervals)",
                    "sts_versions": "Success share per suite version (95% intervals)",
                    "sts_tags": "Success share per tag (95% intervals)"}
+
+
+def _ppi_table(session: Session, study: Study, agents: list[str], by_continuation: dict[tuple, list[str]]
+               ) -> dict | None:
+    """People and the simulator together (issue 28): the simulator judges every continuation of
+    the study, people a sample of them; per agent, PPI++ (stats.ppi_mean) estimates the share
+    people would give over all of them, with how many people's continuations it is worth."""
+    judge: dict[tuple[str, str, str], float] = {}
+    for ref in session.scalars(select(Item.reference).where(Item.study_id == study.id, Item.is_gold.is_(False))):
+        ref = ref or {}
+        if ref.get("simulator") in ("success", "failure"):
+            key = (str(ref.get("agent", "")), str(ref.get("scenario", "")), str(ref.get("continuation", "")))
+            judge[key] = 1.0 if ref["simulator"] == "success" else 0.0
+    rows = []
+    for agent in agents:
+        mine = [(k, outcome(v), v) for k, v in by_continuation.items() if k[0] == agent and k in judge]
+        if not mine:
+            continue
+        got = with_judge(mine, judge, agent)
+        ppi, everyone = got["ppi"], [v for k, v in judge.items() if k[0] == agent]
+        if ppi["low"] is None:
+            cell: dict = {"text": "—", "reason": ppi["reason"]}
+        else:
+            cell = {k: ppi[k] for k in ("mean", "low", "high", "method")} | {"n": ppi["n_human"] + ppi["n_judge"]}
+        rows.append({"agent": agent, "people": ppi["people"], "simulator": sum(everyone) / len(everyone),
+                     "judged": len(everyone), "agreement": got["judge_agreement"], "ppi": cell,
+                     "worth": None if ppi["effective_n"] is None else round(ppi["effective_n"], 1)})
+    if not rows:
+        return None
+    return {
+        "key": "sts_ppi",
+        "title": "People and the simulator together (PPI++, success share 0-1)",
+        "note": ("The simulator judges every continuation of the study; people mark some of them. PPI++ "
+                 "(prediction-powered inference, Angelopoulos et al. 2023, with its weight tuned from the data) "
+                 "estimates the share people would call a success over all of them, from people's outcomes "
+                 "and the simulator's verdicts: unbiased whatever the simulator's errors, if the continuations "
+                 "people marked are a random sample of the agent's. Worth: how many continuations marked by "
+                 "people its interval is worth (their number times the squared ratio of the people-only "
+                 "interval's width to this one's). \"—\" where people marked every continuation (nothing "
+                 f"to add), fewer than {stats.MIN_PPI_HUMAN}, or no spread at all."),
+        "columns": [{"key": "agent", "label": "Agent", "help": "The agent that played on from the takeover point."},
+                    {"key": "people", "label": "People only",
+                     "help": "Share (0-1) of the continuations people marked that their markers call a success, "
+                             "with its 95% interval (continuations as units)."},
+                    {"key": "judged", "label": "Judged", "help": "The agent's continuations the simulator judged: all of them."},
+                    {"key": "simulator", "label": "Simulator only",
+                     "help": "Share (0-1) of all the agent's continuations the simulator counts as a success."},
+                    {"key": "agreement", "label": "Agreement",
+                     "help": "Share (0-1) of the continuations people marked where their outcome is the "
+                             "simulator's (a tie counts half), with its 95% interval."},
+                    {"key": "ppi", "label": "PPI++",
+                     "help": "The share people would give over every continuation, from people and the simulator "
+                             "together, with its 95% interval; n counts every judged continuation."},
+                    {"key": "worth", "label": "Worth (people)",
+                     "help": "How many continuations marked by people the PPI++ interval is worth."}],
+        "rows": rows,
+    }
 
 
 def _owner_tags(session: Session, study: Study, scenarios: set[str]) -> dict[str, list[str]]:
