@@ -29,6 +29,7 @@ from app.kinds.base import ItemSpec
 from app.kinds.navigation.capability import (MAX_SPEAKER, CapabilityInput, CapabilityPath, Sample, Utterance,
                                              capability_items)
 from app.kinds.navigation.environments import get_graph, get_semantics
+from app.kinds.navigation.architectures import vocabulary_of
 from app.kinds.navigation.generation import sampling_label
 from app.studies import services
 from app.studies.models import Item, Study
@@ -87,7 +88,7 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
                          f"sampling (top_p = {top_p:g}): start the run with top_p 1 (pure sampling) or "
                          "upload the speaker scripted with sample(..., top_p: float = 1.0) (docs/agents.md)")
     speaker = speaker.to(dev).eval()
-    speaker_vocab = Vocabulary(list(speaker.vocabulary()))
+    speaker_vocab = Vocabulary(vocabulary_of(speaker, "speaker"))
     # Listener groups in the run's order: consecutive built-in listeners with one vocabulary are
     # stacked into one Ensemble (stepped together); a TorchScript listener runs on its own.
     groups: list = []

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from app.kinds.navigation.architectures import vocabulary_of
 from app.kinds.navigation.metrics import SUCCESS_DISTANCE
 from workers.navigation.features import World, pad_batch
 from workers.navigation.listener import Ensemble
@@ -220,7 +221,7 @@ class ScriptedListener:
 
     def __init__(self, module: torch.nn.Module):
         self.module = module
-        self.words = list(module.vocabulary())
+        self.words = vocabulary_of(module, "listener")
 
     def to(self, device: torch.device | str) -> "ScriptedListener":
         self.module = self.module.to(device)

@@ -39,6 +39,15 @@ def check_vocabulary(words: object) -> list[str] | str:
     return list(words)
 
 
+def vocabulary_of(model: object, what: str) -> list[str]:
+    """A model's vocabulary() checked where a run uses it, not only at validation: a TorchScript
+    model may answer otherwise then (issue 26.9). ValueError, saying what is wrong, otherwise."""
+    words = check_vocabulary(model.vocabulary())  # type: ignore[attr-defined]
+    if isinstance(words, str):
+        raise ValueError(f"the {what}'s vocabulary() {words}")
+    return words
+
+
 def check_config(role: str, config: object) -> dict:
     """The config of a built-in architecture; each problem names its field."""
     check_architecture(role, config, ARCHITECTURES, {"hidden": MAX_SIZE, "embed": MAX_SIZE},
