@@ -62,8 +62,18 @@ def list_studies(session: Session = Depends(db), user: User = Depends(researcher
     return [_out(s) for s in session.scalars(q)]
 
 
+# The settings field is JSON text whose object needs a title (StudySettings): the schema says so
+# (issue 26.8), as JSON Schema's contentSchema.
+SETTINGS = Form(..., json_schema_extra={
+    "contentMediaType": "application/json", "minLength": 2,
+    "contentSchema": {"type": "object", "required": ["title"],
+                      "properties": {"title": {"type": "string", "minLength": 1, "pattern": r"\S"}}},
+    "description": "The study's settings as a JSON object: title (required), bundle_size, gold_rate, "
+                   "annotations_per_item, ..."})
+
+
 @router.post("/studies", response_model=StudyOut, status_code=201, tags=["studies"])
-async def create_study(request: Request, file: UploadFile = UPLOAD, settings: str = Form("{}"),
+async def create_study(request: Request, file: UploadFile = UPLOAD, settings: str = SETTINGS,
                        kind: str = Form(""), format: str = Form(""),
                        session: Session = Depends(db), user: User = Depends(researcher)):
     """Create a draft study from an item upload. `kind` (default: the first installed kind,

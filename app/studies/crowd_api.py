@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -28,8 +28,17 @@ crowd_router = APIRouter(prefix="/api/v1", dependencies=[Depends(verify_csrf)])
 
 # ---- crowd endpoints: what a worker's page does, as JSON (no gold, no agent, no source) --
 
+# The worker's id, as MTurk or Prolific puts it in the link (app.auth.views.crowd_params): the
+# schema says one of them is required, as the code does (issue 26.8).
+WORKER_ID = {"type": "string", "minLength": 1, "maxLength": 255}
+
+
 class EnterIn(BaseModel):
-    params: dict[str, str]
+    params: dict[str, str] = Field(json_schema_extra={
+        "anyOf": [{"required": ["workerId"], "properties": {"workerId": WORKER_ID}},
+                  {"required": ["PROLIFIC_PID"], "properties": {"PROLIFIC_PID": WORKER_ID}}],
+        "description": "The link's parameters: MTurk's workerId (assignmentId, hitId) or Prolific's "
+                       "PROLIFIC_PID (STUDY_ID, SESSION_ID)."})
 
 
 @crowd_router.post("/crowd/{slug}/enter", tags=["crowd"])
