@@ -1104,7 +1104,8 @@ CLT = "normal (people only)"
 MIN_PPI_HUMAN = 10  # below this the normal interval PPI rests on says nothing
 
 
-def ppi_mean(human: Sequence[float], judged: Sequence[float], judge_only: Sequence[float]) -> dict[str, Any]:
+def ppi_mean(human: Sequence[float], judged: Sequence[float], judge_only: Sequence[float],
+             unit: str = "unit") -> dict[str, Any]:
     """The mean of what people would say over every unit, from people on a random sample and an
     automatic judge everywhere: PPI++ (Angelopoulos, Duchi and Zrnic 2023), through ppi-python.
 
@@ -1116,7 +1117,8 @@ def ppi_mean(human: Sequence[float], judged: Sequence[float], judge_only: Sequen
     people-only normal interval on the same sample) and ``effective_n``: how many people's
     judgements the interval is worth (n times the squared ratio of the two widths). Under
     ``MIN_PPI_HUMAN`` units, with no judge-only unit, or where an interval is undefined (no
-    spread at all), the mean is people's own, the interval None and ``reason`` says why."""
+    spread at all), the mean is people's own, the interval None and ``reason`` says why, in
+    `unit`s (a continuation, a path)."""
     from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
 
     y, yhat, yhat_u = _finite_array(human, "human"), _finite_array(judged, "judged"), _finite_array(
@@ -1130,22 +1132,26 @@ def ppi_mean(human: Sequence[float], judged: Sequence[float], judge_only: Sequen
     out: dict[str, Any] = {"n": n, "n_judge": big_n, "mean": _none_if_nan(float(y.mean())) if n else None,
                            "low": None, "high": None, "method": PPI_PLUS, "effective_n": None, "people": people}
     if n < MIN_PPI_HUMAN:
-        out["reason"] = f"{n} units judged by people: under {MIN_PPI_HUMAN}, no interval"
+        out["reason"] = f"{n} {unit}{'' if n == 1 else 's'} judged by people: under {MIN_PPI_HUMAN}, no interval"
         return out
     if big_n == 0:
-        out["reason"] = "people judged every unit: the judge has none to add"
+        out["reason"] = f"people judged every {unit}: the judge has none to add"
         return out
+    # A judge that says the same everywhere tells nothing: its weight is 0 (PPI++'s lambda is 0/0
+    # there), and the estimate is people's own, with its normal interval.
+    lam = 0.0 if float(np.concatenate([yhat, yhat_u]).std()) == 0.0 else None
     with np.errstate(all="ignore"):
-        low, high = (float(v[0]) for v in ppi_mean_ci(y, yhat, yhat_u, alpha=0.05))
+        low, high = (float(v[0]) for v in ppi_mean_ci(y, yhat, yhat_u, alpha=0.05, lam=lam))
         c_low, c_high = (float(v[0]) for v in ppi_mean_ci(y, yhat, yhat_u, alpha=0.05, lam=0))
-        mean = float(ppi_mean_pointestimate(y, yhat, yhat_u)[0])
+        mean = float(ppi_mean_pointestimate(y, yhat, yhat_u, lam=lam)[0])
     if not all(math.isfinite(v) for v in (low, high, mean)) or high - low <= 0:
         out["reason"] = "no spread in people's or the judge's values: no interval to estimate"
         return out
+    width, classical = high - low, c_high - c_low  # the widths before any clipping
+    if within and float(yhat.min()) >= 0.0 and float(yhat.max()) <= 1.0 and float(yhat_u.min()) >= 0.0 \
+            and float(yhat_u.max()) <= 1.0:  # a share or a score in [0, 1]: so is the interval
+        low, high = max(low, 0.0), min(high, 1.0)
     out.update(mean=mean, low=low, high=high)
-    width, classical = high - low, c_high - c_low
-    if width > 0 and math.isfinite(classical):
+    if math.isfinite(classical):
         out["effective_n"] = n * (classical / width) ** 2
-    elif width == 0 and classical == 0:
-        out["effective_n"] = float(n)
     return out

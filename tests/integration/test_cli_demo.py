@@ -242,6 +242,18 @@ def _check_sts_demo(url: str) -> None:
         assert gold == [("expert", "success")] * REFERENCE["expert_successes"] + \
             [("random", "failure")] * REFERENCE["random_failures"]
         assert {i.category for i in agent_items} == categories
+        # People mark part of each agent's continuations and the simulator all of them: the
+        # leaderboard shows people, the simulator and PPI++ with what it is worth (issue 28).
+        from app.kinds import get_kind
+
+        ppi = next(t for t in get_kind("sts").extra_leaderboard(s, study)["tables"] if t["key"] == "sts_ppi")
+        rows = {r["agent"]: r for r in ppi["rows"]}
+        assert set(rows) == names
+        for r in rows.values():
+            assert r["judged"] == len(scenarios) * SUITE_CONTINUATIONS > r["people"]["n"] >= 10, r
+        shown = [r for r in rows.values() if "mean" in r["ppi"]]
+        assert shown and all(0 <= r["ppi"]["low"] <= r["ppi"]["mean"] <= r["ppi"]["high"] <= 1 and r["worth"] > 0
+                             for r in shown), rows
 
 
 def test_nav_import_graphs(tmp_path):

@@ -54,9 +54,22 @@ def test_a_useless_judge_costs_nothing():
     assert ratio <= 1.02, ratio
 
 
+def test_a_judge_that_says_one_thing_is_worth_nothing_and_shares_stay_in_0_1():
+    # The simulator calls every continuation a failure; people call 2 of 14 a success. PPI++'s
+    # weight is 0/0 there: the estimate is people's own (2/14), worth exactly their 14, and the
+    # normal interval, which reaches below 0, is clipped to the share's range.
+    people = [1.0, 1.0] + [0.0] * 12
+    got = stats.ppi_mean(people, [0.0] * 14, [0.0] * 30, unit="continuation")
+    assert got["mean"] == pytest.approx(2 / 14) and got["effective_n"] == pytest.approx(14)
+    assert got["low"] == 0.0 and 2 / 14 < got["high"] < 1
+    none = stats.ppi_mean([1.0] * 12, [1.0] * 12, [1.0] * 5, unit="continuation")
+    assert none["low"] is None and none["reason"].startswith("no spread")
+
+
 def test_too_few_people_or_no_judge_gives_no_interval():
-    few = stats.ppi_mean([1, 0, 1], [1, 0, 0], [1] * 50)
+    few = stats.ppi_mean([1, 0, 1], [1, 0, 0], [1] * 50, unit="path")
     assert (few["mean"], few["low"], few["high"], few["effective_n"]) == (pytest.approx(2 / 3), None, None, None)
+    assert few["reason"] == "3 paths judged by people: under 10, no interval"
     none_judged = stats.ppi_mean([1, 0] * 10, [1, 0] * 10, [])
     assert none_judged["low"] is None and none_judged["people"]["n"] == 20
     with pytest.raises(ValueError, match="same length"):

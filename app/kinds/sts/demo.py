@@ -209,7 +209,9 @@ def simulate_markers(session: Session, study, researcher) -> None:
     from app.demo import simulate_task
     from app.kinds.sts.score import truth
 
-    for i, accuracy in enumerate((0.95, 0.9, 0.85, 0.8)):
+    # Enough of them that people mark a good part of each agent's continuations, not all: the
+    # leaderboard's PPI++ table puts the simulator's verdict on the rest (issue 28).
+    for i, accuracy in enumerate((0.95, 0.9, 0.85, 0.8) * 6):
         def answer(item, rng, accuracy=accuracy):
             said, step = truth(item.reference or {})
             if rng.random() >= accuracy:

@@ -177,7 +177,7 @@ def with_judge(rows: list[tuple], judge: dict[tuple[str, str, str], float], agen
     judged = [judge[key] for key, _, _ in rows]
     judge_only = [v for key, v in judge.items() if key[0] == agent and key not in seen]
     agreement = stats.mean_interval([1 - abs(h - j) for h, j in zip(human, judged)]).as_dict()
-    ppi = stats.ppi_mean(human, judged, judge_only)
+    ppi = stats.ppi_mean(human, judged, judge_only, unit="continuation")
     ppi["n_human"] = ppi.pop("n")
     return {"judge_agreement": agreement, "ppi": ppi}
 
