@@ -600,3 +600,36 @@ def test_the_page_and_the_api_start_runs_from_the_same_options(session, setup, c
         assert api.status_code == page.status_code == 422 and says in api.json()["detail"]
         assert str(markupsafe.escape(api.json()["detail"])) in page.text
     assert session.scalar(select(func.count(GenerationRun.id))) == 2
+
+
+def test_the_one_runs_api_starts_a_navigation_run_from_a_form_or_json(session, setup, client):
+    """POST /api/v1/studies/{id}/runs (docs/runs.md) takes the paths file as an upload or, in
+    JSON, as the file's content; the run reads back at /api/v1/runs/{id} with the kind's own
+    run in its detail, and is cancelled there."""
+    csrf = login(client, setup["owner"])
+    study, headers = setup["study"], {"X-CSRF-Token": csrf}
+    fields = {"speaker_artifact_id": setup["speaker"].id, "listener_artifact_ids": [a.id for a in setup["listeners"]],
+              "n": N, "m": M, "max_len": 12, "batch_size": 2}
+    r = client.post(f"/api/v1/studies/{study.id}/runs", headers=headers,
+                    data={k: ",".join(map(str, v)) if isinstance(v, list) else str(v) for k, v in fields.items()},
+                    files={"file": ("paths.json", setup["paths"], "application/json")})
+    assert r.status_code == 202 and r.json()["kind"] == "navigation", r.text
+    form_run = r.json()
+    assert form_run["artifact_ids"] == [setup["speaker"].id, *(a.id for a in setup["listeners"])]
+    assert jobs.run_job(form_run["job_id"]) == "done"
+    got = client.get(f"/api/v1/runs/{form_run['id']}").json()
+    assert got["state"] == "done" and got["detail"]["candidates"] == PATHS * (1 + N) and got["detail"]["paths"] == PATHS
+    grun = session.get(GenerationRun, got["detail"]["generation_run"])
+    assert grun.job_id == form_run["job_id"]
+
+    r = client.post(f"/api/v1/studies/{study.id}/runs", headers=headers,
+                    json={**fields, "file": json.loads(setup["paths"])})
+    assert r.status_code == 202, r.text
+    json_run = r.json()
+    assert client.post(f"/api/v1/runs/{json_run['id']}/cancel", headers=headers).json()["state"] == "cancelled"
+    assert session.get(GenerationRun, client.get(f"/api/v1/runs/{json_run['id']}").json()["detail"][
+        "generation_run"]).state == "cancelled"
+    for bad, field in (({**fields, "file": "not paths"}, "references"), ({k: v for k, v in fields.items()
+                                                                     if k != "speaker_artifact_id"}, "file")):
+        r = client.post(f"/api/v1/studies/{study.id}/runs", headers=headers, json=bad)
+        assert r.status_code == 422 and r.json()["field"] == field, r.text
