@@ -315,7 +315,7 @@ def _claim(s: Session, job_id: int, claimable) -> bool:
 # Paths of this machine, as an exception's text may carry them (a file not found): any absolute
 # or home-relative path of two or more parts (not a URL's: no scheme or host before it), and a
 # bare top-level folder of the usual ones.
-_SERVER_PATH = re.compile(r"(?<![\w:/.~])(?:~?/[^\s'\",:;)\]/]+/[^\s'\",:;)\]]*"
+_SERVER_PATH = re.compile(r"(?<![\w/.~])(?:~?/[^\s'\",:;)\]/]+/[^\s'\",:;)\]]*"
                           r"|/(?:home|root|srv|opt|usr|var|tmp|work|app|etc|proc|mnt|data)\b)")
 
 

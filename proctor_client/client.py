@@ -389,10 +389,12 @@ class Client:
     def _run(got: dict) -> GenerationRun:
         return GenerationRun(kind=got["kind"], id=got["id"], job_id=got["job_id"], state=got["state"], raw=got)
 
-    def start_generation(self, study_id: int, *, file: FileLike | None = None, **params) -> GenerationRun:
+    def start_generation(self, study_id: int, *, file: FileLike | None = None, kind: str | None = None,
+                         **params) -> GenerationRun:
         """Start an agent run on a study, with its kind's fields (docs/runs.md lists them);
         `file` for a kind that takes one (navigation: the R2R paths file). Watch it with
-        watch_job(run.job_id); cancel with cancel_generation(run)."""
+        watch_job(run.job_id); cancel with cancel_generation(run). `kind` is accepted, as the
+        earlier client took it, and not needed: the server knows the study's kind."""
         path = f"/api/v1/studies/{study_id}/runs"
         if file is not None:
             name, data = _file(file, "paths.json")

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app import jobs
+from app import jobs, jsonsafe
 from app.auth.models import User
 from app.errors import Conflict, InputError
 from app.kinds import all_kinds
@@ -62,7 +62,10 @@ def from_form(runs: AgentRuns, values: dict[str, Any]) -> dict[str, Any]:
     for name, value in values.items():
         kind = runs.fields[name]
         if kind == "file":
-            out[name] = value
+            # Only an upload's bytes: text in its place could name a file on the server.
+            if not isinstance(value, (bytes, bytearray)):
+                raise InputError(f"send {name} as a file upload", field=name)
+            out[name] = bytes(value)
             continue
         text = str(value).strip()
         if not text:
@@ -71,7 +74,7 @@ def from_form(runs: AgentRuns, values: dict[str, Any]) -> dict[str, Any]:
             out[name] = form_number(text, name, int if kind == "int" else float)
         elif kind == "ints":
             try:
-                out[name] = json.loads(text if text.startswith("[") else f"[{text}]")
+                out[name] = jsonsafe.loads(text if text.startswith("[") else f"[{text}]")
             except json.JSONDecodeError:
                 raise InputError(f"give {name} as 3,4 or [3, 4]", field=name) from None
         else:

@@ -244,7 +244,7 @@ def test_a_generation_run_is_started_watched_and_listed(server):
     with server.client() as pc:
         study = pc.create_study(json.dumps(A3DS_DESIGN).encode(), title="Captions", kind="a3ds", format="design")
         before = len(pc.all_items(study.id))
-        run = pc.start_generation(study.id, speaker="short", batch_size=1)
+        run = pc.start_generation(study.id, speaker="short", batch_size=1, kind="a3ds")  # kind=: as before
         assert run.kind == "a3ds"
         seen = []
         job = pc.watch_job(run.job_id, interval=0.2, on_progress=seen.append)

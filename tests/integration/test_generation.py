@@ -629,7 +629,27 @@ def test_the_one_runs_api_starts_a_navigation_run_from_a_form_or_json(session, s
     assert client.post(f"/api/v1/runs/{json_run['id']}/cancel", headers=headers).json()["state"] == "cancelled"
     assert session.get(GenerationRun, client.get(f"/api/v1/runs/{json_run['id']}").json()["detail"][
         "generation_run"]).state == "cancelled"
+    # A file field sent as text is no file: it could name one on the server (the review found
+    # a path read this way), and deep JSON in a form field is refused, not a RecursionError.
+    form = {"speaker_artifact_id": str(setup["speaker"].id)}
+    for text_file in ("/etc/hostname", str(tmp_path_of(setup["paths"]))):
+        r = client.post(f"/api/v1/studies/{study.id}/runs", headers=headers, data={**form, "file": text_file})
+        assert r.status_code == 422 and r.json()["field"] == "file" and "upload" in r.json()["detail"], r.text
+    r = client.post(f"/api/v1/studies/{study.id}/runs", headers=headers,
+                    data={**form, "listener_artifact_ids": "[" * 5000 + "]" * 5000},
+                    files={"file": ("paths.json", setup["paths"], "application/json")})
+    assert r.status_code == 422 and r.json()["field"] == "listener_artifact_ids", r.text
     for bad, field in (({**fields, "file": "not paths"}, "references"), ({k: v for k, v in fields.items()
                                                                      if k != "speaker_artifact_id"}, "file")):
         r = client.post(f"/api/v1/studies/{study.id}/runs", headers=headers, json=bad)
         assert r.status_code == 422 and r.json()["field"] == field, r.text
+
+
+def tmp_path_of(data: bytes):
+    """The paths file written where the server could read it, as a path a caller might send."""
+    import tempfile
+    from pathlib import Path
+
+    path = Path(tempfile.mkdtemp()) / "paths.json"
+    path.write_bytes(data)
+    return path

@@ -78,5 +78,6 @@ def test_failure_reasons_blank_every_server_path():
                  "/workspace/proctor/x.py", "~/proctor/x.py", "/Users/me/p"):
         assert jobs.failure_reason(ValueError(f"no file {path} here")) == "no file <path> here", path
     assert jobs.failure_reason(ValueError("3/4 done, a/b")) == "3/4 done, a/b"
+    assert jobs.failure_reason(ValueError("error:/srv/secret/x")) == "error:<path>"
     assert jobs.failure_reason(RuntimeError("/srv/app/secret")) == \
         "an internal error (RuntimeError); an administrator can see the details"

@@ -145,6 +145,9 @@ def test_an_sts_run_goes_on_its_suite_version(app, session):
     got = c.get(f"/api/v1/runs/{run['id']}").json()
     assert got["state"] == "done" and got["detail"]["stored"] == got["detail"]["expected"] == 2, got
     assert theirs.get(f"/api/v1/runs/{run['id']}").status_code == 404
+    for huge in ({"agent_id": 2**40}, {"agent": 2**40}):  # past the ids' range: refused, not a 500
+        r = c.post("/api/v1/runs", json={**{k: v for k, v in body.items() if k != "agent"}, **huge})
+        assert r.status_code == 422, r.text
     # A version the suite does not have is named.
     r = c.post("/api/v1/runs", json={**body, "target": {"suite_id": suite.id, "version": 9}})
     assert r.status_code == 404 and "version 9" in r.json()["detail"]

@@ -71,6 +71,10 @@ def test_a_continuation_judged_twice_or_annotated_but_not_judged_is_refused(tmp_
     ann, j = _files(tmp_path, {0: True, 1: False}, {0: True})
     out = CliRunner().invoke(sts, ["score", "--annotations", str(ann), "--judge", str(j)])
     assert out.exit_code != 0 and "no verdict on agent 'A', scenario 's1', continuation '1'" in out.output
+    assert str(j) in out.output  # the judge's file lacks it, so that file is named
+    j.write_bytes(b"\xff\xfe{}")
+    out = CliRunner().invoke(sts, ["score", "--annotations", str(ann), "--judge", str(j)])
+    assert out.exit_code == 1 and "not UTF-8" in out.output and "Traceback" not in out.output
     j.write_text("\n\n")
     out = CliRunner().invoke(sts, ["score", "--annotations", str(ann), "--judge", str(j)])
     assert out.exit_code != 0 and "holds no verdicts" in out.output and str(j) in out.output

@@ -57,7 +57,9 @@ def parse_paths(data: bytes, design: str) -> list[dict]:
     from app.kinds.navigation.environments import check_path, get_semantics
     from app.kinds.navigation.formats import parse_r2r
 
-    paths = parse_r2r(data)
+    if not isinstance(data, (bytes, bytearray)):  # parse_r2r reads a str as a file's path
+        raise InputError("the paths file must be uploaded", field="file")
+    paths = parse_r2r(bytes(data))
     if not paths:
         raise InputError("the paths file holds no paths", field="paths")
     if len(paths) > MAX_PATHS:
@@ -189,7 +191,7 @@ class SpeakerRuns(AgentRuns):
 
     def start(self, session: Session, user: User, study: Study, target: dict, params: dict) -> Started:
         data = params.get("file")
-        if not data:
+        if not isinstance(data, bytes) or not data:  # bytes only: parse_paths reads a str as a path
             raise InputError("choose a paths file (R2R JSON) to upload", field="file")
         given = {k: v for k, v in params.items() if k != "file"}
         if "speaker_artifact_id" not in given:

@@ -61,6 +61,8 @@ def sts_score(path: str, judge_path: str | None, as_json: bool) -> None:
                 judge = read_judge(f)
             except InputError as exc:
                 raise click.ClickException(f"{judge_path}: {exc}") from None
+            except UnicodeDecodeError as exc:
+                raise click.ClickException(f"{judge_path}: not UTF-8 text (byte {exc.start})") from None
 
     with open(path, encoding="utf-8-sig") as f, tqdm(total=os.path.getsize(path), unit="B", unit_scale=True,
                                                      desc="reading", disable=None, leave=False) as bar:
@@ -71,8 +73,10 @@ def sts_score(path: str, judge_path: str | None, as_json: bool) -> None:
 
         try:
             result = score(read_markers(lines()), judge=judge)
-        except InputError as exc:
-            raise click.ClickException(f"{path}: {exc}") from None
+        except InputError as exc:  # a verdict the judge's file lacks is that file's fault
+            raise click.ClickException(f"{judge_path if exc.field == 'judge' else path}: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise click.ClickException(f"{path}: not UTF-8 text (byte {exc.start})") from None
     if as_json:
         click.echo(json.dumps(result, indent=None, sort_keys=False))
         return

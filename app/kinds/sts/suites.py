@@ -18,6 +18,7 @@ from app.auth.models import User
 from app.db import utcnow
 from app import errors
 from app.errors import InputError
+from app.params import MAX_ID
 from app.kinds.sts import mining
 from app.kinds.sts.env import MAX_SEED, SimulatorError, get_simulator
 from app.kinds.sts.models import (
@@ -573,7 +574,7 @@ def resolve_agent(session: Session, user: User, suite: Suite, spec: object, fiel
     built-in's name (the suite owner's, so every run on a suite shares its continuations)."""
     if isinstance(spec, str) and spec in BUILTIN_AGENTS:
         return builtin_agent(session, suite.owner_id, spec)
-    if isinstance(spec, bool) or not isinstance(spec, int):
+    if isinstance(spec, bool) or not isinstance(spec, int) or not 1 <= spec <= MAX_ID:
         raise InputError(f"an agent is an agent id or one of the built-in {', '.join(BUILTIN_AGENTS)}, "
                          f"not {spec!r}", field=field)
     agent = session.get(Agent, spec)
