@@ -24,6 +24,12 @@ def licence_of(dist: md.Distribution) -> str:
     fields += [c for c in (meta.get_all("Classifier") or []) if c.startswith("License ::")]
     if not fields[0] and not fields[1:]:
         fields.append((meta.get("License") or "").splitlines()[0] if meta.get("License") else "")
+    if not any(fields):  # no licence in the metadata: the licence file the wheel ships (ppi-python's)
+        for f in dist.files or []:
+            if f.name.upper().startswith(("LICENSE", "LICENCE", "COPYING")) and ".dist-info" in str(f.parent):
+                text = (dist.read_text(f.name) or "").strip()
+                fields.append(text.splitlines()[0] if text else "")
+                break
     return " | ".join(f for f in fields if f)
 
 
