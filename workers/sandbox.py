@@ -66,7 +66,11 @@ DENIED_SYSCALLS = ("open", "openat", "openat2", "creat", "socket", "socketpair",
                    # Files by handle or watched by name, and kernel facilities a model never needs.
                    "name_to_handle_at", "open_by_handle_at", "inotify_add_watch", "fanotify_init",
                    "fanotify_mark", "userfaultfd", "bpf", "perf_event_open", "keyctl", "add_key",
-                   "request_key")
+                   "request_key",
+                   # System V IPC: its segments outlive the process, outside its memory limit,
+                   # and every sandbox's user could reach them (the issue-26 re-attack, round 2).
+                   "shmget", "shmat", "shmdt", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl",
+                   "semget", "semop", "semtimedop", "semctl", "ipc")
 # Threads only: a clone without CLONE_THREAD is a new process (glibc's fork and posix_spawn).
 CLONE_THREAD = 0x00010000
 # Processes of the sandbox's user, threads included (RLIMIT_NPROC counts both), on top of those

@@ -31,7 +31,8 @@ pytestmark = [
 
 LIBC = ctypes.CDLL(None, use_errno=True)
 NR = {"prlimit64": 302, "setpriority": 141, "sched_setaffinity": 203, "mknod": 133, "mknodat": 259,
-      "rmdir": 84, "chmod": 90, "chown": 92}
+      "rmdir": 84, "chmod": 90, "chown": 92, "shmget": 29, "msgget": 68, "semget": 64}
+IPC_PRIVATE, IPC_CREAT = 0, 0o1000
 RLIMIT_CPU = 0
 S_IFREG = 0o100000
 
@@ -107,6 +108,15 @@ class Probe:
     def remove_folder(self, path: str):
         return _syscall("rmdir", ctypes.c_char_p(path.encode()))
 
+    def shared_memory(self, size: int):
+        return _syscall("shmget", ctypes.c_int(IPC_PRIVATE), ctypes.c_size_t(size), ctypes.c_int(IPC_CREAT | 0o600))
+
+    def message_queue(self):
+        return _syscall("msgget", ctypes.c_int(IPC_PRIVATE), ctypes.c_int(IPC_CREAT | 0o600))
+
+    def semaphores(self):
+        return _syscall("semget", ctypes.c_int(IPC_PRIVATE), ctypes.c_int(1), ctypes.c_int(IPC_CREAT | 0o600))
+
 
 def load(fmt: str, data: bytes, config: dict | None) -> Probe:
     return Probe()
@@ -167,3 +177,17 @@ def test_a_sandbox_cannot_make_or_remove_files_without_opening_them(request, mon
         model.close()
     assert outcomes == dict.fromkeys(outcomes, errno.EPERM), outcomes
     assert sorted(p.name for p in shared.iterdir()) == ["empty"]
+
+
+def test_a_sandbox_cannot_make_system_v_ipc_objects(monkeypatch):
+    """Round 2 of the re-attack: shmget made 256 MB segments that outlived the sandbox (outside
+    its memory limit, owned by the user every sandbox shares); message queues and semaphores
+    the same. All three are refused now."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    model = SandboxedModel(LOADER, "probe", b"", None)
+    try:
+        outcomes = {m: model.call("errno_of", m, *a) for m, *a in (("shared_memory", 1 << 20), ("message_queue",),
+                                                                  ("semaphores",))}
+    finally:
+        model.close()
+    assert outcomes == dict.fromkeys(outcomes, errno.EPERM), outcomes
