@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import zlib
 from collections import Counter
 
 from functools import lru_cache
@@ -116,6 +117,10 @@ def weak_secret_key(key: str) -> str | None:
     if (bits := key_bits(key)) < MIN_SECRET_BITS or (bits := pattern_bits(key)) < MIN_PATTERN_BITS:
         return (f"SECRET_KEY looks like about {bits:.0f} bits of randomness; it needs at least "
                 f"{MIN_SECRET_BITS}: use a random key, not words or a pattern")
+    # A part repeated with a change ("proctor" x 5 + "12"): the key compresses. No random key
+    # does (token_hex(16) comes out 4 bytes longer or more, token_urlsafe(48) 6; 20,000 draws).
+    if len(zlib.compress(key.encode("utf-8"), 9)) <= len(key.encode("utf-8")):
+        return "SECRET_KEY repeats parts of itself; use a random key"
     return None
 
 
@@ -128,7 +133,9 @@ def key_bits(key: str) -> float:
 
 
 # Runs a person types or counts (either way, any case): each run counts as one character.
-_SEQUENCES = ("abcdefghijklmnopqrstuvwxyz", "0123456789", "1234567890", "qwertyuiop", "asdfghjkl", "zxcvbnm")
+_SEQUENCES = ("abcdefghijklmnopqrstuvwxyz", "0123456789", "1234567890", "qwertyuiop", "asdfghjkl", "zxcvbnm",
+              # and down a keyboard's columns ("1qaz2wsx...")
+              "1qaz", "2wsx", "3edc", "4rfv", "5tgb", "6yhn", "7ujm", "8ik,", "9ol.", "0p;/")
 _NEXT = {(s[i], s[i + 1]) for s in _SEQUENCES for i in range(len(s) - 1)}
 _NEXT |= {(b, a) for a, b in _NEXT}
 RUN = 4  # runs of 3 come by chance in a random hex key

@@ -17,7 +17,10 @@ from tests.conftest import ROOT
 
 PATTERNS = ["abcdefghijklmnopqrstuvwxyz0123456789", "qwertyuiopasdfghjklzxcvbnm1234567890",
             "0123456789abcdef0123456789abcdef0", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
-            "zyxwvutsrqponmlkjihgfedcba9876543210", "acegikmoqsuwyacegikmoqsuwy13579bdf"]
+            "zyxwvutsrqponmlkjihgfedcba9876543210", "acegikmoqsuwyacegikmoqsuwy13579bdf",
+            # round 2: a word repeated with a change, a keyboard's columns
+            "proctorproctorproctorproctorproctor12", "changeme-changeme-changeme-changeme-x",
+            "1qaz2wsx3edc4rfv5tgb6yhn7ujm8ik,9ol.0p;/"]
 
 
 @pytest.mark.parametrize("key", PATTERNS)
