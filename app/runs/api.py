@@ -27,12 +27,39 @@ from app.runs.models import AgentRun
 router = APIRouter(prefix="/api/v1", tags=["runs"], dependencies=[Depends(verify_csrf)])
 researcher = require("researcher", "admin")
 
-_FIELDS = {"type": "object", "additionalProperties": True,
-           "description": "The kind's run fields (docs/runs.md lists each kind's)."}
-_BODY = {"requestBody": {"required": True, "content": {
-    "application/json": {"schema": _FIELDS},
-    "multipart/form-data": {"schema": {"type": "object", "additionalProperties": {"type": "string"},
-                                       "properties": {"file": {"type": "string", "format": "binary"}}}}}}}
+# What each field type of a kind's runs is in JSON, and in a form (app/runs/component.py).
+_JSON_TYPES = {"int": {"type": "integer"}, "float": {"type": "number"},
+               "ints": {"type": "array", "items": {"type": "integer"}}, "text": {"type": "string"},
+               "file": {"description": "the file's content, as JSON"}}
+
+
+def _kind_bodies(on_target: bool, form: bool) -> list[dict[str, Any]]:
+    """One object schema per installed kind with runs (on a study, or on its own target): its
+    fields and no others, as the service refuses any other (issue 26.8: the schema says what
+    the code takes)."""
+    out = []
+    for name in service.kinds_with_runs():
+        runs = service.component(name)
+        if bool(runs.target_keys) != on_target:
+            continue
+        props: dict[str, Any] = {
+            f: ({"type": "string", "format": "binary"} if t == "file" else {"type": "string"}) if form
+            else _JSON_TYPES[t] for f, t in runs.fields.items()}
+        if on_target:
+            props = {"kind": {"const": name},
+                     "target": {"type": "object", "required": list(runs.target_keys),
+                                "properties": {k: {"type": "integer", "minimum": 1} for k in runs.target_keys},
+                                "additionalProperties": False}, **props}
+        out.append({"title": f"{name}: a {runs.noun}", "type": "object", "properties": props,
+                    "additionalProperties": False, **({"required": ["kind", "target"]} if on_target else {})})
+    return out
+
+
+def _body(on_target: bool) -> dict[str, Any]:
+    content = {"application/json": {"schema": {"anyOf": _kind_bodies(on_target, form=False)}}}
+    if not on_target:
+        content["multipart/form-data"] = {"schema": {"anyOf": _kind_bodies(False, form=True)}}
+    return {"requestBody": {"required": True, "content": content}}
 
 
 def _form(request: Request) -> bool:
@@ -76,7 +103,7 @@ def _found(session: Session, user: User, run_id: int) -> AgentRun:
         raise HTTPException(404, str(exc)) from None
 
 
-@router.post("/studies/{study_id}/runs", status_code=202, openapi_extra=_BODY)
+@router.post("/studies/{study_id}/runs", status_code=202, openapi_extra=_body(on_target=False))
 async def start_on_study(request: Request, study_id: Id, session: Session = Depends(db),
                          user: User = Depends(researcher)) -> dict[str, Any]:
     """Start an agent run on a study: its kind's model (an uploaded, trained or built-in one)
@@ -88,7 +115,7 @@ async def start_on_study(request: Request, study_id: Id, session: Session = Depe
     return service.summary(session, run)
 
 
-@router.post("/runs", status_code=202, openapi_extra=_BODY)
+@router.post("/runs", status_code=202, openapi_extra=_body(on_target=True))
 async def start_on_target(request: Request, session: Session = Depends(db), user: User = Depends(researcher)) -> dict[str, Any]:
     """Start an agent run on a kind's own target: {"kind": "sts", "target": {"suite_id": 1,
     "version": 2}, ...the kind's fields}."""

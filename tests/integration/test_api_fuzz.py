@@ -102,6 +102,7 @@ def _uploads() -> set[tuple[str, str]]:
 # Requests the schema describes that only doing the work can refuse, each for its reason.
 REFUSED_BY_THE_WORK = {
     ("POST", "/api/v1/sts/recordings/expert"): "the expert may not win from a seed within max_steps",
+    ("POST", "/api/v1/runs"): "a run's fields name what must exist and be the caller's (a suite, an agent)",
 }
 NOT_FOR_CONTENT = _uploads() | set(REFUSED_BY_THE_WORK)
 

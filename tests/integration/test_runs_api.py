@@ -151,3 +151,21 @@ def test_an_sts_run_goes_on_its_suite_version(app, session):
     # A version the suite does not have is named.
     r = c.post("/api/v1/runs", json={**body, "target": {"suite_id": suite.id, "version": 9}})
     assert r.status_code == 404 and "version 9" in r.json()["detail"]
+
+
+def test_the_openapi_document_says_what_each_kinds_runs_take(app):
+    """Issue 26.8 (re-attack, round 2): the runs routes' schemas named no fields and allowed any,
+    and POST /api/v1/runs offered a form it refuses. Now each kind's fields, and no others."""
+    doc = app.openapi()
+    on_study = doc["paths"]["/api/v1/studies/{study_id}/runs"]["post"]["requestBody"]["content"]
+    kinds = {s["title"].split(":")[0]: s for s in on_study["application/json"]["schema"]["anyOf"]}
+    assert {"navigation", "a3ds", "hexagons", "wordcount"} <= set(kinds) and "sts" not in kinds
+    assert kinds["a3ds"]["properties"]["batch_size"] == {"type": "integer"}
+    assert all(s["additionalProperties"] is False for s in kinds.values())
+    form = {s["title"].split(":")[0]: s for s in on_study["multipart/form-data"]["schema"]["anyOf"]}
+    assert form["navigation"]["properties"]["file"] == {"type": "string", "format": "binary"}
+    on_target = doc["paths"]["/api/v1/runs"]["post"]["requestBody"]["content"]
+    assert set(on_target) == {"application/json"}
+    (sts,) = on_target["application/json"]["schema"]["anyOf"]
+    assert sts["properties"]["kind"] == {"const": "sts"} and sts["required"] == ["kind", "target"]
+    assert sts["properties"]["target"]["required"] == ["suite_id", "version"]
