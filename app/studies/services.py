@@ -250,10 +250,23 @@ def add_items(session: Session, study: Study, specs: list[Any]) -> int:
     return len(rows)
 
 
+# The item's text columns with a length (PostgreSQL refuses a longer value: a 500 after the
+# importer passed it; SQLite stores it). Checked here for every kind, whatever its importer does.
+_ITEM_TEXT = {c.name: c.type.length for c in Item.__table__.columns
+              if isinstance(getattr(c.type, "length", None), int)}
+
+
 def _check_finite(specs: list[Any]) -> None:
-    """A NaN or infinity anywhere in an item's payload or reference is refused, naming the item,
-    before anything is stored: JSON has none, and PostgreSQL would fail the whole insert."""
+    """A NaN or infinity anywhere in an item's payload or reference, or a text past its column
+    (an id, a category), is refused, naming the item, before anything is stored: JSON has no
+    NaN, and PostgreSQL would fail the whole insert."""
     for spec in specs:
+        for name, length in _ITEM_TEXT.items():
+            value = getattr(spec, name, None)
+            if isinstance(value, str) and len(value) > length:
+                item = spec.external_id if name != "external_id" else spec.external_id[:40] + "..."
+                raise InputError(f"item {item!r}: {name} has {len(value)} characters, over the {length} it may have",
+                                 field=name)
         for name in ("payload", "reference"):
             if (where := jsonsafe.non_finite(getattr(spec, name), name)) is not None:
                 raise InputError(f"item {spec.external_id!r}: {where} is not a finite number", field=where)

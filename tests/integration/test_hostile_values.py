@@ -94,3 +94,27 @@ def test_a_model_config_whose_architecture_is_not_a_name_is_refused_not_a_500(cl
                         data={**form, "config": json.dumps(config)}, files=files)
         assert r.status_code == 422 and r.json()["field"] == "config.architecture", r.text
     assert session.scalar(select(func.count(AgentArtifact.id)).where(AgentArtifact.agent_id == agent.id)) == 0
+
+
+def test_an_item_id_or_category_past_its_column_is_refused_for_any_kind(client, session):
+    """The issue-26 re-attack, round 2: the example kind's importer took an id of 10,000
+    characters, which PostgreSQL refused in the insert (a 500). The core refuses any text past
+    its column, whatever the kind's importer lets through."""
+    import json
+
+    from app.auth.security import create_token
+
+    owner = make_user(session, "researcher")
+    token = create_token(session, owner)
+    session.commit()
+    studies_before = session.scalar(select(func.count(Study.id)))
+    for line in ({"id": "x" * 10_000, "sentence": "one two"}, {"id": "ok", "sentence": "one two"}):
+        r = client.post("/api/v1/studies", headers={"Authorization": f"Bearer {token}"},
+                        data={"settings": json.dumps({"title": "Long ids"}), "kind": "wordcount", "format": "jsonl"},
+                        files={"file": ("s.jsonl", (json.dumps(line) + "\n").encode(), "application/jsonl")})
+        if line["id"] == "ok":
+            assert r.status_code == 201, r.text
+        else:
+            assert r.status_code == 422 and r.json()["field"] == "external_id" and "10000 characters" in r.text, r.text
+    session.expire_all()
+    assert session.scalar(select(func.count(Study.id))) == studies_before + 1
