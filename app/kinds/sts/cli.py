@@ -56,13 +56,11 @@ def sts_score(path: str, judge_path: str | None, as_json: bool) -> None:
 
     judge = None
     if judge_path is not None:
-        with open(judge_path, encoding="utf-8-sig") as f:
-            try:
-                judge = read_judge(f)
-            except InputError as exc:
-                raise click.ClickException(f"{judge_path}: {exc}") from None
-            except UnicodeDecodeError as exc:
-                raise click.ClickException(f"{judge_path}: not UTF-8 text (byte {exc.start})") from None
+        try:
+            with open(judge_path, "rb") as f:
+                judge = read_judge(f.read())
+        except InputError as exc:
+            raise click.ClickException(f"{judge_path}: {exc}") from None
 
     with open(path, encoding="utf-8-sig") as f, tqdm(total=os.path.getsize(path), unit="B", unit_scale=True,
                                                      desc="reading", disable=None, leave=False) as bar:

@@ -135,21 +135,16 @@ def read_markers(lines: Iterable[str]) -> Iterator[Marker]:
         yield m
 
 
-def read_judge(lines: Iterable[str]) -> dict[tuple[str, str, str], float]:
+def read_judge(data: bytes | str | Iterable[str]) -> dict[tuple[str, str, str], float]:
     """An automatic judge's verdicts, JSONL {"agent", "scenario", "continuation", "success":
     true|false} (blank lines skipped): (agent, scenario, continuation) -> 1.0 or 0.0.
     InputError names the line and the field; a continuation judged twice is refused."""
+    from app.textfiles import jsonl_objects
+
     out: dict[tuple[str, str, str], float] = {}
     first: dict[tuple[str, str, str], int] = {}
-    for n, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = jsonsafe.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not JSON ({exc.msg} at column {exc.colno})", line=n) from None
-        if not isinstance(obj, dict):
-            raise InputError("each line must be a JSON object", line=n)
+    text = data if isinstance(data, (bytes, str)) else "\n".join(data)
+    for n, obj in jsonl_objects(text):
         key = (_text(obj.get("agent"), n, "agent"), _text(obj.get("scenario"), n, "scenario"),
                _text(obj.get("continuation"), n, "continuation"))
         success = obj.get("success")
