@@ -252,8 +252,8 @@ def add_items(session: Session, study: Study, specs: list[Any]) -> int:
 
 # The item's text columns with a length (PostgreSQL refuses a longer value: a 500 after the
 # importer passed it; SQLite stores it). Checked here for every kind, whatever its importer does.
-_ITEM_TEXT = {c.name: c.type.length for c in Item.__table__.columns
-              if isinstance(getattr(c.type, "length", None), int)}
+_ITEM_TEXT = {c.name: length for c in Item.__table__.columns
+              if isinstance(length := getattr(c.type, "length", None), int)}
 
 
 def _check_finite(specs: list[Any]) -> None:
