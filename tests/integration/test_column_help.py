@@ -101,18 +101,9 @@ def _navigation(session, monkeypatch) -> list[dict]:
 
 
 def _a3ds(session, monkeypatch) -> list[dict]:
-    from app.studies import services
-    from tests.integration.test_sections_certified import _a3ds_study, _fill_order, _listen
-    from tests.integration.test_sections_shapes import A3DS_PICKS
+    from tests.integration.test_sections_shapes import a3ds_picked_study
 
-    owner = make_user(session, "researcher")
-    study, it = _a3ds_study(session, owner, {who: (0, 1, 2) for who in A3DS_PICKS}, per_item=1)
-    order = [it[who, p] for who in A3DS_PICKS for p in (1, 2, 3)]
-    _fill_order(session, order)
-    services.set_state(session, study, "live", owner)
-    for n, item in enumerate(order):
-        who, pair = next(k for k, v in it.items() if v.id == item.id)
-        _listen(session, study, f"l{n}", item, bool(A3DS_PICKS[who][pair - 1]))
+    study, _ = a3ds_picked_study(session)
     return _section(session, study)
 
 

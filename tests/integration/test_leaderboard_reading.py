@@ -213,17 +213,9 @@ def test_sts_cells_say_what_they_are(client, session):
 # ---- 4: a paired difference too small for an interval shows no d_z or p ------------------------
 
 def test_a3ds_paired_rows_on_three_pairs_show_no_test(session):
-    from tests.integration.test_sections_certified import _a3ds_study, _fill_order, _listen
-    from tests.integration.test_sections_shapes import A3DS_PICKS, _tables
+    from tests.integration.test_sections_shapes import _tables, a3ds_picked_study
 
-    owner = make_user(session, "researcher")
-    study, it = _a3ds_study(session, owner, {who: (0, 1, 2) for who in A3DS_PICKS}, per_item=1)
-    order = [it[who, p] for who in A3DS_PICKS for p in (1, 2, 3)]
-    _fill_order(session, order)
-    services.set_state(session, study, "live", owner)
-    for n, item in enumerate(order):
-        who, pair = next(k for k, v in it.items() if v.id == item.id)
-        _listen(session, study, f"l{n}", item, bool(A3DS_PICKS[who][pair - 1]))
+    study, _ = a3ds_picked_study(session)
     tables = _tables(session, study)
     too_few = {"text": "—", "reason": "n = 3: too few for a test"}
     for row in tables["a3ds_paired"]["rows"]:

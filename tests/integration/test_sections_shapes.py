@@ -116,7 +116,10 @@ def test_navigation_tables_are_shown_whole_ties_are_named_and_the_path_is_the_un
 A3DS_PICKS = {"a": (1, 1, 1), "b": (1, 0, 0), "c": (0, 0, 1)}
 
 
-def test_a3ds_tables_are_shown_whole_with_holm_p_and_z_columns(session):
+def a3ds_picked_study(session):
+    """A live A3DS study of three captioners on three pairs, one listener per item picking as
+    A3DS_PICKS says (used by the leaderboard tests that read A3DS's tables); and its items in
+    the order listeners answered them."""
     owner = make_user(session, "researcher")
     study, it = _a3ds_study(session, owner, {who: (0, 1, 2) for who in A3DS_PICKS}, per_item=1)
     order = [it[who, p] for who in A3DS_PICKS for p in (1, 2, 3)]
@@ -125,6 +128,11 @@ def test_a3ds_tables_are_shown_whole_with_holm_p_and_z_columns(session):
     for n, item in enumerate(order):
         who, pair = next(k for k, v in it.items() if v.id == item.id)
         _listen(session, study, f"l{n}", item, bool(A3DS_PICKS[who][pair - 1]))
+    return study, order
+
+
+def test_a3ds_tables_are_shown_whole_with_holm_p_and_z_columns(session):
+    study, order = a3ds_picked_study(session)
     tables = _tables(session, study)
     assert {"a3ds_accuracy", "a3ds_metrics", "a3ds_correlation", "a3ds_paired"} <= tables.keys()
     assert_shown(tables)
