@@ -139,7 +139,7 @@ def list_runs(study_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
     """The runs you started or that ran on your studies, newest first."""
     if kind is not None and kind not in service.kinds_with_runs():
         raise InputError(f"kind is one of {', '.join(service.kinds_with_runs())}", field="kind")
-    return [service.summary(session, r) for r in service.list_runs(session, user, study_id=study_id, kind=kind)]
+    return service.summaries(session, service.list_runs(session, user, study_id=study_id, kind=kind))
 
 
 @router.get("/runs/{run_id}")

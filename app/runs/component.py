@@ -10,12 +10,6 @@ from typing import Any, ClassVar
 
 from app import jobs
 
-# How the API reads a field sent as a form value (a JSON body sends it as JSON): a whole
-# number, a number, whole numbers ("3,4" or "[3, 4]"), text, or a file (in JSON: any value,
-# taken as the file's JSON).
-FIELD_TYPES = ("int", "float", "ints", "text", "file")
-
-
 @dataclass
 class Started:
     """What a kind's start made, added to the session and flushed, not committed."""
@@ -35,7 +29,9 @@ class AgentRuns(ABC):
 
     # What one run is called on pages and in messages ("captioner run").
     noun: ClassVar[str] = "run"
-    # The fields a start takes, name -> one of FIELD_TYPES; any other name is refused.
+    # The fields a start takes, name -> "int", "float", "ints" (3,4 or [3, 4] in a form), "text"
+    # or "file" (an upload; in JSON, the file's content): how a form's text is read
+    # (service.from_form) and what the API's schema says (api._JSON_TYPES). Others are refused.
     fields: ClassVar[dict[str, str]] = {}
     # What a run is over, when not a study (its target's keys, e.g. ("suite_id", "version")).
     target_keys: ClassVar[tuple[str, ...]] = ()

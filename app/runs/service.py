@@ -29,9 +29,8 @@ def component(kind_name: str) -> AgentRuns:
         raise InputError(f"unknown kind {kind_name!r}: installed are {', '.join(kinds)}", field="kind")
     runs: AgentRuns | None = kinds[kind_name].agent_runs()
     if runs is None:
-        with_runs = [n for n, k in kinds.items() if k.agent_runs() is not None]
-        raise Conflict(f"{kinds[kind_name].title} has no agent runs (kinds with runs: {', '.join(with_runs)})",
-                       field="kind")
+        raise Conflict(f"{kinds[kind_name].title} has no agent runs (kinds with runs: "
+                       f"{', '.join(kinds_with_runs())})", field="kind")
     return runs
 
 
@@ -150,7 +149,7 @@ def of_study(session: Session, study_id: int) -> list[AgentRun]:
 def page_context(session: Session, kind_name: str, runs: list[AgentRun], poll: str | None) -> dict[str, Any]:
     """What templates/runs/list.html needs: the runs, the kind's component, the URL to poll
     (None: the section around the list polls itself)."""
-    return {"agent_runs": [summary(session, r) for r in runs], "runs_component": component(kind_name),
+    return {"agent_runs": summaries(session, runs), "runs_component": component(kind_name),
             "poll": poll}
 
 
@@ -185,6 +184,15 @@ def cancel(session: Session, user: User, run_id: int) -> AgentRun:
         raise InputError(f"the run is {state}: only a queued or running run can be cancelled", field="state")
     component(run.kind).cancel(session, run, job)
     return run
+
+
+def summaries(session: Session, runs: list[AgentRun]) -> list[dict[str, Any]]:
+    """summary() of each run, their jobs read in one query first (summary's session.get then
+    finds each in the session), not one query per run."""
+    ids = [r.job_id for r in runs if r.job_id]
+    if ids:
+        session.scalars(select(jobs.Job).where(jobs.Job.id.in_(ids))).all()
+    return [summary(session, r) for r in runs]
 
 
 def summary(session: Session, run: AgentRun) -> dict[str, Any]:

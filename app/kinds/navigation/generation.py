@@ -186,8 +186,6 @@ class SpeakerRuns(AgentRuns):
     fields = {"file": "file", "speaker_artifact_id": "int", "listener_artifact_ids": "ints", "n": "int",
               "k": "int", "m": "int", "metric": "text", "design": "text", "max_len": "int", "seed": "int",
               "batch_size": "int", "top_p": "float"}
-    DEFAULTS = {"n": 10, "m": 3, "metric": "ndtw", "design": "evaluation", "max_len": 60, "seed": 0,
-                "batch_size": 8, "top_p": 1.0}
 
     def start(self, session: Session, user: User, study: Study, target: dict, params: dict) -> Started:
         data = params.get("file")
@@ -196,7 +194,7 @@ class SpeakerRuns(AgentRuns):
         given = {k: v for k, v in params.items() if k != "file"}
         if "speaker_artifact_id" not in given:
             raise InputError("speaker_artifact_id is required: the speaker to run", field="speaker_artifact_id")
-        run = create_run(session, study, user, paths_data=data, **{**self.DEFAULTS, **given})
+        run = create_run(session, study, user, paths_data=data, **given)  # its own defaults for the rest
         return Started(session.get(jobs.Job, run.job_id), artifact_ids=[run.speaker_artifact_id,
                                                                          *run.listener_artifact_ids],
                        params={k: getattr(run, k) for k in self.fields if k not in ("file", "speaker_artifact_id",

@@ -26,6 +26,7 @@ from app.errors import InputError
 from app.kinds.sts import rollout
 from app.kinds.sts.models import Continuation, GenerationRun, Recording, Scenario, Suite, SuiteVersion
 from app.kinds.sts.policies import policy_for_agent
+from app.params import MAX_ID
 from app.runs.component import AgentRuns, Started
 from app.kinds.sts.suites import Conflict, NotFound, agent_label, may_manage, replayable, scenarios_of, scenarios_query
 
@@ -140,7 +141,7 @@ class SuiteRuns(AgentRuns):
                            '{"kind": "sts", "target": {"suite_id", "version"}}', field="study")
         for key in self.target_keys:
             value = target[key]
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**31 - 1:
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ID:
                 raise InputError(f"target.{key} must be an id (a whole number from 1)", field="target")
         try:  # first: another's suite is not revealed to exist, whatever else is wrong
             suite = suites.get_suite(session, user, target["suite_id"])
