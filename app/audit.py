@@ -23,9 +23,11 @@ class AuditEntry(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
 
 
-def record(session: Session, actor_id: int | None, action: str, target_type: str,
-           target_id: object, **detail: Any) -> AuditEntry:
-    entry = AuditEntry(actor_id=actor_id, action=action, target_type=target_type,
-                       target_id=str(target_id), detail=detail)
+def record(
+    session: Session, actor_id: int | None, action: str, target_type: str, target_id: object, **detail: Any
+) -> AuditEntry:
+    entry = AuditEntry(
+        actor_id=actor_id, action=action, target_type=target_type, target_id=str(target_id), detail=detail
+    )
     session.add(entry)
     return entry

@@ -121,12 +121,15 @@ def serve(host: str, port: int) -> None:
 
 @main.command()
 @click.option("--concurrency", default=2, type=int)
-@click.option("--beat", is_flag=True,
-              help="Also run the schedule (the job sweeper, every minute): in one worker only.")
-@click.option("--queues", default="models,exports", show_default=True,
-              help="The queues this worker takes jobs from: models (validation, generation, "
-                   "training), exports (exports, aggregation). Give each its own worker so an "
-                   "export never waits behind a model.")
+@click.option("--beat", is_flag=True, help="Also run the schedule (the job sweeper, every minute): in one worker only.")
+@click.option(
+    "--queues",
+    default="models,exports",
+    show_default=True,
+    help="The queues this worker takes jobs from: models (validation, generation, "
+    "training), exports (exports, aggregation). Give each its own worker so an "
+    "export never waits behind a model.",
+)
 def worker(concurrency: int, beat: bool, queues: str) -> None:
     """Run a Celery worker for jobs (needs REDIS_URL)."""
     from app.config import SECRET_KEY_HELP, weak_secret_key
@@ -141,9 +144,22 @@ def worker(concurrency: int, beat: bool, queues: str) -> None:
         raise click.ClickException("set REDIS_URL to run a separate worker")
     if (why := weak_secret_key(get_settings().secret_key)) is not None:  # it signs download links
         raise click.ClickException(f"{why}: {SECRET_KEY_HELP}")
-    os.execvp(sys.executable, [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker",
-                               "--loglevel=INFO", f"--concurrency={concurrency}",
-                               "-Q", ",".join(celery_queue(q) for q in names), *(["-B"] if beat else [])])
+    os.execvp(
+        sys.executable,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "workers.celery_app",
+            "worker",
+            "--loglevel=INFO",
+            f"--concurrency={concurrency}",
+            "-Q",
+            ",".join(celery_queue(q) for q in names),
+            *(["-B"] if beat else []),
+        ],
+    )
 
 
 @main.command()
@@ -169,8 +185,10 @@ def demo(host: str, port: int, no_serve: bool) -> None:
         click.echo(f"Proctor demo at {served}")
         click.echo(f"  researcher login: {info['researcher'][0]}  password: {info['researcher'][1]}")
         click.echo(f"  admin login:      {info['admin'][0]}  password: {info['admin'][1]}")
-        click.echo(f"  {len(studies)} {'study' if len(studies) == 1 else 'studies'}, live; "
-                   "a worker's entry link to each (another PROLIFIC_PID is another worker):")
+        click.echo(
+            f"  {len(studies)} {'study' if len(studies) == 1 else 'studies'}, live; "
+            "a worker's entry link to each (another PROLIFIC_PID is another worker):"
+        )
         for study in studies:
             click.echo(f"  {study.title} ({study.kind})")
             click.echo(f"    {base}/s/{study.slug}?PROLIFIC_PID=you&STUDY_ID=demo&SESSION_ID=1")
@@ -274,17 +292,24 @@ def kinds_cmd() -> None:
 
     from app.kinds import GROUP, all_kinds
 
-    dists = {ep.name: (ep.dist.name if ep.dist else "?", ep.dist.version if ep.dist else "?")
-             for ep in entry_points(group=GROUP)}
+    dists = {
+        ep.name: (ep.dist.name if ep.dist else "?", ep.dist.version if ep.dist else "?")
+        for ep in entry_points(group=GROUP)
+    }
     for kind in all_kinds().values():
         dist, version = dists.get(kind.name, ("registered in-process", ""))
-        routes = [f"{'|'.join(sorted(getattr(r, 'methods', None) or ['*']))} {r.path}"
-                  for router in kind.routers() for r in router.routes]
+        routes = [
+            f"{'|'.join(sorted(getattr(r, 'methods', None) or ['*']))} {r.path}"
+            for router in kind.routers()
+            for r in router.routes
+        ]
         group = kind.cli()
         click.echo(f"{kind.name}: {kind.title} ({dist} {version})".rstrip())
         click.echo(f"  formats:    {', '.join(kind.item_formats) or '-'}")
-        click.echo(f"  commands:   {('proctor ' + group.name) if group else '-'}"
-                   + "".join(f", proctor train {c.name}" for c in kind.train_commands()))
+        click.echo(
+            f"  commands:   {('proctor ' + group.name) if group else '-'}"
+            + "".join(f", proctor train {c.name}" for c in kind.train_commands())
+        )
         click.echo(f"  jobs:       {', '.join(f'{kind.name}.{j}' for j in kind.jobs) or '-'}")
         click.echo(f"  tables:     {kind.models or '-'}")
         click.echo(f"  migrations: {kind.migrations_dir() or '-'}")
@@ -312,12 +337,13 @@ def _add_kind_commands() -> None:
         group = kind.cli()
         if group is not None:
             if group.name != kind.name:
-                raise click.ClickException(f"kind {kind.name!r} names its command group {group.name!r}: "
-                                           "a kind's commands go under its own name")
+                raise click.ClickException(
+                    f"kind {kind.name!r} names its command group {group.name!r}: "
+                    "a kind's commands go under its own name"
+                )
             for name in (kind.name, *kind.cli_aliases):
                 if name in main.commands:
-                    raise click.ClickException(f"kind {kind.name!r} adds the command {name!r}, "
-                                               "which is already taken")
+                    raise click.ClickException(f"kind {kind.name!r} adds the command {name!r}, which is already taken")
             main.add_command(group)
             for alias in kind.cli_aliases:  # the same commands, out of the help's list
                 old = copy.copy(group)

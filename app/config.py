@@ -96,11 +96,13 @@ def trusted_proxies(settings: Settings | None = None) -> list[str]:
         if not (item := item.strip()):
             continue
         try:
-            out.append(str(ipaddress.ip_network(item, strict=False)) if "/" in item
-                       else str(ipaddress.ip_address(item)))
+            out.append(
+                str(ipaddress.ip_network(item, strict=False)) if "/" in item else str(ipaddress.ip_address(item))
+            )
         except ValueError:
-            raise ValueError(f"TRUSTED_PROXIES: {item!r} is not an IP address or network "
-                             "(e.g. 10.0.0.5 or 10.0.0.0/8)") from None
+            raise ValueError(
+                f"TRUSTED_PROXIES: {item!r} is not an IP address or network (e.g. 10.0.0.5 or 10.0.0.0/8)"
+            ) from None
     return out
 
 
@@ -114,8 +116,10 @@ def weak_secret_key(key: str) -> str | None:
     if key in (key + key)[1:-1]:  # one unit repeated ("a" x 37, "abc" x 12)
         return "SECRET_KEY repeats one short part; use a random key"
     if (bits := key_bits(key)) < MIN_SECRET_BITS or (bits := pattern_bits(key)) < MIN_PATTERN_BITS:
-        return (f"SECRET_KEY looks like about {bits:.0f} bits of randomness; it needs at least "
-                f"{MIN_SECRET_BITS}: use a random key, not words or a pattern")
+        return (
+            f"SECRET_KEY looks like about {bits:.0f} bits of randomness; it needs at least "
+            f"{MIN_SECRET_BITS}: use a random key, not words or a pattern"
+        )
     # A part repeated with a change ("proctor" x 5 + "12"): most of it is copies of what came
     # before it. A random key's copies are chance runs of 4 or 5 characters (a few percent of it).
     if repeated_share(key) >= 0.5:
@@ -151,9 +155,25 @@ def key_bits(key: str) -> float:
 
 
 # Runs a person types or counts (either way, any case): each run counts as one character.
-_SEQUENCES = ("abcdefghijklmnopqrstuvwxyz", "0123456789", "1234567890", "qwertyuiop", "asdfghjkl", "zxcvbnm",
-              # and down a keyboard's columns ("1qaz2wsx...")
-              "1qaz", "2wsx", "3edc", "4rfv", "5tgb", "6yhn", "7ujm", "8ik,", "9ol.", "0p;/")
+_SEQUENCES = (
+    "abcdefghijklmnopqrstuvwxyz",
+    "0123456789",
+    "1234567890",
+    "qwertyuiop",
+    "asdfghjkl",
+    "zxcvbnm",
+    # and down a keyboard's columns ("1qaz2wsx...")
+    "1qaz",
+    "2wsx",
+    "3edc",
+    "4rfv",
+    "5tgb",
+    "6yhn",
+    "7ujm",
+    "8ik,",
+    "9ol.",
+    "0p;/",
+)
 _NEXT = {(s[i], s[i + 1]) for s in _SEQUENCES for i in range(len(s) - 1)}
 _NEXT |= {(b, a) for a, b in _NEXT}
 RUN = 4  # runs of 3 come by chance in a random hex key
@@ -183,9 +203,11 @@ def pattern_bits(key: str) -> float:
     return min(key_bits("".join(kept)), step_bits)
 
 
-SECRET_KEY_HELP = ("set SECRET_KEY to a random key of at least 32 characters, e.g. the output of "
-                   "`python -c 'import secrets; print(secrets.token_urlsafe(48))'` (`proctor demo` "
-                   "makes its own)")
+SECRET_KEY_HELP = (
+    "set SECRET_KEY to a random key of at least 32 characters, e.g. the output of "
+    "`python -c 'import secrets; print(secrets.token_urlsafe(48))'` (`proctor demo` "
+    "makes its own)"
+)
 
 
 def demo_secret_key() -> str:

@@ -65,8 +65,13 @@ def get_engine(url: str | None = None) -> Engine:
     url = url or get_settings().database_url
     size, timeout = get_settings().db_pool_size, get_settings().db_pool_timeout
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30},
-                               pool_size=size, max_overflow=0, pool_timeout=timeout)
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 30},
+            pool_size=size,
+            max_overflow=0,
+            pool_timeout=timeout,
+        )
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -77,8 +82,7 @@ def get_engine(url: str | None = None) -> Engine:
             cur.close()
 
         return engine
-    return create_engine(url, pool_size=size, max_overflow=0, pool_timeout=timeout,
-                         pool_pre_ping=True)
+    return create_engine(url, pool_size=size, max_overflow=0, pool_timeout=timeout, pool_pre_ping=True)
 
 
 @lru_cache
@@ -121,8 +125,13 @@ def lost_a_race(exc: BaseException) -> bool:
     return getattr(getattr(exc, "orig", None), "sqlstate", None) in ("40P01", "40001")
 
 
-def retrying(fn: Callable[[], T], session: Session, attempts: int = 5,
-             retry_if: Callable[[BaseException], bool] = a_race, pause: float = 0.005) -> T:
+def retrying(
+    fn: Callable[[], T],
+    session: Session,
+    attempts: int = 5,
+    retry_if: Callable[[BaseException], bool] = a_race,
+    pause: float = 0.005,
+) -> T:
     """fn() then commit, the whole of it run again (after a short random pause) when it fails
     with an error `retry_if` accepts, `attempts` times in all. Any failure is rolled back while
     the SQLite lock is still held."""

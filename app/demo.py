@@ -42,9 +42,15 @@ def seconds_on_item(rng: random.Random, median_s: float, spread: float = TIME_SP
     return rng.lognormvariate(math.log(median_s), spread)
 
 
-def simulate_task(session: Session, study: Study, worker: str,
-                  answer: Callable[[Item, random.Random], dict], median_s: float, seed: int,
-                  platform: str = "prolific") -> int:
+def simulate_task(
+    session: Session,
+    study: Study,
+    worker: str,
+    answer: Callable[[Item, random.Random], dict],
+    median_s: float,
+    seed: int,
+    platform: str = "prolific",
+) -> int:
     """One simulated worker's task through the real assignment engine: `answer(item, rng)` is
     their response to each item they are given, and each takes them a time drawn around
     `median_s`. The server measures time on an item from its lease, so the lease is dated back
@@ -60,8 +66,7 @@ def simulate_task(session: Session, study: Study, worker: str,
         took = timedelta(seconds=seconds_on_item(rng, median_s))
         # Committed before the submit: a retry inside submit would otherwise roll it back, and
         # the engine's statements may run on a connection of their own.
-        session.execute(update(Assignment).where(Assignment.id == a.id)
-                        .values(leased_at=a.leased_at - took))
+        session.execute(update(Assignment).where(Assignment.id == a.id).values(leased_at=a.leased_at - took))
         session.commit()
         assignment.submit(session, study, bundle.id, a.id, response, secrets.token_hex(8))
         n += 1
@@ -84,20 +89,28 @@ def seed(session: Session) -> dict:
                 continue
             if material.get("setup"):
                 material["setup"](session)  # e.g. the buildings a navigation study walks through
-            settings = services.StudySettings(**{
-                "title": title, "annotations_per_item": 3, "bundle_size": 10, "gold_rate": 0.2,
-                "redirect_url": "https://app.prolific.com/submissions/complete?cc=DEMO",
-                **material.get("settings", {})})
+            settings = services.StudySettings(
+                **{
+                    "title": title,
+                    "annotations_per_item": 3,
+                    "bundle_size": 10,
+                    "gold_rate": 0.2,
+                    "redirect_url": "https://app.prolific.com/submissions/complete?cc=DEMO",
+                    **material.get("settings", {}),
+                }
+            )
             if material.get("build"):  # the kind makes its study through its own services
                 study = material["build"](session, researcher, settings)
             else:
-                study = services.create_study(session, researcher, kind.name, settings,
-                                              material["items"], material["format"])
+                study = services.create_study(
+                    session, researcher, kind.name, settings, material["items"], material["format"]
+                )
             services.set_state(session, study, "live", researcher)
             if material.get("simulate"):
                 material["simulate"](session, study, researcher)  # agents, simulated workers
-    studies = session.scalars(select(Study).where(Study.owner_id == researcher.id,
-                                                  Study.title.startswith("Demo: "),
-                                                  Study.kind.in_(list(all_kinds())))
-                              .order_by(Study.id)).all()
+    studies = session.scalars(
+        select(Study)
+        .where(Study.owner_id == researcher.id, Study.title.startswith("Demo: "), Study.kind.in_(list(all_kinds())))
+        .order_by(Study.id)
+    ).all()
     return {"researcher": (RESEARCHER, r_pass), "admin": (ADMIN, a_pass), "studies": studies}

@@ -26,36 +26,40 @@ def error_response(request: Request, exc: StarletteHTTPException) -> Response:
         return RedirectResponse(exc.headers["Location"], status_code=303)
     if wants_json(request):
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
-    return render(request, "error.html", status_code=exc.status_code,
-                  title={403: "Not allowed", 404: "Not found", 429: "Slow down"}.get(
-                      exc.status_code, "Error"), message=str(exc.detail))
+    return render(
+        request,
+        "error.html",
+        status_code=exc.status_code,
+        title={403: "Not allowed", 404: "Not found", 429: "Slow down"}.get(exc.status_code, "Error"),
+        message=str(exc.detail),
+    )
 
 
 def install(app: FastAPI) -> None:
     """Every exception handler of the app."""
+
     @app.exception_handler(InputError)
     async def input_error(request: Request, exc: InputError) -> Response:
         if wants_json(request):
             return JSONResponse(exc.as_dict(), status_code=exc.status_code)
-        return render(request, "error.html", status_code=422, title="That input was refused",
-                      message=str(exc))
+        return render(request, "error.html", status_code=422, title="That input was refused", message=str(exc))
 
     @app.exception_handler(KindNotInstalled)
     async def kind_not_installed(request: Request, exc: KindNotInstalled) -> Response:
-        detail = (f"the task kind {exc.name!r} is not installed on this server: install the package "
-                  f"that provides it and restart, or ask the administrator")
+        detail = (
+            f"the task kind {exc.name!r} is not installed on this server: install the package "
+            f"that provides it and restart, or ask the administrator"
+        )
         if wants_json(request):
             return JSONResponse({"detail": detail}, status_code=409)
-        return render(request, "error.html", status_code=409, title="Task kind not installed",
-                      message=detail)
+        return render(request, "error.html", status_code=409, title="Task kind not installed", message=detail)
 
     @app.exception_handler(BrokerUnavailable)
     async def broker_unavailable(request: Request, exc: BrokerUnavailable) -> Response:
         headers = {"Retry-After": "30"}
         if wants_json(request):
             return JSONResponse({"detail": str(exc)}, status_code=503, headers=headers)
-        response = render(request, "error.html", status_code=503, title="Try again in a minute",
-                          message=str(exc))
+        response = render(request, "error.html", status_code=503, title="Try again in a minute", message=str(exc))
         response.headers.update(headers)
         return response
 
@@ -81,9 +85,13 @@ def install(app: FastAPI) -> None:
         headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else {}
         if wants_json(request):
             return JSONResponse({"detail": str(exc)}, status_code=exc.status, headers=headers)
-        response = render(request, "error.html", status_code=exc.status,
-                          title={429: "Try again later"}.get(exc.status, "Not available"),
-                          message=str(exc))
+        response = render(
+            request,
+            "error.html",
+            status_code=exc.status,
+            title={429: "Try again later"}.get(exc.status, "Not available"),
+            message=str(exc),
+        )
         response.headers.update(headers)
         return response
 
@@ -94,12 +102,10 @@ def install(app: FastAPI) -> None:
         detail = f"field '{field}': {err['msg']}"
         if wants_json(request):
             return JSONResponse({"detail": detail, "field": field}, status_code=422)
-        return render(request, "error.html", status_code=422, title="That input was refused",
-                      message=detail)
+        return render(request, "error.html", status_code=422, title="That input was refused", message=detail)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 405 and (methods := allowed_methods(request.app, request.scope)):
-            exc = StarletteHTTPException(405, exc.detail, headers={**(exc.headers or {}),
-                                                                   "Allow": ", ".join(methods)})
+            exc = StarletteHTTPException(405, exc.detail, headers={**(exc.headers or {}), "Allow": ", ".join(methods)})
         return error_response(request, exc)

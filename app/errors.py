@@ -55,8 +55,13 @@ class ErrorOut(BaseModel):
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    "4XX": {"model": ErrorOut, "description": "Refused: bad input (422, with where), not logged "
-            "in (401), not allowed (403), not among yours (404), too large (413), too many (429)"},
-    503: {"model": ErrorOut, "description": "The database or the job queue cannot be reached "
-          "right now; retry after `Retry-After` seconds"},
+    "4XX": {
+        "model": ErrorOut,
+        "description": "Refused: bad input (422, with where), not logged "
+        "in (401), not allowed (403), not among yours (404), too large (413), too many (429)",
+    },
+    503: {
+        "model": ErrorOut,
+        "description": "The database or the job queue cannot be reached right now; retry after `Retry-After` seconds",
+    },
 }

@@ -72,7 +72,7 @@ def _empty_blocks(n: int) -> bytes:
         bits.extend([0, 1, 0, 0, 0, 0, 0, 0, 0, 0] * (unit - 5))  # BTYPE 01 (LSB first), end of block
         stored(0)
     stored(1)
-    out = bytes(sum(b << i for i, b in enumerate(bits[k:k + 8])) for k in range(0, len(bits), 8))
+    out = bytes(sum(b << i for i, b in enumerate(bits[k : k + 8])) for k in range(0, len(bits), 8))
     assert len(out) == n
     return out
 
@@ -89,8 +89,9 @@ def _padded_stream(data: bytes, body: bytes, size: int) -> bytes:
     fewer than MIN_PAD bytes."""
     room = size - 2 - len(body) - 4
     if room < MIN_PAD:
-        raise ValueError(f"{len(data)} bytes compress to {2 + len(body) + 4 + MIN_PAD} or more with padding; "
-                         f"not {size}")
+        raise ValueError(
+            f"{len(data)} bytes compress to {2 + len(body) + 4 + MIN_PAD} or more with padding; not {size}"
+        )
     out = b"\x78\x9c" + body + _empty_blocks(room) + struct.pack(">I", zlib.adler32(data))
     assert zlib.decompress(out) == data  # cheap beside the compression, and it must hold
     return out
@@ -102,8 +103,8 @@ def decode_png(data: bytes) -> np.ndarray:
         raise ValueError("not a PNG")
     pos, idat, w, h = 8, b"", 0, 0
     while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos:pos + 4])
-        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + length]
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             w, h, depth, colour = struct.unpack(">IIBB", body[:10])
             if (depth, colour) != (8, 2):

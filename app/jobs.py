@@ -109,8 +109,7 @@ def cancel(session: Session, job: Job, reason: str = "cancelled by the researche
     """Mark a queued or running job cancelled; a running handler sees it at its next check and
     stops (what it stored stays). Commits. InputError for a job that has already ended."""
     if job.state not in ("queued", "running"):
-        raise InputError(f"the job is {job.state}: only a queued or running job can be cancelled",
-                         field="state")
+        raise InputError(f"the job is {job.state}: only a queued or running job can be cancelled", field="state")
     job.state, job.finished_at = "cancelled", utcnow()
     job.log += reason + "\n"
     session.commit()
@@ -141,11 +140,17 @@ def enqueue(job_id: int, task: str | None = None) -> None:
         client = Celery(broker=settings.redis_url)
         client.conf.broker_connection_timeout = 3
         try:
-            client.send_task(CELERY_TASK, args=[job_id], queue=queue, retry=True, retry_policy={
-                "max_retries": 2, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 1})
+            client.send_task(
+                CELERY_TASK,
+                args=[job_id],
+                queue=queue,
+                retry=True,
+                retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 1},
+            )
         except (OperationalError, OSError) as exc:
-            raise BrokerUnavailable(f"the job queue cannot be reached ({type(exc).__name__}): "
-                                    "nothing was started; try again in a minute") from exc
+            raise BrokerUnavailable(
+                f"the job queue cannot be reached ({type(exc).__name__}): nothing was started; try again in a minute"
+            ) from exc
     else:
         _wake.set()
 
@@ -177,8 +182,7 @@ def queues_without_worker(names: list[str] | tuple[str, ...] | None = None) -> l
         import redis
 
         try:
-            client = redis.Redis.from_url(settings.redis_url, socket_timeout=0.5,
-                                          socket_connect_timeout=0.5)
+            client = redis.Redis.from_url(settings.redis_url, socket_timeout=0.5, socket_connect_timeout=0.5)
             try:
                 found = client.mget([CONSUMER_KEY.format(queue=q) for q in stale])
             finally:
@@ -245,8 +249,9 @@ def run_job(job_id: int, stale_after: float | None = None) -> str:
         claimable = Job.state == "queued"
         if stale_after is not None:
             cutoff = utcnow() - timedelta(seconds=stale_after)
-            claimable = claimable | ((Job.state == "running") & (
-                func.coalesce(Job.heartbeat_at, Job.started_at) < cutoff))
+            claimable = claimable | (
+                (Job.state == "running") & (func.coalesce(Job.heartbeat_at, Job.started_at) < cutoff)
+            )
         if not _claim(s, job_id, claimable):
             state = s.scalar(select(Job.state).where(Job.id == job_id))
             # "busy": another worker holds it with a fresh heartbeat (the caller may look again
@@ -275,27 +280,37 @@ def claim_next(queue: str | None = None) -> int | None:
     # "models" is every task but the exports queue's, so a job whose kind is gone is still
     # claimed (and fails, saying why) instead of waiting forever.
     exports = [t for t, q in queues().items() if q == "exports"]
-    in_queue = (Job.id.is_not(None) if queue is None else
-                Job.task.in_(exports) if queue == "exports" else Job.task.not_in(exports))
+    in_queue = (
+        Job.id.is_not(None)
+        if queue is None
+        else Job.task.in_(exports)
+        if queue == "exports"
+        else Job.task.not_in(exports)
+    )
     owner = func.coalesce(Job.owner_id, 0)  # jobs started from the command line: one owner
     with get_sessionmaker()() as s:
         for _ in range(5):
-            oldest = dict(s.execute(
-                select(owner, func.min(Job.id)).where(
-                    Job.state == "queued", in_queue, Job.attempts < MAX_ATTEMPTS)
-                .group_by(owner)).all())
+            oldest = dict(
+                s.execute(
+                    select(owner, func.min(Job.id))
+                    .where(Job.state == "queued", in_queue, Job.attempts < MAX_ATTEMPTS)
+                    .group_by(owner)
+                ).all()
+            )
             if not oldest:
                 return None
-            running = dict(s.execute(
-                select(owner, func.count()).where(Job.state == "running", in_queue)
-                .group_by(owner)).all())
-            served = dict(s.execute(
-                select(owner, func.max(Job.started_at)).where(
-                    in_queue, Job.started_at.is_not(None), owner.in_(list(oldest)))
-                .group_by(owner)).all())
+            running = dict(
+                s.execute(select(owner, func.count()).where(Job.state == "running", in_queue).group_by(owner)).all()
+            )
+            served = dict(
+                s.execute(
+                    select(owner, func.max(Job.started_at))
+                    .where(in_queue, Job.started_at.is_not(None), owner.in_(list(oldest)))
+                    .group_by(owner)
+                ).all()
+            )
             # Never served sorts first; equal Nones compare equal and fall through to the id.
-            order = sorted(oldest, key=lambda o: (running.get(o, 0), o in served, served.get(o),
-                                                  oldest[o]))
+            order = sorted(oldest, key=lambda o: (running.get(o, 0), o in served, served.get(o), oldest[o]))
             for o in order:
                 if _claim(s, oldest[o], Job.state == "queued"):
                     return oldest[o]
@@ -305,7 +320,8 @@ def claim_next(queue: str | None = None) -> int | None:
 def _claim(s: Session, job_id: int, claimable) -> bool:
     now = utcnow()
     claimed = s.execute(
-        update(Job).where(Job.id == job_id, claimable, Job.attempts < MAX_ATTEMPTS)
+        update(Job)
+        .where(Job.id == job_id, claimable, Job.attempts < MAX_ATTEMPTS)
         .values(state="running", started_at=now, heartbeat_at=now, attempts=Job.attempts + 1)
     ).rowcount
     s.commit()
@@ -315,8 +331,10 @@ def _claim(s: Session, job_id: int, claimable) -> bool:
 # Paths of this machine, as an exception's text may carry them (a file not found): any absolute
 # or home-relative path of two or more parts (not a URL's: no scheme or host before it), and a
 # bare top-level folder of the usual ones.
-_SERVER_PATH = re.compile(r"(?<![\w/.~])(?:~?/[^\s'\",:;)\]/]+/[^\s'\",:;)\]]*"
-                          r"|/(?:home|root|srv|opt|usr|var|tmp|work|app|etc|proc|mnt|data)\b)")
+_SERVER_PATH = re.compile(
+    r"(?<![\w/.~])(?:~?/[^\s'\",:;)\]/]+/[^\s'\",:;)\]]*"
+    r"|/(?:home|root|srv|opt|usr|var|tmp|work|app|etc|proc|mnt|data)\b)"
+)
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -325,7 +343,8 @@ def failure_reason(exc: BaseException) -> str:
     any server path blanked; for anything else only the exception's type (the traceback is in
     the log and in the job's row, for admins)."""
     shown = isinstance(exc, (ValueError, LookupError, TimeoutError)) or any(
-        c.__name__ == "SandboxError" for c in type(exc).__mro__)
+        c.__name__ == "SandboxError" for c in type(exc).__mro__
+    )
     if not shown:
         return f"an internal error ({type(exc).__name__}); an administrator can see the details"
     return _SERVER_PATH.sub("<path>", str(exc))[:2000]
@@ -374,14 +393,23 @@ def sweep(stale_after: float = STALE_AFTER_S, resend_after: float = RESEND_AFTER
     beat = func.coalesce(Job.heartbeat_at, Job.started_at)
     with get_sessionmaker()() as s:
         gave_up = s.execute(
-            update(Job).where(Job.state == "running", beat < stale_cutoff, Job.attempts >= MAX_ATTEMPTS)
-            .values(state="failed", finished_at=now,
-                    log=Job.log + f"failed: its worker stopped {MAX_ATTEMPTS} times (killed, or out of "
-                                  "memory) before it finished\n")
+            update(Job)
+            .where(Job.state == "running", beat < stale_cutoff, Job.attempts >= MAX_ATTEMPTS)
+            .values(
+                state="failed",
+                finished_at=now,
+                log=Job.log + f"failed: its worker stopped {MAX_ATTEMPTS} times (killed, or out of "
+                "memory) before it finished\n",
+            )
         ).rowcount
-        resend = s.scalars(select(Job.id).where(
-            ((Job.state == "running") & (beat < stale_cutoff)) |
-            ((Job.state == "queued") & (Job.created_at < resend_cutoff))).order_by(Job.id)).all()
+        resend = s.scalars(
+            select(Job.id)
+            .where(
+                ((Job.state == "running") & (beat < stale_cutoff))
+                | ((Job.state == "queued") & (Job.created_at < resend_cutoff))
+            )
+            .order_by(Job.id)
+        ).all()
         s.commit()
     settings = get_settings()
     if settings.redis_url:

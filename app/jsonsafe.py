@@ -84,8 +84,11 @@ def _bad_number(data: str | bytes, text: str) -> BadNumber:
     pos = m.start() if m else 0
     line = raw.count(b"\n", 0, pos) + 1
     digits = len(text.lstrip("-"))
-    return BadNumber(f"the integer {text[:12]}... ({digits} digits) is out of range (at most {MAX_INT})",
-                     line, pos - (raw.rfind(b"\n", 0, pos) + 1) + 1)
+    return BadNumber(
+        f"the integer {text[:12]}... ({digits} digits) is out of range (at most {MAX_INT})",
+        line,
+        pos - (raw.rfind(b"\n", 0, pos) + 1) + 1,
+    )
 
 
 class BadText(json.JSONDecodeError):
@@ -156,8 +159,7 @@ def loads(data: str | bytes, limit: int = MAX_DEPTH):
     for an integer past 64 bits, BadText for a string holding U+0000 or a lone surrogate."""
     if too_deep(data, limit):
         raise TooDeep(limit)
-    long_digits = (_LONG_DIGITS.search(data) if isinstance(data, str)
-                   else _LONG_DIGITS_BYTES.search(bytes(data)))
+    long_digits = _LONG_DIGITS.search(data) if isinstance(data, str) else _LONG_DIGITS_BYTES.search(bytes(data))
     if long_digits is None:
         return _check_text(data, json.loads(data))
     try:

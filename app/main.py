@@ -37,20 +37,30 @@ def create_app(database_url: str | None = None) -> FastAPI:
         proxies = trusted_proxies(settings)
     except ValueError as exc:
         raise InsecureSettings(str(exc)) from None
-    app = FastAPI(title="Proctor", version="0.1.0",
-                  description="Human evaluation of grounded language agents.",
-                  # Our own docs routes below: FastAPI's load Swagger UI and ReDoc from a CDN.
-                  docs_url=None, redoc_url=None, openapi_url="/openapi.json",
-                  # Our error shape, not FastAPI's list of validation errors: the handlers
-                  # below answer every refusal as ErrorOut, and the schema says so.
-                  responses=ERROR_RESPONSES)
+    app = FastAPI(
+        title="Proctor",
+        version="0.1.0",
+        description="Human evaluation of grounded language agents.",
+        # Our own docs routes below: FastAPI's load Swagger UI and ReDoc from a CDN.
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/openapi.json",
+        # Our error shape, not FastAPI's list of validation errors: the handlers
+        # below answer every refusal as ErrorOut, and the schema says so.
+        responses=ERROR_RESPONSES,
+    )
     app.state.database_url = database_url or settings.database_url
     # Innermost first: each add wraps the ones before it.
     app.add_middleware(JsonBodyGuard)
     app.add_middleware(AuthBeforeBody)  # inside the session: it reads the session cookie
-    app.add_middleware(SessionMiddleware, secret_key=settings.secret_key,
-                       session_cookie="proctor_session", same_site="lax", max_age=14 * 24 * 3600,
-                       https_only=settings.base_url.startswith("https"))
+    app.add_middleware(
+        SessionMiddleware,
+        secret_key=settings.secret_key,
+        session_cookie="proctor_session",
+        same_site="lax",
+        max_age=14 * 24 * 3600,
+        https_only=settings.base_url.startswith("https"),
+    )
     # The largest upload (a model, or an item file), plus room for the form around it.
     app.add_middleware(BodyLimit, limit=max(settings.max_upload_bytes, settings.max_artifact_bytes) + (1 << 20))
     # Outside BodyLimit (its 413 has them too), inside the proxies' handling below (the scheme a
@@ -93,8 +103,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
             app.include_router(router)
         if (folder := kind.static_dir()) is not None:
             # Before /static below, which would otherwise answer for these paths.
-            app.mount(f"/static/kinds/{kind.name}", StaticFiles(directory=str(folder)),
-                      name=f"static-{kind.name}")
+            app.mount(f"/static/kinds/{kind.name}", StaticFiles(directory=str(folder)), name=f"static-{kind.name}")
     app.mount("/static", StaticFiles(directory=str(static_dir())), name="static")
 
     own_routes(app)

@@ -30,8 +30,10 @@ MTURK_FRAMERS = "https://worker.mturk.com https://workersandbox.mturk.com https:
 # tag runs nothing. Styles may be inline (style attributes, the kinds' <style> blocks, htmx's
 # indicator style). Images also from data: and blob: URLs (boards, panorama strips) and from the
 # blob store's host when it is S3 (presigned links: panoramas, STS frames).
-BASE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-            "img-src 'self' data: blob:{blobs}; connect-src 'self'; object-src 'none'; base-uri 'self'")
+BASE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data: blob:{blobs}; connect-src 'self'; object-src 'none'; base-uri 'self'"
+)
 HSTS = b"max-age=31536000"
 
 
@@ -62,8 +64,9 @@ class SecurityHeaders:
     def __init__(self, app, blobs: str = ""):
         self.app = app
         base = BASE_CSP.format(blobs=f" {blobs}" if blobs else "")
-        self.crowd_csp = (f"{base}; form-action 'self' {MTURK_FRAMERS}; "
-                          f"frame-ancestors 'self' {MTURK_FRAMERS}").encode()
+        self.crowd_csp = (
+            f"{base}; form-action 'self' {MTURK_FRAMERS}; frame-ancestors 'self' {MTURK_FRAMERS}"
+        ).encode()
         self.own_csp = f"{base}; form-action 'self'; frame-ancestors 'none'".encode()
 
     async def __call__(self, scope, receive, send):
@@ -121,8 +124,11 @@ class ForwardedHost:
         if scope["type"] == "http" and self._trusted(scope):
             forwarded = Headers(scope=scope).get("x-forwarded-host", "").split(",")[0].strip()
             if forwarded:
-                scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k != b"host"]
-                         + [(b"host", forwarded.encode("latin-1"))]}
+                scope = {
+                    **scope,
+                    "headers": [(k, v) for k, v in scope["headers"] if k != b"host"]
+                    + [(b"host", forwarded.encode("latin-1"))],
+                }
         await self.app(scope, receive, send)
 
 
@@ -180,9 +186,13 @@ class BodyLimit:
 
 async def _send_json(send, status: int, payload: dict) -> None:
     body = json.dumps(payload).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -216,17 +226,22 @@ class JsonBodyGuard:
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
             if size > self.limit:
-                return await _send_json(send, 413, {
-                    "detail": f"a JSON body is larger than the {self.limit >> 20} MB limit", "field": "body"})
+                return await _send_json(
+                    send,
+                    413,
+                    {"detail": f"a JSON body is larger than the {self.limit >> 20} MB limit", "field": "body"},
+                )
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
         if too_deep(body):
-            return await _send_json(send, 422, {
-                "detail": f"the JSON body is nested more than {MAX_DEPTH} levels deep", "field": "body"})
+            return await _send_json(
+                send, 422, {"detail": f"the JSON body is nested more than {MAX_DEPTH} levels deep", "field": "body"}
+            )
         if unstorable_escape(body):  # PostgreSQL text refuses U+0000; no UTF-8 holds a lone surrogate
-            return await _send_json(send, 422, {
-                "detail": "a string in the JSON body holds U+0000 or a lone surrogate", "field": "body"})
+            return await _send_json(
+                send, 422, {"detail": "a string in the JSON body holds U+0000 or a lone surrogate", "field": "body"}
+            )
         replayed = False
 
         async def replay():
@@ -357,6 +372,11 @@ class RequestLog:
             await self.app(scope, receive, noting)
         finally:
             ms = (time.perf_counter() - start) * 1000
-            REQUEST_LOG.log(logging.WARNING if status >= 500 else logging.INFO, "%s %s %d %.1fms",
-                            scope["method"], logged_target(scope["path"], scope.get("query_string", b""),
-                                                           self.key), status, ms)
+            REQUEST_LOG.log(
+                logging.WARNING if status >= 500 else logging.INFO,
+                "%s %s %d %.1fms",
+                scope["method"],
+                logged_target(scope["path"], scope.get("query_string", b""), self.key),
+                status,
+                ms,
+            )

@@ -15,6 +15,8 @@ from pydantic import BeforeValidator, Field
 MAX_ID = 2**31 - 1  # ids are INTEGER columns (PostgreSQL's int4), and positive
 
 Id = Annotated[int, Path(ge=1, le=MAX_ID)]
+
+
 # The same bounds for an id inside a JSON body.
 def _not_bool(value: object) -> object:
     """JSON's true and false are not numbers (pydantic would read them as 1 and 0); 3.0 is."""

@@ -52,8 +52,10 @@ def refuse_clashes(app: FastAPI) -> None:
 
 OAUTH2_REDIRECT = "/docs/oauth2-redirect"
 # FastAPI's docs pages start the viewers with an inline script; ReDoc searches in a blob: worker.
-DOCS_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
-            "img-src 'self' data:; worker-src 'self' blob:; frame-ancestors 'none'")
+DOCS_CSP = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; worker-src 'self' blob:; frame-ancestors 'none'"
+)
 
 
 def docs_pages(app: FastAPI) -> None:
@@ -68,11 +70,16 @@ def docs_pages(app: FastAPI) -> None:
 
     @app.get("/api/docs", include_in_schema=False)
     def swagger_ui():
-        return own_only(get_swagger_ui_html(openapi_url=app.openapi_url, title=f"{app.title} API",
-                                   swagger_js_url="/static/vendor/swagger-ui-bundle.js",
-                                   swagger_css_url="/static/vendor/swagger-ui.css",
-                                   swagger_favicon_url="/static/favicon.svg",
-                                   oauth2_redirect_url=OAUTH2_REDIRECT))
+        return own_only(
+            get_swagger_ui_html(
+                openapi_url=app.openapi_url,
+                title=f"{app.title} API",
+                swagger_js_url="/static/vendor/swagger-ui-bundle.js",
+                swagger_css_url="/static/vendor/swagger-ui.css",
+                swagger_favicon_url="/static/favicon.svg",
+                oauth2_redirect_url=OAUTH2_REDIRECT,
+            )
+        )
 
     @app.get(OAUTH2_REDIRECT, include_in_schema=False)
     def swagger_ui_redirect():
@@ -80,13 +87,20 @@ def docs_pages(app: FastAPI) -> None:
 
     @app.get("/api/redoc", include_in_schema=False)
     def redoc():
-        return own_only(get_redoc_html(openapi_url=app.openapi_url, title=f"{app.title} API",
-                                       redoc_js_url="/static/vendor/redoc.standalone.js",
-                                       redoc_favicon_url="/static/favicon.svg", with_google_fonts=False))
+        return own_only(
+            get_redoc_html(
+                openapi_url=app.openapi_url,
+                title=f"{app.title} API",
+                redoc_js_url="/static/vendor/redoc.standalone.js",
+                redoc_favicon_url="/static/favicon.svg",
+                with_google_fonts=False,
+            )
+        )
 
 
 def own_routes(app: FastAPI) -> None:
     """Blobs, the API docs, /help/statistics and /healthz."""
+
     @app.get("/blobs/{key:path}", include_in_schema=False)
     def blob(key: str, exp: str = "", sig: str = "", filename: str | None = None):
         from app.storage import content_disposition, get_store
@@ -95,8 +109,11 @@ def own_routes(app: FastAPI) -> None:
         if not store.verify(key, exp, sig, filename=filename):
             raise HTTPException(403, "this download link is invalid or has expired")
         name = filename or key.rsplit("/", 1)[-1]
-        return StreamingResponse(store.open(key), media_type="application/octet-stream",
-                                 headers={"Content-Disposition": content_disposition(name)})
+        return StreamingResponse(
+            store.open(key),
+            media_type="application/octet-stream",
+            headers={"Content-Disposition": content_disposition(name)},
+        )
 
     docs_pages(app)
 
@@ -106,10 +123,8 @@ def own_routes(app: FastAPI) -> None:
         a page of the site (its text as written: tables and formulas read as they stand)."""
         doc = Path(__file__).resolve().parent.parent / "docs" / "statistics.md"
         if not doc.is_file():  # an install without the repository's docs
-            raise HTTPException(404, "docs/statistics.md is not installed here; it is in the "
-                                     "repository's docs folder")
-        return render(request, "help.html", title="How each figure is computed",
-                      text=doc.read_text("utf-8"))
+            raise HTTPException(404, "docs/statistics.md is not installed here; it is in the repository's docs folder")
+        return render(request, "help.html", title="How each figure is computed", text=doc.read_text("utf-8"))
 
     @app.get("/healthz", include_in_schema=False)
     def health():

@@ -466,9 +466,7 @@ class S3BlobStore:
         self.ensure_bucket()
         # upload_fileobj switches to a multipart upload for large bodies; S3 makes the object
         # visible only when the upload completes, so readers never see a partial blob.
-        self._client.upload_fileobj(
-            reader, self.bucket, full_key, ExtraArgs={"ContentType": content_type}
-        )
+        self._client.upload_fileobj(reader, self.bucket, full_key, ExtraArgs={"ContentType": content_type})
 
     def open(self, key: str) -> BinaryIO:
         from botocore.exceptions import ClientError
@@ -508,9 +506,7 @@ class S3BlobStore:
         params: dict[str, Any] = {"Bucket": self.bucket, "Key": full_key}
         if filename is not None:
             params["ResponseContentDisposition"] = content_disposition(filename)
-        return self._client.generate_presigned_url(
-            "get_object", Params=params, ExpiresIn=int(expires_s)
-        )
+        return self._client.generate_presigned_url("get_object", Params=params, ExpiresIn=int(expires_s))
 
 
 # --------------------------------------------------------------------------------------------

@@ -47,7 +47,6 @@ def jsonl_objects(data: bytes | str):
         yield line, obj
 
 
-
 def csv_rows(reader, text: str | None = None):
     """The rows of a `csv.reader`, refusing as csv_records() does."""
     return (row for _, row in csv_records(reader, text))
@@ -70,8 +69,9 @@ def csv_records(reader, text: str | None = None):
                 field = None
                 if text is not None:
                     field = _long_cell_column(text, start, header, reader.dialect.delimiter)
-                raise InputError(f"a cell is longer than the limit of {csv.field_size_limit()} characters",
-                                 line=start, field=field) from None
+                raise InputError(
+                    f"a cell is longer than the limit of {csv.field_size_limit()} characters", line=start, field=field
+                ) from None
             raise InputError(f"malformed CSV: {exc}", line=start) from None
         if header is None and row:
             header = [name.strip() for name in row]
@@ -91,7 +91,7 @@ def _long_cell_column(text: str, line: int, header: list[str] | None, delimiter:
     cell, length, quoted = 0, 0, False
     while i < len(text) and length <= limit:
         c = text[i]
-        if quoted and c == '"' and text[i + 1:i + 2] == '"':
+        if quoted and c == '"' and text[i + 1 : i + 2] == '"':
             length, i = length + 1, i + 2
             continue
         if c == '"':

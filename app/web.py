@@ -20,11 +20,12 @@ from app.leaderboards.rows import MIN_INTERVAL_N
 
 
 class KindTemplates(jinja2.BaseLoader):
-    """"kinds/<name>/<file>" from that kind's package (its templates/ folder). Kinds live in a
+    """ "kinds/<name>/<file>" from that kind's package (its templates/ folder). Kinds live in a
     namespace of their own, so none can shadow a core template."""
 
-    def get_source(self, environment: jinja2.Environment,
-                   template: str) -> tuple[str, str | None, Callable[[], bool] | None]:
+    def get_source(
+        self, environment: jinja2.Environment, template: str
+    ) -> tuple[str, str | None, Callable[[], bool] | None]:
         parts = template.split("/", 2)
         if len(parts) != 3 or parts[0] != "kinds" or not parts[2]:
             raise jinja2.TemplateNotFound(template)
@@ -38,13 +39,15 @@ class KindTemplates(jinja2.BaseLoader):
         return jinja2.FileSystemLoader(str(folder)).get_source(environment, rest)
 
 
-templates = Jinja2Templates(env=jinja2.Environment(
-    loader=jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(ROOT / "templates")), KindTemplates()]),
-    autoescape=True))  # model text is untrusted: never mark it safe
+templates = Jinja2Templates(
+    env=jinja2.Environment(
+        loader=jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(ROOT / "templates")), KindTemplates()]), autoescape=True
+    )
+)  # model text is untrusted: never mark it safe
 
 # Signs a worker must see, drawn by our own icons: many machines have no emoji font and would
 # show an empty box. Longest first, so the variation-selector spelling goes whole.
-ICONS = (("\U0001F6D1\ufe0f", "stop", "stop sign"), ("\U0001F6D1", "stop", "stop sign"))
+ICONS = (("\U0001f6d1\ufe0f", "stop", "stop sign"), ("\U0001f6d1", "stop", "stop sign"))
 
 
 def with_icons(text: object) -> Markup:
@@ -67,9 +70,10 @@ def no_worker_note(queue: str, waiting: Sized, what: str, key: object = "") -> M
 
     if not waiting or queue not in jobs.queues_without_worker([queue]):
         return Markup("")
-    return Markup('<p class="flash warn" role="status" id="no-worker-{}{}">No worker is reading the {} '
-                  'queue: {} wait until one starts (<code>proctor worker --queues {}</code>).</p>'
-                  ).format(queue, f"-{key}" if key else "", queue, what, queue)
+    return Markup(
+        '<p class="flash warn" role="status" id="no-worker-{}{}">No worker is reading the {} '
+        "queue: {} wait until one starts (<code>proctor worker --queues {}</code>).</p>"
+    ).format(queue, f"-{key}" if key else "", queue, what, queue)
 
 
 templates.env.globals["no_worker_note"] = no_worker_note

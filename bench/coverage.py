@@ -101,8 +101,9 @@ def bca(x: np.ndarray) -> stats.Estimate:
         return stats.Estimate(x.size, v, v, v, "BCa bootstrap")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ci = scipy.stats.bootstrap((x,), np.mean, n_resamples=999, method="BCa",
-                                   **{stats._RNG_ARG: np.random.default_rng(0)}).confidence_interval
+        ci = scipy.stats.bootstrap(
+            (x,), np.mean, n_resamples=999, method="BCa", **{stats._RNG_ARG: np.random.default_rng(0)}
+        ).confidence_interval
     return stats.Estimate(x.size, float(x.mean()), float(ci.low), float(ci.high), "BCa bootstrap")
 
 
@@ -117,8 +118,9 @@ def percentile(x: np.ndarray) -> stats.Estimate:
     if np.ptp(x) == 0:
         v = float(x[0])
         return stats.Estimate(x.size, v, v, v, "percentile bootstrap")
-    ci = scipy.stats.bootstrap((x,), np.mean, n_resamples=1000, method="percentile",
-                               **{stats._RNG_ARG: np.random.default_rng(0)}).confidence_interval
+    ci = scipy.stats.bootstrap(
+        (x,), np.mean, n_resamples=1000, method="percentile", **{stats._RNG_ARG: np.random.default_rng(0)}
+    ).confidence_interval
     return stats.Estimate(x.size, float(x.mean()), float(ci.low), float(ci.high), "percentile bootstrap")
 
 
@@ -127,10 +129,14 @@ def percentile(x: np.ndarray) -> stats.Estimate:
 PAIRS = {
     "binary 0.9 vs 0.8, b <= a": (0.1, lambda rng, shape: _shared_uniform(rng, shape, 0.9, 0.8)),
     "binary 0.97 vs 0.9, b <= a": (0.07, lambda rng, shape: _shared_uniform(rng, shape, 0.97, 0.9)),
-    "binary 0.6 vs 0.5, independent": (0.1, lambda rng, shape: ((rng.random(shape) < 0.6) * 1.0,
-                                                                (rng.random(shape) < 0.5) * 1.0)),
-    "binary 0.9 vs 0.9, independent": (0.0, lambda rng, shape: ((rng.random(shape) < 0.9) * 1.0,
-                                                                (rng.random(shape) < 0.9) * 1.0)),
+    "binary 0.6 vs 0.5, independent": (
+        0.1,
+        lambda rng, shape: ((rng.random(shape) < 0.6) * 1.0, (rng.random(shape) < 0.5) * 1.0),
+    ),
+    "binary 0.9 vs 0.9, independent": (
+        0.0,
+        lambda rng, shape: ((rng.random(shape) < 0.9) * 1.0, (rng.random(shape) < 0.9) * 1.0),
+    ),
     "Beta(8,1) vs it minus U(0,0.2)": (0.1, lambda rng, shape: _beta_minus_uniform(rng, shape)),
 }
 
@@ -151,8 +157,10 @@ def paired_coverage(rng: np.random.Generator, name: str, n: int, reps: int, inte
     """Share of studies whose interval for mean(a - b) holds the true difference."""
     truth, draw = PAIRS[name]
     if interval is None:
+
         def interval(x, y):
             return stats.paired_effect(x, y)["difference"]
+
     a, b = draw(rng, (reps, n))
     hits = 0
     for x, y in zip(a, b):
@@ -178,26 +186,28 @@ def main() -> None:
     compare_reps = max(100, reps // 5)
     rng = np.random.default_rng(args.seed)
     start = time.perf_counter()
-    print(f"mean_interval coverage of the true mean, {reps} studies per cell "
-          f"(unclustered binary: exact over the binomial)\n")
+    print(
+        f"mean_interval coverage of the true mean, {reps} studies per cell "
+        f"(unclustered binary: exact over the binomial)\n"
+    )
     header = "| scores | clusters | " + " | ".join(f"n = {n}" for n in SIZES) + " |"
     print(header)
     print("|---|---|" + "---|" * len(SIZES))
     for clustered in (False, True):
         for name in DISTRIBUTIONS:
             cells = [coverage(rng, name, n, reps, clustered) for n in SIZES]
-            print(f"| {name} | {'3-5' if clustered else 'none'} | "
-                  + " | ".join(f"{c:.1%}" for c in cells) + " |")
-    print(f"\nOther intervals, no clusters, {compare_reps} studies per cell "
-          f"(binary: exact over the binomial)\n")
+            print(f"| {name} | {'3-5' if clustered else 'none'} | " + " | ".join(f"{c:.1%}" for c in cells) + " |")
+    print(f"\nOther intervals, no clusters, {compare_reps} studies per cell (binary: exact over the binomial)\n")
     print("| scores | method | " + " | ".join(f"n = {n}" for n in SIZES) + " |")
     print("|---|---|" + "---|" * len(SIZES))
     for name in DISTRIBUTIONS:
         for label, fn in (("percentile bootstrap", percentile), ("BCa bootstrap", bca), ("t on items", t_on_items)):
             cells = [coverage(rng, name, n, compare_reps, False, fn) for n in SIZES]
             print(f"| {name} | {label} | " + " | ".join(f"{c:.1%}" for c in cells) + " |")
-    print(f"\npaired_effect's interval for mean(a - b), {compare_reps} studies per cell; "
-          f"t on the paired differences beside it\n")
+    print(
+        f"\npaired_effect's interval for mean(a - b), {compare_reps} studies per cell; "
+        f"t on the paired differences beside it\n"
+    )
     print("| systems | method | " + " | ".join(f"n = {n}" for n in SIZES) + " |")
     print("|---|---|" + "---|" * len(SIZES))
     for name in PAIRS:

@@ -51,13 +51,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 ADMIN_URL = os.environ.get("PROCTOR_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
-CAP = 12          # annotations per item: the seeded ~9 per item leave room for the runs
+CAP = 12  # annotations per item: the seeded ~9 per item leave room for the runs
 BUNDLE = 10
 GOLD_RATE = 0.1
 PER_PAST_WORKER = 100
 
 
 # ------------------------------------------------------------------------------ helpers
+
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
@@ -108,29 +109,56 @@ class OwnServer:
         shutil.chown(self.dir, "postgres", "postgres")
         self.port = free_port()
         self.as_pg = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        subprocess.run(self.as_pg + [str(self.bin / "initdb"), "-D", str(self.dir / "data"), "-A", "trust",
-                                     "-U", "postgres", "-E", "UTF8", "--no-sync"],
-                       check=True, capture_output=True)
-        opts = (f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
-                f"-c max_connections={max_connections}")
-        subprocess.run(self.as_pg + [str(self.bin / "pg_ctl"), "-D", str(self.dir / "data"), "-o", opts,
-                                     "-l", str(self.dir / "server.log"), "-w", "start"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            self.as_pg
+            + [
+                str(self.bin / "initdb"),
+                "-D",
+                str(self.dir / "data"),
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        opts = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c max_connections={max_connections}"
+        subprocess.run(
+            self.as_pg
+            + [
+                str(self.bin / "pg_ctl"),
+                "-D",
+                str(self.dir / "data"),
+                "-o",
+                opts,
+                "-l",
+                str(self.dir / "server.log"),
+                "-w",
+                "start",
+            ],
+            check=True,
+            capture_output=True,
+        )
         self.admin_url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
 
     def settings(self) -> str:
         import psycopg
 
-        names = ("server_version", "max_connections", "shared_buffers", "work_mem",
-                 "synchronous_commit", "fsync")
+        names = ("server_version", "max_connections", "shared_buffers", "work_mem", "synchronous_commit", "fsync")
         with psycopg.connect(pg_conninfo(self.admin_url)) as c:
             return ", ".join(f"{n}={c.execute(f'SHOW {n}').fetchone()[0]}" for n in names)
 
     def stop(self) -> None:
         import shutil
 
-        subprocess.run(self.as_pg + [str(self.bin / "pg_ctl"), "-D", str(self.dir / "data"), "-m", "fast",
-                                     "-w", "stop"], capture_output=True)
+        subprocess.run(
+            self.as_pg + [str(self.bin / "pg_ctl"), "-D", str(self.dir / "data"), "-m", "fast", "-w", "stop"],
+            capture_output=True,
+        )
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -140,6 +168,7 @@ def _esc(value: str) -> str:
 
 
 # ------------------------------------------------------------------------------ seeding
+
 
 def seed(url: str, n_items: int, n_annotations: int, secret: str) -> dict:
     """One live `tom` study with n_items items and n_annotations stored annotations."""
@@ -153,7 +182,7 @@ def seed(url: str, n_items: int, n_annotations: int, secret: str) -> dict:
 
     n_gold = max(BUNDLE, n_items // 200)
     n_plain = n_items - n_gold
-    grouped_cut = int(n_plain * 0.3) // 3 * 3      # 30% of items in exclusion groups of 3
+    grouped_cut = int(n_plain * 0.3) // 3 * 3  # 30% of items in exclusion groups of 3
     group_of = lambda i: f"g{i // 3}" if i < grouped_cut else None  # noqa: E731
     n_past = math.ceil(n_annotations / PER_PAST_WORKER)
 
@@ -164,7 +193,7 @@ def seed(url: str, n_items: int, n_annotations: int, secret: str) -> dict:
     a_id = 0
     stride = max(1, n_past)
     for w in range(n_past):
-        uid = w + 2                    # user 1 is the owner
+        uid = w + 2  # user 1 is the owner
         seen_items, seen_groups = set(), set()
         j = 0
         for b in range(BUNDLE):
@@ -203,8 +232,11 @@ def seed(url: str, n_items: int, n_annotations: int, secret: str) -> dict:
         except psycopg.Error:
             conn.rollback()
         created = now.isoformat()
-        cur.execute("INSERT INTO users (id, role, email, name, created_at) VALUES "
-                    "(1, 'researcher', 'bench@example.org', 'bench', %s)", (created,))
+        cur.execute(
+            "INSERT INTO users (id, role, email, name, created_at) VALUES "
+            "(1, 'researcher', 'bench@example.org', 'bench', %s)",
+            (created,),
+        )
         slug = f"bench-{secrets.token_hex(3)}"
         cur.execute(
             "INSERT INTO studies (id, slug, title, kind, owner_id, state, annotations_per_item, "
@@ -212,7 +244,8 @@ def seed(url: str, n_items: int, n_annotations: int, secret: str) -> dict:
             "instructions, payment, kind_settings, created_at, max_bundles_per_worker, "
             "max_open_bundles_per_ip, answer_field) VALUES (1, %s, 'Bench', 'tom', 1, "
             "'live', %s, %s, %s, 900, 'BENCH', '', '', '', '', %s, %s, 1, 1000000, 'answer')",
-            (slug, CAP, BUNDLE, GOLD_RATE, json.dumps({"random_yes_rate": 0.55}), created))
+            (slug, CAP, BUNDLE, GOLD_RATE, json.dumps({"random_yes_rate": 0.55}), created),
+        )
 
         def copy(table: str, cols: str, lines) -> None:
             t = time.perf_counter()
@@ -229,26 +262,51 @@ def seed(url: str, n_items: int, n_annotations: int, secret: str) -> dict:
                     cp.write("".join(buf))
             log(f"seed: COPY {table}: {n} rows in {time.perf_counter() - t:.1f} s")
 
-        window = ["A: So, are we still doing the coast this weekend?",
-                  "B: I think so. I looked at the train times last night.",
-                  "A: Is there one early on Saturday?",
-                  "B: There's one at seven, but I'm not sure it runs at weekends. \U0001F6D1"]
+        window = [
+            "A: So, are we still doing the coast this weekend?",
+            "B: I think so. I looked at the train times last night.",
+            "A: Is there one early on Saturday?",
+            "B: There's one at seven, but I'm not sure it runs at weekends. \U0001f6d1",
+        ]
 
         def item_lines():
             for i in range(n_items):
                 gold = i >= n_plain
-                payload = json.dumps({"question": f"At the time indicated by \U0001F6D1, is it the case "
-                                                  f"that A believes a train leaves at seven ({i})?",
-                                      "window": window}, ensure_ascii=False)
+                payload = json.dumps(
+                    {
+                        "question": f"At the time indicated by \U0001f6d1, is it the case "
+                        f"that A believes a train leaves at seven ({i})?",
+                        "window": window,
+                    },
+                    ensure_ascii=False,
+                )
                 g = group_of(i) if not gold else None
-                yield "\t".join([str(i + 1), "1", f"q{i}", _esc(payload),
-                                 json.dumps({"answer": answer[i]}), "t" if gold else "f",
-                                 "gold" if gold else "dataset", str(1 + i % 3), f"c{i // 4}",
-                                 g if g else "\\N", repr(rng.random()),
-                                 str(0 if gold else n_active[i])]) + "\n"
+                yield (
+                    "\t".join(
+                        [
+                            str(i + 1),
+                            "1",
+                            f"q{i}",
+                            _esc(payload),
+                            json.dumps({"answer": answer[i]}),
+                            "t" if gold else "f",
+                            "gold" if gold else "dataset",
+                            str(1 + i % 3),
+                            f"c{i // 4}",
+                            g if g else "\\N",
+                            repr(rng.random()),
+                            str(0 if gold else n_active[i]),
+                        ]
+                    )
+                    + "\n"
+                )
 
-        copy("items", "id, study_id, external_id, payload, reference, is_gold, source, category, "
-                      "cluster, exclusion_group, position, n_active", item_lines())
+        copy(
+            "items",
+            "id, study_id, external_id, payload, reference, is_gold, source, category, "
+            "cluster, exclusion_group, position, n_active",
+            item_lines(),
+        )
 
         def user_lines():
             for w in range(n_past):
@@ -257,35 +315,55 @@ def seed(url: str, n_items: int, n_annotations: int, secret: str) -> dict:
                 yield f"{w + 2}\tworker\t\\N\t\tprolific\t{ext}\tw-{digest[:16]}\t{created}\n"
 
         copy("users", "id, role, email, name, platform, external_id, pseudonym, created_at", user_lines())
-        copy("participants", "id, study_id, worker_id, status, reason, created_at",
-             (f"{w + 1}\t1\t{w + 2}\tpending\t\t{created}\n" for w in range(n_past)))
-        copy("bundles", "id, study_id, participant_id, worker_id, external_assignment_id, hit_id, "
-                        "size, gold_slots, n_done, consented_at, finished_at, created_at",
-             (f"{bid}\t1\t{pid}\t{uid}\t{ext}\t\t{BUNDLE}\t[{gs}]\t{BUNDLE}\t{created}\t{created}\t{created}\n"
-              for bid, pid, uid, ext, gs in bundles))
+        copy(
+            "participants",
+            "id, study_id, worker_id, status, reason, created_at",
+            (f"{w + 1}\t1\t{w + 2}\tpending\t\t{created}\n" for w in range(n_past)),
+        )
+        copy(
+            "bundles",
+            "id, study_id, participant_id, worker_id, external_assignment_id, hit_id, "
+            "size, gold_slots, n_done, consented_at, finished_at, created_at",
+            (
+                f"{bid}\t1\t{pid}\t{uid}\t{ext}\t\t{BUNDLE}\t[{gs}]\t{BUNDLE}\t{created}\t{created}\t{created}\n"
+                for bid, pid, uid, ext, gs in bundles
+            ),
+        )
         gold_from = n_plain
 
         def assignment_lines():
             for aid, idx, uid, bid, slot, start in assignments:
                 g = group_of(idx) if idx < gold_from else None
-                yield (f"{aid}\t1\t{idx + 1}\t{uid}\t{bid}\t{g or chr(92) + 'N'}\t{slot}\t"
-                       f"{'t' if idx >= gold_from else 'f'}\tcompleted\t{ts(start)}\t{ts(start + 900)}\t"
-                       f"{ts(start + 20)}\n")
+                yield (
+                    f"{aid}\t1\t{idx + 1}\t{uid}\t{bid}\t{g or chr(92) + 'N'}\t{slot}\t"
+                    f"{'t' if idx >= gold_from else 'f'}\tcompleted\t{ts(start)}\t{ts(start + 900)}\t"
+                    f"{ts(start + 20)}\n"
+                )
 
-        copy("assignments", "id, study_id, item_id, worker_id, bundle_id, exclusion_group, slot, "
-                            "is_gold, state, leased_at, lease_expires_at, completed_at", assignment_lines())
+        copy(
+            "assignments",
+            "id, study_id, item_id, worker_id, bundle_id, exclusion_group, slot, "
+            "is_gold, state, leased_at, lease_expires_at, completed_at",
+            assignment_lines(),
+        )
 
         def annotation_lines():
             for aid, idx, uid, ans, score, start in annotations:
-                yield (f"{aid}\t{aid}\t1\t{idx + 1}\t{uid}\t{'t' if idx >= gold_from else 'f'}\t"
-                       f'{{"answer": "{ans}"}}\t{score}\t20000\t{{}}\tpast-{aid}\tf\t{ts(start + 20)}\n')
+                yield (
+                    f"{aid}\t{aid}\t1\t{idx + 1}\t{uid}\t{'t' if idx >= gold_from else 'f'}\t"
+                    f'{{"answer": "{ans}"}}\t{score}\t20000\t{{}}\tpast-{aid}\tf\t{ts(start + 20)}\n'
+                )
 
-        copy("annotations", "id, assignment_id, study_id, item_id, worker_id, is_gold, response, "
-                            "score, duration_ms, client, idempotency_key, excluded, created_at",
-             annotation_lines())
+        copy(
+            "annotations",
+            "id, assignment_id, study_id, item_id, worker_id, is_gold, response, "
+            "score, duration_ms, client, idempotency_key, excluded, created_at",
+            annotation_lines(),
+        )
         for table in ("users", "studies", "items", "participants", "bundles", "assignments", "annotations"):
-            cur.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-                        f"(SELECT coalesce(max(id), 1) FROM {table}))")
+            cur.execute(
+                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT coalesce(max(id), 1) FROM {table}))"
+            )
         conn.commit()
     # COPY under session_replication_role = replica fired no triggers: count the leaderboard
     # totals (app/leaderboards/models.py) once, as migration 0011 does for stored annotations.
@@ -304,11 +382,19 @@ def seed(url: str, n_items: int, n_annotations: int, secret: str) -> dict:
         conn.execute("VACUUM ANALYZE")
         log(f"seed: VACUUM ANALYZE in {time.perf_counter() - t:.1f} s")
     log(f"seed: done in {time.perf_counter() - t0:.1f} s")
-    return {"study_id": 1, "slug": slug, "items": n_items, "gold": n_gold, "annotations": a_id,
-            "past_workers": n_past, "seed_s": time.perf_counter() - t0}
+    return {
+        "study_id": 1,
+        "slug": slug,
+        "items": n_items,
+        "gold": n_gold,
+        "annotations": a_id,
+        "past_workers": n_past,
+        "seed_s": time.perf_counter() - t0,
+    }
 
 
 # ------------------------------------------------------------------------------ leaderboard
+
 
 def time_leaderboard(url: str, study_id: int, repeats: int = 3) -> dict:
     """The page's leaderboard (compute with the page's annotators), the whole board (compute,
@@ -327,8 +413,11 @@ def time_leaderboard(url: str, study_id: int, repeats: int = 3) -> dict:
         study = s.get(Study, study_id)
         backend = s.execute(text("SELECT pg_backend_pid()")).scalar_one()
         s.rollback()
-        runs = (("page", lambda s, st: compute(s, st, annotators=(0, ANNOTATORS_ON_PAGE))),
-                ("totals", compute), ("scan", recompute_from_annotations))
+        runs = (
+            ("page", lambda s, st: compute(s, st, annotators=(0, ANNOTATORS_ON_PAGE))),
+            ("totals", compute),
+            ("scan", recompute_from_annotations),
+        )
         for name, fn in runs:
             times, py, pg = [], [], []
             for _ in range(repeats):
@@ -338,12 +427,19 @@ def time_leaderboard(url: str, study_id: int, repeats: int = 3) -> dict:
                 times.append(time.perf_counter() - t)
                 py.append(time.process_time() - c0)
                 pg.append(cpu_s(backend) - b0)
-            out[name] = {"median_s": statistics.median(times), "runs_s": times, "rows": len(board["rows"]),
-                         "python_cpu_s": py, "pg_cpu_s": pg, "load": os.getloadavg()[0]}
+            out[name] = {
+                "median_s": statistics.median(times),
+                "runs_s": times,
+                "rows": len(board["rows"]),
+                "python_cpu_s": py,
+                "pg_cpu_s": pg,
+                "load": os.getloadavg()[0],
+            }
     return {**out["totals"], "page": out["page"], "scan": out["scan"]}
 
 
 # ------------------------------------------------------------------------------ the crowd
+
 
 class Pacer:
     """Per worker: the k-th annotation is due at start + k * interval (open-loop-ish)."""
@@ -380,8 +476,7 @@ class StartGate:
         return tuple(self.times[:])
 
 
-def _service_process(url: str, slug: str, worker_ids: list, gate: StartGate, interval: float,
-                     out) -> None:
+def _service_process(url: str, slug: str, worker_ids: list, gate: StartGate, interval: float, out) -> None:
     """One OS process of simulated workers: a thread each, calling the engine in-process the
     way the API does (a Session per call, the study looked up by slug)."""
     os.environ["DATABASE_URL"] = url
@@ -443,11 +538,18 @@ def _service_process(url: str, slug: str, worker_ids: list, gate: StartGate, int
 
             def entered():
                 info = hotpath.study(url, slug) if fast else None
-                got = info and hotpath.enter(url, info, "prolific", ext, session_id, "bench",
-                                             browser, address)
-                return got.bundle_id if got else call(lambda s, st: assignment.enter(
-                    s, st, "prolific", ext, session_id, "bench", browser=browser,
-                    address=address).id)
+                got = info and hotpath.enter(url, info, "prolific", ext, session_id, "bench", browser, address)
+                return (
+                    got.bundle_id
+                    if got
+                    else call(
+                        lambda s, st: (
+                            assignment.enter(
+                                s, st, "prolific", ext, session_id, "bench", browser=browser, address=address
+                            ).id
+                        )
+                    )
+                )
 
             bundle_id = timed("enter", entered)
 
@@ -484,15 +586,17 @@ def _service_process(url: str, slug: str, worker_ids: list, gate: StartGate, int
             ann = None
             if fast:
                 conf = hotpath.study(url, slug)
-                got = conf and hotpath.submit(url, conf, bundle_id, a_id, response, key,
-                                              {"user_agent": "bench"}, browser)
+                got = conf and hotpath.submit(
+                    url, conf, bundle_id, a_id, response, key, {"user_agent": "bench"}, browser
+                )
                 if got:
                     if got.ended:  # the API answers the end from the answer's statement
                         return got.annotation_id, None
                     ann = got.annotation_id
             if ann is None:
-                ann = call(lambda s, st: assignment.submit(
-                    s, st, bundle_id, a_id, response, key, {"user_agent": "bench"}).id)
+                ann = call(
+                    lambda s, st: assignment.submit(s, st, bundle_id, a_id, response, key, {"user_agent": "bench"}).id
+                )
             try:
                 return ann, next_id()
             except assignment.NotAvailable:
@@ -510,10 +614,10 @@ def _service_process(url: str, slug: str, worker_ids: list, gate: StartGate, int
                 time.sleep(pacer.wait_time())
                 key = f"{wid}-{a_id}"
                 try:
-                    ann_id, following = timed("submit", lambda: submit(
-                        a_id, key, {"answer": rng.choice(["Yes", "No"])}))
-                    stored.append((a_id, ann_id, time.monotonic() >= measure_from
-                                   and time.monotonic() <= stop_at))
+                    ann_id, following = timed(
+                        "submit", lambda: submit(a_id, key, {"answer": rng.choice(["Yes", "No"])})
+                    )
+                    stored.append((a_id, ann_id, time.monotonic() >= measure_from and time.monotonic() <= stop_at))
                     a_id = following
                 except assignment.NotAvailable as exc:
                     errors[f"submit refused: {exc}"] += 1
@@ -533,20 +637,30 @@ def _service_process(url: str, slug: str, worker_ids: list, gate: StartGate, int
     for t in threads:
         t.join(max(1.0, stop_at - time.monotonic() + 60))
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    out.put({"lat": lat, "stored": stored, "errors": dict(errors),
-             "cpu_s": ru.ru_utime + ru.ru_stime, "maxrss_mb": ru.ru_maxrss / 1024,
-             "alive": sum(t.is_alive() for t in threads), "statements": statements[0],
-             "hot": dict(hotpath.stats)})
+    out.put(
+        {
+            "lat": lat,
+            "stored": stored,
+            "errors": dict(errors),
+            "cpu_s": ru.ru_utime + ru.ru_stime,
+            "maxrss_mb": ru.ru_maxrss / 1024,
+            "alive": sum(t.is_alive() for t in threads),
+            "statements": statements[0],
+            "hot": dict(hotpath.stats),
+        }
+    )
 
 
-def run_service(url: str, slug: str, n_workers: int, procs: int, duration: float, warmup: float,
-                interval: float, tag: str) -> dict:
+def run_service(
+    url: str, slug: str, n_workers: int, procs: int, duration: float, warmup: float, interval: float, tag: str
+) -> dict:
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     gate = StartGate(ctx, procs)
     ids = [f"{tag}-w{i:04d}" for i in range(n_workers)]
-    ps = [ctx.Process(target=_service_process, args=(url, slug, ids[p::procs], gate, interval, out))
-          for p in range(procs)]
+    ps = [
+        ctx.Process(target=_service_process, args=(url, slug, ids[p::procs], gate, interval, out)) for p in range(procs)
+    ]
     rt_dir = tempfile.mkdtemp(prefix="proctor-bench-rt-")
     saved = dict(os.environ)
     os.environ.update(roundtrip_env(rt_dir))  # the spawned interpreters count their round trips
@@ -556,8 +670,7 @@ def run_service(url: str, slug: str, n_workers: int, procs: int, duration: float
     finally:
         os.environ.clear()
         os.environ.update(saved)
-    meter = CpuMeter(url, {"simulated workers (app code in-process)": lambda: [p.pid for p in ps]},
-                     rt_dir)
+    meter = CpuMeter(url, {"simulated workers (app code in-process)": lambda: [p.pid for p in ps]}, rt_dir)
     start_at, measure_from, stop_at = gate.open(warmup + interval, duration)
     wait_until(measure_from)
     a = meter.snap()
@@ -584,13 +697,21 @@ def _merge(results: list, duration: float, measure_from: float, stop_at: float) 
         errors.update(r["errors"])
     in_window = sum(1 for *_, inside in stored if inside)
     return {
-        "throughput": in_window / duration, "stored_total": len(stored), "stored_window": in_window,
-        "latency_ms": {k: {"n": len(v), "p50": pct(v, 50), "p99": pct(v, 99), "max": max(v, default=float("nan"))}
-                       for k, v in lat.items()},
-        "errors": dict(errors), "stored": stored,
+        "throughput": in_window / duration,
+        "stored_total": len(stored),
+        "stored_window": in_window,
+        "latency_ms": {
+            k: {"n": len(v), "p50": pct(v, 50), "p99": pct(v, 99), "max": max(v, default=float("nan"))}
+            for k, v in lat.items()
+        },
+        "errors": dict(errors),
+        "stored": stored,
         "client_cpu_s": sum(r.get("cpu_s", 0) for r in results),
-        "statements_per_annotation": (sum(r.get("statements", 0) for r in results) / in_window
-                                      if in_window and any("statements" in r for r in results) else None),
+        "statements_per_annotation": (
+            sum(r.get("statements", 0) for r in results) / in_window
+            if in_window and any("statements" in r for r in results)
+            else None
+        ),
         "alive_threads": sum(r.get("alive", 0) for r in results),
         "submits_with_next": sum(r.get("with_next", 0) for r in results),
         "hot_path": dict(sum((Counter(r.get("hot", {})) for r in results), Counter())),
@@ -599,22 +720,46 @@ def _merge(results: list, duration: float, measure_from: float, stop_at: float) 
 
 # ---- HTTP mode: the real app under uvicorn, clients with httpx keep-alive
 
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def start_web(url: str, port: int, web_workers: int, secret: str, storage: str,
-              rt_dir: str) -> subprocess.Popen:
-    env = {**os.environ, "DATABASE_URL": url, "REDIS_URL": "", "SECRET_KEY": secret,
-           "STORAGE_URL": f"file://{storage}", "RATE_LIMIT_ENTRY": "0", "RATE_LIMIT_SUBMIT": "0",
-           **roundtrip_env(rt_dir)}
+def start_web(url: str, port: int, web_workers: int, secret: str, storage: str, rt_dir: str) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "REDIS_URL": "",
+        "SECRET_KEY": secret,
+        "STORAGE_URL": f"file://{storage}",
+        "RATE_LIMIT_ENTRY": "0",
+        "RATE_LIMIT_SUBMIT": "0",
+        **roundtrip_env(rt_dir),
+    }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory", "--host", "127.0.0.1",
-         "--port", str(port), "--workers", str(web_workers), "--no-access-log", "--log-level", "warning",
-         "--no-proxy-headers"],  # as `proctor serve`: the app alone reads X-Forwarded-For
-        cwd=ROOT, env=env, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "app.main:create_app",
+            "--factory",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            str(web_workers),
+            "--no-access-log",
+            "--log-level",
+            "warning",
+            "--no-proxy-headers",
+        ],  # as `proctor serve`: the app alone reads X-Forwarded-For
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+    )
     import httpx
 
     deadline = time.monotonic() + 60
@@ -698,7 +843,7 @@ def pg_server_cpu(dbname: str) -> dict:
     with open(f"/proc/{pm}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     hz = os.sysconf("SC_CLK_TCK")
-    res = {pm: sum(int(x) for x in fields[11:15]) / hz}   # utime stime cutime cstime
+    res = {pm: sum(int(x) for x in fields[11:15]) / hz}  # utime stime cutime cstime
     for p in process_tree(pm):
         if p != pm:
             res[p] = cpu_s(p)
@@ -711,8 +856,9 @@ def pg_sessions(url: str) -> int:
 
     with psycopg.connect(pg_conninfo(url)) as c:
         c.execute("SELECT pg_stat_clear_snapshot()")
-        return c.execute("SELECT coalesce(sessions, 0) FROM pg_stat_database "
-                         "WHERE datname = current_database()").fetchone()[0]
+        return c.execute(
+            "SELECT coalesce(sessions, 0) FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()[0]
 
 
 RT_DIR = ROOT / "bench" / "roundtrips"
@@ -755,9 +901,15 @@ class CpuMeter:
         out = {name: {p: cpu_s(p) for p in fn()} for name, fn in self.groups.items()}
         out[self.pg_label] = pg_server_cpu(self.dbname)
         busy, total = machine_jiffies()
-        return {"pids": out, "busy": busy, "total": total, "t": time.monotonic(),
-                "sessions": pg_sessions(self.url), "roundtrips": roundtrips(self.rt_dir),
-                "load": os.getloadavg()}
+        return {
+            "pids": out,
+            "busy": busy,
+            "total": total,
+            "t": time.monotonic(),
+            "sessions": pg_sessions(self.url),
+            "roundtrips": roundtrips(self.rt_dir),
+            "load": os.getloadavg(),
+        }
 
     @staticmethod
     def diff(a: dict, b: dict) -> dict:
@@ -770,7 +922,8 @@ class CpuMeter:
         res["machine busy"] = (b["busy"] - a["busy"]) / hz
         res["machine capacity"] = (b["total"] - a["total"]) / hz
         res["everything else"] = res["machine busy"] - sum(
-            v for k, v in res.items() if k not in ("machine busy", "machine capacity"))
+            v for k, v in res.items() if k not in ("machine busy", "machine capacity")
+        )
         res["wall"] = wall
         res["pg_connections_opened"] = b["sessions"] - a["sessions"] - 1
         res["pg_round_trips"] = b["roundtrips"] - a["roundtrips"]
@@ -847,8 +1000,12 @@ class LeanClient:
         import json as _json
 
         body = _json.dumps(json).encode() if json is not None else b""
-        head = [f"{method} {path} HTTP/1.1", f"Host: {self.host}:{self.port}", "User-Agent: bench-lean/1",
-                "Accept: application/json"]
+        head = [
+            f"{method} {path} HTTP/1.1",
+            f"Host: {self.host}:{self.port}",
+            "User-Agent: bench-lean/1",
+            "Accept: application/json",
+        ]
         if json is not None:
             head += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
         if self.cookies:
@@ -863,8 +1020,7 @@ class LeanClient:
                 reused = False
             try:
                 if self.writer is None:
-                    self.reader, self.writer = await asyncio.wait_for(
-                        asyncio.open_connection(self.host, self.port), 60)
+                    self.reader, self.writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), 60)
                 self.writer.write(data)
                 return await asyncio.wait_for(self._answer(), 60)
             except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError) as exc:
@@ -900,14 +1056,16 @@ class LeanClient:
         return self.Answer(status, body)
 
 
-def _http_process(base: str, slug: str, worker_ids: list, gate: StartGate, interval: float,
-                  out, lean: bool = True) -> None:
+def _http_process(
+    base: str, slug: str, worker_ids: list, gate: StartGate, interval: float, out, lean: bool = True
+) -> None:
     import ssl
 
     import httpx
 
     try:
         import uvloop
+
         uvloop.install()
     except ImportError:
         pass
@@ -943,20 +1101,37 @@ def _http_process(base: str, slug: str, worker_ids: list, gate: StartGate, inter
         async with client:
             await asyncio.sleep(max(0.0, pacer.first - time.monotonic()))
             try:
+
                 async def enter():
                     # One task per worker id (the default cap), all bound to this client's
                     # browser secret (its cookie jar); then consent to the text shown.
                     while time.monotonic() < stop_at:
-                        r = await req(client, "enter", "POST", f"/api/v1/crowd/{slug}/enter", json={
-                            "params": {"PROLIFIC_PID": f"{wid}-b{n_bundle}", "STUDY_ID": "bench",
-                                       "SESSION_ID": f"{wid}-s{n_bundle}"}})
+                        r = await req(
+                            client,
+                            "enter",
+                            "POST",
+                            f"/api/v1/crowd/{slug}/enter",
+                            json={
+                                "params": {
+                                    "PROLIFIC_PID": f"{wid}-b{n_bundle}",
+                                    "STUDY_ID": "bench",
+                                    "SESSION_ID": f"{wid}-s{n_bundle}",
+                                }
+                            },
+                        )
                         if r.status_code == 200:
-                            r = await req(client, "consent", "POST", f"/api/v1/crowd/{slug}/consent",
-                                          json={"consent_version": r.json()["consent_version"]})
+                            r = await req(
+                                client,
+                                "consent",
+                                "POST",
+                                f"/api/v1/crowd/{slug}/consent",
+                                json={"consent_version": r.json()["consent_version"]},
+                            )
                             if r.status_code == 200:
                                 return
                         errors[f"enter {r.status_code}: {r.text[:120]}"] += 1
                         await asyncio.sleep(0.5)
+
                 await enter()
                 body = None  # the next state, when the last submit brought it
                 while time.monotonic() < stop_at:
@@ -981,9 +1156,17 @@ def _http_process(base: str, slug: str, worker_ids: list, gate: StartGate, inter
                     await asyncio.sleep(pacer.wait_time())
                     a_id = body["assignment_id"]
                     body = None
-                    r = await req(client, "submit", "POST", f"/api/v1/crowd/{slug}/submit", json={
-                        "assignment_id": a_id, "idempotency_key": f"{wid}-{a_id}",
-                        "response": {"answer": rng.choice(["Yes", "No"])}})
+                    r = await req(
+                        client,
+                        "submit",
+                        "POST",
+                        f"/api/v1/crowd/{slug}/submit",
+                        json={
+                            "assignment_id": a_id,
+                            "idempotency_key": f"{wid}-{a_id}",
+                            "response": {"answer": rng.choice(["Yes", "No"])},
+                        },
+                    )
                     if r.status_code == 200:
                         now = time.monotonic()
                         answer = r.json()
@@ -1000,21 +1183,40 @@ def _http_process(base: str, slug: str, worker_ids: list, gate: StartGate, inter
         nonlocal start_at, measure_from, stop_at
         limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
         tls = ssl.create_default_context()  # one context: making 200 of them takes seconds
-        clients = [LeanClient(base) if lean else
-                   httpx.AsyncClient(base_url=base, limits=limits, timeout=60, verify=tls)
-                   for _ in worker_ids]
+        clients = [
+            LeanClient(base) if lean else httpx.AsyncClient(base_url=base, limits=limits, timeout=60, verify=tls)
+            for _ in worker_ids
+        ]
         start_at, measure_from, stop_at = await asyncio.get_running_loop().run_in_executor(None, gate.wait)
         await asyncio.gather(*(worker(w, c) for w, c in zip(worker_ids, clients)))
 
     asyncio.run(main())
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    out.put({"lat": lat, "stored": stored, "errors": dict(errors), "with_next": with_next[0],
-             "cpu_s": ru.ru_utime + ru.ru_stime, "maxrss_mb": ru.ru_maxrss / 1024})
+    out.put(
+        {
+            "lat": lat,
+            "stored": stored,
+            "errors": dict(errors),
+            "with_next": with_next[0],
+            "cpu_s": ru.ru_utime + ru.ru_stime,
+            "maxrss_mb": ru.ru_maxrss / 1024,
+        }
+    )
 
 
-def run_http(url: str, slug: str, n_workers: int, client_procs: int, web_workers: int,
-             duration: float, warmup: float, interval: float, tag: str, secret: str,
-             client: str = "lean") -> dict:
+def run_http(
+    url: str,
+    slug: str,
+    n_workers: int,
+    client_procs: int,
+    web_workers: int,
+    duration: float,
+    warmup: float,
+    interval: float,
+    tag: str,
+    secret: str,
+    client: str = "lean",
+) -> dict:
     port = free_port()
     storage = tempfile.mkdtemp(prefix="proctor-bench-blobs-")
     rt_dir = tempfile.mkdtemp(prefix="proctor-bench-rt-")
@@ -1028,15 +1230,23 @@ def run_http(url: str, slug: str, n_workers: int, client_procs: int, web_workers
         out = ctx.Queue()
         gate = StartGate(ctx, client_procs)
         ids = [f"{tag}-w{i:04d}" for i in range(n_workers)]
-        ps = [ctx.Process(target=_http_process, args=(
-            f"http://127.0.0.1:{port}", slug, ids[p::client_procs], gate, interval, out,
-            client == "lean"))
-            for p in range(client_procs)]
+        ps = [
+            ctx.Process(
+                target=_http_process,
+                args=(f"http://127.0.0.1:{port}", slug, ids[p::client_procs], gate, interval, out, client == "lean"),
+            )
+            for p in range(client_procs)
+        ]
         for p in ps:
             p.start()
-        meter = CpuMeter(url, {
-            "web (uvicorn workers)": lambda: process_tree(web.pid),
-            f"load generator ({client} clients)": lambda: [p.pid for p in ps]}, rt_dir)
+        meter = CpuMeter(
+            url,
+            {
+                "web (uvicorn workers)": lambda: process_tree(web.pid),
+                f"load generator ({client} clients)": lambda: [p.pid for p in ps],
+            },
+            rt_dir,
+        )
         start_at, measure_from, stop_at = gate.open(warmup + interval, duration)
         wait_until(measure_from)
         a = meter.snap()
@@ -1060,11 +1270,12 @@ def run_http(url: str, slug: str, n_workers: int, client_procs: int, web_workers
         shutil.rmtree(rt_dir, ignore_errors=True)
     merged = _merge(results, duration, measure_from, stop_at)
     peaks = sampler.peak
-    merged["web_rss_mb"] = {"master": peaks.get(web.pid, 0.0),
-                            "workers": sorted((v for p, v in peaks.items()
-                                               if p != web.pid and p not in sampler.helpers), reverse=True),
-                            "helpers": sum(v for p, v in peaks.items() if p in sampler.helpers),
-                            "total": sum(peaks.values())}
+    merged["web_rss_mb"] = {
+        "master": peaks.get(web.pid, 0.0),
+        "workers": sorted((v for p, v in peaks.items() if p != web.pid and p not in sampler.helpers), reverse=True),
+        "helpers": sum(v for p, v in peaks.items() if p in sampler.helpers),
+        "total": sum(peaks.values()),
+    }
     merged["web_cpu_s"] = web_cpu
     merged["cpu"] = CpuMeter.diff(a, b)
     return merged
@@ -1072,81 +1283,125 @@ def run_http(url: str, slug: str, n_workers: int, client_procs: int, web_workers
 
 # ------------------------------------------------------------------------------ checks
 
+
 def db_checks(url: str, study_id: int, stored: list) -> dict:
     """Counted from the database; `stored` is what the clients were told was stored."""
     import psycopg
 
     with psycopg.connect(pg_conninfo(url)) as c:
         q = lambda sql, *a: c.execute(sql, a).fetchone()[0]  # noqa: E731
-        double_item = q("SELECT count(*) FROM (SELECT worker_id, item_id FROM assignments WHERE study_id=%s "
-                        "GROUP BY 1, 2 HAVING count(*) > 1) x", study_id)
-        double_group = q("SELECT count(*) FROM (SELECT a.worker_id, i.exclusion_group FROM assignments a "
-                         "JOIN items i ON i.id = a.item_id WHERE a.study_id=%s AND i.exclusion_group IS NOT NULL "
-                         "GROUP BY 1, 2 HAVING count(*) > 1) x", study_id)
-        over_cap = q("SELECT count(*) FROM (SELECT item_id FROM assignments WHERE study_id=%s AND "
-                     "state='completed' AND NOT is_gold GROUP BY 1 HAVING count(*) > "
-                     "(SELECT annotations_per_item FROM studies WHERE id=%s)) x", study_id, study_id)
-        drift = q("SELECT count(*) FROM items i LEFT JOIN (SELECT item_id, count(*) n FROM assignments "
-                  "WHERE study_id=%s AND state IN ('completed','leased') AND NOT is_gold GROUP BY 1) a "
-                  "ON a.item_id = i.id WHERE i.study_id=%s AND NOT i.is_gold AND i.n_active <> coalesce(a.n, 0)",
-                  study_id, study_id)
-        orphan = q("SELECT count(*) FROM assignments a LEFT JOIN annotations n ON n.assignment_id = a.id "
-                   "WHERE a.study_id=%s AND a.state='completed' AND n.id IS NULL", study_id)
-        bundle_drift = q("SELECT count(*) FROM bundles b LEFT JOIN (SELECT bundle_id, count(*) n FROM assignments "
-                         "WHERE state='completed' GROUP BY 1) a ON a.bundle_id=b.id "
-                         "WHERE b.study_id=%s AND b.n_done <> coalesce(a.n, 0)", study_id)
+        double_item = q(
+            "SELECT count(*) FROM (SELECT worker_id, item_id FROM assignments WHERE study_id=%s "
+            "GROUP BY 1, 2 HAVING count(*) > 1) x",
+            study_id,
+        )
+        double_group = q(
+            "SELECT count(*) FROM (SELECT a.worker_id, i.exclusion_group FROM assignments a "
+            "JOIN items i ON i.id = a.item_id WHERE a.study_id=%s AND i.exclusion_group IS NOT NULL "
+            "GROUP BY 1, 2 HAVING count(*) > 1) x",
+            study_id,
+        )
+        over_cap = q(
+            "SELECT count(*) FROM (SELECT item_id FROM assignments WHERE study_id=%s AND "
+            "state='completed' AND NOT is_gold GROUP BY 1 HAVING count(*) > "
+            "(SELECT annotations_per_item FROM studies WHERE id=%s)) x",
+            study_id,
+            study_id,
+        )
+        drift = q(
+            "SELECT count(*) FROM items i LEFT JOIN (SELECT item_id, count(*) n FROM assignments "
+            "WHERE study_id=%s AND state IN ('completed','leased') AND NOT is_gold GROUP BY 1) a "
+            "ON a.item_id = i.id WHERE i.study_id=%s AND NOT i.is_gold AND i.n_active <> coalesce(a.n, 0)",
+            study_id,
+            study_id,
+        )
+        orphan = q(
+            "SELECT count(*) FROM assignments a LEFT JOIN annotations n ON n.assignment_id = a.id "
+            "WHERE a.study_id=%s AND a.state='completed' AND n.id IS NULL",
+            study_id,
+        )
+        bundle_drift = q(
+            "SELECT count(*) FROM bundles b LEFT JOIN (SELECT bundle_id, count(*) n FROM assignments "
+            "WHERE state='completed' GROUP BY 1) a ON a.bundle_id=b.id "
+            "WHERE b.study_id=%s AND b.n_done <> coalesce(a.n, 0)",
+            study_id,
+        )
         c.execute("CREATE TEMP TABLE told (assignment_id int, annotation_id int)")
         with c.cursor().copy("COPY told FROM STDIN") as cp:
             for a_id, ann_id, _ in stored:
                 cp.write_row((a_id, ann_id))
-        lost = q("SELECT count(*) FROM told t LEFT JOIN annotations n ON n.id = t.annotation_id "
-                 "AND n.assignment_id = t.assignment_id WHERE n.id IS NULL")
+        lost = q(
+            "SELECT count(*) FROM told t LEFT JOIN annotations n ON n.id = t.annotation_id "
+            "AND n.assignment_id = t.assignment_id WHERE n.id IS NULL"
+        )
         total = q("SELECT count(*) FROM annotations WHERE study_id=%s", study_id)
-    return {"double_assignments": double_item, "two_in_one_group": double_group,
-            "items_over_capacity": over_cap, "n_active_drift": drift,
-            "completed_without_annotation": orphan, "bundle_count_drift": bundle_drift,
-            "lost_writes": lost, "annotations_now": total}
+    return {
+        "double_assignments": double_item,
+        "two_in_one_group": double_group,
+        "items_over_capacity": over_cap,
+        "n_active_drift": drift,
+        "completed_without_annotation": orphan,
+        "bundle_count_drift": bundle_drift,
+        "lost_writes": lost,
+        "annotations_now": total,
+    }
 
 
 # ------------------------------------------------------------------------------ report
 
+
 def show(name: str, r: dict, checks: dict) -> None:
     print(f"\n== {name}")
-    print(f"  annotations committed/s (in the measured window): {r['throughput']:.0f}"
-          f"  ({r['stored_window']} in window, {r['stored_total']} in all)")
+    print(
+        f"  annotations committed/s (in the measured window): {r['throughput']:.0f}"
+        f"  ({r['stored_window']} in window, {r['stored_total']} in all)"
+    )
     for k, v in r["latency_ms"].items():
         print(f"  {k:7s} n={v['n']:6d}  p50={v['p50']:7.1f} ms  p99={v['p99']:7.1f} ms  max={v['max']:7.1f} ms")
     if "web_rss_mb" in r:
         w = r["web_rss_mb"]
-        print(f"  web RSS peak: each worker process {', '.join(f'{x:.0f}' for x in w['workers'])} MB; "
-              f"supervisor {w['master']:.0f} MB, multiprocessing resource tracker {w['helpers']:.0f} MB; "
-              f"all together {w['total']:.0f} MB")
+        print(
+            f"  web RSS peak: each worker process {', '.join(f'{x:.0f}' for x in w['workers'])} MB; "
+            f"supervisor {w['master']:.0f} MB, multiprocessing resource tracker {w['helpers']:.0f} MB; "
+            f"all together {w['total']:.0f} MB"
+        )
     n = max(1, r["stored_window"])
     cpu = r.get("cpu", {})
     if cpu:
         cap = cpu["machine capacity"]
-        print(f"  CPU in the window ({cpu['wall']:.0f} s, {cap:.0f} CPU-s available, "
-              f"{100 * cpu['machine busy'] / cap:.0f}% busy), ms of CPU per annotation:")
+        print(
+            f"  CPU in the window ({cpu['wall']:.0f} s, {cap:.0f} CPU-s available, "
+            f"{100 * cpu['machine busy'] / cap:.0f}% busy), ms of CPU per annotation:"
+        )
         for k, v in cpu.items():
-            if k not in ("machine busy", "machine capacity", "wall", "pg_connections_opened",
-                         "pg_round_trips", "load_average") and (
-                    v or "postgres" not in k):
+            if k not in (
+                "machine busy",
+                "machine capacity",
+                "wall",
+                "pg_connections_opened",
+                "pg_round_trips",
+                "load_average",
+            ) and (v or "postgres" not in k):
                 print(f"    {k:42s} {1000 * v / n:7.1f} ms  ({100 * v / cap:4.1f}% of the machine)")
     if cpu:
         print(f"  PostgreSQL connections opened in the window: {cpu['pg_connections_opened']}")
         server = next((v for k, v in cpu.items() if k.startswith(("web", "simulated"))), 0.0)
         pg = next((v for k, v in cpu.items() if k.startswith("postgres")), 0.0)
-        print(f"  per annotation: server CPU {1000 * server / n:.2f} ms, PostgreSQL CPU "
-              f"{1000 * pg / n:.2f} ms, PostgreSQL round trips {cpu['pg_round_trips'] / n:.2f} "
-              f"(counted at the driver; entry and consent included); load average "
-              f"{' '.join(f'{x:.2f}' for x in cpu['load_average'])}")
+        print(
+            f"  per annotation: server CPU {1000 * server / n:.2f} ms, PostgreSQL CPU "
+            f"{1000 * pg / n:.2f} ms, PostgreSQL round trips {cpu['pg_round_trips'] / n:.2f} "
+            f"(counted at the driver; entry and consent included); load average "
+            f"{' '.join(f'{x:.2f}' for x in cpu['load_average'])}"
+        )
     if r.get("hot_path"):
         print(f"  hot path (statements that answered / left it to the engine): {r['hot_path']}")
     if r.get("submits_with_next"):
         print(f"  submits whose answer carried the next state: {r['submits_with_next']}")
     if r.get("statements_per_annotation"):
-        print(f"  SQL statements through SQLAlchemy per annotation (the engine's path): "
-              f"{r['statements_per_annotation']:.1f}")
+        print(
+            f"  SQL statements through SQLAlchemy per annotation (the engine's path): "
+            f"{r['statements_per_annotation']:.1f}"
+        )
     print(f"  errors: {r['errors'] or 'none'}")
     print("  from the database: " + ", ".join(f"{k}={v}" for k, v in checks.items()))
 
@@ -1155,36 +1410,53 @@ def _warn_connections(url: str) -> None:
     import psycopg
 
     with psycopg.connect(pg_conninfo(url)) as c:
-        limit, used = c.execute("SELECT current_setting('max_connections')::int, count(*) "
-                                "FROM pg_stat_activity").fetchone()
+        limit, used = c.execute(
+            "SELECT current_setting('max_connections')::int, count(*) FROM pg_stat_activity"
+        ).fetchone()
     if limit - used < 90:
-        print(f"warning: only {limit - used} of {limit} connections are free; two web processes use up to "
-              f"80 (pool 20+20 each). Consider --own-server.", flush=True)
+        print(
+            f"warning: only {limit - used} of {limit} connections are free; two web processes use up to "
+            f"80 (pool 20+20 each). Consider --own-server.",
+            flush=True,
+        )
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--database-url", help="an empty database to migrate and seed (kept); default: a fresh one, dropped after")
+    ap.add_argument(
+        "--database-url", help="an empty database to migrate and seed (kept); default: a fresh one, dropped after"
+    )
     ap.add_argument("--admin-url", default=ADMIN_URL)
     ap.add_argument("--workers", type=int, default=200)
     ap.add_argument("--items", type=int, default=100_000)
     ap.add_argument("--annotations", type=int, default=1_000_000)
     ap.add_argument("--duration", type=float, default=60, help="measured seconds per run")
     ap.add_argument("--warmup", type=float, default=5)
-    ap.add_argument("--rate", default="20", help="annotations/s the paced runs offer, comma-separated "
-                    "(default 20: 200 workers taking 10 s per item); 0 or empty: no paced runs")
+    ap.add_argument(
+        "--rate",
+        default="20",
+        help="annotations/s the paced runs offer, comma-separated "
+        "(default 20: 200 workers taking 10 s per item); 0 or empty: no paced runs",
+    )
     ap.add_argument("--modes", default="service,http")
     ap.add_argument("--procs", type=int, default=2, help="service mode: processes (threads inside)")
     ap.add_argument("--web-workers", type=int, default=2)
     ap.add_argument("--client-procs", type=int, default=1)
-    ap.add_argument("--client", choices=("lean", "httpx"), default="lean",
-                    help="HTTP mode's simulated browsers: a minimal keep-alive client, or httpx")
+    ap.add_argument(
+        "--client",
+        choices=("lean", "httpx"),
+        default="lean",
+        help="HTTP mode's simulated browsers: a minimal keep-alive client, or httpx",
+    )
     ap.add_argument("--no-saturation", action="store_true", help="only the paced runs")
     ap.add_argument("--quick", action="store_true", help="small sizes: 40 workers, 5k items, 20k annotations, 4 s runs")
     ap.add_argument("--keep", action="store_true", help="do not drop the database made here")
-    ap.add_argument("--own-server", action="store_true",
-                    help="run a throwaway PostgreSQL cluster (max_connections=300) instead of using "
-                         "--admin-url's server: 200 workers on 2 web processes need up to 80 connections")
+    ap.add_argument(
+        "--own-server",
+        action="store_true",
+        help="run a throwaway PostgreSQL cluster (max_connections=300) instead of using "
+        "--admin-url's server: 200 workers on 2 web processes need up to 80 connections",
+    )
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args(argv)
     if args.quick:  # smaller defaults; options given on the command line still win
@@ -1200,9 +1472,11 @@ def main(argv=None) -> int:
     made = args.database_url is None
     url = args.database_url or create_database(args.admin_url)
     os.environ["DATABASE_URL"] = url
-    print(f"machine: {os.cpu_count()} CPUs, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB; "
-          f"python {sys.version.split()[0]}; database {url.rsplit('@', 1)[-1]}"
-          + (f" (own server: {server.settings()})" if server else ""))
+    print(
+        f"machine: {os.cpu_count()} CPUs, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB; "
+        f"python {sys.version.split()[0]}; database {url.rsplit('@', 1)[-1]}"
+        + (f" (own server: {server.settings()})" if server else "")
+    )
     _warn_connections(url)
     figures: dict = {"args": vars(args)}
     try:
@@ -1213,14 +1487,20 @@ def main(argv=None) -> int:
         figures["seed"] = info
         lb = time_leaderboard(url, info["study_id"])
         figures["leaderboard"] = lb
+
         def runs(r):
-            return (f"median {r['median_s']:.2f} s of {', '.join(f'{t:.2f}' for t in r['runs_s'])}; CPU "
-                    f"{', '.join(f'{a:.2f}+{b:.2f}' for a, b in zip(r['python_cpu_s'], r['pg_cpu_s']))} s "
-                    f"(Python+PostgreSQL), load {r['load']:.1f}")
-        print(f"\nleaderboard over {info['annotations']} annotations ({info['items']} items):\n"
-              f"  the page ({lb['page']['rows']} rows), from the running totals: {runs(lb['page'])}\n"
-              f"  every annotator ({lb['rows']} rows), from the running totals: {runs(lb)}\n"
-              f"  every annotator, counted from the annotations (before): {runs(lb['scan'])}")
+            return (
+                f"median {r['median_s']:.2f} s of {', '.join(f'{t:.2f}' for t in r['runs_s'])}; CPU "
+                f"{', '.join(f'{a:.2f}+{b:.2f}' for a, b in zip(r['python_cpu_s'], r['pg_cpu_s']))} s "
+                f"(Python+PostgreSQL), load {r['load']:.1f}"
+            )
+
+        print(
+            f"\nleaderboard over {info['annotations']} annotations ({info['items']} items):\n"
+            f"  the page ({lb['page']['rows']} rows), from the running totals: {runs(lb['page'])}\n"
+            f"  every annotator ({lb['rows']} rows), from the running totals: {runs(lb)}\n"
+            f"  every annotator, counted from the annotations (before): {runs(lb['scan'])}"
+        )
         for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
             plans = [] if args.no_saturation else [("saturation", 0.0)]
             for rate in [float(x) for x in str(args.rate).split(",") if x.strip() and float(x) > 0]:
@@ -1229,11 +1509,23 @@ def main(argv=None) -> int:
                 tag = f"{mode[:1]}{label[:3]}{secrets.token_hex(2)}"
                 log(f"{mode} / {label}: {args.workers} workers, {args.duration:.0f} s")
                 if mode == "service":
-                    r = run_service(url, info["slug"], args.workers, args.procs, args.duration,
-                                    args.warmup, interval, tag)
+                    r = run_service(
+                        url, info["slug"], args.workers, args.procs, args.duration, args.warmup, interval, tag
+                    )
                 elif mode == "http":
-                    r = run_http(url, info["slug"], args.workers, args.client_procs, args.web_workers,
-                                 args.duration, args.warmup, interval, tag, secret, args.client)
+                    r = run_http(
+                        url,
+                        info["slug"],
+                        args.workers,
+                        args.client_procs,
+                        args.web_workers,
+                        args.duration,
+                        args.warmup,
+                        interval,
+                        tag,
+                        secret,
+                        args.client,
+                    )
                 else:
                     raise SystemExit(f"unknown mode {mode}")
                 checks = db_checks(url, info["study_id"], r.pop("stored"))

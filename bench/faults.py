@@ -63,8 +63,10 @@ def log(msg: str) -> None:
 
 def find_binaries() -> tuple[Path | None, str | None, str]:
     """(PostgreSQL's bin folder, redis-server, why not) for what this machine has."""
-    bins = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4])
-                  if p.split("/")[4].isdigit() else 0)
+    bins = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+        key=lambda p: int(p.split("/")[4]) if p.split("/")[4].isdigit() else 0,
+    )
     initdb = bins[-1] if bins else shutil.which("initdb")
     redis = shutil.which("redis-server")
     why = []
@@ -91,16 +93,33 @@ class Postgres:
         self.as_pg = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
         if self.as_pg:
             shutil.chown(folder, "postgres", "postgres")
-        subprocess.run(self.as_pg + [str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust",
-                                     "-U", "postgres", "-E", "UTF8", "--no-sync"],
-                       check=True, capture_output=True)
-        self.opts = (f"-p {self.port} -k {folder} -c listen_addresses=127.0.0.1 "
-                     f"-c max_connections={max_connections}")
+        subprocess.run(
+            self.as_pg
+            + [
+                str(self.bin / "initdb"),
+                "-D",
+                str(self.data),
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        self.opts = f"-p {self.port} -k {folder} -c listen_addresses=127.0.0.1 -c max_connections={max_connections}"
         self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/proctor"
 
     def _ctl(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(self.as_pg + [str(self.bin / "pg_ctl"), "-D", str(self.data), *args],
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            self.as_pg + [str(self.bin / "pg_ctl"), "-D", str(self.data), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     def start(self) -> None:
         done = self._ctl("-o", self.opts, "-l", str(self.log), "-w", "-t", "60", "start")
@@ -111,8 +130,12 @@ class Postgres:
         self._ctl("-m", mode, "-w", "-t", "60", "stop")
 
     def ready(self) -> bool:
-        return subprocess.run([str(self.bin / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(self.port)],
-                              capture_output=True).returncode == 0
+        return (
+            subprocess.run(
+                [str(self.bin / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(self.port)], capture_output=True
+            ).returncode
+            == 0
+        )
 
     def create_database(self) -> None:
         import psycopg
@@ -131,8 +154,22 @@ class Redis:
     def start(self) -> None:
         with open(self.dir / "redis.log", "ab") as out:
             self.proc = subprocess.Popen(
-                [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                 "--appendonly", "no", "--dir", str(self.dir)], stdout=out, stderr=subprocess.STDOUT)
+                [
+                    self.binary,
+                    "--port",
+                    str(self.port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    str(self.dir),
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + 30
         while not self.ready():
             if time.monotonic() > deadline or self.proc.poll() is not None:
@@ -170,10 +207,30 @@ class Web:
 
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory", "--host", "127.0.0.1",
-                 "--port", str(self.port), "--workers", str(self.workers), "--no-access-log",
-                 "--log-level", "warning", "--timeout-graceful-shutdown", "5"],
-                cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                [
+                    sys.executable,
+                    "-m",
+                    "uvicorn",
+                    "app.main:create_app",
+                    "--factory",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                    "--workers",
+                    str(self.workers),
+                    "--no-access-log",
+                    "--log-level",
+                    "warning",
+                    "--timeout-graceful-shutdown",
+                    "5",
+                ],
+                cwd=ROOT,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -216,6 +273,7 @@ class Web:
 
 # ------------------------------------------------------------------------------ the study
 
+
 def make_study(url: str, n_items: int, cap: int) -> tuple[int, str]:
     """A live `tom` study of n_items (5% gold), as tests/integration/test_concurrency.py makes
     one: rows through the app's own models."""
@@ -230,19 +288,38 @@ def make_study(url: str, n_items: int, cap: int) -> tuple[int, str]:
         owner = User(email="faults@example.org", role="researcher", name="faults")
         s.add(owner)
         s.flush()
-        study = Study(slug=f"faults-{uuid.uuid4().hex[:8]}", title="Fault run", kind="tom",
-                      owner_id=owner.id, state="live", annotations_per_item=cap, bundle_size=10,
-                      gold_rate=0.1, lease_seconds=900, completion_code="FAULTS",
-                      kind_settings={"random_yes_rate": 0.5})
+        study = Study(
+            slug=f"faults-{uuid.uuid4().hex[:8]}",
+            title="Fault run",
+            kind="tom",
+            owner_id=owner.id,
+            state="live",
+            annotations_per_item=cap,
+            bundle_size=10,
+            gold_rate=0.1,
+            lease_seconds=900,
+            completion_code="FAULTS",
+            kind_settings={"random_yes_rate": 0.5},
+        )
         s.add(study)
         s.flush()
         n_gold = max(10, n_items // 20)
-        s.add_all(Item(study_id=study.id, external_id=f"q{i}", is_gold=i < n_gold,
-                       source="gold" if i < n_gold else "dataset",
-                       payload={"question": f"Is {i} even?", "window": [f"A: {i}"]},
-                       reference={"answer": "Yes" if i % 2 == 0 else "No"}, category=str(1 + i % 3),
-                       cluster=f"c{i // 4}", exclusion_group=f"g{i // 3}" if i % 5 == 0 else None,
-                       position=rng.random(), n_active=0) for i in range(n_items))
+        s.add_all(
+            Item(
+                study_id=study.id,
+                external_id=f"q{i}",
+                is_gold=i < n_gold,
+                source="gold" if i < n_gold else "dataset",
+                payload={"question": f"Is {i} even?", "window": [f"A: {i}"]},
+                reference={"answer": "Yes" if i % 2 == 0 else "No"},
+                category=str(1 + i % 3),
+                cluster=f"c{i // 4}",
+                exclusion_group=f"g{i // 3}" if i % 5 == 0 else None,
+                position=rng.random(),
+                n_active=0,
+            )
+            for i in range(n_items)
+        )
         s.commit()
         study_id, slug = study.id, study.slug
     from app.db import get_engine
@@ -253,19 +330,20 @@ def make_study(url: str, n_items: int, cap: int) -> tuple[int, str]:
 
 # ------------------------------------------------------------------------------ the crowd
 
+
 class Crowd:
     """Simulated workers, a thread each. Times are time.monotonic()."""
 
     def __init__(self, base: str, slug: str, n: int, think: float):
         self.base, self.slug, self.n, self.think = base, slug, n, think
-        self.stop_at = float("inf")    # no new item after this
-        self.deadline = float("inf")   # a submit in flight gives up after this
-        self.acked: list = []          # (t, assignment_id, annotation_id, key)
-        self.events: list = []         # (t, endpoint, what): every error a client saw
+        self.stop_at = float("inf")  # no new item after this
+        self.deadline = float("inf")  # a submit in flight gives up after this
+        self.acked: list = []  # (t, assignment_id, annotation_id, key)
+        self.events: list = []  # (t, endpoint, what): every error a client saw
         self.refused: Counter = Counter()  # 4xx answers, by endpoint, status and detail
-        self.unresolved: list = []     # submits still failing at the deadline
-        self.retried: dict = {}        # annotation id -> wall time its last try began, if tried again
-        self.sent: list = []           # every submit begun (its assignment id)
+        self.unresolved: list = []  # submits still failing at the deadline
+        self.retried: dict = {}  # annotation id -> wall time its last try began, if tried again
+        self.sent: list = []  # every submit begun (its assignment id)
         self.threads: list[threading.Thread] = []
 
     def _request(self, client, endpoint: str, method: str, path: str, until: float, **kw):
@@ -303,15 +381,33 @@ class Crowd:
         n_bundle = 0
         api = f"/api/v1/crowd/{self.slug}"
         with httpx.Client(base_url=self.base, timeout=httpx.Timeout(15.0, connect=3.0)) as c:
+
             def enter() -> bool:
                 # One task per worker id (the studies' default cap), bound to this client's
                 # browser secret (its cookie jar); then consent to the text shown.
-                r, _, _ = self._request(c, "enter", "POST", f"{api}/enter", self.stop_at, json={"params": {
-                    "PROLIFIC_PID": f"{wid}-b{n_bundle}", "STUDY_ID": "faults",
-                    "SESSION_ID": f"{wid}-{n_bundle}"}})
+                r, _, _ = self._request(
+                    c,
+                    "enter",
+                    "POST",
+                    f"{api}/enter",
+                    self.stop_at,
+                    json={
+                        "params": {
+                            "PROLIFIC_PID": f"{wid}-b{n_bundle}",
+                            "STUDY_ID": "faults",
+                            "SESSION_ID": f"{wid}-{n_bundle}",
+                        }
+                    },
+                )
                 if r is not None and r.status_code == 200:
-                    r, _, _ = self._request(c, "consent", "POST", f"{api}/consent", self.stop_at,
-                                            json={"consent_version": r.json()["consent_version"]})
+                    r, _, _ = self._request(
+                        c,
+                        "consent",
+                        "POST",
+                        f"{api}/consent",
+                        self.stop_at,
+                        json={"consent_version": r.json()["consent_version"]},
+                    )
                 if r is not None and r.status_code != 200:
                     self.refused[(r.request.url.path.rsplit("/", 1)[-1], r.status_code, r.text[:200])] += 1
                     time.sleep(0.5)
@@ -341,12 +437,14 @@ class Crowd:
                     time.sleep(rng.uniform(0.5, 1.5) * self.think)
                 a_id = body["assignment_id"]
                 key = f"{wid}-{a_id}"
-                payload = {"assignment_id": a_id, "idempotency_key": key,
-                           "response": {"answer": rng.choice(["Yes", "No"])}}
+                payload = {
+                    "assignment_id": a_id,
+                    "idempotency_key": key,
+                    "response": {"answer": rng.choice(["Yes", "No"])},
+                }
                 self.sent.append(a_id)
                 # One body for every try: the server must store it once, whatever crossed.
-                r, tries, last = self._request(c, "submit", "POST", f"{api}/submit", self.deadline,
-                                               json=payload)
+                r, tries, last = self._request(c, "submit", "POST", f"{api}/submit", self.deadline, json=payload)
                 if r is None:
                     self.unresolved.append((a_id, key))
                 elif r.status_code == 200:
@@ -370,6 +468,7 @@ class Crowd:
 
 # ------------------------------------------------------------------------------ the faults
 
+
 class Fault:
     def __init__(self, name: str):
         self.name = name
@@ -381,8 +480,9 @@ class Fault:
         return self.start, self.end
 
 
-def run_faults(faults: list, pg: Postgres, web: Web, redis: Redis, crowd: Crowd, down: float,
-               lead: float, gap: float, pg_mode: str) -> None:
+def run_faults(
+    faults: list, pg: Postgres, web: Web, redis: Redis, crowd: Crowd, down: float, lead: float, gap: float, pg_mode: str
+) -> None:
     time.sleep(lead)
     for f in faults:
         f.start = time.monotonic()
@@ -417,6 +517,7 @@ def run_faults(faults: list, pg: Postgres, web: Web, redis: Redis, crowd: Crowd,
 
 # ------------------------------------------------------------------------------ checks
 
+
 def check(url: str, study_id: int, crowd: Crowd) -> dict:
     import psycopg
 
@@ -427,33 +528,53 @@ def check(url: str, study_id: int, crowd: Crowd) -> dict:
     with psycopg.connect(pg_conninfo(url)) as c:
         q = lambda sql, *a: c.execute(sql, a).fetchone()[0]  # noqa: E731
         stored = q("SELECT count(*) FROM annotations WHERE study_id=%s", study_id)
-        two_per_assignment = q("SELECT count(*) FROM (SELECT assignment_id FROM annotations WHERE study_id=%s "
-                               "GROUP BY 1 HAVING count(*) > 1) x", study_id)
-        key_twice = q("SELECT count(*) FROM (SELECT idempotency_key FROM annotations WHERE study_id=%s "
-                      "GROUP BY 1 HAVING count(*) > 1) x", study_id)
-        over_cap = q("SELECT count(*) FROM (SELECT item_id FROM annotations WHERE study_id=%s AND NOT is_gold "
-                     "GROUP BY 1 HAVING count(*) > (SELECT annotations_per_item FROM studies WHERE id=%s)) x",
-                     study_id, study_id)
+        two_per_assignment = q(
+            "SELECT count(*) FROM (SELECT assignment_id FROM annotations WHERE study_id=%s "
+            "GROUP BY 1 HAVING count(*) > 1) x",
+            study_id,
+        )
+        key_twice = q(
+            "SELECT count(*) FROM (SELECT idempotency_key FROM annotations WHERE study_id=%s "
+            "GROUP BY 1 HAVING count(*) > 1) x",
+            study_id,
+        )
+        over_cap = q(
+            "SELECT count(*) FROM (SELECT item_id FROM annotations WHERE study_id=%s AND NOT is_gold "
+            "GROUP BY 1 HAVING count(*) > (SELECT annotations_per_item FROM studies WHERE id=%s)) x",
+            study_id,
+            study_id,
+        )
         rows = c.execute("SELECT id, assignment_id FROM annotations WHERE study_id=%s", (study_id,)).fetchall()
         # Stored by a try whose reply never arrived, and handed back to a later try: the
         # idempotency key at work (the web process and the client share this machine's clock).
-        created = dict(c.execute("SELECT id, extract(epoch FROM created_at) FROM annotations "
-                                 "WHERE id = ANY(%s)", (list(crowd.retried),)).fetchall())
+        created = dict(
+            c.execute(
+                "SELECT id, extract(epoch FROM created_at) FROM annotations WHERE id = ANY(%s)", (list(crowd.retried),)
+            ).fetchall()
+        )
         replayed = sum(1 for n, last in crowd.retried.items() if n in created and float(created[n]) < last)
     have = {(a, n) for n, a in rows}
     lost = sum(1 for pair in set(acked) if pair not in have)
     acked_assignments = {a for a, _ in acked}
     invariants = db_checks(url, study_id, [(a, n, True) for a, n in acked])
     return {
-        "acknowledged": len(acked), "acknowledged_distinct": len(set(acked)), "stored": stored, "lost": lost,
-        "duplicated": two_per_assignment + key_twice + over_cap
+        "acknowledged": len(acked),
+        "acknowledged_distinct": len(set(acked)),
+        "stored": stored,
+        "lost": lost,
+        "duplicated": two_per_assignment
+        + key_twice
+        + over_cap
         + sum(1 for ids in ids_per_assignment.values() if len(ids) > 1),
-        "duplicated_detail": {"assignments_with_two_annotations": two_per_assignment,
-                              "keys_stored_twice": key_twice, "items_over_capacity": over_cap,
-                              "assignments_acknowledged_with_two_ids": sum(
-                                  1 for ids in ids_per_assignment.values() if len(ids) > 1)},
+        "duplicated_detail": {
+            "assignments_with_two_annotations": two_per_assignment,
+            "keys_stored_twice": key_twice,
+            "items_over_capacity": over_cap,
+            "assignments_acknowledged_with_two_ids": sum(1 for ids in ids_per_assignment.values() if len(ids) > 1),
+        },
         "stored_not_acknowledged": sum(1 for _, a in rows if a not in acked_assignments),
-        "acknowledged_after_retries": len(crowd.retried), "replayed": replayed,
+        "acknowledged_after_retries": len(crowd.retried),
+        "replayed": replayed,
         "invariants": invariants,
     }
 
@@ -466,39 +587,57 @@ def summarise(crowd: Crowd, faults: list, t0: float, t1: float) -> dict:
         events = [e for e in crowd.events if start <= e[0] <= end]
         inside.update(id(e) for e in events)
         acks = sum(1 for t, *_ in crowd.acked if start <= t <= end)
-        out[f.name] = {"seconds": end - start, "back_after_s": f.back - f.start, "down_seen": f.down_seen,
-                       "errors": dict(Counter(what for _, _, what in events)),
-                       "errors_by_endpoint": dict(Counter(f"{ep} {what}" for _, ep, what in events)),
-                       "acked_per_s": acks / max(1e-9, end - start), "evidence": f.evidence,
-                       **({"rate_limiter_fell_back": f.fell_back} if hasattr(f, "fell_back") else {})}
+        out[f.name] = {
+            "seconds": end - start,
+            "back_after_s": f.back - f.start,
+            "down_seen": f.down_seen,
+            "errors": dict(Counter(what for _, _, what in events)),
+            "errors_by_endpoint": dict(Counter(f"{ep} {what}" for _, ep, what in events)),
+            "acked_per_s": acks / max(1e-9, end - start),
+            "evidence": f.evidence,
+            **({"rate_limiter_fell_back": f.fell_back} if hasattr(f, "fell_back") else {}),
+        }
     rest = [e for e in crowd.events if id(e) not in inside]
     outside_s = (t1 - t0) - sum(f.end - f.start for f in faults)
     outside_acks = sum(1 for t, *_ in crowd.acked if not any(f.start <= t <= f.end for f in faults) and t <= t1)
-    out["outside the faults"] = {"seconds": outside_s, "errors": dict(Counter(w for _, _, w in rest)),
-                                 "acked_per_s": outside_acks / max(1e-9, outside_s)}
+    out["outside the faults"] = {
+        "seconds": outside_s,
+        "errors": dict(Counter(w for _, _, w in rest)),
+        "acked_per_s": outside_acks / max(1e-9, outside_s),
+    }
     return out
 
 
 def show(args, figures: dict) -> None:
     r = figures["result"]
-    print(f"\nfault run: {args.workers} workers, {figures['run_s']:.0f} s, a live study of {args.items} items "
-          f"x {args.cap}; web: uvicorn with {args.web_workers} processes; PostgreSQL stop -m {args.pg_mode}")
-    rows = [("answers acknowledged (2xx)", r["acknowledged"]), ("stored in the database", r["stored"]),
-            ("lost (acknowledged, not stored)", r["lost"]), ("duplicated", r["duplicated"]),
-            ("stored, never acknowledged", r["stored_not_acknowledged"]),
-            ("submits unresolved at the end", figures["unresolved"]),
-            ("acknowledged after a retry", r["acknowledged_after_retries"]),
-            ("  of which stored by an earlier try", r["replayed"])]
+    print(
+        f"\nfault run: {args.workers} workers, {figures['run_s']:.0f} s, a live study of {args.items} items "
+        f"x {args.cap}; web: uvicorn with {args.web_workers} processes; PostgreSQL stop -m {args.pg_mode}"
+    )
+    rows = [
+        ("answers acknowledged (2xx)", r["acknowledged"]),
+        ("stored in the database", r["stored"]),
+        ("lost (acknowledged, not stored)", r["lost"]),
+        ("duplicated", r["duplicated"]),
+        ("stored, never acknowledged", r["stored_not_acknowledged"]),
+        ("submits unresolved at the end", figures["unresolved"]),
+        ("acknowledged after a retry", r["acknowledged_after_retries"]),
+        ("  of which stored by an earlier try", r["replayed"]),
+    ]
     for label, v in rows:
         print(f"  {label:34s} {v:7d}")
-    print(f"  throughput: {figures['acked_per_s']:.1f} answers acknowledged/s over the run "
-          f"({figures['submits']} submits sent)")
+    print(
+        f"  throughput: {figures['acked_per_s']:.1f} answers acknowledged/s over the run "
+        f"({figures['submits']} submits sent)"
+    )
     print(f"\n  {'window':34s} {'length':>7s} {'back':>7s}  {'acked/s':>7s}  errors clients saw")
     for name, w in figures["windows"].items():
         errors = ", ".join(f"{k}: {v}" for k, v in sorted(w["errors"].items())) or "none"
         back = f"{w['back_after_s']:5.1f} s" if "back_after_s" in w else "      -"
-        print(f"  {name:34s} {w['seconds']:5.1f} s {back}  {w['acked_per_s']:7.1f}  {errors}"
-              + (f"; {w['evidence']}" if w.get("evidence") else ""))
+        print(
+            f"  {name:34s} {w['seconds']:5.1f} s {back}  {w['acked_per_s']:7.1f}  {errors}"
+            + (f"; {w['evidence']}" if w.get("evidence") else "")
+        )
     if figures["refused"]:
         print("\n  refused (4xx) or failed (500) answers:")
         for k, v in figures["refused"].items():
@@ -508,8 +647,15 @@ def show(args, figures: dict) -> None:
     print("  duplicated, by kind: " + ", ".join(f"{k}={v}" for k, v in r["duplicated_detail"].items()))
 
 
-INVARIANTS = ("double_assignments", "two_in_one_group", "items_over_capacity", "n_active_drift",
-              "completed_without_annotation", "bundle_count_drift", "lost_writes")
+INVARIANTS = (
+    "double_assignments",
+    "two_in_one_group",
+    "items_over_capacity",
+    "n_active_drift",
+    "completed_without_annotation",
+    "bundle_count_drift",
+    "lost_writes",
+)
 
 
 def main(argv=None) -> int:
@@ -522,8 +668,12 @@ def main(argv=None) -> int:
     ap.add_argument("--think", type=float, default=0.1, help="mean seconds a worker looks at an item")
     ap.add_argument("--grace", type=float, default=60, help="seconds a submit in flight keeps trying after the end")
     ap.add_argument("--web-workers", type=int, default=2)
-    ap.add_argument("--pg-mode", choices=("fast", "immediate"), default="fast",
-                    help="pg_ctl stop mode: fast (clean) or immediate (a crash: recovery from WAL)")
+    ap.add_argument(
+        "--pg-mode",
+        choices=("fast", "immediate"),
+        default="fast",
+        help="pg_ctl stop mode: fast (clean) or immediate (a crash: recovery from WAL)",
+    )
     ap.add_argument("--faults", default="postgres,web,redis", help="which, in order (comma-separated)")
     ap.add_argument("--json", help="also write the figures here")
     ap.add_argument("--keep", action="store_true", help="keep the servers' folder (logs) afterwards")
@@ -533,8 +683,11 @@ def main(argv=None) -> int:
     if why:
         print(f"cannot run: {why}", file=sys.stderr)
         return 2
-    names = {"postgres": f"postgres stop -m {args.pg_mode}/start", "web": "web kill -9/restart",
-             "redis": "redis stop/start"}
+    names = {
+        "postgres": f"postgres stop -m {args.pg_mode}/start",
+        "web": "web kill -9/restart",
+        "redis": "redis stop/start",
+    }
     faults = [Fault(names[n.strip()]) for n in args.faults.split(",") if n.strip()]
     folder = Path(tempfile.mkdtemp(prefix="proctor-faults-"))
     folder.chmod(0o755)  # the postgres user must reach its own folder inside
@@ -549,23 +702,32 @@ def main(argv=None) -> int:
         redis = Redis(redis_bin, folder / "redis")
         redis.start()
         secret = secrets.token_urlsafe(48)
-        env = {**os.environ, "DATABASE_URL": pg.url, "REDIS_URL": redis.url, "SECRET_KEY": secret,
-               "STORAGE_URL": f"file://{folder / 'blobs'}",
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-               # High enough never to refuse (every worker is 127.0.0.1), so every entry and
-               # submit still goes through the limiter's counter in Redis.
-               "RATE_LIMIT_ENTRY": "100000", "RATE_LIMIT_SUBMIT": "100000"}
+        env = {
+            **os.environ,
+            "DATABASE_URL": pg.url,
+            "REDIS_URL": redis.url,
+            "SECRET_KEY": secret,
+            "STORAGE_URL": f"file://{folder / 'blobs'}",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            # High enough never to refuse (every worker is 127.0.0.1), so every entry and
+            # submit still goes through the limiter's counter in Redis.
+            "RATE_LIMIT_ENTRY": "100000",
+            "RATE_LIMIT_SUBMIT": "100000",
+        }
         log(f"PostgreSQL on port {pg.port}, Redis on {redis.port}; migrating")
-        done = subprocess.run([sys.executable, "-m", "app.cli", "migrate"], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", "migrate"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        )
         if done.returncode:
             raise RuntimeError(f"proctor migrate failed: {done.stderr[-2000:]}")
         os.environ.update(SECRET_KEY=secret, DATABASE_URL=pg.url)
         study_id, slug = make_study(pg.url, args.items, args.cap)
         web = Web(env, args.web_workers, folder / "web.log")
         web.start()
-        log(f"web on {web.base}; study {slug}: {args.workers} workers for {args.seconds:.0f} s "
-            f"with faults: {', '.join(f.name for f in faults)}")
+        log(
+            f"web on {web.base}; study {slug}: {args.workers} workers for {args.seconds:.0f} s "
+            f"with faults: {', '.join(f.name for f in faults)}"
+        )
 
         crowd = Crowd(web.base, slug, args.workers, args.think)
         lead = max(3.0, args.seconds / 6)
@@ -597,9 +759,12 @@ def main(argv=None) -> int:
 
         result = check(pg.url, study_id, crowd)
         figures = {
-            "args": vars(args), "run_s": t1 - t0, "submits": len(crowd.sent),
+            "args": vars(args),
+            "run_s": t1 - t0,
+            "submits": len(crowd.sent),
             "acked_per_s": sum(1 for t, *_ in crowd.acked if t <= t1) / (t1 - t0),
-            "unresolved": len(crowd.unresolved), "result": result,
+            "unresolved": len(crowd.unresolved),
+            "result": result,
             "windows": summarise(crowd, faults, t0, t1),
             "refused": {f"{ep} {status}: {detail}": n for (ep, status, detail), n in crowd.refused.items()},
         }
@@ -611,8 +776,10 @@ def main(argv=None) -> int:
             print("\nFAILED: no answer was acknowledged at all")
             code = 2
         elif result["lost"] or result["duplicated"] or broken:
-            print(f"\nFAILED: lost {result['lost']}, duplicated {result['duplicated']}"
-                  + (f", invariants broken: {', '.join(broken)}" if broken else ""))
+            print(
+                f"\nFAILED: lost {result['lost']}, duplicated {result['duplicated']}"
+                + (f", invariants broken: {', '.join(broken)}" if broken else "")
+            )
             code = 1
         else:
             print("\nOK: nothing acknowledged was lost, nothing was stored twice")

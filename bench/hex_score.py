@@ -34,15 +34,21 @@ def best(fn, repeat=5) -> float:
 
 for split in ("train", "dev", "test"):
     procs = parse_procedures((DATA / f"{split}.jsonl").read_bytes())
-    rows = [(b[k - 1], b[k], b[k - 1], b[min(k + 1, len(b) - 1)]) for p in procs for b in [p.boards]
-            for k in range(1, len(b))]
+    rows = [
+        (b[k - 1], b[k], b[k - 1], b[min(k + 1, len(b) - 1)])
+        for p in procs
+        for b in [p.boards]
+        for k in range(1, len(b))
+    ]
     loop = best(lambda: [metrics.step_metrics(*r) for r in rows])
     fast = best(lambda: metrics.score_arrays(*(metrics.as_array(r[i] for r in rows) for i in range(4))))
     arrays = [metrics.as_array(r[i] for r in rows) for i in range(4)]
     core = best(lambda: metrics.score_arrays(*arrays))
-    print(f"{split:<6} {len(rows):>5} steps  per-step loop {len(rows) / loop:>9.0f} steps/s  "
-          f"vectorised {len(rows) / fast:>9.0f} steps/s (ratio {loop / fast:.1f}x)  "
-          f"arrays built {len(rows) / core:>10.0f} steps/s (ratio {loop / core:.0f}x)")
+    print(
+        f"{split:<6} {len(rows):>5} steps  per-step loop {len(rows) / loop:>9.0f} steps/s  "
+        f"vectorised {len(rows) / fast:>9.0f} steps/s (ratio {loop / fast:.1f}x)  "
+        f"arrays built {len(rows) / core:>10.0f} steps/s (ratio {loop / core:.0f}x)"
+    )
 
 
 def study(n_procedures=300, n_agents=3, n_annotators=40, per_annotator=20, seed=0):
@@ -52,13 +58,15 @@ def study(n_procedures=300, n_agents=3, n_annotators=40, per_annotator=20, seed=
     procs = {}
     for i in range(n_procedures):
         n = int(rng.integers(2, 12))
-        procs[i] = ProcedureInfo(f"category {i % 8}", n, [int(rng.integers(0, 4)) if rng.random() < 0.7 else None
-                                                          for _ in range(n)])
+        procs[i] = ProcedureInfo(
+            f"category {i % 8}", n, [int(rng.integers(0, 4)) if rng.random() < 0.7 else None for _ in range(n)]
+        )
 
     def run(row, items, quality):
         for i in items:
-            row.executions[int(i)].append(np.clip(rng.random((procs[int(i)].steps, len(metrics.KEYS))) * 0.4
-                                                  + quality, 0, 1))
+            row.executions[int(i)].append(
+                np.clip(rng.random((procs[int(i)].steps, len(metrics.KEYS))) * 0.4 + quality, 0, 1)
+            )
 
     rows = []
     for a in range(n_agents):
@@ -82,5 +90,7 @@ for size in ((100, 3, 10, 20), (300, 3, 40, 20), (300, 3, 40, 60)):
     out = build(rows, procs)
     pairs = len(out["tables"][-1]["rows"]) if out["tables"][-1]["key"] == "hexagons_paired" else 0
     steps = sum(len(m) for r in rows for runs in r.executions.values() for m in runs)
-    print(f"leaderboard section: {size[0]} procedures, {size[1]} agents, {size[2]} annotators x {size[3]} "
-          f"procedures ({len(rows)} rows, {steps} executed steps, {pairs} paired tests): {t:.2f} s")
+    print(
+        f"leaderboard section: {size[0]} procedures, {size[1]} agents, {size[2]} annotators x {size[3]} "
+        f"procedures ({len(rows)} rows, {steps} executed steps, {pairs} paired tests): {t:.2f} s"
+    )

@@ -55,10 +55,10 @@ def perturbed(graph: NavGraph, ref: R2RPath, rng: random.Random) -> list[str]:
     k = rng.randrange(len(path))
     if rng.random() < 0.5:  # a detour: out to a neighbour and back
         side = rng.choice(graph.neighbours(path[k]))
-        path[k + 1:k + 1] = [side, path[k]]
+        path[k + 1 : k + 1] = [side, path[k]]
     cut = rng.random()
     if cut < 0.25:  # stopped short
-        path = path[:max(1, rng.randrange(len(path)))]
+        path = path[: max(1, rng.randrange(len(path)))]
     elif cut < 0.5:  # ran past the goal
         for _ in range(rng.randint(1, 4)):
             path.append(rng.choice(graph.neighbours(path[-1])))
@@ -92,8 +92,10 @@ def main() -> int:
         graphs[scan]  # parse, build, all-pairs shortest paths
     load_s = time.perf_counter() - t0
     n_vp = sum(len(graphs[s]) for s in scans)
-    print(f"graph loading (one-off): {len(scans)} buildings, {n_vp} viewpoints, "
-          f"all-pairs shortest paths: {load_s:.2f} s ({load_s / len(scans) * 1000:.1f} ms per building)")
+    print(
+        f"graph loading (one-off): {len(scans)} buildings, {n_vp} viewpoints, "
+        f"all-pairs shortest paths: {load_s:.2f} s ({load_s / len(scans) * 1000:.1f} ms per building)"
+    )
 
     rng = random.Random(args.seed)
     work = []
@@ -103,8 +105,10 @@ def main() -> int:
         traj = random_walk(graph, ref.path[0], rng) if i % 2 == 0 else perturbed(graph, ref, rng)
         work.append((graph, ref.path, traj))
     mean_len = statistics.mean(len(t) for _, _, t in work)
-    print(f"trajectories: {len(work)} (random walks and perturbed references), "
-          f"mean {mean_len:.1f} viewpoints, reference paths 4-7")
+    print(
+        f"trajectories: {len(work)} (random walks and perturbed references), "
+        f"mean {mean_len:.1f} viewpoints, reference paths 4-7"
+    )
 
     rates = []
     scores = []
@@ -113,8 +117,10 @@ def main() -> int:
         scores = [score_trajectory(g, r, q) for g, r, q in work]
         rates.append(len(work) / (time.perf_counter() - t0))
     means = mean_scores(scores)
-    print(f"scoring: {max(rates):,.0f} trajectories/s best, {statistics.median(rates):,.0f}/s median "
-          f"of {len(rates)} passes ({1e6 / max(rates):.1f} us each), one core, distances from the cached table")
+    print(
+        f"scoring: {max(rates):,.0f} trajectories/s best, {statistics.median(rates):,.0f}/s median "
+        f"of {len(rates)} passes ({1e6 / max(rates):.1f} us each), one core, distances from the cached table"
+    )
     print("means: " + ", ".join(f"{k} {v:.3f}" for k, v in means.items()))
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} (other processes share them)")
     return 0

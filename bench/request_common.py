@@ -23,8 +23,10 @@ KINDS = ("enter", "consent", "next", "submit", "submit that ends the bundle")
 def options(doc: str, workers: int, workers_help: str, items: int) -> argparse.ArgumentParser:
     """The options both benches take (a bench adds its own)."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
-    ap.add_argument("--admin-url", default=os.environ.get(
-        "PROCTOR_BENCH_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"))
+    ap.add_argument(
+        "--admin-url",
+        default=os.environ.get("PROCTOR_BENCH_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"),
+    )
     ap.add_argument("--workers", type=int, default=workers, help=workers_help)
     ap.add_argument("--items", type=int, default=items)
     return ap
@@ -74,9 +76,16 @@ def bundle(slug: str, params: dict):
     nxt = yield "next", "GET", f"{api}/next", None
     while nxt["state"] == "item":
         last = nxt["position"] == nxt["of"]
-        stored = yield ("submit that ends the bundle" if last else "submit"), "POST", f"{api}/submit", {
-            "assignment_id": nxt["assignment_id"], "idempotency_key": secrets.token_hex(8),
-            "response": {"answer": "Yes"}}
+        stored = yield (
+            ("submit that ends the bundle" if last else "submit"),
+            "POST",
+            f"{api}/submit",
+            {
+                "assignment_id": nxt["assignment_id"],
+                "idempotency_key": secrets.token_hex(8),
+                "response": {"answer": "Yes"},
+            },
+        )
         nxt = stored["next"] or (yield "next", "GET", f"{api}/next", None)
     if nxt["state"] != "done":
         raise SystemExit(f"the bundle did not end: {nxt}")

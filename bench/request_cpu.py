@@ -43,10 +43,21 @@ class Client:
             headers += [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]
         if self.cookies:
             headers.append((b"cookie", "; ".join(f"{k}={v}" for k, v in self.cookies.items()).encode()))
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
-                 "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
-                 "root_path": "", "headers": headers, "client": ("127.0.0.1", 40000),
-                 "server": ("127.0.0.1", 8000), "state": {}}
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": method,
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": headers,
+            "client": ("127.0.0.1", 40000),
+            "server": ("127.0.0.1", 8000),
+            "state": {},
+        }
         sent = False
 
         async def receive():
@@ -125,8 +136,10 @@ def main(argv=None) -> int:
             if args.profile:
                 yappi.stop()
                 with open(args.profile, "w") as f:
-                    yappi.get_func_stats().sort("tsub").print_all(out=f, columns={
-                        0: ("name", 90), 1: ("ncall", 10), 2: ("tsub", 8), 3: ("ttot", 8), 4: ("tavg", 8)})
+                    yappi.get_func_stats().sort("tsub").print_all(
+                        out=f,
+                        columns={0: ("name", 90), 1: ("ncall", 10), 2: ("tsub", 8), 3: ("ttot", 8), 4: ("tavg", 8)},
+                    )
 
         asyncio.run(run())
         report("this tree", per)

@@ -68,10 +68,14 @@ def main(argv=None) -> int:
     for kind in KINDS:
         counts = per.get(kind, [])
         if counts:
-            print(f"  {kind:30s} {statistics.median(counts):5g}   (min {min(counts)}, max {max(counts)}, n {len(counts)})")
+            print(
+                f"  {kind:30s} {statistics.median(counts):5g}   (min {min(counts)}, max {max(counts)}, n {len(counts)})"
+            )
         total += sum(counts)
     annotations = len(per["submit"]) + len(per["submit that ends the bundle"])
-    print(f"  per annotation, entry included: {total / annotations:.2f} ({total} round trips, {annotations} annotations)")
+    print(
+        f"  per annotation, entry included: {total / annotations:.2f} ({total} round trips, {annotations} annotations)"
+    )
     return 0
 
 

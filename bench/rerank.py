@@ -68,8 +68,7 @@ def run(device: str, args) -> dict:
     n = len(instr)
 
     def batched():
-        return follow_and_score(ens, worlds, instr, starts, heads, refs, rollouts=args.rollouts,
-                                max_steps=steps).scores
+        return follow_and_score(ens, worlds, instr, starts, heads, refs, rollouts=args.rollouts, max_steps=steps).scores
 
     def loop():
         return rerank_loop(ens, worlds, instr, starts, heads, refs, rollouts=args.rollouts, max_steps=steps)
@@ -107,14 +106,18 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     devices = args.device or (["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
-    print(f"torch {torch.__version__}; {args.paths} paths x {args.candidates} candidates, K={args.listeners} "
-          f"listeners x M={args.rollouts} rollouts, hidden {args.hidden}; CPU threads {torch.get_num_threads()}")
+    print(
+        f"torch {torch.__version__}; {args.paths} paths x {args.candidates} candidates, K={args.listeners} "
+        f"listeners x M={args.rollouts} rollouts, hidden {args.hidden}; CPU threads {torch.get_num_threads()}"
+    )
     for d in devices:
         name = torch.cuda.get_device_name(0) if d == "cuda" else "cpu"
         r = run(d, args)
-        print(f"{name:>24}: batched {r['batched']['per_second']:9.1f} candidates/s "
-              f"({r['batched']['seconds']:.3f} s)  loop {r['loop']['per_second']:9.1f} candidates/s "
-              f"({r['loop']['seconds']:.3f} s)  ratio {r['ratio']:.1f}x  [{r['candidates']} candidates]")
+        print(
+            f"{name:>24}: batched {r['batched']['per_second']:9.1f} candidates/s "
+            f"({r['batched']['seconds']:.3f} s)  loop {r['loop']['per_second']:9.1f} candidates/s "
+            f"({r['loop']['seconds']:.3f} s)  ratio {r['ratio']:.1f}x  [{r['candidates']} candidates]"
+        )
 
 
 if __name__ == "__main__":

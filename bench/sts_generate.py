@@ -43,14 +43,28 @@ from app.kinds.sts.env import ACTIONS, BabyAISimulator  # noqa: E402
 from app.kinds.sts.mining import mine  # noqa: E402
 from app.kinds.sts.recordings import expert_recording  # noqa: E402
 from app.kinds.sts.rollout import (  # noqa: E402
-    batch_observations, jobs_for, rollout_batched, rollout_sequential, start,
+    batch_observations,
+    jobs_for,
+    rollout_batched,
+    rollout_sequential,
+    start,
 )
 
-LEVELS = ("BabyAI-GoToLocal-v0", "BabyAI-GoTo-v0", "BabyAI-PickupLoc-v0", "BabyAI-Pickup-v0",
-          "BabyAI-OpenDoor-v0", "BabyAI-Open-v0", "BabyAI-PutNextLocal-v0", "BabyAI-SynthSeq-v0")
+LEVELS = (
+    "BabyAI-GoToLocal-v0",
+    "BabyAI-GoTo-v0",
+    "BabyAI-PickupLoc-v0",
+    "BabyAI-Pickup-v0",
+    "BabyAI-OpenDoor-v0",
+    "BabyAI-Open-v0",
+    "BabyAI-PutNextLocal-v0",
+    "BabyAI-SynthSeq-v0",
+)
 # BabyAI's whole vocabulary is small; unknown words share one index.
-WORDS = ("go to the a pick up open put next you your on left right in front of behind and then after "
-         "red green blue purple yellow grey ball box key door object").split()
+WORDS = (
+    "go to the a pick up open put next you your on left right in front of behind and then after "
+    "red green blue purple yellow grey ball box key door object"
+).split()
 
 
 class Words:
@@ -70,17 +84,23 @@ class MLPPolicy:
         rng = np.random.default_rng(seed)
         d = 7 * 7 * 3 + 4 + len(WORDS) + 2
         self.words = Words()
-        self.w1 = rng.normal(0, d ** -0.5, (d, hidden)).astype(np.float32)
-        self.w2 = rng.normal(0, hidden ** -0.5, (hidden, hidden)).astype(np.float32)
-        self.w3 = rng.normal(0, hidden ** -0.5, (hidden, len(ACTIONS))).astype(np.float32)
+        self.w1 = rng.normal(0, d**-0.5, (d, hidden)).astype(np.float32)
+        self.w2 = rng.normal(0, hidden**-0.5, (hidden, hidden)).astype(np.float32)
+        self.w3 = rng.normal(0, hidden**-0.5, (hidden, len(ACTIONS))).astype(np.float32)
 
     def __call__(self, obs):
         b = len(obs["mission"])
         tok = self.words.tokens(obs["mission"])
         n = len(WORDS) + 2
         bag = np.bincount((np.arange(b)[:, None] * n + tok).ravel(), minlength=b * n).reshape(b, n)
-        x = np.concatenate([obs["image"].reshape(b, -1).astype(np.float32) / 10.0,
-                            np.eye(4, dtype=np.float32)[obs["direction"]], bag.astype(np.float32)], axis=1)
+        x = np.concatenate(
+            [
+                obs["image"].reshape(b, -1).astype(np.float32) / 10.0,
+                np.eye(4, dtype=np.float32)[obs["direction"]],
+                bag.astype(np.float32),
+            ],
+            axis=1,
+        )
         z = np.tanh(np.tanh(x @ self.w1) @ self.w2) @ self.w3
         p = np.exp(z - z.max(axis=1, keepdims=True))
         return p / p.sum(axis=1, keepdims=True)
@@ -96,16 +116,24 @@ def cnn_gru_policy(seed: int = 0):
     class Net(nn.Module):
         def __init__(self):
             super().__init__()
-            self.conv = nn.Sequential(nn.Conv2d(3, 16, 2), nn.ReLU(), nn.MaxPool2d(2),
-                                      nn.Conv2d(16, 32, 2), nn.ReLU(), nn.Conv2d(32, 64, 2), nn.ReLU())
+            self.conv = nn.Sequential(
+                nn.Conv2d(3, 16, 2),
+                nn.ReLU(),
+                nn.MaxPool2d(2),
+                nn.Conv2d(16, 32, 2),
+                nn.ReLU(),
+                nn.Conv2d(32, 64, 2),
+                nn.ReLU(),
+            )
             self.emb = nn.Embedding(len(WORDS) + 2, 32, padding_idx=0)
             self.gru = nn.GRU(32, 64, batch_first=True)
             self.head = nn.Sequential(nn.Linear(64 + 64 + 4, 64), nn.Tanh(), nn.Linear(64, len(ACTIONS)))
 
         def forward(self, image, direction, tokens, lengths):
             x = self.conv(image.permute(0, 3, 1, 2).float()).flatten(1)
-            packed = nn.utils.rnn.pack_padded_sequence(self.emb(tokens), lengths, batch_first=True,
-                                                       enforce_sorted=False)
+            packed = nn.utils.rnn.pack_padded_sequence(
+                self.emb(tokens), lengths, batch_first=True, enforce_sorted=False
+            )
             _, h = self.gru(packed)
             d = nn.functional.one_hot(direction, 4).float()
             return torch.softmax(self.head(torch.cat([x, h[-1], d], 1)), dim=1)
@@ -117,8 +145,11 @@ def cnn_gru_policy(seed: int = 0):
         tok = words.tokens(obs["mission"])
         lengths = torch.from_numpy((tok > 0).sum(1).clip(min=1))
         with torch.inference_mode():
-            return net(torch.from_numpy(obs["image"]), torch.from_numpy(obs["direction"]),
-                       torch.from_numpy(tok), lengths).double().numpy()
+            return (
+                net(torch.from_numpy(obs["image"]), torch.from_numpy(obs["direction"]), torch.from_numpy(tok), lengths)
+                .double()
+                .numpy()
+            )
 
     policy.parameters = sum(p.numel() for p in net.parameters())
     return policy
@@ -139,8 +170,11 @@ def builtin_policy(device: str = "cpu", seed: int = 0):
 
 def build_jobs(args, sim):
     per_level = -(-args.scenarios // len(LEVELS))
-    recs = [expert_recording(level, seed, simulator=sim, id=f"{level}:{seed}")
-            for level in LEVELS for seed in range(per_level)][: args.scenarios]
+    recs = [
+        expert_recording(level, seed, simulator=sim, id=f"{level}:{seed}")
+        for level in LEVELS
+        for seed in range(per_level)
+    ][: args.scenarios]
     kw = {"k": args.k, "skip_inapplicable": True} if args.rule == "before success" else {}
     scenarios = mine(recs, args.rule, args.length, simulator=sim, **kw)
     return jobs_for(scenarios, {r.id: r for r in recs}, args.continuations)
@@ -156,8 +190,12 @@ def call_cost(policy, obs, repeats: int = 50) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--policy", choices=("cnn-gru", "mlp", "builtin", "both", "all"), default="both",
-                    help="both: cnn-gru and mlp; all: the three")
+    ap.add_argument(
+        "--policy",
+        choices=("cnn-gru", "mlp", "builtin", "both", "all"),
+        default="both",
+        help="both: cnn-gru and mlp; all: the three",
+    )
     ap.add_argument("--device", default="cpu", help="where the builtin policy runs: cpu or cuda")
     ap.add_argument("--scenarios", type=int, default=32)
     ap.add_argument("--continuations", type=int, default=4)
@@ -178,17 +216,21 @@ def main() -> None:
     sim = BabyAISimulator()
     jobs = build_jobs(args, sim)
     context = sum(j.takeover for j in jobs)
-    print(f"{len(jobs)} continuations ({len(jobs) // args.continuations} scenarios x {args.continuations}), "
-          f"up to {args.length} steps each after {context / len(jobs):.1f} forced context steps on average; "
-          f"batch {args.batch}; levels: {', '.join(lv[7:-3] for lv in LEVELS)}")
+    print(
+        f"{len(jobs)} continuations ({len(jobs) // args.continuations} scenarios x {args.continuations}), "
+        f"up to {args.length} steps each after {context / len(jobs):.1f} forced context steps on average; "
+        f"batch {args.batch}; levels: {', '.join(lv[7:-3] for lv in LEVELS)}"
+    )
 
     # What one step costs without a policy: the simulator (obs, verifier) and the rollout's bookkeeping.
     zero = lambda obs: np.zeros(len(obs["mission"]), dtype=np.int64)  # noqa: E731
     t = time.perf_counter()
     res = rollout_batched(jobs, zero, sim, batch_size=args.batch)
     steps_zero = sum(len(c.actions) + j.takeover for c, j in zip(res, jobs))
-    print(f"environment alone (a policy that costs nothing): {(time.perf_counter() - t) / steps_zero * 1e6:.0f} "
-          f"us per step (reset and forced context included)")
+    print(
+        f"environment alone (a policy that costs nothing): {(time.perf_counter() - t) / steps_zero * 1e6:.0f} "
+        f"us per step (reset and forced context included)"
+    )
 
     policies = {"cnn-gru": cnn_gru_policy, "mlp": MLPPolicy, "builtin": lambda: builtin_policy(args.device)}
     names = {"both": ["cnn-gru", "mlp"], "all": list(policies)}.get(args.policy, [args.policy])
@@ -208,14 +250,21 @@ def main() -> None:
         steps = sum(len(c.actions) for c in bat)
         s, b = statistics.median(seq_t), statistics.median(bat_t)
         params = getattr(policy, "parameters", None)
-        print(f"\n[{name}]" + (f" {params:,} parameters" if params else "")
-              + (f" on {args.device}" if name == "builtin" else ""))
-        print(f"  policy call: {one * 1e3:.3f} ms for 1 observation, {many * 1e3:.3f} ms for {len(sample)} "
-              f"({many / len(sample) * 1e6:.0f} us each)")
+        print(
+            f"\n[{name}]"
+            + (f" {params:,} parameters" if params else "")
+            + (f" on {args.device}" if name == "builtin" else "")
+        )
+        print(
+            f"  policy call: {one * 1e3:.3f} ms for 1 observation, {many * 1e3:.3f} ms for {len(sample)} "
+            f"({many / len(sample) * 1e6:.0f} us each)"
+        )
         print(f"  one at a time: {len(jobs) / s:8.1f} continuations/s  ({steps / s:7.0f} agent steps/s, {s:.2f} s)")
         print(f"  batched:       {len(jobs) / b:8.1f} continuations/s  ({steps / b:7.0f} agent steps/s, {b:.2f} s)")
-        print(f"  ratio: {s / b:.2f}x   same continuations in both modes: {'yes' if seq == bat else 'NO'}   "
-              f"successes: {sum(c.success_step is not None for c in bat)}/{len(bat)}")
+        print(
+            f"  ratio: {s / b:.2f}x   same continuations in both modes: {'yes' if seq == bat else 'NO'}   "
+            f"successes: {sum(c.success_step is not None for c in bat)}/{len(bat)}"
+        )
 
 
 if __name__ == "__main__":

@@ -15,24 +15,29 @@ def render_item(type_, obj, autogen_context):
         return "sa.DateTime(timezone=True)"
     return False
 
+
 target_metadata = load_models().metadata
 
 
 def run_migrations_offline() -> None:
-    context.configure(url=config.get_main_option("sqlalchemy.url") or get_settings().database_url,
-                      target_metadata=target_metadata, literal_binds=True, render_as_batch=True)
+    context.configure(
+        url=config.get_main_option("sqlalchemy.url") or get_settings().database_url,
+        target_metadata=target_metadata,
+        literal_binds=True,
+        render_as_batch=True,
+    )
     with context.begin_transaction():
         context.run_migrations()
 
 
 def run_migrations_online() -> None:
     url = config.get_main_option("sqlalchemy.url") or get_settings().database_url
-    connectable = engine_from_config({"sqlalchemy.url": url}, prefix="sqlalchemy.",
-                                     poolclass=pool.NullPool)
+    connectable = engine_from_config({"sqlalchemy.url": url}, prefix="sqlalchemy.", poolclass=pool.NullPool)
     with connectable.connect() as connection:
         # Batch mode lets later migrations alter tables on SQLite too.
-        context.configure(connection=connection, target_metadata=target_metadata,
-                          render_as_batch=True, render_item=render_item)
+        context.configure(
+            connection=connection, target_metadata=target_metadata, render_as_batch=True, render_item=render_item
+        )
         with context.begin_transaction():
             context.run_migrations()
 

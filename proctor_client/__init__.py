@@ -25,7 +25,23 @@ from proctor_client.types import (
 )
 
 __all__ = [
-    "Agent", "ApiError", "Artifact", "Client", "Estimate", "Forbidden",
-    "GenerationRun", "InvalidInput", "Job", "JobFailed", "Kind", "Leaderboard", "LeaderboardRow",
-    "NotFound", "ProctorError", "ServerUnreachable", "Study", "Unauthorized", "WatchTimeout",
+    "Agent",
+    "ApiError",
+    "Artifact",
+    "Client",
+    "Estimate",
+    "Forbidden",
+    "GenerationRun",
+    "InvalidInput",
+    "Job",
+    "JobFailed",
+    "Kind",
+    "Leaderboard",
+    "LeaderboardRow",
+    "NotFound",
+    "ProctorError",
+    "ServerUnreachable",
+    "Study",
+    "Unauthorized",
+    "WatchTimeout",
 ]

@@ -51,8 +51,7 @@ class _Remote(click.Group):
 
 @click.group(cls=_Remote)
 @click.option("--url", envvar="PROCTOR_URL", metavar="URL", help="The server (or PROCTOR_URL).")
-@click.option("--token", envvar="PROCTOR_TOKEN", metavar="TOKEN",
-              help="An API token, pct_... (or PROCTOR_TOKEN).")
+@click.option("--token", envvar="PROCTOR_TOKEN", metavar="TOKEN", help="An API token, pct_... (or PROCTOR_TOKEN).")
 @click.pass_context
 def remote(ctx: click.Context, url: str | None, token: str | None) -> None:
     """Work with a Proctor server over its API: create studies, upload outputs, run generations,
@@ -62,14 +61,16 @@ def remote(ctx: click.Context, url: str | None, token: str | None) -> None:
 
 def pass_client(f):
     """Give the command a Client, made only when it runs (so `--help` needs no server)."""
+
     @click.pass_context
     def run(ctx: click.Context, *args, **kwargs):
         url, token = ctx.obj  # the group's options
         if not url:
             raise click.UsageError("give the server: --url or PROCTOR_URL")
         if not token:
-            raise click.UsageError("give an API token: --token or PROCTOR_TOKEN "
-                                   "(Account page, or `proctor user token --email ...`)")
+            raise click.UsageError(
+                "give an API token: --token or PROCTOR_TOKEN (Account page, or `proctor user token --email ...`)"
+            )
         return f(ctx.with_resource(Client(url, token)), *args, **kwargs)
 
     return functools.update_wrapper(run, f)
@@ -103,20 +104,40 @@ def studies_cmd(pc: Client, as_json: bool) -> None:
 @click.option("--title", required=True)
 @click.option("--kind", default=None, help="A task kind (default: the server's first).")
 @click.option("--format", "fmt", default=None, help="The items' format (default: the kind's first).")
-@click.option("--setting", "settings", multiple=True, metavar="KEY=VALUE",
-              help="A study setting, e.g. bundle_size=20, payment='£2'. Repeatable.")
-@click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
-              help="One of the kind's options (`proctor remote kinds`). Repeatable.")
+@click.option(
+    "--setting",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A study setting, e.g. bundle_size=20, payment='£2'. Repeatable.",
+)
+@click.option(
+    "--option",
+    "options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="One of the kind's options (`proctor remote kinds`). Repeatable.",
+)
 @click.option("--launch", is_flag=True, help="Make it live at once.")
 @click.option("--json", "as_json", is_flag=True)
 @pass_client
-def create_study_cmd(pc: Client, items: str, title: str, kind: str | None, fmt: str | None,
-                     settings: tuple, options: tuple, launch: bool, as_json: bool) -> None:
+def create_study_cmd(
+    pc: Client,
+    items: str,
+    title: str,
+    kind: str | None,
+    fmt: str | None,
+    settings: tuple,
+    options: tuple,
+    launch: bool,
+    as_json: bool,
+) -> None:
     """Create a study from an item file (the kind's format). Prints its id alone on stdout
     (`id=$(proctor remote create-study ...)`), a summary and the worker entry link on stderr;
     --json prints the whole study instead."""
-    study = pc.create_study(items, title=title, kind=kind, format=fmt,
-                            settings=_pairs(settings, "--setting"), **_pairs(options, "--option"))
+    study = pc.create_study(
+        items, title=title, kind=kind, format=fmt, settings=_pairs(settings, "--setting"), **_pairs(options, "--option")
+    )
     if launch:
         study = pc.set_state(study.id, "live")
     if as_json:
@@ -162,8 +183,9 @@ def upload_outputs_cmd(pc: Client, study_id: int, file: str, agent: str, version
 @click.option("--config", default=None, help="JSON: a built-in architecture's config (safetensors).")
 @click.option("--wait/--no-wait", default=True, show_default=True, help="Wait for the verdict.")
 @pass_client
-def upload_artifact_cmd(pc: Client, agent_id: int, file: str, role: str, fmt: str, config: str | None,
-                        wait: bool) -> None:
+def upload_artifact_cmd(
+    pc: Client, agent_id: int, file: str, role: str, fmt: str, config: str | None, wait: bool
+) -> None:
     """Upload a new version of an agent's model; a worker validates it."""
     try:
         cfg = json.loads(config) if config else None
@@ -183,6 +205,7 @@ def _watch(pc: Client, job_id: int, unit: str = "step") -> Job:
     from tqdm import tqdm
 
     with tqdm(desc=f"job {job_id}", unit=unit, file=sys.stderr) as bar:
+
         def show(job: Job) -> None:
             bar.total = job.total or None
             bar.n = job.done
@@ -192,16 +215,27 @@ def _watch(pc: Client, job_id: int, unit: str = "step") -> Job:
         try:
             return pc.watch_job(job_id, on_progress=show)
         except KeyboardInterrupt:
-            raise click.ClickException(f"stopped watching; job {job_id} goes on "
-                                       f"(`proctor remote cancel {job_id}` stops it)") from None
+            raise click.ClickException(
+                f"stopped watching; job {job_id} goes on (`proctor remote cancel {job_id}` stops it)"
+            ) from None
 
 
 @remote.command("generate")
 @click.argument("study_id", type=int)
-@click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
-              help="A parameter of the kind's run, e.g. speaker=short, n=5. Repeatable.")
-@click.option("--file", "file", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="A file the kind's run takes (navigation: the R2R paths).")
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A parameter of the kind's run, e.g. speaker=short, n=5. Repeatable.",
+)
+@click.option(
+    "--file",
+    "file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="A file the kind's run takes (navigation: the R2R paths).",
+)
 @click.option("--watch/--no-watch", default=True, show_default=True, help="Follow it with a progress bar.")
 @pass_client
 def generate_cmd(pc: Client, study_id: int, params: tuple, file: str | None, watch: bool) -> None:
@@ -259,12 +293,21 @@ def _table(board: Leaderboard) -> str:
     rows = []
     for r in board.rows:
         a = r.accuracy
-        rows.append((r.type, r.name, str(a.n if a else r.answered or ""), pct(a.mean) if a else "",
-                     f"{pct(a.low)}-{pct(a.high)}" if a and a.low is not None else ""))
+        rows.append(
+            (
+                r.type,
+                r.name,
+                str(a.n if a else r.answered or ""),
+                pct(a.mean) if a else "",
+                f"{pct(a.low)}-{pct(a.high)}" if a and a.low is not None else "",
+            )
+        )
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
     lines = [f"{board.study} ({board.kind}): {board.items} items"]
-    lines += ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-              for row in (head, *rows)]
+    lines += [
+        "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        for row in (head, *rows)
+    ]
     return "\n".join(line.rstrip() for line in lines)
 
 
@@ -286,11 +329,22 @@ def leaderboard_cmd(pc: Client, study_id: int, as_json: bool, as_csv: bool) -> N
 
 @remote.command("export")
 @click.argument("study_id", type=int)
-@click.option("--file", "name", default="annotations.csv", show_default=True, type=click.Choice(EXPORT_FILES),
-              help="Which of the export's files.")
+@click.option(
+    "--file",
+    "name",
+    default="annotations.csv",
+    show_default=True,
+    type=click.Choice(EXPORT_FILES),
+    help="Which of the export's files.",
+)
 @click.option("-o", "--out", default="-", show_default=True, help="Where to write it (- : stdout).")
-@click.option("--all", "folder", type=click.Path(file_okay=False), default=None,
-              help="Write every file of the export into this folder instead.")
+@click.option(
+    "--all",
+    "folder",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Write every file of the export into this folder instead.",
+)
 @pass_client
 def export_cmd(pc: Client, study_id: int, name: str, out: str, folder: str | None) -> None:
     """Export a study (annotations as CSV or JSONL, completions, scores as CSV or JSON)."""

@@ -38,6 +38,7 @@ from proctor_client.types import (
 # A file to upload: a path, its bytes, or an open binary file.
 FileLike = Union[str, os.PathLike, bytes, IO[bytes]]
 
+
 class ProctorError(Exception):
     """Anything the client could not do."""
 
@@ -50,8 +51,17 @@ class ApiError(ProctorError):
     """The server refused the request: `status` (4xx or 5xx), its message `detail`, and the
     `field` or upload `line` it names when the input says where."""
 
-    def __init__(self, status: int, detail: str, *, method: str = "", path: str = "",
-                 field: str | None = None, line: int | None = None, body: Any = None):
+    def __init__(
+        self,
+        status: int,
+        detail: str,
+        *,
+        method: str = "",
+        path: str = "",
+        field: str | None = None,
+        line: int | None = None,
+        body: Any = None,
+    ):
         self.status, self.detail, self.method, self.path = status, detail, method, path
         self.field, self.line, self.body = field, line, body
         super().__init__(str(self))
@@ -123,8 +133,9 @@ def _error(response: httpx.Response) -> ApiError:
         text = response.text.strip()
         detail = text[:300] if text and not text.lstrip().startswith("<") else response.reason_phrase
     cls = _BY_STATUS.get(response.status_code, ApiError)
-    return cls(response.status_code, str(detail), method=req.method, path=req.url.path,
-               field=field, line=line, body=body)
+    return cls(
+        response.status_code, str(detail), method=req.method, path=req.url.path, field=field, line=line, body=body
+    )
 
 
 def _file(value: FileLike, default_name: str) -> tuple[str, bytes]:
@@ -158,17 +169,22 @@ class Client:
     """Proctor's API for one account: `url` is the server (e.g. http://127.0.0.1:8000),
     `token` an API token (Account page, or `proctor user token --email ...`)."""
 
-    def __init__(self, url: str, token: str, *, timeout: float = 60.0,
-                 transport: httpx.BaseTransport | None = None):
+    def __init__(self, url: str, token: str, *, timeout: float = 60.0, transport: httpx.BaseTransport | None = None):
         if not url:
             raise ProctorError("no server URL: give one (or set PROCTOR_URL)")
         if not token:
             raise ProctorError("no API token: give one (or set PROCTOR_TOKEN)")
         self.url = url.rstrip("/")
-        self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport,
-                                  headers={"Authorization": f"Bearer {token}",
-                                           "Accept": "application/json",
-                                           "User-Agent": "proctor-client/0.1"})
+        self._http = httpx.Client(
+            base_url=self.url,
+            timeout=timeout,
+            transport=transport,
+            headers={
+                "Authorization": f"Bearer {token}",
+                "Accept": "application/json",
+                "User-Agent": "proctor-client/0.1",
+            },
+        )
 
     def close(self) -> None:
         self._http.close()
@@ -220,17 +236,27 @@ class Client:
     def study(self, study_id: int) -> Study:
         return Study.from_json(self.request("GET", f"/api/v1/studies/{study_id}"))
 
-    def create_study(self, items: FileLike, *, title: str, kind: str | None = None,
-                     format: str | None = None, settings: dict | None = None, **options) -> Study:
+    def create_study(
+        self,
+        items: FileLike,
+        *,
+        title: str,
+        kind: str | None = None,
+        format: str | None = None,
+        settings: dict | None = None,
+        **options,
+    ) -> Study:
         """A draft study from an item upload (`items`: a path, bytes or binary file) in the
         kind's `format` (default: its first); `settings` are the study's (annotations_per_item,
         bundle_size, gold_rate, consent_text, payment, ...), `options` the kind's own
         (Client.kinds() lists them)."""
         name, data = _file(items, "items")
-        form = _form({"settings": {**(settings or {}), "title": title}, "kind": kind or "",
-                      "format": format or "", **options})
-        return Study.from_json(self.request("POST", "/api/v1/studies", data=form,
-                                            files={"file": (name, data, "application/octet-stream")}))
+        form = _form(
+            {"settings": {**(settings or {}), "title": title}, "kind": kind or "", "format": format or "", **options}
+        )
+        return Study.from_json(
+            self.request("POST", "/api/v1/studies", data=form, files={"file": (name, data, "application/octet-stream")})
+        )
 
     def edit_study(self, study_id: int, **fields) -> Study:
         """Change consent text, instructions or the crowd caps (fields left out stay)."""
@@ -238,15 +264,13 @@ class Client:
 
     def set_state(self, study_id: int, state: str) -> Study:
         """Launch ("live"), pause ("paused"), close ("closed") or reopen a study."""
-        return Study.from_json(self.request("POST", f"/api/v1/studies/{study_id}/state",
-                                            json={"state": state}))
+        return Study.from_json(self.request("POST", f"/api/v1/studies/{study_id}/state", json={"state": state}))
 
     def progress(self, study_id: int) -> dict:
         return self.request("GET", f"/api/v1/studies/{study_id}/progress")
 
     def items(self, study_id: int, *, offset: int = 0, limit: int = 100) -> list[dict]:
-        return self.request("GET", f"/api/v1/studies/{study_id}/items",
-                            params={"offset": offset, "limit": limit})
+        return self.request("GET", f"/api/v1/studies/{study_id}/items", params={"offset": offset, "limit": limit})
 
     def all_items(self, study_id: int, page: int = 1000) -> list[dict]:
         """Every item, a page at a time."""
@@ -260,16 +284,19 @@ class Client:
     def import_annotations(self, study_id: int, file: FileLike, *, source: str = "") -> dict:
         """People's annotations from an earlier study, as external annotators."""
         name, data = _file(file, "annotations.jsonl")
-        return self.request("POST", f"/api/v1/studies/{study_id}/annotations/import",
-                            data=_form({"source": source}), files={"file": (name, data)})
+        return self.request(
+            "POST",
+            f"/api/v1/studies/{study_id}/annotations/import",
+            data=_form({"source": source}),
+            files={"file": (name, data)},
+        )
 
     # ---- agents -----------------------------------------------------------------------------
 
     def agents(self) -> list[Agent]:
         return [Agent.from_json(a) for a in self.request("GET", "/api/v1/agents")]
 
-    def create_agent(self, name: str, *, kind: str | None = None, version: str = "1",
-                     description: str = "") -> Agent:
+    def create_agent(self, name: str, *, kind: str | None = None, version: str = "1", description: str = "") -> Agent:
         body = {"name": name, "version": version, "description": description}
         if kind:
             body["kind"] = kind
@@ -285,23 +312,31 @@ class Client:
     def upload_outputs(self, study_id: int, agent_id: int, file: FileLike) -> int:
         """Import an agent's outputs for a study (in its kind's format); how many stored."""
         name, data = _file(file, "outputs.jsonl")
-        return self.request("POST", f"/api/v1/studies/{study_id}/agents/{agent_id}/outputs",
-                            files={"file": (name, data)})["imported"]
+        return self.request(
+            "POST", f"/api/v1/studies/{study_id}/agents/{agent_id}/outputs", files={"file": (name, data)}
+        )["imported"]
 
-    def upload_artifact(self, agent_id: int, file: FileLike, *, role: str, format: str,
-                        config: dict | None = None) -> Artifact:
+    def upload_artifact(
+        self, agent_id: int, file: FileLike, *, role: str, format: str, config: dict | None = None
+    ) -> Artifact:
         """A new version of an agent's model in one of its kind's roles; it is pending until a
         worker validates it (wait_artifact)."""
         name, data = _file(file, "model.bin")
-        return Artifact.from_json(self.request(
-            "POST", f"/api/v1/agents/{agent_id}/artifacts", files={"file": (name, data)},
-            data=_form({"role": role, "format": format, "config": config})))
+        return Artifact.from_json(
+            self.request(
+                "POST",
+                f"/api/v1/agents/{agent_id}/artifacts",
+                files={"file": (name, data)},
+                data=_form({"role": role, "format": format, "config": config}),
+            )
+        )
 
     def artifacts(self, agent_id: int) -> list[Artifact]:
         return [Artifact.from_json(a) for a in self.request("GET", f"/api/v1/agents/{agent_id}/artifacts")]
 
-    def wait_artifact(self, agent_id: int, artifact_id: int, *, interval: float = 1.0,
-                      timeout: float | None = 600) -> Artifact:
+    def wait_artifact(
+        self, agent_id: int, artifact_id: int, *, interval: float = 1.0, timeout: float | None = 600
+    ) -> Artifact:
         """The artifact once validated (valid or invalid)."""
         start = time.monotonic()
         while True:
@@ -323,8 +358,14 @@ class Client:
         got = self.request("POST", f"/api/v1/studies/{study_id}/exports")
         return self.job(got["job"])
 
-    def export(self, study_id: int, *, interval: float = 0.5, timeout: float | None = 600,
-               on_progress: Callable[[Job], None] | None = None) -> Job:
+    def export(
+        self,
+        study_id: int,
+        *,
+        interval: float = 0.5,
+        timeout: float | None = 600,
+        on_progress: Callable[[Job], None] | None = None,
+    ) -> Job:
         """Export a study and wait for it: the finished Job, whose `files` download() reads
         (annotations.jsonl, annotations.csv, completions.csv, scores.json, scores.csv)."""
         job = self.start_export(study_id)
@@ -335,8 +376,7 @@ class Client:
         if isinstance(job, int):
             job = self.job(job)
         if name not in job.files:
-            raise ProctorError(f"job {job.id} has no file {name!r}; it has: "
-                               f"{', '.join(sorted(job.files)) or 'none'}")
+            raise ProctorError(f"job {job.id} has no file {name!r}; it has: {', '.join(sorted(job.files)) or 'none'}")
         link = urljoin(self.url + "/", job.files[name])
         if urlsplit(link).netloc == urlsplit(self.url).netloc:
             return self._send("GET", link).content
@@ -365,8 +405,15 @@ class Client:
         self.request("POST", f"/api/v1/jobs/{job_id}/cancel")
         return self.job(job_id)
 
-    def watch_job(self, job_id: int, *, interval: float = 0.5, timeout: float | None = None,
-                  on_progress: Callable[[Job], None] | None = None, raise_on_failure: bool = True) -> Job:
+    def watch_job(
+        self,
+        job_id: int,
+        *,
+        interval: float = 0.5,
+        timeout: float | None = None,
+        on_progress: Callable[[Job], None] | None = None,
+        raise_on_failure: bool = True,
+    ) -> Job:
         """Poll a job until it ends; `on_progress(job)` after each poll. Returns the finished
         job; JobFailed if it failed or was cancelled (unless raise_on_failure=False),
         WatchTimeout after `timeout` seconds (the job goes on)."""
@@ -389,8 +436,9 @@ class Client:
     def _run(got: dict) -> GenerationRun:
         return GenerationRun(kind=got["kind"], id=got["id"], job_id=got["job_id"], state=got["state"], raw=got)
 
-    def start_generation(self, study_id: int, *, file: FileLike | None = None, kind: str | None = None,
-                         **params) -> GenerationRun:
+    def start_generation(
+        self, study_id: int, *, file: FileLike | None = None, kind: str | None = None, **params
+    ) -> GenerationRun:
         """Start an agent run on a study, with its kind's fields (docs/runs.md lists them);
         `file` for a kind that takes one (navigation: the R2R paths file). Watch it with
         watch_job(run.job_id); cancel with cancel_generation(run). `kind` is accepted, as the
@@ -401,13 +449,19 @@ class Client:
             return self._run(self.request("POST", path, data=_form(params), files={"file": (name, data)}))
         return self._run(self.request("POST", path, json={k: v for k, v in params.items() if v is not None}))
 
-    def start_suite_generation(self, suite_id: int, version: int, *, agent: str | None = None,
-                               agent_id: int | None = None, **params) -> GenerationRun:
+    def start_suite_generation(
+        self, suite_id: int, version: int, *, agent: str | None = None, agent_id: int | None = None, **params
+    ) -> GenerationRun:
         """A Standardised Test Suite version's continuations by an agent (`agent_id`) or a
         built-in (`agent`: expert, random)."""
         body = {k: v for k, v in (("agent", agent), ("agent_id", agent_id)) if v is not None}
-        return self._run(self.request("POST", "/api/v1/runs", json={
-            "kind": "sts", "target": {"suite_id": suite_id, "version": version}, **body, **params}))
+        return self._run(
+            self.request(
+                "POST",
+                "/api/v1/runs",
+                json={"kind": "sts", "target": {"suite_id": suite_id, "version": version}, **body, **params},
+            )
+        )
 
     def generation(self, run: GenerationRun | int) -> GenerationRun:
         """The run now: its job's state and progress, and what it stored (`raw["detail"]`)."""

@@ -27,9 +27,17 @@ class Study:
 
     @classmethod
     def from_json(cls, d: dict) -> Study:
-        return cls(id=d["id"], slug=d["slug"], title=d["title"], kind=d["kind"], state=d["state"],
-                   entry_path=d["entry_path"], annotations_per_item=d["annotations_per_item"],
-                   bundle_size=d["bundle_size"], raw=d)
+        return cls(
+            id=d["id"],
+            slug=d["slug"],
+            title=d["title"],
+            kind=d["kind"],
+            state=d["state"],
+            entry_path=d["entry_path"],
+            annotations_per_item=d["annotations_per_item"],
+            bundle_size=d["bundle_size"],
+            raw=d,
+        )
 
 
 @dataclass(frozen=True)
@@ -43,8 +51,14 @@ class Kind:
 
     @classmethod
     def from_json(cls, d: dict) -> Kind:
-        return cls(name=d["name"], title=d["title"], formats=list(d["formats"]), options=list(d["options"]),
-                   artifact_roles=list(d["artifact_roles"]), jobs=list(d["jobs"]))
+        return cls(
+            name=d["name"],
+            title=d["title"],
+            formats=list(d["formats"]),
+            options=list(d["options"]),
+            artifact_roles=list(d["artifact_roles"]),
+            jobs=list(d["jobs"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -63,6 +77,7 @@ class Agent:
 class Artifact:
     """One uploaded model of an agent: `state` is pending until a worker has validated it,
     then valid or invalid (`verdict` says which check failed)."""
+
     id: int
     agent_id: int
     version: int
@@ -74,14 +89,23 @@ class Artifact:
 
     @classmethod
     def from_json(cls, d: dict) -> Artifact:
-        return cls(id=d["id"], agent_id=d["agent_id"], version=d["version"], role=d["role"],
-                   format=d["format"], state=d["state"], verdict=d.get("verdict"), raw=d)
+        return cls(
+            id=d["id"],
+            agent_id=d["agent_id"],
+            version=d["version"],
+            role=d["role"],
+            format=d["format"],
+            state=d["state"],
+            verdict=d.get("verdict"),
+            raw=d,
+        )
 
 
 @dataclass(frozen=True)
 class Job:
     """A background job: an export, a generation run, a validation, a tally. `files` maps an
     export's file names to their download links (relative to the server, or presigned)."""
+
     id: int
     task: str
     state: str
@@ -98,15 +122,24 @@ class Job:
 
     @classmethod
     def from_json(cls, d: dict) -> Job:
-        return cls(id=d["id"], task=d["task"], state=d["state"], done=d.get("done", 0),
-                   total=d.get("total", 0), log=d.get("log", ""), study_id=d.get("study_id"),
-                   files=dict(d.get("files") or {}), raw=d)
+        return cls(
+            id=d["id"],
+            task=d["task"],
+            state=d["state"],
+            done=d.get("done", 0),
+            total=d.get("total", 0),
+            log=d.get("log", ""),
+            study_id=d.get("study_id"),
+            files=dict(d.get("files") or {}),
+            raw=d,
+        )
 
 
 @dataclass(frozen=True)
 class GenerationRun:
     """An agent run (GET /api/v1/runs/{id}): `id` is the run's, `job_id` the job that carries
     it (watch it with Client.watch_job); `raw["detail"]` says what it stored, in its kind's words."""
+
     kind: str
     id: int
     job_id: int
@@ -117,6 +150,7 @@ class GenerationRun:
 @dataclass(frozen=True)
 class Estimate:
     """An estimate with its 95% interval, over n units, and the interval's method."""
+
     n: int
     mean: float | None
     low: float | None
@@ -127,8 +161,9 @@ class Estimate:
     def from_json(cls, d: dict | None) -> Estimate | None:
         if not isinstance(d, dict) or "mean" not in d:
             return None
-        return cls(n=d.get("n", 0), mean=d.get("mean"), low=d.get("low"), high=d.get("high"),
-                   method=str(d.get("method") or ""))
+        return cls(
+            n=d.get("n", 0), mean=d.get("mean"), low=d.get("low"), high=d.get("high"), method=str(d.get("method") or "")
+        )
 
 
 @dataclass(frozen=True)
@@ -144,9 +179,15 @@ class LeaderboardRow:
     @classmethod
     def from_json(cls, d: dict) -> LeaderboardRow:
         cats = {k: e for k, v in (d.get("by_category") or {}).items() if (e := Estimate.from_json(v))}
-        return cls(type=d.get("type", ""), name=str(d.get("name", "")), answered=d.get("answered"),
-                   accuracy=Estimate.from_json(d.get("accuracy")), by_category=cats,
-                   consistency=Estimate.from_json(d.get("consistency")), raw=d)
+        return cls(
+            type=d.get("type", ""),
+            name=str(d.get("name", "")),
+            answered=d.get("answered"),
+            accuracy=Estimate.from_json(d.get("accuracy")),
+            by_category=cats,
+            consistency=Estimate.from_json(d.get("consistency")),
+            raw=d,
+        )
 
 
 CSV_FIELDS = ("type", "name", "metric", "category", "n", "mean", "low", "high", "method")
@@ -163,9 +204,14 @@ class Leaderboard:
 
     @classmethod
     def from_json(cls, d: dict) -> Leaderboard:
-        return cls(study=d["study"], kind=d["kind"], items=d.get("items", 0),
-                   rows=[LeaderboardRow.from_json(r) for r in d.get("rows", [])],
-                   agreement=d.get("agreement") or {}, raw=d)
+        return cls(
+            study=d["study"],
+            kind=d["kind"],
+            items=d.get("items", 0),
+            rows=[LeaderboardRow.from_json(r) for r in d.get("rows", [])],
+            agreement=d.get("agreement") or {},
+            raw=d,
+        )
 
     def to_csv(self) -> str:
         """One line per row, metric and category (the columns of an export's scores.csv)."""
@@ -178,8 +224,9 @@ class Leaderboard:
             lines += [("consistency", "all", r.consistency)]
             for metric, cat, est in lines:
                 if est is not None:
-                    w.writerow([r.type, r.name, metric, cat, est.n, _num(est.mean), _num(est.low),
-                                _num(est.high), est.method])
+                    w.writerow(
+                        [r.type, r.name, metric, cat, est.n, _num(est.mean), _num(est.low), _num(est.high), est.method]
+                    )
         return out.getvalue()
 
 

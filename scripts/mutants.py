@@ -79,8 +79,13 @@ def mutmut(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 ENGINE = "app.studies.assignment"
 # Tests that reach the engine on PostgreSQL: the contract, the engine tests and 110 workers
 # racing for items (which fails when SKIP LOCKED or the retry is gone).
-POSTGRES_TESTS = ["tests/integration/test_concurrency.py", "tests/integration/test_engine_contract.py",
-                  "tests/integration/test_engine.py", "-k", "not sqlite"]
+POSTGRES_TESTS = [
+    "tests/integration/test_concurrency.py",
+    "tests/integration/test_engine_contract.py",
+    "tests/integration/test_engine.py",
+    "-k",
+    "not sqlite",
+]
 KILLED, SURVIVED = {1, 3}, {0}
 TIMEOUT = {36, 24, -24, 152, 255}
 
@@ -118,9 +123,13 @@ def _postgres_tests(mutant: str) -> subprocess.CompletedProcess:
     """The engine's PostgreSQL tests in mutants/ with `mutant` active ("" for none)."""
     env = dict(os.environ, PROCTOR_TEST_BACKENDS="postgresql", MUTANT_UNDER_TEST=mutant)
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:cov",
-         *POSTGRES_TESTS], cwd=ROOT / "mutants", env=env, capture_output=True, text=True,
-        timeout=900)
+        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:cov", *POSTGRES_TESTS],
+        cwd=ROOT / "mutants",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def postgres_pass(survivors: list[str]) -> dict[str, int]:
@@ -140,9 +149,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--skip-run", action="store_true", help="only report the stored results")
     ap.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL pass")
-    ap.add_argument("--mutmut", action="store_true",
-                    help="first argument only: run mutmut with this configuration and the arguments "
-                         "after it (results, show NAME, browse)")
+    ap.add_argument(
+        "--mutmut",
+        action="store_true",
+        help="first argument only: run mutmut with this configuration and the arguments "
+        "after it (results, show NAME, browse)",
+    )
     ap.add_argument("globs", nargs="*", help="mutant names or globs, e.g. 'app.leaderboards.stats*'")
     if sys.argv[1:2] == ["--mutmut"]:
         return mutmut(*sys.argv[2:], env=dict(os.environ, PROCTOR_TEST_BACKENDS="sqlite")).returncode
@@ -164,15 +176,26 @@ def main() -> int:
 
     equivalent = equivalent_listed()
     unexplained = []
-    print(f"\n{'module':34} {'mutants':>7} {'killed':>7} {'survived':>8} {'timeout':>7} "
-          f"{'not run':>7} {'other':>5} {'killed %':>8} {'explained':>9}")
+    print(
+        f"\n{'module':34} {'mutants':>7} {'killed':>7} {'survived':>8} {'timeout':>7} "
+        f"{'not run':>7} {'other':>5} {'killed %':>8} {'explained':>9}"
+    )
     for module, codes in by_module.items():
         tally = Counter()
         for key, code in codes.items():
             if module == ENGINE and code in SURVIVED and pg.get(key) == 1:
                 code = 1  # killed by the PostgreSQL pass
-            tally["killed" if code in KILLED else "survived" if code in SURVIVED
-                  else "timeout" if code in TIMEOUT else "not run" if code is None else "other"] += 1
+            tally[
+                "killed"
+                if code in KILLED
+                else "survived"
+                if code in SURVIVED
+                else "timeout"
+                if code in TIMEOUT
+                else "not run"
+                if code is None
+                else "other"
+            ] += 1
             short = key.rsplit(".", 1)[1]
             if code in SURVIVED and short not in equivalent:
                 unexplained.append(key)
@@ -182,11 +205,12 @@ def main() -> int:
         caught = tally["killed"] + tally["timeout"]
         share = f"{100 * caught / checked:.1f}%" if checked else "-"  # of those checked
         n_equiv = sum(1 for k, c in codes.items() if c in SURVIVED and k.rsplit(".", 1)[1] in equivalent)
-        print(f"{module:34} {total:7} {tally['killed']:7} {tally['survived']:8} {tally['timeout']:7} "
-              f"{tally['not run']:7} {tally['other']:5} {share:>8} {n_equiv:9}")
+        print(
+            f"{module:34} {total:7} {tally['killed']:7} {tally['survived']:8} {tally['timeout']:7} "
+            f"{tally['not run']:7} {tally['other']:5} {share:>8} {n_equiv:9}"
+        )
     if unexplained:
-        print(f"\n{len(unexplained)} survivors not explained in docs/testing.md "
-              "(`mutmut show NAME` prints one):")
+        print(f"\n{len(unexplained)} survivors not explained in docs/testing.md (`mutmut show NAME` prints one):")
         for key in sorted(unexplained):
             print("  " + key)
     else:

@@ -90,8 +90,7 @@ def pg_server() -> str:
 
 @pytest.fixture(scope="session")
 def redis_server() -> str:
-    ok = _try_start('redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" '
-                    '--appendonly no', 6379)
+    ok = _try_start('redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no', 6379)
     if not ok:
         pytest.skip("Redis is not running on 127.0.0.1:6379 and could not be started")
     return REDIS_URL
@@ -145,8 +144,12 @@ def _truncate(url: str) -> None:
         if c.scalar(text("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")):
             c.execute(text("SET LOCAL session_replication_role = replica"))
             c.execute(text("; ".join(f'DELETE FROM "{t.name}"' for t in tables)))
-            c.execute(text("SELECT setval(format('%I.%I', schemaname, sequencename)::regclass, start_value, false) "
-                           "FROM pg_sequences WHERE schemaname = current_schema()"))
+            c.execute(
+                text(
+                    "SELECT setval(format('%I.%I', schemaname, sequencename)::regclass, start_value, false) "
+                    "FROM pg_sequences WHERE schemaname = current_schema()"
+                )
+            )
         else:
             names = ", ".join(f'"{t.name}"' for t in tables)
             c.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
@@ -174,8 +177,11 @@ TEST_KINDS = ROOT / "var" / "test-kinds"
 
 
 def _example_kind_sources() -> str:
-    files = sorted(p for p in EXAMPLE_KIND.rglob("*") if p.is_file() and not any(
-        part in ("build", "__pycache__") or part.endswith(".egg-info") for part in p.parts))
+    files = sorted(
+        p
+        for p in EXAMPLE_KIND.rglob("*")
+        if p.is_file() and not any(part in ("build", "__pycache__") or part.endswith(".egg-info") for part in p.parts)
+    )
     digest = hashlib.sha256()
     for p in files:
         digest.update(str(p.relative_to(EXAMPLE_KIND)).encode() + b"\0" + p.read_bytes())
@@ -191,9 +197,22 @@ def install_example_kind() -> Path:
     digest = _example_kind_sources()
     if not (stamp.exists() and stamp.read_text() == digest):
         shutil.rmtree(TEST_KINDS, ignore_errors=True)
-        done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                               "--no-build-isolation", "--target", str(TEST_KINDS), str(EXAMPLE_KIND)],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-deps",
+                "--no-build-isolation",
+                "--target",
+                str(TEST_KINDS),
+                str(EXAMPLE_KIND),
+            ],
+            capture_output=True,
+            text=True,
+        )
         for leftover in (EXAMPLE_KIND / "build", *EXAMPLE_KIND.glob("*.egg-info")):
             shutil.rmtree(leftover, ignore_errors=True)
         if done.returncode:
@@ -222,8 +241,11 @@ def pytest_xdist_node_collection_finished(node, ids):
         seen[nodeid] = seen.get(nodeid, 0) + 1
     twice = sorted(n for n, c in seen.items() if c > 1)
     if twice:
-        pytest.exit(f"{len(twice)} node ids are shared by several tests, which pytest-xdist would run "
-                    f"once each: {twice[:3]}; run them outside it (see scripts/test.sh)", returncode=4)
+        pytest.exit(
+            f"{len(twice)} node ids are shared by several tests, which pytest-xdist would run "
+            f"once each: {twice[:3]}; run them outside it (see scripts/test.sh)",
+            returncode=4,
+        )
 
 
 # Seconds each slow file took on two shared cores (tests/integration, `--durations=0`, issue 27);
@@ -231,16 +253,36 @@ def pytest_xdist_node_collection_finished(node, ids):
 # longest first (scripts/test.sh turns off xdist's own order, most tests first, which sent the
 # one-test files of a minute each out last, to one worker while the other sat idle).
 SLOW_FILES = {
-    "test_broker_outage.py": 83, "test_cli_demo.py": 58, "test_documented_commands.py": 50,
-    "test_sts_policies.py": 47, "test_faults.py": 46, "test_navigation_leaderboard.py": 41,
-    "test_malformed_files.py": 34, "test_sandbox.py": 33, "test_concurrency.py": 33,
-    "test_hex_executors.py": 31, "test_agent_artifacts.py": 30, "test_secrets.py": 30,
-    "test_install.py": 29, "test_client.py": 28, "test_api_roles.py": 24,
-    "test_a3ds_captioners.py": 24, "test_sts_analysis.py": 23, "test_nav_capability.py": 22,
-    "test_review_order.py": 20, "test_leaderboard.py": 19, "test_sections_certified.py": 19,
-    "test_sts.py": 18, "test_generation.py": 18, "test_nav_certified.py": 16,
-    "test_kind_contract.py": 16, "test_rejection_races.py": 14, "test_nav_owners.py": 14,
-    "test_dawid_skene_kinds.py": 14, "test_agents_e2e.py": 13, "test_sts_e2e.py": 13,
+    "test_broker_outage.py": 83,
+    "test_cli_demo.py": 58,
+    "test_documented_commands.py": 50,
+    "test_sts_policies.py": 47,
+    "test_faults.py": 46,
+    "test_navigation_leaderboard.py": 41,
+    "test_malformed_files.py": 34,
+    "test_sandbox.py": 33,
+    "test_concurrency.py": 33,
+    "test_hex_executors.py": 31,
+    "test_agent_artifacts.py": 30,
+    "test_secrets.py": 30,
+    "test_install.py": 29,
+    "test_client.py": 28,
+    "test_api_roles.py": 24,
+    "test_a3ds_captioners.py": 24,
+    "test_sts_analysis.py": 23,
+    "test_nav_capability.py": 22,
+    "test_review_order.py": 20,
+    "test_leaderboard.py": 19,
+    "test_sections_certified.py": 19,
+    "test_sts.py": 18,
+    "test_generation.py": 18,
+    "test_nav_certified.py": 16,
+    "test_kind_contract.py": 16,
+    "test_rejection_races.py": 14,
+    "test_nav_owners.py": 14,
+    "test_dawid_skene_kinds.py": 14,
+    "test_agents_e2e.py": 13,
+    "test_sts_e2e.py": 13,
 }
 PER_TEST_S = {"unit": 0.05, "integration": 0.3, "browser": 1.5}
 
@@ -293,8 +335,9 @@ def pytest_generate_tests(metafunc):
         names = mark.args[0] if mark.args else mark.kwargs.get("argnames", "")
         if "db_url" in ([n.strip() for n in names.split(",")] if isinstance(names, str) else names):
             return
-    metafunc.definition.add_marker(pytest.mark.parametrize("db_url", ["sqlite"], indirect=True),
-                                  append=False)  # first, as the fixture's params: same ids
+    metafunc.definition.add_marker(
+        pytest.mark.parametrize("db_url", ["sqlite"], indirect=True), append=False
+    )  # first, as the fixture's params: same ids
 
 
 @pytest.fixture(scope="session")
@@ -394,8 +437,10 @@ def app_for(url: str):
 
     settings = get_settings()
     kinds = tuple(all_kinds().items())
-    key = (settings.model_dump_json(exclude={"database_url", "storage_url"}),
-           tuple((name, id(kind)) for name, kind in kinds))
+    key = (
+        settings.model_dump_json(exclude={"database_url", "storage_url"}),
+        tuple((name, id(kind)) for name, kind in kinds),
+    )
     if key not in _APPS:
         _APPS[key] = (create_app(url), kinds)  # the kinds kept alive: their ids stay theirs
         return _APPS[key][0]
@@ -433,8 +478,9 @@ def expire_lease(session, a) -> None:
 
     from app.studies.models import Assignment
 
-    session.execute(update(Assignment).where(Assignment.id == a.id).values(
-        lease_expires_at=a.leased_at - timedelta(seconds=1)))
+    session.execute(
+        update(Assignment).where(Assignment.id == a.id).values(lease_expires_at=a.leased_at - timedelta(seconds=1))
+    )
     session.commit()
 
 
@@ -455,8 +501,9 @@ def consent_version_of(html: str) -> str:
 
 def login(client, user, password: str = "pw-" + "x" * 8):
     token = csrf_of(client)
-    r = client.post("/login", data={"email": user.email, "password": password, "csrf_token": token},
-                    follow_redirects=False)
+    r = client.post(
+        "/login", data={"email": user.email, "password": password, "csrf_token": token}, follow_redirects=False
+    )
     assert r.status_code == 303, r.text
     return csrf_of(client)
 
@@ -511,8 +558,9 @@ def live_server(sqlite_url, tmp_path):
     os.environ["BASE_URL"] = f"http://127.0.0.1:{port}"
     from app.cli import server_options
 
-    server = uvicorn.Server(uvicorn.Config(app_for(sqlite_url), host="127.0.0.1", port=port,
-                                           **server_options()))  # as `proctor serve` runs it
+    server = uvicorn.Server(
+        uvicorn.Config(app_for(sqlite_url), host="127.0.0.1", port=port, **server_options())
+    )  # as `proctor serve` runs it
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     stop = threading.Event()
@@ -529,8 +577,16 @@ def live_server(sqlite_url, tmp_path):
 
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+]
 
 
 @pytest.fixture(scope="session")
@@ -559,9 +615,11 @@ def page(browser):
     # here waits for the "load" event first (at once when it has fired).
     kb = pg.keyboard
     for name in ("press", "type", "down", "insert_text"):
+
         def waiting(*a, _orig=getattr(kb, name), **kw):
             pg.wait_for_load_state("load")
             return _orig(*a, **kw)
+
         setattr(kb, name, waiting)
     yield pg
     ctx.close()

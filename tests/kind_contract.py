@@ -38,12 +38,10 @@ class KindContract:
         if material.get("setup"):
             material["setup"](session)
             session.commit()
-        settings = services.StudySettings(**{"title": f"Contract: {kind.title}",
-                                             **material.get("settings", {})})
+        settings = services.StudySettings(**{"title": f"Contract: {kind.title}", **material.get("settings", {})})
         if material.get("build"):
             return material["build"](session, researcher, settings)
-        return services.create_study(session, researcher, kind.name, settings, material["items"],
-                                     material["format"])
+        return services.create_study(session, researcher, kind.name, settings, material["items"], material["format"])
 
     @pytest.fixture
     def signed_in(self, client, session):
@@ -80,9 +78,12 @@ class KindContract:
         kind = get_kind(self.kind_name)
         before = session.scalar(select(func.count(Study.id)))
         for data in (b"", b"\x00\x01\x02garbage\xff"):
-            r = client.post("/api/v1/studies", headers=headers,
-                            data={"kind": kind.name, "format": kind.item_formats[0], "settings": "{}"},
-                            files={"file": ("upload.bin", data)})
+            r = client.post(
+                "/api/v1/studies",
+                headers=headers,
+                data={"kind": kind.name, "format": kind.item_formats[0], "settings": "{}"},
+                files={"file": ("upload.bin", data)},
+            )
             assert 400 <= r.status_code < 500, (data, r.status_code, r.text)
             assert r.json()["detail"]
         session.expire_all()

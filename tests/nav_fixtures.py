@@ -50,16 +50,36 @@ def grid_file_records() -> list[dict]:
         r["visible"] += [False, False]
         r["unobstructed"] += [False, False]
     recs[0]["visible"][n - 2] = recs[0]["unobstructed"][n - 2] = True  # g00 <-> hidden
-    hidden = {"image_id": "hidden", "pose": _pose(0.5, 0.5), "included": False,
-              "visible": [k in (0, n - 2) for k in range(n)], "unobstructed": [k == 0 for k in range(n)],
-              "height": 1.5}
-    island = {"image_id": "island", "pose": _pose(10, 10, 4.5), "included": True,
-              "visible": [k == n - 1 for k in range(n)], "unobstructed": [False] * n, "height": 1.5}
+    hidden = {
+        "image_id": "hidden",
+        "pose": _pose(0.5, 0.5),
+        "included": False,
+        "visible": [k in (0, n - 2) for k in range(n)],
+        "unobstructed": [k == 0 for k in range(n)],
+        "height": 1.5,
+    }
+    island = {
+        "image_id": "island",
+        "pose": _pose(10, 10, 4.5),
+        "included": True,
+        "visible": [k == n - 1 for k in range(n)],
+        "unobstructed": [False] * n,
+        "height": 1.5,
+    }
     return recs + [hidden, island]
 
 
-_HOUSE_EDGES = (("v_lr1", "v_lr2"), ("v_lr1", "v_lr3"), ("v_lr2", "v_lr3"), ("v_lr2", "v_h1"),
-                ("v_lr3", "v_k1"), ("v_k1", "v_k2"), ("v_k2", "v_h3"), ("v_h1", "v_h2"), ("v_h2", "v_h3"))
+_HOUSE_EDGES = (
+    ("v_lr1", "v_lr2"),
+    ("v_lr1", "v_lr3"),
+    ("v_lr2", "v_lr3"),
+    ("v_lr2", "v_h1"),
+    ("v_lr3", "v_k1"),
+    ("v_k1", "v_k2"),
+    ("v_k2", "v_h3"),
+    ("v_h1", "v_h2"),
+    ("v_h2", "v_h3"),
+)
 
 
 def house_demo_records() -> list[dict]:
@@ -71,8 +91,16 @@ def house_demo_records() -> list[dict]:
     for v in ids:
         x, y, z = semantics["viewpoints"][v]["position"]
         seen = [frozenset((v, w)) in linked for w in ids]
-        out.append({"image_id": v, "pose": _pose(x, y, z), "included": True, "visible": seen,
-                    "unobstructed": list(seen), "height": 1.5})
+        out.append(
+            {
+                "image_id": v,
+                "pose": _pose(x, y, z),
+                "included": True,
+                "visible": seen,
+                "unobstructed": list(seen),
+                "height": 1.5,
+            }
+        )
     return out
 
 
@@ -96,12 +124,31 @@ def stored_generation_run(session, owner, study):
     from app.studies import services
 
     agent = services.register_agent(session, owner, "navigation", f"speaker-of-study-{study.id}")
-    art = AgentArtifact(agent_id=agent.id, version=1, role="speaker", format="safetensors",
-                        blob_key="artifacts/none", size=0, sha256="0" * 64)
+    art = AgentArtifact(
+        agent_id=agent.id,
+        version=1,
+        role="speaker",
+        format="safetensors",
+        blob_key="artifacts/none",
+        size=0,
+        sha256="0" * 64,
+    )
     session.add(art)
     session.flush()
-    run = GenerationRun(study_id=study.id, owner_id=owner.id, speaker_artifact_id=art.id, n=1, k=0, m=1,
-                        metric="ndtw", design="evaluation", max_len=10, seed=0, batch_size=1, paths=[])
+    run = GenerationRun(
+        study_id=study.id,
+        owner_id=owner.id,
+        speaker_artifact_id=art.id,
+        n=1,
+        k=0,
+        m=1,
+        metric="ndtw",
+        design="evaluation",
+        max_len=10,
+        seed=0,
+        batch_size=1,
+        paths=[],
+    )
     session.add(run)
     session.commit()
     return run

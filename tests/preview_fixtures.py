@@ -16,10 +16,19 @@ TWO = [4, 5] + [0] * 178
 
 
 def _procedure(index: int) -> str:
-    return json.dumps({"index": index, "annotation_round": 1, "category": "simple", "image_id": f"P{index}",
-                       "instructor_id": 3, "number_of_drawing_steps": 2, "agreement_tags": ["A", "A"],
-                       "agreement_scores": [[1, 1, 1]] * 2,
-                       "drawing_procedure": [[0, "NONE", BLANK], [1, "tile 0 red", ONE], [2, "tile 1 blue", TWO]]})
+    return json.dumps(
+        {
+            "index": index,
+            "annotation_round": 1,
+            "category": "simple",
+            "image_id": f"P{index}",
+            "instructor_id": 3,
+            "number_of_drawing_steps": 2,
+            "agreement_tags": ["A", "A"],
+            "agreement_scores": [[1, 1, 1]] * 2,
+            "drawing_procedure": [[0, "NONE", BLANK], [1, "tile 0 red", ONE], [2, "tile 1 blue", TWO]],
+        }
+    )
 
 
 def every_kind(session, owner) -> dict[str, int]:
@@ -41,15 +50,31 @@ def every_kind(session, owner) -> dict[str, int]:
     studies = {
         "tom": create_tom_study(session, owner, title="Preview ToM", bundle_size=3).id,
         "navigation": create_nav_study(session, owner, n=2, title="Preview navigation")[1].id,
-        "sts": make("sts", "Preview STS", "\n".join(json.dumps(x) for x in chosen).encode(), "continuations",
-                    bundle_size=2),
-        "sts-play": make("sts", "Preview play", json.dumps({"level": "BabyAI-GoToLocal-v0", "seed": 2,
-                                                              "id": "m2"}).encode(), "missions", bundle_size=1),
+        "sts": make(
+            "sts", "Preview STS", "\n".join(json.dumps(x) for x in chosen).encode(), "continuations", bundle_size=2
+        ),
+        "sts-play": make(
+            "sts",
+            "Preview play",
+            json.dumps({"level": "BabyAI-GoToLocal-v0", "seed": 2, "id": "m2"}).encode(),
+            "missions",
+            bundle_size=1,
+        ),
         "hexagons": make("hexagons", "Preview Hexagons", _procedure(1).encode(), "procedures", bundle_size=1),
-        "hexagons-describe": make("hexagons", "Preview description",
-                                  json.dumps({"id": "dot", "board": TWO}).encode(), "targets", bundle_size=1),
-        "a3ds": make("a3ds", "Preview A3DS", json.dumps({"pairs": {"z": {"1": 2}}, "speakers": ["literal"],
-                                                          "seed": 2}).encode(), "design", bundle_size=2),
+        "hexagons-describe": make(
+            "hexagons",
+            "Preview description",
+            json.dumps({"id": "dot", "board": TWO}).encode(),
+            "targets",
+            bundle_size=1,
+        ),
+        "a3ds": make(
+            "a3ds",
+            "Preview A3DS",
+            json.dumps({"pairs": {"z": {"1": 2}}, "speakers": ["literal"], "seed": 2}).encode(),
+            "design",
+            bundle_size=2,
+        ),
     }
     session.commit()
     return studies

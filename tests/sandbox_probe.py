@@ -14,8 +14,16 @@ import threading
 # Loaded before the sandbox locks (the loader's module is imported first), as native code would be.
 LIBC = ctypes.CDLL(None, use_errno=True)
 # x86-64 numbers (the test skips elsewhere).
-SYS = {"openat": 257, "openat2": 437, "io_uring_setup": 425, "clone": 56, "clone3": 435,
-       "ptrace": 101, "kill": 62, "tgkill": 234}
+SYS = {
+    "openat": 257,
+    "openat2": 437,
+    "io_uring_setup": 425,
+    "clone": 56,
+    "clone3": 435,
+    "ptrace": 101,
+    "kill": 62,
+    "tgkill": 234,
+}
 AT_FDCWD = -100
 SIGCHLD = 17
 
@@ -52,8 +60,9 @@ class Probe:
 
     def raw_openat2(self, path: str):
         how = (ctypes.c_uint64 * 3)(0, 0, 0)  # struct open_how: flags, mode, resolve
-        return _syscall("openat2", ctypes.c_int(AT_FDCWD), ctypes.c_char_p(path.encode()),
-                        ctypes.byref(how), ctypes.c_size_t(24))
+        return _syscall(
+            "openat2", ctypes.c_int(AT_FDCWD), ctypes.c_char_p(path.encode()), ctypes.byref(how), ctypes.c_size_t(24)
+        )
 
     def io_uring(self):
         params = ctypes.create_string_buffer(120)  # struct io_uring_params, zeroed

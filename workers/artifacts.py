@@ -18,12 +18,14 @@ import io
 from collections.abc import Callable, Mapping
 
 import torch
+
 # Imported here, before the sandbox's lock: once it is on, no module file can be opened.
 from safetensors.torch import load as load_safetensors
 
 
-def torch_model(fmt: str, data: bytes, config: dict | None,
-                build: Callable[[bytes, dict], torch.nn.Module]) -> torch.nn.Module:
+def torch_model(
+    fmt: str, data: bytes, config: dict | None, build: Callable[[bytes, dict], torch.nn.Module]
+) -> torch.nn.Module:
     """A model from an artifact's bytes, on the CPU, in eval mode: a TorchScript archive, or
     safetensors weights given to `build(weights_bytes, config)`."""
     if fmt == "torchscript":
@@ -35,17 +37,26 @@ def torch_model(fmt: str, data: bytes, config: dict | None,
     return model.eval()
 
 
-def safetensors_loader(build: Callable[[dict, dict[str, torch.Tensor]], torch.nn.Module]
-                       ) -> Callable[[str, bytes, dict | None], torch.nn.Module]:
+def safetensors_loader(
+    build: Callable[[dict, dict[str, torch.Tensor]], torch.nn.Module],
+) -> Callable[[str, bytes, dict | None], torch.nn.Module]:
     """A kind's `load_bytes` for its own architecture's `build(config, state)`."""
+
     def load_bytes(fmt: str, data: bytes, config: dict | None) -> torch.nn.Module:
         return torch_model(fmt, data, config, lambda weights, cfg: build(cfg, load_safetensors(weights)))
+
     return load_bytes
 
 
-def built_in(config: dict, state: Mapping[str, torch.Tensor], architecture: str, check_vocabulary: Callable,
-             shapes: Callable[[dict], Mapping[str, tuple[int, ...]]], sizes: Callable[[list[str]], str],
-             make: Callable[[list[str]], torch.nn.Module]) -> torch.nn.Module:
+def built_in(
+    config: dict,
+    state: Mapping[str, torch.Tensor],
+    architecture: str,
+    check_vocabulary: Callable,
+    shapes: Callable[[dict], Mapping[str, tuple[int, ...]]],
+    sizes: Callable[[list[str]], str],
+    make: Callable[[list[str]], torch.nn.Module],
+) -> torch.nn.Module:
     """One of our architectures (with a vocabulary) from its config and weights: `make(words)`
     with the weights, once the config names the architecture, its words pass the kind's check
     and every tensor is what `shapes(config)` says (weights_into). ValueError naming the first
@@ -58,8 +69,13 @@ def built_in(config: dict, state: Mapping[str, torch.Tensor], architecture: str,
     return weights_into(lambda: make(words), state, shapes(config), architecture, sizes(words))
 
 
-def weights_into(make: Callable[[], torch.nn.Module], state: Mapping[str, torch.Tensor],
-                 shapes: Mapping[str, tuple[int, ...]], architecture: str, sizes: str) -> torch.nn.Module:
+def weights_into(
+    make: Callable[[], torch.nn.Module],
+    state: Mapping[str, torch.Tensor],
+    shapes: Mapping[str, tuple[int, ...]],
+    architecture: str,
+    sizes: str,
+) -> torch.nn.Module:
     """The model `make()` builds (one of our architectures, from the config) with safetensors
     weights `state`, in eval mode, once they are exactly what the config says: every tensor of
     `shapes` there, of that shape and floating-point, and no other; checked before the model is
@@ -87,8 +103,10 @@ def verified_bytes(artifact) -> bytes:
     from app.storage import get_store
 
     if artifact.state != "valid":
-        raise ValueError(f"artifact {artifact.id} (agent {artifact.agent_id} v{artifact.version}) "
-                         f"is {artifact.state}, not valid: {artifact.verdict or 'not yet checked'}")
+        raise ValueError(
+            f"artifact {artifact.id} (agent {artifact.agent_id} v{artifact.version}) "
+            f"is {artifact.state}, not valid: {artifact.verdict or 'not yet checked'}"
+        )
     data = get_store().get(artifact.blob_key)
     if hashlib.sha256(data).hexdigest() != artifact.sha256:
         raise ValueError(f"artifact {artifact.id}: the stored blob does not match its sha256")

@@ -16,24 +16,28 @@ log = logging.getLogger(__name__)
 
 settings = get_settings()
 BROKER_URL = settings.redis_url or "redis://127.0.0.1:6379/0"
-app = Celery("proctor", broker=BROKER_URL,
-             include=["workers.tasks"])
-app.conf.update(task_acks_late=True, worker_prefetch_multiplier=1,
-                task_reject_on_worker_lost=True, broker_connection_retry_on_startup=True,
-                # No broker outage ends a worker (issue 26.1): it reconnects for as long as
-                # Redis is away (None: forever; Celery's default gives up after 100 tries), and
-                # a job running meanwhile runs on (its state is its row, not its message).
-                broker_connection_retry=True, broker_connection_max_retries=None,
-                worker_cancel_long_running_tasks_on_connection_loss=False,
-                # A job past its time fails with the reason (the soft limit raises inside it);
-                # the hard limit ends a handler that ignores it.
-                task_soft_time_limit=settings.job_time_limit_s,
-                task_time_limit=settings.job_time_limit_s + 60,
-                # `proctor worker --beat` (one per deployment) runs the sweeper every minute,
-                # in the short jobs' queue so it never waits behind a model.
-                beat_schedule={"sweep-jobs": {"task": SWEEP_TASK, "schedule": 60.0}},
-                task_routes={SWEEP_TASK: {"queue": celery_queue("exports")}},
-                task_default_queue=celery_queue("models"))
+app = Celery("proctor", broker=BROKER_URL, include=["workers.tasks"])
+app.conf.update(
+    task_acks_late=True,
+    worker_prefetch_multiplier=1,
+    task_reject_on_worker_lost=True,
+    broker_connection_retry_on_startup=True,
+    # No broker outage ends a worker (issue 26.1): it reconnects for as long as
+    # Redis is away (None: forever; Celery's default gives up after 100 tries), and
+    # a job running meanwhile runs on (its state is its row, not its message).
+    broker_connection_retry=True,
+    broker_connection_max_retries=None,
+    worker_cancel_long_running_tasks_on_connection_loss=False,
+    # A job past its time fails with the reason (the soft limit raises inside it);
+    # the hard limit ends a handler that ignores it.
+    task_soft_time_limit=settings.job_time_limit_s,
+    task_time_limit=settings.job_time_limit_s + 60,
+    # `proctor worker --beat` (one per deployment) runs the sweeper every minute,
+    # in the short jobs' queue so it never waits behind a model.
+    beat_schedule={"sweep-jobs": {"task": SWEEP_TASK, "schedule": 60.0}},
+    task_routes={SWEEP_TASK: {"queue": celery_queue("exports")}},
+    task_default_queue=celery_queue("models"),
+)
 
 
 def _restore_or_leave(restore):
@@ -49,8 +53,12 @@ def _restore_or_leave(restore):
         try:
             return restore(self, client)
         except Exception as exc:  # noqa: BLE001 - the worker must outlive the broker
-            log.warning("could not hand %d unacknowledged message(s) back to the broker (%r); "
-                        "the sweeper sends their jobs again", len(self._delivered), exc)
+            log.warning(
+                "could not hand %d unacknowledged message(s) back to the broker (%r); "
+                "the sweeper sends their jobs again",
+                len(self._delivered),
+                exc,
+            )
             self._delivered.clear()
             return None
 
@@ -88,8 +96,7 @@ class QueueMarks(bootsteps.StartStopStep):
 
         names = [q.name.removeprefix(celery_queue("")) for q in c.task_consumer.queues]
         try:
-            client = redis.Redis.from_url(BROKER_URL,
-                                          socket_timeout=1, socket_connect_timeout=1)
+            client = redis.Redis.from_url(BROKER_URL, socket_timeout=1, socket_connect_timeout=1)
             try:
                 pipe = client.pipeline()
                 for name in names:

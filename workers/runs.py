@@ -49,7 +49,7 @@ class Chunks(Generic[T]):
                 self.progress(self.done, None, f"cancelled after {self.done} of {self.total} {self.noun}")
                 self.cancelled = True
                 return
-            part = self.todo[start:start + self.size]
+            part = self.todo[start : start + self.size]
             yield part
             self.done += len(part)
             self.progress(self.done)

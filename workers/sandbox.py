@@ -48,29 +48,102 @@ MAX_MESSAGE = 512 << 20  # what either side reads in one message (the model's by
 # this before it reads the answer's bytes, so a model cannot make the worker hold 512 MB.
 ANSWER_FLOOR = 4 << 20
 ANSWER_PER_INPUT_BYTE = 64
-DENIED_SYSCALLS = ("open", "openat", "openat2", "creat", "socket", "socketpair", "connect", "bind",
-                   "listen", "accept", "accept4", "execve", "execveat", "fork", "vfork", "ptrace",
-                   "mount", "umount2", "unshare", "setns", "chroot", "pivot_root", "symlink",
-                   "symlinkat", "link", "linkat", "unlink", "unlinkat", "rename", "renameat",
-                   "renameat2", "mkdir", "mkdirat", "truncate", "rmdir", "mknod", "mknodat",
-                   # A file's metadata by name (its owner, mode, times, attributes).
-                   "chmod", "fchmodat", "fchmodat2", "chown", "lchown", "fchownat", "utime",
-                   "utimes", "utimensat", "futimesat", "setxattr", "lsetxattr", "removexattr",
-                   "lremovexattr",
-                   # io_uring opens and reads files without a system call seccomp could see.
-                   "io_uring_setup", "io_uring_enter", "io_uring_register",
-                   # Other processes (another model's sandbox runs as the same user): no signals,
-                   # no reading or writing their memory, no handles on them.
-                   "kill", "tkill", "rt_sigqueueinfo", "pidfd_open", "pidfd_send_signal",
-                   "pidfd_getfd", "process_vm_readv", "process_vm_writev", "kcmp",
-                   # Files by handle or watched by name, and kernel facilities a model never needs.
-                   "name_to_handle_at", "open_by_handle_at", "inotify_add_watch", "fanotify_init",
-                   "fanotify_mark", "userfaultfd", "bpf", "perf_event_open", "keyctl", "add_key",
-                   "request_key",
-                   # System V IPC: its segments outlive the process, outside its memory limit,
-                   # and every sandbox's user could reach them (the issue-26 re-attack, round 2).
-                   "shmget", "shmat", "shmdt", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl",
-                   "semget", "semop", "semtimedop", "semctl", "ipc")
+DENIED_SYSCALLS = (
+    "open",
+    "openat",
+    "openat2",
+    "creat",
+    "socket",
+    "socketpair",
+    "connect",
+    "bind",
+    "listen",
+    "accept",
+    "accept4",
+    "execve",
+    "execveat",
+    "fork",
+    "vfork",
+    "ptrace",
+    "mount",
+    "umount2",
+    "unshare",
+    "setns",
+    "chroot",
+    "pivot_root",
+    "symlink",
+    "symlinkat",
+    "link",
+    "linkat",
+    "unlink",
+    "unlinkat",
+    "rename",
+    "renameat",
+    "renameat2",
+    "mkdir",
+    "mkdirat",
+    "truncate",
+    "rmdir",
+    "mknod",
+    "mknodat",
+    # A file's metadata by name (its owner, mode, times, attributes).
+    "chmod",
+    "fchmodat",
+    "fchmodat2",
+    "chown",
+    "lchown",
+    "fchownat",
+    "utime",
+    "utimes",
+    "utimensat",
+    "futimesat",
+    "setxattr",
+    "lsetxattr",
+    "removexattr",
+    "lremovexattr",
+    # io_uring opens and reads files without a system call seccomp could see.
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    # Other processes (another model's sandbox runs as the same user): no signals,
+    # no reading or writing their memory, no handles on them.
+    "kill",
+    "tkill",
+    "rt_sigqueueinfo",
+    "pidfd_open",
+    "pidfd_send_signal",
+    "pidfd_getfd",
+    "process_vm_readv",
+    "process_vm_writev",
+    "kcmp",
+    # Files by handle or watched by name, and kernel facilities a model never needs.
+    "name_to_handle_at",
+    "open_by_handle_at",
+    "inotify_add_watch",
+    "fanotify_init",
+    "fanotify_mark",
+    "userfaultfd",
+    "bpf",
+    "perf_event_open",
+    "keyctl",
+    "add_key",
+    "request_key",
+    # System V IPC: its segments outlive the process, outside its memory limit,
+    # and every sandbox's user could reach them (the issue-26 re-attack, round 2).
+    "shmget",
+    "shmat",
+    "shmdt",
+    "shmctl",
+    "msgget",
+    "msgsnd",
+    "msgrcv",
+    "msgctl",
+    "semget",
+    "semop",
+    "semtimedop",
+    "semctl",
+    "ipc",
+)
 # Threads only: a clone without CLONE_THREAD is a new process (glibc's fork and posix_spawn).
 CLONE_THREAD = 0x00010000
 # Processes of the sandbox's user, threads included (RLIMIT_NPROC counts both), on top of those
@@ -119,8 +192,11 @@ def _decode(obj: Any, bufs: list[bytes]) -> Any:
     if isinstance(obj, dict):
         if "t" in obj:
             dtype, shape = obj.get("dtype"), obj.get("shape")
-            if dtype not in DTYPES or not isinstance(shape, list) or \
-                    not all(isinstance(n, int) and n >= 0 for n in shape):
+            if (
+                dtype not in DTYPES
+                or not isinstance(shape, list)
+                or not all(isinstance(n, int) and n >= 0 for n in shape)
+            ):
                 raise SandboxError("the model's process sent a malformed tensor")
             index = obj["t"]
             if not isinstance(index, int) or not 0 <= index < len(bufs):
@@ -158,7 +234,7 @@ def _read_exact(read, n: int) -> bytearray:
         chunk = read(n - pos)
         if not chunk:
             raise EOFError
-        view[pos:pos + len(chunk)] = chunk
+        view[pos : pos + len(chunk)] = chunk
         pos += len(chunk)
     return out
 
@@ -193,6 +269,7 @@ def sandbox_available() -> str | None:
         return "model sandboxing needs Linux (seccomp)"
     try:
         import pyseccomp  # noqa: F401
+
         pyseccomp.SyscallFilter(defaction=pyseccomp.ALLOW)
     except Exception as exc:  # the package or libseccomp is missing
         return f"model sandboxing needs libseccomp and the pyseccomp package ({type(exc).__name__})"
@@ -204,13 +281,25 @@ class SandboxedModel:
     called like the model's own (tensors and plain values in, the same out). Results come back
     on the device of the call's first tensor argument."""
 
-    def __init__(self, loader: str, fmt: str, data: bytes, config: dict | None, *,
-                 device: str = "cpu", limits: dict | None = None):
+    def __init__(
+        self,
+        loader: str,
+        fmt: str,
+        data: bytes,
+        config: dict | None,
+        *,
+        device: str = "cpu",
+        limits: dict | None = None,
+    ):
         from app.config import get_settings
 
         s = get_settings()
-        self.limits = {"cpu_s": s.sandbox_cpu_seconds, "memory_mb": s.sandbox_memory_mb,
-                       "call_s": s.sandbox_call_seconds, **(limits or {})}
+        self.limits = {
+            "cpu_s": s.sandbox_cpu_seconds,
+            "memory_mb": s.sandbox_memory_mb,
+            "call_s": s.sandbox_call_seconds,
+            **(limits or {}),
+        }
         self._spec = {"loader": loader, "fmt": fmt, "config": config or {}}
         self._data = data
         self.device = str(device)
@@ -237,8 +326,9 @@ class SandboxedModel:
             raise SandboxError(why)
         self._dir = tempfile.TemporaryDirectory(prefix="proctor-sandbox-")
         os.chmod(self._dir.name, 0o711)
-        env = {k: v for k, v in os.environ.items()
-               if k in ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES")}
+        env = {
+            k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES")
+        }
         # The child imports the loader from this very tree, not from whichever copy of the
         # project is installed (a checkout beside an editable install would load the other's).
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -246,11 +336,20 @@ class SandboxedModel:
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(filter(None, paths)))
         env["OMP_NUM_THREADS"] = str(self.limits.get("threads", 1))
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "workers.sandbox"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, cwd=self._dir.name, env=env, start_new_session=True)
+            [sys.executable, "-m", "workers.sandbox"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=self._dir.name,
+            env=env,
+            start_new_session=True,
+        )
         try:
-            _write(self._proc.stdin, {**self._spec, "device": self.device, "limits": self.limits,
-                                      "workdir": self._dir.name}, [self._data])
+            _write(
+                self._proc.stdin,
+                {**self._spec, "device": self.device, "limits": self.limits, "workdir": self._dir.name},
+                [self._data],
+            )
             header, _ = self._answer("loading the model", self.limits["call_s"] + 60, ANSWER_FLOOR)
         except BaseException:
             self.close()
@@ -259,14 +358,17 @@ class SandboxedModel:
             kind = header["error"] if isinstance(header["error"], str) else "an error"
             detail = header.get("detail") if self._spec["fmt"] == "safetensors" else ""
             self.close()
-            raise SandboxError(f"could not load the model: {kind[:100]}"
-                               + (f": {detail[:300]}" if isinstance(detail, str) and detail else ""))
+            raise SandboxError(
+                f"could not load the model: {kind[:100]}"
+                + (f": {detail[:300]}" if isinstance(detail, str) and detail else "")
+            )
         methods = header.get("methods")
         if not isinstance(methods, dict):
             self.close()
             raise SandboxError("the model's process sent a malformed answer")
-        self.methods = {str(k)[:100]: [str(a)[:100] for a in v] for k, v in list(methods.items())[:200]
-                        if isinstance(v, list)}
+        self.methods = {
+            str(k)[:100]: [str(a)[:100] for a in v] for k, v in list(methods.items())[:200] if isinstance(v, list)
+        }
         return self
 
     def _answer(self, what: str, timeout: float, limit: int = MAX_MESSAGE) -> tuple[dict, list[bytearray]]:
@@ -284,23 +386,22 @@ class SandboxedModel:
             return _read(read, limit)
         except SandboxError:
             self.close()  # the rest of the answer is still in the pipe: this process is done
-            raise SandboxError(f"the model's answer to {what} was over its size limit ({limit >> 20} MB "
-                               "for this call)") from None
+            raise SandboxError(
+                f"the model's answer to {what} was over its size limit ({limit >> 20} MB for this call)"
+            ) from None
         except RecursionError:  # a header nested past what json (or Python) decodes
             self.close()  # the rest of the answer may still be in the pipe
             raise SandboxError(f"the model's process sent a malformed answer to {what}") from None
         except TimeoutError:
             self.close()
-            raise SandboxError(f"the model did not answer {what} within {timeout:g} s (wall-clock "
-                               "limit)") from None
+            raise SandboxError(f"the model did not answer {what} within {timeout:g} s (wall-clock limit)") from None
         except (EOFError, json.JSONDecodeError, struct.error, UnicodeDecodeError):
             code = self._reap()
             raise SandboxError(self._death(code, what)) from None
 
     def _death(self, code: int | None, what: str) -> str:
         if code is not None and code < 0 and -code in (signal.SIGXCPU, signal.SIGKILL):
-            return (f"the model ran past its CPU time limit ({self.limits['cpu_s']} s) while "
-                    f"{what}")
+            return f"the model ran past its CPU time limit ({self.limits['cpu_s']} s) while {what}"
         if code == 3:
             return f"the model used more than its memory limit ({self.limits['memory_mb']} MB) while {what}"
         if code is not None and code < 0:
@@ -334,8 +435,9 @@ class SandboxedModel:
         if "error" in header:
             kind = header["error"] if isinstance(header["error"], str) else "an error"
             if kind == "MemoryError":
-                raise SandboxError(f"the model used more than its memory limit "
-                                   f"({self.limits['memory_mb']} MB) in {method}()")
+                raise SandboxError(
+                    f"the model used more than its memory limit ({self.limits['memory_mb']} MB) in {method}()"
+                )
             raise ModelRaised(method, kind[:100])
         try:
             result = _decode(header.get("result"), out)
@@ -446,9 +548,17 @@ def _seccomp_filter():
     # Limits, priority, CPUs and memory placement of its own process only (pid 0): another
     # model's sandbox runs as the same user, and prlimit64 lowering its RLIMIT_CPU ends it as
     # surely as a signal (issue 26, re-attack). glibc's getrlimit and setrlimit pass 0.
-    for name, arg in (("prlimit64", 0), ("sched_setaffinity", 0), ("sched_setscheduler", 0),
-                      ("sched_setparam", 0), ("sched_setattr", 0), ("migrate_pages", 0),
-                      ("move_pages", 0), ("setpriority", 1), ("ioprio_set", 1)):
+    for name, arg in (
+        ("prlimit64", 0),
+        ("sched_setaffinity", 0),
+        ("sched_setscheduler", 0),
+        ("sched_setparam", 0),
+        ("sched_setattr", 0),
+        ("migrate_pages", 0),
+        ("move_pages", 0),
+        ("setpriority", 1),
+        ("ioprio_set", 1),
+    ):
         try:
             f.add_rule(deny, name, seccomp.Arg(arg, seccomp.NE, 0))
         except Exception:  # a call this architecture does not have
@@ -492,8 +602,11 @@ def _methods(model) -> dict[str, list[str]]:
     import inspect
 
     out = {}
-    names = model._c._method_names() if hasattr(model, "_c") else [
-        n for n in dir(model) if not n.startswith("_") and callable(getattr(model, n, None))]
+    names = (
+        model._c._method_names()
+        if hasattr(model, "_c")
+        else [n for n in dir(model) if not n.startswith("_") and callable(getattr(model, n, None))]
+    )
     for name in names:
         if name.startswith("_"):
             continue
@@ -539,8 +652,11 @@ def child_main() -> int:
     except Exception as exc:
         # Weights (safetensors) are data read by our own code: its message says what does not
         # fit. An archive is code: only the error's type.
-        detail = " ".join(line.strip() for line in str(exc).strip().splitlines()[:3])[:300] \
-            if spec["fmt"] == "safetensors" else ""
+        detail = (
+            " ".join(line.strip() for line in str(exc).strip().splitlines()[:3])[:300]
+            if spec["fmt"] == "safetensors"
+            else ""
+        )
         _write(answers, {"error": type(exc).__name__, "detail": detail})
         return 0
     _write(answers, {"methods": methods})

@@ -14,8 +14,18 @@ import torch
 Train = Callable[[dict[str, Any], str, Callable[[str], None], Callable[[int, float], None]], tuple[Any, dict[str, Any]]]
 
 
-def train_and_upload(session: Any, job: Any, progress: Any, *, role: str, noun: str, default_epochs: int,
-                     options: tuple[str, ...], train: Train, weights_bytes: Callable[[Any], bytes]) -> dict[str, Any]:
+def train_and_upload(
+    session: Any,
+    job: Any,
+    progress: Any,
+    *,
+    role: str,
+    noun: str,
+    default_epochs: int,
+    options: tuple[str, ...],
+    train: Train,
+    weights_bytes: Callable[[Any], bytes],
+) -> dict[str, Any]:
     """The job's body: params `agent_id`, and optionally any of `options` and `device`.
     Progress counts epochs; every line the training prints goes to the job's log."""
     from app.agents.artifacts import upload_artifact

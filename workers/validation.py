@@ -39,8 +39,10 @@ def check_interface(model, interface: tuple[str, ...] | list[str], what: str, do
     missing = [m for m in interface if not callable(getattr(model, m, None))]
     if missing:
         names = ", ".join(f"{m}()" for m in missing)
-        raise Invalid(f"missing method{'s' if len(missing) > 1 else ''} {names}: {what} implements "
-                      f"{', '.join(f'{m}()' for m in interface)} ({doc})")
+        raise Invalid(
+            f"missing method{'s' if len(missing) > 1 else ''} {names}: {what} implements "
+            f"{', '.join(f'{m}()' for m in interface)} ({doc})"
+        )
 
 
 def checked_words(model, check_vocabulary: Callable[[Any], Any]) -> list[str]:
@@ -51,8 +53,15 @@ def checked_words(model, check_vocabulary: Callable[[Any], Any]) -> list[str]:
     return list(words)
 
 
-def sandboxed_verdict(loader: str, fmt: str, data: bytes, config: dict | None, limits: dict | None,
-                      check: Callable[[Any], str], name_architecture: bool = True) -> str:
+def sandboxed_verdict(
+    loader: str,
+    fmt: str,
+    data: bytes,
+    config: dict | None,
+    limits: dict | None,
+    check: Callable[[Any], str],
+    name_architecture: bool = True,
+) -> str:
     """Load the upload in a sandboxed process and run `check(model) -> verdict` on it (raising
     Invalid at the first failed check). Every format runs sandboxed: safetensors weights that
     pass are known to load and run within the limits, so jobs may run them in-process. With
@@ -67,8 +76,9 @@ def sandboxed_verdict(loader: str, fmt: str, data: bytes, config: dict | None, l
             what = "TorchScript archive" if fmt == "torchscript" else f"{(config or {}).get('architecture')} weights"
             raise Invalid(f"{what}: {exc}"[:VERDICT_CHARS]) from exc
         verdict = check(model)
-        return f"{(config or {}).get('architecture')} {verdict}" if fmt == "safetensors" and name_architecture \
-            else verdict
+        return (
+            f"{(config or {}).get('architecture')} {verdict}" if fmt == "safetensors" and name_architecture else verdict
+        )
     finally:
         model.close()
 

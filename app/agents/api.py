@@ -46,16 +46,23 @@ def list_agents(session: Session = Depends(db), user: User = Depends(researcher)
 
 @router.post("/agents", response_model=AgentOut, status_code=201, tags=["agents"])
 def create_agent(body: AgentIn, session: Session = Depends(db), user: User = Depends(researcher)):
-    a = services.register_agent(session, session.merge(user), body.kind or default_kind(), body.name,
-                                body.version, body.description)
+    a = services.register_agent(
+        session, session.merge(user), body.kind or default_kind(), body.name, body.version, body.description
+    )
     session.commit()
     return AgentOut(id=a.id, name=a.name, kind=a.kind, version=a.version)
 
 
 @router.post("/agents/{agent_id}/artifacts", status_code=201, tags=["agents"])
-async def upload_agent_artifact(agent_id: Id, file: UploadFile = UPLOAD, role: str = Form(...),
-                                format: str = Form(...), config: str = Form(""),
-                                session: Session = Depends(db), user: User = Depends(researcher)):
+async def upload_agent_artifact(
+    agent_id: Id,
+    file: UploadFile = UPLOAD,
+    role: str = Form(...),
+    format: str = Form(...),
+    config: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     """Upload a new version of an agent's model in one of its kind's roles (docs/agents.md:
     a navigation speaker or listener; docs/kinds/sts-policies.md: an STS policy): a
     TorchScript archive, or safetensors weights with `config` (JSON) for a built-in
@@ -69,8 +76,7 @@ async def upload_agent_artifact(agent_id: Id, file: UploadFile = UPLOAD, role: s
 
 
 @router.get("/agents/{agent_id}/artifacts", tags=["agents"])
-def list_agent_artifacts(agent_id: Id, session: Session = Depends(db),
-                         user: User = Depends(researcher)):
+def list_agent_artifacts(agent_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     from app.agents import artifacts
 
     agent = artifacts.owned_agent(session, agent_id, user)
@@ -78,8 +84,13 @@ def list_agent_artifacts(agent_id: Id, session: Session = Depends(db),
 
 
 @router.post("/studies/{study_id}/agents/{agent_id}/outputs", tags=["agents"])
-async def import_outputs(study_id: Id, agent_id: Id, file: UploadFile = UPLOAD,
-                         session: Session = Depends(db), user: User = Depends(researcher)):
+async def import_outputs(
+    study_id: Id,
+    agent_id: Id,
+    file: UploadFile = UPLOAD,
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     """Import an agent's outputs, in the study's kind's format (for `tom`: JSONL
     `{"question_id", "answer"}`; for `navigation`: a model listener's paths, R2R predictions or
     `{external_id: {"path"|"trace"}}`, docs/kinds/navigation-listeners.md)."""

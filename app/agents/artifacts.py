@@ -49,8 +49,7 @@ def _mb(n: int) -> str:
 def check_size(data: bytes) -> None:
     limit = get_settings().max_artifact_bytes
     if len(data) > limit:
-        raise InputError(f"the artifact is {_mb(len(data))}, larger than the {_mb(limit)} limit",
-                         field="file")
+        raise InputError(f"the artifact is {_mb(len(data))}, larger than the {_mb(limit)} limit", field="file")
     if not data:
         raise InputError("the file is empty", field="file")
 
@@ -83,17 +82,21 @@ def _safetensors_header(data: bytes) -> dict[str, Any] | None:
     if n < 2 or 8 + n > len(data) or data[8:9] != b"{":
         return None
     try:
-        header = jsonsafe.loads(data[8:8 + n])
+        header = jsonsafe.loads(data[8 : 8 + n])
     except (UnicodeDecodeError, json.JSONDecodeError):
         return None
     return header if isinstance(header, dict) else None
 
 
-_PICKLE = ("it is a Python pickle, and uploads are never unpickled (a pickle can run any code): "
-           "save weights with safetensors.torch.save_file, or a whole model with torch.jit.save")
-_CHECKPOINT = ("it is a torch.save checkpoint (pickled Python objects), and uploads are never "
-               "unpickled: save the weights with safetensors.torch.save_file(model.state_dict(), ...) "
-               "and upload them as safetensors, or upload torch.jit.save(torch.jit.script(model))")
+_PICKLE = (
+    "it is a Python pickle, and uploads are never unpickled (a pickle can run any code): "
+    "save weights with safetensors.torch.save_file, or a whole model with torch.jit.save"
+)
+_CHECKPOINT = (
+    "it is a torch.save checkpoint (pickled Python objects), and uploads are never "
+    "unpickled: save the weights with safetensors.torch.save_file(model.state_dict(), ...) "
+    "and upload them as safetensors, or upload torch.jit.save(torch.jit.script(model))"
+)
 
 
 def check_format(fmt: str, data: bytes) -> None:
@@ -103,15 +106,19 @@ def check_format(fmt: str, data: bytes) -> None:
     names = _zip_names(data)
     if fmt == "torchscript":
         if names is None:
-            hint = (" (it looks like safetensors: choose format safetensors and send the config)"
-                    if _safetensors_header(data) is not None else "")
-            raise InputError("not a TorchScript archive: torch.jit.save writes a zip file" + hint,
-                             field="file")
+            hint = (
+                " (it looks like safetensors: choose format safetensors and send the config)"
+                if _safetensors_header(data) is not None
+                else ""
+            )
+            raise InputError("not a TorchScript archive: torch.jit.save writes a zip file" + hint, field="file")
         if not any("/code/" in n for n in names) or not any(n.endswith("/data.pkl") for n in names):
             if any(n.endswith("/data.pkl") for n in names):
                 raise InputError(f"refused: {_CHECKPOINT}", field="file")
-            raise InputError("not a TorchScript archive: the zip has no code/ folder and data.pkl "
-                             "that torch.jit.save writes", field="file")
+            raise InputError(
+                "not a TorchScript archive: the zip has no code/ folder and data.pkl that torch.jit.save writes",
+                field="file",
+            )
         return
     # safetensors
     if names is not None:
@@ -122,9 +129,28 @@ def check_format(fmt: str, data: bytes) -> None:
 
 
 # Bits per element of each safetensors dtype (the format's own list).
-SAFETENSORS_BITS = {"BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8,
-                    "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32,
-                    "I64": 64, "U64": 64, "F64": 64, "C64": 64, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6}
+SAFETENSORS_BITS = {
+    "BOOL": 8,
+    "U8": 8,
+    "I8": 8,
+    "F8_E5M2": 8,
+    "F8_E4M3": 8,
+    "F8_E8M0": 8,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "I64": 64,
+    "U64": 64,
+    "F64": 64,
+    "C64": 64,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
+}
 
 
 def _is_count(v: object) -> bool:
@@ -136,19 +162,23 @@ def check_safetensors(data: bytes) -> None:
     span each, no two overlapping, each as long as its shape and dtype need; a refusal names
     the problem (and the tensor) otherwise."""
     if len(data) < 10 or data[8:9] != b"{":
-        raise InputError("not a safetensors file: it must start with an 8-byte little-endian "
-                         "header length and a JSON header", field="file")
+        raise InputError(
+            "not a safetensors file: it must start with an 8-byte little-endian header length and a JSON header",
+            field="file",
+        )
     (n,) = struct.unpack("<Q", data[:8])
     if 8 + n > len(data):
-        raise InputError(f"the safetensors header length ({n} bytes) runs past the end of the "
-                         f"file ({len(data)} bytes)", field="file")
+        raise InputError(
+            f"the safetensors header length ({n} bytes) runs past the end of the file ({len(data)} bytes)", field="file"
+        )
     try:
-        header = jsonsafe.loads(data[8:8 + n])
+        header = jsonsafe.loads(data[8 : 8 + n])
     except UnicodeDecodeError:
         raise InputError("the safetensors header is not UTF-8 JSON", field="file") from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"the safetensors header is not valid JSON: {exc.msg} at byte "
-                         f"{exc.pos}", field="file") from None
+        raise InputError(
+            f"the safetensors header is not valid JSON: {exc.msg} at byte {exc.pos}", field="file"
+        ) from None
     # (a header that starts with "{" and parses is an object)
     tensors = {k: v for k, v in header.items() if k != "__metadata__"}
     if not tensors:
@@ -157,39 +187,50 @@ def check_safetensors(data: bytes) -> None:
     spans = []
     for name, t in tensors.items():
         if not isinstance(t, dict) or not {"dtype", "shape", "data_offsets"} <= set(t):
-            raise InputError(f"the safetensors header entry {name!r} lacks dtype, shape or "
-                             "data_offsets", field="file")
+            raise InputError(f"the safetensors header entry {name!r} lacks dtype, shape or data_offsets", field="file")
         dtype, shape, offsets = t["dtype"], t["shape"], t["data_offsets"]
         if dtype not in SAFETENSORS_BITS:
             raise InputError(f"tensor {name!r} has an unknown dtype {dtype!r}", field="file")
         if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
-            raise InputError(f"tensor {name!r}: the shape must be a list of non-negative "
-                             f"integers, got {shape!r}", field="file")
-        if (not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_count(o) for o in offsets)
-                or offsets[0] > offsets[1]):
-            raise InputError(f"tensor {name!r}: data_offsets must be [begin, end] with "
-                             f"0 <= begin <= end, got {offsets!r}", field="file")
+            raise InputError(
+                f"tensor {name!r}: the shape must be a list of non-negative integers, got {shape!r}", field="file"
+            )
+        if (
+            not isinstance(offsets, list)
+            or len(offsets) != 2
+            or not all(_is_count(o) for o in offsets)
+            or offsets[0] > offsets[1]
+        ):
+            raise InputError(
+                f"tensor {name!r}: data_offsets must be [begin, end] with 0 <= begin <= end, got {offsets!r}",
+                field="file",
+            )
         begin, end = offsets
         if end > body:
-            raise InputError(f"tensor {name!r}: data_offsets [{begin}, {end}] run past the end "
-                             f"of the data ({body} bytes)", field="file")
+            raise InputError(
+                f"tensor {name!r}: data_offsets [{begin}, {end}] run past the end of the data ({body} bytes)",
+                field="file",
+            )
         elements = 1
         for d in shape:
             elements *= d
         bits = elements * SAFETENSORS_BITS[dtype]
         if bits != 8 * (end - begin):
-            raise InputError(f"tensor {name!r}: shape {shape} of {dtype} needs "
-                             f"{bits / 8:g} bytes, but data_offsets span {end - begin}", field="file")
+            raise InputError(
+                f"tensor {name!r}: shape {shape} of {dtype} needs "
+                f"{bits / 8:g} bytes, but data_offsets span {end - begin}",
+                field="file",
+            )
         spans.append((begin, end, name))
     spans.sort()
     for (b0, e0, first), (b1, e1, second) in zip(spans, spans[1:]):
         if b1 < e0:
-            raise InputError(f"tensors {first!r} and {second!r} overlap (bytes {b0}-{e0} and "
-                             f"{b1}-{e1})", field="file")
+            raise InputError(f"tensors {first!r} and {second!r} overlap (bytes {b0}-{e0} and {b1}-{e1})", field="file")
 
 
-def upload_artifact(session: Session, agent: Agent, role: str, fmt: str, data: bytes,
-                    config: dict[str, Any] | None) -> AgentArtifact:
+def upload_artifact(
+    session: Session, agent: Agent, role: str, fmt: str, data: bytes, config: dict[str, Any] | None
+) -> AgentArtifact:
     """Store a new version of the agent's model and enqueue its validation.
 
     Raises InputError, with nothing stored, for a bad upload. Commits."""
@@ -197,8 +238,9 @@ def upload_artifact(session: Session, agent: Agent, role: str, fmt: str, data: b
 
     kind = get_kind(agent.kind)
     if not kind.artifact_roles:
-        raise InputError(f"agent {agent.name!r} is a {agent.kind} agent, and {kind.title} agents "
-                         "do not upload models", field="agent")
+        raise InputError(
+            f"agent {agent.name!r} is a {agent.kind} agent, and {kind.title} agents do not upload models", field="agent"
+        )
     if role not in kind.artifact_roles:
         raise InputError(f"role must be one of {', '.join(kind.artifact_roles)}", field="role")
     if fmt not in ARTIFACT_FORMATS:
@@ -215,15 +257,24 @@ def upload_artifact(session: Session, agent: Agent, role: str, fmt: str, data: b
     store = get_store()
     agent_id, owner_id = agent.id, agent.owner_id
     for _ in range(_RETRIES):
-        version = (session.scalar(select(func.max(AgentArtifact.version))
-                                  .where(AgentArtifact.agent_id == agent_id)) or 0) + 1
+        version = (
+            session.scalar(select(func.max(AgentArtifact.version)).where(AgentArtifact.agent_id == agent_id)) or 0
+        ) + 1
         key = f"agents/{agent_id}/v{version}/{sha}.{EXTENSIONS[fmt]}"
         try:
             # The row first: its flush claims the version number (unique per agent), so the
             # blob key below is ours alone and deleting it on failure never hits another upload.
-            artifact = AgentArtifact(agent_id=agent_id, version=version, role=role, format=fmt,
-                                     blob_key=key, config=config, size=len(data), sha256=sha,
-                                     state="pending")
+            artifact = AgentArtifact(
+                agent_id=agent_id,
+                version=version,
+                role=role,
+                format=fmt,
+                blob_key=key,
+                config=config,
+                size=len(data),
+                sha256=sha,
+                state="pending",
+            )
             session.add(artifact)
             session.flush()
         except IntegrityError:
@@ -231,32 +282,42 @@ def upload_artifact(session: Session, agent: Agent, role: str, fmt: str, data: b
             continue
         try:
             store.put(key, data)
-            job = jobs.create_job(session, f"{kind.name}.validate", owner_id=owner_id,
-                                  artifact_id=artifact.id)
+            job = jobs.create_job(session, f"{kind.name}.validate", owner_id=owner_id, artifact_id=artifact.id)
             session.commit()
         except BaseException:
             session.rollback()
             store.delete(key)
             raise
         # No queue: the upload is withdrawn (no pending version that nobody will check).
-        jobs.submit(session, job, withdraw=((AgentArtifact, artifact.id),),
-                    cleanup=lambda: store.delete(key))
+        jobs.submit(session, job, withdraw=((AgentArtifact, artifact.id),), cleanup=lambda: store.delete(key))
         return artifact
     raise RuntimeError(f"could not number a new version of agent {agent_id}: too many uploads at once")
 
 
 def list_artifacts(session: Session, agent: Agent) -> list[AgentArtifact]:
-    return list(session.scalars(select(AgentArtifact).where(AgentArtifact.agent_id == agent.id)
-                                .order_by(AgentArtifact.version.desc())))
+    return list(
+        session.scalars(
+            select(AgentArtifact).where(AgentArtifact.agent_id == agent.id).order_by(AgentArtifact.version.desc())
+        )
+    )
 
 
 def artifact_dict(a: AgentArtifact) -> dict[str, Any]:
-    return {"id": a.id, "agent_id": a.agent_id, "version": a.version, "role": a.role,
-            "format": a.format, "size": a.size, "sha256": a.sha256, "state": a.state,
-            "verdict": a.verdict, "config": {k: v for k, v in (a.config or {}).items() if k != "words"},
-            "words": len((a.config or {}).get("words", [])) or None,
-            "created_at": a.created_at.isoformat() if a.created_at else None,
-            "validated_at": a.validated_at.isoformat() if a.validated_at else None}
+    return {
+        "id": a.id,
+        "agent_id": a.agent_id,
+        "version": a.version,
+        "role": a.role,
+        "format": a.format,
+        "size": a.size,
+        "sha256": a.sha256,
+        "state": a.state,
+        "verdict": a.verdict,
+        "config": {k: v for k, v in (a.config or {}).items() if k != "words"},
+        "words": len((a.config or {}).get("words", [])) or None,
+        "created_at": a.created_at.isoformat() if a.created_at else None,
+        "validated_at": a.validated_at.isoformat() if a.validated_at else None,
+    }
 
 
 # ---- shared by the API and the pages --------------------------------------------------------
@@ -288,8 +349,7 @@ def parse_config(text: str | None) -> dict[str, Any] | None:
     try:
         config = jsonsafe.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"the config is not valid JSON: {exc.msg} at line {exc.lineno}",
-                         field="config") from None
+        raise InputError(f"the config is not valid JSON: {exc.msg} at line {exc.lineno}", field="config") from None
     if not isinstance(config, dict):
         raise InputError("the config must be a JSON object", field="config")
     return config

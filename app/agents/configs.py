@@ -11,8 +11,13 @@ from typing import Any
 from app.errors import InputError
 
 
-def check_architecture(role: str, config: object, architectures: Mapping[str, tuple[str, tuple[str, ...]]],
-                       max_sizes: Mapping[str, int], written_by: str) -> dict[str, Any]:
+def check_architecture(
+    role: str,
+    config: object,
+    architectures: Mapping[str, tuple[str, tuple[str, ...]]],
+    max_sizes: Mapping[str, int],
+    written_by: str,
+) -> dict[str, Any]:
     """`config` as a dict once the common checks pass; InputError naming the field otherwise.
     `architectures`: name -> (role, size fields); `written_by`: which file the config is and
     what writes it, for the message when it is not a JSON object."""
@@ -20,13 +25,16 @@ def check_architecture(role: str, config: object, architectures: Mapping[str, tu
         raise InputError(f"the config must be a JSON object ({written_by})", field="config")
     arch = config.get("architecture")
     if not isinstance(arch, str) or arch not in architectures:
-        raise InputError(f"unknown architecture {arch!r}: use one of {', '.join(architectures)}",
-                         field="config.architecture")
+        raise InputError(
+            f"unknown architecture {arch!r}: use one of {', '.join(architectures)}", field="config.architecture"
+        )
     arch_role, sizes = architectures[arch]
     if arch_role != role:
         article = "an" if arch_role[:1] in "aeiou" else "a"
-        raise InputError(f"architecture {arch} is {article} {arch_role}, but the upload's role is {role}",
-                         field="config.architecture")
+        raise InputError(
+            f"architecture {arch} is {article} {arch_role}, but the upload's role is {role}",
+            field="config.architecture",
+        )
     for name in sizes:
         value, cap = config.get(name), max_sizes[name]
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cap:

@@ -20,16 +20,20 @@ def queue_training(kind: str, title: str, agent_id: int, options: dict[str, Any]
         agent = s.get(Agent, agent_id)
         if agent is None or agent.kind != kind:
             raise click.BadParameter(f"no {title} agent {agent_id}", param_hint="--agent-id")
-        params = {"agent_id": agent.id, **{k: v for k, v in options.items() if v is not None},
-                  **({"device": device} if device else {})}
+        params = {
+            "agent_id": agent.id,
+            **{k: v for k, v in options.items() if v is not None},
+            **({"device": device} if device else {}),
+        }
         job = jobs.create_job(s, f"{kind}.train", owner_id=agent.owner_id, **params)
         jobs.submit(s, job)
         click.echo(f"queued job {job.id} ({kind}.train): follow it with GET /api/v1/jobs/{job.id}")
         return job.id
 
 
-def train_here_or_queue(kind: str, title: str, trainer: str, agent_id: int | None, options: dict[str, Any],
-                        device: str | None, **where: Any) -> None:
+def train_here_or_queue(
+    kind: str, title: str, trainer: str, agent_id: int | None, options: dict[str, Any], device: str | None, **where: Any
+) -> None:
     """A `proctor train ...` command's work: with an agent id, the training queued as a job
     (queue_training); else `trainer` ("module:function") run here on `device` (cpu, cuda; by
     default CUDA when there is one), with `where` (out, name) and its progress echoed. A file

@@ -42,28 +42,46 @@ def agents_page(request: Request, session: Session = Depends(db), user: User = D
     by_agent: dict[int, list[AgentArtifact]] = {a.id: [] for a in agents}
     outputs: dict[int, list] = {a.id: [] for a in agents}
     if agents:
-        for art in session.scalars(select(AgentArtifact).where(AgentArtifact.agent_id.in_(by_agent))
-                                   .order_by(AgentArtifact.version.desc())):
+        for art in session.scalars(
+            select(AgentArtifact).where(AgentArtifact.agent_id.in_(by_agent)).order_by(AgentArtifact.version.desc())
+        ):
             by_agent[art.agent_id].append(art)
         for agent_id, study_id, title, n in session.execute(
-                select(AgentOutput.agent_id, Study.id, Study.title, func.count(AgentOutput.id))
-                .join(Study, Study.id == AgentOutput.study_id)
-                .where(AgentOutput.agent_id.in_(by_agent))
-                .group_by(AgentOutput.agent_id, Study.id, Study.title).order_by(Study.id)):
+            select(AgentOutput.agent_id, Study.id, Study.title, func.count(AgentOutput.id))
+            .join(Study, Study.id == AgentOutput.study_id)
+            .where(AgentOutput.agent_id.in_(by_agent))
+            .group_by(AgentOutput.agent_id, Study.id, Study.title)
+            .order_by(Study.id)
+        ):
             outputs[agent_id].append((study_id, title, n))
-    return render(request, "research/agents.html", agents=agents, artifacts=by_agent, kinds=kinds,
-                  outputs=outputs, all_kinds=all_kinds(),
-                  limit_mb=get_settings().max_artifact_bytes // (1024 * 1024))
+    return render(
+        request,
+        "research/agents.html",
+        agents=agents,
+        artifacts=by_agent,
+        kinds=kinds,
+        outputs=outputs,
+        all_kinds=all_kinds(),
+        limit_mb=get_settings().max_artifact_bytes // (1024 * 1024),
+    )
 
 
 @router.post("/agents")
-def create_agent(request: Request, name: str = Form(...), description: str = Form(""),
-                 kind: str = Form(""), session: Session = Depends(db), user: User = Depends(researcher)):
+def create_agent(
+    request: Request,
+    name: str = Form(...),
+    description: str = Form(""),
+    kind: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     kinds = _model_kinds()
     kind = kind or next(iter(kinds), "")
     if kind not in kinds:
-        raise InputError(f"{kind!r} is not a kind whose agents upload models "
-                         f"(those are: {', '.join(kinds) or 'none installed'})", field="kind")
+        raise InputError(
+            f"{kind!r} is not a kind whose agents upload models (those are: {', '.join(kinds) or 'none installed'})",
+            field="kind",
+        )
     agent = services.register_agent(session, session.merge(user), kind, name, "1", description)
     session.commit()
     flash(request, f"Agent {agent.name} is ready for uploads.")
@@ -71,9 +89,16 @@ def create_agent(request: Request, name: str = Form(...), description: str = For
 
 
 @router.post("/agents/{agent_id}/artifacts")
-async def upload(request: Request, agent_id: Id, file: UploadFile = File(None),
-                 role: str = Form(...), format: str = Form(...), config: str = Form(""),
-                 session: Session = Depends(db), user: User = Depends(researcher)):
+async def upload(
+    request: Request,
+    agent_id: Id,
+    file: UploadFile = File(None),
+    role: str = Form(...),
+    format: str = Form(...),
+    config: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     agent = artifacts.owned_agent(session, agent_id, user)
     data = await artifacts.read_artifact(file)
     art = artifacts.upload_artifact(session, agent, role, format, data, artifacts.parse_config(config))
@@ -82,8 +107,7 @@ async def upload(request: Request, agent_id: Id, file: UploadFile = File(None),
 
 
 @router.get("/agents/{agent_id}/artifacts")
-def artifacts_rows(request: Request, agent_id: Id, session: Session = Depends(db),
-                   user: User = Depends(researcher)):
+def artifacts_rows(request: Request, agent_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     """The agent's artifact table alone: what the page polls while a verdict is pending."""
     agent = artifacts.owned_agent(session, agent_id, user)
     rows = artifacts.list_artifacts(session, agent)

@@ -19,9 +19,16 @@ def list_tokens(session: Session = Depends(db), user: User = Depends(researcher)
     """Your API tokens (never the tokens themselves: only their names and dates)."""
     from app.auth.models import ApiToken
 
-    return [{"id": t.id, "name": t.name, "created_at": t.created_at.isoformat(),
-             "expires_at": t.expires_at.isoformat() if t.expires_at else None, "revoked": t.revoked}
-            for t in session.scalars(select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id))]
+    return [
+        {
+            "id": t.id,
+            "name": t.name,
+            "created_at": t.created_at.isoformat(),
+            "expires_at": t.expires_at.isoformat() if t.expires_at else None,
+            "revoked": t.revoked,
+        }
+        for t in session.scalars(select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id))
+    ]
 
 
 @router.post("/tokens/{token_id}/revoke", tags=["account"])

@@ -85,8 +85,7 @@ def csrf_from_headers(method: str, headers, session_data: dict) -> bool | None:
     if content_type.startswith("application/json"):
         return True
     presented = headers.get("x-csrf-token")
-    if presented is None and content_type.startswith(("application/x-www-form-urlencoded",
-                                                      "multipart/form-data")):
+    if presented is None and content_type.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
         # No form token can match a session that was never given one.
         return None if session_data.get("csrf") else False
     return csrf_ok(session_data, presented)

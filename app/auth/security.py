@@ -72,16 +72,19 @@ def create_token(session: Session, user: User, name: str = "", expires_in_days: 
             raise InputError(f"a token expires in 1 to {MAX_TOKEN_DAYS} days", field="expires_in_days")
         expires = utcnow() + timedelta(days=expires_in_days)
     token = "pct_" + secrets.token_urlsafe(32)
-    session.add(ApiToken(user_id=user.id, name=name[:100], token_hash=_token_hash(token),
-                         expires_at=expires))
+    session.add(ApiToken(user_id=user.id, name=name[:100], token_hash=_token_hash(token), expires_at=expires))
     session.flush()
     return token
 
 
 def user_for_token(session: Session, token: str) -> User | None:
-    row = session.scalar(select(ApiToken).where(
-        ApiToken.token_hash == _token_hash(token), ApiToken.revoked.is_(False),
-        (ApiToken.expires_at.is_(None)) | (ApiToken.expires_at > utcnow())))
+    row = session.scalar(
+        select(ApiToken).where(
+            ApiToken.token_hash == _token_hash(token),
+            ApiToken.revoked.is_(False),
+            (ApiToken.expires_at.is_(None)) | (ApiToken.expires_at > utcnow()),
+        )
+    )
     return session.get(User, row.user_id) if row else None
 
 
@@ -115,8 +118,9 @@ class RateLimiter:
             # process's first concurrent requests). A plain import waits for that import.
             import redis  # noqa: F401
 
-            self._shared = strategies.MovingWindowRateLimiter(storage.storage_from_string(
-                redis_url, socket_connect_timeout=1, socket_timeout=1))
+            self._shared = strategies.MovingWindowRateLimiter(
+                storage.storage_from_string(redis_url, socket_connect_timeout=1, socket_timeout=1)
+            )
 
     def allow(self, key: str, per_minute: int) -> bool:
         from limits import RateLimitItemPerMinute
@@ -128,7 +132,7 @@ class RateLimiter:
             try:
                 return self._shared.hit(item, self.namespace, key)
             except Exception as exc:  # Redis down, full or refusing: count here instead
-                log.warning("rate limit %s counted in this process only: Redis is unreachable (%s)",
-                            key, type(exc).__name__)
+                log.warning(
+                    "rate limit %s counted in this process only: Redis is unreachable (%s)", key, type(exc).__name__
+                )
         return self._local.hit(item, self.namespace, key)
-

@@ -40,20 +40,25 @@ def login_page(request: Request, next: str = "/studies"):
 
 
 @router.post("/login")
-def login(request: Request, email: str = Form(...), password: str = Form(...),
-          next: str = Form("/studies"), session: Session = Depends(db)):
+def login(
+    request: Request,
+    email: str = Form(...),
+    password: str = Form(...),
+    next: str = Form("/studies"),
+    session: Session = Depends(db),
+):
     rate_limit(request, "login", 20)  # per address
     # Per account too: guessing one researcher's password from many addresses is as slow.
     rate_limit(request, "login-account", 10, key=email.strip().lower()[:255])
     user = session.scalar(select(User).where(User.email == email.strip().lower()))
     if user is None or user.role == "worker" or not verify_password(user.password_hash, password):
-        return render(request, "login.html", status_code=401, next=next,
-                      error="That email and password do not match an account.")
+        return render(
+            request, "login.html", status_code=401, next=next, error="That email and password do not match an account."
+        )
     request.session.clear()
     request.session["uid"] = user.id
     request.session["sv"] = user.session_version
-    return RedirectResponse(next if next.startswith("/") and not next.startswith("//") else "/studies",
-                            status_code=303)
+    return RedirectResponse(next if next.startswith("/") and not next.startswith("//") else "/studies", status_code=303)
 
 
 @router.post("/logout")
@@ -73,14 +78,18 @@ def _tokens(session: Session, user: User) -> list:
 
 
 @router.get("/account")
-def account(request: Request, session: Session = Depends(db),
-            user: User = Depends(require("researcher", "admin"))):
+def account(request: Request, session: Session = Depends(db), user: User = Depends(require("researcher", "admin"))):
     return render(request, "research/account.html", user=user, tokens=_tokens(session, user))
 
 
 @router.post("/account/tokens")
-def new_token(request: Request, name: str = Form(""), expires_in_days: str = Form(""),
-              session: Session = Depends(db), user: User = Depends(require("researcher", "admin"))):
+def new_token(
+    request: Request,
+    name: str = Form(""),
+    expires_in_days: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(require("researcher", "admin")),
+):
     days = None
     if expires_in_days.strip():
         if not (expires_in_days.strip().isascii() and expires_in_days.strip().isdigit()):
@@ -88,13 +97,13 @@ def new_token(request: Request, name: str = Form(""), expires_in_days: str = For
         days = int(expires_in_days)
     token = create_token(session, session.merge(user), name, days)
     session.commit()
-    return render(request, "research/account.html", user=user, new_token=token,
-                  tokens=_tokens(session, user))
+    return render(request, "research/account.html", user=user, new_token=token, tokens=_tokens(session, user))
 
 
 @router.post("/account/tokens/{token_id}/revoke")
-def revoke_token(request: Request, token_id: Id, session: Session = Depends(db),
-                 user: User = Depends(require("researcher", "admin"))):
+def revoke_token(
+    request: Request, token_id: Id, session: Session = Depends(db), user: User = Depends(require("researcher", "admin"))
+):
     revoke(session, token_id, user)
     return RedirectResponse("/account", status_code=303)
 
@@ -115,11 +124,13 @@ def crowd_params(params) -> tuple[str, str, str, str]:
     if params.get("workerId"):
         found = "mturk", params["workerId"], params.get("assignmentId", ""), params.get("hitId", "")
     elif params.get("PROLIFIC_PID"):
-        found = ("prolific", params["PROLIFIC_PID"], params.get("SESSION_ID", ""),
-                 params.get("STUDY_ID", ""))
+        found = ("prolific", params["PROLIFIC_PID"], params.get("SESSION_ID", ""), params.get("STUDY_ID", ""))
     else:
-        raise HTTPException(400, "This link is missing the worker's id: open it from MTurk "
-                                 "(workerId, assignmentId, hitId) or Prolific (PROLIFIC_PID, STUDY_ID, SESSION_ID).")
+        raise HTTPException(
+            400,
+            "This link is missing the worker's id: open it from MTurk "
+            "(workerId, assignmentId, hitId) or Prolific (PROLIFIC_PID, STUDY_ID, SESSION_ID).",
+        )
     for name, value in zip(("worker id", "assignment id", "hit id"), found[1:]):
         if len(value) > 255:
             raise HTTPException(400, f"The {name} in this link is too long.")
@@ -137,8 +148,9 @@ def browser_secret(request: Request) -> str | None:
     """The secret this browser (or API client) presents, if any."""
     secret = request.headers.get(BROWSER_HEADER) or request.cookies.get(BROWSER_COOKIE)
     if secret is not None and not 16 <= len(secret) <= 128:
-        raise HTTPException(400, "This browser's study key is malformed: clear this site's cookies "
-                                 "and open the link again.")
+        raise HTTPException(
+            400, "This browser's study key is malformed: clear this site's cookies and open the link again."
+        )
     return secret
 
 
@@ -153,9 +165,16 @@ def enter_crowd(request: Request, session: Session, study: Study, params) -> tup
     the browser's secret, a new one when it had none)."""
     platform, worker, assignment_id, hit = crowd_params(params)  # 400 for an id past its column
     secret = browser_secret(request) or secrets.token_urlsafe(32)
-    bundle = assignment.enter(session, study, platform, worker, assignment_id, hit,
-                              browser=assignment.browser_hash(secret),
-                              address=assignment.address_pseudonym(client_address(request)))
+    bundle = assignment.enter(
+        session,
+        study,
+        platform,
+        worker,
+        assignment_id,
+        hit,
+        browser=assignment.browser_hash(secret),
+        address=assignment.address_pseudonym(client_address(request)),
+    )
     remember_entry(request, study.slug, bundle.id, platform, params)
     return bundle, platform, secret
 
@@ -174,9 +193,16 @@ def fast_enter(request: Request, slug: str, params):
         return None
     platform, worker, assignment_id, hit = crowd_params(params)  # 400 for an id past its column
     secret = browser_secret(request) or secrets.token_urlsafe(32)
-    entered = hotpath.enter(url, info, platform, worker, assignment_id, hit,
-                            assignment.browser_hash(secret),
-                            assignment.address_pseudonym(client_address(request)))
+    entered = hotpath.enter(
+        url,
+        info,
+        platform,
+        worker,
+        assignment_id,
+        hit,
+        assignment.browser_hash(secret),
+        assignment.address_pseudonym(client_address(request)),
+    )
     if entered is None:
         return None
     remember_entry(request, slug, entered.bundle_id, platform, params)
@@ -184,8 +210,15 @@ def fast_enter(request: Request, slug: str, params):
 
 
 def keep_browser_secret(response, secret: str) -> None:
-    response.set_cookie(BROWSER_COOKIE, secret, max_age=180 * 24 * 3600, path="/", httponly=True,
-                        samesite="lax", secure=get_settings().base_url.startswith("https"))
+    response.set_cookie(
+        BROWSER_COOKIE,
+        secret,
+        max_age=180 * 24 * 3600,
+        path="/",
+        httponly=True,
+        samesite="lax",
+        secure=get_settings().base_url.startswith("https"),
+    )
 
 
 def remember_entry(request: Request, slug: str, bundle_id: int, platform: str, params) -> None:
@@ -214,11 +247,8 @@ def _entry(request: Request, session: Session, slug: str):
     if study is None:
         raise HTTPException(404, "No study at this link.")
     if request.query_params.get("assignmentId") == MTURK_PREVIEW:
-        return render(request, "annotate/preview.html", study=study,
-                      details=services.consent_details(study))
+        return render(request, "annotate/preview.html", study=study, details=services.consent_details(study))
     _, _, secret = enter_crowd(request, session, study, request.query_params)
     response = RedirectResponse(f"/task/{slug}", status_code=303)
     keep_browser_secret(response, secret)
     return response
-
-

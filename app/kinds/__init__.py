@@ -30,8 +30,9 @@ def _discover() -> dict[str, TaskKind]:
         if wanted and ep.name not in wanted:
             continue
         if ep.name in found:
-            raise KindError(f"two packages declare the task kind {ep.name!r}: {origin[ep.name]} "
-                            f"and {ep.value}; uninstall one")
+            raise KindError(
+                f"two packages declare the task kind {ep.name!r}: {origin[ep.name]} and {ep.value}; uninstall one"
+            )
         try:
             kind = ep.load()
         except Exception as exc:
@@ -45,9 +46,14 @@ def _discover() -> dict[str, TaskKind]:
         _check_job_queues(kind)
         found[kind.name], origin[kind.name] = kind, ep.value
     if not found:
-        raise KindError(f"no task kinds found in the entry-point group {GROUP!r}"
-                        + (f" among PROCTOR_KINDS={','.join(sorted(wanted))}" if wanted else
-                           ": install Proctor (pip install -e .) so its kinds are registered"))
+        raise KindError(
+            f"no task kinds found in the entry-point group {GROUP!r}"
+            + (
+                f" among PROCTOR_KINDS={','.join(sorted(wanted))}"
+                if wanted
+                else ": install Proctor (pip install -e .) so its kinds are registered"
+            )
+        )
     missing = wanted - set(found)
     if missing:
         raise KindError(f"PROCTOR_KINDS names kinds that are not installed: {', '.join(sorted(missing))}")
@@ -63,8 +69,9 @@ def _check_job_queues(kind: TaskKind) -> None:
         if job not in kind.jobs:
             raise KindError(f"task kind {kind.name!r} names a queue for {job!r}, which is not one of its jobs")
         if queue not in QUEUES:
-            raise KindError(f"task kind {kind.name!r} puts {job!r} in the queue {queue!r}; "
-                            f"the queues are {', '.join(QUEUES)}")
+            raise KindError(
+                f"task kind {kind.name!r} puts {job!r} in the queue {queue!r}; the queues are {', '.join(QUEUES)}"
+            )
 
 
 _LOADING = threading.Lock()
@@ -125,9 +132,20 @@ def job_handlers() -> dict[str, str]:
 
 def job_queues() -> dict[str, str]:
     """Every kind's jobs as "<kind>.<job>" -> the queue it waits in ("models" unless declared)."""
-    return {f"{k.name}.{job}": k.job_queues.get(job, "models")
-            for k in all_kinds().values() for job in k.jobs}
+    return {f"{k.name}.{job}": k.job_queues.get(job, "models") for k in all_kinds().values() for job in k.jobs}
 
 
-__all__ = ["GROUP", "QUEUES", "ItemSpec", "KindError", "TaskKind", "all_kinds", "default_kind", "get_kind",
-           "job_handlers", "job_queues", "register_kind", "unregister_kind"]
+__all__ = [
+    "GROUP",
+    "QUEUES",
+    "ItemSpec",
+    "KindError",
+    "TaskKind",
+    "all_kinds",
+    "default_kind",
+    "get_kind",
+    "job_handlers",
+    "job_queues",
+    "register_kind",
+    "unregister_kind",
+]

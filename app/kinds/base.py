@@ -200,8 +200,9 @@ class TaskKind(ABC):
         raise InputError naming the field. Kinds without built-in architectures refuse."""
         check = self._part("check_artifact_config")
         if check is None:
-            raise InputError(f"{self.title} has no built-in architectures: upload a TorchScript "
-                             "archive", field="format")
+            raise InputError(
+                f"{self.title} has no built-in architectures: upload a TorchScript archive", field="format"
+            )
         result: JSONDict = check(role, config)
         return result
 
@@ -237,8 +238,9 @@ class TaskKind(ABC):
         """The kind's Alembic revisions (a branch of its own, docs/kinds.md)."""
         return self._folder("migrations", "versions")
 
-    def parse_response(self, data: JSONDict, payload: JSONDict | None = None,
-                       settings: JSONDict | None = None) -> JSONDict:
+    def parse_response(
+        self, data: JSONDict, payload: JSONDict | None = None, settings: JSONDict | None = None
+    ) -> JSONDict:
         """Validate a response; `payload` is the item's (kinds that check a response against
         the item, e.g. a path against the building's graph, use it), `settings` the study's
         kind_settings (kinds whose questions a study configures, e.g. extra Likert items)."""
@@ -282,14 +284,16 @@ class TaskKind(ABC):
         """Parse an upload into items; raise InputError (line, field) and store nothing."""
 
     @abstractmethod
-    def import_agent_outputs(self, data: bytes, known_ids: set[str],
-                             payloads: dict[str, JSONDict] | None = None) -> dict[str, JSONDict]:
+    def import_agent_outputs(
+        self, data: bytes, known_ids: set[str], payloads: dict[str, JSONDict] | None = None
+    ) -> dict[str, JSONDict]:
         """Parse an agent's outputs: item external id -> response. `payloads` (external id ->
         item payload) is for kinds that check an output against its item (a listener's path
         against the instruction's building and start)."""
 
-    def import_annotations(self, data: bytes, known_ids: set[str],
-                           payloads: dict[str, JSONDict] | None = None) -> dict[str, dict[str, JSONDict]]:
+    def import_annotations(
+        self, data: bytes, known_ids: set[str], payloads: dict[str, JSONDict] | None = None
+    ) -> dict[str, dict[str, JSONDict]]:
         """People's answers from an earlier study: annotator id -> item external id -> response
         (the shape a worker's answer is stored in, so the kind's scorer reads it). Raise
         InputError (line, field) on the first bad record."""

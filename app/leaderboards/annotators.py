@@ -52,8 +52,7 @@ def fit(frame: Any) -> dict[str, Any]:
     worker -> matrix (rows true label, columns given label, in labels_order), "priors"}."""
     from crowdkit.aggregation import DawidSkene
 
-    frame = frame[["task", "worker", "label"]].sort_values(["task", "worker"], kind="stable") \
-        .reset_index(drop=True)
+    frame = frame[["task", "worker", "label"]].sort_values(["task", "worker"], kind="stable").reset_index(drop=True)
     model = DawidSkene(n_iter=N_ITER, tol=TOL).fit(frame)
     labels: Any = model.labels_  # crowd-kit types them Optional: set by fit()
     probas: Any = model.probas_
@@ -64,20 +63,31 @@ def fit(frame: Any) -> dict[str, Any]:
     for worker in sorted(frame["worker"].unique().tolist()):
         rows = []
         for true in classes:
-            rows.append([float(errors.loc[(worker, given), true]) if (worker, given) in errors.index
-                         else 0.0 for given in classes])
+            rows.append(
+                [
+                    float(errors.loc[(worker, given), true]) if (worker, given) in errors.index else 0.0
+                    for given in classes
+                ]
+            )
         confusion[worker] = rows
-    return {"labels": {t: str(v) for t, v in labels.items()},
-            "posterior": {t: float(probas.loc[t, labels[t]]) for t in labels.index},
-            "labels_order": classes, "confusion": confusion,
-            "priors": {str(k): float(v) for k, v in priors.items()}}
+    return {
+        "labels": {t: str(v) for t, v in labels.items()},
+        "posterior": {t: float(probas.loc[t, labels[t]]) for t in labels.index},
+        "labels_order": classes,
+        "confusion": confusion,
+        "priors": {str(k): float(v) for k, v in priors.items()},
+    }
 
 
 def cache_key(session: Session, study: Study) -> dict[str, int]:
     """What the cached result must match: the study's valid non-gold annotations, counted by
     the running totals (a rejected worker's drop out of them), and its last annotation id."""
-    n = session.scalar(select(func.coalesce(func.sum(WorkerCategoryTotal.n), 0)).where(
-        WorkerCategoryTotal.study_id == study.id)) or 0
+    n = (
+        session.scalar(
+            select(func.coalesce(func.sum(WorkerCategoryTotal.n), 0)).where(WorkerCategoryTotal.study_id == study.id)
+        )
+        or 0
+    )
     last = session.scalar(select(func.max(Annotation.id)).where(Annotation.study_id == study.id))
     return {"annotations": int(n), "last_id": int(last or 0)}
 
@@ -94,16 +104,32 @@ def dawid_skene(session: Session, study: Study) -> dict[str, Any] | None:
     if not field:
         return None
     valid = (Annotation.study_id == study.id, Annotation.excluded.is_(False))
-    rows = session.connection().execute(
-        select(Annotation.id, Annotation.item_id, Annotation.worker_id,
-               Annotation.response[field].as_string(), Annotation.score, Annotation.is_gold)
-        .where(*valid).order_by(Annotation.id)).all()
-    answers = [(aid, item, worker, label, score_) for aid, item, worker, label, score_, gold in rows
-               if not gold and label is not None]
+    rows = (
+        session.connection()
+        .execute(
+            select(
+                Annotation.id,
+                Annotation.item_id,
+                Annotation.worker_id,
+                Annotation.response[field].as_string(),
+                Annotation.score,
+                Annotation.is_gold,
+            )
+            .where(*valid)
+            .order_by(Annotation.id)
+        )
+        .all()
+    )
+    answers = [
+        (aid, item, worker, label, score_)
+        for aid, item, worker, label, score_, gold in rows
+        if not gold and label is not None
+    ]
     if not answers:
         return None
-    frame = pd.DataFrame([(item, worker, label) for _, item, worker, label, _ in answers],
-                         columns=["task", "worker", "label"])
+    frame = pd.DataFrame(
+        [(item, worker, label) for _, item, worker, label, _ in answers], columns=["task", "worker", "label"]
+    )
     ds = fit(frame)
 
     # Per item: each label's (count, score sum, first annotation id), as the majority row reads.
@@ -111,9 +137,14 @@ def dawid_skene(session: Session, study: Study) -> dict[str, Any] | None:
     for aid, item, _, label, score_ in answers:
         n, total, first = per_item.setdefault(item, {}).get(label, (0, 0.0, aid))
         per_item[item][label] = (n + 1, total + float(score_ or 0.0), min(first, aid))
-    where = {i: (cat, cluster, payload, ref) for i, cat, cluster, payload, ref in session.execute(
-        select(Item.id, Item.category, Item.cluster, Item.payload, Item.reference)
-        .where(Item.study_id == study.id, Item.is_gold.is_(False)))}
+    where = {
+        i: (cat, cluster, payload, ref)
+        for i, cat, cluster, payload, ref in session.execute(
+            select(Item.id, Item.category, Item.cluster, Item.payload, Item.reference).where(
+                Item.study_id == study.id, Item.is_gold.is_(False)
+            )
+        )
+    }
 
     def majority(values: dict[str, tuple[int, float, int]]) -> str:
         top = max(n for n, _, _ in values.values())
@@ -145,22 +176,35 @@ def dawid_skene(session: Session, study: Study) -> dict[str, Any] | None:
             g[0] += 1
             g[1] += (score_ or 0.0) >= 1.0
     counts = frame["worker"].value_counts().to_dict()
-    names = dict(session.execute(select(User.id, User.pseudonym).where(
-        User.id.in_(list(ds["confusion"])))).all())
-    people = [{"worker_id": int(w), "name": names.get(w, str(w)), "answers": int(counts[w]),
-               "confusion": [[round(x, 6) for x in r] for r in ds["confusion"][w]],
-               "gold": ({"n": gold[w][0], "correct": int(gold[w][1]),
-                         "accuracy": gold[w][1] / gold[w][0]} if w in gold else None)}
-              for w in sorted(ds["confusion"], key=lambda w: (-counts[w], w))]
+    names = dict(session.execute(select(User.id, User.pseudonym).where(User.id.in_(list(ds["confusion"])))).all())
+    people = [
+        {
+            "worker_id": int(w),
+            "name": names.get(w, str(w)),
+            "answers": int(counts[w]),
+            "confusion": [[round(x, 6) for x in r] for r in ds["confusion"][w]],
+            "gold": (
+                {"n": gold[w][0], "correct": int(gold[w][1]), "accuracy": gold[w][1] / gold[w][0]}
+                if w in gold
+                else None
+            ),
+        }
+        for w in sorted(ds["confusion"], key=lambda w: (-counts[w], w))
+    ]
     differs = sum(ds["labels"][i] != majority(per_item[i]) for i in items)
-    return {"field": field, "labels": ds["labels_order"], "row": row,
-            "annotations": len(answers), "items": len(items),
-            "single_answer_items": sum(sum(n for n, _, _ in per_item[i].values()) == 1 for i in items),
-            "differs_from_majority": differs,
-            "mean_posterior": (sum(ds["posterior"][i] for i in items) / len(items)) if items else None,
-            "priors": ds["priors"], "annotators": people,
-            "item_labels": {int(i): {"label": ds["labels"][i], "posterior": ds["posterior"][i]}
-                            for i in items}}
+    return {
+        "field": field,
+        "labels": ds["labels_order"],
+        "row": row,
+        "annotations": len(answers),
+        "items": len(items),
+        "single_answer_items": sum(sum(n for n, _, _ in per_item[i].values()) == 1 for i in items),
+        "differs_from_majority": differs,
+        "mean_posterior": (sum(ds["posterior"][i] for i in items) / len(items)) if items else None,
+        "priors": ds["priors"],
+        "annotators": people,
+        "item_labels": {int(i): {"label": ds["labels"][i], "posterior": ds["posterior"][i]} for i in items},
+    }
 
 
 # The cached result keeps per-item labels only for studies up to this many items (a job row is
@@ -219,20 +263,29 @@ def _status(session: Session, study: Study) -> dict[str, Any] | None:
     recent = session.execute(
         select(jobs.Job.id, jobs.Job.state, jobs.Job.result, jobs.Job.finished_at)
         .where(jobs.Job.task == TASK, jobs.Job.study_id == study.id)
-        .order_by(jobs.Job.id.desc()).limit(20)).all()
-    done = next((j for j in recent if j.state == "done" and isinstance((j.result or {}).get("result"), dict)),
-                None)
+        .order_by(jobs.Job.id.desc())
+        .limit(20)
+    ).all()
+    done = next((j for j in recent if j.state == "done" and isinstance((j.result or {}).get("result"), dict)), None)
     fresh = done is not None and done.result.get("key") == key
-    out = {"state": "done" if fresh else "stale" if done else "computing", "fresh": fresh,
-           "pending": any(j.state in ("queued", "running") for j in recent), "key": key,
-           "computed_at": None, "age_s": None}
+    out = {
+        "state": "done" if fresh else "stale" if done else "computing",
+        "fresh": fresh,
+        "pending": any(j.state in ("queued", "running") for j in recent),
+        "key": key,
+        "computed_at": None,
+        "age_s": None,
+    }
     if done is not None:
         finished = done.finished_at
         if finished.tzinfo is None:
             finished = finished.replace(tzinfo=timezone.utc)
-        out.update(computed_at=finished.isoformat(), result=done.result["result"],
-                   age_s=max(0.0, (datetime.now(timezone.utc) - finished).total_seconds()),
-                   computed_for=done.result.get("key"))
+        out.update(
+            computed_at=finished.isoformat(),
+            result=done.result["result"],
+            age_s=max(0.0, (datetime.now(timezone.utc) - finished).total_seconds()),
+            computed_for=done.result.get("key"),
+        )
     return out
 
 
@@ -253,8 +306,11 @@ def refresh(min_interval_s: float = REFRESH_EVERY_S) -> list[int]:
     started = []
     installed = all_kinds()
     with get_sessionmaker()() as s:
-        answered = select(WorkerCategoryTotal.study_id).where(
-            WorkerCategoryTotal.study_id == Study.id, WorkerCategoryTotal.n > 0).exists()
+        answered = (
+            select(WorkerCategoryTotal.study_id)
+            .where(WorkerCategoryTotal.study_id == Study.id, WorkerCategoryTotal.n > 0)
+            .exists()
+        )
         for study in s.scalars(select(Study).where(answered).order_by(Study.id)).all():
             if study.kind not in installed:
                 continue
@@ -282,6 +338,17 @@ def board_entry(session: Session, study: Study, rows: list[dict[str, Any]]) -> d
     if row:
         at = next((i + 1 for i, r in enumerate(rows) if r.get("type") == "majority"), len(rows))
         rows.insert(at, row)
-    status.update({k: result.get(k) for k in ("labels", "annotations", "items", "single_answer_items",
-                                               "differs_from_majority", "mean_posterior")})
+    status.update(
+        {
+            k: result.get(k)
+            for k in (
+                "labels",
+                "annotations",
+                "items",
+                "single_answer_items",
+                "differs_from_majority",
+                "mean_posterior",
+            )
+        }
+    )
     return status

@@ -18,13 +18,18 @@ researcher = require("researcher", "admin")
 
 
 @router.get("/studies/{study_id}/leaderboard", tags=["leaderboards"])
-def leaderboard(study_id: Id, annotators_offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
-                annotators_limit: Annotated[int | None, Query(ge=1, le=10_000)] = None,
-                session: Session = Depends(db), user: User = Depends(researcher)) -> dict[str, Any]:
+def leaderboard(
+    study_id: Id,
+    annotators_offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+    annotators_limit: Annotated[int | None, Query(ge=1, le=10_000)] = None,
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+) -> dict[str, Any]:
     """Every row; annotators (most answers first) all, or one page of them with
     `annotators_limit` (and `annotators_offset`): `annotators.total` says how many there are."""
-    page = None if annotators_limit is None and not annotators_offset else (
-        annotators_offset, annotators_limit or 10_000)
+    page = (
+        None if annotators_limit is None and not annotators_offset else (annotators_offset, annotators_limit or 10_000)
+    )
     board = compute(session, _study(session, study_id, user), annotators=page)
     if board.get("extra"):  # the page's drawings; the API gives the figures they draw
         board["extra"] = {k: v for k, v in board["extra"].items() if k != "figures"}

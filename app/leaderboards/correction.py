@@ -29,8 +29,10 @@ from typing import Any
 import numpy as np
 
 N_BOOT = 2000
-METHOD = ("Rogan-Gladen, clipped to [0, 1]; 95% percentile bootstrap ({n_boot} draws) resampling "
-          "{unit} and, independently, the reference episodes of each label")
+METHOD = (
+    "Rogan-Gladen, clipped to [0, 1]; 95% percentile bootstrap ({n_boot} draws) resampling "
+    "{unit} and, independently, the reference episodes of each label"
+)
 
 
 def rogan_gladen(p: float | None, sensitivity: float | None, specificity: float | None) -> float | None:
@@ -46,9 +48,17 @@ def _none(n: int, method: str, reason: str) -> dict[str, Any]:
     return {"mean": None, "low": None, "high": None, "n": n, "method": method, "reason": reason}
 
 
-def rogan_gladen_estimate(outcomes: Sequence[float], sensitivity_hits: Sequence[bool],
-                          specificity_hits: Sequence[bool], *, clusters: Sequence[Hashable] | None = None,
-                          cluster_name: str = "clusters", n_boot: int = N_BOOT, seed: int = 0, level: float = 0.95) -> dict[str, Any]:
+def rogan_gladen_estimate(
+    outcomes: Sequence[float],
+    sensitivity_hits: Sequence[bool],
+    specificity_hits: Sequence[bool],
+    *,
+    clusters: Sequence[Hashable] | None = None,
+    cluster_name: str = "clusters",
+    n_boot: int = N_BOOT,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict[str, Any]:
     """The corrected share of `outcomes` (one per continuation, 0..1; a tie may be 0.5) with its
     interval. `sensitivity_hits`: per success-labelled reference annotation, whether it was
     marked success; `specificity_hits`: per failure-labelled one, whether marked failure.
@@ -70,12 +80,17 @@ def rogan_gladen_estimate(outcomes: Sequence[float], sensitivity_hits: Sequence[
     spec_hits = np.asarray(specificity_hits, dtype=float)
     if not sens_hits.size or not spec_hits.size:
         missing = " and ".join(w for w, h in (("success", sens_hits), ("failure", spec_hits)) if not h.size)
-        return _none(n, method, f"no reference episodes labelled {missing}: sensitivity and specificity "
-                                "are not both measured")
+        return _none(
+            n, method, f"no reference episodes labelled {missing}: sensitivity and specificity are not both measured"
+        )
     sens, spec = float(sens_hits.mean()), float(spec_hits.mean())
     if sens + spec <= 1:
-        return _none(n, method, f"sensitivity + specificity = {sens:.3f} + {spec:.3f} <= 1: the markers "
-                                "carry no information about the true share")
+        return _none(
+            n,
+            method,
+            f"sensitivity + specificity = {sens:.3f} + {spec:.3f} <= 1: the markers "
+            "carry no information about the true share",
+        )
     p = float(y.mean())
     mean = rogan_gladen(p, sens, spec)
     assert mean is not None  # sens + spec > 1 was checked above

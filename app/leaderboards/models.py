@@ -52,6 +52,7 @@ class WorkerClusterTotal(Base):
 class WorkerConsistencyTotal(Base):
     """Per worker: clusters answered whole (n = the cluster's non-gold items) and all right;
     moved by the triggers whenever a lb_worker_clusters row reaches or leaves its size."""
+
     __tablename__ = "lb_worker_consistency"
 
     study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), primary_key=True)
@@ -77,6 +78,7 @@ class ItemSummary(Base):
     its winning answer, derived from the item's lb_item_answers rows by a statement trigger on
     that table (migration 0013), so that the majority and the agreement read one row per item
     instead of grouping every (item, answer) row per view."""
+
     __tablename__ = "lb_items"
     __table_args__ = (Index("ix_lb_items_study", "study_id"),)
 

@@ -15,23 +15,24 @@ MIN_N = MIN_INTERVAL_N
 
 def _short(name: str, most: int = 34) -> str:
     """A label that fits the plot's margin; the whole name is its tooltip."""
-    return name if len(name) <= most else name[:most - 1] + "…"
+    return name if len(name) <= most else name[: most - 1] + "…"
 
 
 def _estimate(row: dict[str, Any], metric: str, category: str | None) -> Any:
     return row["by_category"].get(category) if category is not None else row.get(metric)
 
 
-def interval_svg(board: dict[str, Any], metric: str = "accuracy", category: str | None = None,
-                 width: int = 640) -> Markup:
+def interval_svg(
+    board: dict[str, Any], metric: str = "accuracy", category: str | None = None, width: int = 640
+) -> Markup:
     """Dots with 95% intervals per row; agents, majority and baselines first, then up to 15
     annotators. `category` plots one column of the per-category breakdown."""
     # The rows of the table the plot is drawn beside, each in its key's colour: the Dawid-Skene
     # labels have their own table (and no colour in the key), so they are left out.
-    rows = [(r, e) for r in board["rows"]
-            if r["type"] in COLOURS and (e := _estimate(r, metric, category)) and e["n"]]
-    rows = [(r, e) for r, e in rows if r["type"] != "annotator"] + \
-           [(r, e) for r, e in rows if r["type"] == "annotator"][:15]
+    rows = [(r, e) for r in board["rows"] if r["type"] in COLOURS and (e := _estimate(r, metric, category)) and e["n"]]
+    rows = [(r, e) for r, e in rows if r["type"] != "annotator"] + [
+        (r, e) for r, e in rows if r["type"] == "annotator"
+    ][:15]
     return estimates_svg([(r["name"], e, COLOURS[r["type"]]) for r, e in rows], metric, width)
 
 
@@ -47,26 +48,37 @@ def estimates_svg(rows: list[tuple[str, dict[str, Any], str]], label: str, width
     def x(v: float) -> float:
         return left + span * max(0.0, min(1.0, v))
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)} with 95% intervals" class="plot">']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)} with 95% intervals" class="plot">'
+    ]
     for t in (0, 0.25, 0.5, 0.75, 1.0):
-        parts.append(f'<line x1="{x(t):.1f}" y1="10" x2="{x(t):.1f}" y2="{height - 18}" stroke="#e5e7eb"/>'
-                     f'<text x="{x(t):.1f}" y="{height - 4}" font-size="11" text-anchor="middle">{t:.2f}</text>')
+        parts.append(
+            f'<line x1="{x(t):.1f}" y1="10" x2="{x(t):.1f}" y2="{height - 18}" stroke="#e5e7eb"/>'
+            f'<text x="{x(t):.1f}" y="{height - 4}" font-size="11" text-anchor="middle">{t:.2f}</text>'
+        )
     for i, (name, e, c) in enumerate(rows):
         y = 22 + i * step
-        parts.append(f'<text x="{left - 8}" y="{y + 4}" font-size="12" text-anchor="end">'
-                     f'<title>{escape(name)}</title>{escape(_short(name))}</text>')
+        parts.append(
+            f'<text x="{left - 8}" y="{y + 4}" font-size="12" text-anchor="end">'
+            f"<title>{escape(name)}</title>{escape(_short(name))}</text>"
+        )
         if e.get("mean") is None:
             continue
         # The whisker as the table shows it: none under MIN_N values ("too few"), none missing.
         units = e.get("units") or e["n"]  # a clustered estimate: its clusters, as the tables count
-        whisker = (units >= MIN_N and e.get("low") is not None and e.get("high") is not None
-                   and e["low"] == e["low"])  # not NaN
+        whisker = (
+            units >= MIN_N and e.get("low") is not None and e.get("high") is not None and e["low"] == e["low"]
+        )  # not NaN
         if whisker:
-            parts.append(f'<line x1="{x(e["low"]):.1f}" y1="{y}" x2="{x(e["high"]):.1f}" y2="{y}" stroke="{c}" stroke-width="2"/>')
-        shown = f'[{e["low"]:.3f}, {e["high"]:.3f}]' if whisker else "(too few for an interval)"
-        parts.append(f'<circle cx="{x(e["mean"]):.1f}" cy="{y}" r="4" fill="{c}"><title>{escape(name)}: '
-                     f'{e["mean"]:.3f} {shown}, n={e["n"]}</title></circle>')
+            parts.append(
+                f'<line x1="{x(e["low"]):.1f}" y1="{y}" x2="{x(e["high"]):.1f}" y2="{y}" stroke="{c}" stroke-width="2"/>'
+            )
+        shown = f"[{e['low']:.3f}, {e['high']:.3f}]" if whisker else "(too few for an interval)"
+        parts.append(
+            f'<circle cx="{x(e["mean"]):.1f}" cy="{y}" r="4" fill="{c}"><title>{escape(name)}: '
+            f"{e['mean']:.3f} {shown}, n={e['n']}</title></circle>"
+        )
     parts.append("</svg>")
     return Markup("".join(parts))
 
@@ -98,15 +110,21 @@ def cdf_svg(series: dict[str, list[float]], label: str, width: int = 640, height
     def y(p: float) -> float:
         return low - (low - high) * p
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}: cumulative share" class="plot">']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}: cumulative share" class="plot">'
+    ]
     for p in (0, 0.5, 1.0):
-        parts.append(f'<line x1="{left}" y1="{y(p):.1f}" x2="{width - right}" y2="{y(p):.1f}" stroke="#e5e7eb"/>'
-                     f'<text x="{left - 6}" y="{y(p) + 4:.1f}" font-size="11" text-anchor="end">{p:g}</text>')
+        parts.append(
+            f'<line x1="{left}" y1="{y(p):.1f}" x2="{width - right}" y2="{y(p):.1f}" stroke="#e5e7eb"/>'
+            f'<text x="{left - 6}" y="{y(p) + 4:.1f}" font-size="11" text-anchor="end">{p:g}</text>'
+        )
     for t in (0, top / 2, top):
         parts.append(f'<text x="{x(t):.1f}" y="{height - 8}" font-size="11" text-anchor="middle">{t:g}</text>')
-    parts.append(f'<text x="{(left + width - right) / 2:.0f}" y="{height}" font-size="11" '
-                 f'text-anchor="middle">{escape(label)}</text>')
+    parts.append(
+        f'<text x="{(left + width - right) / 2:.0f}" y="{height}" font-size="11" '
+        f'text-anchor="middle">{escape(label)}</text>'
+    )
     for i, (name, values) in enumerate(series.items()):
         c = PALETTE[i % len(PALETTE)]
         n, points, share = len(values), [f"{x(0):.1f},{y(0):.1f}"], 0.0
@@ -114,9 +132,13 @@ def cdf_svg(series: dict[str, list[float]], label: str, width: int = 640, height
             points.append(f"{x(v):.1f},{y(share):.1f}")
             share = k / n
             points.append(f"{x(v):.1f},{y(share):.1f}")
-        parts.append(f'<polyline points="{" ".join(points)}" fill="none" stroke="{c}" stroke-width="2">'
-                     f'<title>{escape(name)}: n={n}</title></polyline>')
-        parts.append(f'<text x="{width - right + 8}" y="{high + 12 + 16 * i}" font-size="12" fill="{c}">'
-                     f'{escape(name[:18])}</text>')
+        parts.append(
+            f'<polyline points="{" ".join(points)}" fill="none" stroke="{c}" stroke-width="2">'
+            f"<title>{escape(name)}: n={n}</title></polyline>"
+        )
+        parts.append(
+            f'<text x="{width - right + 8}" y="{high + 12 + 16 * i}" font-size="12" fill="{c}">'
+            f"{escape(name[:18])}</text>"
+        )
     parts.append("</svg>")
     return Markup("".join(parts))

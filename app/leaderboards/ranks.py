@@ -20,22 +20,27 @@ from app.leaderboards.rows import rank_cells
 from app.studies.models import Item, Study
 
 
-def agent_rank_labels(session: Session, study: Study,
-                      rows: list[dict[str, Any]]) -> dict[int, str | dict[str, str]]:
+def agent_rank_labels(session: Session, study: Study, rows: list[dict[str, Any]]) -> dict[int, str | dict[str, str]]:
     """agent id -> its 95% rank interval as a label ("1", "2-3"), or under
     stats.MIN_RANK_UNITS units {"text": "—", "reason": why} (rows.rank_cells, the rule every
     kind's table follows); {} for fewer than two agents."""
     ids = [r["agent_id"] for r in rows if r.get("type") == "agent"]
     if len(ids) < 2:
         return {}
-    unit_of = {item_id: cluster or f"item:{item_id}" for item_id, cluster in session.execute(
-        select(Item.id, Item.cluster).where(Item.study_id == study.id, Item.is_gold.is_(False)))}
+    unit_of = {
+        item_id: cluster or f"item:{item_id}"
+        for item_id, cluster in session.execute(
+            select(Item.id, Item.cluster).where(Item.study_id == study.id, Item.is_gold.is_(False))
+        )
+    }
     units = sorted(set(unit_of.values()))
     index = {u: i for i, u in enumerate(units)}
     totals: dict[int, list[float]] = {a: [0.0] * len(units) for a in ids}
     for agent_id, item_id, score in session.execute(
-            select(AgentOutput.agent_id, AgentOutput.item_id, AgentOutput.score)
-            .where(AgentOutput.study_id == study.id, AgentOutput.agent_id.in_(ids))):
+        select(AgentOutput.agent_id, AgentOutput.item_id, AgentOutput.score).where(
+            AgentOutput.study_id == study.id, AgentOutput.agent_id.in_(ids)
+        )
+    ):
         if item_id in unit_of and score is not None:
             totals[agent_id][index[unit_of[item_id]]] += float(score)
     unit = "cluster" if any(not u.startswith("item:") for u in units) else "item"
@@ -49,4 +54,3 @@ def with_ranks(session: Session, study: Study, rows: list[dict[str, Any]]) -> No
     for r in rows:
         if r.get("type") == "agent" and r.get("agent_id") in labels:
             r["rank"] = labels[r["agent_id"]]
-

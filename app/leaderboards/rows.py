@@ -35,20 +35,31 @@ def item_totals(session: Session, study: Study) -> tuple[int, dict[str, int], di
     if session.get_bind().dialect.name == "postgresql":
         # One scan of the items for both counts (GROUPING SETS; SQLite has none).
         by_cat, clusters = {}, {}
-        for cat, cluster, per_cat, n in session.connection().execute(text(
+        for cat, cluster, per_cat, n in session.connection().execute(
+            text(
                 "SELECT category, cluster, grouping(cluster) = 1, count(*) FROM items "
-                "WHERE study_id = :sid AND NOT is_gold GROUP BY GROUPING SETS ((category), (cluster))"),
-                {"sid": study.id}):
+                "WHERE study_id = :sid AND NOT is_gold GROUP BY GROUPING SETS ((category), (cluster))"
+            ),
+            {"sid": study.id},
+        ):
             if per_cat:
                 by_cat[cat] = n
             else:
                 clusters[cluster] = n
         return sum(by_cat.values()), by_cat, clusters
-    rows = session.execute(select(Item.category, func.count()).where(
-        Item.study_id == study.id, Item.is_gold.is_(False)).group_by(Item.category)).all()
+    rows = session.execute(
+        select(Item.category, func.count())
+        .where(Item.study_id == study.id, Item.is_gold.is_(False))
+        .group_by(Item.category)
+    ).all()
     by_cat = {c: n for c, n in rows}
-    clusters = dict(session.execute(select(Item.cluster, func.count()).where(
-        Item.study_id == study.id, Item.is_gold.is_(False)).group_by(Item.cluster)).all())
+    clusters = dict(
+        session.execute(
+            select(Item.cluster, func.count())
+            .where(Item.study_id == study.id, Item.is_gold.is_(False))
+            .group_by(Item.cluster)
+        ).all()
+    )
     return sum(by_cat.values()), by_cat, clusters
 
 
@@ -74,16 +85,23 @@ def majority_dict(by_cat: dict[str, list[Any]], seen: int, right: int, totals: A
     them all right."""
     answered = sum(c[0] for c in by_cat.values())
     correct = sum(c[1] for c in by_cat.values())
-    return {"type": "majority", "name": "Human majority (per item)", "answered": answered,
-            "correct": correct, "coverage": answered / totals[0] if totals[0] else 0.0,
-            "accuracy": est(correct, answered),
-            "by_category": {cat: est(c[1], c[0]) for cat, c in by_cat.items()},
-            "consistency": est(right, seen) if seen else None}
+    return {
+        "type": "majority",
+        "name": "Human majority (per item)",
+        "answered": answered,
+        "correct": correct,
+        "coverage": answered / totals[0] if totals[0] else 0.0,
+        "accuracy": est(correct, answered),
+        "by_category": {cat: est(c[1], c[0]) for cat, c in by_cat.items()},
+        "consistency": est(right, seen) if seen else None,
+    }
 
 
 # A d_z column's help (app/kinds/base.py: one sentence per column, shown on the page).
-D_Z_HELP = ("Cohen's d_z: the mean paired difference divided by the differences' standard deviation "
-            "(unitless, no interval); ∞: every difference the same nonzero value, —: undefined.")
+D_Z_HELP = (
+    "Cohen's d_z: the mean paired difference divided by the differences' standard deviation "
+    "(unitless, no interval); ∞: every difference the same nonzero value, —: undefined."
+)
 # Why a Cohen's d_z cell shows no finite number (effect_size_cell).
 DZ_INFINITE = "every paired difference is the same nonzero value: no spread to divide by"
 DZ_NO_EFFECT = "every paired difference is 0: no effect and no spread"
@@ -107,12 +125,15 @@ def effect_size_cell(dz: float, n: int | None = None) -> float | dict[str, str]:
 
 def too_few_ranks(units: int, unit: str) -> str:
     """Why a rank cell is "—": one sentence, the same in every kind's table."""
-    return (f"{units} {unit}{'' if units == 1 else 's'} shared by every ranked system: fewer than "
-            f"{stats.MIN_RANK_UNITS} rank nobody")
+    return (
+        f"{units} {unit}{'' if units == 1 else 's'} shared by every ranked system: fewer than "
+        f"{stats.MIN_RANK_UNITS} rank nobody"
+    )
 
 
-def rank_cells(per_unit: dict[str, list[float]], unit: str, n_boot: int = 1000,
-               seed: int = 0) -> dict[str, str | dict[str, str]]:
+def rank_cells(
+    per_unit: dict[str, list[float]], unit: str, n_boot: int = 1000, seed: int = 0
+) -> dict[str, str | dict[str, str]]:
     """Rank cells of systems scored on the same units, by one rule for every kind: the 95% rank
     interval's label ("1", "1-2", stats.rank_intervals) where the units are at least
     stats.MIN_RANK_UNITS; under that, {"text": "—", "reason": too_few_ranks(...)} for every

@@ -43,33 +43,53 @@ from app.leaderboards.totals import rebuild
 from app.studies.models import Annotation, Item, Study
 
 
-def _rows_from_scores(session: Session, study: Study, scored: Any, *, over_all_items: bool,
-                      totals: Any) -> dict[Any, Any]:
+def _rows_from_scores(
+    session: Session, study: Study, scored: Any, *, over_all_items: bool, totals: Any
+) -> dict[Any, Any]:
     """`scored`: a subquery with columns (key, item_id, score, category, cluster).
 
     Consistency is counted in SQL: per key, the clusters seen whole and those all right.
     """
     per_cat = session.execute(
-        select(scored.c.key, scored.c.category, func.count(), func.sum(scored.c.score))
-        .group_by(scored.c.key, scored.c.category)).all()
+        select(scored.c.key, scored.c.category, func.count(), func.sum(scored.c.score)).group_by(
+            scored.c.key, scored.c.category
+        )
+    ).all()
     per_cluster = (
-        select(scored.c.key, scored.c.cluster, func.count().label("n"),
-               func.sum(case((scored.c.score >= 1.0, 1), else_=0)).label("right"))
-        .where(scored.c.cluster != "").group_by(scored.c.key, scored.c.cluster).subquery())
-    return _assemble(per_cat, _consistency(session, study, per_cluster), totals,
-                     over_all_items=over_all_items)
+        select(
+            scored.c.key,
+            scored.c.cluster,
+            func.count().label("n"),
+            func.sum(case((scored.c.score >= 1.0, 1), else_=0)).label("right"),
+        )
+        .where(scored.c.cluster != "")
+        .group_by(scored.c.key, scored.c.cluster)
+        .subquery()
+    )
+    return _assemble(per_cat, _consistency(session, study, per_cluster), totals, over_all_items=over_all_items)
 
 
 def _consistency(session: Session, study: Study, per_cluster: Any) -> dict[Any, Any]:
     """`per_cluster`: (key, cluster, n, right) -> per key (clusters seen whole, all right)."""
-    sizes = (select(Item.cluster, func.count().label("full"))
-             .where(Item.study_id == study.id, Item.is_gold.is_(False), Item.cluster != "")
-             .group_by(Item.cluster).subquery())
+    sizes = (
+        select(Item.cluster, func.count().label("full"))
+        .where(Item.study_id == study.id, Item.is_gold.is_(False), Item.cluster != "")
+        .group_by(Item.cluster)
+        .subquery()
+    )
     whole = per_cluster.c.n == sizes.c.full
-    return {k: (seen or 0, right or 0) for k, seen, right in session.execute(
-        select(per_cluster.c.key, func.sum(case((whole, 1), else_=0)),
-               func.sum(case((and_(whole, per_cluster.c.right == sizes.c.full), 1), else_=0)))
-        .join(sizes, sizes.c.cluster == per_cluster.c.cluster).group_by(per_cluster.c.key))}
+    return {
+        k: (seen or 0, right or 0)
+        for k, seen, right in session.execute(
+            select(
+                per_cluster.c.key,
+                func.sum(case((whole, 1), else_=0)),
+                func.sum(case((and_(whole, per_cluster.c.right == sizes.c.full), 1), else_=0)),
+            )
+            .join(sizes, sizes.c.cluster == per_cluster.c.cluster)
+            .group_by(per_cluster.c.key)
+        )
+    }
 
 
 def _assemble(per_cat: Any, cons: dict[Any, Any], totals: Any, *, over_all_items: bool) -> dict[Any, Any]:
@@ -132,34 +152,56 @@ def compute(session: Session, study: Study, annotators: tuple[int, int] | None =
         offset, limit = annotators
         answered = func.sum(W.n)
         ranked = conn.execute(
-            select(W.worker_id, func.count().over()).where(mine).group_by(W.worker_id)
-            .order_by(answered.desc(), W.worker_id).offset(offset).limit(limit)).all()
+            select(W.worker_id, func.count().over())
+            .where(mine)
+            .group_by(W.worker_id)
+            .order_by(answered.desc(), W.worker_id)
+            .offset(offset)
+            .limit(limit)
+        ).all()
         ids = [w for w, _ in ranked]
         total = ranked[0][1] if ranked else _count_annotators(conn, study)
         mine = and_(mine, W.worker_id.in_(ids))
         workers = ids
-        cons_where = and_(WorkerConsistencyTotal.study_id == study.id,
-                          WorkerConsistencyTotal.worker_id.in_(ids))
+        cons_where = and_(WorkerConsistencyTotal.study_id == study.id, WorkerConsistencyTotal.worker_id.in_(ids))
     # Core rows (not ORM results): one per (annotator, category), tens of thousands.
     per_cat = conn.execute(select(W.worker_id, W.category, W.n, W.score_sum).where(mine)).all()
-    cons = {w: (whole, right) for w, whole, right in conn.execute(
-        select(WorkerConsistencyTotal.worker_id, WorkerConsistencyTotal.clusters_whole,
-               WorkerConsistencyTotal.clusters_right).where(cons_where))}
+    cons = {
+        w: (whole, right)
+        for w, whole, right in conn.execute(
+            select(
+                WorkerConsistencyTotal.worker_id,
+                WorkerConsistencyTotal.clusters_whole,
+                WorkerConsistencyTotal.clusters_right,
+            ).where(cons_where)
+        )
+    }
     humans = _assemble(per_cat, cons, totals, over_all_items=False)
     people = _annotator_rows(session, humans, workers)
     rows.extend(people)
-    page = ({"total": len(people), "offset": 0, "limit": None} if annotators is None
-            else {"total": total, "offset": offset, "limit": limit})
+    page = (
+        {"total": len(people), "offset": 0, "limit": None}
+        if annotators is None
+        else {"total": total, "offset": offset, "limit": limit}
+    )
 
     maj = _majority_from_totals(session, study, totals)
     if maj:
         rows.append(maj)
     rows.extend(kind.baselines(session, study))
     n_all, by_cat_total, _ = totals
-    return {"study": study.slug, "kind": study.kind, "items": n_all,
-            "categories": sorted(by_cat_total), "category_label": kind.category_label,
-            "rows": rows, "annotators": page, "agreement": _agreement_from_totals(session, study),
-            "extra": kind.extra_leaderboard(session, study), **_dawid_skene(session, study, rows)}
+    return {
+        "study": study.slug,
+        "kind": study.kind,
+        "items": n_all,
+        "categories": sorted(by_cat_total),
+        "category_label": kind.category_label,
+        "rows": rows,
+        "annotators": page,
+        "agreement": _agreement_from_totals(session, study),
+        "extra": kind.extra_leaderboard(session, study),
+        **_dawid_skene(session, study, rows),
+    }
 
 
 def _dawid_skene(session: Session, study: Study, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -172,8 +214,9 @@ def _dawid_skene(session: Session, study: Study, rows: list[dict[str, Any]]) -> 
 
 def _count_annotators(conn: Any, study: Study) -> int:
     W = WorkerCategoryTotal
-    return int(conn.execute(select(func.count(func.distinct(W.worker_id))).where(
-        W.study_id == study.id, W.n > 0)).scalar_one())
+    return int(
+        conn.execute(select(func.count(func.distinct(W.worker_id))).where(W.study_id == study.id, W.n > 0)).scalar_one()
+    )
 
 
 def _majority_from_totals(session: Session, study: Study, totals: Any) -> dict[str, Any] | None:
@@ -184,15 +227,28 @@ def _majority_from_totals(session: Session, study: Study, totals: Any) -> dict[s
     SQLite picks the winners in SQL per view and sums them here."""
     if session.get_bind().dialect.name == "postgresql":
         return _majority_postgresql(session, study, totals)
-    top = (select(ItemAnswerTotal.item_id, ItemAnswerTotal.n, ItemAnswerTotal.score_sum,
-                  func.row_number().over(partition_by=ItemAnswerTotal.item_id,
-                                         order_by=(ItemAnswerTotal.n.desc(), ItemAnswerTotal.first_id))
-                  .label("rank"))
-           .where(ItemAnswerTotal.study_id == study.id, ItemAnswerTotal.n > 0).subquery())
-    winners = session.connection().execute(
-        select(top.c.item_id, top.c.n, top.c.score_sum, Item.category, Item.cluster)
-        .join(Item, Item.id == top.c.item_id)
-        .where(top.c.rank == 1, Item.is_gold.is_(False)).order_by(top.c.item_id)).all()
+    top = (
+        select(
+            ItemAnswerTotal.item_id,
+            ItemAnswerTotal.n,
+            ItemAnswerTotal.score_sum,
+            func.row_number()
+            .over(partition_by=ItemAnswerTotal.item_id, order_by=(ItemAnswerTotal.n.desc(), ItemAnswerTotal.first_id))
+            .label("rank"),
+        )
+        .where(ItemAnswerTotal.study_id == study.id, ItemAnswerTotal.n > 0)
+        .subquery()
+    )
+    winners = (
+        session.connection()
+        .execute(
+            select(top.c.item_id, top.c.n, top.c.score_sum, Item.category, Item.cluster)
+            .join(Item, Item.id == top.c.item_id)
+            .where(top.c.rank == 1, Item.is_gold.is_(False))
+            .order_by(top.c.item_id)
+        )
+        .all()
+    )
     if not winners:
         return None
     return _majority_sums(((cat, cluster, total / n) for _, n, total, cat, cluster in winners), totals)
@@ -228,19 +284,32 @@ def _agreement_from_totals(session: Session, study: Study) -> dict[str, Any]:
     as "count:length:value," per answer (length-prefixed: any value parses back)."""
     if session.get_bind().dialect.name == "postgresql":
         # Each item's pattern is kept in lb_items (migration 0013), written as below.
-        return _agreement_of_patterns({_parse_pattern(p): weight for p, weight in session.connection().execute(
-            select(ItemSummary.pattern, func.count()).where(ItemSummary.study_id == study.id)
-            .group_by(ItemSummary.pattern))})
+        return _agreement_of_patterns(
+            {
+                _parse_pattern(p): weight
+                for p, weight in session.connection().execute(
+                    select(ItemSummary.pattern, func.count())
+                    .where(ItemSummary.study_id == study.id)
+                    .group_by(ItemSummary.pattern)
+                )
+            }
+        )
     # SQLite: grouped from the (item, answer) rows per view.
     t = ItemAnswerTotal
-    part = (cast(t.n, String) + ":" + cast(func.length(t.value), String) + ":" + t.value)
-    ordered = select(t.item_id, part.label("part")).where(t.study_id == study.id, t.n > 0) \
-        .order_by(t.item_id, t.value).subquery()
-    per_item = (select(ordered.c.item_id, func.group_concat(ordered.c.part, ",").label("p"))
-                .group_by(ordered.c.item_id).subquery())
+    part = cast(t.n, String) + ":" + cast(func.length(t.value), String) + ":" + t.value
+    ordered = (
+        select(t.item_id, part.label("part"))
+        .where(t.study_id == study.id, t.n > 0)
+        .order_by(t.item_id, t.value)
+        .subquery()
+    )
+    per_item = (
+        select(ordered.c.item_id, func.group_concat(ordered.c.part, ",").label("p"))
+        .group_by(ordered.c.item_id)
+        .subquery()
+    )
     patterns = {}
-    for p, weight in session.connection().execute(
-            select(per_item.c.p, func.count()).group_by(per_item.c.p)):
+    for p, weight in session.connection().execute(select(per_item.c.p, func.count()).group_by(per_item.c.p)):
         patterns[_parse_pattern(p)] = weight
     return _agreement_of_patterns(patterns)
 
@@ -250,8 +319,8 @@ def _parse_pattern(p: str) -> frozenset[Any]:
     while i < len(p):
         j = p.index(":", i)
         k = p.index(":", j + 1)
-        n, length = int(p[i:j]), int(p[j + 1:k])
-        out.append((p[k + 1:k + 1 + length], n))
+        n, length = int(p[i:j]), int(p[j + 1 : k])
+        out.append((p[k + 1 : k + 1 + length], n))
         i = k + 2 + length  # past the value and its comma
     return frozenset(out)
 
@@ -278,16 +347,28 @@ def _ensure_answer_field(session: Session, study: Study, kind: Any) -> None:
 def _agent_rows(session: Session, study: Study, totals: Any) -> list[dict[str, Any]]:
     """Agents' own outputs (one row per item per agent: read directly)."""
     agent_scored = (
-        select(AgentOutput.agent_id.label("key"), AgentOutput.item_id,
-               cast(func.coalesce(AgentOutput.score, 0.0), Float).label("score"),
-               Item.category, Item.cluster)
+        select(
+            AgentOutput.agent_id.label("key"),
+            AgentOutput.item_id,
+            cast(func.coalesce(AgentOutput.score, 0.0), Float).label("score"),
+            Item.category,
+            Item.cluster,
+        )
         .join(Item, Item.id == AgentOutput.item_id)
-        .where(AgentOutput.study_id == study.id, Item.is_gold.is_(False)).subquery())
-    agents = {a.id: a for a in session.scalars(select(Agent).join(
-        AgentOutput, AgentOutput.agent_id == Agent.id).where(AgentOutput.study_id == study.id).distinct())}
+        .where(AgentOutput.study_id == study.id, Item.is_gold.is_(False))
+        .subquery()
+    )
+    agents = {
+        a.id: a
+        for a in session.scalars(
+            select(Agent)
+            .join(AgentOutput, AgentOutput.agent_id == Agent.id)
+            .where(AgentOutput.study_id == study.id)
+            .distinct()
+        )
+    }
     rows = []
-    for aid, r in _rows_from_scores(session, study, agent_scored, over_all_items=True,
-                                    totals=totals).items():
+    for aid, r in _rows_from_scores(session, study, agent_scored, over_all_items=True, totals=totals).items():
         a = agents[aid]
         rows.append({"type": "agent", "name": f"{a.name} v{a.version}", "agent_id": aid, **r})
     return rows
@@ -295,24 +376,37 @@ def _agent_rows(session: Session, study: Study, totals: Any) -> list[dict[str, A
 
 def _annotator_rows(session: Session, humans: dict[Any, Any], worker_ids: Any) -> list[dict[str, Any]]:
     # Annotators imported from an earlier study (app/studies/imports.py) are marked as such.
-    names = {wid: f"{name} (imported)" if platform == IMPORTED_PLATFORM else name
-             for wid, name, platform in session.execute(select(User.id, User.pseudonym, User.platform).where(
-                 User.id.in_(worker_ids))).all()}
+    names = {
+        wid: f"{name} (imported)" if platform == IMPORTED_PLATFORM else name
+        for wid, name, platform in session.execute(
+            select(User.id, User.pseudonym, User.platform).where(User.id.in_(worker_ids))
+        ).all()
+    }
     # Most answers first; the worker id breaks ties, so the order never depends on the plan.
-    return [{"type": "annotator", "name": names.get(wid, str(wid)), **r}
-            for wid, r in sorted(humans.items(), key=lambda kv: (-kv[1]["answered"], kv[0]))]
+    return [
+        {"type": "annotator", "name": names.get(wid, str(wid)), **r}
+        for wid, r in sorted(humans.items(), key=lambda kv: (-kv[1]["answered"], kv[0]))
+    ]
 
 
-def _board(session: Session, study: Study, kind: Any, totals: Any, rows: list[dict[str, Any]], per_item: dict[Any, Any]) -> dict[str, Any]:
+def _board(
+    session: Session, study: Study, kind: Any, totals: Any, rows: list[dict[str, Any]], per_item: dict[Any, Any]
+) -> dict[str, Any]:
     n_all, by_cat_total, _ = totals
     maj = _majority_row(session, study, per_item, totals)
     if maj:
         rows.append(maj)
     rows.extend(kind.baselines(session, study))
-    return {"study": study.slug, "kind": study.kind, "items": n_all,
-            "categories": sorted(by_cat_total), "category_label": kind.category_label,
-            "rows": rows, "agreement": agreement(per_item),
-            "extra": kind.extra_leaderboard(session, study)}
+    return {
+        "study": study.slug,
+        "kind": study.kind,
+        "items": n_all,
+        "categories": sorted(by_cat_total),
+        "category_label": kind.category_label,
+        "rows": rows,
+        "agreement": agreement(per_item),
+        "extra": kind.extra_leaderboard(session, study),
+    }
 
 
 def recompute_from_annotations(session: Session, study: Study) -> dict[str, Any]:
@@ -324,19 +418,28 @@ def recompute_from_annotations(session: Session, study: Study) -> dict[str, Any]
     totals = _item_totals(session, study)
     rows = _agent_rows(session, study, totals)
     with_ranks(session, study, rows)
-    valid = and_(Annotation.study_id == study.id, Annotation.is_gold.is_(False),
-                 Annotation.excluded.is_(False))
+    valid = and_(Annotation.study_id == study.id, Annotation.is_gold.is_(False), Annotation.excluded.is_(False))
     human_scored = (
-        select(Annotation.worker_id.label("key"), Annotation.item_id,
-               cast(func.coalesce(Annotation.score, 0.0), Float).label("score"),
-               Item.category, Item.cluster)
-        .join(Item, Item.id == Annotation.item_id).where(valid).subquery())
+        select(
+            Annotation.worker_id.label("key"),
+            Annotation.item_id,
+            cast(func.coalesce(Annotation.score, 0.0), Float).label("score"),
+            Item.category,
+            Item.cluster,
+        )
+        .join(Item, Item.id == Annotation.item_id)
+        .where(valid)
+        .subquery()
+    )
     humans = _rows_from_scores(session, study, human_scored, over_all_items=False, totals=totals)
     people = _annotator_rows(session, humans, select(Annotation.worker_id).where(valid))
     rows.extend(people)
     board = _board(session, study, kind, totals, rows, _answers_per_item(session, study, kind, valid))
-    return {**board, "annotators": {"total": len(people), "offset": 0, "limit": None},
-            **_dawid_skene(session, study, board["rows"])}
+    return {
+        **board,
+        "annotators": {"total": len(people), "offset": 0, "limit": None},
+        **_dawid_skene(session, study, board["rows"]),
+    }
 
 
 def _answers_per_item(session: Session, study: Study, kind: Any, valid: Any) -> dict[int, dict[Any, Any]]:
@@ -344,26 +447,37 @@ def _answers_per_item(session: Session, study: Study, kind: Any, valid: Any) -> 
     annotation id). The majority and the agreement statistics both come from it."""
     field = kind.agreement_value()
     # Kinds without a categorical answer vote on correctness itself.
-    value = (Annotation.response[field].as_string() if field
-             else cast(func.coalesce(Annotation.score, 0.0), Float))
+    value = Annotation.response[field].as_string() if field else cast(func.coalesce(Annotation.score, 0.0), Float)
     per_item: dict[int, dict[Any, Any]] = {}
     # Core rows (not ORM results): this returns one row per item and answer.
     for item_id, v, n, total, first in session.connection().execute(
-            select(Annotation.item_id, value, func.count(),
-                   func.sum(func.coalesce(Annotation.score, 0.0)), func.min(Annotation.id))
-            .where(valid).group_by(Annotation.item_id, value)):
+        select(
+            Annotation.item_id,
+            value,
+            func.count(),
+            func.sum(func.coalesce(Annotation.score, 0.0)),
+            func.min(Annotation.id),
+        )
+        .where(valid)
+        .group_by(Annotation.item_id, value)
+    ):
         per_item.setdefault(item_id, {})[v] = (n, float(total or 0.0), first)
     return per_item
 
 
-def _majority_row(session: Session, study: Study, per_item: dict[int, dict[Any, Any]], totals: Any) -> dict[str, Any] | None:
+def _majority_row(
+    session: Session, study: Study, per_item: dict[int, dict[Any, Any]], totals: Any
+) -> dict[str, Any] | None:
     """The per-item majority answer of people, scored; a tie goes to the earliest answer
     (deterministic: no randomness in a reported number)."""
     if not per_item:
         return None
-    where = {i: (cat, cluster) for i, cat, cluster in session.connection().execute(
-        select(Item.id, Item.category, Item.cluster).where(
-            Item.study_id == study.id, Item.is_gold.is_(False)))}
+    where = {
+        i: (cat, cluster)
+        for i, cat, cluster in session.connection().execute(
+            select(Item.id, Item.category, Item.cluster).where(Item.study_id == study.id, Item.is_gold.is_(False))
+        )
+    }
 
     def winners() -> Iterator[tuple[Any, Any, float]]:
         # In item order: the float sums then never depend on the order rows came in.
@@ -371,14 +485,16 @@ def _majority_row(session: Session, study: Study, per_item: dict[int, dict[Any, 
             top = max(n for n, _, _ in values.values())
             n, total, _ = min((v for v in values.values() if v[0] == top), key=lambda v: v[2])
             yield (*where[item_id], total / n)
+
     return _majority_sums(winners(), totals)
 
 
 def agreement(per_item: dict[int, dict[Any, Any]]) -> dict[str, Any]:
     """Krippendorff's alpha and Fleiss' kappa over the items' answer counts."""
     # Items with the same answer counts weigh the same: pass each pattern once, weighted.
-    return _agreement_of_patterns(Counter(frozenset((v, n) for v, (n, _, _) in values.items())
-                                          for values in per_item.values()))
+    return _agreement_of_patterns(
+        Counter(frozenset((v, n) for v, (n, _, _) in values.items()) for values in per_item.values())
+    )
 
 
 def _agreement_of_patterns(patterns: dict[Any, Any]) -> dict[str, Any]:
@@ -391,6 +507,9 @@ def _agreement_of_patterns(patterns: dict[Any, Any]) -> dict[str, Any]:
     def clean(x: Any) -> Any:
         return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
-    return {"krippendorff_alpha": clean(alpha), "fleiss_kappa": clean(kappa),
-            "fleiss_items": used,
-            "items_with_2plus": sum(w for d, w in zip(dicts, weights) if sum(d.values()) >= 2)}
+    return {
+        "krippendorff_alpha": clean(alpha),
+        "fleiss_kappa": clean(kappa),
+        "fleiss_items": used,
+        "items_with_2plus": sum(w for d, w in zip(dicts, weights) if sum(d.values()) >= 2),
+    }

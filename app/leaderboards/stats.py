@@ -262,8 +262,7 @@ def bounded_mean(total: float, n: int) -> Estimate:
         return Estimate(n=0, mean=NAN, low=NAN, high=NAN, method=WILSON)
     mean = min(1.0, max(0.0, total / n))
     low, high = _wilson_real(mean, n, Z95)
-    return Estimate(n=n, mean=mean, low=low, high=high,
-                    method=WILSON if total.is_integer() else WILSON_BOUND)
+    return Estimate(n=n, mean=mean, low=low, high=high, method=WILSON if total.is_integer() else WILSON_BOUND)
 
 
 def _check_unit_scores(x: np.ndarray) -> None:
@@ -307,8 +306,7 @@ def mean_from_moments(n: int, total: float, total_sq: float, *, binary: bool) ->
     return _effective_n_interval(n, mean, var_of_mean, n, WILSON_EFFECTIVE)
 
 
-def mean_interval(values: Sequence[float], clusters: Sequence[Hashable] | None = None, *,
-                  seed: int = 0) -> Estimate:
+def mean_interval(values: Sequence[float], clusters: Sequence[Hashable] | None = None, *, seed: int = 0) -> Estimate:
     """The mean of scores in [0, 1] with a 95% interval chosen by its simulated coverage.
 
     * All scores 0 or 1 and no ``clusters``: Wilson's interval for the share (method
@@ -448,8 +446,9 @@ def mean_interval_unbounded(values: Sequence[float], clusters: Sequence[Hashable
 # agreement
 
 
-def _with_weights(item_counts: Iterable[Mapping[Hashable, int]],
-                  weights: Iterable[float] | None) -> Iterable[tuple[Mapping[Hashable, int], int]]:
+def _with_weights(
+    item_counts: Iterable[Mapping[Hashable, int]], weights: Iterable[float] | None
+) -> Iterable[tuple[Mapping[Hashable, int], int]]:
     if weights is None:
         return ((item, 1) for item in item_counts)
     weights = list(weights)
@@ -459,8 +458,9 @@ def _with_weights(item_counts: Iterable[Mapping[Hashable, int]],
     return zip(item_counts, (int(w) for w in weights))
 
 
-def krippendorff_alpha_nominal(item_counts: Iterable[Mapping[Hashable, int]],
-                               weights: Iterable[int] | None = None) -> float:
+def krippendorff_alpha_nominal(
+    item_counts: Iterable[Mapping[Hashable, int]], weights: Iterable[int] | None = None
+) -> float:
     """Krippendorff's alpha for nominal data, from per-item value counts.
 
     ``item_counts`` yields, per item (unit), ``value -> number of ratings``.
@@ -544,8 +544,9 @@ def _alpha_counts(data: Any, clusters: Sequence[Hashable] | None = None) -> tupl
     return counts, domain, [g for _, g in kept]
 
 
-def krippendorff_alpha(data: Any, level: str = "nominal", n_boot: int = 1000, seed: int = 0,
-                       clusters: Sequence[Hashable] | None = None) -> Estimate:
+def krippendorff_alpha(
+    data: Any, level: str = "nominal", n_boot: int = 1000, seed: int = 0, clusters: Sequence[Hashable] | None = None
+) -> Estimate:
     """Krippendorff's alpha at the given level of measurement, with a 95% bootstrap interval.
 
     ``data`` is either per-item value counts (an iterable of ``value -> number of ratings``
@@ -584,8 +585,11 @@ def krippendorff_alpha(data: Any, level: str = "nominal", n_boot: int = 1000, se
         if np.count_nonzero(matrix.sum(axis=0)) < 2:
             return NAN
         with np.errstate(divide="ignore", invalid="ignore"):
-            return float(_krippendorff.alpha(value_counts=matrix, value_domain=value_domain,
-                                             level_of_measurement=cast(Any, level)))
+            return float(
+                _krippendorff.alpha(
+                    value_counts=matrix, value_domain=value_domain, level_of_measurement=cast(Any, level)
+                )
+            )
 
     point = alpha(counts)
     if math.isnan(point) or n_boot == 0:
@@ -763,8 +767,9 @@ def _paired_input(a: Any, b: Any, weights: Any) -> tuple[np.ndarray, np.ndarray]
     return w[:, None] * (x - y), w
 
 
-def _paired_same_size(wd: np.ndarray, w: np.ndarray, n_boot: int, n_perm: int,
-                      seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _paired_same_size(
+    wd: np.ndarray, w: np.ndarray, n_boot: int, n_perm: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Comparisons that all have n clusters, as columns: wd (n x columns) weighted
     differences, w (n x columns) their weights. One resample matrix and one set of sign
     patterns serve every column. Returns mean_diff, low, high, p, each (columns,)."""
@@ -785,14 +790,15 @@ def _paired_same_size(wd: np.ndarray, w: np.ndarray, n_boot: int, n_perm: int,
         for start in range(0, n_perm, rows):
             r = min(rows, n_perm - start)
             # One random bit per sign: a byte string unpacked is the cheapest draw numpy has.
-            bits = np.unpackbits(np.frombuffer(rng.bytes((r * n + 7) // 8), dtype=np.uint8))[:r * n]
+            bits = np.unpackbits(np.frombuffer(rng.bytes((r * n + 7) // 8), dtype=np.uint8))[: r * n]
             hits += (np.abs((1.0 - 2.0 * bits.reshape(r, n)) @ wd) >= threshold).sum(0)
         p = (1 + hits) / (1 + n_perm)
     return observed, low, high, np.minimum(1.0, p)
 
 
-def paired_cluster_differences_many(comparisons: Sequence[tuple[Any, Any, Any]], n_boot: int = 2000, n_perm: int = 5000,
-                                    seed: int = 0) -> list[list[dict[str, float | int]]]:
+def paired_cluster_differences_many(
+    comparisons: Sequence[tuple[Any, Any, Any]], n_boot: int = 2000, n_perm: int = 5000, seed: int = 0
+) -> list[list[dict[str, float | int]]]:
     """Many `paired_cluster_differences` at once: ``comparisons`` is a list of (a, b, weights);
     one list of results per comparison. Comparisons over the same number of clusters share
     their resamples and sign patterns (each test stays valid on its own), so a leaderboard's
@@ -814,21 +820,30 @@ def paired_cluster_differences_many(comparisons: Sequence[tuple[Any, Any, Any]],
         col = 0
         for k in ks:
             m = inputs[k][0].shape[1]
-            out[k] = [{"n": n, "mean_diff": float(mean[j]), "low": float(low[j]), "high": float(high[j]),
-                       "p": float(p[j])} for j in range(col, col + m)]
+            out[k] = [
+                {"n": n, "mean_diff": float(mean[j]), "low": float(low[j]), "high": float(high[j]), "p": float(p[j])}
+                for j in range(col, col + m)
+            ]
             col += m
     return out  # type: ignore[return-value]
 
 
-def paired_cluster_differences(a: Any, b: Any, weights: Sequence[float] | None = None, n_boot: int = 2000,
-                               n_perm: int = 5000, seed: int = 0) -> list[dict[str, float | int]]:
+def paired_cluster_differences(
+    a: Any, b: Any, weights: Sequence[float] | None = None, n_boot: int = 2000, n_perm: int = 5000, seed: int = 0
+) -> list[dict[str, float | int]]:
     """`paired_cluster_difference` for several measures at once: ``a`` and ``b`` are
     (clusters x measures) arrays; one result per measure, all from the same resamples."""
     return paired_cluster_differences_many([(a, b, weights)], n_boot, n_perm, seed)[0]
 
 
-def paired_cluster_difference(a: Sequence[float], b: Sequence[float], weights: Sequence[float] | None = None,
-                              n_boot: int = 2000, n_perm: int = 5000, seed: int = 0) -> dict[str, float | int]:
+def paired_cluster_difference(
+    a: Sequence[float],
+    b: Sequence[float],
+    weights: Sequence[float] | None = None,
+    n_boot: int = 2000,
+    n_perm: int = 5000,
+    seed: int = 0,
+) -> dict[str, float | int]:
     """The difference of two systems' weighted means over the clusters both were scored on.
 
     ``a[i]`` and ``b[i]`` are the two systems' means on cluster ``i`` (e.g. a procedure's mean
@@ -860,8 +875,9 @@ def paired_cluster_difference(a: Sequence[float], b: Sequence[float], weights: S
 MIN_RANK_UNITS = 5
 
 
-def rank_intervals(per_item_scores: Mapping[str, Sequence[float]], n_boot: int = 1000,
-                   seed: int = 0) -> dict[str, tuple[int, int]]:
+def rank_intervals(
+    per_item_scores: Mapping[str, Sequence[float]], n_boot: int = 1000, seed: int = 0
+) -> dict[str, tuple[int, int]]:
     """95% rank intervals ``(best, worst)`` of systems scored on the same items (rank 1: highest mean).
 
     ``per_item_scores[name][i]`` is system ``name``'s score on item ``i``; every list covers the
@@ -1009,8 +1025,11 @@ def paired_effect(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
         q21 = (float(np.count_nonzero(x < y)) + 1.0) / (n + 2)
         half = Z95 * math.sqrt((q12 + q21 - (q12 - q21) ** 2) / (n + 2))
         low, high = max(-1.0, min(q12 - q21 - half, mean)), min(1.0, max(q12 - q21 + half, mean))
-        return {"difference": Estimate(n=n, mean=mean, low=low, high=high, method=BONETT_PRICE),
-                "cohen_dz": dz, "p": test["p"]}
+        return {
+            "difference": Estimate(n=n, mean=mean, low=low, high=high, method=BONETT_PRICE),
+            "cohen_dz": dz,
+            "p": test["p"],
+        }
     if n < 2:
         low = high = NAN
     elif math.isnan(t) or math.isinf(t):  # no spread in the differences
@@ -1018,8 +1037,7 @@ def paired_effect(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
     else:
         half = _t975(n - 1) * float((x - y).std(ddof=1)) / math.sqrt(n)
         low, high = mean - half, mean + half
-    return {"difference": Estimate(n=n, mean=mean, low=low, high=high, method=T_PAIRED),
-            "cohen_dz": dz, "p": test["p"]}
+    return {"difference": Estimate(n=n, mean=mean, low=low, high=high, method=T_PAIRED), "cohen_dz": dz, "p": test["p"]}
 
 
 # ---------------------------------------------------------------------------
@@ -1104,8 +1122,9 @@ CLT = "normal (people only)"
 MIN_PPI_HUMAN = 10  # below this the normal interval PPI rests on says nothing
 
 
-def ppi_mean(human: Sequence[float], judged: Sequence[float], judge_only: Sequence[float],
-             unit: str = "unit") -> dict[str, Any]:
+def ppi_mean(
+    human: Sequence[float], judged: Sequence[float], judge_only: Sequence[float], unit: str = "unit"
+) -> dict[str, Any]:
     """The mean of what people would say over every unit, from people on a random sample and an
     automatic judge everywhere: PPI++ (Angelopoulos, Duchi and Zrnic 2023), through ppi-python.
 
@@ -1121,16 +1140,32 @@ def ppi_mean(human: Sequence[float], judged: Sequence[float], judge_only: Sequen
     `unit`s (a continuation, a path)."""
     from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
 
-    y, yhat, yhat_u = _finite_array(human, "human"), _finite_array(judged, "judged"), _finite_array(
-        judge_only, "judge_only")
+    y, yhat, yhat_u = (
+        _finite_array(human, "human"),
+        _finite_array(judged, "judged"),
+        _finite_array(judge_only, "judge_only"),
+    )
     if y.size != yhat.size:
         raise ValueError("human and judged must have the same length (the same units)")
     n, big_n = int(y.size), int(yhat_u.size)
     within = bool(n) and float(y.min()) >= 0.0 and float(y.max()) <= 1.0
-    people = (mean_interval(y.tolist()) if within else mean_interval_unbounded(y.tolist()) if n
-              else Estimate(0, NAN, NAN, NAN)).as_dict()
-    out: dict[str, Any] = {"n": n, "n_judge": big_n, "mean": _none_if_nan(float(y.mean())) if n else None,
-                           "low": None, "high": None, "method": PPI_PLUS, "effective_n": None, "people": people}
+    people = (
+        mean_interval(y.tolist())
+        if within
+        else mean_interval_unbounded(y.tolist())
+        if n
+        else Estimate(0, NAN, NAN, NAN)
+    ).as_dict()
+    out: dict[str, Any] = {
+        "n": n,
+        "n_judge": big_n,
+        "mean": _none_if_nan(float(y.mean())) if n else None,
+        "low": None,
+        "high": None,
+        "method": PPI_PLUS,
+        "effective_n": None,
+        "people": people,
+    }
     if n < MIN_PPI_HUMAN:
         out["reason"] = f"{n} {unit}{'' if n == 1 else 's'} judged by people: under {MIN_PPI_HUMAN}, no interval"
         return out
@@ -1148,8 +1183,13 @@ def ppi_mean(human: Sequence[float], judged: Sequence[float], judge_only: Sequen
         out["reason"] = "no spread in people's or the judge's values: no interval to estimate"
         return out
     width, classical = high - low, c_high - c_low  # the widths before any clipping
-    if within and float(yhat.min()) >= 0.0 and float(yhat.max()) <= 1.0 and float(yhat_u.min()) >= 0.0 \
-            and float(yhat_u.max()) <= 1.0:  # a share or a score in [0, 1]: so is the interval
+    if (
+        within
+        and float(yhat.min()) >= 0.0
+        and float(yhat.max()) <= 1.0
+        and float(yhat_u.min()) >= 0.0
+        and float(yhat_u.max()) <= 1.0
+    ):  # a share or a score in [0, 1]: so is the interval
         low, high = max(low, 0.0), min(high, 1.0)
     out.update(mean=mean, low=low, high=high)
     if math.isfinite(classical):

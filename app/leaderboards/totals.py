@@ -21,8 +21,11 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 # Each worker table and the column after (study, worker) that keys its rows.
-WORKER_TABLES = (("lb_worker_categories", "category"), ("lb_worker_clusters", "cluster"),
-                 ("lb_worker_consistency", "worker_id"))
+WORKER_TABLES = (
+    ("lb_worker_categories", "category"),
+    ("lb_worker_clusters", "cluster"),
+    ("lb_worker_consistency", "worker_id"),
+)
 TABLES = tuple(t for t, _ in WORKER_TABLES) + ("lb_item_answers",)
 
 
@@ -56,8 +59,13 @@ def lock_totals(conn: Connection, study_id: int, items: Iterable[int] = (), work
     ws = sorted(set(workers))
     if ws:
         for table, key in WORKER_TABLES:
-            conn.execute(text(f"SELECT 1 FROM {table} WHERE study_id = :s AND worker_id = ANY(:w) "
-                              f"ORDER BY worker_id, {key} FOR UPDATE"), {"s": study_id, "w": ws})
+            conn.execute(
+                text(
+                    f"SELECT 1 FROM {table} WHERE study_id = :s AND worker_id = ANY(:w) "
+                    f"ORDER BY worker_id, {key} FOR UPDATE"
+                ),
+                {"s": study_id, "w": ws},
+            )
 
 
 def rebuild(conn: Connection, study_id: int | None = None) -> None:
@@ -68,36 +76,59 @@ def rebuild(conn: Connection, study_id: int | None = None) -> None:
     if dialect == "postgresql":
         # Every item's lock first (items without answers get a placeholder, deleted below):
         # the deletes below would otherwise meet the crowd's answers in another order.
-        conn.execute(text("SELECT lb_lock_items(array(SELECT id FROM items WHERE NOT is_gold"
-                          + ("" if study_id is None else " AND study_id = :sid") + "))"), params)
+        conn.execute(
+            text(
+                "SELECT lb_lock_items(array(SELECT id FROM items WHERE NOT is_gold"
+                + ("" if study_id is None else " AND study_id = :sid")
+                + "))"
+            ),
+            params,
+        )
     for table in TABLES:
-        conn.execute(text(f"DELETE FROM {table}" + ("" if study_id is None else " WHERE study_id = :sid")),
-                     params)
-    conn.execute(text(
-        "INSERT INTO lb_worker_categories (study_id, worker_id, category, n, score_sum) "
-        "SELECT a.study_id, a.worker_id, i.category, count(*), sum(coalesce(a.score, 0.0)) "
-        f"FROM annotations a JOIN items i ON i.id = a.item_id WHERE {where} "
-        "GROUP BY a.study_id, a.worker_id, i.category"), params)
-    conn.execute(text(
-        "INSERT INTO lb_worker_clusters (study_id, worker_id, cluster, n, n_right) "
-        "SELECT a.study_id, a.worker_id, i.cluster, count(*), "
-        "sum(CASE WHEN coalesce(a.score, 0.0) >= 1.0 THEN 1 ELSE 0 END) "
-        f"FROM annotations a JOIN items i ON i.id = a.item_id WHERE {where} AND i.cluster <> '' "
-        "GROUP BY a.study_id, a.worker_id, i.cluster"), params)
-    conn.execute(text(
-        "INSERT INTO lb_worker_consistency (study_id, worker_id, clusters_whole, clusters_right) "
-        "SELECT c.study_id, c.worker_id, sum(CASE WHEN c.n = z.size THEN 1 ELSE 0 END), "
-        "sum(CASE WHEN c.n = z.size AND c.n_right = z.size THEN 1 ELSE 0 END) "
-        "FROM lb_worker_clusters c JOIN (SELECT study_id, cluster, count(*) AS size FROM items "
-        "WHERE NOT is_gold GROUP BY study_id, cluster) z ON z.study_id = c.study_id AND z.cluster = c.cluster "
-        + ("" if study_id is None else "WHERE c.study_id = :sid AND z.study_id = :sid ")
-        + "GROUP BY c.study_id, c.worker_id"), params)
-    conn.execute(text(
-        "INSERT INTO lb_item_answers (item_id, value, study_id, n, score_sum, first_id) "
-        "SELECT v.item_id, v.value, min(v.study_id), count(*), sum(v.score), min(v.id) FROM "
-        f"(SELECT a.item_id, a.study_id, a.id, coalesce(a.score, 0.0) AS score, "
-        f"{value_sql(dialect, 'a')} AS value FROM annotations a WHERE {where}) v "
-        "GROUP BY v.item_id, v.value"), params)
+        conn.execute(text(f"DELETE FROM {table}" + ("" if study_id is None else " WHERE study_id = :sid")), params)
+    conn.execute(
+        text(
+            "INSERT INTO lb_worker_categories (study_id, worker_id, category, n, score_sum) "
+            "SELECT a.study_id, a.worker_id, i.category, count(*), sum(coalesce(a.score, 0.0)) "
+            f"FROM annotations a JOIN items i ON i.id = a.item_id WHERE {where} "
+            "GROUP BY a.study_id, a.worker_id, i.category"
+        ),
+        params,
+    )
+    conn.execute(
+        text(
+            "INSERT INTO lb_worker_clusters (study_id, worker_id, cluster, n, n_right) "
+            "SELECT a.study_id, a.worker_id, i.cluster, count(*), "
+            "sum(CASE WHEN coalesce(a.score, 0.0) >= 1.0 THEN 1 ELSE 0 END) "
+            f"FROM annotations a JOIN items i ON i.id = a.item_id WHERE {where} AND i.cluster <> '' "
+            "GROUP BY a.study_id, a.worker_id, i.cluster"
+        ),
+        params,
+    )
+    conn.execute(
+        text(
+            "INSERT INTO lb_worker_consistency (study_id, worker_id, clusters_whole, clusters_right) "
+            "SELECT c.study_id, c.worker_id, sum(CASE WHEN c.n = z.size THEN 1 ELSE 0 END), "
+            "sum(CASE WHEN c.n = z.size AND c.n_right = z.size THEN 1 ELSE 0 END) "
+            "FROM lb_worker_clusters c JOIN (SELECT study_id, cluster, count(*) AS size FROM items "
+            "WHERE NOT is_gold GROUP BY study_id, cluster) z ON z.study_id = c.study_id AND z.cluster = c.cluster "
+            + ("" if study_id is None else "WHERE c.study_id = :sid AND z.study_id = :sid ")
+            + "GROUP BY c.study_id, c.worker_id"
+        ),
+        params,
+    )
+    conn.execute(
+        text(
+            "INSERT INTO lb_item_answers (item_id, value, study_id, n, score_sum, first_id) "
+            "SELECT v.item_id, v.value, min(v.study_id), count(*), sum(v.score), min(v.id) FROM "
+            f"(SELECT a.item_id, a.study_id, a.id, coalesce(a.score, 0.0) AS score, "
+            f"{value_sql(dialect, 'a')} AS value FROM annotations a WHERE {where}) v "
+            "GROUP BY v.item_id, v.value"
+        ),
+        params,
+    )
     if dialect == "postgresql":
-        conn.execute(text("DELETE FROM lb_items WHERE pattern = ''"
-                          + ("" if study_id is None else " AND study_id = :sid")), params)
+        conn.execute(
+            text("DELETE FROM lb_items WHERE pattern = ''" + ("" if study_id is None else " AND study_id = :sid")),
+            params,
+        )

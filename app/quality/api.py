@@ -22,9 +22,12 @@ admin = require("admin")
 
 class DecisionIn(BaseModel):
     # A rejection says why (the worker is told): a reason with more than spaces.
-    model_config = ConfigDict(json_schema_extra={
-        "if": {"properties": {"decision": {"const": "reject"}}},
-        "then": {"required": ["reason"], "properties": {"reason": {"pattern": NOT_BLANK}}}})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"properties": {"decision": {"const": "reject"}}},
+            "then": {"required": ["reason"], "properties": {"reason": {"pattern": NOT_BLANK}}},
+        }
+    )
     participant_ids: list[BodyId]
     decision: Literal["approve", "reject"]
     reason: str = ""
@@ -39,18 +42,24 @@ def review_queue(study_id: Id, session: Session = Depends(db), user: User = Depe
 
 
 @router.post("/studies/{study_id}/review", tags=["quality"])
-def decide(study_id: Id, body: DecisionIn, session: Session = Depends(db),
-           user: User = Depends(admin)):
+def decide(study_id: Id, body: DecisionIn, session: Session = Depends(db), user: User = Depends(admin)):
     study = session.get(Study, study_id)
     if study is None:
         raise HTTPException(404, "no such study")
     decision = {"approve": "approved", "reject": "rejected"}.get(body.decision, body.decision)
-    return {"changed": quality.decide(session, study, body.participant_ids, decision,
-                                      session.merge(user), body.reason)}
+    return {"changed": quality.decide(session, study, body.participant_ids, decision, session.merge(user), body.reason)}
 
 
 @router.get("/audit", tags=["quality"])
 def audit(session: Session = Depends(db), user: User = Depends(admin)):
-    return [{"id": e.id, "actor": e.actor_id, "action": e.action, "target": f"{e.target_type}:{e.target_id}",
-             "detail": e.detail, "at": e.created_at.isoformat()}
-            for e in session.scalars(select(AuditEntry).order_by(AuditEntry.id.desc()).limit(500))]
+    return [
+        {
+            "id": e.id,
+            "actor": e.actor_id,
+            "action": e.action,
+            "target": f"{e.target_type}:{e.target_id}",
+            "detail": e.detail,
+            "at": e.created_at.isoformat(),
+        }
+        for e in session.scalars(select(AuditEntry).order_by(AuditEntry.id.desc()).limit(500))
+    ]

@@ -36,8 +36,13 @@ MIN_ANSWERS_FOR_SAMENESS = 5
 RISK_WEIGHTS = {"gold": 0.4, "speed": 0.3, "sameness": 0.3}
 
 
-def risk_signals(gold_accuracy: float | None, median_s: float | None, typical_s: float | None,
-                 counts: dict[str, int] | None, study_counts: dict[str, int] | None) -> dict[str, float]:
+def risk_signals(
+    gold_accuracy: float | None,
+    median_s: float | None,
+    typical_s: float | None,
+    counts: dict[str, int] | None,
+    study_counts: dict[str, int] | None,
+) -> dict[str, float]:
     """Each quality signal as a number from 0 (nothing wrong) to 1 (as bad as it gets).
 
     gold: 1 - gold accuracy. speed: 1 - median / reference, where the reference is the study's
@@ -97,10 +102,20 @@ def queue_studies(session: Session, status: str | None = None) -> tuple[list[Stu
     """The studies with workers (of that status) to review: those of an installed kind, and
     those whose kind is no longer installed (their workers cannot be judged: no scorer, no
     categorical answer)."""
-    q = select(Study).where(
-        select(Participant.id).join(User, User.id == Participant.worker_id)
-        .where(Participant.study_id == Study.id, _counted_workers(),
-               *([Participant.status == status] if status else [])).exists()).order_by(Study.id)
+    q = (
+        select(Study)
+        .where(
+            select(Participant.id)
+            .join(User, User.id == Participant.worker_id)
+            .where(
+                Participant.study_id == Study.id,
+                _counted_workers(),
+                *([Participant.status == status] if status else []),
+            )
+            .exists()
+        )
+        .order_by(Study.id)
+    )
     installed = all_kinds()
     known: list[Study] = []
     unknown: list[Study] = []
@@ -119,13 +134,20 @@ def queue_rows(session: Session, studies: list[Study], status: str | None) -> li
     gold = func.sum(case((Annotation.is_gold, 1), else_=0))
     gold_right = func.sum(case((and_(Annotation.is_gold, Annotation.score >= 1.0), 1), else_=0))
     rows = session.execute(
-        select(Participant, User.pseudonym, User.platform, User.external_id,
-               func.count(Annotation.id), gold, gold_right)
+        select(
+            Participant, User.pseudonym, User.platform, User.external_id, func.count(Annotation.id), gold, gold_right
+        )
         .join(User, User.id == Participant.worker_id)
-        .join(Annotation, and_(Annotation.worker_id == Participant.worker_id,
-                               Annotation.study_id == Participant.study_id), isouter=True)
-        .where(Participant.study_id.in_(list(by_id)), _counted_workers(),
-               *([Participant.status == status] if status else []))
+        .join(
+            Annotation,
+            and_(Annotation.worker_id == Participant.worker_id, Annotation.study_id == Participant.study_id),
+            isouter=True,
+        )
+        .where(
+            Participant.study_id.in_(list(by_id)),
+            _counted_workers(),
+            *([Participant.status == status] if status else []),
+        )
         .group_by(Participant.id, User.pseudonym, User.platform, User.external_id)
     ).all()
     medians, typical = _median_durations(session, list(by_id))
@@ -153,15 +175,28 @@ def queue_rows(session: Session, studies: list[Study], status: str | None) -> li
         share = max(counts.values()) / sum(counts.values()) if counts else None
         if share is not None and share >= MAX_SAME_ANSWER_SHARE and n >= MIN_ANSWERS_FOR_SAMENESS:
             flags.append(f"same answer {share:.0%} of the time")
-        signals = risk_signals(acc, median_s, typical.get(p.study_id), counts,
-                               study_counts.get(p.study_id))
-        out.append({"participant_id": p.id, "worker": pseud, "platform": platform,
-                    "external_id": ext, "status": p.status, "reason": p.reason,
-                    "annotations": n, "gold": n_gold, "gold_correct": n_gold_right or 0,
-                    "gold_accuracy": acc, "median_seconds": median_s, "flags": flags,
-                    "signals": signals, "risk": risk_score(signals),
-                    "study_id": study.id, "study_title": study.title,
-                    "auto": p.status == "approved" and p.reviewed_by is None})
+        signals = risk_signals(acc, median_s, typical.get(p.study_id), counts, study_counts.get(p.study_id))
+        out.append(
+            {
+                "participant_id": p.id,
+                "worker": pseud,
+                "platform": platform,
+                "external_id": ext,
+                "status": p.status,
+                "reason": p.reason,
+                "annotations": n,
+                "gold": n_gold,
+                "gold_correct": n_gold_right or 0,
+                "gold_accuracy": acc,
+                "median_seconds": median_s,
+                "flags": flags,
+                "signals": signals,
+                "risk": risk_score(signals),
+                "study_id": study.id,
+                "study_title": study.title,
+                "auto": p.status == "approved" and p.reviewed_by is None,
+            }
+        )
     out.sort(key=queue_order)
     return out
 
@@ -171,18 +206,18 @@ def queue_order(w: dict[str, Any]) -> tuple[Any, ...]:
     them (risk, then flags); rejected ones last. Workers with no signal yet sort after
     those with one."""
     rank = {"pending": 0, "approved": 1}.get(w["status"], 2)
-    return (rank, -(w["risk"] if w["risk"] is not None else -1.0), not w["flags"],
-            w["study_id"], w["participant_id"])
+    return (rank, -(w["risk"] if w["risk"] is not None else -1.0), not w["flags"], w["study_id"], w["participant_id"])
 
 
 def _gold_results(session: Session, study_ids: list[int]) -> dict[tuple[int, int], list[GoldResult]]:
     """Each worker's gold answers in these studies as the kind's review rule sees them
     (scores only), by (study id, worker id)."""
-    q = (select(Annotation.study_id, Annotation.worker_id, Item.external_id, Annotation.score,
-                Annotation.scores)
-         .join(Item, Item.id == Annotation.item_id)
-         .where(Annotation.study_id.in_(study_ids), Annotation.is_gold.is_(True))
-         .order_by(Annotation.id))
+    q = (
+        select(Annotation.study_id, Annotation.worker_id, Item.external_id, Annotation.score, Annotation.scores)
+        .join(Item, Item.id == Annotation.item_id)
+        .where(Annotation.study_id.in_(study_ids), Annotation.is_gold.is_(True))
+        .order_by(Annotation.id)
+    )
     out: dict[tuple[int, int], list[GoldResult]] = {}
     for sid, wid, ext, score, scores in session.execute(q):
         out.setdefault((sid, wid), []).append(GoldResult(item=ext, score=score, scores=scores))
@@ -191,11 +226,14 @@ def _gold_results(session: Session, study_ids: list[int]) -> dict[tuple[int, int
 
 def kind_verdict(session: Session, study: Study, participant: Participant) -> tuple[str | None, str]:
     """What the kind's rule says of this worker's gold record now (see TaskKind.auto_review)."""
-    q = (select(Item.external_id, Annotation.score, Annotation.scores)
-         .join(Item, Item.id == Annotation.item_id)
-         .where(Annotation.study_id == study.id, Annotation.worker_id == participant.worker_id,
-                Annotation.is_gold.is_(True))
-         .order_by(Annotation.id))
+    q = (
+        select(Item.external_id, Annotation.score, Annotation.scores)
+        .join(Item, Item.id == Annotation.item_id)
+        .where(
+            Annotation.study_id == study.id, Annotation.worker_id == participant.worker_id, Annotation.is_gold.is_(True)
+        )
+        .order_by(Annotation.id)
+    )
     gold = [GoldResult(item=ext, score=score, scores=scores) for ext, score, scores in session.execute(q)]
     return get_kind(study.kind).auto_review(gold, study.kind_settings or {})
 
@@ -205,38 +243,53 @@ def auto_review(session: Session, study: Study, participant_id: int) -> str | No
     assignment engine's transaction (which took the participant's lock before any assignment,
     as `decide` does). Approves only a worker still pending whom no admin has reviewed; an
     approval is recorded once, with no actor. Returns the new status, or None (no change)."""
-    p = session.execute(select(Participant).where(Participant.id == participant_id).with_for_update()
-                        .execution_options(populate_existing=True)).scalar_one()
+    p = session.execute(
+        select(Participant)
+        .where(Participant.id == participant_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    ).scalar_one()
     if p.status != "pending" or p.reviewed_by is not None:
         return None  # an admin's decision (or an earlier automatic one) stands
     verdict, reason = kind_verdict(session, study, p)
     if verdict != "approved":
         return None  # never an automatic rejection: the review queue shows the flag
     p.status, p.reason, p.reviewed_at = "approved", reason, utcnow()
-    audit.record(session, None, "worker.approved", "participant", p.id, study=study.id,
-                 reason=reason, auto=True)
+    audit.record(session, None, "worker.approved", "participant", p.id, study=study.id, reason=reason, auto=True)
     return p.status
 
 
-def _median_durations(session: Session, study_ids: list[int]
-                      ) -> tuple[dict[tuple[int, int], float], dict[int, float]]:
+def _median_durations(session: Session, study_ids: list[int]) -> tuple[dict[tuple[int, int], float], dict[int, float]]:
     """Median seconds per item for each worker, by (study id, worker id), and each study's
     typical pace: the median of its workers' medians. In SQL (window functions on both
     backends). Imported annotators are left out of both; a rejected worker's excluded answers
     give their own median (their row still shows it) but not the study's pace."""
-    ranked = select(
-        Annotation.study_id, Annotation.worker_id, Annotation.excluded, Annotation.duration_ms,
-        func.row_number().over(partition_by=(Annotation.study_id, Annotation.worker_id, Annotation.excluded),
-                               order_by=Annotation.duration_ms).label("rn"),
-        func.count().over(partition_by=(Annotation.study_id, Annotation.worker_id,
-                                        Annotation.excluded)).label("cnt"),
-    ).join(User, User.id == Annotation.worker_id).where(
-        Annotation.study_id.in_(study_ids), _counted_workers()).subquery()
+    ranked = (
+        select(
+            Annotation.study_id,
+            Annotation.worker_id,
+            Annotation.excluded,
+            Annotation.duration_ms,
+            func.row_number()
+            .over(
+                partition_by=(Annotation.study_id, Annotation.worker_id, Annotation.excluded),
+                order_by=Annotation.duration_ms,
+            )
+            .label("rn"),
+            func.count()
+            .over(partition_by=(Annotation.study_id, Annotation.worker_id, Annotation.excluded))
+            .label("cnt"),
+        )
+        .join(User, User.id == Annotation.worker_id)
+        .where(Annotation.study_id.in_(study_ids), _counted_workers())
+        .subquery()
+    )
     middle = ranked.c.rn.in_([(ranked.c.cnt + 1) // 2, (ranked.c.cnt + 2) // 2])
-    rows = session.execute(select(ranked.c.study_id, ranked.c.worker_id, ranked.c.excluded,
-                                  func.avg(ranked.c.duration_ms))
-                           .where(middle)
-                           .group_by(ranked.c.study_id, ranked.c.worker_id, ranked.c.excluded))
+    rows = session.execute(
+        select(ranked.c.study_id, ranked.c.worker_id, ranked.c.excluded, func.avg(ranked.c.duration_ms))
+        .where(middle)
+        .group_by(ranked.c.study_id, ranked.c.worker_id, ranked.c.excluded)
+    )
     own: dict[tuple[int, int], float] = {}
     counted: dict[int, list[float]] = {}
     for sid, wid, excluded, ms in rows:
@@ -249,8 +302,9 @@ def _median_durations(session: Session, study_ids: list[int]
     return own, {sid: median(m) for sid, m in counted.items()}
 
 
-def _answer_counts(session: Session, studies: list[Study]
-                   ) -> tuple[dict[tuple[int, int], dict[str, int]], dict[int, dict[str, int]]]:
+def _answer_counts(
+    session: Session, studies: list[Study]
+) -> tuple[dict[tuple[int, int], dict[str, int]], dict[int, dict[str, int]]]:
     """How often each worker gave each value of the kind's categorical answer, by (study id,
     worker id), and each study's counts over the answers that count (no imported annotator,
     no excluded answer). In SQL, one query per categorical field."""
@@ -264,10 +318,11 @@ def _answer_counts(session: Session, studies: list[Study]
     for field, ids in by_field.items():
         value = Annotation.response[field].as_string()
         for sid, wid, excluded, v, n in session.execute(
-                select(Annotation.study_id, Annotation.worker_id, Annotation.excluded, value, func.count())
-                .join(User, User.id == Annotation.worker_id)
-                .where(Annotation.study_id.in_(ids), _counted_workers())
-                .group_by(Annotation.study_id, Annotation.worker_id, Annotation.excluded, value)):
+            select(Annotation.study_id, Annotation.worker_id, Annotation.excluded, value, func.count())
+            .join(User, User.id == Annotation.worker_id)
+            .where(Annotation.study_id.in_(ids), _counted_workers())
+            .group_by(Annotation.study_id, Annotation.worker_id, Annotation.excluded, value)
+        ):
             if v is None:  # e.g. an STS play item has no marker
                 continue
             mine = own.setdefault((sid, wid), {})
@@ -288,18 +343,31 @@ def gold_replay(session: Session, study: Study, participant_id: int, gold: bool 
         select(Annotation, Item, Assignment.slot)
         .join(Item, Item.id == Annotation.item_id)
         .join(Assignment, Assignment.id == Annotation.assignment_id)
-        .where(Annotation.study_id == study.id, Annotation.worker_id == p.worker_id,
-               Annotation.is_gold.is_(gold))
-        .order_by(Annotation.id)).all()
-    return [{"annotation_id": a.id, "item": it.external_id, "payload": it.payload,
-             "reference": it.reference, "response": a.response, "score": a.score,
-             "scores": a.scores, "correct": (a.score or 0) >= 1.0, "gold": a.is_gold,
-             "seconds": a.duration_ms / 1000.0, "slot": slot, "at": a.created_at}
-            for a, it, slot in rows]
+        .where(Annotation.study_id == study.id, Annotation.worker_id == p.worker_id, Annotation.is_gold.is_(gold))
+        .order_by(Annotation.id)
+    ).all()
+    return [
+        {
+            "annotation_id": a.id,
+            "item": it.external_id,
+            "payload": it.payload,
+            "reference": it.reference,
+            "response": a.response,
+            "score": a.score,
+            "scores": a.scores,
+            "correct": (a.score or 0) >= 1.0,
+            "gold": a.is_gold,
+            "seconds": a.duration_ms / 1000.0,
+            "slot": slot,
+            "at": a.created_at,
+        }
+        for a, it, slot in rows
+    ]
 
 
-def decide(session: Session, study: Study, participant_ids: list[int], decision: str,
-           actor: User, reason: str = "") -> int:
+def decide(
+    session: Session, study: Study, participant_ids: list[int], decision: str, actor: User, reason: str = ""
+) -> int:
     """Approve or reject participants. A rejection drops their annotations from every
     aggregate and hands their items' capacity back to the pool; it cannot be undone."""
     if decision not in ("approved", "rejected"):
@@ -309,38 +377,49 @@ def decide(session: Session, study: Study, participant_ids: list[int], decision:
     # Its locks follow the crowd's order (_decide), but a writer outside that order can still
     # meet it; PostgreSQL then aborts one of the two: the whole decision is tried again, and
     # after the last try the app answers 503, try again.
-    return retrying(lambda: _decide(session, study, participant_ids, decision, actor, reason),
-                    session, attempts=DECIDE_ATTEMPTS, retry_if=lost_a_race, pause=0.05)
+    return retrying(
+        lambda: _decide(session, study, participant_ids, decision, actor, reason),
+        session,
+        attempts=DECIDE_ATTEMPTS,
+        retry_if=lost_a_race,
+        pause=0.05,
+    )
 
 
 # How often a decision aborted by a deadlock (or a serialisation failure) is tried in all.
 DECIDE_ATTEMPTS = 3
 
 
-def _decide(session: Session, study: Study, participant_ids: list[int], decision: str, actor: User,
-            reason: str) -> int:
+def _decide(session: Session, study: Study, participant_ids: list[int], decision: str, actor: User, reason: str) -> int:
     if decision == "rejected":
         # The workers' bundles first, in id order: every request of theirs that leases or
         # answers locks its bundle before anything else (bundle -> participant -> assignment
         # -> item -> totals), so none of theirs is under way while their work is dropped, and
         # none starts before the rejection commits. Without it, an answer to a lease made
         # after the look-up below was stored, counted and never excluded.
-        session.execute(select(Bundle.id).where(Bundle.study_id == study.id,
-                                                Bundle.participant_id.in_(set(participant_ids)))
-                        .order_by(Bundle.id).with_for_update())
+        session.execute(
+            select(Bundle.id)
+            .where(Bundle.study_id == study.id, Bundle.participant_id.in_(set(participant_ids)))
+            .order_by(Bundle.id)
+            .with_for_update()
+        )
     # The participants, locked in id order in one statement; the first bad id as the admin
     # gave it is the one named.
-    locked = {p.id: p for p in session.scalars(
-        select(Participant).where(Participant.study_id == study.id,
-                                  Participant.id.in_(set(participant_ids)))
-        .order_by(Participant.id).with_for_update())}
+    locked = {
+        p.id: p
+        for p in session.scalars(
+            select(Participant)
+            .where(Participant.study_id == study.id, Participant.id.in_(set(participant_ids)))
+            .order_by(Participant.id)
+            .with_for_update()
+        )
+    }
     for pid in participant_ids:
         p = locked.get(pid)
         if p is None:
             raise Missing(f"no participant {pid} in this study", field="participant_id")
         if p.status == "rejected" != decision:
-            raise Conflict(f"participant {pid} was rejected; a rejection is final",
-                           field="participant_id")
+            raise Conflict(f"participant {pid} was rejected; a rejection is final", field="participant_id")
     changed = 0
     rejected: list[int] = []
     for p in sorted(locked.values(), key=lambda p: p.id):
@@ -349,8 +428,7 @@ def _decide(session: Session, study: Study, participant_ids: list[int], decision
         if decision == "rejected":
             rejected.append(p.worker_id)
         p.status, p.reason, p.reviewed_by, p.reviewed_at = decision, reason, actor.id, utcnow()
-        audit.record(session, actor.id, f"worker.{decision}",
-                     "participant", p.id, study=study.id, reason=reason)
+        audit.record(session, actor.id, f"worker.{decision}", "participant", p.id, study=study.id, reason=reason)
         changed += 1
     if rejected:
         _drop_work(session, study, rejected)
@@ -365,21 +443,34 @@ def _drop_work(session: Session, study: Study, worker_ids: list[int]) -> None:
     # Assignments before items: the same lock order as submit and the lease sweeper. The
     # capacity given back is what this statement moved: a lease the sweeper (or another
     # worker's wait) expires meanwhile has given its own back, and is skipped here.
-    moved = session.execute(update(Assignment).where(
-        Assignment.study_id == study.id, Assignment.worker_id.in_(worker_ids),
-        Assignment.state.in_(("completed", "leased"))).values(state="rejected")
-        .returning(Assignment.item_id, Assignment.is_gold)).all()
+    moved = session.execute(
+        update(Assignment)
+        .where(
+            Assignment.study_id == study.id,
+            Assignment.worker_id.in_(worker_ids),
+            Assignment.state.in_(("completed", "leased")),
+        )
+        .values(state="rejected")
+        .returning(Assignment.item_id, Assignment.is_gold)
+    ).all()
     item_ids = [item_id for item_id, is_gold in moved if not is_gold]
     for item_id, n in sorted(Counter(item_ids).items()):
         session.execute(update(Item).where(Item.id == item_id).values(n_active=Item.n_active - n))
     # Then the totals' locks of every item and worker the exclusion changes, in their order,
     # before the one statement that excludes the answers (its rows come in any order).
-    answered = session.scalars(select(Annotation.item_id).distinct().where(
-        Annotation.study_id == study.id, Annotation.worker_id.in_(worker_ids),
-        Annotation.is_gold.is_(False), Annotation.excluded.is_(False))).all()
+    answered = session.scalars(
+        select(Annotation.item_id)
+        .distinct()
+        .where(
+            Annotation.study_id == study.id,
+            Annotation.worker_id.in_(worker_ids),
+            Annotation.is_gold.is_(False),
+            Annotation.excluded.is_(False),
+        )
+    ).all()
     lock_totals(session.connection(), study.id, items=answered, workers=worker_ids)
-    session.execute(update(Annotation).where(Annotation.study_id == study.id,
-                                             Annotation.worker_id.in_(worker_ids))
-                    .values(excluded=True))
-
-
+    session.execute(
+        update(Annotation)
+        .where(Annotation.study_id == study.id, Annotation.worker_id.in_(worker_ids))
+        .values(excluded=True)
+    )

@@ -1,10 +1,10 @@
 """The agent runs' JSON API: one path for every kind (docs/runs.md).
 
-    POST /api/v1/studies/{id}/runs   start a run on a study (JSON, or a form with a file)
-    POST /api/v1/runs                start one on a kind's own target ({"kind", "target", ...})
-    GET  /api/v1/runs                the caller's runs (?study_id=, ?kind=)
-    GET  /api/v1/runs/{id}           one, with its job's state and what it stored
-    POST /api/v1/runs/{id}/cancel    stop it at its next progress check (what it stored stays)
+POST /api/v1/studies/{id}/runs   start a run on a study (JSON, or a form with a file)
+POST /api/v1/runs                start one on a kind's own target ({"kind", "target", ...})
+GET  /api/v1/runs                the caller's runs (?study_id=, ?kind=)
+GET  /api/v1/runs/{id}           one, with its job's state and what it stored
+POST /api/v1/runs/{id}/cancel    stop it at its next progress check (what it stored stays)
 """
 
 from __future__ import annotations
@@ -28,9 +28,13 @@ router = APIRouter(prefix="/api/v1", tags=["runs"], dependencies=[Depends(verify
 researcher = require("researcher", "admin")
 
 # What each field type of a kind's runs is in JSON, and in a form (app/runs/component.py).
-_JSON_TYPES = {"int": {"type": "integer"}, "float": {"type": "number"},
-               "ints": {"type": "array", "items": {"type": "integer"}}, "text": {"type": "string"},
-               "file": {"description": "the file's content, as JSON"}}
+_JSON_TYPES = {
+    "int": {"type": "integer"},
+    "float": {"type": "number"},
+    "ints": {"type": "array", "items": {"type": "integer"}},
+    "text": {"type": "string"},
+    "file": {"description": "the file's content, as JSON"},
+}
 
 
 def _kind_bodies(on_target: bool, form: bool) -> list[dict[str, Any]]:
@@ -43,15 +47,31 @@ def _kind_bodies(on_target: bool, form: bool) -> list[dict[str, Any]]:
         if bool(runs.target_keys) != on_target:
             continue
         props: dict[str, Any] = {
-            f: ({"type": "string", "format": "binary"} if t == "file" else {"type": "string"}) if form
-            else _JSON_TYPES[t] for f, t in runs.fields.items()}
+            f: ({"type": "string", "format": "binary"} if t == "file" else {"type": "string"})
+            if form
+            else _JSON_TYPES[t]
+            for f, t in runs.fields.items()
+        }
         if on_target:
-            props = {"kind": {"const": name},
-                     "target": {"type": "object", "required": list(runs.target_keys),
-                                "properties": {k: {"type": "integer", "minimum": 1} for k in runs.target_keys},
-                                "additionalProperties": False}, **props}
-        out.append({"title": f"{name}: a {runs.noun}", "type": "object", "properties": props,
-                    "additionalProperties": False, **({"required": ["kind", "target"]} if on_target else {})})
+            props = {
+                "kind": {"const": name},
+                "target": {
+                    "type": "object",
+                    "required": list(runs.target_keys),
+                    "properties": {k: {"type": "integer", "minimum": 1} for k in runs.target_keys},
+                    "additionalProperties": False,
+                },
+                **props,
+            }
+        out.append(
+            {
+                "title": f"{name}: a {runs.noun}",
+                "type": "object",
+                "properties": props,
+                "additionalProperties": False,
+                **({"required": ["kind", "target"]} if on_target else {}),
+            }
+        )
     return out
 
 
@@ -63,8 +83,9 @@ def _body(on_target: bool) -> dict[str, Any]:
 
 
 def _form(request: Request) -> bool:
-    return request.headers.get("content-type", "").startswith(("multipart/form-data",
-                                                               "application/x-www-form-urlencoded"))
+    return request.headers.get("content-type", "").startswith(
+        ("multipart/form-data", "application/x-www-form-urlencoded")
+    )
 
 
 async def _json(request: Request) -> dict[str, Any]:
@@ -104,8 +125,9 @@ def _found(session: Session, user: User, run_id: int) -> AgentRun:
 
 
 @router.post("/studies/{study_id}/runs", status_code=202, openapi_extra=_body(on_target=False))
-async def start_on_study(request: Request, study_id: Id, session: Session = Depends(db),
-                         user: User = Depends(researcher)) -> dict[str, Any]:
+async def start_on_study(
+    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
+) -> dict[str, Any]:
     """Start an agent run on a study: its kind's model (an uploaded, trained or built-in one)
     over the study's items. The fields are the kind's (docs/runs.md); a file field comes as a
     form upload, or in JSON as its content. Follow it with GET /api/v1/runs/{id}."""
@@ -116,15 +138,17 @@ async def start_on_study(request: Request, study_id: Id, session: Session = Depe
 
 
 @router.post("/runs", status_code=202, openapi_extra=_body(on_target=True))
-async def start_on_target(request: Request, session: Session = Depends(db), user: User = Depends(researcher)) -> dict[str, Any]:
+async def start_on_target(
+    request: Request, session: Session = Depends(db), user: User = Depends(researcher)
+) -> dict[str, Any]:
     """Start an agent run on a kind's own target: {"kind": "sts", "target": {"suite_id": 1,
     "version": 2}, ...the kind's fields}."""
     if _form(request):
-        raise InputError("send a JSON object: {\"kind\", \"target\", ...the kind's fields}", field="body")
+        raise InputError('send a JSON object: {"kind", "target", ...the kind\'s fields}', field="body")
     body = await _json(request)
     kind, target = body.pop("kind", None), body.pop("target", None)
     if not isinstance(kind, str):
-        raise InputError("name the kind (e.g. \"sts\")", field="kind")
+        raise InputError('name the kind (e.g. "sts")', field="kind")
     runs = service.component(kind)
     if not isinstance(target, dict):
         raise InputError(f"target is an object with {', '.join(runs.target_keys) or 'no keys'}", field="target")
@@ -133,9 +157,12 @@ async def start_on_target(request: Request, session: Session = Depends(db), user
 
 
 @router.get("/runs")
-def list_runs(study_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
-              kind: Annotated[str | None, Query(), OneOf(service.kinds_with_runs)] = None,
-              session: Session = Depends(db), user: User = Depends(researcher)) -> list[dict[str, Any]]:
+def list_runs(
+    study_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    kind: Annotated[str | None, Query(), OneOf(service.kinds_with_runs)] = None,
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+) -> list[dict[str, Any]]:
     """The runs you started or that ran on your studies, newest first."""
     if kind is not None and kind not in service.kinds_with_runs():
         raise InputError(f"kind is one of {', '.join(service.kinds_with_runs())}", field="kind")

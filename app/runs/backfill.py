@@ -11,9 +11,19 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 JSON = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
-RUNS = sa.table("agent_runs", sa.column("id"), sa.column("kind"), sa.column("study_id"), sa.column("target", JSON),
-                sa.column("agent_id"), sa.column("artifact_ids", JSON), sa.column("params", JSON),
-                sa.column("job_id"), sa.column("owner_id"), sa.column("created_at"))
+RUNS = sa.table(
+    "agent_runs",
+    sa.column("id"),
+    sa.column("kind"),
+    sa.column("study_id"),
+    sa.column("target", JSON),
+    sa.column("agent_id"),
+    sa.column("artifact_ids", JSON),
+    sa.column("params", JSON),
+    sa.column("job_id"),
+    sa.column("owner_id"),
+    sa.column("created_at"),
+)
 
 
 def as_agent_run(conn: Any, kind: str, job_id: int, owner_id: int | None, created_at: Any, **values: Any) -> None:

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from app import jobs
 
+
 @dataclass
 class Started:
     """What a kind's start made, added to the session and flushed, not committed."""
@@ -41,8 +42,7 @@ class AgentRuns(ABC):
     unit: ClassVar[str] = "steps"
 
     @abstractmethod
-    def start(self, session: Any, user: Any, study: Any, target: dict[str, Any],
-              params: dict[str, Any]) -> Started:
+    def start(self, session: Any, user: Any, study: Any, target: dict[str, Any], params: dict[str, Any]) -> Started:
         """Check everything (InputError or Conflict naming the field) and make the job."""
 
     @abstractmethod
@@ -59,8 +59,9 @@ class AgentRuns(ABC):
         jobs.cancel(session, job)
 
 
-def usable_artifact(session: Any, user: Any, artifact_id: object, kind: str, role: str, noun: str,
-                    field: str = "artifact_id") -> tuple[Any, Any]:
+def usable_artifact(
+    session: Any, user: Any, artifact_id: object, kind: str, role: str, noun: str, field: str = "artifact_id"
+) -> tuple[Any, Any]:
     """(artifact, agent): a validated model of the caller's (an admin's: anyone's) of `kind`
     in `role` (`noun` names that, "an A3DS captioner"); InputError naming `field` otherwise."""
     from app.agents.models import Agent, AgentArtifact

@@ -24,8 +24,16 @@ def _summary(session: Session, run: AgentRun, job: jobs.Job | None) -> dict[str,
     """The earlier answer's shape: the job's fields, with its id, then what the run stored."""
     if job is None:  # its job was deleted: the earlier paths were the job's
         raise HTTPException(404, "no such run among yours")
-    return {"id": job.id, "study_id": job.study_id, "state": job.state, "done": job.done, "total": job.total,
-            "log": job.log, **service.component(run.kind).describe(session, run, job), "result": job.result or {}}
+    return {
+        "id": job.id,
+        "study_id": job.study_id,
+        "state": job.state,
+        "done": job.done,
+        "total": job.total,
+        "log": job.log,
+        **service.component(run.kind).describe(session, run, job),
+        "result": job.result or {},
+    }
 
 
 def _by_job(session: Session, user: User, kind_name: str, job_id: int) -> AgentRun:
@@ -42,21 +50,29 @@ def job_routes(api: APIRouter, kind_name: str, body_model: type[BaseModel], star
     """Add the four earlier routes to the kind's API router (its prefix, e.g. /api/v1/a3ds)."""
 
     @api.post("/studies/{study_id}/generations", status_code=202, deprecated=True)
-    def start_generation(study_id: Id, body: body_model, session: Session = Depends(db),  # type: ignore[valid-type]
-                         user: User = Depends(researcher)) -> dict[str, Any]:
+    def start_generation(
+        study_id: Id,
+        body: body_model,  # type: ignore[valid-type]
+        session: Session = Depends(db),
+        user: User = Depends(researcher),
+    ) -> dict[str, Any]:
         study = managed_study(session, study_id, user)
         fields: dict[str, Any] = body.model_dump(exclude_none=True)  # type: ignore[attr-defined]
-        run = service.start(session, session.merge(user), kind_name, fields,
-                            study=study)
+        run = service.start(session, session.merge(user), kind_name, fields, study=study)
         return _summary(session, run, session.get(jobs.Job, run.job_id))
 
     start_generation.__doc__ = start_doc + " Deprecated: POST /api/v1/studies/{id}/runs."
 
     @api.get("/studies/{study_id}/generations", deprecated=True)
-    def list_generations(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> list[dict[str, Any]]:
+    def list_generations(
+        study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
+    ) -> list[dict[str, Any]]:
         study = managed_study(session, study_id, user)
-        return [_summary(session, r, job) for r in service.of_study(session, study.id)
-                if (job := session.get(jobs.Job, r.job_id)) is not None]
+        return [
+            _summary(session, r, job)
+            for r in service.of_study(session, study.id)
+            if (job := session.get(jobs.Job, r.job_id)) is not None
+        ]
 
     @api.get("/generations/{job_id}", deprecated=True)
     def get_generation(job_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict[str, Any]:
@@ -64,7 +80,9 @@ def job_routes(api: APIRouter, kind_name: str, body_model: type[BaseModel], star
         return _summary(session, run, session.get(jobs.Job, job_id))
 
     @api.post("/generations/{job_id}/cancel", deprecated=True)
-    def cancel_generation(job_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict[str, Any]:
+    def cancel_generation(
+        job_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
+    ) -> dict[str, Any]:
         """Stop the run at its next progress check; what it stored stays."""
         run = _by_job(session, user, kind_name, job_id)
         service.cancel(session, user, run.id)

@@ -29,8 +29,10 @@ def component(kind_name: str) -> AgentRuns:
         raise InputError(f"unknown kind {kind_name!r}: installed are {', '.join(kinds)}", field="kind")
     runs: AgentRuns | None = kinds[kind_name].agent_runs()
     if runs is None:
-        raise Conflict(f"{kinds[kind_name].title} has no agent runs (kinds with runs: "
-                       f"{', '.join(kinds_with_runs())})", field="kind")
+        raise Conflict(
+            f"{kinds[kind_name].title} has no agent runs (kinds with runs: {', '.join(kinds_with_runs())})",
+            field="kind",
+        )
     return runs
 
 
@@ -48,8 +50,11 @@ def _known(runs: AgentRuns, params: dict[str, Any]) -> None:
 def from_json(runs: AgentRuns, body: dict[str, Any]) -> dict[str, Any]:
     """A JSON body's fields as the kind takes them: a file field's value is the file's JSON."""
     _known(runs, body)
-    return {name: (json.dumps(v).encode() if runs.fields[name] == "file" else v)
-            for name, v in body.items() if v is not None}
+    return {
+        name: (json.dumps(v).encode() if runs.fields[name] == "file" else v)
+        for name, v in body.items()
+        if v is not None
+    }
 
 
 def from_form(runs: AgentRuns, values: dict[str, Any]) -> dict[str, Any]:
@@ -81,8 +86,15 @@ def from_form(runs: AgentRuns, values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def start(session: Session, user: User, kind_name: str, params: dict[str, Any], *, study: Study | None = None,
-          target: dict[str, Any] | None = None) -> AgentRun:
+def start(
+    session: Session,
+    user: User,
+    kind_name: str,
+    params: dict[str, Any],
+    *,
+    study: Study | None = None,
+    target: dict[str, Any] | None = None,
+) -> AgentRun:
     """Check and store the run and its job, then queue it (jobs.submit: when the queue cannot be
     reached nothing is left behind and BrokerUnavailable is raised)."""
     runs = component(kind_name)
@@ -100,20 +112,41 @@ def start(session: Session, user: User, kind_name: str, params: dict[str, Any], 
     return record(session, user, kind_name, started, study=study, target=target)
 
 
-def record(session: Session, user: User, kind_name: str, started: Started, *, study: Study | None = None,
-           target: dict[str, Any] | None = None) -> AgentRun:
+def record(
+    session: Session,
+    user: User,
+    kind_name: str,
+    started: Started,
+    *,
+    study: Study | None = None,
+    target: dict[str, Any] | None = None,
+) -> AgentRun:
     """The run's row beside the job the kind made, then the job queued."""
     run = add(session, user, kind_name, started, study=study, target=target)
     jobs.submit(session, started.job, withdraw=((AgentRun, run.id), *started.withdraw))
     return run
 
 
-def add(session: Session, user: User, kind_name: str, started: Started, *, study: Study | None = None,
-        target: dict[str, Any] | None = None) -> AgentRun:
+def add(
+    session: Session,
+    user: User,
+    kind_name: str,
+    started: Started,
+    *,
+    study: Study | None = None,
+    target: dict[str, Any] | None = None,
+) -> AgentRun:
     """The run's row only (flushed): for a caller that runs the job itself (the demo)."""
-    run = AgentRun(kind=kind_name, study_id=study.id if study is not None else None, target=target or {},
-                   agent_id=started.agent_id, artifact_ids=list(started.artifact_ids), params=started.params,
-                   job_id=started.job.id, owner_id=user.id)
+    run = AgentRun(
+        kind=kind_name,
+        study_id=study.id if study is not None else None,
+        target=target or {},
+        agent_id=started.agent_id,
+        artifact_ids=list(started.artifact_ids),
+        params=started.params,
+        job_id=started.job.id,
+        owner_id=user.id,
+    )
     session.add(run)
     session.flush()
     return run
@@ -149,8 +182,7 @@ def of_study(session: Session, study_id: int) -> list[AgentRun]:
 def page_context(session: Session, kind_name: str, runs: list[AgentRun], poll: str | None) -> dict[str, Any]:
     """What templates/runs/list.html needs: the runs, the kind's component, the URL to poll
     (None: the section around the list polls itself)."""
-    return {"agent_runs": summaries(session, runs), "runs_component": component(kind_name),
-            "poll": poll}
+    return {"agent_runs": summaries(session, runs), "runs_component": component(kind_name), "poll": poll}
 
 
 def study_page_context(session: Session, study: Study) -> dict[str, Any]:
@@ -163,8 +195,9 @@ def of_target(session: Session, kind_name: str, **target: Any) -> list[AgentRun]
     return [r for r in rows if all((r.target or {}).get(k) == v for k, v in target.items())]
 
 
-def list_runs(session: Session, user: User, *, study_id: int | None = None, kind: str | None = None,
-              limit: int = 200) -> list[AgentRun]:
+def list_runs(
+    session: Session, user: User, *, study_id: int | None = None, kind: str | None = None, limit: int = 200
+) -> list[AgentRun]:
     q = select(AgentRun).order_by(AgentRun.id.desc())
     if study_id is not None:
         q = q.where(AgentRun.study_id == study_id)
@@ -201,9 +234,21 @@ def summary(session: Session, run: AgentRun) -> dict[str, Any]:
     job = session.get(jobs.Job, run.job_id) if run.job_id else None
     kind = all_kinds().get(run.kind)
     runs = kind.agent_runs() if kind is not None else None
-    return {"id": run.id, "kind": run.kind, "noun": runs.noun if runs else "run", "study_id": run.study_id,
-            "target": run.target or {}, "agent_id": run.agent_id, "artifact_ids": run.artifact_ids or [],
-            "params": run.params or {}, "job_id": run.job_id, "state": job.state if job else "gone",
-            "done": job.done if job else 0, "total": job.total if job else 0, "log": job.log if job else "",
-            "result": (job.result or {}) if job else {}, "created_at": run.created_at.isoformat(),
-            "detail": runs.describe(session, run, job) if runs else {}}
+    return {
+        "id": run.id,
+        "kind": run.kind,
+        "noun": runs.noun if runs else "run",
+        "study_id": run.study_id,
+        "target": run.target or {},
+        "agent_id": run.agent_id,
+        "artifact_ids": run.artifact_ids or [],
+        "params": run.params or {},
+        "job_id": run.job_id,
+        "state": job.state if job else "gone",
+        "done": job.done if job else 0,
+        "total": job.total if job else 0,
+        "log": job.log if job else "",
+        "result": (job.result or {}) if job else {},
+        "created_at": run.created_at.isoformat(),
+        "detail": runs.describe(session, run, job) if runs else {},
+    }

@@ -16,7 +16,8 @@ router = APIRouter(include_in_schema=False)
 
 
 @router.get("/studies/{study_id}/runs")
-def study_runs(request: Request, study_id: Id, session: Session = Depends(db),
-               user: User = Depends(require("researcher", "admin"))) -> Response:
+def study_runs(
+    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(require("researcher", "admin"))
+) -> Response:
     study = managed_study(session, study_id, user, "No such study among yours.")
     return render(request, "runs/list.html", **service.study_page_context(session, study))

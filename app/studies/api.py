@@ -46,8 +46,9 @@ class StudyOut(BaseModel):
 
 
 def _out(study: Study) -> StudyOut:
-    return StudyOut(**{k: getattr(study, k) for k in StudyOut.model_fields if k != "entry_path"},
-                    entry_path=f"/s/{study.slug}")
+    return StudyOut(
+        **{k: getattr(study, k) for k in StudyOut.model_fields if k != "entry_path"}, entry_path=f"/s/{study.slug}"
+    )
 
 
 def _study(session: Session, study_id: int, user: User) -> Study:
@@ -64,18 +65,32 @@ def list_studies(session: Session = Depends(db), user: User = Depends(researcher
 
 # The settings field is JSON text whose object needs a title (StudySettings): the schema says so
 # (issue 26.8), as JSON Schema's contentSchema.
-SETTINGS = Form(..., json_schema_extra={
-    "contentMediaType": "application/json", "minLength": 2,
-    "contentSchema": {"type": "object", "required": ["title"],
-                      "properties": {"title": {"type": "string", "minLength": 1, "pattern": r"\S"}}},
-    "description": "The study's settings as a JSON object: title (required), bundle_size, gold_rate, "
-                   "annotations_per_item, ..."})
+SETTINGS = Form(
+    ...,
+    json_schema_extra={
+        "contentMediaType": "application/json",
+        "minLength": 2,
+        "contentSchema": {
+            "type": "object",
+            "required": ["title"],
+            "properties": {"title": {"type": "string", "minLength": 1, "pattern": r"\S"}},
+        },
+        "description": "The study's settings as a JSON object: title (required), bundle_size, gold_rate, "
+        "annotations_per_item, ...",
+    },
+)
 
 
 @router.post("/studies", response_model=StudyOut, status_code=201, tags=["studies"])
-async def create_study(request: Request, file: UploadFile = UPLOAD, settings: str = SETTINGS,
-                       kind: str = Form(""), format: str = Form(""),
-                       session: Session = Depends(db), user: User = Depends(researcher)):
+async def create_study(
+    request: Request,
+    file: UploadFile = UPLOAD,
+    settings: str = SETTINGS,
+    kind: str = Form(""),
+    format: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     """Create a draft study from an item upload. `kind` (default: the first installed kind,
     `GET /api/v1/kinds` lists them) and its `format`; the kind's own options are further form
     fields, listed per kind by `GET /api/v1/kinds` (for `tom`: `random_yes_rate`, the training
@@ -91,19 +106,33 @@ async def create_study(request: Request, file: UploadFile = UPLOAD, settings: st
     k = get_kind(kind)
     fields = {name: value for name, value in (await request.form()).items() if isinstance(value, str)}
     data = await read_upload(file)
-    study = services.create_study(session, session.merge(user), k.name,
-                                  services.parse_settings(data_settings), data,
-                                  format or k.item_formats[0], kind_options(k, fields))
+    study = services.create_study(
+        session,
+        session.merge(user),
+        k.name,
+        services.parse_settings(data_settings),
+        data,
+        format or k.item_formats[0],
+        kind_options(k, fields),
+    )
     return _out(study)
 
 
 @router.get("/kinds", tags=["studies"])
 def list_kinds(user: User = Depends(researcher)):
     """The installed task kinds: their formats, their study options and what they add."""
-    return [{"name": k.name, "title": k.title, "formats": list(k.item_formats),
-             "format_labels": k.format_labels, "options": sorted(k.option_fields),
-             "artifact_roles": list(k.artifact_roles), "jobs": sorted(k.jobs)}
-            for k in all_kinds().values()]
+    return [
+        {
+            "name": k.name,
+            "title": k.title,
+            "formats": list(k.item_formats),
+            "format_labels": k.format_labels,
+            "options": sorted(k.option_fields),
+            "artifact_roles": list(k.artifact_roles),
+            "jobs": sorted(k.jobs),
+        }
+        for k in all_kinds().values()
+    ]
 
 
 @router.get("/studies/{study_id}", response_model=StudyOut, tags=["studies"])
@@ -112,8 +141,9 @@ def get_study(study_id: Id, session: Session = Depends(db), user: User = Depends
 
 
 @router.patch("/studies/{study_id}", response_model=StudyOut, tags=["studies"])
-def edit_study(study_id: Id, body: services.StudyEdit, session: Session = Depends(db),
-               user: User = Depends(researcher)):
+def edit_study(
+    study_id: Id, body: services.StudyEdit, session: Session = Depends(db), user: User = Depends(researcher)
+):
     """Change a study's consent text or instructions, or its caps on one crowd member
     (`max_bundles_per_worker`, `max_open_bundles_per_ip`); fields left out stay as they are.
     Workers who have not yet agreed to the consent text must agree to the new one."""
@@ -126,8 +156,7 @@ class StateIn(BaseModel):
 
 
 @router.post("/studies/{study_id}/state", response_model=StudyOut, tags=["studies"])
-def set_state(study_id: Id, body: StateIn, session: Session = Depends(db),
-              user: User = Depends(researcher)):
+def set_state(study_id: Id, body: StateIn, session: Session = Depends(db), user: User = Depends(researcher)):
     study = _study(session, study_id, user)
     if body.state not in services.TRANSITIONS.get(study.state, set()):
         # A state the study cannot go to from where it is: the request is well formed, the
@@ -142,22 +171,39 @@ def get_progress(study_id: Id, session: Session = Depends(db), user: User = Depe
 
 
 @router.get("/studies/{study_id}/items", tags=["studies"])
-def list_items(study_id: Id, offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
-               limit: Annotated[int, Query(ge=1, le=1000)] = 100, session: Session = Depends(db),
-               user: User = Depends(researcher)):
+def list_items(
+    study_id: Id,
+    offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     """A page of the study's items, `limit` (at most 1000) from `offset`."""
     # Bounded here: a negative LIMIT is "no limit" to SQLite and an error to PostgreSQL.
     study = _study(session, study_id, user)
-    rows = session.scalars(select(Item).where(Item.study_id == study.id).order_by(Item.id)
-                           .offset(offset).limit(limit))
-    return [{"id": i.external_id, "payload": i.payload, "reference": i.reference,
-             "is_gold": i.is_gold, "category": i.category, "cluster": i.cluster,
-             "annotations_active": i.n_active} for i in rows]
+    rows = session.scalars(select(Item).where(Item.study_id == study.id).order_by(Item.id).offset(offset).limit(limit))
+    return [
+        {
+            "id": i.external_id,
+            "payload": i.payload,
+            "reference": i.reference,
+            "is_gold": i.is_gold,
+            "category": i.category,
+            "cluster": i.cluster,
+            "annotations_active": i.n_active,
+        }
+        for i in rows
+    ]
 
 
 @router.post("/studies/{study_id}/annotations/import", status_code=201, tags=["studies"])
-async def import_prior_annotations(study_id: Id, file: UploadFile = UPLOAD, source: str = Form(""),
-                                   session: Session = Depends(db), user: User = Depends(researcher)):
+async def import_prior_annotations(
+    study_id: Id,
+    file: UploadFile = UPLOAD,
+    source: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     """Load people's annotations from an earlier study as the work of external annotators,
     scored like the study's own and shown on its leaderboard marked "(imported)"; `source`
     names where they come from (docs/kinds/*.md give each kind's format: for `tom` JSONL
@@ -183,18 +229,29 @@ def _job_dict(job: jobs.Job, user: User | None = None) -> dict:
     """A job as its owner sees it; an admin also gets a failed job's traceback."""
     store = get_store()
     files = {name: store.url(key) for name, key in (job.result or {}).get("files", {}).items()}
-    return {"id": job.id, "task": job.task, "study_id": job.study_id, "state": job.state,
-            "done": job.done, "total": job.total, "log": job.log, "files": files,
-            "created_at": job.created_at.isoformat() if job.created_at else None,
-            "finished_at": job.finished_at.isoformat() if job.finished_at else None,
-            **({"traceback": job.traceback} if user is not None and user.role == "admin" and job.traceback else {})}
+    return {
+        "id": job.id,
+        "task": job.task,
+        "study_id": job.study_id,
+        "state": job.state,
+        "done": job.done,
+        "total": job.total,
+        "log": job.log,
+        "files": files,
+        "created_at": job.created_at.isoformat() if job.created_at else None,
+        "finished_at": job.finished_at.isoformat() if job.finished_at else None,
+        **({"traceback": job.traceback} if user is not None and user.role == "admin" and job.traceback else {}),
+    }
 
 
 @router.get("/jobs", tags=["exports"])
-def list_jobs(study_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
-              state: Literal[JOB_STATES] | None = None,
-              limit: Annotated[int, Query(ge=1, le=500)] = 100,
-              session: Session = Depends(db), user: User = Depends(researcher)):
+def list_jobs(
+    study_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    state: Literal[JOB_STATES] | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     """Your jobs (an admin: everyone's), newest first: exports, generation runs, validations,
     tallies; `study_id` narrows to one of your studies (404 for another's), `state` to one
     state (queued, running, done, failed, cancelled), `limit` at most 500."""

@@ -63,18 +63,15 @@ def gold_salt(study_id: int, external_assignment_id: str) -> str:
     """The key of a bundle's gold draw: keyed by the app's secret, so that nobody who knows the
     rule and their ids can work out which of their slots are gold."""
     key = get_settings().secret_key.encode()
-    return hmac.new(key, f"proctor/gold/{study_id}:{external_assignment_id}".encode(),
-                    hashlib.sha256).hexdigest()[:32]
+    return hmac.new(key, f"proctor/gold/{study_id}:{external_assignment_id}".encode(), hashlib.sha256).hexdigest()[:32]
 
 
-def gold_slots(study_id: int, worker_id: int, external_assignment_id: str, size: int,
-               n_gold: int) -> list[int]:
+def gold_slots(study_id: int, worker_id: int, external_assignment_id: str, size: int, n_gold: int) -> list[int]:
     """A new bundle's gold slots: the `n_gold` slots of the smallest md5("salt:worker:slot"),
     sorted. The hot path's entry (app/studies/hotpath.py, ENTER_SQL) computes the same in SQL,
     so one (study, worker, assignment id) gets the same slots whichever path made its bundle."""
     salt = gold_salt(study_id, external_assignment_id)
-    order = sorted(range(size),
-                   key=lambda x: (hashlib.md5(f"{salt}:{worker_id}:{x}".encode()).hexdigest(), x))
+    order = sorted(range(size), key=lambda x: (hashlib.md5(f"{salt}:{worker_id}:{x}".encode()).hexdigest(), x))
     return sorted(order[:n_gold])
 
 
@@ -103,9 +100,16 @@ def _get_or_create(session: Session, model, lookup: dict, defaults: dict):
     return row
 
 
-def enter(session: Session, study: Study, platform: str, external_worker_id: str,
-          external_assignment_id: str = "", hit_id: str = "", browser: str | None = None,
-          address: str | None = None) -> Bundle:
+def enter(
+    session: Session,
+    study: Study,
+    platform: str,
+    external_worker_id: str,
+    external_assignment_id: str = "",
+    hit_id: str = "",
+    browser: str | None = None,
+    address: str | None = None,
+) -> Bundle:
     """A crowd worker arrives by an entry link: find or start their bundle.
 
     `browser` is the hash of the entering browser's secret. A bundle is bound to a browser
@@ -121,19 +125,23 @@ def enter(session: Session, study: Study, platform: str, external_worker_id: str
 
     def work():
         worker = _get_or_create(
-            session, User, {"platform": platform, "external_id": external_worker_id},
-            {"role": "worker", "pseudonym": pseudonym(platform, external_worker_id)})
-        participant = _get_or_create(session, Participant,
-                                     {"study_id": study.id, "worker_id": worker.id}, {})
+            session,
+            User,
+            {"platform": platform, "external_id": external_worker_id},
+            {"role": "worker", "pseudonym": pseudonym(platform, external_worker_id)},
+        )
+        participant = _get_or_create(session, Participant, {"study_id": study.id, "worker_id": worker.id}, {})
         if participant.status == "rejected":
             raise NotAvailable("Your work on this study has been reviewed and closed.")
-        lookup = select(Bundle).where(Bundle.study_id == study.id, Bundle.worker_id == worker.id,
-                                      Bundle.external_assignment_id == external_assignment_id)
+        lookup = select(Bundle).where(
+            Bundle.study_id == study.id,
+            Bundle.worker_id == worker.id,
+            Bundle.external_assignment_id == external_assignment_id,
+        )
         bundle = session.scalar(lookup)
         if bundle is None:
             # The caps count this worker's bundles: one new bundle at a time per worker.
-            session.execute(select(Participant.id).where(Participant.id == participant.id)
-                            .with_for_update())
+            session.execute(select(Participant.id).where(Participant.id == participant.id).with_for_update())
             bundle = session.scalar(lookup.execution_options(populate_existing=True))
         if bundle is not None:
             _check_browser(study, bundle, browser, entry=True)
@@ -141,12 +149,17 @@ def enter(session: Session, study: Study, platform: str, external_worker_id: str
         _admit(session, study, worker.id, browser, address)
         size = study.bundle_size
         n_gold = round(size * study.gold_rate)
-        bundle = Bundle(study_id=study.id, worker_id=worker.id,
-                        external_assignment_id=external_assignment_id,
-                        participant_id=participant.id, hit_id=hit_id, size=size,
-                        gold_slots=gold_slots(study.id, worker.id, external_assignment_id,
-                                              size, n_gold),
-                        browser_hash=None, ip_hash=address)
+        bundle = Bundle(
+            study_id=study.id,
+            worker_id=worker.id,
+            external_assignment_id=external_assignment_id,
+            participant_id=participant.id,
+            hit_id=hit_id,
+            size=size,
+            gold_slots=gold_slots(study.id, worker.id, external_assignment_id, size, n_gold),
+            browser_hash=None,
+            ip_hash=address,
+        )
         session.add(bundle)
         session.flush()
         return bundle
@@ -156,12 +169,13 @@ def enter(session: Session, study: Study, platform: str, external_worker_id: str
 
 def other_browser(study: Study) -> str:
     """The refusal in a browser other than the one the worker consented in: what to do."""
-    who = f"the researcher ({study.contact})" if study.contact else \
-        "the researcher (through your platform's messages)"
-    return ("You agreed to this study in another browser (or this browser's cookies were cleared "
-            "since). Continue it in the browser where you agreed; if you cannot, write to "
-            f"{who} with your worker id and ask them to release your task, then open the "
-            "study's link here again.")
+    who = f"the researcher ({study.contact})" if study.contact else "the researcher (through your platform's messages)"
+    return (
+        "You agreed to this study in another browser (or this browser's cookies were cleared "
+        "since). Continue it in the browser where you agreed; if you cannot, write to "
+        f"{who} with your worker id and ask them to release your task, then open the "
+        "study's link here again."
+    )
 
 
 def _check_browser(study: Study, bundle: Bundle, browser: str | None, entry: bool = False) -> None:
@@ -177,53 +191,73 @@ def _check_browser(study: Study, bundle: Bundle, browser: str | None, entry: boo
         raise NotAvailable(other_browser(study), status=403)
 
 
-def _admit(session: Session, study: Study, worker_id: int, browser: str | None,
-           address: str | None, bundle_id: int | None = None) -> None:
+def _admit(
+    session: Session,
+    study: Study,
+    worker_id: int,
+    browser: str | None,
+    address: str | None,
+    bundle_id: int | None = None,
+) -> None:
     """May this worker start a new bundle here (at entry), or bind `bundle_id` (at consent)?
     Refused with the reason they read. Only bundles consented to count, so an entry never
     agreed to holds nothing; consent checks the same again, the bundle itself left out, and
     that is what holds the caps (entering many times, then consenting in each, is refused at
     the cap)."""
     others = [Bundle.id != bundle_id] if bundle_id is not None else []
-    theirs = session.scalars(select(Bundle.browser_hash).where(
-        Bundle.study_id == study.id, Bundle.worker_id == worker_id,
-        Bundle.consented_at.is_not(None), *others)).all()
+    theirs = session.scalars(
+        select(Bundle.browser_hash).where(
+            Bundle.study_id == study.id, Bundle.worker_id == worker_id, Bundle.consented_at.is_not(None), *others
+        )
+    ).all()
     if browser is not None and any(h not in (None, RELEASED, browser) for h in theirs):
         raise NotAvailable(other_browser(study), status=403)
     cap = study.max_bundles_per_worker
     if len(theirs) >= cap:
         raise NotAvailable(
             "You have already taken part in this study: it allows one task per person."
-            if cap == 1 else
-            f"You have already done the {cap} tasks this study allows per person.", status=403)
+            if cap == 1
+            else f"You have already done the {cap} tasks this study allows per person.",
+            status=403,
+        )
     if address is None:
         return
     now = utcnow()
     # Open: consented, unfinished, and consented within a lease's time or holding a live
     # lease (a bundle walked away from stops counting when its lease runs out).
-    live = exists().where(Assignment.bundle_id == Bundle.id, Assignment.state == "leased",
-                          Assignment.lease_expires_at > now)
-    open_here = session.scalar(select(func.count()).select_from(Bundle).where(
-        Bundle.study_id == study.id, Bundle.ip_hash == address, Bundle.finished_at.is_(None),
-        Bundle.consented_at.is_not(None), *others,
-        (Bundle.consented_at > now - timedelta(seconds=study.lease_seconds)) | live))
+    live = exists().where(
+        Assignment.bundle_id == Bundle.id, Assignment.state == "leased", Assignment.lease_expires_at > now
+    )
+    open_here = session.scalar(
+        select(func.count())
+        .select_from(Bundle)
+        .where(
+            Bundle.study_id == study.id,
+            Bundle.ip_hash == address,
+            Bundle.finished_at.is_(None),
+            Bundle.consented_at.is_not(None),
+            *others,
+            (Bundle.consented_at > now - timedelta(seconds=study.lease_seconds)) | live,
+        )
+    )
     if open_here >= study.max_open_bundles_per_ip:
         raise NotAvailable(
             f"Too many tasks of this study are open from your network right now ({open_here}). "
             "Please try again in a few minutes. If you take part with others in one room or "
-            "network, tell the researcher.", status=429, retry_after=120)
+            "network, tell the researcher.",
+            status=429,
+            retry_after=120,
+        )
 
 
 def _lock_bundle(session: Session, bundle_id: int) -> Bundle:
     return session.execute(
-        select(Bundle).where(Bundle.id == bundle_id).with_for_update()
-        .execution_options(populate_existing=True)
+        select(Bundle).where(Bundle.id == bundle_id).with_for_update().execution_options(populate_existing=True)
     ).scalar_one()
 
 
 def _lock_participant(session: Session, bundle: Bundle) -> None:
-    session.execute(select(Participant.id).where(Participant.id == bundle.participant_id)
-                    .with_for_update())
+    session.execute(select(Participant.id).where(Participant.id == bundle.participant_id).with_for_update())
 
 
 def _check_not_rejected(session: Session, bundle: Bundle) -> None:
@@ -236,12 +270,10 @@ def _check_not_rejected(session: Session, bundle: Bundle) -> None:
 def _release(session: Session, assignment: Assignment, state: str) -> bool:
     """Move a leased assignment to `state` and give its capacity back to the item."""
     moved = session.execute(
-        update(Assignment).where(Assignment.id == assignment.id, Assignment.state == "leased")
-        .values(state=state)
+        update(Assignment).where(Assignment.id == assignment.id, Assignment.state == "leased").values(state=state)
     ).rowcount
     if moved and not assignment.is_gold:
-        session.execute(update(Item).where(Item.id == assignment.item_id)
-                        .values(n_active=Item.n_active - 1))
+        session.execute(update(Item).where(Item.id == assignment.item_id).values(n_active=Item.n_active - 1))
     return bool(moved)
 
 
@@ -252,22 +284,23 @@ def _open_to(study: Study, worker_id: int, again: bool = False):
     or a worker who once let a lease run out could never fill a task of all the study's items."""
     mine = aliased(Assignment)
     grouped = aliased(Assignment)
-    return (~exists().where(mine.item_id == Item.id, mine.worker_id == worker_id,
-                            *([mine.state != "expired"] if again else [])),
-            Item.author_id.is_(None) | (Item.author_id != worker_id),
-            Item.exclusion_group.is_(None) | ~exists().where(
-                grouped.study_id == study.id, grouped.worker_id == worker_id,
-                grouped.exclusion_group == Item.exclusion_group,
-                *([grouped.item_id != Item.id] if again else [])))
-
-
-def _pick(session: Session, study: Study, worker_id: int, gold: bool,
-          again: bool = False) -> Item | None:
-    q = (
-        select(Item)
-        .where(Item.study_id == study.id, Item.is_gold == gold, *_open_to(study, worker_id, again))
-        .limit(1)
+    return (
+        ~exists().where(
+            mine.item_id == Item.id, mine.worker_id == worker_id, *([mine.state != "expired"] if again else [])
+        ),
+        Item.author_id.is_(None) | (Item.author_id != worker_id),
+        Item.exclusion_group.is_(None)
+        | ~exists().where(
+            grouped.study_id == study.id,
+            grouped.worker_id == worker_id,
+            grouped.exclusion_group == Item.exclusion_group,
+            *([grouped.item_id != Item.id] if again else []),
+        ),
     )
+
+
+def _pick(session: Session, study: Study, worker_id: int, gold: bool, again: bool = False) -> Item | None:
+    q = select(Item).where(Item.study_id == study.id, Item.is_gold == gold, *_open_to(study, worker_id, again)).limit(1)
     if gold:
         # Gold is shared by everyone; spread it by a per-worker start.
         start = gold_start(worker_id)
@@ -275,11 +308,13 @@ def _pick(session: Session, study: Study, worker_id: int, gold: bool,
         return item or session.scalar(q.order_by(Item.position))
     # Depth first: items closest to their redundancy go first, so that what is done so far
     # is whole items (majorities, agreement) rather than one answer on everything.
-    q = (q.where(Item.n_active < study.annotations_per_item)
-         .order_by(Item.n_active.desc(), Item.position.desc())
-         # FOR NO KEY UPDATE (only n_active changes): not skipping items whose rows a foreign-key
-         # check holds FOR KEY SHARE (an answer being stored, the totals' rebuild).
-         .with_for_update(skip_locked=True, key_share=True, of=Item))
+    q = (
+        q.where(Item.n_active < study.annotations_per_item)
+        .order_by(Item.n_active.desc(), Item.position.desc())
+        # FOR NO KEY UPDATE (only n_active changes): not skipping items whose rows a foreign-key
+        # check holds FOR KEY SHARE (an answer being stored, the totals' rebuild).
+        .with_for_update(skip_locked=True, key_share=True, of=Item)
+    )
     return session.scalar(q)
 
 
@@ -302,10 +337,13 @@ def next_item(session: Session, study: Study, bundle_id: int) -> Assignment | No
             _lock_participant(session, bundle)  # bundle -> participant -> assignment
         _check_not_rejected(session, bundle)
         current = session.scalar(
-            select(Assignment).where(Assignment.bundle_id == bundle.id,
-                                     Assignment.state == "leased")
-            .order_by(Assignment.id.desc()).limit(1).with_for_update()
-            .execution_options(populate_existing=True))
+            select(Assignment)
+            .where(Assignment.bundle_id == bundle.id, Assignment.state == "leased")
+            .order_by(Assignment.id.desc())
+            .limit(1)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
         if current is not None:
             if current.lease_expires_at > now:
                 return current
@@ -326,25 +364,40 @@ def next_item(session: Session, study: Study, bundle_id: int) -> Assignment | No
         if item is None:
             return None
         if not item.is_gold:
-            session.execute(update(Item).where(Item.id == item.id)
-                            .values(n_active=Item.n_active + 1))
+            session.execute(update(Item).where(Item.id == item.id).values(n_active=Item.n_active + 1))
         if several:
             # A new lease ends the worker's live lease in another of their bundles (another
             # tab): one person never holds more than one item of the study at a time. Ended
             # rather than refused, so that a worker who moved on is never held up by the item
             # they walked away from; its late answer is then taken only as any late answer is.
-            for other in session.scalars(select(Assignment).where(
-                    Assignment.study_id == study.id, Assignment.worker_id == bundle.worker_id,
-                    Assignment.state == "leased", Assignment.bundle_id != bundle.id)
-                    .with_for_update()).all():
+            for other in session.scalars(
+                select(Assignment)
+                .where(
+                    Assignment.study_id == study.id,
+                    Assignment.worker_id == bundle.worker_id,
+                    Assignment.state == "leased",
+                    Assignment.bundle_id != bundle.id,
+                )
+                .with_for_update()
+            ).all():
                 _release(session, other, "expired")
         expires = now + timedelta(seconds=study.lease_seconds)
         # populate_existing: a long-lived session may still hold this row as leased after the
         # sweeper (another session) ended it; unrefreshed, setting "leased" would change nothing.
-        assignment = session.scalar(select(Assignment).where(
-            Assignment.worker_id == bundle.worker_id, Assignment.item_id == item.id,
-            Assignment.state == "expired").with_for_update()
-            .execution_options(populate_existing=True)) if again else None
+        assignment = (
+            session.scalar(
+                select(Assignment)
+                .where(
+                    Assignment.worker_id == bundle.worker_id,
+                    Assignment.item_id == item.id,
+                    Assignment.state == "expired",
+                )
+                .with_for_update()
+                .execution_options(populate_existing=True)
+            )
+            if again
+            else None
+        )
         if assignment is not None:
             # The same item again: its expired row (one per worker and item) is leased anew,
             # so the old page's answer to it is this lease's answer.
@@ -353,9 +406,16 @@ def next_item(session: Session, study: Study, bundle_id: int) -> Assignment | No
             assignment.completed_at = None
         else:
             assignment = Assignment(
-                study_id=study.id, item_id=item.id, worker_id=bundle.worker_id,
-                bundle_id=bundle.id, exclusion_group=item.exclusion_group, slot=slot,
-                is_gold=item.is_gold, leased_at=now, lease_expires_at=expires)
+                study_id=study.id,
+                item_id=item.id,
+                worker_id=bundle.worker_id,
+                bundle_id=bundle.id,
+                exclusion_group=item.exclusion_group,
+                slot=slot,
+                is_gold=item.is_gold,
+                leased_at=now,
+                lease_expires_at=expires,
+            )
             session.add(assignment)
         session.flush()
         return assignment
@@ -363,8 +423,15 @@ def next_item(session: Session, study: Study, bundle_id: int) -> Assignment | No
     return _retrying(work, session)
 
 
-def submit(session: Session, study: Study, bundle_id: int, assignment_id: int,
-           response: dict, idempotency_key: str, client: dict | None = None) -> Annotation:
+def submit(
+    session: Session,
+    study: Study,
+    bundle_id: int,
+    assignment_id: int,
+    response: dict,
+    idempotency_key: str,
+    client: dict | None = None,
+) -> Annotation:
     """Store a worker's response exactly once.
 
     A replay with the same key, or a second submit for an assignment already answered,
@@ -378,15 +445,21 @@ def submit(session: Session, study: Study, bundle_id: int, assignment_id: int,
         bundle = _lock_bundle(session, bundle_id)
         if bundle.n_done + 1 >= bundle.size:
             _lock_participant(session, bundle)  # this answer may end the task: see auto_review
-        stored = session.scalar(select(Annotation).where(
-            (Annotation.idempotency_key == idempotency_key) | (Annotation.assignment_id == assignment_id)))
+        stored = session.scalar(
+            select(Annotation).where(
+                (Annotation.idempotency_key == idempotency_key) | (Annotation.assignment_id == assignment_id)
+            )
+        )
         if stored is not None:
             if stored.worker_id != bundle.worker_id:
                 raise InputError("this key belongs to another submission", field="idempotency_key")
             return stored
         assignment = session.execute(
-            select(Assignment).where(Assignment.id == assignment_id).with_for_update()
-            .execution_options(populate_existing=True)).scalar_one_or_none()
+            select(Assignment)
+            .where(Assignment.id == assignment_id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        ).scalar_one_or_none()
         if assignment is None or assignment.bundle_id != bundle.id:
             raise InputError("no such assignment in your task", field="assignment_id")
         if study.state not in ("live", "paused"):
@@ -400,18 +473,26 @@ def submit(session: Session, study: Study, bundle_id: int, assignment_id: int,
             # A late answer fills only its own slot, and only while no newer lease has taken
             # that slot: otherwise a page kept open could fill whichever slot is current (a
             # gold one, so that gold is never answered).
-            replaced = session.scalar(select(func.count()).select_from(Assignment).where(
-                Assignment.bundle_id == bundle.id, Assignment.slot == assignment.slot,
-                Assignment.id != assignment.id))
+            replaced = session.scalar(
+                select(func.count())
+                .select_from(Assignment)
+                .where(
+                    Assignment.bundle_id == bundle.id,
+                    Assignment.slot == assignment.slot,
+                    Assignment.id != assignment.id,
+                )
+            )
             if replaced or assignment.slot != bundle.n_done:
-                raise NotAvailable("Time ran out on this item and your task has moved on: answer "
-                                   "the item it shows now.")
+                raise NotAvailable(
+                    "Time ran out on this item and your task has moved on: answer the item it shows now."
+                )
         if assignment.state == "expired" and not assignment.is_gold:
             # The lease ran out; keep the answer only if the item still has room for it.
             took = session.execute(
-                update(Item).where(Item.id == assignment.item_id,
-                                   Item.n_active < study.annotations_per_item)
-                .values(n_active=Item.n_active + 1)).rowcount
+                update(Item)
+                .where(Item.id == assignment.item_id, Item.n_active < study.annotations_per_item)
+                .values(n_active=Item.n_active + 1)
+            ).rowcount
             if not took:
                 raise NotAvailable("Time ran out on this item and it went to someone else.")
         elif assignment.state not in ("leased", "expired"):
@@ -420,12 +501,18 @@ def submit(session: Session, study: Study, bundle_id: int, assignment_id: int,
         assignment.state = "completed"
         assignment.completed_at = now
         annotation = Annotation(
-            assignment_id=assignment.id, study_id=study.id, item_id=item.id,
-            worker_id=bundle.worker_id, is_gold=item.is_gold, response=parsed,
+            assignment_id=assignment.id,
+            study_id=study.id,
+            item_id=item.id,
+            worker_id=bundle.worker_id,
+            is_gold=item.is_gold,
+            response=parsed,
             score=kind.score(item.payload, item.reference, parsed),
             scores=kind.score_details(item.payload, item.reference, parsed),
             duration_ms=int((now - assignment.leased_at).total_seconds() * 1000),
-            client=client or {}, idempotency_key=idempotency_key)
+            client=client or {},
+            idempotency_key=idempotency_key,
+        )
         session.add(annotation)
         bundle.n_done += 1
         if bundle.n_done >= bundle.size:
@@ -444,24 +531,34 @@ def wait_for_work(session: Session, study: Study, bundle_id: int) -> int | None:
     could take runs out (that item may come back), 0 when such leases had already run out (they
     are given back here, not at the sweeper's next round: ask again now), or None when no item
     can come back: the study has no more work for this worker."""
+
     def work():
-        bundle = session.execute(select(Bundle).where(Bundle.id == bundle_id)
-                                 .execution_options(populate_existing=True)).scalar_one()
+        bundle = session.execute(
+            select(Bundle).where(Bundle.id == bundle_id).execution_options(populate_existing=True)
+        ).scalar_one()
         if bundle.finished_at is not None or bundle.n_done >= bundle.size:
             return None
         now = utcnow()
-        held = (select(Assignment).join(Item, Item.id == Assignment.item_id)
-                .where(Assignment.study_id == study.id, Assignment.state == "leased",
-                       Assignment.is_gold.is_(False), Item.study_id == study.id,
-                       *_open_to(study, bundle.worker_id, again=True)))
+        held = (
+            select(Assignment)
+            .join(Item, Item.id == Assignment.item_id)
+            .where(
+                Assignment.study_id == study.id,
+                Assignment.state == "leased",
+                Assignment.is_gold.is_(False),
+                Item.study_id == study.id,
+                *_open_to(study, bundle.worker_id, again=True),
+            )
+        )
         first = session.scalar(held.with_only_columns(func.min(Assignment.lease_expires_at)))
         if first is None:
             return None
         if first > now:
             return max(1, int((first - now).total_seconds() + 0.999))
         # In item order, as the sweeper and a rejection give capacity back (no cycle with them).
-        for a in session.scalars(held.where(Assignment.lease_expires_at <= now)
-                                 .order_by(Assignment.item_id, Assignment.id).limit(100)).all():
+        for a in session.scalars(
+            held.where(Assignment.lease_expires_at <= now).order_by(Assignment.item_id, Assignment.id).limit(100)
+        ).all():
             _release(session, a, "expired")
         return 0
 
@@ -470,13 +567,14 @@ def wait_for_work(session: Session, study: Study, bundle_id: int) -> int | None:
 
 def held_lease(session: Session, bundle_id: int) -> Assignment | None:
     """The bundle's live lease, if any, leasing nothing (a paused study's item in hand)."""
-    return session.scalar(select(Assignment).where(
-        Assignment.bundle_id == bundle_id, Assignment.state == "leased",
-        Assignment.lease_expires_at > utcnow()))
+    return session.scalar(
+        select(Assignment).where(
+            Assignment.bundle_id == bundle_id, Assignment.state == "leased", Assignment.lease_expires_at > utcnow()
+        )
+    )
 
 
-def lease_or_wait(session: Session, study: Study,
-                  bundle_id: int) -> tuple[Assignment | None, int | None]:
+def lease_or_wait(session: Session, study: Study, bundle_id: int) -> tuple[Assignment | None, int | None]:
     """next_item, telling "wait" from "done": (the lease, None); (None, seconds) when the pool
     is only momentarily empty for this worker; (None, None) when the bundle is finished or the
     study has no more work for them (the caller then ends the bundle)."""
@@ -490,8 +588,7 @@ def lease_or_wait(session: Session, study: Study,
     return None, 1  # items came back but others were quicker: ask again soon
 
 
-def consent(session: Session, study: Study, bundle_id: int, version: str,
-            browser: str | None = None) -> Bundle:
+def consent(session: Session, study: Study, bundle_id: int, version: str, browser: str | None = None) -> Bundle:
     """Record the worker's consent to the consent text of `version`, the one they were shown;
     refused (409) when the researcher changed the text since: nobody agrees to a text they never
     saw. Consent already given stands. Consent binds the bundle to `browser` (the hash of the
@@ -506,8 +603,7 @@ def consent(session: Session, study: Study, bundle_id: int, version: str,
         if bundle.consented_at is None:
             shown = str(version or "").encode()
             if not hmac.compare_digest(shown, consent_version(study).encode()):
-                raise NotAvailable("The consent text changed since it was shown to you: read it "
-                                   "again.", status=409)
+                raise NotAvailable("The consent text changed since it was shown to you: read it again.", status=409)
             _lock_participant(session, bundle)  # bundle -> participant, as everywhere
             _admit(session, study, bundle.worker_id, browser, bundle.ip_hash, bundle.id)
             bundle.consented_at = utcnow()
@@ -522,26 +618,33 @@ def consent(session: Session, study: Study, bundle_id: int, version: str,
 
 def finish_early(session: Session, bundle_id: int) -> None:
     """No work is left for this worker: close the bundle with what they did."""
+
     def work():
         bundle = _lock_bundle(session, bundle_id)
         if bundle.finished_at is None:
             bundle.finished_at = utcnow()
             session.flush()
             auto_review(session, session.get(Study, bundle.study_id), bundle.participant_id)
+
     _retrying(work, session)
 
 
 def sweep_expired(session: Session, limit: int = 500) -> int:
     """Return items whose leases ran out to the pool (next_item also does this lazily)."""
+
     def work():
         rows = session.scalars(
-            select(Assignment).where(Assignment.state == "leased",
-                                     Assignment.lease_expires_at < utcnow())
-            .order_by(Assignment.id).limit(limit).with_for_update(skip_locked=True)).all()
+            select(Assignment)
+            .where(Assignment.state == "leased", Assignment.lease_expires_at < utcnow())
+            .order_by(Assignment.id)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        ).all()
         # Their items' capacity in item order, as a rejection gives it back: in lease order
         # the two could each hold an item the other waits for.
         rows = sorted(rows, key=lambda a: (a.item_id, a.id))
         return sum(_release(session, a, "expired") for a in rows)
+
     return _retrying(work, session)
 
 
@@ -549,22 +652,38 @@ def progress(session: Session, study: Study) -> dict:
     """Live counts for the researcher's page (SQL aggregates only)."""
     now = utcnow()
     # The study's own crowd: annotations imported from an earlier study are not its progress.
-    completed = session.scalar(select(func.count()).select_from(Annotation).where(
-        Annotation.study_id == study.id, Annotation.is_gold.is_(False), Annotation.excluded.is_(False),
-        Annotation.worker_id.not_in(select(User.id).where(User.platform == IMPORTED_PLATFORM))))
-    in_flight = session.scalar(select(func.count()).select_from(Assignment).where(
-        Assignment.study_id == study.id, Assignment.state == "leased",
-        Assignment.lease_expires_at > now))
-    n_items = session.scalar(select(func.count()).select_from(Item).where(
-        Item.study_id == study.id, Item.is_gold.is_(False)))
+    completed = session.scalar(
+        select(func.count())
+        .select_from(Annotation)
+        .where(
+            Annotation.study_id == study.id,
+            Annotation.is_gold.is_(False),
+            Annotation.excluded.is_(False),
+            Annotation.worker_id.not_in(select(User.id).where(User.platform == IMPORTED_PLATFORM)),
+        )
+    )
+    in_flight = session.scalar(
+        select(func.count())
+        .select_from(Assignment)
+        .where(Assignment.study_id == study.id, Assignment.state == "leased", Assignment.lease_expires_at > now)
+    )
+    n_items = session.scalar(
+        select(func.count()).select_from(Item).where(Item.study_id == study.id, Item.is_gold.is_(False))
+    )
     per_worker = session.execute(
         select(User.pseudonym, Participant.status, func.count(Annotation.id))
         .join(Participant, and_(Participant.worker_id == User.id, Participant.study_id == study.id))
         .join(Annotation, and_(Annotation.worker_id == User.id, Annotation.study_id == study.id), isouter=True)
         .where(User.platform.is_distinct_from(IMPORTED_PLATFORM))
-        .group_by(User.pseudonym, Participant.status).order_by(func.count(Annotation.id).desc())
+        .group_by(User.pseudonym, Participant.status)
+        .order_by(func.count(Annotation.id).desc())
     ).all()
     target = n_items * study.annotations_per_item
-    return {"items": n_items, "target": target, "completed": completed, "in_flight": in_flight,
-            "fraction": completed / target if target else 0.0,
-            "workers": [{"worker": p, "status": s, "annotations": n} for p, s, n in per_worker]}
+    return {
+        "items": n_items,
+        "target": target,
+        "completed": completed,
+        "in_flight": in_flight,
+        "fraction": completed / target if target else 0.0,
+        "workers": [{"worker": p, "status": s, "annotations": n} for p, s, n in per_worker],
+    }

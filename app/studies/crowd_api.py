@@ -34,11 +34,16 @@ WORKER_ID = {"type": "string", "minLength": 1, "maxLength": 255}
 
 
 class EnterIn(BaseModel):
-    params: dict[str, str] = Field(json_schema_extra={
-        "anyOf": [{"required": ["workerId"], "properties": {"workerId": WORKER_ID}},
-                  {"required": ["PROLIFIC_PID"], "properties": {"PROLIFIC_PID": WORKER_ID}}],
-        "description": "The link's parameters: MTurk's workerId (assignmentId, hitId) or Prolific's "
-                       "PROLIFIC_PID (STUDY_ID, SESSION_ID)."})
+    params: dict[str, str] = Field(
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["workerId"], "properties": {"workerId": WORKER_ID}},
+                {"required": ["PROLIFIC_PID"], "properties": {"PROLIFIC_PID": WORKER_ID}},
+            ],
+            "description": "The link's parameters: MTurk's workerId (assignmentId, hitId) or Prolific's "
+            "PROLIFIC_PID (STUDY_ID, SESSION_ID).",
+        }
+    )
 
 
 @crowd_router.post("/crowd/{slug}/enter", tags=["crowd"])
@@ -58,10 +63,16 @@ def crowd_enter(slug: str, body: EnterIn, request: Request, response: Response):
     if fast is not None:
         info, entered, secret = fast
         keep_browser_secret(response, secret)
-        return {"size": entered.size, "done": entered.n_done, "instructions": info.instructions,
-                "consent": info.consent, "consent_details": dict(info.consent_details),
-                "consent_version": info.consent_version, "consented": entered.consented,
-                "browser_secret": secret}
+        return {
+            "size": entered.size,
+            "done": entered.n_done,
+            "instructions": info.instructions,
+            "consent": info.consent,
+            "consent_details": dict(info.consent_details),
+            "consent_version": info.consent_version,
+            "consented": entered.consented,
+            "browser_secret": secret,
+        }
     with get_sessionmaker(request.app.state.database_url)() as session:
         return _enter(slug, body, request, response, session)
 
@@ -74,11 +85,16 @@ def _enter(slug: str, body: EnterIn, request: Request, response: Response, sessi
         raise HTTPException(400, "this is an MTurk preview: accept the HIT first")
     bundle, _, secret = enter_crowd(request, session, study, body.params)
     keep_browser_secret(response, secret)
-    return {"size": bundle.size, "done": bundle.n_done, "instructions": study.instructions,
-            "consent": services.consent_text(study),
-            "consent_details": dict(services.consent_details(study)),
-            "consent_version": services.consent_version(study),
-            "consented": bundle.consented_at is not None, "browser_secret": secret}
+    return {
+        "size": bundle.size,
+        "done": bundle.n_done,
+        "instructions": study.instructions,
+        "consent": services.consent_text(study),
+        "consent_details": dict(services.consent_details(study)),
+        "consent_version": services.consent_version(study),
+        "consented": bundle.consented_at is not None,
+        "browser_secret": secret,
+    }
 
 
 class ConsentIn(BaseModel):
@@ -98,16 +114,20 @@ def crowd_consent(slug: str, body: ConsentIn, request: Request):
 def _consent(slug: str, body: ConsentIn, request: Request, session: Session):
     study, bundle = crowd_bundle(request, session, slug)
     try:
-        assignment.consent(session, study, bundle.id, body.consent_version,
-                           presented_browser(request))
+        assignment.consent(session, study, bundle.id, body.consent_version, presented_browser(request))
     except assignment.NotAvailable as exc:
         if exc.status != 409:
             raise  # another browser holds the worker's task, or a cap
         session.refresh(study)
-        return JSONResponse({"detail": str(exc), "consent": services.consent_text(study),
-                             "consent_details": dict(services.consent_details(study)),
-                             "consent_version": services.consent_version(study)},
-                            status_code=exc.status)
+        return JSONResponse(
+            {
+                "detail": str(exc),
+                "consent": services.consent_text(study),
+                "consent_details": dict(services.consent_details(study)),
+                "consent_version": services.consent_version(study),
+            },
+            status_code=exc.status,
+        )
     return {"consented": True, "consent_version": bundle.consent_version}
 
 
@@ -132,33 +152,51 @@ def _fast_next(request: Request, slug: str) -> dict | None:
     if got is None:
         return None
     conf, _, lease = got
-    return {"state": "item", "done": False, "assignment_id": lease.assignment_id,
-            "position": lease.slot + 1, "of": lease.size,
-            "item": get_kind(conf.kind).public_payload(lease.payload)}
+    return {
+        "state": "item",
+        "done": False,
+        "assignment_id": lease.assignment_id,
+        "position": lease.slot + 1,
+        "of": lease.size,
+        "item": get_kind(conf.kind).public_payload(lease.payload),
+    }
 
 
 def _next_state(request: Request, response: Response, session: Session, slug: str) -> dict:
     study, bundle = crowd_bundle(request, session, slug)
     if bundle.consented_at is None:
-        raise HTTPException(409, "consent first: POST /api/v1/crowd/{slug}/consent with the "
-                                 "consent_version shown")
+        raise HTTPException(409, "consent first: POST /api/v1/crowd/{slug}/consent with the consent_version shown")
     current, wait, message = task_state(session, study, bundle)
     if wait is not None:
         seconds = retry_after(wait)
         response.headers["Retry-After"] = str(seconds)
-        return {"state": "wait", "done": False, "retry_after": seconds, "message": message,
-                "completed": bundle.n_done, "of": bundle.size}
+        return {
+            "state": "wait",
+            "done": False,
+            "retry_after": seconds,
+            "message": message,
+            "completed": bundle.n_done,
+            "of": bundle.size,
+        }
     if current is None:
         if bundle.finished_at is None:
             assignment.finish_early(session, bundle.id)
         session.refresh(bundle)
-        return {"state": "done", "done": True, "completed": bundle.n_done,
-                **done_context(study, bundle, request.session.get("platform"),
-                             request.session.get("turk_submit_to", ""))}
+        return {
+            "state": "done",
+            "done": True,
+            "completed": bundle.n_done,
+            **done_context(study, bundle, request.session.get("platform"), request.session.get("turk_submit_to", "")),
+        }
     item = session.get(Item, current.item_id)
-    return {"state": "item", "done": False, "assignment_id": current.id,
-            "position": current.slot + 1, "of": bundle.size,
-            "item": get_kind(study.kind).public_payload(item.payload)}
+    return {
+        "state": "item",
+        "done": False,
+        "assignment_id": current.id,
+        "position": current.slot + 1,
+        "of": bundle.size,
+        "item": get_kind(study.kind).public_payload(item.payload),
+    }
 
 
 def _fast_done(request: Request, conf, bundle_id: int, stored) -> dict:
@@ -187,13 +225,15 @@ def crowd_submit(slug: str, body: SubmitIn, request: Request, response: Response
         conf = hotpath.study(url, slug)
         browser = presented_browser(request)
         if conf is not None:
-            stored = hotpath.submit(url, conf, bundle_id, body.assignment_id, body.response,
-                                    body.idempotency_key, client, browser)
+            stored = hotpath.submit(
+                url, conf, bundle_id, body.assignment_id, body.response, body.idempotency_key, client, browser
+            )
             if stored is not None:
                 ann_id = stored.annotation_id
                 if stored.ended:
-                    return JSONResponse({"stored": True, "annotation": ann_id,
-                                         "next": _fast_done(request, conf, bundle_id, stored)})
+                    return JSONResponse(
+                        {"stored": True, "annotation": ann_id, "next": _fast_done(request, conf, bundle_id, stored)}
+                    )
                 following = _fast_next(request, slug)
                 if following is not None:  # the common case: no engine, no Session
                     return JSONResponse({"stored": True, "annotation": ann_id, "next": following})
@@ -201,12 +241,12 @@ def crowd_submit(slug: str, body: SubmitIn, request: Request, response: Response
     with get_sessionmaker(url)() as session:  # opens a connection only if the engine is needed
         if ann_id is None:
             study, bundle = crowd_bundle(request, session, slug)
-            ann_id = assignment.submit(session, study, bundle.id, body.assignment_id,
-                                       body.response, body.idempotency_key, client).id
+            ann_id = assignment.submit(
+                session, study, bundle.id, body.assignment_id, body.response, body.idempotency_key, client
+            ).id
             session.expire_all()  # the bundle moved on: read it afresh for `next`
         try:
-            following = ((None if asked else _fast_next(request, slug))
-                         or _next_state(request, response, session, slug))
+            following = (None if asked else _fast_next(request, slug)) or _next_state(request, response, session, slug)
         except (assignment.NotAvailable, HTTPException):
             following = None  # stored all the same: the client asks `next` and reads why
     return {"stored": True, "annotation": ann_id, "next": following}

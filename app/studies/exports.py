@@ -15,8 +15,19 @@ from app.leaderboards.service import compute
 from app.storage import get_store
 from app.studies.models import Annotation, Assignment, Bundle, Item, Participant, Study
 
-ANNOTATION_FIELDS = ["annotation_id", "item", "worker", "worker_status", "is_gold", "category",
-                     "response", "score", "excluded", "duration_ms", "created_at"]
+ANNOTATION_FIELDS = [
+    "annotation_id",
+    "item",
+    "worker",
+    "worker_status",
+    "is_gold",
+    "category",
+    "response",
+    "score",
+    "excluded",
+    "duration_ms",
+    "created_at",
+]
 
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -32,23 +43,45 @@ def cell(value):
 
 
 def _annotation_rows(session: Session, study: Study, batch: int = 5000):
-    q = (select(Annotation, Item.external_id, Item.category, User.pseudonym, Participant.status)
-         .join(Item, Item.id == Annotation.item_id)
-         .join(User, User.id == Annotation.worker_id)
-         .join(Participant, (Participant.worker_id == Annotation.worker_id)
-               & (Participant.study_id == study.id))
-         .where(Annotation.study_id == study.id).order_by(Annotation.id)
-         .execution_options(yield_per=batch))
+    q = (
+        select(Annotation, Item.external_id, Item.category, User.pseudonym, Participant.status)
+        .join(Item, Item.id == Annotation.item_id)
+        .join(User, User.id == Annotation.worker_id)
+        .join(Participant, (Participant.worker_id == Annotation.worker_id) & (Participant.study_id == study.id))
+        .where(Annotation.study_id == study.id)
+        .order_by(Annotation.id)
+        .execution_options(yield_per=batch)
+    )
     for a, ext, cat, pseud, status in session.execute(q):
-        yield {"annotation_id": a.id, "item": ext, "worker": pseud, "worker_status": status,
-               "is_gold": a.is_gold, "category": cat, "response": a.response, "score": a.score,
-               "excluded": a.excluded, "duration_ms": a.duration_ms,
-               "created_at": a.created_at.isoformat()}
+        yield {
+            "annotation_id": a.id,
+            "item": ext,
+            "worker": pseud,
+            "worker_status": status,
+            "is_gold": a.is_gold,
+            "category": cat,
+            "response": a.response,
+            "score": a.score,
+            "excluded": a.excluded,
+            "duration_ms": a.duration_ms,
+            "created_at": a.created_at.isoformat(),
+        }
 
 
-COMPLETION_FIELDS = ["platform", "platform_worker_id", "bundle", "platform_assignment_id", "hit",
-                     "completion_code", "done", "size", "gold_answered", "gold_right",
-                     "worker_status", "finished_at"]
+COMPLETION_FIELDS = [
+    "platform",
+    "platform_worker_id",
+    "bundle",
+    "platform_assignment_id",
+    "hit",
+    "completion_code",
+    "done",
+    "size",
+    "gold_answered",
+    "gold_right",
+    "worker_status",
+    "finished_at",
+]
 
 
 def _completion_rows(session: Session, study: Study):
@@ -58,31 +91,47 @@ def _completion_rows(session: Session, study: Study):
     lists none). Imported annotators are not the crowd's: left out."""
     from app.studies.services import code_earned, completion_code
 
-    gold = {b: (n, right) for b, n, right in session.execute(
-        select(Assignment.bundle_id, func.count(Annotation.id),
-               func.coalesce(func.sum(case((Annotation.score == 1.0, 1), else_=0)), 0))
-        .join(Annotation, Annotation.assignment_id == Assignment.id)
-        .where(Assignment.study_id == study.id, Annotation.is_gold.is_(True))
-        .group_by(Assignment.bundle_id)).all()}
-    q = (select(Bundle, User.platform, User.external_id, Participant.status)
-         .join(User, User.id == Bundle.worker_id).join(Participant, Participant.id == Bundle.participant_id)
-         .where(Bundle.study_id == study.id, User.platform.is_distinct_from(IMPORTED_PLATFORM))
-         .order_by(Bundle.id))
+    gold = {
+        b: (n, right)
+        for b, n, right in session.execute(
+            select(
+                Assignment.bundle_id,
+                func.count(Annotation.id),
+                func.coalesce(func.sum(case((Annotation.score == 1.0, 1), else_=0)), 0),
+            )
+            .join(Annotation, Annotation.assignment_id == Assignment.id)
+            .where(Assignment.study_id == study.id, Annotation.is_gold.is_(True))
+            .group_by(Assignment.bundle_id)
+        ).all()
+    }
+    q = (
+        select(Bundle, User.platform, User.external_id, Participant.status)
+        .join(User, User.id == Bundle.worker_id)
+        .join(Participant, Participant.id == Bundle.participant_id)
+        .where(Bundle.study_id == study.id, User.platform.is_distinct_from(IMPORTED_PLATFORM))
+        .order_by(Bundle.id)
+    )
     for bundle, platform, external_id, status in session.execute(q):
         answered, right = gold.get(bundle.id, (0, 0))
-        yield {"platform": platform, "platform_worker_id": external_id, "bundle": bundle.id,
-               "platform_assignment_id": bundle.external_assignment_id, "hit": bundle.hit_id,
-               "completion_code": (completion_code(study, bundle, platform)
-                                   if code_earned(bundle) else ""),
-               "done": bundle.n_done, "size": bundle.size, "gold_answered": answered,
-               "gold_right": int(right), "worker_status": status,
-               "finished_at": bundle.finished_at.isoformat() if bundle.finished_at else ""}
+        yield {
+            "platform": platform,
+            "platform_worker_id": external_id,
+            "bundle": bundle.id,
+            "platform_assignment_id": bundle.external_assignment_id,
+            "hit": bundle.hit_id,
+            "completion_code": (completion_code(study, bundle, platform) if code_earned(bundle) else ""),
+            "done": bundle.n_done,
+            "size": bundle.size,
+            "gold_answered": answered,
+            "gold_right": int(right),
+            "worker_status": status,
+            "finished_at": bundle.finished_at.isoformat() if bundle.finished_at else "",
+        }
 
 
 def run_export(session: Session, job, progress) -> dict:
     study = session.get(Study, job.study_id)
-    total = session.scalar(select(func.count()).select_from(Annotation)
-                           .where(Annotation.study_id == study.id))
+    total = session.scalar(select(func.count()).select_from(Annotation).where(Annotation.study_id == study.id))
     # Progress counts annotations (the page says "n of N annotations"); the files are written
     # once all are read, while the job still runs.
     progress(0, total, f"exporting {total} annotations of {study.slug}")
@@ -93,8 +142,9 @@ def run_export(session: Session, job, progress) -> dict:
     writer.writeheader()
     for n, row in enumerate(_annotation_rows(session, study), 1):
         jsonl.write(json.dumps(row, ensure_ascii=False) + "\n")
-        writer.writerow({k: cell(v) for k, v in
-                         {**row, "response": json.dumps(row["response"], ensure_ascii=False)}.items()})
+        writer.writerow(
+            {k: cell(v) for k, v in {**row, "response": json.dumps(row["response"], ensure_ascii=False)}.items()}
+        )
         if n % 5000 == 0:
             progress(n)
             if progress.cancelled():
@@ -110,8 +160,13 @@ def run_export(session: Session, job, progress) -> dict:
     done = csv.DictWriter(completions, fieldnames=COMPLETION_FIELDS)
     done.writeheader()
     done.writerows({k: cell(v) for k, v in row.items()} for row in _completion_rows(session, study))
-    files = {"annotations.jsonl": jsonl, "annotations.csv": rows_csv, "completions.csv": completions.getvalue(),
-             "scores.json": json.dumps(board, indent=1, default=str), "scores.csv": scores_csv.getvalue()}
+    files = {
+        "annotations.jsonl": jsonl,
+        "annotations.csv": rows_csv,
+        "completions.csv": completions.getvalue(),
+        "scores.json": json.dumps(board, indent=1, default=str),
+        "scores.csv": scores_csv.getvalue(),
+    }
     for name, content in files.items():
         if isinstance(content, str):
             store.put(f"{prefix}/{name}", content.encode("utf-8"))

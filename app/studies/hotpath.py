@@ -61,7 +61,8 @@ _OPEN = """
             SELECT 1 FROM assignments g WHERE g.study_id = %(study)s AND g.worker_id = {w}
             AND g.exclusion_group = i.exclusion_group))"""
 
-NEXT_SQL = ("""
+NEXT_SQL = (
+    """
 WITH b AS (
     SELECT id, worker_id, participant_id, n_done, size, gold_slots, finished_at, consented_at,
            browser_hash
@@ -96,7 +97,9 @@ WITH b AS (
     -- Depth first, as the engine's _pick: the index ix_items_pick walked backwards.
     SELECT i.id, i.exclusion_group, i.is_gold FROM items i
     WHERE (SELECT NOT want_gold FROM go) AND i.study_id = %(study)s AND NOT i.is_gold
-      AND i.n_active < (SELECT cap FROM go) """ + _OPEN.format(w="(SELECT worker_id FROM go)") + """
+      AND i.n_active < (SELECT cap FROM go) """
+    + _OPEN.format(w="(SELECT worker_id FROM go)")
+    + """
     ORDER BY i.n_active DESC, i.position DESC LIMIT 1
     -- NO KEY UPDATE: only n_active changes. A plain FOR UPDATE would skip every item whose row
     -- another transaction's foreign-key check holds FOR KEY SHARE (an answer being stored, the
@@ -107,7 +110,8 @@ WITH b AS (
     -- assignment.gold_start's (the first 20 bits of md5 of the worker id, over 2^20).
     SELECT i.id, i.exclusion_group, i.is_gold FROM items i
     WHERE (SELECT want_gold FROM go) AND i.study_id = %(study)s AND i.is_gold """
-    + _OPEN.format(w="(SELECT worker_id FROM go)") + """
+    + _OPEN.format(w="(SELECT worker_id FROM go)")
+    + """
     ORDER BY i.position < (SELECT ('x' || left(md5(worker_id::text), 5))::bit(20)::int
                                   / 1048576.0 FROM go), i.position
     LIMIT 1
@@ -126,7 +130,8 @@ SELECT ctx.ok, ctx.version, ctx.n_done, ctx.size, coalesce(lease.id, cur.id), le
        coalesce(lease.slot, cur.slot), cur.expired, i.id, i.payload, i.reference::text
 FROM ctx LEFT JOIN cur ON true LEFT JOIN lease ON true
 LEFT JOIN items i ON i.id = coalesce(lease.item_id, cur.item_id)
-""")
+"""
+)
 
 SUBMIT_SQL = """
 WITH b AS (
@@ -162,14 +167,17 @@ SELECT (SELECT id FROM stored), (SELECT n_done FROM counted),
 # The answer that ends the bundle: the participant is locked too (bundle -> participant ->
 # assignment, the engine's order), the bundle is closed, and the automatic review runs after it
 # in the same transaction (_run_end): the one place where a submit takes more than a statement.
-SUBMIT_END_SQL = (SUBMIT_SQL
-                  .replace("SELECT b.id, b.worker_id FROM b", "SELECT b.id, b.worker_id, b.participant_id FROM b")
-                  .replace("AND b.n_done + 1 < b.size\n)", "AND b.n_done + 1 = b.size\n    FOR UPDATE OF p\n)")
-                  .replace("SET n_done = n_done + 1 FROM done", "SET n_done = n_done + 1, finished_at = %(now)s FROM done")
-                  .replace("n_done, size, browser_hash\n", "n_done, size, browser_hash, external_assignment_id\n")
-                  .replace("(SELECT xmin::text FROM studies WHERE id = %(study)s)",
-                           "(SELECT xmin::text FROM studies WHERE id = %(study)s), (SELECT participant_id FROM ok),\n"
-                           "       (SELECT size FROM b), (SELECT external_assignment_id FROM b)"))
+SUBMIT_END_SQL = (
+    SUBMIT_SQL.replace("SELECT b.id, b.worker_id FROM b", "SELECT b.id, b.worker_id, b.participant_id FROM b")
+    .replace("AND b.n_done + 1 < b.size\n)", "AND b.n_done + 1 = b.size\n    FOR UPDATE OF p\n)")
+    .replace("SET n_done = n_done + 1 FROM done", "SET n_done = n_done + 1, finished_at = %(now)s FROM done")
+    .replace("n_done, size, browser_hash\n", "n_done, size, browser_hash, external_assignment_id\n")
+    .replace(
+        "(SELECT xmin::text FROM studies WHERE id = %(study)s)",
+        "(SELECT xmin::text FROM studies WHERE id = %(study)s), (SELECT participant_id FROM ok),\n"
+        "       (SELECT size FROM b), (SELECT external_assignment_id FROM b)",
+    )
+)
 assert SUBMIT_END_SQL.count("FOR UPDATE OF p") == 1 and "finished_at = %(now)s" in SUBMIT_END_SQL
 assert "browser_hash, external_assignment_id" in SUBMIT_END_SQL
 
@@ -210,6 +218,7 @@ class StudyConf:
     consent and a bundle's end show of it, all of one read of the row. `version` is the row's
     xmin: any change to the study row changes it, and every statement that acts on the study
     checks it (a changed study is read again, and the request takes the engine path)."""
+
     id: int
     slug: str
     kind: str
@@ -275,9 +284,9 @@ class _Lru:
 # How often each statement answered or left the request to the engine (bench/crowd.py prints it).
 stats: dict[str, int] = {"next": 0, "next_engine": 0, "submit": 0, "submit_engine": 0, "item_read": 0}
 
-_studies = _Lru(1000)     # (url, slug) -> StudyConf, dropped when its version is seen to change
-_items = _Lru(20000)      # (url, item id) -> (payload, reference as text): what scoring needs
-_leases = _Lru(50000)     # (url, assignment id) -> (item id, whether its answer ends the bundle)
+_studies = _Lru(1000)  # (url, slug) -> StudyConf, dropped when its version is seen to change
+_items = _Lru(20000)  # (url, item id) -> (payload, reference as text): what scoring needs
+_leases = _Lru(50000)  # (url, assignment id) -> (item id, whether its answer ends the bundle)
 
 
 def reset() -> None:
@@ -311,9 +320,14 @@ def _engine(url: str):
     # statement holds its connection for milliseconds (DB_HOT_POOL_SIZE, app/config.py); a
     # burst waits for one, at most DB_POOL_TIMEOUT, and is then answered 503 (_connect).
     settings = get_settings()
-    return create_engine(url, pool_size=settings.db_hot_pool_size, max_overflow=0,
-                         pool_timeout=settings.db_pool_timeout, isolation_level="AUTOCOMMIT",
-                         pool_reset_on_return=None)
+    return create_engine(
+        url,
+        pool_size=settings.db_hot_pool_size,
+        max_overflow=0,
+        pool_timeout=settings.db_pool_timeout,
+        isolation_level="AUTOCOMMIT",
+        pool_reset_on_return=None,
+    )
 
 
 def _connect(url: str):
@@ -366,8 +380,7 @@ def _refusals() -> tuple:
     here, as everywhere in this module: SQLite never loads it.)"""
     from psycopg import errors
 
-    return (errors.IntegrityError, errors.DeadlockDetected, errors.LockNotAvailable,
-            errors.SerializationFailure)
+    return (errors.IntegrityError, errors.DeadlockDetected, errors.LockNotAvailable, errors.SerializationFailure)
 
 
 def _attempt(url: str, what: str, work):
@@ -426,6 +439,7 @@ def _run(url: str, sql: str, params: dict, client: bool = False):
 # on a pooled connection. (Async endpoints on psycopg's async pool drove the same generators:
 # they measured no faster here, docs/benchmarks.md, and were taken out.)
 
+
 def _study_steps(url: str, slug: str):
     key = (url, slug)
     conf = _studies.get(key)
@@ -444,16 +458,35 @@ def _study_conf(slug: str, row) -> StudyConf:
     from app.studies import services
     from app.studies.models import Study
 
-    (id_, kind, kind_settings, version, title, instructions, consent_text, contact, minutes,
-     payment, completion_code, redirect_url) = row
-    shown = Study(consent_text=consent_text, contact=contact, estimated_minutes=minutes,
-                  payment=payment)
-    return StudyConf(id=id_, slug=slug, kind=kind, kind_settings=kind_settings or {},
-                     version=version, title=title, instructions=instructions,
-                     consent=services.consent_text(shown),
-                     consent_details=tuple(services.consent_details(shown)),
-                     consent_version=services.consent_version(shown),
-                     completion_code=completion_code, redirect_url=redirect_url or "")
+    (
+        id_,
+        kind,
+        kind_settings,
+        version,
+        title,
+        instructions,
+        consent_text,
+        contact,
+        minutes,
+        payment,
+        completion_code,
+        redirect_url,
+    ) = row
+    shown = Study(consent_text=consent_text, contact=contact, estimated_minutes=minutes, payment=payment)
+    return StudyConf(
+        id=id_,
+        slug=slug,
+        kind=kind,
+        kind_settings=kind_settings or {},
+        version=version,
+        title=title,
+        instructions=instructions,
+        consent=services.consent_text(shown),
+        consent_details=tuple(services.consent_details(shown)),
+        consent_version=services.consent_version(shown),
+        completion_code=completion_code,
+        redirect_url=redirect_url or "",
+    )
 
 
 def _now():
@@ -484,12 +517,19 @@ def _next_steps(url: str, conf: StudyConf, bundle_id: int, browser: str | None):
     stats["next"] += 1
     _items.put((url, item_id), (payload, reference))
     _leases.put((url, a_id), (item_id, n_done + 1 >= size))
-    return Lease(assignment_id=a_id, new=new, slot=slot, n_done=n_done, size=size,
-                 item_id=item_id, payload=payload)
+    return Lease(assignment_id=a_id, new=new, slot=slot, n_done=n_done, size=size, item_id=item_id, payload=payload)
 
 
-def _submit_steps(url: str, conf: StudyConf, bundle_id: int, assignment_id: int,
-                  response: dict, key: str, client: dict, browser: str | None):
+def _submit_steps(
+    url: str,
+    conf: StudyConf,
+    bundle_id: int,
+    assignment_id: int,
+    response: dict,
+    key: str,
+    client: dict,
+    browser: str | None,
+):
     from psycopg.types.json import Jsonb
 
     from app.kinds import get_kind
@@ -519,12 +559,25 @@ def _submit_steps(url: str, conf: StudyConf, bundle_id: int, assignment_id: int,
         stats["submit_engine"] += 1
         return None
     scores = kind.score_details(payload, reference, parsed)
-    row = yield SUBMIT_END_SQL if last else SUBMIT_SQL, {
-        "bundle": bundle_id, "study": conf.id, "version": conf.version, "browser": browser,
-        "assignment": assignment_id, "item": item_id, "reference": reference_text,
-        "response": Jsonb(parsed), "score": kind.score(payload, reference, parsed),
-        # None as JSON null, as the ORM stores it (JSON(none_as_null=False)).
-        "scores": Jsonb(scores), "client": Jsonb(client or {}), "key": key, "now": _now()}
+    row = yield (
+        SUBMIT_END_SQL if last else SUBMIT_SQL,
+        {
+            "bundle": bundle_id,
+            "study": conf.id,
+            "version": conf.version,
+            "browser": browser,
+            "assignment": assignment_id,
+            "item": item_id,
+            "reference": reference_text,
+            "response": Jsonb(parsed),
+            "score": kind.score(payload, reference, parsed),
+            # None as JSON null, as the ORM stores it (JSON(none_as_null=False)).
+            "scores": Jsonb(scores),
+            "client": Jsonb(client or {}),
+            "key": key,
+            "now": _now(),
+        },
+    )
     annotation_id, _, version = row[:3] if row is not None else (None, None, conf.version)
     _seen(url, conf, version)
     if annotation_id is None:
@@ -534,8 +587,7 @@ def _submit_steps(url: str, conf: StudyConf, bundle_id: int, assignment_id: int,
     stats["submit"] += 1
     _leases.drop((url, assignment_id))
     if last:
-        return Stored(annotation_id, ended=True, n_done=row[1], size=row[4],
-                      external_assignment_id=row[5])
+        return Stored(annotation_id, ended=True, n_done=row[1], size=row[4], external_assignment_id=row[5])
     return Stored(annotation_id)
 
 
@@ -566,13 +618,19 @@ def _run_end(url: str, conf: StudyConf, params: dict):
         verdict, reason = None, ""
         if reviewable:
             verdict, reason = get_kind(conf.kind).auto_review(
-                [GoldResult(item=e, score=sc, scores=d) for e, sc, d in gold],
-                conf.kind_settings or {})
+                [GoldResult(item=e, score=sc, scores=d) for e, sc, d in gold], conf.kind_settings or {}
+            )
         if verdict == "approved":
-            psycopg.ClientCursor(conn).execute(APPROVE_SQL, {
-                "participant": participant_id, "target": str(participant_id), "reason": reason,
-                "now": params["now"],
-                "detail": Jsonb({"study": conf.id, "reason": reason, "auto": True})})
+            psycopg.ClientCursor(conn).execute(
+                APPROVE_SQL,
+                {
+                    "participant": participant_id,
+                    "target": str(participant_id),
+                    "reason": reason,
+                    "now": params["now"],
+                    "detail": Jsonb({"study": conf.id, "reason": reason, "auto": True}),
+                },
+            )
         else:
             conn.execute("COMMIT")
         return row
@@ -601,13 +659,20 @@ def next_lease(url: str, conf: StudyConf, bundle_id: int, browser: str | None) -
     return _drive(url, _next_steps(url, conf, bundle_id, browser))
 
 
-def submit(url: str, conf: StudyConf, bundle_id: int, assignment_id: int, response: dict,
-           key: str, client: dict, browser: str | None) -> Stored | None:
+def submit(
+    url: str,
+    conf: StudyConf,
+    bundle_id: int,
+    assignment_id: int,
+    response: dict,
+    key: str,
+    client: dict,
+    browser: str | None,
+) -> Stored | None:
     """Store the answer to the bundle's live lease in one statement: the annotation's id (and
     whether it ended the bundle), or None (nothing stored: take the engine path, which also
     answers an answer the kind refuses, after its own checks of the worker and the study)."""
-    return _drive(url, _submit_steps(url, conf, bundle_id, assignment_id, response, key, client,
-                                     browser), conf)
+    return _drive(url, _submit_steps(url, conf, bundle_id, assignment_id, response, key, client, browser), conf)
 
 
 # ---- entry and consent ------------------------------------------------------------------
@@ -734,18 +799,38 @@ class Entered:
 stats.update({"enter": 0, "enter_engine": 0, "consent": 0, "consent_engine": 0})
 
 
-def enter(url: str, info: StudyConf, platform: str, external_worker_id: str,
-          external_assignment_id: str, hit_id: str, browser: str, address: str) -> Entered | None:
+def enter(
+    url: str,
+    info: StudyConf,
+    platform: str,
+    external_worker_id: str,
+    external_assignment_id: str,
+    hit_id: str,
+    browser: str,
+    address: str,
+) -> Entered | None:
     """Find or start the worker's bundle in one round trip; None: nothing refused here, take the
     engine path (it gives the refusal's message, or finds the bundle an entry made meanwhile)."""
     from app.studies.assignment import gold_salt, pseudonym
 
-    row = _run(url, ENTER_SQL, {
-        "study": info.id, "version": info.version, "platform": platform,
-        "ext": external_worker_id, "pseudonym": pseudonym(platform, external_worker_id),
-        "assignment": external_assignment_id, "hit": hit_id, "browser": browser,
-        "address": address, "now": _now(),
-        "gold_salt": gold_salt(info.id, external_assignment_id)}, client=True)
+    row = _run(
+        url,
+        ENTER_SQL,
+        {
+            "study": info.id,
+            "version": info.version,
+            "platform": platform,
+            "ext": external_worker_id,
+            "pseudonym": pseudonym(platform, external_worker_id),
+            "assignment": external_assignment_id,
+            "hit": hit_id,
+            "browser": browser,
+            "address": address,
+            "now": _now(),
+            "gold_salt": gold_salt(info.id, external_assignment_id),
+        },
+        client=True,
+    )
     if row is None:
         stats["enter_engine"] += 1
         return None
@@ -766,13 +851,22 @@ def consent(url: str, info: StudyConf, bundle_id: int, shown: str, browser: str 
     path (consent given before, a changed text, another browser: it answers as it always did)."""
     import hmac
 
-    if browser is None or not hmac.compare_digest(str(shown or "").encode(),
-                                                  info.consent_version.encode()):
+    if browser is None or not hmac.compare_digest(str(shown or "").encode(), info.consent_version.encode()):
         stats["consent_engine"] += 1
         return False
-    row = _run(url, CONSENT_SQL, {"bundle": bundle_id, "study": info.id, "version": info.version,
-                                  "shown": info.consent_version, "browser": browser,
-                                  "now": _now()}, client=True)
+    row = _run(
+        url,
+        CONSENT_SQL,
+        {
+            "bundle": bundle_id,
+            "study": info.id,
+            "version": info.version,
+            "shown": info.consent_version,
+            "browser": browser,
+            "now": _now(),
+        },
+        client=True,
+    )
     if row is None:
         forget_study(url, info.slug)  # the study may have changed: read it again
         stats["consent_engine"] += 1

@@ -34,68 +34,116 @@ def _external_id(study: Study, source: str, annotator: str) -> str:
     return f"{study.id}:{source}:{annotator}"
 
 
-def import_annotations(session: Session, study: Study, actor: User, data: bytes,
-                       source: str = "prior") -> dict[str, Any]:
+def import_annotations(
+    session: Session, study: Study, actor: User, data: bytes, source: str = "prior"
+) -> dict[str, Any]:
     """Store the upload's annotations (all or nothing); InputError names the line and field.
     An annotator already imported into this study under the same source is refused."""
     source = (source or "").strip() or "prior"
     if len(source) > MAX_SOURCE or ":" in source:
-        raise InputError(f"the source is a short name (at most {MAX_SOURCE} characters, no ':')",
-                         field="source")
+        raise InputError(f"the source is a short name (at most {MAX_SOURCE} characters, no ':')", field="source")
     kind = get_kind(study.kind)
-    items = {ext: (iid, payload, ref, gold) for iid, ext, payload, ref, gold in session.execute(
-        select(Item.id, Item.external_id, Item.payload, Item.reference, Item.is_gold)
-        .where(Item.study_id == study.id))}
+    items = {
+        ext: (iid, payload, ref, gold)
+        for iid, ext, payload, ref, gold in session.execute(
+            select(Item.id, Item.external_id, Item.payload, Item.reference, Item.is_gold).where(
+                Item.study_id == study.id
+            )
+        )
+    }
     per_annotator = kind.import_annotations(data, set(items), {e: v[1] for e, v in items.items()})
     per_annotator = {who: answers for who, answers in per_annotator.items() if answers}
     if not per_annotator:
         raise InputError("the upload holds no annotations", field="file")
     ids = {who: _external_id(study, source, who) for who in per_annotator}
-    taken = session.scalars(select(User.external_id).where(
-        User.platform == IMPORTED, User.external_id.in_(list(ids.values())))).all()
+    taken = session.scalars(
+        select(User.external_id).where(User.platform == IMPORTED, User.external_id.in_(list(ids.values())))
+    ).all()
     if taken:
         who = next(w for w, e in ids.items() if e in taken)
-        raise InputError(f"annotator {who!r} of source {source!r} is already imported into this "
-                         "study: give the upload another source name", field="annotator")
+        raise InputError(
+            f"annotator {who!r} of source {source!r} is already imported into this "
+            "study: give the upload another source name",
+            field="annotator",
+        )
     # The totals' locks of every item answered, in item order, before the first answer is
     # written: two imports (or an import and a rejection) sharing items wait for each other
     # instead of deadlocking. Each of these items gets a counted answer below.
-    lock_totals(session.connection(), study.id,
-                items={items[ext][0] for answers in per_annotator.values() for ext in answers
-                       if not items[ext][3]})
+    lock_totals(
+        session.connection(),
+        study.id,
+        items={items[ext][0] for answers in per_annotator.values() for ext in answers if not items[ext][3]},
+    )
     now = utcnow()
     stored = 0
     for who, answers in per_annotator.items():
-        worker = User(role="worker", platform=IMPORTED, external_id=ids[who],
-                      pseudonym=pseudonym(IMPORTED, ids[who]), name="")
+        worker = User(
+            role="worker", platform=IMPORTED, external_id=ids[who], pseudonym=pseudonym(IMPORTED, ids[who]), name=""
+        )
         session.add(worker)
         session.flush()
-        participant = Participant(study_id=study.id, worker_id=worker.id, status="approved",
-                                  reason=f"imported from {source}", reviewed_at=now)
+        participant = Participant(
+            study_id=study.id, worker_id=worker.id, status="approved", reason=f"imported from {source}", reviewed_at=now
+        )
         session.add(participant)
         session.flush()
-        bundle = Bundle(study_id=study.id, participant_id=participant.id, worker_id=worker.id,
-                        external_assignment_id=f"{IMPORTED}:{source}", size=len(answers),
-                        n_done=len(answers), finished_at=now)
+        bundle = Bundle(
+            study_id=study.id,
+            participant_id=participant.id,
+            worker_id=worker.id,
+            external_assignment_id=f"{IMPORTED}:{source}",
+            size=len(answers),
+            n_done=len(answers),
+            finished_at=now,
+        )
         session.add(bundle)
         session.flush()
         # No exclusion group: that rule is for what this platform hands out.
-        leases = [Assignment(study_id=study.id, item_id=items[ext][0], worker_id=worker.id,
-                             bundle_id=bundle.id, slot=slot, is_gold=items[ext][3], state="completed",
-                             leased_at=now, lease_expires_at=now, completed_at=now)
-                  for slot, ext in enumerate(answers)]
+        leases = [
+            Assignment(
+                study_id=study.id,
+                item_id=items[ext][0],
+                worker_id=worker.id,
+                bundle_id=bundle.id,
+                slot=slot,
+                is_gold=items[ext][3],
+                state="completed",
+                leased_at=now,
+                lease_expires_at=now,
+                completed_at=now,
+            )
+            for slot, ext in enumerate(answers)
+        ]
         session.add_all(leases)
         session.flush()  # one round trip for the annotator's assignment ids
         for a, (ext, response) in zip(leases, answers.items()):
             iid, payload, ref, gold = items[ext]
             key = hashlib.sha256(f"{IMPORTED}:{ids[who]}:{ext}".encode()).hexdigest()
-            session.add(Annotation(
-                assignment_id=a.id, study_id=study.id, item_id=iid, worker_id=worker.id, is_gold=gold,
-                response=response, score=kind.score(payload, ref, response),
-                scores=kind.score_details(payload, ref, response), duration_ms=0,
-                client={IMPORTED: source}, idempotency_key=key))
+            session.add(
+                Annotation(
+                    assignment_id=a.id,
+                    study_id=study.id,
+                    item_id=iid,
+                    worker_id=worker.id,
+                    is_gold=gold,
+                    response=response,
+                    score=kind.score(payload, ref, response),
+                    scores=kind.score_details(payload, ref, response),
+                    duration_ms=0,
+                    client={IMPORTED: source},
+                    idempotency_key=key,
+                )
+            )
             stored += 1
-    audit.record(session, actor.id, "study.import_annotations", "study", study.id, source=source,
-                 annotators=len(per_annotator), annotations=stored)
+    audit.record(
+        session,
+        actor.id,
+        "study.import_annotations",
+        "study",
+        study.id,
+        source=source,
+        annotators=len(per_annotator),
+        annotations=stored,
+    )
     session.commit()
     return {"annotators": len(per_annotator), "annotations": stored, "source": source}

@@ -105,8 +105,10 @@ class Bundle(Base):
     """One task: a fixed number of item slots, some of them gold, done in order."""
 
     __tablename__ = "bundles"
-    __table_args__ = (UniqueConstraint("study_id", "worker_id", "external_assignment_id"),
-                      Index("ix_bundles_study_ip", "study_id", "ip_hash", "finished_at"))
+    __table_args__ = (
+        UniqueConstraint("study_id", "worker_id", "external_assignment_id"),
+        Index("ix_bundles_study_ip", "study_id", "ip_hash", "finished_at"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), index=True)
@@ -138,8 +140,13 @@ class Assignment(Base):
         Index("ix_assignments_lease", "state", "lease_expires_at"),
         # A bundle holds at most one live lease (the hot path's statements rely on it: see
         # app/studies/hotpath.py).
-        Index("uq_assignments_bundle_leased", "bundle_id", unique=True,
-              postgresql_where=text("state = 'leased'"), sqlite_where=text("state = 'leased'")),
+        Index(
+            "uq_assignments_bundle_leased",
+            "bundle_id",
+            unique=True,
+            postgresql_where=text("state = 'leased'"),
+            sqlite_where=text("state = 'leased'"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -159,8 +166,10 @@ class Assignment(Base):
 
 class Annotation(Base):
     __tablename__ = "annotations"
-    __table_args__ = (Index("ix_annotations_study_item", "study_id", "item_id"),
-                      Index("ix_annotations_study_worker", "study_id", "worker_id"))
+    __table_args__ = (
+        Index("ix_annotations_study_item", "study_id", "item_id"),
+        Index("ix_annotations_study_worker", "study_id", "worker_id"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     assignment_id: Mapped[int] = mapped_column(ForeignKey("assignments.id"), unique=True)

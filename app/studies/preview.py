@@ -47,8 +47,7 @@ def item_at(session: Session, study: Study, position: int) -> Item:
     the end."""
     if position < 1:
         raise InputError("positions start at 1", field="n")
-    item = session.scalar(select(Item).where(Item.study_id == study.id)
-                          .order_by(Item.id).offset(position - 1).limit(1))
+    item = session.scalar(select(Item).where(Item.study_id == study.id).order_by(Item.id).offset(position - 1).limit(1))
     if item is None:
         raise InputError(f"this study has no item {position}", field="n")
     return item
@@ -60,10 +59,16 @@ def page_context(session: Session, study: Study, position: int) -> dict[str, Any
     kind = get_kind(study.kind)
     item = item_at(session, study, position)
     total = count(session, study)
-    return {"kind": kind, "item": item, "payload": kind.public_payload(item.payload),
-            "assignment": Slot(slot=position - 1), "bundle": Task(size=total),
-            "position": position, "total": total,
-            **kind.preview_context(study, item)}
+    return {
+        "kind": kind,
+        "item": item,
+        "payload": kind.public_payload(item.payload),
+        "assignment": Slot(slot=position - 1),
+        "bundle": Task(size=total),
+        "position": position,
+        "total": total,
+        **kind.preview_context(study, item),
+    }
 
 
 def check_answer(session: Session, study: Study, position: int, form: dict[str, Any]) -> dict[str, Any]:
@@ -72,8 +77,7 @@ def check_answer(session: Session, study: Study, position: int, form: dict[str, 
     kind = get_kind(study.kind)
     item = item_at(session, study, position)
     parsed = kind.parse_response(form, payload=item.payload, settings=study.kind_settings or {})
-    return {"response": parsed, "score": kind.score(item.payload, item.reference, parsed),
-            "is_gold": item.is_gold}
+    return {"response": parsed, "score": kind.score(item.payload, item.reference, parsed), "is_gold": item.is_gold}
 
 
 def upload_views(kind: Any, result: Any, title: str = "", limit: int = 3) -> list[dict[str, Any]]:
@@ -89,8 +93,19 @@ def upload_views(kind: Any, result: Any, title: str = "", limit: int = 3) -> lis
     study = SimpleNamespace(title=title, kind_settings=result.kind_settings or {}, slug="", id=None)
     specs = [s for s in result.items if not s.is_gold][:limit] or result.items[:limit]
     page = templates.get_template("research/worker_view.html")
-    return [{"external_id": spec.external_id, "is_gold": spec.is_gold,
-             "html": page.render(kind=kind, study=study, payload=kind.public_payload(spec.payload),
-                                 assignment=Slot(slot=None), position=n, total=len(result.items),
-                                 upload_preview=True)}
-            for n, spec in enumerate(specs, 1)]
+    return [
+        {
+            "external_id": spec.external_id,
+            "is_gold": spec.is_gold,
+            "html": page.render(
+                kind=kind,
+                study=study,
+                payload=kind.public_payload(spec.payload),
+                assignment=Slot(slot=None),
+                position=n,
+                total=len(result.items),
+                upload_preview=True,
+            ),
+        }
+        for n, spec in enumerate(specs, 1)
+    ]

@@ -25,8 +25,7 @@ from app.studies.models import Item, Study
 
 # Closing deletes nothing (it only stops new tasks and answers), so a closed study may be
 # reopened: its annotations, workers and leases are as they were.
-TRANSITIONS = {"draft": {"live"}, "live": {"paused", "closed"}, "paused": {"live", "closed"},
-               "closed": {"live"}}
+TRANSITIONS = {"draft": {"live"}, "live": {"paused", "closed"}, "paused": {"live", "closed"}, "closed": {"live"}}
 
 
 class StudySettings(BaseModel):
@@ -80,8 +79,11 @@ def study_code(settings: StudySettings) -> str:
     would report a code the study never showed, and might go unpaid."""
     given, in_link = settings.completion_code.strip(), link_code(settings.redirect_url)
     if given and in_link and given != in_link:
-        raise InputError(f"the Prolific link's completion code (cc={in_link}) differs from the "
-                         f"completion code ({given}): give one code", field="redirect_url")
+        raise InputError(
+            f"the Prolific link's completion code (cc={in_link}) differs from the "
+            f"completion code ({given}): give one code",
+            field="redirect_url",
+        )
     return given or in_link or secrets.token_hex(4).upper()
 
 
@@ -96,14 +98,16 @@ def completion_code(study: Study, bundle: Any, platform: str | None) -> str:
     """The code a worker is shown and reports: on MTurk one per bundle (a shared code proves
     nothing there, and the requester matches it to the assignment); elsewhere the study's."""
     if platform == "mturk":
-        digest = hmac.new(get_settings().secret_key.encode(), f"proctor/bundle-code/{bundle.id}".encode(),
-                          hashlib.sha256).hexdigest()
+        digest = hmac.new(
+            get_settings().secret_key.encode(), f"proctor/bundle-code/{bundle.id}".encode(), hashlib.sha256
+        ).hexdigest()
         return digest[:10].upper()
     return study.completion_code
 
 
-DEFAULT_CONSENT = ("By continuing you agree to take part in this research study. Your answers "
-                   "are stored under a pseudonym.")
+DEFAULT_CONSENT = (
+    "By continuing you agree to take part in this research study. Your answers are stored under a pseudonym."
+)
 
 
 def consent_text(study: Study) -> str:
@@ -118,9 +122,11 @@ def consent_details(study: Study) -> list[tuple[str, str]]:
     """What a worker should know before agreeing, one line each: whom to contact, how long the
     task takes, what it pays (said plainly when the researcher left one out)."""
     minutes = study.estimated_minutes
-    return [("Contact", study.contact or NOT_STATED),
-            ("Estimated time", f"about {minutes} minute{'' if minutes == 1 else 's'}" if minutes else NOT_STATED),
-            ("Payment", study.payment or NOT_STATED)]
+    return [
+        ("Contact", study.contact or NOT_STATED),
+        ("Estimated time", f"about {minutes} minute{'' if minutes == 1 else 's'}" if minutes else NOT_STATED),
+        ("Payment", study.payment or NOT_STATED),
+    ]
 
 
 def consent_version(study: Study) -> str:
@@ -184,20 +190,24 @@ def fill_warning(items: Sequence[Any], values: dict[str, Any]) -> str | None:
         return None
     if distinct < need:
         one = "one item of each exclusion group, " if groups else ""
-        return (f"No task can be completed: a task of {size} needs {_count(need, 'different plain item')} "
-                f"(a worker answers each item once, {one}and {_count(n_gold, 'slot')} "
-                f"{'is' if n_gold == 1 else 'are'} gold), and there {'is' if distinct == 1 else 'are'} "
-                f"{distinct}. Every worker's task would end short, with no completion code: "
-                f"make tasks of at most {distinct + n_gold} or add items.")
+        return (
+            f"No task can be completed: a task of {size} needs {_count(need, 'different plain item')} "
+            f"(a worker answers each item once, {one}and {_count(n_gold, 'slot')} "
+            f"{'is' if n_gold == 1 else 'are'} gold), and there {'is' if distinct == 1 else 'are'} "
+            f"{distinct}. Every worker's task would end short, with no completion code: "
+            f"make tasks of at most {distinct + n_gold} or add items."
+        )
     answers = len(plain) * per_item
     whole, left = divmod(answers, need)
     if left:
         last = "the last answer goes" if left == 1 else f"the last {left} go"
-        return (f"{_count(len(plain), 'plain item')} x {_count(per_item, 'annotation')} per item = "
-                f"{_count(answers, 'answer')} make{'s' if answers == 1 else ''} "
-                f"{_count(whole, 'complete task')} of {_count(need, 'plain answer')}; "
-                f"{last} to a task that cannot be completed (it ends short, with no "
-                f"completion code). Tasks of a size whose plain answers divide {answers} avoid it.")
+        return (
+            f"{_count(len(plain), 'plain item')} x {_count(per_item, 'annotation')} per item = "
+            f"{_count(answers, 'answer')} make{'s' if answers == 1 else ''} "
+            f"{_count(whole, 'complete task')} of {_count(need, 'plain answer')}; "
+            f"{last} to a task that cannot be completed (it ends short, with no "
+            f"completion code). Tasks of a size whose plain answers divide {answers} avoid it."
+        )
     return None
 
 
@@ -208,14 +218,26 @@ def _count(n: int, noun: str) -> str:
 
 def study_fill_warning(session: Session, study: Study) -> str | None:
     """fill_warning for a stored study, from its items and settings."""
-    rows = session.execute(select(Item.is_gold, Item.exclusion_group)
-                           .where(Item.study_id == study.id)).all()
-    return fill_warning(rows, {"bundle_size": study.bundle_size, "gold_rate": study.gold_rate,
-                               "annotations_per_item": study.annotations_per_item})
+    rows = session.execute(select(Item.is_gold, Item.exclusion_group).where(Item.study_id == study.id)).all()
+    return fill_warning(
+        rows,
+        {
+            "bundle_size": study.bundle_size,
+            "gold_rate": study.gold_rate,
+            "annotations_per_item": study.annotations_per_item,
+        },
+    )
 
 
-def create_study(session: Session, owner: User, kind_name: str, settings: StudySettings,
-                 data: bytes, fmt: str, options: dict[str, Any] | None = None) -> Study:
+def create_study(
+    session: Session,
+    owner: User,
+    kind_name: str,
+    settings: StudySettings,
+    data: bytes,
+    fmt: str,
+    options: dict[str, Any] | None = None,
+) -> Study:
     """Parse first, then store everything in one transaction: all items or none."""
     kind = get_kind(kind_name)
     result = kind.import_items(data, fmt, options or {})
@@ -225,14 +247,19 @@ def create_study(session: Session, owner: User, kind_name: str, settings: StudyS
     values = with_defaults(settings, result.study_defaults)
     if not values.get("instructions", "").strip():
         values["instructions"] = kind.default_instructions  # what the form offers when left blank
-    study = Study(kind=kind.name, owner_id=owner.id, slug=_slug(settings.title), **values,
-                  completion_code=study_code(settings),
-                  kind_settings=result.kind_settings, answer_field=kind.agreement_value())
+    study = Study(
+        kind=kind.name,
+        owner_id=owner.id,
+        slug=_slug(settings.title),
+        **values,
+        completion_code=study_code(settings),
+        kind_settings=result.kind_settings,
+        answer_field=kind.agreement_value(),
+    )
     session.add(study)
     session.flush()
     rows = _insert_items(session, study, result.items, random.Random(study.id))
-    audit.record(session, owner.id, "study.create", "study", study.id, items=len(rows),
-                 kind=kind.name)
+    audit.record(session, owner.id, "study.create", "study", study.id, items=len(rows), kind=kind.name)
     session.commit()
     return study
 
@@ -241,19 +268,20 @@ def add_items(session: Session, study: Study, specs: list[Any]) -> int:
     """Add items (ItemSpecs) to a draft study, skipping external ids it already has (so a
     retried job adds nothing twice). Flushes; the caller commits. Returns how many were added."""
     if study.state != "draft":
-        raise InputError(f"items can only be added to a draft study; this one is {study.state}",
-                         field="study")
+        raise InputError(f"items can only be added to a draft study; this one is {study.state}", field="study")
     _check_finite(specs)
     have = set(session.scalars(select(Item.external_id).where(Item.study_id == study.id)))
-    rows = _insert_items(session, study, [s for s in specs if s.external_id not in have],
-                         random.Random(f"{study.id}:{len(have)}"))
+    rows = _insert_items(
+        session, study, [s for s in specs if s.external_id not in have], random.Random(f"{study.id}:{len(have)}")
+    )
     return len(rows)
 
 
 # The item's text columns with a length (PostgreSQL refuses a longer value: a 500 after the
 # importer passed it; SQLite stores it). Checked here for every kind, whatever its importer does.
-_ITEM_TEXT = {c.name: length for c in Item.__table__.columns
-              if isinstance(length := getattr(c.type, "length", None), int)}
+_ITEM_TEXT = {
+    c.name: length for c in Item.__table__.columns if isinstance(length := getattr(c.type, "length", None), int)
+}
 
 
 def _check_finite(specs: list[Any]) -> None:
@@ -265,8 +293,9 @@ def _check_finite(specs: list[Any]) -> None:
             value = getattr(spec, name, None)
             if isinstance(value, str) and len(value) > length:
                 item = spec.external_id if name != "external_id" else spec.external_id[:40] + "..."
-                raise InputError(f"item {item!r}: {name} has {len(value)} characters, over the {length} it may have",
-                                 field=name)
+                raise InputError(
+                    f"item {item!r}: {name} has {len(value)} characters, over the {length} it may have", field=name
+                )
         for name in ("payload", "reference"):
             if (where := jsonsafe.non_finite(getattr(spec, name), name)) is not None:
                 raise InputError(f"item {spec.external_id!r}: {where} is not a finite number", field=where)
@@ -274,12 +303,25 @@ def _check_finite(specs: list[Any]) -> None:
 
 def _insert_items(session: Session, study: Study, specs: list[Any], rng: random.Random) -> list[dict[str, Any]]:
     """Insert the items (ItemSpecs) at random positions, 5,000 rows a statement."""
-    rows = [dict(study_id=study.id, external_id=s.external_id, payload=s.payload,
-                 reference=s.reference, is_gold=s.is_gold, source=s.source, category=s.category,
-                 cluster=s.cluster, exclusion_group=s.exclusion_group, author_id=s.author_id,
-                 position=rng.random(), n_active=0) for s in specs]
+    rows = [
+        dict(
+            study_id=study.id,
+            external_id=s.external_id,
+            payload=s.payload,
+            reference=s.reference,
+            is_gold=s.is_gold,
+            source=s.source,
+            category=s.category,
+            cluster=s.cluster,
+            exclusion_group=s.exclusion_group,
+            author_id=s.author_id,
+            position=rng.random(),
+            n_active=0,
+        )
+        for s in specs
+    ]
     for start in range(0, len(rows), 5000):
-        session.execute(insert(Item), rows[start:start + 5000])
+        session.execute(insert(Item), rows[start : start + 5000])
     return rows
 
 
@@ -296,6 +338,7 @@ class StudyEdit(BaseModel):
     """What a researcher may change on a study after creating it, live or not: the texts shown
     to workers (a changed consent text must be agreed to again: see assignment.consent) and the
     caps on one crowd member."""
+
     consent_text: str | None = None
     instructions: str | None = None
     contact: str | None = Field(None, max_length=255)
@@ -308,8 +351,14 @@ class StudyEdit(BaseModel):
 def edit_study(session: Session, study: Study, edit: StudyEdit, actor: User) -> Study:
     changes = edit.model_dump(exclude_unset=True, exclude_none=True)
     # The log says what changed: numbers as set, texts by their length.
-    audit.record(session, actor.id, "study.edit", "study", study.id,
-                 **{k: v if isinstance(v, int) else f"{len(v)} characters" for k, v in changes.items()})
+    audit.record(
+        session,
+        actor.id,
+        "study.edit",
+        "study",
+        study.id,
+        **{k: v if isinstance(v, int) else f"{len(v)} characters" for k, v in changes.items()},
+    )
     for key, value in changes.items():
         setattr(study, key, value)
     session.commit()
@@ -320,8 +369,9 @@ def can_manage(user: User, study: Study) -> bool:
     return user.role == "admin" or study.owner_id == user.id
 
 
-def register_agent(session: Session, owner: User, kind_name: str, name: str, version: str = "1",
-                   description: str = "") -> Agent:
+def register_agent(
+    session: Session, owner: User, kind_name: str, name: str, version: str = "1", description: str = ""
+) -> Agent:
     if kind_name not in all_kinds():
         raise InputError(f"unknown task kind {kind_name!r}", field="kind")
     # Stripped before the lookup too: " x" and "x" are one agent (else a second insert, a 500).
@@ -332,11 +382,11 @@ def register_agent(session: Session, owner: User, kind_name: str, name: str, ver
         raise InputError("an agent's name has at most 255 characters", field="name")
     if not version or len(version) > 64:
         raise InputError("an agent's version has 1 to 64 characters", field="version")
-    agent = session.scalar(select(Agent).where(Agent.owner_id == owner.id, Agent.name == name,
-                                               Agent.version == version))
+    agent = session.scalar(
+        select(Agent).where(Agent.owner_id == owner.id, Agent.name == name, Agent.version == version)
+    )
     if agent is None:
-        agent = Agent(owner_id=owner.id, kind=kind_name, name=name, version=version,
-                      description=description)
+        agent = Agent(owner_id=owner.id, kind=kind_name, name=name, version=version, description=description)
         session.add(agent)
         session.flush()
     return agent
@@ -347,11 +397,13 @@ def import_agent_outputs(session: Session, study: Study, agent: Agent, data: byt
     kind = get_kind(study.kind)
     if agent.kind != study.kind:
         raise InputError(f"agent is for {agent.kind}, study is {study.kind}", field="agent")
-    items = {ext: (iid, payload, ref) for iid, ext, payload, ref in session.execute(
-        select(Item.id, Item.external_id, Item.payload, Item.reference)
-        .where(Item.study_id == study.id))}
-    outputs = kind.import_agent_outputs(data, set(items),
-                                        payloads={ext: v[1] for ext, v in items.items()})
+    items = {
+        ext: (iid, payload, ref)
+        for iid, ext, payload, ref in session.execute(
+            select(Item.id, Item.external_id, Item.payload, Item.reference).where(Item.study_id == study.id)
+        )
+    }
+    outputs = kind.import_agent_outputs(data, set(items), payloads={ext: v[1] for ext, v in items.items()})
     if not outputs:
         raise InputError("the upload holds no outputs", field="file")
     for ext, response in outputs.items():  # as for items (_check_finite): before anything goes
@@ -361,12 +413,18 @@ def import_agent_outputs(session: Session, study: Study, agent: Agent, data: byt
     rows = []
     for ext, response in outputs.items():
         iid, payload, ref = items[ext]
-        rows.append(dict(agent_id=agent.id, study_id=study.id, item_id=iid, response=response,
-                         score=kind.score(payload, ref, response)))
+        rows.append(
+            dict(
+                agent_id=agent.id,
+                study_id=study.id,
+                item_id=iid,
+                response=response,
+                score=kind.score(payload, ref, response),
+            )
+        )
     for start in range(0, len(rows), 5000):
-        session.execute(insert(AgentOutput), rows[start:start + 5000])
-    audit.record(session, agent.owner_id, "agent.import_outputs", "agent", agent.id,
-                 study=study.id, outputs=len(rows))
+        session.execute(insert(AgentOutput), rows[start : start + 5000])
+    audit.record(session, agent.owner_id, "agent.import_outputs", "agent", agent.id, study=study.id, outputs=len(rows))
     session.commit()
     return len(rows)
 
@@ -378,17 +436,32 @@ def release_browser(session: Session, study: Study, external_worker_id: str, act
     (assignment.RELEASED). Audited; 0 when no task of theirs is bound."""
     from app.studies.models import RELEASED, Bundle
 
-    workers = select(User.id).where(User.external_id == external_worker_id.strip(),
-                                    User.role == "worker")
-    bundles = session.scalars(select(Bundle).where(
-        Bundle.study_id == study.id, Bundle.worker_id.in_(workers), Bundle.browser_hash.is_not(None),
-        Bundle.browser_hash != RELEASED).order_by(Bundle.id).with_for_update()).all()
+    workers = select(User.id).where(User.external_id == external_worker_id.strip(), User.role == "worker")
+    bundles = session.scalars(
+        select(Bundle)
+        .where(
+            Bundle.study_id == study.id,
+            Bundle.worker_id.in_(workers),
+            Bundle.browser_hash.is_not(None),
+            Bundle.browser_hash != RELEASED,
+        )
+        .order_by(Bundle.id)
+        .with_for_update()
+    ).all()
     for bundle in bundles:
         bundle.browser_hash = RELEASED
     if bundles:
-        pseudonyms = session.scalars(select(User.pseudonym).where(
-            User.id.in_({b.worker_id for b in bundles})).order_by(User.pseudonym)).all()
-        audit.record(session, actor.id, "worker.browser_released", "study", study.id,
-                     workers=list(pseudonyms), bundles=[b.id for b in bundles])
+        pseudonyms = session.scalars(
+            select(User.pseudonym).where(User.id.in_({b.worker_id for b in bundles})).order_by(User.pseudonym)
+        ).all()
+        audit.record(
+            session,
+            actor.id,
+            "worker.browser_released",
+            "study",
+            study.id,
+            workers=list(pseudonyms),
+            bundles=[b.id for b in bundles],
+        )
     session.commit()
     return len(bundles)

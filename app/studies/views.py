@@ -48,8 +48,11 @@ def crowd_bundle(request: Request, session: Session, slug: str) -> tuple[Study, 
     if bundle is None:
         raise HTTPException(403, NOT_ENTERED)
     # Bound at consent: a bundle not consented to is any of its worker's browsers' to open.
-    if (bundle.consented_at is not None and bundle.browser_hash is not None
-            and presented_browser(request) != bundle.browser_hash):
+    if (
+        bundle.consented_at is not None
+        and bundle.browser_hash is not None
+        and presented_browser(request) != bundle.browser_hash
+    ):
         raise HTTPException(403, assignment.other_browser(study))
     return study, bundle
 
@@ -57,14 +60,18 @@ def crowd_bundle(request: Request, session: Session, slug: str) -> tuple[Study, 
 def wait_message(kind, settings: dict | None = None) -> str:
     """Why a task waits, in the kind's words (questions, episodes, procedures...)."""
     items = kind.item_word(2, settings)
-    return (f"No {kind.item_word(1, settings)} is free for you right now: the remaining {items} are being "
-            "answered by other people, and some come back when their time runs out. This page checks "
-            "again by itself; you can also come back in a few minutes.")
+    return (
+        f"No {kind.item_word(1, settings)} is free for you right now: the remaining {items} are being "
+        "answered by other people, and some come back when their time runs out. This page checks "
+        "again by itself; you can also come back in a few minutes."
+    )
 
 
-PAUSED_MESSAGE = ("The researcher has paused this study for now. Everything you sent is saved. "
-                  "This page checks again by itself and goes on when the study does; you can also "
-                  "come back later.")
+PAUSED_MESSAGE = (
+    "The researcher has paused this study for now. Everything you sent is saved. "
+    "This page checks again by itself and goes on when the study does; you can also "
+    "come back later."
+)
 
 
 def retry_after(seconds: int) -> int:
@@ -73,43 +80,61 @@ def retry_after(seconds: int) -> int:
     return min(max(seconds, 5), 30)
 
 
-def done_context(study: Study, bundle: Bundle, platform: str | None,
-                 turk_submit_to: str = "") -> dict:
+def done_context(study: Study, bundle: Bundle, platform: str | None, turk_submit_to: str = "") -> dict:
     """The completion code, plus the way back to the worker's platform, once the bundle's
     required items are done; otherwise no code, and why, in plain words."""
     earned = services.code_earned(bundle)
     code = services.completion_code(study, bundle, platform) if earned else None
     where = {"prolific": "Prolific", "mturk": "MTurk"}.get(platform or "", "your platform")
     # The link carries the code the page shows, whatever `cc` the researcher's link had.
-    return {"code": code, "complete": earned,
-            "message": None if earned else (
-                f"This study has no more {get_kind(study.kind).item_word(2, study.kind_settings)} for you, so your task "
-                f"ended after {bundle.n_done} of {bundle.size}. A completion code is given only for a complete "
-                f"task, so there is none for this one. Please return the task on {where}; if you "
-                f"think you should be paid for the answers you gave, contact the researcher."),
-            "redirect": services.with_code(study.redirect_url, code)
-            if platform == "prolific" and study.redirect_url and earned else "",
-            "mturk_submit": (f"{turk_submit_to}/mturk/externalSubmit"
-                             if platform == "mturk" and turk_submit_to and earned else ""),
-            "mturk_assignment_id": bundle.external_assignment_id}
+    return {
+        "code": code,
+        "complete": earned,
+        "message": None
+        if earned
+        else (
+            f"This study has no more {get_kind(study.kind).item_word(2, study.kind_settings)} for you, so your task "
+            f"ended after {bundle.n_done} of {bundle.size}. A completion code is given only for a complete "
+            f"task, so there is none for this one. Please return the task on {where}; if you "
+            f"think you should be paid for the answers you gave, contact the researcher."
+        ),
+        "redirect": services.with_code(study.redirect_url, code)
+        if platform == "prolific" and study.redirect_url and earned
+        else "",
+        "mturk_submit": (
+            f"{turk_submit_to}/mturk/externalSubmit" if platform == "mturk" and turk_submit_to and earned else ""
+        ),
+        "mturk_assignment_id": bundle.external_assignment_id,
+    }
 
 
 def fast_end(request: Request, conf, bundle_id: int, stored):
     """The end of a bundle the hot path just closed (and reviewed), as the engine's end shows
     it, from the answer's own statement and the study's texts of `conf`, the version that
     statement checked: (study, bundle, done_context)."""
-    bundle = SimpleNamespace(id=bundle_id, n_done=stored.n_done, size=stored.size,
-                             external_assignment_id=stored.external_assignment_id)
-    return conf, bundle, done_context(conf, bundle, request.session.get("platform"),
-                                      request.session.get("turk_submit_to", ""))
+    bundle = SimpleNamespace(
+        id=bundle_id, n_done=stored.n_done, size=stored.size, external_assignment_id=stored.external_assignment_id
+    )
+    return (
+        conf,
+        bundle,
+        done_context(conf, bundle, request.session.get("platform"), request.session.get("turk_submit_to", "")),
+    )
 
 
-def _consent_page(request: Request, study: Study, bundle: Bundle, status_code: int = 200,
-                  error: str | None = None):
-    return render(request, "annotate/consent.html", status_code=status_code, study=study,
-                  bundle=bundle, kind=get_kind(study.kind), consent=services.consent_text(study),
-                  details=services.consent_details(study),
-                  consent_version=services.consent_version(study), error=error)
+def _consent_page(request: Request, study: Study, bundle: Bundle, status_code: int = 200, error: str | None = None):
+    return render(
+        request,
+        "annotate/consent.html",
+        status_code=status_code,
+        study=study,
+        bundle=bundle,
+        kind=get_kind(study.kind),
+        consent=services.consent_text(study),
+        details=services.consent_details(study),
+        consent_version=services.consent_version(study),
+        error=error,
+    )
 
 
 @router.get("/task/{slug}")
@@ -144,11 +169,16 @@ def _fast_task(request: Request, slug: str):
         return None
     conf, bundle_id, lease = got
     kind = get_kind(conf.kind)
-    return render(request, "annotate/item.html", study=conf,
-                  bundle=SimpleNamespace(id=bundle_id, size=lease.size, n_done=lease.n_done),
-                  assignment=SimpleNamespace(id=lease.assignment_id, slot=lease.slot),
-                  kind=kind, payload=kind.public_payload(lease.payload),
-                  idempotency_key=uuid.uuid4().hex)
+    return render(
+        request,
+        "annotate/item.html",
+        study=conf,
+        bundle=SimpleNamespace(id=bundle_id, size=lease.size, n_done=lease.n_done),
+        assignment=SimpleNamespace(id=lease.assignment_id, slot=lease.slot),
+        kind=kind,
+        payload=kind.public_payload(lease.payload),
+        idempotency_key=uuid.uuid4().hex,
+    )
 
 
 def task_state(session: Session, study: Study, bundle: Bundle):
@@ -172,22 +202,37 @@ def _task_page(request: Request, session: Session, slug: str, refused: str = "")
     current, wait, message = task_state(session, study, bundle)
     if wait is not None:
         seconds = retry_after(wait)
-        response = render(request, "annotate/wait.html", study=study, bundle=bundle,
-                          retry_after=seconds, message=message)
+        response = render(
+            request, "annotate/wait.html", study=study, bundle=bundle, retry_after=seconds, message=message
+        )
         response.headers["Retry-After"] = str(seconds)
         return response
     if current is None:
         if bundle.finished_at is None:
             assignment.finish_early(session, bundle.id)
         session.refresh(bundle)
-        return render(request, "annotate/done.html", study=study, bundle=bundle, kind=get_kind(study.kind),
-                      **done_context(study, bundle, request.session.get("platform"),
-                                   request.session.get("turk_submit_to", "")))
+        return render(
+            request,
+            "annotate/done.html",
+            study=study,
+            bundle=bundle,
+            kind=get_kind(study.kind),
+            **done_context(study, bundle, request.session.get("platform"), request.session.get("turk_submit_to", "")),
+        )
     item = session.get(Item, current.item_id)
     kind = get_kind(study.kind)
-    return render(request, "annotate/item.html", status_code=422 if refused else 200, study=study, bundle=bundle,
-                  assignment=current, kind=kind, payload=kind.public_payload(item.payload),
-                  idempotency_key=uuid.uuid4().hex, refused=refused)
+    return render(
+        request,
+        "annotate/item.html",
+        status_code=422 if refused else 200,
+        study=study,
+        bundle=bundle,
+        assignment=current,
+        kind=kind,
+        payload=kind.public_payload(item.payload),
+        idempotency_key=uuid.uuid4().hex,
+        refused=refused,
+    )
 
 
 def fast_consent(request: Request, slug: str, shown: str) -> bool:
@@ -263,8 +308,9 @@ async def answer(request: Request, slug: str):
                 # The answer that ended the task: its end from the statement, as the API's.
                 if stored is not None and stored.ended:
                     study, bundle, done = fast_end(request, conf, bundle_id, stored)
-                    return render(request, "annotate/done.html", study=study, bundle=bundle,
-                                  kind=get_kind(study.kind), **done)
+                    return render(
+                        request, "annotate/done.html", study=study, bundle=bundle, kind=get_kind(study.kind), **done
+                    )
         with get_sessionmaker(url)() as session:  # a connection only if the engine is needed
             if stored is None:
                 study, bundle = crowd_bundle(request, session, slug)
@@ -291,10 +337,15 @@ async def answer(request: Request, slug: str):
 
 # ---- the researcher's side ---------------------------------------------------------------
 
+
 def _recent_exports(session: Session, study: Study) -> list[jobs.Job]:
     """The study's latest export jobs, for the exports card (a kind's runs show in its own)."""
-    return session.scalars(select(jobs.Job).where(jobs.Job.study_id == study.id, jobs.Job.task == "export")
-                           .order_by(jobs.Job.id.desc()).limit(10)).all()
+    return session.scalars(
+        select(jobs.Job)
+        .where(jobs.Job.study_id == study.id, jobs.Job.task == "export")
+        .order_by(jobs.Job.id.desc())
+        .limit(10)
+    ).all()
 
 
 def _study(session: Session, study_id: int, user: User) -> Study:
@@ -311,13 +362,11 @@ def studies(request: Request, session: Session = Depends(db), user: User = Depen
 
 @router.get("/studies/new")
 def new_study(request: Request, user: User = Depends(researcher)):
-    return render(request, "research/new_study.html", user=user, kinds=all_kinds(),
-                  form={}, preview=None)
+    return render(request, "research/new_study.html", user=user, kinds=all_kinds(), form={}, preview=None)
 
 
 @router.post("/studies/new")
-async def create_study(request: Request, session: Session = Depends(db),
-                       user: User = Depends(researcher)):
+async def create_study(request: Request, session: Session = Depends(db), user: User = Depends(researcher)):
     form = await request.form()
     fields = {k: v for k, v in form.items() if not hasattr(v, "filename")}
     kind_name = fields.get("kind") or default_kind()
@@ -339,12 +388,19 @@ async def create_study(request: Request, session: Session = Depends(db),
         options = kind_options(get_kind(kind_name), fields, prefixed=True)
         if fields.get("action") == "preview":
             result = services.preview_items(kind_name, data, fmt, options)
-            return render(request, "research/new_study.html", user=user, kinds=all_kinds(),
-                          form={**fields, "kind": kind_name, "upload_token": upload_token}, preview=result,
-                          fill_warning=_fill_warning(result, fields),
-                          worker_views=preview.upload_views(get_kind(kind_name), result, fields.get("title", "")))
+            return render(
+                request,
+                "research/new_study.html",
+                user=user,
+                kinds=all_kinds(),
+                form={**fields, "kind": kind_name, "upload_token": upload_token},
+                preview=result,
+                fill_warning=_fill_warning(result, fields),
+                worker_views=preview.upload_views(get_kind(kind_name), result, fields.get("title", "")),
+            )
         settings = services.parse_settings(
-            {k: v for k, v in fields.items() if k in services.StudySettings.model_fields and v != ""})
+            {k: v for k, v in fields.items() if k in services.StudySettings.model_fields and v != ""}
+        )
         study = services.create_study(session, user, kind_name, settings, data, fmt, options)
     except InputError as exc:
         kind = get_kind(kind_name)
@@ -356,13 +412,22 @@ async def create_study(request: Request, session: Session = Depends(db),
             if upload_token and upload_token.isalnum():
                 store.delete(f"uploads/{user.id}/{upload_token}")
             upload_token = ""
-        return render(request, "research/new_study.html", status_code=422, user=user,
-                      kinds=all_kinds(), form={**fields, "upload_token": upload_token},
-                      preview=None, error=str(exc))
+        return render(
+            request,
+            "research/new_study.html",
+            status_code=422,
+            user=user,
+            kinds=all_kinds(),
+            form={**fields, "upload_token": upload_token},
+            preview=None,
+            error=str(exc),
+        )
     warning = services.study_fill_warning(session, study)
-    flash(request, "Study created with its items. " + (f"Before launching: {warning}" if warning else
-                                                      "Launch it when ready."),
-          "warn" if warning else "ok")
+    flash(
+        request,
+        "Study created with its items. " + (f"Before launching: {warning}" if warning else "Launch it when ready."),
+        "warn" if warning else "ok",
+    )
     return RedirectResponse(f"/studies/{study.id}", status_code=303)
 
 
@@ -371,8 +436,8 @@ def _fill_warning(result, fields: dict) -> str | None:
     with the form's settings and the upload's suggestions for those left blank."""
     try:
         settings = services.parse_settings(
-            {"title": "-", **{k: v for k, v in fields.items()
-                              if k in services.StudySettings.model_fields and v != ""}})
+            {"title": "-", **{k: v for k, v in fields.items() if k in services.StudySettings.model_fields and v != ""}}
+        )
     except InputError:
         return None  # the create button says what is wrong with them
     return services.fill_warning(result.items, services.with_defaults(settings, result.study_defaults))
@@ -436,43 +501,70 @@ def only_this_machine(base: str) -> bool:
 
 
 @router.get("/studies/{study_id}")
-def study_page(request: Request, study_id: Id, session: Session = Depends(db),
-               user: User = Depends(researcher)):
+def study_page(request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     return _study_page(request, session, _study(session, study_id, user), user)
 
 
-def _study_page(request: Request, session: Session, study: Study, user: User,
-                status_code: int = 200, errors: dict | None = None):
+def _study_page(
+    request: Request, session: Session, study: Study, user: User, status_code: int = 200, errors: dict | None = None
+):
     """The study page; `errors` puts a refusal in the card of the form that caused it (the
     researcher sees it where they were, in the site's layout, with the file input empty)."""
     agents = session.execute(
-        select(Agent, func.count(AgentOutput.id)).join(AgentOutput, AgentOutput.agent_id == Agent.id)
-        .where(AgentOutput.study_id == study.id).group_by(Agent.id)).all()
-    my_agents = session.scalars(select(Agent).where(Agent.kind == study.kind,
-                                                    Agent.owner_id == user.id)).all()
+        select(Agent, func.count(AgentOutput.id))
+        .join(AgentOutput, AgentOutput.agent_id == Agent.id)
+        .where(AgentOutput.study_id == study.id)
+        .group_by(Agent.id)
+    ).all()
+    my_agents = session.scalars(select(Agent).where(Agent.kind == study.kind, Agent.owner_id == user.id)).all()
     base = entry_base(request)
     exports = _recent_exports(session, study)
-    return render(request, "research/study.html", status_code=status_code, errors=errors or {},
-                  user=user, study=study, agents=agents, my_agents=my_agents, exports=exports,
-                  store=get_store(),
-                  kind=get_kind(study.kind), **get_kind(study.kind).study_context(session, study),
-                  progress=assignment.progress(session, study),
-                  links={"mturk": f"{base}/s/{study.slug}?workerId=...&assignmentId=...&hitId=...",
-                         "prolific": f"{base}/s/{study.slug}?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}"
-                                     f"&STUDY_ID={{{{%STUDY_ID%}}}}&SESSION_ID={{{{%SESSION_ID%}}}}",
-                         "base": base, "only_here": only_this_machine(base)})
+    return render(
+        request,
+        "research/study.html",
+        status_code=status_code,
+        errors=errors or {},
+        user=user,
+        study=study,
+        agents=agents,
+        my_agents=my_agents,
+        exports=exports,
+        store=get_store(),
+        kind=get_kind(study.kind),
+        **get_kind(study.kind).study_context(session, study),
+        progress=assignment.progress(session, study),
+        links={
+            "mturk": f"{base}/s/{study.slug}?workerId=...&assignmentId=...&hitId=...",
+            "prolific": f"{base}/s/{study.slug}?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}"
+            f"&STUDY_ID={{{{%STUDY_ID%}}}}&SESSION_ID={{{{%SESSION_ID%}}}}",
+            "base": base,
+            "only_here": only_this_machine(base),
+        },
+    )
 
 
 @router.get("/studies/{study_id}/preview")
-def preview_page(request: Request, study_id: Id, n: int | None = Query(None, ge=1, le=MAX_ID),
-                 session: Session = Depends(db), user: User = Depends(researcher)):
+def preview_page(
+    request: Request,
+    study_id: Id,
+    n: int | None = Query(None, ge=1, le=MAX_ID),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     """The worker's pages for each item in upload order (n, from 1), storing nothing; without
     n, the consent and instructions a worker reads first (app.studies.preview)."""
     return _preview_page(request, session, _study(session, study_id, user), user, n)
 
 
-def _preview_page(request: Request, session: Session, study: Study, user: User, n: int | None,
-                  status_code: int = 200, error: InputError | None = None):
+def _preview_page(
+    request: Request,
+    session: Session,
+    study: Study,
+    user: User,
+    n: int | None,
+    status_code: int = 200,
+    error: InputError | None = None,
+):
     kind = get_kind(study.kind)
     total = preview.count(session, study)
     context: dict = {"kind": kind, "total": total, "position": n, "item": None}
@@ -480,14 +572,22 @@ def _preview_page(request: Request, session: Session, study: Study, user: User, 
         context.update(consent=services.consent_text(study), details=services.consent_details(study))
     elif n <= total:
         context.update(preview.page_context(session, study, n))
-    return render(request, "research/preview.html", status_code=status_code, user=user, study=study,
-                  error=str(error) if error else None, error_field=error.field if error else None,
-                  **context)
+    return render(
+        request,
+        "research/preview.html",
+        status_code=status_code,
+        user=user,
+        study=study,
+        error=str(error) if error else None,
+        error_field=error.field if error else None,
+        **context,
+    )
 
 
 @router.post("/studies/{study_id}/preview")
-async def preview_answer(request: Request, study_id: Id, session: Session = Depends(db),
-                         user: User = Depends(researcher)):
+async def preview_answer(
+    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
+):
     """Check a preview answer with the kind's parse_response, as a worker's submit would, then
     move on; a refusal shows on the item, as the worker would meet it. Nothing is stored."""
     study = _study(session, study_id, user)
@@ -504,37 +604,44 @@ async def preview_answer(request: Request, study_id: Id, session: Session = Depe
     except InputError as exc:
         return _preview_page(request, session, study, user, n, status_code=422, error=exc)
     score = checked["score"]
-    flash(request, f"Item {n}: the answer was accepted"
-                   + (f" and scores {score:g}" if score is not None else " (no reference to score it against)")
-                   + ". Nothing was stored.")
+    flash(
+        request,
+        f"Item {n}: the answer was accepted"
+        + (f" and scores {score:g}" if score is not None else " (no reference to score it against)")
+        + ". Nothing was stored.",
+    )
     return RedirectResponse(f"/studies/{study.id}/preview?n={n + 1}", status_code=303)
 
 
 @router.get("/studies/{study_id}/progress")
-def study_progress(request: Request, study_id: Id, session: Session = Depends(db),
-                   user: User = Depends(researcher)):
+def study_progress(request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     study = _study(session, study_id, user)
     return render(request, "research/_progress.html", study=study, progress=assignment.progress(session, study))
 
 
 @router.get("/studies/{study_id}/exports")
-def study_exports(request: Request, study_id: Id, session: Session = Depends(db),
-                  user: User = Depends(researcher)):
+def study_exports(request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     """The exports card alone (it polls itself while an export is going)."""
     study = _study(session, study_id, user)
     exports = _recent_exports(session, study)
-    return render(request, "research/_exports.html", study=study, exports=exports,
-                  store=get_store())
+    return render(request, "research/_exports.html", study=study, exports=exports, store=get_store())
 
 
 @router.post("/studies/{study_id}/state")
-def change_state(request: Request, study_id: Id, state: str = Form(...), confirm: str = Form(""),
-                 session: Session = Depends(db), user: User = Depends(researcher)):
+def change_state(
+    request: Request,
+    study_id: Id,
+    state: str = Form(...),
+    confirm: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     study = _study(session, study_id, user)
     if state == "closed" and confirm != "close" and state in services.TRANSITIONS.get(study.state, ()):
         # Closing cuts off workers mid-task: the page says so and asks again (no JS needed).
-        return render(request, "research/confirm_close.html", user=user, study=study,
-                      progress=assignment.progress(session, study))
+        return render(
+            request, "research/confirm_close.html", user=user, study=study, progress=assignment.progress(session, study)
+        )
     previous = study.state
     services.set_state(session, study, state, session.merge(user))
     flash(request, "The study is open again." if previous == "closed" else f"The study is now {state}.")
@@ -542,27 +649,46 @@ def change_state(request: Request, study_id: Id, state: str = Form(...), confirm
 
 
 @router.post("/studies/{study_id}/release")
-def release_browser(request: Request, study_id: Id, worker_id: str = Form(""),
-                    session: Session = Depends(db), user: User = Depends(researcher)):
+def release_browser(
+    request: Request,
+    study_id: Id,
+    worker_id: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     """Unbind a worker's task from the browser they agreed in (services.release_browser); the
     refusal, for an id with no bound task here, shows in the form's card."""
     study = _study(session, study_id, user)
     if not worker_id.strip() or len(worker_id) > 255:
-        return _study_page(request, session, study, user, 422,
-                           {"release": "Give the worker's id as their platform shows it."})
+        return _study_page(
+            request, session, study, user, 422, {"release": "Give the worker's id as their platform shows it."}
+        )
     if not services.release_browser(session, study, worker_id, session.merge(user)):
-        return _study_page(request, session, study, user, 404, {
-            "release": f"No task of a worker {worker_id.strip()!r} in this study is bound to a "
-                       "browser (they have not agreed yet, or it was released already)."})
-    flash(request, f"Released: the next browser that opens the link as {worker_id.strip()} "
-                   "continues their task.")
+        return _study_page(
+            request,
+            session,
+            study,
+            user,
+            404,
+            {
+                "release": f"No task of a worker {worker_id.strip()!r} in this study is bound to a "
+                "browser (they have not agreed yet, or it was released already)."
+            },
+        )
+    flash(request, f"Released: the next browser that opens the link as {worker_id.strip()} continues their task.")
     return RedirectResponse(f"/studies/{study.id}#release", status_code=303)
 
 
 @router.post("/studies/{study_id}/agents")
-async def import_agent(request: Request, study_id: Id, name: str = Form(...),
-                       version: str = Form("1"), file: UploadFile = File(None),
-                       session: Session = Depends(db), user: User = Depends(researcher)):
+async def import_agent(
+    request: Request,
+    study_id: Id,
+    name: str = Form(...),
+    version: str = Form("1"),
+    file: UploadFile = File(None),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     study = _study(session, study_id, user)
     try:
         data = await read_upload(file)
@@ -576,9 +702,14 @@ async def import_agent(request: Request, study_id: Id, name: str = Form(...),
 
 
 @router.post("/studies/{study_id}/annotations/import")
-async def import_prior_annotations(request: Request, study_id: Id, source: str = Form(""),
-                                   file: UploadFile = File(None), session: Session = Depends(db),
-                                   user: User = Depends(researcher)):
+async def import_prior_annotations(
+    request: Request,
+    study_id: Id,
+    source: str = Form(""),
+    file: UploadFile = File(None),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     from app.studies.imports import import_annotations
 
     study = _study(session, study_id, user)
@@ -587,14 +718,14 @@ async def import_prior_annotations(request: Request, study_id: Id, source: str =
     except InputError as exc:
         session.rollback()
         return _study_page(request, session, study, user, 422, {"prior": str(exc)})
-    flash(request, f"Imported {done['annotations']} annotations by {done['annotators']} annotators "
-                   f"from {done['source']}.")
+    flash(
+        request, f"Imported {done['annotations']} annotations by {done['annotators']} annotators from {done['source']}."
+    )
     return RedirectResponse(f"/studies/{study.id}", status_code=303)
 
 
 @router.post("/studies/{study_id}/exports")
-def start_export(request: Request, study_id: Id, session: Session = Depends(db),
-                 user: User = Depends(researcher)):
+def start_export(request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     study = _study(session, study_id, user)
     jobs.submit(session, jobs.create_job(session, "export", study_id=study.id, owner_id=user.id))
     flash(request, "Export started; the files appear below when it is done.")
@@ -605,11 +736,16 @@ ANNOTATORS_ON_PAGE = 50
 
 
 @router.get("/studies/{study_id}/leaderboard")
-def leaderboard(request: Request, study_id: Id, session: Session = Depends(db),
-                user: User = Depends(researcher)):
+def leaderboard(request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     study = _study(session, study_id, user)
     # The page shows the annotators with the most answers; the export and the API have all.
     board = compute(session, study, annotators=(0, ANNOTATORS_ON_PAGE))
-    return render(request, "research/leaderboard.html", user=user, study=study, board=board,
-                  kind=get_kind(study.kind),
-                  plots=leaderboard_plots(board))
+    return render(
+        request,
+        "research/leaderboard.html",
+        user=user,
+        study=study,
+        board=board,
+        kind=get_kind(study.kind),
+        plots=leaderboard_plots(board),
+    )

@@ -35,9 +35,10 @@ def _install(folder: str) -> None:
     def wrap_execute(orig):
         def execute(self, *a, **kw):
             conn = self.connection
-            begins = (not conn.autocommit and conn.pgconn.transaction_status == idle)
+            begins = not conn.autocommit and conn.pgconn.transaction_status == idle
             add(1 + begins)
             return orig(self, *a, **kw)
+
         return execute
 
     def wrap_end(orig):
@@ -45,6 +46,7 @@ def _install(folder: str) -> None:
             if self.pgconn.transaction_status != idle:
                 add(1)
             return orig(self, *a, **kw)
+
         return end
 
     psycopg.Cursor.execute = wrap_execute(psycopg.Cursor.execute)
@@ -64,6 +66,7 @@ def _wrap_async(orig, add, idle):
         conn = self.connection
         add(1 + (not conn.autocommit and conn.pgconn.transaction_status == idle))
         return await orig(self, *a, **kw)
+
     return execute
 
 
@@ -72,6 +75,7 @@ def _wrap_async_end(orig, add, idle):
         if self.pgconn.transaction_status != idle:
             add(1)
         return await orig(self, *a, **kw)
+
     return end
 
 

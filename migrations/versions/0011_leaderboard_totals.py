@@ -12,12 +12,13 @@ recreates the table and drops its triggers; such a migration must create them ag
 Revision ID: 0011
 Revises: 0010
 """
+
 from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0011'
-down_revision = '0010'
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
@@ -231,12 +232,13 @@ def _sqlite_consistency(r: str, n0: str, r0: str, n1: str, r1: str) -> str:
         f"WHERE c.study_id = {r}.study_id AND c.worker_id = {r}.worker_id AND c.cluster = {clu} AND {_valid(r)} "
         "ON CONFLICT (study_id, worker_id) DO UPDATE SET "
         "clusters_whole = clusters_whole + excluded.clusters_whole, "
-        "clusters_right = clusters_right + excluded.clusters_right")
+        "clusters_right = clusters_right + excluded.clusters_right"
+    )
 
 
 def _sqlite_take(r: str) -> list[str]:
     """Statements that take annotation row `r` out of the worker totals."""
-    key = (f"study_id = {r}.study_id AND worker_id = {r}.worker_id AND {_valid(r)}")
+    key = f"study_id = {r}.study_id AND worker_id = {r}.worker_id AND {_valid(r)}"
     cat = f"category = (SELECT category FROM items WHERE id = {r}.item_id)"
     clu = f"cluster = (SELECT cluster FROM items WHERE id = {r}.item_id)"
     right = f"CASE WHEN coalesce({r}.score, 0.0) >= 1.0 THEN 1 ELSE 0 END"
@@ -269,9 +271,12 @@ def sqlite_triggers() -> list[str]:
         "INSERT INTO lb_item_answers (item_id, value, study_id, n, score_sum, first_id) "
         f"SELECT NEW.item_id, {v}, NEW.study_id, 1, coalesce(NEW.score, 0.0), NEW.id WHERE true "
         "ON CONFLICT (item_id, value) DO UPDATE SET n = n + 1, "
-        "score_sum = score_sum + excluded.score_sum, first_id = min(first_id, excluded.first_id)"]
-    changed = " OR ".join(f"OLD.{c} IS NOT NEW.{c}" for c in
-                          ("excluded", "score", "is_gold", "response", "item_id", "worker_id", "study_id"))
+        "score_sum = score_sum + excluded.score_sum, first_id = min(first_id, excluded.first_id)"
+    ]
+    changed = " OR ".join(
+        f"OLD.{c} IS NOT NEW.{c}"
+        for c in ("excluded", "score", "is_gold", "response", "item_id", "worker_id", "study_id")
+    )
     update = _sqlite_take("OLD") + _sqlite_add("NEW") + _sqlite_recount("OLD") + _sqlite_recount("NEW")
     delete = _sqlite_take("OLD") + _sqlite_recount("OLD")
     body = lambda stmts: "BEGIN\n" + "".join(f"  {s};\n" for s in stmts) + "END"  # noqa: E731
@@ -285,49 +290,63 @@ def sqlite_triggers() -> list[str]:
 
 
 def upgrade() -> None:
-    with op.batch_alter_table('studies', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('answer_field', sa.String(length=64), nullable=True))
-    op.create_table('lb_worker_categories',
-    sa.Column('study_id', sa.Integer(), nullable=False),
-    sa.Column('worker_id', sa.Integer(), nullable=False),
-    sa.Column('category', sa.String(length=64), nullable=False),
-    sa.Column('n', sa.Integer(), nullable=False),
-    sa.Column('score_sum', sa.Float(), nullable=False),
-    sa.ForeignKeyConstraint(['study_id'], ['studies.id'], name=op.f('fk_lb_worker_categories_study_id_studies'), ondelete='CASCADE'),
-    sa.PrimaryKeyConstraint('study_id', 'worker_id', 'category', name=op.f('pk_lb_worker_categories'))
+    with op.batch_alter_table("studies", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("answer_field", sa.String(length=64), nullable=True))
+    op.create_table(
+        "lb_worker_categories",
+        sa.Column("study_id", sa.Integer(), nullable=False),
+        sa.Column("worker_id", sa.Integer(), nullable=False),
+        sa.Column("category", sa.String(length=64), nullable=False),
+        sa.Column("n", sa.Integer(), nullable=False),
+        sa.Column("score_sum", sa.Float(), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["study_id"], ["studies.id"], name=op.f("fk_lb_worker_categories_study_id_studies"), ondelete="CASCADE"
+        ),
+        sa.PrimaryKeyConstraint("study_id", "worker_id", "category", name=op.f("pk_lb_worker_categories")),
     )
-    op.create_table('lb_worker_clusters',
-    sa.Column('study_id', sa.Integer(), nullable=False),
-    sa.Column('worker_id', sa.Integer(), nullable=False),
-    sa.Column('cluster', sa.String(length=255), nullable=False),
-    sa.Column('n', sa.Integer(), nullable=False),
-    sa.Column('n_right', sa.Integer(), nullable=False),
-    sa.ForeignKeyConstraint(['study_id'], ['studies.id'], name=op.f('fk_lb_worker_clusters_study_id_studies'), ondelete='CASCADE'),
-    sa.PrimaryKeyConstraint('study_id', 'worker_id', 'cluster', name=op.f('pk_lb_worker_clusters'))
+    op.create_table(
+        "lb_worker_clusters",
+        sa.Column("study_id", sa.Integer(), nullable=False),
+        sa.Column("worker_id", sa.Integer(), nullable=False),
+        sa.Column("cluster", sa.String(length=255), nullable=False),
+        sa.Column("n", sa.Integer(), nullable=False),
+        sa.Column("n_right", sa.Integer(), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["study_id"], ["studies.id"], name=op.f("fk_lb_worker_clusters_study_id_studies"), ondelete="CASCADE"
+        ),
+        sa.PrimaryKeyConstraint("study_id", "worker_id", "cluster", name=op.f("pk_lb_worker_clusters")),
     )
-    op.create_table('lb_worker_consistency',
-    sa.Column('study_id', sa.Integer(), nullable=False),
-    sa.Column('worker_id', sa.Integer(), nullable=False),
-    sa.Column('clusters_whole', sa.Integer(), nullable=False),
-    sa.Column('clusters_right', sa.Integer(), nullable=False),
-    sa.ForeignKeyConstraint(['study_id'], ['studies.id'], name=op.f('fk_lb_worker_consistency_study_id_studies'), ondelete='CASCADE'),
-    sa.PrimaryKeyConstraint('study_id', 'worker_id', name=op.f('pk_lb_worker_consistency'))
+    op.create_table(
+        "lb_worker_consistency",
+        sa.Column("study_id", sa.Integer(), nullable=False),
+        sa.Column("worker_id", sa.Integer(), nullable=False),
+        sa.Column("clusters_whole", sa.Integer(), nullable=False),
+        sa.Column("clusters_right", sa.Integer(), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["study_id"], ["studies.id"], name=op.f("fk_lb_worker_consistency_study_id_studies"), ondelete="CASCADE"
+        ),
+        sa.PrimaryKeyConstraint("study_id", "worker_id", name=op.f("pk_lb_worker_consistency")),
     )
     # The triggers count a cluster's items when a worker's answers in it change.
-    with op.batch_alter_table('items', schema=None) as batch_op:
-        batch_op.create_index('ix_items_study_cluster', ['study_id', 'cluster'], unique=False)
-    op.create_table('lb_item_answers',
-    sa.Column('item_id', sa.Integer(), nullable=False),
-    sa.Column('value', sa.Text(), nullable=False),
-    sa.Column('study_id', sa.Integer(), nullable=False),
-    sa.Column('n', sa.Integer(), nullable=False),
-    sa.Column('score_sum', sa.Float(), nullable=False),
-    sa.Column('first_id', sa.Integer(), nullable=False),
-    sa.ForeignKeyConstraint(['item_id'], ['items.id'], name=op.f('fk_lb_item_answers_item_id_items'), ondelete='CASCADE'),
-    sa.ForeignKeyConstraint(['study_id'], ['studies.id'], name=op.f('fk_lb_item_answers_study_id_studies'), ondelete='CASCADE'),
-    sa.PrimaryKeyConstraint('item_id', 'value', name=op.f('pk_lb_item_answers'))
+    with op.batch_alter_table("items", schema=None) as batch_op:
+        batch_op.create_index("ix_items_study_cluster", ["study_id", "cluster"], unique=False)
+    op.create_table(
+        "lb_item_answers",
+        sa.Column("item_id", sa.Integer(), nullable=False),
+        sa.Column("value", sa.Text(), nullable=False),
+        sa.Column("study_id", sa.Integer(), nullable=False),
+        sa.Column("n", sa.Integer(), nullable=False),
+        sa.Column("score_sum", sa.Float(), nullable=False),
+        sa.Column("first_id", sa.Integer(), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["item_id"], ["items.id"], name=op.f("fk_lb_item_answers_item_id_items"), ondelete="CASCADE"
+        ),
+        sa.ForeignKeyConstraint(
+            ["study_id"], ["studies.id"], name=op.f("fk_lb_item_answers_study_id_studies"), ondelete="CASCADE"
+        ),
+        sa.PrimaryKeyConstraint("item_id", "value", name=op.f("pk_lb_item_answers")),
     )
-    op.create_index('ix_lb_item_answers_study_item', 'lb_item_answers', ['study_id', 'item_id'], unique=False)
+    op.create_index("ix_lb_item_answers_study_item", "lb_item_answers", ["study_id", "item_id"], unique=False)
 
     bind = op.get_bind()
     dialect = bind.dialect.name
@@ -341,8 +360,7 @@ def upgrade() -> None:
         fields = {}
     for name, field in fields.items():
         if field is not None:
-            bind.execute(sa.text("UPDATE studies SET answer_field = :f WHERE kind = :k"),
-                         {"f": field, "k": name})
+            bind.execute(sa.text("UPDATE studies SET answer_field = :f WHERE kind = :k"), {"f": field, "k": name})
     if dialect == "postgresql":
         bind.exec_driver_sql(PG_FUNCTIONS)
     else:
@@ -359,12 +377,12 @@ def downgrade() -> None:
     else:
         for name in ("lb_annotations_delete", "lb_annotations_update", "lb_annotations_insert"):
             bind.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
-    op.drop_index('ix_lb_item_answers_study_item', table_name='lb_item_answers')
-    op.drop_table('lb_item_answers')
-    op.drop_table('lb_worker_consistency')
-    with op.batch_alter_table('items', schema=None) as batch_op:
-        batch_op.drop_index('ix_items_study_cluster')
-    op.drop_table('lb_worker_clusters')
-    op.drop_table('lb_worker_categories')
-    with op.batch_alter_table('studies', schema=None) as batch_op:
-        batch_op.drop_column('answer_field')
+    op.drop_index("ix_lb_item_answers_study_item", table_name="lb_item_answers")
+    op.drop_table("lb_item_answers")
+    op.drop_table("lb_worker_consistency")
+    with op.batch_alter_table("items", schema=None) as batch_op:
+        batch_op.drop_index("ix_items_study_cluster")
+    op.drop_table("lb_worker_clusters")
+    op.drop_table("lb_worker_categories")
+    with op.batch_alter_table("studies", schema=None) as batch_op:
+        batch_op.drop_column("answer_field")

@@ -4,12 +4,13 @@ path's single statements rely on it: app/studies/hotpath.py)
 Revision ID: 0012
 Revises: 0011
 """
+
 from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0012'
-down_revision = '0011'
+revision = "0012"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
@@ -26,14 +27,22 @@ def upgrade() -> None:
     conn = op.get_bind()
     ids = [row[0] for row in conn.execute(older)]
     for i in ids:
-        conn.execute(sa.text("""
+        conn.execute(
+            sa.text("""
             UPDATE items SET n_active = n_active - 1
-            WHERE id = (SELECT item_id FROM assignments WHERE id = :id AND NOT is_gold)"""), {"id": i})
+            WHERE id = (SELECT item_id FROM assignments WHERE id = :id AND NOT is_gold)"""),
+            {"id": i},
+        )
         conn.execute(sa.text("UPDATE assignments SET state = 'expired' WHERE id = :id"), {"id": i})
-    op.create_index('uq_assignments_bundle_leased', 'assignments', ['bundle_id'], unique=True,
-                    postgresql_where=sa.text("state = 'leased'"),
-                    sqlite_where=sa.text("state = 'leased'"))
+    op.create_index(
+        "uq_assignments_bundle_leased",
+        "assignments",
+        ["bundle_id"],
+        unique=True,
+        postgresql_where=sa.text("state = 'leased'"),
+        sqlite_where=sa.text("state = 'leased'"),
+    )
 
 
 def downgrade() -> None:
-    op.drop_index('uq_assignments_bundle_leased', table_name='assignments')
+    op.drop_index("uq_assignments_bundle_leased", table_name="assignments")

@@ -17,14 +17,15 @@ SQLite (one writer at a time) keeps its triggers.
 Revision ID: 0014
 Revises: 0013
 """
+
 import importlib.util
 from pathlib import Path
 
 from alembic import op
 
 
-revision = '0014'
-down_revision = '0013'
+revision = "0014"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 

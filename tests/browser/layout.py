@@ -5,8 +5,10 @@ sideways, and no two things a person reads or presses overlap."""
 from __future__ import annotations
 
 # Things a person reads or presses; an element and one inside it do not count as overlapping.
-ATOMS = ("a, button, input, select, textarea, code, h1, h2, h3, summary, progress, img, svg, kbd, "
-         "label, .state, th, td, dt, dd, li, p, pre, iframe, legend")
+ATOMS = (
+    "a, button, input, select, textarea, code, h1, h2, h3, summary, progress, img, svg, kbd, "
+    "label, .state, th, td, dt, dd, li, p, pre, iframe, legend"
+)
 
 CHECK = """(atoms) => {
   const W = document.documentElement.clientWidth;

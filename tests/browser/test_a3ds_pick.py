@@ -27,13 +27,19 @@ def test_a_worker_picks_by_keyboard_and_the_leaderboard_agrees(live_server, page
     with Session() as s:
         owner = make_user(s, "researcher", email="a3ds-owner@example.org")
         study = services.create_study(
-            s, owner, "a3ds", services.StudySettings(title="Pick", bundle_size=4, gold_rate=0.0,
-                                                     annotations_per_item=1),
-            json.dumps(design).encode(), "design")
+            s,
+            owner,
+            "a3ds",
+            services.StudySettings(title="Pick", bundle_size=4, gold_rate=0.0, annotations_per_item=1),
+            json.dumps(design).encode(),
+            "design",
+        )
         services.set_state(s, study, "live", owner)
         slug, study_id = study.slug, study.id
-        items = {(tuple(i.payload["scenes"]), i.payload["caption"]): i.reference
-                 for i in s.scalars(select(Item).where(Item.study_id == study_id))}
+        items = {
+            (tuple(i.payload["scenes"]), i.payload["caption"]): i.reference
+            for i in s.scalars(select(Item).where(Item.study_id == study_id))
+        }
 
     page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=a3ds1&STUDY_ID=s&SESSION_ID=x1")
     page.keyboard.press("Enter")  # agree

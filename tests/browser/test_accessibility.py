@@ -48,8 +48,9 @@ def _studies(s):
     admin = make_user(s, "admin")
 
     def live(kind, data, fmt, **settings):
-        st = services.StudySettings(title=f"A11y {kind}", **{"bundle_size": 2, "gold_rate": 0.0,
-                                                            "annotations_per_item": 2, **settings})
+        st = services.StudySettings(
+            title=f"A11y {kind}", **{"bundle_size": 2, "gold_rate": 0.0, "annotations_per_item": 2, **settings}
+        )
         study = services.create_study(s, owner, kind, st, data, fmt)
         services.set_state(s, study, "live", owner)
         return study
@@ -59,21 +60,48 @@ def _studies(s):
     simulate_worker(s, tom, "clicker", 0.0, seed=2, always="Yes")
     _, nav = create_nav_study(s, owner, n=12, bundle_size=6, annotations_per_item=4)
     follow(s, nav, owner)
-    a3ds = live("a3ds", json.dumps({"pairs": {"z": {"1": 2, "2": 2}}, "speakers": ["literal"], "seed": 1,
-                                    "gold": 1}).encode(), "design", gold_rate=0.2)
+    a3ds = live(
+        "a3ds",
+        json.dumps({"pairs": {"z": {"1": 2, "2": 2}}, "speakers": ["literal"], "seed": 1, "gold": 1}).encode(),
+        "design",
+        gold_rate=0.2,
+    )
     simulate_task(s, a3ds, "picker", lambda item, rng: {"choice": "1"}, 3.0, seed=3)
     blank, one, two = [0] * 180, [4] + [0] * 179, [4, 5] + [0] * 178
-    hexagons = live("hexagons", "\n".join(json.dumps(
-        {"index": k, "annotation_round": 1, "category": "simple", "image_id": f"P{k}", "instructor_id": 3,
-         "number_of_drawing_steps": 2, "agreement_tags": ["A", "A"], "agreement_scores": [[1, 1, 1]] * 2,
-         "drawing_procedure": [[0, "NONE", blank], [1, "tile 0 red", one], [2, "tile 1 blue", two]]})
-        for k in (1, 2, 3)).encode(), "procedures", bundle_size=1)
+    hexagons = live(
+        "hexagons",
+        "\n".join(
+            json.dumps(
+                {
+                    "index": k,
+                    "annotation_round": 1,
+                    "category": "simple",
+                    "image_id": f"P{k}",
+                    "instructor_id": 3,
+                    "number_of_drawing_steps": 2,
+                    "agreement_tags": ["A", "A"],
+                    "agreement_scores": [[1, 1, 1]] * 2,
+                    "drawing_procedure": [[0, "NONE", blank], [1, "tile 0 red", one], [2, "tile 1 blue", two]],
+                }
+            )
+            for k in (1, 2, 3)
+        ).encode(),
+        "procedures",
+        bundle_size=1,
+    )
     steps = json.dumps([{"board": one, "actions": [[0, 4, 900]]}, {"board": two, "actions": [[1, 5, 700]]}])
     simulate_task(s, hexagons, "painter", lambda item, rng: {"steps": steps}, 30.0, seed=4)
     every = demo_lines()
-    sts = live("sts", "\n".join(json.dumps(x) for x in [x for x in every if x.get("reference")][:2]
-                                + [x for x in every if not x.get("reference")][:4]).encode(),
-               "continuations", bundle_size=3, gold_rate=0.3)
+    sts = live(
+        "sts",
+        "\n".join(
+            json.dumps(x)
+            for x in [x for x in every if x.get("reference")][:2] + [x for x in every if not x.get("reference")][:4]
+        ).encode(),
+        "continuations",
+        bundle_size=3,
+        gold_rate=0.3,
+    )
     simulate_task(s, sts, "marker", lambda item, rng: {"marker": "success", "step": 1}, 20.0, seed=5)
     return admin, {"tom": tom, "navigation": nav, "a3ds": a3ds, "hexagons": hexagons, "sts": sts}
 
@@ -88,8 +116,10 @@ def test_every_kind_of_page_passes_axe(live_server, page):
         admin, studies = _studies(s)
         admin_email = admin.email
         ids = {k: (st.id, st.slug) for k, st in studies.items()}
-        replays = {k: s.scalar(select(Participant.id).where(Participant.study_id == st.id).order_by(Participant.id))
-                   for k, st in studies.items()}
+        replays = {
+            k: s.scalar(select(Participant.id).where(Participant.study_id == st.id).order_by(Participant.id))
+            for k, st in studies.items()
+        }
     url = live_server.url
     found: dict[str, list[dict]] = {}
 
@@ -105,9 +135,14 @@ def test_every_kind_of_page_passes_axe(live_server, page):
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
     expect(page.get_by_role("link", name="Review queue")).to_be_visible()
-    for path, name in (("/studies", "study list"), ("/studies/new", "upload (new study)"), ("/agents", "agents"),
-                       ("/admin/review", "review queue, every study"), ("/admin/audit", "audit log"),
-                       ("/account", "account")):
+    for path, name in (
+        ("/studies", "study list"),
+        ("/studies/new", "upload (new study)"),
+        ("/agents", "agents"),
+        ("/admin/review", "review queue, every study"),
+        ("/admin/audit", "audit log"),
+        ("/account", "account"),
+    ):
         page.goto(url + path)
         check(name)
     for kind, (sid, _) in ids.items():
@@ -149,8 +184,9 @@ def test_every_kind_of_page_passes_axe(live_server, page):
         worker.close()
 
     bad = {name: v for name, v in found.items() if v}
-    report = "\n".join(f"{name}: {x['impact']} {x['id']} ({x['help']}) at {x['nodes']}"
-                       for name, v in bad.items() for x in v)
+    report = "\n".join(
+        f"{name}: {x['impact']} {x['id']} ({x['help']}) at {x['nodes']}" for name, v in bad.items() for x in v
+    )
     print(f"axe checked {len(found)} pages; serious or critical violations on {len(bad)}")
     assert not bad, report
 

@@ -39,17 +39,22 @@ def test_admin_rejects_a_worker_who_fails_gold(live_server, page):
         admin_email = make_user(s, "admin").email
         # One annotation per item: each worker answers items of their own, so the majority
         # row changes visibly when one of them is rejected.
-        study = create_tom_study(s, owner, title="Review study", bundle_size=10, gold_rate=0.3,
-                                 annotations_per_item=1)
+        study = create_tom_study(s, owner, title="Review study", bundle_size=10, gold_rate=0.3, annotations_per_item=1)
         for i, name in enumerate(("good-1", "good-2")):
             assert simulate_worker(s, study, name, accuracy=1.0, seed=i) == 10
         assert simulate_worker(s, study, "bad-1", accuracy=0.0, seed=7) == 10
         study_id = study.id
-        pseud = {u.external_id: u.pseudonym for u in s.scalars(select(User).where(
-            User.external_id.in_(("good-1", "good-2", "bad-1"))))}
-        bad_non_gold = len(s.scalars(select(Annotation).join(User, User.id == Annotation.worker_id)
-                                     .where(User.external_id == "bad-1",
-                                            Annotation.is_gold.is_(False))).all())
+        pseud = {
+            u.external_id: u.pseudonym
+            for u in s.scalars(select(User).where(User.external_id.in_(("good-1", "good-2", "bad-1"))))
+        }
+        bad_non_gold = len(
+            s.scalars(
+                select(Annotation)
+                .join(User, User.id == Annotation.worker_id)
+                .where(User.external_id == "bad-1", Annotation.is_gold.is_(False))
+            ).all()
+        )
     assert bad_non_gold == 7
     bad = pseud["bad-1"]
 

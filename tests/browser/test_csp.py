@@ -25,8 +25,10 @@ def watch(page) -> list[str]:
     violates the following Content Security Policy directive ..."), in any frame, and uncaught
     script errors (a file that broke where its inline script worked)."""
     seen: list[str] = []
-    page.on("console", lambda m: seen.append(m.text)
-            if "Content Security Policy" in m.text or "Refused to" in m.text else None)
+    page.on(
+        "console",
+        lambda m: seen.append(m.text) if "Content Security Policy" in m.text or "Refused to" in m.text else None,
+    )
     page.on("pageerror", lambda e: seen.append(f"uncaught: {e}"))
     return seen
 
@@ -79,8 +81,15 @@ def _a3ds(page):
     expect(page.locator(".a3ds-pick input[value='2']")).to_be_checked()
 
 
-WALKS = {"tom": _tom, "navigation": _navigation, "sts": _sts, "sts-play": _sts_play, "hexagons": _hexagons,
-         "hexagons-describe": _hexagons_describe, "a3ds": _a3ds}
+WALKS = {
+    "tom": _tom,
+    "navigation": _navigation,
+    "sts": _sts,
+    "sts-play": _sts_play,
+    "hexagons": _hexagons,
+    "hexagons-describe": _hexagons_describe,
+    "a3ds": _a3ds,
+}
 
 
 def test_a_worker_walks_the_first_item_of_every_kind_with_no_violation(live_server, page):
@@ -115,8 +124,14 @@ def test_a_researchers_pages_run_their_scripts_with_no_violation(live_server, pa
         disputed = disagreement_study(s, admin).id
         from app.studies import services
 
-        targets = services.create_study(s, admin, "hexagons", services.StudySettings(title="Targets"),
-                                        json.dumps({"id": "dot", "board": TWO}).encode(), "targets").id
+        targets = services.create_study(
+            s,
+            admin,
+            "hexagons",
+            services.StudySettings(title="Targets"),
+            json.dumps({"id": "dot", "board": TWO}).encode(),
+            "targets",
+        ).id
         s.commit()
     page.set_viewport_size({"width": 1280, "height": 900})
     seen = watch(page)
@@ -142,8 +157,10 @@ def test_a_researchers_pages_run_their_scripts_with_no_violation(live_server, pa
     page.locator("input[type=file][name=file]").set_input_files(str(file))
     page.get_by_role("button", name="Preview items").click()
     worker = page.locator("#preview iframe.worker-view").first.element_handle().content_frame()
-    worker.wait_for_function("() => document.querySelectorAll('#hex-board polygon.hexboard-tile').length === 180"
-                             " && document.getElementById('hex-steps').value.startsWith('[')")
+    worker.wait_for_function(
+        "() => document.querySelectorAll('#hex-board polygon.hexboard-tile').length === 180"
+        " && document.getElementById('hex-steps').value.startsWith('[')"
+    )
 
     # The target drawing: the board fills the form's field (targets.js).
     page.goto(f"{live_server.url}/hexagons/studies/{targets}/targets")

@@ -19,15 +19,22 @@ def test_the_stop_sign_is_our_icon_not_an_emoji(live_server, page):
     from app.db import get_sessionmaker
 
     with get_sessionmaker(live_server.db_url)() as s:
-        study = create_tom_study(s, make_user(s, "researcher"), title="Icon study", bundle_size=2,
-                                 payment="£1.20", estimated_minutes=5, contact="lab@example.org")
+        study = create_tom_study(
+            s,
+            make_user(s, "researcher"),
+            title="Icon study",
+            bundle_size=2,
+            payment="£1.20",
+            estimated_minutes=5,
+            contact="lab@example.org",
+        )
         slug = study.slug
     page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=w1&STUDY_ID=s&SESSION_ID=x1")
     # The default instructions name the sign: drawn as our icon, not as a character.
     instructions = page.locator(".card", has=page.get_by_role("heading", name="Instructions"))
     sign = instructions.get_by_role("img", name="stop sign")
     expect(sign).to_be_visible()
-    assert _loaded(sign) and "\U0001F6D1" not in instructions.inner_text()
+    assert _loaded(sign) and "\U0001f6d1" not in instructions.inner_text()
     # Contact, time and pay, as the worker reads them before agreeing.
     details = page.locator("#consent-details")
     for line in ("Contact", "lab@example.org", "Estimated time", "about 5 minutes", "Payment", "£1.20"):
@@ -38,7 +45,7 @@ def test_the_stop_sign_is_our_icon_not_an_emoji(live_server, page):
     assert _loaded(marker)
     legend = page.locator("fieldset.question legend")
     expect(legend.get_by_role("img", name="stop sign")).to_be_visible()
-    assert "\U0001F6D1" not in page.locator("main").inner_text()
+    assert "\U0001f6d1" not in page.locator("main").inner_text()
 
 
 PASSWORD = "pw-" + "x" * 8
@@ -67,7 +74,8 @@ def test_close_asks_first_and_the_study_can_be_reopened(live_server, browser, ja
     close = page.locator("#state-closed")
     # Close does not look like Pause: it is the red button.
     assert "danger" in close.get_attribute("class") and "danger" not in (
-        page.locator("#state-paused").get_attribute("class") or "")
+        page.locator("#state-paused").get_attribute("class") or ""
+    )
     close.click()
     expect(page.get_by_role("heading", name="Close “Closing study”?")).to_be_visible()
     expect(page.locator("#close-effects")).to_contain_text("nothing is deleted")

@@ -22,8 +22,17 @@ def _artifact(session, owner, kind: str, role: str, name: str):
     from app.studies import services
 
     agent = services.register_agent(session, owner, kind, name)
-    art = AgentArtifact(agent_id=agent.id, version=1, role=role, format="safetensors", blob_key=f"x/{name}",
-                        config={}, size=1, sha256="0" * 64, state="valid")
+    art = AgentArtifact(
+        agent_id=agent.id,
+        version=1,
+        role=role,
+        format="safetensors",
+        blob_key=f"x/{name}",
+        config={},
+        size=1,
+        sha256="0" * 64,
+        state="valid",
+    )
     session.add(art)
     session.flush()
     return agent, art
@@ -35,8 +44,18 @@ def _going_job(session, study, task: str, total: int, **params):
     from app.db import utcnow
     from app.runs.models import AgentRun
 
-    job = jobs.Job(task=task, study_id=study.id, owner_id=study.owner_id, state="running", params=params,
-                   total=total, done=1, started_at=utcnow(), heartbeat_at=utcnow(), attempts=1)
+    job = jobs.Job(
+        task=task,
+        study_id=study.id,
+        owner_id=study.owner_id,
+        state="running",
+        params=params,
+        total=total,
+        done=1,
+        started_at=utcnow(),
+        heartbeat_at=utcnow(),
+        attempts=1,
+    )
     session.add(job)
     session.flush()
     session.add(AgentRun(kind=study.kind, study_id=study.id, params=params, job_id=job.id, owner_id=study.owner_id))
@@ -56,10 +75,23 @@ def _navigation(s, owner, tmp_path) -> dict:
     _, speaker = _artifact(s, owner, "navigation", "speaker", "form-speaker")
     _, listener = _artifact(s, owner, "navigation", "listener", "form-listener")
     job = _going_job(s, study, "navigation.generate", 4)
-    run = GenerationRun(study_id=study.id, owner_id=owner.id, speaker_artifact_id=speaker.id,
-                        listener_artifact_ids=[], n=10, k=0, m=3, metric="ndtw", design="evaluation", max_len=60,
-                        seed=0, batch_size=8, paths=parse_paths(paths, "evaluation"), job_id=job.id,
-                        state="running")
+    run = GenerationRun(
+        study_id=study.id,
+        owner_id=owner.id,
+        speaker_artifact_id=speaker.id,
+        listener_artifact_ids=[],
+        n=10,
+        k=0,
+        m=3,
+        metric="ndtw",
+        design="evaluation",
+        max_len=60,
+        seed=0,
+        batch_size=8,
+        paths=parse_paths(paths, "evaluation"),
+        job_id=job.id,
+        state="running",
+    )
     s.add(run)
     file = tmp_path / "paths.json"
     file.write_bytes(paths)
@@ -78,8 +110,15 @@ def _navigation(s, owner, tmp_path) -> dict:
         expect(form.get_by_label("N (instructions per path)")).to_have_value("7")
         expect(form.get_by_label("M (follows per candidate)")).to_have_value("2")
 
-    return {"study": study, "job": job, "list": "#generations", "progress": "2 of 4 paths", "poll": "/generations",
-            "fill": fill, "kept": kept}
+    return {
+        "study": study,
+        "job": job,
+        "list": "#generations",
+        "progress": "2 of 4 paths",
+        "poll": "/generations",
+        "fill": fill,
+        "kept": kept,
+    }
 
 
 def _a3ds(s, owner, tmp_path) -> dict:
@@ -100,19 +139,26 @@ def _a3ds(s, owner, tmp_path) -> dict:
         expect(form.get_by_label("Captioner")).to_have_value(chosen)
         expect(form.get_by_label("Batch")).to_have_value("5")
 
-    return {"study": study, "job": job, "list": "#captioner-runs", "progress": "2 of 5 pairs", "poll": "/runs",
-            "fill": fill, "kept": kept}
+    return {
+        "study": study,
+        "job": job,
+        "list": "#captioner-runs",
+        "progress": "2 of 5 pairs",
+        "poll": "/runs",
+        "fill": fill,
+        "kept": kept,
+    }
 
 
 def _hexagons(s, owner, tmp_path) -> dict:
     from app.studies import services
     from tests.preview_fixtures import _procedure
 
-    study = services.create_study(s, owner, "hexagons", services.StudySettings(title="Executor form"),
-                                  _procedure(1).encode(), "procedures")
+    study = services.create_study(
+        s, owner, "hexagons", services.StudySettings(title="Executor form"), _procedure(1).encode(), "procedures"
+    )
     agent, art = _artifact(s, owner, "hexagons", "executor", "form-executor")
-    job = _going_job(s, study, "hexagons.generate", 3, artifact_id=art.id, agent_id=agent.id, on="gold",
-                     batch_size=32)
+    job = _going_job(s, study, "hexagons.generate", 3, artifact_id=art.id, agent_id=agent.id, on="gold", batch_size=32)
 
     def fill(page):
         form = page.locator("#executor-runs form")
@@ -124,8 +170,15 @@ def _hexagons(s, owner, tmp_path) -> dict:
         expect(form.get_by_label("Each step on")).to_have_value("own")
         expect(form.get_by_label("Batch")).to_have_value("5")
 
-    return {"study": study, "job": job, "list": "#executor-runs", "progress": "2 of 3 procedures", "poll": "/runs",
-            "fill": fill, "kept": kept}
+    return {
+        "study": study,
+        "job": job,
+        "list": "#executor-runs",
+        "progress": "2 of 3 procedures",
+        "poll": "/runs",
+        "fill": fill,
+        "kept": kept,
+    }
 
 
 @pytest.mark.parametrize("make", [_navigation, _a3ds, _hexagons], ids=["navigation", "a3ds", "hexagons"])

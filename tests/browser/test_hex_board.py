@@ -20,9 +20,13 @@ COLS, ROWS, N = 18, 10, 180
 def _harness(options: dict, width: str, extra_body: str = "") -> str:
     js = (STATIC / "board.js").read_text()
     css = (STATIC / "board.css").read_text()
-    mount = "" if options is None else f"""
+    mount = (
+        ""
+        if options is None
+        else f"""
       window.hb = new HexBoard(document.getElementById("board"),
         Object.assign({json.dumps(options)}, {{onChange: (b, a) => window.changes.push([b, a])}}));"""
+    )
     return f"""<!doctype html><html><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1"><style>{css}</style></head>
 <body style="margin:0;padding:8px"><div id="board" style="width:{width}"></div>{extra_body}
@@ -40,9 +44,13 @@ def mount(page, width: str = "900px", **options) -> None:
 
 
 def centres(page) -> list[tuple[float, float]]:
-    return [tuple(c) for c in page.evaluate(
-        """() => Array.from(document.querySelectorAll('#board .hexboard-tile'), p => {
-             const r = p.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })""")]
+    return [
+        tuple(c)
+        for c in page.evaluate(
+            """() => Array.from(document.querySelectorAll('#board .hexboard-tile'), p => {
+             const r = p.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })"""
+        )
+    ]
 
 
 def board(page) -> list[int]:
@@ -76,6 +84,7 @@ def surface(page):
 
 # -- Geometry -----------------------------------------------------------------------------------
 
+
 def _geometric_neighbours(c) -> dict[int, set[int]]:
     unit = c[COLS][1] - c[0][1]  # one row down in one column: the tile height
     return {t: {u for u in range(N) if u != t and math.dist(c[t], c[u]) < 1.2 * unit} for t in range(N)}
@@ -93,7 +102,9 @@ def test_the_shifted_columns_sit_half_a_tile_lower_and_neighbours_follow(page, s
         low = col % 2 == (1 if shifted == "odd" else 0)
         # Every column is one pitch to the right; the shifted ones half a tile lower.
         assert c[t][0] == pytest.approx(c[col][0], abs=0.5)
-        assert c[t][1] == pytest.approx(c[0][1] + r * unit + (unit / 2 if low else 0) - (unit / 2 if shifted == "even" else 0), abs=0.5)
+        assert c[t][1] == pytest.approx(
+            c[0][1] + r * unit + (unit / 2 if low else 0) - (unit / 2 if shifted == "even" else 0), abs=0.5
+        )
     # Exactly the tiles touching each tile on screen are its neighbours in HexBoard.neighbours.
     near = _geometric_neighbours(c)
     listed = page.evaluate(f"""() => Array.from({{length: 180}}, (_, t) =>
@@ -106,8 +117,8 @@ def test_the_shifted_columns_sit_half_a_tile_lower_and_neighbours_follow(page, s
             if u is None:
                 continue
             dx, dy = c[u][0] - c[t][0], c[u][1] - c[t][1]
-            assert (dx > 1 if "e" in name[-1:] else dx < -1 if "w" in name[-1:] else abs(dx) < 1), (t, name, u)
-            assert (dy < -1 if name.startswith("n") else dy > 1), (t, name, u)
+            assert dx > 1 if "e" in name[-1:] else dx < -1 if "w" in name[-1:] else abs(dx) < 1, (t, name, u)
+            assert dy < -1 if name.startswith("n") else dy > 1, (t, name, u)
     assert page.locator("#board").get_attribute("data-shifted") == shifted
 
 
@@ -117,15 +128,16 @@ def test_exact_neighbours_for_both_parities(page):
                                  HexBoard.neighbours(19, 'even'), HexBoard.neighbours(20, 'even'),
                                  HexBoard.neighbours(0, 'odd'), HexBoard.neighbours(179, 'odd')]""")
     # 19 = row 1 col 1, 20 = row 1 col 2.
-    assert nb[0] == {"n": 1, "ne": 20, "se": 38, "s": 37, "sw": 36, "nw": 18}   # odd: col 1 low
-    assert nb[1] == {"n": 2, "ne": 3, "se": 21, "s": 38, "sw": 19, "nw": 1}     # odd: col 2 high
-    assert nb[2] == {"n": 1, "ne": 2, "se": 20, "s": 37, "sw": 18, "nw": 0}     # even: col 1 high
-    assert nb[3] == {"n": 2, "ne": 21, "se": 39, "s": 38, "sw": 37, "nw": 19}   # even: col 2 low
+    assert nb[0] == {"n": 1, "ne": 20, "se": 38, "s": 37, "sw": 36, "nw": 18}  # odd: col 1 low
+    assert nb[1] == {"n": 2, "ne": 3, "se": 21, "s": 38, "sw": 19, "nw": 1}  # odd: col 2 high
+    assert nb[2] == {"n": 1, "ne": 2, "se": 20, "s": 37, "sw": 18, "nw": 0}  # even: col 1 high
+    assert nb[3] == {"n": 2, "ne": 21, "se": 39, "s": 38, "sw": 37, "nw": 19}  # even: col 2 low
     assert nb[4] == {"n": None, "ne": None, "se": 1, "s": 18, "sw": None, "nw": None}
     assert nb[5] == {"n": 161, "ne": None, "se": None, "s": None, "sw": None, "nw": 178}  # col 17 low
 
 
 # -- Mouse and touch ----------------------------------------------------------------------------
+
 
 def test_click_paints_white_erases_and_the_same_colour_logs_nothing(page):
     page.set_viewport_size({"width": 1000, "height": 800})
@@ -170,8 +182,9 @@ def test_drag_paints_each_tile_entered_in_order(page):
     c = centres(page)
     # Along a path of neighbours (the segment between two neighbours' centres crosses only them).
     path = [40, 41, 59, 58, 76, 77, 78]
-    assert all(b in page.evaluate(f"() => Object.values(HexBoard.neighbours({a}, 'odd'))")
-               for a, b in zip(path, path[1:]))
+    assert all(
+        b in page.evaluate(f"() => Object.values(HexBoard.neighbours({a}, 'odd'))") for a, b in zip(path, path[1:])
+    )
     page.mouse.move(*c[path[0]])
     page.mouse.down()
     for t in path[1:]:
@@ -189,7 +202,7 @@ def test_drag_paints_each_tile_entered_in_order(page):
     page.mouse.up()
     # Column 4 from row 1 to row 8 (22, 40, ..., 148) less 40, 58 and 76, green already.
     wait_actions(page, len(path) + 5)
-    assert moves(page)[len(path):] == [[t, 3] for t in (22, 94, 112, 130, 148)]
+    assert moves(page)[len(path) :] == [[t, 3] for t in (22, 94, 112, 130, 148)]
 
 
 def test_drag_does_not_repaint_tiles_of_the_chosen_colour(page):
@@ -210,8 +223,9 @@ def test_drag_does_not_repaint_tiles_of_the_chosen_colour(page):
 
 
 def test_touch_tap_and_drag_paint_on_a_phone(browser):
-    ctx = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True,
-                              device_scale_factor=2)
+    ctx = browser.new_context(
+        viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True, device_scale_factor=2
+    )
     page = ctx.new_page()
     page.set_default_timeout(10000)
     try:
@@ -243,19 +257,45 @@ def test_touch_tap_and_drag_paint_on_a_phone(browser):
 # -- Keyboard -----------------------------------------------------------------------------------
 
 ODD_KEYS = [  # (from, key, to) for odd shifted columns; 19 is in low column 1, 20 in high column 2
-    (19, "ArrowUp", 1), (19, "ArrowDown", 37), (19, "ArrowRight", 20), (19, "Shift+ArrowRight", 38),
-    (19, "ArrowLeft", 18), (19, "Shift+ArrowLeft", 36),
-    (20, "ArrowUp", 2), (20, "ArrowDown", 38), (20, "ArrowRight", 21), (20, "Shift+ArrowRight", 3),
-    (20, "ArrowLeft", 19), (20, "Shift+ArrowLeft", 1),
-    (0, "ArrowUp", 0), (0, "ArrowLeft", 0), (0, "Shift+ArrowRight", 0), (0, "ArrowRight", 1),
-    (179, "ArrowDown", 179), (179, "Shift+ArrowLeft", 179), (179, "ArrowLeft", 178), (179, "ArrowRight", 179),
-    (20, "Home", 18), (20, "End", 35), (20, "PageUp", 2), (20, "PageDown", 164),
+    (19, "ArrowUp", 1),
+    (19, "ArrowDown", 37),
+    (19, "ArrowRight", 20),
+    (19, "Shift+ArrowRight", 38),
+    (19, "ArrowLeft", 18),
+    (19, "Shift+ArrowLeft", 36),
+    (20, "ArrowUp", 2),
+    (20, "ArrowDown", 38),
+    (20, "ArrowRight", 21),
+    (20, "Shift+ArrowRight", 3),
+    (20, "ArrowLeft", 19),
+    (20, "Shift+ArrowLeft", 1),
+    (0, "ArrowUp", 0),
+    (0, "ArrowLeft", 0),
+    (0, "Shift+ArrowRight", 0),
+    (0, "ArrowRight", 1),
+    (179, "ArrowDown", 179),
+    (179, "Shift+ArrowLeft", 179),
+    (179, "ArrowLeft", 178),
+    (179, "ArrowRight", 179),
+    (20, "Home", 18),
+    (20, "End", 35),
+    (20, "PageUp", 2),
+    (20, "PageDown", 164),
 ]
 EVEN_KEYS = [  # even shifted columns: 19 is in high column 1, 20 in low column 2
-    (19, "ArrowRight", 20), (19, "Shift+ArrowRight", 2), (19, "ArrowLeft", 18), (19, "Shift+ArrowLeft", 0),
-    (20, "ArrowRight", 21), (20, "Shift+ArrowRight", 39), (20, "ArrowLeft", 19), (20, "Shift+ArrowLeft", 37),
-    (20, "ArrowUp", 2), (20, "ArrowDown", 38),
-    (0, "Shift+ArrowRight", 19), (0, "ArrowLeft", 0), (161, "Shift+ArrowRight", 161),
+    (19, "ArrowRight", 20),
+    (19, "Shift+ArrowRight", 2),
+    (19, "ArrowLeft", 18),
+    (19, "Shift+ArrowLeft", 0),
+    (20, "ArrowRight", 21),
+    (20, "Shift+ArrowRight", 39),
+    (20, "ArrowLeft", 19),
+    (20, "Shift+ArrowLeft", 37),
+    (20, "ArrowUp", 2),
+    (20, "ArrowDown", 38),
+    (0, "Shift+ArrowRight", 19),
+    (0, "ArrowLeft", 0),
+    (161, "Shift+ArrowRight", 161),
 ]
 
 
@@ -272,7 +312,12 @@ def test_arrow_keys_move_the_cursor_to_the_documented_neighbour(page, shifted, c
         pressed += 1
         page.wait_for_function(f"() => window.keys === {pressed}")
         expect(surface(page)).to_have_attribute("data-cursor", str(to))
-        assert page.evaluate(f"() => HexBoard.move({start}, '{key.split('+')[-1]}', '{shifted}', {str('Shift' in key).lower()})") == to
+        assert (
+            page.evaluate(
+                f"() => HexBoard.move({start}, '{key.split('+')[-1]}', '{shifted}', {str('Shift' in key).lower()})"
+            )
+            == to
+        )
     # Right, over and over, zigzags along one row: the height stays within half a tile.
     page.evaluate("() => hb.setCursor(36)")
     for col in range(1, COLS):
@@ -308,7 +353,7 @@ def test_keyboard_only_digits_space_enter_and_undo(page):
     page.keyboard.press("Enter")
     wait_actions(page, 2)
     page.keyboard.press("ArrowUp")  # 38 -> 20
-    page.keyboard.press("8")        # not a colour: ignored
+    page.keyboard.press("8")  # not a colour: ignored
     page.keyboard.press("Enter")
     wait_actions(page, 3)
     assert moves(page) == [[37, 4], [38, 7], [20, 7]]
@@ -330,6 +375,7 @@ def test_keyboard_only_digits_space_enter_and_undo(page):
 
 # -- The log, onChange and events ---------------------------------------------------------------
 
+
 def test_the_log_replays_to_the_board_and_matches_on_change(page):
     page.set_viewport_size({"width": 1000, "height": 800})
     start = [(t * 7) % 8 for t in range(N)]
@@ -337,15 +383,15 @@ def test_the_log_replays_to_the_board_and_matches_on_change(page):
     page.evaluate("""() => { window.events = [];
         document.getElementById('board').addEventListener('hexboard:change', e => window.events.push(e.detail.action)); }""")
     c = centres(page)
-    click_tile(page, c, 5)                      # 5 was 3 -> 2
+    click_tile(page, c, 5)  # 5 was 3 -> 2
     page.mouse.move(*c[6])
     page.mouse.down()
-    page.mouse.move(*c[24], steps=5)            # 6 is yellow already (6*7 % 8 = 2): only 24 (0 -> 2)
+    page.mouse.move(*c[24], steps=5)  # 6 is yellow already (6*7 % 8 = 2): only 24 (0 -> 2)
     page.mouse.up()
     surface(page).focus()
     page.keyboard.press("1")
-    page.keyboard.press(" ")                    # the cursor is on 24: black
-    page.keyboard.press("z")                    # back to yellow
+    page.keyboard.press(" ")  # the cursor is on 24: black
+    page.keyboard.press("z")  # back to yellow
     wait_actions(page, 4)
     log = actions(page)
     assert [a[:2] for a in log] == [[5, 2], [24, 2], [24, 1], [24, 2]]
@@ -356,8 +402,12 @@ def test_the_log_replays_to_the_board_and_matches_on_change(page):
         replay[t] = v
     assert replay == board(page)
     changes = page.evaluate("() => window.changes")
-    assert [[a["tile"], a["colour"], a["previous"], a["undo"]] for _, a in changes] == \
-        [[5, 2, 3, False], [24, 2, 0, False], [24, 1, 2, False], [24, 2, 1, True]]
+    assert [[a["tile"], a["colour"], a["previous"], a["undo"]] for _, a in changes] == [
+        [5, 2, 3, False],
+        [24, 2, 0, False],
+        [24, 1, 2, False],
+        [24, 2, 1, True],
+    ]
     assert [a["ms"] for _, a in changes] == [a[2] for a in log]
     assert changes[-1][0] == board(page)
     assert page.evaluate("() => window.events.map(a => a.tile)") == [5, 24, 24, 24]
@@ -376,6 +426,7 @@ def test_the_log_replays_to_the_board_and_matches_on_change(page):
 
 
 # -- Read-only, diff, numbers, declarative mounting, destroy ------------------------------------
+
 
 def test_a_readonly_board_refuses_paints_until_made_editable(page):
     page.set_viewport_size({"width": 1000, "height": 800})
@@ -420,27 +471,39 @@ def test_diff_outlines_exactly_the_differing_tiles(page):
     assert page.locator("#board").get_attribute("data-diff-count") == "4"
     # The outline follows the board as it changes.
     page.evaluate("() => { hb.setReadonly(false); hb.paint(40, 5); hb.paint(7, 3); }")
-    assert page.eval_on_selector_all('#board .hexboard-tile[data-diff="true"]', "ps => ps.map(p => +p.dataset.tile)") \
-        == [7, 41, 100, 179]
+    assert page.eval_on_selector_all(
+        '#board .hexboard-tile[data-diff="true"]', "ps => ps.map(p => +p.dataset.tile)"
+    ) == [7, 41, 100, 179]
     assert page.evaluate("() => hb.diff(null)") == []
-    assert page.locator('#board [data-diff]').count() == 0
+    assert page.locator("#board [data-diff]").count() == 0
     assert page.locator("#board .hexboard-diff-outer").count() == 0
 
 
 def test_numbers_titles_declarative_mount_and_destroy(page):
-    page.set_content(_harness(None, "600px", extra_body=(
-        '<div id="side" data-hexboard data-shifted="even" data-readonly data-numbers '
-        f'data-board="{"2" * 10 + "0" * 170}"></div>')))
+    page.set_content(
+        _harness(
+            None,
+            "600px",
+            extra_body=(
+                '<div id="side" data-hexboard data-shifted="even" data-readonly data-numbers '
+                f'data-board="{"2" * 10 + "0" * 170}"></div>'
+            ),
+        )
+    )
     page.wait_for_function("() => document.getElementById('side').hexBoard")
     side = page.locator("#side")
     assert side.get_attribute("data-shifted") == "even" and side.get_attribute("data-readonly") == "true"
     assert page.evaluate("() => document.getElementById('side').hexBoard.getBoard().slice(8, 12)") == [2, 2, 0, 0]
     texts = page.eval_on_selector_all("#side .hexboard-numbers text", "ts => ts.map(t => t.textContent)")
     assert texts == [str(t) for t in range(N)]
-    assert page.locator('#side .hexboard-tile[data-tile="37"] title').text_content() == "tile 37 (row 2, column 1): white"
+    assert (
+        page.locator('#side .hexboard-tile[data-tile="37"] title').text_content() == "tile 37 (row 2, column 1): white"
+    )
     page.locator("#side .hexboard-numbers-toggle").click()
     expect(page.locator("#side .hexboard-numbers")).to_be_hidden()
     expect(page.locator("#side .hexboard-numbers-toggle")).to_have_attribute("aria-pressed", "false")
     page.evaluate("() => document.getElementById('side').hexBoard.destroy()")
-    assert page.evaluate("() => [document.getElementById('side').children.length, !!document.getElementById('side').hexBoard,"
-                         " document.getElementById('side').classList.contains('hexboard')]") == [0, False, False]
+    assert page.evaluate(
+        "() => [document.getElementById('side').children.length, !!document.getElementById('side').hexBoard,"
+        " document.getElementById('side').classList.contains('hexboard')]"
+    ) == [0, False, False]

@@ -94,9 +94,14 @@ def test_an_executor_labels_each_steps_abstraction(live_server, page):
     with Session() as s:
         owner = make_user(s, "researcher")
         study = services.create_study(
-            s, owner, "hexagons", services.StudySettings(title="Label", bundle_size=1, gold_rate=0.0,
-                                                         annotations_per_item=1),
-            procedures_jsonl(), "procedures", {"label_abstraction": 1})
+            s,
+            owner,
+            "hexagons",
+            services.StudySettings(title="Label", bundle_size=1, gold_rate=0.0, annotations_per_item=1),
+            procedures_jsonl(),
+            "procedures",
+            {"label_abstraction": 1},
+        )
         services.set_state(s, study, "live", owner)
         slug, study_id = study.slug, study.id
 

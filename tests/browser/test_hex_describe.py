@@ -72,8 +72,13 @@ def test_an_instructor_describes_two_verifiers_execute_and_the_tags_come_out(liv
         owner = make_user(s, "researcher")
         email = owner.email
         study = services.create_study(
-            s, owner, "hexagons", services.StudySettings(title="Describe", bundle_size=1),
-            json.dumps({"id": "flower", "board": TARGET}).encode(), "targets")
+            s,
+            owner,
+            "hexagons",
+            services.StudySettings(title="Describe", bundle_size=1),
+            json.dumps({"id": "flower", "board": TARGET}).encode(),
+            "targets",
+        )
         services.set_state(s, study, "live", owner)
         slug, study_id = study.slug, study.id
 
@@ -99,8 +104,10 @@ def test_an_instructor_describes_two_verifiers_execute_and_the_tags_come_out(liv
     with Session() as s:
         ann = s.scalar(select(Annotation).where(Annotation.study_id == study_id))
         steps = ann.response["steps"]
-        assert [st["instruction"] for st in steps] == ["Paint the top-left tile red.",
-                                                       "Paint the tile right of it blue."]
+        assert [st["instruction"] for st in steps] == [
+            "Paint the top-left tile red.",
+            "Paint the tile right of it blue.",
+        ]
         assert steps[0]["board"] == [4] + [0] * 179 and steps[1]["board"] == [4, 5] + [0] * 178
         assert [a[:2] for a in steps[1]["actions"]] == [[1, 3], [1, 5]]
         assert ann.score == pytest.approx(0.8)  # two of the target's three tiles
@@ -143,8 +150,13 @@ def test_on_a_phone_the_instructors_board_has_finger_sized_tiles_and_the_page_fi
     with get_sessionmaker(live_server.db_url)() as s:
         owner = make_user(s, "researcher")
         study = services.create_study(
-            s, owner, "hexagons", services.StudySettings(title="Describe", bundle_size=1),
-            json.dumps({"id": "flower", "board": TARGET}).encode(), "targets")
+            s,
+            owner,
+            "hexagons",
+            services.StudySettings(title="Describe", bundle_size=1),
+            json.dumps({"id": "flower", "board": TARGET}).encode(),
+            "targets",
+        )
         services.set_state(s, study, "live", owner)
         slug = study.slug
     ctx, page = _describing_on_a_phone(live_server, browser, slug, "phone")
@@ -166,6 +178,7 @@ def test_on_a_phone_the_instructors_board_has_finger_sized_tiles_and_the_page_fi
 
 # -- After issue 24: the description page as a new user walks it ------------------------------
 
+
 def _describe_study(live_server) -> tuple:
     """A live description study of the one target TARGET, bundles of 1: (Session, study id, slug)."""
     from app.db import get_sessionmaker
@@ -175,8 +188,13 @@ def _describe_study(live_server) -> tuple:
     with Session() as s:
         owner = make_user(s, "researcher")
         study = services.create_study(
-            s, owner, "hexagons", services.StudySettings(title="Describe", bundle_size=1),
-            json.dumps({"id": "flower", "board": TARGET}).encode(), "targets")
+            s,
+            owner,
+            "hexagons",
+            services.StudySettings(title="Describe", bundle_size=1),
+            json.dumps({"id": "flower", "board": TARGET}).encode(),
+            "targets",
+        )
         services.set_state(s, study, "live", owner)
         return Session, study.id, study.slug
 
@@ -187,8 +205,10 @@ def test_the_consent_page_gives_the_description_keys_not_the_execution_keys(live
     _, _, slug = _describe_study(live_server)
     page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=keys&STUDY_ID=s&SESSION_ID=keys")
     hint = page.locator("p", has_text="Keyboard:")
-    expect(hint).to_contain_text("Keyboard: type each step's instruction in the box; Tab to your board: "
-                                 "arrow keys move, 0-7 choose a colour, Space paints, Z undoes.")
+    expect(hint).to_contain_text(
+        "Keyboard: type each step's instruction in the box; Tab to your board: "
+        "arrow keys move, 0-7 choose a colour, Space paints, Z undoes."
+    )
     expect(hint).not_to_contain_text("Enter: next step")
     expect(hint).not_to_contain_text("S: send")
 
@@ -234,8 +254,12 @@ def _inside(box: dict, width: int, height: int) -> bool:
 
 
 def _apart(a: dict, b: dict) -> bool:
-    return (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
-            or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
+    return (
+        a["x"] + a["width"] <= b["x"]
+        or b["x"] + b["width"] <= a["x"]
+        or a["y"] + a["height"] <= b["y"]
+        or b["y"] + b["height"] <= a["y"]
+    )
 
 
 def test_at_1280x800_the_step_label_is_one_line_and_the_box_add_step_and_send_show_unscrolled(live_server, page):
@@ -252,14 +276,22 @@ def test_at_1280x800_the_step_label_is_one_line_and_the_box_add_step_and_send_sh
     pos = page.locator("#hex-pos").bounding_box()
     assert label["height"] < 2 * pos["height"], (label, pos)  # one line
     for round_ in range(2):
-        boxes = {sel: page.locator(sel).bounding_box() for sel in (
-            "#hex-target .hexboard-svg", "#hex-board .hexboard-svg", "#hex-instruction", "#hex-add-step",
-            "#hex-remove-step", "#submit")}
+        boxes = {
+            sel: page.locator(sel).bounding_box()
+            for sel in (
+                "#hex-target .hexboard-svg",
+                "#hex-board .hexboard-svg",
+                "#hex-instruction",
+                "#hex-add-step",
+                "#hex-remove-step",
+                "#submit",
+            )
+        }
         for sel, box in boxes.items():
             assert _inside(box, 1280, 800), (round_, sel, box)
         names = list(boxes)
         for i, a in enumerate(names):
-            for b in names[i + 1:]:
+            for b in names[i + 1 :]:
                 assert _apart(boxes[a], boxes[b]), (round_, a, b, boxes[a], boxes[b])
         assert page.evaluate("() => window.scrollY") == 0
         assert check_layout(page)["overlapping"] == [], round_
@@ -306,8 +338,12 @@ def test_on_a_phone_the_held_target_never_covers_what_gets_focus(live_server, br
     try:
         page.evaluate("() => window.scrollTo(0, document.documentElement.scrollHeight)")
         page.wait_for_function("() => window.scrollY > 0")
-        for sel in ("#hex-board .hexboard-swatch[data-colour='0']", "#hex-instruction",
-                    "#hex-board .hexboard-surface", "#hex-add-step"):
+        for sel in (
+            "#hex-board .hexboard-swatch[data-colour='0']",
+            "#hex-instruction",
+            "#hex-board .hexboard-surface",
+            "#hex-add-step",
+        ):
             page.locator(sel).focus()
             expect(page.locator(sel)).to_be_focused()
             box = page.locator(sel).bounding_box()

@@ -20,8 +20,11 @@ DEV = ROOT.parent / "shared" / "data" / "hexagons" / "dev.jsonl"
 def _procedure(n_steps: int) -> dict:
     if not DEV.exists():
         pytest.skip(f"the released Hexagons data is not at {DEV}")
-    return next(p for p in map(json.loads, DEV.read_text().splitlines())
-                if p["number_of_drawing_steps"] == n_steps and isinstance(p["agreement_tags"], list))
+    return next(
+        p
+        for p in map(json.loads, DEV.read_text().splitlines())
+        if p["number_of_drawing_steps"] == n_steps and isinstance(p["agreement_tags"], list)
+    )
 
 
 def _study(live_server, n_steps: int):
@@ -35,9 +38,13 @@ def _study(live_server, n_steps: int):
     with Session() as s:
         owner = make_user(s, "researcher")
         study = services.create_study(
-            s, owner, "hexagons", services.StudySettings(title="Execute", bundle_size=1, gold_rate=0.0,
-                                                         annotations_per_item=1),
-            json.dumps(procedure).encode(), "procedures")
+            s,
+            owner,
+            "hexagons",
+            services.StudySettings(title="Execute", bundle_size=1, gold_rate=0.0, annotations_per_item=1),
+            json.dumps(procedure).encode(),
+            "procedures",
+        )
         services.set_state(s, study, "live", owner)
         return Session, owner.id, study.id, study.slug, procedure
 
@@ -91,6 +98,7 @@ def test_an_executor_paints_two_steps_by_mouse_and_keyboard_and_sends(live_serve
 
 
 # -- Issue 24: nothing a worker paints is lost ------------------------------------------------
+
 
 def _annotations(Session, study_id):
     from app.studies.models import Annotation
@@ -215,7 +223,11 @@ def test_a_reload_in_the_middle_resumes_the_painted_steps(live_server, page):
     [response] = _annotations(Session, study_id)
     steps = response["steps"]
     assert [[a[:2] for a in st["actions"]] for st in steps] == [[[0, 4], [1, 4]], [[19, 5], [20, 5]], []]
-    assert [sorted(t for t, c in enumerate(st["board"]) if c) for st in steps] == [[0, 1], [0, 1, 19, 20], [0, 1, 19, 20]]
+    assert [sorted(t for t, c in enumerate(st["board"]) if c) for st in steps] == [
+        [0, 1],
+        [0, 1, 19, 20],
+        [0, 1, 19, 20],
+    ]
 
 
 def test_at_1280x800_the_board_and_its_buttons_show_without_scrolling(live_server, page):
@@ -238,8 +250,9 @@ def test_on_a_phone_tiles_are_finger_sized_the_board_scrolls_and_no_key_hints_sh
     from tests.browser.layout import assert_fits
 
     Session, _, study_id, slug, _ = _study(live_server, 2)
-    ctx = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True,
-                              device_scale_factor=2)
+    ctx = browser.new_context(
+        viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True, device_scale_factor=2
+    )
     page = ctx.new_page()
     page.set_default_timeout(10000)
     try:
@@ -285,6 +298,7 @@ def test_on_a_phone_tiles_are_finger_sized_the_board_scrolls_and_no_key_hints_sh
 
 
 # -- After issue 24: the execution page by keyboard --------------------------------------------
+
 
 def test_the_page_opens_on_the_board_whose_space_paints_and_s_sends_from_it_on_the_last_step(live_server, page):
     """After "I agree, start" the board has focus: Space paints (Enter is Next step, there

@@ -26,6 +26,7 @@ def _in_view(page, selector: str, width: int, height: int) -> None:
 
 # -- 1. Hexagons execution: one key, one meaning ---------------------------------------------------
 
+
 def test_enter_after_consent_is_next_step_and_paints_nothing_space_paints(live_server, page):
     """A worker who pressed Enter on "I agree, start" and presses it again goes to step 2 (it
     painted tile 0 black on step 1); Enter on the board is the button's "Next step Enter";
@@ -55,9 +56,11 @@ def test_enter_after_consent_is_next_step_and_paints_nothing_space_paints(live_s
     expect(hint).to_be_visible()
     expect(hint).to_contain_text("Space paints")
     _in_view(page, "#hex-keys", 1280, 800)
-    expect(surface).to_have_accessible_description("Arrow keys move between neighbouring tiles (Shift with "
-                                                   "Left or Right: the other side neighbour); digits 0 to 7 "
-                                                   "choose a colour; Space paints; Z undoes.")
+    expect(surface).to_have_accessible_description(
+        "Arrow keys move between neighbouring tiles (Shift with "
+        "Left or Right: the other side neighbour); digits 0 to 7 "
+        "choose a colour; Space paints; Z undoes."
+    )
     page.keyboard.press("s")
     expect(page.locator("#hex-pos")).to_have_count(0)
     [response] = _annotations(Session, study_id)
@@ -65,6 +68,7 @@ def test_enter_after_consent_is_next_step_and_paints_nothing_space_paints(live_s
 
 
 # -- 2. Hexagons description: the item is a target image; the target paints nothing -----------------
+
 
 def test_the_description_page_names_a_target_image_and_its_target_gives_no_paint_hint(live_server, page):
     _, _, slug = _describe_study(live_server)
@@ -80,16 +84,18 @@ def test_the_description_page_names_a_target_image_and_its_target_gives_no_paint
     expect(target).not_to_have_accessible_description("Space or Enter paints")
     assert "paint" not in page.evaluate(
         """() => { const s = document.querySelector('#hex-target .hexboard-surface');
-                   return document.getElementById(s.getAttribute('aria-describedby')).textContent; }""").replace(
-        "cannot be painted", "")
+                   return document.getElementById(s.getAttribute('aria-describedby')).textContent; }"""
+    ).replace("cannot be painted", "")
     expect(page.locator("#hex-target")).not_to_contain_text("Space or Enter paints")
     # The instructor's own board still names its keys.
     expect(page.locator("#hex-board .hexboard-surface")).to_have_accessible_description(
         "Arrow keys move between neighbouring tiles (Shift with Left or Right: the other side neighbour); "
-        "digits 0 to 7 choose a colour; Space or Enter paints; Z undoes.")
+        "digits 0 to 7 choose a colour; Space or Enter paints; Z undoes."
+    )
 
 
 # -- 3. Navigation practice: fits like the real instruction; no key hints on touch -----------------
+
 
 def _nav_practice(live_server, page, pid: str) -> None:
     from app.db import get_sessionmaker
@@ -111,8 +117,13 @@ def test_the_practice_fits_1280x800_like_the_instruction_page(live_server, brows
     try:
         _nav_practice(live_server, page, "fit1")
         assert page.evaluate("window.scrollY") == 0
-        for sel in ("#nav-practice-title", "#nav-practice-instruction", "#nav-practice-view canvas",
-                    "#nav-practice-stop", "#nav-practice-done"):
+        for sel in (
+            "#nav-practice-title",
+            "#nav-practice-instruction",
+            "#nav-practice-view canvas",
+            "#nav-practice-stop",
+            "#nav-practice-done",
+        ):
             _in_view(page, sel, 1280, 800)
         page.locator("#nav-practice-stop").click()
         expect(page.locator("#nav-practice-again")).to_be_visible()
@@ -123,8 +134,9 @@ def test_the_practice_fits_1280x800_like_the_instruction_page(live_server, brows
 
 
 def test_on_a_phone_the_practice_buttons_show_and_no_key_hint(live_server, browser):
-    ctx = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True,
-                              device_scale_factor=2)
+    ctx = browser.new_context(
+        viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True, device_scale_factor=2
+    )
     page = ctx.new_page()
     page.set_default_timeout(10000)
     try:

@@ -43,16 +43,20 @@ def in_view(page, selectors: list[str]) -> list[str]:
             wrong.append(f"{b['sel']} not shown")
             continue
         if b["top"] < -0.5 or b["left"] < -0.5 or b["bottom"] > h + 0.5 or b["right"] > w + 0.5:
-            wrong.append(f"{b['sel']} outside the {w}x{h} view: "
-                         f"[{b['left']:.0f}, {b['top']:.0f}, {b['right']:.0f}, {b['bottom']:.0f}]")
+            wrong.append(
+                f"{b['sel']} outside the {w}x{h} view: "
+                f"[{b['left']:.0f}, {b['top']:.0f}, {b['right']:.0f}, {b['bottom']:.0f}]"
+            )
         if b["sw"] > b["cw"] and b["cw"] > 0:
             wrong.append(f"{b['sel']} text runs over its box ({b['sw']} > {b['cw']})")
     for i, a in enumerate(got):
-        for b in got[i + 1:]:
+        for b in got[i + 1 :]:
             if a.get("missing") or b.get("missing"):
                 continue
-            if (min(a["right"], b["right"]) - max(a["left"], b["left"]) > 1
-                    and min(a["bottom"], b["bottom"]) - max(a["top"], b["top"]) > 1):
+            if (
+                min(a["right"], b["right"]) - max(a["left"], b["left"]) > 1
+                and min(a["bottom"], b["bottom"]) - max(a["top"], b["top"]) > 1
+            ):
                 wrong.append(f"{a['sel']} overlaps {b['sel']}")
     return wrong
 
@@ -62,9 +66,13 @@ def _a3ds_study(s, owner, title: str, pairs: int = 2, **settings):
 
     design = {"pairs": {"z": {"1": pairs}}, "speakers": ["literal"], "seed": 2}
     study = services.create_study(
-        s, owner, "a3ds", services.StudySettings(title=title, bundle_size=pairs, gold_rate=0.0,
-                                                 annotations_per_item=1, **settings),
-        json.dumps(design).encode(), "design")
+        s,
+        owner,
+        "a3ds",
+        services.StudySettings(title=title, bundle_size=pairs, gold_rate=0.0, annotations_per_item=1, **settings),
+        json.dumps(design).encode(),
+        "design",
+    )
     services.set_state(s, study, "live", owner)
     return study
 
@@ -76,9 +84,13 @@ def _tom_demo_study(s, owner, bundle_size: int):
     from app.studies import services
 
     study = services.create_study(
-        s, owner, "tom", services.StudySettings(title="Beliefs", bundle_size=bundle_size, gold_rate=0.0,
-                                                annotations_per_item=1),
-        get_kind("tom").demo()["items"], "cg")
+        s,
+        owner,
+        "tom",
+        services.StudySettings(title="Beliefs", bundle_size=bundle_size, gold_rate=0.0, annotations_per_item=1),
+        get_kind("tom").demo()["items"],
+        "cg",
+    )
     services.set_state(s, study, "live", owner)
     return study
 
@@ -88,6 +100,7 @@ def _pictures_loaded(page) -> None:
 
 
 # -- words ------------------------------------------------------------------------------------
+
 
 def test_the_end_page_counts_picture_pairs_not_questions(live_server, page):
     from app.db import get_sessionmaker
@@ -116,9 +129,13 @@ def test_the_a3ds_instructions_name_cant_tell_and_its_key(live_server, page):
         slug, study_id = study.slug, study.id
     page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=ct1&STUDY_ID=s&SESSION_ID=x1")
     card = page.locator("section.card", has=page.get_by_role("heading", name="Instructions"))
-    expect(card).to_contain_text("If the caption fits both pictures or neither, press 0: “Can't tell” (when the page offers it).")
-    expect(card).to_contain_text("This task has 1 picture pair. Keyboard: 1 or Left arrow: the left picture, 2 or Right arrow: the right one, "
-                                 "0: can't tell (when offered), Enter: next.")
+    expect(card).to_contain_text(
+        "If the caption fits both pictures or neither, press 0: “Can't tell” (when the page offers it)."
+    )
+    expect(card).to_contain_text(
+        "This task has 1 picture pair. Keyboard: 1 or Left arrow: the left picture, 2 or Right arrow: the right one, "
+        "0: can't tell (when offered), Enter: next."
+    )
     page.keyboard.press("Enter")  # agree
     expect(page.get_by_text("Picture pair 1 of 1", exact=True)).to_be_visible()
     # The page says it too, and 0 does what the instructions say.
@@ -143,8 +160,7 @@ def test_navigation_practice_is_not_counted_as_instruction_1(live_server, browse
         page = ctx.new_page()
         page.set_default_timeout(10000)
         try:
-            page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=np{how['viewport']['width']}"
-                      "&STUDY_ID=s&SESSION_ID=x1")
+            page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=np{how['viewport']['width']}&STUDY_ID=s&SESSION_ID=x1")
             page.locator("#consent").click()
             expect(page.get_by_role("heading", name="Practice first (not scored)")).to_be_visible()
             page.wait_for_function("() => window.proctorPractice !== undefined")
@@ -189,12 +205,14 @@ def test_back_never_offers_an_answered_question_as_if_it_could_be_changed(live_s
     page.keyboard.press("Enter")
     expect(page.get_by_text("Question 3 of 3", exact=True)).to_be_visible()
     with Session() as s:
-        answers = s.scalars(select(Annotation.response).where(Annotation.study_id == study_id)
-                            .order_by(Annotation.id)).all()
+        answers = s.scalars(
+            select(Annotation.response).where(Annotation.study_id == study_id).order_by(Annotation.id)
+        ).all()
     assert answers == [{"answer": "Yes"}, {"answer": "No"}]
 
 
 # -- layout -----------------------------------------------------------------------------------
+
 
 def test_a3ds_both_pictures_and_next_fit_a_phone_without_scrolling(live_server, browser):
     from app.db import get_sessionmaker
@@ -210,10 +228,16 @@ def test_a3ds_both_pictures_and_next_fit_a_phone_without_scrolling(live_server, 
         for k in (1, 2):
             expect(page.get_by_text(f"Picture pair {k} of 2", exact=True)).to_be_visible()
             _pictures_loaded(page)
-            parts = [".a3ds-caption", ".a3ds-pick legend",
-                     ".a3ds-scene:nth-child(1) img", ".a3ds-scene:nth-child(1) input",
-                     ".a3ds-scene:nth-child(2) img", ".a3ds-scene:nth-child(2) input",
-                     "input[value=none]", "#submit"]
+            parts = [
+                ".a3ds-caption",
+                ".a3ds-pick legend",
+                ".a3ds-scene:nth-child(1) img",
+                ".a3ds-scene:nth-child(1) input",
+                ".a3ds-scene:nth-child(2) img",
+                ".a3ds-scene:nth-child(2) input",
+                "input[value=none]",
+                "#submit",
+            ]
             assert in_view(page, parts) == []
             # The pictures stay big enough to tell apart, and side by side, as "Left" and
             # "Right" say.

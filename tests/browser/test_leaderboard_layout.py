@@ -25,16 +25,22 @@ def _study(db_url: str) -> tuple[str, int, int]:
     with get_sessionmaker(db_url)() as s:
         owner = make_user(s, "researcher")
         study = services.create_study(
-            s, owner, "tom", services.StudySettings(title="A study whose title is long enough to wrap",
-                                                    bundle_size=10, annotations_per_item=1),
-            (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes(), "csv",
-            {"random_yes_rate": 0.5})
+            s,
+            owner,
+            "tom",
+            services.StudySettings(
+                title="A study whose title is long enough to wrap", bundle_size=10, annotations_per_item=1
+            ),
+            (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes(),
+            "csv",
+            {"random_yes_rate": 0.5},
+        )
         services.set_state(s, study, "live", owner)
-        ids = s.scalars(select(Item.external_id).where(Item.study_id == study.id,
-                                                       Item.is_gold.is_(False))).all()
+        ids = s.scalars(select(Item.external_id).where(Item.study_id == study.id, Item.is_gold.is_(False))).all()
         agent = services.register_agent(s, owner, "tom", "a-language-model-with-a-long-name", "3")
-        services.import_agent_outputs(s, study, agent, "".join(
-            json.dumps({"question_id": i, "answer": "Yes"}) + "\n" for i in ids[:12]).encode())
+        services.import_agent_outputs(
+            s, study, agent, "".join(json.dumps({"question_id": i, "answer": "Yes"}) + "\n" for i in ids[:12]).encode()
+        )
         for n, name in enumerate(("careful", "hasty")):
             simulate_worker(s, study, name, accuracy=0.9 - n * 0.3, seed=n)
         return owner.email, study.id, len(ids)
@@ -66,7 +72,8 @@ def test_the_leaderboard_separates_agents_from_people(live_server, page):
     order = board.locator("tbody.board-section").evaluate_all("els => els.map(e => e.id)")
     assert order == ["section-agents", "section-baselines", "section-people"]
     edge = lambda sel: board.locator(f"{sel} td").first.evaluate(  # noqa: E731
-        "e => getComputedStyle(e).borderLeftColor")
+        "e => getComputedStyle(e).borderLeftColor"
+    )
     assert edge("tr.agent") == "rgb(37, 99, 235)" and edge("tr.majority") == "rgb(5, 150, 105)"
 
 

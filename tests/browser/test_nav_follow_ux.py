@@ -93,13 +93,26 @@ def test_a_reload_resumes_the_walk(live_server, page):
     assert errors == []
 
 
-LIKERT = ("clarity | How clear was the wording? | Unclear; Somewhat; Very clear\n"
-          "confidence | How sure are you that you arrived? | Not at all; A little; Fairly; Very sure")
+LIKERT = (
+    "clarity | How clear was the wording? | Unclear; Somewhat; Very clear\n"
+    "confidence | How sure are you that you arrived? | Not at all; A little; Fairly; Very sure"
+)
 # What a follower must see and reach on the page; none of these may overlap another.
-PARTS = ["#nav-instruction", "#nav-view canvas", "#nav-view .proctor-viewer-hint", "#nav-stop",
-         "#nav-steps", "#nav-rating > legend", "#nav-rating label.choice", "#nav-likert-clarity legend",
-         "#nav-likert-clarity label", "#nav-likert-confidence legend", "#nav-likert-confidence label",
-         "#nav-resume", "#submit"]
+PARTS = [
+    "#nav-instruction",
+    "#nav-view canvas",
+    "#nav-view .proctor-viewer-hint",
+    "#nav-stop",
+    "#nav-steps",
+    "#nav-rating > legend",
+    "#nav-rating label.choice",
+    "#nav-likert-clarity legend",
+    "#nav-likert-clarity label",
+    "#nav-likert-confidence legend",
+    "#nav-likert-confidence label",
+    "#nav-resume",
+    "#submit",
+]
 
 BOXES = """(selectors) => selectors.flatMap((sel) => [...document.querySelectorAll(sel)].map((el, k) => {
   const r = el.getBoundingClientRect();
@@ -131,9 +144,12 @@ def likert_study(live_server, page, pid: str):
 
 def overlaps(boxes: list[dict]) -> list[tuple[str, str]]:
     def inter(a, b):
-        return (min(a["x"] + a["w"], b["x"] + b["w"]) - max(a["x"], b["x"]) > 0.5
-                and min(a["y"] + a["h"], b["y"] + b["h"]) - max(a["y"], b["y"]) > 0.5)
-    return [(a["name"], b["name"]) for i, a in enumerate(boxes) for b in boxes[i + 1:] if inter(a, b)]
+        return (
+            min(a["x"] + a["w"], b["x"] + b["w"]) - max(a["x"], b["x"]) > 0.5
+            and min(a["y"] + a["h"], b["y"] + b["h"]) - max(a["y"], b["y"]) > 0.5
+        )
+
+    return [(a["name"], b["name"]) for i, a in enumerate(boxes) for b in boxes[i + 1 :] if inter(a, b)]
 
 
 def test_the_rating_fits_1280x900_without_scrolling(live_server, browser):
@@ -159,8 +175,9 @@ def test_the_rating_fits_1280x900_without_scrolling(live_server, browser):
 
 
 def test_at_390px_nothing_overlaps_and_hints_say_tap(live_server, browser):
-    ctx = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True,
-                              device_scale_factor=2)
+    ctx = browser.new_context(
+        viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True, device_scale_factor=2
+    )
     page = ctx.new_page()
     try:
         likert_study(live_server, page, "narrow1")
@@ -219,8 +236,7 @@ def test_a_practice_episode_comes_first_and_is_not_stored(live_server, page):
     page.locator("#nav-practice-again").click()
     canvas = page.locator("#nav-practice-view canvas")
     for there in ("v_lr3", "v_k1"):
-        page.evaluate("(h) => proctorPractice.turn(h - proctorPractice.state().heading)",
-                      _heading_to(page, there))
+        page.evaluate("(h) => proctorPractice.turn(h - proctorPractice.state().heading)", _heading_to(page, there))
         m = next(m for m in page.evaluate("proctorPractice.markers()") if m["id"] == there)
         box = canvas.bounding_box()
         page.mouse.click(box["x"] + m["x"], box["y"] + m["y"])
@@ -247,5 +263,8 @@ def test_a_practice_episode_comes_first_and_is_not_stored(live_server, page):
 
 def _heading_to(page, there: str) -> float:
     """The heading of the marker of `there` from where the practice follower stands."""
-    return page.evaluate("""(id) => fetch('/static/kinds/navigation/practice-house.json').then((r) => r.json())
-      .then((h) => h.neighbours[proctorPractice.state().viewpoint].find((n) => n.id === id).heading)""", there)
+    return page.evaluate(
+        """(id) => fetch('/static/kinds/navigation/practice-house.json').then((r) => r.json())
+      .then((h) => h.neighbours[proctorPractice.state().viewpoint].find((n) => n.id === id).heading)""",
+        there,
+    )

@@ -36,25 +36,36 @@ def _study(Session, scan: str, with_panoramas: bool):
         graph = get_graph(scan)
         tags = {v: k for k, v in enumerate(graph.viewpoints)}
         if with_panoramas:  # every viewpoint but the last of the path has a picture
-            import_panoramas(s, scan, [(f"{v}.png", panorama_png(tags[v])) for v in graph.viewpoints
-                                       if v != PATH[-1]])
-        r2r = [{"distance": 3.0, "scan": scan, "path_id": 7, "path": PATH, "heading": math.pi / 2,
-                "instructions": ["Walk two steps along the row, then turn left and take one more."]}]
+            import_panoramas(s, scan, [(f"{v}.png", panorama_png(tags[v])) for v in graph.viewpoints if v != PATH[-1]])
+        r2r = [
+            {
+                "distance": 3.0,
+                "scan": scan,
+                "path_id": 7,
+                "path": PATH,
+                "heading": math.pi / 2,
+                "instructions": ["Walk two steps along the row, then turn left and take one more."],
+            }
+        ]
         settings = services.StudySettings(title="Panoramas", bundle_size=1, gold_rate=0.0)
-        study = services.create_study(s, owner, "navigation", settings, json.dumps(r2r).encode(), "r2r",
-                                      {"likert": LIKERT})
+        study = services.create_study(
+            s, owner, "navigation", settings, json.dumps(r2r).encode(), "r2r", {"likert": LIKERT}
+        )
         services.set_state(s, study, "live", owner)
         return study.slug, graph, tags
 
 
 def _pixel(page, fx: float, fy: float) -> tuple[dict, list[int]]:
-    return page.evaluate("""([fx, fy]) => {
+    return page.evaluate(
+        """([fx, fy]) => {
       const c = document.querySelector("#nav-view canvas");
       const x = Math.floor(c.width * fx), y = Math.floor(c.height * fy);
       const rgba = Array.from(c.getContext("2d").getImageData(x, y, 1, 1).data);
       return [{x, y, w: c.width, h: c.height, heading: proctorViewer.state().heading,
                elevation: proctorViewer.state().elevation}, rgba];
-    }""", [fx, fy])
+    }""",
+        [fx, fy],
+    )
 
 
 def check_view(page, tag: int) -> None:
@@ -74,7 +85,6 @@ def check_view(page, tag: int) -> None:
             assert rgba[3] == 255 and list(rgba[:3]) == list(want), (where, rgba, want)
             checked += 1
     assert checked >= 2
-
 
 
 def test_follow_with_panoramas_undo_stop_and_likert(live_server, page):
@@ -142,7 +152,12 @@ def test_follow_with_panoramas_undo_stop_and_likert(live_server, page):
         r = ann.response
     assert r["path"] == PATH and r["rating"] == 3 and r["likert"] == {"clarity": 2}
     assert [(e["type"], e["step"]) for e in r["events"]] == [
-        ("stop", 2), ("resume", 2), ("stop", 3), ("resume", 3), ("stop", 3)]
+        ("stop", 2),
+        ("resume", 2),
+        ("stop", 3),
+        ("resume", 3),
+        ("stop", 3),
+    ]
     times = [e["t"] for e in r["events"]]
     assert times == sorted(times)
     assert r["trace"][0][0] == "g00" and r["trace"][-1][0] == "g21"
@@ -185,13 +200,16 @@ def test_a_panorama_from_another_origin_without_cors(live_server, browser):
     page.set_content('<div id="a" style="width: 640px"></div><div id="b" style="width: 640px"></div>')
     page.add_script_tag(path=str(ROOT / "app" / "kinds" / "navigation" / "static" / "viewer.js"))
     page.add_style_tag(path=str(ROOT / "app" / "kinds" / "navigation" / "static" / "viewer.css"))
-    page.evaluate("""([same, other]) => {
+    page.evaluate(
+        """([same, other]) => {
       const nb = [{id: "g10", heading: Math.PI / 2, distance: 1, elevation: 0}];
       window.va = ProctorViewer.mount(document.getElementById("a"),
         {panoramas: {g00: same}, viewpoint: "g00", neighbours: nb, heading: 1});
       window.vb = ProctorViewer.mount(document.getElementById("b"),
         {panoramas: {g00: other}, viewpoint: "g00", neighbours: nb, heading: 1});
-    }""", [same, other])
+    }""",
+        [same, other],
+    )
     page.wait_for_function("() => va.mode() === 'panorama' && vb.mode() === 'panorama'")
     readable = """(id) => { const c = document.querySelector(`#${id} canvas`);
       try { c.getContext("2d").getImageData(0, 0, 1, 1); return true; } catch (e) { return false; } }"""

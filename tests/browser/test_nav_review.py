@@ -34,8 +34,9 @@ def test_admin_replays_a_flagged_worker_on_the_map_and_approves(live_server, pag
         run_task(s, study, "near", lambda r: r[:-1])
         run_task(s, study, "far", lambda r: r[:2])  # one step, then stops
         near, far = participant_of(s, study, "near"), participant_of(s, study, "far")
-        pseud = {u.external_id: u.pseudonym for u in s.scalars(select(User).where(
-            User.external_id.in_(("near", "far"))))}
+        pseud = {
+            u.external_id: u.pseudonym for u in s.scalars(select(User).where(User.external_id.in_(("near", "far"))))
+        }
         far_id, far_ne = far.id, graph.distance(ref[1], ref[-1])
         near_ne = graph.distance(ref[-2], ref[-1])
         assert near.status == "approved" and far.status == "pending" and far_ne > 3.0
@@ -56,7 +57,8 @@ def test_admin_replays_a_flagged_worker_on_the_map_and_approves(live_server, pag
     expect(rows.nth(0).locator(".flag").first).to_have_text(flag)
     near_row = page.locator(f'#review-queue tr[data-worker="{pseud["near"]}"]')
     expect(near_row.locator("td.status")).to_have_text(
-        f"approved (automatic): auto: reached the QC goal ({near_ne:.1f} m)")
+        f"approved (automatic): auto: reached the QC goal ({near_ne:.1f} m)"
+    )
 
     rows.nth(0).get_by_role("link", name="replay").click()
     expect(page).to_have_url(f"{live_server.url}/admin/studies/{study_id}/participants/{far_id}")

@@ -21,11 +21,14 @@ HOUSE = ROOT / "tests" / "fixtures" / "nav" / "house_demo"
 STEP = math.radians(15)
 WIDTH = 800  # CSS px of the viewer; the canvas is 16:9
 
-PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>viewer</title></head><body>
+PAGE = (
+    """<!doctype html><html><head><meta charset="utf-8"><title>viewer</title></head><body>
 <form class="annotate" onsubmit="event.preventDefault(); window.submitted = true">
   <div id="viewer" style="width: %dpx"></div>
   <button type="submit">Submit</button>
-</form></body></html>""" % WIDTH
+</form></body></html>"""
+    % WIDTH
+)
 
 MOUNT = """([semantics, neighbours, viewpoint, heading]) => {
   window.NEIGHBOURS = neighbours; window.moves = []; window.poses = [];
@@ -43,8 +46,10 @@ def house():
     graph = load_connectivity(json.dumps(house_demo_records()).encode(), scan="house_demo")
     # What the page hands the viewer at each viewpoint: the navigable neighbours from the
     # connectivity graph, with the heading and distance to each.
-    neighbours = {v: [{"id": n, "heading": graph.heading(v, n), "distance": graph.distance(v, n)}
-                      for n in graph.neighbours(v)] for v in semantics["viewpoints"]}
+    neighbours = {
+        v: [{"id": n, "heading": graph.heading(v, n), "distance": graph.distance(v, n)} for n in graph.neighbours(v)]
+        for v in semantics["viewpoints"]
+    }
     return semantics, graph, neighbours
 
 
@@ -244,8 +249,12 @@ def test_pose_trace(page, viewer):
     for _ in range(3):
         page.keyboard.press("ArrowRight")
         page.clock.run_for(150)
-    assert trace() == [(0, 0), (100, pytest.approx(STEP)), (200, pytest.approx(2 * STEP)),
-                       (300, pytest.approx(3 * STEP))]
+    assert trace() == [
+        (0, 0),
+        (100, pytest.approx(STEP)),
+        (200, pytest.approx(2 * STEP)),
+        (300, pytest.approx(3 * STEP)),
+    ]
     # A fast turn (as when dragging): 30 small turns, one every 10 ms, reach onPose once per
     # 100 ms (at once, then when each trailing call fires) and the pose it ends at is recorded.
     n = len(trace())
@@ -254,8 +263,12 @@ def test_pose_trace(page, viewer):
         page.evaluate("viewer.turn(0.002)")
         page.clock.run_for(10)
     page.clock.run_for(500)  # nothing is left to fire
-    assert trace(n) == [(450, pytest.approx(h + 0.002)), (550, pytest.approx(h + 0.020)),
-                        (650, pytest.approx(h + 0.040)), (750, pytest.approx(h + 0.060))]
+    assert trace(n) == [
+        (450, pytest.approx(h + 0.002)),
+        (550, pytest.approx(h + 0.020)),
+        (650, pytest.approx(h + 0.040)),
+        (750, pytest.approx(h + 0.060)),
+    ]
     assert state(page)["heading"] == pytest.approx(h + 0.060)
     page.clock.run_for(50)
     page.keyboard.press("Enter")  # moves to the highlighted neighbour: recorded at once
@@ -280,8 +293,7 @@ def test_aria_label_names_the_room_and_what_is_ahead(viewer):
     page.evaluate("viewer.setViewpoint('v_k2', NEIGHBOURS['v_k2'], Math.PI / 2)")
     assert "doorway to the hallway" in canvas.get_attribute("aria-label")
     # The live region catches up once the view settles.
-    page.wait_for_function(
-        "document.querySelector('#viewer [role=status]').textContent.startsWith('kitchen;')")
+    page.wait_for_function("document.querySelector('#viewer [role=status]').textContent.startsWith('kitchen;')")
 
 
 def test_the_red_couch_is_red_on_screen(viewer, house):

@@ -19,7 +19,9 @@ pytestmark = pytest.mark.browser
 
 
 def _shown_formats(page) -> list[str]:
-    return page.locator("#format option").evaluate_all("os => os.filter(o => !o.hidden && !o.disabled).map(o => o.value)")
+    return page.locator("#format option").evaluate_all(
+        "os => os.filter(o => !o.hidden && !o.disabled).map(o => o.value)"
+    )
 
 
 def test_the_form_switches_with_the_kind_and_the_preview_shows_the_workers_page(live_server, page, tmp_path):

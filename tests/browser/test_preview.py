@@ -105,8 +105,15 @@ def _a3ds(page, total):
         _sent(page, n)
 
 
-WALKS = {"tom": _tom, "navigation": _navigation, "sts": _sts, "sts-play": _sts_play, "hexagons": _hexagons,
-         "hexagons-describe": _hexagons_describe, "a3ds": _a3ds}
+WALKS = {
+    "tom": _tom,
+    "navigation": _navigation,
+    "sts": _sts,
+    "sts-play": _sts_play,
+    "hexagons": _hexagons,
+    "hexagons-describe": _hexagons_describe,
+    "a3ds": _a3ds,
+}
 
 
 def test_a_preview_of_every_kind_walks_the_worker_pages_and_stores_nothing(live_server, page):
@@ -119,8 +126,10 @@ def test_a_preview_of_every_kind_walks_the_worker_pages_and_stores_nothing(live_
         owner = make_user(s, "researcher")
         email = owner.email
         studies = every_kind(s, owner)
-        totals = {name: s.scalar(select(func.count()).select_from(Item).where(Item.study_id == sid))
-                  for name, sid in studies.items()}
+        totals = {
+            name: s.scalar(select(func.count()).select_from(Item).where(Item.study_id == sid))
+            for name, sid in studies.items()
+        }
     page.set_viewport_size({"width": 1280, "height": 900})
     page.goto(f"{live_server.url}/login")
     page.get_by_label("Email").fill(email)
@@ -167,20 +176,50 @@ def test_the_upload_preview_works_in_its_sandbox(live_server, page, tmp_path):
         s.commit()
     lines = {x.get("id") or f"{x['scenario']}/{x['agent']}/{x['continuation']}": x for x in demo_lines()}
     cases = [
-        ("tom", "csv", (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes(), False,
-         "() => document.querySelector('.dialogue') !== null"),
-        ("navigation", "r2r", r2r_file(2), True,
-         "() => document.querySelector('#nav-view canvas') !== null && !/Loading/.test("
-         "document.querySelector('#nav-view [role=status]').textContent)"),
-        ("a3ds", "design", json.dumps({"pairs": {"z": {"1": 2}}, "speakers": ["literal"], "seed": 2}).encode(),
-         True, pictures_loaded()),
-        ("hexagons", "procedures", _procedure(1).encode(), False,
-         "() => document.querySelectorAll('#hex-board polygon.hexboard-tile').length === 180"),
-        ("sts", "continuations", json.dumps(lines["PutNextLocal-2/expert/0"]).encode(), False,
-         "() => new Promise(done => { const i = new Image(); i.onload = () => done(i.naturalWidth > 0);"
-         " i.onerror = () => done(false); i.src = document.getElementById('sts-screen').style.backgroundImage.slice(5, -2); })"),
-        ("sts", "missions", json.dumps({"level": "BabyAI-GoToLocal-v0", "seed": 2, "id": "m2"}).encode(), False,
-         "() => document.getElementById('sts-play-note') !== null && !document.getElementById('sts-play')"),
+        (
+            "tom",
+            "csv",
+            (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes(),
+            False,
+            "() => document.querySelector('.dialogue') !== null",
+        ),
+        (
+            "navigation",
+            "r2r",
+            r2r_file(2),
+            True,
+            "() => document.querySelector('#nav-view canvas') !== null && !/Loading/.test("
+            "document.querySelector('#nav-view [role=status]').textContent)",
+        ),
+        (
+            "a3ds",
+            "design",
+            json.dumps({"pairs": {"z": {"1": 2}}, "speakers": ["literal"], "seed": 2}).encode(),
+            True,
+            pictures_loaded(),
+        ),
+        (
+            "hexagons",
+            "procedures",
+            _procedure(1).encode(),
+            False,
+            "() => document.querySelectorAll('#hex-board polygon.hexboard-tile').length === 180",
+        ),
+        (
+            "sts",
+            "continuations",
+            json.dumps(lines["PutNextLocal-2/expert/0"]).encode(),
+            False,
+            "() => new Promise(done => { const i = new Image(); i.onload = () => done(i.naturalWidth > 0);"
+            " i.onerror = () => done(false); i.src = document.getElementById('sts-screen').style.backgroundImage.slice(5, -2); })",
+        ),
+        (
+            "sts",
+            "missions",
+            json.dumps({"level": "BabyAI-GoToLocal-v0", "seed": 2, "id": "m2"}).encode(),
+            False,
+            "() => document.getElementById('sts-play-note') !== null && !document.getElementById('sts-play')",
+        ),
     ]
     page.goto(f"{live_server.url}/login")
     page.get_by_label("Email").fill(email)
@@ -190,8 +229,14 @@ def test_the_upload_preview_works_in_its_sandbox(live_server, page, tmp_path):
     refused: list[str] = []
     asked = ("/env/", "/a3ds/scenes/", "/api/v1/sts/", "/blobs/")  # what the pages ask the server for
     # (a request still going when the next upload's page opens is aborted: not a refusal)
-    page.on("requestfailed", lambda r: refused.append(f"{r.failure} {r.url}")
-            if any(a in r.url for a in asked) and "ERR_ABORTED" not in (r.failure or "") else None)
+    page.on(
+        "requestfailed",
+        lambda r: (
+            refused.append(f"{r.failure} {r.url}")
+            if any(a in r.url for a in asked) and "ERR_ABORTED" not in (r.failure or "")
+            else None
+        ),
+    )
     page.on("response", lambda r: refused.append(f"{r.status} {r.url}") if r.status >= 400 else None)
     for kind, fmt, data, session, works in cases:
         file = tmp_path / f"{kind}-{fmt}"

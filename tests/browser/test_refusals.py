@@ -87,7 +87,8 @@ def test_a_refused_answer_shows_beside_send_and_the_worker_answers_again(live_se
     page.keyboard.press("Enter")
     expect(page.locator("#wait")).to_have_text(
         "The researcher has paused this study for now. Everything you sent is saved. This page checks "
-        "again by itself and goes on when the study does; you can also come back later.")
+        "again by itself and goes on when the study does; you can also come back later."
+    )
     expect(page.get_by_text("2 of 3 done")).to_be_visible()
     assert [a.response["answer"] for a in stored()] == ["Yes", "No"]
     set_state("live")

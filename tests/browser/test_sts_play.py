@@ -31,8 +31,13 @@ def test_a_worker_plays_a_mission_by_keyboard_and_the_moves_are_stored(live_serv
     with Session() as s:
         owner = make_user(s, "researcher")
         study = services.create_study(
-            s, owner, "sts", services.StudySettings(title="Play", bundle_size=1, annotations_per_item=1),
-            json.dumps({"level": LEVEL, "seed": 2, "id": "m2"}).encode(), "missions")
+            s,
+            owner,
+            "sts",
+            services.StudySettings(title="Play", bundle_size=1, annotations_per_item=1),
+            json.dumps({"level": LEVEL, "seed": 2, "id": "m2"}).encode(),
+            "missions",
+        )
         services.set_state(s, study, "live", owner)
         slug = study.slug
     page.set_viewport_size({"width": 1280, "height": 900})

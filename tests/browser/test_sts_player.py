@@ -28,13 +28,19 @@ def test_an_annotator_scrubs_marks_moves_the_marker_and_sends(live_server, page)
     with Session() as s:
         owner = make_user(s, "researcher")
         study = services.create_study(
-            s, owner, "sts", services.StudySettings(title="Player", bundle_size=2, gold_rate=0.5,
-                                                    annotations_per_item=1),
-            "\n".join(json.dumps(x) for x in chosen).encode(), "continuations")
+            s,
+            owner,
+            "sts",
+            services.StudySettings(title="Player", bundle_size=2, gold_rate=0.5, annotations_per_item=1),
+            "\n".join(json.dumps(x) for x in chosen).encode(),
+            "continuations",
+        )
         services.set_state(s, study, "live", owner)
         slug = study.slug
-        items = {i.external_id: (i.payload, i.reference, i.is_gold)
-                 for i in s.scalars(select(Item).where(Item.study_id == study.id))}
+        items = {
+            i.external_id: (i.payload, i.reference, i.is_gold)
+            for i in s.scalars(select(Item).where(Item.study_id == study.id))
+        }
 
     page.set_viewport_size({"width": 1280, "height": 900})
     page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=sts1&STUDY_ID=s&SESSION_ID=x1")
@@ -48,8 +54,13 @@ def test_an_annotator_scrubs_marks_moves_the_marker_and_sends(live_server, page)
         expect(step_text).to_have_text(f"frame 1 of {n}")
         expect(page.locator("#sts-phase")).to_contain_text("the agent takes over in")
         # The strip loaded: the screen shows frame 1 of the signed PNG.
-        assert page.evaluate("() => new Promise(r => { const i = new Image(); i.onload = () => r(i.naturalWidth);"
-                             " i.src = document.getElementById('sts-player').dataset.frames; })") > 0
+        assert (
+            page.evaluate(
+                "() => new Promise(r => { const i = new Image(); i.onload = () => r(i.naturalWidth);"
+                " i.src = document.getElementById('sts-player').dataset.frames; })"
+            )
+            > 0
+        )
         # The recorded context cannot be marked.
         page.keyboard.press("s")
         expect(page.locator("#sts-marker")).to_contain_text("The agent takes over")
@@ -85,10 +96,15 @@ def test_an_annotator_scrubs_marks_moves_the_marker_and_sends(live_server, page)
 
     with Session() as s:
         study = s.scalar(select(Study).where(Study.slug == slug))
-        stored = s.execute(select(Item.external_id, Annotation.response).join(Item, Item.id == Annotation.item_id)
-                           .where(Annotation.study_id == study.id)).all()
-        assert sorted(stored) == [("PutNextLocal-2/expert/0", {"marker": "success", "step": 1}),
-                                  ("reference/PutNextLocal-11/random", {"marker": "success", "step": 1})]
+        stored = s.execute(
+            select(Item.external_id, Annotation.response)
+            .join(Item, Item.id == Annotation.item_id)
+            .where(Annotation.study_id == study.id)
+        ).all()
+        assert sorted(stored) == [
+            ("PutNextLocal-2/expert/0", {"marker": "success", "step": 1}),
+            ("reference/PutNextLocal-11/random", {"marker": "success", "step": 1}),
+        ]
         tables = {t["key"]: t for t in compute(s, study)["extra"]["tables"]}
     # The reference episode (a failure) marked success: sensitivity unknown, specificity 0.
     (annotator,) = tables["sts_annotators"]["rows"]

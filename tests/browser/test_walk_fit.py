@@ -14,8 +14,7 @@ from playwright.sync_api import expect
 from sqlalchemy import select
 
 from tests.browser.nav_keys import skip_practice
-from tests.browser.test_kind_words_and_fit import (LAPTOP, PHONE, _a3ds_study, _pictures_loaded, _tom_demo_study,
-                                                   in_view)
+from tests.browser.test_kind_words_and_fit import LAPTOP, PHONE, _a3ds_study, _pictures_loaded, _tom_demo_study, in_view
 from tests.conftest import make_user
 
 pytestmark = pytest.mark.browser
@@ -34,9 +33,13 @@ def _sts_study(s, owner, ids=("PutNextLocal-2/expert/0",)):
 
     lines = {x.get("id") or f"{x['scenario']}/{x['agent']}/{x['continuation']}": x for x in demo_lines()}
     study = services.create_study(
-        s, owner, "sts", services.StudySettings(title="Episodes", bundle_size=len(ids), gold_rate=0.0,
-                                                annotations_per_item=1),
-        "\n".join(json.dumps(lines[i]) for i in ids).encode(), "continuations")
+        s,
+        owner,
+        "sts",
+        services.StudySettings(title="Episodes", bundle_size=len(ids), gold_rate=0.0, annotations_per_item=1),
+        "\n".join(json.dumps(lines[i]) for i in ids).encode(),
+        "continuations",
+    )
     services.set_state(s, study, "live", owner)
     return study
 
@@ -63,6 +66,7 @@ def _open_sts(live_server, browser, how, pid):
 
 
 # -- 1. the question inside its box -----------------------------------------------------------
+
 
 @SIZES
 def test_the_sts_question_lies_inside_its_box(live_server, browser, how):
@@ -113,8 +117,11 @@ def test_a_touch_screen_shows_no_key_hints_and_a_keyboard_does(live_server, brow
 
     with get_sessionmaker(live_server.db_url)() as s:
         owner = make_user(s, "researcher")
-        make = {"tom": lambda: _tom_demo_study(s, owner, 1), "sts": lambda: _sts_study(s, owner),
-                "a3ds": lambda: _a3ds_study(s, owner, "Pairs", pairs=1)}[kind]
+        make = {
+            "tom": lambda: _tom_demo_study(s, owner, 1),
+            "sts": lambda: _sts_study(s, owner),
+            "a3ds": lambda: _a3ds_study(s, owner, "Pairs", pairs=1),
+        }[kind]
         slugs = [make().slug, make().slug]  # one each: a study of one item has one worker
     for slug, (how, shown) in zip(slugs, ((PHONE, False), (LAPTOP, True))):
         ctx, page = _context(browser, how)
@@ -156,13 +163,22 @@ def test_the_consent_page_opens_at_its_title_on_a_phone(live_server, browser):
 
 # -- 2. STS: marking and Send in view; the marker kept over a reload ---------------------------
 
+
 @SIZES
 def test_sts_marking_buttons_and_send_show_without_scrolling(live_server, browser, how):
     ctx, page, _ = _open_sts(live_server, browser, how, f"fit{how['viewport']['width']}")
     try:
         page.wait_for_load_state("load")
-        parts = ["#sts-screen", "#sts-scrub", "#sts-play", "fieldset.sts-mark > legend", "#sts-success",
-                 "#sts-failure", "#sts-marker", "#submit"]
+        parts = [
+            "#sts-screen",
+            "#sts-scrub",
+            "#sts-play",
+            "fieldset.sts-mark > legend",
+            "#sts-success",
+            "#sts-failure",
+            "#sts-marker",
+            "#submit",
+        ]
         assert in_view(page, parts) == []
         assert page.evaluate("window.scrollY") == 0
         # The frame stays big enough to watch.
@@ -200,12 +216,14 @@ def test_sts_a_reload_keeps_the_marker_and_the_frame(live_server, browser):
         expect(page.get_by_role("heading", name="Thank you!")).to_be_visible()
         with get_sessionmaker(live_server.db_url)() as s:
             assert s.scalars(select(Annotation.response).where(Annotation.study_id == study_id)).all() == [
-                {"marker": "failure", "step": at}]
+                {"marker": "failure", "step": at}
+            ]
     finally:
         ctx.close()
 
 
 # -- 4. navigation's Stop here at 1280x800; A3DS's picked picture and Next --------------------
+
 
 def test_navigation_stop_here_shows_whole_at_1280x800(live_server, browser):
     ctx, page = _walking(live_server, browser, LAPTOP, "ns1")

@@ -26,18 +26,15 @@ def test_worker_does_a_bundle_by_keyboard(live_server, page):
     Session = get_sessionmaker(live_server.db_url)
     with Session() as s:
         owner = make_user(s, "researcher")
-        study = create_tom_study(s, owner, title="Keyboard study", bundle_size=5, gold_rate=0.2,
-                                 redirect_url=REDIRECT)
+        study = create_tom_study(s, owner, title="Keyboard study", bundle_size=5, gold_rate=0.2, redirect_url=REDIRECT)
         slug, code, gold_rate = study.slug, study.completion_code, study.gold_rate
 
     def annotations() -> list:
         with Session() as s:
-            worker = s.scalar(select(User).where(User.platform == "prolific",
-                                                 User.external_id == "w1"))
+            worker = s.scalar(select(User).where(User.platform == "prolific", User.external_id == "w1"))
             if worker is None:
                 return []
-            return s.scalars(select(Annotation).where(Annotation.worker_id == worker.id)
-                             .order_by(Annotation.id)).all()
+            return s.scalars(select(Annotation).where(Annotation.worker_id == worker.id).order_by(Annotation.id)).all()
 
     page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=w1&STUDY_ID=s&SESSION_ID=x1")
     expect(page.get_by_role("heading", name="Consent")).to_be_visible()
@@ -109,13 +106,13 @@ def test_a_waiting_task_resumes_by_itself_when_a_lease_runs_out(live_server, pag
     Session = get_sessionmaker(live_server.db_url)
     with Session() as s:
         owner = make_user(s, "researcher")
-        study = tiny_study(s, owner, 2, bundle_size=2, annotations_per_item=1,
-                           completion_code="RESUMED")
+        study = tiny_study(s, owner, 2, bundle_size=2, annotations_per_item=1, completion_code="RESUMED")
         holder = assignment.enter(s, study, "prolific", "holder")
         held = assignment.next_item(s, study, holder.id)
         # The holder's lease runs out a few seconds from now.
-        s.execute(update(Assignment).where(Assignment.id == held.id)
-                  .values(lease_expires_at=utcnow() + timedelta(seconds=3)))
+        s.execute(
+            update(Assignment).where(Assignment.id == held.id).values(lease_expires_at=utcnow() + timedelta(seconds=3))
+        )
         s.commit()
         slug = study.slug
 

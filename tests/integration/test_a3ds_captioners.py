@@ -47,8 +47,17 @@ class OneDimensional(NoCaption):
 
 @pytest.fixture(scope="module")
 def trained() -> Captioner:
-    model, _ = run_training(pairs=40, dev_pairs=5, epochs=2, embed=8, hidden=16, channels=4, with_distractor=True,
-                            echo=lambda line: None, bars=False)
+    model, _ = run_training(
+        pairs=40,
+        dev_pairs=5,
+        epochs=2,
+        embed=8,
+        hidden=16,
+        channels=4,
+        with_distractor=True,
+        echo=lambda line: None,
+        bars=False,
+    )
     return model
 
 
@@ -77,8 +86,11 @@ def upload(client, agent_id: int, data: bytes, fmt: str, config: dict | None = N
     form = {"role": "captioner", "format": fmt}
     if config is not None:
         form["config"] = json.dumps(config)
-    return client.post(f"/api/v1/agents/{agent_id}/artifacts", data=form,
-                       files={"file": ("captioner.bin", data, "application/octet-stream")})
+    return client.post(
+        f"/api/v1/agents/{agent_id}/artifacts",
+        data=form,
+        files={"file": ("captioner.bin", data, "application/octet-stream")},
+    )
 
 
 def verdicts(client, agent_id: int) -> dict[int, dict]:
@@ -96,13 +108,16 @@ def valid_captioner(client, session, owner, trained, name: str = "cnn-gru") -> i
 
 
 def study_of(session, owner, title: str):
-    return services.create_study(session, owner, "a3ds", services.StudySettings(title=title),
-                                 json.dumps(DESIGN).encode(), "design")
+    return services.create_study(
+        session, owner, "a3ds", services.StudySettings(title=title), json.dumps(DESIGN).encode(), "design"
+    )
 
 
 def generated(session, study_id: int, captioner: str) -> dict[tuple[int, int], Item]:
     """A run's items by pair: `captioner` a built-in speaker, or "a<artifact id>" for a model."""
-    rows = session.scalars(select(Item).where(Item.study_id == study_id, Item.external_id.startswith(f"gen:{captioner}:")))
+    rows = session.scalars(
+        select(Item).where(Item.study_id == study_id, Item.external_id.startswith(f"gen:{captioner}:"))
+    )
     return {(i.reference["target_id"], i.reference["distractor_id"]): i for i in rows}
 
 
@@ -111,8 +126,12 @@ def test_bad_uploads_are_refused_with_the_reason_and_a_trained_one_is_valid(clie
     assert upload(client, agent_id, scripted(NoCaption()), "torchscript").status_code == 201
     assert upload(client, agent_id, scripted(OneDimensional()), "torchscript").status_code == 201
     # Weights of hidden 16 under a config that says 32: the shapes are checked before loading.
-    assert upload(client, agent_id, save_safetensors(trained.state_dict()), "safetensors",
-                  {**trained.config(), "hidden": 32}).status_code == 201
+    assert (
+        upload(
+            client, agent_id, save_safetensors(trained.state_dict()), "safetensors", {**trained.config(), "hidden": 32}
+        ).status_code
+        == 201
+    )
     assert upload(client, agent_id, scripted(trained), "torchscript").status_code == 201
     got = verdicts(client, agent_id)
     assert got[1]["state"] == "invalid" and got[1]["verdict"].startswith("missing method caption()")
@@ -122,10 +141,12 @@ def test_bad_uploads_are_refused_with_the_reason_and_a_trained_one_is_valid(clie
     assert got[4]["state"] == "valid" and got[4]["verdict"].startswith("captioner: caption() ran on 4 pairs")
 
     weights = save_safetensors(trained.state_dict())
-    for config, field in (({**trained.config(), "hidden": 0}, "config.hidden"),
-                          ({**trained.config(), "words": ["red", "<pad>"]}, "config.words"),
-                          ({**trained.config(), "with_distractor": "yes"}, "config.with_distractor"),
-                          ({**trained.config(), "architecture": "lstm"}, "config.architecture")):
+    for config, field in (
+        ({**trained.config(), "hidden": 0}, "config.hidden"),
+        ({**trained.config(), "words": ["red", "<pad>"]}, "config.words"),
+        ({**trained.config(), "with_distractor": "yes"}, "config.with_distractor"),
+        ({**trained.config(), "architecture": "lstm"}, "config.architecture"),
+    ):
         r = upload(client, agent_id, weights, "safetensors", config)
         assert r.status_code == 422 and r.json()["field"] == field, r.text
     assert len(client.get(f"/api/v1/agents/{agent_id}/artifacts").json()) == 4  # nothing half-stored
@@ -175,8 +196,9 @@ def test_a_run_can_be_cancelled_and_a_retried_run_adds_nothing_twice(client, ses
     r = client.post(f"/api/v1/a3ds/generations/{run}/cancel")
     assert r.status_code == 422 and r.json()["field"] == "state"
 
-    run = client.post(f"/api/v1/a3ds/studies/{study.id}/generations",
-                      json={"speaker": "short", "batch_size": 1}).json()["id"]
+    run = client.post(
+        f"/api/v1/a3ds/studies/{study.id}/generations", json={"speaker": "short", "batch_size": 1}
+    ).json()["id"]
     jobs.run_queued_once()
     first = {k: i.payload for k, i in generated(session, study.id, "short").items()}
     assert len(first) == 3
@@ -193,8 +215,12 @@ def test_a_run_can_be_cancelled_and_a_retried_run_adds_nothing_twice(client, ses
 def test_bad_requests_are_refused_naming_the_field(client, session, researcher):
     study = study_of(session, researcher, "Refusals")
     url = f"/api/v1/a3ds/studies/{study.id}/generations"
-    for body, field in (({}, "speaker"), ({"speaker": "short", "artifact_id": 1}, "speaker"),
-                        ({"speaker": "poet"}, "speaker"), ({"artifact_id": 999999}, "artifact_id")):
+    for body, field in (
+        ({}, "speaker"),
+        ({"speaker": "short", "artifact_id": 1}, "speaker"),
+        ({"speaker": "poet"}, "speaker"),
+        ({"artifact_id": 999999}, "artifact_id"),
+    ):
         r = client.post(url, json=body)
         assert r.status_code == 422 and r.json()["field"] == field, (body, r.text)
     services.set_state(session, session.merge(study), "live", researcher)
@@ -210,8 +236,11 @@ def test_the_study_page_starts_and_shows_runs(client, session):
     login(client, owner)
     page = client.get(f"/studies/{study.id}").text
     assert "Captioner runs" in page and "built-in speaker: minimal" in page
-    r = client.post(f"/a3ds/studies/{study.id}/generations",
-                    data={"captioner": "speaker:minimal", "csrf_token": csrf_of(client)}, follow_redirects=False)
+    r = client.post(
+        f"/a3ds/studies/{study.id}/generations",
+        data={"captioner": "speaker:minimal", "csrf_token": csrf_of(client)},
+        follow_redirects=False,
+    )
     assert r.status_code == 303
     jobs.run_queued_once()
     section = client.get(f"/a3ds/studies/{study.id}/generations").text
@@ -222,9 +251,30 @@ def test_the_training_command_writes_an_uploadable_captioner_and_reports_metrics
     from app.cli import main
 
     out = tmp_path / "out"
-    r = CliRunner().invoke(main, ["train", "a3ds-captioner", "--pairs", "20", "--dev-pairs", "4", "--epochs", "1",
-                                  "--embed", "8", "--hidden", "8", "--channels", "4", "--out", str(out),
-                                  "--device", "cpu", "--with-distractor"])
+    r = CliRunner().invoke(
+        main,
+        [
+            "train",
+            "a3ds-captioner",
+            "--pairs",
+            "20",
+            "--dev-pairs",
+            "4",
+            "--epochs",
+            "1",
+            "--embed",
+            "8",
+            "--hidden",
+            "8",
+            "--channels",
+            "4",
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--with-distractor",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "captions from the contrastive speaker, with the distractor" in r.output
     assert "held out (4 pairs), captioner: discriminativity" in r.output
@@ -242,14 +292,44 @@ def test_training_as_a_job_uploads_a_new_version_of_the_agents_captioner(client,
     from app.cli import main
 
     # Queued by the command, whose every training option reaches the job.
-    r = CliRunner().invoke(main, ["train", "a3ds-captioner", "--agent-id", str(agent_id), "--pairs", "20",
-                                  "--dev-pairs", "4", "--epochs", "1", "--embed", "8", "--hidden", "16",
-                                  "--channels", "4", "--batch", "5", "--lr", "0.01", "--speaker", "short",
-                                  "--with-distractor"])
+    r = CliRunner().invoke(
+        main,
+        [
+            "train",
+            "a3ds-captioner",
+            "--agent-id",
+            str(agent_id),
+            "--pairs",
+            "20",
+            "--dev-pairs",
+            "4",
+            "--epochs",
+            "1",
+            "--embed",
+            "8",
+            "--hidden",
+            "16",
+            "--channels",
+            "4",
+            "--batch",
+            "5",
+            "--lr",
+            "0.01",
+            "--speaker",
+            "short",
+            "--with-distractor",
+        ],
+    )
     assert r.exit_code == 0 and "queued job" in r.output, r.output
     job = session.scalars(select(jobs.Job).where(jobs.Job.task == "a3ds.train")).one()
     assert {k: job.params[k] for k in ("pairs", "dev_pairs", "batch", "lr", "speaker", "with_distractor")} == {
-        "pairs": 20, "dev_pairs": 4, "batch": 5, "lr": 0.01, "speaker": "short", "with_distractor": True}
+        "pairs": 20,
+        "dev_pairs": 4,
+        "batch": 5,
+        "lr": 0.01,
+        "speaker": "short",
+        "with_distractor": True,
+    }
     jobs.run_queued_once()  # the training, then the validation it queues
     session.refresh(job)
     assert job.state == "done", job.log

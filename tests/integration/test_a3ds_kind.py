@@ -16,13 +16,18 @@ from app.studies import assignment, services
 from app.studies.models import Item, Study
 from tests.conftest import make_user
 
-DESIGN = {"pairs": {"z": {str(z): 2 for z in range(1, 7)}, "named": [{"features": ["shape"], "count": 2}]},
-          "speakers": ["literal", "short", "contrastive"], "seed": 4, "gold": 3}
+DESIGN = {
+    "pairs": {"z": {str(z): 2 for z in range(1, 7)}, "named": [{"features": ["shape"], "count": 2}]},
+    "speakers": ["literal", "short", "contrastive"],
+    "seed": 4,
+    "gold": 3,
+}
 
 
 def _study(session, owner, design=DESIGN, fmt="design", data=None, **settings):
-    s = services.StudySettings(title="Reference game", **{"bundle_size": 5, "gold_rate": 0.0,
-                                                          "annotations_per_item": 1, **settings})
+    s = services.StudySettings(
+        title="Reference game", **{"bundle_size": 5, "gold_rate": 0.0, "annotations_per_item": 1, **settings}
+    )
     study = services.create_study(session, owner, "a3ds", s, data or json.dumps(design).encode(), fmt)
     services.set_state(session, study, "live", owner)
     return study
@@ -50,9 +55,15 @@ def test_a_design_makes_every_pair_captioned_by_every_speaker(session):
         assert m["c"] == 1 and m["k"] == 1 and not m["false"]
 
 
-@pytest.mark.parametrize("bad,field", [
-    ({"pairs": {"z": {"9": 1}}}, "pairs.z.9"), ({"pairs": {"z": {"1": 1}}, "speakers": ["poet"]}, "speakers"),
-    ({"pairs": {}}, "pairs"), ({"pairs": {"z": {"1": 1}}, "seed": -1}, "seed")])
+@pytest.mark.parametrize(
+    "bad,field",
+    [
+        ({"pairs": {"z": {"9": 1}}}, "pairs.z.9"),
+        ({"pairs": {"z": {"1": 1}}, "speakers": ["poet"]}, "speakers"),
+        ({"pairs": {}}, "pairs"),
+        ({"pairs": {"z": {"1": 1}}, "seed": -1}, "seed"),
+    ],
+)
 def test_a_bad_design_names_the_field_and_stores_nothing(session, bad, field):
     owner = make_user(session, "researcher")
     before = session.scalar(select(func.count()).select_from(Study))
@@ -65,8 +76,10 @@ def test_a_bad_design_names_the_field_and_stores_nothing(session, bad, field):
 
 def test_imported_captions_and_their_refusals(session):
     owner = make_user(session, "researcher")
-    lines = [{"target": 12500, "distractor": 12501 + k, "caption": c, "captioner": "mine"}
-             for k, c in enumerate(["a cylinder nearly in the middle", "a ball", "a tiny cylinder", "a thing"])]
+    lines = [
+        {"target": 12500, "distractor": 12501 + k, "caption": c, "captioner": "mine"}
+        for k, c in enumerate(["a cylinder nearly in the middle", "a ball", "a tiny cylinder", "a thing"])
+    ]
     study = _study(session, owner, fmt="captions", data="\n".join(map(json.dumps, lines)).encode())
     items = {i.external_id: i for i in session.scalars(select(Item).where(Item.study_id == study.id))}
     assert len(items) == 4 and items["2"].reference["metrics"]["false"] == ["shape"]
@@ -80,15 +93,18 @@ def test_a_captions_file_sent_as_an_agents_outputs_says_captions_make_a_study_of
     owner = make_user(session, "researcher")
     study = _study(session, owner)
     agent = services.register_agent(session, owner, "a3ds", "my-captioner")
-    captions = "\n".join(json.dumps({"target": 12500, "distractor": 12501 + k, "caption": c, "captioner": "mine"})
-                         for k, c in enumerate(["a ball", "a tiny cylinder"]))
+    captions = "\n".join(
+        json.dumps({"target": 12500, "distractor": 12501 + k, "caption": c, "captioner": "mine"})
+        for k, c in enumerate(["a ball", "a tiny cylinder"])
+    )
     with pytest.raises(InputError) as exc:
         services.import_agent_outputs(session, study, agent, captions.encode())
     assert str(exc.value) == (
         "line 1, field 'caption': this is a captions file, not a listener's picks: captions make a study of "
         "their own (a new A3DS study from the captions format), or a captioner agent's run adds its captions "
         "to this study as items (Captioner runs, on the study page); an agent's outputs here are its picks, "
-        '{"item": id, "choice": "1" | "2"} a line')
+        '{"item": id, "choice": "1" | "2"} a line'
+    )
 
 
 def test_picks_are_scored_and_the_leaderboard_counts_them_per_captioner(session):
@@ -104,8 +120,11 @@ def test_picks_are_scored_and_the_leaderboard_counts_them_per_captioner(session)
         # Right on the contrastive speaker's captions, wrong on the literal's, "can't tell"
         # on the short ones.
         who = item.reference["captioner"]
-        choice = {"contrastive": str(item.reference["target"]), "literal": str(3 - item.reference["target"]),
-                  "short": "none"}.get(who, str(item.reference["target"]))
+        choice = {
+            "contrastive": str(item.reference["target"]),
+            "literal": str(3 - item.reference["target"]),
+            "short": "none",
+        }.get(who, str(item.reference["target"]))
         ann = assignment.submit(session, study, bundle.id, a.id, {"choice": choice}, uuid.uuid4().hex)
         assert ann.score == (1.0 if choice == str(item.reference["target"]) else 0.0)
         if not item.is_gold:
@@ -133,8 +152,9 @@ def test_picks_are_scored_and_the_leaderboard_counts_them_per_captioner(session)
 def test_cant_tell_only_where_the_study_allows_it(session):
     owner = make_user(session, "researcher")
     s = services.StudySettings(title="No can't tell", bundle_size=2, gold_rate=0.0, annotations_per_item=1)
-    study = services.create_study(session, owner, "a3ds", s, json.dumps({"pairs": {"z": {"1": 2}}}).encode(),
-                                  "design", {"cant_tell": 0})
+    study = services.create_study(
+        session, owner, "a3ds", s, json.dumps({"pairs": {"z": {"1": 2}}}).encode(), "design", {"cant_tell": 0}
+    )
     services.set_state(session, study, "live", owner)
     bundle = assignment.enter(session, study, "prolific", "listener-2")
     a = assignment.next_item(session, study, bundle.id)
@@ -158,8 +178,7 @@ def test_the_worker_sees_the_pictures_and_nobody_else_without_an_account(session
     assert client.get("/a3ds/scenes/12500?size=100").status_code == 422
 
 
-def test_new_drawings_are_rate_limited_per_session_and_stored_pictures_are_not(session, client,
-                                                                                monkeypatch):
+def test_new_drawings_are_rate_limited_per_session_and_stored_pictures_are_not(session, client, monkeypatch):
     from app.kinds.a3ds import views
 
     monkeypatch.setattr(views, "DRAWINGS_PER_MINUTE", 3)

@@ -34,7 +34,8 @@ from workers.navigation.loading import load_artifact
 from workers.navigation.speaker import Speaker
 
 pytestmark = pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
-    "model files checked and validated in the sandbox; the rows are plain inserts")
+    "model files checked and validated in the sandbox; the rows are plain inserts"
+)
 
 
 WORDS = Vocabulary.build(["walk past the bed and turn left into the kitchen . stop by the red sofa"]).words
@@ -93,8 +94,12 @@ def upload(client, agent_id, data: bytes, role: str, fmt: str, config: dict | No
     form = {"role": role, "format": fmt}
     if config is not None:
         form["config"] = json.dumps(config)
-    return client.post(f"/api/v1/agents/{agent_id}/artifacts", data=form,
-                       files={"file": ("model.bin", data, "application/octet-stream")}, **kw)
+    return client.post(
+        f"/api/v1/agents/{agent_id}/artifacts",
+        data=form,
+        files={"file": ("model.bin", data, "application/octet-stream")},
+        **kw,
+    )
 
 
 def verdicts(client, agent_id) -> dict[int, dict]:
@@ -126,8 +131,9 @@ def test_valid_uploads_become_valid_and_versions_count_up(client, researcher, se
     assert r.json()["state"] == "pending" and r.json()["version"] == 1
 
     listener = Listener(WORDS, hidden=16, embed=8)
-    r = upload(client, researcher.id, save_safetensors(listener.state_dict()), "listener",
-               "safetensors", listener.config())
+    r = upload(
+        client, researcher.id, save_safetensors(listener.state_dict()), "listener", "safetensors", listener.config()
+    )
     assert r.status_code == 201, r.text
     assert r.json()["version"] == 2
 
@@ -156,8 +162,7 @@ def test_a_listener_without_act_is_invalid_and_cannot_be_loaded(client, research
 
 
 def test_a_wrong_output_shape_names_the_method_and_the_shape(client, researcher):
-    r = upload(client, researcher.id, scripted(WideScoreSpeaker(WORDS, hidden=16, embed=8)),
-               "speaker", "torchscript")
+    r = upload(client, researcher.id, scripted(WideScoreSpeaker(WORDS, hidden=16, embed=8)), "speaker", "torchscript")
     assert r.status_code == 201, r.text
     got = verdicts(client, researcher.id)[1]
     assert got["state"] == "invalid"
@@ -182,9 +187,13 @@ class WordySpeaker(Speaker):
         return out
 
 
-@pytest.mark.parametrize("n, chars, verdict", [
-    (60_000, 1, f"vocabulary() must hold at most 50000 words, not {60_000 + len(WORDS)}"),
-    (1, 10_000, "vocabulary() has an empty word, a word with a space or one longer than 64 characters")])
+@pytest.mark.parametrize(
+    "n, chars, verdict",
+    [
+        (60_000, 1, f"vocabulary() must hold at most 50000 words, not {60_000 + len(WORDS)}"),
+        (1, 10_000, "vocabulary() has an empty word, a word with a space or one longer than 64 characters"),
+    ],
+)
 def test_a_speakers_vocabulary_is_bounded_in_words_and_word_length(client, researcher, n, chars, verdict):
     """Issue 26.9: as A3DS and Hexagons bound theirs, before generation builds on it."""
     upload(client, researcher.id, scripted(WordySpeaker(WORDS, n, chars)), "speaker", "torchscript")
@@ -225,17 +234,26 @@ def test_an_oversize_upload_is_refused(client, researcher, session, tmp_path, mo
     get_settings.cache_clear()
 
 
-@pytest.mark.parametrize("change, field, words", [
-    ({"architecture": "transformer"}, "config.architecture", "unknown architecture"),
-    ({"architecture": "gru-speaker"}, "config.architecture", "is a speaker"),
-    ({"feature_version": "x"}, "config.feature_version", "does not match proctor.nav.features/1"),
-    ({"hidden": "big"}, "config.hidden", "integer"),
-    ({"words": ["go", "left"]}, "config.words", "must start with <pad>"),
-])
+@pytest.mark.parametrize(
+    "change, field, words",
+    [
+        ({"architecture": "transformer"}, "config.architecture", "unknown architecture"),
+        ({"architecture": "gru-speaker"}, "config.architecture", "is a speaker"),
+        ({"feature_version": "x"}, "config.feature_version", "does not match proctor.nav.features/1"),
+        ({"hidden": "big"}, "config.hidden", "integer"),
+        ({"words": ["go", "left"]}, "config.words", "must start with <pad>"),
+    ],
+)
 def test_a_wrong_config_names_the_field(client, researcher, session, tmp_path, change, field, words):
     listener = Listener(WORDS, hidden=16, embed=8)
-    r = upload(client, researcher.id, save_safetensors(listener.state_dict()), "listener",
-               "safetensors", {**listener.config(), **change})
+    r = upload(
+        client,
+        researcher.id,
+        save_safetensors(listener.state_dict()),
+        "listener",
+        "safetensors",
+        {**listener.config(), **change},
+    )
     assert r.status_code == 422, r.text
     assert r.json()["field"] == field and words in r.json()["detail"], r.json()
     assert count(session) == 0 and blobs(tmp_path) == []
@@ -243,8 +261,14 @@ def test_a_wrong_config_names_the_field(client, researcher, session, tmp_path, c
 
 def test_weights_that_do_not_fit_the_config_are_invalid(client, researcher):
     listener = Listener(WORDS, hidden=16, embed=8)
-    r = upload(client, researcher.id, save_safetensors(listener.state_dict()), "listener",
-               "safetensors", {**listener.config(), "hidden": 32})
+    r = upload(
+        client,
+        researcher.id,
+        save_safetensors(listener.state_dict()),
+        "listener",
+        "safetensors",
+        {**listener.config(), "hidden": 32},
+    )
     assert r.status_code == 201, r.text
     got = verdicts(client, researcher.id)[1]
     assert got["state"] == "invalid" and "size mismatch" in got["verdict"], got
@@ -257,8 +281,9 @@ def test_another_researcher_can_neither_see_nor_upload(client, researcher, sessi
     session.commit()
     headers = {"Authorization": f"Bearer {token}"}
     assert client.get(f"/api/v1/agents/{researcher.id}/artifacts", headers=headers).status_code == 404
-    r = upload(client, researcher.id, scripted(Speaker(WORDS, hidden=16, embed=8)), "speaker",
-               "torchscript", headers=headers)
+    r = upload(
+        client, researcher.id, scripted(Speaker(WORDS, hidden=16, embed=8)), "speaker", "torchscript", headers=headers
+    )
     assert r.status_code == 404
     assert count(session) == 1
 
@@ -283,16 +308,23 @@ def test_the_agents_page_uploads_and_shows_the_verdict(client, session):
     assert r.status_code == 200 and "page-speaker" in r.text
     agent_id = session.scalar(select(Agent.id).where(Agent.name == "page-speaker"))
     files = {"file": ("speaker.pt", scripted(Speaker(WORDS, hidden=16, embed=8)), "application/octet-stream")}
-    r = client.post(f"/agents/{agent_id}/artifacts", files=files, follow_redirects=True,
-                    data={"csrf_token": csrf, "role": "speaker", "format": "torchscript"})
+    r = client.post(
+        f"/agents/{agent_id}/artifacts",
+        files=files,
+        follow_redirects=True,
+        data={"csrf_token": csrf, "role": "speaker", "format": "torchscript"},
+    )
     assert r.status_code == 200 and "pending" in r.text
     assert f'hx-get="/agents/{agent_id}/artifacts"' in r.text  # polls while pending
     jobs.run_queued_once()
     rows = client.get(f"/agents/{agent_id}/artifacts").text
     assert 'class="state valid"' in rows and "score() and sample() ran" in rows and "hx-get" not in rows
 
-    r = client.post(f"/agents/{agent_id}/artifacts", data={"csrf_token": csrf, "role": "speaker",
-                    "format": "torchscript"}, files={"file": ("w.pkl", pickle.dumps([1]), "application/octet-stream")})
+    r = client.post(
+        f"/agents/{agent_id}/artifacts",
+        data={"csrf_token": csrf, "role": "speaker", "format": "torchscript"},
+        files={"file": ("w.pkl", pickle.dumps([1]), "application/octet-stream")},
+    )
     assert r.status_code == 422 and "never unpickled" in r.text
 
 
@@ -317,11 +349,12 @@ def refused(client, agent, session, tmp_path, data: bytes, fmt: str, config=None
     return r.json()["detail"]
 
 
-def test_a_zip_bomb_is_refused_before_anything_is_unpacked(client, researcher, session, tmp_path,
-                                                           monkeypatch):
+def test_a_zip_bomb_is_refused_before_anything_is_unpacked(client, researcher, session, tmp_path, monkeypatch):
     # 8 MiB of zeros deflate to a few KiB: the upload is small, what it unpacks to is not.
-    bomb = torchscript_zip({"model/code/__torch__.py": b"", "model/data.pkl": b"\x80\x02}q\x00.",
-                            "model/data/0": bytes(8 << 20)}, zipfile.ZIP_DEFLATED)
+    bomb = torchscript_zip(
+        {"model/code/__torch__.py": b"", "model/data.pkl": b"\x80\x02}q\x00.", "model/data/0": bytes(8 << 20)},
+        zipfile.ZIP_DEFLATED,
+    )
     assert len(bomb) < 64 * 1024
     monkeypatch.setenv("MAX_ARTIFACT_BYTES", str(4 << 20))
     get_settings.cache_clear()
@@ -336,11 +369,14 @@ def test_a_zip_bomb_is_refused_before_anything_is_unpacked(client, researcher, s
 def test_a_zip_that_declares_a_huge_member_is_refused(client, researcher, session, tmp_path):
     """The declared size counts (nothing is inflated to find out): a member whose central
     directory entry claims ~4 GB is refused at the default 200 MB limit."""
-    data = bytearray(torchscript_zip({"model/code/__torch__.py": b"", "model/data.pkl": b"\x80\x02}q\x00.",
-                                      "model/data/0": b"x" * 100}))
+    data = bytearray(
+        torchscript_zip(
+            {"model/code/__torch__.py": b"", "model/data.pkl": b"\x80\x02}q\x00.", "model/data/0": b"x" * 100}
+        )
+    )
     entry = data.rfind(b"PK\x01\x02")  # the last central directory entry: model/data/0
-    assert data[entry + 46:entry + 46 + 12] == b"model/data/0"
-    data[entry + 24:entry + 28] = struct.pack("<I", 0xFFFFFFF0)  # its uncompressed size
+    assert data[entry + 46 : entry + 46 + 12] == b"model/data/0"
+    data[entry + 24 : entry + 28] = struct.pack("<I", 0xFFFFFFF0)  # its uncompressed size
     with zipfile.ZipFile(io.BytesIO(bytes(data))) as z:
         assert z.getinfo("model/data/0").file_size == 0xFFFFFFF0
     detail = refused(client, researcher, session, tmp_path, bytes(data), "torchscript")
@@ -352,8 +388,10 @@ def safetensors_bytes(header: dict | bytes, body: bytes, length: int | None = No
     return struct.pack("<Q", len(raw) if length is None else length) + raw + body
 
 
-GOOD = {"a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
-        "b": {"dtype": "I64", "shape": [2], "data_offsets": [24, 40]}}
+GOOD = {
+    "a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
+    "b": {"dtype": "I64", "shape": [2], "data_offsets": [24, 40]},
+}
 
 
 def test_a_well_formed_safetensors_file_passes_the_checks():
@@ -362,63 +400,136 @@ def test_a_well_formed_safetensors_file_passes_the_checks():
     from safetensors.numpy import save
 
     artifacts.check_safetensors(safetensors_bytes(GOOD, bytes(40)))
-    artifacts.check_safetensors(save({"w": np.zeros((3, 5), np.float32), "b": np.zeros(7, np.int64),
-                                      "h": np.zeros((2, 2), np.float16), "e": np.zeros((0, 4), np.float32)}))
+    artifacts.check_safetensors(
+        save(
+            {
+                "w": np.zeros((3, 5), np.float32),
+                "b": np.zeros(7, np.int64),
+                "h": np.zeros((2, 2), np.float16),
+                "e": np.zeros((0, 4), np.float32),
+            }
+        )
+    )
     artifacts.check_safetensors(save_safetensors(Listener(WORDS, hidden=16, embed=8).state_dict()))
 
 
-@pytest.mark.parametrize("data, message", [
-    (safetensors_bytes(GOOD, bytes(40), length=10_000),
-     f"the safetensors header length (10000 bytes) runs past the end of the file "
-     f"({8 + len(json.dumps(GOOD)) + 40} bytes)"),
-    (safetensors_bytes(b'{"a": {"dtype": "F32", "shape": [2, 3]', bytes(40)),
-     "the safetensors header is not valid JSON: Expecting ',' delimiter at byte 38"),
-    (safetensors_bytes(b'{"a": 1, "a\xff": 2}', bytes(8)), "the safetensors header is not UTF-8 JSON"),
-    (safetensors_bytes({**GOOD, "b": {"dtype": "I64", "shape": [2], "data_offsets": [24, 48]}}, bytes(40)),
-     "tensor 'b': data_offsets [24, 48] run past the end of the data (40 bytes)"),
-    (safetensors_bytes({**GOOD, "b": {"dtype": "I64", "shape": [2], "data_offsets": [16, 32]}}, bytes(40)),
-     "tensors 'a' and 'b' overlap (bytes 0-24 and 16-32)"),
-    (safetensors_bytes({**GOOD, "b": {"dtype": "Q8", "shape": [2], "data_offsets": [24, 40]}}, bytes(40)),
-     "tensor 'b' has an unknown dtype 'Q8'"),
-    (safetensors_bytes({**GOOD, "a": {"dtype": "F32", "shape": [2, 4], "data_offsets": [0, 24]}}, bytes(40)),
-     "tensor 'a': shape [2, 4] of F32 needs 32 bytes, but data_offsets span 24"),
-    (safetensors_bytes({**GOOD, "a": {"dtype": "F64", "shape": [2, 3], "data_offsets": [0, 24]}}, bytes(40)),
-     "tensor 'a': shape [2, 3] of F64 needs 48 bytes, but data_offsets span 24"),
-    (safetensors_bytes({**GOOD, "a": {"dtype": "F32", "shape": [2, -3], "data_offsets": [0, 24]}}, bytes(40)),
-     "tensor 'a': the shape must be a list of non-negative integers, got [2, -3]"),
-    (safetensors_bytes({**GOOD, "a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [24, 0]}}, bytes(40)),
-     "tensor 'a': data_offsets must be [begin, end] with 0 <= begin <= end, got [24, 0]"),
-    (safetensors_bytes({"__metadata__": {"format": "pt"}}, b""), "the safetensors file holds no tensors"),
-], ids=["header-past-end", "header-not-json", "header-not-utf8", "offsets-past-end", "overlap",
-        "unknown-dtype", "shape-vs-span", "dtype-vs-span", "negative-shape", "offsets-reversed",
-        "no-tensors"])
-def test_malformed_safetensors_are_refused_naming_the_problem(client, researcher, session, tmp_path,
-                                                              data, message):
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (
+            safetensors_bytes(GOOD, bytes(40), length=10_000),
+            f"the safetensors header length (10000 bytes) runs past the end of the file "
+            f"({8 + len(json.dumps(GOOD)) + 40} bytes)",
+        ),
+        (
+            safetensors_bytes(b'{"a": {"dtype": "F32", "shape": [2, 3]', bytes(40)),
+            "the safetensors header is not valid JSON: Expecting ',' delimiter at byte 38",
+        ),
+        (safetensors_bytes(b'{"a": 1, "a\xff": 2}', bytes(8)), "the safetensors header is not UTF-8 JSON"),
+        (
+            safetensors_bytes({**GOOD, "b": {"dtype": "I64", "shape": [2], "data_offsets": [24, 48]}}, bytes(40)),
+            "tensor 'b': data_offsets [24, 48] run past the end of the data (40 bytes)",
+        ),
+        (
+            safetensors_bytes({**GOOD, "b": {"dtype": "I64", "shape": [2], "data_offsets": [16, 32]}}, bytes(40)),
+            "tensors 'a' and 'b' overlap (bytes 0-24 and 16-32)",
+        ),
+        (
+            safetensors_bytes({**GOOD, "b": {"dtype": "Q8", "shape": [2], "data_offsets": [24, 40]}}, bytes(40)),
+            "tensor 'b' has an unknown dtype 'Q8'",
+        ),
+        (
+            safetensors_bytes({**GOOD, "a": {"dtype": "F32", "shape": [2, 4], "data_offsets": [0, 24]}}, bytes(40)),
+            "tensor 'a': shape [2, 4] of F32 needs 32 bytes, but data_offsets span 24",
+        ),
+        (
+            safetensors_bytes({**GOOD, "a": {"dtype": "F64", "shape": [2, 3], "data_offsets": [0, 24]}}, bytes(40)),
+            "tensor 'a': shape [2, 3] of F64 needs 48 bytes, but data_offsets span 24",
+        ),
+        (
+            safetensors_bytes({**GOOD, "a": {"dtype": "F32", "shape": [2, -3], "data_offsets": [0, 24]}}, bytes(40)),
+            "tensor 'a': the shape must be a list of non-negative integers, got [2, -3]",
+        ),
+        (
+            safetensors_bytes({**GOOD, "a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [24, 0]}}, bytes(40)),
+            "tensor 'a': data_offsets must be [begin, end] with 0 <= begin <= end, got [24, 0]",
+        ),
+        (safetensors_bytes({"__metadata__": {"format": "pt"}}, b""), "the safetensors file holds no tensors"),
+    ],
+    ids=[
+        "header-past-end",
+        "header-not-json",
+        "header-not-utf8",
+        "offsets-past-end",
+        "overlap",
+        "unknown-dtype",
+        "shape-vs-span",
+        "dtype-vs-span",
+        "negative-shape",
+        "offsets-reversed",
+        "no-tensors",
+    ],
+)
+def test_malformed_safetensors_are_refused_naming_the_problem(client, researcher, session, tmp_path, data, message):
     config = Speaker(WORDS, hidden=16, embed=8).config()
     detail = refused(client, researcher, session, tmp_path, data, "safetensors", config)
     assert detail == f"field 'file': {message}"
 
 
-@pytest.mark.parametrize("fmt, data, message", [
-    ("torchscript", safetensors_bytes(GOOD, bytes(40)),
-     "not a TorchScript archive: torch.jit.save writes a zip file (it looks like safetensors: "
-     "choose format safetensors and send the config)"),
-    ("torchscript", b"just some bytes, not a zip", "not a TorchScript archive: torch.jit.save writes a zip file"),
-    ("torchscript", b"PK\x03\x04 a zip header and nothing after it",
-     "not a TorchScript archive: torch.jit.save writes a zip file"),
-    ("torchscript", torchscript_zip({"model/weights.bin": b"0" * 8}),
-     "not a TorchScript archive: the zip has no code/ folder and data.pkl that torch.jit.save writes"),
-    ("safetensors", torchscript_zip({"model/code/__torch__.py": b"", "model/data.pkl": b"."}),
-     f"refused: {artifacts._CHECKPOINT}"),
-    ("safetensors", torchscript_zip({"weights.npy": b"0" * 8}), "not a safetensors file: this is a zip archive"),
-    ("safetensors", b"\x05\x00\x00\x00\x00\x00\x00\x00[1,2]",
-     "not a safetensors file: it must start with an 8-byte little-endian header length and a JSON header"),
-    ("safetensors", safetensors_bytes(b"[1, 2, 3]", b""),
-     "not a safetensors file: it must start with an 8-byte little-endian header length and a JSON header"),
-    ("safetensors", safetensors_bytes({"a": {"dtype": "F32", "shape": [1]}}, bytes(4)),
-     "the safetensors header entry 'a' lacks dtype, shape or data_offsets"),
-], ids=["ts-given-safetensors", "ts-not-zip", "ts-broken-zip", "ts-no-code", "st-given-checkpoint",
-        "st-given-zip", "st-no-json-object-start", "st-header-array", "st-entry-incomplete"])
+@pytest.mark.parametrize(
+    "fmt, data, message",
+    [
+        (
+            "torchscript",
+            safetensors_bytes(GOOD, bytes(40)),
+            "not a TorchScript archive: torch.jit.save writes a zip file (it looks like safetensors: "
+            "choose format safetensors and send the config)",
+        ),
+        ("torchscript", b"just some bytes, not a zip", "not a TorchScript archive: torch.jit.save writes a zip file"),
+        (
+            "torchscript",
+            b"PK\x03\x04 a zip header and nothing after it",
+            "not a TorchScript archive: torch.jit.save writes a zip file",
+        ),
+        (
+            "torchscript",
+            torchscript_zip({"model/weights.bin": b"0" * 8}),
+            "not a TorchScript archive: the zip has no code/ folder and data.pkl that torch.jit.save writes",
+        ),
+        (
+            "safetensors",
+            torchscript_zip({"model/code/__torch__.py": b"", "model/data.pkl": b"."}),
+            f"refused: {artifacts._CHECKPOINT}",
+        ),
+        ("safetensors", torchscript_zip({"weights.npy": b"0" * 8}), "not a safetensors file: this is a zip archive"),
+        (
+            "safetensors",
+            b"\x05\x00\x00\x00\x00\x00\x00\x00[1,2]",
+            "not a safetensors file: it must start with an 8-byte little-endian header length and a JSON header",
+        ),
+        (
+            "safetensors",
+            safetensors_bytes(b"[1, 2, 3]", b""),
+            "not a safetensors file: it must start with an 8-byte little-endian header length and a JSON header",
+        ),
+        (
+            "safetensors",
+            safetensors_bytes({"a": {"dtype": "F32", "shape": [1]}}, bytes(4)),
+            "the safetensors header entry 'a' lacks dtype, shape or data_offsets",
+        ),
+    ],
+    ids=[
+        "ts-given-safetensors",
+        "ts-not-zip",
+        "ts-broken-zip",
+        "ts-no-code",
+        "st-given-checkpoint",
+        "st-given-zip",
+        "st-no-json-object-start",
+        "st-header-array",
+        "st-entry-incomplete",
+    ],
+)
 def test_check_format_names_what_the_file_is(fmt, data, message):
     with pytest.raises(artifacts.InputError) as refused_:
         artifacts.check_format(fmt, data)

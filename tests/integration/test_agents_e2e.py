@@ -42,43 +42,67 @@ def test_upload_validate_generate_follow_and_analyse(celery_env, celery_worker, 
     session.commit()
     headers = {"Authorization": f"Bearer {token}"}
     with TestClient(create_app(db_url)) as client:
-        r = client.post("/api/v1/studies", headers=headers,
-                        data={"kind": "navigation", "format": "r2r", "settings": json.dumps({"title": "E2E"})},
-                        files={"file": ("paths.json", _paths_file(house, PATHS), "application/json")})
+        r = client.post(
+            "/api/v1/studies",
+            headers=headers,
+            data={"kind": "navigation", "format": "r2r", "settings": json.dumps({"title": "E2E"})},
+            files={"file": ("paths.json", _paths_file(house, PATHS), "application/json")},
+        )
         assert r.status_code == 201, r.text
         study_id = r.json()["id"]
 
         artifacts = {}
         for name, role in (("speaker", "speaker"), ("listener0", "listener"), ("listener1", "listener")):
-            agent = client.post("/api/v1/agents", headers=headers,
-                                json={"kind": "navigation", "name": f"tiny-{name}"})
+            agent = client.post("/api/v1/agents", headers=headers, json={"kind": "navigation", "name": f"tiny-{name}"})
             assert agent.status_code == 201, agent.text
             blob, config = tiny_models[name]
-            up = client.post(f"/api/v1/agents/{agent.json()['id']}/artifacts", headers=headers,
-                             data={"role": role, "format": "safetensors", "config": json.dumps(config)},
-                             files={"file": (f"{name}.safetensors", blob, "application/octet-stream")})
+            up = client.post(
+                f"/api/v1/agents/{agent.json()['id']}/artifacts",
+                headers=headers,
+                data={"role": role, "format": "safetensors", "config": json.dumps(config)},
+                files={"file": (f"{name}.safetensors", blob, "application/octet-stream")},
+            )
             assert up.status_code == 201, up.text
             assert up.json()["state"] == "pending"
-            listing = _wait(client, f"/api/v1/agents/{agent.json()['id']}/artifacts", headers,
-                            lambda got: got[0]["state"] != "pending", celery_worker)
+            listing = _wait(
+                client,
+                f"/api/v1/agents/{agent.json()['id']}/artifacts",
+                headers,
+                lambda got: got[0]["state"] != "pending",
+                celery_worker,
+            )
             assert listing[0]["state"] == "valid", listing[0]["verdict"]
             artifacts[name] = up.json()["id"]
 
-        r = client.post(f"/api/v1/studies/{study_id}/generations", headers=headers,
-                        data={"speaker_artifact_id": str(artifacts["speaker"]),
-                              "listener_artifact_ids": f"{artifacts['listener0']},{artifacts['listener1']}",
-                              "n": "2", "m": "2", "max_len": "12", "design": "capability"},
-                        files={"file": ("paths.json", _paths_file(house, PATHS), "application/json")})
+        r = client.post(
+            f"/api/v1/studies/{study_id}/generations",
+            headers=headers,
+            data={
+                "speaker_artifact_id": str(artifacts["speaker"]),
+                "listener_artifact_ids": f"{artifacts['listener0']},{artifacts['listener1']}",
+                "n": "2",
+                "m": "2",
+                "max_len": "12",
+                "design": "capability",
+            },
+            files={"file": ("paths.json", _paths_file(house, PATHS), "application/json")},
+        )
         assert r.status_code == 202, r.text
-        run = _wait(client, f"/api/v1/generations/{r.json()['run']}", headers,
-                    lambda got: got["state"] not in ("queued", "running"), celery_worker)
+        run = _wait(
+            client,
+            f"/api/v1/generations/{r.json()['run']}",
+            headers,
+            lambda got: got["state"] not in ("queued", "running"),
+            celery_worker,
+        )
         assert run["state"] == "done", run["log"] + celery_worker.log()[-3000:]
         # per path: the inference output, 2 samples and the human reference
         assert run["items"] == PATHS * 4 and run["candidates"] == PATHS * 3
         assert run["rollouts"] == PATHS * 3 * 2 * 2
 
-        assert client.post(f"/api/v1/studies/{study_id}/state", headers=headers,
-                           json={"state": "live"}).status_code == 200
+        assert (
+            client.post(f"/api/v1/studies/{study_id}/state", headers=headers, json={"state": "live"}).status_code == 200
+        )
         session.expire_all()
         study = session.get(Study, study_id)
         _simulate(session, study, get_graph(house.scan))

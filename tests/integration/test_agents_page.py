@@ -24,8 +24,9 @@ def test_the_agents_page_lists_every_kind(client, session):
     study = create_tom_study(session, owner, title="Belief study")
     ids = session.scalars(select(Item.external_id).where(Item.study_id == study.id)).all()[:5]
     imported = services.register_agent(session, owner, "tom", "gpt-answers", "2")
-    services.import_agent_outputs(session, study, imported, "".join(
-        json.dumps({"question_id": i, "answer": "Yes"}) + "\n" for i in ids).encode())
+    services.import_agent_outputs(
+        session, study, imported, "".join(json.dumps({"question_id": i, "answer": "Yes"}) + "\n" for i in ids).encode()
+    )
     speaker = services.register_agent(session, owner, "navigation", "my-speaker")
     unused = services.register_agent(session, owner, "tom", "not-yet-run")
     theirs = services.register_agent(session, other, "tom", "someone-elses")

@@ -29,8 +29,13 @@ schemathesis.checks.load_all_checks()
 # schema allows taken and one it forbids refused, a 405 with the right Allow for other methods.
 CHECKS = schemathesis.checks.CHECKS.get_all()
 # Small enough that the whole file runs in about a minute on two cores.
-BUDGET = settings(max_examples=int(os.environ.get("PROCTOR_FUZZ_EXAMPLES", "15")), deadline=None,
-                  derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+BUDGET = settings(
+    max_examples=int(os.environ.get("PROCTOR_FUZZ_EXAMPLES", "15")),
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 
 
 @pytest.fixture(scope="module")
@@ -172,11 +177,18 @@ def admin_api(app, session):
         yield c
 
 
-ID_ROUTES = [("GET", "/api/v1/studies/{n}"), ("GET", "/api/v1/studies/{n}/items"),
-             ("GET", "/api/v1/jobs/{n}"), ("POST", "/api/v1/jobs/{n}/cancel"),
-             ("POST", "/api/v1/tokens/{n}/revoke"), ("GET", "/api/v1/agents/{n}/artifacts"),
-             ("GET", "/api/v1/generations/{n}"), ("GET", "/api/v1/studies/{n}/annotations/{n}/trace.jsonl"),
-             ("POST", "/api/v1/studies/{n}/exports"), ("GET", "/api/v1/studies/{n}/review")]
+ID_ROUTES = [
+    ("GET", "/api/v1/studies/{n}"),
+    ("GET", "/api/v1/studies/{n}/items"),
+    ("GET", "/api/v1/jobs/{n}"),
+    ("POST", "/api/v1/jobs/{n}/cancel"),
+    ("POST", "/api/v1/tokens/{n}/revoke"),
+    ("GET", "/api/v1/agents/{n}/artifacts"),
+    ("GET", "/api/v1/generations/{n}"),
+    ("GET", "/api/v1/studies/{n}/annotations/{n}/trace.jsonl"),
+    ("POST", "/api/v1/studies/{n}/exports"),
+    ("GET", "/api/v1/studies/{n}/review"),
+]
 
 
 def test_ids_out_of_range_are_refused_as_input(admin_api):
@@ -197,14 +209,17 @@ def test_ids_out_of_range_on_the_pages_too(admin_api):
 
 
 def test_ids_out_of_range_inside_json_bodies(admin_api):
-    r = admin_api.post(f"/api/v1/studies/{admin_api.study}/review",
-                       json={"participant_ids": [INT4], "decision": "approve"})
+    r = admin_api.post(
+        f"/api/v1/studies/{admin_api.study}/review", json={"participant_ids": [INT4], "decision": "approve"}
+    )
     _refused(r, field="participant_ids.0")
-    r = admin_api.post("/api/v1/crowd/nowhere/submit",
-                       json={"assignment_id": 2**64, "idempotency_key": "k", "response": {}})
+    r = admin_api.post(
+        "/api/v1/crowd/nowhere/submit", json={"assignment_id": 2**64, "idempotency_key": "k", "response": {}}
+    )
     _refused(r, field="assignment_id")
-    r = admin_api.post("/api/v1/crowd/nowhere/submit",
-                       json={"assignment_id": INT4, "idempotency_key": "k", "response": {}})
+    r = admin_api.post(
+        "/api/v1/crowd/nowhere/submit", json={"assignment_id": INT4, "idempotency_key": "k", "response": {}}
+    )
     _refused(r, field="assignment_id")
 
 
@@ -219,17 +234,23 @@ def test_ids_out_of_range_in_form_fields(admin_api, session):
     import_house(session, house)
     paths = json.dumps(to_r2r(house, sample_paths(house, 2, rng=1), [["Go."], ["Go."]])).encode()
     admin = session.merge(make_user(session, "admin"))
-    study = services.create_study(session, admin, "navigation", services.StudySettings(title="gen"),
-                                  paths, "r2r")
+    study = services.create_study(session, admin, "navigation", services.StudySettings(title="gen"), paths, "r2r")
     session.commit()
     # (the admin's token may manage every study)
-    for ids in ({"speaker_artifact_id": str(INT4)}, {"speaker_artifact_id": HUGE},
-                {"speaker_artifact_id": "1", "listener_artifact_ids": f"[{INT4}]"}):
-        r = admin_api.post(f"/api/v1/studies/{study.id}/generations", data=ids,
-                           files={"file": ("paths.json", paths, "application/json")})
+    for ids in (
+        {"speaker_artifact_id": str(INT4)},
+        {"speaker_artifact_id": HUGE},
+        {"speaker_artifact_id": "1", "listener_artifact_ids": f"[{INT4}]"},
+    ):
+        r = admin_api.post(
+            f"/api/v1/studies/{study.id}/generations",
+            data=ids,
+            files={"file": ("paths.json", paths, "application/json")},
+        )
         assert _refused(r)["field"] in ids, (ids, r.json())
-    r = admin_api.post(f"/admin/studies/{admin_api.study}/review",
-                       data={"participant_id": [str(INT4), "²"], "decision": "approve"})
+    r = admin_api.post(
+        f"/admin/studies/{admin_api.study}/review", data={"participant_id": [str(INT4), "²"], "decision": "approve"}
+    )
     assert r.status_code == 422 and "select at least one worker" in r.text
     r = admin_api.post("/account/tokens", data={"name": "t", "expires_in_days": "²"})
     assert r.status_code == 422 and "a number of days" in r.text
@@ -249,16 +270,25 @@ def test_strings_past_their_column_are_refused(admin_api):
 
     with get_sessionmaker(admin_api.app.state.database_url)() as s:
         slug = s.get(Study, admin_api.study).slug
-    for params in ({"PROLIFIC_PID": "w" * 256}, {"PROLIFIC_PID": "w", "SESSION_ID": "s" * 256},
-                   {"workerId": "w", "hitId": "h" * 256}):
+    for params in (
+        {"PROLIFIC_PID": "w" * 256},
+        {"PROLIFIC_PID": "w", "SESSION_ID": "s" * 256},
+        {"workerId": "w", "hitId": "h" * 256},
+    ):
         _refused(admin_api.post(f"/api/v1/crowd/{slug}/enter", json={"params": params}), status=400)
 
 
 def test_item_pages_out_of_range_are_refused(admin_api):
     """A negative LIMIT is "everything" to SQLite and an error to PostgreSQL: refused here."""
-    for query, field in (("offset=-1", "offset"), ("limit=-1", "limit"), ("limit=0", "limit"),
-                         ("limit=1001", "limit"), (f"offset={HUGE}", "offset"), (f"offset={INT4}", "offset"),
-                         ("offset=x", "offset")):
+    for query, field in (
+        ("offset=-1", "offset"),
+        ("limit=-1", "limit"),
+        ("limit=0", "limit"),
+        ("limit=1001", "limit"),
+        (f"offset={HUGE}", "offset"),
+        (f"offset={INT4}", "offset"),
+        ("offset=x", "offset"),
+    ):
         _refused(admin_api.get(f"/api/v1/studies/{admin_api.study}/items?{query}"), field=field)
 
 
@@ -270,8 +300,12 @@ def test_item_pages_in_range(admin_api):
 
 
 def test_deeply_nested_json_bodies_are_refused_unparsed(admin_api):
-    for path in ("/api/v1/agents", "/api/v1/crowd/nowhere/enter", "/api/v1/studies/1/state",
-                 "/api/v1/studies/1/review"):
+    for path in (
+        "/api/v1/agents",
+        "/api/v1/crowd/nowhere/enter",
+        "/api/v1/studies/1/state",
+        "/api/v1/studies/1/review",
+    ):
         for deep in (DEEP, '{"a":' * 65 + "1" + "}" * 65):
             r = admin_api.post(path, content=deep, headers={"Content-Type": "application/json"})
             assert "nested" in _refused(r, field="body")["detail"]
@@ -284,15 +318,15 @@ def test_an_oversized_json_body_is_refused_before_it_is_parsed(admin_api):
     from app.middleware import MAX_JSON_BODY
 
     big = b'{"name": "' + b"x" * MAX_JSON_BODY + b'"}'
-    _refused(admin_api.post("/api/v1/agents", content=big, headers={"Content-Type": "application/json"}),
-             status=413)
+    _refused(admin_api.post("/api/v1/agents", content=big, headers={"Content-Type": "application/json"}), status=413)
 
 
 def test_deep_json_in_the_settings_field_of_a_new_study(admin_api):
     csv_bytes = (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes()
     for settings_text in (DEEP, '{"title": ' + "[" * 100 + "]" * 100 + "}"):
-        r = admin_api.post("/api/v1/studies", data={"settings": settings_text},
-                           files={"file": ("q.csv", csv_bytes, "text/csv")})
+        r = admin_api.post(
+            "/api/v1/studies", data={"settings": settings_text}, files={"file": ("q.csv", csv_bytes, "text/csv")}
+        )
         assert "nested" in _refused(r, field="settings")["detail"]
 
 
@@ -301,19 +335,29 @@ def _deep_line(key: str = "question_id") -> bytes:
 
 
 def test_deep_json_lines_in_uploads_are_refused_with_their_line(admin_api):
-    r = admin_api.post(f"/api/v1/studies/{admin_api.study}/agents/{admin_api.agent}/outputs",
-                       files={"file": ("a.jsonl", _deep_line(), "application/jsonl")})
+    r = admin_api.post(
+        f"/api/v1/studies/{admin_api.study}/agents/{admin_api.agent}/outputs",
+        files={"file": ("a.jsonl", _deep_line(), "application/jsonl")},
+    )
     assert _refused(r)["line"] == 1
-    r = admin_api.post(f"/api/v1/studies/{admin_api.study}/annotations/import",
-                       data={"source": "deep"},
-                       files={"file": ("p.jsonl", b"\n" + _deep_line(), "application/jsonl")})
+    r = admin_api.post(
+        f"/api/v1/studies/{admin_api.study}/annotations/import",
+        data={"source": "deep"},
+        files={"file": ("p.jsonl", b"\n" + _deep_line(), "application/jsonl")},
+    )
     assert _refused(r)["line"] == 2
     # A kind's own JSONL items (the example kind), and a navigation study's R2R JSON.
-    r = admin_api.post("/api/v1/studies", data={"kind": "wordcount", "format": "jsonl", "settings": '{"title": "w"}'},
-                       files={"file": ("w.jsonl", _deep_line("id"), "application/jsonl")})
+    r = admin_api.post(
+        "/api/v1/studies",
+        data={"kind": "wordcount", "format": "jsonl", "settings": '{"title": "w"}'},
+        files={"file": ("w.jsonl", _deep_line("id"), "application/jsonl")},
+    )
     assert _refused(r)["line"] == 1
-    r = admin_api.post("/api/v1/studies", data={"kind": "navigation", "format": "r2r", "settings": '{"title": "n"}'},
-                       files={"file": ("r2r.json", DEEP.encode(), "application/json")})
+    r = admin_api.post(
+        "/api/v1/studies",
+        data={"kind": "navigation", "format": "r2r", "settings": '{"title": "n"}'},
+        files={"file": ("r2r.json", DEEP.encode(), "application/json")},
+    )
     assert "nested" in _refused(r)["detail"]
 
 
@@ -350,8 +394,10 @@ def test_every_number_in_a_path_or_query_is_bounded():
         for p in params(getattr(route, "dependant", None) or _NoDependant):
             if p.field_info.annotation is int:
                 kinds = {type(m) for m in p.field_info.metadata}
-                if not ({annotated_types.Ge, annotated_types.Gt} & kinds and
-                        {annotated_types.Le, annotated_types.Lt} & kinds):
+                if not (
+                    {annotated_types.Ge, annotated_types.Gt} & kinds
+                    and {annotated_types.Le, annotated_types.Lt} & kinds
+                ):
                     unbounded.append(f"{route.path} {p.name}")
     assert not unbounded, f"integers with no bounds: {unbounded}"
 

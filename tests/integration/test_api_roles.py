@@ -329,8 +329,9 @@ class World:
             if self.sts:
                 _reset_sts(s, self.sts)
             if self.hex:  # the written procedure is again not yet verified
-                s.execute(update(Study).where(Study.id == self.hex["described"]).values(
-                    kind_settings=self.hex["settings"]))
+                s.execute(
+                    update(Study).where(Study.id == self.hex["described"]).values(kind_settings=self.hex["settings"])
+                )
             s.commit()
 
     def call(self, role: str, method: str, path: str, **kw):
@@ -347,12 +348,16 @@ class World:
 
 def _enter_worker(client: TestClient, slug: str, pid: str) -> None:
     """Enter and agree to the consent text shown, as the probe worker's browser."""
-    r = client.get(f"/s/{slug}", params={"PROLIFIC_PID": pid, "STUDY_ID": "st", "SESSION_ID": pid},
-                   follow_redirects=False)
+    r = client.get(
+        f"/s/{slug}", params={"PROLIFIC_PID": pid, "STUDY_ID": "st", "SESSION_ID": pid}, follow_redirects=False
+    )
     assert r.status_code == 303 and r.headers["location"] == f"/task/{slug}", r.text
     page = client.get(r.headers["location"]).text
-    r = client.post(f"/task/{slug}/consent", follow_redirects=False,
-                    data={"csrf_token": csrf_of(client), "consent_version": consent_version_of(page)})
+    r = client.post(
+        f"/task/{slug}/consent",
+        follow_redirects=False,
+        data={"csrf_token": csrf_of(client), "consent_version": consent_version_of(page)},
+    )
     assert r.status_code == 303, r.text
 
 
@@ -364,8 +369,11 @@ def world(app, session, db_url):
     make_user(session, "researcher", email="probe-login@example.org")
     study = create_tom_study(session, owner, bundle_size=40, gold_rate=0.1, title="Roles study")
     agent = services.register_agent(session, owner, "tom", "roles-agent")
-    items = session.execute(select(Item.external_id).where(Item.study_id == study.id)
-                            .order_by(Item.id).limit(20)).scalars().all()
+    items = (
+        session.execute(select(Item.external_id).where(Item.study_id == study.id).order_by(Item.id).limit(20))
+        .scalars()
+        .all()
+    )
     services.import_agent_outputs(session, study, agent, _outputs(items))
     job = jobs.create_job(session, "export", study_id=study.id, owner_id=owner.id)
     session.commit()
@@ -384,8 +392,11 @@ def world(app, session, db_url):
     store.put("exports/roles/probe.txt", b"probe")
     blob_url = store.url("exports/roles/probe.txt")
 
-    tokens = {"t_owner": create_token(session, owner), "t_other": create_token(session, other),
-              "t_admin": create_token(session, admin)}
+    tokens = {
+        "t_owner": create_token(session, owner),
+        "t_other": create_token(session, other),
+        "t_admin": create_token(session, admin),
+    }
     bad = create_token(session, owner, "revoked")
     session.execute(update(ApiToken).where(ApiToken.name == "revoked").values(revoked=True))
     tokens["t_bad"] = bad
@@ -394,10 +405,22 @@ def world(app, session, db_url):
     session.commit()
 
     clients = {}
-    w = World(db_url=db_url, app=app, study=study, agent_id=agent.id, job_id=job.id, pid=0,
-              run_id=_generation_run(session, owner, study),
-              bundle_id=0, blob_url=blob_url, users={"owner": owner, "other": other, "admin": admin},
-              tokens=tokens, items=list(items), nav=nav, spare_token=spare)
+    w = World(
+        db_url=db_url,
+        app=app,
+        study=study,
+        agent_id=agent.id,
+        job_id=job.id,
+        pid=0,
+        run_id=_generation_run(session, owner, study),
+        bundle_id=0,
+        blob_url=blob_url,
+        users={"owner": owner, "other": other, "admin": admin},
+        tokens=tokens,
+        items=list(items),
+        nav=nav,
+        spare_token=spare,
+    )
     for role in ROLES:
         headers = {"Authorization": f"Bearer {tokens[role]}"} if role in tokens else {}
         clients[role] = TestClient(app, headers=headers).__enter__()
@@ -430,15 +453,19 @@ def _nav_annotation(session, owner, house) -> dict:
     from app.kinds.navigation.house import sample_paths, to_r2r
 
     data = json.dumps(to_r2r(house, sample_paths(house, 1, rng=1), [["Walk to the end."]])).encode()
-    study = services.create_study(session, owner, "navigation", services.StudySettings(title="Roles nav"),
-                                  data, "r2r")
+    study = services.create_study(session, owner, "navigation", services.StudySettings(title="Roles nav"), data, "r2r")
     services.set_state(session, study, "live", owner)
     bundle = assignment.enter(session, study, "prolific", "roles-worker")
     a = assignment.next_item(session, study, bundle.id)
     path = session.get(Item, a.item_id).reference["path"]
-    ann = assignment.submit(session, study, bundle.id, a.id, {
-        "path": path, "trace": [[v, 0.0, 0.0, 100.0 * k] for k, v in enumerate(path)], "rating": 4},
-        uuid.uuid4().hex)
+    ann = assignment.submit(
+        session,
+        study,
+        bundle.id,
+        a.id,
+        {"path": path, "trace": [[v, 0.0, 0.0, 100.0 * k] for k, v in enumerate(path)], "rating": 4},
+        uuid.uuid4().hex,
+    )
     return {"study": study.id, "annotation": ann.id}
 
 
@@ -450,8 +477,10 @@ def _listener_upload() -> tuple[dict, dict]:
     from workers.navigation.listener import Listener
 
     listener = Listener([*SPECIALS, "go"], hidden=4, embed=4)
-    return ({"role": "listener", "format": "safetensors", "config": json.dumps(listener.config())},
-            {"file": ("listener.safetensors", save(listener.state_dict()), "application/octet-stream")})
+    return (
+        {"role": "listener", "format": "safetensors", "config": json.dumps(listener.config())},
+        {"file": ("listener.safetensors", save(listener.state_dict()), "application/octet-stream")},
+    )
 
 
 def _generation_run(session, owner, study) -> int:
@@ -481,30 +510,54 @@ def _sts_world(session, owner) -> dict:
         agent = suites.builtin_agent(session, owner.id, name)
         session.commit()
         generation.generate(session, agent, [(scenario, 0)], 0, policy_for_agent(session, agent))
-    run = generation.create_run(session, owner, suite, v1, suites.builtin_agent(session, owner.id, "expert"),
-                                continuations=1)
+    run = generation.create_run(
+        session, owner, suite, v1, suites.builtin_agent(session, owner.id, "expert"), continuations=1
+    )
     session.get(jobs.Job, run.job_id).state = "done"
     session.commit()
     # A study of version 1 with a metric to correlate with, and a continuation marked a failure.
     from app.kinds.sts.study import build_study
 
-    study, _ = build_study(session, owner, suite, v1, services.StudySettings(title="Roles STS"),
-                           agents=["expert", "random"])
+    study, _ = build_study(
+        session, owner, suite, v1, services.StudySettings(title="Roles STS"), agents=["expert", "random"]
+    )
     study.kind_settings = {**study.kind_settings, "agent_metrics": {"probe": {"expert": 1.0}}}
     services.set_state(session, study, "live", owner)
     bundle = assignment.enter(session, study, "prolific", "roles-sts-annotator")
     lease = assignment.next_item(session, study, bundle.id)
     assignment.submit(session, study, bundle.id, lease.id, {"marker": "failure", "step": 0}, uuid.uuid4().hex)
-    play = services.create_study(session, owner, "sts", services.StudySettings(title="Roles play"),
-                                 b'{"level": "BabyAI-GoToLocal-v0", "seed": 2}', "missions")
+    play = services.create_study(
+        session,
+        owner,
+        "sts",
+        services.StudySettings(title="Roles play"),
+        b'{"level": "BabyAI-GoToLocal-v0", "seed": 2}',
+        "missions",
+    )
     services.set_state(session, play, "live", owner)
     bundle = assignment.enter(session, play, "prolific", "roles-worker")
     a_play = assignment.next_item(session, play, bundle.id)
-    assignment.submit(session, play, bundle.id, a_play.id,
-                      {"actions": expert_recording("BabyAI-GoToLocal-v0", 2).actions}, uuid.uuid4().hex)
-    return {"suite": suite.id, "v2": v2.id, "a": a, "b": b, "run": run.id, "recording": rec.id,
-            "study": study.id, "item": lease.item_id, "settings": dict(study.kind_settings), "play": play.id,
-            "play_item": a_play.item_id}
+    assignment.submit(
+        session,
+        play,
+        bundle.id,
+        a_play.id,
+        {"actions": expert_recording("BabyAI-GoToLocal-v0", 2).actions},
+        uuid.uuid4().hex,
+    )
+    return {
+        "suite": suite.id,
+        "v2": v2.id,
+        "a": a,
+        "b": b,
+        "run": run.id,
+        "recording": rec.id,
+        "study": study.id,
+        "item": lease.item_id,
+        "settings": dict(study.kind_settings),
+        "play": play.id,
+        "play_item": a_play.item_id,
+    }
 
 
 HEX_TARGET = [4, 5] + [0] * 178
@@ -516,16 +569,24 @@ def _hex_world(session, owner) -> dict:
     from app.kinds.hexagons.verification import make_verification_study
 
     targets = json.dumps({"id": "probe", "board": HEX_TARGET}).encode()
-    draft = services.create_study(session, owner, "hexagons", services.StudySettings(title="Roles hex draft"),
-                                  targets, "targets")
-    described = services.create_study(session, owner, "hexagons", services.StudySettings(title="Roles hex"),
-                                      targets, "targets")
+    draft = services.create_study(
+        session, owner, "hexagons", services.StudySettings(title="Roles hex draft"), targets, "targets"
+    )
+    described = services.create_study(
+        session, owner, "hexagons", services.StudySettings(title="Roles hex"), targets, "targets"
+    )
     services.set_state(session, described, "live", owner)
     settings = dict(described.kind_settings)
     bundle = assignment.enter(session, described, "prolific", "roles-worker")
     a = assignment.next_item(session, described, bundle.id)
-    assignment.submit(session, described, bundle.id, a.id, {"steps": [
-        {"instruction": "Paint tile 0 red.", "board": [4] + [0] * 179, "actions": [[0, 4, 100]]}]}, uuid.uuid4().hex)
+    assignment.submit(
+        session,
+        described,
+        bundle.id,
+        a.id,
+        {"steps": [{"instruction": "Paint tile 0 red.", "board": [4] + [0] * 179, "actions": [[0, 4, 100]]}]},
+        uuid.uuid4().hex,
+    )
     verification = make_verification_study(session, described, owner)
     return {"draft": draft.id, "described": described.id, "verification": verification.id, "settings": settings}
 
@@ -533,13 +594,32 @@ def _hex_world(session, owner) -> dict:
 def _hexrun_world(session, owner) -> dict:
     """A Hexagons study of the owner's with one ended executor run (a job row: no model behind it)."""
     blank = [0] * 180
-    line = json.dumps({"index": 1, "annotation_round": 1, "category": "simple", "image_id": "P1", "instructor_id": 1,
-                       "number_of_drawing_steps": 1, "agreement_tags": ["A"], "agreement_scores": [[1, 1, 1]],
-                       "drawing_procedure": [[0, "NONE", blank], [1, "tile 0 red", [4] + blank[1:]]]})
-    study = services.create_study(session, owner, "hexagons", services.StudySettings(title="Roles hex"),
-                                  line.encode(), "procedures")
-    job = jobs.create_job(session, "hexagons.generate", study_id=study.id, owner_id=owner.id, artifact_id=1,
-                          agent_id=1, on="gold", batch_size=8)
+    line = json.dumps(
+        {
+            "index": 1,
+            "annotation_round": 1,
+            "category": "simple",
+            "image_id": "P1",
+            "instructor_id": 1,
+            "number_of_drawing_steps": 1,
+            "agreement_tags": ["A"],
+            "agreement_scores": [[1, 1, 1]],
+            "drawing_procedure": [[0, "NONE", blank], [1, "tile 0 red", [4] + blank[1:]]],
+        }
+    )
+    study = services.create_study(
+        session, owner, "hexagons", services.StudySettings(title="Roles hex"), line.encode(), "procedures"
+    )
+    job = jobs.create_job(
+        session,
+        "hexagons.generate",
+        study_id=study.id,
+        owner_id=owner.id,
+        artifact_id=1,
+        agent_id=1,
+        on="gold",
+        batch_size=8,
+    )
     job.state = "done"
     from app.runs.models import AgentRun
 
@@ -552,10 +632,12 @@ def _hexrun_world(session, owner) -> dict:
 def _a3dsrun_world(session, owner) -> dict:
     """An A3DS draft study of the owner's with one ended captioner run (a job row)."""
     design = {"pairs": {"z": {"1": 1}}, "speakers": ["literal"], "seed": 0}
-    study = services.create_study(session, owner, "a3ds", services.StudySettings(title="Roles a3ds"),
-                                  json.dumps(design).encode(), "design")
-    job = jobs.create_job(session, "a3ds.generate", study_id=study.id, owner_id=owner.id, speaker="short",
-                          captioner="short", batch_size=8)
+    study = services.create_study(
+        session, owner, "a3ds", services.StudySettings(title="Roles a3ds"), json.dumps(design).encode(), "design"
+    )
+    job = jobs.create_job(
+        session, "a3ds.generate", study_id=study.id, owner_id=owner.id, speaker="short", captioner="short", batch_size=8
+    )
     job.state = "done"
     from app.runs.models import AgentRun
 
@@ -584,8 +666,9 @@ def _sts_recording_line(name: str) -> bytes:
     from app.kinds.sts.recordings import expert_recording
 
     rec = expert_recording("BabyAI-GoToLocal-v0", 3)
-    return json.dumps({"id": f"probe-{name}", "level": rec.level, "seed": rec.seed, "mission": rec.mission,
-                       "actions": rec.actions}).encode()
+    return json.dumps(
+        {"id": f"probe-{name}", "level": rec.level, "seed": rec.seed, "mission": rec.mission, "actions": rec.actions}
+    ).encode()
 
 
 def _outputs(ids, answer: str = "Yes") -> bytes:
@@ -599,32 +682,45 @@ def _outputs(ids, answer: str = "Yes") -> bytes:
 
 def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
     method, template = key.split(" ", 1)
-    path = (template.replace("{study_id}", str(w.study.id)).replace("{slug}", w.study.slug)
-            .replace("{agent_id}", str(w.agent_id)).replace("{job_id}", str(w.job_id))
-            .replace("{pid}", str(w.pid)).replace("{scan}", "house-1")
-            .replace("{run_id}", str(w.run_id)).replace("{token_id}", str(w.spare_token))
-            .replace("{scene_id}", "12500"))
+    path = (
+        template.replace("{study_id}", str(w.study.id))
+        .replace("{slug}", w.study.slug)
+        .replace("{agent_id}", str(w.agent_id))
+        .replace("{job_id}", str(w.job_id))
+        .replace("{pid}", str(w.pid))
+        .replace("{scan}", "house-1")
+        .replace("{run_id}", str(w.run_id))
+        .replace("{token_id}", str(w.spare_token))
+        .replace("{scene_id}", "12500")
+    )
     if "wordcount/" in template:  # the example kind's routes serve its own studies
         path = template.replace("{study_id}", str(w.nav["wordcount"]))
     if "/agents/{agent_id}/artifacts" in template:
         path = template.replace("{agent_id}", str(w.nav["agent"]))
     if "/sts/" in template:
         # Publishing and adding scenarios take the draft (2); the rest the published version (1).
-        number = "2" if template.endswith("/publish") or (method == "POST" and template.endswith("/scenarios")) \
-            else "1"
-        path = (template.replace("{suite_id}", str(w.sts["suite"])).replace("{number}", number)
-                .replace("{study_id}", str(w.sts["study"])).replace("{item_id}", str(w.sts["item"]))
-                .replace("{name}", "probe")
-                .replace("{run_id}", str(w.sts["run"])).replace("{tag}", "probe tag")
-                .replace("{scenario_id}", str(w.sts["a"] if method == "DELETE" and "tags" not in template
-                                              else w.sts["b"]))
-                .replace("{slug}", w.study.slug).replace("{assignment_id}", "1"))
+        number = "2" if template.endswith("/publish") or (method == "POST" and template.endswith("/scenarios")) else "1"
+        path = (
+            template.replace("{suite_id}", str(w.sts["suite"]))
+            .replace("{number}", number)
+            .replace("{study_id}", str(w.sts["study"]))
+            .replace("{item_id}", str(w.sts["item"]))
+            .replace("{name}", "probe")
+            .replace("{run_id}", str(w.sts["run"]))
+            .replace("{tag}", "probe tag")
+            .replace("{scenario_id}", str(w.sts["a"] if method == "DELETE" and "tags" not in template else w.sts["b"]))
+            .replace("{slug}", w.study.slug)
+            .replace("{assignment_id}", "1")
+        )
     if "/hexagons/" in template:
         if "/generations" in template:
             path = template.replace("{study_id}", str(w.hexrun["study"])).replace("{job_id}", str(w.hexrun["job"]))
         elif "/consolidation" in template:
-            path = (template.replace("{study_id}", str(w.hexagons["study"]))
-                    .replace("{item_id}", str(w.hexagons["item"])).replace("{step}", "1"))
+            path = (
+                template.replace("{study_id}", str(w.hexagons["study"]))
+                .replace("{item_id}", str(w.hexagons["item"]))
+                .replace("{step}", "1")
+            )
         else:
             which = "draft" if "targets" in template else "described" if method == "POST" else "verification"
             path = template.replace("{study_id}", str(w.hex[which]))
@@ -637,8 +733,7 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
     if template == "/sts/studies/{study_id}/recordings":
         path = f"/sts/studies/{w.sts['play']}/recordings"
     if "{annotation_id}" in template:
-        path = (template.replace("{study_id}", str(w.nav["study"]))
-                .replace("{annotation_id}", str(w.nav["annotation"])))
+        path = template.replace("{study_id}", str(w.nav["study"])).replace("{annotation_id}", str(w.nav["annotation"]))
     kw: dict = {}
     form: dict | None = None
     files = None
@@ -649,17 +744,19 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         kw["params"] = {"PROLIFIC_PID": f"probe-{role}", "STUDY_ID": "st", "SESSION_ID": "se"}
     elif key == "POST /login":
         form = {"email": "probe-login@example.org", "password": "pw-" + "x" * 8, "next": "/studies"}
-    elif key in ("POST /logout", "POST /studies/{study_id}/exports",
-                 "POST /account/tokens/{token_id}/revoke",
-                 "POST /studies/{study_id}/release"):  # no worker id: refused (422) where allowed
+    elif key in (
+        "POST /logout",
+        "POST /studies/{study_id}/exports",
+        "POST /account/tokens/{token_id}/revoke",
+        "POST /studies/{study_id}/release",
+    ):  # no worker id: refused (422) where allowed
         form = {}
     elif key == "POST /task/{slug}/consent":
         form = {"consent_version": services.consent_version(w.study)}
     elif key == "POST /studies/{study_id}/preview":
         form = {"n": "1", "answer": "Yes"}
     elif key == "POST /task/{slug}/answer":
-        form = {"assignment_id": str(w.current_assignment()), "answer": "Yes",
-                "idempotency_key": uuid.uuid4().hex}
+        form = {"assignment_id": str(w.current_assignment()), "answer": "Yes", "idempotency_key": uuid.uuid4().hex}
     elif key == "POST /account/tokens":
         form = {"name": f"probe-{role}"}
     elif key == "POST /studies/new":
@@ -690,17 +787,27 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         form = {"name": f"page-nav-agent-{role}"}
     elif key in ("POST /agents/{agent_id}/artifacts", "POST /api/v1/agents/{agent_id}/artifacts"):
         form, files = _listener_upload()
-    elif key in ("POST /studies/{study_id}/annotations/import",
-                 "POST /api/v1/studies/{study_id}/annotations/import"):
+    elif key in ("POST /studies/{study_id}/annotations/import", "POST /api/v1/studies/{study_id}/annotations/import"):
         # A fresh source per call: the same annotators may be imported once per source.
         form = {"source": f"probe-{role}-{uuid.uuid4().hex[:8]}"}
-        files = {"file": ("prior.jsonl", "".join(json.dumps({"question_id": i, "answer": "Yes", "annotator": "p1"})
-                                                + "\n" for i in w.items[:3]).encode(), "application/jsonl")}
+        files = {
+            "file": (
+                "prior.jsonl",
+                "".join(
+                    json.dumps({"question_id": i, "answer": "Yes", "annotator": "p1"}) + "\n" for i in w.items[:3]
+                ).encode(),
+                "application/jsonl",
+            )
+        }
     elif key == "POST /api/v1/studies/{study_id}/agents/{agent_id}/outputs":
         files = {"file": ("a.jsonl", _outputs(w.items[:10], "No"), "application/jsonl")}
-    elif key in ("POST /api/v1/studies/{study_id}/exports", "POST /api/v1/generations/{run_id}/cancel",
-                 "POST /api/v1/jobs/{job_id}/cancel", "POST /api/v1/tokens/{token_id}/revoke",
-                 "POST /api/v1/wordcount/studies/{study_id}/tally"):
+    elif key in (
+        "POST /api/v1/studies/{study_id}/exports",
+        "POST /api/v1/generations/{run_id}/cancel",
+        "POST /api/v1/jobs/{job_id}/cancel",
+        "POST /api/v1/tokens/{token_id}/revoke",
+        "POST /api/v1/wordcount/studies/{study_id}/tally",
+    ):
         pass
     elif key in ("POST /api/v1/studies/{study_id}/generations", "POST /studies/{study_id}/generations"):
         # The API's schema requires the file: sent, so that another's study is a 404 (and one's
@@ -765,18 +872,23 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         pass
     elif key == "POST /api/v1/sts/suites":
         kw["json"] = {"name": f"api-probe-{role}"}
-    elif key in ("POST /api/v1/sts/suites/{suite_id}/versions",
-                 "POST /api/v1/sts/suites/{suite_id}/versions/{number}/publish",
-                 "DELETE /api/v1/sts/scenarios/{scenario_id}",
-                 "DELETE /api/v1/sts/scenarios/{scenario_id}/tags/{tag}"):
+    elif key in (
+        "POST /api/v1/sts/suites/{suite_id}/versions",
+        "POST /api/v1/sts/suites/{suite_id}/versions/{number}/publish",
+        "DELETE /api/v1/sts/scenarios/{scenario_id}",
+        "DELETE /api/v1/sts/scenarios/{scenario_id}/tags/{tag}",
+    ):
         pass
     elif key == "POST /api/v1/sts/suites/{suite_id}/versions/{number}/scenarios":
         kw["json"] = {"takeover": 2, "recordings": [w.sts["recording"]], "continuation": 8}
     elif key == "POST /api/v1/sts/suites/{suite_id}/versions/{number}/generations":
         kw["json"] = {"agent": "random", "continuations": 1}
     elif key == "POST /api/v1/sts/suites/{suite_id}/versions/{number}/study":
-        kw["json"] = {"title": f"STS probe {role}", "agents": ["expert", "random"],
-                      "reference": {"expert_successes": 1}}
+        kw["json"] = {
+            "title": f"STS probe {role}",
+            "agents": ["expert", "random"],
+            "reference": {"expert_successes": 1},
+        }
     elif key == "PATCH /api/v1/sts/scenarios/{scenario_id}":
         kw["json"] = {"category": f"probe {role}"}
     elif key == "POST /api/v1/sts/scenarios/{scenario_id}/tags":
@@ -792,13 +904,15 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
     elif key == "POST /api/v1/studies/{study_id}/review":
         kw["json"] = {"participant_ids": [w.pid], "decision": "approve"}
     elif key == "POST /api/v1/crowd/{slug}/enter":
-        kw["json"] = {"params": {"PROLIFIC_PID": f"api-probe-{role}", "STUDY_ID": "st",
-                                 "SESSION_ID": "se"}}
+        kw["json"] = {"params": {"PROLIFIC_PID": f"api-probe-{role}", "STUDY_ID": "st", "SESSION_ID": "se"}}
     elif key == "POST /api/v1/crowd/{slug}/consent":
         kw["json"] = {"consent_version": services.consent_version(w.study)}
     elif key == "POST /api/v1/crowd/{slug}/submit":
-        kw["json"] = {"assignment_id": w.current_assignment(), "idempotency_key": uuid.uuid4().hex,
-                      "response": {"answer": "No"}}
+        kw["json"] = {
+            "assignment_id": w.current_assignment(),
+            "idempotency_key": uuid.uuid4().hex,
+            "response": {"answer": "No"},
+        }
     elif method != "GET":
         raise AssertionError(f"no request body is defined for {key}: add one to request_for()")
     if files is not None or form is not None:
@@ -836,8 +950,7 @@ def test_every_route_is_in_the_access_table(app):
     served = app_routes(app)
     missing = sorted(set(served) - set(table))
     stale = sorted(set(table) - set(served))
-    assert not missing, ("routes with no decision about who may use them; add rows to ACCESS: "
-                         + ", ".join(missing))
+    assert not missing, "routes with no decision about who may use them; add rows to ACCESS: " + ", ".join(missing)
     assert not stale, "ACCESS rows for routes the app no longer serves: " + ", ".join(stale)
 
 
@@ -867,8 +980,9 @@ def test_every_route_answers_every_role_as_the_table_says(world, session):
     agent_names = set(session.scalars(select(Agent.name)))
     for role in ROLES:
         assert (f"page-agent-{role}" in agent_names) == (role in ("owner", "admin", "t_owner", "t_admin"))
-        assert (f"api-agent-{role}" in agent_names) == (role in ("owner", "other", "admin", "t_owner",
-                                                                  "t_other", "t_admin"))
+        assert (f"api-agent-{role}" in agent_names) == (
+            role in ("owner", "other", "admin", "t_owner", "t_other", "t_admin")
+        )
     names = set(session.scalars(select(ApiToken.name)))
     for role in ROLES:
         assert (f"probe-{role}" in names) == (table["POST /account/tokens"][role] == "200"), role
@@ -877,16 +991,24 @@ def test_every_route_answers_every_role_as_the_table_says(world, session):
 
     from app.auth.models import IMPORTED_PLATFORM, User
 
-    workers = set(session.scalars(select(Annotation.worker_id).join(User, User.id == Annotation.worker_id)
-                                  .where(User.platform != IMPORTED_PLATFORM,
-                                         Annotation.study_id != world.sts["study"],  # the world's own marker
-                                         Annotation.study_id != world.hexagons["study"])  # and executions
-                                  .distinct()))
+    workers = set(
+        session.scalars(
+            select(Annotation.worker_id)
+            .join(User, User.id == Annotation.worker_id)
+            .where(
+                User.platform != IMPORTED_PLATFORM,
+                Annotation.study_id != world.sts["study"],  # the world's own marker
+                Annotation.study_id != world.hexagons["study"],
+            )  # and executions
+            .distinct()
+        )
+    )
     bundle = session.get(Bundle, world.bundle_id)
     assert workers == {bundle.worker_id}
     # Earlier annotations were imported only by those allowed to (the source names the caller).
-    sources = [e.split(":")[1] for e in session.scalars(
-        select(User.external_id).where(User.platform == IMPORTED_PLATFORM))]
+    sources = [
+        e.split(":")[1] for e in session.scalars(select(User.external_id).where(User.platform == IMPORTED_PLATFORM))
+    ]
     assert {s.split("-")[1] for s in sources} == {"owner", "admin", "t_owner", "t_admin"}
 
 
@@ -898,14 +1020,12 @@ def test_another_researchers_agent_is_not_yours(world):
         s.commit()
         theirs_id = theirs.id
     files = {"file": ("a.jsonl", _outputs(world.items[:3]), "application/jsonl")}
-    r = world.call("t_owner", "POST", f"/api/v1/studies/{world.study.id}/agents/{theirs_id}/outputs",
-                   files=files)
+    r = world.call("t_owner", "POST", f"/api/v1/studies/{world.study.id}/agents/{theirs_id}/outputs", files=files)
     assert r.status_code == 404, r.text
     from app.agents.models import AgentOutput
 
     with world.session() as s:
-        assert s.scalar(select(func.count()).select_from(AgentOutput)
-                        .where(AgentOutput.agent_id == theirs_id)) == 0
+        assert s.scalar(select(func.count()).select_from(AgentOutput).where(AgentOutput.agent_id == theirs_id)) == 0
 
 
 def test_unsigned_or_tampered_blob_links_are_refused(world):

@@ -19,15 +19,20 @@ from app.auth.security import create_token
 from tests.conftest import csrf_of, make_user
 
 pytestmark = pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
-    "refusals decided before the body is read or a query runs")
+    "refusals decided before the body is read or a query runs"
+)
 
 # The uploads named in issue 10, by the API and by the researcher's pages.
 UPLOADS = {
-    "POST /api/v1/studies", "POST /api/v1/agents/{agent_id}/artifacts",
+    "POST /api/v1/studies",
+    "POST /api/v1/agents/{agent_id}/artifacts",
     "POST /api/v1/studies/{study_id}/agents/{agent_id}/outputs",
-    "POST /api/v1/studies/{study_id}/annotations/import", "POST /api/v1/environments/{scan}/panoramas",
+    "POST /api/v1/studies/{study_id}/annotations/import",
+    "POST /api/v1/environments/{scan}/panoramas",
     "POST /api/v1/studies/{study_id}/generations",
-    "POST /studies/new", "POST /studies/{study_id}/agents", "POST /studies/{study_id}/annotations/import",
+    "POST /studies/new",
+    "POST /studies/{study_id}/agents",
+    "POST /studies/{study_id}/annotations/import",
     "POST /agents/{agent_id}/artifacts",
 }
 FORM = "multipart/form-data; boundary=xyz"
@@ -66,12 +71,25 @@ class Probe:
         async def send(message):
             sent.append(message)
 
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
-                 "scheme": "http", "path": path, "raw_path": path.encode(), "root_path": "",
-                 "query_string": b"", "client": ("127.0.0.1", 5000), "server": ("testserver", 80),
-                 "headers": [(b"host", b"testserver"), (b"content-type", FORM.encode()),
-                             (b"content-length", str(10 << 20).encode())]
-                 + [(k.lower().encode(), v.encode()) for k, v in headers.items()]}
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": method,
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "root_path": "",
+            "query_string": b"",
+            "client": ("127.0.0.1", 5000),
+            "server": ("testserver", 80),
+            "headers": [
+                (b"host", b"testserver"),
+                (b"content-type", FORM.encode()),
+                (b"content-length", str(10 << 20).encode()),
+            ]
+            + [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        }
         # A thread of its own: the browser tests' Playwright keeps an event loop running in this one.
         with ThreadPoolExecutor(1) as pool:
             pool.submit(asyncio.run, self.app(scope, receive, send)).result()
@@ -102,8 +120,10 @@ def test_callers_without_an_account_are_refused_unread(app, session, who):
         elif who == "crowd worker":
             study = create_tom_study(session, make_user(session, "researcher"))
             session.commit()
-            c.get(f"/s/{session.get(Study, study.id).slug}",
-                  params={"PROLIFIC_PID": "w1", "STUDY_ID": "s", "SESSION_ID": "e"})
+            c.get(
+                f"/s/{session.get(Study, study.id).slug}",
+                params={"PROLIFIC_PID": "w1", "STUDY_ID": "s", "SESSION_ID": "e"},
+            )
         if who in ("anonymous", "crowd worker"):
             headers["cookie"] = f"proctor_session={c.cookies['proctor_session']}"
     for key, path in sorted(writes_that_need_an_account(app).items()):
@@ -125,8 +145,11 @@ def test_a_cookie_session_without_its_form_token_is_refused_unread(app, session)
     session.commit()
     with TestClient(app) as c:
         # Logged in, and not one page seen since: the session holds no form token to match.
-        r = c.post("/login", data={"email": researcher.email, "password": "pw-" + "x" * 8,
-                                   "csrf_token": csrf_of(c)}, follow_redirects=False)
+        r = c.post(
+            "/login",
+            data={"email": researcher.email, "password": "pw-" + "x" * 8, "csrf_token": csrf_of(c)},
+            follow_redirects=False,
+        )
         assert r.status_code == 303
         no_token = {"cookie": f"proctor_session={c.cookies['proctor_session']}"}
         # A page seen (the session has its token), and another token in the header.
@@ -154,8 +177,7 @@ def test_a_caller_who_may_post_is_read_as_before(app, session):
     token = create_token(session, researcher)
     session.commit()
     probe = Probe(app)
-    status, _, body = probe.post("/api/v1/studies", {"authorization": f"Bearer {token}"},
-                                 body=b"--xyz--\r\n")
+    status, _, body = probe.post("/api/v1/studies", {"authorization": f"Bearer {token}"}, body=b"--xyz--\r\n")
     assert probe.reads >= 1 and status == 422, (status, body)  # read: no file in it
 
 
@@ -163,11 +185,16 @@ def test_a_live_server_answers_before_the_body_arrives(live_server):
     """Over a socket: headers announcing 10 MB, and not one byte of it sent. The refusal comes
     at once (before, the server waited for the body it would then refuse)."""
     port = int(live_server.url.rsplit(":", 1)[1])
-    for path, auth, expected in (("/api/v1/studies", "", b" 403 "), ("/studies/new", "", b" 403 "),
-                                 ("/api/v1/agents/1/artifacts", "Authorization: Bearer pct_x\r\n", b" 401 ")):
+    for path, auth, expected in (
+        ("/api/v1/studies", "", b" 403 "),
+        ("/studies/new", "", b" 403 "),
+        ("/api/v1/agents/1/artifacts", "Authorization: Bearer pct_x\r\n", b" 401 "),
+    ):
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-            s.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {FORM}\r\n{auth}"
-                      f"Content-Length: {10 << 20}\r\n\r\n".encode())
+            s.sendall(
+                f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {FORM}\r\n{auth}"
+                f"Content-Length: {10 << 20}\r\n\r\n".encode()
+            )
             start = time.monotonic()
             head = s.recv(4096)
             assert expected in head.split(b"\r\n", 1)[0], (path, head[:200])

@@ -63,9 +63,24 @@ class OwnRedis:
         import redis
 
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--daemonize", "no", "--logfile", str(self.log)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+                "--logfile",
+                str(self.log),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 10
         while True:
             try:
@@ -103,10 +118,12 @@ def sleepy_job(monkeypatch):
 def _worker_command() -> list[str]:
     """`proctor worker --queues models` as it runs in production (prefork, gossip, mingle and
     heartbeats on), with the test's job added to the handlers before Celery starts."""
-    boot = (f"import sys; import app.jobs as j; j.CORE_HANDLERS[{SLEEPY!r}] = {SLEEPY_HANDLER!r}; "
-            "from celery.__main__ import main; "
-            "sys.argv = ['celery', '-A', 'workers.celery_app', 'worker', '--loglevel=INFO', "
-            "'--concurrency=1', '-Q', 'proctor.models']; main()")
+    boot = (
+        f"import sys; import app.jobs as j; j.CORE_HANDLERS[{SLEEPY!r}] = {SLEEPY_HANDLER!r}; "
+        "from celery.__main__ import main; "
+        "sys.argv = ['celery', '-A', 'workers.celery_app', 'worker', '--loglevel=INFO', "
+        "'--concurrency=1', '-Q', 'proctor.models']; main()"
+    )
     return [sys.executable, "-c", boot]
 
 
@@ -114,8 +131,9 @@ def _wait(predicate, timeout: float, what: str, worker) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if worker.proc.poll() is not None:
-            pytest.fail(f"the worker exited with {worker.proc.returncode} while waiting for {what}:\n"
-                        f"{worker.log()[-6000:]}")
+            pytest.fail(
+                f"the worker exited with {worker.proc.returncode} while waiting for {what}:\n{worker.log()[-6000:]}"
+            )
         if time.monotonic() > deadline:
             pytest.fail(f"no {what} within {timeout} s:\n{worker.log()[-6000:]}")
         time.sleep(0.2)
@@ -130,8 +148,14 @@ def _setup(db_url, own_redis, tmp_path, monkeypatch):
     get_settings.cache_clear()
     blobs = tmp_path / "blobs"
     blobs.mkdir()
-    env = {**os.environ, "DATABASE_URL": db_url, "REDIS_URL": url, "STORAGE_URL": f"file://{blobs}",
-           "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": db_url,
+        "REDIS_URL": url,
+        "STORAGE_URL": f"file://{blobs}",
+        "PYTHONPATH": str(ROOT),
+        "PYTHONUNBUFFERED": "1",
+    }
     marks = tmp_path / "marks.txt"
     marks.touch()
     return env, marks
@@ -144,14 +168,14 @@ def _outage(own_redis, worker, seconds: float = 8) -> None:
     time.sleep(seconds)
     own_redis.start()
     time.sleep(8)  # the worker notices, reconnects (or, before the fix, exits)
-    assert worker.proc.poll() is None, (
-        f"the worker exited with {worker.proc.returncode}:\n{worker.log()[-6000:]}")
+    assert worker.proc.poll() is None, f"the worker exited with {worker.proc.returncode}:\n{worker.log()[-6000:]}"
     worker.wait_for(r"Connected to redis://", 30, count=2)
 
 
 @pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 def test_a_worker_survives_a_killed_child_and_a_redis_outage_and_the_job_finishes_once(
-        db_url, own_redis, sleepy_job, tmp_path, monkeypatch):
+    db_url, own_redis, sleepy_job, tmp_path, monkeypatch
+):
     from datetime import timedelta
 
     from app.db import get_sessionmaker, utcnow
@@ -205,7 +229,8 @@ def test_a_worker_survives_a_killed_child_and_a_redis_outage_and_the_job_finishe
 
 @pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
 def test_a_worker_survives_a_redis_outage_while_a_job_runs_and_the_job_finishes_once(
-        db_url, own_redis, sleepy_job, tmp_path, monkeypatch):
+    db_url, own_redis, sleepy_job, tmp_path, monkeypatch
+):
     """The commoner outage: Redis goes away while a long job runs (its message unacknowledged,
     acks_late). The worker lives, the job runs on to "done", once, and a later job runs too."""
     from app.db import get_sessionmaker
@@ -232,6 +257,7 @@ def test_a_worker_survives_a_redis_outage_while_a_job_runs_and_the_job_finishes_
             def check():
                 session.expire_all()
                 return session.get(jobs.Job, job_id).state not in ("queued", "running")
+
             return check
 
         _wait(ended(job.id), 60, "end of the job", worker)
@@ -276,8 +302,7 @@ def test_the_pages_say_when_a_queue_has_no_worker(app, client, session, own_redi
     r = client.post(f"/api/v1/studies/{study.id}/exports", headers={"X-CSRF-Token": csrf})
     assert r.status_code == 202, r.text
     form, files = _listener_upload()
-    r = client.post(f"/api/v1/agents/{agent.id}/artifacts", headers={"X-CSRF-Token": csrf},
-                    data=form, files=files)
+    r = client.post(f"/api/v1/agents/{agent.id}/artifacts", headers={"X-CSRF-Token": csrf}, data=form, files=files)
     assert r.status_code in (201, 202), r.text
 
     card = client.get(f"/studies/{study.id}/exports").text
@@ -290,8 +315,9 @@ def test_the_pages_say_when_a_queue_has_no_worker(app, client, session, own_redi
     from tests.integration.test_a3ds_captioners import study_of
 
     drafted = study_of(session, owner, "Captions nobody makes")
-    r = client.post(f"/api/v1/a3ds/studies/{drafted.id}/generations", json={"speaker": "short"},
-                    headers={"X-CSRF-Token": csrf})
+    r = client.post(
+        f"/api/v1/a3ds/studies/{drafted.id}/generations", json={"speaker": "short"}, headers={"X-CSRF-Token": csrf}
+    )
     assert r.status_code == 202, r.text
     runs = client.get(f"/a3ds/studies/{drafted.id}/generations").text
     assert 'id="no-worker-models"' in runs and "these runs wait until one starts" in runs

@@ -36,10 +36,29 @@ class CeleryWorker:
         self.log_path = log_path
         self._log = open(log_path, "wb")
         self.proc = subprocess.Popen(
-            command or [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--pool=solo",
-                        "--loglevel=INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
-                        "-Q", "proctor.models,proctor.exports", "-n", f"proctor-test-{secrets.token_hex(3)}@%h"],
-            cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+            command
+            or [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "workers.celery_app",
+                "worker",
+                "--pool=solo",
+                "--loglevel=INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-Q",
+                "proctor.models,proctor.exports",
+                "-n",
+                f"proctor-test-{secrets.token_hex(3)}@%h",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -83,9 +102,15 @@ def celery_env(db_url, redis_server, tmp_path, monkeypatch):
     get_settings.cache_clear()
     blobs = tmp_path / "blobs"
     blobs.mkdir(exist_ok=True)
-    env = {**os.environ, "DATABASE_URL": db_url, "REDIS_URL": redis_server,
-           "STORAGE_URL": f"file://{blobs}", "SECRET_KEY": os.environ["SECRET_KEY"],
-           "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": db_url,
+        "REDIS_URL": redis_server,
+        "STORAGE_URL": f"file://{blobs}",
+        "SECRET_KEY": os.environ["SECRET_KEY"],
+        "PYTHONPATH": str(ROOT),
+        "PYTHONUNBUFFERED": "1",
+    }
     return {"db_url": db_url, "redis_url": redis_server, "blobs": blobs, "env": env}
 
 
@@ -108,11 +133,13 @@ def _seed(session) -> tuple:
     study = create_tom_study(session, owner, bundle_size=10, gold_rate=0.2)
     from app.studies.models import Item
 
-    items = session.execute(select(Item.external_id, Item.reference).where(
-        Item.study_id == study.id).order_by(Item.id)).all()
+    items = session.execute(
+        select(Item.external_id, Item.reference).where(Item.study_id == study.id).order_by(Item.id)
+    ).all()
     agent = services.register_agent(session, owner, "tom", "echo-agent")
-    outputs = "\n".join(json.dumps({"question_id": ext, "answer": "Yes" if i % 3 else "No"})
-                        for i, (ext, _) in enumerate(items[:400]))
+    outputs = "\n".join(
+        json.dumps({"question_id": ext, "answer": "Yes" if i % 3 else "No"}) for i, (ext, _) in enumerate(items[:400])
+    )
     services.import_agent_outputs(session, study, agent, outputs.encode())
     raw_ids = []
     for w in range(5):
@@ -156,11 +183,17 @@ def test_export_runs_on_a_real_celery_worker(celery_env, celery_worker, db_url):
                 break
             assert time.monotonic() < deadline, (
                 f"job {job_id} is still {state['state']} after {JOB_TIMEOUT_S} s; worker log:\n"
-                + celery_worker.log()[-4000:])
+                + celery_worker.log()[-4000:]
+            )
             time.sleep(0.25)
     assert state["state"] == "done", state["log"]
-    assert set(state["files"]) == {"annotations.jsonl", "annotations.csv", "completions.csv", "scores.json",
-                                   "scores.csv"}
+    assert set(state["files"]) == {
+        "annotations.jsonl",
+        "annotations.csv",
+        "completions.csv",
+        "scores.json",
+        "scores.csv",
+    }
     celery_worker.wait_for(rf"Task {jobs.CELERY_TASK}\[[^\]]+\] succeeded in [\d.]+s: 'done'", 10)
 
     # The files the worker wrote, in the blob folder both processes share.
@@ -173,8 +206,11 @@ def test_export_runs_on_a_real_celery_worker(celery_env, celery_worker, db_url):
     assert len(lines) == n_annotations
     stored = {a.id: a for a in session.scalars(select(Annotation).where(Annotation.study_id == study.id))}
     assert sorted(x["annotation_id"] for x in lines) == sorted(stored)
-    pseudonyms = dict(session.execute(select(User.id, User.pseudonym).where(
-        User.id.in_({a.worker_id for a in stored.values()}))).all())
+    pseudonyms = dict(
+        session.execute(
+            select(User.id, User.pseudonym).where(User.id.in_({a.worker_id for a in stored.values()}))
+        ).all()
+    )
     expected = {assignment.pseudonym(p, ext) for p, ext in raw_ids}
     assert set(pseudonyms.values()) == expected
     for x in lines:
@@ -204,8 +240,7 @@ def test_export_runs_on_a_real_celery_worker(celery_env, celery_worker, db_url):
         assert float(row["mean"]) == pytest.approx(r["accuracy"]["mean"])
         assert row["method"] == r["accuracy"]["method"] != ""  # one shape, method included
         for cat in r["by_category"]:
-            assert any(x["type"] == r["type"] and x["name"] == r["name"] and x["category"] == cat
-                       for x in rows)
+            assert any(x["type"] == r["type"] and x["name"] == r["name"] and x["category"] == cat for x in rows)
     assert len(rows) > len(board["rows"])  # per-category and consistency rows too
 
     # A second delivery of the same job id is claimed by nobody: the worker skips it.
@@ -219,6 +254,5 @@ def test_export_runs_on_a_real_celery_worker(celery_env, celery_worker, db_url):
     assert (again.state, again.started_at, again.finished_at, again.log) == ("done", started, finished, log)
     assert log.count("exporting") == 1
     assert jobs.run_job(job_id) == "skipped"  # and so does any other caller
-    assert len(re.findall(rf"Task {jobs.CELERY_TASK}\[[^\]]+\] succeeded in [\d.]+s: 'done'",
-                          celery_worker.log())) == 1
+    assert len(re.findall(rf"Task {jobs.CELERY_TASK}\[[^\]]+\] succeeded in [\d.]+s: 'done'", celery_worker.log())) == 1
     session.close()

@@ -22,8 +22,14 @@ FIXTURE = ROOT / "tests" / "fixtures" / "tom" / "questions.csv"
 
 
 def run_cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True,
-                          cwd=ROOT, env={**os.environ, **(env or {})}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        timeout=300,
+    )
 
 
 def test_tom_check_counts_disagreements(tmp_path):
@@ -47,8 +53,11 @@ def test_tom_check_counts_disagreements(tmp_path):
 
 
 def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
-    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'demo.db'}",
-           "STORAGE_URL": f"file://{tmp_path / 'blobs'}", "REDIS_URL": ""}
+    env = {
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.db'}",
+        "STORAGE_URL": f"file://{tmp_path / 'blobs'}",
+        "REDIS_URL": "",
+    }
     out = run_cli("demo", "--no-serve", env=env)
     assert out.returncode == 0, out.stderr
     assert "researcher login: researcher@example.org  password: " in out.stdout
@@ -71,6 +80,7 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
         assert (nav.bundle_size, nav.gold_rate, nav.annotations_per_item) == (6, 0.0, 3)
         assert "do not explore" in nav.instructions.lower()
         from app.studies.models import Item
+
         assert len(s.scalars(select(Item).where(Item.study_id == nav.id)).all()) == 24
         board = compute(s, study)
         _check_demo_review(s, study, nav)
@@ -86,13 +96,15 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
 
     rows = [json.loads(line) for line in (tmp_path / "out" / "annotations.jsonl").read_text().splitlines()]
     with get_sessionmaker(env["DATABASE_URL"])() as s:
-        stored = s.execute(select(Annotation.id, Item.external_id, Annotation.response, User.pseudonym)
-                           .join(Item, Item.id == Annotation.item_id)
-                           .join(User, User.id == Annotation.worker_id)
-                           .where(Annotation.study_id == study.id).order_by(Annotation.id)).all()
+        stored = s.execute(
+            select(Annotation.id, Item.external_id, Annotation.response, User.pseudonym)
+            .join(Item, Item.id == Annotation.item_id)
+            .join(User, User.id == Annotation.worker_id)
+            .where(Annotation.study_id == study.id)
+            .order_by(Annotation.id)
+        ).all()
     assert stored  # the demo's simulated annotators answered
-    assert [(r["annotation_id"], r["item"], r["response"], r["worker"]) for r in rows] == \
-        [tuple(x) for x in stored]
+    assert [(r["annotation_id"], r["item"], r["response"], r["worker"]) for r in rows] == [tuple(x) for x in stored]
     assert all(r["worker"].startswith("w-") for r in rows)
     table = list(csv.DictReader(io.StringIO((tmp_path / "out" / "annotations.csv").read_text())))
     assert [(int(r["annotation_id"]), r["worker"]) for r in table] == [(x[0], x[3]) for x in stored]
@@ -116,8 +128,9 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
     # The README's counts: the built-in kinds' studies (not the test's wordcount), with the
     # Hexagons data and without it.
     words = {"four": 4, "five": 5, "six": 6, "seven": 7}
-    said = re.search(r"each of the (\w+)\s+demo studies \((\w+) where the Hexagons data is absent",
-                     (ROOT / "README.md").read_text())
+    said = re.search(
+        r"each of the (\w+)\s+demo studies \((\w+) where the Hexagons data is absent", (ROOT / "README.md").read_text()
+    )
     builtin = len(kinds) - 1
     assert (words[said[1]] if hexagons else words[said[2]]) == builtin
     assert words[said[1]] - words[said[2]] == 2  # execution and description
@@ -133,9 +146,11 @@ def _check_demo_links(stdout: str, url: str, n: int, base: str) -> None:
     with get_sessionmaker(url)() as s:
         studies = s.scalars(select(Study).order_by(Study.id)).all()
     assert len(studies) == n
-    assert lines[start + 1:start + 1 + 2 * n] == [
-        line for st in studies for line in (f"  {st.title} ({st.kind})",
-                                            f"    {base}/s/{st.slug}?PROLIFIC_PID=you&STUDY_ID=demo&SESSION_ID=1")]
+    assert lines[start + 1 : start + 1 + 2 * n] == [
+        line
+        for st in studies
+        for line in (f"  {st.title} ({st.kind})", f"    {base}/s/{st.slug}?PROLIFIC_PID=you&STUDY_ID=demo&SESSION_ID=1")
+    ]
 
 
 def _check_newcomers(env: dict) -> None:
@@ -222,14 +237,15 @@ def _check_sts_demo(url: str) -> None:
         scenarios = {f"s{sc.id}": sc for sc in scenarios_of(s, version)}
         categories = {sc.category for sc in scenarios.values()}
         assert len(categories) >= 4 and len(scenarios) >= 8
-        agents = {a.id: a.name for a in s.scalars(select(Agent).where(Agent.owner_id == suite.owner_id,
-                                                                       Agent.kind == "sts"))}
+        agents = {
+            a.id: a.name for a in s.scalars(select(Agent).where(Agent.owner_id == suite.owner_id, Agent.kind == "sts"))
+        }
         assert set(agents.values()) == names
-        stored = {(agents[c.agent_id], f"s{c.scenario_id}", str(c.index)): c
-                  for c in s.scalars(select(Continuation))}
+        stored = {(agents[c.agent_id], f"s{c.scenario_id}", str(c.index)): c for c in s.scalars(select(Continuation))}
         for name in names:
             assert sorted(k[1:] for k in stored if k[0] == name) == sorted(
-                (sc, str(i)) for sc in scenarios for i in range(SUITE_CONTINUATIONS)), name
+                (sc, str(i)) for sc in scenarios for i in range(SUITE_CONTINUATIONS)
+            ), name
         items = s.scalars(select(Item).where(Item.study_id == study.id)).all()
         agent_items = [i for i in items if not i.is_gold]
         assert len(agent_items) == len(names) * len(scenarios) * SUITE_CONTINUATIONS
@@ -239,8 +255,11 @@ def _check_sts_demo(url: str) -> None:
             assert i.category == scenarios[ref["scenario"]].category and ref["suite_version"] == 1
             assert ref["success_step"] == c.success_step and ref["length"] == len(c.actions)
         gold = sorted((i.reference["agent"], i.reference["label"]) for i in items if i.is_gold)
-        assert gold == [("expert", "success")] * REFERENCE["expert_successes"] + \
-            [("random", "failure")] * REFERENCE["random_failures"]
+        assert (
+            gold
+            == [("expert", "success")] * REFERENCE["expert_successes"]
+            + [("random", "failure")] * REFERENCE["random_failures"]
+        )
         assert {i.category for i in agent_items} == categories
         # People mark part of each agent's continuations and the simulator all of them: the
         # leaderboard shows people, the simulator and PPI++ with what it is worth (issue 28).
@@ -252,8 +271,9 @@ def _check_sts_demo(url: str) -> None:
         for r in rows.values():
             assert r["judged"] == len(scenarios) * SUITE_CONTINUATIONS > r["people"]["n"] >= 10, r
         shown = [r for r in rows.values() if "mean" in r["ppi"]]
-        assert shown and all(0 <= r["ppi"]["low"] <= r["ppi"]["mean"] <= r["ppi"]["high"] <= 1 and r["worth"] > 0
-                             for r in shown), rows
+        assert shown and all(
+            0 <= r["ppi"]["low"] <= r["ppi"]["mean"] <= r["ppi"]["high"] <= 1 and r["worth"] > 0 for r in shown
+        ), rows
 
 
 def test_nav_import_graphs(tmp_path):
@@ -262,8 +282,11 @@ def test_nav_import_graphs(tmp_path):
     folder = ROOT.parent / "shared" / "data" / "r2r" / "connectivity"
     if not folder.is_dir():
         pytest.skip(f"the Matterport3D connectivity files are not at {folder}")
-    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'nav.db'}",
-           "STORAGE_URL": f"file://{tmp_path / 'blobs'}", "REDIS_URL": ""}
+    env = {
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'nav.db'}",
+        "STORAGE_URL": f"file://{tmp_path / 'blobs'}",
+        "REDIS_URL": "",
+    }
     assert run_cli("migrate", env=env).returncode == 0
     out = run_cli("nav", "import-graphs", str(folder), env=env)
     assert out.returncode == 0, out.stderr
@@ -284,12 +307,14 @@ def test_nav_import_graphs(tmp_path):
 
 
 def refs_by_instr(path: Path) -> dict[str, list[str]]:
-    return {f"{r['path_id']}_{k}": r["path"] for r in json.loads(path.read_text())
-            for k in range(len(r["instructions"]))}
+    return {
+        f"{r['path_id']}_{k}": r["path"] for r in json.loads(path.read_text()) for k in range(len(r["instructions"]))
+    }
 
 
 def grid_scores(reference: list[str], trajectory: list[str]) -> dict:
     """R2R's metrics from their definitions, on the test grid (Manhattan distances)."""
+
     def dedupe(path):
         return [v for k, v in enumerate(path) if k == 0 or v != path[k - 1]]
 
@@ -309,24 +334,42 @@ def grid_scores(reference: list[str], trajectory: list[str]) -> dict:
         for j in range(1, len(traj) + 1):
             dtw[i][j] = d(ref[i - 1], traj[j - 1]) + min(dtw[i - 1][j], dtw[i][j - 1], dtw[i - 1][j - 1])
     ndtw = math.exp(-dtw[-1][-1] / (len(ref) * 3.0))
-    return {"ne": ne, "success": success, "spl": spl, "ndtw": ndtw, "sdtw": ndtw if success else 0.0,
-            "path_length": length}
+    return {
+        "ne": ne,
+        "success": success,
+        "spl": spl,
+        "ndtw": ndtw,
+        "sdtw": ndtw if success else 0.0,
+        "path_length": length,
+    }
 
 
 def test_nav_score_command(tmp_path):
 
     fx = ROOT / "tests" / "fixtures" / "nav"
-    args = ["nav", "score", "--connectivity", str(connectivity_dir()),
-            "--references", str(fx / "R2R_grid.json"), "--predictions", str(fx / "predictions_grid.json")]
+    args = [
+        "nav",
+        "score",
+        "--connectivity",
+        str(connectivity_dir()),
+        "--references",
+        str(fx / "R2R_grid.json"),
+        "--predictions",
+        str(fx / "predictions_grid.json"),
+    ]
     table = run_cli(*args)
     assert table.returncode == 0, table.stderr
     result = run_cli(*args, "--json")
     data = json.loads(result.stdout)
     # The same numbers computed here from the definitions: on the grid the shortest-path
     # distance is the Manhattan distance between "gXY" viewpoints.
-    expected = {p["instr_id"]: grid_scores(refs_by_instr(fx / "R2R_grid.json")[p["instr_id"]],
-                                           [v if isinstance(v, str) else v[0] for v in p["trajectory"]])
-                for p in json.loads((fx / "predictions_grid.json").read_text())}
+    expected = {
+        p["instr_id"]: grid_scores(
+            refs_by_instr(fx / "R2R_grid.json")[p["instr_id"]],
+            [v if isinstance(v, str) else v[0] for v in p["trajectory"]],
+        )
+        for p in json.loads((fx / "predictions_grid.json").read_text())
+    }
     assert set(data["per_instruction"]) == set(expected) == {"1_0", "1_1", "2_0"}
     for instr_id, want in expected.items():
         got = data["per_instruction"][instr_id]
@@ -343,14 +386,28 @@ def test_nav_score_command(tmp_path):
     # The table shows the same values.
     rows = {line.split()[0]: line.split()[1:] for line in table.stdout.splitlines()[2:5]}
     for instr_id, want in expected.items():
-        assert rows[instr_id] == [f"{want['ne']:.3f}", str(int(want["success"])), f"{want['spl']:.3f}",
-                                  f"{want['ndtw']:.3f}", f"{want['sdtw']:.3f}", f"{want['path_length']:.3f}"]
+        assert rows[instr_id] == [
+            f"{want['ne']:.3f}",
+            str(int(want["success"])),
+            f"{want['spl']:.3f}",
+            f"{want['ndtw']:.3f}",
+            f"{want['sdtw']:.3f}",
+            f"{want['path_length']:.3f}",
+        ]
     preds = json.loads((fx / "predictions_grid.json").read_text())
     preds[0]["trajectory"][0][0] = "no-such-viewpoint"
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(preds))
-    out = run_cli("nav", "score", "--connectivity", str(connectivity_dir()),
-                  "--references", str(fx / "R2R_grid.json"), "--predictions", str(bad))
+    out = run_cli(
+        "nav",
+        "score",
+        "--connectivity",
+        str(connectivity_dir()),
+        "--references",
+        str(fx / "R2R_grid.json"),
+        "--predictions",
+        str(bad),
+    )
     assert out.returncode == 2 and preds[0]["instr_id"] in out.stderr
 
 
@@ -366,8 +423,11 @@ def test_serve_starts_and_its_inprocess_worker_runs_jobs(tmp_path):
     from app.jobs import Job, create_job
     from tests.conftest import create_tom_study
 
-    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'serve.db'}",
-           "STORAGE_URL": f"file://{tmp_path / 'blobs'}", "REDIS_URL": ""}
+    env = {
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'serve.db'}",
+        "STORAGE_URL": f"file://{tmp_path / 'blobs'}",
+        "REDIS_URL": "",
+    }
     assert run_cli("migrate", env=env).returncode == 0
     with get_sessionmaker(env["DATABASE_URL"])() as s:
         owner = ensure_user(s, "r@example.org", "researcher", "pw-xxxxxxxx")
@@ -377,9 +437,14 @@ def test_serve_starts_and_its_inprocess_worker_runs_jobs(tmp_path):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-                            cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         state = None
         for _ in range(150):

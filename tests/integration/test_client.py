@@ -51,14 +51,23 @@ class Server:
         db = folder / "proctor.db"
         shutil.copyfile(template, db)
         self.db_url = f"sqlite:///{db}"
-        self.env = {**os.environ, "DATABASE_URL": self.db_url, "STORAGE_URL": f"file://{folder / 'blobs'}",
-                    "REDIS_URL": redis_url}
+        self.env = {
+            **os.environ,
+            "DATABASE_URL": self.db_url,
+            "STORAGE_URL": f"file://{folder / 'blobs'}",
+            "REDIS_URL": redis_url,
+        }
         self.token, self.other_token = self._token("owner@example.org"), self._token("other@example.org")
         port = _free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.log = open(folder / "serve.log", "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-                                     cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+            cwd=ROOT,
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         for _ in range(300):
             try:
                 if urllib.request.urlopen(f"{self.url}/healthz", timeout=2).status == 200:
@@ -84,8 +93,14 @@ class Server:
     def remote(self, *args: str, token: str | None = None) -> subprocess.CompletedProcess:
         """`proctor remote ...` as a user types it, URL and token from the environment."""
         env = {**self.env, "PROCTOR_URL": self.url, "PROCTOR_TOKEN": token or self.token}
-        return subprocess.run([sys.executable, "-m", "app.cli", "remote", *args], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "app.cli", "remote", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -142,11 +157,18 @@ def _jsonl(rows) -> bytes:
 
 def test_the_client_needs_nothing_of_the_server():
     # What a researcher's script imports: the package alone, with httpx; never `app`.
-    probe = subprocess.run([sys.executable, "-c",
-                            "import sys, proctor_client, proctor_client.cli\n"
-                            "server = sorted(m for m in sys.modules if m == 'app' or m.startswith(('app.', 'workers')))\n"
-                            "print(server)\nsys.exit(1 if server else 0)"],
-                           cwd=ROOT, capture_output=True, text=True)
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, proctor_client, proctor_client.cli\n"
+            "server = sorted(m for m in sys.modules if m == 'app' or m.startswith(('app.', 'workers')))\n"
+            "print(server)\nsys.exit(1 if server else 0)",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert probe.returncode == 0, probe.stdout + probe.stderr
     # ...and `pip install .` ships it with the server.
     from setuptools import find_packages
@@ -165,8 +187,13 @@ def test_a_researcher_scripts_a_study_from_upload_to_export(server):
     rows = _tom_rows()
     with server.client() as pc:
         assert "tom" in {k.name for k in pc.kinds()}
-        study = pc.create_study(TOM_CSV.read_bytes(), title="Scripted", kind="tom",
-                                settings={"bundle_size": 5, "payment": "£2"}, gold_count=5)
+        study = pc.create_study(
+            TOM_CSV.read_bytes(),
+            title="Scripted",
+            kind="tom",
+            settings={"bundle_size": 5, "payment": "£2"},
+            gold_count=5,
+        )
         assert isinstance(study, Study) and study.state == "draft" and study.kind == "tom"
         assert study.id in {s.id for s in pc.studies()}
         items = pc.all_items(study.id, page=100)
@@ -176,10 +203,12 @@ def test_a_researcher_scripts_a_study_from_upload_to_export(server):
         yes_man = pc.find_or_create_agent("yes-man", kind="tom")
         assert pc.find_or_create_agent("yes-man", kind="tom") == yes_man  # found, not made twice
         answers = {r["question_id"]: r["answer"] for r in rows}
-        assert pc.upload_outputs(study.id, perfect.id, _jsonl(
-            {"question_id": q, "answer": a} for q, a in answers.items())) == len(rows)
-        assert pc.upload_outputs(study.id, yes_man.id, _jsonl(
-            {"question_id": q, "answer": "Yes"} for q in answers)) == len(rows)
+        assert pc.upload_outputs(
+            study.id, perfect.id, _jsonl({"question_id": q, "answer": a} for q, a in answers.items())
+        ) == len(rows)
+        assert pc.upload_outputs(
+            study.id, yes_man.id, _jsonl({"question_id": q, "answer": "Yes"} for q in answers)
+        ) == len(rows)
         assert pc.set_state(study.id, "live").state == "live"
 
         board = pc.leaderboard(study.id)
@@ -190,14 +219,20 @@ def test_a_researcher_scripts_a_study_from_upload_to_export(server):
         assert by_name["oracle v1"].accuracy.mean == 1.0 and by_name["oracle v1"].accuracy.n == len(scored)
         assert by_name["yes-man v1"].accuracy.mean == pytest.approx(yes_share)
         table = list(csv.DictReader(io.StringIO(board.to_csv())))
-        assert {"type": "agent", "name": "yes-man v1", "metric": "accuracy", "category": "all"}.items() \
-            <= next(r for r in table if r["name"] == "yes-man v1").items()
+        assert {"type": "agent", "name": "yes-man v1", "metric": "accuracy", "category": "all"}.items() <= next(
+            r for r in table if r["name"] == "yes-man v1"
+        ).items()
 
         progress = []
         job = pc.export(study.id, on_progress=progress.append)
         assert job.state == "done" and progress[-1].state == "done"
-        assert set(job.files) == {"annotations.jsonl", "annotations.csv", "completions.csv",
-                                  "scores.json", "scores.csv"}
+        assert set(job.files) == {
+            "annotations.jsonl",
+            "annotations.csv",
+            "completions.csv",
+            "scores.json",
+            "scores.csv",
+        }
         scores = list(csv.DictReader(io.StringIO(pc.download(job, "scores.csv").decode())))
         assert {r["name"] for r in scores} >= {"oracle v1", "yes-man v1"}
         assert json.loads(pc.download(job, "scores.json"))["study"] == study.slug
@@ -283,8 +318,19 @@ def test_a_queued_run_is_cancelled_and_watching_it_says_so(queued_server):
 
 def test_proctor_remote_does_a_study_from_the_command_line(server, tmp_path):
     rows = _tom_rows()
-    out = server.remote("create-study", str(TOM_CSV), "--title", "From the shell", "--kind", "tom",
-                        "--setting", "bundle_size=5", "--option", "gold_count=5", "--json")
+    out = server.remote(
+        "create-study",
+        str(TOM_CSV),
+        "--title",
+        "From the shell",
+        "--kind",
+        "tom",
+        "--setting",
+        "bundle_size=5",
+        "--option",
+        "gold_count=5",
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
     study = json.loads(out.stdout)
     assert study["title"] == "From the shell" and study["bundle_size"] == 5 and study["state"] == "draft"
@@ -315,10 +361,12 @@ def test_proctor_remote_does_a_study_from_the_command_line(server, tmp_path):
     assert out.returncode == 0 and target.exists() and out.stdout == ""
     out = server.remote("export", sid, "--all", str(tmp_path / "all"))
     assert sorted(p.name for p in (tmp_path / "all").iterdir()) == sorted(
-        ["annotations.csv", "annotations.jsonl", "completions.csv", "scores.csv", "scores.json"])
+        ["annotations.csv", "annotations.jsonl", "completions.csv", "scores.csv", "scores.json"]
+    )
 
-    out = server.remote("create-study", str(TOM_CSV), "--title", "Launched", "--kind", "tom", "--launch",
-                        "--option", "gold_count=7")
+    out = server.remote(
+        "create-study", str(TOM_CSV), "--title", "Launched", "--kind", "tom", "--launch", "--option", "gold_count=7"
+    )
     assert out.returncode == 0, out.stderr
     # The id alone on stdout (`id=$(proctor remote create-study ...)`), the rest on stderr.
     with server.client() as pc:
@@ -329,9 +377,14 @@ def test_proctor_remote_does_a_study_from_the_command_line(server, tmp_path):
     assert entry == f"  worker entry: {server.url}/s/{launched.slug}"
 
     # Where only the client is installed: python -m proctor_client, options instead of env.
-    alone = subprocess.run([sys.executable, "-m", "proctor_client", "--url", server.url, "--token", server.token,
-                            "studies", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                           env={k: v for k, v in server.env.items() if not k.startswith("PROCTOR_")})
+    alone = subprocess.run(
+        [sys.executable, "-m", "proctor_client", "--url", server.url, "--token", server.token, "studies", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in server.env.items() if not k.startswith("PROCTOR_")},
+    )
     assert alone.returncode == 0, alone.stderr
     assert study["id"] in {s["id"] for s in json.loads(alone.stdout)}
 
@@ -345,13 +398,19 @@ def test_the_worked_example_in_the_docs_runs_as_written(server, tmp_path):
     example = text.split("## A worked example")[1].split("```python\n")[1].split("```")[0]
     rows = _tom_rows()
     shutil.copyfile(TOM_CSV, tmp_path / "questions.csv")
-    (tmp_path / "my-model.jsonl").write_bytes(_jsonl({"question_id": r["question_id"], "answer": r["answer"]}
-                                                     for r in rows))
+    (tmp_path / "my-model.jsonl").write_bytes(
+        _jsonl({"question_id": r["question_id"], "answer": r["answer"]} for r in rows)
+    )
     (tmp_path / "example.py").write_text(example, encoding="utf-8")
-    env = {**server.env, "PROCTOR_URL": server.url, "PROCTOR_TOKEN": server.token,
-           "PYTHONPATH": os.pathsep.join([str(ROOT), server.env.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env, capture_output=True,
-                         text=True, timeout=120)
+    env = {
+        **server.env,
+        "PROCTOR_URL": server.url,
+        "PROCTOR_TOKEN": server.token,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), server.env.get("PYTHONPATH", "")]),
+    }
+    out = subprocess.run(
+        [sys.executable, "example.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.splitlines()
     assert "'tom'" in lines[0] and lines[1].endswith(f"draft {len(rows) - 5} items besides gold")
@@ -372,12 +431,21 @@ def test_proctor_remote_says_what_the_server_refused(server, tmp_path):
     assert out.returncode == 1 and "404" in out.stderr and "no such study among yours" in out.stderr
     out = server.remote("studies", token="pct_wrong")
     assert out.returncode == 1 and "401" in out.stderr and "invalid or revoked API token" in out.stderr
-    out = subprocess.run([sys.executable, "-m", "app.cli", "remote", "studies"], cwd=ROOT, capture_output=True,
-                         text=True, env={k: v for k, v in server.env.items() if not k.startswith("PROCTOR_")})
+    out = subprocess.run(
+        [sys.executable, "-m", "app.cli", "remote", "studies"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in server.env.items() if not k.startswith("PROCTOR_")},
+    )
     assert out.returncode == 2 and "--url or PROCTOR_URL" in out.stderr
-    helped = subprocess.run([sys.executable, "-m", "app.cli", "remote", "generate", "--help"], cwd=ROOT,
-                            capture_output=True, text=True, env={k: v for k, v in server.env.items()
-                                                                 if not k.startswith("PROCTOR_")})
+    helped = subprocess.run(
+        [sys.executable, "-m", "app.cli", "remote", "generate", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in server.env.items() if not k.startswith("PROCTOR_")},
+    )
     assert helped.returncode == 0 and "--param KEY=VALUE" in helped.stdout  # help needs no server
     out = server.remote("create-study", str(TOM_CSV), "--title", "x", "--setting", "bundle_size")
     assert out.returncode == 2 and "give KEY=VALUE" in out.stderr
@@ -395,8 +463,9 @@ def test_an_agents_model_is_uploaded_and_its_verdict_awaited(server, tmp_path):
     junk.write_bytes(b"not a model at all")
     out = server.remote("upload-artifact", str(agent.id), str(junk), "--role", "speaker", "--format", "torchscript")
     assert out.returncode == 1 and "Traceback" not in out.stderr
-    assert f"Error: 422 (POST /api/v1/agents/{agent.id}/artifacts): field 'file': not a TorchScript archive" \
-        in out.stderr
+    assert (
+        f"Error: 422 (POST /api/v1/agents/{agent.id}/artifacts): field 'file': not a TorchScript archive" in out.stderr
+    )
     # A zip that is no model: taken, then found invalid by the validation job, with why.
     model = tmp_path / "speaker.pt"
     with zipfile.ZipFile(model, "w") as z:

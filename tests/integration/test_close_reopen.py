@@ -28,8 +28,7 @@ def test_close_asks_then_closes_and_reopening_loses_nothing(client, session):
     assert study.state == "live"
     assert not session.scalars(select(AuditEntry).where(AuditEntry.action == "study.closed")).all()
 
-    r = client.post(url, data={"csrf_token": csrf, "state": "closed", "confirm": "close"},
-                    follow_redirects=False)
+    r = client.post(url, data={"csrf_token": csrf, "state": "closed", "confirm": "close"}, follow_redirects=False)
     assert r.status_code == 303
     session.refresh(study)
     assert study.state == "closed"
@@ -41,8 +40,10 @@ def test_close_asks_then_closes_and_reopening_loses_nothing(client, session):
     session.refresh(study)
     assert study.state == "live"
     assert "The study is open again." in client.get(f"/studies/{study.id}").text
-    log = [(e.action, e.detail.get("previous")) for e in session.scalars(
-        select(AuditEntry).where(AuditEntry.target_type == "study").order_by(AuditEntry.id))]
+    log = [
+        (e.action, e.detail.get("previous"))
+        for e in session.scalars(select(AuditEntry).where(AuditEntry.target_type == "study").order_by(AuditEntry.id))
+    ]
     assert log[-2:] == [("study.closed", "live"), ("study.live", "closed")]
 
     # The worker's open item survived the close: they answer it and go on.
@@ -58,9 +59,11 @@ def test_a_draft_cannot_be_closed_and_a_bad_state_names_the_field(client, sessio
     csrf = login(client, owner)
     study = create_tom_study(session, owner, live=False)
     for state in ("closed", "paused", "archived"):
-        r = client.post(f"/studies/{study.id}/state", data={"csrf_token": csrf, "state": state,
-                                                            "confirm": "close"},
-                        headers={"accept": "application/json"})
+        r = client.post(
+            f"/studies/{study.id}/state",
+            data={"csrf_token": csrf, "state": state, "confirm": "close"},
+            headers={"accept": "application/json"},
+        )
         assert r.status_code == 422 and r.json()["field"] == "state", r.text
     session.refresh(study)
     assert study.state == "draft"

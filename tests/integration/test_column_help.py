@@ -36,29 +36,38 @@ def test_a_d_z_cell_is_a_rounded_number_or_a_word_with_its_reason():
     assert effect_size_cell(math.nan, 4) == {"text": "—", "reason": DZ_NO_EFFECT}
 
 
-@pytest.mark.parametrize("a, b, cell", [
-    # (2/3) / (1/sqrt(3)) = 1.1547: A3DS's hand-worked pair (test_sections_shapes).
-    ([1.0, 1.0, 0.0], [0.0, 0.0, 0.0], 1.155),
-    # The same difference, 0.2, on every unit: sd 0, mean not 0.
-    ([0.9, 0.7, 0.5], [0.7, 0.5, 0.3], {"text": "∞", "reason": DZ_INFINITE}),
-    ([0.0, 0.0, 0.0], [1.0, 1.0, 1.0], {"text": "−∞", "reason": DZ_INFINITE}),
-    # No difference at all, and a single unit: undefined.
-    ([0.5, 0.4], [0.5, 0.4], {"text": "—", "reason": DZ_NO_EFFECT}),
-    ([0.5], [0.1], {"text": "—", "reason": DZ_TOO_FEW}),
-])
+@pytest.mark.parametrize(
+    "a, b, cell",
+    [
+        # (2/3) / (1/sqrt(3)) = 1.1547: A3DS's hand-worked pair (test_sections_shapes).
+        ([1.0, 1.0, 0.0], [0.0, 0.0, 0.0], 1.155),
+        # The same difference, 0.2, on every unit: sd 0, mean not 0.
+        ([0.9, 0.7, 0.5], [0.7, 0.5, 0.3], {"text": "∞", "reason": DZ_INFINITE}),
+        ([0.0, 0.0, 0.0], [1.0, 1.0, 1.0], {"text": "−∞", "reason": DZ_INFINITE}),
+        # No difference at all, and a single unit: undefined.
+        ([0.5, 0.4], [0.5, 0.4], {"text": "—", "reason": DZ_NO_EFFECT}),
+        ([0.5], [0.1], {"text": "—", "reason": DZ_TOO_FEW}),
+    ],
+)
 def test_stats_paired_effect_reaches_the_page_by_the_rule(a, b, cell):
     from app.web import templates
 
     got = effect_size_cell(stats.paired_effect(a, b)["cohen_dz"], len(a))
     assert got == cell
     json.dumps(got, allow_nan=False)  # what the API sends
-    table = {"key": "t", "title": "T", "columns": [{"key": "d_z", "label": "d_z", "help": "Cohen's d_z."}],
-             "rows": [{"d_z": got}]}
+    table = {
+        "key": "t",
+        "title": "T",
+        "columns": [{"key": "d_z", "label": "d_z", "help": "Cohen's d_z."}],
+        "rows": [{"d_z": got}],
+    }
     html = str(templates.env.get_template("research/_estimates.html").module.kind_table(table))
     if isinstance(cell, dict):
         # The word, and why, in words beside it (a phone has no hover).
-        assert f'<td><span title="{cell["reason"]}">{cell["text"]}</span> ' \
-               f'<span class="muted">({cell["reason"]})</span></td>' in html
+        assert (
+            f'<td><span title="{cell["reason"]}">{cell["text"]}</span> '
+            f'<span class="muted">({cell["reason"]})</span></td>' in html
+        )
     else:
         assert f"<td>{cell:.3f}</td>" in html
 
@@ -81,22 +90,41 @@ def _navigation(session, monkeypatch) -> list[dict]:
     import_house(session, h)
     owner = make_user(session, "researcher")
     s = services.StudySettings(title="Speakers", bundle_size=4, gold_rate=0.0, annotations_per_item=2)
-    study = services.create_study(session, owner, "navigation", s, coop_file(h), "coop",
-                                  {"speaker": "toy", "likert": LIKERT})
+    study = services.create_study(
+        session, owner, "navigation", s, coop_file(h), "coop", {"speaker": "toy", "likert": LIKERT}
+    )
     services.set_state(session, study, "live", owner)
     for w in range(5):
         bundle = assignment.enter(session, study, "prolific", f"lk-{w}")
         while (a := assignment.next_item(session, study, bundle.id)) is not None:
             item = session.get(Item, a.item_id)
-            assignment.submit(session, study, bundle.id, a.id, {
-                "path": item.reference["path"], "rating": 1 + (w + a.id) % 4,
-                "likert": {"clarity": 1 + (w * 7 + a.id) % 3, "confidence": 1 + (w + a.id) % 2}},
-                uuid.uuid4().hex)
+            assignment.submit(
+                session,
+                study,
+                bundle.id,
+                a.id,
+                {
+                    "path": item.reference["path"],
+                    "rating": 1 + (w + a.id) % 4,
+                    "likert": {"clarity": 1 + (w * 7 + a.id) % 3, "confidence": 1 + (w + a.id) % 2},
+                },
+                uuid.uuid4().hex,
+            )
     est = stats.mean_interval([0.5, 0.7, 0.9]).as_dict()
-    monkeypatch.setattr(agreement, "agreement_rows", lambda session, study: [
-        {"category": "toy", "listener": "l v1", "agreement": est, "instructions": 3, "human_paths": 6}])
-    monkeypatch.setattr(capability, "tables", lambda session, study: capability.speaker_tables(
-        "t5", capability.analyse([P1, P2, P3], metrics=("success", "ndtw"))))
+    monkeypatch.setattr(
+        agreement,
+        "agreement_rows",
+        lambda session, study: [
+            {"category": "toy", "listener": "l v1", "agreement": est, "instructions": 3, "human_paths": 6}
+        ],
+    )
+    monkeypatch.setattr(
+        capability,
+        "tables",
+        lambda session, study: capability.speaker_tables(
+            "t5", capability.analyse([P1, P2, P3], metrics=("success", "ndtw"))
+        ),
+    )
     return _section(session, study)
 
 
@@ -117,14 +145,27 @@ def _hexagons(session, monkeypatch) -> list[dict]:
 
     owner = make_user(session, "researcher")
     data = "\n".join(rule_line(i) for i in range(1, 12)).encode()
-    study = services.create_study(session, owner, "hexagons", services.StudySettings(
-        title="Hex", bundle_size=11, gold_rate=0.0, annotations_per_item=1), data, "procedures",
-        {"score_metric": "action_f1"})
+    study = services.create_study(
+        session,
+        owner,
+        "hexagons",
+        services.StudySettings(title="Hex", bundle_size=11, gold_rate=0.0, annotations_per_item=1),
+        data,
+        "procedures",
+        {"score_metric": "action_f1"},
+    )
     for name, second in (("copier", ONE), ("painter", TWO)):
         agent = services.register_agent(session, owner, "hexagons", name, "1")
-        services.import_agent_outputs(session, study, agent, "\n".join(
-            json.dumps({"index": i, "step": k, "board": b}) for i in range(1, 12)
-            for k, b in ((1, ONE), (2, second))).encode())
+        services.import_agent_outputs(
+            session,
+            study,
+            agent,
+            "\n".join(
+                json.dumps({"index": i, "step": k, "board": b})
+                for i in range(1, 12)
+                for k, b in ((1, ONE), (2, second))
+            ).encode(),
+        )
     labelled = disagreement_study(session, make_user(session, "researcher"), label_abstraction=True)
     return _section(session, study) + _section(session, labelled)
 
@@ -138,8 +179,17 @@ def _sts(session, monkeypatch) -> list[dict]:
     owner = make_user(session, "researcher")
     study = _sts_study(session, owner, _three_agents())
     _mark_all(session, study)
-    monkeypatch.setattr(failures, "summary", lambda session, study: {"total": 2, "agents": ["random"], "rows": [
-        {"source": "agent", "error_type": "t", "description": "d", "episodes": 2, "share": 1.0, "a:random": 2}]})
+    monkeypatch.setattr(
+        failures,
+        "summary",
+        lambda session, study: {
+            "total": 2,
+            "agents": ["random"],
+            "rows": [
+                {"source": "agent", "error_type": "t", "description": "d", "episodes": 2, "share": 1.0, "a:random": 2}
+            ],
+        },
+    )
     return _section(session, study)
 
 
@@ -158,14 +208,25 @@ STUDIES = {"navigation": _navigation, "a3ds": _a3ds, "hexagons": _hexagons, "sts
 # The tables each study shows: every one of the kind's tables (breakdowns by tag or suite
 # version, and Hexagons' by abstraction level, are the same code as the breakdowns here).
 EXPECTED = {
-    "navigation": {"navigation_metrics", "navigation_paired", "navigation_followers_agreement",
-                   "navigation_agreement", "nav_capability", "nav_capability_advice", "nav_capability_scores",
-                   "navigation_likert"},
+    "navigation": {
+        "navigation_metrics",
+        "navigation_paired",
+        "navigation_followers_agreement",
+        "navigation_agreement",
+        "nav_capability",
+        "nav_capability_advice",
+        "nav_capability_scores",
+        "navigation_likert",
+    },
     "a3ds": {"a3ds_accuracy", "a3ds_metrics", "a3ds_correlation", "a3ds_paired"},
-    "hexagons": {"hexagons_metrics", "hexagons_by_category", "hexagons_by_step", "hexagons_paired",
-                 "hexagons_agreement"},
-    "sts": {"sts_agents", "sts_categories", "sts_scenarios", "sts_correlation", "sts_failure_types",
-            "sts_annotators"},
+    "hexagons": {
+        "hexagons_metrics",
+        "hexagons_by_category",
+        "hexagons_by_step",
+        "hexagons_paired",
+        "hexagons_agreement",
+    },
+    "sts": {"sts_agents", "sts_categories", "sts_scenarios", "sts_correlation", "sts_failure_types", "sts_annotators"},
 }
 
 
@@ -195,9 +256,18 @@ def test_every_column_of_every_kinds_section_has_help(session, monkeypatch):
 
 
 def test_a_column_without_help_is_caught():
-    assert _unhelped([{"key": "t", "columns": [{"key": "a", "label": "A", "help": "The first thing."},
-                                               {"key": "b", "label": "B"}, {"key": "c", "label": "C", "help": ""}]}]) \
-        == ["t: 'B'", "t: 'C'"]
+    assert _unhelped(
+        [
+            {
+                "key": "t",
+                "columns": [
+                    {"key": "a", "label": "A", "help": "The first thing."},
+                    {"key": "b", "label": "B"},
+                    {"key": "c", "label": "C", "help": ""},
+                ],
+            }
+        ]
+    ) == ["t: 'B'", "t: 'C'"]
 
 
 # ---- the page shows it -----------------------------------------------------------------------
@@ -206,7 +276,7 @@ def test_a_column_without_help_is_caught():
 def _headers(html: str, table_id: str) -> list[tuple[str, str]]:
     """(attributes, text) of the header cells of the table with that id."""
     start = html.index(f'id="{table_id}"')
-    head = html[start:html.index("</thead>", start)]
+    head = html[start : html.index("</thead>", start)]
     return re.findall(r"<th([^>]*)>(.*?)</th>", head.split("<thead>", 1)[1], flags=re.DOTALL)
 
 
@@ -229,8 +299,8 @@ def test_the_generic_and_dawid_skene_tables_explain_every_column(session, client
     html = page.text
     heads = _headers(html, "leaderboard")
     assert len(heads) >= 5
-    legend = html[html.index('id="leaderboard-help"'):]
-    legend = legend[:legend.index("</details>")]
+    legend = html[html.index('id="leaderboard-help"') :]
+    legend = legend[: legend.index("</details>")]
     assert "<summary>What the columns mean</summary>" in legend
     for k, (attrs, label) in enumerate(heads, start=1):
         # The help on hover (the header's title) and for screen readers (its description).
@@ -253,11 +323,21 @@ def test_the_hexagons_page_computes_its_baselines_once(session, client, monkeypa
 
     owner = make_user(session, "researcher")
     data = "\n".join(rule_line(i) for i in range(1, 8)).encode()
-    study = services.create_study(session, owner, "hexagons", services.StudySettings(
-        title="Hex once", bundle_size=7, gold_rate=0.0, annotations_per_item=1), data, "procedures")
+    study = services.create_study(
+        session,
+        owner,
+        "hexagons",
+        services.StudySettings(title="Hex once", bundle_size=7, gold_rate=0.0, annotations_per_item=1),
+        data,
+        "procedures",
+    )
     agent = services.register_agent(session, owner, "hexagons", "copier", "1")
-    services.import_agent_outputs(session, study, agent, "\n".join(
-        json.dumps({"index": i, "step": k, "board": ONE}) for i in range(1, 8) for k in (1, 2)).encode())
+    services.import_agent_outputs(
+        session,
+        study,
+        agent,
+        "\n".join(json.dumps({"index": i, "step": k, "board": ONE}) for i in range(1, 8) for k in (1, 2)).encode(),
+    )
     calls = []
     real = leaderboard._rule_based
     monkeypatch.setattr(leaderboard, "_rule_based", lambda refs, payloads: calls.append(1) or real(refs, payloads))

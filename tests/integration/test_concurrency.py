@@ -39,36 +39,72 @@ SHORT_LEASE_S = 1  # the abandoning workers' lease (the study's own is 900 s)
 
 # ---------------------------------------------------------------------------- the study
 
-def build_study(session, owner, *, n_items: int, n_gold: int, cap: int, bundle_size: int,
-                gold_rate: float, group_size: int, grouped_fraction: float) -> Study:
+
+def build_study(
+    session,
+    owner,
+    *,
+    n_items: int,
+    n_gold: int,
+    cap: int,
+    bundle_size: int,
+    gold_rate: float,
+    group_size: int,
+    grouped_fraction: float,
+) -> Study:
     """A live `tom` study whose items are inserted directly, a share of them in exclusion
     groups of `group_size` (gold items too: two gold items share one group)."""
-    study = Study(slug=f"conc-{uuid.uuid4().hex[:8]}", title="Concurrency", kind="tom",
-                  owner_id=owner.id, state="live", annotations_per_item=cap,
-                  bundle_size=bundle_size, gold_rate=gold_rate, lease_seconds=900,
-                  completion_code="DONE", kind_settings={"random_yes_rate": 0.5},
-                  # Workers here do task after task: the study allows it (one lease at a time).
-                  max_bundles_per_worker=1000)
+    study = Study(
+        slug=f"conc-{uuid.uuid4().hex[:8]}",
+        title="Concurrency",
+        kind="tom",
+        owner_id=owner.id,
+        state="live",
+        annotations_per_item=cap,
+        bundle_size=bundle_size,
+        gold_rate=gold_rate,
+        lease_seconds=900,
+        completion_code="DONE",
+        kind_settings={"random_yes_rate": 0.5},
+        # Workers here do task after task: the study allows it (one lease at a time).
+        max_bundles_per_worker=1000,
+    )
     session.add(study)
     session.flush()
     rng = random.Random(7)
     n_grouped = int(n_items * grouped_fraction) // group_size * group_size
     rows = []
     for i in range(n_items):
-        rows.append(Item(
-            study_id=study.id, external_id=f"q{i}",
-            payload={"question": f"Is {i} even?", "window": [f"A: {i}"]},
-            reference={"answer": "Yes" if i % 2 == 0 else "No"}, is_gold=False,
-            category=str(1 + i % 3), cluster=f"c{i // 4}",
-            exclusion_group=f"g{i // group_size}" if i < n_grouped else None,
-            position=rng.random(), n_active=0))
+        rows.append(
+            Item(
+                study_id=study.id,
+                external_id=f"q{i}",
+                payload={"question": f"Is {i} even?", "window": [f"A: {i}"]},
+                reference={"answer": "Yes" if i % 2 == 0 else "No"},
+                is_gold=False,
+                category=str(1 + i % 3),
+                cluster=f"c{i // 4}",
+                exclusion_group=f"g{i // group_size}" if i < n_grouped else None,
+                position=rng.random(),
+                n_active=0,
+            )
+        )
     for j in range(n_gold):
-        rows.append(Item(
-            study_id=study.id, external_id=f"gold{j}", payload={"question": f"Gold {j}?",
-                                                                "window": ["A: gold"]},
-            reference={"answer": "Yes"}, is_gold=True, source="gold", category="1",
-            cluster=f"gold{j}", exclusion_group="gold-pair" if j < 2 else None,
-            position=rng.random(), n_active=0))
+        rows.append(
+            Item(
+                study_id=study.id,
+                external_id=f"gold{j}",
+                payload={"question": f"Gold {j}?", "window": ["A: gold"]},
+                reference={"answer": "Yes"},
+                is_gold=True,
+                source="gold",
+                category="1",
+                cluster=f"gold{j}",
+                exclusion_group="gold-pair" if j < 2 else None,
+                position=rng.random(),
+                n_active=0,
+            )
+        )
     session.add_all(rows)
     session.commit()
     return study
@@ -76,44 +112,62 @@ def build_study(session, owner, *, n_items: int, n_gold: int, cap: int, bundle_s
 
 # ---------------------------------------------------------------------------- the crowd
 
+
 @dataclass
 class Record:
     """What the workers saw, appended from many threads (list.append is atomic)."""
 
-    stored: list = field(default_factory=list)    # (assignment_id, annotation_id, key)
-    refused: list = field(default_factory=list)   # (assignment_id, key, reason)
-    doubles: list = field(default_factory=list)   # (assignment_id, {annotation ids})
-    entries: list = field(default_factory=list)   # (worker, {bundle ids}) from concurrent enters
+    stored: list = field(default_factory=list)  # (assignment_id, annotation_id, key)
+    refused: list = field(default_factory=list)  # (assignment_id, key, reason)
+    doubles: list = field(default_factory=list)  # (assignment_id, {annotation ids})
+    entries: list = field(default_factory=list)  # (worker, {bundle ids}) from concurrent enters
     abandoned: int = 0
     late_answers: int = 0
-    errors: list = field(default_factory=list)    # unexpected exceptions, as text
+    errors: list = field(default_factory=list)  # unexpected exceptions, as text
 
 
 class Crowd:
-    def __init__(self, sm, study_id: int, capacity: int, n_workers: int, *, short_share: float,
-                 n_doublers: int, deadline_s: float):
+    def __init__(
+        self,
+        sm,
+        study_id: int,
+        capacity: int,
+        n_workers: int,
+        *,
+        short_share: float,
+        n_doublers: int,
+        deadline_s: float,
+    ):
         self.sm, self.study_id, self.capacity = sm, study_id, capacity
         self.n_workers = n_workers
         self.rec = Record()
         self.finished = threading.Event()
         self.deadline = time.monotonic() + deadline_s
         self.barrier = threading.Barrier(n_workers + 1)  # + the sweeper
-        self.roles = (["doubler"] * n_doublers
-                      + ["short"] * int(n_workers * short_share))
+        self.roles = ["doubler"] * n_doublers + ["short"] * int(n_workers * short_share)
         self.roles += ["normal"] * (n_workers - len(self.roles))
         random.Random(3).shuffle(self.roles)
 
     # -- helpers
 
     def _completed(self, s) -> int:
-        return s.scalar(select(func.count()).select_from(Assignment).where(
-            Assignment.study_id == self.study_id, Assignment.state == "completed",
-            Assignment.is_gold.is_(False)))
+        return s.scalar(
+            select(func.count())
+            .select_from(Assignment)
+            .where(Assignment.study_id == self.study_id, Assignment.state == "completed", Assignment.is_gold.is_(False))
+        )
 
     def _submit(self, s, study, bundle_id, a_id, key, short: bool) -> None:
         try:
-            ann = assignment.submit(s, study, bundle_id, a_id, {"answer": random.choice(["Yes", "No"])},
-                                    key, {"thread": threading.current_thread().name})
+            ann = assignment.submit(
+                s,
+                study,
+                bundle_id,
+                a_id,
+                {"answer": random.choice(["Yes", "No"])},
+                key,
+                {"thread": threading.current_thread().name},
+            )
             self.rec.stored.append((a_id, ann.id, key))
         except assignment.NotAvailable as exc:
             s.rollback()
@@ -252,8 +306,7 @@ class Crowd:
                 time.sleep(0.3)
 
     def run(self) -> Record:
-        threads = [threading.Thread(target=self.worker, args=(i,), name=f"w{i}")
-                   for i in range(self.n_workers)]
+        threads = [threading.Thread(target=self.worker, args=(i,), name=f"w{i}") for i in range(self.n_workers)]
         threads.append(threading.Thread(target=self.sweeper, name="sweeper"))
         for t in threads:
             t.start()
@@ -265,17 +318,19 @@ class Crowd:
 
 # ---------------------------------------------------------------------------- the checks
 
+
 def stuck(sm, study_id: int) -> str:
     """Where a study that never filled stands: each unfilled item, its count and leases."""
     with sm() as s:
         lines = []
-        for item in s.scalars(select(Item).where(Item.study_id == study_id,
-                                                 Item.is_gold.is_(False))):
+        for item in s.scalars(select(Item).where(Item.study_id == study_id, Item.is_gold.is_(False))):
             rows = s.scalars(select(Assignment).where(Assignment.item_id == item.id)).all()
             done = sum(a.state == "completed" for a in rows)
             if done < 3:
-                lines.append(f"item {item.id} group={item.exclusion_group} n_active={item.n_active} "
-                             f"rows={[(a.worker_id, a.state, str(a.lease_expires_at)) for a in rows]}")
+                lines.append(
+                    f"item {item.id} group={item.exclusion_group} n_active={item.n_active} "
+                    f"rows={[(a.worker_id, a.state, str(a.lease_expires_at)) for a in rows]}"
+                )
         return "\n".join(lines)
 
 
@@ -287,29 +342,43 @@ def check_invariants(sm, study_id: int, rec: Record, *, settled: bool) -> dict:
         sid = Assignment.study_id == study_id
 
         # No item over its redundancy, counted two ways.
-        over = s.execute(select(Assignment.item_id, func.count()).where(
-            sid, Assignment.state == "completed", Assignment.is_gold.is_(False))
-            .group_by(Assignment.item_id).having(func.count() > cap)).all()
+        over = s.execute(
+            select(Assignment.item_id, func.count())
+            .where(sid, Assignment.state == "completed", Assignment.is_gold.is_(False))
+            .group_by(Assignment.item_id)
+            .having(func.count() > cap)
+        ).all()
         assert over == []
-        over_ann = s.execute(select(Annotation.item_id, func.count()).where(
-            Annotation.study_id == study_id, Annotation.is_gold.is_(False))
-            .group_by(Annotation.item_id).having(func.count() > cap)).all()
+        over_ann = s.execute(
+            select(Annotation.item_id, func.count())
+            .where(Annotation.study_id == study_id, Annotation.is_gold.is_(False))
+            .group_by(Annotation.item_id)
+            .having(func.count() > cap)
+        ).all()
         assert over_ann == []
 
         # Never the same item twice, never two items of one group (any assignment state).
-        twice = s.execute(select(Assignment.worker_id, Assignment.item_id, func.count()).where(sid)
-                          .group_by(Assignment.worker_id, Assignment.item_id)
-                          .having(func.count() > 1)).all()
+        twice = s.execute(
+            select(Assignment.worker_id, Assignment.item_id, func.count())
+            .where(sid)
+            .group_by(Assignment.worker_id, Assignment.item_id)
+            .having(func.count() > 1)
+        ).all()
         assert twice == []
         grouped = s.execute(
             select(Assignment.worker_id, Item.exclusion_group, func.count())
             .join(Item, Item.id == Assignment.item_id)
             .where(sid, Item.exclusion_group.is_not(None))
-            .group_by(Assignment.worker_id, Item.exclusion_group).having(func.count() > 1)).all()
+            .group_by(Assignment.worker_id, Item.exclusion_group)
+            .having(func.count() > 1)
+        ).all()
         assert grouped == []
-        mislabelled = s.scalar(select(func.count()).select_from(Assignment).join(
-            Item, Item.id == Assignment.item_id).where(
-            sid, func.coalesce(Assignment.exclusion_group, "") != func.coalesce(Item.exclusion_group, "")))
+        mislabelled = s.scalar(
+            select(func.count())
+            .select_from(Assignment)
+            .join(Item, Item.id == Assignment.item_id)
+            .where(sid, func.coalesce(Assignment.exclusion_group, "") != func.coalesce(Item.exclusion_group, ""))
+        )
         assert mislabelled == 0
 
         # Every stored submit is there, once; refused submits stored nothing.
@@ -317,12 +386,16 @@ def check_invariants(sm, study_id: int, rec: Record, *, settled: bool) -> dict:
         for a_id, ann_id, _key in rec.stored:
             assert ann_id in anns, f"submit of assignment {a_id} returned {ann_id}, which is lost"
             assert anns[ann_id].assignment_id == a_id
-        per_assignment = s.execute(select(Annotation.assignment_id, func.count()).where(
-            Annotation.study_id == study_id).group_by(Annotation.assignment_id)
-            .having(func.count() > 1)).all()
+        per_assignment = s.execute(
+            select(Annotation.assignment_id, func.count())
+            .where(Annotation.study_id == study_id)
+            .group_by(Annotation.assignment_id)
+            .having(func.count() > 1)
+        ).all()
         assert per_assignment == []
-        assert {a for a, _, _ in rec.stored} == {a.assignment_id for a in anns.values()}, \
+        assert {a for a, _, _ in rec.stored} == {a.assignment_id for a in anns.values()}, (
             "an annotation exists that no successful submit returned, or one is missing"
+        )
         keys = {a.idempotency_key for a in anns.values()}
         for a_id, key, _ in rec.refused:
             assert key not in keys
@@ -342,50 +415,72 @@ def check_invariants(sm, study_id: int, rec: Record, *, settled: bool) -> dict:
             leased = Assignment.state == "leased"
             if now is not None:
                 leased = leased & (Assignment.lease_expires_at > now)
-            counted = dict(s.execute(select(Assignment.item_id, func.count()).where(
-                sid, assignment_live | leased, Assignment.is_gold.is_(False))
-                .group_by(Assignment.item_id)).all())
-            return [(iid, gold, n, counted.get(iid, 0)) for iid, gold, n in s.execute(
-                select(Item.id, Item.is_gold, Item.n_active).where(Item.study_id == study_id))
-                if n != (0 if gold else counted.get(iid, 0))]
+            counted = dict(
+                s.execute(
+                    select(Assignment.item_id, func.count())
+                    .where(sid, assignment_live | leased, Assignment.is_gold.is_(False))
+                    .group_by(Assignment.item_id)
+                ).all()
+            )
+            return [
+                (iid, gold, n, counted.get(iid, 0))
+                for iid, gold, n in s.execute(
+                    select(Item.id, Item.is_gold, Item.n_active).where(Item.study_id == study_id)
+                )
+                if n != (0 if gold else counted.get(iid, 0))
+            ]
 
         assert active_mismatch() == []
         assignment.sweep_expired(s, limit=100000)
         assert active_mismatch(now=utcnow()) == []
-        assert s.scalar(select(func.count()).select_from(Item).where(
-            Item.study_id == study_id, Item.n_active > cap)) == 0
+        assert (
+            s.scalar(select(func.count()).select_from(Item).where(Item.study_id == study_id, Item.n_active > cap)) == 0
+        )
 
         # Bundles count what they hold.
         bundles = s.execute(
             select(Bundle.id, Bundle.n_done, func.count(Annotation.id))
             .join(Assignment, Assignment.bundle_id == Bundle.id, isouter=True)
             .join(Annotation, Annotation.assignment_id == Assignment.id, isouter=True)
-            .where(Bundle.study_id == study_id).group_by(Bundle.id, Bundle.n_done)).all()
+            .where(Bundle.study_id == study_id)
+            .group_by(Bundle.id, Bundle.n_done)
+        ).all()
         assert [b for b in bundles if b[1] != b[2]] == []
 
-        n_items = s.scalar(select(func.count()).select_from(Item).where(
-            Item.study_id == study_id, Item.is_gold.is_(False)))
+        n_items = s.scalar(
+            select(func.count()).select_from(Item).where(Item.study_id == study_id, Item.is_gold.is_(False))
+        )
         completed = sum(1 for a in anns.values() if not a.is_gold)
         if settled:
             assert completed == n_items * cap
-            assert s.scalar(select(func.count()).select_from(Assignment).where(
-                sid, Assignment.state == "leased", Assignment.is_gold.is_(False))) == 0
-        return {"completed": completed, "gold": sum(1 for a in anns.values() if a.is_gold),
-                "capacity": n_items * cap, "stored_calls": len(rec.stored),
-                "refused": len(rec.refused), "abandoned": rec.abandoned,
-                "doubles": len(rec.doubles),
-                "expired": s.scalar(select(func.count()).select_from(Assignment).where(
-                    sid, Assignment.state == "expired")),
-                "bundles": len(bundles)}
+            assert (
+                s.scalar(
+                    select(func.count())
+                    .select_from(Assignment)
+                    .where(sid, Assignment.state == "leased", Assignment.is_gold.is_(False))
+                )
+                == 0
+            )
+        return {
+            "completed": completed,
+            "gold": sum(1 for a in anns.values() if a.is_gold),
+            "capacity": n_items * cap,
+            "stored_calls": len(rec.stored),
+            "refused": len(rec.refused),
+            "abandoned": rec.abandoned,
+            "doubles": len(rec.doubles),
+            "expired": s.scalar(select(func.count()).select_from(Assignment).where(sid, Assignment.state == "expired")),
+            "bundles": len(bundles),
+        }
 
 
 # ---------------------------------------------------------------------------- the tests
 
+
 def _free_pg_connections(url: str) -> int:
     eng = create_engine(url, poolclass=NullPool)
     with eng.connect() as c:
-        free = c.scalar(text("SELECT current_setting('max_connections')::int - count(*) "
-                             "FROM pg_stat_activity"))
+        free = c.scalar(text("SELECT current_setting('max_connections')::int - count(*) FROM pg_stat_activity"))
     eng.dispose()
     return free
 
@@ -401,21 +496,29 @@ def test_postgres_100_concurrent_workers(db_url):
     pool = min(90, free - 15)
     if pool < 40:
         pytest.skip(f"only {free} PostgreSQL connections are free; this test needs 55")
-    engine = create_engine(db_url, pool_size=pool, max_overflow=0, pool_timeout=120,
-                           pool_pre_ping=False)
+    engine = create_engine(db_url, pool_size=pool, max_overflow=0, pool_timeout=120, pool_pre_ping=False)
     sm = sessionmaker(engine, expire_on_commit=False)
     try:
         with sm() as s:
             owner = make_user(s, "researcher")
-            study = build_study(s, owner, n_items=300, n_gold=12, cap=3, bundle_size=10,
-                                gold_rate=0.2, group_size=3, grouped_fraction=0.6)
-        crowd = Crowd(sm, study.id, capacity=300 * 3, n_workers=n_workers, short_share=0.1,
-                      n_doublers=6, deadline_s=240)
+            study = build_study(
+                s,
+                owner,
+                n_items=300,
+                n_gold=12,
+                cap=3,
+                bundle_size=10,
+                gold_rate=0.2,
+                group_size=3,
+                grouped_fraction=0.6,
+            )
+        crowd = Crowd(
+            sm, study.id, capacity=300 * 3, n_workers=n_workers, short_share=0.1, n_doublers=6, deadline_s=240
+        )
         started = time.monotonic()
         rec = crowd.run()
         figures = check_invariants(sm, study.id, rec, settled=True)
-        print(f"\npostgres, {n_workers} workers on {pool} connections: "
-              f"{time.monotonic() - started:.1f} s, {figures}")
+        print(f"\npostgres, {n_workers} workers on {pool} connections: {time.monotonic() - started:.1f} s, {figures}")
         assert figures["abandoned"] > 0 and figures["expired"] > 0
         assert figures["doubles"] > 0 and figures["gold"] > 0
     finally:
@@ -430,10 +533,18 @@ def test_sqlite_16_threads_in_one_process(sqlite_url):
     try:
         with sm() as s:
             owner = make_user(s, "researcher")
-            study = build_study(s, owner, n_items=120, n_gold=6, cap=3, bundle_size=10,
-                                gold_rate=0.2, group_size=3, grouped_fraction=0.5)
-        crowd = Crowd(sm, study.id, capacity=120 * 3, n_workers=16, short_share=0.2,
-                      n_doublers=3, deadline_s=180)
+            study = build_study(
+                s,
+                owner,
+                n_items=120,
+                n_gold=6,
+                cap=3,
+                bundle_size=10,
+                gold_rate=0.2,
+                group_size=3,
+                grouped_fraction=0.5,
+            )
+        crowd = Crowd(sm, study.id, capacity=120 * 3, n_workers=16, short_share=0.2, n_doublers=3, deadline_s=180)
         started = time.monotonic()
         rec = crowd.run()
         figures = check_invariants(sm, study.id, rec, settled=True)

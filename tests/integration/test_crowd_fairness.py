@@ -18,8 +18,7 @@ from tests.integration.test_crowd_integrity import answer, api_start, start, tin
 
 def _live_lease(session, study) -> Assignment:
     session.expire_all()
-    return session.scalar(select(Assignment).where(Assignment.study_id == study.id,
-                                                   Assignment.state == "leased"))
+    return session.scalar(select(Assignment).where(Assignment.study_id == study.id, Assignment.state == "leased"))
 
 
 def test_an_item_whose_lease_ran_out_comes_back_so_the_task_can_be_completed(app, session):
@@ -27,8 +26,7 @@ def test_an_item_whose_lease_ran_out_comes_back_so_the_task_can_be_completed(app
     their answer was refused and they came back later) used to end after 2 of 3 with no code,
     since an item they once held was never theirs again."""
     owner = make_user(session, "researcher")
-    study = tiny_study(session, owner, 3, bundle_size=3, annotations_per_item=1,
-                       completion_code="ALLTHREE")
+    study = tiny_study(session, owner, 3, bundle_size=3, annotations_per_item=1, completion_code="ALLTHREE")
     with TestClient(app) as w:
         page = start(w, study.slug, "walked-away")
         first = _live_lease(session, study)
@@ -53,9 +51,14 @@ def test_an_item_whose_lease_ran_out_comes_back_so_the_task_can_be_completed(app
             nxt = w.get(f"/api/v1/crowd/{study.slug}/next").json()
             assert nxt["state"] == "item", nxt
             seen.append(nxt["item"]["question"])
-            r = w.post(f"/api/v1/crowd/{study.slug}/submit", json={
-                "assignment_id": nxt["assignment_id"], "idempotency_key": f"k{len(seen)}",
-                "response": {"answer": "No"}})
+            r = w.post(
+                f"/api/v1/crowd/{study.slug}/submit",
+                json={
+                    "assignment_id": nxt["assignment_id"],
+                    "idempotency_key": f"k{len(seen)}",
+                    "response": {"answer": "No"},
+                },
+            )
             assert r.status_code == 200, r.text
         assert seen[-1] == first["item"]["question"] and len(set(seen)) == 3
         done = r.json()["next"]
@@ -95,8 +98,9 @@ def test_a_task_waits_for_an_item_another_worker_walked_away_from(app, session):
     """Three items for tasks of three, one annotation each: another worker's abandoned lease
     makes the task wait (the page retries), then the item comes back and the task completes."""
     owner = make_user(session, "researcher")
-    study = tiny_study(session, owner, 3, bundle_size=3, annotations_per_item=1, lease_seconds=60,
-                       completion_code="WAITED3")
+    study = tiny_study(
+        session, owner, 3, bundle_size=3, annotations_per_item=1, lease_seconds=60, completion_code="WAITED3"
+    )
     gone, worker = TestClient(app), TestClient(app)
     api_start(gone, study.slug, {"PROLIFIC_PID": "gone"})
     held = gone.get(f"/api/v1/crowd/{study.slug}/next").json()
@@ -115,8 +119,9 @@ def _three_questions() -> bytes:
 
     from tests.conftest import ROOT
 
-    rows = list(csv.reader(io.StringIO((ROOT / "tests" / "fixtures" / "tom" / "questions.csv")
-                                       .read_text("utf-8"), newline="")))
+    rows = list(
+        csv.reader(io.StringIO((ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_text("utf-8"), newline=""))
+    )
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerows(rows[:4])
     return out.getvalue().encode()
@@ -127,12 +132,19 @@ def test_the_new_study_form_warns_when_tasks_cannot_be_completed(client, session
 
     csrf = login(client, make_user(session, "researcher"))
     data = _three_questions()
-    form = {"csrf_token": csrf, "title": "Three", "kind": "tom", "format": "csv", "tom.gold_count": "0",
-            "gold_rate": "0", "bundle_size": "4", "annotations_per_item": "3"}
+    form = {
+        "csrf_token": csrf,
+        "title": "Three",
+        "kind": "tom",
+        "format": "csv",
+        "tom.gold_count": "0",
+        "gold_rate": "0",
+        "bundle_size": "4",
+        "annotations_per_item": "3",
+    }
 
     def preview(**changed) -> str | None:
-        r = client.post("/studies/new", data={**form, **changed, "action": "preview"},
-                        files={"file": ("q.csv", data)})
+        r = client.post("/studies/new", data={**form, **changed, "action": "preview"}, files={"file": ("q.csv", data)})
         assert r.status_code == 200, r.text[-500:]
         found = re.search(r'<p class="error" role="alert" id="fill-warning">([^<]+)</p>', r.text)
         return found and found.group(1)
@@ -141,17 +153,20 @@ def test_the_new_study_form_warns_when_tasks_cannot_be_completed(client, session
     assert preview() == (
         "No task can be completed: a task of 4 needs 4 different plain items (a worker answers "
         "each item once, and 0 slots are gold), and there are 3. Every worker&#39;s task would end "
-        "short, with no completion code: make tasks of at most 3 or add items.")
+        "short, with no completion code: make tasks of at most 3 or add items."
+    )
     # 3 x 3 = 9 answers in tasks of 2: four complete tasks, and one answer for a fifth.
     assert preview(bundle_size="2") == (
         "3 plain items x 3 annotations per item = 9 answers make 4 complete tasks of 2 plain "
         "answers; the last answer goes to a task that cannot be completed (it ends short, with no "
-        "completion code). Tasks of a size whose plain answers divide 9 avoid it.")
+        "completion code). Tasks of a size whose plain answers divide 9 avoid it."
+    )
     # One annotation per item is one annotation, not "1 annotations".
     assert preview(bundle_size="2", annotations_per_item="1") == (
         "3 plain items x 1 annotation per item = 3 answers make 1 complete task of 2 plain "
         "answers; the last answer goes to a task that cannot be completed (it ends short, with no "
-        "completion code). Tasks of a size whose plain answers divide 3 avoid it.")
+        "completion code). Tasks of a size whose plain answers divide 3 avoid it."
+    )
     assert preview(bundle_size="3") is None  # 9 answers, three whole tasks
     # Creating it says so too, on the study page.
     r = client.post("/studies/new", data={**form, "action": "create"}, files={"file": ("q.csv", data)})
@@ -180,13 +195,17 @@ def test_a_worker_id_is_bound_to_the_browser_that_consented_not_the_first_that_o
     assert "2 of 3" in page
     # Now the other browsers are refused, and told what to do: the study's contact.
     for other in (phone, stranger):
-        for r in (other.get(f"/task/{study.slug}"), enter(other, study.slug, "owner-id", "s1"),
-                  enter(other, study.slug, "owner-id", "s2")):
+        for r in (
+            other.get(f"/task/{study.slug}"),
+            enter(other, study.slug, "owner-id", "s1"),
+            enter(other, study.slug, "owner-id", "s2"),
+        ):
             assert r.status_code == 403, r.text[:300]
             assert "You agreed to this study in another browser" in r.text
             assert "write to the researcher (lab@example.org) with your worker id" in r.text
-    r = phone.post(f"/api/v1/crowd/{study.slug}/enter",
-                   json={"params": {"PROLIFIC_PID": "owner-id", "SESSION_ID": "s1"}})
+    r = phone.post(
+        f"/api/v1/crowd/{study.slug}/enter", json={"params": {"PROLIFIC_PID": "owner-id", "SESSION_ID": "s1"}}
+    )
     assert r.status_code == 403 and "lab@example.org" in r.json()["detail"]
     session.expire_all()
     assert session.scalar(select(Bundle).where(Bundle.study_id == study.id)).n_done == 1
@@ -195,11 +214,11 @@ def test_a_worker_id_is_bound_to_the_browser_that_consented_not_the_first_that_o
     researcher = TestClient(app)
     login(researcher, owner)
     form = researcher.get(f"/studies/{study.id}").text
-    r = researcher.post(f"/studies/{study.id}/release", data={"csrf_token": csrf(form),
-                                                              "worker_id": "nobody"})
-    assert r.status_code == 404 and 'id="release-error"' in r.text and "a worker &#39;nobody&#39; in this study" in r.text
-    r = researcher.post(f"/studies/{study.id}/release", data={"csrf_token": csrf(form),
-                                                              "worker_id": "owner-id"})
+    r = researcher.post(f"/studies/{study.id}/release", data={"csrf_token": csrf(form), "worker_id": "nobody"})
+    assert (
+        r.status_code == 404 and 'id="release-error"' in r.text and "a worker &#39;nobody&#39; in this study" in r.text
+    )
+    r = researcher.post(f"/studies/{study.id}/release", data={"csrf_token": csrf(form), "worker_id": "owner-id"})
     assert r.status_code == 200 and "Released: the next browser that opens the link as owner-id" in r.text
     entry = session.scalar(select(AuditEntry).where(AuditEntry.action == "worker.browser_released"))
     assert entry.actor_id == owner.id and entry.target_id == str(study.id)
@@ -227,9 +246,13 @@ def test_entries_never_agreed_to_hold_no_task_of_the_cap(app, session):
         start(w, study.slug, "twice", "sess-2")  # another session: agreed, the worker's one task
         r = enter(w, study.slug, "twice", "sess-1")  # the first, never agreed to: it opens, agreeing is refused
         assert r.status_code == 200 and 'id="consent"' in r.text
-        r = w.post(f"/task/{study.slug}/consent", data={
-            "csrf_token": re.search(r'name="csrf_token" value="([^"]+)"', r.text).group(1),
-            "consent_version": re.search(r'name="consent_version" value="([^"]+)"', r.text).group(1)})
+        r = w.post(
+            f"/task/{study.slug}/consent",
+            data={
+                "csrf_token": re.search(r'name="csrf_token" value="([^"]+)"', r.text).group(1),
+                "consent_version": re.search(r'name="consent_version" value="([^"]+)"', r.text).group(1),
+            },
+        )
         assert r.status_code == 403 and "it allows one task per person" in r.text
 
 
@@ -245,12 +268,23 @@ def test_entering_first_and_agreeing_later_does_not_pass_the_cap_per_address(app
     lab = [TestClient(app, client=("10.1.2.3", 40000 + i)) for i in range(5)]
     pages = [enter(c, study.slug, f"lab-{i}") for i, c in enumerate(lab)]
     assert [p.status_code for p in pages] == [200] * 5
-    agreed = [c.post(f"/task/{study.slug}/consent", data={
-        "csrf_token": csrf(p.text), "consent_version": consent_version_of(p.text)}) for c, p in zip(lab, pages)]
+    agreed = [
+        c.post(
+            f"/task/{study.slug}/consent",
+            data={"csrf_token": csrf(p.text), "consent_version": consent_version_of(p.text)},
+        )
+        for c, p in zip(lab, pages)
+    ]
     assert [r.status_code for r in agreed] == [200, 200, 429, 429, 429]
     assert "Too many tasks of this study are open from your network right now (2)" in agreed[2].text
     session.expire_all()
-    assert session.scalar(select(func.count()).select_from(Bundle).where(
-        Bundle.study_id == study.id, Bundle.consented_at.is_not(None))) == 2
+    assert (
+        session.scalar(
+            select(func.count())
+            .select_from(Bundle)
+            .where(Bundle.study_id == study.id, Bundle.consented_at.is_not(None))
+        )
+        == 2
+    )
     for c in lab:
         c.close()

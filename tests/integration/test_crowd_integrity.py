@@ -29,8 +29,7 @@ def tiny_study(session, owner, n_plain: int, **settings) -> Study:
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerows(rows[: n_plain + 1])
     s = services.StudySettings(title=settings.pop("title", "Tiny"), **{"gold_rate": 0.0, **settings})
-    study = services.create_study(session, owner, "tom", s, out.getvalue().encode(), "csv",
-                                  {"gold_count": 0})
+    study = services.create_study(session, owner, "tom", s, out.getvalue().encode(), "csv", {"gold_count": 0})
     services.set_state(session, study, "live", owner)
     return study
 
@@ -40,16 +39,18 @@ def csrf(page: str) -> str:
 
 
 def enter(client, slug: str, pid: str, session_id: str = "", **kw):
-    return client.get(f"/s/{slug}", params={"PROLIFIC_PID": pid, "STUDY_ID": "st",
-                                            "SESSION_ID": session_id or pid}, **kw)
+    return client.get(
+        f"/s/{slug}", params={"PROLIFIC_PID": pid, "STUDY_ID": "st", "SESSION_ID": session_id or pid}, **kw
+    )
 
 
 def start(client, slug: str, pid: str, session_id: str = "") -> str:
     """Enter and agree: the first item's page (or whatever the task shows next)."""
     page = enter(client, slug, pid, session_id)
     assert page.status_code == 200 and 'id="consent"' in page.text, page.text[:300]
-    r = client.post(f"/task/{slug}/consent", data={"csrf_token": csrf(page.text),
-                                                    "consent_version": consent_version_of(page.text)})
+    r = client.post(
+        f"/task/{slug}/consent", data={"csrf_token": csrf(page.text), "consent_version": consent_version_of(page.text)}
+    )
     assert r.status_code == 200, r.text[:300]
     return r.text
 
@@ -57,8 +58,10 @@ def start(client, slug: str, pid: str, session_id: str = "") -> str:
 def answer(client, slug: str, page: str) -> str:
     aid = re.search(r'name="assignment_id" value="(\d+)"', page).group(1)
     key = re.search(r'name="idempotency_key" value="(\w+)"', page).group(1)
-    r = client.post(f"/task/{slug}/answer", data={"csrf_token": csrf(page), "assignment_id": aid,
-                                                   "idempotency_key": key, "answer": "Yes"})
+    r = client.post(
+        f"/task/{slug}/answer",
+        data={"csrf_token": csrf(page), "assignment_id": aid, "idempotency_key": key, "answer": "Yes"},
+    )
     assert r.status_code == 200, r.text[:300]
     return r.text
 
@@ -80,9 +83,14 @@ def api_answer_all(client, slug: str) -> dict:
         nxt = client.get(f"/api/v1/crowd/{slug}/next").json()
         if nxt["state"] != "item":
             return nxt
-        r = client.post(f"/api/v1/crowd/{slug}/submit", json={
-            "assignment_id": nxt["assignment_id"], "idempotency_key": f"k{nxt['assignment_id']}",
-            "response": {"answer": "No"}})
+        r = client.post(
+            f"/api/v1/crowd/{slug}/submit",
+            json={
+                "assignment_id": nxt["assignment_id"],
+                "idempotency_key": f"k{nxt['assignment_id']}",
+                "response": {"answer": "No"},
+            },
+        )
         assert r.status_code == 200, r.text
     raise AssertionError("the bundle never ended")
 
@@ -98,8 +106,7 @@ def browser_cookie(response) -> str:
 def test_a_task_that_ended_short_of_its_items_shows_no_code_and_says_why(app, session):
     owner = make_user(session, "researcher")
     # Two items for tasks of three: every task ends early, after two answers.
-    study = tiny_study(session, owner, 2, bundle_size=3, completion_code="WHOLE1",
-                       redirect_url=PROLIFIC_RETURN)
+    study = tiny_study(session, owner, 2, bundle_size=3, completion_code="WHOLE1", redirect_url=PROLIFIC_RETURN)
     with TestClient(app) as w:
         page = answer(w, study.slug, answer(w, study.slug, start(w, study.slug, "short-1")))
     assert "WHOLE1" not in page and 'id="completion-code"' not in page
@@ -110,8 +117,11 @@ def test_a_task_that_ended_short_of_its_items_shows_no_code_and_says_why(app, se
     assert "return the task on Prolific" in said
 
     with TestClient(app) as w:  # the API says the same, and shows no code either
-        api_start(w, study.slug, {"workerId": "T1", "assignmentId": "ASG-T1", "hitId": "H",
-                                  "turkSubmitTo": "https://www.mturk.com"})
+        api_start(
+            w,
+            study.slug,
+            {"workerId": "T1", "assignmentId": "ASG-T1", "hitId": "H", "turkSubmitTo": "https://www.mturk.com"},
+        )
         done = api_answer_all(w, study.slug)
     assert done["state"] == "done" and done["done"] is True and done["completed"] == 2
     assert done["complete"] is False and done["code"] is None
@@ -141,15 +151,17 @@ def test_one_task_per_worker_unless_the_researcher_allows_more(app, client, sess
     assert again.status_code == 403
     assert "already taken part in this study: it allows one task per person" in again.text
     assert enter(client, study.slug, "once", "sess-1").status_code == 200  # the first resumes
-    r = client.post(f"/api/v1/crowd/{study.slug}/enter",
-                    json={"params": {"PROLIFIC_PID": "once", "SESSION_ID": "sess-3"}})
+    r = client.post(
+        f"/api/v1/crowd/{study.slug}/enter", json={"params": {"PROLIFIC_PID": "once", "SESSION_ID": "sess-3"}}
+    )
     assert r.status_code == 403 and "one task per person" in r.json()["detail"]
 
     # The researcher raises the cap for repeat work (also at creation: StudySettings).
     researcher = TestClient(app)
     token = login(researcher, owner)
-    r = researcher.patch(f"/api/v1/studies/{study.id}", headers={"X-CSRF-Token": token},
-                         json={"max_bundles_per_worker": 2})
+    r = researcher.patch(
+        f"/api/v1/studies/{study.id}", headers={"X-CSRF-Token": token}, json={"max_bundles_per_worker": 2}
+    )
     assert r.status_code == 200 and r.json()["max_bundles_per_worker"] == 2
     start(client, study.slug, "once", "sess-2")
     third = enter(client, study.slug, "once", "sess-4")
@@ -178,8 +190,10 @@ def test_tasks_open_at_once_from_one_address_are_capped_and_the_address_is_never
     for b in rows:
         assert "10.1.2.3" not in repr({c.name: getattr(b, c.name) for c in Bundle.__table__.columns})
         assert "10.9.9.9" not in repr({c.name: getattr(b, c.name) for c in Bundle.__table__.columns})
-    assert {b.ip_hash for b in rows} == {assignment.address_pseudonym("10.1.2.3"),
-                                         assignment.address_pseudonym("10.9.9.9")}
+    assert {b.ip_hash for b in rows} == {
+        assignment.address_pseudonym("10.1.2.3"),
+        assignment.address_pseudonym("10.9.9.9"),
+    }
     for c in lab:
         c.close()
 
@@ -190,8 +204,9 @@ def test_a_worker_holds_one_live_lease_at_a_time(app, client, session):
 
     def live_leases() -> list:
         session.expire_all()
-        return session.scalars(select(Assignment).where(
-            Assignment.study_id == study.id, Assignment.state == "leased")).all()
+        return session.scalars(
+            select(Assignment).where(Assignment.study_id == study.id, Assignment.state == "leased")
+        ).all()
 
     # One task: asking again gives the same lease, never a second one.
     start(client, study.slug, "two-tabs", "hit-1")
@@ -212,8 +227,9 @@ def test_a_worker_holds_one_live_lease_at_a_time(app, client, session):
 
 def test_a_bundle_waits_while_the_pool_is_only_momentarily_empty_and_resumes(app, session):
     owner = make_user(session, "researcher")
-    study = tiny_study(session, owner, 2, bundle_size=2, annotations_per_item=1, lease_seconds=60,
-                       completion_code="WAITED")
+    study = tiny_study(
+        session, owner, 2, bundle_size=2, annotations_per_item=1, lease_seconds=60, completion_code="WAITED"
+    )
     holder, waiter, other = TestClient(app), TestClient(app), TestClient(app)
     api_start(holder, study.slug, {"PROLIFIC_PID": "holder"})
     held = holder.get(f"/api/v1/crowd/{study.slug}/next").json()
@@ -269,8 +285,9 @@ def test_a_bundle_opens_only_in_the_browser_that_started_it(app, client, session
             r = enter(elsewhere, study.slug, "victim", session_id)
             assert r.status_code == 403 and "agreed to this study in another browser" in r.text
         assert elsewhere.get(f"/task/{study.slug}").status_code == 403
-        r = elsewhere.post(f"/api/v1/crowd/{study.slug}/enter",
-                           json={"params": {"PROLIFIC_PID": "victim", "SESSION_ID": "s-1"}})
+        r = elsewhere.post(
+            f"/api/v1/crowd/{study.slug}/enter", json={"params": {"PROLIFIC_PID": "victim", "SESSION_ID": "s-1"}}
+        )
         assert r.status_code == 403 and "another browser" in r.json()["detail"]
     with TestClient(app) as copied:  # the session cookie alone, copied without the secret
         copied.cookies.set("proctor_session", client.cookies.get("proctor_session"))
@@ -308,21 +325,24 @@ def test_a_bundle_opens_only_in_the_browser_that_started_it(app, client, session
 
 def test_consent_is_recorded_with_the_text_shown_and_refused_when_it_changed(app, client, session):
     owner = make_user(session, "researcher")
-    study = create_tom_study(session, owner, bundle_size=2, gold_rate=0.0,
-                             consent_text="Version one: answers are kept for a year.")
+    study = create_tom_study(
+        session, owner, bundle_size=2, gold_rate=0.0, consent_text="Version one: answers are kept for a year."
+    )
     researcher = TestClient(app)
     token = login(researcher, owner)
 
     def change_consent(text: str) -> None:
-        r = researcher.patch(f"/api/v1/studies/{study.id}", headers={"X-CSRF-Token": token},
-                             json={"consent_text": text})
+        r = researcher.patch(
+            f"/api/v1/studies/{study.id}", headers={"X-CSRF-Token": token}, json={"consent_text": text}
+        )
         assert r.status_code == 200, r.text
 
     shown = enter(client, study.slug, "reader").text
     assert "Version one" in shown
     change_consent("Version two: answers are kept for ten years.")
-    r = client.post(f"/task/{study.slug}/consent", data={"csrf_token": csrf(shown),
-                                                         "consent_version": consent_version_of(shown)})
+    r = client.post(
+        f"/task/{study.slug}/consent", data={"csrf_token": csrf(shown), "consent_version": consent_version_of(shown)}
+    )
     assert r.status_code == 409
     assert "The consent text changed since it was shown to you: read it again" in r.text
     assert "Version two" in r.text and 'id="consent"' in r.text  # the new text, to agree to
@@ -330,13 +350,13 @@ def test_consent_is_recorded_with_the_text_shown_and_refused_when_it_changed(app
     assert bundle.consented_at is None
     # No version at all (an old page, a hand-made post) is no consent either.
     assert client.post(f"/task/{study.slug}/consent", data={"csrf_token": csrf(shown)}).status_code == 409
-    r = client.post(f"/task/{study.slug}/consent", data={"csrf_token": csrf(shown),
-                                                         "consent_version": consent_version_of(r.text)})
+    r = client.post(
+        f"/task/{study.slug}/consent", data={"csrf_token": csrf(shown), "consent_version": consent_version_of(r.text)}
+    )
     assert r.status_code == 200 and 'name="assignment_id"' in r.text
     session.refresh(bundle)
     assert bundle.consented_at is not None
-    assert bundle.consent_version == hashlib.sha256(
-        b"Version two: answers are kept for ten years.").hexdigest()[:16]
+    assert bundle.consent_version == hashlib.sha256(b"Version two: answers are kept for ten years.").hexdigest()[:16]
 
     with TestClient(app) as api:
         body = api.post(f"/api/v1/crowd/{study.slug}/enter", json={"params": {"PROLIFIC_PID": "api"}}).json()
@@ -347,12 +367,12 @@ def test_consent_is_recorded_with_the_text_shown_and_refused_when_it_changed(app
         r = api.post(f"/api/v1/crowd/{study.slug}/consent", json={"consent_version": body["consent_version"]})
         assert r.status_code == 409 and "read it again" in r.json()["detail"]
         assert r.json()["consent"] == "Version three."
-        r = api.post(f"/api/v1/crowd/{study.slug}/consent",
-                     json={"consent_version": r.json()["consent_version"]})
+        r = api.post(f"/api/v1/crowd/{study.slug}/consent", json={"consent_version": r.json()["consent_version"]})
         assert r.status_code == 200
         assert api.get(f"/api/v1/crowd/{study.slug}/next").json()["state"] == "item"
     session.expire_all()
     versions = dict(session.execute(select(Bundle.external_assignment_id, Bundle.consent_version)).all())
-    assert versions == {"reader": services.consent_version(Study(consent_text="Version two: answers are "
-                                                                              "kept for ten years.")),
-                        "": hashlib.sha256(b"Version three.").hexdigest()[:16]}
+    assert versions == {
+        "reader": services.consent_version(Study(consent_text="Version two: answers are kept for ten years.")),
+        "": hashlib.sha256(b"Version three.").hexdigest()[:16],
+    }

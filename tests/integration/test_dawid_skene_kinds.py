@@ -34,18 +34,17 @@ def _settings(title: str) -> services.StudySettings:
 def _a3ds(session, owner):
     # One speaker: a pair captioned twice is one exclusion group (a worker sees one caption of it).
     design = {"pairs": {"z": {"1": 4, "2": 4, "3": 4}}, "speakers": ["contrastive"], "seed": 5}
-    return services.create_study(session, owner, "a3ds", _settings("DS A3DS"), json.dumps(design).encode(),
-                                 "design")
+    return services.create_study(session, owner, "a3ds", _settings("DS A3DS"), json.dumps(design).encode(), "design")
 
 
 def _sts(session, owner):
     from app.kinds.sts.demo import demo_lines
 
     lines = [x for x in demo_lines() if not x.get("reference")]
-    chosen = ([x for x in lines if x["agent"] == "expert"][:6]
-              + [x for x in lines if x["agent"] == "random"][:6])
-    return services.create_study(session, owner, "sts", _settings("DS STS"),
-                                 "\n".join(json.dumps(x) for x in chosen).encode(), "continuations")
+    chosen = [x for x in lines if x["agent"] == "expert"][:6] + [x for x in lines if x["agent"] == "random"][:6]
+    return services.create_study(
+        session, owner, "sts", _settings("DS STS"), "\n".join(json.dumps(x) for x in chosen).encode(), "continuations"
+    )
 
 
 def _a3ds_truth(item: Item) -> str:
@@ -61,8 +60,13 @@ def _sts_truth(item: Item) -> str:
 # kind -> (build the study, the field, the item's true label, the other label, the answer)
 KINDS = {
     "a3ds": (_a3ds, "choice", _a3ds_truth, {"1": "2", "2": "1"}, lambda label: {"choice": label}),
-    "sts": (_sts, "marker", _sts_truth, {"success": "failure", "failure": "success"},
-            lambda label: {"marker": label, "step": 0}),
+    "sts": (
+        _sts,
+        "marker",
+        _sts_truth,
+        {"success": "failure", "failure": "success"},
+        lambda label: {"marker": label, "step": 0},
+    ),
 }
 
 
@@ -74,8 +78,9 @@ def built(request, session):
     owner = make_user(session, "researcher")
     study = build(session, owner)
     services.set_state(session, study, "live", owner)
-    items = session.scalars(select(Item).where(Item.study_id == study.id, Item.is_gold.is_(False))
-                            .order_by(Item.id)).all()
+    items = session.scalars(
+        select(Item).where(Item.study_id == study.id, Item.is_gold.is_(False)).order_by(Item.id)
+    ).all()
     truth = {i.id: truth_of(i) for i in items}
     assert len(set(truth.values())) == 2, truth  # both labels are true somewhere
     careless_wrong = {i.id for k, i in enumerate(items) if k % 4 == 0}
@@ -168,8 +173,9 @@ def test_a_rejected_flippers_answers_drop_out(client, session, built):
     kind, study, owner, truth, _ = built
     _fit_in_background(study)
     flipper = _worker(session, kind, 2)
-    participant = session.scalar(select(Participant).where(Participant.study_id == study.id,
-                                                           Participant.worker_id == flipper.id))
+    participant = session.scalar(
+        select(Participant).where(Participant.study_id == study.id, Participant.worker_id == flipper.id)
+    )
     quality.decide(session, study, [participant.id], "rejected", make_user(session, "admin"), reason="flips")
     assert cached(session, study)["state"] == "stale"
     _fit_in_background(study)
@@ -184,8 +190,14 @@ def test_a_rejected_flippers_answers_drop_out(client, session, built):
 def test_a_study_without_a_label_gets_no_row_and_is_not_refitted_each_minute(client, session):
     """An STS play study: the answers are actions, not markers."""
     owner = make_user(session, "researcher")
-    study = services.create_study(session, owner, "sts", _settings("DS play"), json.dumps(
-        {"level": "BabyAI-GoToLocal-v0", "seed": 2, "id": "m2"}).encode(), "missions")
+    study = services.create_study(
+        session,
+        owner,
+        "sts",
+        _settings("DS play"),
+        json.dumps({"level": "BabyAI-GoToLocal-v0", "seed": 2, "id": "m2"}).encode(),
+        "missions",
+    )
     services.set_state(session, study, "live", owner)
     assert simulate_task(session, study, "ds-player", lambda item, rng: {"actions": [0, 2]}, 5.0, seed=0) == 1
     assert dawid_skene(session, study) is None

@@ -40,7 +40,7 @@ def named_commands() -> tuple[dict[tuple[str, ...], str], list[str]]:
         # whitespace are one space (a backtick or any other character ends the words).
         text = re.sub(r"\s+", " ", doc.read_text(encoding="utf-8"))
         for m in MENTION.finditer(text):
-            where = f"{doc.relative_to(ROOT)}: {text[m.start():m.start() + 60]!r}"
+            where = f"{doc.relative_to(ROOT)}: {text[m.start() : m.start() + 60]!r}"
             paths = [((), main)]
             pos = m.end()
             while (w := WORD.match(text, pos)) and all(isinstance(c, click.Group) for _, c in paths):
@@ -63,16 +63,24 @@ def test_every_command_the_docs_name_answers_help():
     found, unknown = named_commands()
     assert unknown == []
     # The commands the README's own list names are among those found (the parser reads them).
-    assert {("navigation", "import-house"), ("remote", "create-study"), ("train", "listener"), ("demo",),
-            ("navigation", "import-graphs"), ("navigation", "import-panoramas")} <= set(found)
+    assert {
+        ("navigation", "import-house"),
+        ("remote", "create-study"),
+        ("train", "listener"),
+        ("demo",),
+        ("navigation", "import-graphs"),
+        ("navigation", "import-panoramas"),
+    } <= set(found)
 
     def help_of(path: tuple[str, ...]) -> tuple[tuple[str, ...], int, str]:
-        ran = subprocess.run([str(PROCTOR), *path, "--help"], capture_output=True, text=True, cwd=ROOT,
-                             timeout=120)
+        ran = subprocess.run([str(PROCTOR), *path, "--help"], capture_output=True, text=True, cwd=ROOT, timeout=120)
         return path, ran.returncode, ran.stdout + ran.stderr
 
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(help_of, sorted(found)))
-    failed = [f"proctor {' '.join(p)} --help: status {rc} ({found[p]})\n{out[-300:]}"
-              for p, rc, out in results if rc != 0 or "Usage: proctor " + " ".join(p) not in out]
+    failed = [
+        f"proctor {' '.join(p)} --help: status {rc} ({found[p]})\n{out[-300:]}"
+        for p, rc, out in results
+        if rc != 0 or "Usage: proctor " + " ".join(p) not in out
+    ]
     assert failed == []

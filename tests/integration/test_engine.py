@@ -25,8 +25,11 @@ def test_bundle_has_its_size_and_gold_rate(session):
     study = create_tom_study(session, owner, bundle_size=10, gold_rate=0.2)
     bundle = assignment.enter(session, study, "prolific", "p1", "sess-1", "study-1")
     assert answer_all(session, study, bundle.id) == 10
-    golds = session.scalar(select(func.count()).select_from(Annotation).where(
-        Annotation.worker_id == bundle.worker_id, Annotation.is_gold.is_(True)))
+    golds = session.scalar(
+        select(func.count())
+        .select_from(Annotation)
+        .where(Annotation.worker_id == bundle.worker_id, Annotation.is_gold.is_(True))
+    )
     assert golds == 2
     session.refresh(bundle)
     assert bundle.finished_at is not None
@@ -55,8 +58,9 @@ def test_reload_returns_the_same_item_and_resubmit_stores_once(session):
 def test_redundancy_and_never_twice(session):
     owner = make_user(session, "researcher")
     study = create_tom_study(session, owner, bundle_size=500, gold_rate=0.0, annotations_per_item=2)
-    n_items = session.scalar(select(func.count()).select_from(Item).where(
-        Item.study_id == study.id, Item.is_gold.is_(False)))
+    n_items = session.scalar(
+        select(func.count()).select_from(Item).where(Item.study_id == study.id, Item.is_gold.is_(False))
+    )
     done = 0
     for w in range(3):
         b = assignment.enter(session, study, "prolific", f"w{w}", "s", "x")
@@ -64,9 +68,11 @@ def test_redundancy_and_never_twice(session):
     assert done == 2 * n_items  # capacity filled exactly, the third worker got the leftovers
     per_item = session.execute(select(Annotation.item_id, func.count()).group_by(Annotation.item_id)).all()
     assert max(n for _, n in per_item) == 2
-    dupes = session.execute(select(Annotation.worker_id, Annotation.item_id, func.count())
-                            .group_by(Annotation.worker_id, Annotation.item_id)
-                            .having(func.count() > 1)).all()
+    dupes = session.execute(
+        select(Annotation.worker_id, Annotation.item_id, func.count())
+        .group_by(Annotation.worker_id, Annotation.item_id)
+        .having(func.count() > 1)
+    ).all()
     assert dupes == []
 
 
@@ -86,12 +92,10 @@ def test_expired_lease_returns_item_to_pool(session):
     # Every item is empty again, so the freed one (first in position order) is leased first.
     assert len(seen) == 5 and seen[0] == a.item_id
     # The item is full now: the slow worker's late answer is refused and nothing is stored.
-    with pytest.raises(assignment.NotAvailable,
-                       match="^Time ran out on this item and it went to someone else.$"):
+    with pytest.raises(assignment.NotAvailable, match="^Time ran out on this item and it went to someone else.$"):
         assignment.submit(session, study, b1.id, a.id, {"answer": "No"}, "late")
     assert session.get(Item, a.item_id).n_active == 1
-    assert session.scalar(select(func.count()).select_from(Annotation).where(
-        Annotation.item_id == a.item_id)) == 1
+    assert session.scalar(select(func.count()).select_from(Annotation).where(Annotation.item_id == a.item_id)) == 1
 
 
 def test_exclusion_groups(session):
@@ -127,18 +131,27 @@ def test_mturk_worker_gets_the_submit_form_and_prolific_the_redirect(client, ses
     import re
 
     owner = make_user(session, "researcher")
-    study = create_tom_study(session, owner, bundle_size=1, gold_rate=0.0, completion_code="DONE42",
-                             redirect_url="https://app.prolific.com/submissions/complete?cc=DONE42")
+    study = create_tom_study(
+        session,
+        owner,
+        bundle_size=1,
+        gold_rate=0.0,
+        completion_code="DONE42",
+        redirect_url="https://app.prolific.com/submissions/complete?cc=DONE42",
+    )
 
     def finish(query):
         r = client.get(f"/s/{study.slug}?{query}")
         csrf = re.search(r'name="csrf_token" value="([^"]+)"', r.text).group(1)
-        r = client.post(f"/task/{study.slug}/consent",
-                        data={"csrf_token": csrf, "consent_version": consent_version_of(r.text)})
+        r = client.post(
+            f"/task/{study.slug}/consent", data={"csrf_token": csrf, "consent_version": consent_version_of(r.text)}
+        )
         aid = re.search(r'name="assignment_id" value="(\d+)"', r.text).group(1)
         key = re.search(r'name="idempotency_key" value="(\w+)"', r.text).group(1)
-        return client.post(f"/task/{study.slug}/answer", data={
-            "csrf_token": csrf, "assignment_id": aid, "idempotency_key": key, "answer": "No"}).text
+        return client.post(
+            f"/task/{study.slug}/answer",
+            data={"csrf_token": csrf, "assignment_id": aid, "idempotency_key": key, "answer": "No"},
+        ).text
 
     page = finish("workerId=W9&assignmentId=ASG9&hitId=H9&turkSubmitTo=https://workersandbox.mturk.com")
     # On MTurk the code is the bundle's own (issue 10), shown and sent with the HIT alike.

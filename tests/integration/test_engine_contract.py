@@ -26,9 +26,14 @@ def _count(session, model, *where) -> int:
 
 def _age_lease(session, a: Assignment, seconds: float) -> None:
     """Pretend the lease was taken `seconds` ago (its expiry moves with it)."""
-    session.execute(update(Assignment).where(Assignment.id == a.id).values(
-        leased_at=a.leased_at - timedelta(seconds=seconds),
-        lease_expires_at=a.lease_expires_at - timedelta(seconds=seconds)))
+    session.execute(
+        update(Assignment)
+        .where(Assignment.id == a.id)
+        .values(
+            leased_at=a.leased_at - timedelta(seconds=seconds),
+            lease_expires_at=a.lease_expires_at - timedelta(seconds=seconds),
+        )
+    )
     session.commit()
 
 
@@ -113,8 +118,8 @@ def test_a_late_answer_never_overfills_a_complete_bundle(session, owner):
     b = assignment.enter(session, study, "prolific", "overfill", "s", "x")
     stale = assignment.next_item(session, study, b.id)
     expire_lease(session, stale)
-    _answer(session, study, b.id)          # the reload's item fills slot 0
-    _answer(session, study, b.id)          # slot 1: the bundle is complete
+    _answer(session, study, b.id)  # the reload's item fills slot 0
+    _answer(session, study, b.id)  # slot 1: the bundle is complete
     assert assignment.next_item(session, study, b.id) is None
     with refused(assignment.NotAvailable, "Your task is already complete."):
         assignment.submit(session, study, b.id, stale.id, {"answer": "No"}, "too-late")
@@ -186,8 +191,9 @@ def test_a_page_kept_open_never_fills_a_gold_slot(session, owner):
     assignment.submit(session, study, b.id, newer.id, {"answer": "Yes"}, "dodge-1")
     gold = assignment.next_item(session, study, b.id)
     assert gold.slot == 2 and gold.is_gold
-    with refused(assignment.NotAvailable, "Time ran out on this item and your task has moved on: "
-                                          "answer the item it shows now."):
+    with refused(
+        assignment.NotAvailable, "Time ran out on this item and your task has moved on: answer the item it shows now."
+    ):
         assignment.submit(session, study, b.id, old.id, {"answer": "Yes"}, "dodge-late")
     session.expire_all()
     assert session.get(Assignment, gold.id).state == "leased"  # the gold lease stands
@@ -243,8 +249,9 @@ def test_duration_is_milliseconds_from_lease_to_answer(session, owner):
 def test_items_fill_depth_first_then_in_position_order(session, owner):
     # Bug caught: reversing either ordering of the pick (fuller first; then by position).
     study = create_tom_study(session, owner, bundle_size=1, gold_rate=0.0, annotations_per_item=3)
-    by_position = session.scalars(select(Item.id).where(Item.study_id == study.id, Item.is_gold.is_(False))
-                                  .order_by(Item.position.desc())).all()
+    by_position = session.scalars(
+        select(Item.id).where(Item.study_id == study.id, Item.is_gold.is_(False)).order_by(Item.position.desc())
+    ).all()
     first = []
     for w in range(4):
         b = assignment.enter(session, study, "prolific", f"depth-{w}", "s", "x")
@@ -293,8 +300,9 @@ def test_exclusion_groups_hold_within_one_study_only(session, owner):
 
 def test_a_half_done_item_goes_first_to_the_next_worker(session, owner):
     study = create_tom_study(session, owner, bundle_size=1, gold_rate=0.0, annotations_per_item=2)
-    ids = session.scalars(select(Item.id).where(Item.study_id == study.id, Item.is_gold.is_(False))
-                          .order_by(Item.position)).all()
+    ids = session.scalars(
+        select(Item.id).where(Item.study_id == study.id, Item.is_gold.is_(False)).order_by(Item.position)
+    ).all()
     lowest = ids[0]  # last in position order: it gets picked only because it is half done
     session.execute(update(Item).where(Item.id == lowest).values(n_active=1))
     session.commit()
@@ -325,16 +333,18 @@ def test_gold_slots_get_gold_items_and_gold_takes_no_capacity(session, owner):
     study = create_tom_study(session, owner, bundle_size=10, gold_rate=0.3, annotations_per_item=1)
     b = assignment.enter(session, study, "prolific", "gold", "s", "x")
     assert len(b.gold_slots) == 3 and b.gold_slots == sorted(b.gold_slots)
-    gold_before = dict(session.execute(select(Item.id, Item.n_active).where(
-        Item.study_id == study.id, Item.is_gold.is_(True))).all())
+    gold_before = dict(
+        session.execute(select(Item.id, Item.n_active).where(Item.study_id == study.id, Item.is_gold.is_(True))).all()
+    )
     slots = {}
     while (a := assignment.next_item(session, study, b.id)) is not None:
         slots[a.slot] = a.is_gold
         assignment.submit(session, study, b.id, a.id, {"answer": "Yes"}, f"g-{a.id}")
     assert sorted(s for s, g in slots.items() if g) == b.gold_slots
     assert len(slots) == 10
-    gold_after = dict(session.execute(select(Item.id, Item.n_active).where(
-        Item.study_id == study.id, Item.is_gold.is_(True))).all())
+    gold_after = dict(
+        session.execute(select(Item.id, Item.n_active).where(Item.study_id == study.id, Item.is_gold.is_(True))).all()
+    )
     assert gold_after == gold_before  # gold is shared: no count taken or given back
 
 
@@ -345,8 +355,9 @@ def test_gold_is_spread_by_a_per_worker_start_and_wraps_around(session, owner):
     import hashlib
 
     study = create_tom_study(session, owner, bundle_size=4, gold_rate=0.5)
-    gold = session.execute(select(Item.id, Item.position).where(
-        Item.study_id == study.id, Item.is_gold.is_(True)).order_by(Item.position)).all()
+    gold = session.execute(
+        select(Item.id, Item.position).where(Item.study_id == study.id, Item.is_gold.is_(True)).order_by(Item.position)
+    ).all()
     assert len(gold) == 5
     firsts = set()
     for w in range(6):
@@ -456,8 +467,14 @@ def test_progress_counts_what_the_researcher_watches(session, owner):
     study = create_tom_study(session, owner, bundle_size=3, gold_rate=0.34, annotations_per_item=2)
     n_items = _count(session, Item, Item.study_id == study.id, Item.is_gold.is_(False))
     empty = assignment.progress(session, study)
-    assert empty == {"items": n_items, "target": 2 * n_items, "completed": 0, "in_flight": 0,
-                     "fraction": 0.0, "workers": []}
+    assert empty == {
+        "items": n_items,
+        "target": 2 * n_items,
+        "completed": 0,
+        "in_flight": 0,
+        "fraction": 0.0,
+        "workers": [],
+    }
 
     # Name the workers so that their pseudonyms sort the opposite way to their answer counts:
     # the per-worker list must then be ordered by the count, not by whatever the database
@@ -474,7 +491,7 @@ def test_progress_counts_what_the_researcher_watches(session, owner):
     b_some = assignment.enter(session, study, "prolific", some, "s", "x")
     a, _ = _answer(session, study, b_some.id, prefix="some")
     counted += not a.is_gold
-    assignment.next_item(session, study, b_some.id)             # in flight
+    assignment.next_item(session, study, b_some.id)  # in flight
     b_gone = assignment.enter(session, study, "prolific", gone, "s", "x")
     expire_lease(session, assignment.next_item(session, study, b_gone.id))  # expired, not in flight
     b_bad = assignment.enter(session, study, "prolific", bad, "s", "x")
@@ -585,8 +602,12 @@ def test_a_worker_is_never_held_up_by_an_item_another_request_has_locked(session
     # Bug caught: the pick without SKIP LOCKED (every worker queues behind the one item row
     # another request holds, and with LIMIT 1 may even be told there is no work).
     study = create_tom_study(session, owner, bundle_size=2, gold_rate=0.0, annotations_per_item=3)
-    first = session.scalar(select(Item.id).where(Item.study_id == study.id, Item.is_gold.is_(False))
-                           .order_by(Item.position.desc()).limit(1))
+    first = session.scalar(
+        select(Item.id)
+        .where(Item.study_id == study.id, Item.is_gold.is_(False))
+        .order_by(Item.position.desc())
+        .limit(1)
+    )
     held_row("items", first)
     _lock_timeout(session)
     b = assignment.enter(session, study, "prolific", "not-held-up", "s", "x")

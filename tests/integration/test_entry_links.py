@@ -16,13 +16,16 @@ from fastapi.testclient import TestClient
 from tests.conftest import create_tom_study, login, make_user
 
 pytestmark = pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
-    "links built from BASE_URL and the request")
+    "links built from BASE_URL and the request"
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 PROLIFIC_QUERY = "?PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
-WARNING = ('Only on this machine These links start with {base}, an address that means "this computer": '
-           "they work only on the machine that serves Proctor, not for workers elsewhere. Set BASE_URL to "
-           "the address workers reach (e.g. https://proctor.example.org), or open this page by that address.")
+WARNING = (
+    'Only on this machine These links start with {base}, an address that means "this computer": '
+    "they work only on the machine that serves Proctor, not for workers elsewhere. Set BASE_URL to "
+    "the address workers reach (e.g. https://proctor.example.org), or open this page by that address."
+)
 
 
 @pytest.fixture
@@ -60,9 +63,11 @@ def test_without_base_url_the_links_follow_the_request(make_app, session):
     app = make_app()
     with TestClient(app, base_url="http://lab-server.example.org:8123") as c:
         shown = study_page(c, session, study, owner)
-    assert shown == {"mturk": f"http://lab-server.example.org:8123/s/{study.slug}?workerId=...&assignmentId=...&hitId=...",
-                     "prolific": f"http://lab-server.example.org:8123/s/{study.slug}{PROLIFIC_QUERY}",
-                     "warning": None}
+    assert shown == {
+        "mturk": f"http://lab-server.example.org:8123/s/{study.slug}?workerId=...&assignmentId=...&hitId=...",
+        "prolific": f"http://lab-server.example.org:8123/s/{study.slug}{PROLIFIC_QUERY}",
+        "warning": None,
+    }
     # `make demo PORT=8100`: the page opened on that port names that port, and says the links
     # are for this machine only.
     with TestClient(app, base_url="http://127.0.0.1:8100") as c:
@@ -90,8 +95,11 @@ def test_base_url_names_the_server_whatever_the_request_came_by(make_app, sessio
 def test_behind_a_trusted_proxy_the_links_take_the_forwarded_scheme_and_host(make_app, session):
     owner = make_user(session, "researcher")
     study = create_tom_study(session, owner)
-    forwarded = {"X-Forwarded-Proto": "https", "X-Forwarded-Host": "proctor.lab.example.org",
-                 "X-Forwarded-For": "198.51.100.4"}
+    forwarded = {
+        "X-Forwarded-Proto": "https",
+        "X-Forwarded-Host": "proctor.lab.example.org",
+        "X-Forwarded-For": "198.51.100.4",
+    }
     app = make_app(proxies="10.0.0.0/8")
     with TestClient(app, base_url="http://10.0.0.2:8000", client=("10.0.0.9", 40000)) as proxy:
         shown = study_page(proxy, session, study, owner, **forwarded)

@@ -29,10 +29,14 @@ def items_jsonl() -> bytes:
 
 
 def make_study(session, owner, **settings) -> Study:
-    study = services.create_study(session, owner, "wordcount",
-                                  services.StudySettings(title="Counting", bundle_size=3,
-                                                         gold_rate=0.0, **settings),
-                                  items_jsonl(), "jsonl")
+    study = services.create_study(
+        session,
+        owner,
+        "wordcount",
+        services.StudySettings(title="Counting", bundle_size=3, gold_rate=0.0, **settings),
+        items_jsonl(),
+        "jsonl",
+    )
     services.set_state(session, study, "live", owner)
     return study
 
@@ -46,8 +50,14 @@ def answer_all(session, study, worker: str, right: bool) -> None:
 
 
 def run_cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True,
-                          cwd=ROOT, env={**os.environ, **(env or {})}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        timeout=300,
+    )
 
 
 def test_the_example_kind_is_an_installed_package_found_by_its_entry_point():
@@ -56,9 +66,13 @@ def test_the_example_kind_is_an_installed_package_found_by_its_entry_point():
     assert str(TEST_KINDS) in str(ep.dist.locate_file(""))
     # The built-in kinds register the same way, from Proctor's own metadata.
     ours = {e.name: e.value for e in entry_points(group=GROUP) if e.dist and e.dist.name == "proctor"}
-    assert ours == {"tom": "app.kinds.tom:KIND", "navigation": "app.kinds.navigation:KIND",
-                    "sts": "app.kinds.sts:KIND", "hexagons": "app.kinds.hexagons:KIND",
-                    "a3ds": "app.kinds.a3ds:KIND"}
+    assert ours == {
+        "tom": "app.kinds.tom:KIND",
+        "navigation": "app.kinds.navigation:KIND",
+        "sts": "app.kinds.sts:KIND",
+        "hexagons": "app.kinds.hexagons:KIND",
+        "a3ds": "app.kinds.a3ds:KIND",
+    }
     assert list(all_kinds()) == ["tom", "navigation", "sts", "hexagons", "a3ds", "wordcount"]  # by position
 
 
@@ -87,8 +101,7 @@ def test_a_study_of_the_example_kind_is_scored_by_its_own_rules(session):
     from app.leaderboards.service import compute
 
     board = compute(session, study)
-    annotators = sorted((r["answered"], r["accuracy"]["mean"]) for r in board["rows"]
-                        if r["type"] == "annotator")
+    annotators = sorted((r["answered"], r["accuracy"]["mean"]) for r in board["rows"] if r["type"] == "annotator")
     assert (board["kind"], board["items"]) == ("wordcount", 3)
     assert annotators == [(3, 0.0), (3, 1.0)]  # the exact count is right; one more is wrong
 
@@ -120,11 +133,17 @@ def test_the_kinds_job_page_api_and_static_files(app, client, session):
     css = client.get("/static/kinds/wordcount/wordcount.css")
     assert css.status_code == 200 and ".wordcount-sentence" in css.text
     # The kind's page is for its own studies: another kind's study is not found there.
-    other = services.create_study(session, owner, "tom", services.StudySettings(title="ToM"),
-                                  (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes(), "csv")
+    other = services.create_study(
+        session,
+        owner,
+        "tom",
+        services.StudySettings(title="ToM"),
+        (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes(),
+        "csv",
+    )
     assert client.get(f"/wordcount/studies/{other.id}/tally").status_code == 404
     # The study page offers the kind's own output format; the new-study form its formats.
-    assert 'Counts (JSONL: {&#34;id&#34;: ..., &#34;words&#34;: n})' in client.get(f"/studies/{study.id}").text
+    assert "Counts (JSONL: {&#34;id&#34;: ..., &#34;words&#34;: n})" in client.get(f"/studies/{study.id}").text
     assert "Word counting: sentences (JSONL {id, sentence})" in client.get("/studies/new").text
 
 
@@ -140,33 +159,41 @@ def test_the_example_kinds_model_runs_through_the_one_runs_api(client, session):
     csrf = login(client, owner)
     headers = {"X-CSRF-Token": csrf}
     for counter, agent in (("split", split), ("spaces", spaces)):
-        r = client.post(f"/api/v1/studies/{study.id}/runs", json={"counter": counter, "agent_id": agent.id},
-                        headers=headers)
+        r = client.post(
+            f"/api/v1/studies/{study.id}/runs", json={"counter": counter, "agent_id": agent.id}, headers=headers
+        )
         assert r.status_code == 202 and r.json()["noun"] == "counter run", r.text
-    r = client.post(f"/api/v1/studies/{study.id}/runs", json={"counter": "guess", "agent_id": split.id},
-                    headers=headers)
+    r = client.post(
+        f"/api/v1/studies/{study.id}/runs", json={"counter": "guess", "agent_id": split.id}, headers=headers
+    )
     assert r.status_code == 422 and r.json()["field"] == "counter"
     assert jobs.run_queued_once() == 2
     runs = client.get("/api/v1/runs", params={"study_id": study.id}).json()
-    assert [(x["state"], x["detail"]["counter"], x["detail"]["outputs"]) for x in runs] == \
-        [("done", "spaces", 3), ("done", "split", 3)]
+    assert [(x["state"], x["detail"]["counter"], x["detail"]["outputs"]) for x in runs] == [
+        ("done", "spaces", 3),
+        ("done", "split", 3),
+    ]
     page = client.get(f"/studies/{study.id}").text
     assert 'id="counter-runs"' in page and f'id="run-{runs[0]["id"]}"' in page and "3 of 3 sentences" in page
     # "Proctor counts words here" has 4 words and 3 spaces: both counters are right on all three.
     board = client.get(f"/api/v1/studies/{study.id}/leaderboard").json()
     rows = {r["name"]: r for r in board["rows"]}
     assert {"split counter v1", "spaces counter v1"} <= set(rows), board
-    assert [(rows[n]["accuracy"]["mean"], rows[n]["accuracy"]["n"]) for n in ("split counter v1", "spaces counter v1")] \
-        == [(1.0, 3), (1.0, 3)]
+    assert [
+        (rows[n]["accuracy"]["mean"], rows[n]["accuracy"]["n"]) for n in ("split counter v1", "spaces counter v1")
+    ] == [(1.0, 3), (1.0, 3)]
 
 
 def test_bad_items_are_refused_by_line_and_field(client, session):
     owner = make_user(session, "researcher")
     csrf = login(client, owner)
     bad = b'{"id": "a", "sentence": "fine"}\n{"id": "b", "sentence": 7}\n'
-    r = client.post("/api/v1/studies", headers={"X-CSRF-Token": csrf},
-                    data={"kind": "wordcount", "settings": json.dumps({"title": "Bad"})},
-                    files={"file": ("s.jsonl", bad, "application/jsonl")})
+    r = client.post(
+        "/api/v1/studies",
+        headers={"X-CSRF-Token": csrf},
+        data={"kind": "wordcount", "settings": json.dumps({"title": "Bad"})},
+        files={"file": ("s.jsonl", bad, "application/jsonl")},
+    )
     assert r.status_code == 422
     assert r.json()["line"] == 2 and r.json()["field"] == "sentence"
     assert session.scalar(select(Study).where(Study.title == "Bad")) is None
@@ -175,8 +202,11 @@ def test_bad_items_are_refused_by_line_and_field(client, session):
 def test_migrations_and_the_command_line_from_a_fresh_database(tmp_path):
     """`proctor migrate` runs the core's revisions and every kind's branch; `proctor kinds`
     lists what each kind adds; the kind's command runs its job and prints the tally."""
-    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'p.db'}", "STORAGE_URL": f"file://{tmp_path / 'blobs'}",
-           "REDIS_URL": ""}
+    env = {
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'p.db'}",
+        "STORAGE_URL": f"file://{tmp_path / 'blobs'}",
+        "REDIS_URL": "",
+    }
     out = run_cli("migrate", env=env)
     assert out.returncode == 0, out.stderr
     con = sqlite3.connect(tmp_path / "p.db")
@@ -261,11 +291,14 @@ def test_kind_registration_refuses_clashes(monkeypatch):
     saved = dict(kinds._registry)
     try:
         for points, message in (
-                ([FakeEntryPoint("wordcount", "a:KIND", example), FakeEntryPoint("wordcount", "b:KIND", example)],
-                 "two packages declare the task kind 'wordcount': a:KIND and b:KIND"),
-                ([FakeEntryPoint("counting", "a:KIND", example)], "loads the kind named 'wordcount'"),
-                ([FakeEntryPoint("thing", "a:THING", object())], "is not a TaskKind"),
-                ([], "no task kinds found")):
+            (
+                [FakeEntryPoint("wordcount", "a:KIND", example), FakeEntryPoint("wordcount", "b:KIND", example)],
+                "two packages declare the task kind 'wordcount': a:KIND and b:KIND",
+            ),
+            ([FakeEntryPoint("counting", "a:KIND", example)], "loads the kind named 'wordcount'"),
+            ([FakeEntryPoint("thing", "a:THING", object())], "is not a TaskKind"),
+            ([], "no task kinds found"),
+        ):
             kinds._registry.clear()
             monkeypatch.setattr(kinds, "entry_points", lambda group, p=points: p)
             with pytest.raises(KindError, match=message):

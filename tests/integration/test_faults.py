@@ -35,8 +35,13 @@ def test_no_answer_is_lost_or_doubled_through_restarts_and_kills(tmp_path):
     out = tmp_path / "faults.json"
     # --seconds 12: the three faults back to back (3 s before the first, 2 s between), each
     # down 3 s and settling 3 s after; the run lasts as long as they take (~30 s).
-    done = subprocess.run([sys.executable, str(SCRIPT), "--workers", "8", "--seconds", "12",
-                           "--json", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=540)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--workers", "8", "--seconds", "12", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=540,
+    )
     report = done.stdout[-4000:] + done.stderr[-4000:]
     assert out.exists(), report
     figures = json.loads(out.read_text())
@@ -54,8 +59,8 @@ def test_no_answer_is_lost_or_doubled_through_restarts_and_kills(tmp_path):
     web = next(w for name, w in windows.items() if name.startswith("web"))
     redis = next(w for name, w in windows.items() if name.startswith("redis"))
     assert pg["down_seen"] and web["down_seen"] and redis["down_seen"], report
-    assert pg["errors"].get("503", 0) > 0, report        # the database's outage, as the API says it
+    assert pg["errors"].get("503", 0) > 0, report  # the database's outage, as the API says it
     assert web["errors"].get("connection", 0) > 0, report  # no server to connect to
-    assert redis["rate_limiter_fell_back"] > 0, report    # the limiter noticed Redis was gone ...
-    assert redis["errors"] == {}, report                  # ... and the crowd did not
+    assert redis["rate_limiter_fell_back"] > 0, report  # the limiter noticed Redis was gone ...
+    assert redis["errors"] == {}, report  # ... and the crowd did not
     assert windows["outside the faults"]["errors"] == {}, report

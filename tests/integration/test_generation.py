@@ -28,7 +28,8 @@ from app.studies.models import Item, Study
 from tests.conftest import ROOT, login, make_user
 
 pytestmark = pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
-    "torch generation over stored artifacts (the Celery run below stays on PostgreSQL)")
+    "torch generation over stored artifacts (the Celery run below stays on PostgreSQL)"
+)
 
 
 N, M, PATHS = 3, 2, 4
@@ -48,9 +49,11 @@ def tiny_models(tmp_path_factory) -> dict:
     vocab = Vocabulary.build([t for e in data.examples for t in e.instructions])
     folder = tmp_path_factory.mktemp("models")
     out = {}
-    for name, model in (("speaker", Speaker(vocab.words, hidden=16, embed=8)),
-                        ("listener0", Listener(vocab.words, hidden=16, embed=8)),
-                        ("listener1", Listener(vocab.words, hidden=16, embed=8))):
+    for name, model in (
+        ("speaker", Speaker(vocab.words, hidden=16, embed=8)),
+        ("listener0", Listener(vocab.words, hidden=16, embed=8)),
+        ("listener1", Listener(vocab.words, hidden=16, embed=8)),
+    ):
         torch.manual_seed(len(out))
         weights, config = save_model(model, folder, name)
         out[name] = (weights.read_bytes(), json.loads(config.read_text()))
@@ -62,8 +65,17 @@ def _artifact(session, owner, models, name, role, agent_name) -> AgentArtifact:
     blob, config = models[name]
     key = f"artifacts/{agent.id}/1.safetensors"
     get_store().put(key, blob)
-    art = AgentArtifact(agent_id=agent.id, version=1, role=role, format="safetensors", blob_key=key,
-                        config=config, size=len(blob), sha256=hashlib.sha256(blob).hexdigest(), state="valid")
+    art = AgentArtifact(
+        agent_id=agent.id,
+        version=1,
+        role=role,
+        format="safetensors",
+        blob_key=key,
+        config=config,
+        size=len(blob),
+        sha256=hashlib.sha256(blob).hexdigest(),
+        state="valid",
+    )
     session.add(art)
     session.flush()
     return art
@@ -84,20 +96,30 @@ def _setup(session, tiny_models) -> dict:
     house = generate_house(100)
     import_house(session, house)
     paths = _paths_file(house)
-    study = services.create_study(session, owner, "navigation", services.StudySettings(title="Gen"),
-                                  paths, "r2r")
+    study = services.create_study(session, owner, "navigation", services.StudySettings(title="Gen"), paths, "r2r")
     speaker = _artifact(session, owner, tiny_models, "speaker", "speaker", "tiny-speaker")
-    listeners = [_artifact(session, owner, tiny_models, f"listener{i}", "listener", f"tiny-listener-{i}")
-                 for i in range(2)]
+    listeners = [
+        _artifact(session, owner, tiny_models, f"listener{i}", "listener", f"tiny-listener-{i}") for i in range(2)
+    ]
     session.commit()
-    return {"owner": owner, "study": study, "paths": paths, "speaker": speaker, "listeners": listeners,
-            "house": house}
+    return {"owner": owner, "study": study, "paths": paths, "speaker": speaker, "listeners": listeners, "house": house}
 
 
 def _run(session, s, design="evaluation", listeners=True, **kw) -> GenerationRun:
-    run = create_run(session, s["study"], s["owner"], speaker_artifact_id=s["speaker"].id,
-                     listener_artifact_ids=[a.id for a in s["listeners"]] if listeners else [],
-                     paths_data=s["paths"], n=N, m=M, design=design, max_len=12, batch_size=2, **kw)
+    run = create_run(
+        session,
+        s["study"],
+        s["owner"],
+        speaker_artifact_id=s["speaker"].id,
+        listener_artifact_ids=[a.id for a in s["listeners"]] if listeners else [],
+        paths_data=s["paths"],
+        n=N,
+        m=M,
+        design=design,
+        max_len=12,
+        batch_size=2,
+        **kw,
+    )
     session.commit()  # create_run only flushes: the runs service commits as it queues
     return run
 
@@ -110,8 +132,9 @@ def _candidates(session, run) -> dict[str, list[Candidate]]:
 
 
 def _gen_items(session, study) -> list[Item]:
-    return session.scalars(select(Item).where(Item.study_id == study.id, Item.source == "agent")
-                           .order_by(Item.external_id)).all()
+    return session.scalars(
+        select(Item).where(Item.study_id == study.id, Item.source == "agent").order_by(Item.external_id)
+    ).all()
 
 
 def test_evaluation_run_reranks_with_listeners_and_adds_items(session, setup):
@@ -133,6 +156,7 @@ def test_evaluation_run_reranks_with_listeners_and_adds_items(session, setup):
         chosen = [c for c in cands if c.chosen]
         assert len(chosen) == 1
         assert chosen[0].listener_score == max(c.listener_score for c in cands)
+
     # gamma: the share of paths where the inference output outscores every sample (a sample
     # with its words or its score is a tie: half)
     def outcome(cs):
@@ -141,6 +165,7 @@ def test_evaluation_run_reranks_with_listeners_and_adds_items(session, setup):
         if others and max(others) > cs[0].speaker_score:
             return 0.0
         return 0.5 if len(others) < len(cs) - 1 or (others and max(others) == cs[0].speaker_score) else 1.0
+
     expected = sum(outcome(cs) for cs in by_path.values()) / PATHS
     assert run.gamma == pytest.approx(expected)
     items = _gen_items(session, setup["study"])
@@ -161,18 +186,24 @@ def test_evaluation_run_reranks_with_listeners_and_adds_items(session, setup):
     for it in items:
         chosen = next(c for c in by_path[it.exclusion_group] if c.chosen)
         for j, art in enumerate(setup["listeners"]):
-            out = session.scalar(select(AgentOutput).where(AgentOutput.item_id == it.id,
-                                                           AgentOutput.agent_id == art.agent_id))
-            first = session.scalar(select(Rollout).where(Rollout.candidate_id == chosen.id,
-                                                         Rollout.listener == j, Rollout.m == 0))
+            out = session.scalar(
+                select(AgentOutput).where(AgentOutput.item_id == it.id, AgentOutput.agent_id == art.agent_id)
+            )
+            first = session.scalar(
+                select(Rollout).where(Rollout.candidate_id == chosen.id, Rollout.listener == j, Rollout.m == 0)
+            )
             assert out.response["path"] == first.path
             success = score_trajectory(graph, it.reference["path"], first.path)["success"]
             assert out.score == (1.0 if success else 0.0)
 
     # A retry after a crash (the job set back to running, its heartbeat stale, or to queued)
     # duplicates no candidate, rollout or item.
-    counts = (session.scalar(select(func.count(Candidate.id))), session.scalar(select(func.count(Rollout.id))),
-              session.scalar(select(func.count(Item.id))), session.scalar(select(func.count(AgentOutput.id))))
+    counts = (
+        session.scalar(select(func.count(Candidate.id))),
+        session.scalar(select(func.count(Rollout.id))),
+        session.scalar(select(func.count(Item.id))),
+        session.scalar(select(func.count(AgentOutput.id))),
+    )
     assert counts[3] == 2 * PATHS
     job = session.get(jobs.Job, run.job_id)
     job.state = "running"
@@ -180,8 +211,12 @@ def test_evaluation_run_reranks_with_listeners_and_adds_items(session, setup):
     assert jobs.run_job(run.job_id) == "busy"  # a live worker's job is left alone (looked at later)
     assert jobs.run_job(run.job_id, stale_after=-1) == "done"
     session.expire_all()
-    assert (session.scalar(select(func.count(Candidate.id))), session.scalar(select(func.count(Rollout.id))),
-            session.scalar(select(func.count(Item.id))), session.scalar(select(func.count(AgentOutput.id)))) == counts
+    assert (
+        session.scalar(select(func.count(Candidate.id))),
+        session.scalar(select(func.count(Rollout.id))),
+        session.scalar(select(func.count(Item.id))),
+        session.scalar(select(func.count(AgentOutput.id))),
+    ) == counts
 
 
 def test_capability_run_without_listeners(session, setup):
@@ -193,8 +228,9 @@ def test_capability_run_without_listeners(session, setup):
     for cands in by_path.values():
         assert [c.chosen for c in cands] == [True] + [False] * N  # no listeners: the inference output
         assert all(c.listener_score is None for c in cands)
-    items = session.scalars(select(Item).where(Item.study_id == setup["study"].id,
-                                               Item.reference["role"].isnot(None))).all()
+    items = session.scalars(
+        select(Item).where(Item.study_id == setup["study"].id, Item.reference["role"].isnot(None))
+    ).all()
     roles = [i.reference.get("role") for i in items if i.reference.get("role")]
     assert len(roles) == PATHS * (1 + N + 1)
     assert roles.count("inference") == PATHS and roles.count("sample") == PATHS * N
@@ -268,10 +304,14 @@ def test_bad_requests_store_nothing(session, setup):
     from app.errors import InputError
 
     bad = [
-        dict(n=0), dict(m=99), dict(metric="bleu"), dict(design="other"),
+        dict(n=0),
+        dict(m=99),
+        dict(metric="bleu"),
+        dict(design="other"),
         dict(speaker_artifact_id=setup["listeners"][0].id),
         dict(listener_artifact_ids=[setup["speaker"].id]),
-        dict(paths_data=b"[]"), dict(paths_data=b"not json"),
+        dict(paths_data=b"[]"),
+        dict(paths_data=b"not json"),
     ]
     base = dict(speaker_artifact_id=setup["speaker"].id, listener_artifact_ids=[], paths_data=setup["paths"])
     for change in bad:
@@ -296,20 +336,34 @@ def test_api_and_page(session, setup, client):
     owner = setup["owner"]
     csrf = login(client, owner)
     study = setup["study"]
-    form = {"speaker_artifact_id": str(setup["speaker"].id),
-            "listener_artifact_ids": ",".join(str(a.id) for a in setup["listeners"]),
-            "n": str(N), "m": str(M), "max_len": "12", "csrf_token": csrf}
-    r = client.post(f"/api/v1/studies/{study.id}/generations", data={**form, "n": "0"},
-                    files={"file": ("paths.json", setup["paths"], "application/json")})
+    form = {
+        "speaker_artifact_id": str(setup["speaker"].id),
+        "listener_artifact_ids": ",".join(str(a.id) for a in setup["listeners"]),
+        "n": str(N),
+        "m": str(M),
+        "max_len": "12",
+        "csrf_token": csrf,
+    }
+    r = client.post(
+        f"/api/v1/studies/{study.id}/generations",
+        data={**form, "n": "0"},
+        files={"file": ("paths.json", setup["paths"], "application/json")},
+    )
     assert r.status_code == 422 and "n must be" in r.text
     for bad in ("0", "-0.1", "1.5", "nan", "inf", "ninety", "true"):
-        r = client.post(f"/api/v1/studies/{study.id}/generations", data={**form, "top_p": bad},
-                        files={"file": ("paths.json", setup["paths"], "application/json")})
+        r = client.post(
+            f"/api/v1/studies/{study.id}/generations",
+            data={**form, "top_p": bad},
+            files={"file": ("paths.json", setup["paths"], "application/json")},
+        )
         assert r.status_code == 422 and r.json()["field"] == "top_p", (bad, r.text)
     assert session.scalar(select(func.count(GenerationRun.id))) == 0
     form["top_p"] = "0.9"
-    r = client.post(f"/api/v1/studies/{study.id}/generations", data=form,
-                    files={"file": ("paths.json", setup["paths"], "application/json")})
+    r = client.post(
+        f"/api/v1/studies/{study.id}/generations",
+        data=form,
+        files={"file": ("paths.json", setup["paths"], "application/json")},
+    )
     assert r.status_code == 202, r.text
     run_id, job_id = r.json()["run"], r.json()["job"]
     assert jobs.run_job(job_id) == "done"
@@ -338,15 +392,15 @@ def test_api_and_page(session, setup, client):
 
 
 def _texts(session, run) -> list[tuple]:
-    return [(c.path_key, c.k, c.instruction, c.speaker_score)
-            for cands in _candidates(session, run).values() for c in cands]
+    return [
+        (c.path_key, c.k, c.instruction, c.speaker_score) for cands in _candidates(session, run).values() for c in cands
+    ]
 
 
 def test_top_p_one_draws_the_same_candidates_as_pure_sampling(session, setup):
     """top_p = 1 is pure ancestral sampling: for the same seed, the very candidates of a run
     started without the parameter."""
-    runs = [_run(session, setup, listeners=False, seed=5),
-            _run(session, setup, listeners=False, seed=5, top_p=1.0)]
+    runs = [_run(session, setup, listeners=False, seed=5), _run(session, setup, listeners=False, seed=5, top_p=1.0)]
     for run in runs:
         assert jobs.run_job(run.job_id) == "done", session.get(jobs.Job, run.job_id).log
     session.expire_all()
@@ -416,8 +470,17 @@ def test_a_speaker_without_top_p_still_samples_purely_and_refuses_nucleus(sessio
     agent = services.register_agent(session, setup["owner"], "navigation", "old-scripted-speaker")
     key = f"artifacts/{agent.id}/1.pt"
     get_store().put(key, data)
-    art = AgentArtifact(agent_id=agent.id, version=1, role="speaker", format="torchscript", blob_key=key,
-                        config={}, size=len(data), sha256=hashlib.sha256(data).hexdigest(), state="valid")
+    art = AgentArtifact(
+        agent_id=agent.id,
+        version=1,
+        role="speaker",
+        format="torchscript",
+        blob_key=key,
+        config={},
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        state="valid",
+    )
     session.add(art)
     session.commit()
     old = {**setup, "speaker": art}
@@ -453,16 +516,25 @@ def test_generation_runs_on_a_real_celery_worker(celery_env, celery_worker, db_u
     session.commit()
     headers = {"Authorization": f"Bearer {token}"}
     with TestClient(create_app(db_url)) as client:
-        r = client.post(f"/api/v1/studies/{s['study'].id}/generations", headers=headers,
-                        data={"speaker_artifact_id": str(s["speaker"].id),
-                              "listener_artifact_ids": f"[{s['listeners'][0].id}]",
-                              "n": "2", "m": "1", "max_len": "10"},
-                        files={"file": ("paths.json", s["paths"], "application/json")})
+        r = client.post(
+            f"/api/v1/studies/{s['study'].id}/generations",
+            headers=headers,
+            data={
+                "speaker_artifact_id": str(s["speaker"].id),
+                "listener_artifact_ids": f"[{s['listeners'][0].id}]",
+                "n": "2",
+                "m": "1",
+                "max_len": "10",
+            },
+            files={"file": ("paths.json", s["paths"], "application/json")},
+        )
         assert r.status_code == 202, r.text
         run_id = r.json()["run"]
         deadline = time.monotonic() + JOB_TIMEOUT_S
         while (got := client.get(f"/api/v1/generations/{run_id}", headers=headers).json())["state"] in (
-                "queued", "running"):
+            "queued",
+            "running",
+        ):
             assert time.monotonic() < deadline, celery_worker.log()[-4000:]
             time.sleep(0.25)
     assert got["state"] == "done", got["log"] + celery_worker.log()[-3000:]
@@ -487,9 +559,17 @@ def test_a_torchscript_listener_reranks_beside_a_built_in_one(session, setup, ti
     agent = services.register_agent(session, setup["owner"], "navigation", "scripted-listener")
     key = f"artifacts/{agent.id}/1.pt"
     get_store().put(key, data)
-    scripted_art = AgentArtifact(agent_id=agent.id, version=1, role="listener", format="torchscript",
-                                 blob_key=key, config={}, size=len(data),
-                                 sha256=hashlib.sha256(data).hexdigest(), state="valid")
+    scripted_art = AgentArtifact(
+        agent_id=agent.id,
+        version=1,
+        role="listener",
+        format="torchscript",
+        blob_key=key,
+        config={},
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        state="valid",
+    )
     session.add(scripted_art)
     session.commit()
     setup = {**setup, "listeners": [setup["listeners"][0], scripted_art]}
@@ -510,17 +590,33 @@ def test_gamma_counts_a_sample_with_the_inference_outputs_words_or_score_as_half
     from workers.navigation.generate import gamma
 
     owner = make_user(session, "researcher")
-    study = services.create_study(session, owner, "tom", services.StudySettings(title="g"),
-                                  (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes(), "csv")
+    study = services.create_study(
+        session,
+        owner,
+        "tom",
+        services.StudySettings(title="g"),
+        (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes(),
+        "csv",
+    )
     run = stored_generation_run(session, owner, study)
-    cases = {"win": [("go left", -1.0), ("go right", -2.0)],
-             "same words": [("go  left", -1.0), ("go left", -0.9999999)],
-             "same score": [("go left", -1.0), ("turn", -1.0)],
-             "loss": [("go left", -1.0), ("go left", -1.0000001), ("walk on", -0.5)]}
+    cases = {
+        "win": [("go left", -1.0), ("go right", -2.0)],
+        "same words": [("go  left", -1.0), ("go left", -0.9999999)],
+        "same score": [("go left", -1.0), ("turn", -1.0)],
+        "loss": [("go left", -1.0), ("go left", -1.0000001), ("walk on", -0.5)],
+    }
     for key, cands in cases.items():
         for k, (text, score) in enumerate(cands):
-            session.add(Candidate(run_id=run.id, path_key=key, k=k, role="sample" if k else "inference",
-                                  instruction=text, speaker_score=score))
+            session.add(
+                Candidate(
+                    run_id=run.id,
+                    path_key=key,
+                    k=k,
+                    role="sample" if k else "inference",
+                    instruction=text,
+                    speaker_score=score,
+                )
+            )
     session.commit()
     assert gamma(session, run) == pytest.approx((1 + 0.5 + 0.5 + 0) / 4)
 
@@ -533,9 +629,12 @@ def test_a_run_the_queue_cannot_take_is_withdrawn_with_503(client, session, setu
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:9/0")  # the discard port
     get_settings.cache_clear()
     csrf = login(client, setup["owner"])
-    r = client.post(f"/api/v1/studies/{setup['study'].id}/generations", headers={"X-CSRF-Token": csrf},
-                    data={"speaker_artifact_id": str(setup["speaker"].id), "n": "2", "m": "1"},
-                    files={"file": ("paths.json", setup["paths"], "application/json")})
+    r = client.post(
+        f"/api/v1/studies/{setup['study'].id}/generations",
+        headers={"X-CSRF-Token": csrf},
+        data={"speaker_artifact_id": str(setup["speaker"].id), "n": "2", "m": "1"},
+        files={"file": ("paths.json", setup["paths"], "application/json")},
+    )
     get_settings.cache_clear()
     assert r.status_code == 503 and r.headers["Retry-After"], r.text
     assert "try again in a minute" in r.json()["detail"]
@@ -551,15 +650,19 @@ def test_a_run_is_started_from_the_study_page(session, setup, client):
     page = client.get(f"/studies/{study.id}").text
     assert 'id="generation-start"' in page and f'value="{setup["speaker"].id}"' in page
     assert all(f'name="listener" value="{a.id}"' in page for a in setup["listeners"])
-    form = {"csrf_token": csrf, "speaker_artifact_id": str(setup["speaker"].id), "n": "0", "m": str(M),
-            "listener": [str(a.id) for a in setup["listeners"]]}
+    form = {
+        "csrf_token": csrf,
+        "speaker_artifact_id": str(setup["speaker"].id),
+        "n": "0",
+        "m": str(M),
+        "listener": [str(a.id) for a in setup["listeners"]],
+    }
     files = {"file": ("paths.json", setup["paths"], "application/json")}
     r = client.post(f"/studies/{study.id}/generations", data=form, files=files)
     assert r.status_code == 422 and 'id="generations-error"' in r.text and "n must be" in r.text
     assert "<header" in r.text  # the site's layout
     assert session.scalar(select(func.count(GenerationRun.id))) == 0
-    r = client.post(f"/studies/{study.id}/generations", data={**form, "n": str(N)}, files=files,
-                    follow_redirects=False)
+    r = client.post(f"/studies/{study.id}/generations", data={**form, "n": str(N)}, files=files, follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == f"/studies/{study.id}#generations"
     run = session.scalar(select(GenerationRun))
     assert run.n == N and sorted(run.listener_artifact_ids) == sorted(a.id for a in setup["listeners"])
@@ -577,26 +680,62 @@ def test_the_page_and_the_api_start_runs_from_the_same_options(session, setup, c
     csrf = login(client, owner)
     assert 'name="top_p"' in client.get(f"/studies/{study.id}").text
     ids = [str(a.id) for a in setup["listeners"]]
-    options = {"speaker_artifact_id": str(setup["speaker"].id), "n": "2", "m": "1", "k": "2", "metric": "sdtw",
-               "design": "evaluation", "top_p": "0.9", "seed": "7", "max_len": "20", "batch_size": "3"}
+    options = {
+        "speaker_artifact_id": str(setup["speaker"].id),
+        "n": "2",
+        "m": "1",
+        "k": "2",
+        "metric": "sdtw",
+        "design": "evaluation",
+        "top_p": "0.9",
+        "seed": "7",
+        "max_len": "20",
+        "batch_size": "3",
+    }
     files = {"file": ("paths.json", setup["paths"], "application/json")}
-    r = client.post(f"/api/v1/studies/{study.id}/generations", headers={"X-CSRF-Token": csrf},
-                    data={**options, "listener_artifact_ids": ",".join(ids)}, files=files)
+    r = client.post(
+        f"/api/v1/studies/{study.id}/generations",
+        headers={"X-CSRF-Token": csrf},
+        data={**options, "listener_artifact_ids": ",".join(ids)},
+        files=files,
+    )
     assert r.status_code == 202, r.text
-    r = client.post(f"/studies/{study.id}/generations", data={**options, "csrf_token": csrf, "listener": ids},
-                    files=files, follow_redirects=False)
+    r = client.post(
+        f"/studies/{study.id}/generations",
+        data={**options, "csrf_token": csrf, "listener": ids},
+        files=files,
+        follow_redirects=False,
+    )
     assert r.status_code == 303, r.text[-600:]
     api_run, page_run = session.scalars(select(GenerationRun).order_by(GenerationRun.id)).all()
-    columns = ("speaker_artifact_id", "listener_artifact_ids", "n", "k", "m", "metric", "design", "max_len",
-               "seed", "batch_size", "top_p", "paths")
+    columns = (
+        "speaker_artifact_id",
+        "listener_artifact_ids",
+        "n",
+        "k",
+        "m",
+        "metric",
+        "design",
+        "max_len",
+        "seed",
+        "batch_size",
+        "top_p",
+        "paths",
+    )
     assert {c: getattr(page_run, c) for c in columns} == {c: getattr(api_run, c) for c in columns}
     assert (page_run.top_p, page_run.seed, page_run.max_len, page_run.batch_size) == (0.9, 7, 20, 3)
-    for bad, says in (({"k": "1"}, "k = 1 but 2 listener artifacts are given"),
-                      ({"top_p": "0"}, "top_p")):
-        api = client.post(f"/api/v1/studies/{study.id}/generations", headers={"X-CSRF-Token": csrf},
-                          data={**options, **bad, "listener_artifact_ids": ",".join(ids)}, files=files)
-        page = client.post(f"/studies/{study.id}/generations", files=files,
-                           data={**options, **bad, "csrf_token": csrf, "listener": ids})
+    for bad, says in (({"k": "1"}, "k = 1 but 2 listener artifacts are given"), ({"top_p": "0"}, "top_p")):
+        api = client.post(
+            f"/api/v1/studies/{study.id}/generations",
+            headers={"X-CSRF-Token": csrf},
+            data={**options, **bad, "listener_artifact_ids": ",".join(ids)},
+            files=files,
+        )
+        page = client.post(
+            f"/studies/{study.id}/generations",
+            files=files,
+            data={**options, **bad, "csrf_token": csrf, "listener": ids},
+        )
         assert api.status_code == page.status_code == 422 and says in api.json()["detail"]
         assert str(markupsafe.escape(api.json()["detail"])) in page.text
     assert session.scalar(select(func.count(GenerationRun.id))) == 2
@@ -608,11 +747,20 @@ def test_the_one_runs_api_starts_a_navigation_run_from_a_form_or_json(session, s
     run in its detail, and is cancelled there."""
     csrf = login(client, setup["owner"])
     study, headers = setup["study"], {"X-CSRF-Token": csrf}
-    fields = {"speaker_artifact_id": setup["speaker"].id, "listener_artifact_ids": [a.id for a in setup["listeners"]],
-              "n": N, "m": M, "max_len": 12, "batch_size": 2}
-    r = client.post(f"/api/v1/studies/{study.id}/runs", headers=headers,
-                    data={k: ",".join(map(str, v)) if isinstance(v, list) else str(v) for k, v in fields.items()},
-                    files={"file": ("paths.json", setup["paths"], "application/json")})
+    fields = {
+        "speaker_artifact_id": setup["speaker"].id,
+        "listener_artifact_ids": [a.id for a in setup["listeners"]],
+        "n": N,
+        "m": M,
+        "max_len": 12,
+        "batch_size": 2,
+    }
+    r = client.post(
+        f"/api/v1/studies/{study.id}/runs",
+        headers=headers,
+        data={k: ",".join(map(str, v)) if isinstance(v, list) else str(v) for k, v in fields.items()},
+        files={"file": ("paths.json", setup["paths"], "application/json")},
+    )
     assert r.status_code == 202 and r.json()["kind"] == "navigation", r.text
     form_run = r.json()
     assert form_run["artifact_ids"] == [setup["speaker"].id, *(a.id for a in setup["listeners"])]
@@ -622,25 +770,35 @@ def test_the_one_runs_api_starts_a_navigation_run_from_a_form_or_json(session, s
     grun = session.get(GenerationRun, got["detail"]["generation_run"])
     assert grun.job_id == form_run["job_id"]
 
-    r = client.post(f"/api/v1/studies/{study.id}/runs", headers=headers,
-                    json={**fields, "file": json.loads(setup["paths"])})
+    r = client.post(
+        f"/api/v1/studies/{study.id}/runs", headers=headers, json={**fields, "file": json.loads(setup["paths"])}
+    )
     assert r.status_code == 202, r.text
     json_run = r.json()
     assert client.post(f"/api/v1/runs/{json_run['id']}/cancel", headers=headers).json()["state"] == "cancelled"
-    assert session.get(GenerationRun, client.get(f"/api/v1/runs/{json_run['id']}").json()["detail"][
-        "generation_run"]).state == "cancelled"
+    assert (
+        session.get(
+            GenerationRun, client.get(f"/api/v1/runs/{json_run['id']}").json()["detail"]["generation_run"]
+        ).state
+        == "cancelled"
+    )
     # A file field sent as text is no file: it could name one on the server (the review found
     # a path read this way), and deep JSON in a form field is refused, not a RecursionError.
     form = {"speaker_artifact_id": str(setup["speaker"].id)}
     for text_file in ("/etc/hostname", str(tmp_path_of(setup["paths"]))):
         r = client.post(f"/api/v1/studies/{study.id}/runs", headers=headers, data={**form, "file": text_file})
         assert r.status_code == 422 and r.json()["field"] == "file" and "upload" in r.json()["detail"], r.text
-    r = client.post(f"/api/v1/studies/{study.id}/runs", headers=headers,
-                    data={**form, "listener_artifact_ids": "[" * 5000 + "]" * 5000},
-                    files={"file": ("paths.json", setup["paths"], "application/json")})
+    r = client.post(
+        f"/api/v1/studies/{study.id}/runs",
+        headers=headers,
+        data={**form, "listener_artifact_ids": "[" * 5000 + "]" * 5000},
+        files={"file": ("paths.json", setup["paths"], "application/json")},
+    )
     assert r.status_code == 422 and r.json()["field"] == "listener_artifact_ids", r.text
-    for bad, field in (({**fields, "file": "not paths"}, "references"), ({k: v for k, v in fields.items()
-                                                                     if k != "speaker_artifact_id"}, "file")):
+    for bad, field in (
+        ({**fields, "file": "not paths"}, "references"),
+        ({k: v for k, v in fields.items() if k != "speaker_artifact_id"}, "file"),
+    ):
         r = client.post(f"/api/v1/studies/{study.id}/runs", headers=headers, json=bad)
         assert r.status_code == 422 and r.json()["field"] == field, r.text
 

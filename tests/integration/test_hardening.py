@@ -14,11 +14,15 @@ from tests.integration.test_cli_demo import run_cli
 
 def test_exported_csv_cells_never_run_as_formulas(session):
     owner = make_user(session, "researcher")
-    rows = [{"id": "=HYPERLINK(\"http://evil.example\",\"x\")", "sentence": "one two"},
-            {"id": "+1+1", "sentence": "three"}, {"id": "plain", "sentence": "four five six"}]
+    rows = [
+        {"id": '=HYPERLINK("http://evil.example","x")', "sentence": "one two"},
+        {"id": "+1+1", "sentence": "three"},
+        {"id": "plain", "sentence": "four five six"},
+    ]
     data = "".join(json.dumps(r) + "\n" for r in rows).encode()
-    study = services.create_study(session, owner, "wordcount",
-                                  services.StudySettings(title="Formulas", gold_rate=0.0), data, "jsonl")
+    study = services.create_study(
+        session, owner, "wordcount", services.StudySettings(title="Formulas", gold_rate=0.0), data, "jsonl"
+    )
     services.set_state(session, study, "live", owner)
     from app.studies import assignment
 
@@ -33,7 +37,7 @@ def test_exported_csv_cells_never_run_as_formulas(session):
     session.refresh(job)
     store = get_store()
     table = list(csv.DictReader(io.StringIO(store.get(job.result["files"]["annotations.csv"]).decode())))
-    assert sorted(r["item"] for r in table) == ["'+1+1", "'=HYPERLINK(\"http://evil.example\",\"x\")", "plain"]
+    assert sorted(r["item"] for r in table) == ["'+1+1", '\'=HYPERLINK("http://evil.example","x")', "plain"]
     scores = store.get(job.result["files"]["scores.csv"]).decode()
     assert "'-agent v1" in scores and "\n-agent" not in scores
     # The JSONL keeps the values exactly.
@@ -55,8 +59,10 @@ def test_logins_are_limited_per_account_and_unknown_emails_take_as_long(client, 
     from tests.conftest import csrf_of
 
     token = csrf_of(client)
-    codes = [client.post("/login", data={"email": owner.email, "password": f"wrong-{k}",
-                                         "csrf_token": token}).status_code for k in range(11)]
+    codes = [
+        client.post("/login", data={"email": owner.email, "password": f"wrong-{k}", "csrf_token": token}).status_code
+        for k in range(11)
+    ]
     # One client, but the per-account limit (10 a minute) is the one that refuses.
     assert codes == [401] * 10 + [429]
     from app.auth import security
@@ -81,11 +87,19 @@ def test_a_weak_password_is_refused_when_an_account_is_made(tmp_path):
     env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'u.db'}", "REDIS_URL": ""}
     assert run_cli("migrate", env=env).returncode == 0
     for bad, why in (("short1", "at least 10 characters"), ("aaaaaaaaaaaa", "different characters")):
-        out = run_cli("user", "create", "--email", "a@example.org", "--role", "researcher",
-                      "--password", bad, env=env)
+        out = run_cli("user", "create", "--email", "a@example.org", "--role", "researcher", "--password", bad, env=env)
         assert out.returncode == 1 and why in out.stderr
-    ok = run_cli("user", "create", "--email", "a@example.org", "--role", "researcher",
-                 "--password", "correct horse battery", env=env)
+    ok = run_cli(
+        "user",
+        "create",
+        "--email",
+        "a@example.org",
+        "--role",
+        "researcher",
+        "--password",
+        "correct horse battery",
+        env=env,
+    )
     assert ok.returncode == 0, ok.stderr
 
 
@@ -136,8 +150,7 @@ def test_an_oversized_body_is_refused_before_it_is_read(db_url, monkeypatch):
         with get_sessionmaker(db_url)() as s:
             token = create_token(s, make_user(s, "researcher"))
             s.commit()
-        r = client.post("/api/v1/studies", content=chunks(),
-                        headers={**form, "Authorization": f"Bearer {token}"})
+        r = client.post("/api/v1/studies", content=chunks(), headers={**form, "Authorization": f"Bearer {token}"})
         assert r.status_code == 413
         assert client.get("/healthz").status_code == 200  # and the app answers on
         small = client.post("/api/v1/studies", files={"file": ("q.csv", b"a,b\n", "text/csv")})
@@ -204,7 +217,9 @@ def test_api_tokens_are_listed_revoked_and_expire(app, client, session):
     api = lambda token: client.get("/api/v1/tokens", headers={"Authorization": f"Bearer {token}"})  # noqa: E731
     listed = api(lasting).json()
     assert [(t["name"], t["revoked"], t["expires_at"] is None) for t in listed] == [
-        ("lasting", False, True), ("short", False, False)]
+        ("lasting", False, True),
+        ("short", False, False),
+    ]
     assert all("token" not in t and "hash" not in str(t) for t in listed)
     # Past its expiry a token stops working.
     session.query(ApiToken).filter_by(name="short").update({"expires_at": utcnow() - timedelta(seconds=1)})

@@ -49,8 +49,12 @@ from tests.conftest import make_user
 from tests.integration.test_sections_certified import _a3ds_rows, _a3ds_study, _fill_order, _listen
 
 K = len(metrics.KEYS)
-PROCS = {1: ProcedureInfo("c", 2, [None] * 2), 2: ProcedureInfo("c", 2, [None] * 2),
-         3: ProcedureInfo("d", 3, [None] * 3), 4: ProcedureInfo("d", 3, [None] * 3)}
+PROCS = {
+    1: ProcedureInfo("c", 2, [None] * 2),
+    2: ProcedureInfo("c", 2, [None] * 2),
+    3: ProcedureInfo("d", 3, [None] * 3),
+    4: ProcedureInfo("d", 3, [None] * 3),
+}
 A = {1: [1, 1], 2: [1, 0.5], 3: [1, 1, 0.5], 4: [0.5, 0.5, 0.5]}
 B = {1: [1, 0.5], 2: [1, 1], 3: [0.5, 0.5, 0.5]}
 
@@ -70,8 +74,11 @@ def _wilson(p: float, n: float, z: float) -> tuple[float, float]:
 
 
 def _rows():
-    return [_row("agent", "A", A), _row("agent", "B", B),
-            _row("baseline", "zero", {i: [0.0] * p.steps for i, p in PROCS.items()})]
+    return [
+        _row("agent", "A", A),
+        _row("agent", "B", B),
+        _row("baseline", "zero", {i: [0.0] * p.steps for i, p in PROCS.items()}),
+    ]
 
 
 def test_hexagons_hand_worked_means_intervals_coverage_and_ranks():
@@ -87,11 +94,12 @@ def test_hexagons_hand_worked_means_intervals_coverage_and_ranks():
     assert (b["n"], b["mean"]) == (10, 0.5) and rows["B"]["coverage"] == 0.75 and rows["B"]["procedures"] == 3
     assert (b["low"], b["high"]) == pytest.approx(_wilson(0.5, 0.25 / (4 / 3 * 3.5 / 100), t3))
     assert (b["low"], b["high"]) == pytest.approx((0.095635, 0.904365), abs=1e-6)
-    assert (zero["mean"], zero["low"]) == (0.0, 0.0) and zero["high"] == pytest.approx(t3 ** 2 / (4 + t3 ** 2))
+    assert (zero["mean"], zero["low"]) == (0.0, 0.0) and zero["high"] == pytest.approx(t3**2 / (4 + t3**2))
     assert zero["high"] == pytest.approx(0.716874, abs=1e-6)
     # Four procedures resample to too few orders to rank anyone (stats.MIN_RANK_UNITS = 5).
     assert [rows[w]["rank"] for w in ("A", "B", "zero")] == [
-        {"text": "—", "reason": "4 procedures shared by every ranked system: fewer than 5 rank nobody"}] * 3
+        {"text": "—", "reason": "4 procedures shared by every ranked system: fewer than 5 rank nobody"}
+    ] * 3
     assert {c["label"] for c in table["columns"]} >= {"Rank (95%)", "Coverage"}
     assert "[0, 1]" in table["title"] and "PROCEDURES" in table["note"]
     # The breakdown by category uses the same rule: B's category d is P3 (1.5) and P4 (0) over 6 steps.
@@ -121,8 +129,11 @@ def test_hexagons_paired_effect_and_holm_against_statsmodels():
     raw = []
     for x, y in pairs:
         shared = sorted(means[x].keys() & means[y].keys())
-        raw.append(paired_cluster_difference([means[x][i] for i in shared], [means[y][i] for i in shared],
-                                             [PROCS[i].steps for i in shared])["p"])
+        raw.append(
+            paired_cluster_difference(
+                [means[x][i] for i in shared], [means[y][i] for i in shared], [PROCS[i].steps for i in shared]
+            )["p"]
+        )
     # In table order (most procedures first): A - zero, 4 positive differences: 2 / 16; A - B,
     # step-weighted differences 0.5, -0.5, 1: 6 of the 8 sign patterns reach |1|: 0.75; B - zero,
     # 3 positive: 2 / 8. Holm: 0.125 * 3 = 0.375, 0.25 * 2 = 0.5, 0.75 * 1 = 0.75.
@@ -139,7 +150,11 @@ def test_hexagons_holm_family_leaves_single_annotators_out():
     agents' and baselines' (the same three adjusted p as without the annotator)."""
     person = _row("human", "ann-1", A)
     pairs = {(p["a"], p["b"]): p for p in paired_tests(_rows() + [person], PROCS, min_shared=3)}
-    assert [pairs[k]["board_f1_holm"] for k in (("A", "zero"), ("A", "B"), ("B", "zero"))] == ["0.375", "0.750", "0.500"]
+    assert [pairs[k]["board_f1_holm"] for k in (("A", "zero"), ("A", "B"), ("B", "zero"))] == [
+        "0.375",
+        "0.750",
+        "0.500",
+    ]
     with_person = [k for k in pairs if "ann-1" in k]
     assert with_person and all(pairs[k]["board_f1_holm"] is None and pairs[k]["board_f1_p"] for k in with_person)
 
@@ -200,8 +215,9 @@ def test_hexagons_section_reads_the_executors_levels_from_their_answers(session)
     [row] = tables["hexagons_agreement"]["rows"]
     units = np.array([[2, 0, 2, 0], [2, 1, 2, 1]], dtype=float)  # executors x steps
     assert (row["procedures"], row["steps"], row["labels"]) == (2, 4, 8)
-    assert row["alpha"]["mean"] == pytest.approx(krippendorff.alpha(reliability_data=units,
-                                                                     level_of_measurement="ordinal"))
+    assert row["alpha"]["mean"] == pytest.approx(
+        krippendorff.alpha(reliability_data=units, level_of_measurement="ordinal")
+    )
 
 
 def test_a3ds_two_captions_of_one_pair_pool_their_listeners():

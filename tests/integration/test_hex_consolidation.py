@@ -46,20 +46,36 @@ LEVELS = {"A": [2, 0], "B": [2, 1]}
 def procedures_jsonl() -> bytes:
     lines = []
     for index, (texts, boards) in PROCEDURES.items():
-        lines.append(json.dumps({
-            "index": index, "annotation_round": 1, "category": "simple", "image_id": f"P{index}",
-            "instructor_id": 3, "number_of_drawing_steps": 2, "agreement_tags": ["A", "A"],
-            "agreement_scores": [[1, 1, 1]] * 2,
-            "drawing_procedure": [[0, "NONE", BLANK]] + [[k + 1, t, b] for k, (t, b) in enumerate(zip(texts, boards))]}))
+        lines.append(
+            json.dumps(
+                {
+                    "index": index,
+                    "annotation_round": 1,
+                    "category": "simple",
+                    "image_id": f"P{index}",
+                    "instructor_id": 3,
+                    "number_of_drawing_steps": 2,
+                    "agreement_tags": ["A", "A"],
+                    "agreement_scores": [[1, 1, 1]] * 2,
+                    "drawing_procedure": [[0, "NONE", BLANK]]
+                    + [[k + 1, t, b] for k, (t, b) in enumerate(zip(texts, boards))],
+                }
+            )
+        )
     return "\n".join(lines).encode()
 
 
 def disagreement_study(session, owner, label_abstraction: bool = False):
     """A live execution study of the two procedures, each executed by workers A and B."""
     study = services.create_study(
-        session, owner, "hexagons", services.StudySettings(title="Consolidate", bundle_size=2, gold_rate=0.0,
-                                                           annotations_per_item=2),
-        procedures_jsonl(), "procedures", {"label_abstraction": 1} if label_abstraction else {})
+        session,
+        owner,
+        "hexagons",
+        services.StudySettings(title="Consolidate", bundle_size=2, gold_rate=0.0, annotations_per_item=2),
+        procedures_jsonl(),
+        "procedures",
+        {"label_abstraction": 1} if label_abstraction else {},
+    )
     services.set_state(session, study, "live", owner)
     for who, by_item in EXECUTIONS.items():
         bundle = assignment.enter(session, study, "prolific", f"hex-{who}-{uuid.uuid4().hex[:6]}")
@@ -68,8 +84,9 @@ def disagreement_study(session, owner, label_abstraction: bool = False):
             ext = session.get(Item, lease.item_id).external_id
             response = {"steps": json.dumps([{"board": b, "actions": []} for b in by_item[ext]])}
             if label_abstraction:
-                response["labels"] = json.dumps([{"level": lv, "mechanisms": ["object"] if lv == 2 else []}
-                                                 for lv in LEVELS[who]])
+                response["labels"] = json.dumps(
+                    [{"level": lv, "mechanisms": ["object"] if lv == 2 else []} for lv in LEVELS[who]]
+                )
             assignment.submit(session, study, bundle.id, lease.id, response, uuid.uuid4().hex)
     session.commit()
     return study
@@ -94,8 +111,11 @@ def _annotator_means(session, study) -> list[float]:
     from app.kinds.hexagons.leaderboard import POOLED, SECTIONS
 
     table = leaderboards.compute(session, study)["extra"]["tables"][0]
-    return [r["board_f1"]["mean"] for r in sorted(table["rows"], key=lambda r: r["who"])
-            if r["section"] == SECTIONS["human"] and r["who"] != POOLED]
+    return [
+        r["board_f1"]["mean"]
+        for r in sorted(table["rows"], key=lambda r: r["who"])
+        if r["section"] == SECTIONS["human"] and r["who"] != POOLED
+    ]
 
 
 def test_the_queue_puts_disputed_steps_first_and_shows_the_boards(session, admin_client):
@@ -107,8 +127,14 @@ def test_the_queue_puts_disputed_steps_first_and_shows_the_boards(session, admin
     steps = [(s["external_id"], s["step"], s["tag"]) for s in r.json()["steps"]]
     # Procedure 1's first step (both right) is not queued; procedure 2's disputed ones lead.
     assert steps == [("2", 1, "VV"), ("2", 2, "VV"), ("1", 2, "V1")]
-    assert set(r.json()["error_classes"]) == {"over-execution", "under-execution", "miscounting",
-                                              "propagated error", "wrong colour", "other"}
+    assert set(r.json()["error_classes"]) == {
+        "over-execution",
+        "under-execution",
+        "miscounting",
+        "propagated error",
+        "wrong colour",
+        "other",
+    }
 
     view = admin_client.get(f"/api/v1/hexagons/studies/{study.id}/consolidation/{items['1'].id}/2").json()
     assert view["instruction"] == "paint tile 1 blue" and view["tag"] == "V1"
@@ -135,14 +161,18 @@ def test_fixing_the_gold_board_rescores_and_moves_the_leaderboard(session, admin
     fixed = board(t0=4, t18=4)
 
     # Refused, naming the field, and nothing stored.
-    for body, field in (({"error_class": "sloppiness"}, "error_class"),
-                        ({"error_class": "other", "board": [0] * 179}, "board"),
-                        ({"error_class": "other", "board": [9] + [0] * 179}, "board"),
-                        ({"board": fixed}, "error_class")):
+    for body, field in (
+        ({"error_class": "sloppiness"}, "error_class"),
+        ({"error_class": "other", "board": [0] * 179}, "board"),
+        ({"error_class": "other", "board": [9] + [0] * 179}, "board"),
+        ({"board": fixed}, "error_class"),
+    ):
         r = admin_client.put(url, json=body)
         assert r.status_code == 422 and field in r.text, (body, r.text)
     session.expire_all()
-    assert session.scalar(select(Consolidation)) is None and session.get(Item, p2.id).reference["boards"][0] == board(t0=4)
+    assert session.scalar(select(Consolidation)) is None and session.get(Item, p2.id).reference["boards"][0] == board(
+        t0=4
+    )
 
     r = admin_client.put(url, json={"error_class": "under-execution", "note": "tile 18 left white", "board": fixed})
     assert r.status_code == 200, r.text
@@ -161,8 +191,12 @@ def test_fixing_the_gold_board_rescores_and_moves_the_leaderboard(session, admin
 
     # Still in the queue (decided, last), with the instructor's tag.
     rows = admin_client.get(f"/api/v1/hexagons/studies/{study.id}/consolidation").json()["steps"]
-    assert (rows[-1]["external_id"], rows[-1]["step"], rows[-1]["error_class"], rows[-1]["fixed"]) == \
-        ("2", 1, "under-execution", True)
+    assert (rows[-1]["external_id"], rows[-1]["step"], rows[-1]["error_class"], rows[-1]["fixed"]) == (
+        "2",
+        1,
+        "under-execution",
+        True,
+    )
 
     # Clearing the decision makes the instructor's board gold again, scores as before.
     r = admin_client.put(url, json={"error_class": None})
@@ -170,8 +204,9 @@ def test_fixing_the_gold_board_rescores_and_moves_the_leaderboard(session, admin
     session.expire_all()
     assert "instructor_boards" not in session.get(Item, p2.id).reference
     assert _annotator_means(session, study) == before_means
-    last = session.scalars(select(AuditEntry).where(AuditEntry.action == "hexagons.consolidation")
-                           .order_by(AuditEntry.id.desc())).first()
+    last = session.scalars(
+        select(AuditEntry).where(AuditEntry.action == "hexagons.consolidation").order_by(AuditEntry.id.desc())
+    ).first()
     assert last.detail["before"]["gold"] == fixed and last.detail["after"] is None
 
 
@@ -181,15 +216,24 @@ def test_the_decision_form_fixes_gold(session, admin_client):
     p1 = _items(session, study)["1"]
     page = f"/hexagons/studies/{study.id}/consolidation/{p1.id}/2"
     token = admin_client.headers["X-CSRF-Token"]
-    r = admin_client.post(page, data={"csrf_token": token, "error_class": "wrong colour", "note": "",
-                                      "board": "[1, 2"}, follow_redirects=True)
+    r = admin_client.post(
+        page,
+        data={"csrf_token": token, "error_class": "wrong colour", "note": "", "board": "[1, 2"},
+        follow_redirects=True,
+    )
     assert "Not saved: field &#39;board&#39;: board is not valid JSON" in r.text
     for hostile in ("[" * 100_000 + "]" * 100_000, "[" + "9" * 30 + "]"):  # 500s once
-        r = admin_client.post(page, data={"csrf_token": token, "error_class": "wrong colour", "note": "",
-                                          "board": hostile}, follow_redirects=True)
+        r = admin_client.post(
+            page,
+            data={"csrf_token": token, "error_class": "wrong colour", "note": "", "board": hostile},
+            follow_redirects=True,
+        )
         assert r.status_code < 500 and "Not saved: field &#39;board&#39;: board is not valid JSON" in r.text
-    r = admin_client.post(page, data={"csrf_token": token, "error_class": "wrong colour", "note": "green",
-                                      "board": ""}, follow_redirects=True)
+    r = admin_client.post(
+        page,
+        data={"csrf_token": token, "error_class": "wrong colour", "note": "green", "board": ""},
+        follow_redirects=True,
+    )
     assert "Step 2: wrong colour." in r.text and "Decided: <strong>wrong colour</strong>" in r.text
     session.expire_all()
     assert session.scalar(select(Consolidation)).fixed_board is None  # the instructor's board stands
@@ -209,9 +253,11 @@ def test_executors_label_abstraction_and_admins_adopt_the_majority(session, admi
 
     steps = json.dumps([{"board": b} for b in PROCEDURES["1"][1]])
     on = {"label_abstraction": 1}
-    for labels, field in (([{"level": 2, "mechanisms": ["loops"]}] * 2, "labels.0.mechanisms.0"),
-                          ([{"level": 4, "mechanisms": []}] * 2, "labels.0.level"),
-                          ([{"level": 1, "mechanisms": []}], "labels")):
+    for labels, field in (
+        ([{"level": 2, "mechanisms": ["loops"]}] * 2, "labels.0.mechanisms.0"),
+        ([{"level": 4, "mechanisms": []}] * 2, "labels.0.level"),
+        ([{"level": 1, "mechanisms": []}], "labels"),
+    ):
         with pytest.raises(InputError) as exc:
             KIND.parse_response({"steps": steps, "labels": json.dumps(labels)}, p1.payload, on)
         assert exc.value.field == field
@@ -232,16 +278,22 @@ def test_executors_label_abstraction_and_admins_adopt_the_majority(session, admi
     assert r.status_code == 200
     session.expire_all()
     assert session.get(Item, p1.id).reference["abstraction"] == [
-        {"level": 2, "mechanisms": ["object"]}, {"level": 1, "mechanisms": ["object", "symmetry"]}]
-    audited = session.scalars(select(AuditEntry).where(AuditEntry.action == "hexagons.abstraction")
-                              .order_by(AuditEntry.id)).all()
+        {"level": 2, "mechanisms": ["object"]},
+        {"level": 1, "mechanisms": ["object", "symmetry"]},
+    ]
+    audited = session.scalars(
+        select(AuditEntry).where(AuditEntry.action == "hexagons.abstraction").order_by(AuditEntry.id)
+    ).all()
     assert [a.detail["adopted"] for a in audited] == [True, False]
     assert audited[1].detail["before"] == {"level": None, "mechanisms": []}
 
     # The page's abstraction form, and its help from the paper.
     token = admin_client.headers["X-CSRF-Token"]
-    r = admin_client.post(f"/hexagons/studies/{study.id}/consolidation/{p1.id}/2/abstraction",
-                          data={"csrf_token": token, "level": "3", "mechanisms": ["recursion"]}, follow_redirects=True)
+    r = admin_client.post(
+        f"/hexagons/studies/{study.id}/consolidation/{p1.id}/2/abstraction",
+        data={"csrf_token": token, "level": "3", "mechanisms": ["recursion"]},
+        follow_redirects=True,
+    )
     assert "abstraction level 3" in r.text and "High-level abstraction" in r.text
     session.expire_all()
     assert session.get(Item, p1.id).reference["abstraction"][1] == {"level": 3, "mechanisms": ["recursion"]}
@@ -254,7 +306,10 @@ def test_only_admins_consolidate(session, app):
         token = login(c, owner)
         assert c.get(f"/api/v1/hexagons/studies/{study.id}/consolidation").status_code == 403
         p1 = _items(session, study)["1"]
-        r = c.put(f"/api/v1/hexagons/studies/{study.id}/consolidation/{p1.id}/2",
-                  json={"error_class": "other"}, headers={"X-CSRF-Token": token})
+        r = c.put(
+            f"/api/v1/hexagons/studies/{study.id}/consolidation/{p1.id}/2",
+            json={"error_class": "other"},
+            headers={"X-CSRF-Token": token},
+        )
         assert r.status_code == 403
     assert session.scalar(select(Consolidation)) is None

@@ -36,15 +36,28 @@ STEP2 = board(t0=4, t1=5)
 
 
 def _targets() -> bytes:
-    return "\n".join([json.dumps({"id": "flower", "board": TARGET, "category": "simple"}),
-                      json.dumps({"id": "dot", "board": board(t90=1)})]).encode()
+    return "\n".join(
+        [
+            json.dumps({"id": "flower", "board": TARGET, "category": "simple"}),
+            json.dumps({"id": "dot", "board": board(t90=1)}),
+        ]
+    ).encode()
 
 
 def _described() -> dict:
     """An instructor's two aligned steps (step 2 ends one tile short of the target)."""
-    return {"steps": json.dumps([
-        {"instruction": "Paint the top-left tile red.", "board": STEP1, "actions": [[0, 4, 1200]]},
-        {"instruction": "Paint the tile right of it blue.", "board": STEP2, "actions": [[1, 3, 500], [1, 5, 900]]}])}
+    return {
+        "steps": json.dumps(
+            [
+                {"instruction": "Paint the top-left tile red.", "board": STEP1, "actions": [[0, 4, 1200]]},
+                {
+                    "instruction": "Paint the tile right of it blue.",
+                    "board": STEP2,
+                    "actions": [[1, 3, 500], [1, 5, 900]],
+                },
+            ]
+        )
+    }
 
 
 def _answer(session, study, who: str, response: dict):
@@ -65,10 +78,12 @@ def test_targets_format_reads_boards_and_released_final_boards():
         assert len(targets) + skipped == len(procs)
         first = next(p for p in procs if p.image_id == targets[0].id)
         assert targets[0].board == first.steps[-1].board and targets[0].category == first.category
-    for data, field in ((json.dumps({"id": "x", "board": BLANK}), "board"),
-                        (json.dumps({"id": "x", "board": TARGET[:-1]}), "board"),
-                        (json.dumps({"board": TARGET}), "id"),
-                        (_targets().decode() + "\n" + json.dumps({"id": "dot", "board": TARGET}), "id")):
+    for data, field in (
+        (json.dumps({"id": "x", "board": BLANK}), "board"),
+        (json.dumps({"id": "x", "board": TARGET[:-1]}), "board"),
+        (json.dumps({"board": TARGET}), "id"),
+        (_targets().decode() + "\n" + json.dumps({"id": "dot", "board": TARGET}), "id"),
+    ):
         with pytest.raises(InputError) as exc:
             parse_targets(data)
         assert exc.value.field == field
@@ -87,15 +102,18 @@ def test_agreement_tags_and_scores_follow_the_data_readme():
 
 def test_an_instructors_description_is_checked_and_scored_against_the_target(session):
     owner = make_user(session, "researcher")
-    study = services.create_study(session, owner, "hexagons", services.StudySettings(title="Describe"),
-                                  _targets(), "targets")
+    study = services.create_study(
+        session, owner, "hexagons", services.StudySettings(title="Describe"), _targets(), "targets"
+    )
     assert study.kind_settings["mode"] == "description" and study.annotations_per_item == 1
     assert "write instructions" in study.instructions.lower()
     item = session.scalar(select(Item).where(Item.study_id == study.id, Item.external_id == "flower"))
     assert KIND.public_payload(item.payload)["target"] == TARGET and item.category == "simple"
     parsed = KIND.parse_response(_described(), item.payload, study.kind_settings)
-    assert [s["instruction"] for s in parsed["steps"]] == ["Paint the top-left tile red.",
-                                                           "Paint the tile right of it blue."]
+    assert [s["instruction"] for s in parsed["steps"]] == [
+        "Paint the top-left tile red.",
+        "Paint the tile right of it blue.",
+    ]
     # Two of the target's three tiles, nothing else: P 1, R 2/3.
     assert KIND.score(item.payload, item.reference, parsed) == pytest.approx(0.8)
     assert KIND.score_details(item.payload, item.reference, parsed)["board_em"] == 0.0
@@ -104,8 +122,13 @@ def test_an_instructors_description_is_checked_and_scored_against_the_target(ses
         ([{"instruction": "x" * 10001, "board": STEP1, "actions": [[0, 4, 1]]}], "steps.0.instruction"),
         ([{"instruction": "red", "board": STEP1, "actions": [[1, 4, 1]]}], "steps.0.board"),
         ([{"instruction": "red", "board": STEP1}], "steps.0.board"),  # painted, but no actions
-        ([{"instruction": "red", "board": STEP1, "actions": [[0, 4, 1]]},
-          {"instruction": "blue", "board": STEP2, "actions": [[2, 5, 1]]}], "steps.1.board"),
+        (
+            [
+                {"instruction": "red", "board": STEP1, "actions": [[0, 4, 1]]},
+                {"instruction": "blue", "board": STEP2, "actions": [[2, 5, 1]]},
+            ],
+            "steps.1.board",
+        ),
         ([], "steps"),
     ]
     for steps, field in bad:
@@ -113,14 +136,24 @@ def test_an_instructors_description_is_checked_and_scored_against_the_target(ses
             KIND.parse_response({"steps": steps}, item.payload, study.kind_settings)
         assert exc.value.field == field, (steps, exc.value)
     with pytest.raises(InputError):  # a description study takes no agent outputs
-        services.import_agent_outputs(session, study, services.register_agent(session, owner, "hexagons", "a"),
-                                      b'{"index": "flower", "step": 1, "board": []}')
+        services.import_agent_outputs(
+            session,
+            study,
+            services.register_agent(session, owner, "hexagons", "a"),
+            b'{"index": "flower", "step": 1, "board": []}',
+        )
 
 
 def test_procedures_go_to_two_verifiers_and_come_back_tagged(session, client, tmp_path):
     owner = make_user(session, "researcher")
-    desc = services.create_study(session, owner, "hexagons", services.StudySettings(title="Describe", bundle_size=1),
-                                 _targets().splitlines()[0], "targets")
+    desc = services.create_study(
+        session,
+        owner,
+        "hexagons",
+        services.StudySettings(title="Describe", bundle_size=1),
+        _targets().splitlines()[0],
+        "targets",
+    )
     services.set_state(session, desc, "live", owner)
     target, ann = _answer(session, desc, "instructor-1", _described())
     assert ann.score == pytest.approx(0.8)
@@ -150,8 +183,10 @@ def test_procedures_go_to_two_verifiers_and_come_back_tagged(session, client, tm
     with TestClient(client.app) as c2:
         token = login(c2, other)
         assert c2.get(f"/api/v1/hexagons/studies/{ver.id}/verification").status_code == 404
-        assert c2.post(f"/api/v1/hexagons/studies/{desc.id}/verification",
-                       headers={"X-CSRF-Token": token}).status_code == 404
+        assert (
+            c2.post(f"/api/v1/hexagons/studies/{desc.id}/verification", headers={"X-CSRF-Token": token}).status_code
+            == 404
+        )
 
     services.set_state(session, ver, "live", owner)
     # The instructor is the item's author: never one of its verifiers.
@@ -161,11 +196,19 @@ def test_procedures_go_to_two_verifiers_and_come_back_tagged(session, client, tm
     pending = client.get(f"/api/v1/hexagons/studies/{ver.id}/verification").json()
     assert pending["procedures"][0]["steps"][0]["tag"] is None and pending["complete"] == 0
     # Verifier 1 reproduces both steps; verifier 2 paints tile 1 green in step 2.
-    _answer(session, ver, "verifier-1", {"steps": [{"board": STEP1, "actions": [[0, 4, 10]]},
-                                                   {"board": STEP2, "actions": [[1, 5, 10]]}]})
+    _answer(
+        session,
+        ver,
+        "verifier-1",
+        {"steps": [{"board": STEP1, "actions": [[0, 4, 10]]}, {"board": STEP2, "actions": [[1, 5, 10]]}]},
+    )
     wrong = board(t0=4, t1=3)
-    _answer(session, ver, "verifier-2", {"steps": [{"board": STEP1, "actions": [[0, 4, 10]]},
-                                                   {"board": wrong, "actions": [[1, 3, 10]]}]})
+    _answer(
+        session,
+        ver,
+        "verifier-2",
+        {"steps": [{"board": STEP1, "actions": [[0, 4, 10]]}, {"board": wrong, "actions": [[1, 3, 10]]}]},
+    )
     tags = study_agreement(session, ver)[item.id]
     assert (tags[1]["tag"], tags[2]["tag"]) == ("A", "V1")
     assert tags[2]["scores"] == [1.0, 0.5, 0.5]
@@ -191,8 +234,9 @@ def test_procedures_go_to_two_verifiers_and_come_back_tagged(session, client, tm
     out = CliRunner().invoke(hexagons, ["score", "--gold", str(gold), "--no-action", "--json"])
     assert out.exit_code == 0, out.output
     assert set(json.loads(out.output)["per_step"]) == {f"{proc.index}_1", f"{proc.index}_2"}
-    back = services.create_study(session, owner, "hexagons", services.StudySettings(title="Again"),
-                                 export.content, "procedures")
+    back = services.create_study(
+        session, owner, "hexagons", services.StudySettings(title="Again"), export.content, "procedures"
+    )
     assert session.scalar(select(Item.reference).where(Item.study_id == back.id))["tags"] == ["A", "V1"]
     # A description study has no verifiers to report on.
     assert client.get(f"/api/v1/hexagons/studies/{desc.id}/verification").status_code == 422
@@ -200,8 +244,9 @@ def test_procedures_go_to_two_verifiers_and_come_back_tagged(session, client, tm
 
 def test_a_researcher_adds_drawn_targets_to_a_draft_description_study(session, client):
     owner = make_user(session, "researcher")
-    desc = services.create_study(session, owner, "hexagons", services.StudySettings(title="Draw"),
-                                 _targets(), "targets")
+    desc = services.create_study(
+        session, owner, "hexagons", services.StudySettings(title="Draw"), _targets(), "targets"
+    )
     csrf = login(client, owner)
     headers = {"X-CSRF-Token": csrf}
     url = f"/api/v1/hexagons/studies/{desc.id}/targets"
@@ -209,18 +254,26 @@ def test_a_researcher_adds_drawn_targets_to_a_draft_description_study(session, c
     assert r.status_code == 201 and r.json()["targets"] == 3, r.text
     item = session.scalar(select(Item).where(Item.study_id == desc.id, Item.external_id == "drawn"))
     assert item.payload["target"] == STEP2
-    for body, field in (({"id": "drawn", "board": TARGET}, "id"), ({"id": "blank", "board": BLANK}, "board"),
-                        ({"id": "short", "board": TARGET[:5]}, "board")):
+    for body, field in (
+        ({"id": "drawn", "board": TARGET}, "id"),
+        ({"id": "blank", "board": BLANK}, "board"),
+        ({"id": "short", "board": TARGET[:5]}, "board"),
+    ):
         r = client.post(url, headers=headers, json=body)
         assert r.status_code == 422 and r.json()["field"].endswith(field), r.text
     # The page: draw, name, add; a refusal keeps the drawing and says why.
     page = client.get(f"/hexagons/studies/{desc.id}/targets")
     assert page.status_code == 200 and 'id="hex-board"' in page.text
-    r = client.post(f"/hexagons/studies/{desc.id}/targets", follow_redirects=False,
-                    data={"csrf_token": csrf, "target_id": "page", "board": json.dumps(TARGET)})
+    r = client.post(
+        f"/hexagons/studies/{desc.id}/targets",
+        follow_redirects=False,
+        data={"csrf_token": csrf, "target_id": "page", "board": json.dumps(TARGET)},
+    )
     assert r.status_code == 303
-    r = client.post(f"/hexagons/studies/{desc.id}/targets",
-                    data={"csrf_token": csrf, "target_id": "page", "board": json.dumps(TARGET)})
+    r = client.post(
+        f"/hexagons/studies/{desc.id}/targets",
+        data={"csrf_token": csrf, "target_id": "page", "board": json.dumps(TARGET)},
+    )
     assert r.status_code == 422 and "already has a target" in r.text
     assert session.scalar(select(func.count()).select_from(Item).where(Item.study_id == desc.id)) == 4
     # Past draft, and on an execution study, targets are refused.
@@ -239,8 +292,9 @@ def test_a_description_studys_leaderboard_leads_with_its_scores(session, client)
     from tests.conftest import login
 
     owner = make_user(session, "researcher")
-    study = services.create_study(session, owner, "hexagons", services.StudySettings(title="Describe"),
-                                  _targets(), "targets")
+    study = services.create_study(
+        session, owner, "hexagons", services.StudySettings(title="Describe"), _targets(), "targets"
+    )
     services.set_state(session, study, "live", owner)
     simulate_task(session, study, "instructor", lambda item, rng: _described(), 30.0, seed=1)
     session.commit()

@@ -31,8 +31,7 @@ from workers.hexagons.executor import HexExecutor, execute_procedures
 from workers.hexagons.train import build_vocabulary, train_executor
 from workers.sandbox import sandbox_available
 
-pytestmark = pytest.mark.skipif(sandbox_available() is not None,
-                                reason=f"no model sandbox here: {sandbox_available()}")
+pytestmark = pytest.mark.skipif(sandbox_available() is not None, reason=f"no model sandbox here: {sandbox_available()}")
 
 BLANK = [0] * 180
 COLOURS = ("white", "black", "yellow", "green", "red", "blue", "purple", "orange")
@@ -48,13 +47,22 @@ def _board(painted: dict[int, int]) -> list[int]:
 def procedure(index: int) -> dict:
     """Three steps: two tiles, then a third; the gold boards carry over."""
     t, c = (index * 7) % 170, 1 + index % 7
-    steps = [(f"paint tile {t} {COLOURS[c]}", {t: c}),
-             (f"paint tile {t + 1} {COLOURS[c]} too", {t: c, t + 1: c}),
-             (f"and tile {t + 9} {COLOURS[c]}", {t: c, t + 1: c, t + 9: c})]
-    return {"index": index, "annotation_round": 1, "category": "simple", "image_id": f"IMG{index}",
-            "instructor_id": 1, "number_of_drawing_steps": 3, "agreement_tags": ["A", "A", "A"],
-            "agreement_scores": [[1, 1, 1]] * 3,
-            "drawing_procedure": [[0, "NONE", BLANK]] + [[k + 1, text, _board(p)] for k, (text, p) in enumerate(steps)]}
+    steps = [
+        (f"paint tile {t} {COLOURS[c]}", {t: c}),
+        (f"paint tile {t + 1} {COLOURS[c]} too", {t: c, t + 1: c}),
+        (f"and tile {t + 9} {COLOURS[c]}", {t: c, t + 1: c, t + 9: c}),
+    ]
+    return {
+        "index": index,
+        "annotation_round": 1,
+        "category": "simple",
+        "image_id": f"IMG{index}",
+        "instructor_id": 1,
+        "number_of_drawing_steps": 3,
+        "agreement_tags": ["A", "A", "A"],
+        "agreement_scores": [[1, 1, 1]] * 3,
+        "drawing_procedure": [[0, "NONE", BLANK]] + [[k + 1, text, _board(p)] for k, (text, p) in enumerate(steps)],
+    }
 
 
 def jsonl(indices) -> bytes:
@@ -111,8 +119,11 @@ def upload(client, agent_id: int, data: bytes, fmt: str, config: dict | None = N
     form = {"role": "executor", "format": fmt}
     if config is not None:
         form["config"] = json.dumps(config)
-    return client.post(f"/api/v1/agents/{agent_id}/artifacts", data=form,
-                       files={"file": ("executor.bin", data, "application/octet-stream")})
+    return client.post(
+        f"/api/v1/agents/{agent_id}/artifacts",
+        data=form,
+        files={"file": ("executor.bin", data, "application/octet-stream")},
+    )
 
 
 def verdicts(client, agent_id: int) -> dict[int, dict]:
@@ -134,15 +145,22 @@ def test_validation_refuses_a_bad_executor_and_accepts_a_trained_one(client, ses
     assert upload(client, agent_id, scripted(WrongShape()), "torchscript").status_code == 201
     assert upload(client, agent_id, scripted(NoVocabulary()), "torchscript").status_code == 201
     # Weights of hidden 8 under a config that says 16: the shapes are checked before loading.
-    assert upload(client, agent_id, save_safetensors(trained.state_dict()), "safetensors",
-                  {**trained.config(), "hidden": 16}).status_code == 201
-    assert upload(client, agent_id, save_safetensors(trained.state_dict()), "safetensors",
-                  trained.config()).status_code == 201
+    assert (
+        upload(
+            client, agent_id, save_safetensors(trained.state_dict()), "safetensors", {**trained.config(), "hidden": 16}
+        ).status_code
+        == 201
+    )
+    assert (
+        upload(client, agent_id, save_safetensors(trained.state_dict()), "safetensors", trained.config()).status_code
+        == 201
+    )
     assert upload(client, agent_id, scripted(trained), "torchscript").status_code == 201
     got = verdicts(client, agent_id)
     assert got[1]["state"] == "invalid"
-    assert got[1]["verdict"] == ("execute() returned shape [4, 180], expected [4, 180, 8] (logits over the 8 "
-                                 "colours of each of the 180 tiles)")
+    assert got[1]["verdict"] == (
+        "execute() returned shape [4, 180], expected [4, 180, 8] (logits over the 8 colours of each of the 180 tiles)"
+    )
     assert got[2]["state"] == "invalid" and got[2]["verdict"].startswith("missing method vocabulary()")
     assert got[3]["state"] == "invalid" and "tensor 'gru.weight_ih_l0' has shape [24, 8]" in got[3]["verdict"]
     assert got[4]["state"] == "valid"
@@ -150,14 +168,15 @@ def test_validation_refuses_a_bad_executor_and_accepts_a_trained_one(client, ses
     assert got[5]["state"] == "valid" and got[5]["verdict"].startswith("executor: execute() ran on 4 steps")
 
 
-def test_a_config_that_is_not_an_executor_is_refused_at_upload_naming_the_field(client, session, researcher,
-                                                                               trained):
+def test_a_config_that_is_not_an_executor_is_refused_at_upload_naming_the_field(client, session, researcher, trained):
     agent_id = agent_of(session, researcher, "configs")
     weights = save_safetensors(trained.state_dict())
-    for config, field in (({**trained.config(), "hidden": 0}, "config.hidden"),
-                          ({**trained.config(), "words": ["red", "<pad>"]}, "config.words"),
-                          ({**trained.config(), "architecture": "lstm"}, "config.architecture"),
-                          ({**trained.config(), "hiden": 8}, "config.hiden")):
+    for config, field in (
+        ({**trained.config(), "hidden": 0}, "config.hidden"),
+        ({**trained.config(), "words": ["red", "<pad>"]}, "config.words"),
+        ({**trained.config(), "architecture": "lstm"}, "config.architecture"),
+        ({**trained.config(), "hiden": 8}, "config.hiden"),
+    ):
         r = upload(client, agent_id, weights, "safetensors", config)
         assert r.status_code == 422 and r.json()["field"] == field, r.text
     assert client.get(f"/api/v1/agents/{agent_id}/artifacts").json() == []  # nothing half-stored
@@ -166,27 +185,34 @@ def test_a_config_that_is_not_an_executor_is_refused_at_upload_naming_the_field(
 
 
 def test_an_executor_runs_over_a_study_from_gold_and_own_boards_and_reaches_the_leaderboard(
-        client, session, researcher, trained):
-    study = services.create_study(session, researcher, "hexagons", services.StudySettings(title="Executors"),
-                                  jsonl(range(20, 26)), "procedures")
+    client, session, researcher, trained
+):
+    study = services.create_study(
+        session, researcher, "hexagons", services.StudySettings(title="Executors"), jsonl(range(20, 26)), "procedures"
+    )
     gru, artifact = valid_executor(client, session, researcher, trained)
     own = agent_of(session, researcher, "gru (own boards)")
     r = client.post(f"/api/v1/hexagons/studies/{study.id}/generations", json={"artifact_id": artifact})
     assert r.status_code == 202 and r.json()["state"] == "queued" and r.json()["on"] == "gold", r.text
     gold_run = r.json()["id"]
-    r = client.post(f"/api/v1/hexagons/studies/{study.id}/generations",
-                    json={"artifact_id": artifact, "agent_id": own, "on": "own", "batch_size": 4})
+    r = client.post(
+        f"/api/v1/hexagons/studies/{study.id}/generations",
+        json={"artifact_id": artifact, "agent_id": own, "on": "own", "batch_size": 4},
+    )
     assert r.status_code == 202, r.text
     jobs.run_queued_once()
     for run in (gold_run, r.json()["id"]):
         got = client.get(f"/api/v1/hexagons/generations/{run}").json()
         assert got["state"] == "done" and got["done"] == got["total"] == 6 and got["outputs"] == 6, got
-    assert [g["id"] for g in client.get(f"/api/v1/hexagons/studies/{study.id}/generations").json()] == \
-        [r.json()["id"], gold_run]
+    assert [g["id"] for g in client.get(f"/api/v1/hexagons/studies/{study.id}/generations").json()] == [
+        r.json()["id"],
+        gold_run,
+    ]
 
     items = {i.id: i for i in session.scalars(select(Item).where(Item.study_id == study.id))}
-    outputs = {(o.agent_id, o.item_id): o for o in session.scalars(select(AgentOutput).where(
-        AgentOutput.study_id == study.id))}
+    outputs = {
+        (o.agent_id, o.item_id): o for o in session.scalars(select(AgentOutput).where(AgentOutput.study_id == study.id))
+    }
     assert len(outputs) == 12
     differ = 0
     for item_id, item in items.items():
@@ -210,8 +236,9 @@ def test_an_executor_runs_over_a_study_from_gold_and_own_boards_and_reaches_the_
 
 
 def test_a_run_can_be_cancelled_and_a_retried_run_stores_nothing_twice(client, session, researcher, trained):
-    study = services.create_study(session, researcher, "hexagons", services.StudySettings(title="Retry"),
-                                  jsonl(range(30, 34)), "procedures")
+    study = services.create_study(
+        session, researcher, "hexagons", services.StudySettings(title="Retry"), jsonl(range(30, 34)), "procedures"
+    )
     gru, artifact = valid_executor(client, session, researcher, trained)
     run = client.post(f"/api/v1/hexagons/studies/{study.id}/generations", json={"artifact_id": artifact}).json()["id"]
     r = client.post(f"/api/v1/hexagons/generations/{run}/cancel")
@@ -237,12 +264,16 @@ def test_a_run_can_be_cancelled_and_a_retried_run_stores_nothing_twice(client, s
 
 
 def test_bad_requests_are_refused_naming_the_field(client, session, researcher, trained):
-    study = services.create_study(session, researcher, "hexagons", services.StudySettings(title="Refusals"),
-                                  jsonl(range(40, 42)), "procedures")
+    study = services.create_study(
+        session, researcher, "hexagons", services.StudySettings(title="Refusals"), jsonl(range(40, 42)), "procedures"
+    )
     gru, artifact = valid_executor(client, session, researcher, trained)
     url = f"/api/v1/hexagons/studies/{study.id}/generations"
-    for body, field in (({}, "artifact_id"), ({"artifact_id": artifact, "on": "sideways"}, "on"),
-                        ({"artifact_id": 2**31 - 1}, "artifact_id")):
+    for body, field in (
+        ({}, "artifact_id"),
+        ({"artifact_id": artifact, "on": "sideways"}, "on"),
+        ({"artifact_id": 2**31 - 1}, "artifact_id"),
+    ):
         r = client.post(url, json=body)
         assert r.status_code == 422 and r.json()["field"] == field, r.text
     assert client.post(url, json={"artifact_id": artifact, "batch_size": 0}).status_code == 422
@@ -267,8 +298,9 @@ def test_bad_requests_are_refused_naming_the_field(client, session, researcher, 
 def test_the_study_page_starts_and_shows_runs(client, session, trained):
     owner = make_user(session, "researcher")
     session.commit()
-    study = services.create_study(session, owner, "hexagons", services.StudySettings(title="Page"),
-                                  jsonl(range(50, 52)), "procedures")
+    study = services.create_study(
+        session, owner, "hexagons", services.StudySettings(title="Page"), jsonl(range(50, 52)), "procedures"
+    )
     token = create_token(session, owner)
     session.commit()
     client.headers["Authorization"] = f"Bearer {token}"
@@ -277,13 +309,19 @@ def test_the_study_page_starts_and_shows_runs(client, session, trained):
     login(client, owner)
     page = client.get(f"/studies/{study.id}").text
     assert 'id="executor-runs"' in page and "gru v1, model v1 (safetensors)" in page
-    r = client.post(f"/hexagons/studies/{study.id}/generations", follow_redirects=False,
-                    data={"csrf_token": csrf_of(client), "artifact_id": str(artifact), "on": "own"})
+    r = client.post(
+        f"/hexagons/studies/{study.id}/generations",
+        follow_redirects=False,
+        data={"csrf_token": csrf_of(client), "artifact_id": str(artifact), "on": "own"},
+    )
     assert r.status_code == 303 and r.headers["location"] == f"/studies/{study.id}#executor-runs"
     page = client.get(f"/studies/{study.id}").text
     assert "queued." in page and 'hx-trigger="every 3s"' in page  # watched while it goes
-    r = client.post(f"/hexagons/studies/{study.id}/generations", follow_redirects=False,
-                    data={"csrf_token": csrf_of(client), "artifact_id": "x"})
+    r = client.post(
+        f"/hexagons/studies/{study.id}/generations",
+        follow_redirects=False,
+        data={"csrf_token": csrf_of(client), "artifact_id": "x"},
+    )
     page = client.get(r.headers["location"]).text
     assert "Not started: field &#39;artifact_id&#39;: artifact_id must be a whole number" in page
     jobs.run_queued_once()
@@ -297,8 +335,27 @@ def test_the_training_command_writes_an_uploadable_executor_and_reports_scores(t
     for split, indices in (("train", range(0, 10)), ("dev", range(10, 13)), ("test", range(13, 16))):
         (tmp_path / f"{split}.jsonl").write_bytes(jsonl(indices))
     out = tmp_path / "out"
-    r = CliRunner().invoke(main, ["train", "hex-executor", "--data", str(tmp_path), "--epochs", "1", "--embed", "8",
-                                  "--hidden", "8", "--channels", "8", "--out", str(out), "--device", "cpu"])
+    r = CliRunner().invoke(
+        main,
+        [
+            "train",
+            "hex-executor",
+            "--data",
+            str(tmp_path),
+            "--epochs",
+            "1",
+            "--embed",
+            "8",
+            "--hidden",
+            "8",
+            "--channels",
+            "8",
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "dev (3 procedures, 9 steps):" in r.output and "predicted board-state" in r.output
     config = json.loads((out / "executor.json").read_text())
@@ -318,13 +375,45 @@ def test_training_as_a_job_uploads_a_new_version_of_the_agents_executor(client, 
     from app.cli import main
 
     # Queued by the command, whose every training option reaches the job.
-    r = CliRunner().invoke(main, ["train", "hex-executor", "--agent-id", str(agent_id), "--data", str(tmp_path),
-                                  "--epochs", "1", "--embed", "8", "--hidden", "8", "--channels", "8", "--batch", "3",
-                                  "--lr", "0.01", "--min-count", "1", "--change-weight", "2.5", "--seed", "4"])
+    r = CliRunner().invoke(
+        main,
+        [
+            "train",
+            "hex-executor",
+            "--agent-id",
+            str(agent_id),
+            "--data",
+            str(tmp_path),
+            "--epochs",
+            "1",
+            "--embed",
+            "8",
+            "--hidden",
+            "8",
+            "--channels",
+            "8",
+            "--batch",
+            "3",
+            "--lr",
+            "0.01",
+            "--min-count",
+            "1",
+            "--change-weight",
+            "2.5",
+            "--seed",
+            "4",
+        ],
+    )
     assert r.exit_code == 0 and "queued job" in r.output, r.output
     job = session.scalars(select(jobs.Job).where(jobs.Job.task == "hexagons.train")).one()
     assert {k: job.params[k] for k in ("epochs", "batch", "lr", "min_count", "change_weight", "seed")} == {
-        "epochs": 1, "batch": 3, "lr": 0.01, "min_count": 1, "change_weight": 2.5, "seed": 4}
+        "epochs": 1,
+        "batch": 3,
+        "lr": 0.01,
+        "min_count": 1,
+        "change_weight": 2.5,
+        "seed": 4,
+    }
     jobs.run_queued_once()  # the training, then the validation it queues
     session.refresh(job)
     assert job.state == "done", job.log

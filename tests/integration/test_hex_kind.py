@@ -24,10 +24,19 @@ TWO = [4, 5] + [0] * 178
 
 
 def _line(index, tags=("A", "A")):
-    return json.dumps({"index": index, "annotation_round": 1, "category": "simple", "image_id": f"P{index}",
-                       "instructor_id": 3, "number_of_drawing_steps": 2, "agreement_tags": list(tags),
-                       "agreement_scores": [[1, 1, 1]] * 2,
-                       "drawing_procedure": [[0, "NONE", BLANK], [1, "tile 0 red", ONE], [2, "tile 1 blue", TWO]]})
+    return json.dumps(
+        {
+            "index": index,
+            "annotation_round": 1,
+            "category": "simple",
+            "image_id": f"P{index}",
+            "instructor_id": 3,
+            "number_of_drawing_steps": 2,
+            "agreement_tags": list(tags),
+            "agreement_scores": [[1, 1, 1]] * 2,
+            "drawing_procedure": [[0, "NONE", BLANK], [1, "tile 0 red", ONE], [2, "tile 1 blue", TWO]],
+        }
+    )
 
 
 pytestmark = pytest.mark.usefixtures("hexagons_kind")
@@ -44,9 +53,10 @@ def test_items_scores_outputs_and_baseline(session):
 
     # The page sends steps as JSON; step 2 paints tile 1 green instead of blue.
     wrong = [4, 3] + [0] * 178
-    resp = KIND.parse_response({"steps": json.dumps([{"board": ONE, "actions": [[0, 4, 900]]},
-                                                     {"board": wrong, "actions": [[1, 3, 400]]}])},
-                               items["1"].payload)
+    resp = KIND.parse_response(
+        {"steps": json.dumps([{"board": ONE, "actions": [[0, 4, 900]]}, {"board": wrong, "actions": [[1, 3, 400]]}])},
+        items["1"].payload,
+    )
     details = KIND.score_details(items["1"].payload, items["1"].reference, resp)
     assert [s["board_f1"] for s in details["per_step"]] == [1.0, 0.5]
     assert details["action_f1"] == 0.5 and KIND.score(items["1"].payload, items["1"].reference, resp) == 0.75

@@ -20,17 +20,27 @@ pytestmark = pytest.mark.usefixtures("hexagons_kind")
 
 
 def _line(index, first="In the first column, color the 1st tile red", second="tile 1 blue"):
-    return json.dumps({"index": index, "annotation_round": 1, "category": "simple", "image_id": f"P{index}",
-                       "instructor_id": 3, "number_of_drawing_steps": 2, "agreement_tags": ["A", "A"],
-                       "agreement_scores": [[1, 1, 1]] * 2,
-                       "drawing_procedure": [[0, "NONE", BLANK], [1, first, ONE], [2, second, TWO]]})
+    return json.dumps(
+        {
+            "index": index,
+            "annotation_round": 1,
+            "category": "simple",
+            "image_id": f"P{index}",
+            "instructor_id": 3,
+            "number_of_drawing_steps": 2,
+            "agreement_tags": ["A", "A"],
+            "agreement_scores": [[1, 1, 1]] * 2,
+            "drawing_procedure": [[0, "NONE", BLANK], [1, first, ONE], [2, second, TWO]],
+        }
+    )
 
 
 def test_the_rule_based_row_beside_no_action(session):
     owner = make_user(session, "researcher")
     data = "\n".join([_line(1), _line(2)]).encode()
-    study = services.create_study(session, owner, "hexagons", services.StudySettings(title="Hex rules"), data,
-                                  "procedures")
+    study = services.create_study(
+        session, owner, "hexagons", services.StudySettings(title="Hex rules"), data, "procedures"
+    )
     rows = {r["name"]: r for r in KIND.baselines(session, study)}
     assert list(rows) == ["No action (paints nothing)", rule_executor.NAME]
     # Board F1 (the default score): the rule paints step 1 exactly (1); step 2 names no column,
@@ -44,8 +54,9 @@ def test_the_rule_based_row_beside_no_action(session):
 def test_no_rule_row_where_the_rules_paint_nothing(session):
     owner = make_user(session, "researcher")
     data = _line(1, first="Make a red dot", second="then a blue one").encode()
-    study = services.create_study(session, owner, "hexagons", services.StudySettings(title="Hex shapes"), data,
-                                  "procedures")
+    study = services.create_study(
+        session, owner, "hexagons", services.StudySettings(title="Hex shapes"), data, "procedures"
+    )
     assert [r["name"] for r in KIND.baselines(session, study)] == ["No action (paints nothing)"]
 
 
@@ -56,11 +67,13 @@ def test_the_rule_based_row_is_in_the_section_with_the_generic_figure(session):
 
     owner = make_user(session, "researcher")
     data = "\n".join([_line(1), _line(2)]).encode()
-    study = services.create_study(session, owner, "hexagons", services.StudySettings(title="Hex rules"), data,
-                                  "procedures")
+    study = services.create_study(
+        session, owner, "hexagons", services.StudySettings(title="Hex rules"), data, "procedures"
+    )
     agent = services.register_agent(session, owner, "hexagons", "copier", "1")
-    preds = "\n".join(json.dumps({"index": i, "step": k, "board": b}) for i in (1, 2)
-                      for k, b in ((1, ONE), (2, ONE))).encode()
+    preds = "\n".join(
+        json.dumps({"index": i, "step": k, "board": b}) for i in (1, 2) for k, b in ((1, ONE), (2, ONE))
+    ).encode()
     services.import_agent_outputs(session, study, agent, preds)
     tables = {t["key"]: t for t in section(session, study)["tables"]}
     rows = {r["who"]: r for r in tables["hexagons_metrics"]["rows"]}

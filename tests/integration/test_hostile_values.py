@@ -23,8 +23,9 @@ def test_an_item_with_nan_is_refused_and_nothing_is_stored(session, monkeypatch)
     kind = get_kind("tom")
     good = kind.import_items((ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes(), "csv", {})
     bad = ItemSpec(external_id="q-bad", payload={**good.items[0].payload, "weight": [1.0, math.nan]})
-    monkeypatch.setattr(type(kind), "import_items",
-                        lambda self, data, fmt, options: ImportResult(items=[*good.items, bad]))
+    monkeypatch.setattr(
+        type(kind), "import_items", lambda self, data, fmt, options: ImportResult(items=[*good.items, bad])
+    )
     studies_before = session.scalar(select(func.count(Study.id)))
     with pytest.raises(InputError) as refused:
         services.create_study(session, owner, "tom", services.StudySettings(title="NaN"), b"x", "csv")
@@ -54,11 +55,15 @@ def test_an_agent_output_with_nan_is_refused_and_the_old_outputs_stay(session, m
     agent = services.register_agent(session, owner, "tom", "nan-agent")
     ext = session.scalars(select(Item.external_id).where(Item.study_id == study.id, Item.is_gold.is_(False))).first()
     kind = get_kind("tom")
-    monkeypatch.setattr(type(kind), "import_agent_outputs",
-                        lambda self, data, known, payloads=None: {ext: {"answer": "yes"}})
+    monkeypatch.setattr(
+        type(kind), "import_agent_outputs", lambda self, data, known, payloads=None: {ext: {"answer": "yes"}}
+    )
     assert services.import_agent_outputs(session, study, agent, b"x") == 1
-    monkeypatch.setattr(type(kind), "import_agent_outputs",
-                        lambda self, data, known, payloads=None: {ext: {"answer": "yes", "p": math.nan}})
+    monkeypatch.setattr(
+        type(kind),
+        "import_agent_outputs",
+        lambda self, data, known, payloads=None: {ext: {"answer": "yes", "p": math.nan}},
+    )
     with pytest.raises(InputError) as refused:
         services.import_agent_outputs(session, study, agent, b"x")
     assert refused.value.field == "output.p" and repr(ext) in str(refused.value)
@@ -90,8 +95,12 @@ def test_a_model_config_whose_architecture_is_not_a_name_is_refused_not_a_500(cl
     form, files = _listener_upload()
     for architecture in (["gru"], {"name": "gru"}, 3):
         config = {**json.loads(form["config"]), "architecture": architecture}
-        r = client.post(f"/api/v1/agents/{agent.id}/artifacts", headers={"X-CSRF-Token": csrf},
-                        data={**form, "config": json.dumps(config)}, files=files)
+        r = client.post(
+            f"/api/v1/agents/{agent.id}/artifacts",
+            headers={"X-CSRF-Token": csrf},
+            data={**form, "config": json.dumps(config)},
+            files=files,
+        )
         assert r.status_code == 422 and r.json()["field"] == "config.architecture", r.text
     assert session.scalar(select(func.count(AgentArtifact.id)).where(AgentArtifact.agent_id == agent.id)) == 0
 
@@ -109,9 +118,12 @@ def test_an_item_id_or_category_past_its_column_is_refused_for_any_kind(client, 
     session.commit()
     studies_before = session.scalar(select(func.count(Study.id)))
     for line in ({"id": "x" * 10_000, "sentence": "one two"}, {"id": "ok", "sentence": "one two"}):
-        r = client.post("/api/v1/studies", headers={"Authorization": f"Bearer {token}"},
-                        data={"settings": json.dumps({"title": "Long ids"}), "kind": "wordcount", "format": "jsonl"},
-                        files={"file": ("s.jsonl", (json.dumps(line) + "\n").encode(), "application/jsonl")})
+        r = client.post(
+            "/api/v1/studies",
+            headers={"Authorization": f"Bearer {token}"},
+            data={"settings": json.dumps({"title": "Long ids"}), "kind": "wordcount", "format": "jsonl"},
+            files={"file": ("s.jsonl", (json.dumps(line) + "\n").encode(), "application/jsonl")},
+        )
         if line["id"] == "ok":
             assert r.status_code == 201, r.text
         else:

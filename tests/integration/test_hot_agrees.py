@@ -26,8 +26,9 @@ def test_a_bundles_gold_slots_are_the_same_by_the_hot_path_and_by_the_engine(db_
     browser = assignment.browser_hash("g" * 32)
     drawn = {}
     for ext in ("hit-1", "hit-2", "hit-3", "hit-4"):
-        entered = hotpath.enter(db_url, info, "prolific", "golden", ext, "st", browser,
-                                assignment.address_pseudonym("10.0.0.7"))
+        entered = hotpath.enter(
+            db_url, info, "prolific", "golden", ext, "st", browser, assignment.address_pseudonym("10.0.0.7")
+        )
         assert entered is not None
         session.expire_all()
         hot = session.get(Bundle, entered.bundle_id).gold_slots
@@ -43,8 +44,7 @@ def test_a_bundles_gold_slots_are_the_same_by_the_hot_path_and_by_the_engine(db_
     assert len({tuple(v) for v in drawn.values()}) > 1, drawn
 
 
-def test_leases_the_hot_path_makes_are_stamped_and_expire_by_the_apps_clock(client, session, db_url,
-                                                                             monkeypatch):
+def test_leases_the_hot_path_makes_are_stamped_and_expire_by_the_apps_clock(client, session, db_url, monkeypatch):
     """The web's clock a day ahead of the database's (another machine): the lease is stamped by
     the web's, runs out by it, and the answer's time is measured by it."""
     _pg_only(db_url)
@@ -69,15 +69,17 @@ def test_leases_the_hot_path_makes_are_stamped_and_expire_by_the_apps_clock(clie
     assert session.get(Assignment, first["assignment_id"]).state == "expired"
 
     # The hot path leases the next slot and stores its answer, both by the app's clock.
-    r = client.post(f"/api/v1/crowd/{study.slug}/submit", json={
-        "assignment_id": second["assignment_id"], "idempotency_key": "clock-1",
-        "response": {"answer": "Yes"}})
+    r = client.post(
+        f"/api/v1/crowd/{study.slug}/submit",
+        json={"assignment_id": second["assignment_id"], "idempotency_key": "clock-1", "response": {"answer": "Yes"}},
+    )
     third = r.json()["next"]
     clock[0] += timedelta(seconds=5)
     stored_before = hotpath.stats["submit"]
-    r = client.post(f"/api/v1/crowd/{study.slug}/submit", json={
-        "assignment_id": third["assignment_id"], "idempotency_key": "clock-2",
-        "response": {"answer": "Yes"}})
+    r = client.post(
+        f"/api/v1/crowd/{study.slug}/submit",
+        json={"assignment_id": third["assignment_id"], "idempotency_key": "clock-2", "response": {"answer": "Yes"}},
+    )
     assert r.status_code == 200 and hotpath.stats["submit"] == stored_before + 1
     ann = session.scalar(select(Annotation).where(Annotation.idempotency_key == "clock-2"))
     assert (ann.created_at, ann.duration_ms) == (clock[0], 5000)
@@ -85,8 +87,7 @@ def test_leases_the_hot_path_makes_are_stamped_and_expire_by_the_apps_clock(clie
     assert done.completed_at == clock[0]
 
 
-def test_a_burst_past_the_hot_pool_waits_its_timeout_and_is_told_to_retry(client, session, db_url,
-                                                                          monkeypatch):
+def test_a_burst_past_the_hot_pool_waits_its_timeout_and_is_told_to_retry(client, session, db_url, monkeypatch):
     """DB_HOT_POOL_SIZE bounds the hot path's connections (not DB_POOL_SIZE); a request that
     finds them all busy waits DB_POOL_TIMEOUT for one, then gets 503 and Retry-After."""
     _pg_only(db_url)
@@ -181,8 +182,7 @@ def test_an_item_a_foreign_key_check_holds_is_still_leased_by_both_paths(client,
         holder.rollback()
 
 
-def test_a_researchers_write_with_every_connection_busy_is_told_to_retry(client, session, db_url,
-                                                                        monkeypatch):
+def test_a_researchers_write_with_every_connection_busy_is_told_to_retry(client, session, db_url, monkeypatch):
     """The check of who may write (app/middleware.py AuthBeforeBody) reads the caller's account from
     the ORM pool before the body: a pool still empty after DB_POOL_TIMEOUT answers 503 there as
     everywhere else, never a 500."""
@@ -199,8 +199,7 @@ def test_a_researchers_write_with_every_connection_busy_is_told_to_retry(client,
     engine = get_engine(db_url)
     try:
         with engine.connect():  # the one connection, busy elsewhere
-            r = client.post("/api/v1/agents", json={"name": "busy"},
-                            headers={"Authorization": f"Bearer {token}"})
+            r = client.post("/api/v1/agents", json={"name": "busy"}, headers={"Authorization": f"Bearer {token}"})
             assert r.status_code == 503 and r.headers["Retry-After"], r.text
         r = client.post("/api/v1/agents", json={"name": "free"}, headers={"Authorization": f"Bearer {token}"})
         assert r.status_code == 201, r.text
@@ -212,8 +211,7 @@ def test_a_researchers_write_with_every_connection_busy_is_told_to_retry(client,
             cached.cache_clear()
 
 
-def test_a_gold_slot_gets_the_same_gold_item_by_the_hot_path_and_by_the_engine(client, session,
-                                                                              db_url):
+def test_a_gold_slot_gets_the_same_gold_item_by_the_hot_path_and_by_the_engine(client, session, db_url):
     """Gold is shared and spread over workers by a per-worker start among the gold items; both
     paths must start a worker at the same one, or which gold a worker is checked on (and how
     often each gold item is seen) depends on which path happened to serve them."""
@@ -228,10 +226,8 @@ def test_a_gold_slot_gets_the_same_gold_item_by_the_hot_path_and_by_the_engine(c
     picked = {}
     for k in range(8):
         client.cookies.clear()
-        api_start(client, study.slug, {"PROLIFIC_PID": f"gold-{k}", "STUDY_ID": "s",
-                                        "SESSION_ID": f"g{k}"})
-        bundle = session.scalar(select(Bundle).where(Bundle.study_id == study.id)
-                                .order_by(Bundle.id.desc()).limit(1))
+        api_start(client, study.slug, {"PROLIFIC_PID": f"gold-{k}", "STUDY_ID": "s", "SESSION_ID": f"g{k}"})
+        bundle = session.scalar(select(Bundle).where(Bundle.study_id == study.id).order_by(Bundle.id.desc()).limit(1))
         bundle.gold_slots = [0, 1, 2, 3]  # every slot gold: the first lease is a gold one
         session.commit()
         by_engine = assignment.next_item(session, study, bundle.id)
@@ -242,7 +238,6 @@ def test_a_gold_slot_gets_the_same_gold_item_by_the_hot_path_and_by_the_engine(c
         body = client.get(f"/api/v1/crowd/{study.slug}/next").json()
         assert hotpath.stats["next"] - before == 1
         by_hot = session.get(Assignment, body["assignment_id"])
-        assert by_hot.is_gold and by_hot.item_id == by_engine.item_id, (k, by_engine.item_id,
-                                                                         by_hot.item_id)
+        assert by_hot.is_gold and by_hot.item_id == by_engine.item_id, (k, by_engine.item_id, by_hot.item_id)
         picked[k] = by_hot.item_id
     assert len(set(picked.values())) > 1, picked  # spread, not everyone on one gold item

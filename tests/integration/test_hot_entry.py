@@ -31,12 +31,12 @@ def test_one_worker_entering_many_times_at_once_gets_the_tasks_allowed(db_url, s
     entries hold nothing (issue 24), and consent, which binds the task, allows `cap`, never more."""
     _pg_only(db_url)
     owner = make_user(session, "researcher")
-    study = create_tom_study(session, owner, bundle_size=2, gold_rate=0.0,
-                             max_bundles_per_worker=cap)
+    study = create_tom_study(session, owner, bundle_size=2, gold_rate=0.0, max_bundles_per_worker=cap)
     # The worker came before (their participant row exists): the entries do not queue on its
     # insert, only on its lock.
-    worker = User(role="worker", platform="prolific", external_id="tabs",
-                  pseudonym=assignment.pseudonym("prolific", "tabs"))
+    worker = User(
+        role="worker", platform="prolific", external_id="tabs", pseudonym=assignment.pseudonym("prolific", "tabs")
+    )
     session.add(worker)
     session.flush()
     session.add(Participant(study_id=study.id, worker_id=worker.id))
@@ -58,15 +58,18 @@ def test_one_worker_entering_many_times_at_once_gets_the_tasks_allowed(db_url, s
             t.join()
         return got
 
-    entered = at_once(lambda n: hotpath.enter(db_url, info, "prolific", "tabs", f"session-{n}",
-                                              "st", browser, assignment.address_pseudonym("10.0.0.1")))
+    entered = at_once(
+        lambda n: hotpath.enter(
+            db_url, info, "prolific", "tabs", f"session-{n}", "st", browser, assignment.address_pseudonym("10.0.0.1")
+        )
+    )
     made = session.scalars(select(Bundle.id).where(Bundle.study_id == study.id)).all()
     assert len(made) == 8 and sorted(e.bundle_id for e in entered) == sorted(made)
-    agreed = at_once(lambda n: hotpath.consent(db_url, info, entered[n].bundle_id,
-                                               info.consent_version, browser))
+    agreed = at_once(lambda n: hotpath.consent(db_url, info, entered[n].bundle_id, info.consent_version, browser))
     session.expire_all()
-    consented = session.scalars(select(Bundle.id).where(Bundle.study_id == study.id,
-                                                        Bundle.consented_at.is_not(None))).all()
+    consented = session.scalars(
+        select(Bundle.id).where(Bundle.study_id == study.id, Bundle.consented_at.is_not(None))
+    ).all()
     assert len(consented) == cap and agreed.count(True) == cap, (consented, agreed)
     # And the engine agrees: a ninth consent is refused with the reason.
     left = next(e.bundle_id for e in entered if e.bundle_id not in consented)
@@ -109,14 +112,13 @@ def test_entry_and_consent_by_the_api_take_one_statement_and_keep_the_rules(clie
     study.consent_text = "A new text."
     session.commit()
     with TestClient(client.app) as second:
-        body2 = second.post(f"/api/v1/crowd/{study.slug}/enter",
-                            json={"params": {"PROLIFIC_PID": "api-2", "SESSION_ID": "s2"}}).json()
+        body2 = second.post(
+            f"/api/v1/crowd/{study.slug}/enter", json={"params": {"PROLIFIC_PID": "api-2", "SESSION_ID": "s2"}}
+        ).json()
         assert body2["consent"] == "A new text." and body2["consent_version"] != body["consent_version"]
-        r = second.post(f"/api/v1/crowd/{study.slug}/consent",
-                        json={"consent_version": body["consent_version"]})
+        r = second.post(f"/api/v1/crowd/{study.slug}/consent", json={"consent_version": body["consent_version"]})
         assert r.status_code == 409 and r.json()["consent"] == "A new text."
-        r = second.post(f"/api/v1/crowd/{study.slug}/consent",
-                        json={"consent_version": body2["consent_version"]})
+        r = second.post(f"/api/v1/crowd/{study.slug}/consent", json={"consent_version": body2["consent_version"]})
         assert r.status_code == 200
     if hotpath.enabled(db_url):  # the common cases took the single statements
         assert hotpath.stats["enter"] - before["enter"] >= 2
@@ -130,16 +132,20 @@ def test_the_end_of_a_task_approves_once_and_shows_the_code(client, session, db_
     study = qc_study(session, owner)
     session.commit()
     before = dict(hotpath.stats)
-    r = client.post(f"/api/v1/crowd/{study.slug}/enter",
-                    json={"params": {"PROLIFIC_PID": "walker", "SESSION_ID": "w"}})
+    r = client.post(f"/api/v1/crowd/{study.slug}/enter", json={"params": {"PROLIFIC_PID": "walker", "SESSION_ID": "w"}})
     client.post(f"/api/v1/crowd/{study.slug}/consent", json={"consent_version": r.json()["consent_version"]})
     nxt = client.get(f"/api/v1/crowd/{study.slug}/next").json()
     while nxt["state"] == "item":
         a = session.get(Assignment, nxt["assignment_id"])
         path = session.get(Item, a.item_id).reference["path"]
-        r = client.post(f"/api/v1/crowd/{study.slug}/submit", json={
-            "assignment_id": nxt["assignment_id"], "idempotency_key": uuid.uuid4().hex,
-            "response": {"path": path, "trace": [], "rating": 3}})
+        r = client.post(
+            f"/api/v1/crowd/{study.slug}/submit",
+            json={
+                "assignment_id": nxt["assignment_id"],
+                "idempotency_key": uuid.uuid4().hex,
+                "response": {"path": path, "trace": [], "rating": 3},
+            },
+        )
         assert r.status_code == 200, r.text
         nxt = r.json()["next"]
     assert nxt["state"] == "done" and nxt["complete"] is True
@@ -149,8 +155,12 @@ def test_the_end_of_a_task_approves_once_and_shows_the_code(client, session, db_
     entries = system_approvals(session, p)
     assert len(entries) == 1 and entries[0].action == "worker.approved"
     assert entries[0].detail == {"study": study.id, "reason": p.reason, "auto": True}
-    assert session.scalar(select(func.count()).select_from(Bundle).where(
-        Bundle.study_id == study.id, Bundle.finished_at.is_not(None))) == 1
+    assert (
+        session.scalar(
+            select(func.count()).select_from(Bundle).where(Bundle.study_id == study.id, Bundle.finished_at.is_not(None))
+        )
+        == 1
+    )
     if hotpath.enabled(db_url):
         assert hotpath.stats["submit"] - before["submit"] == study.bundle_size
 
@@ -161,19 +171,26 @@ def test_an_entry_refused_for_the_studys_state_leaves_no_worker_behind(client, s
     owner = make_user(session, "researcher")
     study = create_tom_study(session, owner, bundle_size=2, gold_rate=0.0)
     session.commit()
-    first = client.post(f"/api/v1/crowd/{study.slug}/enter",
-                        json={"params": {"PROLIFIC_PID": "early", "STUDY_ID": "st", "SESSION_ID": "s1"}})
+    first = client.post(
+        f"/api/v1/crowd/{study.slug}/enter",
+        json={"params": {"PROLIFIC_PID": "early", "STUDY_ID": "st", "SESSION_ID": "s1"}},
+    )
     assert first.status_code == 200, first.text
     services.set_state(session, study, "paused", owner)
     session.commit()
     other = TestClient(client.app)
-    r = other.post(f"/api/v1/crowd/{study.slug}/enter",
-                   json={"params": {"PROLIFIC_PID": "late", "STUDY_ID": "st", "SESSION_ID": "s2"}})
+    r = other.post(
+        f"/api/v1/crowd/{study.slug}/enter",
+        json={"params": {"PROLIFIC_PID": "late", "STUDY_ID": "st", "SESSION_ID": "s2"}},
+    )
     assert r.status_code == 409 and "paused" in r.text, r.text
     session.expire_all()
     late = session.scalar(select(User).where(User.external_id == "late"))
-    assert late is None or not session.scalar(select(func.count()).select_from(Participant).where(
-        Participant.worker_id == late.id, Participant.study_id == study.id))
+    assert late is None or not session.scalar(
+        select(func.count())
+        .select_from(Participant)
+        .where(Participant.worker_id == late.id, Participant.study_id == study.id)
+    )
 
 
 def test_the_texts_the_hot_path_shows_are_the_engines(session, db_url):
@@ -181,16 +198,34 @@ def test_the_texts_the_hot_path_shows_are_the_engines(session, db_url):
     the one cached read of the row (hotpath.study); an edit is read again at its new version."""
     _pg_only(db_url)
     owner = make_user(session, "researcher")
-    study = create_tom_study(session, owner, payment="£2", estimated_minutes=7, contact="lab@x.org",
-                             consent_text="Our text.", instructions="Read twice.",
-                             redirect_url="https://example.org/done")
+    study = create_tom_study(
+        session,
+        owner,
+        payment="£2",
+        estimated_minutes=7,
+        contact="lab@x.org",
+        consent_text="Our text.",
+        instructions="Read twice.",
+        redirect_url="https://example.org/done",
+    )
     session.commit()
     conf = hotpath.study(db_url, study.slug)
-    shown = (conf.instructions, conf.consent, conf.consent_details, conf.consent_version,
-             conf.completion_code, conf.redirect_url)
-    assert shown == (study.instructions, services.consent_text(study),
-                     tuple(services.consent_details(study)), services.consent_version(study),
-                     study.completion_code, study.redirect_url)
+    shown = (
+        conf.instructions,
+        conf.consent,
+        conf.consent_details,
+        conf.consent_version,
+        conf.completion_code,
+        conf.redirect_url,
+    )
+    assert shown == (
+        study.instructions,
+        services.consent_text(study),
+        tuple(services.consent_details(study)),
+        services.consent_version(study),
+        study.completion_code,
+        study.redirect_url,
+    )
     services.edit_study(session, study, services.StudyEdit(payment="£1"), owner)
     session.commit()
     hotpath.forget_study(db_url, study.slug)  # as a statement that saw the new version does

@@ -16,8 +16,10 @@ from tests.integration.test_crowd_integrity import answer, api_start, start, tin
 
 
 def _submit(client, slug: str, a_id: int, answer_: str = "Yes", key: str | None = None):
-    return client.post(f"/api/v1/crowd/{slug}/submit", json={
-        "assignment_id": a_id, "idempotency_key": key or f"k-{a_id}", "response": {"answer": answer_}})
+    return client.post(
+        f"/api/v1/crowd/{slug}/submit",
+        json={"assignment_id": a_id, "idempotency_key": key or f"k-{a_id}", "response": {"answer": answer_}},
+    )
 
 
 def test_a_submit_answers_with_the_next_item_to_the_end(client, session):
@@ -63,8 +65,7 @@ def test_an_item_whose_reference_changed_scores_against_the_new_one(client, sess
     api_start(client, study.slug, {"PROLIFIC_PID": "p2", "STUDY_ID": "s", "SESSION_ID": "x"})
     for truth, expected in (("Yes", 1.0), ("No", 0.0)):
         lease = client.get(f"/api/v1/crowd/{study.slug}/next").json()  # shown, then changed
-        item_id = session.scalar(select(Assignment.item_id)
-                                 .where(Assignment.id == lease["assignment_id"]))
+        item_id = session.scalar(select(Assignment.item_id).where(Assignment.id == lease["assignment_id"]))
         session.execute(update(Item).where(Item.id == item_id).values(reference={"answer": truth}))
         session.commit()
         r = _submit(client, study.slug, lease["assignment_id"], "Yes")
@@ -96,8 +97,7 @@ def test_a_paused_study_waits_and_a_rejected_worker_is_refused_at_once(client, s
     session.commit()
     current = client.get(f"/api/v1/crowd/{study.slug}/next").json()
     assert current["state"] == "item"
-    session.execute(update(Participant).where(Participant.study_id == study.id)
-                    .values(status="rejected"))
+    session.execute(update(Participant).where(Participant.study_id == study.id).values(status="rejected"))
     session.commit()
     r = client.get(f"/api/v1/crowd/{study.slug}/next")
     assert r.status_code == 409 and "reviewed and closed" in r.text
@@ -135,8 +135,9 @@ def test_a_bundle_asked_for_its_item_many_times_at_once_holds_one_lease(db_url, 
             t.start()
         for t in threads:
             t.join()
-        leased = session.scalars(select(Assignment.id).where(
-            Assignment.bundle_id == bundle.id, Assignment.state == "leased")).all()
+        leased = session.scalars(
+            select(Assignment.id).where(Assignment.bundle_id == bundle.id, Assignment.state == "leased")
+        ).all()
         assert len(leased) == 1, leased
         # Those that lost the race were declined (the caller then takes the engine's path,
         # which returns the same lease); none got another item.
@@ -162,18 +163,21 @@ def test_the_one_lease_index_ends_older_double_leases_of_a_database_from_before(
     get_engine(db_url).dispose()
     cfg = alembic_config(db_url)
     command.downgrade(cfg, "0011")
-    other = session.scalar(select(Item.id).where(Item.study_id == study.id, Item.id != first_item,
-                                                 Item.is_gold.is_(False)).limit(1))
+    other = session.scalar(
+        select(Item.id).where(Item.study_id == study.id, Item.id != first_item, Item.is_gold.is_(False)).limit(1)
+    )
     row = session.execute(select(Assignment.__table__).where(Assignment.id == first_id)).mappings().one()
-    session.execute(Assignment.__table__.insert().values(
-        {**{k: v for k, v in row.items() if k != "id"}, "item_id": other}))
+    session.execute(
+        Assignment.__table__.insert().values({**{k: v for k, v in row.items() if k != "id"}, "item_id": other})
+    )
     session.execute(update(Item).where(Item.id == other).values(n_active=Item.n_active + 1))
     session.commit()
     session.close()
     get_engine(db_url).dispose()
     command.upgrade(cfg, "heads")
-    states = dict(session.execute(select(Assignment.id, Assignment.state).where(
-        Assignment.bundle_id == bundle.id)).all())
+    states = dict(
+        session.execute(select(Assignment.id, Assignment.state).where(Assignment.bundle_id == bundle.id)).all()
+    )
     assert sorted(states.values()) == ["expired", "leased"] and states[first_id] == "expired"
     assert session.get(Item, first_item).n_active == 0 and session.get(Item, other).n_active == 1
 
@@ -228,8 +232,9 @@ def test_a_next_that_waited_for_a_submit_never_returns_the_answered_lease(db_url
     with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://")) as other:
         # A submit in flight: it holds the bundle's lock and has answered the lease.
         other.execute("SELECT id FROM bundles WHERE id = %s FOR UPDATE", (bundle.id,))
-        other.execute("UPDATE assignments SET state = 'completed', completed_at = now() WHERE id = %s",
-                      (first.assignment_id,))
+        other.execute(
+            "UPDATE assignments SET state = 'completed', completed_at = now() WHERE id = %s", (first.assignment_id,)
+        )
         other.execute("UPDATE bundles SET n_done = n_done + 1 WHERE id = %s", (bundle.id,))
         asker = threading.Thread(target=lambda: got.append(hotpath.next_lease(db_url, conf, bundle.id, None)))
         asker.start()

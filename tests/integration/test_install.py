@@ -27,11 +27,19 @@ def test_a_plain_install_starts_the_worker(tmp_path, redis_server):
     venv.EnvBuilder(with_pip=False).create(env_dir)
     py = env_dir / "bin" / "python"
     # (COVERAGE_PROCESS_CONFIG: `make test` would measure this pip; the new venv has no coverage.)
-    clean = {k: v for k, v in os.environ.items()
-             if k not in ("PYTHONPATH", "VIRTUAL_ENV", "DATABASE_URL", "REDIS_URL", "STORAGE_URL",
-                          "COVERAGE_PROCESS_CONFIG")}
-    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-compile",
-                              str(ROOT)], capture_output=True, text=True, env=clean, cwd=tmp_path, timeout=900)
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "VIRTUAL_ENV", "DATABASE_URL", "REDIS_URL", "STORAGE_URL", "COVERAGE_PROCESS_CONFIG")
+    }
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-compile", str(ROOT)],
+        capture_output=True,
+        text=True,
+        env=clean,
+        cwd=tmp_path,
+        timeout=900,
+    )
     assert install.returncode == 0, install.stderr[-4000:]
     # Only what a plain install brings: no torch, no test tools.
     for module in ("torch", "pytest"):
@@ -39,11 +47,21 @@ def test_a_plain_install_starts_the_worker(tmp_path, redis_server):
         assert probe.returncode != 0, f"{module} came with a plain install"
 
     log_path = tmp_path / "worker.log"
-    env = {**clean, "REDIS_URL": redis_server, "DATABASE_URL": f"sqlite:///{tmp_path / 'p.db'}",
-           "STORAGE_URL": f"file://{tmp_path / 'blobs'}", "PYTHONUNBUFFERED": "1"}
+    env = {
+        **clean,
+        "REDIS_URL": redis_server,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'p.db'}",
+        "STORAGE_URL": f"file://{tmp_path / 'blobs'}",
+        "PYTHONUNBUFFERED": "1",
+    }
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([str(env_dir / "bin" / "proctor"), "worker", "--concurrency", "1"],
-                                stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+        proc = subprocess.Popen(
+            [str(env_dir / "bin" / "proctor"), "worker", "--concurrency", "1"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=tmp_path,
+        )
         try:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:

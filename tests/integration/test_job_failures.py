@@ -42,9 +42,13 @@ def failing_kind():
     unregister_kind("failingjobs")
 
 
-@pytest.mark.parametrize("task, shown", [
-    ("crash", "failed: an internal error (FileNotFoundError); an administrator can see the details"),
-    ("refuse", "failed: the export could not be written to <path>: the disk is full")])
+@pytest.mark.parametrize(
+    "task, shown",
+    [
+        ("crash", "failed: an internal error (FileNotFoundError); an administrator can see the details"),
+        ("refuse", "failed: the export could not be written to <path>: the disk is full"),
+    ],
+)
 def test_the_owner_reads_the_reason_and_an_admin_the_traceback(client, session, failing_kind, task, shown):
     owner, admin = make_user(session, "researcher"), make_user(session, "admin")
     study = create_tom_study(session, owner, title="Failing jobs")
@@ -70,14 +74,23 @@ def test_the_owner_reads_the_reason_and_an_admin_the_traceback(client, session, 
 
 
 def test_failure_reasons_blank_every_server_path():
-    assert jobs.failure_reason(KeyError("no installed kind offers 'x'")) == '"no installed kind offers \'x\'"'
+    assert jobs.failure_reason(KeyError("no installed kind offers 'x'")) == "\"no installed kind offers 'x'\""
     assert jobs.failure_reason(ValueError("read /tmp/proctor-x/a.json and /home/me/b")) == "read <path> and <path>"
     assert jobs.failure_reason(ValueError("see https://example.org/var/x")) == "see https://example.org/var/x"
     # Found by the issue-26 re-attack: roots outside a fixed list, and a root's prefix.
-    for path in ("/code/app/x.py", "/nix/store/abc-py/lib", "/run/secrets/key", "/dev/shm/x",
-                 "/workspace/proctor/x.py", "~/proctor/x.py", "/Users/me/p"):
+    for path in (
+        "/code/app/x.py",
+        "/nix/store/abc-py/lib",
+        "/run/secrets/key",
+        "/dev/shm/x",
+        "/workspace/proctor/x.py",
+        "~/proctor/x.py",
+        "/Users/me/p",
+    ):
         assert jobs.failure_reason(ValueError(f"no file {path} here")) == "no file <path> here", path
     assert jobs.failure_reason(ValueError("3/4 done, a/b")) == "3/4 done, a/b"
     assert jobs.failure_reason(ValueError("error:/srv/secret/x")) == "error:<path>"
-    assert jobs.failure_reason(RuntimeError("/srv/app/secret")) == \
-        "an internal error (RuntimeError); an administrator can see the details"
+    assert (
+        jobs.failure_reason(RuntimeError("/srv/app/secret"))
+        == "an internal error (RuntimeError); an administrator can see the details"
+    )

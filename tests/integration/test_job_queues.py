@@ -124,8 +124,9 @@ def test_a_kind_cannot_name_a_queue_that_does_not_exist():
 @pytest.mark.redis
 @pytest.mark.postgres
 @pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
-def test_an_exports_worker_runs_an_export_while_a_model_job_waits_for_its_own(db_url, redis_server,
-                                                                                tmp_path, monkeypatch):
+def test_an_exports_worker_runs_an_export_while_a_model_job_waits_for_its_own(
+    db_url, redis_server, tmp_path, monkeypatch
+):
     """`proctor worker --queues exports` (a real Celery worker over Redis) runs an export
     queued after a model job; the model job's message waits in proctor.models untouched."""
     import redis
@@ -147,25 +148,29 @@ def test_an_exports_worker_runs_an_export_while_a_model_job_waits_for_its_own(db
     get_settings.cache_clear()
     blobs = tmp_path / "blobs"
     blobs.mkdir(exist_ok=True)
-    env = {**os.environ, "DATABASE_URL": db_url, "REDIS_URL": redis_server,
-           "STORAGE_URL": f"file://{blobs}", "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": db_url,
+        "REDIS_URL": redis_server,
+        "STORAGE_URL": f"file://{blobs}",
+        "PYTHONUNBUFFERED": "1",
+    }
     session = get_sessionmaker(db_url)()
     owner = make_user(session, "researcher")
     study = create_tom_study(session, owner, title="Two queues")
     token = create_token(session, owner, "ci")
-    model_job = jobs.create_job(session, "navigation.validate", study_id=study.id, owner_id=owner.id,
-                                artifact_id=0)
+    model_job = jobs.create_job(session, "navigation.validate", study_id=study.id, owner_id=owner.id, artifact_id=0)
     jobs.submit(session, model_job)
     assert broker.llen("proctor.models") == 1
     proctor = str(Path(sys.executable).parent / "proctor")
-    worker = CeleryWorker(env, tmp_path / "exports-worker.log",
-                          [proctor, "worker", "--queues", "exports", "--concurrency", "1"])
+    worker = CeleryWorker(
+        env, tmp_path / "exports-worker.log", [proctor, "worker", "--queues", "exports", "--concurrency", "1"]
+    )
     try:
         worker.wait_for(r"\S+@\S+ ready\.", 60)
         assert "proctor.exports" in worker.log() and "proctor.models" not in worker.log()
         with TestClient(create_app(db_url)) as client:
-            r = client.post(f"/api/v1/studies/{study.id}/exports",
-                            headers={"Authorization": f"Bearer {token}"})
+            r = client.post(f"/api/v1/studies/{study.id}/exports", headers={"Authorization": f"Bearer {token}"})
             assert r.status_code == 202, r.text
             export_id = r.json()["job"]
         worker.wait_for(rf"Task {jobs.CELERY_TASK}\[[^\]]+\] succeeded in [\d.]+s: 'done'", 60)

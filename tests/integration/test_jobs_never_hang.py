@@ -45,8 +45,7 @@ def test_an_upload_the_queue_cannot_check_is_withdrawn_with_503(app, client, ses
     session.commit()
     csrf = login(client, owner)
     form, files = _listener_upload()
-    r = client.post(f"/api/v1/agents/{agent.id}/artifacts", headers={"X-CSRF-Token": csrf},
-                    data=form, files=files)
+    r = client.post(f"/api/v1/agents/{agent.id}/artifacts", headers={"X-CSRF-Token": csrf}, data=form, files=files)
     assert r.status_code == 503, r.text
     assert session.scalar(select(func.count()).select_from(AgentArtifact)) == 0
     assert session.scalar(select(func.count()).select_from(jobs.Job)) == 0

@@ -28,27 +28,46 @@ def test_existing_jobs_and_tom_clusters_are_carried_into_the_kinds_branches(old_
     command.upgrade(alembic_config(old_database), "0005")
     eng = create_engine(old_database)
     with eng.begin() as c:
-        c.execute(text("INSERT INTO users (id, email, role, name, created_at) VALUES "
-                       "(1, 'r@example.org', 'researcher', 'r', CURRENT_TIMESTAMP)"))
+        c.execute(
+            text(
+                "INSERT INTO users (id, email, role, name, created_at) VALUES "
+                "(1, 'r@example.org', 'researcher', 'r', CURRENT_TIMESTAMP)"
+            )
+        )
         for sid, kind in ((1, "tom"), (2, "navigation")):
-            c.execute(text(
-                "INSERT INTO studies (id, slug, title, kind, owner_id, state, annotations_per_item, "
-                "bundle_size, gold_rate, lease_seconds, completion_code, redirect_url, consent_text, "
-                "instructions, payment, kind_settings, created_at) VALUES (:id, :slug, 'old', :kind, "
-                "1, 'live', 3, 10, 0.1, 900, 'C', '', '', '', '', '{}', CURRENT_TIMESTAMP)"),
-                {"id": sid, "slug": f"old-{sid}", "kind": kind})
-        items = [(1, 1, "q1", "call-7:13:2"), (2, 1, "q2", "call-7:13:5"), (3, 1, "q3", "call-7:14:5"),
-                 (4, 2, "p1", "house-1:7:0")]
+            c.execute(
+                text(
+                    "INSERT INTO studies (id, slug, title, kind, owner_id, state, annotations_per_item, "
+                    "bundle_size, gold_rate, lease_seconds, completion_code, redirect_url, consent_text, "
+                    "instructions, payment, kind_settings, created_at) VALUES (:id, :slug, 'old', :kind, "
+                    "1, 'live', 3, 10, 0.1, 900, 'C', '', '', '', '', '{}', CURRENT_TIMESTAMP)"
+                ),
+                {"id": sid, "slug": f"old-{sid}", "kind": kind},
+            )
+        items = [
+            (1, 1, "q1", "call-7:13:2"),
+            (2, 1, "q2", "call-7:13:5"),
+            (3, 1, "q3", "call-7:14:5"),
+            (4, 2, "p1", "house-1:7:0"),
+        ]
         for iid, sid, ext, cluster in items:
-            c.execute(text(
-                "INSERT INTO items (id, study_id, external_id, payload, is_gold, source, category, "
-                "cluster, position, n_active) VALUES (:id, :sid, :ext, '{}', false, 'dataset', '1', "
-                ":cluster, 0.5, 0)"), {"id": iid, "sid": sid, "ext": ext, "cluster": cluster})
-        for jid, task, state in ((1, "generation", "running"), (2, "agent.validate", "queued"),
-                                 (3, "export", "done")):
-            c.execute(text("INSERT INTO jobs (id, task, state, params, done, total, log, result, "
-                           "created_at) VALUES (:id, :task, :state, '{}', 0, 0, '', '{}', "
-                           "CURRENT_TIMESTAMP)"), {"id": jid, "task": task, "state": state})
+            c.execute(
+                text(
+                    "INSERT INTO items (id, study_id, external_id, payload, is_gold, source, category, "
+                    "cluster, position, n_active) VALUES (:id, :sid, :ext, '{}', false, 'dataset', '1', "
+                    ":cluster, 0.5, 0)"
+                ),
+                {"id": iid, "sid": sid, "ext": ext, "cluster": cluster},
+            )
+        for jid, task, state in ((1, "generation", "running"), (2, "agent.validate", "queued"), (3, "export", "done")):
+            c.execute(
+                text(
+                    "INSERT INTO jobs (id, task, state, params, done, total, log, result, "
+                    "created_at) VALUES (:id, :task, :state, '{}', 0, 0, '', '{}', "
+                    "CURRENT_TIMESTAMP)"
+                ),
+                {"id": jid, "task": task, "state": state},
+            )
     migrate_db(old_database)
     with eng.connect() as c:
         heads = set(c.execute(text("SELECT version_num FROM alembic_version")).scalars())
@@ -57,11 +76,13 @@ def test_existing_jobs_and_tom_clusters_are_carried_into_the_kinds_branches(old_
     eng.dispose()
     assert {"nav0005", "tom0001"} <= heads
     # Jobs keep their state under the names their kind now registers them by.
-    assert [tuple(j) for j in jobs] == [(1, "navigation.generate", "running"),
-                                        (2, "navigation.validate", "queued"), (3, "export", "done")]
+    assert [tuple(j) for j in jobs] == [
+        (1, "navigation.generate", "running"),
+        (2, "navigation.validate", "queued"),
+        (3, "export", "done"),
+    ]
     # ToM questions about one proposition at two times now share a cluster; other kinds' stay.
-    assert [tuple(r) for r in clusters] == [(1, "call-7:13"), (2, "call-7:13"), (3, "call-7:14"),
-                                            (4, "house-1:7:0")]
+    assert [tuple(r) for r in clusters] == [(1, "call-7:13"), (2, "call-7:13"), (3, "call-7:14"), (4, "house-1:7:0")]
 
 
 def test_generation_runs_from_before_top_p_read_as_pure_sampling(old_database):
@@ -71,23 +92,41 @@ def test_generation_runs_from_before_top_p_read_as_pure_sampling(old_database):
     command.upgrade(cfg, "nav0001")
     eng = create_engine(old_database)
     with eng.begin() as c:
-        c.execute(text("INSERT INTO users (id, email, role, name, created_at) VALUES "
-                       "(1, 'r@example.org', 'researcher', 'r', CURRENT_TIMESTAMP)"))
-        c.execute(text(
-            "INSERT INTO studies (id, slug, title, kind, owner_id, state, annotations_per_item, "
-            "bundle_size, gold_rate, lease_seconds, completion_code, redirect_url, consent_text, "
-            "instructions, payment, kind_settings, created_at) VALUES (1, 'nav', 'old', 'navigation', "
-            "1, 'draft', 3, 10, 0.1, 900, 'C', '', '', '', '', '{}', CURRENT_TIMESTAMP)"))
-        c.execute(text("INSERT INTO agents (id, owner_id, kind, name, version, description, created_at) "
-                       "VALUES (1, 1, 'navigation', 'speaker', '1', '', CURRENT_TIMESTAMP)"))
-        c.execute(text("INSERT INTO agent_artifacts (id, agent_id, version, role, format, blob_key, config, "
-                       "size, sha256, state, verdict, created_at) VALUES (1, 1, 1, 'speaker', 'safetensors', "
-                       "'a/1', '{}', 1, 'x', 'valid', '', CURRENT_TIMESTAMP)"))
-        c.execute(text(
-            "INSERT INTO generation_runs (id, study_id, owner_id, speaker_artifact_id, listener_artifact_ids, "
-            "n, k, m, metric, design, max_len, seed, batch_size, paths, gamma, state, created_at) VALUES "
-            "(7, 1, 1, 1, '[]', 10, 0, 3, 'ndtw', 'evaluation', 60, 4, 8, '[]', 0.25, 'done', "
-            "CURRENT_TIMESTAMP)"))
+        c.execute(
+            text(
+                "INSERT INTO users (id, email, role, name, created_at) VALUES "
+                "(1, 'r@example.org', 'researcher', 'r', CURRENT_TIMESTAMP)"
+            )
+        )
+        c.execute(
+            text(
+                "INSERT INTO studies (id, slug, title, kind, owner_id, state, annotations_per_item, "
+                "bundle_size, gold_rate, lease_seconds, completion_code, redirect_url, consent_text, "
+                "instructions, payment, kind_settings, created_at) VALUES (1, 'nav', 'old', 'navigation', "
+                "1, 'draft', 3, 10, 0.1, 900, 'C', '', '', '', '', '{}', CURRENT_TIMESTAMP)"
+            )
+        )
+        c.execute(
+            text(
+                "INSERT INTO agents (id, owner_id, kind, name, version, description, created_at) "
+                "VALUES (1, 1, 'navigation', 'speaker', '1', '', CURRENT_TIMESTAMP)"
+            )
+        )
+        c.execute(
+            text(
+                "INSERT INTO agent_artifacts (id, agent_id, version, role, format, blob_key, config, "
+                "size, sha256, state, verdict, created_at) VALUES (1, 1, 1, 'speaker', 'safetensors', "
+                "'a/1', '{}', 1, 'x', 'valid', '', CURRENT_TIMESTAMP)"
+            )
+        )
+        c.execute(
+            text(
+                "INSERT INTO generation_runs (id, study_id, owner_id, speaker_artifact_id, listener_artifact_ids, "
+                "n, k, m, metric, design, max_len, seed, batch_size, paths, gamma, state, created_at) VALUES "
+                "(7, 1, 1, 1, '[]', 10, 0, 3, 'ndtw', 'evaluation', 60, 4, 8, '[]', 0.25, 'done', "
+                "CURRENT_TIMESTAMP)"
+            )
+        )
     migrate_db(old_database)
     with eng.connect() as c:
         heads = set(c.execute(text("SELECT version_num FROM alembic_version")).scalars())
@@ -96,10 +135,13 @@ def test_generation_runs_from_before_top_p_read_as_pure_sampling(old_database):
     assert [tuple(r) for r in runs] == [(7, 10, 4, 0.25, "done", 1.0)]
     # A run stored after the upgrade without naming top_p reads 1.0 too (the server default).
     with eng.begin() as c:
-        c.execute(text(
-            "INSERT INTO generation_runs (id, study_id, owner_id, speaker_artifact_id, listener_artifact_ids, "
-            "n, k, m, metric, design, max_len, seed, batch_size, paths, state, created_at) VALUES "
-            "(8, 1, 1, 1, '[]', 5, 0, 3, 'ndtw', 'evaluation', 60, 0, 8, '[]', 'queued', CURRENT_TIMESTAMP)"))
+        c.execute(
+            text(
+                "INSERT INTO generation_runs (id, study_id, owner_id, speaker_artifact_id, listener_artifact_ids, "
+                "n, k, m, metric, design, max_len, seed, batch_size, paths, state, created_at) VALUES "
+                "(8, 1, 1, 1, '[]', 5, 0, 3, 'ndtw', 'evaluation', 60, 0, 8, '[]', 'queued', CURRENT_TIMESTAMP)"
+            )
+        )
         assert c.execute(text("SELECT top_p FROM generation_runs WHERE id = 8")).scalar() == 1.0
     command.downgrade(cfg, "nav0001")
     with eng.connect() as c:
@@ -117,9 +159,13 @@ def test_buildings_from_before_owners_have_none(old_database):
     command.upgrade(cfg, "nav0002")
     eng = create_engine(old_database)
     with eng.begin() as c:
-        c.execute(text("INSERT INTO environments (id, scan, source, connectivity_key, n_viewpoints, panoramas, "
-                       "created_at) VALUES (3, 'grid', 'matterport', 'environments/grid/connectivity.json', 14, "
-                       "'{\"g00\": \"panoramas/grid/g00.ab.png\"}', CURRENT_TIMESTAMP)"))
+        c.execute(
+            text(
+                "INSERT INTO environments (id, scan, source, connectivity_key, n_viewpoints, panoramas, "
+                "created_at) VALUES (3, 'grid', 'matterport', 'environments/grid/connectivity.json', 14, "
+                '\'{"g00": "panoramas/grid/g00.ab.png"}\', CURRENT_TIMESTAMP)'
+            )
+        )
     migrate_db(old_database)
     with eng.connect() as c:
         heads = set(c.execute(text("SELECT version_num FROM alembic_version")).scalars())
@@ -176,12 +222,18 @@ def test_a_recordings_actor_grows_to_name_its_player(old_database):
     command.upgrade(cfg, "0005")
     command.upgrade(cfg, "sts0001")
     eng = create_engine(old_database)
-    row = ("INSERT INTO sts_recordings (id, owner_id, external_id, level, seed, mission, actions, actor, "
-           "n_actions, created_at) VALUES (:id, 1, :ext, 'BabyAI-GoToLocal-v0', 3, 'go to the red key', '[]', "
-           ":actor, 0, CURRENT_TIMESTAMP)")
+    row = (
+        "INSERT INTO sts_recordings (id, owner_id, external_id, level, seed, mission, actions, actor, "
+        "n_actions, created_at) VALUES (:id, 1, :ext, 'BabyAI-GoToLocal-v0', 3, 'go to the red key', '[]', "
+        ":actor, 0, CURRENT_TIMESTAMP)"
+    )
     with eng.begin() as c:
-        c.execute(text("INSERT INTO users (id, email, role, name, created_at) VALUES "
-                       "(1, 'r@example.org', 'researcher', 'r', CURRENT_TIMESTAMP)"))
+        c.execute(
+            text(
+                "INSERT INTO users (id, email, role, name, created_at) VALUES "
+                "(1, 'r@example.org', 'researcher', 'r', CURRENT_TIMESTAMP)"
+            )
+        )
         c.execute(text(row), {"id": 1, "ext": "old", "actor": "expert"})
     migrate_db(old_database)
     player = "human:w-0123456789abcdef"  # 24 characters: past the old column's 16
@@ -204,16 +256,27 @@ def test_generation_jobs_are_named_generate_and_keep_their_state(old_database):
     command.upgrade(cfg, "sts0003")
     eng = create_engine(old_database)
     with eng.begin() as c:
-        for jid, task, state in ((1, "navigation.generation", "running"), (2, "sts.generation", "queued"),
-                                 (3, "navigation.validate", "done")):
-            c.execute(text("INSERT INTO jobs (id, task, state, params, done, total, log, result, "
-                           "created_at) VALUES (:id, :task, :state, '{}', 0, 0, '', '{}', "
-                           "CURRENT_TIMESTAMP)"), {"id": jid, "task": task, "state": state})
+        for jid, task, state in (
+            (1, "navigation.generation", "running"),
+            (2, "sts.generation", "queued"),
+            (3, "navigation.validate", "done"),
+        ):
+            c.execute(
+                text(
+                    "INSERT INTO jobs (id, task, state, params, done, total, log, result, "
+                    "created_at) VALUES (:id, :task, :state, '{}', 0, 0, '', '{}', "
+                    "CURRENT_TIMESTAMP)"
+                ),
+                {"id": jid, "task": task, "state": state},
+            )
     migrate_db(old_database)
     with eng.connect() as c:
         got = [tuple(j) for j in c.execute(text("SELECT id, task, state FROM jobs ORDER BY id"))]
-    assert got == [(1, "navigation.generate", "running"), (2, "sts.generate", "queued"),
-                   (3, "navigation.validate", "done")]
+    assert got == [
+        (1, "navigation.generate", "running"),
+        (2, "sts.generate", "queued"),
+        (3, "navigation.validate", "done"),
+    ]
     from app.kinds import job_handlers
 
     assert {"navigation.generate", "sts.generate"} <= set(job_handlers())
@@ -245,27 +308,66 @@ def test_runs_from_before_the_runs_table_become_agent_runs(old_database):
     with Session(eng) as s:
         owner = make_user(s, "researcher")
         study = create_tom_study(s, owner, live=False)
-        a3 = jobs.create_job(s, "a3ds.generate", study_id=study.id, owner_id=owner.id, speaker="short",
-                             captioner="short", batch_size=4)
+        a3 = jobs.create_job(
+            s, "a3ds.generate", study_id=study.id, owner_id=owner.id, speaker="short", captioner="short", batch_size=4
+        )
         nav_agent = services.register_agent(s, owner, "navigation", "old speaker")
-        arts = [AgentArtifact(agent_id=nav_agent.id, version=v, role=role, format="safetensors",
-                              blob_key="artifacts/none", size=0, sha256="0" * 64)
-                for v, role in ((1, "speaker"), (2, "listener"), (3, "listener"))]
+        arts = [
+            AgentArtifact(
+                agent_id=nav_agent.id,
+                version=v,
+                role=role,
+                format="safetensors",
+                blob_key="artifacts/none",
+                size=0,
+                sha256="0" * 64,
+            )
+            for v, role in ((1, "speaker"), (2, "listener"), (3, "listener"))
+        ]
         s.add_all(arts)
         s.flush()
         nav_job = jobs.create_job(s, "navigation.generate", study_id=study.id, owner_id=owner.id)
-        nav = NavRun(study_id=study.id, owner_id=owner.id, speaker_artifact_id=arts[0].id,
-                     listener_artifact_ids=[arts[1].id, arts[2].id], n=4, k=2, m=1, metric="ndtw",
-                     design="evaluation", max_len=10, seed=3, batch_size=2, paths=[], job_id=nav_job.id)
+        nav = NavRun(
+            study_id=study.id,
+            owner_id=owner.id,
+            speaker_artifact_id=arts[0].id,
+            listener_artifact_ids=[arts[1].id, arts[2].id],
+            n=4,
+            k=2,
+            m=1,
+            metric="ndtw",
+            design="evaluation",
+            max_len=10,
+            seed=3,
+            batch_size=2,
+            paths=[],
+            job_id=nav_job.id,
+        )
         suite = suites.create_suite(s, owner, "old suite")
         sts_agent = services.register_agent(s, owner, "sts", "old policy")
         sts_job = jobs.create_job(s, "sts.generate", owner_id=owner.id)
-        sts = StsRun(version_id=suites.latest_version(s, suite).id, agent_id=sts_agent.id, owner_id=owner.id,
-                     job_id=sts_job.id, continuations=5, seed=1, batch_size=8)
+        sts = StsRun(
+            version_id=suites.latest_version(s, suite).id,
+            agent_id=sts_agent.id,
+            owner_id=owner.id,
+            job_id=sts_job.id,
+            continuations=5,
+            seed=1,
+            batch_size=8,
+        )
         s.add_all([nav, sts])
         s.commit()
-        ids = {"a3": a3.id, "nav": nav_job.id, "sts": sts_job.id, "nav_run": nav.id, "sts_run": sts.id,
-               "suite": suite.id, "study": study.id, "agent": sts_agent.id, "arts": [a.id for a in arts]}
+        ids = {
+            "a3": a3.id,
+            "nav": nav_job.id,
+            "sts": sts_job.id,
+            "nav_run": nav.id,
+            "sts_run": sts.id,
+            "suite": suite.id,
+            "study": study.id,
+            "agent": sts_agent.id,
+            "arts": [a.id for a in arts],
+        }
     cfg = alembic_config(old_database)
     for branch_before in ("nav0004", "sts0004", "0015"):  # as the database was before
         command.downgrade(cfg, branch_before)
@@ -278,7 +380,16 @@ def test_runs_from_before_the_runs_table_become_agent_runs(old_database):
     assert set(got) == {ids["a3"], ids["nav"], ids["sts"]}
     a3r, navr, stsr = got[ids["a3"]], got[ids["nav"]], got[ids["sts"]]
     assert (a3r.kind, a3r.study_id, a3r.params["speaker"]) == ("a3ds", ids["study"], "short")
-    assert (navr.kind, navr.artifact_ids, navr.params["generation_run"], navr.params["n"]) == \
-        ("navigation", ids["arts"], ids["nav_run"], 4)
-    assert (stsr.kind, stsr.study_id, stsr.target, stsr.agent_id, stsr.params["continuations"]) == \
-        ("sts", None, {"suite_id": ids["suite"], "version": 1}, ids["agent"], 5)
+    assert (navr.kind, navr.artifact_ids, navr.params["generation_run"], navr.params["n"]) == (
+        "navigation",
+        ids["arts"],
+        ids["nav_run"],
+        4,
+    )
+    assert (stsr.kind, stsr.study_id, stsr.target, stsr.agent_id, stsr.params["continuations"]) == (
+        "sts",
+        None,
+        {"suite_id": ids["suite"], "version": 1},
+        ids["agent"],
+        5,
+    )

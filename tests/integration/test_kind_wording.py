@@ -20,9 +20,16 @@ def test_the_leaderboard_explains_clusters_in_the_kinds_words(client, session):
 
 
 # Words and controls that belong to one kind only: (kind, marker) never on another kind's pages.
-OWN_WORDS = [("tom", '"answer": "Yes"|"No"'), ("tom", "Common-ToM"), ("tom", "proposition"),
-             ("tom", "Random baseline (Yes rate"), ("navigation", "Generation runs"),
-             ("hexagons", "Executor runs"), ("a3ds", "Captioner runs"), ("sts", "Suites, recordings")]
+OWN_WORDS = [
+    ("tom", '"answer": "Yes"|"No"'),
+    ("tom", "Common-ToM"),
+    ("tom", "proposition"),
+    ("tom", "Random baseline (Yes rate"),
+    ("navigation", "Generation runs"),
+    ("hexagons", "Executor runs"),
+    ("a3ds", "Captioner runs"),
+    ("sts", "Suites, recordings"),
+]
 
 
 def test_a_kinds_study_page_and_leaderboard_show_only_what_applies_to_it(client, session):
@@ -46,7 +53,9 @@ def test_a_kinds_study_page_and_leaderboard_show_only_what_applies_to_it(client,
         # The researcher's way to see the worker's pages stores nothing.
         assert f"/studies/{study_id}/preview" in page and "test worker" not in page
         # Consistency only where the items come in clusters (Common-ToM's propositions).
-        clustered = any(r.get("consistency") for r in client.get(f"/api/v1/studies/{study_id}/leaderboard").json()["rows"])
+        clustered = any(
+            r.get("consistency") for r in client.get(f"/api/v1/studies/{study_id}/leaderboard").json()["rows"]
+        )
         assert ("Consistency</th>" in board) == clustered and ("consistency =" in board) == clustered, name
         # The exports card sits with its button.
         assert 'id="jobs"' in page and "Export annotations and scores" in page

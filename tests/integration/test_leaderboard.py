@@ -24,11 +24,16 @@ from tests.conftest import create_tom_study, make_user
 def populated(session):
     owner = make_user(session, "researcher")
     study = create_tom_study(session, owner, bundle_size=40, gold_rate=0.1, annotations_per_item=3)
-    items = session.execute(select(Item.external_id, Item.reference, Item.category)
-                            .where(Item.study_id == study.id)).all()
-    lines = [json.dumps({"question_id": ext, "answer": ref["answer"] if i % 4 else
-                         ("No" if ref["answer"] == "Yes" else "Yes")})
-             for i, (ext, ref, _) in enumerate(items) if i % 10]  # 10% unanswered
+    items = session.execute(
+        select(Item.external_id, Item.reference, Item.category).where(Item.study_id == study.id)
+    ).all()
+    lines = [
+        json.dumps(
+            {"question_id": ext, "answer": ref["answer"] if i % 4 else ("No" if ref["answer"] == "Yes" else "Yes")}
+        )
+        for i, (ext, ref, _) in enumerate(items)
+        if i % 10
+    ]  # 10% unanswered
     agent = services.register_agent(session, owner, "tom", "three-quarters")
     services.import_agent_outputs(session, study, agent, "\n".join(lines).encode())
     for w, acc in enumerate((0.95, 0.8, 0.7, 0.9, 0.6)):
@@ -38,11 +43,12 @@ def populated(session):
 
 def recompute(session, study):
     """Straight from rows, in Python: the reference the SQL aggregation must match."""
-    items = {i.id: i for i in session.scalars(select(Item).where(Item.study_id == study.id,
-                                                                 Item.is_gold.is_(False)))}
-    anns = [a for a in session.scalars(select(Annotation).where(Annotation.study_id == study.id)
-                                       .order_by(Annotation.id))
-            if not a.is_gold and not a.excluded]
+    items = {i.id: i for i in session.scalars(select(Item).where(Item.study_id == study.id, Item.is_gold.is_(False)))}
+    anns = [
+        a
+        for a in session.scalars(select(Annotation).where(Annotation.study_id == study.id).order_by(Annotation.id))
+        if not a.is_gold and not a.excluded
+    ]
     by_item = defaultdict(list)
     for a in anns:
         by_item[a.item_id].append(a)
@@ -61,10 +67,12 @@ def recompute(session, study):
     clusters = defaultdict(list)
     for iid, it in items.items():
         clusters[it.cluster].append(outputs.get(iid) == it.reference["answer"])
-    return {"majority": (sum(majority.values()), len(majority)),
-            "workers": {w: (sum(v), len(v)) for w, v in by_worker.items()},
-            "agent": (sum(agent_right), len(agent_right)),
-            "agent_consistency": (sum(all(v) for v in clusters.values()), len(clusters))}
+    return {
+        "majority": (sum(majority.values()), len(majority)),
+        "workers": {w: (sum(v), len(v)) for w, v in by_worker.items()},
+        "agent": (sum(agent_right), len(agent_right)),
+        "agent_consistency": (sum(all(v) for v in clusters.values()), len(clusters)),
+    }
 
 
 def test_leaderboard_matches_recomputation(session, populated):
@@ -110,10 +118,14 @@ def test_leaderboard_matches_recomputation(session, populated):
 def test_rejecting_a_worker_drops_their_answers_and_frees_their_items(session, populated):
     study, owner, _ = populated
     admin = make_user(session, "admin")
-    worst = session.scalar(select(Participant).join(User, User.id == Participant.worker_id)
-                           .where(User.external_id == "sim-4"))
-    mine = set(session.scalars(select(Annotation.item_id).where(
-        Annotation.worker_id == worst.worker_id, Annotation.is_gold.is_(False))))
+    worst = session.scalar(
+        select(Participant).join(User, User.id == Participant.worker_id).where(User.external_id == "sim-4")
+    )
+    mine = set(
+        session.scalars(
+            select(Annotation.item_id).where(Annotation.worker_id == worst.worker_id, Annotation.is_gold.is_(False))
+        )
+    )
     before = {i: session.get(Item, i).n_active for i in mine}
     pseud = session.get(User, worst.worker_id).pseudonym
     assert pseud in {r["name"] for r in compute(session, study)["rows"]}
@@ -147,8 +159,9 @@ def test_review_queue_median_and_flags(session, populated):
     queue = quality.review_queue(session, study)
     for w in queue:
         wid = session.scalar(select(User.id).where(User.pseudonym == w["worker"]))
-        ms = session.scalars(select(Annotation.duration_ms).where(Annotation.worker_id == wid,
-                                                                  Annotation.study_id == study.id)).all()
+        ms = session.scalars(
+            select(Annotation.duration_ms).where(Annotation.worker_id == wid, Annotation.study_id == study.id)
+        ).all()
         assert w["median_seconds"] == pytest.approx(median(ms) / 1000.0)
     simulate_worker(session, study, "yes-clicker", 0.0, seed=3, always="Yes")
     flagged = {w["worker"]: w["flags"] for w in quality.review_queue(session, study)}
@@ -167,8 +180,7 @@ def test_a_second_annotator_with_the_same_answers_narrows_no_interval(session, p
 
     study, _, _ = populated
     before = compute(session, study)
-    anns = session.scalars(select(Annotation).where(Annotation.study_id == study.id)
-                           .order_by(Annotation.id)).all()
+    anns = session.scalars(select(Annotation).where(Annotation.study_id == study.id).order_by(Annotation.id)).all()
     twins: dict[int, User] = {}
     for a in anns:
         if a.worker_id not in twins:
@@ -177,14 +189,32 @@ def test_a_second_annotator_with_the_same_answers_narrows_no_interval(session, p
             twins[a.worker_id] = twin
             session.flush()
         orig = session.get(Assignment, a.assignment_id)
-        copy = Assignment(study_id=study.id, item_id=a.item_id, worker_id=twins[a.worker_id].id,
-                          bundle_id=orig.bundle_id, exclusion_group=orig.exclusion_group, slot=orig.slot,
-                          is_gold=orig.is_gold, state="completed", lease_expires_at=orig.lease_expires_at)
+        copy = Assignment(
+            study_id=study.id,
+            item_id=a.item_id,
+            worker_id=twins[a.worker_id].id,
+            bundle_id=orig.bundle_id,
+            exclusion_group=orig.exclusion_group,
+            slot=orig.slot,
+            is_gold=orig.is_gold,
+            state="completed",
+            lease_expires_at=orig.lease_expires_at,
+        )
         session.add(copy)
         session.flush()
-        session.add(Annotation(assignment_id=copy.id, study_id=study.id, item_id=a.item_id,
-                               worker_id=copy.worker_id, is_gold=a.is_gold, response=dict(a.response),
-                               score=a.score, scores=a.scores, idempotency_key=uuid.uuid4().hex))
+        session.add(
+            Annotation(
+                assignment_id=copy.id,
+                study_id=study.id,
+                item_id=a.item_id,
+                worker_id=copy.worker_id,
+                is_gold=a.is_gold,
+                response=dict(a.response),
+                score=a.score,
+                scores=a.scores,
+                idempotency_key=uuid.uuid4().hex,
+            )
+        )
     session.flush()
     after = compute(session, study)
     names = dict(session.execute(select(User.id, User.pseudonym)).all())

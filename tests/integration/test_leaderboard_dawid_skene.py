@@ -41,8 +41,11 @@ def ds_row(b: dict) -> dict | None:
 
 
 def valid_answers(session, study) -> int:
-    return session.scalar(select(func.count()).select_from(Annotation).where(
-        Annotation.study_id == study.id, Annotation.is_gold.is_(False), Annotation.excluded.is_(False)))
+    return session.scalar(
+        select(func.count())
+        .select_from(Annotation)
+        .where(Annotation.study_id == study.id, Annotation.is_gold.is_(False), Annotation.excluded.is_(False))
+    )
 
 
 def test_dawid_skene_row_from_the_background_job(client, session, study):
@@ -97,8 +100,9 @@ def test_a_rejected_workers_answers_do_not_count(client, session, study):
     login(client, owner)
     refresh()
     jobs.run_queued_once()
-    flipper = session.scalar(select(Participant).join(User, User.id == Participant.worker_id)
-                             .where(User.external_id == "sim-2"))
+    flipper = session.scalar(
+        select(Participant).join(User, User.id == Participant.worker_id).where(User.external_id == "sim-2")
+    )
     name = session.get(User, flipper.worker_id).pseudonym
     before = board(client, study)
     assert name in {a["name"] for a in jobs_result(session, study)["annotators"]}
@@ -121,6 +125,9 @@ def test_a_rejected_workers_answers_do_not_count(client, session, study):
 
 def jobs_result(session, study) -> dict:
     session.expire_all()
-    job = session.scalars(select(jobs.Job).where(jobs.Job.task == TASK, jobs.Job.study_id == study.id,
-                                                 jobs.Job.state == "done").order_by(jobs.Job.id.desc())).first()
+    job = session.scalars(
+        select(jobs.Job)
+        .where(jobs.Job.task == TASK, jobs.Job.study_id == study.id, jobs.Job.state == "done")
+        .order_by(jobs.Job.id.desc())
+    ).first()
     return job.result["result"]

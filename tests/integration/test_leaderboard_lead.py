@@ -40,7 +40,8 @@ def test_each_kinds_page_leads_with_its_own_table(client, session):
         assert ('id="leaderboard"' in page.text) == kind.generic_table, name
         assert 'href="/help/statistics"' in page.text, name
     assert {all_kinds()[k].name for k in ("navigation", "sts", "hexagons")} and not any(
-        all_kinds()[k].generic_table for k in ("navigation", "sts", "hexagons"))
+        all_kinds()[k].generic_table for k in ("navigation", "sts", "hexagons")
+    )
 
 
 def test_the_statistics_page_every_table_links_to_answers():
@@ -60,10 +61,13 @@ def test_the_statistics_page_every_table_links_to_answers():
 #   half   = z / (n + z^2) * sqrt(k (n - k) / n + z^2 / 4)
 #          = 0.286484 * sqrt(0.27 + 0.960365) = 0.286484 * 1.109218 = 0.317773
 #   -> [0.357629, 0.993174]
-@pytest.mark.parametrize("k, n, mean, low, high", [
-    (2.7, 3, 0.9, 0.357629, 0.993174),
-    (0.73, 1, 0.73, None, None),
-])
+@pytest.mark.parametrize(
+    "k, n, mean, low, high",
+    [
+        (2.7, 3, 0.9, 0.357629, 0.993174),
+        (0.73, 1, 0.73, None, None),
+    ],
+)
 def test_a_continuous_score_is_a_mean_not_a_rounded_count(k, n, mean, low, high):
     rows = service._assemble([("agent", "c", n, k)], {}, (n, {"c": n}, {}), over_all_items=True)
     acc = rows["agent"]["accuracy"]
@@ -100,17 +104,27 @@ def test_agents_that_items_cannot_tell_apart_share_a_rank(client, session):
     login(client, owner)
 
     def ranks(study) -> dict:
-        refs = session.execute(select(Item.external_id, Item.reference).where(
-            Item.study_id == study.id, Item.is_gold.is_(False))).all()
+        refs = session.execute(
+            select(Item.external_id, Item.reference).where(Item.study_id == study.id, Item.is_gold.is_(False))
+        ).all()
         flip = {"Yes": "No", "No": "Yes"}
         for name, right in (("first", True), ("second", True), ("wrong", False)):
             agent = services.register_agent(session, owner, "tom", name, "1")
-            services.import_agent_outputs(session, study, agent, "".join(
-                json.dumps({"question_id": q, "answer": r["answer"] if right else flip[r["answer"]]}) + "\n"
-                for q, r in refs).encode())
+            services.import_agent_outputs(
+                session,
+                study,
+                agent,
+                "".join(
+                    json.dumps({"question_id": q, "answer": r["answer"] if right else flip[r["answer"]]}) + "\n"
+                    for q, r in refs
+                ).encode(),
+            )
         session.commit()
-        return {r["name"]: r["rank"] for r in client.get(f"/api/v1/studies/{study.id}/leaderboard").json()["rows"]
-                if r["type"] == "agent"}
+        return {
+            r["name"]: r["rank"]
+            for r in client.get(f"/api/v1/studies/{study.id}/leaderboard").json()["rows"]
+            if r["type"] == "agent"
+        }
 
     # The fixture's few propositions cannot order anyone (fewer than 5 units resampled): "—"
     # with the reason, the rule every kind's rank column follows (rows.rank_cells).
@@ -125,18 +139,29 @@ def test_agents_that_items_cannot_tell_apart_share_a_rank(client, session):
     assert re.search(r'<td>wrong v1</td><td>agent</td><td class="rank">3</td>', page)
 
 
-@pytest.mark.parametrize("estimate, shown", [
-    # A mean with no interval (t on one path, an unbounded value): the mean and why.
-    ({"n": 6, "mean": 4.25, "low": None, "high": None, "method": "too few units for an interval (one)"},
-     "4.250 <span class=\"muted\">(too few units for an interval (one))</span>"),
-    # No mean at all (an agreement nobody varied on): a dash and the reason, never a 500.
-    ({"n": 2, "mean": None, "low": None, "high": None, "method": "alpha", "reason": "no variation"},
-     "— (no variation)"),
-    ({"n": 3, "mean": 0.9, "low": 0.36, "high": 0.99, "method": "Wilson"},
-     "0.900 <span class=\"muted too-few\">(n = 3: too few for an interval)</span>"),
-    ({"n": 12, "mean": 0.75, "low": 0.5, "high": 0.9, "method": "Wilson"},
-     '<span title="95% interval: Wilson, n = 12">0.750 <span class="muted">[0.500, 0.900]</span></span>'),
-])
+@pytest.mark.parametrize(
+    "estimate, shown",
+    [
+        # A mean with no interval (t on one path, an unbounded value): the mean and why.
+        (
+            {"n": 6, "mean": 4.25, "low": None, "high": None, "method": "too few units for an interval (one)"},
+            '4.250 <span class="muted">(too few units for an interval (one))</span>',
+        ),
+        # No mean at all (an agreement nobody varied on): a dash and the reason, never a 500.
+        (
+            {"n": 2, "mean": None, "low": None, "high": None, "method": "alpha", "reason": "no variation"},
+            "— (no variation)",
+        ),
+        (
+            {"n": 3, "mean": 0.9, "low": 0.36, "high": 0.99, "method": "Wilson"},
+            '0.900 <span class="muted too-few">(n = 3: too few for an interval)</span>',
+        ),
+        (
+            {"n": 12, "mean": 0.75, "low": 0.5, "high": 0.9, "method": "Wilson"},
+            '<span title="95% interval: Wilson, n = 12">0.750 <span class="muted">[0.500, 0.900]</span></span>',
+        ),
+    ],
+)
 def test_every_estimate_renders_whatever_it_lacks(estimate, shown):
     from app.web import templates
 
@@ -149,10 +174,24 @@ def test_scores_csv_holds_every_figure_the_kinds_tables_show():
     from app.studies.exports import score_rows
 
     est = {"n": 12, "mean": 0.75, "low": 0.5, "high": 0.9, "method": "Wilson (effective n, clusters)"}
-    board = {"rows": [], "extra": {"tables": [{
-        "key": "navigation_metrics", "title": "Followers' metrics",
-        "columns": [{"key": "category", "label": "Speaker"}, {"key": "items", "label": "Instructions"},
-                    {"key": "success", "label": "SR (0-1)"}, {"key": "rank", "label": "Rank (95%)"}],
-        "rows": [{"category": "human", "items": 6, "success": est, "rank": "1"}]}]}}
+    board = {
+        "rows": [],
+        "extra": {
+            "tables": [
+                {
+                    "key": "navigation_metrics",
+                    "title": "Followers' metrics",
+                    "columns": [
+                        {"key": "category", "label": "Speaker"},
+                        {"key": "items", "label": "Instructions"},
+                        {"key": "success", "label": "SR (0-1)"},
+                        {"key": "rank", "label": "Rank (95%)"},
+                    ],
+                    "rows": [{"category": "human", "items": 6, "success": est, "rank": "1"}],
+                }
+            ]
+        },
+    }
     assert list(score_rows(board)) == [
-        ["navigation_metrics", "human", "SR (0-1)", "all", 12, 0.75, 0.5, 0.9, "Wilson (effective n, clusters)"]]
+        ["navigation_metrics", "human", "SR (0-1)", "all", 12, 0.75, 0.5, 0.9, "Wilson (effective n, clusters)"]
+    ]

@@ -36,6 +36,7 @@ def _exact_p(a, b):
 
 # ---- 2: Spearman's p is exact for a few agents -------------------------------------------------
 
+
 def test_spearman_over_three_agents_in_perfect_order_has_p_one_third():
     # Of the 3! = 6 orderings of three agents, 2 have |rho| = 1: p = 1/3, not scipy's 0.000.
     got = stats.spearman([0.667, 0.333, 0.0], [1.0, 0.333, 0.0])
@@ -65,7 +66,10 @@ def test_the_sts_and_a3ds_correlation_cells_use_the_exact_p_in_one_format():
     from app.kinds.a3ds.leaderboard import spearman as a3ds_spearman
     from app.kinds.sts.leaderboard import spearman as sts_spearman
 
-    assert sts_spearman([0.667, 0.333, 0.0], [1.0, 0.333, 0.0]) == {"rho": pytest.approx(1.0), "p": pytest.approx(1 / 3)}
+    assert sts_spearman([0.667, 0.333, 0.0], [1.0, 0.333, 0.0]) == {
+        "rho": pytest.approx(1.0),
+        "p": pytest.approx(1 / 3),
+    }
     assert a3ds_spearman([3.0, 2.0, 1.0], [0.9, 0.5, 0.1])["p"] == pytest.approx(1 / 3)
     # Every p prints with three places ("1.000", never "1"), "<0.001" below 0.0005.
     assert [rows.p_text(p) for p in (1.0, 0.4229, 0.0001, None)] == ["1.000", "0.423", "<0.001", "—"]
@@ -73,19 +77,23 @@ def test_the_sts_and_a3ds_correlation_cells_use_the_exact_p_in_one_format():
 
 # ---- 1: one rank rule --------------------------------------------------------------------------
 
+
 def test_under_min_rank_units_every_rank_cell_is_a_dash_with_its_reason():
     few = {"a": [1.0, 0.0, 1.0], "b": [0.0, 0.0, 1.0], "c": [0.0, 0.0, 0.0]}
     cells = rows.rank_cells(few, "scenario")
-    assert cells == {w: {"text": "—", "reason": "3 scenarios shared by every ranked system: fewer than 5 rank nobody"}
-                     for w in few}
+    assert cells == {
+        w: {"text": "—", "reason": "3 scenarios shared by every ranked system: fewer than 5 rank nobody"} for w in few
+    }
     assert rows.rank_cells({w: [] for w in few}, "scenario")["a"]["reason"].startswith("0 scenarios")
     enough = {w: v * 3 for w, v in few.items()}  # 9 units
     assert rows.rank_cells(enough, "scenario") == {
-        w: stats.rank_label(i) for w, i in stats.rank_intervals(enough).items()}
+        w: stats.rank_label(i) for w, i in stats.rank_intervals(enough).items()
+    }
     assert rows.rank_cells({"a": [1.0] * 9}, "scenario") == {}
 
 
 # ---- 4: a paired difference too small for an interval is too small for a test ------------------
+
 
 def test_too_few_for_a_test_below_the_interval_cutoff():
     assert rows.too_few_for_a_test(3) == {"text": "—", "reason": "n = 3: too few for a test"}
@@ -93,6 +101,7 @@ def test_too_few_for_a_test_below_the_interval_cutoff():
 
 
 # ---- 3: a clustered cell counts its clusters ---------------------------------------------------
+
 
 def _est_macro():
     from app.web import templates
@@ -128,17 +137,23 @@ def test_hexagons_cells_count_procedures_not_steps():
 
 # ---- 5: the plots draw only what the colour key names ------------------------------------------
 
+
 def test_the_generic_plot_leaves_out_the_dawid_skene_row():
     e = {"mean": 0.9, "low": 0.6, "high": 0.98, "n": 10, "method": "Wilson"}
-    board = {"rows": [{"type": "majority", "name": "Human majority (per item)", "accuracy": e},
-                      {"type": "dawid_skene", "name": "Dawid-Skene labels", "accuracy": e},
-                      {"type": "agent", "name": "bot", "accuracy": e}]}
+    board = {
+        "rows": [
+            {"type": "majority", "name": "Human majority (per item)", "accuracy": e},
+            {"type": "dawid_skene", "name": "Dawid-Skene labels", "accuracy": e},
+            {"type": "agent", "name": "bot", "accuracy": e},
+        ]
+    }
     svg = str(interval_svg(board))
     assert "Dawid-Skene" not in svg and "#111" not in svg
     assert COLOURS["majority"] in svg and COLOURS["agent"] in svg
 
 
 # ==== the kinds' sections and pages ============================================================
+
 
 def _text(page: str) -> str:
     return html_lib.unescape(re.sub(r"<[^>]+>", "", page))
@@ -161,6 +176,7 @@ def _sts_tables(session, scenarios: int | None = None):
 
 # ---- 1: one rank rule everywhere ---------------------------------------------------------------
 
+
 def test_sts_ranks_nobody_on_too_few_shared_scenarios_and_says_why(client, session):
     _, _, tables = _sts_tables(session, scenarios=3)
     agents = tables["sts_agents"]
@@ -173,6 +189,7 @@ def test_sts_ranks_nobody_on_too_few_shared_scenarios_and_says_why(client, sessi
 
 # ---- 2: Spearman's p over three agents is exact ------------------------------------------------
 
+
 def test_sts_correlation_over_three_agents_prints_the_exact_p(client, session):
     _, _, tables = _sts_tables(session)
     (row,) = tables["sts_correlation"]["rows"]
@@ -180,14 +197,14 @@ def test_sts_correlation_over_three_agents_prints_the_exact_p(client, session):
     # Over 3 agents the smallest possible two-sided p is 1/3 (2 of the 3! orderings are as
     # extreme): never scipy's asymptotic 0.000.
     shares = {r["agent"]: r for r in tables["sts_agents"]["rows"]}
-    exact = stats.spearman([r["success"]["mean"] for r in shares.values()],
-                           [r["simulator"] for r in shares.values()])
+    exact = stats.spearman([r["success"]["mean"] for r in shares.values()], [r["simulator"] for r in shares.values()])
     assert exact["method"] == "exact permutation" and exact["p"] >= 1 / 3 - 1e-12
     assert row["p"] == pytest.approx(exact["p"])
     assert "exact" in tables["sts_correlation"]["note"]
 
 
 # ---- 7 and 10: the STS table's blanks, corrections and formats ---------------------------------
+
 
 def test_sts_cells_say_what_they_are(client, session):
     owner, study, tables = _sts_tables(session)
@@ -212,6 +229,7 @@ def test_sts_cells_say_what_they_are(client, session):
 
 # ---- 4: a paired difference too small for an interval shows no d_z or p ------------------------
 
+
 def test_a3ds_paired_rows_on_three_pairs_show_no_test(session):
     from tests.integration.test_sections_shapes import _tables, a3ds_picked_study
 
@@ -222,8 +240,10 @@ def test_a3ds_paired_rows_on_three_pairs_show_no_test(session):
         assert row["pairs"] == 3 and row["diff"]["n"] == 3
         assert (row["d_z"], row["p"], row["p_holm"]) == (too_few, too_few, too_few)
     acc = tables["a3ds_accuracy"]
-    assert all(r["rank"] == {"text": "—", "reason": "3 pairs shared by every ranked system: fewer than 5 rank nobody"}
-               for r in acc["rows"])
+    assert all(
+        r["rank"] == {"text": "—", "reason": "3 pairs shared by every ranked system: fewer than 5 rank nobody"}
+        for r in acc["rows"]
+    )
     # One format for a correlation's p, "—" (not "-") where there is none.
     for row in tables["a3ds_correlation"]["rows"]:
         for k, v in row.items():
@@ -233,20 +253,25 @@ def test_a3ds_paired_rows_on_three_pairs_show_no_test(session):
 
 # ---- 6: Common-ToM people: consistency blanks say why; the People count ------------------------
 
+
 def test_tom_people_rows_say_why_they_have_no_consistency(client, session):
     owner = make_user(session, "researcher")
     study = create_tom_study(session, owner, bundle_size=40, gold_rate=0.1, annotations_per_item=3)
     items = session.execute(select(Item.external_id, Item.reference).where(Item.study_id == study.id)).all()
     agent = services.register_agent(session, owner, "tom", "bot")
-    services.import_agent_outputs(session, study, agent, "\n".join(
-        json.dumps({"question_id": ext, "answer": ref["answer"]}) for ext, ref in items).encode())
+    services.import_agent_outputs(
+        session,
+        study,
+        agent,
+        "\n".join(json.dumps({"question_id": ext, "answer": ref["answer"]}) for ext, ref in items).encode(),
+    )
     for w, acc in enumerate((0.95, 0.8)):
         simulate_worker(session, study, f"sim-{w}", acc, seed=w)
     login(client, owner)
     page = client.get(f"/studies/{study.id}/leaderboard").text
-    people = page[page.index('id="section-people"'):]
-    people = people[:people.index("</tbody>")]
-    head = _text(people[:people.index("</tr>")])
+    people = page[page.index('id="section-people"') :]
+    people = people[: people.index("</tbody>")]
+    head = _text(people[: people.index("</tr>")])
     n = people.count('<tr class="annotator">')
     assert f"People ({n} annotator{'' if n == 1 else 's'} and their majority)" in head
     # A person who answered no proposition in full has no consistency: the cell says so.
@@ -259,6 +284,7 @@ def test_tom_people_rows_say_why_they_have_no_consistency(client, session):
 
 # ---- 5: the Dawid-Skene section links the statistics page, not a file path -------------------
 
+
 def test_no_file_paths_or_function_names_in_the_page_text(client, session):
     owner = make_user(session, "researcher")
     study = create_tom_study(session, owner, bundle_size=40, gold_rate=0.1, annotations_per_item=3)
@@ -269,8 +295,7 @@ def test_no_file_paths_or_function_names_in_the_page_text(client, session):
         assert word not in text
 
 
-@pytest.mark.parametrize("kind", ["navigation", "navigation.agreement", "navigation.likert", "hexagons", "a3ds",
-                                  "sts"])
+@pytest.mark.parametrize("kind", ["navigation", "navigation.agreement", "navigation.likert", "hexagons", "a3ds", "sts"])
 def test_kind_tables_name_no_code_or_files(kind):
     import importlib
     import inspect
@@ -284,6 +309,7 @@ def test_kind_tables_name_no_code_or_files(kind):
 
 
 # ---- 8: columns equal by construction say so ---------------------------------------------------
+
 
 def test_sts_group_columns_that_hold_every_continuation_say_they_repeat_the_share():
     from app.kinds.sts.leaderboard import _group_table
@@ -303,6 +329,7 @@ def test_hexagons_note_says_when_p_r_f1_and_em_coincide():
 
 # ---- 9: legends say the method in words --------------------------------------------------------
 
+
 def test_navigation_sr_legend_names_its_method():
     from app.kinds.navigation.leaderboard import COLUMN_HELP
 
@@ -311,6 +338,7 @@ def test_navigation_sr_legend_names_its_method():
 
 
 # ---- 11: the ranked metric in view; a scroll cue on wide tables --------------------------------
+
 
 def test_hexagons_lead_table_puts_the_ranked_metric_beside_the_names():
     from tests.integration.test_hex_a3ds_certified import PROCS, _rows
@@ -324,12 +352,13 @@ def test_wide_tables_show_a_scroll_cue():
     from tests.conftest import ROOT
 
     css = (ROOT / "static" / "app.css").read_text()
-    rule = css[css.index("/* A scroll cue"):]
-    rule = rule[:rule.index("}")]
+    rule = css[css.index("/* A scroll cue") :]
+    rule = rule[: rule.index("}")]
     assert "no-repeat local" in rule and "no-repeat scroll" in rule
 
 
 # ---- 10: "too few" reads the same in the time-to-completion column -----------------------------
+
 
 def test_sts_time_to_completion_says_too_few_as_every_cell_does():
     from app.kinds.sts.leaderboard import ttc_cell
@@ -342,8 +371,12 @@ def test_sts_time_to_completion_says_too_few_as_every_cell_does():
 def test_a_kind_table_prints_every_p_and_blank_one_way():
     from app.web import templates
 
-    table = {"key": "t", "title": "T", "columns": [{"key": "p", "label": "p", "help": "p."}],
-             "rows": [{"p": 1.0}, {"p": 0.4229}, {"p": 0.0001}, {"p": None}, {"p": "-"}]}
+    table = {
+        "key": "t",
+        "title": "T",
+        "columns": [{"key": "p", "label": "p", "help": "p."}],
+        "rows": [{"p": 1.0}, {"p": 0.4229}, {"p": 0.0001}, {"p": None}, {"p": "-"}],
+    }
     html = str(templates.env.get_template("research/_estimates.html").module.kind_table(table))
     cells = re.findall(r"<td>(.*?)</td>", html)
     assert cells == ["1.000", "0.423", "&lt;0.001", '<span class="muted">—</span>', '<span class="muted">—</span>']

@@ -36,6 +36,7 @@ def _est_macro():
 
 # ---- STS: the corrected share is of the markers, and the page shows them ----------------------
 
+
 def _sts_three_markers(session):
     """The demo's continuations, each marked by three annotators: the first two say success,
     the third failure (so every continuation's outcome is a success, 2 of its 3 markers say
@@ -46,9 +47,13 @@ def _sts_three_markers(session):
 
     owner = make_user(session, "researcher")
     study = services.create_study(
-        session, owner, "sts",
+        session,
+        owner,
+        "sts",
         services.StudySettings(title="STS x3", bundle_size=6, gold_rate=0.2, annotations_per_item=3),
-        _upload(demo_lines()), "continuations")
+        _upload(demo_lines()),
+        "continuations",
+    )
     services.set_state(session, study, "live", owner)
     seen: Counter = Counter()
 
@@ -92,6 +97,7 @@ def test_sts_corrected_share_is_the_marker_share_and_the_table_shows_it(client, 
 
 # ---- A3DS: cells count pairs; the correlation is over captions ---------------------------------
 
+
 def test_a3ds_cells_count_pairs_and_the_correlation_says_captions(session):
     from app.kinds.a3ds.leaderboard import CORRELATION_HELP
     from tests.integration.test_sections_shapes import _tables, a3ds_picked_study
@@ -117,6 +123,7 @@ def test_a3ds_cells_count_pairs_and_the_correlation_says_captions(session):
 
 # ---- Hexagons: which columns coincide; a breakdown's note is about its column -----------------
 
+
 def test_hexagons_notes_say_which_columns_coincide_and_breakdowns_speak_of_their_own():
     from app.kinds.hexagons.leaderboard import CELL_NOTE, build
     from tests.integration.test_hex_a3ds_certified import PROCS, _rows
@@ -140,19 +147,24 @@ def test_hexagons_notes_say_which_columns_coincide_and_breakdowns_speak_of_their
 
 # ---- Common-ToM: the random baseline's brackets, the majority's blanks, who is ranked ---------
 
+
 def test_tom_generic_table_says_what_a_baseline_bracket_is_and_who_is_ranked(client, session):
     owner = make_user(session, "researcher")
     study = create_tom_study(session, owner, bundle_size=40, gold_rate=0.1, annotations_per_item=3)
     items = session.execute(select(Item.external_id, Item.reference).where(Item.study_id == study.id)).all()
     for name in ("bot", "bot2"):
         agent = services.register_agent(session, owner, "tom", name)
-        services.import_agent_outputs(session, study, agent, "\n".join(
-            json.dumps({"question_id": ext, "answer": ref["answer"]}) for ext, ref in items).encode())
+        services.import_agent_outputs(
+            session,
+            study,
+            agent,
+            "\n".join(json.dumps({"question_id": ext, "answer": ref["answer"]}) for ext, ref in items).encode(),
+        )
     simulate_worker(session, study, "sim-0", 0.9, seed=0)
     login(client, owner)
     page = client.get(f"/studies/{study.id}/leaderboard").text
-    generic = page[page.index('id="generic"'):]
-    generic = generic[:generic.index("</section>")]
+    generic = page[page.index('id="generic"') :]
+    generic = generic[: generic.index("</section>")]
     text = _text(generic)
     assert "Random baseline" in text
     assert "A baseline's figures are not measured but expected" in text
@@ -162,4 +174,3 @@ def test_tom_generic_table_says_what_a_baseline_bracket_is_and_who_is_ranked(cli
     majority = re.search(r'<tr class="majority">(.*?)</tr>', generic, re.S).group(1)
     if "no cluster in full" in majority:
         assert "— (labelled no cluster in full" in _text(majority)
-

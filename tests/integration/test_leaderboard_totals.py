@@ -27,6 +27,7 @@ from tests.conftest import create_tom_study, make_user
 class ScoreVoteToM(CommonToM):
     """ToM items whose annotators agree on the score, not on an answer field (as the kinds
     without agreement_value() do: their per-item answers are grouped by score)."""
+
     name = "tom_scorevote"
 
     def agreement_value(self):
@@ -72,8 +73,9 @@ def table_rows(session, study_id: int) -> dict:
 
 def item_summaries(session, study_id: int) -> list:
     """lb_items (PostgreSQL keeps it; SQLite leaves it empty)."""
-    return sorted(session.execute(text("SELECT item_id, pattern, score FROM lb_items WHERE study_id = :s"),
-                                  {"s": study_id}).all())
+    return sorted(
+        session.execute(text("SELECT item_id, pattern, score FROM lb_items WHERE study_id = :s"), {"s": study_id}).all()
+    )
 
 
 def check(session, study: Study) -> dict:
@@ -90,10 +92,13 @@ def check(session, study: Study) -> dict:
     for offset, limit in ((0, 1), (0, 4), (3, 4), (len(people), 5), (0, len(people) + 3)):
         page = compute(session, study, annotators=(offset, limit))
         session.commit()
-        same([r for r in page["rows"] if r["type"] == "annotator"], people[offset:offset + limit], "page")
+        same([r for r in page["rows"] if r["type"] == "annotator"], people[offset : offset + limit], "page")
         same([r for r in page["rows"] if r["type"] != "annotator"], others, "page's other rows")
-        same({k: v for k, v in page.items() if k not in ("rows", "annotators")},
-             {k: v for k, v in board.items() if k not in ("rows", "annotators")}, "page's board")
+        same(
+            {k: v for k, v in page.items() if k not in ("rows", "annotators")},
+            {k: v for k, v in board.items() if k not in ("rows", "annotators")},
+            "page's board",
+        )
         assert page["annotators"] == {"total": len(people), "offset": offset, "limit": limit}
     kept = table_rows(session, study.id)
     summaries = item_summaries(session, study.id)
@@ -115,23 +120,33 @@ class Crowd:
         self.s, self.study, self.rng = session, study, rng
         # Small clusters of 1-4 items (and some items in none), set before any answer, so that
         # workers see clusters whole and consistency moves as answers come, go and change.
-        self.items = session.execute(select(Item.id, Item.is_gold).where(Item.study_id == study.id)
-                                     .order_by(Item.id)).all()
+        self.items = session.execute(
+            select(Item.id, Item.is_gold).where(Item.study_id == study.id).order_by(Item.id)
+        ).all()
         for i, _ in self.items:
-            session.execute(update(Item).where(Item.id == i).values(
-                cluster="" if i % 7 == 0 else f"c{i % 37}"))
+            session.execute(update(Item).where(Item.id == i).values(cluster="" if i % 7 == 0 else f"c{i % 37}"))
         session.commit()
         self.workers = []
         for w in range(n_workers):
-            u = User(role="worker", name=f"w{w}", platform="prolific", external_id=uuid.uuid4().hex,
-                     pseudonym=f"w-{uuid.uuid4().hex[:8]}")
+            u = User(
+                role="worker",
+                name=f"w{w}",
+                platform="prolific",
+                external_id=uuid.uuid4().hex,
+                pseudonym=f"w-{uuid.uuid4().hex[:8]}",
+            )
             session.add(u)
             session.flush()
             p = Participant(study_id=study.id, worker_id=u.id)
             session.add(p)
             session.flush()
-            b = Bundle(study_id=study.id, participant_id=p.id, worker_id=u.id, size=10_000,
-                       external_assignment_id=uuid.uuid4().hex)
+            b = Bundle(
+                study_id=study.id,
+                participant_id=p.id,
+                worker_id=u.id,
+                size=10_000,
+                external_assignment_id=uuid.uuid4().hex,
+            )
             session.add(b)
             session.flush()
             self.workers.append((u.id, b.id))
@@ -140,17 +155,37 @@ class Crowd:
 
     def _row(self, worker: tuple[int, int], item_id: int, is_gold: bool) -> dict:
         uid, bid = worker
-        a = Assignment(study_id=self.study.id, item_id=item_id, worker_id=uid, bundle_id=bid, slot=0,
-                       is_gold=is_gold, state="completed", lease_expires_at=utcnow() + timedelta(minutes=15),
-                       completed_at=utcnow())
+        a = Assignment(
+            study_id=self.study.id,
+            item_id=item_id,
+            worker_id=uid,
+            bundle_id=bid,
+            slot=0,
+            is_gold=is_gold,
+            state="completed",
+            lease_expires_at=utcnow() + timedelta(minutes=15),
+            completed_at=utcnow(),
+        )
         self.s.add(a)
         self.s.flush()
         r = self.rng.random()
         answer = "Yes" if r < 0.5 else "No" if r < 0.9 else "Maybe"
         response = {"answer": answer} if self.rng.random() > 0.03 else {"other": 1}  # no field
-        return dict(assignment_id=a.id, study_id=self.study.id, item_id=item_id, worker_id=uid,
-                    is_gold=is_gold, response=response, score=self.score(), scores=None, duration_ms=5,
-                    client={}, idempotency_key=uuid.uuid4().hex, excluded=False, created_at=utcnow())
+        return dict(
+            assignment_id=a.id,
+            study_id=self.study.id,
+            item_id=item_id,
+            worker_id=uid,
+            is_gold=is_gold,
+            response=response,
+            score=self.score(),
+            scores=None,
+            duration_ms=5,
+            client={},
+            idempotency_key=uuid.uuid4().hex,
+            excluded=False,
+            created_at=utcnow(),
+        )
 
     def score(self):
         # Dyadic fractions: their sums are exact in any order, so the two ways of counting
@@ -194,8 +229,9 @@ def _scenario(session, study: Study, seed: int) -> None:
 
     # Reject two workers (the statement app.quality.service uses), then reinstate one.
     for uid in uids[:2]:
-        session.execute(update(Annotation).where(Annotation.study_id == study.id,
-                                                 Annotation.worker_id == uid).values(excluded=True))
+        session.execute(
+            update(Annotation).where(Annotation.study_id == study.id, Annotation.worker_id == uid).values(excluded=True)
+        )
     session.commit()
     board = check(session, study)
     names = {r["name"] for r in board["rows"] if r["type"] == "annotator"}
@@ -208,8 +244,7 @@ def _scenario(session, study: Study, seed: int) -> None:
     # More work after the rejections; a re-score of some annotations (Hexagons consolidation
     # does this), some to NULL; a response changed; a no-op update; a few deletions.
     crowd.annotate(80)
-    ids = session.scalars(select(Annotation.id).where(Annotation.study_id == study.id)
-                          .order_by(Annotation.id)).all()
+    ids = session.scalars(select(Annotation.id).where(Annotation.study_id == study.id).order_by(Annotation.id)).all()
     for aid in rng.sample(ids, 40):
         session.execute(update(Annotation).where(Annotation.id == aid).values(score=crowd.score()))
     for aid in rng.sample(ids, 5):
@@ -248,8 +283,9 @@ def test_totals_match_the_annotations_when_people_vote_on_the_score(session, sco
 
     owner = make_user(session, "researcher")
     data = (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes()
-    study = services.create_study(session, owner, score_vote_kind,
-                                  services.StudySettings(title="Scores", annotations_per_item=5), data, "csv")
+    study = services.create_study(
+        session, owner, score_vote_kind, services.StudySettings(title="Scores", annotations_per_item=5), data, "csv"
+    )
     session.commit()
     assert study.answer_field is None
     _scenario(session, study, 3)
@@ -320,15 +356,15 @@ def test_the_page_shows_the_busiest_annotators_and_the_api_pages_all(session, cl
     assert page.status_code == 200
     shown = page.text.count('<tr class="annotator">')
     assert shown == ANNOTATORS_ON_PAGE
-    assert (f"showing the {ANNOTATORS_ON_PAGE} annotators with the most answers of {len(people)}"
-            in page.text)
+    assert f"showing the {ANNOTATORS_ON_PAGE} annotators with the most answers of {len(people)}" in page.text
     assert people[0]["name"] in page.text and people[-1]["name"] not in page.text
 
     every = client.get(f"/api/v1/studies/{study.id}/leaderboard").json()
     assert every["annotators"]["total"] == len(people)
     assert [r["name"] for r in every["rows"] if r["type"] == "annotator"] == [r["name"] for r in people]
-    some = client.get(f"/api/v1/studies/{study.id}/leaderboard",
-                      params={"annotators_offset": 10, "annotators_limit": 5}).json()
+    some = client.get(
+        f"/api/v1/studies/{study.id}/leaderboard", params={"annotators_offset": 10, "annotators_limit": 5}
+    ).json()
     assert [r["name"] for r in some["rows"] if r["type"] == "annotator"] == [r["name"] for r in people[10:15]]
     assert some["annotators"] == {"total": len(people), "offset": 10, "limit": 5}
     bad = client.get(f"/api/v1/studies/{study.id}/leaderboard", params={"annotators_limit": 0})
@@ -400,8 +436,12 @@ def _wait_until_waiting(session, n: int) -> None:
     try:
         for _ in range(400):
             with probe.connect() as c:
-                waiting = c.execute(text("SELECT count(*) FROM pg_stat_activity WHERE datname = "
-                                         "current_database() AND wait_event_type = 'Lock'")).scalar()
+                waiting = c.execute(
+                    text(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                        "current_database() AND wait_event_type = 'Lock'"
+                    )
+                ).scalar()
             if waiting >= n:
                 return
             time.sleep(0.05)
@@ -448,8 +488,9 @@ def test_a_changed_answer_and_a_crowd_answer_of_its_value_at_once_both_count(ses
 
     def reinstate():
         with OrmSession(bind=session.get_bind()) as s:
-            s.execute(update(Annotation).where(Annotation.id == changed)
-                      .values(excluded=False, response={"answer": "No"}))
+            s.execute(
+                update(Annotation).where(Annotation.id == changed).values(excluded=False, response={"answer": "No"})
+            )
             s.commit()
 
     t, outcome = _in_thread(reinstate)
@@ -458,8 +499,9 @@ def test_a_changed_answer_and_a_crowd_answer_of_its_value_at_once_both_count(ses
     crowd_answer.close()
     t.join(30)
     assert not t.is_alive() and outcome["error"] is None, outcome["error"]
-    kept = session.execute(text("SELECT value, n FROM lb_item_answers WHERE item_id = :i ORDER BY value"),
-                           {"i": item_id}).all()
+    kept = session.execute(
+        text("SELECT value, n FROM lb_item_answers WHERE item_id = :i ORDER BY value"), {"i": item_id}
+    ).all()
     assert [tuple(r) for r in kept] == [("=No", 2), ("=Yes", 1)]
     check(session, study)
 
@@ -495,22 +537,24 @@ def test_an_import_and_another_bulk_writer_sharing_items_at_once_do_not_deadlock
     pid2 = session.scalar(select(Participant.id).where(Participant.worker_id == w2[0]))
 
     holder = OrmSession(bind=session.get_bind())
-    holder.execute(text("SELECT 1 FROM lb_item_answers WHERE item_id IN (:a, :b) AND value = '=No' "
-                        "FOR UPDATE"), {"a": a, "b": b})
+    holder.execute(
+        text("SELECT 1 FROM lb_item_answers WHERE item_id IN (:a, :b) AND value = '=No' FOR UPDATE"), {"a": a, "b": b}
+    )
 
     def importer(source, answers):
-        data = "".join(json.dumps({"question_id": ext[i], "answer": ans, "annotator": "p"}) + "\n"
-                       for i, ans in answers).encode()
+        data = "".join(
+            json.dumps({"question_id": ext[i], "answer": ans, "annotator": "p"}) + "\n" for i, ans in answers
+        ).encode()
 
         def run():
             with OrmSession(bind=session.get_bind()) as s:
                 import_annotations(s, s.get(Study, study.id), s.get(User, owner.id), data, source)
+
         return run
 
     def reject():
         with OrmSession(bind=session.get_bind()) as s:
-            decide(s, s.get(Study, study.id), [pid2], "rejected", s.get(User, owner.id),
-                   "did not read the stories")
+            decide(s, s.get(Study, study.id), [pid2], "rejected", s.get(User, owner.id), "did not read the stories")
 
     first, one = _in_thread(importer("one", [(a, "Yes"), (b, "No")]))
     second, two = _in_thread(importer("two", [(b, "Yes"), (a, "No")]) if other == "import" else reject)

@@ -97,10 +97,12 @@ CASES: dict[str, tuple] = {
     "30 MB line": ("upload.jsonl", lambda limit: _long_line()),
     "30 MB CSV cell": ("upload.csv", lambda limit: _long_cell()),
     "duplicate ids": ("upload.jsonl", _line({"id": "d", "question_id": "d", "answer": "Yes"}) * 2),
-    "wrong JSON type": ("upload.jsonl", b"[1, 2, 3]\n\"text\"\n"),
+    "wrong JSON type": ("upload.jsonl", b'[1, 2, 3]\n"text"\n'),
     "NaN": ("upload.jsonl", b'{"id": NaN, "seed": NaN, "answer": NaN, "score": NaN}\n'),
-    "30-digit integer": ("upload.jsonl", b'{"id": 123456789012345678901234567890, '
-                         b'"seed": 123456789012345678901234567890}\n'),
+    "30-digit integer": (
+        "upload.jsonl",
+        b'{"id": 123456789012345678901234567890, "seed": 123456789012345678901234567890}\n',
+    ),
 }
 
 
@@ -110,21 +112,27 @@ def _file_routes(kind) -> list[tuple[str, str]]:
     for router in kind.routers():
         for route in router.routes:
             if isinstance(route, APIRoute) and route.path.startswith("/api/") and "POST" in route.methods:
-                out |= {(route.path, f.alias) for f in route.dependant.body_params
-                        if isinstance(f.field_info, params.File)}
+                out |= {
+                    (route.path, f.alias) for f in route.dependant.body_params if isinstance(f.field_info, params.File)
+                }
     return sorted(out)
 
 
 def _targets(kind) -> list[tuple[str, str, str, dict]]:
     """(label, path template, file field, other form fields) of every upload the kind takes."""
-    out = [(f"items:{fmt}", "/api/v1/studies", "file",
-            {"kind": kind.name, "format": fmt, "settings": json.dumps({"title": "malformed"})})
-           for fmt in kind.item_formats]
+    out = [
+        (
+            f"items:{fmt}",
+            "/api/v1/studies",
+            "file",
+            {"kind": kind.name, "format": fmt, "settings": json.dumps({"title": "malformed"})},
+        )
+        for fmt in kind.item_formats
+    ]
     if kind.imports_outputs:
         out.append(("outputs", "/api/v1/studies/{study_id}/agents/{agent_id}/outputs", "file", {}))
     if kind.prior_label:
-        out.append(("annotations", "/api/v1/studies/{study_id}/annotations/import", "file",
-                    {"source": "malformed"}))
+        out.append(("annotations", "/api/v1/studies/{study_id}/annotations/import", "file", {"source": "malformed"}))
     out += [(f"route:{path}", path, name, {}) for path, name in _file_routes(kind)]
     return out
 
@@ -161,13 +169,13 @@ def _sample_cases(kind) -> tuple[str, bytes, dict[str, bytes]]:
         doc = json.loads(text)
         if isinstance(doc, list) and doc:
             out["duplicate record"] = json.dumps(doc + doc[:1])
-    number = re.search(r'(:\s*)-?\d+(?:\.\d+)?(?=\s*[,}\]])', text)
+    number = re.search(r"(:\s*)-?\d+(?:\.\d+)?(?=\s*[,}\]])", text)
     if number:
         for name, value in (("NaN", "NaN"), ("30-digit integer", BIG), ("Infinity", "-Infinity")):
-            out[name] = text[:number.start()] + number.group(1) + value + text[number.end():]
+            out[name] = text[: number.start()] + number.group(1) + value + text[number.end() :]
     string = re.search(r'(:\s*)"(?:[^"\\]|\\.)*"', text)
     if string:
-        out["wrong JSON type"] = text[:string.start()] + string.group(1) + '{"not": ["text"]}' + text[string.end():]
+        out["wrong JSON type"] = text[: string.start()] + string.group(1) + '{"not": ["text"]}' + text[string.end() :]
     return demo["format"], demo["items"], {f"sample {k}": v.encode() for k, v in out.items()}
 
 
@@ -180,8 +188,13 @@ def test_malformed_files_are_refused_by_every_upload(kind_name, app, session):
     kind = all_kinds()[kind_name]
     researcher = make_user(session, "researcher")
     token = create_token(session, researcher)
-    study = Study(kind=kind.name, owner_id=researcher.id, slug=f"malformed-{kind.name}", title="malformed",
-                  completion_code="MALFORMED")
+    study = Study(
+        kind=kind.name,
+        owner_id=researcher.id,
+        slug=f"malformed-{kind.name}",
+        title="malformed",
+        completion_code="MALFORMED",
+    )
     session.add(study)  # no items: a kind's importer would need real payloads, and none is asked for
     agent = services.register_agent(session, researcher, kind.name, "malformed-agent")
     session.commit()
@@ -203,8 +216,12 @@ def test_malformed_files_are_refused_by_every_upload(kind_name, app, session):
             for case, (filename, data) in cases.items():
                 if callable(data):
                     data = data(limit)
-                r = client.post(_fill(path, ids), headers=headers, data=fields,
-                                files={file_field: (filename, data, "application/octet-stream")})
+                r = client.post(
+                    _fill(path, ids),
+                    headers=headers,
+                    data=fields,
+                    files={file_field: (filename, data, "application/octet-stream")},
+                )
                 where = f"{label} / {case}"
                 if not 400 <= r.status_code < 500:
                     problems.append(f"{where}: {r.status_code} {r.text[:300]}")
@@ -216,9 +233,12 @@ def test_malformed_files_are_refused_by_every_upload(kind_name, app, session):
                     problems.append(f"{where}: rows changed {changed}")
                     before = after
         if good:  # the refusals are not the app refusing everything: the sample itself is taken
-            r = client.post("/api/v1/studies", headers=headers,
-                            data={"kind": kind.name, "format": fmt, "settings": json.dumps({"title": "good"})},
-                            files={"file": ("sample", good, "application/octet-stream")})
+            r = client.post(
+                "/api/v1/studies",
+                headers=headers,
+                data={"kind": kind.name, "format": fmt, "settings": json.dumps({"title": "good"})},
+                files={"file": ("sample", good, "application/octet-stream")},
+            )
             if r.status_code != 201:
                 problems.append(f"items:{fmt} / the demo's own file: {r.status_code} {r.text[:300]}")
     assert not problems, "\n".join(problems)

@@ -57,10 +57,17 @@ def capability_file(h) -> dict:
             samples[1]["score"] = -4.0
         if j == 2:
             samples[0] = {"instruction": "  " + texts[0].replace(" ", "  ") + " ", "score": -4.9999}
-        out.append({"path_id": str(700 + j), "scan": h.scan, "path": list(p.path), "heading": p.heading,
-                    "reference": {"instruction": texts[4], "score": -1.0 if j == 0 else -9.0},
-                    "inference": {"instruction": texts[0], "score": -5.0},
-                    "samples": samples})
+        out.append(
+            {
+                "path_id": str(700 + j),
+                "scan": h.scan,
+                "path": list(p.path),
+                "heading": p.heading,
+                "reference": {"instruction": texts[4], "score": -1.0 if j == 0 else -9.0},
+                "inference": {"instruction": texts[0], "score": -5.0},
+                "samples": samples,
+            }
+        )
     return {"speaker": "toy-t5", "paths": out}
 
 
@@ -68,7 +75,7 @@ def _follow(graph, ref: list[str], style: str) -> list[str]:
     if style == "exact":
         return list(ref)
     if style == "early":
-        return list(ref[:max(1, len(ref) // 2)])
+        return list(ref[: max(1, len(ref) // 2)])
     off = next((n for n in graph.neighbours(ref[0]) if n not in ref), None)  # a detour at the start
     return list(ref) if off is None else [ref[0], off, ref[0], *ref[1:]]
 
@@ -92,9 +99,14 @@ def _simulate(session, study: Study, graph) -> list[int]:
         got = 0
         while (a := assignment.next_item(session, study, bundle.id)) is not None:
             item = session.get(Item, a.item_id)
-            assignment.submit(session, study, bundle.id, a.id,
-                              {"path": _follow(graph, item.reference["path"], _style(item)), "trace": [],
-                               "rating": 3}, uuid.uuid4().hex)
+            assignment.submit(
+                session,
+                study,
+                bundle.id,
+                a.id,
+                {"path": _follow(graph, item.reference["path"], _style(item)), "trace": [], "rating": 3},
+                uuid.uuid4().hex,
+            )
             got += 1
         if not got:
             break
@@ -122,8 +134,9 @@ def test_capability_study_leaderboard(session, client):
 
     services.set_state(session, study, "live", owner)
     bundles = _simulate(session, study, graph)
-    assert session.scalar(select(func.count()).select_from(Annotation)
-                          .where(Annotation.study_id == study.id)) == len(items)
+    assert session.scalar(select(func.count()).select_from(Annotation).where(Annotation.study_id == study.id)) == len(
+        items
+    )
     # A rejected follower's paths drop out: their items are left without a valid annotation.
     rejected = session.get(Bundle, bundles[0])
     decide(session, study, [rejected.participant_id], "rejected", owner, reason="wandered")
@@ -135,8 +148,10 @@ def test_capability_study_leaderboard(session, client):
     # The plain recomputation: per item, the mean of its valid annotations.
     values: dict[str, dict[str, list[float]]] = {}
     for ext, scores in session.execute(
-            select(Item.external_id, Annotation.scores).join(Item, Item.id == Annotation.item_id)
-            .where(Annotation.study_id == study.id, Annotation.excluded.is_(False))):
+        select(Item.external_id, Annotation.scores)
+        .join(Item, Item.id == Annotation.item_id)
+        .where(Annotation.study_id == study.id, Annotation.excluded.is_(False))
+    ):
         for m in METRICS:
             values.setdefault(ext, {}).setdefault(m, []).append(float(scores[m]))
     mean = {ext: {m: sum(v) / len(v) for m, v in ms.items()} for ext, ms in values.items()}
@@ -163,9 +178,14 @@ def test_capability_study_leaderboard(session, client):
         r = [mean[own][m] for own, _, _, _ in counted]
         srch = [mean[search][m] for _, search, _, _ in counted]
         prag = [mean[pragmatic(own, u_sub)][m] for own, _, u_sub, _ in counted]
-        want = {"speaker_choice": r, "search": srch, "pragmatic": prag,
-                "ppg_search": [b - a for a, b in zip(r, srch)], "ppg_pragmatic": [b - a for a, b in zip(r, prag)],
-                "difference": [a - b for a, b in zip(prag, srch)]}
+        want = {
+            "speaker_choice": r,
+            "search": srch,
+            "pragmatic": prag,
+            "ppg_search": [b - a for a, b in zip(r, srch)],
+            "ppg_pragmatic": [b - a for a, b in zip(r, prag)],
+            "difference": [a - b for a, b in zip(prag, srch)],
+        }
         for key, vals in want.items():
             est = rows[key][m]
             assert est["n"] == len(counted)
@@ -203,8 +223,9 @@ def test_capability_advice_without_rejections(session):
     import_house(session, h)
     owner = make_user(session, "researcher")
     s = services.StudySettings(title="Capability", bundle_size=N_PATHS, gold_rate=0.0, annotations_per_item=1)
-    study = services.create_study(session, owner, "navigation", s, json.dumps(capability_file(h)).encode(),
-                                  "capability")
+    study = services.create_study(
+        session, owner, "navigation", s, json.dumps(capability_file(h)).encode(), "capability"
+    )
     services.set_state(session, study, "live", owner)
     _simulate(session, study, get_graph(h.scan))
     tables = {t["key"]: t for t in compute(session, study)["extra"]["tables"]}
@@ -226,13 +247,21 @@ def test_the_pragmatic_metric_is_a_study_setting(session):
     h = house()
     import_house(session, h)
     owner = make_user(session, "researcher")
-    study = services.create_study(session, owner, "navigation", services.StudySettings(title="Capability"),
-                                  json.dumps(capability_file(h)).encode(), "capability",
-                                  {"pragmatic_metric": "success"})
+    study = services.create_study(
+        session,
+        owner,
+        "navigation",
+        services.StudySettings(title="Capability"),
+        json.dumps(capability_file(h)).encode(),
+        "capability",
+        {"pragmatic_metric": "success"},
+    )
     assert study.kind_settings["pragmatic_metric"] == "success"
     note = tables(session, study)[0]["note"]
-    assert note.startswith(f"Paths counted: 0 of {N_PATHS}. Left out of every row: {N_PATHS} (reason: a "
-                           "candidate of U_sub or the human reference has no valid annotation yet).")
+    assert note.startswith(
+        f"Paths counted: 0 of {N_PATHS}. Left out of every row: {N_PATHS} (reason: a "
+        "candidate of U_sub or the human reference has no valid annotation yet)."
+    )
     assert "the one its followers did best on by SR" in note
 
 
@@ -241,8 +270,16 @@ def test_plain_studies_get_no_capability_tables(session):
     import_house(session, h)
     owner = make_user(session, "researcher")
     rec = capability_file(h)["paths"][0]
-    r2r = [{"path_id": 1, "scan": h.scan, "path": rec["path"], "heading": rec["heading"],
-            "distance": 1.0, "instructions": ["walk"]}]
+    r2r = [
+        {
+            "path_id": 1,
+            "scan": h.scan,
+            "path": rec["path"],
+            "heading": rec["heading"],
+            "distance": 1.0,
+            "instructions": ["walk"],
+        }
+    ]
     s = services.StudySettings(title="Plain", bundle_size=1, gold_rate=0.0, annotations_per_item=1)
     study = services.create_study(session, owner, "navigation", s, json.dumps(r2r).encode(), "r2r")
     services.set_state(session, study, "live", owner)
@@ -251,13 +288,19 @@ def test_plain_studies_get_no_capability_tables(session):
     assert "navigation_metrics" in keys and not any(k.startswith("nav_capability") for k in keys)
 
 
-@pytest.mark.parametrize("change, field, where", [
-    (lambda d: d["paths"][2].update(scan="no-such-house"), "scan", "path_id 702"),
-    (lambda d: d["paths"][3].update(path=[d["paths"][3]["path"][0], d["paths"][3]["path"][-1]]),
-     "path", "path_id 703"),
-    (lambda d: d["paths"][4]["samples"][2].update(score="best"), "samples[2].score", "path_id 704"),
-    (lambda d: d["paths"][1]["reference"].update(instruction=" "), "reference.instruction", "path_id 701"),
-])
+@pytest.mark.parametrize(
+    "change, field, where",
+    [
+        (lambda d: d["paths"][2].update(scan="no-such-house"), "scan", "path_id 702"),
+        (
+            lambda d: d["paths"][3].update(path=[d["paths"][3]["path"][0], d["paths"][3]["path"][-1]]),
+            "path",
+            "path_id 703",
+        ),
+        (lambda d: d["paths"][4]["samples"][2].update(score="best"), "samples[2].score", "path_id 704"),
+        (lambda d: d["paths"][1]["reference"].update(instruction=" "), "reference.instruction", "path_id 701"),
+    ],
+)
 def test_bad_capability_file_is_refused_whole(session, change, field, where):
     h = house()
     import_house(session, h)
@@ -265,23 +308,39 @@ def test_bad_capability_file_is_refused_whole(session, change, field, where):
     data = capability_file(h)
     change(data)
     with pytest.raises(InputError) as e:
-        services.create_study(session, owner, "navigation", services.StudySettings(title="bad"),
-                              json.dumps(data).encode(), "capability")
+        services.create_study(
+            session, owner, "navigation", services.StudySettings(title="bad"), json.dumps(data).encode(), "capability"
+        )
     assert e.value.field == field and where in str(e.value)
     session.rollback()
     assert session.scalar(select(func.count()).select_from(Study)) == 0
     assert session.scalar(select(func.count()).select_from(Item)) == 0
 
 
-@pytest.mark.skipif(not (GREEDY.exists() and CANDIDATES.exists() and CONN.is_dir()),
-                    reason=f"real coop speaker files or R2R connectivity absent under {COOP.parent}")
+@pytest.mark.skipif(
+    not (GREEDY.exists() and CANDIDATES.exists() and CONN.is_dir()),
+    reason=f"real coop speaker files or R2R connectivity absent under {COOP.parent}",
+)
 def test_real_coop_files_convert_and_import(sqlite_url, tmp_path):
     from app.cli import main
     from app.db import get_sessionmaker
 
     out = tmp_path / "cap.json"
-    result = CliRunner().invoke(main, ["nav", "capability-file", "--greedy", str(GREEDY),
-                                       "--candidates", str(CANDIDATES), "--out", str(out), "--speaker", "t5"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "nav",
+            "capability-file",
+            "--greedy",
+            str(GREEDY),
+            "--candidates",
+            str(CANDIDATES),
+            "--out",
+            str(out),
+            "--speaker",
+            "t5",
+        ],
+    )
     assert result.exit_code == 0, result.output
     # Every one of the 75 greedy paths has sampled candidates; candidate 0 is the greedy output.
     assert "75 of 75 greedy paths are in the candidates file" in result.output
@@ -300,8 +359,9 @@ def test_real_coop_files_convert_and_import(sqlite_url, tmp_path):
         for scan in sorted({p["scan"] for p in data["paths"]}):
             import_connectivity(session, CONN / f"{scan}_connectivity.json")
         owner = make_user(session, "researcher")
-        study = services.create_study(session, owner, "navigation", services.StudySettings(title="coop t5"),
-                                      out.read_bytes(), "capability")
+        study = services.create_study(
+            session, owner, "navigation", services.StudySettings(title="coop t5"), out.read_bytes(), "capability"
+        )
         items = session.scalars(select(Item).where(Item.study_id == study.id)).all()
         assert len(items) == 75 * 12
         roles = {}

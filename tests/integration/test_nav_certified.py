@@ -37,15 +37,24 @@ T5 = 2.5705818356363146  # scipy.stats.t.ppf(0.975, 5)
 X = None  # an excluded follower
 # (category, path 1-6) -> per follower (success, nDTW, rating); X: the follower is excluded.
 VALUES = {
-    ("human", 1): [(1, 1.0, 4), (1, 1.0, 4)], ("human", 2): [(1, 1.0, 3), (1, 1.0, 4)],
-    ("human", 3): [(1, 1.0, 4), (1, 1.0, 4)], ("human", 4): [(1, 1.0, 3), (1, 1.0, 3)],
-    ("human", 5): [(1, 1.0, 4), (1, 1.0, 4)], ("human", 6): [(1, 1.0, 4), (1, 1.0, 3)],
-    ("s1", 1): [(1, 0.9, 4), (1, 0.9, 3)], ("s1", 2): [(1, 0.7, 2), (0, 0.5, 3)],
-    ("s1", 3): [(1, 0.8, 4), (1, 0.8, 4)], ("s1", 4): [(0, 0.3, 1), (0, 0.3, 1)],
-    ("s1", 5): [(1, 0.9, 4), X], ("s1", 6): [(0, 0.4, 2), (1, 0.6, 3)],
-    ("s2", 1): [(0, 0.2, 1), (0, 0.2, 1)], ("s2", 2): [(0, 0.3, 1), X],
-    ("s2", 3): [(1, 0.6, 3), (0, 0.4, 2)], ("s2", 4): [(0, 0.1, 1), (0, 0.3, 2)],
-    ("s2", 5): [(0, 0.3, 2), (1, 0.7, 3)], ("s2", 6): [(0, 0.2, 1), (0, 0.2, 1)],
+    ("human", 1): [(1, 1.0, 4), (1, 1.0, 4)],
+    ("human", 2): [(1, 1.0, 3), (1, 1.0, 4)],
+    ("human", 3): [(1, 1.0, 4), (1, 1.0, 4)],
+    ("human", 4): [(1, 1.0, 3), (1, 1.0, 3)],
+    ("human", 5): [(1, 1.0, 4), (1, 1.0, 4)],
+    ("human", 6): [(1, 1.0, 4), (1, 1.0, 3)],
+    ("s1", 1): [(1, 0.9, 4), (1, 0.9, 3)],
+    ("s1", 2): [(1, 0.7, 2), (0, 0.5, 3)],
+    ("s1", 3): [(1, 0.8, 4), (1, 0.8, 4)],
+    ("s1", 4): [(0, 0.3, 1), (0, 0.3, 1)],
+    ("s1", 5): [(1, 0.9, 4), X],
+    ("s1", 6): [(0, 0.4, 2), (1, 0.6, 3)],
+    ("s2", 1): [(0, 0.2, 1), (0, 0.2, 1)],
+    ("s2", 2): [(0, 0.3, 1), X],
+    ("s2", 3): [(1, 0.6, 3), (0, 0.4, 2)],
+    ("s2", 4): [(0, 0.1, 1), (0, 0.3, 2)],
+    ("s2", 5): [(0, 0.3, 2), (1, 0.7, 3)],
+    ("s2", 6): [(0, 0.2, 1), (0, 0.2, 1)],
 }
 
 
@@ -61,9 +70,13 @@ def _study(session) -> tuple[Study, dict[tuple[str, int], list[Annotation]]]:
     owner = make_user(session, "researcher")
     s = services.StudySettings(title="Certified", bundle_size=6, gold_rate=0.0, annotations_per_item=2)
     study = services.create_study(session, owner, "navigation", s, coop_file(h, n=6), "coop", {"speaker": "s1"})
-    more = [x for x in services.preview_items("navigation", coop_file(h, n=6), "coop",
-                                              {"speaker": "s2", "with_references": False}).items
-            if not x.is_gold]
+    more = [
+        x
+        for x in services.preview_items(
+            "navigation", coop_file(h, n=6), "coop", {"speaker": "s2", "with_references": False}
+        ).items
+        if not x.is_gold
+    ]
     assert services.add_items(session, study, more) == 6
     session.commit()
     services.set_state(session, study, "live", owner)
@@ -72,15 +85,24 @@ def _study(session) -> tuple[Study, dict[tuple[str, int], list[Annotation]]]:
         got = 0
         while (a := assignment.next_item(session, study, bundle.id)) is not None:
             item = session.get(Item, a.item_id)
-            assignment.submit(session, study, bundle.id, a.id,
-                              {"path": list(item.reference["path"]), "trace": [], "rating": 4}, uuid.uuid4().hex)
+            assignment.submit(
+                session,
+                study,
+                bundle.id,
+                a.id,
+                {"path": list(item.reference["path"]), "trace": [], "rating": 4},
+                uuid.uuid4().hex,
+            )
             got += 1
         if not got:
             break
     anns: dict[tuple[str, int], list[Annotation]] = {}
-    for ann, item in session.execute(select(Annotation, Item).join(Item, Item.id == Annotation.item_id)
-                                     .where(Annotation.study_id == study.id, Item.is_gold.is_(False))
-                                     .order_by(Annotation.id)):
+    for ann, item in session.execute(
+        select(Annotation, Item)
+        .join(Item, Item.id == Annotation.item_id)
+        .where(Annotation.study_id == study.id, Item.is_gold.is_(False))
+        .order_by(Annotation.id)
+    ):
         anns.setdefault((item.category, int(item.cluster.split(":")[1]) - 50), []).append(ann)
     assert set(anns) == set(VALUES) and all(len(v) == 2 for v in anns.values())
     for key, followers in VALUES.items():
@@ -89,10 +111,21 @@ def _study(session) -> tuple[Study, dict[tuple[str, int], list[Annotation]]]:
                 session.execute(update(Annotation).where(Annotation.id == ann.id).values(excluded=True))
                 continue
             sr, ndtw, rating = value
-            session.execute(update(Annotation).where(Annotation.id == ann.id).values(
-                scores={"success": bool(sr), "spl": float(sr), "ndtw": ndtw, "sdtw": sr * ndtw,
-                        "ne": 1.0 if sr else 6.0, "path_length": 10.0},
-                response={**ann.response, "rating": rating}))
+            session.execute(
+                update(Annotation)
+                .where(Annotation.id == ann.id)
+                .values(
+                    scores={
+                        "success": bool(sr),
+                        "spl": float(sr),
+                        "ndtw": ndtw,
+                        "sdtw": sr * ndtw,
+                        "ne": 1.0 if sr else 6.0,
+                        "path_length": 10.0,
+                    },
+                    response={**ann.response, "rating": rating},
+                )
+            )
     session.commit()
     return study, anns
 
@@ -115,14 +148,18 @@ def test_navigation_certified_figures_by_hand(session):
     assert _instruction_means("s1", 0) == [1, 0.5, 1, 0, 1, 0.5]
     sr = rows["s1"]["success"]
     assert sr["n"] == 6 and sr["mean"] == pytest.approx(2 / 3) and sr["method"] == "Wilson (effective n, clusters)"
-    assert (sr["low"], sr["high"]) == (pytest.approx(0.2653817572490982, abs=1e-9),
-                                       pytest.approx(0.917167980523939, abs=1e-9))
+    assert (sr["low"], sr["high"]) == (
+        pytest.approx(0.2653817572490982, abs=1e-9),
+        pytest.approx(0.917167980523939, abs=1e-9),
+    )
     assert _wilson(2 / 3, 8.0) == (pytest.approx(sr["low"], abs=1e-12), pytest.approx(sr["high"], abs=1e-12))
     # SR of s2: 0, 0, 1/2, 0, 1/2, 0: m = 1/6, squares 4/36 + 2/9 = 0.333333, v = 0.0111111,
     # n_eff = (1/6)(5/6) / 0.0111111 = 12.5: [0.0343143, 0.5295657].
     sr2 = rows["s2"]["success"]
-    assert (sr2["low"], sr2["high"]) == (pytest.approx(0.03431427992237193, abs=1e-9),
-                                         pytest.approx(0.529565724165896, abs=1e-9))
+    assert (sr2["low"], sr2["high"]) == (
+        pytest.approx(0.03431427992237193, abs=1e-9),
+        pytest.approx(0.529565724165896, abs=1e-9),
+    )
     # The references: every follower succeeds, no spread: n_eff = 6 paths: [0.4758924, 1].
     hs = rows["human"]["success"]
     assert hs["mean"] == 1.0 and hs["high"] == 1.0 and hs["low"] == pytest.approx(0.47589244010075676, abs=1e-9)
@@ -133,8 +170,10 @@ def test_navigation_certified_figures_by_hand(session):
     assert _instruction_means("s1", 1) == pytest.approx([0.9, 0.6, 0.8, 0.3, 0.9, 0.5])
     nd = rows["s1"]["ndtw"]
     assert nd["mean"] == pytest.approx(2 / 3) and nd["n"] == 6
-    assert (nd["low"], nd["high"]) == (pytest.approx(0.40226277297706015, abs=1e-9),
-                                       pytest.approx(0.8559855754207878, abs=1e-9))
+    assert (nd["low"], nd["high"]) == (
+        pytest.approx(0.40226277297706015, abs=1e-9),
+        pytest.approx(0.8559855754207878, abs=1e-9),
+    )
     # NE in metres (1 m on a success, 6 m on a failure): s1's instruction means 1, 3.5, 1, 6,
     # 1, 3.5 = 6 - 5 * SR: t on the paths (5 df): 6 - 5 * m +/- t * 5 * sqrt(v) with SR's v.
     ne = rows["s1"]["ne"]
@@ -187,8 +226,9 @@ def test_navigation_certified_figures_by_hand(session):
     agree = {r["question"].split(":")[0]: r for r in tables["navigation_followers_agreement"]["rows"]}
     keys = sorted(VALUES)
     for q, k, level in (("Rating", 2, "ordinal"), ("Success", 0, "nominal")):
-        matrix = np.array([[VALUES[key][j][k] if VALUES[key][j] else np.nan for key in keys] for j in (0, 1)],
-                          dtype=float)
+        matrix = np.array(
+            [[VALUES[key][j][k] if VALUES[key][j] else np.nan for key in keys] for j in (0, 1)], dtype=float
+        )
         want = krippendorff.alpha(reliability_data=matrix, level_of_measurement=level)
         row = agree[q]
         assert row["level"] == level and row["instructions"] == 16
@@ -198,7 +238,8 @@ def test_navigation_certified_figures_by_hand(session):
     # Ordinal is not nominal: the rating's ordinal alpha differs from its nominal one.
     matrix = np.array([[VALUES[key][j][2] if VALUES[key][j] else np.nan for key in keys] for j in (0, 1)])
     assert agree["Rating"]["alpha"]["mean"] != pytest.approx(
-        krippendorff.alpha(reliability_data=matrix, level_of_measurement="nominal"))
+        krippendorff.alpha(reliability_data=matrix, level_of_measurement="nominal")
+    )
 
     # Fewer than 5 instructions with two valid ratings: "too few", no alpha.
     seconds = [anns[key][1].id for key in keys if VALUES[key][1] is not None][4:]
@@ -211,10 +252,11 @@ def test_navigation_certified_figures_by_hand(session):
 
 def test_rank_labels_clear_and_tied():
     # a and b identical on every path: tied, sharing ranks 1-2; c below both on every path.
-    per_path = {"a": {"p1": [1.0], "p2": [0.0], "p3": [1.0], "p4": [1.0], "p5": [1.0], "p6": [1.0]},
-                "b": {"p1": [1.0], "p2": [0.0], "p3": [1.0], "p4": [1.0], "p5": [1.0], "p6": [1.0]},
-                "c": {"p1": [0.0], "p2": [0.0], "p3": [0.0], "p4": [0.0], "p5": [0.0], "p6": [0.0],
-                      "p9": [1.0]}}
+    per_path = {
+        "a": {"p1": [1.0], "p2": [0.0], "p3": [1.0], "p4": [1.0], "p5": [1.0], "p6": [1.0]},
+        "b": {"p1": [1.0], "p2": [0.0], "p3": [1.0], "p4": [1.0], "p5": [1.0], "p6": [1.0]},
+        "c": {"p1": [0.0], "p2": [0.0], "p3": [0.0], "p4": [0.0], "p5": [0.0], "p6": [0.0], "p9": [1.0]},
+    }
     labels, shared, ties = rank_column(per_path, ["a", "b", "c"])
     assert shared == 6  # p9 is c's alone: left out of the ranking
     assert labels == {"a": "1-2", "b": "1-2", "c": "3"} and ties == [["a", "b"]]

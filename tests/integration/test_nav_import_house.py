@@ -25,16 +25,24 @@ def test_a_generated_house_is_imported_with_its_semantics_and_paths(session, db_
     env = {**os.environ, "DATABASE_URL": db_url, "STORAGE_URL": os.environ["STORAGE_URL"], "REDIS_URL": ""}
 
     def nav(*args):
-        return subprocess.run([sys.executable, "-m", "app.cli", "nav", *args], capture_output=True, text=True,
-                              cwd=ROOT, env=env, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "app.cli", "nav", *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=120,
+        )
 
     mine, theirs = make_user(session, "researcher"), make_user(session, "researcher")
     house = generate_house(7, floors=2)
     paths_file = tmp_path / "paths.json"
     out = nav("import-house", "7", "--floors", "2", "--paths", "12", "--out", str(paths_file), "--as", mine.email)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == [f"imported house-7-2f: {len(house.rooms)} rooms, {len(house.viewpoints)} viewpoints",
-                                       f"wrote 12 paths of house-7-2f to {paths_file}"]
+    assert out.stdout.splitlines() == [
+        f"imported house-7-2f: {len(house.rooms)} rooms, {len(house.viewpoints)} viewpoints",
+        f"wrote 12 paths of house-7-2f to {paths_file}",
+    ]
     building = session.scalar(select(Environment).where(Environment.scan == "house-7-2f"))
     assert (building.source, building.owner_id, building.n_viewpoints) == ("generated", mine.id, len(house.viewpoints))
     assert get_semantics("house-7-2f") == house.semantics()

@@ -50,9 +50,15 @@ def coop_file(h, n: int = 5) -> bytes:
     data = {}
     for k, p in enumerate(sample_paths(h, n + 1, rng=23)):
         data[str(k if k == 0 else 200 + k)] = {
-            "generated_instr": describe_path(h, p, rng=900 + k, n=1)[0], "distance": 1.0,
-            "scan": h.scan, "path": list(p.path), "heading": p.heading, "instr_id": f"{70 + k}_0",
-            "instructions": describe_path(h, p, rng=300 + k, n=1), "path_id": 70 + k}
+            "generated_instr": describe_path(h, p, rng=900 + k, n=1)[0],
+            "distance": 1.0,
+            "scan": h.scan,
+            "path": list(p.path),
+            "heading": p.heading,
+            "instr_id": f"{70 + k}_0",
+            "instructions": describe_path(h, p, rng=300 + k, n=1),
+            "path_id": 70 + k,
+        }
     return json.dumps(data).encode()
 
 
@@ -71,7 +77,7 @@ def followed(graph, ref: list[str], style: int) -> list[str]:
     if style == 0:
         return list(ref)
     if style == 1:
-        return list(ref[:max(1, len(ref) // 2)])
+        return list(ref[: max(1, len(ref) // 2)])
     off = next((n for n in graph.neighbours(ref[0]) if n not in ref), None)
     return list(ref) if off is None else [ref[0], off, ref[0], *ref[1:]]
 
@@ -95,23 +101,33 @@ def follow_all(session, study, graph, workers: int = 6) -> int:
         while (a := assignment.next_item(session, study, bundle.id)) is not None:
             item = session.get(Item, a.item_id)
             path = followed(graph, item.reference["path"], (w + a.id) % 3)
-            assignment.submit(session, study, bundle.id, a.id,
-                              {**with_trace(graph, path, item.payload["heading"]), "rating": 3},
-                              uuid.uuid4().hex)
+            assignment.submit(
+                session,
+                study,
+                bundle.id,
+                a.id,
+                {**with_trace(graph, path, item.payload["heading"]), "rating": 3},
+                uuid.uuid4().hex,
+            )
             done += 1
     return done
 
 
 def outputs_of(session, agent_id: int) -> dict:
-    return {i: (r, s) for i, r, s in session.execute(
-        select(AgentOutput.item_id, AgentOutput.response, AgentOutput.score)
-        .where(AgentOutput.agent_id == agent_id))}
+    return {
+        i: (r, s)
+        for i, r, s in session.execute(
+            select(AgentOutput.item_id, AgentOutput.response, AgentOutput.score).where(AgentOutput.agent_id == agent_id)
+        )
+    }
 
 
 def upload(client, token: str, study_id: int, agent_id: int, data: bytes, name: str = "listener.json"):
-    return client.post(f"/api/v1/studies/{study_id}/agents/{agent_id}/outputs",
-                       headers={"Authorization": f"Bearer {token}"},
-                       files={"file": (name, data, "application/json")})
+    return client.post(
+        f"/api/v1/studies/{study_id}/agents/{agent_id}/outputs",
+        headers={"Authorization": f"Bearer {token}"},
+        files={"file": (name, data, "application/json")},
+    )
 
 
 def test_listeners_paths_leaderboard_and_agreement(session, client, nav):
@@ -128,10 +144,14 @@ def test_listeners_paths_leaderboard_and_agreement(session, client, nav):
 
     # Listener 1, R2R predictions keyed by instr_id = the item's external id: the intended path,
     # turning on the spot first (a repeated viewpoint with another heading).
-    preds = [{"instr_id": i.external_id,
-              "trajectory": [[i.reference["path"][0], 0.5, 0.0]]
-              + [[v, graph.heading(a, v), 0.0] for a, v in zip(i.reference["path"], i.reference["path"][1:])]}
-             for i in plain]
+    preds = [
+        {
+            "instr_id": i.external_id,
+            "trajectory": [[i.reference["path"][0], 0.5, 0.0]]
+            + [[v, graph.heading(a, v), 0.0] for a, v in zip(i.reference["path"], i.reference["path"][1:])],
+        }
+        for i in plain
+    ]
     r = upload(client, token, study.id, ids["exact-listener"], json.dumps(preds).encode())
     assert r.status_code == 200 and r.json() == {"imported": len(plain)}, r.text
 
@@ -140,8 +160,12 @@ def test_listeners_paths_leaderboard_and_agreement(session, client, nav):
     for k, i in enumerate(plain[: len(plain) - 2]):
         short = i.reference["path"][:2]
         if k % 2:
-            records = [json.loads(x) for x in export_trace(
-                graph, with_trace(graph, short, i.payload["heading"])["trace"]).decode().splitlines()]
+            records = [
+                json.loads(x)
+                for x in export_trace(graph, with_trace(graph, short, i.payload["heading"])["trace"])
+                .decode()
+                .splitlines()
+            ]
             lazy[i.external_id] = {"trace": records}
         else:
             lazy[i.external_id] = {"path": short}
@@ -170,9 +194,11 @@ def test_listeners_paths_leaderboard_and_agreement(session, client, nav):
     # The agreement table against a recomputation with the offline scorer (human path as R).
     table = next(t for t in board["extra"]["tables"] if t["key"] == "navigation_agreement")
     rows = {(r["category"], r["listener"]): r for r in table["rows"]}
-    anns = session.execute(select(Annotation.item_id, Annotation.response).where(
-        Annotation.study_id == study.id, Annotation.is_gold.is_(False),
-        Annotation.excluded.is_(False))).all()
+    anns = session.execute(
+        select(Annotation.item_id, Annotation.response).where(
+            Annotation.study_id == study.id, Annotation.is_gold.is_(False), Annotation.excluded.is_(False)
+        )
+    ).all()
     expected_keys = set()
     for name, agent_id in ids.items():
         outs = outputs_of(session, agent_id)
@@ -198,7 +224,12 @@ def test_listeners_paths_leaderboard_and_agreement(session, client, nav):
     # The baseline speaker comes first; people who followed exactly agree fully with the
     # exact listener, so its agreement lies above the lazy one's where both answered.
     assert table["rows"][0]["category"] == "human"
-    assert 0 < rows["human", "lazy-listener v1"]["agreement"]["mean"] < rows["human", "exact-listener v1"]["agreement"]["mean"] <= 1
+    assert (
+        0
+        < rows["human", "lazy-listener v1"]["agreement"]["mean"]
+        < rows["human", "exact-listener v1"]["agreement"]["mean"]
+        <= 1
+    )
     json.dumps(board, allow_nan=False)
 
     login(client, owner)
@@ -221,20 +252,42 @@ def test_bad_listener_files_are_refused_and_keep_the_earlier_outputs(session, cl
     first, second = plain[0], plain[1]
     ref = first.reference["path"]
     cases = [
-        ("unknown instr_id",
-         [{"instr_id": "no-such-instruction", "trajectory": [ref[0]]}], "instr_id", "no-such-instruction"),
-        ("viewpoint not in the building",
-         [{"instr_id": first.external_id, "trajectory": [ref[0], "not-a-viewpoint"]}], "trajectory",
-         first.external_id),
-        ("path not starting at the start",
-         {first.external_id: {"path": ref}, second.external_id: {"path": list(reversed(second.reference["path"]))}},
-         "path", second.external_id),
-        ("trace not starting at the start",
-         {first.external_id: {"trace": [json.loads(x) for x in export_trace(
-             graph, [[ref[1], 0.0, 0.0, 0.0]]).decode().splitlines()]}}, "trace", first.external_id),
-        ("broken trace record",
-         {first.external_id: {"trace": [{"id": ref[0], "exmat": [1.0] * 3, "time": 0}]}}, "exmat",
-         first.external_id),
+        (
+            "unknown instr_id",
+            [{"instr_id": "no-such-instruction", "trajectory": [ref[0]]}],
+            "instr_id",
+            "no-such-instruction",
+        ),
+        (
+            "viewpoint not in the building",
+            [{"instr_id": first.external_id, "trajectory": [ref[0], "not-a-viewpoint"]}],
+            "trajectory",
+            first.external_id,
+        ),
+        (
+            "path not starting at the start",
+            {first.external_id: {"path": ref}, second.external_id: {"path": list(reversed(second.reference["path"]))}},
+            "path",
+            second.external_id,
+        ),
+        (
+            "trace not starting at the start",
+            {
+                first.external_id: {
+                    "trace": [
+                        json.loads(x) for x in export_trace(graph, [[ref[1], 0.0, 0.0, 0.0]]).decode().splitlines()
+                    ]
+                }
+            },
+            "trace",
+            first.external_id,
+        ),
+        (
+            "broken trace record",
+            {first.external_id: {"trace": [{"id": ref[0], "exmat": [1.0] * 3, "time": 0}]}},
+            "exmat",
+            first.external_id,
+        ),
     ]
     for what, data, field, name in cases:
         r = upload(client, token, study.id, agent.id, json.dumps(data).encode())
@@ -278,8 +331,11 @@ def test_trace_export_route(session, client, app, nav):
         login(other, make_user(session, "researcher"))
         assert other.get(url).status_code == 404
     with TestClient(app) as worker:
-        r = worker.get(f"/s/{study.slug}", params={"PROLIFIC_PID": "w-export", "STUDY_ID": "s", "SESSION_ID": "x"},
-                       follow_redirects=False)
+        r = worker.get(
+            f"/s/{study.slug}",
+            params={"PROLIFIC_PID": "w-export", "STUDY_ID": "s", "SESSION_ID": "x"},
+            follow_redirects=False,
+        )
         assert r.status_code == 303
         assert worker.get(url).status_code == 401
     with TestClient(app) as anon:
@@ -288,16 +344,28 @@ def test_trace_export_route(session, client, app, nav):
     assert client.get(f"/api/v1/studies/{study.id}/annotations/{ann.id + 10_000}/trace.jsonl").status_code == 404
 
 
-@pytest.mark.skipif(not ((PANGEA / "snapshots.jsonl").exists() and (PANGEA / "args.json").exists()
-                         and CONN.is_dir()),
-                    reason=f"the released PanGEA trace or the R2R connectivity graphs are absent under {DATA}")
+@pytest.mark.skipif(
+    not ((PANGEA / "snapshots.jsonl").exists() and (PANGEA / "args.json").exists() and CONN.is_dir()),
+    reason=f"the released PanGEA trace or the R2R connectivity graphs are absent under {DATA}",
+)
 def test_nav_trace_command_on_the_real_pangea_files():
     from app.cli import main
 
     args = json.loads((PANGEA / "args.json").read_text())
     runner = CliRunner()
-    r = runner.invoke(main, ["nav", "trace", str(PANGEA / "snapshots.jsonl"), "--connectivity", str(CONN),
-                             "--args", str(PANGEA / "args.json"), "--json"])
+    r = runner.invoke(
+        main,
+        [
+            "nav",
+            "trace",
+            str(PANGEA / "snapshots.jsonl"),
+            "--connectivity",
+            str(CONN),
+            "--args",
+            str(PANGEA / "args.json"),
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     result = json.loads(r.output)
     assert result["scan"] == args["scan"] and result["path"] == args["path"]
@@ -306,6 +374,18 @@ def test_nav_trace_command_on_the_real_pangea_files():
     # The text form, and without the task: the building is found from the first viewpoint.
     r = runner.invoke(main, ["nav", "trace", str(PANGEA / "snapshots.jsonl"), "--connectivity", str(CONN)])
     assert r.exit_code == 0 and args["scan"] in r.output and "nDTW" not in r.output
-    r = runner.invoke(main, ["nav", "trace", str(PANGEA / "snapshots.jsonl"), "--connectivity", str(CONN),
-                             "--args", str(PANGEA / "args.json"), "--time-unit", "ms"])
+    r = runner.invoke(
+        main,
+        [
+            "nav",
+            "trace",
+            str(PANGEA / "snapshots.jsonl"),
+            "--connectivity",
+            str(CONN),
+            "--args",
+            str(PANGEA / "args.json"),
+            "--time-unit",
+            "ms",
+        ],
+    )
     assert r.exit_code == 0 and "SR 1" in r.output and "nDTW 1.000" in r.output

@@ -60,11 +60,24 @@ def snapshot(session, scan: str) -> dict:
     session.expire_all()
     env = session.scalar(select(Environment).where(Environment.scan == scan))
     root = get_store().root
-    blobs = {str(p.relative_to(root)): p.read_bytes()
-             for folder in (f"environments/{scan}", f"panoramas/{scan}") if (root / folder).exists()
-             for p in sorted((root / folder).rglob("*")) if p.is_file()}
-    return {"row": (env.owner_id, env.source, env.connectivity_key, env.semantics_key, env.n_viewpoints,
-                    dict(env.panoramas or {})), "blobs": blobs}
+    blobs = {
+        str(p.relative_to(root)): p.read_bytes()
+        for folder in (f"environments/{scan}", f"panoramas/{scan}")
+        if (root / folder).exists()
+        for p in sorted((root / folder).rglob("*"))
+        if p.is_file()
+    }
+    return {
+        "row": (
+            env.owner_id,
+            env.source,
+            env.connectivity_key,
+            env.semantics_key,
+            env.n_viewpoints,
+            dict(env.panoramas or {}),
+        ),
+        "blobs": blobs,
+    }
 
 
 def other_building() -> bytes:
@@ -134,8 +147,14 @@ def test_the_command_line_acts_as_an_account(session, people, db_url, tmp_path):
     env = {**os.environ, "DATABASE_URL": db_url, "STORAGE_URL": os.environ["STORAGE_URL"], "REDIS_URL": ""}
 
     def nav(*args):
-        return subprocess.run([sys.executable, "-m", "app.cli", "nav", *args], capture_output=True, text=True,
-                              cwd=ROOT, env=env, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "app.cli", "nav", *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=120,
+        )
 
     def folder(name: str, files: dict) -> str:
         d = tmp_path / name

@@ -25,6 +25,7 @@ from app.kinds.navigation.models import Environment
 from app.storage import get_store
 from tests.conftest import login, make_user
 from tests.nav_fixtures import grid_file
+
 # The storage tests' moto server (S3 on loopback), for the S3 case.
 from tests.integration.test_storage import moto_endpoint, no_aws_environment  # noqa: F401
 
@@ -47,8 +48,12 @@ def _png(width: int, height: int, row) -> bytes:
     def chunk(tag: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
 
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(raw, 9))
+        + chunk(b"IEND", b"")
+    )
 
 
 def png(width: int, height: int, pixel) -> bytes:
@@ -83,8 +88,10 @@ def stored_blobs() -> list[str]:
 
 
 def upload(client, scan: str, files: list[tuple[str, bytes]]):
-    return client.post(f"/api/v1/environments/{scan}/panoramas",
-                       files=[("files", (name, data, "application/octet-stream")) for name, data in files])
+    return client.post(
+        f"/api/v1/environments/{scan}/panoramas",
+        files=[("files", (name, data, "application/octet-stream")) for name, data in files],
+    )
 
 
 @pytest.fixture
@@ -129,16 +136,19 @@ def test_upload_and_view(session, researcher):
     assert len(stored_blobs()) == 2
 
 
-@pytest.mark.parametrize("name, data, says", [
-    ("g20.png", b"GIF89a" + b"\x00" * 200, "g20.png: not a JPEG or PNG image"),
-    ("g20.png", b"<html>not a picture</html>", "g20.png: not a JPEG or PNG image"),
-    ("g20.gif", b"GIF89a" + b"\x00" * 200, "g20.gif: name a panorama <viewpoint>.jpg"),
-    ("nowhere.png", None, "nowhere.png: 'nowhere' is not a viewpoint in building 'grid'"),
-    ("hidden.png", None, "hidden.png: 'hidden' is excluded from the simulator"),
-    ("g20.png", "square", "g20.png: 64 x 64 pixels is not an equirectangular panorama"),
-    ("g20.jpg", b"\xff\xd8\xff\xe0\x00\x10JFIF", "g20.jpg: a broken JPEG file"),
-    ("g20.png", b"", "g20.png: the file is empty"),
-])
+@pytest.mark.parametrize(
+    "name, data, says",
+    [
+        ("g20.png", b"GIF89a" + b"\x00" * 200, "g20.png: not a JPEG or PNG image"),
+        ("g20.png", b"<html>not a picture</html>", "g20.png: not a JPEG or PNG image"),
+        ("g20.gif", b"GIF89a" + b"\x00" * 200, "g20.gif: name a panorama <viewpoint>.jpg"),
+        ("nowhere.png", None, "nowhere.png: 'nowhere' is not a viewpoint in building 'grid'"),
+        ("hidden.png", None, "hidden.png: 'hidden' is excluded from the simulator"),
+        ("g20.png", "square", "g20.png: 64 x 64 pixels is not an equirectangular panorama"),
+        ("g20.jpg", b"\xff\xd8\xff\xe0\x00\x10JFIF", "g20.jpg: a broken JPEG file"),
+        ("g20.png", b"", "g20.png: the file is empty"),
+    ],
+)
 def test_bad_files_are_refused_and_nothing_is_stored(session, researcher, name, data, says):
     grid(session, researcher.user)
     if data is None:
@@ -197,8 +207,14 @@ def test_command_line(session, db_url, tmp_path):
     env = {**os.environ, "DATABASE_URL": db_url, "STORAGE_URL": os.environ["STORAGE_URL"], "REDIS_URL": ""}
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "app.cli", "nav", "import-panoramas", *args],
-                              capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "app.cli", "nav", "import-panoramas", *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=120,
+        )
 
     out = run("grid", str(folder))
     assert out.returncode != 0 and "g11.png: a broken PNG file" in out.stderr, out.stderr
@@ -256,8 +272,12 @@ def test_on_s3(session, researcher, monkeypatch, request):
             assert resp.read() == panorama_png(4)
         bad = upload(researcher, "grid", [("g10.png", panorama_png(5)), ("g20.png", b"nope")])
         assert bad.status_code == 422
-        keys = [o["Key"] for o in get_store().client.list_objects_v2(
-            Bucket=get_store().bucket, Prefix="panoramas/").get("Contents", [])]
+        keys = [
+            o["Key"]
+            for o in get_store()
+            .client.list_objects_v2(Bucket=get_store().bucket, Prefix="panoramas/")
+            .get("Contents", [])
+        ]
         assert len(keys) == 1 and keys[0].startswith("panoramas/grid/g00.")
     finally:
         store = get_store()

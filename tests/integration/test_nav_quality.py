@@ -45,9 +45,16 @@ def coop_file(n: int = 6) -> bytes:
     data = {}
     for k, p in enumerate(sample_paths(h, n + 1, rng=5)):
         data[str(k if k == 0 else 100 + k)] = {
-            "generated_instr": describe_path(h, p, rng=k, n=1)[0], "distance": p.distance,
-            "scan": h.scan, "path": list(p.path), "heading": p.heading, "instr_id": f"{60 + k}_0",
-            "instructions": describe_path(h, p, rng=50 + k, n=2), "path_id": 60 + k, "model": "toy"}
+            "generated_instr": describe_path(h, p, rng=k, n=1)[0],
+            "distance": p.distance,
+            "scan": h.scan,
+            "path": list(p.path),
+            "heading": p.heading,
+            "instr_id": f"{60 + k}_0",
+            "instructions": describe_path(h, p, rng=50 + k, n=2),
+            "path_id": 60 + k,
+            "model": "toy",
+        }
     return json.dumps(data).encode()
 
 
@@ -56,9 +63,15 @@ QC = "700_1"  # the second instruction of the first path
 
 def qc_study(session, owner, **settings) -> Study:
     import_house(session, house())
-    study = services.create_study(session, owner, "navigation",
-                                  services.StudySettings(title="QC study", **settings),
-                                  r2r_file(), "r2r", {"qc_instruction": QC})
+    study = services.create_study(
+        session,
+        owner,
+        "navigation",
+        services.StudySettings(title="QC study", **settings),
+        r2r_file(),
+        "r2r",
+        {"qc_instruction": QC},
+    )
     services.set_state(session, study, "live", owner)
     return study
 
@@ -74,8 +87,7 @@ def run_task(session, study, worker: str, qc_path, until=None) -> Bundle:
         item = session.get(Item, a.item_id)
         ref = item.reference["path"]
         path = qc_path(ref) if item.is_gold else ref
-        assignment.submit(session, study, bundle.id, a.id, {"path": path, "trace": [], "rating": 3},
-                          uuid.uuid4().hex)
+        assignment.submit(session, study, bundle.id, a.id, {"path": path, "trace": [], "rating": 3}, uuid.uuid4().hex)
         if until is not None and until(a):
             break
     session.expire_all()
@@ -84,8 +96,11 @@ def run_task(session, study, worker: str, qc_path, until=None) -> Bundle:
 
 def participant_of(session, study, worker: str) -> Participant:
     session.expire_all()
-    return session.scalar(select(Participant).join(User, User.id == Participant.worker_id)
-                          .where(Participant.study_id == study.id, User.external_id == worker))
+    return session.scalar(
+        select(Participant)
+        .join(User, User.id == Participant.worker_id)
+        .where(Participant.study_id == study.id, User.external_id == worker)
+    )
 
 
 def qc_reference(session, study) -> list[str]:
@@ -93,9 +108,13 @@ def qc_reference(session, study) -> list[str]:
 
 
 def system_approvals(session, participant: Participant) -> list[audit.AuditEntry]:
-    return session.scalars(select(audit.AuditEntry).where(
-        audit.AuditEntry.target_type == "participant", audit.AuditEntry.target_id == str(participant.id),
-        audit.AuditEntry.actor_id.is_(None))).all()
+    return session.scalars(
+        select(audit.AuditEntry).where(
+            audit.AuditEntry.target_type == "participant",
+            audit.AuditEntry.target_id == str(participant.id),
+            audit.AuditEntry.actor_id.is_(None),
+        )
+    ).all()
 
 
 def test_qc_episode_option_and_the_task_design(session):
@@ -103,44 +122,62 @@ def test_qc_episode_option_and_the_task_design(session):
     import_house(session, house())
     data = r2r_file()
     raw = json.loads(data)
-    study = services.create_study(session, owner, "navigation", services.StudySettings(title="x"),
-                                  data, "r2r", {"qc_instruction": QC})
+    study = services.create_study(
+        session, owner, "navigation", services.StudySettings(title="x"), data, "r2r", {"qc_instruction": QC}
+    )
     items = session.scalars(select(Item).where(Item.study_id == study.id)).all()
     gold = [i for i in items if i.is_gold]
     assert [g.external_id for g in gold] == [QC]
     assert gold[0].payload["instruction"] == raw[0]["instructions"][1]
     assert gold[0].reference == {"path": raw[0]["path"]}
     # The QC path's other instructions are nobody's regular item; every other one is.
-    assert {i.external_id for i in items} == {QC} | {f"{r['path_id']}_{k}" for r in raw[1:]
-                                                     for k in range(len(r["instructions"]))}
+    assert {i.external_id for i in items} == {QC} | {
+        f"{r['path_id']}_{k}" for r in raw[1:] for k in range(len(r["instructions"]))
+    }
     # The design: tasks of 6 with one QC slot.
     assert study.bundle_size == 6 and round(study.bundle_size * study.gold_rate) == 1
 
     # Another bundle size keeps one QC slot; a gold rate the researcher sets is kept.
     for size in (2, 3, 10):
-        s = services.create_study(session, owner, "navigation",
-                                  services.StudySettings(title="x", bundle_size=size), data, "r2r",
-                                  {"qc_instruction": QC})
+        s = services.create_study(
+            session,
+            owner,
+            "navigation",
+            services.StudySettings(title="x", bundle_size=size),
+            data,
+            "r2r",
+            {"qc_instruction": QC},
+        )
         assert s.bundle_size == size and round(size * s.gold_rate) == 1
-    s = services.create_study(session, owner, "navigation", services.StudySettings(title="x", gold_rate=0.0),
-                              data, "r2r", {"qc_instruction": QC})
+    s = services.create_study(
+        session,
+        owner,
+        "navigation",
+        services.StudySettings(title="x", gold_rate=0.0),
+        data,
+        "r2r",
+        {"qc_instruction": QC},
+    )
     assert (s.bundle_size, s.gold_rate) == (6, 0.0)
     # Without a QC episode nothing changes: the platform's defaults, no gold.
     plain = services.create_study(session, owner, "navigation", services.StudySettings(title="x"), data, "r2r")
     assert (plain.bundle_size, plain.gold_rate) == (10, 0.1)
-    assert not session.scalar(select(func.count()).select_from(Item).where(
-        Item.study_id == plain.id, Item.is_gold.is_(True)))
+    assert not session.scalar(
+        select(func.count()).select_from(Item).where(Item.study_id == plain.id, Item.is_gold.is_(True))
+    )
     # A coop file brings its own QC episode, and the same design.
-    coop = services.create_study(session, owner, "navigation", services.StudySettings(title="x"),
-                                 coop_file(), "coop", {"speaker": "toy"})
+    coop = services.create_study(
+        session, owner, "navigation", services.StudySettings(title="x"), coop_file(), "coop", {"speaker": "toy"}
+    )
     assert coop.bundle_size == 6 and round(6 * coop.gold_rate) == 1
 
     # An id the upload lacks is refused, naming the field, and nothing is stored.
     n_studies = session.scalar(select(func.count()).select_from(Study))
     for bad in ("700_9", "nope", "7000_1"):
         with pytest.raises(InputError) as e:
-            services.create_study(session, owner, "navigation", services.StudySettings(title="x"),
-                                  data, "r2r", {"qc_instruction": bad})
+            services.create_study(
+                session, owner, "navigation", services.StudySettings(title="x"), data, "r2r", {"qc_instruction": bad}
+            )
         assert e.value.field == "qc_instruction" and repr(bad) in str(e.value)
     session.rollback()
     assert session.scalar(select(func.count()).select_from(Study)) == n_studies
@@ -150,17 +187,26 @@ def test_the_new_study_form_takes_the_qc_episode(session, client):
     owner = make_user(session, "researcher")
     import_house(session, house())
     csrf = login(client, owner)
-    form = {"csrf_token": csrf, "title": "Form QC", "kind": "navigation", "format": "r2r",
-            "navigation.qc_instruction": QC, "action": "create"}
-    r = client.post("/studies/new", data=form, files={"file": ("paths.json", r2r_file())},
-                    follow_redirects=False)
+    form = {
+        "csrf_token": csrf,
+        "title": "Form QC",
+        "kind": "navigation",
+        "format": "r2r",
+        "navigation.qc_instruction": QC,
+        "action": "create",
+    }
+    r = client.post("/studies/new", data=form, files={"file": ("paths.json", r2r_file())}, follow_redirects=False)
     assert r.status_code == 303, r.text
     study = session.scalar(select(Study).where(Study.title == "Form QC"))
     assert study.bundle_size == 6 and round(6 * study.gold_rate) == 1
-    assert session.scalars(select(Item.external_id).where(Item.study_id == study.id,
-                                                          Item.is_gold.is_(True))).all() == [QC]
-    r = client.post("/studies/new", data={**form, "title": "Bad QC", "navigation.qc_instruction": "1_1"},
-                    files={"file": ("paths.json", r2r_file())})
+    assert session.scalars(select(Item.external_id).where(Item.study_id == study.id, Item.is_gold.is_(True))).all() == [
+        QC
+    ]
+    r = client.post(
+        "/studies/new",
+        data={**form, "title": "Bad QC", "navigation.qc_instruction": "1_1"},
+        files={"file": ("paths.json", r2r_file())},
+    )
     assert r.status_code == 422 and "field &#39;navigation.qc_instruction&#39;" in r.text
     assert session.scalar(select(Study).where(Study.title == "Bad QC")) is None
 
@@ -171,8 +217,9 @@ def test_every_task_of_six_holds_the_one_qc_episode(session):
     qc_item = session.scalar(select(Item).where(Item.study_id == study.id, Item.is_gold.is_(True)))
     for w in range(5):
         bundle = run_task(session, study, f"six-{w}", lambda ref: ref)
-        rows = session.scalars(select(Assignment).where(Assignment.bundle_id == bundle.id)
-                               .order_by(Assignment.slot)).all()
+        rows = session.scalars(
+            select(Assignment).where(Assignment.bundle_id == bundle.id).order_by(Assignment.slot)
+        ).all()
         assert bundle.size == 6 and bundle.n_done == 6 and bundle.finished_at is not None
         assert [a.slot for a in rows] == list(range(6))
         assert [a.item_id for a in rows if a.is_gold] == [qc_item.id]
@@ -207,11 +254,13 @@ def test_reaching_the_qc_goal_approves_and_stopping_far_flags(session, client):
     assert mid.finished_at is None
 
     queue = quality.review_queue(session, study)
-    by_worker = {session.scalar(select(User.external_id).where(User.pseudonym == w["worker"])): w
-                 for w in queue}
+    by_worker = {session.scalar(select(User.external_id).where(User.pseudonym == w["worker"])): w for w in queue}
     assert by_worker["far"]["flags"][0] == f"QC episode: stopped {far_ne:.1f} m from the goal"
-    assert (by_worker["near"]["status"], by_worker["near"]["reason"], by_worker["near"]["auto"]) == \
-        ("approved", reason, True)
+    assert (by_worker["near"]["status"], by_worker["near"]["reason"], by_worker["near"]["auto"]) == (
+        "approved",
+        reason,
+        True,
+    )
     assert not any(f.startswith("QC episode") for f in by_worker["near"]["flags"] + by_worker["mid"]["flags"])
     # The flagged pending worker first, then the other pending one, then the approved.
     order = [w["participant_id"] for w in queue]
@@ -275,8 +324,11 @@ def test_finishing_early_closes_the_task_and_runs_the_review(session):
 
     # One regular session, no QC episode: closed, but left pending for the admin. (A worker
     # whose first slot is not the QC episode's: which slots are gold is drawn per worker.)
-    name = next(n for n in (f"one-and-out-{w}" for w in range(20))
-                if 0 not in assignment.enter(session, study, "prolific", n).gold_slots)
+    name = next(
+        n
+        for n in (f"one-and-out-{w}" for w in range(20))
+        if 0 not in assignment.enter(session, study, "prolific", n).gold_slots
+    )
     bundle = run_task(session, study, name, lambda r: r, until=lambda a: not a.is_gold)
     assert bundle.finished_at is None and bundle.n_done == 1
     assignment.finish_early(session, bundle.id)

@@ -33,8 +33,9 @@ def house_r2r(seed: int = 3, n: int = 6) -> tuple[object, bytes]:
 def create_nav_study(session, owner, seed: int = 3, n: int = 6, **settings):
     house, data = house_r2r(seed, n)
     import_house(session, house)
-    s = services.StudySettings(title=settings.pop("title", "Navigation test"),
-                               **{"bundle_size": 3, "gold_rate": 0.0, **settings})
+    s = services.StudySettings(
+        title=settings.pop("title", "Navigation test"), **{"bundle_size": 3, "gold_rate": 0.0, **settings}
+    )
     study = services.create_study(session, owner, "navigation", s, data, "r2r")
     services.set_state(session, study, "live", owner)
     return house, study
@@ -42,8 +43,9 @@ def create_nav_study(session, owner, seed: int = 3, n: int = 6, **settings):
 
 def enter(client, slug: str, pid: str = "nav-worker"):
     """Enter by the API and agree to the consent text it shows."""
-    r = client.post(f"/api/v1/crowd/{slug}/enter",
-                    json={"params": {"PROLIFIC_PID": pid, "STUDY_ID": "st", "SESSION_ID": pid}})
+    r = client.post(
+        f"/api/v1/crowd/{slug}/enter", json={"params": {"PROLIFIC_PID": pid, "STUDY_ID": "st", "SESSION_ID": pid}}
+    )
     assert r.status_code == 200, r.text
     r = client.post(f"/api/v1/crowd/{slug}/consent", json={"consent_version": r.json()["consent_version"]})
     assert r.status_code == 200, r.text
@@ -66,8 +68,9 @@ def test_import_refuses_unknown_scans(session):
     from app.errors import InputError
 
     with pytest.raises(InputError) as e:
-        services.create_study(session, owner, "navigation", services.StudySettings(title="x"),
-                              json.dumps(records).encode(), "r2r")
+        services.create_study(
+            session, owner, "navigation", services.StudySettings(title="x"), json.dumps(records).encode(), "r2r"
+        )
     assert e.value.field == "scan" and f"path_id {records[1]['path_id']}" in str(e.value)
 
 
@@ -89,20 +92,35 @@ def test_follow_the_reference_path_over_the_crowd_api(session, client):
     graph = get_graph(house.scan)
     far = next(v for v in graph.viewpoints if v != ref[0] and not graph.is_edge(ref[0], v))
     for bad, field in (([ref[0], far], "path"), ([ref[1]] + ref[1:], "path"), ("[not json", "path")):
-        r = client.post(f"/api/v1/crowd/{study.slug}/submit", json={
-            "assignment_id": a.id, "idempotency_key": uuid.uuid4().hex,
-            "response": {"path": bad, "trace": [], "rating": 3}})
+        r = client.post(
+            f"/api/v1/crowd/{study.slug}/submit",
+            json={
+                "assignment_id": a.id,
+                "idempotency_key": uuid.uuid4().hex,
+                "response": {"path": bad, "trace": [], "rating": 3},
+            },
+        )
         assert r.status_code == 422 and r.json()["field"] == field, r.text
-    r = client.post(f"/api/v1/crowd/{study.slug}/submit", json={
-        "assignment_id": a.id, "idempotency_key": uuid.uuid4().hex,
-        "response": {"path": ref, "trace": [], "rating": 7}})
+    r = client.post(
+        f"/api/v1/crowd/{study.slug}/submit",
+        json={
+            "assignment_id": a.id,
+            "idempotency_key": uuid.uuid4().hex,
+            "response": {"path": ref, "trace": [], "rating": 7},
+        },
+    )
     assert r.status_code == 422 and r.json()["field"] == "rating"
 
     # The exact reference path, as the page sends it (JSON strings in form fields).
     trace = [[v, 0.5, 0.0, 100.0 * k] for k, v in enumerate(ref)]
-    r = client.post(f"/api/v1/crowd/{study.slug}/submit", json={
-        "assignment_id": a.id, "idempotency_key": uuid.uuid4().hex,
-        "response": {"path": json.dumps(ref), "trace": json.dumps(trace), "rating": "4"}})
+    r = client.post(
+        f"/api/v1/crowd/{study.slug}/submit",
+        json={
+            "assignment_id": a.id,
+            "idempotency_key": uuid.uuid4().hex,
+            "response": {"path": json.dumps(ref), "trace": json.dumps(trace), "rating": "4"},
+        },
+    )
     assert r.status_code == 200, r.text
     session.expire_all()
     ann = session.get(Annotation, r.json()["annotation"])
@@ -117,9 +135,14 @@ def test_follow_the_reference_path_over_the_crowd_api(session, client):
     ref2 = session.get(Item, a2.item_id).reference["path"]
     back = next(n for n in graph.neighbours(ref2[0]) if n != ref2[1])
     walked = [ref2[0], back, ref2[0]] + ref2[1:]
-    r = client.post(f"/api/v1/crowd/{study.slug}/submit", json={
-        "assignment_id": a2.id, "idempotency_key": uuid.uuid4().hex,
-        "response": {"path": walked, "trace": [], "rating": 2}})
+    r = client.post(
+        f"/api/v1/crowd/{study.slug}/submit",
+        json={
+            "assignment_id": a2.id,
+            "idempotency_key": uuid.uuid4().hex,
+            "response": {"path": walked, "trace": [], "rating": 2},
+        },
+    )
     assert r.status_code == 200, r.text
     ann2 = session.get(Annotation, r.json()["annotation"])
     assert ann2.scores == metrics.score_trajectory(graph, ref2, walked)

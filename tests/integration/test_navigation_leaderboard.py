@@ -43,10 +43,19 @@ def coop_file(h, n: int = 6, model: str = "toy-speaker") -> bytes:
         refs = describe_path(h, p, rng=200 + k, n=2)
         generated = describe_path(h, p, rng=900 + k, n=1)[0]
         key = str(k if k == 0 else 100 + k)
-        data[key] = {"generated_instr": generated, "distance": 1.0, "scan": h.scan,
-                     "path": list(p.path), "heading": p.heading, "instr_id": f"{50 + k}_0",
-                     "instructions": refs, "path_id": 50 + k, "model": model,
-                     "generated_instr_sum_log_prob": -3.0, "generated_instr_avg_log_prob": -0.3}
+        data[key] = {
+            "generated_instr": generated,
+            "distance": 1.0,
+            "scan": h.scan,
+            "path": list(p.path),
+            "heading": p.heading,
+            "instr_id": f"{50 + k}_0",
+            "instructions": refs,
+            "path_id": 50 + k,
+            "model": model,
+            "generated_instr_sum_log_prob": -3.0,
+            "generated_instr_avg_log_prob": -0.3,
+        }
     return json.dumps(data).encode()
 
 
@@ -55,8 +64,9 @@ def test_coop_import_shapes_items(session):
     import_house(session, h)
     owner = make_user(session, "researcher")
     data = coop_file(h)
-    study = services.create_study(session, owner, "navigation", services.StudySettings(title="coop"),
-                                  data, "coop", {"speaker": "toy"})
+    study = services.create_study(
+        session, owner, "navigation", services.StudySettings(title="coop"), data, "coop", {"speaker": "toy"}
+    )
     items = session.scalars(select(Item).where(Item.study_id == study.id)).all()
     raw = json.loads(data)
     assert len(items) == 1 + 2 * (len(raw) - 1)
@@ -95,8 +105,10 @@ def test_coop_import_shapes_items(session):
     assert e.value.field == "format"
 
 
-@pytest.mark.skipif(not (COOP_GREEDY.exists() and CONN.is_dir()),
-                    reason="real coop greedy file or R2R connectivity absent under ../shared/data")
+@pytest.mark.skipif(
+    not (COOP_GREEDY.exists() and CONN.is_dir()),
+    reason="real coop greedy file or R2R connectivity absent under ../shared/data",
+)
 def test_real_coop_greedy_file_imports(sqlite_url):
     from app.db import get_sessionmaker
 
@@ -105,8 +117,7 @@ def test_real_coop_greedy_file_imports(sqlite_url):
         raw = json.loads(COOP_GREEDY.read_bytes())
         for scan in sorted({r["scan"] for r in raw.values()}):
             import_connectivity(session, CONN / f"{scan}_connectivity.json")
-        result = services.preview_items("navigation", COOP_GREEDY.read_bytes(), "coop",
-                                        {"speaker": "clip-t5"})
+        result = services.preview_items("navigation", COOP_GREEDY.read_bytes(), "coop", {"speaker": "clip-t5"})
         assert len(result.items) == 1 + 2 * (len(raw) - 1)
         assert sum(i.source == "agent" for i in result.items) == len(raw) - 1
     finally:
@@ -117,7 +128,7 @@ def _follow(graph, ref: list[str], style: str) -> list[str]:
     if style == "exact":
         return list(ref)
     if style == "early":
-        return list(ref[:max(1, len(ref) // 2)])
+        return list(ref[: max(1, len(ref) // 2)])
     # A detour: step to a neighbour off the path at the start, come back, then follow.
     off = next((n for n in graph.neighbours(ref[0]) if n not in ref), None)
     return list(ref) if off is None else [ref[0], off, ref[0], *ref[1:]]
@@ -141,9 +152,14 @@ def _simulate(session, study: Study, workers: int, graph) -> int:
             else:
                 style = "detour" if (w + a.id) % 3 == 0 else "exact"
             path = _follow(graph, item.reference["path"], style)
-            assignment.submit(session, study, bundle.id, a.id,
-                              {"path": path, "trace": [], "rating": 1 + (w + a.id) % 4},
-                              uuid.uuid4().hex)
+            assignment.submit(
+                session,
+                study,
+                bundle.id,
+                a.id,
+                {"path": path, "trace": [], "rating": 1 + (w + a.id) % 4},
+                uuid.uuid4().hex,
+            )
             done += 1
     return done
 
@@ -154,8 +170,7 @@ def test_navigation_leaderboard_section(session, client):
     graph = get_graph(h.scan)
     owner = make_user(session, "researcher")
     s = services.StudySettings(title="Speakers", bundle_size=4, gold_rate=0.0, annotations_per_item=3)
-    study = services.create_study(session, owner, "navigation", s, coop_file(h), "coop",
-                                  {"speaker": "toy"})
+    study = services.create_study(session, owner, "navigation", s, coop_file(h), "coop", {"speaker": "toy"})
     services.set_state(session, study, "live", owner)
     assert _simulate(session, study, 9, graph) > 20
 
@@ -166,11 +181,11 @@ def test_navigation_leaderboard_section(session, client):
     from app.leaderboards import stats
 
     # A straightforward recomputation from the stored annotations.
-    anns = session.execute(select(Annotation.item_id, Item.category, Item.cluster, Annotation.scores,
-                                  Annotation.response)
-                           .join(Item, Item.id == Annotation.item_id)
-                           .where(Annotation.study_id == study.id, Annotation.is_gold.is_(False),
-                                  Annotation.excluded.is_(False))).all()
+    anns = session.execute(
+        select(Annotation.item_id, Item.category, Item.cluster, Annotation.scores, Annotation.response)
+        .join(Item, Item.id == Annotation.item_id)
+        .where(Annotation.study_id == study.id, Annotation.is_gold.is_(False), Annotation.excluded.is_(False))
+    ).all()
     for cat, row in metrics.items():
         mine = [a for a in anns if a.category == cat]
         assert row["n"] == len(mine)
@@ -180,8 +195,10 @@ def test_navigation_leaderboard_section(session, client):
         assert row["items"] == len(per_item) == 6
         for key in ("success", "ndtw", "spl", "ne", "path_length", "rating"):
             # The mean over instructions of the mean over each instruction's followers.
-            means = [sum(float(a.response["rating"] if key == "rating" else a.scores[key]) for a in group)
-                     / len(group) for group in per_item.values()]
+            means = [
+                sum(float(a.response["rating"] if key == "rating" else a.scores[key]) for a in group) / len(group)
+                for group in per_item.values()
+            ]
             est = row[key]
             assert est["n"] == len(means) == 6
             assert est["mean"] == pytest.approx(sum(means) / len(means))
@@ -191,16 +208,14 @@ def test_navigation_leaderboard_section(session, client):
 
     paired = [r for r in tables["navigation_paired"]["rows"] if r["category"] == "toy"]
     assert {r["metric"] for r in paired} >= {"SR", "nDTW", "SPL"}
-    shared = ({a.cluster for a in anns if a.category == "toy"}
-              & {a.cluster for a in anns if a.category == "human"})
+    shared = {a.cluster for a in anns if a.category == "toy"} & {a.cluster for a in anns if a.category == "human"}
     assert shared and all(r["n_paths"] == len(shared) for r in paired)
     sr = next(r for r in paired if r["metric"] == "SR")
     per = {}
     for a in anns:
         if a.cluster in shared:
             per.setdefault((a.category, a.cluster), []).append(float(a.scores["success"]))
-    diffs = [sum(per["toy", c]) / len(per["toy", c]) - sum(per["human", c]) / len(per["human", c])
-             for c in shared]
+    diffs = [sum(per["toy", c]) / len(per["toy", c]) - sum(per["human", c]) / len(per["human", c]) for c in shared]
     assert sr["mean_diff"] == pytest.approx(sum(diffs) / len(diffs))
     # Every metric's test: the per-path means of each speaker over the shared paths, paired,
     # give scipy's t and p (_simulate makes the differences vary from path to path, so no
@@ -208,8 +223,15 @@ def test_navigation_leaderboard_section(session, client):
     from scipy.stats import ttest_rel
 
     order = sorted(shared)
-    for key, label in (("success", "SR"), ("spl", "SPL"), ("ndtw", "nDTW"), ("sdtw", "SDTW"),
-                       ("ne", "NE (m)"), ("path_length", "Path length (m)"), ("rating", "Rating (1-4)")):
+    for key, label in (
+        ("success", "SR"),
+        ("spl", "SPL"),
+        ("ndtw", "nDTW"),
+        ("sdtw", "SDTW"),
+        ("ne", "NE (m)"),
+        ("path_length", "Path length (m)"),
+        ("rating", "Rating (1-4)"),
+    ):
         per = {}
         for a in anns:
             if a.cluster in shared:
@@ -228,8 +250,9 @@ def test_navigation_leaderboard_section(session, client):
         # The difference with its interval and d_z; one speaker compared: Holm leaves p as is.
         effect = stats.paired_effect(toy, human)
         want = effect["difference"].as_dict()
-        assert row["difference"] == {k: pytest.approx(v, rel=1e-12, abs=1e-12) if isinstance(v, float) else v
-                                     for k, v in want.items()}, label
+        assert row["difference"] == {
+            k: pytest.approx(v, rel=1e-12, abs=1e-12) if isinstance(v, float) else v for k, v in want.items()
+        }, label
         assert row["cohen_dz"] == round(effect["cohen_dz"], 3), label  # rows.effect_size_cell
         assert row["p_holm"] == pytest.approx(row["p"]), label
     json.dumps(board, allow_nan=False)  # JSON-safe: no NaN or infinities
@@ -240,11 +263,13 @@ def test_navigation_leaderboard_section(session, client):
     assert 'id="navigation_metrics"' in page.text and 'id="navigation_paired"' in page.text
     assert "nDTW" in page.text and "toy" in page.text
     sr = next(r for r in paired if r["metric"] == "SR")
-    assert "<tr><td>toy</td><td>SR</td><td><span title=\"95% interval: " in page.text
+    assert '<tr><td>toy</td><td>SR</td><td><span title="95% interval: ' in page.text
     # Three places; a positive figure that would read 0.000 reads "<0.001" (research/_estimates.html num).
     three = lambda x: "&lt;0.001" if 0 < x < 0.0005 else f"{x:.3f}"  # noqa: E731
-    assert (f"<td>{three(sr['cohen_dz'])}</td><td>{three(sr['t'])}</td><td>{three(sr['p'])}</td>"
-            f"<td>{three(sr['p_holm'])}</td><td>6</td></tr>") in page.text
+    assert (
+        f"<td>{three(sr['cohen_dz'])}</td><td>{three(sr['t'])}</td><td>{three(sr['p'])}</td>"
+        f"<td>{three(sr['p_holm'])}</td><td>6</td></tr>"
+    ) in page.text
     assert "Rank (95%)" in page.text and 'id="navigation_followers_agreement"' in page.text
 
 
@@ -270,9 +295,14 @@ def _follow_by_instruction(session, study: Study, graph, prefix: str) -> int:
                 style = "early" if pid % 2 == 0 else "exact"
             else:
                 style = "detour" if pid % 3 == 0 else "exact"
-            assignment.submit(session, study, bundle.id, a.id,
-                              {"path": _follow(graph, item.reference["path"], style), "trace": [],
-                               "rating": 1 + pid % 4}, uuid.uuid4().hex)
+            assignment.submit(
+                session,
+                study,
+                bundle.id,
+                a.id,
+                {"path": _follow(graph, item.reference["path"], style), "trace": [], "rating": 1 + pid % 4},
+                uuid.uuid4().hex,
+            )
             got += 1
         if not got:
             break
@@ -308,8 +338,9 @@ def test_a_second_follower_with_the_same_result_leaves_every_interval_as_it_was(
     owner = make_user(session, "researcher")
     rows = {}
     for per_item in (1, 2):
-        s = services.StudySettings(title=f"{per_item} per instruction", bundle_size=4, gold_rate=0.0,
-                                   annotations_per_item=per_item)
+        s = services.StudySettings(
+            title=f"{per_item} per instruction", bundle_size=4, gold_rate=0.0, annotations_per_item=per_item
+        )
         study = services.create_study(session, owner, "navigation", s, coop_file(h), "coop", {"speaker": "toy"})
         services.set_state(session, study, "live", owner)
         assert _follow_by_instruction(session, study, graph, f"f{per_item}") == 12 * per_item
@@ -328,17 +359,30 @@ def test_a_second_follower_with_the_same_result_leaves_every_interval_as_it_was(
     # the mean v = 6/5 * 6 * 0.25 / 36 = 0.05; n_eff = 0.5 * 0.5 / 0.05 = 5; Wilson at n = 5
     # with z = t(0.975, 5 df) = 2.5705818: centre 0.5, half = z sqrt(0.05 + z^2/100) /
     # (1 + z^2/5) = 0.8758072 / 2.3215785 = 0.3772461: [0.1227539, 0.8772461].
-    assert once["toy"]["success"] == {"n": 6, "mean": 0.5, "low": pytest.approx(0.12275388276951782, abs=1e-12),
-                                      "high": pytest.approx(0.8772461172304822, abs=1e-12),
-                                      "method": "Wilson (effective n, clusters)", "units": 6, "unit": "path"}
-    assert _wilson_real(0.5, 5.0, T975_5) == (pytest.approx(0.12275388276951782, abs=1e-12),
-                                              pytest.approx(0.8772461172304822, abs=1e-12))
+    assert once["toy"]["success"] == {
+        "n": 6,
+        "mean": 0.5,
+        "low": pytest.approx(0.12275388276951782, abs=1e-12),
+        "high": pytest.approx(0.8772461172304822, abs=1e-12),
+        "method": "Wilson (effective n, clusters)",
+        "units": 6,
+        "unit": "path",
+    }
+    assert _wilson_real(0.5, 5.0, T975_5) == (
+        pytest.approx(0.12275388276951782, abs=1e-12),
+        pytest.approx(0.8772461172304822, abs=1e-12),
+    )
     # Every reference is followed to its goal: no spread, so n_eff = the 6 paths: Wilson's
     # [0.476, 1] at z = t(5 df), never [1, 1].
-    assert once["human"]["success"] == {"n": 6, "mean": 1.0,
-                                        "low": pytest.approx(_wilson_real(1.0, 6.0, T975_5)[0], abs=1e-12),
-                                        "high": 1.0, "method": "Wilson (effective n, clusters)",
-                                        "units": 6, "unit": "path"}
+    assert once["human"]["success"] == {
+        "n": 6,
+        "mean": 1.0,
+        "low": pytest.approx(_wilson_real(1.0, 6.0, T975_5)[0], abs=1e-12),
+        "high": 1.0,
+        "method": "Wilson (effective n, clusters)",
+        "units": 6,
+        "unit": "path",
+    }
     assert f"{once['human']['success']['low']:.3f}" == "0.476"
     # The rating (1 + path id % 4 on paths 51-56: 4, 1, 2, 3, 4, 1): mean 2.5 with one
     # follower or two; its interval on (level - 1) / 3 = 1, 0, 1/3, 2/3, 1, 0 (mean 0.5,
@@ -361,26 +405,41 @@ def test_instruction_estimate_treats_the_path_as_the_unit():
     # with z = t(0.975, 2 df) = 4.3026527.
     est = instruction_estimate("success", [[1.0], [1.0], [0.0]], ["p1", "p2", "p3"])
     low, high = _wilson_real(2 / 3, 2.0, T975_2)
-    assert est == {"n": 3, "mean": 2 / 3, "low": pytest.approx(low, abs=1e-12),
-                   "high": pytest.approx(high, abs=1e-12), "method": "Wilson (effective n, clusters)",
-                   "units": 3, "unit": "path"}  # units: the paths the interval resamples
+    assert est == {
+        "n": 3,
+        "mean": 2 / 3,
+        "low": pytest.approx(low, abs=1e-12),
+        "high": pytest.approx(high, abs=1e-12),
+        "method": "Wilson (effective n, clusters)",
+        "units": 3,
+        "unit": "path",
+    }  # units: the paths the interval resamples
     # Followers who agree: the same instruction means, the same figure.
     assert instruction_estimate("success", [[1.0, 1.0, 1.0], [1.0], [0.0, 0.0]], ["p1", "p2", "p3"]) == est
     # Without paths each instruction is its own unit: Wilson's interval for 2 of 3.
     plain = instruction_estimate("success", [[1.0], [1.0], [0.0]])
-    assert (plain["low"], plain["high"]) == (pytest.approx(_wilson(2, 3)[0], abs=1e-12),
-                                             pytest.approx(_wilson(2, 3)[1], abs=1e-12))
+    assert (plain["low"], plain["high"]) == (
+        pytest.approx(_wilson(2, 3)[0], abs=1e-12),
+        pytest.approx(_wilson(2, 3)[1], abs=1e-12),
+    )
     # Two instructions of one path are one unit: p1 = {1, 1}, p2 = {0}, p3 = {1}.
     two = instruction_estimate("success", [[1.0], [1.0], [0.0], [1.0]], ["p1", "p1", "p2", "p3"])
-    assert two == {**stats.mean_interval([1.0, 1.0, 0.0, 1.0], ["p1", "p1", "p2", "p3"]).as_dict(),
-                   "units": 3, "unit": "path"}
+    assert two == {
+        **stats.mean_interval([1.0, 1.0, 0.0, 1.0], ["p1", "p1", "p2", "p3"]).as_dict(),
+        "units": 3,
+        "unit": "path",
+    }
     # Followers who disagree: SR per instruction 0.5, 1, 0.
     split = instruction_estimate("success", [[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]], ["a", "b", "c"])
     assert split == {**stats.mean_interval([0.5, 1.0, 0.0], ["a", "b", "c"]).as_dict(), "units": 3, "unit": "path"}
     assert instruction_estimate("success", [[1.0, 0.0, 1.0, 0.0], [1.0] * 4, [0.0] * 4], ["a", "b", "c"]) == split
     # NE in metres: Student's t on the paths (unbounded); the instruction means 1, 2.5, 6.
     ne = instruction_estimate("ne", [[1.0], [2.0, 3.0], [6.0]], ["a", "b", "c"])
-    assert ne == {**stats.mean_interval_unbounded([1.0, 2.5, 6.0], ["a", "b", "c"]).as_dict(), "units": 3, "unit": "path"}
+    assert ne == {
+        **stats.mean_interval_unbounded([1.0, 2.5, 6.0], ["a", "b", "c"]).as_dict(),
+        "units": 3,
+        "unit": "path",
+    }
     assert ne["method"] == "t on clusters (cluster-robust variance, G - 1 df)"
     # The rating: levels 1-4 rescaled by (v - 1) / 3, the interval mapped back.
     rating = instruction_estimate("rating", [[4.0], [1.0, 3.0], [2.0]], ["a", "b", "c"])

@@ -12,7 +12,8 @@ from fastapi.testclient import TestClient
 from tests.conftest import make_user
 
 pytestmark = pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
-    "the OpenAPI document and FastAPI's own parameter checks")
+    "the OpenAPI document and FastAPI's own parameter checks"
+)
 
 JSON = {"Accept": "application/json"}
 
@@ -70,9 +71,12 @@ def test_empty_names_are_refused_as_the_schema_says(doc, app, session):
 def test_a_405_allows_exactly_the_methods_of_its_path(doc, app):
     """A path's GET and POST (or GET and PATCH) are separate routes: the 405 lists both."""
     with TestClient(app, headers=JSON) as c:
-        for path, url in (("/api/v1/studies", "/api/v1/studies"), ("/api/v1/agents", "/api/v1/agents"),
-                          ("/api/v1/studies/{study_id}", "/api/v1/studies/1"),
-                          ("/api/v1/jobs/{job_id}/cancel", "/api/v1/jobs/1/cancel")):
+        for path, url in (
+            ("/api/v1/studies", "/api/v1/studies"),
+            ("/api/v1/agents", "/api/v1/agents"),
+            ("/api/v1/studies/{study_id}", "/api/v1/studies/1"),
+            ("/api/v1/jobs/{job_id}/cancel", "/api/v1/jobs/1/cancel"),
+        ):
             documented = {m.upper() for m in doc["paths"][path]}
             for method in ("OPTIONS", "PUT", "DELETE", "TRACE"):
                 if method in documented:

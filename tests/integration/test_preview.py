@@ -14,12 +14,19 @@ from tests.conftest import login, make_user
 from tests.preview_fixtures import every_kind, row_counts
 
 pytestmark = pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
-    "the preview stores nothing; pages read items through the ORM")
+    "the preview stores nothing; pages read items through the ORM"
+)
 
 # What each kind's page shows of its item (its own template rendered it).
-MARKS = {"tom": 'class="dialogue"', "navigation": 'id="nav-view"', "sts": 'id="sts-player"',
-         "sts-play": 'id="sts-play"', "hexagons": 'id="hex-board"', "hexagons-describe": 'id="hex-target"',
-         "a3ds": 'class="a3ds-caption"'}
+MARKS = {
+    "tom": 'class="dialogue"',
+    "navigation": 'id="nav-view"',
+    "sts": 'id="sts-player"',
+    "sts-play": 'id="sts-play"',
+    "hexagons": 'id="hex-board"',
+    "hexagons-describe": 'id="hex-target"',
+    "a3ds": 'class="a3ds-caption"',
+}
 
 
 def test_a_preview_of_every_kind_renders_each_item_checks_answers_and_stores_nothing(app, client, session):
@@ -54,8 +61,9 @@ def test_a_preview_of_every_kind_renders_each_item_checks_answers_and_stores_not
     tom = studies["tom"]
     first = session.scalars(select(Item).where(Item.study_id == tom).order_by(Item.id)).first()
     answer = (first.reference or {}).get("answer", "Yes")
-    r = client.post(f"/studies/{tom}/preview", data={"csrf_token": csrf, "n": "1", "answer": answer},
-                    follow_redirects=False)
+    r = client.post(
+        f"/studies/{tom}/preview", data={"csrf_token": csrf, "n": "1", "answer": answer}, follow_redirects=False
+    )
     assert r.status_code == 303 and r.headers["location"] == f"/studies/{tom}/preview?n=2"
     flash = client.get(r.headers["location"]).text
     assert re.search(r"Item 1: the answer was accepted.*Nothing was stored", flash)
@@ -97,9 +105,11 @@ def test_the_upload_preview_of_a_missions_file_shows_a_note_not_a_grid(app, clie
     owner = make_user(session, "researcher")
     csrf = login(client, owner)
     mission = json.dumps({"level": "BabyAI-GoToLocal-v0", "seed": 2, "id": "m2"}).encode()
-    r = client.post("/studies/new", files={"file": ("m.jsonl", mission)},
-                    data={"csrf_token": csrf, "title": "Play", "kind": "sts", "format": "missions",
-                          "action": "preview"})
+    r = client.post(
+        "/studies/new",
+        files={"file": ("m.jsonl", mission)},
+        data={"csrf_token": csrf, "title": "Play", "kind": "sts", "format": "missions", "action": "preview"},
+    )
     assert r.status_code == 200, r.text[-500:]
     frames = re.findall(r'<iframe class="worker-view" sandbox="([^"]*)"[^>]*srcdoc="([^"]*)"', r.text)
     assert frames and frames[0][0] == "allow-scripts"

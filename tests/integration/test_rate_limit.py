@@ -76,16 +76,16 @@ def test_with_redis_unreachable_the_process_counts_on_its_own(sqlite_url, monkey
         port = s.getsockname()[1]
     _configure(monkeypatch, f"redis://127.0.0.1:{port}/0", 2)
     try:
-        with caplog.at_level(logging.WARNING, logger="app.auth.security"), \
-                TestClient(create_app(sqlite_url)) as client:
+        with caplog.at_level(logging.WARNING, logger="app.auth.security"), TestClient(create_app(sqlite_url)) as client:
             codes = [client.get(MISSING).status_code for _ in range(5)]
     finally:
         get_settings.cache_clear()
     assert codes == [404, 404, 429, 429, 429]  # the limit holds, and nothing answers 500
     warnings = [rec.getMessage() for rec in caplog.records if rec.name == "app.auth.security"]
     assert len(warnings) == 5
-    assert warnings[0] == ("rate limit entry:testclient counted in this process only: Redis is "
-                           "unreachable (ConnectionError)")
+    assert warnings[0] == (
+        "rate limit entry:testclient counted in this process only: Redis is unreachable (ConnectionError)"
+    )
 
 
 FIRST_REQUESTS = r"""
@@ -129,7 +129,8 @@ def test_a_fresh_process_first_concurrent_requests_are_counted(sqlite_url, share
     script = tmp_path / "first_requests.py"
     script.write_text(FIRST_REQUESTS)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, str(script), sqlite_url], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(script), sqlite_url], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "1 []", done.stdout  # one limiter, and no request refused

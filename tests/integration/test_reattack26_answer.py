@@ -21,8 +21,7 @@ import pytest
 from tests.conftest import ROOT
 from workers.sandbox import SandboxedModel, SandboxError, sandbox_available
 
-pytestmark = pytest.mark.skipif(sandbox_available() is not None,
-                                reason=f"no model sandbox here: {sandbox_available()}")
+pytestmark = pytest.mark.skipif(sandbox_available() is not None, reason=f"no model sandbox here: {sandbox_available()}")
 
 
 def _answers_fd() -> int:
@@ -41,7 +40,7 @@ def _raw_answer(head: bytes) -> None:
     fd = _answers_fd()
     data = memoryview(struct.pack("<QI", len(head), 0) + head)
     while data:
-        data = data[os.write(fd, data):]
+        data = data[os.write(fd, data) :]
     time.sleep(30)  # no second answer: the parent must not wait for one
 
 
@@ -69,8 +68,7 @@ def load(fmt: str, data: bytes, config: dict | None) -> Probe:
 @pytest.mark.parametrize("call", [("deep_json", 100_000), ("deep_value", 5_000)])
 def test_an_answer_nested_too_deep_is_a_malformed_answer_not_an_internal_error(call, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    model = SandboxedModel("tests.integration.test_reattack26_answer:load", "probe", b"", None,
-                           limits={"call_s": 20})
+    model = SandboxedModel("tests.integration.test_reattack26_answer:load", "probe", b"", None, limits={"call_s": 20})
     try:
         started = time.monotonic()
         with pytest.raises(SandboxError, match="malformed"):

@@ -28,13 +28,19 @@ def test_strings_no_column_holds_in_bodies_and_forms_are_refused(bad, app, sessi
     problems = []
     with TestClient(app, raise_server_exceptions=False) as client:
         # ensure_ascii keeps the escapes on the wire, as a JSON client sends them
-        r = client.post("/api/v1/agents", headers={**headers, "content-type": "application/json"},
-                        content=json.dumps({"kind": "tom", "name": value}))
+        r = client.post(
+            "/api/v1/agents",
+            headers={**headers, "content-type": "application/json"},
+            content=json.dumps({"kind": "tom", "name": value}),
+        )
         if not 400 <= r.status_code < 500:
             problems.append(f"POST /api/v1/agents name: {r.status_code} {r.text[:200]}")
-        r = client.post("/api/v1/studies", headers=headers,
-                        data={"kind": "tom", "format": demo["format"], "settings": json.dumps({"title": value})},
-                        files={"file": ("dialogues.jsonl", demo["items"], "application/octet-stream")})
+        r = client.post(
+            "/api/v1/studies",
+            headers=headers,
+            data={"kind": "tom", "format": demo["format"], "settings": json.dumps({"title": value})},
+            files={"file": ("dialogues.jsonl", demo["items"], "application/octet-stream")},
+        )
         if not 400 <= r.status_code < 500:
             problems.append(f"POST /api/v1/studies settings.title: {r.status_code} {r.text[:200]}")
     assert not problems, "\n".join(problems)

@@ -30,8 +30,19 @@ pytestmark = [
 ]
 
 LIBC = ctypes.CDLL(None, use_errno=True)
-NR = {"prlimit64": 302, "setpriority": 141, "sched_setaffinity": 203, "mknod": 133, "mknodat": 259,
-      "rmdir": 84, "chmod": 90, "chown": 92, "shmget": 29, "msgget": 68, "semget": 64}
+NR = {
+    "prlimit64": 302,
+    "setpriority": 141,
+    "sched_setaffinity": 203,
+    "mknod": 133,
+    "mknodat": 259,
+    "rmdir": 84,
+    "chmod": 90,
+    "chown": 92,
+    "shmget": 29,
+    "msgget": 68,
+    "semget": 64,
+}
 IPC_PRIVATE, IPC_CREAT = 0, 0o1000
 RLIMIT_CPU = 0
 S_IFREG = 0o100000
@@ -102,8 +113,13 @@ class Probe:
         return _syscall("mknod", ctypes.c_char_p(path.encode()), ctypes.c_uint(S_IFREG | 0o666), ctypes.c_ulong(0))
 
     def make_file_at(self, path: str):
-        return _syscall("mknodat", ctypes.c_int(-100), ctypes.c_char_p(path.encode()),
-                        ctypes.c_uint(S_IFREG | 0o666), ctypes.c_ulong(0))
+        return _syscall(
+            "mknodat",
+            ctypes.c_int(-100),
+            ctypes.c_char_p(path.encode()),
+            ctypes.c_uint(S_IFREG | 0o666),
+            ctypes.c_ulong(0),
+        )
 
     def remove_folder(self, path: str):
         return _syscall("rmdir", ctypes.c_char_p(path.encode()))
@@ -139,9 +155,17 @@ def test_one_sandbox_cannot_change_another_processes_limits_priority_or_cpus(mon
     try:
         victim = other.call("pid")
         assert one.call("own_limit")[0] > 0  # its own limits stay readable (getrlimit)
-        outcomes = {(probe, *args): _outcome(one, probe, *args) for probe, *args in (
-            ("read_cpu_limit", victim), ("set_cpu_limit", victim, 1), ("renice", victim), ("renice_user",), ("pin", victim),
-            ("set_cpu_limit", os.getpid(), 1))}
+        outcomes = {
+            (probe, *args): _outcome(one, probe, *args)
+            for probe, *args in (
+                ("read_cpu_limit", victim),
+                ("set_cpu_limit", victim, 1),
+                ("renice", victim),
+                ("renice_user",),
+                ("pin", victim),
+                ("set_cpu_limit", os.getpid(), 1),
+            )
+        }
         assert set(outcomes.values()) == {"PermissionError"}, outcomes
         # The other model still runs, with its own limits.
         try:
@@ -186,8 +210,10 @@ def test_a_sandbox_cannot_make_system_v_ipc_objects(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     model = SandboxedModel(LOADER, "probe", b"", None)
     try:
-        outcomes = {m: model.call("errno_of", m, *a) for m, *a in (("shared_memory", 1 << 20), ("message_queue",),
-                                                                  ("semaphores",))}
+        outcomes = {
+            m: model.call("errno_of", m, *a)
+            for m, *a in (("shared_memory", 1 << 20), ("message_queue",), ("semaphores",))
+        }
     finally:
         model.close()
     assert outcomes == dict.fromkeys(outcomes, errno.EPERM), outcomes

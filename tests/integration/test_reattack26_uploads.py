@@ -44,7 +44,7 @@ def _sample_variants(kind) -> tuple[str, dict[str, bytes]]:
     out = {}
     for i, m in enumerate(list(re.finditer(r'(:\s*)"(?:[^"\\]|\\.)*"', text))[:4]):
         for name, value in BAD.items():
-            out[f"sample string {i}: {name}"] = (text[:m.start()] + m.group(1) + value + text[m.end():]).encode()
+            out[f"sample string {i}: {name}"] = (text[: m.start()] + m.group(1) + value + text[m.end() :]).encode()
     return demo["format"], out
 
 
@@ -64,8 +64,13 @@ def test_strings_no_column_holds_are_refused_by_every_upload(kind_name, app, ses
     kind = all_kinds()[kind_name]
     researcher = make_user(session, "researcher")
     token = create_token(session, researcher)
-    study = Study(kind=kind.name, owner_id=researcher.id, slug=f"reattack26-{kind.name}", title="bad text",
-                  completion_code="BADTEXT")
+    study = Study(
+        kind=kind.name,
+        owner_id=researcher.id,
+        slug=f"reattack26-{kind.name}",
+        title="bad text",
+        completion_code="BADTEXT",
+    )
     session.add(study)
     agent = services.register_agent(session, researcher, kind.name, "bad-text-agent")
     session.commit()
@@ -75,9 +80,13 @@ def test_strings_no_column_holds_are_refused_by_every_upload(kind_name, app, ses
         session.commit()
     ids = {"study_id": study.id, "agent_id": agent.id}
     headers = {"Authorization": f"Bearer {token}"}
-    lines = {f"JSONL {name}": ("upload.jsonl", ('{"id": %s, "question_id": %s, "answer": %s}\n'
-                                                % (value, value, value)).encode())
-             for name, value in BAD.items()}
+    lines = {
+        f"JSONL {name}": (
+            "upload.jsonl",
+            ('{"id": %s, "question_id": %s, "answer": %s}\n' % (value, value, value)).encode(),
+        )
+        for name, value in BAD.items()
+    }
     before = _counts(session)
     problems = []
     with TestClient(app, raise_server_exceptions=False) as client:
@@ -86,8 +95,12 @@ def test_strings_no_column_holds_are_refused_by_every_upload(kind_name, app, ses
             if label == f"items:{fmt}":
                 cases |= {name: ("sample", data) for name, data in samples.items()}
             for case, (filename, data) in cases.items():
-                r = client.post(_fill(path, ids), headers=headers, data=fields,
-                                files={file_field: (filename, data, "application/octet-stream")})
+                r = client.post(
+                    _fill(path, ids),
+                    headers=headers,
+                    data=fields,
+                    files={file_field: (filename, data, "application/octet-stream")},
+                )
                 where = f"{label} / {case}"
                 if not 400 <= r.status_code < 500:
                     problems.append(f"{where}: {r.status_code} {r.text[:200]}")
@@ -105,8 +118,9 @@ def _whole_file_refusals(kind, app, session, cases: dict) -> list[str]:
 
     researcher = make_user(session, "researcher")
     token = create_token(session, researcher)
-    study = Study(kind=kind.name, owner_id=researcher.id, slug=f"reattack26-gz-{kind.name}", title="gz",
-                  completion_code="GZIP")
+    study = Study(
+        kind=kind.name, owner_id=researcher.id, slug=f"reattack26-gz-{kind.name}", title="gz", completion_code="GZIP"
+    )
     session.add(study)
     agent = services.register_agent(session, researcher, kind.name, "gzip-agent")
     session.commit()
@@ -116,8 +130,12 @@ def _whole_file_refusals(kind, app, session, cases: dict) -> list[str]:
     with TestClient(app, raise_server_exceptions=False) as client:
         for label, path, file_field, fields in _targets(kind):
             for case, (filename, data) in cases.items():
-                r = client.post(_fill(path, ids), headers=headers, data=fields,
-                                files={file_field: (filename, data, "application/octet-stream")})
+                r = client.post(
+                    _fill(path, ids),
+                    headers=headers,
+                    data=fields,
+                    files={file_field: (filename, data, "application/octet-stream")},
+                )
                 if not 400 <= r.status_code < 500:
                     problems.append(f"{label} / {case}: {r.status_code} {r.text[:200]}")
                 elif r.status_code == 422 and r.json().get("line") is None and r.json().get("field") is None:

@@ -32,7 +32,10 @@ def setup(session, tiny_models):  # noqa: F811
 
 
 def test_a_speaker_whose_vocabulary_changes_after_validation_cannot_put_long_words_in_items(
-        session, setup, tiny_models):  # noqa: F811
+    session,
+    setup,
+    tiny_models,  # noqa: F811
+):
     import torch
 
     from workers.navigation.train import load_model as load_builtin
@@ -78,15 +81,26 @@ def test_a_speaker_whose_vocabulary_changes_after_validation_cannot_put_long_wor
     agent = services.register_agent(session, setup["owner"], "navigation", "two-faced-speaker")
     key = f"artifacts/{agent.id}/1.pt"
     get_store().put(key, data)
-    art = AgentArtifact(agent_id=agent.id, version=1, role="speaker", format="torchscript", blob_key=key,
-                        config={}, size=len(data), sha256=hashlib.sha256(data).hexdigest(), state="valid")
+    art = AgentArtifact(
+        agent_id=agent.id,
+        version=1,
+        role="speaker",
+        format="torchscript",
+        blob_key=key,
+        config={},
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        state="valid",
+    )
     session.add(art)
     session.commit()
     run = _run(session, {**setup, "speaker": art}, listeners=False)
     state = jobs.run_job(run.job_id)
     session.expire_all()
-    texts = [str(i.payload) for i in session.scalars(select(Item).where(Item.study_id == setup["study"].id,
-                                                                        Item.source == "agent"))]
+    texts = [
+        str(i.payload)
+        for i in session.scalars(select(Item).where(Item.study_id == setup["study"].id, Item.source == "agent"))
+    ]
     longest = max((len(w) for t in texts for w in t.split()), default=0)
     assert longest <= MAX_WORD_CHARS + 50, f"run {state}: an item holds a {longest}-character word"
     if state == "failed":

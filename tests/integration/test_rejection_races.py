@@ -19,8 +19,7 @@ from app.studies import assignment, hotpath, services
 from app.studies.models import Annotation, Assignment, Item, Participant, Study
 from tests.conftest import make_user
 from tests.integration.test_crowd_integrity import tiny_study
-from tests.integration.test_leaderboard_totals import (_in_thread, _wait_until_waiting, check, item_summaries,
-                                                       table_rows)
+from tests.integration.test_leaderboard_totals import _in_thread, _wait_until_waiting, check, item_summaries, table_rows
 
 
 def _pg_only(db_url):
@@ -32,8 +31,9 @@ def _crowd_worker(db_url, study, name: str, n: int):
     """A worker entered and consented by the hot path: (bundle id, browser hash)."""
     info = hotpath.study(db_url, study.slug)
     browser = assignment.browser_hash(name * 32)
-    entered = hotpath.enter(db_url, info, "prolific", name, f"hit-{name}", "st", browser,
-                            assignment.address_pseudonym(f"10.0.0.{n}"))
+    entered = hotpath.enter(
+        db_url, info, "prolific", name, f"hit-{name}", "st", browser, assignment.address_pseudonym(f"10.0.0.{n}")
+    )
     assert entered is not None
     assert hotpath.consent(db_url, info, entered.bundle_id, info.consent_version, browser)
     return entered.bundle_id, browser
@@ -57,8 +57,10 @@ def test_a_rejection_while_its_worker_takes_and_answers_another_item(db_url, ses
     answered = []
     for k in range(2):
         lease = hotpath.next_lease(db_url, conf, w_bundle, w_browser)
-        assert hotpath.submit(db_url, conf, w_bundle, lease.assignment_id, {"answer": "Yes"},
-                              f"w{k}", {}, w_browser) is not None
+        assert (
+            hotpath.submit(db_url, conf, w_bundle, lease.assignment_id, {"answer": "Yes"}, f"w{k}", {}, w_browser)
+            is not None
+        )
         answered.append(lease.item_id)
     x_bundle, x_browser = _crowd_worker(db_url, study, "x", 2)
     x_lease = hotpath.next_lease(db_url, conf, x_bundle, x_browser)
@@ -67,8 +69,10 @@ def test_a_rejection_while_its_worker_takes_and_answers_another_item(db_url, ses
     pid = session.scalar(select(Participant.id).where(Participant.worker_id == w_id))
 
     holder = OrmSession(bind=session.get_bind())
-    holder.execute(text("SELECT 1 FROM annotations WHERE worker_id = :w AND item_id = :i FOR UPDATE"),
-                   {"w": w_id, "i": answered[0]})
+    holder.execute(
+        text("SELECT 1 FROM annotations WHERE worker_id = :w AND item_id = :i FOR UPDATE"),
+        {"w": w_id, "i": answered[0]},
+    )
 
     def reject():
         with OrmSession(bind=session.get_bind()) as s:
@@ -80,25 +84,29 @@ def test_a_rejection_while_its_worker_takes_and_answers_another_item(db_url, ses
         if path == "hot":
             lease = hotpath.next_lease(db_url, conf, w_bundle, w_browser)
             if lease is not None:
-                told["stored"] = hotpath.submit(db_url, conf, w_bundle, lease.assignment_id,
-                                                {"answer": "No"}, "w-late", {}, w_browser)
+                told["stored"] = hotpath.submit(
+                    db_url, conf, w_bundle, lease.assignment_id, {"answer": "No"}, "w-late", {}, w_browser
+                )
                 return
         with OrmSession(bind=session.get_bind()) as s:  # the engine's path (the hot path's fallback)
             try:
                 lease = assignment.next_item(s, s.get(Study, study.id), w_bundle)
-                told["stored"] = assignment.submit(s, s.get(Study, study.id), w_bundle, lease.id,
-                                                   {"answer": "No"}, "w-late").id
+                told["stored"] = assignment.submit(
+                    s, s.get(Study, study.id), w_bundle, lease.id, {"answer": "No"}, "w-late"
+                ).id
             except assignment.NotAvailable as exc:
                 told["refused"] = str(exc)
 
     def x_answers():
         if path == "hot":
-            told["x"] = hotpath.submit(db_url, conf, x_bundle, x_lease.assignment_id,
-                                       {"answer": "No"}, "x0", {}, x_browser)
+            told["x"] = hotpath.submit(
+                db_url, conf, x_bundle, x_lease.assignment_id, {"answer": "No"}, "x0", {}, x_browser
+            )
             return
         with OrmSession(bind=session.get_bind()) as s:
-            told["x"] = assignment.submit(s, s.get(Study, study.id), x_bundle, x_lease.assignment_id,
-                                          {"answer": "No"}, "x0").id
+            told["x"] = assignment.submit(
+                s, s.get(Study, study.id), x_bundle, x_lease.assignment_id, {"answer": "No"}, "x0"
+            ).id
 
     rejection, r_out = _in_thread(reject)
     _wait_until_waiting(session, 1)  # the rejection waits for the held answer
@@ -118,17 +126,26 @@ def test_a_rejection_while_its_worker_takes_and_answers_another_item(db_url, ses
     assert told["x"] is not None
     session.expire_all()
     assert session.scalars(select(Annotation.excluded).where(Annotation.worker_id == w_id)).all() == [True, True]
-    assert session.scalar(select(func.count()).select_from(Assignment).where(
-        Assignment.worker_id == w_id, Assignment.state.in_(("leased", "completed")))) == 0
+    assert (
+        session.scalar(
+            select(func.count())
+            .select_from(Assignment)
+            .where(Assignment.worker_id == w_id, Assignment.state.in_(("leased", "completed")))
+        )
+        == 0
+    )
     # Every item's capacity in use is its live leases and answers that count.
-    in_use = dict(session.execute(select(Assignment.item_id, func.count()).where(
-        Assignment.study_id == study.id, Assignment.state.in_(("leased", "completed")))
-        .group_by(Assignment.item_id)).all())
+    in_use = dict(
+        session.execute(
+            select(Assignment.item_id, func.count())
+            .where(Assignment.study_id == study.id, Assignment.state.in_(("leased", "completed")))
+            .group_by(Assignment.item_id)
+        ).all()
+    )
     for item_id, n_active in session.execute(select(Item.id, Item.n_active).where(Item.study_id == study.id)):
         assert n_active == in_use.get(item_id, 0), item_id
     board = check(session, study)
     assert [r["answered"] for r in board["rows"] if r["type"] == "annotator"] == [1]
-
 
 
 def test_a_rejection_and_the_lease_sweeper_sharing_items_at_once(db_url, session, monkeypatch):
@@ -184,10 +201,13 @@ def test_a_rejection_and_the_lease_sweeper_sharing_items_at_once(db_url, session
         assert not t.is_alive()
     assert (s_out["error"], r_out["error"]) == (None, None)
     session.expire_all()
-    assert [n for n, in session.execute(select(Item.n_active).where(Item.study_id == study.id))] == [0, 0]
-    assert session.scalars(select(Assignment.state).order_by(Assignment.id)).all() == \
-        ["rejected", "rejected", "expired", "expired"]
-
+    assert [n for (n,) in session.execute(select(Item.n_active).where(Item.study_id == study.id))] == [0, 0]
+    assert session.scalars(select(Assignment.state).order_by(Assignment.id)).all() == [
+        "rejected",
+        "rejected",
+        "expired",
+        "expired",
+    ]
 
 
 def _one_answer(session, owner):
@@ -224,8 +244,9 @@ def _deadlocked(session, bundle, lease, reject) -> dict:
         other.execute(text("SELECT 1 FROM items WHERE id = :i FOR NO KEY UPDATE"), {"i": lease.item_id})
         rejection, r_out = _in_thread(reject)
         _wait_until_waiting(session, 1)
-        then, t_out = _in_thread(lambda: other.execute(
-            text("SELECT 1 FROM bundles WHERE id = :b FOR UPDATE"), {"b": bundle.id}))
+        then, t_out = _in_thread(
+            lambda: other.execute(text("SELECT 1 FROM bundles WHERE id = :b FOR UPDATE"), {"b": bundle.id})
+        )
         then.join(60)  # granted once PostgreSQL has aborted the rejection's (first) try
         assert not then.is_alive() and t_out["error"] is None, t_out["error"]
         other.rollback()
@@ -266,9 +287,14 @@ def _executed_in_turn(session, owner):
     from tests.integration.test_hex_consolidation import EXECUTIONS, procedures_jsonl
 
     study = services.create_study(
-        session, owner, "hexagons", services.StudySettings(title="Re-scores", bundle_size=2, gold_rate=0.0,
-                                                           annotations_per_item=2),
-        procedures_jsonl(), "procedures", {})
+        session,
+        owner,
+        "hexagons",
+        services.StudySettings(title="Re-scores", bundle_size=2, gold_rate=0.0, annotations_per_item=2),
+        procedures_jsonl(),
+        "procedures",
+        {},
+    )
     services.set_state(session, study, "live", owner)
     bundles = {who: assignment.enter(session, study, "prolific", f"hex-{who}").id for who in "AB"}
     order = []
@@ -279,8 +305,10 @@ def _executed_in_turn(session, owner):
         assignment.submit(session, study, bundles[who], lease.id, response, uuid.uuid4().hex)
         order.append((who, ext))
     session.commit()
-    assert order in ([("A", "1"), ("B", "1"), ("B", "2"), ("A", "2")],
-                     [("A", "2"), ("B", "2"), ("B", "1"), ("A", "1")]), order
+    assert order in (
+        [("A", "1"), ("B", "1"), ("B", "2"), ("A", "2")],
+        [("A", "2"), ("B", "2"), ("B", "1"), ("A", "1")],
+    ), order
     return study
 
 
@@ -301,8 +329,10 @@ def test_two_hexagons_rescores_at_once(db_url, session, hexagons_kind, overlap):
     admin = make_user(session, "admin")
     study = _executed_in_turn(session, owner)
     items = {i.external_id: i.id for i in session.scalars(select(Item).where(Item.study_id == study.id))}
-    fixes = {"one procedure": [("2", 1, board(t0=4, t18=4)), ("2", 2, board(t0=4, t18=4, t1=3))],
-             "shared executors": [("1", 2, board(t0=4, t1=3)), ("2", 1, board(t0=4, t18=4))]}[overlap]
+    fixes = {
+        "one procedure": [("2", 1, board(t0=4, t18=4)), ("2", 2, board(t0=4, t18=4, t1=3))],
+        "shared executors": [("1", 2, board(t0=4, t1=3)), ("2", 1, board(t0=4, t18=4))],
+    }[overlap]
 
     holder = OrmSession(bind=session.get_bind())
     if overlap == "one procedure":
@@ -314,8 +344,10 @@ def test_two_hexagons_rescores_at_once(db_url, session, hexagons_kind, overlap):
     def fix(ext, step, gold):
         def run():
             with OrmSession(bind=session.get_bind()) as s:
-                consolidation.decide(s, s.get(Study, study.id), items[ext], step, "other", "fixed",
-                                     gold, s.get(User, admin.id))
+                consolidation.decide(
+                    s, s.get(Study, study.id), items[ext], step, "other", "fixed", gold, s.get(User, admin.id)
+                )
+
         return run
 
     threads = [_in_thread(fix(*f)) for f in fixes]
@@ -372,8 +404,7 @@ def _recounted(session, study) -> None:
     session.commit()
 
 
-def test_a_rejection_still_aborted_after_its_tries_is_a_503_that_says_busy(db_url, session, client,
-                                                                            monkeypatch):
+def test_a_rejection_still_aborted_after_its_tries_is_a_503_that_says_busy(db_url, session, client, monkeypatch):
     """The same deadlock with one try: the admin is told the database is busy and to retry
     (503, Retry-After), not that it cannot be reached, and nothing of the rejection is stored."""
     from app.quality import service
@@ -384,9 +415,16 @@ def test_a_rejection_still_aborted_after_its_tries_is_a_503_that_says_busy(db_ur
     owner, admin = make_user(session, "researcher"), make_user(session, "admin")
     study, w, lease, pid = _one_answer(session, owner)
     hdr = {"X-CSRF-Token": login(client, admin)}
-    r_out = _deadlocked(session, w, lease, lambda: client.post(
-        f"/api/v1/studies/{study.id}/review", headers=hdr,
-        json={"participant_ids": [pid], "decision": "reject", "reason": "bot"}))
+    r_out = _deadlocked(
+        session,
+        w,
+        lease,
+        lambda: client.post(
+            f"/api/v1/studies/{study.id}/review",
+            headers=hdr,
+            json={"participant_ids": [pid], "decision": "reject", "reason": "bot"},
+        ),
+    )
     assert r_out["error"] is None, r_out["error"]
     r = r_out["result"]
     assert r.status_code == 503 and r.headers["Retry-After"], r.text
@@ -432,6 +470,6 @@ def test_a_lease_the_sweeper_expires_during_a_rejection_gives_its_capacity_back_
     session.expire_all()
     assert session.get(Assignment, lease.id).state == "expired"
     assert session.get(Assignment, answered.id).state == "rejected"
-    assert {i: n for i, n in session.execute(select(Item.id, Item.n_active).where(
-        Item.study_id == study.id))} == {i: 0 for i in session.scalars(
-            select(Item.id).where(Item.study_id == study.id))}
+    assert {i: n for i, n in session.execute(select(Item.id, Item.n_active).where(Item.study_id == study.id))} == {
+        i: 0 for i in session.scalars(select(Item.id).where(Item.study_id == study.id))
+    }

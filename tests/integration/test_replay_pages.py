@@ -16,7 +16,8 @@ from app.studies.models import Annotation, Item, Participant
 from tests.conftest import create_tom_study, login, make_user
 
 pytestmark = pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
-    "pages rendered from stored answers read through the ORM")
+    "pages rendered from stored answers read through the ORM"
+)
 
 RAW = re.compile(r"\{&#39;|\{&#34;|&#39;: ")  # a Python dict's repr, escaped
 
@@ -30,8 +31,9 @@ def _replay(client, session, study) -> str:
 
 
 def _live(session, owner, kind, data, fmt, **settings):
-    s = services.StudySettings(title=f"Replay {kind}", **{"bundle_size": 2, "gold_rate": 0.0,
-                                                         "annotations_per_item": 1, **settings})
+    s = services.StudySettings(
+        title=f"Replay {kind}", **{"bundle_size": 2, "gold_rate": 0.0, "annotations_per_item": 1, **settings}
+    )
     study = services.create_study(session, owner, kind, s, data, fmt)
     services.set_state(session, study, "live", owner)
     return study
@@ -43,8 +45,9 @@ def test_tom_replay_shows_the_dialogue_question_and_both_answers(session, client
     simulate_task(session, study, "w1", lambda item, rng: {"answer": "Yes"}, 8.0, seed=1)
     login(client, admin)
     html = _replay(client, session, study)
-    items = session.scalars(select(Item).join(Annotation, Annotation.item_id == Item.id)
-                            .where(Item.study_id == study.id)).all()
+    items = session.scalars(
+        select(Item).join(Annotation, Annotation.item_id == Item.id).where(Item.study_id == study.id)
+    ).all()
     gold = [i for i in items if i.is_gold]
     assert gold and len(items) == 5
     for item in items:  # every answered item's dialogue lines and question are on the page
@@ -54,8 +57,14 @@ def test_tom_replay_shows_the_dialogue_question_and_both_answers(session, client
     assert "Gold item" in html and 'alt="stop sign' in html
 
     # The audit log lists a decision's details as fields.
-    quality.decide(session, study, [session.scalar(select(Participant.id).where(Participant.study_id == study.id))],
-                   "rejected", admin, reason="always Yes")
+    quality.decide(
+        session,
+        study,
+        [session.scalar(select(Participant.id).where(Participant.study_id == study.id))],
+        "rejected",
+        admin,
+        reason="always Yes",
+    )
     audit = client.get("/admin/audit").text
     assert not RAW.search(audit)
     assert re.search(r"<dt>reason</dt><dd>always Yes</dd>", audit)
@@ -79,9 +88,17 @@ def test_a3ds_replay_shows_the_caption_pictures_and_picks(session, client):
 
 def test_hexagons_replay_draws_their_boards_beside_the_gold_ones(session, client, hexagons_kind):
     blank, one, two = [0] * 180, [4] + [0] * 179, [4, 5] + [0] * 178
-    line = {"index": 1, "annotation_round": 1, "category": "simple", "image_id": "P1", "instructor_id": 3,
-            "number_of_drawing_steps": 2, "agreement_tags": ["A", "A"], "agreement_scores": [[1, 1, 1]] * 2,
-            "drawing_procedure": [[0, "NONE", blank], [1, "tile 0 red", one], [2, "tile 1 blue", two]]}
+    line = {
+        "index": 1,
+        "annotation_round": 1,
+        "category": "simple",
+        "image_id": "P1",
+        "instructor_id": 3,
+        "number_of_drawing_steps": 2,
+        "agreement_tags": ["A", "A"],
+        "agreement_scores": [[1, 1, 1]] * 2,
+        "drawing_procedure": [[0, "NONE", blank], [1, "tile 0 red", one], [2, "tile 1 blue", two]],
+    }
     owner, admin = make_user(session, "researcher"), make_user(session, "admin")
     study = _live(session, owner, "hexagons", json.dumps(line).encode(), "procedures", bundle_size=1)
     steps = json.dumps([{"board": one, "actions": [[0, 4, 900]]}, {"board": one, "actions": []}])
@@ -101,8 +118,15 @@ def test_sts_replay_shows_the_frames_and_both_markers(session, client):
     owner, admin = make_user(session, "researcher"), make_user(session, "admin")
     every = demo_lines()
     lines = [x for x in every if x.get("reference")][:2] + [x for x in every if not x.get("reference")][:2]
-    study = _live(session, owner, "sts", "\n".join(json.dumps(x) for x in lines).encode(), "continuations",
-                  bundle_size=4, gold_rate=0.5)
+    study = _live(
+        session,
+        owner,
+        "sts",
+        "\n".join(json.dumps(x) for x in lines).encode(),
+        "continuations",
+        bundle_size=4,
+        gold_rate=0.5,
+    )
     assert simulate_task(session, study, "w1", lambda item, rng: {"marker": "success", "step": 1}, 20.0, seed=1) == 4
     login(client, admin)
     html = _replay(client, session, study)

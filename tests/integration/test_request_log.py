@@ -25,12 +25,10 @@ def test_one_line_per_request_with_worker_ids_hashed(log_app, sqlite_url, caplog
         slug = create_tom_study(s, make_user(s, "researcher")).slug
     caplog.set_level(logging.INFO, logger="proctor.requests")
     with TestClient(log_app) as c:
-        r = c.get(f"/s/{slug}?PROLIFIC_PID=secretworker42&STUDY_ID=st9&SESSION_ID=se7",
-                  follow_redirects=False)
+        r = c.get(f"/s/{slug}?PROLIFIC_PID=secretworker42&STUDY_ID=st9&SESSION_ID=se7", follow_redirects=False)
         assert r.status_code == 303
         assert c.get("/no/such/page").status_code == 404
-        again = c.get(f"/s/{slug}?PROLIFIC_PID=secretworker42&STUDY_ID=st9&SESSION_ID=se7",
-                      follow_redirects=False)
+        again = c.get(f"/s/{slug}?PROLIFIC_PID=secretworker42&STUDY_ID=st9&SESSION_ID=se7", follow_redirects=False)
         assert again.status_code == 303
     lines = [r.getMessage() for r in caplog.records if r.name == "proctor.requests"]
     assert len(lines) == 3, lines

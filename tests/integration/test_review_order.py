@@ -32,10 +32,8 @@ def studies(session, monkeypatch):
     monkeypatch.setenv("SECRET_KEY", "review-order-Qv7Lr2Xp9Wm4Tz8Kc3Nb6Hd1Jf5Gs0Ya")
     get_settings.cache_clear()
     owner = make_user(session, "researcher")
-    first = create_tom_study(session, owner, title="First", bundle_size=10, gold_rate=0.2,
-                             annotations_per_item=5)
-    second = create_tom_study(session, owner, title="Second", bundle_size=10, gold_rate=0.2,
-                              annotations_per_item=5)
+    first = create_tom_study(session, owner, title="First", bundle_size=10, gold_rate=0.2, annotations_per_item=5)
+    second = create_tom_study(session, owner, title="Second", bundle_size=10, gold_rate=0.2, annotations_per_item=5)
     for i, acc in enumerate((0.95, 0.9, 0.85, 0.8)):
         simulate_worker(session, first, f"careful-{i}", acc, seed=i)
         simulate_worker(session, second, f"careful-b{i}", acc, seed=10 + i)
@@ -58,7 +56,9 @@ def test_a_straight_liner_ranks_first_in_the_study_queue(session, studies):
     assert len(careful) == 4
     assert all(queue[0]["risk"] > w["risk"] + 0.3 for w in careful)
     # Careful workers vary their answers as the study does, and keep its pace.
-    assert all(w["signals"]["sameness"] < 0.2 and w["signals"]["speed"] < 0.5 for w in careful), [(w["external_id"], w["signals"]) for w in careful]
+    assert all(w["signals"]["sameness"] < 0.2 and w["signals"]["speed"] < 0.5 for w in careful), [
+        (w["external_id"], w["signals"]) for w in careful
+    ]
     assert [w["risk"] for w in queue] == sorted((w["risk"] for w in queue), reverse=True)
 
 
@@ -98,10 +98,12 @@ def test_signals_are_none_without_data():
 
 def _tom_import(session, study, owner, n_annotators: int, answer: str = "Yes") -> None:
     """Earlier annotations pasted in by the import: real participants with no times (0 ms)."""
-    ids = session.scalars(select(Item.external_id).where(Item.study_id == study.id)
-                          .order_by(Item.id).limit(10)).all()
-    data = "".join(json.dumps({"question_id": q, "answer": answer, "annotator": f"earlier-{k}"}) + "\n"
-                   for k in range(n_annotators) for q in ids).encode()
+    ids = session.scalars(select(Item.external_id).where(Item.study_id == study.id).order_by(Item.id).limit(10)).all()
+    data = "".join(
+        json.dumps({"question_id": q, "answer": answer, "annotator": f"earlier-{k}"}) + "\n"
+        for k in range(n_annotators)
+        for q in ids
+    ).encode()
     assert import_annotations(session, study, owner, data, "earlier")["annotators"] == n_annotators
 
 
@@ -118,8 +120,7 @@ def test_imported_annotators_neither_set_the_pace_nor_join_the_queue(session, cl
     (where the 2 s floor would become the reference), skew its answer spread, or top the queue
     as 'fast' workers of their own."""
     owner = make_user(session, "researcher")
-    study = create_tom_study(session, owner, title="With prior", bundle_size=10, gold_rate=0.2,
-                             annotations_per_item=5)
+    study = create_tom_study(session, owner, title="With prior", bundle_size=10, gold_rate=0.2, annotations_per_item=5)
     for i, acc in enumerate((0.95, 0.9)):
         simulate_worker(session, study, f"careful-{i}", acc, seed=i)
     simulate_worker(session, study, "clicker", 0.0, seed=99, always="Yes")
@@ -145,8 +146,7 @@ def test_a_rejected_workers_answers_leave_the_studys_pace_and_spread(session):
     """Once the clicker is rejected their answers are out of every aggregate, the study's
     typical pace and answer spread included: the others' signals are as before they came."""
     owner = make_user(session, "researcher")
-    study = create_tom_study(session, owner, title="Rejection", bundle_size=10, gold_rate=0.2,
-                             annotations_per_item=5)
+    study = create_tom_study(session, owner, title="Rejection", bundle_size=10, gold_rate=0.2, annotations_per_item=5)
     for i, acc in enumerate((0.95, 0.9, 0.85, 0.8)):
         simulate_worker(session, study, f"careful-{i}", acc, seed=i)
     before = _signals(session, study)
@@ -191,8 +191,9 @@ def test_every_study_queue_shows_at_most_a_page_of_rows(session, client):
     owner = make_user(session, "researcher")
     study = create_tom_study(session, owner, title="Crowd", bundle_size=5, gold_rate=0.2)
     n = quality.PAGE_ROWS + 5
-    users = [User(role="worker", platform="prolific", external_id=f"crowd-{i}", pseudonym=f"w-crowd-{i}")
-             for i in range(n)]
+    users = [
+        User(role="worker", platform="prolific", external_id=f"crowd-{i}", pseudonym=f"w-crowd-{i}") for i in range(n)
+    ]
     session.add_all(users)
     session.flush()
     session.add_all([Participant(study_id=study.id, worker_id=u.id) for u in users])
@@ -224,8 +225,9 @@ def test_deciding_from_a_replay_opened_in_every_studys_queue_goes_back_there(ses
     form = re.search(r'<form method="post" action="([^"]+)" id="decide-form".*?</form>', replay, re.S)
     fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form.group(0)))
     assert fields["back"] == "all"
-    r = client.post(form.group(1), data={**fields, "decision": "reject", "reason": "always Yes"},
-                    follow_redirects=False)
+    r = client.post(
+        form.group(1), data={**fields, "decision": "reject", "reason": "always Yes"}, follow_redirects=False
+    )
     assert r.status_code == 303 and r.headers["location"] == "/admin/review"
     assert "1 worker(s) rejected." in client.get(r.headers["location"]).text
     # Opened from the study's own queue, the replay goes back there.
@@ -246,8 +248,14 @@ def test_every_study_queue_takes_the_same_queries_for_more_studies(session, stud
     try:
         two = len(quality.review_queue_all(session, "pending"))
         n_two, statements[:] = len(statements), []
-        third = create_tom_study(session, make_user(session, "researcher"), title="Third", bundle_size=10,
-                                 gold_rate=0.2, annotations_per_item=5)
+        third = create_tom_study(
+            session,
+            make_user(session, "researcher"),
+            title="Third",
+            bundle_size=10,
+            gold_rate=0.2,
+            annotations_per_item=5,
+        )
         simulate_worker(session, third, "careful-c", 0.9, seed=30)
         statements[:] = []
         assert len(quality.review_queue_all(session, "pending")) == two + 1
@@ -256,21 +264,24 @@ def test_every_study_queue_takes_the_same_queries_for_more_studies(session, stud
         event.remove(engine, "before_cursor_execute", count)
 
 
-def test_a_batch_decision_names_the_first_bad_id_as_given_and_changes_nothing(session, studies,
-                                                                              client):
+def test_a_batch_decision_names_the_first_bad_id_as_given_and_changes_nothing(session, studies, client):
     first, second = studies
-    mine = session.scalars(select(Participant.id).where(Participant.study_id == first.id)
-                           .order_by(Participant.id)).all()
-    theirs = session.scalars(select(Participant.id).where(Participant.study_id == second.id)
-                             .order_by(Participant.id)).all()
+    mine = session.scalars(
+        select(Participant.id).where(Participant.study_id == first.id).order_by(Participant.id)
+    ).all()
+    theirs = session.scalars(
+        select(Participant.id).where(Participant.study_id == second.id).order_by(Participant.id)
+    ).all()
     before = {p: session.get(Participant, p).status for p in mine}
     admin = make_user(session, "admin")
     session.commit()
     hdr = {"X-CSRF-Token": login(client, admin)}
     bad_first, bad_later = 10**6, theirs[0]  # the later one is the smaller id
-    r = client.post(f"/api/v1/studies/{first.id}/review",
-                    json={"participant_ids": [mine[1], bad_first, mine[0], bad_later],
-                          "decision": "reject", "reason": "checked"}, headers=hdr)
+    r = client.post(
+        f"/api/v1/studies/{first.id}/review",
+        json={"participant_ids": [mine[1], bad_first, mine[0], bad_later], "decision": "reject", "reason": "checked"},
+        headers=hdr,
+    )
     assert r.status_code == 404, r.text  # an id in the body naming no row, as in a path
     assert f"no participant {bad_first} in this study" in r.text
     session.expire_all()
@@ -278,11 +289,19 @@ def test_a_batch_decision_names_the_first_bad_id_as_given_and_changes_nothing(se
     # Rejected participants in an approval batch: the first as given is named, here the one
     # of the larger id.
     for p in (mine[2], mine[4]):
-        assert client.post(f"/api/v1/studies/{first.id}/review", headers=hdr, json={
-            "participant_ids": [p], "decision": "reject", "reason": "checked"}).status_code == 200
-    r = client.post(f"/api/v1/studies/{first.id}/review",
-                    json={"participant_ids": [mine[3], mine[4], mine[2]], "decision": "approve"},
-                    headers=hdr)
+        assert (
+            client.post(
+                f"/api/v1/studies/{first.id}/review",
+                headers=hdr,
+                json={"participant_ids": [p], "decision": "reject", "reason": "checked"},
+            ).status_code
+            == 200
+        )
+    r = client.post(
+        f"/api/v1/studies/{first.id}/review",
+        json={"participant_ids": [mine[3], mine[4], mine[2]], "decision": "approve"},
+        headers=hdr,
+    )
     assert r.status_code == 409 and f"participant {mine[4]} was rejected" in r.text, r.text
     session.expire_all()
     assert session.get(Participant, mine[3]).status == before[mine[3]]

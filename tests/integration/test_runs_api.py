@@ -29,8 +29,9 @@ def as_user(app, session, role: str = "researcher"):
 
 
 def a3ds_study(session, owner, title: str = "Runs"):
-    study = services.create_study(session, owner, "a3ds", services.StudySettings(title=title),
-                                  json.dumps(DESIGN).encode(), "design")
+    study = services.create_study(
+        session, owner, "a3ds", services.StudySettings(title=title), json.dumps(DESIGN).encode(), "design"
+    )
     session.commit()
     return study
 
@@ -69,9 +70,12 @@ def test_another_researchers_runs_are_not_revealed(app, session):
     _, admin = as_user(app, session, "admin")
     study = a3ds_study(session, owner)
     run = mine.post(f"/api/v1/studies/{study.id}/runs", json={"speaker": "short"}).json()
-    for r in (theirs.get(f"/api/v1/runs/{run['id']}"), theirs.post(f"/api/v1/runs/{run['id']}/cancel"),
-              theirs.post(f"/api/v1/studies/{study.id}/runs", json={"speaker": "short"}),
-              mine.get("/api/v1/runs/999999")):
+    for r in (
+        theirs.get(f"/api/v1/runs/{run['id']}"),
+        theirs.post(f"/api/v1/runs/{run['id']}/cancel"),
+        theirs.post(f"/api/v1/studies/{study.id}/runs", json={"speaker": "short"}),
+        mine.get("/api/v1/runs/999999"),
+    ):
         assert r.status_code == 404, r.text
     assert theirs.get("/api/v1/runs").json() == []
     assert admin.get(f"/api/v1/runs/{run['id']}").json()["id"] == run["id"]
@@ -82,11 +86,13 @@ def test_refusals_name_the_field_and_store_nothing(app, session):
     owner, c = as_user(app, session)
     study = a3ds_study(session, owner)
     url = f"/api/v1/studies/{study.id}/runs"
-    for body, status, field in (({"speaker": "short", "poem": 1}, 422, "poem"),
-                                ({"speaker": "poet"}, 422, "speaker"),
-                                ({"speaker": "short", "batch_size": 0}, 422, "batch_size"),
-                                ({"speaker": "short", "batch_size": "8"}, 422, "batch_size"),
-                                ({}, 422, "speaker")):
+    for body, status, field in (
+        ({"speaker": "short", "poem": 1}, 422, "poem"),
+        ({"speaker": "poet"}, 422, "speaker"),
+        ({"speaker": "short", "batch_size": 0}, 422, "batch_size"),
+        ({"speaker": "short", "batch_size": "8"}, 422, "batch_size"),
+        ({}, 422, "speaker"),
+    ):
         r = c.post(url, json=body)
         assert (r.status_code, r.json().get("field")) == (status, field), (body, r.text)
     for raw in (b"[1, 2]", b"{not json", b"[" * 5000 + b"]" * 5000):
@@ -100,9 +106,13 @@ def test_refusals_name_the_field_and_store_nothing(app, session):
     tom = create_tom_study(session, owner, live=False)
     r = c.post(f"/api/v1/studies/{tom.id}/runs", json={})
     assert r.status_code == 409 and r.json()["field"] == "kind" and "a3ds" in r.json()["detail"], r.text
-    for body, field in (({"target": {}}, "kind"), ({"kind": "a3ds", "target": {}}, "study_id"),
-                        ({"kind": "sts", "target": {"suite_id": 1}}, "target"),
-                        ({"kind": "sts", "target": "1/2"}, "target"), ({"kind": "nope", "target": {}}, "kind")):
+    for body, field in (
+        ({"target": {}}, "kind"),
+        ({"kind": "a3ds", "target": {}}, "study_id"),
+        ({"kind": "sts", "target": {"suite_id": 1}}, "target"),
+        ({"kind": "sts", "target": "1/2"}, "target"),
+        ({"kind": "nope", "target": {}}, "kind"),
+    ):
         r = c.post("/api/v1/runs", json=body)
         assert r.status_code == 422 and r.json()["field"] == field, (body, r.text)
     assert session.scalar(select(AgentRun.id).limit(1)) is None

@@ -20,8 +20,7 @@ from workers.sandbox import ModelRaised, SandboxedModel, SandboxError, sandbox_a
 from tests.conftest import ROOT
 from tests.integration.test_agent_artifacts import WORDS, scripted
 
-pytestmark = pytest.mark.skipif(sandbox_available() is not None,
-                                reason=f"no model sandbox here: {sandbox_available()}")
+pytestmark = pytest.mark.skipif(sandbox_available() is not None, reason=f"no model sandbox here: {sandbox_available()}")
 
 SECRET = "proctor-secret-" + "x1y2z3"
 
@@ -76,8 +75,15 @@ def test_a_model_cannot_read_the_workers_files(tmp_path):
     # Outside the sandbox, the same archive does read it: the test would catch a sandbox that
     # stopped working.
     free = torch.jit.load(io.BytesIO(scripted(FileReadingSpeaker(WORDS, str(blob)))))
-    assert bytes(free.score(torch.zeros(1), torch.zeros(1), torch.zeros((2, 3), dtype=torch.long),
-                            torch.ones((2, 3))).neg().to(torch.uint8).tolist()) == SECRET.encode()[:2]
+    assert (
+        bytes(
+            free.score(torch.zeros(1), torch.zeros(1), torch.zeros((2, 3), dtype=torch.long), torch.ones((2, 3)))
+            .neg()
+            .to(torch.uint8)
+            .tolist()
+        )
+        == SECRET.encode()[:2]
+    )
     with pytest.raises(Invalid) as refused:
         validate_bytes("speaker", "torchscript", scripted(FileReadingSpeaker(WORDS, str(blob))), None)
     assert str(refused.value) == "score() raised RuntimeError"
@@ -99,23 +105,34 @@ def test_verdicts_never_repeat_the_models_own_text():
 def test_a_model_that_never_answers_is_stopped_at_the_wall_clock_limit():
     started = time.monotonic()
     with pytest.raises(Invalid) as refused:
-        validate_bytes("speaker", "torchscript", scripted(LoopingSpeaker(WORDS, hidden=8, embed=8)), None,
-                       limits={"call_s": 3})
+        validate_bytes(
+            "speaker", "torchscript", scripted(LoopingSpeaker(WORDS, hidden=8, embed=8)), None, limits={"call_s": 3}
+        )
     assert str(refused.value) == "the model did not answer score() within 3 s (wall-clock limit)"
     assert time.monotonic() - started < 60
 
 
 def test_a_model_that_spins_is_stopped_at_its_cpu_limit():
     with pytest.raises(Invalid) as refused:
-        validate_bytes("speaker", "torchscript", scripted(LoopingSpeaker(WORDS, hidden=8, embed=8)), None,
-                       limits={"cpu_s": 2, "call_s": 120})
+        validate_bytes(
+            "speaker",
+            "torchscript",
+            scripted(LoopingSpeaker(WORDS, hidden=8, embed=8)),
+            None,
+            limits={"cpu_s": 2, "call_s": 120},
+        )
     assert str(refused.value).startswith("the model ran past its CPU time limit (2 s)")
 
 
 def test_a_model_that_allocates_without_bound_is_stopped_at_its_memory_limit():
     with pytest.raises(Invalid) as refused:
-        validate_bytes("speaker", "torchscript", scripted(HungrySpeaker(WORDS, hidden=8, embed=8)), None,
-                       limits={"memory_mb": 2048})
+        validate_bytes(
+            "speaker",
+            "torchscript",
+            scripted(HungrySpeaker(WORDS, hidden=8, embed=8)),
+            None,
+            limits={"memory_mb": 2048},
+        )
     assert str(refused.value) == "the model used more than its memory limit (2048 MB) in score()"
 
 
@@ -143,11 +160,13 @@ def test_the_parent_never_trusts_what_the_process_sends(monkeypatch):
     from workers.sandbox import _decode
 
     assert _decode({"t": 0, "dtype": "float32", "shape": [2]}, [b"\0" * 8]).tolist() == [0.0, 0.0]
-    for header, bufs in (({"t": 0, "dtype": "object", "shape": [1]}, [pickle.dumps(print)]),
-                         ({"t": 0, "dtype": "float32", "shape": [3]}, [b"\0" * 8]),
-                         ({"t": 5, "dtype": "float32", "shape": [2]}, [b"\0" * 8]),
-                         ({"t": 0, "dtype": "float32", "shape": [-2]}, [b"\0" * 8]),
-                         ({"__reduce__": "os.system"}, [])):
+    for header, bufs in (
+        ({"t": 0, "dtype": "object", "shape": [1]}, [pickle.dumps(print)]),
+        ({"t": 0, "dtype": "float32", "shape": [3]}, [b"\0" * 8]),
+        ({"t": 5, "dtype": "float32", "shape": [2]}, [b"\0" * 8]),
+        ({"t": 0, "dtype": "float32", "shape": [-2]}, [b"\0" * 8]),
+        ({"__reduce__": "os.system"}, []),
+    ):
         with pytest.raises(SandboxError):
             _decode(header, bufs)
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
@@ -201,10 +220,20 @@ def test_native_code_in_the_sandbox_finds_every_way_out_refused(tmp_path, monkey
         assert one.call("thread") == 42
         victim = other.call("pid")
         refused = {}
-        for probe, *args in (("raw_openat", blob), ("raw_openat2", blob), ("raw_openat", "/etc/passwd"),
-                             ("io_uring",), ("fork",), ("raw_clone",), ("raw_clone3",), ("spawn",),
-                             ("signal", victim), ("raw_signal", victim), ("ptrace", victim),
-                             ("signal", os.getpid())):
+        for probe, *args in (
+            ("raw_openat", blob),
+            ("raw_openat2", blob),
+            ("raw_openat", "/etc/passwd"),
+            ("io_uring",),
+            ("fork",),
+            ("raw_clone",),
+            ("raw_clone3",),
+            ("spawn",),
+            ("signal", victim),
+            ("raw_signal", victim),
+            ("ptrace", victim),
+            ("signal", os.getpid()),
+        ):
             try:
                 got = one.call(probe, *args)
                 refused[(probe, *args)] = f"allowed: {got!r}"

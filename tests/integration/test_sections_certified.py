@@ -53,8 +53,9 @@ def _fill_order(session, items: list[Item]) -> None:
 
 def _within(est: dict) -> bool:
     """An interval is shown and holds the mean (its ends are not asserted here)."""
-    return est["low"] is not None and est["high"] is not None and \
-        est["low"] - 1e-12 <= est["mean"] <= est["high"] + 1e-12
+    return (
+        est["low"] is not None and est["high"] is not None and est["low"] - 1e-12 <= est["mean"] <= est["high"] + 1e-12
+    )
 
 
 def _reject(session, study: Study, participant_id: int) -> None:
@@ -65,14 +66,16 @@ def _reject(session, study: Study, participant_id: int) -> None:
 
 # ---- navigation ------------------------------------------------------------------------------
 
+
 def _nav_study(session, owner, per_item: int, speaker: str = "toy", refs: bool = True) -> tuple[Study, dict]:
     """Two paths (A: key 101, B: key 102); the speaker's instruction of each and, with refs,
     its human reference. Returns the study and its items by (category, path)."""
     h = house()
     import_house(session, h)
     s = services.StudySettings(title="Uneven", bundle_size=1, gold_rate=0.0, annotations_per_item=per_item)
-    study = services.create_study(session, owner, "navigation", s, coop_file(h, n=2), "coop",
-                                  {"speaker": speaker, "with_references": refs})
+    study = services.create_study(
+        session, owner, "navigation", s, coop_file(h, n=2), "coop", {"speaker": speaker, "with_references": refs}
+    )
     return study, _nav_items(session, study)
 
 
@@ -93,8 +96,9 @@ def _follow(session, study: Study, worker: str, expected: Item, style: str, rati
     assert a is not None and a.item_id == expected.id, (worker, expected.external_id)
     ref = expected.reference["path"]
     path = list(ref) if style == "exact" else [ref[0]]
-    ann = assignment.submit(session, study, bundle.id, a.id, {"path": path, "trace": [], "rating": rating},
-                            uuid.uuid4().hex)
+    ann = assignment.submit(
+        session, study, bundle.id, a.id, {"path": path, "trace": [], "rating": rating}, uuid.uuid4().hex
+    )
     assert ann.scores["success"] == (style == "exact"), (worker, style)  # the setup: 1 or 0
     return bundle.participant_id
 
@@ -190,8 +194,9 @@ def test_navigation_tied_speakers_are_equal_and_a_missing_path_is_left_out(sessi
     h = house()
     more = []
     for speaker, paths in (("alpha", ("51", "52")), ("beta", ("51",))):  # beta: path A only
-        specs = services.preview_items("navigation", coop_file(h, n=2), "coop",
-                                       {"speaker": speaker, "with_references": False}).items
+        specs = services.preview_items(
+            "navigation", coop_file(h, n=2), "coop", {"speaker": speaker, "with_references": False}
+        ).items
         more += [s for s in specs if not s.is_gold and s.cluster.split(":")[1] in paths]
     assert services.add_items(session, study, more) == 3
     session.commit()
@@ -207,9 +212,14 @@ def test_navigation_tied_speakers_are_equal_and_a_missing_path_is_left_out(sessi
         path_a = item.cluster.endswith(":51")
         style, rating = ("exact", 3) if item.category == "human" else (("exact", 4) if path_a else ("stay", 2))
         ref = item.reference["path"]
-        assignment.submit(session, study, bundle.id, a.id,
-                          {"path": list(ref) if style == "exact" else [ref[0]], "trace": [], "rating": rating},
-                          uuid.uuid4().hex)
+        assignment.submit(
+            session,
+            study,
+            bundle.id,
+            a.id,
+            {"path": list(ref) if style == "exact" else [ref[0]], "trace": [], "rating": rating},
+            uuid.uuid4().hex,
+        )
     assert assignment.next_item(session, study, assignment.enter(session, study, "prolific", "late").id) is None
 
     tables, rows, paired = _nav_rows(session, study)
@@ -227,8 +237,11 @@ def test_navigation_tied_speakers_are_equal_and_a_missing_path_is_left_out(sessi
     assert rows["beta"]["success"]["mean"] == 1.0 and rows["beta"]["rating"]["mean"] == pytest.approx(4.0)
     # Paired against the references: alpha and zeta alike over both paths (rating 4 - 3 = 1,
     # 2 - 3 = -1: mean 0; SR 1 - 1 = 0, 0 - 1 = -1: mean -0.5); beta over path A only.
-    assert [r["category"] for r in tables["navigation_paired"]["rows"] if r["metric"] == "SR"] == \
-        ["alpha", "beta", "zeta"]
+    assert [r["category"] for r in tables["navigation_paired"]["rows"] if r["metric"] == "SR"] == [
+        "alpha",
+        "beta",
+        "zeta",
+    ]
     for cat in ("alpha", "zeta"):
         assert paired[cat, "Rating (1-4)"]["mean_diff"] == pytest.approx(0.0)
         assert paired[cat, "SR"]["mean_diff"] == pytest.approx(-0.5) and paired[cat, "SR"]["n_paths"] == 2
@@ -251,15 +264,18 @@ PAIRS = [(12500 + 10 * k, 12501 + 10 * k) for k in range(3)]  # P1, P2, P3
 def _a3ds_study(session, owner, captioners: dict[str, tuple[int, ...]], per_item: int) -> tuple[Study, dict]:
     """Imported captions: each captioner captions the pairs named (0 = P1, ...). Returns the
     study and its items by (captioner, pair number)."""
-    lines = [{"target": PAIRS[p][0], "distractor": PAIRS[p][1], "caption": "a small ball", "captioner": who}
-             for who, pairs in captioners.items() for p in pairs]
+    lines = [
+        {"target": PAIRS[p][0], "distractor": PAIRS[p][1], "caption": "a small ball", "captioner": who}
+        for who, pairs in captioners.items()
+        for p in pairs
+    ]
     s = services.StudySettings(title="Listeners", bundle_size=1, gold_rate=0.0, annotations_per_item=per_item)
-    study = services.create_study(session, owner, "a3ds", s, "\n".join(map(json.dumps, lines)).encode(),
-                                  "captions")
+    study = services.create_study(session, owner, "a3ds", s, "\n".join(map(json.dumps, lines)).encode(), "captions")
     items = {}
     for item in session.scalars(select(Item).where(Item.study_id == study.id)):
-        items[item.reference["captioner"], PAIRS.index((item.reference["target_id"],
-                                                        item.reference["distractor_id"])) + 1] = item
+        items[
+            item.reference["captioner"], PAIRS.index((item.reference["target_id"], item.reference["distractor_id"])) + 1
+        ] = item
     return study, items
 
 
@@ -270,8 +286,9 @@ def _listen(session, study: Study, worker: str, expected: Item, right: bool) -> 
     a = assignment.next_item(session, study, bundle.id)
     assert a is not None and a.item_id == expected.id, (worker, expected.external_id)
     target = expected.reference["target"]
-    ann = assignment.submit(session, study, bundle.id, a.id, {"choice": str(target if right else 3 - target)},
-                            uuid.uuid4().hex)
+    ann = assignment.submit(
+        session, study, bundle.id, a.id, {"choice": str(target if right else 3 - target)}, uuid.uuid4().hex
+    )
     assert ann.score == (1.0 if right else 0.0)
     return bundle.participant_id
 
@@ -331,13 +348,17 @@ def test_a3ds_ties_a_split_pair_and_a_missing_pair(session, client):
     services.set_state(session, study, "live", owner)
     # Two listeners per item, one after the other. P1: the two disagree (x and m: right then
     # wrong; y: wrong then right); P2: both right; P3: both wrong.
-    picks = {1: {"x": (True, False), "y": (False, True), "m": (True, False)},
-             2: {"x": (True, True), "y": (True, True), "m": (True, True)},
-             3: {"x": (False, False), "y": (False, False)}}
+    picks = {
+        1: {"x": (True, False), "y": (False, True), "m": (True, False)},
+        2: {"x": (True, True), "y": (True, True), "m": (True, True)},
+        3: {"x": (False, False), "y": (False, False)},
+    }
     n = 0
     for item in order:
-        who, pair = item.reference["captioner"], PAIRS.index((item.reference["target_id"],
-                                                               item.reference["distractor_id"])) + 1
+        who, pair = (
+            item.reference["captioner"],
+            PAIRS.index((item.reference["target_id"], item.reference["distractor_id"])) + 1,
+        )
         for right in picks[pair][who]:
             _listen(session, study, f"l{n}", item, right)
             n += 1
@@ -357,7 +378,8 @@ def test_a3ds_ties_a_split_pair_and_a_missing_pair(session, client):
     # All three have 1/2, 1, 0 on P1-P3: tied, every rank interval 1-3.
     # Three pairs: under stats.MIN_RANK_UNITS, nobody is ranked ("—" with the reason).
     assert [acc[c]["rank"] for c in ("m", "x", "y")] == [
-        {"text": "—", "reason": "3 pairs shared by every ranked system: fewer than 5 rank nobody"}] * 3
+        {"text": "—", "reason": "3 pairs shared by every ranked system: fewer than 5 rank nobody"}
+    ] * 3
     # Paired: x - y over P1-P3, every difference 0; m against x or y over the 2 pairs both
     # captioned (P1: 1/2 - 1/2, P2: 1 - 1): 0.
     assert list(paired) == [("m", "x"), ("m", "y"), ("x", "y")]
@@ -378,8 +400,10 @@ def test_a3ds_ties_a_split_pair_and_a_missing_pair(session, client):
     login(client, owner)
     api = client.get(f"/api/v1/studies/{study.id}/leaderboard").json()
     assert [r for r in api["rows"] if r["type"] == "majority"] == [majority]
-    assert next(t for t in api["extra"]["tables"] if t["key"] == "a3ds_accuracy")["rows"] == \
-        tables["a3ds_accuracy"]["rows"]
+    assert (
+        next(t for t in api["extra"]["tables"] if t["key"] == "a3ds_accuracy")["rows"]
+        == tables["a3ds_accuracy"]["rows"]
+    )
 
 
 # ---- Hexagons --------------------------------------------------------------------------------
@@ -390,23 +414,40 @@ TWO = [4, 5] + [0] * 178  # step 2: tile 1 blue as well
 
 
 def _procedure(index: int) -> str:
-    return json.dumps({"index": index, "annotation_round": 1, "category": "simple" if index % 2 else "symmetry",
-                       "image_id": f"P{index}", "instructor_id": 3, "number_of_drawing_steps": 2,
-                       "agreement_tags": ["A", "A"], "agreement_scores": [[1, 1, 1]] * 2,
-                       "drawing_procedure": [[0, "NONE", BLANK], [1, "tile 0 red", ONE], [2, "tile 1 blue", TWO]]})
+    return json.dumps(
+        {
+            "index": index,
+            "annotation_round": 1,
+            "category": "simple" if index % 2 else "symmetry",
+            "image_id": f"P{index}",
+            "instructor_id": 3,
+            "number_of_drawing_steps": 2,
+            "agreement_tags": ["A", "A"],
+            "agreement_scores": [[1, 1, 1]] * 2,
+            "drawing_procedure": [[0, "NONE", BLANK], [1, "tile 0 red", ONE], [2, "tile 1 blue", TWO]],
+        }
+    )
 
 
 # What an executor paints: every step right (board F1 1, 1), step 2 left undone (board F1 1
 # and 2/3: precision 1, recall 1/2; action F1 1 and 0), or nothing at all (board F1 0, 0).
-EXECUTIONS = {"exact": [{"board": ONE, "actions": [[0, 4, 500]]}, {"board": TWO, "actions": [[1, 5, 700]]}],
-              "lazy": [{"board": ONE, "actions": [[0, 4, 500]]}, {"board": ONE, "actions": []}],
-              "blank": [{"board": BLANK, "actions": []}, {"board": BLANK, "actions": []}]}
+EXECUTIONS = {
+    "exact": [{"board": ONE, "actions": [[0, 4, 500]]}, {"board": TWO, "actions": [[1, 5, 700]]}],
+    "lazy": [{"board": ONE, "actions": [[0, 4, 500]]}, {"board": ONE, "actions": []}],
+    "blank": [{"board": BLANK, "actions": []}, {"board": BLANK, "actions": []}],
+}
 
 
 def _hex_study(session, owner, procedures: int, per_item: int) -> Study:
     data = "\n".join(_procedure(i) for i in range(1, procedures + 1)).encode()
-    study = services.create_study(session, owner, "hexagons", services.StudySettings(
-        title="Hex", bundle_size=procedures, gold_rate=0.0, annotations_per_item=per_item), data, "procedures")
+    study = services.create_study(
+        session,
+        owner,
+        "hexagons",
+        services.StudySettings(title="Hex", bundle_size=procedures, gold_rate=0.0, annotations_per_item=per_item),
+        data,
+        "procedures",
+    )
     services.set_state(session, study, "live", owner)
     return study
 
@@ -425,8 +466,9 @@ def _execute(session, study: Study, worker: str, how: str, limit: int = 100) -> 
 
 def _predict(session, study: Study, owner, name: str, second: list[int], procedures) -> None:
     agent = services.register_agent(session, owner, "hexagons", name, "1")
-    preds = "\n".join(json.dumps({"index": i, "step": k, "board": b}) for i in procedures
-                      for k, b in ((1, ONE), (2, second))).encode()
+    preds = "\n".join(
+        json.dumps({"index": i, "step": k, "board": b}) for i in procedures for k, b in ((1, ONE), (2, second))
+    ).encode()
     services.import_agent_outputs(session, study, agent, preds)
 
 
@@ -526,8 +568,12 @@ def test_hexagons_tied_agents_and_an_agent_missing_a_procedure(session):
 
     tables, rows, pairs = _hex_rows(session, study)
     # Agents by name (the tie copier-a = copier-b in that order), then the baseline.
-    assert [r["who"] for r in tables["hexagons_metrics"]["rows"]] == \
-        ["copier-a v1", "copier-b v1", "partial v1", "No action (paints nothing)"]
+    assert [r["who"] for r in tables["hexagons_metrics"]["rows"]] == [
+        "copier-a v1",
+        "copier-b v1",
+        "partial v1",
+        "No action (paints nothing)",
+    ]
     assert dict(rows["copier-a v1"], who=None) == dict(rows["copier-b v1"], who=None)
     assert (rows["copier-a v1"]["procedures"], rows["copier-a v1"]["steps"]) == (7, 14)
     assert rows["copier-a v1"]["board_f1"]["mean"] == pytest.approx(5 / 6)  # (1 + 2/3) / 2 per procedure
@@ -540,8 +586,12 @@ def test_hexagons_tied_agents_and_an_agent_missing_a_procedure(session):
     # Ranks over the 7 procedures: partial beats the copiers' 5/6 unless the resample draws
     # procedure 7 twice or more (probability 0.26), so partial and the tied copiers all span
     # 1-3; No action (1/3) is 4th.
-    assert [rows[w]["rank"] for w in ("copier-a v1", "copier-b v1", "partial v1", "No action (paints nothing)")] \
-        == ["1-3", "1-3", "1-3", "4"]
+    assert [rows[w]["rank"] for w in ("copier-a v1", "copier-b v1", "partial v1", "No action (paints nothing)")] == [
+        "1-3",
+        "1-3",
+        "1-3",
+        "4",
+    ]
     # The tied pair: 7 procedures, difference 0, p 1.
     tie = pairs["copier-a v1", "copier-b v1"]
     assert (tie["procedures"], tie["board_f1"]["mean"], tie["board_f1_p"]) == (7, 0.0, "1.000")

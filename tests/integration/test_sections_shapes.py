@@ -59,14 +59,16 @@ def assert_shown(tables: dict[str, dict]) -> None:
 
 # ---- navigation ------------------------------------------------------------------------------
 
+
 def _nav_with_two_toy_instructions_on_path_a(session):
     """Paths A and B; the toy speaker has two instructions of path A (the second a copy of the
     first) and one of B, the human references one of each. One follower per instruction:
     toy A (both) at the goal, toy B stays at the start; the references at the goal."""
     owner = make_user(session, "researcher")
     study, it = _nav_study(session, owner, per_item=1, speaker="toy")
-    specs = services.preview_items("navigation", coop_file(house(), n=2), "coop",
-                                   {"speaker": "toy", "with_references": False}).items
+    specs = services.preview_items(
+        "navigation", coop_file(house(), n=2), "coop", {"speaker": "toy", "with_references": False}
+    ).items
     [a] = [s for s in specs if not s.is_gold and s.cluster == it["toy", "A"].cluster]
     assert services.add_items(session, study, [dataclasses.replace(a, external_id="toy:second-of-A")]) == 1
     session.commit()
@@ -78,8 +80,14 @@ def _nav_with_two_toy_instructions_on_path_a(session):
         item = session.get(Item, lease.item_id)
         exact = item.category == "human" or item.cluster == path_a
         ref = item.reference["path"]
-        assignment.submit(session, study, bundle.id, lease.id,
-                          {"path": list(ref) if exact else [ref[0]], "trace": [], "rating": 3}, uuid.uuid4().hex)
+        assignment.submit(
+            session,
+            study,
+            bundle.id,
+            lease.id,
+            {"path": list(ref) if exact else [ref[0]], "trace": [], "rating": 3},
+            uuid.uuid4().hex,
+        )
     assert assignment.next_item(session, study, assignment.enter(session, study, "prolific", "late").id) is None
     return study, path_a, it["toy", "B"].cluster
 
@@ -172,6 +180,7 @@ def test_a3ds_a_lone_captioner_has_no_rank(session):
 
 # ---- Hexagons --------------------------------------------------------------------------------
 
+
 @pytest.mark.usefixtures("hexagons_kind")
 def test_hexagons_tables_are_shown_whole_with_the_studys_score_metric(session):
     """Eleven procedures whose steps the rule-based executor reads (step 1 "In the first
@@ -180,14 +189,27 @@ def test_hexagons_tables_are_shown_whole_with_the_studys_score_metric(session):
     "painter" paints both steps right."""
     owner = make_user(session, "researcher")
     data = "\n".join(_rule_line(i) for i in range(1, 12)).encode()
-    study = services.create_study(session, owner, "hexagons", services.StudySettings(
-        title="Hex", bundle_size=11, gold_rate=0.0, annotations_per_item=1), data, "procedures",
-        {"score_metric": "action_f1"})
+    study = services.create_study(
+        session,
+        owner,
+        "hexagons",
+        services.StudySettings(title="Hex", bundle_size=11, gold_rate=0.0, annotations_per_item=1),
+        data,
+        "procedures",
+        {"score_metric": "action_f1"},
+    )
     for name, second in (("copier", ONE), ("painter", TWO)):
         agent = services.register_agent(session, owner, "hexagons", name, "1")
-        services.import_agent_outputs(session, study, agent, "\n".join(
-            json.dumps({"index": i, "step": k, "board": b}) for i in range(1, 12)
-            for k, b in ((1, ONE), (2, second))).encode())
+        services.import_agent_outputs(
+            session,
+            study,
+            agent,
+            "\n".join(
+                json.dumps({"index": i, "step": k, "board": b})
+                for i in range(1, 12)
+                for k, b in ((1, ONE), (2, second))
+            ).encode(),
+        )
     tables = _tables(session, study)
     assert {"hexagons_metrics", "hexagons_by_category", "hexagons_by_step", "hexagons_paired"} <= tables.keys()
     assert_shown(tables)
@@ -215,8 +237,12 @@ def test_hexagons_tables_are_shown_whole_with_the_studys_score_metric(session):
     assert p["procedures"] == 11
     assert (p["board_f1_p"], p["action_f1_p"]) == ("< 0.001", "< 0.001")
     # Holm over the family (agents, baselines, pooled people): every pair has its adjusted p.
-    assert all(r[f"{m}_holm"] is not None for r in pairs.values() for m in ("board_f1", "action_f1")
-               if r.get(f"{m}_p") not in (None, "—"))
+    assert all(
+        r[f"{m}_holm"] is not None
+        for r in pairs.values()
+        for m in ("board_f1", "action_f1")
+        if r.get(f"{m}_p") not in (None, "—")
+    )
     assert p["action_f1_holm"] is not None
     assert abs(p["board_f1"]["mean"]) == pytest.approx(1 / 6)
 

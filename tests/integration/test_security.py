@@ -46,8 +46,9 @@ def _count(session, model, *where) -> int:
 
 def enter(client: TestClient, slug: str, pid: str) -> str:
     """Enter a study as a Prolific worker; returns the session's CSRF token."""
-    r = client.get(f"/s/{slug}", params={"PROLIFIC_PID": pid, "STUDY_ID": "st", "SESSION_ID": pid},
-                   follow_redirects=False)
+    r = client.get(
+        f"/s/{slug}", params={"PROLIFIC_PID": pid, "STUDY_ID": "st", "SESSION_ID": pid}, follow_redirects=False
+    )
     assert r.status_code == 303 and r.headers["location"] == f"/task/{slug}", r.text
     return csrf_of(client)
 
@@ -55,8 +56,9 @@ def enter(client: TestClient, slug: str, pid: str) -> str:
 def consent(client: TestClient, slug: str, token: str) -> None:
     """Agree to the consent text the task's page shows (the form sends its version)."""
     version = consent_version_of(client.get(f"/task/{slug}").text)
-    r = client.post(f"/task/{slug}/consent", data={"csrf_token": token, "consent_version": version},
-                    follow_redirects=False)
+    r = client.post(
+        f"/task/{slug}/consent", data={"csrf_token": token, "consent_version": version}, follow_redirects=False
+    )
     assert r.status_code == 303, r.text
 
 
@@ -100,8 +102,7 @@ def gold_study(session, owner):
     ids = session.scalars(select(Item.external_id).where(Item.study_id == study.id)).all()
     for n, name in enumerate(AGENT_NAMES):
         agent = services.register_agent(session, owner, "tom", name, description="secret")
-        data = "".join(json.dumps({"question_id": i, "answer": "Yes" if n else "No"}) + "\n"
-                       for i in ids)
+        data = "".join(json.dumps({"question_id": i, "answer": "Yes" if n else "No"}) + "\n" for i in ids)
         services.import_agent_outputs(session, study, agent, data.encode())
     assert _count(session, Item, Item.study_id == study.id, Item.is_gold.is_(True)) > 0
     return study
@@ -135,17 +136,30 @@ def test_workers_never_see_gold_answers_agents_or_sources(app, session, gold_stu
             assert a.is_gold == item.is_gold
             seen.setdefault(item.is_gold, (page.text, data))
             _assert_nothing_leaks(page.text, data, item, study)
-            r = w.post(f"/task/{study.slug}/answer", data={
-                "csrf_token": token, "assignment_id": aid, "idempotency_key": uuid.uuid4().hex,
-                "answer": "Yes"}, follow_redirects=False)
+            r = w.post(
+                f"/task/{study.slug}/answer",
+                data={"csrf_token": token, "assignment_id": aid, "idempotency_key": uuid.uuid4().hex, "answer": "Yes"},
+                follow_redirects=False,
+            )
             assert r.status_code == 200, r.text  # the next item, in the same request
         assert set(seen) == {True, False}, "the bundle served no gold item (or only gold)"
         (gold_page, gold_json), (plain_page, plain_json) = seen[True], seen[False]
         # Same shape: nothing tells a gold item from a normal one.
         assert _keys(gold_json) == _keys(plain_json)
-        assert _keys(gold_json) == {"state", "done", "assignment_id", "position", "of", "item",
-                                    "item.question", "item.window", "item.window.[].index", "item.window.[].speaker",
-                                    "item.window.[].text", "item.window.[].target"}
+        assert _keys(gold_json) == {
+            "state",
+            "done",
+            "assignment_id",
+            "position",
+            "of",
+            "item",
+            "item.question",
+            "item.window",
+            "item.window.[].index",
+            "item.window.[].speaker",
+            "item.window.[].text",
+            "item.window.[].target",
+        }
         assert _html_shape(gold_page) == _html_shape(plain_page)
         # The completion page and the consent page name no agent either.
         done = w.get(f"/task/{study.slug}").text
@@ -155,8 +169,22 @@ def test_workers_never_see_gold_answers_agents_or_sources(app, session, gold_stu
 
 def _assert_nothing_leaks(page: str, data: dict, item: Item, study: Study) -> None:
     text = json.dumps(data, ensure_ascii=False)
-    forbidden_keys = {"reference", "answer", "is_gold", "gold", "source", "category", "cluster",
-                      "agent", "agents", "external_id", "id", "score", "response", "worker"}
+    forbidden_keys = {
+        "reference",
+        "answer",
+        "is_gold",
+        "gold",
+        "source",
+        "category",
+        "cluster",
+        "agent",
+        "agents",
+        "external_id",
+        "id",
+        "score",
+        "response",
+        "worker",
+    }
     leaked = {k.rsplit(".", 1)[-1] for k in _keys(data)} & forbidden_keys
     assert not leaked, f"worker JSON carries {leaked}"
     for haystack in (text, page):
@@ -179,17 +207,30 @@ def test_worker_cannot_reach_research_admin_or_exports(app, session, owner, gold
     with TestClient(app) as w:
         token = enter(w, study.slug, "sec-worker-2")
         worker = session.scalar(select(User).where(User.external_id == "sec-worker-2"))
-        for path in ("/studies", f"/studies/{study.id}", f"/studies/{study.id}/leaderboard",
-                     f"/studies/{study.id}/progress", f"/admin/studies/{study.id}/review",
-                     "/admin/audit", "/account"):
+        for path in (
+            "/studies",
+            f"/studies/{study.id}",
+            f"/studies/{study.id}/leaderboard",
+            f"/studies/{study.id}/progress",
+            f"/admin/studies/{study.id}/review",
+            "/admin/audit",
+            "/account",
+        ):
             r = w.get(path, follow_redirects=False)
             assert r.status_code == 303 and r.headers["location"].startswith("/login"), path
         r = w.post(f"/studies/{study.id}/exports", data={"csrf_token": token}, follow_redirects=False)
         assert r.status_code == 303 and r.headers["location"].startswith("/login")
-        for path in ("/api/v1/studies", f"/api/v1/studies/{study.id}",
-                     f"/api/v1/studies/{study.id}/items", f"/api/v1/studies/{study.id}/review",
-                     f"/api/v1/studies/{study.id}/progress", "/api/v1/jobs/1",
-                     f"/api/v1/studies/{study.id}/leaderboard", "/api/v1/audit", "/api/v1/agents"):
+        for path in (
+            "/api/v1/studies",
+            f"/api/v1/studies/{study.id}",
+            f"/api/v1/studies/{study.id}/items",
+            f"/api/v1/studies/{study.id}/review",
+            f"/api/v1/studies/{study.id}/progress",
+            "/api/v1/jobs/1",
+            f"/api/v1/studies/{study.id}/leaderboard",
+            "/api/v1/audit",
+            "/api/v1/agents",
+        ):
             assert w.get(path).status_code == 401, path
         r = w.post(f"/api/v1/studies/{study.id}/exports", headers={"X-CSRF-Token": token})
         assert r.status_code == 401
@@ -215,12 +256,16 @@ def test_worker_cannot_answer_someone_elses_assignment(app, session, gold_study)
         before = _count(session, Annotation)
 
         # A answers B's current item: by the page form and by the API; refused, nothing stored.
-        r = a.post(f"/task/{study.slug}/answer", data={
-            "csrf_token": ta, "assignment_id": b_id, "idempotency_key": "steal-1", "answer": "Yes"},
-            follow_redirects=False)
+        r = a.post(
+            f"/task/{study.slug}/answer",
+            data={"csrf_token": ta, "assignment_id": b_id, "idempotency_key": "steal-1", "answer": "Yes"},
+            follow_redirects=False,
+        )
         assert r.status_code in (403, 404, 409, 422), r.status_code
-        r = a.post(f"/api/v1/crowd/{study.slug}/submit", json={
-            "assignment_id": b_id, "idempotency_key": "steal-2", "response": {"answer": "Yes"}})
+        r = a.post(
+            f"/api/v1/crowd/{study.slug}/submit",
+            json={"assignment_id": b_id, "idempotency_key": "steal-2", "response": {"answer": "Yes"}},
+        )
         assert r.status_code in (403, 404, 409, 422) and r.json().get("field") == "assignment_id"
         assert _count(session, Annotation) == before
         session.expire_all()
@@ -228,16 +273,22 @@ def test_worker_cannot_answer_someone_elses_assignment(app, session, gold_study)
 
         # B answers; A can neither overwrite it nor replay B's idempotency key for itself.
         b_key = hidden(b_page, "idempotency_key")
-        r = b.post(f"/task/{study.slug}/answer", data={
-            "csrf_token": tb, "assignment_id": b_id, "idempotency_key": b_key, "answer": "No"},
-            follow_redirects=False)
+        r = b.post(
+            f"/task/{study.slug}/answer",
+            data={"csrf_token": tb, "assignment_id": b_id, "idempotency_key": b_key, "answer": "No"},
+            follow_redirects=False,
+        )
         assert r.status_code == 200  # the next item, in the same request
-        r = a.post(f"/api/v1/crowd/{study.slug}/submit", json={
-            "assignment_id": b_id, "idempotency_key": "steal-3", "response": {"answer": "Yes"}})
+        r = a.post(
+            f"/api/v1/crowd/{study.slug}/submit",
+            json={"assignment_id": b_id, "idempotency_key": "steal-3", "response": {"answer": "Yes"}},
+        )
         assert 400 <= r.status_code < 500
         assert "annotation" not in r.json() and "response" not in r.json()  # nothing of B's echoed
-        r = a.post(f"/api/v1/crowd/{study.slug}/submit", json={
-            "assignment_id": a_id, "idempotency_key": b_key, "response": {"answer": "Yes"}})
+        r = a.post(
+            f"/api/v1/crowd/{study.slug}/submit",
+            json={"assignment_id": a_id, "idempotency_key": b_key, "response": {"answer": "Yes"}},
+        )
         assert 400 <= r.status_code < 500, "a replayed key of another worker returned their answer"
         assert "annotation" not in r.json()
         session.expire_all()
@@ -245,8 +296,10 @@ def test_worker_cannot_answer_someone_elses_assignment(app, session, gold_study)
         assert [(x.assignment_id, x.response) for x in rows] == [(b_id, {"answer": "No"})]
         assert session.get(Assignment, a_id).state == "leased"
         # The worker's own answer still goes through.
-        r = a.post(f"/api/v1/crowd/{study.slug}/submit", json={
-            "assignment_id": a_id, "idempotency_key": "own-1", "response": {"answer": "Yes"}})
+        r = a.post(
+            f"/api/v1/crowd/{study.slug}/submit",
+            json={"assignment_id": a_id, "idempotency_key": "own-1", "response": {"answer": "Yes"}},
+        )
         assert r.status_code == 200 and r.json()["stored"] is True
 
 
@@ -261,15 +314,19 @@ def test_cookie_form_posts_need_the_csrf_token(app, client, session, owner, gold
     audit_before = _count(session, AuditEntry)
 
     for bad in ({}, {"csrf_token": "forged"}, {"csrf_token": ""}):
-        r = client.post(f"/studies/{study.id}/state", data={"state": "paused", **bad},
-                        follow_redirects=False)
+        r = client.post(f"/studies/{study.id}/state", data={"state": "paused", **bad}, follow_redirects=False)
         assert r.status_code == 403, (bad, r.status_code)
     # a cross-site form can send text/plain; that is not a way around the token either
-    r = client.post("/api/v1/agents", content=json.dumps({"name": "csrf-agent"}),
-                    headers={"Content-Type": "text/plain"})
+    r = client.post(
+        "/api/v1/agents", content=json.dumps({"name": "csrf-agent"}), headers={"Content-Type": "text/plain"}
+    )
     assert r.status_code == 403
-    r = client.post("/studies/new", data={"title": "CSRF", "action": "create"},
-                    files={"file": ("q.csv", FIXTURE.read_bytes(), "text/csv")}, follow_redirects=False)
+    r = client.post(
+        "/studies/new",
+        data={"title": "CSRF", "action": "create"},
+        files={"file": ("q.csv", FIXTURE.read_bytes(), "text/csv")},
+        follow_redirects=False,
+    )
     assert r.status_code == 403
     r = client.post("/account/tokens", data={"name": "csrf-token"}, follow_redirects=False)
     assert r.status_code == 403
@@ -280,13 +337,13 @@ def test_cookie_form_posts_need_the_csrf_token(app, client, session, owner, gold
     assert _count(session, Agent, Agent.name == "csrf-agent") == 0
     assert _count(session, ApiToken) == 0
 
-    r = client.post(f"/studies/{study.id}/state", data={"state": "paused", "csrf_token": token},
-                    follow_redirects=False)
+    r = client.post(f"/studies/{study.id}/state", data={"state": "paused", "csrf_token": token}, follow_redirects=False)
     assert r.status_code == 303
     session.expire_all()
     assert session.get(Study, study.id).state == "paused"
-    r = client.post(f"/studies/{study.id}/state", data={"state": "live"},
-                    headers={"X-CSRF-Token": token}, follow_redirects=False)
+    r = client.post(
+        f"/studies/{study.id}/state", data={"state": "live"}, headers={"X-CSRF-Token": token}, follow_redirects=False
+    )
     assert r.status_code == 303  # the htmx header carries the token as well
     session.expire_all()
     assert session.get(Study, study.id).state == "live"
@@ -296,8 +353,9 @@ def test_cookie_form_posts_need_the_csrf_token(app, client, session, owner, gold
     # A worker's consent form the same way.
     with TestClient(app) as w:
         wtoken = enter(w, study.slug, "csrf-worker")
-        bundle = session.scalar(select(Bundle).join(User, User.id == Bundle.worker_id)
-                                .where(User.external_id == "csrf-worker"))
+        bundle = session.scalar(
+            select(Bundle).join(User, User.id == Bundle.worker_id).where(User.external_id == "csrf-worker")
+        )
         assert w.post(f"/task/{study.slug}/consent", follow_redirects=False).status_code == 403
         session.expire_all()
         assert session.get(Bundle, bundle.id).consented_at is None
@@ -317,16 +375,18 @@ def _script_csv() -> bytes:
     rows = list(csv.reader(io.StringIO(FIXTURE.read_text("utf-8"), newline="")))
     col = rows[0].index("context")
     for row in rows[1:21]:
-        row[col] = "\n".join(re.sub(r"^([AB]): ", r"\1: <script>alert('xss')</script> <b>bold</b> ", ln)
-                             for ln in row[col].split("\n"))
+        row[col] = "\n".join(
+            re.sub(r"^([AB]): ", r"\1: <script>alert('xss')</script> <b>bold</b> ", ln) for ln in row[col].split("\n")
+        )
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerows(rows[:21])
     return out.getvalue().encode("utf-8")
 
 
 def test_item_text_is_escaped_on_the_worker_page(app, client, session, owner):
-    study = create_tom_study(session, owner, _script_csv(), bundle_size=3, gold_rate=0.0,
-                             title="<script>alert('title')</script> study")
+    study = create_tom_study(
+        session, owner, _script_csv(), bundle_size=3, gold_rate=0.0, title="<script>alert('title')</script> study"
+    )
     token = enter(client, study.slug, "xss-worker")
     page = client.get(f"/task/{study.slug}").text  # the consent page shows the title
     assert "<script>alert(" not in page and "&lt;script&gt;alert(" in page
@@ -353,8 +413,9 @@ def test_passwords_are_stored_as_argon2_hashes(client, session):
     assert stored.startswith("$argon2")
     assert "correct horse battery" not in stored
     token = csrf_of(client)
-    r = client.post("/login", data={"email": user.email, "password": "wrong", "csrf_token": token},
-                    follow_redirects=False)
+    r = client.post(
+        "/login", data={"email": user.email, "password": "wrong", "csrf_token": token}, follow_redirects=False
+    )
     assert r.status_code == 401
     login(client, user, "correct horse battery")
     assert client.get("/studies", follow_redirects=False).status_code == 200
@@ -362,12 +423,21 @@ def test_passwords_are_stored_as_argon2_hashes(client, session):
 
 def test_login_never_redirects_off_site(client, session):
     user = make_user(session, "researcher")
-    for target in ("//evil.example/x", "https://evil.example/", "/\\evil.example", "/\t/evil.example",
-                   "http:evil.example", "javascript:alert(1)"):
+    for target in (
+        "//evil.example/x",
+        "https://evil.example/",
+        "/\\evil.example",
+        "/\t/evil.example",
+        "http:evil.example",
+        "javascript:alert(1)",
+    ):
         client.cookies.clear()
         token = csrf_of(client)
-        r = client.post("/login", data={"email": user.email, "password": "pw-" + "x" * 8,
-                                        "next": target, "csrf_token": token}, follow_redirects=False)
+        r = client.post(
+            "/login",
+            data={"email": user.email, "password": "pw-" + "x" * 8, "next": target, "csrf_token": token},
+            follow_redirects=False,
+        )
         assert r.status_code == 303
         location = r.headers["location"]
         assert location.startswith("/") and not location.startswith("//"), (target, location)
@@ -448,29 +518,47 @@ def test_uploads_over_the_size_limit_are_refused(app, client, session, owner, mo
     api = {"Authorization": f"Bearer {token}"}
     studies, items = _count(session, Study), _count(session, Item)
 
-    r = client.post("/api/v1/studies", headers=api, data={"settings": json.dumps({"title": "big"})},
-                    files={"file": ("q.csv", data, "text/csv")})
+    r = client.post(
+        "/api/v1/studies",
+        headers=api,
+        data={"settings": json.dumps({"title": "big"})},
+        files={"file": ("q.csv", data, "text/csv")},
+    )
     assert r.status_code == 422 and r.json()["field"] == "file", r.text
     assert "larger" in r.json()["detail"] and "field 'file'" in r.json()["detail"]
     # a small gzip that inflates past the limit (the limit is on the decompressed bytes)
     packed = gzip.compress(data)
     assert len(packed) < limit
-    r = client.post("/api/v1/studies", headers=api, data={"settings": json.dumps({"title": "bomb"})},
-                    files={"file": ("q.csv.gz", packed, "application/gzip")})
+    r = client.post(
+        "/api/v1/studies",
+        headers=api,
+        data={"settings": json.dumps({"title": "bomb"})},
+        files={"file": ("q.csv.gz", packed, "application/gzip")},
+    )
     assert r.status_code == 422 and r.json()["field"] == "file", r.text
-    answers = b"".join(json.dumps({"question_id": f"q{i}", "answer": "Yes"}).encode() + b"\n"
-                       for i in range(200))
-    r = client.post(f"/api/v1/studies/{study.id}/agents/{agent.id}/outputs", headers=api,
-                    files={"file": ("a.jsonl", answers, "application/jsonl")})
+    answers = b"".join(json.dumps({"question_id": f"q{i}", "answer": "Yes"}).encode() + b"\n" for i in range(200))
+    r = client.post(
+        f"/api/v1/studies/{study.id}/agents/{agent.id}/outputs",
+        headers=api,
+        files={"file": ("a.jsonl", answers, "application/jsonl")},
+    )
     assert r.status_code == 422 and r.json()["field"] == "file", r.text
 
     with TestClient(app) as page:
         csrf = login(page, owner)
-        r = page.post("/studies/new", data={"title": "big page", "action": "create", "csrf_token": csrf},
-                      files={"file": ("q.csv", data, "text/csv")}, follow_redirects=False)
+        r = page.post(
+            "/studies/new",
+            data={"title": "big page", "action": "create", "csrf_token": csrf},
+            files={"file": ("q.csv", data, "text/csv")},
+            follow_redirects=False,
+        )
         assert r.status_code == 422
         assert "field 'file'" in html.unescape(r.text) and "larger" in r.text
-        r = page.post(f"/studies/{study.id}/agents", data={"name": "size-agent", "csrf_token": csrf},
-                      files={"file": ("a.jsonl", answers, "application/jsonl")}, follow_redirects=False)
+        r = page.post(
+            f"/studies/{study.id}/agents",
+            data={"name": "size-agent", "csrf_token": csrf},
+            files={"file": ("a.jsonl", answers, "application/jsonl")},
+            follow_redirects=False,
+        )
         assert r.status_code == 422 and "field 'file'" in html.unescape(r.text)
     assert (_count(session, Study), _count(session, Item)) == (studies, items)

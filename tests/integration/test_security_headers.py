@@ -11,7 +11,8 @@ from app.middleware import MTURK_FRAMERS, SecurityHeaders, blob_origin
 from tests.conftest import create_tom_study, login, make_user
 
 pytestmark = pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
-    "response headers, set by middleware")
+    "response headers, set by middleware"
+)
 
 
 def directives(response) -> dict[str, str]:
@@ -46,8 +47,9 @@ def test_every_kind_of_response_carries_the_headers(client, session):
     study = create_tom_study(session, owner)
     session.commit()
     # The crowd's pages: framed by MTurk only, forms to us or to MTurk's externalSubmit.
-    entry = client.get(f"/s/{study.slug}", params={"PROLIFIC_PID": "hdr-1", "STUDY_ID": "s", "SESSION_ID": "x"},
-                       follow_redirects=False)
+    entry = client.get(
+        f"/s/{study.slug}", params={"PROLIFIC_PID": "hdr-1", "STUDY_ID": "s", "SESSION_ID": "x"}, follow_redirects=False
+    )
     task = client.get(f"/task/{study.slug}")
     assert task.status_code == 200 and 'id="consent"' in task.text
     for response in (entry, task, client.get("/s/no-such-study")):
@@ -61,12 +63,22 @@ def test_every_kind_of_response_carries_the_headers(client, session):
         assert "x-frame-options" not in response.headers
     # Researchers' pages, the API's JSON, a static file, an error page (HTML and JSON).
     login(client, owner)
-    for path in ("/studies", f"/studies/{study.id}", "/api/v1/studies", "/static/app.js",
-                 "/static/kinds/hexagons/board.js", "/no-such-page", "/api/v1/studies/2147483647", "/login"):
+    for path in (
+        "/studies",
+        f"/studies/{study.id}",
+        "/api/v1/studies",
+        "/static/app.js",
+        "/static/kinds/hexagons/board.js",
+        "/no-such-page",
+        "/api/v1/studies/2147483647",
+        "/login",
+    ):
         response = client.get(path)
         assert response.status_code in (200, 404), (path, response.status_code)
         assert_own_page(response)
-    assert client.get("/static/app.js").headers["content-type"].startswith(("text/javascript", "application/javascript"))
+    assert (
+        client.get("/static/app.js").headers["content-type"].startswith(("text/javascript", "application/javascript"))
+    )
 
 
 def test_the_api_docs_keep_their_own_policy(client):
@@ -105,7 +117,7 @@ def test_the_scheme_is_the_one_the_asgi_scope_names():
         return dict(sent[0]["headers"])
 
     def run(coroutine):  # nothing in it waits: one step ends it (no event loop, which a
-        try:                # browser test earlier in the process may hold)
+        try:  # browser test earlier in the process may hold)
             coroutine.send(None)
         except StopIteration as done:
             return done.value
@@ -121,8 +133,9 @@ def test_s3_download_links_are_allowed_as_images():
 
     local = Settings(storage_url="file:///tmp/proctor-blobs")
     assert blob_origin(local) == ""
-    s3 = Settings(storage_url="s3://proctor", s3_endpoint_url="https://minio.example:9000",
-                  s3_access_key="k", s3_secret_key="s")
+    s3 = Settings(
+        storage_url="s3://proctor", s3_endpoint_url="https://minio.example:9000", s3_access_key="k", s3_secret_key="s"
+    )
     origin = blob_origin(s3)
     assert origin == "https://minio.example:9000"
     csp = SecurityHeaders(None, blobs=origin).own_csp.decode()

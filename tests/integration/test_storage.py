@@ -127,9 +127,7 @@ def store(request, tmp_path):
         yield LocalBlobStore(tmp_path / "blobs", secret_key="test-signing-secret")
         return
     if request.param == "s3-moto":
-        target = S3Target(
-            request.getfixturevalue("moto_endpoint"), DUMMY_KEY, DUMMY_SECRET, False
-        )
+        target = S3Target(request.getfixturevalue("moto_endpoint"), DUMMY_KEY, DUMMY_SECRET, False)
     else:
         target = request.getfixturevalue("real_s3_target")
     s3 = S3BlobStore(
@@ -157,8 +155,10 @@ def test_implements_the_interface(store):
 
     assert isinstance(store, BlobStore)
     for name in ("put", "get", "open", "exists", "delete", "size", "url"):
+
         def params(fn):
             return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
+
         assert params(getattr(type(store), name)) == params(getattr(BlobStore, name)), name
 
     data = os.urandom(4096 + 17)
@@ -256,8 +256,23 @@ def test_missing_key_raises_key_error(store):
 
 @pytest.mark.parametrize(
     "bad_key",
-    ["../escape", "a/../../etc/passwd", "a/..", "..", "./a", "/etc/passwd", "a\\b", "..\\x",
-     "", "a//b", "a/", "c:/x", "line\nbreak", "nul\x00", ".~tmp-abc"],
+    [
+        "../escape",
+        "a/../../etc/passwd",
+        "a/..",
+        "..",
+        "./a",
+        "/etc/passwd",
+        "a\\b",
+        "..\\x",
+        "",
+        "a//b",
+        "a/",
+        "c:/x",
+        "line\nbreak",
+        "nul\x00",
+        ".~tmp-abc",
+    ],
 )
 def test_bad_keys_are_refused(store, bad_key):
     with pytest.raises(ValueError):
@@ -288,7 +303,7 @@ def local(tmp_path) -> LocalBlobStore:
 def _split_local_url(url: str) -> tuple[str, dict[str, str]]:
     parts = urlsplit(url)
     assert parts.path.startswith("/blobs/")
-    key = unquote(parts.path[len("/blobs/"):])
+    key = unquote(parts.path[len("/blobs/") :])
     return key, {k: v[0] for k, v in parse_qs(parts.query).items()}
 
 
@@ -420,12 +435,9 @@ def _sigv4_query_valid(url: str, access_key: str, secret_key: str, now: float | 
     def enc(text: str) -> str:
         return quote(text, safe="-_.~")
 
-    canonical_query = "&".join(
-        f"{enc(k)}={enc(v)}" for k, v in sorted(params) if k != "X-Amz-Signature"
-    )
+    canonical_query = "&".join(f"{enc(k)}={enc(v)}" for k, v in sorted(params) if k != "X-Amz-Signature")
     canonical_request = "\n".join(
-        ["GET", parts.path or "/", canonical_query, f"host:{parts.netloc}", "", "host",
-         "UNSIGNED-PAYLOAD"]
+        ["GET", parts.path or "/", canonical_query, f"host:{parts.netloc}", "", "host", "UNSIGNED-PAYLOAD"]
     )
     scope = f"{date}/{region}/{service}/aws4_request"
     string_to_sign = "\n".join(
@@ -519,8 +531,10 @@ def test_s3_stores_content_type(s3):
 
 def test_s3_bucket_is_created_on_first_use(moto_endpoint):
     store = S3BlobStore(
-        bucket=f"proctor-new-{uuid.uuid4().hex[:12]}", endpoint_url=moto_endpoint,
-        access_key=DUMMY_KEY, secret_key=DUMMY_SECRET,
+        bucket=f"proctor-new-{uuid.uuid4().hex[:12]}",
+        endpoint_url=moto_endpoint,
+        access_key=DUMMY_KEY,
+        secret_key=DUMMY_SECRET,
     )
     try:
         names = {b["Name"] for b in store.client.list_buckets().get("Buckets", [])}
@@ -529,8 +543,9 @@ def test_s3_bucket_is_created_on_first_use(moto_endpoint):
         names = {b["Name"] for b in store.client.list_buckets().get("Buckets", [])}
         assert store.bucket in names
         # A second store on the same, now existing, bucket works without complaint.
-        again = S3BlobStore(bucket=store.bucket, endpoint_url=moto_endpoint,
-                            access_key=DUMMY_KEY, secret_key=DUMMY_SECRET)
+        again = S3BlobStore(
+            bucket=store.bucket, endpoint_url=moto_endpoint, access_key=DUMMY_KEY, secret_key=DUMMY_SECRET
+        )
         again.put("k", b"v")
         assert store.get("k") == b"v"
     finally:
@@ -539,8 +554,11 @@ def test_s3_bucket_is_created_on_first_use(moto_endpoint):
 
 def test_s3_prefix_keeps_keys_under_it(moto_endpoint):
     store = S3BlobStore(
-        bucket=f"proctor-pfx-{uuid.uuid4().hex[:12]}", endpoint_url=moto_endpoint,
-        access_key=DUMMY_KEY, secret_key=DUMMY_SECRET, prefix="/proctor/staging/",
+        bucket=f"proctor-pfx-{uuid.uuid4().hex[:12]}",
+        endpoint_url=moto_endpoint,
+        access_key=DUMMY_KEY,
+        secret_key=DUMMY_SECRET,
+        prefix="/proctor/staging/",
     )
     try:
         store.put("a/b.txt", b"x")
@@ -579,8 +597,11 @@ def test_get_store_local(tmp_path, fresh_cache):
 def test_get_store_s3(moto_endpoint, fresh_cache):
     bucket = f"proctor-cfg-{uuid.uuid4().hex[:12]}"
     settings = Settings(
-        storage_url=f"s3://{bucket}", s3_endpoint_url=moto_endpoint,
-        s3_access_key=DUMMY_KEY, s3_secret_key=DUMMY_SECRET, s3_region=REGION,
+        storage_url=f"s3://{bucket}",
+        s3_endpoint_url=moto_endpoint,
+        s3_access_key=DUMMY_KEY,
+        s3_secret_key=DUMMY_SECRET,
+        s3_region=REGION,
     )
     store = get_store(settings)
     assert isinstance(store, S3BlobStore)
@@ -594,8 +615,17 @@ def test_get_store_s3(moto_endpoint, fresh_cache):
 
 
 @pytest.mark.parametrize(
-    "url", ["", "/var/blobs", "relative/blobs", "file://relative/blobs", "file:relative",
-            "s3://", "gs://bucket", "http://minio:9000/bucket"],
+    "url",
+    [
+        "",
+        "/var/blobs",
+        "relative/blobs",
+        "file://relative/blobs",
+        "file:relative",
+        "s3://",
+        "gs://bucket",
+        "http://minio:9000/bucket",
+    ],
 )
 def test_get_store_refuses_unknown_urls(url, fresh_cache):
     with pytest.raises(ValueError, match="STORAGE_URL"):
@@ -605,7 +635,7 @@ def test_get_store_refuses_unknown_urls(url, fresh_cache):
 def test_content_disposition_plain_and_unicode():
     assert content_disposition("results.csv") == 'attachment; filename="results.csv"'
     value = content_disposition('naïve "quote".csv')
-    assert value.startswith('attachment; filename="na_ve _quote_.csv"; filename*=UTF-8\'\'')
+    assert value.startswith("attachment; filename=\"na_ve _quote_.csv\"; filename*=UTF-8''")
     with pytest.raises(ValueError):
         content_disposition("a\r\nSet-Cookie: x")
     with pytest.raises(ValueError):

@@ -27,9 +27,13 @@ def _upload(lines: list[dict]) -> bytes:
 
 def _study(session, owner, lines=None, **settings) -> Study:
     study = services.create_study(
-        session, owner, "sts",
+        session,
+        owner,
+        "sts",
         services.StudySettings(title="STS", bundle_size=4, gold_rate=0.25, annotations_per_item=1, **settings),
-        _upload(lines or demo_lines()), "continuations")
+        _upload(lines or demo_lines()),
+        "continuations",
+    )
     services.set_state(session, study, "live", owner)
     return study
 
@@ -54,22 +58,27 @@ def test_continuations_become_items_with_their_frames_and_the_simulators_outcome
     assert expert.payload["n_frames"] == expert.payload["takeover"] + 40 + 1 and h % tile == 0
     assert items["PutNextLocal-2/random/0"].payload["n_frames"] == expert.payload["n_frames"]
     success = expert.payload["takeover"] + 18
-    assert all((frames[:, k * h:(k + 1) * h] == frames[:, success * h:(success + 1) * h]).all()
-               for k in range(success, expert.payload["n_frames"]))
+    assert all(
+        (frames[:, k * h : (k + 1) * h] == frames[:, success * h : (success + 1) * h]).all()
+        for k in range(success, expert.payload["n_frames"])
+    )
     # The same episode (the expert plays scenario 2 the same way twice) is one blob.
     again = items["PutNextLocal-2/expert/1"]
     assert again.payload["frames_key"] == expert.payload["frames_key"]
 
 
-@pytest.mark.parametrize("change, field, words", [
-    ({"actions": [9]}, "actions", "actions[0]"),
-    ({"seed": 4}, "mission", "gives the mission"),
-    ({"takeover": 99}, "takeover", "beyond the episode"),
-    ({"label": "maybe", "reference": True}, "label", '"maybe"'),
-    ({"level": "BabyAI-Nowhere-v0"}, "level", "Nowhere"),
-    ({"length": 0}, "length", "(the agent's own steps)"),  # shorter than what the agent did
-    ({"length": 39}, "length", "has length 40 on line 1"),  # the scenario's first line says 40
-])
+@pytest.mark.parametrize(
+    "change, field, words",
+    [
+        ({"actions": [9]}, "actions", "actions[0]"),
+        ({"seed": 4}, "mission", "gives the mission"),
+        ({"takeover": 99}, "takeover", "beyond the episode"),
+        ({"label": "maybe", "reference": True}, "label", '"maybe"'),
+        ({"level": "BabyAI-Nowhere-v0"}, "level", "Nowhere"),
+        ({"length": 0}, "length", "(the agent's own steps)"),  # shorter than what the agent did
+        ({"length": 39}, "length", "has length 40 on line 1"),  # the scenario's first line says 40
+    ],
+)
 def test_a_bad_continuation_names_its_line_and_field_and_nothing_is_stored(client, session, change, field, words):
     from tests.conftest import login
 
@@ -77,9 +86,12 @@ def test_a_bad_continuation_names_its_line_and_field_and_nothing_is_stored(clien
     lines = demo_lines()[:3]
     lines[2] = {**lines[2], **change}
     csrf = login(client, owner)
-    r = client.post("/api/v1/studies", headers={"X-CSRF-Token": csrf},
-                    data={"kind": "sts", "format": "continuations", "settings": json.dumps({"title": "Bad"})},
-                    files={"file": ("c.jsonl", _upload(lines), "application/json")})
+    r = client.post(
+        "/api/v1/studies",
+        headers={"X-CSRF-Token": csrf},
+        data={"kind": "sts", "format": "continuations", "settings": json.dumps({"title": "Bad"})},
+        files={"file": ("c.jsonl", _upload(lines), "application/json")},
+    )
     assert r.status_code == 422, r.text
     assert r.json()["line"] == 3 and r.json()["field"] == field and words in r.json()["detail"]
     assert session.scalar(select(Study).where(Study.title == "Bad")) is None
@@ -90,8 +102,9 @@ def _mark(client, slug: str, truth_of) -> int:
     done = 0
     page = client.get(f"/s/{slug}?PROLIFIC_PID=PWORKER1&STUDY_ID=S&SESSION_ID=Q")
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1)
-    page = client.post(f"/task/{slug}/consent", data={"csrf_token": csrf,
-                                                      "consent_version": consent_version_of(page.text)})
+    page = client.post(
+        f"/task/{slug}/consent", data={"csrf_token": csrf, "consent_version": consent_version_of(page.text)}
+    )
     while 'id="sts-player"' in page.text:
         assignment_id = re.search(r'name="assignment_id" value="(\d+)"', page.text).group(1)
         csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1)
@@ -99,9 +112,17 @@ def _mark(client, slug: str, truth_of) -> int:
         frames_url = re.search(r'data-frames="([^"]+)"', page.text).group(1).replace("&amp;", "&")
         assert client.get(frames_url).content[:8] == b"\x89PNG\r\n\x1a\n"  # the signed strip loads
         marker, step = truth_of(int(assignment_id))
-        page = client.post(f"/task/{slug}/answer", data={
-            "csrf_token": csrf, "assignment_id": assignment_id, "idempotency_key": key,
-            "marker": marker, "step": str(step)}, follow_redirects=True)
+        page = client.post(
+            f"/task/{slug}/answer",
+            data={
+                "csrf_token": csrf,
+                "assignment_id": assignment_id,
+                "idempotency_key": key,
+                "marker": marker,
+                "step": str(step),
+            },
+            follow_redirects=True,
+        )
         assert page.status_code == 200, page.text
         done += 1
     return done
@@ -167,8 +188,9 @@ def test_people_mark_continuations_and_the_leaderboard_ranks_agents(app, client,
     scenario_rows = tables["sts_scenarios"]["rows"]
     assert len(scenario_rows) == 8 and all(r["a:expert"] == 1.0 for r in scenario_rows)
     assert scenario_rows[0]["difficulty"] >= scenario_rows[-1]["difficulty"]
-    assert tables["sts_correlation"]["rows"] == [{"metric": "simulator success rate", "agents": 2,
-                                                  "rho": None, "p": None}]
+    assert tables["sts_correlation"]["rows"] == [
+        {"metric": "simulator success rate", "agents": 2, "rho": None, "p": None}
+    ]
     figures = {f["title"]: str(f["svg"]) for f in board["extra"]["figures"]}
     assert "<circle" in figures["Success share per agent (95% interval)"]
     assert figures["Time to completion: steps from the takeover to the success marker (CDF)"].count("<polyline") == 2
@@ -203,8 +225,10 @@ def test_reference_episodes_approve_a_careful_annotator(session):
     from app.kinds.base import GoldResult
 
     kind = get_kind("sts")
-    right = [GoldResult("a", 1.0, {"truth": "success", "marker": "success"}),
-             GoldResult("b", 1.0, {"truth": "failure", "marker": "failure"})]
+    right = [
+        GoldResult("a", 1.0, {"truth": "success", "marker": "success"}),
+        GoldResult("b", 1.0, {"truth": "failure", "marker": "failure"}),
+    ]
     assert kind.auto_review(right, {"approve_at": 0.8})[0] == "approved"
     half = right + [GoldResult("c", 0.0, {"truth": "failure", "marker": "success"})]
     verdict, note = kind.auto_review(half, {"approve_at": 0.8})
@@ -214,21 +238,56 @@ def test_reference_episodes_approve_a_careful_annotator(session):
 
 def test_sts_score_command(tmp_path):
     path = tmp_path / "a.jsonl"
-    path.write_text("\n".join(json.dumps(x) for x in [
-        {"annotator": "w1", "agent": "A", "scenario": "s", "continuation": 0, "category": "go to",
-         "marker": "success", "step": 4, "reference": False},
-        {"annotator": "w1", "agent": "A", "scenario": "s", "continuation": 1, "category": "go to",
-         "marker": "failure", "step": 9, "reference": False},
-        {"annotator": "w1", "marker": "success", "step": 2, "reference": True, "label": "success"},
-    ]))
-    out = subprocess.run([sys.executable, "-m", "app.cli", "sts", "score", "--annotations", str(path), "--json"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    path.write_text(
+        "\n".join(
+            json.dumps(x)
+            for x in [
+                {
+                    "annotator": "w1",
+                    "agent": "A",
+                    "scenario": "s",
+                    "continuation": 0,
+                    "category": "go to",
+                    "marker": "success",
+                    "step": 4,
+                    "reference": False,
+                },
+                {
+                    "annotator": "w1",
+                    "agent": "A",
+                    "scenario": "s",
+                    "continuation": 1,
+                    "category": "go to",
+                    "marker": "failure",
+                    "step": 9,
+                    "reference": False,
+                },
+                {"annotator": "w1", "marker": "success", "step": 2, "reference": True, "label": "success"},
+            ]
+        )
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "app.cli", "sts", "score", "--annotations", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
     assert got["agents"]["A"]["success"] == 0.5 and got["agents"]["A"]["ttc_median"] == 4
-    assert got["annotators"]["w1"] == {"n_reference": 1, "sensitivity": 1.0, "specificity": None,
-                                       "balanced_accuracy": None}
+    assert got["annotators"]["w1"] == {
+        "n_reference": 1,
+        "sensitivity": 1.0,
+        "specificity": None,
+        "balanced_accuracy": None,
+    }
     path.write_text('{"annotator": "w1", "marker": "succes", "reference": false}\n')
-    out = subprocess.run([sys.executable, "-m", "app.cli", "sts", "score", "--annotations", str(path)],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "app.cli", "sts", "score", "--annotations", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert out.returncode == 1 and "line 1, field 'marker'" in out.stderr

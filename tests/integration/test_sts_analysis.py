@@ -41,7 +41,9 @@ def _mark_all(session, study, marker_of=None) -> None:
 def _tables(session, study) -> dict:
     session.expire_all()
     board = compute(session, study)
-    return {t["key"]: t for t in board["extra"]["tables"]}, {f["title"]: str(f["svg"]) for f in board["extra"]["figures"]}
+    return {t["key"]: t for t in board["extra"]["tables"]}, {
+        f["title"]: str(f["svg"]) for f in board["extra"]["figures"]
+    }
 
 
 def _share(items) -> float:
@@ -67,9 +69,17 @@ def test_shares_break_down_by_category_suite_version_and_tags_personal_ones_incl
     other = make_user(session, "researcher")
     session.add(ScenarioTag(scenario_id=first, user_id=other.id, tag="theirs"))
     session.commit()
-    r = api("POST", f"/api/v1/sts/suites/{suite}/versions/2/study",
-            {"title": "Two versions", "agents": ["expert", "random"], "bundle_size": 6, "gold_rate": 0.0,
-             "annotations_per_item": 1})
+    r = api(
+        "POST",
+        f"/api/v1/sts/suites/{suite}/versions/2/study",
+        {
+            "title": "Two versions",
+            "agents": ["expert", "random"],
+            "bundle_size": 6,
+            "gold_rate": 0.0,
+            "annotations_per_item": 1,
+        },
+    )
     assert r.status_code == 201, r.text
     study = session.get(Study, r.json()["study"])
     services.set_state(session, study, "live", owner)
@@ -102,8 +112,11 @@ def test_shares_break_down_by_category_suite_version_and_tags_personal_ones_incl
 def _three_agents() -> list[dict]:
     """The demo's continuations plus a third agent, "copycat", whose episodes are the expert's."""
     lines = demo_lines()
-    copies = [{**x, "agent": "copycat", "id": f"{x['scenario']}/copycat/{x['continuation']}"}
-              for x in lines if x["agent"] == "expert" and not x.get("reference")]
+    copies = [
+        {**x, "agent": "copycat", "id": f"{x['scenario']}/copycat/{x['continuation']}"}
+        for x in lines
+        if x["agent"] == "expert" and not x.get("reference")
+    ]
     return lines + copies
 
 
@@ -111,9 +124,13 @@ def _sts_study(session, owner, lines=None) -> Study:
     from tests.integration.test_sts import _upload
 
     study = services.create_study(
-        session, owner, "sts",
+        session,
+        owner,
+        "sts",
         services.StudySettings(title="STS", bundle_size=6, gold_rate=0.2, annotations_per_item=1),
-        _upload(lines or demo_lines()), "continuations")
+        _upload(lines or demo_lines()),
+        "continuations",
+    )
     services.set_state(session, study, "live", owner)
     return study
 
@@ -127,20 +144,26 @@ def test_imported_metrics_are_correlated_with_the_success_shares(client, session
     csv = b"agent,offline return,partial\nexpert,3,1\ncopycat,2,\nrandom,1,0.5\n"
     r = client.post(url, files={"file": ("m.csv", csv)}, headers={"X-CSRF-Token": csrf})
     assert r.status_code == 200, r.text
-    assert r.json()["agent_metrics"] == {"offline return": {"expert": 3.0, "copycat": 2.0, "random": 1.0},
-                                         "partial": {"expert": 1.0, "random": 0.5}}
+    assert r.json()["agent_metrics"] == {
+        "offline return": {"expert": 3.0, "copycat": 2.0, "random": 1.0},
+        "partial": {"expert": 1.0, "random": 0.5},
+    }
     tables, _ = _tables(session, study)
     rows = {r["metric"]: r for r in tables["sts_correlation"]["rows"]}
     # Shares: expert = copycat = 1 > random, so ranks (2.5, 2.5, 1) against (3, 2, 1): rho = 1.5 / sqrt(3).
     assert rows["offline return"]["agents"] == 3
-    assert rows["offline return"]["rho"] == pytest.approx(1.5 / 3 ** 0.5)
+    assert rows["offline return"]["rho"] == pytest.approx(1.5 / 3**0.5)
     assert 0 < rows["offline return"]["p"] < 1
     assert rows["partial"] == {"metric": "partial", "agents": 2, "rho": None, "p": None}
     assert rows["simulator success rate"]["rho"] == pytest.approx(1.0)
 
     # Bad files name the line and the column; nothing already imported is lost.
-    for data, line, field in ((b"name,x\nexpert,1\n", 1, "agent"), (b"agent,x\nexpert,1\nrandom,lots\n", 3, "x"),
-                              (b"agent,x\nexpert,1\nexpert,2\n", 3, "agent"), (b"agent,x\nexpert,inf\n", 2, "x")):
+    for data, line, field in (
+        (b"name,x\nexpert,1\n", 1, "agent"),
+        (b"agent,x\nexpert,1\nrandom,lots\n", 3, "x"),
+        (b"agent,x\nexpert,1\nexpert,2\n", 3, "agent"),
+        (b"agent,x\nexpert,inf\n", 2, "x"),
+    ):
         r = client.post(url, files={"file": ("m.csv", data)}, headers={"X-CSRF-Token": csrf})
         assert r.status_code == 422 and (r.json()["line"], r.json()["field"]) == (line, field), r.text
     session.expire_all()
@@ -148,8 +171,9 @@ def test_imported_metrics_are_correlated_with_the_success_shares(client, session
     # The study page lists them and removes one.
     page = client.get(f"/studies/{study.id}").text
     assert 'id="sts-metrics"' in page and "offline return" in page
-    r = client.post(f"/sts/studies/{study.id}/metrics/delete", data={"name": "partial", "csrf_token": csrf},
-                    follow_redirects=True)
+    r = client.post(
+        f"/sts/studies/{study.id}/metrics/delete", data={"name": "partial", "csrf_token": csrf}, follow_redirects=True
+    )
     assert "Removed the metric" in r.text
     session.expire_all()
     assert set(session.get(Study, study.id).kind_settings["agent_metrics"]) == {"offline return"}
@@ -167,14 +191,19 @@ def test_admins_classify_failed_continuations_with_the_papers_error_types(client
     # People mark every episode as the simulator says, except one random continuation that
     # succeeded, which they mark a failure: a disputed failure.
     items = {i.external_id: i for i in session.scalars(select(Item).where(Item.study_id == study.id))}
-    disputed = next(i for i in items.values()
-                    if not i.is_gold and i.reference["agent"] == "random" and i.reference["simulator"] == "success")
+    disputed = next(
+        i
+        for i in items.values()
+        if not i.is_gold and i.reference["agent"] == "random" and i.reference["simulator"] == "success"
+    )
 
     def marker_of(item):
         return ("failure", item.reference["length"]) if item.id == disputed.id else _truth(item)
 
     _mark_all(session, study, marker_of)
-    failed = [i for i in items.values() if not i.is_gold and (i.reference["simulator"] == "failure" or i.id == disputed.id)]
+    failed = [
+        i for i in items.values() if not i.is_gold and (i.reference["simulator"] == "failure" or i.id == disputed.id)
+    ]
     admin = make_user(session, "admin")
     csrf = login(client, admin)
     url = f"/api/v1/sts/studies/{study.id}/failures"
@@ -184,7 +213,9 @@ def test_admins_classify_failed_continuations_with_the_papers_error_types(client
     assert queue["error_types"]["rigidity"]["source"] == "annotators" and len(queue["error_types"]) == 7
 
     h = {"X-CSRF-Token": csrf}
-    r = client.put(f"{url}/{disputed.id}", json={"error_type": "annotation mistake", "note": "it did reach it"}, headers=h)
+    r = client.put(
+        f"{url}/{disputed.id}", json={"error_type": "annotation mistake", "note": "it did reach it"}, headers=h
+    )
     assert r.status_code == 200 and r.json()["error_type"] == "annotation mistake"
     others = [i for i in failed if i.id != disputed.id]
     for i in others[:3]:
@@ -201,22 +232,32 @@ def test_admins_classify_failed_continuations_with_the_papers_error_types(client
     # Clearing one takes it out of the counts; every change is audited with what it was.
     assert client.put(f"{url}/{others[0].id}", json={"error_type": None}, headers=h).json()["error_type"] is None
     assert session.scalar(select(func.count(FailureReview.id))) == 3
-    trail = [e.detail for e in session.scalars(select(AuditEntry).where(AuditEntry.action == "sts.failure_review")
-                                               .order_by(AuditEntry.id))]
+    trail = [
+        e.detail
+        for e in session.scalars(
+            select(AuditEntry).where(AuditEntry.action == "sts.failure_review").order_by(AuditEntry.id)
+        )
+    ]
     assert len(trail) == 5 and trail[-1]["before"] == "empty" and trail[-1]["after"] is None
     # The pages: the queue, one episode with its markers on the timeline, the form.
     page = client.get(f"/sts/studies/{study.id}/failures").text
     assert f'id="failure-{disputed.id}" class="disputed"' in page and "annotation mistake" in page
     page = client.get(f"/sts/studies/{study.id}/failures/{disputed.id}").text
-    assert 'data-markers=' in page and 'data-review="1"' in page
-    r = client.post(f"/sts/studies/{study.id}/failures/{disputed.id}", follow_redirects=True,
-                    data={"error_type": "ambiguity", "note": "", "back": "item", "csrf_token": csrf})
+    assert "data-markers=" in page and 'data-review="1"' in page
+    r = client.post(
+        f"/sts/studies/{study.id}/failures/{disputed.id}",
+        follow_redirects=True,
+        data={"error_type": "ambiguity", "note": "", "back": "item", "csrf_token": csrf},
+    )
     assert "ambiguity." in r.text
     # Researchers, even the study's owner, do not classify.
     client.cookies.clear()
     csrf = login(client, owner)
     assert client.get(url).status_code == 403
-    assert client.put(f"{url}/{disputed.id}", json={"error_type": "empty"}, headers={"X-CSRF-Token": csrf}).status_code == 403
+    assert (
+        client.put(f"{url}/{disputed.id}", json={"error_type": "empty"}, headers={"X-CSRF-Token": csrf}).status_code
+        == 403
+    )
 
 
 def test_the_suite_page_makes_a_study_of_a_published_version(client, session):
@@ -231,21 +272,36 @@ def test_the_suite_page_makes_a_study_of_a_published_version(client, session):
     jobs.run_queued_once()
     page = client.get(f"/sts/suites/{suite}").text
     assert 'id="study-form"' in page
-    form = {"title": "From the page", "continuations": "1", "expert_successes": "1", "random_failures": "1",
-            "bundle_size": "4", "gold_rate": "0.25", "annotations_per_item": "2", "approve_at": "0.9",
-            "csrf_token": csrf}
+    form = {
+        "title": "From the page",
+        "continuations": "1",
+        "expert_successes": "1",
+        "random_failures": "1",
+        "bundle_size": "4",
+        "gold_rate": "0.25",
+        "annotations_per_item": "2",
+        "approve_at": "0.9",
+        "csrf_token": csrf,
+    }
     r = client.post(f"/sts/suites/{suite}/versions/1/study", data={**form, "agents": []}, follow_redirects=True)
     assert "No study made" in r.text and "agents" in r.text
     r = client.post(f"/sts/suites/{suite}/versions/1/study", data={**form, "gold_rate": "lots"}, follow_redirects=True)
     assert "No study made" in r.text and "gold_rate must be a number" in r.text
     assert session.scalar(select(func.count(Study.id))) == 0
     agents = [a["agent_id"] for a in api("GET", f"/api/v1/sts/suites/{suite}/versions/1/agents").json()["agents"]]
-    r = client.post(f"/sts/suites/{suite}/versions/1/study", data={**form, "agents": [str(a) for a in agents]},
-                    follow_redirects=False)
+    r = client.post(
+        f"/sts/suites/{suite}/versions/1/study",
+        data={**form, "agents": [str(a) for a in agents]},
+        follow_redirects=False,
+    )
     assert r.status_code == 303
     study = session.scalar(select(Study))
     assert r.headers["location"] == f"/studies/{study.id}"
     assert (study.title, study.state, study.annotations_per_item, study.kind_settings["approve_at"]) == (
-        "From the page", "draft", 2, 0.9)
+        "From the page",
+        "draft",
+        2,
+        0.9,
+    )
     items = list(session.scalars(select(Item).where(Item.study_id == study.id)))
     assert len(items) == 2 * 2 * 1 + 2 and sum(i.is_gold for i in items) == 2

@@ -56,8 +56,8 @@ def chunk_lengths(png: bytes) -> dict[str, int]:
     out: dict[str, int] = {"chunks": 0}
     pos = 8
     while pos < len(png):
-        (length,) = struct.unpack(">I", png[pos:pos + 4])
-        kind = png[pos + 4:pos + 8].decode("latin-1")
+        (length,) = struct.unpack(">I", png[pos : pos + 4])
+        kind = png[pos + 4 : pos + 8].decode("latin-1")
         out[f"{kind} length"] = out.get(f"{kind} length", 0) + length
         out["chunks"] += 1
         pos += 12 + length
@@ -72,11 +72,20 @@ def what_the_page_gets(client, items: list[Item]) -> tuple[dict[str, list[float]
         strip = client.get(public["frames_url"])
         assert strip.status_code == 200, public["frames_url"]
         width, height = struct.unpack(">II", strip.content[16:24])
-        rows.append({"n_frames": public["n_frames"], "takeover": public["takeover"], "tile": public["tile"],
-                     "steps after the takeover": public["n_frames"] - public["takeover"],
-                     "strip width": width, "strip height": height, "strip bytes": len(strip.content),
-                     **chunk_lengths(strip.content),
-                     "URL length": len(public["frames_url"]), "group": (public["instruction"], public["takeover"])})
+        rows.append(
+            {
+                "n_frames": public["n_frames"],
+                "takeover": public["takeover"],
+                "tile": public["tile"],
+                "steps after the takeover": public["n_frames"] - public["takeover"],
+                "strip width": width,
+                "strip height": height,
+                "strip bytes": len(strip.content),
+                **chunk_lengths(strip.content),
+                "URL length": len(public["frames_url"]),
+                "group": (public["instruction"], public["takeover"]),
+            }
+        )
         ref = item.reference
         labels.append((ref.get("label") or ref["simulator"]) == "success")
     features: dict[str, list[float]] = defaultdict(list)
@@ -95,8 +104,9 @@ def what_the_page_gets(client, items: list[Item]) -> tuple[dict[str, list[float]
 
 def assert_at_chance(features: dict[str, list[float]], labels: list[bool]) -> None:
     majority = max(np.mean(labels), 1 - np.mean(labels))
-    leaks = {name: round(best_rule(v, labels), 3) for name, v in features.items()
-             if best_rule(v, labels) > majority + SLACK}
+    leaks = {
+        name: round(best_rule(v, labels), 3) for name, v in features.items() if best_rule(v, labels) > majority + SLACK
+    }
     assert not leaks, f"one-number rules beat the majority ({majority:.3f}) + {SLACK}: {leaks}"
 
 
@@ -134,14 +144,29 @@ def test_a_generated_study_of_200_continuations_gives_nothing_away(client, sessi
         results = rollout.rollout_batched(jobs, policy, sim)
         for i, (_job, c) in enumerate(zip(jobs, results)):
             name, rec, takeover = scenarios[i // 5]
-            lines.append({"scenario": name, "agent": agent, "continuation": i % 5, "level": rec.level,
-                          "seed": rec.seed, "mission": rec.mission, "length": 12, "takeover": takeover,
-                          "actions": [*rec.actions[:takeover], *c.actions]})
+            lines.append(
+                {
+                    "scenario": name,
+                    "agent": agent,
+                    "continuation": i % 5,
+                    "level": rec.level,
+                    "seed": rec.seed,
+                    "mission": rec.mission,
+                    "length": 12,
+                    "takeover": takeover,
+                    "actions": [*rec.actions[:takeover], *c.actions],
+                }
+            )
     assert len(lines) == 200
     owner = make_user(session, "researcher")
     study = services.create_study(
-        session, owner, "sts", services.StudySettings(title="Generated", bundle_size=5, gold_rate=0.0),
-        "\n".join(map(json.dumps, lines)).encode(), "continuations")
+        session,
+        owner,
+        "sts",
+        services.StudySettings(title="Generated", bundle_size=5, gold_rate=0.0),
+        "\n".join(map(json.dumps, lines)).encode(),
+        "continuations",
+    )
     items = session.scalars(select(Item).where(Item.study_id == study.id).order_by(Item.id)).all()
     features, labels = what_the_page_gets(client, items)
     assert 0.25 < np.mean(labels) < 0.75, np.mean(labels)
@@ -152,9 +177,9 @@ def test_a_generated_study_of_200_continuations_gives_nothing_away(client, sessi
     frames = decode_png(get_store().get(success.payload["frames_key"]))
     h = frames.shape[0]
     last = success.payload["takeover"] + success.reference["success_step"]
-    held = [frames[:, k * h:(k + 1) * h] for k in range(last, success.payload["n_frames"])]
+    held = [frames[:, k * h : (k + 1) * h] for k in range(last, success.payload["n_frames"])]
     assert len(held) > 1 and all((f == held[0]).all() for f in held)
-    assert not (frames[:, (last - 1) * h:last * h] == held[0]).all()
+    assert not (frames[:, (last - 1) * h : last * h] == held[0]).all()
 
 
 def test_a_scenario_without_a_given_length_shows_its_longest_continuation():

@@ -25,10 +25,22 @@ from tests.integration.test_sts_suites import _generate, _json, _mine, _recordin
 
 def _export(marks) -> str:
     """The section's markers as the scorer's JSONL (the format `proctor sts score` reads)."""
-    return "\n".join(json.dumps({"annotator": m.annotator, "agent": m.agent, "scenario": m.scenario,
-                                 "continuation": m.continuation, "category": m.category, "marker": m.marker,
-                                 "step": m.step, "reference": m.reference, "label": m.label})
-                     for m in marks)
+    return "\n".join(
+        json.dumps(
+            {
+                "annotator": m.annotator,
+                "agent": m.agent,
+                "scenario": m.scenario,
+                "continuation": m.continuation,
+                "category": m.category,
+                "marker": m.marker,
+                "step": m.step,
+                "reference": m.reference,
+                "label": m.label,
+            }
+        )
+        for m in marks
+    )
 
 
 def test_the_section_shows_what_the_scorer_prints(client, session, tmp_path):
@@ -70,12 +82,15 @@ def test_the_section_shows_what_the_scorer_prints(client, session, tmp_path):
         assert set(row["success"]) >= {"mean", "low", "high", "n", "method"}
         assert (row["n"], row["se"]) == (a["n"], a["se"]) and row["success"]["low"] < row["success"]["high"]
         assert {k: v for k, v in row["corrected_share"].items() if k not in ("units", "unit")} == corrected_cell(
-            a["corrected"]) and row["corrected"] == a["corrected"]["mean"]
+            a["corrected"]
+        ) and row["corrected"] == a["corrected"]["mean"]
         assert row["ttc"] == a["ttc_median"] and row["ttc_interval"] == ttc_cell(a["ttc"])
         cats = next(r for r in tables["sts_categories"]["rows"] if r["agent"] == agent)
-        assert {k[2:]: {f: x for f, x in v.items() if f not in ("units", "unit")}
-                for k, v in cats.items() if k.startswith("g:")} == {
-            c: estimate(e) for c, e in a["per_category"].items()}
+        assert {
+            k[2:]: {f: x for f, x in v.items() if f not in ("units", "unit")}
+            for k, v in cats.items()
+            if k.startswith("g:")
+        } == {c: estimate(e) for c, e in a["per_category"].items()}
     # The expert's continuations all succeed: its Wilson interval is not [1, 1].
     expert = rows["expert"]["success"]
     assert expert["mean"] == expert["high"] == 1.0 and expert["low"] < 1.0
@@ -85,8 +100,9 @@ def test_the_section_shows_what_the_scorer_prints(client, session, tmp_path):
     shared = set.intersection(*(set(a["per_scenario"]) for a in scored["agents"].values()))
     from app.leaderboards import stats as core
 
-    want = core.rank_intervals({a: [v["per_scenario"][sc] for sc in sorted(shared)]
-                                for a, v in scored["agents"].items()})
+    want = core.rank_intervals(
+        {a: [v["per_scenario"][sc] for sc in sorted(shared)] for a, v in scored["agents"].items()}
+    )
     assert {a: r["rank"] for a, r in rows.items()} == {a: core.rank_label(i) for a, i in want.items()}
     # The API's leaderboard carries the same section (the page renders it).
     login(client, owner)
@@ -117,9 +133,11 @@ def test_a_moved_takeover_leaves_the_mining_rules_column(client, session):
     assert api("POST", f"/api/v1/sts/suites/{suite}/versions/1/publish").status_code == 200
     _generate(api, suite, 1, "expert", c=3)
     assert jobs.run_queued_once() == 1
-    r = api("POST", f"/api/v1/sts/suites/{suite}/versions/1/study",
-            {"title": "Moved", "agents": ["expert"], "bundle_size": 6, "gold_rate": 0.0,
-             "annotations_per_item": 1})
+    r = api(
+        "POST",
+        f"/api/v1/sts/suites/{suite}/versions/1/study",
+        {"title": "Moved", "agents": ["expert"], "bundle_size": 6, "gold_rate": 0.0, "annotations_per_item": 1},
+    )
     assert r.status_code == 201, r.text
     study = session.get(Study, r.json()["study"])
     services.set_state(session, study, "live", owner)

@@ -32,8 +32,7 @@ def _jsonl(lines: list[dict]) -> bytes:
 def _play_study(session, owner, lines=None, live=True, **settings) -> Study:
     lines = lines or [{"level": LEVEL, "seed": 2, "id": "m2"}, {"level": LEVEL, "seed": 3, "id": "m3"}]
     settings = {"title": "Play", "bundle_size": 1, "annotations_per_item": 2, **settings}
-    study = services.create_study(session, owner, "sts", services.StudySettings(**settings), _jsonl(lines),
-                                  "missions")
+    study = services.create_study(session, owner, "sts", services.StudySettings(**settings), _jsonl(lines), "missions")
     if live:
         services.set_state(session, study, "live", owner)
     return study
@@ -53,39 +52,64 @@ def test_missions_become_play_items_whose_seed_the_worker_never_sees(session):
     assert set(items) == {f"{LEVEL}:2", f"{LEVEL}:3"}  # the default id: level and seed
     first = items[f"{LEVEL}:2"]
     expert = expert_recording(LEVEL, 2)
-    assert first.payload == {"mode": "play", "level": LEVEL, "seed": 2, "mission": expert.mission,
-                             "instruction": expert.mission, "max_steps": first.payload["max_steps"], "tile": 16}
+    assert first.payload == {
+        "mode": "play",
+        "level": LEVEL,
+        "seed": 2,
+        "mission": expert.mission,
+        "instruction": expert.mission,
+        "max_steps": first.payload["max_steps"],
+        "tile": 16,
+    }
     assert first.payload["max_steps"] > len(expert.actions) and first.category == "go to" and not first.is_gold
     assert items[f"{LEVEL}:3"].payload["instruction"] == "find it"
     public = get_kind("sts").public_payload(first.payload)
-    assert public == {"mode": "play", "instruction": expert.mission, "max_steps": first.payload["max_steps"],
-                      "tile": 16}
+    assert public == {
+        "mode": "play",
+        "instruction": expert.mission,
+        "max_steps": first.payload["max_steps"],
+        "tile": 16,
+    }
     # The same missions as CSV with a header row.
-    csv_study = services.create_study(session, owner, "sts", services.StudySettings(title="CSV"),
-                                      f"level,seed,id\n{LEVEL},2,a\n\n{LEVEL},3,b\n".encode(), "missions")
+    csv_study = services.create_study(
+        session,
+        owner,
+        "sts",
+        services.StudySettings(title="CSV"),
+        f"level,seed,id\n{LEVEL},2,a\n\n{LEVEL},3,b\n".encode(),
+        "missions",
+    )
     assert {i.external_id: i.payload["seed"] for i in _items(session, csv_study).values()} == {"a": 2, "b": 3}
 
 
-@pytest.mark.parametrize("change, field, words", [
-    ({"level": "BabyAI-Nowhere-v0"}, "level", "Nowhere"),
-    ({"level": None}, "level", "missing 'level'"),
-    ({"seed": -1}, "seed", "seed -1"),
-    ({"seed": "three"}, "seed", "'three'"),
-    ({"mission": "go to the moon"}, "mission", "not 'go to the moon'"),
-    ({"colour": "red"}, "colour", "unknown field"),
-    ({"id": "m1"}, "id", "already on line 1"),
-    ({"id": "x" * 201}, "id", "longer than 200"),
-])
-def test_a_bad_mission_line_names_its_line_and_field_and_nothing_is_stored(client, session, change, field,
-                                                                            words):
+@pytest.mark.parametrize(
+    "change, field, words",
+    [
+        ({"level": "BabyAI-Nowhere-v0"}, "level", "Nowhere"),
+        ({"level": None}, "level", "missing 'level'"),
+        ({"seed": -1}, "seed", "seed -1"),
+        ({"seed": "three"}, "seed", "'three'"),
+        ({"mission": "go to the moon"}, "mission", "not 'go to the moon'"),
+        ({"colour": "red"}, "colour", "unknown field"),
+        ({"id": "m1"}, "id", "already on line 1"),
+        ({"id": "x" * 201}, "id", "longer than 200"),
+    ],
+)
+def test_a_bad_mission_line_names_its_line_and_field_and_nothing_is_stored(client, session, change, field, words):
     owner = make_user(session, "researcher")
-    lines = [{"level": LEVEL, "seed": 1, "id": "m1"}, {"level": LEVEL, "seed": 2, "id": "m2"},
-             {"level": LEVEL, "seed": 3, "id": "m3"}]
+    lines = [
+        {"level": LEVEL, "seed": 1, "id": "m1"},
+        {"level": LEVEL, "seed": 2, "id": "m2"},
+        {"level": LEVEL, "seed": 3, "id": "m3"},
+    ]
     lines[2] = {k: v for k, v in {**lines[2], **change}.items() if v is not None}
     csrf = login(client, owner)
-    r = client.post("/api/v1/studies", headers={"X-CSRF-Token": csrf},
-                    data={"kind": "sts", "format": "missions", "settings": json.dumps({"title": "Bad"})},
-                    files={"file": ("m.jsonl", _jsonl(lines), "application/json")})
+    r = client.post(
+        "/api/v1/studies",
+        headers={"X-CSRF-Token": csrf},
+        data={"kind": "sts", "format": "missions", "settings": json.dumps({"title": "Bad"})},
+        files={"file": ("m.jsonl", _jsonl(lines), "application/json")},
+    )
     assert r.status_code == 422, r.text
     assert (r.json()["line"], r.json()["field"]) == (3, field) and words in r.json()["detail"], r.json()
     assert session.scalar(select(Study).where(Study.title == "Bad")) is None
@@ -135,8 +159,9 @@ def test_a_play_is_replayed_when_it_is_sent(session):
 def _enter(client, slug: str, pid: str) -> str:
     page = client.get(f"/s/{slug}?PROLIFIC_PID={pid}&STUDY_ID=S&SESSION_ID=Q")
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1)
-    return client.post(f"/task/{slug}/consent", data={"csrf_token": csrf,
-                                                      "consent_version": consent_version_of(page.text)}).text
+    return client.post(
+        f"/task/{slug}/consent", data={"csrf_token": csrf, "consent_version": consent_version_of(page.text)}
+    ).text
 
 
 def test_a_worker_plays_a_mission_on_the_pages_with_the_grid_drawn_by_the_server(app, client, session):
@@ -174,12 +199,20 @@ def test_a_worker_plays_a_mission_on_the_pages_with_the_grid_drawn_by_the_server
 
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
     key = re.search(r'name="idempotency_key" value="([^"]+)"', page).group(1)
-    bad = client.post(f"/task/{study.slug}/answer", data={
-        "csrf_token": csrf, "assignment_id": str(aid), "idempotency_key": key,
-        "actions": json.dumps([*expert, 2])})
+    bad = client.post(
+        f"/task/{study.slug}/answer",
+        data={
+            "csrf_token": csrf,
+            "assignment_id": str(aid),
+            "idempotency_key": key,
+            "actions": json.dumps([*expert, 2]),
+        },
+    )
     assert bad.status_code == 422 and "actions" in bad.text
-    done = client.post(f"/task/{study.slug}/answer", data={
-        "csrf_token": csrf, "assignment_id": str(aid), "idempotency_key": key, "actions": json.dumps(expert)})
+    done = client.post(
+        f"/task/{study.slug}/answer",
+        data={"csrf_token": csrf, "assignment_id": str(aid), "idempotency_key": key, "actions": json.dumps(expert)},
+    )
     assert done.status_code == 200 and "Thank you" in done.text
     session.expire_all()
     ann = session.scalar(select(Annotation).where(Annotation.assignment_id == aid))
@@ -206,8 +239,7 @@ def test_plays_become_the_owners_recordings_once_under_pseudonyms(client, sessio
     # The generic table: each player's success rate; the STS section has no markers to show.
     board = compute(session, study)
     rates = {r["name"]: r["accuracy"]["mean"] for r in board["rows"] if r["type"] == "annotator"}
-    assert rates == {assignment.pseudonym("prolific", "EXPERTISH"): 1.0,
-                     assignment.pseudonym("prolific", "LOST"): 0.0}
+    assert rates == {assignment.pseudonym("prolific", "EXPERTISH"): 1.0, assignment.pseudonym("prolific", "LOST"): 0.0}
     assert board["extra"] is None
     api = login(client, owner)
     r = client.get(f"/studies/{study.id}/leaderboard")
@@ -215,20 +247,24 @@ def test_plays_become_the_owners_recordings_once_under_pseudonyms(client, sessio
     r = client.get(f"/studies/{study.id}")
     assert r.status_code == 200 and 'action="/sts/studies/' in r.text
 
-    r = client.post("/api/v1/sts/recordings/from-study", json={"study_id": study.id, "only_successes": True},
-                    headers={"X-CSRF-Token": api})
+    r = client.post(
+        "/api/v1/sts/recordings/from-study",
+        json={"study_id": study.id, "only_successes": True},
+        headers={"X-CSRF-Token": api},
+    )
     assert r.status_code == 201, r.text
     assert (r.json()["created"], r.json()["failed"]) == (2, 2)
-    r = client.post("/api/v1/sts/recordings/from-study", json={"study_id": study.id},
-                    headers={"X-CSRF-Token": api})
+    r = client.post("/api/v1/sts/recordings/from-study", json={"study_id": study.id}, headers={"X-CSRF-Token": api})
     assert (r.json()["created"], r.json()["existing"]) == (2, 2), r.json()
-    again = client.post("/api/v1/sts/recordings/from-study", json={"study_id": study.id},
-                        headers={"X-CSRF-Token": api}).json()
+    again = client.post(
+        "/api/v1/sts/recordings/from-study", json={"study_id": study.id}, headers={"X-CSRF-Token": api}
+    ).json()
     assert (again["created"], again["existing"]) == (0, 4)
     rows = session.scalars(select(Recording).where(Recording.owner_id == owner.id).order_by(Recording.id)).all()
     expert_name, lost_name = assignment.pseudonym("prolific", "EXPERTISH"), assignment.pseudonym("prolific", "LOST")
-    assert sorted(r.external_id for r in rows) == sorted(f"play:{study.id}:{m}:{who}" for m in ("m2", "m3")
-                                                         for who in (expert_name, lost_name))
+    assert sorted(r.external_id for r in rows) == sorted(
+        f"play:{study.id}:{m}:{who}" for m in ("m2", "m3") for who in (expert_name, lost_name)
+    )
     for row in rows:
         assert row.actor == f"human:{row.external_id.rsplit(':', 1)[1]}"
         assert "EXPERTISH" not in row.actor + row.external_id and "LOST" not in row.actor + row.external_id
@@ -239,40 +275,49 @@ def test_plays_become_the_owners_recordings_once_under_pseudonyms(client, sessio
 
     # They mine into scenarios like any other recording.
     suite = client.post("/api/v1/sts/suites", json={"name": "Human plays"}, headers={"X-CSRF-Token": api}).json()
-    mined = client.post(f"/api/v1/sts/suites/{suite['id']}/versions/1/scenarios",
-                        json={"rule": "before success", "k": 2, "continuation": 10,
-                              "recordings": [r.id for r in rows]},
-                        headers={"X-CSRF-Token": api})
+    mined = client.post(
+        f"/api/v1/sts/suites/{suite['id']}/versions/1/scenarios",
+        json={"rule": "before success", "k": 2, "continuation": 10, "recordings": [r.id for r in rows]},
+        headers={"X-CSRF-Token": api},
+    )
     # The failed plays never succeed, so they have no step before success (refused by name).
     assert mined.status_code == 409 and mined.json()["field"] == "actions"  # the recording's
     assert f"recording play:{study.id}:" in mined.json()["detail"] and "never succeeds" in mined.json()["detail"]
-    mined = client.post(f"/api/v1/sts/suites/{suite['id']}/versions/1/scenarios",
-                        json={"rule": "before success", "k": 2, "continuation": 10,
-                              "recordings": [r.id for r in rows if r.success_step is not None]},
-                        headers={"X-CSRF-Token": api})
+    mined = client.post(
+        f"/api/v1/sts/suites/{suite['id']}/versions/1/scenarios",
+        json={
+            "rule": "before success",
+            "k": 2,
+            "continuation": 10,
+            "recordings": [r.id for r in rows if r.success_step is not None],
+        },
+        headers={"X-CSRF-Token": api},
+    )
     assert mined.status_code == 201 and len(mined.json()["added"]) == 2, mined.text
 
     # Only the owner or an admin; the recordings are the owner's either way.
     other = make_user(session, "researcher")
     client.post("/logout", headers={"X-CSRF-Token": api})
     theirs = login(client, other)
-    r = client.post("/api/v1/sts/recordings/from-study", json={"study_id": study.id},
-                    headers={"X-CSRF-Token": theirs})
+    r = client.post("/api/v1/sts/recordings/from-study", json={"study_id": study.id}, headers={"X-CSRF-Token": theirs})
     assert r.status_code == 404
     assert session.scalar(select(func.count()).select_from(Recording).where(Recording.owner_id == other.id)) == 0
     admin = make_user(session, "admin")
     client.post("/logout", headers={"X-CSRF-Token": theirs})
     admin_csrf = login(client, admin)
-    r = client.post("/api/v1/sts/recordings/from-study", json={"study_id": study.id},
-                    headers={"X-CSRF-Token": admin_csrf})
+    r = client.post(
+        "/api/v1/sts/recordings/from-study", json={"study_id": study.id}, headers={"X-CSRF-Token": admin_csrf}
+    )
     assert r.status_code == 201 and (r.json()["owner"], r.json()["existing"]) == (owner.id, 4)
     # A study of markers has no plays.
     from app.kinds.sts.demo import demo_lines
 
-    markers = services.create_study(session, owner, "sts", services.StudySettings(title="Markers"),
-                                     _jsonl(demo_lines()[:2]), "continuations")
-    r = client.post("/api/v1/sts/recordings/from-study", json={"study_id": markers.id},
-                    headers={"X-CSRF-Token": admin_csrf})
+    markers = services.create_study(
+        session, owner, "sts", services.StudySettings(title="Markers"), _jsonl(demo_lines()[:2]), "continuations"
+    )
+    r = client.post(
+        "/api/v1/sts/recordings/from-study", json={"study_id": markers.id}, headers={"X-CSRF-Token": admin_csrf}
+    )
     assert r.status_code == 409 and r.json()["field"] == "study_id"  # a study, not one of plays
 
 

@@ -31,10 +31,12 @@ from workers.sts.policy import FilmPolicy, TorchPolicy
 from workers.sts.train import demonstrations, train_policy
 from workers.sts.validate import Invalid, observations, validate_bytes
 
-pytestmark = [pytest.mark.skipif(sandbox_available() is not None,
-                                 reason=f"no model sandbox here: {sandbox_available()}"),
-              pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
-                  "policy uploads and sandbox verdicts; the rows are plain inserts")]
+pytestmark = [
+    pytest.mark.skipif(sandbox_available() is not None, reason=f"no model sandbox here: {sandbox_available()}"),
+    pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
+        "policy uploads and sandbox verdicts; the rows are plain inserts"
+    ),
+]
 
 SIM = BabyAISimulator()
 VALID = "policy: act() ran on 8 observations from 4 BabyAI levels, alone and batched"
@@ -68,8 +70,11 @@ def upload(client, agent_id, data: bytes, fmt: str, config: dict | None = None, 
     form = {"role": role, "format": fmt}
     if config is not None:
         form["config"] = json.dumps(config)
-    return client.post(f"/api/v1/agents/{agent_id}/artifacts", data=form,
-                       files={"file": ("policy.bin", data, "application/octet-stream")})
+    return client.post(
+        f"/api/v1/agents/{agent_id}/artifacts",
+        data=form,
+        files={"file": ("policy.bin", data, "application/octet-stream")},
+    )
 
 
 def verdicts(client, agent_id) -> dict[int, dict]:
@@ -95,8 +100,7 @@ def test_the_agents_page_offers_sts_policies(client, session):
     assert '<option value="sts">Standardised Test Suite (BabyAI continuations)</option>' in page
     token = create_token(session, owner)
     session.commit()
-    r = client.post("/api/v1/agents", json={"name": "bc", "kind": "sts"},
-                    headers={"Authorization": f"Bearer {token}"})
+    r = client.post("/api/v1/agents", json={"name": "bc", "kind": "sts"}, headers={"Authorization": f"Bearer {token}"})
     assert r.status_code == 201 and r.json()["kind"] == "sts"
     page = client.get("/agents").text
     assert '<option value="policy">policy</option>' in page
@@ -119,10 +123,12 @@ def test_a_trained_policy_uploaded_as_safetensors_is_valid_and_acts(client, rese
 def test_configs_and_weights_that_do_not_fit_are_refused_naming_the_field(client, researcher, session, trained):
     weights = save_safetensors(trained.state_dict())
     # the config is checked at upload: 422, nothing stored
-    for config, field in (({**trained.config(), "hidden": 0}, "config.hidden"),
-                          ({**trained.config(), "vocab_version": "proctor.sts.vocab/0"}, "config.vocab_version"),
-                          ({**trained.config(), "architecture": "gru-speaker"}, "config.architecture"),
-                          ({**trained.config(), "layers": 3}, "config.layers")):
+    for config, field in (
+        ({**trained.config(), "hidden": 0}, "config.hidden"),
+        ({**trained.config(), "vocab_version": "proctor.sts.vocab/0"}, "config.vocab_version"),
+        ({**trained.config(), "architecture": "gru-speaker"}, "config.architecture"),
+        ({**trained.config(), "layers": 3}, "config.layers"),
+    ):
         r = upload(client, researcher.id, weights, "safetensors", config)
         assert r.status_code == 422 and r.json()["field"] == field, r.text
     r = upload(client, researcher.id, weights, "safetensors", trained.config(), role="speaker")
@@ -137,17 +143,23 @@ def test_configs_and_weights_that_do_not_fit_are_refused_naming_the_field(client
     assert upload(client, researcher.id, save_safetensors(missing), "safetensors", trained.config()).status_code == 201
     got = verdicts(client, researcher.id)
     assert got[1]["state"] == got[2]["state"] == "invalid"
-    assert got[1]["verdict"] == ("film-cnn-gru weights: could not load the model: ValueError: tensor "
-                                 "'gru.weight_ih_l0' has shape [48, 8], but the config (embed 8, channels 8, "
-                                 "hidden 32) needs [96, 8]")
-    assert got[2]["verdict"] == ("film-cnn-gru weights: could not load the model: ValueError: tensor "
-                                 "'head.4.bias' is missing (the config: embed 8, channels 8, hidden 16)")
+    assert got[1]["verdict"] == (
+        "film-cnn-gru weights: could not load the model: ValueError: tensor "
+        "'gru.weight_ih_l0' has shape [48, 8], but the config (embed 8, channels 8, "
+        "hidden 32) needs [96, 8]"
+    )
+    assert got[2]["verdict"] == (
+        "film-cnn-gru weights: could not load the model: ValueError: tensor "
+        "'head.4.bias' is missing (the config: embed 8, channels 8, hidden 16)"
+    )
     # an agent with only invalid uploads has no policy to act with, and is told why
     with pytest.raises(InputError) as refused:
         policies.policy_for_agent(session, researcher)
     assert refused.value.field == "agent"
-    assert refused.value.message.startswith("agent 'bc' has no policy to act with: its newest upload, v2, is "
-                                         "invalid: film-cnn-gru weights: could not load the model")
+    assert refused.value.message.startswith(
+        "agent 'bc' has no policy to act with: its newest upload, v2, is "
+        "invalid: film-cnn-gru weights: could not load the model"
+    )
 
 
 def test_a_torchscript_policy_runs_sandboxed_and_answers_as_in_process(client, researcher, session, trained):
@@ -160,10 +172,13 @@ def test_a_torchscript_policy_runs_sandboxed_and_answers_as_in_process(client, r
         assert isinstance(policy.model, SandboxedModel)
         assert np.allclose(policy(observations()), in_process(trained), atol=1e-6)
         # continuations: batched (one sandboxed call per step for the whole batch) == one at a time
-        recs = [expert_recording(level, 2, simulator=SIM, id=level)
-                for level in ("BabyAI-GoToObj-v0", "BabyAI-GoToLocal-v0", "BabyAI-PickupLoc-v0")]
-        scenario_jobs = jobs_for(mine(recs, "first step", 6, simulator=SIM), {r.id: r for r in recs},
-                                 continuations=2, seed=5)
+        recs = [
+            expert_recording(level, 2, simulator=SIM, id=level)
+            for level in ("BabyAI-GoToObj-v0", "BabyAI-GoToLocal-v0", "BabyAI-PickupLoc-v0")
+        ]
+        scenario_jobs = jobs_for(
+            mine(recs, "first step", 6, simulator=SIM), {r.id: r for r in recs}, continuations=2, seed=5
+        )
         batched = rollout_batched(scenario_jobs, policy, SIM, batch_size=4)
         assert batched == rollout_sequential(scenario_jobs, policy, SIM)
         assert all(len(c.actions) >= 1 for c in batched)
@@ -174,10 +189,18 @@ def test_a_torchscript_policy_runs_sandboxed_and_answers_as_in_process(client, r
 
 def test_policy_for_agent_prefers_the_newest_valid_upload(client, researcher, session, trained):
     other = FilmPolicy(8, 8, 16)
-    assert upload(client, researcher.id, save_safetensors(trained.state_dict()), "safetensors",
-                  trained.config()).status_code == 201
-    assert upload(client, researcher.id, save_safetensors(other.state_dict()), "safetensors",
-                  {**other.config(), "hidden": 32}).status_code == 201  # v2: invalid
+    assert (
+        upload(
+            client, researcher.id, save_safetensors(trained.state_dict()), "safetensors", trained.config()
+        ).status_code
+        == 201
+    )
+    assert (
+        upload(
+            client, researcher.id, save_safetensors(other.state_dict()), "safetensors", {**other.config(), "hidden": 32}
+        ).status_code
+        == 201
+    )  # v2: invalid
     got = verdicts(client, researcher.id)
     assert [got[1]["state"], got[2]["state"]] == ["valid", "invalid"]
     policy = policies.policy_for_agent(session, researcher)
@@ -185,11 +208,17 @@ def test_policy_for_agent_prefers_the_newest_valid_upload(client, researcher, se
     assert np.allclose(policy(observations()), in_process(trained), atol=1e-6)
 
     # batched continuations with the uploaded policy equal one-at-a-time ones
-    recs = [expert_recording(level, 3, simulator=SIM, id=level)
-            for level in ("BabyAI-GoToLocal-v0", "BabyAI-OpenDoor-v0", "BabyAI-PutNextLocal-v0")]
-    scenario_jobs = jobs_for(mine(recs, "first step", 10, simulator=SIM) +
-                             mine(recs, "before success", 10, k=2, simulator=SIM, skip_inapplicable=True),
-                             {r.id: r for r in recs}, continuations=3, seed=11)
+    recs = [
+        expert_recording(level, 3, simulator=SIM, id=level)
+        for level in ("BabyAI-GoToLocal-v0", "BabyAI-OpenDoor-v0", "BabyAI-PutNextLocal-v0")
+    ]
+    scenario_jobs = jobs_for(
+        mine(recs, "first step", 10, simulator=SIM)
+        + mine(recs, "before success", 10, k=2, simulator=SIM, skip_inapplicable=True),
+        {r.id: r for r in recs},
+        continuations=3,
+        seed=11,
+    )
     assert len(scenario_jobs) >= 12
     batched = rollout_batched(scenario_jobs, policy, SIM, batch_size=5)
     assert batched == rollout_sequential(scenario_jobs, policy, SIM)
@@ -209,8 +238,10 @@ def test_built_in_agents_and_agents_without_a_policy(session):
     assert np.allclose(policies.policy_for_agent(session, random_)(obs), np.full((8, 7), 1 / 7))
     with pytest.raises(InputError) as refused:
         policies.policy_for_agent(session, empty)
-    assert refused.value.message == ("agent 'mine' has no policy to act with: it has no upload. Upload a policy "
-                                  "(docs/kinds/sts-policies.md) or use a built-in agent (expert, random)")
+    assert refused.value.message == (
+        "agent 'mine' has no policy to act with: it has no upload. Upload a policy "
+        "(docs/kinds/sts-policies.md) or use a built-in agent (expert, random)"
+    )
     with pytest.raises(InputError, match="agent 'expert' has no policy to act with: it has no upload"):
         policies.policy_for_agent(session, own_expert)
     with pytest.raises(InputError, match="agent 'speaker' is a navigation agent, not an STS one"):
@@ -293,8 +324,11 @@ def test_a_policy_cannot_read_the_workers_files(tmp_path):
     secret.write_text(SECRET)
     # outside the sandbox the same archive does read it: the test would catch a sandbox that stopped
     free = torch.jit.load(io.BytesIO(scripted(FileReadingPolicy(str(secret)))))
-    leaked = free.act(torch.zeros((1, 7, 7, 3), dtype=torch.uint8), torch.zeros(1, dtype=torch.long),
-                      torch.zeros((1, 1), dtype=torch.long))
+    leaked = free.act(
+        torch.zeros((1, 7, 7, 3), dtype=torch.uint8),
+        torch.zeros(1, dtype=torch.long),
+        torch.zeros((1, 1), dtype=torch.long),
+    )
     assert bytes(leaked[0].to(torch.uint8).tolist()) == SECRET.encode()[:7]
     for target in (str(secret), "/etc/passwd"):
         with pytest.raises(Invalid) as refused:
@@ -307,24 +341,37 @@ def test_a_policy_that_never_answers_is_stopped():
         validate_bytes("policy", "torchscript", scripted(LoopingPolicy(4, 4, 8)), None, limits={"call_s": 3})
     assert str(refused.value) == "the model did not answer act() within 3 s (wall-clock limit)"
     with pytest.raises(Invalid) as refused:
-        validate_bytes("policy", "torchscript", scripted(LoopingPolicy(4, 4, 8)), None,
-                       limits={"cpu_s": 2, "call_s": 120})
+        validate_bytes(
+            "policy", "torchscript", scripted(LoopingPolicy(4, 4, 8)), None, limits={"cpu_s": 2, "call_s": 120}
+        )
     assert str(refused.value).startswith("the model ran past its CPU time limit (2 s)")
 
 
 def test_broken_policies_get_a_verdict_naming_the_failed_check():
     cases = [
         (RaisingPolicy(4, 4, 8), "act() raised RuntimeError"),
-        (TalkativePolicy(4, 4, 8), "vocab_version() does not return 'proctor.sts.vocab/1', the mission vocabulary "
-                                   "this platform encodes (docs/kinds/sts-policies.md)"),
+        (
+            TalkativePolicy(4, 4, 8),
+            "vocab_version() does not return 'proctor.sts.vocab/1', the mission vocabulary "
+            "this platform encodes (docs/kinds/sts-policies.md)",
+        ),
         (SixActionPolicy(4, 4, 8), "act() returned shape [8, 6], expected [8, 7] (logits over minigrid's 7 actions)"),
         (NaNPolicy(4, 4, 8), "act() returned NaN"),
-        (DicePolicy(4, 4, 8), "act() answered the same observations differently the second time: a policy must be "
-                              "deterministic (the platform samples its actions from the probabilities)"),
-        (BatchNormPolicy(4, 4, 8), "act() answered observation 0 differently alone than in a batch of 8: a policy's "
-                                   "answer must not depend on the other observations or on the missions' padding"),
-        (ActOnly(), "missing methods vocab_version(), act(): a policy implements vocab_version(), act() "
-                    "(docs/kinds/sts-policies.md)"),
+        (
+            DicePolicy(4, 4, 8),
+            "act() answered the same observations differently the second time: a policy must be "
+            "deterministic (the platform samples its actions from the probabilities)",
+        ),
+        (
+            BatchNormPolicy(4, 4, 8),
+            "act() answered observation 0 differently alone than in a batch of 8: a policy's "
+            "answer must not depend on the other observations or on the missions' padding",
+        ),
+        (
+            ActOnly(),
+            "missing methods vocab_version(), act(): a policy implements vocab_version(), act() "
+            "(docs/kinds/sts-policies.md)",
+        ),
     ]
     for model, verdict in cases:
         with pytest.raises(Invalid) as refused:

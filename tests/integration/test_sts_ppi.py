@@ -22,11 +22,21 @@ pytestmark = pytest.mark.backend_agnostic("the section's arithmetic over stored 
 def _study(session, copies: int):
     from app.kinds.sts.demo import demo_lines
 
-    lines = [{**line, "continuation": f"{line['continuation']}-{r}"} for line in demo_lines()
-             if not line.get("reference") for r in range(copies)]
+    lines = [
+        {**line, "continuation": f"{line['continuation']}-{r}"}
+        for line in demo_lines()
+        if not line.get("reference")
+        for r in range(copies)
+    ]
     owner = make_user(session, "researcher")
-    study = services.create_study(session, owner, "sts", services.StudySettings(
-        title="STS PPI", bundle_size=5, gold_rate=0.0, annotations_per_item=1), _upload(lines), "continuations")
+    study = services.create_study(
+        session,
+        owner,
+        "sts",
+        services.StudySettings(title="STS PPI", bundle_size=5, gold_rate=0.0, annotations_per_item=1),
+        _upload(lines),
+        "continuations",
+    )
     services.set_state(session, study, "live", owner)
     return study
 
@@ -61,8 +71,10 @@ def test_a_sample_marked_by_people_and_the_simulator_everywhere(session):
     study = _study(session, copies=6)
     _mark(session, study, limit=110)
     rows = {r["agent"]: r for r in _table(session, study)["rows"]}
-    marked = {a.item_id: a.response["marker"] for a in session.scalars(
-        select(Annotation).where(Annotation.study_id == study.id))}
+    marked = {
+        a.item_id: a.response["marker"]
+        for a in session.scalars(select(Annotation).where(Annotation.study_id == study.id))
+    }
     for agent, row in rows.items():
         items = session.scalars(select(Item).where(Item.study_id == study.id, Item.is_gold.is_(False))).all()
         mine = [i for i in items if i.reference["agent"] == agent]
@@ -83,8 +95,10 @@ def test_a_sample_marked_by_people_and_the_simulator_everywhere(session):
     # simulator's judgement is worth more people than marked it; the expert succeeds everywhere
     # for both, so there is no spread to put an interval on, and the page says so.
     assert rows["random"]["agreement"]["mean"] < 1 and rows["random"]["worth"] > rows["random"]["people"]["n"]
-    assert rows["expert"]["ppi"] == {"text": "—", "reason": "no spread in people's or the judge's values: no "
-                                                           "interval to estimate"}
+    assert rows["expert"]["ppi"] == {
+        "text": "—",
+        "reason": "no spread in people's or the judge's values: no interval to estimate",
+    }
 
 
 def test_with_every_continuation_marked_the_simulator_has_nothing_to_add(session):

@@ -25,8 +25,10 @@ LENGTH = 12  # the agents' own steps: enough for the expert on these seeds, shor
 
 def _json(client, csrf):
     """A client whose JSON posts carry the session's CSRF token (as the pages' htmx does)."""
+
     def call(method, url, body=None, **kw):
         return client.request(method, url, json=body, headers={"X-CSRF-Token": csrf}, **kw)
+
     return call
 
 
@@ -54,8 +56,7 @@ def _suite(api, name="Go to") -> int:
 
 
 def _mine(api, suite, number, **body):
-    return api("POST", f"/api/v1/sts/suites/{suite}/versions/{number}/scenarios",
-               {"continuation": LENGTH, **body})
+    return api("POST", f"/api/v1/sts/suites/{suite}/versions/{number}/scenarios", {"continuation": LENGTH, **body})
 
 
 def _published_suite(api, seeds=SEEDS) -> tuple[int, list[int]]:
@@ -141,11 +142,15 @@ def test_a_refusal_to_change_a_published_version_names_the_next_step_as_it_stand
         assert api("POST", f"/api/v1/sts/suites/{suite}/versions/{number}/publish").status_code == 200
         if number == 1:
             assert api("POST", f"/api/v1/sts/suites/{suite}/versions").json()["number"] == 2
-    assert refused(1, recs[2]) == ("field 'version': version 1 of 'Go to' is published and cannot change: no scenario can be "
-                                   "added. Start version 3 to add scenarios")
+    assert refused(1, recs[2]) == (
+        "field 'version': version 1 of 'Go to' is published and cannot change: no scenario can be "
+        "added. Start version 3 to add scenarios"
+    )
     assert api("POST", f"/api/v1/sts/suites/{suite}/versions").json()["number"] == 3
-    assert refused(1, recs[2]) == ("field 'version': version 1 of 'Go to' is published and cannot change: no scenario can be "
-                                   "added. Add scenarios to version 3, the draft")
+    assert refused(1, recs[2]) == (
+        "field 'version': version 1 of 'Go to' is published and cannot change: no scenario can be "
+        "added. Add scenarios to version 3, the draft"
+    )
     assert refused(2, recs[2]).endswith("Add scenarios to version 3, the draft")
     assert _mine(api, suite, 3, rule="first step", recordings=[recs[2]]).status_code == 201
 
@@ -191,17 +196,27 @@ def test_bulk_rules_take_over_where_they_say(api, session, owner):
 
 def _line(**change) -> dict:
     rec = expert_recording(LEVEL, 1)
-    return {"id": "r1", "level": LEVEL, "seed": 1, "mission": rec.mission, "actions": rec.actions,
-            "actor": "human", **change}
+    return {
+        "id": "r1",
+        "level": LEVEL,
+        "seed": 1,
+        "mission": rec.mission,
+        "actions": rec.actions,
+        "actor": "human",
+        **change,
+    }
 
 
-@pytest.mark.parametrize("change, field, words", [
-    ({"actions": ["left", 9]}, "actions", "actions[1]"),
-    ({"seed": 2}, "mission", "gives the mission"),
-    ({"level": "BabyAI-Nowhere-v0"}, "level", "Nowhere"),
-    ({"actor": "robot"}, "actor", "robot"),
-    ({"id": "kept"}, "id", "already have"),
-])
+@pytest.mark.parametrize(
+    "change, field, words",
+    [
+        ({"actions": ["left", 9]}, "actions", "actions[1]"),
+        ({"seed": 2}, "mission", "gives the mission"),
+        ({"level": "BabyAI-Nowhere-v0"}, "level", "Nowhere"),
+        ({"actor": "robot"}, "actor", "robot"),
+        ({"id": "kept"}, "id", "already have"),
+    ],
+)
 def test_a_bad_recording_upload_names_its_line_and_field_and_stores_nothing(api, session, change, field, words):
     r = api("POST", "/api/v1/sts/recordings", files={"file": ("k.jsonl", json.dumps(_line(id="kept")).encode())})
     assert r.status_code == 201
@@ -225,16 +240,24 @@ def test_a_recording_upload_over_the_size_limit_is_refused_before_it_is_read(api
 
 
 def _generate(api, suite, number, agent, c=2, **extra):
-    r = api("POST", f"/api/v1/sts/suites/{suite}/versions/{number}/generations",
-            {"agent": agent, "continuations": c, "batch_size": 4, **extra})
+    r = api(
+        "POST",
+        f"/api/v1/sts/suites/{suite}/versions/{number}/generations",
+        {"agent": agent, "continuations": c, "batch_size": 4, **extra},
+    )
     assert r.status_code == 202, r.text
     return r.json()
 
 
 def _stored(session, agent_id) -> list[Continuation]:
     session.expire_all()
-    return list(session.scalars(select(Continuation).where(Continuation.agent_id == agent_id)
-                                .order_by(Continuation.scenario_id, Continuation.index)))
+    return list(
+        session.scalars(
+            select(Continuation)
+            .where(Continuation.agent_id == agent_id)
+            .order_by(Continuation.scenario_id, Continuation.index)
+        )
+    )
 
 
 def test_generation_stores_c_continuations_per_scenario_with_the_simulators_outcomes(api, session):
@@ -254,8 +277,12 @@ def test_generation_stores_c_continuations_per_scenario_with_the_simulators_outc
             episode = Replayable(rec.level, rec.seed, rec.mission, [*rec.actions[: sc.takeover], *c.actions])
             replayed = check(episode).success  # the simulator, replaying the whole episode
             assert c.success_step == (None if replayed is None else replayed - sc.takeover)
-            assert (c.end == "success") == (c.success_step is not None) and c.end in ("success", "failure",
-                                                                                      "time out", "length")
+            assert (c.end == "success") == (c.success_step is not None) and c.end in (
+                "success",
+                "failure",
+                "time out",
+                "length",
+            )
             assert 1 <= len(c.actions) <= LENGTH
         if name == "expert":
             assert all(c.end == "success" for c in rows)
@@ -343,8 +370,14 @@ def test_a_study_from_a_published_version_has_its_continuations_and_reference_ep
     assert api("POST", f"/api/v1/sts/suites/{suite}/versions").status_code == 201
     assert _mine(api, suite, 2, takeover=1, recordings=[recs[1]], tags=["v2"]).status_code == 201
     jobs.run_queued_once()
-    body = {"title": "Suite v1", "agents": ["expert", "random"], "bundle_size": 4, "gold_rate": 0.25,
-            "annotations_per_item": 1, "reference": {"expert_successes": 2, "random_failures": 2}}
+    body = {
+        "title": "Suite v1",
+        "agents": ["expert", "random"],
+        "bundle_size": 4,
+        "gold_rate": 0.25,
+        "annotations_per_item": 1,
+        "reference": {"expert_successes": 2, "random_failures": 2},
+    }
     r = api("POST", f"/api/v1/sts/suites/{suite}/versions/2/study", body)
     assert r.status_code == 409 and "draft" in r.json()["detail"]
     r = api("POST", f"/api/v1/sts/suites/{suite}/versions/1/study", body)
@@ -356,9 +389,11 @@ def test_a_study_from_a_published_version_has_its_continuations_and_reference_ep
     items = list(session.scalars(select(Item).where(Item.study_id == study.id)))
     agent_items = [i for i in items if not i.is_gold]
     assert {(i.reference["agent"], i.reference["continuation"]) for i in agent_items} == {
-        (a, c) for a in ("expert", "random") for c in ("0", "1")}
+        (a, c) for a in ("expert", "random") for c in ("0", "1")
+    }
     assert {i.reference["scenario"] for i in agent_items} == {
-        f"s{s.id}" for s in session.scalars(select(Scenario).where(Scenario.suite_id == suite)) if s.tags != ["v2"]}
+        f"s{s.id}" for s in session.scalars(select(Scenario).where(Scenario.suite_id == suite)) if s.tags != ["v2"]
+    }
     for i in agent_items:
         assert i.category == "go to" and i.reference["suite_version"] == 1
         assert i.reference["tags"] == ["rule:first step", "small"]
@@ -366,16 +401,22 @@ def test_a_study_from_a_published_version_has_its_continuations_and_reference_ep
             assert i.reference["simulator"] == "success"
     gold = [i for i in items if i.is_gold]
     assert sorted((i.reference["agent"], i.reference["label"]) for i in gold) == [
-        ("expert", "success"), ("expert", "success"), ("random", "failure"), ("random", "failure")]
+        ("expert", "success"),
+        ("expert", "success"),
+        ("random", "failure"),
+        ("random", "failure"),
+    ]
     assert all(i.reference["label"] == i.reference["simulator"] for i in gold)
     assert len({i.reference["scenario"] for i in gold if i.reference["agent"] == "expert"}) == 2
 
     # An agent without continuations of every scenario is refused by name.
-    r = api("POST", f"/api/v1/sts/suites/{suite}/versions/1/study",
-            {**body, "title": "More", "continuations": 3})
+    r = api("POST", f"/api/v1/sts/suites/{suite}/versions/1/study", {**body, "title": "More", "continuations": 3})
     assert r.status_code == 422 and r.json()["field"] == "agents" and "generate them first" in r.json()["detail"]
-    r = api("POST", f"/api/v1/sts/suites/{suite}/versions/1/study",
-            {**body, "title": "Too many", "reference": {"expert_successes": 4}})
+    r = api(
+        "POST",
+        f"/api/v1/sts/suites/{suite}/versions/1/study",
+        {**body, "title": "Too many", "reference": {"expert_successes": 4}},
+    )
     assert r.status_code == 422 and r.json()["field"] == "reference.expert_successes"
     assert session.scalar(select(func.count(Study.id))) == 1
 
@@ -390,8 +431,11 @@ def test_the_pages_mine_publish_generate_and_take_over(client, session, owner):
     assert r.status_code == 303
     page = r.headers["location"]
     suite = int(page.rsplit("/", 1)[1])
-    r = client.post(f"/sts/suites/{suite}/scenarios", follow_redirects=True, data={
-        "rule": "before success", "k": "2", "continuation": "10", "tags": "near the end", "csrf_token": csrf})
+    r = client.post(
+        f"/sts/suites/{suite}/scenarios",
+        follow_redirects=True,
+        data={"rule": "before success", "k": "2", "continuation": "10", "tags": "near the end", "csrf_token": csrf},
+    )
     assert "Added 1 scenarios to version 1" in r.text
     sc = session.scalar(select(Scenario).where(Scenario.suite_id == suite))
     assert sc.takeover == session.get(Recording, recs[0]).success_step - 2
@@ -400,8 +444,9 @@ def test_the_pages_mine_publish_generate_and_take_over(client, session, owner):
     frames = re.search(r'data-frames="([^"]+)"', html).group(1).replace("&amp;", "&")
     assert client.get(frames).content[:4] == b"\x89PNG"
     # Take over one step earlier on the timeline: the draft's scenario moves.
-    r = client.post(f"/sts/scenarios/{sc.id}/takeover", data={"takeover": "1", "csrf_token": csrf},
-                    follow_redirects=True)
+    r = client.post(
+        f"/sts/scenarios/{sc.id}/takeover", data={"takeover": "1", "csrf_token": csrf}, follow_redirects=True
+    )
     assert "now takes over at step 1" in r.text
     session.expire_all()
     assert session.get(Scenario, sc.id).takeover == 1
@@ -409,20 +454,27 @@ def test_the_pages_mine_publish_generate_and_take_over(client, session, owner):
     assert "is published" in r.text
     # Published: the timeline adds a new scenario to the next draft instead.
     client.post(f"/sts/suites/{suite}/versions", data={"csrf_token": csrf})
-    r = client.post(f"/sts/scenarios/{sc.id}/takeover", data={"takeover": "0", "csrf_token": csrf},
-                    follow_redirects=True)
+    r = client.post(
+        f"/sts/scenarios/{sc.id}/takeover", data={"takeover": "0", "csrf_token": csrf}, follow_redirects=True
+    )
     assert "added to version 2" in r.text
     session.expire_all()
     assert session.get(Scenario, sc.id).takeover == 1
-    r = client.post(f"/sts/suites/{suite}/versions/2/generations", follow_redirects=True,
-                    data={"agent": "expert", "continuations": "2", "csrf_token": csrf})
+    r = client.post(
+        f"/sts/suites/{suite}/versions/2/generations",
+        follow_redirects=True,
+        data={"agent": "expert", "continuations": "2", "csrf_token": csrf},
+    )
     assert "queued" in r.text and 'id="runs"' in r.text
     jobs.run_queued_once()
     html = client.get(f"/sts/suites/{suite}?version=2").text
     assert "expert" in html and "100%" in html and "near the end" in html
     r = client.post(f"/sts/scenarios/{sc.id}/tags", data={"tag": "mine", "csrf_token": csrf}, follow_redirects=True)
     assert "mine ×" in r.text
-    r = client.post(f"/sts/suites/{suite}/scenarios", follow_redirects=True, data={
-        "rule": "before success", "k": "x", "csrf_token": csrf})
+    r = client.post(
+        f"/sts/suites/{suite}/scenarios",
+        follow_redirects=True,
+        data={"rule": "before success", "k": "x", "csrf_token": csrf},
+    )
     assert "No scenario added" in r.text
     assert client.get("/sts/suites").status_code == 200

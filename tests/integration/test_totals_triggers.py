@@ -16,11 +16,14 @@ def _triggers(url: str, table: str) -> set[str]:
     try:
         with engine.connect() as conn:
             if url.startswith("sqlite"):
-                rows = conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'trigger' "
-                                         "AND tbl_name = :t"), {"t": table})
+                rows = conn.execute(
+                    text("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = :t"), {"t": table}
+                )
             else:
-                rows = conn.execute(text("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal "
-                                         "AND tgrelid = CAST(:t AS regclass)"), {"t": table})
+                rows = conn.execute(
+                    text("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgrelid = CAST(:t AS regclass)"),
+                    {"t": table},
+                )
             return {r[0] for r in rows}
     finally:
         engine.dispose()

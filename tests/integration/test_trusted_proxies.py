@@ -13,7 +13,8 @@ from fastapi.testclient import TestClient
 from tests.conftest import csrf_of
 
 pytestmark = pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
-    "the client address from the peer and X-Forwarded-For")
+    "the client address from the peer and X-Forwarded-For"
+)
 
 LOGINS_PER_ADDRESS = 20  # app/auth/views.py
 
@@ -35,9 +36,12 @@ def make_app(db_url, monkeypatch):
 def attempt(client: TestClient, csrf: str, forwarded: str | None = None) -> int:
     """A failed login for a fresh email (no per-account limit in the way); its status."""
     headers = {"X-Forwarded-For": forwarded} if forwarded else {}
-    r = client.post("/login", headers=headers, follow_redirects=False,
-                    data={"email": f"{uuid.uuid4().hex[:8]}@example.org", "password": "wrong-password",
-                          "csrf_token": csrf})
+    r = client.post(
+        "/login",
+        headers=headers,
+        follow_redirects=False,
+        data={"email": f"{uuid.uuid4().hex[:8]}@example.org", "password": "wrong-password", "csrf_token": csrf},
+    )
     return r.status_code
 
 

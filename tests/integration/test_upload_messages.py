@@ -57,15 +57,21 @@ def test_an_excel_workbook_is_named_as_one(workbook, app, client, session, resea
     data = xlsx() if workbook == "xlsx" else XLS
     token = create_token(session, researcher)
     session.commit()
-    r = client.post("/api/v1/studies", headers={"Authorization": f"Bearer {token}"},
-                    data={"settings": json.dumps({"title": "from Excel"})},
-                    files={"file": (f"q.{workbook}", data, "application/octet-stream")})
+    r = client.post(
+        "/api/v1/studies",
+        headers={"Authorization": f"Bearer {token}"},
+        data={"settings": json.dumps({"title": "from Excel"})},
+        files={"file": (f"q.{workbook}", data, "application/octet-stream")},
+    )
     assert r.status_code == 422
     assert r.json()["field"] == "file" and EXCEL_SAYS in r.json()["detail"]
     with TestClient(app) as page:
         csrf = login(page, researcher)
-        r = page.post("/studies/new", data={"title": "from Excel", "action": "preview", "csrf_token": csrf},
-                      files={"file": (f"q.{workbook}", data, "application/octet-stream")})
+        r = page.post(
+            "/studies/new",
+            data={"title": "from Excel", "action": "preview", "csrf_token": csrf},
+            files={"file": (f"q.{workbook}", data, "application/octet-stream")},
+        )
         assert r.status_code == 422
         assert EXCEL_SAYS in _page_error(r)
         assert _kept_token(r) == "" and "kept from the preview" not in r.text
@@ -79,8 +85,11 @@ def test_an_over_long_cell_names_its_column_and_the_limit(app, researcher):
     csv.writer(out, lineterminator="\n").writerows(rows)
     with TestClient(app) as page:
         csrf = login(page, researcher)
-        r = page.post("/studies/new", data={"title": "long", "action": "preview", "csrf_token": csrf},
-                      files={"file": ("q.csv", out.getvalue().encode(), "text/csv")})
+        r = page.post(
+            "/studies/new",
+            data={"title": "long", "action": "preview", "csrf_token": csrf},
+            files={"file": ("q.csv", out.getvalue().encode(), "text/csv")},
+        )
     assert r.status_code == 422
     message = _page_error(r)
     assert "field 'context'" in message and "131072 characters" in message, message
@@ -97,24 +106,31 @@ def test_a_refused_file_is_not_offered_again_but_a_good_one_is(app, researcher, 
     with TestClient(app) as page:
         csrf = login(page, researcher)
         # A good file previewed is kept for the create...
-        r = page.post("/studies/new", data={"title": "kept", "action": "preview", "csrf_token": csrf},
-                      files={"file": ("q.csv", good, "text/csv")})
+        r = page.post(
+            "/studies/new",
+            data={"title": "kept", "action": "preview", "csrf_token": csrf},
+            files={"file": ("q.csv", good, "text/csv")},
+        )
         assert r.status_code == 200 and 'id="preview"' in r.text
         kept = _kept_token(r)
         assert kept and "kept from the preview" in r.text
         # ... also when the form, not the file, is refused (the title is too long) ...
-        r = page.post("/studies/new", data={"title": "t" * 300, "action": "create", "csrf_token": csrf,
-                                            "upload_token": kept})
+        r = page.post(
+            "/studies/new", data={"title": "t" * 300, "action": "create", "csrf_token": csrf, "upload_token": kept}
+        )
         assert r.status_code == 422 and "field 'title'" in _page_error(r)
         assert "255" in _page_error(r) and _kept_token(r) == kept
         # ... but a refused file replacing it is not kept: the next submit must choose a file.
-        r = page.post("/studies/new", data={"title": "kept", "action": "preview", "csrf_token": csrf,
-                                            "upload_token": kept},
-                      files={"file": ("q.csv", bad, "text/csv")})
+        r = page.post(
+            "/studies/new",
+            data={"title": "kept", "action": "preview", "csrf_token": csrf, "upload_token": kept},
+            files={"file": ("q.csv", bad, "text/csv")},
+        )
         assert r.status_code == 422 and "Perhaps" in _page_error(r)
         assert _kept_token(r) == "" and "kept from the preview" not in r.text
-        r = page.post("/studies/new", data={"title": "kept", "action": "create", "csrf_token": csrf,
-                                            "upload_token": ""})
+        r = page.post(
+            "/studies/new", data={"title": "kept", "action": "create", "csrf_token": csrf, "upload_token": ""}
+        )
         assert r.status_code == 422 and "choose a file" in _page_error(r)
     assert session.scalar(select(func.count()).select_from(Study)) == 0
 
@@ -124,21 +140,24 @@ def test_a_refused_agent_import_shows_on_the_study_page(app, session, researcher
     agents = session.scalar(select(func.count()).select_from(Agent))
     with TestClient(app) as page:
         csrf = login(page, researcher)
-        for data, says in ((xlsx(), EXCEL_SAYS), (b'{"question_id": "nope", "answer": "No"}\n',
-                                                    "unknown question id")):
-            r = page.post(f"/studies/{study.id}/agents",
-                          data={"name": "fresh agent", "version": "1", "csrf_token": csrf},
-                          files={"file": ("answers.jsonl", data, "application/jsonl")},
-                          follow_redirects=False)
+        for data, says in ((xlsx(), EXCEL_SAYS), (b'{"question_id": "nope", "answer": "No"}\n', "unknown question id")):
+            r = page.post(
+                f"/studies/{study.id}/agents",
+                data={"name": "fresh agent", "version": "1", "csrf_token": csrf},
+                files={"file": ("answers.jsonl", data, "application/jsonl")},
+                follow_redirects=False,
+            )
             assert r.status_code == 422
             assert says in _page_error(r)
             # The study page itself, in the site's layout: its title, the menu, the agent form.
             assert "<h1>Where the form was" in r.text and 'href="/agents"' in r.text
             assert 'id="agents-error"' in r.text and f'action="/studies/{study.id}/agents"' in r.text
-        r = page.post(f"/studies/{study.id}/annotations/import",
-                      data={"source": "earlier", "csrf_token": csrf},
-                      files={"file": ("prior.xls", XLS, "application/vnd.ms-excel")},
-                      follow_redirects=False)
+        r = page.post(
+            f"/studies/{study.id}/annotations/import",
+            data={"source": "earlier", "csrf_token": csrf},
+            files={"file": ("prior.xls", XLS, "application/vnd.ms-excel")},
+            follow_redirects=False,
+        )
         assert r.status_code == 422 and 'id="prior-error"' in r.text
         assert EXCEL_SAYS in _page_error(r)
     session.expire_all()

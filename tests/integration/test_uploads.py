@@ -62,8 +62,9 @@ def _cases() -> dict[str, Case]:
     cases["malformed row"] = Case(data, starts[3], "context", "malformed")
 
     data, _ = to_csv(rows[:4])  # the unclosed record starts on the line after these
-    cases["unclosed quote"] = Case(data + b'x:1,4,1,NB,PS,CT+,NA,NA,1,"never closed,No\n',
-                                   data.count(b"\n") + 1, None, "malformed")
+    cases["unclosed quote"] = Case(
+        data + b'x:1,4,1,NB,PS,CT+,NA,NA,1,"never closed,No\n', data.count(b"\n") + 1, None, "malformed"
+    )
 
     data, _ = to_csv([header + ["colour"]] + [r + ["red"] for r in rows[1:]])
     cases["unknown column"] = Case(data, 1, "colour", "unknown column")
@@ -138,9 +139,12 @@ def test_bad_question_uploads_are_refused_whole(name, app, client, session, rese
     before = _counts(session)
     filename = "q.csv.gz" if name == "truncated gzip" else "q.csv"
 
-    r = client.post("/api/v1/studies", headers={"Authorization": f"Bearer {token}"},
-                    data={"settings": json.dumps({"title": f"API {name}"})},
-                    files={"file": (filename, case.data, "text/csv")})
+    r = client.post(
+        "/api/v1/studies",
+        headers={"Authorization": f"Bearer {token}"},
+        data={"settings": json.dumps({"title": f"API {name}"})},
+        files={"file": (filename, case.data, "text/csv")},
+    )
     assert 400 <= r.status_code < 500, (r.status_code, r.text)
     body = r.json()
     assert body["line"] == case.line and body["field"] == case.field, body
@@ -150,9 +154,12 @@ def test_bad_question_uploads_are_refused_whole(name, app, client, session, rese
     with TestClient(app) as page:
         csrf = login(page, researcher)
         for action in ("preview", "create"):
-            r = page.post("/studies/new", data={"title": f"Page {name}", "action": action,
-                                                "csrf_token": csrf},
-                          files={"file": (filename, case.data, "text/csv")}, follow_redirects=False)
+            r = page.post(
+                "/studies/new",
+                data={"title": f"Page {name}", "action": action, "csrf_token": csrf},
+                files={"file": (filename, case.data, "text/csv")},
+                follow_redirects=False,
+            )
             assert 400 <= r.status_code < 500, (action, r.status_code)
             message = _page_error(r)
             _check_message(message, case)
@@ -168,20 +175,30 @@ def test_a_good_upload_after_a_bad_one_is_imported_whole(app, client, session, r
     good, _ = to_csv(fixture_rows()[:8])
     token = create_token(session, researcher)
     session.commit()
-    r = client.post("/api/v1/studies", headers={"Authorization": f"Bearer {token}"},
-                    data={"settings": json.dumps({"title": "good"})},
-                    files={"file": ("q.csv", CASES["wrong label"].data, "text/csv")})
+    r = client.post(
+        "/api/v1/studies",
+        headers={"Authorization": f"Bearer {token}"},
+        data={"settings": json.dumps({"title": "good"})},
+        files={"file": ("q.csv", CASES["wrong label"].data, "text/csv")},
+    )
     assert r.status_code == 422
-    r = client.post("/api/v1/studies", headers={"Authorization": f"Bearer {token}"},
-                    data={"settings": json.dumps({"title": "good"})},
-                    files={"file": ("q.csv.gz", gzip.compress(good), "application/gzip")})
+    r = client.post(
+        "/api/v1/studies",
+        headers={"Authorization": f"Bearer {token}"},
+        data={"settings": json.dumps({"title": "good"})},
+        files={"file": ("q.csv.gz", gzip.compress(good), "application/gzip")},
+    )
     assert r.status_code == 201, r.text
     sid = r.json()["id"]
     assert session.scalar(select(func.count()).select_from(Item).where(Item.study_id == sid)) == 7
     with TestClient(app) as page:
         csrf = login(page, researcher)
-        r = page.post("/studies/new", data={"title": "good page", "action": "create", "csrf_token": csrf},
-                      files={"file": ("q.csv", good, "text/csv")}, follow_redirects=False)
+        r = page.post(
+            "/studies/new",
+            data={"title": "good page", "action": "create", "csrf_token": csrf},
+            files={"file": ("q.csv", good, "text/csv")},
+            follow_redirects=False,
+        )
         assert r.status_code == 303, r.text
     study = session.scalar(select(Study).where(Study.title == "good page"))
     assert session.scalar(select(func.count()).select_from(Item).where(Item.study_id == study.id)) == 7
@@ -200,29 +217,37 @@ def _jsonl(*objs) -> bytes:
 def agent_world(session, researcher):
     data, _ = to_csv(fixture_rows()[:21])
     study = create_tom_study(session, researcher, data, title="Agent import study")
-    ids = session.scalars(select(Item.external_id).where(Item.study_id == study.id)
-                          .order_by(Item.id)).all()
+    ids = session.scalars(select(Item.external_id).where(Item.study_id == study.id).order_by(Item.id)).all()
     agent = services.register_agent(session, researcher, "tom", "steady-agent", "2")
-    services.import_agent_outputs(session, study, agent, _jsonl(
-        *({"question_id": i, "answer": "Yes"} for i in ids[:10])))
+    services.import_agent_outputs(
+        session, study, agent, _jsonl(*({"question_id": i, "answer": "Yes"} for i in ids[:10]))
+    )
     return study, agent, list(ids)
 
 
 def _outputs(session, agent_id: int) -> dict:
     session.expire_all()
-    return {o.item_id: (o.response, o.score) for o in session.scalars(
-        select(AgentOutput).where(AgentOutput.agent_id == agent_id))}
+    return {
+        o.item_id: (o.response, o.score)
+        for o in session.scalars(select(AgentOutput).where(AgentOutput.agent_id == agent_id))
+    }
 
 
 def _agent_cases(ids: list[str]) -> dict[str, Case]:
     ok = [{"question_id": i, "answer": "No"} for i in ids[:6]]  # would change every output
     return {
-        "bad JSON line": Case(_jsonl(ok[0], ok[1], '{"question_id": "%s", "answer": "No"' % ids[2],
-                                     ok[3]), 3, None, "JSON"),
-        "unknown question id": Case(_jsonl(ok[0], {"question_id": "nope:1:2:A:CT+", "answer": "No"},
-                                           ok[2]), 2, "question_id", "unknown question id"),
-        "bad answer value": Case(_jsonl(ok[0], ok[1], ok[2], {"question_id": ids[3], "answer": "Maybe"},
-                                        ok[4]), 4, "answer", "Maybe"),
+        "bad JSON line": Case(
+            _jsonl(ok[0], ok[1], '{"question_id": "%s", "answer": "No"' % ids[2], ok[3]), 3, None, "JSON"
+        ),
+        "unknown question id": Case(
+            _jsonl(ok[0], {"question_id": "nope:1:2:A:CT+", "answer": "No"}, ok[2]),
+            2,
+            "question_id",
+            "unknown question id",
+        ),
+        "bad answer value": Case(
+            _jsonl(ok[0], ok[1], ok[2], {"question_id": ids[3], "answer": "Maybe"}, ok[4]), 4, "answer", "Maybe"
+        ),
         "missing answer": Case(_jsonl(ok[0], {"question_id": ids[1]}), 2, "answer", "missing"),
         "duplicate answer": Case(_jsonl(ok[0], ok[1], ok[0]), 3, "question_id", "duplicate"),
         "not an object": Case(_jsonl(ok[0], "[1, 2]"), 2, None, "object"),
@@ -243,9 +268,11 @@ def test_bad_agent_answer_imports_are_refused_whole(app, client, session, resear
     with TestClient(app) as page:
         csrf = login(page, researcher)
         for name, case in _agent_cases(ids).items():
-            r = client.post(f"/api/v1/studies/{study.id}/agents/{agent.id}/outputs",
-                            headers={"Authorization": f"Bearer {token}"},
-                            files={"file": ("answers.jsonl", case.data, "application/jsonl")})
+            r = client.post(
+                f"/api/v1/studies/{study.id}/agents/{agent.id}/outputs",
+                headers={"Authorization": f"Bearer {token}"},
+                files={"file": ("answers.jsonl", case.data, "application/jsonl")},
+            )
             assert 400 <= r.status_code < 500, (name, r.status_code, r.text)
             body = r.json()
             assert (body["line"], body["field"]) == (case.line, case.field), (name, body)
@@ -254,10 +281,12 @@ def test_bad_agent_answer_imports_are_refused_whole(app, client, session, resear
 
             # The page form: into the same agent, and as a new agent (which must not appear).
             for agent_name, version in ((agent.name, agent.version), (f"new {name}", "1")):
-                r = page.post(f"/studies/{study.id}/agents",
-                              data={"name": agent_name, "version": version, "csrf_token": csrf},
-                              files={"file": ("answers.jsonl", case.data, "application/jsonl")},
-                              follow_redirects=False)
+                r = page.post(
+                    f"/studies/{study.id}/agents",
+                    data={"name": agent_name, "version": version, "csrf_token": csrf},
+                    files={"file": ("answers.jsonl", case.data, "application/jsonl")},
+                    follow_redirects=False,
+                )
                 assert 400 <= r.status_code < 500, (name, r.status_code)
                 message = _page_error(r)
                 _check_message(message, case)
@@ -267,9 +296,16 @@ def test_bad_agent_answer_imports_are_refused_whole(app, client, session, resear
     assert _counts(session)[2] == audit
 
     # And a good file still replaces them, whole.
-    r = client.post(f"/api/v1/studies/{study.id}/agents/{agent.id}/outputs",
-                    headers={"Authorization": f"Bearer {token}"},
-                    files={"file": ("answers.jsonl", _jsonl(*({"question_id": i, "answer": "No"}
-                                                              for i in ids[:4])), "application/jsonl")})
+    r = client.post(
+        f"/api/v1/studies/{study.id}/agents/{agent.id}/outputs",
+        headers={"Authorization": f"Bearer {token}"},
+        files={
+            "file": (
+                "answers.jsonl",
+                _jsonl(*({"question_id": i, "answer": "No"} for i in ids[:4])),
+                "application/jsonl",
+            )
+        },
+    )
     assert r.status_code == 200 and r.json() == {"imported": 4}
     assert sorted(v[0]["answer"] for v in _outputs(session, agent.id).values()) == ["No"] * 4

@@ -18,8 +18,9 @@ from app.kinds.a3ds.metrics import means, score_caption
 from app.kinds.a3ds.scenes import FEATURES, factors, scene_id
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "a3ds"
-real = pytest.mark.skipif(not (DATA / "3dshapes_factor_terminals.json").exists(),
-                          reason=f"A3DS data not found under {DATA}")
+real = pytest.mark.skipif(
+    not (DATA / "3dshapes_factor_terminals.json").exists(), reason=f"A3DS data not found under {DATA}"
+)
 
 # Image 12500: red floor, yellow wall, medium blue tiny cylinder, "nearly in the middle".
 T = (0, 2, 6, 0, 1, 5)
@@ -30,6 +31,7 @@ def sid(*f):
 
 
 # ---- scenes ---------------------------------------------------------------------------------
+
 
 def test_index_formula_both_ways():
     assert sid(*T) == 12500 and factors(12500) == T
@@ -71,8 +73,14 @@ def test_the_words_are_the_grammar_terminals():
 
 
 def test_design_pairs_differ_in_exactly_z_or_the_named_features():
-    pairs = scenes.design_pairs({"z": {str(z): 5 for z in range(1, 7)}, "random": 3,
-                                 "named": [{"features": ["shape", "wall_hue"], "count": 4}]}, seed=7)
+    pairs = scenes.design_pairs(
+        {
+            "z": {str(z): 5 for z in range(1, 7)},
+            "random": 3,
+            "named": [{"features": ["shape", "wall_hue"], "count": 4}],
+        },
+        seed=7,
+    )
     by = {}
     for how, p in pairs:
         by.setdefault(how, []).append(p)
@@ -80,13 +88,26 @@ def test_design_pairs_differ_in_exactly_z_or_the_named_features():
         assert len(by[f"z={z}"]) == 5 and all(p.z == z for p in by[f"z={z}"])
     assert all(set(p.contrastive) == {"shape", "wall_hue"} for p in by["named:shape+wall_hue"])
     assert len(by["random"]) == 3 and all(p.target != p.distractor for p in by["random"])
-    assert pairs == scenes.design_pairs({"z": {str(z): 5 for z in range(1, 7)}, "random": 3,
-                                         "named": [{"features": ["shape", "wall_hue"], "count": 4}]}, seed=7)
+    assert pairs == scenes.design_pairs(
+        {
+            "z": {str(z): 5 for z in range(1, 7)},
+            "random": 3,
+            "named": [{"features": ["shape", "wall_hue"], "count": 4}],
+        },
+        seed=7,
+    )
 
 
-@pytest.mark.parametrize("design,field", [
-    ({"z": {"7": 1}}, "pairs.z.7"), ({"z": {"1": -1}}, "pairs.z.1"), ({"random": "3"}, "pairs.random"),
-    ({"named": [{"features": ["colour"], "count": 1}]}, "pairs.named.0.features"), ({"zz": 1}, "pairs.zz")])
+@pytest.mark.parametrize(
+    "design,field",
+    [
+        ({"z": {"7": 1}}, "pairs.z.7"),
+        ({"z": {"1": -1}}, "pairs.z.1"),
+        ({"random": "3"}, "pairs.random"),
+        ({"named": [{"features": ["colour"], "count": 1}]}, "pairs.named.0.features"),
+        ({"zz": 1}, "pairs.zz"),
+    ],
+)
 def test_bad_designs_name_the_field(design, field):
     with pytest.raises(InputError) as exc:
         scenes.design_pairs(design, 0)
@@ -104,6 +125,7 @@ def test_a_design_is_capped_in_total_not_only_per_entry():
 
 
 # ---- the parser -----------------------------------------------------------------------------
+
 
 def test_a_colour_word_without_a_place_counts_only_when_the_colour_is_unique_in_the_target():
     red, blue = scenes.HUES.index("red"), scenes.HUES.index("medium blue")
@@ -163,6 +185,7 @@ def test_what_is_not_understood_is_reported():
 
 # ---- the metrics, worked by hand ------------------------------------------------------------
 
+
 def vec(d, caption):
     s = score_caption(sid(*T), sid(*d), caption)
     return (s.z, s.c, s.k, s.discriminative, s.contrastive_efficiency, s.relevance, s.optimal)
@@ -187,8 +210,7 @@ def test_z2():
 def test_z3():
     d = (1, 3, 7, 0, 1, 5)  # the three hues differ
     # c = 2 (object, wall), k = 3: e = 1 - 1/2, r = 1 - 1/3
-    assert vec(d, "a medium blue cylinder in front of a yellow wall") == \
-        (3, 2, 3, 1, 0.5, pytest.approx(2 / 3), 0)
+    assert vec(d, "a medium blue cylinder in front of a yellow wall") == (3, 2, 3, 1, 0.5, pytest.approx(2 / 3), 0)
 
 
 def test_z4():
@@ -232,6 +254,7 @@ def test_identical_scenes_are_not_a_pair():
 
 # ---- speakers -------------------------------------------------------------------------------
 
+
 def test_speakers_say_what_they_promise():
     for _how, pair in scenes.design_pairs({"z": {str(z): 20 for z in range(1, 7)}}, seed=3):
         lit = score_caption(pair.target, pair.distractor, speakers.speak("literal", pair, 3))
@@ -264,28 +287,48 @@ def test_every_exhaustive_caption_names_all_six_truly():
 
 # ---- proctor a3ds score ------------------------------------------------------------------
 
+
 def test_score_command_json(tmp_path):
     f = tmp_path / "pairs.jsonl"
-    f.write_text(json.dumps({"target": 12500, "distractor": sid(0, 2, 6, 0, 2, 5), "caption": "a cylinder"}) + "\n"
-                 + json.dumps({"target": 12500, "distractor": sid(1, 3, 7, 1, 2, 6), "caption": "a green block"}) + "\n")
+    f.write_text(
+        json.dumps({"target": 12500, "distractor": sid(0, 2, 6, 0, 2, 5), "caption": "a cylinder"})
+        + "\n"
+        + json.dumps({"target": 12500, "distractor": sid(1, 3, 7, 1, 2, 6), "caption": "a green block"})
+        + "\n"
+    )
     out = CliRunner().invoke(a3ds_cli, ["score", "--pairs", str(f), "--json"])
     assert out.exit_code == 0, out.output
     doc = json.loads(out.output)
-    assert doc["per_pair"][0] == {"z": 1, "c": 1, "k": 1, "discriminative": 1, "contrastive_efficiency": 1.0,
-                                  "relevance": 1.0, "optimal": 1, "mentioned": ["shape"], "unparsed": []}
+    assert doc["per_pair"][0] == {
+        "z": 1,
+        "c": 1,
+        "k": 1,
+        "discriminative": 1,
+        "contrastive_efficiency": 1.0,
+        "relevance": 1.0,
+        "optimal": 1,
+        "mentioned": ["shape"],
+        "unparsed": [],
+    }
     assert doc["per_pair"][1]["relevance"] is None and doc["per_pair"][1]["z"] == 6
     assert doc["mean"]["discriminative"] == 0.5 and doc["mean"]["relevance_undefined"] == 1
     table = CliRunner().invoke(a3ds_cli, ["score", "--pairs", str(f)])
     assert table.exit_code == 0 and "undef" in table.output
 
 
-@pytest.mark.parametrize("line,message", [
-    ('{"target": 480000, "distractor": 1, "caption": "a ball"}', "line 2, field 'target': scene id 480000 is out of range"),
-    ('{"target": 1, "distractor": -3, "caption": "a ball"}', "line 2, field 'distractor'"),
-    ('{"target": 1, "distractor": 2', "line 2: not valid JSON"),
-    ('{"target": 1, "distractor": 2}', "line 2, field 'caption'"),
-    ('{"target": 1, "distractor": 1, "caption": "a ball"}', "same scene"),
-])
+@pytest.mark.parametrize(
+    "line,message",
+    [
+        (
+            '{"target": 480000, "distractor": 1, "caption": "a ball"}',
+            "line 2, field 'target': scene id 480000 is out of range",
+        ),
+        ('{"target": 1, "distractor": -3, "caption": "a ball"}', "line 2, field 'distractor'"),
+        ('{"target": 1, "distractor": 2', "line 2: not valid JSON"),
+        ('{"target": 1, "distractor": 2}', "line 2, field 'caption'"),
+        ('{"target": 1, "distractor": 1, "caption": "a ball"}', "same scene"),
+    ],
+)
 def test_score_command_errors_name_line_and_field(tmp_path, line, message):
     f = tmp_path / "pairs.jsonl"
     f.write_text('{"target": 12500, "distractor": 12501, "caption": "a ball"}\n' + line + "\n")

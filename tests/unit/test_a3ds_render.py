@@ -19,8 +19,8 @@ def _png_rgb(data: bytes, size: int) -> np.ndarray:
 
     # Our PNGs: one IDAT, filter 0 on every line.
     start = data.index(b"IDAT") + 4
-    length = int.from_bytes(data[start - 8:start - 4], "big")
-    raw = np.frombuffer(zlib.decompress(data[start:start + length]), np.uint8).reshape(size, 1 + 3 * size)
+    length = int.from_bytes(data[start - 8 : start - 4], "big")
+    raw = np.frombuffer(zlib.decompress(data[start : start + length]), np.uint8).reshape(size, 1 + 3 * size)
     return raw[:, 1:].reshape(size, size, 3)
 
 

@@ -11,8 +11,15 @@ from click.testing import CliRunner
 
 from proctor_client.cli import remote
 
-DONE = {"id": 1, "task": "export", "state": "done", "done": 1, "total": 1, "log": "",
-        "files": {"scores.csv": "/blobs/x/scores.csv", "../escaped.csv": "/blobs/x/escaped.csv"}}
+DONE = {
+    "id": 1,
+    "task": "export",
+    "state": "done",
+    "done": 1,
+    "total": 1,
+    "log": "",
+    "files": {"scores.csv": "/blobs/x/scores.csv", "../escaped.csv": "/blobs/x/escaped.csv"},
+}
 
 
 class Hostile(BaseHTTPRequestHandler):
@@ -45,8 +52,10 @@ def test_export_all_refuses_a_file_name_that_leaves_the_folder(tmp_path):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         out = tmp_path / "out"
-        r = CliRunner().invoke(remote, ["--url", f"http://127.0.0.1:{server.server_port}", "--token", "t",
-                                        "export", "1", "--all", str(out)])
+        r = CliRunner().invoke(
+            remote,
+            ["--url", f"http://127.0.0.1:{server.server_port}", "--token", "t", "export", "1", "--all", str(out)],
+        )
     finally:
         server.shutdown()
     assert r.exit_code == 1 and "not a plain file name" in r.output, r.output

@@ -31,12 +31,15 @@ def test_perfect_raters_leave_the_share_as_it_is():
     assert got["mean"] == 0.75 and got["low"] <= 0.75 <= got["high"]
 
 
-@pytest.mark.parametrize("sens, spec, words", [
-    ([True, False], [False, True], "0.500 + 0.500 <= 1"),
-    ([False] * 3 + [True], [True, False], "0.250 + 0.500 <= 1"),
-    ([], [True], "labelled success"),
-    ([True], [], "labelled failure"),
-])
+@pytest.mark.parametrize(
+    "sens, spec, words",
+    [
+        ([True, False], [False, True], "0.500 + 0.500 <= 1"),
+        ([False] * 3 + [True], [True, False], "0.250 + 0.500 <= 1"),
+        ([], [True], "labelled success"),
+        ([True], [], "labelled failure"),
+    ],
+)
 def test_none_with_a_reason_when_it_cannot_be_computed(sens, spec, words):
     got = rogan_gladen_estimate([1, 0, 1], sens, spec)
     assert (got["mean"], got["low"], got["high"], got["n"]) == (None, None, None, 3)
@@ -57,7 +60,9 @@ def test_clusters_are_resampled_whole():
     whole = rogan_gladen_estimate(y, *ref, clusters=["a"] * 10 + ["b"] * 10)
     assert whole["mean"] == single["mean"] == 0.5
     assert (whole["low"], whole["high"]) == (0.0, 1.0)
-    assert single["high"] - single["low"] < 0.6 and "clusters" in whole["method"] and "continuations" in single["method"]
+    assert (
+        single["high"] - single["low"] < 0.6 and "clusters" in whole["method"] and "continuations" in single["method"]
+    )
     with pytest.raises(ValueError):
         rogan_gladen_estimate(y, *ref, clusters=["a"])
 
@@ -73,10 +78,13 @@ def _coverage(n, n_ref, truth, sens, spec, replicates, seed=7) -> float:
     return hits / replicates
 
 
-@pytest.mark.parametrize("n, n_ref, truth, sens, spec", [
-    (200, 40, 0.6, 0.9, 0.85),  # measured 0.937 (300 replicates)
-    (50, 10, 0.3, 0.9, 0.9),    # measured 0.927
-])
+@pytest.mark.parametrize(
+    "n, n_ref, truth, sens, spec",
+    [
+        (200, 40, 0.6, 0.9, 0.85),  # measured 0.937 (300 replicates)
+        (50, 10, 0.3, 0.9, 0.9),  # measured 0.927
+    ],
+)
 def test_the_interval_covers_the_true_share(n, n_ref, truth, sens, spec):
     coverage = _coverage(n, n_ref, truth, sens, spec, replicates=300)
     print(f"coverage n={n} reference={n_ref} truth={truth}: {coverage:.3f}")

@@ -72,7 +72,7 @@ def test_the_binary_exceptions_are_forced_by_discreteness():
     pmf = lambda n, p: scipy.stats.binom.pmf(np.arange(n + 1), n, p)  # noqa: E731
     # n = 10, p = 0.5: symmetric windows [a, 10 - a]
     f = pmf(10, 0.5)
-    assert [round(f[a:11 - a].sum(), 4) for a in (2, 3)] == [0.9785, 0.8906]
+    assert [round(f[a : 11 - a].sum(), 4) for a in (2, 3)] == [0.9785, 0.8906]
     # n = 10, p = 0.9: windows ending at 10 (an interval covering 0.9 at k = 7 covers it for k > 7)
     f = pmf(10, 0.9)
     assert [round(f[a:].sum(), 4) for a in (7, 8)] == [0.9872, 0.9298]
@@ -84,7 +84,8 @@ def test_the_binary_exceptions_are_forced_by_discreteness():
 def test_the_binary_cells_are_exact_and_wilson():
     # the exact cells are Wilson's interval itself: 9 of 10 gives Wilson's (0.5958, 0.9821)
     assert bench.exact_binary_coverage(S.mean_interval, 10, 0.9) == pytest.approx(
-        scipy.stats.binom.pmf([8, 9, 10], 10, 0.9).sum(), rel=1e-12)
+        scipy.stats.binom.pmf([8, 9, 10], 10, 0.9).sum(), rel=1e-12
+    )
     assert S.mean_interval([1.0] * 9 + [0.0]).method == "Wilson"
 
 
@@ -131,7 +132,12 @@ def test_the_bench_the_readme_names_prints_its_table():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, str(root / "bench" / "coverage.py"), "--reps", "50"],
-                         capture_output=True, text=True, timeout=300, cwd=root)
+    out = subprocess.run(
+        [sys.executable, str(root / "bench" / "coverage.py"), "--reps", "50"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=root,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "| n = 10 | n = 20 | n = 50 | n = 200 |" in out.stdout and "binary p=0.9" in out.stdout

@@ -68,9 +68,18 @@ def test_same_labels_as_crowd_kit_called_directly():
 
 
 def test_categorical_labels_and_single_answers():
-    frame = pd.DataFrame([(1, "a", "red"), (1, "b", "red"), (1, "c", "blue"),
-                          (2, "a", "green"), (2, "b", "green"), (2, "c", "green"),
-                          (3, "c", "blue")], columns=["task", "worker", "label"])
+    frame = pd.DataFrame(
+        [
+            (1, "a", "red"),
+            (1, "b", "red"),
+            (1, "c", "blue"),
+            (2, "a", "green"),
+            (2, "b", "green"),
+            (2, "c", "green"),
+            (3, "c", "blue"),
+        ],
+        columns=["task", "worker", "label"],
+    )
     ds = fit(frame)
     assert ds["labels_order"] == ["blue", "green", "red"]
     # Three items say little about each annotator; item 2 is unanimous, item 3 has one answer.

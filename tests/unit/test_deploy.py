@@ -27,8 +27,9 @@ def test_compose_services_and_commands_exist():
     assert env["STORAGE_URL"].startswith("s3://") and "DATABASE_URL" in env and "REDIS_URL" in env
     assert "gpu" in str(services["worker"]["deploy"])
     # Both queues have a worker, and exactly one worker runs the sweeper's schedule.
-    queues = [services[n]["command"][services[n]["command"].index("--queues") + 1]
-              for n in ("worker", "exports-worker")]
+    queues = [
+        services[n]["command"][services[n]["command"].index("--queues") + 1] for n in ("worker", "exports-worker")
+    ]
     assert sorted(queues) == ["exports", "models"]
     assert sum("--beat" in s.get("command", []) for s in services.values()) == 1
 

@@ -68,17 +68,26 @@ def test_steps_and_procedures_match_the_paper(procs):
 
 def test_metrics_by_hand():
     blank = [0] * 180
-    gold = blank.copy(); gold[0] = 2; gold[1] = 3
-    hyp = blank.copy(); hyp[0] = 2; hyp[5] = 4
+    gold = blank.copy()
+    gold[0] = 2
+    gold[1] = 3
+    hyp = blank.copy()
+    hyp[0] = 2
+    hyp[5] = 4
     m = metrics.step_metrics(blank, gold, blank, hyp)
     assert (m["board_precision"], m["board_recall"], m["board_f1"], m["board_em"]) == (0.5, 0.5, 0.5, 0.0)
     # Nothing to paint and nothing painted: 1 everywhere; painting white is an action.
     assert set(metrics.step_metrics(gold, gold, gold, gold).values()) == {1.0}
-    white = gold.copy(); white[0] = 0
+    white = gold.copy()
+    white[0] = 0
     m = metrics.step_metrics(gold, gold, gold, white)
     assert (m["action_precision"], m["action_recall"], m["action_f1"], m["action_em"]) == (0.0, 0.0, 0.0, 0.0)
     assert metrics.agreement_tag(gold, gold, hyp) == "V1" and metrics.agreement_tag(gold, hyp, hyp) == "VV"
-    assert metrics.agreement_tag(gold, hyp, blank) == "F" and metrics.agreement_scores(gold, gold, hyp) == (1.0, 0.5, 0.5)
+    assert metrics.agreement_tag(gold, hyp, blank) == "F" and metrics.agreement_scores(gold, gold, hyp) == (
+        1.0,
+        0.5,
+        0.5,
+    )
 
 
 @real
@@ -99,8 +108,11 @@ def test_vectorised_metrics_equal_the_reference_on_every_step(procs):
 
 
 def _preds(procs, split, board=lambda p, k: p.boards[k]):
-    return "".join(json.dumps({"index": p.index, "step": k, "board": list(board(p, k))}) + "\n"
-                   for p in procs[split] for k in range(1, len(p.boards))).encode()
+    return "".join(
+        json.dumps({"index": p.index, "step": k, "board": list(board(p, k))}) + "\n"
+        for p in procs[split]
+        for k in range(1, len(p.boards))
+    ).encode()
 
 
 @real
@@ -127,7 +139,9 @@ def test_no_action_baseline(procs):
 def test_the_cli_scores_the_test_split(procs, tmp_path):
     pred = tmp_path / "pred.jsonl"
     pred.write_bytes(_preds(procs, "test", lambda p, k: p.boards[k - 1]))
-    out = CliRunner().invoke(hex_cli, ["score", "--gold", str(DATA / "test.jsonl"), "--predictions", str(pred), "--json"])
+    out = CliRunner().invoke(
+        hex_cli, ["score", "--gold", str(DATA / "test.jsonl"), "--predictions", str(pred), "--json"]
+    )
     assert out.exit_code == 0, out.output
     r = json.loads(out.output)
     assert len(r["per_step"]) == 453 and set(r["mean"]) == set(metrics.KEYS)
@@ -145,22 +159,41 @@ def test_the_cli_scores_the_test_split(procs, tmp_path):
     assert table.exit_code == 0 and "step position" in table.output and "95% intervals" in table.output
     stats = CliRunner().invoke(hex_cli, ["stats", "--data", str(DATA), "--json"])
     s = json.loads(stats.output)["splits"]
-    assert (s["train"]["agreed_steps_pct"], s["dev"]["agreed_steps_pct"], s["test"]["agreed_steps_pct"]) == (87.19, 85.43, 83.22)
-    assert (s["dev"]["agreed_procedures"], s["test"]["agreed_procedures"], s["train"]["agreed_procedures"]) == (49, 43, 394)
+    assert (s["train"]["agreed_steps_pct"], s["dev"]["agreed_steps_pct"], s["test"]["agreed_steps_pct"]) == (
+        87.19,
+        85.43,
+        83.22,
+    )
+    assert (s["dev"]["agreed_procedures"], s["test"]["agreed_procedures"], s["train"]["agreed_procedures"]) == (
+        49,
+        43,
+        394,
+    )
 
 
-LINE = {"index": 7, "annotation_round": 1, "category": "simple", "image_id": "P01", "instructor_id": 2,
-        "number_of_drawing_steps": 1, "agreement_tags": ["A"], "agreement_scores": [[1.0, 1.0, 1.0]],
-        "drawing_procedure": [[0, "NONE", [0] * 180], [1, "paint tile 0 red", [4] + [0] * 179]]}
+LINE = {
+    "index": 7,
+    "annotation_round": 1,
+    "category": "simple",
+    "image_id": "P01",
+    "instructor_id": 2,
+    "number_of_drawing_steps": 1,
+    "agreement_tags": ["A"],
+    "agreement_scores": [[1.0, 1.0, 1.0]],
+    "drawing_procedure": [[0, "NONE", [0] * 180], [1, "paint tile 0 red", [4] + [0] * 179]],
+}
 
 
-@pytest.mark.parametrize("change,line,field", [
-    (lambda o: o.pop("category"), 2, "category"),
-    (lambda o: o["drawing_procedure"][1].__setitem__(2, [0] * 179), 2, "drawing_procedure.1.board"),
-    (lambda o: o["drawing_procedure"][1][2].__setitem__(3, 8), 2, "drawing_procedure.1.board"),
-    (lambda o: o.__setitem__("agreement_tags", ["B"]), 2, "agreement_tags.0"),
-    (lambda o: o.__setitem__("number_of_drawing_steps", 2), 2, "number_of_drawing_steps"),
-])
+@pytest.mark.parametrize(
+    "change,line,field",
+    [
+        (lambda o: o.pop("category"), 2, "category"),
+        (lambda o: o["drawing_procedure"][1].__setitem__(2, [0] * 179), 2, "drawing_procedure.1.board"),
+        (lambda o: o["drawing_procedure"][1][2].__setitem__(3, 8), 2, "drawing_procedure.1.board"),
+        (lambda o: o.__setitem__("agreement_tags", ["B"]), 2, "agreement_tags.0"),
+        (lambda o: o.__setitem__("number_of_drawing_steps", 2), 2, "number_of_drawing_steps"),
+    ],
+)
 def test_bad_procedures_are_refused_naming_line_and_field(change, line, field):
     bad = json.loads(json.dumps(LINE))
     change(bad)
@@ -174,12 +207,15 @@ def test_bad_procedures_are_refused_naming_line_and_field(change, line, field):
     assert (p.index, p.instructor_id, p.annotation_round, p.steps[0].tag) == ("7", "2", "1", "A")
 
 
-@pytest.mark.parametrize("pred,field", [
-    ({"index": 8, "step": 1, "board": [0] * 180}, "index"),
-    ({"index": 7, "step": 2, "board": [0] * 180}, "step"),
-    ({"index": 7, "step": 1, "board": [0] * 181}, "board"),
-    ({"index": 7, "step": 1, "board": [9] + [0] * 179}, "board"),
-])
+@pytest.mark.parametrize(
+    "pred,field",
+    [
+        ({"index": 8, "step": 1, "board": [0] * 180}, "index"),
+        ({"index": 7, "step": 2, "board": [0] * 180}, "step"),
+        ({"index": 7, "step": 1, "board": [0] * 181}, "board"),
+        ({"index": 7, "step": 1, "board": [9] + [0] * 179}, "board"),
+    ],
+)
 def test_bad_predictions_are_refused(pred, field):
     with pytest.raises(InputError) as exc:
         parse_predictions(json.dumps(pred).encode(), {"7": 1})
@@ -213,35 +249,55 @@ def test_the_statistics_the_docs_claim(procs):
 
     s = dataset_stats(procs)
     splits = s["splits"]
-    assert [(splits[k]["agreed_procedures"], splits[k]["agreed_procedures_pct"], splits[k]["agreed_steps_pct"])
-            for k in ("train", "dev", "test", "total")] == [
-        (394, 79.92, 87.19), (49, 79.03, 85.43), (43, 69.35, 83.22), (486, 78.77, 86.57)]
+    assert [
+        (splits[k]["agreed_procedures"], splits[k]["agreed_procedures_pct"], splits[k]["agreed_steps_pct"])
+        for k in ("train", "dev", "test", "total")
+    ] == [(394, 79.92, 87.19), (49, 79.03, 85.43), (43, 69.35, 83.22), (486, 78.77, 86.57)]
     assert splits["total"]["tags"] == {"A": 2395, "V1": 661, "V2": 514, "VV": 73, "F": 481}
     assert splits["total"]["all_A_procedures"] == 195
     # Images: 180 ids; the five redrawn ones (an "a" after a base id, procedures 492-496)
     # counted as their base give the paper's 175 and 17/101/63 per round.
     assert (s["images"], s["base_images"], s["redrawn"]) == (180, 175, ["492", "493", "494", "495", "496"])
-    assert [(r["steps"], r["procedures"], r["unique_images"], r["base_images"], r["tokens"])
-            for r in s["rounds"].values()] == [(1045, 123, 17, 17, 18576), (1909, 304, 102, 101, 37496),
-                                               (1223, 193, 67, 63, 31779)]
+    assert [
+        (r["steps"], r["procedures"], r["unique_images"], r["base_images"], r["tokens"]) for r in s["rounds"].values()
+    ] == [(1045, 123, 17, 17, 18576), (1909, 304, 102, 101, 37496), (1223, 193, 67, 63, 31779)]
     # Every released tag is the one its score triple implies.
     assert (s["tag_consistency"]["steps"], s["tag_consistency"]["inconsistent"]) == (4124, 0)
     assert s["agreed_definitions"]["train"] == {
-        "last": 394, "last_A": 227, "last_not_F": 403, "last_changing_step": 393, "every_step": 355, "no_F": 369,
-        "last_without_redrawn": 390, "tagged": 493}
-    assert s["verifiers"] == {"steps": 4124, "f1": {"mean": 91.1, "max": 96.36, "min": 85.83},
-                              "em": {"mean": 72.32, "max": 86.57, "min": 58.07}}
+        "last": 394,
+        "last_A": 227,
+        "last_not_F": 403,
+        "last_changing_step": 393,
+        "every_step": 355,
+        "no_F": 369,
+        "last_without_redrawn": 390,
+        "tagged": 493,
+    }
+    assert s["verifiers"] == {
+        "steps": 4124,
+        "f1": {"mean": 91.1, "max": 96.36, "min": 85.83},
+        "em": {"mean": 72.32, "max": 86.57, "min": 58.07},
+    }
 
 
 def test_tags_against_their_scores():
     from app.kinds.hexagons.formats import Step
     from app.kinds.hexagons.stats import base_image, tag_consistency, tag_from_scores
 
-    assert [tag_from_scores(t) for t in ((1, 1, 1), (1, 0.4, 0.4), (0.3, 1, 0.3), (0.5, 0.5, 1), (0.5, 0.2, 0.4))] \
-        == ["A", "V1", "V2", "VV", "F"]
+    assert [tag_from_scores(t) for t in ((1, 1, 1), (1, 0.4, 0.4), (0.3, 1, 0.3), (0.5, 0.5, 1), (0.5, 0.2, 0.4))] == [
+        "A",
+        "V1",
+        "V2",
+        "VV",
+        "F",
+    ]
     board = tuple([0] * 180)
-    steps = (Step(1, "x", board, "A", (1.0, 1.0, 1.0)), Step(2, "x", board, "A", (1.0, 0.5, 0.5)),
-             Step(3, "x", board, "V1", (1.0, 0.5, 0.6)), Step(4, "x", board, None, None))
+    steps = (
+        Step(1, "x", board, "A", (1.0, 1.0, 1.0)),
+        Step(2, "x", board, "A", (1.0, 0.5, 0.5)),
+        Step(3, "x", board, "V1", (1.0, 0.5, 0.6)),
+        Step(4, "x", board, None, None),
+    )
     from app.kinds.hexagons.formats import Procedure
 
     c = tag_consistency([Procedure("9", "1", "simple", "P1", "2", board, steps)])

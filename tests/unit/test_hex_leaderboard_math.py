@@ -69,8 +69,11 @@ def test_cells_are_mean_interval_over_steps_clustered_by_procedure():
     ids = [i for i in procs for m in human.executions[i] for _ in range(len(m))]
     for j, key in enumerate(metrics.KEYS):
         # the cell also says over how many procedures (the unit resampled) its interval is
-        assert rows["h"][key] == {**mean_interval(values[:, j], clusters=ids).as_dict(),
-                                  "unit": "procedure", "units": len(set(ids))}
+        assert rows["h"][key] == {
+            **mean_interval(values[:, j], clusters=ids).as_dict(),
+            "unit": "procedure",
+            "units": len(set(ids)),
+        }
     assert rows["h"]["board_f1"]["method"] == "Wilson (effective n, clusters)"
 
 
@@ -122,9 +125,19 @@ def test_the_section_on_the_released_test_split():
     # Every step right: no spread, so the effective n is the 62 procedures (Wilson at p = 1, t on
     # 61 df); the old [1, 1] of a bootstrap over procedures was the wrong figure.
     t = scipy.stats.t.ppf(0.975, 61)
-    assert all(rows["gold"][k] == {"n": 453, "mean": 1.0, "low": pytest.approx(62 / (62 + t * t)), "high": 1.0,
-                                   "method": "Wilson (effective n, clusters)", "unit": "procedure", "units": 62}
-               for k in metrics.KEYS)
+    assert all(
+        rows["gold"][k]
+        == {
+            "n": 453,
+            "mean": 1.0,
+            "low": pytest.approx(62 / (62 + t * t)),
+            "high": 1.0,
+            "method": "Wilson (effective n, clusters)",
+            "unit": "procedure",
+            "units": 62,
+        }
+        for k in metrics.KEYS
+    )
     expected = no_action(procs)["mean"]
     assert {k: rows["no action"][k]["mean"] for k in metrics.KEYS} == pytest.approx(expected)
     [pair] = out["tables"][-1]["rows"]
@@ -141,4 +154,5 @@ def test_random_sign_flips_approach_the_exact_p():
     exact = float((np.abs(signs @ wd) >= abs(wd.sum()) - 1e-12).mean())
     assert paired_cluster_difference(a, b, w, n_perm=20000)["p"] == pytest.approx(exact, abs=0.01)
     assert paired_cluster_difference(a[:13], b[:13], w[:13])["p"] == float(
-        (np.abs(signs[:1 << 13, :13] @ wd[:13]) >= abs(wd[:13].sum()) - 1e-12).mean())
+        (np.abs(signs[: 1 << 13, :13] @ wd[:13]) >= abs(wd[:13].sum()) - 1e-12).mean()
+    )

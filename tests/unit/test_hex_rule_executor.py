@@ -22,20 +22,28 @@ CASES = [
     # The paper's own example: Paint((2, 1), blue).
     ("In the first column, color the 2nd tile blue", [(2, 1, BLUE)]),
     # Released forms (test 6/1, dev 16/1, dev 17/1, dev 47/3, dev 55/1, dev 55/7).
-    ("using only blue for the whole drawing, paint the 2nd through 4th tiles in the 1st and 5th columns",
-     [(2, 1, BLUE), (2, 5, BLUE), (3, 1, BLUE), (3, 5, BLUE), (4, 1, BLUE), (4, 5, BLUE)]),
+    (
+        "using only blue for the whole drawing, paint the 2nd through 4th tiles in the 1st and 5th columns",
+        [(2, 1, BLUE), (2, 5, BLUE), (3, 1, BLUE), (3, 5, BLUE), (4, 1, BLUE), (4, 5, BLUE)],
+    ),
     ("In columns, #6 and #12 paint the fifth tile down yellow.", [(5, 6, YELLOW), (5, 12, YELLOW)]),
     ("With yellow, paint the cell at the 9th column from the left and 4th row from he top.", [(4, 9, YELLOW)]),
-    ("In column 2 color tiles 1 and 2 blue, tiles 4 and 5 purple and tiles 7 and 8 yellow.",
-     [(1, 2, BLUE), (2, 2, BLUE), (4, 2, 6), (5, 2, 6), (7, 2, YELLOW), (8, 2, YELLOW)]),
+    (
+        "In column 2 color tiles 1 and 2 blue, tiles 4 and 5 purple and tiles 7 and 8 yellow.",
+        [(1, 2, BLUE), (2, 2, BLUE), (4, 2, 6), (5, 2, 6), (7, 2, YELLOW), (8, 2, YELLOW)],
+    ),
     ("In the 7th column from the left, color the 5th tile from the bottom RED. ", [(6, 7, RED)]),
-    ("In the 10th column from the left, color the topmost tile GREEN and the bottom-most tile BLUE.",
-     [(1, 10, GREEN), (10, 10, BLUE)]),
+    (
+        "In the 10th column from the left, color the topmost tile GREEN and the bottom-most tile BLUE.",
+        [(1, 10, GREEN), (10, 10, BLUE)],
+    ),
     # Rows and columns named as such, a tile counted along a row, columns from the right.
     ("row 3, column 5: red", [(3, 5, RED)]),
     ("paint the 4th tile in the 2nd row green", [(2, 4, GREEN)]),
-    ("In the second column from the right, paint tiles four through seven from the top in orange",
-     [(4, 17, ORANGE), (5, 17, ORANGE), (6, 17, ORANGE), (7, 17, ORANGE)]),
+    (
+        "In the second column from the right, paint tiles four through seven from the top in orange",
+        [(4, 17, ORANGE), (5, 17, ORANGE), (6, 17, ORANGE), (7, 17, ORANGE)],
+    ),
     ("On ninth row from left go to the fifth tile from the top, color it black.", [(5, 9, 1)]),
     # The columns carry over to the next sentence of the instruction.
     ("In column 3 paint the 1st tile red. Next paint the 4th tile green.", [(1, 3, RED), (4, 3, GREEN)]),
@@ -73,21 +81,33 @@ def _procedure(index: int, steps: list[tuple[str, dict[int, int]]]) -> str:
         for t, c in paint.items():
             board[t] = c
         boards.append(board)
-    return json.dumps({"index": index, "annotation_round": 1, "category": "simple", "image_id": f"P{index}",
-                       "instructor_id": 1, "number_of_drawing_steps": len(steps),
-                       "agreement_tags": ["A"] * len(steps), "agreement_scores": [[1, 1, 1]] * len(steps),
-                       "drawing_procedure": [[0, "NONE", boards[0]]]
-                       + [[k + 1, text, boards[k + 1]] for k, (text, _) in enumerate(steps)]})
+    return json.dumps(
+        {
+            "index": index,
+            "annotation_round": 1,
+            "category": "simple",
+            "image_id": f"P{index}",
+            "instructor_id": 1,
+            "number_of_drawing_steps": len(steps),
+            "agreement_tags": ["A"] * len(steps),
+            "agreement_scores": [[1, 1, 1]] * len(steps),
+            "drawing_procedure": [[0, "NONE", boards[0]]]
+            + [[k + 1, text, boards[k + 1]] for k, (text, _) in enumerate(steps)],
+        }
+    )
 
 
 def test_action_f1_and_em_of_a_small_procedure():
     """Step 1 exact (F1 1, EM 1); step 2 paints 2 of the 3 gold tiles (P 1, R 2/3, F1 0.8);
     step 3 is a shape, nothing painted (F1 0); the means are over steps."""
-    line = _procedure(1, [
-        ("In the first column, color the 2nd tile blue", {18: BLUE}),
-        ("paint the 1st and 4th tiles in column 3 red", {2: RED, 56: RED, 74: RED}),
-        ("Make a green flower around it", {19: GREEN, 20: GREEN}),
-    ])
+    line = _procedure(
+        1,
+        [
+            ("In the first column, color the 2nd tile blue", {18: BLUE}),
+            ("paint the 1st and 4th tiles in column 3 red", {2: RED, 56: RED, 74: RED}),
+            ("Make a green flower around it", {19: GREEN, 20: GREEN}),
+        ],
+    )
     [proc] = parse_procedures(line.encode())
     result = rule.evaluate([proc])
     steps = [result["per_step"][f"1_{k}"] for k in (1, 2, 3)]
@@ -128,5 +148,6 @@ def test_the_command_on_a_slice_of_the_released_test_split(tmp_path):
     assert table.exit_code == 0
     rows = {line[:44].strip(): line[44:].split() for line in table.stdout.splitlines() if line[:44].strip()}
     assert rows["paper, Table 7 (test)"][:2] == ["13.15", "5.96"]
-    assert float(rows["rule-based, all patterns"][0]) == pytest.approx(100 * got["rule_based"]["all"]["action_f1"],
-                                                                      abs=0.006)
+    assert float(rows["rule-based, all patterns"][0]) == pytest.approx(
+        100 * got["rule_based"]["all"]["action_f1"], abs=0.006
+    )

@@ -19,8 +19,11 @@ def test_a_picture_reads_back_pixel_for_pixel_and_its_bytes_are_stable():
 
 
 def test_what_is_not_an_rgb_byte_array_is_refused():
-    for bad in (np.zeros((4, 4, 3), dtype=np.float32), np.zeros((4, 4), dtype=np.uint8),
-                np.zeros((4, 4, 4), dtype=np.uint8)):
+    for bad in (
+        np.zeros((4, 4, 3), dtype=np.float32),
+        np.zeros((4, 4), dtype=np.uint8),
+        np.zeros((4, 4, 4), dtype=np.uint8),
+    ):
         with pytest.raises(ValueError, match="uint8"):
             encode_png(bad)
     with pytest.raises(ValueError, match="not a PNG"):

@@ -10,9 +10,13 @@ import pytest
 from app.kinds import all_kinds
 from app.kinds.tom import CommonToM
 
-WORDS = {"tom": ("question", "questions"), "navigation": ("instruction", "instructions"),
-         "sts": ("episode", "episodes"), "hexagons": ("procedure", "procedures"),
-         "a3ds": ("picture pair", "picture pairs")}
+WORDS = {
+    "tom": ("question", "questions"),
+    "navigation": ("instruction", "instructions"),
+    "sts": ("episode", "episodes"),
+    "hexagons": ("procedure", "procedures"),
+    "a3ds": ("picture pair", "picture pairs"),
+}
 
 
 @pytest.mark.parametrize("name", sorted(WORDS))
@@ -42,7 +46,8 @@ def test_the_wait_page_says_why_in_the_kinds_words():
     if "hexagons" not in kinds:
         pytest.skip("the hexagons kind is not installed")
     assert wait_message(kinds["hexagons"]).startswith(
-        "No procedure is free for you right now: the remaining procedures are being answered by other people")
+        "No procedure is free for you right now: the remaining procedures are being answered by other people"
+    )
     assert wait_message(kinds["tom"]).startswith("No question is free for you right now: the remaining questions")
 
 

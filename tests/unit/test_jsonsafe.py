@@ -13,23 +13,33 @@ def nested(depth: int, inner: str = "1") -> str:
     return "[" * depth + inner + "]" * depth
 
 
-@pytest.mark.parametrize("text", [
-    nested(MAX_DEPTH), '{"a":' * MAX_DEPTH + "1" + "}" * MAX_DEPTH,
-    "[" + ",".join([nested(3)] * 5000) + "]",            # many brackets, few levels
-    json.dumps(["[" * 500, "{" * 500]),                  # brackets inside strings
-    json.dumps(['\\"' + "[" * 500]),                     # an escaped quote does not end a string
-    json.dumps(["\\\\", "[" * 500]),                     # an escaped backslash does not escape
-    b"[" + b"[1]," * 100 + b"1]",                        # bytes too
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        nested(MAX_DEPTH),
+        '{"a":' * MAX_DEPTH + "1" + "}" * MAX_DEPTH,
+        "[" + ",".join([nested(3)] * 5000) + "]",  # many brackets, few levels
+        json.dumps(["[" * 500, "{" * 500]),  # brackets inside strings
+        json.dumps(['\\"' + "[" * 500]),  # an escaped quote does not end a string
+        json.dumps(["\\\\", "[" * 500]),  # an escaped backslash does not escape
+        b"[" + b"[1]," * 100 + b"1]",  # bytes too
+    ],
+)
 def test_within_the_limit(text):
     assert not too_deep(text)
     assert jsonsafe.loads(text) == json.loads(text)
 
 
-@pytest.mark.parametrize("text", [
-    nested(MAX_DEPTH + 1), "[{" * 40 + "}]" * 40, nested(10_000), "[" * 100_000,
-    json.dumps(["[" * 500]) + nested(MAX_DEPTH + 1),
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        nested(MAX_DEPTH + 1),
+        "[{" * 40 + "}]" * 40,
+        nested(10_000),
+        "[" * 100_000,
+        json.dumps(["[" * 500]) + nested(MAX_DEPTH + 1),
+    ],
+)
 def test_past_the_limit(text):
     assert too_deep(text)
     with pytest.raises(json.JSONDecodeError, match=f"nested more than {MAX_DEPTH} levels deep"):

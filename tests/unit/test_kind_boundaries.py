@@ -15,8 +15,7 @@ from pathlib import Path
 
 from tests.conftest import ROOT
 
-BUILT_IN = sorted(p.name for p in (ROOT / "app" / "kinds").iterdir()
-                  if (p / "__init__.py").exists())
+BUILT_IN = sorted(p.name for p in (ROOT / "app" / "kinds").iterdir() if (p / "__init__.py").exists())
 WORKER_KINDS = sorted(p.name for p in (ROOT / "workers").iterdir() if (p / "__init__.py").exists())
 
 
@@ -58,8 +57,9 @@ def _imports(path: Path) -> list[tuple[int, str]]:
 
 def _names_a_kind(imported: str) -> bool:
     parts = imported.split(".")
-    return ((parts[:2] == ["app", "kinds"] and len(parts) >= 3 and parts[2] in BUILT_IN)
-            or (parts[0] == "workers" and len(parts) >= 2 and parts[1] in WORKER_KINDS))
+    return (parts[:2] == ["app", "kinds"] and len(parts) >= 3 and parts[2] in BUILT_IN) or (
+        parts[0] == "workers" and len(parts) >= 2 and parts[1] in WORKER_KINDS
+    )
 
 
 def test_the_kinds_are_where_the_scan_looks():
@@ -70,36 +70,50 @@ def test_the_kinds_are_where_the_scan_looks():
 
 
 def test_the_core_imports_no_kind():
-    offenders = [f"{MODULES[m].relative_to(ROOT)}:{line} imports {name}"
-                 for m in MODULES if _is_core(m)
-                 for line, name in _imports(MODULES[m]) if _names_a_kind(name)]
+    offenders = [
+        f"{MODULES[m].relative_to(ROOT)}:{line} imports {name}"
+        for m in MODULES
+        if _is_core(m)
+        for line, name in _imports(MODULES[m])
+        if _names_a_kind(name)
+    ]
     assert not offenders, "\n".join(offenders)
 
 
 def test_the_core_spells_no_kind_name():
     """No string literal equal to a kind's name (`study.kind == "navigation"`), and no kind's
     job, module or template path ("workers.navigation...", "kinds/tom/...") in the core."""
-    pattern = re.compile(r"^(?:%s)$|(?:app\.kinds|workers|kinds/)[./](?:%s)\b" % (
-        "|".join(BUILT_IN), "|".join(BUILT_IN + WORKER_KINDS)))
+    pattern = re.compile(
+        r"^(?:%s)$|(?:app\.kinds|workers|kinds/)[./](?:%s)\b" % ("|".join(BUILT_IN), "|".join(BUILT_IN + WORKER_KINDS))
+    )
     offenders = []
     for m, path in MODULES.items():
         if not _is_core(m):
             continue
         tree = ast.parse(path.read_text("utf-8"))
-        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
-                      if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                      and n.body and isinstance(n.body[0], ast.Expr)
-                      and isinstance(n.body[0].value, ast.Constant)}
+        docstrings = {
+            id(n.body[0].value)
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and n.body
+            and isinstance(n.body[0], ast.Expr)
+            and isinstance(n.body[0].value, ast.Constant)
+        }
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
-                    and id(node) not in docstrings and pattern.search(node.value)):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+                and pattern.search(node.value)
+            ):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value!r}")
     assert not offenders, "\n".join(offenders)
 
 
 def test_core_templates_name_no_kind():
-    pattern = re.compile(r"""kind(?:\.name)?\s*[!=]=\s*["'](%s)["']|kinds/(%s)/""" % (
-        "|".join(BUILT_IN), "|".join(BUILT_IN)))
+    pattern = re.compile(
+        r"""kind(?:\.name)?\s*[!=]=\s*["'](%s)["']|kinds/(%s)/""" % ("|".join(BUILT_IN), "|".join(BUILT_IN))
+    )
     offenders = []
     for path in (ROOT / "templates").rglob("*.html"):
         for n, line in enumerate(path.read_text("utf-8").splitlines(), 1):
@@ -112,11 +126,15 @@ def test_core_templates_name_no_kind():
 def test_the_scan_catches_what_it_is_for(tmp_path):
     """The checks above fail on the mistakes they exist for (so a passing run means something)."""
     bad = tmp_path / "bad.py"
-    bad.write_text('from app.kinds.navigation.views import router\n'
-                   'def f(study):\n    import workers.navigation.generate\n'
-                   '    return study.kind == "navigation"\n')
+    bad.write_text(
+        "from app.kinds.navigation.views import router\n"
+        "def f(study):\n    import workers.navigation.generate\n"
+        '    return study.kind == "navigation"\n'
+    )
     assert [n for _, n in _imports(bad) if _names_a_kind(n)] == [
-        "app.kinds.navigation.views", "workers.navigation.generate"]
+        "app.kinds.navigation.views",
+        "workers.navigation.generate",
+    ]
 
 
 def _import_graph() -> dict[str, set[str]]:

@@ -12,9 +12,12 @@ import re
 from packaging.requirements import Requirement
 
 # What the licence fields of the packages we use say, mapped to families known to be compatible.
-ALLOWED = re.compile(r"\b(MIT|BSD|Apache|ISC|PSF|Python Software Foundation|MPL|Mozilla Public|"
-                     r"LGPL|Lesser General Public|GPL-3\.0-or-later|GPLv3|Unlicense|0BSD|HPND|Zlib|"
-                     r"CC0|Public Domain)", re.I)
+ALLOWED = re.compile(
+    r"\b(MIT|BSD|Apache|ISC|PSF|Python Software Foundation|MPL|Mozilla Public|"
+    r"LGPL|Lesser General Public|GPL-3\.0-or-later|GPLv3|Unlicense|0BSD|HPND|Zlib|"
+    r"CC0|Public Domain)",
+    re.I,
+)
 REFUSED = re.compile(r"AGPL|Affero|GPL-2\.0-only|GPLv2 only|non-?commercial|Proprietary|CC-BY-NC", re.I)
 
 

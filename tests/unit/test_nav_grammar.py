@@ -14,11 +14,24 @@ import pytest
 
 from app.kinds.navigation import formats
 from app.kinds.navigation.grammar import (
-    OBJECT_WORDS, ROOM_WORDS, VISIBLE_RADIUS, describe_path, describe_paths, path_features, turn_word,
+    OBJECT_WORDS,
+    ROOM_WORDS,
+    VISIBLE_RADIUS,
+    describe_path,
+    describe_paths,
+    path_features,
+    turn_word,
     visible_objects,
 )
 from app.kinds.navigation.house import (
-    COLOURS, House, HouseObject, Room, Viewpoint, generate_house, sample_paths, to_r2r,
+    COLOURS,
+    House,
+    HouseObject,
+    Room,
+    Viewpoint,
+    generate_house,
+    sample_paths,
+    to_r2r,
 )
 from app.kinds.navigation.metrics import score_trajectory
 
@@ -38,8 +51,17 @@ def hand_house() -> House:
         HouseObject("obj1", "plant", "green", "room0", 0, (5.7, 0.3, 0.5), (0.4, 0.4, 1.0)),
     )
     edges = ((vps[0].id, vps[1].id, "room"), (vps[1].id, vps[2].id, "room"), (vps[2].id, vps[3].id, "room"))
-    return House(scan="hand", seed=0, floors=((0, 0.0),), rooms=(room,), walls=(), doors=(), objects=objects,
-                 viewpoints=vps, edges=edges)
+    return House(
+        scan="hand",
+        seed=0,
+        floors=((0, 0.0),),
+        rooms=(room,),
+        walls=(),
+        doors=(),
+        objects=objects,
+        viewpoints=vps,
+        edges=edges,
+    )
 
 
 HAND_PATH = ["a" * 32, "b" * 32, "c" * 32, "d" * 32]
@@ -179,8 +201,11 @@ def test_stairs_are_mentioned_with_their_direction():
         for a, b in ((bottom, top), (top, bottom)):
             # from a room on one floor to a room on the other, through the stairs
             start, goal = (
-                next(v.id for v in h.viewpoints if v.floor == h.viewpoint(x).floor and v.room
-                     and h.room(v.room).type not in ("stairs", "hallway"))
+                next(
+                    v.id
+                    for v in h.viewpoints
+                    if v.floor == h.viewpoint(x).floor and v.room and h.room(v.room).type not in ("stairs", "hallway")
+                )
                 for x in (a, b)
             )
             path = g.shortest_path(start, goal)

@@ -17,8 +17,17 @@ import pytest
 from app.kinds.navigation import formats
 from app.kinds.navigation.graph import load_connectivity
 from app.kinds.navigation.house import (
-    CAMERA_HEIGHT, COLOURS, FLOOR_HEIGHT, OBJECT_KINDS, ROOM_OBJECTS, ROOM_TYPES, SampledPath, generate_house,
-    sample_paths, to_r2r, write_house,
+    CAMERA_HEIGHT,
+    COLOURS,
+    FLOOR_HEIGHT,
+    OBJECT_KINDS,
+    ROOM_OBJECTS,
+    ROOM_TYPES,
+    SampledPath,
+    generate_house,
+    sample_paths,
+    to_r2r,
+    write_house,
 )
 from app.kinds.navigation.metrics import score_trajectory
 from app.kinds.navigation.score import score_predictions
@@ -37,8 +46,10 @@ def _cross(o, a, b):
 
 
 def _on(p, q, r):
-    return (min(p[0], q[0]) - 1e-9 <= r[0] <= max(p[0], q[0]) + 1e-9
-            and min(p[1], q[1]) - 1e-9 <= r[1] <= max(p[1], q[1]) + 1e-9)
+    return (
+        min(p[0], q[0]) - 1e-9 <= r[0] <= max(p[0], q[0]) + 1e-9
+        and min(p[1], q[1]) - 1e-9 <= r[1] <= max(p[1], q[1]) + 1e-9
+    )
 
 
 def intersects(p1, p2, q1, q2) -> bool:
@@ -46,10 +57,13 @@ def intersects(p1, p2, q1, q2) -> bool:
     d1, d2 = _cross(q1, q2, p1), _cross(q1, q2, p2)
     d3, d4 = _cross(p1, p2, q1), _cross(p1, p2, q2)
     if ((d1 > 1e-12 and d2 < -1e-12) or (d1 < -1e-12 and d2 > 1e-12)) and (
-            (d3 > 1e-12 and d4 < -1e-12) or (d3 < -1e-12 and d4 > 1e-12)):
+        (d3 > 1e-12 and d4 < -1e-12) or (d3 < -1e-12 and d4 > 1e-12)
+    ):
         return True
-    return any(abs(d) <= 1e-12 and _on(a, b, c) for d, a, b, c in
-               ((d1, q1, q2, p1), (d2, q1, q2, p2), (d3, p1, p2, q1), (d4, p1, p2, q2)))
+    return any(
+        abs(d) <= 1e-12 and _on(a, b, c)
+        for d, a, b, c in ((d1, q1, q2, p1), (d2, q1, q2, p2), (d3, p1, p2, q1), (d4, p1, p2, q2))
+    )
 
 
 def test_segment_helper():
@@ -70,8 +84,12 @@ def test_same_seed_same_bytes(tmp_path):
             assert fa.name == fb.name
             assert fa.read_bytes() == fb.read_bytes()
     names = sorted(p.name for p in (tmp_path / "a").iterdir())
-    assert names == ["house-42-2f_connectivity.json", "house-42-2f_semantics.json",
-                     "house-42_connectivity.json", "house-42_semantics.json"]
+    assert names == [
+        "house-42-2f_connectivity.json",
+        "house-42-2f_semantics.json",
+        "house-42_connectivity.json",
+        "house-42_semantics.json",
+    ]
 
 
 def test_different_seeds_differ(tmp_path):
@@ -289,12 +307,14 @@ def assert_closed_shell(sem: dict) -> None:
             return [v for k, v in gaps.items() if k[0] == key[0] and abs(k[1] - key[1]) < EPS]
 
         mine = [r["bounds"] for r in sem["rooms"] if r["floor"] == level]
-        outline = (min(b[0] for b in mine), min(b[1] for b in mine),
-                   max(b[2] for b in mine), max(b[3] for b in mine))
+        outline = (min(b[0] for b in mine), min(b[1] for b in mine), max(b[2] for b in mine), max(b[3] for b in mine))
         for key, lo, hi in sides(outline):
             assert _uncovered([s for spans in on(key) for s in spans], lo, hi) == [], (sem["scan"], level, key)
             assert not [g for spans in doors_on(key) for g in spans if g[1] > lo and g[0] < hi], (
-                sem["scan"], level, key)
+                sem["scan"],
+                level,
+                key,
+            )
         for bounds in mine:
             for key, lo, hi in sides(bounds):
                 spans = [s for group in on(key) for s in group]
@@ -314,8 +334,10 @@ def assert_closed_shell(sem: dict) -> None:
             for t in (a, b):
                 point = (t, line) if axis == "h" else (line, t)
                 meets_wall = any(touches(point, seg) for j, seg in enumerate(segments) if j != i)
-                door_edge = any(abs(g0 - t) < EPS or abs(g1 - t) < EPS
-                                for g0, g1 in [g for group in doors_on((axis, line)) for g in group])
+                door_edge = any(
+                    abs(g0 - t) < EPS or abs(g1 - t) < EPS
+                    for g0, g1 in [g for group in doors_on((axis, line)) for g in group]
+                )
                 assert meets_wall or door_edge, (sem["scan"], level, axis, line, t)
 
 
@@ -326,8 +348,12 @@ def test_the_shell_check_catches_a_gap():
     box = [((0, 0), (4, 0)), ((4, 0), (4, 3)), ((4, 3), (0, 3)), ((0, 3), (0, 0))]
 
     def sem(walls, doors=()):
-        return {"scan": "toy", "rooms": [room], "doors": list(doors),
-                "walls": [{"floor": 0, "a": list(a), "b": list(b)} for a, b in walls]}
+        return {
+            "scan": "toy",
+            "rooms": [room],
+            "doors": list(doors),
+            "walls": [{"floor": 0, "a": list(a), "b": list(b)} for a, b in walls],
+        }
 
     assert_closed_shell(sem(box))
     with pytest.raises(AssertionError):
@@ -345,7 +371,7 @@ def test_rooms_tile_each_floor(houses):
             for i, a in enumerate(rooms):
                 assert a.type in ROOM_TYPES
                 assert min(a.width, a.depth) >= (2.0 if a.type == "hallway" else 2.5)
-                for b in rooms[i + 1:]:
+                for b in rooms[i + 1 :]:
                     ax0, ay0, ax1, ay1 = a.bounds
                     bx0, by0, bx1, by1 = b.bounds
                     assert ax1 <= bx0 or bx1 <= ax0 or ay1 <= by0 or by1 <= ay0, (a, b)  # no overlap

@@ -21,7 +21,14 @@ from app.errors import InputError
 from app.kinds.navigation import formats
 from app.kinds.navigation.graph import NavGraph, heading_between, load_connectivity, load_scans
 from app.kinds.navigation.metrics import (
-    METRICS, NUMPY_ROW_FROM, _dtw_numpy_rows, _dtw_python_rows, dedupe, dtw, mean_scores, score_trajectory,
+    METRICS,
+    NUMPY_ROW_FROM,
+    _dtw_numpy_rows,
+    _dtw_python_rows,
+    dedupe,
+    dtw,
+    mean_scores,
+    score_trajectory,
 )
 from app.kinds.navigation.score import main_text, run, score_predictions
 from tests.nav_fixtures import connectivity_dir, grid_file, grid_records, vp
@@ -43,6 +50,7 @@ REF = [vp(0, 0), vp(1, 0), vp(2, 1), vp(3, 2)]
 
 # --- the DESIGN test vectors ---------------------------------------------------------------
 
+
 def test_design_vector_dtw_ndtw_sdtw(grid):
     cost = grid.distances[np.ix_(grid.indices(REF), grid.indices(PRED))]
     assert dtw(cost) == 3.0
@@ -63,6 +71,7 @@ def test_design_vector_first_two_steps_fail(grid):
 
 
 # --- hand-checked cases --------------------------------------------------------------------
+
 
 def test_path_length_and_spl_of_the_design_prediction(grid):
     s = score_trajectory(grid, REF, PRED)
@@ -133,6 +142,7 @@ def test_metric_keys_and_means(grid):
 
 # --- DTW implementation --------------------------------------------------------------------
 
+
 def naive_dtw(cost: np.ndarray) -> float:
     n, m = cost.shape
     c = np.full((n + 1, m + 1), np.inf)
@@ -178,6 +188,7 @@ def test_long_trajectory_on_a_big_grid():
 
 # --- trajectory errors ---------------------------------------------------------------------
 
+
 def refused(graph, ref, q) -> InputError:
     with pytest.raises(InputError) as err:
         score_trajectory(graph, ref, q)
@@ -201,6 +212,7 @@ def test_unknown_and_empty(grid):
 
 
 # --- the graph -----------------------------------------------------------------------------
+
 
 def test_grid_graph_shape(grid):
     assert len(grid) == 12 and grid.n_edges == 17 and grid.n_components == 1
@@ -271,18 +283,21 @@ def broken(mutate) -> InputError:
     return err.value
 
 
-@pytest.mark.parametrize("mutate, field, words", [
-    (lambda r: r[1].__setitem__("pose", r[1]["pose"][:15]), "pose", "16 finite numbers"),
-    (lambda r: r[1]["pose"].__setitem__(3, "1.0"), "pose", "16 finite numbers"),
-    (lambda r: r[2].__setitem__("unobstructed", [True]), "unobstructed", "list of 4 booleans"),
-    (lambda r: r[2]["unobstructed"].__setitem__(0, 1), "unobstructed", "true/false"),
-    (lambda r: r[0].__setitem__("included", "yes"), "included", "true or false"),
-    (lambda r: r[3].__setitem__("image_id", "g00"), "image_id", "repeats record 0"),
-    (lambda r: r[3].pop("image_id"), "image_id", "non-empty string"),
-    (lambda r: r[0].__setitem__("height", "tall"), "height", "number"),
-    (lambda r: r[0].__setitem__("visible", [True]), "visible", "4 booleans"),
-    (lambda r: [x.__setitem__("included", False) for x in r], "included", "no viewpoint is included"),
-])
+@pytest.mark.parametrize(
+    "mutate, field, words",
+    [
+        (lambda r: r[1].__setitem__("pose", r[1]["pose"][:15]), "pose", "16 finite numbers"),
+        (lambda r: r[1]["pose"].__setitem__(3, "1.0"), "pose", "16 finite numbers"),
+        (lambda r: r[2].__setitem__("unobstructed", [True]), "unobstructed", "list of 4 booleans"),
+        (lambda r: r[2]["unobstructed"].__setitem__(0, 1), "unobstructed", "true/false"),
+        (lambda r: r[0].__setitem__("included", "yes"), "included", "true or false"),
+        (lambda r: r[3].__setitem__("image_id", "g00"), "image_id", "repeats record 0"),
+        (lambda r: r[3].pop("image_id"), "image_id", "non-empty string"),
+        (lambda r: r[0].__setitem__("height", "tall"), "height", "number"),
+        (lambda r: r[0].__setitem__("visible", [True]), "visible", "4 booleans"),
+        (lambda r: [x.__setitem__("included", False) for x in r], "included", "no viewpoint is included"),
+    ],
+)
 def test_malformed_connectivity(mutate, field, words):
     e = broken(mutate)
     assert e.field == field and words in e.message and "scan bad" in e.message
@@ -315,6 +330,7 @@ def test_load_scans_is_lazy(tmp_path):
 
 # --- formats: R2R and predictions ----------------------------------------------------------
 
+
 def test_r2r_fixture():
     paths = formats.parse_r2r(FIX / "R2R_grid.json")
     assert [p.path_id for p in paths] == ["1", "2"]  # integer ids become strings
@@ -332,17 +348,20 @@ def r2r_refusal(mutate) -> InputError:
     return err.value
 
 
-@pytest.mark.parametrize("mutate, field, words", [
-    (lambda r: r[1].__setitem__("path_id", 1), "path_id", "record 1 (path_id 1): path_id repeats record 0"),
-    (lambda r: r[1].pop("path_id"), "path_id", "record 1"),
-    (lambda r: r[0].__setitem__("path", []), "path", "path_id 1"),
-    (lambda r: r[0]["path"].__setitem__(2, 5), "path", "path[2]"),
-    (lambda r: r[1].__setitem__("heading", "north"), "heading", "path_id 2"),
-    (lambda r: r[1].__setitem__("heading", float("nan")), "heading", "finite"),
-    (lambda r: r[0].__setitem__("instructions", "walk"), "instructions", "list of strings"),
-    (lambda r: r[0].pop("scan"), "scan", "path_id 1"),
-    (lambda r: r[0].__setitem__("distance", "far"), "distance", "path_id 1"),
-])
+@pytest.mark.parametrize(
+    "mutate, field, words",
+    [
+        (lambda r: r[1].__setitem__("path_id", 1), "path_id", "record 1 (path_id 1): path_id repeats record 0"),
+        (lambda r: r[1].pop("path_id"), "path_id", "record 1"),
+        (lambda r: r[0].__setitem__("path", []), "path", "path_id 1"),
+        (lambda r: r[0]["path"].__setitem__(2, 5), "path", "path[2]"),
+        (lambda r: r[1].__setitem__("heading", "north"), "heading", "path_id 2"),
+        (lambda r: r[1].__setitem__("heading", float("nan")), "heading", "finite"),
+        (lambda r: r[0].__setitem__("instructions", "walk"), "instructions", "list of strings"),
+        (lambda r: r[0].pop("scan"), "scan", "path_id 1"),
+        (lambda r: r[0].__setitem__("distance", "far"), "distance", "path_id 1"),
+    ],
+)
 def test_r2r_refusals(mutate, field, words):
     e = r2r_refusal(mutate)
     assert e.field == field and words in e.message
@@ -359,16 +378,22 @@ def test_predictions_fixture_and_round_trip():
     assert formats.parse_predictions(formats.write_predictions({"x_0": ["a", "b"]}))["x_0"].viewpoints == ["a", "b"]
 
 
-@pytest.mark.parametrize("data, field, words", [
-    (b'{"instr_id": "1_0"}', "predictions", "JSON array"),
-    (b'[{"trajectory": [["g00", 0, 0]]}]', "instr_id", "prediction 0"),
-    (b'[{"instr_id": "1_0", "trajectory": []}]', "trajectory", "instr_id 1_0"),
-    (b'[{"instr_id": "1_0", "trajectory": [["g00", 0]]}]', "trajectory", "trajectory[0]"),
-    (b'[{"instr_id": "1_0", "trajectory": [["g00", "left", 0]]}]', "trajectory", "[viewpoint, heading, elevation]"),
-    (b'[{"instr_id": "1_0", "trajectory": ["g00"]}, {"instr_id": "1_0", "trajectory": ["g00"]}]',
-     "instr_id", "prediction 1 (instr_id 1_0): instr_id appears twice"),
-    (b'[{"instr_id": "1_0", "trajectory": ["g00"]', "predictions", "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "data, field, words",
+    [
+        (b'{"instr_id": "1_0"}', "predictions", "JSON array"),
+        (b'[{"trajectory": [["g00", 0, 0]]}]', "instr_id", "prediction 0"),
+        (b'[{"instr_id": "1_0", "trajectory": []}]', "trajectory", "instr_id 1_0"),
+        (b'[{"instr_id": "1_0", "trajectory": [["g00", 0]]}]', "trajectory", "trajectory[0]"),
+        (b'[{"instr_id": "1_0", "trajectory": [["g00", "left", 0]]}]', "trajectory", "[viewpoint, heading, elevation]"),
+        (
+            b'[{"instr_id": "1_0", "trajectory": ["g00"]}, {"instr_id": "1_0", "trajectory": ["g00"]}]',
+            "instr_id",
+            "prediction 1 (instr_id 1_0): instr_id appears twice",
+        ),
+        (b'[{"instr_id": "1_0", "trajectory": ["g00"]', "predictions", "not valid JSON"),
+    ],
+)
 def test_prediction_refusals(data, field, words):
     with pytest.raises(InputError) as err:
         formats.parse_predictions(data)
@@ -377,14 +402,23 @@ def test_prediction_refusals(data, field, words):
 
 # --- formats: PanGEA traces ----------------------------------------------------------------
 
+
 def test_trace_in_milliseconds():
     trace = formats.parse_pangea_trace(FIX / "trace_ms.jsonl")
     assert trace.time_unit == "ms"
     assert trace.path == ["g00", "g01", "g11"]
     assert [f.time_ms for f in trace.frames[:3]] == [0.0, 16.7, 33.4]
     # the headings and elevations the fixture's camera poses were built from
-    want = [(1.0, 0.0), (0.5, 0.0), (0.0, -0.3), (0.0, 0.0), (0.0, 0.0), (math.pi / 2, 0.0),
-            (math.pi / 2, 0.1), (4.0, 0.0)]
+    want = [
+        (1.0, 0.0),
+        (0.5, 0.0),
+        (0.0, -0.3),
+        (0.0, 0.0),
+        (0.0, 0.0),
+        (math.pi / 2, 0.0),
+        (math.pi / 2, 0.1),
+        (4.0, 0.0),
+    ]
     for f, (h, e) in zip(trace.frames, want):
         assert f.heading == pytest.approx(h, abs=1e-7) and f.elevation == pytest.approx(e, abs=1e-7)
     # camera poses put the camera at the viewpoint's position (Matterport axes)
@@ -411,13 +445,16 @@ def test_trace_units_detected_and_forced():
     assert formats.detect_time_unit([0.0, 0.5, 0.9, 0.9]) == "s" and formats.detect_time_unit([0, 16, 33]) == "ms"
 
 
-@pytest.mark.parametrize("edit, line, field", [
-    (lambda r: r.pop("id"), 2, "id"),
-    (lambda r: r.__setitem__("exmat", r["exmat"][:12]), 2, "exmat"),
-    (lambda r: r.__setitem__("exmat", [0.0] * 16), 2, "exmat"),
-    (lambda r: r.__setitem__("time", "soon"), 2, "time"),
-    (lambda r: r.__setitem__("time", -5), 2, "time"),
-])
+@pytest.mark.parametrize(
+    "edit, line, field",
+    [
+        (lambda r: r.pop("id"), 2, "id"),
+        (lambda r: r.__setitem__("exmat", r["exmat"][:12]), 2, "exmat"),
+        (lambda r: r.__setitem__("exmat", [0.0] * 16), 2, "exmat"),
+        (lambda r: r.__setitem__("time", "soon"), 2, "time"),
+        (lambda r: r.__setitem__("time", -5), 2, "time"),
+    ],
+)
 def test_trace_refusals(edit, line, field):
     lines = (FIX / "trace_ms.jsonl").read_text().splitlines()
     rec = json.loads(lines[1])
@@ -441,11 +478,18 @@ def test_trace_refusals_of_whole_files():
 
 # --- formats: coop speaker outputs ---------------------------------------------------------
 
+
 def speaker_record(path_id: str, text: str, **extra) -> dict:
     rec = {
-        "generated_instr": text, "distance": 2.0, "scan": "grid", "path": ["g00", "g01", "g02"],
-        "heading": 0.0, "path_id": path_id, "instr_id": f"{path_id}_0",
-        "instructions": ["walk north two steps ."], **extra,
+        "generated_instr": text,
+        "distance": 2.0,
+        "scan": "grid",
+        "path": ["g00", "g01", "g02"],
+        "heading": 0.0,
+        "path_id": path_id,
+        "instr_id": f"{path_id}_0",
+        "instructions": ["walk north two steps ."],
+        **extra,
     }
     return rec
 
@@ -453,8 +497,9 @@ def speaker_record(path_id: str, text: str, **extra) -> dict:
 def test_coop_greedy():
     data = {
         "0": speaker_record("9", "walk north two steps .", model="speaker_ref_agent1_eval"),
-        "10": speaker_record("2", "go north .", generated_instr_sum_log_prob=-3.5,
-                             generated_instr_avg_log_prob=-1.1, model="greedy"),
+        "10": speaker_record(
+            "2", "go north .", generated_instr_sum_log_prob=-3.5, generated_instr_avg_log_prob=-1.1, model="greedy"
+        ),
         "11": speaker_record("1", "go east ."),
     }
     out = formats.parse_coop_greedy(json.dumps(data).encode())
@@ -495,6 +540,7 @@ def test_coop_candidates():
 
 # --- scoring files -------------------------------------------------------------------------
 
+
 def test_score_predictions_on_the_fixtures():
     r = score_predictions(CONN, FIX / "R2R_grid.json", FIX / "predictions_grid.json")
     per = r["per_instruction"]
@@ -517,7 +563,12 @@ def test_run_prints_json_and_a_table():
     assert run(CONN, FIX / "R2R_grid.json", FIX / "predictions_grid.json", False, out, err) == 0
     text = out.getvalue()
     assert text.splitlines()[0].split() == ["instr_id", "NE", "SR", "SPL", "nDTW", "SDTW", "PL"]
-    assert "1_0" in text and "0.779" in text and "mean" in text and "1 reference instructions have no prediction (2_1)" in text
+    assert (
+        "1_0" in text
+        and "0.779" in text
+        and "mean" in text
+        and "1 reference instructions have no prediction (2_1)" in text
+    )
     assert text == main_text(score_predictions(CONN, FIX / "R2R_grid.json", FIX / "predictions_grid.json"))
 
 
@@ -534,15 +585,21 @@ def run_with(tmp_path, predictions, references=None) -> tuple[int, str]:
     return code, err.getvalue()
 
 
-@pytest.mark.parametrize("predictions, words", [
-    ([{"instr_id": "7_0", "trajectory": ["g00"]}], "instruction 7_0: no such instruction in the references"),
-    ([{"instr_id": "1_0", "trajectory": ["g10", "g20"]}], "instruction 1_0: the trajectory starts at 'g10'"),
-    ([{"instr_id": "1_1", "trajectory": ["g00", "g99"]}], "instruction 1_1: viewpoint 'g99' is not in scan grid"),
-    ([{"instr_id": "1_1", "trajectory": ["g00", "island"]}], "instruction 1_1: viewpoint 'island' cannot be reached"),
-    ([], "holds no predictions"),
-    (b"[{", "predictions is not valid JSON"),
-    ([{"instr_id": "1_0", "trajectory": [["g00", 0]]}], "prediction 0 (instr_id 1_0): trajectory[0]"),
-])
+@pytest.mark.parametrize(
+    "predictions, words",
+    [
+        ([{"instr_id": "7_0", "trajectory": ["g00"]}], "instruction 7_0: no such instruction in the references"),
+        ([{"instr_id": "1_0", "trajectory": ["g10", "g20"]}], "instruction 1_0: the trajectory starts at 'g10'"),
+        ([{"instr_id": "1_1", "trajectory": ["g00", "g99"]}], "instruction 1_1: viewpoint 'g99' is not in scan grid"),
+        (
+            [{"instr_id": "1_1", "trajectory": ["g00", "island"]}],
+            "instruction 1_1: viewpoint 'island' cannot be reached",
+        ),
+        ([], "holds no predictions"),
+        (b"[{", "predictions is not valid JSON"),
+        ([{"instr_id": "1_0", "trajectory": [["g00", 0]]}], "prediction 0 (instr_id 1_0): trajectory[0]"),
+    ],
+)
 def test_run_refusals(tmp_path, predictions, words):
     code, err = run_with(tmp_path, predictions)
     assert code == 2 and words in err and err.startswith("error: ")
@@ -560,6 +617,7 @@ def test_run_refuses_a_scan_without_connectivity(tmp_path):
 
 
 # --- exact values for every metric branch (mutation-testing gaps) ---------------------------
+
 
 def test_dtw_exact_small_matrices():
     # c11 = 1, c12 = 3, c21 = 4, c22 = 4 + min(3, 4, 1) = 5
@@ -622,11 +680,16 @@ def test_success_threshold_and_ndtw_normaliser(grid):
 
 def test_design_vectors_exact(grid):
     s = score_trajectory(grid, REF, PRED)
-    assert s == {"ne": 2.0, "success": True, "spl": 1.0, "ndtw": 0.7788007830714049,
-                 "sdtw": 0.7788007830714049, "path_length": 3.0}
+    assert s == {
+        "ne": 2.0,
+        "success": True,
+        "spl": 1.0,
+        "ndtw": 0.7788007830714049,
+        "sdtw": 0.7788007830714049,
+        "path_length": 3.0,
+    }
     s = score_trajectory(grid, REF, PRED[:2])
-    assert s == {"ne": 4.0, "success": False, "spl": 0.0, "ndtw": math.exp(-0.5), "sdtw": 0.0,
-                 "path_length": 1.0}
+    assert s == {"ne": 4.0, "success": False, "spl": 0.0, "ndtw": math.exp(-0.5), "sdtw": 0.0, "path_length": 1.0}
     assert type(s["ne"]) is float and type(s["path_length"]) is float and type(s["spl"]) is float
 
 
@@ -634,8 +697,14 @@ def test_success_at_exactly_three_metres_and_just_beyond(grid):
     ref = [vp(0, 0), vp(1, 0), vp(2, 0), vp(3, 0)]
     s = score_trajectory(grid, ref, [vp(0, 0)])
     # NE 3 (inclusive): success; PL 0, shortest 3 -> SPL 3 / max(3, 0) = 1; DTW 0+1+2+3 = 6
-    assert s == {"ne": 3.0, "success": True, "spl": 1.0, "ndtw": math.exp(-6 / 12),
-                 "sdtw": math.exp(-6 / 12), "path_length": 0.0}
+    assert s == {
+        "ne": 3.0,
+        "success": True,
+        "spl": 1.0,
+        "ndtw": math.exp(-6 / 12),
+        "sdtw": math.exp(-6 / 12),
+        "path_length": 0.0,
+    }
     s = score_trajectory(grid, ref + [vp(3, 1)], [vp(0, 0), vp(0, 1)])
     # NE d((0,1), (3,1)) = 3: success; PL 1, shortest 4 -> SPL 1
     assert s["ne"] == 3.0 and s["success"] is True and s["spl"] == 1.0 and s["sdtw"] == s["ndtw"] > 0
@@ -674,8 +743,14 @@ def test_mean_scores_exact(grid):
         {"ne": 4.0, "success": False, "spl": 0.0, "ndtw": 0.75, "sdtw": 0.0, "path_length": 6.0},
         {"ne": 1.0, "success": True, "spl": 1.0, "ndtw": 0.5, "sdtw": 0.5, "path_length": 1.0, "extra": "x"},
     ]
-    assert mean_scores(iter(rows)) == {"ne": 2.0, "success": 2 / 3, "spl": 0.5, "ndtw": 0.5, "sdtw": 0.25,
-                                       "path_length": 3.0}
+    assert mean_scores(iter(rows)) == {
+        "ne": 2.0,
+        "success": 2 / 3,
+        "spl": 0.5,
+        "ndtw": 0.5,
+        "sdtw": 0.25,
+        "path_length": 3.0,
+    }
     assert list(mean_scores(rows)) == list(METRICS)
     empty = mean_scores(iter([]))
     assert list(empty) == list(METRICS) and all(math.isnan(v) for v in empty.values())

@@ -18,8 +18,15 @@ from workers.navigation.listener import Ensemble, Listener  # noqa: E402
 from workers.navigation.speaker import nucleus  # noqa: E402
 from workers.navigation.rerank import Worlds, follow_and_score, ndtw_batch, rerank_loop  # noqa: E402
 from workers.navigation.train import (  # noqa: E402
-    bleu4, evaluate_listeners, load_model, make_dataset, save_model, speaker_generate, train_listeners,
-    train_speaker)
+    bleu4,
+    evaluate_listeners,
+    load_model,
+    make_dataset,
+    save_model,
+    speaker_generate,
+    train_listeners,
+    train_speaker,
+)
 
 
 @pytest.fixture(scope="module")
@@ -62,16 +69,21 @@ def test_batched_ndtw_equals_the_metric_definition():
         queries.append(walk)
     ref_t, ref_m = pad_batch([[i + 1 for i in r] for r in refs])
     q_t, q_m = pad_batch([[i + 1 for i in q] for q in queries])
-    got = ndtw_batch(torch.from_numpy(d.astype(np.float64)), ref_t - 1, ref_m.sum(1), (q_t - 1).clamp(min=0),
-                     q_m.sum(1))
+    got = ndtw_batch(
+        torch.from_numpy(d.astype(np.float64)), ref_t - 1, ref_m.sum(1), (q_t - 1).clamp(min=0), q_m.sum(1)
+    )
     for k, (r, q) in enumerate(zip(refs, queries)):
         want = score_indices(d, np.array(r), np.array(q))["ndtw"]
         assert got[k].item() == pytest.approx(want, rel=1e-9, abs=1e-12)
 
 
 def test_batched_rerank_equals_the_per_candidate_loop(data):
-    ens = Ensemble([Listener(Vocabulary.build([t for e in data.examples for t in e.instructions]).words,
-                             hidden=32) for _ in range(3)])
+    ens = Ensemble(
+        [
+            Listener(Vocabulary.build([t for e in data.examples for t in e.instructions]).words, hidden=32)
+            for _ in range(3)
+        ]
+    )
     worlds = Worlds(list(data.worlds.values()), torch.device("cpu"))
     instr, starts, heads, refs = _rows(data, worlds, Vocabulary(ens.words))
     batched = follow_and_score(ens, worlds, instr, starts, heads, refs, rollouts=2, greedy=True, max_steps=12)
@@ -98,9 +110,11 @@ def test_speaker_scores_what_it_samples_and_scripts_to_torchscript(data, speaker
         for ids, logp in o:
             assert ids[-1] == EOS and logp < 0
             tokens, tmask = pad_batch([ids])
-            eager = speaker.score(feats[b:b + 1], mask[b:b + 1], tokens, tmask).item()
+            eager = speaker.score(feats[b : b + 1], mask[b : b + 1], tokens, tmask).item()
             assert eager == pytest.approx(logp, abs=1e-4)
-            assert scripted.score(feats[b:b + 1], mask[b:b + 1], tokens, tmask).item() == pytest.approx(eager, abs=1e-5)
+            assert scripted.score(feats[b : b + 1], mask[b : b + 1], tokens, tmask).item() == pytest.approx(
+                eager, abs=1e-5
+            )
     assert scripted.vocabulary() == speaker.words
     assert scripted.feature_version() == speaker.feature_version()
 
@@ -184,7 +198,8 @@ def test_safetensors_round_trip_and_refusals(tmp_path, speaker, data):
     feats, mask = stack_steps([world.step_features(e.path, e.heading)])
     tokens, tmask = pad_batch([Vocabulary(speaker.words).encode(e.instructions[0], 60)])
     assert again.score(feats, mask, tokens, tmask).item() == pytest.approx(
-        speaker.score(feats, mask, tokens, tmask).item(), abs=1e-6)
+        speaker.score(feats, mask, tokens, tmask).item(), abs=1e-6
+    )
     with pytest.raises(ValueError, match="unknown architecture"):
         load_model(weights, {**cfg, "architecture": "transformer-xl"})
     with pytest.raises(ValueError, match="feature_version"):

@@ -100,8 +100,7 @@ def test_one_map_per_floor_visited():
     graph, semantics = house.graph(), house.semantics()
     floors = floor_of(graph, semantics)
     assert floors == {v: semantics["viewpoints"][v]["floor"] for v in graph.viewpoints}
-    ref = next(list(p.path) for p in sample_paths(house, 40, rng=1)
-               if floors[p.path[0]] != floors[p.path[-1]])
+    ref = next(list(p.path) for p in sample_paths(house, 40, rng=1) if floors[p.path[0]] != floors[p.path[-1]])
     walked = ref[:-1]
     maps = floor_maps(graph, ref, walked, semantics=semantics)
     assert [m.floor for m in maps] == [0, 1]
@@ -141,7 +140,8 @@ def test_floors_of_real_buildings():
     floors = floor_of(two)
     assert sorted(set(floors.values())) == [0, 1]
     z = two.positions[:, 2]
-    assert all(floors[v] == (1 if z[two.index[v]] > 3.0 else 0) for v in two.viewpoints
-               if abs(z[two.index[v]] - 3.0) > 1.0)
+    assert all(
+        floors[v] == (1 if z[two.index[v]] > 3.0 else 0) for v in two.viewpoints if abs(z[two.index[v]] - 3.0) > 1.0
+    )
     one = load_connectivity(CONN / "8WUmhLawc2A_connectivity.json")
     assert set(floor_of(one).values()) == {0}

@@ -22,7 +22,12 @@ from app.kinds.navigation.graph import load_connectivity
 from app.kinds.navigation.metrics import dedupe
 from app.kinds.navigation.house import generate_house
 from app.kinds.navigation.traces import (
-    exmat_for, export_trace, parse_listener_outputs, run_trace, trace_records, trace_rows,
+    exmat_for,
+    export_trace,
+    parse_listener_outputs,
+    run_trace,
+    trace_records,
+    trace_rows,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,8 +107,10 @@ def test_export_refuses_a_viewpoint_outside_the_building(house):
     assert e.value.field == "trace" and "trace[1]" in str(e.value) and "'nowhere'" in str(e.value)
 
 
-@pytest.mark.skipif(not ((PANGEA / "snapshots.jsonl").exists() and (CONN / "1LXtFkjw3qL_connectivity.json").exists()),
-                    reason=f"the released PanGEA trace or its building is absent under {DATA}")
+@pytest.mark.skipif(
+    not ((PANGEA / "snapshots.jsonl").exists() and (CONN / "1LXtFkjw3qL_connectivity.json").exists()),
+    reason=f"the released PanGEA trace or its building is absent under {DATA}",
+)
 def test_real_pangea_trace_round_trip():
     original = formats.parse_pangea_trace(PANGEA / "snapshots.jsonl")
     assert original.time_unit == "s"
@@ -139,10 +146,17 @@ def vp(x: int, y: int) -> str:
 @pytest.fixture(scope="module")
 def grid():
     cells = [(x, y) for y in range(3) for x in range(4)]
-    records = [{"image_id": vp(x, y), "pose": [1, 0, 0, float(x), 0, 1, 0, float(y), 0, 0, 1, 1.5, 0, 0, 0, 1],
-                "included": True, "visible": [True] * len(cells),
-                "unobstructed": [abs(x - a) + abs(y - b) == 1 for a, b in cells], "height": 1.5}
-               for x, y in cells]
+    records = [
+        {
+            "image_id": vp(x, y),
+            "pose": [1, 0, 0, float(x), 0, 1, 0, float(y), 0, 0, 1, 1.5, 0, 0, 0, 1],
+            "included": True,
+            "visible": [True] * len(cells),
+            "unobstructed": [abs(x - a) + abs(y - b) == 1 for a, b in cells],
+            "height": 1.5,
+        }
+        for x, y in cells
+    ]
     return load_connectivity(json.dumps(records).encode(), scan="grid")
 
 
@@ -167,14 +181,17 @@ def test_agreement_is_ndtw_with_the_human_path_as_reference(grid):
     assert path_ndtw(grid, short, LISTENER) == pytest.approx(math.exp(-7 / 6), abs=1e-12)
     # Two people: the mean of the listener's nDTW against each.
     assert instruction_agreement(grid, [HUMAN, LISTENER], LISTENER) == pytest.approx(
-        (math.exp(-0.25) + 1.0) / 2, abs=1e-12)
+        (math.exp(-0.25) + 1.0) / 2, abs=1e-12
+    )
 
 
 def test_listener_outputs_are_checked_against_the_building_and_start(grid):
     payloads = {"1_0": {"scan": "grid", "start": vp(0, 0)}, "1_1": {"scan": "grid", "start": vp(0, 0)}}
     graphs = {"grid": grid}.__getitem__
-    preds = [{"instr_id": "1_0", "trajectory": [[v, 0.0, 0.0] for v in [vp(0, 0), vp(0, 0), vp(1, 0)]]},
-             {"instr_id": "1_1", "trajectory": [vp(0, 0), vp(2, 2)]}]  # a jump: allowed, as in nav score
+    preds = [
+        {"instr_id": "1_0", "trajectory": [[v, 0.0, 0.0] for v in [vp(0, 0), vp(0, 0), vp(1, 0)]]},
+        {"instr_id": "1_1", "trajectory": [vp(0, 0), vp(2, 2)]},
+    ]  # a jump: allowed, as in nav score
     out = parse_listener_outputs(json.dumps(preds).encode(), set(payloads), payloads, graphs)
     assert out == {"1_0": {"path": [vp(0, 0), vp(1, 0)]}, "1_1": {"path": [vp(0, 0), vp(2, 2)]}}
 
@@ -196,10 +213,17 @@ def test_listener_outputs_are_checked_against_the_building_and_start(grid):
 
 def test_the_worked_example_in_the_docs():
     """docs/kinds/navigation-listeners.md: A B C D on a line, people walked A B C D and A B."""
-    records = [{"image_id": v, "pose": [1, 0, 0, float(x), 0, 1, 0, 0.0, 0, 0, 1, 1.5, 0, 0, 0, 1],
-                "included": True, "visible": [True] * 4,
-                "unobstructed": [abs(x - y) == 1 for y in range(4)], "height": 1.5}
-               for x, v in enumerate("ABCD")]
+    records = [
+        {
+            "image_id": v,
+            "pose": [1, 0, 0, float(x), 0, 1, 0, 0.0, 0, 0, 1, 1.5, 0, 0, 0, 1],
+            "included": True,
+            "visible": [True] * 4,
+            "unobstructed": [abs(x - y) == 1 for y in range(4)],
+            "height": 1.5,
+        }
+        for x, v in enumerate("ABCD")
+    ]
     line = load_connectivity(json.dumps(records).encode(), scan="line")
     people = [list("ABCD"), list("AB")]
     assert path_ndtw(line, list("AB"), list("ABCD")) == pytest.approx(math.exp(-0.5))

@@ -7,12 +7,21 @@ from app.leaderboards.plot import cdf_svg, estimates_svg
 
 
 def test_a_plot_draws_intervals_only_where_the_table_shows_them():
-    svg = str(estimates_svg([
-        ("enough", {"n": 12, "mean": 0.75, "low": 0.5, "high": 0.9}, "#000"),
-        ("too few", {"n": 3, "mean": 0.9, "low": 0.36, "high": 0.99}, "#000"),
-        ("no mean", {"n": 4, "mean": None, "low": None, "high": None}, "#000"),
-        ("a baseline whose name runs on well past the plot's margin", {"n": 20, "mean": 0.5, "low": 0.3, "high": 0.7}, "#000"),
-    ], "accuracy"))
+    svg = str(
+        estimates_svg(
+            [
+                ("enough", {"n": 12, "mean": 0.75, "low": 0.5, "high": 0.9}, "#000"),
+                ("too few", {"n": 3, "mean": 0.9, "low": 0.36, "high": 0.99}, "#000"),
+                ("no mean", {"n": 4, "mean": None, "low": None, "high": None}, "#000"),
+                (
+                    "a baseline whose name runs on well past the plot's margin",
+                    {"n": 20, "mean": 0.5, "low": 0.3, "high": 0.7},
+                    "#000",
+                ),
+            ],
+            "accuracy",
+        )
+    )
     assert svg.count("<line x1=") - 5 == 2  # five grid lines; whiskers for "enough" and the baseline only
     assert "0.900 (too few for an interval), n=3" in svg and "0.750 [0.500, 0.900], n=12" in svg
     assert svg.count("<circle") == 3  # "no mean" gets its label, no dot

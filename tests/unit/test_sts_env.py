@@ -5,8 +5,17 @@ import numpy as np
 import pytest
 
 from app.kinds.sts.env import (
-    ACTIONS, CATEGORIES, LEVELS, ActionError, BabyAISimulator, EpisodeEnded, Simulator,
-    SimulatorError, action_index, get_simulator, mission_category,
+    ACTIONS,
+    CATEGORIES,
+    LEVELS,
+    ActionError,
+    BabyAISimulator,
+    EpisodeEnded,
+    Simulator,
+    SimulatorError,
+    action_index,
+    get_simulator,
+    mission_category,
 )
 
 SIM = BabyAISimulator()
@@ -49,8 +58,13 @@ def test_actions_are_minigrids_ints_and_names():
     assert ACTIONS == tuple(a.name for a in Actions)
     assert [action_index(n) for n in ACTIONS] == [int(a) for a in Actions] == list(range(7))
     assert action_index(np.int64(5)) == 5
-    for bad, said in ((7, "action 7 is out of range 0-6"), (-1, "action -1 is out of range"),
-                      ("jump", "unknown action 'jump'"), (True, "True is neither"), (2.0, "2.0 is neither")):
+    for bad, said in (
+        (7, "action 7 is out of range 0-6"),
+        (-1, "action -1 is out of range"),
+        ("jump", "unknown action 'jump'"),
+        (True, "True is neither"),
+        (2.0, "2.0 is neither"),
+    ):
         with pytest.raises(ActionError, match=said):
             action_index(bad)
 
@@ -201,8 +215,11 @@ def test_the_fast_object_search_is_minigrids_own_on_every_level():
                         ours = [list(x) for x in find_matching_objs(desc, env, use_location)]
                         desc.obj_set, desc.obj_poss = list(before[0]), list(before[1])
                         theirs = [list(x) for x in original(desc, env, use_location)]
-                        assert [[id(o) for o in ours[0]], ours[1]] == [[id(o) for o in theirs[0]], theirs[1]], \
-                            (level, seed, use_location)
+                        assert [[id(o) for o in ours[0]], ours[1]] == [[id(o) for o in theirs[0]], theirs[1]], (
+                            level,
+                            seed,
+                            use_location,
+                        )
                         desc.obj_set, desc.obj_poss = before
                         compared += 1
                         located += use_location and desc.loc is not None

@@ -27,9 +27,17 @@ def test_a_strip_is_a_png_another_decoder_reads_pixel_for_pixel():
 def test_the_key_names_the_episode_and_nothing_else():
     key = strip_key("BabyAI-GoToLocal-v0", 3, [2, 2, 1], 8)
     assert key == strip_key("BabyAI-GoToLocal-v0", 3, [2, 2, 1], 8)
-    assert len({key, strip_key("BabyAI-GoToLocal-v0", 4, [2, 2, 1], 8),
+    assert (
+        len(
+            {
+                key,
+                strip_key("BabyAI-GoToLocal-v0", 4, [2, 2, 1], 8),
                 strip_key("BabyAI-GoToLocal-v0", 3, [2, 2, 0], 8),
-                strip_key("BabyAI-GoToLocal-v0", 3, [2, 2, 1], 16)}) == 4
+                strip_key("BabyAI-GoToLocal-v0", 3, [2, 2, 1], 16),
+            }
+        )
+        == 4
+    )
     assert key.startswith("sts/frames/") and key.endswith(".png")
 
 

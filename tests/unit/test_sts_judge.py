@@ -17,19 +17,45 @@ from app.leaderboards import stats
 
 
 def _marker(agent: str, k: int, success: bool) -> Marker:
-    return Marker(annotator="p1", marker="success" if success else "failure", reference=False, agent=agent,
-                  scenario=f"s{k % 4}", continuation=str(k), category="go to", step=3.0)
+    return Marker(
+        annotator="p1",
+        marker="success" if success else "failure",
+        reference=False,
+        agent=agent,
+        scenario=f"s{k % 4}",
+        continuation=str(k),
+        category="go to",
+        step=3.0,
+    )
 
 
 def _files(tmp_path, people: dict[int, bool], judge: dict[int, bool]):
     ann = tmp_path / "a.jsonl"
-    ann.write_text("".join(json.dumps({"annotator": "p1", "agent": "A", "scenario": f"s{k % 4}",
-                                       "continuation": str(k), "category": "go to", "reference": False,
-                                       "marker": "success" if v else "failure", "step": 3}) + "\n"
-                           for k, v in people.items()))
+    ann.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "annotator": "p1",
+                    "agent": "A",
+                    "scenario": f"s{k % 4}",
+                    "continuation": str(k),
+                    "category": "go to",
+                    "reference": False,
+                    "marker": "success" if v else "failure",
+                    "step": 3,
+                }
+            )
+            + "\n"
+            for k, v in people.items()
+        )
+    )
     j = tmp_path / "j.jsonl"
-    j.write_text("".join(json.dumps({"agent": "A", "scenario": f"s{k % 4}", "continuation": str(k),
-                                     "success": v}) + "\n" for k, v in judge.items()))
+    j.write_text(
+        "".join(
+            json.dumps({"agent": "A", "scenario": f"s{k % 4}", "continuation": str(k), "success": v}) + "\n"
+            for k, v in judge.items()
+        )
+    )
     return ann, j
 
 
@@ -43,8 +69,11 @@ def test_agreement_and_ppi_per_agent_by_hand(tmp_path):
     assert out.exit_code == 0, out.output
     a = json.loads(out.output)["agents"]["A"]
     assert a["judge_agreement"]["mean"] == pytest.approx(10 / 12) and a["judge_agreement"]["n"] == 12
-    expected = stats.ppi_mean([float(people[k]) for k in range(12)], [float(judge[k]) for k in range(12)],
-                              [float(judge[k]) for k in range(12, 40)])
+    expected = stats.ppi_mean(
+        [float(people[k]) for k in range(12)],
+        [float(judge[k]) for k in range(12)],
+        [float(judge[k]) for k in range(12, 40)],
+    )
     assert (a["ppi"]["n_human"], a["ppi"]["n_judge"]) == (12, 28)
     assert a["ppi"]["mean"] == pytest.approx(expected["mean"]) and a["ppi"]["low"] < a["ppi"]["high"]
     assert a["success"] == pytest.approx(8 / 12)  # people's own share is unchanged
@@ -52,12 +81,15 @@ def test_agreement_and_ppi_per_agent_by_hand(tmp_path):
     assert "PPI++" in table and "judge agrees" in table and "83.3%" in table
 
 
-@pytest.mark.parametrize("line, field, words", [
-    ('{"agent": "A", "scenario": "s", "continuation": "1"}', "success", "true or false"),
-    ('{"agent": "A", "scenario": "s", "continuation": "1", "success": "yes"}', "success", "true or false"),
-    ('{"scenario": "s", "continuation": "1", "success": true}', "agent", "missing"),
-    ("[1, 2]", None, "JSON object"),
-])
+@pytest.mark.parametrize(
+    "line, field, words",
+    [
+        ('{"agent": "A", "scenario": "s", "continuation": "1"}', "success", "true or false"),
+        ('{"agent": "A", "scenario": "s", "continuation": "1", "success": "yes"}', "success", "true or false"),
+        ('{"scenario": "s", "continuation": "1", "success": true}', "agent", "missing"),
+        ("[1, 2]", None, "JSON object"),
+    ],
+)
 def test_a_bad_judge_line_names_its_line_and_field(line, field, words):
     with pytest.raises(InputError, match=words) as refused:
         read_judge(['{"agent": "A", "scenario": "s", "continuation": "0", "success": true}', line])

@@ -11,7 +11,14 @@ from app.errors import InputError
 from app.kinds.sts.env import ACTIONS, CATEGORIES, LEVELS, BabyAISimulator, ExpertError
 from app.kinds.sts.mining import make_scenario, mine, mission_step, takeover_point
 from app.kinds.sts.recordings import (
-    Outcome, Replayable, RecordingError, check, expert_recording, parse_recordings_jsonl, replay, success_step,
+    Outcome,
+    Replayable,
+    RecordingError,
+    check,
+    expert_recording,
+    parse_recordings_jsonl,
+    replay,
+    success_step,
 )
 
 SIM = BabyAISimulator()
@@ -78,8 +85,14 @@ def test_replay_is_the_same_in_another_process(expert):
         for s in replay(rec, SIM, tile_size=4).steps:
             h.update(s.frame.tobytes() + s.observation["image"].tobytes())
     arg = json.dumps([r.as_dict() for r in recs])
-    out = subprocess.run([sys.executable, "-c", DIGEST, arg], cwd=ROOT, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(ROOT)}, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", DIGEST, arg],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(ROOT)},
+        check=True,
+    )
     assert out.stdout.strip() == h.hexdigest()
 
 
@@ -98,8 +111,16 @@ def test_replay_upto_stops_there_and_the_episode_goes_on(expert):
 def test_expert_succeeds_on_every_family_and_its_recording_replays_to_success():
     # Every level once, and more seeds of one small level per family.
     sample = [(level, 1) for level in LEVELS] + [
-        (level, seed) for level in ("BabyAI-GoToLocal-v0", "BabyAI-PickupLoc-v0", "BabyAI-OpenDoor-v0",
-                                    LEVEL, "BabyAI-MiniBossLevel-v0") for seed in (2, 3, 4)]
+        (level, seed)
+        for level in (
+            "BabyAI-GoToLocal-v0",
+            "BabyAI-PickupLoc-v0",
+            "BabyAI-OpenDoor-v0",
+            LEVEL,
+            "BabyAI-MiniBossLevel-v0",
+        )
+        for seed in (2, 3, 4)
+    ]
     for level, seed in sample:
         rec = expert_recording(level, seed, id=f"{level}:{seed}")
         assert rec.actor == "expert" and rec.mission == SIM.reset(level, seed).mission
@@ -129,8 +150,9 @@ def test_parse_reads_names_and_ints_gzip_and_blank_lines(expert):
         a, b = parse_recordings_jsonl(data, SIM)
         assert a.actions == b.actions == expert.actions and a.id == "e7" and b.id == "8"
         assert (a.line, b.line) == (2, 4) and b.actor == "human"
-    no_id = parse_recordings_jsonl(json.dumps({k: v for k, v in expert.as_dict().items()
-                                               if k not in ("id", "actor")}).encode())[0]
+    no_id = parse_recordings_jsonl(
+        json.dumps({k: v for k, v in expert.as_dict().items() if k not in ("id", "actor")}).encode()
+    )[0]
     assert no_id.id is None and no_id.actor == "upload"
 
 
@@ -216,12 +238,21 @@ def test_takeover_rules(expert):
 
 def test_make_scenario_and_its_refusals(expert):
     s = make_scenario(expert, 3, 20, tags=["easy", "easy", " mine "], simulator=SIM)
-    assert s == {"recording": "e7", "takeover": 3, "continuation": 20, "instruction": expert.mission,
-                 "category": "put next to", "tags": ["easy", "mine"]}
+    assert s == {
+        "recording": "e7",
+        "takeover": 3,
+        "continuation": 20,
+        "instruction": expert.mission,
+        "category": "put next to",
+        "tags": ["easy", "mine"],
+    }
     n = len(expert.actions)
     rec = parse_recordings_jsonl(("\n" + line_of(expert)).encode(), SIM)[0]  # line 2
-    for takeover, said in ((n + 1, "beyond the recording"), (n, "where the recording's episode ended"),
-                           (-1, "whole number")):
+    for takeover, said in (
+        (n + 1, "beyond the recording"),
+        (n, "where the recording's episode ended"),
+        (-1, "whole number"),
+    ):
         with pytest.raises(RecordingError, match=said) as err:
             make_scenario(rec, takeover, 20, simulator=SIM)
         assert (err.value.line, err.value.field) == (2, "takeover")
@@ -237,8 +268,10 @@ def test_make_scenario_and_its_refusals(expert):
 
 
 def test_mine_in_bulk():
-    recs = [expert_recording(level, 0, id=level) for level in
-            ("BabyAI-GoToLocal-v0", "BabyAI-PickupLoc-v0", "BabyAI-OpenDoor-v0", LEVEL, "BabyAI-SynthSeq-v0")]
+    recs = [
+        expert_recording(level, 0, id=level)
+        for level in ("BabyAI-GoToLocal-v0", "BabyAI-PickupLoc-v0", "BabyAI-OpenDoor-v0", LEVEL, "BabyAI-SynthSeq-v0")
+    ]
     first = mine(recs, "first step", 30, tags=["v1"], simulator=SIM)
     assert [s["takeover"] for s in first] == [0] * 5
     assert [s["category"] for s in first] == list(CATEGORIES)

@@ -8,19 +8,32 @@ from app.kinds.sts.env import ACTIONS, BabyAISimulator
 from app.kinds.sts.mining import mine
 from app.kinds.sts.recordings import Replayable, RecordingError, check, expert_recording, replay
 from app.kinds.sts.rollout import (
-    Continuation, Job, expert_policy, jobs_for, random_policy, rollout_batched, rollout_sequential, start,
+    Continuation,
+    Job,
+    expert_policy,
+    jobs_for,
+    random_policy,
+    rollout_batched,
+    rollout_sequential,
+    start,
 )
 
 SIM = BabyAISimulator()
-LEVELS = ("BabyAI-GoToLocal-v0", "BabyAI-PickupLoc-v0", "BabyAI-OpenDoorDebug-v0", "BabyAI-PutNextLocal-v0",
-          "BabyAI-MiniBossLevel-v0")
+LEVELS = (
+    "BabyAI-GoToLocal-v0",
+    "BabyAI-PickupLoc-v0",
+    "BabyAI-OpenDoorDebug-v0",
+    "BabyAI-PutNextLocal-v0",
+    "BabyAI-MiniBossLevel-v0",
+)
 
 
 @pytest.fixture(scope="module")
 def suite():
     recs = [expert_recording(level, 1, id=f"{level}:1") for level in LEVELS]
-    scenarios = (mine(recs, "first step", 12, simulator=SIM)
-                 + mine(recs, "before success", 12, k=2, simulator=SIM, skip_inapplicable=True))
+    scenarios = mine(recs, "first step", 12, simulator=SIM) + mine(
+        recs, "before success", 12, k=2, simulator=SIM, skip_inapplicable=True
+    )
     return {r.id: r for r in recs}, scenarios
 
 
@@ -32,8 +45,7 @@ class TinyNet:
         self.w = rng.normal(size=(7 * 7 * 3 + 4, len(ACTIONS)))
 
     def __call__(self, obs):
-        x = np.concatenate([obs["image"].reshape(len(obs["mission"]), -1) / 10.0,
-                            np.eye(4)[obs["direction"]]], axis=1)
+        x = np.concatenate([obs["image"].reshape(len(obs["mission"]), -1) / 10.0, np.eye(4)[obs["direction"]]], axis=1)
         z = x @ self.w
         p = np.exp(z - z.max(axis=1, keepdims=True))
         return p / p.sum(axis=1, keepdims=True)
@@ -49,6 +61,7 @@ def test_batched_equals_one_at_a_time(suite):
         def call(obs):
             calls.append(len(obs["mission"]))
             return policy(obs)
+
         call.privileged = getattr(policy, "privileged", False)
         call.follows_context = getattr(policy, "follows_context", False)
         return call
@@ -123,8 +136,14 @@ def test_results_are_handed_over_as_they_finish_and_a_cancel_stops(suite):
     out = rollout_batched(jobs, random_policy(), SIM, batch_size=3, on_result=got.__setitem__)
     assert got == dict(enumerate(out)) and None not in out
     steps = []
-    part = rollout_batched(jobs, random_policy(), SIM, batch_size=3,
-                           progress=lambda done, total: steps.append(done), cancelled=lambda: len(steps) >= 2)
+    part = rollout_batched(
+        jobs,
+        random_policy(),
+        SIM,
+        batch_size=3,
+        progress=lambda done, total: steps.append(done),
+        cancelled=lambda: len(steps) >= 2,
+    )
     assert len(steps) == 2 and None in part
     assert all(c is None or c == out[i] for i, c in enumerate(part))
 

@@ -20,32 +20,58 @@ from app.leaderboards.stats import wilson_interval
 
 
 def _line(annotator, agent, scenario, continuation, marker, step, category="go to", **extra):
-    return json.dumps({"annotator": annotator, "agent": agent, "scenario": scenario,
-                       "continuation": continuation, "category": category, "marker": marker,
-                       "step": step, "reference": False, **extra})
+    return json.dumps(
+        {
+            "annotator": annotator,
+            "agent": agent,
+            "scenario": scenario,
+            "continuation": continuation,
+            "category": category,
+            "marker": marker,
+            "step": step,
+            "reference": False,
+            **extra,
+        }
+    )
 
 
 def _ref(annotator, marker, label, step=3):
-    return json.dumps({"annotator": annotator, "agent": "expert", "scenario": "r1", "continuation": 0,
-                       "category": "go to", "marker": marker, "step": step, "reference": True,
-                       "label": label})
+    return json.dumps(
+        {
+            "annotator": annotator,
+            "agent": "expert",
+            "scenario": "r1",
+            "continuation": 0,
+            "category": "go to",
+            "marker": marker,
+            "step": step,
+            "reference": True,
+            "label": label,
+        }
+    )
 
 
 LINES = [
     # agent A, scenario s1 (go to): continuation 0 by three annotators 2:1 success -> 1
-    _line("w1", "A", "s1", 0, "success", 4), _line("w2", "A", "s1", 0, "success", 6),
+    _line("w1", "A", "s1", 0, "success", 4),
+    _line("w2", "A", "s1", 0, "success", 6),
     _line("w3", "A", "s1", 0, "failure", 9),
     # continuation 1: 1:1 -> a tie, half a success
-    _line("w1", "A", "s1", 1, "success", 10), _line("w2", "A", "s1", 1, "failure", 2),
+    _line("w1", "A", "s1", 1, "success", 10),
+    _line("w2", "A", "s1", 1, "failure", 2),
     # scenario s2 (pick up), continuation 0: failure -> 0
     _line("w1", "A", "s2", 0, "failure", 12, category="pick up"),
     # agent B: one continuation, success -> 1
     _line("w3", "B", "s1", 0, "success", 7),
     # reference episodes: w1 right on both labels; w2 sees only success-labelled ones;
     # w3 marks a success-labelled one failure and a failure-labelled one failure
-    _ref("w1", "success", "success"), _ref("w1", "failure", "failure"), _ref("w1", "success", "failure"),
-    _ref("w2", "success", "success"), _ref("w2", "failure", "success"),
-    _ref("w3", "failure", "success"), _ref("w3", "failure", "failure"),
+    _ref("w1", "success", "success"),
+    _ref("w1", "failure", "failure"),
+    _ref("w1", "success", "failure"),
+    _ref("w2", "success", "success"),
+    _ref("w2", "failure", "success"),
+    _ref("w3", "failure", "success"),
+    _ref("w3", "failure", "failure"),
 ]
 
 
@@ -56,8 +82,10 @@ def test_agents_success_share_per_category_scenario_and_time_to_completion():
     assert a["n"] == 3 and a["success"] == pytest.approx(0.5)
     assert a["se"] == pytest.approx(math.sqrt(0.5 * 0.5 / 3))
     cats = {c: (e["n"], e["success"], e["se"], e["note"]) for c, e in a["per_category"].items()}
-    assert cats == {"go to": (2, pytest.approx(0.75), pytest.approx(math.sqrt(0.75 * 0.25 / 2)), "too few: n = 2"),
-                    "pick up": (1, 0.0, 0.0, "too few: n = 1")}
+    assert cats == {
+        "go to": (2, pytest.approx(0.75), pytest.approx(math.sqrt(0.75 * 0.25 / 2)), "too few: n = 2"),
+        "pick up": (1, 0.0, 0.0, "too few: n = 1"),
+    }
     assert a["per_scenario"] == {"s1": pytest.approx(0.75), "s2": 0.0}
     # Time to completion, one per successful continuation (A.4): s1/0 (2:1 success) at the
     # median of its success markers 4 and 6; the tie s1/1 did not succeed. (Before issue 25:
@@ -70,12 +98,9 @@ def test_agents_success_share_per_category_scenario_and_time_to_completion():
 
 def test_annotators_are_measured_on_reference_episodes_only():
     got = score(read_markers(LINES))["annotators"]
-    assert got["w1"] == {"n_reference": 3, "sensitivity": 1.0, "specificity": 0.5,
-                         "balanced_accuracy": 0.75}
-    assert got["w2"] == {"n_reference": 2, "sensitivity": 0.5, "specificity": None,
-                         "balanced_accuracy": None}
-    assert got["w3"] == {"n_reference": 2, "sensitivity": 0.0, "specificity": 1.0,
-                         "balanced_accuracy": 0.5}
+    assert got["w1"] == {"n_reference": 3, "sensitivity": 1.0, "specificity": 0.5, "balanced_accuracy": 0.75}
+    assert got["w2"] == {"n_reference": 2, "sensitivity": 0.5, "specificity": None, "balanced_accuracy": None}
+    assert got["w3"] == {"n_reference": 2, "sensitivity": 0.0, "specificity": 1.0, "balanced_accuracy": 0.5}
 
 
 def test_an_agent_without_success_markers_has_no_time_to_completion():
@@ -93,23 +118,53 @@ def test_ids_keep_their_text_whatever_their_json_type():
     assert list(got["annotators"]) == ["7"]
 
 
-@pytest.mark.parametrize("line, field, words", [
-    ('{"annotator": "w", "agent": "A", "scenario": "s", "continuation": 0, "marker": "yes", "step": 1, '
-     '"reference": false}', "marker", 'not "yes"'),
-    ('{"annotator": "w", "agent": "A", "scenario": "s", "continuation": 0, "marker": "success", '
-     '"reference": false}', "step", "is missing"),
-    ('{"annotator": "w", "agent": "A", "scenario": "s", "continuation": 0, "marker": "success", '
-     '"step": -1, "reference": false}', "step", "0 or more"),
-    ('{"annotator": "w", "agent": "A", "scenario": "s", "continuation": 0, "marker": "success", '
-     '"step": 1, "reference": "no"}', "reference", "true or false"),
-    ('{"annotator": "w", "marker": "success", "step": 1, "reference": true}', "label", "not null"),
-    ('{"agent": "A", "scenario": "s", "continuation": 0, "marker": "success", "step": 1, '
-     '"reference": false}', "annotator", "is missing"),
-    ('{"annotator": "w", "scenario": "s", "continuation": 0, "marker": "success", "step": 1, '
-     '"reference": false}', "agent", "is missing"),
-    ('{"annotator": ["w"], "agent": "A", "scenario": "s", "continuation": 0, "marker": "success", '
-     '"step": 1, "reference": false}', "annotator", "not list"),
-])
+@pytest.mark.parametrize(
+    "line, field, words",
+    [
+        (
+            '{"annotator": "w", "agent": "A", "scenario": "s", "continuation": 0, "marker": "yes", "step": 1, '
+            '"reference": false}',
+            "marker",
+            'not "yes"',
+        ),
+        (
+            '{"annotator": "w", "agent": "A", "scenario": "s", "continuation": 0, "marker": "success", '
+            '"reference": false}',
+            "step",
+            "is missing",
+        ),
+        (
+            '{"annotator": "w", "agent": "A", "scenario": "s", "continuation": 0, "marker": "success", '
+            '"step": -1, "reference": false}',
+            "step",
+            "0 or more",
+        ),
+        (
+            '{"annotator": "w", "agent": "A", "scenario": "s", "continuation": 0, "marker": "success", '
+            '"step": 1, "reference": "no"}',
+            "reference",
+            "true or false",
+        ),
+        ('{"annotator": "w", "marker": "success", "step": 1, "reference": true}', "label", "not null"),
+        (
+            '{"agent": "A", "scenario": "s", "continuation": 0, "marker": "success", "step": 1, "reference": false}',
+            "annotator",
+            "is missing",
+        ),
+        (
+            '{"annotator": "w", "scenario": "s", "continuation": 0, "marker": "success", "step": 1, '
+            '"reference": false}',
+            "agent",
+            "is missing",
+        ),
+        (
+            '{"annotator": ["w"], "agent": "A", "scenario": "s", "continuation": 0, "marker": "success", '
+            '"step": 1, "reference": false}',
+            "annotator",
+            "not list",
+        ),
+    ],
+)
 def test_bad_lines_name_the_line_and_the_field(line, field, words):
     with pytest.raises(InputError) as err:
         list(read_markers([_line("w1", "A", "s1", 0, "success", 1), "", line]))
@@ -120,8 +175,11 @@ def test_a_line_that_is_not_json_or_a_continuation_in_two_categories_is_refused(
     with pytest.raises(InputError, match="line 2: not JSON"):
         list(read_markers([_line("w1", "A", "s1", 0, "success", 1), "{oops"]))
     with pytest.raises(InputError) as err:
-        list(read_markers([_line("w1", "A", "s1", 0, "success", 1),
-                           _line("w2", "A", "s1", 0, "success", 1, category="open")]))
+        list(
+            read_markers(
+                [_line("w1", "A", "s1", 0, "success", 1), _line("w2", "A", "s1", 0, "success", 1, category="open")]
+            )
+        )
     assert (err.value.line, err.value.field) == (2, "category") and "line 1" in err.value.message
 
 
@@ -142,8 +200,9 @@ def test_spearman_against_a_reference_and_undefined_cases():
 
 def _many(agent, outcomes, scenarios=1):
     """One annotator's marker per continuation: 1 a success at step 3 + i, 0 a failure."""
-    return [_line("w1", agent, f"s{i % scenarios}", i, "success" if o else "failure", 3 + i)
-            for i, o in enumerate(outcomes)]
+    return [
+        _line("w1", agent, f"s{i % scenarios}", i, "success" if o else "failure", 3 + i) for i, o in enumerate(outcomes)
+    ]
 
 
 def test_the_share_has_a_wilson_interval_that_does_not_collapse_at_one():
@@ -174,12 +233,16 @@ def test_the_corrected_share_uses_the_pooled_reference_episodes():
     # marked failure 2 of 3. One annotator's rates correct what one annotator says: A's shares
     # of success markers are 2/3, 1/2 and 0, p = 7/18: (7/18 + 2/3 - 1) / (1/2 + 2/3 - 1)
     # = (1/18) / (1/6) = 1/3.
-    assert got["reference"] == {"n_success": 4, "n_failure": 3, "sensitivity": 0.5,
-                                "specificity": pytest.approx(2 / 3)}
+    assert got["reference"] == {"n_success": 4, "n_failure": 3, "sensitivity": 0.5, "specificity": pytest.approx(2 / 3)}
     c = got["agents"]["A"]["corrected"]
     assert c["mean"] == pytest.approx(1 / 3) and c["n"] == 3 and c["note"] == "too few: n = 3"
-    direct = rogan_gladen_estimate([2 / 3, 0.5, 0.0], [True, True, False, False], [True, False, True],
-                                   clusters=["s1", "s1", "s2"], cluster_name="scenarios")
+    direct = rogan_gladen_estimate(
+        [2 / 3, 0.5, 0.0],
+        [True, True, False, False],
+        [True, False, True],
+        clusters=["s1", "s1", "s2"],
+        cluster_name="scenarios",
+    )
     assert {k: c[k] for k in ("mean", "low", "high", "n", "method")} == direct
     assert "scenarios" in c["method"]
     # No failure-labelled reference episodes: none, with the reason.
@@ -216,8 +279,13 @@ def test_the_command_prints_intervals_corrected_shares_and_time_to_completion(tm
     from app.kinds.sts.cli import sts
 
     path = tmp_path / "a.jsonl"
-    path.write_text("\n".join(_many("A", [1] * 6 + [0] * 4, scenarios=5) + _many("B", [1, 1, 1])
-                               + [_ref("w1", "success", "success"), _ref("w1", "failure", "failure")]))
+    path.write_text(
+        "\n".join(
+            _many("A", [1] * 6 + [0] * 4, scenarios=5)
+            + _many("B", [1, 1, 1])
+            + [_ref("w1", "success", "success"), _ref("w1", "failure", "failure")]
+        )
+    )
     out = CliRunner().invoke(sts, ["score", "--annotations", str(path), "--json"])
     assert out.exit_code == 0, out.output
     got = json.loads(out.output)

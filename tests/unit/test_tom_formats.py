@@ -17,10 +17,19 @@ Q = "At the time indicated by 🛑, is it the case that {chain} it is {cert} tru
 def row(**over):
     """A valid record whose context has 3 lines (so the next record starts 3 lines later)."""
     cells = {
-        "sno": "2", "eno": "1", "belief_A": "CT+", "belief_B": "PS", "belief_Q": "PS",
-        "cg_A": "JA", "cg_B": "JA", "order": "2",
+        "sno": "2",
+        "eno": "1",
+        "belief_A": "CT+",
+        "belief_B": "PS",
+        "belief_Q": "PS",
+        "cg_A": "JA",
+        "cg_B": "JA",
+        "order": "2",
         "question": Q.format(chain="A believes that B believes", cert="possibly"),
-        "answer": "Yes", "context_type": "test", "cid": "c1", "annotator": "me",
+        "answer": "Yes",
+        "context_type": "test",
+        "cid": "c1",
+        "annotator": "me",
         "context": "A: Is the van free?\nB: I think so. 🛑\nA: Good.",
     }
     cells.update(over)
@@ -43,6 +52,7 @@ def refusal(data):
 
 
 # --- good files -------------------------------------------------------------------------
+
 
 def test_fixture_parses():
     qs = parse_questions_csv(FIXTURE.read_bytes())
@@ -69,8 +79,9 @@ def test_round_trip():
 
 @pytest.mark.parametrize("header", ["", "id", "question_id"])
 def test_id_column_variants(header):
-    qs = parse_questions_csv(to_csv([row(), row(sno="1", context="A: Free? 🛑\nB: Yes.")], id_header=header,
-                                    ids=["17", "18"]))
+    qs = parse_questions_csv(
+        to_csv([row(), row(sno="1", context="A: Free? 🛑\nB: Yes.")], id_header=header, ids=["17", "18"])
+    )
     assert [q.question_id for q in qs] == ["17", "18"]
 
 
@@ -94,6 +105,7 @@ def test_crlf_and_bom_and_vs16():
 
 # --- refusals: (line, field) ------------------------------------------------------------
 # Record 1 starts on line 2 and spans 3 lines, so record 2 starts on line 5.
+
 
 @pytest.mark.parametrize("data", [b"", b"\n\n"])
 def test_empty_file(data):
@@ -145,10 +157,21 @@ def test_broken_quoting():
     assert err.line == 5 and "malformed CSV" in err.message
 
 
-@pytest.mark.parametrize("field, value", [
-    ("belief_A", "CT"), ("belief_B", "maybe"), ("belief_Q", "NB"), ("cg_A", "JJ"), ("cg_B", ""),
-    ("order", "4"), ("answer", "perhaps"), ("sno", "two"), ("eno", "1.x"), ("order", "x"),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("belief_A", "CT"),
+        ("belief_B", "maybe"),
+        ("belief_Q", "NB"),
+        ("cg_A", "JJ"),
+        ("cg_B", ""),
+        ("order", "4"),
+        ("answer", "perhaps"),
+        ("sno", "two"),
+        ("eno", "1.x"),
+        ("order", "x"),
+    ],
+)
 def test_bad_values(field, value):
     err = refusal(to_csv([row(), row(**{field: value})]))
     assert (err.line, err.field) == (5, field)
@@ -160,11 +183,14 @@ def test_sno_outside_context(sno):
     assert (err.line, err.field) == (5, "sno") and "outside" in err.message
 
 
-@pytest.mark.parametrize("context", [
-    "A: Is the van free? 🛑\nB: I think so.\nA: Good.",          # on the wrong line
-    "A: Is the van free?\nB: I think so.\nA: Good.",              # missing
-    "A: Is the van free? 🛑\nB: I think so. 🛑\nA: Good.",        # twice
-])
+@pytest.mark.parametrize(
+    "context",
+    [
+        "A: Is the van free? 🛑\nB: I think so.\nA: Good.",  # on the wrong line
+        "A: Is the van free?\nB: I think so.\nA: Good.",  # missing
+        "A: Is the van free? 🛑\nB: I think so. 🛑\nA: Good.",  # twice
+    ],
+)
 def test_stop_sign_not_on_sno(context):
     err = refusal(to_csv([row(), row(context=context)]))
     assert (err.line, err.field) == (5, "context") and "🛑" in err.message
@@ -231,15 +257,18 @@ def test_answers_jsonl():
     assert parse_answers_jsonl(data, KNOWN) == {"q1": "Yes", "q2": "No", "7": "No"}
 
 
-@pytest.mark.parametrize("line2, field, words", [
-    ('{"question_id": "q2", "answer": ', None, "JSON"),
-    ('["q2", "Yes"]', None, "object"),
-    ('{"answer": "Yes"}', "question_id", "missing"),
-    ('{"question_id": "q2"}', "answer", "missing"),
-    ('{"question_id": "q2", "answer": "maybe"}', "answer", "Yes or No"),
-    ('{"question_id": "q9", "answer": "Yes"}', "question_id", "unknown"),
-    ('{"question_id": "q1", "answer": "No"}', "question_id", "duplicate"),
-])
+@pytest.mark.parametrize(
+    "line2, field, words",
+    [
+        ('{"question_id": "q2", "answer": ', None, "JSON"),
+        ('["q2", "Yes"]', None, "object"),
+        ('{"answer": "Yes"}', "question_id", "missing"),
+        ('{"question_id": "q2"}', "answer", "missing"),
+        ('{"question_id": "q2", "answer": "maybe"}', "answer", "Yes or No"),
+        ('{"question_id": "q9", "answer": "Yes"}', "question_id", "unknown"),
+        ('{"question_id": "q1", "answer": "No"}', "question_id", "duplicate"),
+    ],
+)
 def test_answers_jsonl_refusals(line2, field, words):
     data = ('{"question_id": "q1", "answer": "Yes"}\n\n' + line2 + "\n").encode()
     with pytest.raises(InputError) as err:
@@ -262,10 +291,21 @@ def test_dotted_enos_are_kept_as_written():
     qs = parse_questions_csv(DOTTED.read_bytes())
     assert len(qs) == 42 and len({q.question_id for q in qs}) == 42
     assert {(q.cid, q.eno) for q in qs} == {
-        ("call-7", "12.1"), ("call-7", "12.4"), ("call-7", "12.10"), ("call-8", "3"), ("call-8", "12.4")}
+        ("call-7", "12.1"),
+        ("call-7", "12.4"),
+        ("call-7", "12.10"),
+        ("call-8", "3"),
+        ("call-8", "12.4"),
+    }
     ids = {q.question_id for q in qs}
-    assert {"call-7:12:12.1:A:CT+", "call-7:12:12.10:A:CT+", "call-7:12:12.4:A:CT+",
-            "call-7:13:12.1:A:CT+", "call-8:12:12.4:A:CT+", "call-8:3:3:A:CT+"} <= ids
+    assert {
+        "call-7:12:12.1:A:CT+",
+        "call-7:12:12.10:A:CT+",
+        "call-7:12:12.4:A:CT+",
+        "call-7:13:12.1:A:CT+",
+        "call-8:12:12.4:A:CT+",
+        "call-8:3:3:A:CT+",
+    } <= ids
     assert all(isinstance(q.eno, str) for q in qs)
     # Written back, the text survives: 12.10 is not 12.1.
     again = parse_questions_csv(write_questions_csv(qs))
@@ -282,5 +322,6 @@ def test_eno_spaces_dropped_and_whole_numbers_kept():
 def test_bad_eno(eno):
     err = refusal(to_csv([row(), row(eno=eno)]))
     assert (err.line, err.field) == (5, "eno")
-    assert err.message == (f"{eno!r} is not an event number such as 3 or 12.4 "
-                           "(digits, optionally dotted, at most 20 characters)")
+    assert err.message == (
+        f"{eno!r} is not an event number such as 3 or 12.4 (digits, optionally dotted, at most 20 characters)"
+    )

@@ -33,13 +33,19 @@ def dialogue(**over):
             {"speaker": "B", "text": "Well, mostly. I had one on Friday."},
             {"speaker": "A", "text": "Ah."},
         ],
-        "propositions": [{"eno": 1, "text": "B is now not smoking", "labels": [
-            lab(1, "NB", "NB", "NA", "NA"),
-            lab(2, "NB", "CT+", "NA", "NA"),
-            lab(3, "CT+", "CT+", "JA", "JA"),   # changed
-            lab(4, "CT+", "PS", "JA", "RT"),    # changed
-            lab(5, "CT+", "PS", "JA", "RT"),    # same as before: no questions
-        ]}],
+        "propositions": [
+            {
+                "eno": 1,
+                "text": "B is now not smoking",
+                "labels": [
+                    lab(1, "NB", "NB", "NA", "NA"),
+                    lab(2, "NB", "CT+", "NA", "NA"),
+                    lab(3, "CT+", "CT+", "JA", "JA"),  # changed
+                    lab(4, "CT+", "PS", "JA", "RT"),  # changed
+                    lab(5, "CT+", "PS", "JA", "RT"),  # same as before: no questions
+                ],
+            }
+        ],
     }
     d.update(over)
     return d
@@ -52,6 +58,7 @@ def refusal(data):
 
 
 # --- generation -------------------------------------------------------------------------
+
 
 def test_18_questions_per_point_only_where_labels_change():
     (d,) = parse_cg_dialogues(json.dumps(dialogue()).encode())
@@ -66,8 +73,10 @@ def test_generated_questions_carry_labels_context_and_rule_answers():
     (d,) = parse_cg_dialogues(json.dumps(dialogue()).encode())
     qs = {q.question_id: q for q in generate_battery([d])}
     q = qs["kitchen-1:4:1:BA:CT-"]
-    assert q.question == ("At the time indicated by 🛑, is it the case that B believes that A believes "
-                          "it is certainly not true that B is now not smoking?")
+    assert q.question == (
+        "At the time indicated by 🛑, is it the case that B believes that A believes "
+        "it is certainly not true that B is now not smoking?"
+    )
     assert (q.belief_A, q.belief_B, q.cg_A, q.cg_B, q.order) == ("CT+", "PS", "JA", "RT", 2)
     assert q.answer == "No"  # Bel(A) is CT+, not CT-
     assert qs["kitchen-1:4:1:B:PS"].answer == "Yes"
@@ -114,6 +123,7 @@ def test_json_array_and_jsonl_accepted():
 
 # --- refusals ---------------------------------------------------------------------------
 
+
 def test_bad_json_names_line():
     err = refusal(b'{"cid": "x",\n "utterances": [\n}')
     assert err.line == 3 and "JSON" in err.message
@@ -135,22 +145,25 @@ def test_pretty_json_error_names_the_objects_line():
     assert text[err.line].strip().startswith('"sno": 3')
 
 
-@pytest.mark.parametrize("change, field", [
-    (lambda d: d.update(cid=""), "cid"),
-    (lambda d: d.pop("utterances"), "utterances"),
-    (lambda d: d.update(utterances=[]), "utterances"),
-    (lambda d: d["utterances"][1].update(speaker="C"), "utterances[1].speaker"),
-    (lambda d: d["utterances"][1].update(text="two\nlines"), "utterances[1].text"),
-    (lambda d: d["utterances"][1].update(text="has 🛑"), "utterances[1].text"),
-    (lambda d: d["propositions"][0].update(eno="one"), "propositions[0].eno"),
-    (lambda d: d["propositions"][0].update(text=""), "propositions[0].text"),
-    (lambda d: d["propositions"][0].update(labels=[]), "propositions[0].labels"),
-    (lambda d: d["propositions"].append(dict(d["propositions"][0])), "propositions[1].eno"),
-    (lambda d: d["propositions"][0]["labels"][1].update(sno=9), "propositions[0].labels[1].sno"),
-    (lambda d: d["propositions"][0]["labels"][1].update(sno=1), "propositions[0].labels[1].sno"),
-    (lambda d: d["propositions"][0]["labels"][1].update(belief_B="CT"), "propositions[0].labels[1].belief_B"),
-    (lambda d: d["propositions"][0]["labels"][1].pop("cg_B"), "propositions[0].labels[1].cg_B"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        (lambda d: d.update(cid=""), "cid"),
+        (lambda d: d.pop("utterances"), "utterances"),
+        (lambda d: d.update(utterances=[]), "utterances"),
+        (lambda d: d["utterances"][1].update(speaker="C"), "utterances[1].speaker"),
+        (lambda d: d["utterances"][1].update(text="two\nlines"), "utterances[1].text"),
+        (lambda d: d["utterances"][1].update(text="has 🛑"), "utterances[1].text"),
+        (lambda d: d["propositions"][0].update(eno="one"), "propositions[0].eno"),
+        (lambda d: d["propositions"][0].update(text=""), "propositions[0].text"),
+        (lambda d: d["propositions"][0].update(labels=[]), "propositions[0].labels"),
+        (lambda d: d["propositions"].append(dict(d["propositions"][0])), "propositions[1].eno"),
+        (lambda d: d["propositions"][0]["labels"][1].update(sno=9), "propositions[0].labels[1].sno"),
+        (lambda d: d["propositions"][0]["labels"][1].update(sno=1), "propositions[0].labels[1].sno"),
+        (lambda d: d["propositions"][0]["labels"][1].update(belief_B="CT"), "propositions[0].labels[1].belief_B"),
+        (lambda d: d["propositions"][0]["labels"][1].pop("cg_B"), "propositions[0].labels[1].cg_B"),
+    ],
+)
 def test_bad_dialogue_values(change, field):
     first, second = dialogue(cid="ok"), dialogue()
     change(second)
@@ -164,6 +177,7 @@ def test_duplicate_cid():
 
 
 # --- checker ----------------------------------------------------------------------------
+
 
 def flipped_fixture(tmp_path, flip=(3, 40)):
     qs = parse_questions_csv(FIXTURE.read_bytes())
@@ -217,9 +231,17 @@ def test_overlong_conversation_id_is_refused():
     from app.errors import InputError
     from app.kinds.tom.generate import parse_cg_dialogues
 
-    doc = {"cid": "c" * 201, "utterances": [{"speaker": "A", "text": "Hi."}],
-           "propositions": [{"eno": 1, "text": "it rains",
-                             "labels": [{"sno": 1, "belief_A": "CT+", "belief_B": "NB", "cg_A": "JA", "cg_B": "NA"}]}]}
+    doc = {
+        "cid": "c" * 201,
+        "utterances": [{"speaker": "A", "text": "Hi."}],
+        "propositions": [
+            {
+                "eno": 1,
+                "text": "it rains",
+                "labels": [{"sno": 1, "belief_A": "CT+", "belief_B": "NB", "cg_A": "JA", "cg_B": "NA"}],
+            }
+        ],
+    }
     with pytest.raises(InputError) as err:
         parse_cg_dialogues(json.dumps(doc).encode())
     assert err.value.field == "cid"
@@ -239,8 +261,12 @@ def test_dotted_enos_kept_as_written():
     qs = generate_battery([d7, d8])
     assert len(qs) == 7 * 18 and len({q.question_id for q in qs}) == 7 * 18
     assert Counter((q.cid, q.eno) for q in qs) == {
-        ("call-7", "12.1"): 36, ("call-7", "12.4"): 18, ("call-7", "12.10"): 18,
-        ("call-8", "3"): 36, ("call-8", "12.4"): 18}
+        ("call-7", "12.1"): 36,
+        ("call-7", "12.4"): 18,
+        ("call-7", "12.10"): 18,
+        ("call-8", "3"): 36,
+        ("call-8", "12.4"): 18,
+    }
     by_id = {q.question_id: q for q in qs}
     assert by_id["call-7:12:12.1:A:PS"].proposition == "B brings the bike over on Saturday morning"
     assert by_id["call-7:12:12.10:A:PS"].proposition == "A and B look at the bike on Saturday"
@@ -254,16 +280,27 @@ def test_number_and_string_of_one_eno_are_one_event():
     assert err.field == "propositions[1].eno" and err.message == "proposition 12.4 appears twice"
 
 
-@pytest.mark.parametrize("raw, shown", [
-    ('"one"', "'one'"), ("-1", "-1"), ("1e3", "1e3"), ("12.5E1", "12.5E1"), ("-12.4", "-12.4"),
-    ("true", "True"), ("null", "None"), ("[12]", "[12]"), ('"12..4"', "'12..4'"),
-])
+@pytest.mark.parametrize(
+    "raw, shown",
+    [
+        ('"one"', "'one'"),
+        ("-1", "-1"),
+        ("1e3", "1e3"),
+        ("12.5E1", "12.5E1"),
+        ("-12.4", "-12.4"),
+        ("true", "True"),
+        ("null", "None"),
+        ("[12]", "[12]"),
+        ('"12..4"', "'12..4'"),
+    ],
+)
 def test_bad_eno(raw, shown):
     text = json.dumps(dialogue()).replace('"eno": 1,', f'"eno": {raw},')
     err = refusal(text.encode())
     assert err.field == "propositions[0].eno"
-    assert err.message == (f"{shown} is not an event number such as 3 or 12.4 "
-                           "(digits, optionally dotted, at most 20 characters)")
+    assert err.message == (
+        f"{shown} is not an event number such as 3 or 12.4 (digits, optionally dotted, at most 20 characters)"
+    )
 
 
 def test_fractional_sno_still_refused():

@@ -12,12 +12,16 @@ def answer(chain, q, bel_a, bel_b, cg_a="NA", cg_b="NA"):
 
 # --- order 1: Bel(X) matches, and certainly implies possibly ----------------------------
 
-@pytest.mark.parametrize("bel, yes_for", [
-    ("CT+", {"CT+", "PS"}),  # the caveat: CT+ also answers "possibly"
-    ("PS", {"PS"}),          # but PS does not answer "certainly"
-    ("CT-", {"CT-"}),
-    ("NB", set()),
-])
+
+@pytest.mark.parametrize(
+    "bel, yes_for",
+    [
+        ("CT+", {"CT+", "PS"}),  # the caveat: CT+ also answers "possibly"
+        ("PS", {"PS"}),  # but PS does not answer "certainly"
+        ("CT-", {"CT-"}),
+        ("NB", set()),
+    ],
+)
 def test_order1_matches_belief_with_possibly_caveat(bel, yes_for):
     for q in CERTAINTIES:
         assert answer("A", q, bel, "NB") == (q in yes_for)
@@ -31,27 +35,29 @@ def test_order1_ignores_common_ground():
 
 # --- order 2 ----------------------------------------------------------------------------
 
+
 def test_order2_positive_needs_cg_of_x():
-    assert answer("AB", "PS", "CT+", "NB", cg_a="JA")      # CT+ believer, caveat holds
+    assert answer("AB", "PS", "CT+", "NB", cg_a="JA")  # CT+ believer, caveat holds
     assert answer("AB", "CT+", "CT+", "NB", cg_a="IN")
     assert not answer("AB", "CT+", "CT+", "CT+", cg_a="NA")  # not (yet) in A's CG
     assert not answer("AB", "CT+", "CT+", "CT+", cg_a="RT")
     assert not answer("AB", "CT+", "PS", "CT+", cg_a="JA")  # order-1 condition for A fails
-    assert answer("BA", "PS", "NB", "PS", cg_b="JA")        # X = B uses Bel(B), CG(B)
+    assert answer("BA", "PS", "NB", "PS", cg_b="JA")  # X = B uses Bel(B), CG(B)
     assert not answer("BA", "PS", "PS", "NB", cg_a="JA", cg_b="NA")
 
 
 def test_order2_negative_needs_rt_and_bel_of_y():
     # A is aware p was rejected (RT) and B is certain it is false.
     assert answer("AB", "CT-", "NB", "CT-", cg_a="RT")
-    assert not answer("AB", "CT-", "CT-", "PS", cg_a="RT")    # Bel(Y) decides, not Bel(X)
-    assert not answer("AB", "CT-", "NB", "CT-", cg_a="NA")    # NA counts only at order 3
+    assert not answer("AB", "CT-", "CT-", "PS", cg_a="RT")  # Bel(Y) decides, not Bel(X)
+    assert not answer("AB", "CT-", "NB", "CT-", cg_a="NA")  # NA counts only at order 3
     assert not answer("AB", "CT-", "CT-", "CT-", cg_a="IN")
     assert answer("BA", "CT-", "CT-", "NB", cg_b="RT")
     assert not answer("BA", "CT-", "CT-", "NB", cg_a="RT", cg_b="JA")
 
 
 # --- order 3 ----------------------------------------------------------------------------
+
 
 def test_order3_positive_like_order2():
     assert answer("ABA", "PS", "CT+", "NB", cg_a="IN")
@@ -62,8 +68,8 @@ def test_order3_positive_like_order2():
 def test_order3_negative_accepts_na_and_uses_bel_of_x():
     assert answer("ABA", "CT-", "CT-", "NB", cg_a="NA")
     assert answer("ABA", "CT-", "CT-", "NB", cg_a="RT")
-    assert not answer("AB", "CT-", "CT-", "CT-", cg_a="NA")   # the same labels at order 2: No
-    assert not answer("ABA", "CT-", "NB", "CT-", cg_a="NA")   # Bel(X) decides here
+    assert not answer("AB", "CT-", "CT-", "CT-", cg_a="NA")  # the same labels at order 2: No
+    assert not answer("ABA", "CT-", "NB", "CT-", cg_a="NA")  # Bel(X) decides here
     assert not answer("ABA", "CT-", "CT-", "CT-", cg_a="JA")
     assert answer("BAB", "CT-", "NB", "CT-", cg_b="RT")
 
@@ -91,13 +97,15 @@ def test_bad_labels_raise():
 
 # --- question text ----------------------------------------------------------------------
 
+
 def test_question_text_matches_paper_wording():
     assert question_text(("A", "B"), "PS", "B is now not smoking") == (
         "At the time indicated by 🛑, is it the case that A believes that B believes "
         "it is possibly true that B is now not smoking?"
     )
     assert question_text(("B", "A", "B"), "CT-", "p").endswith(
-        "that B believes that A believes that B believes it is certainly not true that p?")
+        "that B believes that A believes that B believes it is certainly not true that p?"
+    )
 
 
 @pytest.mark.parametrize("chain", CHAINS)
@@ -107,26 +115,32 @@ def test_question_round_trip(chain, certainty):
     assert parse_question(question_text(chain, certainty, prop)) == (chain, certainty, prop)
 
 
-@pytest.mark.parametrize("variant", [
-    lambda t: t[:-1],                 # no question mark
-    lambda t: t + "?",                # an extra one
-    lambda t: "  " + t + " \n",       # surrounding whitespace
-    lambda t: t.replace("🛑", "🛑\ufe0f"),  # emoji variation selector
-])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        lambda t: t[:-1],  # no question mark
+        lambda t: t + "?",  # an extra one
+        lambda t: "  " + t + " \n",  # surrounding whitespace
+        lambda t: t.replace("🛑", "🛑\ufe0f"),  # emoji variation selector
+    ],
+)
 def test_parse_question_tolerates(variant):
     text = question_text(("B", "A"), "CT+", "it will rain on Sunday")
     assert parse_question(variant(text)) == (("B", "A"), "CT+", "it will rain on Sunday")
 
 
-@pytest.mark.parametrize("text", [
-    "Is it going to rain?",
-    "At the time indicated by 🛑, is it the case that A believes that A believes it is certainly true that p?",
-    "At the time indicated by 🛑, is it the case that A believes that B believes that A believes that B believes "
-    "it is certainly true that p?",
-    "At the time indicated by 🛑, is it the case that A believes it is probably true that p?",
-    "At the time indicated by 🛑, is it the case that C believes it is certainly true that p?",
-    "At the time indicated by 🛑, is it the case that A believes it is certainly true that ?",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Is it going to rain?",
+        "At the time indicated by 🛑, is it the case that A believes that A believes it is certainly true that p?",
+        "At the time indicated by 🛑, is it the case that A believes that B believes that A believes that B believes "
+        "it is certainly true that p?",
+        "At the time indicated by 🛑, is it the case that A believes it is probably true that p?",
+        "At the time indicated by 🛑, is it the case that C believes it is certainly true that p?",
+        "At the time indicated by 🛑, is it the case that A believes it is certainly true that ?",
+    ],
+)
 def test_parse_question_refuses(text):
     with pytest.raises(InputError) as err:
         parse_question(text)
@@ -193,23 +207,24 @@ GOOD_BEL = {"A": "CT+", "B": "CT-"}
 GOOD_CG = {"A": "RT", "B": "RT"}
 
 
-@pytest.mark.parametrize("chain, q, bel, cg, message", [
-    (("A", "A"), "CT+", GOOD_BEL, GOOD_CG, "unknown speaker chain ('A', 'A')"),
-    ((), "CT+", GOOD_BEL, GOOD_CG, "unknown speaker chain ()"),
-    (("C",), "CT+", GOOD_BEL, GOOD_CG, "unknown speaker chain ('C',)"),
-    (("A", "B", "A", "B"), "CT+", GOOD_BEL, GOOD_CG, "unknown speaker chain ('A', 'B', 'A', 'B')"),
-    (("A",), "NB", GOOD_BEL, GOOD_CG, "unknown certainty 'NB'"),
-    (("A",), "ct+", GOOD_BEL, GOOD_CG, "unknown certainty 'ct+'"),
-    (("A",), "CT+", {"A": "XX", "B": "CT-"}, GOOD_CG,
-     "belief of A must be one of CT+, PS, CT-, NB, not 'XX'"),
-    (("A",), "CT+", {"A": "CT+", "B": "JA"}, GOOD_CG,
-     "belief of B must be one of CT+, PS, CT-, NB, not 'JA'"),
-    (("A",), "CT+", {"A": "CT+"}, GOOD_CG, "belief of B must be one of CT+, PS, CT-, NB, not None"),
-    (("A",), "CT+", GOOD_BEL, {"A": "JX", "B": "RT"}, "CG of A must be one of JA, IN, RT, NA, not 'JX'"),
-    (("A", "B"), "CT+", GOOD_BEL, {"A": "JA", "B": "ja"}, "CG of B must be one of JA, IN, RT, NA, not 'ja'"),
-    (("A", "B", "A"), "CT-", GOOD_BEL, {"B": "RT"}, "CG of A must be one of JA, IN, RT, NA, not None"),
-    (("A",), "CT+", GOOD_BEL, {"A": "RT", "B": "CT+"}, "CG of B must be one of JA, IN, RT, NA, not 'CT+'"),
-])
+@pytest.mark.parametrize(
+    "chain, q, bel, cg, message",
+    [
+        (("A", "A"), "CT+", GOOD_BEL, GOOD_CG, "unknown speaker chain ('A', 'A')"),
+        ((), "CT+", GOOD_BEL, GOOD_CG, "unknown speaker chain ()"),
+        (("C",), "CT+", GOOD_BEL, GOOD_CG, "unknown speaker chain ('C',)"),
+        (("A", "B", "A", "B"), "CT+", GOOD_BEL, GOOD_CG, "unknown speaker chain ('A', 'B', 'A', 'B')"),
+        (("A",), "NB", GOOD_BEL, GOOD_CG, "unknown certainty 'NB'"),
+        (("A",), "ct+", GOOD_BEL, GOOD_CG, "unknown certainty 'ct+'"),
+        (("A",), "CT+", {"A": "XX", "B": "CT-"}, GOOD_CG, "belief of A must be one of CT+, PS, CT-, NB, not 'XX'"),
+        (("A",), "CT+", {"A": "CT+", "B": "JA"}, GOOD_CG, "belief of B must be one of CT+, PS, CT-, NB, not 'JA'"),
+        (("A",), "CT+", {"A": "CT+"}, GOOD_CG, "belief of B must be one of CT+, PS, CT-, NB, not None"),
+        (("A",), "CT+", GOOD_BEL, {"A": "JX", "B": "RT"}, "CG of A must be one of JA, IN, RT, NA, not 'JX'"),
+        (("A", "B"), "CT+", GOOD_BEL, {"A": "JA", "B": "ja"}, "CG of B must be one of JA, IN, RT, NA, not 'ja'"),
+        (("A", "B", "A"), "CT-", GOOD_BEL, {"B": "RT"}, "CG of A must be one of JA, IN, RT, NA, not None"),
+        (("A",), "CT+", GOOD_BEL, {"A": "RT", "B": "CT+"}, "CG of B must be one of JA, IN, RT, NA, not 'CT+'"),
+    ],
+)
 def test_gold_answer_refuses_unknown_chains_and_labels(chain, q, bel, cg, message):
     with pytest.raises(ValueError) as err:
         gold_answer(chain, q, bel, cg)
@@ -250,10 +265,12 @@ def test_question_text_exact(chain, certainty):
 
 def test_question_text_examples_verbatim():
     assert question_text(("A",), "CT+", "p") == (
-        "At the time indicated by 🛑, is it the case that A believes it is certainly true that p?")
+        "At the time indicated by 🛑, is it the case that A believes it is certainly true that p?"
+    )
     assert question_text(("B", "A", "B"), "CT-", "it rains") == (
         "At the time indicated by 🛑, is it the case that B believes that A believes that B believes "
-        "it is certainly not true that it rains?")
+        "it is certainly not true that it rains?"
+    )
 
 
 def test_question_text_refuses_unknown_chains():
@@ -267,31 +284,55 @@ def test_question_text_refuses_unknown_chains():
 
 # --- parsing, exactly ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, expected", [
-    # extra and odd whitespace everywhere the template has a space
-    ("At  the\ttime indicated\nby 🛑 ,  is it the  case that A  believes that\tB believes it is "
-     "certainly   not true  that  the shop is shut ?", (("A", "B"), "CT-", "the shop is shut")),
-    ("At the time indicated by 🛑,is it the case that B believes it is possibly true that x",
-     (("B",), "PS", "x")),
-    # the emoji variation selector (VS16) after the stop sign, with and without a space
-    ("At the time indicated by 🛑\ufe0f, is it the case that A believes it is certainly true that p?",
-     (("A",), "CT+", "p")),
-    ("At the time indicated by 🛑\ufe0f , is it the case that A believes that B believes that A believes "
-     "it is certainly true that p?", (("A", "B", "A"), "CT+", "p")),
-    # several question marks and surrounding whitespace; the proposition keeps inner text verbatim
-    ("\n  At the time indicated by 🛑, is it the case that B believes that A believes that B believes it is "
-     "possibly true that a ? b  ?? \t\n", (("B", "A", "B"), "PS", "a ? b")),
-    # a proposition over several lines
-    ("At the time indicated by 🛑, is it the case that B believes that A believes it is certainly not "
-     "true that one\ntwo?", (("B", "A"), "CT-", "one\ntwo")),
-    # only question marks are stripped from the end, never letters of the proposition
-    ("At the time indicated by 🛑, is it the case that A believes it is possibly true that box X?",
-     (("A",), "PS", "box X")),
-    ("At the time indicated by 🛑, is it the case that A believes it is possibly true that XX", (("A",), "PS", "XX")),
-    # "certainly not" is not misread as "certainly" with a proposition starting "not"
-    ("At the time indicated by 🛑, is it the case that A believes it is certainly not true that p",
-     (("A",), "CT-", "p")),
-])
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # extra and odd whitespace everywhere the template has a space
+        (
+            "At  the\ttime indicated\nby 🛑 ,  is it the  case that A  believes that\tB believes it is "
+            "certainly   not true  that  the shop is shut ?",
+            (("A", "B"), "CT-", "the shop is shut"),
+        ),
+        ("At the time indicated by 🛑,is it the case that B believes it is possibly true that x", (("B",), "PS", "x")),
+        # the emoji variation selector (VS16) after the stop sign, with and without a space
+        (
+            "At the time indicated by 🛑\ufe0f, is it the case that A believes it is certainly true that p?",
+            (("A",), "CT+", "p"),
+        ),
+        (
+            "At the time indicated by 🛑\ufe0f , is it the case that A believes that B believes that A believes "
+            "it is certainly true that p?",
+            (("A", "B", "A"), "CT+", "p"),
+        ),
+        # several question marks and surrounding whitespace; the proposition keeps inner text verbatim
+        (
+            "\n  At the time indicated by 🛑, is it the case that B believes that A believes that B believes it is "
+            "possibly true that a ? b  ?? \t\n",
+            (("B", "A", "B"), "PS", "a ? b"),
+        ),
+        # a proposition over several lines
+        (
+            "At the time indicated by 🛑, is it the case that B believes that A believes it is certainly not "
+            "true that one\ntwo?",
+            (("B", "A"), "CT-", "one\ntwo"),
+        ),
+        # only question marks are stripped from the end, never letters of the proposition
+        (
+            "At the time indicated by 🛑, is it the case that A believes it is possibly true that box X?",
+            (("A",), "PS", "box X"),
+        ),
+        (
+            "At the time indicated by 🛑, is it the case that A believes it is possibly true that XX",
+            (("A",), "PS", "XX"),
+        ),
+        # "certainly not" is not misread as "certainly" with a proposition starting "not"
+        (
+            "At the time indicated by 🛑, is it the case that A believes it is certainly not true that p",
+            (("A",), "CT-", "p"),
+        ),
+    ],
+)
 def test_parse_question_exact(text, expected):
     assert parse_question(text) == expected
 
@@ -302,30 +343,47 @@ TEMPLATE_MESSAGE = (
 )
 
 
-@pytest.mark.parametrize("text, message", [
-    ("Is it going to rain?", TEMPLATE_MESSAGE),
-    ("", TEMPLATE_MESSAGE),
-    ("At the time indicated by 🛑, is it the case that A believes it is certainly true that ?", TEMPLATE_MESSAGE),
-    ("At the time indicated by 🛑🛑, is it the case that A believes it is certainly true that p?", TEMPLATE_MESSAGE),
-    ("At the time indicated by, is it the case that A believes it is certainly true that p?", TEMPLATE_MESSAGE),
-    ("At the time indicated by 🛑, is it the case that A believes it is certainly false that p?", TEMPLATE_MESSAGE),
-    ("At the time indicated by 🛑, is it the case that A believes that it is certainly true that p?",
-     TEMPLATE_MESSAGE),
-    ("at the time indicated by 🛑, is it the case that A believes it is certainly true that p?", TEMPLATE_MESSAGE),
-    ("Xt the time indicated by 🛑, is it the case that A believes it is certainly true that p?", TEMPLATE_MESSAGE),
-    ("At the time indicated by 🛑, is it the case that A believes it is certainly true that", TEMPLATE_MESSAGE),
-    # only whitespace where the proposition should be
-    ("At the time indicated by 🛑, is it the case that A believes it is certainly true that  ?", TEMPLATE_MESSAGE),
-    ("At the time indicated by 🛑, is it the case that A believes it is certainly true that \t \n?", TEMPLATE_MESSAGE),
-    ("At the time indicated by 🛑, is it the case that A believes that A believes it is certainly true that p?",
-     "the speaker chain A > A is not one of the six allowed (A, B, A>B, B>A, A>B>A, B>A>B)"),
-    ("At the time indicated by 🛑, is it the case that B believes that A believes that A believes "
-     "it is possibly true that p?",
-     "the speaker chain B > A > A is not one of the six allowed (A, B, A>B, B>A, A>B>A, B>A>B)"),
-    ("At the time indicated by 🛑, is it the case that A believes that B believes that A believes that "
-     "B believes it is certainly true that p?",
-     "the speaker chain A > B > A > B is not one of the six allowed (A, B, A>B, B>A, A>B>A, B>A>B)"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("Is it going to rain?", TEMPLATE_MESSAGE),
+        ("", TEMPLATE_MESSAGE),
+        ("At the time indicated by 🛑, is it the case that A believes it is certainly true that ?", TEMPLATE_MESSAGE),
+        (
+            "At the time indicated by 🛑🛑, is it the case that A believes it is certainly true that p?",
+            TEMPLATE_MESSAGE,
+        ),
+        ("At the time indicated by, is it the case that A believes it is certainly true that p?", TEMPLATE_MESSAGE),
+        ("At the time indicated by 🛑, is it the case that A believes it is certainly false that p?", TEMPLATE_MESSAGE),
+        (
+            "At the time indicated by 🛑, is it the case that A believes that it is certainly true that p?",
+            TEMPLATE_MESSAGE,
+        ),
+        ("at the time indicated by 🛑, is it the case that A believes it is certainly true that p?", TEMPLATE_MESSAGE),
+        ("Xt the time indicated by 🛑, is it the case that A believes it is certainly true that p?", TEMPLATE_MESSAGE),
+        ("At the time indicated by 🛑, is it the case that A believes it is certainly true that", TEMPLATE_MESSAGE),
+        # only whitespace where the proposition should be
+        ("At the time indicated by 🛑, is it the case that A believes it is certainly true that  ?", TEMPLATE_MESSAGE),
+        (
+            "At the time indicated by 🛑, is it the case that A believes it is certainly true that \t \n?",
+            TEMPLATE_MESSAGE,
+        ),
+        (
+            "At the time indicated by 🛑, is it the case that A believes that A believes it is certainly true that p?",
+            "the speaker chain A > A is not one of the six allowed (A, B, A>B, B>A, A>B>A, B>A>B)",
+        ),
+        (
+            "At the time indicated by 🛑, is it the case that B believes that A believes that A believes "
+            "it is possibly true that p?",
+            "the speaker chain B > A > A is not one of the six allowed (A, B, A>B, B>A, A>B>A, B>A>B)",
+        ),
+        (
+            "At the time indicated by 🛑, is it the case that A believes that B believes that A believes that "
+            "B believes it is certainly true that p?",
+            "the speaker chain A > B > A > B is not one of the six allowed (A, B, A>B, B>A, A>B>A, B>A>B)",
+        ),
+    ],
+)
 def test_parse_question_refusals_exact(text, message):
     with pytest.raises(InputError) as err:
         parse_question(text)

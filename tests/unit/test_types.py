@@ -28,6 +28,7 @@ def test_mypy_strict_finds_nothing():
 def test_mypy_would_catch_a_wrong_type(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("def f(n: int) -> str:\n    return n\n")
-    done = subprocess.run([_mypy(), "--config-file", str(ROOT / "pyproject.toml"), str(bad)],
-                          cwd=tmp_path, capture_output=True, text=True)
+    done = subprocess.run(
+        [_mypy(), "--config-file", str(ROOT / "pyproject.toml"), str(bad)], cwd=tmp_path, capture_output=True, text=True
+    )
     assert done.returncode == 1 and "Incompatible return value" in done.stdout

@@ -27,8 +27,15 @@ from workers.artifacts import built_in, load_validated, safetensors_loader
 class Captioner(nn.Module):
     architecture = ARCHITECTURE
 
-    def __init__(self, words: List[str], embed: int = 32, hidden: int = 128, channels: int = 16,
-                 with_distractor: bool = False, max_length: int = 24):
+    def __init__(
+        self,
+        words: List[str],
+        embed: int = 32,
+        hidden: int = 128,
+        channels: int = 16,
+        with_distractor: bool = False,
+        max_length: int = 24,
+    ):
         super().__init__()
         self.words: List[str] = list(words)
         self.embed, self.hidden, self.channels = embed, hidden, channels
@@ -45,9 +52,15 @@ class Captioner(nn.Module):
         self.out = nn.Linear(hidden, len(words))
 
     def config(self) -> dict:
-        return {"architecture": self.architecture, "words": list(self.words), "embed": self.embed,
-                "hidden": self.hidden, "channels": self.channels, "with_distractor": self.with_distractor,
-                "max_length": self.max_length}
+        return {
+            "architecture": self.architecture,
+            "words": list(self.words),
+            "embed": self.embed,
+            "hidden": self.hidden,
+            "channels": self.channels,
+            "with_distractor": self.with_distractor,
+            "max_length": self.max_length,
+        }
 
     def encode(self, images: Tensor) -> Tensor:
         x = images.float().permute(0, 3, 1, 2) / 255.0 - 0.5
@@ -96,12 +109,25 @@ class Captioner(nn.Module):
 def build(config: dict, state: dict[str, Tensor]) -> Captioner:
     """The built-in captioner from its config and weights; ValueError naming the first tensor
     that is missing, unexpected or of the wrong shape or dtype."""
-    return built_in(config, state, ARCHITECTURE, check_vocabulary, expected_shapes,
-                    lambda words: (", ".join(f"{k} {config[k]}" for k in ("embed", "hidden", "channels"))
-                                   + f", with_distractor {config['with_distractor']}, {len(words)} words"),
-                    lambda words: Captioner(words, int(config["embed"]), int(config["hidden"]),
-                                            int(config["channels"]), bool(config["with_distractor"]),
-                                            int(config["max_length"])))
+    return built_in(
+        config,
+        state,
+        ARCHITECTURE,
+        check_vocabulary,
+        expected_shapes,
+        lambda words: (
+            ", ".join(f"{k} {config[k]}" for k in ("embed", "hidden", "channels"))
+            + f", with_distractor {config['with_distractor']}, {len(words)} words"
+        ),
+        lambda words: Captioner(
+            words,
+            int(config["embed"]),
+            int(config["hidden"]),
+            int(config["channels"]),
+            bool(config["with_distractor"]),
+            int(config["max_length"]),
+        ),
+    )
 
 
 def pictures(scenes: list[int]) -> Tensor:
@@ -112,8 +138,13 @@ def pictures(scenes: list[int]) -> Tensor:
     return torch.from_numpy(np.stack([render(s, 64) for s in scenes]))
 
 
-def caption_pairs(model, pairs: list[tuple[int, int]], batch_size: int = 32,
-                  device: str | torch.device = "cpu", images: dict[int, np.ndarray] | None = None) -> list[str]:
+def caption_pairs(
+    model,
+    pairs: list[tuple[int, int]],
+    batch_size: int = 32,
+    device: str | torch.device = "cpu",
+    images: dict[int, np.ndarray] | None = None,
+) -> list[str]:
     """The model's caption of each (target, distractor) pair, decoded to text. `images`: scenes
     already drawn (training reuses them). ValueError for an answer outside the interface."""
     from app.kinds.a3ds.architectures import MAX_CAPTION_TOKENS, check_vocabulary
@@ -128,7 +159,7 @@ def caption_pairs(model, pairs: list[tuple[int, int]], batch_size: int = 32,
     images = images if images is not None else {}
     out: list[str] = []
     for s in range(0, len(pairs), batch_size):
-        chunk = pairs[s:s + batch_size]
+        chunk = pairs[s : s + batch_size]
         for scene in {x for p in chunk for x in p} - set(images):
             images[scene] = render(scene, 64)
         target = torch.from_numpy(np.stack([images[t] for t, _ in chunk])).to(dev)
@@ -139,8 +170,9 @@ def caption_pairs(model, pairs: list[tuple[int, int]], batch_size: int = 32,
             what = f"{list(ids.shape)} {ids.dtype}" if isinstance(ids, Tensor) else type(ids).__name__
             raise ValueError(f"the captioner answered {what}, expected int64 token ids [{len(chunk)}, L]")
         if ids.shape[1] > MAX_CAPTION_TOKENS:
-            raise ValueError(f"the captioner answered {ids.shape[1]} tokens a caption, at most "
-                             f"{MAX_CAPTION_TOKENS} are taken")
+            raise ValueError(
+                f"the captioner answered {ids.shape[1]} tokens a caption, at most {MAX_CAPTION_TOKENS} are taken"
+            )
         out.extend(decode(row, words) for row in ids.cpu().tolist())
     return out
 

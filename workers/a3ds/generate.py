@@ -55,8 +55,13 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
     seed, cant_tell = int(settings.get("seed", 0)), bool(settings.get("cant_tell", True))
     prefix = item_prefix(p)
     pairs = study_pairs(session, study)
-    stored = set(session.scalars(select(Item.external_id).where(Item.study_id == study.id,
-                                                                Item.external_id.startswith(prefix, autoescape=True))))
+    stored = set(
+        session.scalars(
+            select(Item.external_id).where(
+                Item.study_id == study.id, Item.external_id.startswith(prefix, autoescape=True)
+            )
+        )
+    )
     todo = [x for x in pairs if f"{prefix}{x[0]}-{x[1]}" not in stored]
     loaded = nullcontext((None, "cpu"))  # a built-in speaker: no torch
     if artifact is not None:
@@ -65,18 +70,26 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
         loaded = model_on(session, artifact, load_artifact)
     with loaded as (model, device):
         chunks = Chunks(todo, batch_size, progress, len(pairs) - len(todo), len(pairs), "pairs")
-        progress(chunks.done, len(pairs), f"captioner {captioner!r} on {len(pairs)} pairs ({chunks.done} stored), "
-                                          f"batch {batch_size}, {device}")
+        progress(
+            chunks.done,
+            len(pairs),
+            f"captioner {captioner!r} on {len(pairs)} pairs ({chunks.done} stored), batch {batch_size}, {device}",
+        )
         for part in chunks:
             specs = []
             for (t, d, design), caption in zip(part, _captions(model, speaker, part, batch_size, device, seed)):
                 if not caption.strip() or len(caption) > MAX_CAPTION:  # as an imported caption would be
-                    raise ValueError(f"the captioner's caption of pair {t}-{d} is "
-                                     f"{'empty' if not caption.strip() else f'over {MAX_CAPTION} characters'}")
+                    raise ValueError(
+                        f"the captioner's caption of pair {t}-{d} is "
+                        f"{'empty' if not caption.strip() else f'over {MAX_CAPTION} characters'}"
+                    )
                 pair = Pair(t, d)
                 metrics = score_mentions(pair, parse(caption, pair.target)).stored()
-                specs.append(kind._item(f"{prefix}{t}-{d}", pair, caption, captioner, design, metrics, seed,
-                                        cant_tell, gold=False))
+                specs.append(
+                    kind._item(
+                        f"{prefix}{t}-{d}", pair, caption, captioner, design, metrics, seed, cant_tell, gold=False
+                    )
+                )
             add_items(session, study, specs)
             session.commit()
     if chunks.cancelled:

@@ -64,11 +64,26 @@ def speaker_metrics(pairs: list[Pair], speaker: str, seed: int) -> dict:
     return means([score_caption(p.target, p.distractor, speak(speaker, p, seed)) for p in pairs])
 
 
-def run_training(*, pairs: int = 1000, dev_pairs: int = 200, epochs: int = 10, embed: int = 32, hidden: int = 64,
-                 channels: int = 16, batch: int = 32, lr: float = 3e-3, with_distractor: bool = False,
-                 speaker: str | None = None, seed: int = 0, device: str = "cpu", out: str | Path | None = None,
-                 name: str = NAME, echo: Callable[[str], None] = print,
-                 epoch_done: Callable[[int, float], None] | None = None, bars: bool = True) -> tuple[Captioner, dict]:
+def run_training(
+    *,
+    pairs: int = 1000,
+    dev_pairs: int = 200,
+    epochs: int = 10,
+    embed: int = 32,
+    hidden: int = 64,
+    channels: int = 16,
+    batch: int = 32,
+    lr: float = 3e-3,
+    with_distractor: bool = False,
+    speaker: str | None = None,
+    seed: int = 0,
+    device: str = "cpu",
+    out: str | Path | None = None,
+    name: str = NAME,
+    echo: Callable[[str], None] = print,
+    epoch_done: Callable[[int, float], None] | None = None,
+    bars: bool = True,
+) -> tuple[Captioner, dict]:
     from tqdm import tqdm
 
     from app.kinds.a3ds.speakers import speak
@@ -84,22 +99,25 @@ def run_training(*, pairs: int = 1000, dev_pairs: int = 200, epochs: int = 10, e
     length = max(map(len, seqs))
     tokens = torch.zeros(len(seqs), length, dtype=torch.int64)
     for i, s in enumerate(seqs):
-        tokens[i, :len(s)] = torch.tensor(s)
+        tokens[i, : len(s)] = torch.tensor(s)
     target = torch.from_numpy(np.stack([images[p.target] for p in train]))
     distractor = torch.from_numpy(np.stack([images[p.distractor] for p in train]))
     model = Captioner(words, embed, hidden, channels, with_distractor, max_length=length - 1).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     loss_fn = torch.nn.CrossEntropyLoss(ignore_index=0)
     gen = torch.Generator().manual_seed(seed)
-    echo(f"{len(train)} training pairs, {len(dev)} held out, captions from the {speaker} speaker, "
-         f"{'with' if with_distractor else 'without'} the distractor, {device}")
+    echo(
+        f"{len(train)} training pairs, {len(dev)} held out, captions from the {speaker} speaker, "
+        f"{'with' if with_distractor else 'without'} the distractor, {device}"
+    )
     for epoch in range(1, epochs + 1):
         model.train()
         order = torch.randperm(len(train), generator=gen)
         total, n = 0.0, 0
-        for s in tqdm(range(0, len(train), batch), desc=f"epoch {epoch}/{epochs}", unit="batch", disable=not bars,
-                      leave=False):
-            idx = order[s:s + batch]
+        for s in tqdm(
+            range(0, len(train), batch), desc=f"epoch {epoch}/{epochs}", unit="batch", disable=not bars, leave=False
+        ):
+            idx = order[s : s + batch]
             tok = tokens[idx].to(device)
             logits = model(target[idx].to(device), distractor[idx].to(device), tok[:, :-1])
             loss = loss_fn(logits.reshape(-1, logits.shape[-1]), tok[:, 1:].reshape(-1))
@@ -111,13 +129,21 @@ def run_training(*, pairs: int = 1000, dev_pairs: int = 200, epochs: int = 10, e
         if epoch_done is not None:
             epoch_done(epoch, total / n)
     model = model.cpu().eval()
-    report = {"speaker": speaker, "with_distractor": with_distractor, "pairs": len(train), "epochs": epochs,
-              "held_out": evaluate(model, dev, images), "speaker_held_out": speaker_metrics(dev, speaker, seed)}
+    report = {
+        "speaker": speaker,
+        "with_distractor": with_distractor,
+        "pairs": len(train),
+        "epochs": epochs,
+        "held_out": evaluate(model, dev, images),
+        "speaker_held_out": speaker_metrics(dev, speaker, seed),
+    }
     for label, m in (("captioner", report["held_out"]), (f"{speaker} speaker", report["speaker_held_out"])):
-        echo(f"held out ({len(dev)} pairs), {label}: discriminativity {m['discriminative']:.3f}, contrastive "
-             f"efficiency {m['contrastive_efficiency'] or 0:.3f}, relevance {m['relevance'] or 0:.3f}, optimal "
-             f"{m['optimal']:.3f}, features mentioned {m['mentioned']:.2f}, false {m['false']:.2f}, "
-             f"unparsed {m['unparsed']}")
+        echo(
+            f"held out ({len(dev)} pairs), {label}: discriminativity {m['discriminative']:.3f}, contrastive "
+            f"efficiency {m['contrastive_efficiency'] or 0:.3f}, relevance {m['relevance'] or 0:.3f}, optimal "
+            f"{m['optimal']:.3f}, features mentioned {m['mentioned']:.2f}, false {m['false']:.2f}, "
+            f"unparsed {m['unparsed']}"
+        )
     if out is not None:
         folder = Path(out)
         folder.mkdir(parents=True, exist_ok=True)
@@ -134,8 +160,9 @@ def weights_bytes(model: Captioner) -> bytes:
 
 # The training options a queued job may carry (`proctor train a3ds-captioner --agent-id`): the
 # keywords of run_training but where it runs, where files go and the callbacks.
-JOB_OPTIONS = tuple(sorted(set(inspect.signature(run_training).parameters)
-                           - {"device", "out", "name", "echo", "epoch_done", "bars"}))
+JOB_OPTIONS = tuple(
+    sorted(set(inspect.signature(run_training).parameters) - {"device", "out", "name", "echo", "epoch_done", "bars"})
+)
 
 
 def run_train_job(session, job, progress) -> dict:
@@ -143,7 +170,15 @@ def run_train_job(session, job, progress) -> dict:
     JOB_OPTIONS and device) and upload the captioner as a new version of the
     agent's model (validated by `a3ds.validate`, like any upload)."""
     return train_and_upload(
-        session, job, progress, role="captioner", noun="captioner", default_epochs=10, options=JOB_OPTIONS,
+        session,
+        job,
+        progress,
+        role="captioner",
+        noun="captioner",
+        default_epochs=10,
+        options=JOB_OPTIONS,
         train=lambda options, device, echo, epoch_done: run_training(
-            **options, device=device, echo=echo, epoch_done=epoch_done, bars=False),
-        weights_bytes=weights_bytes)
+            **options, device=device, echo=echo, epoch_done=epoch_done, bars=False
+        ),
+        weights_bytes=weights_bytes,
+    )

@@ -16,8 +16,14 @@ from sqlalchemy.orm import Session
 
 from app.kinds.a3ds.architectures import MAX_CAPTION_TOKENS, check_vocabulary
 from workers.a3ds.captioner import LOADER, pictures
-from workers.validation import Invalid, call_checked, check_interface, checked_words, record_validation, \
-    sandboxed_verdict
+from workers.validation import (
+    Invalid,
+    call_checked,
+    check_interface,
+    checked_words,
+    record_validation,
+    sandboxed_verdict,
+)
 
 INTERFACE = ("vocabulary", "caption")
 # Pairs differing in one, three and six features, and a scene against itself: every upload is
@@ -41,7 +47,7 @@ def _ids(model, target: torch.Tensor, distractor: torch.Tensor, n_words: int) ->
     rows = []
     for row in out.tolist():
         ends = [k for k, i in enumerate(row) if i in (0, 2)]
-        rows.append(row[:ends[0]] if ends else row)
+        rows.append(row[: ends[0]] if ends else row)
     return rows
 
 
@@ -52,15 +58,20 @@ def check_captioner(model) -> str:
     target, distractor = pictures([t for t, _ in PAIRS]), pictures([d for _, d in PAIRS])
     ids = _ids(model, target, distractor, len(words))
     if _ids(model, target, distractor, len(words)) != ids:
-        raise Invalid("caption() captioned the same pairs differently the second time: a captioner must be "
-                      "deterministic")
+        raise Invalid(
+            "caption() captioned the same pairs differently the second time: a captioner must be deterministic"
+        )
     for i in range(len(PAIRS)):
-        if _ids(model, target[i:i + 1], distractor[i:i + 1], len(words))[0] != ids[i]:
-            raise Invalid(f"caption() captioned pair {i} differently alone than in a batch of {len(PAIRS)}: a "
-                          "caption must not depend on the other pairs")
+        if _ids(model, target[i : i + 1], distractor[i : i + 1], len(words))[0] != ids[i]:
+            raise Invalid(
+                f"caption() captioned pair {i} differently alone than in a batch of {len(PAIRS)}: a "
+                "caption must not depend on the other pairs"
+            )
     mean = sum(map(len, ids)) / len(ids)
-    return (f"captioner: caption() ran on {len(PAIRS)} pairs, alone and batched (mean {mean:.1f} tokens); "
-            f"vocabulary of {len(words)} words")
+    return (
+        f"captioner: caption() ran on {len(PAIRS)} pairs, alone and batched (mean {mean:.1f} tokens); "
+        f"vocabulary of {len(words)} words"
+    )
 
 
 def validate_bytes(role: str, fmt: str, data: bytes, config: dict | None, limits: dict | None = None) -> str:

@@ -50,8 +50,13 @@ class HexExecutor(nn.Module):
         self.shape = [ROWS, COLS, TILES, len(COLOURS)]  # attributes: TorchScript reads no globals
 
     def config(self) -> dict:
-        return {"architecture": self.architecture, "words": list(self.words), "embed": self.embed,
-                "hidden": self.hidden, "channels": self.channels}
+        return {
+            "architecture": self.architecture,
+            "words": list(self.words),
+            "embed": self.embed,
+            "hidden": self.hidden,
+            "channels": self.channels,
+        }
 
     @torch.jit.export
     def vocabulary(self) -> List[str]:
@@ -86,11 +91,15 @@ class HexExecutor(nn.Module):
 def build(config: dict, state: dict[str, Tensor]) -> HexExecutor:
     """The built-in executor from its config and weights; ValueError naming the first tensor
     that is missing, unexpected or of the wrong shape or dtype."""
-    return built_in(config, state, ARCHITECTURE, check_vocabulary, expected_shapes,
-                    lambda words: (", ".join(f"{k} {config[k]}" for k in ("embed", "hidden", "channels"))
-                                   + f", {len(words)} words"),
-                    lambda words: HexExecutor(words, int(config["embed"]), int(config["hidden"]),
-                                              int(config["channels"])))
+    return built_in(
+        config,
+        state,
+        ARCHITECTURE,
+        check_vocabulary,
+        expected_shapes,
+        lambda words: ", ".join(f"{k} {config[k]}" for k in ("embed", "hidden", "channels")) + f", {len(words)} words",
+        lambda words: HexExecutor(words, int(config["embed"]), int(config["hidden"]), int(config["channels"])),
+    )
 
 
 def batch_tensors(token_ids: list[list[int]], boards: list[list[int]]) -> tuple[Tensor, Tensor]:
@@ -98,7 +107,7 @@ def batch_tensors(token_ids: list[list[int]], boards: list[list[int]]) -> tuple[
     width = max(1, max(len(t) for t in token_ids))
     tokens = torch.zeros(len(token_ids), width, dtype=torch.int64)
     for i, t in enumerate(token_ids):
-        tokens[i, :len(t)] = torch.tensor(t, dtype=torch.int64)
+        tokens[i, : len(t)] = torch.tensor(t, dtype=torch.int64)
     return tokens, torch.tensor(boards, dtype=torch.int64).reshape(-1, TILES)
 
 
@@ -115,8 +124,13 @@ def _forward(model, token_ids: list[list[int]], boards: list[list[int]], device:
     return logits.argmax(-1).cpu().tolist()
 
 
-def execute_procedures(model, procedures: list[tuple[list[str], list[int], list[list[int]] | None]], on: str,
-                       batch_size: int = 32, device: str | torch.device = "cpu") -> list[list[list[int]]]:
+def execute_procedures(
+    model,
+    procedures: list[tuple[list[str], list[int], list[list[int]] | None]],
+    on: str,
+    batch_size: int = 32,
+    device: str | torch.device = "cpu",
+) -> list[list[list[int]]]:
     """The executor's board after every step of every procedure, each procedure given as
     (instructions, initial board, gold boards after each step). on "gold": each step from the
     gold board before it (the paper's oracle board-state), `batch_size` steps per forward pass;
@@ -131,7 +145,7 @@ def execute_procedures(model, procedures: list[tuple[list[str], list[int], list[
     if on == "gold":
         flat = [(p, k) for p, proc in enumerate(procedures) for k in range(len(proc[0]))]
         for s in range(0, len(flat), batch_size):
-            chunk = flat[s:s + batch_size]
+            chunk = flat[s : s + batch_size]
             before = [procedures[p][1] if k == 0 else procedures[p][2][k - 1] for p, k in chunk]
             for (p, k), board in zip(chunk, _forward(model, [ids[p][k] for p, k in chunk], before, dev)):
                 out[p][k] = board

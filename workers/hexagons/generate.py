@@ -38,29 +38,49 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
     # Loaded first: a model that cannot run must not cost the agent its earlier outputs.
     with model_on(session, artifact, load_artifact) as (model, device):
         if not p.get("replaced"):  # once: a retried job keeps what its first attempt stored
-            session.execute(delete(AgentOutput).where(AgentOutput.agent_id == agent_id,
-                                                      AgentOutput.study_id == study.id))
+            session.execute(
+                delete(AgentOutput).where(AgentOutput.agent_id == agent_id, AgentOutput.study_id == study.id)
+            )
             job.params = {**p, "replaced": True}
             session.commit()
         kind = get_kind(study.kind)
-        items = session.execute(select(Item.id, Item.payload, Item.reference).where(
-            Item.study_id == study.id, Item.is_gold.is_(False)).order_by(Item.id)).all()
-        stored = set(session.scalars(select(AgentOutput.item_id).where(AgentOutput.agent_id == agent_id,
-                                                                       AgentOutput.study_id == study.id)))
+        items = session.execute(
+            select(Item.id, Item.payload, Item.reference)
+            .where(Item.study_id == study.id, Item.is_gold.is_(False))
+            .order_by(Item.id)
+        ).all()
+        stored = set(
+            session.scalars(
+                select(AgentOutput.item_id).where(AgentOutput.agent_id == agent_id, AgentOutput.study_id == study.id)
+            )
+        )
         todo = [it for it in items if it.id not in stored]
-        chunks = Chunks(todo, batch_size if on == "own" else CHUNK, progress, len(items) - len(todo), len(items),
-                        "procedures")
-        progress(chunks.done, len(items), f"executor artifact {artifact.id} on {len(items)} procedures "
-                                          f"({chunks.done} stored), on the {'gold' if on == 'gold' else 'own'} "
-                                          f"previous board, batch {batch_size}, {device}")
+        chunks = Chunks(
+            todo, batch_size if on == "own" else CHUNK, progress, len(items) - len(todo), len(items), "procedures"
+        )
+        progress(
+            chunks.done,
+            len(items),
+            f"executor artifact {artifact.id} on {len(items)} procedures "
+            f"({chunks.done} stored), on the {'gold' if on == 'gold' else 'own'} "
+            f"previous board, batch {batch_size}, {device}",
+        )
         for part in chunks:
-            specs = [(it.payload["instructions"], it.payload["initial"], (it.reference or {}).get("boards"))
-                     for it in part]
+            specs = [
+                (it.payload["instructions"], it.payload["initial"], (it.reference or {}).get("boards")) for it in part
+            ]
             predicted = execute_procedures(model, specs, on, batch_size, device)
             for it, steps in zip(part, predicted):
                 response = {"steps": [{"board": b, "actions": []} for b in steps], "on": on}
-                session.add(AgentOutput(agent_id=agent_id, study_id=study.id, item_id=it.id, response=response,
-                                        score=kind.score(it.payload, it.reference, response)))
+                session.add(
+                    AgentOutput(
+                        agent_id=agent_id,
+                        study_id=study.id,
+                        item_id=it.id,
+                        response=response,
+                        score=kind.score(it.payload, it.reference, response),
+                    )
+                )
             session.commit()
     if chunks.cancelled:
         return {"outputs": chunks.done, "procedures": len(items), "cancelled": True}

@@ -50,7 +50,7 @@ def read_split(folder: str | Path, split: str) -> list[Procedure]:
 
 
 def build_vocabulary(procedures: Sequence[Procedure], min_count: int = 2) -> list[str]:
-    """"<pad>", "<unk>", then the training instructions' tokens seen at least min_count times,
+    """ "<pad>", "<unk>", then the training instructions' tokens seen at least min_count times,
     most frequent first (ties alphabetical: the same data, the same ids)."""
     counts = Counter(t for p in procedures for s in p.steps for t in tokenize(s.instruction))
     kept = sorted((w for w, n in counts.items() if n >= min_count), key=lambda w: (-counts[w], w))
@@ -80,17 +80,28 @@ def _batches(rng: np.random.Generator, lengths: np.ndarray, batch: int) -> list[
     perm = rng.permutation(len(lengths))
     out = []
     for s in range(0, len(perm), batch * 16):
-        pool = perm[s:s + batch * 16]
+        pool = perm[s : s + batch * 16]
         pool = pool[np.argsort(lengths[pool], kind="stable")]
-        out += [pool[i:i + batch] for i in range(0, len(pool), batch)]
+        out += [pool[i : i + batch] for i in range(0, len(pool), batch)]
     return [out[i] for i in rng.permutation(len(out))]
 
 
-def train_executor(procedures: Sequence[Procedure], words: list[str], *, embed: int = 32, hidden: int = 64,
-                   channels: int = 48, epochs: int = 6, batch: int = 32, lr: float = 2e-3,
-                   change_weight: float = 4.0, seed: int = 0, device: str | torch.device = "cpu",
-                   progress: Callable[[int, float], None] | None = None,
-                   batch_done: Callable[[], None] | None = None) -> HexExecutor:
+def train_executor(
+    procedures: Sequence[Procedure],
+    words: list[str],
+    *,
+    embed: int = 32,
+    hidden: int = 64,
+    channels: int = 48,
+    epochs: int = 6,
+    batch: int = 32,
+    lr: float = 2e-3,
+    change_weight: float = 4.0,
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+    progress: Callable[[int, float], None] | None = None,
+    batch_done: Callable[[], None] | None = None,
+) -> HexExecutor:
     """Cross-entropy over every tile of every step (tiles that change weigh `change_weight`),
     from the gold board before the step; `progress(epoch, mean loss)` after each epoch. The
     same seed gives the same weights on the CPU."""
@@ -108,8 +119,9 @@ def train_executor(procedures: Sequence[Procedure], words: list[str], *, embed: 
             target = torch.from_numpy(after[idx]).to(dev)
             board = board.to(dev)
             logits = model.execute(tokens.to(dev), board)
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
-                                                     reduction="none")
+            loss = torch.nn.functional.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), target.reshape(-1), reduction="none"
+            )
             weight = 1.0 + (change_weight - 1.0) * (board != target).reshape(-1).float()
             loss = (loss * weight).sum() / weight.sum()
             opt.zero_grad()
@@ -124,12 +136,12 @@ def train_executor(procedures: Sequence[Procedure], words: list[str], *, embed: 
     return model.eval().cpu()
 
 
-def evaluate(model, procedures: Sequence[Procedure], on: str, device: str | torch.device = "cpu",
-             batch_size: int = 64) -> dict:
+def evaluate(
+    model, procedures: Sequence[Procedure], on: str, device: str | torch.device = "cpu", batch_size: int = 64
+) -> dict:
     """score.summarise of the executor's boards (on "gold": oracle board-state; "own":
     predicted board-state)."""
-    specs = [([s.instruction for s in p.steps], list(p.initial), [list(s.board) for s in p.steps])
-             for p in procedures]
+    specs = [([s.instruction for s in p.steps], list(p.initial), [list(s.board) for s in p.steps]) for p in procedures]
     boards = execute_procedures(model.to(device), specs, on, batch_size, device)
     rows = []
     for p, predicted in zip(procedures, boards):
@@ -163,12 +175,25 @@ def _line(label: str, m: dict) -> str:
     return f"  {label:<22}" + "  ".join(f"{k} {100 * m[k]:6.2f}" for k in KEYS)
 
 
-def run_training(*, data: str | Path | None = None, epochs: int = 6, embed: int = 32, hidden: int = 64,
-                 channels: int = 48, batch: int = 32, lr: float = 2e-3, min_count: int = 2, seed: int = 0,
-                 change_weight: float = 4.0, device: str = "cpu", out: str | Path | None = "var/models",
-                 name: str = NAME,
-                 limit: int | None = None, echo: Callable[[str], None] = print,
-                 epoch_done: Callable[[int, float], None] | None = None) -> tuple[HexExecutor, dict]:
+def run_training(
+    *,
+    data: str | Path | None = None,
+    epochs: int = 6,
+    embed: int = 32,
+    hidden: int = 64,
+    channels: int = 48,
+    batch: int = 32,
+    lr: float = 2e-3,
+    min_count: int = 2,
+    seed: int = 0,
+    change_weight: float = 4.0,
+    device: str = "cpu",
+    out: str | Path | None = "var/models",
+    name: str = NAME,
+    limit: int | None = None,
+    echo: Callable[[str], None] = print,
+    epoch_done: Callable[[int, float], None] | None = None,
+) -> tuple[HexExecutor, dict]:
     """The whole command: vocabulary, training, dev and test scores (oracle and predicted
     board-state, beside "no action"), files (when `out`). Progress bars on stderr (tqdm);
     `limit` trains on the first N procedures only (quick checks)."""
@@ -179,20 +204,46 @@ def run_training(*, data: str | Path | None = None, epochs: int = 6, embed: int 
     held = {s: read_split(folder, s) for s in ("dev", "test") if (folder / f"{s}.jsonl").is_file()}
     words = build_vocabulary(train, min_count)
     n_steps = sum(len(p.steps) for p in train)
-    echo(f"{len(train)} training procedures, {n_steps} steps; vocabulary {len(words)} words "
-         f"(seen at least {min_count} times); on {device}")
+    echo(
+        f"{len(train)} training procedures, {n_steps} steps; vocabulary {len(words)} words "
+        f"(seen at least {min_count} times); on {device}"
+    )
     with tqdm(total=epochs * -(-n_steps // batch), desc="training", unit="batch") as bar:
+
         def epoch(n: int, loss: float) -> None:
             bar.set_postfix_str(f"epoch {n} loss {loss:.3f}")
             if epoch_done:
                 epoch_done(n, loss)
-        model = train_executor(train, words, embed=embed, hidden=hidden, channels=channels, epochs=epochs,
-                               batch=batch, lr=lr, change_weight=change_weight, seed=seed, device=device,
-                               progress=epoch,
-                               batch_done=lambda: bar.update(1))
-    report = {"data": str(folder), "procedures": len(train), "steps": n_steps, "epochs": epochs, "seed": seed,
-              "min_count": min_count, "batch": batch, "lr": lr, "change_weight": change_weight,
-              **{k: v for k, v in model.config().items() if k != "words"}, "words": len(words), "scores": {}}
+
+        model = train_executor(
+            train,
+            words,
+            embed=embed,
+            hidden=hidden,
+            channels=channels,
+            epochs=epochs,
+            batch=batch,
+            lr=lr,
+            change_weight=change_weight,
+            seed=seed,
+            device=device,
+            progress=epoch,
+            batch_done=lambda: bar.update(1),
+        )
+    report = {
+        "data": str(folder),
+        "procedures": len(train),
+        "steps": n_steps,
+        "epochs": epochs,
+        "seed": seed,
+        "min_count": min_count,
+        "batch": batch,
+        "lr": lr,
+        "change_weight": change_weight,
+        **{k: v for k, v in model.config().items() if k != "words"},
+        "words": len(words),
+        "scores": {},
+    }
     for split, procs in held.items():
         scores = {"no_action": no_action(procs)["mean"]}
         for on, label in (("gold", "oracle"), ("own", "predicted")):
@@ -211,8 +262,9 @@ def run_training(*, data: str | Path | None = None, epochs: int = 6, embed: int 
 
 # The training options a queued job may carry (`proctor train hex-executor --agent-id`): the
 # keywords of run_training but where it runs, where files go and the callbacks.
-JOB_OPTIONS = tuple(sorted(set(inspect.signature(run_training).parameters)
-                           - {"device", "out", "name", "echo", "epoch_done", "bars"}))
+JOB_OPTIONS = tuple(
+    sorted(set(inspect.signature(run_training).parameters) - {"device", "out", "name", "echo", "epoch_done", "bars"})
+)
 
 
 def run_train_job(session, job, progress) -> dict:
@@ -224,5 +276,14 @@ def run_train_job(session, job, progress) -> dict:
         model, report = run_training(**options, device=device, out=None, echo=echo, epoch_done=epoch_done)
         return model, {k: v for k, v in report.items() if k != "data"}
 
-    return train_and_upload(session, job, progress, role="executor", noun="executor", default_epochs=6,
-                            options=JOB_OPTIONS, train=train, weights_bytes=weights_bytes)
+    return train_and_upload(
+        session,
+        job,
+        progress,
+        role="executor",
+        noun="executor",
+        default_epochs=6,
+        options=JOB_OPTIONS,
+        train=train,
+        weights_bytes=weights_bytes,
+    )

@@ -17,15 +17,23 @@ from sqlalchemy.orm import Session
 from app.kinds.hexagons.architectures import check_vocabulary, encode
 from app.kinds.hexagons.board import COLOURS, TILES
 from workers.hexagons.executor import LOADER, batch_tensors
-from workers.validation import Invalid, call_checked, check_interface, checked_words, record_validation, \
-    sandboxed_verdict
+from workers.validation import (
+    Invalid,
+    call_checked,
+    check_interface,
+    checked_words,
+    record_validation,
+    sandboxed_verdict,
+)
 
 INTERFACE = ("vocabulary", "execute")
 # Steps of different lengths on different boards: every upload is tried on the same batch.
-INSTRUCTIONS = ("Paint the third tile of the first column red.",
-                "Now draw a green flower around the red tile, six tiles around it.",
-                "",
-                "Repeat the same shape in blue two columns to the right, then fill the tile below each yellow.")
+INSTRUCTIONS = (
+    "Paint the third tile of the first column red.",
+    "Now draw a green flower around the red tile, six tiles around it.",
+    "",
+    "Repeat the same shape in blue two columns to the right, then fill the tile below each yellow.",
+)
 _TOLERANCE = 1e-4
 
 
@@ -45,8 +53,10 @@ def _logits(model, tokens: torch.Tensor, board: torch.Tensor) -> torch.Tensor:
         raise Invalid(f"execute() returned {type(out).__name__}, expected a tensor of logits {want}")
     if tuple(out.shape) != (b, TILES, len(COLOURS)):
         shape = "[" + ", ".join(str(int(n)) for n in out.shape) + "]"
-        raise Invalid(f"execute() returned shape {shape}, expected {want} (logits over the {len(COLOURS)} "
-                      f"colours of each of the {TILES} tiles)")
+        raise Invalid(
+            f"execute() returned shape {shape}, expected {want} (logits over the {len(COLOURS)} "
+            f"colours of each of the {TILES} tiles)"
+        )
     if not out.is_floating_point():
         raise Invalid(f"execute() returned dtype {out.dtype}, expected a floating-point tensor")
     if not bool(torch.isfinite(out).all()):
@@ -63,13 +73,16 @@ def check_executor(model) -> str:
     b = tokens.shape[0]
     logits = _logits(model, tokens, board)
     if not torch.allclose(_logits(model, tokens, board), logits, atol=_TOLERANCE, rtol=0):
-        raise Invalid("execute() answered the same steps differently the second time: an executor must be "
-                      "deterministic")
+        raise Invalid(
+            "execute() answered the same steps differently the second time: an executor must be deterministic"
+        )
     for i in range(b):  # alone, without padding: the same answer
-        alone = _logits(model, tokens[i:i + 1, :len(ids[i])], board[i:i + 1])
-        if not torch.allclose(alone, logits[i:i + 1], atol=_TOLERANCE, rtol=0):
-            raise Invalid(f"execute() answered step {i} differently alone than in a batch of {b}: an answer must "
-                          "not depend on the other steps or on the instructions' padding")
+        alone = _logits(model, tokens[i : i + 1, : len(ids[i])], board[i : i + 1])
+        if not torch.allclose(alone, logits[i : i + 1], atol=_TOLERANCE, rtol=0):
+            raise Invalid(
+                f"execute() answered step {i} differently alone than in a batch of {b}: an answer must "
+                "not depend on the other steps or on the instructions' padding"
+            )
     return f"executor: execute() ran on {b} steps, alone and batched; vocabulary of {len(words)} words"
 
 

@@ -211,7 +211,7 @@ class World:
         lengths = np.zeros((n, width), dtype=np.float32)
         pos = graph.positions
         for i in range(n):
-            js = adj.indices[adj.indptr[i]:adj.indptr[i + 1]]
+            js = adj.indices[adj.indptr[i] : adj.indptr[i + 1]]
             for a, j in enumerate(sorted(js, key=lambda j: graph.viewpoints[j])):
                 neighbours[i, a] = j
                 headings[i, a] = heading_between(pos[i], pos[j])

@@ -26,8 +26,14 @@ from app.kinds.navigation.models import Candidate, GenerationRun, Rollout
 from app.agents.models import Agent, AgentArtifact, AgentOutput
 from app.kinds import get_kind
 from app.kinds.base import ItemSpec
-from app.kinds.navigation.capability import (MAX_SPEAKER, CapabilityInput, CapabilityPath, Sample, Utterance,
-                                             capability_items)
+from app.kinds.navigation.capability import (
+    MAX_SPEAKER,
+    CapabilityInput,
+    CapabilityPath,
+    Sample,
+    Utterance,
+    capability_items,
+)
 from app.kinds.navigation.environments import get_graph, get_semantics
 from app.kinds.navigation.architectures import vocabulary_of
 from app.kinds.navigation.generation import sampling_label
@@ -84,9 +90,11 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
         raise ValueError("the speaker artifact has no sample()")
     top_p = 1.0 if run.top_p is None else run.top_p
     if top_p < 1 and not takes_top_p(speaker):
-        raise ValueError(f"the speaker artifact's sample() takes no top_p argument, so it cannot do nucleus "
-                         f"sampling (top_p = {top_p:g}): start the run with top_p 1 (pure sampling) or "
-                         "upload the speaker scripted with sample(..., top_p: float = 1.0) (docs/agents.md)")
+        raise ValueError(
+            f"the speaker artifact's sample() takes no top_p argument, so it cannot do nucleus "
+            f"sampling (top_p = {top_p:g}): start the run with top_p 1 (pure sampling) or "
+            "upload the speaker scripted with sample(..., top_p: float = 1.0) (docs/agents.md)"
+        )
     speaker = speaker.to(dev).eval()
     speaker_vocab = Vocabulary(vocabulary_of(speaker, "speaker"))
     # Listener groups in the run's order: consecutive built-in listeners with one vocabulary are
@@ -107,18 +115,31 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
     keys = [f"{p['scan']}:{p['path_id']}" for p in paths]
     stored = set(session.scalars(select(Candidate.path_key).where(Candidate.run_id == run.id).distinct()))
     todo = [i for i, key in enumerate(keys) if key not in stored]
-    progress(len(paths) - len(todo), len(paths),
-             f"generation run {run.id}: {len(paths)} paths, {len(stored)} already stored; "
-             f"N={run.n} samples ({sampling_label(top_p)}), K={run.k} listeners, M={run.m} rollouts, "
-             f"metric {run.metric}, on {dev}")
+    progress(
+        len(paths) - len(todo),
+        len(paths),
+        f"generation run {run.id}: {len(paths)} paths, {len(stored)} already stored; "
+        f"N={run.n} samples ({sampling_label(top_p)}), K={run.k} listeners, M={run.m} rollouts, "
+        f"metric {run.metric}, on {dev}",
+    )
     worlds: dict[str, World] = {}
     for scan in sorted({paths[i]["scan"] for i in todo}):
         worlds[scan] = World.from_semantics(get_graph(scan), get_semantics(scan))
     table = Worlds(list(worlds.values()), dev) if (listeners and worlds) else None
     chunks = Chunks(todo, run.batch_size, progress, len(paths) - len(todo), len(paths), "paths")
     for batch in chunks:
-        _generate_batch(session, run, [paths[i] for i in batch], [keys[i] for i in batch], speaker,
-                        speaker_vocab, listeners, worlds, table, seed=run.seed * 100003 + batch[0])
+        _generate_batch(
+            session,
+            run,
+            [paths[i] for i in batch],
+            [keys[i] for i in batch],
+            speaker,
+            speaker_vocab,
+            listeners,
+            worlds,
+            table,
+            seed=run.seed * 100003 + batch[0],
+        )
     done = chunks.done
     if chunks.cancelled or progress.cancelled():
         return {"run": run.id, "cancelled": True, "paths_done": done}
@@ -126,14 +147,26 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
     added = _add_items(session, run, speaker, speaker_vocab, worlds, _speaker_name(session, speaker_art))
     run.state = "done"
     session.commit()
-    progress(done, None, f"done: gamma {run.gamma if run.gamma is None else round(run.gamma, 4)}, "
-                         f"{added} items added to the study")
+    progress(
+        done,
+        None,
+        f"done: gamma {run.gamma if run.gamma is None else round(run.gamma, 4)}, {added} items added to the study",
+    )
     return {"run": run.id, "paths_done": done, "gamma": run.gamma, "items": added}
 
 
-def _generate_batch(session: Session, run: GenerationRun, paths: list[dict], keys: list[str], speaker,
-                    speaker_vocab: Vocabulary, listeners: list | None, worlds: dict[str, World],
-                    table: Worlds | None, seed: int) -> None:
+def _generate_batch(
+    session: Session,
+    run: GenerationRun,
+    paths: list[dict],
+    keys: list[str],
+    speaker,
+    speaker_vocab: Vocabulary,
+    listeners: list | None,
+    worlds: dict[str, World],
+    table: Worlds | None,
+    seed: int,
+) -> None:
     dev = table.device if table is not None else pick_device()
     feats, fmask = stack_steps([worlds[p["scan"]].step_features(p["path"], p["heading"]) for p in paths])
     feats, fmask = feats.to(dev), fmask.to(dev)
@@ -163,12 +196,23 @@ def _generate_batch(session: Session, run: GenerationRun, paths: list[dict], key
                     starts.append(idx[0])
                     heads.append(p["heading"])
                     refs.append(idx)
-            common = dict(rollouts=run.m, greedy=False, generator=gen, metric="ndtw",
-                          max_steps=max(len(x) for x in refs) * 2 + 2)
-            r = stack_listeners([
-                follow_and_score(group, table, [Vocabulary(group.words).encode(t, run.max_len) for t in rows],
-                                 starts, heads, refs, **common)
-                for group in listeners])  # each group reads the instructions with its own words
+            common = dict(
+                rollouts=run.m, greedy=False, generator=gen, metric="ndtw", max_steps=max(len(x) for x in refs) * 2 + 2
+            )
+            r = stack_listeners(
+                [
+                    follow_and_score(
+                        group,
+                        table,
+                        [Vocabulary(group.words).encode(t, run.max_len) for t in rows],
+                        starts,
+                        heads,
+                        refs,
+                        **common,
+                    )
+                    for group in listeners
+                ]
+            )  # each group reads the instructions with its own words
             ndtw = r.per_rollout.cpu()
             success = r.success.cpu()
             sdtw = ndtw * success
@@ -193,9 +237,16 @@ def _generate_batch(session: Session, run: GenerationRun, paths: list[dict], key
         for k in range(per_path):
             if not math.isfinite(scores[i][k]):
                 raise ValueError(f"{key}: the speaker's log-probability of candidate {k} is not finite")
-            c = Candidate(run_id=run.id, path_key=key, k=k, role="inference" if k == 0 else "sample",
-                          instruction=texts[i][k], speaker_score=scores[i][k], listener_score=means[k],
-                          chosen=k == best)
+            c = Candidate(
+                run_id=run.id,
+                path_key=key,
+                k=k,
+                role="inference" if k == 0 else "sample",
+                instruction=texts[i][k],
+                speaker_score=scores[i][k],
+                listener_score=means[k],
+                chosen=k == best,
+            )
             rows.append(c)
         session.add_all(rows)
         session.flush()
@@ -207,9 +258,17 @@ def _generate_batch(session: Session, run: GenerationRun, paths: list[dict], key
                     for mm in range(run.m):
                         n_vp = int(rlens[li, col, mm])
                         walked = [viewpoints[int(x)] for x in rpaths[li, col, mm, :n_vp]]
-                        session.add(Rollout(candidate_id=c.id, listener=li, m=mm, path=walked,
-                                            ndtw=float(ndtw[li, col, mm]), sdtw=float(sdtw[li, col, mm]),
-                                            success=bool(success[li, col, mm])))
+                        session.add(
+                            Rollout(
+                                candidate_id=c.id,
+                                listener=li,
+                                m=mm,
+                                path=walked,
+                                ndtw=float(ndtw[li, col, mm]),
+                                sdtw=float(sdtw[li, col, mm]),
+                                success=bool(success[li, col, mm]),
+                            )
+                        )
         session.commit()
 
 
@@ -220,8 +279,10 @@ def gamma(session: Session, run: GenerationRun) -> float | None:
     (docs/kinds/navigation-capability.md); a sample scored strictly higher is a loss."""
     by_path: dict[str, dict[int, tuple[float, str]]] = {}
     for key, k, s, text in session.execute(
-            select(Candidate.path_key, Candidate.k, Candidate.speaker_score, Candidate.instruction)
-            .where(Candidate.run_id == run.id)):
+        select(Candidate.path_key, Candidate.k, Candidate.speaker_score, Candidate.instruction).where(
+            Candidate.run_id == run.id
+        )
+    ):
         by_path.setdefault(key, {})[k] = (s, " ".join(text.split()))
     values = []
     for cands in by_path.values():
@@ -239,15 +300,16 @@ def gamma(session: Session, run: GenerationRun) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _score_references(speaker, vocab: Vocabulary, worlds: dict[str, World], paths: list[dict],
-                      max_len: int) -> list[float]:
+def _score_references(
+    speaker, vocab: Vocabulary, worlds: dict[str, World], paths: list[dict], max_len: int
+) -> list[float]:
     """S(u* | e*) of each path's human reference (its first instruction)."""
     from workers.navigation.features import pad_batch
 
     dev = next(speaker.parameters()).device if hasattr(speaker, "parameters") else torch.device("cpu")
     out: list[float] = []
     for start in range(0, len(paths), 64):
-        chunk = paths[start:start + 64]
+        chunk = paths[start : start + 64]
         feats, fmask = stack_steps([worlds[p["scan"]].step_features(p["path"], p["heading"]) for p in chunk])
         tokens, tmask = pad_batch([vocab.encode(p["instructions"][0], max_len) for p in chunk])
         with torch.no_grad():
@@ -256,8 +318,9 @@ def _score_references(speaker, vocab: Vocabulary, worlds: dict[str, World], path
     return out
 
 
-def _add_items(session: Session, run: GenerationRun, speaker, vocab: Vocabulary, worlds: dict[str, World],
-               name: str) -> int:
+def _add_items(
+    session: Session, run: GenerationRun, speaker, vocab: Vocabulary, worlds: dict[str, World], name: str
+) -> int:
     study = session.get(Study, run.study_id)
     cands: dict[str, list[Candidate]] = {}
     for c in session.scalars(select(Candidate).where(Candidate.run_id == run.id).order_by(Candidate.k)):
@@ -268,12 +331,22 @@ def _add_items(session: Session, run: GenerationRun, speaker, vocab: Vocabulary,
             if p["scan"] not in worlds:
                 worlds[p["scan"]] = World.from_semantics(get_graph(p["scan"]), get_semantics(p["scan"]))
         refs = _score_references(speaker, vocab, worlds, paths, 200)
-        parsed = CapabilityInput(name, tuple(
-            CapabilityPath(path_id=p["path_id"], scan=p["scan"], path=tuple(p["path"]), heading=p["heading"],
-                           reference=Utterance(p["instructions"][0], ref),
-                           inference=Utterance(cs[0].instruction, cs[0].speaker_score),
-                           samples=tuple(Sample(c.instruction, c.speaker_score, candidate=c.k) for c in cs[1:]))
-            for p, ref in zip(paths, refs) for cs in [cands[f"{p['scan']}:{p['path_id']}"]]))
+        parsed = CapabilityInput(
+            name,
+            tuple(
+                CapabilityPath(
+                    path_id=p["path_id"],
+                    scan=p["scan"],
+                    path=tuple(p["path"]),
+                    heading=p["heading"],
+                    reference=Utterance(p["instructions"][0], ref),
+                    inference=Utterance(cs[0].instruction, cs[0].speaker_score),
+                    samples=tuple(Sample(c.instruction, c.speaker_score, candidate=c.k) for c in cs[1:]),
+                )
+                for p, ref in zip(paths, refs)
+                for cs in [cands[f"{p['scan']}:{p['path_id']}"]]
+            ),
+        )
         specs = capability_items(parsed)
         settings = {**(study.kind_settings or {}), "design": "capability"}
     else:
@@ -281,13 +354,28 @@ def _add_items(session: Session, run: GenerationRun, speaker, vocab: Vocabulary,
         for p in paths:
             key = f"{p['scan']}:{p['path_id']}"
             c = next(c for c in cands[key] if c.chosen)
-            specs.append(ItemSpec(
-                external_id=f"{name}:{p['path_id']}",
-                payload={"instruction": c.instruction, "scan": p["scan"], "start": p["path"][0],
-                         "heading": p["heading"]},
-                reference={"path": list(p["path"]), "speaker_score": c.speaker_score,
-                           "listener_score": c.listener_score, "candidate": c.k, "generation_run": run.id},
-                source="agent", category=name, cluster=key, exclusion_group=key))
+            specs.append(
+                ItemSpec(
+                    external_id=f"{name}:{p['path_id']}",
+                    payload={
+                        "instruction": c.instruction,
+                        "scan": p["scan"],
+                        "start": p["path"][0],
+                        "heading": p["heading"],
+                    },
+                    reference={
+                        "path": list(p["path"]),
+                        "speaker_score": c.speaker_score,
+                        "listener_score": c.listener_score,
+                        "candidate": c.k,
+                        "generation_run": run.id,
+                    },
+                    source="agent",
+                    category=name,
+                    cluster=key,
+                    exclusion_group=key,
+                )
+            )
         settings = dict(study.kind_settings or {})
     speakers = list(settings.get("speakers", []))
     if name not in speakers:
@@ -299,8 +387,9 @@ def _add_items(session: Session, run: GenerationRun, speaker, vocab: Vocabulary,
     return added
 
 
-def _listener_outputs(session: Session, run: GenerationRun, study: Study, name: str,
-                      cands: dict[str, list[Candidate]]) -> int:
+def _listener_outputs(
+    session: Session, run: GenerationRun, study: Study, name: str, cands: dict[str, list[Candidate]]
+) -> int:
     """Each listener's first rollout on each item's instruction becomes that listener agent's
     output on the item: once people follow the items, the navigation leaderboard's agreement
     table (human vs model listener paths, paper eq. 14) has both sides. Existing outputs are
@@ -309,17 +398,22 @@ def _listener_outputs(session: Session, run: GenerationRun, study: Study, name: 
         return 0
     kind = get_kind(study.kind)
     by_candidate: dict[tuple[str, int], Candidate] = {(c.path_key, c.k): c for cs in cands.values() for c in cs}
-    items = session.execute(select(Item.id, Item.external_id, Item.payload, Item.reference, Item.cluster)
-                            .where(Item.study_id == study.id)).all()
+    items = session.execute(
+        select(Item.id, Item.external_id, Item.payload, Item.reference, Item.cluster).where(Item.study_id == study.id)
+    ).all()
     agents: list[int] = []
     for aid in run.listener_artifact_ids:
         agent_id = session.get(AgentArtifact, aid).agent_id
         agents.append(agent_id if agent_id not in agents else -1)  # one output per agent and item
-    have = set(session.execute(select(AgentOutput.agent_id, AgentOutput.item_id)
-                               .where(AgentOutput.study_id == study.id)).all())
+    have = set(
+        session.execute(select(AgentOutput.agent_id, AgentOutput.item_id).where(AgentOutput.study_id == study.id)).all()
+    )
     first: dict[int, list[Rollout]] = {}  # candidate id -> its listeners' first rollouts
-    for ro in session.scalars(select(Rollout).join(Candidate, Candidate.id == Rollout.candidate_id)
-                              .where(Candidate.run_id == run.id, Rollout.m == 0)):
+    for ro in session.scalars(
+        select(Rollout)
+        .join(Candidate, Candidate.id == Rollout.candidate_id)
+        .where(Candidate.run_id == run.id, Rollout.m == 0)
+    ):
         first.setdefault(ro.candidate_id, []).append(ro)
     added = 0
     for item_id, ext, payload, reference, cluster in items:
@@ -332,8 +426,15 @@ def _listener_outputs(session: Session, run: GenerationRun, study: Study, name: 
             if agent_id < 0 or (agent_id, item_id) in have:
                 continue
             response = {"path": list(ro.path)}
-            session.add(AgentOutput(agent_id=agent_id, study_id=study.id, item_id=item_id, response=response,
-                                    score=kind.score(payload, reference, response)))
+            session.add(
+                AgentOutput(
+                    agent_id=agent_id,
+                    study_id=study.id,
+                    item_id=item_id,
+                    response=response,
+                    score=kind.score(payload, reference, response),
+                )
+            )
             have.add((agent_id, item_id))
             added += 1
     return added

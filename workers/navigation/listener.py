@@ -26,6 +26,7 @@ from torch.func import functional_call, stack_module_state
 
 from workers.navigation.features import ACTION_SIZE, FEATURES_VERSION, NODE_SIZE, PAD, Agent
 
+
 class _GRU(nn.Module):
     """A GRU cell written out (so that vmap over stacked weights has only plain ops)."""
 
@@ -71,8 +72,9 @@ class Policy(nn.Module):
         self.moves = nn.Sequential(nn.Linear(ACTION_SIZE, hidden), nn.Tanh())
         self.stop = nn.Linear(hidden, 1)
 
-    def forward(self, states: Tensor, token_mask: Tensor, h: Tensor, node: Tensor, actions: Tensor,
-                action_mask: Tensor) -> Tuple[Tensor, Tensor]:
+    def forward(
+        self, states: Tensor, token_mask: Tensor, h: Tensor, node: Tensor, actions: Tensor, action_mask: Tensor
+    ) -> Tuple[Tensor, Tensor]:
         h = self.cell(self.see(node), h)
         scores = (states @ self.query(h).unsqueeze(-1)).squeeze(-1)
         scores = scores.masked_fill(~token_mask, -1e9)
@@ -93,17 +95,22 @@ class Listener(Agent):
         self.policy = Policy(hidden)
 
     def config(self) -> dict:
-        return {"architecture": self.architecture, "hidden": self.hidden,
-                "embed": self.encoder.embedding.embedding_dim, "words": self.words,
-                "feature_version": FEATURES_VERSION}
+        return {
+            "architecture": self.architecture,
+            "hidden": self.hidden,
+            "embed": self.encoder.embedding.embedding_dim,
+            "words": self.words,
+            "feature_version": FEATURES_VERSION,
+        }
 
     @torch.jit.export
     def encode(self, tokens: Tensor, token_mask: Tensor) -> Tuple[Tensor, Tensor]:
         return self.encoder(tokens, token_mask)
 
     @torch.jit.export
-    def act(self, states: Tensor, token_mask: Tensor, h: Tensor, node: Tensor, actions: Tensor,
-            action_mask: Tensor) -> Tuple[Tensor, Tensor]:
+    def act(
+        self, states: Tensor, token_mask: Tensor, h: Tensor, node: Tensor, actions: Tensor, action_mask: Tensor
+    ) -> Tuple[Tensor, Tensor]:
         return self.policy(states, token_mask, h, node, actions, action_mask)
 
     def forward(self, tokens: Tensor, token_mask: Tensor) -> Tuple[Tensor, Tensor]:
@@ -143,17 +150,22 @@ class Ensemble:
 
     def encode(self, tokens: Tensor, token_mask: Tensor) -> Tuple[Tensor, Tensor]:
         """Tokens shared by all members -> states [K, B, L, H], h0 [K, B, H]."""
+
         def one(p, t, m):
             return functional_call(self.template.encoder, p, (t, m))
+
         return torch.vmap(one, in_dims=(0, None, None))(self._part("encoder"), tokens, token_mask)
 
-    def act(self, states: Tensor, token_mask: Tensor, h: Tensor, node: Tensor, actions: Tensor,
-            action_mask: Tensor) -> Tuple[Tensor, Tensor]:
+    def act(
+        self, states: Tensor, token_mask: Tensor, h: Tensor, node: Tensor, actions: Tensor, action_mask: Tensor
+    ) -> Tuple[Tensor, Tensor]:
         """Every argument has a leading K axis but token_mask [B, L], shared by all members:
         states [K,B,L,H], h [K,B,H], node [K,B,F], actions [K,B,A,E], action_mask [K,B,A]
         -> logits [K,B,A+1], h' [K,B,H]."""
+
         def one(p, s, hh, n, a, am):
             return functional_call(self.template.policy, p, (s, token_mask, hh, n, a, am))
+
         return torch.vmap(one)(self._part("policy"), states, h, node, actions, action_mask)
 
     def tables(self, nodes: Tensor) -> Tuple[Tensor, Tensor]:
@@ -162,8 +174,17 @@ class Ensemble:
         of projecting NODE_SIZE features for every move at every step."""
         return torch.vmap(_tables, in_dims=(0, None))(self._part("policy"), nodes)
 
-    def act_indexed(self, states: Tensor, token_mask: Tensor, h: Tensor, tables: Tuple[Tensor, Tensor],
-                    cur: Tensor, neighbours: Tensor, edges: Tensor, action_mask: Tensor) -> Tuple[Tensor, Tensor]:
+    def act_indexed(
+        self,
+        states: Tensor,
+        token_mask: Tensor,
+        h: Tensor,
+        tables: Tuple[Tensor, Tensor],
+        cur: Tensor,
+        neighbours: Tensor,
+        edges: Tensor,
+        action_mask: Tensor,
+    ) -> Tuple[Tensor, Tensor]:
         """act() for viewpoints given by index: cur [K,B], neighbours [K,B,A] (-1 = padding),
         edges [K,B,A,EDGE_SIZE] (the non-node part of the action features). Same logits as
         act() on the full features (tested), with far less arithmetic."""
@@ -171,8 +192,8 @@ class Ensemble:
 
         def one(p, s, hh, st, mt, c, nb, e, am):
             return _step_indexed(p, s, token_mask, hh, st[c], mt[nb.clamp(min=0)], e, am)
-        return torch.vmap(one)(self._part("policy"), states, h, seen_t, move_t, cur, neighbours, edges,
-                               action_mask)
+
+        return torch.vmap(one)(self._part("policy"), states, h, seen_t, move_t, cur, neighbours, edges, action_mask)
 
     def members(self) -> List[Listener]:
         out = []
@@ -203,8 +224,16 @@ def _tables(p: Dict[str, Tensor], nodes: Tensor) -> Tuple[Tensor, Tensor]:
     return seen, nodes @ p["moves.0.weight"][:, EDGE_SIZE:].T
 
 
-def _step_indexed(p: Dict[str, Tensor], states: Tensor, token_mask: Tensor, h: Tensor, seen: Tensor,
-                  move_nodes: Tensor, edges: Tensor, action_mask: Tensor) -> Tuple[Tensor, Tensor]:
+def _step_indexed(
+    p: Dict[str, Tensor],
+    states: Tensor,
+    token_mask: Tensor,
+    h: Tensor,
+    seen: Tensor,
+    move_nodes: Tensor,
+    edges: Tensor,
+    action_mask: Tensor,
+) -> Tuple[Tensor, Tensor]:
     h = _gru(p, "cell", seen, h)
     scores = (states @ _linear(p, "query", h).unsqueeze(-1)).squeeze(-1).masked_fill(~token_mask, -1e9)
     context = (torch.softmax(scores, -1).unsqueeze(-2) @ states).squeeze(-2)

@@ -52,7 +52,7 @@ class Worlds:
             climbs.append(np.pad(w.climbs, ((0, 0), (0, pad))))
             lengths.append(np.pad(w.lengths, ((0, 0), (0, pad))))
             nodes.append(w.nodes)
-            dist[off:off + n, off:off + n] = w.distances
+            dist[off : off + n, off : off + n] = w.distances
         as_t = lambda a: torch.from_numpy(np.concatenate(a)).to(device)  # noqa: E731
         self.nodes, self.neighbours = as_t(nodes), as_t(nbrs)
         self.headings, self.climbs, self.lengths = as_t(heads), as_t(climbs), as_t(lengths)
@@ -75,8 +75,9 @@ class Worlds:
         nb = self.neighbours[cur]
         rel = self.headings[cur] - heading.unsqueeze(-1)
         climb = self.climbs[cur]
-        edges = torch.stack([torch.sin(rel), torch.cos(rel), (climb > 0).float(), (climb < 0).float(),
-                             self.lengths[cur] / 3.0], -1)
+        edges = torch.stack(
+            [torch.sin(rel), torch.cos(rel), (climb > 0).float(), (climb < 0).float(), self.lengths[cur] / 3.0], -1
+        )
         return nb, edges, nb >= 0
 
 
@@ -86,9 +87,18 @@ class Rollouts:
     lengths: Tensor  # [K, N] viewpoints visited (1 + moves)
 
 
-def rollout(ensemble: Ensemble, worlds: Worlds, tokens: Tensor, token_mask: Tensor, start: Tensor,
-            heading: Tensor, rollouts: int, max_steps: int, greedy: bool = False,
-            generator: torch.Generator | None = None) -> Rollouts:
+def rollout(
+    ensemble: Ensemble,
+    worlds: Worlds,
+    tokens: Tensor,
+    token_mask: Tensor,
+    start: Tensor,
+    heading: Tensor,
+    rollouts: int,
+    max_steps: int,
+    greedy: bool = False,
+    generator: torch.Generator | None = None,
+) -> Rollouts:
     """Each of K listeners follows each of B instructions `rollouts` times (rows are ordered
     instruction-major: row b * rollouts + m)."""
     m = rollouts
@@ -130,8 +140,7 @@ def rollout(ensemble: Ensemble, worlds: Worlds, tokens: Tensor, token_mask: Tens
         return Rollouts(torch.stack(steps, -1), moves + 1)
 
 
-def ndtw_batch(distances: Tensor, reference: Tensor, reference_len: Tensor, query: Tensor,
-               query_len: Tensor) -> Tensor:
+def ndtw_batch(distances: Tensor, reference: Tensor, reference_len: Tensor, query: Tensor, query_len: Tensor) -> Tensor:
     """nDTW of query paths against reference paths (DESIGN section 6), all rows at once.
 
     reference [N, R] and query [N, Q] are viewpoint indices, padded past their lengths.
@@ -150,7 +159,7 @@ def ndtw_batch(distances: Tensor, reference: Tensor, reference_len: Tensor, quer
         shifted = torch.cat([torch.zeros_like(running[:, :1]), running[:, :-1]], 1)
         row = running + torch.cummin(best_prev - shifted, 1).values
         prev = torch.cat([torch.full_like(row[:, :1], inf), row], 1)
-        last = (reference_len == i + 1)
+        last = reference_len == i + 1
         if bool(last.any()):
             out = torch.where(last, prev.gather(1, query_len.unsqueeze(1)).squeeze(1), out)
     return torch.exp(-out / (reference_len.to(out.dtype) * SUCCESS_DISTANCE))
@@ -165,10 +174,19 @@ class Reranked:
     lengths: Tensor  # [K, B, M]
 
 
-def follow_and_score(ensemble: Ensemble, worlds: Worlds, instructions: Sequence[list[int]],
-                     starts: Sequence[int], headings: Sequence[float], references: Sequence[Sequence[int]],
-                     rollouts: int = 3, metric: str = "ndtw", max_steps: int | None = None,
-                     greedy: bool = False, generator: torch.Generator | None = None) -> Reranked:
+def follow_and_score(
+    ensemble: Ensemble,
+    worlds: Worlds,
+    instructions: Sequence[list[int]],
+    starts: Sequence[int],
+    headings: Sequence[float],
+    references: Sequence[Sequence[int]],
+    rollouts: int = 3,
+    metric: str = "ndtw",
+    max_steps: int | None = None,
+    greedy: bool = False,
+    generator: torch.Generator | None = None,
+) -> Reranked:
     """Listeners follow each instruction (token ids) from its start; every rollout is scored
     against that instruction's intended path (viewpoint indices in `worlds`)."""
     if metric not in ("ndtw", "sdtw"):
@@ -180,9 +198,18 @@ def follow_and_score(ensemble: Ensemble, worlds: Worlds, instructions: Sequence[
     ref = (refs - 1).clamp(min=0).to(dev)
     ref_len = ref_mask.sum(1).to(dev)
     steps = max_steps or int(ref_len.max()) * 2 + 2
-    ro = rollout(ensemble, worlds, tokens.to(dev), mask.to(dev),
-                 torch.tensor(list(starts), device=dev), torch.tensor(list(headings), device=dev, dtype=torch.float32),
-                 rollouts, steps, greedy=greedy, generator=generator)
+    ro = rollout(
+        ensemble,
+        worlds,
+        tokens.to(dev),
+        mask.to(dev),
+        torch.tensor(list(starts), device=dev),
+        torch.tensor(list(headings), device=dev, dtype=torch.float32),
+        rollouts,
+        steps,
+        greedy=greedy,
+        generator=generator,
+    )
     k, n, width = ro.paths.shape
     flat = ro.paths.reshape(k * n, width)
     flat_len = ro.lengths.reshape(k * n)
@@ -193,21 +220,45 @@ def follow_and_score(ensemble: Ensemble, worlds: Worlds, instructions: Sequence[
     success = worlds.distances[final, goal] <= SUCCESS_DISTANCE
     score = ndtw if metric == "ndtw" else ndtw * success
     per = score.reshape(k, b, rollouts)
-    return Reranked(per.mean(dim=(0, 2)), per, success.reshape(k, b, rollouts),
-                    ro.paths.reshape(k, b, rollouts, width), ro.lengths.reshape(k, b, rollouts))
+    return Reranked(
+        per.mean(dim=(0, 2)),
+        per,
+        success.reshape(k, b, rollouts),
+        ro.paths.reshape(k, b, rollouts, width),
+        ro.lengths.reshape(k, b, rollouts),
+    )
 
 
-def rerank_loop(ensemble: Ensemble, worlds: Worlds, instructions: Sequence[list[int]], starts: Sequence[int],
-                headings: Sequence[float], references: Sequence[Sequence[int]], rollouts: int = 3,
-                metric: str = "ndtw", max_steps: int | None = None, greedy: bool = False,
-                generator: torch.Generator | None = None) -> Tensor:
+def rerank_loop(
+    ensemble: Ensemble,
+    worlds: Worlds,
+    instructions: Sequence[list[int]],
+    starts: Sequence[int],
+    headings: Sequence[float],
+    references: Sequence[Sequence[int]],
+    rollouts: int = 3,
+    metric: str = "ndtw",
+    max_steps: int | None = None,
+    greedy: bool = False,
+    generator: torch.Generator | None = None,
+) -> Tensor:
     """The same scores, one candidate at a time (the per-candidate loop the benchmark compares
     with): [B] mean score per instruction."""
     out = []
     for i in range(len(instructions)):
-        r = follow_and_score(ensemble, worlds, [instructions[i]], [starts[i]], [headings[i]], [references[i]],
-                             rollouts=rollouts, metric=metric, max_steps=max_steps, greedy=greedy,
-                             generator=generator)
+        r = follow_and_score(
+            ensemble,
+            worlds,
+            [instructions[i]],
+            [starts[i]],
+            [headings[i]],
+            [references[i]],
+            rollouts=rollouts,
+            metric=metric,
+            max_steps=max_steps,
+            greedy=greedy,
+            generator=generator,
+        )
         out.append(r.scores)
     return torch.cat(out)
 
@@ -234,8 +285,17 @@ class ScriptedListener:
     def tables(self, nodes: Tensor) -> tuple[Tensor]:
         return (nodes,)  # nothing to precompute: the module sees the full features
 
-    def act_indexed(self, states: Tensor, token_mask: Tensor, h: Tensor, tables: tuple[Tensor], cur: Tensor,
-                    neighbours: Tensor, edges: Tensor, action_mask: Tensor) -> tuple[Tensor, Tensor]:
+    def act_indexed(
+        self,
+        states: Tensor,
+        token_mask: Tensor,
+        h: Tensor,
+        tables: tuple[Tensor],
+        cur: Tensor,
+        neighbours: Tensor,
+        edges: Tensor,
+        action_mask: Tensor,
+    ) -> tuple[Tensor, Tensor]:
         nodes = tables[0]
         actions = torch.cat([edges[0], nodes[neighbours[0].clamp(min=0)]], -1)
         logits, h2 = self.module.act(states[0], token_mask, h[0], nodes[cur[0]], actions, action_mask[0])
@@ -246,8 +306,15 @@ def stack_listeners(parts: Sequence[Reranked]) -> Reranked:
     """Results of several listener groups on the same instructions as one (listeners along the
     first axis, in order); paths are padded with their last viewpoint to one width."""
     width = max(p.paths.shape[-1] for p in parts)
-    paths = [torch.cat([p.paths, p.paths[..., -1:].expand(*p.paths.shape[:-1], width - p.paths.shape[-1])], -1)
-             for p in parts]
+    paths = [
+        torch.cat([p.paths, p.paths[..., -1:].expand(*p.paths.shape[:-1], width - p.paths.shape[-1])], -1)
+        for p in parts
+    ]
     per = torch.cat([p.per_rollout for p in parts])
-    return Reranked(per.mean(dim=(0, 2)), per, torch.cat([p.success for p in parts]), torch.cat(paths),
-                    torch.cat([p.lengths for p in parts]))
+    return Reranked(
+        per.mean(dim=(0, 2)),
+        per,
+        torch.cat([p.success for p in parts]),
+        torch.cat(paths),
+        torch.cat([p.lengths for p in parts]),
+    )

@@ -69,9 +69,14 @@ class Speaker(Agent):
         self.register_buffer("silent", silent, persistent=False)
 
     def config(self) -> dict:
-        return {"architecture": self.architecture, "hidden": self.hidden,
-                "embed": self.embedding.embedding_dim, "step_size": self.step_size,
-                "words": self.words, "feature_version": FEATURES_VERSION}
+        return {
+            "architecture": self.architecture,
+            "hidden": self.hidden,
+            "embed": self.embedding.embedding_dim,
+            "step_size": self.step_size,
+            "words": self.words,
+            "feature_version": FEATURES_VERSION,
+        }
 
     def _encode(self, steps: Tensor, step_mask: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
         x = self.project(steps)
@@ -92,8 +97,9 @@ class Speaker(Agent):
         scores = scores.masked_fill(~step_mask.unsqueeze(1), -1e9)
         return torch.bmm(torch.softmax(scores, -1), states)
 
-    def _step(self, word: Tensor, context: Tensor, h: Tensor, states: Tensor, keys: Tensor,
-              step_mask: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    def _step(
+        self, word: Tensor, context: Tensor, h: Tensor, states: Tensor, keys: Tensor, step_mask: Tensor
+    ) -> Tuple[Tensor, Tensor, Tensor]:
         # One decoder step for words [B]: -> (log-probs [B, V], new context, new h)
         x = torch.cat([self.embedding(word).unsqueeze(1), context], -1)
         y, h = self.decoder(x, h)
@@ -123,8 +129,9 @@ class Speaker(Agent):
         return (picked * token_mask.to(picked.dtype)).sum(1)
 
     @torch.jit.export
-    def sample(self, steps: Tensor, step_mask: Tensor, max_len: int, greedy: bool,
-               temperature: float, top_p: float = 1.0) -> Tuple[Tensor, Tensor]:
+    def sample(
+        self, steps: Tensor, step_mask: Tensor, max_len: int, greedy: bool, temperature: float, top_p: float = 1.0
+    ) -> Tuple[Tensor, Tensor]:
         states, keys, h = self._encode(steps, step_mask)
         b = steps.shape[0]
         word = torch.full((b,), self.bos, dtype=torch.long, device=steps.device)

@@ -27,8 +27,7 @@ from safetensors.torch import load_file, save_file
 
 from app.kinds.navigation.grammar import describe_path
 from app.kinds.navigation.house import generate_house, sample_paths
-from workers.navigation.features import (
-    FEATURES_VERSION, Vocabulary, World, pad_batch, stack_steps, tokenize)
+from workers.navigation.features import FEATURES_VERSION, Vocabulary, World, pad_batch, stack_steps, tokenize
 from workers.navigation.listener import Ensemble, Listener
 from workers.navigation.rerank import Worlds, follow_and_score, pick_device
 from workers.navigation.speaker import Speaker
@@ -80,8 +79,16 @@ def _seed_all(seed: int) -> None:
 # -- speaker ----------------------------------------------------------------------------------
 
 
-def train_speaker(data: Dataset, epochs: int = 20, hidden: int = 128, batch: int = 64, lr: float = 2e-3,
-                  seed: int = 0, device: str | None = None, progress: Progress | None = None) -> Speaker:
+def train_speaker(
+    data: Dataset,
+    epochs: int = 20,
+    hidden: int = 128,
+    batch: int = 64,
+    lr: float = 2e-3,
+    seed: int = 0,
+    device: str | None = None,
+    progress: Progress | None = None,
+) -> Speaker:
     _seed_all(seed)
     dev = pick_device(device)
     vocab = Vocabulary.build([t for e in data.examples for t in e.instructions])
@@ -94,7 +101,7 @@ def train_speaker(data: Dataset, epochs: int = 20, hidden: int = 128, batch: int
         rng.shuffle(pairs)
         total, count = 0.0, 0
         for start in range(0, len(pairs), batch):
-            chunk = pairs[start:start + batch]
+            chunk = pairs[start : start + batch]
             feats, fmask = stack_steps([steps[i] for i, _ in chunk])
             tokens, tmask = pad_batch([t for _, t in chunk])
             feats, fmask, tokens, tmask = feats.to(dev), fmask.to(dev), tokens.to(dev), tmask.to(dev)
@@ -110,9 +117,16 @@ def train_speaker(data: Dataset, epochs: int = 20, hidden: int = 128, batch: int
     return model.eval().cpu()
 
 
-def speaker_generate(model: Speaker, world: World, paths: Sequence[tuple[Sequence[str], float]], n: int = 0,
-                     greedy: bool = True, max_len: int = MAX_WORDS, temperature: float = 1.0,
-                     seed: int = 0) -> list[list[tuple[list[int], float]]]:
+def speaker_generate(
+    model: Speaker,
+    world: World,
+    paths: Sequence[tuple[Sequence[str], float]],
+    n: int = 0,
+    greedy: bool = True,
+    max_len: int = MAX_WORDS,
+    temperature: float = 1.0,
+    seed: int = 0,
+) -> list[list[tuple[list[int], float]]]:
     """Per path: the greedy instruction (when greedy) then n samples, each (token ids up to and
     with <eos>, log-probability under the speaker)."""
     torch.manual_seed(seed)
@@ -138,10 +152,10 @@ def bleu4(hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[Seq
         hyp_len += len(hyp)
         ref_len += min((len(r) for r in refs), key=lambda L: (abs(L - len(hyp)), L))
         for n in range(1, 5):
-            grams = Counter(tuple(hyp[i:i + n]) for i in range(len(hyp) - n + 1))
+            grams = Counter(tuple(hyp[i : i + n]) for i in range(len(hyp) - n + 1))
             most: Counter = Counter()
             for r in refs:
-                for g, c in Counter(tuple(r[i:i + n]) for i in range(len(r) - n + 1)).items():
+                for g, c in Counter(tuple(r[i : i + n]) for i in range(len(r) - n + 1)).items():
                     most[g] = max(most[g], c)
             matched[n - 1] += sum(min(c, most[g]) for g, c in grams.items())
             possible[n - 1] += max(len(hyp) - n + 1, 0)
@@ -179,13 +193,22 @@ def _next_hops(worlds: Worlds, data: Dataset) -> torch.Tensor:
         pred = torch.from_numpy(g.predecessors.astype(np.int64))
         n = len(g)
         block = torch.where(pred >= 0, pred + off, torch.arange(off, off + n).unsqueeze(0).expand(n, n))
-        hops[off:off + n, off:off + n] = block  # pred[goal, cur]: the step after cur towards goal
+        hops[off : off + n, off : off + n] = block  # pred[goal, cur]: the step after cur towards goal
     return hops.to(worlds.device)
 
 
-def train_listeners(data: Dataset, k: int = 1, epochs: int = 20, hidden: int = 128, batch: int = 64,
-                    lr: float = 2e-3, share: float = 0.9, seed: int = 0, device: str | None = None,
-                    progress: Progress | None = None) -> Ensemble:
+def train_listeners(
+    data: Dataset,
+    k: int = 1,
+    epochs: int = 20,
+    hidden: int = 128,
+    batch: int = 64,
+    lr: float = 2e-3,
+    share: float = 0.9,
+    seed: int = 0,
+    device: str | None = None,
+    progress: Progress | None = None,
+) -> Ensemble:
     """K listeners trained together; member j sees its own random `share` of the paths."""
     dev = pick_device(device)
     vocab = Vocabulary.build([t for e in data.examples for t in e.instructions])
@@ -209,7 +232,7 @@ def train_listeners(data: Dataset, k: int = 1, epochs: int = 20, hidden: int = 1
         student = epoch > 0
         total = 0.0
         for start in range(0, len(rows), batch):
-            chunk = rows[start:start + batch]
+            chunk = rows[start : start + batch]
             exs = [data.examples[i] for i, _ in chunk]
             tokens, tmask = pad_batch([vocab.encode(e.instructions[t], MAX_WORDS) for e, (_, t) in zip(exs, chunk)])
             tokens, tmask = tokens.to(dev), tmask.to(dev)
@@ -217,21 +240,42 @@ def train_listeners(data: Dataset, k: int = 1, epochs: int = 20, hidden: int = 1
             starts = torch.tensor([worlds.index(e.scan, e.path[:1])[0] for e in exs], device=dev)
             heading = torch.tensor([e.heading for e in exs], device=dev, dtype=torch.float32)
             weight = keep[:, [i for i, _ in chunk]].float()  # [K, B]
-            loss = _imitation_loss(ens, worlds, hops, tokens, tmask, starts, heading, goal, weight,
-                                   max_steps=max(len(e.path) for e in exs) + 3, student=student)
+            loss = _imitation_loss(
+                ens,
+                worlds,
+                hops,
+                tokens,
+                tmask,
+                starts,
+                heading,
+                goal,
+                weight,
+                max_steps=max(len(e.path) for e in exs) + 3,
+                student=student,
+            )
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params.values(), 1.0 * k)
             opt.step()
             total += float(loss.detach()) * len(chunk)
-        _log(progress, (epoch + 1) / epochs,
-             f"listeners epoch {epoch + 1}/{epochs}: loss {total / len(rows):.3f}")
+        _log(progress, (epoch + 1) / epochs, f"listeners epoch {epoch + 1}/{epochs}: loss {total / len(rows):.3f}")
     ens.params = {name: v.detach() for name, v in params.items()}
     return ens
 
 
-def _imitation_loss(ens: Ensemble, worlds: Worlds, hops: torch.Tensor, tokens, tmask, starts, heading, goal,
-                    weight, max_steps: int, student: bool) -> torch.Tensor:
+def _imitation_loss(
+    ens: Ensemble,
+    worlds: Worlds,
+    hops: torch.Tensor,
+    tokens,
+    tmask,
+    starts,
+    heading,
+    goal,
+    weight,
+    max_steps: int,
+    student: bool,
+) -> torch.Tensor:
     states, h = ens.encode(tokens, tmask)
     k, b = h.shape[0], h.shape[1]
     cur = starts.unsqueeze(0).expand(k, b).contiguous()
@@ -246,8 +290,9 @@ def _imitation_loss(ens: Ensemble, worlds: Worlds, hops: torch.Tensor, tokens, t
         want = hops[goal.unsqueeze(0).expand(k, b), cur]  # the expert's next viewpoint
         at_goal = want == cur
         target = torch.where(at_goal, torch.full_like(cur, a), (nb == want.unsqueeze(-1)).float().argmax(-1))
-        ce = torch.nn.functional.cross_entropy(logits.reshape(-1, a + 1), target.reshape(-1),
-                                               reduction="none").reshape(k, b)
+        ce = torch.nn.functional.cross_entropy(logits.reshape(-1, a + 1), target.reshape(-1), reduction="none").reshape(
+            k, b
+        )
         losses = losses + ce * active
         if student:
             with torch.no_grad():
@@ -279,8 +324,11 @@ def evaluate_listeners(ens: Ensemble, data: Dataset, vocab_words: Sequence[str] 
     r = follow_and_score(ens, worlds, instr, starts, heads, refs, rollouts=1, greedy=True)
     sr = r.success.float().mean(dim=(1, 2))
     ndtw = r.per_rollout.mean(dim=(1, 2))
-    return {"success_rate": [round(float(x), 4) for x in sr], "ndtw": [round(float(x), 4) for x in ndtw],
-            "instructions": len(instr)}
+    return {
+        "success_rate": [round(float(x), 4) for x in sr],
+        "ndtw": [round(float(x), 4) for x in ndtw],
+        "instructions": len(instr),
+    }
 
 
 # -- files ------------------------------------------------------------------------------------
@@ -314,4 +362,3 @@ def load_model(weights: str | Path | bytes, config: dict) -> torch.nn.Module:
     state = load_bytes(weights) if isinstance(weights, bytes) else load_file(str(weights))
     model.load_state_dict(state)
     return model.eval()
-

@@ -19,12 +19,10 @@ from sqlalchemy.orm import Session
 
 from app.kinds.navigation.grammar import describe_path
 from app.kinds.navigation.house import generate_house, sample_paths
-from workers.navigation.features import (
-    FEATURES_VERSION, Vocabulary, World, pad_batch, stack_steps)
+from workers.navigation.features import FEATURES_VERSION, Vocabulary, World, pad_batch, stack_steps
 from app.kinds.navigation.architectures import check_vocabulary
 from workers.navigation.loading import LOADER
-from workers.validation import Invalid, call_checked, check_interface, record_validation, \
-    sandboxed_verdict
+from workers.validation import Invalid, call_checked, check_interface, record_validation, sandboxed_verdict
 
 BATCH = 3  # paths in the test batch
 MAX_LEN = 12  # words sampled per instruction in the test
@@ -67,8 +65,9 @@ def check_common(model: torch.nn.Module, role: str) -> Vocabulary:
     check_interface(model, INTERFACES[role], f"a {role}", "docs/agents.md")
     version = call_checked(model, "feature_version")
     if version != FEATURES_VERSION:  # its text is the model's: not repeated
-        raise Invalid(f"feature_version() does not return {FEATURES_VERSION!r}, the layout this "
-                      "platform builds (docs/agents.md)")
+        raise Invalid(
+            f"feature_version() does not return {FEATURES_VERSION!r}, the layout this platform builds (docs/agents.md)"
+        )
     words = check_vocabulary(call_checked(model, "vocabulary"))
     if isinstance(words, str):
         raise Invalid(f"vocabulary() {words}")
@@ -97,11 +96,16 @@ def check_speaker(model: torch.nn.Module, vocab: Vocabulary) -> str:
     for greedy in (True, False):
         out = call_checked(model, "sample", steps, step_mask, MAX_LEN, greedy, 1.0)
         sampled, logp = _pair("sample", out)
-        if not isinstance(sampled, torch.Tensor) or sampled.dim() != 2 or sampled.shape[0] != b \
-                or not 1 <= sampled.shape[1] <= MAX_LEN:
+        if (
+            not isinstance(sampled, torch.Tensor)
+            or sampled.dim() != 2
+            or sampled.shape[0] != b
+            or not 1 <= sampled.shape[1] <= MAX_LEN
+        ):
             got = _shape(sampled) if isinstance(sampled, torch.Tensor) else type(sampled).__name__
-            raise Invalid(f"sample() returned tokens of shape {got}, expected [{b}, L] with "
-                          f"1 <= L <= max_len = {MAX_LEN}")
+            raise Invalid(
+                f"sample() returned tokens of shape {got}, expected [{b}, L] with 1 <= L <= max_len = {MAX_LEN}"
+            )
         _tensor("sample", "tokens", sampled, tuple(sampled.shape), False)
         if bool(((sampled < 0) | (sampled >= v)).any()):
             raise Invalid(f"sample() returned word ids outside the vocabulary (0..{v - 1})")
@@ -146,11 +150,11 @@ def check_listener(model: torch.nn.Module, vocab: Vocabulary) -> str:
     return f"listener with {v} words: encode() and act() ran on {b} instructions for {ACT_STEPS} steps"
 
 
-def validate_bytes(role: str, fmt: str, data: bytes, config: dict | None,
-                   limits: dict | None = None) -> str:
+def validate_bytes(role: str, fmt: str, data: bytes, config: dict | None, limits: dict | None = None) -> str:
     """The verdict for a valid artifact; raises Invalid with the verdict otherwise. Every
     format runs sandboxed here: a safetensors upload that passes is known to load and run
     within the limits, so generation may run it in-process (loading.load_artifact)."""
+
     def check(model) -> str:
         vocab = check_common(model, role)
         return check_speaker(model, vocab) if role == "speaker" else check_listener(model, vocab)

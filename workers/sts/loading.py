@@ -6,6 +6,7 @@ checked tensor by tensor against the config before they are loaded.
 from __future__ import annotations
 
 import torch
+
 # Imported here, before the sandbox's lock: once it is on, no module file can be opened.
 from safetensors.torch import load
 

@@ -19,8 +19,17 @@ from torch import Tensor, nn
 
 from app.kinds.sts.architectures import expected_shapes
 from app.kinds.sts.env import ACTIONS
-from app.kinds.sts.observations import COLOURS, N_DIRECTIONS, OBJECTS, PAD, STATES, VIEW, VOCAB_VERSION, WORDS, \
-    encode_missions
+from app.kinds.sts.observations import (
+    COLOURS,
+    N_DIRECTIONS,
+    OBJECTS,
+    PAD,
+    STATES,
+    VIEW,
+    VOCAB_VERSION,
+    WORDS,
+    encode_missions,
+)
 from workers.artifacts import weights_into
 
 ARCHITECTURE = "film-cnn-gru"
@@ -44,12 +53,22 @@ class FilmPolicy(nn.Module):
         self.film1 = nn.Linear(hidden, 2 * channels)
         self.film2 = nn.Linear(hidden, 2 * channels)
         self.direction = nn.Embedding(N_DIRECTIONS, embed)
-        self.head = nn.Sequential(nn.Linear(channels * VIEW * VIEW + embed, hidden), nn.ReLU(),
-                                  nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, len(ACTIONS)))
+        self.head = nn.Sequential(
+            nn.Linear(channels * VIEW * VIEW + embed, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, len(ACTIONS)),
+        )
 
     def config(self) -> dict:
-        return {"architecture": self.architecture, "vocab_version": VOCAB_VERSION, "embed": self.embed,
-                "channels": self.channels, "hidden": self.hidden}
+        return {
+            "architecture": self.architecture,
+            "vocab_version": VOCAB_VERSION,
+            "embed": self.embed,
+            "channels": self.channels,
+            "hidden": self.hidden,
+        }
 
     @torch.jit.export
     def vocab_version(self) -> str:
@@ -66,9 +85,11 @@ class FilmPolicy(nn.Module):
     def act(self, image: Tensor, direction: Tensor, mission: Tensor) -> Tensor:
         cells = image.long()
         # minigrid's indices are in range; clamped so that no input can index out of a table
-        x = (self.objects(cells[..., 0].clamp(0, self.limits[0]))
-             + self.colours(cells[..., 1].clamp(0, self.limits[1]))
-             + self.states(cells[..., 2].clamp(0, self.limits[2])))
+        x = (
+            self.objects(cells[..., 0].clamp(0, self.limits[0]))
+            + self.colours(cells[..., 1].clamp(0, self.limits[1]))
+            + self.states(cells[..., 2].clamp(0, self.limits[2]))
+        )
         x = x.permute(0, 3, 1, 2)  # [B, embed, x, y]
         m = self._mission(mission)
         g1, b1 = self.film1(m).chunk(2, -1)
@@ -91,8 +112,13 @@ def build(config: dict, state: dict[str, Tensor]) -> FilmPolicy:
         raise ValueError(f"vocab_version must be {VOCAB_VERSION!r}")
     shapes = expected_shapes(config)  # torch-free, so checked before anything is allocated
     sizes = ", ".join(f"{k} {config[k]}" for k in ("embed", "channels", "hidden"))
-    return weights_into(lambda: FilmPolicy(int(config["embed"]), int(config["channels"]), int(config["hidden"])),
-                        state, shapes, ARCHITECTURE, sizes)
+    return weights_into(
+        lambda: FilmPolicy(int(config["embed"]), int(config["channels"]), int(config["hidden"])),
+        state,
+        shapes,
+        ARCHITECTURE,
+        sizes,
+    )
 
 
 def observation_tensors(batch_obs: dict, cache: dict | None = None) -> tuple[Tensor, Tensor, Tensor]:
@@ -119,19 +145,27 @@ class TorchPolicy:
         out = []
         for s in range(0, image.shape[0], self.max_batch):
             # each chunk padded to its own longest mission: padding never changes an answer
-            m = mission[s:s + self.max_batch]
+            m = mission[s : s + self.max_batch]
             m = m[:, : max(1, int((m != PAD).sum(1).max()))]
             with torch.no_grad():
-                out.append(self.model.act(image[s:s + self.max_batch].to(self.device),
-                                          direction[s:s + self.max_batch].to(self.device),
-                                          m.to(self.device)).float().cpu())
+                out.append(
+                    self.model.act(
+                        image[s : s + self.max_batch].to(self.device),
+                        direction[s : s + self.max_batch].to(self.device),
+                        m.to(self.device),
+                    )
+                    .float()
+                    .cpu()
+                )
         return torch.cat(out)
 
     def __call__(self, batch_obs: dict) -> np.ndarray:
         logits = self.logits(batch_obs)
         if tuple(logits.shape) != (len(batch_obs["mission"]), len(ACTIONS)):
-            raise ValueError(f"the policy answered logits of shape {list(logits.shape)}, expected "
-                             f"[{len(batch_obs['mission'])}, {len(ACTIONS)}]")
+            raise ValueError(
+                f"the policy answered logits of shape {list(logits.shape)}, expected "
+                f"[{len(batch_obs['mission'])}, {len(ACTIONS)}]"
+            )
         return torch.softmax(logits.double(), -1).numpy()
 
     def close(self) -> None:

@@ -50,8 +50,9 @@ class Demonstrations:
         return len(self.action)
 
 
-def demonstrations(levels: Sequence[str], seeds: Sequence[int], simulator: Simulator | None = None,
-                   progress: Progress | None = None) -> Demonstrations:
+def demonstrations(
+    levels: Sequence[str], seeds: Sequence[int], simulator: Simulator | None = None, progress: Progress | None = None
+) -> Demonstrations:
     sim = simulator or get_simulator()
     images, directions, missions, actions, skipped = [], [], [], [], []
     episodes = 0
@@ -73,8 +74,14 @@ def demonstrations(levels: Sequence[str], seeds: Sequence[int], simulator: Simul
                 progress(1)
     if not actions:
         raise ValueError("the expert succeeded on none of the episodes: no demonstrations")
-    return Demonstrations(np.stack(images).astype(np.uint8), np.array(directions, dtype=np.int64),
-                          encode_missions(missions), np.array(actions, dtype=np.int64), episodes, skipped)
+    return Demonstrations(
+        np.stack(images).astype(np.uint8),
+        np.array(directions, dtype=np.int64),
+        encode_missions(missions),
+        np.array(actions, dtype=np.int64),
+        episodes,
+        skipped,
+    )
 
 
 def seed_all(seed: int) -> None:
@@ -86,14 +93,27 @@ def seed_all(seed: int) -> None:
 def _batch(data: Demonstrations, index: np.ndarray, dev: torch.device):
     mission = data.mission[index]
     mission = mission[:, : max(1, int((mission != 0).sum(1).max()))]
-    return (torch.from_numpy(data.image[index]).to(dev), torch.from_numpy(data.direction[index]).to(dev),
-            torch.from_numpy(mission).to(dev), torch.from_numpy(data.action[index]).to(dev))
+    return (
+        torch.from_numpy(data.image[index]).to(dev),
+        torch.from_numpy(data.direction[index]).to(dev),
+        torch.from_numpy(mission).to(dev),
+        torch.from_numpy(data.action[index]).to(dev),
+    )
 
 
-def train_policy(data: Demonstrations, *, embed: int = 32, channels: int = 64, hidden: int = 128,
-                 epochs: int = 10, batch: int = 128, lr: float = 1e-3, seed: int = 0,
-                 device: str | torch.device = "cpu",
-                 progress: Callable[[int, float], None] | None = None) -> FilmPolicy:
+def train_policy(
+    data: Demonstrations,
+    *,
+    embed: int = 32,
+    channels: int = 64,
+    hidden: int = 128,
+    epochs: int = 10,
+    batch: int = 128,
+    lr: float = 1e-3,
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+    progress: Callable[[int, float], None] | None = None,
+) -> FilmPolicy:
     """Cross-entropy on the expert's actions; `progress(epoch, mean loss)` after each epoch.
     The same seed gives the same weights (on the CPU; CUDA's GRU kernels may differ in the
     last bits)."""
@@ -106,7 +126,7 @@ def train_policy(data: Demonstrations, *, embed: int = 32, channels: int = 64, h
         perm = order.permutation(len(data))
         total = 0.0
         for start in range(0, len(perm), batch):
-            image, direction, mission, action = _batch(data, perm[start:start + batch], dev)
+            image, direction, mission, action = _batch(data, perm[start : start + batch], dev)
             loss = torch.nn.functional.cross_entropy(model.act(image, direction, mission), action)
             opt.zero_grad()
             loss.backward()
@@ -119,8 +139,9 @@ def train_policy(data: Demonstrations, *, embed: int = 32, channels: int = 64, h
 
 
 @torch.no_grad()
-def action_accuracy(model: FilmPolicy, data: Demonstrations, device: str | torch.device = "cpu",
-                    batch: int = 512) -> float:
+def action_accuracy(
+    model: FilmPolicy, data: Demonstrations, device: str | torch.device = "cpu", batch: int = 512
+) -> float:
     """The share of the expert's actions that the policy ranks first."""
     dev = torch.device(device)
     model = model.to(dev).eval()
@@ -132,8 +153,9 @@ def action_accuracy(model: FilmPolicy, data: Demonstrations, device: str | torch
     return right / len(data)
 
 
-def episode_jobs(levels: Sequence[str], seeds: Sequence[int], simulator: Simulator | None = None,
-                 seed: int = 0) -> list[Job]:
+def episode_jobs(
+    levels: Sequence[str], seeds: Sequence[int], simulator: Simulator | None = None, seed: int = 0
+) -> list[Job]:
     """Whole episodes as continuations: no context (takeover 0), as long as the level allows.
     Each samples with its own seed (`seed` + its index), so any policy meets the same draws."""
     sim = simulator or get_simulator()
@@ -145,16 +167,20 @@ def episode_jobs(levels: Sequence[str], seeds: Sequence[int], simulator: Simulat
     return jobs
 
 
-def success_rate(policy, jobs: Sequence[Job], simulator: Simulator | None = None, batch_size: int = 64,
-                 progress=None) -> dict:
+def success_rate(
+    policy, jobs: Sequence[Job], simulator: Simulator | None = None, batch_size: int = 64, progress=None
+) -> dict:
     """The share of jobs the policy completes, overall and per level (batched rollout)."""
     results = rollout_batched(list(jobs), policy, simulator, batch_size=batch_size, progress=progress)
     per: dict[str, list[bool]] = {}
     for job, c in zip(jobs, results):
         per.setdefault(job.recording.level, []).append(c.success_step is not None)
     wins = [w for v in per.values() for w in v]
-    return {"episodes": len(wins), "success": sum(wins) / len(wins),
-            "per_level": {lv: sum(v) / len(v) for lv, v in per.items()}}
+    return {
+        "episodes": len(wins),
+        "success": sum(wins) / len(wins),
+        "per_level": {lv: sum(v) / len(v) for lv, v in per.items()},
+    }
 
 
 def save_policy(model: FilmPolicy, folder: str | Path, name: str = "policy") -> tuple[Path, Path]:
@@ -176,10 +202,23 @@ def load_policy(weights: str | Path | bytes, config: dict) -> FilmPolicy:
     return load_bytes("safetensors", data, config)
 
 
-def run_training(*, levels: Sequence[str] = DEFAULT_LEVELS, episodes: int = 200, held_out: int = 50,
-                 epochs: int = 10, embed: int = 32, channels: int = 64, hidden: int = 128, batch: int = 128,
-                 lr: float = 1e-3, seed: int = 0, device: str = "cpu", out: str | Path = "var/models",
-                 name: str = "policy", echo: Callable[[str], None] = print) -> dict:
+def run_training(
+    *,
+    levels: Sequence[str] = DEFAULT_LEVELS,
+    episodes: int = 200,
+    held_out: int = 50,
+    epochs: int = 10,
+    embed: int = 32,
+    channels: int = 64,
+    hidden: int = 128,
+    batch: int = 128,
+    lr: float = 1e-3,
+    seed: int = 0,
+    device: str = "cpu",
+    out: str | Path = "var/models",
+    name: str = "policy",
+    echo: Callable[[str], None] = print,
+) -> dict:
     """The whole command: demonstrations, training, held-out quality, files. Progress bars on
     stderr (tqdm), results through `echo`."""
     from tqdm import tqdm
@@ -189,15 +228,33 @@ def run_training(*, levels: Sequence[str] = DEFAULT_LEVELS, episodes: int = 200,
     with tqdm(total=len(levels) * (episodes + held_out), desc="expert episodes", unit="episode") as bar:
         train = demonstrations(levels, range(episodes), sim, progress=bar.update)
         test = demonstrations(levels, range(HELD_OUT_SEEDS, HELD_OUT_SEEDS + held_out), sim, progress=bar.update)
-    echo(f"{len(train)} expert steps from {train.episodes} training episodes, {len(test)} from "
-         f"{test.episodes} held-out ones" + (f" (the expert failed on {len(train.skipped) + len(test.skipped)}, "
-                                             "left out)" if train.skipped or test.skipped else ""))
+    echo(
+        f"{len(train)} expert steps from {train.episodes} training episodes, {len(test)} from "
+        f"{test.episodes} held-out ones"
+        + (
+            f" (the expert failed on {len(train.skipped) + len(test.skipped)}, left out)"
+            if train.skipped or test.skipped
+            else ""
+        )
+    )
     with tqdm(total=epochs, desc="training", unit="epoch") as bar:
+
         def epoch(_n: int, loss: float) -> None:
             bar.set_postfix_str(f"loss {loss:.3f}")
             bar.update(1)
-        model = train_policy(train, embed=embed, channels=channels, hidden=hidden, epochs=epochs, batch=batch,
-                             lr=lr, seed=seed, device=device, progress=epoch)
+
+        model = train_policy(
+            train,
+            embed=embed,
+            channels=channels,
+            hidden=hidden,
+            epochs=epochs,
+            batch=batch,
+            lr=lr,
+            seed=seed,
+            device=device,
+            progress=epoch,
+        )
     accuracy = action_accuracy(model, test, device)
     train_accuracy = action_accuracy(model, train, device)
     chance = float(np.bincount(test.action, minlength=len(ACTIONS)).max() / len(test))
@@ -207,18 +264,33 @@ def run_training(*, levels: Sequence[str] = DEFAULT_LEVELS, episodes: int = 200,
         with tqdm(total=len(jobs), desc=f"held-out episodes ({label})", unit="episode") as bar:
             rates[label] = success_rate(policy, jobs, sim, progress=lambda d, _t: bar.update(d - bar.n))
     model.cpu()
-    echo(f"held-out action accuracy: {accuracy:.1%} (training {train_accuracy:.1%}; the most common "
-         f"expert action alone: {chance:.1%})")
-    echo(f"held-out success rate over {len(jobs)} episodes, actions sampled: {rates['policy']['success']:.1%} "
-         f"(random policy: {rates['random']['success']:.1%})")
+    echo(
+        f"held-out action accuracy: {accuracy:.1%} (training {train_accuracy:.1%}; the most common "
+        f"expert action alone: {chance:.1%})"
+    )
+    echo(
+        f"held-out success rate over {len(jobs)} episodes, actions sampled: {rates['policy']['success']:.1%} "
+        f"(random policy: {rates['random']['success']:.1%})"
+    )
     for level in levels:
         echo(f"  {level}: {rates['policy']['per_level'][level]:.1%} (random {rates['random']['per_level'][level]:.1%})")
     weights, config = save_policy(model, out, name)
     echo(f"wrote {weights} and {config}")
-    report = {"levels": levels, "episodes": episodes, "held_out": held_out, "epochs": epochs, "seed": seed,
-              **model.config(), "train_steps": len(train), "held_out_steps": len(test),
-              "skipped": train.skipped + test.skipped, "action_accuracy": accuracy,
-              "train_action_accuracy": train_accuracy, "majority_action_accuracy": chance,
-              "success_rate": rates["policy"], "random_success_rate": rates["random"]}
+    report = {
+        "levels": levels,
+        "episodes": episodes,
+        "held_out": held_out,
+        "epochs": epochs,
+        "seed": seed,
+        **model.config(),
+        "train_steps": len(train),
+        "held_out_steps": len(test),
+        "skipped": train.skipped + test.skipped,
+        "action_accuracy": accuracy,
+        "train_action_accuracy": train_accuracy,
+        "majority_action_accuracy": chance,
+        "success_rate": rates["policy"],
+        "random_success_rate": rates["random"],
+    }
     (Path(out) / f"{name}-quality.json").write_text(json.dumps(report, indent=1))
     return report

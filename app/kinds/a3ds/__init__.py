@@ -23,7 +23,8 @@ CAPTIONS_AS_OUTPUTS = (
     "this is a captions file, not a listener's picks: captions make a study of their own (a new "
     "A3DS study from the captions format), or a captioner agent's run adds its captions to this "
     "study as items (Captioner runs, on the study page); an agent's outputs here are its picks, "
-    '{"item": id, "choice": "1" | "2"} a line')
+    '{"item": id, "choice": "1" | "2"} a line'
+)
 
 
 class Pick(BaseModel):
@@ -56,30 +57,35 @@ class ReferenceGame(TaskKind):
     item_noun: ClassVar[str] = "Picture pair"
     # "Can't tell" is offered unless the study's cant_tell option is 0 (import_items); the
     # instructions are the kind's, so they say "when offered".
-    keyboard_hint: ClassVar[str] = ("1 or Left arrow: the left picture, 2 or Right arrow: the right one, "
-                                    "0: can't tell (when offered), Enter: next.")
+    keyboard_hint: ClassVar[str] = (
+        "1 or Left arrow: the left picture, 2 or Right arrow: the right one, 0: can't tell (when offered), Enter: next."
+    )
     item_formats: ClassVar[tuple[str, ...]] = ("design", "captions")
     position: ClassVar[int] = 50
     format_labels: ClassVar[dict[str, str]] = {
         "design": 'Study design (JSON: {"pairs": {"random": n, "z": {"1": n, ..., "6": n}, "named": '
-                  '[{"features": [...], "count": n}]}, "speakers": ["literal", "short", "contrastive", '
-                  '"minimal"], "seed": 0, "gold": n})',
-        "captions": f"Captions to judge (JSONL, one pair a line: {CAPTIONS_LINE})"}
+        '[{"features": [...], "count": n}]}, "speakers": ["literal", "short", "contrastive", '
+        '"minimal"], "seed": 0, "gold": n})',
+        "captions": f"Captions to judge (JSONL, one pair a line: {CAPTIONS_LINE})",
+    }
     # gold_count: imported captions that name a contrastive feature clearly serve as gold (a
     # design's "gold" adds pairs of its own); cant_tell 1: the worker may answer "can't tell".
     option_fields: ClassVar[dict[str, tuple]] = {"gold_count": ("int", 0, 10000), "cant_tell": ("int", 0, 1)}
     option_labels: ClassVar[dict[str, str]] = {
         "gold_count": "Gold pairs among uploaded captions (ones that name a telling feature; blank: none)",
-        "cant_tell": "Workers may answer “can't tell”"}
+        "cant_tell": "Workers may answer “can't tell”",
+    }
     # The upload preview's scene pictures (/a3ds/scenes/<id>) need the session.
     preview_needs_session: ClassVar[bool] = True
     form_help: ClassVar[str] = (
         "Workers see a caption and two pictures and pick the one it describes. A design generates "
-        "the pairs and the built-in speakers' captions; or upload captions to judge. See docs/kinds/a3ds.md.")
+        "the pairs and the built-in speakers' captions; or upload captions to judge. See docs/kinds/a3ds.md."
+    )
     default_instructions: ClassVar[str] = (
         "Read the caption and pick the picture it describes: click it, or press 1 or the left arrow for the "
         "left one, 2 or the right arrow for the right one. If the caption fits both pictures or neither, "
-        "press 0: “Can't tell” (when the page offers it). Enter goes on.")
+        "press 0: “Can't tell” (when the page offers it). Enter goes on."
+    )
     outputs_label: ClassVar[str] = 'A listener\'s picks (JSONL: {"item": id, "choice": "1"|"2"})'
 
     # Captioners as models (docs/kinds/a3ds.md, "Captioner models"): uploaded or trained; a
@@ -92,9 +98,9 @@ class ReferenceGame(TaskKind):
     }
     job_queues: ClassVar[dict[str, str]] = {"validate": "models", "generate": "models", "train": "models"}
     artifact_roles: ClassVar[tuple[str, ...]] = ("captioner",)
-    artifact_help: ClassVar[str] = ("an A3DS captioner (the two 64 x 64 scenes, target and distractor, to caption "
-                                    "token ids, docs/kinds/a3ds.md)")
-
+    artifact_help: ClassVar[str] = (
+        "an A3DS captioner (the two 64 x 64 scenes, target and distractor, to caption token ids, docs/kinds/a3ds.md)"
+    )
 
     parts: ClassVar[dict[str, str | tuple[str, ...]]] = {
         "agent_runs": "app.kinds.a3ds.generation:CaptionerRuns",
@@ -112,8 +118,7 @@ class ReferenceGame(TaskKind):
         return out
 
     def public_payload(self, payload: dict) -> dict:
-        return {"scenes": payload["scenes"], "caption": payload["caption"],
-                "cant_tell": bool(payload.get("cant_tell"))}
+        return {"scenes": payload["scenes"], "caption": payload["caption"], "cant_tell": bool(payload.get("cant_tell"))}
 
     def score(self, payload, reference, response):
         if not reference:
@@ -154,15 +159,22 @@ class ReferenceGame(TaskKind):
             gold_ids = set(clear[:n_gold])
         for p, m in scored:
             by_captioner[p.captioner] = by_captioner.get(p.captioner, 0) + 1
-            items.append(self._item(p.id, p.pair, p.caption, p.captioner, p.design, m, seed, cant_tell,
-                                    gold=p.id in gold_ids))
+            items.append(
+                self._item(p.id, p.pair, p.caption, p.captioner, p.design, m, seed, cant_tell, gold=p.id in gold_ids)
+            )
         for ident, pair, caption in gold_pairs:
             m = score_mentions(pair, parse(caption, pair.target)).stored()
             items.append(self._item(ident, pair, caption, "gold", "gold", m, seed, cant_tell, gold=True))
-        return ImportResult(items=items, kind_settings={"seed": seed, "cant_tell": cant_tell},
-                            summary={"pairs": len(pairs), "gold": sum(i.is_gold for i in items),
-                                     "captioners": by_captioner,
-                                     "by_z": {z: sum(i.category == str(z) for i in items) for z in range(1, 7)}})
+        return ImportResult(
+            items=items,
+            kind_settings={"seed": seed, "cant_tell": cant_tell},
+            summary={
+                "pairs": len(pairs),
+                "gold": sum(i.is_gold for i in items),
+                "captioners": by_captioner,
+                "by_z": {z: sum(i.category == str(z) for i in items) for z in range(1, 7)},
+            },
+        )
 
     @staticmethod
     def _item(ident, pair, caption, captioner, design, metrics, seed, cant_tell, gold) -> ItemSpec:
@@ -173,15 +185,26 @@ class ReferenceGame(TaskKind):
         return ItemSpec(
             external_id=ident,
             payload={"scenes": scenes, "caption": caption, "cant_tell": cant_tell},
-            reference={"target": 2 if flip else 1, "target_id": pair.target, "distractor_id": pair.distractor,
-                       "captioner": captioner, "design": design, "metrics": metrics},
-            is_gold=gold, source="gold" if gold else "agent",
+            reference={
+                "target": 2 if flip else 1,
+                "target_id": pair.target,
+                "distractor_id": pair.distractor,
+                "captioner": captioner,
+                "design": design,
+                "metrics": metrics,
+            },
+            is_gold=gold,
+            source="gold" if gold else "agent",
             # One worker never sees one pair twice (the second caption would be read knowing
             # the first pair's answer).
-            category=str(pair.z), cluster=f"{pair.target}-{pair.distractor}", exclusion_group=f"pair:{a}-{b}")
+            category=str(pair.z),
+            cluster=f"{pair.target}-{pair.distractor}",
+            exclusion_group=f"pair:{a}-{b}",
+        )
 
-    def import_agent_outputs(self, data: bytes, known_ids: set[str],
-                             payloads: dict[str, dict] | None = None) -> dict[str, dict]:
+    def import_agent_outputs(
+        self, data: bytes, known_ids: set[str], payloads: dict[str, dict] | None = None
+    ) -> dict[str, dict]:
         """A model listener's picks: JSONL {"item": external id, "choice": "1" | "2"}."""
         from app.textfiles import jsonl_objects
 
@@ -221,12 +244,23 @@ class ReferenceGame(TaskKind):
     def demo(self) -> dict:
         import json
 
-        design = {"pairs": {"z": {"1": 2, "2": 2, "3": 1, "6": 1}}, "speakers": ["literal", "short", "contrastive"],
-                  "seed": 1, "gold": 2}
-        return {"items": json.dumps(design).encode(), "format": "design",
-                "settings": {"bundle_size": 6, "gold_rate": 0.2, "annotations_per_item": 2,
-                             "instructions": self.default_instructions},
-                "simulate": _demo_listeners}
+        design = {
+            "pairs": {"z": {"1": 2, "2": 2, "3": 1, "6": 1}},
+            "speakers": ["literal", "short", "contrastive"],
+            "seed": 1,
+            "gold": 2,
+        }
+        return {
+            "items": json.dumps(design).encode(),
+            "format": "design",
+            "settings": {
+                "bundle_size": 6,
+                "gold_rate": 0.2,
+                "annotations_per_item": 2,
+                "instructions": self.default_instructions,
+            },
+            "simulate": _demo_listeners,
+        }
 
 
 def _demo_listeners(session, study, researcher) -> None:
@@ -235,6 +269,7 @@ def _demo_listeners(session, study, researcher) -> None:
     from app.demo import simulate_task
 
     for i, accuracy in enumerate((0.95, 0.85, 0.75, 0.6)):
+
         def answer(item, rng, accuracy=accuracy):
             target = str(item.reference["target"])
             return {"choice": target if rng.random() < accuracy else ("2" if target == "1" else "1")}

@@ -76,22 +76,30 @@ def encode(caption: str, words: list[str]) -> list[int]:
 
 def check_config(role: str, config: object) -> dict:
     """The config of the built-in captioner; each problem names its field."""
-    check_architecture(role, config, ARCHITECTURES, MAX_SIZES,
-                       "captioner.json, which `proctor train a3ds-captioner` writes beside captioner.safetensors")
+    check_architecture(
+        role,
+        config,
+        ARCHITECTURES,
+        MAX_SIZES,
+        "captioner.json, which `proctor train a3ds-captioner` writes beside captioner.safetensors",
+    )
     words = check_vocabulary(config.get("words"))
     if isinstance(words, str):
         raise InputError(f"words (the vocabulary) {words}", field="config.words")
     if not isinstance(config.get("with_distractor"), bool):
-        raise InputError("with_distractor must be true (the captioner sees the distractor) or false",
-                         field="config.with_distractor")
+        raise InputError(
+            "with_distractor must be true (the captioner sees the distractor) or false", field="config.with_distractor"
+        )
     length = config.get("max_length")
     if isinstance(length, bool) or not isinstance(length, int) or not 1 <= length <= MAX_CAPTION_TOKENS:
-        raise InputError(f"max_length must be an integer from 1 to {MAX_CAPTION_TOKENS}, got {length!r}",
-                         field="config.max_length")
+        raise InputError(
+            f"max_length must be an integer from 1 to {MAX_CAPTION_TOKENS}, got {length!r}", field="config.max_length"
+        )
     unknown = sorted(set(config) - set(FIELDS))
     if unknown:
-        raise InputError(f"unknown config field {unknown[0]!r}: the fields are {', '.join(FIELDS)}",
-                         field=f"config.{unknown[0]}")
+        raise InputError(
+            f"unknown config field {unknown[0]!r}: the fields are {', '.join(FIELDS)}", field=f"config.{unknown[0]}"
+        )
     return {k: config[k] for k in FIELDS}
 
 
@@ -101,13 +109,23 @@ def expected_shapes(config: dict) -> dict[str, tuple[int, ...]]:
     e, h, c, v = int(config["embed"]), int(config["hidden"]), int(config["channels"]), len(config["words"])
     seen = 2 if config["with_distractor"] else 1
     return {
-        "conv1.weight": (c, 3, 4, 4), "conv1.bias": (c,), "conv2.weight": (2 * c, c, 4, 4), "conv2.bias": (2 * c,),
-        "conv3.weight": (2 * c, 2 * c, 4, 4), "conv3.bias": (2 * c,),
-        "conv4.weight": (2 * c, 2 * c, 4, 4), "conv4.bias": (2 * c,),
-        "project.weight": (h, 2 * c * 16), "project.bias": (h,),
-        "init.weight": (h, seen * h), "init.bias": (h,),
+        "conv1.weight": (c, 3, 4, 4),
+        "conv1.bias": (c,),
+        "conv2.weight": (2 * c, c, 4, 4),
+        "conv2.bias": (2 * c,),
+        "conv3.weight": (2 * c, 2 * c, 4, 4),
+        "conv3.bias": (2 * c,),
+        "conv4.weight": (2 * c, 2 * c, 4, 4),
+        "conv4.bias": (2 * c,),
+        "project.weight": (h, 2 * c * 16),
+        "project.bias": (h,),
+        "init.weight": (h, seen * h),
+        "init.bias": (h,),
         "tokens.weight": (v, e),
-        "gru.weight_ih_l0": (3 * h, e + h), "gru.weight_hh_l0": (3 * h, h), "gru.bias_ih_l0": (3 * h,),
+        "gru.weight_ih_l0": (3 * h, e + h),
+        "gru.weight_hh_l0": (3 * h, h),
+        "gru.bias_ih_l0": (3 * h,),
         "gru.bias_hh_l0": (3 * h,),
-        "out.weight": (v, h), "out.bias": (v,),
+        "out.weight": (v, h),
+        "out.bias": (v,),
     }

@@ -17,8 +17,7 @@ from app.kinds.a3ds.scenes import FEATURES, HUES, WORDS, factors
 
 # Words of the grammars that name no feature (and "object", the contrastive speaker's head
 # noun when the shape is not worth naming).
-FUNCTION_WORDS = frozenset("a an the there is on in front of floor wall standing picture shows object "
-                           "and".split())
+FUNCTION_WORDS = frozenset("a an the there is on in front of floor wall standing picture shows object and".split())
 HEAD_NOUNS = frozenset(WORDS["shape"]) | frozenset(WORDS["scale"]) | {"object"}
 
 
@@ -60,7 +59,7 @@ def _hue_role(words: list[str], start: int, end: int) -> str | None:
         return "wall_hue"
     if after in HEAD_NOUNS:
         return "object_hue"
-    before = words[max(0, start - 4):start]
+    before = words[max(0, start - 4) : start]
     if before[-1:] == ["on"]:
         return "floor_hue"
     if before[-4:] == ["in", "front", "of", "a"] or before[-3:] == ["in", "front", "of"]:
@@ -91,11 +90,11 @@ def parse(caption: str, target: int | None = None) -> Parsed:
     while i < len(words):
         for phrase, feature, values in PHRASES:
             n = len(phrase)
-            if tuple(words[i:i + n]) == phrase:
+            if tuple(words[i : i + n]) == phrase:
                 if feature == "hue":
                     feature = _hue_role(words, i, i + n) or _unique_hue_role(target, next(iter(values)))
                     if feature is None:
-                        out.unparsed += words[i:i + n]
+                        out.unparsed += words[i : i + n]
                         break
                 out.mentions[feature] = out.mentions.get(feature, frozenset()) | values
                 break

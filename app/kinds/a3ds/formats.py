@@ -76,22 +76,26 @@ def parse_design(data: bytes | str) -> tuple[list[CaptionedPair], int, int]:
     if unknown:
         raise InputError("unknown design entry", field=sorted(unknown)[0])
     seed = design.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 31:
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
         raise InputError("seed is a whole number from 0 to 2^31 - 1", field="seed")
     speakers = design.get("speakers", list(SPEAKERS[:3]))
-    if not isinstance(speakers, list) or not speakers or any(s not in SPEAKERS for s in speakers) \
-            or len(set(speakers)) != len(speakers):
+    if (
+        not isinstance(speakers, list)
+        or not speakers
+        or any(s not in SPEAKERS for s in speakers)
+        or len(set(speakers)) != len(speakers)
+    ):
         raise InputError(f"speakers: distinct names from {', '.join(SPEAKERS)}", field="speakers")
     gold = design.get("gold", 0)
     if isinstance(gold, bool) or not isinstance(gold, int) or not 0 <= gold <= 1000:
         raise InputError("gold is a whole number from 0 to 1000", field="gold")
     pairs_spec = design.get("pairs")
     if not isinstance(pairs_spec, dict):
-        raise InputError('pairs is an object: {"random": n, "z": {"1": n, ...}, "named": [...]}',
-                         field="pairs")
+        raise InputError('pairs is an object: {"random": n, "z": {"1": n, ...}, "named": [...]}', field="pairs")
     pairs = design_pairs(pairs_spec, seed)
     if not pairs:
         raise InputError("the design asks for no pairs", field="pairs")
-    out = [CaptionedPair(p, speak(s, p, seed), s, f"{k}-{s}", how)
-           for k, (how, p) in enumerate(pairs) for s in speakers]
+    out = [
+        CaptionedPair(p, speak(s, p, seed), s, f"{k}-{s}", how) for k, (how, p) in enumerate(pairs) for s in speakers
+    ]
     return out, seed, gold

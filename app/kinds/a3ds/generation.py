@@ -32,8 +32,9 @@ def study_pairs(session: Session, study: Study) -> list[tuple[int, int, str]]:
     """The study's pairs (target, distractor, how it was chosen), gold ones excepted, in the
     order of their first item."""
     seen, out = set(), []
-    for ref in session.scalars(select(Item.reference).where(Item.study_id == study.id, Item.is_gold.is_(False))
-                               .order_by(Item.id)):
+    for ref in session.scalars(
+        select(Item.reference).where(Item.study_id == study.id, Item.is_gold.is_(False)).order_by(Item.id)
+    ):
         key = (ref["target_id"], ref["distractor_id"])
         if key not in seen:
             seen.add(key)
@@ -41,19 +42,30 @@ def study_pairs(session: Session, study: Study) -> list[tuple[int, int, str]]:
     return out
 
 
-def create_run(session: Session, study: Study, user: User, *, speaker: object = None, artifact_id: object = None,
-               batch_size: object = DEFAULT_BATCH) -> jobs.Job:
+def create_run(
+    session: Session,
+    study: Study,
+    user: User,
+    *,
+    speaker: object = None,
+    artifact_id: object = None,
+    batch_size: object = DEFAULT_BATCH,
+) -> jobs.Job:
     """Check everything and add the job to the session (flushed, not committed): the caller
     submits it (jobs.submit). One of `speaker` (a built-in one) or `artifact_id` (a valid
     captioner)."""
     if study.kind != KIND_NAME:
         raise Conflict("captioner runs are for A3DS studies", field="study")
     if study.state != "draft":
-        raise Conflict(f"captions become items, and items are only added to a draft study; this one is "
-                       f"{study.state}", field="study")
+        raise Conflict(
+            f"captions become items, and items are only added to a draft study; this one is {study.state}",
+            field="study",
+        )
     if (speaker is None) == (artifact_id is None):
-        raise InputError(f"name one captioner: speaker ({', '.join(SPEAKERS)}) or artifact_id (an uploaded or "
-                         "trained captioner)", field="speaker")
+        raise InputError(
+            f"name one captioner: speaker ({', '.join(SPEAKERS)}) or artifact_id (an uploaded or trained captioner)",
+            field="speaker",
+        )
     params: dict = {}
     if speaker is not None:
         if speaker not in SPEAKERS:
@@ -80,22 +92,38 @@ def item_prefix(params: dict) -> str:
 
 def _items(session: Session, study_id: int | None, params: dict) -> int:
     """The items a run's captioner has added to the study."""
-    return session.scalar(select(func.count(Item.id)).where(
-        Item.study_id == study_id, Item.external_id.startswith(item_prefix(params), autoescape=True))) or 0
+    return (
+        session.scalar(
+            select(func.count(Item.id)).where(
+                Item.study_id == study_id, Item.external_id.startswith(item_prefix(params), autoescape=True)
+            )
+        )
+        or 0
+    )
 
 
 def study_context(session: Session, study: Study) -> dict:
     """The study page's section (generation.html): the runs, and what the owner can start one with."""
     arts = session.execute(
-        select(AgentArtifact, Agent).join(Agent, Agent.id == AgentArtifact.agent_id)
-        .where(Agent.owner_id == study.owner_id, Agent.kind == KIND_NAME, AgentArtifact.role == "captioner",
-               AgentArtifact.state == "valid").order_by(Agent.name, AgentArtifact.version.desc())).all()
+        select(AgentArtifact, Agent)
+        .join(Agent, Agent.id == AgentArtifact.agent_id)
+        .where(
+            Agent.owner_id == study.owner_id,
+            Agent.kind == KIND_NAME,
+            AgentArtifact.role == "captioner",
+            AgentArtifact.state == "valid",
+        )
+        .order_by(Agent.name, AgentArtifact.version.desc())
+    ).all()
     from app.runs import service as runs
 
-    return {**runs.study_page_context(session, study),
-            "captioner_models": [{"id": a.id, "label": f"{g.name} v{g.version}, model v{a.version} ({a.format})"}
-                                 for a, g in arts],
-            "speakers": SPEAKERS}
+    return {
+        **runs.study_page_context(session, study),
+        "captioner_models": [
+            {"id": a.id, "label": f"{g.name} v{g.version}, model v{a.version} ({a.format})"} for a, g in arts
+        ],
+        "speakers": SPEAKERS,
+    }
 
 
 class CaptionerRuns(AgentRuns):
@@ -107,14 +135,26 @@ class CaptionerRuns(AgentRuns):
     unit = "pairs"
 
     def start(self, session: Session, user: User, study: Study, target: dict, params: dict) -> Started:
-        job = create_run(session, study, user, speaker=params.get("speaker"), artifact_id=params.get("artifact_id"),
-                         batch_size=params.get("batch_size", DEFAULT_BATCH))
+        job = create_run(
+            session,
+            study,
+            user,
+            speaker=params.get("speaker"),
+            artifact_id=params.get("artifact_id"),
+            batch_size=params.get("batch_size", DEFAULT_BATCH),
+        )
         p = job.params
-        return Started(job, agent_id=p.get("agent_id"), params=p,
-                       artifact_ids=[p["artifact_id"]] if p.get("artifact_id") else [])
+        return Started(
+            job, agent_id=p.get("agent_id"), params=p, artifact_ids=[p["artifact_id"]] if p.get("artifact_id") else []
+        )
 
     def describe(self, session: Session, run, job: jobs.Job | None) -> dict:
         p = run.params or {}
-        return {"captioner": p.get("captioner"), "speaker": p.get("speaker"), "artifact_id": p.get("artifact_id"),
-                "agent_id": p.get("agent_id"), "batch_size": p.get("batch_size"),
-                "items": _items(session, run.study_id, p)}
+        return {
+            "captioner": p.get("captioner"),
+            "speaker": p.get("speaker"),
+            "artifact_id": p.get("artifact_id"),
+            "agent_id": p.get("agent_id"),
+            "batch_size": p.get("batch_size"),
+            "items": _items(session, run.study_id, p),
+        }

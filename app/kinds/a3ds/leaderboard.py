@@ -29,11 +29,13 @@ def _item_answers(session: Session, study: Study) -> list[dict]:
     counts = session.execute(
         select(Annotation.item_id, func.count(), func.sum(Annotation.score), func.sum(cant))
         .where(Annotation.study_id == study.id, Annotation.is_gold.is_(False), Annotation.excluded.is_(False))
-        .group_by(Annotation.item_id)).all()
+        .group_by(Annotation.item_id)
+    ).all()
     by_item = {i: (n, int(right or 0), int(c or 0)) for i, n, right, c in counts}
     out = []
     for item_id, cluster, ref in session.execute(
-            select(Item.id, Item.cluster, Item.reference).where(Item.study_id == study.id, Item.is_gold.is_(False))):
+        select(Item.id, Item.cluster, Item.reference).where(Item.study_id == study.id, Item.is_gold.is_(False))
+    ):
         n, right, cant_n = by_item.get(item_id, (0, 0, 0))
         out.append({"id": item_id, "pair": cluster, "ref": ref or {}, "n": n, "right": right, "cant": cant_n})
     return out
@@ -94,15 +96,17 @@ def _by_pair(items) -> dict:
 METRIC_HELP = {
     "discriminative": "Share (0-1) of the captioner's captions that mention a feature in which the two pictures differ.",
     "contrastive_efficiency": "Mean (0-1) over discriminative captions of 1 - (c - 1) / (z - 1), c the differing "
-                              "features mentioned, z those there are: 1 = names exactly one difference.",
+    "features mentioned, z those there are: 1 = names exactly one difference.",
     "relevance": "Mean (0-1) of 1 - (k - c) / (6 - z): one minus the share of the features both pictures "
-                 "share that the caption mentions (pairs with z = 6 left out: undefined).",
+    "share that the caption mentions (pairs with z = 6 left out: undefined).",
     "optimal": "Share (0-1) of captions that mention exactly one differing feature.",
     "n_mentioned": "Mean number of the scene's 6 features the caption mentions (0-6).",
 }
-CORRELATION_HELP = ("Spearman's rho (-1 to 1) over answered captions (items: one captioner's caption of one "
-                    "pair) between this metric and the share of the caption's listeners who picked the target, "
-                    "with its p and n, the number of such captions; \"—\" where undefined.")
+CORRELATION_HELP = (
+    "Spearman's rho (-1 to 1) over answered captions (items: one captioner's caption of one "
+    "pair) between this metric and the share of the caption's listeners who picked the target, "
+    'with its p and n, the number of such captions; "—" where undefined.'
+)
 
 
 def section(session: Session, study: Study) -> dict | None:
@@ -124,11 +128,15 @@ def section(session: Session, study: Study) -> dict | None:
     acc_rows = []
     for name in names:
         group, shares = by_captioner[name], per[name]["shares"]
-        row = {"captioner": name, "items": len(group), "answers": sum(i["n"] for i in group),
-               "coverage": (len(per[name]["captioned"] & study_pairs) / len(study_pairs)) if study_pairs else None,
-               "accuracy": accuracy({p: s for p, (s, _) in shares.items()}),
-               "rank": ranks.get(name),
-               "cant_tell": sum(i["cant"] for i in group)}
+        row = {
+            "captioner": name,
+            "items": len(group),
+            "answers": sum(i["n"] for i in group),
+            "coverage": (len(per[name]["captioned"] & study_pairs) / len(study_pairs)) if study_pairs else None,
+            "accuracy": accuracy({p: s for p, (s, _) in shares.items()}),
+            "rank": ranks.get(name),
+            "cant_tell": sum(i["cant"] for i in group),
+        }
         for z in zs:
             row[f"z{z}"] = accuracy({p: s for p, (s, zz) in shares.items() if zz == z})
         acc_rows.append(row)
@@ -153,20 +161,27 @@ def section(session: Session, study: Study) -> dict | None:
 
     # Paired: two captioners' item shares on the pairs both captioned and listeners answered.
     paired_rows = []
-    per_pair = {name: {pair: right / n for pair, (right, n) in _by_pair(by_captioner[name]).items() if n}
-                for name in names}
+    per_pair = {
+        name: {pair: right / n for pair, (right, n) in _by_pair(by_captioner[name]).items() if n} for name in names
+    }
     for k, a in enumerate(names):
-        for b in names[k + 1:]:
+        for b in names[k + 1 :]:
             shared = sorted(set(per_pair[a]) & set(per_pair[b]), key=str)
             if len(shared) < 2:
                 continue
             e = stats.paired_effect([per_pair[a][p] for p in shared], [per_pair[b][p] for p in shared])
             few = too_few_for_a_test(len(shared))
             diff = stats.clipped_difference(e["difference"].as_dict())
-            paired_rows.append({"a": a, "b": b, "pairs": len(shared),
-                                "diff": with_units(diff, shared, "pair"),
-                                "d_z": few or effect_size_cell(e["cohen_dz"], len(shared)),
-                                "p": few or (None if math.isnan(e["p"]) else float(e["p"]))})
+            paired_rows.append(
+                {
+                    "a": a,
+                    "b": b,
+                    "pairs": len(shared),
+                    "diff": with_units(diff, shared, "pair"),
+                    "d_z": few or effect_size_cell(e["cohen_dz"], len(shared)),
+                    "p": few or (None if math.isnan(e["p"]) else float(e["p"])),
+                }
+            )
     # A comparison too small for a test is left out of the Holm family too.
     tested = [r for r in paired_rows if not isinstance(r["p"], dict)]
     for row, adjusted in zip(tested, stats.holm([math.nan if r["p"] is None else r["p"] for r in tested])):
@@ -176,81 +191,144 @@ def section(session: Session, study: Study) -> dict | None:
             row["p_holm"] = row["p"]
 
     tables = [
-        {"key": "a3ds_accuracy", "title": "Listener accuracy per captioner (share of listeners right, 0-1, "
-                                          "averaged over pairs)",
-         "note": ("Each pair's accuracy is the share of its listeners who picked the target; a captioner's is the "
-                  "mean over the study's pairs (each pair counts once, however many listeners it had), with a "
-                  "95% interval over pairs (the unit resampled is the pair; Wilson's interval at the effective "
-                  "number of pairs), overall and per z (the number of features in which the two pictures differ). "
-                  "As in the generic table, where an agent's missing answer is wrong, a captioner is scored over "
-                  "every pair of the study (the pairs with answers): a pair it did not caption counts 0 "
-                  "(Coverage: the share it captioned); a caption not yet answered is left out. Rank (95%): rank "
-                  "intervals from 1000 bootstrap resamples of the pairs every captioner has a figure on; \"1-2\" "
-                  "where intervals overlap (tied); \"—\" with fewer than 5 such pairs. Gold pairs and rejected workers' answers are left out; "
-                  "\"can't tell\" counts as a miss."),
-         "columns": [{"key": "captioner", "label": "Captioner",
-                      "help": "The captioner (model or person) whose captions the listeners read."},
-                     {"key": "items", "label": "Items", "help": "This captioner's captions in the study (items)."},
-                     {"key": "answers", "label": "Answers",
-                      "help": "Listeners' valid answers to these captions (gold and rejected workers' left out)."},
-                     {"key": "coverage", "label": "Coverage",
-                      "help": "Share (0-1) of the study's answered pairs this captioner captioned; the rest count 0."},
-                     {"key": "rank", "label": "Rank (95%)",
-                      "help": "Rank by accuracy as a 95% interval over 1000 bootstrap resamples of the pairs; "
-                              "\"1-2\": tied."},
-                     {"key": "accuracy", "label": "Accuracy",
-                      "help": "Mean over pairs of the share of listeners who picked the target (0-1), with a "
-                              "95% interval resampling pairs."},
-                     *[{"key": f"z{z}", "label": f"z = {z}",
+        {
+            "key": "a3ds_accuracy",
+            "title": "Listener accuracy per captioner (share of listeners right, 0-1, averaged over pairs)",
+            "note": (
+                "Each pair's accuracy is the share of its listeners who picked the target; a captioner's is the "
+                "mean over the study's pairs (each pair counts once, however many listeners it had), with a "
+                "95% interval over pairs (the unit resampled is the pair; Wilson's interval at the effective "
+                "number of pairs), overall and per z (the number of features in which the two pictures differ). "
+                "As in the generic table, where an agent's missing answer is wrong, a captioner is scored over "
+                "every pair of the study (the pairs with answers): a pair it did not caption counts 0 "
+                "(Coverage: the share it captioned); a caption not yet answered is left out. Rank (95%): rank "
+                'intervals from 1000 bootstrap resamples of the pairs every captioner has a figure on; "1-2" '
+                'where intervals overlap (tied); "—" with fewer than 5 such pairs. Gold pairs and rejected workers\' answers are left out; '
+                '"can\'t tell" counts as a miss.'
+            ),
+            "columns": [
+                {
+                    "key": "captioner",
+                    "label": "Captioner",
+                    "help": "The captioner (model or person) whose captions the listeners read.",
+                },
+                {"key": "items", "label": "Items", "help": "This captioner's captions in the study (items)."},
+                {
+                    "key": "answers",
+                    "label": "Answers",
+                    "help": "Listeners' valid answers to these captions (gold and rejected workers' left out).",
+                },
+                {
+                    "key": "coverage",
+                    "label": "Coverage",
+                    "help": "Share (0-1) of the study's answered pairs this captioner captioned; the rest count 0.",
+                },
+                {
+                    "key": "rank",
+                    "label": "Rank (95%)",
+                    "help": "Rank by accuracy as a 95% interval over 1000 bootstrap resamples of the pairs; "
+                    '"1-2": tied.',
+                },
+                {
+                    "key": "accuracy",
+                    "label": "Accuracy",
+                    "help": "Mean over pairs of the share of listeners who picked the target (0-1), with a "
+                    "95% interval resampling pairs.",
+                },
+                *[
+                    {
+                        "key": f"z{z}",
+                        "label": f"z = {z}",
                         "help": f"Accuracy (0-1) over the pairs whose pictures differ in {z} feature"
-                                f"{'' if z == '1' else 's'} only, 95% interval resampling those pairs."} for z in zs],
-                     {"key": "cant_tell", "label": "Can't tell",
-                      "help": "Answers \"can't tell\" (a count); each counts as a miss in the accuracy."}],
-         "rows": acc_rows},
-        {"key": "a3ds_metrics", "title": "Pragmatic metrics per captioner (means over captions: scores in [0, 1], features "
-                                        "mentioned a count of 0-6)",
-         "note": ("From the scenes' features, no sampling: each caption's metric is "
-                  "exact, so no interval. Contrastive efficiency averages the discriminative captions only; "
-                  "relevance the pairs with z < 6 (undefined at z = 6)."),
-         "columns": [{"key": "captioner", "label": "Captioner",
-                      "help": "The captioner; \"all captioners\": every caption of the study."},
-                     {"key": "items", "label": "Items", "help": "Captions the means are over."},
-                     *[{"key": k, "label": LABELS[k], "help": METRIC_HELP[k] + " Exact: no interval."} for k in KEYS]],
-         "rows": metric_rows},
-        {"key": "a3ds_correlation", "title": "Spearman correlation (rho, -1 to 1) of each metric with listener accuracy",
-         "note": ("Over the answered captions (items: one captioner's caption of one pair, so a pair captioned "
-                  "by three captioners counts three times in \"all captioners\"), each once: the caption's metric "
-                  "against the share of its listeners who picked the target; n in each cell: the captions with "
-                  "that metric defined; its two-sided p is exact (every ordering of the items) up "
-                  "to 9 items, the t approximation above. \"—\" where a side is constant or there are fewer "
-                  "than 3 items."),
-         "columns": [{"key": "captioner", "label": "Captioner",
-                      "help": "The captioner; \"all captioners\": every caption of the study."},
-                     {"key": "items", "label": "Items", "help": "Captions with at least one listener's answer."},
-                     *[{"key": k, "label": LABELS[k], "help": CORRELATION_HELP} for k in KEYS]],
-         "rows": corr_rows},
+                        f"{'' if z == '1' else 's'} only, 95% interval resampling those pairs.",
+                    }
+                    for z in zs
+                ],
+                {
+                    "key": "cant_tell",
+                    "label": "Can't tell",
+                    "help": 'Answers "can\'t tell" (a count); each counts as a miss in the accuracy.',
+                },
+            ],
+            "rows": acc_rows,
+        },
+        {
+            "key": "a3ds_metrics",
+            "title": "Pragmatic metrics per captioner (means over captions: scores in [0, 1], features "
+            "mentioned a count of 0-6)",
+            "note": (
+                "From the scenes' features, no sampling: each caption's metric is "
+                "exact, so no interval. Contrastive efficiency averages the discriminative captions only; "
+                "relevance the pairs with z < 6 (undefined at z = 6)."
+            ),
+            "columns": [
+                {
+                    "key": "captioner",
+                    "label": "Captioner",
+                    "help": 'The captioner; "all captioners": every caption of the study.',
+                },
+                {"key": "items", "label": "Items", "help": "Captions the means are over."},
+                *[{"key": k, "label": LABELS[k], "help": METRIC_HELP[k] + " Exact: no interval."} for k in KEYS],
+            ],
+            "rows": metric_rows,
+        },
+        {
+            "key": "a3ds_correlation",
+            "title": "Spearman correlation (rho, -1 to 1) of each metric with listener accuracy",
+            "note": (
+                "Over the answered captions (items: one captioner's caption of one pair, so a pair captioned "
+                'by three captioners counts three times in "all captioners"), each once: the caption\'s metric '
+                "against the share of its listeners who picked the target; n in each cell: the captions with "
+                "that metric defined; its two-sided p is exact (every ordering of the items) up "
+                'to 9 items, the t approximation above. "—" where a side is constant or there are fewer '
+                "than 3 items."
+            ),
+            "columns": [
+                {
+                    "key": "captioner",
+                    "label": "Captioner",
+                    "help": 'The captioner; "all captioners": every caption of the study.',
+                },
+                {"key": "items", "label": "Items", "help": "Captions with at least one listener's answer."},
+                *[{"key": k, "label": LABELS[k], "help": CORRELATION_HELP} for k in KEYS],
+            ],
+            "rows": corr_rows,
+        },
     ]
     if paired_rows:
-        tables.append({
-            "key": "a3ds_paired", "title": "Paired differences in listener accuracy between captioners (a minus b, "
-                                          "in [-1, 1], same pairs)",
-            "note": ("d_z: the mean paired difference over its standard deviation (Cohen's effect size); Holm p: "
-                     "the p-value adjusted for the table's several comparisons (Holm). "
-                     "Over the pairs both captioners captioned and listeners answered (the unit is the pair): the "
-                     "mean of the pair accuracy differences with a 95% interval (t on the differences, "
-                     "Bonett-Price where every share is 0 or 1), Cohen's d_z, the two-sided paired t-test's p, "
-                     "and p Holm-adjusted across this table's comparisons. Under 5 pairs the difference has no "
-                     "interval, and d_z and p are \"—\" too (the test is the interval's dual)."),
-            "columns": [{"key": "a", "label": "a", "help": "The first captioner."},
-                        {"key": "b", "label": "b", "help": "The second captioner."},
-                        {"key": "pairs", "label": "Pairs",
-                         "help": "Pairs both captioned that listeners answered: the paired units."},
-                        {"key": "diff", "label": "Mean difference",
-                         "help": "Mean over pairs of a's accuracy minus b's (-1 to 1), with a 95% interval "
-                                 "(t on the differences; Bonett-Price for 0/1)."},
-                        {"key": "d_z", "label": "d_z", "help": D_Z_HELP},
-                        {"key": "p", "label": "p", "help": "Two-sided paired t-test p over the pairs."},
-                        {"key": "p_holm", "label": "Holm p",
-                         "help": "p adjusted by Holm across this table's comparisons."}],
-            "rows": paired_rows})
+        tables.append(
+            {
+                "key": "a3ds_paired",
+                "title": "Paired differences in listener accuracy between captioners (a minus b, "
+                "in [-1, 1], same pairs)",
+                "note": (
+                    "d_z: the mean paired difference over its standard deviation (Cohen's effect size); Holm p: "
+                    "the p-value adjusted for the table's several comparisons (Holm). "
+                    "Over the pairs both captioners captioned and listeners answered (the unit is the pair): the "
+                    "mean of the pair accuracy differences with a 95% interval (t on the differences, "
+                    "Bonett-Price where every share is 0 or 1), Cohen's d_z, the two-sided paired t-test's p, "
+                    "and p Holm-adjusted across this table's comparisons. Under 5 pairs the difference has no "
+                    'interval, and d_z and p are "—" too (the test is the interval\'s dual).'
+                ),
+                "columns": [
+                    {"key": "a", "label": "a", "help": "The first captioner."},
+                    {"key": "b", "label": "b", "help": "The second captioner."},
+                    {
+                        "key": "pairs",
+                        "label": "Pairs",
+                        "help": "Pairs both captioned that listeners answered: the paired units.",
+                    },
+                    {
+                        "key": "diff",
+                        "label": "Mean difference",
+                        "help": "Mean over pairs of a's accuracy minus b's (-1 to 1), with a 95% interval "
+                        "(t on the differences; Bonett-Price for 0/1).",
+                    },
+                    {"key": "d_z", "label": "d_z", "help": D_Z_HELP},
+                    {"key": "p", "label": "p", "help": "Two-sided paired t-test p over the pairs."},
+                    {"key": "p_holm", "label": "Holm p", "help": "p adjusted by Holm across this table's comparisons."},
+                ],
+                "rows": paired_rows,
+            }
+        )
     return {"tables": tables}

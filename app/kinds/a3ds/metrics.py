@@ -21,9 +21,13 @@ from app.kinds.a3ds.scenes import FEATURES, Pair, factors
 
 # Keys of a caption's scores, in the order tables show them, and their names in the paper.
 KEYS = ("discriminative", "contrastive_efficiency", "relevance", "optimal", "n_mentioned")
-LABELS = {"discriminative": "Discriminativity", "contrastive_efficiency": "Contrastive efficiency",
-          "relevance": "Relevance", "optimal": "Optimal discriminativity",
-          "n_mentioned": "Features mentioned"}
+LABELS = {
+    "discriminative": "Discriminativity",
+    "contrastive_efficiency": "Contrastive efficiency",
+    "relevance": "Relevance",
+    "optimal": "Optimal discriminativity",
+    "n_mentioned": "Features mentioned",
+}
 
 
 @dataclass
@@ -46,13 +50,20 @@ class CaptionScore:
 
     def as_dict(self) -> dict:
         """The per-pair record of `proctor a3ds score --json`."""
-        return {"z": self.z, "c": self.c, "k": self.k, "discriminative": self.discriminative,
-                "contrastive_efficiency": self.contrastive_efficiency, "relevance": self.relevance,
-                "optimal": self.optimal, "mentioned": self.mentioned, "unparsed": self.unparsed}
+        return {
+            "z": self.z,
+            "c": self.c,
+            "k": self.k,
+            "discriminative": self.discriminative,
+            "contrastive_efficiency": self.contrastive_efficiency,
+            "relevance": self.relevance,
+            "optimal": self.optimal,
+            "mentioned": self.mentioned,
+            "unparsed": self.unparsed,
+        }
 
     def stored(self) -> dict:
-        return {**self.as_dict(), "n_mentioned": self.n_mentioned, "false": self.false,
-                "ambiguous": self.ambiguous}
+        return {**self.as_dict(), "n_mentioned": self.n_mentioned, "false": self.false, "ambiguous": self.ambiguous}
 
 
 def contrastive_efficiency(c: int, z: int) -> float | None:
@@ -92,11 +103,19 @@ def score_mentions(pair: Pair, parsed: Parsed) -> CaptionScore:
             ambiguous.append(f)
         else:
             c += 1
-    return CaptionScore(z=z, c=c, k=k, discriminative=int(c > 0),
-                        contrastive_efficiency=contrastive_efficiency(c, z),
-                        relevance=relevance(redundant, z), optimal=int(c == 1),
-                        mentioned=parsed.mentioned, false=false, ambiguous=ambiguous,
-                        unparsed=list(parsed.unparsed))
+    return CaptionScore(
+        z=z,
+        c=c,
+        k=k,
+        discriminative=int(c > 0),
+        contrastive_efficiency=contrastive_efficiency(c, z),
+        relevance=relevance(redundant, z),
+        optimal=int(c == 1),
+        mentioned=parsed.mentioned,
+        false=false,
+        ambiguous=ambiguous,
+        unparsed=list(parsed.unparsed),
+    )
 
 
 def score_caption(target: int, distractor: int, caption: str) -> CaptionScore:
@@ -106,20 +125,24 @@ def score_caption(target: int, distractor: int, caption: str) -> CaptionScore:
 def means(scores: list[CaptionScore]) -> dict:
     """Means over pairs; contrastive efficiency over discriminative captions only, relevance
     over pairs with z < 6 (how many of each is given)."""
+
     def mean(xs):
         xs = [x for x in xs if x is not None]
         return sum(xs) / len(xs) if xs else None
 
-    return {"n": len(scores),
-            "z": mean([s.z for s in scores]), "c": mean([s.c for s in scores]),
-            "k": mean([s.k for s in scores]),
-            "discriminative": mean([s.discriminative for s in scores]),
-            "contrastive_efficiency": mean([s.contrastive_efficiency for s in scores]),
-            "n_contrastive_efficiency": sum(s.contrastive_efficiency is not None for s in scores),
-            "relevance": mean([s.relevance for s in scores]),
-            "n_relevance": sum(s.relevance is not None for s in scores),
-            "relevance_undefined": sum(s.relevance is None for s in scores),
-            "optimal": mean([s.optimal for s in scores]),
-            "mentioned": mean([s.n_mentioned for s in scores]),
-            "false": mean([len(s.false) for s in scores]),
-            "unparsed": sum(bool(s.unparsed) for s in scores)}
+    return {
+        "n": len(scores),
+        "z": mean([s.z for s in scores]),
+        "c": mean([s.c for s in scores]),
+        "k": mean([s.k for s in scores]),
+        "discriminative": mean([s.discriminative for s in scores]),
+        "contrastive_efficiency": mean([s.contrastive_efficiency for s in scores]),
+        "n_contrastive_efficiency": sum(s.contrastive_efficiency is not None for s in scores),
+        "relevance": mean([s.relevance for s in scores]),
+        "n_relevance": sum(s.relevance is not None for s in scores),
+        "relevance_undefined": sum(s.relevance is None for s in scores),
+        "optimal": mean([s.optimal for s in scores]),
+        "mentioned": mean([s.n_mentioned for s in scores]),
+        "false": mean([len(s.false) for s in scores]),
+        "unparsed": sum(bool(s.unparsed) for s in scores),
+    }

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from app.errors import InputError
 
 FEATURES = ("floor_hue", "wall_hue", "object_hue", "scale", "shape", "orientation")
-HUES = ("red", "orange", "yellow", "green", "light green", "cyan", "medium blue", "dark blue",
-        "purple", "pink")
+HUES = ("red", "orange", "yellow", "green", "light green", "cyan", "medium blue", "dark blue", "purple", "pink")
 WORDS: dict[str, tuple[str, ...]] = {
     "floor_hue": HUES,
     "wall_hue": HUES,
@@ -21,11 +20,23 @@ WORDS: dict[str, tuple[str, ...]] = {
     "scale": ("tiny", "small", "medium-sized", "middle-sized", "big", "large", "huge", "giant"),
     "shape": ("block", "cylinder", "ball", "pill"),
     # Orientation -30 to 30 degrees in 15 steps; the middle phrases name two or three values.
-    "orientation": ("in the right corner", "on the right", "close to the right side",
-                    "near the right corner", "close to the middle", "nearly in the middle",
-                    "in the middle", "in the middle", "in the middle", "nearly in the middle",
-                    "close to the middle", "near the left corner", "close to the left side",
-                    "on the left", "in the left corner"),
+    "orientation": (
+        "in the right corner",
+        "on the right",
+        "close to the right side",
+        "near the right corner",
+        "close to the middle",
+        "nearly in the middle",
+        "in the middle",
+        "in the middle",
+        "in the middle",
+        "nearly in the middle",
+        "close to the middle",
+        "near the left corner",
+        "close to the left side",
+        "on the left",
+        "in the left corner",
+    ),
 }
 SIZES = tuple(len(WORDS[f]) for f in FEATURES)  # 10, 10, 10, 8, 4, 15
 N_SCENES = 1
@@ -109,12 +120,12 @@ def design_pairs(design: dict, seed: int) -> list[tuple[str, Pair]]:
     """
     unknown = set(design) - {"random", "z", "named"}
     if unknown:
-        raise InputError(f"unknown design entry {sorted(unknown)[0]!r}: use random, z or named",
-                         field=f"pairs.{sorted(unknown)[0]}")
+        raise InputError(
+            f"unknown design entry {sorted(unknown)[0]!r}: use random, z or named", field=f"pairs.{sorted(unknown)[0]}"
+        )
     # The whole plan is checked, its total included, before any pair is drawn: many entries
     # each under the cap must not add up to a study nobody could annotate.
-    plan: list[tuple[str, list[str] | None, int]] = [
-        ("random", None, _count(design.get("random", 0), "pairs.random"))]
+    plan: list[tuple[str, list[str] | None, int]] = [("random", None, _count(design.get("random", 0), "pairs.random"))]
     z_counts = design.get("z", {})
     if not isinstance(z_counts, dict):
         raise InputError("z is an object: number of differing features -> count", field="pairs.z")
@@ -127,16 +138,17 @@ def design_pairs(design: dict, seed: int) -> list[tuple[str, Pair]]:
         raise InputError("named is a list of {features, count}", field="pairs.named")
     for k, entry in enumerate(named):
         feats = entry.get("features") if isinstance(entry, dict) else None
-        if not isinstance(feats, list) or not feats or len(set(map(str, feats))) != len(feats) \
-                or any(f not in FEATURES for f in feats):
-            raise InputError(f"features: distinct names from {', '.join(FEATURES)}",
-                             field=f"pairs.named.{k}.features")
-        plan.append(("named:" + "+".join(feats), feats, _count(entry.get("count", 0),
-                                                              f"pairs.named.{k}.count")))
+        if (
+            not isinstance(feats, list)
+            or not feats
+            or len(set(map(str, feats))) != len(feats)
+            or any(f not in FEATURES for f in feats)
+        ):
+            raise InputError(f"features: distinct names from {', '.join(FEATURES)}", field=f"pairs.named.{k}.features")
+        plan.append(("named:" + "+".join(feats), feats, _count(entry.get("count", 0), f"pairs.named.{k}.count")))
     total = sum(n for _, _, n in plan)
     if total > MAX_PAIRS:
-        raise InputError(f"the design asks for {total} pairs in all; at most {MAX_PAIRS}",
-                         field="pairs")
+        raise InputError(f"the design asks for {total} pairs in all; at most {MAX_PAIRS}", field="pairs")
     rng = random.Random(seed)
     out: list[tuple[str, Pair]] = []
     for label, spec, n in plan:

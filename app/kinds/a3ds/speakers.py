@@ -23,10 +23,12 @@ SPEAKERS = ("literal", "short", "contrastive", "minimal")
 def _loc_orders(w: dict) -> list[str]:
     """The exhaustive grammar's four LOC rules."""
     o, wall, floor = w["orientation"], w["wall_hue"], w["floor_hue"]
-    return [f"{o} in front of a {wall} wall on {floor} floor",
-            f"{o} on {floor} floor in front of a {wall} wall",
-            f"on {floor} floor {o} in front of a {wall} wall",
-            f"on {floor} floor in front of a {wall} wall {o}"]
+    return [
+        f"{o} in front of a {wall} wall on {floor} floor",
+        f"{o} on {floor} floor in front of a {wall} wall",
+        f"on {floor} floor {o} in front of a {wall} wall",
+        f"on {floor} floor in front of a {wall} wall {o}",
+    ]
 
 
 def exhaustive_captions(scene: int) -> list[str]:
@@ -36,13 +38,18 @@ def exhaustive_captions(scene: int) -> list[str]:
     o, wall, floor = w["orientation"], w["wall_hue"], w["floor_hue"]
     nps = [f"a {s} {h} {sh} {loc}" for loc in _loc_orders(w)]
     standing = f"a {s} {h} {sh} standing"
-    return (nps + [f"the picture shows {np}" for np in nps] + [
-        f"{standing} {o} in front of a {wall} wall on {floor} floor",
-        f"{standing} {o} on {floor} floor in front of a {wall}",
-        f"{standing} on {floor} floor {o} in front of a {wall} wall",
-        f"{standing} on {floor} floor in front of a {wall} wall {o}"]
+    return (
+        nps
+        + [f"the picture shows {np}" for np in nps]
+        + [
+            f"{standing} {o} in front of a {wall} wall on {floor} floor",
+            f"{standing} {o} on {floor} floor in front of a {wall}",
+            f"{standing} on {floor} floor {o} in front of a {wall} wall",
+            f"{standing} on {floor} floor in front of a {wall} wall {o}",
+        ]
         + [f"the {s} {sh} {loc} is {h}" for loc in _loc_orders(w)]
-        + [f"the {h} {sh} {loc} is {s}" for loc in _loc_orders(w)])
+        + [f"the {h} {sh} {loc} is {s}" for loc in _loc_orders(w)]
+    )
 
 
 def short_captions(scene: int) -> list[str]:
@@ -50,10 +57,18 @@ def short_captions(scene: int) -> list[str]:
     w = describe(scene)
     s, h, sh = w["scale"], w["object_hue"], w["shape"]
     locs = [w["orientation"], f"in front of a {w['wall_hue']} wall", f"on {w['floor_hue']} floor"]
-    n_obj = [f"{s} {sh}", f"{h} {sh}"] + [f"{sh} {loc}" for loc in locs] \
-        + [f"{s} {sh} {loc}" for loc in locs] + [f"{h} {sh} {loc}" for loc in locs]
-    return ([f"there is a {n}" for n in n_obj] + [f"a {n}" for n in n_obj]
-            + [f"the {sh} is {loc}" for loc in locs] + [f"the {sh} is {s}", f"the {sh} is {h}"])
+    n_obj = (
+        [f"{s} {sh}", f"{h} {sh}"]
+        + [f"{sh} {loc}" for loc in locs]
+        + [f"{s} {sh} {loc}" for loc in locs]
+        + [f"{h} {sh} {loc}" for loc in locs]
+    )
+    return (
+        [f"there is a {n}" for n in n_obj]
+        + [f"a {n}" for n in n_obj]
+        + [f"the {sh} is {loc}" for loc in locs]
+        + [f"the {sh} is {s}", f"the {sh} is {h}"]
+    )
 
 
 def telling_features(pair: Pair) -> list[str]:
@@ -66,8 +81,9 @@ def caption_of(scene: int, features: list[str] | tuple[str, ...]) -> str:
     """A caption of the scene that names exactly these features, in the exhaustive grammar's
     order; "object" stands for the shape when the shape is not named."""
     w = describe(scene)
-    head = " ".join([w[f] for f in ("scale", "object_hue") if f in features]
-                    + [w["shape"] if "shape" in features else "object"])
+    head = " ".join(
+        [w[f] for f in ("scale", "object_hue") if f in features] + [w["shape"] if "shape" in features else "object"]
+    )
     tail = []
     if "orientation" in features:
         tail.append(w["orientation"])

@@ -33,8 +33,12 @@ router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
 
 
 @router.get("/a3ds/scenes/{scene_id}")
-def scene_picture(request: Request, scene_id: SceneId, size: int = Query(256, ge=0, le=4096),
-                  user: User | None = Depends(optional_user)) -> Response:
+def scene_picture(
+    request: Request,
+    scene_id: SceneId,
+    size: int = Query(256, ge=0, le=4096),
+    user: User | None = Depends(optional_user),
+) -> Response:
     if user is None and not request.session.get("crowd"):
         raise HTTPException(403, "open the study from your link, or log in")
     if size not in SIZES:
@@ -44,13 +48,19 @@ def scene_picture(request: Request, scene_id: SceneId, size: int = Query(256, ge
         # Stored pictures cost a read; drawing one costs ~10-50 ms of CPU and blob space, and
         # any of the 480,000 ids may be asked for: so new drawings are counted, per account or
         # crowd session and per address. A worker needs two per item, a researcher a few dozen.
-        who = f"user:{user.id}" if user is not None else "crowd:" + ",".join(
-            str(b) for _, b in sorted(request.session["crowd"].items()))
+        who = (
+            f"user:{user.id}"
+            if user is not None
+            else "crowd:" + ",".join(str(b) for _, b in sorted(request.session["crowd"].items()))
+        )
         rate_limit(request, "a3ds-draw", DRAWINGS_PER_MINUTE, key=who)
         rate_limit(request, "a3ds-draw-address", DRAWINGS_PER_MINUTE * 4)
 
-    return Response(scene_png(scene_id, size, before_drawing=before_drawing), media_type="image/png",
-                    headers={"Cache-Control": "private, max-age=86400"})
+    return Response(
+        scene_png(scene_id, size, before_drawing=before_drawing),
+        media_type="image/png",
+        headers={"Cache-Control": "private, max-age=86400"},
+    )
 
 
 # ---- captioner runs: a captioner's captions of a study's pairs become items -------------------
@@ -68,29 +78,44 @@ class GenerationIn(BaseModel):
 
 def _start(session: Session, study, user: User, speaker, artifact_id, batch_size) -> jobs.Job:
     """Through the one runs service (app/runs), as POST /api/v1/studies/{id}/runs does."""
-    params = {k: v for k, v in (("speaker", speaker), ("artifact_id", artifact_id), ("batch_size", batch_size))
-              if v is not None}
+    params = {
+        k: v
+        for k, v in (("speaker", speaker), ("artifact_id", artifact_id), ("batch_size", batch_size))
+        if v is not None
+    }
     run = runs.start(session, session.merge(user), generation.KIND_NAME, params, study=study)
     return session.get(jobs.Job, run.job_id)
 
 
-job_routes(api, generation.KIND_NAME, GenerationIn, """Caption every pair of a draft study (gold ones
+job_routes(
+    api,
+    generation.KIND_NAME,
+    GenerationIn,
+    """Caption every pair of a draft study (gold ones
     excepted) with a built-in `speaker` or a valid captioner model (`artifact_id`); each caption
     becomes an item named by the captioner. Follow it with GET .../generations/{job}; cancel with
-    POST .../cancel.""")
+    POST .../cancel.""",
+)
 
 
 @router.get("/a3ds/studies/{study_id}/generations")
-def generations_section(request: Request, study_id: Id, session: Session = Depends(db),
-                        user: User = Depends(researcher)):
+def generations_section(
+    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
+):
     """The study page's section alone (htmx polls it while a run goes)."""
     study = managed_study(session, study_id, user, "No such study among yours.")
     return render(request, "kinds/a3ds/generation.html", study=study, **generation.study_context(session, study))
 
 
 @router.post("/a3ds/studies/{study_id}/generations")
-def start_generation_page(request: Request, study_id: Id, captioner: str = Form(""), batch_size: str = Form(""),
-                          session: Session = Depends(db), user: User = Depends(researcher)):
+def start_generation_page(
+    request: Request,
+    study_id: Id,
+    captioner: str = Form(""),
+    batch_size: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     """The form's one captioner field: "speaker:<name>" or "artifact:<id>"."""
     study = managed_study(session, study_id, user, "No such study among yours.")
     what, _, value = captioner.partition(":")
@@ -102,8 +127,14 @@ def start_generation_page(request: Request, study_id: Id, captioner: str = Form(
         size = batch_size.strip()
         if size and not size.isdigit():
             raise InputError("batch_size must be an integer", field="batch_size")
-        job = _start(session, study, user, value if what == "speaker" else None,
-                     int(value) if what == "artifact" else None, int(size) if size else generation.DEFAULT_BATCH)
+        job = _start(
+            session,
+            study,
+            user,
+            value if what == "speaker" else None,
+            int(value) if what == "artifact" else None,
+            int(size) if size else generation.DEFAULT_BATCH,
+        )
     except InputError as exc:
         flash(request, f"Not started: {exc}", "error")
     else:

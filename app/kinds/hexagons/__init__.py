@@ -29,7 +29,8 @@ DEFAULT_SCORE = "board_f1"
 DESCRIPTION_INSTRUCTIONS = (
     "You see a target image on the hexagon board. Write instructions that would let someone who never sees "
     "it draw it, one step at a time. After writing each step, paint on your own board exactly what that "
-    "step says (no more), then add the step. Send when your board shows the image.")
+    "step says (no more), then add the step. Send when your board shows the image."
+)
 
 
 def _stable_rank(text: str) -> str:
@@ -52,35 +53,47 @@ class Hexagons(TaskKind):
     # A description study's item is a target image the instructor describes (the paper's
     # Description mode), not a procedure (item_noun_for).
     description_item_noun: ClassVar[str] = "Target image"
-    keyboard_hint: ClassVar[str] = ("Enter: next step; S: send (on the last step, once every step was shown); "
-                                    "on the board Space paints.")
+    keyboard_hint: ClassVar[str] = (
+        "Enter: next step; S: send (on the last step, once every step was shown); on the board Space paints."
+    )
     # A description study's page types into a text box, so Enter and S are text there.
     description_keyboard_hint: ClassVar[str] = (
         "type each step's instruction in the box; Tab to your board: arrow keys move, 0-7 choose a "
-        "colour, Space paints, Z undoes.")
+        "colour, Space paints, Z undoes."
+    )
     item_formats: ClassVar[tuple[str, ...]] = ("procedures", "targets")
     position: ClassVar[int] = 40
     format_labels: ClassVar[dict[str, str]] = {
         "procedures": "Hexagons drawing procedures (the released JSONL: train, dev or test)",
-        "targets": ('Hexagons target images for a description study (JSONL: {"id", "board": [180], '
-                    '"category"?} a line, or released procedures: their final boards)')}
+        "targets": (
+            'Hexagons target images for a description study (JSONL: {"id", "board": [180], '
+            '"category"?} a line, or released procedures: their final boards)'
+        ),
+    }
     # gold_count: how many procedures all of whose steps both verifiers reproduced (tags all
     # "A") serve as gold; score_metric: the metric an execution's score is the mean of;
     # label_abstraction: 1 makes executors label each step's abstraction (abstraction.py).
-    option_fields: ClassVar[dict[str, tuple]] = {"gold_count": ("int", 0, 10000), "score_metric": ("text",),
-                                                 "label_abstraction": ("int", 0, 1)}
+    option_fields: ClassVar[dict[str, tuple]] = {
+        "gold_count": ("int", 0, 10000),
+        "score_metric": ("text",),
+        "label_abstraction": ("int", 0, 1),
+    }
     option_labels: ClassVar[dict[str, str]] = {
         "gold_count": "Gold procedures (ones both verifiers reproduced at every step; blank: none)",
         "score_metric": "Score of an execution: board_f1, board_em, action_f1 or action_em (blank: board_f1)",
-        "label_abstraction": "Executors also label each step's level of abstraction"}
+        "label_abstraction": "Executors also label each step's level of abstraction",
+    }
     form_help: ClassVar[str] = (
         "Executors paint a drawing procedure on the hexagon board one instruction at a time; with "
-        "target images, instructors describe an image step by step instead. See docs/kinds/hexagons.md.")
+        "target images, instructors describe an image step by step instead. See docs/kinds/hexagons.md."
+    )
     default_instructions: ClassVar[str] = (
         "Read each instruction and paint the board as it says, one step at a time. You cannot see the "
-        "target image: do exactly what the instruction asks, no more. Next step shows the next instruction.")
-    outputs_label: ClassVar[str] = ('Predicted boards (JSONL: {"index", "step", "board": [180 colour codes], '
-                                    '"previous": [180] optional})')
+        "target image: do exactly what the instruction asks, no more. Next step shows the next instruction."
+    )
+    outputs_label: ClassVar[str] = (
+        'Predicted boards (JSONL: {"index", "step", "board": [180 colour codes], "previous": [180] optional})'
+    )
     models: ClassVar[str | None] = "app.kinds.hexagons.models"
     # For the page's abstraction labels (item.html, with the study's label_abstraction).
     abstraction_levels: ClassVar[dict] = LEVELS
@@ -97,9 +110,10 @@ class Hexagons(TaskKind):
     }
     job_queues: ClassVar[dict[str, str]] = {"validate": "models", "generate": "models", "train": "models"}
     artifact_roles: ClassVar[tuple[str, ...]] = ("executor",)
-    artifact_help: ClassVar[str] = ("a Hexagons executor (instruction tokens and the current board to the next "
-                                    "board's logits, docs/kinds/hexagons.md)")
-
+    artifact_help: ClassVar[str] = (
+        "a Hexagons executor (instruction tokens and the current board to the next "
+        "board's logits, docs/kinds/hexagons.md)"
+    )
 
     parts: ClassVar[dict[str, str | tuple[str, ...]]] = {
         "agent_runs": "app.kinds.hexagons.generation:ExecutorRuns",
@@ -118,7 +132,6 @@ class Hexagons(TaskKind):
         if ctx["hex_mode"] != "description":
             ctx.update(generation.study_context(session, study))
         return ctx
-
 
     def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
         if (settings or {}).get("mode") == "description" or is_description(payload):
@@ -180,46 +193,69 @@ class Hexagons(TaskKind):
         n_gold = int(options.get("gold_count", 0) or 0)
         agreed = sorted((p for p in procs if p.all_agreed), key=lambda p: _stable_rank(p.index))
         gold = {p.index for p in agreed[:n_gold]}
-        items = [ItemSpec(
-            external_id=p.index,
-            payload={"instructions": [s.instruction for s in p.steps], "initial": list(p.initial)},
-            reference={"boards": [list(s.board) for s in p.steps], "initial": list(p.initial),
-                       "tags": [s.tag for s in p.steps], "category": p.category, "image_id": p.image_id,
-                       "instructor_id": p.instructor_id, "annotation_round": p.annotation_round,
-                       "score_metric": metric},
-            is_gold=p.index in gold, source="gold" if p.index in gold else "dataset",
-            # Procedures of one image: nobody executes two (the second would be drawn from memory).
-            category=p.category, cluster=p.image_id, exclusion_group=f"image:{p.image_id}",
-            author_id=authors.get(p.index))
-            for p in procs]
+        items = [
+            ItemSpec(
+                external_id=p.index,
+                payload={"instructions": [s.instruction for s in p.steps], "initial": list(p.initial)},
+                reference={
+                    "boards": [list(s.board) for s in p.steps],
+                    "initial": list(p.initial),
+                    "tags": [s.tag for s in p.steps],
+                    "category": p.category,
+                    "image_id": p.image_id,
+                    "instructor_id": p.instructor_id,
+                    "annotation_round": p.annotation_round,
+                    "score_metric": metric,
+                },
+                is_gold=p.index in gold,
+                source="gold" if p.index in gold else "dataset",
+                # Procedures of one image: nobody executes two (the second would be drawn from memory).
+                category=p.category,
+                cluster=p.image_id,
+                exclusion_group=f"image:{p.image_id}",
+                author_id=authors.get(p.index),
+            )
+            for p in procs
+        ]
         settings = {"score_metric": metric, "label_abstraction": label_abstraction}
         # Set only by verification.make_verification_study (no form or API field reaches it).
         if isinstance(options.get("verification_of"), int):
             settings["verification_of"] = options["verification_of"]
-        return ImportResult(items=items, kind_settings=settings,
-                            summary={"procedures": len(procs), "steps": sum(len(p.steps) for p in procs),
-                                     "gold": len(gold), "all_agreed": len(agreed)})
+        return ImportResult(
+            items=items,
+            kind_settings=settings,
+            summary={
+                "procedures": len(procs),
+                "steps": sum(len(p.steps) for p in procs),
+                "gold": len(gold),
+                "all_agreed": len(agreed),
+            },
+        )
 
     def _import_targets(self, data: bytes) -> ImportResult:
         from app.kinds.hexagons.formats import parse_targets
 
         targets, skipped = parse_targets(data)
         items = [target_item(t.id, list(t.board), t.category) for t in targets]
-        return ImportResult(items=items, kind_settings={"mode": "description"},
-                            summary={"targets": len(targets), "procedures_of_a_repeated_image": skipped},
-                            study_defaults={"annotations_per_item": 1, "gold_rate": 0.0,
-                                            "instructions": DESCRIPTION_INSTRUCTIONS})
+        return ImportResult(
+            items=items,
+            kind_settings={"mode": "description"},
+            summary={"targets": len(targets), "procedures_of_a_repeated_image": skipped},
+            study_defaults={"annotations_per_item": 1, "gold_rate": 0.0, "instructions": DESCRIPTION_INSTRUCTIONS},
+        )
 
-    def import_agent_outputs(self, data: bytes, known_ids: set[str],
-                             payloads: dict[str, dict] | None = None) -> dict[str, dict]:
+    def import_agent_outputs(
+        self, data: bytes, known_ids: set[str], payloads: dict[str, dict] | None = None
+    ) -> dict[str, dict]:
         """Predictions JSONL as `proctor hexagons score` reads it; each procedure predicted must be
         predicted at every step. Steps without `previous` were executed on the gold board."""
         from app.kinds.hexagons.formats import parse_predictions
 
         payloads = payloads or {}
         if any(is_description(p) for p in payloads.values()):
-            raise InputError("a description study takes no agent outputs: its items are target images, "
-                             "not procedures", field="file")
+            raise InputError(
+                "a description study takes no agent outputs: its items are target images, not procedures", field="file"
+            )
         n_steps = {i: len(payloads[i]["instructions"]) for i in known_ids if i in payloads}
         by_index: dict[str, dict[int, dict]] = defaultdict(dict)
         for p in parse_predictions(data, n_steps):
@@ -260,19 +296,30 @@ class Hexagons(TaskKind):
         refs, payloads, procedures = leaderboard._procedures(session, study)
         if not refs:
             return []
-        metric = (study.kind_settings or {}).get("score_metric") or next(
-            (r.get("score_metric") for r in refs.values()), None) or DEFAULT_SCORE
+        metric = (
+            (study.kind_settings or {}).get("score_metric")
+            or next((r.get("score_metric") for r in refs.values()), None)
+            or DEFAULT_SCORE
+        )
         col = metrics.KEYS.index(metric if metric in metrics.KEYS else DEFAULT_SCORE)
         out = []
         for row in leaderboard.baseline_rows(refs, payloads):
             values, ids, _ = leaderboard.row_steps(row, procedures)
             cats = np.array([procedures[int(i)].category for i in ids], dtype=object)
-            out.append({"type": "baseline", "name": row.who, "answered": len(row.executions), "coverage": 1.0,
-                        # with the procedures counted, so a cell on too few says so (rows.clustered)
-                        "accuracy": clustered(values[:, col], ids, "procedure"),
-                        "by_category": {c: clustered(values[cats == c, col], ids[cats == c], "procedure")
-                                        for c in sorted(set(cats))},
-                        "consistency": None})
+            out.append(
+                {
+                    "type": "baseline",
+                    "name": row.who,
+                    "answered": len(row.executions),
+                    "coverage": 1.0,
+                    # with the procedures counted, so a cell on too few says so (rows.clustered)
+                    "accuracy": clustered(values[:, col], ids, "procedure"),
+                    "by_category": {
+                        c: clustered(values[cats == c, col], ids[cats == c], "procedure") for c in sorted(set(cats))
+                    },
+                    "consistency": None,
+                }
+            )
         return out
 
     def demo(self) -> dict:
@@ -283,24 +330,40 @@ class Hexagons(TaskKind):
         import os
         from pathlib import Path
 
-        folder = Path(os.environ.get("HEXAGONS_DATA") or Path(__file__).resolve().parents[3].parent
-                      / "shared" / "data" / "hexagons")
+        folder = Path(
+            os.environ.get("HEXAGONS_DATA")
+            or Path(__file__).resolve().parents[3].parent / "shared" / "data" / "hexagons"
+        )
         dev = folder / "dev.jsonl"
         if not dev.is_file():
             return {}
         lines = [json.loads(line) for line in dev.read_text("utf-8").splitlines() if line.strip()]
         # Two or three steps each: short, yet a worker sees the board carry over between steps.
-        short = sorted((p for p in lines if isinstance(p.get("agreement_tags"), list)
-                        and 2 <= int(p["number_of_drawing_steps"]) <= 3), key=lambda p: int(p["index"]))[:4]
+        short = sorted(
+            (
+                p
+                for p in lines
+                if isinstance(p.get("agreement_tags"), list) and 2 <= int(p["number_of_drawing_steps"]) <= 3
+            ),
+            key=lambda p: int(p["index"]),
+        )[:4]
+
         def simulate(session, study, researcher) -> None:
             _demo_executors(session, study)
             _demo_description(session, researcher, short)
 
         # Three executions per procedure: the simulated executors give two, a newcomer the third.
-        return {"items": "\n".join(json.dumps(p) for p in short).encode(), "format": "procedures",
-                "settings": {"bundle_size": 2, "gold_rate": 0.0, "annotations_per_item": 3,
-                             "instructions": self.default_instructions},
-                "simulate": simulate}
+        return {
+            "items": "\n".join(json.dumps(p) for p in short).encode(),
+            "format": "procedures",
+            "settings": {
+                "bundle_size": 2,
+                "gold_rate": 0.0,
+                "annotations_per_item": 3,
+                "instructions": self.default_instructions,
+            },
+            "simulate": simulate,
+        }
 
 
 def _demo_executors(session, study) -> None:
@@ -317,8 +380,9 @@ def _demo_executors(session, study) -> None:
             if changed and rng.random() < 1 / 3:
                 for t in rng.sample(changed, max(1, len(changed) // 3)):
                     target[t] = board[t]
-            steps.append({"board": target, "actions": [[t, target[t], 500] for t in range(len(target))
-                                                        if target[t] != board[t]]})
+            steps.append(
+                {"board": target, "actions": [[t, target[t], 500] for t in range(len(target)) if target[t] != board[t]]}
+            )
             board = target
         return {"steps": steps}
 
@@ -341,10 +405,16 @@ def _demo_description(session, researcher, procedures: list[dict]) -> None:
 
     if session.scalar(select(Study.id).where(Study.title == DEMO_DESCRIPTION)):
         return
-    settings = services.StudySettings(title=DEMO_DESCRIPTION, bundle_size=2, gold_rate=0.0, annotations_per_item=2,
-                                      redirect_url="https://app.prolific.com/submissions/complete?cc=DEMO")
-    study = services.create_study(session, researcher, "hexagons", settings,
-                                  "\n".join(json.dumps(p) for p in procedures).encode(), "targets")
+    settings = services.StudySettings(
+        title=DEMO_DESCRIPTION,
+        bundle_size=2,
+        gold_rate=0.0,
+        annotations_per_item=2,
+        redirect_url="https://app.prolific.com/submissions/complete?cc=DEMO",
+    )
+    study = services.create_study(
+        session, researcher, "hexagons", settings, "\n".join(json.dumps(p) for p in procedures).encode(), "targets"
+    )
     services.set_state(session, study, "live", researcher)
 
 

@@ -16,31 +16,56 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # level -> (the paper's name, its definition)
 LEVELS: dict[int, tuple[str, str]] = {
-    0: ("No abstraction", "concrete instructions: the coordinates and colours to paint, absolute (\u201cpaint "
-        "the third hexagon in the sixth column green\u201d) or relative (\u201cpaint the tile below this tile red\u201d)"),
-    1: ("Low-level abstraction", "a collection of tiles is one object by the shape it forms, when it forms a "
-        "vertical or diagonal line (\u201cpaint the first column from the left green\u201d)"),
-    2: ("Mid-level abstraction", "multiple tiles define an object beyond lines, by an abstraction mechanism "
-        "applied to multiple tiles (\u201cmake a red flower\u201d)"),
-    3: ("High-level abstraction", "abstraction mechanisms applied to multiple objects, which themselves can "
-        "be complex or abstract (\u201crepeat the flower along the row, green centres for red flowers\u201d)"),
+    0: (
+        "No abstraction",
+        "concrete instructions: the coordinates and colours to paint, absolute (\u201cpaint "
+        "the third hexagon in the sixth column green\u201d) or relative (\u201cpaint the tile below this tile red\u201d)",
+    ),
+    1: (
+        "Low-level abstraction",
+        "a collection of tiles is one object by the shape it forms, when it forms a "
+        "vertical or diagonal line (\u201cpaint the first column from the left green\u201d)",
+    ),
+    2: (
+        "Mid-level abstraction",
+        "multiple tiles define an object beyond lines, by an abstraction mechanism "
+        "applied to multiple tiles (\u201cmake a red flower\u201d)",
+    ),
+    3: (
+        "High-level abstraction",
+        "abstraction mechanisms applied to multiple objects, which themselves can "
+        "be complex or abstract (\u201crepeat the flower along the row, green centres for red flowers\u201d)",
+    ),
 }
 # mechanism -> (the paper's name, its example from Table 4)
 MECHANISMS: dict[str, tuple[str, str]] = {
-    "bounded iteration": ("Bounded iterations ('for' loops)", "\u201cMake four more caterpillars below the "
-                          "original leaving an empty space between every two caterpillar.\u201d"),
-    "conditional iteration": ("Conditional iterations ('while' loops)", "\u201cRepeat this pattern until you "
-                              "run out of room on grid.\u201d"),
-    "conditional statement": ("Conditional statements ('if-then')", "\u201c...using green below the red tiles "
-                              "and yellow below the blue tiles.\u201d"),
+    "bounded iteration": (
+        "Bounded iterations ('for' loops)",
+        "\u201cMake four more caterpillars below the "
+        "original leaving an empty space between every two caterpillar.\u201d",
+    ),
+    "conditional iteration": (
+        "Conditional iterations ('while' loops)",
+        "\u201cRepeat this pattern until you run out of room on grid.\u201d",
+    ),
+    "conditional statement": (
+        "Conditional statements ('if-then')",
+        "\u201c...using green below the red tiles and yellow below the blue tiles.\u201d",
+    ),
     "object": ("Objects (composed of tiles, defined and referred to again)", "\u201cmake a blue dog bone shape\u201d"),
-    "symmetry": ("Symmetry (functions: reflection, rotation)", "\u201cReflect the multi-colored triangle you made "
-                 "in the previous two steps symmetrically over the black diagonal.\u201d"),
-    "recursion": ("Recursion (growing patterns, spirals, self-similarity)", "\u201cForm an X by ... At each "
-                  "corner, ... form 4 smaller X shapes\u201d"),
+    "symmetry": (
+        "Symmetry (functions: reflection, rotation)",
+        "\u201cReflect the multi-colored triangle you made "
+        "in the previous two steps symmetrically over the black diagonal.\u201d",
+    ),
+    "recursion": (
+        "Recursion (growing patterns, spirals, self-similarity)",
+        "\u201cForm an X by ... At each corner, ... form 4 smaller X shapes\u201d",
+    ),
 }
-Mechanism = Literal["bounded iteration", "conditional iteration", "conditional statement", "object", "symmetry",
-                    "recursion"]
+Mechanism = Literal[
+    "bounded iteration", "conditional iteration", "conditional statement", "object", "symmetry", "recursion"
+]
 assert set(Mechanism.__args__) == set(MECHANISMS)
 
 

@@ -71,30 +71,53 @@ def check_vocabulary(words: object) -> list[str] | str:
 
 def check_config(role: str, config: object) -> dict:
     """The config of the built-in executor; each problem names its field."""
-    check_architecture(role, config, ARCHITECTURES, MAX_SIZES,
-                       "executor.json, which `proctor train hex-executor` writes beside executor.safetensors")
+    check_architecture(
+        role,
+        config,
+        ARCHITECTURES,
+        MAX_SIZES,
+        "executor.json, which `proctor train hex-executor` writes beside executor.safetensors",
+    )
     words = check_vocabulary(config.get("words"))
     if isinstance(words, str):
         raise InputError(f"words (the vocabulary) {words}", field="config.words")
     unknown = sorted(set(config) - set(FIELDS))
     if unknown:
-        raise InputError(f"unknown config field {unknown[0]!r}: the fields are {', '.join(FIELDS)}",
-                         field=f"config.{unknown[0]}")
+        raise InputError(
+            f"unknown config field {unknown[0]!r}: the fields are {', '.join(FIELDS)}", field=f"config.{unknown[0]}"
+        )
     return {k: config[k] for k in FIELDS}
 
 
 def expected_shapes(config: dict) -> dict[str, tuple[int, ...]]:
     """The state_dict of gru-attend-conv (workers/hexagons/executor.py) for a config, name ->
     shape, in the module's order (a test keeps the two equal)."""
-    e, h, c, v, k = (int(config["embed"]), int(config["hidden"]), int(config["channels"]),
-                     len(config["words"]), len(COLOURS))
+    e, h, c, v, k = (
+        int(config["embed"]),
+        int(config["hidden"]),
+        int(config["channels"]),
+        len(config["words"]),
+        len(COLOURS),
+    )
     return {
-        "keep": (), "tokens.weight": (v, e),
-        "gru.weight_ih_l0": (3 * h, e), "gru.weight_hh_l0": (3 * h, h), "gru.bias_ih_l0": (3 * h,),
+        "keep": (),
+        "tokens.weight": (v, e),
+        "gru.weight_ih_l0": (3 * h, e),
+        "gru.weight_hh_l0": (3 * h, h),
+        "gru.bias_ih_l0": (3 * h,),
         "gru.bias_hh_l0": (3 * h,),
-        "colours.weight": (k, c), "tiles.weight": (TILES, c),
-        "query.weight": (h, c), "query.bias": (h,), "value.weight": (c, h), "value.bias": (c,),
-        "film.weight": (2 * c, h), "film.bias": (2 * c,),
-        "conv1.weight": (c, c, 3, 3), "conv1.bias": (c,), "conv2.weight": (c, c, 3, 3), "conv2.bias": (c,),
-        "out.weight": (k, c, 1, 1), "out.bias": (k,),
+        "colours.weight": (k, c),
+        "tiles.weight": (TILES, c),
+        "query.weight": (h, c),
+        "query.bias": (h,),
+        "value.weight": (c, h),
+        "value.bias": (c,),
+        "film.weight": (2 * c, h),
+        "film.bias": (2 * c,),
+        "conv1.weight": (c, c, 3, 3),
+        "conv1.bias": (c,),
+        "conv2.weight": (c, c, 3, 3),
+        "conv2.bias": (c,),
+        "out.weight": (k, c, 1, 1),
+        "out.bias": (k,),
     }

@@ -53,8 +53,14 @@ def neighbours(t: int, shifted: str = SHIFTED) -> tuple[int, ...]:
     # The side rows a lowered column touches are its own and the one below; otherwise its own
     # and the one above.
     side = (row, row + 1) if is_lowered(col, shifted) else (row - 1, row)
-    cells = [(row - 1, col), (row + 1, col),
-             (side[0], col - 1), (side[0], col + 1), (side[1], col - 1), (side[1], col + 1)]
+    cells = [
+        (row - 1, col),
+        (row + 1, col),
+        (side[0], col - 1),
+        (side[0], col + 1),
+        (side[1], col - 1),
+        (side[1], col + 1),
+    ]
     return tuple(r * COLS + c for r, c in cells if 0 <= r < ROWS and 0 <= c < COLS)
 
 

@@ -38,14 +38,22 @@ def _table(title: str, groups: dict) -> None:
 
 
 @hexagons.command("score")
-@click.option("--gold", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="Gold procedures: the released JSONL (any split).")
-@click.option("--predictions", type=click.Path(exists=True, dir_okay=False),
-              help='JSONL, one step a line: {"index", "step", "board": [180 colour codes], '
-                   '"previous": [180] (optional; default the gold board before the step)}.')
+@click.option(
+    "--gold",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Gold procedures: the released JSONL (any split).",
+)
+@click.option(
+    "--predictions",
+    type=click.Path(exists=True, dir_okay=False),
+    help='JSONL, one step a line: {"index", "step", "board": [180 colour codes], '
+    '"previous": [180] (optional; default the gold board before the step)}.',
+)
 @click.option("--no-action", is_flag=True, help="Score the baseline that paints nothing instead.")
-@click.option("--partial", is_flag=True, help="Score only the predicted steps (default: every gold step "
-                                             "must have a prediction).")
+@click.option(
+    "--partial", is_flag=True, help="Score only the predicted steps (default: every gold step must have a prediction)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: per_step and mean.")
 def hex_score(gold: str, predictions: str | None, no_action: bool, partial: bool, as_json: bool) -> None:
     """Action- and board-based precision, recall, F1 and exact match, averaged over steps
@@ -66,8 +74,9 @@ def hex_score(gold: str, predictions: str | None, no_action: bool, partial: bool
         except InputError as exc:  # steps without a prediction
             raise click.ClickException(f"{predictions}: {exc}") from None
     if as_json:
-        click.echo(json.dumps({"per_step": result["per_step"], "mean": result["mean"],
-                               "estimates": result["estimates"]}))
+        click.echo(
+            json.dumps({"per_step": result["per_step"], "mean": result["mean"], "estimates": result["estimates"]})
+        )
         return
     _table("overall", {"all": {"n": result["n"], **result["mean"]}})
     click.echo("95% intervals (procedures resampled as units; the leaderboard's):")
@@ -79,8 +88,13 @@ def hex_score(gold: str, predictions: str | None, no_action: bool, partial: bool
 
 
 @hexagons.command("stats")
-@click.option("--data", "folder", required=True, type=click.Path(exists=True, file_okay=False),
-              help="The folder with the released train.jsonl, dev.jsonl and test.jsonl (those present).")
+@click.option(
+    "--data",
+    "folder",
+    required=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="The folder with the released train.jsonl, dev.jsonl and test.jsonl (those present).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def hex_stats(folder: str, as_json: bool) -> None:
     """The paper's dataset statistics (Tables 1 and 6, the verifiers' agreement) recomputed
@@ -88,8 +102,11 @@ def hex_stats(folder: str, as_json: bool) -> None:
     from app.kinds.hexagons.formats import parse_procedures
     from app.kinds.hexagons.stats import dataset_stats
 
-    splits = {name: _read(str(Path(folder) / f"{name}.jsonl"), parse_procedures)
-              for name in SPLITS if (Path(folder) / f"{name}.jsonl").is_file()}
+    splits = {
+        name: _read(str(Path(folder) / f"{name}.jsonl"), parse_procedures)
+        for name in SPLITS
+        if (Path(folder) / f"{name}.jsonl").is_file()
+    }
     if not splits:
         raise click.ClickException(f"{folder}: none of {', '.join(s + '.jsonl' for s in SPLITS)} is there")
     s = dataset_stats(splits)
@@ -98,38 +115,53 @@ def hex_stats(folder: str, as_json: bool) -> None:
         return
     paper = s["paper"]
     click.echo("Splits (paper Table 6: procedures, steps, agreed procedures, agreed steps; ours | paper)")
-    click.echo(f"{'split':<7} {'procs':>11} {'steps':>11} {'agreed procs':>22} {'agreed steps %':>16} "
-               f"{'untagged':>8}  tags")
+    click.echo(
+        f"{'split':<7} {'procs':>11} {'steps':>11} {'agreed procs':>22} {'agreed steps %':>16} {'untagged':>8}  tags"
+    )
     for name, v in s["splits"].items():
         p = paper["splits"].get(name)
         ref = (lambda i: f" | {p[i]}") if p else (lambda i: "")
-        click.echo(f"{name:<7} {v['procedures']:>5}{ref(0):>6} {v['steps']:>5}{ref(1):>6} "
-                   f"{v['agreed_procedures']:>4} ({v['agreed_procedures_pct']}%){ref(3):>8} "
-                   f"{v['agreed_steps_pct']:>7}{ref(4):>9} {v['untagged_procedures']:>8}  "
-                   + " ".join(f"{t}:{n}" for t, n in v["tags"].items()))
+        click.echo(
+            f"{name:<7} {v['procedures']:>5}{ref(0):>6} {v['steps']:>5}{ref(1):>6} "
+            f"{v['agreed_procedures']:>4} ({v['agreed_procedures_pct']}%){ref(3):>8} "
+            f"{v['agreed_steps_pct']:>7}{ref(4):>9} {v['untagged_procedures']:>8}  "
+            + " ".join(f"{t}:{n}" for t, n in v["tags"].items())
+        )
     click.echo("\nRounds (paper Table 1: steps, procedures, tokens, unique images; ours | paper)")
     for r, v in s["rounds"].items():
         p = paper["rounds"].get(r, ("", "", "", ""))
-        click.echo(f"{v['name']:<26} {v['steps']:>5} | {p[0]:<5} {v['procedures']:>4} | {p[1]:<4} "
-                   f"{v['tokens']:>6} | {p[2]:<4} {v['unique_images']:>4} ({v['base_images']}) | {p[3]}")
+        click.echo(
+            f"{v['name']:<26} {v['steps']:>5} | {p[0]:<5} {v['procedures']:>4} | {p[1]:<4} "
+            f"{v['tokens']:>6} | {p[2]:<4} {v['unique_images']:>4} ({v['base_images']}) | {p[3]}"
+        )
     p = paper["rounds"]["total"]
-    click.echo(f"{'Total':<26} {s['splits']['total']['steps']:>5} | {p[0]:<5} "
-               f"{s['splits']['total']['procedures']:>4} | {p[1]:<4} {s['tokens']:>6} | {p[2]:<4} "
-               f"{s['images']:>4} ({s['base_images']}) | {p[3]}")
-    click.echo(f"Images in brackets: redrawn images counted as their base image (procedures "
-               f"{', '.join(s['redrawn']) or 'none'} have an id ending in a letter).")
+    click.echo(
+        f"{'Total':<26} {s['splits']['total']['steps']:>5} | {p[0]:<5} "
+        f"{s['splits']['total']['procedures']:>4} | {p[1]:<4} {s['tokens']:>6} | {p[2]:<4} "
+        f"{s['images']:>4} ({s['base_images']}) | {p[3]}"
+    )
+    click.echo(
+        f"Images in brackets: redrawn images counted as their base image (procedures "
+        f"{', '.join(s['redrawn']) or 'none'} have an id ending in a letter)."
+    )
     click.echo("\nCategories (the abstraction mechanism the image was designed to elicit)")
     for c, v in s["categories"].items():
-        click.echo(f"{c:<24} {v['procedures']:>4} procedures {v['steps']:>5} steps {v['images']:>4} images "
-                   f"{v['mean_steps']:>6} steps each, {v['agreed_steps_pct']}% agreed steps")
+        click.echo(
+            f"{c:<24} {v['procedures']:>4} procedures {v['steps']:>5} steps {v['images']:>4} images "
+            f"{v['mean_steps']:>6} steps each, {v['agreed_steps_pct']}% agreed steps"
+        )
     v = s["verifiers"]
-    click.echo(f"\nVerifiers against the instructor over {v['steps']} tagged steps (section 5; paper: Max "
-               f"Mean-F1 circa {paper['max_mean_f1']})")
+    click.echo(
+        f"\nVerifiers against the instructor over {v['steps']} tagged steps (section 5; paper: Max "
+        f"Mean-F1 circa {paper['max_mean_f1']})"
+    )
     for m in ("f1", "em"):
         click.echo(f"  {m.upper():<3} mean {v[m]['mean']}  max {v[m]['max']}  min {v[m]['min']}")
     c = s["tag_consistency"]
-    click.echo(f"\nTags against the scores they imply (A: both I-V scores 1; V1/V2: that one; VV: V1-V2 only): "
-               f"{c['inconsistent']} of {c['steps']} steps disagree")
+    click.echo(
+        f"\nTags against the scores they imply (A: both I-V scores 1; V1/V2: that one; VV: V1-V2 only): "
+        f"{c['inconsistent']} of {c['steps']} steps disagree"
+    )
     for t, v in c["by_tag"].items():
         click.echo(f"  {t:<3} {v['steps']:>5} steps {v['inconsistent']:>4} disagree  {' '.join(v['examples'])}")
     click.echo("\nAgreed procedures under other definitions (ours: last step agreed; paper Table 6)")
@@ -138,13 +170,28 @@ def hex_stats(folder: str, as_json: bool) -> None:
 
 
 @hexagons.command("rule-baseline")
-@click.option("--data", required=True, type=click.Path(exists=True),
-              help="The folder with the released <split>.jsonl, or one procedures JSONL file.")
-@click.option("--split", type=click.Choice(SPLITS), default="test", show_default=True,
-              help="Which split's file to read when --data is a folder (Table 7 is on test).")
-@click.option("--on", "on", type=click.Choice(("gold", "own")), default="gold", show_default=True,
-              help="Execute each step on the gold board before it (oracle board-state) or on the "
-                   "executor's own board after the step before (predicted board-state).")
+@click.option(
+    "--data",
+    required=True,
+    type=click.Path(exists=True),
+    help="The folder with the released <split>.jsonl, or one procedures JSONL file.",
+)
+@click.option(
+    "--split",
+    type=click.Choice(SPLITS),
+    default="test",
+    show_default=True,
+    help="Which split's file to read when --data is a folder (Table 7 is on test).",
+)
+@click.option(
+    "--on",
+    "on",
+    type=click.Choice(("gold", "own")),
+    default="gold",
+    show_default=True,
+    help="Execute each step on the gold board before it (oracle board-state) or on the "
+    "executor's own board after the step before (predicted board-state).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (means as fractions).")
 def hex_rule_baseline(data: str, split: str, on: str, as_json: bool) -> None:
     """The paper's naive rule-based executor (a paint(position, colour) pattern matcher,
@@ -170,21 +217,37 @@ def hex_rule_baseline(data: str, split: str, on: str, as_json: bool) -> None:
             results[name] = evaluate(procedures, on, progress=bar.update, patterns=name)
     steps = results["all"]["n"]
     if as_json:
-        click.echo(json.dumps({
-            "file": str(path), "on": on, "procedures": len(procedures), "steps": steps,
-            "rule_based": {name: r["mean"] for name, r in results.items()},
-            "paper": {"split": "test", "on": "unstated", **{k: v / 100 for k, v in PAPER.items()}},
-            "patterns": PATTERNS}))
+        click.echo(
+            json.dumps(
+                {
+                    "file": str(path),
+                    "on": on,
+                    "procedures": len(procedures),
+                    "steps": steps,
+                    "rule_based": {name: r["mean"] for name, r in results.items()},
+                    "paper": {"split": "test", "on": "unstated", **{k: v / 100 for k, v in PAPER.items()}},
+                    "patterns": PATTERNS,
+                }
+            )
+        )
         return
-    click.echo(f"{path}: {len(procedures)} procedures, {steps} steps, executed on the "
-               f"{'gold board before each step' if on == 'gold' else 'executor’s own board'}")
-    click.echo(f"\n{'executor':<44} {'Action F1':>9} {'Action EM':>9} {'Action P':>9} {'Action R':>9} "
-               f"{'Board F1':>9}")
+    click.echo(
+        f"{path}: {len(procedures)} procedures, {steps} steps, executed on the "
+        f"{'gold board before each step' if on == 'gold' else 'executor’s own board'}"
+    )
+    click.echo(f"\n{'executor':<44} {'Action F1':>9} {'Action EM':>9} {'Action P':>9} {'Action R':>9} {'Board F1':>9}")
     for name, r in results.items():
         m = r["mean"]
-        click.echo(f"{'rule-based, ' + name + ' patterns':<44} {_f(m['action_f1']):>9} {_f(m['action_em']):>9} "
-                   f"{_f(m['action_precision']):>9} {_f(m['action_recall']):>9} {_f(m['board_f1']):>9}")
-    click.echo(f"{'paper, Table 7 (test)':<44} {PAPER['action_f1']:>9.2f} {PAPER['action_em']:>9.2f} "
-               f"{'-':>9} {'-':>9} {'-':>9}")
-    click.echo("\nPatterns: " + "; ".join(f"{k}: {v}" for k, v in PATTERNS.items())
-               + ". In percent, means over steps (DESIGN.md section 6); docs/kinds/hexagons.md explains the gap.")
+        click.echo(
+            f"{'rule-based, ' + name + ' patterns':<44} {_f(m['action_f1']):>9} {_f(m['action_em']):>9} "
+            f"{_f(m['action_precision']):>9} {_f(m['action_recall']):>9} {_f(m['board_f1']):>9}"
+        )
+    click.echo(
+        f"{'paper, Table 7 (test)':<44} {PAPER['action_f1']:>9.2f} {PAPER['action_em']:>9.2f} "
+        f"{'-':>9} {'-':>9} {'-':>9}"
+    )
+    click.echo(
+        "\nPatterns: "
+        + "; ".join(f"{k}: {v}" for k, v in PATTERNS.items())
+        + ". In percent, means over steps (DESIGN.md section 6); docs/kinds/hexagons.md explains the gap."
+    )

@@ -55,10 +55,12 @@ def _instructor(ref: dict) -> list[list[int]]:
 
 def _executions(session: Session, study: Study, item_ids=None) -> dict[int, list[dict]]:
     """item id -> the valid executions on it, oldest first: {"annotation_id", "who", "response"}."""
-    q = (select(Annotation.id, Annotation.item_id, Annotation.response, User.pseudonym)
-         .join(User, User.id == Annotation.worker_id)
-         .where(and_(Annotation.study_id == study.id, Annotation.excluded.is_(False),
-                     Annotation.is_gold.is_(False))).order_by(Annotation.id))
+    q = (
+        select(Annotation.id, Annotation.item_id, Annotation.response, User.pseudonym)
+        .join(User, User.id == Annotation.worker_id)
+        .where(and_(Annotation.study_id == study.id, Annotation.excluded.is_(False), Annotation.is_gold.is_(False)))
+        .order_by(Annotation.id)
+    )
     if item_ids is not None:
         q = q.where(Annotation.item_id.in_(item_ids))
     out: dict[int, list[dict]] = defaultdict(list)
@@ -82,13 +84,15 @@ def step_tag(instructor: list[int], boards: list[list[int] | None]) -> str | Non
 def queue(session: Session, study: Study) -> list[dict]:
     """The steps some executor disagreed on, or that an admin decided: disputed (VV) first,
     then the other undecided ones, decided ones last; each with its tag and decision."""
-    decisions = {(c.item_id, c.step): c for c in
-                 session.scalars(select(Consolidation).where(Consolidation.study_id == study.id))}
+    decisions = {
+        (c.item_id, c.step): c for c in session.scalars(select(Consolidation).where(Consolidation.study_id == study.id))
+    }
     executions = _executions(session, study)
     wanted = set(executions) | {i for i, _ in decisions}
     rows = []
-    for item in session.scalars(select(Item).where(Item.study_id == study.id, Item.is_gold.is_(False),
-                                                   Item.id.in_(wanted))):
+    for item in session.scalars(
+        select(Item).where(Item.study_id == study.id, Item.is_gold.is_(False), Item.id.in_(wanted))
+    ):
         ref = item.reference or {}
         if not ref.get("boards"):
             continue
@@ -101,13 +105,22 @@ def queue(session: Session, study: Study) -> list[dict]:
             if not differ and decision is None:
                 continue
             tag = step_tag(gold, boards)
-            rows.append({
-                "item_id": item.id, "external_id": item.external_id, "step": k + 1,
-                "category": item.category, "instruction": item.payload["instructions"][k],
-                "executors": len([b for b in boards if b is not None]), "differ": differ, "tag": tag,
-                "disputed": tag == "VV", "error_class": decision.error_class if decision else None,
-                "fixed": bool(decision and decision.fixed_board is not None),
-                "level": labels[k].get("level") if k < len(labels) else None})
+            rows.append(
+                {
+                    "item_id": item.id,
+                    "external_id": item.external_id,
+                    "step": k + 1,
+                    "category": item.category,
+                    "instruction": item.payload["instructions"][k],
+                    "executors": len([b for b in boards if b is not None]),
+                    "differ": differ,
+                    "tag": tag,
+                    "disputed": tag == "VV",
+                    "error_class": decision.error_class if decision else None,
+                    "fixed": bool(decision and decision.fixed_board is not None),
+                    "level": labels[k].get("level") if k < len(labels) else None,
+                }
+            )
     rows.sort(key=lambda r: (r["error_class"] is not None, not r["disputed"], r["item_id"], r["step"]))
     return rows
 
@@ -147,33 +160,56 @@ def step_view(session: Session, study: Study, item_id: int, step: int) -> dict:
     for n, e in enumerate(executions):
         after = _board_after(e, k)
         steps = e["response"].get("steps") or []
-        before = (steps[k].get("previous") if k < len(steps) else None) or \
-            (initial if k == 0 else _board_after(e, k - 1))
+        before = (steps[k].get("previous") if k < len(steps) else None) or (
+            initial if k == 0 else _board_after(e, k - 1)
+        )
         labels = e["response"].get("labels") or []
-        boards.append({"who": f"verifier {n + 1}", "pseudonym": e["who"], "annotation_id": e["annotation_id"],
-                       "before": before, "after": after, "differs": _diff(instructor[k], after),
-                       "label": labels[k] if k < len(labels) else None})
-    decision = session.scalar(select(Consolidation).where(Consolidation.item_id == item.id,
-                                                          Consolidation.step == step))
+        boards.append(
+            {
+                "who": f"verifier {n + 1}",
+                "pseudonym": e["who"],
+                "annotation_id": e["annotation_id"],
+                "before": before,
+                "after": after,
+                "differs": _diff(instructor[k], after),
+                "label": labels[k] if k < len(labels) else None,
+            }
+        )
+    decision = session.scalar(select(Consolidation).where(Consolidation.item_id == item.id, Consolidation.step == step))
     refs = ref.get("abstraction") or []
     given = [b["label"] for b in boards if b["label"]]
     return {
-        "item_id": item.id, "external_id": item.external_id, "step": step, "steps": len(instructor),
-        "category": item.category, "instruction": item.payload["instructions"][k],
+        "item_id": item.id,
+        "external_id": item.external_id,
+        "step": step,
+        "steps": len(instructor),
+        "category": item.category,
+        "instruction": item.payload["instructions"][k],
         "earlier": item.payload["instructions"][:k],
         "instructor": {"before": initial if k == 0 else instructor[k - 1], "after": instructor[k]},
-        "gold": ref["boards"][k], "executors": boards,
+        "gold": ref["boards"][k],
+        "executors": boards,
         "tag": step_tag(instructor[k], [b["after"] for b in boards]),
-        "decision": None if decision is None else {
-            "error_class": decision.error_class, "note": decision.note, "fixed_board": decision.fixed_board,
-            "decided_by": decision.decided_by, "decided_at": decision.decided_at.isoformat()},
+        "decision": None
+        if decision is None
+        else {
+            "error_class": decision.error_class,
+            "note": decision.note,
+            "fixed_board": decision.fixed_board,
+            "decided_by": decision.decided_by,
+            "decided_at": decision.decided_at.isoformat(),
+        },
         "abstraction": refs[k] if k < len(refs) else None,
-        "labels": {"given": len(given), "majority": abstraction.majority(given)}}
+        "labels": {"given": len(given), "majority": abstraction.majority(given)},
+    }
 
 
 def _check_board(board) -> list[int]:
-    if not isinstance(board, list) or len(board) != TILES or not all(
-            type(c) is int and 0 <= c < len(COLOURS) for c in board):
+    if (
+        not isinstance(board, list)
+        or len(board) != TILES
+        or not all(type(c) is int and 0 <= c < len(COLOURS) for c in board)
+    ):
         raise InputError(f"board must be {TILES} colour codes 0-{len(COLOURS) - 1}", field="board")
     return list(board)
 
@@ -202,8 +238,17 @@ def rescore(session: Session, item: Item) -> int:
     return n
 
 
-def decide(session: Session, study: Study, item_id: int, step: int, error_class: str | None, note: str,
-           board: list[int] | None, admin, commit: bool = True) -> dict:
+def decide(
+    session: Session,
+    study: Study,
+    item_id: int,
+    step: int,
+    error_class: str | None,
+    note: str,
+    board: list[int] | None,
+    admin,
+    commit: bool = True,
+) -> dict:
     """Store (or, with no error class, clear) the decision on a step: audited with the value
     before. A board is the corrected gold board; none (or the instructor's) leaves the
     instructor's board as gold. A changed gold board re-scores the item."""
@@ -222,10 +267,12 @@ def decide(session: Session, study: Study, item_id: int, step: int, error_class:
     instructor = _instructor(ref)
     if board == instructor[k]:
         board = None
-    decision = session.scalar(select(Consolidation).where(Consolidation.item_id == item.id,
-                                                          Consolidation.step == step))
-    before = None if decision is None else {"error_class": decision.error_class, "note": decision.note,
-                                            "gold": ref["boards"][k]}
+    decision = session.scalar(select(Consolidation).where(Consolidation.item_id == item.id, Consolidation.step == step))
+    before = (
+        None
+        if decision is None
+        else {"error_class": decision.error_class, "note": decision.note, "gold": ref["boards"][k]}
+    )
     if not error_class:
         session.execute(delete(Consolidation).where(Consolidation.item_id == item.id, Consolidation.step == step))
     else:
@@ -245,18 +292,40 @@ def decide(session: Session, study: Study, item_id: int, step: int, error_class:
         item.reference = ref
         session.flush()
         rescored = rescore(session, item)
-    audit.record(session, admin.id, "hexagons.consolidation", "item", item.id, study=study.id, step=step,
-                 before=before, after=None if not error_class else {
-                     "error_class": error_class, "note": note, "gold": gold})
+    audit.record(
+        session,
+        admin.id,
+        "hexagons.consolidation",
+        "item",
+        item.id,
+        study=study.id,
+        step=step,
+        before=before,
+        after=None if not error_class else {"error_class": error_class, "note": note, "gold": gold},
+    )
     if commit:
         session.commit()
-    return {"item_id": item.id, "step": step, "error_class": error_class or None,
-            "note": note if error_class else "", "fixed_board": board if error_class else None,
-            "gold": gold, "rescored": rescored}
+    return {
+        "item_id": item.id,
+        "step": step,
+        "error_class": error_class or None,
+        "note": note if error_class else "",
+        "fixed_board": board if error_class else None,
+        "gold": gold,
+        "rescored": rescored,
+    }
 
 
-def label(session: Session, study: Study, item_id: int, step: int, value: dict | None, admin,
-          adopt: bool = False, commit: bool = True) -> dict:
+def label(
+    session: Session,
+    study: Study,
+    item_id: int,
+    step: int,
+    value: dict | None,
+    admin,
+    adopt: bool = False,
+    commit: bool = True,
+) -> dict:
     """Set the reference's abstraction label of a step (reference["abstraction"][k]): `value`
     by hand, or with `adopt` the executors' majority; audited with the value before."""
     if adopt:
@@ -278,8 +347,18 @@ def label(session: Session, study: Study, item_id: int, step: int, value: dict |
     labels[step - 1] = value
     ref["abstraction"] = labels
     item.reference = ref
-    audit.record(session, admin.id, "hexagons.abstraction", "item", item.id, study=study.id, step=step,
-                 before=before, after=value, adopted=adopt)
+    audit.record(
+        session,
+        admin.id,
+        "hexagons.abstraction",
+        "item",
+        item.id,
+        study=study.id,
+        step=step,
+        before=before,
+        after=value,
+        adopted=adopt,
+    )
     if commit:
         session.commit()
     return {"item_id": item.id, "step": step, "abstraction": value}

@@ -69,13 +69,17 @@ def parse_description(data: dict, payload: dict | None = None) -> dict:
             raise InputError(f"step {k + 1} has no instruction", field=f"steps.{k}.instruction")
     initial = list((payload or {}).get("initial") or BLANK)
     # The execution's check: each step's board is the board before it with its actions applied.
-    checked = parse_execution({"steps": [{"board": s["board"], "actions": s["actions"]} for s in steps]},
-                              {"instructions": [s["instruction"] for s in steps], "initial": initial})
+    checked = parse_execution(
+        {"steps": [{"board": s["board"], "actions": s["actions"]} for s in steps]},
+        {"instructions": [s["instruction"] for s in steps], "initial": initial},
+    )
     before = initial
     for k, (s, c) in enumerate(zip(steps, checked["steps"])):
         if not s["actions"] and s["board"] != before:  # parse_execution checks steps with actions only
-            raise InputError(f"step {k + 1}: its board differs from the board before it, and it has no "
-                             "paint actions", field=f"steps.{k}.board")
+            raise InputError(
+                f"step {k + 1}: its board differs from the board before it, and it has no paint actions",
+                field=f"steps.{k}.board",
+            )
         s["actions"] = c["actions"]
         before = s["board"]
     return {"steps": steps}
@@ -84,15 +88,22 @@ def parse_description(data: dict, payload: dict | None = None) -> dict:
 def description_scores(payload: dict, response: dict) -> dict:
     last = response["steps"][-1]["board"]
     target = payload["target"]
-    return {"board_f1": metrics.board_f1(target, last),
-            "board_em": 1.0 if list(last) == list(target) else 0.0, "steps": len(response["steps"])}
+    return {
+        "board_f1": metrics.board_f1(target, last),
+        "board_em": 1.0 if list(last) == list(target) else 0.0,
+        "steps": len(response["steps"]),
+    }
 
 
 def target_item(target_id: str, board: list[int], category: str = "") -> ItemSpec:
     """A description study's item: one target image."""
-    return ItemSpec(external_id=target_id, payload={"target": board, "initial": list(BLANK)},
-                    reference={"image_id": target_id, "category": category}, category=category,
-                    cluster=target_id)
+    return ItemSpec(
+        external_id=target_id,
+        payload={"target": board, "initial": list(BLANK)},
+        reference={"image_id": target_id, "category": category},
+        category=category,
+        cluster=target_id,
+    )
 
 
 def add_target(session, study, actor, target_id: object, board: object, category: object = "") -> int:

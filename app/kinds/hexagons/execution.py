@@ -93,8 +93,11 @@ def parse_execution(data: dict, payload: dict | None = None) -> dict:
                     board[t] = c
                 if board != s["board"]:
                     wrong = next(t for t in range(TILES) if board[t] != s["board"][t])
-                    raise InputError(f"step {k + 1}: its actions paint tile {wrong} {COLOURS[board[wrong]]}, "
-                                     f"its board has it {COLOURS[s['board'][wrong]]}", field=f"steps.{k}.board")
+                    raise InputError(
+                        f"step {k + 1}: its actions paint tile {wrong} {COLOURS[board[wrong]]}, "
+                        f"its board has it {COLOURS[s['board'][wrong]]}",
+                        field=f"steps.{k}.board",
+                    )
             before = s["board"]
     return parsed
 
@@ -117,10 +120,9 @@ def execution_metrics(reference: dict, response: dict) -> dict:
     """{"steps": [metrics per step], "mean": metrics over the steps} against the gold boards."""
     gold = reference["boards"]
     initial = reference["initial"]
-    steps = response["steps"][:len(gold)]
+    steps = response["steps"][: len(gold)]
     hyp_before = executed_on({**response, "steps": steps}, initial, gold)
-    arrays = [metrics.as_array(x) for x in
-              ([initial] + gold[:-1], gold, hyp_before, [s["board"] for s in steps])]
+    arrays = [metrics.as_array(x) for x in ([initial] + gold[:-1], gold, hyp_before, [s["board"] for s in steps])]
     if len(steps) < len(gold):  # a step not executed is one that painted nothing
         missing = len(gold) - len(steps)
         last = arrays[3][-1:] if len(steps) else metrics.as_array([initial])

@@ -32,8 +32,17 @@ from app.kinds.hexagons.board import COLOURS, TILES
 from app.textfiles import jsonl_objects
 
 TAGS = ("A", "V1", "V2", "VV", "F")
-FIELDS = ("index", "annotation_round", "category", "image_id", "instructor_id", "number_of_drawing_steps",
-          "agreement_tags", "agreement_scores", "drawing_procedure")
+FIELDS = (
+    "index",
+    "annotation_round",
+    "category",
+    "image_id",
+    "instructor_id",
+    "number_of_drawing_steps",
+    "agreement_tags",
+    "agreement_scores",
+    "drawing_procedure",
+)
 # How the release writes "no tags" (617-619 have the string "None"); null is read the same.
 UNTAGGED = ("None", "NONE", None)
 # Item ids and categories are stored in 255- and 64-character columns.
@@ -104,8 +113,9 @@ def _text(value: object, line: int, field: str, limit: int = MAX_ID_LENGTH) -> s
 
 
 def _int(value: object, line: int, field: str, low: int, high: int) -> int:
-    whole = (not isinstance(value, bool) and isinstance(value, (int, float))
-             and math.isfinite(value) and value == int(value))
+    whole = (
+        not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value == int(value)
+    )
     if not whole:
         raise InputError(f"must be a whole number, not {json.dumps(value)}", line=line, field=field)
     if not low <= int(value) <= high:
@@ -116,14 +126,14 @@ def _int(value: object, line: int, field: str, low: int, high: int) -> int:
 def parse_board(value: object, line: int, field: str) -> Board:
     """180 colour codes 0-7."""
     if not isinstance(value, list):
-        raise InputError(f"must be a list of {TILES} colour codes, not {type(value).__name__}",
-                         line=line, field=field)
+        raise InputError(f"must be a list of {TILES} colour codes, not {type(value).__name__}", line=line, field=field)
     if len(value) != TILES:
         raise InputError(f"has {len(value)} tiles; a board has {TILES}", line=line, field=field)
     for t, c in enumerate(value):
         if isinstance(c, bool) or not isinstance(c, int) or not 0 <= c < len(COLOURS):
-            raise InputError(f"tile {t} has colour {json.dumps(c)}; colours are 0-{len(COLOURS) - 1}",
-                             line=line, field=field)
+            raise InputError(
+                f"tile {t} has colour {json.dumps(c)}; colours are 0-{len(COLOURS) - 1}", line=line, field=field
+            )
     return tuple(value)
 
 
@@ -131,12 +141,14 @@ def _tags(value: object, n_steps: int, line: int) -> list[str | None]:
     if value in UNTAGGED:
         return [None] * n_steps
     if not isinstance(value, list) or len(value) != n_steps:
-        raise InputError(f"must be a list of {n_steps} tags (one per step) or \"None\"",
-                         line=line, field="agreement_tags")
+        raise InputError(
+            f'must be a list of {n_steps} tags (one per step) or "None"', line=line, field="agreement_tags"
+        )
     for k, tag in enumerate(value):
         if tag not in TAGS:
-            raise InputError(f"{json.dumps(tag)} is not one of {', '.join(TAGS)}",
-                             line=line, field=f"agreement_tags.{k}")
+            raise InputError(
+                f"{json.dumps(tag)} is not one of {', '.join(TAGS)}", line=line, field=f"agreement_tags.{k}"
+            )
     return list(value)
 
 
@@ -144,14 +156,21 @@ def _scores(value: object, n_steps: int, line: int) -> list[tuple[float, float, 
     if value in UNTAGGED:
         return [None] * n_steps
     if not isinstance(value, list) or len(value) != n_steps:
-        raise InputError(f"must be a list of {n_steps} score triples (one per step) or \"None\"",
-                         line=line, field="agreement_scores")
+        raise InputError(
+            f'must be a list of {n_steps} score triples (one per step) or "None"', line=line, field="agreement_scores"
+        )
     out = []
     for k, triple in enumerate(value):
-        if (not isinstance(triple, list) or len(triple) != 3
-                or not all(not isinstance(x, bool) and isinstance(x, (int, float)) and 0 <= x <= 1 for x in triple)):
-            raise InputError(f"must be three F1 scores from 0 to 1, not {json.dumps(triple)}",
-                             line=line, field=f"agreement_scores.{k}")
+        if (
+            not isinstance(triple, list)
+            or len(triple) != 3
+            or not all(not isinstance(x, bool) and isinstance(x, (int, float)) and 0 <= x <= 1 for x in triple)
+        ):
+            raise InputError(
+                f"must be three F1 scores from 0 to 1, not {json.dumps(triple)}",
+                line=line,
+                field=f"agreement_scores.{k}",
+            )
         out.append(tuple(float(x) for x in triple))
     return out
 
@@ -163,13 +182,19 @@ def parse_procedure(obj: dict, line: int) -> Procedure:
     index = _text(obj["index"], line, "index")
     steps = obj["drawing_procedure"]
     if not isinstance(steps, list) or not 2 <= len(steps) <= MAX_STEPS + 1:
-        raise InputError(f"must be a list of [step, instruction, board]: step 0 and 1 to {MAX_STEPS} steps",
-                         line=line, field="drawing_procedure")
+        raise InputError(
+            f"must be a list of [step, instruction, board]: step 0 and 1 to {MAX_STEPS} steps",
+            line=line,
+            field="drawing_procedure",
+        )
     n_steps = len(steps) - 1
     declared = _int(obj["number_of_drawing_steps"], line, "number_of_drawing_steps", 1, MAX_STEPS)
     if declared != n_steps:
-        raise InputError(f"says {declared} but drawing_procedure has {n_steps} steps after step 0",
-                         line=line, field="number_of_drawing_steps")
+        raise InputError(
+            f"says {declared} but drawing_procedure has {n_steps} steps after step 0",
+            line=line,
+            field="number_of_drawing_steps",
+        )
     tags = _tags(obj["agreement_tags"], n_steps, line)
     scores = _scores(obj["agreement_scores"], n_steps, line)
     boards, instructions = [], []
@@ -179,26 +204,39 @@ def parse_procedure(obj: dict, line: int) -> Procedure:
             raise InputError("must be [step, instruction, board]", line=line, field=where)
         position, instruction, board = entry
         if isinstance(position, bool) or position != k:
-            raise InputError(f"is step {json.dumps(position)}; steps run 0, 1, 2, ... in order",
-                             line=line, field=f"{where}.step")
+            raise InputError(
+                f"is step {json.dumps(position)}; steps run 0, 1, 2, ... in order", line=line, field=f"{where}.step"
+            )
         if not isinstance(instruction, str):  # blank is allowed: the release has blank steps
             raise InputError("the instruction must be text", line=line, field=f"{where}.instruction")
         if len(instruction) > MAX_INSTRUCTION_LENGTH:
-            raise InputError(f"the instruction has {len(instruction)} characters; at most "
-                             f"{MAX_INSTRUCTION_LENGTH}", line=line, field=f"{where}.instruction")
+            raise InputError(
+                f"the instruction has {len(instruction)} characters; at most {MAX_INSTRUCTION_LENGTH}",
+                line=line,
+                field=f"{where}.instruction",
+            )
         if k == 0 and instruction != "NONE":
-            raise InputError('step 0 is the board before the first instruction: its instruction is "NONE"',
-                             line=line, field=f"{where}.instruction")
+            raise InputError(
+                'step 0 is the board before the first instruction: its instruction is "NONE"',
+                line=line,
+                field=f"{where}.instruction",
+            )
         boards.append(parse_board(board, line, f"{where}.board"))
         instructions.append(instruction)
     category = _text(obj["category"], line, "category", MAX_CATEGORY_LENGTH)
     return Procedure(
-        index=index, annotation_round=_text(obj["annotation_round"], line, "annotation_round"),
-        category=category, image_id=_text(obj["image_id"], line, "image_id"),
-        instructor_id=_text(obj["instructor_id"], line, "instructor_id"), initial=boards[0],
-        steps=tuple(Step(position=k, instruction=instructions[k], board=boards[k], tag=tags[k - 1],
-                         scores=scores[k - 1]) for k in range(1, n_steps + 1)),
-        line=line)
+        index=index,
+        annotation_round=_text(obj["annotation_round"], line, "annotation_round"),
+        category=category,
+        image_id=_text(obj["image_id"], line, "image_id"),
+        instructor_id=_text(obj["instructor_id"], line, "instructor_id"),
+        initial=boards[0],
+        steps=tuple(
+            Step(position=k, instruction=instructions[k], board=boards[k], tag=tags[k - 1], scores=scores[k - 1])
+            for k in range(1, n_steps + 1)
+        ),
+        line=line,
+    )
 
 
 def parse_procedures(data: bytes | str) -> list[Procedure]:
@@ -229,24 +267,32 @@ def parse_predictions(data: bytes | str, n_steps: dict[str, int]) -> list[Predic
         index = _text(obj["index"], n, "index")
         if index not in n_steps:
             raise InputError(f"no procedure {index} among the gold procedures", line=n, field="index")
-        step = _int(obj["step"], n, "step", -(2 ** 31), 2 ** 31)
+        step = _int(obj["step"], n, "step", -(2**31), 2**31)
         if not 1 <= step <= n_steps[index]:
-            raise InputError(f"procedure {index} has steps 1 to {n_steps[index]}, not {step}",
-                             line=n, field="step")
+            raise InputError(f"procedure {index} has steps 1 to {n_steps[index]}, not {step}", line=n, field="step")
         if (index, step) in seen:
-            raise InputError(f"procedure {index} step {step} is already on line {seen[(index, step)]}",
-                             line=n, field="step")
+            raise InputError(
+                f"procedure {index} step {step} is already on line {seen[(index, step)]}", line=n, field="step"
+            )
         seen[(index, step)] = n
         board = parse_board(obj["board"], n, "board")
         previous = obj.get("previous")
-        out.append(Prediction(index=index, step=step, board=board, line=n,
-                              previous=None if previous is None else parse_board(previous, n, "previous")))
+        out.append(
+            Prediction(
+                index=index,
+                step=step,
+                board=board,
+                line=n,
+                previous=None if previous is None else parse_board(previous, n, "previous"),
+            )
+        )
     if not out:
         raise InputError("the file holds no predictions", field="file")
     return out
 
 
 # ---- targets: the images a description study's instructors describe --------------------------
+
 
 @dataclass(frozen=True)
 class Target:
@@ -278,9 +324,12 @@ def parse_targets(data: bytes | str) -> tuple[list[Target], int]:
                 if name not in obj:
                     raise InputError("is missing", line=n, field=name)
             category = obj.get("category")
-            target = Target(id=_text(obj["id"], n, "id"), board=parse_board(obj["board"], n, "board"), line=n,
-                            category="" if category in (None, "") else _text(category, n, "category",
-                                                                             MAX_CATEGORY_LENGTH))
+            target = Target(
+                id=_text(obj["id"], n, "id"),
+                board=parse_board(obj["board"], n, "board"),
+                line=n,
+                category="" if category in (None, "") else _text(category, n, "category", MAX_CATEGORY_LENGTH),
+            )
             if target.id in seen:
                 raise InputError(f"target {target.id} is already on line {seen[target.id]}", line=n, field="id")
             where = "board"

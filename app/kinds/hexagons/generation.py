@@ -45,56 +45,101 @@ def _agent(session: Session, user: User, agent_id: object) -> Agent:
     return agent
 
 
-def create_run(session: Session, study: Study, user: User, *, artifact_id: object, agent_id: object = None,
-               on: object = "gold", batch_size: object = DEFAULT_BATCH) -> jobs.Job:
+def create_run(
+    session: Session,
+    study: Study,
+    user: User,
+    *,
+    artifact_id: object,
+    agent_id: object = None,
+    on: object = "gold",
+    batch_size: object = DEFAULT_BATCH,
+) -> jobs.Job:
     """Check everything and add the job to the session (flushed, not committed): the caller
     submits it (jobs.submit). The outputs go to `agent_id`, by default the artifact's agent; a
     run replaces that agent's outputs on the study."""
     if study.kind != KIND_NAME:
         raise Conflict("executor runs are for Hexagons studies", field="study")
     if (study.kind_settings or {}).get("mode") == "description":
-        raise InputError("executor runs are for execution studies: a description study has no "
-                         "instructions to execute yet", field="study")
+        raise InputError(
+            "executor runs are for execution studies: a description study has no instructions to execute yet",
+            field="study",
+        )
     art, _ = usable_artifact(session, user, artifact_id, KIND_NAME, "executor", "a Hexagons executor")
     agent = _agent(session, user, art.agent_id if agent_id is None else agent_id)
     if on not in ONS:
-        raise InputError("on must be gold (each step from the gold board before it) or own (from the "
-                         "executor's own previous board)", field="on")
+        raise InputError(
+            "on must be gold (each step from the gold board before it) or own (from the executor's own previous board)",
+            field="on",
+        )
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
         raise InputError(f"batch_size must be an integer from 1 to {MAX_BATCH}", field="batch_size")
-    n = session.scalar(select(func.count()).select_from(Item).where(Item.study_id == study.id,
-                                                                    Item.is_gold.is_(False)))
+    n = session.scalar(select(func.count()).select_from(Item).where(Item.study_id == study.id, Item.is_gold.is_(False)))
     if not n:
         raise InputError("the study has no procedures to execute (gold ones are not executed)", field="study")
-    return jobs.create_job(session, TASK, study_id=study.id, owner_id=user.id, artifact_id=art.id,
-                           agent_id=agent.id, on=on, batch_size=batch_size)
+    return jobs.create_job(
+        session,
+        TASK,
+        study_id=study.id,
+        owner_id=user.id,
+        artifact_id=art.id,
+        agent_id=agent.id,
+        on=on,
+        batch_size=batch_size,
+    )
 
 
 def _described(session: Session, study_id: int | None, p: dict) -> dict:
     """What a run ran and how many of its agent's outputs the study holds."""
     agent = session.get(Agent, p.get("agent_id")) if p.get("agent_id") else None
     art = session.get(AgentArtifact, p.get("artifact_id")) if p.get("artifact_id") else None
-    outputs = session.scalar(select(func.count(AgentOutput.id)).where(
-        AgentOutput.study_id == study_id, AgentOutput.agent_id == p.get("agent_id"))) if agent else 0
-    return {"on": p.get("on"), "batch_size": p.get("batch_size"), "artifact_id": p.get("artifact_id"),
-            "artifact": f"v{art.version} ({art.format})" if art else None, "agent_id": p.get("agent_id"),
-            "agent": f"{agent.name} v{agent.version}" if agent else None, "outputs": outputs}
+    outputs = (
+        session.scalar(
+            select(func.count(AgentOutput.id)).where(
+                AgentOutput.study_id == study_id, AgentOutput.agent_id == p.get("agent_id")
+            )
+        )
+        if agent
+        else 0
+    )
+    return {
+        "on": p.get("on"),
+        "batch_size": p.get("batch_size"),
+        "artifact_id": p.get("artifact_id"),
+        "artifact": f"v{art.version} ({art.format})" if art else None,
+        "agent_id": p.get("agent_id"),
+        "agent": f"{agent.name} v{agent.version}" if agent else None,
+        "outputs": outputs,
+    }
 
 
 def study_context(session: Session, study: Study) -> dict:
     """The study page's section (generation.html): the runs, and what the owner can start one with."""
     arts = session.execute(
-        select(AgentArtifact, Agent).join(Agent, Agent.id == AgentArtifact.agent_id)
-        .where(Agent.owner_id == study.owner_id, Agent.kind == KIND_NAME, AgentArtifact.role == "executor",
-               AgentArtifact.state == "valid").order_by(Agent.name, AgentArtifact.version.desc())).all()
-    agents = session.scalars(select(Agent).where(Agent.owner_id == study.owner_id, Agent.kind == KIND_NAME)
-                             .order_by(Agent.name, Agent.version)).all()
+        select(AgentArtifact, Agent)
+        .join(Agent, Agent.id == AgentArtifact.agent_id)
+        .where(
+            Agent.owner_id == study.owner_id,
+            Agent.kind == KIND_NAME,
+            AgentArtifact.role == "executor",
+            AgentArtifact.state == "valid",
+        )
+        .order_by(Agent.name, AgentArtifact.version.desc())
+    ).all()
+    agents = session.scalars(
+        select(Agent)
+        .where(Agent.owner_id == study.owner_id, Agent.kind == KIND_NAME)
+        .order_by(Agent.name, Agent.version)
+    ).all()
     from app.runs import service as runs
 
-    return {**runs.study_page_context(session, study),
-            "executors": [{"id": a.id, "label": f"{g.name} v{g.version}, model v{a.version} ({a.format})"}
-                          for a, g in arts],
-            "executor_agents": [{"id": g.id, "label": f"{g.name} v{g.version}"} for g in agents]}
+    return {
+        **runs.study_page_context(session, study),
+        "executors": [
+            {"id": a.id, "label": f"{g.name} v{g.version}, model v{a.version} ({a.format})"} for a, g in arts
+        ],
+        "executor_agents": [{"id": g.id, "label": f"{g.name} v{g.version}"} for g in agents],
+    }
 
 
 class ExecutorRuns(AgentRuns):
@@ -107,10 +152,18 @@ class ExecutorRuns(AgentRuns):
 
     def start(self, session: Session, user: User, study: Study, target: dict, params: dict) -> Started:
         if params.get("artifact_id") is None:
-            raise InputError("artifact_id is required: the executor to run (a valid Hexagons executor artifact)",
-                             field="artifact_id")
-        job = create_run(session, study, user, artifact_id=params["artifact_id"], agent_id=params.get("agent_id"),
-                         on=params.get("on", "gold"), batch_size=params.get("batch_size", DEFAULT_BATCH))
+            raise InputError(
+                "artifact_id is required: the executor to run (a valid Hexagons executor artifact)", field="artifact_id"
+            )
+        job = create_run(
+            session,
+            study,
+            user,
+            artifact_id=params["artifact_id"],
+            agent_id=params.get("agent_id"),
+            on=params.get("on", "gold"),
+            batch_size=params.get("batch_size", DEFAULT_BATCH),
+        )
         p = job.params
         return Started(job, agent_id=p["agent_id"], artifact_ids=[p["artifact_id"]], params=p)
 

@@ -57,31 +57,45 @@ PAIRED = ("board_f1", "action_f1")
 POOLED = "All human executors"
 NO_ACTION = "No action (paints nothing)"
 K = len(metrics.KEYS)
-BREAKDOWN_NOTES = {"step": "Positions from 10 on are pooled.",
-                   "level": "Abstraction levels from the labelling of each step (0-3); unlabelled steps are in no level."}
-METRIC_NOTE = ("Action-based: the paint actions of a step against the instructor's; board-based: the board "
-               "after it against theirs. P: precision, R: recall, F1: their harmonic mean, EM: exact match. ")
-INTERVAL_NOTE = ("Each cell: the mean over steps (a score in [0, 1]) with a 95% interval (Wilson's at the "
-                 "effective number of procedures, the variance cluster-robust over PROCEDURES: the unit resampled "
-                 "is the procedure, never the step); under 5 procedures, \"too few for an interval\", its n "
-                 "counting procedures. ")
+BREAKDOWN_NOTES = {
+    "step": "Positions from 10 on are pooled.",
+    "level": "Abstraction levels from the labelling of each step (0-3); unlabelled steps are in no level.",
+}
+METRIC_NOTE = (
+    "Action-based: the paint actions of a step against the instructor's; board-based: the board "
+    "after it against theirs. P: precision, R: recall, F1: their harmonic mean, EM: exact match. "
+)
+INTERVAL_NOTE = (
+    "Each cell: the mean over steps (a score in [0, 1]) with a 95% interval (Wilson's at the "
+    "effective number of procedures, the variance cluster-robust over PROCEDURES: the unit resampled "
+    'is the procedure, never the step); under 5 procedures, "too few for an interval", its n '
+    "counting procedures. "
+)
 # The action-based columns only: the board after a step also holds the tiles of the steps before
 # it, so a baseline that paints nothing still has board P, R and F1 above 0 where those are right.
-SAME_FIGURE_NOTE = ("A row whose every step is all right or all wrong (a baseline that paints a step exactly "
-                    "or not at all) shows the same figure in P, R, F1 and EM of its action-based columns; its "
-                    "board-based ones differ, as the board after a step also holds the earlier steps' tiles. ")
+SAME_FIGURE_NOTE = (
+    "A row whose every step is all right or all wrong (a baseline that paints a step exactly "
+    "or not at all) shows the same figure in P, R, F1 and EM of its action-based columns; its "
+    "board-based ones differ, as the board after a step also holds the earlier steps' tiles. "
+)
 CELL_NOTE = METRIC_NOTE + INTERVAL_NOTE + SAME_FIGURE_NOTE
 # Each column's help (one sentence, shown on the page: app/kinds/base.py).
 _OVER_STEPS = " Mean over steps, 95% interval resampling procedures."
-_WHAT = {"action": ("the step's paint actions", "the instructor's actions"),
-         "board": ("the tiles coloured after the step", "the instructor's coloured tiles")}
-_PART = {"precision": "Precision (0-1): the share of {mine} that are in {theirs}.",
-         "recall": "Recall (0-1): the share of {theirs} found in {mine}.",
-         "f1": "F1 (0-1): the harmonic mean of precision and recall, {mine} against {theirs}.",
-         "em": "Exact match (0 or 1): 1 when {mine} are exactly {theirs}."}
-METRIC_HELP = {k: _PART[k.split("_", 1)[1]].format(mine=_WHAT[k.split("_", 1)[0]][0],
-                                                   theirs=_WHAT[k.split("_", 1)[0]][1]) + _OVER_STEPS
-               for k in metrics.KEYS}
+_WHAT = {
+    "action": ("the step's paint actions", "the instructor's actions"),
+    "board": ("the tiles coloured after the step", "the instructor's coloured tiles"),
+}
+_PART = {
+    "precision": "Precision (0-1): the share of {mine} that are in {theirs}.",
+    "recall": "Recall (0-1): the share of {theirs} found in {mine}.",
+    "f1": "F1 (0-1): the harmonic mean of precision and recall, {mine} against {theirs}.",
+    "em": "Exact match (0 or 1): 1 when {mine} are exactly {theirs}.",
+}
+METRIC_HELP = {
+    k: _PART[k.split("_", 1)[1]].format(mine=_WHAT[k.split("_", 1)[0]][0], theirs=_WHAT[k.split("_", 1)[0]][1])
+    + _OVER_STEPS
+    for k in metrics.KEYS
+}
 
 
 def _metric_words(key: str) -> str:
@@ -97,17 +111,24 @@ def _group_help(g: str) -> str:
     if g.startswith("step "):
         return f"the steps at position {g[5:]} of their procedure"
     return f"the steps labelled abstraction {g}"
-SECTION_HELP = {"key": "section", "label": "Section",
-                "help": "Agents, human executors (the skyline) or baselines."}
-WHO_HELP = {"key": "who", "label": "Agent / executor",
-            "help": "The agent (name and version), the executor (pseudonym; \"All human executors\": pooled) "
-                    "or the baseline."}
-SCORED_OVER = ("Agents and baselines are scored over every procedure of the study, a procedure they lack "
-               "counting 0 at each of its steps (Coverage: the share of procedures executed); people over the "
-               "procedures they executed. ")
+
+
+SECTION_HELP = {"key": "section", "label": "Section", "help": "Agents, human executors (the skyline) or baselines."}
+WHO_HELP = {
+    "key": "who",
+    "label": "Agent / executor",
+    "help": 'The agent (name and version), the executor (pseudonym; "All human executors": pooled) or the baseline.',
+}
+SCORED_OVER = (
+    "Agents and baselines are scored over every procedure of the study, a procedure they lack "
+    "counting 0 at each of its steps (Coverage: the share of procedures executed); people over the "
+    "procedures they executed. "
+)
 # A breakdown table shows one metric and no Coverage column: its note says only what its cells are.
-BREAKDOWN_SCORED_OVER = ("Agents and baselines are scored over every procedure of the study, a procedure they "
-                         "lack counting 0 at each of its steps; people over the procedures they executed.")
+BREAKDOWN_SCORED_OVER = (
+    "Agents and baselines are scored over every procedure of the study, a procedure they "
+    "lack counting 0 at each of its steps; people over the procedures they executed."
+)
 
 
 @dataclass
@@ -145,9 +166,11 @@ def abstraction_levels(reference: dict, n_steps: int) -> list[int | None]:
 
 def groups_of(info: ProcedureInfo) -> list[list[str]]:
     """The groups each step of a procedure falls in."""
-    return [["all", f"category: {info.category}", f"step {position_label(k)}"]
-            + ([f"level {info.levels[k - 1]}"] if info.levels[k - 1] is not None else [])
-            for k in range(1, info.steps + 1)]
+    return [
+        ["all", f"category: {info.category}", f"step {position_label(k)}"]
+        + ([f"level {info.levels[k - 1]}"] if info.levels[k - 1] is not None else [])
+        for k in range(1, info.steps + 1)
+    ]
 
 
 def _group_index(procedures: dict[int, ProcedureInfo]) -> tuple[list[str], dict[int, np.ndarray]]:
@@ -171,8 +194,7 @@ def row_steps(row: Row, procedures: dict[int, ProcedureInfo]) -> tuple[np.ndarra
     agents and baselines every procedure of the study is there, one it lacks as zeros."""
     mats, ids, order = [], [], []
     for item_id in procedures:
-        runs = row.executions.get(item_id) or ([] if not row.over_all else
-                                              [np.zeros((procedures[item_id].steps, K))])
+        runs = row.executions.get(item_id) or ([] if not row.over_all else [np.zeros((procedures[item_id].steps, K))])
         for m in runs:
             mats.append(m)
             ids.append(np.full(len(m), item_id, dtype=np.int64))
@@ -188,8 +210,9 @@ def _group_order(g: str):
     return (kind, len(g) if kind == 2 else 0, g)
 
 
-def row_estimates(row: Row, procedures: dict[int, ProcedureInfo], names: list[str],
-                  member: dict[int, np.ndarray], main: str) -> dict[str, dict[str, dict]]:
+def row_estimates(
+    row: Row, procedures: dict[int, ProcedureInfo], names: list[str], member: dict[int, np.ndarray], main: str
+) -> dict[str, dict[str, dict]]:
     """Every metric over all the row's steps, and the main metric per group of steps: each
     `stats.mean_interval(step values, clusters=procedure ids)` as a dict."""
     values, ids, order = row_steps(row, procedures)
@@ -215,8 +238,9 @@ def _procedure_means(row: Row) -> dict[int, np.ndarray]:
     return {i: np.concatenate(runs)[:, cols].mean(0) for i, runs in row.executions.items()}
 
 
-def rank_table(rows: list[Row], procedures: dict[int, ProcedureInfo], main: str,
-               n_boot: int = N_RANK_BOOT) -> dict[str, str | dict[str, str]]:
+def rank_table(
+    rows: list[Row], procedures: dict[int, ProcedureInfo], main: str, n_boot: int = N_RANK_BOOT
+) -> dict[str, str | dict[str, str]]:
     """95% rank intervals of the agents and baselines on the main metric over every procedure of
     the study (each has a figure on each: a lacking procedure is 0). Each procedure's value is its
     step sum of the main metric (mean over the row's executions of it) times P / W (P procedures,
@@ -231,8 +255,10 @@ def rank_table(rows: list[Row], procedures: dict[int, ProcedureInfo], main: str,
     scale = len(ids) / total if total else 0.0
     per_item = {}
     for r in ranked:
-        per_item[r.who] = [scale * (float(np.mean([m[:, col].sum() for m in r.executions[i]]))
-                                    if r.executions.get(i) else 0.0) for i in ids]
+        per_item[r.who] = [
+            scale * (float(np.mean([m[:, col].sum() for m in r.executions[i]])) if r.executions.get(i) else 0.0)
+            for i in ids
+        ]
     return rank_cells(per_item, "procedure", n_boot=n_boot, seed=0)
 
 
@@ -253,16 +279,20 @@ def paired_tests(rows: list[Row], procedures: dict[int, ProcedureInfo], min_shar
             if len(shared) >= min_shared:
                 weights = [procedures[p].steps for p in shared]
                 pairs.append((i, j, len(shared), sum(weights)))
-                comparisons.append((np.array([means[i][p] for p in shared]),
-                                    np.array([means[j][p] for p in shared]), weights))
+                comparisons.append(
+                    (np.array([means[i][p] for p in shared]), np.array([means[j][p] for p in shared]), weights)
+                )
     # One batch: pairs over the same number of procedures share resamples and sign patterns.
     results = paired_cluster_differences_many(comparisons, n_perm=N_PERM)
     # Holm's family: the comparisons a study is run for (agents, baselines and the pooled
     # people, among themselves). Pairs with a single annotator describe people, are many (and
     # one of them is always inside the pool), and would inflate every other p: no Holm p.
     single = lambda section, who: section == "human" and who != POOLED  # noqa: E731
-    family = [k for k, (i, j, _, _) in enumerate(pairs)
-              if not (single(rows[i].section, rows[i].who) or single(rows[j].section, rows[j].who))]
+    family = [
+        k
+        for k, (i, j, _, _) in enumerate(pairs)
+        if not (single(rows[i].section, rows[i].who) or single(rows[j].section, rows[j].who))
+    ]
     adjusted = {}
     for m, key in enumerate(PAIRED):
         holm = stats.holm([results[k][m]["p"] for k in family])
@@ -271,26 +301,42 @@ def paired_tests(rows: list[Row], procedures: dict[int, ProcedureInfo], min_shar
     for k, ((i, j, n, steps), diffs, (a, b, _)) in enumerate(zip(pairs, results, comparisons)):
         cells = {}
         for m, (key, d) in enumerate(zip(PAIRED, diffs)):
-            cells[key] = {"n": d["n"], "mean": d["mean_diff"], "low": d["low"], "high": d["high"],
-                          "method": "paired bootstrap over procedures (percentile), step-weighted"}
+            cells[key] = {
+                "n": d["n"],
+                "mean": d["mean_diff"],
+                "low": d["low"],
+                "high": d["high"],
+                "method": "paired bootstrap over procedures (percentile), step-weighted",
+            }
             cells[f"{key}_p"] = _p(d["p"])
             cells[f"{key}_holm"] = _p(adjusted[key][k]) if k in adjusted[key] else None
             effect = stats.paired_effect(a[:, m], b[:, m])
             cells[f"{key}_effect"] = stats.clipped_difference(effect["difference"].as_dict())
             cells[f"{key}_dz"] = effect_size_cell(effect["cohen_dz"], len(a))
-        out.append({"a": rows[i].who, "b": rows[j].who, "a_section": rows[i].section,
-                    "b_section": rows[j].section, "procedures": n, "steps": steps, **cells})
+        out.append(
+            {
+                "a": rows[i].who,
+                "b": rows[j].who,
+                "a_section": rows[i].section,
+                "b_section": rows[j].section,
+                "procedures": n,
+                "steps": steps,
+                **cells,
+            }
+        )
     # Agents, the pooled humans and baselines first; pairs of single annotators after.
-    return sorted(out, key=lambda r: (single(r["a_section"], r["a"]) + single(r["b_section"], r["b"]),
-                                      -r["procedures"]))
+    return sorted(
+        out, key=lambda r: (single(r["a_section"], r["a"]) + single(r["b_section"], r["b"]), -r["procedures"])
+    )
 
 
 def _p(p: float) -> str:
     return "—" if p != p else ("< 0.001" if p < 0.001 else f"{p:.3f}")
 
 
-def abstraction_agreement(labels: dict[int, list[list[int | None]]], n_boot: int = N_ALPHA_BOOT,
-                          seed: int = 0) -> dict | None:
+def abstraction_agreement(
+    labels: dict[int, list[list[int | None]]], n_boot: int = N_ALPHA_BOOT, seed: int = 0
+) -> dict | None:
     """Krippendorff's alpha (ordinal) of the executors' abstraction levels, 0-3, over the steps
     two or more executors labelled, with a 95% percentile interval from `n_boot` resamples of
     PROCEDURES (each keeping all its steps' labels). `labels[item]` holds one list of levels
@@ -307,15 +353,23 @@ def abstraction_agreement(labels: dict[int, list[list[int | None]]], n_boot: int
     flat = [u for us in units.values() for u in us]
     procedure = [item_id for item_id, us in units.items() for _ in us]
     # The procedure is the unit: its steps' levels are drawn together (the core's alpha).
-    got = stats.krippendorff_alpha(flat, level="ordinal", n_boot=n_boot if len(units) >= 2 else 0,
-                                   seed=seed, clusters=procedure)
+    got = stats.krippendorff_alpha(
+        flat, level="ordinal", n_boot=n_boot if len(units) >= 2 else 0, seed=seed, clusters=procedure
+    )
     est = {**got.as_dict(), "n": len(units), "method": "bootstrap over procedures (percentile), ordinal"}
-    return {"what": "Abstraction level (0-3), executors' labels", "level": "ordinal", "procedures": len(units),
-            "steps": len(flat), "labels": sum(sum(u.values()) for u in flat), "alpha": est}
+    return {
+        "what": "Abstraction level (0-3), executors' labels",
+        "level": "ordinal",
+        "procedures": len(units),
+        "steps": len(flat),
+        "labels": sum(sum(u.values()) for u in flat),
+        "alpha": est,
+    }
 
 
-def build(rows: list[Row], procedures: dict[int, ProcedureInfo], main: str = "board_f1",
-          agreement: dict | None = None) -> dict | None:
+def build(
+    rows: list[Row], procedures: dict[int, ProcedureInfo], main: str = "board_f1", agreement: dict | None = None
+) -> dict | None:
     """The section (tables and figures) from executions already scored per step."""
     rows = [r for r in rows if r.executions]
     if not rows:
@@ -326,105 +380,207 @@ def build(rows: list[Row], procedures: dict[int, ProcedureInfo], main: str = "bo
     groups = sorted({g for e in estimates for g in e}, key=_group_order)
     overall = []
     for row, est in zip(rows, estimates):
-        overall.append({"section": SECTIONS[row.section], "who": row.who, "procedures": len(row.executions),
-                        "coverage": len(row.executions) / len(procedures) if procedures else None,
-                        "executions": sum(len(v) for v in row.executions.values()),
-                        "steps": est["all"][main]["n"],
-                        "rank": ranks.get(row.who), **est["all"]})
+        overall.append(
+            {
+                "section": SECTIONS[row.section],
+                "who": row.who,
+                "procedures": len(row.executions),
+                "coverage": len(row.executions) / len(procedures) if procedures else None,
+                "executions": sum(len(v) for v in row.executions.values()),
+                "steps": est["all"][main]["n"],
+                "rank": ranks.get(row.who),
+                **est["all"],
+            }
+        )
     label = metrics.LABELS[main]
-    tables = [{
-        "key": "hexagons_metrics",
-        "title": "Action- and board-based F1 and exact match (scores in [0, 1]), averaged over steps",
-        "note": (CELL_NOTE + SCORED_OVER + f"Rank (95%): agents and baselines by {label}, rank intervals from "
-                 f"{N_RANK_BOOT} bootstrap resamples of procedures; \"1-2\" where intervals overlap (tied), \"—\" "
-                 f"with fewer than {stats.MIN_RANK_UNITS} procedures. Both "
-                 "sets empty (nothing to paint, nothing painted) counts 1. Human executors executed each step on "
-                 "their own board; agents and baselines on the board their predictions name (by default the gold "
-                 "one). All human executors: every annotator's executions pooled, the skyline."),
-        # The ranked metric and its rank first, beside the names (on screen at 1280 px, the
-        # counts and the other seven metrics after them).
-        "columns": [SECTION_HELP, WHO_HELP,
-                    {"key": "rank", "label": "Rank (95%)",
-                     "help": f"Rank by {label} as a 95% interval over {N_RANK_BOOT} bootstrap resamples of "
-                             "procedures (agents and baselines); \"1-2\": tied."},
-                    {"key": main, "label": metrics.LABELS[main], "help": METRIC_HELP[main] + " The ranked metric."},
-                    {"key": "procedures", "label": "Procedures", "help": "Procedures the row executed."},
-                    {"key": "coverage", "label": "Coverage",
-                     "help": "Share (0-1) of the study's procedures executed; an agent's or baseline's missing one counts 0."},
-                    {"key": "executions", "label": "Executions",
-                     "help": "Executions counted (a person may execute a procedure once, a pool many times)."},
-                    {"key": "steps", "label": "Steps", "help": "Steps the means are over."}]
-                   + [{"key": k, "label": metrics.LABELS[k], "help": METRIC_HELP[k]} for k in metrics.KEYS if k != main],
-        "rows": overall}]
-    figures = [{"title": f"{label}, averaged over steps (95% intervals)", "svg": estimates_svg(
-        [(r.who, e["all"][main], COLOURS[r.section]) for r, e in zip(rows, estimates)], label)}]
-    for prefix, title in (("category", "per category"), ("step", "per step position"),
-                          ("level", "per abstraction level")):
+    tables = [
+        {
+            "key": "hexagons_metrics",
+            "title": "Action- and board-based F1 and exact match (scores in [0, 1]), averaged over steps",
+            "note": (
+                CELL_NOTE + SCORED_OVER + f"Rank (95%): agents and baselines by {label}, rank intervals from "
+                f'{N_RANK_BOOT} bootstrap resamples of procedures; "1-2" where intervals overlap (tied), "—" '
+                f"with fewer than {stats.MIN_RANK_UNITS} procedures. Both "
+                "sets empty (nothing to paint, nothing painted) counts 1. Human executors executed each step on "
+                "their own board; agents and baselines on the board their predictions name (by default the gold "
+                "one). All human executors: every annotator's executions pooled, the skyline."
+            ),
+            # The ranked metric and its rank first, beside the names (on screen at 1280 px, the
+            # counts and the other seven metrics after them).
+            "columns": [
+                SECTION_HELP,
+                WHO_HELP,
+                {
+                    "key": "rank",
+                    "label": "Rank (95%)",
+                    "help": f"Rank by {label} as a 95% interval over {N_RANK_BOOT} bootstrap resamples of "
+                    'procedures (agents and baselines); "1-2": tied.',
+                },
+                {"key": main, "label": metrics.LABELS[main], "help": METRIC_HELP[main] + " The ranked metric."},
+                {"key": "procedures", "label": "Procedures", "help": "Procedures the row executed."},
+                {
+                    "key": "coverage",
+                    "label": "Coverage",
+                    "help": "Share (0-1) of the study's procedures executed; an agent's or baseline's missing one counts 0.",
+                },
+                {
+                    "key": "executions",
+                    "label": "Executions",
+                    "help": "Executions counted (a person may execute a procedure once, a pool many times).",
+                },
+                {"key": "steps", "label": "Steps", "help": "Steps the means are over."},
+            ]
+            + [{"key": k, "label": metrics.LABELS[k], "help": METRIC_HELP[k]} for k in metrics.KEYS if k != main],
+            "rows": overall,
+        }
+    ]
+    figures = [
+        {
+            "title": f"{label}, averaged over steps (95% intervals)",
+            "svg": estimates_svg([(r.who, e["all"][main], COLOURS[r.section]) for r, e in zip(rows, estimates)], label),
+        }
+    ]
+    for prefix, title in (
+        ("category", "per category"),
+        ("step", "per step position"),
+        ("level", "per abstraction level"),
+    ):
         mine = [g for g in groups if g.startswith(prefix)]
         if not mine:
             continue
-        tables.append({
-            "key": f"hexagons_by_{prefix}", "title": f"{label} (score in [0, 1]) {title}, averaged over steps",
-            "note": " ".join(x for x in (f"{label}: {_metric_words(main)} " + INTERVAL_NOTE + BREAKDOWN_SCORED_OVER,
-                                         BREAKDOWN_NOTES.get(prefix)) if x),
-            "columns": [SECTION_HELP, WHO_HELP]
-                       + [{"key": f"g:{g}", "label": g.split(": ", 1)[-1],
-                           "help": f"{label} (0-1) over {_group_help(g)}." + _OVER_STEPS} for g in mine],
-            "rows": [{"section": SECTIONS[r.section], "who": r.who,
-                      **{f"g:{g}": e[g][main] for g in mine if g in e}} for r, e in zip(rows, estimates)]})
-        figures.append({"title": f"{label} {title} (95% intervals)", "svg": estimates_svg(
-            [(f"{g.split(': ', 1)[-1]} · {r.who}", e[g][main], COLOURS[r.section])
-             for g in mine for r, e in zip(rows, estimates) if g in e], label)})
+        tables.append(
+            {
+                "key": f"hexagons_by_{prefix}",
+                "title": f"{label} (score in [0, 1]) {title}, averaged over steps",
+                "note": " ".join(
+                    x
+                    for x in (
+                        f"{label}: {_metric_words(main)} " + INTERVAL_NOTE + BREAKDOWN_SCORED_OVER,
+                        BREAKDOWN_NOTES.get(prefix),
+                    )
+                    if x
+                ),
+                "columns": [SECTION_HELP, WHO_HELP]
+                + [
+                    {
+                        "key": f"g:{g}",
+                        "label": g.split(": ", 1)[-1],
+                        "help": f"{label} (0-1) over {_group_help(g)}." + _OVER_STEPS,
+                    }
+                    for g in mine
+                ],
+                "rows": [
+                    {"section": SECTIONS[r.section], "who": r.who, **{f"g:{g}": e[g][main] for g in mine if g in e}}
+                    for r, e in zip(rows, estimates)
+                ],
+            }
+        )
+        figures.append(
+            {
+                "title": f"{label} {title} (95% intervals)",
+                "svg": estimates_svg(
+                    [
+                        (f"{g.split(': ', 1)[-1]} · {r.who}", e[g][main], COLOURS[r.section])
+                        for g in mine
+                        for r, e in zip(rows, estimates)
+                        if g in e
+                    ],
+                    label,
+                ),
+            }
+        )
     pairs = paired_tests(rows, procedures)
     if pairs:
-        tables.append({
-            "key": "hexagons_paired",
-            "title": "Paired differences in F1 (first minus second, in [-1, 1]) on the procedures both executed",
-            "note": ("Difference: of the means over steps on the shared procedures, with a 95% interval from 2000 "
-                     "paired bootstrap resamples of procedures; p: two-sided sign-flip randomisation test over "
-                     "procedures (exact up to 13 procedures); Holm p: adjusted across the pairs of agents, "
-                     "baselines and the pooled people, per metric (a pair with a single annotator has none: it "
-                     "describes people). Effect: the mean of the per-procedure differences with a 95% t interval "
-                     "(the unit is the procedure) and Cohen's d_z. Pairs sharing fewer than "
-                     f"{MIN_SHARED} procedures are left out: their p could not fall below 0.05."),
-            "columns": [{"key": "a", "label": "First", "help": "The first row compared."},
-                        {"key": "b", "label": "Second", "help": "The second row compared."},
-                        {"key": "procedures", "label": "Procedures", "help": "Procedures both executed: the paired units."},
-                        {"key": "steps", "label": "Steps", "help": "Steps of those procedures."}]
-                       + [c for key in PAIRED for c in (
-                           {"key": key, "label": f"{metrics.LABELS[key]} difference",
+        tables.append(
+            {
+                "key": "hexagons_paired",
+                "title": "Paired differences in F1 (first minus second, in [-1, 1]) on the procedures both executed",
+                "note": (
+                    "Difference: of the means over steps on the shared procedures, with a 95% interval from 2000 "
+                    "paired bootstrap resamples of procedures; p: two-sided sign-flip randomisation test over "
+                    "procedures (exact up to 13 procedures); Holm p: adjusted across the pairs of agents, "
+                    "baselines and the pooled people, per metric (a pair with a single annotator has none: it "
+                    "describes people). Effect: the mean of the per-procedure differences with a 95% t interval "
+                    "(the unit is the procedure) and Cohen's d_z. Pairs sharing fewer than "
+                    f"{MIN_SHARED} procedures are left out: their p could not fall below 0.05."
+                ),
+                "columns": [
+                    {"key": "a", "label": "First", "help": "The first row compared."},
+                    {"key": "b", "label": "Second", "help": "The second row compared."},
+                    {"key": "procedures", "label": "Procedures", "help": "Procedures both executed: the paired units."},
+                    {"key": "steps", "label": "Steps", "help": "Steps of those procedures."},
+                ]
+                + [
+                    c
+                    for key in PAIRED
+                    for c in (
+                        {
+                            "key": key,
+                            "label": f"{metrics.LABELS[key]} difference",
                             "help": f"First minus second in {metrics.LABELS[key]} (-1 to 1), means over steps, with a 95% "
-                                    f"interval from {N_PERM} paired bootstrap resamples of procedures."},
-                           {"key": f"{key}_p", "label": "p",
-                            "help": f"Two-sided sign-flip randomisation p over procedures ({metrics.LABELS[key]})."},
-                           {"key": f"{key}_holm", "label": "Holm p",
-                            "help": "That p adjusted by Holm across the pairs of agents, baselines and pooled people."},
-                           {"key": f"{key}_effect", "label": f"{metrics.LABELS[key]} effect (per procedure)",
+                            f"interval from {N_PERM} paired bootstrap resamples of procedures.",
+                        },
+                        {
+                            "key": f"{key}_p",
+                            "label": "p",
+                            "help": f"Two-sided sign-flip randomisation p over procedures ({metrics.LABELS[key]}).",
+                        },
+                        {
+                            "key": f"{key}_holm",
+                            "label": "Holm p",
+                            "help": "That p adjusted by Holm across the pairs of agents, baselines and pooled people.",
+                        },
+                        {
+                            "key": f"{key}_effect",
+                            "label": f"{metrics.LABELS[key]} effect (per procedure)",
                             "help": "Mean of the per-procedure differences (each procedure once), with a 95% interval "
-                                    "(t on the differences; Bonett-Price for 0/1)."},
-                           {"key": f"{key}_dz", "label": "d_z", "help": D_Z_HELP})],
-            "rows": pairs})
+                            "(t on the differences; Bonett-Price for 0/1).",
+                        },
+                        {"key": f"{key}_dz", "label": "d_z", "help": D_Z_HELP},
+                    )
+                ],
+                "rows": pairs,
+            }
+        )
     if agreement:
-        tables.append({
-            "key": "hexagons_agreement", "title": "Agreement of the executors' abstraction levels (Krippendorff's "
-                                                  "alpha, ordinal, -1 to 1)",
-            "note": ("Levels 0-3 are ordered, so alpha is ordinal. Over the steps two or more executors labelled "
-                     f"(steps without a level left out), with a 95% percentile interval from {N_ALPHA_BOOT} "
-                     "bootstrap resamples of procedures (the unit resampled; each keeps all its steps)."),
-            "columns": [{"key": "what", "label": "Judgement", "help": "What the executors labelled."},
-                        {"key": "level", "label": "Level",
-                         "help": "The level of measurement alpha treats the labels at (ordinal: ordered)."},
-                        {"key": "procedures", "label": "Procedures", "help": "Procedures with a step labelled twice or more."},
-                        {"key": "steps", "label": "Steps", "help": "Steps two or more executors labelled."},
-                        {"key": "labels", "label": "Labels", "help": "Labels on those steps."},
-                        {"key": "alpha", "label": "Alpha",
-                         "help": "Krippendorff's alpha (-1 to 1; 1 = perfect agreement, 0 = chance), with a 95% "
-                                 "interval resampling procedures."}],
-            "rows": [agreement]})
+        tables.append(
+            {
+                "key": "hexagons_agreement",
+                "title": "Agreement of the executors' abstraction levels (Krippendorff's alpha, ordinal, -1 to 1)",
+                "note": (
+                    "Levels 0-3 are ordered, so alpha is ordinal. Over the steps two or more executors labelled "
+                    f"(steps without a level left out), with a 95% percentile interval from {N_ALPHA_BOOT} "
+                    "bootstrap resamples of procedures (the unit resampled; each keeps all its steps)."
+                ),
+                "columns": [
+                    {"key": "what", "label": "Judgement", "help": "What the executors labelled."},
+                    {
+                        "key": "level",
+                        "label": "Level",
+                        "help": "The level of measurement alpha treats the labels at (ordinal: ordered).",
+                    },
+                    {
+                        "key": "procedures",
+                        "label": "Procedures",
+                        "help": "Procedures with a step labelled twice or more.",
+                    },
+                    {"key": "steps", "label": "Steps", "help": "Steps two or more executors labelled."},
+                    {"key": "labels", "label": "Labels", "help": "Labels on those steps."},
+                    {
+                        "key": "alpha",
+                        "label": "Alpha",
+                        "help": "Krippendorff's alpha (-1 to 1; 1 = perfect agreement, 0 = chance), with a 95% "
+                        "interval resampling procedures.",
+                    },
+                ],
+                "rows": [agreement],
+            }
+        )
     return {"tables": tables, "figures": [f for f in figures if f["svg"]]}
 
 
 # ---- reading a study -------------------------------------------------------------------------
+
 
 def _matrix(per_step: list[dict]) -> np.ndarray:
     return np.array([[s[k] for k in metrics.KEYS] for s in per_step], dtype=float).reshape(-1, K)
@@ -447,7 +603,7 @@ def _no_action(refs: dict[int, dict]) -> Row:
     start = 0
     for item_id, ref in refs.items():
         n = len(ref["boards"])
-        row.executions[item_id].append(matrix[start:start + n])
+        row.executions[item_id].append(matrix[start : start + n])
         start += n
     return row
 
@@ -498,9 +654,11 @@ def baseline_rows(refs: dict[int, dict], payloads: dict[int, dict]) -> list[Row]
 def _procedures(session: Session, study: Study) -> tuple[dict[int, dict], dict[int, dict], dict[int, ProcedureInfo]]:
     """The study's non-gold procedures: references, payloads and ProcedureInfo by item id."""
     refs, payloads, procedures = {}, {}, {}
-    for i, payload, ref, category in session.execute(select(Item.id, Item.payload, Item.reference, Item.category)
-                                                     .where(Item.study_id == study.id, Item.is_gold.is_(False))
-                                                     .order_by(Item.id)):
+    for i, payload, ref, category in session.execute(
+        select(Item.id, Item.payload, Item.reference, Item.category)
+        .where(Item.study_id == study.id, Item.is_gold.is_(False))
+        .order_by(Item.id)
+    ):
         if ref:
             refs[i], payloads[i] = ref, payload or {}
             n = len(ref["boards"])
@@ -512,27 +670,36 @@ def _levels(labels) -> list[int | None] | None:
     """One executor's abstraction levels, one per step (None: no level), from the response's labels."""
     if not isinstance(labels, list):
         return None
-    return [lb.get("level") if isinstance(lb, dict) and isinstance(lb.get("level"), int)
-            and not isinstance(lb.get("level"), bool) else None for lb in labels]
+    return [
+        lb.get("level")
+        if isinstance(lb, dict) and isinstance(lb.get("level"), int) and not isinstance(lb.get("level"), bool)
+        else None
+        for lb in labels
+    ]
 
 
 def section(session: Session, study: Study) -> dict | None:
     refs, payloads, procedures = _procedures(session, study)
     agents: dict[str, Row] = {}
     for name, version, item_id, response in session.execute(
-            select(Agent.name, Agent.version, AgentOutput.item_id, AgentOutput.response)
-            .join(AgentOutput, AgentOutput.agent_id == Agent.id)
-            .where(AgentOutput.study_id == study.id).order_by(Agent.name, Agent.version)):
+        select(Agent.name, Agent.version, AgentOutput.item_id, AgentOutput.response)
+        .join(AgentOutput, AgentOutput.agent_id == Agent.id)
+        .where(AgentOutput.study_id == study.id)
+        .order_by(Agent.name, Agent.version)
+    ):
         if item_id in refs:
             who = f"{name} v{version}"
             agents.setdefault(who, Row("agent", who)).executions[item_id].append(
-                _matrix(execution_metrics(refs[item_id], response)["steps"]))
+                _matrix(execution_metrics(refs[item_id], response)["steps"])
+            )
     pooled, people = Row("human", POOLED), {}
     labels: dict[int, list[list[int | None]]] = defaultdict(list)
     valid = and_(Annotation.study_id == study.id, Annotation.is_gold.is_(False), Annotation.excluded.is_(False))
     for who, item_id, scores, given in session.execute(
-            select(User.pseudonym, Annotation.item_id, Annotation.scores, Annotation.response["labels"])
-            .join(User, User.id == Annotation.worker_id).where(valid)):
+        select(User.pseudonym, Annotation.item_id, Annotation.scores, Annotation.response["labels"])
+        .join(User, User.id == Annotation.worker_id)
+        .where(valid)
+    ):
         if item_id in refs and scores and len(scores.get("per_step") or []) == procedures[item_id].steps:
             m = _matrix(scores["per_step"])
             people.setdefault(who or "?", Row("human", who or "?")).executions[item_id].append(m)

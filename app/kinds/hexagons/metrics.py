@@ -32,12 +32,20 @@ KINDS = ("action", "board")
 PARTS = ("f1", "precision", "recall", "em")
 KEYS = tuple(f"{k}_{p}" for k in KINDS for p in PARTS)
 # The columns a reader sees, in the paper's words.
-LABELS = {"action_f1": "Action F1", "action_precision": "Action P", "action_recall": "Action R",
-          "action_em": "Action EM", "board_f1": "Board F1", "board_precision": "Board P",
-          "board_recall": "Board R", "board_em": "Board EM"}
+LABELS = {
+    "action_f1": "Action F1",
+    "action_precision": "Action P",
+    "action_recall": "Action R",
+    "action_em": "Action EM",
+    "board_f1": "Board F1",
+    "board_precision": "Board P",
+    "board_recall": "Board R",
+    "board_em": "Board EM",
+}
 
 
 # ---- one step, with sets: the reference ----------------------------------------------------
+
 
 def board_set(board: Sequence[int]) -> set[tuple[int, int]]:
     return {(t, c) for t, c in enumerate(board) if c != WHITE}
@@ -58,8 +66,9 @@ def prf(gold: set, hyp: set) -> dict[str, float]:
     return {"f1": f1, "precision": p, "recall": r, "em": 1.0 if gold == hyp else 0.0}
 
 
-def step_metrics(gold_before: Sequence[int], gold_after: Sequence[int],
-                 hyp_before: Sequence[int], hyp_after: Sequence[int]) -> dict[str, float]:
+def step_metrics(
+    gold_before: Sequence[int], gold_after: Sequence[int], hyp_before: Sequence[int], hyp_after: Sequence[int]
+) -> dict[str, float]:
     """The eight metrics of one step (KEYS)."""
     action = prf(action_set(gold_before, gold_after), action_set(hyp_before, hyp_after))
     board = prf(board_set(gold_after), board_set(hyp_after))
@@ -67,6 +76,7 @@ def step_metrics(gold_before: Sequence[int], gold_after: Sequence[int],
 
 
 # ---- many steps, vectorised -----------------------------------------------------------------
+
 
 def _prf_arrays(n_gold: np.ndarray, n_hyp: np.ndarray, n_both: np.ndarray) -> dict[str, np.ndarray]:
     """The same arithmetic as prf, element-wise (so the results are the same floats)."""
@@ -77,12 +87,17 @@ def _prf_arrays(n_gold: np.ndarray, n_hyp: np.ndarray, n_both: np.ndarray) -> di
         r = np.where(n_gold > 0, n_both / n_gold, 0.0)
         f1 = np.where(p + r > 0, 2 * p * r / (p + r), 0.0)
     em = ((n_both == n_gold) & (n_both == n_hyp)).astype(np.float64)
-    return {"f1": np.where(empty, 1.0, f1), "precision": np.where(empty, 1.0, p),
-            "recall": np.where(empty, 1.0, r), "em": em}
+    return {
+        "f1": np.where(empty, 1.0, f1),
+        "precision": np.where(empty, 1.0, p),
+        "recall": np.where(empty, 1.0, r),
+        "em": em,
+    }
 
 
-def score_arrays(gold_before: np.ndarray, gold_after: np.ndarray,
-                 hyp_before: np.ndarray, hyp_after: np.ndarray) -> dict[str, np.ndarray]:
+def score_arrays(
+    gold_before: np.ndarray, gold_after: np.ndarray, hyp_before: np.ndarray, hyp_after: np.ndarray
+) -> dict[str, np.ndarray]:
     """The eight metrics of N steps at once: each argument an (N, 180) array of colour codes;
     returns KEYS -> (N,) float64."""
     same = gold_after == hyp_after
@@ -109,10 +124,14 @@ def mean(per_step: Mapping[str, np.ndarray] | Sequence[Mapping[str, float]]) -> 
 
 # ---- agreement between the instructor and the verifiers --------------------------------------
 
+
 def agreement_tag(instructor: Sequence[int], verifier1: Sequence[int], verifier2: Sequence[int]) -> str:
     """A, V1, V2, VV or F by board exact match (the data README's definition)."""
-    return tag_of(tuple(verifier1) == tuple(instructor), tuple(verifier2) == tuple(instructor),
-                  tuple(verifier1) == tuple(verifier2))
+    return tag_of(
+        tuple(verifier1) == tuple(instructor),
+        tuple(verifier2) == tuple(instructor),
+        tuple(verifier1) == tuple(verifier2),
+    )
 
 
 def tag_of(i1: bool, i2: bool, v: bool) -> str:
@@ -132,8 +151,9 @@ def board_f1(a: Sequence[int], b: Sequence[int]) -> float:
     return prf(board_set(a), board_set(b))["f1"]
 
 
-def agreement_scores(instructor: Sequence[int], verifier1: Sequence[int],
-                     verifier2: Sequence[int]) -> tuple[float, float, float]:
+def agreement_scores(
+    instructor: Sequence[int], verifier1: Sequence[int], verifier2: Sequence[int]
+) -> tuple[float, float, float]:
     """(instructor-verifier 1, instructor-verifier 2, verifier 1-verifier 2) board-based F1;
     the release rounds them to two decimals."""
     return (board_f1(instructor, verifier1), board_f1(instructor, verifier2), board_f1(verifier1, verifier2))

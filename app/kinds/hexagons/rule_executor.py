@@ -41,20 +41,41 @@ from app.kinds.hexagons.board import COLOURS, COLS, ROWS
 NAME = "Rule-based (paper's paint(position, colour) matcher)"
 # "all": every form the module's docstring lists (the executor; the leaderboard's row);
 # "example": only the paper's example sentence form, one action a sentence (a lower bracket).
-PATTERNS = {"all": "every coordinate form rule_executor.py lists",
-            "example": "the paper's example form only, one action a sentence"}
+PATTERNS = {
+    "all": "every coordinate form rule_executor.py lists",
+    "example": "the paper's example form only, one action a sentence",
+}
 # Table 7 of the paper, test split, action-based mean F1 and EM in percent.
 PAPER = {"action_f1": 13.15, "action_em": 5.96}
 
-_UNITS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-          "sixteen seventeen eighteen").split()
-_ORDINALS = ("zeroth first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth "
-             "thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth").split()
+_UNITS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+    "sixteen seventeen eighteen"
+).split()
+_ORDINALS = (
+    "zeroth first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth "
+    "thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth"
+).split()
 CARDINAL_WORDS = {w: i for i, w in enumerate(_UNITS) if i}
 ORDINAL_WORDS = {w: i for i, w in enumerate(_ORDINALS) if i}
 COLOUR_CODES = {c: i for i, c in enumerate(COLOURS)}
-TILE_NOUNS = {"tile", "tiles", "hex", "hexes", "hexs", "hexagon", "hexagons", "cell", "cells", "spot", "spots",
-              "space", "spaces", "square", "squares"}
+TILE_NOUNS = {
+    "tile",
+    "tiles",
+    "hex",
+    "hexes",
+    "hexs",
+    "hexagon",
+    "hexagons",
+    "cell",
+    "cells",
+    "spot",
+    "spots",
+    "space",
+    "spaces",
+    "square",
+    "squares",
+}
 COLUMN_NOUNS = {"column", "columns", "col", "cols"}
 ROW_NOUNS = {"row", "rows"}
 LIST_JOINERS = {",", "and", "&", "#", "the", "also"}
@@ -113,8 +134,13 @@ def _number_list(toks: Sequence[str], i: int, ordinal_only: bool) -> tuple[list[
         values.append(n[0])
         j += 1
         last_end = j
-        if j + 1 < len(toks) and toks[j] in RANGE_JOINERS and (m := _number(toks[j + 1])) is not None \
-                and (m[1] or not ordinal_only) and m[0] > values[-1]:
+        if (
+            j + 1 < len(toks)
+            and toks[j] in RANGE_JOINERS
+            and (m := _number(toks[j + 1])) is not None
+            and (m[1] or not ordinal_only)
+            and m[0] > values[-1]
+        ):
             values.extend(range(values[-1] + 1, m[0] + 1))
             j += 2
             last_end = j
@@ -127,8 +153,11 @@ def _number_list_back(toks: Sequence[str], end: int, ordinal_only: bool) -> tupl
     start = end
     k = end - 1
     # Walk back over numbers and joiners; then read the list forwards from its first number.
-    while k >= 0 and (toks[k] in LIST_JOINERS - {"the"} or toks[k] in RANGE_JOINERS
-                      or (_number(toks[k]) is not None and (_number(toks[k])[1] or not ordinal_only))):
+    while k >= 0 and (
+        toks[k] in LIST_JOINERS - {"the"}
+        or toks[k] in RANGE_JOINERS
+        or (_number(toks[k]) is not None and (_number(toks[k])[1] or not ordinal_only))
+    ):
         if _number(toks[k]) is not None:
             start = k
         k -= 1
@@ -314,8 +343,11 @@ def predictions(procedures: Iterable, on: str = "gold", progress=None, patterns:
         for step in proc.steps:
             before = list(proc.boards[step.position - 1]) if on == "gold" else own
             after = execute(step.instruction, before, patterns)
-            out.append(Prediction(index=proc.index, step=step.position, board=tuple(after),
-                                  previous=tuple(before), line=proc.line))
+            out.append(
+                Prediction(
+                    index=proc.index, step=step.position, board=tuple(after), previous=tuple(before), line=proc.line
+                )
+            )
             own = after
         if progress is not None:
             progress(1)

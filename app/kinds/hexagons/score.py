@@ -33,16 +33,21 @@ def position_label(step: int) -> str:
 
 def _complete(procedures: Sequence[Procedure], predictions: Sequence[Prediction]) -> None:
     given = {(p.index, p.step) for p in predictions}
-    missing = [(proc.index, s.position) for proc in procedures for s in proc.steps
-               if (proc.index, s.position) not in given]
+    missing = [
+        (proc.index, s.position) for proc in procedures for s in proc.steps if (proc.index, s.position) not in given
+    ]
     if missing:
         index, step = missing[0]
-        raise InputError(f"no prediction for procedure {index} step {step} ({len(missing)} steps have none; "
-                         "score only the predicted steps with --partial)", field="step")
+        raise InputError(
+            f"no prediction for procedure {index} step {step} ({len(missing)} steps have none; "
+            "score only the predicted steps with --partial)",
+            field="step",
+        )
 
 
-def score_predictions(procedures: Sequence[Procedure], predictions: Sequence[Prediction],
-                      partial: bool = False) -> dict:
+def score_predictions(
+    procedures: Sequence[Procedure], predictions: Sequence[Prediction], partial: bool = False
+) -> dict:
     """{"per_step": {"<index>_<step>": metrics}, "mean": metrics, "n": steps scored, and the
     breakdowns "by_category", "by_position", "by_tag": {group: {"n", **mean}}}. Unless
     `partial`, every gold step must have a prediction."""
@@ -53,8 +58,16 @@ def score_predictions(procedures: Sequence[Procedure], predictions: Sequence[Pre
     for pred in predictions:
         proc = by_index[pred.index]
         gold_before, gold_after = proc.boards[pred.step - 1], proc.boards[pred.step]
-        rows.append((proc, proc.steps[pred.step - 1], gold_before, gold_after,
-                     pred.previous if pred.previous is not None else gold_before, pred.board))
+        rows.append(
+            (
+                proc,
+                proc.steps[pred.step - 1],
+                gold_before,
+                gold_after,
+                pred.previous if pred.previous is not None else gold_before,
+                pred.board,
+            )
+        )
     return summarise(rows)
 
 
@@ -75,8 +88,11 @@ def summarise(rows: Sequence[tuple]) -> dict:
     scores = metrics.score_arrays(*arrays)
     keys = [step_key(r[0].index, r[1].position) for r in rows]
     per_step = {key: {m: float(scores[m][i]) for m in metrics.KEYS} for i, key in enumerate(keys)}
-    groups: dict[str, dict[str, list[int]]] = {"by_category": defaultdict(list), "by_position": defaultdict(list),
-                                              "by_tag": defaultdict(list)}
+    groups: dict[str, dict[str, list[int]]] = {
+        "by_category": defaultdict(list),
+        "by_position": defaultdict(list),
+        "by_tag": defaultdict(list),
+    }
     for i, (proc, step, *_) in enumerate(rows):
         groups["by_category"][proc.category].append(i)
         groups["by_position"][position_label(step.position)].append(i)
@@ -86,11 +102,19 @@ def summarise(rows: Sequence[tuple]) -> dict:
         sel = np.asarray(idx, dtype=np.intp)
         return {"n": len(idx), **metrics.mean({k: v[sel] for k, v in scores.items()})}
 
-    order = {"by_position": lambda g: (len(g), g), "by_category": lambda g: g,
-             "by_tag": lambda g: TAGS.index(g) if g in TAGS else len(TAGS)}
+    order = {
+        "by_position": lambda g: (len(g), g),
+        "by_category": lambda g: g,
+        "by_tag": lambda g: TAGS.index(g) if g in TAGS else len(TAGS),
+    }
     # Each metric's mean over steps with the leaderboard section's interval: the core's
     # mean_interval with the procedure as the unit (its steps share one drawing).
     procs = [r[0].index for r in rows]
     estimates = {m: stats.mean_interval(scores[m], clusters=procs).as_dict() for m in metrics.KEYS}
-    return {"per_step": per_step, "mean": metrics.mean(scores), "estimates": estimates, "n": len(rows),
-            **{name: {g: part(v[g]) for g in sorted(v, key=order[name])} for name, v in groups.items()}}
+    return {
+        "per_step": per_step,
+        "mean": metrics.mean(scores),
+        "estimates": estimates,
+        "n": len(rows),
+        **{name: {g: part(v[g]) for g in sorted(v, key=order[name])} for name, v in groups.items()},
+    }

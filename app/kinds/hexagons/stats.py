@@ -28,11 +28,19 @@ from app.kinds.hexagons.metrics import agreed, tag_of
 
 ROUND_NAMES = {"0": "Recruitment (preliminary)", "1": "Round I", "2": "Round II"}
 # (steps, procedures, tokens, unique images) by round, Table 1.
-PAPER_ROUNDS = {"0": (1045, 123, "21K", 17), "1": (1909, 304, "43K", 101), "2": (1223, 193, "36K", 63),
-                "total": (4177, 620, "100K", 175)}
+PAPER_ROUNDS = {
+    "0": (1045, 123, "21K", 17),
+    "1": (1909, 304, "43K", 101),
+    "2": (1223, 193, "36K", 63),
+    "total": (4177, 620, "100K", 175),
+}
 # (procedures, steps, agreed procedures, agreed procedures %, agreed steps %), Table 6.
-PAPER_SPLITS = {"train": (496, 3278, 392, 79.51, 87.19), "dev": (62, 446, 49, 79.09, 85.43),
-                "test": (62, 453, 43, 69.35, 83.22), "total": (620, 4177, 484, 78.44, 86.57)}
+PAPER_SPLITS = {
+    "train": (496, 3278, 392, 79.51, 87.19),
+    "dev": (62, 446, 49, 79.09, 85.43),
+    "test": (62, 453, 43, 69.35, 83.22),
+    "total": (620, 4177, 484, 78.44, 86.57),
+}
 # Section 5: "The Max Mean-F1 score of circa 96" (Table 2's other figures are not in the text).
 PAPER_MAX_MEAN_F1 = 96
 
@@ -58,12 +66,16 @@ def split_stats(procs: Sequence[Procedure]) -> dict:
     agreed_procs = sum(agreed(p.steps[-1].tag) for p in tagged_procs)
     agreed_steps = sum(agreed(s.tag) for s in tagged_steps)
     tags = Counter(s.tag for s in tagged_steps)
-    return {"procedures": len(procs), "steps": len(steps),
-            "untagged_procedures": len(procs) - len(tagged_procs),
-            "agreed_procedures": agreed_procs, "agreed_procedures_pct": _pct(agreed_procs, len(tagged_procs)),
-            "agreed_steps_pct": _pct(agreed_steps, len(tagged_steps)),
-            "all_A_procedures": sum(p.all_agreed for p in procs),
-            "tags": {t: tags.get(t, 0) for t in TAGS}}
+    return {
+        "procedures": len(procs),
+        "steps": len(steps),
+        "untagged_procedures": len(procs) - len(tagged_procs),
+        "agreed_procedures": agreed_procs,
+        "agreed_procedures_pct": _pct(agreed_procs, len(tagged_procs)),
+        "agreed_steps_pct": _pct(agreed_steps, len(tagged_steps)),
+        "all_A_procedures": sum(p.all_agreed for p in procs),
+        "tags": {t: tags.get(t, 0) for t in TAGS},
+    }
 
 
 def verifier_agreement(procs: Sequence[Procedure]) -> dict:
@@ -71,16 +83,22 @@ def verifier_agreement(procs: Sequence[Procedure]) -> dict:
     scores (agreement_scores' first two) and of their exact matches (from the tags), as
     percentages averaged over the tagged steps."""
     f1 = [s.scores[:2] for p in procs for s in p.steps if s.scores is not None]
-    em = [{"A": (1, 1), "V1": (1, 0), "V2": (0, 1)}.get(s.tag, (0, 0)) for p in procs for s in p.steps
-          if s.tag is not None]
+    em = [
+        {"A": (1, 1), "V1": (1, 0), "V2": (0, 1)}.get(s.tag, (0, 0))
+        for p in procs
+        for s in p.steps
+        if s.tag is not None
+    ]
 
     def three(pairs):
         n = len(pairs)
         if not n:
             return {"mean": None, "max": None, "min": None}
-        return {"mean": round(100 * sum((a + b) / 2 for a, b in pairs) / n, 2),
-                "max": round(100 * sum(max(a, b) for a, b in pairs) / n, 2),
-                "min": round(100 * sum(min(a, b) for a, b in pairs) / n, 2)}
+        return {
+            "mean": round(100 * sum((a + b) / 2 for a, b in pairs) / n, 2),
+            "max": round(100 * sum(max(a, b) for a, b in pairs) / n, 2),
+            "min": round(100 * sum(min(a, b) for a, b in pairs) / n, 2),
+        }
 
     return {"steps": len(f1), "f1": three(f1), "em": three(em)}
 
@@ -89,10 +107,14 @@ def round_stats(procs: Sequence[Procedure]) -> dict:
     out = {}
     for r in sorted({p.annotation_round for p in procs}):
         mine = [p for p in procs if p.annotation_round == r]
-        out[r] = {"name": ROUND_NAMES.get(r, r), "steps": sum(len(p.steps) for p in mine), "procedures": len(mine),
-                  "tokens": sum(len(s.instruction.split()) for p in mine for s in p.steps),
-                  "unique_images": len({p.image_id for p in mine}),
-                  "base_images": len({base_image(p.image_id) for p in mine})}
+        out[r] = {
+            "name": ROUND_NAMES.get(r, r),
+            "steps": sum(len(p.steps) for p in mine),
+            "procedures": len(mine),
+            "tokens": sum(len(s.instruction.split()) for p in mine for s in p.steps),
+            "unique_images": len({p.image_id for p in mine}),
+            "base_images": len({base_image(p.image_id) for p in mine}),
+        }
     return out
 
 
@@ -128,9 +150,13 @@ def tag_consistency(procs: Sequence[Procedure]) -> dict:
                 shown = examples.setdefault(s.tag, [])
                 if len(shown) < 5:
                     shown.append(f"{p.index}/{s.position}")
-    return {"steps": sum(steps.values()), "inconsistent": sum(bad.values()),
-            "by_tag": {t: {"steps": steps.get(t, 0), "inconsistent": bad.get(t, 0),
-                           "examples": examples.get(t, [])} for t in TAGS}}
+    return {
+        "steps": sum(steps.values()),
+        "inconsistent": sum(bad.values()),
+        "by_tag": {
+            t: {"steps": steps.get(t, 0), "inconsistent": bad.get(t, 0), "examples": examples.get(t, [])} for t in TAGS
+        },
+    }
 
 
 def agreed_procedure_definitions(procs: Sequence[Procedure]) -> dict[str, int]:
@@ -143,15 +169,16 @@ def agreed_procedure_definitions(procs: Sequence[Procedure]) -> dict[str, int]:
         b = p.boards
         return next((p.steps[k - 1].tag for k in range(len(b) - 1, 0, -1) if b[k] != b[k - 1]), p.steps[-1].tag)
 
-    return {"last": sum(agreed(p.steps[-1].tag) for p in tagged),
-            "last_A": sum(p.steps[-1].tag == "A" for p in tagged),
-            "last_not_F": sum(p.steps[-1].tag != "F" for p in tagged),
-            "last_changing_step": sum(agreed(last_change(p)) for p in tagged),
-            "every_step": sum(all(agreed(s.tag) for s in p.steps) for p in tagged),
-            "no_F": sum(all(s.tag != "F" for s in p.steps) for p in tagged),
-            "last_without_redrawn": sum(agreed(p.steps[-1].tag) for p in tagged
-                                        if base_image(p.image_id) == p.image_id),
-            "tagged": len(tagged)}
+    return {
+        "last": sum(agreed(p.steps[-1].tag) for p in tagged),
+        "last_A": sum(p.steps[-1].tag == "A" for p in tagged),
+        "last_not_F": sum(p.steps[-1].tag != "F" for p in tagged),
+        "last_changing_step": sum(agreed(last_change(p)) for p in tagged),
+        "every_step": sum(all(agreed(s.tag) for s in p.steps) for p in tagged),
+        "no_F": sum(all(s.tag != "F" for s in p.steps) for p in tagged),
+        "last_without_redrawn": sum(agreed(p.steps[-1].tag) for p in tagged if base_image(p.image_id) == p.image_id),
+        "tagged": len(tagged),
+    }
 
 
 def category_stats(procs: Sequence[Procedure]) -> dict:
@@ -160,25 +187,30 @@ def category_stats(procs: Sequence[Procedure]) -> dict:
         mine = [p for p in procs if p.category == c]
         n_steps = sum(len(p.steps) for p in mine)
         tagged = [s for p in mine for s in p.steps if s.tag is not None]
-        out[c] = {"procedures": len(mine), "steps": n_steps, "images": len({p.image_id for p in mine}),
-                  "mean_steps": round(n_steps / len(mine), 2),
-                  "agreed_steps_pct": _pct(sum(agreed(s.tag) for s in tagged), len(tagged))}
+        out[c] = {
+            "procedures": len(mine),
+            "steps": n_steps,
+            "images": len({p.image_id for p in mine}),
+            "mean_steps": round(n_steps / len(mine), 2),
+            "agreed_steps_pct": _pct(sum(agreed(s.tag) for s in tagged), len(tagged)),
+        }
     return out
 
 
 def dataset_stats(splits: Mapping[str, Sequence[Procedure]]) -> dict:
     """Everything above for the splits given (name -> procedures) and for all of them."""
     everything = [p for procs in splits.values() for p in procs]
-    return {"splits": {**{name: split_stats(procs) for name, procs in splits.items()},
-                       "total": split_stats(everything)},
-            "rounds": round_stats(everything),
-            "categories": category_stats(everything),
-            "verifiers": verifier_agreement(everything),
-            "images": len({p.image_id for p in everything}),
-            "base_images": len({base_image(p.image_id) for p in everything}),
-            "redrawn": [p.index for p in everything if base_image(p.image_id) != p.image_id],
-            "tag_consistency": tag_consistency(everything),
-            "agreed_definitions": {name: agreed_procedure_definitions(procs) for name, procs in splits.items()},
-            "instructors": len({p.instructor_id for p in everything}),
-            "tokens": sum(len(s.instruction.split()) for p in everything for s in p.steps),
-            "paper": {"splits": PAPER_SPLITS, "rounds": PAPER_ROUNDS, "max_mean_f1": PAPER_MAX_MEAN_F1}}
+    return {
+        "splits": {**{name: split_stats(procs) for name, procs in splits.items()}, "total": split_stats(everything)},
+        "rounds": round_stats(everything),
+        "categories": category_stats(everything),
+        "verifiers": verifier_agreement(everything),
+        "images": len({p.image_id for p in everything}),
+        "base_images": len({base_image(p.image_id) for p in everything}),
+        "redrawn": [p.index for p in everything if base_image(p.image_id) != p.image_id],
+        "tag_consistency": tag_consistency(everything),
+        "agreed_definitions": {name: agreed_procedure_definitions(procs) for name, procs in splits.items()},
+        "instructors": len({p.instructor_id for p in everything}),
+        "tokens": sum(len(s.instruction.split()) for p in everything for s in p.steps),
+        "paper": {"splits": PAPER_SPLITS, "rounds": PAPER_ROUNDS, "max_mean_f1": PAPER_MAX_MEAN_F1},
+    }

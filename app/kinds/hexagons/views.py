@@ -69,8 +69,7 @@ def _execution_study(session: Session, study_id: int, user: User) -> Study:
 
 
 @api.post("/studies/{study_id}/targets", status_code=201)
-def add_target(study_id: Id, body: TargetIn, session: Session = Depends(db),
-               user: User = Depends(researcher)) -> dict:
+def add_target(study_id: Id, body: TargetIn, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
     """Add a target image (a board of 180 colour codes) to a draft description study."""
     from app.kinds.hexagons.description import add_target as add
 
@@ -81,8 +80,9 @@ def add_target(study_id: Id, body: TargetIn, session: Session = Depends(db),
 
 
 @api.post("/studies/{study_id}/verification", status_code=201)
-def start_verification(study_id: Id, body: VerificationIn | None = None, session: Session = Depends(db),
-                       user: User = Depends(researcher)) -> dict:
+def start_verification(
+    study_id: Id, body: VerificationIn | None = None, session: Session = Depends(db), user: User = Depends(researcher)
+) -> dict:
     """Send the description study's procedures not yet verified to a new draft execution study
     with two verifiers per procedure, who never see the image."""
     from app.kinds.hexagons.verification import make_verification_study
@@ -102,22 +102,29 @@ def verification_report(study_id: Id, session: Session = Depends(db), user: User
     return report(session, _execution_study(session, study_id, user))
 
 
-@api.get("/studies/{study_id}/verification.jsonl", response_class=Response,
-         responses={200: {"content": {"application/x-ndjson": {}}}})
+@api.get(
+    "/studies/{study_id}/verification.jsonl",
+    response_class=Response,
+    responses={200: {"content": {"application/x-ndjson": {}}}},
+)
 def verification_export(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     """The procedures in the released Hexagons JSONL, with agreement tags and scores where two
     verifiers answered ("None" where not yet): `proctor hexagons score --gold` reads it."""
     from app.kinds.hexagons.verification import export_jsonl
 
     study = _execution_study(session, study_id, user)
-    return Response(export_jsonl(session, study), media_type="application/x-ndjson",
-                    headers={"Content-Disposition": f'attachment; filename="{study.slug}-procedures.jsonl"'})
+    return Response(
+        export_jsonl(session, study),
+        media_type="application/x-ndjson",
+        headers={"Content-Disposition": f'attachment; filename="{study.slug}-procedures.jsonl"'},
+    )
 
 
 def _targets_page(request: Request, study: Study, session: Session, status_code: int = 200, **ctx):
     n = session.scalar(select(func.count()).select_from(Item).where(Item.study_id == study.id))
-    return render(request, "kinds/hexagons/description_targets.html", status_code=status_code, study=study,
-                  targets=n, **ctx)
+    return render(
+        request, "kinds/hexagons/description_targets.html", status_code=status_code, study=study, targets=n, **ctx
+    )
 
 
 @router.get("/hexagons/studies/{study_id}/targets")
@@ -126,8 +133,15 @@ def targets_page(request: Request, study_id: Id, session: Session = Depends(db),
 
 
 @router.post("/hexagons/studies/{study_id}/targets")
-def add_target_page(request: Request, study_id: Id, target_id: str = Form(""), board: str = Form(""),
-                    category: str = Form(""), session: Session = Depends(db), user: User = Depends(researcher)):
+def add_target_page(
+    request: Request,
+    study_id: Id,
+    target_id: str = Form(""),
+    board: str = Form(""),
+    category: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     from app import jsonsafe
     from app.kinds.hexagons.description import add_target as add
 
@@ -140,15 +154,26 @@ def add_target_page(request: Request, study_id: Id, target_id: str = Form(""), b
         add(session, study, user, target_id, cells, category)
     except InputError as exc:
         session.rollback()
-        return _targets_page(request, study, session, status_code=422, error=str(exc),
-                             form={"target_id": target_id, "board": board, "category": category})
+        return _targets_page(
+            request,
+            study,
+            session,
+            status_code=422,
+            error=str(exc),
+            form={"target_id": target_id, "board": board, "category": category},
+        )
     flash(request, f"Target {target_id.strip()!r} added.")
     return RedirectResponse(f"/hexagons/studies/{study.id}/targets", status_code=303)
 
 
 @router.post("/hexagons/studies/{study_id}/verification")
-def start_verification_page(request: Request, study_id: Id, title: str = Form(""), session: Session = Depends(db),
-                            user: User = Depends(researcher)):
+def start_verification_page(
+    request: Request,
+    study_id: Id,
+    title: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     from app.kinds.hexagons.verification import make_verification_study
 
     study = _hex_study(session, study_id, user)
@@ -158,8 +183,7 @@ def start_verification_page(request: Request, study_id: Id, title: str = Form(""
 
 
 @router.get("/hexagons/studies/{study_id}/verification")
-def verification_page(request: Request, study_id: Id, session: Session = Depends(db),
-                      user: User = Depends(researcher)):
+def verification_page(request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     from app.kinds.hexagons.verification import report
 
     study = _execution_study(session, study_id, user)
@@ -180,6 +204,7 @@ class LabelIn(BaseModel):
 class DecisionIn(BaseModel):
     """Any of: a decision (error_class, note, board: the fixed gold board or null; a null
     error class clears the decision), an abstraction label, or adopt_majority."""
+
     model_config = ConfigDict(extra="forbid")
     error_class: str | None = Field(default=None, max_length=32)
     note: str = Field(default="", max_length=2000)
@@ -213,21 +238,32 @@ def consolidation_queue(study_id: Id, session: Session = Depends(db), user: User
 
     study = _hex_study(session, study_id, user)
     g = _guides()
-    return {"error_classes": g["error_classes"], "levels": {k: n for k, (n, _) in g["levels"].items()},
-            "mechanisms": list(g["mechanisms"]), "steps": queue(session, study)}
+    return {
+        "error_classes": g["error_classes"],
+        "levels": {k: n for k, (n, _) in g["levels"].items()},
+        "mechanisms": list(g["mechanisms"]),
+        "steps": queue(session, study),
+    }
 
 
 @api.get("/studies/{study_id}/consolidation/{item_id}/{step}")
-def consolidation_step(study_id: Id, item_id: Id, step: Id, session: Session = Depends(db),
-                       user: User = Depends(admin_only)) -> dict:
+def consolidation_step(
+    study_id: Id, item_id: Id, step: Id, session: Session = Depends(db), user: User = Depends(admin_only)
+) -> dict:
     """One step: the instruction, the boards before and after (instructor, each executor, with
     the tiles that differ), the gold board, the decision and the abstraction labels."""
     return _step(session, user, study_id, item_id, step)[1]
 
 
 @api.put("/studies/{study_id}/consolidation/{item_id}/{step}")
-def decide_step(study_id: Id, item_id: Id, step: Id, body: DecisionIn, session: Session = Depends(db),
-                user: User = Depends(admin_only)) -> dict:
+def decide_step(
+    study_id: Id,
+    item_id: Id,
+    step: Id,
+    body: DecisionIn,
+    session: Session = Depends(db),
+    user: User = Depends(admin_only),
+) -> dict:
     """Decide a step ({"error_class", "note", "board"}), label its abstraction ({"abstraction":
     {"level", "mechanisms"}} or {"adopt_majority": true}), or both; audited."""
     from app.kinds.hexagons import consolidation
@@ -240,12 +276,16 @@ def decide_step(study_id: Id, item_id: Id, step: Id, body: DecisionIn, session: 
     out: dict = {}
     try:  # both or neither: one commit
         if "error_class" in sent:
-            out.update(consolidation.decide(session, study, item_id, step, body.error_class, body.note,
-                                            body.board, user, commit=False))
+            out.update(
+                consolidation.decide(
+                    session, study, item_id, step, body.error_class, body.note, body.board, user, commit=False
+                )
+            )
         if labelled:
             value = body.abstraction.model_dump() if body.abstraction else None
-            out.update(consolidation.label(session, study, item_id, step, value, user,
-                                           adopt=body.adopt_majority, commit=False))
+            out.update(
+                consolidation.label(session, study, item_id, step, value, user, adopt=body.adopt_majority, commit=False)
+            )
     except consolidation.NotFound as exc:
         session.rollback()
         raise HTTPException(404, str(exc)) from None
@@ -257,23 +297,38 @@ def decide_step(study_id: Id, item_id: Id, step: Id, body: DecisionIn, session: 
 
 
 @router.get("/hexagons/studies/{study_id}/consolidation")
-def consolidation_page(request: Request, study_id: Id, session: Session = Depends(db),
-                       user: User = Depends(admin_only)):
+def consolidation_page(
+    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(admin_only)
+):
     from app.kinds.hexagons.consolidation import queue
 
     study = _hex_study(session, study_id, user)
-    return render(request, "kinds/hexagons/consolidation.html", user=user, study=study,
-                  rows=queue(session, study), **_guides())
+    return render(
+        request, "kinds/hexagons/consolidation.html", user=user, study=study, rows=queue(session, study), **_guides()
+    )
 
 
 @router.get("/hexagons/studies/{study_id}/consolidation/{item_id}/{step}")
-def consolidation_step_page(request: Request, study_id: Id, item_id: Id, step: Id, session: Session = Depends(db),
-                            user: User = Depends(admin_only)):
+def consolidation_step_page(
+    request: Request,
+    study_id: Id,
+    item_id: Id,
+    step: Id,
+    session: Session = Depends(db),
+    user: User = Depends(admin_only),
+):
     from app.kinds.hexagons.board import layout
 
     study, view = _step(session, user, study_id, item_id, step)
-    return render(request, "kinds/hexagons/consolidation_step.html", user=user, study=study, view=view,
-                  layout=layout(), **_guides())
+    return render(
+        request,
+        "kinds/hexagons/consolidation_step.html",
+        user=user,
+        study=study,
+        view=view,
+        layout=layout(),
+        **_guides(),
+    )
 
 
 def _back(request: Request, url: str, message: str, level: str = "ok") -> RedirectResponse:
@@ -282,9 +337,17 @@ def _back(request: Request, url: str, message: str, level: str = "ok") -> Redire
 
 
 @router.post("/hexagons/studies/{study_id}/consolidation/{item_id}/{step}")
-def decide_step_page(request: Request, study_id: Id, item_id: Id, step: Id, error_class: str = Form(""),
-                     note: str = Form(""), board: str = Form(""), session: Session = Depends(db),
-                     user: User = Depends(admin_only)):
+def decide_step_page(
+    request: Request,
+    study_id: Id,
+    item_id: Id,
+    step: Id,
+    error_class: str = Form(""),
+    note: str = Form(""),
+    board: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(admin_only),
+):
     """The step page's decision form: `board` is the fixed gold board as JSON (blank: none)."""
     from app.kinds.hexagons import consolidation
 
@@ -307,9 +370,17 @@ def decide_step_page(request: Request, study_id: Id, item_id: Id, step: Id, erro
 
 
 @router.post("/hexagons/studies/{study_id}/consolidation/{item_id}/{step}/abstraction")
-def label_step_page(request: Request, study_id: Id, item_id: Id, step: Id, level: str = Form(""),
-                    mechanisms: list[str] = Form([]), adopt: str = Form(""), session: Session = Depends(db),
-                    user: User = Depends(admin_only)):
+def label_step_page(
+    request: Request,
+    study_id: Id,
+    item_id: Id,
+    step: Id,
+    level: str = Form(""),
+    mechanisms: list[str] = Form([]),
+    adopt: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(admin_only),
+):
     """The step page's abstraction form: a level and mechanisms by hand, or (button `adopt`)
     the executors' majority."""
     from app.kinds.hexagons import consolidation
@@ -326,11 +397,17 @@ def label_step_page(request: Request, study_id: Id, item_id: Id, step: Id, level
     except InputError as exc:
         return _back(request, url, f"Not saved: {exc}", "error")
     lv = out["abstraction"]["level"]
-    return _back(request, url, f"Step {step}: abstraction level {'none' if lv is None else lv}"
-                 + (" (the executors' majority)" if adopt else "") + ".")
+    return _back(
+        request,
+        url,
+        f"Step {step}: abstraction level {'none' if lv is None else lv}"
+        + (" (the executors' majority)" if adopt else "")
+        + ".",
+    )
 
 
 # ---- executor runs (issue 12 C): an executor's boards for a study's procedures ----------------
+
 
 class GenerationIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -342,41 +419,64 @@ class GenerationIn(BaseModel):
 
 def _start(session: Session, study, user: User, artifact_id, agent_id, on, batch_size) -> jobs.Job:
     """Through the one runs service (app/runs), as POST /api/v1/studies/{id}/runs does."""
-    params = {k: v for k, v in (("artifact_id", artifact_id), ("agent_id", agent_id), ("on", on),
-                                ("batch_size", batch_size)) if v is not None}
+    params = {
+        k: v
+        for k, v in (("artifact_id", artifact_id), ("agent_id", agent_id), ("on", on), ("batch_size", batch_size))
+        if v is not None
+    }
     run = runs.start(session, session.merge(user), generation.KIND_NAME, params, study=study)
     return session.get(jobs.Job, run.job_id)
 
 
-job_routes(api, generation.KIND_NAME, GenerationIn, """Run an executor artifact over the study's
+job_routes(
+    api,
+    generation.KIND_NAME,
+    GenerationIn,
+    """Run an executor artifact over the study's
     procedures (gold ones excepted), every step from the gold board before it (`on: gold`, the
     default) or from its own previous board (`on: own`); its boards become the outputs of
     `agent_id` (default: the artifact's agent), replacing that agent's earlier ones. Follow it
-    with GET .../generations/{job}; cancel with POST .../cancel.""")
+    with GET .../generations/{job}; cancel with POST .../cancel.""",
+)
 
 
 @router.get("/hexagons/studies/{study_id}/generations")
-def generations_section(request: Request, study_id: Id, session: Session = Depends(db),
-                        user: User = Depends(researcher)):
+def generations_section(
+    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
+):
     """The study page's section alone (htmx polls it while a run goes)."""
     study = managed_study(session, study_id, user, "No such study among yours.")
-    return render(request, "kinds/hexagons/generation.html", study=study,
-                  **generation.study_context(session, study))
+    return render(request, "kinds/hexagons/generation.html", study=study, **generation.study_context(session, study))
 
 
 @router.post("/hexagons/studies/{study_id}/generations")
-def start_generation_page(request: Request, study_id: Id, artifact_id: str = Form(""), agent_id: str = Form(""),
-                          on: str = Form("gold"), batch_size: str = Form(""), session: Session = Depends(db),
-                          user: User = Depends(researcher)):
+def start_generation_page(
+    request: Request,
+    study_id: Id,
+    artifact_id: str = Form(""),
+    agent_id: str = Form(""),
+    on: str = Form("gold"),
+    batch_size: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     study = managed_study(session, study_id, user, "No such study among yours.")
     back = f"/studies/{study.id}#executor-runs"
     try:
-        job = _start(session, study, user, form_number(artifact_id, "artifact_id"), form_number(agent_id, "agent_id"),
-                     on, form_number(batch_size, "batch_size") or generation.DEFAULT_BATCH)
+        job = _start(
+            session,
+            study,
+            user,
+            form_number(artifact_id, "artifact_id"),
+            form_number(agent_id, "agent_id"),
+            on,
+            form_number(batch_size, "batch_size") or generation.DEFAULT_BATCH,
+        )
     except InputError as exc:
         flash(request, f"Not started: {exc}", "error")
     else:
         flash(request, f"Executor run #{runs.of_job(session, job.id).id} queued.")
     return RedirectResponse(back, status_code=303)
+
 
 # ---- end of executor runs ---------------------------------------------------------------------

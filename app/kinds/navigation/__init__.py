@@ -39,7 +39,8 @@ INSTRUCTIONS = (
     "look around with the arrow keys (or drag the view) and walk to the highlighted spot "
     "with Enter (or click or tap a marker). Do not explore, and do not wander back and forth "
     "unless you are lost. When you think you have arrived, press Stop here (key s) and say "
-    "how easy the instruction was to follow (keys 1-4, Enter to go on).")
+    "how easy the instruction was to follow (keys 1-4, Enter to go on)."
+)
 
 RATINGS = (
     (1, "I couldn't follow any part of the instruction"),
@@ -59,6 +60,7 @@ Pose = tuple[Annotated[str, Field(min_length=1, max_length=64)], float, float, f
 class FollowEvent(BaseModel):
     """The follower stopped, or took the stop back ("Keep walking"), at path[step], t ms into
     the session (the trace's clock)."""
+
     type: Literal["stop", "resume"]
     step: int = Field(ge=0)
     t: float = Field(ge=0)
@@ -120,8 +122,10 @@ class Navigation(TaskKind):
     generic_table: ClassVar[bool] = False
     score_label: ClassVar[str] = "Success rate"
     item_noun: ClassVar[str] = "Instruction"
-    keyboard_hint: ClassVar[str] = ("Left/right arrows: look around; Enter: walk to the highlighted "
-                                    "marker; s: stop; k or Escape: keep walking; 1-4: rate; Enter: next.")
+    keyboard_hint: ClassVar[str] = (
+        "Left/right arrows: look around; Enter: walk to the highlighted "
+        "marker; s: stop; k or Escape: keep walking; 1-4: rate; Enter: next."
+    )
     item_formats: ClassVar[tuple[str, ...]] = ("r2r", "coop", "capability")
     default_instructions: ClassVar[str] = INSTRUCTIONS
     ratings: ClassVar[tuple[tuple[int, str], ...]] = RATINGS
@@ -130,24 +134,30 @@ class Navigation(TaskKind):
     format_labels: ClassVar[dict[str, str]] = {
         "r2r": "Navigation: R2R paths with human instructions (JSON)",
         "coop": "Navigation: a speaker's instructions, coop greedy file (JSON)",
-        "capability": ("Navigation: capability analysis of a speaker, its candidates and the "
-                       "references (JSON)"),
+        "capability": ("Navigation: capability analysis of a speaker, its candidates and the references (JSON)"),
     }
     # The coop speaker's name, the paired tests' baseline speaker, the study's own Likert
     # questions (one per line) and the R2R instruction that serves as the QC episode.
     option_fields: ClassVar[dict[str, tuple]] = {
-        "speaker": ("text",), "baseline": ("text",), "likert": ("text",), "qc_instruction": ("text",)}
+        "speaker": ("text",),
+        "baseline": ("text",),
+        "likert": ("text",),
+        "qc_instruction": ("text",),
+    }
     options_template: ClassVar[str | None] = "kinds/navigation/options.html"
     # The upload preview's viewer fetches /env/<scan>/view.json, which needs the session.
     preview_needs_session: ClassVar[bool] = True
     form_help: ClassVar[str] = (
         "Workers follow an instruction through a building, stop where they think it ends, and rate "
         "how easy it was to follow. The buildings the file names must be imported first "
-        "(docs/kinds/navigation-houses.md). See docs/kinds/navigation.md.")
-    outputs_label: ClassVar[str] = ("A model listener's paths (R2R predictions JSON, or "
-                                    '{"<instruction id>": {"path": [...]}})')
-    prior_label: ClassVar[str] = ('Format: R2R predictions JSON with the follower on each record, '
-                                  '[{"instr_id", "trajectory", "worker_id"}, ...].')
+        "(docs/kinds/navigation-houses.md). See docs/kinds/navigation.md."
+    )
+    outputs_label: ClassVar[str] = (
+        'A model listener\'s paths (R2R predictions JSON, or {"<instruction id>": {"path": [...]}})'
+    )
+    prior_label: ClassVar[str] = (
+        'Format: R2R predictions JSON with the follower on each record, [{"instr_id", "trajectory", "worker_id"}, ...].'
+    )
     study_template: ClassVar[str | None] = "kinds/navigation/generation.html"
     models: ClassVar[str | None] = "app.kinds.navigation.models"
     jobs: ClassVar[dict[str, str]] = {
@@ -155,9 +165,7 @@ class Navigation(TaskKind):
         "generate": "workers.navigation.generate:run_generation",
     }
     artifact_roles: ClassVar[tuple[str, ...]] = ("speaker", "listener")
-    artifact_help: ClassVar[str] = ("a navigation speaker (path to instruction) or listener "
-                                    "(instruction to path)")
-
+    artifact_help: ClassVar[str] = "a navigation speaker (path to instruction) or listener (instruction to path)"
 
     parts: ClassVar[dict[str, str | tuple[str, ...]]] = {
         "agent_runs": "app.kinds.navigation.generation:SpeakerRuns",
@@ -184,14 +192,12 @@ class Navigation(TaskKind):
         if payload is not None:
             path = parsed["path"]
             if path[0] != payload["start"]:
-                raise InputError(f"the path starts at {path[0]!r}, not at the start {payload['start']!r}",
-                                 field="path")
+                raise InputError(f"the path starts at {path[0]!r}, not at the start {payload['start']!r}", field="path")
             graph = get_graph(payload["scan"])
             graph.check_walk(path, field="path")  # every step crosses one edge (or stays)
             for k, pose in enumerate(parsed["trace"]):
                 if pose[0] not in graph:
-                    raise InputError(f"trace[{k}] names viewpoint {pose[0]!r}, not in this building",
-                                     field="trace")
+                    raise InputError(f"trace[{k}] names viewpoint {pose[0]!r}, not in this building", field="trace")
         parsed["trace"] = [list(p) for p in parsed["trace"]]
         return parsed
 
@@ -236,8 +242,7 @@ class Navigation(TaskKind):
             raise InputError("the speaker's name must be 1-64 characters", field="speaker")
         speaker = speaker.strip()
         if speaker == "human":
-            raise InputError("\"human\" names the human references; choose another speaker name",
-                             field="speaker")
+            raise InputError('"human" names the human references; choose another speaker name', field="speaker")
         with_refs = bool(options.get("with_references", True))
         parsed = parse_coop_greedy(data)
         items: list[ItemSpec] = []
@@ -249,29 +254,61 @@ class Navigation(TaskKind):
             payload = {"scan": out.scan, "start": out.path[0], "heading": out.heading}
             reference = {"path": list(out.path)}
             if out is parsed.qc_episode:
-                items.append(ItemSpec(external_id="qc", payload={"instruction": out.generated_instr, **payload},
-                                      reference=reference, is_gold=True, source="human",
-                                      category="human", cluster="", exclusion_group=group))
+                items.append(
+                    ItemSpec(
+                        external_id="qc",
+                        payload={"instruction": out.generated_instr, **payload},
+                        reference=reference,
+                        is_gold=True,
+                        source="human",
+                        category="human",
+                        cluster="",
+                        exclusion_group=group,
+                    )
+                )
                 continue
             if group in seen:
-                raise InputError(f"{label}: path {out.path_id} of {out.scan} repeats key {seen[group]!r}",
-                                 field="path_id")
+                raise InputError(
+                    f"{label}: path {out.path_id} of {out.scan} repeats key {seen[group]!r}", field="path_id"
+                )
             seen[group] = out.key
-            items.append(ItemSpec(external_id=f"{speaker}:{out.key}",
-                                  payload={"instruction": out.generated_instr, **payload},
-                                  reference=reference, source="agent", category=speaker,
-                                  cluster=group, exclusion_group=group))
+            items.append(
+                ItemSpec(
+                    external_id=f"{speaker}:{out.key}",
+                    payload={"instruction": out.generated_instr, **payload},
+                    reference=reference,
+                    source="agent",
+                    category=speaker,
+                    cluster=group,
+                    exclusion_group=group,
+                )
+            )
             if with_refs:
                 refs = [t for t in out.instructions if t.strip()]
                 if not refs:
                     raise InputError(f"{label}: no human reference instruction", field="instructions")
-                items.append(ItemSpec(external_id=f"{out.path_id}_0",
-                                      payload={"instruction": refs[0], **payload},
-                                      reference=reference, source="human", category="human",
-                                      cluster=group, exclusion_group=group))
-        return ImportResult(items=items, kind_settings={"speakers": [speaker]}, summary={
-            "paths": len(seen), "instructions": len(items), "speaker": speaker,
-            "scans": sorted({o.scan for o in parsed.outputs})}, study_defaults=dict(QC_DESIGN))
+                items.append(
+                    ItemSpec(
+                        external_id=f"{out.path_id}_0",
+                        payload={"instruction": refs[0], **payload},
+                        reference=reference,
+                        source="human",
+                        category="human",
+                        cluster=group,
+                        exclusion_group=group,
+                    )
+                )
+        return ImportResult(
+            items=items,
+            kind_settings={"speakers": [speaker]},
+            summary={
+                "paths": len(seen),
+                "instructions": len(items),
+                "speaker": speaker,
+                "scans": sorted({o.scan for o in parsed.outputs}),
+            },
+            study_defaults=dict(QC_DESIGN),
+        )
 
     def _import_r2r(self, data: bytes, options: dict | None = None) -> ImportResult:
         """One item per instruction. Option qc_instruction ("<path_id>_<k>") makes that
@@ -283,8 +320,9 @@ class Navigation(TaskKind):
         qc = qc.strip()
         paths = parse_r2r(data)
         if qc and not any(qc == f"{p.path_id}_{k}" for p in paths for k in range(len(p.instructions))):
-            raise InputError(f"no instruction {qc!r} in the upload (ids are <path_id>_<k>, k from 0)",
-                             field="qc_instruction")
+            raise InputError(
+                f"no instruction {qc!r} in the upload (ids are <path_id>_<k>, k from 0)", field="qc_instruction"
+            )
         items: list[ItemSpec] = []
         for p in paths:
             check_path(p.scan, p.path, f"path_id {p.path_id}")
@@ -296,15 +334,28 @@ class Navigation(TaskKind):
                 if qc in ids and ids[k] != qc:
                     continue
                 gold = ids[k] == qc
-                items.append(ItemSpec(
-                    external_id=ids[k],
-                    payload={"instruction": text, "scan": p.scan, "start": p.path[0], "heading": p.heading},
-                    reference={"path": list(p.path)}, is_gold=gold, source="human", category="human",
-                    cluster="" if gold else group, exclusion_group=group))
-        return ImportResult(items=items, summary={
-            "paths": len(paths), "instructions": len(items),
-            "scans": sorted({p.scan for p in paths}), **({"qc_instruction": qc} if qc else {})},
-            study_defaults=dict(QC_DESIGN) if qc else {})
+                items.append(
+                    ItemSpec(
+                        external_id=ids[k],
+                        payload={"instruction": text, "scan": p.scan, "start": p.path[0], "heading": p.heading},
+                        reference={"path": list(p.path)},
+                        is_gold=gold,
+                        source="human",
+                        category="human",
+                        cluster="" if gold else group,
+                        exclusion_group=group,
+                    )
+                )
+        return ImportResult(
+            items=items,
+            summary={
+                "paths": len(paths),
+                "instructions": len(items),
+                "scans": sorted({p.scan for p in paths}),
+                **({"qc_instruction": qc} if qc else {}),
+            },
+            study_defaults=dict(QC_DESIGN) if qc else {},
+        )
 
     def auto_review(self, gold, settings=None) -> tuple[str | None, str]:
         """Protocol 1: a worker is approved when they reach the goal of every QC episode
@@ -321,7 +372,8 @@ class Navigation(TaskKind):
         if not math.isfinite(worst):
             return None, "QC episode: not scored, or no way from where they stopped to the goal"
         return None, f"QC episode: stopped {worst:.1f} m from the goal" + (
-            f" (the worst of {len(errors)})" if several else "")
+            f" (the worst of {len(errors)})" if several else ""
+        )
 
     def replay_details(self, answer: dict) -> dict:
         """Schematic maps of the session (schematic.py), one per floor visited."""
@@ -336,24 +388,29 @@ class Navigation(TaskKind):
             graph, semantics = get_graph(scan), get_semantics(scan)
         except InputError as e:
             return {"maps": [], "note": e.message}
-        return {"maps": floor_maps(graph, reference, walked, semantics=semantics,
-                                   id_prefix=f"map-{answer.get('annotation_id', 0)}")}
+        return {
+            "maps": floor_maps(
+                graph, reference, walked, semantics=semantics, id_prefix=f"map-{answer.get('annotation_id', 0)}"
+            )
+        }
 
     def extra_leaderboard(self, session, study) -> dict | None:
         from app.kinds.navigation.leaderboard import section
 
         return section(session, study)
 
-    def import_agent_outputs(self, data: bytes, known_ids: set[str],
-                             payloads: dict[str, dict] | None = None) -> dict[str, dict]:
+    def import_agent_outputs(
+        self, data: bytes, known_ids: set[str], payloads: dict[str, dict] | None = None
+    ) -> dict[str, dict]:
         """A model listener's paths (R2R predictions, or {external_id: {path | trace}}),
         each checked against its instruction's building and start (see traces.py)."""
         from app.kinds.navigation.traces import parse_listener_outputs
 
         return parse_listener_outputs(data, known_ids, payloads, get_graph)
 
-    def import_annotations(self, data: bytes, known_ids: set[str],
-                           payloads: dict[str, dict] | None = None) -> dict[str, dict[str, dict]]:
+    def import_annotations(
+        self, data: bytes, known_ids: set[str], payloads: dict[str, dict] | None = None
+    ) -> dict[str, dict[str, dict]]:
         """Followers' paths: the R2R predictions format with the follower's id on each
         trajectory, [{"instr_id", "trajectory", "worker_id"}, ...] (docs/kinds/navigation.md)."""
         from app.kinds.navigation.traces import parse_follower_annotations
@@ -371,11 +428,13 @@ class Navigation(TaskKind):
         house = generate_house(seed=3)
         paths = sample_paths(house, DEMO_PATHS, rng=3)
         instructions = [describe_path(house, p, rng=100 + k, n=1) for k, p in enumerate(paths)]
-        return {"items": json.dumps(to_r2r(house, paths, instructions)).encode(), "format": "r2r",
-                "setup": lambda session: import_house(session, house),
-                "simulate": simulate,  # six followers, one of whom never moves
-                "settings": {"bundle_size": 6, "gold_rate": 0.0, "annotations_per_item": 3,
-                             "instructions": INSTRUCTIONS}}
+        return {
+            "items": json.dumps(to_r2r(house, paths, instructions)).encode(),
+            "format": "r2r",
+            "setup": lambda session: import_house(session, house),
+            "simulate": simulate,  # six followers, one of whom never moves
+            "settings": {"bundle_size": 6, "gold_rate": 0.0, "annotations_per_item": 3, "instructions": INSTRUCTIONS},
+        }
 
 
 # The demo's paths: 24 x 3 followers is 12 tasks of 6, six for the simulated followers and six

@@ -50,11 +50,18 @@ def vocabulary_of(model: object, what: str) -> list[str]:
 
 def check_config(role: str, config: object) -> dict:
     """The config of a built-in architecture; each problem names its field."""
-    check_architecture(role, config, ARCHITECTURES, {"hidden": MAX_SIZE, "embed": MAX_SIZE},
-                       "the .json file `proctor train` writes beside the .safetensors")
+    check_architecture(
+        role,
+        config,
+        ARCHITECTURES,
+        {"hidden": MAX_SIZE, "embed": MAX_SIZE},
+        "the .json file `proctor train` writes beside the .safetensors",
+    )
     if config.get("feature_version") != FEATURES_VERSION:
-        raise InputError(f"feature_version {config.get('feature_version')!r} does not match "
-                         f"{FEATURES_VERSION}", field="config.feature_version")
+        raise InputError(
+            f"feature_version {config.get('feature_version')!r} does not match {FEATURES_VERSION}",
+            field="config.feature_version",
+        )
     words = check_vocabulary(config.get("words"))
     if isinstance(words, str):
         raise InputError(f"words (the vocabulary) {words}", field="config.words")

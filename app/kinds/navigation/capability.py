@@ -43,8 +43,15 @@ from sqlalchemy.orm import Session
 
 from app.errors import InputError
 from app.kinds.base import ImportResult, ItemSpec
-from app.kinds.navigation.formats import (Source, _path_id, _viewpoints, is_number, parse_coop_candidates,
-                                          parse_coop_greedy, read_json)
+from app.kinds.navigation.formats import (
+    Source,
+    _path_id,
+    _viewpoints,
+    is_number,
+    parse_coop_candidates,
+    parse_coop_greedy,
+    read_json,
+)
 from app.leaderboards import stats
 from app.studies.models import Annotation, Item, Study
 
@@ -102,40 +109,42 @@ def check_speaker(name: object) -> str:
         raise InputError(f"the speaker's name must be 1-{MAX_SPEAKER} characters", field="speaker")
     name = name.strip()
     if name == "human":
-        raise InputError("\"human\" names the human references; choose another speaker name",
-                         field="speaker")
+        raise InputError('"human" names the human references; choose another speaker name', field="speaker")
     return name
 
 
 def _utterance(v: object, where: str, label: str, cls=Utterance, **extra) -> Utterance:
     if not isinstance(v, dict):
-        raise InputError(f"{label}: {where} must be an object {{\"instruction\", \"score\"}}", field=where)
+        raise InputError(f'{label}: {where} must be an object {{"instruction", "score"}}', field=where)
     text = v.get("instruction")
     if not isinstance(text, str) or not text.strip():
         raise InputError(f"{label}: {where}.instruction must be a non-empty string", field=f"{where}.instruction")
     score = v.get("score")
     if score is not None and not is_number(score):
-        raise InputError(f"{label}: {where}.score must be a finite number (the speaker's log-probability) "
-                         "or null", field=f"{where}.score")
+        raise InputError(
+            f"{label}: {where}.score must be a finite number (the speaker's log-probability) or null",
+            field=f"{where}.score",
+        )
     return cls(text, None if score is None else float(score), **extra)
 
 
 def _samples(rec: dict, label: str) -> tuple[Sample, ...]:
     raw = rec.get("samples")
     if not isinstance(raw, list) or not raw:
-        raise InputError(f"{label}: samples must be a non-empty list of {{\"instruction\", \"score\"}} "
-                         "(the speaker's N sampled candidates)", field="samples")
+        raise InputError(
+            f'{label}: samples must be a non-empty list of {{"instruction", "score"}} '
+            "(the speaker's N sampled candidates)",
+            field="samples",
+        )
     out: list[Sample] = []
     seen: dict[int, int] = {}
     for i, s in enumerate(raw):
         where = f"samples[{i}]"
         k = s.get("candidate", i) if isinstance(s, dict) else i
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise InputError(f"{label}: {where}.candidate must be a non-negative integer",
-                             field=f"{where}.candidate")
+            raise InputError(f"{label}: {where}.candidate must be a non-negative integer", field=f"{where}.candidate")
         if k in seen:
-            raise InputError(f"{label}: {where}.candidate {k} repeats samples[{seen[k]}]",
-                             field=f"{where}.candidate")
+            raise InputError(f"{label}: {where}.candidate {k} repeats samples[{seen[k]}]", field=f"{where}.candidate")
         seen[k] = i
         out.append(_utterance(s, where, label, Sample, candidate=k))
     return tuple(out)
@@ -147,10 +156,10 @@ def parse_capability(source: Source | dict, speaker: str | None = None) -> Capab
     Checks shapes only; the buildings are checked by import_capability."""
     data = read_json(source, "capability")
     if not isinstance(data, dict):
-        raise InputError("a capability file is a JSON object {\"speaker\", \"paths\"}", field="capability")
+        raise InputError('a capability file is a JSON object {"speaker", "paths"}', field="capability")
     name = speaker if speaker not in (None, "") else data.get("speaker")
     if name is None:
-        raise InputError("no speaker: name it in the file (\"speaker\") or in the form", field="speaker")
+        raise InputError('no speaker: name it in the file ("speaker") or in the form', field="speaker")
     name = check_speaker(name)
     paths = data.get("paths")
     if not isinstance(paths, list) or not paths:
@@ -174,11 +183,17 @@ def parse_capability(source: Source | dict, speaker: str | None = None) -> Capab
         heading = rec.get("heading")
         if not is_number(heading):
             raise InputError(f"{label}: heading must be a finite number (radians)", field="heading")
-        out.append(CapabilityPath(
-            path_id=pid, scan=scan, path=_viewpoints(rec, "path", label), heading=float(heading),
-            reference=_utterance(rec.get("reference"), "reference", label),
-            inference=_utterance(rec.get("inference"), "inference", label),
-            samples=_samples(rec, label)))
+        out.append(
+            CapabilityPath(
+                path_id=pid,
+                scan=scan,
+                path=_viewpoints(rec, "path", label),
+                heading=float(heading),
+                reference=_utterance(rec.get("reference"), "reference", label),
+                inference=_utterance(rec.get("inference"), "inference", label),
+                samples=_samples(rec, label),
+            )
+        )
     return CapabilityInput(name, tuple(out))
 
 
@@ -191,14 +206,28 @@ def capability_items(parsed: CapabilityInput) -> list[ItemSpec]:
         base = {"scan": p.scan, "start": p.path[0], "heading": p.heading}
 
         def spec(external_id, u: Utterance, role, source, category, **ref):
-            return ItemSpec(external_id=external_id, payload={"instruction": u.instruction, **base},
-                            reference={"path": list(p.path), "role": role, "speaker_score": u.score, **ref},
-                            source=source, category=category, cluster=p.group, exclusion_group=p.group)
+            return ItemSpec(
+                external_id=external_id,
+                payload={"instruction": u.instruction, **base},
+                reference={"path": list(p.path), "role": role, "speaker_score": u.score, **ref},
+                source=source,
+                category=category,
+                cluster=p.group,
+                exclusion_group=p.group,
+            )
 
         items.append(spec(f"{speaker}:{p.path_id}:inference", p.inference, "inference", "agent", speaker))
         for s in p.samples:
-            items.append(spec(f"{speaker}:{p.path_id}:sample:{s.candidate}", s, "sample", "agent",
-                              speaker + SAMPLES_SUFFIX, candidate=s.candidate))
+            items.append(
+                spec(
+                    f"{speaker}:{p.path_id}:sample:{s.candidate}",
+                    s,
+                    "sample",
+                    "agent",
+                    speaker + SAMPLES_SUFFIX,
+                    candidate=s.candidate,
+                )
+            )
         items.append(spec(f"{p.path_id}:reference", p.reference, "reference", "human", "human"))
     return items
 
@@ -211,8 +240,9 @@ def import_capability(data: bytes, options: dict) -> ImportResult:
     parsed = parse_capability(data, options.get("speaker"))
     select = options.get("pragmatic_metric") or DEFAULT_SELECT
     if select not in dict(METRICS):
-        raise InputError(f"pragmatic_metric must be one of {', '.join(k for k, _ in METRICS)}",
-                         field="pragmatic_metric")
+        raise InputError(
+            f"pragmatic_metric must be one of {', '.join(k for k, _ in METRICS)}", field="pragmatic_metric"
+        )
     for p in parsed.paths:
         check_path(p.scan, p.path, f"path_id {p.path_id}")
     items = capability_items(parsed)
@@ -220,10 +250,18 @@ def import_capability(data: bytes, options: dict) -> ImportResult:
     settings = {"design": "capability", "speakers": [parsed.speaker]}
     if select != DEFAULT_SELECT:
         settings["pragmatic_metric"] = select
-    return ImportResult(items=items, kind_settings=settings,
-                        summary={"design": "capability", "speaker": parsed.speaker, "paths": len(parsed.paths),
-                                 "instructions": len(items), "samples_per_path": [min(n_samples), max(n_samples)],
-                                 "scans": sorted({p.scan for p in parsed.paths})})
+    return ImportResult(
+        items=items,
+        kind_settings=settings,
+        summary={
+            "design": "capability",
+            "speaker": parsed.speaker,
+            "paths": len(parsed.paths),
+            "instructions": len(items),
+            "samples_per_path": [min(n_samples), max(n_samples)],
+            "scans": sorted({p.scan for p in parsed.paths}),
+        },
+    )
 
 
 # -- from the coop speaker files -----------------------------------------------------------
@@ -241,8 +279,9 @@ def _speaker_from_model(models: set[str | None]) -> str:
     return name[:MAX_SPEAKER] or "speaker"
 
 
-def coop_to_capability(greedy: Source | dict, candidates: Source | dict, speaker: str | None = None,
-                       limit_paths: int | None = None) -> tuple[dict, dict]:
+def coop_to_capability(
+    greedy: Source | dict, candidates: Source | dict, speaker: str | None = None, limit_paths: int | None = None
+) -> tuple[dict, dict]:
     """A capability file from coop's greedy file and its sampled candidates: the paths in
     both, inference = the greedy instruction with generated_instr_sum_log_prob, samples = the
     candidates (their log-probabilities where the file has them: the released one has none),
@@ -269,22 +308,34 @@ def coop_to_capability(greedy: Source | dict, candidates: Source | dict, speaker
             if cand.candidate == 0 and cand.generated_instr.strip() == out.generated_instr.strip():
                 dropped += 1
                 continue
-            samples.append({"instruction": cand.generated_instr, "score": cand.sum_log_prob,
-                            "candidate": cand.candidate})
-        paths.append({"path_id": out.path_id, "scan": out.scan, "path": list(out.path),
-                      "heading": out.heading,
-                      "reference": {"instruction": refs[0], "score": None},
-                      "inference": {"instruction": out.generated_instr, "score": out.sum_log_prob},
-                      "samples": samples})
+            samples.append(
+                {"instruction": cand.generated_instr, "score": cand.sum_log_prob, "candidate": cand.candidate}
+            )
+        paths.append(
+            {
+                "path_id": out.path_id,
+                "scan": out.scan,
+                "path": list(out.path),
+                "heading": out.heading,
+                "reference": {"instruction": refs[0], "score": None},
+                "inference": {"instruction": out.generated_instr, "score": out.sum_log_prob},
+                "samples": samples,
+            }
+        )
     if not paths:
         raise InputError("no path of the greedy file is in the candidates file", field="candidates")
     data = {"speaker": name, "paths": paths}
     parse_capability(data)  # what we write must read back
-    report = {"speaker": name, "greedy_paths": len(g.outputs), "in_candidates": len(present),
-              "missing_from_candidates": missing, "paths_written": len(paths),
-              "candidate_0_is_the_greedy_output": dropped,
-              "samples_per_path": sorted({len(p["samples"]) for p in paths}),
-              "samples_with_scores": sum(s["score"] is not None for p in paths for s in p["samples"])}
+    report = {
+        "speaker": name,
+        "greedy_paths": len(g.outputs),
+        "in_candidates": len(present),
+        "missing_from_candidates": missing,
+        "paths_written": len(paths),
+        "candidate_0_is_the_greedy_output": dropped,
+        "samples_per_path": sorted({len(p["samples"]) for p in paths}),
+        "samples_with_scores": sum(s["score"] is not None for p in paths for s in p["samples"]),
+    }
     return data, report
 
 
@@ -397,8 +448,13 @@ def gamma_share(wins: int, ties: int, n: int) -> dict | None:
         return None
     low = stats.proportion(wins, n).low
     high = stats.proportion(wins + ties, n).high
-    return {"n": n, "mean": (wins + ties / 2) / n, "low": low, "high": high,
-            "method": "Wilson, ties as losses (low) and as wins (high)"}
+    return {
+        "n": n,
+        "mean": (wins + ties / 2) / n,
+        "low": low,
+        "high": high,
+        "method": "Wilson, ties as losses (low) and as wins (high)",
+    }
 
 
 def _est(values: list[float]) -> dict:
@@ -423,16 +479,13 @@ def advise(difference: dict | None, search_available: bool) -> str:
     if difference["n"] < 2:
         return f"too few paths ({difference['n']}) to compare"
     if difference["low"] > 0:
-        return ("PPG_pragmatic > PPG_search: improve the model of the listener "
-                "(pragmatic capability)")
+        return "PPG_pragmatic > PPG_search: improve the model of the listener (pragmatic capability)"
     if difference["high"] < 0:
-        return ("PPG_search > PPG_pragmatic: improve the inference algorithm "
-                "(search capability)")
+        return "PPG_search > PPG_pragmatic: improve the inference algorithm (search capability)"
     return "no clear difference (the interval of PPG_pragmatic - PPG_search covers 0)"
 
 
-def analyse(paths: list[PathCandidates], metrics=tuple(k for k, _ in METRICS), *,
-            select: str = DEFAULT_SELECT) -> dict:
+def analyse(paths: list[PathCandidates], metrics=tuple(k for k, _ in METRICS), *, select: str = DEFAULT_SELECT) -> dict:
     """The capability analysis of one speaker over its paths (see the module docstring).
 
     Every row is over the same paths (the counted ones), whatever the speaker scored:
@@ -454,8 +507,7 @@ def analyse(paths: list[PathCandidates], metrics=tuple(k for k, _ in METRICS), *
     skipped: dict[str, int] = {}
     rankable: list[PathCandidates] = []
     for p in paths:
-        reason = (NO_INFERENCE_SCORE if p.inference.score is None
-                  else NO_SAMPLE_SCORE if len(p.u_sub) < 2 else None)
+        reason = NO_INFERENCE_SCORE if p.inference.score is None else NO_SAMPLE_SCORE if len(p.u_sub) < 2 else None
         if reason is None:
             rankable.append(p)
         else:
@@ -476,12 +528,16 @@ def analyse(paths: list[PathCandidates], metrics=tuple(k for k, _ in METRICS), *
     for m in metrics:
         r = [c.values[m] for c in own]
         best = [c.values[m] for c in prag]
-        row = {"speaker_choice": _est(r),
-               "inference": _est([p.inference.values[m] for p in counted]),
-               "pragmatic": _est(best),
-               "reference": _est([p.reference.values[m] for p in counted]),
-               "ppg_pragmatic": _gain(best, r),
-               "search": None, "ppg_search": None, "difference": None}
+        row = {
+            "speaker_choice": _est(r),
+            "inference": _est([p.inference.values[m] for p in counted]),
+            "pragmatic": _est(best),
+            "reference": _est([p.reference.values[m] for p in counted]),
+            "ppg_pragmatic": _gain(best, r),
+            "search": None,
+            "ppg_search": None,
+            "difference": None,
+        }
         if search_available:
             s = [c.values[m] for c in srch]
             row["search"] = _est(s)
@@ -499,14 +555,29 @@ def analyse(paths: list[PathCandidates], metrics=tuple(k for k, _ in METRICS), *
     if gamma is None:
         unavailable.append("gamma: " + _gamma_reason(paths))
     picked = sum(c is not p.inference for c, p in zip(own, counted))
-    return {"paths": total, "counted": len(counted), "skipped": skipped, "select": select,
-            "unscored_samples": sum(p.unscored_samples for p in paths),
-            "search_available": search_available, "unavailable": unavailable,
-            "picked_sample": {"paths": len(counted), "k": picked,
-                              "share": stats.proportion(picked, len(counted)).as_dict() if counted else None},
-            "gamma": {"paths": len(outcomes), "wins": wins, "ties": ties, "losses": len(outcomes) - wins - ties,
-                      "k": wins + ties / 2, "share": gamma},
-            "metrics": out_metrics}
+    return {
+        "paths": total,
+        "counted": len(counted),
+        "skipped": skipped,
+        "select": select,
+        "unscored_samples": sum(p.unscored_samples for p in paths),
+        "search_available": search_available,
+        "unavailable": unavailable,
+        "picked_sample": {
+            "paths": len(counted),
+            "k": picked,
+            "share": stats.proportion(picked, len(counted)).as_dict() if counted else None,
+        },
+        "gamma": {
+            "paths": len(outcomes),
+            "wins": wins,
+            "ties": ties,
+            "losses": len(outcomes) - wins - ties,
+            "k": wins + ties / 2,
+            "share": gamma,
+        },
+        "metrics": out_metrics,
+    }
 
 
 def _search_reason(paths: list[PathCandidates], counted: list[PathCandidates], ref_unscored: int) -> str:
@@ -515,14 +586,18 @@ def _search_reason(paths: list[PathCandidates], counted: list[PathCandidates], r
     if all(p.reference is None for p in paths):
         return "the study has no human reference instructions"
     if all(p.reference is None or p.reference.score is None for p in paths):
-        return ("the human references have no speaker score S_r(u*|e*), so the speaker cannot "
-                "rank them against its candidates")
+        return (
+            "the human references have no speaker score S_r(u*|e*), so the speaker cannot "
+            "rank them against its candidates"
+        )
     if not counted:
         return "no path counts yet"
     verb = "has" if ref_unscored == 1 else "have"
-    return (f"{ref_unscored} of the {len(counted)} counted paths {verb} no speaker score for the human "
-            "reference; r*_search is reported only when every counted path has one, so that every "
-            "row is over the same paths")
+    return (
+        f"{ref_unscored} of the {len(counted)} counted paths {verb} no speaker score for the human "
+        "reference; r*_search is reported only when every counted path has one, so that every "
+        "row is over the same paths"
+    )
 
 
 def _gamma_reason(paths: list[PathCandidates]) -> str:
@@ -550,9 +625,16 @@ def load_paths(session: Session, study: Study) -> dict[str, list[PathCandidates]
     just the four metrics."""
     ref = Item.reference
     items = session.execute(
-        select(Item.id, Item.category, Item.cluster, ref["role"], ref["speaker_score"], ref["candidate"],
-               Item.payload["instruction"].as_string())
-        .where(Item.study_id == study.id, Item.is_gold.is_(False))).all()
+        select(
+            Item.id,
+            Item.category,
+            Item.cluster,
+            ref["role"],
+            ref["speaker_score"],
+            ref["candidate"],
+            Item.payload["instruction"].as_string(),
+        ).where(Item.study_id == study.id, Item.is_gold.is_(False))
+    ).all()
     info = {}
     for item_id, category, cluster, role, score, k, text in items:
         if role in ROLES:
@@ -563,7 +645,8 @@ def load_paths(session: Session, study: Study) -> dict[str, list[PathCandidates]
     valid = and_(Annotation.study_id == study.id, Annotation.is_gold.is_(False), Annotation.excluded.is_(False))
     keys = [k for k, _ in METRICS]
     for item_id, *values in session.connection().execute(
-            select(Annotation.item_id, *[Annotation.scores[k] for k in keys]).where(valid)):
+        select(Annotation.item_id, *[Annotation.scores[k] for k in keys]).where(valid)
+    ):
         if item_id not in info:
             continue
         for k, v in zip(keys, values):
@@ -573,8 +656,9 @@ def load_paths(session: Session, study: Study) -> dict[str, list[PathCandidates]
     def candidate(item_id) -> Candidate:
         _, _, role, score, k, text = info[item_id]
         means = {m: sum(v) / len(v) for m, v in sums.get(item_id, {}).items() if v}
-        return Candidate(role=role, score=score, values=means, candidate=k if isinstance(k, int) else None,
-                         instruction=text)
+        return Candidate(
+            role=role, score=score, values=means, candidate=k if isinstance(k, int) else None, instruction=text
+        )
 
     by_cluster: dict[str, list[int]] = defaultdict(list)
     for item_id, (_, cluster, *_rest) in info.items():
@@ -588,9 +672,10 @@ def load_paths(session: Session, study: Study) -> dict[str, list[PathCandidates]
             category, _, role, *_rest = info[i]
             if role != "inference":
                 continue
-            samples = sorted((candidate(j) for j in ids if info[j][2] == "sample"
-                              and info[j][0] == category + SAMPLES_SUFFIX),
-                             key=lambda c: (c.candidate is None, c.candidate or 0))
+            samples = sorted(
+                (candidate(j) for j in ids if info[j][2] == "sample" and info[j][0] == category + SAMPLES_SUFFIX),
+                key=lambda c: (c.candidate is None, c.candidate or 0),
+            )
             out[category].append(PathCandidates(cluster, candidate(i), tuple(samples), reference))
     return dict(out)
 
@@ -612,9 +697,15 @@ _QUANTITIES = (
 def speaker_tables(speaker: str, result: dict, suffix: str = "") -> list[dict]:
     """The analysis of one speaker as leaderboard tables (app/kinds/base.py's format)."""
     shown = [(k, label) for k, label in METRICS if k in result["metrics"]]
-    metric_cols = [{"key": k, "label": label,
-                    "help": f"{label} (0-1; a PPG a difference, -1 to 1) of the row's quantity over the counted "
-                            "paths, with a 95% interval resampling paths."} for k, label in shown]
+    metric_cols = [
+        {
+            "key": k,
+            "label": label,
+            "help": f"{label} (0-1; a PPG a difference, -1 to 1) of the row's quantity over the counted "
+            "paths, with a 95% interval resampling paths.",
+        }
+        for k, label in shown
+    ]
     rows = []
     for key, label in _QUANTITIES:
         row: dict[str, Any] = {"key": key, "quantity": label}
@@ -628,79 +719,144 @@ def speaker_tables(speaker: str, result: dict, suffix: str = "") -> list[dict]:
         note.append(f"Left out of every row: {n} (reason: {reason}).")
     if result["unscored_samples"]:
         k = result["unscored_samples"]
-        note.append(f"{k} sample{'s have' if k != 1 else ' has'} no speaker score: left out of U_sub on every "
-                    "row and of γ (the speaker cannot rank them, so neither r nor an oracle may choose them).")
-    note.append("A candidate's value is the mean of the metric over its valid annotations (not gold, "
-                "not excluded). A path counts when its inference output and at least one sample have a "
-                "speaker score and every candidate of U_sub and the human reference has a valid "
-                "annotation; every row is over the same counted paths (unit: the path). 95% intervals: a ρ "
-                "(0-1) by stats.mean_interval (Wilson for 0/1, else Wilson at the effective n with t); "
-                "a PPG, a difference of two ρ's on the same paths, by the paired difference's interval "
-                "(Bonett-Price for 0/1 on both sides, else t on the per-path differences). "
-                "U_sub = {inference output} ∪ the scored samples. "
-                f"r*_pragmatic picks one candidate per path, the one its followers did best on by {select} "
-                "(ties: r's own choice, then the inference output, then the lower sample), and every "
-                "column is that candidate's, so on the other metrics PPG_pragmatic can be negative.")
+        note.append(
+            f"{k} sample{'s have' if k != 1 else ' has'} no speaker score: left out of U_sub on every "
+            "row and of γ (the speaker cannot rank them, so neither r nor an oracle may choose them)."
+        )
+    note.append(
+        "A candidate's value is the mean of the metric over its valid annotations (not gold, "
+        "not excluded). A path counts when its inference output and at least one sample have a "
+        "speaker score and every candidate of U_sub and the human reference has a valid "
+        "annotation; every row is over the same counted paths (unit: the path). 95% intervals: a ρ "
+        "(0-1) by stats.mean_interval (Wilson for 0/1, else Wilson at the effective n with t); "
+        "a PPG, a difference of two ρ's on the same paths, by the paired difference's interval "
+        "(Bonett-Price for 0/1 on both sides, else t on the per-path differences). "
+        "U_sub = {inference output} ∪ the scored samples. "
+        f"r*_pragmatic picks one candidate per path, the one its followers did best on by {select} "
+        "(ties: r's own choice, then the inference output, then the lower sample), and every "
+        "column is that candidate's, so on the other metrics PPG_pragmatic can be negative."
+    )
     if result["picked_sample"]["paths"]:
         ps = result["picked_sample"]
-        note.append(f"The speaker's own score picked a sample over its inference output on {ps['k']} of "
-                    f"{ps['paths']} counted paths.")
+        note.append(
+            f"The speaker's own score picked a sample over its inference output on {ps['k']} of "
+            f"{ps['paths']} counted paths."
+        )
     for u in result["unavailable"]:
         note.append(f"Unavailable: {u}.")
     advice_rows = []
     for m, label in shown:
         r = result["metrics"][m]
-        advice_rows.append({"metric": label, "ppg_search": r["ppg_search"], "ppg_pragmatic": r["ppg_pragmatic"],
-                            "difference": r["difference"], "advice": r["advice"]})
+        advice_rows.append(
+            {
+                "metric": label,
+                "ppg_search": r["ppg_search"],
+                "ppg_pragmatic": r["ppg_pragmatic"],
+                "difference": r["difference"],
+                "advice": r["advice"],
+            }
+        )
     g = result["gamma"]
     ps = result["picked_sample"]
     gamma_remark = next((u.split(": ", 1)[1] for u in result["unavailable"] if u.startswith("gamma")), "")
     if g["share"] is not None:
-        gamma_remark = (f"{g['wins']} won, {g['ties']} tied, {g['losses']} lost"
-                        + (f"; the ties count half: ({g['wins']} + {g['ties']}/2) / {g['paths']}" if g["ties"] else ""))
+        gamma_remark = f"{g['wins']} won, {g['ties']} tied, {g['losses']} lost" + (
+            f"; the ties count half: ({g['wins']} + {g['ties']}/2) / {g['paths']}" if g["ties"] else ""
+        )
     check_rows = [
-        {"key": "gamma", "check": "γ: S_r(inference output) > max S_r over the scored samples "
-                                  "(the paper's assumption, footnote 2; 0.7-0.9 there)",
-         "paths": g["paths"], "share": g["share"], "remark": gamma_remark},
-        {"key": "picked_sample", "check": "The speaker's own choice r is a sample, not the inference output",
-         "paths": ps["paths"], "share": ps["share"], "remark": "" if ps["paths"] else "no counted paths yet"},
+        {
+            "key": "gamma",
+            "check": "γ: S_r(inference output) > max S_r over the scored samples "
+            "(the paper's assumption, footnote 2; 0.7-0.9 there)",
+            "paths": g["paths"],
+            "share": g["share"],
+            "remark": gamma_remark,
+        },
+        {
+            "key": "picked_sample",
+            "check": "The speaker's own choice r is a sample, not the inference output",
+            "paths": ps["paths"],
+            "share": ps["share"],
+            "remark": "" if ps["paths"] else "no counted paths yet",
+        },
     ]
     return [
-        {"key": f"nav_capability{suffix}", "title": f"Capability analysis of {speaker} (section 4.3): SR, SPL, nDTW, SDTW (0-1)",
-         "note": " ".join(note),
-         "columns": [{"key": "quantity", "label": "Quantity",
-                      "help": "ρ(x): the followers' mean metric on the instructions x picks per path; PPG: the gain "
-                              "of a choice over the speaker's own, ρ(r*) − ρ(r)."}, *metric_cols], "rows": rows,
-         "speaker": speaker, "paths": result["paths"], "counted": counted},
-        {"key": f"nav_capability_advice{suffix}", "title": f"What to improve in {speaker}: pragmatic potential gains (difference of 0-1 metrics)",
-         "note": ("Figure 1c of the paper: a large PPG_search and a small PPG_pragmatic => improve the "
-                  "inference algorithm (search); a large PPG_pragmatic and a small PPG_search => improve "
-                  "the model of the listener (pragmatic); no clear difference when the 95% interval of "
-                  "PPG_pragmatic − PPG_search covers 0."),
-         "columns": [{"key": "metric", "label": "Metric", "help": "The followers' metric (0-1) the gains are in."},
-                     {"key": "ppg_search", "label": "PPG_search",
-                      "help": "Gain from a better search: ρ(r*_search) − ρ(r), with a 95% paired interval over paths."},
-                     {"key": "ppg_pragmatic", "label": "PPG_pragmatic",
-                      "help": "Gain from a better listener model: ρ(r*_pragmatic) − ρ(r), with a 95% paired "
-                              "interval over paths."},
-                     {"key": "difference", "label": "PPG_pragmatic − PPG_search",
-                      "help": "The two gains' difference on the same paths, with a 95% paired interval over paths."},
-                     {"key": "advice", "label": "Advice",
-                      "help": "What to improve, read from the difference's interval (none when it covers 0)."}],
-         "rows": advice_rows},
-        {"key": f"nav_capability_scores{suffix}", "title": f"{speaker}'s own scores (shares of paths, 0-1)",
-         "note": ("Shares with 95% Wilson intervals. γ: a path ties when no scored sample has a strictly "
-                  "higher S_r than the inference output but one has exactly its score or is its own text "
-                  "(the same instruction); a tie counts half (the footnote's share is over every path, "
-                  "and neither instruction is ranked above the other), and γ's interval runs from the "
-                  "Wilson lower bound with the ties as losses to the Wilson upper bound with the ties as "
-                  "wins."),
-         "columns": [{"key": "check", "label": "Check", "help": "What is counted on each path."},
-                     {"key": "paths", "label": "Paths", "help": "Counted paths the share is over."},
-                     {"key": "share", "label": "Share",
-                      "help": "Share (0-1) of those paths where the check holds, with its 95% Wilson interval over paths."},
-                     {"key": "remark", "label": "Remark", "help": "The counts behind the share, or why there is none."}],
-         "rows": check_rows},
+        {
+            "key": f"nav_capability{suffix}",
+            "title": f"Capability analysis of {speaker} (section 4.3): SR, SPL, nDTW, SDTW (0-1)",
+            "note": " ".join(note),
+            "columns": [
+                {
+                    "key": "quantity",
+                    "label": "Quantity",
+                    "help": "ρ(x): the followers' mean metric on the instructions x picks per path; PPG: the gain "
+                    "of a choice over the speaker's own, ρ(r*) − ρ(r).",
+                },
+                *metric_cols,
+            ],
+            "rows": rows,
+            "speaker": speaker,
+            "paths": result["paths"],
+            "counted": counted,
+        },
+        {
+            "key": f"nav_capability_advice{suffix}",
+            "title": f"What to improve in {speaker}: pragmatic potential gains (difference of 0-1 metrics)",
+            "note": (
+                "Figure 1c of the paper: a large PPG_search and a small PPG_pragmatic => improve the "
+                "inference algorithm (search); a large PPG_pragmatic and a small PPG_search => improve "
+                "the model of the listener (pragmatic); no clear difference when the 95% interval of "
+                "PPG_pragmatic − PPG_search covers 0."
+            ),
+            "columns": [
+                {"key": "metric", "label": "Metric", "help": "The followers' metric (0-1) the gains are in."},
+                {
+                    "key": "ppg_search",
+                    "label": "PPG_search",
+                    "help": "Gain from a better search: ρ(r*_search) − ρ(r), with a 95% paired interval over paths.",
+                },
+                {
+                    "key": "ppg_pragmatic",
+                    "label": "PPG_pragmatic",
+                    "help": "Gain from a better listener model: ρ(r*_pragmatic) − ρ(r), with a 95% paired "
+                    "interval over paths.",
+                },
+                {
+                    "key": "difference",
+                    "label": "PPG_pragmatic − PPG_search",
+                    "help": "The two gains' difference on the same paths, with a 95% paired interval over paths.",
+                },
+                {
+                    "key": "advice",
+                    "label": "Advice",
+                    "help": "What to improve, read from the difference's interval (none when it covers 0).",
+                },
+            ],
+            "rows": advice_rows,
+        },
+        {
+            "key": f"nav_capability_scores{suffix}",
+            "title": f"{speaker}'s own scores (shares of paths, 0-1)",
+            "note": (
+                "Shares with 95% Wilson intervals. γ: a path ties when no scored sample has a strictly "
+                "higher S_r than the inference output but one has exactly its score or is its own text "
+                "(the same instruction); a tie counts half (the footnote's share is over every path, "
+                "and neither instruction is ranked above the other), and γ's interval runs from the "
+                "Wilson lower bound with the ties as losses to the Wilson upper bound with the ties as "
+                "wins."
+            ),
+            "columns": [
+                {"key": "check", "label": "Check", "help": "What is counted on each path."},
+                {"key": "paths", "label": "Paths", "help": "Counted paths the share is over."},
+                {
+                    "key": "share",
+                    "label": "Share",
+                    "help": "Share (0-1) of those paths where the check holds, with its 95% Wilson interval over paths.",
+                },
+                {"key": "remark", "label": "Remark", "help": "The counts behind the share, or why there is none."},
+            ],
+            "rows": check_rows,
+        },
     ]
 
 
@@ -712,8 +868,7 @@ def tables(session: Session, study: Study) -> list[dict]:
     out: list[dict] = []
     select = (study.kind_settings or {}).get("pragmatic_metric", DEFAULT_SELECT)
     for n, speaker in enumerate(order):
-        out.extend(speaker_tables(speaker, analyse(by_speaker[speaker], select=select),
-                                  "" if n == 0 else f"_{n + 1}"))
+        out.extend(speaker_tables(speaker, analyse(by_speaker[speaker], select=select), "" if n == 0 else f"_{n + 1}"))
     return out
 
 

@@ -30,10 +30,18 @@ def nav_score(connectivity: str, references: str, predictions: str, as_json: boo
 @navigation.command("trace")
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False))
 @click.option("--connectivity", required=True, type=click.Path(exists=True, file_okay=False))
-@click.option("--args", "args_file", type=click.Path(exists=True, dir_okay=False),
-              help="The PanGEA task (args.json: scan, path, heading) to score the path against.")
-@click.option("--time-unit", type=click.Choice(["auto", "s", "ms"]), default="auto",
-              help="The trace's time unit (auto: from the frame intervals).")
+@click.option(
+    "--args",
+    "args_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The PanGEA task (args.json: scan, path, heading) to score the path against.",
+)
+@click.option(
+    "--time-unit",
+    type=click.Choice(["auto", "s", "ms"]),
+    default="auto",
+    help="The trace's time unit (auto: from the frame intervals).",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
 def nav_trace(trace: str, connectivity: str, args_file: str | None, time_unit: str, as_json: bool) -> None:
     """Reduce a PanGEA pose trace (JSONL) to its viewpoint path; with --args, score it."""
@@ -42,9 +50,11 @@ def nav_trace(trace: str, connectivity: str, args_file: str | None, time_unit: s
     sys.exit(run_trace(trace, connectivity, args_file, time_unit, as_json, sys.stdout))
 
 
-AS_HELP = ("Act as this account (its email): new buildings become its own, and a building of "
-           "another account is refused unless it is an admin. Without it the command acts as the "
-           "operator: it may replace any building, and new ones have no owner (admins only).")
+AS_HELP = (
+    "Act as this account (its email): new buildings become its own, and a building of "
+    "another account is refused unless it is an admin. Without it the command acts as the "
+    "operator: it may replace any building, and new ones have no owner (admins only)."
+)
 
 
 def _account(session, email: str | None):
@@ -93,11 +103,17 @@ def nav_import_graphs(directory: str, source: str, as_email: str | None) -> None
 
 @navigation.command("import-house")
 @click.argument("seed", type=click.IntRange(min=0))
-@click.option("--floors", default=1, show_default=True, type=click.IntRange(1, 3),
-              help="Floors, joined by stairs rooms.")
-@click.option("--paths", "n_paths", type=click.IntRange(1, 1000), default=None,
-              help="Also write N of the house's paths, each with a grammar instruction, as an R2R "
-                   "file (--out): the paths file a generation run starts from.")
+@click.option(
+    "--floors", default=1, show_default=True, type=click.IntRange(1, 3), help="Floors, joined by stairs rooms."
+)
+@click.option(
+    "--paths",
+    "n_paths",
+    type=click.IntRange(1, 1000),
+    default=None,
+    help="Also write N of the house's paths, each with a grammar instruction, as an R2R "
+    "file (--out): the paths file a generation run starts from.",
+)
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Where --paths writes.")
 @click.option("--as", "as_email", metavar="EMAIL", default=None, help=AS_HELP)
 def nav_import_house(seed: int, floors: int, n_paths: int | None, out: str | None, as_email: str | None) -> None:
@@ -124,13 +140,14 @@ def nav_import_house(seed: int, floors: int, n_paths: int | None, out: str | Non
     click.echo(f"imported {house.scan}: {len(house.rooms)} rooms, {len(house.viewpoints)} viewpoints")
     if n_paths is not None:
         paths = sample_paths(house, n_paths, rng=seed)
-        records = to_r2r(house, paths, [describe_path(house, p, rng=seed * 1000 + k, n=1)
-                                        for k, p in enumerate(paths)])
+        records = to_r2r(house, paths, [describe_path(house, p, rng=seed * 1000 + k, n=1) for k, p in enumerate(paths)])
         with open(out, "w", encoding="utf-8") as f:
             json.dump(records, f, indent=1)
             f.write("\n")
-        click.echo(f"wrote {len(records)} paths of {house.scan} to {out}"
-                   + (f" (the house has no more than {len(records)})" if len(records) < n_paths else ""))
+        click.echo(
+            f"wrote {len(records)} paths of {house.scan} to {out}"
+            + (f" (the house has no more than {len(records)})" if len(records) < n_paths else "")
+        )
 
 
 @navigation.command("import-panoramas")
@@ -152,8 +169,9 @@ def nav_import_panoramas(scan: str, directory: str, as_email: str | None) -> Non
         except (InputError, NotYours) as e:
             raise click.ClickException(str(e)) from None
     if others:
-        click.echo(f"left alone {len(others)} other files ({', '.join(others[:5])}"
-                   f"{', ...' if len(others) > 5 else ''})")
+        click.echo(
+            f"left alone {len(others)} other files ({', '.join(others[:5])}{', ...' if len(others) > 5 else ''})"
+        )
     click.echo(f"stored {len(summary['stored'])} panoramas; {scan} has {summary['panoramas']}")
 
 
@@ -178,23 +196,29 @@ def nav_set_owner(scan: str, email: str | None, no_owner: bool) -> None:
             raise click.ClickException(f"no building {scan!r} has been imported")
         owner = _account(session, email)
         previous, env.owner_id = env.owner_id, owner.id if owner is not None else None
-        record(session, None, "environment.owner", "environment", env.id, scan=scan,
-               previous=previous, owner=env.owner_id)
+        record(
+            session, None, "environment.owner", "environment", env.id, scan=scan, previous=previous, owner=env.owner_id
+        )
     click.echo(f"{scan} now belongs to {email}" if email else f"{scan} now has no owner (admins only)")
 
 
-
 @navigation.command("capability-file")
-@click.option("--greedy", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="coop greedy file (anno_speaker-*_greedy.json).")
-@click.option("--candidates", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="coop sampled candidates (speaker_*_sampled_*.json).")
-@click.option("--out", required=True, type=click.Path(dir_okay=False),
-              help="Where to write the capability file.")
+@click.option(
+    "--greedy",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="coop greedy file (anno_speaker-*_greedy.json).",
+)
+@click.option(
+    "--candidates",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="coop sampled candidates (speaker_*_sampled_*.json).",
+)
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Where to write the capability file.")
 @click.option("--speaker", default=None, help="The speaker's name (default: the greedy file's model).")
 @click.option("--limit-paths", type=click.IntRange(min=1), default=None, help="Keep the first N paths.")
-def nav_capability_file(greedy: str, candidates: str, out: str, speaker: str | None,
-                        limit_paths: int | None) -> None:
+def nav_capability_file(greedy: str, candidates: str, out: str, speaker: str | None, limit_paths: int | None) -> None:
     """Build a capability-analysis upload (format `capability`) from coop speaker outputs."""
     from pathlib import Path
 
@@ -207,39 +231,77 @@ def nav_capability_file(greedy: str, candidates: str, out: str, speaker: str | N
         raise click.ClickException(str(e)) from None
     Path(out).write_text(dumps(data), encoding="utf-8")
     missing = report["missing_from_candidates"]
-    click.echo(f"{report['in_candidates']} of {report['greedy_paths']} greedy paths are in the candidates file"
-               + (f" (missing: {', '.join(missing)})" if missing else ""))
-    click.echo(f"wrote {report['paths_written']} paths for speaker {report['speaker']!r} to {out}: "
-               f"samples per path {report['samples_per_path']}, {report['samples_with_scores']} samples "
-               f"with a speaker score; candidate 0 was the greedy output on "
-               f"{report['candidate_0_is_the_greedy_output']} paths (left out of the samples)")
+    click.echo(
+        f"{report['in_candidates']} of {report['greedy_paths']} greedy paths are in the candidates file"
+        + (f" (missing: {', '.join(missing)})" if missing else "")
+    )
+    click.echo(
+        f"wrote {report['paths_written']} paths for speaker {report['speaker']!r} to {out}: "
+        f"samples per path {report['samples_per_path']}, {report['samples_with_scores']} samples "
+        f"with a speaker score; candidate 0 was the greedy output on "
+        f"{report['candidate_0_is_the_greedy_output']} paths (left out of the samples)"
+    )
 
 
 def _train(role: str) -> click.Command:
     """`proctor train speaker|listener`: the baseline models' trainer, one command per role."""
 
     @click.command(role)
-    @click.option("--out", default="var/models", show_default=True, type=click.Path(file_okay=False),
-                  help="Folder for <name>.safetensors + <name>.json (the built-in architecture upload format).")
+    @click.option(
+        "--out",
+        default="var/models",
+        show_default=True,
+        type=click.Path(file_okay=False),
+        help="Folder for <name>.safetensors + <name>.json (the built-in architecture upload format).",
+    )
     @click.option("--name", default=None, help="File name stem (default: the role, listener-<k> per member).")
     @click.option("--houses", default=30, show_default=True, type=click.IntRange(min=1), help="Training houses.")
     @click.option("--held-out", default=5, show_default=True, type=click.IntRange(min=1), help="Held-out houses.")
     @click.option("--paths", default=20, show_default=True, type=click.IntRange(min=1), help="Paths per house.")
     @click.option("--epochs", default=8, show_default=True, type=click.IntRange(min=1))
     @click.option("--hidden", default=128, show_default=True, type=click.IntRange(min=8))
-    @click.option("--ensemble", "k", default=1, show_default=True, type=click.IntRange(min=1, max=32),
-                  help="Listeners: K members, each on its own random 90%% of the paths with its own seed.")
+    @click.option(
+        "--ensemble",
+        "k",
+        default=1,
+        show_default=True,
+        type=click.IntRange(min=1, max=32),
+        help="Listeners: K members, each on its own random 90%% of the paths with its own seed.",
+    )
     @click.option("--seed", default=0, show_default=True, type=int)
     @click.option("--device", default=None, help="cpu or cuda (default: cuda when available).")
-    def train(out: str, name: str | None, houses: int, held_out: int, paths: int, epochs: int,
-              hidden: int, k: int, seed: int, device: str | None) -> None:
+    def train(
+        out: str,
+        name: str | None,
+        houses: int,
+        held_out: int,
+        paths: int,
+        epochs: int,
+        hidden: int,
+        k: int,
+        seed: int,
+        device: str | None,
+    ) -> None:
         from workers.navigation.cli import run_training
 
-        run_training(role, out=out, name=name, houses=houses, held_out=held_out, paths=paths, epochs=epochs,
-                     hidden=hidden, k=k, seed=seed, device=device, echo=click.echo)
+        run_training(
+            role,
+            out=out,
+            name=name,
+            houses=houses,
+            held_out=held_out,
+            paths=paths,
+            epochs=epochs,
+            hidden=hidden,
+            k=k,
+            seed=seed,
+            device=device,
+            echo=click.echo,
+        )
 
-    train.help = (f"Train a baseline {role}{'(s)' if role == 'listener' else ''} on generated "
-                  "houses and report held-out quality.")
+    train.help = (
+        f"Train a baseline {role}{'(s)' if role == 'listener' else ''} on generated houses and report held-out quality."
+    )
     return train
 
 

@@ -22,8 +22,14 @@ CAREFUL_SECONDS = 40.0
 IDLER_SECONDS = 4.0
 # (name, probability of walking the whole path). They take 6 of the study's 12 tasks of 6 (24
 # paths x 3 followers, app/kinds/navigation/__init__.py), so that newcomers get the other six.
-FOLLOWERS = (("demo-follower-1", 0.9), ("demo-follower-2", 0.8), ("demo-follower-3", 0.85),
-             ("demo-idler", None), ("demo-follower-4", 0.75), ("demo-follower-5", 0.9))
+FOLLOWERS = (
+    ("demo-follower-1", 0.9),
+    ("demo-follower-2", 0.8),
+    ("demo-follower-3", 0.85),
+    ("demo-idler", None),
+    ("demo-follower-4", 0.75),
+    ("demo-follower-5", 0.9),
+)
 
 
 def _walk(success: float | None):
@@ -32,14 +38,16 @@ def _walk(success: float | None):
         if success is None:  # stays where they start and says it was fine
             return {"path": [item.payload["start"]], "rating": 4}
         if rng.random() >= success:
-            path = path[:rng.randint(1, max(1, len(path) - 2))]
+            path = path[: rng.randint(1, max(1, len(path) - 2))]
         # Those who reached the end found the instruction clearer than those who gave up.
         rating = rng.choice((3, 4, 4)) if len(path) == len(item.reference["path"]) else rng.choice((1, 2, 2, 3))
         return {"path": path, "rating": rating}
+
     return answer
 
 
 def simulate(session: Session, study: Study, researcher: User) -> None:
     for k, (name, success) in enumerate(FOLLOWERS):
-        simulate_task(session, study, name, _walk(success),
-                      IDLER_SECONDS if success is None else CAREFUL_SECONDS, seed=300 + k)
+        simulate_task(
+            session, study, name, _walk(success), IDLER_SECONDS if success is None else CAREFUL_SECONDS, seed=300 + k
+        )

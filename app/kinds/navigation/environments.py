@@ -64,10 +64,14 @@ def check_may_change(actor, env: Environment) -> None:
     if actor is None or actor.role == "admin" or (env.owner_id is not None and env.owner_id == actor.id):
         return
     if env.owner_id is None:
-        raise NotYours(f"building {env.scan!r} has no owner (it was imported before buildings had "
-                       "owners, or by the operator): only an admin may replace it or its panoramas")
-    raise NotYours(f"building {env.scan!r} belongs to another researcher: only they or an admin may "
-                   "replace it or its panoramas (import yours under another scan name)")
+        raise NotYours(
+            f"building {env.scan!r} has no owner (it was imported before buildings had "
+            "owners, or by the operator): only an admin may replace it or its panoramas"
+        )
+    raise NotYours(
+        f"building {env.scan!r} belongs to another researcher: only they or an admin may "
+        "replace it or its panoramas (import yours under another scan name)"
+    )
 
 
 def _forget(scan: str) -> None:
@@ -77,9 +81,14 @@ def _forget(scan: str) -> None:
                 del cache[key]
 
 
-def import_connectivity(session: Session, path_or_bytes: str | Path | bytes, scan: str | None = None,
-                        source: str = "matterport", semantics: dict | None = None,
-                        actor=None) -> Environment:
+def import_connectivity(
+    session: Session,
+    path_or_bytes: str | Path | bytes,
+    scan: str | None = None,
+    source: str = "matterport",
+    semantics: dict | None = None,
+    actor=None,
+) -> Environment:
     """Store a building's connectivity file (validated first) and its row; replaces an
     earlier import of the same scan if `actor` may change it (NotYours otherwise, with nothing
     written). A new building belongs to `actor` (None: no owner). The scan defaults to the
@@ -95,11 +104,20 @@ def import_connectivity(session: Session, path_or_bytes: str | Path | bytes, sca
         # The row first (locked, or inserted: a concurrent import of the same new scan waits on
         # the unique scan, then fails), and only then the blobs, which have fixed keys: a
         # refused import must not have overwritten the owner's files.
-        env = session.scalar(select(Environment).where(Environment.scan == scan).with_for_update()
-                             .execution_options(populate_existing=True))
+        env = session.scalar(
+            select(Environment)
+            .where(Environment.scan == scan)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
         if env is None:
-            env = Environment(scan=scan, source=source, connectivity_key=connectivity_key(scan),
-                              n_viewpoints=len(graph), owner_id=actor.id if actor is not None else None)
+            env = Environment(
+                scan=scan,
+                source=source,
+                connectivity_key=connectivity_key(scan),
+                n_viewpoints=len(graph),
+                owner_id=actor.id if actor is not None else None,
+            )
             session.add(env)
             session.flush()
         else:
@@ -126,8 +144,14 @@ def import_house(session: Session, house, actor=None) -> Environment:
     """A generated house (app.kinds.navigation.house.House): its connectivity and semantics."""
     from app.kinds.navigation.house import _dump_connectivity
 
-    return import_connectivity(session, _dump_connectivity(house.connectivity()), scan=house.scan,
-                               source="generated", semantics=house.semantics(), actor=actor)
+    return import_connectivity(
+        session,
+        _dump_connectivity(house.connectivity()),
+        scan=house.scan,
+        source="generated",
+        semantics=house.semantics(),
+        actor=actor,
+    )
 
 
 def get_graph(scan: str) -> NavGraph:
@@ -139,8 +163,7 @@ def get_graph(scan: str) -> NavGraph:
         return graph
     store = get_store()
     if not store.exists(connectivity_key(scan)):
-        raise InputError(f"no building {scan!r} has been imported (proctor navigation import-graphs)",
-                         field="scan")
+        raise InputError(f"no building {scan!r} has been imported (proctor navigation import-graphs)", field="scan")
     graph = load_connectivity(store.get(connectivity_key(scan)), scan=scan)
     with _lock:
         return _graphs.setdefault(key, graph)
@@ -168,10 +191,17 @@ def view(scan: str, panoramas: dict[str, str] | None = None) -> dict:
     panoramas = panoramas or {}
     viewpoints = {}
     for v in graph.viewpoints:
-        viewpoints[v] = {"neighbours": [
-            {"id": n, "heading": graph.heading(v, n), "elevation": graph.elevation(v, n),
-             "distance": float(adj[graph.index[v], graph.index[n]])}
-            for n in graph.neighbours(v)]}
+        viewpoints[v] = {
+            "neighbours": [
+                {
+                    "id": n,
+                    "heading": graph.heading(v, n),
+                    "elevation": graph.elevation(v, n),
+                    "distance": float(adj[graph.index[v], graph.index[n]]),
+                }
+                for n in graph.neighbours(v)
+            ]
+        }
         if v in panoramas:
             viewpoints[v]["panorama"] = panoramas[v]
     return {"scan": scan, "semantics": get_semantics(scan), "viewpoints": viewpoints}

@@ -158,14 +158,16 @@ def parse_r2r(source: Source | list) -> list[R2RPath]:
         if pid in seen:
             raise InputError(f"{label}: path_id repeats record {seen[pid]}", field="path_id")
         seen[pid] = i
-        out.append(R2RPath(
-            path_id=pid,
-            scan=_str(rec, "scan", label),
-            path=_viewpoints(rec, "path", label),
-            heading=_num(rec, "heading", label),
-            distance=_num(rec, "distance", label, optional=True),
-            instructions=_texts(rec, "instructions", label),
-        ))
+        out.append(
+            R2RPath(
+                path_id=pid,
+                scan=_str(rec, "scan", label),
+                path=_viewpoints(rec, "path", label),
+                heading=_num(rec, "heading", label),
+                distance=_num(rec, "distance", label, optional=True),
+                instructions=_texts(rec, "instructions", label),
+            )
+        )
     return out
 
 
@@ -207,8 +209,7 @@ def parse_predictions(source: Source | list) -> dict[str, Prediction]:
             raise InputError(f"{label}: must be an object", field="predictions")
         instr_id = rec.get("instr_id")
         if not isinstance(instr_id, str) or not instr_id:
-            raise InputError(f"{label}: instr_id must be a non-empty string like \"<path_id>_<k>\"",
-                             field="instr_id")
+            raise InputError(f'{label}: instr_id must be a non-empty string like "<path_id>_<k>"', field="instr_id")
         label = f"prediction {i} (instr_id {instr_id})"
         if instr_id in out:
             raise InputError(f"{label}: instr_id appears twice", field="instr_id")
@@ -221,8 +222,12 @@ def parse_predictions(source: Source | list) -> dict[str, Prediction]:
                 steps.append((step, None, None))
                 continue
             if (
-                not isinstance(step, list) or len(step) != 3 or not isinstance(step[0], str) or not step[0]
-                or not is_number(step[1]) or not is_number(step[2])
+                not isinstance(step, list)
+                or len(step) != 3
+                or not isinstance(step[0], str)
+                or not step[0]
+                or not is_number(step[1])
+                or not is_number(step[2])
             ):
                 raise InputError(
                     f"{label}: trajectory[{k}] must be [viewpoint, heading, elevation] or a viewpoint id",
@@ -342,7 +347,7 @@ def parse_pangea_trace(source: Source, time_unit: Literal["auto", "s", "ms"] = "
 
 
 def detect_time_unit(times: list[float]) -> Literal["s", "ms"]:
-    """"s" when the median positive interval between frames is below 1.0, else "ms"."""
+    """ "s" when the median positive interval between frames is below 1.0, else "ms"."""
     steps = [b - a for a, b in zip(times, times[1:]) if b > a]
     if not steps:
         return "ms"
@@ -437,7 +442,7 @@ def parse_coop_candidates(source: Source | dict) -> dict[str, tuple[SpeakerOutpu
     for key, rec in data.items():
         m = _CANDIDATE_KEY.match(key)
         if not m:
-            raise InputError(f"key {key!r}: candidate keys look like \"<path_id>_<n>\"", field=key)
+            raise InputError(f'key {key!r}: candidate keys look like "<path_id>_<n>"', field=key)
         out = _speaker_output(key, rec, candidate=int(m.group(2)))
         if out.path_id != m.group(1):
             raise InputError(f"key {key!r}: path_id {out.path_id} does not match the key", field="path_id")

@@ -38,10 +38,11 @@ def _int(value: object, field: str, low: int, high: int) -> int:
 
 def _top_p(value: object) -> float:
     """Nucleus sampling's p: a number in (0, 1]; 1 is pure ancestral sampling."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) \
-            or not 0 < value <= 1:
-        raise InputError("top_p must be a number greater than 0 and at most 1 "
-                         "(1: pure sampling; below 1: nucleus sampling)", field="top_p")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or not 0 < value <= 1:
+        raise InputError(
+            "top_p must be a number greater than 0 and at most 1 (1: pure sampling; below 1: nucleus sampling)",
+            field="top_p",
+        )
     return float(value)
 
 
@@ -71,52 +72,83 @@ def parse_paths(data: bytes, design: str) -> list[dict]:
             raise InputError(f"{label}: scan and path_id are too long", field="path_id")
         check_path(p.scan, p.path, label)
         if get_semantics(p.scan) is None:
-            raise InputError(f"{label}: building {p.scan} has no semantics (generation needs a generated "
-                             "house, imported with `proctor navigation import-house`)", field="scan")
+            raise InputError(
+                f"{label}: building {p.scan} has no semantics (generation needs a generated "
+                "house, imported with `proctor navigation import-house`)",
+                field="scan",
+            )
         refs = [t for t in p.instructions if t.strip()]
         if design == "capability" and not refs:
-            raise InputError(f"{label}: the capability design needs a human reference instruction",
-                             field="instructions")
-        out.append({"path_id": p.path_id, "scan": p.scan, "path": list(p.path), "heading": p.heading,
-                    "instructions": refs})
+            raise InputError(
+                f"{label}: the capability design needs a human reference instruction", field="instructions"
+            )
+        out.append(
+            {"path_id": p.path_id, "scan": p.scan, "path": list(p.path), "heading": p.heading, "instructions": refs}
+        )
     return out
 
 
-def create_run(session: Session, study: Study, user: User, *, speaker_artifact_id: object,
-               listener_artifact_ids: object = (), paths_data: bytes, n: object = 10, m: object = 3,
-               metric: str = "ndtw", design: str = "evaluation", max_len: object = 60, seed: object = 0,
-               batch_size: object = 8, k: object = None, top_p: object = 1.0) -> GenerationRun:
+def create_run(
+    session: Session,
+    study: Study,
+    user: User,
+    *,
+    speaker_artifact_id: object,
+    listener_artifact_ids: object = (),
+    paths_data: bytes,
+    n: object = 10,
+    m: object = 3,
+    metric: str = "ndtw",
+    design: str = "evaluation",
+    max_len: object = 60,
+    seed: object = 0,
+    batch_size: object = 8,
+    k: object = None,
+    top_p: object = 1.0,
+) -> GenerationRun:
     """Check everything and add the run and its job to the session (flushed, not committed):
     the caller records the agent run and submits the job (app/runs)."""
     if study.kind != KIND_NAME:
         raise Conflict("generation runs are for navigation studies", field="study")
     if study.state != "draft":
-        raise Conflict(f"items can only be added to a draft study; this one is {study.state}",
-                       field="study")
+        raise Conflict(f"items can only be added to a draft study; this one is {study.state}", field="study")
     if design not in DESIGNS:
         raise InputError(f"design is one of {', '.join(DESIGNS)}", field="design")
     if metric not in METRICS:
         raise InputError(f"metric is one of {', '.join(METRICS)}", field="metric")
-    speaker, _ = usable_artifact(session, user, speaker_artifact_id, KIND_NAME, "speaker", "a navigation speaker",
-                                 "speaker_artifact_id")
+    speaker, _ = usable_artifact(
+        session, user, speaker_artifact_id, KIND_NAME, "speaker", "a navigation speaker", "speaker_artifact_id"
+    )
     if not isinstance(listener_artifact_ids, (list, tuple)):
         raise InputError("listener_artifact_ids must be a list of artifact ids", field="listener_artifact_ids")
-    listeners = [usable_artifact(session, user, a, KIND_NAME, "listener", "a navigation listener",
-                                 "listener_artifact_ids")[0] for a in listener_artifact_ids]
+    listeners = [
+        usable_artifact(session, user, a, KIND_NAME, "listener", "a navigation listener", "listener_artifact_ids")[0]
+        for a in listener_artifact_ids
+    ]
     if len({a.id for a in listeners}) != len(listeners) or len(listeners) > MAX_K:
         raise InputError(f"at most {MAX_K} distinct listeners", field="listener_artifact_ids")
     if k is not None and k != len(listeners):
         raise InputError(f"k = {k} but {len(listeners)} listener artifacts are given", field="k")
     run = GenerationRun(
-        study_id=study.id, owner_id=user.id, speaker_artifact_id=speaker.id,
-        listener_artifact_ids=[a.id for a in listeners], n=_int(n, "n", 1, MAX_N), k=len(listeners),
-        m=_int(m, "m", 1, MAX_M), metric=metric, design=design, max_len=_int(max_len, "max_len", 2, 200),
-        seed=_int(seed, "seed", 0, 2**31 - 1), batch_size=_int(batch_size, "batch_size", 1, 256),
-        top_p=_top_p(top_p), paths=parse_paths(paths_data, design), state="queued")
+        study_id=study.id,
+        owner_id=user.id,
+        speaker_artifact_id=speaker.id,
+        listener_artifact_ids=[a.id for a in listeners],
+        n=_int(n, "n", 1, MAX_N),
+        k=len(listeners),
+        m=_int(m, "m", 1, MAX_M),
+        metric=metric,
+        design=design,
+        max_len=_int(max_len, "max_len", 2, 200),
+        seed=_int(seed, "seed", 0, 2**31 - 1),
+        batch_size=_int(batch_size, "batch_size", 1, 256),
+        top_p=_top_p(top_p),
+        paths=parse_paths(paths_data, design),
+        state="queued",
+    )
     session.add(run)
     session.flush()
-    job = jobs.create_job(session, f"{KIND_NAME}.generate", study_id=study.id, owner_id=user.id,
-                          run_id=run.id)
+    job = jobs.create_job(session, f"{KIND_NAME}.generate", study_id=study.id, owner_id=user.id, run_id=run.id)
     run.job_id = job.id
     session.flush()
     return run
@@ -126,42 +158,65 @@ def cancel_run(session: Session, run: GenerationRun) -> GenerationRun:
     """Mark the job cancelled; the worker stops before its next batch (what it stored stays)."""
     job = session.get(jobs.Job, run.job_id) if run.job_id else None
     if job is None or job.state not in ("queued", "running"):
-        raise InputError(f"the run is {run.state}: only a queued or running run can be cancelled",
-                         field="state")
+        raise InputError(f"the run is {run.state}: only a queued or running run can be cancelled", field="state")
     run.state = "cancelled"
     jobs.cancel(session, job)
     return run
 
 
 def runs_of(session: Session, study: Study) -> list[GenerationRun]:
-    return session.scalars(select(GenerationRun).where(GenerationRun.study_id == study.id)
-                           .order_by(GenerationRun.id.desc())).all()
+    return session.scalars(
+        select(GenerationRun).where(GenerationRun.study_id == study.id).order_by(GenerationRun.id.desc())
+    ).all()
 
 
 def _described(session: Session, run: GenerationRun) -> dict:
     """What the run ran and how much of it is stored."""
     n_cands = session.scalar(select(func.count(Candidate.id)).where(Candidate.run_id == run.id))
     n_paths = session.scalar(select(func.count(func.distinct(Candidate.path_key))).where(Candidate.run_id == run.id))
-    n_rollouts = session.scalar(select(func.count(Rollout.id)).join(Candidate, Candidate.id == Rollout.candidate_id)
-                                .where(Candidate.run_id == run.id))
-    return {"design": run.design, "n": run.n, "k": run.k, "m": run.m, "metric": run.metric, "top_p": run.top_p,
-            "sampling": sampling_label(run.top_p), "speaker_artifact_id": run.speaker_artifact_id,
-            "listener_artifact_ids": run.listener_artifact_ids, "gamma": run.gamma, "paths": len(run.paths),
-            "paths_done": n_paths, "candidates": n_cands, "rollouts": n_rollouts}
+    n_rollouts = session.scalar(
+        select(func.count(Rollout.id))
+        .join(Candidate, Candidate.id == Rollout.candidate_id)
+        .where(Candidate.run_id == run.id)
+    )
+    return {
+        "design": run.design,
+        "n": run.n,
+        "k": run.k,
+        "m": run.m,
+        "metric": run.metric,
+        "top_p": run.top_p,
+        "sampling": sampling_label(run.top_p),
+        "speaker_artifact_id": run.speaker_artifact_id,
+        "listener_artifact_ids": run.listener_artifact_ids,
+        "gamma": run.gamma,
+        "paths": len(run.paths),
+        "paths_done": n_paths,
+        "candidates": n_cands,
+        "rollouts": n_rollouts,
+    }
 
 
 def summary(session: Session, run: GenerationRun) -> dict:
     job = session.get(jobs.Job, run.job_id) if run.job_id else None
-    return {"id": run.id, "study_id": run.study_id, "state": job.state if job else run.state,
-            "job": run.job_id, "done": job.done if job else 0, "total": job.total if job else len(run.paths),
-            "log": job.log if job else "", **_described(session, run),
-            "items": (job.result or {}).get("items") if job else None}
+    return {
+        "id": run.id,
+        "study_id": run.study_id,
+        "state": job.state if job else run.state,
+        "job": run.job_id,
+        "done": job.done if job else 0,
+        "total": job.total if job else len(run.paths),
+        "log": job.log if job else "",
+        **_described(session, run),
+        "items": (job.result or {}).get("items") if job else None,
+    }
 
 
 def candidates_by_path(session: Session, run: GenerationRun, limit_paths: int = 50) -> list[tuple[str, list]]:
     """[(path_key, [Candidate ordered by k])] for the page (the first `limit_paths` paths)."""
-    rows = session.scalars(select(Candidate).where(Candidate.run_id == run.id)
-                           .order_by(Candidate.path_key, Candidate.k)).all()
+    rows = session.scalars(
+        select(Candidate).where(Candidate.run_id == run.id).order_by(Candidate.path_key, Candidate.k)
+    ).all()
     out: dict[str, list] = {}
     for c in rows:
         if c.path_key not in out and len(out) >= limit_paths:
@@ -180,12 +235,30 @@ class SpeakerRuns(AgentRuns):
     this kind's tables (models.GenerationRun, Candidate, Rollout)."""
 
     noun = "generation run"
-    columns = (("Design", "design"), ("Sampling", "sampling"), ("K", "k"), ("M", "m"), ("Candidates", "candidates"),
-               ("Rollouts", "rollouts"), ("Items", "items"))
+    columns = (
+        ("Design", "design"),
+        ("Sampling", "sampling"),
+        ("K", "k"),
+        ("M", "m"),
+        ("Candidates", "candidates"),
+        ("Rollouts", "rollouts"),
+        ("Items", "items"),
+    )
     unit = "paths"
-    fields = {"file": "file", "speaker_artifact_id": "int", "listener_artifact_ids": "ints", "n": "int",
-              "k": "int", "m": "int", "metric": "text", "design": "text", "max_len": "int", "seed": "int",
-              "batch_size": "int", "top_p": "float"}
+    fields = {
+        "file": "file",
+        "speaker_artifact_id": "int",
+        "listener_artifact_ids": "ints",
+        "n": "int",
+        "k": "int",
+        "m": "int",
+        "metric": "text",
+        "design": "text",
+        "max_len": "int",
+        "seed": "int",
+        "batch_size": "int",
+        "top_p": "float",
+    }
 
     def start(self, session: Session, user: User, study: Study, target: dict, params: dict) -> Started:
         data = params.get("file")
@@ -195,16 +268,29 @@ class SpeakerRuns(AgentRuns):
         if "speaker_artifact_id" not in given:
             raise InputError("speaker_artifact_id is required: the speaker to run", field="speaker_artifact_id")
         run = create_run(session, study, user, paths_data=data, **given)  # its own defaults for the rest
-        return Started(session.get(jobs.Job, run.job_id), artifact_ids=[run.speaker_artifact_id,
-                                                                         *run.listener_artifact_ids],
-                       params={k: getattr(run, k) for k in self.fields if k not in ("file", "speaker_artifact_id",
-                                                                                      "listener_artifact_ids")}
-                       | {"generation_run": run.id}, withdraw=((GenerationRun, run.id),))
+        return Started(
+            session.get(jobs.Job, run.job_id),
+            artifact_ids=[run.speaker_artifact_id, *run.listener_artifact_ids],
+            params={
+                k: getattr(run, k)
+                for k in self.fields
+                if k not in ("file", "speaker_artifact_id", "listener_artifact_ids")
+            }
+            | {"generation_run": run.id},
+            withdraw=((GenerationRun, run.id),),
+        )
 
     def describe(self, session: Session, run, job: jobs.Job | None) -> dict:
         grun = of_job(session, run.job_id)
-        return {"generation_run": grun.id, **_described(session, grun),
-                "items": (job.result or {}).get("items") if job else None} if grun else {}
+        return (
+            {
+                "generation_run": grun.id,
+                **_described(session, grun),
+                "items": (job.result or {}).get("items") if job else None,
+            }
+            if grun
+            else {}
+        )
 
     def cancel(self, session: Session, run, job: jobs.Job) -> None:
         grun = of_job(session, run.job_id)

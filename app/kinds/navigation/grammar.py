@@ -81,10 +81,22 @@ OBJECT_WORDS: dict[str, tuple[str, ...]] = {
 }
 
 _GERUND = {
-    "walk": "walking", "go": "going", "turn": "turning", "enter": "entering", "leave": "leaving",
-    "exit": "exiting", "pass": "passing", "climb": "climbing", "take": "taking", "make": "making",
-    "head": "heading", "continue": "continuing", "step": "stepping", "cross": "crossing",
-    "follow": "following", "keep": "keeping",
+    "walk": "walking",
+    "go": "going",
+    "turn": "turning",
+    "enter": "entering",
+    "leave": "leaving",
+    "exit": "exiting",
+    "pass": "passing",
+    "climb": "climbing",
+    "take": "taking",
+    "make": "making",
+    "head": "heading",
+    "continue": "continuing",
+    "step": "stepping",
+    "cross": "crossing",
+    "follow": "following",
+    "keep": "keeping",
 }
 
 
@@ -124,8 +136,9 @@ def _box_distance(p: Sequence[float], obj: HouseObject) -> float:
     return math.hypot(dx, dy)
 
 
-def visible_objects(house: House, viewpoint: str, heading: float | None = None,
-                    radius: float = VISIBLE_RADIUS) -> list[dict]:
+def visible_objects(
+    house: House, viewpoint: str, heading: float | None = None, radius: float = VISIBLE_RADIUS
+) -> list[dict]:
     """Objects in the viewpoint's room (both rooms for a doorway) within `radius` metres of it
     (to the object's footprint), nearest first: {id, type, colour, distance, side}; side is
     ahead/left/right/behind relative to `heading` (None without one)."""
@@ -282,8 +295,7 @@ def _plan(house: House, feats: list[dict]) -> list[_Event]:
             else:
                 others = [t for t in f["door_rooms"] if t != before] or list(f["door_rooms"])
                 after = others[0]
-            events.append(_Event("through", {"a": before, "b": after, "goal": k == n - 1,
-                                             "into": k + 1 < n}))
+            events.append(_Event("through", {"a": before, "b": after, "goal": k == n - 1, "into": k + 1 < n}))
         elif prev["door"] is None and f["room_id"] is not None and f["room_id"] == prev["room_id"]:
             # a move inside a room: say "walk through it" once per stay
             stay = id_of_stay(feats, k)
@@ -297,8 +309,12 @@ def _plan(house: House, feats: list[dict]) -> list[_Event]:
                     if j > k and j - 1 in turn_at:
                         straight = False
                     j += 1
-                events.append(_Event("walk", {"room": f["room"], "moves": moves, "distance": dist,
-                                              "straight": straight, "first": k == 1}))
+                events.append(
+                    _Event(
+                        "walk",
+                        {"room": f["room"], "moves": moves, "distance": dist, "straight": straight, "first": k == 1},
+                    )
+                )
         if k < n - 1:
             if k in turn_at:
                 lm = _landmark(house, f, used) if f["room_id"] is not None else None
@@ -318,9 +334,20 @@ def _plan(house: House, feats: list[dict]) -> list[_Event]:
             climbed = next((g["stairs"] for g in reversed(feats) if g["stairs"]), None)
             if climbed and id_of_stay(feats, n - 1) != next(j for j in range(n - 1, 0, -1) if feats[j]["stairs"]):
                 climbed = None  # the stairs were climbed earlier, not just before the goal
-            events.append(_Event("stop", {"room": f["room"], "landmark": lm, "just_entered": just_entered,
-                                          "door_rooms": f["door_rooms"], "came_from": prev["room"],
-                                          "climbed": climbed, "floor": f["floor"]}))
+            events.append(
+                _Event(
+                    "stop",
+                    {
+                        "room": f["room"],
+                        "landmark": lm,
+                        "just_entered": just_entered,
+                        "door_rooms": f["door_rooms"],
+                        "came_from": prev["room"],
+                        "climbed": climbed,
+                        "floor": f["floor"],
+                    },
+                )
+            )
             if just_entered:
                 # the stop says "go into the R and stop": the entry before it need not
                 for e in reversed(events[:-1]):
@@ -395,27 +422,63 @@ class _Realiser:
         if e.data["goal"] or e.data.get("stop_enters"):
             return []  # the stop says it
         if b == "stairs":
-            return [self.pick(("go to the stairs", "walk over to the stairs", "head towards the stairs",
-                               "go through the door to the stairs"))]
+            return [
+                self.pick(
+                    (
+                        "go to the stairs",
+                        "walk over to the stairs",
+                        "head towards the stairs",
+                        "go through the door to the stairs",
+                    )
+                )
+            ]
         B = self.room(b)
-        opts = [f"go into {B}", f"walk into {B}", f"enter {B}", f"go through the door into {B}",
-                f"go through the doorway into {B}"]
+        opts = [
+            f"go into {B}",
+            f"walk into {B}",
+            f"enter {B}",
+            f"go through the door into {B}",
+            f"go through the doorway into {B}",
+        ]
         if b == "hallway":
             opts += [f"step out into {B}", f"go out into {B}"]
         if a and a not in ("stairs", "hallway") and a != b:
             A = self.room(a)
-            opts += [f"leave {A} and go into {B}", f"exit {A} into {B}", f"walk out of {A} into {B}",
-                     f"exit {A} and enter {B}"]
+            opts += [
+                f"leave {A} and go into {B}",
+                f"exit {A} into {B}",
+                f"walk out of {A} into {B}",
+                f"exit {A} and enter {B}",
+            ]
         elif a == "stairs":
             opts += [f"go from the stairs into {B}", f"leave the stairs and enter {B}"]
         return [self.pick(opts)]
 
     def stairs(self, e: _Event) -> list[str]:
         if e.data["dir"] == "up":
-            return [self.pick(("go up the stairs", "climb the stairs", "walk up the stairs", "take the stairs up",
-                               "head upstairs", "go upstairs"))]
-        return [self.pick(("go down the stairs", "walk down the stairs", "take the stairs down",
-                           "head downstairs", "go downstairs"))]
+            return [
+                self.pick(
+                    (
+                        "go up the stairs",
+                        "climb the stairs",
+                        "walk up the stairs",
+                        "take the stairs up",
+                        "head upstairs",
+                        "go upstairs",
+                    )
+                )
+            ]
+        return [
+            self.pick(
+                (
+                    "go down the stairs",
+                    "walk down the stairs",
+                    "take the stairs down",
+                    "head downstairs",
+                    "go downstairs",
+                )
+            )
+        ]
 
     def walk(self, e: _Event) -> list[str]:
         room, moves = e.data["room"], e.data["moves"]
@@ -423,21 +486,35 @@ class _Realiser:
         if not needed and (moves < 2 or self.detail == 0 or (self.detail == 1 and self.r.random() < 0.5)):
             return []
         if room == "hallway":
-            return [self.pick(("walk down the hallway", "go along the hall", "continue down the corridor",
-                               "follow the hallway", "walk along the hallway"))]
+            return [
+                self.pick(
+                    (
+                        "walk down the hallway",
+                        "go along the hall",
+                        "continue down the corridor",
+                        "follow the hallway",
+                        "walk along the hallway",
+                    )
+                )
+            ]
         if room == "stairs":
             return ["walk towards the stairs"] if needed else []
         if e.data["straight"]:
             metres = int(round(e.data["distance"]))
-            opts = ["walk straight ahead", "go straight", "keep walking straight",
-                    f"walk straight for about {metres} metres"]
+            opts = [
+                "walk straight ahead",
+                "go straight",
+                "keep walking straight",
+                f"walk straight for about {metres} metres",
+            ]
             if e.data["first"]:
                 opts.append(f"walk across {self.room(room)}")
             else:
                 opts.append(f"cross {self.room(room)}")
             return [self.pick(opts)]
-        return [self.pick((f"walk through {self.room(room)}", f"go across {self.room(room)}",
-                           f"cross {self.room(room)}"))]
+        return [
+            self.pick((f"walk through {self.room(room)}", f"go across {self.room(room)}", f"cross {self.room(room)}"))
+        ]
 
     def turn(self, e: _Event) -> list[str]:
         d, lm = e.data["dir"], e.data["landmark"]
@@ -450,24 +527,23 @@ class _Realiser:
             base = [f"turn {d}", f"make a {d}", f"take a {d}", f"go {d}", f"turn {d}"]
         if lm and self.detail > 0 and self.r.random() < 0.8:
             o = self.obj(lm)
-            return [self.pick([f"{b} at {o}" for b in base] + [f"{base[0]} when you reach {o}",
-                                                                  f"{base[0]} by {o}"])]
+            return [self.pick([f"{b} at {o}" for b in base] + [f"{base[0]} when you reach {o}", f"{base[0]} by {o}"])]
         return [self.pick(base)]
 
     def pass_(self, e: _Event) -> list[str]:
         if not e.data.get("needed") and (self.detail == 0 or (self.detail == 1 and self.r.random() < 0.4)):
             return []
         o = self.obj(e.data["landmark"], side=True)
-        return [self.pick((f"walk past {o}", f"go past {o}", f"pass {o}", f"continue past {o}",
-                           f"walk by {o}"))]
+        return [self.pick((f"walk past {o}", f"go past {o}", f"pass {o}", f"continue past {o}", f"walk by {o}"))]
 
     def stop(self, e: _Event) -> list[str]:
         d = e.data
         if d["room"] == "doorway":
             rooms = [t for t in d["door_rooms"] if t != d["came_from"]] or list(d["door_rooms"])
             R = self.room(rooms[0])
-            return [self.pick((f"stop in the doorway of {R}", f"wait in the doorway to {R}",
-                               f"stop at the door of {R}"))]
+            return [
+                self.pick((f"stop in the doorway of {R}", f"wait in the doorway to {R}", f"stop at the door of {R}"))
+            ]
         R = self.room(d["room"])
         lm = d["landmark"]
         opts: list[str] = []
@@ -476,26 +552,47 @@ class _Realiser:
                 end = "top" if d["climbed"] == "up" else "bottom"
                 opts += [f"stop at the {end} of the stairs", f"wait at the {end} of the stairs"]
             else:
-                opts += ["wait by the stairs", "stop next to the stairs", "stop at the foot of the stairs"
-                         if d["floor"] == 0 else "stop next to the stairs"]
+                opts += [
+                    "wait by the stairs",
+                    "stop next to the stairs",
+                    "stop at the foot of the stairs" if d["floor"] == 0 else "stop next to the stairs",
+                ]
             return [self.pick(opts)]
         o = self.obj(lm) if lm else None
         if d["just_entered"] and d["room"] == "hallway":
-            opts += [f"step out into {R} and stop", f"stop just outside the door, in {R}", f"go into {R} and stop",
-                     f"stop as soon as you are in {R}"]
+            opts += [
+                f"step out into {R} and stop",
+                f"stop just outside the door, in {R}",
+                f"go into {R} and stop",
+                f"stop as soon as you are in {R}",
+            ]
             if o:
                 opts += [f"step into {R} and stop next to {o}", f"go out into {R} and wait by {o}"]
             return [self.pick(opts)]
         if d["just_entered"]:
-            opts += [f"stop just inside {R}", f"wait by the door of {R}", f"stop as soon as you enter {R}",
-                     f"go into {R} and stop", f"enter {R} and wait there"]
+            opts += [
+                f"stop just inside {R}",
+                f"wait by the door of {R}",
+                f"stop as soon as you enter {R}",
+                f"go into {R} and stop",
+                f"enter {R} and wait there",
+            ]
             if o:
-                opts += [f"enter {R} and stop next to {o}", f"go into {R} and wait by {o}",
-                         f"walk into {R} and stop in front of {o}"]
+                opts += [
+                    f"enter {R} and stop next to {o}",
+                    f"go into {R} and wait by {o}",
+                    f"walk into {R} and stop in front of {o}",
+                ]
             return [self.pick(opts)]
         if o:
-            opts += [f"stop next to {o}", f"wait by {o}", f"stop in front of {o}", f"stop when you reach {o}",
-                     f"wait near {o} in {R}", f"stop by {o} in {R}"]
+            opts += [
+                f"stop next to {o}",
+                f"wait by {o}",
+                f"stop in front of {o}",
+                f"stop when you reach {o}",
+                f"wait near {o} in {R}",
+                f"stop by {o} in {R}",
+            ]
         if not opts or (self.r.random() < 0.25 and not d.get("needs_landmark")):
             opts += [f"stop in {R}", f"wait in {R}"]
         return [self.pick(opts)]
@@ -505,8 +602,12 @@ class _Realiser:
         last: _Event | None = None  # the last event that said something
         for e in events:
             # two turns the same way with nothing said between them: "turn right, then right again"
-            e.data["again"] = (e.kind == "turn" and last is not None and last.kind == "turn"
-                               and last.data["dir"] == e.data["dir"] != "around")
+            e.data["again"] = (
+                e.kind == "turn"
+                and last is not None
+                and last.kind == "turn"
+                and last.data["dir"] == e.data["dir"] != "around"
+            )
             fn = self.pass_ if e.kind == "pass" else getattr(self, e.kind)
             said = fn(e)
             if said:
@@ -523,7 +624,7 @@ class _Realiser:
             left = len(vps) - i
             size = 1 if left == 1 else r.choices((1, 2, 3), weights=(0.35, 0.5, 0.15))[0]
             size = min(size, left)
-            g = vps[i:i + size]
+            g = vps[i : i + size]
             i += size
             if size == 1:
                 s = g[0]
@@ -545,8 +646,9 @@ class _Realiser:
                     forms += [f"{a}, {b} and {c}", f"{a}, then {b} and {c}"]
                 s = r.choice(forms)
             if parts and r.random() < 0.3 and not s.startswith("after "):
-                opener = r.choice([o for o in ("then ", "next, ", "now ", "from there, ", "after that, ")
-                                   if o != last_opener])
+                opener = r.choice(
+                    [o for o in ("then ", "next, ", "now ", "from there, ", "after that, ") if o != last_opener]
+                )
                 s = opener + s
                 last_opener = opener
             parts.append(_capitalise(s) + ".")
@@ -568,9 +670,13 @@ def _capitalise(s: str) -> str:
     return ". ".join(p[:1].upper() + p[1:] for p in out.split(". "))
 
 
-def describe_path(house: House, path: Sequence[str] | SampledPath | dict,
-                  rng: random.Random | np.random.Generator | int, n: int = 3,
-                  heading: float | None = None) -> list[str]:
+def describe_path(
+    house: House,
+    path: Sequence[str] | SampledPath | dict,
+    rng: random.Random | np.random.Generator | int,
+    n: int = 3,
+    heading: float | None = None,
+) -> list[str]:
     """n reference instructions for a path (viewpoint ids, a SampledPath or an R2R-like dict;
     its start heading decides the opening turn). The instructions use different levels of
     detail, templates and connectives, and differ from each other whenever the path allows
@@ -595,12 +701,23 @@ def describe_path(house: House, path: Sequence[str] | SampledPath | dict,
     return out
 
 
-def describe_paths(house: House, paths: Sequence[SampledPath | dict | Sequence[str]],
-                   rng: random.Random | np.random.Generator | int, n: int = 3) -> list[list[str]]:
+def describe_paths(
+    house: House,
+    paths: Sequence[SampledPath | dict | Sequence[str]],
+    rng: random.Random | np.random.Generator | int,
+    n: int = 3,
+) -> list[list[str]]:
     """describe_path for each path, one rng for all (so the result depends on the order)."""
     r = as_random(rng)
     return [describe_path(house, p, r, n=n) for p in paths]
 
 
-__all__ = ["OBJECT_WORDS", "ROOM_WORDS", "describe_path", "describe_paths", "path_features", "turn_word",
-           "visible_objects"]
+__all__ = [
+    "OBJECT_WORDS",
+    "ROOM_WORDS",
+    "describe_path",
+    "describe_paths",
+    "path_features",
+    "turn_word",
+    "visible_objects",
+]

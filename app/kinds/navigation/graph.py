@@ -162,7 +162,7 @@ class NavGraph:
     def neighbours(self, viewpoint: str) -> list[str]:
         """Viewpoints one edge away, in file order."""
         i = self.idx(viewpoint)
-        row = self.adjacency.indices[self.adjacency.indptr[i]:self.adjacency.indptr[i + 1]]
+        row = self.adjacency.indices[self.adjacency.indptr[i] : self.adjacency.indptr[i + 1]]
         return [self.viewpoints[k] for k in sorted(row.tolist())]
 
     def is_edge(self, a: str, b: str) -> bool:
@@ -255,7 +255,9 @@ def load_connectivity(source: str | Path | bytes | list, scan: str | None = None
         ids.append(vid)
         pose = rec.get("pose")
         if (
-            not isinstance(pose, list) or len(pose) != 16 or not set(map(type, pose)) <= _NUMBER_TYPES
+            not isinstance(pose, list)
+            or len(pose) != 16
+            or not set(map(type, pose)) <= _NUMBER_TYPES
             or not all(map(math.isfinite, pose))
         ):
             raise InputError(f"{label}: pose must be 16 finite numbers (a row-major 4x4 matrix)", field="pose")
@@ -266,8 +268,9 @@ def load_connectivity(source: str | Path | bytes | list, scan: str | None = None
         included[i] = inc
         row = rec.get("unobstructed")
         if not isinstance(row, list) or len(row) != n:
-            raise InputError(f"{label}: unobstructed must be a list of {n} booleans (one per viewpoint)",
-                             field="unobstructed")
+            raise InputError(
+                f"{label}: unobstructed must be a list of {n} booleans (one per viewpoint)", field="unobstructed"
+            )
         if set(map(type, row)) - _BOOL_TYPE:
             raise InputError(f"{label}: unobstructed must hold only true/false", field="unobstructed")
         unobstructed[i] = row
@@ -304,10 +307,7 @@ class ScanGraphs(Mapping):
         self.directory = Path(directory)
         if not self.directory.is_dir():
             raise InputError(f"connectivity folder {str(directory)!r} does not exist", field="connectivity")
-        self._files = {
-            scan_from_filename(p): p
-            for p in sorted(self.directory.glob(f"*{CONNECTIVITY_SUFFIX}"))
-        }
+        self._files = {scan_from_filename(p): p for p in sorted(self.directory.glob(f"*{CONNECTIVITY_SUFFIX}"))}
         if not self._files:
             raise InputError(f"no *{CONNECTIVITY_SUFFIX} files in {str(directory)!r}", field="connectivity")
         self._graphs: dict[str, NavGraph] = {}
@@ -337,4 +337,3 @@ class ScanGraphs(Mapping):
 def load_scans(directory: str | Path) -> ScanGraphs:
     """All `<scan>_connectivity.json` graphs of a folder, loaded lazily per scan."""
     return ScanGraphs(directory)
-

@@ -70,7 +70,14 @@ DOOR_CLEARANCE = 1.0  # objects keep this far in front of a doorway
 MAX_FLOORS = 3
 
 ROOM_TYPES = (
-    "hallway", "stairs", "living room", "kitchen", "dining room", "bedroom", "bathroom", "office",
+    "hallway",
+    "stairs",
+    "living room",
+    "kitchen",
+    "dining room",
+    "bedroom",
+    "bathroom",
+    "office",
     "laundry room",
 )
 COLOURS = ("red", "blue", "green", "yellow", "white", "black", "brown", "grey", "orange", "purple")
@@ -90,8 +97,13 @@ class ObjectKind:
 OBJECT_KINDS: dict[str, ObjectKind] = {
     "couch": ObjectKind((1.6, 2.2), 0.85, (0.8, 0.9)),
     "armchair": ObjectKind((0.8, 0.9), 0.8, (0.9, 1.0)),
-    "table": ObjectKind((1.0, 1.6), 0.8, (0.72, 0.76), place="free",
-                        colours=("brown", "white", "black", "grey", "red", "blue", "green", "yellow")),
+    "table": ObjectKind(
+        (1.0, 1.6),
+        0.8,
+        (0.72, 0.76),
+        place="free",
+        colours=("brown", "white", "black", "grey", "red", "blue", "green", "yellow"),
+    ),
     "chair": ObjectKind((0.45, 0.5), 0.5, (0.85, 0.95)),
     "bed": ObjectKind((1.0, 1.4), 2.0, (0.55, 0.65)),
     "oven": ObjectKind((0.6, 0.6), 0.6, (0.85, 0.9), colours=("black", "white", "grey", "red")),
@@ -100,8 +112,9 @@ OBJECT_KINDS: dict[str, ObjectKind] = {
     "plant": ObjectKind((0.4, 0.6), 0.5, (0.6, 1.5), colours=("green", "yellow", "red", "purple", "orange")),
     "lamp": ObjectKind((0.35, 0.45), 0.4, (1.4, 1.7)),
     "painting": ObjectKind((0.6, 1.2), 0.05, (0.5, 0.9), place="hung"),
-    "mirror": ObjectKind((0.5, 0.8), 0.05, (0.7, 1.0), place="hung",
-                         colours=("white", "black", "brown", "grey", "yellow")),
+    "mirror": ObjectKind(
+        (0.5, 0.8), 0.05, (0.7, 1.0), place="hung", colours=("white", "black", "brown", "grey", "yellow")
+    ),
     "bookshelf": ObjectKind((0.8, 1.2), 0.35, (1.7, 2.0)),
     "toilet": ObjectKind((0.4, 0.45), 0.7, (0.75, 0.8), colours=("white", "grey", "black")),
     "bathtub": ObjectKind((1.6, 1.7), 0.75, (0.55, 0.6), colours=("white", "grey", "blue", "yellow")),
@@ -130,16 +143,26 @@ ROOM_OBJECTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[int, int]]
 }
 
 # how big a room each type wants (larger rank gets a larger room)
-_SIZE_RANK = {"living room": 6, "dining room": 5, "kitchen": 4, "bedroom": 3, "office": 2,
-              "laundry room": 1, "bathroom": 0}
+_SIZE_RANK = {
+    "living room": 6,
+    "dining room": 5,
+    "kitchen": 4,
+    "bedroom": 3,
+    "office": 2,
+    "laundry room": 1,
+    "bathroom": 0,
+}
 # floor role -> (types every floor of that role has, types it may add)
 _FLOOR_TYPES = {
-    "single": (("living room", "kitchen", "bathroom", "bedroom"),
-               ("bedroom", "bedroom", "dining room", "office", "bathroom", "laundry room")),
-    "ground": (("living room", "kitchen", "dining room", "bathroom"),
-               ("office", "laundry room", "bedroom", "bathroom")),
-    "upper": (("bedroom", "bathroom", "bedroom"),
-              ("bedroom", "office", "bathroom", "laundry room", "bedroom")),
+    "single": (
+        ("living room", "kitchen", "bathroom", "bedroom"),
+        ("bedroom", "bedroom", "dining room", "office", "bathroom", "laundry room"),
+    ),
+    "ground": (
+        ("living room", "kitchen", "dining room", "bathroom"),
+        ("office", "laundry room", "bedroom", "bathroom"),
+    ),
+    "upper": (("bedroom", "bathroom", "bedroom"), ("bedroom", "office", "bathroom", "laundry room", "bedroom")),
 }
 # neighbours that often share an extra door, and how often
 _EXTRA_DOOR = {
@@ -254,8 +277,10 @@ class House:
             self.objects_by_room[o.room].append(o)
 
     def __repr__(self) -> str:
-        return (f"House(scan={self.scan!r}, floors={len(self.floors)}, rooms={len(self.rooms)}, "
-                f"viewpoints={len(self.viewpoints)}, edges={len(self.edges)}, objects={len(self.objects)})")
+        return (
+            f"House(scan={self.scan!r}, floors={len(self.floors)}, rooms={len(self.rooms)}, "
+            f"viewpoints={len(self.viewpoints)}, edges={len(self.edges)}, objects={len(self.objects)})"
+        )
 
     # -- lookups
 
@@ -295,14 +320,16 @@ class House:
             yaw = self._poses[i] if self._poses else 0.0
             c, s = _round(math.cos(yaw), 6), _round(math.sin(yaw), 6)
             x, y, z = v.position
-            out.append({
-                "image_id": v.id,
-                "pose": [c, -s, 0.0, x, s, c, 0.0, y, 0.0, 0.0, 1.0, z, 0.0, 0.0, 0.0, 1.0],
-                "included": True,
-                "visible": visible[i].tolist(),
-                "unobstructed": unobstructed[i].tolist(),
-                "height": CAMERA_HEIGHT,
-            })
+            out.append(
+                {
+                    "image_id": v.id,
+                    "pose": [c, -s, 0.0, x, s, c, 0.0, y, 0.0, 0.0, 1.0, z, 0.0, 0.0, 0.0, 1.0],
+                    "included": True,
+                    "visible": visible[i].tolist(),
+                    "unobstructed": unobstructed[i].tolist(),
+                    "height": CAMERA_HEIGHT,
+                }
+            )
         return out
 
     def semantics(self) -> dict:
@@ -319,8 +346,15 @@ class House:
                 for d in self.doors
             ],
             "objects": [
-                {"id": o.id, "type": o.type, "colour": o.colour, "room": o.room, "floor": o.floor,
-                 "position": list(o.position), "size": list(o.size)}
+                {
+                    "id": o.id,
+                    "type": o.type,
+                    "colour": o.colour,
+                    "room": o.room,
+                    "floor": o.floor,
+                    "position": list(o.position),
+                    "size": list(o.size),
+                }
                 for o in self.objects
             ],
             "viewpoints": {
@@ -481,7 +515,7 @@ class _Builder:
             types = types[: len(open_rects)]
         # big types to big rooms, with some noise so that equal rooms vary
         order_t = sorted(range(len(types)), key=lambda i: (_SIZE_RANK[types[i]], rng.random()))
-        order_r = sorted(range(len(open_rects)), key=lambda i: (open_rects[i].area * (0.8 + 0.4 * rng.random())))
+        order_r = sorted(range(len(open_rects)), key=lambda i: open_rects[i].area * (0.8 + 0.4 * rng.random()))
         for ti, ri in zip(order_t, order_r):
             open_rects[ri].type = types[ti]
 
@@ -551,15 +585,23 @@ class _Builder:
                 wx, wy = self._to_world(px, py)
                 if self.transpose:
                     axis = "y" if axis == "x" else "x"
-                doors.append(Door(f"door{len(doors)}", (rooms[base + i].id, rooms[base + j].id), level,
-                                  (wx, wy), width, axis))
+                doors.append(
+                    Door(f"door{len(doors)}", (rooms[base + i].id, rooms[base + j].id), level, (wx, wy), width, axis)
+                )
         walls = _walls(rooms, doors)
         viewpoints, edges, lattice = self._viewpoints(rooms, doors, floors)
         objects = self._objects(rooms, doors, viewpoints, floors)
         yaws = tuple(float(self.rng.uniform(0.0, 2 * math.pi)) for _ in viewpoints)
         return House(
-            scan=self.scan, seed=self.seed, floors=floors, rooms=tuple(rooms), walls=tuple(walls),
-            doors=tuple(doors), objects=tuple(objects), viewpoints=tuple(viewpoints), edges=tuple(edges),
+            scan=self.scan,
+            seed=self.seed,
+            floors=floors,
+            rooms=tuple(rooms),
+            walls=tuple(walls),
+            doors=tuple(doors),
+            objects=tuple(objects),
+            viewpoints=tuple(viewpoints),
+            edges=tuple(edges),
             _poses=yaws,
         )
 
@@ -601,8 +643,10 @@ class _Builder:
             v = Viewpoint(new_id(), None, door.id, door.floor, (door.position[0], door.position[1], z))
             vps.append(v)
             for room_id in door.rooms:
-                pts = sorted(lattice[room_id].values(),
-                             key=lambda w: (_dist2(w.position, v.position), w.position[0], w.position[1]))
+                pts = sorted(
+                    lattice[room_id].values(),
+                    key=lambda w: (_dist2(w.position, v.position), w.position[0], w.position[1]),
+                )
                 for k, w in enumerate(pts[:DOOR_LINKS]):
                     if k == 0 or math.dist(w.position[:2], v.position[:2]) <= DOOR_LINK_RADIUS:
                         edges.append((v.id, w.id, "door"))
@@ -647,8 +691,16 @@ class _Builder:
                 objects.append(HouseObject(f"obj{len(objects)}", kind_name, colour, room.id, room.floor, *obj))
         return objects
 
-    def _place(self, room: Room, name: str, kind: ObjectKind, placed: list, doors: list[Door],
-               viewpoints: list[tuple[float, float]], floor_z: float):
+    def _place(
+        self,
+        room: Room,
+        name: str,
+        kind: ObjectKind,
+        placed: list,
+        doors: list[Door],
+        viewpoints: list[tuple[float, float]],
+        floor_z: float,
+    ):
         rng = self.rng
         x0, y0, x1, y1 = room.bounds
         w = _round(rng.uniform(*kind.width), 2)
@@ -779,6 +831,7 @@ def _walls(rooms: Sequence[Room], doors: Sequence[Door]) -> list[Wall]:
 def segments_cross(p: np.ndarray, q: np.ndarray, a: np.ndarray, b: np.ndarray, eps: float = 1e-9) -> np.ndarray:
     """Whether segments p-q and a-b intersect (touching and collinear overlap included).
     Broadcasts over leading dimensions; the last dimension holds x, y."""
+
     def cross(o, u, v):
         return (u[..., 0] - o[..., 0]) * (v[..., 1] - o[..., 1]) - (u[..., 1] - o[..., 1]) * (v[..., 0] - o[..., 0])
 
@@ -787,13 +840,17 @@ def segments_cross(p: np.ndarray, q: np.ndarray, a: np.ndarray, b: np.ndarray, e
     d3 = cross(p, q, a)
     d4 = cross(p, q, b)
     proper = (((d1 > eps) & (d2 < -eps)) | ((d1 < -eps) & (d2 > eps))) & (
-        ((d3 > eps) & (d4 < -eps)) | ((d3 < -eps) & (d4 > eps)))
+        ((d3 > eps) & (d4 < -eps)) | ((d3 < -eps) & (d4 > eps))
+    )
 
     def on_segment(s0, s1, r, d):
-        return (np.abs(d) <= eps) & (np.minimum(s0[..., 0], s1[..., 0]) - eps <= r[..., 0]) & (
-            r[..., 0] <= np.maximum(s0[..., 0], s1[..., 0]) + eps) & (
-            np.minimum(s0[..., 1], s1[..., 1]) - eps <= r[..., 1]) & (
-            r[..., 1] <= np.maximum(s0[..., 1], s1[..., 1]) + eps)
+        return (
+            (np.abs(d) <= eps)
+            & (np.minimum(s0[..., 0], s1[..., 0]) - eps <= r[..., 0])
+            & (r[..., 0] <= np.maximum(s0[..., 0], s1[..., 0]) + eps)
+            & (np.minimum(s0[..., 1], s1[..., 1]) - eps <= r[..., 1])
+            & (r[..., 1] <= np.maximum(s0[..., 1], s1[..., 1]) + eps)
+        )
 
     touching = on_segment(a, b, p, d1) | on_segment(a, b, q, d2) | on_segment(p, q, a, d3) | on_segment(p, q, b, d4)
     return proper | touching
@@ -848,8 +905,15 @@ def as_random(rng: random.Random | np.random.Generator | int | None) -> random.R
     raise TypeError(f"rng must be a random.Random, a numpy Generator or an int, got {type(rng).__name__}")
 
 
-def sample_paths(house: House, n: int, rng: random.Random | np.random.Generator | int, min_len: int = 4,
-                 max_len: int = 7, min_distance: float = 5.0, max_distance: float = math.inf) -> list[SampledPath]:
+def sample_paths(
+    house: House,
+    n: int,
+    rng: random.Random | np.random.Generator | int,
+    min_len: int = 4,
+    max_len: int = 7,
+    min_distance: float = 5.0,
+    max_distance: float = math.inf,
+) -> list[SampledPath]:
     """Up to n distinct R2R-like paths: the graph's shortest path between two room viewpoints
     (never a doorway), of min_len..max_len viewpoints and at least min_distance metres, with a
     uniform random start heading. Fewer than n come back when the house has fewer such pairs."""
@@ -893,8 +957,9 @@ def sample_paths(house: House, n: int, rng: random.Random | np.random.Generator 
     return out
 
 
-def to_r2r(house: House, paths: Iterable[SampledPath | dict], instructions: Iterable[Sequence[str]],
-           first_path_id: int = 0) -> list[dict]:
+def to_r2r(
+    house: House, paths: Iterable[SampledPath | dict], instructions: Iterable[Sequence[str]], first_path_id: int = 0
+) -> list[dict]:
     """R2R records {distance, scan, path_id, path, heading, instructions} (formats.parse_r2r
     reads them; the scorer scores predictions against them). `instructions` is one list of
     strings per path; path ids count up from first_path_id."""
@@ -909,19 +974,35 @@ def to_r2r(house: House, paths: Iterable[SampledPath | dict], instructions: Iter
             p = SampledPath(tuple(p["path"]), float(p["heading"]), float(p.get("distance") or 0.0))
         idx = graph.indices(p.path, field="path")
         length = float(sum(graph.distances[a, b] for a, b in zip(idx[:-1], idx[1:])))
-        out.append({
-            "distance": round(length, 2),
-            "scan": house.scan,
-            "path_id": first_path_id + k,
-            "path": list(p.path),
-            "heading": p.heading,
-            "instructions": instr,
-        })
+        out.append(
+            {
+                "distance": round(length, 2),
+                "scan": house.scan,
+                "path_id": first_path_id + k,
+                "path": list(p.path),
+                "heading": p.heading,
+                "instructions": instr,
+            }
+        )
     return out
 
 
 __all__ = [
-    "COLOURS", "OBJECT_KINDS", "ROOM_OBJECTS", "ROOM_TYPES", "Door", "House", "HouseObject", "Room",
-    "SampledPath", "Viewpoint", "Wall", "as_random", "generate_house", "sample_paths", "segments_cross",
-    "to_r2r", "write_house",
+    "COLOURS",
+    "OBJECT_KINDS",
+    "ROOM_OBJECTS",
+    "ROOM_TYPES",
+    "Door",
+    "House",
+    "HouseObject",
+    "Room",
+    "SampledPath",
+    "Viewpoint",
+    "Wall",
+    "as_random",
+    "generate_house",
+    "sample_paths",
+    "segments_cross",
+    "to_r2r",
+    "write_house",
 ]

@@ -40,27 +40,41 @@ from app.studies.models import Annotation, Item, Study
 # (key in Annotation.scores, label): the order of the table's columns. The label names the
 # metric in the paired table (with its unit where it has one); UNITS adds the scale in the
 # metrics table's column titles.
-METRICS = (("success", "SR"), ("spl", "SPL"), ("ndtw", "nDTW"), ("sdtw", "SDTW"),
-           ("ne", "NE (m)"), ("path_length", "Path length (m)"))
+METRICS = (
+    ("success", "SR"),
+    ("spl", "SPL"),
+    ("ndtw", "nDTW"),
+    ("sdtw", "SDTW"),
+    ("ne", "NE (m)"),
+    ("path_length", "Path length (m)"),
+)
 RATING = ("rating", "Rating (1-4)")
 RATING_LEVELS = 4
-COLUMN_LABELS = {"success": "SR (share, 0-1)", "spl": "SPL (0-1)", "ndtw": "nDTW (0-1)",
-                 "sdtw": "SDTW (0-1)", "ne": "NE (m)", "path_length": "Path length (m)",
-                 "rating": "Rating (levels 1-4)"}
+COLUMN_LABELS = {
+    "success": "SR (share, 0-1)",
+    "spl": "SPL (0-1)",
+    "ndtw": "nDTW (0-1)",
+    "sdtw": "SDTW (0-1)",
+    "ne": "NE (m)",
+    "path_length": "Path length (m)",
+    "rating": "Rating (levels 1-4)",
+}
 # Each column's help (one sentence, shown on the page: app/kinds/base.py). The unit resampled
 # for every interval is the path.
-_PER_SPEAKER = (" Mean over the speaker's instructions (each the mean over its followers), with a 95% interval "
-                "whose unit is the path.")
+_PER_SPEAKER = (
+    " Mean over the speaker's instructions (each the mean over its followers), with a 95% interval "
+    "whose unit is the path."
+)
 COLUMN_HELP = {
     "success": "Success rate: share (0-1) of followers who stopped within 3 m of the goal (interval: Wilson's at "
-               "the effective number of paths)." + _PER_SPEAKER,
+    "the effective number of paths)." + _PER_SPEAKER,
     "spl": "Success weighted by path length (0-1): success times shortest length / max(walked, shortest)."
-           + _PER_SPEAKER,
+    + _PER_SPEAKER,
     "ndtw": "Normalised dynamic time warping (0-1): how closely the walked path follows the reference path."
-            + _PER_SPEAKER,
+    + _PER_SPEAKER,
     "sdtw": "Success-weighted nDTW (0-1): nDTW on successes, 0 on failures." + _PER_SPEAKER,
     "ne": "Navigation error in metres: distance from where the follower stopped to the goal (t interval)."
-          + _PER_SPEAKER,
+    + _PER_SPEAKER,
     "path_length": "Metres the follower walked (t interval)." + _PER_SPEAKER,
     "rating": "The followers' rating of how easy the instruction was to follow (1-4, 4 easiest)." + _PER_SPEAKER,
 }
@@ -83,21 +97,22 @@ def _clean(x):
 
 def annotation_values(session: Session, study: Study) -> list[tuple[int, str, str, dict[str, float]]]:
     """(item id, category, cluster, {metric: value, "rating": value}) per valid annotation."""
-    valid = and_(Annotation.study_id == study.id, Annotation.is_gold.is_(False),
-                 Annotation.excluded.is_(False))
+    valid = and_(Annotation.study_id == study.id, Annotation.is_gold.is_(False), Annotation.excluded.is_(False))
     cols = [Annotation.scores[key] for key, _ in METRICS] + [Annotation.response["rating"]]
     names = [key for key, _ in METRICS] + ["rating"]
     out = []
     for item_id, cat, cluster, *values in session.connection().execute(
-            select(Annotation.item_id, Item.category, Item.cluster, *cols)
-            .join(Item, Item.id == Annotation.item_id).where(valid).order_by(Annotation.id)):
+        select(Annotation.item_id, Item.category, Item.cluster, *cols)
+        .join(Item, Item.id == Annotation.item_id)
+        .where(valid)
+        .order_by(Annotation.id)
+    ):
         vals = {n: x for n, v in zip(names, values) if (x := _number(v)) is not None}
         out.append((item_id, cat, cluster, vals))
     return out
 
 
-def instruction_estimate(key: str, per_item: list[list[float]],
-                         clusters: Sequence[Hashable] | None = None) -> dict:
+def instruction_estimate(key: str, per_item: list[list[float]], clusters: Sequence[Hashable] | None = None) -> dict:
     """A speaker's value on one column from its instructions' followers' values (one list per
     instruction, ``clusters`` the instructions' paths in the same order): the mean over
     instructions of each instruction's mean, with a 95% interval whose unit is the path.
@@ -122,7 +137,9 @@ def _path_of(item_id: int, cluster: str | None) -> str:
     return cluster if cluster else f"item {item_id}"
 
 
-def rank_column(per_path: dict[str, dict[str, list[float]]], cats: list[str]) -> tuple[dict[str, Any], int, list[list[str]]]:
+def rank_column(
+    per_path: dict[str, dict[str, list[float]]], cats: list[str]
+) -> tuple[dict[str, Any], int, list[list[str]]]:
     """Rank labels by SR over the paths every speaker has (each speaker's value on a path: the
     mean over its instructions there of each instruction's mean over its followers), 95% bootstrap rank intervals over paths
     (``stats.rank_intervals``, 1000 resamples, seed 0): "1" for a settled rank, "1-2" where
@@ -144,8 +161,7 @@ def section(session: Session, study: Study) -> dict | None:
         return None
     keys = [k for k, _ in METRICS] + [RATING[0]]
     # category -> metric -> item -> values (the instructions' means and their interval)
-    by_item: dict[str, dict[str, dict[int, list[float]]]] = defaultdict(
-        lambda: defaultdict(lambda: defaultdict(list)))
+    by_item: dict[str, dict[str, dict[int, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     counts: dict[str, int] = defaultdict(int)
     items: dict[str, set[int]] = defaultdict(set)
     path_of: dict[int, str] = {}
@@ -159,8 +175,7 @@ def section(session: Session, study: Study) -> dict | None:
             by_item[cat][k][item_id].append(v)
     # category -> metric -> path -> its instructions' means (for the ranks and the paired
     # tests): each instruction once, as in the columns, however many followed it.
-    by_path: dict[str, dict[str, dict[str, list[float]]]] = defaultdict(
-        lambda: defaultdict(lambda: defaultdict(list)))
+    by_path: dict[str, dict[str, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for cat, per_metric in by_item.items():
         for k, per in per_metric.items():
             for item_id, values in per.items():
@@ -193,11 +208,18 @@ def section(session: Session, study: Study) -> dict | None:
                 t = stats.paired_t_test(a, b)
                 effect = stats.paired_effect(a, b)
                 few = too_few_for_a_test(len(shared))  # no interval: no d_z, t or p either
-                block.append({"category": cat, "metric": label,
-                              "difference": effect["difference"].as_dict(),
-                              "cohen_dz": few or effect_size_cell(effect["cohen_dz"], len(shared)),
-                              "mean_diff": _clean(t["mean_diff"]), "t": few or _clean(t["t"]),
-                              "p": few or _clean(t["p"]), "n_paths": t["n"]})
+                block.append(
+                    {
+                        "category": cat,
+                        "metric": label,
+                        "difference": effect["difference"].as_dict(),
+                        "cohen_dz": few or effect_size_cell(effect["cohen_dz"], len(shared)),
+                        "mean_diff": _clean(t["mean_diff"]),
+                        "t": few or _clean(t["t"]),
+                        "p": few or _clean(t["p"]),
+                        "n_paths": t["n"],
+                    }
+                )
             tested = [r for r in block if not isinstance(r["p"], dict)]
             adjusted = stats.holm([math.nan if r["p"] is None else r["p"] for r in tested])
             for r, p in zip(tested, adjusted):
@@ -210,73 +232,111 @@ def section(session: Session, study: Study) -> dict | None:
         metric_order = {label: i for i, (_, label) in enumerate((*METRICS, RATING))}
         paired_rows.sort(key=lambda r: (order[r["category"]], metric_order[r["metric"]]))
 
-    rank_note = (f"Rank (95%): speakers ranked by SR over the {n_shared} paths every speaker has "
-                 "(a speaker's SR on a path: the mean of its instructions' SR there), with 95% rank "
-                 "intervals from 1000 bootstrap resamples of those paths; \"1-2\" where intervals "
-                 "overlap.")
+    rank_note = (
+        f"Rank (95%): speakers ranked by SR over the {n_shared} paths every speaker has "
+        "(a speaker's SR on a path: the mean of its instructions' SR there), with 95% rank "
+        'intervals from 1000 bootstrap resamples of those paths; "1-2" where intervals '
+        "overlap."
+    )
     if ties:
         rank_note += " Tied (rank intervals overlap): " + "; ".join(", ".join(g) for g in ties) + "."
     if n_shared < stats.MIN_RANK_UNITS or len(cats) < 2:
-        rank_note = ("Rank (95%): \"—\", no ranking (" + ("one speaker" if len(cats) < 2 else
-                                                         too_few_ranks(n_shared, "path")) + ").")
+        rank_note = (
+            'Rank (95%): "—", no ranking ('
+            + ("one speaker" if len(cats) < 2 else too_few_ranks(n_shared, "path"))
+            + ")."
+        )
     # SPL is SR scaled by shortest / walked length on successes: where every successful follower
     # walked the shortest path the two columns are the same numbers; say so.
-    same = metric_rows and all((r["spl"] or {}).get("mean") is not None
-                               and (r["success"] or {}).get("mean") == (r["spl"] or {}).get("mean") for r in metric_rows)
+    same = metric_rows and all(
+        (r["spl"] or {}).get("mean") is not None and (r["success"] or {}).get("mean") == (r["spl"] or {}).get("mean")
+        for r in metric_rows
+    )
     if same:
-        rank_note += (" SPL equals SR in every row here: every successful follower walked a path no longer "
-                      "than the shortest one.")
-    tables = [{
-        "key": "navigation_metrics",
-        "title": "Followers' metrics per speaker: SR, SPL, nDTW, SDTW (0-1), NE and path length (m), "
-                 "rating (1-4)",
-        "note": ("SR: success rate (the follower stopped within 3 m of the goal); SPL: success weighted by "
-                 "path length; nDTW: normalised dynamic time warping, how closely the path follows the "
-                 "reference; SDTW: nDTW counted on successes only; NE: navigation error, metres from the goal. "
-                 "Valid human annotations (gold and excluded ones left out). Per instruction, the mean "
-                 "over its followers; per speaker, the mean over its instructions (each counts once). "
-                 "Unit resampled: the path (an instruction's path is its cluster), so several "
-                 "followers of one instruction never narrow an interval. 95% intervals: SR, SPL, nDTW, "
-                 "SDTW by Wilson at the effective number of paths with Student's t; the rating the same on (level - 1) / 3, mapped back; NE and "
-                 "path length (metres) by Student's t on the cluster-robust variance of the mean "
-                 "(G - 1 df). Rating: how easy the instruction was to follow. " + rank_note),
-        "columns": [{"key": "category", "label": "Speaker",
-                     "help": "Who wrote the instructions (\"human\": the dataset's reference instructions)."},
-                    {"key": "rank", "label": "Rank (95%)",
-                     "help": "Rank by SR as a 95% interval over 1000 bootstrap resamples of the shared paths; "
-                             "\"1-2\": tied."},
-                    {"key": "items", "label": "Instructions", "help": "The speaker's instructions with a valid follow."},
-                    {"key": "n", "label": "Annotations", "help": "Valid follows (one follower walking one instruction)."}]
-                   + [{"key": k, "label": COLUMN_LABELS[k], "help": COLUMN_HELP[k]} for k in keys],
-        "rows": metric_rows,
-    }]
+        rank_note += (
+            " SPL equals SR in every row here: every successful follower walked a path no longer than the shortest one."
+        )
+    tables = [
+        {
+            "key": "navigation_metrics",
+            "title": "Followers' metrics per speaker: SR, SPL, nDTW, SDTW (0-1), NE and path length (m), rating (1-4)",
+            "note": (
+                "SR: success rate (the follower stopped within 3 m of the goal); SPL: success weighted by "
+                "path length; nDTW: normalised dynamic time warping, how closely the path follows the "
+                "reference; SDTW: nDTW counted on successes only; NE: navigation error, metres from the goal. "
+                "Valid human annotations (gold and excluded ones left out). Per instruction, the mean "
+                "over its followers; per speaker, the mean over its instructions (each counts once). "
+                "Unit resampled: the path (an instruction's path is its cluster), so several "
+                "followers of one instruction never narrow an interval. 95% intervals: SR, SPL, nDTW, "
+                "SDTW by Wilson at the effective number of paths with Student's t; the rating the same on (level - 1) / 3, mapped back; NE and "
+                "path length (metres) by Student's t on the cluster-robust variance of the mean "
+                "(G - 1 df). Rating: how easy the instruction was to follow. " + rank_note
+            ),
+            "columns": [
+                {
+                    "key": "category",
+                    "label": "Speaker",
+                    "help": 'Who wrote the instructions ("human": the dataset\'s reference instructions).',
+                },
+                {
+                    "key": "rank",
+                    "label": "Rank (95%)",
+                    "help": "Rank by SR as a 95% interval over 1000 bootstrap resamples of the shared paths; "
+                    '"1-2": tied.',
+                },
+                {"key": "items", "label": "Instructions", "help": "The speaker's instructions with a valid follow."},
+                {"key": "n", "label": "Annotations", "help": "Valid follows (one follower walking one instruction)."},
+            ]
+            + [{"key": k, "label": COLUMN_LABELS[k], "help": COLUMN_HELP[k]} for k in keys],
+            "rows": metric_rows,
+        }
+    ]
     if paired_rows:
-        tables.append({
-            "key": "navigation_paired",
-            "title": f"Paired differences against {baseline} (speaker − {baseline}, in each metric's unit)",
-            "note": ("Per metric: each speaker's value on a path is the mean of its instructions' values "
-                     "there (each the mean over its followers), then over the "
-                     f"paths both the speaker and {baseline} have (unit: the path; difference = "
-                     f"speaker − {baseline}, in the metric's unit: SR, SPL, nDTW, SDTW in 0-1, NE and "
-                     "path length in metres, rating in levels). The difference's 95% interval: "
-                     "Bonett-Price's adjusted Wald interval when both are 0/1 on every path, else t "
-                     "on the paired differences; Cohen's d_z = mean / sd of the differences; t and p: "
-                     "the two-sided paired t-test; p (Holm): Holm-adjusted across the speakers "
-                     f"compared with {baseline} on the same metric."),
-            "columns": [{"key": "category", "label": "Speaker", "help": f"The speaker compared with {baseline}."},
-                        {"key": "metric", "label": "Metric (unit)",
-                         "help": "The metric compared (SR, SPL, nDTW, SDTW 0-1; NE, path length metres; rating 1-4)."},
-                        {"key": "difference", "label": "Mean difference (metric's unit) [95%]",
-                         "help": f"Mean over shared paths of the speaker's value minus {baseline}'s, with a 95% "
-                                 "interval (t on the paired differences; Bonett-Price for 0/1)."},
-                        {"key": "cohen_dz", "label": "Cohen's d_z", "help": D_Z_HELP},
-                        {"key": "t", "label": "t", "help": "The paired t statistic (mean difference / its standard error)."},
-                        {"key": "p", "label": "p", "help": "Two-sided paired t-test p over the shared paths."},
-                        {"key": "p_holm", "label": "p (Holm)",
-                         "help": f"p adjusted by Holm across the speakers compared with {baseline} on this metric."},
-                        {"key": "n_paths", "label": "Paths", "help": "Paths both have: the paired units."}],
-            "rows": paired_rows,
-        })
+        tables.append(
+            {
+                "key": "navigation_paired",
+                "title": f"Paired differences against {baseline} (speaker − {baseline}, in each metric's unit)",
+                "note": (
+                    "Per metric: each speaker's value on a path is the mean of its instructions' values "
+                    "there (each the mean over its followers), then over the "
+                    f"paths both the speaker and {baseline} have (unit: the path; difference = "
+                    f"speaker − {baseline}, in the metric's unit: SR, SPL, nDTW, SDTW in 0-1, NE and "
+                    "path length in metres, rating in levels). The difference's 95% interval: "
+                    "Bonett-Price's adjusted Wald interval when both are 0/1 on every path, else t "
+                    "on the paired differences; Cohen's d_z = mean / sd of the differences; t and p: "
+                    "the two-sided paired t-test; p (Holm): Holm-adjusted across the speakers "
+                    f"compared with {baseline} on the same metric."
+                ),
+                "columns": [
+                    {"key": "category", "label": "Speaker", "help": f"The speaker compared with {baseline}."},
+                    {
+                        "key": "metric",
+                        "label": "Metric (unit)",
+                        "help": "The metric compared (SR, SPL, nDTW, SDTW 0-1; NE, path length metres; rating 1-4).",
+                    },
+                    {
+                        "key": "difference",
+                        "label": "Mean difference (metric's unit) [95%]",
+                        "help": f"Mean over shared paths of the speaker's value minus {baseline}'s, with a 95% "
+                        "interval (t on the paired differences; Bonett-Price for 0/1).",
+                    },
+                    {"key": "cohen_dz", "label": "Cohen's d_z", "help": D_Z_HELP},
+                    {
+                        "key": "t",
+                        "label": "t",
+                        "help": "The paired t statistic (mean difference / its standard error).",
+                    },
+                    {"key": "p", "label": "p", "help": "Two-sided paired t-test p over the shared paths."},
+                    {
+                        "key": "p_holm",
+                        "label": "p (Holm)",
+                        "help": f"p adjusted by Holm across the speakers compared with {baseline} on this metric.",
+                    },
+                    {"key": "n_paths", "label": "Paths", "help": "Paths both have: the paired units."},
+                ],
+                "rows": paired_rows,
+            }
+        )
     tables.append(followers_agreement_table(session, study))
     agreement = agreement_table(session, study)  # when model listeners' paths are imported
     if agreement is not None:

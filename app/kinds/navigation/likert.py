@@ -41,8 +41,9 @@ def _item(key, question, labels, where: str, line: int | None) -> dict:
     labels = [x.strip() for x in labels]
     if not MIN_LEVELS <= len(labels) <= MAX_LEVELS:
         plural = "" if len(labels) == 1 else "s"
-        raise bad(f"{len(labels)} label{plural}; a question needs {MIN_LEVELS} to {MAX_LEVELS} "
-                  "(separate them with ';')")
+        raise bad(
+            f"{len(labels)} label{plural}; a question needs {MIN_LEVELS} to {MAX_LEVELS} (separate them with ';')"
+        )
     for x in labels:
         if not x or len(x) > MAX_LABEL:
             raise bad(f"every label must be 1-{MAX_LABEL} characters")
@@ -70,8 +71,11 @@ def parse_items(value) -> list[dict]:
                 continue
             parts = [p.strip() for p in line.split("|")]
             if len(parts) != 3:
-                raise InputError("write key | question | label; label; ... (three parts "
-                                 f"separated by '|', not {len(parts)})", line=n, field="likert")
+                raise InputError(
+                    f"write key | question | label; label; ... (three parts separated by '|', not {len(parts)})",
+                    line=n,
+                    field="likert",
+                )
             labels = [x.strip() for x in parts[2].split(";") if x.strip()]
             items.append(_item(parts[0], parts[1], labels, "", n))
             _check_list(items, line=n)
@@ -105,8 +109,9 @@ def check_answers(items: list[dict], answers: dict) -> dict[str, int]:
         if value is None or value == "":
             raise InputError(f"answer the question \u201c{it['question']}\u201d", field=f"likert.{key}")
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= n:
-            raise InputError(f"\u201c{it['question']}\u201d takes a level from 1 to {n}, not {value!r}",
-                             field=f"likert.{key}")
+            raise InputError(
+                f"\u201c{it['question']}\u201d takes a level from 1 to {n}, not {value!r}", field=f"likert.{key}"
+            )
         out[key] = value
     if answers:
         raise InputError(f"this study asks no question {sorted(answers)[0]!r}", field="likert")
@@ -129,8 +134,11 @@ def study_settings(options: dict, categories: set[str]) -> dict:
         if len(baseline) > 64:
             raise InputError("the baseline speaker's name must be at most 64 characters", field="baseline")
         if categories and baseline not in categories:
-            raise InputError(f"the baseline {baseline!r} is not a speaker of this upload (speakers: "
-                             f"{', '.join(sorted(categories))})", field="baseline")
+            raise InputError(
+                f"the baseline {baseline!r} is not a speaker of this upload (speakers: "
+                f"{', '.join(sorted(categories))})",
+                field="baseline",
+            )
         out["baseline"] = baseline
     return out
 
@@ -145,8 +153,13 @@ def level_estimate(means: Sequence[float], clusters: Sequence[Hashable] | None, 
         return {**est.as_dict(), "method": f"{est.method}, on (level - 1) / {span}"}
     mean = math.fsum(means) / len(means)
     low, high = 1.0 + span * est.low, 1.0 + span * est.high
-    return stats.Estimate(n=est.n, mean=mean, low=min(low, mean), high=max(high, mean),
-                          method=f"{est.method}, on (level - 1) / {span}, mapped back").as_dict()
+    return stats.Estimate(
+        n=est.n,
+        mean=mean,
+        low=min(low, mean),
+        high=max(high, mean),
+        method=f"{est.method}, on (level - 1) / {span}, mapped back",
+    ).as_dict()
 
 
 def leaderboard_table(session, study) -> dict | None:
@@ -166,17 +179,18 @@ def leaderboard_table(session, study) -> dict | None:
         return None
     cols = [Annotation.response[("likert", it["key"])] for it in items]
     # category -> question -> instruction -> levels
-    values: dict[str, dict[str, dict[int, list[float]]]] = defaultdict(
-        lambda: defaultdict(lambda: defaultdict(list)))
+    values: dict[str, dict[str, dict[int, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     counts: dict[str, int] = defaultdict(int)
     path_of: dict[int, str] = {}
     for cat, item_id, cluster, *levels in session.connection().execute(
-            select(Item.category, Item.id, Item.cluster, *cols).join(Item, Item.id == Annotation.item_id)
-            .where(Annotation.study_id == study.id, Annotation.is_gold.is_(False),
-                   Annotation.excluded.is_(False))):
+        select(Item.category, Item.id, Item.cluster, *cols)
+        .join(Item, Item.id == Annotation.item_id)
+        .where(Annotation.study_id == study.id, Annotation.is_gold.is_(False), Annotation.excluded.is_(False))
+    ):
         path_of[item_id] = cluster or f"item {item_id}"
-        answered = [(it["key"], v) for it, v in zip(items, levels)
-                    if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        answered = [
+            (it["key"], v) for it, v in zip(items, levels) if isinstance(v, (int, float)) and not isinstance(v, bool)
+        ]
         if answered:
             counts[cat] += 1
         for key, v in answered:
@@ -186,27 +200,41 @@ def leaderboard_table(session, study) -> dict | None:
     baseline = str((study.kind_settings or {}).get("baseline", "human"))
 
     def estimate(per_item: dict[int, list[float]], levels: int) -> dict:
-        return level_estimate([sum(v) / len(v) for v in per_item.values()],
-                              [path_of[i] for i in per_item], levels)
+        return level_estimate([sum(v) / len(v) for v in per_item.values()], [path_of[i] for i in per_item], levels)
 
-    rows = [{"category": cat, "n": counts[cat],
-             **{it["key"]: estimate(values[cat][it["key"]], len(it["labels"])) for it in items}}
-            for cat in sorted(counts, key=lambda c: (c != baseline, c))]
+    rows = [
+        {
+            "category": cat,
+            "n": counts[cat],
+            **{it["key"]: estimate(values[cat][it["key"]], len(it["labels"])) for it in items},
+        }
+        for cat in sorted(counts, key=lambda c: (c != baseline, c))
+    ]
     return {
         "key": "navigation_likert",
         "title": "The study's Likert questions per speaker (mean level, 1 = the first label)",
-        "note": ("Mean level (1 = the first label) over the speaker's instructions, each the mean of "
-                 "its valid human annotations. Unit resampled: the path; 95% interval by Wilson at "
-                 "the effective number of paths with Student's t, computed on "
-                 "(level - 1) / (L - 1), mapped back to levels. "
-                 + " ".join(f"{it['key']}: {it['question']} "
-                            f"(1 {it['labels'][0]} ... {len(it['labels'])} {it['labels'][-1]})."
-                            for it in items)),
-        "columns": [{"key": "category", "label": "Speaker", "help": "Who wrote the instructions."},
-                    {"key": "n", "label": "Annotations", "help": "Valid follows of the speaker's instructions."}]
-                   + [{"key": it["key"], "label": f"{it['key']} (levels 1-{len(it['labels'])})",
-                       "help": f"{it['question']}: the mean level (1 {it['labels'][0]} ... {len(it['labels'])} "
-                               f"{it['labels'][-1]}) over the speaker's instructions, 95% interval resampling paths."}
-                      for it in items],
+        "note": (
+            "Mean level (1 = the first label) over the speaker's instructions, each the mean of "
+            "its valid human annotations. Unit resampled: the path; 95% interval by Wilson at "
+            "the effective number of paths with Student's t, computed on "
+            "(level - 1) / (L - 1), mapped back to levels. "
+            + " ".join(
+                f"{it['key']}: {it['question']} (1 {it['labels'][0]} ... {len(it['labels'])} {it['labels'][-1]})."
+                for it in items
+            )
+        ),
+        "columns": [
+            {"key": "category", "label": "Speaker", "help": "Who wrote the instructions."},
+            {"key": "n", "label": "Annotations", "help": "Valid follows of the speaker's instructions."},
+        ]
+        + [
+            {
+                "key": it["key"],
+                "label": f"{it['key']} (levels 1-{len(it['labels'])})",
+                "help": f"{it['question']}: the mean level (1 {it['labels'][0]} ... {len(it['labels'])} "
+                f"{it['labels'][-1]}) over the speaker's instructions, 95% interval resampling paths.",
+            }
+            for it in items
+        ],
         "rows": rows,
     }

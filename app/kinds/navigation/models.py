@@ -85,8 +85,7 @@ class Rollout(Base):
     __table_args__ = (UniqueConstraint("candidate_id", "listener", "m"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    candidate_id: Mapped[int] = mapped_column(ForeignKey("generation_candidates.id", ondelete="CASCADE"),
-                                              index=True)
+    candidate_id: Mapped[int] = mapped_column(ForeignKey("generation_candidates.id", ondelete="CASCADE"), index=True)
     listener: Mapped[int] = mapped_column()
     m: Mapped[int] = mapped_column()
     path: Mapped[list] = mapped_column()  # viewpoint ids

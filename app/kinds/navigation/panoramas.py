@@ -112,17 +112,22 @@ def _sniff(name: str, f: BinaryIO) -> tuple[str, int, int]:
     elif head.startswith(b"\xff\xd8\xff"):
         kind, size = "jpeg", _jpeg_size(f)
     else:
-        raise InputError(f"{name}: not a JPEG or PNG image (judged by its first bytes, not its name)",
-                         field="files")
+        raise InputError(f"{name}: not a JPEG or PNG image (judged by its first bytes, not its name)", field="files")
     if size is None:
         raise InputError(f"{name}: a broken {kind.upper()} file (no image size found)", field="files")
     width, height = size
     if not (MIN_HEIGHT <= height and width <= MAX_SIDE):
-        raise InputError(f"{name}: {width} x {height} pixels; a panorama must be at least "
-                         f"{MIN_HEIGHT} pixels high and at most {MAX_SIDE} wide", field="files")
+        raise InputError(
+            f"{name}: {width} x {height} pixels; a panorama must be at least "
+            f"{MIN_HEIGHT} pixels high and at most {MAX_SIDE} wide",
+            field="files",
+        )
     if abs(width / (2 * height) - 1) > ASPECT_TOLERANCE:
-        raise InputError(f"{name}: {width} x {height} pixels is not an equirectangular panorama "
-                         "(its width must be twice its height)", field="files")
+        raise InputError(
+            f"{name}: {width} x {height} pixels is not an equirectangular panorama "
+            "(its width must be twice its height)",
+            field="files",
+        )
     return kind, width, height
 
 
@@ -159,26 +164,23 @@ def check_panoramas(scan: str, files: Iterable[tuple[str, bytes | BinaryIO]]) ->
         name = Path(str(name or "")).name  # a browser may send a path; only the name counts
         stem, ext = Path(name).stem, Path(name).suffix.lower()
         if ext not in EXTENSIONS:
-            raise InputError(f"{name or '(no name)'}: name a panorama <viewpoint>.jpg, .jpeg or .png",
-                             field="files")
+            raise InputError(f"{name or '(no name)'}: name a panorama <viewpoint>.jpg, .jpeg or .png", field="files")
         if stem not in graph:
-            why = ("is excluded from the simulator" if stem in graph.excluded
-                   else "is not a viewpoint")
+            why = "is excluded from the simulator" if stem in graph.excluded else "is not a viewpoint"
             raise InputError(f"{name}: {stem!r} {why} in building {scan!r}", field="files")
         if stem in seen:
-            raise InputError(f"{name}: viewpoint {stem!r} already has {seen[stem]} in this upload",
-                             field="files")
+            raise InputError(f"{name}: viewpoint {stem!r} already has {seen[stem]} in this upload", field="files")
         seen[stem] = name
         stream = io.BytesIO(bytes(data)) if isinstance(data, (bytes, bytearray, memoryview)) else data
         size = _size_of(stream)
         if size == 0:
             raise InputError(f"{name}: the file is empty", field="files")
         if size > limit:
-            raise InputError(f"{name}: {size / (1024 * 1024):.1f} MB is over the "
-                             f"{_limit_text(limit)} limit", field="files")
+            raise InputError(
+                f"{name}: {size / (1024 * 1024):.1f} MB is over the {_limit_text(limit)} limit", field="files"
+            )
         kind, _, _ = _sniff(name, stream)
-        checked.append(_Checked(name=name, viewpoint=stem, kind=kind, stream=stream,
-                                digest=_digest(stream)))
+        checked.append(_Checked(name=name, viewpoint=stem, kind=kind, stream=stream, digest=_digest(stream)))
     if not checked:
         raise InputError("choose one or more panoramas (<viewpoint>.jpg or .png) to upload", field="files")
     return checked
@@ -190,13 +192,11 @@ def _environment(session: Session, scan: str, lock: bool = False) -> Environment
         q = q.with_for_update().execution_options(populate_existing=True)
     env = session.scalar(q)
     if env is None:
-        raise InputError(f"no building {scan!r} has been imported (proctor navigation import-graphs)",
-                         field="scan")
+        raise InputError(f"no building {scan!r} has been imported (proctor navigation import-graphs)", field="scan")
     return env
 
 
-def import_panoramas(session: Session, scan: str, files: Iterable[tuple[str, bytes | BinaryIO]],
-                     actor=None) -> dict:
+def import_panoramas(session: Session, scan: str, files: Iterable[tuple[str, bytes | BinaryIO]], actor=None) -> dict:
     """Store a building's panoramas (all of the upload or none of it) and record them on its
     row; a viewpoint uploaded again gets the new image. Only the building's owner or an admin
     may (`actor`; None: the operator): NotYours otherwise, before any file is read. Returns
@@ -217,8 +217,7 @@ def import_panoramas(session: Session, scan: str, files: Iterable[tuple[str, byt
                 c.stream.seek(0)
                 store.put(key, c.stream, CONTENT_TYPES[c.kind])
                 written.append(key)
-        after = {**before, **{c.viewpoint: panorama_key(scan, c.viewpoint, c.digest, c.kind)
-                              for c in checked}}
+        after = {**before, **{c.viewpoint: panorama_key(scan, c.viewpoint, c.digest, c.kind) for c in checked}}
         env.panoramas = after
         session.commit()
     except BaseException:

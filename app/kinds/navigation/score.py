@@ -23,12 +23,12 @@ from app.kinds.navigation.metrics import METRICS, mean_scores, score_trajectory
 EXIT_OK = 0
 EXIT_INPUT = 2
 
-_COLUMNS = (("ne", "NE"), ("success", "SR"), ("spl", "SPL"), ("ndtw", "nDTW"), ("sdtw", "SDTW"),
-            ("path_length", "PL"))
+_COLUMNS = (("ne", "NE"), ("success", "SR"), ("spl", "SPL"), ("ndtw", "nDTW"), ("sdtw", "SDTW"), ("path_length", "PL"))
 
 
-def score_predictions(connectivity_dir: str | Path, references_path: str | Path | bytes,
-                      predictions_path: str | Path | bytes) -> dict:
+def score_predictions(
+    connectivity_dir: str | Path, references_path: str | Path | bytes, predictions_path: str | Path | bytes
+) -> dict:
     """{"per_instruction": {instr_id: {ne, success, spl, ndtw, sdtw, path_length}},
         "mean": {the same keys; success's mean is the success rate},
         "unpredicted": [reference instr_ids without a prediction]}
@@ -114,8 +114,14 @@ def report(compute, as_text, as_json: bool, out: TextIO, err: TextIO | None = No
     return EXIT_OK
 
 
-def run(connectivity: str | Path, references: str | Path, predictions: str | Path, as_json: bool,
-        out: TextIO, err: TextIO | None = None) -> int:
+def run(
+    connectivity: str | Path,
+    references: str | Path,
+    predictions: str | Path,
+    as_json: bool,
+    out: TextIO,
+    err: TextIO | None = None,
+) -> int:
     """Score and print (a table, or the JSON object)."""
     return report(lambda: score_predictions(connectivity, references, predictions), main_text, as_json, out, err)
 

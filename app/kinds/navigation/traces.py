@@ -50,24 +50,19 @@ def exmat_for(position: Sequence[float], heading: float, elevation: float) -> li
     # up = z x x
     yx, yy, yz = zy * xz - zz * xy, zz * xx - zx * xz, zx * xy - zy * xx
     px, py, pz = (float(c) for c in position)
-    return [xx, yx, zx, px,
-            xy, yy, zy, pz,
-            xz, yz, zz, -py,
-            0.0, 0.0, 0.0, 1.0]
+    return [xx, yx, zx, px, xy, yy, zy, pz, xz, yz, zz, -py, 0.0, 0.0, 0.0, 1.0]
 
 
-def perspective_inmat(fov_x: float = math.pi / 2, aspect: float = 4 / 3, near: float = 0.1,
-                      far: float = 1000.0) -> list[float]:
+def perspective_inmat(
+    fov_x: float = math.pi / 2, aspect: float = 4 / 3, near: float = 0.1, far: float = 1000.0
+) -> list[float]:
     """A three.js-style projection (row-major) for a horizontal field of view. Readers of
     PanGEA traces (ours included) do not use it; it is there so the records are complete.
     The default is the follower viewer's 90 degrees across a 4:3 view."""
     fx = 1.0 / math.tan(fov_x / 2)
     fy = fx * aspect
     a, b = -(far + near) / (far - near), -2 * far * near / (far - near)
-    return [fx, 0.0, 0.0, 0.0,
-            0.0, fy, 0.0, 0.0,
-            0.0, 0.0, a, b,
-            0.0, 0.0, -1.0, 0.0]
+    return [fx, 0.0, 0.0, 0.0, 0.0, fy, 0.0, 0.0, 0.0, 0.0, a, b, 0.0, 0.0, -1.0, 0.0]
 
 
 INMAT = perspective_inmat()
@@ -87,8 +82,14 @@ def trace_records(graph: NavGraph, trace: Sequence[Sequence]) -> list[dict]:
         if vp not in graph:
             raise InputError(f"trace[{k}] names viewpoint {vp!r}, not in building {graph.scan}", field="trace")
         pos = graph.position(vp)
-        out.append({"id": vp, "exmat": exmat_for(pos, float(heading), float(elevation)),
-                    "inmat": list(INMAT), "time": float(t)})
+        out.append(
+            {
+                "id": vp,
+                "exmat": exmat_for(pos, float(heading), float(elevation)),
+                "inmat": list(INMAT),
+                "time": float(t),
+            }
+        )
     return out
 
 
@@ -118,8 +119,7 @@ def _records_trace(records: object, label: str, time_unit: str) -> formats.PoseT
     if not isinstance(records, list) or not records:
         raise InputError(f"{label}: trace must be a non-empty list of PanGEA records", field="trace")
     if len(records) > MAX_LISTENER_TRACE:
-        raise InputError(f"{label}: trace has {len(records)} records, at most {MAX_LISTENER_TRACE}",
-                         field="trace")
+        raise InputError(f"{label}: trace has {len(records)} records, at most {MAX_LISTENER_TRACE}", field="trace")
     for k, rec in enumerate(records):
         if not isinstance(rec, dict):
             raise InputError(f"{label}: trace[{k}] must be an object {{id, exmat, inmat, time}}", field="trace")
@@ -146,24 +146,23 @@ def check_listener_path(graph: NavGraph, start: str, path: Sequence[str], label:
     within the start's connected component. Steps need not be single edges (listeners from
     other simulators may skip viewpoints), as for `proctor navigation score`."""
     if len(path) > MAX_LISTENER_PATH:
-        raise InputError(f"{label}: {field} has {len(path)} viewpoints, at most {MAX_LISTENER_PATH}",
-                         field=field)
+        raise InputError(f"{label}: {field} has {len(path)} viewpoints, at most {MAX_LISTENER_PATH}", field=field)
     for k, v in enumerate(path):
         if v not in graph:
-            raise InputError(f"{label}: {field}[{k}] {v!r} is not a viewpoint of building {graph.scan}",
-                             field=field)
+            raise InputError(f"{label}: {field}[{k}] {v!r} is not a viewpoint of building {graph.scan}", field=field)
     if path[0] != start:
-        raise InputError(f"{label}: the path starts at {path[0]!r}, not at the instruction's start {start!r}",
-                         field=field)
+        raise InputError(
+            f"{label}: the path starts at {path[0]!r}, not at the instruction's start {start!r}", field=field
+        )
     home = graph.components[graph.index[start]]
     for k, v in enumerate(path):
         if graph.components[graph.index[v]] != home:
-            raise InputError(f"{label}: {field}[{k}] {v!r} cannot be reached from the start {start!r}",
-                             field=field)
+            raise InputError(f"{label}: {field}[{k}] {v!r} cannot be reached from the start {start!r}", field=field)
 
 
-def parse_listener_outputs(data: bytes | list | dict, known_ids: set[str],
-                           payloads: Mapping[str, dict] | None, get_graph) -> dict[str, dict]:
+def parse_listener_outputs(
+    data: bytes | list | dict, known_ids: set[str], payloads: Mapping[str, dict] | None, get_graph
+) -> dict[str, dict]:
     """A model listener's paths for a study's instructions -> {external_id: response}.
 
     Two shapes (JSON):
@@ -196,15 +195,16 @@ def parse_listener_outputs(data: bytes | list | dict, known_ids: set[str],
             if key not in known_ids:
                 raise InputError(f"{label}: no such instruction in this study", field="key")
             if not isinstance(rec, dict) or ("path" in rec) == ("trace" in rec):
-                raise InputError(f"{label}: must be an object with either \"path\" or \"trace\"", field="key")
+                raise InputError(f'{label}: must be an object with either "path" or "trace"', field="key")
             if "path" in rec:
                 found[key] = (label, "path", {"path": dedupe(_path_list(rec["path"], label, "path"))})
             else:
                 trace = _records_trace(rec["trace"], label, rec.get("time_unit", "auto"))
                 found[key] = (label, "trace", {"path": trace.path, "trace": trace_rows(trace)})
     else:
-        raise InputError("listener outputs are a JSON array of R2R predictions or an object keyed "
-                         "by instruction id", field="outputs")
+        raise InputError(
+            "listener outputs are a JSON array of R2R predictions or an object keyed by instruction id", field="outputs"
+        )
     graphs: dict[str, NavGraph] = {}  # per scan, for this upload
     for ext, (label, field, response) in found.items():
         payload = (payloads or {}).get(ext)
@@ -250,26 +250,36 @@ def _angle_diff(a: float, b: float) -> float:
     return abs((a - b + math.pi) % (2 * math.pi) - math.pi)
 
 
-def summarize_trace(trace_path: str | Path, connectivity_dir: str | Path, args_path: str | Path | None = None,
-                    time_unit: Literal["auto", "s", "ms"] = "auto") -> dict:
+def summarize_trace(
+    trace_path: str | Path,
+    connectivity_dir: str | Path,
+    args_path: str | Path | None = None,
+    time_unit: Literal["auto", "s", "ms"] = "auto",
+) -> dict:
     """{"scan", "path", "frames", "duration_ms", "time_unit", "path_length", "reference",
-        "start_heading_error", "scores"}; the last three are None without args.json."""
+    "start_heading_error", "scores"}; the last three are None without args.json."""
     trace = formats.parse_pangea_trace(Path(trace_path), time_unit=time_unit)
     path = trace.path
     args = _task(args_path) if args_path is not None else None
     scan = args["scan"] if args else find_scan(connectivity_dir, path[0])
     if scan is None:
-        raise InputError(f"no connectivity file in {str(connectivity_dir)!r} has viewpoint {path[0]!r}",
-                         field="id")
+        raise InputError(f"no connectivity file in {str(connectivity_dir)!r} has viewpoint {path[0]!r}", field="id")
     conn = Path(connectivity_dir) / f"{scan}{CONNECTIVITY_SUFFIX}"
     if not conn.exists():
         raise InputError(f"scan {scan} has no connectivity file in {str(connectivity_dir)!r}", field="scan")
     graph = load_connectivity(conn, scan=scan)
     idx = graph.indices(path, field="id")
-    out = {"scan": scan, "path": path, "frames": len(trace.frames), "duration_ms": trace.duration_ms,
-           "time_unit": trace.time_unit,
-           "path_length": float(sum(graph.distances[a, b] for a, b in zip(idx, idx[1:]))),
-           "reference": None, "start_heading_error": None, "scores": None}
+    out = {
+        "scan": scan,
+        "path": path,
+        "frames": len(trace.frames),
+        "duration_ms": trace.duration_ms,
+        "time_unit": trace.time_unit,
+        "path_length": float(sum(graph.distances[a, b] for a, b in zip(idx, idx[1:]))),
+        "reference": None,
+        "start_heading_error": None,
+        "scores": None,
+    }
     if args:
         out["reference"] = list(args["path"])
         if args.get("heading") is not None:
@@ -279,34 +289,44 @@ def summarize_trace(trace_path: str | Path, connectivity_dir: str | Path, args_p
 
 
 def trace_text(result: dict) -> str:
-    lines = [f"scan       {result['scan']}",
-             f"frames     {result['frames']} over {result['duration_ms'] / 1000:.1f} s "
-             f"(file in {result['time_unit']})",
-             f"path       {len(result['path'])} viewpoints, {result['path_length']:.2f} m: "
-             + " ".join(result["path"])]
+    lines = [
+        f"scan       {result['scan']}",
+        f"frames     {result['frames']} over {result['duration_ms'] / 1000:.1f} s (file in {result['time_unit']})",
+        f"path       {len(result['path'])} viewpoints, {result['path_length']:.2f} m: " + " ".join(result["path"]),
+    ]
     if result["reference"] is not None:
         lines.append(f"reference  {len(result['reference'])} viewpoints: " + " ".join(result["reference"]))
     if result["start_heading_error"] is not None:
         lines.append(f"start heading differs from the task's by {result['start_heading_error']:.4f} rad")
     s = result["scores"]
     if s is not None:
-        lines.append(f"NE {s['ne']:.3f} m  SR {int(bool(s['success']))}  SPL {s['spl']:.3f}  "
-                     f"nDTW {s['ndtw']:.3f}  SDTW {s['sdtw']:.3f}  PL {s['path_length']:.2f} m")
+        lines.append(
+            f"NE {s['ne']:.3f} m  SR {int(bool(s['success']))}  SPL {s['spl']:.3f}  "
+            f"nDTW {s['ndtw']:.3f}  SDTW {s['sdtw']:.3f}  PL {s['path_length']:.2f} m"
+        )
     return "\n".join(lines) + "\n"
 
 
-def run_trace(trace_path: str | Path, connectivity_dir: str | Path, args_path: str | Path | None,
-              time_unit: Literal["auto", "s", "ms"], as_json: bool, out: TextIO,
-              err: TextIO | None = None) -> int:
+def run_trace(
+    trace_path: str | Path,
+    connectivity_dir: str | Path,
+    args_path: str | Path | None,
+    time_unit: Literal["auto", "s", "ms"],
+    as_json: bool,
+    out: TextIO,
+    err: TextIO | None = None,
+) -> int:
     """Print the summary (text or JSON); exit code 0, or 2 with `error: ...` on stderr."""
     from app.kinds.navigation.score import report
 
-    return report(lambda: summarize_trace(trace_path, connectivity_dir, args_path, time_unit), trace_text,
-                  as_json, out, err)
+    return report(
+        lambda: summarize_trace(trace_path, connectivity_dir, args_path, time_unit), trace_text, as_json, out, err
+    )
 
 
-def parse_follower_annotations(data: bytes, known_ids: set[str], payloads: Mapping[str, dict] | None,
-                               get_graph) -> dict[str, dict[str, dict]]:
+def parse_follower_annotations(
+    data: bytes, known_ids: set[str], payloads: Mapping[str, dict] | None, get_graph
+) -> dict[str, dict[str, dict]]:
     """People's paths from an earlier study -> {worker id: {external_id: response}}: the R2R
     predictions format with the follower's id on each record, [{"instr_id", "trajectory",
     "worker_id"}, ...]. Each follower's paths are checked like a listener's (building, start,
@@ -325,10 +345,14 @@ def parse_follower_annotations(data: bytes, known_ids: set[str], payloads: Mappi
             raise InputError(f"record {i}: must be an object", field="file")
         worker = rec.get("worker_id")
         if isinstance(worker, bool) or not isinstance(worker, (str, int)) or not str(worker).strip():
-            raise InputError(f"record {i} (instr_id {rec.get('instr_id')}): worker_id must be the "
-                             "follower's id (a string or an integer)", field="worker_id")
+            raise InputError(
+                f"record {i} (instr_id {rec.get('instr_id')}): worker_id must be the "
+                "follower's id (a string or an integer)",
+                field="worker_id",
+            )
         by_worker.setdefault(str(worker).strip(), []).append(
-            {"instr_id": rec.get("instr_id"), "trajectory": rec.get("trajectory")})
+            {"instr_id": rec.get("instr_id"), "trajectory": rec.get("trajectory")}
+        )
     out = {}
     for worker, records in by_worker.items():
         try:

@@ -38,14 +38,20 @@ def _may_view(request: Request, session: Session, user: User | None) -> bool:
     bundle_ids = [b for b in request.session.get("crowd", {}).values() if isinstance(b, int)]
     if not bundle_ids:
         return False
-    return bool(session.scalar(
-        select(func.count()).select_from(Bundle).join(Study, Study.id == Bundle.study_id)
-        .where(Bundle.id.in_(bundle_ids), Study.kind == KIND_NAME)))
+    return bool(
+        session.scalar(
+            select(func.count())
+            .select_from(Bundle)
+            .join(Study, Study.id == Bundle.study_id)
+            .where(Bundle.id.in_(bundle_ids), Study.kind == KIND_NAME)
+        )
+    )
 
 
 @router.get("/env/{scan}/view.json", include_in_schema=False)
-def environment_view(scan: str, request: Request, session: Session = Depends(db),
-                     user: User | None = Depends(optional_user)):
+def environment_view(
+    scan: str, request: Request, session: Session = Depends(db), user: User | None = Depends(optional_user)
+):
     if not _may_view(request, session, user):
         raise HTTPException(403, "Only researchers and workers of a navigation study may see buildings.")
     env = session.scalar(select(Environment).where(Environment.scan == scan))
@@ -59,10 +65,13 @@ def environment_view(scan: str, request: Request, session: Session = Depends(db)
     return JSONResponse(data, headers={"Cache-Control": "private, max-age=3600"})
 
 
-@router.post("/api/v1/environments/{scan}/panoramas", tags=["navigation"],
-             dependencies=[Depends(verify_csrf)])
-def upload_panoramas(scan: str, files: list[UploadFile] = File(...), session: Session = Depends(db),
-                     user: User = Depends(require("researcher", "admin"))) -> dict:
+@router.post("/api/v1/environments/{scan}/panoramas", tags=["navigation"], dependencies=[Depends(verify_csrf)])
+def upload_panoramas(
+    scan: str,
+    files: list[UploadFile] = File(...),
+    session: Session = Depends(db),
+    user: User = Depends(require("researcher", "admin")),
+) -> dict:
     """Panoramas of an imported building for the follower's 360-degree view: one
     equirectangular JPEG or PNG per viewpoint (width = 2 x height), each named
     `<viewpoint>.jpg` or `.png`, as many `files` parts as needed (docs/kinds/navigation-viewer.md).
@@ -80,35 +89,53 @@ def generations_context(session: Session, study: Study) -> dict:
     """The study page's section (generation.html): the study's runs and their candidates, and
     the owner's validated speakers and listeners to start one with."""
     arts = session.execute(
-        select(AgentArtifact, Agent).join(Agent, Agent.id == AgentArtifact.agent_id)
-        .where(Agent.owner_id == study.owner_id, Agent.kind == KIND_NAME, AgentArtifact.state == "valid",
-               AgentArtifact.role.in_(("speaker", "listener")))
-        .order_by(Agent.name, AgentArtifact.version.desc())).all()
+        select(AgentArtifact, Agent)
+        .join(Agent, Agent.id == AgentArtifact.agent_id)
+        .where(
+            Agent.owner_id == study.owner_id,
+            Agent.kind == KIND_NAME,
+            AgentArtifact.state == "valid",
+            AgentArtifact.role.in_(("speaker", "listener")),
+        )
+        .order_by(Agent.name, AgentArtifact.version.desc())
+    ).all()
     models = {"speaker": [], "listener": []}
     for a, g in arts:
         models[a.role].append({"id": a.id, "label": f"{g.name} v{g.version}, model v{a.version} ({a.format})"})
     # The runs list is the core's (templates/runs/list.html); the section polls as a whole, so
     # the candidates of a running run fill in too.
-    return {**runs.page_context(session, KIND_NAME, runs.of_study(session, study.id), None),
-            "generations": [{"summary": generation.summary(session, r), "run": runs.of_job(session, r.job_id),
-                             "paths": generation.candidates_by_path(session, r)}
-                            for r in generation.runs_of(session, study)],
-            "speaker_models": models["speaker"], "listener_models": models["listener"],
-            "generation_designs": generation.DESIGNS, "generation_metrics": generation.METRICS}
+    return {
+        **runs.page_context(session, KIND_NAME, runs.of_study(session, study.id), None),
+        "generations": [
+            {
+                "summary": generation.summary(session, r),
+                "run": runs.of_job(session, r.job_id),
+                "paths": generation.candidates_by_path(session, r),
+            }
+            for r in generation.runs_of(session, study)
+        ],
+        "speaker_models": models["speaker"],
+        "listener_models": models["listener"],
+        "generation_designs": generation.DESIGNS,
+        "generation_metrics": generation.METRICS,
+    }
 
 
 @router.get("/studies/{study_id}/generations", include_in_schema=False)
-def study_generations(request: Request, study_id: Id, session: Session = Depends(db),
-                      user: User = Depends(researcher)):
+def study_generations(request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     """The generation runs' section alone (htmx polls it while a run is going)."""
     study = managed_study(session, study_id, user, "No such study among yours.")
-    return render(request, "kinds/navigation/generation.html", study=study,
-                  **generations_context(session, study))
+    return render(request, "kinds/navigation/generation.html", study=study, **generations_context(session, study))
 
 
 @router.post("/studies/{study_id}/generations", include_in_schema=False, dependencies=[Depends(verify_csrf)])
-async def start_generation_page(request: Request, study_id: Id, file: UploadFile = File(None),
-                                session: Session = Depends(db), user: User = Depends(researcher)):
+async def start_generation_page(
+    request: Request,
+    study_id: Id,
+    file: UploadFile = File(None),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     """The study page's start form: the API's fields, parsed and started by the same function
     (the listeners are the checked boxes); a refusal shows in the section, in the site's layout."""
     from app.studies.views import _study_page
@@ -126,10 +153,13 @@ async def start_generation_page(request: Request, study_id: Id, file: UploadFile
     return RedirectResponse(f"/studies/{study.id}#generations", status_code=303)
 
 
-@api.get("/studies/{study_id}/annotations/{annotation_id}/trace.jsonl", tags=["studies"],
-         response_class=Response, responses={200: {"content": {"application/x-ndjson": {}}}})
-def annotation_trace(study_id: Id, annotation_id: Id, session: Session = Depends(db),
-                     user: User = Depends(researcher)):
+@api.get(
+    "/studies/{study_id}/annotations/{annotation_id}/trace.jsonl",
+    tags=["studies"],
+    response_class=Response,
+    responses={200: {"content": {"application/x-ndjson": {}}}},
+)
+def annotation_trace(study_id: Id, annotation_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     """A navigation follower's pose trace as PanGEA JSONL: one {id, exmat, inmat, time (ms)}
     per pose (docs/kinds/navigation-listeners.md)."""
     study = managed_study(session, study_id, user)
@@ -141,8 +171,9 @@ def annotation_trace(study_id: Id, annotation_id: Id, session: Session = Depends
         raise HTTPException(404, f"annotation {annotation_id} has no pose trace")
     data = export_trace(get_graph(session.get(Item, ann.item_id).payload["scan"]), trace)
     name = f"{study.slug}-annotation-{annotation_id}-trace.jsonl"
-    return Response(data, media_type="application/x-ndjson",
-                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    return Response(
+        data, media_type="application/x-ndjson", headers={"Content-Disposition": f'attachment; filename="{name}"'}
+    )
 
 
 def _run(session: Session, run_id: int, user: User):
@@ -154,12 +185,24 @@ def _run(session: Session, run_id: int, user: User):
 
 
 # What a start request may set besides the file (all text; blank: the default).
-START_FIELDS = ("speaker_artifact_id", "listener_artifact_ids", "n", "k", "m", "metric", "design", "max_len",
-                "seed", "batch_size", "top_p")
+START_FIELDS = (
+    "speaker_artifact_id",
+    "listener_artifact_ids",
+    "n",
+    "k",
+    "m",
+    "metric",
+    "design",
+    "max_len",
+    "seed",
+    "batch_size",
+    "top_p",
+)
 
 
-async def start_run(session: Session, study: Study, user: User, file: UploadFile | None,
-                    fields: dict[str, str]) -> GenerationRun:
+async def start_run(
+    session: Session, study: Study, user: User, file: UploadFile | None, fields: dict[str, str]
+) -> GenerationRun:
     """Parse a start request's fields (START_FIELDS; blank or missing: the default) and start
     the run through the one runs service (app/runs), as POST /api/v1/studies/{id}/runs does;
     the study page's form starts runs here too, so they take the same options."""
@@ -171,22 +214,48 @@ async def start_run(session: Session, study: Study, user: User, file: UploadFile
 # The paths before the one runs API (/api/v1/studies/{id}/runs, /api/v1/runs/{id}), kept for a
 # release: their ids are the kind's generation runs' (each run's detail.generation_run).
 @api.post("/studies/{study_id}/generations", status_code=202, tags=["generation"], deprecated=True)
-async def start_generation(study_id: Id, file: UploadFile = UPLOAD, speaker_artifact_id: str = Form(""),
-                           listener_artifact_ids: str = Form(""), n: str = Form(""), k: str = Form(""),
-                           m: str = Form(""), metric: str = Form("ndtw"), design: str = Form("evaluation"),
-                           max_len: str = Form(""), seed: str = Form(""), batch_size: str = Form(""),
-                           top_p: str = Form(""), session: Session = Depends(db),
-                           user: User = Depends(researcher)):
+async def start_generation(
+    study_id: Id,
+    file: UploadFile = UPLOAD,
+    speaker_artifact_id: str = Form(""),
+    listener_artifact_ids: str = Form(""),
+    n: str = Form(""),
+    k: str = Form(""),
+    m: str = Form(""),
+    metric: str = Form("ndtw"),
+    design: str = Form("evaluation"),
+    max_len: str = Form(""),
+    seed: str = Form(""),
+    batch_size: str = Form(""),
+    top_p: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     """Generate a speaker's candidates for an R2R paths file (generated houses) and add items
     to this draft navigation study (docs/kinds/navigation-generation.md): `n` samples per
     path (default 10), `listener_artifact_ids` (K listeners, "3,4") each following every
     candidate `m` times (default 3), `metric` ndtw|sdtw, `design` evaluation|capability,
     `top_p` in (0, 1] (default 1: pure sampling; below 1: nucleus sampling)."""
     study = managed_study(session, study_id, user)
-    run = await start_run(session, study, user, file, {
-        "speaker_artifact_id": speaker_artifact_id, "listener_artifact_ids": listener_artifact_ids, "n": n,
-        "k": k, "m": m, "metric": metric, "design": design, "max_len": max_len, "seed": seed,
-        "batch_size": batch_size, "top_p": top_p})
+    run = await start_run(
+        session,
+        study,
+        user,
+        file,
+        {
+            "speaker_artifact_id": speaker_artifact_id,
+            "listener_artifact_ids": listener_artifact_ids,
+            "n": n,
+            "k": k,
+            "m": m,
+            "metric": metric,
+            "design": design,
+            "max_len": max_len,
+            "seed": seed,
+            "batch_size": batch_size,
+            "top_p": top_p,
+        },
+    )
     return {"run": run.id, "job": run.job_id, "state": "queued"}
 
 

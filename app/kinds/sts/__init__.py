@@ -23,7 +23,8 @@ DEFAULT_APPROVE_AT = 0.8
 PLAY_INSTRUCTIONS = (
     "Do what the instruction says in the grid world. Left and right arrows turn, the up arrow moves "
     "forward, p picks up, d drops, t toggles (opens a door), Backspace undoes a move. When the mission "
-    "is done the page says so: press Enter to send. If you cannot do it, press Enter twice to send anyway.")
+    "is done the page says so: press Enter to send. If you cannot do it, press Enter twice to send anyway."
+)
 
 
 class STSResponse(BaseModel):
@@ -45,28 +46,36 @@ class StandardisedTestSuite(TaskKind):
     primary_table: ClassVar[str | None] = "sts_agents"
     generic_table: ClassVar[bool] = False
     item_noun: ClassVar[str] = "Episode"
-    keyboard_hint: ClassVar[str] = ("Watching an episode: space plays, arrows step (shift: ten), s or f marks "
-                                    "success or failure here. Playing a mission: arrows turn and move, p, d and t "
-                                    "pick up, drop and toggle, Backspace undoes. Enter sends.")
+    keyboard_hint: ClassVar[str] = (
+        "Watching an episode: space plays, arrows step (shift: ten), s or f marks "
+        "success or failure here. Playing a mission: arrows turn and move, p, d and t "
+        "pick up, drop and toggle, Backspace undoes. Enter sends."
+    )
     item_formats: ClassVar[tuple[str, ...]] = ("continuations", "missions")
     position: ClassVar[int] = 30
     format_labels: ClassVar[dict[str, str]] = {
         "continuations": "Agent continuations (JSONL: scenario, agent, level, seed, mission, actions, takeover)",
-        "missions": "Missions people play by keyboard (JSONL or CSV: level, seed, id, instruction)"}
+        "missions": "Missions people play by keyboard (JSONL or CSV: level, seed, id, instruction)",
+    }
     option_fields: ClassVar[dict[str, tuple]] = {"approve_at": ("float", 0.0, 1.0), "tile": ("int", 4, 32)}
     option_labels: ClassVar[dict[str, str]] = {
         "approve_at": f"Approve a worker automatically from this share of gold episodes marked right (0-1; blank: {DEFAULT_APPROVE_AT})",
-        "tile": f"Pixels per grid cell in the frames workers see (4-32; blank: {DEFAULT_TILE})"}
+        "tile": f"Pixels per grid cell in the frames workers see (4-32; blank: {DEFAULT_TILE})",
+    }
     form_help: ClassVar[str] = (
         "Workers watch an agent's episode from the point it takes over and mark the first moment of "
         "success or of failure; with missions, they play each mission by keyboard instead. "
-        "Continuations can also come from a suite (STS suites page). See docs/kinds/sts.md.")
+        "Continuations can also come from a suite (STS suites page). See docs/kinds/sts.md."
+    )
     default_instructions: ClassVar[str] = (
         "Watch the recording: at the marked point an agent takes over. Place one marker at the first "
         "moment the agent succeeds at the instruction, or the first moment it fails (at the end if it "
-        "never succeeds).")
-    outputs_label: ClassVar[str] = ("An agent's continuations are the items of the study: upload them when you create "
-                                    "it, or make the study from a suite")
+        "never succeeds)."
+    )
+    outputs_label: ClassVar[str] = (
+        "An agent's continuations are the items of the study: upload them when you create "
+        "it, or make the study from a suite"
+    )
     imports_outputs: ClassVar[bool] = False
     models: ClassVar[str | None] = "app.kinds.sts.models"
     jobs: ClassVar[dict[str, str]] = {
@@ -75,10 +84,10 @@ class StandardisedTestSuite(TaskKind):
     }
     # Uploaded policies (docs/kinds/sts-policies.md): a rollout policy for continuations.
     artifact_roles: ClassVar[tuple[str, ...]] = ("policy",)
-    artifact_help: ClassVar[str] = ("an STS policy (BabyAI observation and mission to action logits, "
-                                    "docs/kinds/sts-policies.md)")
+    artifact_help: ClassVar[str] = (
+        "an STS policy (BabyAI observation and mission to action logits, docs/kinds/sts-policies.md)"
+    )
     study_template: ClassVar[str | None] = "kinds/sts/study.html"
-
 
     parts: ClassVar[dict[str, str | tuple[str, ...]]] = {
         "agent_runs": "app.kinds.sts.generation:SuiteRuns",
@@ -90,15 +99,17 @@ class StandardisedTestSuite(TaskKind):
 
     def study_context(self, session, study) -> dict:
         settings = study.kind_settings or {}
-        return {"suite": settings.get("suite"), "play": settings.get("mode") == "play",
-                "agent_metrics": settings.get("agent_metrics") or {}}
+        return {
+            "suite": settings.get("suite"),
+            "play": settings.get("mode") == "play",
+            "agent_metrics": settings.get("agent_metrics") or {},
+        }
 
     def preview_context(self, study, item) -> dict:
         from app.kinds.sts.play import is_play
 
         # A play item's page asks the server for each grid: in a preview, the owner's route.
         return {"play_url": f"/api/v1/sts/preview/{study.id}/{item.id}"} if is_play(item.payload) else {}
-
 
     def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
         from app.kinds.sts import play
@@ -110,8 +121,10 @@ class StandardisedTestSuite(TaskKind):
         if payload is not None:
             last = int(payload["n_frames"]) - 1 - int(payload["takeover"])
             if parsed["step"] > last:
-                raise InputError(f"the continuation has {last} steps after the takeover; the marker is at "
-                                 f"{parsed['step']}", field="step")
+                raise InputError(
+                    f"the continuation has {last} steps after the takeover; the marker is at {parsed['step']}",
+                    field="step",
+                )
         return parsed
 
     def public_payload(self, payload: dict) -> dict:
@@ -120,9 +133,13 @@ class StandardisedTestSuite(TaskKind):
 
         if play.is_play(payload):
             return play.public_view(payload)
-        return {"instruction": payload["instruction"], "n_frames": payload["n_frames"],
-                "takeover": payload["takeover"], "tile": payload["tile"],
-                "frames_url": get_store().url(payload["frames_key"], expires_s=6 * 3600)}
+        return {
+            "instruction": payload["instruction"],
+            "n_frames": payload["n_frames"],
+            "takeover": payload["takeover"],
+            "tile": payload["tile"],
+            "frames_url": get_store().url(payload["frames_key"], expires_s=6 * 3600),
+        }
 
     def score(self, payload, reference, response):
         from app.kinds.sts.play import is_play
@@ -160,15 +177,26 @@ class StandardisedTestSuite(TaskKind):
         last, takeover = payload["n_frames"] - 1, payload["takeover"]
         frames = [{"label": "The agent takes over", "frame": takeover}]
         if response.get("marker"):
-            frames.append({"label": f"Their marker: {response['marker']} (step {response.get('step', 0)} after the takeover)",
-                           "frame": min(last, takeover + int(response.get("step") or 0))})
+            frames.append(
+                {
+                    "label": f"Their marker: {response['marker']} (step {response.get('step', 0)} after the takeover)",
+                    "frame": min(last, takeover + int(response.get("step") or 0)),
+                }
+            )
         if answer.get("reference"):
             truth, at = _truth(answer["reference"])
             if truth and at is not None:
-                frames.append({"label": f"The reference: {truth} (step {at} after the takeover)",
-                               "frame": min(last, takeover + int(at))})
-        return {"frames_url": get_store().url(payload["frames_key"], expires_s=3600),
-                "n_frames": payload["n_frames"], "frames": frames}
+                frames.append(
+                    {
+                        "label": f"The reference: {truth} (step {at} after the takeover)",
+                        "frame": min(last, takeover + int(at)),
+                    }
+                )
+        return {
+            "frames_url": get_store().url(payload["frames_key"], expires_s=3600),
+            "n_frames": payload["n_frames"],
+            "frames": frames,
+        }
 
     def auto_review(self, gold, settings=None) -> tuple[str | None, str]:
         """Approve a worker whose balanced accuracy on reference episodes (the mean of their
@@ -201,51 +229,86 @@ class StandardisedTestSuite(TaskKind):
         # and the strip's size are the scenario's, never the outcome's.
         for c in continuations:
             if c.takeover + c.scenario_length + 1 > MAX_FRAMES:
-                raise InputError(f"{c.takeover + c.scenario_length + 1} frames (takeover and length); at most "
-                                 f"{MAX_FRAMES}", line=c.line, field="length")
-        keys = store_strips([(c.recording, c.takeover + c.scenario_length + 1, c.scenario) for c in continuations],
-                            tile)
+                raise InputError(
+                    f"{c.takeover + c.scenario_length + 1} frames (takeover and length); at most {MAX_FRAMES}",
+                    line=c.line,
+                    field="length",
+                )
+        keys = store_strips(
+            [(c.recording, c.takeover + c.scenario_length + 1, c.scenario) for c in continuations], tile
+        )
         items = []
         for c, key in zip(continuations, keys):
             n_frames = c.takeover + c.scenario_length + 1
-            items.append(ItemSpec(
-                external_id=c.id,
-                payload={"instruction": c.instruction, "frames_key": key, "n_frames": n_frames,
-                         "takeover": c.takeover, "tile": tile},
-                reference={"agent": c.agent, "scenario": c.scenario, "continuation": c.continuation,
-                           "level": c.recording.level, "seed": c.recording.seed, "tags": c.tags,
-                           "simulator": c.simulator_outcome, "success_step": c.success_step,
-                           "length": c.length, "scenario_length": c.scenario_length,
-                           "label": c.label, "label_step": c.label_step,
-                           "suite_version": c.suite_version},
-                is_gold=c.reference, source="reference" if c.reference else "agent",
-                category=c.category, cluster=c.scenario))
+            items.append(
+                ItemSpec(
+                    external_id=c.id,
+                    payload={
+                        "instruction": c.instruction,
+                        "frames_key": key,
+                        "n_frames": n_frames,
+                        "takeover": c.takeover,
+                        "tile": tile,
+                    },
+                    reference={
+                        "agent": c.agent,
+                        "scenario": c.scenario,
+                        "continuation": c.continuation,
+                        "level": c.recording.level,
+                        "seed": c.recording.seed,
+                        "tags": c.tags,
+                        "simulator": c.simulator_outcome,
+                        "success_step": c.success_step,
+                        "length": c.length,
+                        "scenario_length": c.scenario_length,
+                        "label": c.label,
+                        "label_step": c.label_step,
+                        "suite_version": c.suite_version,
+                    },
+                    is_gold=c.reference,
+                    source="reference" if c.reference else "agent",
+                    category=c.category,
+                    cluster=c.scenario,
+                )
+            )
         agents = sorted({c.agent for c in continuations if not c.reference})
         return ImportResult(
             items=items,
             kind_settings={"approve_at": float(options.get("approve_at", DEFAULT_APPROVE_AT))},
-            summary={"continuations": len(continuations), "reference": sum(c.reference for c in continuations),
-                     "agents": agents, "scenarios": len({c.scenario for c in continuations}),
-                     "categories": sorted({c.category for c in continuations})})
+            summary={
+                "continuations": len(continuations),
+                "reference": sum(c.reference for c in continuations),
+                "agents": agents,
+                "scenarios": len({c.scenario for c in continuations}),
+                "categories": sorted({c.category for c in continuations}),
+            },
+        )
 
     def _import_missions(self, data: bytes, tile: int) -> ImportResult:
         from app.kinds.sts.formats import parse_missions
         from app.kinds.sts.play import MODE, play_payload
 
         missions = parse_missions(data)
-        items = [ItemSpec(external_id=m.id, payload=play_payload(m, tile), source="mission", category=m.category)
-                 for m in missions]
+        items = [
+            ItemSpec(external_id=m.id, payload=play_payload(m, tile), source="mission", category=m.category)
+            for m in missions
+        ]
         return ImportResult(
-            items=items, kind_settings={"mode": MODE},
-            summary={"missions": len(missions), "levels": sorted({m.level for m in missions}),
-                     "categories": sorted({m.category for m in missions})},
+            items=items,
+            kind_settings={"mode": MODE},
+            summary={
+                "missions": len(missions),
+                "levels": sorted({m.level for m in missions}),
+                "categories": sorted({m.category for m in missions}),
+            },
             # Nothing here is gold: a play has no right answer to check a worker against.
-            study_defaults={"instructions": PLAY_INSTRUCTIONS, "gold_rate": 0.0})
+            study_defaults={"instructions": PLAY_INSTRUCTIONS, "gold_rate": 0.0},
+        )
 
-    def import_agent_outputs(self, data: bytes, known_ids: set[str],
-                             payloads: dict[str, dict] | None = None) -> dict[str, dict]:
-        raise InputError("an STS agent's continuations are the study's items: upload them with the study",
-                         field="file")
+    def import_agent_outputs(
+        self, data: bytes, known_ids: set[str], payloads: dict[str, dict] | None = None
+    ) -> dict[str, dict]:
+        raise InputError("an STS agent's continuations are the study's items: upload them with the study", field="file")
 
     def extra_leaderboard(self, session, study) -> dict | None:
         from app.kinds.sts.leaderboard import section
@@ -261,9 +324,16 @@ class StandardisedTestSuite(TaskKind):
     def demo(self) -> dict:
         from app.kinds.sts.demo import build_demo, simulate_markers
 
-        return {"build": build_demo, "simulate": simulate_markers,
-                "settings": {"bundle_size": 6, "gold_rate": 0.2, "annotations_per_item": 3,
-                             "instructions": self.default_instructions}}
+        return {
+            "build": build_demo,
+            "simulate": simulate_markers,
+            "settings": {
+                "bundle_size": 6,
+                "gold_rate": 0.2,
+                "annotations_per_item": 3,
+                "instructions": self.default_instructions,
+            },
+        }
 
 
 KIND = StandardisedTestSuite()

@@ -28,10 +28,10 @@ def parse_metrics(data: bytes) -> dict[str, dict[str, float]]:
     rows = csv_rows(csv.reader(io.StringIO(text), dialect), text)  # a cell over the csv limit: a 422
     header = next(rows, None)
     if not header or header[0].strip().lower() != "agent":
-        raise InputError("the first column must be headed \"agent\"", line=1, field="agent")
+        raise InputError('the first column must be headed "agent"', line=1, field="agent")
     names = [h.strip() for h in header[1:]]
     if not names:
-        raise InputError("add at least one metric column after \"agent\"", line=1)
+        raise InputError('add at least one metric column after "agent"', line=1)
     if len(names) > MAX_METRICS:
         raise InputError(f"at most {MAX_METRICS} metric columns", line=1)
     for name in names:

@@ -20,15 +20,24 @@ FIELDS = ("architecture", "vocab_version", *MAX_SIZES)
 
 def check_config(role: str, config: object) -> dict:
     """The config of the built-in policy; each problem names its field."""
-    check_architecture(role, config, ARCHITECTURES, MAX_SIZES,
-                       "policy.json, which `proctor train sts-policy` writes beside policy.safetensors")
+    check_architecture(
+        role,
+        config,
+        ARCHITECTURES,
+        MAX_SIZES,
+        "policy.json, which `proctor train sts-policy` writes beside policy.safetensors",
+    )
     if config.get("vocab_version") != VOCAB_VERSION:
-        raise InputError(f"vocab_version {config.get('vocab_version')!r} does not match {VOCAB_VERSION}, "
-                         "the mission vocabulary this platform encodes", field="config.vocab_version")
+        raise InputError(
+            f"vocab_version {config.get('vocab_version')!r} does not match {VOCAB_VERSION}, "
+            "the mission vocabulary this platform encodes",
+            field="config.vocab_version",
+        )
     unknown = sorted(set(config) - set(FIELDS))
     if unknown:  # a typo ("hiden") would otherwise be ignored and the default built
-        raise InputError(f"unknown config field {unknown[0]!r}: the fields are {', '.join(FIELDS)}",
-                         field=f"config.{unknown[0]}")
+        raise InputError(
+            f"unknown config field {unknown[0]!r}: the fields are {', '.join(FIELDS)}", field=f"config.{unknown[0]}"
+        )
     return {k: config[k] for k in FIELDS}
 
 
@@ -37,13 +46,27 @@ def expected_shapes(config: dict) -> dict[str, tuple[int, ...]]:
     the module's order (a test keeps the two equal): what the weights of an upload must hold."""
     e, c, h = int(config["embed"]), int(config["channels"]), int(config["hidden"])
     return {
-        "objects.weight": (len(OBJECTS), e), "colours.weight": (len(COLOURS), e), "states.weight": (len(STATES), e),
+        "objects.weight": (len(OBJECTS), e),
+        "colours.weight": (len(COLOURS), e),
+        "states.weight": (len(STATES), e),
         "words.weight": (len(WORDS), e),
-        "gru.weight_ih_l0": (3 * h, e), "gru.weight_hh_l0": (3 * h, h), "gru.bias_ih_l0": (3 * h,),
+        "gru.weight_ih_l0": (3 * h, e),
+        "gru.weight_hh_l0": (3 * h, h),
+        "gru.bias_ih_l0": (3 * h,),
         "gru.bias_hh_l0": (3 * h,),
-        "conv1.weight": (c, e, 3, 3), "conv1.bias": (c,), "conv2.weight": (c, c, 3, 3), "conv2.bias": (c,),
-        "film1.weight": (2 * c, h), "film1.bias": (2 * c,), "film2.weight": (2 * c, h), "film2.bias": (2 * c,),
+        "conv1.weight": (c, e, 3, 3),
+        "conv1.bias": (c,),
+        "conv2.weight": (c, c, 3, 3),
+        "conv2.bias": (c,),
+        "film1.weight": (2 * c, h),
+        "film1.bias": (2 * c,),
+        "film2.weight": (2 * c, h),
+        "film2.bias": (2 * c,),
         "direction.weight": (N_DIRECTIONS, e),
-        "head.0.weight": (h, c * VIEW * VIEW + e), "head.0.bias": (h,), "head.2.weight": (h, h), "head.2.bias": (h,),
-        "head.4.weight": (len(ACTIONS), h), "head.4.bias": (len(ACTIONS),),
+        "head.0.weight": (h, c * VIEW * VIEW + e),
+        "head.0.bias": (h,),
+        "head.2.weight": (h, h),
+        "head.2.bias": (h,),
+        "head.4.weight": (len(ACTIONS), h),
+        "head.4.bias": (len(ACTIONS),),
     }

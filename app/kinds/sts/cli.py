@@ -34,13 +34,23 @@ def _ttc(t: dict) -> str:
 
 
 @sts.command("score")
-@click.option("--annotations", "path", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="JSONL, one marker a line: annotator, agent, scenario, continuation, category, "
-                   "marker (success|failure), step, reference (true|false), label (reference only).")
-@click.option("--judge", "judge_path", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="JSONL, an automatic judge's verdict on every continuation (people's or not): agent, "
-                   "scenario, continuation, success (true|false). Adds each agent's agreement with people "
-                   "and the PPI++ share from both (docs/statistics.md).")
+@click.option(
+    "--annotations",
+    "path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="JSONL, one marker a line: annotator, agent, scenario, continuation, category, "
+    "marker (success|failure), step, reference (true|false), label (reference only).",
+)
+@click.option(
+    "--judge",
+    "judge_path",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="JSONL, an automatic judge's verdict on every continuation (people's or not): agent, "
+    "scenario, continuation, success (true|false). Adds each agent's agreement with people "
+    "and the PPI++ share from both (docs/statistics.md).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 def sts_score(path: str, judge_path: str | None, as_json: bool) -> None:
     """Score an annotations file offline: each agent's success share (with its standard error and
@@ -62,8 +72,11 @@ def sts_score(path: str, judge_path: str | None, as_json: bool) -> None:
         except InputError as exc:
             raise click.ClickException(f"{judge_path}: {exc}") from None
 
-    with open(path, encoding="utf-8-sig") as f, tqdm(total=os.path.getsize(path), unit="B", unit_scale=True,
-                                                     desc="reading", disable=None, leave=False) as bar:
+    with (
+        open(path, encoding="utf-8-sig") as f,
+        tqdm(total=os.path.getsize(path), unit="B", unit_scale=True, desc="reading", disable=None, leave=False) as bar,
+    ):
+
         def lines():
             for raw in f:
                 bar.update(len(raw.encode()))
@@ -78,31 +91,43 @@ def sts_score(path: str, judge_path: str | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(result, indent=None, sort_keys=False))
         return
-    click.echo(f"{'agent':<24} {'n':>6} {'success':>8} {'se':>7} {'95% interval':>18} {'corrected':>10} "
-               f"{'its interval':>18} {'ttc median [95%]':>18} {'timed':>6}")
+    click.echo(
+        f"{'agent':<24} {'n':>6} {'success':>8} {'se':>7} {'95% interval':>18} {'corrected':>10} "
+        f"{'its interval':>18} {'ttc median [95%]':>18} {'timed':>6}"
+    )
     for name, a in result["agents"].items():
         c = a["corrected"]
-        click.echo(f"{name:<24} {a['n']:>6} {_pct(a['success']):>8} {_pct(a['se']):>7} {_interval(a):>18} "
-                   f"{_pct(c['mean']):>10} {_interval(c):>18} {_ttc(a['ttc']):>18} {a['ttc']['n']:>6}")
+        click.echo(
+            f"{name:<24} {a['n']:>6} {_pct(a['success']):>8} {_pct(a['se']):>7} {_interval(a):>18} "
+            f"{_pct(c['mean']):>10} {_interval(c):>18} {_ttc(a['ttc']):>18} {a['ttc']['n']:>6}"
+        )
         for cat, e in a["per_category"].items():
             click.echo(f"  {cat:<22} {e['n']:>6} {_pct(e['success']):>8} {_pct(e['se']):>7} {_interval(e):>18}")
     if judge is not None:
         click.echo("")
-        click.echo(f"{'agent':<24} {'people':>8} {'judge agrees':>13} {'PPI++':>8} {'95% interval':>18} "
-                   f"{'people':>7} {'judged':>7} {'worth':>7}")
+        click.echo(
+            f"{'agent':<24} {'people':>8} {'judge agrees':>13} {'PPI++':>8} {'95% interval':>18} "
+            f"{'people':>7} {'judged':>7} {'worth':>7}"
+        )
         for name, a in result["agents"].items():
             p, g = a["ppi"], a["judge_agreement"]
             worth = "-" if p["effective_n"] is None else f"{p['effective_n']:.0f}"
             shown = _interval(p) if p["low"] is not None else "too few people"
-            click.echo(f"{name:<24} {_pct(a['success']):>8} {_pct(g['mean']):>13} {_pct(p['mean']):>8} "
-                       f"{shown:>18} {p['n_human']:>7} {p['n_judge']:>7} {worth:>7}")
-        click.echo("PPI++: people's outcomes on their (random) sample and the judge's on every continuation; "
-                   "'worth': how many people's continuations its interval is worth.")
+            click.echo(
+                f"{name:<24} {_pct(a['success']):>8} {_pct(g['mean']):>13} {_pct(p['mean']):>8} "
+                f"{shown:>18} {p['n_human']:>7} {p['n_judge']:>7} {worth:>7}"
+            )
+        click.echo(
+            "PPI++: people's outcomes on their (random) sample and the judge's on every continuation; "
+            "'worth': how many people's continuations its interval is worth."
+        )
     reasons = {c["reason"] for a in result["agents"].values() if (c := a["corrected"]).get("reason")}
     for reason in sorted(reasons):
         click.echo(f"corrected n/a: {reason}")
     click.echo("")
     click.echo(f"{'annotator':<24} {'reference':>9} {'sensitivity':>11} {'specificity':>11} {'balanced':>9}")
     for who, a in result["annotators"].items():
-        click.echo(f"{who:<24} {a['n_reference']:>9} {_pct(a['sensitivity']):>11} "
-                   f"{_pct(a['specificity']):>11} {_pct(a['balanced_accuracy']):>9}")
+        click.echo(
+            f"{who:<24} {a['n_reference']:>9} {_pct(a['sensitivity']):>11} "
+            f"{_pct(a['specificity']):>11} {_pct(a['balanced_accuracy']):>9}"
+        )

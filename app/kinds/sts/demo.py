@@ -50,7 +50,7 @@ def _expert_context(sim, level: str, seed: int) -> tuple[str, list[int]]:
         a = ep.expert_action()
         ep.step(a)
         actions.append(a)
-    return ep.mission, actions[:min(TAKEOVER, len(actions) - 1)]
+    return ep.mission, actions[: min(TAKEOVER, len(actions) - 1)]
 
 
 def demo_lines() -> list[dict]:
@@ -63,13 +63,23 @@ def demo_lines() -> list[dict]:
             scenario = f"{level.removeprefix('BabyAI-').removesuffix('-v0')}-{seed}"
             for c in range(CONTINUATIONS if not reference else 1):
                 rng = np.random.default_rng([seed, c])
-                agents = {"expert": lambda ep: ep.expert_action(),
-                          "random": lambda ep, rng=rng: int(rng.integers(0, len(ACTIONS) - 1))}
+                agents = {
+                    "expert": lambda ep: ep.expert_action(),
+                    "random": lambda ep, rng=rng: int(rng.integers(0, len(ACTIONS) - 1)),
+                }
                 for agent, policy in agents.items():
                     actions = _episode(sim, level, seed, context, policy, LENGTH)
-                    line = {"scenario": scenario, "agent": agent, "continuation": c, "level": level,
-                            "seed": seed, "mission": mission, "actions": actions, "takeover": len(context),
-                            "length": LENGTH}
+                    line = {
+                        "scenario": scenario,
+                        "agent": agent,
+                        "continuation": c,
+                        "level": level,
+                        "seed": seed,
+                        "mission": mission,
+                        "actions": actions,
+                        "takeover": len(context),
+                        "length": LENGTH,
+                    }
                     if reference:  # labelled by the simulator's own outcome
                         line.update(reference=True, id=f"reference/{scenario}/{agent}")
                     lines.append(line)
@@ -131,8 +141,13 @@ def _baseline(session: Session, owner):
         return None
     from workers.sts.train import demonstrations, train_policy
 
-    agent = register_agent(session, owner, "sts", BASELINE,
-                           description="behavioural cloning of the expert (demo-sized, trained by `proctor demo`)")
+    agent = register_agent(
+        session,
+        owner,
+        "sts",
+        BASELINE,
+        description="behavioural cloning of the expert (demo-sized, trained by `proctor demo`)",
+    )
     session.commit()
     if newest_valid_policy(session, agent) is not None:
         return agent
@@ -150,8 +165,11 @@ def _baseline(session: Session, owner):
     except BrokerUnavailable as exc:
         _note(f"no trained baseline: its validation could not be queued ({exc})")
         return None
-    job_id = next(j.id for j in session.scalars(select(Job).where(Job.task == "sts.validate", Job.state == "queued"))
-                  if j.params.get("artifact_id") == artifact.id)
+    job_id = next(
+        j.id
+        for j in session.scalars(select(Job).where(Job.task == "sts.validate", Job.state == "queued"))
+        if j.params.get("artifact_id") == artifact.id
+    )
     state, log = _run(job_id)
     session.expire_all()
     artifact = session.get(AgentArtifact, artifact.id)
@@ -175,13 +193,23 @@ def build_demo(session: Session, owner, settings):
     recordings = []
     for level in LEVELS:
         recordings += suites.expert_recordings(session, owner, level, list(SUITE_SEEDS))[0]
-    suite = session.scalar(select(Suite).where(Suite.owner_id == owner.id, Suite.name == SUITE)) \
-        or suites.create_suite(session, owner, SUITE, "The demo: the expert's games on four BabyAI level "
-                                                      f"families, taken over {K} steps before its success")
+    suite = session.scalar(select(Suite).where(Suite.owner_id == owner.id, Suite.name == SUITE)) or suites.create_suite(
+        session,
+        owner,
+        SUITE,
+        f"The demo: the expert's games on four BabyAI level families, taken over {K} steps before its success",
+    )
     version = suites.get_version(session, suite, 1)
     if version.state == "draft":
-        suites.add_scenarios(session, version, rule="before success", k=K, continuation=SUITE_LENGTH,
-                             recordings=[r.id for r in recordings if r.success_step >= K], tags=["demo"])
+        suites.add_scenarios(
+            session,
+            version,
+            rule="before success",
+            k=K,
+            continuation=SUITE_LENGTH,
+            recordings=[r.id for r in recordings if r.success_step >= K],
+            tags=["demo"],
+        )
         suites.publish(session, version)
     agents = [suites.builtin_agent(session, owner.id, name) for name in ("expert", "random")]
     session.commit()
@@ -189,16 +217,29 @@ def build_demo(session: Session, owner, settings):
         agents.append(baseline)
     for agent in agents:
         run = generation.create_run(session, owner, suite, version, agent, continuations=SUITE_CONTINUATIONS)
-        runs.add(session, owner, generation.KIND_NAME, generation.started(session, run),
-                 target={"suite_id": suite.id, "version": version.number})
+        runs.add(
+            session,
+            owner,
+            generation.KIND_NAME,
+            generation.started(session, run),
+            target={"suite_id": suite.id, "version": version.number},
+        )
         job_id = run.job_id
         session.commit()
         state, log = _run(job_id)
         if state != "done":
             raise RuntimeError(f"the demo's generation for {suites.agent_label(agent)} is {state}:\n{log}")
     session.expire_all()
-    study, _ = build_study(session, owner, suite, version, settings, agents=[a.id for a in agents],
-                           reference=REFERENCE, continuations=SUITE_CONTINUATIONS)
+    study, _ = build_study(
+        session,
+        owner,
+        suite,
+        version,
+        settings,
+        agents=[a.id for a in agents],
+        reference=REFERENCE,
+        continuations=SUITE_CONTINUATIONS,
+    )
     return study
 
 
@@ -212,6 +253,7 @@ def simulate_markers(session: Session, study, researcher) -> None:
     # Enough of them that people mark a good part of each agent's continuations, not all: the
     # leaderboard's PPI++ table puts the simulator's verdict on the rest (issue 28).
     for i, accuracy in enumerate((0.95, 0.9, 0.85, 0.8) * 6):
+
         def answer(item, rng, accuracy=accuracy):
             said, step = truth(item.reference or {})
             if rng.random() >= accuracy:

@@ -116,8 +116,7 @@ def mission_category(mission: str) -> str:
     with their verb. Object descriptions ("the red ball behind you") never contain these."""
     if ", then " in mission or " after you " in mission or " and " in mission:
         return "sequence"
-    for prefix, family in (("go to ", "go to"), ("pick up ", "pick up"), ("open ", "open"),
-                           ("put ", "put next to")):
+    for prefix, family in (("go to ", "go to"), ("pick up ", "pick up"), ("open ", "open"), ("put ", "put next to")):
         if mission.startswith(prefix):
             return family
     raise SimulatorError(f"mission {mission!r} is not one of the BabyAI families")
@@ -267,8 +266,7 @@ class BabyAIEpisode(Episode):
         """The documented agent observation: `image` uint8 [7, 7, 3], the egocentric symbolic
         view (object type, colour, state per cell; the agent sits at the bottom middle, facing
         up); `direction` 0-3 (0 east, 1 south, 2 west, 3 north); `mission` the instruction."""
-        return {"image": self._obs["image"], "direction": int(self._obs["direction"]),
-                "mission": self.mission}
+        return {"image": self._obs["image"], "direction": int(self._obs["direction"]), "mission": self.mission}
 
     def frame(self, tile_size: int = 8, highlight: bool = True) -> np.ndarray:
         """The full grid seen from above; `highlight` shades the cells the agent sees."""
@@ -313,8 +311,9 @@ class BabyAISimulator(Simulator):
         # BABYAI_DONE_ACTIONS changes when missions succeed (only on `done`): recordings made
         # under one setting would not replay under the other.
         if verifier.use_done_actions:
-            raise SimulatorError("BABYAI_DONE_ACTIONS is set: unset it, recordings assume missions "
-                                 "succeed without the done action")
+            raise SimulatorError(
+                "BABYAI_DONE_ACTIONS is set: unset it, recordings assume missions succeed without the done action"
+            )
 
     def levels(self) -> tuple[str, ...]:
         return tuple(LEVELS)

@@ -39,8 +39,11 @@ def queue(session: Session, study: Study) -> list[dict]:
     markers: dict[int, list[tuple[str, int | None]]] = defaultdict(list)
     items: dict[int, Item] = {}
     for item, response in session.execute(
-            select(Item, Annotation.response).join(Annotation, Annotation.item_id == Item.id).where(valid)
-            .order_by(Annotation.id)):
+        select(Item, Annotation.response)
+        .join(Annotation, Annotation.item_id == Item.id)
+        .where(valid)
+        .order_by(Annotation.id)
+    ):
         if (response or {}).get("marker") in ("success", "failure"):
             markers[item.id].append((response["marker"], response.get("step")))
             items[item.id] = item
@@ -54,14 +57,24 @@ def queue(session: Session, study: Study) -> list[dict]:
         split = len({m for m, _ in marks}) > 1
         simulator = ref.get("simulator")
         review = reviews.get(item_id)
-        rows.append({
-            "item_id": item_id, "external_id": items[item_id].external_id, "agent": str(ref.get("agent", "")),
-            "scenario": str(ref.get("scenario", "")), "continuation": str(ref.get("continuation", "")),
-            "category": items[item_id].category, "instruction": (items[item_id].payload or {}).get("instruction", ""),
-            "markers": [{"marker": m, "step": s} for m, s in marks],
-            "success_markers": sum(m == "success" for m, _ in marks), "failure_markers": sum(m == "failure" for m, _ in marks),
-            "simulator": simulator, "disputed": split or simulator == "success",
-            "error_type": review.error_type if review else None, "note": review.note if review else ""})
+        rows.append(
+            {
+                "item_id": item_id,
+                "external_id": items[item_id].external_id,
+                "agent": str(ref.get("agent", "")),
+                "scenario": str(ref.get("scenario", "")),
+                "continuation": str(ref.get("continuation", "")),
+                "category": items[item_id].category,
+                "instruction": (items[item_id].payload or {}).get("instruction", ""),
+                "markers": [{"marker": m, "step": s} for m, s in marks],
+                "success_markers": sum(m == "success" for m, _ in marks),
+                "failure_markers": sum(m == "failure" for m, _ in marks),
+                "simulator": simulator,
+                "disputed": split or simulator == "success",
+                "error_type": review.error_type if review else None,
+                "note": review.note if review else "",
+            }
+        )
     rows.sort(key=lambda r: (not r["disputed"], r["error_type"] is not None, r["item_id"]))
     return rows
 
@@ -85,8 +98,17 @@ def classify(session: Session, study: Study, item_id: int, error_type: str | Non
             review = FailureReview(study_id=study.id, item_id=item_id, error_type=error_type)
             session.add(review)
         review.error_type, review.note, review.reviewer_id, review.updated_at = error_type, note, admin.id, utcnow()
-    audit.record(session, admin.id, "sts.failure_review", "item", item_id, study=study.id,
-                 before=before, after=error_type or None, note=note)
+    audit.record(
+        session,
+        admin.id,
+        "sts.failure_review",
+        "item",
+        item_id,
+        study=study.id,
+        before=before,
+        after=error_type or None,
+        note=note,
+    )
     session.commit()
     return {"item_id": item_id, "error_type": error_type or None, "note": note if error_type else ""}
 
@@ -97,14 +119,25 @@ def summary(session: Session, study: Study) -> dict | None:
     counts: Counter = Counter()
     per_agent: dict[str, Counter] = defaultdict(Counter)
     for error_type, reference in session.execute(
-            select(FailureReview.error_type, Item.reference).join(Item, Item.id == FailureReview.item_id)
-            .where(FailureReview.study_id == study.id)):
+        select(FailureReview.error_type, Item.reference)
+        .join(Item, Item.id == FailureReview.item_id)
+        .where(FailureReview.study_id == study.id)
+    ):
         counts[error_type] += 1
         per_agent[str((reference or {}).get("agent", ""))][error_type] += 1
     if not counts:
         return None
     total = sum(counts.values())
-    rows = [{"source": SOURCES[ERROR_TYPES[t][0]], "error_type": t, "description": ERROR_TYPES[t][1],
-             "episodes": counts[t], "share": counts[t] / total, **{f"a:{a}": c[t] for a, c in per_agent.items()}}
-            for t in ERROR_TYPES if counts[t]]
+    rows = [
+        {
+            "source": SOURCES[ERROR_TYPES[t][0]],
+            "error_type": t,
+            "description": ERROR_TYPES[t][1],
+            "episodes": counts[t],
+            "share": counts[t] / total,
+            **{f"a:{a}": c[t] for a, c in per_agent.items()},
+        }
+        for t in ERROR_TYPES
+        if counts[t]
+    ]
     return {"rows": rows, "agents": sorted(per_agent), "total": total}

@@ -89,9 +89,10 @@ def gen_obs(env) -> dict:
         base = top_y * width + top_x
         view = [cells[base + o] for o in _flat_offsets(size, env.agent_dir, width)]
     else:  # at the edge: cells beyond it are walls
-        view = [cells[(top_y + sj) * width + top_x + si]
-                if 0 <= top_x + si < width and 0 <= top_y + sj < height else _WALL
-                for si, sj in view_map(size, env.agent_dir)]
+        view = [
+            cells[(top_y + sj) * width + top_x + si] if 0 <= top_x + si < width and 0 <= top_y + sj < height else _WALL
+            for si, sj in view_map(size, env.agent_dir)
+        ]
     mask = [True] * (size * size) if env.see_through_walls else _visible(view, size)
     # The agent sees what it carries in its own cell (and nothing else there).
     view[(size // 2) * size + size - 1] = env.carrying or None
@@ -127,9 +128,12 @@ def find_matching_objs(self, env, use_location=True):
         for k in range(i, size, width):
             cell = cells[k]
             # The same filters as minigrid's, cheapest first (most cells are walls).
-            if cell is None or (want_type is not None and cell.type != want_type) or \
-                    (want_colour is not None and cell.color != want_colour) or \
-                    (tracked is not None and id(cell) not in tracked):
+            if (
+                cell is None
+                or (want_type is not None and cell.type != want_type)
+                or (want_colour is not None and cell.color != want_colour)
+                or (tracked is not None and id(cell) not in tracked)
+            ):
                 continue
             j = k // width
             if side is not None:

@@ -48,8 +48,24 @@ from app.kinds.sts.mining import MAX_CONTINUATION
 from app.kinds.sts.recordings import Replayable, check, decode_upload, parse_recording
 from app.textfiles import csv_rows, jsonl_objects
 
-FIELDS = {"id", "scenario", "agent", "continuation", "level", "seed", "mission", "actions", "takeover",
-          "instruction", "category", "tags", "reference", "label", "suite_version", "length"}
+FIELDS = {
+    "id",
+    "scenario",
+    "agent",
+    "continuation",
+    "level",
+    "seed",
+    "mission",
+    "actions",
+    "takeover",
+    "instruction",
+    "category",
+    "tags",
+    "reference",
+    "label",
+    "suite_version",
+    "length",
+}
 LABELS = ("success", "failure")
 MAX_TEXT = 255
 MAX_TAGS = 20
@@ -108,56 +124,87 @@ def parse_continuation(obj: object, line: int, sim: Simulator) -> Continuation:
     unknown = sorted(set(obj) - FIELDS)
     if unknown:
         raise InputError(f"unknown field(s) {', '.join(map(repr, unknown))}", line=line, field=unknown[0])
-    rec = parse_recording({k: obj[k] for k in ("level", "seed", "mission", "actions") if k in obj}
-                          | {"actor": "agent"}, line)
+    rec = parse_recording(
+        {k: obj[k] for k in ("level", "seed", "mission", "actions") if k in obj} | {"actor": "agent"}, line
+    )
     takeover = obj.get("takeover")
     if isinstance(takeover, bool) or not isinstance(takeover, int) or takeover < 0:
-        raise InputError(f"takeover must be a number of context actions (0 or more), not {takeover!r}",
-                         line=line, field="takeover")
+        raise InputError(
+            f"takeover must be a number of context actions (0 or more), not {takeover!r}", line=line, field="takeover"
+        )
     if takeover > len(rec.actions):
-        raise InputError(f"takeover {takeover} is beyond the episode, which has {len(rec.actions)} actions",
-                         line=line, field="takeover")
+        raise InputError(
+            f"takeover {takeover} is beyond the episode, which has {len(rec.actions)} actions",
+            line=line,
+            field="takeover",
+        )
     outcome = check(rec, sim)  # replays it: RecordingError names the line and field
     if outcome.end is not None and outcome.end <= takeover:
-        raise InputError(f"the episode ends at step {outcome.end}, at or before its takeover point "
-                         f"{takeover}: the agent would never act", line=line, field="takeover")
+        raise InputError(
+            f"the episode ends at step {outcome.end}, at or before its takeover point "
+            f"{takeover}: the agent would never act",
+            line=line,
+            field="takeover",
+        )
     reference = obj.get("reference", False)
     if not isinstance(reference, bool):
         raise InputError("reference must be true or false", line=line, field="reference")
     success_step = outcome.success - takeover if outcome.success is not None else None
     label = obj.get("label")
     if label is not None and label not in LABELS:
-        raise InputError(f"label must be \"success\" or \"failure\", not {json.dumps(label)}",
-                         line=line, field="label")
+        raise InputError(f'label must be "success" or "failure", not {json.dumps(label)}', line=line, field="label")
     if reference and label is None:
         label = "success" if success_step is not None else "failure"
     tags = obj.get("tags", [])
-    if (not isinstance(tags, list) or len(tags) > MAX_TAGS
-            or not all(isinstance(t, str) and 0 < len(t.strip()) <= 64 for t in tags)):
+    if (
+        not isinstance(tags, list)
+        or len(tags) > MAX_TAGS
+        or not all(isinstance(t, str) and 0 < len(t.strip()) <= 64 for t in tags)
+    ):
         raise InputError(f"tags must be a list of at most {MAX_TAGS} short texts", line=line, field="tags")
     suite_version = obj.get("suite_version")
-    if suite_version is not None and (isinstance(suite_version, bool) or not isinstance(suite_version, int)
-                                      or suite_version < 1):
-        raise InputError(f"suite_version must be a version number (1 or more), not {suite_version!r}",
-                         line=line, field="suite_version")
+    if suite_version is not None and (
+        isinstance(suite_version, bool) or not isinstance(suite_version, int) or suite_version < 1
+    ):
+        raise InputError(
+            f"suite_version must be a version number (1 or more), not {suite_version!r}",
+            line=line,
+            field="suite_version",
+        )
     scenario_length = obj.get("length")
     own = len(rec.actions) - takeover
-    if scenario_length is not None and (isinstance(scenario_length, bool) or not isinstance(scenario_length, int)
-                                        or not own <= scenario_length <= MAX_CONTINUATION):
-        raise InputError(f"length (the scenario's continuation length) must be a whole number from {own} "
-                         f"(the agent's own steps) to {MAX_CONTINUATION}, not {scenario_length!r}",
-                         line=line, field="length")
+    if scenario_length is not None and (
+        isinstance(scenario_length, bool)
+        or not isinstance(scenario_length, int)
+        or not own <= scenario_length <= MAX_CONTINUATION
+    ):
+        raise InputError(
+            f"length (the scenario's continuation length) must be a whole number from {own} "
+            f"(the agent's own steps) to {MAX_CONTINUATION}, not {scenario_length!r}",
+            line=line,
+            field="length",
+        )
     instruction = _text(obj, "instruction", line, required=False) or rec.mission
     try:
         category = _text(obj, "category", line, required=False) or sim.category_of(rec.level, rec.mission)
     except ValueError as exc:
         raise InputError(str(exc), line=line, field="category") from None
     c = Continuation(
-        scenario=_text(obj, "scenario", line), agent=_text(obj, "agent", line),
-        continuation=_text(obj, "continuation", line), recording=rec, takeover=takeover,
-        instruction=instruction, category=category, tags=sorted({t.strip() for t in tags}),
-        reference=reference, label=label if reference else None, success_step=success_step,
-        suite_version=suite_version, scenario_length=scenario_length, line=line)
+        scenario=_text(obj, "scenario", line),
+        agent=_text(obj, "agent", line),
+        continuation=_text(obj, "continuation", line),
+        recording=rec,
+        takeover=takeover,
+        instruction=instruction,
+        category=category,
+        tags=sorted({t.strip() for t in tags}),
+        reference=reference,
+        label=label if reference else None,
+        success_step=success_step,
+        suite_version=suite_version,
+        scenario_length=scenario_length,
+        line=line,
+    )
     if reference:
         # The simulator's moment when the label is its own outcome (success: the success step;
         # failure: the end); a label that overrides the simulator has no known moment.
@@ -195,14 +242,21 @@ def _scenario_lengths(continuations: list[Continuation]) -> None:
             continue
         first = given.setdefault(c.scenario, c)
         if first.scenario_length != c.scenario_length:
-            raise InputError(f"scenario {c.scenario!r} has length {first.scenario_length} on line {first.line}: "
-                             f"every continuation of a scenario is shown for the same length",
-                             line=c.line, field="length")
+            raise InputError(
+                f"scenario {c.scenario!r} has length {first.scenario_length} on line {first.line}: "
+                f"every continuation of a scenario is shown for the same length",
+                line=c.line,
+                field="length",
+            )
     for c in continuations:
         first = given.get(c.scenario)
         if first is not None and c.length > first.scenario_length:
-            raise InputError(f"the agent takes {c.length} steps, more than its scenario's length "
-                             f"{first.scenario_length} (line {first.line})", line=c.line, field="actions")
+            raise InputError(
+                f"the agent takes {c.length} steps, more than its scenario's length "
+                f"{first.scenario_length} (line {first.line})",
+                line=c.line,
+                field="actions",
+            )
         c.scenario_length = first.scenario_length if first is not None else longest[c.scenario]
 
 
@@ -247,8 +301,9 @@ def parse_mission(obj: object, line: int, sim: Simulator) -> Mission:
         raise InputError(str(exc), line=line, field="seed") from None
     given = _text(obj, "mission", line, required=False)
     if given and given != episode.mission:
-        raise InputError(f"seed {seed} of {level} gives the mission {episode.mission!r}, not {given!r}",
-                         line=line, field="mission")
+        raise InputError(
+            f"seed {seed} of {level} gives the mission {episode.mission!r}, not {given!r}", line=line, field="mission"
+        )
     mid = _text(obj, "id", line, required=False) or f"{level}:{seed}"
     if len(mid) > MAX_MISSION_ID:
         raise InputError(f"id is longer than {MAX_MISSION_ID} characters", line=line, field="id")
@@ -256,9 +311,16 @@ def parse_mission(obj: object, line: int, sim: Simulator) -> Mission:
         category = _text(obj, "category", line, required=False) or sim.category_of(level, episode.mission)
     except SimulatorError as exc:
         raise InputError(str(exc), line=line, field="category") from None
-    return Mission(id=mid, level=level, seed=int(seed), mission=episode.mission,
-                   instruction=_text(obj, "instruction", line, required=False) or episode.mission,
-                   category=category, max_steps=int(episode.max_steps), line=line)
+    return Mission(
+        id=mid,
+        level=level,
+        seed=int(seed),
+        mission=episode.mission,
+        instruction=_text(obj, "instruction", line, required=False) or episode.mission,
+        category=category,
+        max_steps=int(episode.max_steps),
+        line=line,
+    )
 
 
 def _mission_records(text: str):
@@ -273,8 +335,11 @@ def _mission_records(text: str):
     header = [h.strip() for h in next(rows, [])]
     unknown = [h for h in header if h not in MISSION_FIELDS]
     if unknown:
-        raise InputError(f"unknown column(s) {', '.join(map(repr, unknown))}: use {', '.join(MISSION_FIELDS)}",
-                         line=1, field=unknown[0])
+        raise InputError(
+            f"unknown column(s) {', '.join(map(repr, unknown))}: use {', '.join(MISSION_FIELDS)}",
+            line=1,
+            field=unknown[0],
+        )
     for row in rows:
         if len(row) > len(header):  # more cells than the header names
             raise InputError("more cells than the header has columns", line=reader.line_num)

@@ -82,8 +82,7 @@ def store_strips(episodes: list[tuple[object, int, str]], tile: int) -> list[str
         groups.setdefault(scenario, []).append(i)
     store, keys = get_store(), [""] * len(episodes)
     for members in groups.values():
-        pngs = encode_pngs_of_one_size([strip(held_frames(episodes[i][0], tile, episodes[i][1]))
-                                        for i in members])
+        pngs = encode_pngs_of_one_size([strip(held_frames(episodes[i][0], tile, episodes[i][1])) for i in members])
         for i, png in zip(members, pngs):
             digest = hashlib.sha256(png).hexdigest()
             keys[i] = f"sts/frames/{digest[:2]}/{digest}.png"

@@ -51,9 +51,17 @@ def _int(value: object, field: str, low: int, high: int) -> int:
     return value
 
 
-def create_run(session: Session, user: User, suite: Suite, version: SuiteVersion, agent: Agent, *,
-               continuations: object = DEFAULT_CONTINUATIONS, seed: object = 0,
-               batch_size: object = DEFAULT_BATCH) -> GenerationRun:
+def create_run(
+    session: Session,
+    user: User,
+    suite: Suite,
+    version: SuiteVersion,
+    agent: Agent,
+    *,
+    continuations: object = DEFAULT_CONTINUATIONS,
+    seed: object = 0,
+    batch_size: object = DEFAULT_BATCH,
+) -> GenerationRun:
     """Store the run and its job (the caller submits it). One run of an agent on a suite at a
     time: a second while one is queued or running would race it for the same continuations."""
     c = _int(continuations, "continuations", 1, MAX_CONTINUATIONS)
@@ -62,20 +70,37 @@ def create_run(session: Session, user: User, suite: Suite, version: SuiteVersion
     if not session.scalar(select(func.count()).select_from(scenarios_query(version).subquery())):
         raise Conflict(f"version {version.number} has no scenarios to continue", field="version")
     going = session.scalar(
-        select(GenerationRun.job_id).join(jobs.Job, jobs.Job.id == GenerationRun.job_id)
+        select(GenerationRun.job_id)
+        .join(jobs.Job, jobs.Job.id == GenerationRun.job_id)
         .join(SuiteVersion, SuiteVersion.id == GenerationRun.version_id)
-        .where(SuiteVersion.suite_id == suite.id, GenerationRun.agent_id == agent.id,
-               jobs.Job.state.in_(("queued", "running"))))
+        .where(
+            SuiteVersion.suite_id == suite.id,
+            GenerationRun.agent_id == agent.id,
+            jobs.Job.state.in_(("queued", "running")),
+        )
+    )
     if going is not None:
-        raise Conflict(f"{agent_label(agent)} already has a generation on {suite.name!r} queued or running "
-                       f"(job {going}): wait for it or cancel it", field="agent")
-    run = GenerationRun(version_id=version.id, agent_id=agent.id, owner_id=user.id, continuations=c, seed=seed,
-                        batch_size=batch_size)
+        raise Conflict(
+            f"{agent_label(agent)} already has a generation on {suite.name!r} queued or running "
+            f"(job {going}): wait for it or cancel it",
+            field="agent",
+        )
+    run = GenerationRun(
+        version_id=version.id, agent_id=agent.id, owner_id=user.id, continuations=c, seed=seed, batch_size=batch_size
+    )
     session.add(run)
     session.flush()
-    job = jobs.create_job(session, f"{KIND_NAME}.generate", owner_id=user.id, run_id=run.id,
-                          agent_id=agent.id, version_id=version.id, continuations=c, seed=seed,
-                          batch_size=batch_size)
+    job = jobs.create_job(
+        session,
+        f"{KIND_NAME}.generate",
+        owner_id=user.id,
+        run_id=run.id,
+        agent_id=agent.id,
+        version_id=version.id,
+        continuations=c,
+        seed=seed,
+        batch_size=batch_size,
+    )
     run.job_id = job.id
     session.flush()
     return run
@@ -96,27 +121,53 @@ def _described(session: Session, run: GenerationRun) -> dict:
     agent = session.get(Agent, run.agent_id)
     scen = scenarios_query(version).subquery()
     n_scenarios = session.scalar(select(func.count()).select_from(scen))
-    stored = session.scalar(select(func.count(Continuation.id)).join(scen, scen.c.id == Continuation.scenario_id)
-                            .where(Continuation.agent_id == run.agent_id, Continuation.index < run.continuations))
-    return {"suite_id": version.suite_id, "version": version.number, "agent_id": run.agent_id,
-            "agent": agent_label(agent), "continuations": run.continuations, "seed": run.seed,
-            "batch_size": run.batch_size, "scenarios": n_scenarios, "stored": stored,
-            "expected": n_scenarios * run.continuations}
+    stored = session.scalar(
+        select(func.count(Continuation.id))
+        .join(scen, scen.c.id == Continuation.scenario_id)
+        .where(Continuation.agent_id == run.agent_id, Continuation.index < run.continuations)
+    )
+    return {
+        "suite_id": version.suite_id,
+        "version": version.number,
+        "agent_id": run.agent_id,
+        "agent": agent_label(agent),
+        "continuations": run.continuations,
+        "seed": run.seed,
+        "batch_size": run.batch_size,
+        "scenarios": n_scenarios,
+        "stored": stored,
+        "expected": n_scenarios * run.continuations,
+    }
 
 
 def summary(session: Session, run: GenerationRun) -> dict:
     job = session.get(jobs.Job, run.job_id) if run.job_id else None
     d = _described(session, run)
-    return {"id": run.id, **d, "job": run.job_id, "state": job.state if job else "withdrawn",
-            "done": job.done if job else 0, "total": job.total if job else d["expected"],
-            "log": job.log if job else "", "result": job.result if job else {}}
+    return {
+        "id": run.id,
+        **d,
+        "job": run.job_id,
+        "state": job.state if job else "withdrawn",
+        "done": job.done if job else 0,
+        "total": job.total if job else d["expected"],
+        "log": job.log if job else "",
+        "result": job.result if job else {},
+    }
 
 
 def started(session: Session, run: GenerationRun) -> Started:
     """A stored run as the runs service records it (app/runs)."""
-    return Started(session.get(jobs.Job, run.job_id), agent_id=run.agent_id, withdraw=((GenerationRun, run.id),),
-                   params={"continuations": run.continuations, "seed": run.seed, "batch_size": run.batch_size,
-                           "generation_run": run.id})
+    return Started(
+        session.get(jobs.Job, run.job_id),
+        agent_id=run.agent_id,
+        withdraw=((GenerationRun, run.id),),
+        params={
+            "continuations": run.continuations,
+            "seed": run.seed,
+            "batch_size": run.batch_size,
+            "generation_run": run.id,
+        },
+    )
 
 
 def of_job(session: Session, job_id: int | None) -> GenerationRun | None:
@@ -137,8 +188,11 @@ class SuiteRuns(AgentRuns):
         from app.kinds.sts import suites
 
         if study is not None:
-            raise Conflict("STS runs continue a suite version's scenarios: POST /api/v1/runs with "
-                           '{"kind": "sts", "target": {"suite_id", "version"}}', field="study")
+            raise Conflict(
+                "STS runs continue a suite version's scenarios: POST /api/v1/runs with "
+                '{"kind": "sts", "target": {"suite_id", "version"}}',
+                field="study",
+            )
         for key in self.target_keys:
             value = target[key]
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ID:
@@ -149,13 +203,26 @@ class SuiteRuns(AgentRuns):
         except NotFound as exc:
             raise errors.Missing(str(exc), field="target") from None
         if ("agent_id" in params) == ("agent" in params):
-            raise InputError(f"give agent_id (an STS agent) or agent (a built-in: {', '.join(suites.BUILTIN_AGENTS)})",
-                             field="agent")
-        agent = suites.resolve_agent(session, user, suite, params.get("agent_id", params.get("agent")),
-                                     "agent_id" if "agent_id" in params else "agent")
-        run = create_run(session, user, suite, version, agent,
-                         continuations=params.get("continuations", DEFAULT_CONTINUATIONS),
-                         seed=params.get("seed", 0), batch_size=params.get("batch_size", DEFAULT_BATCH))
+            raise InputError(
+                f"give agent_id (an STS agent) or agent (a built-in: {', '.join(suites.BUILTIN_AGENTS)})", field="agent"
+            )
+        agent = suites.resolve_agent(
+            session,
+            user,
+            suite,
+            params.get("agent_id", params.get("agent")),
+            "agent_id" if "agent_id" in params else "agent",
+        )
+        run = create_run(
+            session,
+            user,
+            suite,
+            version,
+            agent,
+            continuations=params.get("continuations", DEFAULT_CONTINUATIONS),
+            seed=params.get("seed", 0),
+            batch_size=params.get("batch_size", DEFAULT_BATCH),
+        )
         return started(session, run)
 
     def may_see(self, session: Session, user: User, run) -> bool:
@@ -177,9 +244,18 @@ class _Sink:
         self.stored = 0
 
     def add(self, scenario_id: int, index: int, seed: int, c: rollout.Continuation) -> None:
-        self.pending.append(dict(scenario_id=scenario_id, agent_id=self.agent_id, index=index,
-                                 actions=[int(a) for a in c.actions], success_step=c.success_step, end=c.end,
-                                 seed=seed, notes="; ".join(c.notes)))
+        self.pending.append(
+            dict(
+                scenario_id=scenario_id,
+                agent_id=self.agent_id,
+                index=index,
+                actions=[int(a) for a in c.actions],
+                success_step=c.success_step,
+                end=c.end,
+                seed=seed,
+                notes="; ".join(c.notes),
+            )
+        )
         if len(self.pending) >= FLUSH_EVERY:
             self.flush()
 
@@ -192,9 +268,14 @@ class _Sink:
             self.session.commit()
         except IntegrityError:
             self.session.rollback()
-            have = set(self.session.execute(select(Continuation.scenario_id, Continuation.index).where(
-                Continuation.agent_id == self.agent_id,
-                Continuation.scenario_id.in_({r["scenario_id"] for r in rows}))).tuples())
+            have = set(
+                self.session.execute(
+                    select(Continuation.scenario_id, Continuation.index).where(
+                        Continuation.agent_id == self.agent_id,
+                        Continuation.scenario_id.in_({r["scenario_id"] for r in rows}),
+                    )
+                ).tuples()
+            )
             rows = [r for r in rows if (r["scenario_id"], r["index"]) not in have]
             self.session.add_all(Continuation(**r) for r in rows)
             self.session.commit()
@@ -214,26 +295,50 @@ def _every(fn, seconds: float):
     return call
 
 
-def generate(session: Session, agent: Agent, wanted: list[tuple[Scenario, int]], seed: int, policy, *,
-             batch_size: int = DEFAULT_BATCH, progress=None, cancelled=None) -> dict:
+def generate(
+    session: Session,
+    agent: Agent,
+    wanted: list[tuple[Scenario, int]],
+    seed: int,
+    policy,
+    *,
+    batch_size: int = DEFAULT_BATCH,
+    progress=None,
+    cancelled=None,
+) -> dict:
     """The agent's continuations (scenario, index) in `wanted` that are not stored yet, rolled
     out in batches and stored as they finish. `progress(done, total)` counts stored ones
     (those already there included); `cancelled()` stops it, keeping what finished."""
     ids = {sc.id for sc, _ in wanted}
-    have = set(session.execute(select(Continuation.scenario_id, Continuation.index).where(
-        Continuation.agent_id == agent.id, Continuation.scenario_id.in_(ids))).tuples()) if ids else set()
+    have = (
+        set(
+            session.execute(
+                select(Continuation.scenario_id, Continuation.index).where(
+                    Continuation.agent_id == agent.id, Continuation.scenario_id.in_(ids)
+                )
+            ).tuples()
+        )
+        if ids
+        else set()
+    )
     todo = [(sc, i) for sc, i in wanted if (sc.id, i) not in have]
     rec_ids = {sc.recording_id for sc, _ in todo}
-    recs = {r.id: replayable(r) for r in session.scalars(select(Recording).where(Recording.id.in_(rec_ids)))} \
-        if rec_ids else {}
+    recs = (
+        {r.id: replayable(r) for r in session.scalars(select(Recording).where(Recording.id.in_(rec_ids)))}
+        if rec_ids
+        else {}
+    )
     seeds = [continuation_seed(seed, sc.id, i) for sc, i in todo]
     work = [rollout.Job(recs[sc.recording_id], sc.takeover, sc.continuation, s) for (sc, _), s in zip(todo, seeds)]
     keys = [(sc.id, i) for sc, i in todo]  # plain ids: the rows expire at each commit below
     total, before = len(wanted), len(wanted) - len(todo)
     session.commit()  # end the read: on SQLite the progress reports write from another session
     if progress is not None:
-        progress(before, total, f"{agent_label(agent)}: {before} of {total} continuations already stored, "
-                                f"{len(todo)} to generate")
+        progress(
+            before,
+            total,
+            f"{agent_label(agent)}: {before} of {total} continuations already stored, {len(todo)} to generate",
+        )
     sink = _Sink(session, agent.id)
 
     def on_result(k: int, c: rollout.Continuation) -> None:
@@ -241,6 +346,7 @@ def generate(session: Session, agent: Agent, wanted: list[tuple[Scenario, int]],
 
     report = None
     if progress is not None:
+
         def report_now(done: int, _total: int) -> None:
             sink.flush()  # committed before the report, which writes from its own session
             progress(before + sink.stored, total)
@@ -256,8 +362,11 @@ def generate(session: Session, agent: Agent, wanted: list[tuple[Scenario, int]],
     sink.flush()
     stopped = bool(stop and stop())
     if progress is not None:
-        progress(before + sink.stored, total,
-                 f"stored {sink.stored} continuations" + (" before it was cancelled" if stopped else ""))
+        progress(
+            before + sink.stored,
+            total,
+            f"stored {sink.stored} continuations" + (" before it was cancelled" if stopped else ""),
+        )
     return {"stored": sink.stored, "had": before, "wanted": total, "cancelled": stopped}
 
 
@@ -273,9 +382,16 @@ def run_generation(session: Session, job, progress) -> dict:
     scenarios = scenarios_of(session, version)
     wanted = [(sc, i) for sc in scenarios for i in range(int(p["continuations"]))]
     try:
-        result = generate(session, agent, wanted, int(p["seed"]), policy,
-                          batch_size=int(p.get("batch_size", DEFAULT_BATCH)),
-                          progress=progress, cancelled=progress.cancelled)
+        result = generate(
+            session,
+            agent,
+            wanted,
+            int(p["seed"]),
+            policy,
+            batch_size=int(p.get("batch_size", DEFAULT_BATCH)),
+            progress=progress,
+            cancelled=progress.cancelled,
+        )
     finally:
         if (close := getattr(policy, "close", None)) is not None:
             close()  # an uploaded TorchScript policy's sandboxed process

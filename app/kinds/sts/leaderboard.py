@@ -23,23 +23,39 @@ def markers(session: Session, study: Study) -> tuple[list[Marker], dict[tuple, d
     valid = and_(Annotation.study_id == study.id, Annotation.excluded.is_(False))
     out, refs, step_errors = [], {}, {}
     for is_gold, category, reference, takeover, response, scores, who in session.execute(
-            select(Annotation.is_gold, Item.category, Item.reference, Item.payload["takeover"], Annotation.response,
-                   Annotation.scores, User.pseudonym)
-            .join(Item, Item.id == Annotation.item_id).join(User, User.id == Annotation.worker_id)
-            .where(valid).order_by(Annotation.id)):
+        select(
+            Annotation.is_gold,
+            Item.category,
+            Item.reference,
+            Item.payload["takeover"],
+            Annotation.response,
+            Annotation.scores,
+            User.pseudonym,
+        )
+        .join(Item, Item.id == Annotation.item_id)
+        .join(User, User.id == Annotation.worker_id)
+        .where(valid)
+        .order_by(Annotation.id)
+    ):
         reference, response = reference or {}, response or {}
         if response.get("marker") not in ("success", "failure"):
             continue
         who = who or "?"
-        m = Marker(annotator=who, marker=response["marker"], reference=bool(is_gold),
-                   agent=str(reference.get("agent", "")), scenario=str(reference.get("scenario", "")),
-                   continuation=str(reference.get("continuation", "")), category=category or "",
-                   step=response.get("step"), label=reference.get("label") if is_gold else None)
+        m = Marker(
+            annotator=who,
+            marker=response["marker"],
+            reference=bool(is_gold),
+            agent=str(reference.get("agent", "")),
+            scenario=str(reference.get("scenario", "")),
+            continuation=str(reference.get("continuation", "")),
+            category=category or "",
+            step=response.get("step"),
+            label=reference.get("label") if is_gold else None,
+        )
         out.append(m)
         if not is_gold:
             # The takeover point the item shows (its payload's): what a rule's tag is checked against.
-            refs[(m.agent, m.scenario, m.continuation)] = {**reference, "category": m.category,
-                                                           "takeover": takeover}
+            refs[(m.agent, m.scenario, m.continuation)] = {**reference, "category": m.category, "takeover": takeover}
         elif (scores or {}).get("step_error") is not None:
             step_errors.setdefault(who, []).append(scores["step_error"])
     return out, refs, step_errors
@@ -97,17 +113,23 @@ def section(session: Session, study: Study) -> dict | None:
         # What the correction adjusts (score.py): each continuation's share of success markers,
         # averaged, i.e. what one annotator says; the majority's share differs where they disagree.
         marked = [sum(m == "success" for m in v) / len(v) for _, v in mine]
-        agent_rows.append({
-            "agent": agent, "n": entry["n"],
-            # n: the continuations; units: the scenarios the interval resamples.
-            "success": with_units(estimate(entry), entry["per_scenario"], "scenario"), "se": entry["se"],
-            "marked": sum(marked) / len(marked),
-            "simulator": sum(simulated) / len(simulated), "agreement": sum(agree) / len(agree),
-            "corrected": entry["corrected"]["mean"],
-            "corrected_share": _corrected_units(corrected_cell(entry["corrected"]), entry["per_scenario"]),
-            # One format for the column: a median of steps can be 4.5, so every one is a float.
-            "ttc": None if entry["ttc_median"] is None else float(entry["ttc_median"]),
-            "ttc_interval": ttc_cell(entry["ttc"])})
+        agent_rows.append(
+            {
+                "agent": agent,
+                "n": entry["n"],
+                # n: the continuations; units: the scenarios the interval resamples.
+                "success": with_units(estimate(entry), entry["per_scenario"], "scenario"),
+                "se": entry["se"],
+                "marked": sum(marked) / len(marked),
+                "simulator": sum(simulated) / len(simulated),
+                "agreement": sum(agree) / len(agree),
+                "corrected": entry["corrected"]["mean"],
+                "corrected_share": _corrected_units(corrected_cell(entry["corrected"]), entry["per_scenario"]),
+                # One format for the column: a median of steps can be 4.5, so every one is a float.
+                "ttc": None if entry["ttc_median"] is None else float(entry["ttc_median"]),
+                "ttc_interval": ttc_cell(entry["ttc"]),
+            }
+        )
     agent_rows.sort(key=lambda r: -r["success"]["mean"])
     # Ranks by the success share over the scenarios every agent played (the unit: the scenario,
     # its share of successes), as far as they can tell the agents apart.
@@ -117,57 +139,93 @@ def section(session: Session, study: Study) -> dict | None:
     for r in agent_rows:
         if r["agent"] in ranks:
             r["rank"] = ranks[r["agent"]]
-    tables = [{
-        "key": "sts_agents",
-        "title": "Success share per agent",
-        "note": ("A continuation's outcome is the majority of its markers (a tie is half a success); an "
-                 "agent's share is the mean over its continuations with standard error sqrt(p(1-p)/n) "
-                 "and a 95% interval whose unit is the scenario (Wilson's at the effective number of scenarios; "
-                 "under 5 scenarios: \"too few for an interval\", its n counting scenarios). Rank (95%): by the share over the "
-                 f"{len(shared)} scenarios every agent played, \"1-2\" where the ranks' intervals overlap "
-                 f"(fewer than {stats.MIN_RANK_UNITS} scenarios rank nobody: \"—\"). Simulator: the "
-                 "share BabyAI itself counts as a success; agreement: the share of continuations where "
-                 "people's outcome matches it. Success markers: the share of markers that say success (per "
-                 "continuation, then averaged over the agent's continuations): what one annotator says, "
-                 "which is below or above the success share where a continuation's markers disagree. "
-                 "Corrected: that marker share (not the success share) adjusted for the annotators' pooled "
-                 f"sensitivity ({'n/a' if sens is None else f'{sens:.2f}'}, over {n_sens} marker"
-                 f"{'' if n_sens == 1 else 's'} on success-labelled reference episodes) and specificity "
-                 f"({'n/a' if spec is None else f'{spec:.2f}'}, over {n_spec} on failure-labelled ones) "
-                 "(Rogan-Gladen: (marker share - (1 - specificity)) / (sensitivity + specificity - 1), clipped to "
-                 "[0, 1], so a share the annotators' misses push above 1 reads 1.000; with sensitivity and specificity "
-                 "both 1 it equals the marker share), with a 95% bootstrap "
-                 "interval over the agent's scenarios and the reference episodes. "
-                 "Time to completion: per successful continuation, the steps from the takeover to its "
-                 "success marker; the median over them, with a distribution-free 95% interval."),
-        "columns": [{"key": "agent", "label": "Agent", "help": "The agent that played on from the takeover point."},
-                    {"key": "n", "label": "Continuations", "help": "The agent's continuations people marked."},
-                    *([{"key": "rank", "label": "Rank (95%)",
-                        "help": "Rank by success share as a 95% interval over 1000 bootstrap resamples of the "
-                                "scenarios every agent played; \"1-2\": tied."}] if len(per_scenario) > 1 else []),
-                    {"key": "success", "label": "Success share",
-                     "help": "Share (0-1) of continuations people's markers call a success (a tie is half), with a "
-                             "95% interval resampling scenarios."},
-                    {"key": "se", "label": "SE", "help": "The share's standard error, sqrt(p(1-p)/n) over continuations."},
-                    {"key": "marked", "label": "Success markers",
-                     "help": "Share (0-1) of the markers that say success, per continuation and then averaged "
-                             "over the agent's continuations: the share the correction adjusts; no interval."},
-                    {"key": "corrected_share", "label": "Corrected",
-                     "help": "Rogan-Gladen: the success-marker share corrected for the annotators' sensitivity "
-                             "and specificity, clipped to [0, 1], 95% bootstrap interval over scenarios and "
-                             "reference episodes."},
-                    {"key": "simulator", "label": "Simulator",
-                     "help": "Share (0-1) of the continuations the simulator itself counts as a success."},
-                    {"key": "agreement", "label": "Agreement",
-                     "help": "Share (0-1) of continuations where people's outcome is the simulator's (a tie counts half)."},
-                    {"key": "ttc", "label": "Time to completion (median steps)",
-                     "help": "Median over successful continuations of the steps from the takeover to the success "
-                             "marker; — where the agent has no successful continuation."},
-                    {"key": "ttc_interval", "label": "Median's 95% interval",
-                     "help": "A distribution-free 95% interval of the median time to completion (order "
-                             "statistics), and its n: the successful continuations."}],
-        "rows": agent_rows,
-    }]
+    tables = [
+        {
+            "key": "sts_agents",
+            "title": "Success share per agent",
+            "note": (
+                "A continuation's outcome is the majority of its markers (a tie is half a success); an "
+                "agent's share is the mean over its continuations with standard error sqrt(p(1-p)/n) "
+                "and a 95% interval whose unit is the scenario (Wilson's at the effective number of scenarios; "
+                'under 5 scenarios: "too few for an interval", its n counting scenarios). Rank (95%): by the share over the '
+                f'{len(shared)} scenarios every agent played, "1-2" where the ranks\' intervals overlap '
+                f'(fewer than {stats.MIN_RANK_UNITS} scenarios rank nobody: "—"). Simulator: the '
+                "share BabyAI itself counts as a success; agreement: the share of continuations where "
+                "people's outcome matches it. Success markers: the share of markers that say success (per "
+                "continuation, then averaged over the agent's continuations): what one annotator says, "
+                "which is below or above the success share where a continuation's markers disagree. "
+                "Corrected: that marker share (not the success share) adjusted for the annotators' pooled "
+                f"sensitivity ({'n/a' if sens is None else f'{sens:.2f}'}, over {n_sens} marker"
+                f"{'' if n_sens == 1 else 's'} on success-labelled reference episodes) and specificity "
+                f"({'n/a' if spec is None else f'{spec:.2f}'}, over {n_spec} on failure-labelled ones) "
+                "(Rogan-Gladen: (marker share - (1 - specificity)) / (sensitivity + specificity - 1), clipped to "
+                "[0, 1], so a share the annotators' misses push above 1 reads 1.000; with sensitivity and specificity "
+                "both 1 it equals the marker share), with a 95% bootstrap "
+                "interval over the agent's scenarios and the reference episodes. "
+                "Time to completion: per successful continuation, the steps from the takeover to its "
+                "success marker; the median over them, with a distribution-free 95% interval."
+            ),
+            "columns": [
+                {"key": "agent", "label": "Agent", "help": "The agent that played on from the takeover point."},
+                {"key": "n", "label": "Continuations", "help": "The agent's continuations people marked."},
+                *(
+                    [
+                        {
+                            "key": "rank",
+                            "label": "Rank (95%)",
+                            "help": "Rank by success share as a 95% interval over 1000 bootstrap resamples of the "
+                            'scenarios every agent played; "1-2": tied.',
+                        }
+                    ]
+                    if len(per_scenario) > 1
+                    else []
+                ),
+                {
+                    "key": "success",
+                    "label": "Success share",
+                    "help": "Share (0-1) of continuations people's markers call a success (a tie is half), with a "
+                    "95% interval resampling scenarios.",
+                },
+                {"key": "se", "label": "SE", "help": "The share's standard error, sqrt(p(1-p)/n) over continuations."},
+                {
+                    "key": "marked",
+                    "label": "Success markers",
+                    "help": "Share (0-1) of the markers that say success, per continuation and then averaged "
+                    "over the agent's continuations: the share the correction adjusts; no interval.",
+                },
+                {
+                    "key": "corrected_share",
+                    "label": "Corrected",
+                    "help": "Rogan-Gladen: the success-marker share corrected for the annotators' sensitivity "
+                    "and specificity, clipped to [0, 1], 95% bootstrap interval over scenarios and "
+                    "reference episodes.",
+                },
+                {
+                    "key": "simulator",
+                    "label": "Simulator",
+                    "help": "Share (0-1) of the continuations the simulator itself counts as a success.",
+                },
+                {
+                    "key": "agreement",
+                    "label": "Agreement",
+                    "help": "Share (0-1) of continuations where people's outcome is the simulator's (a tie counts half).",
+                },
+                {
+                    "key": "ttc",
+                    "label": "Time to completion (median steps)",
+                    "help": "Median over successful continuations of the steps from the takeover to the success "
+                    "marker; — where the agent has no successful continuation.",
+                },
+                {
+                    "key": "ttc_interval",
+                    "label": "Median's 95% interval",
+                    "help": "A distribution-free 95% interval of the median time to completion (order "
+                    "statistics), and its n: the successful continuations.",
+                },
+            ],
+            "rows": agent_rows,
+        }
+    ]
     if (ppi := _ppi_table(session, study, [r["agent"] for r in agent_rows], by_continuation)) is not None:
         tables.append(ppi)
     # Consistency (the paper's Figure 9): per scenario, the share of each agent's continuations
@@ -179,25 +237,47 @@ def section(session: Session, study: Study) -> dict | None:
         shares = {a: result["agents"][a]["per_scenario"].get(sc) for a in agents}
         seen = [v for v in shares.values() if v is not None]
         category = next((m.category for m in marks if not m.reference and m.scenario == sc), "")
-        scenario_rows.append({"scenario": sc, "category": category, **{f"a:{a}": v for a, v in shares.items()},
-                              "difficulty": 1 - sum(seen) / len(seen)})
+        scenario_rows.append(
+            {
+                "scenario": sc,
+                "category": category,
+                **{f"a:{a}": v for a, v in shares.items()},
+                "difficulty": 1 - sum(seen) / len(seen),
+            }
+        )
     scenario_rows.sort(key=lambda r: (-r["difficulty"], r["scenario"]))
-    tables.append({
-        "key": "sts_scenarios",
-        "title": "Consistency per scenario",
-        "note": ("Per scenario, the share of each agent's continuations people marked a success (how "
-                 "consistently it succeeds, paper Figure 9); \"—\": the agent did not play that scenario. "
-                 "Difficulty: one minus the mean share over the agents that played it, hardest first."),
-        "columns": [{"key": "scenario", "label": "Scenario", "help": "The scenario (a recording and its takeover point)."},
-                    {"key": "category", "label": "Category", "help": "The scenario's category."}]
-                   + [{"key": f"a:{a}", "label": a,
-                       "help": f"Share (0-1) of {a}'s continuations of this scenario marked a success; no interval; "
-                               "—: not played."}
-                      for a in agents]
-                   + [{"key": "difficulty", "label": "Difficulty",
-                       "help": "One minus the mean share over the agents (0-1; 1 = no agent succeeds)."}],
-        "rows": scenario_rows,
-    })
+    tables.append(
+        {
+            "key": "sts_scenarios",
+            "title": "Consistency per scenario",
+            "note": (
+                "Per scenario, the share of each agent's continuations people marked a success (how "
+                'consistently it succeeds, paper Figure 9); "—": the agent did not play that scenario. '
+                "Difficulty: one minus the mean share over the agents that played it, hardest first."
+            ),
+            "columns": [
+                {"key": "scenario", "label": "Scenario", "help": "The scenario (a recording and its takeover point)."},
+                {"key": "category", "label": "Category", "help": "The scenario's category."},
+            ]
+            + [
+                {
+                    "key": f"a:{a}",
+                    "label": a,
+                    "help": f"Share (0-1) of {a}'s continuations of this scenario marked a success; no interval; "
+                    "—: not played.",
+                }
+                for a in agents
+            ]
+            + [
+                {
+                    "key": "difficulty",
+                    "label": "Difficulty",
+                    "help": "One minus the mean share over the agents (0-1; 1 = no agent succeeds).",
+                }
+            ],
+            "rows": scenario_rows,
+        }
+    )
     # Against the simulator and every metric the researcher imported (agent_metrics.py), over
     # the agents that have both.
     against = {"simulator success rate": {r["agent"]: r["simulator"] for r in agent_rows}}
@@ -205,101 +285,176 @@ def section(session: Session, study: Study) -> dict | None:
     correlations = []
     for metric, values in against.items():
         both = [r for r in agent_rows if values.get(r["agent"]) is not None]
-        correlations.append({"metric": metric, "agents": len(both),
-                             **spearman([r["success"]["mean"] for r in both], [values[r["agent"]] for r in both])})
-    tables.append({
-        "key": "sts_correlation",
-        "title": "Rank correlation with other metrics",
-        "note": ("Spearman's rho between the agents' success shares marked by people and the simulator's "
-                 "own success rates, and each per-agent metric imported on the study page, over the agents "
-                 "that have both, with its two-sided p, exact over every ordering of the agents up to 9 agents "
-                 "(over 3 agents even rho = 1 has p = 1/3); \"—\" with fewer than three agents, or when "
-                 "either ranking is all ties."),
-        "columns": [{"key": "metric", "label": "Against",
-                     "help": "The per-agent figure compared with the agents' success shares."},
-                    {"key": "agents", "label": "Agents", "help": "Agents that have both figures."},
-                    {"key": "rho", "label": "Spearman rho",
-                     "help": "Spearman's rank correlation (-1 to 1) over those agents; no interval."},
-                    {"key": "p", "label": "p", "help": "Its two-sided p: exact (the share of every ordering of the agents at least as "
-                             "correlated) up to 9 agents, the t approximation above."}],
-        "rows": correlations,
-    })
+        correlations.append(
+            {
+                "metric": metric,
+                "agents": len(both),
+                **spearman([r["success"]["mean"] for r in both], [values[r["agent"]] for r in both]),
+            }
+        )
+    tables.append(
+        {
+            "key": "sts_correlation",
+            "title": "Rank correlation with other metrics",
+            "note": (
+                "Spearman's rho between the agents' success shares marked by people and the simulator's "
+                "own success rates, and each per-agent metric imported on the study page, over the agents "
+                "that have both, with its two-sided p, exact over every ordering of the agents up to 9 agents "
+                '(over 3 agents even rho = 1 has p = 1/3); "—" with fewer than three agents, or when '
+                "either ranking is all ties."
+            ),
+            "columns": [
+                {
+                    "key": "metric",
+                    "label": "Against",
+                    "help": "The per-agent figure compared with the agents' success shares.",
+                },
+                {"key": "agents", "label": "Agents", "help": "Agents that have both figures."},
+                {
+                    "key": "rho",
+                    "label": "Spearman rho",
+                    "help": "Spearman's rank correlation (-1 to 1) over those agents; no interval.",
+                },
+                {
+                    "key": "p",
+                    "label": "p",
+                    "help": "Its two-sided p: exact (the share of every ordering of the agents at least as "
+                    "correlated) up to 9 agents, the t approximation above.",
+                },
+            ],
+            "rows": correlations,
+        }
+    )
     from app.kinds.sts.failures import summary
 
     failures = summary(session, study)
     if failures:
-        tables.append({
-            "key": "sts_failure_types",
-            "title": "Why continuations failed (paper appendix A.3)",
-            "note": (f"{failures['total']} failed continuations classified by an admin, by the source of the "
-                     "error and its type; per agent, how many of its own."),
-            "columns": [{"key": "source", "label": "Source", "help": "Where the error came from."},
-                        {"key": "error_type", "label": "Error type", "help": "The kind of error an admin assigned."},
-                        {"key": "description", "label": "What it means", "help": "The error type in words."},
-                        {"key": "episodes", "label": "Episodes", "help": "Failed continuations classified so."},
-                        {"key": "share", "label": "Share", "help": "Their share (0-1) of the classified failures."}]
-                       + [{"key": f"a:{a}", "label": a, "help": f"How many of {a}'s failed continuations are of this type."}
-                          for a in failures["agents"]],
-            "rows": failures["rows"],
-        })
+        tables.append(
+            {
+                "key": "sts_failure_types",
+                "title": "Why continuations failed (paper appendix A.3)",
+                "note": (
+                    f"{failures['total']} failed continuations classified by an admin, by the source of the "
+                    "error and its type; per agent, how many of its own."
+                ),
+                "columns": [
+                    {"key": "source", "label": "Source", "help": "Where the error came from."},
+                    {"key": "error_type", "label": "Error type", "help": "The kind of error an admin assigned."},
+                    {"key": "description", "label": "What it means", "help": "The error type in words."},
+                    {"key": "episodes", "label": "Episodes", "help": "Failed continuations classified so."},
+                    {"key": "share", "label": "Share", "help": "Their share (0-1) of the classified failures."},
+                ]
+                + [
+                    {"key": f"a:{a}", "label": a, "help": f"How many of {a}'s failed continuations are of this type."}
+                    for a in failures["agents"]
+                ],
+                "rows": failures["rows"],
+            }
+        )
     annotator_rows = []
     for who, a in result["annotators"].items():
         if not a["n_reference"]:
             continue
         errs = step_errors.get(who, [])
-        annotator_rows.append({"annotator": who, "n_reference": a["n_reference"],
-                               "sensitivity": a["sensitivity"], "specificity": a["specificity"],
-                               "balanced_accuracy": a["balanced_accuracy"],
-                               "step_error": sum(errs) / len(errs) if errs else None})
+        annotator_rows.append(
+            {
+                "annotator": who,
+                "n_reference": a["n_reference"],
+                "sensitivity": a["sensitivity"],
+                "specificity": a["specificity"],
+                "balanced_accuracy": a["balanced_accuracy"],
+                "step_error": sum(errs) / len(errs) if errs else None,
+            }
+        )
     if annotator_rows:
-        tables.append({
-            "key": "sts_annotators",
-            "title": "Annotators on reference episodes",
-            "note": ("Sensitivity: the share of success-labelled reference episodes marked success; "
-                     "specificity: the same for failure; balanced accuracy: their mean. \"—\": the annotator "
-                     "has seen no reference episode of that label (balanced accuracy: until they have seen both); "
-                     "marker-step error \"—\": none labelled right. Marker-step error: the mean distance in steps from the "
-                     "labelled moment, over the reference episodes they labelled right."),
-            "columns": [{"key": "annotator", "label": "Annotator", "help": "The annotator (pseudonym)."},
-                        {"key": "n_reference", "label": "Reference", "help": "Reference episodes (known outcome) they marked."},
-                        {"key": "sensitivity", "label": "Sensitivity",
-                         "help": "Share (0-1) of success-labelled reference episodes they marked a success."},
-                        {"key": "specificity", "label": "Specificity",
-                         "help": "Share (0-1) of failure-labelled reference episodes they marked a failure."},
-                        {"key": "balanced_accuracy", "label": "Balanced accuracy",
-                         "help": "The mean of sensitivity and specificity (0-1; 0.5 = chance)."},
-                        {"key": "step_error", "label": "Marker-step error",
-                         "help": "Mean distance in steps from the labelled moment, on the episodes they marked right."}],
-            "rows": annotator_rows,
-        })
+        tables.append(
+            {
+                "key": "sts_annotators",
+                "title": "Annotators on reference episodes",
+                "note": (
+                    "Sensitivity: the share of success-labelled reference episodes marked success; "
+                    'specificity: the same for failure; balanced accuracy: their mean. "—": the annotator '
+                    "has seen no reference episode of that label (balanced accuracy: until they have seen both); "
+                    'marker-step error "—": none labelled right. Marker-step error: the mean distance in steps from the '
+                    "labelled moment, over the reference episodes they labelled right."
+                ),
+                "columns": [
+                    {"key": "annotator", "label": "Annotator", "help": "The annotator (pseudonym)."},
+                    {
+                        "key": "n_reference",
+                        "label": "Reference",
+                        "help": "Reference episodes (known outcome) they marked.",
+                    },
+                    {
+                        "key": "sensitivity",
+                        "label": "Sensitivity",
+                        "help": "Share (0-1) of success-labelled reference episodes they marked a success.",
+                    },
+                    {
+                        "key": "specificity",
+                        "label": "Specificity",
+                        "help": "Share (0-1) of failure-labelled reference episodes they marked a failure.",
+                    },
+                    {
+                        "key": "balanced_accuracy",
+                        "label": "Balanced accuracy",
+                        "help": "The mean of sensitivity and specificity (0-1; 0.5 = chance).",
+                    },
+                    {
+                        "key": "step_error",
+                        "label": "Marker-step error",
+                        "help": "Mean distance in steps from the labelled moment, on the episodes they marked right.",
+                    },
+                ],
+                "rows": annotator_rows,
+            }
+        )
     tables[1:1] = _breakdowns(session, study, agents, by_continuation, refs)
     ttc = {a: [float(t) for t in result["agents"][a]["ttc"]["steps"]] for a in agents}
     colour = {a: PALETTE[i % len(PALETTE)] for i, a in enumerate(agents)}
     figures = [
-        {"title": "Success share per agent (95% interval)",
-         "svg": estimates_svg([(r["agent"], r["success"], colour[r["agent"]]) for r in agent_rows],
-                              "success share")}]
+        {
+            "title": "Success share per agent (95% interval)",
+            "svg": estimates_svg([(r["agent"], r["success"], colour[r["agent"]]) for r in agent_rows], "success share"),
+        }
+    ]
     # One interval plot per breakdown: each group's agents side by side.
     for table in tables:
         if table["key"] in BREAKDOWN_PLOTS:
             groups = [c for c in table["columns"] if c["key"].startswith("g:")]
-            figures.append({"title": BREAKDOWN_PLOTS[table["key"]], "svg": estimates_svg(
-                [(f"{g['label']} · {r['agent']}", r[g["key"]], colour[r["agent"]])
-                 for g in groups for r in table["rows"] if r.get(g["key"])], "success share")})
+            figures.append(
+                {
+                    "title": BREAKDOWN_PLOTS[table["key"]],
+                    "svg": estimates_svg(
+                        [
+                            (f"{g['label']} · {r['agent']}", r[g["key"]], colour[r["agent"]])
+                            for g in groups
+                            for r in table["rows"]
+                            if r.get(g["key"])
+                        ],
+                        "success share",
+                    ),
+                }
+            )
     figures += [
-        {"title": "Time to completion: steps from the takeover to the success marker (CDF)",
-         "svg": cdf_svg({a: ttc.get(a, []) for a in agents}, "steps after the takeover")},
+        {
+            "title": "Time to completion: steps from the takeover to the success marker (CDF)",
+            "svg": cdf_svg({a: ttc.get(a, []) for a in agents}, "steps after the takeover"),
+        },
     ]
     return {"tables": tables, "figures": [f for f in figures if f["svg"]]}
 
 
-BREAKDOWN_PLOTS = {"sts_categories": "Success share per category (95% intervals)",
-                   "sts_versions": "Success share per suite version (95% intervals)",
-                   "sts_tags": "Success share per tag (95% intervals)"}
+BREAKDOWN_PLOTS = {
+    "sts_categories": "Success share per category (95% intervals)",
+    "sts_versions": "Success share per suite version (95% intervals)",
+    "sts_tags": "Success share per tag (95% intervals)",
+}
 
 
-def _ppi_table(session: Session, study: Study, agents: list[str], by_continuation: dict[tuple, list[str]]
-               ) -> dict | None:
+def _ppi_table(
+    session: Session, study: Study, agents: list[str], by_continuation: dict[tuple, list[str]]
+) -> dict | None:
     """People and the simulator together (issue 28): the simulator judges every continuation of
     the study, people a sample of them; per agent, PPI++ (stats.ppi_mean) estimates the share
     people would give over all of them, with how many people's continuations it is worth."""
@@ -320,37 +475,68 @@ def _ppi_table(session: Session, study: Study, agents: list[str], by_continuatio
             cell: dict = {"text": "—", "reason": ppi["reason"]}
         else:
             cell = {k: ppi[k] for k in ("mean", "low", "high", "method")} | {"n": ppi["n_human"] + ppi["n_judge"]}
-        rows.append({"agent": agent, "people": ppi["people"], "simulator": sum(everyone) / len(everyone),
-                     "judged": len(everyone), "agreement": got["judge_agreement"], "ppi": cell,
-                     "worth": None if ppi["effective_n"] is None else round(ppi["effective_n"], 1)})
+        rows.append(
+            {
+                "agent": agent,
+                "people": ppi["people"],
+                "simulator": sum(everyone) / len(everyone),
+                "judged": len(everyone),
+                "agreement": got["judge_agreement"],
+                "ppi": cell,
+                "worth": None if ppi["effective_n"] is None else round(ppi["effective_n"], 1),
+            }
+        )
     if not rows:
         return None
     return {
         "key": "sts_ppi",
         "title": "People and the simulator together (PPI++, success share 0-1)",
-        "note": ("The simulator judges every continuation of the study; people mark some of them. PPI++ "
-                 "(prediction-powered inference, Angelopoulos et al. 2023, with its weight tuned from the data) "
-                 "estimates the share people would call a success over all of them, from people's outcomes "
-                 "and the simulator's verdicts: unbiased whatever the simulator's errors, if the continuations "
-                 "people marked are a random sample of the agent's. Worth: how many continuations marked by "
-                 "people its interval is worth (their number times the squared ratio of the people-only "
-                 "interval's width to this one's). \"—\" where people marked every continuation (nothing "
-                 f"to add), fewer than {stats.MIN_PPI_HUMAN}, or no spread at all."),
-        "columns": [{"key": "agent", "label": "Agent", "help": "The agent that played on from the takeover point."},
-                    {"key": "people", "label": "People only",
-                     "help": "Share (0-1) of the continuations people marked that their markers call a success, "
-                             "with its 95% interval (continuations as units)."},
-                    {"key": "judged", "label": "Judged", "help": "The agent's continuations the simulator judged: all of them."},
-                    {"key": "simulator", "label": "Simulator only",
-                     "help": "Share (0-1) of all the agent's continuations the simulator counts as a success."},
-                    {"key": "agreement", "label": "Agreement",
-                     "help": "Share (0-1) of the continuations people marked where their outcome is the "
-                             "simulator's (a tie counts half), with its 95% interval."},
-                    {"key": "ppi", "label": "PPI++",
-                     "help": "The share people would give over every continuation, from people and the simulator "
-                             "together, with its 95% interval; n counts every judged continuation."},
-                    {"key": "worth", "label": "Worth (people)",
-                     "help": "How many continuations marked by people the PPI++ interval is worth."}],
+        "note": (
+            "The simulator judges every continuation of the study; people mark some of them. PPI++ "
+            "(prediction-powered inference, Angelopoulos et al. 2023, with its weight tuned from the data) "
+            "estimates the share people would call a success over all of them, from people's outcomes "
+            "and the simulator's verdicts: unbiased whatever the simulator's errors, if the continuations "
+            "people marked are a random sample of the agent's. Worth: how many continuations marked by "
+            "people its interval is worth (their number times the squared ratio of the people-only "
+            "interval's width to this one's). \"—\" where people marked every continuation (nothing "
+            f"to add), fewer than {stats.MIN_PPI_HUMAN}, or no spread at all."
+        ),
+        "columns": [
+            {"key": "agent", "label": "Agent", "help": "The agent that played on from the takeover point."},
+            {
+                "key": "people",
+                "label": "People only",
+                "help": "Share (0-1) of the continuations people marked that their markers call a success, "
+                "with its 95% interval (continuations as units).",
+            },
+            {
+                "key": "judged",
+                "label": "Judged",
+                "help": "The agent's continuations the simulator judged: all of them.",
+            },
+            {
+                "key": "simulator",
+                "label": "Simulator only",
+                "help": "Share (0-1) of all the agent's continuations the simulator counts as a success.",
+            },
+            {
+                "key": "agreement",
+                "label": "Agreement",
+                "help": "Share (0-1) of the continuations people marked where their outcome is the "
+                "simulator's (a tie counts half), with its 95% interval.",
+            },
+            {
+                "key": "ppi",
+                "label": "PPI++",
+                "help": "The share people would give over every continuation, from people and the simulator "
+                "together, with its 95% interval; n counts every judged continuation.",
+            },
+            {
+                "key": "worth",
+                "label": "Worth (people)",
+                "help": "How many continuations marked by people the PPI++ interval is worth.",
+            },
+        ],
         "rows": rows,
     }
 
@@ -366,9 +552,13 @@ def _owner_tags(session: Session, study: Study, scenarios: set[str]) -> dict[str
     ids = [int(s[1:]) for s in scenarios if s[:1] == "s" and s[1:].isdigit()]
     tags: dict[str, list[str]] = {}
     for sid, tag in session.execute(
-            select(ScenarioTag.scenario_id, ScenarioTag.tag).join(Scenario, Scenario.id == ScenarioTag.scenario_id)
-            .where(ScenarioTag.user_id == study.owner_id, Scenario.suite_id == suite["id"],
-                   ScenarioTag.scenario_id.in_(ids)).order_by(ScenarioTag.tag)):
+        select(ScenarioTag.scenario_id, ScenarioTag.tag)
+        .join(Scenario, Scenario.id == ScenarioTag.scenario_id)
+        .where(
+            ScenarioTag.user_id == study.owner_id, Scenario.suite_id == suite["id"], ScenarioTag.scenario_id.in_(ids)
+        )
+        .order_by(ScenarioTag.tag)
+    ):
         tags.setdefault(f"s{sid}", []).append(tag)
     return tags
 
@@ -382,13 +572,25 @@ def _recording_success(session: Session, study: Study, scenarios: set[str]) -> d
     from app.kinds.sts.models import Recording, Scenario
 
     ids = [int(s[1:]) for s in scenarios if s[:1] == "s" and s[1:].isdigit()]
-    return {f"s{sid}": step for sid, step in session.execute(
-        select(Scenario.id, Recording.success_step).join(Recording, Recording.id == Scenario.recording_id)
-        .where(Scenario.suite_id == suite["id"], Scenario.id.in_(ids)))}
+    return {
+        f"s{sid}": step
+        for sid, step in session.execute(
+            select(Scenario.id, Recording.success_step)
+            .join(Recording, Recording.id == Scenario.recording_id)
+            .where(Scenario.suite_id == suite["id"], Scenario.id.in_(ids))
+        )
+    }
 
 
-def _group_table(key: str, title: str, note: str, agents: list[str], groups: list[str],
-                 members: dict[tuple, list[str]], outcomes: dict[tuple, float]) -> dict:
+def _group_table(
+    key: str,
+    title: str,
+    note: str,
+    agents: list[str],
+    groups: list[str],
+    members: dict[tuple, list[str]],
+    outcomes: dict[tuple, float],
+) -> dict:
     """Agents by rows, groups by columns: each cell the agent's success share over its
     continuations in that group, with its interval (blank where it has none)."""
     rows = []
@@ -397,26 +599,40 @@ def _group_table(key: str, title: str, note: str, agents: list[str], groups: lis
         for g in groups:
             got = [(k[1], o) for k, o in outcomes.items() if k[0] == a and g in members[k]]
             if got:
-                row[f"g:{g}"] = with_units(estimate(share([o for _, o in got], [sc for sc, _ in got])),
-                                           [sc for sc, _ in got], "scenario")
+                row[f"g:{g}"] = with_units(
+                    estimate(share([o for _, o in got], [sc for sc, _ in got])), [sc for sc, _ in got], "scenario"
+                )
         rows.append(row)
-    note += " \"—\": the agent has no continuation there."
+    note += ' "—": the agent has no continuation there.'
     # A group every continuation is in (one suite version, a tag on every scenario) repeats
     # the overall share: say so rather than leave the reader to wonder.
     whole = [g for g in groups if all(g in members[k] for k in outcomes)]
     if whole:
-        note += (f" {', '.join(whole)}: every continuation is in {'it' if len(whole) == 1 else 'each'}, "
-                 "so the column repeats the agent's overall success share.")
-    return {"key": key, "title": title, "note": note,
-            "columns": [{"key": "agent", "label": "Agent", "help": "The agent."}]
-                       + [{"key": f"g:{g}", "label": g,
-                           "help": f"Share (0-1) of the agent's continuations in {g} marked a success, 95% interval "
-                                   "resampling scenarios; —: none there."} for g in groups],
-            "rows": rows}
+        note += (
+            f" {', '.join(whole)}: every continuation is in {'it' if len(whole) == 1 else 'each'}, "
+            "so the column repeats the agent's overall success share."
+        )
+    return {
+        "key": key,
+        "title": title,
+        "note": note,
+        "columns": [{"key": "agent", "label": "Agent", "help": "The agent."}]
+        + [
+            {
+                "key": f"g:{g}",
+                "label": g,
+                "help": f"Share (0-1) of the agent's continuations in {g} marked a success, 95% interval "
+                "resampling scenarios; —: none there.",
+            }
+            for g in groups
+        ],
+        "rows": rows,
+    }
 
 
-def _breakdowns(session: Session, study: Study, agents: list[str], by_continuation: dict[tuple, list[str]],
-                refs: dict[tuple, dict]) -> list[dict]:
+def _breakdowns(
+    session: Session, study: Study, agents: list[str], by_continuation: dict[tuple, list[str]], refs: dict[tuple, dict]
+) -> list[dict]:
     """Success share per category, per suite version (a version's score is over the scenarios
     it holds: those added in it or before) and per tag (the suite's tags and the study owner's
     personal ones), each cell with its 95% interval."""
@@ -425,32 +641,59 @@ def _breakdowns(session: Session, study: Study, agents: list[str], by_continuati
     categories = {k: [refs[k]["category"]] for k in outcomes}
     names = sorted({c for v in categories.values() for c in v if c})
     if names:
-        tables.append(_group_table(
-            "sts_categories", "Success share per category",
-            "Each agent's success share over its continuations of each category, with its 95% interval.",
-            agents, names, categories, outcomes))
+        tables.append(
+            _group_table(
+                "sts_categories",
+                "Success share per category",
+                "Each agent's success share over its continuations of each category, with its 95% interval.",
+                agents,
+                names,
+                categories,
+                outcomes,
+            )
+        )
     added = {k: refs[k].get("suite_version") for k in outcomes}
     numbers = sorted({v for v in added.values() if isinstance(v, int)})
     if numbers:
         versions = {k: [f"v{n}" for n in numbers if isinstance(v, int) and v <= n] for k, v in added.items()}
-        tables.append(_group_table(
-            "sts_versions", "Success share per suite version",
-            "Version n's score is over the scenarios version n holds (added in it or before), so an "
-            "agent's score on an older version stays what it was.",
-            agents, [f"v{n}" for n in numbers], versions, outcomes))
+        tables.append(
+            _group_table(
+                "sts_versions",
+                "Success share per suite version",
+                "Version n's score is over the scenarios version n holds (added in it or before), so an "
+                "agent's score on an older version stays what it was.",
+                agents,
+                [f"v{n}" for n in numbers],
+                versions,
+                outcomes,
+            )
+        )
     personal = _owner_tags(session, study, {k[1] for k in outcomes})
     # What is true of the item now: a mining rule's tag counts only where the scenario's
     # takeover point is still one the rule gives (a takeover moved after mining keeps its tag).
     success = _recording_success(session, study, {k[1] for k in outcomes})
-    tagged = {k: [t for t in tags_now(refs[k].get("tags"), refs[k].get("takeover"), success.get(k[1], UNKNOWN))
-                  if isinstance(t, str)]
-              + [f"mine: {t}" for t in personal.get(k[1], [])] for k in outcomes}
+    tagged = {
+        k: [
+            t
+            for t in tags_now(refs[k].get("tags"), refs[k].get("takeover"), success.get(k[1], UNKNOWN))
+            if isinstance(t, str)
+        ]
+        + [f"mine: {t}" for t in personal.get(k[1], [])]
+        for k in outcomes
+    }
     tags = sorted({t for v in tagged.values() for t in v})
     if tags:
-        tables.append(_group_table(
-            "sts_tags", "Success share per tag",
-            "The suite's tags on each scenario, and (\"mine: ...\") the study owner's personal tags.",
-            agents, tags, tagged, outcomes))
+        tables.append(
+            _group_table(
+                "sts_tags",
+                "Success share per tag",
+                "The suite's tags on each scenario, and (\"mine: ...\") the study owner's personal tags.",
+                agents,
+                tags,
+                tagged,
+                outcomes,
+            )
+        )
     return tables
 
 

@@ -26,20 +26,46 @@ PAD, UNK = 0, 1
 # colour, type or "object", location), in that grammar's order. The order is the index: never
 # reorder or insert, only append under a new version.
 WORDS: tuple[str, ...] = (
-    "<pad>", "<unk>",
-    "go", "to", "pick", "up", "open", "put", "next",     # GoTo, Pickup, Open, PutNext
-    "then", "after", "you", "and",                        # ", then", " after you ", " and "
-    "the", "a",                                           # one matching object or several
-    "red", "green", "blue", "purple", "yellow", "grey",   # minigrid COLOR_TO_IDX order
-    "box", "ball", "key", "door", "object",               # OBJ_TYPES, and no type given
-    "in", "front", "of", "behind", "on", "your", "left", "right",  # LOC_NAMES' phrases
+    "<pad>",
+    "<unk>",
+    "go",
+    "to",
+    "pick",
+    "up",
+    "open",
+    "put",
+    "next",  # GoTo, Pickup, Open, PutNext
+    "then",
+    "after",
+    "you",
+    "and",  # ", then", " after you ", " and "
+    "the",
+    "a",  # one matching object or several
+    "red",
+    "green",
+    "blue",
+    "purple",
+    "yellow",
+    "grey",  # minigrid COLOR_TO_IDX order
+    "box",
+    "ball",
+    "key",
+    "door",
+    "object",  # OBJ_TYPES, and no type given
+    "in",
+    "front",
+    "of",
+    "behind",
+    "on",
+    "your",
+    "left",
+    "right",  # LOC_NAMES' phrases
 )
 INDEX: dict[str, int] = {w: i for i, w in enumerate(WORDS)}
 MAX_TOKENS = 96  # longer missions are cut; BabyAI's longest (four PutNext with locations) is 68 words
 
 # The view's channels: minigrid.core.constants (OBJECT_TO_IDX, COLOR_TO_IDX, STATE_TO_IDX).
-OBJECTS: tuple[str, ...] = ("unseen", "empty", "wall", "floor", "door", "key", "ball", "box", "goal",
-                            "lava", "agent")
+OBJECTS: tuple[str, ...] = ("unseen", "empty", "wall", "floor", "door", "key", "ball", "box", "goal", "lava", "agent")
 COLOURS: tuple[str, ...] = ("red", "green", "blue", "purple", "yellow", "grey")
 STATES: tuple[str, ...] = ("open", "closed", "locked")
 N_DIRECTIONS = 4

@@ -33,15 +33,26 @@ def is_play(payload: dict | None) -> bool:
 
 def play_payload(m, tile: int) -> dict:
     """A play item's payload (m: formats.Mission). The seed stays on the server (public_view)."""
-    return {"mode": MODE, "level": m.level, "seed": m.seed, "mission": m.mission, "instruction": m.instruction,
-            "max_steps": m.max_steps, "tile": tile}
+    return {
+        "mode": MODE,
+        "level": m.level,
+        "seed": m.seed,
+        "mission": m.mission,
+        "instruction": m.instruction,
+        "max_steps": m.max_steps,
+        "tile": tile,
+    }
 
 
 def public_view(payload: dict) -> dict:
     """What the worker's page gets: no level, no seed (with them the mission could be solved
     offline by the expert)."""
-    return {"mode": MODE, "instruction": payload["instruction"], "max_steps": payload["max_steps"],
-            "tile": payload["tile"]}
+    return {
+        "mode": MODE,
+        "instruction": payload["instruction"],
+        "max_steps": payload["max_steps"],
+        "tile": payload["tile"],
+    }
 
 
 def parse_actions(value: object) -> list[int]:
@@ -90,6 +101,10 @@ def state(payload: dict, actions: list[int]) -> dict:
     second one for the picture), the step, and whether the episode ended and in success."""
     episode = replay_play(payload, actions).episode
     png = encode_png(episode.frame(int(payload["tile"])))
-    return {"step": episode.steps, "max_steps": episode.max_steps, "done": episode.done,
-            "success": episode.success,
-            "frame": "data:image/png;base64," + base64.b64encode(png).decode("ascii")}
+    return {
+        "step": episode.steps,
+        "max_steps": episode.max_steps,
+        "done": episode.done,
+        "success": episode.success,
+        "frame": "data:image/png;base64," + base64.b64encode(png).decode("ascii"),
+    }

@@ -37,19 +37,28 @@ def policy_for_agent(session: Session, agent: Agent):
         return uploaded_policy(session, artifact)
     if agent.version == BUILTIN_VERSION and agent.name in BUILT_IN:
         return BUILT_IN[agent.name]()
-    latest = session.scalar(select(AgentArtifact).where(AgentArtifact.agent_id == agent.id)
-                            .order_by(AgentArtifact.version.desc()).limit(1))
-    why = (f"its newest upload, v{latest.version}, is {latest.state}"
-           + (f": {latest.verdict}" if latest.verdict else "") if latest is not None else "it has no upload")
-    raise InputError(f"agent {agent.name!r} has no policy to act with: {why}. Upload a policy "
-                     f"(docs/kinds/sts-policies.md) or use a built-in agent ({', '.join(BUILT_IN)})",
-                     field="agent")
+    latest = session.scalar(
+        select(AgentArtifact).where(AgentArtifact.agent_id == agent.id).order_by(AgentArtifact.version.desc()).limit(1)
+    )
+    why = (
+        f"its newest upload, v{latest.version}, is {latest.state}" + (f": {latest.verdict}" if latest.verdict else "")
+        if latest is not None
+        else "it has no upload"
+    )
+    raise InputError(
+        f"agent {agent.name!r} has no policy to act with: {why}. Upload a policy "
+        f"(docs/kinds/sts-policies.md) or use a built-in agent ({', '.join(BUILT_IN)})",
+        field="agent",
+    )
 
 
 def newest_valid_policy(session: Session, agent: Agent) -> AgentArtifact | None:
-    return session.scalar(select(AgentArtifact).where(
-        AgentArtifact.agent_id == agent.id, AgentArtifact.role == ROLE, AgentArtifact.state == "valid")
-        .order_by(AgentArtifact.version.desc()).limit(1))
+    return session.scalar(
+        select(AgentArtifact)
+        .where(AgentArtifact.agent_id == agent.id, AgentArtifact.role == ROLE, AgentArtifact.state == "valid")
+        .order_by(AgentArtifact.version.desc())
+        .limit(1)
+    )
 
 
 def pick_device(device: str | None = None) -> str:
@@ -76,8 +85,11 @@ def uploaded_policy(session: Session, artifact: AgentArtifact, device: str | Non
     from workers.sts.policy import TorchPolicy
 
     if artifact.role != ROLE:
-        raise InputError(f"artifact {artifact.id} (agent {artifact.agent_id} v{artifact.version}) is a "
-                         f"{artifact.role}, not a policy", field="agent")
+        raise InputError(
+            f"artifact {artifact.id} (agent {artifact.agent_id} v{artifact.version}) is a "
+            f"{artifact.role}, not a policy",
+            field="agent",
+        )
     device = pick_device(device)
     try:
         model = load_validated(artifact, LOADER, load_bytes, device)

@@ -28,7 +28,14 @@ from app import jsonsafe
 from app.errors import InputError
 from app.textfiles import decode_upload
 from app.kinds.sts.env import (
-    ACTIONS, ActionError, Episode, ExpertError, Simulator, SimulatorError, action_index, get_simulator,
+    ACTIONS,
+    ActionError,
+    Episode,
+    ExpertError,
+    Simulator,
+    SimulatorError,
+    action_index,
+    get_simulator,
 )
 
 ACTORS: tuple[str, ...] = ("human", "expert", "agent", "upload")
@@ -53,8 +60,14 @@ class Replayable:
     line: int | None = field(default=None, compare=False)  # upload line, for error messages
 
     def as_dict(self) -> dict:
-        return {"id": self.id, "level": self.level, "seed": self.seed, "mission": self.mission,
-                "actions": list(self.actions), "actor": self.actor}
+        return {
+            "id": self.id,
+            "level": self.level,
+            "seed": self.seed,
+            "mission": self.mission,
+            "actions": list(self.actions),
+            "actor": self.actor,
+        }
 
 
 @dataclass
@@ -74,8 +87,15 @@ class Replay:
     success_step: int | None  # actions after which the simulator reported success, or None
 
 
-def replay(recording: Replayable, simulator: Simulator | None = None, upto: int | None = None, *,
-           frames: bool = True, tile_size: int = 8, check_all: bool = True) -> Replay:
+def replay(
+    recording: Replayable,
+    simulator: Simulator | None = None,
+    upto: int | None = None,
+    *,
+    frames: bool = True,
+    tile_size: int = 8,
+    check_all: bool = True,
+) -> Replay:
     """The recording's states after 0..upto actions (all of them by default), each with its
     observation and (if `frames`) its frame. RecordingError, naming the recording's line and
     the field, if it does not replay as recorded; with `upto`, the actions after it are checked
@@ -84,8 +104,9 @@ def replay(recording: Replayable, simulator: Simulator | None = None, upto: int 
     line, actions = recording.line, recording.actions
     n = len(actions) if upto is None else upto
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= len(actions):
-        raise RecordingError(f"step {n!r} is beyond the recording, which has {len(actions)} actions",
-                             line=line, field="actions")
+        raise RecordingError(
+            f"step {n!r} is beyond the recording, which has {len(actions)} actions", line=line, field="actions"
+        )
     episode = _start(recording, sim)
     steps = [_state(episode, 0, None, frames, tile_size)]
     success_step = None
@@ -132,20 +153,30 @@ def _start(recording: Replayable, sim: Simulator) -> Episode:
     except SimulatorError as exc:
         raise RecordingError(str(exc), line=line, field="seed") from None
     if episode.mission != recording.mission:
-        raise RecordingError(f"seed {recording.seed} of {recording.level} gives the mission "
-                             f"{episode.mission!r}, not the recorded {recording.mission!r}",
-                             line=line, field="mission")
+        raise RecordingError(
+            f"seed {recording.seed} of {recording.level} gives the mission "
+            f"{episode.mission!r}, not the recorded {recording.mission!r}",
+            line=line,
+            field="mission",
+        )
     if len(recording.actions) > episode.max_steps:  # refused before replaying thousands of them
-        raise RecordingError(f"{len(recording.actions)} actions, but {recording.level} ends an episode "
-                             f"after {episode.max_steps} (seed {recording.seed})", line=line, field="actions")
+        raise RecordingError(
+            f"{len(recording.actions)} actions, but {recording.level} ends an episode "
+            f"after {episode.max_steps} (seed {recording.seed})",
+            line=line,
+            field="actions",
+        )
     return episode
 
 
 def _step(episode: Episode, i: int, a, line: int | None):
     if episode.done:
-        raise RecordingError(f"actions[{i}] comes after the episode ended at step {episode.steps} "
-                             f"({'success' if episode.success else 'time out or failure'})",
-                             line=line, field="actions")
+        raise RecordingError(
+            f"actions[{i}] comes after the episode ended at step {episode.steps} "
+            f"({'success' if episode.success else 'time out or failure'})",
+            line=line,
+            field="actions",
+        )
     try:
         return episode.step(a)
     except ActionError as exc:
@@ -153,12 +184,14 @@ def _step(episode: Episode, i: int, a, line: int | None):
 
 
 def _state(episode: Episode, step: int, action, frames: bool, tile_size: int) -> ReplayStep:
-    return ReplayStep(step, action, episode.observation(),
-                      episode.frame(tile_size) if frames else None, episode.done, episode.success)
+    return ReplayStep(
+        step, action, episode.observation(), episode.frame(tile_size) if frames else None, episode.done, episode.success
+    )
 
 
-def expert_recording(level: str, seed: int, max_steps: int | None = None,
-                     simulator: Simulator | None = None, id: str | None = None) -> Replayable:
+def expert_recording(
+    level: str, seed: int, max_steps: int | None = None, simulator: Simulator | None = None, id: str | None = None
+) -> Replayable:
     """The expert (BabyAIBot) playing `level` from `seed` until success. ExpertError if it does
     not succeed within `max_steps` (default: the level's own limit) or gives up."""
     sim = simulator or get_simulator()
@@ -191,8 +224,9 @@ def parse_recording(obj, line: int | None = None) -> Replayable:
     if isinstance(rid, int) and not isinstance(rid, bool):
         rid = str(rid)
     if rid is not None and (not isinstance(rid, str) or not rid.strip() or len(rid) > MAX_ID_LENGTH):
-        raise RecordingError(f"id must be a non-empty text of at most {MAX_ID_LENGTH} characters",
-                             line=line, field="id")
+        raise RecordingError(
+            f"id must be a non-empty text of at most {MAX_ID_LENGTH} characters", line=line, field="id"
+        )
     if not isinstance(obj["level"], str):
         raise RecordingError(f"level {obj['level']!r} is not a level id", line=line, field="level")
     seed = obj["seed"]
@@ -200,8 +234,9 @@ def parse_recording(obj, line: int | None = None) -> Replayable:
         raise RecordingError(f"seed {seed!r} is not a whole number", line=line, field="seed")
     mission = obj["mission"]
     if not isinstance(mission, str) or not mission.strip() or len(mission) > MAX_MISSION_LENGTH:
-        raise RecordingError(f"mission must be a non-empty text of at most {MAX_MISSION_LENGTH} characters",
-                             line=line, field="mission")
+        raise RecordingError(
+            f"mission must be a non-empty text of at most {MAX_MISSION_LENGTH} characters", line=line, field="mission"
+        )
     if not isinstance(obj["actions"], list):
         raise RecordingError("actions must be a list of action names or ints", line=line, field="actions")
     actions = []
@@ -216,8 +251,9 @@ def parse_recording(obj, line: int | None = None) -> Replayable:
     return Replayable(obj["level"], seed, mission, actions, actor, rid.strip() if rid else None, line)
 
 
-def parse_recordings_jsonl(data: bytes | str, simulator: Simulator | None = None, *,
-                           validate: bool = True) -> list[Replayable]:
+def parse_recordings_jsonl(
+    data: bytes | str, simulator: Simulator | None = None, *, validate: bool = True
+) -> list[Replayable]:
     """Recordings of an uploaded JSONL file, each replayed (`validate`) so that a recording that
     does not replay is refused with its line. Raises on the first bad line; stores nothing."""
     sim = simulator or get_simulator()
@@ -248,6 +284,18 @@ def parse_recordings_jsonl(data: bytes | str, simulator: Simulator | None = None
 
 
 __all__ = [
-    "ACTIONS", "ACTORS", "Outcome", "Replayable", "RecordingError", "Replay", "ReplayStep", "check", "decode_upload",
-    "expert_recording", "parse_recording", "parse_recordings_jsonl", "replay", "success_step",
+    "ACTIONS",
+    "ACTORS",
+    "Outcome",
+    "Replayable",
+    "RecordingError",
+    "Replay",
+    "ReplayStep",
+    "check",
+    "decode_upload",
+    "expert_recording",
+    "parse_recording",
+    "parse_recordings_jsonl",
+    "replay",
+    "success_step",
 ]

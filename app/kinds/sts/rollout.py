@@ -27,7 +27,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from app.kinds.sts.env import (
-    ACTION_INDEX, ACTIONS, Episode, ExpertError, Simulator, SimulatorError, action_index, get_simulator,
+    ACTION_INDEX,
+    ACTIONS,
+    Episode,
+    ExpertError,
+    Simulator,
+    SimulatorError,
+    action_index,
+    get_simulator,
 )
 from app.kinds.sts.recordings import Replayable, RecordingError, replay
 
@@ -59,15 +66,15 @@ class Continuation:
         return Replayable(r.level, r.seed, r.mission, [*context, *self.actions], actor, id)
 
 
-def jobs_for(scenarios: list[dict], recordings: dict[str, Replayable], continuations: int = 10,
-             seed: int = 0) -> list[Job]:
+def jobs_for(
+    scenarios: list[dict], recordings: dict[str, Replayable], continuations: int = 10, seed: int = 0
+) -> list[Job]:
     """C jobs per scenario (a dict from `mining.make_scenario`); continuation c of scenario i
     samples with seed `seed + i * continuations + c`."""
     out = []
     for i, s in enumerate(scenarios):
         rec = recordings[s["recording"]]
-        out += [Job(rec, s["takeover"], s["continuation"], seed + i * continuations + c)
-                for c in range(continuations)]
+        out += [Job(rec, s["takeover"], s["continuation"], seed + i * continuations + c) for c in range(continuations)]
     return out
 
 
@@ -82,11 +89,15 @@ def start(job: Job, simulator: Simulator, follow_expert: bool = False) -> Episod
     it gives up during the context, it starts afresh at the takeover point."""
     rec = job.recording
     if isinstance(job.length, bool) or not isinstance(job.length, int) or job.length < 1:
-        raise RecordingError(f"the continuation length must be at least 1 step, not {job.length!r}",
-                             line=rec.line, field="continuation")
+        raise RecordingError(
+            f"the continuation length must be at least 1 step, not {job.length!r}", line=rec.line, field="continuation"
+        )
     if not 0 <= job.takeover <= len(rec.actions):
-        raise RecordingError(f"takeover step {job.takeover} is beyond the recording, which has "
-                             f"{len(rec.actions)} actions", line=rec.line, field="takeover")
+        raise RecordingError(
+            f"takeover step {job.takeover} is beyond the recording, which has {len(rec.actions)} actions",
+            line=rec.line,
+            field="takeover",
+        )
     # Recordings are checked when stored: only the context is replayed here.
     episode = replay(rec, simulator, 0, frames=False, check_all=False).episode
     for i, a in enumerate(rec.actions[: job.takeover]):
@@ -101,8 +112,11 @@ def start(job: Job, simulator: Simulator, follow_expert: bool = False) -> Episod
     if follow_expert and episode.expert_error is not None:
         episode.reset_expert()
     if episode.done:
-        raise RecordingError(f"the recording's episode ended at step {episode.steps}, at or before "
-                             f"the takeover step {job.takeover}", line=job.recording.line, field="takeover")
+        raise RecordingError(
+            f"the recording's episode ended at step {episode.steps}, at or before the takeover step {job.takeover}",
+            line=job.recording.line,
+            field="takeover",
+        )
     return episode
 
 
@@ -115,9 +129,11 @@ def _step_context(episode: Episode, i: int, a, rec: Replayable) -> None:
 
 def batch_observations(episodes: list[Episode], privileged: bool = False) -> dict:
     obs = [e.observation() for e in episodes]
-    out = {"image": np.stack([o["image"] for o in obs]).astype(np.uint8, copy=False),
-           "direction": np.array([o["direction"] for o in obs], dtype=np.int64),
-           "mission": [o["mission"] for o in obs]}
+    out = {
+        "image": np.stack([o["image"] for o in obs]).astype(np.uint8, copy=False),
+        "direction": np.array([o["direction"] for o in obs], dtype=np.int64),
+        "mission": [o["mission"] for o in obs],
+    }
     if privileged:
         out["episodes"] = list(episodes)
     return out
@@ -131,15 +147,18 @@ def _choose(out, rngs: list[np.random.Generator]) -> list[int]:
     if arr.ndim == 2 and arr.shape == (len(rngs), len(ACTIONS)):
         p = arr.astype(np.float64)
         if not np.isfinite(p).all() or (p < 0).any() or (p.sum(axis=1) <= 0).any():
-            raise ValueError("the policy's action probabilities must be finite, non-negative, "
-                             "with a positive sum per row")
+            raise ValueError(
+                "the policy's action probabilities must be finite, non-negative, with a positive sum per row"
+            )
         cdf = np.cumsum(p, axis=1)
         # Inverse CDF with one uniform per row: the same draw whatever the batch around it.
         u = np.array([rng.random() for rng in rngs]) * cdf[:, -1]
         # searchsorted(row, u, side="right") for every row at once: how many entries are <= u.
         return np.minimum((cdf <= u[:, None]).sum(axis=1), len(ACTIONS) - 1).tolist()
-    raise ValueError(f"the policy answered shape {arr.shape} for {len(rngs)} observations: "
-                     f"expected ({len(rngs)},) actions or ({len(rngs)}, {len(ACTIONS)}) probabilities")
+    raise ValueError(
+        f"the policy answered shape {arr.shape} for {len(rngs)} observations: "
+        f"expected ({len(rngs)},) actions or ({len(rngs)}, {len(ACTIONS)}) probabilities"
+    )
 
 
 class _Starts:
@@ -197,9 +216,16 @@ class _Running:
         return Continuation(self.actions, self.success_step, self.end, self.notes)
 
 
-def rollout_batched(jobs: list[Job], policy, simulator: Simulator | None = None, *,
-                    batch_size: int = 64, progress=None, on_result=None,
-                    cancelled=None) -> list[Continuation | None]:
+def rollout_batched(
+    jobs: list[Job],
+    policy,
+    simulator: Simulator | None = None,
+    *,
+    batch_size: int = 64,
+    progress=None,
+    on_result=None,
+    cancelled=None,
+) -> list[Continuation | None]:
     """All jobs' continuations, `batch_size` environments stepped together: one policy call per
     step for the whole batch; a finished continuation leaves and the next job takes its place
     (its context forced first). Results in the order of `jobs`.
@@ -303,6 +329,14 @@ expert_policy = ExpertPolicy()
 
 
 __all__ = [
-    "Continuation", "ExpertPolicy", "Job", "batch_observations", "expert_policy", "jobs_for",
-    "random_policy", "rollout_batched", "rollout_sequential", "start",
+    "Continuation",
+    "ExpertPolicy",
+    "Job",
+    "batch_observations",
+    "expert_policy",
+    "jobs_for",
+    "random_policy",
+    "rollout_batched",
+    "rollout_sequential",
+    "start",
 ]

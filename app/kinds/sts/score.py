@@ -50,8 +50,10 @@ from app.leaderboards import stats
 
 MARKERS = ("success", "failure")
 MIN_N = 5  # fewer continuations than this: an estimate says "too few" rather than its interval
-TTC_METHOD = ("median over successful continuations of the steps from the takeover to the success "
-              "marker; 95% distribution-free interval (order statistics)")
+TTC_METHOD = (
+    "median over successful continuations of the steps from the takeover to the success "
+    "marker; 95% distribution-free interval (order statistics)"
+)
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ def _text(value: object, line: int, field: str, required: bool = True) -> str:
 
 def _choice(value: object, line: int, field: str) -> str:
     if value not in MARKERS:
-        raise InputError(f"must be \"success\" or \"failure\", not {json.dumps(value)}", line=line, field=field)
+        raise InputError(f'must be "success" or "failure", not {json.dumps(value)}', line=line, field=field)
     return value
 
 
@@ -97,22 +99,31 @@ def parse_marker(obj: object, line: int) -> Marker:
     step = obj.get("step")
     if step is not None:
         if isinstance(step, bool) or not isinstance(step, (int, float)) or not math.isfinite(step) or step < 0:
-            raise InputError(f"must be a number of steps (0 or more), not {json.dumps(step)}",
-                             line=line, field="step")
+            raise InputError(f"must be a number of steps (0 or more), not {json.dumps(step)}", line=line, field="step")
     if reference:
-        return Marker(annotator=_text(obj.get("annotator"), line, "annotator"), marker=marker,
-                      reference=True, label=_choice(obj.get("label"), line, "label"),
-                      agent=_text(obj.get("agent"), line, "agent", required=False),
-                      scenario=_text(obj.get("scenario"), line, "scenario", required=False),
-                      continuation=_text(obj.get("continuation"), line, "continuation", required=False),
-                      category=_text(obj.get("category"), line, "category", required=False), step=step)
+        return Marker(
+            annotator=_text(obj.get("annotator"), line, "annotator"),
+            marker=marker,
+            reference=True,
+            label=_choice(obj.get("label"), line, "label"),
+            agent=_text(obj.get("agent"), line, "agent", required=False),
+            scenario=_text(obj.get("scenario"), line, "scenario", required=False),
+            continuation=_text(obj.get("continuation"), line, "continuation", required=False),
+            category=_text(obj.get("category"), line, "category", required=False),
+            step=step,
+        )
     if step is None:
         raise InputError("is missing (the marker's steps after the takeover point)", line=line, field="step")
-    return Marker(annotator=_text(obj.get("annotator"), line, "annotator"), marker=marker, reference=False,
-                  agent=_text(obj.get("agent"), line, "agent"),
-                  scenario=_text(obj.get("scenario"), line, "scenario"),
-                  continuation=_text(obj.get("continuation"), line, "continuation"),
-                  category=_text(obj.get("category"), line, "category", required=False), step=step)
+    return Marker(
+        annotator=_text(obj.get("annotator"), line, "annotator"),
+        marker=marker,
+        reference=False,
+        agent=_text(obj.get("agent"), line, "agent"),
+        scenario=_text(obj.get("scenario"), line, "scenario"),
+        continuation=_text(obj.get("continuation"), line, "continuation"),
+        category=_text(obj.get("category"), line, "category", required=False),
+        step=step,
+    )
 
 
 def read_markers(lines: Iterable[str]) -> Iterator[Marker]:
@@ -130,8 +141,12 @@ def read_markers(lines: Iterable[str]) -> Iterator[Marker]:
             key = (m.agent, m.scenario, m.continuation)
             seen = categories.setdefault(key, (m.category, n))
             if seen[0] != m.category:
-                raise InputError(f"{json.dumps(m.category)}, but line {seen[1]} gives this continuation "
-                                 f"the category {json.dumps(seen[0])}", line=n, field="category")
+                raise InputError(
+                    f"{json.dumps(m.category)}, but line {seen[1]} gives this continuation "
+                    f"the category {json.dumps(seen[0])}",
+                    line=n,
+                    field="category",
+                )
         yield m
 
 
@@ -145,14 +160,16 @@ def read_judge(data: bytes | str | Iterable[str]) -> dict[tuple[str, str, str], 
     first: dict[tuple[str, str, str], int] = {}
     text = data if isinstance(data, (bytes, str)) else "\n".join(data)
     for n, obj in jsonl_objects(text):
-        key = (_text(obj.get("agent"), n, "agent"), _text(obj.get("scenario"), n, "scenario"),
-               _text(obj.get("continuation"), n, "continuation"))
+        key = (
+            _text(obj.get("agent"), n, "agent"),
+            _text(obj.get("scenario"), n, "scenario"),
+            _text(obj.get("continuation"), n, "continuation"),
+        )
         success = obj.get("success")
         if not isinstance(success, bool):
             raise InputError(f"must be true or false, not {json.dumps(success)}", line=n, field="success")
         if key in first:
-            raise InputError(f"this continuation is judged on line {first[key]} already", line=n,
-                             field="continuation")
+            raise InputError(f"this continuation is judged on line {first[key]} already", line=n, field="continuation")
         first[key], out[key] = n, 1.0 if success else 0.0
     if not out:
         raise InputError("the judge's file holds no verdicts", field="file")
@@ -164,9 +181,12 @@ def with_judge(rows: list[tuple], judge: dict[tuple[str, str, str], float], agen
     continuations, `judge` every verdict."""
     missing = [key for key, _, _ in rows if key not in judge]
     if missing:
-        raise InputError(f"the judge's file has no verdict on agent {missing[0][0]!r}, scenario "
-                         f"{missing[0][1]!r}, continuation {missing[0][2]!r}, which people annotated: "
-                         "PPI needs the judge on every one", field="judge")
+        raise InputError(
+            f"the judge's file has no verdict on agent {missing[0][0]!r}, scenario "
+            f"{missing[0][1]!r}, continuation {missing[0][2]!r}, which people annotated: "
+            "PPI needs the judge on every one",
+            field="judge",
+        )
     seen = {key for key, _, _ in rows}
     human = [o for _, o, _ in rows]
     judged = [judge[key] for key, _, _ in rows]
@@ -198,15 +218,30 @@ def share(outcomes: list[float], scenarios: list[str] | None = None) -> dict:
     (a tie's half success counted as a half)."""
     n = len(outcomes)
     if not n:
-        return {"n": 0, "success": None, "se": None, "mean": None, "low": None, "high": None,
-                "method": stats.WILSON, "note": too_few(0)}
+        return {
+            "n": 0,
+            "success": None,
+            "se": None,
+            "mean": None,
+            "low": None,
+            "high": None,
+            "method": stats.WILSON,
+            "note": too_few(0),
+        }
     clustered = scenarios is not None and len(set(scenarios)) < n
     est = stats.mean_interval(outcomes, clusters=scenarios if clustered else None)
     if not clustered and est.method != stats.WILSON:  # a tie's half: Wilson at the count
         est = stats.bounded_mean(sum(outcomes), n)
     p = est.mean
-    out = {"n": n, "success": p, "se": math.sqrt(p * (1 - p) / n), "mean": p, "low": est.low,
-           "high": est.high, "method": est.method}
+    out = {
+        "n": n,
+        "success": p,
+        "se": math.sqrt(p * (1 - p) / n),
+        "mean": p,
+        "low": est.low,
+        "high": est.high,
+        "method": est.method,
+    }
     if n < MIN_N:
         out["note"] = too_few(n)
     return out
@@ -218,8 +253,14 @@ def time_to_completion(times: list[float]) -> dict:
     none below 6 times (then "note" says so)."""
     steps = sorted(times)
     n = len(steps)
-    out = {"median": median(steps) if n else None, "low": None, "high": None, "n": n, "method": TTC_METHOD,
-           "steps": steps}
+    out = {
+        "median": median(steps) if n else None,
+        "low": None,
+        "high": None,
+        "n": n,
+        "method": TTC_METHOD,
+        "steps": steps,
+    }
     import numpy as np
     from scipy.stats import binom
 
@@ -239,8 +280,7 @@ def outcome(markers: list[str]) -> float:
     return 1.0 if s > f else 0.0 if s < f else 0.5
 
 
-def score(markers: Iterable[Marker], *, seed: int = 0, judge: dict[tuple[str, str, str], float] | None = None
-          ) -> dict:
+def score(markers: Iterable[Marker], *, seed: int = 0, judge: dict[tuple[str, str, str], float] | None = None) -> dict:
     """{"agents": {name: {n, success, se, mean, low, high, method, corrected, per_category,
     per_scenario, ttc, ttc_median[, judge_agreement, ppi]}}, "reference": {pooled sensitivity
     and specificity}, "annotators": {id: {n_reference, sensitivity, specificity,
@@ -281,16 +321,25 @@ def score(markers: Iterable[Marker], *, seed: int = 0, judge: dict[tuple[str, st
         # success markers (linear in the truth), not the majority of several, which errs less
         # than one annotator and would be over-corrected.
         marked = [sum(m == "success" for m, _ in marks) / len(marks) for _, _, marks in rows]
-        corrected = rogan_gladen_estimate(marked, hits["success"], hits["failure"],
-                                          clusters=[key[1] for key, _, _ in rows], cluster_name="scenarios",
-                                          seed=seed)
+        corrected = rogan_gladen_estimate(
+            marked,
+            hits["success"],
+            hits["failure"],
+            clusters=[key[1] for key, _, _ in rows],
+            cluster_name="scenarios",
+            seed=seed,
+        )
         if corrected["mean"] is not None and len(outcomes) < MIN_N:
             corrected["note"] = too_few(len(outcomes))
         ttc = time_to_completion(times)
-        agents[agent] = {**share(outcomes, [key[1] for key, _, _ in rows]), "corrected": corrected,
-                         "per_category": {c: share(v, cat_scenarios[c]) for c, v in sorted(cats.items())},
-                         "per_scenario": {s: sum(v) / len(v) for s, v in sorted(scenarios.items())},
-                         "ttc": ttc, "ttc_median": ttc["median"]}
+        agents[agent] = {
+            **share(outcomes, [key[1] for key, _, _ in rows]),
+            "corrected": corrected,
+            "per_category": {c: share(v, cat_scenarios[c]) for c, v in sorted(cats.items())},
+            "per_scenario": {s: sum(v) / len(v) for s, v in sorted(scenarios.items())},
+            "ttc": ttc,
+            "ttc_median": ttc["median"],
+        }
         if judge is not None:
             agents[agent].update(with_judge(rows, judge, agent))
 
@@ -299,10 +348,17 @@ def score(markers: Iterable[Marker], *, seed: int = 0, judge: dict[tuple[str, st
         right = refs[who]
         sens = sum(right["success"]) / len(right["success"]) if right["success"] else None
         spec = sum(right["failure"]) / len(right["failure"]) if right["failure"] else None
-        annotators[who] = {"n_reference": len(right["success"]) + len(right["failure"]),
-                           "sensitivity": sens, "specificity": spec,
-                           "balanced_accuracy": (sens + spec) / 2 if sens is not None and spec is not None else None}
+        annotators[who] = {
+            "n_reference": len(right["success"]) + len(right["failure"]),
+            "sensitivity": sens,
+            "specificity": spec,
+            "balanced_accuracy": (sens + spec) / 2 if sens is not None and spec is not None else None,
+        }
     rate = {label: sum(h) / len(h) if h else None for label, h in hits.items()}
-    reference = {"n_success": len(hits["success"]), "n_failure": len(hits["failure"]),
-                 "sensitivity": rate["success"], "specificity": rate["failure"]}
+    reference = {
+        "n_success": len(hits["success"]),
+        "n_failure": len(hits["failure"]),
+        "sensitivity": rate["success"],
+        "specificity": rate["failure"],
+    }
     return {"agents": agents, "reference": reference, "annotators": annotators}

@@ -39,8 +39,9 @@ def _reference(spec: object) -> dict[str, int]:
     out = {}
     for key, value in spec.items():
         if key not in REFERENCE_KEYS:
-            raise InputError(f"unknown reference kind {key!r}: use {', '.join(REFERENCE_KEYS)}",
-                             field=f"reference.{key}")
+            raise InputError(
+                f"unknown reference kind {key!r}: use {', '.join(REFERENCE_KEYS)}", field=f"reference.{key}"
+            )
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_REFERENCE:
             raise InputError(f"{key} must be a whole number from 0 to {MAX_REFERENCE}", field=f"reference.{key}")
         out[key] = value
@@ -49,22 +50,37 @@ def _reference(spec: object) -> dict[str, int]:
 
 def _stored(session: Session, agent_id: int, scenario_ids: list[int]) -> dict[int, list[Continuation]]:
     out: dict[int, list[Continuation]] = {i: [] for i in scenario_ids}
-    for c in session.scalars(select(Continuation).where(Continuation.agent_id == agent_id,
-                                                        Continuation.scenario_id.in_(scenario_ids))
-                             .order_by(Continuation.scenario_id, Continuation.index)):
+    for c in session.scalars(
+        select(Continuation)
+        .where(Continuation.agent_id == agent_id, Continuation.scenario_id.in_(scenario_ids))
+        .order_by(Continuation.scenario_id, Continuation.index)
+    ):
         out[c.scenario_id].append(c)
     return out
 
 
 def _line(sc: Scenario, rec: Recording, number: int, agent: str, c: Continuation, **extra) -> dict:
-    return {"scenario": scenario_key(sc), "agent": agent, "continuation": c.index, "level": rec.level,
-            "seed": rec.seed, "mission": rec.mission, "actions": [*rec.actions[: sc.takeover], *c.actions],
-            "takeover": sc.takeover, "instruction": sc.instruction, "category": sc.category,
-            "tags": list(sc.tags or []), "suite_version": number, "length": sc.continuation, **extra}
+    return {
+        "scenario": scenario_key(sc),
+        "agent": agent,
+        "continuation": c.index,
+        "level": rec.level,
+        "seed": rec.seed,
+        "mission": rec.mission,
+        "actions": [*rec.actions[: sc.takeover], *c.actions],
+        "takeover": sc.takeover,
+        "instruction": sc.instruction,
+        "category": sc.category,
+        "tags": list(sc.tags or []),
+        "suite_version": number,
+        "length": sc.continuation,
+        **extra,
+    }
 
 
-def _references(session: Session, suite: Suite, version: SuiteVersion, scenarios: list[Scenario],
-                want: dict[str, int]) -> list[tuple[Scenario, str, Continuation, str]]:
+def _references(
+    session: Session, suite: Suite, version: SuiteVersion, scenarios: list[Scenario], want: dict[str, int]
+) -> list[tuple[Scenario, str, Continuation, str]]:
     """(scenario, agent name, continuation, label) for each reference episode asked for: the
     built-in agent's continuations whose simulator outcome is the label, one per scenario,
     from what is stored, else generated now (and stored, like any of its continuations)."""
@@ -80,7 +96,7 @@ def _references(session: Session, suite: Suite, version: SuiteVersion, scenarios
         policy = policy_for_agent(session, agent)
         found: list[tuple[Scenario, str, Continuation, str]] = []
         for start in range(0, len(order), max(2 * k, 8)):
-            chunk = order[start:start + max(2 * k, 8)]
+            chunk = order[start : start + max(2 * k, 8)]
             generate(session, agent, [(sc, 0) for sc in chunk], 0, policy)  # only what is missing
             stored = _stored(session, agent.id, [sc.id for sc in chunk])
             for sc in chunk:
@@ -92,27 +108,43 @@ def _references(session: Session, suite: Suite, version: SuiteVersion, scenarios
             if len(found) == k:
                 break
         if len(found) < k:
-            raise InputError(f"{k} reference episodes asked for, but only {len(found)} of the version's "
-                             f"{len(scenarios)} scenarios have a {name} continuation that ends in {label}",
-                             field=f"reference.{key}")
+            raise InputError(
+                f"{k} reference episodes asked for, but only {len(found)} of the version's "
+                f"{len(scenarios)} scenarios have a {name} continuation that ends in {label}",
+                field=f"reference.{key}",
+            )
         out += found
     return out
 
 
-def build_study(session: Session, user: User, suite: Suite, version: SuiteVersion, settings: services.StudySettings,
-                *, agents: object, reference: object = None, continuations: object = None,
-                approve_at: object = None, tile: object = None) -> tuple[Study, dict]:
+def build_study(
+    session: Session,
+    user: User,
+    suite: Suite,
+    version: SuiteVersion,
+    settings: services.StudySettings,
+    *,
+    agents: object,
+    reference: object = None,
+    continuations: object = None,
+    approve_at: object = None,
+    tile: object = None,
+) -> tuple[Study, dict]:
     """The study (a draft, through services.create_study) and a summary of what went in."""
     if version.state != "published":
-        raise Conflict(f"version {version.number} is a draft: a study is built from a published version, "
-                       "whose scenarios can no longer change", field="version")
+        raise Conflict(
+            f"version {version.number} is a draft: a study is built from a published version, "
+            "whose scenarios can no longer change",
+            field="version",
+        )
     if not isinstance(agents, (list, tuple)) or not agents or len(agents) > MAX_AGENTS:
         raise InputError(f"agents must be a list of 1-{MAX_AGENTS} agent ids or built-in names", field="agents")
     chosen = [resolve_agent(session, user, suite, a, field="agents") for a in agents]
     if len({a.id for a in chosen}) != len(chosen):
         raise InputError("an agent is named twice", field="agents")
-    if continuations is not None and (isinstance(continuations, bool) or not isinstance(continuations, int)
-                                      or continuations < 1):
+    if continuations is not None and (
+        isinstance(continuations, bool) or not isinstance(continuations, int) or continuations < 1
+    ):
         raise InputError("continuations must be a whole number, at least 1", field="continuations")
     want = _reference(reference)
     options = {}
@@ -126,8 +158,9 @@ def build_study(session: Session, user: User, suite: Suite, version: SuiteVersio
         options["tile"] = tile
     scenarios = scenarios_of(session, version)
     numbers = {v.id: v.number for v in session.scalars(select(SuiteVersion).where(SuiteVersion.suite_id == suite.id))}
-    recs = {r.id: r for r in session.scalars(select(Recording).where(
-        Recording.id.in_({s.recording_id for s in scenarios})))}
+    recs = {
+        r.id: r for r in session.scalars(select(Recording).where(Recording.id.in_({s.recording_id for s in scenarios})))
+    }
     lines, per_agent = [], {}
     for agent in chosen:
         stored = _stored(session, agent.id, [s.id for s in scenarios])
@@ -135,22 +168,44 @@ def build_study(session: Session, user: User, suite: Suite, version: SuiteVersio
         c = fewest if continuations is None else continuations
         short = [s for s in scenarios if len(stored[s.id]) < max(c, 1)]
         if short:
-            raise InputError(f"{agent_label(agent)} has fewer than {max(c, 1)} continuations of {len(short)} of the "
-                             f"{len(scenarios)} scenarios of version {version.number} (scenario {short[0].id} has "
-                             f"{len(stored[short[0].id])}): generate them first", field="agents")
+            raise InputError(
+                f"{agent_label(agent)} has fewer than {max(c, 1)} continuations of {len(short)} of the "
+                f"{len(scenarios)} scenarios of version {version.number} (scenario {short[0].id} has "
+                f"{len(stored[short[0].id])}): generate them first",
+                field="agents",
+            )
         label = agent_label(agent)
         for sc in scenarios:
-            lines += [_line(sc, recs[sc.recording_id], numbers[sc.version_id], label, cont)
-                      for cont in stored[sc.id][:c]]
+            lines += [
+                _line(sc, recs[sc.recording_id], numbers[sc.version_id], label, cont) for cont in stored[sc.id][:c]
+            ]
         per_agent[label] = c
     refs = _references(session, suite, version, scenarios, want)
     for sc, name, cont, label in refs:
-        lines.append(_line(sc, recs[sc.recording_id], numbers[sc.version_id], name, cont, reference=True,
-                           label=label, id=f"reference/{scenario_key(sc)}/{name}/{cont.index}"))
+        lines.append(
+            _line(
+                sc,
+                recs[sc.recording_id],
+                numbers[sc.version_id],
+                name,
+                cont,
+                reference=True,
+                label=label,
+                id=f"reference/{scenario_key(sc)}/{name}/{cont.index}",
+            )
+        )
     data = "\n".join(json.dumps(x) for x in lines).encode()
     study = services.create_study(session, user, "sts", settings, data, "continuations", options)
-    study.kind_settings = {**(study.kind_settings or {}),
-                           "suite": {"id": suite.id, "name": suite.name, "version": version.number}}
+    study.kind_settings = {
+        **(study.kind_settings or {}),
+        "suite": {"id": suite.id, "name": suite.name, "version": version.number},
+    }
     session.commit()
-    return study, {"study": study.id, "slug": study.slug, "items": len(lines), "reference": len(refs),
-                   "scenarios": len(scenarios), "continuations_per_scenario": per_agent}
+    return study, {
+        "study": study.id,
+        "slug": study.slug,
+        "items": len(lines),
+        "reference": len(refs),
+        "scenarios": len(scenarios),
+        "continuations_per_scenario": per_agent,
+    }

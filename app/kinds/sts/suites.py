@@ -22,10 +22,16 @@ from app.params import MAX_ID
 from app.kinds.sts import mining
 from app.kinds.sts.env import MAX_SEED, SimulatorError, get_simulator
 from app.kinds.sts.models import (
-    BUILTIN_AGENTS, BUILTIN_VERSION, Continuation, Recording, Scenario, ScenarioTag, Suite, SuiteVersion,
+    BUILTIN_AGENTS,
+    BUILTIN_VERSION,
+    Continuation,
+    Recording,
+    Scenario,
+    ScenarioTag,
+    Suite,
+    SuiteVersion,
 )
-from app.kinds.sts.recordings import Replayable, RecordingError, check, expert_recording, \
-    parse_recordings_jsonl
+from app.kinds.sts.recordings import Replayable, RecordingError, check, expert_recording, parse_recordings_jsonl
 
 KIND_NAME = "sts"
 MAX_RECORDINGS = 10_000  # per upload
@@ -70,9 +76,17 @@ def recording_label(row: Recording) -> str:
 
 
 def _row(owner: User, rec: Replayable, success_step: int | None) -> Recording:
-    return Recording(owner_id=owner.id, external_id=rec.id, level=rec.level, seed=rec.seed, mission=rec.mission,
-                     actions=list(rec.actions), actor=rec.actor, success_step=success_step,
-                     n_actions=len(rec.actions))
+    return Recording(
+        owner_id=owner.id,
+        external_id=rec.id,
+        level=rec.level,
+        seed=rec.seed,
+        mission=rec.mission,
+        actions=list(rec.actions),
+        actor=rec.actor,
+        success_step=success_step,
+        n_actions=len(rec.actions),
+    )
 
 
 def store_recordings(session: Session, owner: User, data: bytes) -> list[Recording]:
@@ -83,8 +97,15 @@ def store_recordings(session: Session, owner: User, data: bytes) -> list[Recordi
     if len(recs) > MAX_RECORDINGS:
         raise InputError(f"{len(recs)} recordings; at most {MAX_RECORDINGS} per upload", field="file")
     ids = [r.id for r in recs if r.id is not None]
-    taken = set(session.scalars(select(Recording.external_id).where(
-        Recording.owner_id == owner.id, Recording.external_id.in_(ids)))) if ids else set()
+    taken = (
+        set(
+            session.scalars(
+                select(Recording.external_id).where(Recording.owner_id == owner.id, Recording.external_id.in_(ids))
+            )
+        )
+        if ids
+        else set()
+    )
     rows = []
     for rec in recs:
         if rec.id in taken:
@@ -123,8 +144,9 @@ def parse_seeds(text: str) -> list[int]:
     return out
 
 
-def expert_recordings(session: Session, owner: User, level: str, seeds: object,
-                      max_steps: int | None = None) -> tuple[list[Recording], int]:
+def expert_recordings(
+    session: Session, owner: User, level: str, seeds: object, max_steps: int | None = None
+) -> tuple[list[Recording], int]:
     """The expert (BabyAIBot) playing `level` from each seed, recorded on the server under the
     id "expert:<level>:<seed>"; a seed already recorded is reused. (rows, how many are new)."""
     sim = get_simulator()
@@ -136,8 +158,12 @@ def expert_recordings(session: Session, owner: User, level: str, seeds: object,
         raise InputError("max_steps must be a whole number of steps, at least 1", field="max_steps")
     seeds = _seeds(seeds)
     ids = {s: f"expert:{level}:{s}" for s in seeds}
-    have = {r.external_id: r for r in session.scalars(select(Recording).where(
-        Recording.owner_id == owner.id, Recording.external_id.in_(list(ids.values()))))}
+    have = {
+        r.external_id: r
+        for r in session.scalars(
+            select(Recording).where(Recording.owner_id == owner.id, Recording.external_id.in_(list(ids.values())))
+        )
+    }
     rows, new = [], []
     for s in seeds:
         if ids[s] in have:
@@ -169,17 +195,26 @@ def play_recordings(session: Session, user: User, study_id: int, *, only_success
     if study is None or not can_manage(user, study):
         raise NotFound("no such study among yours")
     if study.kind != KIND_NAME or (study.kind_settings or {}).get("mode") != MODE:
-        raise Conflict(f"study {study.id} is not a play study (its items are not missions people play)",
-                       field="study_id")
+        raise Conflict(
+            f"study {study.id} is not a play study (its items are not missions people play)", field="study_id"
+        )
     owner = session.get(User, study.owner_id)
     prefix = f"play:{study.id}:"
-    have = set(session.scalars(select(Recording.external_id).where(
-        Recording.owner_id == owner.id, Recording.external_id.startswith(prefix))))
+    have = set(
+        session.scalars(
+            select(Recording.external_id).where(
+                Recording.owner_id == owner.id, Recording.external_id.startswith(prefix)
+            )
+        )
+    )
     rows, counts = [], {"existing": 0, "empty": 0, "failed": 0}
     for external_id, payload, response, pseudonym, worker_id in session.execute(
-            select(Item.external_id, Item.payload, Annotation.response, User.pseudonym, User.id)
-            .join(Item, Item.id == Annotation.item_id).join(User, User.id == Annotation.worker_id)
-            .where(Annotation.study_id == study.id, Annotation.excluded.is_(False)).order_by(Annotation.id)):
+        select(Item.external_id, Item.payload, Annotation.response, User.pseudonym, User.id)
+        .join(Item, Item.id == Annotation.item_id)
+        .join(User, User.id == Annotation.worker_id)
+        .where(Annotation.study_id == study.id, Annotation.excluded.is_(False))
+        .order_by(Annotation.id)
+    ):
         if not is_play(payload) or not isinstance((response or {}).get("actions"), list):
             continue
         who = pseudonym or f"user-{worker_id}"  # every crowd account has a pseudonym
@@ -190,13 +225,15 @@ def play_recordings(session: Session, user: User, study_id: int, *, only_success
         if not response["actions"]:
             counts["empty"] += 1
             continue
-        rec = Replayable(payload["level"], int(payload["seed"]), payload["mission"], list(response["actions"]),
-                         f"human:{who}", rid)
+        rec = Replayable(
+            payload["level"], int(payload["seed"]), payload["mission"], list(response["actions"]), f"human:{who}", rid
+        )
         try:
             outcome = check(rec)
         except RecordingError as exc:  # it replayed when it was sent: the simulator changed since
-            raise InputError(f"the play {rid!r} no longer replays ({exc.message}): nothing was stored",
-                             field="study_id") from None
+            raise InputError(
+                f"the play {rid!r} no longer replays ({exc.message}): nothing was stored", field="study_id"
+            ) from None
         if only_successes and outcome.success is None:
             counts["failed"] += 1
             continue
@@ -204,8 +241,13 @@ def play_recordings(session: Session, user: User, study_id: int, *, only_success
         rows.append(_row(owner, rec, outcome.success))
     session.add_all(rows)
     _commit(session, "recordings of these plays")
-    return {"study": study.id, "owner": owner.id, "created": len(rows), **counts,
-            "recordings": [recording_dict(r) for r in rows]}
+    return {
+        "study": study.id,
+        "owner": owner.id,
+        "created": len(rows),
+        **counts,
+        "recordings": [recording_dict(r) for r in rows],
+    }
 
 
 def recordings_of(session: Session, user: User, owner_id: int | None = None) -> list[Recording]:
@@ -217,9 +259,16 @@ def recordings_of(session: Session, user: User, owner_id: int | None = None) -> 
 
 
 def recording_dict(row: Recording) -> dict:
-    return {"id": row.id, "external_id": row.external_id, "level": row.level, "seed": row.seed,
-            "mission": row.mission, "actor": row.actor, "n_actions": row.n_actions,
-            "success_step": row.success_step}
+    return {
+        "id": row.id,
+        "external_id": row.external_id,
+        "level": row.level,
+        "seed": row.seed,
+        "mission": row.mission,
+        "actor": row.actor,
+        "n_actions": row.n_actions,
+        "success_step": row.success_step,
+    }
 
 
 # --- suites and versions --------------------------------------------------------------------
@@ -261,13 +310,15 @@ def suites_of(session: Session, user: User) -> list[Suite]:
 
 
 def versions_of(session: Session, suite: Suite) -> list[SuiteVersion]:
-    return list(session.scalars(select(SuiteVersion).where(SuiteVersion.suite_id == suite.id)
-                                .order_by(SuiteVersion.number)))
+    return list(
+        session.scalars(select(SuiteVersion).where(SuiteVersion.suite_id == suite.id).order_by(SuiteVersion.number))
+    )
 
 
 def get_version(session: Session, suite: Suite, number: int) -> SuiteVersion:
-    version = session.scalar(select(SuiteVersion).where(SuiteVersion.suite_id == suite.id,
-                                                        SuiteVersion.number == number))
+    version = session.scalar(
+        select(SuiteVersion).where(SuiteVersion.suite_id == suite.id, SuiteVersion.number == number)
+    )
     if version is None:
         raise NotFound(f"{suite.name} has no version {number}")
     return version
@@ -282,8 +333,11 @@ def new_version(session: Session, suite: Suite) -> SuiteVersion:
     version is a batch added to a fixed earlier one)."""
     latest = latest_version(session, suite)
     if latest.state != "published":
-        raise Conflict(f"version {latest.number} of {suite.name!r} is still a draft: add its scenarios and "
-                       f"publish it before starting version {latest.number + 1}", field="version")
+        raise Conflict(
+            f"version {latest.number} of {suite.name!r} is still a draft: add its scenarios and "
+            f"publish it before starting version {latest.number + 1}",
+            field="version",
+        )
     version = SuiteVersion(suite_id=suite.id, number=latest.number + 1, state="draft")
     session.add(version)
     _commit(session, f"version {version.number}")
@@ -295,10 +349,15 @@ def _published(session: Session, version: SuiteVersion, what: str) -> Conflict:
     (never a version that already exists)."""
     suite = session.get(Suite, version.suite_id)
     latest = latest_version(session, suite)
-    step = (f"Add scenarios to version {latest.number}, the draft" if latest.state == "draft"
-            else f"Start version {latest.number + 1} to add scenarios")
-    return Conflict(f"version {version.number} of {suite.name!r} is published and cannot change: no scenario "
-                    f"can be {what}. {step}", field="version")
+    step = (
+        f"Add scenarios to version {latest.number}, the draft"
+        if latest.state == "draft"
+        else f"Start version {latest.number + 1} to add scenarios"
+    )
+    return Conflict(
+        f"version {version.number} of {suite.name!r} is published and cannot change: no scenario can be {what}. {step}",
+        field="version",
+    )
 
 
 def require_draft(session: Session, version: SuiteVersion, what: str) -> None:
@@ -310,11 +369,11 @@ def publish(session: Session, version: SuiteVersion) -> SuiteVersion:
     """Make the draft immutable. A version that adds nothing is refused (it would be its
     predecessor under another number)."""
     if version.state == "published":
-        raise Conflict(f"version {version.number} was published on {version.published_at:%Y-%m-%d %H:%M} UTC",
-                       field="version")
+        raise Conflict(
+            f"version {version.number} was published on {version.published_at:%Y-%m-%d %H:%M} UTC", field="version"
+        )
     if not session.scalar(select(func.count(Scenario.id)).where(Scenario.version_id == version.id)):
-        raise Conflict(f"version {version.number} adds no scenarios: add some before publishing it",
-                       field="version")
+        raise Conflict(f"version {version.number} adds no scenarios: add some before publishing it", field="version")
     version.state, version.published_at = "published", utcnow()
     session.commit()
     return version
@@ -322,9 +381,12 @@ def publish(session: Session, version: SuiteVersion) -> SuiteVersion:
 
 def scenarios_query(version: SuiteVersion):
     """Version n's scenarios: those its suite added in versions 1..n."""
-    return (select(Scenario).join(SuiteVersion, SuiteVersion.id == Scenario.version_id)
-            .where(Scenario.suite_id == version.suite_id, SuiteVersion.number <= version.number)
-            .order_by(Scenario.id))
+    return (
+        select(Scenario)
+        .join(SuiteVersion, SuiteVersion.id == Scenario.version_id)
+        .where(Scenario.suite_id == version.suite_id, SuiteVersion.number <= version.number)
+        .order_by(Scenario.id)
+    )
 
 
 def scenarios_of(session: Session, version: SuiteVersion) -> list[Scenario]:
@@ -333,20 +395,34 @@ def scenarios_of(session: Session, version: SuiteVersion) -> list[Scenario]:
 
 def version_summary(session: Session, version: SuiteVersion) -> dict:
     """A version with its scenario counts (all of them, and per category; and those it added)."""
-    per_category = dict(session.execute(
-        select(Scenario.category, func.count(Scenario.id))
-        .join(SuiteVersion, SuiteVersion.id == Scenario.version_id)
-        .where(Scenario.suite_id == version.suite_id, SuiteVersion.number <= version.number)
-        .group_by(Scenario.category).order_by(Scenario.category)).all())
+    per_category = dict(
+        session.execute(
+            select(Scenario.category, func.count(Scenario.id))
+            .join(SuiteVersion, SuiteVersion.id == Scenario.version_id)
+            .where(Scenario.suite_id == version.suite_id, SuiteVersion.number <= version.number)
+            .group_by(Scenario.category)
+            .order_by(Scenario.category)
+        ).all()
+    )
     added = session.scalar(select(func.count(Scenario.id)).where(Scenario.version_id == version.id))
-    return {"number": version.number, "state": version.state,
-            "published_at": version.published_at.isoformat() if version.published_at else None,
-            "scenarios": sum(per_category.values()), "added": added, "per_category": per_category}
+    return {
+        "number": version.number,
+        "state": version.state,
+        "published_at": version.published_at.isoformat() if version.published_at else None,
+        "scenarios": sum(per_category.values()),
+        "added": added,
+        "per_category": per_category,
+    }
 
 
 def suite_dict(session: Session, suite: Suite) -> dict:
-    return {"id": suite.id, "name": suite.name, "description": suite.description, "owner_id": suite.owner_id,
-            "versions": [version_summary(session, v) for v in versions_of(session, suite)]}
+    return {
+        "id": suite.id,
+        "name": suite.name,
+        "description": suite.description,
+        "owner_id": suite.owner_id,
+        "versions": [version_summary(session, v) for v in versions_of(session, suite)],
+    }
 
 
 # --- scenarios ------------------------------------------------------------------------------
@@ -355,10 +431,14 @@ def suite_dict(session: Session, suite: Suite) -> dict:
 def _tags(tags: object, field: str = "tags") -> list[str]:
     if tags is None:
         return []
-    if not isinstance(tags, (list, tuple)) or len(tags) > mining.MAX_TAGS or not all(
-            isinstance(t, str) and t.strip() and len(t.strip()) <= MAX_TAG for t in tags):
-        raise InputError(f"tags must be at most {mining.MAX_TAGS} non-empty texts of at most {MAX_TAG} characters",
-                         field=field)
+    if (
+        not isinstance(tags, (list, tuple))
+        or len(tags) > mining.MAX_TAGS
+        or not all(isinstance(t, str) and t.strip() and len(t.strip()) <= MAX_TAG for t in tags)
+    ):
+        raise InputError(
+            f"tags must be at most {mining.MAX_TAGS} non-empty texts of at most {MAX_TAG} characters", field=field
+        )
     return list(dict.fromkeys(t.strip() for t in tags))
 
 
@@ -370,8 +450,11 @@ def _owners_recordings(session: Session, suite: Suite, ids: object) -> list[Reco
         if not rows:
             raise InputError("there are no recordings to mine: upload or record some first", field="recordings")
         return rows
-    if not isinstance(ids, (list, tuple)) or not ids or not all(
-            isinstance(i, int) and not isinstance(i, bool) for i in ids):
+    if (
+        not isinstance(ids, (list, tuple))
+        or not ids
+        or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
+    ):
         raise InputError("recordings must be a non-empty list of recording ids", field="recordings")
     rows = {r.id: r for r in session.scalars(q.where(Recording.id.in_(list(ids))))}
     missing = [i for i in ids if i not in rows]
@@ -386,9 +469,18 @@ def _scenario_error(row: Recording, exc: RecordingError) -> InputError:
     return Conflict(f"recording {recording_label(row)}: {exc.message}", field=exc.field)
 
 
-def add_scenarios(session: Session, version: SuiteVersion, *, rule: str | None = None, k: object = None,
-                  takeover: object = None, recordings: object = None, continuation: object = DEFAULT_CONTINUATION,
-                  category: object = None, tags: object = ()) -> dict:
+def add_scenarios(
+    session: Session,
+    version: SuiteVersion,
+    *,
+    rule: str | None = None,
+    k: object = None,
+    takeover: object = None,
+    recordings: object = None,
+    continuation: object = DEFAULT_CONTINUATION,
+    category: object = None,
+    tags: object = (),
+) -> dict:
     """Add scenarios to a draft version: by a bulk rule (mining.RULES, "before success" with
     k) over the chosen recordings (all of the suite owner's by default: those the rule does not
     apply to are left out and counted), or one recording at an explicit takeover step. The
@@ -400,13 +492,17 @@ def add_scenarios(session: Session, version: SuiteVersion, *, rule: str | None =
         raise InputError("give either a rule (bulk) or a takeover step (one recording)", field="rule")
     if rule is not None and rule not in mining.RULES:
         raise InputError(f"unknown rule {rule!r}: use one of {', '.join(mining.RULES)}", field="rule")
-    if category is not None and (not isinstance(category, str) or not category.strip()
-                                 or len(category.strip()) > MAX_TAG):
+    if category is not None and (
+        not isinstance(category, str) or not category.strip() or len(category.strip()) > MAX_TAG
+    ):
         raise InputError(f"category must be a non-empty text of at most {MAX_TAG} characters", field="category")
     if rule == "before success" and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
         raise InputError(f"k must be a whole number of steps, at least 1, not {k!r}", field="k")
-    if isinstance(continuation, bool) or not isinstance(continuation, int) \
-            or not 1 <= continuation <= mining.MAX_CONTINUATION:
+    if (
+        isinstance(continuation, bool)
+        or not isinstance(continuation, int)
+        or not 1 <= continuation <= mining.MAX_CONTINUATION
+    ):
         raise InputError(f"the continuation length must be 1-{mining.MAX_CONTINUATION} steps", field="continuation")
     tags = _tags(tags)
     rows = _owners_recordings(session, suite, recordings)
@@ -421,34 +517,54 @@ def add_scenarios(session: Session, version: SuiteVersion, *, rule: str | None =
             outcome = check(rec, sim)  # validates and gives the end, once per recording
             if rule is None:
                 step = takeover
-            elif (recordings is None and rule == "before success"
-                  and (outcome.success is None or k > outcome.success)):
+            elif recordings is None and rule == "before success" and (outcome.success is None or k > outcome.success):
                 inapplicable += 1  # over all of the owner's recordings, skip those it misses
                 continue
             else:
                 step = mining.takeover_point(rec, rule, k, sim, outcome=outcome)
             extra = [f"rule:{rule}"] if rule else []
-            s = mining.make_scenario(rec, step, continuation, category=category.strip() if category else None,
-                                     tags=[*tags, *extra], simulator=sim, outcome=outcome)
+            s = mining.make_scenario(
+                rec,
+                step,
+                continuation,
+                category=category.strip() if category else None,
+                tags=[*tags, *extra],
+                simulator=sim,
+                outcome=outcome,
+            )
         except RecordingError as exc:
             raise _scenario_error(row, exc) from None
         made.append((row, s))
-    have = set(session.execute(select(Scenario.recording_id, Scenario.takeover, Scenario.continuation)
-                               .where(Scenario.suite_id == suite.id)).tuples())
+    have = set(
+        session.execute(
+            select(Scenario.recording_id, Scenario.takeover, Scenario.continuation).where(Scenario.suite_id == suite.id)
+        ).tuples()
+    )
     added = []
     for row, s in made:
         key = (row.id, s["takeover"], s["continuation"])
         if key in have:
             continue
         have.add(key)
-        sc = Scenario(suite_id=suite.id, version_id=version.id, recording_id=row.id, takeover=s["takeover"],
-                      continuation=s["continuation"], instruction=s["instruction"], category=s["category"],
-                      tags=s["tags"])
+        sc = Scenario(
+            suite_id=suite.id,
+            version_id=version.id,
+            recording_id=row.id,
+            takeover=s["takeover"],
+            continuation=s["continuation"],
+            instruction=s["instruction"],
+            category=s["category"],
+            tags=s["tags"],
+        )
         session.add(sc)
         added.append(sc)
     _commit(session, "some of these scenarios")
-    return {"version": version.number, "added": [scenario_dict(session, sc) for sc in added],
-            "skipped": len(made) - len(added), "inapplicable": inapplicable}
+    return {
+        "version": version.number,
+        "added": [scenario_dict(session, sc) for sc in added],
+        "skipped": len(made) - len(added),
+        "inapplicable": inapplicable,
+    }
 
 
 def get_scenario(session: Session, user: User, scenario_id: int) -> tuple[Scenario, Suite, SuiteVersion]:
@@ -459,8 +575,16 @@ def get_scenario(session: Session, user: User, scenario_id: int) -> tuple[Scenar
     return sc, suite, session.get(SuiteVersion, sc.version_id)
 
 
-def update_scenario(session: Session, scenario: Scenario, *, takeover: object = None, continuation: object = None,
-                    category: object = None, tags: object = None, instruction: object = None) -> dict:
+def update_scenario(
+    session: Session,
+    scenario: Scenario,
+    *,
+    takeover: object = None,
+    continuation: object = None,
+    category: object = None,
+    tags: object = None,
+    instruction: object = None,
+) -> dict:
     """Change a draft version's scenario. A new takeover point or length makes another
     context, so the continuations stored for the old one are removed (how many is returned)."""
     version = session.get(SuiteVersion, scenario.version_id)
@@ -479,12 +603,20 @@ def update_scenario(session: Session, scenario: Scenario, *, takeover: object = 
         raise InputError("the instruction must be a non-empty text", field="instruction")
     removed = 0
     if (new_takeover, new_length) != (scenario.takeover, scenario.continuation):
-        clash = session.scalar(select(Scenario.id).where(
-            Scenario.suite_id == scenario.suite_id, Scenario.recording_id == scenario.recording_id,
-            Scenario.takeover == new_takeover, Scenario.continuation == new_length, Scenario.id != scenario.id))
+        clash = session.scalar(
+            select(Scenario.id).where(
+                Scenario.suite_id == scenario.suite_id,
+                Scenario.recording_id == scenario.recording_id,
+                Scenario.takeover == new_takeover,
+                Scenario.continuation == new_length,
+                Scenario.id != scenario.id,
+            )
+        )
         if clash is not None:
-            raise Conflict(f"scenario {clash} already takes this recording over at step {new_takeover} "
-                           f"for {new_length} steps", field="takeover")
+            raise Conflict(
+                f"scenario {clash} already takes this recording over at step {new_takeover} for {new_length} steps",
+                field="takeover",
+            )
         removed = session.execute(delete(Continuation).where(Continuation.scenario_id == scenario.id)).rowcount
         scenario.takeover, scenario.continuation = new_takeover, new_length
     scenario.category = new_category.strip()
@@ -505,8 +637,11 @@ def remove_scenario(session: Session, scenario: Scenario) -> None:
 def personal_tags(session: Session, user: User, scenario_ids: list[int]) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
     if scenario_ids:
-        for sid, tag in session.execute(select(ScenarioTag.scenario_id, ScenarioTag.tag).where(
-                ScenarioTag.user_id == user.id, ScenarioTag.scenario_id.in_(scenario_ids)).order_by(ScenarioTag.tag)):
+        for sid, tag in session.execute(
+            select(ScenarioTag.scenario_id, ScenarioTag.tag)
+            .where(ScenarioTag.user_id == user.id, ScenarioTag.scenario_id.in_(scenario_ids))
+            .order_by(ScenarioTag.tag)
+        ):
             out.setdefault(sid, []).append(tag)
     return out
 
@@ -516,8 +651,11 @@ def add_tag(session: Session, user: User, scenario: Scenario, tag: object) -> li
     if not isinstance(tag, str) or not tag.strip() or len(tag.strip()) > MAX_TAG:
         raise InputError(f"a tag is a non-empty text of at most {MAX_TAG} characters", field="tag")
     tag = tag.strip()
-    exists = session.scalar(select(ScenarioTag.id).where(ScenarioTag.scenario_id == scenario.id,
-                                                         ScenarioTag.user_id == user.id, ScenarioTag.tag == tag))
+    exists = session.scalar(
+        select(ScenarioTag.id).where(
+            ScenarioTag.scenario_id == scenario.id, ScenarioTag.user_id == user.id, ScenarioTag.tag == tag
+        )
+    )
     if exists is None:
         session.add(ScenarioTag(scenario_id=scenario.id, user_id=user.id, tag=tag))
         try:
@@ -528,20 +666,38 @@ def add_tag(session: Session, user: User, scenario: Scenario, tag: object) -> li
 
 
 def remove_tag(session: Session, user: User, scenario: Scenario, tag: str) -> list[str]:
-    session.execute(delete(ScenarioTag).where(ScenarioTag.scenario_id == scenario.id,
-                                              ScenarioTag.user_id == user.id, ScenarioTag.tag == tag.strip()))
+    session.execute(
+        delete(ScenarioTag).where(
+            ScenarioTag.scenario_id == scenario.id, ScenarioTag.user_id == user.id, ScenarioTag.tag == tag.strip()
+        )
+    )
     session.commit()
     return personal_tags(session, user, [scenario.id]).get(scenario.id, [])
 
 
-def scenario_dict(session: Session, sc: Scenario, mine: list[str] | None = None,
-                  numbers: dict[int, int] | None = None, recording: Recording | None = None) -> dict:
+def scenario_dict(
+    session: Session,
+    sc: Scenario,
+    mine: list[str] | None = None,
+    numbers: dict[int, int] | None = None,
+    recording: Recording | None = None,
+) -> dict:
     """`numbers`: version id -> number (saves a query per scenario in lists)."""
     number = numbers[sc.version_id] if numbers else session.get(SuiteVersion, sc.version_id).number
     rec = recording or session.get(Recording, sc.recording_id)
-    out = {"id": sc.id, "version": number, "recording": sc.recording_id, "recording_label": recording_label(rec),
-           "level": rec.level, "seed": rec.seed, "takeover": sc.takeover, "continuation": sc.continuation,
-           "instruction": sc.instruction, "category": sc.category, "tags": list(sc.tags or [])}
+    out = {
+        "id": sc.id,
+        "version": number,
+        "recording": sc.recording_id,
+        "recording_label": recording_label(rec),
+        "level": rec.level,
+        "seed": rec.seed,
+        "takeover": sc.takeover,
+        "continuation": sc.continuation,
+        "instruction": sc.instruction,
+        "category": sc.category,
+        "tags": list(sc.tags or []),
+    }
     if mine is not None:
         out["my_tags"] = mine
     return out
@@ -549,10 +705,17 @@ def scenario_dict(session: Session, sc: Scenario, mine: list[str] | None = None,
 
 def scenario_list(session: Session, user: User, version: SuiteVersion) -> list[dict]:
     scenarios = scenarios_of(session, version)
-    numbers = {v.id: v.number for v in session.scalars(select(SuiteVersion).where(
-        SuiteVersion.suite_id == version.suite_id))}
-    recs = {r.id: r for r in session.scalars(select(Recording).where(
-        Recording.id.in_({s.recording_id for s in scenarios})))} if scenarios else {}
+    numbers = {
+        v.id: v.number for v in session.scalars(select(SuiteVersion).where(SuiteVersion.suite_id == version.suite_id))
+    }
+    recs = (
+        {
+            r.id: r
+            for r in session.scalars(select(Recording).where(Recording.id.in_({s.recording_id for s in scenarios})))
+        }
+        if scenarios
+        else {}
+    )
     mine = personal_tags(session, user, [s.id for s in scenarios])
     return [scenario_dict(session, s, mine.get(s.id, []), numbers, recs[s.recording_id]) for s in scenarios]
 
@@ -565,8 +728,7 @@ def builtin_agent(session: Session, owner_id: int, name: str) -> Agent:
     from app.studies.services import register_agent
 
     owner = session.get(User, owner_id)
-    return register_agent(session, owner, KIND_NAME, name, version=BUILTIN_VERSION,
-                          description=BUILTIN_AGENTS[name])
+    return register_agent(session, owner, KIND_NAME, name, version=BUILTIN_VERSION, description=BUILTIN_AGENTS[name])
 
 
 def resolve_agent(session: Session, user: User, suite: Suite, spec: object, field: str = "agent") -> Agent:
@@ -575,8 +737,9 @@ def resolve_agent(session: Session, user: User, suite: Suite, spec: object, fiel
     if isinstance(spec, str) and spec in BUILTIN_AGENTS:
         return builtin_agent(session, suite.owner_id, spec)
     if isinstance(spec, bool) or not isinstance(spec, int) or not 1 <= spec <= MAX_ID:
-        raise InputError(f"an agent is an agent id or one of the built-in {', '.join(BUILTIN_AGENTS)}, "
-                         f"not {spec!r}", field=field)
+        raise InputError(
+            f"an agent is an agent id or one of the built-in {', '.join(BUILTIN_AGENTS)}, not {spec!r}", field=field
+        )
     agent = session.get(Agent, spec)
     if agent is None or not (user.role == "admin" or agent.owner_id in (user.id, suite.owner_id)):
         raise errors.Missing(f"no agent {spec} among yours", field=field)
@@ -595,8 +758,13 @@ def agents_for(session: Session, suite: Suite) -> list[Agent]:
     for name in BUILTIN_AGENTS:
         builtin_agent(session, suite.owner_id, name)
     session.commit()
-    return list(session.scalars(select(Agent).where(Agent.owner_id == suite.owner_id, Agent.kind == KIND_NAME)
-                                .order_by(Agent.version != BUILTIN_VERSION, Agent.name)))
+    return list(
+        session.scalars(
+            select(Agent)
+            .where(Agent.owner_id == suite.owner_id, Agent.kind == KIND_NAME)
+            .order_by(Agent.version != BUILTIN_VERSION, Agent.name)
+        )
+    )
 
 
 def simulator_scores(session: Session, version: SuiteVersion) -> list[dict]:
@@ -605,8 +773,10 @@ def simulator_scores(session: Session, version: SuiteVersion) -> list[dict]:
     older version's score is the same filter over the same rows, so it stays comparable."""
     scen = scenarios_query(version).subquery()
     rows = session.execute(
-        select(Continuation.agent_id, scen.c.category, scen.c.id, Continuation.success_step)
-        .join(scen, scen.c.id == Continuation.scenario_id)).all()
+        select(Continuation.agent_id, scen.c.category, scen.c.id, Continuation.success_step).join(
+            scen, scen.c.id == Continuation.scenario_id
+        )
+    ).all()
     n_scenarios = session.scalar(select(func.count()).select_from(scen))
     by_agent: dict[int, dict] = {}
     for agent_id, category, sid, success in rows:
@@ -620,8 +790,15 @@ def simulator_scores(session: Session, version: SuiteVersion) -> list[dict]:
     agents = {a.id: a for a in session.scalars(select(Agent).where(Agent.id.in_(list(by_agent))))} if by_agent else {}
     out = []
     for agent_id, a in by_agent.items():
-        out.append({"agent_id": agent_id, "agent": agent_label(agents[agent_id]), "continuations": a["n"],
-                    "scenarios": len(a["scenarios"]), "of_scenarios": n_scenarios,
-                    "success": a["success"] / a["n"],
-                    "per_category": {c: v[1] / v[0] for c, v in sorted(a["per_category"].items())}})
+        out.append(
+            {
+                "agent_id": agent_id,
+                "agent": agent_label(agents[agent_id]),
+                "continuations": a["n"],
+                "scenarios": len(a["scenarios"]),
+                "of_scenarios": n_scenarios,
+                "success": a["success"] / a["n"],
+                "per_category": {c: v[1] / v[0] for c, v in sorted(a["per_category"].items())},
+            }
+        )
     return sorted(out, key=lambda r: -r["success"])

@@ -21,28 +21,64 @@ def _levels(_ctx, _param, values: tuple[str, ...]) -> tuple[str, ...]:
 
 
 @click.command("sts-policy")
-@click.option("--out", default="var/models", show_default=True, type=click.Path(file_okay=False),
-              help="Folder for <name>.safetensors + <name>.json (the built-in policy's upload format) "
-                   "and <name>-quality.json.")
+@click.option(
+    "--out",
+    default="var/models",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Folder for <name>.safetensors + <name>.json (the built-in policy's upload format) and <name>-quality.json.",
+)
 @click.option("--name", default="policy", show_default=True, help="File name stem.")
-@click.option("--levels", multiple=True, callback=_levels,
-              help="BabyAI levels to imitate, comma-separated or repeated (GoToLocal or BabyAI-GoToLocal-v0); "
-                   "default: GoToObj, GoToLocal, PickupLoc, OpenDoor.")
-@click.option("--episodes", default=200, show_default=True, type=click.IntRange(min=1),
-              help="Expert episodes per level for training (seeds 0..N-1).")
-@click.option("--held-out", default=50, show_default=True, type=click.IntRange(min=1),
-              help="Held-out episodes per level (seeds 1000000..) for accuracy and success rate.")
+@click.option(
+    "--levels",
+    multiple=True,
+    callback=_levels,
+    help="BabyAI levels to imitate, comma-separated or repeated (GoToLocal or BabyAI-GoToLocal-v0); "
+    "default: GoToObj, GoToLocal, PickupLoc, OpenDoor.",
+)
+@click.option(
+    "--episodes",
+    default=200,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Expert episodes per level for training (seeds 0..N-1).",
+)
+@click.option(
+    "--held-out",
+    default=50,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Held-out episodes per level (seeds 1000000..) for accuracy and success rate.",
+)
 @click.option("--epochs", default=10, show_default=True, type=click.IntRange(min=1))
 @click.option("--embed", default=32, show_default=True, type=click.IntRange(1, 256))
 @click.option("--channels", default=64, show_default=True, type=click.IntRange(1, 256))
 @click.option("--hidden", default=128, show_default=True, type=click.IntRange(1, 1024))
 @click.option("--batch", default=128, show_default=True, type=click.IntRange(min=1))
 @click.option("--lr", default=1e-3, show_default=True, type=click.FloatRange(min=0, min_open=True))
-@click.option("--seed", default=0, show_default=True, type=int, help="Weights and shuffling: the same seed, "
-              "the same policy (on the CPU).")
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=int,
+    help="Weights and shuffling: the same seed, the same policy (on the CPU).",
+)
 @click.option("--device", default=None, help="cpu or cuda (default: cuda when available).")
-def sts_policy(out: str, name: str, levels: tuple[str, ...], episodes: int, held_out: int, epochs: int,
-               embed: int, channels: int, hidden: int, batch: int, lr: float, seed: int, device: str | None) -> None:
+def sts_policy(
+    out: str,
+    name: str,
+    levels: tuple[str, ...],
+    episodes: int,
+    held_out: int,
+    epochs: int,
+    embed: int,
+    channels: int,
+    hidden: int,
+    batch: int,
+    lr: float,
+    seed: int,
+    device: str | None,
+) -> None:
     """Train the behavioural-cloning STS policy on expert demonstrations and report its held-out
     action accuracy and success rate."""
     from app.errors import InputError
@@ -53,9 +89,22 @@ def sts_policy(out: str, name: str, levels: tuple[str, ...], episodes: int, held
         device = pick_device(device)
     except InputError as exc:
         raise click.BadParameter(str(exc), param_hint="--device") from None
-    run_training(levels=levels or DEFAULT_LEVELS, episodes=episodes, held_out=held_out, epochs=epochs, embed=embed,
-                 channels=channels, hidden=hidden, batch=batch, lr=lr, seed=seed, device=device, out=out, name=name,
-                 echo=click.echo)
+    run_training(
+        levels=levels or DEFAULT_LEVELS,
+        episodes=episodes,
+        held_out=held_out,
+        epochs=epochs,
+        embed=embed,
+        channels=channels,
+        hidden=hidden,
+        batch=batch,
+        lr=lr,
+        seed=seed,
+        device=device,
+        out=out,
+        name=name,
+        echo=click.echo,
+    )
 
 
 def train_commands() -> list[click.Command]:

@@ -45,22 +45,23 @@ def baseline_rate(options: dict, questions: list[ToMQuestion]) -> tuple[float, s
     if isinstance(split, str):
         split = split.strip().lower() or None
     if split is not None and rate is not None:
-        raise InputError("give the random baseline's Yes rate or name a split, not both",
-                         field="random_yes_split")
+        raise InputError("give the random baseline's Yes rate or name a split, not both", field="random_yes_split")
     if split in PAPER_SPLITS:
         yes, no = PAPER_SPLITS[split]
         return yes / (yes + no), f"{split} split"
     if split not in (None, "items"):
-        raise InputError(f"unknown split {split!r}: use train, test (the paper's) or items (this study's)",
-                         field="random_yes_split")
+        raise InputError(
+            f"unknown split {split!r}: use train, test (the paper's) or items (this study's)", field="random_yes_split"
+        )
     if rate is not None:
         try:
             value = float(rate) if not isinstance(rate, bool) else math.nan
         except (TypeError, ValueError):
             value = math.nan
         if not 0.0 <= value <= 1.0:  # NaN fails too
-            raise InputError(f"the random baseline's Yes rate must be a number from 0 to 1, not {rate!r}",
-                             field="random_yes_rate")
+            raise InputError(
+                f"the random baseline's Yes rate must be a number from 0 to 1, not {rate!r}", field="random_yes_rate"
+            )
         return value, GIVEN_SOURCE
     return sum(q.answer == "Yes" for q in questions) / len(questions), ITEMS_SOURCE
 
@@ -83,19 +84,28 @@ class CommonToM(TaskKind):
     # The random baseline's Yes rate, by the paper's split or given, and how many questions
     # serve as gold.
     option_fields: ClassVar[dict[str, tuple]] = {
-        "random_yes_split": ("text",), "random_yes_rate": ("float", 0.0, 1.0), "gold_count": ("int", 0, 10000)}
+        "random_yes_split": ("text",),
+        "random_yes_rate": ("float", 0.0, 1.0),
+        "gold_count": ("int", 0, 10000),
+    }
     options_template: ClassVar[str | None] = "kinds/tom/options.html"
     form_help: ClassVar[str] = (
         "Workers read a dialogue up to a marked moment and answer Yes or No to a question about what "
         "the speakers believe then. Upload the questions (CSV), or dialogues annotated with their "
-        "common ground to generate them. See docs/kinds/tom.md.")
+        "common ground to generate them. See docs/kinds/tom.md."
+    )
     default_instructions: ClassVar[str] = (
-        "Read the dialogue. The utterance marked with 🛑 is the moment asked about. Answer Yes or No.")
+        "Read the dialogue. The utterance marked with 🛑 is the moment asked about. Answer Yes or No."
+    )
     outputs_label: ClassVar[str] = 'Answers (JSONL: {"question_id": ..., "answer": "Yes"|"No"})'
-    cluster_help: ClassVar[str] = ("a cluster is a proposition, i.e. a dialogue and event number, with "
-                                   "all its questions at every point in time it is asked at")
-    score_title: ClassVar[str] = ("Accuracy: the share of questions answered right; consistency: "
-                                  "the share of propositions with every question right")
+    cluster_help: ClassVar[str] = (
+        "a cluster is a proposition, i.e. a dialogue and event number, with "
+        "all its questions at every point in time it is asked at"
+    )
+    score_title: ClassVar[str] = (
+        "Accuracy: the share of questions answered right; consistency: "
+        "the share of propositions with every question right"
+    )
     prior_label: ClassVar[str] = 'Format: JSONL, one answer per line, {"question_id", "answer", "annotator"}.'
 
     parts: ClassVar[dict[str, str | tuple[str, ...]]] = {"cli": "app.kinds.tom.cli:tom"}
@@ -121,38 +131,54 @@ class CommonToM(TaskKind):
         first = sorted((q for q in questions if q.order == 1), key=lambda q: _stable_rank(q.question_id))
         gold_ids = {q.question_id for q in first[:n_gold]} if len(questions) > n_gold * 2 else set()
         rate, source = baseline_rate(options, questions)
-        items = [ItemSpec(
-            external_id=q.question_id,
-            payload={"question": q.question, "window": window(q.utterances, q.sno)},
-            reference={"answer": q.answer},
-            is_gold=q.question_id in gold_ids, source="gold" if q.question_id in gold_ids else "dataset",
-            # Consistency is judged per proposition, i.e. dialogue and event number, over all the
-            # points in time it is asked at (paper section 3, "Query Creation"; section 4.5,
-            # "Discussion": "all questions for a proposition correct"). eno is text: 12.1 != 12.4.
-            category=str(q.order), cluster=f"{q.cid}:{q.eno}") for q in questions]
+        items = [
+            ItemSpec(
+                external_id=q.question_id,
+                payload={"question": q.question, "window": window(q.utterances, q.sno)},
+                reference={"answer": q.answer},
+                is_gold=q.question_id in gold_ids,
+                source="gold" if q.question_id in gold_ids else "dataset",
+                # Consistency is judged per proposition, i.e. dialogue and event number, over all the
+                # points in time it is asked at (paper section 3, "Query Creation"; section 4.5,
+                # "Discussion": "all questions for a proposition correct"). eno is text: 12.1 != 12.4.
+                category=str(q.order),
+                cluster=f"{q.cid}:{q.eno}",
+            )
+            for q in questions
+        ]
         yes = sum(q.answer == "Yes" for q in questions)
         # A released split as it is (Table 2's counts): the form names it and its baseline.
-        released = next((name for name, (y, n) in PAPER_SPLITS.items()
-                         if (yes, len(questions) - yes) == (y, n)), None)
-        return ImportResult(items=items,
-                            kind_settings={"random_yes_rate": rate, "random_yes_source": source},
-                            summary={"questions": len(questions), "gold": len(gold_ids), "yes": yes,
-                                     "released_split": released, "baseline_rate": rate,
-                                     "baseline_source": source,
-                                     "by_order": {o: sum(q.order == o for q in questions) for o in (1, 2, 3)},
-                                     "sample": questions[:50]})
+        released = next((name for name, (y, n) in PAPER_SPLITS.items() if (yes, len(questions) - yes) == (y, n)), None)
+        return ImportResult(
+            items=items,
+            kind_settings={"random_yes_rate": rate, "random_yes_source": source},
+            summary={
+                "questions": len(questions),
+                "gold": len(gold_ids),
+                "yes": yes,
+                "released_split": released,
+                "baseline_rate": rate,
+                "baseline_source": source,
+                "by_order": {o: sum(q.order == o for q in questions) for o in (1, 2, 3)},
+                "sample": questions[:50],
+            },
+        )
 
-    def import_agent_outputs(self, data: bytes, known_ids: set[str],
-                             payloads: dict[str, dict] | None = None) -> dict[str, dict]:
+    def import_agent_outputs(
+        self, data: bytes, known_ids: set[str], payloads: dict[str, dict] | None = None
+    ) -> dict[str, dict]:
         return {qid: {"answer": a} for qid, a in parse_answers_jsonl(data, known_ids).items()}
 
-    def import_annotations(self, data: bytes, known_ids: set[str],
-                           payloads: dict[str, dict] | None = None) -> dict[str, dict[str, dict]]:
+    def import_annotations(
+        self, data: bytes, known_ids: set[str], payloads: dict[str, dict] | None = None
+    ) -> dict[str, dict[str, dict]]:
         """JSONL, one answer per line: {"question_id", "answer", "annotator"}."""
         from app.kinds.tom.formats import parse_annotator_answers_jsonl
 
-        return {who: {qid: {"answer": a} for qid, a in answers.items()}
-                for who, answers in parse_annotator_answers_jsonl(data, known_ids).items()}
+        return {
+            who: {qid: {"answer": a} for qid, a in answers.items()}
+            for who, answers in parse_annotator_answers_jsonl(data, known_ids).items()
+        }
 
     def agreement_value(self) -> str:
         return "answer"
@@ -172,14 +198,18 @@ class CommonToM(TaskKind):
             # One scan of the items for both (GROUPING SETS; SQLite has none).
             rows = session.execute(
                 select(Item.category, Item.cluster, func.grouping(Item.cluster), func.count(), func.sum(is_yes))
-                .where(*base).group_by(func.grouping_sets(Item.category, Item.cluster))).all()
+                .where(*base)
+                .group_by(func.grouping_sets(Item.category, Item.cluster))
+            ).all()
             by_cat = [(c, n, y) for c, _, g, n, y in rows if g]
             clusters = [(k, n, y) for _, k, g, n, y in rows if not g]
         else:
-            by_cat = session.execute(select(Item.category, func.count(), func.sum(is_yes))
-                                     .where(*base).group_by(Item.category)).all()
-            clusters = session.execute(select(Item.cluster, func.count(), func.sum(is_yes))
-                                       .where(*base).group_by(Item.cluster)).all()
+            by_cat = session.execute(
+                select(Item.category, func.count(), func.sum(is_yes)).where(*base).group_by(Item.category)
+            ).all()
+            clusters = session.execute(
+                select(Item.cluster, func.count(), func.sum(is_yes)).where(*base).group_by(Item.cluster)
+            ).all()
 
         def est(n, y):
             return stats.mean_interval_bernoulli_sum([p] * y + [1 - p] * (n - y)).as_dict()
@@ -188,20 +218,33 @@ class CommonToM(TaskKind):
         y_all = sum(y or 0 for _, _, y in by_cat)
         if not n_all:
             return []
-        return [{"type": "baseline", "name": f"Random baseline (Yes rate {p:.2f}, {source})",
-                 "answered": n_all, "coverage": 1.0, "accuracy": est(n_all, y_all),
-                 "by_category": {c: est(n, y or 0) for c, n, y in by_cat},
-                 "consistency": stats.mean_interval_bernoulli_sum(
-                     [p ** (y or 0) * (1 - p) ** (n - (y or 0)) for _, n, y in clusters]).as_dict()}]
+        return [
+            {
+                "type": "baseline",
+                "name": f"Random baseline (Yes rate {p:.2f}, {source})",
+                "answered": n_all,
+                "coverage": 1.0,
+                "accuracy": est(n_all, y_all),
+                "by_category": {c: est(n, y or 0) for c, n, y in by_cat},
+                "consistency": stats.mean_interval_bernoulli_sum(
+                    [p ** (y or 0) * (1 - p) ** (n - (y or 0)) for _, n, y in clusters]
+                ).as_dict(),
+            }
+        ]
 
     def demo(self) -> dict:
         from app.kinds.tom.demo import simulate
 
-        return {"items": resources.files(__package__).joinpath("demo_data/dialogues.jsonl").read_bytes(),
-                "format": "cg", "simulate": simulate,
-                "settings": {"instructions": "Read the dialogue. The utterance marked 🛑 is the moment "
-                                             "the question asks about. Answer Yes or No: keys y and n, "
-                                             "Enter to go on."}}
+        return {
+            "items": resources.files(__package__).joinpath("demo_data/dialogues.jsonl").read_bytes(),
+            "format": "cg",
+            "simulate": simulate,
+            "settings": {
+                "instructions": "Read the dialogue. The utterance marked 🛑 is the moment "
+                "the question asks about. Answer Yes or No: keys y and n, "
+                "Enter to go on."
+            },
+        }
 
 
 KIND = CommonToM()

@@ -35,10 +35,18 @@ CAREFUL_SECONDS = 9.0
 CLICKER_SECONDS = 1.0
 
 
-def simulate_worker(session: Session, study: Study, worker: str, accuracy: float, seed: int,
-                    always: str | None = None, median_s: float | None = None) -> int:
+def simulate_worker(
+    session: Session,
+    study: Study,
+    worker: str,
+    accuracy: float,
+    seed: int,
+    always: str | None = None,
+    median_s: float | None = None,
+) -> int:
     """A simulated annotator, right with probability `accuracy` (or giving `always` to every
     item, fast), taking a time drawn around `median_s` per item (app.demo.simulate_task)."""
+
     def answer(item: Item, rng: random.Random) -> dict:
         ref = item.reference["answer"]
         return {"answer": always or (ref if rng.random() < accuracy else ("No" if ref == "Yes" else "Yes"))}
@@ -50,10 +58,13 @@ def simulate_worker(session: Session, study: Study, worker: str, accuracy: float
 
 def simulate(session: Session, study: Study, researcher: User) -> None:
     """Two agents with imported outputs and a few simulated annotators (yes/no answers)."""
-    items = session.execute(select(Item.external_id, Item.reference, Item.category)
-                            .where(Item.study_id == study.id)).all()
-    for name, acc, s in (("careful-reader", {"1": 0.92, "2": 0.85, "3": 0.8}, 1),
-                         ("first-order-only", {"1": 0.9, "*": 0.5}, 2)):
+    items = session.execute(
+        select(Item.external_id, Item.reference, Item.category).where(Item.study_id == study.id)
+    ).all()
+    for name, acc, s in (
+        ("careful-reader", {"1": 0.92, "2": 0.85, "3": 0.8}, 1),
+        ("first-order-only", {"1": 0.9, "*": 0.5}, 2),
+    ):
         agent = services.register_agent(session, researcher, KIND_NAME, name)
         services.import_agent_outputs(session, study, agent, _simulated_answers(items, acc, s))
     for i in tqdm(range(6), desc="simulated annotators", unit="worker", leave=False):

@@ -35,8 +35,20 @@ from app.textfiles import csv_records, decode_upload, jsonl_objects
 from app.kinds.tom.rules import BELIEFS, CERTAINTIES, CG_LABELS, STOP, STOP_VS16, gold_answer, parse_question
 
 COLUMNS = (
-    "sno", "eno", "belief_A", "belief_B", "belief_Q", "cg_A", "cg_B", "order",
-    "question", "answer", "context_type", "cid", "annotator", "context",
+    "sno",
+    "eno",
+    "belief_A",
+    "belief_B",
+    "belief_Q",
+    "cg_A",
+    "cg_B",
+    "order",
+    "question",
+    "answer",
+    "context_type",
+    "cid",
+    "annotator",
+    "context",
 )
 ID_HEADERS = ("", "id", "question_id")
 # Ids are stored in 255-character columns (item id; cluster "{cid}:{eno}").
@@ -46,8 +58,11 @@ MAX_ENO_LENGTH = 20
 # An event number: "3", or dotted like the released files' "12.4" (digits, no sign or exponent).
 _ENO = re.compile(r"[0-9]+(?:\.[0-9]+)*")
 _LABEL_SETS = {
-    "belief_A": BELIEFS, "belief_B": BELIEFS, "belief_Q": CERTAINTIES,
-    "cg_A": CG_LABELS, "cg_B": CG_LABELS,
+    "belief_A": BELIEFS,
+    "belief_B": BELIEFS,
+    "belief_Q": CERTAINTIES,
+    "cg_A": CG_LABELS,
+    "cg_B": CG_LABELS,
 }
 _UTTERANCE = re.compile(r"([AB]):[ \t]?(.*)", re.DOTALL)
 
@@ -77,16 +92,17 @@ class ToMQuestion(BaseModel):
     def rule_answer(self) -> Literal["Yes", "No"]:
         """The answer the rules give from this question's own label columns."""
         yes = gold_answer(
-            self.chain, self.belief_Q,
-            {"A": self.belief_A, "B": self.belief_B}, {"A": self.cg_A, "B": self.cg_B},
+            self.chain,
+            self.belief_Q,
+            {"A": self.belief_A, "B": self.belief_B},
+            {"A": self.cg_A, "B": self.cg_B},
         )
         return "Yes" if yes else "No"
 
     @property
     def context(self) -> str:
         return "\n".join(
-            f"{who}: {text}" + (f" {STOP}" if i == self.sno else "")
-            for i, (who, text) in enumerate(self.utterances, 1)
+            f"{who}: {text}" + (f" {STOP}" if i == self.sno else "") for i, (who, text) in enumerate(self.utterances, 1)
         )
 
 
@@ -106,8 +122,10 @@ def parse_eno(text: str) -> str | None:
 
 def eno_problem(value) -> str:
     """The refusal message for an `eno` value that `parse_eno` rejected."""
-    return (f"{value} is not an event number such as 3 or 12.4 (digits, optionally dotted, "
-            f"at most {MAX_ENO_LENGTH} characters)")
+    return (
+        f"{value} is not an event number such as 3 or 12.4 (digits, optionally dotted, "
+        f"at most {MAX_ENO_LENGTH} characters)"
+    )
 
 
 def normalise_answer(value) -> str | None:
@@ -152,20 +170,21 @@ def _parse_context(context: str, sno: int, line: int, cache: dict) -> list[tuple
     if at >= 0:
         end = at + len(STOP) + text.startswith("\ufe0f", at + len(STOP))
         if text[end:].split("\n", 1)[0].strip():
-            raise InputError(f"the {STOP} marker must end its line (context line {marker_line})",
-                             line=line, field="context")
+            raise InputError(
+                f"the {STOP} marker must end its line (context line {marker_line})", line=line, field="context"
+            )
         text = text[:at].rstrip(" \t") + text[end:]
     if text not in cache:
         cache[text] = _split_context(text, line)
     utterances, others = cache[text]
     if not 1 <= sno <= len(utterances):
-        raise InputError(f"sno {sno} is outside the context, which has {len(utterances)} lines",
-                         line=line, field="sno")
+        raise InputError(f"sno {sno} is outside the context, which has {len(utterances)} lines", line=line, field="sno")
     if marker_line != sno or others:
         marked = sorted(others + [marker_line] if marker_line else others)
         where = f"on context line(s) {', '.join(map(str, marked))}" if marked else "missing"
-        raise InputError(f"the {STOP} marker should end context line {sno} (sno) but is {where}",
-                         line=line, field="context")
+        raise InputError(
+            f"the {STOP} marker should end context line {sno} (sno) but is {where}", line=line, field="context"
+        )
     return utterances
 
 
@@ -194,8 +213,7 @@ def _question(cells: dict, line: int, qid: str | None, cache: dict) -> ToMQuesti
     if not cid:
         raise InputError("the conversation id is empty", line=line, field="cid")
     if len(cid) > MAX_CID_LENGTH:
-        raise InputError(f"the conversation id is longer than {MAX_CID_LENGTH} characters",
-                         line=line, field="cid")
+        raise InputError(f"the conversation id is longer than {MAX_CID_LENGTH} characters", line=line, field="cid")
     try:
         chain, certainty, proposition = parse_question(cells["question"])
     except InputError as exc:
@@ -203,16 +221,25 @@ def _question(cells: dict, line: int, qid: str | None, cache: dict) -> ToMQuesti
     if len(chain) != order:
         raise InputError(f"order is {order} but the question is of order {len(chain)}", line=line, field="order")
     if certainty != cells["belief_Q"]:
-        raise InputError(f"belief_Q is {cells['belief_Q']} but the question asks about {certainty}",
-                         line=line, field="belief_Q")
+        raise InputError(
+            f"belief_Q is {cells['belief_Q']} but the question asks about {certainty}", line=line, field="belief_Q"
+        )
     utterances = _parse_context(cells["context"], sno, line, cache)
     # Every value is checked above; construct without re-validating (and so share utterances).
     return ToMQuestion.model_construct(
         question_id=qid if qid is not None else derived_id(cid, sno, eno, chain, certainty),
-        sno=sno, eno=eno, order=order, chain=chain, proposition=proposition,
-        question=cells["question"].strip(), answer=answer, cid=cid,
-        context_type=cells["context_type"].strip(), annotator=cells["annotator"].strip(),
-        utterances=utterances, line=line,
+        sno=sno,
+        eno=eno,
+        order=order,
+        chain=chain,
+        proposition=proposition,
+        question=cells["question"].strip(),
+        answer=answer,
+        cid=cid,
+        context_type=cells["context_type"].strip(),
+        annotator=cells["annotator"].strip(),
+        utterances=utterances,
+        line=line,
         **{name: cells[name] for name in _LABEL_SETS},
     )
 
@@ -232,8 +259,7 @@ def parse_questions_csv(data: bytes | str) -> list[ToMQuestion]:
     seen = set()
     for name in names:
         if name not in COLUMNS:
-            raise InputError(f"unknown column {name!r}; expected {', '.join(COLUMNS)}",
-                             line=header_line, field=name)
+            raise InputError(f"unknown column {name!r}; expected {', '.join(COLUMNS)}", line=header_line, field=name)
         if name in seen:
             raise InputError(f"column {name!r} appears twice", line=header_line, field=name)
         seen.add(name)
@@ -246,8 +272,9 @@ def parse_questions_csv(data: bytes | str) -> list[ToMQuestion]:
     for line, row in records:
         if len(row) != len(header):
             field = header[len(row)] if len(row) < len(header) else None
-            raise InputError(f"malformed CSV: the row has {len(row)} cells, the header {len(header)}",
-                             line=line, field=field or None)
+            raise InputError(
+                f"malformed CSV: the row has {len(row)} cells, the header {len(header)}", line=line, field=field or None
+            )
         cells = dict(zip(header, row))
         qid = None
         if id_name is not None:
@@ -255,8 +282,9 @@ def parse_questions_csv(data: bytes | str) -> list[ToMQuestion]:
             if not qid:
                 raise InputError("the question id is empty", line=line, field=id_field)
             if len(qid) > MAX_ID_LENGTH:
-                raise InputError(f"the question id is longer than {MAX_ID_LENGTH} characters",
-                                 line=line, field=id_field)
+                raise InputError(
+                    f"the question id is longer than {MAX_ID_LENGTH} characters", line=line, field=id_field
+                )
             if qid in ids:
                 raise InputError(f"duplicate question id {qid!r}", line=line, field=id_field)
         q = _question(cells, line, qid, cache)
@@ -279,10 +307,25 @@ def write_questions_csv(questions) -> bytes:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(("question_id", *COLUMNS))
     for q in questions:
-        writer.writerow([
-            q.question_id, q.sno, q.eno, q.belief_A, q.belief_B, q.belief_Q, q.cg_A, q.cg_B, q.order,
-            q.question, q.answer, q.context_type, q.cid, q.annotator, q.context,
-        ])
+        writer.writerow(
+            [
+                q.question_id,
+                q.sno,
+                q.eno,
+                q.belief_A,
+                q.belief_B,
+                q.belief_Q,
+                q.cg_A,
+                q.cg_B,
+                q.order,
+                q.question,
+                q.answer,
+                q.context_type,
+                q.cid,
+                q.annotator,
+                q.context,
+            ]
+        )
     return out.getvalue().encode("utf-8")
 
 
@@ -338,7 +381,6 @@ def parse_annotator_answers_jsonl(data: bytes | str, known_ids: set[str]) -> dic
             raise InputError("annotator ids are at most 200 characters", line=line, field="annotator")
         mine = out.setdefault(who, {})
         if qid in mine:
-            raise InputError(f"annotator {who!r} answers question {qid!r} twice", line=line,
-                             field="question_id")
+            raise InputError(f"annotator {who!r} answers question {qid!r} twice", line=line, field="question_id")
         mine[qid] = answer
     return out

@@ -39,7 +39,12 @@ from dataclasses import dataclass
 from app import jsonsafe
 from app.errors import InputError
 from app.kinds.tom.formats import (
-    MAX_CID_LENGTH, ToMQuestion, decode_upload, derived_id, eno_problem, parse_eno,
+    MAX_CID_LENGTH,
+    ToMQuestion,
+    decode_upload,
+    derived_id,
+    eno_problem,
+    parse_eno,
 )
 from app.kinds.tom.rules import BELIEFS, CERTAINTIES, CG_LABELS, CHAINS, SPEAKERS, STOP, gold_answer, question_text
 
@@ -79,6 +84,7 @@ class CGDialogue:
 # --- JSON with line numbers -------------------------------------------------------------
 # json gives no positions for values; a pure-Python scanner lets us note where each object
 # starts, so an error can name the line of the object holding the bad value.
+
 
 class _Obj(dict):
     pos = 0
@@ -256,13 +262,25 @@ def generate_battery(dialogues) -> list[ToMQuestion]:
                 cg = {"A": lab.cg_A, "B": lab.cg_B}
                 for chain in CHAINS:
                     for certainty in CERTAINTIES:
-                        questions.append(ToMQuestion(
-                            question_id=derived_id(d.cid, lab.sno, p.eno, chain, certainty),
-                            sno=lab.sno, eno=p.eno, belief_Q=certainty, order=len(chain), chain=chain,
-                            proposition=p.text, question=question_text(chain, certainty, p.text),
-                            answer="Yes" if gold_answer(chain, certainty, belief, cg) else "No",
-                            context_type="generated", cid=d.cid, annotator="rules",
-                            utterances=list(d.utterances),
-                            belief_A=lab.belief_A, belief_B=lab.belief_B, cg_A=lab.cg_A, cg_B=lab.cg_B,
-                        ))
+                        questions.append(
+                            ToMQuestion(
+                                question_id=derived_id(d.cid, lab.sno, p.eno, chain, certainty),
+                                sno=lab.sno,
+                                eno=p.eno,
+                                belief_Q=certainty,
+                                order=len(chain),
+                                chain=chain,
+                                proposition=p.text,
+                                question=question_text(chain, certainty, p.text),
+                                answer="Yes" if gold_answer(chain, certainty, belief, cg) else "No",
+                                context_type="generated",
+                                cid=d.cid,
+                                annotator="rules",
+                                utterances=list(d.utterances),
+                                belief_A=lab.belief_A,
+                                belief_B=lab.belief_B,
+                                cg_A=lab.cg_A,
+                                cg_B=lab.cg_B,
+                            )
+                        )
     return questions

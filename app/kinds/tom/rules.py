@@ -99,8 +99,7 @@ def parse_question(text: str) -> tuple[tuple[str, ...], str, str]:
     chain = tuple(re.findall(r"[AB]", m["chain"]))
     if chain not in CHAINS:
         raise InputError(
-            f"the speaker chain {' > '.join(chain)} is not one of the six allowed "
-            "(A, B, A>B, B>A, A>B>A, B>A>B)",
+            f"the speaker chain {' > '.join(chain)} is not one of the six allowed (A, B, A>B, B>A, A>B>A, B>A>B)",
             field="question",
         )
     certainty = _WORD_CERTAINTY[" ".join(m["certainty"].split())]

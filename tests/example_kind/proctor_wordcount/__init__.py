@@ -55,8 +55,10 @@ class WordCount(TaskKind):
     outputs_label: ClassVar[str] = 'Counts (JSONL: {"id": ..., "words": n})'
     position: ClassVar[int] = 1000
     models: ClassVar[str | None] = "proctor_wordcount.models"
-    jobs: ClassVar[dict[str, str]] = {"tally": "proctor_wordcount.jobs:run_tally",
-                                      "generate": "proctor_wordcount.runs:run_counter"}
+    jobs: ClassVar[dict[str, str]] = {
+        "tally": "proctor_wordcount.jobs:run_tally",
+        "generate": "proctor_wordcount.runs:run_counter",
+    }
     job_queues: ClassVar[dict[str, str]] = {"tally": "exports"}  # counting only: no model runs
     study_template: ClassVar[str | None] = "kinds/wordcount/runs.html"
     # Its parts, imported when asked for (docs/kinds.md: `parts`).
@@ -83,15 +85,18 @@ class WordCount(TaskKind):
             if ext in seen:
                 raise InputError(f"id {ext!r} appears twice", line=n, field="id")
             if not isinstance(sentence, str) or not 0 < len(sentence) <= MAX_SENTENCE:
-                raise InputError(f"sentence must be a string of 1 to {MAX_SENTENCE} characters",
-                                 line=n, field="sentence")
+                raise InputError(
+                    f"sentence must be a string of 1 to {MAX_SENTENCE} characters", line=n, field="sentence"
+                )
             seen.add(ext)
-            items.append(ItemSpec(external_id=ext, payload={"sentence": sentence},
-                                  reference={"words": count_words(sentence)}))
+            items.append(
+                ItemSpec(external_id=ext, payload={"sentence": sentence}, reference={"words": count_words(sentence)})
+            )
         return ImportResult(items=items, summary={"sentences": len(items)})
 
-    def import_agent_outputs(self, data: bytes, known_ids: set[str],
-                             payloads: dict[str, dict] | None = None) -> dict[str, dict]:
+    def import_agent_outputs(
+        self, data: bytes, known_ids: set[str], payloads: dict[str, dict] | None = None
+    ) -> dict[str, dict]:
         out = {}
         for n, row in json_lines(data):
             if row.get("id") not in known_ids:
@@ -99,13 +104,14 @@ class WordCount(TaskKind):
             out[row["id"]] = self.parse_response({"words": row.get("words")})
         return out
 
-
     def demo(self) -> dict:
-        sentences = ["The cat sat on the mat.", "Proctor counts what people do.",
-                     "Seven words make up this short sentence."]
+        sentences = [
+            "The cat sat on the mat.",
+            "Proctor counts what people do.",
+            "Seven words make up this short sentence.",
+        ]
         data = "".join(json.dumps({"id": f"s{k}", "sentence": s}) + "\n" for k, s in enumerate(sentences))
-        return {"items": data.encode(), "format": "jsonl",
-                "settings": {"bundle_size": 3, "gold_rate": 0.0}}
+        return {"items": data.encode(), "format": "jsonl", "settings": {"bundle_size": 3, "gold_rate": 0.0}}
 
 
 KIND = WordCount()

@@ -10,11 +10,16 @@ from proctor_wordcount.models import Tally
 
 def run_tally(session, job, progress) -> dict:
     rows = session.execute(
-        select(Item.external_id, func.count(Annotation.id),
-               func.coalesce(func.sum(case((Annotation.score == 1.0, 1), else_=0)), 0))
+        select(
+            Item.external_id,
+            func.count(Annotation.id),
+            func.coalesce(func.sum(case((Annotation.score == 1.0, 1), else_=0)), 0),
+        )
         .join(Annotation, Annotation.item_id == Item.id, isouter=True)
-        .where(Item.study_id == job.study_id).group_by(Item.external_id)
-        .order_by(Item.external_id)).all()
+        .where(Item.study_id == job.study_id)
+        .group_by(Item.external_id)
+        .order_by(Item.external_id)
+    ).all()
     # Progress commits in a session of its own: report it before this session writes (on
     # SQLite a write here would hold the lock that the report waits for).
     progress(len(rows), len(rows), f"tallied {len(rows)} sentences")

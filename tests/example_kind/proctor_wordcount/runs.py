@@ -35,14 +35,18 @@ class CounterRuns(AgentRuns):
         agent = session.get(Agent, agent_id)
         if agent is None or (user.role != "admin" and agent.owner_id != user.id) or agent.kind != "wordcount":
             raise InputError(f"no word-counting agent {agent_id} among yours", field="agent_id")
-        job = jobs.create_job(session, "wordcount.generate", study_id=study.id, owner_id=user.id,
-                              counter=counter, agent_id=agent.id)
+        job = jobs.create_job(
+            session, "wordcount.generate", study_id=study.id, owner_id=user.id, counter=counter, agent_id=agent.id
+        )
         return Started(job, agent_id=agent.id, params=job.params)
 
     def describe(self, session, run, job) -> dict:
         p = run.params or {}
-        outputs = session.scalar(select(func.count(AgentOutput.id)).where(
-            AgentOutput.study_id == run.study_id, AgentOutput.agent_id == p.get("agent_id")))
+        outputs = session.scalar(
+            select(func.count(AgentOutput.id)).where(
+                AgentOutput.study_id == run.study_id, AgentOutput.agent_id == p.get("agent_id")
+            )
+        )
         return {"counter": p.get("counter"), "outputs": outputs}
 
 
@@ -59,19 +63,26 @@ def run_counter(session, job, progress) -> dict:
 
     p = job.params
     count, agent_id = COUNTERS[p["counter"]], p["agent_id"]
-    items = session.execute(select(Item.id, Item.payload, Item.reference).where(Item.study_id == job.study_id)
-                            .order_by(Item.id)).all()
+    items = session.execute(
+        select(Item.id, Item.payload, Item.reference).where(Item.study_id == job.study_id).order_by(Item.id)
+    ).all()
     progress(0, len(items), f"counter {p['counter']!r} on {len(items)} sentences")
-    session.execute(delete(AgentOutput).where(AgentOutput.agent_id == agent_id,
-                                              AgentOutput.study_id == job.study_id))
+    session.execute(delete(AgentOutput).where(AgentOutput.agent_id == agent_id, AgentOutput.study_id == job.study_id))
     kind, done = get_kind("wordcount"), 0
     for start in range(0, len(items), CHUNK):
         if progress.cancelled():
             return {"outputs": done, "cancelled": True}
-        for it in items[start:start + CHUNK]:
+        for it in items[start : start + CHUNK]:
             response = {"words": count(it.payload["sentence"])}
-            session.add(AgentOutput(agent_id=agent_id, study_id=job.study_id, item_id=it.id, response=response,
-                                    score=kind.score(it.payload, it.reference, response)))
+            session.add(
+                AgentOutput(
+                    agent_id=agent_id,
+                    study_id=job.study_id,
+                    item_id=it.id,
+                    response=response,
+                    score=kind.score(it.payload, it.reference, response),
+                )
+            )
         session.commit()
         done = min(start + CHUNK, len(items))
         progress(done)

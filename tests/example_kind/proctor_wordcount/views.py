@@ -25,17 +25,14 @@ def _study(session: Session, study_id: int, user: User):
 
 
 @pages.get("/wordcount/studies/{study_id}/tally")
-def tally_page(request: Request, study_id: Id, session: Session = Depends(db),
-               user: User = Depends(researcher)):
+def tally_page(request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     study = _study(session, study_id, user)
-    return render(request, "kinds/wordcount/tally.html", user=user, study=study,
-                  rows=tallies(session, study.id))
+    return render(request, "kinds/wordcount/tally.html", user=user, study=study, rows=tallies(session, study.id))
 
 
 @api.post("/studies/{study_id}/tally", status_code=202)
 def start_tally(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     """Tally every sentence's answers (job `wordcount.tally`); the page shows the result."""
     study = _study(session, study_id, user)
-    job = jobs.submit(session, jobs.create_job(session, "wordcount.tally", study_id=study.id,
-                                               owner_id=user.id))
+    job = jobs.submit(session, jobs.create_job(session, "wordcount.tally", study_id=study.id, owner_id=user.id))
     return {"job": job.id, "state": job.state}

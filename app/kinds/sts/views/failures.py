@@ -46,13 +46,16 @@ def list_failures(study_id: Id, session: Session = Depends(db), user: User = Dep
     from app.kinds.sts.failures import ERROR_TYPES, queue
 
     study = _sts_study(session, user, study_id)
-    return {"error_types": {t: {"source": s, "description": d} for t, (s, d) in ERROR_TYPES.items()},
-            "failures": queue(session, study)}
+    return {
+        "error_types": {t: {"source": s, "description": d} for t, (s, d) in ERROR_TYPES.items()},
+        "failures": queue(session, study),
+    }
 
 
 @api.put("/studies/{study_id}/failures/{item_id}")
-def classify_failure(study_id: Id, item_id: Id, body: ReviewIn, session: Session = Depends(db),
-                     user: User = Depends(admin_only)) -> dict:
+def classify_failure(
+    study_id: Id, item_id: Id, body: ReviewIn, session: Session = Depends(db), user: User = Depends(admin_only)
+) -> dict:
     """Classify a failed continuation ({"error_type", "note"}; a null error type clears it)."""
     return _classify(session, user, study_id, item_id, body.error_type, body.note)
 
@@ -62,13 +65,21 @@ def failures_page(request: Request, study_id: Id, session: Session = Depends(db)
     from app.kinds.sts.failures import ERROR_TYPES, SOURCES, queue
 
     study = _sts_study(session, user, study_id)
-    return render(request, "kinds/sts/failures.html", user=user, study=study, rows=queue(session, study),
-                  error_types=ERROR_TYPES, sources=SOURCES)
+    return render(
+        request,
+        "kinds/sts/failures.html",
+        user=user,
+        study=study,
+        rows=queue(session, study),
+        error_types=ERROR_TYPES,
+        sources=SOURCES,
+    )
 
 
 @router.get("/sts/studies/{study_id}/failures/{item_id}")
-def failure_page(request: Request, study_id: Id, item_id: Id, session: Session = Depends(db),
-                 user: User = Depends(admin_only)):
+def failure_page(
+    request: Request, study_id: Id, item_id: Id, session: Session = Depends(db), user: User = Depends(admin_only)
+):
     from app.kinds.sts.failures import ERROR_TYPES, SOURCES, queue
 
     study = _sts_study(session, user, study_id)
@@ -77,17 +88,36 @@ def failure_page(request: Request, study_id: Id, item_id: Id, session: Session =
         raise HTTPException(404, "no failed continuation with that id in this study")
 
     payload = session.get(Item, item_id).payload
-    return render(request, "kinds/sts/failure.html", user=user, study=study, row=row, error_types=ERROR_TYPES,
-                  sources=SOURCES, n_frames=payload["n_frames"], takeover=payload["takeover"],
-                  frames_url=get_store().url(payload["frames_key"], expires_s=3600))
+    return render(
+        request,
+        "kinds/sts/failure.html",
+        user=user,
+        study=study,
+        row=row,
+        error_types=ERROR_TYPES,
+        sources=SOURCES,
+        n_frames=payload["n_frames"],
+        takeover=payload["takeover"],
+        frames_url=get_store().url(payload["frames_key"], expires_s=3600),
+    )
 
 
 @router.post("/sts/studies/{study_id}/failures/{item_id}")
-def classify_failure_page(request: Request, study_id: Id, item_id: Id, error_type: str = Form(""),
-                          note: str = Form(""), back: str = Form("list"), session: Session = Depends(db),
-                          user: User = Depends(admin_only)):
-    url = (f"/sts/studies/{study_id}/failures/{item_id}" if back == "item"
-           else f"/sts/studies/{study_id}/failures#failure-{item_id}")
+def classify_failure_page(
+    request: Request,
+    study_id: Id,
+    item_id: Id,
+    error_type: str = Form(""),
+    note: str = Form(""),
+    back: str = Form("list"),
+    session: Session = Depends(db),
+    user: User = Depends(admin_only),
+):
+    url = (
+        f"/sts/studies/{study_id}/failures/{item_id}"
+        if back == "item"
+        else f"/sts/studies/{study_id}/failures#failure-{item_id}"
+    )
     try:
         out = _classify(session, user, study_id, item_id, error_type or None, note)
     except InputError as exc:

@@ -28,8 +28,10 @@ def _store_metrics(session: Session, study, data: bytes) -> dict:
 
     parsed = parse_metrics(data)
     # A column named like an imported one replaces it; the others stay.
-    study.kind_settings = {**(study.kind_settings or {}),
-                           "agent_metrics": {**(study.kind_settings or {}).get("agent_metrics", {}), **parsed}}
+    study.kind_settings = {
+        **(study.kind_settings or {}),
+        "agent_metrics": {**(study.kind_settings or {}).get("agent_metrics", {}), **parsed},
+    }
     session.commit()
     return study.kind_settings["agent_metrics"]
 
@@ -44,8 +46,9 @@ def _drop_metric(session: Session, study, name: str) -> dict:
 
 
 @api.post("/studies/{study_id}/metrics")
-async def import_metrics(study_id: Id, file: UploadFile = UPLOAD, session: Session = Depends(db),
-                         user: User = Depends(researcher)) -> dict:
+async def import_metrics(
+    study_id: Id, file: UploadFile = UPLOAD, session: Session = Depends(db), user: User = Depends(researcher)
+) -> dict:
     """Per-agent metrics as CSV: an `agent` column and one column per metric. The leaderboard
     correlates each with the agents' success shares (Spearman)."""
     study = _sts_study(session, user, study_id)
@@ -58,20 +61,33 @@ def delete_metric(study_id: Id, name: str, session: Session = Depends(db), user:
 
 
 @router.post("/sts/studies/{study_id}/metrics")
-async def import_metrics_page(request: Request, study_id: Id, file: UploadFile = File(None),
-                              session: Session = Depends(db), user: User = Depends(researcher)):
+async def import_metrics_page(
+    request: Request,
+    study_id: Id,
+    file: UploadFile = File(None),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     study = _sts_study(session, user, study_id)
     try:
         metrics = _store_metrics(session, study, await read_upload(file))
     except InputError as exc:
         return _back(request, f"/studies/{study.id}#sts-metrics", f"Metrics not imported: {exc}", "error")
-    return _back(request, f"/studies/{study.id}#sts-metrics",
-                 f"Imported; the study now has {len(metrics)} metrics to correlate with.")
+    return _back(
+        request,
+        f"/studies/{study.id}#sts-metrics",
+        f"Imported; the study now has {len(metrics)} metrics to correlate with.",
+    )
 
 
 @router.post("/sts/studies/{study_id}/metrics/delete")
-def delete_metric_page(request: Request, study_id: Id, name: str = Form(""), session: Session = Depends(db),
-                       user: User = Depends(researcher)):
+def delete_metric_page(
+    request: Request,
+    study_id: Id,
+    name: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     study = _sts_study(session, user, study_id)
     _drop_metric(session, study, name)
     return _back(request, f"/studies/{study.id}#sts-metrics", f"Removed the metric {name!r}.")

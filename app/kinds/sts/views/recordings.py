@@ -24,8 +24,9 @@ api = APIRouter(prefix="/api/v1/sts", tags=["sts"], dependencies=[Depends(verify
 
 
 @api.post("/recordings", status_code=201)
-async def upload_recordings(file: UploadFile = UPLOAD, session: Session = Depends(db),
-                            user: User = Depends(researcher)) -> dict:
+async def upload_recordings(
+    file: UploadFile = UPLOAD, session: Session = Depends(db), user: User = Depends(researcher)
+) -> dict:
     """Recordings as JSONL (one {id?, level, seed, mission, actions, actor?} a line; see
     docs/kinds/sts.md). Every line is replayed; the first bad one is refused (422) with its
     line and field, and nothing is stored."""
@@ -71,9 +72,13 @@ def list_recordings(session: Session = Depends(db), user: User = Depends(researc
 
 
 @api.get("/play/{slug}/{assignment_id}")
-def play_state(request: Request, slug: str, assignment_id: Id,
-               actions: Annotated[str, Query(max_length=play.MAX_ACTIONS_TEXT)] = "",
-               session: Session = Depends(db)) -> dict:
+def play_state(
+    request: Request,
+    slug: str,
+    assignment_id: Id,
+    actions: Annotated[str, Query(max_length=play.MAX_ACTIONS_TEXT)] = "",
+    session: Session = Depends(db),
+) -> dict:
     """A play item's grid after `actions` (minigrid's numbers, "2,2,0"), for the crowd worker
     whose task holds the assignment (their session, as for /api/v1/crowd/{slug}/next): the
     step, the level's step limit, whether the episode ended and in success, and the frame as a
@@ -88,23 +93,28 @@ def play_state(request: Request, slug: str, assignment_id: Id,
 
 
 @api.get("/preview/{study_id}/{item_id}")
-def preview_play_state(request: Request, study_id: Id, item_id: Id,
-                       actions: Annotated[str, Query(max_length=play.MAX_ACTIONS_TEXT)] = "",
-                       session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+def preview_play_state(
+    request: Request,
+    study_id: Id,
+    item_id: Id,
+    actions: Annotated[str, Query(max_length=play.MAX_ACTIONS_TEXT)] = "",
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+) -> dict:
     """play_state for the study's owner (or an admin) previewing a play item
     (app.studies.preview): the same grid, with no task behind it and nothing stored."""
     study = managed_study(session, study_id, user)
     rate_limit(request, "sts-play", play.STATES_PER_MINUTE, key=f"preview:{user.id}")
     item = session.get(Item, item_id)
-    if item is None or item.study_id != study.id or study.kind != suites.KIND_NAME \
-            or not play.is_play(item.payload):
+    if item is None or item.study_id != study.id or study.kind != suites.KIND_NAME or not play.is_play(item.payload):
         raise HTTPException(404, "no such mission in this study")
     return play.state(item.payload, play.parse_actions(actions))
 
 
 @router.post("/sts/recordings")
-async def upload_recordings_page(request: Request, file: UploadFile = File(None), session: Session = Depends(db),
-                                 user: User = Depends(researcher)):
+async def upload_recordings_page(
+    request: Request, file: UploadFile = File(None), session: Session = Depends(db), user: User = Depends(researcher)
+):
     out: dict = {}
     with _flashed(request, out):
         rows = suites.store_recordings(session, session.merge(user), await read_upload(file))
@@ -113,26 +123,45 @@ async def upload_recordings_page(request: Request, file: UploadFile = File(None)
 
 
 @router.post("/sts/recordings/expert")
-def record_expert_page(request: Request, level: str = Form(""), seeds: str = Form(""), max_steps: str = Form(""),
-                       session: Session = Depends(db), user: User = Depends(researcher)):
+def record_expert_page(
+    request: Request,
+    level: str = Form(""),
+    seeds: str = Form(""),
+    max_steps: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     out: dict = {}
     with _flashed(request, out):
-        rows, new = suites.expert_recordings(session, session.merge(user), level, suites.parse_seeds(seeds),
-                                             form_number(max_steps, "max_steps"))
+        rows, new = suites.expert_recordings(
+            session, session.merge(user), level, suites.parse_seeds(seeds), form_number(max_steps, "max_steps")
+        )
         return _back(request, "/sts/suites", f"The expert played {len(rows)} seeds of {level} ({new} new recordings).")
     return _back(request, "/sts/suites", f"Nothing stored: {out['error']}", "error")
 
 
 @router.post("/sts/studies/{study_id}/recordings")
-def record_plays_page(request: Request, study_id: Id, only_successes: str = Form(""),
-                      session: Session = Depends(db), user: User = Depends(researcher)):
+def record_plays_page(
+    request: Request,
+    study_id: Id,
+    only_successes: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     """The study page's button: the plays as recordings (as POST /api/v1/sts/recordings/from-study)."""
     out: dict = {}
     with _answers(), _flashed(request, out):
         result = suites.play_recordings(session, user, study_id, only_successes=bool(only_successes))
-        skipped = [f"{result[k]} {what}" for k, what in (("existing", "stored before"), ("empty", "empty"),
-                                                          ("failed", "unsuccessful")) if result[k]]
-        return _back(request, f"/studies/{study_id}",
-                     f"Stored {result['created']} plays as recordings"
-                     + (f" (skipped: {', '.join(skipped)})" if skipped else "") + ": mine them on a suite's page.")
+        skipped = [
+            f"{result[k]} {what}"
+            for k, what in (("existing", "stored before"), ("empty", "empty"), ("failed", "unsuccessful"))
+            if result[k]
+        ]
+        return _back(
+            request,
+            f"/studies/{study_id}",
+            f"Stored {result['created']} plays as recordings"
+            + (f" (skipped: {', '.join(skipped)})" if skipped else "")
+            + ": mine them on a suite's page.",
+        )
     return _back(request, f"/studies/{study_id}", f"Nothing stored: {out['error']}", "error")

@@ -27,32 +27,46 @@ BUILTIN_NAMES = tuple(suites.BUILTIN_AGENTS)  # expert, random
 
 class GenerationIn(BaseModel):
     # Exactly one of agent_id and agent (the route refuses both or neither), as the schema says.
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"oneOf": [
-        {"required": ["agent_id"], "properties": {"agent_id": {"type": "integer"}, "agent": {"type": "null"}}},
-        {"required": ["agent"], "properties": {"agent": {"type": "string"}, "agent_id": {"type": "null"}}}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["agent_id"], "properties": {"agent_id": {"type": "integer"}, "agent": {"type": "null"}}},
+                {"required": ["agent"], "properties": {"agent": {"type": "string"}, "agent_id": {"type": "null"}}},
+            ]
+        },
+    )
     agent_id: BodyId | None = None
     agent: Literal[BUILTIN_NAMES] | None = None  # a built-in agent's name
-    continuations: Annotated[int, Field(ge=1, le=generation.MAX_CONTINUATIONS),
-                             NOT_BOOL] = generation.DEFAULT_CONTINUATIONS
+    continuations: Annotated[int, Field(ge=1, le=generation.MAX_CONTINUATIONS), NOT_BOOL] = (
+        generation.DEFAULT_CONTINUATIONS
+    )
     seed: Count = 0
     batch_size: Annotated[int, Field(ge=1, le=generation.MAX_BATCH), NOT_BOOL] = generation.DEFAULT_BATCH
 
 
-def _start_run(session: Session, user: User, suite_id: int, number: int, agent_spec, continuations, seed,
-               batch_size) -> GenerationRun:
+def _start_run(
+    session: Session, user: User, suite_id: int, number: int, agent_spec, continuations, seed, batch_size
+) -> GenerationRun:
     """Through the one runs service (app/runs), as POST /api/v1/runs does."""
     _version(session, user, suite_id, number)  # not yours: 404, as before
-    params = {"agent" if isinstance(agent_spec, str) else "agent_id": agent_spec, "continuations": continuations,
-              "seed": seed, "batch_size": batch_size}
-    run = runs.start(session, session.merge(user), generation.KIND_NAME, params,
-                     target={"suite_id": suite_id, "version": number})
+    params = {
+        "agent" if isinstance(agent_spec, str) else "agent_id": agent_spec,
+        "continuations": continuations,
+        "seed": seed,
+        "batch_size": batch_size,
+    }
+    run = runs.start(
+        session, session.merge(user), generation.KIND_NAME, params, target={"suite_id": suite_id, "version": number}
+    )
     return generation.of_job(session, run.job_id)
 
 
 # Kept for a release beside the one runs API (POST /api/v1/runs {"kind": "sts", "target": ...}).
 @api.post("/suites/{suite_id}/versions/{number}/generations", status_code=202, deprecated=True)
-def start_generation(suite_id: Id, number: Id, body: GenerationIn, session: Session = Depends(db),
-                     user: User = Depends(researcher)) -> dict:
+def start_generation(
+    suite_id: Id, number: Id, body: GenerationIn, session: Session = Depends(db), user: User = Depends(researcher)
+) -> dict:
     """An agent's `continuations` (C, default 10) of every scenario of version n, as one
     background job (`sts.generation`). The agent is `agent_id` (an STS agent) or `agent`, a
     built-in: "expert" or "random". Continuations already stored are kept, so a run again
@@ -60,8 +74,16 @@ def start_generation(suite_id: Id, number: Id, body: GenerationIn, session: Sess
     if (body.agent_id is None) == (body.agent is None):
         raise InputError("give agent_id (an STS agent) or agent (a built-in: expert, random)", field="agent")
     with _answers():
-        run = _start_run(session, user, suite_id, number, body.agent_id if body.agent is None else body.agent,
-                         body.continuations, body.seed, body.batch_size)
+        run = _start_run(
+            session,
+            user,
+            suite_id,
+            number,
+            body.agent_id if body.agent is None else body.agent,
+            body.continuations,
+            body.seed,
+            body.batch_size,
+        )
     return {"run": run.id, "job": run.job_id, "state": "queued"}
 
 
@@ -74,8 +96,9 @@ def get_generation(run_id: Id, session: Session = Depends(db), user: User = Depe
 
 def _runs(session: Session, suite) -> dict:
     """The suite page's runs list (the core's templates/runs/list.html; runs.html polls)."""
-    return runs.page_context(session, generation.KIND_NAME, runs.of_target(session, generation.KIND_NAME,
-                                                                           suite_id=suite.id), None)
+    return runs.page_context(
+        session, generation.KIND_NAME, runs.of_target(session, generation.KIND_NAME, suite_id=suite.id), None
+    )
 
 
 @router.get("/sts/suites/{suite_id}/runs")
@@ -87,17 +110,34 @@ def suite_runs(request: Request, suite_id: Id, session: Session = Depends(db), u
 
 
 @router.post("/sts/suites/{suite_id}/versions/{number}/generations")
-def start_generation_page(request: Request, suite_id: Id, number: Id, agent: str = Form(""),
-                          continuations: str = Form(""), seed: str = Form(""), session: Session = Depends(db),
-                          user: User = Depends(researcher)):
+def start_generation_page(
+    request: Request,
+    suite_id: Id,
+    number: Id,
+    agent: str = Form(""),
+    continuations: str = Form(""),
+    seed: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     with _answers():
         _version(session, user, suite_id, number)
     out: dict = {}
     with _flashed(request, out):
         spec = agent if agent in suites.BUILTIN_AGENTS else form_number(agent, "agent")
-        run = _start_run(session, user, suite_id, number, spec,
-                         form_number(continuations, "continuations") or generation.DEFAULT_CONTINUATIONS,
-                         form_number(seed, "seed") or 0, generation.DEFAULT_BATCH)
-        return _back(request, f"/sts/suites/{suite_id}?version={number}#runs",
-                     f"Generation run #{runs.of_job(session, run.job_id).id} queued (job {run.job_id}).")
+        run = _start_run(
+            session,
+            user,
+            suite_id,
+            number,
+            spec,
+            form_number(continuations, "continuations") or generation.DEFAULT_CONTINUATIONS,
+            form_number(seed, "seed") or 0,
+            generation.DEFAULT_BATCH,
+        )
+        return _back(
+            request,
+            f"/sts/suites/{suite_id}?version={number}#runs",
+            f"Generation run #{runs.of_job(session, run.job_id).id} queued (job {run.job_id}).",
+        )
     return _back(request, f"/sts/suites/{suite_id}?version={number}", f"Not started: {out['error']}", "error")

@@ -28,8 +28,9 @@ class StudyIn(StudySettings):
 
 
 @api.post("/suites/{suite_id}/versions/{number}/study", status_code=201)
-def study_from_version(suite_id: Id, number: Id, body: StudyIn, session: Session = Depends(db),
-                       user: User = Depends(researcher)) -> dict:
+def study_from_version(
+    suite_id: Id, number: Id, body: StudyIn, session: Session = Depends(db), user: User = Depends(researcher)
+) -> dict:
     """A draft study of the published version n: the `agents`' stored continuations (ids or
     built-in names; the first `continuations` of each scenario, default as many as every
     scenario has) and `reference` episodes {"expert_successes": k, "random_failures": k}
@@ -40,19 +41,38 @@ def study_from_version(suite_id: Id, number: Id, body: StudyIn, session: Session
     settings = StudySettings(**body.model_dump(include=set(StudySettings.model_fields)))
     with _answers():
         suite, version = _version(session, user, suite_id, number)
-        _, out = build_study(session, session.merge(user), suite, version, settings, agents=body.agents,
-                             reference=body.reference, continuations=body.continuations,
-                             approve_at=body.approve_at, tile=body.tile)
+        _, out = build_study(
+            session,
+            session.merge(user),
+            suite,
+            version,
+            settings,
+            agents=body.agents,
+            reference=body.reference,
+            continuations=body.continuations,
+            approve_at=body.approve_at,
+            tile=body.tile,
+        )
     return out
 
 
 @router.post("/sts/suites/{suite_id}/versions/{number}/study")
-def study_from_version_page(request: Request, suite_id: Id, number: Id, title: str = Form(""),
-                            agents: list[str] = Form([]), continuations: str = Form(""),
-                            expert_successes: str = Form(""), random_failures: str = Form(""),
-                            bundle_size: str = Form(""), gold_rate: str = Form(""),
-                            annotations_per_item: str = Form(""), approve_at: str = Form(""),
-                            session: Session = Depends(db), user: User = Depends(researcher)):
+def study_from_version_page(
+    request: Request,
+    suite_id: Id,
+    number: Id,
+    title: str = Form(""),
+    agents: list[str] = Form([]),
+    continuations: str = Form(""),
+    expert_successes: str = Form(""),
+    random_failures: str = Form(""),
+    bundle_size: str = Form(""),
+    gold_rate: str = Form(""),
+    annotations_per_item: str = Form(""),
+    approve_at: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     """The suite page's form for a study of a published version (the API's study route)."""
     from app.kinds.sts.study import build_study
 
@@ -61,19 +81,38 @@ def study_from_version_page(request: Request, suite_id: Id, number: Id, title: s
     back = f"/sts/suites/{suite_id}?version={number}#study"
     out: dict = {}
     with _flashed(request, out):
-        given = {"title": title.strip() or f"{suite.name}, version {number}",
-                 "bundle_size": form_number(bundle_size, "bundle_size"),
-                 "gold_rate": form_number(gold_rate, "gold_rate", float),
-                 "annotations_per_item": form_number(annotations_per_item, "annotations_per_item")}
+        given = {
+            "title": title.strip() or f"{suite.name}, version {number}",
+            "bundle_size": form_number(bundle_size, "bundle_size"),
+            "gold_rate": form_number(gold_rate, "gold_rate", float),
+            "annotations_per_item": form_number(annotations_per_item, "annotations_per_item"),
+        }
         settings = StudySettings(**{k: v for k, v in given.items() if v is not None})
         specs = [a if a in suites.BUILTIN_AGENTS else form_number(a, "agents") for a in agents]
-        reference = {k: n for k, n in (("expert_successes", form_number(expert_successes, "expert_successes")),
-                                       ("random_failures", form_number(random_failures, "random_failures"))) if n}
+        reference = {
+            k: n
+            for k, n in (
+                ("expert_successes", form_number(expert_successes, "expert_successes")),
+                ("random_failures", form_number(random_failures, "random_failures")),
+            )
+            if n
+        }
         # A draft version's refusal (a Conflict) is shown on the page like any other.
-        study, summary = build_study(session, session.merge(user), suite, version, settings, agents=specs,
-                                     reference=reference, continuations=form_number(continuations, "continuations"),
-                                     approve_at=form_number(approve_at, "approve_at", float))
-        return _back(request, f"/studies/{study.id}",
-                     f"Draft study made from version {number}: {summary['items']} episodes, {summary['reference']} of "
-                     "them reference episodes. Launch it when ready.")
+        study, summary = build_study(
+            session,
+            session.merge(user),
+            suite,
+            version,
+            settings,
+            agents=specs,
+            reference=reference,
+            continuations=form_number(continuations, "continuations"),
+            approve_at=form_number(approve_at, "approve_at", float),
+        )
+        return _back(
+            request,
+            f"/studies/{study.id}",
+            f"Draft study made from version {number}: {summary['items']} episodes, {summary['reference']} of "
+            "them reference episodes. Launch it when ready.",
+        )
     return _back(request, back, f"No study made: {out['error']}", "error")

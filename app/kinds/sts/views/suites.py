@@ -70,8 +70,7 @@ def start_version(suite_id: Id, session: Session = Depends(db), user: User = Dep
 
 
 @api.post("/suites/{suite_id}/versions/{number}/publish")
-def publish_version(suite_id: Id, number: Id, session: Session = Depends(db),
-                    user: User = Depends(researcher)) -> dict:
+def publish_version(suite_id: Id, number: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
     """Make the draft immutable (409 if it is published already)."""
     with _answers():
         _, version = _version(session, user, suite_id, number)
@@ -79,13 +78,14 @@ def publish_version(suite_id: Id, number: Id, session: Session = Depends(db),
 
 
 @api.get("/suites/{suite_id}/versions/{number}/scenarios")
-def list_scenarios(suite_id: Id, number: Id, session: Session = Depends(db),
-                   user: User = Depends(researcher)) -> dict:
+def list_scenarios(suite_id: Id, number: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
     """Version n's scenarios: all those added in versions 1..n, with the caller's own tags."""
     with _answers():
         _, version = _version(session, user, suite_id, number)
-    return {"version": suites.version_summary(session, version),
-            "scenarios": suites.scenario_list(session, user, version)}
+    return {
+        "version": suites.version_summary(session, version),
+        "scenarios": suites.scenario_list(session, user, version),
+    }
 
 
 # A scenario's category and tags: non-blank texts of at most MAX_TAG characters, 20 tags.
@@ -96,13 +96,24 @@ Steps = Annotated[int, Field(ge=1, le=MAX_CONTINUATION), NOT_BOOL]
 
 class ScenariosIn(BaseModel):
     # Either a rule (bulk; "before success" with k) or a takeover step (one recording).
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"oneOf": [
-        {"required": ["rule"], "properties": {"rule": {"type": "string"}, "takeover": {"type": "null"}}},
-        {"required": ["takeover", "recordings"], "properties": {
-            "takeover": {"type": "integer"}, "rule": {"type": "null"},
-            "recordings": {"type": "array", "minItems": 1, "maxItems": 1}}}],
-        "if": {"required": ["rule"], "properties": {"rule": {"const": "before success"}}},
-        "then": {"required": ["k"], "properties": {"k": {"type": "integer", "minimum": 1}}}})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["rule"], "properties": {"rule": {"type": "string"}, "takeover": {"type": "null"}}},
+                {
+                    "required": ["takeover", "recordings"],
+                    "properties": {
+                        "takeover": {"type": "integer"},
+                        "rule": {"type": "null"},
+                        "recordings": {"type": "array", "minItems": 1, "maxItems": 1},
+                    },
+                },
+            ],
+            "if": {"required": ["rule"], "properties": {"rule": {"const": "before success"}}},
+            "then": {"required": ["k"], "properties": {"k": {"type": "integer", "minimum": 1}}},
+        },
+    )
     rule: Literal[RULES] | None = None
     k: Count | None = None
     takeover: Count | None = None
@@ -113,8 +124,9 @@ class ScenariosIn(BaseModel):
 
 
 @api.post("/suites/{suite_id}/versions/{number}/scenarios", status_code=201)
-def add_scenarios(suite_id: Id, number: Id, body: ScenariosIn, session: Session = Depends(db),
-                  user: User = Depends(researcher)) -> dict:
+def add_scenarios(
+    suite_id: Id, number: Id, body: ScenariosIn, session: Session = Depends(db), user: User = Depends(researcher)
+) -> dict:
     """Scenarios for the draft version n, in bulk by `rule` ("first step", "mission given",
     "before success" with `k`) over `recordings` (ids; default all of the suite owner's,
     leaving out those the rule does not apply to), or one recording at an explicit `takeover`
@@ -126,8 +138,7 @@ def add_scenarios(suite_id: Id, number: Id, body: ScenariosIn, session: Session 
 
 
 @api.get("/suites/{suite_id}/versions/{number}/agents")
-def version_agents(suite_id: Id, number: Id, session: Session = Depends(db),
-                   user: User = Depends(researcher)) -> dict:
+def version_agents(suite_id: Id, number: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
     """Each agent's stored continuations of version n's scenarios and the simulator's own
     success share over them (overall, per category): an older version's stays computable."""
     with _answers():
@@ -145,8 +156,9 @@ class ScenarioPatch(BaseModel):
 
 
 @api.patch("/scenarios/{scenario_id}")
-def change_scenario(scenario_id: Id, body: ScenarioPatch, session: Session = Depends(db),
-                    user: User = Depends(researcher)) -> dict:
+def change_scenario(
+    scenario_id: Id, body: ScenarioPatch, session: Session = Depends(db), user: User = Depends(researcher)
+) -> dict:
     """Change a draft version's scenario (409 once its version is published). A new takeover
     point or length removes the continuations stored for the old one."""
     with _answers():
@@ -186,13 +198,24 @@ def remove_tag(scenario_id: Id, tag: str, session: Session = Depends(db), user: 
 @router.get("/sts/suites")
 def suites_page(request: Request, session: Session = Depends(db), user: User = Depends(researcher)):
     rows = [suites.suite_dict(session, s) for s in suites.suites_of(session, user)]
-    return render(request, "kinds/sts/suites.html", user=user, suites=rows,
-                  recordings=suites.recordings_of(session, user), levels=get_simulator().levels())
+    return render(
+        request,
+        "kinds/sts/suites.html",
+        user=user,
+        suites=rows,
+        recordings=suites.recordings_of(session, user),
+        levels=get_simulator().levels(),
+    )
 
 
 @router.post("/sts/suites")
-def create_suite_page(request: Request, name: str = Form(""), description: str = Form(""),
-                      session: Session = Depends(db), user: User = Depends(researcher)):
+def create_suite_page(
+    request: Request,
+    name: str = Form(""),
+    description: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     out: dict = {}
     with _flashed(request, out):
         suite = suites.create_suite(session, session.merge(user), name, description)
@@ -201,24 +224,39 @@ def create_suite_page(request: Request, name: str = Form(""), description: str =
 
 
 @router.get("/sts/suites/{suite_id}")
-def suite_page(request: Request, suite_id: Id, version: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None, session: Session = Depends(db),
-               user: User = Depends(researcher)):
+def suite_page(
+    request: Request,
+    suite_id: Id,
+    version: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     with _answers():
         suite = suites.get_suite(session, user, suite_id)
         versions = suites.versions_of(session, suite)
         shown = versions[-1] if version is None else suites.get_version(session, suite, version)
-    return render(request, "kinds/sts/suite.html", user=user, suite=suite,
-                  versions=[suites.version_summary(session, v) for v in versions], shown=shown,
-                  latest=versions[-1], scenarios=suites.scenario_list(session, user, shown),
-                  scores=suites.simulator_scores(session, shown), **_runs(session, suite),
-                  agents=suites.agents_for(session, suite), rules=RULES,
-                  recordings=suites.recordings_of(session, user, suite.owner_id),
-                  default_continuation=suites.DEFAULT_CONTINUATION)
+    return render(
+        request,
+        "kinds/sts/suite.html",
+        user=user,
+        suite=suite,
+        versions=[suites.version_summary(session, v) for v in versions],
+        shown=shown,
+        latest=versions[-1],
+        scenarios=suites.scenario_list(session, user, shown),
+        scores=suites.simulator_scores(session, shown),
+        **_runs(session, suite),
+        agents=suites.agents_for(session, suite),
+        rules=RULES,
+        recordings=suites.recordings_of(session, user, suite.owner_id),
+        default_continuation=suites.DEFAULT_CONTINUATION,
+    )
 
 
 @router.post("/sts/suites/{suite_id}/versions")
-def start_version_page(request: Request, suite_id: Id, session: Session = Depends(db),
-                       user: User = Depends(researcher)):
+def start_version_page(
+    request: Request, suite_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
+):
     with _answers():
         suite = suites.get_suite(session, user, suite_id)
     out: dict = {}
@@ -229,23 +267,36 @@ def start_version_page(request: Request, suite_id: Id, session: Session = Depend
 
 
 @router.post("/sts/suites/{suite_id}/versions/{number}/publish")
-def publish_page(request: Request, suite_id: Id, number: Id, session: Session = Depends(db),
-                 user: User = Depends(researcher)):
+def publish_page(
+    request: Request, suite_id: Id, number: Id, session: Session = Depends(db), user: User = Depends(researcher)
+):
     with _answers():
         suite, version = _version(session, user, suite_id, number)
     out: dict = {}
     with _flashed(request, out):
         suites.publish(session, version)
-        return _back(request, f"/sts/suites/{suite.id}?version={number}",
-                     f"Version {number} is published: its scenarios can no longer change.")
+        return _back(
+            request,
+            f"/sts/suites/{suite.id}?version={number}",
+            f"Version {number} is published: its scenarios can no longer change.",
+        )
     return _back(request, f"/sts/suites/{suite.id}?version={number}", out["error"], "error")
 
 
 @router.post("/sts/suites/{suite_id}/scenarios")
-def add_scenarios_page(request: Request, suite_id: Id, rule: str = Form(""), k: str = Form(""),
-                       takeover: str = Form(""), recordings: str = Form(""), continuation: str = Form(""),
-                       category: str = Form(""), tags: str = Form(""), session: Session = Depends(db),
-                       user: User = Depends(researcher)):
+def add_scenarios_page(
+    request: Request,
+    suite_id: Id,
+    rule: str = Form(""),
+    k: str = Form(""),
+    takeover: str = Form(""),
+    recordings: str = Form(""),
+    continuation: str = Form(""),
+    category: str = Form(""),
+    tags: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     """The suite page's forms: the bulk rule, or one recording at a takeover step, always into
     the draft version (the latest)."""
     with _answers():
@@ -255,13 +306,23 @@ def add_scenarios_page(request: Request, suite_id: Id, rule: str = Form(""), k: 
     with _flashed(request, out):
         ids = [form_number(i, "recordings") for i in _list(recordings)] or None
         result = suites.add_scenarios(
-            session, version, rule=rule or None, k=form_number(k, "k"), takeover=form_number(takeover, "takeover"),
-            recordings=ids, continuation=form_number(continuation, "continuation") or suites.DEFAULT_CONTINUATION,
-            category=category.strip() or None, tags=_list(tags))
+            session,
+            version,
+            rule=rule or None,
+            k=form_number(k, "k"),
+            takeover=form_number(takeover, "takeover"),
+            recordings=ids,
+            continuation=form_number(continuation, "continuation") or suites.DEFAULT_CONTINUATION,
+            category=category.strip() or None,
+            tags=_list(tags),
+        )
         note = f"; {result['skipped']} the suite already had" if result["skipped"] else ""
         note += f"; the rule does not apply to {result['inapplicable']}" if result["inapplicable"] else ""
-        return _back(request, f"/sts/suites/{suite.id}",
-                     f"Added {len(result['added'])} scenarios to version {version.number}{note}.")
+        return _back(
+            request,
+            f"/sts/suites/{suite.id}",
+            f"Added {len(result['added'])} scenarios to version {version.number}{note}.",
+        )
     return _back(request, f"/sts/suites/{suite.id}", f"No scenario added: {out['error']}", "error")
 
 
@@ -274,8 +335,7 @@ def _timeline_url(row: Recording) -> str | None:
 
 
 @router.get("/sts/scenarios/{scenario_id}")
-def scenario_page(request: Request, scenario_id: Id, session: Session = Depends(db),
-                  user: User = Depends(researcher)):
+def scenario_page(request: Request, scenario_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
     """A scenario on its recording's timeline: scrub the frames and take over at another step
     (a draft's scenario moves; a published one's is copied into the draft version)."""
     with _answers():
@@ -283,18 +343,40 @@ def scenario_page(request: Request, scenario_id: Id, session: Session = Depends(
     row = session.get(Recording, sc.recording_id)
     mine = suites.personal_tags(session, user, [sc.id])
     latest = suites.latest_version(session, suite)
-    conts = session.execute(select(Continuation).where(Continuation.scenario_id == sc.id)
-                            .order_by(Continuation.agent_id, Continuation.index)).scalars().all()
+    conts = (
+        session.execute(
+            select(Continuation)
+            .where(Continuation.scenario_id == sc.id)
+            .order_by(Continuation.agent_id, Continuation.index)
+        )
+        .scalars()
+        .all()
+    )
     labels = {a.id: suites.agent_label(a) for a in suites.agents_for(session, suite)}
-    return render(request, "kinds/sts/scenario.html", user=user, suite=suite, version=version, latest=latest,
-                  scenario=suites.scenario_dict(session, sc, mine.get(sc.id, [])),
-                  recording=row, frames_url=_timeline_url(row), n_frames=row.n_actions + 1, max_frames=MAX_FRAMES,
-                  continuations=[(labels.get(c.agent_id, f"agent {c.agent_id}"), c) for c in conts])
+    return render(
+        request,
+        "kinds/sts/scenario.html",
+        user=user,
+        suite=suite,
+        version=version,
+        latest=latest,
+        scenario=suites.scenario_dict(session, sc, mine.get(sc.id, [])),
+        recording=row,
+        frames_url=_timeline_url(row),
+        n_frames=row.n_actions + 1,
+        max_frames=MAX_FRAMES,
+        continuations=[(labels.get(c.agent_id, f"agent {c.agent_id}"), c) for c in conts],
+    )
 
 
 @router.post("/sts/scenarios/{scenario_id}/takeover")
-def takeover_page(request: Request, scenario_id: Id, takeover: str = Form(""), session: Session = Depends(db),
-                  user: User = Depends(researcher)):
+def takeover_page(
+    request: Request,
+    scenario_id: Id,
+    takeover: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     with _answers():
         sc, suite, version = suites.get_scenario(session, user, scenario_id)
     out: dict = {}
@@ -305,23 +387,42 @@ def takeover_page(request: Request, scenario_id: Id, takeover: str = Form(""), s
         if version.state == "draft":
             changed = suites.update_scenario(session, sc, takeover=step)
             gone = changed["continuations_removed"]
-            return _back(request, f"/sts/scenarios/{sc.id}", f"The agent now takes over at step {step}"
-                         + (f"; {gone} continuations of the old takeover point were removed." if gone else "."))
-        result = suites.add_scenarios(session, suites.latest_version(session, suite), takeover=step,
-                                      recordings=[sc.recording_id], continuation=sc.continuation,
-                                      category=sc.category, tags=[t for t in sc.tags if not t.startswith("rule:")])
+            return _back(
+                request,
+                f"/sts/scenarios/{sc.id}",
+                f"The agent now takes over at step {step}"
+                + (f"; {gone} continuations of the old takeover point were removed." if gone else "."),
+            )
+        result = suites.add_scenarios(
+            session,
+            suites.latest_version(session, suite),
+            takeover=step,
+            recordings=[sc.recording_id],
+            continuation=sc.continuation,
+            category=sc.category,
+            tags=[t for t in sc.tags if not t.startswith("rule:")],
+        )
         if not result["added"]:
             raise InputError(f"the suite already has this recording taken over at step {step}", field="takeover")
         new = result["added"][0]
-        return _back(request, f"/sts/scenarios/{new['id']}",
-                     f"Version {version.number} is published, so a new scenario taking over at step {step} "
-                     f"was added to version {new['version']}.")
+        return _back(
+            request,
+            f"/sts/scenarios/{new['id']}",
+            f"Version {version.number} is published, so a new scenario taking over at step {step} "
+            f"was added to version {new['version']}.",
+        )
     return _back(request, f"/sts/scenarios/{sc.id}", out["error"], "error")
 
 
 @router.post("/sts/scenarios/{scenario_id}/tags")
-def tag_page(request: Request, scenario_id: Id, tag: str = Form(""), action: str = Form("add"),
-             session: Session = Depends(db), user: User = Depends(researcher)):
+def tag_page(
+    request: Request,
+    scenario_id: Id,
+    tag: str = Form(""),
+    action: str = Form("add"),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
     with _answers():
         sc, _, _ = suites.get_scenario(session, user, scenario_id)
     out: dict = {}

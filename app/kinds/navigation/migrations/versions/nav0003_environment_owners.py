@@ -20,8 +20,9 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("environments", schema=None) as batch_op:
         batch_op.add_column(sa.Column("owner_id", sa.Integer(), nullable=True))
-        batch_op.create_foreign_key("fk_environments_owner_id_users", "users", ["owner_id"], ["id"],
-                                    ondelete="SET NULL")
+        batch_op.create_foreign_key(
+            "fk_environments_owner_id_users", "users", ["owner_id"], ["id"], ondelete="SET NULL"
+        )
 
 
 def downgrade() -> None:

@@ -23,16 +23,31 @@ FIELDS = ("n", "k", "m", "metric", "design", "max_len", "seed", "batch_size", "t
 
 def upgrade() -> None:
     c = op.get_bind()
-    rows = c.execute(sa.text(f"SELECT id, study_id, owner_id, job_id, created_at, speaker_artifact_id, "
-                             f"listener_artifact_ids, {', '.join(FIELDS)} FROM generation_runs "
-                             f"WHERE job_id IS NOT NULL ORDER BY id")).mappings().all()
+    rows = (
+        c.execute(
+            sa.text(
+                f"SELECT id, study_id, owner_id, job_id, created_at, speaker_artifact_id, "
+                f"listener_artifact_ids, {', '.join(FIELDS)} FROM generation_runs "
+                f"WHERE job_id IS NOT NULL ORDER BY id"
+            )
+        )
+        .mappings()
+        .all()
+    )
     for g in rows:
         listeners = g["listener_artifact_ids"]
         if isinstance(listeners, str):  # SQLite hands JSON back as text
             listeners = json.loads(listeners)
-        as_agent_run(c, "navigation", g["job_id"], g["owner_id"], g["created_at"], study_id=g["study_id"],
-                     artifact_ids=[g["speaker_artifact_id"], *(listeners or [])],
-                     params={**{f: g[f] for f in FIELDS}, "generation_run": g["id"]})
+        as_agent_run(
+            c,
+            "navigation",
+            g["job_id"],
+            g["owner_id"],
+            g["created_at"],
+            study_id=g["study_id"],
+            artifact_ids=[g["speaker_artifact_id"], *(listeners or [])],
+            params={**{f: g[f] for f in FIELDS}, "generation_run": g["id"]},
+        )
 
 
 def downgrade() -> None:

@@ -23,13 +23,17 @@ BATCH = 5000
 
 def upgrade() -> None:
     conn = op.get_bind()
-    rows = conn.execute(sa.text(
-        "SELECT items.id, items.cluster FROM items JOIN studies ON studies.id = items.study_id "
-        "WHERE studies.kind = :kind AND items.cluster LIKE '%:%:%'"), {"kind": KIND}).all()
+    rows = conn.execute(
+        sa.text(
+            "SELECT items.id, items.cluster FROM items JOIN studies ON studies.id = items.study_id "
+            "WHERE studies.kind = :kind AND items.cluster LIKE '%:%:%'"
+        ),
+        {"kind": KIND},
+    ).all()
     update = sa.text("UPDATE items SET cluster = :cluster WHERE id = :id")
     changes = [{"id": i, "cluster": c.rsplit(":", 1)[0]} for i, c in rows]
     for start in range(0, len(changes), BATCH):
-        conn.execute(update, changes[start:start + BATCH])
+        conn.execute(update, changes[start : start + BATCH])
 
 
 def downgrade() -> None:

@@ -22,8 +22,9 @@ def upgrade() -> None:
         sa.Column("answers", sa.Integer(), nullable=False),
         sa.Column("right", sa.Integer(), nullable=False),
         sa.Column("computed_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(["study_id"], ["studies.id"], ondelete="CASCADE",
-                                name="fk_wordcount_tallies_study_id_studies"),
+        sa.ForeignKeyConstraint(
+            ["study_id"], ["studies.id"], ondelete="CASCADE", name="fk_wordcount_tallies_study_id_studies"
+        ),
         sa.PrimaryKeyConstraint("id", name="pk_wordcount_tallies"),
         sa.UniqueConstraint("study_id", "item", name="uq_wordcount_tallies_study_id"),
     )
