@@ -116,6 +116,8 @@ class TaskKind(ABC):
     # What a consistency cluster is in this kind's words, for the leaderboard's legend ("" to
     # say nothing beyond "share of clusters with every item right").
     cluster_help: ClassVar[str] = ""
+    # What one consistency cluster is called ("proposition"), for an interval's "n = 12 ...".
+    cluster_noun: ClassVar[str] = "cluster"
     # The leaderboard's lead (DESIGN.md section 7: each kind's page leads with its own primary
     # metric). `primary_table`: the key of the extra_leaderboard table that opens the page;
     # None: the generic table does (its metric `score_label`, titled `score_title`: what the
@@ -343,6 +345,8 @@ class TaskKind(ABC):
         ... with a 95% interval resampling scenarios."). The page shows it on hover (the
         header's title) and in "What the columns mean" under the table (a tap or the
         keyboard opens it); tests/integration/test_column_help.py fails a column without it.
+        A column may carry "format": "g" to show its numbers as they are (a median of 4
+        steps reads "4", not "4.000").
         A cell is a string, a number, None, an estimate {"n", "mean", "low", "high"}
         (rendered as the mean with its interval), or a word with its reason {"text",
         "reason"} (e.g. a d_z of "∞" or "—": app.leaderboards.rows.effect_size_cell, which

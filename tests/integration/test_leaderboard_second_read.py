@@ -174,3 +174,47 @@ def test_tom_generic_table_says_what_a_baseline_bracket_is_and_who_is_ranked(cli
     majority = re.search(r'<tr class="majority">(.*?)</tr>', generic, re.S).group(1)
     if "no cluster in full" in majority:
         assert "— (labelled no cluster in full" in _text(majority)
+
+
+# ---- What a third reading still tripped on ------------------------------------------------------
+
+
+def test_tom_consistency_hover_counts_propositions(client, session):
+    """A consistency figure's hover names what its n counts (ToM: propositions), as the
+    clustered cells name procedures or scenarios."""
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, bundle_size=40, gold_rate=0.1, annotations_per_item=3)
+    items = session.execute(select(Item.external_id, Item.reference).where(Item.study_id == study.id)).all()
+    agent = services.register_agent(session, owner, "tom", "bot")
+    services.import_agent_outputs(
+        session,
+        study,
+        agent,
+        "\n".join(json.dumps({"question_id": ext, "answer": ref["answer"]}) for ext, ref in items).encode(),
+    )
+    login(client, owner)
+    page = client.get(f"/studies/{study.id}/leaderboard").text
+    row = re.search(r'<tr class="agent">(.*?)</tr>', page, re.S).group(1)
+    consistency = re.findall(r"<td>(.*?)</td>", row, re.S)[-1]  # the row's last cell
+    # This study has 2 whole propositions: too few for an interval, counted in propositions.
+    assert "(n = 2 propositions: too few for an interval)" in _text(consistency)
+    # With enough of them, the interval's hover counts them too, once.
+    cell = str(_est_macro()({"n": 12, "mean": 0.75, "low": 0.47, "high": 0.91, "method": "Wilson"}, "proposition"))
+    assert 'title="95% interval: Wilson, n = 12 propositions"' in cell
+
+
+def test_a_median_of_steps_reads_as_steps_not_to_three_places():
+    from app.web import templates
+
+    table = {
+        "key": "t",
+        "title": "T",
+        "columns": [
+            {"key": "ttc", "label": "Median steps", "help": "h", "format": "g"},
+            {"key": "share", "label": "Share", "help": "h"},
+        ],
+        "rows": [{"ttc": 4.0, "share": 0.5}, {"ttc": 4.5, "share": 1.0}],
+    }
+    module = templates.env.get_template("research/_estimates.html").make_module({"min_interval_n": 5})
+    cells = re.findall(r"<td>(.*?)</td>", str(module.kind_table(table)))
+    assert cells == ["4", "0.500", "4.5", "1.000"]

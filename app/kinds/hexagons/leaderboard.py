@@ -67,7 +67,7 @@ METRIC_NOTE = (
 )
 INTERVAL_NOTE = (
     "Each cell: the mean over steps (a score in [0, 1]) with a 95% interval (Wilson's at the "
-    "effective number of procedures, the variance cluster-robust over PROCEDURES: the unit resampled "
+    "effective number of procedures, the variance cluster-robust over procedures: the unit resampled "
     'is the procedure, never the step); under 5 procedures, "too few for an interval", its n '
     "counting procedures. "
 )

@@ -213,6 +213,7 @@ def section(session: Session, study: Study) -> dict | None:
                 {
                     "key": "ttc",
                     "label": "Time to completion (median steps)",
+                    "format": "g",
                     "help": "Median over successful continuations of the steps from the takeover to the success "
                     "marker; — where the agent has no successful continuation.",
                 },

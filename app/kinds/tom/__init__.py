@@ -102,6 +102,7 @@ class CommonToM(TaskKind):
         "a cluster is a proposition, i.e. a dialogue and event number, with "
         "all its questions at every point in time it is asked at"
     )
+    cluster_noun: ClassVar[str] = "proposition"
     score_title: ClassVar[str] = (
         "Accuracy: the share of questions answered right; consistency: "
         "the share of propositions with every question right"
