@@ -74,7 +74,7 @@ def test_existing_jobs_and_tom_clusters_are_carried_into_the_kinds_branches(old_
         jobs = c.execute(text("SELECT id, task, state FROM jobs ORDER BY id")).all()
         clusters = c.execute(text("SELECT id, cluster FROM items ORDER BY id")).all()
     eng.dispose()
-    assert {"nav0005", "tom0001"} <= heads
+    assert {"nav0006", "tom0001"} <= heads
     # Jobs keep their state under the names their kind now registers them by.
     assert [tuple(j) for j in jobs] == [
         (1, "navigation.generate", "running"),
@@ -87,7 +87,8 @@ def test_existing_jobs_and_tom_clusters_are_carried_into_the_kinds_branches(old_
 
 def test_generation_runs_from_before_top_p_read_as_pure_sampling(old_database):
     """nav0002 adds generation_runs.top_p: a run stored at nav0001 is kept and reads 1.0 (pure
-    sampling); the downgrade drops the column and keeps the run."""
+    sampling; named navigation_generation_runs since nav0006); the downgrade drops the column
+    and keeps the run."""
     cfg = alembic_config(old_database)
     command.upgrade(cfg, "nav0001")
     eng = create_engine(old_database)
@@ -130,19 +131,19 @@ def test_generation_runs_from_before_top_p_read_as_pure_sampling(old_database):
     migrate_db(old_database)
     with eng.connect() as c:
         heads = set(c.execute(text("SELECT version_num FROM alembic_version")).scalars())
-        runs = c.execute(text("SELECT id, n, seed, gamma, state, top_p FROM generation_runs")).all()
-    assert "nav0005" in heads and "nav0001" not in heads
+        runs = c.execute(text("SELECT id, n, seed, gamma, state, top_p FROM navigation_generation_runs")).all()
+    assert "nav0006" in heads and "nav0001" not in heads
     assert [tuple(r) for r in runs] == [(7, 10, 4, 0.25, "done", 1.0)]
     # A run stored after the upgrade without naming top_p reads 1.0 too (the server default).
     with eng.begin() as c:
         c.execute(
             text(
-                "INSERT INTO generation_runs (id, study_id, owner_id, speaker_artifact_id, listener_artifact_ids, "
+                "INSERT INTO navigation_generation_runs (id, study_id, owner_id, speaker_artifact_id, listener_artifact_ids, "
                 "n, k, m, metric, design, max_len, seed, batch_size, paths, state, created_at) VALUES "
                 "(8, 1, 1, 1, '[]', 5, 0, 3, 'ndtw', 'evaluation', 60, 0, 8, '[]', 'queued', CURRENT_TIMESTAMP)"
             )
         )
-        assert c.execute(text("SELECT top_p FROM generation_runs WHERE id = 8")).scalar() == 1.0
+        assert c.execute(text("SELECT top_p FROM navigation_generation_runs WHERE id = 8")).scalar() == 1.0
     command.downgrade(cfg, "nav0001")
     with eng.connect() as c:
         columns = set(c.execute(text("SELECT * FROM generation_runs")).keys())
@@ -169,8 +170,8 @@ def test_buildings_from_before_owners_have_none(old_database):
     migrate_db(old_database)
     with eng.connect() as c:
         heads = set(c.execute(text("SELECT version_num FROM alembic_version")).scalars())
-        rows = c.execute(text("SELECT id, scan, n_viewpoints, owner_id FROM environments")).all()
-    assert "nav0005" in heads and "nav0002" not in heads
+        rows = c.execute(text("SELECT id, scan, n_viewpoints, owner_id FROM navigation_environments")).all()
+    assert "nav0006" in heads and "nav0002" not in heads
     assert [tuple(r) for r in rows] == [(3, "grid", 14, None)]
     command.downgrade(cfg, "nav0002")
     with eng.connect() as c:
@@ -212,7 +213,7 @@ def test_the_sts_tables_are_what_their_models_say_and_leave_with_their_branch(ol
         heads = set(c.execute(text("SELECT version_num FROM alembic_version")).scalars())
     eng.dispose()
     assert not {t for t in left if t.startswith("sts_")} and {"users", "agents", "jobs"} <= left
-    assert not {"sts0001", "sts0002", "sts0003", "sts0004", "sts0005"} & heads and "nav0005" in heads
+    assert not {"sts0001", "sts0002", "sts0003", "sts0004", "sts0005"} & heads and "nav0006" in heads
 
 
 def test_a_recordings_actor_grows_to_name_its_player(old_database):
@@ -393,3 +394,90 @@ def test_runs_from_before_the_runs_table_become_agent_runs(old_database):
         ids["agent"],
         5,
     )
+
+
+def _navigation_only(obj, name, type_, reflected, compare_to) -> bool:
+    """Only the navigation kind's tables (and what hangs on them) in the comparison."""
+    table = obj if type_ == "table" else getattr(obj, "table", None)
+    return (name if type_ == "table" else getattr(table, "name", "")).startswith("navigation_")
+
+
+def test_navigation_tables_take_the_kinds_name_with_their_rows(old_database):
+    """nav0006 names the four navigation tables navigation_*: exactly what
+    app/kinds/navigation/models.py says (columns, keys, indexes, unique constraints), every
+    building, run, candidate and rollout kept with its id, a new row's id after the largest;
+    the downgrade gives the old names back with the rows."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+    from sqlalchemy import inspect
+
+    from app.models import load_models
+
+    cfg = alembic_config(old_database)
+    command.upgrade(cfg, "heads")
+    command.downgrade(cfg, "nav0005")
+    eng = create_engine(old_database)
+    rows = {
+        "users": "(id, email, role, name, created_at) VALUES (1, 'r@example.org', 'researcher', 'r', CURRENT_TIMESTAMP)",
+        "studies": "(id, slug, title, kind, owner_id, state, annotations_per_item, bundle_size, gold_rate, "
+        "lease_seconds, completion_code, redirect_url, consent_text, instructions, payment, kind_settings, "
+        "created_at) VALUES (1, 'nav', 'old', 'navigation', 1, 'draft', 3, 10, 0.1, 900, 'C', '', '', '', '', "
+        "'{}', CURRENT_TIMESTAMP)",
+        "agents": "(id, owner_id, kind, name, version, description, created_at) "
+        "VALUES (1, 1, 'navigation', 'speaker', '1', '', CURRENT_TIMESTAMP)",
+        "agent_artifacts": "(id, agent_id, version, role, format, blob_key, config, size, sha256, state, verdict, "
+        "created_at) VALUES (1, 1, 1, 'speaker', 'safetensors', 'a/1', '{}', 1, 'x', 'valid', '', CURRENT_TIMESTAMP)",
+        "environments": "(id, scan, source, connectivity_key, n_viewpoints, panoramas, owner_id, created_at) "
+        "VALUES (3, 'grid', 'matterport', 'environments/grid/connectivity.json', 14, '{}', 1, CURRENT_TIMESTAMP)",
+        "generation_runs": "(id, study_id, owner_id, speaker_artifact_id, listener_artifact_ids, n, k, m, metric, "
+        "design, max_len, seed, batch_size, top_p, paths, state, created_at) VALUES (7, 1, 1, 1, '[]', 2, 0, 1, "
+        "'ndtw', 'evaluation', 60, 4, 8, 0.9, '[]', 'done', CURRENT_TIMESTAMP)",
+        "generation_candidates": "(id, run_id, path_key, k, role, instruction, speaker_score, listener_score, "
+        "chosen) VALUES (11, 7, 'grid:1', 0, 'inference', 'walk to the door', -3.5, 0.75, true)",
+        "generation_rollouts": "(id, candidate_id, listener, m, path, ndtw, sdtw, success) "
+        'VALUES (13, 11, 0, 0, \'["g00", "g01"]\', 0.75, 0.5, true)',
+    }
+    with eng.begin() as c:
+        for table, values in rows.items():
+            c.execute(text(f"INSERT INTO {table} {values}"))
+    command.upgrade(cfg, "heads")
+    with eng.connect() as c:
+        tables = set(inspect(c).get_table_names())
+        ctx = MigrationContext.configure(c, opts={"compare_type": True, "include_object": _navigation_only})
+        diff = compare_metadata(ctx, load_models().metadata)
+        kept = {
+            t: c.execute(text(f"SELECT id FROM navigation_{t}")).scalars().all()
+            for t in ("environments", "generation_runs", "generation_candidates", "generation_rollouts")
+        }
+        top_p, instruction = c.execute(
+            text(
+                "SELECT r.top_p, c.instruction FROM navigation_generation_runs r "
+                "JOIN navigation_generation_candidates c ON c.run_id = r.id"
+            )
+        ).one()
+    assert diff == [], diff
+    assert not {"environments", "generation_runs", "generation_candidates", "generation_rollouts"} & tables
+    assert kept == {
+        "environments": [3],
+        "generation_runs": [7],
+        "generation_candidates": [11],
+        "generation_rollouts": [13],
+    }
+    assert (top_p, instruction) == (0.9, "walk to the door")
+    with eng.begin() as c:  # a new building's id follows the largest kept one
+        c.execute(
+            text(
+                "INSERT INTO navigation_environments (scan, source, connectivity_key, n_viewpoints, created_at) "
+                "VALUES ('house', 'generated', 'environments/house/connectivity.json', 5, CURRENT_TIMESTAMP)"
+            )
+        )
+        new_id = c.execute(text("SELECT id FROM navigation_environments WHERE scan = 'house'")).scalar()
+    assert new_id == 4
+    command.downgrade(cfg, "nav0005")
+    with eng.connect() as c:
+        back = c.execute(text("SELECT id FROM generation_rollouts")).scalars().all()
+        scans = c.execute(text("SELECT scan FROM environments ORDER BY id")).scalars().all()
+        tables = set(inspect(c).get_table_names())
+    eng.dispose()
+    assert back == [13] and scans == ["grid", "house"]
+    assert not {t for t in tables if t.startswith("navigation_")}

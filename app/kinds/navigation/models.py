@@ -1,7 +1,7 @@
 """The navigation kind's tables: the buildings its studies run in (a connectivity graph and, for
 generated houses, a semantics sidecar; for any building, optional panoramas, in the blob store,
 one row per scan), and the generation runs of its speakers (docs/kinds/navigation-generation.md).
-The tables keep the names they had before kinds owned their tables (migrations 0002-0005)."""
+Made under older names by the core's migrations 0002-0005; named by the kind since nav0006."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ ENVIRONMENT_SOURCES = ("generated", "matterport")
 
 
 class Environment(Base):
-    __tablename__ = "environments"
+    __tablename__ = "navigation_environments"
 
     id: Mapped[int] = mapped_column(primary_key=True)
     scan: Mapped[str] = mapped_column(String(64), unique=True)
@@ -35,7 +35,7 @@ class Environment(Base):
 
 
 class GenerationRun(Base):
-    __tablename__ = "generation_runs"
+    __tablename__ = "navigation_generation_runs"
 
     id: Mapped[int] = mapped_column(primary_key=True)
     study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), index=True)
@@ -64,11 +64,11 @@ class GenerationRun(Base):
 class Candidate(Base):
     """One instruction for one path: k = 0 is the inference output (greedy), 1..N samples."""
 
-    __tablename__ = "generation_candidates"
+    __tablename__ = "navigation_generation_candidates"
     __table_args__ = (UniqueConstraint("run_id", "path_key", "k"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("generation_runs.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("navigation_generation_runs.id", ondelete="CASCADE"), index=True)
     path_key: Mapped[str] = mapped_column(String(255))  # f"{scan}:{path_id}"
     k: Mapped[int] = mapped_column()
     role: Mapped[str] = mapped_column(String(16))  # inference | sample
@@ -81,11 +81,13 @@ class Candidate(Base):
 class Rollout(Base):
     """Listener `listener` following a candidate, its m-th sampled time."""
 
-    __tablename__ = "generation_rollouts"
+    __tablename__ = "navigation_generation_rollouts"
     __table_args__ = (UniqueConstraint("candidate_id", "listener", "m"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    candidate_id: Mapped[int] = mapped_column(ForeignKey("generation_candidates.id", ondelete="CASCADE"), index=True)
+    candidate_id: Mapped[int] = mapped_column(
+        ForeignKey("navigation_generation_candidates.id", ondelete="CASCADE"), index=True
+    )
     listener: Mapped[int] = mapped_column()
     m: Mapped[int] = mapped_column()
     path: Mapped[list] = mapped_column()  # viewpoint ids
