@@ -14,9 +14,11 @@ import re
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any, cast
 
-from sqlalchemy import ForeignKey, String, Text, func, select, update
+from sqlalchemy import ColumnElement, CursorResult, ForeignKey, String, Text, func, select, update
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from app.config import get_settings
@@ -77,11 +79,11 @@ class Job(Base):
     study_id: Mapped[int | None] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), index=True)
     owner_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
     state: Mapped[str] = mapped_column(String(16), default="queued", index=True)
-    params: Mapped[dict] = mapped_column(default=dict)
+    params: Mapped[dict] = mapped_column(default=dict)  # type: ignore[type-arg]  # JSON (app.db)
     done: Mapped[int] = mapped_column(default=0)
     total: Mapped[int] = mapped_column(default=0)
     log: Mapped[str] = mapped_column(Text, default="")
-    result: Mapped[dict] = mapped_column(default=dict)
+    result: Mapped[dict] = mapped_column(default=dict)  # type: ignore[type-arg]  # JSON (app.db)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column()
     finished_at: Mapped[datetime | None] = mapped_column()
@@ -96,7 +98,9 @@ class Job(Base):
         return self.done / self.total if self.total else (1.0 if self.state == "done" else 0.0)
 
 
-def create_job(session: Session, task: str, *, study_id=None, owner_id=None, **params) -> Job:
+def create_job(
+    session: Session, task: str, *, study_id: int | None = None, owner_id: int | None = None, **params: Any
+) -> Job:
     if task not in handlers():
         raise ValueError(f"unknown task {task!r}")
     job = Job(task=task, study_id=study_id, owner_id=owner_id, params=params)
@@ -133,7 +137,7 @@ def enqueue(job_id: int, task: str | None = None) -> None:
         if task is None:
             with get_sessionmaker()() as s:
                 task = s.scalar(select(Job.task).where(Job.id == job_id))
-        queue = celery_queue(queues().get(task, "models"))
+        queue = celery_queue(queues().get(task, "models") if task is not None else "models")  # None: the job is gone
         from celery import Celery  # only the client side: no task code is imported
         from kombu.exceptions import OperationalError
 
@@ -195,7 +199,13 @@ def queues_without_worker(names: list[str] | tuple[str, ...] | None = None) -> l
     return [q for q in names if not _consumers_cache[q][1]]
 
 
-def submit(session: Session, job: Job, *, withdraw: tuple = (), cleanup=None) -> Job:
+def submit(
+    session: Session,
+    job: Job,
+    *,
+    withdraw: tuple[tuple[type[Any], int], ...] = (),
+    cleanup: Callable[[], object] | None = None,
+) -> Job:
     """Commit the job and send it to the queue. When the queue cannot be reached, delete what
     was made for it (the rows `withdraw` names as (Model, id) pairs, then the job; `cleanup()`
     for what is not a row, e.g. a stored blob), so nothing is left waiting for a worker that
@@ -205,7 +215,8 @@ def submit(session: Session, job: Job, *, withdraw: tuple = (), cleanup=None) ->
         enqueue(job.id, job.task)
     except BrokerUnavailable:
         session.rollback()
-        for model, row_id in (*withdraw, (Job, job.id)):
+        rows: tuple[tuple[type[Any], int], ...] = (*withdraw, (Job, job.id))
+        for model, row_id in rows:
             if (row := session.get(model, row_id)) is not None:
                 session.delete(row)
                 session.flush()  # in order: a row that points at the job goes first
@@ -216,6 +227,12 @@ def submit(session: Session, job: Job, *, withdraw: tuple = (), cleanup=None) ->
     return job
 
 
+def _job(s: Session, job_id: int) -> Job:
+    # A claimed job's row: only its study's deletion (ON DELETE CASCADE) takes it meanwhile, and
+    # then the caller fails on the None as it always has (no check of its own).
+    return cast(Job, s.get(Job, job_id))
+
+
 class Progress:
     """Handed to handlers: updates are committed in their own session so pages see them."""
 
@@ -224,7 +241,7 @@ class Progress:
 
     def __call__(self, done: int, total: int | None = None, message: str | None = None) -> None:
         with get_sessionmaker()() as s:
-            job = s.get(Job, self.job_id)
+            job = _job(s, self.job_id)
             job.done = done
             job.heartbeat_at = utcnow()
             if total is not None:
@@ -237,7 +254,7 @@ class Progress:
         """Whether the job was cancelled meanwhile: a handler checks between batches and
         returns early (what it stored stays)."""
         with get_sessionmaker()() as s:
-            return s.get(Job, self.job_id).state == "cancelled"
+            return _job(s, self.job_id).state == "cancelled"
 
 
 def run_job(job_id: int, stale_after: float | None = None) -> str:
@@ -317,13 +334,15 @@ def claim_next(queue: str | None = None) -> int | None:
     return None
 
 
-def _claim(s: Session, job_id: int, claimable) -> bool:
+def _claim(s: Session, job_id: int, claimable: ColumnElement[bool]) -> bool:
     now = utcnow()
-    claimed = s.execute(
+    updated = s.execute(
         update(Job)
         .where(Job.id == job_id, claimable, Job.attempts < MAX_ATTEMPTS)
         .values(state="running", started_at=now, heartbeat_at=now, attempts=Job.attempts + 1)
-    ).rowcount
+    )
+    # An UPDATE's result is a CursorResult (Session.execute is typed with the plain Result).
+    claimed = cast(CursorResult[Any], updated).rowcount
     s.commit()
     return bool(claimed)
 
@@ -353,7 +372,7 @@ def failure_reason(exc: BaseException) -> str:
 def _execute(job_id: int) -> str:
     """Run a job this worker has claimed; record how it ended."""
     with get_sessionmaker()() as s:
-        job = s.get(Job, job_id)
+        job = _job(s, job_id)
         try:
             # Inside the guard: a handler that fails to import (or a kind uninstalled since the
             # job was queued) fails the job with the reason instead of leaving it running.
@@ -371,7 +390,7 @@ def _execute(job_id: int) -> str:
                 job.state, job.result, job.finished_at = "done", result or {}, utcnow()
         except Exception as exc:  # a failed job reports why instead of vanishing
             s.rollback()
-            job = s.get(Job, job_id)
+            job = _job(s, job_id)
             if job.state != "cancelled":
                 job.state, job.finished_at = "failed", utcnow()
             job.log += f"failed: {failure_reason(exc)}\n"
@@ -382,7 +401,7 @@ def _execute(job_id: int) -> str:
         return job.state
 
 
-def sweep(stale_after: float = STALE_AFTER_S, resend_after: float = RESEND_AFTER_S) -> dict:
+def sweep(stale_after: float = STALE_AFTER_S, resend_after: float = RESEND_AFTER_S) -> dict[str, int]:
     """What keeps jobs from hanging when a worker dies or a message is lost (run every minute by
     Celery beat, or by the in-process worker): a running job with no heartbeat for
     `stale_after` seconds is sent again, or fails after MAX_ATTEMPTS claims; a queued job nobody
@@ -392,7 +411,7 @@ def sweep(stale_after: float = STALE_AFTER_S, resend_after: float = RESEND_AFTER
     resend_cutoff = now - timedelta(seconds=resend_after)
     beat = func.coalesce(Job.heartbeat_at, Job.started_at)
     with get_sessionmaker()() as s:
-        gave_up = s.execute(
+        failed = s.execute(
             update(Job)
             .where(Job.state == "running", beat < stale_cutoff, Job.attempts >= MAX_ATTEMPTS)
             .values(
@@ -401,7 +420,8 @@ def sweep(stale_after: float = STALE_AFTER_S, resend_after: float = RESEND_AFTER
                 log=Job.log + f"failed: its worker stopped {MAX_ATTEMPTS} times (killed, or out of "
                 "memory) before it finished\n",
             )
-        ).rowcount
+        )
+        gave_up = cast(CursorResult[Any], failed).rowcount  # an UPDATE's (as in _claim)
         resend = s.scalars(
             select(Job.id)
             .where(
@@ -426,7 +446,8 @@ def refresh_cached_models() -> list[int]:
     app/leaderboards/annotators.py); run with the sweeper, every minute."""
     # By name, as TASKS are: the fits build on this module's jobs (no import loop).
     module, name = "app.leaderboards.annotators:refresh".split(":")
-    return getattr(importlib.import_module(module), name)()
+    started: list[int] = getattr(importlib.import_module(module), name)()
+    return started
 
 
 _wake = threading.Event()
@@ -448,7 +469,7 @@ def start_inprocess_worker(stop: threading.Event | None = None) -> threading.Thr
 
     stop = stop or threading.Event()
 
-    def loop():
+    def loop() -> None:
         last_sweep = 0.0
         while not stop.is_set():
             try:

@@ -352,7 +352,8 @@ def _error_code(err: Exception) -> str:
 
 def _http_status(err: Exception) -> int | None:
     response = getattr(err, "response", None) or {}
-    return response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    status: int | None = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return status
 
 
 class S3BlobStore:
@@ -447,12 +448,13 @@ class S3BlobStore:
                         raise
             self._bucket_ready = True
 
-    def _head(self, key: str) -> dict | None:
+    def _head(self, key: str) -> dict[str, Any] | None:
         from botocore.exceptions import ClientError
 
         self.ensure_bucket()
         try:
-            return self._client.head_object(Bucket=self.bucket, Key=self._k(key))
+            head: dict[str, Any] = self._client.head_object(Bucket=self.bucket, Key=self._k(key))
+            return head
         except ClientError as err:
             if _error_code(err) in _NOT_FOUND_CODES or _http_status(err) == 404:
                 return None
@@ -506,14 +508,15 @@ class S3BlobStore:
         params: dict[str, Any] = {"Bucket": self.bucket, "Key": full_key}
         if filename is not None:
             params["ResponseContentDisposition"] = content_disposition(filename)
-        return self._client.generate_presigned_url("get_object", Params=params, ExpiresIn=int(expires_s))
+        signed: str = self._client.generate_presigned_url("get_object", Params=params, ExpiresIn=int(expires_s))
+        return signed
 
 
 # --------------------------------------------------------------------------------------------
 # From settings
 # --------------------------------------------------------------------------------------------
 
-_stores: dict[tuple, BlobStore] = {}
+_stores: dict[tuple[str, ...], BlobStore] = {}
 _stores_lock = threading.Lock()
 
 
