@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import click
 
-from app.agents.training import train_here_or_queue
+from app.agents.training import model_files, seed_and_device, sizes, training_command
 
 
-@click.command("a3ds-captioner")
+@training_command("a3ds-captioner", "workers.a3ds.train:run_training", queue=("a3ds", "A3DS"))
 @click.option(
     "--with-distractor",
     is_flag=True,
@@ -31,44 +31,19 @@ from app.agents.training import train_here_or_queue
     type=click.IntRange(1, 20_000),
     help="Held-out pairs the metrics are reported on.",
 )
-@click.option("--epochs", default=10, show_default=True, type=click.IntRange(1, 1000))
-@click.option("--embed", default=32, show_default=True, type=click.IntRange(1, 512))
-@click.option("--hidden", default=64, show_default=True, type=click.IntRange(1, 1024))
-@click.option("--channels", default=16, show_default=True, type=click.IntRange(1, 256))
-@click.option("--batch", default=32, show_default=True, type=click.IntRange(1, 4096))
-@click.option("--lr", default=3e-3, show_default=True, type=click.FloatRange(min=0, min_open=True))
+@sizes(epochs=10, embed=32, hidden=64, channels=16, batch=32, lr=3e-3)
 @click.option(
     "--speaker",
     default=None,
     type=click.Choice(["literal", "short", "contrastive", "minimal"]),
     help="The built-in speaker whose captions it learns (default: contrastive with the distractor, literal without).",
 )
-@click.option("--seed", default=0, show_default=True, type=int, help="Pairs, weights and shuffling.")
-@click.option(
-    "--out",
-    default="var/models",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="Folder for <name>.safetensors + <name>.json (the upload format) and <name>-quality.json.",
-)
-@click.option("--name", default="captioner", show_default=True, help="File name stem.")
-@click.option("--device", default=None, help="cpu or cuda (default: cuda when available).")
-@click.option(
-    "--agent-id",
-    default=None,
-    type=click.IntRange(1, 2**31 - 1),
-    help="Queue the training as a job instead (a worker runs it) and upload the result as a new "
-    "version of this A3DS agent's model.",
-)
-def a3ds_captioner(out, name, device, agent_id, **options) -> None:
+@seed_and_device("Pairs, weights and shuffling.")
+@model_files("the upload format", "captioner")
+def a3ds_captioner() -> None:
     """Train the built-in A3DS captioner on rendered scenes, with or without the distractor as
     input, and report the pragmatic metrics of its captions on held-out pairs beside the
     speaker it learned from."""
-    # `options`: every training option (all but where files go and where it runs), given as
-    # they are to the training here or to the job.
-    train_here_or_queue(
-        "a3ds", "A3DS", "workers.a3ds.train:run_training", agent_id, options, device, out=out, name=name
-    )
 
 
 def train_commands() -> list[click.Command]:

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from app.agents.training import model_files, seed_and_device, sizes, training_command
 from app.config import ensure_local_dirs
 
 
@@ -246,19 +247,17 @@ def nav_capability_file(greedy: str, candidates: str, out: str, speaker: str | N
 def _train(role: str) -> click.Command:
     """`proctor train speaker|listener`: the baseline models' trainer, one command per role."""
 
-    @click.command(role)
-    @click.option(
-        "--out",
-        default="var/models",
-        show_default=True,
-        type=click.Path(file_okay=False),
-        help="Folder for <name>.safetensors + <name>.json (the built-in architecture upload format).",
+    @training_command(role, "workers.navigation.cli:run_training", role=role)
+    @model_files(
+        "the built-in architecture upload format",
+        None,
+        "File name stem (default: the role, listener-<k> per member).",
+        quality=False,
     )
-    @click.option("--name", default=None, help="File name stem (default: the role, listener-<k> per member).")
     @click.option("--houses", default=30, show_default=True, type=click.IntRange(min=1), help="Training houses.")
     @click.option("--held-out", default=5, show_default=True, type=click.IntRange(min=1), help="Held-out houses.")
     @click.option("--paths", default=20, show_default=True, type=click.IntRange(min=1), help="Paths per house.")
-    @click.option("--epochs", default=8, show_default=True, type=click.IntRange(min=1))
+    @sizes(epochs=8)
     @click.option("--hidden", default=128, show_default=True, type=click.IntRange(min=8))
     @click.option(
         "--ensemble",
@@ -266,42 +265,12 @@ def _train(role: str) -> click.Command:
         default=1,
         show_default=True,
         type=click.IntRange(min=1, max=32),
-        help="Listeners: K members, each on its own random 90%% of the paths with its own seed.",
+        help="Listeners: K members, each on its own random 90% of the paths with its own seed.",
     )
-    @click.option("--seed", default=0, show_default=True, type=int)
-    @click.option("--device", default=None, help="cpu or cuda (default: cuda when available).")
-    def train(
-        out: str,
-        name: str | None,
-        houses: int,
-        held_out: int,
-        paths: int,
-        epochs: int,
-        hidden: int,
-        k: int,
-        seed: int,
-        device: str | None,
-    ) -> None:
-        from workers.navigation.cli import run_training
+    @seed_and_device(None)
+    def train() -> None:
+        """Train the built-in navigation model of this role on generated houses."""
 
-        run_training(
-            role,
-            out=out,
-            name=name,
-            houses=houses,
-            held_out=held_out,
-            paths=paths,
-            epochs=epochs,
-            hidden=hidden,
-            k=k,
-            seed=seed,
-            device=device,
-            echo=click.echo,
-        )
-
-    train.help = (
-        f"Train a baseline {role}{'(s)' if role == 'listener' else ''} on generated houses and report held-out quality."
-    )
     return train
 
 

@@ -1,10 +1,12 @@
 """`proctor train sts-policy` (TaskKind.train_commands): the behavioural-cloning baseline. The
-body is workers/sts/train.py (the app never imports torch until the command runs)."""
+body is workers/sts/train.py (the app never imports torch until the command runs). It runs here
+only (no job), on $PROCTOR_STS_DEVICE when --device is not given."""
 
 from __future__ import annotations
 
 import click
 
+from app.agents.training import model_files, seed_and_device, sizes
 from app.kinds.sts.env import LEVELS
 
 
@@ -21,14 +23,7 @@ def _levels(_ctx, _param, values: tuple[str, ...]) -> tuple[str, ...]:
 
 
 @click.command("sts-policy")
-@click.option(
-    "--out",
-    default="var/models",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="Folder for <name>.safetensors + <name>.json (the built-in policy's upload format) and <name>-quality.json.",
-)
-@click.option("--name", default="policy", show_default=True, help="File name stem.")
+@model_files("the built-in policy's upload format", "policy")
 @click.option(
     "--levels",
     multiple=True,
@@ -50,20 +45,8 @@ def _levels(_ctx, _param, values: tuple[str, ...]) -> tuple[str, ...]:
     type=click.IntRange(min=1),
     help="Held-out episodes per level (seeds 1000000..) for accuracy and success rate.",
 )
-@click.option("--epochs", default=10, show_default=True, type=click.IntRange(min=1))
-@click.option("--embed", default=32, show_default=True, type=click.IntRange(1, 256))
-@click.option("--channels", default=64, show_default=True, type=click.IntRange(1, 256))
-@click.option("--hidden", default=128, show_default=True, type=click.IntRange(1, 1024))
-@click.option("--batch", default=128, show_default=True, type=click.IntRange(min=1))
-@click.option("--lr", default=1e-3, show_default=True, type=click.FloatRange(min=0, min_open=True))
-@click.option(
-    "--seed",
-    default=0,
-    show_default=True,
-    type=int,
-    help="Weights and shuffling: the same seed, the same policy (on the CPU).",
-)
-@click.option("--device", default=None, help="cpu or cuda (default: cuda when available).")
+@sizes(epochs=10, embed=32, channels=64, hidden=128, batch=128, lr=1e-3)
+@seed_and_device("Weights and shuffling: the same seed, the same policy (on the CPU).")
 def sts_policy(
     out: str,
     name: str,
