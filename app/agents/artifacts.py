@@ -302,6 +302,26 @@ def list_artifacts(session: Session, agent: Agent) -> list[AgentArtifact]:
     )
 
 
+def usable_models(session: Session, owner_id: int, kind: str, *roles: str) -> dict[str, list[dict[str, Any]]]:
+    """An account's validated models of a kind in the given roles, per role, as a run form's
+    choices ({"id", "label"}): by agent name, the newest model version first."""
+    rows = session.execute(
+        select(AgentArtifact, Agent)
+        .join(Agent, Agent.id == AgentArtifact.agent_id)
+        .where(
+            Agent.owner_id == owner_id,
+            Agent.kind == kind,
+            AgentArtifact.state == "valid",
+            AgentArtifact.role.in_(roles),
+        )
+        .order_by(Agent.name, AgentArtifact.version.desc())
+    ).all()
+    out: dict[str, list[dict[str, Any]]] = {role: [] for role in roles}
+    for a, g in rows:
+        out[a.role].append({"id": a.id, "label": f"{g.name} v{g.version}, model v{a.version} ({a.format})"})
+    return out
+
+
 def artifact_dict(a: AgentArtifact) -> dict[str, Any]:
     return {
         "id": a.id,

@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app import jobs
-from app.agents.models import Agent, AgentArtifact
+from app.agents.artifacts import usable_models
 from app.auth.models import User
 from app.errors import Conflict, InputError
 from app.kinds.a3ds.speakers import SPEAKERS
@@ -104,24 +104,11 @@ def _items(session: Session, study_id: int | None, params: dict) -> int:
 
 def study_context(session: Session, study: Study) -> dict:
     """The study page's section (generation.html): the runs, and what the owner can start one with."""
-    arts = session.execute(
-        select(AgentArtifact, Agent)
-        .join(Agent, Agent.id == AgentArtifact.agent_id)
-        .where(
-            Agent.owner_id == study.owner_id,
-            Agent.kind == KIND_NAME,
-            AgentArtifact.role == "captioner",
-            AgentArtifact.state == "valid",
-        )
-        .order_by(Agent.name, AgentArtifact.version.desc())
-    ).all()
     from app.runs import service as runs
 
     return {
         **runs.study_page_context(session, study),
-        "captioner_models": [
-            {"id": a.id, "label": f"{g.name} v{g.version}, model v{a.version} ({a.format})"} for a, g in arts
-        ],
+        "captioner_models": usable_models(session, study.owner_id, KIND_NAME, "captioner")["captioner"],
         "speakers": SPEAKERS,
     }
 

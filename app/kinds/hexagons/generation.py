@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app import jobs
+from app.agents.artifacts import usable_models
 from app.agents.models import Agent, AgentArtifact, AgentOutput
 from app.auth.models import User
 from app.errors import Conflict, InputError
@@ -115,17 +116,6 @@ def _described(session: Session, study_id: int | None, p: dict) -> dict:
 
 def study_context(session: Session, study: Study) -> dict:
     """The study page's section (generation.html): the runs, and what the owner can start one with."""
-    arts = session.execute(
-        select(AgentArtifact, Agent)
-        .join(Agent, Agent.id == AgentArtifact.agent_id)
-        .where(
-            Agent.owner_id == study.owner_id,
-            Agent.kind == KIND_NAME,
-            AgentArtifact.role == "executor",
-            AgentArtifact.state == "valid",
-        )
-        .order_by(Agent.name, AgentArtifact.version.desc())
-    ).all()
     agents = session.scalars(
         select(Agent)
         .where(Agent.owner_id == study.owner_id, Agent.kind == KIND_NAME)
@@ -135,9 +125,7 @@ def study_context(session: Session, study: Study) -> dict:
 
     return {
         **runs.study_page_context(session, study),
-        "executors": [
-            {"id": a.id, "label": f"{g.name} v{g.version}, model v{a.version} ({a.format})"} for a, g in arts
-        ],
+        "executors": usable_models(session, study.owner_id, KIND_NAME, "executor")["executor"],
         "executor_agents": [{"id": g.id, "label": f"{g.name} v{g.version}"} for g in agents],
     }
 

@@ -14,7 +14,7 @@ from app.auth.models import User
 from app.errors import InputError
 from app.kinds.navigation import generation
 from app.kinds.navigation.environments import NotYours, get_graph, view
-from app.agents.models import Agent, AgentArtifact
+from app.agents.artifacts import usable_models
 from app.kinds.navigation.models import Environment, GenerationRun
 from app.kinds.navigation.panoramas import import_panoramas, panorama_urls
 from app.kinds.navigation.traces import export_trace
@@ -88,20 +88,7 @@ def upload_panoramas(
 def generations_context(session: Session, study: Study) -> dict:
     """The study page's section (generation.html): the study's runs and their candidates, and
     the owner's validated speakers and listeners to start one with."""
-    arts = session.execute(
-        select(AgentArtifact, Agent)
-        .join(Agent, Agent.id == AgentArtifact.agent_id)
-        .where(
-            Agent.owner_id == study.owner_id,
-            Agent.kind == KIND_NAME,
-            AgentArtifact.state == "valid",
-            AgentArtifact.role.in_(("speaker", "listener")),
-        )
-        .order_by(Agent.name, AgentArtifact.version.desc())
-    ).all()
-    models = {"speaker": [], "listener": []}
-    for a, g in arts:
-        models[a.role].append({"id": a.id, "label": f"{g.name} v{g.version}, model v{a.version} ({a.format})"})
+    models = usable_models(session, study.owner_id, KIND_NAME, "speaker", "listener")
     # The runs list is the core's (templates/runs/list.html); the section polls as a whole, so
     # the candidates of a running run fill in too.
     return {
