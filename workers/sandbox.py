@@ -6,10 +6,11 @@ in a child process (`python -m workers.sandbox`) that, before it reads a byte of
 
 - has resource limits: CPU seconds, address space (on the CPU), no file writes, no core
   files, a few more threads for its user;
-- works in an empty temporary folder, as an unprivileged user when the worker runs as root;
+- works in an empty temporary folder, as a user of its own when the worker runs as root;
 - has imported and warmed up everything it needs, then installs a seccomp filter (libseccomp,
   through `pyseccomp`) that refuses with EPERM opening any file (io_uring too), sockets, exec,
-  any new process (threads only), signals to or memory of other processes. The blob store
+  any new process (threads only), signals to or memory of other processes (a file's owner
+  for SIGIO too), message queues and AIO contexts. The blob store
   (files 0600 of its own user), the database and the network are out of reach; the model's
   bytes come through a pipe.
 
@@ -143,12 +144,36 @@ DENIED_SYSCALLS = (
     "semtimedop",
     "semctl",
     "ipc",
+    # POSIX message queues too (round 3), kernel AIO contexts (one machine-wide pool,
+    # aio-max-nr) and open_tree (a file opened by name, as O_PATH).
+    "mq_open",
+    "mq_unlink",
+    "mq_timedsend",
+    "mq_timedreceive",
+    "mq_notify",
+    "mq_getsetattr",
+    "io_setup",
+    "io_submit",
+    "io_getevents",
+    "io_pgetevents",
+    "io_cancel",
+    "io_destroy",
+    "open_tree",
 )
+# fcntl and ioctl commands that name a process to signal when a file is ready: with O_ASYNC
+# the kernel sends it SIGIO (or any signal F_SETSIG chose, SIGKILL too) past the kill filter.
+F_SETOWN, F_SETSIG, F_SETOWN_EX = 8, 10, 15
+FIOSETOWN, SIOCSPGRP = 0x8901, 0x8902
 # Threads only: a clone without CLONE_THREAD is a new process (glibc's fork and posix_spawn).
 CLONE_THREAD = 0x00010000
 # Processes of the sandbox's user, threads included (RLIMIT_NPROC counts both), on top of those
 # it already has: torch's pools and a few more, never a fork bomb's worth.
 NPROC_HEADROOM = 64
+# Under a root worker each sandbox runs as a user of its own, SANDBOX_UID_BASE + its pid (pids
+# are unique among live processes), so no model can signal another or use up its threads;
+# where that user cannot be had (a user namespace mapping few ids) it runs as nobody.
+SANDBOX_UID_BASE = 1 << 20
+NOBODY = 65534
 
 
 class SandboxError(RuntimeError):
@@ -239,10 +264,11 @@ def _read_exact(read, n: int) -> bytearray:
     return out
 
 
-def _read(read, limit: int = MAX_MESSAGE) -> tuple[dict, list[bytearray]]:
-    """One message; its announced sizes are checked against `limit` before its bytes are read."""
+def _read(read, limit: int = MAX_MESSAGE, header_limit: int | None = None) -> tuple[dict, list[bytearray]]:
+    """One message; its announced sizes are checked against `limit` (its JSON header also
+    against `header_limit`) before its bytes are read."""
     n_head, n_bufs = struct.unpack("<QI", _read_exact(read, 12))
-    if n_head > limit or n_bufs > 10_000:
+    if n_head > min(limit, header_limit or limit) or n_bufs > 10_000:
         raise SandboxError("the model's process sent an answer over the size limit")
     total = n_head
     header = json.loads(_read_exact(read, n_head))
@@ -383,7 +409,9 @@ class SandboxedModel:
             return os.read(fd, min(n, 1 << 20))
 
         try:
-            return _read(read, limit)
+            # Decoded, a header is some 25 times its bytes ("[{},{},...]"), and no answer needs
+            # more than the floor's worth of plain values (a vocabulary): tensors are buffers.
+            return _read(read, limit, ANSWER_FLOOR)
         except SandboxError:
             self.close()  # the rest of the answer is still in the pipe: this process is done
             raise SandboxError(
@@ -518,16 +546,21 @@ def _tasks_of(uid: int) -> int:
 
 
 def _sandbox_uid() -> int:
-    """The user the model runs as: nobody when the worker is root, else the worker's own."""
-    return 65534 if os.geteuid() == 0 else os.getuid()
+    """The user the model runs as: one of its own when the worker is root, else the worker's."""
+    return SANDBOX_UID_BASE + os.getpid() if os.geteuid() == 0 else os.getuid()
 
 
-def _drop_privileges() -> None:
+def _drop_privileges(uid: int) -> int:
+    """Becomes `uid` when root (nobody where that id cannot be had); the user it runs as."""
     if os.geteuid() != 0:
-        return
+        return os.getuid()
     os.setgroups([])
-    os.setgid(65534)
-    os.setuid(65534)  # nobody: blobs are the store's user's alone (0600), so out of reach too
+    os.setgid(NOBODY)
+    try:
+        os.setuid(uid)  # not root: blobs are the store's user's alone (0600), so out of reach
+    except OSError:  # EINVAL: a user namespace without this id
+        os.setuid(NOBODY)
+    return os.getuid()
 
 
 def _seccomp_filter():
@@ -566,6 +599,10 @@ def _seccomp_filter():
     # ... and by process, not by group or user (who 0 with PRIO_USER is all of its user's).
     f.add_rule(deny, "setpriority", seccomp.Arg(0, seccomp.NE, 0))  # PRIO_PROCESS
     f.add_rule(deny, "ioprio_set", seccomp.Arg(0, seccomp.NE, 1))  # IOPRIO_WHO_PROCESS
+    for cmd in (F_SETOWN, F_SETSIG, F_SETOWN_EX):
+        f.add_rule(deny, "fcntl", seccomp.Arg(1, seccomp.EQ, cmd))
+    for cmd in (FIOSETOWN, SIOCSPGRP):
+        f.add_rule(deny, "ioctl", seccomp.Arg(1, seccomp.EQ, cmd))
     # A thread may signal its own process (raise, abort), nobody else's.
     f.add_rule(deny, "tgkill", seccomp.Arg(0, seccomp.NE, os.getpid()))
     f.add_rule(deny, "rt_tgsigqueueinfo", seccomp.Arg(0, seccomp.NE, os.getpid()))
@@ -638,8 +675,8 @@ def child_main() -> int:
         loader = getattr(importlib.import_module(module), func)
         _warm_up(device)
         lock = _seccomp_filter()
-        _limit(int(limits["cpu_s"]), int(limits["memory_mb"]), device, _sandbox_uid())
-        _drop_privileges()
+        uid = _drop_privileges(_sandbox_uid())
+        _limit(int(limits["cpu_s"]), int(limits["memory_mb"]), device, uid)
         lock.load()  # from here: no files, sockets, exec, processes or signals (and no_new_privs)
     except MemoryError:
         return 3
