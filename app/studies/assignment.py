@@ -22,14 +22,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 from datetime import timedelta
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import and_, exists, func, select, update
+from sqlalchemy import ColumnElement, CursorResult, Result, and_, exists, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
 from app.auth.models import IMPORTED_PLATFORM, User
 from app.config import get_settings
-from app.db import retrying as _retrying, utcnow  # _retrying: its tests and callers' name
+from app.db import Base, retrying as _retrying, utcnow as utcnow  # names its tests (and hotpath._now) use
 from app.errors import InputError
 from app.kinds import get_kind
 from app.quality.service import auto_review
@@ -87,7 +88,10 @@ def browser_hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def _get_or_create(session: Session, model, lookup: dict, defaults: dict):
+_Row = TypeVar("_Row", bound=Base)
+
+
+def _get_or_create(session: Session, model: type[_Row], lookup: dict[str, Any], defaults: dict[str, Any]) -> _Row:
     row = session.scalar(select(model).filter_by(**lookup))
     if row is not None:
         return row
@@ -96,7 +100,8 @@ def _get_or_create(session: Session, model, lookup: dict, defaults: dict):
             row = model(**lookup, **defaults)
             session.add(row)
     except IntegrityError:
-        row = session.scalar(select(model).filter_by(**lookup))
+        # Another request made it meanwhile (`lookup` is unique): theirs.
+        row = cast(_Row, session.scalar(select(model).filter_by(**lookup)))
     return row
 
 
@@ -123,7 +128,7 @@ def enter(
     if study.state != "live":
         raise NotAvailable(f"This study is {study.state}, not taking work right now.")
 
-    def work():
+    def work() -> Bundle:
         worker = _get_or_create(
             session,
             User,
@@ -228,7 +233,7 @@ def _admit(
     live = exists().where(
         Assignment.bundle_id == Bundle.id, Assignment.state == "leased", Assignment.lease_expires_at > now
     )
-    open_here = session.scalar(
+    open_here = session.execute(
         select(func.count())
         .select_from(Bundle)
         .where(
@@ -239,7 +244,7 @@ def _admit(
             *others,
             (Bundle.consented_at > now - timedelta(seconds=study.lease_seconds)) | live,
         )
-    )
+    ).scalar_one()
     if open_here >= study.max_open_bundles_per_ip:
         raise NotAvailable(
             f"Too many tasks of this study are open from your network right now ({open_here}). "
@@ -269,15 +274,22 @@ def _check_not_rejected(session: Session, bundle: Bundle) -> None:
 
 def _release(session: Session, assignment: Assignment, state: str) -> bool:
     """Move a leased assignment to `state` and give its capacity back to the item."""
-    moved = session.execute(
-        update(Assignment).where(Assignment.id == assignment.id, Assignment.state == "leased").values(state=state)
-    ).rowcount
+    moved = _rowcount(
+        session.execute(
+            update(Assignment).where(Assignment.id == assignment.id, Assignment.state == "leased").values(state=state)
+        )
+    )
     if moved and not assignment.is_gold:
         session.execute(update(Item).where(Item.id == assignment.item_id).values(n_active=Item.n_active - 1))
     return bool(moved)
 
 
-def _open_to(study: Study, worker_id: int, again: bool = False):
+def _rowcount(result: Result[Any]) -> int:
+    # An UPDATE's result is a CursorResult (Session.execute is typed with the plain Result).
+    return cast(CursorResult[Any], result).rowcount
+
+
+def _open_to(study: Study, worker_id: int, again: bool = False) -> tuple[ColumnElement[bool], ...]:
     """Items this worker may still get: never one they had, nor one of a group they had, nor
     one they wrote. `again`: also an item whose only lease of theirs ran out unanswered (and
     so, for a group, only that item of it): offered only when nothing else is left for them,
@@ -330,7 +342,7 @@ def next_item(session: Session, study: Study, bundle_id: int) -> Assignment | No
     # Where a worker may hold several bundles, they still hold one live lease: see below.
     several = study.max_bundles_per_worker > 1
 
-    def work():
+    def work() -> Assignment | None:
         now = utcnow()
         bundle = _lock_bundle(session, bundle_id)
         if several:
@@ -428,9 +440,9 @@ def submit(
     study: Study,
     bundle_id: int,
     assignment_id: int,
-    response: dict,
+    response: dict[str, Any],
     idempotency_key: str,
-    client: dict | None = None,
+    client: dict[str, Any] | None = None,
 ) -> Annotation:
     """Store a worker's response exactly once.
 
@@ -441,7 +453,7 @@ def submit(
     if not idempotency_key or len(idempotency_key) > 64:
         raise InputError("an idempotency key of 1-64 characters is required", field="idempotency_key")
 
-    def work():
+    def work() -> Annotation:
         bundle = _lock_bundle(session, bundle_id)
         if bundle.n_done + 1 >= bundle.size:
             _lock_participant(session, bundle)  # this answer may end the task: see auto_review
@@ -466,6 +478,7 @@ def submit(
             raise NotAvailable(f"This study is {study.state}; answers are no longer taken.")
         _check_not_rejected(session, bundle)
         item = session.get(Item, assignment.item_id)
+        assert item is not None  # an assignment's item (a foreign key; it goes with its items)
         parsed = kind.parse_response(response, payload=item.payload, settings=study.kind_settings or {})
         if assignment.state == "expired":
             if bundle.n_done >= bundle.size:
@@ -488,11 +501,13 @@ def submit(
                 )
         if assignment.state == "expired" and not assignment.is_gold:
             # The lease ran out; keep the answer only if the item still has room for it.
-            took = session.execute(
-                update(Item)
-                .where(Item.id == assignment.item_id, Item.n_active < study.annotations_per_item)
-                .values(n_active=Item.n_active + 1)
-            ).rowcount
+            took = _rowcount(
+                session.execute(
+                    update(Item)
+                    .where(Item.id == assignment.item_id, Item.n_active < study.annotations_per_item)
+                    .values(n_active=Item.n_active + 1)
+                )
+            )
             if not took:
                 raise NotAvailable("Time ran out on this item and it went to someone else.")
         elif assignment.state not in ("leased", "expired"):
@@ -532,7 +547,7 @@ def wait_for_work(session: Session, study: Study, bundle_id: int) -> int | None:
     are given back here, not at the sweeper's next round: ask again now), or None when no item
     can come back: the study has no more work for this worker."""
 
-    def work():
+    def work() -> int | None:
         bundle = session.execute(
             select(Bundle).where(Bundle.id == bundle_id).execution_options(populate_existing=True)
         ).scalar_one()
@@ -598,7 +613,7 @@ def consent(session: Session, study: Study, bundle_id: int, version: str, browse
     nothing)."""
     from app.studies.services import consent_version
 
-    def work():
+    def work() -> Bundle:
         bundle = _lock_bundle(session, bundle_id)
         if bundle.consented_at is None:
             shown = str(version or "").encode()
@@ -619,12 +634,14 @@ def consent(session: Session, study: Study, bundle_id: int, version: str, browse
 def finish_early(session: Session, bundle_id: int) -> None:
     """No work is left for this worker: close the bundle with what they did."""
 
-    def work():
+    def work() -> None:
         bundle = _lock_bundle(session, bundle_id)
         if bundle.finished_at is None:
             bundle.finished_at = utcnow()
             session.flush()
-            auto_review(session, session.get(Study, bundle.study_id), bundle.participant_id)
+            study = session.get(Study, bundle.study_id)
+            assert study is not None  # a bundle's study (a foreign key; its bundles go with it)
+            auto_review(session, study, bundle.participant_id)
 
     _retrying(work, session)
 
@@ -632,7 +649,7 @@ def finish_early(session: Session, bundle_id: int) -> None:
 def sweep_expired(session: Session, limit: int = 500) -> int:
     """Return items whose leases ran out to the pool (next_item also does this lazily)."""
 
-    def work():
+    def work() -> int:
         rows = session.scalars(
             select(Assignment)
             .where(Assignment.state == "leased", Assignment.lease_expires_at < utcnow())
@@ -648,11 +665,11 @@ def sweep_expired(session: Session, limit: int = 500) -> int:
     return _retrying(work, session)
 
 
-def progress(session: Session, study: Study) -> dict:
+def progress(session: Session, study: Study) -> dict[str, Any]:
     """Live counts for the researcher's page (SQL aggregates only)."""
     now = utcnow()
     # The study's own crowd: annotations imported from an earlier study are not its progress.
-    completed = session.scalar(
+    completed = session.execute(
         select(func.count())
         .select_from(Annotation)
         .where(
@@ -661,15 +678,15 @@ def progress(session: Session, study: Study) -> dict:
             Annotation.excluded.is_(False),
             Annotation.worker_id.not_in(select(User.id).where(User.platform == IMPORTED_PLATFORM)),
         )
-    )
+    ).scalar_one()
     in_flight = session.scalar(
         select(func.count())
         .select_from(Assignment)
         .where(Assignment.study_id == study.id, Assignment.state == "leased", Assignment.lease_expires_at > now)
     )
-    n_items = session.scalar(
+    n_items = session.execute(
         select(func.count()).select_from(Item).where(Item.study_id == study.id, Item.is_gold.is_(False))
-    )
+    ).scalar_one()
     per_worker = session.execute(
         select(User.pseudonym, Participant.status, func.count(Annotation.id))
         .join(Participant, and_(Participant.worker_id == User.id, Participant.study_id == study.id))

@@ -46,11 +46,19 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Generator, Hashable
 from dataclasses import dataclass
+from datetime import datetime
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from app.config import get_settings
 from app.errors import InputError
+
+if TYPE_CHECKING:  # imported late at run time (SQLite never loads psycopg)
+    import psycopg
+    from sqlalchemy import Engine
+    from sqlalchemy.pool import PoolProxiedConnection
 
 # The engine's `_open_to`: never an item the worker had, nor one of a group they had, nor one
 # they wrote. W is the bundle's worker.
@@ -222,12 +230,12 @@ class StudyConf:
     id: int
     slug: str
     kind: str
-    kind_settings: dict
+    kind_settings: dict[str, Any]
     version: str
     title: str  # the item page's heading
     instructions: str
     consent: str
-    consent_details: tuple
+    consent_details: tuple[tuple[str, str], ...]
     consent_version: str
     completion_code: str
     redirect_url: str
@@ -241,7 +249,7 @@ class Lease:
     n_done: int
     size: int
     item_id: int
-    payload: dict
+    payload: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -254,25 +262,34 @@ class Stored:
     external_assignment_id: str = ""
 
 
-class _Lru:
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+T = TypeVar("T")
+# A row of a statement here (psycopg's default rows), and what an operation's generator yields.
+Row = tuple[Any, ...]
+Step = tuple[str, dict[str, Any]]
+
+
+class _Lru(Generic[K, V]):
     def __init__(self, size: int):
+        self.data: OrderedDict[K, V]
         self.size, self.data, self.lock = size, OrderedDict(), threading.Lock()
 
-    def get(self, key):
+    def get(self, key: K) -> V | None:
         with self.lock:
             value = self.data.get(key)
             if value is not None:
                 self.data.move_to_end(key)
             return value
 
-    def put(self, key, value) -> None:
+    def put(self, key: K, value: V) -> None:
         with self.lock:
             self.data[key] = value
             self.data.move_to_end(key)
             while len(self.data) > self.size:
                 self.data.popitem(last=False)
 
-    def drop(self, key) -> None:
+    def drop(self, key: K) -> None:
         with self.lock:
             self.data.pop(key, None)
 
@@ -284,9 +301,12 @@ class _Lru:
 # How often each statement answered or left the request to the engine (bench/crowd.py prints it).
 stats: dict[str, int] = {"next": 0, "next_engine": 0, "submit": 0, "submit_engine": 0, "item_read": 0}
 
-_studies = _Lru(1000)  # (url, slug) -> StudyConf, dropped when its version is seen to change
-_items = _Lru(20000)  # (url, item id) -> (payload, reference as text): what scoring needs
-_leases = _Lru(50000)  # (url, assignment id) -> (item id, whether its answer ends the bundle)
+# (url, slug) -> StudyConf, dropped when its version is seen to change
+_studies: _Lru[tuple[str, str], StudyConf] = _Lru(1000)
+# (url, item id) -> (payload, reference as text): what scoring needs
+_items: _Lru[tuple[str, int], tuple[dict[str, Any], str | None]] = _Lru(20000)
+# (url, assignment id) -> (item id, whether its answer ends the bundle)
+_leases: _Lru[tuple[str, int], tuple[int, bool]] = _Lru(50000)
 
 
 def reset() -> None:
@@ -311,7 +331,7 @@ def enabled(url: str) -> bool:
 
 
 @lru_cache
-def _engine(url: str):
+def _engine(url: str) -> Engine:
     from sqlalchemy import create_engine
 
     _urls.add(url)
@@ -330,7 +350,7 @@ def _engine(url: str):
     )
 
 
-def _connect(url: str):
+def _connect(url: str) -> PoolProxiedConnection:
     """A pooled connection; the server down or refusing, or the pool still empty after
     DB_POOL_TIMEOUT (a burst past what the pool holds), raise as the engine's errors do: the
     app answers 503 with Retry-After, and the client tries again shortly."""
@@ -373,7 +393,7 @@ def _compact(sql: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def _refusals() -> tuple:
+def _refusals() -> tuple[type[Exception], ...]:
     """The errors by which PostgreSQL refuses a statement of the hot path, having changed
     nothing: a unique key (a lease or an answer another request made first) or a lock. The
     caller then takes the engine's path, which answers the case. (psycopg is imported late
@@ -383,7 +403,7 @@ def _refusals() -> tuple:
     return (errors.IntegrityError, errors.DeadlockDetected, errors.LockNotAvailable, errors.SerializationFailure)
 
 
-def _attempt(url: str, what: str, work):
+def _attempt(url: str, what: str, work: Callable[[psycopg.Connection[Row]], T]) -> T | None:
     """`work(connection)` on a pooled connection of the hot path: its result, or None when
     refused (_refusals). A broken connection is dropped and `work` tried once more on a fresh
     one: every statement here is idempotent, and a broken one committed nothing (the retry
@@ -394,7 +414,8 @@ def _attempt(url: str, what: str, work):
 
     for attempt in (0, 1):
         raw = _connect(url)
-        conn = raw.driver_connection
+        # A pooled connection just checked out: psycopg's (SQLAlchemy types it Any, None once detached).
+        conn = cast("psycopg.Connection[Row]", raw.driver_connection)
         try:
             return work(conn)
         except _refusals():  # before OperationalError: a deadlock or a lock refused is one too
@@ -415,13 +436,13 @@ def _attempt(url: str, what: str, work):
     return None
 
 
-def _run(url: str, sql: str, params: dict, client: bool = False):
+def _run(url: str, sql: str, params: dict[str, Any], client: bool = False) -> Row | None:
     """One statement, its first row; None when refused (the caller takes the engine path).
     `client`: several statements bound in the client and sent as one query (one round trip,
     one implicit transaction): the first row of the last statement."""
     sql = _compact(sql)
 
-    def work(conn):
+    def work(conn: psycopg.Connection[Row]) -> Row | None:
         if not client:
             return conn.execute(sql, params).fetchone()
         import psycopg
@@ -440,7 +461,7 @@ def _run(url: str, sql: str, params: dict, client: bool = False):
 # they measured no faster here, docs/benchmarks.md, and were taken out.)
 
 
-def _study_steps(url: str, slug: str):
+def _study_steps(url: str, slug: str) -> Generator[Step, Row | None, StudyConf | None]:
     key = (url, slug)
     conf = _studies.get(key)
     if conf is None:
@@ -452,7 +473,7 @@ def _study_steps(url: str, slug: str):
     return conf
 
 
-def _study_conf(slug: str, row) -> StudyConf:
+def _study_conf(slug: str, row: Row) -> StudyConf:
     """The texts a worker is shown are the services' functions of the Study (one definition,
     the engine's): given a transient Study of the columns they read."""
     from app.studies import services
@@ -489,7 +510,7 @@ def _study_conf(slug: str, row) -> StudyConf:
     )
 
 
-def _now():
+def _now() -> datetime:
     """The app's clock, the engine's own (assignment.utcnow), passed into every statement that
     stamps or compares a time: PostgreSQL's now() is the database machine's clock, and a lease
     must be judged expired by one clock whichever path made it or looks at it."""
@@ -503,7 +524,9 @@ def _seen(url: str, conf: StudyConf, version: str | None) -> None:
         forget_study(url, conf.slug)
 
 
-def _next_steps(url: str, conf: StudyConf, bundle_id: int, browser: str | None):
+def _next_steps(
+    url: str, conf: StudyConf, bundle_id: int, browser: str | None
+) -> Generator[Step, Row | None, Lease | None]:
     row = yield NEXT_SQL, {"bundle": bundle_id, "study": conf.id, "browser": browser, "now": _now()}
     if row is None:  # no such bundle in this study (or the cached study is gone): read it again
         forget_study(url, conf.slug)
@@ -525,11 +548,11 @@ def _submit_steps(
     conf: StudyConf,
     bundle_id: int,
     assignment_id: int,
-    response: dict,
+    response: dict[str, Any],
     key: str,
-    client: dict,
+    client: dict[str, Any],
     browser: str | None,
-):
+) -> Generator[Step, Row | None, Stored | None]:
     from psycopg.types.json import Jsonb
 
     from app.kinds import get_kind
@@ -547,6 +570,7 @@ def _submit_steps(
         item_id, cached, last = row[0], (row[1], row[2]), row[3]
         _items.put((url, item_id), cached)
     payload, reference_text = cached
+    assert item_id is not None  # known with `cached` (the lease's, or read with it)
     reference = json.loads(reference_text) if reference_text is not None else None
     kind = get_kind(conf.kind)
     try:
@@ -587,11 +611,12 @@ def _submit_steps(
     stats["submit"] += 1
     _leases.drop((url, assignment_id))
     if last:
+        assert row is not None  # annotation_id came from it
         return Stored(annotation_id, ended=True, n_done=row[1], size=row[4], external_assignment_id=row[5])
     return Stored(annotation_id)
 
 
-def _run_end(url: str, conf: StudyConf, params: dict):
+def _run_end(url: str, conf: StudyConf, params: dict[str, Any]) -> Row | None:
     """The bundle's last answer and the automatic review, in one transaction of two round trips
     on the hot path's own connection: `BEGIN; <the answer>; <the worker's gold record>` as one
     query (the record's statement runs after the answer's locks, on a fresh snapshot, so it sees
@@ -604,7 +629,7 @@ def _run_end(url: str, conf: StudyConf, params: dict):
     from app.kinds import get_kind
     from app.kinds.base import GoldResult
 
-    def work(conn):
+    def work(conn: psycopg.Connection[Row]) -> Row | None:
         cur = psycopg.ClientCursor(conn)
         cur.execute("BEGIN;\n" + SUBMIT_END_SQL + ";\n" + GOLD_SQL, params)
         cur.nextset()
@@ -638,14 +663,19 @@ def _run_end(url: str, conf: StudyConf, params: dict):
     return _attempt(url, SUBMIT_END_SQL, work)
 
 
-def _drive(url: str, steps, conf: StudyConf | None = None):
+def _drive(url: str, steps: Generator[Step, Row | None, T], conf: StudyConf | None = None) -> T:
     try:
         sql, params = next(steps)
         while True:
-            row = _run_end(url, conf, params) if sql is SUBMIT_END_SQL else _run(url, sql, params)
+            if sql is SUBMIT_END_SQL:
+                assert conf is not None  # only submit's steps end a bundle, and it passes its study
+                row = _run_end(url, conf, params)
+            else:
+                row = _run(url, sql, params)
             sql, params = steps.send(row)
     except StopIteration as done:
-        return done.value
+        value: T = done.value  # the generator's return value
+        return value
 
 
 def study(url: str, slug: str) -> StudyConf | None:
@@ -664,9 +694,9 @@ def submit(
     conf: StudyConf,
     bundle_id: int,
     assignment_id: int,
-    response: dict,
+    response: dict[str, Any],
     key: str,
-    client: dict,
+    client: dict[str, Any],
     browser: str | None,
 ) -> Stored | None:
     """Store the answer to the bundle's live lease in one statement: the annotation's id (and
