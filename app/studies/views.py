@@ -379,8 +379,7 @@ async def create_study(request: Request, session: Session = Depends(db), user: U
     try:
         if upload is not None and getattr(upload, "filename", ""):
             data = await read_upload(upload)
-            upload_token = secrets.token_hex(12)
-            store.put(f"uploads/{user.id}/{upload_token}", data)
+            upload_token = _keep_upload(store, user.id, data)
         elif upload_token and upload_token.isalnum() and store.exists(f"uploads/{user.id}/{upload_token}"):
             data = store.get(f"uploads/{user.id}/{upload_token}")
         else:
@@ -402,6 +401,7 @@ async def create_study(request: Request, session: Session = Depends(db), user: U
             {k: v for k, v in fields.items() if k in services.StudySettings.model_fields and v != ""}
         )
         study = services.create_study(session, user, kind_name, settings, data, fmt, options)
+        _drop_upload(store, user.id, upload_token)
     except InputError as exc:
         kind = get_kind(kind_name)
         if exc.field in kind.option_fields:
@@ -429,6 +429,26 @@ async def create_study(request: Request, session: Session = Depends(db), user: U
         "warn" if warning else "ok",
     )
     return RedirectResponse(f"/studies/{study.id}", status_code=303)
+
+
+def _keep_upload(store, user_id: int, data: bytes) -> str:
+    """Keeps a new file for the create that follows its preview, under a fresh token, in place
+    of the researcher's previous one: one kept upload each, not one per preview (the store has
+    no listing to sweep them by, and every preview would stay for good)."""
+    token = secrets.token_hex(12)
+    latest = f"uploads/{user_id}/latest"
+    if store.exists(latest):
+        _drop_upload(store, user_id, store.get(latest).decode("ascii", "replace"))
+    store.put(f"uploads/{user_id}/{token}", data)
+    store.put(latest, token.encode())
+    return token
+
+
+def _drop_upload(store, user_id: int, token: str) -> None:
+    """The kept file is done with (its study made, or replaced)."""
+    if token and token.isalnum():
+        store.delete(f"uploads/{user_id}/{token}")
+    store.delete(f"uploads/{user_id}/latest")
 
 
 def _fill_warning(result, fields: dict) -> str | None:

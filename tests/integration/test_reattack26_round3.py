@@ -34,7 +34,7 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, login, make_user
 from workers.sandbox import sandbox_available
 
 LIBC = ctypes.CDLL(None, use_errno=True)
@@ -184,3 +184,40 @@ def test_an_answers_header_is_held_to_the_floor_whatever_the_call_sent(sandboxes
     with pytest.raises(SandboxError, match="over its size limit"):
         model.call("bloated_answer", tensor, 4 * ANSWER_FLOOR)  # ...but its header not
     assert time.monotonic() - started < 20  # refused on the announced size, not read
+
+
+def _uploads_of(user_id: int) -> list[str]:
+    from app.storage import get_store
+
+    folder = get_store().path(f"uploads/{user_id}/x").parent
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+def test_a_researcher_keeps_one_previewed_upload_and_a_created_study_none(app, session):
+    from fastapi.testclient import TestClient
+
+    from app.storage import LocalBlobStore, get_store
+
+    if not isinstance(get_store(), LocalBlobStore):
+        pytest.skip("counts the local store's files")
+    researcher = make_user(session, "researcher")
+    session.commit()
+    data = (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes()
+    with TestClient(app) as page:
+        csrf = login(page, researcher)
+        for n in range(3):
+            r = page.post(
+                "/studies/new",
+                data={"title": f"preview {n}", "action": "preview", "csrf_token": csrf},
+                files={"file": ("q.csv", data, "text/csv")},
+            )
+            assert r.status_code == 200, r.text[:300]
+        assert len([name for name in _uploads_of(researcher.id) if name != "latest"]) == 1
+        token = r.text.split('name="upload_token" value="', 1)[1].split('"', 1)[0]
+        r = page.post(
+            "/studies/new",
+            data={"title": "made", "action": "create", "csrf_token": csrf, "upload_token": token},
+            follow_redirects=False,
+        )
+        assert r.status_code == 303, r.text[:300]
+    assert _uploads_of(researcher.id) == []
