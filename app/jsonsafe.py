@@ -168,6 +168,25 @@ def loads(data: str | bytes, limit: int = MAX_DEPTH):
         raise _bad_number(data, exc.text) from None
 
 
+def unstorable_text(value, path: str = "") -> str | None:
+    """The path of the first string (a key's: its object's path) holding U+0000 or a lone
+    surrogate in a JSON-like value, or None: text a model made (a vocabulary's words) never went
+    through loads() above, and PostgreSQL would fail the whole insert on it."""
+    if isinstance(value, str):
+        return path if _BAD_CHAR.search(value) else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(k, str) and _BAD_CHAR.search(k):
+                return path
+            if (found := unstorable_text(v, f"{path}.{k}" if path else str(k))) is not None:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            if (found := unstorable_text(v, f"{path}[{i}]")) is not None:
+                return found
+    return None
+
+
 def non_finite(value, path: str = "") -> str | None:
     """The path ("payload.scores[2]") of the first NaN or infinity in a JSON-like value, or
     None. Importers refuse their own fields first; this is the check nothing passes around."""

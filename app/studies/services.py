@@ -285,9 +285,10 @@ _ITEM_TEXT = {
 
 
 def _check_finite(specs: list[Any]) -> None:
-    """A NaN or infinity anywhere in an item's payload or reference, or a text past its column
-    (an id, a category), is refused, naming the item, before anything is stored: JSON has no
-    NaN, and PostgreSQL would fail the whole insert."""
+    """A NaN or infinity anywhere in an item's payload or reference, a text past its column
+    (an id, a category), or U+0000 or a lone surrogate in its text (a generated item's words come
+    from a model) is refused, naming the item, before anything is stored: JSON has no NaN, and
+    PostgreSQL would fail the whole insert."""
     for spec in specs:
         for name, length in _ITEM_TEXT.items():
             value = getattr(spec, name, None)
@@ -299,6 +300,11 @@ def _check_finite(specs: list[Any]) -> None:
         for name in ("payload", "reference"):
             if (where := jsonsafe.non_finite(getattr(spec, name), name)) is not None:
                 raise InputError(f"item {spec.external_id!r}: {where} is not a finite number", field=where)
+            if (where := jsonsafe.unstorable_text(getattr(spec, name), name)) is not None:
+                raise InputError(
+                    f"item {spec.external_id!r}: {where} holds U+0000 or a lone surrogate, which cannot be stored",
+                    field=where,
+                )
 
 
 def _insert_items(session: Session, study: Study, specs: list[Any], rng: random.Random) -> list[dict[str, Any]]:
@@ -409,6 +415,11 @@ def import_agent_outputs(session: Session, study: Study, agent: Agent, data: byt
     for ext, response in outputs.items():  # as for items (_check_finite): before anything goes
         if (where := jsonsafe.non_finite(response, "output")) is not None:
             raise InputError(f"the output for item {ext!r}: {where} is not a finite number", field=where)
+        if (where := jsonsafe.unstorable_text(response, "output")) is not None:
+            raise InputError(
+                f"the output for item {ext!r}: {where} holds U+0000 or a lone surrogate, which cannot be stored",
+                field=where,
+            )
     session.query(AgentOutput).filter_by(agent_id=agent.id, study_id=study.id).delete()
     rows = []
     for ext, response in outputs.items():

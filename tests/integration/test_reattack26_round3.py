@@ -221,3 +221,23 @@ def test_a_researcher_keeps_one_previewed_upload_and_a_created_study_none(app, s
         )
         assert r.status_code == 303, r.text[:300]
     assert _uploads_of(researcher.id) == []
+
+
+@pytest.mark.parametrize("text", ["go\x00left", "go \ud800left"], ids=["NUL", "lone surrogate"])
+def test_generated_items_with_text_no_column_stores_are_refused_naming_the_field(text, session):
+    from sqlalchemy import func, select
+
+    from app.errors import InputError
+    from app.kinds.base import ItemSpec
+    from app.studies import services
+    from app.studies.models import Item
+    from tests.conftest import create_tom_study
+
+    study = create_tom_study(session, make_user(session, "researcher"), live=False)
+    before = session.scalar(select(func.count(Item.id)).where(Item.study_id == study.id))
+    spec = ItemSpec(external_id="gen-1", payload={"instructions": ["ok", text]})
+    with pytest.raises(InputError) as refused:
+        services.add_items(session, study, [spec])
+    assert refused.value.field == "payload.instructions[1]"
+    session.rollback()
+    assert session.scalar(select(func.count(Item.id)).where(Item.study_id == study.id)) == before
