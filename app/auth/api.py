@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -13,9 +15,12 @@ from app.params import Id
 router = APIRouter(prefix="/api/v1", dependencies=[Depends(verify_csrf)])
 researcher = require("researcher", "admin")
 
+# response_model=None: the return annotations are for mypy; FastAPI encodes the dicts as before
+# (jsonable_encoder), not through a model inferred from them.
 
-@router.get("/tokens", tags=["account"])
-def list_tokens(session: Session = Depends(db), user: User = Depends(researcher)):
+
+@router.get("/tokens", tags=["account"], response_model=None)
+def list_tokens(session: Session = Depends(db), user: User = Depends(researcher)) -> list[dict[str, Any]]:
     """Your API tokens (never the tokens themselves: only their names and dates)."""
     from app.auth.models import ApiToken
 
@@ -31,8 +36,8 @@ def list_tokens(session: Session = Depends(db), user: User = Depends(researcher)
     ]
 
 
-@router.post("/tokens/{token_id}/revoke", tags=["account"])
-def revoke_token(token_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
+@router.post("/tokens/{token_id}/revoke", tags=["account"], response_model=None)
+def revoke_token(token_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict[str, Any]:
     """Revoke a token (yours; an admin's: anyone's). It stops working at once."""
     from app.auth.views import revoke
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from fastapi import Depends, HTTPException, Request
 from sqlalchemy.orm import Session
@@ -10,6 +11,9 @@ from sqlalchemy.orm import Session
 from app.auth.models import User
 from app.auth.security import csrf_ok, user_for_token
 from app.db import get_sessionmaker
+
+if TYPE_CHECKING:
+    from app.studies.models import Study
 
 
 def db(request: Request) -> Iterator[Session]:
@@ -20,7 +24,7 @@ def db(request: Request) -> Iterator[Session]:
         session.close()
 
 
-def caller(session: Session, authorization: str, session_data: dict) -> User | None:
+def caller(session: Session, authorization: str, session_data: dict[str, Any]) -> User | None:
     """The account a request speaks for, from its headers alone: its bearer token, else its
     session cookie's account (None for a session from before the account logged out). 401 for
     a token that is wrong, revoked or expired."""
@@ -57,22 +61,32 @@ def refusal(path: str, user: User | None, roles: tuple[str, ...]) -> HTTPExcepti
     return None
 
 
-def require(*roles: str):
+class RoleCheck(Protocol):
+    """The dependency `require` makes: the caller's account, and the roles it lets in."""
+
+    roles: tuple[str, ...]
+
+    def __call__(self, request: Request, user: User | None = ...) -> User: ...
+
+
+def require(*roles: str) -> RoleCheck:
     """Allow these roles (admins may do everything a researcher may)."""
 
     def dep(request: Request, user: User | None = Depends(optional_user)) -> User:
         if (refused := refusal(request.url.path, user, roles)) is not None:
             raise refused
+        assert user is not None  # refusal() refuses a caller without an account
         return user
 
-    dep.roles = roles  # app.middleware.AuthBeforeBody finds the routes that need an account by it
-    return dep
+    check = cast(RoleCheck, dep)  # the function itself, given its `roles` here
+    check.roles = roles  # app.middleware.AuthBeforeBody finds the routes that need an account by it
+    return check
 
 
 CSRF_REFUSED = "missing or stale form token: reload the page and try again"
 
 
-def csrf_from_headers(method: str, headers, session_data: dict) -> bool | None:
+def csrf_from_headers(method: str, headers: Mapping[str, str], session_data: dict[str, Any]) -> bool | None:
     """Whether a request passes the CSRF check by its headers alone: True (nothing to check,
     or a good X-CSRF-Token), False (refused), None (its token is a form field: only reading
     the body tells)."""
@@ -95,12 +109,13 @@ async def verify_csrf(request: Request) -> None:
     """Cookie-authenticated writes need the session's CSRF token (form field or header)."""
     ok = csrf_from_headers(request.method, request.headers, request.session)
     if ok is None:
-        ok = csrf_ok(request.session, (await request.form()).get("csrf_token"))
+        # Taken as the str a form sends: a file under that name fails csrf_ok's comparison (TypeError).
+        ok = csrf_ok(request.session, cast(str | None, (await request.form()).get("csrf_token")))
     if not ok:
         raise HTTPException(403, CSRF_REFUSED)
 
 
-def managed_study(session: Session, study_id: int, user: User, detail: str = "no such study among yours"):
+def managed_study(session: Session, study_id: int, user: User, detail: str = "no such study among yours") -> Study:
     """The study if the user may manage it (its owner, or an admin); 404 otherwise, so another
     researcher's studies are not revealed to exist. For every router, the kinds' included."""
     from app.studies.models import Study

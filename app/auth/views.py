@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request
-from fastapi.responses import RedirectResponse
+from fastapi.responses import RedirectResponse, Response
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -17,8 +19,11 @@ from app.db import get_sessionmaker
 from app.errors import InputError
 from app.params import Id
 from app.studies import assignment, services
-from app.studies.models import Study
+from app.studies.models import Bundle, Study
 from app.web import client_address, rate_limit, render
+
+if TYPE_CHECKING:
+    from app.studies.hotpath import Entered, StudyConf
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
 
@@ -28,14 +33,14 @@ MTURK_SUBMIT_HOSTS = ("https://www.mturk.com", "https://workersandbox.mturk.com"
 
 
 @router.get("/")
-def home(request: Request, user: User | None = Depends(optional_user)):
+def home(request: Request, user: User | None = Depends(optional_user)) -> Response:
     if user is not None and user.role in ("researcher", "admin"):
         return RedirectResponse("/studies", status_code=303)
     return render(request, "home.html", user=user)
 
 
 @router.get("/login")
-def login_page(request: Request, next: str = "/studies"):
+def login_page(request: Request, next: str = "/studies") -> Response:
     return render(request, "login.html", next=next)
 
 
@@ -46,7 +51,7 @@ def login(
     password: str = Form(...),
     next: str = Form("/studies"),
     session: Session = Depends(db),
-):
+) -> Response:
     rate_limit(request, "login", 20)  # per address
     # Per account too: guessing one researcher's password from many addresses is as slow.
     rate_limit(request, "login-account", 10, key=email.strip().lower()[:255])
@@ -62,7 +67,7 @@ def login(
 
 
 @router.post("/logout")
-def logout(request: Request, session: Session = Depends(db)):
+def logout(request: Request, session: Session = Depends(db)) -> Response:
     """Ends every browser session of the account, a copied cookie's too."""
     uid = request.session.get("uid")
     user = session.get(User, uid) if uid else None
@@ -73,12 +78,14 @@ def logout(request: Request, session: Session = Depends(db)):
     return RedirectResponse("/", status_code=303)
 
 
-def _tokens(session: Session, user: User) -> list:
+def _tokens(session: Session, user: User) -> list[ApiToken]:
     return list(session.scalars(select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id)))
 
 
 @router.get("/account")
-def account(request: Request, session: Session = Depends(db), user: User = Depends(require("researcher", "admin"))):
+def account(
+    request: Request, session: Session = Depends(db), user: User = Depends(require("researcher", "admin"))
+) -> Response:
     return render(request, "research/account.html", user=user, tokens=_tokens(session, user))
 
 
@@ -89,7 +96,7 @@ def new_token(
     expires_in_days: str = Form(""),
     session: Session = Depends(db),
     user: User = Depends(require("researcher", "admin")),
-):
+) -> Response:
     days = None
     if expires_in_days.strip():
         if not (expires_in_days.strip().isascii() and expires_in_days.strip().isdigit()):
@@ -103,7 +110,7 @@ def new_token(
 @router.post("/account/tokens/{token_id}/revoke")
 def revoke_token(
     request: Request, token_id: Id, session: Session = Depends(db), user: User = Depends(require("researcher", "admin"))
-):
+) -> Response:
     revoke(session, token_id, user)
     return RedirectResponse("/account", status_code=303)
 
@@ -118,7 +125,7 @@ def revoke(session: Session, token_id: Id, user: User) -> ApiToken:
     return row
 
 
-def crowd_params(params) -> tuple[str, str, str, str]:
+def crowd_params(params: Mapping[str, str]) -> tuple[str, str, str, str]:
     """(platform, worker id, assignment id, hit id) from MTurk or Prolific parameters; 400 for
     none, or one longer than its column (the page's link and the API's body alike)."""
     if params.get("workerId"):
@@ -160,7 +167,7 @@ def presented_browser(request: Request) -> str | None:
     return assignment.browser_hash(secret) if secret is not None else None
 
 
-def enter_crowd(request: Request, session: Session, study: Study, params) -> tuple:
+def enter_crowd(request: Request, session: Session, study: Study, params: Mapping[str, str]) -> tuple[Bundle, str, str]:
     """Enter the study with the link's parameters from this browser: (bundle, platform,
     the browser's secret, a new one when it had none)."""
     platform, worker, assignment_id, hit = crowd_params(params)  # 400 for an id past its column
@@ -179,7 +186,7 @@ def enter_crowd(request: Request, session: Session, study: Study, params) -> tup
     return bundle, platform, secret
 
 
-def fast_enter(request: Request, slug: str, params):
+def fast_enter(request: Request, slug: str, params: Mapping[str, str]) -> tuple[StudyConf, Entered, str] | None:
     """Entry in one round trip on PostgreSQL (app/studies/hotpath.py): (the study's entry
     texts, the bundle, the browser's secret), or None: take the engine's path (enter_crowd),
     which answers every refusal, SQLite and the rare cases."""
@@ -209,7 +216,7 @@ def fast_enter(request: Request, slug: str, params):
     return info, entered, secret
 
 
-def keep_browser_secret(response, secret: str) -> None:
+def keep_browser_secret(response: Response, secret: str) -> None:
     response.set_cookie(
         BROWSER_COOKIE,
         secret,
@@ -221,7 +228,7 @@ def keep_browser_secret(response, secret: str) -> None:
     )
 
 
-def remember_entry(request: Request, slug: str, bundle_id: int, platform: str, params) -> None:
+def remember_entry(request: Request, slug: str, bundle_id: int, platform: str, params: Mapping[str, str]) -> None:
     """The signed session remembers which bundle this browser works on, per study."""
     request.session["crowd"] = {**request.session.get("crowd", {}), slug: bundle_id}
     request.session["platform"] = platform
@@ -231,7 +238,7 @@ def remember_entry(request: Request, slug: str, bundle_id: int, platform: str, p
 
 
 @router.get("/s/{slug}")
-def entry(request: Request, slug: str):
+def entry(request: Request, slug: str) -> Response:
     rate_limit(request, "entry", get_settings().rate_limit_entry)
     fast = fast_enter(request, slug, request.query_params)
     if fast is not None:
@@ -242,7 +249,7 @@ def entry(request: Request, slug: str):
         return _entry(request, session, slug)
 
 
-def _entry(request: Request, session: Session, slug: str):
+def _entry(request: Request, session: Session, slug: str) -> Response:
     study = session.scalar(select(Study).where(Study.slug == slug))
     if study is None:
         raise HTTPException(404, "No study at this link.")
