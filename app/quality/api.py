@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException
 from pydantic import BaseModel, ConfigDict
@@ -19,6 +19,9 @@ from app.studies.models import Study
 router = APIRouter(prefix="/api/v1", dependencies=[Depends(verify_csrf)])
 admin = require("admin")
 
+# response_model=None: the return annotations are for mypy; FastAPI encodes the dicts as before
+# (jsonable_encoder), not through a model inferred from them.
+
 
 class DecisionIn(BaseModel):
     # A rejection says why (the worker is told): a reason with more than spaces.
@@ -33,16 +36,18 @@ class DecisionIn(BaseModel):
     reason: str = ""
 
 
-@router.get("/studies/{study_id}/review", tags=["quality"])
-def review_queue(study_id: Id, session: Session = Depends(db), user: User = Depends(admin)):
+@router.get("/studies/{study_id}/review", tags=["quality"], response_model=None)
+def review_queue(study_id: Id, session: Session = Depends(db), user: User = Depends(admin)) -> list[dict[str, Any]]:
     study = session.get(Study, study_id)
     if study is None:
         raise HTTPException(404, "no such study")
     return quality.review_queue(session, study)
 
 
-@router.post("/studies/{study_id}/review", tags=["quality"])
-def decide(study_id: Id, body: DecisionIn, session: Session = Depends(db), user: User = Depends(admin)):
+@router.post("/studies/{study_id}/review", tags=["quality"], response_model=None)
+def decide(
+    study_id: Id, body: DecisionIn, session: Session = Depends(db), user: User = Depends(admin)
+) -> dict[str, Any]:
     study = session.get(Study, study_id)
     if study is None:
         raise HTTPException(404, "no such study")
@@ -50,8 +55,8 @@ def decide(study_id: Id, body: DecisionIn, session: Session = Depends(db), user:
     return {"changed": quality.decide(session, study, body.participant_ids, decision, session.merge(user), body.reason)}
 
 
-@router.get("/audit", tags=["quality"])
-def audit(session: Session = Depends(db), user: User = Depends(admin)):
+@router.get("/audit", tags=["quality"], response_model=None)
+def audit(session: Session = Depends(db), user: User = Depends(admin)) -> list[dict[str, Any]]:
     return [
         {
             "id": e.id,

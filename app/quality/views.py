@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
-from fastapi.responses import RedirectResponse
+from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -39,7 +39,7 @@ def review_all(
     page: int = Query(1, ge=1, le=MAX_ID),
     session: Session = Depends(db),
     user: User = Depends(admin),
-):
+) -> Response:
     """Every study's workers in one queue, the most likely to be bad first (service.queue_order),
     a page of service.PAGE_ROWS at a time. Studies of a kind no longer installed are left out
     and named."""
@@ -67,7 +67,7 @@ def review_all(
 @router.get("/admin/studies/{study_id}/review")
 def review(
     request: Request, study_id: Id, status: str = "", session: Session = Depends(db), user: User = Depends(admin)
-):
+) -> Response:
     from app.leaderboards.annotators import cached
 
     study = _study(session, study_id)
@@ -91,7 +91,7 @@ def replay(
     from_: str = Query("", alias="from"),
     session: Session = Depends(db),
     user: User = Depends(admin),
-):
+) -> Response:
     study = _study(session, study_id)
     p = session.get(Participant, pid)
     kind = get_kind(study.kind)
@@ -116,7 +116,9 @@ def replay(
 
 
 @router.post("/admin/studies/{study_id}/review")
-async def decide(request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(admin)):
+async def decide(
+    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(admin)
+) -> Response:
     study = _study(session, study_id)
     form = await request.form()
     back = "/admin/review" if form.get("back") == "all" else f"/admin/studies/{study.id}/review"
@@ -139,7 +141,7 @@ async def decide(request: Request, study_id: Id, session: Session = Depends(db),
 
 
 @router.get("/admin/audit")
-def audit_log(request: Request, session: Session = Depends(db), user: User = Depends(admin)):
+def audit_log(request: Request, session: Session = Depends(db), user: User = Depends(admin)) -> Response:
     rows = session.execute(
         select(AuditEntry, User.email)
         .join(User, User.id == AuditEntry.actor_id, isouter=True)
