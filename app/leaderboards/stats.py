@@ -1195,3 +1195,57 @@ def ppi_mean(
     if math.isfinite(classical):
         out["effective_n"] = n * (classical / width) ** 2
     return out
+
+
+def ppi_people_needed(
+    human: Sequence[float], judged: Sequence[float], n_units: int, half_width: float, unit: str = "unit"
+) -> dict[str, Any]:
+    """How many of `n_units` units people must judge, at random, beside a judge on all of them,
+    for PPI++'s 95% interval to be about ±`half_width` (a power analysis through ppi-python's
+    `ppi_mean_power`, Broska, Howes and van Loon 2024): people's spread and the judge's PPI
+    correlation are read from a pilot, ``human[i]`` and ``judged[i]`` on the same units.
+
+    People alone need (z sigma / half_width)^2 units; with the judge on every unit, n of N where
+    n (N - rho^2 n0) = n0 N (1 - rho^2). Returns {people, people_alone, of, share, half_width,
+    ppi_corr, reachable} (`reachable` False: even people on every unit give a wider interval,
+    `people` is then all of them), or {reason} when the pilot cannot say (under MIN_PPI_HUMAN
+    units, no spread in people's values)."""
+    import warnings
+
+    from ppi_py.ppi_power_analysis import ppi_mean_power
+
+    y, yhat = _finite_array(human, "human"), _finite_array(judged, "judged")
+    if y.size != yhat.size:
+        raise ValueError("human and judged must have the same length (the same units)")
+    if not (half_width > 0 and math.isfinite(half_width)):
+        raise ValueError("half_width must be a positive number")
+    if n_units < y.size:
+        raise ValueError("n_units counts every unit, the pilot's among them")
+    n = int(y.size)
+    if n < MIN_PPI_HUMAN:
+        return {"reason": f"{n} {unit}{'' if n == 1 else 's'} judged by people: under {MIN_PPI_HUMAN}, no plan"}
+    sigma = float(y.std(ddof=1))
+    if sigma == 0.0:
+        return {"reason": f"people gave every {unit} the same value: no spread to plan for"}
+    alone = math.ceil((Z95 * sigma / half_width) ** 2)
+    with warnings.catch_warnings():  # a target out of reach: the answer below says so
+        warnings.simplefilter("ignore")
+        if float(yhat.std()) == 0.0:  # a constant judge: no correlation, people alone
+            rho, people = 0.0, min(alone, n_units)
+        else:
+            rho = float(np.corrcoef(y, yhat)[0, 1])
+            rho = max(-0.999999, min(0.999999, rho))  # ppi_power needs |rho| < 1
+            # The judge costs next to nothing beside a person (0 makes the unconstrained optimum
+            # infinite); every unit is judged, so n_max = the units decides n.
+            plan = ppi_mean_power(y, yhat, cost_Y=1.0, cost_Yhat=1e-9, effective_n=alone, n_max=n_units)
+            people = int(plan["n"])
+    people = max(people, MIN_PPI_HUMAN) if n_units >= MIN_PPI_HUMAN else n_units
+    return {
+        "people": min(people, n_units),
+        "people_alone": min(alone, n_units),
+        "of": int(n_units),
+        "share": min(people, n_units) / n_units,
+        "half_width": float(half_width),
+        "ppi_corr": rho,
+        "reachable": alone <= n_units,
+    }

@@ -91,10 +91,22 @@ def test_a_sample_marked_by_people_and_the_simulator_everywhere(session):
         else:
             assert row["ppi"]["mean"] == pytest.approx(want["mean"]) and row["ppi"]["low"] == pytest.approx(want["low"])
             assert row["ppi"]["n"] == len(mine) and row["worth"] == pytest.approx(round(want["effective_n"], 1))
+        plan = stats.ppi_people_needed(human, judged, len(mine), 0.05, unit="continuation")
+        if "reason" in plan:
+            assert row["plan"] == {"text": "—", "reason": plan["reason"]}
+        elif plan["reachable"]:
+            assert row["plan"] == f"{plan['people']} of {len(mine)}"
+        else:
+            assert row["plan"]["text"] == f"all {len(mine)}"
     # The random policy's people disagree with the simulator (agreement below 1) and the
     # simulator's judgement is worth more people than marked it; the expert succeeds everywhere
     # for both, so there is no spread to put an interval on, and the page says so.
     assert rows["random"]["agreement"]["mean"] < 1 and rows["random"]["worth"] > rows["random"]["people"]["n"]
+    # The expert's people all say success: no spread to plan an interval for.
+    assert rows["expert"]["plan"] == {
+        "text": "—",
+        "reason": "people gave every continuation the same value: no spread to plan for",
+    }
     assert rows["expert"]["ppi"] == {
         "text": "—",
         "reason": "no spread in people's or the judge's values: no interval to estimate",

@@ -76,3 +76,55 @@ def test_too_few_people_or_no_judge_gives_no_interval():
         stats.ppi_mean([1, 0], [1], [0])
     with pytest.raises(ValueError):
         stats.ppi_mean([1, float("nan")], [1, 0], [0])
+
+
+# ---- How many people a target interval needs (stats.ppi_people_needed) -------------------------
+
+
+def test_a_hand_worked_plan():
+    # A pilot of 20 units: people say success on 10 (sigma = sqrt(20/76) = 0.5130), the judge
+    # agrees on 18 of them (flips one success and one failure: Pearson rho = 0.8). People alone
+    # need ceil((1.96 x 0.5130 / 0.05)^2) = 405 units for ±0.05; with the judge on all 2,000
+    # units, n (N - rho^2 n0) = n0 N (1 - rho^2): n = 405 x 2000 x 0.36 / (2000 - 0.64 x 405)
+    # = 167.5, which ppi-python's power analysis rounds to 168.
+    y = [1.0] * 10 + [0.0] * 10
+    judge = [1.0] * 9 + [0.0] + [0.0] * 9 + [1.0]
+    plan = stats.ppi_people_needed(y, judge, 2000, 0.05, unit="continuation")
+    assert plan["ppi_corr"] == pytest.approx(0.8)
+    assert plan["people_alone"] == 405
+    assert plan["people"] == 168 and plan["of"] == 2000 and plan["reachable"]
+    assert plan["share"] == pytest.approx(plan["people"] / 2000)
+    # A judge that says one thing everywhere is no help: people alone.
+    assert stats.ppi_people_needed(y, [1.0] * 20, 2000, 0.05)["people"] == 405
+    # Out of reach: 300 units cannot give ±0.02 even with people on all of them.
+    far = stats.ppi_people_needed(y, judge, 300, 0.02)
+    assert far["people"] == 300 and not far["reachable"]
+    # A pilot too small, or without spread, says why instead of a number.
+    assert "under 10" in stats.ppi_people_needed(y[:9], judge[:9], 100, 0.05)["reason"]
+    assert "same value" in stats.ppi_people_needed([1.0] * 12, [1.0] * 12, 100, 0.05, unit="path")["reason"]
+    with pytest.raises(ValueError):
+        stats.ppi_people_needed(y, judge, 10, 0.05)  # fewer units than the pilot
+
+
+def test_the_plan_gives_about_the_width_it_promises_and_the_interval_covers():
+    """Plan from a pilot of 60 units, then let people judge that many random units of 1,500 (the
+    judge right on 90% of all): the PPI++ interval's half width averages the target (within 15%),
+    covers the true share in 93-97% of 400 simulated studies, and people alone on the same number
+    of units would be clearly wider."""
+    rng = np.random.default_rng(11)
+    big_n, p, target = 1500, 0.7, 0.05
+    halves, covered, alone = [], 0, []
+    for _ in range(400):
+        truth = rng.binomial(1, p, big_n).astype(float)
+        judge = np.where(rng.uniform(size=big_n) < 0.9, truth, 1 - truth)
+        pilot = rng.choice(big_n, 60, replace=False)
+        n = stats.ppi_people_needed(truth[pilot], judge[pilot], big_n, target)["people"]
+        seen = np.zeros(big_n, dtype=bool)
+        seen[rng.choice(big_n, n, replace=False)] = True
+        got = stats.ppi_mean(truth[seen], judge[seen], judge[~seen])
+        halves.append((got["high"] - got["low"]) / 2)
+        covered += got["low"] <= truth.mean() <= got["high"]
+        alone.append(1.959963984540054 * truth[seen].std(ddof=1) / np.sqrt(n))
+    assert abs(np.mean(halves) / target - 1) < 0.15, np.mean(halves)
+    assert 0.93 <= covered / 400 <= 0.97, covered
+    assert np.mean(alone) > 1.3 * np.mean(halves)

@@ -81,6 +81,31 @@ def test_agreement_and_ppi_per_agent_by_hand(tmp_path):
     assert "PPI++" in table and "judge agrees" in table and "83.3%" in table
 
 
+def test_the_scorer_plans_how_many_continuations_people_must_mark(tmp_path):
+    # The same 12 marked of 40 as the pilot: the plan is the statistics core's for those 12
+    # pairs over the agent's 40 continuations, and the table says "n of 40" under "for ±w".
+    people = {k: k < 8 for k in range(12)}
+    judge = {k: k < 8 or k in (10, 11) for k in range(12)} | {k: k < 26 for k in range(12, 40)}
+    ann, j = _files(tmp_path, people, judge)
+    args = ["score", "--annotations", str(ann), "--judge", str(j)]
+    out = CliRunner().invoke(sts, [*args, "--half-width", "0.2", "--json"])
+    assert out.exit_code == 0, out.output
+    plan = json.loads(out.output)["agents"]["A"]["plan"]
+    expected = stats.ppi_people_needed(
+        [float(people[k]) for k in range(12)], [float(judge[k]) for k in range(12)], 40, 0.2
+    )
+    assert plan == expected and plan["of"] == 40 and plan["half_width"] == 0.2
+    assert plan["people"] < plan["people_alone"] <= 40  # the judge saves people's marks
+    table = CliRunner().invoke(sts, [*args, "--half-width", "0.2"]).output
+    assert "for ±0.2" in table and f"{plan['people']} of 40" in table
+    # ±0.01 on 40 continuations is out of reach, even with people on all of them.
+    far = json.loads(CliRunner().invoke(sts, [*args, "--half-width", "0.01", "--json"]).output)
+    assert far["agents"]["A"]["plan"]["reachable"] is False
+    assert "all 40 (wider)" in CliRunner().invoke(sts, [*args, "--half-width", "0.01"]).output
+    refused = CliRunner().invoke(sts, [*args, "--half-width", "0"])
+    assert refused.exit_code == 2 and "--half-width" in refused.output
+
+
 @pytest.mark.parametrize(
     "line, field, words",
     [

@@ -33,6 +33,15 @@ def _ttc(t: dict) -> str:
     return f"{t['median']:g} " + (f"[{t['low']:g}, {t['high']:g}]" if t["low"] is not None else "(too few)")
 
 
+def _plan(plan: dict) -> str:
+    """'168 of 2000', 'all 300 (±w out of reach)', or '-' where the pilot cannot say."""
+    if "reason" in plan:
+        return "-"
+    if not plan["reachable"]:
+        return f"all {plan['of']} (wider)"
+    return f"{plan['people']} of {plan['of']}"
+
+
 @sts.command("score")
 @click.option(
     "--annotations",
@@ -51,8 +60,16 @@ def _ttc(t: dict) -> str:
     "scenario, continuation, success (true|false). Adds each agent's agreement with people "
     "and the PPI++ share from both (docs/statistics.md).",
 )
+@click.option(
+    "--half-width",
+    default=0.05,
+    show_default=True,
+    type=click.FloatRange(min=0, max=1, min_open=True),
+    help="With --judge: plan for a PPI++ interval of ± this (on the 0-1 share): how many of each "
+    "agent's continuations people must mark, at random, these marks taken as the pilot.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
-def sts_score(path: str, judge_path: str | None, as_json: bool) -> None:
+def sts_score(path: str, judge_path: str | None, half_width: float, as_json: bool) -> None:
     """Score an annotations file offline: each agent's success share (with its standard error and
     95% Wilson interval, per category and per scenario), the share corrected for the annotators'
     measured sensitivity and specificity (Rogan-Gladen, bootstrap interval), the time to
@@ -83,7 +100,7 @@ def sts_score(path: str, judge_path: str | None, as_json: bool) -> None:
                 yield raw
 
         try:
-            result = score(read_markers(lines()), judge=judge)
+            result = score(read_markers(lines()), judge=judge, half_width=half_width)
         except InputError as exc:  # a verdict the judge's file lacks is that file's fault
             raise click.ClickException(f"{judge_path if exc.field == 'judge' else path}: {exc}") from None
         except UnicodeDecodeError as exc:
@@ -107,7 +124,7 @@ def sts_score(path: str, judge_path: str | None, as_json: bool) -> None:
         click.echo("")
         click.echo(
             f"{'agent':<24} {'people':>8} {'judge agrees':>13} {'PPI++':>8} {'95% interval':>18} "
-            f"{'people':>7} {'judged':>7} {'worth':>7}"
+            f"{'people':>7} {'judged':>7} {'worth':>7} {f'for ±{half_width:g}':>14}"
         )
         for name, a in result["agents"].items():
             p, g = a["ppi"], a["judge_agreement"]
@@ -115,11 +132,13 @@ def sts_score(path: str, judge_path: str | None, as_json: bool) -> None:
             shown = _interval(p) if p["low"] is not None else "too few people"
             click.echo(
                 f"{name:<24} {_pct(a['success']):>8} {_pct(g['mean']):>13} {_pct(p['mean']):>8} "
-                f"{shown:>18} {p['n_human']:>7} {p['n_judge']:>7} {worth:>7}"
+                f"{shown:>18} {p['n_human']:>7} {p['n_judge']:>7} {worth:>7} {_plan(a['plan']):>14}"
             )
         click.echo(
             "PPI++: people's outcomes on their (random) sample and the judge's on every continuation; "
-            "'worth': how many people's continuations its interval is worth."
+            "'worth': how many people's continuations its interval is worth; 'for ±w': how many of "
+            "the agent's continuations people must mark, at random, for an interval that wide "
+            "(these marks as the pilot)."
         )
     reasons = {c["reason"] for a in result["agents"].values() if (c := a["corrected"]).get("reason")}
     for reason in sorted(reasons):

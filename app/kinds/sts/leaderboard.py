@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from app.auth.models import User
 from app.leaderboards.plot import PALETTE, cdf_svg, estimates_svg
 from app.kinds.sts.mining import UNKNOWN, tags_now
-from app.kinds.sts.score import Marker, outcome, score, share, with_judge
+from app.kinds.sts.score import PLAN_HALF_WIDTH, Marker, outcome, score, share, with_judge
 from app.leaderboards import stats
 from app.leaderboards.rows import rank_cells, with_units
 from app.studies.models import Annotation, Item, Study
@@ -453,6 +453,15 @@ BREAKDOWN_PLOTS = {
 }
 
 
+def _plan_cell(plan: dict) -> dict | str:
+    """The power analysis's answer as a cell: "n of N", or a word with its reason."""
+    if "reason" in plan:
+        return {"text": "—", "reason": plan["reason"]}
+    if not plan["reachable"]:
+        return {"text": f"all {plan['of']}", "reason": f"even all give a wider interval than ±{plan['half_width']:g}"}
+    return f"{plan['people']} of {plan['of']}"
+
+
 def _ppi_table(
     session: Session, study: Study, agents: list[str], by_continuation: dict[tuple, list[str]]
 ) -> dict | None:
@@ -485,6 +494,7 @@ def _ppi_table(
                 "agreement": got["judge_agreement"],
                 "ppi": cell,
                 "worth": None if ppi["effective_n"] is None else round(ppi["effective_n"], 1),
+                "plan": _plan_cell(got["plan"]),
             }
         )
     if not rows:
@@ -536,6 +546,13 @@ def _ppi_table(
                 "key": "worth",
                 "label": "Worth (people)",
                 "help": "How many continuations marked by people the PPI++ interval is worth.",
+            },
+            {
+                "key": "plan",
+                "label": f"People for ±{PLAN_HALF_WIDTH:g}",
+                "help": f"How many of the agent's continuations people must mark, chosen at random, for a PPI++ "
+                f"interval of ±{PLAN_HALF_WIDTH:g} (a power analysis with these marks as the pilot; the "
+                "simulator judges the rest).",
             },
         ],
         "rows": rows,

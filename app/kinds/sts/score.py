@@ -55,6 +55,9 @@ TTC_METHOD = (
     "marker; 95% distribution-free interval (order statistics)"
 )
 
+# The interval a plan is made for by default: a success share to ±5 points.
+PLAN_HALF_WIDTH = 0.05
+
 
 @dataclass(frozen=True)
 class Marker:
@@ -176,9 +179,13 @@ def read_judge(data: bytes | str | Iterable[str]) -> dict[tuple[str, str, str], 
     return out
 
 
-def with_judge(rows: list[tuple], judge: dict[tuple[str, str, str], float], agent: str) -> dict:
-    """`judge_agreement` and `ppi` for one agent: `rows` its (key, outcome, marks) of people's
-    continuations, `judge` every verdict."""
+def with_judge(
+    rows: list[tuple], judge: dict[tuple[str, str, str], float], agent: str, half_width: float = PLAN_HALF_WIDTH
+) -> dict:
+    """`judge_agreement`, `ppi` and `plan` for one agent: `rows` its (key, outcome, marks) of
+    people's continuations, `judge` every verdict; `plan`: how many of the agent's
+    continuations people must mark, at random, for PPI++'s interval to be ±`half_width`, this
+    study's marks taken as the pilot (stats.ppi_people_needed)."""
     missing = [key for key, _, _ in rows if key not in judge]
     if missing:
         raise InputError(
@@ -194,7 +201,8 @@ def with_judge(rows: list[tuple], judge: dict[tuple[str, str, str], float], agen
     agreement = stats.mean_interval([1 - abs(h - j) for h, j in zip(human, judged)]).as_dict()
     ppi = stats.ppi_mean(human, judged, judge_only, unit="continuation")
     ppi["n_human"] = ppi.pop("n")
-    return {"judge_agreement": agreement, "ppi": ppi}
+    plan = stats.ppi_people_needed(human, judged, len(human) + len(judge_only), half_width, unit="continuation")
+    return {"judge_agreement": agreement, "ppi": ppi, "plan": plan}
 
 
 def truth(reference: dict) -> tuple[str, int | None]:
@@ -280,7 +288,13 @@ def outcome(markers: list[str]) -> float:
     return 1.0 if s > f else 0.0 if s < f else 0.5
 
 
-def score(markers: Iterable[Marker], *, seed: int = 0, judge: dict[tuple[str, str, str], float] | None = None) -> dict:
+def score(
+    markers: Iterable[Marker],
+    *,
+    seed: int = 0,
+    judge: dict[tuple[str, str, str], float] | None = None,
+    half_width: float = PLAN_HALF_WIDTH,
+) -> dict:
     """{"agents": {name: {n, success, se, mean, low, high, method, corrected, per_category,
     per_scenario, ttc, ttc_median[, judge_agreement, ppi]}}, "reference": {pooled sensitivity
     and specificity}, "annotators": {id: {n_reference, sensitivity, specificity,
@@ -341,7 +355,7 @@ def score(markers: Iterable[Marker], *, seed: int = 0, judge: dict[tuple[str, st
             "ttc_median": ttc["median"],
         }
         if judge is not None:
-            agents[agent].update(with_judge(rows, judge, agent))
+            agents[agent].update(with_judge(rows, judge, agent, half_width))
 
     annotators = {}
     for who in sorted(refs):
