@@ -241,3 +241,27 @@ def test_generated_items_with_text_no_column_stores_are_refused_naming_the_field
     assert refused.value.field == "payload.instructions[1]"
     session.rollback()
     assert session.scalar(select(func.count(Item.id)).where(Item.study_id == study.id)) == before
+
+
+def test_a_takeover_step_needs_its_one_recording_named(client, session):
+    owner = make_user(session, "researcher")
+    csrf = login(client, owner)
+
+    def api(method, url, body=None):
+        return client.request(method, url, json=body, headers={"X-CSRF-Token": csrf})
+
+    r = api("POST", "/api/v1/sts/recordings/expert", {"level": "BabyAI-GoToLocal-v0", "seeds": [1]})
+    assert r.status_code == 201, r.text
+    suite = api("POST", "/api/v1/sts/suites", {"name": "one recording"}).json()["id"]
+    # The owner has one recording; the schema still requires it named with a takeover step.
+    r = api("POST", f"/api/v1/sts/suites/{suite}/versions/1/scenarios", {"takeover": 0})
+    assert r.status_code == 422 and r.json()["field"] == "recordings", r.text
+
+
+def test_the_study_schema_names_the_built_in_agents_the_code_takes(app):
+    from app.kinds.sts.models import BUILTIN_AGENTS
+
+    schema = app.openapi()["components"]["schemas"]["StudyIn"]["properties"]["agents"]["items"]
+    names = [alt["enum"] for alt in schema["anyOf"] if "enum" in alt]
+    assert names == [list(BUILTIN_AGENTS)], schema
+    assert not any(alt.get("type") == "string" and "enum" not in alt for alt in schema["anyOf"]), schema

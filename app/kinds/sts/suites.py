@@ -506,7 +506,8 @@ def add_scenarios(
         raise InputError(f"the continuation length must be 1-{mining.MAX_CONTINUATION} steps", field="continuation")
     tags = _tags(tags)
     rows = _owners_recordings(session, suite, recordings)
-    if takeover is not None and len(rows) != 1:
+    # Named, not defaulted to the owner's recordings: the schema requires them with a takeover.
+    if takeover is not None and (recordings is None or len(rows) != 1):
         raise InputError("a takeover step is for one recording: name exactly one", field="recordings")
     sim = get_simulator()
     made: list[tuple[Recording, dict]] = []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from fastapi import APIRouter, Depends, Form, Request
 from pydantic import ConfigDict, Field
 from sqlalchemy.orm import Session
@@ -20,7 +22,8 @@ api = APIRouter(prefix="/api/v1/sts", tags=["sts"], dependencies=[Depends(verify
 
 class StudyIn(StudySettings):
     model_config = ConfigDict(extra="forbid")
-    agents: list[BodyId | str] = Field(min_length=1)
+    # The built-in names the code takes (BUILTIN_AGENTS), so the schema allows no other text.
+    agents: list[BodyId | Literal["expert", "random"]] = Field(min_length=1)
     reference: dict[str, Count] = Field(default_factory=dict)
     continuations: Count | None = None
     approve_at: float | None = None
