@@ -184,3 +184,12 @@ def clustered(values: Any, clusters: Any, unit: str) -> dict[str, Any]:
     """stats.mean_interval(values, clusters) as a cell dict that carries its unit count
     (with_units)."""
     return with_units(stats.mean_interval(values, clusters=clusters).as_dict(), list(clusters), unit)
+
+
+def plan_cell(plan: dict[str, Any]) -> dict[str, Any] | str:
+    """stats.ppi_people_needed's answer as a table cell: "n of N", or a word with its reason."""
+    if "reason" in plan:
+        return {"text": "—", "reason": plan["reason"]}
+    if not plan["reachable"]:
+        return {"text": f"all {plan['of']}", "reason": f"even all give a wider interval than ±{plan['half_width']:g}"}
+    return f"{plan['people']} of {plan['of']}"

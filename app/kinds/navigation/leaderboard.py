@@ -31,6 +31,7 @@ from sqlalchemy import and_, select
 from sqlalchemy.orm import Session
 
 from app.kinds.navigation.agreement import agreement_table, followers_agreement_table
+from app.kinds.navigation.judge import judge_table
 from app.kinds.navigation.likert import leaderboard_table as likert_table
 from app.kinds.navigation.likert import level_estimate
 from app.leaderboards import stats
@@ -337,6 +338,9 @@ def section(session: Session, study: Study) -> dict | None:
                 "rows": paired_rows,
             }
         )
+    # The listener ensemble as an automatic judge beside people (issue 28), where a run had one.
+    if (ppi := judge_table(session, study, {c: by_item[c]["success"] for c in cats})) is not None:
+        tables.append(ppi)
     tables.append(followers_agreement_table(session, study))
     agreement = agreement_table(session, study)  # when model listeners' paths are imported
     if agreement is not None:

@@ -13,7 +13,7 @@ from app.leaderboards.plot import PALETTE, cdf_svg, estimates_svg
 from app.kinds.sts.mining import UNKNOWN, tags_now
 from app.kinds.sts.score import PLAN_HALF_WIDTH, Marker, outcome, score, share, with_judge
 from app.leaderboards import stats
-from app.leaderboards.rows import rank_cells, with_units
+from app.leaderboards.rows import plan_cell, rank_cells, with_units
 from app.studies.models import Annotation, Item, Study
 
 
@@ -453,15 +453,6 @@ BREAKDOWN_PLOTS = {
 }
 
 
-def _plan_cell(plan: dict) -> dict | str:
-    """The power analysis's answer as a cell: "n of N", or a word with its reason."""
-    if "reason" in plan:
-        return {"text": "—", "reason": plan["reason"]}
-    if not plan["reachable"]:
-        return {"text": f"all {plan['of']}", "reason": f"even all give a wider interval than ±{plan['half_width']:g}"}
-    return f"{plan['people']} of {plan['of']}"
-
-
 def _ppi_table(
     session: Session, study: Study, agents: list[str], by_continuation: dict[tuple, list[str]]
 ) -> dict | None:
@@ -494,7 +485,7 @@ def _ppi_table(
                 "agreement": got["judge_agreement"],
                 "ppi": cell,
                 "worth": None if ppi["effective_n"] is None else round(ppi["effective_n"], 1),
-                "plan": _plan_cell(got["plan"]),
+                "plan": plan_cell(got["plan"]),
             }
         )
     if not rows:
