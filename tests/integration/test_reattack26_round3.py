@@ -28,6 +28,7 @@ import ctypes
 import errno
 import os
 import platform
+import secrets
 import struct
 import threading
 import time
@@ -265,3 +266,26 @@ def test_the_study_schema_names_the_built_in_agents_the_code_takes(app):
     names = [alt["enum"] for alt in schema["anyOf"] if "enum" in alt]
     assert names == [list(BUILTIN_AGENTS)], schema
     assert not any(alt.get("type") == "string" and "enum" not in alt for alt in schema["anyOf"]), schema
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        bytes(range(32)).hex(),  # "000102...1f"
+        "".join(a + b for a, b in zip("abcdefghijklmnopqrstuvwx", "012345678901234567890123")),
+        "".join(a + b + c for a, b, c in zip("abcdefghijklmn", "01234567890123", "qwertyuiopasdf")),
+    ],
+    ids=["hex counter", "two runs interleaved", "three runs interleaved"],
+)
+def test_an_interleaved_pattern_is_not_a_secret_key(key):
+    from app.config import weak_secret_key
+
+    assert weak_secret_key(key) is not None
+
+
+def test_random_keys_are_never_refused_for_their_interleaved_characters():
+    from app.config import weak_secret_key
+
+    for make in (lambda: secrets.token_hex(16), lambda: secrets.token_urlsafe(24)):
+        refused = [k for k in (make() for _ in range(2000)) if weak_secret_key(k) is not None]
+        assert refused == []
