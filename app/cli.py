@@ -7,13 +7,17 @@ from __future__ import annotations
 import copy
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from app.config import ROOT, ensure_local_dirs, get_settings
 
+if TYPE_CHECKING:
+    from alembic.config import Config
 
-def alembic_config(url: str | None = None):
+
+def alembic_config(url: str | None = None) -> Config:
     """The core's revisions plus each kind's own branch (its package's migrations/versions)."""
     from alembic.config import Config
 
@@ -52,12 +56,12 @@ class _Main(click.Group):
             self.kinds_added = True
             _add_kind_commands()
 
-    def get_command(self, ctx, name):
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in CLIENT_ONLY:
             self._add_kinds()
         return super().get_command(ctx, name)
 
-    def list_commands(self, ctx):
+    def list_commands(self, ctx: click.Context) -> list[str]:
         self._add_kinds()
         return super().list_commands(ctx)
 
@@ -81,7 +85,7 @@ def migrate() -> None:
     click.echo("database is at the newest schema")
 
 
-def server_options() -> dict:
+def server_options() -> dict[str, Any]:
     """uvicorn's options for `proctor serve` (the tests' live server takes the same). The app
     takes the client's address from X-Forwarded-For itself, and only from the proxies in
     TRUSTED_PROXIES (app/main.py); uvicorn's own handling (on by default, trusting 127.0.0.1 or
@@ -223,6 +227,7 @@ def export_cmd(study_id: int, out: str) -> None:
         while True:
             with sm() as s:
                 job = s.get(Job, job_id)
+                assert job is not None  # made above (only its study's deletion takes it)
                 bar.total, bar.n = job.total or None, job.done
                 bar.refresh()
                 if job.state in ("done", "failed"):

@@ -4,10 +4,14 @@ blob downloads, the statistics help page and the health check."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any, cast
 
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import PlainTextResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute
+from starlette.types import Scope
 
 from app.web import render
 
@@ -16,8 +20,9 @@ class RouteClash(RuntimeError):
     """Two routes (a kind's and the core's, or two kinds') answer the same method and path."""
 
 
-def served_routes(routes):
-    """Every route as served, those of included routers too (FastAPI >= 0.16x wraps them)."""
+def served_routes(routes: Iterable[BaseRoute]) -> Iterator[Any]:
+    """Every route as served, those of included routers too (FastAPI >= 0.16x wraps them).
+    Any: each kind of route has its own attributes (BaseRoute declares no path or methods)."""
     for r in routes:
         candidates = getattr(r, "effective_candidates", None)
         if callable(candidates):
@@ -26,7 +31,7 @@ def served_routes(routes):
             yield r
 
 
-def allowed_methods(app, scope) -> list[str]:
+def allowed_methods(app: FastAPI, scope: Scope) -> list[str]:
     """Every method the request's path answers, over all the routes on it: Starlette's 405
     names only the first route that matched the path (a path's GET and POST are often two
     routes, from two routers), so its `Allow` left the others out."""
@@ -64,15 +69,15 @@ def docs_pages(app: FastAPI) -> None:
     (ReDoc's footer logo is on cdn.redoc.ly): a page that works offline, not one that waits."""
     from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
 
-    def own_only(response):
+    def own_only(response: HTMLResponse) -> HTMLResponse:
         response.headers["Content-Security-Policy"] = DOCS_CSP
         return response
 
     @app.get("/api/docs", include_in_schema=False)
-    def swagger_ui():
+    def swagger_ui() -> HTMLResponse:
         return own_only(
             get_swagger_ui_html(
-                openapi_url=app.openapi_url,
+                openapi_url=cast(str, app.openapi_url),  # create_app sets it
                 title=f"{app.title} API",
                 swagger_js_url="/static/vendor/swagger-ui-bundle.js",
                 swagger_css_url="/static/vendor/swagger-ui.css",
@@ -82,14 +87,14 @@ def docs_pages(app: FastAPI) -> None:
         )
 
     @app.get(OAUTH2_REDIRECT, include_in_schema=False)
-    def swagger_ui_redirect():
+    def swagger_ui_redirect() -> HTMLResponse:
         return get_swagger_ui_oauth2_redirect_html()
 
     @app.get("/api/redoc", include_in_schema=False)
-    def redoc():
+    def redoc() -> HTMLResponse:
         return own_only(
             get_redoc_html(
-                openapi_url=app.openapi_url,
+                openapi_url=cast(str, app.openapi_url),  # create_app sets it
                 title=f"{app.title} API",
                 redoc_js_url="/static/vendor/redoc.standalone.js",
                 redoc_favicon_url="/static/favicon.svg",
@@ -102,10 +107,11 @@ def own_routes(app: FastAPI) -> None:
     """Blobs, the API docs, /help/statistics and /healthz."""
 
     @app.get("/blobs/{key:path}", include_in_schema=False)
-    def blob(key: str, exp: str = "", sig: str = "", filename: str | None = None):
-        from app.storage import content_disposition, get_store
+    def blob(key: str, exp: str = "", sig: str = "", filename: str | None = None) -> StreamingResponse:
+        from app.storage import LocalBlobStore, content_disposition, get_store
 
-        store = get_store()
+        # Only the local store links here (S3's links are its own, presigned): it has verify().
+        store = cast(LocalBlobStore, get_store())
         if not store.verify(key, exp, sig, filename=filename):
             raise HTTPException(403, "this download link is invalid or has expired")
         name = filename or key.rsplit("/", 1)[-1]
@@ -118,7 +124,7 @@ def own_routes(app: FastAPI) -> None:
     docs_pages(app)
 
     @app.get("/help/statistics", include_in_schema=False)
-    def statistics_help(request: Request):
+    def statistics_help(request: Request) -> Response:
         """docs/statistics.md, which every leaderboard table links to: what each figure is, as
         a page of the site (its text as written: tables and formulas read as they stand)."""
         doc = Path(__file__).resolve().parent.parent / "docs" / "statistics.md"
@@ -127,5 +133,5 @@ def own_routes(app: FastAPI) -> None:
         return render(request, "help.html", title="How each figure is computed", text=doc.read_text("utf-8"))
 
     @app.get("/healthz", include_in_schema=False)
-    def health():
+    def health() -> PlainTextResponse:
         return PlainTextResponse("ok")
