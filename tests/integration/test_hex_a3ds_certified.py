@@ -101,7 +101,7 @@ def test_hexagons_hand_worked_means_intervals_coverage_and_ranks():
         {"text": "—", "reason": "4 procedures shared by every ranked system: fewer than 5 rank nobody"}
     ] * 3
     assert {c["label"] for c in table["columns"]} >= {"Rank (95%)", "Coverage"}
-    assert "[0, 1]" in table["title"] and "PROCEDURES" in table["note"]
+    assert "[0, 1]" in table["title"] and "the unit resampled is the procedure, never the step" in table["note"]
     # The breakdown by category uses the same rule: B's category d is P3 (1.5) and P4 (0) over 6 steps.
     cats = {r["who"]: r for r in next(t for t in out["tables"] if t["key"] == "hexagons_by_category")["rows"]}
     assert cats["B"]["g:category: d"]["n"] == 6 and cats["B"]["g:category: d"]["mean"] == pytest.approx(0.25)

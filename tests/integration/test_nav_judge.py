@@ -116,7 +116,7 @@ def test_people_and_the_listener_ensemble_together(session):
     rates = _judged_by_a_run(session, study, owner)
     _follow_some(session, study, graph, 24)
     table = _tables(session, study)["navigation_ppi"]
-    assert [r["speaker"] for r in table["rows"]] == ["toy"]
+    assert [r["agent"] for r in table["rows"]] == ["toy"]
     row = table["rows"][0]
 
     followed: dict[int, list[float]] = {}
@@ -132,7 +132,7 @@ def test_people_and_the_listener_ensemble_together(session):
     assert len(followed) >= 10 and unseen  # a sample, and instructions only the ensemble saw
     want = stats.ppi_mean(human, judged, unseen, unit="instruction")
     assert row["judged"] == len(rates) == 30
-    assert row["listeners"] == pytest.approx(sum(rates.values()) / 30)
+    assert row["judge"] == pytest.approx(sum(rates.values()) / 30)
     assert row["people"]["mean"] == pytest.approx(sum(human) / len(human)) and row["people"]["n"] == len(human)
     assert row["agreement"]["mean"] == pytest.approx(sum(1 - abs(a - b) for a, b in zip(human, judged)) / len(human))
     assert row["ppi"]["mean"] == pytest.approx(want["mean"]) and row["ppi"]["low"] == pytest.approx(want["low"])

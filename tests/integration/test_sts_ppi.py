@@ -84,7 +84,7 @@ def test_a_sample_marked_by_people_and_the_simulator_everywhere(session):
         unseen = [1.0 if i.reference["simulator"] == "success" else 0.0 for i in mine if i.id not in marked]
         want = stats.ppi_mean(human, judged, unseen)
         assert row["judged"] == len(mine) and row["people"]["n"] == len(seen)
-        assert row["simulator"] == pytest.approx(sum(judged + unseen) / len(mine))
+        assert row["judge"] == pytest.approx(sum(judged + unseen) / len(mine))
         assert row["agreement"]["mean"] == pytest.approx(sum(h == j for h, j in zip(human, judged)) / len(seen))
         if want["low"] is None:
             assert row["ppi"] == {"text": "—", "reason": want["reason"]}

@@ -18,7 +18,9 @@ from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
 from app.kinds.a3ds.metrics import KEYS, LABELS
+from app.agents.models import AgentOutput
 from app.leaderboards import stats
+from app.leaderboards.judged import judged_row, judged_table
 from app.leaderboards.rows import D_Z_HELP, effect_size_cell, p_text, rank_cells, too_few_for_a_test, with_units
 from app.studies.models import Annotation, Item, Study
 
@@ -331,4 +333,43 @@ def section(session: Session, study: Study) -> dict | None:
                 "rows": paired_rows,
             }
         )
+    # Model listeners as an automatic judge beside people (issue 28), where any has picked.
+    if (ppi := _judge_table(session, study, by_captioner)) is not None:
+        tables.append(ppi)
     return {"tables": tables}
+
+
+def _judge_table(session: Session, study: Study, by_captioner: dict[str, list[dict]]) -> dict | None:
+    """People and the model listeners together: a model listener's pick on a caption (an agent's
+    output, scored 1 when it is the target) is an automatic judge of it; the judge's value on a
+    caption is the mean over the model listeners that picked on it."""
+    judge = dict(
+        session.execute(
+            select(AgentOutput.item_id, func.avg(AgentOutput.score))
+            .join(Item, Item.id == AgentOutput.item_id)
+            .where(Item.study_id == study.id, Item.is_gold.is_(False), AgentOutput.score.is_not(None))
+            .group_by(AgentOutput.item_id)
+        ).all()
+    )
+    if not judge:
+        return None
+    rows = []
+    for name, group in sorted(by_captioner.items()):
+        mine = {it["id"]: float(judge[it["id"]]) for it in group if it["id"] in judge}
+        if mine:
+            human = {it["id"]: it["right"] / it["n"] for it in group if it["n"]}
+            rows.append({"agent": name, **judged_row(human, mine, "caption")})
+    if not rows:
+        return None
+    return judged_table(
+        "a3ds_ppi",
+        rows,
+        judge="the model listeners",
+        unit="caption",
+        measure="listener accuracy",
+        agent=("Captioner", "The captioner whose captions were judged."),
+        note="A model listener's pick on a caption (its imported or generated output) is right or wrong "
+        "as a person's is; the judge's value on a caption is the share of the model listeners that picked "
+        "the target. People answer some of the captions; a caption's people's value is the share of its "
+        'listeners who picked the target (a "can\'t tell" counts as wrong).',
+    )

@@ -15,11 +15,8 @@ from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
 from app.kinds.navigation.models import Candidate, Rollout
-from app.leaderboards import stats
-from app.leaderboards.rows import plan_cell
+from app.leaderboards.judged import judged_row, judged_table
 from app.studies.models import Item, Study
-
-PLAN_HALF_WIDTH = 0.05
 
 
 def ensemble_success(session: Session, study: Study) -> dict[int, tuple[str, float]]:
@@ -59,89 +56,19 @@ def judge_table(session: Session, study: Study, people_sr: Mapping[str, Mapping[
     rows = []
     for speaker in sorted({s for s, _ in judge.values()}):
         mine = {item: rate for item, (s, rate) in judge.items() if s == speaker}
-        followed = {item: vals for item, vals in people_sr.get(speaker, {}).items() if item in mine and vals}
-        human = [sum(v) / len(v) for v in followed.values()]
-        judged = [mine[item] for item in followed]
-        judge_only = [rate for item, rate in mine.items() if item not in followed]
-        ppi = stats.ppi_mean(human, judged, judge_only, unit="instruction")
-        cell: dict = (
-            {"text": "—", "reason": ppi["reason"]}
-            if ppi["low"] is None
-            else {k: ppi[k] for k in ("mean", "low", "high", "method")} | {"n": len(mine)}
-        )
-        plan = (
-            stats.ppi_people_needed(human, judged, len(mine), PLAN_HALF_WIDTH, unit="instruction")
-            if human
-            else {"reason": "no instruction of this speaker followed yet"}
-        )
-        rows.append(
-            {
-                "speaker": speaker,
-                "people": ppi["people"] if human else None,
-                "judged": len(mine),
-                "listeners": sum(mine.values()) / len(mine),
-                "agreement": stats.mean_interval([1 - abs(h - j) for h, j in zip(human, judged)]).as_dict()
-                if human
-                else None,
-                "ppi": cell,
-                "worth": None if ppi["effective_n"] is None else round(ppi["effective_n"], 1),
-                "plan": plan_cell(plan),
-            }
-        )
-    return {
-        "key": "navigation_ppi",
-        "title": "People and the listener ensemble together (PPI++, success rate 0-1)",
-        "note": (
+        human = {item: sum(v) / len(v) for item, v in people_sr.get(speaker, {}).items() if v}
+        rows.append({"agent": speaker, **judged_row(human, mine, "instruction")})
+    return judged_table(
+        "navigation_ppi",
+        rows,
+        judge="the listener ensemble",
+        unit="instruction",
+        measure="success rate",
+        agent=("Speaker", "Who wrote the instructions (a generation run's speaker)."),
+        note=(
             "A generation run with listeners has each of them follow every instruction it made; their "
             "share of rollouts that reach the goal is the ensemble's success rate on the instruction. "
-            "People follow some of the instructions. PPI++ (prediction-powered inference, Angelopoulos et "
-            "al. 2023, its weight tuned from the data, so a poor judge counts for about nothing) "
-            "estimates the success rate people would give over all of the speaker's instructions: "
-            "unbiased whatever the listeners' errors, if the instructions people followed are a random "
-            'sample. Unit: the instruction (one per path). "—" where people followed every '
-            f"instruction (nothing to add), fewer than {stats.MIN_PPI_HUMAN}, or no spread at all."
+            "People follow some of the instructions; per instruction, people's value is the mean of "
+            "its followers' successes."
         ),
-        "columns": [
-            {"key": "speaker", "label": "Speaker", "help": "Who wrote the instructions (a generation run's speaker)."},
-            {
-                "key": "people",
-                "label": "People only",
-                "help": "SR (0-1) over the instructions people followed: per instruction the mean of its "
-                "followers, with its 95% interval (instructions as units).",
-            },
-            {
-                "key": "judged",
-                "label": "Judged",
-                "help": "The speaker's instructions the listener ensemble followed: all of the run's.",
-            },
-            {
-                "key": "listeners",
-                "label": "Listeners only",
-                "help": "The ensemble's success rate (0-1) over all of the speaker's instructions.",
-            },
-            {
-                "key": "agreement",
-                "label": "Agreement",
-                "help": "1 − |people's SR − the ensemble's| (0-1), averaged over the instructions people "
-                "followed, with its 95% interval.",
-            },
-            {
-                "key": "ppi",
-                "label": "PPI++",
-                "help": "The SR people would give over every instruction of the speaker, from people and "
-                "the ensemble together, with its 95% interval; n counts every judged instruction.",
-            },
-            {
-                "key": "worth",
-                "label": "Worth (people)",
-                "help": "How many instructions followed by people the PPI++ interval is worth.",
-            },
-            {
-                "key": "plan",
-                "label": f"People for ±{PLAN_HALF_WIDTH:g}",
-                "help": f"How many of the speaker's instructions people must follow, chosen at random, for a "
-                f"PPI++ interval of ±{PLAN_HALF_WIDTH:g} (a power analysis with these follows as the pilot).",
-            },
-        ],
-        "rows": rows,
-    }
+    )

@@ -11,9 +11,10 @@ from sqlalchemy.orm import Session
 from app.auth.models import User
 from app.leaderboards.plot import PALETTE, cdf_svg, estimates_svg
 from app.kinds.sts.mining import UNKNOWN, tags_now
-from app.kinds.sts.score import PLAN_HALF_WIDTH, Marker, outcome, score, share, with_judge
+from app.kinds.sts.score import Marker, outcome, score, share
 from app.leaderboards import stats
-from app.leaderboards.rows import plan_cell, rank_cells, with_units
+from app.leaderboards.judged import judged_row, judged_table
+from app.leaderboards.rows import rank_cells, with_units
 from app.studies.models import Annotation, Item, Study
 
 
@@ -457,8 +458,7 @@ def _ppi_table(
     session: Session, study: Study, agents: list[str], by_continuation: dict[tuple, list[str]]
 ) -> dict | None:
     """People and the simulator together (issue 28): the simulator judges every continuation of
-    the study, people a sample of them; per agent, PPI++ (stats.ppi_mean) estimates the share
-    people would give over all of them, with how many people's continuations it is worth."""
+    the study, people a sample of them (app/leaderboards/judged.py)."""
     judge: dict[tuple[str, str, str], float] = {}
     for ref in session.scalars(select(Item.reference).where(Item.study_id == study.id, Item.is_gold.is_(False))):
         ref = ref or {}
@@ -467,87 +467,22 @@ def _ppi_table(
             judge[key] = 1.0 if ref["simulator"] == "success" else 0.0
     rows = []
     for agent in agents:
-        mine = [(k, outcome(v), v) for k, v in by_continuation.items() if k[0] == agent and k in judge]
-        if not mine:
-            continue
-        got = with_judge(mine, judge, agent)
-        ppi, everyone = got["ppi"], [v for k, v in judge.items() if k[0] == agent]
-        if ppi["low"] is None:
-            cell: dict = {"text": "—", "reason": ppi["reason"]}
-        else:
-            cell = {k: ppi[k] for k in ("mean", "low", "high", "method")} | {"n": ppi["n_human"] + ppi["n_judge"]}
-        rows.append(
-            {
-                "agent": agent,
-                "people": ppi["people"],
-                "simulator": sum(everyone) / len(everyone),
-                "judged": len(everyone),
-                "agreement": got["judge_agreement"],
-                "ppi": cell,
-                "worth": None if ppi["effective_n"] is None else round(ppi["effective_n"], 1),
-                "plan": plan_cell(got["plan"]),
-            }
-        )
+        human = {k: outcome(v) for k, v in by_continuation.items() if k[0] == agent and k in judge}
+        if human:
+            mine = {k: v for k, v in judge.items() if k[0] == agent}
+            rows.append({"agent": agent, **judged_row(human, mine, "continuation")})
     if not rows:
         return None
-    return {
-        "key": "sts_ppi",
-        "title": "People and the simulator together (PPI++, success share 0-1)",
-        "note": (
-            "The simulator judges every continuation of the study; people mark some of them. PPI++ "
-            "(prediction-powered inference, Angelopoulos et al. 2023, with its weight tuned from the data) "
-            "estimates the share people would call a success over all of them, from people's outcomes "
-            "and the simulator's verdicts: unbiased whatever the simulator's errors, if the continuations "
-            "people marked are a random sample of the agent's. Worth: how many continuations marked by "
-            "people its interval is worth (their number times the squared ratio of the people-only "
-            "interval's width to this one's). \"—\" where people marked every continuation (nothing "
-            f"to add), fewer than {stats.MIN_PPI_HUMAN}, or no spread at all."
-        ),
-        "columns": [
-            {"key": "agent", "label": "Agent", "help": "The agent that played on from the takeover point."},
-            {
-                "key": "people",
-                "label": "People only",
-                "help": "Share (0-1) of the continuations people marked that their markers call a success, "
-                "with its 95% interval (continuations as units).",
-            },
-            {
-                "key": "judged",
-                "label": "Judged",
-                "help": "The agent's continuations the simulator judged: all of them.",
-            },
-            {
-                "key": "simulator",
-                "label": "Simulator only",
-                "help": "Share (0-1) of all the agent's continuations the simulator counts as a success.",
-            },
-            {
-                "key": "agreement",
-                "label": "Agreement",
-                "help": "Share (0-1) of the continuations people marked where their outcome is the "
-                "simulator's (a tie counts half), with its 95% interval.",
-            },
-            {
-                "key": "ppi",
-                "label": "PPI++",
-                "help": "The share people would give over every continuation, from people and the simulator "
-                "together, with its 95% interval; n counts every judged continuation.",
-            },
-            {
-                "key": "worth",
-                "label": "Worth (people)",
-                "help": "How many continuations marked by people the PPI++ interval is worth.",
-            },
-            {
-                "key": "plan",
-                "label": f"People for ±{PLAN_HALF_WIDTH:g}",
-                "help": f"How many of the agent's continuations people must mark, chosen at random, for a PPI++ "
-                f"interval of ±{PLAN_HALF_WIDTH:g} (a power analysis with these marks as the pilot; the "
-                "simulator judges the rest).",
-            },
-        ],
-        "rows": rows,
-    }
+    return judged_table(
+        "sts_ppi",
+        rows,
+        judge="the simulator",
+        unit="continuation",
+        measure="success share",
+        agent=("Agent", "The agent that played on from the takeover point."),
+        note="The simulator judges every continuation of the study (its own outcome); people mark some "
+        "of them, and a continuation's people's value is its outcome from their markers.",
+    )
 
 
 def _owner_tags(session: Session, study: Study, scenarios: set[str]) -> dict[str, list[str]]:

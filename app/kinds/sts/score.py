@@ -47,6 +47,7 @@ from app import jsonsafe
 from app.errors import InputError
 from app.leaderboards.correction import rogan_gladen_estimate
 from app.leaderboards import stats
+from app.leaderboards.judged import PLAN_HALF_WIDTH
 
 MARKERS = ("success", "failure")
 MIN_N = 5  # fewer continuations than this: an estimate says "too few" rather than its interval
@@ -54,9 +55,6 @@ TTC_METHOD = (
     "median over successful continuations of the steps from the takeover to the success "
     "marker; 95% distribution-free interval (order statistics)"
 )
-
-# The interval a plan is made for by default: a success share to ±5 points.
-PLAN_HALF_WIDTH = 0.05
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,92 @@
+"""Model listeners as the A3DS kind's automatic judge (issue 28): a model listener's picks on a
+study's captions (an agent's outputs) judge every caption; the leaderboard's "People and the
+model listeners together" table shows per captioner people's accuracy on the captions they
+answered, the model listeners' on all, their agreement, the PPI++ accuracy from both and how
+many captions people must answer for ±0.05, each recomputed here from the stored rows."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from sqlalchemy import select
+
+from app.leaderboards import stats
+from app.leaderboards.service import compute
+from app.studies import assignment, services
+from app.studies.models import Annotation, Item
+from tests.conftest import make_user
+from tests.integration.test_a3ds_kind import _study
+
+DESIGN = {
+    "pairs": {"z": {str(z): 5 for z in range(1, 7)}},
+    "speakers": ["literal", "contrastive"],
+    "seed": 9,
+    "gold": 0,
+}
+
+
+def _tables(session, study) -> dict:
+    session.expire_all()
+    return {t["key"]: t for t in compute(session, study)["extra"]["tables"]}
+
+
+def test_people_and_the_model_listeners_together(session):
+    owner = make_user(session, "researcher")
+    study = _study(session, owner, design=DESIGN, bundle_size=60)
+    items = session.scalars(select(Item).where(Item.study_id == study.id, Item.is_gold.is_(False))).all()
+    assert len(items) == 60
+    # People answer 36 of the 60 captions (a listener sees one caption of a pair: several
+    # listeners), wrong on every fourth answer.
+    k, w = 0, 0
+    while k < 36:
+        bundle = assignment.enter(session, study, "prolific", f"listener-{w}")
+        w += 1
+        a = assignment.next_item(session, study, bundle.id)
+        while a is not None and k < 36:
+            item = session.get(Item, a.item_id)
+            target = item.reference["target"]
+            choice = str(target if k % 4 else 3 - target)
+            assignment.submit(session, study, bundle.id, a.id, {"choice": choice}, uuid.uuid4().hex)
+            k += 1
+            a = assignment.next_item(session, study, bundle.id)
+    assert "a3ds_ppi" not in _tables(session, study)  # no model listener yet: no judge
+    # A model listener picks on every caption: right except where the item id is a multiple of 3.
+    agent = services.register_agent(session, owner, "a3ds", "model listener")
+    picks = {i.id: str(i.reference["target"] if i.id % 3 else 3 - i.reference["target"]) for i in items}
+    services.import_agent_outputs(
+        session,
+        study,
+        agent,
+        "\n".join(json.dumps({"item": i.external_id, "choice": picks[i.id]}) for i in items).encode(),
+    )
+    table = _tables(session, study)["a3ds_ppi"]
+    rows = {r["agent"]: r for r in table["rows"]}
+    assert set(rows) == {"literal", "contrastive"}
+    answered = dict(
+        session.execute(
+            select(Annotation.item_id, Annotation.score).where(
+                Annotation.study_id == study.id, Annotation.excluded.is_(False)
+            )
+        ).all()
+    )
+    for name, row in rows.items():
+        mine = [i for i in items if i.reference["captioner"] == name]
+        judge = {i.id: 1.0 if picks[i.id] == str(i.reference["target"]) else 0.0 for i in mine}
+        seen = [i.id for i in mine if i.id in answered]
+        human, judged = [answered[i] for i in seen], [judge[i] for i in seen]
+        unseen = [v for i, v in judge.items() if i not in answered]
+        want = stats.ppi_mean(human, judged, unseen, unit="caption")
+        assert row["judged"] == len(mine) == 30
+        assert row["judge"] == pytest.approx(sum(judge.values()) / 30)
+        assert row["people"]["n"] == len(seen) and row["people"]["mean"] == pytest.approx(sum(human) / len(human))
+        assert row["agreement"]["mean"] == pytest.approx(sum(h == j for h, j in zip(human, judged)) / len(seen))
+        if want["low"] is None:
+            assert row["ppi"] == {"text": "—", "reason": want["reason"]}
+        else:
+            assert row["ppi"]["mean"] == pytest.approx(want["mean"]) and row["ppi"]["n"] == 30
+            assert (row["ppi"]["low"], row["ppi"]["high"]) == pytest.approx((want["low"], want["high"]))
+            assert row["worth"] == pytest.approx(round(want["effective_n"], 1))
+    assert any(r["ppi"].get("low") is not None for r in rows.values())  # at least one has an interval
+    assert [c["key"] for c in table["columns"]][0] == "agent" and "Captioner" in table["columns"][0]["label"]
