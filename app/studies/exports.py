@@ -6,6 +6,8 @@ import csv
 import io
 import json
 import tempfile
+from collections.abc import Iterator
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
 
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
@@ -14,6 +16,9 @@ from app.auth.models import IMPORTED_PLATFORM, User
 from app.leaderboards.service import compute
 from app.storage import get_store
 from app.studies.models import Annotation, Assignment, Bundle, Item, Participant, Study
+
+if TYPE_CHECKING:
+    from app.jobs import Job, Progress
 
 ANNOTATION_FIELDS = [
     "annotation_id",
@@ -33,7 +38,7 @@ ANNOTATION_FIELDS = [
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
-def cell(value):
+def cell(value: object) -> object:
     """A CSV cell that a spreadsheet shows as text: a string it would run as a formula (an item
     id, a name or an answer from an upload starting with =, +, -, @) gets a leading quote. The
     JSONL file keeps every value exactly."""
@@ -42,7 +47,7 @@ def cell(value):
     return value
 
 
-def _annotation_rows(session: Session, study: Study, batch: int = 5000):
+def _annotation_rows(session: Session, study: Study, batch: int = 5000) -> Iterator[dict[str, Any]]:
     q = (
         select(Annotation, Item.external_id, Item.category, User.pseudonym, Participant.status)
         .join(Item, Item.id == Annotation.item_id)
@@ -84,7 +89,7 @@ COMPLETION_FIELDS = [
 ]
 
 
-def _completion_rows(session: Session, study: Study):
+def _completion_rows(session: Session, study: Study) -> Iterator[dict[str, Any]]:
     """Who completed what, to approve or reject on the crowd platform: the platform's own
     worker id (what the platform pays), the bundle, the code that bundle was shown, how much of
     it was done and its gold (a bundle short of its required items was shown no code, and
@@ -129,9 +134,12 @@ def _completion_rows(session: Session, study: Study):
         }
 
 
-def run_export(session: Session, job, progress) -> dict:
+def run_export(session: Session, job: Job, progress: Progress) -> dict[str, Any]:
     study = session.get(Study, job.study_id)
-    total = session.scalar(select(func.count()).select_from(Annotation).where(Annotation.study_id == study.id))
+    assert study is not None  # an export's study (a study's jobs go with it: ON DELETE CASCADE)
+    total = session.execute(
+        select(func.count()).select_from(Annotation).where(Annotation.study_id == study.id)
+    ).scalar_one()
     # Progress counts annotations (the page says "n of N annotations"); the files are written
     # once all are read, while the job still runs.
     progress(0, total, f"exporting {total} annotations of {study.slug}")
@@ -160,7 +168,7 @@ def run_export(session: Session, job, progress) -> dict:
     done = csv.DictWriter(completions, fieldnames=COMPLETION_FIELDS)
     done.writeheader()
     done.writerows({k: cell(v) for k, v in row.items()} for row in _completion_rows(session, study))
-    files = {
+    files: dict[str, str | IO[str]] = {
         "annotations.jsonl": jsonl,
         "annotations.csv": rows_csv,
         "completions.csv": completions.getvalue(),
@@ -172,7 +180,8 @@ def run_export(session: Session, job, progress) -> dict:
             store.put(f"{prefix}/{name}", content.encode("utf-8"))
         else:
             content.seek(0)
-            store.put(f"{prefix}/{name}", _Utf8Reader(content))
+            # A binary file object, if not typeshed's (nominal) BinaryIO.
+            store.put(f"{prefix}/{name}", cast(BinaryIO, _Utf8Reader(content)))
             content.close()
     progress(total, message="done")
     return {"files": {name: f"{prefix}/{name}" for name in files}, "annotations": total}
@@ -181,13 +190,13 @@ def run_export(session: Session, job, progress) -> dict:
 class _Utf8Reader(io.RawIOBase):
     """Bytes view of a text file, so the store can stream it."""
 
-    def __init__(self, text_file):
+    def __init__(self, text_file: IO[str]):
         self._f, self._buf = text_file, b""
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b) -> int:
+    def readinto(self, b: Any) -> int:  # a writable buffer (bytearray, memoryview)
         while len(self._buf) < len(b):
             chunk = self._f.read(1 << 16)
             if not chunk:
@@ -198,7 +207,7 @@ class _Utf8Reader(io.RawIOBase):
         return n
 
 
-def score_rows(board: dict):
+def score_rows(board: dict[str, Any]) -> Iterator[list[Any]]:
     """scores.csv's lines: the generic rows (type, name, accuracy or consistency, category),
     then every estimate of the kind's own tables (type: the table's key, name: the row's first
     cell, metric: the column's label), so the file holds every figure the page shows."""
@@ -217,5 +226,5 @@ def score_rows(board: dict):
                     yield [t["key"], row.get(first), c["label"], "all", *_flat(v)]
 
 
-def _flat(est: dict) -> list:
+def _flat(est: dict[str, Any]) -> list[Any]:
     return [est["n"], est["mean"], est.get("low"), est.get("high"), est.get("method", "")]
