@@ -119,3 +119,42 @@ def test_with_every_continuation_marked_the_simulator_has_nothing_to_add(session
     for row in _table(session, study)["rows"]:
         assert row["ppi"]["text"] == "—" and "the judge has none to add" in row["ppi"]["reason"], row
         assert row["worth"] is None
+
+
+def _close(a, b) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, float) and isinstance(b, float):
+        return a == pytest.approx(b, rel=1e-9, abs=1e-12)
+    return a == b
+
+
+def test_per_category_the_same_figures_on_each_categorys_continuations(session):
+    from app.leaderboards.judged import judged_row
+
+    study = _study(session, copies=6)
+    _mark(session, study, limit=110)
+    session.expire_all()
+    section = get_kind("sts").extra_leaderboard(session, study)
+    table = next(t for t in section["tables"] if t["key"] == "sts_ppi_by_category")
+    items = session.scalars(select(Item).where(Item.study_id == study.id, Item.is_gold.is_(False))).all()
+    cats = sorted({i.category for i in items})
+    assert len(cats) >= 2, cats  # the demo's levels fall in several categories
+    marked = {
+        a.item_id: a.response["marker"]
+        for a in session.scalars(select(Annotation).where(Annotation.study_id == study.id))
+    }
+    want = []
+    for agent in ("expert", "random"):
+        for cat in cats:
+            mine = [i for i in items if i.reference["agent"] == agent and i.category == cat]
+            if not mine:
+                continue
+            key = lambda i: (i.reference["agent"], i.reference["scenario"], i.reference["continuation"])  # noqa: E731
+            human = {key(i): 1.0 if marked[i.id] == "success" else 0.0 for i in mine if i.id in marked}
+            judge = {key(i): 1.0 if i.reference["simulator"] == "success" else 0.0 for i in mine}
+            want.append({"agent": f"{agent} · {cat}", **judged_row(human, judge, "continuation")})
+    assert len(table["rows"]) == len(want)
+    for got, exp in zip(table["rows"], want):  # the same figures, up to the order of a sum
+        assert _close(got, exp), (got, exp)
+    assert table["title"].endswith(", per category") and table["columns"][0]["label"] == "Agent · category"

@@ -228,8 +228,7 @@ def section(session: Session, study: Study) -> dict | None:
             "rows": agent_rows,
         }
     ]
-    if (ppi := _ppi_table(session, study, [r["agent"] for r in agent_rows], by_continuation)) is not None:
-        tables.append(ppi)
+    tables.extend(_ppi_tables(session, study, [r["agent"] for r in agent_rows], by_continuation))
     # Consistency (the paper's Figure 9): per scenario, the share of each agent's continuations
     # that succeed; its difficulty is one minus the mean share over the agents.
     agents = [r["agent"] for r in agent_rows]
@@ -454,35 +453,57 @@ BREAKDOWN_PLOTS = {
 }
 
 
-def _ppi_table(
+def _ppi_tables(
     session: Session, study: Study, agents: list[str], by_continuation: dict[tuple, list[str]]
-) -> dict | None:
+) -> list[dict]:
     """People and the simulator together (issue 28): the simulator judges every continuation of
-    the study, people a sample of them (app/leaderboards/judged.py)."""
+    the study, people a sample of them (app/leaderboards/judged.py); per agent, and per agent and
+    category where the study has more than one category."""
     judge: dict[tuple[str, str, str], float] = {}
-    for ref in session.scalars(select(Item.reference).where(Item.study_id == study.id, Item.is_gold.is_(False))):
+    category: dict[tuple[str, str, str], str] = {}
+    for cat, ref in session.execute(
+        select(Item.category, Item.reference).where(Item.study_id == study.id, Item.is_gold.is_(False))
+    ):
         ref = ref or {}
         if ref.get("simulator") in ("success", "failure"):
             key = (str(ref.get("agent", "")), str(ref.get("scenario", "")), str(ref.get("continuation", "")))
             judge[key] = 1.0 if ref["simulator"] == "success" else 0.0
-    rows = []
+            category[key] = cat or ""
+    rows, by_cat = [], []
+    cats = sorted(set(category.values()))
     for agent in agents:
         human = {k: outcome(v) for k, v in by_continuation.items() if k[0] == agent and k in judge}
-        if human:
-            mine = {k: v for k, v in judge.items() if k[0] == agent}
-            rows.append({"agent": agent, **judged_row(human, mine, "continuation")})
-    if not rows:
-        return None
-    return judged_table(
-        "sts_ppi",
-        rows,
-        judge="the simulator",
-        unit="continuation",
-        measure="success share",
-        agent=("Agent", "The agent that played on from the takeover point."),
-        note="The simulator judges every continuation of the study (its own outcome); people mark some "
+        if not human:
+            continue
+        mine = {k: v for k, v in judge.items() if k[0] == agent}
+        rows.append({"agent": agent, **judged_row(human, mine, "continuation")})
+        for cat in cats if len(cats) > 1 else []:
+            in_cat = {k: v for k, v in mine.items() if category[k] == cat}
+            if in_cat:
+                seen = {k: v for k, v in human.items() if category[k] == cat}
+                by_cat.append({"agent": f"{agent} · {cat or '(none)'}", **judged_row(seen, in_cat, "continuation")})
+    words = {
+        "judge": "the simulator",
+        "unit": "continuation",
+        "measure": "success share",
+        "note": "The simulator judges every continuation of the study (its own outcome); people mark some "
         "of them, and a continuation's people's value is its outcome from their markers.",
-    )
+    }
+    tables = []
+    if rows:
+        tables.append(
+            judged_table("sts_ppi", rows, agent=("Agent", "The agent that played on from the takeover point."), **words)
+        )
+    if by_cat:
+        table = judged_table(
+            "sts_ppi_by_category",
+            by_cat,
+            agent=("Agent · category", "The agent, and the category of the scenarios its continuations played."),
+            **words,
+        )
+        table["title"] += ", per category"
+        tables.append(table)
+    return tables
 
 
 def _owner_tags(session: Session, study: Study, scenarios: set[str]) -> dict[str, list[str]]:
