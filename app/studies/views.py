@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import secrets
 import uuid
+from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, cast
 
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, UploadFile
 from fastapi.responses import RedirectResponse, Response
@@ -25,8 +27,13 @@ from app.leaderboards.service import compute
 from app.params import MAX_ID, Id
 from app.storage import get_store
 from app.studies import assignment, hotpath, preview, services
-from app.studies.models import Bundle, Item, Study
+from app.studies.models import Assignment, Bundle, Item, Study
 from app.web import flash, rate_limit, read_upload, render, wants_json
+
+if TYPE_CHECKING:
+    from app.kinds.base import ImportResult, TaskKind
+    from app.storage import BlobStore
+    from app.studies.hotpath import Lease, Stored, StudyConf
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
 researcher = require("researcher", "admin")
@@ -47,6 +54,7 @@ def crowd_bundle(request: Request, session: Session, slug: str) -> tuple[Study, 
     bundle = session.get(Bundle, bundle_id) if study is not None and bundle_id is not None else None
     if bundle is None:
         raise HTTPException(403, NOT_ENTERED)
+    assert study is not None  # no bundle without it (above)
     # Bound at consent: a bundle not consented to is any of its worker's browsers' to open.
     if (
         bundle.consented_at is not None
@@ -57,7 +65,7 @@ def crowd_bundle(request: Request, session: Session, slug: str) -> tuple[Study, 
     return study, bundle
 
 
-def wait_message(kind, settings: dict | None = None) -> str:
+def wait_message(kind: TaskKind, settings: dict[str, Any] | None = None) -> str:
     """Why a task waits, in the kind's words (questions, episodes, procedures...)."""
     items = kind.item_word(2, settings)
     return (
@@ -80,11 +88,14 @@ def retry_after(seconds: int) -> int:
     return min(max(seconds, 5), 30)
 
 
-def done_context(study: Study, bundle: Bundle, platform: str | None, turk_submit_to: str = "") -> dict:
+def done_context(
+    study: Study | StudyConf, bundle: Bundle | SimpleNamespace, platform: str | None, turk_submit_to: str = ""
+) -> dict[str, Any]:
     """The completion code, plus the way back to the worker's platform, once the bundle's
     required items are done; otherwise no code, and why, in plain words."""
     earned = services.code_earned(bundle)
-    code = services.completion_code(study, bundle, platform) if earned else None
+    # The hot path's StudyConf has the study's completion_code too, all that completion_code reads of it.
+    code = services.completion_code(cast(Study, study), bundle, platform) if earned else None
     where = {"prolific": "Prolific", "mturk": "MTurk"}.get(platform or "", "your platform")
     # The link carries the code the page shows, whatever `cc` the researcher's link had.
     return {
@@ -99,7 +110,7 @@ def done_context(study: Study, bundle: Bundle, platform: str | None, turk_submit
             f"think you should be paid for the answers you gave, contact the researcher."
         ),
         "redirect": services.with_code(study.redirect_url, code)
-        if platform == "prolific" and study.redirect_url and earned
+        if platform == "prolific" and study.redirect_url and code is not None  # i.e. earned
         else "",
         "mturk_submit": (
             f"{turk_submit_to}/mturk/externalSubmit" if platform == "mturk" and turk_submit_to and earned else ""
@@ -108,7 +119,9 @@ def done_context(study: Study, bundle: Bundle, platform: str | None, turk_submit
     }
 
 
-def fast_end(request: Request, conf, bundle_id: int, stored):
+def fast_end(
+    request: Request, conf: StudyConf, bundle_id: int, stored: Stored
+) -> tuple[StudyConf, SimpleNamespace, dict[str, Any]]:
     """The end of a bundle the hot path just closed (and reviewed), as the engine's end shows
     it, from the answer's own statement and the study's texts of `conf`, the version that
     statement checked: (study, bundle, done_context)."""
@@ -122,7 +135,9 @@ def fast_end(request: Request, conf, bundle_id: int, stored):
     )
 
 
-def _consent_page(request: Request, study: Study, bundle: Bundle, status_code: int = 200, error: str | None = None):
+def _consent_page(
+    request: Request, study: Study, bundle: Bundle, status_code: int = 200, error: str | None = None
+) -> Response:
     return render(
         request,
         "annotate/consent.html",
@@ -138,7 +153,7 @@ def _consent_page(request: Request, study: Study, bundle: Bundle, status_code: i
 
 
 @router.get("/task/{slug}")
-def task(request: Request, slug: str):
+def task(request: Request, slug: str) -> Response:
     fast = _fast_task(request, slug)  # no Session in the common case (app/studies/hotpath.py)
     if fast is not None:
         return fast
@@ -146,7 +161,7 @@ def task(request: Request, slug: str):
         return _task_page(request, session, slug)
 
 
-def fast_lease(request: Request, slug: str):
+def fast_lease(request: Request, slug: str) -> tuple[StudyConf, int, Lease] | None:
     """(the cached study, the bundle's id, its current lease) from one statement (app/studies/hotpath.py), for
     the task page and the crowd API; None: the engine's path."""
     url = request.app.state.database_url
@@ -162,7 +177,7 @@ def fast_lease(request: Request, slug: str):
     return None if lease is None else (conf, bundle_id, lease)
 
 
-def _fast_task(request: Request, slug: str):
+def _fast_task(request: Request, slug: str) -> Response | None:
     """The item page from one statement; None: the engine's path."""
     got = fast_lease(request, slug)
     if got is None:
@@ -181,7 +196,7 @@ def _fast_task(request: Request, slug: str):
     )
 
 
-def task_state(session: Session, study: Study, bundle: Bundle):
+def task_state(session: Session, study: Study, bundle: Bundle) -> tuple[Assignment | None, int | None, str]:
     """What a consented task shows now, on the page and in the API alike: (its lease, None, ""),
     (None, seconds, why) to wait and ask again, or (None, None, "") at its end. A finished task
     shows its end even once the study closed; a pause is a wait (often right after the
@@ -195,7 +210,7 @@ def task_state(session: Session, study: Study, bundle: Bundle):
     return current, wait, wait_message(get_kind(study.kind), study.kind_settings) if wait is not None else ""
 
 
-def _task_page(request: Request, session: Session, slug: str, refused: str = ""):
+def _task_page(request: Request, session: Session, slug: str, refused: str = "") -> Response:
     study, bundle = crowd_bundle(request, session, slug)
     if bundle.consented_at is None:
         return _consent_page(request, study, bundle)
@@ -220,6 +235,7 @@ def _task_page(request: Request, session: Session, slug: str, refused: str = "")
             **done_context(study, bundle, request.session.get("platform"), request.session.get("turk_submit_to", "")),
         )
     item = session.get(Item, current.item_id)
+    assert item is not None  # a lease's item (a foreign key)
     kind = get_kind(study.kind)
     return render(
         request,
@@ -250,14 +266,14 @@ def fast_consent(request: Request, slug: str, shown: str) -> bool:
 
 
 @router.post("/task/{slug}/consent")
-def consent(request: Request, slug: str, consent_version: str = Form("")):
+def consent(request: Request, slug: str, consent_version: str = Form("")) -> Response:
     if fast_consent(request, slug, consent_version):
         return RedirectResponse(f"/task/{slug}", status_code=303)
     with get_sessionmaker(request.app.state.database_url)() as session:
         return _consent(request, session, slug, consent_version)
 
 
-def _consent(request: Request, session: Session, slug: str, consent_version: str):
+def _consent(request: Request, session: Session, slug: str, consent_version: str) -> Response:
     from app.auth.views import presented_browser
 
     study, bundle = crowd_bundle(request, session, slug)
@@ -273,13 +289,14 @@ def _consent(request: Request, session: Session, slug: str, consent_version: str
 
 
 @router.post("/task/{slug}/answer")
-async def answer(request: Request, slug: str):
+async def answer(request: Request, slug: str) -> Response:
     rate_limit(request, "submit", get_settings().rate_limit_submit)
     if request.session.get("crowd", {}).get(slug) is None:  # refused before the body is read
         raise HTTPException(403, NOT_ENTERED)
     form = dict(await request.form())
     try:
-        assignment_id = int(form.pop("assignment_id", ""))
+        # A text field (a file sent under that name fails int() with a TypeError).
+        assignment_id = int(cast(str, form.pop("assignment_id", "")))
     except ValueError:
         raise InputError("missing assignment", field="assignment_id") from None
     key = str(form.pop("idempotency_key", ""))
@@ -290,7 +307,7 @@ async def answer(request: Request, slug: str):
     # with one of the next page (a study paused meanwhile).
     inline = wants_json(request)
 
-    def store_and_show():
+    def store_and_show() -> Response:
         # The answer, then the next item's page in the same request: one annotation, one
         # request (the page puts /task/<slug> back in the address bar: static/app.js).
         url = request.app.state.database_url
@@ -307,9 +324,9 @@ async def answer(request: Request, slug: str):
                     return Response(status_code=204)
                 # The answer that ended the task: its end from the statement, as the API's.
                 if stored is not None and stored.ended:
-                    study, bundle, done = fast_end(request, conf, bundle_id, stored)
+                    shown, ended, done = fast_end(request, conf, bundle_id, stored)
                     return render(
-                        request, "annotate/done.html", study=study, bundle=bundle, kind=get_kind(study.kind), **done
+                        request, "annotate/done.html", study=shown, bundle=ended, kind=get_kind(shown.kind), **done
                     )
         with get_sessionmaker(url)() as session:  # a connection only if the engine is needed
             if stored is None:
@@ -328,7 +345,7 @@ async def answer(request: Request, slug: str):
         # Without the script: the same item again, its lease kept, the refusal beside it.
         refused = str(exc)
 
-        def again():
+        def again() -> Response:
             with get_sessionmaker(request.app.state.database_url)() as session:
                 return _task_page(request, session, slug, refused=refused)
 
@@ -338,7 +355,7 @@ async def answer(request: Request, slug: str):
 # ---- the researcher's side ---------------------------------------------------------------
 
 
-def _recent_exports(session: Session, study: Study) -> list[jobs.Job]:
+def _recent_exports(session: Session, study: Study) -> Sequence[jobs.Job]:
     """The study's latest export jobs, for the exports card (a kind's runs show in its own)."""
     return session.scalars(
         select(jobs.Job)
@@ -353,7 +370,7 @@ def _study(session: Session, study_id: int, user: User) -> Study:
 
 
 @router.get("/studies")
-def studies(request: Request, session: Session = Depends(db), user: User = Depends(researcher)):
+def studies(request: Request, session: Session = Depends(db), user: User = Depends(researcher)) -> Response:
     q = select(Study).order_by(Study.id.desc())
     if user.role != "admin":
         q = q.where(Study.owner_id == user.id)
@@ -361,12 +378,12 @@ def studies(request: Request, session: Session = Depends(db), user: User = Depen
 
 
 @router.get("/studies/new")
-def new_study(request: Request, user: User = Depends(researcher)):
+def new_study(request: Request, user: User = Depends(researcher)) -> Response:
     return render(request, "research/new_study.html", user=user, kinds=all_kinds(), form={}, preview=None)
 
 
 @router.post("/studies/new")
-async def create_study(request: Request, session: Session = Depends(db), user: User = Depends(researcher)):
+async def create_study(request: Request, session: Session = Depends(db), user: User = Depends(researcher)) -> Response:
     form = await request.form()
     fields = {k: v for k, v in form.items() if not hasattr(v, "filename")}
     kind_name = fields.get("kind") or default_kind()
@@ -377,8 +394,8 @@ async def create_study(request: Request, session: Session = Depends(db), user: U
     store = get_store()
     upload = form.get("file")
     try:
-        if upload is not None and getattr(upload, "filename", ""):
-            data = await read_upload(upload)
+        if upload is not None and getattr(upload, "filename", None):
+            data = await read_upload(cast(UploadFile, upload))  # a file: it has a name
             upload_token = _keep_upload(store, user.id, data)
         elif upload_token and upload_token.isalnum() and store.exists(f"uploads/{user.id}/{upload_token}"):
             data = store.get(f"uploads/{user.id}/{upload_token}")
@@ -431,7 +448,7 @@ async def create_study(request: Request, session: Session = Depends(db), user: U
     return RedirectResponse(f"/studies/{study.id}", status_code=303)
 
 
-def _keep_upload(store, user_id: int, data: bytes) -> str:
+def _keep_upload(store: BlobStore, user_id: int, data: bytes) -> str:
     """Keeps a new file for the create that follows its preview, under a fresh token, in place
     of the researcher's previous one: one kept upload each, not one per preview (the store has
     no listing to sweep them by, and every preview would stay for good)."""
@@ -444,14 +461,14 @@ def _keep_upload(store, user_id: int, data: bytes) -> str:
     return token
 
 
-def _drop_upload(store, user_id: int, token: str) -> None:
+def _drop_upload(store: BlobStore, user_id: int, token: str) -> None:
     """The kept file is done with (its study made, or replaced)."""
     if token and token.isalnum():
         store.delete(f"uploads/{user_id}/{token}")
     store.delete(f"uploads/{user_id}/latest")
 
 
-def _fill_warning(result, fields: dict) -> str | None:
+def _fill_warning(result: ImportResult, fields: Mapping[str, Any]) -> str | None:
     """The preview's warning when its tasks cannot all be completed (services.fill_warning),
     with the form's settings and the upload's suggestions for those left blank."""
     try:
@@ -467,13 +484,13 @@ def _fill_warning(result, fields: dict) -> str | None:
 FORM_FIELDS = set(services.StudySettings.model_fields) | {"kind", "format"}
 
 
-def kind_options(kind, fields: dict, *, prefixed: bool = False) -> dict:
+def kind_options(kind: TaskKind, fields: Mapping[str, Any], *, prefixed: bool = False) -> dict[str, Any]:
     """The options the kind's importer takes from the form (TaskKind.option_fields), checked:
     numbers within their bounds, texts stripped; blank fields are left out. The new-study form
     names a field "<kind>.<option>" (`prefixed`): kinds share option names, e.g. gold_count, and
     a page without JavaScript sends every kind's fieldset, so the form reads only the chosen
     kind's. The API takes the plain names. A refusal names the field as the caller sent it."""
-    options = {}
+    options: dict[str, Any] = {}
     for name, spec in kind.option_fields.items():
         sent = option_field(kind, name) if prefixed else name
         raw = str(fields.get(sent, "") or "").strip()
@@ -493,7 +510,7 @@ def kind_options(kind, fields: dict, *, prefixed: bool = False) -> dict:
     return options
 
 
-def option_field(kind, name: str) -> str:
+def option_field(kind: TaskKind, name: str) -> str:
     """The new-study form's name for a kind's option."""
     return f"{kind.name}.{name}"
 
@@ -521,13 +538,20 @@ def only_this_machine(base: str) -> bool:
 
 
 @router.get("/studies/{study_id}")
-def study_page(request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
+def study_page(
+    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
+) -> Response:
     return _study_page(request, session, _study(session, study_id, user), user)
 
 
 def _study_page(
-    request: Request, session: Session, study: Study, user: User, status_code: int = 200, errors: dict | None = None
-):
+    request: Request,
+    session: Session,
+    study: Study,
+    user: User,
+    status_code: int = 200,
+    errors: dict[str, str] | None = None,
+) -> Response:
     """The study page; `errors` puts a refusal in the card of the form that caused it (the
     researcher sees it where they were, in the site's layout, with the file input empty)."""
     agents = session.execute(
@@ -570,7 +594,7 @@ def preview_page(
     n: int | None = Query(None, ge=1, le=MAX_ID),
     session: Session = Depends(db),
     user: User = Depends(researcher),
-):
+) -> Response:
     """The worker's pages for each item in upload order (n, from 1), storing nothing; without
     n, the consent and instructions a worker reads first (app.studies.preview)."""
     return _preview_page(request, session, _study(session, study_id, user), user, n)
@@ -584,10 +608,10 @@ def _preview_page(
     n: int | None,
     status_code: int = 200,
     error: InputError | None = None,
-):
+) -> Response:
     kind = get_kind(study.kind)
     total = preview.count(session, study)
-    context: dict = {"kind": kind, "total": total, "position": n, "item": None}
+    context: dict[str, Any] = {"kind": kind, "total": total, "position": n, "item": None}
     if n is None:
         context.update(consent=services.consent_text(study), details=services.consent_details(study))
     elif n <= total:
@@ -607,7 +631,7 @@ def _preview_page(
 @router.post("/studies/{study_id}/preview")
 async def preview_answer(
     request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
-):
+) -> Response:
     """Check a preview answer with the kind's parse_response, as a worker's submit would, then
     move on; a refusal shows on the item, as the worker would meet it. Nothing is stored."""
     study = _study(session, study_id, user)
@@ -634,13 +658,17 @@ async def preview_answer(
 
 
 @router.get("/studies/{study_id}/progress")
-def study_progress(request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
+def study_progress(
+    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
+) -> Response:
     study = _study(session, study_id, user)
     return render(request, "research/_progress.html", study=study, progress=assignment.progress(session, study))
 
 
 @router.get("/studies/{study_id}/exports")
-def study_exports(request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
+def study_exports(
+    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
+) -> Response:
     """The exports card alone (it polls itself while an export is going)."""
     study = _study(session, study_id, user)
     exports = _recent_exports(session, study)
@@ -655,7 +683,7 @@ def change_state(
     confirm: str = Form(""),
     session: Session = Depends(db),
     user: User = Depends(researcher),
-):
+) -> Response:
     study = _study(session, study_id, user)
     if state == "closed" and confirm != "close" and state in services.TRANSITIONS.get(study.state, ()):
         # Closing cuts off workers mid-task: the page says so and asks again (no JS needed).
@@ -675,7 +703,7 @@ def release_browser(
     worker_id: str = Form(""),
     session: Session = Depends(db),
     user: User = Depends(researcher),
-):
+) -> Response:
     """Unbind a worker's task from the browser they agreed in (services.release_browser); the
     refusal, for an id with no bound task here, shows in the form's card."""
     study = _study(session, study_id, user)
@@ -708,7 +736,7 @@ async def import_agent(
     file: UploadFile = File(None),
     session: Session = Depends(db),
     user: User = Depends(researcher),
-):
+) -> Response:
     study = _study(session, study_id, user)
     try:
         data = await read_upload(file)
@@ -729,7 +757,7 @@ async def import_prior_annotations(
     file: UploadFile = File(None),
     session: Session = Depends(db),
     user: User = Depends(researcher),
-):
+) -> Response:
     from app.studies.imports import import_annotations
 
     study = _study(session, study_id, user)
@@ -745,7 +773,9 @@ async def import_prior_annotations(
 
 
 @router.post("/studies/{study_id}/exports")
-def start_export(request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
+def start_export(
+    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
+) -> Response:
     study = _study(session, study_id, user)
     jobs.submit(session, jobs.create_job(session, "export", study_id=study.id, owner_id=user.id))
     flash(request, "Export started; the files appear below when it is done.")
@@ -756,7 +786,9 @@ ANNOTATORS_ON_PAGE = 50
 
 
 @router.get("/studies/{study_id}/leaderboard")
-def leaderboard(request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
+def leaderboard(
+    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
+) -> Response:
     study = _study(session, study_id, user)
     # The page shows the annotators with the most answers; the export and the API have all.
     board = compute(session, study, annotators=(0, ANNOTATORS_ON_PAGE))
