@@ -4,7 +4,7 @@ annotations, exports and jobs. Documented at /openapi.json."""
 from __future__ import annotations
 
 import json
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, UploadFile
 from pydantic import BaseModel
@@ -26,6 +26,9 @@ from app.web import read_upload
 router = APIRouter(prefix="/api/v1", dependencies=[Depends(verify_csrf)])
 researcher = require("researcher", "admin")
 
+# response_model=None where a route has none: the return annotations are for mypy; FastAPI
+# encodes the dicts as before (jsonable_encoder), not through a model inferred from them.
+
 
 class StudyOut(BaseModel):
     id: int
@@ -41,7 +44,7 @@ class StudyOut(BaseModel):
     max_bundles_per_worker: int
     max_open_bundles_per_ip: int
     # The kind's own settings (navigation: likert questions, baseline speaker, speakers).
-    kind_settings: dict = {}
+    kind_settings: dict[str, Any] = {}
     entry_path: str
 
 
@@ -56,7 +59,7 @@ def _study(session: Session, study_id: int, user: User) -> Study:
 
 
 @router.get("/studies", response_model=list[StudyOut], tags=["studies"])
-def list_studies(session: Session = Depends(db), user: User = Depends(researcher)):
+def list_studies(session: Session = Depends(db), user: User = Depends(researcher)) -> list[StudyOut]:
     q = select(Study).order_by(Study.id)
     if user.role != "admin":
         q = q.where(Study.owner_id == user.id)
@@ -90,7 +93,7 @@ async def create_study(
     format: str = Form(""),
     session: Session = Depends(db),
     user: User = Depends(researcher),
-):
+) -> StudyOut:
     """Create a draft study from an item upload. `kind` (default: the first installed kind,
     `GET /api/v1/kinds` lists them) and its `format`; the kind's own options are further form
     fields, listed per kind by `GET /api/v1/kinds` (for `tom`: `random_yes_rate`, the training
@@ -118,8 +121,8 @@ async def create_study(
     return _out(study)
 
 
-@router.get("/kinds", tags=["studies"])
-def list_kinds(user: User = Depends(researcher)):
+@router.get("/kinds", tags=["studies"], response_model=None)
+def list_kinds(user: User = Depends(researcher)) -> list[dict[str, Any]]:
     """The installed task kinds: their formats, their study options and what they add."""
     return [
         {
@@ -136,14 +139,14 @@ def list_kinds(user: User = Depends(researcher)):
 
 
 @router.get("/studies/{study_id}", response_model=StudyOut, tags=["studies"])
-def get_study(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
+def get_study(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> StudyOut:
     return _out(_study(session, study_id, user))
 
 
 @router.patch("/studies/{study_id}", response_model=StudyOut, tags=["studies"])
 def edit_study(
     study_id: Id, body: services.StudyEdit, session: Session = Depends(db), user: User = Depends(researcher)
-):
+) -> StudyOut:
     """Change a study's consent text or instructions, or its caps on one crowd member
     (`max_bundles_per_worker`, `max_open_bundles_per_ip`); fields left out stay as they are.
     Workers who have not yet agreed to the consent text must agree to the new one."""
@@ -156,7 +159,9 @@ class StateIn(BaseModel):
 
 
 @router.post("/studies/{study_id}/state", response_model=StudyOut, tags=["studies"])
-def set_state(study_id: Id, body: StateIn, session: Session = Depends(db), user: User = Depends(researcher)):
+def set_state(
+    study_id: Id, body: StateIn, session: Session = Depends(db), user: User = Depends(researcher)
+) -> StudyOut:
     study = _study(session, study_id, user)
     if body.state not in services.TRANSITIONS.get(study.state, set()):
         # A state the study cannot go to from where it is: the request is well formed, the
@@ -165,19 +170,19 @@ def set_state(study_id: Id, body: StateIn, session: Session = Depends(db), user:
     return _out(services.set_state(session, study, body.state, session.merge(user)))
 
 
-@router.get("/studies/{study_id}/progress", tags=["studies"])
-def get_progress(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
+@router.get("/studies/{study_id}/progress", tags=["studies"], response_model=None)
+def get_progress(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict[str, Any]:
     return assignment.progress(session, _study(session, study_id, user))
 
 
-@router.get("/studies/{study_id}/items", tags=["studies"])
+@router.get("/studies/{study_id}/items", tags=["studies"], response_model=None)
 def list_items(
     study_id: Id,
     offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     session: Session = Depends(db),
     user: User = Depends(researcher),
-):
+) -> list[dict[str, Any]]:
     """A page of the study's items, `limit` (at most 1000) from `offset`."""
     # Bounded here: a negative LIMIT is "no limit" to SQLite and an error to PostgreSQL.
     study = _study(session, study_id, user)
@@ -196,14 +201,14 @@ def list_items(
     ]
 
 
-@router.post("/studies/{study_id}/annotations/import", status_code=201, tags=["studies"])
+@router.post("/studies/{study_id}/annotations/import", status_code=201, tags=["studies"], response_model=None)
 async def import_prior_annotations(
     study_id: Id,
     file: UploadFile = UPLOAD,
     source: str = Form(""),
     session: Session = Depends(db),
     user: User = Depends(researcher),
-):
+) -> dict[str, Any]:
     """Load people's annotations from an earlier study as the work of external annotators,
     scored like the study's own and shown on its leaderboard marked "(imported)"; `source`
     names where they come from (docs/kinds/*.md give each kind's format: for `tom` JSONL
@@ -215,17 +220,18 @@ async def import_prior_annotations(
     return import_annotations(session, study, session.merge(user), await read_upload(file), source)
 
 
-@router.post("/studies/{study_id}/exports", status_code=202, tags=["exports"])
-def start_export(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
+@router.post("/studies/{study_id}/exports", status_code=202, tags=["exports"], response_model=None)
+def start_export(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict[str, Any]:
     study = _study(session, study_id, user)
     job = jobs.submit(session, jobs.create_job(session, "export", study_id=study.id, owner_id=user.id))
     return {"job": job.id, "state": job.state}
 
 
-JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
+JobState = Literal["queued", "running", "done", "failed", "cancelled"]
+JOB_STATES: tuple[JobState, ...] = get_args(JobState)
 
 
-def _job_dict(job: jobs.Job, user: User | None = None) -> dict:
+def _job_dict(job: jobs.Job, user: User | None = None) -> dict[str, Any]:
     """A job as its owner sees it; an admin also gets a failed job's traceback."""
     store = get_store()
     files = {name: store.url(key) for name, key in (job.result or {}).get("files", {}).items()}
@@ -244,14 +250,14 @@ def _job_dict(job: jobs.Job, user: User | None = None) -> dict:
     }
 
 
-@router.get("/jobs", tags=["exports"])
+@router.get("/jobs", tags=["exports"], response_model=None)
 def list_jobs(
     study_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
-    state: Literal[JOB_STATES] | None = None,
+    state: JobState | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     session: Session = Depends(db),
     user: User = Depends(researcher),
-):
+) -> list[dict[str, Any]]:
     """Your jobs (an admin: everyone's), newest first: exports, generation runs, validations,
     tallies; `study_id` narrows to one of your studies (404 for another's), `state` to one
     state (queued, running, done, failed, cancelled), `limit` at most 500."""
@@ -265,16 +271,16 @@ def list_jobs(
     return [_job_dict(j, user) for j in session.scalars(q)]
 
 
-@router.get("/jobs/{job_id}", tags=["exports"])
-def get_job(job_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
+@router.get("/jobs/{job_id}", tags=["exports"], response_model=None)
+def get_job(job_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict[str, Any]:
     job = session.get(jobs.Job, job_id)
     if job is None or (job.owner_id != user.id and user.role != "admin"):
         raise HTTPException(404, "no such job among yours")
     return _job_dict(job, user)
 
 
-@router.post("/jobs/{job_id}/cancel", tags=["exports"])
-def cancel_job(job_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
+@router.post("/jobs/{job_id}/cancel", tags=["exports"], response_model=None)
+def cancel_job(job_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict[str, Any]:
     """Cancel a queued or running job (any kind's: an export, a generation run, a tally); its
     handler stops at its next progress check, keeping what it stored. 422 if it has ended."""
     job = session.get(jobs.Job, job_id)

@@ -3,9 +3,12 @@ signed session."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+from pydantic.config import JsonDict
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -20,17 +23,22 @@ from app.studies.models import Item, Study
 from app.studies.views import crowd_bundle, done_context, fast_consent, fast_end, fast_lease, retry_after, task_state
 from app.web import rate_limit
 
+if TYPE_CHECKING:
+    from app.studies.hotpath import Stored, StudyConf
+
 # The crowd's four routes, included ahead of every other router (app/main.py): FastAPI tries
 # routes in order, each try costs a few microseconds, and these answer most of the requests a
 # live study gets (~60 tries before them otherwise, twice per request: docs/benchmarks.md).
 crowd_router = APIRouter(prefix="/api/v1", dependencies=[Depends(verify_csrf)])
+# response_model=None on its routes: the return annotations are for mypy; FastAPI encodes the
+# dicts as before (jsonable_encoder), not through a model inferred from them.
 
 
 # ---- crowd endpoints: what a worker's page does, as JSON (no gold, no agent, no source) --
 
 # The worker's id, as MTurk or Prolific puts it in the link (app.auth.views.crowd_params): the
 # schema says one of them is required, as the code does (issue 26.8).
-WORKER_ID = {"type": "string", "minLength": 1, "maxLength": 255}
+WORKER_ID: JsonDict = {"type": "string", "minLength": 1, "maxLength": 255}
 
 
 class EnterIn(BaseModel):
@@ -46,8 +54,8 @@ class EnterIn(BaseModel):
     )
 
 
-@crowd_router.post("/crowd/{slug}/enter", tags=["crowd"])
-def crowd_enter(slug: str, body: EnterIn, request: Request, response: Response):
+@crowd_router.post("/crowd/{slug}/enter", tags=["crowd"], response_model=None)
+def crowd_enter(slug: str, body: EnterIn, request: Request, response: Response) -> dict[str, Any]:
     """Enter a study as a crowd worker with the platform's link parameters (`params`).
 
     The answer's `browser_secret` (also set as the `proctor_crowd` cookie) must come back with
@@ -77,7 +85,7 @@ def crowd_enter(slug: str, body: EnterIn, request: Request, response: Response):
         return _enter(slug, body, request, response, session)
 
 
-def _enter(slug: str, body: EnterIn, request: Request, response: Response, session: Session):
+def _enter(slug: str, body: EnterIn, request: Request, response: Response, session: Session) -> dict[str, Any]:
     study = session.scalar(select(Study).where(Study.slug == slug))
     if study is None:
         raise HTTPException(404, "no study at this link")
@@ -101,8 +109,8 @@ class ConsentIn(BaseModel):
     consent_version: str
 
 
-@crowd_router.post("/crowd/{slug}/consent", tags=["crowd"])
-def crowd_consent(slug: str, body: ConsentIn, request: Request):
+@crowd_router.post("/crowd/{slug}/consent", tags=["crowd"], response_model=None)
+def crowd_consent(slug: str, body: ConsentIn, request: Request) -> dict[str, Any] | JSONResponse:
     """Agree to the consent text of `consent_version` (from `enter`): 409 when the researcher
     changed the text since, with the new text and version to show and agree to instead."""
     if fast_consent(request, slug, body.consent_version):
@@ -111,7 +119,7 @@ def crowd_consent(slug: str, body: ConsentIn, request: Request):
         return _consent(slug, body, request, session)
 
 
-def _consent(slug: str, body: ConsentIn, request: Request, session: Session):
+def _consent(slug: str, body: ConsentIn, request: Request, session: Session) -> dict[str, Any] | JSONResponse:
     study, bundle = crowd_bundle(request, session, slug)
     try:
         assignment.consent(session, study, bundle.id, body.consent_version, presented_browser(request))
@@ -131,8 +139,8 @@ def _consent(slug: str, body: ConsentIn, request: Request, session: Session):
     return {"consented": True, "consent_version": bundle.consent_version}
 
 
-@crowd_router.get("/crowd/{slug}/next", tags=["crowd"])
-def crowd_next(slug: str, request: Request, response: Response):
+@crowd_router.get("/crowd/{slug}/next", tags=["crowd"], response_model=None)
+def crowd_next(slug: str, request: Request, response: Response) -> dict[str, Any] | JSONResponse:
     """The current item (`state: item`); `state: wait` with `retry_after` seconds (and a
     Retry-After header) when no item is free right now but some may come back as others'
     leases run out; `state: done` when the bundle is finished or the study has no more work for
@@ -146,7 +154,7 @@ def crowd_next(slug: str, request: Request, response: Response):
         return _next_state(request, response, session, slug)
 
 
-def _fast_next(request: Request, slug: str) -> dict | None:
+def _fast_next(request: Request, slug: str) -> dict[str, Any] | None:
     """The common case in one statement (app/studies/hotpath.py); None: the engine's path."""
     got = fast_lease(request, slug)
     if got is None:
@@ -162,7 +170,7 @@ def _fast_next(request: Request, slug: str) -> dict | None:
     }
 
 
-def _next_state(request: Request, response: Response, session: Session, slug: str) -> dict:
+def _next_state(request: Request, response: Response, session: Session, slug: str) -> dict[str, Any]:
     study, bundle = crowd_bundle(request, session, slug)
     if bundle.consented_at is None:
         raise HTTPException(409, "consent first: POST /api/v1/crowd/{slug}/consent with the consent_version shown")
@@ -189,6 +197,7 @@ def _next_state(request: Request, response: Response, session: Session, slug: st
             **done_context(study, bundle, request.session.get("platform"), request.session.get("turk_submit_to", "")),
         }
     item = session.get(Item, current.item_id)
+    assert item is not None  # a lease's item (a foreign key)
     return {
         "state": "item",
         "done": False,
@@ -199,7 +208,7 @@ def _next_state(request: Request, response: Response, session: Session, slug: st
     }
 
 
-def _fast_done(request: Request, conf, bundle_id: int, stored) -> dict:
+def _fast_done(request: Request, conf: StudyConf, bundle_id: int, stored: Stored) -> dict[str, Any]:
     """The end of a bundle the hot path just closed, as `next` would answer it (views.fast_end)."""
     _, bundle, done = fast_end(request, conf, bundle_id, stored)
     return {"state": "done", "done": True, "completed": bundle.n_done, **done}
@@ -208,11 +217,11 @@ def _fast_done(request: Request, conf, bundle_id: int, stored) -> dict:
 class SubmitIn(BaseModel):
     assignment_id: BodyId
     idempotency_key: str
-    response: dict
+    response: dict[str, Any]
 
 
-@crowd_router.post("/crowd/{slug}/submit", tags=["crowd"])
-def crowd_submit(slug: str, body: SubmitIn, request: Request, response: Response):
+@crowd_router.post("/crowd/{slug}/submit", tags=["crowd"], response_model=None)
+def crowd_submit(slug: str, body: SubmitIn, request: Request, response: Response) -> dict[str, Any] | JSONResponse:
     """Store an answer (once: a retry with the same `idempotency_key` returns the stored one).
     `next` is what `GET .../next` would answer now (the next item, a wait, or the end), so that
     one annotation is one request; null when that could not be read (ask `next` then)."""
