@@ -12,15 +12,15 @@ import uuid
 import pytest
 from sqlalchemy import select
 
-from app.agents.models import AgentArtifact
 from app.kinds.navigation.environments import get_graph, import_house
-from app.kinds.navigation.models import Candidate, GenerationRun, Rollout
+from app.kinds.navigation.models import Candidate, Rollout
 from app.leaderboards import stats
 from app.leaderboards.service import compute
 from app.studies import assignment, services
 from app.studies.models import Annotation, Item
 from tests.conftest import make_user
 from tests.integration.test_navigation_leaderboard import _follow, coop_file, house
+from tests.nav_fixtures import stored_generation_run
 
 
 def _tables(session, study) -> dict:
@@ -31,30 +31,7 @@ def _tables(session, study) -> dict:
 def _judged_by_a_run(session, study, owner) -> dict[int, float]:
     """A run with listeners behind the speaker's items: per item, 4 rollouts of its chosen
     candidate, of which (item index mod 5) reach the goal, capped at 4."""
-    agent = services.register_agent(session, owner, "navigation", "toy speaker")
-    art = AgentArtifact(
-        agent_id=agent.id, version=1, role="speaker", format="safetensors", blob_key="x", size=1, sha256="0" * 64
-    )
-    session.add(art)
-    session.flush()
-    run = GenerationRun(
-        study_id=study.id,
-        owner_id=owner.id,
-        speaker_artifact_id=art.id,
-        listener_artifact_ids=[],
-        n=0,
-        k=2,
-        m=2,
-        metric="ndtw",
-        design="evaluation",
-        max_len=10,
-        seed=0,
-        batch_size=1,
-        paths=[],
-        state="done",
-    )
-    session.add(run)
-    session.flush()
+    run = stored_generation_run(session, owner, study)
     rates = {}
     items = session.scalars(
         select(Item).where(Item.study_id == study.id, Item.source == "agent").order_by(Item.id)
