@@ -94,9 +94,13 @@ def csrf_token(session_data: dict[str, Any]) -> str:
     return str(session_data["csrf"])
 
 
-def csrf_ok(session_data: dict[str, Any], presented: str | None) -> bool:
+def csrf_ok(session_data: dict[str, Any], presented: object) -> bool:
+    """The form's token is the session's; anything but a string (a file sent under the name) is not."""
     expected = session_data.get("csrf")
-    return bool(expected and presented and hmac.compare_digest(expected, presented))
+    if not (expected and isinstance(presented, str) and presented):
+        return False
+    # As bytes: compare_digest refuses str with characters beyond ASCII (a TypeError, a 500).
+    return hmac.compare_digest(str(expected).encode(), presented.encode("utf-8", "surrogatepass"))
 
 
 class RateLimiter:

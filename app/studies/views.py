@@ -297,7 +297,7 @@ async def answer(request: Request, slug: str) -> Response:
     try:
         # A text field (a file sent under that name fails int() with a TypeError).
         assignment_id = int(cast(str, form.pop("assignment_id", "")))
-    except ValueError:
+    except (ValueError, TypeError):
         raise InputError("missing assignment", field="assignment_id") from None
     key = str(form.pop("idempotency_key", ""))
     form.pop("csrf_token", None)
