@@ -102,3 +102,23 @@ def record_validation(session: Session, job, progress, validate_bytes) -> dict:
     session.commit()
     progress(1, 1, f"artifact {artifact.id}: {state}: {verdict}")
     return {"artifact": artifact.id, "state": state, "verdict": verdict}
+
+
+def one_role(
+    title: str, role: str, loader: Any, check: Callable[[Any], str]
+) -> tuple[Callable[..., str], Callable[[Session, Any, Any], dict]]:
+    """A kind whose agents upload one role of model: its validate_bytes (the verdict for a valid
+    artifact, raising Invalid otherwise; every format runs sandboxed, so weights that pass are
+    known to load and run within the limits and may later run in-process) and its
+    run_validation job body."""
+    article = "an" if role[:1] in "aeiou" else "a"
+
+    def validate_bytes(given: str, fmt: str, data: bytes, config: dict | None, limits: dict | None = None) -> str:
+        if given != role:
+            raise Invalid(f"unknown role {given!r}: {title} agents upload {article} {role}")
+        return sandboxed_verdict(loader, fmt, data, config, limits, check)
+
+    def run_validation(session: Session, job: Any, progress: Any) -> dict:
+        return record_validation(session, job, progress, validate_bytes)
+
+    return validate_bytes, run_validation

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 
 import torch
-from sqlalchemy.orm import Session
 
 from app.kinds.a3ds.architectures import MAX_CAPTION_TOKENS, check_vocabulary
 from workers.a3ds.captioner import LOADER, pictures
@@ -21,8 +20,7 @@ from workers.validation import (
     call_checked,
     check_interface,
     checked_words,
-    record_validation,
-    sandboxed_verdict,
+    one_role,
 )
 
 INTERFACE = ("vocabulary", "caption")
@@ -74,12 +72,4 @@ def check_captioner(model) -> str:
     )
 
 
-def validate_bytes(role: str, fmt: str, data: bytes, config: dict | None, limits: dict | None = None) -> str:
-    """The verdict for a valid artifact; raises Invalid with the verdict otherwise."""
-    if role != "captioner":
-        raise Invalid(f"unknown role {role!r}: A3DS agents upload a captioner")
-    return sandboxed_verdict(LOADER, fmt, data, config, limits, check_captioner)
-
-
-def run_validation(session: Session, job, progress) -> dict:
-    return record_validation(session, job, progress, validate_bytes)
+validate_bytes, run_validation = one_role("A3DS", "captioner", LOADER, check_captioner)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 
 import torch
-from sqlalchemy.orm import Session
 
 from app.kinds.hexagons.architectures import check_vocabulary, encode
 from app.kinds.hexagons.board import COLOURS, TILES
@@ -22,8 +21,7 @@ from workers.validation import (
     call_checked,
     check_interface,
     checked_words,
-    record_validation,
-    sandboxed_verdict,
+    one_role,
 )
 
 INTERFACE = ("vocabulary", "execute")
@@ -86,12 +84,4 @@ def check_executor(model) -> str:
     return f"executor: execute() ran on {b} steps, alone and batched; vocabulary of {len(words)} words"
 
 
-def validate_bytes(role: str, fmt: str, data: bytes, config: dict | None, limits: dict | None = None) -> str:
-    """The verdict for a valid artifact; raises Invalid with the verdict otherwise."""
-    if role != "executor":
-        raise Invalid(f"unknown role {role!r}: Hexagons agents upload an executor")
-    return sandboxed_verdict(LOADER, fmt, data, config, limits, check_executor)
-
-
-def run_validation(session: Session, job, progress) -> dict:
-    return record_validation(session, job, progress, validate_bytes)
+validate_bytes, run_validation = one_role("Hexagons", "executor", LOADER, check_executor)

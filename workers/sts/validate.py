@@ -15,12 +15,11 @@ import functools
 
 import numpy as np
 import torch
-from sqlalchemy.orm import Session
 
 from app.kinds.sts.env import ACTIONS, get_simulator
 from app.kinds.sts.observations import VOCAB_VERSION
 from app.kinds.sts.recordings import expert_recording, replay
-from workers.validation import Invalid, call_checked, check_interface, record_validation, sandboxed_verdict
+from workers.validation import Invalid, call_checked, check_interface, one_role
 from workers.sts.loading import LOADER
 from workers.sts.policy import observation_tensors
 
@@ -103,14 +102,4 @@ def check_policy(model) -> str:
     return f"policy: act() ran on {b} observations from {len(LEVELS)} BabyAI levels, alone and batched"
 
 
-def validate_bytes(role: str, fmt: str, data: bytes, config: dict | None, limits: dict | None = None) -> str:
-    """The verdict for a valid artifact; raises Invalid with the verdict otherwise. Every format
-    runs sandboxed here: safetensors weights that pass are known to load and run within the
-    limits, so rollouts may run them in-process (app/kinds/sts/policies.py)."""
-    if role != "policy":
-        raise Invalid(f"unknown role {role!r}: STS agents upload a policy")
-    return sandboxed_verdict(LOADER, fmt, data, config, limits, check_policy)
-
-
-def run_validation(session: Session, job, progress) -> dict:
-    return record_validation(session, job, progress, validate_bytes)
+validate_bytes, run_validation = one_role("STS", "policy", LOADER, check_policy)
