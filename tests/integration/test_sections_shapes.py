@@ -38,8 +38,8 @@ def _estimates(value):
 
 
 def assert_shown(tables: dict[str, dict]) -> None:
-    """Every table as the page renders it: a title, a note, columns each with a key and a
-    label, rows; with rows, each column's key in at least one row (else the page shows the
+    """Every table as the page renders it: a title, a note, columns each with a key, a label
+    and a help, rows; with rows, each column's key in at least one row (else the page shows the
     column empty); every estimate names its method (the page's tooltip)."""
     assert tables
     for key, t in tables.items():
@@ -50,6 +50,8 @@ def assert_shown(tables: dict[str, dict]) -> None:
         for c in t["columns"]:
             assert isinstance(c.get("key"), str) and c["key"], (key, c)
             assert isinstance(c.get("label"), str) and c["label"].strip(), (key, c)
+            # The page puts each column's help beside its header (one sentence: what it is).
+            assert isinstance(c.get("help"), str) and c["help"].strip(), (key, c)
             assert any(c["key"] in r for r in t["rows"]), (key, c["key"])  # an empty column
         for r in t["rows"]:
             for cell in r.values():
@@ -245,6 +247,9 @@ def test_hexagons_tables_are_shown_whole_with_the_studys_score_metric(session):
     )
     assert p["action_f1_holm"] is not None
     assert abs(p["board_f1"]["mean"]) == pytest.approx(1 / 6)
+    # The effect on per-procedure means: the same differences, each procedure once.
+    assert abs(p["board_f1_effect"]["mean"]) == pytest.approx(1 / 6)
+    assert abs(p["action_f1_effect"]["mean"]) == pytest.approx(1 / 2)
 
 
 @pytest.mark.usefixtures("hexagons_kind")
