@@ -1239,12 +1239,13 @@ def ppi_people_needed(
             # infinite); every unit is judged, so n_max = the units decides n.
             plan = ppi_mean_power(y, yhat, cost_Y=1.0, cost_Yhat=1e-9, effective_n=alone, n_max=n_units)
             people = int(plan["n"])
-    people = max(people, MIN_PPI_HUMAN) if n_units >= MIN_PPI_HUMAN else n_units
+    # At least the pilot's floor (n_units >= the pilot >= MIN_PPI_HUMAN here), at most every unit.
+    people = min(max(people, MIN_PPI_HUMAN), n_units)
     return {
-        "people": min(people, n_units),
+        "people": people,
         "people_alone": min(alone, n_units),
         "of": int(n_units),
-        "share": min(people, n_units) / n_units,
+        "share": people / n_units,
         "half_width": float(half_width),
         "ppi_corr": rho,
         "reachable": alone <= n_units,
