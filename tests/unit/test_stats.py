@@ -1155,6 +1155,8 @@ def test_holm_hand_case_and_statsmodels():
     assert S.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06], rel=1e-12)
     p = np.random.default_rng(4).random(12) ** 3
     assert S.holm(p) == pytest.approx(multipletests(p, method="holm")[1].tolist(), rel=1e-12)
+    ties = [0.2, 0.01, 0.2, 0.01, 0.6, 0.0, 1.0]
+    assert S.holm(ties) == pytest.approx(multipletests(ties, method="holm")[1].tolist(), rel=1e-12)
     # nan (no test) stays nan and is not counted: two tests, not three
     out = S.holm([0.02, math.nan, 0.04])
     assert out[0] == pytest.approx(0.04) and math.isnan(out[1]) and out[2] == pytest.approx(0.04)
