@@ -11,9 +11,8 @@ Every function here is pure (no database, no global state) and takes
 
 Means of scores in [0, 1] go through :func:`mean_interval` (or :func:`mean_from_moments` on
 SQL totals), whose method was chosen by simulated coverage; every :class:`Estimate` names its
-method.  Krippendorff's alpha (:func:`krippendorff_alpha`) and Holm's adjustment
-(:func:`holm`) import the ``krippendorff`` and ``statsmodels`` packages when called, not at
-module load.
+method.  Krippendorff's alpha (:func:`krippendorff_alpha`) imports the ``krippendorff``
+package when called, not at module load.
 
 Intervals are 95% intervals unless a ``z`` is passed.  "No data" is reported
 as ``nan`` rather than raised, so that a leaderboard row with zero judged
