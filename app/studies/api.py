@@ -7,7 +7,7 @@ import json
 from typing import Annotated, Any, Literal, get_args
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request, UploadFile
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -168,6 +168,36 @@ def set_state(
         # study is not in the state for it.
         raise HTTPException(409, f"a {study.state} study cannot become {body.state}")
     return _out(services.set_state(session, study, body.state, session.merge(user)))
+
+
+class PeopleSampleIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    n: int = Field(ge=1, le=MAX_ID, description="how many of the study's non-gold items people judge")
+    seed: int | None = Field(None, ge=0, le=2**31 - 1, description="the draw's seed (made when left out)")
+
+
+@router.put("/studies/{study_id}/people-sample", tags=["studies"], response_model=None)
+def set_people_sample(
+    study_id: Id, body: PeopleSampleIn, session: Session = Depends(db), user: User = Depends(researcher)
+) -> dict[str, Any]:
+    """People judge only `n` of the study's items, drawn at random (items they have begun stay
+    theirs), and an automatic judge the rest: the leaderboard's people-and-judge tables then
+    combine the two (prediction-powered inference), and their "People for ±0.05" column says
+    how many a target interval needs. The draw (seed, counts) is kept and audited."""
+    study = _study(session, study_id, user)
+    services.set_people_sample(session, study, body.n, session.merge(user), seed=body.seed)
+    return assignment.progress(session, study)
+
+
+@router.delete("/studies/{study_id}/people-sample", tags=["studies"], response_model=None)
+def clear_people_sample(
+    study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
+) -> dict[str, Any]:
+    """People judge every item again."""
+    study = _study(session, study_id, user)
+    services.set_people_sample(session, study, None, session.merge(user))
+    return assignment.progress(session, study)
 
 
 @router.get("/studies/{study_id}/progress", tags=["studies"], response_model=None)

@@ -321,7 +321,7 @@ def _pick(session: Session, study: Study, worker_id: int, gold: bool, again: boo
     # Depth first: items closest to their redundancy go first, so that what is done so far
     # is whole items (majorities, agreement) rather than one answer on everything.
     q = (
-        q.where(Item.n_active < study.annotations_per_item)
+        q.where(Item.n_active < study.annotations_per_item, Item.for_people.is_(True))
         .order_by(Item.n_active.desc(), Item.position.desc())
         # FOR NO KEY UPDATE (only n_active changes): not skipping items whose rows a foreign-key
         # check holds FOR KEY SHARE (an answer being stored, the totals' rebuild).
@@ -684,8 +684,11 @@ def progress(session: Session, study: Study) -> dict[str, Any]:
         .select_from(Assignment)
         .where(Assignment.study_id == study.id, Assignment.state == "leased", Assignment.lease_expires_at > now)
     )
+    # Items only an automatic judge scores (outside people's sample) are not people's work.
     n_items = session.execute(
-        select(func.count()).select_from(Item).where(Item.study_id == study.id, Item.is_gold.is_(False))
+        select(func.count())
+        .select_from(Item)
+        .where(Item.study_id == study.id, Item.is_gold.is_(False), Item.for_people.is_(True))
     ).scalar_one()
     per_worker = session.execute(
         select(User.pseudonym, Participant.status, func.count(Annotation.id))
@@ -702,5 +705,6 @@ def progress(session: Session, study: Study) -> dict[str, Any]:
         "completed": completed,
         "in_flight": in_flight,
         "fraction": completed / target if target else 0.0,
+        "people_sample": study.people_sample,
         "workers": [{"worker": p, "status": s, "annotations": n} for p, s, n in per_worker],
     }

@@ -105,7 +105,7 @@ WITH b AS (
     -- Depth first, as the engine's _pick: the index ix_items_pick walked backwards.
     SELECT i.id, i.exclusion_group, i.is_gold FROM items i
     WHERE (SELECT NOT want_gold FROM go) AND i.study_id = %(study)s AND NOT i.is_gold
-      AND i.n_active < (SELECT cap FROM go) """
+      AND i.n_active < (SELECT cap FROM go) AND i.for_people """
     + _OPEN.format(w="(SELECT worker_id FROM go)")
     + """
     ORDER BY i.n_active DESC, i.position DESC LIMIT 1

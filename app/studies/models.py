@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal, get_args
 
-from sqlalchemy import Float, ForeignKey, Index, String, Text, UniqueConstraint, text
+from sqlalchemy import Float, ForeignKey, Index, String, Text, UniqueConstraint, text, true
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, utcnow
@@ -44,6 +44,9 @@ class Study(Base):
     # The response field the leaderboard's per-item answers group by (the kind's
     # agreement_value(); None: the score). Read by the totals triggers (app/leaderboards/models.py).
     answer_field: Mapped[str | None] = mapped_column(String(64))
+    # How the items people judge were drawn, when people judge only a random sample of them and
+    # an automatic judge the rest (services.set_people_sample); None: people judge every item.
+    people_sample: Mapped[dict | None] = mapped_column()  # type: ignore[type-arg]
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -76,6 +79,8 @@ class Item(Base):
     position: Mapped[float] = mapped_column(Float)
     # Completed plus currently leased assignments (not counting rejected ones).
     n_active: Mapped[int] = mapped_column(default=0)
+    # False: outside the random sample people judge (Study.people_sample); never leased.
+    for_people: Mapped[bool] = mapped_column(default=True, server_default=true())
 
 
 class Participant(Base):

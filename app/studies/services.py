@@ -11,13 +11,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
 from app import audit, jsonsafe
 from app.agents.models import Agent, AgentOutput
 from app.auth.models import User
 from app.config import get_settings
+from app.db import utcnow
 from app.errors import InputError
 from app.kinds import all_kinds, get_kind
 from app.kinds.base import ImportResult
@@ -336,6 +337,41 @@ def set_state(session: Session, study: Study, state: str, actor: User) -> Study:
         raise InputError(f"a {study.state} study cannot become {state}", field="state")
     audit.record(session, actor.id, f"study.{state}", "study", study.id, previous=study.state)
     study.state = state
+    session.commit()
+    return study
+
+
+def set_people_sample(session: Session, study: Study, n: int | None, actor: User, seed: int | None = None) -> Study:
+    """People judge `n` of the study's (non-gold) items, drawn at random, and an automatic judge
+    the rest; None: people judge every item again. Items people have begun (leased or
+    answered) stay theirs and count among the n; the others are drawn uniformly with `seed`
+    (made here when not given), so the items people judge are a random sample of those they
+    had not begun, which is what keeps a prediction-powered estimate unbiased. Gold items are
+    always for people. The draw is kept in `study.people_sample` and the audit log."""
+    from app.studies.models import Annotation
+
+    non_gold = (Item.study_id == study.id, Item.is_gold.is_(False))
+    begun_q = (Item.n_active > 0) | Item.id.in_(select(Annotation.item_id).where(Annotation.study_id == study.id))
+    if n is None:
+        session.execute(update(Item).where(*non_gold).values(for_people=True))
+        record = None
+    else:
+        ids = list(session.scalars(select(Item.id).where(*non_gold).order_by(Item.id)))
+        begun = set(session.scalars(select(Item.id).where(*non_gold, begun_q)))
+        if n < 1 or n > len(ids):
+            raise InputError(f"n is a number of items from 1 to {len(ids)} (the study's non-gold items)", field="n")
+        if n < len(begun):
+            raise InputError(f"people have already begun {len(begun)} items, so n is at least {len(begun)}", field="n")
+        seed = secrets.randbelow(2**31) if seed is None else seed
+        drawn = random.Random(seed).sample([i for i in ids if i not in begun], n - len(begun))
+        # One statement: an item leased while this runs keeps its people (n_active > 0 is read
+        # again on the row's latest version).
+        session.execute(update(Item).where(*non_gold).values(for_people=Item.id.in_(drawn) | begun_q))
+        # Counted after: an item leased meanwhile stayed with people on top of the n.
+        kept = session.scalar(select(func.count()).select_from(Item).where(*non_gold, Item.for_people.is_(True))) or 0
+        record = {"n": kept, "of": len(ids), "begun": kept - len(drawn), "seed": seed, "at": utcnow().isoformat()}
+    audit.record(session, actor.id, "study.people_sample", "study", study.id, **(record or {"n": "all"}))
+    study.people_sample = record
     session.commit()
     return study
 

@@ -727,6 +727,32 @@ def release_browser(
     return RedirectResponse(f"/studies/{study.id}#release", status_code=303)
 
 
+@router.post("/studies/{study_id}/people-sample")
+def people_sample(
+    request: Request,
+    study_id: Id,
+    n: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+) -> Response:
+    """People judge a random sample of n items (blank: every item again); refusals show in the
+    form's card."""
+    from app.web import form_number
+
+    study = _study(session, study_id, user)
+    try:
+        count = form_number(n, "n")
+        services.set_people_sample(session, study, None if count is None else int(count), session.merge(user))
+    except InputError as exc:
+        session.rollback()
+        return _study_page(request, session, study, user, 422, {"sample": str(exc)})
+    flash(
+        request,
+        f"People now judge a random {count} of the items." if count else "People now judge every item.",
+    )
+    return RedirectResponse(f"/studies/{study.id}#sample", status_code=303)
+
+
 @router.post("/studies/{study_id}/agents")
 async def import_agent(
     request: Request,

@@ -73,6 +73,7 @@ GET  /studies/{study_id}/preview                        login  login  200    404
 POST /studies/{study_id}/preview                        login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/state                          login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/release                        login  login  422    404    422    422     404     422     401
+POST /studies/{study_id}/people-sample                  login  login  422    404    422    422     404     422     401
 POST /studies/{study_id}/agents                         login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/exports                        login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/annotations/import             login  login  303    404    303    303     404     303     401
@@ -108,6 +109,8 @@ GET  /api/v1/studies/{study_id}                         401    401    200    404
 POST /api/v1/studies/{study_id}/state                   401    401    200    404    200    200     404     200     401
 PATCH /api/v1/studies/{study_id}                        401    401    200    404    200    200     404     200     401
 GET  /api/v1/studies/{study_id}/progress                401    401    200    404    200    200     404     200     401
+PUT  /api/v1/studies/{study_id}/people-sample           401    401    200    404    200    200     404     200     401
+DELETE /api/v1/studies/{study_id}/people-sample         401    401    200    404    200    200     404     200     401
 GET  /api/v1/studies/{study_id}/items                   401    401    200    404    200    200     404     200     401
 GET  /api/v1/studies/{study_id}/annotations/{annotation_id}/trace.jsonl 401 401 200 404 200 200 404 200 401
 GET  /api/v1/studies/{study_id}/leaderboard             401    401    200    404    200    200     404     200     401
@@ -751,6 +754,8 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         "POST /studies/{study_id}/release",
     ):  # no worker id: refused (422) where allowed
         form = {}
+    elif key == "POST /studies/{study_id}/people-sample":
+        form = {"n": "0"}  # refused (422) where allowed: nothing changes for the probe's worker
     elif key == "POST /task/{slug}/consent":
         form = {"consent_version": services.consent_version(w.study)}
     elif key == "POST /studies/{study_id}/preview":
@@ -776,6 +781,10 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         kw["json"] = {"state": study_state}
     elif key == "PATCH /api/v1/studies/{study_id}":
         kw["json"] = {"max_open_bundles_per_ip": 100}
+    elif key == "DELETE /api/v1/studies/{study_id}/people-sample":
+        pass  # no body: people judge every item again
+    elif key == "PUT /api/v1/studies/{study_id}/people-sample":
+        kw["json"] = {"n": len(w.items), "seed": 1}  # every item: the probe's worker keeps working
     elif key == "POST /api/v1/agents":
         kw["json"] = {"name": f"api-agent-{role}"}
     elif key == "POST /api/v1/environments/{scan}/panoramas":
