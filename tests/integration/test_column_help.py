@@ -211,6 +211,7 @@ EXPECTED = {
     "navigation": {
         "navigation_metrics",
         "navigation_paired",
+        "navigation_settled",
         "navigation_followers_agreement",
         "navigation_agreement",
         "nav_capability",

@@ -446,3 +446,61 @@ def test_instruction_estimate_treats_the_path_as_the_unit():
     unit = stats.mean_interval([1.0, 1 / 3, 1 / 3], ["a", "b", "c"])
     assert rating["mean"] == pytest.approx(8 / 3) and rating["n"] == 3
     assert rating["low"] == pytest.approx(1 + 3 * unit.low) and rating["high"] == pytest.approx(1 + 3 * unit.high)
+
+
+def test_the_settled_table_is_the_confidence_sequences_of_the_arrivals(session, client):
+    """Followers walk every human instruction exactly and stop halfway on the speaker's; the
+    settled table read from the API is recomputed from the stored annotations: per speaker
+    each path's first follow in the order they were made, the pair's paths in the order the
+    later of its two follows was made, and the confidence sequences of app.leaderboards.sequential."""
+    from app.leaderboards import sequential
+
+    h = house()
+    import_house(session, h)
+    graph = get_graph(h.scan)
+    owner = make_user(session, "researcher")
+    s = services.StudySettings(title="Settled", bundle_size=6, gold_rate=0.0, annotations_per_item=1)
+    study = services.create_study(session, owner, "navigation", s, coop_file(h, n=24), "coop", {"speaker": "toy"})
+    services.set_state(session, study, "live", owner)
+    for w in range(20):
+        bundle = assignment.enter(session, study, "prolific", f"settle-{w}")
+        while (a := assignment.next_item(session, study, bundle.id)) is not None:
+            item = session.get(Item, a.item_id)
+            style = "early" if item.source == "agent" else "exact"
+            response = {"path": _follow(graph, item.reference["path"], style), "trace": [], "rating": 2}
+            assignment.submit(session, study, bundle.id, a.id, response, uuid.uuid4().hex)
+
+    login(client, owner)
+    got = client.get(f"/api/v1/studies/{study.id}/leaderboard")
+    assert got.status_code == 200
+    table = next(t for t in got.json()["extra"]["tables"] if t["key"] == "navigation_settled")
+    (row,) = table["rows"]
+    assert (row["first"], row["second"]) == ("human", "toy")
+
+    anns = session.execute(
+        select(Annotation.id, Annotation.created_at, Item.category, Item.cluster, Annotation.scores)
+        .join(Item, Item.id == Annotation.item_id)
+        .where(Annotation.study_id == study.id, Annotation.is_gold.is_(False), Annotation.excluded.is_(False))
+    ).all()
+    first: dict[str, dict[str, tuple]] = {"human": {}, "toy": {}}
+    for a in sorted(anns, key=lambda a: (a.created_at, a.id)):
+        first[a.category].setdefault(a.cluster, ((a.created_at, a.id), float(a.scores["success"])))
+    shared = sorted(
+        set(first["human"]) & set(first["toy"]), key=lambda p: max(first["human"][p][0], first["toy"][p][0])
+    )
+    assert len(shared) == 24
+    diffs = [first["human"][p][1] - first["toy"][p][1] for p in shared]
+    # The setup: people succeed on every human instruction and fail on most of the speaker's.
+    assert all(v == 1.0 for _, v in first["human"].values()) and sum(diffs) >= 20
+    seq = sequential.difference_sequence(diffs)  # one pair: alpha 0.05, no Bonferroni
+    settled = next(e.n for e in seq if e.low > 0)
+    assert row["state"] == "above" and row["settled"] == settled and row["n"] == 24
+    assert row["verdict"] == f"human above toy, settled after {settled} paths"
+    assert row["difference"] == pytest.approx(seq[-1].as_dict())
+    assert row["difference"]["low"] > 0 and row["difference"]["mean"] == pytest.approx(sum(diffs) / 24)
+    toy = sequential.mean_sequence([v for _, v in sorted(first["toy"].values())])[-1]
+    assert row["second_mean"] == pytest.approx(toy.as_dict()) and row["second_mean"]["n"] == 24
+    assert row["first_mean"]["mean"] == 1.0 and row["first_mean"]["high"] == 1.0
+
+    page = client.get(f"/studies/{study.id}/leaderboard")
+    assert 'id="navigation_settled"' in page.text and f"human above toy, settled after {settled} paths" in page.text
