@@ -18,7 +18,7 @@ Waudby-Smith and Ramdas, "Estimating means of bounded random variables by bettin
     C_t = sum lambda_i x_i / sum lambda_i  +/-  (log(2/alpha) + sum v_i psi(lambda_i)) / sum lambda_i
 
 kept within [0, 1] and intersected with every earlier C_s (the running intersection is a
-confidence sequence too, the paper's Section 3.3; it makes a settled verdict stay settled).
+confidence sequence too: it holds the mean whenever every C_s does; a settled verdict stays settled).
 Closed form, so a page computes it for thousands of judgements in microseconds; the paper's
 hedged-capital sequence is tighter but needs a search over candidate means at every n.
 
