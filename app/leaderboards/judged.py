@@ -67,14 +67,15 @@ def judged_table(
     people give ("success share"), `agent` the first column's label and help, `note` how the
     judge judges (the common part of the note follows it)."""
     units = f"{unit}s"
+    whose = f"{judge}'" if judge.endswith("s") else f"{judge}'s"  # "the model listeners'"
     return {
         "key": key,
         "title": f"People and {judge} together (PPI++, {measure} 0-1)",
         "note": (
             f"{note} PPI++ (prediction-powered inference, Angelopoulos et al. 2023, with its weight tuned "
             f"from the data, so a poor judge counts for about nothing) estimates the {measure} people "
-            f"would give over all the agent's {units}, from people's values and {judge}'s: unbiased "
-            f'whatever {judge}\'s errors, if the {units} people judged are a random sample. "—" where '
+            f"would give over all the agent's {units}, from people's values and {whose}: unbiased "
+            f'whatever {whose} errors, if the {units} people judged are a random sample. "—" where '
             f"people judged every {unit} (nothing to add), fewer than {stats.MIN_PPI_HUMAN}, or no "
             "spread at all."
         ),
@@ -95,7 +96,7 @@ def judged_table(
             {
                 "key": "agreement",
                 "label": "Agreement",
-                "help": f"1 − |people's value − {judge}'s| (0-1), averaged over the {units} people judged, "
+                "help": f"1 − |people's value − {whose}| (0-1), averaged over the {units} people judged, "
                 "with its 95% interval.",
             },
             {
