@@ -226,6 +226,7 @@ EXPECTED = {
         "hexagons_by_step",
         "hexagons_paired",
         "hexagons_agreement",
+        "hexagons_ppi",
     },
     "sts": {"sts_agents", "sts_categories", "sts_scenarios", "sts_correlation", "sts_failure_types", "sts_annotators"},
 }

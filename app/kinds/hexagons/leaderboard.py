@@ -41,6 +41,7 @@ from app.agents.models import Agent, AgentOutput
 from app.auth.models import User
 from app.kinds.hexagons import metrics, rule_executor
 from app.kinds.hexagons.execution import execution_metrics
+from app.kinds.hexagons.judge import judge_tables
 from app.kinds.hexagons.score import position_label
 from app.leaderboards import stats
 from app.leaderboards.plot import estimates_svg
@@ -711,5 +712,16 @@ def section(session: Session, study: Study) -> dict | None:
     main = next((r.get("score_metric") for r in refs.values()), None) or "board_f1"
     if not agents and not humans:
         return None
+    main = main if main in metrics.KEYS else "board_f1"
     rows = list(agents.values()) + ([pooled] if len(humans) > 1 else []) + humans + baseline_rows(refs, payloads)
-    return build(rows, procedures, main if main in metrics.KEYS else "board_f1", abstraction_agreement(labels))
+    out = build(rows, procedures, main, abstraction_agreement(labels))
+    # The model executors as an automatic judge beside people (issue 28), where any executed.
+    if out is not None:
+        out["tables"] += judge_tables(
+            {who: row.executions for who, row in agents.items()},
+            pooled.executions,
+            {i: str(ref.get("instructor_id") or "") for i, ref in refs.items()},
+            {i: info.category for i, info in procedures.items()},
+            main,
+        )
+    return out
