@@ -54,29 +54,66 @@ def _table(title: str, groups: dict) -> None:
 @click.option(
     "--partial", is_flag=True, help="Score only the predicted steps (default: every gold step must have a prediction)."
 )
+@click.option(
+    "--judge",
+    "judge_path",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="A model executor's boards on every gold procedure (the --predictions format), as an automatic "
+    "judge beside people's executions of a sample of whole procedures in --predictions: adds their "
+    "board F1 agreement and the PPI++ board F1 from both (docs/statistics.md).",
+)
+@click.option(
+    "--half-width",
+    default=0.05,
+    show_default=True,
+    type=click.FloatRange(min=0, max=1, min_open=True),
+    help="With --judge: plan for a PPI++ interval of ± this (board F1, 0-1): how many procedures people "
+    "must execute, at random, these executions taken as the pilot.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: per_step and mean.")
-def hex_score(gold: str, predictions: str | None, no_action: bool, partial: bool, as_json: bool) -> None:
+def hex_score(
+    gold: str,
+    predictions: str | None,
+    no_action: bool,
+    partial: bool,
+    judge_path: str | None,
+    half_width: float,
+    as_json: bool,
+) -> None:
     """Action- and board-based precision, recall, F1 and exact match, averaged over steps
-    (in percent in the tables): overall, per category, per step position and per agreement tag."""
+    (in percent in the tables): overall, per category, per step position and per agreement tag.
+    With --judge, people's board F1 and a model executor's together (PPI++), over every
+    procedure and per instructor."""
     from app.errors import InputError
     from app.kinds.hexagons.formats import parse_predictions, parse_procedures
-    from app.kinds.hexagons.score import no_action as baseline, score_predictions
+    from app.kinds.hexagons.score import judged, no_action as baseline, procedure_means, score_predictions
 
     if bool(predictions) == no_action:
         raise click.UsageError("give --predictions FILE or --no-action")
+    if judge_path is not None and no_action:
+        raise click.UsageError("--judge goes with --predictions (people's executions), not --no-action")
     procedures = _read(gold, parse_procedures)
+    n_steps = {p.index: len(p.steps) for p in procedures}
+    judge = None
     if no_action:
         result = baseline(procedures)
     else:
-        preds = _read(predictions, parse_predictions, {p.index: len(p.steps) for p in procedures})
-        try:
-            result = score_predictions(procedures, preds, partial=partial)
+        preds = _read(predictions, parse_predictions, n_steps)
+        try:  # beside a judge, people executed a sample of the procedures
+            result = score_predictions(procedures, preds, partial=partial or judge_path is not None)
+            human = procedure_means(result, procedures) if judge_path is not None else {}
         except InputError as exc:  # steps without a prediction
             raise click.ClickException(f"{predictions}: {exc}") from None
+    if judge_path is not None:
+        machine = score_predictions(procedures, _read(judge_path, parse_predictions, n_steps), partial=True)
+        try:
+            judge = judged(procedures, human, procedure_means(machine, procedures), half_width)
+        except InputError as exc:
+            raise click.ClickException(f"{judge_path}: {exc}") from None
     if as_json:
-        click.echo(
-            json.dumps({"per_step": result["per_step"], "mean": result["mean"], "estimates": result["estimates"]})
-        )
+        out = {"per_step": result["per_step"], "mean": result["mean"], "estimates": result["estimates"]}
+        click.echo(json.dumps(out | ({"judged": judge} if judge is not None else {})))
         return
     _table("overall", {"all": {"n": result["n"], **result["mean"]}})
     click.echo("95% intervals (procedures resampled as units; the leaderboard's):")
@@ -85,6 +122,35 @@ def hex_score(gold: str, predictions: str | None, no_action: bool, partial: bool
     _table("category", result["by_category"])
     _table("step position", result["by_position"])
     _table("agreement tag", result["by_tag"])
+    if judge is not None:
+        _judged(judge, half_width)
+
+
+def _judged(judge: dict, half_width: float) -> None:
+    """People's board F1 and the judge's together: every procedure, then per instructor."""
+    click.echo(
+        f"\n{'board F1, per procedure':<24} {'judge':>6} {'agrees':>7} {'PPI++':>7} {'95% interval':>17} "
+        f"{'people':>7} {'judge only':>10} {'worth':>6} {f'for ±{half_width:g}':>10}"
+    )
+    for name, j in {"all procedures": judge, **judge.get("by_instructor", {})}.items():
+        p, plan = j["ppi"], j["plan"]
+        agrees = _f((j["judge_agreement"] or {}).get("mean"))
+        shown = f"[{_f(p['low'])}, {_f(p['high'])}]" if p["low"] is not None else "-"
+        worth = "-" if p["effective_n"] is None else f"{p['effective_n']:.0f}"
+        need = "-" if "reason" in plan else f"{plan['people']}/{plan['of']}" + ("" if plan["reachable"] else "!")
+        click.echo(
+            f"{str(name)[:24]:<24} {_f(j['judge']):>6} {agrees:>7} {_f(p['mean']):>7} {shown:>17} "
+            f"{p['n_human']:>7} {p['n_judge']:>10} {worth:>6} {need:>10}"
+        )
+    reasons = sorted({r for j in [judge, *judge.get("by_instructor", {}).values()] if (r := j["ppi"].get("reason"))})
+    for reason in reasons:
+        click.echo(f"PPI++ n/a: {reason}")
+    click.echo(
+        "In percent. PPI++: people's board F1 on their (random) sample of procedures and the judge's on "
+        "every one; 'worth': how many procedures executed by people its interval is worth; 'for ±w': how "
+        "many procedures people must execute, at random, for an interval that wide ('!': even all give a "
+        "wider one)."
+    )
 
 
 @hexagons.command("stats")

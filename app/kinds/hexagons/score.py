@@ -118,3 +118,74 @@ def summarise(rows: Sequence[tuple]) -> dict:
         "n": len(rows),
         **{name: {g: part(v[g]) for g in sorted(v, key=order[name])} for name, v in groups.items()},
     }
+
+
+# ---- people and a model executor together (issue 28) -----------------------------------------
+
+JUDGE_METRIC = "board_f1"
+
+
+def procedure_means(result: dict, procedures: Sequence[Procedure], metric: str = JUDGE_METRIC) -> dict[str, float]:
+    """Procedure index -> the mean over its steps of `metric`, for every procedure whose every
+    step `result` (score_predictions) scored; InputError for one scored in part (PPI's unit is
+    the whole procedure)."""
+    out = {}
+    for proc in procedures:
+        got = [result["per_step"].get(step_key(proc.index, s.position)) for s in proc.steps]
+        if all(g is None for g in got):
+            continue
+        if any(g is None for g in got):
+            step = next(s.position for s, g in zip(proc.steps, got) if g is None)
+            raise InputError(
+                f"procedure {proc.index} has no prediction for step {step}: beside a judge, executions "
+                "are scored a whole procedure at a time",
+                field="step",
+            )
+        out[proc.index] = sum(g[metric] for g in got) / len(got)
+    return out
+
+
+def with_judge(human: dict[str, float], judge: dict[str, float], half_width: float) -> dict:
+    """`judge_agreement`, `ppi` and `plan` over the procedures in `judge` (every one a model
+    executor executed): `human` people's value on those people executed (a random sample, the
+    assumption), `judge` the executor's on each (stats.ppi_mean, stats.ppi_people_needed)."""
+    seen = [i for i in human if i in judge]
+    people, theirs = [human[i] for i in seen], [judge[i] for i in seen]
+    only = [v for i, v in judge.items() if i not in human]
+    ppi = stats.ppi_mean(people, theirs, only, unit="procedure")
+    ppi["n_human"] = ppi.pop("n")
+    return {
+        "judge": sum(judge.values()) / len(judge),
+        "judge_agreement": stats.mean_interval([1 - abs(h - j) for h, j in zip(people, theirs)]).as_dict()
+        if people
+        else None,
+        "ppi": ppi,
+        "plan": stats.ppi_people_needed(people, theirs, len(judge), half_width, unit="procedure")
+        if people
+        else {"reason": "no procedure executed by people"},
+    }
+
+
+def judged(
+    procedures: Sequence[Procedure], human: dict[str, float], judge: dict[str, float], half_width: float
+) -> dict:
+    """People's values (procedure_means of their executions of a sample of procedures) and a
+    model executor's (of every procedure) together: with_judge over every procedure, and per
+    instructor where the procedures have several."""
+    missing = [p.index for p in procedures if p.index not in judge]
+    if missing:
+        raise InputError(
+            f"the judge has no prediction for procedure {missing[0]}: PPI needs it on every one", field="index"
+        )
+    out = with_judge(human, judge, half_width)
+    instructors = sorted({p.instructor_id for p in procedures})
+    if len(instructors) > 1:
+        out["by_instructor"] = {
+            who: with_judge(
+                {p.index: human[p.index] for p in procedures if p.instructor_id == who and p.index in human},
+                {p.index: judge[p.index] for p in procedures if p.instructor_id == who},
+                half_width,
+            )
+            for who in instructors
+        }
+    return out
