@@ -61,6 +61,7 @@ __all__ = [
     "paired_cluster_differences",
     "paired_cluster_differences_many",
     "rank_intervals",
+    "rank_intervals_from_draws",
     "rank_label",
     "tied_groups",
     "holm",
@@ -905,12 +906,7 @@ def rank_intervals(
     if n < MIN_RANK_UNITS:  # a handful of units resamples to a handful of orders: no ranking
         return {name: (1, k) for name in names}
     scores = np.stack(rows)  # systems x items
-
-    def ranks(means: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # means: (..., systems)
-        tol = 1e-12 * np.maximum(1.0, np.abs(means).max(axis=-1, keepdims=True))
-        diff = means[..., None, :] - means[..., :, None]  # [s, t] = mean_t - mean_s
-        return 1 + (diff > tol[..., None]).sum(-1), (diff >= -tol[..., None]).sum(-1)
-
+    ranks = _tied_ranks
     rng = np.random.default_rng(seed)
     best_obs, worst_obs = ranks(scores.mean(axis=1))
     best_all = np.empty((n_boot, k), dtype=np.int64)
@@ -935,9 +931,42 @@ def rank_intervals(
             counts = np.zeros((stop - start, n))
             np.add.at(counts, (np.arange(stop - start)[:, None], idx), 1.0)
         best_all[start:stop], worst_all[start:stop] = ranks(counts @ scores.T / n)
+    return dict(zip(names, _rank_bounds(best_all, worst_all, best_obs, worst_obs)))
+
+
+def _tied_ranks(means: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(best, worst) rank of each system (last axis; rank 1: highest) with tied values (within
+    1e-12 of the largest magnitude) sharing every rank of their tie."""
+    tol = 1e-12 * np.maximum(1.0, np.abs(means).max(axis=-1, keepdims=True))
+    diff = means[..., None, :] - means[..., :, None]  # [s, t] = mean_t - mean_s
+    return 1 + (diff > tol[..., None]).sum(-1), (diff >= -tol[..., None]).sum(-1)
+
+
+def _rank_bounds(
+    best_all: np.ndarray, worst_all: np.ndarray, best_obs: np.ndarray, worst_obs: np.ndarray
+) -> list[tuple[int, int]]:
+    """Per system: the 2.5th percentile of its resampled best ranks and the 97.5th of its worst
+    (actual ranks, never interpolated), widened if need be to hold the observed ranks."""
     best = np.minimum(np.quantile(best_all, 0.025, axis=0, method="lower"), best_obs)
     worst = np.maximum(np.quantile(worst_all, 0.975, axis=0, method="higher"), worst_obs)
-    return {name: (int(best[j]), int(worst[j])) for j, name in enumerate(names)}
+    return [(int(b), int(w)) for b, w in zip(best, worst)]
+
+
+def rank_intervals_from_draws(observed: Sequence[float] | np.ndarray, draws: np.ndarray) -> list[tuple[int, int]]:
+    """95% rank intervals ``(best, worst)`` of systems from resampled scores (rank 1: highest),
+    the conventions of :func:`rank_intervals`: ``observed[j]`` is system ``j``'s score on the
+    data, ``draws[r, j]`` its score in resample ``r`` (a model refitted on resampled units);
+    ties share every rank of their tie, and each interval holds the observed ranks. The caller
+    applies ``MIN_RANK_UNITS``."""
+    obs = _finite_array(observed, "observed")
+    sample = np.asarray(draws, dtype=float)
+    if sample.ndim != 2 or sample.shape[1] != obs.size or sample.shape[0] < 1:
+        raise ValueError(f"draws must be (resamples, {obs.size}), got {sample.shape}")
+    if not np.isfinite(sample).all():
+        raise ValueError("draws must all be finite numbers")
+    best_obs, worst_obs = _tied_ranks(obs)
+    best_all, worst_all = _tied_ranks(sample)
+    return _rank_bounds(best_all, worst_all, best_obs, worst_obs)
 
 
 def clipped_difference(d: Mapping[str, Any]) -> dict[str, Any]:
