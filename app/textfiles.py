@@ -28,6 +28,39 @@ def decode_upload(data: bytes | str) -> str:
         raise InputError(f"the file is not UTF-8 text (byte 0x{data[exc.start]:02x})", line=line) from None
 
 
+def gunzips_past(data: bytes, limit: int) -> bool:
+    """Whether gzip data inflates to more than `limit` bytes (inflating no further than that).
+    Corrupt or truncated data is left for the parser to report."""
+    total = 0
+    while data[:2] == b"\x1f\x8b":
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            total += len(inflater.decompress(data, limit + 1 - total))
+        except zlib.error:
+            return False
+        if total > limit:
+            return True
+        if not inflater.eof:
+            return False
+        data = inflater.unused_data  # gzip allows several members one after another
+    return False
+
+
+def limit_text(limit: int) -> str:
+    """A size limit as the refusals say it: "50 MB", or bytes under a megabyte."""
+    return f"{limit // (1024 * 1024)} MB" if limit >= 1024 * 1024 else f"{limit} byte"
+
+
+def read_capped(path: str, limit: int) -> bytes:
+    """A file's bytes, refused before any parsing when it, or what it gunzips to, is over
+    `limit` bytes (an offline scorer's input, capped as an upload is: MAX_UPLOAD_BYTES)."""
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit or gunzips_past(data, limit):
+        raise InputError(f"the file is larger than the {limit_text(limit)} limit (MAX_UPLOAD_BYTES)")
+    return data
+
+
 def jsonl_objects(data: bytes | str):
     """(line number, object) for every non-blank line of a JSONL upload; InputError naming the
     line for text that is not JSON or a line that is not an object."""

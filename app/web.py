@@ -15,6 +15,7 @@ from fastapi.templating import Jinja2Templates
 from app.auth.security import RateLimiter, csrf_token
 from app.config import ROOT, get_settings
 from app.errors import InputError
+from app.textfiles import gunzips_past, limit_text
 from app.kinds import get_kind
 from app.leaderboards.rows import MIN_INTERVAL_N
 
@@ -148,9 +149,8 @@ async def read_upload(upload: UploadFile | None, field: str = "file") -> bytes:
     limit = get_settings().max_upload_bytes
     data = await upload.read(limit + 1)
     # The limit is on the decompressed bytes: a small gzip may not inflate past it.
-    if len(data) > limit or _gunzipped_over(data, limit):
-        size = f"{limit // (1024 * 1024)} MB" if limit >= 1024 * 1024 else f"{limit} byte"
-        raise InputError(f"the file is larger than the {size} limit", field=field)
+    if len(data) > limit or gunzips_past(data, limit):
+        raise InputError(f"the file is larger than the {limit_text(limit)} limit", field=field)
     if not data:
         raise InputError("the file is empty", field=field)
     if is_excel(data):
@@ -168,26 +168,6 @@ def is_excel(data: bytes) -> bool:
     if data[:8] == OLE_MAGIC:
         return True
     return data[:4] == b"PK\x03\x04" and b"xl/" in data
-
-
-def _gunzipped_over(data: bytes, limit: int) -> bool:
-    """Whether gzip data inflates to more than `limit` bytes (inflating no further than that).
-    Corrupt or truncated data is left for the parser to report."""
-    import zlib
-
-    total = 0
-    while data[:2] == b"\x1f\x8b":
-        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            total += len(inflater.decompress(data, limit + 1 - total))
-        except zlib.error:
-            return False
-        if total > limit:
-            return True
-        if not inflater.eof:
-            return False
-        data = inflater.unused_data  # gzip allows several members one after another
-    return False
 
 
 def static_dir() -> Path:
