@@ -290,6 +290,85 @@ def train() -> None:
     """Train an agent (each kind adds what it can train: `proctor train --help` lists them)."""
 
 
+@main.group()
+def pairwise() -> None:
+    """Pairwise judgements of agents (which of two attempts at one item did better)."""
+
+
+@pairwise.command("score")
+@click.option(
+    "--judgements",
+    "path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help='JSONL, one judgement a line: {"judge", "item", "a", "b", "winner": "a"|"b"|"tie"} '
+    "(a and b: the two agents judged on the item).",
+)
+@click.option(
+    "--n-boot",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(min=1, max=100_000),
+    help="Bootstrap resamples of the items.",
+)
+@click.option("--seed", default=0, show_default=True, type=int, help="The bootstrap's random seed.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
+def pairwise_score(path: str, n_boot: int, seed: int, as_json: bool) -> None:
+    """Rate agents from pairwise judgements: Bradley-Terry with ties (Davidson), each agent's
+    rating (log-strength, centred on the agents' mean) with a 95% interval, its rank with a 95%
+    rank interval (bootstrap over items) and the win-rate matrix (docs/statistics.md)."""
+    import json
+
+    from app.errors import InputError
+    from app.leaderboards.pairwise import read_judgements, score
+    from app.textfiles import read_capped
+
+    try:
+        result = score(read_judgements(read_capped(path, get_settings().max_upload_bytes)), n_boot=n_boot, seed=seed)
+    except InputError as exc:
+        raise click.ClickException(f"{path}: {exc}") from None
+    if as_json:
+        click.echo(json.dumps(result))
+        return
+    _pairwise_tables(result)
+
+
+def _pairwise_tables(result: dict[str, Any]) -> None:
+    from app.leaderboards.pairwise import INTERVAL_METHOD
+    from app.leaderboards.stats import rank_label
+
+    def num(x: float | None) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
+    agents = result["agents"]
+    width = max(6, *(len(a) for a in agents))
+    click.echo(f"{'agent':<{width}} {'rating':>7} {'95% interval':>17} {'rank':>5} {'95% ranks':>9} {'n':>6}")
+    for name, a in agents.items():
+        interval = "-" if a["low"] is None else f"[{num(a['low'])}, {num(a['high'])}]"
+        ranks = rank_label((a["rank_low"], a["rank_high"]))
+        click.echo(f"{name:<{width}} {num(a['rating']):>7} {interval:>17} {a['rank']:>5} {ranks:>9} {a['n']:>6}")
+    ties, how = result["ties"], result["interval"]
+    tie_interval = "" if ties["low"] is None else f" [{ties['low']:.1%}, {ties['high']:.1%}]"
+    click.echo(
+        f"\nties: two equally strong agents tie {ties['share_if_equal']:.1%}{tie_interval} of the time "
+        f"(Davidson's nu = {num(ties['nu'])}); {ties['observed']:.1%} of the judgements are ties"
+    )
+    resampled = f", {how['n_boot']} resamples, seed {how['seed']}" if how["method"] == INTERVAL_METHOD else ""
+    click.echo(
+        f"{result['judgements']} judgements of {result['items']} items by {result['judges']} judges; "
+        f"intervals: {how['method']}{resampled}"
+    )
+    click.echo("\nwin rate of the row's agent against the column's: (wins + ties / 2) / n, and n")
+    cells = {
+        a: {b: "-" if c["share"] is None else f"{c['share']:.0%} ({c['n']})" for b, c in row.items()}
+        for a, row in result["win_matrix"].items()
+    }
+    col = max(9, *(len(a) for a in agents), *(len(v) for row in cells.values() for v in row.values()))
+    click.echo(f"{'':<{width}} " + " ".join(f"{b:>{col}}" for b in agents))
+    for a in agents:
+        click.echo(f"{a:<{width}} " + " ".join(f"{cells[a].get(b, ''):>{col}}" for b in agents))
+
+
 @main.command("kinds")
 def kinds_cmd() -> None:
     """List the installed task kinds and what each adds (routes, commands, jobs, migrations)."""
