@@ -1,4 +1,4 @@
-"""The `proctor` command: serve, worker, migrate, demo, export, user, kinds, train, remote (a
+"""The `proctor` command: serve, worker, migrate, demo, export, plan, user, kinds, train, remote (a
 server's API from afar: proctor_client/cli.py); each task kind
 adds its own group (e.g. `proctor tom check`, `proctor navigation score`)."""
 
@@ -243,6 +243,44 @@ def export_cmd(study_id: int, out: str) -> None:
         with open(path, "wb") as f:
             f.write(store.get(key))
         click.echo(path)
+
+
+@main.command("plan")
+@click.option(
+    "--scores", required=True, help="Agents' expected true scores, e.g. 0.8,0.7,0.6 (or one baseline with --agents)."
+)
+@click.option("--agents", default=None, help="How many agents: with one score, each --difference below the one before.")
+@click.option("--items", required=True, help="Items each agent is judged on.")
+@click.option(
+    "--annotations", default="3", show_default=True, help="Annotations per item (people's majority scores it)."
+)
+@click.option("--error", default=None, help="The chance a worker's judgement is flipped, 0-0.5 (default 0).")
+@click.option("--accuracy", default=None, help="Workers' accuracy instead of --error (error = 1 - accuracy).")
+@click.option("--difference", default=None, help="The gap to separate (default: the closest two scores).")
+@click.option("--judge-agreement", default=None, help="An automatic judge's agreement with people, 0.5-1: PPI++.")
+@click.option("--people", default=None, help="With a judge: items people judge (default half); the judge does all.")
+@click.option("--payment", default=None, help="Payment per annotation, for the cost.")
+@click.option("--studies", default="1000", show_default=True, help="Simulated studies.")
+@click.option("--seed", default="0", show_default=True, help="The simulation's seed.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+def plan_cmd(as_json: bool, **options: Any) -> None:
+    """Plan a study: simulate it and say each agent's expected 95% interval half-width, the
+    power to separate two agents, and the cost (docs/statistics.md, "Planning a study")."""
+    import json
+
+    from app.errors import InputError
+    from app.leaderboards import plan
+
+    try:
+        result = plan.run_plan(plan.make_input(**options, max_studies=200_000))
+    except InputError as exc:
+        option = f"--{exc.field.replace('_', '-')}" if exc.field else None
+        raise click.BadParameter(exc.message, param_hint=option) from None
+    if as_json:
+        click.echo(json.dumps(result, indent=2, allow_nan=False))
+    else:
+        for line in plan.summary_lines(result):
+            click.echo(line)
 
 
 @main.group()

@@ -327,7 +327,19 @@ def run_plan(plan: PlanInput) -> dict[str, Any]:
     }
     if judged:
         out["judge"] = _judge_summary(plan, people, needed, target)
-    return out
+    clean: dict[str, Any] = _finite(out)
+    return clean
+
+
+def _finite(value: Any) -> Any:
+    """`nan` as None all through (JSON has no NaN; the API and `--json` print this)."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 #: Simulated studies whose items serve as pilots of `stats.ppi_people_needed` (the median is kept).
