@@ -272,7 +272,7 @@ def plan_cmd(as_json: bool, **options: Any) -> None:
     from app.leaderboards import plan
 
     try:
-        result = plan.run_plan(plan.make_input(**options, max_studies=200_000))
+        result = plan.run_plan(plan.make_input(**options, max_studies=200_000, budget=False))
     except InputError as exc:
         option = f"--{exc.field.replace('_', '-')}" if exc.field else None
         raise click.BadParameter(exc.message, param_hint=option) from None

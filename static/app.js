@@ -101,3 +101,11 @@ document.addEventListener("submit", async (ev) => {
   } catch (_) { /* not JSON: the status says it */ }
   refuse(`Not sent: ${message}`, response.status);
 });
+// htmx swaps no refusal (4xx) by default: a form marked data-swap-refusals shows its 422 (the
+// fragment that says which field is wrong) in place, as it would a result.
+document.addEventListener("htmx:beforeSwap", (ev) => {
+  if (ev.detail.xhr.status === 422 && ev.detail.elt.closest("[data-swap-refusals]")) {
+    ev.detail.shouldSwap = true;
+    ev.detail.isError = false;
+  }
+});

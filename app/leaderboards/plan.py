@@ -45,6 +45,12 @@ MAX_STUDIES = 20_000
 MAX_ITEMS = 100_000
 MAX_AGENTS = 50
 MAX_ANNOTATIONS = 50
+#: Judgements drawn for one simulated study at most (agents x items x annotations, one byte each).
+MAX_JUDGEMENTS = 10_000_000
+#: The page's and the API's budget of scored (study, agent) pairs: a plan answers in seconds
+#: (about 0.5 ms a pair, 10 ms beside a judge, whose PPI++ runs per pair).
+MAX_SCORED = 10_000
+MAX_SCORED_JUDGED = 1_000
 
 
 @dataclass(frozen=True)
@@ -113,10 +119,13 @@ def make_input(
     studies: Any = 1000,
     seed: Any = 0,
     max_studies: int = MAX_STUDIES,
+    budget: bool = True,
 ) -> PlanInput:
     """A checked `PlanInput` from raw values (form fields, CLI options, JSON), blank or None
     meaning "not given"; an `InputError` naming the field otherwise. One score with ``agents``
-    K > 1 means a baseline and K - 1 agents each ``difference`` below the one before."""
+    K > 1 means a baseline and K - 1 agents each ``difference`` below the one before.
+    ``budget`` (the page and the API) caps the simulated work at `MAX_SCORED` (study, agent)
+    pairs, `MAX_SCORED_JUDGED` beside a judge; the command line runs what it is given."""
 
     def given(v: Any) -> bool:
         return v is not None and not (isinstance(v, str) and not v.strip())
@@ -165,16 +174,30 @@ def make_input(
     pay = _number(payment, "payment") if given(payment) else None
     if pay is not None and pay < 0:
         raise InputError("a payment is not negative", field="payment")
+    m = _whole(annotations, "annotations", 1, MAX_ANNOTATIONS)
+    if len(base) * n * m > MAX_JUDGEMENTS:
+        raise InputError(
+            f"{len(base)} agents x {n} items x {m} annotations is over {MAX_JUDGEMENTS:,} judgements a study",
+            field="items",
+        )
+    s = _whole(studies, "studies", 10, max_studies)
+    cap = MAX_SCORED_JUDGED if j is not None else MAX_SCORED
+    if budget and s * len(base) > cap:
+        raise InputError(
+            f"at most {cap // len(base):,} simulated studies for {len(base)} agents here "
+            f"({cap:,} agent-studies; `proctor plan` runs more)",
+            field="studies",
+        )
     return PlanInput(
         scores=base,
         items=n,
-        annotations=_whole(annotations, "annotations", 1, MAX_ANNOTATIONS),
+        annotations=m,
         error=e,
         difference=d,
         judge_agreement=j,
         people=p,
         payment=pay,
-        studies=_whole(studies, "studies", 10, max_studies),
+        studies=s,
         seed=_whole(seed, "seed", 0, 2**32 - 1),
     )
 

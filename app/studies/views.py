@@ -382,6 +382,50 @@ def new_study(request: Request, user: User = Depends(researcher)) -> Response:
     return render(request, "research/new_study.html", user=user, kinds=all_kinds(), form={}, preview=None)
 
 
+#: The plan's form fields (the same names as `proctor plan`'s options, with underscores).
+PLAN_FIELDS = (
+    "scores",
+    "agents",
+    "items",
+    "annotations",
+    "error",
+    "difference",
+    "judge_agreement",
+    "people",
+    "payment",
+)
+
+
+@router.post("/studies/new/plan")
+async def plan_study(request: Request, user: User = Depends(researcher)) -> Response:
+    """The new-study page's plan (htmx): a fragment with the simulated half-widths, power and
+    cost (app/leaderboards/plan.py), or the refusal naming its field (422)."""
+    from app.leaderboards import plan
+    from app.leaderboards.api import PLANS_PER_MINUTE
+
+    rate_limit(request, "study-plan", PLANS_PER_MINUTE, key=f"user:{user.id}")  # seconds of CPU each
+    form = await request.form()
+    fields = {k: v for k, v in form.items() if isinstance(v, str) and k in (*PLAN_FIELDS, "studies", "seed")}
+    try:
+        made = plan.make_input(
+            scores=fields.get("scores", ""),
+            agents=fields.get("agents"),
+            items=fields.get("items", ""),
+            annotations=fields.get("annotations") or 3,
+            error=fields.get("error"),
+            difference=fields.get("difference"),
+            judge_agreement=fields.get("judge_agreement"),
+            people=fields.get("people"),
+            payment=fields.get("payment"),
+            studies=fields.get("studies") or 500,
+            seed=fields.get("seed") or 0,
+        )
+    except InputError as exc:
+        return render(request, "research/_plan.html", status_code=422, error=str(exc), result=None)
+    result = await run_in_threadpool(plan.run_plan, made)
+    return render(request, "research/_plan.html", result=result, lines=plan.summary_lines(result), error=None)
+
+
 @router.post("/studies/new")
 async def create_study(request: Request, session: Session = Depends(db), user: User = Depends(researcher)) -> Response:
     form = await request.form()

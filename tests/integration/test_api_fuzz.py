@@ -108,6 +108,8 @@ def _uploads() -> set[tuple[str, str]]:
 REFUSED_BY_THE_WORK = {
     ("POST", "/api/v1/sts/recordings/expert"): "the expert may not win from a seed within max_steps",
     ("POST", "/api/v1/runs"): "a run's fields name what must exist and be the caller's (a suite, an agent)",
+    ("POST", "/api/v1/plan"): "a plan's fields are checked together (one score needs a difference; "
+    "people need a judge; the simulation's budget is agents x studies)",
 }
 NOT_FOR_CONTENT = _uploads() | set(REFUSED_BY_THE_WORK)
 

@@ -66,6 +66,7 @@ POST /account/tokens/{token_id}/revoke                  login  login  303    404
 GET  /studies                                           login  login  200    200    200    200     200     200     401
 GET  /studies/new                                       login  login  200    200    200    200     200     200     401
 POST /studies/new                                       login  login  303    303    303    303     303     303     401
+POST /studies/new/plan                                  login  login  200    200    200    200     200     200     401
 GET  /studies/{study_id}                                login  login  200    404    200    200     404     200     401
 GET  /studies/{study_id}/progress                       login  login  200    404    200    200     404     200     401
 GET  /studies/{study_id}/exports                        login  login  200    404    200    200     404     200     401
@@ -105,6 +106,7 @@ GET  /api/v1/kinds                                      401    401    200    200
 GET  /api/v1/tokens                                     401    401    200    200    200    200     200     200     401
 POST /api/v1/tokens/{token_id}/revoke                   401    401    200    404    200    200     404     200     401
 POST /api/v1/studies                                    401    401    201    201    201    201     201     201     401
+POST /api/v1/plan                                       401    401    200    200    200    200     200     200     401
 GET  /api/v1/studies/{study_id}                         401    401    200    404    200    200     404     200     401
 POST /api/v1/studies/{study_id}/state                   401    401    200    404    200    200     404     200     401
 PATCH /api/v1/studies/{study_id}                        401    401    200    404    200    200     404     200     401
@@ -767,6 +769,10 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
     elif key == "POST /studies/new":
         form = {"title": f"Probe {role}", "action": "create"}
         files = {"file": ("q.csv", small_csv(), "text/csv")}
+    elif key == "POST /studies/new/plan":
+        form = {"scores": "0.8, 0.7", "items": "20", "studies": "10"}
+    elif key == "POST /api/v1/plan":
+        kw["json"] = {"scores": [0.8, 0.7], "items": 20, "studies": 10}
     elif key == "POST /studies/{study_id}/state":
         form = {"state": study_state}
     elif key == "POST /studies/{study_id}/agents":
