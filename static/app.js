@@ -104,7 +104,8 @@ document.addEventListener("submit", async (ev) => {
 // htmx swaps no refusal (4xx) by default: a form marked data-swap-refusals shows its 422 (the
 // fragment that says which field is wrong) in place, as it would a result.
 document.addEventListener("htmx:beforeSwap", (ev) => {
-  if (ev.detail.xhr.status === 422 && ev.detail.elt.closest("[data-swap-refusals]")) {
+  const from = (ev.detail.requestConfig && ev.detail.requestConfig.elt) || ev.detail.elt;  // the form
+  if (ev.detail.xhr.status === 422 && from && from.closest("[data-swap-refusals]")) {
     ev.detail.shouldSwap = true;
     ev.detail.isError = false;
   }

@@ -474,3 +474,35 @@ def _drop_work(session: Session, study: Study, worker_ids: list[int]) -> None:
         .where(Annotation.study_id == study.id, Annotation.worker_id.in_(worker_ids))
         .values(excluded=True)
     )
+
+
+def past_gold_accuracy(session: Session, kind: str, owner_id: int | None) -> dict[str, Any] | None:
+    """The share of gold answers fully right (score 1) in the past studies of `kind` (the
+    owner's; every one's with None), rejected workers' and imported annotators' left out: the
+    annotators' accuracy a study plan starts from when the researcher enters none (issue 29.1).
+    {accuracy, right, gold_answers, studies}, or None when no gold answer has a score."""
+    rows = session.execute(
+        select(
+            func.count(Annotation.id),
+            func.sum(case((Annotation.score >= 1.0, 1), else_=0)),
+            func.count(func.distinct(Annotation.study_id)),
+        )
+        .join(Study, Study.id == Annotation.study_id)
+        .join(
+            Participant,
+            and_(Participant.study_id == Annotation.study_id, Participant.worker_id == Annotation.worker_id),
+        )
+        .join(User, User.id == Annotation.worker_id)
+        .where(
+            Study.kind == kind,
+            *([Study.owner_id == owner_id] if owner_id is not None else []),
+            Annotation.is_gold.is_(True),
+            Annotation.score.is_not(None),
+            Participant.status != "rejected",
+            _counted_workers(),
+        )
+    ).one()
+    n, right, studies = int(rows[0] or 0), int(rows[1] or 0), int(rows[2] or 0)
+    if n == 0:
+        return None
+    return {"accuracy": right / n, "right": right, "gold_answers": n, "studies": studies}

@@ -397,15 +397,24 @@ PLAN_FIELDS = (
 
 
 @router.post("/studies/new/plan")
-async def plan_study(request: Request, user: User = Depends(researcher)) -> Response:
+async def plan_study(request: Request, session: Session = Depends(db), user: User = Depends(researcher)) -> Response:
     """The new-study page's plan (htmx): a fragment with the simulated half-widths, power and
-    cost (app/leaderboards/plan.py), or the refusal naming its field (422)."""
+    cost (app/leaderboards/plan.py), or the refusal naming its field (422). With no error
+    entered, the workers' error is 1 - the gold accuracy of the researcher's past studies of
+    the form's kind (an admin's: everyone's), where there is one."""
     from app.leaderboards import plan
     from app.leaderboards.api import PLANS_PER_MINUTE
 
     rate_limit(request, "study-plan", PLANS_PER_MINUTE, key=f"user:{user.id}")  # seconds of CPU each
     form = await request.form()
-    fields = {k: v for k, v in form.items() if isinstance(v, str) and k in (*PLAN_FIELDS, "studies", "seed")}
+    fields = {k: v for k, v in form.items() if isinstance(v, str) and k in (*PLAN_FIELDS, "studies", "seed", "kind")}
+    past = None
+    if not fields.get("error", "").strip() and fields.get("kind") in all_kinds():
+        from app.quality.service import past_gold_accuracy
+
+        past = past_gold_accuracy(session, fields["kind"], None if user.role == "admin" else user.id)
+        if past is not None:  # an accuracy under a coin's is a coin's: the plan's error is at most 0.5
+            fields["error"] = str(min(0.5, 1.0 - past["accuracy"]))
     try:
         made = plan.make_input(
             scores=fields.get("scores", ""),
@@ -423,7 +432,9 @@ async def plan_study(request: Request, user: User = Depends(researcher)) -> Resp
     except InputError as exc:
         return render(request, "research/_plan.html", status_code=422, error=str(exc), result=None)
     result = await run_in_threadpool(plan.run_plan, made)
-    return render(request, "research/_plan.html", result=result, lines=plan.summary_lines(result), error=None)
+    return render(
+        request, "research/_plan.html", result=result, lines=plan.summary_lines(result), error=None, past=past
+    )
 
 
 @router.post("/studies/new")

@@ -108,3 +108,34 @@ def test_the_api_plans_and_refuses_by_field(app, session):
         assert r.status_code == 422 and r.json()["field"] == "difference"
         r = client.post("/api/v1/plan", json={**body, "studies": 2000, "scores": [0.5] * 20})
         assert r.status_code == 422 and r.json()["field"] == "studies"
+
+
+def test_with_no_error_entered_the_plan_takes_past_gold_accuracy(app, session):
+    """The researcher's past studies of the form's kind: 1 - the share of their gold answers
+    fully right is the workers' error (another researcher's studies do not count)."""
+    from sqlalchemy import select
+
+    from app.kinds.tom.demo import simulate_worker
+    from app.studies.models import Annotation
+    from tests.conftest import create_tom_study
+
+    researcher, other = make_user(session, "researcher"), make_user(session, "researcher")
+    mine, theirs = create_tom_study(session, researcher), create_tom_study(session, other)
+    for n, acc in enumerate((0.9, 0.7)):
+        simulate_worker(session, mine, f"plan-sim-{n}", acc, seed=n)
+        simulate_worker(session, theirs, f"plan-other-{n}", 0.3, seed=10 + n)
+    session.commit()
+    gold = session.scalars(
+        select(Annotation.score).where(Annotation.study_id == mine.id, Annotation.is_gold.is_(True))
+    ).all()
+    right = sum(1 for g in gold if g is not None and g >= 1.0)
+    assert len(gold) > 0
+    with TestClient(app) as client:
+        csrf = login(client, researcher)
+        form = {"csrf_token": csrf, "scores": "0.8, 0.7", "items": "50", "studies": "20", "kind": "tom"}
+        r = client.post("/studies/new/plan", data=form)
+        assert r.status_code == 200, r.text
+        assert f"{right} of {len(gold)} gold answers right in 1 past study" in r.text
+        assert f"error {1 - right / len(gold):.3f}" in r.text
+        r = client.post("/studies/new/plan", data={**form, "error": "0.2"})  # entered: used as is
+        assert 'id="plan-past"' not in r.text and "worker error 0.2 " in r.text
