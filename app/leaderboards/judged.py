@@ -7,7 +7,7 @@ judgements, and how many units people must judge for a target interval
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from app.leaderboards import stats
@@ -120,3 +120,97 @@ def judged_table(
         ],
         "rows": rows,
     }
+
+
+def learned_row(
+    human: Mapping[Hashable, float],
+    features: Mapping[Hashable, Sequence[float]],
+    unit: str,
+    folds: int = stats.CROSS_FOLDS,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """One agent's cells for a judge learned from people (stats.crossppi_mean): `human` unit ->
+    people's value (0-1) where people judged it, `features` unit -> what is known of it without
+    people, for every unit. The predictor is cross-fitted over people's units, so its agreement is
+    with people it was not trained on: the share of people's units (a tie left out) whose
+    verdict (prediction >= 0.5) is people's, with its Wilson interval."""
+    both = [u for u in features if u in human]
+    only = [u for u in features if u not in human]
+    people = [float(human[u]) for u in both]
+    est = stats.crossppi_mean([features[u] for u in both], people, [features[u] for u in only], folds, seed, unit=unit)
+    predicted = est["predictions"]
+    agreement = None
+    judge = None
+    if predicted is not None:
+        decided = [(h, p) for h, p in zip(people, predicted) if h != 0.5]
+        hits = sum((p >= 0.5) == (h > 0.5) for h, p in decided)
+        agreement = stats.proportion(hits, len(decided)).as_dict() if decided else None
+        unlabelled = est["unlabelled"]
+        judge = (sum(predicted) + sum(unlabelled)) / len(features)
+    return {
+        "people": est["people"] if people else None,
+        "judged": len(features),
+        "judge": judge,
+        "agreement": agreement,
+        "ppi": (
+            {"text": "—", "reason": est["reason"]}
+            if est["low"] is None
+            else {k: est[k] for k in ("mean", "low", "high", "method")} | {"n": len(features)}
+        ),
+        "worth": None if est["effective_n"] is None else round(est["effective_n"], 1),
+    }
+
+
+def learned_table(
+    key: str,
+    rows: list[dict[str, Any]],
+    *,
+    judge: str,
+    unit: str,
+    measure: str,
+    agent: tuple[str, str],
+    note: str,
+) -> dict[str, Any]:
+    """judged_table's shape for learned_row's rows: the same columns but the plan (PPI++'s power
+    analysis does not hold for a cross-fitted predictor), and its own note."""
+    units = f"{unit}s"
+    table = judged_table(key, rows, judge=judge, unit=unit, measure=measure, agent=agent, note=note)
+    table["title"] = f"People and {judge} together (cross-prediction, {measure} 0-1)"
+    table["note"] = (
+        f"{note} Cross-prediction-powered inference (Zrnic and Candès 2024): people's {units} are split at "
+        f"random into {stats.CROSS_FOLDS} folds, each fold's {units} predicted by a model trained on the "
+        f"other folds, and the {units} people did not judge by the mean of the {stats.CROSS_FOLDS} models; "
+        f"the {measure} people would give over every {unit} is people's mean corrected by the predictions, "
+        f"unbiased if the {units} people judged are a random sample. The predictions' weight is not tuned: "
+        f'a poor predictor widens the interval. "—" where people judged every {unit}, fewer than '
+        f"{stats.MIN_PPI_HUMAN}, or no spread at all."
+    )
+    columns = []
+    for c in table["columns"]:
+        if c["key"] == "plan":
+            continue
+        if c["key"] == "agreement":
+            c = {
+                **c,
+                "help": f"The share of the {units} people judged (a tie left out) where the predictor's verdict "
+                f"(predicted success >= 0.5, from a model not trained on that {unit}) is people's, with its 95% "
+                "Wilson interval.",
+            }
+        if c["key"] == "ppi":
+            c = {
+                **c,
+                "label": "Cross-PPI",
+                "help": f"The {measure} people would give over every {unit}, from people and {judge} together "
+                f"(cross-prediction), with its 95% interval; n counts every {unit}.",
+            }
+        if c["key"] == "worth":
+            c = {**c, "help": f"How many {units} judged by people the cross-prediction interval is worth."}
+        if c["key"] == "judge":
+            c = {
+                **c,
+                "help": f"The mean predicted {measure} (0-1) over all the agent's {units} (cross-fitted on "
+                f"people's, the models' mean elsewhere).",
+            }
+        columns.append(c)
+    table["columns"] = columns
+    return table

@@ -1281,3 +1281,128 @@ def ppi_people_needed(
         "ppi_corr": rho,
         "reachable": alone <= n_units,
     }
+
+
+CROSS_PPI = "cross-prediction-powered inference (Zrnic and Candès 2024, K-fold, normal)"
+CROSS_FOLDS = 5
+
+
+def _fit_logistic(x: np.ndarray, y: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray] | None:
+    """A logistic regression (scikit-learn's, its default L2 penalty, on features standardised by
+    the training units' mean and standard deviation) of values in [0, 1]: a value v counts as a
+    success of weight v and a failure of weight 1 - v, so a tie (0.5) weighs on both sides. None
+    where the values do not vary: the model is then the constant mean (see _predict)."""
+    from sklearn.linear_model import LogisticRegression
+
+    if float(y.min()) == float(y.max()):
+        return None
+    mu, sd = x.mean(axis=0), x.std(axis=0)
+    sd = np.where(sd > 0, sd, 1.0)
+    xx = np.concatenate([x, x])
+    yy = np.concatenate([np.ones(y.size), np.zeros(y.size)])
+    weight = np.concatenate([y, 1.0 - y])
+    keep = weight > 0
+    model = LogisticRegression().fit((xx[keep] - mu) / sd, yy[keep], sample_weight=weight[keep])
+    return model, mu, sd
+
+
+def _predict(model: tuple[Any, np.ndarray, np.ndarray] | None, y_train: np.ndarray, x: np.ndarray) -> np.ndarray:
+    if model is None:
+        return np.full(x.shape[0], float(y_train.mean()))
+    fitted, mu, sd = model
+    return np.asarray(fitted.predict_proba((x - mu) / sd)[:, 1], dtype=float)
+
+
+def cross_fit(
+    features_people: Sequence[Sequence[float]],
+    labels: Sequence[float],
+    features_unlabelled: Sequence[Sequence[float]],
+    folds: int = CROSS_FOLDS,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cross-fitted predictions of people's values (0-1) from features available without people
+    (Zrnic and Candès, "Cross-prediction-powered inference", PNAS 2024): people's units are split
+    at random (`seed`) into `folds` folds; each fold's units are predicted by a logistic regression
+    trained on the other folds, and every unlabelled unit by each of the `folds` models. Returns
+    (the fold of each of people's units, their predictions (n,), the unlabelled units'
+    predictions (N, folds), one column per model)."""
+    y = _finite_array(labels, "labels")
+    x = np.asarray(features_people, dtype=float).reshape(y.size, -1)
+    x_u = (
+        np.asarray(features_unlabelled, dtype=float).reshape(-1, x.shape[1])
+        if len(features_unlabelled)
+        else np.zeros((0, x.shape[1]))
+    )
+    if not (np.isfinite(x).all() and np.isfinite(x_u).all()):
+        raise ValueError("features must be finite numbers")
+    if y.size and (float(y.min()) < 0.0 or float(y.max()) > 1.0):
+        raise ValueError("labels must lie in [0, 1]")
+    if folds < 2 or y.size < folds:
+        raise ValueError(f"cross-fitting needs at least 2 folds and a unit of people's per fold ({y.size} for {folds})")
+    fold = np.empty(y.size, dtype=int)
+    fold[np.random.default_rng(seed).permutation(y.size)] = np.arange(y.size) % folds
+    yhat = np.empty(y.size)
+    yhat_u = np.empty((x_u.shape[0], folds))
+    for k in range(folds):
+        train = fold != k
+        model = _fit_logistic(x[train], y[train])
+        yhat[~train] = _predict(model, y[train], x[~train])
+        if x_u.shape[0]:
+            yhat_u[:, k] = _predict(model, y[train], x_u)
+    return fold, yhat, yhat_u
+
+
+def crossppi_mean(
+    features_people: Sequence[Sequence[float]],
+    labels: Sequence[float],
+    features_unlabelled: Sequence[Sequence[float]],
+    folds: int = CROSS_FOLDS,
+    seed: int = 0,
+    unit: str = "unit",
+) -> dict[str, Any]:
+    """The mean of what people would say over every unit, from people's values (0-1) on a random
+    sample and a predictor of them trained on those same values: cross-prediction-powered
+    inference (Zrnic and Candès 2024), through ppi-python's crossppi_mean_*, with the predictions
+    from :func:`cross_fit` (a predictor trained on the labels it is then combined with would break
+    PPI's guarantee; cross-fitting keeps it). The same shape as :func:`ppi_mean` (its `people`,
+    `effective_n`, `reason`), `predictions`: the cross-fitted prediction of each of people's
+    units, in their order (what its agreement with held-out people is read from), and
+    `unlabelled`: each unlabelled unit's mean prediction over the fold models. Unlike PPI++
+    the predictions' weight is not tuned: a poor predictor can widen the interval."""
+    from ppi_py import classical_mean_ci, crossppi_mean_ci, crossppi_mean_pointestimate
+
+    y = _finite_array(labels, "labels")
+    n, big_n = int(y.size), len(features_unlabelled)
+    people = (mean_interval(y.tolist()) if n else Estimate(0, NAN, NAN, NAN)).as_dict()
+    out: dict[str, Any] = {
+        "n": n,
+        "n_judge": big_n,
+        "mean": _none_if_nan(float(y.mean())) if n else None,
+        "low": None,
+        "high": None,
+        "method": CROSS_PPI,
+        "effective_n": None,
+        "people": people,
+        "predictions": None,
+        "unlabelled": None,
+    }
+    if n < MIN_PPI_HUMAN:
+        out["reason"] = f"{n} {unit}{'' if n == 1 else 's'} judged by people: under {MIN_PPI_HUMAN}, no interval"
+        return out
+    _, yhat, yhat_u = cross_fit(features_people, labels, features_unlabelled, folds, seed)
+    out["predictions"], out["unlabelled"] = yhat.tolist(), yhat_u.mean(axis=1).tolist()
+    if big_n == 0:
+        out["reason"] = f"people judged every {unit}: the predictor has none to add"
+        return out
+    with np.errstate(all="ignore"):
+        low, high = (float(np.ravel(v)[0]) for v in crossppi_mean_ci(y, yhat, yhat_u, alpha=0.05))
+        mean = float(np.ravel(crossppi_mean_pointestimate(y, yhat, yhat_u))[0])
+        c_low, c_high = (float(v) for v in classical_mean_ci(y, alpha=0.05))
+    if not all(math.isfinite(v) for v in (low, high, mean)) or high - low <= 0:
+        out["reason"] = "no spread in people's or the predictor's values: no interval to estimate"
+        return out
+    width, classical = high - low, c_high - c_low
+    out.update(mean=mean, low=max(low, 0.0), high=min(high, 1.0))
+    if math.isfinite(classical) and classical > 0:
+        out["effective_n"] = n * (classical / width) ** 2
+    return out
