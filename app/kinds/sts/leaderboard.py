@@ -13,7 +13,7 @@ from app.leaderboards.plot import PALETTE, cdf_svg, estimates_svg
 from app.kinds.sts.mining import UNKNOWN, tags_now
 from app.kinds.sts.score import Marker, outcome, score, share
 from app.leaderboards import stats
-from app.leaderboards.judged import judged_row, judged_table
+from app.leaderboards.judged import judged_row, judged_table, learned_row, learned_table
 from app.leaderboards.rows import rank_cells, with_units
 from app.studies.models import Annotation, Item, Study
 
@@ -229,6 +229,7 @@ def section(session: Session, study: Study) -> dict | None:
         }
     ]
     tables.extend(_ppi_tables(session, study, [r["agent"] for r in agent_rows], by_continuation))
+    tables.extend(_learned_tables(session, study, [r["agent"] for r in agent_rows], by_continuation))
     # Consistency (the paper's Figure 9): per scenario, the share of each agent's continuations
     # that succeed; its difficulty is one minus the mean share over the agents.
     agents = [r["agent"] for r in agent_rows]
@@ -504,6 +505,72 @@ def _ppi_tables(
         table["title"] += ", per category"
         tables.append(table)
     return tables
+
+
+MIN_LEARNED = 20  # continuations with people's verdicts before the learned judge is shown
+FEATURES = (
+    "simulator success (1/0)",
+    "steps to the simulator's success / the scenario's length (1 where it never succeeds)",
+    "the agent's own steps / the scenario's length",
+    "the takeover step",
+)
+
+
+def features(reference: dict, takeover: object) -> list[float] | None:
+    """What is known of a continuation without people (FEATURES, in order), from its item's
+    reference and the takeover its payload shows; None where the import left something out."""
+    sim, length, scenario_length = reference.get("simulator"), reference.get("length"), reference.get("scenario_length")
+    if sim not in ("success", "failure") or not isinstance(length, int) or not isinstance(scenario_length, int):
+        return None
+    if scenario_length <= 0 or not isinstance(takeover, int):
+        return None
+    step = reference.get("success_step")
+    reached = step / scenario_length if isinstance(step, int) and sim == "success" else 1.0
+    return [1.0 if sim == "success" else 0.0, float(reached), length / scenario_length, float(takeover)]
+
+
+def _learned_tables(
+    session: Session, study: Study, agents: list[str], by_continuation: dict[tuple, list[str]]
+) -> list[dict]:
+    """People and a success predictor learned from their markers (issue 28, the STS paper's
+    "training models to automate the human annotators"): per agent, a logistic regression of
+    people's outcome on FEATURES, cross-fitted over the agent's continuations people marked
+    (stats.crossppi_mean), judges every continuation; shown once MIN_LEARNED continuations have
+    people's verdicts."""
+    known: dict[tuple[str, str, str], list[float]] = {}
+    for ref, takeover in session.execute(
+        select(Item.reference, Item.payload["takeover"])
+        .where(Item.study_id == study.id, Item.is_gold.is_(False))
+        .order_by(Item.id)
+    ):
+        ref = ref or {}
+        x = features(ref, takeover)
+        if x is not None:
+            known[(str(ref.get("agent", "")), str(ref.get("scenario", "")), str(ref.get("continuation", "")))] = x
+    if sum(k in known for k in by_continuation) < MIN_LEARNED:
+        return []
+    rows = []
+    for agent in agents:
+        human = {k: outcome(v) for k, v in by_continuation.items() if k[0] == agent and k in known}
+        if not human:
+            continue
+        mine = {k: v for k, v in known.items() if k[0] == agent}
+        rows.append({"agent": agent, **learned_row(human, mine, "continuation")})
+    if not rows:
+        return []
+    return [
+        learned_table(
+            "sts_learned_ppi",
+            rows,
+            judge="a learned predictor",
+            unit="continuation",
+            measure="success share",
+            agent=("Agent", "The agent that played on from the takeover point."),
+            note="Per agent, a logistic regression predicts people's outcome of a continuation (the majority "
+            f"of its markers) from what is known without people: {'; '.join(FEATURES)}. It is trained on the "
+            "agent's continuations people marked and judges every one of them.",
+        )
+    ]
 
 
 def _owner_tags(session: Session, study: Study, scenarios: set[str]) -> dict[str, list[str]]:
