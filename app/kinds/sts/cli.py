@@ -68,8 +68,18 @@ def _plan(plan: dict) -> str:
     help="With --judge: plan for a PPI++ interval of ± this (on the 0-1 share): how many of each "
     "agent's continuations people must mark, at random, these marks taken as the pilot.",
 )
+@click.option(
+    "--learned-judge",
+    "learned_path",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="JSONL, what every continuation (people's or not) shows without people: agent, scenario, "
+    "continuation, features (a list of numbers). Adds per agent a success predictor learned from "
+    "people's outcomes, cross-fitted, its agreement with held-out people and the "
+    "cross-prediction-powered share (docs/statistics.md).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
-def sts_score(path: str, judge_path: str | None, half_width: float, as_json: bool) -> None:
+def sts_score(path: str, judge_path: str | None, half_width: float, learned_path: str | None, as_json: bool) -> None:
     """Score an annotations file offline: each agent's success share (with its standard error and
     95% Wilson interval, per category and per scenario), the share corrected for the annotators'
     measured sensitivity and specificity (Rogan-Gladen, bootstrap interval), the time to
@@ -79,7 +89,7 @@ def sts_score(path: str, judge_path: str | None, half_width: float, as_json: boo
     from tqdm import tqdm
 
     from app.errors import InputError
-    from app.kinds.sts.score import read_judge, read_markers, score
+    from app.kinds.sts.score import read_features, read_judge, read_markers, score
 
     judge = None
     if judge_path is not None:
@@ -88,6 +98,13 @@ def sts_score(path: str, judge_path: str | None, half_width: float, as_json: boo
                 judge = read_judge(f.read())
         except InputError as exc:
             raise click.ClickException(f"{judge_path}: {exc}") from None
+    learned = None
+    if learned_path is not None:
+        try:
+            with open(learned_path, "rb") as f:
+                learned = read_features(f.read())
+        except InputError as exc:
+            raise click.ClickException(f"{learned_path}: {exc}") from None
 
     with (
         open(path, encoding="utf-8-sig") as f,
@@ -100,9 +117,10 @@ def sts_score(path: str, judge_path: str | None, half_width: float, as_json: boo
                 yield raw
 
         try:
-            result = score(read_markers(lines()), judge=judge, half_width=half_width)
+            result = score(read_markers(lines()), judge=judge, half_width=half_width, learned=learned)
         except InputError as exc:  # a verdict the judge's file lacks is that file's fault
-            raise click.ClickException(f"{judge_path if exc.field == 'judge' else path}: {exc}") from None
+            blame = {"judge": judge_path, "learned": learned_path}.get(exc.field or "", path)
+            raise click.ClickException(f"{blame}: {exc}") from None
         except UnicodeDecodeError as exc:
             raise click.ClickException(f"{path}: not UTF-8 text (byte {exc.start})") from None
     if as_json:
@@ -139,6 +157,25 @@ def sts_score(path: str, judge_path: str | None, half_width: float, as_json: boo
             "'worth': how many people's continuations its interval is worth; 'for ±w': how many of "
             "the agent's continuations people must mark, at random, for an interval that wide "
             "(these marks as the pilot)."
+        )
+    if learned is not None:
+        click.echo("")
+        click.echo(
+            f"{'agent':<24} {'people':>8} {'learned agrees':>15} {'cross-PPI':>10} {'95% interval':>18} "
+            f"{'people':>7} {'judged':>7} {'worth':>7}"
+        )
+        for name, a in result["agents"].items():
+            p, g = a["learned"], a["learned_agreement"]
+            worth = "-" if p["effective_n"] is None else f"{p['effective_n']:.0f}"
+            shown = _interval(p) if p["low"] is not None else "-"
+            click.echo(
+                f"{name:<24} {_pct(a['success']):>8} {_pct(g['mean'] if g else None):>15} {_pct(p['mean']):>10} "
+                f"{shown:>18} {p['n_human']:>7} {p['n_judge']:>7} {worth:>7}"
+            )
+        click.echo(
+            "Learned: a logistic regression of people's outcomes on the features, cross-fitted over 5 folds "
+            "of people's continuations (agreement: with people it was not trained on); cross-PPI: "
+            "cross-prediction-powered inference from both ('-': too few people or nothing to add)."
         )
     reasons = {c["reason"] for a in result["agents"].values() if (c := a["corrected"]).get("reason")}
     for reason in sorted(reasons):

@@ -177,6 +177,68 @@ def read_judge(data: bytes | str | Iterable[str]) -> dict[tuple[str, str, str], 
     return out
 
 
+def read_features(data: bytes | str | Iterable[str]) -> dict[tuple[str, str, str], list[float]]:
+    """What a learned judge predicts from, JSONL {"agent", "scenario", "continuation",
+    "features": [numbers]} on every continuation (people's or not; blank lines skipped), every
+    line with as many numbers as the first: (agent, scenario, continuation) -> the features.
+    InputError names the line and the field; a continuation given twice is refused."""
+    from app.textfiles import jsonl_objects
+
+    out: dict[tuple[str, str, str], list[float]] = {}
+    first: dict[tuple[str, str, str], int] = {}
+    width: int | None = None
+    text = data if isinstance(data, (bytes, str)) else "\n".join(data)
+    for n, obj in jsonl_objects(text):
+        key = (
+            _text(obj.get("agent"), n, "agent"),
+            _text(obj.get("scenario"), n, "scenario"),
+            _text(obj.get("continuation"), n, "continuation"),
+        )
+        x = obj.get("features")
+        if (
+            not isinstance(x, list)
+            or not x
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in x)
+        ):
+            raise InputError(
+                f"must be a non-empty list of finite numbers, not {json.dumps(x)}", line=n, field="features"
+            )
+        if width is not None and len(x) != width:
+            raise InputError(f"{len(x)} numbers; the first line has {width}", line=n, field="features")
+        if key in first:
+            raise InputError(f"this continuation is given on line {first[key]} already", line=n, field="continuation")
+        width, first[key], out[key] = len(x), n, [float(v) for v in x]
+    if not out:
+        raise InputError("the features file holds no continuations", field="file")
+    return out
+
+
+def with_learned(rows: list[tuple], features: dict[tuple[str, str, str], list[float]], agent: str) -> dict:
+    """A success predictor learned from people (issue 28.1) for one agent: `rows` its (key,
+    outcome, marks) of people's continuations, `features` what every continuation shows without
+    people. `learned`: stats.crossppi_mean (a logistic regression cross-fitted over people's
+    continuations) with `n_human`, `n_judge`, `effective_n`; `learned_agreement`: the share of
+    people's continuations (ties left out) whose cross-fitted verdict is theirs (Wilson)."""
+    missing = [key for key, _, _ in rows if key not in features]
+    if missing:
+        raise InputError(
+            f"the features file has no line for agent {missing[0][0]!r}, scenario {missing[0][1]!r}, "
+            f"continuation {missing[0][2]!r}, which people annotated",
+            field="learned",
+        )
+    seen = {key for key, _, _ in rows}
+    human = [o for _, o, _ in rows]
+    only = [x for key, x in features.items() if key[0] == agent and key not in seen]
+    est = stats.crossppi_mean([features[key] for key, _, _ in rows], human, only, unit="continuation")
+    predicted = est.pop("predictions")
+    est.pop("unlabelled")
+    est["n_human"] = est.pop("n")
+    decided = [(h, p) for h, p in zip(human, predicted or []) if h != 0.5]
+    hits = sum((p >= 0.5) == (h > 0.5) for h, p in decided)
+    agreement = stats.proportion(hits, len(decided)).as_dict() if decided else None
+    return {"learned": est, "learned_agreement": agreement}
+
+
 def with_judge(
     rows: list[tuple], judge: dict[tuple[str, str, str], float], agent: str, half_width: float = PLAN_HALF_WIDTH
 ) -> dict:
@@ -292,11 +354,13 @@ def score(
     seed: int = 0,
     judge: dict[tuple[str, str, str], float] | None = None,
     half_width: float = PLAN_HALF_WIDTH,
+    learned: dict[tuple[str, str, str], list[float]] | None = None,
 ) -> dict:
     """{"agents": {name: {n, success, se, mean, low, high, method, corrected, per_category,
     per_scenario, ttc, ttc_median[, judge_agreement, ppi]}}, "reference": {pooled sensitivity
     and specificity}, "annotators": {id: {n_reference, sensitivity, specificity,
-    balanced_accuracy}}}; `judge_agreement` and `ppi` with a judge (read_judge)."""
+    balanced_accuracy}}}; `judge_agreement` and `ppi` with a judge (read_judge); `learned` and
+    `learned_agreement` with a learned judge's features (read_features, with_learned)."""
     per_continuation: dict[tuple, list[tuple[str, float | None]]] = defaultdict(list)
     category: dict[tuple, str] = {}
     refs: dict[str, dict[str, list[bool]]] = {}
@@ -354,6 +418,8 @@ def score(
         }
         if judge is not None:
             agents[agent].update(with_judge(rows, judge, agent, half_width))
+        if learned is not None:
+            agents[agent].update(with_learned(rows, learned, agent))
 
     annotators = {}
     for who in sorted(refs):
