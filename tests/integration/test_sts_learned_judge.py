@@ -54,8 +54,8 @@ def _section(session, study) -> dict:
 
 
 def test_the_learned_judge_beside_people_recomputed(session, monkeypatch):
-    study = _study(session, copies=3)
-    _mark(session, study, limit=60)
+    study = _study(session, copies=2)
+    _mark(session, study, limit=40)
     table = next(t for t in _section(session, study)["tables"] if t["key"] == "sts_learned_ppi")
     assert [c["key"] for c in table["columns"]] == ["agent", "people", "judged", "judge", "agreement", "ppi", "worth"]
     rows = {r["agent"]: r for r in table["rows"]}
