@@ -171,7 +171,8 @@ def set_state(
 
 
 class PeopleSampleIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: JSON's true and false are not the numbers 1 and 0 here
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     n: int = Field(ge=1, le=MAX_ID, description="how many of the study's non-gold items people judge")
     seed: int | None = Field(None, ge=0, le=2**31 - 1, description="the draw's seed (made when left out)")

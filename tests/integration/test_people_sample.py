@@ -103,6 +103,8 @@ def test_a_sample_people_cannot_give_is_refused_and_nothing_changes(app, session
         ({"n": "many"}, "n", "integer"),
         ({"n": 3, "items": [1]}, "items", "Extra inputs"),
         ({"n": 3, "seed": -1}, "seed", "greater than or equal to 0"),
+        ({"n": 3, "seed": False}, "seed", "integer"),
+        ({"n": True}, "n", "integer"),
     ):
         r = researcher.put(url, headers=csrf, json=body)
         assert r.status_code == 422, (body, r.text)
