@@ -108,6 +108,8 @@ def _uploads() -> set[tuple[str, str]]:
 REFUSED_BY_THE_WORK = {
     ("POST", "/api/v1/sts/recordings/expert"): "the expert may not win from a seed within max_steps",
     ("POST", "/api/v1/runs"): "a run's fields name what must exist and be the caller's (a suite, an agent)",
+    ("PUT", "/api/v1/studies/{study_id}/people-sample"): "n is at most the study's items and at least "
+    "the items people have begun",
     ("POST", "/api/v1/plan"): "a plan's fields are checked together (one score needs a difference; "
     "people need a judge; the simulation's budget is agents x studies)",
 }
