@@ -473,6 +473,7 @@ def test_progress_counts_what_the_researcher_watches(session, owner):
         "completed": 0,
         "in_flight": 0,
         "fraction": 0.0,
+        "people_sample": None,
         "workers": [],
     }
 
