@@ -1153,6 +1153,26 @@ CLT = "normal (people only)"
 MIN_PPI_HUMAN = 10  # below this the normal interval PPI rests on says nothing
 
 
+def _ppi_start(y: np.ndarray, big_n: int, method: str, people: dict[str, Any]) -> dict[str, Any]:
+    """What a people-and-judge estimate says before its interval: counts, people's mean and
+    their own interval (ppi_mean and crossppi_mean fill in the rest, or a reason)."""
+    n = int(y.size)
+    return {
+        "n": n,
+        "n_judge": big_n,
+        "mean": _none_if_nan(float(y.mean())) if n else None,
+        "low": None,
+        "high": None,
+        "method": method,
+        "effective_n": None,
+        "people": people,
+    }
+
+
+def _too_few_people(n: int, unit: str) -> str:
+    return f"{n} {unit}{'' if n == 1 else 's'} judged by people: under {MIN_PPI_HUMAN}, no interval"
+
+
 def ppi_mean(
     human: Sequence[float], judged: Sequence[float], judge_only: Sequence[float], unit: str = "unit"
 ) -> dict[str, Any]:
@@ -1187,18 +1207,9 @@ def ppi_mean(
         if n
         else Estimate(0, NAN, NAN, NAN)
     ).as_dict()
-    out: dict[str, Any] = {
-        "n": n,
-        "n_judge": big_n,
-        "mean": _none_if_nan(float(y.mean())) if n else None,
-        "low": None,
-        "high": None,
-        "method": PPI_PLUS,
-        "effective_n": None,
-        "people": people,
-    }
+    out = _ppi_start(y, big_n, PPI_PLUS, people)
     if n < MIN_PPI_HUMAN:
-        out["reason"] = f"{n} {unit}{'' if n == 1 else 's'} judged by people: under {MIN_PPI_HUMAN}, no interval"
+        out["reason"] = _too_few_people(n, unit)
         return out
     if big_n == 0:
         out["reason"] = f"people judged every {unit}: the judge has none to add"
@@ -1374,20 +1385,9 @@ def crossppi_mean(
     y = _finite_array(labels, "labels")
     n, big_n = int(y.size), len(features_unlabelled)
     people = (mean_interval(y.tolist()) if n else Estimate(0, NAN, NAN, NAN)).as_dict()
-    out: dict[str, Any] = {
-        "n": n,
-        "n_judge": big_n,
-        "mean": _none_if_nan(float(y.mean())) if n else None,
-        "low": None,
-        "high": None,
-        "method": CROSS_PPI,
-        "effective_n": None,
-        "people": people,
-        "predictions": None,
-        "unlabelled": None,
-    }
+    out = _ppi_start(y, big_n, CROSS_PPI, people) | {"predictions": None, "unlabelled": None}
     if n < MIN_PPI_HUMAN:
-        out["reason"] = f"{n} {unit}{'' if n == 1 else 's'} judged by people: under {MIN_PPI_HUMAN}, no interval"
+        out["reason"] = _too_few_people(n, unit)
         return out
     _, yhat, yhat_u = cross_fit(features_people, labels, features_unlabelled, folds, seed)
     out["predictions"], out["unlabelled"] = yhat.tolist(), yhat_u.mean(axis=1).tolist()
