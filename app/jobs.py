@@ -450,6 +450,14 @@ def refresh_cached_models() -> list[int]:
     return started
 
 
+def refresh_priorities() -> list[int]:
+    """Write the item priorities of the studies allocated adaptively (app/leaderboards/
+    adaptive.py); run with the sweeper, every minute."""
+    module, name = "app.leaderboards.adaptive:refresh".split(":")
+    done: list[int] = getattr(importlib.import_module(module), name)()
+    return done
+
+
 _wake = threading.Event()
 
 
@@ -478,6 +486,7 @@ def start_inprocess_worker(stop: threading.Event | None = None) -> threading.Thr
                     last_sweep = time.monotonic()
                     sweep()
                     refresh_cached_models()
+                    refresh_priorities()
             except Exception:
                 log.exception("in-process worker")
             _wake.wait(2.0)

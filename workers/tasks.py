@@ -2,7 +2,7 @@
 worker claims the queue's fairest job (app.jobs.run_turn), atomically, so a redelivered
 message (acks_late) never runs a job twice."""
 
-from app.jobs import CELERY_TASK, STALE_AFTER_S, SWEEP_TASK, refresh_cached_models, run_turn, sweep
+from app.jobs import CELERY_TASK, STALE_AFTER_S, SWEEP_TASK, refresh_cached_models, refresh_priorities, run_turn, sweep
 from workers.celery_app import app
 
 
@@ -21,4 +21,5 @@ def run_job_task(job_id: int) -> str:
 def sweep_jobs_task() -> dict:
     result = sweep()
     refresh_cached_models()  # stale Dawid-Skene results get a job (app/leaderboards/annotators.py)
+    refresh_priorities()  # adaptive allocation's item priorities (app/leaderboards/adaptive.py)
     return result

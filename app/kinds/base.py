@@ -334,6 +334,15 @@ class TaskKind(ABC):
         """Leaderboard rows computed without people or agents (e.g. a random baseline)."""
         return []
 
+    def ranking_arrivals(self, session: Any, study: Any) -> dict[str, list[tuple[Any, Any, float]]] | None:
+        """What the kind ranks its agents by, as people's judgements arrived: per agent (the
+        `category` of the items that are its outputs), (arrival, unit, value in [0, 1]) in
+        the order they arrived (app/leaderboards/sequential.py's Arrival; a unit's first value
+        counts). The settled comparisons and adaptive allocation (app/leaderboards/adaptive.py)
+        read it. None (the default): the kind's items are not agents' outputs, and a study of
+        it cannot be allocated adaptively."""
+        return None
+
     def extra_leaderboard(self, session: Any, study: Any) -> JSONDict | None:
         """A kind's own leaderboard section, shown under the generic table, or None.
 

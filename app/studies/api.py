@@ -43,6 +43,9 @@ class StudyOut(BaseModel):
     completion_code: str
     max_bundles_per_worker: int
     max_open_bundles_per_ip: int
+    # Adaptive allocation (app/leaderboards/adaptive.py): on or off, and its floor.
+    adaptive: bool
+    adaptive_floor: int
     # The kind's own settings (navigation: likert questions, baseline speaker, speakers).
     kind_settings: dict[str, Any] = {}
     entry_path: str
@@ -147,8 +150,10 @@ def get_study(study_id: Id, session: Session = Depends(db), user: User = Depends
 def edit_study(
     study_id: Id, body: services.StudyEdit, session: Session = Depends(db), user: User = Depends(researcher)
 ) -> StudyOut:
-    """Change a study's consent text or instructions, or its caps on one crowd member
-    (`max_bundles_per_worker`, `max_open_bundles_per_ip`); fields left out stay as they are.
+    """Change a study's consent text or instructions, its caps on one crowd member
+    (`max_bundles_per_worker`, `max_open_bundles_per_ip`), or its adaptive allocation
+    (`adaptive`: items of agents whose place in the ranking is open first, after every item
+    has `adaptive_floor` annotations); fields left out stay as they are.
     Workers who have not yet agreed to the consent text must agree to the new one."""
     study = _study(session, study_id, user)
     return _out(services.edit_study(session, study, body, session.merge(user)))

@@ -319,10 +319,13 @@ def _pick(session: Session, study: Study, worker_id: int, gold: bool, again: boo
         item = session.scalar(q.where(Item.position >= start).order_by(Item.position))
         return item or session.scalar(q.order_by(Item.position))
     # Depth first: items closest to their redundancy go first, so that what is done so far
-    # is whole items (majorities, agreement) rather than one answer on everything.
+    # is whole items (majorities, agreement) rather than one answer on everything. Adaptive
+    # allocation (app/leaderboards/adaptive.py) puts before that the items under the floor,
+    # then the priority the periodic job wrote (the hot path's NEXT_SQL orders alike).
+    first = [(Item.n_active < study.adaptive_floor).desc(), Item.priority.desc()] if study.adaptive else []
     q = (
         q.where(Item.n_active < study.annotations_per_item, Item.for_people.is_(True))
-        .order_by(Item.n_active.desc(), Item.position.desc())
+        .order_by(*first, Item.n_active.desc(), Item.position.desc())
         # FOR NO KEY UPDATE (only n_active changes): not skipping items whose rows a foreign-key
         # check holds FOR KEY SHARE (an answer being stored, the totals' rebuild).
         .with_for_update(skip_locked=True, key_share=True, of=Item)

@@ -78,6 +78,7 @@ WITH b AS (
 ), ctx AS (
     SELECT b.*, s.state AS study_state, s.annotations_per_item AS cap, s.lease_seconds,
            s.max_bundles_per_worker AS per_worker, s.xmin::text AS version, p.status AS pstatus,
+           s.adaptive, s.adaptive_floor AS floor,
            coalesce(b.gold_slots @> to_jsonb(b.n_done), false) AS want_gold,
            -- What the engine checks before it returns even the current lease.
            ((b.browser_hash IS NULL OR b.browser_hash = %(browser)s)
@@ -99,12 +100,12 @@ WITH b AS (
       AND a.slot = (SELECT n_done FROM b)
     ORDER BY a.id DESC LIMIT 1
 ), go AS (
-    SELECT worker_id, id, n_done, lease_seconds, want_gold, cap FROM ctx
+    SELECT worker_id, id, n_done, lease_seconds, want_gold, cap, adaptive, floor FROM ctx
     WHERE ok AND n_done < size AND per_worker = 1 AND NOT EXISTS (SELECT 1 FROM cur)
 ), plain AS (
     -- Depth first, as the engine's _pick: the index ix_items_pick walked backwards.
     SELECT i.id, i.exclusion_group, i.is_gold FROM items i
-    WHERE (SELECT NOT want_gold FROM go) AND i.study_id = %(study)s AND NOT i.is_gold
+    WHERE (SELECT NOT want_gold AND NOT adaptive FROM go) AND i.study_id = %(study)s AND NOT i.is_gold
       AND i.n_active < (SELECT cap FROM go) AND i.for_people """
     + _OPEN.format(w="(SELECT worker_id FROM go)")
     + """
@@ -112,6 +113,18 @@ WITH b AS (
     -- NO KEY UPDATE: only n_active changes. A plain FOR UPDATE would skip every item whose row
     -- another transaction's foreign-key check holds FOR KEY SHARE (an answer being stored, the
     -- totals' rebuild), and a worker could be told there is no work left.
+    FOR NO KEY UPDATE OF i SKIP LOCKED
+), ranked AS (
+    -- Adaptive allocation (app/leaderboards/adaptive.py), as the engine's _pick: the items under
+    -- the floor first, then the priority the periodic job wrote, then depth first. A sort of
+    -- the study's free items (the plain order above walks an index): only where it is on.
+    SELECT i.id, i.exclusion_group, i.is_gold FROM items i
+    WHERE (SELECT NOT want_gold AND adaptive FROM go) AND i.study_id = %(study)s AND NOT i.is_gold
+      AND i.n_active < (SELECT cap FROM go) AND i.for_people """
+    + _OPEN.format(w="(SELECT worker_id FROM go)")
+    + """
+    ORDER BY i.n_active < (SELECT floor FROM go) DESC, i.priority DESC, i.n_active DESC,
+             i.position DESC LIMIT 1
     FOR NO KEY UPDATE OF i SKIP LOCKED
 ), gold AS (
     -- Gold is shared: spread by a per-worker start in [0, 1), wrapping round; the start is
@@ -128,7 +141,7 @@ WITH b AS (
                              is_gold, state, leased_at, lease_expires_at)
     SELECT %(study)s, p.id, go.worker_id, go.id, p.exclusion_group, go.n_done, p.is_gold,
            'leased', %(now)s, %(now)s + make_interval(secs => go.lease_seconds)
-    FROM go, (SELECT * FROM plain UNION ALL SELECT * FROM gold) p
+    FROM go, (SELECT * FROM plain UNION ALL SELECT * FROM ranked UNION ALL SELECT * FROM gold) p
     RETURNING id, item_id, slot, is_gold
 ), took AS (
     UPDATE items SET n_active = n_active + 1 FROM lease

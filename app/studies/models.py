@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal, get_args
 
-from sqlalchemy import Float, ForeignKey, Index, String, Text, UniqueConstraint, text, true
+from sqlalchemy import Float, ForeignKey, Index, String, Text, UniqueConstraint, false, text, true
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db import Base, utcnow
@@ -47,6 +47,11 @@ class Study(Base):
     # How the items people judge were drawn, when people judge only a random sample of them and
     # an automatic judge the rest (services.set_people_sample); None: people judge every item.
     people_sample: Mapped[dict | None] = mapped_column()  # type: ignore[type-arg]
+    # Adaptive allocation (app/leaderboards/adaptive.py): items are leased by Item.priority,
+    # which a periodic job sets from the ranking's open comparisons, after every item has
+    # `adaptive_floor` annotations (the floor). Off: the plain order (depth first).
+    adaptive: Mapped[bool] = mapped_column(default=False, server_default=false())
+    adaptive_floor: Mapped[int] = mapped_column(default=1, server_default="1")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -81,6 +86,9 @@ class Item(Base):
     n_active: Mapped[int] = mapped_column(default=0)
     # False: outside the random sample people judge (Study.people_sample); never leased.
     for_people: Mapped[bool] = mapped_column(default=True, server_default=true())
+    # Where adaptive allocation is on (Study.adaptive), higher first: set by the periodic job
+    # (app/leaderboards/adaptive.py), never per request.
+    priority: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
 
 
 class Participant(Base):

@@ -21,7 +21,7 @@ from app.config import get_settings
 from app.db import utcnow
 from app.errors import InputError
 from app.kinds import all_kinds, get_kind
-from app.kinds.base import ImportResult
+from app.kinds.base import ImportResult, TaskKind
 from app.studies.models import Item, Study
 
 # Closing deletes nothing (it only stops new tasks and answers), so a closed study may be
@@ -48,6 +48,10 @@ class StudySettings(BaseModel):
     # for repeat work), and how many may be open at once from one network address.
     max_bundles_per_worker: int = Field(1, ge=1, le=10000)
     max_open_bundles_per_ip: int = Field(100, ge=1, le=100000)
+    # Adaptive allocation (app/leaderboards/adaptive.py): off by default; the floor is the
+    # annotations every item gets before any item gets more.
+    adaptive: bool = False
+    adaptive_floor: int = Field(1, ge=1, le=100)
 
     @field_validator("redirect_url")
     @classmethod
@@ -246,6 +250,7 @@ def create_study(
         raise InputError("the upload holds no items", field="file")
     _check_finite(result.items)
     values = with_defaults(settings, result.study_defaults)
+    check_adaptive(kind, values["adaptive"], values["adaptive_floor"], values["annotations_per_item"])
     if not values.get("instructions", "").strip():
         values["instructions"] = kind.default_instructions  # what the form offers when left blank
     study = Study(
@@ -376,6 +381,28 @@ def set_people_sample(session: Session, study: Study, n: int | None, actor: User
     return study
 
 
+def adaptive_offered(kind: TaskKind) -> bool:
+    """Whether the kind ranks agents by people's judgements (TaskKind.ranking_arrivals): what
+    adaptive allocation reads."""
+    return type(kind).ranking_arrivals is not TaskKind.ranking_arrivals
+
+
+def check_adaptive(kind: TaskKind, adaptive: bool, floor: int, per_item: int) -> None:
+    """Adaptive allocation needs a kind that ranks agents by people's judgements, and a floor
+    no higher than the annotations per item."""
+    if adaptive and not adaptive_offered(kind):
+        raise InputError(
+            f"adaptive allocation needs a kind whose items are agents' outputs ranked by people's "
+            f"judgements; {kind.name} ranks none",
+            field="adaptive",
+        )
+    if floor > per_item:
+        raise InputError(
+            f"the floor of annotations per item ({floor}) is more than the study's annotations per item ({per_item})",
+            field="adaptive_floor",
+        )
+
+
 class StudyEdit(BaseModel):
     """What a researcher may change on a study after creating it, live or not: the texts shown
     to workers (a changed consent text must be agreed to again: see assignment.consent) and the
@@ -388,10 +415,19 @@ class StudyEdit(BaseModel):
     payment: str | None = Field(None, max_length=100)
     max_bundles_per_worker: int | None = Field(None, ge=1, le=10000)
     max_open_bundles_per_ip: int | None = Field(None, ge=1, le=100000)
+    # Adaptive allocation on or off, and its floor (app/leaderboards/adaptive.py).
+    adaptive: bool | None = None
+    adaptive_floor: int | None = Field(None, ge=1, le=100)
 
 
 def edit_study(session: Session, study: Study, edit: StudyEdit, actor: User) -> Study:
     changes = edit.model_dump(exclude_unset=True, exclude_none=True)
+    check_adaptive(
+        get_kind(study.kind),
+        changes.get("adaptive", study.adaptive),
+        changes.get("adaptive_floor", study.adaptive_floor),
+        study.annotations_per_item,
+    )
     # The log says what changed: numbers as set, texts by their length.
     audit.record(
         session,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, UploadFile
 from fastapi.responses import RedirectResponse, Response
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -630,6 +631,7 @@ def _study_page(
         exports=exports,
         store=get_store(),
         kind=get_kind(study.kind),
+        adaptive_offered=services.adaptive_offered(get_kind(study.kind)),
         **get_kind(study.kind).study_context(session, study),
         progress=assignment.progress(session, study),
         links={
@@ -806,6 +808,39 @@ def people_sample(
         f"People now judge a random {count} of the items." if count else "People now judge every item.",
     )
     return RedirectResponse(f"/studies/{study.id}#sample", status_code=303)
+
+
+@router.post("/studies/{study_id}/adaptive")
+def adaptive(
+    request: Request,
+    study_id: Id,
+    adaptive: str = Form(""),
+    floor: str = Form("1"),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+) -> Response:
+    """Adaptive allocation on (the box ticked) or off, with its floor of annotations per item;
+    refusals show in the form's card."""
+    from app.web import form_number
+
+    study = _study(session, study_id, user)
+    on = adaptive in ("on", "true", "1")
+    try:
+        count = form_number(floor, "adaptive_floor")
+        edit = services.StudyEdit(adaptive=on, adaptive_floor=None if count is None else int(count))
+        services.edit_study(session, study, edit, session.merge(user))
+    except (InputError, ValidationError) as exc:
+        session.rollback()
+        message = str(exc) if isinstance(exc, InputError) else exc.errors()[0]["msg"]
+        return _study_page(request, session, study, user, 422, {"adaptive": message})
+    flash(
+        request,
+        f"Adaptive allocation on: every item gets {study.adaptive_floor} annotation(s) first, then the items "
+        "of agents whose place in the ranking is open."
+        if on
+        else "Adaptive allocation off: items go in the plain order.",
+    )
+    return RedirectResponse(f"/studies/{study.id}#adaptive", status_code=303)
 
 
 @router.post("/studies/{study_id}/agents")

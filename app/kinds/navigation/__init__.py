@@ -357,6 +357,13 @@ class Navigation(TaskKind):
             study_defaults=dict(QC_DESIGN) if qc else {},
         )
 
+    def ranking_arrivals(self, session, study):
+        """Per speaker, each path's first follow's success (0/1) as it arrived: what the
+        settled table and adaptive allocation read (leaderboard.success_arrivals)."""
+        from app.kinds.navigation.leaderboard import success_arrivals
+
+        return dict(success_arrivals(session, study))
+
     def auto_review(self, gold, settings=None) -> tuple[str | None, str]:
         """Protocol 1: a worker is approved when they reach the goal of every QC episode
         (navigation error <= 3 m); otherwise an admin looks at the replay. Never rejects."""
