@@ -75,6 +75,7 @@ POST /studies/{study_id}/preview                        login  login  303    404
 POST /studies/{study_id}/state                          login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/release                        login  login  422    404    422    422     404     422     401
 POST /studies/{study_id}/people-sample                  login  login  422    404    422    422     404     422     401
+POST /studies/{study_id}/adaptive                       login  login  422    404    422    422     404     422     401
 POST /studies/{study_id}/agents                         login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/exports                        login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/annotations/import             login  login  303    404    303    303     404     303     401
@@ -758,6 +759,8 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         form = {}
     elif key == "POST /studies/{study_id}/people-sample":
         form = {"n": "0"}  # refused (422) where allowed: nothing changes for the probe's worker
+    elif key == "POST /studies/{study_id}/adaptive":
+        form = {"adaptive": "on"}  # refused (422) where allowed: the probe's kind ranks no agents
     elif key == "POST /task/{slug}/consent":
         form = {"consent_version": services.consent_version(w.study)}
     elif key == "POST /studies/{study_id}/preview":

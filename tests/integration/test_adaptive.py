@@ -1,0 +1,210 @@
+"""Adaptive allocation (issue 29.2), through the crowd API as workers use it: every item gets the
+floor of annotations first; after the periodic job has run, the items of the speakers whose
+comparison is still open come before those of a speaker whose comparisons are settled; gold
+slots stay where the rule puts them; switched off, items go in the plain order again. On
+PostgreSQL the leases come from the hot path's one statement (app/studies/hotpath.py), on SQLite
+from the engine's pick. SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from app.kinds.base import ItemSpec
+from app.kinds.navigation.environments import import_house
+from app.leaderboards import adaptive
+from app.studies import assignment, hotpath, services
+from app.studies.models import Assignment, Bundle, Item, Study
+from tests.conftest import login, make_user
+from tests.integration.test_crowd_integrity import api_start, tiny_study
+from tests.integration.test_navigation_leaderboard import coop_file, house
+
+PATHS = 24
+
+
+def _study(session, owner, **settings) -> Study:
+    """Three speakers on PATHS paths (one exclusion group per path): "human" and "toy", whose
+    instructions every follower walks exactly (their comparison stays open), and "bad", whose
+    followers never leave the start (it settles below both)."""
+    h = house()
+    import_house(session, h)
+    s = services.StudySettings(title="Adaptive", annotations_per_item=2, **settings)
+    study = services.create_study(session, owner, "navigation", s, coop_file(h, n=PATHS), "coop", {"speaker": "toy"})
+    toy = session.scalars(select(Item).where(Item.study_id == study.id, Item.category == "toy")).all()
+    added = services.add_items(
+        session,
+        study,
+        [
+            ItemSpec(
+                external_id=f"bad:{i.external_id}",
+                payload=i.payload,
+                reference=i.reference,
+                source="agent",
+                category="bad",
+                cluster=i.cluster,
+                exclusion_group=i.exclusion_group,
+            )
+            for i in toy
+        ],
+    )
+    assert added == PATHS
+    session.commit()
+    services.set_state(session, study, "live", owner)
+    session.commit()
+    return study
+
+
+class Crowd:
+    """Workers, one after another, each through the crowd API: enter, agree, then next/submit
+    (a submit's reply leases the next item). Records each non-gold lease (item id, category,
+    the item's annotations before it) and checks it against `rule` (the order expected)."""
+
+    def __init__(self, client, session, study: Study):
+        self.client, self.session, self.study = client, session, study
+        self.n = 0
+        self.leases: list[tuple[int, str, int]] = []
+
+    def items(self) -> dict[int, Item]:
+        self.session.expire_all()
+        return {i.id: i for i in self.session.scalars(select(Item).where(Item.study_id == self.study.id)).all()}
+
+    def work(self, leases: int, rule: bool | None, until=None) -> None:
+        """Workers until `leases` non-gold items were leased, or until `until(items)`. `rule`:
+        each lease is the item the adaptive order (True) or the plain order (False) puts first
+        for its worker."""
+        start = len(self.leases)
+        while len(self.leases) - start < leases and not (until and until(self.items())):
+            self.n += 1
+            worker = f"adapt-{self.study.id}-{self.n}"
+            api_start(self.client, self.study.slug, {"PROLIFIC_PID": worker, "STUDY_ID": "s", "SESSION_ID": worker})
+            had: set[str | None] = set()
+            before = self.items()
+            while len(self.leases) - start < leases and not (until and until(before)):
+                body = self.client.get(f"/api/v1/crowd/{self.study.slug}/next").json()
+                if body["state"] != "item":
+                    break
+                item = before[self.session.get(Assignment, body["assignment_id"]).item_id]
+                if not item.is_gold:
+                    if rule is not None:
+                        assert item.id == _first(self.study, before, had, rule), (worker, item.category)
+                    self.leases.append((item.id, item.category, item.n_active))
+                had.add(item.exclusion_group)
+                # Human and toy instructions are walked exactly; bad ones never left.
+                path = list(item.reference["path"]) if item.category != "bad" else [item.payload["start"]]
+                before = self.items()  # the reply leases the next item
+                r = self.client.post(
+                    f"/api/v1/crowd/{self.study.slug}/submit",
+                    json={
+                        "assignment_id": body["assignment_id"],
+                        "idempotency_key": f"k{body['assignment_id']}",
+                        "response": {"path": path, "trace": [], "rating": 3},
+                    },
+                )
+                assert r.status_code == 200, r.text
+
+
+def _first(study: Study, items: dict[int, Item], had: set[str | None], adaptive_order: bool) -> int:
+    """The item the order puts first for a worker who had the paths `had`: adaptive, the
+    items under the floor, then the priority, then the plain order (most annotated, not full,
+    then the highest position)."""
+    free = [
+        i
+        for i in items.values()
+        if not i.is_gold and i.n_active < study.annotations_per_item and i.exclusion_group not in had
+    ]
+    if adaptive_order:
+        return max(free, key=lambda i: (i.n_active < study.adaptive_floor, i.priority, i.n_active, i.position)).id
+    return max(free, key=lambda i: (i.n_active, i.position)).id
+
+
+def test_open_speakers_items_come_first_after_the_floor(client, session, app, db_url):
+    owner = make_user(session, "researcher")
+    study = _study(session, owner, adaptive=True, adaptive_floor=1)
+    assert study.adaptive and study.adaptive_floor == 1
+    crowd = Crowd(client, session, study)
+    # The job has run once before anyone came: no judgement yet, every comparison open.
+    assert adaptive.refresh() == [study.id]
+    hot_before = dict(hotpath.stats)
+
+    # The floor: an item gets a second annotation only from a worker who already had the paths
+    # of every item still without one (one instruction a path each); the rule checks each lease.
+    crowd.work(10 * PATHS, rule=True, until=lambda items: all(i.n_active for i in items.values() if not i.is_gold))
+    firsts = [n for *_, n in crowd.leases]
+    assert firsts[: 2 * PATHS] == [0] * (2 * PATHS) and firsts.count(0) == 3 * PATHS
+
+    # The job turns the answers into priorities: human and toy are tied (open), bad is below both.
+    session.expire_all()
+    found = adaptive.refresh_study(session, session.get(Study, study.id))
+    assert found["open"] == ["human", "toy"] and found["settled"] == ["bad"]
+
+    # Switched off by the API: the plain order again (most annotated, then position).
+    researcher = TestClient(app)
+    login(researcher, owner)
+    r = researcher.patch(f"/api/v1/studies/{study.id}", json={"adaptive": False})
+    assert r.status_code == 200 and r.json()["adaptive"] is False, r.text
+    session.expire_all()
+    crowd.work(10, rule=False)
+    assert "bad" in {c for _, c, _ in crowd.leases[-10:]}, "the plain order mixes the speakers"
+
+    # On again: each lease is the open speakers' item the priority puts first, while the worker
+    # may take one; bad's second annotations come after every open item is full.
+    r = researcher.patch(f"/api/v1/studies/{study.id}", json={"adaptive": True})
+    assert r.status_code == 200 and r.json()["adaptive"] is True, r.text
+    session.expire_all()
+    left = sum(1 for i in crowd.items().values() if not i.is_gold and i.category != "bad" and i.n_active < 2)
+    assert left > 5
+    crowd.work(left + 5, rule=True)
+    early = [c for _, c, _ in crowd.leases[-(left + 5) :][:left]]
+    assert early.count("bad") <= 3, early  # only to a worker who had the open items' paths
+    assert all(i.n_active == 2 for i in crowd.items().values() if not i.is_gold and i.category != "bad")
+
+    # Gold slots are where the rule puts them, whichever order the other items came in.
+    bundles = session.scalars(select(Bundle).where(Bundle.study_id == study.id)).all()
+    assert len(bundles) == crowd.n
+    for b in bundles:
+        assert b.gold_slots == assignment.gold_slots(study.id, b.worker_id, b.external_assignment_id, b.size, 1)
+        gold = session.scalars(
+            select(Assignment.slot).where(Assignment.bundle_id == b.id, Assignment.is_gold.is_(True))
+        ).all()
+        done = session.scalars(select(Assignment.slot).where(Assignment.bundle_id == b.id)).all()
+        assert sorted(gold) == [s for s in b.gold_slots if s in done], b.id
+    if hotpath.enabled(db_url):  # the leases came from the one statement
+        assert hotpath.stats["next"] - hot_before["next"] >= len(crowd.leases)
+
+
+def test_adaptive_is_refused_where_it_cannot_work(client, session):
+    owner = make_user(session, "researcher")
+    tom = tiny_study(session, owner, 6)
+    session.commit()
+    login(client, owner)
+    r = client.patch(f"/api/v1/studies/{tom.id}", json={"adaptive": True})
+    assert r.status_code == 422 and "ranks none" in r.text, r.text
+    nav = _study(session, owner)
+    assert nav.adaptive is False  # off unless the researcher turns it on
+    r = client.patch(f"/api/v1/studies/{nav.id}", json={"adaptive": True, "adaptive_floor": 3})
+    assert r.status_code == 422 and "more than the study's annotations per item (2)" in r.text, r.text
+    session.expire_all()
+    assert session.get(Study, nav.id).adaptive is False
+
+    # The study page's form: ticked and saved, then off again.
+    page = client.get(f"/studies/{nav.id}")
+    assert 'id="adaptive-on"' in page.text
+    assert 'id="adaptive-on"' not in client.get(f"/studies/{tom.id}").text
+    from tests.integration.test_crowd_integrity import csrf
+
+    token = csrf(page.text)
+    r = client.post(
+        f"/studies/{nav.id}/adaptive",
+        data={"csrf_token": token, "adaptive": "on", "floor": "2"},
+        follow_redirects=False,
+    )
+    assert r.status_code == 303, r.text
+    session.expire_all()
+    got = session.get(Study, nav.id)
+    assert (got.adaptive, got.adaptive_floor) == (True, 2)
+    r = client.post(f"/studies/{nav.id}/adaptive", data={"csrf_token": token, "floor": "x"})
+    assert r.status_code == 422 and "adaptive_floor must be a whole number" in r.text
+    r = client.post(f"/studies/{nav.id}/adaptive", data={"csrf_token": token, "floor": "2"}, follow_redirects=False)
+    assert r.status_code == 303
+    session.expire_all()
+    assert session.get(Study, nav.id).adaptive is False
