@@ -416,8 +416,9 @@ class StudyEdit(BaseModel):
     max_bundles_per_worker: int | None = Field(None, ge=1, le=10000)
     max_open_bundles_per_ip: int | None = Field(None, ge=1, le=100000)
     # Adaptive allocation on or off, and its floor (app/leaderboards/adaptive.py).
-    adaptive: bool | None = None
-    adaptive_floor: int | None = Field(None, ge=1, le=100)
+    # strict: JSON's 0 and 1 are not false and true here
+    adaptive: bool | None = Field(None, strict=True)
+    adaptive_floor: int | None = Field(None, ge=1, le=100, strict=True)
 
 
 def edit_study(session: Session, study: Study, edit: StudyEdit, actor: User) -> Study:

@@ -110,6 +110,8 @@ REFUSED_BY_THE_WORK = {
     ("POST", "/api/v1/runs"): "a run's fields name what must exist and be the caller's (a suite, an agent)",
     ("PUT", "/api/v1/studies/{study_id}/people-sample"): "n is at most the study's items and at least "
     "the items people have begun",
+    ("PATCH", "/api/v1/studies/{study_id}"): "adaptive allocation needs a kind that ranks agents (the "
+    "probe's does not) and a floor within the study's annotations per item",
     ("POST", "/api/v1/plan"): "a plan's fields are checked together (one score needs a difference; "
     "people need a judge; the simulation's budget is agents x studies)",
 }
