@@ -322,7 +322,9 @@ def _pick(session: Session, study: Study, worker_id: int, gold: bool, again: boo
     # is whole items (majorities, agreement) rather than one answer on everything. Adaptive
     # allocation (app/leaderboards/adaptive.py) puts before that the items under the floor,
     # then the priority the periodic job wrote (the hot path's NEXT_SQL orders alike).
-    first = [(Item.n_active < study.adaptive_floor).desc(), Item.priority.desc()] if study.adaptive else []
+    first: list[ColumnElement[Any]] = (
+        [(Item.n_active < study.adaptive_floor).desc(), Item.priority.desc()] if study.adaptive else []
+    )
     q = (
         q.where(Item.n_active < study.annotations_per_item, Item.for_people.is_(True))
         .order_by(*first, Item.n_active.desc(), Item.position.desc())

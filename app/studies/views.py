@@ -827,7 +827,9 @@ def adaptive(
     on = adaptive in ("on", "true", "1")
     try:
         count = form_number(floor, "adaptive_floor")
-        edit = services.StudyEdit(adaptive=on, adaptive_floor=None if count is None else int(count))
+        edit = services.StudyEdit.model_validate(
+            {"adaptive": on, "adaptive_floor": None if count is None else int(count)}
+        )
         services.edit_study(session, study, edit, session.merge(user))
     except (InputError, ValidationError) as exc:
         session.rollback()
