@@ -24,8 +24,10 @@ orders, one judgement per item (annotations_per_item = 1, the floor 1):
 
 For each: the judgements until the ranking settled (the study stops there: the judgement at which
 the last pair's verdict first held), the share of studies that settled before every item was
-judged, and the share that settled on a wrong order (a pair "above" the wrong way round, or
-"within" ±delta where the agents' judged rates differ by more): at most alpha by construction.
+judged, the share that settled on a wrong order (a pair "above" the wrong way round, or
+"within" ±delta where the agents' judged rates differ by more): at most alpha by construction,
+and the bias: over studies, the mean of each agent's mean at the stop less its judged rate (rate
+x (1 - error) + (1 - rate) x error), the largest over agents.
 """
 
 from __future__ import annotations
@@ -123,12 +125,20 @@ def serve(study: Study, order: str, refresh: int, alpha: float) -> list[tuple[in
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     rng = np.random.default_rng(args.seed)
-    per: dict[str, dict[str, list[Any]]] = {o: {"n": [], "settled": [], "wrong": []} for o in ORDERS}
+    per: dict[str, dict[str, list[Any]]] = {o: {"n": [], "settled": [], "wrong": [], "bias": []} for o in ORDERS}
+    judged = np.array([r * (1 - args.error) + (1 - r) * args.error for r in args.rates])
     started = time.perf_counter()
     for _ in range(args.studies):
         study = Study(args.rates, args.units, args.error, rng)
         for order in ORDERS:
-            when, pairs = settled_at(study, serve(study, order, args.refresh, args.alpha), args.alpha)
+            served = serve(study, order, args.refresh, args.alpha)
+            when, pairs = settled_at(study, served, args.alpha)
+            # Each agent's mean over its judged items when the study stopped, less its rate.
+            sums, counts = np.zeros(study.k), np.zeros(study.k)
+            for a, u in served[: when or len(served)]:
+                sums[a] += study.value[a, u]
+                counts[a] += 1
+            per[order]["bias"].append(np.where(counts > 0, sums / np.maximum(counts, 1) - judged, np.nan))
             per[order]["n"].append(when if when is not None else study.k * study.units)
             per[order]["settled"].append(when is not None)
             per[order]["wrong"].append(when is not None and wrong(study, pairs, args.rates, args.error))
@@ -149,6 +159,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         out[f"{order}_judgements_median"] = float(np.median(n))
         out[f"{order}_settled"] = float(np.mean(per[order]["settled"]))
         out[f"{order}_error_rate"] = float(np.mean(per[order]["wrong"]))
+        # The mean, over studies, of each agent's mean at the stop less its judged rate: the
+        # largest over agents (optional stopping's bias of a sample mean).
+        out[f"{order}_bias"] = float(np.nanmax(np.abs(np.nanmean(np.asarray(per[order]["bias"]), axis=0))))
         out[f"{order}_correct"] = float(
             np.mean([s and not w for s, w in zip(per[order]["settled"], per[order]["wrong"])])
         )
@@ -168,12 +181,14 @@ def table(out: dict[str, Any]) -> str:
         f"({out['items']} items), annotator error {out['error']}, delta {out['delta']}, "
         f"alpha {out['nominal_error']}, priorities refreshed every {out['refresh']} judgements, seed {out['seed']}",
         "",
-        f"{'order':<10} {'judgements (mean)':>18} {'(median)':>9} {'settled':>8} {'correct':>8} {'wrong':>7}",
+        f"{'order':<10} {'judgements (mean)':>18} {'(median)':>9} {'settled':>8} {'correct':>8} {'wrong':>7} "
+        f"{'bias':>7}",
     ]
     for order in ORDERS:
         lines.append(
             f"{order:<10} {out[f'{order}_judgements']:>18.1f} {out[f'{order}_judgements_median']:>9.0f} "
-            f"{out[f'{order}_settled']:>8.1%} {out[f'{order}_correct']:>8.1%} {out[f'{order}_error_rate']:>7.1%}"
+            f"{out[f'{order}_settled']:>8.1%} {out[f'{order}_correct']:>8.1%} {out[f'{order}_error_rate']:>7.1%} "
+            f"{out[f'{order}_bias']:>7.4f}"
         )
     lines += [
         "",

@@ -7,7 +7,8 @@ reference and the fallback: these statements handle only the common case and, wh
 is out of the ordinary, change nothing and answer None, so that the caller runs the engine's
 own path, which gives the worker the right answer (an error, a wait, the end of the task):
 
-- next: the bundle's live lease, or a new lease on a free item (depth first; a gold item in a
+- next: the bundle's live lease, or a new lease on a free item (depth first, or adaptive
+  allocation's order where the study has it on: app/leaderboards/adaptive.py; a gold item in a
   gold slot), when the bundle is consented, unfinished, bound to this browser, its study live,
   its worker not rejected, no lease of theirs expired unanswered, and the study allows one
   bundle per worker (several bundles per worker end the other bundles' leases: engine path);
