@@ -115,17 +115,26 @@ WITH b AS (
     -- another transaction's foreign-key check holds FOR KEY SHARE (an answer being stored, the
     -- totals' rebuild), and a worker could be told there is no work left.
     FOR NO KEY UPDATE OF i SKIP LOCKED
-), ranked AS (
-    -- Adaptive allocation (app/leaderboards/adaptive.py), as the engine's _pick: the items under
-    -- the floor first, then the priority the periodic job wrote, then depth first. A sort of
-    -- the study's free items (the plain order above walks an index): only where it is on.
+), below AS (
+    -- Adaptive allocation (app/leaderboards/adaptive.py), as the engine's _pick: first the items
+    -- under the floor, by the priority the periodic job wrote, then depth first; the index
+    -- ix_items_priority walked backwards (n_active < floor checked on its entries).
     SELECT i.id, i.exclusion_group, i.is_gold FROM items i
     WHERE (SELECT NOT want_gold AND adaptive FROM go) AND i.study_id = %(study)s AND NOT i.is_gold
-      AND i.n_active < (SELECT cap FROM go) AND i.for_people """
+      AND i.n_active < (SELECT least(floor, cap) FROM go) AND i.for_people """
     + _OPEN.format(w="(SELECT worker_id FROM go)")
     + """
-    ORDER BY i.n_active < (SELECT floor FROM go) DESC, i.priority DESC, i.n_active DESC,
-             i.position DESC LIMIT 1
+    ORDER BY i.priority DESC, i.n_active DESC, i.position DESC LIMIT 1
+    FOR NO KEY UPDATE OF i SKIP LOCKED
+), above AS (
+    -- None under the floor for this worker: the others, in the same order.
+    SELECT i.id, i.exclusion_group, i.is_gold FROM items i
+    WHERE (SELECT NOT want_gold AND adaptive FROM go) AND NOT EXISTS (SELECT 1 FROM below)
+      AND i.study_id = %(study)s AND NOT i.is_gold
+      AND i.n_active >= (SELECT floor FROM go) AND i.n_active < (SELECT cap FROM go) AND i.for_people """
+    + _OPEN.format(w="(SELECT worker_id FROM go)")
+    + """
+    ORDER BY i.priority DESC, i.n_active DESC, i.position DESC LIMIT 1
     FOR NO KEY UPDATE OF i SKIP LOCKED
 ), gold AS (
     -- Gold is shared: spread by a per-worker start in [0, 1), wrapping round; the start is
@@ -142,7 +151,8 @@ WITH b AS (
                              is_gold, state, leased_at, lease_expires_at)
     SELECT %(study)s, p.id, go.worker_id, go.id, p.exclusion_group, go.n_done, p.is_gold,
            'leased', %(now)s, %(now)s + make_interval(secs => go.lease_seconds)
-    FROM go, (SELECT * FROM plain UNION ALL SELECT * FROM ranked UNION ALL SELECT * FROM gold) p
+    FROM go, (SELECT * FROM plain UNION ALL SELECT * FROM below UNION ALL SELECT * FROM above
+          UNION ALL SELECT * FROM gold) p
     RETURNING id, item_id, slot, is_gold
 ), took AS (
     UPDATE items SET n_active = n_active + 1 FROM lease

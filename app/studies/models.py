@@ -62,6 +62,8 @@ class Item(Base):
         # The assignment engine walks this index backwards: most-annotated (but not full)
         # first, then a fixed random order, so items fill to their redundancy one by one.
         Index("ix_items_pick", "study_id", "is_gold", "n_active", "position"),
+        # Adaptive allocation's order (app/leaderboards/adaptive.py), walked backwards likewise.
+        Index("ix_items_priority", "study_id", "is_gold", "priority", "n_active", "position"),
         # The leaderboard totals' triggers count a cluster's items (migration 0011).
         Index("ix_items_study_cluster", "study_id", "cluster"),
     )

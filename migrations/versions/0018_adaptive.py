@@ -21,6 +21,8 @@ def upgrade() -> None:
     # Plain ADD and DROP COLUMN (no batch copy): SQLite's triggers on these tables (the
     # leaderboard totals) would break on a table made anew.
     op.add_column("items", sa.Column("priority", sa.Float(), nullable=False, server_default="0"))
+    # The lease's order where adaptive allocation is on, walked backwards (hotpath.NEXT_SQL).
+    op.create_index("ix_items_priority", "items", ["study_id", "is_gold", "priority", "n_active", "position"])
     op.add_column("studies", sa.Column("adaptive", sa.Boolean(), nullable=False, server_default=sa.false()))
     op.add_column("studies", sa.Column("adaptive_floor", sa.Integer(), nullable=False, server_default="1"))
 
@@ -28,4 +30,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_column("studies", "adaptive_floor")
     op.drop_column("studies", "adaptive")
+    op.drop_index("ix_items_priority", "items")
     op.drop_column("items", "priority")
