@@ -22,6 +22,7 @@ Figures printed, nothing asserted (tests/unit/test_coverage.py asserts a smaller
 from __future__ import annotations
 
 import argparse
+import inspect
 import time
 import warnings
 
@@ -29,6 +30,10 @@ import numpy as np
 import scipy.stats
 
 from app.leaderboards import stats
+
+# scipy >= 1.15 calls the generator argument `rng`; 1.11-1.14 (which pyproject allows) call it
+# `random_state`. Either way it takes a numpy Generator and draws from it the same way.
+_RNG_ARG = "rng" if "rng" in inspect.signature(scipy.stats.bootstrap).parameters else "random_state"
 
 SIZES = (10, 20, 50, 200)
 RHO = 0.5  # chance an item takes its cluster's shared draw (intra-cluster correlation RHO**2)
@@ -102,7 +107,7 @@ def bca(x: np.ndarray) -> stats.Estimate:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ci = scipy.stats.bootstrap(
-            (x,), np.mean, n_resamples=999, method="BCa", **{stats._RNG_ARG: np.random.default_rng(0)}
+            (x,), np.mean, n_resamples=999, method="BCa", **{_RNG_ARG: np.random.default_rng(0)}
         ).confidence_interval
     return stats.Estimate(x.size, float(x.mean()), float(ci.low), float(ci.high), "BCa bootstrap")
 
@@ -119,7 +124,7 @@ def percentile(x: np.ndarray) -> stats.Estimate:
         v = float(x[0])
         return stats.Estimate(x.size, v, v, v, "percentile bootstrap")
     ci = scipy.stats.bootstrap(
-        (x,), np.mean, n_resamples=1000, method="percentile", **{stats._RNG_ARG: np.random.default_rng(0)}
+        (x,), np.mean, n_resamples=1000, method="percentile", **{_RNG_ARG: np.random.default_rng(0)}
     ).confidence_interval
     return stats.Estimate(x.size, float(x.mean()), float(ci.low), float(ci.high), "percentile bootstrap")
 

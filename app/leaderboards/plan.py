@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.stats import binom
 
 from app.errors import InputError
 from app.leaderboards import stats
@@ -207,6 +206,8 @@ def majority_error(error: float, annotations: int) -> float:
     probability `error` independently; a tie (even counts) goes to the first judgement, which
     is wrong with probability `error`."""
     m = annotations
+    from scipy.stats import binom  # here: scipy.stats costs every command ~0.5 s to import
+
     wrong_majority = float(binom.sf(m // 2, m, error))  # more than half wrong
     if m % 2 == 0:
         wrong_majority += float(binom.pmf(m // 2, m, error)) * error  # a tie: the first decides

@@ -28,7 +28,6 @@ rejected rather than silently truncated.
 from __future__ import annotations
 
 import functools
-import inspect
 import math
 import operator
 from collections import Counter, defaultdict
@@ -38,11 +37,9 @@ from fractions import Fraction
 from typing import Any, cast
 
 import numpy as np
-import scipy.stats
 
-# scipy >= 1.15 calls the generator argument `rng`; 1.11-1.14 (which pyproject allows) call it
-# `random_state`. Either way it takes a numpy Generator and draws from it the same way.
-_RNG_ARG = "rng" if "rng" in inspect.signature(scipy.stats.bootstrap).parameters else "random_state"
+# scipy.stats is imported where it is used: importing it costs ~0.5 s, which every `proctor`
+# command (`--help` included) and every worker start paid through this module.
 
 __all__ = [
     "Z95",
@@ -225,6 +222,8 @@ def _wilson_real(p: float, n: float, z: float) -> tuple[float, float]:
 @functools.lru_cache(maxsize=1024)
 def _t975(df: int) -> float:
     """Student's t quantile 0.975 on ``df`` degrees of freedom (cached: scipy's ppf costs ~40 us)."""
+    import scipy.stats
+
     return float(scipy.stats.t.ppf(0.975, df))
 
 
@@ -690,6 +689,8 @@ def _percentile_interval(means: np.ndarray) -> tuple[float, float]:
 
 def _t_two_sided_p(t: float, df: float) -> float:
     """Two-sided p-value of Student's t with ``df`` degrees of freedom."""
+    import scipy.stats
+
     return float(min(1.0, 2.0 * scipy.stats.t.sf(abs(t), df)))
 
 
