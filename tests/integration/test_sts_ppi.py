@@ -158,3 +158,22 @@ def test_per_category_the_same_figures_on_each_categorys_continuations(session):
     for got, exp in zip(table["rows"], want):  # the same figures, up to the order of a sum
         assert _close(got, exp), (got, exp)
     assert table["title"].endswith(", per category") and table["columns"][0]["label"] == "Agent · category"
+
+
+def test_identical_continuations_share_one_strip_and_others_do_not(session):
+    """The copies above are one episode under several names: they are rendered once and stored
+    as one file; continuations that differ keep files of their own."""
+    from app.storage import get_store
+
+    study = _study(session, copies=3)
+    items = session.scalars(select(Item).where(Item.study_id == study.id)).all()
+    by_episode: dict[tuple, set[str]] = {}
+    for i in items:
+        original = i.reference["continuation"].rsplit("-", 1)[0]
+        by_episode.setdefault((i.reference["agent"], i.reference["scenario"], original), set()).add(
+            i.payload["frames_key"]
+        )
+    assert all(len(keys) == 1 for keys in by_episode.values())
+    distinct = {next(iter(keys)) for keys in by_episode.values()}
+    assert 3 < len(distinct) <= len(by_episode)  # a deterministic agent repeats itself too
+    assert all(get_store().exists(k) for k in distinct)

@@ -68,6 +68,11 @@ def held_frames(recording, tile: int, n_frames: int) -> list[np.ndarray]:
     return frames + [frames[-1]] * (n_frames - len(frames))
 
 
+def _episode(recording, n_frames: int) -> tuple:
+    """What a strip's pixels depend on (besides the tile size)."""
+    return (recording.level, recording.seed, tuple(recording.actions), n_frames)
+
+
 def store_strips(episodes: list[tuple[object, int, str]], tile: int) -> list[str]:
     """The blob keys of (recording, n_frames, scenario) strips, in order. A scenario's strips
     are PNGs of one byte size: a held last state compresses well, so the compressed data's
@@ -82,8 +87,16 @@ def store_strips(episodes: list[tuple[object, int, str]], tile: int) -> list[str
         groups.setdefault(scenario, []).append(i)
     store, keys = get_store(), [""] * len(episodes)
     for members in groups.values():
-        pngs = encode_pngs_of_one_size([strip(held_frames(episodes[i][0], tile, episodes[i][1])) for i in members])
-        for i, png in zip(members, pngs):
+        # Identical episodes (an agent's continuation uploaded twice, a scenario's reference
+        # beside it) render and encode once: padding to the largest size gives them the same bytes.
+        same = {i: _episode(*episodes[i][:2]) for i in members}
+        unique = {episode: i for i, episode in reversed(same.items())}
+        pngs = encode_pngs_of_one_size(
+            [strip(held_frames(episodes[i][0], tile, episodes[i][1])) for i in unique.values()]
+        )
+        png_of = dict(zip(unique, pngs))
+        for i in members:
+            png = png_of[same[i]]
             digest = hashlib.sha256(png).hexdigest()
             keys[i] = f"sts/frames/{digest[:2]}/{digest}.png"
             if not store.exists(keys[i]):
