@@ -22,6 +22,10 @@ from app.leaderboards import stats
 from app.leaderboards.rows import DZ_INFINITE, DZ_NO_EFFECT, DZ_TOO_FEW, effect_size_cell
 from tests.conftest import login, make_user
 
+pytestmark = pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
+    "what each column's help says and where the page shows it: words, not stored figures"
+)
+
 # ---- d_z: one rule -----------------------------------------------------------------------------
 
 

@@ -23,6 +23,10 @@ from app.studies import services
 from app.studies.models import Item
 from tests.conftest import create_tom_study, login, make_user
 
+pytestmark = pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
+    "what the tables' notes and labels say: words over figures other modules check on both"
+)
+
 
 def _text(page: str) -> str:
     return html_lib.unescape(re.sub(r"<[^>]+>", "", page))
