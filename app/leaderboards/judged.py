@@ -42,13 +42,20 @@ def judged_row(
         "agreement": stats.mean_interval([1 - abs(h - j) for h, j in zip(people, judged)]).as_dict()
         if people
         else None,
-        "ppi": (
-            {"text": "—", "reason": ppi["reason"]}
-            if ppi["low"] is None
-            else {k: ppi[k] for k in ("mean", "low", "high", "method")} | {"n": len(both) + len(only)}
-        ),
-        "worth": None if ppi["effective_n"] is None else round(ppi["effective_n"], 1),
+        **_ppi_cells(ppi, len(both) + len(only)),
         "plan": plan_cell(plan),
+    }
+
+
+def _ppi_cells(est: Mapping[str, Any], n: int) -> dict[str, Any]:
+    """The PPI++ estimate's cell (or "—" with the reason) and what it is worth in people's units."""
+    return {
+        "ppi": (
+            {"text": "—", "reason": est["reason"]}
+            if est["low"] is None
+            else {k: est[k] for k in ("mean", "low", "high", "method")} | {"n": n}
+        ),
+        "worth": None if est["effective_n"] is None else round(est["effective_n"], 1),
     }
 
 
@@ -152,12 +159,7 @@ def learned_row(
         "judged": len(features),
         "judge": judge,
         "agreement": agreement,
-        "ppi": (
-            {"text": "—", "reason": est["reason"]}
-            if est["low"] is None
-            else {k: est[k] for k in ("mean", "low", "high", "method")} | {"n": len(features)}
-        ),
-        "worth": None if est["effective_n"] is None else round(est["effective_n"], 1),
+        **_ppi_cells(est, len(features)),
     }
 
 
