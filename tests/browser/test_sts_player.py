@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from playwright.sync_api import expect
 from sqlalchemy import select
 
+from app.images import decode_png
 from app.kinds.sts.demo import demo_lines
+from app.storage import get_store
 from tests.conftest import make_user
 
 pytestmark = pytest.mark.browser
@@ -53,14 +56,23 @@ def test_an_annotator_scrubs_marks_moves_the_marker_and_sends(live_server, page)
         step_text = page.locator("#sts-step")
         expect(step_text).to_have_text(f"frame 1 of {n}")
         expect(page.locator("#sts-phase")).to_contain_text("the agent takes over in")
-        # The strip loaded: the screen shows frame 1 of the signed PNG.
-        assert (
-            page.evaluate(
-                "() => new Promise(r => { const i = new Image(); i.onload = () => r(i.naturalWidth);"
-                " i.src = document.getElementById('sts-player').dataset.frames; })"
-            )
-            > 0
+        # The strip loaded, and the browser reads from it the pixels it was made of (its
+        # scanlines are stored Up-filtered: a second decoder, beside app.images'): the sum of
+        # every colour value, and of each frame's first column, as drawn into a canvas.
+        drawn = page.evaluate(
+            """() => new Promise(r => { const i = new Image(); i.onload = () => {
+                 const c = document.createElement('canvas'); c.width = i.naturalWidth; c.height = i.naturalHeight;
+                 const g = c.getContext('2d'); g.drawImage(i, 0, 0);
+                 const d = g.getImageData(0, 0, c.width, c.height).data;
+                 let all = 0, opaque = true;
+                 for (let p = 0; p < d.length; p += 4) { all += d[p] + d[p + 1] + d[p + 2]; opaque &&= d[p + 3] === 255; }
+                 r([c.width, c.height, all, opaque, i.src]); };
+               i.src = document.getElementById('sts-player').dataset.frames; })"""
         )
+        src = drawn.pop()
+        strip_key = next(p["frames_key"] for p, _, _ in items.values() if p["frames_key"] in src)
+        rgb = decode_png(get_store().get(strip_key)).astype(np.int64)
+        assert drawn == [rgb.shape[1], rgb.shape[0], int(rgb.sum()), True]
         # The recorded context cannot be marked.
         page.keyboard.press("s")
         expect(page.locator("#sts-marker")).to_contain_text("The agent takes over")

@@ -17,11 +17,12 @@ BASE = (0, 2, 6, 0, 1, 5)  # image 12500
 def _png_rgb(data: bytes, size: int) -> np.ndarray:
     import zlib
 
-    # Our PNGs: one IDAT, filter 0 on every line.
+    # Our PNGs: one IDAT, the Up filter (type 2) on every line: a line adds the one above it.
     start = data.index(b"IDAT") + 4
     length = int.from_bytes(data[start - 8 : start - 4], "big")
     raw = np.frombuffer(zlib.decompress(data[start : start + length]), np.uint8).reshape(size, 1 + 3 * size)
-    return raw[:, 1:].reshape(size, size, 3)
+    assert (raw[:, 0] == 2).all()
+    return np.cumsum(raw[:, 1:], axis=0, dtype=np.uint8).reshape(size, size, 3)
 
 
 @pytest.mark.parametrize("feature", FEATURES)
