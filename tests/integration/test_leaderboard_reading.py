@@ -44,10 +44,10 @@ def test_spearman_over_three_agents_in_perfect_order_has_p_one_third():
     assert got["method"] == "exact permutation" and got["n"] == 3
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(5))
 def test_spearman_p_is_the_exact_enumeration_up_to_nine(seed):
     rng = np.random.default_rng(seed)
-    n = 3 + seed  # 3 .. 8
+    n = 3 + seed  # 3 .. 7: the code is one path up to nine; the reference's 8! scipy calls took 12 s
     a = rng.integers(0, 4, n).astype(float).tolist()  # ties too
     b = rng.random(n).tolist()
     if len(set(a)) < 2:
