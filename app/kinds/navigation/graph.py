@@ -34,9 +34,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
-from scipy.sparse.csgraph import shortest_path as _all_pairs
 
 from app.errors import InputError
 from app.kinds.navigation.formats import is_number, read_json
@@ -105,6 +102,11 @@ class NavGraph:
         w = np.maximum(w, _MIN_EDGE)
         rows = np.concatenate([pairs[:, 0], pairs[:, 1]])
         cols = np.concatenate([pairs[:, 1], pairs[:, 0]])
+        # scipy.sparse here, not at the top: every `proctor` command imports this module.
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import connected_components
+        from scipy.sparse.csgraph import shortest_path as _all_pairs
+
         self.adjacency = csr_matrix((np.concatenate([w, w]), (rows, cols)), shape=(n, n))
         self.n_edges = len(pairs)
 

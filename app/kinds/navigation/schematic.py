@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from html import escape
 
 import numpy as np
-from scipy.sparse import triu
 
 from app.kinds.navigation.graph import NavGraph
 from app.kinds.navigation.metrics import SUCCESS_DISTANCE
@@ -196,6 +195,8 @@ def _floor_svg(
     if walls:
         d = " ".join(f"M{_f(wl['a'][0])} {_f(-wl['a'][1])}L{_f(wl['b'][0])} {_f(-wl['b'][1])}" for wl in walls)
         out.append(f'<path class="walls" d="{d}" stroke="#475569" stroke-width="{_f(2 * px)}" fill="none"/>')
+
+    from scipy.sparse import triu  # here: see graph.py
 
     upper = triu(graph.adjacency, k=1).tocoo()
     edges = list(zip(upper.row.tolist(), upper.col.tolist()))
