@@ -17,15 +17,15 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.datastructures import Headers
 
+from app import crowd
 from app.error_pages import error_response
 from app.jsonsafe import MAX_DEPTH, too_deep, unstorable_escape
 from app.routes import DOCS_CSP, OAUTH2_REDIRECT, served_routes
 
-# The crowd's pages may be framed by MTurk (ExternalQuestion shows them in an iframe on the
-# worker's site); no other page may be framed at all (clickjacking). The done page of an MTurk
-# task posts to externalSubmit on www.mturk.com or the sandbox (app/studies/views.py), which
-# may redirect on within MTurk: form-action follows redirects, so every MTurk host is named.
-MTURK_FRAMERS = "https://worker.mturk.com https://workersandbox.mturk.com https://www.mturk.com"
+# The crowd's pages may be framed by the crowd platforms that show them in a frame (MTurk's
+# ExternalQuestion) and post their completion form there (app/crowd); no other page may be
+# framed at all (clickjacking).
+CROWD_FRAMERS = crowd.framers()
 # Scripts only from our own files (no inline script, handler or javascript: link): an injected
 # tag runs nothing. Styles may be inline (style attributes, the kinds' <style> blocks, htmx's
 # indicator style). Images also from data: and blob: URLs (boards, panorama strips) and from the
@@ -65,7 +65,7 @@ class SecurityHeaders:
         self.app = app
         base = BASE_CSP.format(blobs=f" {blobs}" if blobs else "")
         self.crowd_csp = (
-            f"{base}; form-action 'self' {MTURK_FRAMERS}; frame-ancestors 'self' {MTURK_FRAMERS}"
+            f"{base}; form-action 'self' {CROWD_FRAMERS}; frame-ancestors 'self' {CROWD_FRAMERS}"
         ).encode()
         self.own_csp = f"{base}; form-action 'self'; frame-ancestors 'none'".encode()
 
@@ -344,7 +344,7 @@ def _hidden(value: str, key: bytes) -> str:
 
 def logged_target(path: str, query: bytes, key: bytes) -> str:
     """The path, and the query with every value hashed: a query carries worker ids
-    (PROLIFIC_PID, workerId), signatures and tokens, none of which goes in a log."""
+    (each crowd platform's worker id), signatures and tokens, none of which goes in a log."""
     if not query:
         return path
     pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)

@@ -11,6 +11,7 @@ from fastapi.responses import RedirectResponse, Response
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app import crowd
 from app.auth.deps import db, optional_user, require, verify_csrf
 from app.auth.models import ApiToken, User
 from app.auth.security import create_token, verify_password
@@ -26,10 +27,6 @@ if TYPE_CHECKING:
     from app.studies.hotpath import Entered, StudyConf
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
-
-MTURK_PREVIEW = "ASSIGNMENT_ID_NOT_AVAILABLE"
-# Where an ExternalQuestion HIT posts its completion; only these two are MTurk's own.
-MTURK_SUBMIT_HOSTS = ("https://www.mturk.com", "https://workersandbox.mturk.com")
 
 
 @router.get("/")
@@ -126,18 +123,13 @@ def revoke(session: Session, token_id: Id, user: User) -> ApiToken:
 
 
 def crowd_params(params: Mapping[str, str]) -> tuple[str, str, str, str]:
-    """(platform, worker id, assignment id, hit id) from MTurk or Prolific parameters; 400 for
-    none, or one longer than its column (the page's link and the API's body alike)."""
-    if params.get("workerId"):
-        found = "mturk", params["workerId"], params.get("assignmentId", ""), params.get("hitId", "")
-    elif params.get("PROLIFIC_PID"):
-        found = ("prolific", params["PROLIFIC_PID"], params.get("SESSION_ID", ""), params.get("STUDY_ID", ""))
-    else:
-        raise HTTPException(
-            400,
-            "This link is missing the worker's id: open it from MTurk "
-            "(workerId, assignmentId, hitId) or Prolific (PROLIFIC_PID, STUDY_ID, SESSION_ID).",
-        )
+    """(platform, worker id, assignment id, hit id) from a crowd platform's parameters
+    (app/crowd); 400 for none, or one longer than its column (the page's link and the API's
+    body alike)."""
+    entry = crowd.identify(params)
+    if entry is None:
+        raise HTTPException(400, crowd.missing_worker_message())
+    found = (entry.platform, entry.worker_id, entry.assignment_id, entry.hit_id)
     for name, value in zip(("worker id", "assignment id", "hit id"), found[1:]):
         if len(value) > 255:
             raise HTTPException(400, f"The {name} in this link is too long.")
@@ -193,7 +185,7 @@ def fast_enter(request: Request, slug: str, params: Mapping[str, str]) -> tuple[
     from app.studies import hotpath
 
     url = request.app.state.database_url
-    if not hotpath.enabled(url) or params.get("assignmentId") == MTURK_PREVIEW:
+    if not hotpath.enabled(url) or crowd.is_preview(params):
         return None
     info = hotpath.study(url, slug)
     if info is None:  # no such study: the engine's 404
@@ -232,9 +224,7 @@ def remember_entry(request: Request, slug: str, bundle_id: int, platform: str, p
     """The signed session remembers which bundle this browser works on, per study."""
     request.session["crowd"] = {**request.session.get("crowd", {}), slug: bundle_id}
     request.session["platform"] = platform
-    submit_to = params.get("turkSubmitTo", "")
-    if platform == "mturk" and submit_to in MTURK_SUBMIT_HOSTS:
-        request.session["turk_submit_to"] = submit_to
+    request.session.update(crowd.platform(platform).remember(params))
 
 
 @router.get("/s/{slug}")
@@ -253,7 +243,7 @@ def _entry(request: Request, session: Session, slug: str) -> Response:
     study = session.scalar(select(Study).where(Study.slug == slug))
     if study is None:
         raise HTTPException(404, "No study at this link.")
-    if request.query_params.get("assignmentId") == MTURK_PREVIEW:
+    if crowd.is_preview(request.query_params):
         return render(request, "annotate/preview.html", study=study, details=services.consent_details(study))
     _, _, secret = enter_crowd(request, session, study, request.query_params)
     response = RedirectResponse(f"/task/{slug}", status_code=303)

@@ -13,7 +13,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.auth.deps import verify_csrf
-from app.auth.views import MTURK_PREVIEW, enter_crowd, fast_enter, keep_browser_secret, presented_browser
+from app import crowd
+from app.auth.views import enter_crowd, fast_enter, keep_browser_secret, presented_browser
 from app.config import get_settings
 from app.db import get_sessionmaker
 from app.kinds import get_kind
@@ -36,8 +37,8 @@ crowd_router = APIRouter(prefix="/api/v1", dependencies=[Depends(verify_csrf)])
 
 # ---- crowd endpoints: what a worker's page does, as JSON (no gold, no agent, no source) --
 
-# The worker's id, as MTurk or Prolific puts it in the link (app.auth.views.crowd_params): the
-# schema says one of them is required, as the code does (issue 26.8).
+# The worker's id, as each crowd platform puts it in the link (app/crowd): the schema says one
+# of them is required, as the code does (issue 26.8).
 WORKER_ID: JsonDict = {"type": "string", "minLength": 1, "maxLength": 255}
 
 
@@ -45,11 +46,13 @@ class EnterIn(BaseModel):
     params: dict[str, str] = Field(
         json_schema_extra={
             "anyOf": [
-                {"required": ["workerId"], "properties": {"workerId": WORKER_ID}},
-                {"required": ["PROLIFIC_PID"], "properties": {"PROLIFIC_PID": WORKER_ID}},
+                {"required": [p.worker_param], "properties": {p.worker_param: WORKER_ID}} for p in crowd.PLATFORMS
             ],
-            "description": "The link's parameters: MTurk's workerId (assignmentId, hitId) or Prolific's "
-            "PROLIFIC_PID (STUDY_ID, SESSION_ID).",
+            "description": "The link's parameters, as a crowd platform sends them: "
+            + "; ".join(
+                f"{p.label or 'a lab'}: {', '.join((p.worker_param, *p.other_params))}" for p in crowd.PLATFORMS
+            )
+            + ".",
         }
     )
 
@@ -89,8 +92,8 @@ def _enter(slug: str, body: EnterIn, request: Request, response: Response, sessi
     study = session.scalar(select(Study).where(Study.slug == slug))
     if study is None:
         raise HTTPException(404, "no study at this link")
-    if body.params.get("assignmentId") == MTURK_PREVIEW:
-        raise HTTPException(400, "this is an MTurk preview: accept the HIT first")
+    if crowd.is_preview(body.params):
+        raise HTTPException(400, "this is a preview of the task: accept it on the platform first")
     bundle, _, secret = enter_crowd(request, session, study, body.params)
     keep_browser_secret(response, secret)
     return {
@@ -194,7 +197,7 @@ def _next_state(request: Request, response: Response, session: Session, slug: st
             "state": "done",
             "done": True,
             "completed": bundle.n_done,
-            **done_context(study, bundle, request.session.get("platform"), request.session.get("turk_submit_to", "")),
+            **done_context(study, bundle, request.session),
         }
     item = session.get(Item, current.item_id)
     assert item is not None  # a lease's item (a foreign key)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import hmac
 import random
 import re
 import secrets
@@ -14,10 +13,10 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.orm import Session
 
-from app import audit, jsonsafe
+from app import audit, crowd, jsonsafe
 from app.agents.models import Agent, AgentOutput
 from app.auth.models import User
-from app.config import get_settings
+from app.crowd.prolific import link_code
 from app.db import utcnow
 from app.errors import InputError
 from app.kinds import all_kinds, get_kind
@@ -61,28 +60,11 @@ class StudySettings(BaseModel):
         return v
 
 
-def link_code(redirect_url: str) -> str | None:
-    """The completion code a Prolific return link carries (its `cc`), if any."""
-    from urllib.parse import parse_qs, urlsplit
-
-    values = parse_qs(urlsplit(redirect_url).query).get("cc") if redirect_url else None
-    return values[0] if values else None
-
-
-def with_code(redirect_url: str, code: str) -> str:
-    """The return link with `cc` set to the study's code (added when the link has none)."""
-    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
-    parts = urlsplit(redirect_url)
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "cc"]
-    return urlunsplit(parts._replace(query=urlencode([*query, ("cc", code)])))
-
-
 def study_code(settings: StudySettings) -> str:
     """The study's completion code: the one given, else the Prolific link's `cc`, else a random
     one. A link whose `cc` differs from the code given is refused: a worker who follows it
     would report a code the study never showed, and might go unpaid."""
-    given, in_link = settings.completion_code.strip(), link_code(settings.redirect_url)
+    given, in_link = settings.completion_code.strip(), link_code(settings.redirect_url)  # Prolific's `cc`
     if given and in_link and given != in_link:
         raise InputError(
             f"the Prolific link's completion code (cc={in_link}) differs from the "
@@ -100,14 +82,9 @@ def code_earned(bundle: Any) -> bool:
 
 
 def completion_code(study: Study, bundle: Any, platform: str | None) -> str:
-    """The code a worker is shown and reports: on MTurk one per bundle (a shared code proves
-    nothing there, and the requester matches it to the assignment); elsewhere the study's."""
-    if platform == "mturk":
-        digest = hmac.new(
-            get_settings().secret_key.encode(), f"proctor/bundle-code/{bundle.id}".encode(), hashlib.sha256
-        ).hexdigest()
-        return digest[:10].upper()
-    return study.completion_code
+    """The code a worker is shown and reports: the study's, or one of the bundle's own where
+    the worker's platform wants that (app/crowd: MTurk)."""
+    return crowd.platform(platform).completion_code(study.completion_code, bundle.id)
 
 
 DEFAULT_CONSENT = (

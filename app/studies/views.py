@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app import jobs
+from app import crowd, jobs
 from app.agents.models import Agent, AgentOutput
 from app.auth.deps import db, managed_study, require, verify_csrf
 from app.auth.models import User
@@ -90,15 +90,15 @@ def retry_after(seconds: int) -> int:
 
 
 def done_context(
-    study: Study | StudyConf, bundle: Bundle | SimpleNamespace, platform: str | None, turk_submit_to: str = ""
+    study: Study | StudyConf, bundle: Bundle | SimpleNamespace, remembered: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The completion code, plus the way back to the worker's platform, once the bundle's
-    required items are done; otherwise no code, and why, in plain words."""
+    """The completion code, plus the way back to the worker's platform (app/crowd), once the
+    bundle's required items are done; otherwise no code, and why, in plain words. `remembered`
+    is the worker's signed session: the platform they entered from, and what it kept then."""
     earned = services.code_earned(bundle)
+    place = crowd.platform(remembered.get("platform"))
     # The hot path's StudyConf has the study's completion_code too, all that completion_code reads of it.
-    code = services.completion_code(cast(Study, study), bundle, platform) if earned else None
-    where = {"prolific": "Prolific", "mturk": "MTurk"}.get(platform or "", "your platform")
-    # The link carries the code the page shows, whatever `cc` the researcher's link had.
+    code = services.completion_code(cast(Study, study), bundle, place.name) if earned else None
     return {
         "code": code,
         "complete": earned,
@@ -107,15 +107,10 @@ def done_context(
         else (
             f"This study has no more {get_kind(study.kind).item_word(2, study.kind_settings)} for you, so your task "
             f"ended after {bundle.n_done} of {bundle.size}. A completion code is given only for a complete "
-            f"task, so there is none for this one. Please return the task on {where}; if you "
-            f"think you should be paid for the answers you gave, contact the researcher."
+            f"task, so there is none for this one. Please return the task on {place.label or 'your platform'}; if "
+            f"you think you should be paid for the answers you gave, contact the researcher."
         ),
-        "redirect": services.with_code(study.redirect_url, code)
-        if platform == "prolific" and study.redirect_url and code is not None  # i.e. earned
-        else "",
-        "mturk_submit": (
-            f"{turk_submit_to}/mturk/externalSubmit" if platform == "mturk" and turk_submit_to and earned else ""
-        ),
+        **place.way_back(study.redirect_url, code, remembered),
         "mturk_assignment_id": bundle.external_assignment_id,
     }
 
@@ -132,7 +127,7 @@ def fast_end(
     return (
         conf,
         bundle,
-        done_context(conf, bundle, request.session.get("platform"), request.session.get("turk_submit_to", "")),
+        done_context(conf, bundle, request.session),
     )
 
 
@@ -233,7 +228,7 @@ def _task_page(request: Request, session: Session, slug: str, refused: str = "")
             study=study,
             bundle=bundle,
             kind=get_kind(study.kind),
-            **done_context(study, bundle, request.session.get("platform"), request.session.get("turk_submit_to", "")),
+            **done_context(study, bundle, request.session),
         )
     item = session.get(Item, current.item_id)
     assert item is not None  # a lease's item (a foreign key)
@@ -635,9 +630,7 @@ def _study_page(
         **get_kind(study.kind).study_context(session, study),
         progress=assignment.progress(session, study),
         links={
-            "mturk": f"{base}/s/{study.slug}?workerId=...&assignmentId=...&hitId=...",
-            "prolific": f"{base}/s/{study.slug}?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}"
-            f"&STUDY_ID={{{{%STUDY_ID%}}}}&SESSION_ID={{{{%SESSION_ID%}}}}",
+            **{p.name: p.entry_link(base, study.slug) for p in crowd.PLATFORMS},
             "base": base,
             "only_here": only_this_machine(base),
         },

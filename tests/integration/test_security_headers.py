@@ -7,7 +7,7 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 import pytest
 
-from app.middleware import MTURK_FRAMERS, SecurityHeaders, blob_origin
+from app.middleware import CROWD_FRAMERS, SecurityHeaders, blob_origin
 from tests.conftest import create_tom_study, login, make_user
 
 pytestmark = pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
@@ -56,8 +56,8 @@ def test_every_kind_of_response_carries_the_headers(client, session):
         assert_common(response)
         csp = directives(response)
         assert csp["script-src"] == "'self'"
-        assert csp["frame-ancestors"] == f"'self' {MTURK_FRAMERS}"
-        assert csp["form-action"] == f"'self' {MTURK_FRAMERS}"
+        assert csp["frame-ancestors"] == f"'self' {CROWD_FRAMERS}"
+        assert csp["form-action"] == f"'self' {CROWD_FRAMERS}"
         for host in ("https://www.mturk.com", "https://workersandbox.mturk.com"):
             assert host in csp["form-action"].split()
         assert "x-frame-options" not in response.headers
