@@ -10,6 +10,7 @@ from fastapi import APIRouter
 
 from app.agents.api import router as agents
 from app.auth.api import router as account
+from app.crowd.api import router as prolific
 from app.leaderboards.api import router as leaderboards
 from app.quality.api import router as quality
 from app.runs.api import router as runs
@@ -18,7 +19,7 @@ from app.studies.api import router as studies
 from app.studies.crowd_api import crowd_router
 
 router = APIRouter()
-for area in (studies, account, agents, leaderboards, quality, runs):
+for area in (studies, account, agents, leaderboards, quality, runs, prolific):
     router.include_router(area)
 
 __all__ = ["JOB_STATES", "StateIn", "StudyOut", "crowd_router", "router"]

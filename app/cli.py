@@ -324,6 +324,48 @@ def user_token(email: str, name: str) -> None:
 
 
 @main.group()
+def prolific() -> None:
+    """Prolific, with a researcher's API token (docs/crowd.md)."""
+
+
+@prolific.command("check")
+@click.option("--email", default="", help="Check the token this account stored (PUT /api/v1/prolific/token).")
+@click.option("--api-url", default="", help="Prolific's API address (default: PROLIFIC_API_URL, else Prolific's own).")
+def prolific_check(email: str, api_url: str) -> None:
+    """Ask Prolific whose account a token opens: PROLIFIC_TOKEN's, or the one --email stored."""
+    import os
+
+    from app.crowd.prolific_api import ProlificClient, ProlificError
+
+    token = os.environ.get("PROLIFIC_TOKEN", "").strip()
+    if email:
+        from sqlalchemy import select
+
+        from app.auth.models import User
+        from app.crowd import service
+        from app.db import session_scope
+        from app.errors import InputError
+
+        with session_scope() as session:
+            u = session.scalar(select(User).where(User.email == email.strip().lower()))
+            if u is None:
+                raise click.ClickException(f"no account {email}")
+            try:
+                token = service.token_of(session, u)
+            except InputError as exc:
+                raise click.ClickException(f"{email}: {exc}") from None
+    if not token:
+        raise click.ClickException("no token: set PROLIFIC_TOKEN, or name an account that stored one (--email)")
+    with ProlificClient(token, api_url or None) as client:
+        try:
+            me = client.me()
+        except ProlificError as exc:
+            why = "Prolific does not accept this token" if exc.refused else str(exc)
+            raise click.ClickException(f"{client.base_url}: {why}") from None
+        click.echo(f"Prolific at {client.base_url}: the token opens the account {me.get('email') or me.get('id')}")
+
+
+@main.group()
 def train() -> None:
     """Train an agent (each kind adds what it can train: `proctor train --help` lists them)."""
 

@@ -70,6 +70,10 @@ class Settings(BaseSettings):
     # The level of the one-line request log ("proctor.requests"): INFO logs every request,
     # WARNING only those the server failed (5xx), ERROR none.
     log_level: str = "INFO"
+    # Prolific's API (app/crowd/prolific_api.py): its address (a local fake's in tests) and how
+    # long one call may take, in seconds.
+    prolific_api_url: str = "https://api.prolific.com/api/v1"
+    prolific_timeout_s: float = 30
 
 
 @lru_cache

@@ -1,0 +1,147 @@
+"""Prolific from Proctor's API (/api/v1/prolific, /api/v1/studies/{id}/prolific): the
+researcher's own token, their own studies. A 502 means Prolific did not answer or failed."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, Field
+from sqlalchemy.orm import Session
+
+from app.auth.deps import db, managed_study, require, verify_csrf
+from app.auth.models import User
+from app.crowd import platform, service
+from app.crowd.models import BonusPayment, PlatformStudy
+from app.crowd.prolific_api import REJECTION_CATEGORIES
+from app.errors import ErrorOut
+from app.params import Id
+
+router = APIRouter(
+    prefix="/api/v1",
+    dependencies=[Depends(verify_csrf)],
+    tags=["prolific"],
+    responses={502: {"model": ErrorOut, "description": "Prolific did not answer, or failed; try again"}},
+)
+researcher = require("researcher", "admin")
+
+
+class TokenIn(BaseModel):
+    token: str = Field(min_length=1, max_length=500, description="The API token from Prolific's settings")
+
+
+@router.put("/prolific/token", response_model=None)
+def put_token(body: TokenIn, session: Session = Depends(db), user: User = Depends(researcher)) -> dict[str, Any]:
+    """Keep your Prolific API token (sealed at rest), once Prolific has said whose it is (422
+    for a token it refuses)."""
+    account = service.store_token(session, session.merge(user), body.token)
+    return {"platform": account.platform, "account": account.account_name}
+
+
+@router.get("/prolific/account", response_model=None)
+def get_account(session: Session = Depends(db), user: User = Depends(researcher)) -> dict[str, Any]:
+    """Whose Prolific account your stored token opens, asked of Prolific now (409: none stored)."""
+    return service.check(session, session.merge(user))
+
+
+class TermsIn(BaseModel):
+    reward_cents: int = Field(ge=1, le=1_000_000, description="What one participant is paid, in cents")
+    places: int = Field(ge=1, le=100_000, description="How many participants")
+
+
+def _study_out(row: PlatformStudy) -> dict[str, Any]:
+    return {
+        "prolific_id": row.external_id,
+        "status": row.status,
+        "reward_cents": row.reward_cents,
+        "places": row.places,
+        "total_cost_cents": row.total_cost_cents,
+    }
+
+
+@router.post("/studies/{study_id}/prolific/cost", response_model=None)
+def study_cost(
+    study_id: Id, body: TermsIn, session: Session = Depends(db), user: User = Depends(researcher)
+) -> dict[str, Any]:
+    """What the study would cost on Prolific with these terms, fees and tax included (Prolific's
+    own figure, in cents of your account's currency); nothing is made."""
+    study = managed_study(session, study_id, user)
+    total = service.cost(session, study, session.merge(user), body.reward_cents, body.places)
+    return {"reward_cents": body.reward_cents, "places": body.places, "total_cost_cents": total}
+
+
+@router.post("/studies/{study_id}/prolific", status_code=201, response_model=None)
+def make_study(
+    study_id: Id, body: TermsIn, request: Request, session: Session = Depends(db), user: User = Depends(researcher)
+) -> dict[str, Any]:
+    """Make the study on Prolific as a draft (unpublished): its URL the study's Prolific entry
+    link, its completion code the study's, priced first (`total_cost_cents`). 409 when it is
+    there already."""
+    from app.studies.views import entry_base
+
+    study = managed_study(session, study_id, user)
+    link = platform("prolific").entry_link(entry_base(request), study.slug)
+    return _study_out(service.create_study(session, study, session.merge(user), body.reward_cents, body.places, link))
+
+
+class TransitionIn(BaseModel):
+    action: Literal["publish", "pause", "start", "stop"]
+
+
+@router.post("/studies/{study_id}/prolific/transition", response_model=None)
+def move_study(
+    study_id: Id, body: TransitionIn, session: Session = Depends(db), user: User = Depends(researcher)
+) -> dict[str, Any]:
+    """Publish, pause, start again or stop the study on Prolific (publish and start: the study
+    must be live here)."""
+    study = managed_study(session, study_id, user)
+    return _study_out(service.transition(session, study, session.merge(user), body.action))
+
+
+class ReviewsIn(BaseModel):
+    rejection_category: Literal[REJECTION_CATEGORIES] = "FAILED_CHECK"  # type: ignore[valid-type]
+
+
+@router.post("/studies/{study_id}/prolific/reviews", response_model=None)
+def carry_reviews(
+    study_id: Id, body: ReviewsIn, session: Session = Depends(db), user: User = Depends(researcher)
+) -> dict[str, Any]:
+    """Carry the review queue's decisions to Prolific: approve the submissions of workers
+    approved here, reject those rejected here (their reason in Prolific's message). Only
+    submissions awaiting review there are touched: running it again changes nothing."""
+    study = managed_study(session, study_id, user)
+    return service.carry_reviews(session, study, session.merge(user), body.rejection_category)
+
+
+class BonusIn(BaseModel):
+    worker_id: str = Field(min_length=1, max_length=255, description="The worker's Prolific id (PROLIFIC_PID)")
+    amount_cents: int = Field(ge=1, le=1_000_000)
+    key: str = Field(
+        min_length=1, max_length=64, description="Names this bonus: a retry with the same key never pays again"
+    )
+    reason: str = Field("", max_length=1000)
+
+
+def _bonus_out(b: BonusPayment) -> dict[str, Any]:
+    return {
+        "key": b.key,
+        "worker_id": b.worker_id,
+        "amount_cents": b.amount_cents,
+        "state": b.state,
+        "prolific_id": b.external_id,
+        "paid_at": b.paid_at,
+    }
+
+
+@router.post("/studies/{study_id}/prolific/bonuses", response_model=None)
+def pay_bonus(
+    study_id: Id, body: BonusIn, session: Session = Depends(db), user: User = Depends(researcher)
+) -> dict[str, Any]:
+    """Pay a worker of the study a bonus, at most once per `key`: a retry (after a timeout, a
+    crash, a 502) takes up where the bonus stood and never pays twice. 409 while a payment sent
+    is not yet shown by Prolific (it is not sent again)."""
+    study = managed_study(session, study_id, user)
+    bonus = service.pay_bonus(
+        session, study, session.merge(user), body.worker_id, body.amount_cents, body.key, body.reason
+    )
+    return _bonus_out(bonus)

@@ -1,0 +1,384 @@
+"""Prolific from inside Proctor, with the researcher's own token: store and check the token,
+price a study and make it on Prolific, move it through its states, carry the review queue's
+decisions to its submissions, and pay bonuses once. Every call to Prolific is in the audit log
+(action `prolific.call`, with the method, path and answer), beside what it was for."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app import audit
+from app.auth.models import User
+from app.crowd import sealed
+from app.crowd.models import BonusPayment, CrowdAccount, PlatformStudy
+from app.crowd.prolific_api import MIN_REJECTION_MESSAGE, ProlificClient, ProlificError
+from app.db import utcnow
+from app.errors import Conflict, InputError, Missing
+from app.studies.models import Bundle, Participant, Study
+
+PLATFORM = "prolific"
+
+
+class Unreachable(InputError):
+    """Prolific did not answer, or answered with a failure of its own: nothing is known to have
+    been done (a bonus's pay call excepted: see pay_bonus)."""
+
+    status_code = 502
+
+
+def _failed(exc: ProlificError, doing: str) -> InputError:
+    if exc.refused:
+        return Conflict(f"Prolific refused to {doing}: {exc}")
+    return Unreachable(f"could not {doing}: {exc}; try again")
+
+
+# ---- the token ------------------------------------------------------------------------------
+
+
+def store_token(session: Session, user: User, token: str, base_url: str | None = None) -> CrowdAccount:
+    """Check the token with Prolific (whose account it is) and keep it sealed; one per researcher."""
+    token = token.strip()
+    if not token:
+        raise InputError("give the API token from Prolific's settings", field="token")
+    with ProlificClient(token, base_url, on_call=_recorder(session, user.id, "user", user.id)) as client:
+        try:
+            me = client.me()
+        except ProlificError as exc:
+            session.commit()  # the audit of the call
+            if exc.refused:
+                raise InputError("Prolific does not accept this token", field="token") from exc
+            raise _failed(exc, "check the token") from exc
+    name = str(me.get("email") or me.get("name") or me.get("id") or "")[:255]
+    account = session.scalar(
+        select(CrowdAccount).where(CrowdAccount.user_id == user.id, CrowdAccount.platform == PLATFORM)
+    )
+    if account is None:
+        account = CrowdAccount(user_id=user.id, platform=PLATFORM, token_sealed="")
+        session.add(account)
+    account.token_sealed = sealed.seal(token)
+    account.account_name = name
+    account.created_at = utcnow()
+    audit.record(session, user.id, "prolific.token", "user", user.id, account=name)
+    session.commit()
+    return account
+
+
+def token_of(session: Session, user: User) -> str:
+    account = session.scalar(
+        select(CrowdAccount).where(CrowdAccount.user_id == user.id, CrowdAccount.platform == PLATFORM)
+    )
+    if account is None:
+        raise Conflict("no Prolific token stored: PUT /api/v1/prolific/token first")
+    try:
+        return sealed.unseal(account.token_sealed)
+    except sealed.Unreadable as exc:
+        raise Conflict(str(exc)) from exc
+
+
+def _recorder(session: Session, actor_id: int, target_type: str, target_id: object) -> Any:
+    def record(method: str, path: str, status: int | None) -> None:
+        audit.record(
+            session, actor_id, "prolific.call", target_type, target_id, method=method, path=path, status=status
+        )
+
+    return record
+
+
+@contextmanager
+def client(session: Session, user: User, target_type: str, target_id: object) -> Iterator[ProlificClient]:
+    """A client on the researcher's token whose every call goes to the audit log."""
+    with ProlificClient(token_of(session, user), on_call=_recorder(session, user.id, target_type, target_id)) as c:
+        yield c
+
+
+def check(session: Session, user: User) -> dict[str, Any]:
+    """Whose account the stored token opens, as Prolific says."""
+    with client(session, user, "user", user.id) as c:
+        try:
+            me = c.me()
+        except ProlificError as exc:
+            session.commit()
+            raise _failed(exc, "read the account") from exc
+    session.commit()
+    return {"id": me.get("id"), "email": me.get("email"), "name": me.get("name")}
+
+
+# ---- studies ---------------------------------------------------------------------------------
+
+
+def _check_study_terms(reward_cents: int, places: int) -> None:
+    if reward_cents < 1:
+        raise InputError("the reward is a number of cents, at least 1", field="reward_cents")
+    if places < 1:
+        raise InputError("places is the number of participants, at least 1", field="places")
+
+
+def cost(session: Session, study: Study, user: User, reward_cents: int, places: int) -> int:
+    """Prolific's price for the study, fees and tax included, in cents (nothing is made)."""
+    _check_study_terms(reward_cents, places)
+    with client(session, user, "study", study.id) as c:
+        try:
+            total = c.cost(reward_cents, places)
+        except ProlificError as exc:
+            session.commit()
+            raise _failed(exc, "price the study") from exc
+    session.commit()
+    return total
+
+
+def platform_study(session: Session, study: Study) -> PlatformStudy | None:
+    return session.scalar(
+        select(PlatformStudy).where(PlatformStudy.study_id == study.id, PlatformStudy.platform == PLATFORM)
+    )
+
+
+def create_study(
+    session: Session, study: Study, user: User, reward_cents: int, places: int, entry_link: str
+) -> PlatformStudy:
+    """The study as a draft on Prolific (its URL the study's Prolific entry link, its code the
+    study's), priced first; one per study."""
+    _check_study_terms(reward_cents, places)
+    if platform_study(session, study) is not None:
+        raise Conflict("this study is on Prolific already")
+    body = {
+        "name": study.title,
+        "internal_name": f"proctor:{study.slug}",
+        "description": study.instructions or study.title,
+        "external_study_url": entry_link,
+        "prolific_id_option": "url_parameters",
+        "completion_codes": [
+            {"code": study.completion_code, "code_type": "COMPLETED", "actions": [{"action": "MANUALLY_REVIEW"}]}
+        ],
+        "estimated_completion_time": study.estimated_minutes or 10,
+        "reward": reward_cents,
+        "total_available_places": places,
+        "device_compatibility": ["desktop"],
+    }
+    with client(session, user, "study", study.id) as c:
+        try:
+            total = c.cost(reward_cents, places)
+            made = c.create_study(body)
+        except ProlificError as exc:
+            session.commit()
+            raise _failed(exc, "make the study") from exc
+    row = PlatformStudy(
+        study_id=study.id,
+        platform=PLATFORM,
+        external_id=str(made["id"]),
+        status=str(made.get("status", "UNPUBLISHED")),
+        reward_cents=reward_cents,
+        places=places,
+        total_cost_cents=total,
+        created_by=user.id,
+    )
+    session.add(row)
+    audit.record(session, user.id, "prolific.study", "study", study.id, prolific_id=row.external_id, cost=total)
+    session.commit()
+    return row
+
+
+ACTIONS = {"publish": "PUBLISH", "pause": "PAUSE", "start": "START", "stop": "STOP"}
+
+
+def transition(session: Session, study: Study, user: User, action: str) -> PlatformStudy:
+    """Publish, pause, start again or stop the study on Prolific. Publishing or starting needs
+    the study live here: workers sent from Prolific would find it shut."""
+    row = platform_study(session, study)
+    if row is None:
+        raise Conflict("this study is not on Prolific: make it there first")
+    if action not in ACTIONS:
+        raise InputError(f"one of {', '.join(ACTIONS)}", field="action")
+    if action in ("publish", "start") and study.state != "live":
+        raise Conflict(f"the study is {study.state} here: make it live before workers come from Prolific")
+    with client(session, user, "study", study.id) as c:
+        try:
+            got = c.transition_study(row.external_id, ACTIONS[action])
+        except ProlificError as exc:
+            session.commit()
+            raise _failed(exc, f"{action} the study") from exc
+    row.status = str(got.get("status", row.status))
+    audit.record(session, user.id, f"prolific.{action}", "study", study.id, prolific_id=row.external_id)
+    session.commit()
+    return row
+
+
+# ---- the review queue's decisions -------------------------------------------------------------
+
+# Prolific shows this to a rejected participant, after the reviewer's own reason.
+REJECTION_TEXT = (
+    "Your submission was reviewed against the study's quality checks (items with known answers "
+    "and the review of your answers) and did not meet them."
+)
+
+
+def _prolific_work(session: Session, study: Study) -> list[tuple[str, str, str, str]]:
+    """(participant id, submission id, review status, reason) of the study's Prolific workers."""
+    from app.auth.models import User as Worker
+
+    rows = session.execute(
+        select(Worker.external_id, Bundle.external_assignment_id, Participant.status, Participant.reason)
+        .join(Bundle, Bundle.participant_id == Participant.id)
+        .join(Worker, Worker.id == Participant.worker_id)
+        .where(Participant.study_id == study.id, Worker.platform == PLATFORM)
+        .order_by(Bundle.id)
+    )
+    return [(str(w), str(s), st, r) for w, s, st, r in rows if s]
+
+
+def carry_reviews(session: Session, study: Study, user: User, category: str = "FAILED_CHECK") -> dict[str, Any]:
+    """Approve on Prolific the submissions of workers approved here, reject those rejected here
+    (with the review's reason); only submissions awaiting review on Prolific are touched, so
+    running it again changes nothing."""
+    from app.crowd.prolific_api import REJECTION_CATEGORIES
+
+    if category not in REJECTION_CATEGORIES:
+        raise InputError(f"one of {', '.join(REJECTION_CATEGORIES)}", field="rejection_category")
+    row = platform_study(session, study)
+    if row is None:
+        raise Conflict("this study is not on Prolific: make it there first")
+    ours = _prolific_work(session, study)
+    approved: list[str] = []
+    rejected: list[str] = []
+    with client(session, user, "study", study.id) as c:
+        try:
+            waiting = {s["id"] for s in c.submissions(row.external_id) if s.get("status") == "AWAITING REVIEW"}
+            approve = [sub for _, sub, status, _ in ours if status == "approved" and sub in waiting]
+            if approve:
+                c.approve(row.external_id, approve)
+                approved = approve
+            for _, sub, status, reason in ours:
+                if status == "rejected" and sub in waiting:
+                    message = f"{reason.strip()} {REJECTION_TEXT}".strip() if reason.strip() else REJECTION_TEXT
+                    c.reject(sub, message.ljust(MIN_REJECTION_MESSAGE), category)
+                    rejected.append(sub)
+        except ProlificError as exc:
+            audit.record(session, user.id, "prolific.review", "study", study.id, approved=approved, rejected=rejected)
+            session.commit()
+            raise _failed(exc, "carry the review's decisions") from exc
+    audit.record(session, user.id, "prolific.review", "study", study.id, approved=approved, rejected=rejected)
+    session.commit()
+    return {"approved": approved, "rejected": rejected}
+
+
+# ---- bonuses, paid once ------------------------------------------------------------------------
+
+
+def _submission_of(session: Session, study: Study, worker_id: str) -> str:
+    subs = [sub for w, sub, _, _ in _prolific_work(session, study) if w == worker_id]
+    if not subs:
+        raise Missing(f"no Prolific worker {worker_id!r} in this study", field="worker_id")
+    return subs[-1]
+
+
+def _paid_on(c: ProlificClient, submission_id: str) -> list[int]:
+    return [round(float(x)) for x in c.submission(submission_id).get("bonus_payments") or []]
+
+
+def pay_bonus(
+    session: Session, study: Study, user: User, worker_id: str, amount_cents: int, key: str, reason: str = ""
+) -> BonusPayment:
+    """Pay a worker a bonus at most once, whatever is retried and wherever a try stopped.
+
+    The bonus is a row named by `key` (the caller's: the same key is the same bonus). Its
+    steps, each committed before the next call: the intent (with how many bonuses Prolific
+    showed on the submission), the bonus set up on Prolific (its id kept), `paying` written
+    just before the pay call (which Prolific does not make idempotent), `paid` after it. A
+    retry takes up where the row stands: a bonus set up is paid with its own id, never set up
+    again; one found `paying` is paid again never: it is `paid` once Prolific shows the
+    payment on the submission, and until then the answer says so (409)."""
+    if amount_cents < 1:
+        raise InputError("the bonus is a number of cents, at least 1", field="amount_cents")
+    if not key.strip() or len(key) > 64:
+        raise InputError("a key of 1 to 64 characters names this bonus (the same key: the same bonus)", field="key")
+    row = platform_study(session, study)
+    if row is None:
+        raise Conflict("this study is not on Prolific: make it there first")
+    bonus = session.scalar(
+        select(BonusPayment).where(
+            BonusPayment.study_id == study.id, BonusPayment.platform == PLATFORM, BonusPayment.key == key
+        )
+    )
+    if bonus is not None and (bonus.worker_id, bonus.amount_cents) != (worker_id, amount_cents):
+        raise Conflict(f"the key {key!r} names another bonus ({bonus.amount_cents} cents to {bonus.worker_id})")
+    if bonus is not None and bonus.state == "paid":
+        return bonus
+    with client(session, user, "bonus", key) as c:
+        try:
+            if bonus is None:
+                submission = _submission_of(session, study, worker_id)
+                unsettled = session.scalar(
+                    select(BonusPayment.key).where(
+                        BonusPayment.study_id == study.id,
+                        BonusPayment.submission_id == submission,
+                        BonusPayment.state != "paid",
+                    )
+                )
+                if unsettled is not None:  # one at a time: a retry counts the submission's bonuses
+                    raise Conflict(f"the bonus {unsettled!r} to this worker is not settled yet: retry it first")
+                bonus = BonusPayment(
+                    study_id=study.id,
+                    platform=PLATFORM,
+                    key=key,
+                    worker_id=worker_id,
+                    submission_id=submission,
+                    amount_cents=amount_cents,
+                    reason=reason,
+                    state="intent",
+                    paid_before=len(_paid_on(c, submission)),
+                    created_by=user.id,
+                )
+                session.add(bonus)
+                audit.record(
+                    session, user.id, "prolific.bonus.intent", "bonus", key, cents=amount_cents, worker=worker_id
+                )
+                session.commit()
+            if bonus.state == "paying":
+                return _confirm(session, c, bonus, user)
+            if bonus.state == "intent":
+                # A bonus set up whose answer was lost is left unpaid on Prolific: setting up pays nothing.
+                made = c.create_bonus(row.external_id, [(worker_id, amount_cents)])
+                bonus.external_id, bonus.state = str(made["id"]), "created"
+                audit.record(session, user.id, "prolific.bonus.created", "bonus", key, prolific_id=bonus.external_id)
+                session.commit()
+            bonus.state = "paying"
+            session.commit()
+            assert bonus.external_id is not None  # `created`
+            try:
+                c.pay_bonus(bonus.external_id)
+            except ProlificError as exc:
+                if not exc.refused and exc.sent:
+                    raise  # the outcome is unknown: `paying` stays
+                # Prolific said no, or the call never left: nothing paid, the same bonus may be paid later.
+                bonus.state = "created"
+                session.commit()
+                raise
+            bonus.state, bonus.paid_at = "paid", utcnow()
+            audit.record(session, user.id, "prolific.bonus.paid", "bonus", key, prolific_id=bonus.external_id)
+            session.commit()
+            return bonus
+        except ProlificError as exc:
+            session.commit()
+            raise _failed(exc, "pay the bonus") from exc
+
+
+def _confirm(session: Session, c: ProlificClient, bonus: BonusPayment, user: User) -> BonusPayment:
+    """A bonus whose pay call went out without a known answer: paid if Prolific shows it."""
+    shown = _paid_on(c, bonus.submission_id)
+    if len(shown) > (bonus.paid_before or 0) and bonus.amount_cents in shown[bonus.paid_before or 0 :]:
+        bonus.state, bonus.paid_at = "paid", utcnow()
+        audit.record(
+            session, user.id, "prolific.bonus.paid", "bonus", bonus.key, prolific_id=bonus.external_id, confirmed=True
+        )
+        session.commit()
+        return bonus
+    session.commit()
+    raise Conflict(
+        f"the bonus {bonus.key!r} was sent to Prolific to pay (bonus {bonus.external_id}) but Prolific does not "
+        "show it paid yet (payments are made within minutes); it is not sent again: retry later, or check the "
+        "submission on Prolific"
+    )

@@ -1,0 +1,288 @@
+"""A local fake of Prolific's API (https://docs.prolific.com/api-reference), written from its
+documentation, served on loopback for the contract tests: Proctor's tests never call the real
+service. It keeps what the real one would (studies, submissions, bonuses and what was paid),
+checks what the documentation says is checked (the token, a study's required fields, the
+states a study and a submission move through, a rejection's category and message, bonuses
+only for the study's participants), and pays a bulk bonus AGAIN on every pay call, as the
+documentation warns the real one does.
+
+For the tests: `join` and `complete` play a participant; `fail(op, when)` makes the next call
+of an operation fail: refused ("refuse": a 400, nothing done), before doing anything
+("before": a 503) or after doing it with the answer lost ("after": a 502, as a dropped
+connection would leave it); `pay_later` holds
+payments back until `settle()` (the real API pays "in the following minutes")."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+REJECTION_CATEGORIES = {
+    "TOO_QUICKLY", "TOO_SLOWLY", "FAILED_INSTRUCTIONS", "INCOMP_LONGITUDINAL", "FAILED_CHECK", "LOW_EFFORT",
+    "MALINGERING", "NO_CODE", "BAD_CODE", "NO_DATA", "UNSUPP_DEVICE", "OTHER",
+}  # fmt: skip
+# Where a study may go from each state, by action (the study object's statuses).
+STUDY_MOVES = {
+    ("UNPUBLISHED", "PUBLISH"): "ACTIVE",
+    ("ACTIVE", "PAUSE"): "PAUSED",
+    ("PAUSED", "START"): "ACTIVE",
+    ("ACTIVE", "STOP"): "AWAITING REVIEW",
+    ("PAUSED", "STOP"): "AWAITING REVIEW",
+}
+STUDY_FIELDS = (
+    "name", "description", "external_study_url", "completion_codes", "estimated_completion_time", "reward",
+    "total_available_places",
+)  # fmt: skip
+FEE_RATE = Decimal("0.3333")  # the fake's service fee on rewards and bonuses (no VAT)
+
+
+def _id() -> str:
+    return secrets.token_hex(12)  # 24 hex characters, as Prolific's ids are
+
+
+def _err(status: int, detail: str) -> JSONResponse:
+    return JSONResponse({"error": {"status": status, "detail": detail}}, status_code=status)
+
+
+@dataclass
+class FakeProlific:
+    tokens: dict[str, dict[str, Any]] = field(default_factory=dict)
+    studies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    submissions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    bonuses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    faults: dict[str, str] = field(default_factory=dict)
+    pay_later: bool = False
+    pending: list[tuple[str, int]] = field(default_factory=list)  # (submission, cents) to pay on settle()
+    url: str = ""
+
+    # ---- what the tests do ----------------------------------------------------------------
+
+    def add_token(self, token: str, email: str = "researcher@example.org") -> None:
+        self.tokens[token] = {"id": _id(), "email": email, "name": "A. Researcher", "user_type": "researcher"}
+
+    def join(self, study_id: str, participant: str) -> str:
+        """A participant starts the study: a submission (its id is the SESSION_ID Prolific
+        puts in the study URL)."""
+        study = self.studies[study_id]
+        assert study["status"] == "ACTIVE", f"participants join active studies, not {study['status']} ones"
+        sid = _id()
+        self.submissions[sid] = {
+            "id": sid,
+            "study_id": study_id,
+            "participant": participant,
+            "status": "ACTIVE",
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "completed_at": None,
+            "entered_code": None,
+            "bonus_payments": [],
+        }
+        return sid
+
+    def complete(self, submission_id: str, code: str) -> None:
+        self.submissions[submission_id].update(status="AWAITING REVIEW", entered_code=code)
+
+    def fail(self, op: str, when: str = "before") -> None:
+        self.faults[op] = when
+
+    def settle(self) -> None:
+        for sid, cents in self.pending:
+            self.submissions[sid]["bonus_payments"].append(cents)
+        self.pending.clear()
+
+    def paid(self, participant: str) -> list[int]:
+        """Every bonus paid to the participant, in cents (the fake's ledger)."""
+        return [c for s in self.submissions.values() if s["participant"] == participant for c in s["bonus_payments"]]
+
+    def pay_calls(self) -> int:
+        return sum(1 for m, p in self.calls if m == "POST" and p.endswith("/pay/"))
+
+    # ---- the API --------------------------------------------------------------------------
+
+    def app(self) -> Starlette:
+        def route(path: str, op: str, handler: Any, method: str) -> Route:
+            async def endpoint(request: Request) -> Response:
+                self.calls.append((request.method, request.url.path))
+                auth = request.headers.get("authorization", "")
+                if not auth.startswith("Token ") or auth[6:] not in self.tokens:
+                    return _err(401, "Invalid token.")
+                when = self.faults.pop(op, None)
+                if when == "before":
+                    return _err(503, "Service unavailable (the fake's fault, before doing anything)")
+                if when == "refuse":
+                    return _err(400, "Refused (the fake's fault, e.g. a balance too low)")
+                body = await request.json() if method == "POST" and await request.body() else {}
+                answer: Response = handler(request, body)
+                if when == "after" and answer.status_code < 400:
+                    return _err(502, "Bad gateway (the fake did it, then lost the answer)")
+                return answer
+
+            return Route(f"/api/v1/{path}", endpoint, methods=[method])
+
+        return Starlette(
+            routes=[
+                route("users/me/", "me", self._me, "GET"),
+                route("study-cost-calculator/", "cost", self._cost, "POST"),
+                route("studies/", "create_study", self._create_study, "POST"),
+                route("studies/{id}/", "get_study", self._get_study, "GET"),
+                route("studies/{id}/transition/", "transition_study", self._transition_study, "POST"),
+                route("studies/{id}/submissions/", "submissions", self._submissions, "GET"),
+                route("submissions/bulk-approve/", "bulk_approve", self._bulk_approve, "POST"),
+                route("submissions/bonus-payments/", "create_bonus", self._create_bonus, "POST"),
+                route("submissions/{id}/", "submission", self._submission, "GET"),
+                route("submissions/{id}/transition/", "transition_submission", self._transition_submission, "POST"),
+                route("bulk-bonus-payments/{id}/pay/", "pay", self._pay, "POST"),
+            ]
+        )
+
+    def _me(self, request: Request, body: dict[str, Any]) -> Response:
+        return JSONResponse(self.tokens[request.headers["authorization"][6:]])
+
+    def _cost(self, request: Request, body: dict[str, Any]) -> Response:
+        try:
+            rewards = Decimal(body["reward"]) * Decimal(body["total_available_places"])
+        except (KeyError, TypeError, InvalidOperation):
+            return _err(400, "reward and total_available_places are required numbers")
+        return JSONResponse({"total_cost": float((rewards * (1 + FEE_RATE)).quantize(Decimal("1")))})
+
+    def _create_study(self, request: Request, body: dict[str, Any]) -> Response:
+        missing = [f for f in STUDY_FIELDS if f not in body]
+        if missing:
+            return _err(400, f"missing fields: {', '.join(missing)}")
+        if not body["completion_codes"] or not all(c.get("code") for c in body["completion_codes"]):
+            return _err(400, "completion_codes needs at least one code")
+        if "{{%PROLIFIC_PID%}}" not in body["external_study_url"]:
+            return _err(400, "the study URL must carry {{%PROLIFIC_PID%}} (url_parameters)")
+        sid = _id()
+        self.studies[sid] = {**body, "id": sid, "status": "UNPUBLISHED"}
+        return JSONResponse(self.studies[sid], status_code=201)
+
+    def _get_study(self, request: Request, body: dict[str, Any]) -> Response:
+        study = self.studies.get(request.path_params["id"])
+        return JSONResponse(study) if study else _err(404, "Not found.")
+
+    def _transition_study(self, request: Request, body: dict[str, Any]) -> Response:
+        study = self.studies.get(request.path_params["id"])
+        if study is None:
+            return _err(404, "Not found.")
+        to = STUDY_MOVES.get((study["status"], body.get("action", "")))
+        if to is None:
+            return _err(400, f"cannot {body.get('action')} a study that is {study['status']}")
+        study["status"] = to
+        return JSONResponse(study)
+
+    def _submissions(self, request: Request, body: dict[str, Any]) -> Response:
+        sid = request.path_params["id"]
+        return JSONResponse({"results": [s for s in self.submissions.values() if s["study_id"] == sid]})
+
+    def _submission(self, request: Request, body: dict[str, Any]) -> Response:
+        sub = self.submissions.get(request.path_params["id"])
+        return JSONResponse(sub) if sub else _err(404, "Not found.")
+
+    def _decide(self, sub: dict[str, Any], action: str) -> str | None:
+        if sub["status"] != "AWAITING REVIEW":
+            return f"submission {sub['id']} is {sub['status']}, not awaiting review"
+        sub["status"] = "APPROVED" if action == "APPROVE" else "REJECTED"
+        return None
+
+    def _transition_submission(self, request: Request, body: dict[str, Any]) -> Response:
+        sub = self.submissions.get(request.path_params["id"])
+        if sub is None:
+            return _err(404, "Not found.")
+        action = body.get("action")
+        if action not in ("APPROVE", "REJECT"):
+            return _err(400, "action is APPROVE or REJECT")
+        if action == "REJECT":
+            if body.get("rejection_category") not in REJECTION_CATEGORIES:
+                return _err(400, "rejection_category is required")
+            if len(str(body.get("message", ""))) < 100:
+                return _err(400, "the rejection message must be at least 100 characters")
+        refused = self._decide(sub, action)
+        return _err(400, refused) if refused else JSONResponse(sub)
+
+    def _bulk_approve(self, request: Request, body: dict[str, Any]) -> Response:
+        study = body.get("study_id")
+        ids = body.get("submission_ids") or []
+        subs = [self.submissions.get(i) for i in ids]
+        if study not in self.studies or not ids or any(s is None or s["study_id"] != study for s in subs):
+            return _err(400, "study_id and submission_ids of that study are required")
+        for s in subs:
+            assert s is not None
+            if (refused := self._decide(s, "APPROVE")) is not None:
+                return _err(400, refused)
+        return JSONResponse("The request to bulk approve has been made successfully.")
+
+    def _create_bonus(self, request: Request, body: dict[str, Any]) -> Response:
+        study = body.get("study_id")
+        if study not in self.studies:
+            return _err(400, "unknown study_id")
+        rows: list[tuple[str, int]] = []
+        for line in str(body.get("csv_bonuses", "")).strip().splitlines():
+            who, _, amount = line.partition(",")
+            try:
+                cents = int((Decimal(amount) * 100).to_integral_exact())
+            except InvalidOperation:
+                return _err(400, f"bad amount on the line {line!r}")
+            took_part = [
+                s["id"]
+                for s in self.submissions.values()
+                if s["study_id"] == study and who in (s["participant"], s["id"])
+            ]
+            if not took_part:
+                return _err(400, f"{who} did not take part in the study")
+            rows.append((took_part[0], cents))
+        if not rows:
+            return _err(400, "csv_bonuses is empty")
+        bid = _id()
+        amount = sum(c for _, c in rows)
+        fees = float((amount * FEE_RATE).quantize(Decimal("0.01")))
+        self.bonuses[bid] = {"id": bid, "study": study, "rows": rows}
+        return JSONResponse(
+            {"id": bid, "study": study, "amount": amount, "fees": fees, "vat": 0, "total_amount": amount + fees},
+            status_code=201,
+        )
+
+    def _pay(self, request: Request, body: dict[str, Any]) -> Response:
+        bonus = self.bonuses.get(request.path_params["id"])
+        if bonus is None:
+            return _err(404, "Not found.")
+        for sid, cents in bonus["rows"]:  # again on every call: the real endpoint is not idempotent
+            if self.pay_later:
+                self.pending.append((sid, cents))
+            else:
+                self.submissions[sid]["bonus_payments"].append(cents)
+        return JSONResponse(f"Bulk bonus payment with ID {bonus['id']} is being processed asynchronously.", 202)
+
+
+class Served:
+    """The fake on a loopback port, in a thread, for as long as the `with` lasts."""
+
+    def __init__(self, fake: FakeProlific):
+        self.fake = fake
+        self.server = uvicorn.Server(uvicorn.Config(fake.app(), host="127.0.0.1", port=0, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> FakeProlific:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the fake Prolific did not start")
+            time.sleep(0.01)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.fake.url = f"http://127.0.0.1:{port}/api/v1"
+        return self.fake
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)

@@ -1,0 +1,272 @@
+"""Prolific from inside Proctor, against a local fake of Prolific's API (tests/fakes/prolific.py,
+on loopback; the real service is never called): the token kept sealed, a study priced, made
+and published, the review queue's decisions carried to its submissions, bonuses paid once
+whatever fails between the steps, and `proctor prolific check`. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import select, text
+
+from app.audit import AuditEntry
+from app.auth.security import create_token
+from app.crowd import sealed
+from app.crowd.models import BonusPayment, CrowdAccount
+from app.quality import service as quality
+from app.studies.models import Participant
+from tests.conftest import create_tom_study, make_user
+from tests.fakes.prolific import FakeProlific, Served
+
+TOKEN = "prolific-token-" + "s3cret" * 4
+
+
+@pytest.fixture(scope="module")
+def served():
+    with Served(FakeProlific()) as fake:
+        env = pytest.MonkeyPatch()
+        env.setenv("PROLIFIC_API_URL", fake.url)
+        yield fake
+        env.undo()
+
+
+@pytest.fixture
+def fake(served):
+    """The module's fake, emptied: a fresh Prolific for each test."""
+    fresh = FakeProlific(url=served.url)
+    served.__dict__.update({k: v for k, v in fresh.__dict__.items() if k != "url"})
+    served.add_token(TOKEN)
+    return served
+
+
+@pytest.fixture
+def world(fake, client, session):
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, bundle_size=4, gold_rate=0.0, title="Prolific study", estimated_minutes=12)
+    headers = {"Authorization": f"Bearer {create_token(session, owner)}"}
+    session.commit()
+    return {"owner": owner, "study": study, "headers": headers, "client": client, "session": session}
+
+
+def _api(w, method: str, path: str, **kw):
+    return w["client"].request(method, f"/api/v1{path}", headers=w["headers"], **kw)
+
+
+def _published(w, fake) -> str:
+    """Token stored, study made on Prolific and published: its Prolific id."""
+    assert _api(w, "PUT", "/prolific/token", json={"token": TOKEN}).status_code == 200
+    r = _api(w, "POST", f"/studies/{w['study'].id}/prolific", json={"reward_cents": 150, "places": 20})
+    assert r.status_code == 201, r.text
+    pid = r.json()["prolific_id"]
+    r = _api(w, "POST", f"/studies/{w['study'].id}/prolific/transition", json={"action": "publish"})
+    assert r.status_code == 200 and r.json()["status"] == "ACTIVE", r.text
+    return pid
+
+
+def _arrive(w, fake, prolific_id: str, participant: str) -> str:
+    """A participant starts the study on Prolific and follows its URL into Proctor: their
+    submission's id (the SESSION_ID)."""
+    sub = fake.join(prolific_id, participant)
+    url = fake.studies[prolific_id]["external_study_url"]
+    url = url.replace("{{%PROLIFIC_PID%}}", participant).replace("{{%STUDY_ID%}}", prolific_id)
+    url = url.replace("{{%SESSION_ID%}}", sub)
+    from urllib.parse import urlsplit
+
+    from fastapi.testclient import TestClient
+
+    link = urlsplit(url)
+    with TestClient(w["client"].app) as browser:  # the participant's own browser
+        r = browser.get(f"{link.path}?{link.query}", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == f"/task/{w['study'].slug}", r.text
+    return sub
+
+
+def test_token_is_checked_and_kept_sealed(world, fake):
+    r = _api(world, "PUT", "/prolific/token", json={"token": "not-a-token-prolific-knows"})
+    assert r.status_code == 422 and "does not accept" in r.json()["detail"]
+    r = _api(world, "PUT", "/prolific/token", json={"token": TOKEN})
+    assert r.status_code == 200 and r.json()["account"] == "researcher@example.org"
+    session = world["session"]
+    session.expire_all()
+    stored = session.execute(text("SELECT token_sealed FROM crowd_accounts")).scalar_one()
+    assert TOKEN not in stored and "s3cret" not in stored  # not readable in the database
+    assert sealed.unseal(stored) == TOKEN  # but opens under this SECRET_KEY
+    assert _api(world, "GET", "/prolific/account").json()["email"] == "researcher@example.org"
+    calls = session.scalars(select(AuditEntry).where(AuditEntry.action == "prolific.call")).all()
+    assert [(c.detail["path"], c.detail["status"]) for c in calls] == [
+        ("users/me/", 401),
+        ("users/me/", 200),
+        ("users/me/", 200),
+    ]
+
+
+def test_token_sealed_under_another_key_is_refused_plainly(world, fake, monkeypatch):
+    _api(world, "PUT", "/prolific/token", json={"token": TOKEN})
+    from app.config import get_settings
+
+    monkeypatch.setenv("SECRET_KEY", "another-key-" + "x" * 40)
+    get_settings.cache_clear()
+    r = _api(world, "GET", "/prolific/account")
+    assert r.status_code == 409 and "store the token again" in r.json()["detail"]
+
+
+def test_nothing_without_a_token(world, fake):
+    r = _api(world, "POST", f"/studies/{world['study'].id}/prolific/cost", json={"reward_cents": 150, "places": 20})
+    assert r.status_code == 409 and "no Prolific token" in r.json()["detail"]
+    assert fake.calls == []
+
+
+def test_study_priced_made_and_published(world, fake):
+    study = world["study"]
+    _api(world, "PUT", "/prolific/token", json={"token": TOKEN})
+    r = _api(world, "POST", f"/studies/{study.id}/prolific/cost", json={"reward_cents": 150, "places": 20})
+    # The fake's fee is a third: 150 x 20 = 3000 cents of rewards, 3999.9 -> 4000 in all.
+    assert r.status_code == 200 and r.json()["total_cost_cents"] == 4000
+    assert fake.studies == {}  # a price makes nothing
+    r = _api(world, "POST", f"/studies/{study.id}/prolific", json={"reward_cents": 150, "places": 20})
+    assert r.status_code == 201, r.text
+    made = r.json()
+    assert made["status"] == "UNPUBLISHED" and made["total_cost_cents"] == 4000
+    there = fake.studies[made["prolific_id"]]
+    assert f"/s/{study.slug}?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}" in there["external_study_url"]
+    assert [c["code"] for c in there["completion_codes"]] == [study.completion_code]
+    assert (there["reward"], there["total_available_places"], there["estimated_completion_time"]) == (150, 20, 12)
+    again = _api(world, "POST", f"/studies/{study.id}/prolific", json={"reward_cents": 150, "places": 20})
+    assert again.status_code == 409 and len(fake.studies) == 1
+    for action, status in (("publish", "ACTIVE"), ("pause", "PAUSED"), ("start", "ACTIVE")):
+        r = _api(world, "POST", f"/studies/{study.id}/prolific/transition", json={"action": action})
+        assert r.status_code == 200 and r.json()["status"] == status == fake.studies[made["prolific_id"]]["status"]
+    r = _api(world, "POST", f"/studies/{study.id}/prolific/transition", json={"action": "start"})
+    assert r.status_code == 409 and "Prolific refused" in r.json()["detail"]  # it is active already
+
+
+def test_publishing_a_draft_study_is_refused(world, fake, session):
+    study = world["study"]
+    from app.studies import services
+
+    services.set_state(session, study, "paused", world["owner"])
+    _api(world, "PUT", "/prolific/token", json={"token": TOKEN})
+    _api(world, "POST", f"/studies/{study.id}/prolific", json={"reward_cents": 150, "places": 20})
+    r = _api(world, "POST", f"/studies/{study.id}/prolific/transition", json={"action": "publish"})
+    assert r.status_code == 409 and "make it live" in r.json()["detail"]
+    assert next(iter(fake.studies.values()))["status"] == "UNPUBLISHED"
+
+
+def test_review_decisions_carried_to_submissions(world, fake, session):
+    study = world["study"]
+    prolific_id = _published(world, fake)
+    subs = {p: _arrive(world, fake, prolific_id, p) for p in ("P-good", "P-bad", "P-unreviewed")}
+    for sub in subs.values():
+        fake.complete(sub, study.completion_code)
+    parts = {p.worker_id: p for p in session.scalars(select(Participant).where(Participant.study_id == study.id)).all()}
+    assert len(parts) == 3
+    from app.auth.models import User
+
+    by_pid = {u.external_id: u.id for u in session.scalars(select(User).where(User.platform == "prolific")).all()}
+    owner = world["owner"]
+    quality.decide(session, study, [parts[by_pid["P-good"]].id], "approved", owner)
+    quality.decide(session, study, [parts[by_pid["P-bad"]].id], "rejected", owner, "Failed 3 of 4 gold items.")
+    r = _api(world, "POST", f"/studies/{study.id}/prolific/reviews", json={})
+    assert r.status_code == 200, r.text
+    assert r.json() == {"approved": [subs["P-good"]], "rejected": [subs["P-bad"]]}
+    assert fake.submissions[subs["P-good"]]["status"] == "APPROVED"
+    assert fake.submissions[subs["P-bad"]]["status"] == "REJECTED"
+    assert fake.submissions[subs["P-unreviewed"]]["status"] == "AWAITING REVIEW"
+    # Running it again changes nothing (only submissions awaiting review are touched).
+    r = _api(world, "POST", f"/studies/{study.id}/prolific/reviews", json={})
+    assert r.json() == {"approved": [], "rejected": []}
+
+
+def _bonus(w, key: str = "gold-bonus-1", worker: str = "P1", cents: int = 125):
+    body = {"worker_id": worker, "amount_cents": cents, "key": key, "reason": "gold accuracy 100%"}
+    return _api(w, "POST", f"/studies/{w['study'].id}/prolific/bonuses", json=body)
+
+
+def _state(session, key: str) -> str:
+    session.expire_all()
+    return session.scalar(select(BonusPayment.state).where(BonusPayment.key == key))
+
+
+def test_bonus_paid_once_and_a_retry_pays_nothing(world, fake, session):
+    _arrive(world, fake, _published(world, fake), "P1")
+    r = _bonus(world)
+    assert r.status_code == 200 and r.json()["state"] == "paid", r.text
+    assert _bonus(world).json()["state"] == "paid"
+    assert fake.paid("P1") == [125] and fake.pay_calls() == 1
+    other = _bonus(world, cents=300)  # the same key for another bonus: refused, nothing paid
+    assert other.status_code == 409 and fake.paid("P1") == [125]
+    unknown = _bonus(world, key="k-unknown", worker="P-never-here")
+    assert unknown.status_code == 404 and fake.pay_calls() == 1
+    actions = session.scalars(select(AuditEntry.action).where(AuditEntry.target_id == "gold-bonus-1")).all()
+    assert {"prolific.bonus.intent", "prolific.bonus.created", "prolific.bonus.paid", "prolific.call"} <= set(actions)
+
+
+def test_bonus_set_up_whose_answer_was_lost_is_paid_once(world, fake, session):
+    _arrive(world, fake, _published(world, fake), "P1")
+    fake.fail("create_bonus", "after")  # set up on Prolific, the answer lost: a crash before pay
+    r = _bonus(world)
+    assert r.status_code == 502 and _state(session, "gold-bonus-1") == "intent"
+    assert fake.pay_calls() == 0 and len(fake.bonuses) == 1
+    r = _bonus(world)
+    assert r.status_code == 200 and r.json()["state"] == "paid", r.text
+    assert fake.paid("P1") == [125] and fake.pay_calls() == 1  # the first bonus set up stays unpaid
+
+
+def test_bonus_refused_at_pay_is_paid_with_its_own_id_later(world, fake, session):
+    _arrive(world, fake, _published(world, fake), "P1")
+    fake.fail("pay", "refuse")  # e.g. the balance was too low: nothing paid
+    r = _bonus(world)
+    assert r.status_code == 409 and _state(session, "gold-bonus-1") == "created"
+    r = _bonus(world)
+    assert r.status_code == 200 and r.json()["state"] == "paid"
+    assert len(fake.bonuses) == 1 and fake.paid("P1") == [125] and fake.pay_calls() == 2
+
+
+def test_bonus_paid_but_the_answer_lost_is_never_paid_again(world, fake, session):
+    _arrive(world, fake, _published(world, fake), "P1")
+    fake.fail("pay", "after")  # paid, then the answer lost: between pay and record
+    r = _bonus(world)
+    assert r.status_code == 502 and _state(session, "gold-bonus-1") == "paying"
+    r = _bonus(world)  # the retry reads the submission on Prolific: paid already
+    assert r.status_code == 200 and r.json()["state"] == "paid"
+    assert fake.paid("P1") == [125] and fake.pay_calls() == 1
+
+
+def test_bonus_whose_payment_is_not_shown_yet_waits(world, fake, session):
+    _arrive(world, fake, _published(world, fake), "P1")
+    assert _bonus(world, key="earlier", cents=50).json()["state"] == "paid"  # one bonus there before
+    fake.pay_later = True  # Prolific pays "in the following minutes"
+    fake.fail("pay", "after")
+    assert _bonus(world).status_code == 502
+    for _ in range(2):  # not shown yet: never sent again
+        r = _bonus(world)
+        assert r.status_code == 409 and "not sent again" in r.json()["detail"]
+    assert fake.pay_calls() == 2 and _state(session, "gold-bonus-1") == "paying"
+    fake.settle()
+    assert _bonus(world).json()["state"] == "paid"
+    assert fake.paid("P1") == [50, 125] and fake.pay_calls() == 2
+
+
+def test_a_new_bonus_waits_for_an_unsettled_one(world, fake):
+    _arrive(world, fake, _published(world, fake), "P1")
+    fake.fail("pay", "after")
+    assert _bonus(world).status_code == 502
+    r = _bonus(world, key="second")
+    assert r.status_code == 409 and "not settled" in r.json()["detail"]
+
+
+def test_prolific_check_command(fake, monkeypatch, world):
+    from app.cli import main
+
+    runner = CliRunner()
+    monkeypatch.setenv("PROLIFIC_TOKEN", TOKEN)
+    r = runner.invoke(main, ["prolific", "check", "--api-url", fake.url])
+    assert r.exit_code == 0 and "researcher@example.org" in r.output, r.output
+    monkeypatch.setenv("PROLIFIC_TOKEN", "wrong")
+    r = runner.invoke(main, ["prolific", "check"])  # PROLIFIC_API_URL: the fake's
+    assert r.exit_code == 1 and "does not accept this token" in r.output and fake.url in r.output
+    monkeypatch.delenv("PROLIFIC_TOKEN")
+    _api(world, "PUT", "/prolific/token", json={"token": TOKEN})
+    r = runner.invoke(main, ["prolific", "check", "--email", world["owner"].email])
+    assert r.exit_code == 0 and "researcher@example.org" in r.output, r.output
+    assert world["session"].scalar(select(CrowdAccount.account_name)) == "researcher@example.org"
