@@ -37,6 +37,9 @@ def _redis_for_this_process(url: str) -> str:
 REDIS_URL = _redis_for_this_process(os.environ.get("PROCTOR_TEST_REDIS", "redis://127.0.0.1:6379/15"))
 
 os.environ.setdefault("SECRET_KEY", "test-secret-" + secrets.token_hex(24))
+# No test calls the real Prolific: a closed loopback port unless a test serves the fake
+# (tests/fakes/prolific.py) and names its address.
+os.environ["PROLIFIC_API_URL"] = "http://127.0.0.1:9/api/v1"
 
 # One torch thread per test process and in the processes tests start (the CLI, the Celery
 # worker): pytest-xdist already runs one process per core, and the tests' models are small

@@ -1,15 +1,15 @@
-"""What every crowd platform answers (entry and completion), and what some can do besides
-(approve and reject, bonus, message, allow and block lists), as capabilities a platform
-declares by implementing them. One module per platform implements this; the core asks the
-registry (app/crowd/__init__.py), never names a platform."""
+"""What every crowd platform answers: who a link's parameters name, and how a worker is sent
+back with their code. One module per platform implements this; the core asks the registry
+(app/crowd/__init__.py), never names a platform. What a platform can do besides through its
+API (Prolific: studies, reviews, bonuses) is its own service (app/crowd/service.py)."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from app.config import get_settings
 
@@ -75,26 +75,3 @@ def bundle_code(bundle_id: int) -> str:
     shared by the study's workers proves nothing."""
     key = get_settings().secret_key.encode()
     return hmac.new(key, f"proctor/bundle-code/{bundle_id}".encode(), hashlib.sha256).hexdigest()[:10].upper()
-
-
-# ---- optional capabilities: a platform that can do more implements these ------------------
-
-
-@dataclass(frozen=True)
-class Decision:
-    """A review queue's decision on one piece of work, to carry to the platform."""
-
-    assignment_id: str  # the platform's id of the submission / assignment
-    worker_id: str
-    approve: bool
-    reason: str = ""
-
-
-@runtime_checkable
-class Reviews(Protocol):
-    def review(self, decisions: Sequence[Decision]) -> dict[str, Any]: ...
-
-
-@runtime_checkable
-class Bonuses(Protocol):
-    def bonus(self, worker_id: str, amount_cents: int, key: str) -> dict[str, Any]: ...

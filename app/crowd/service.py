@@ -45,6 +45,9 @@ def store_token(session: Session, user: User, token: str, base_url: str | None =
     token = token.strip()
     if not token:
         raise InputError("give the API token from Prolific's settings", field="token")
+    if not (token.isascii() and token.isprintable()) or " " in token:
+        # It goes in a header: Prolific's tokens are letters, digits and a few marks.
+        raise InputError("a Prolific token is printable ASCII without spaces: copy it again", field="token")
     with ProlificClient(token, base_url, on_call=_recorder(session, user.id, "user", user.id)) as client:
         try:
             me = client.me()

@@ -48,6 +48,10 @@ def fuzz_world(request, tmp_path_factory):
     from app.main import create_app
     from app.studies import services
 
+    from tests.fakes.prolific import FakeProlific, Served
+
+    served = Served(FakeProlific())  # Prolific's calls go to the fake: it knows none of the fuzzer's tokens
+    fake = served.__enter__()
     folder = tmp_path_factory.mktemp("fuzz")
     if os.environ.get("PROCTOR_FUZZ_BACKEND", "sqlite") == "postgresql":
         url = request.getfixturevalue("pg_database")
@@ -56,6 +60,7 @@ def fuzz_world(request, tmp_path_factory):
         url = _fresh_sqlite(request.getfixturevalue("sqlite_template"), folder)
     env = pytest.MonkeyPatch()
     _use(url, folder / "blobs", env)
+    env.setenv("PROLIFIC_API_URL", fake.url)
     with get_sessionmaker(url)() as s:
         admin = make_user(s, "admin")
         create_tom_study(s, admin)
@@ -64,6 +69,7 @@ def fuzz_world(request, tmp_path_factory):
         s.commit()
     yield {"app": create_app(url), "token": token, "db_url": url}
     env.undo()
+    served.__exit__()
     get_engine(url).dispose()
     get_engine.cache_clear()
     get_settings.cache_clear()
@@ -114,6 +120,18 @@ REFUSED_BY_THE_WORK = {
     "probe's does not) and a floor within the study's annotations per item",
     ("POST", "/api/v1/plan"): "a plan's fields are checked together (one score needs a difference; "
     "people need a judge; the simulation's budget is agents x studies)",
+    ("PUT", "/api/v1/prolific/token"): "Prolific (the fake) accepts only a token it issued",
+    **{
+        (method, f"/api/v1{path}"): "needs a Prolific token stored (none is: Prolific accepts none of the fuzzer's)"
+        for method, path in (
+            ("GET", "/prolific/account"),
+            ("POST", "/studies/{study_id}/prolific/cost"),
+            ("POST", "/studies/{study_id}/prolific"),
+            ("POST", "/studies/{study_id}/prolific/transition"),
+            ("POST", "/studies/{study_id}/prolific/reviews"),
+            ("POST", "/studies/{study_id}/prolific/bonuses"),
+        )
+    },
 }
 NOT_FOR_CONTENT = _uploads() | set(REFUSED_BY_THE_WORK)
 

@@ -232,6 +232,15 @@ POST /api/v1/runs                                       401    401    422    404
 GET  /api/v1/runs                                       401    401    200    200    200    200     200     200     401
 GET  /api/v1/runs/{run_id}                              401    401    200    404    200    200     404     200     401
 POST /api/v1/runs/{run_id}/cancel                       401    401    422    404    422    422     404     422     401
+# ---- Prolific with the researcher's own token (app/crowd/api.py): the probe stores no token
+#      (a blank one is refused, 422), so every call that needs one is 409 for its callers
+PUT  /api/v1/prolific/token                             401    401    422    422    422    422     422     422     401
+GET  /api/v1/prolific/account                           401    401    409    409    409    409     409     409     401
+POST /api/v1/studies/{study_id}/prolific/cost           401    401    409    404    409    409     404     409     401
+POST /api/v1/studies/{study_id}/prolific                401    401    409    404    409    409     404     409     401
+POST /api/v1/studies/{study_id}/prolific/transition     401    401    409    404    409    409     404     409     401
+POST /api/v1/studies/{study_id}/prolific/reviews        401    401    409    404    409    409     404     409     401
+POST /api/v1/studies/{study_id}/prolific/bonuses        401    401    409    404    409    409     404     409     401
 # ---- API: admins
 GET  /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
 POST /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
@@ -774,6 +783,16 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         files = {"file": ("q.csv", small_csv(), "text/csv")}
     elif key == "POST /studies/new/plan":
         form = {"scores": "0.8, 0.7", "items": "20", "studies": "10"}
+    elif key == "PUT /api/v1/prolific/token":
+        kw["json"] = {"token": " "}  # blank: refused before Prolific is asked
+    elif key in ("POST /api/v1/studies/{study_id}/prolific/cost", "POST /api/v1/studies/{study_id}/prolific"):
+        kw["json"] = {"reward_cents": 150, "places": 20}
+    elif key == "POST /api/v1/studies/{study_id}/prolific/transition":
+        kw["json"] = {"action": "publish"}
+    elif key == "POST /api/v1/studies/{study_id}/prolific/reviews":
+        kw["json"] = {}
+    elif key == "POST /api/v1/studies/{study_id}/prolific/bonuses":
+        kw["json"] = {"worker_id": "probe", "amount_cents": 1, "key": "probe"}
     elif key == "POST /api/v1/plan":
         kw["json"] = {"scores": [0.8, 0.7], "items": 20, "studies": 10}
     elif key == "POST /studies/{study_id}/state":
