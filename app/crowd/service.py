@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import CursorResult, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app import audit
@@ -339,7 +340,13 @@ def pay_bonus(
                 audit.record(
                     session, user.id, "prolific.bonus.intent", "bonus", key, cents=amount_cents, worker=worker_id
                 )
-                session.commit()
+                try:
+                    session.commit()
+                except IntegrityError:  # the same key sent twice at once: the other request has it
+                    session.rollback()
+                    raise Conflict(
+                        f"the bonus {key!r} is being paid by another request: retry it in a moment"
+                    ) from None
             if bonus.state == "paying":
                 return _confirm(session, c, bonus, user)
             if bonus.state == "intent":
@@ -348,8 +355,21 @@ def pay_bonus(
                 bonus.external_id, bonus.state = str(made["id"]), "created"
                 audit.record(session, user.id, "prolific.bonus.created", "bonus", key, prolific_id=bonus.external_id)
                 session.commit()
-            bonus.state = "paying"
+            # Only one request moves a bonus from `created` to `paying` (two retries at once, a
+            # double click: both read `created`); the other pays nothing.
+            moved = session.execute(
+                update(BonusPayment)
+                .where(BonusPayment.id == bonus.id, BonusPayment.state == "created")
+                .values(state="paying")
+                .execution_options(synchronize_session=False)
+            )
+            claimed = cast(CursorResult[Any], moved).rowcount  # an UPDATE's (app/jobs.py's _claim)
             session.commit()
+            session.refresh(bonus)
+            if claimed != 1:
+                if bonus.state == "paid":
+                    return bonus
+                raise Conflict(f"the bonus {key!r} is being paid by another request: retry it in a moment")
             assert bonus.external_id is not None  # `created`
             try:
                 c.pay_bonus(bonus.external_id)

@@ -270,3 +270,38 @@ def test_prolific_check_command(fake, monkeypatch, world):
     r = runner.invoke(main, ["prolific", "check", "--email", world["owner"].email])
     assert r.exit_code == 0 and "researcher@example.org" in r.output, r.output
     assert world["session"].scalar(select(CrowdAccount.account_name)) == "researcher@example.org"
+
+
+def test_two_retries_at_once_pay_once(world, fake, session, db_url):
+    """A double click: two requests retry a bonus whose pay was refused, at the same moment.
+    Both read it `created`; only one may move it to `paying` and call pay."""
+    import threading
+
+    from app.auth.models import User
+    from app.crowd import service
+    from app.db import get_sessionmaker
+    from app.errors import Conflict
+    from app.studies.models import Study
+
+    _arrive(world, fake, _published(world, fake), "P1")
+    fake.fail("pay", "refuse")
+    assert _bonus(world).status_code == 409 and _state(session, "gold-bonus-1") == "created"
+    start, outcomes = threading.Barrier(2), []
+
+    def retry() -> None:
+        with get_sessionmaker(db_url)() as s:
+            study, owner = s.get(Study, world["study"].id), s.get(User, world["owner"].id)
+            start.wait()
+            try:
+                outcomes.append(service.pay_bonus(s, study, owner, "P1", 125, "gold-bonus-1").state)
+            except Conflict as exc:
+                outcomes.append(str(exc))
+
+    threads = [threading.Thread(target=retry) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert "paid" in outcomes and len(outcomes) == 2, outcomes
+    assert fake.paid("P1") == [125] and fake.pay_calls() == 2  # the refused call and one more
+    assert _state(session, "gold-bonus-1") == "paid"
