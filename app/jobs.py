@@ -247,7 +247,7 @@ class Progress:
             if total is not None:
                 job.total = total
             if message:
-                job.log += message.rstrip() + "\n"
+                job.log += redact(message.rstrip()) + "\n"
             s.commit()
 
     def cancelled(self) -> bool:
@@ -354,19 +354,30 @@ _SERVER_PATH = re.compile(
     r"(?<![\w/.~])(?:~?/[^\s'\",:;)\]/]+/[^\s'\",:;)\]]*"
     r"|/(?:home|root|srv|opt|usr|var|tmp|work|app|etc|proc|mnt|data)\b)"
 )
+# A file: URL names a path too (the pattern above leaves URLs alone), and a URL's user and
+# password (a database's or a bucket's address in a connection error) are credentials.
+_FILE_URL = re.compile(r"\bfile:[^\s'\"<>]*", re.IGNORECASE)
+_URL_CREDENTIALS = re.compile(r"\b([a-z][a-z0-9+.-]*://)[^\s/@'\"<>]+@", re.IGNORECASE)
+
+
+def redact(text: str) -> str:
+    """What a job's owner may read of a server-side text: paths of this machine, file: URLs and
+    the credentials in a URL blanked (the job's traceback keeps them, for admins)."""
+    text = _URL_CREDENTIALS.sub(r"\1<credentials>@", text)
+    return _SERVER_PATH.sub("<path>", _FILE_URL.sub("<path>", text))
 
 
 def failure_reason(exc: BaseException) -> str:
     """What a job's owner reads of its failure: the message of a refusal our code raises on
-    purpose (ValueError and its InputError, LookupError, a sandbox's verdict on a model), with
-    any server path blanked; for anything else only the exception's type (the traceback is in
+    purpose (ValueError and its InputError, LookupError, a sandbox's verdict on a model),
+    redacted; for anything else only the exception's type (the traceback is in
     the log and in the job's row, for admins)."""
     shown = isinstance(exc, (ValueError, LookupError, TimeoutError)) or any(
         c.__name__ == "SandboxError" for c in type(exc).__mro__
     )
     if not shown:
         return f"an internal error ({type(exc).__name__}); an administrator can see the details"
-    return _SERVER_PATH.sub("<path>", str(exc))[:2000]
+    return redact(str(exc))[:2000]
 
 
 def _execute(job_id: int) -> str:

@@ -20,6 +20,13 @@ def refuse(session, job, progress):
     raise ValueError(f"the export could not be written to {SECRET_PATH}: the disk is full")
 
 
+def leak(session, job, progress):
+    # A progress line and a refusal that carry a file: URL and a URL's credentials (a store's
+    # or a database's address in a connection error).
+    progress(1, 2, "reading file:///var/lib/proctor/blobs/x.pt from postgresql://proctor:hunter2@db:5432/proctor")
+    raise ValueError("could not reach https://AKIAEXAMPLE:s3cr3tkey@bucket.example.org/x or file:/etc/passwd")
+
+
 @pytest.fixture
 def failing_kind():
     from app.kinds import get_kind, register_kind, unregister_kind
@@ -28,7 +35,7 @@ def failing_kind():
 
     class Failing(type(example)):
         name = "failingjobs"
-        jobs = {"crash": f"{__name__}:crash", "refuse": f"{__name__}:refuse"}
+        jobs = {"crash": f"{__name__}:crash", "refuse": f"{__name__}:refuse", "leak": f"{__name__}:leak"}
         job_queues = {}
 
         def routers(self):
@@ -47,6 +54,11 @@ def failing_kind():
     [
         ("crash", "failed: an internal error (FileNotFoundError); an administrator can see the details"),
         ("refuse", "failed: the export could not be written to <path>: the disk is full"),
+        (
+            "leak",
+            "reading <path> from postgresql://<credentials>@db:5432/proctor\n"
+            "failed: could not reach https://<credentials>@bucket.example.org/x or <path>",
+        ),
     ],
 )
 def test_the_owner_reads_the_reason_and_an_admin_the_traceback(client, session, failing_kind, task, shown):
@@ -65,6 +77,8 @@ def test_the_owner_reads_the_reason_and_an_admin_the_traceback(client, session, 
     assert row["log"].strip() == shown and "traceback" not in row
     page = client.get(f"/studies/{study.id}").text
     assert "Traceback" not in page and "/var/lib" not in page and "test_job_failures" not in page
+    for secret in ("hunter2", "s3cr3tkey", "AKIAEXAMPLE", "/etc/passwd", "file:"):
+        assert secret not in page and secret not in row["log"], secret
 
     client.cookies.clear()
     login(client, admin)
@@ -90,6 +104,17 @@ def test_failure_reasons_blank_every_server_path():
         assert jobs.failure_reason(ValueError(f"no file {path} here")) == "no file <path> here", path
     assert jobs.failure_reason(ValueError("3/4 done, a/b")) == "3/4 done, a/b"
     assert jobs.failure_reason(ValueError("error:/srv/secret/x")) == "error:<path>"
+    # file: URLs (any number of slashes) and a URL's user and password (issue 26's fourth round).
+    for url, shown in (
+        ("file:///etc/passwd", "<path>"),
+        ("file:/etc/passwd", "<path>"),
+        ("FILE://host/share/x", "<path>"),
+        ("redis://:pw@127.0.0.1:6379/0", "redis://<credentials>@127.0.0.1:6379/0"),
+        ("postgresql://u:p@db/x", "postgresql://<credentials>@db/x"),
+        ("https://token@github.com/a/b", "https://<credentials>@github.com/a/b"),
+        ("https://example.org/a@b", "https://example.org/a@b"),  # an @ in the path: no user
+    ):
+        assert jobs.failure_reason(ValueError(f"at {url} now")) == f"at {shown} now", url
     assert (
         jobs.failure_reason(RuntimeError("/srv/app/secret"))
         == "an internal error (RuntimeError); an administrator can see the details"
