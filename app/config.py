@@ -123,6 +123,7 @@ def weak_secret_key(key: str) -> str | None:
         (bits := key_bits(key)) < MIN_SECRET_BITS
         or (bits := pattern_bits(key)) < MIN_PATTERN_BITS
         or (bits := interleaved_bits(key)) < MIN_INTERLEAVED_BITS
+        or (bits := interleaved_bits(key, (4, 5))) < MIN_WOVEN_BITS
     ):
         return (
             f"SECRET_KEY looks like about {bits:.0f} bits of randomness; it needs at least "
@@ -132,6 +133,45 @@ def weak_secret_key(key: str) -> str | None:
     # before it. A random key's copies are chance runs of 4 or 5 characters (a few percent of it).
     if repeated_share(key) >= 0.5:
         return "SECRET_KEY repeats parts of itself; use a random key"
+    return _weak_encoding(key)
+
+
+# key_bits of a key's decoded bytes, as a share of the most their number allows: 16 random bytes
+# (token_hex(16)) score 0.83 and up, 24 (token_urlsafe(24), base64 of 24) 0.86 (lowest of 100,000
+# draws of each); a counter's bytes, mostly zeros, 0.3 or less.
+MIN_DECODED_SHARE = 0.5
+
+
+def _weak_encoding(key: str) -> str | None:
+    """A key that is hex or base64 of something: what it decodes to must be as random (a
+    counter's bytes, or a weak text encoded, are a pattern however the encoding spreads them)."""
+    data = _decoded(key)
+    if data is None:
+        return None
+    if data.isascii() and data.decode("ascii").isprintable():
+        why = weak_secret_key(data.decode("ascii"))
+        if why is not None and not why.startswith("SECRET_KEY has "):  # short texts decode from short keys
+            return f"{why.removesuffix('; use a random key')} once decoded from hex or base64; use a random key"
+        return None
+    n = len(data)
+    if key_bits(data.decode("latin-1")) < MIN_DECODED_SHARE * n * math.log2(min(n, 256)):
+        return "SECRET_KEY decodes (hex or base64) to bytes that repeat themselves; use a random key"
+    return None
+
+
+def _decoded(key: str) -> bytes | None:
+    """The bytes a hex or base64 (either alphabet) key stands for, or None: at least 16 of them."""
+    import base64
+    import binascii
+
+    padded = key + "=" * (-len(key) % 4)
+    for altchars in (None, b"+/", b"-_"):  # None: hex
+        try:
+            data = bytes.fromhex(key) if altchars is None else base64.b64decode(padded, altchars, validate=True)
+        except (ValueError, binascii.Error):
+            continue
+        if len(data) >= 16:
+            return data
     return None
 
 
@@ -216,11 +256,16 @@ def pattern_bits(key: str) -> float:
 MIN_INTERLEAVED_BITS = 30
 
 
-def interleaved_bits(key: str) -> float:
-    """pattern_bits summed over the key's every other (and every third) character: runs woven
+# interleaved_bits(key, (4, 5)) of four or five runs woven together: 0 to 8; of token_hex(16): 40
+# and up (lowest of 100,000 draws; token_urlsafe(24) 44, base64 of 24 bytes 46).
+MIN_WOVEN_BITS = 20
+
+
+def interleaved_bits(key: str, steps: tuple[int, ...] = (2, 3)) -> float:
+    """pattern_bits summed over the key's every other (and every third...) character: runs woven
     together ("a0b1c2...", a counter's "000102...1f") are patterns again once taken apart, while a
     random key's parts keep about its randomness between them."""
-    return min(sum(pattern_bits(key[i::step]) for i in range(step)) for step in (2, 3))
+    return min(sum(pattern_bits(key[i::step]) for i in range(step)) for step in steps)
 
 
 SECRET_KEY_HELP = (
