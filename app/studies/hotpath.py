@@ -70,8 +70,7 @@ _OPEN = """
             SELECT 1 FROM assignments g WHERE g.study_id = %(study)s AND g.worker_id = {w}
             AND g.exclusion_group = i.exclusion_group))"""
 
-NEXT_SQL = (
-    """
+_NEXT_HEAD = """
 WITH b AS (
     SELECT id, worker_id, participant_id, n_done, size, gold_slots, finished_at, consented_at,
            browser_hash
@@ -103,6 +102,9 @@ WITH b AS (
 ), go AS (
     SELECT worker_id, id, n_done, lease_seconds, want_gold, cap, adaptive, floor FROM ctx
     WHERE ok AND n_done < size AND per_worker = 1 AND NOT EXISTS (SELECT 1 FROM cur)
+"""
+_NEXT_PLAIN = (
+    """
 ), plain AS (
     -- Depth first, as the engine's _pick: the index ix_items_pick walked backwards.
     SELECT i.id, i.exclusion_group, i.is_gold FROM items i
@@ -115,6 +117,10 @@ WITH b AS (
     -- another transaction's foreign-key check holds FOR KEY SHARE (an answer being stored, the
     -- totals' rebuild), and a worker could be told there is no work left.
     FOR NO KEY UPDATE OF i SKIP LOCKED
+"""
+)
+_NEXT_ADAPTIVE = (
+    """
 ), below AS (
     -- Adaptive allocation (app/leaderboards/adaptive.py), as the engine's _pick: first the items
     -- under the floor, by the priority the periodic job wrote, then depth first; the index
@@ -127,15 +133,20 @@ WITH b AS (
     ORDER BY i.priority DESC, i.n_active DESC, i.position DESC LIMIT 1
     FOR NO KEY UPDATE OF i SKIP LOCKED
 ), above AS (
-    -- None under the floor for this worker: the others, in the same order.
+    -- None under the floor for this worker: the others, in the same order (none left under the
+    -- floor is open to this worker, so the floor needs no second test here).
     SELECT i.id, i.exclusion_group, i.is_gold FROM items i
     WHERE (SELECT NOT want_gold AND adaptive FROM go) AND NOT EXISTS (SELECT 1 FROM below)
       AND i.study_id = %(study)s AND NOT i.is_gold
-      AND i.n_active >= (SELECT floor FROM go) AND i.n_active < (SELECT cap FROM go) AND i.for_people """
+      AND i.n_active < (SELECT cap FROM go) AND i.for_people """
     + _OPEN.format(w="(SELECT worker_id FROM go)")
     + """
     ORDER BY i.priority DESC, i.n_active DESC, i.position DESC LIMIT 1
     FOR NO KEY UPDATE OF i SKIP LOCKED
+"""
+)
+_NEXT_TAIL = (
+    """
 ), gold AS (
     -- Gold is shared: spread by a per-worker start in [0, 1), wrapping round; the start is
     -- assignment.gold_start's (the first 20 bits of md5 of the worker id, over 2^20).
@@ -151,8 +162,7 @@ WITH b AS (
                              is_gold, state, leased_at, lease_expires_at)
     SELECT %(study)s, p.id, go.worker_id, go.id, p.exclusion_group, go.n_done, p.is_gold,
            'leased', %(now)s, %(now)s + make_interval(secs => go.lease_seconds)
-    FROM go, (SELECT * FROM plain UNION ALL SELECT * FROM below UNION ALL SELECT * FROM above
-          UNION ALL SELECT * FROM gold) p
+    FROM go, (SELECT * FROM {picks} UNION ALL SELECT * FROM gold) p
     RETURNING id, item_id, slot, is_gold
 ), took AS (
     UPDATE items SET n_active = n_active + 1 FROM lease
@@ -164,6 +174,15 @@ FROM ctx LEFT JOIN cur ON true LEFT JOIN lease ON true
 LEFT JOIN items i ON i.id = coalesce(lease.item_id, cur.item_id)
 """
 )
+
+# The next-item statement in two forms, for studies with adaptive allocation and for the rest:
+# each alone fits psycopg's cache of parsed statements (4 KB; both in one did not). Which runs
+# follows the cached study (StudyConf.adaptive); each one's picks are guarded by the study's
+# own column too, so a study switched meanwhile leases nothing here and takes the engine's
+# path, whose answer is right either way.
+NEXT_SQL = _NEXT_HEAD + _NEXT_PLAIN + _NEXT_TAIL.format(picks="plain")
+NEXT_ADAPTIVE_SQL = _NEXT_HEAD + _NEXT_ADAPTIVE + _NEXT_TAIL.format(picks="below UNION ALL SELECT * FROM above")
+
 
 SUBMIT_SQL = """
 WITH b AS (
@@ -237,7 +256,7 @@ COMMIT
 # The study as the hot path keeps it (StudyConf): what the statements need, and the texts that
 # entry, consent and a bundle's end show (the columns app/studies/services reads for them).
 STUDY_SQL = """SELECT id, kind, kind_settings, xmin::text, title, instructions, consent_text,
-                      contact, estimated_minutes, payment, completion_code, redirect_url
+                      contact, estimated_minutes, payment, completion_code, redirect_url, adaptive
                FROM studies WHERE slug = %(slug)s"""
 ITEM_SQL = """SELECT i.id, i.payload, i.reference::text, b.n_done + 1 >= b.size
               FROM assignments a JOIN items i ON i.id = a.item_id JOIN bundles b ON b.id = a.bundle_id
@@ -263,6 +282,7 @@ class StudyConf:
     consent_version: str
     completion_code: str
     redirect_url: str
+    adaptive: bool = False  # which next-item statement runs (NEXT_ADAPTIVE_SQL or NEXT_SQL)
 
 
 @dataclass(frozen=True)
@@ -516,6 +536,7 @@ def _study_conf(slug: str, row: Row) -> StudyConf:
         payment,
         completion_code,
         redirect_url,
+        adaptive,
     ) = row
     shown = Study(consent_text=consent_text, contact=contact, estimated_minutes=minutes, payment=payment)
     return StudyConf(
@@ -531,6 +552,7 @@ def _study_conf(slug: str, row: Row) -> StudyConf:
         consent_version=services.consent_version(shown),
         completion_code=completion_code,
         redirect_url=redirect_url or "",
+        adaptive=bool(adaptive),
     )
 
 
@@ -551,7 +573,8 @@ def _seen(url: str, conf: StudyConf, version: str | None) -> None:
 def _next_steps(
     url: str, conf: StudyConf, bundle_id: int, browser: str | None
 ) -> Generator[Step, Row | None, Lease | None]:
-    row = yield NEXT_SQL, {"bundle": bundle_id, "study": conf.id, "browser": browser, "now": _now()}
+    sql = NEXT_ADAPTIVE_SQL if conf.adaptive else NEXT_SQL
+    row = yield sql, {"bundle": bundle_id, "study": conf.id, "browser": browser, "now": _now()}
     if row is None:  # no such bundle in this study (or the cached study is gone): read it again
         forget_study(url, conf.slug)
         stats["next_engine"] += 1

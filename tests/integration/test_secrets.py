@@ -21,7 +21,7 @@ from tests.integration.test_cli_demo import run_cli
         ("short-but-random-Zq8", "SECRET_KEY has 20 characters; it needs at least 32"),
         # Long enough, and no more secret than a short one (issue 26.7).
         ("a" * 37, "SECRET_KEY repeats one short part"),
-        ("review-order-" + "k" * 40, "SECRET_KEY looks like about 79 bits of randomness; it needs at least 90"),
+        ("review-order-" + "k" * 40, "SECRET_KEY looks like about 79 bits of randomness; it needs at least 80"),
     ],
 )
 def test_the_server_and_the_worker_refuse_a_weak_key(key, why, tmp_path, monkeypatch):
