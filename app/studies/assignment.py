@@ -549,8 +549,9 @@ def wait_for_work(session: Session, study: Study, bundle_id: int) -> int | None:
     """After next_item found no item for an unfinished bundle: is the pool only momentarily
     empty? Returns the seconds until the first lease of someone else's on an item this worker
     could take runs out (that item may come back), 0 when such leases had already run out (they
-    are given back here, not at the sweeper's next round: ask again now), or None when no item
-    can come back: the study has no more work for this worker."""
+    are given back here, not at the sweeper's next round: ask again now), 1 when a free item
+    was only locked by another transaction, or None when no item can come back: the study has
+    no more work for this worker."""
 
     def work() -> int | None:
         bundle = session.execute(
@@ -572,7 +573,17 @@ def wait_for_work(session: Session, study: Study, bundle_id: int) -> int | None:
         )
         first = session.scalar(held.with_only_columns(func.min(Assignment.lease_expires_at)))
         if first is None:
-            return None
+            # No lease to wait for, but maybe an item _pick skipped as row-locked: adaptive
+            # allocation's job writing priorities, another lease being taken. Such locks last
+            # a transaction: wait a second rather than end a task that has work left.
+            free = select(Item.id).where(
+                Item.study_id == study.id,
+                Item.is_gold.is_(False),
+                Item.for_people.is_(True),
+                Item.n_active < study.annotations_per_item,
+                *_open_to(study, bundle.worker_id, again=True),
+            )
+            return 1 if session.scalar(free.limit(1)) is not None else None
         if first > now:
             return max(1, int((first - now).total_seconds() + 0.999))
         # In item order, as the sweeper and a rejection give capacity back (no cycle with them).

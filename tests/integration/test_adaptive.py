@@ -7,8 +7,9 @@ from the engine's pick. SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import create_engine, select, text
 
 from app.kinds.base import ItemSpec
 from app.kinds.navigation.environments import import_house
@@ -208,3 +209,29 @@ def test_adaptive_is_refused_where_it_cannot_work(client, session):
     assert r.status_code == 303
     session.expire_all()
     assert session.get(Study, nav.id).adaptive is False
+
+
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_task_waits_while_the_priority_job_holds_the_free_items(client, session, db_url):
+    """The periodic job's UPDATE holds the rows it writes until it commits; a lease skips
+    locked rows (SKIP LOCKED). A worker who comes in then must be told to wait a moment, not
+    that their task has ended with work left (it was "ended after 0 of 6", no completion code)."""
+    owner = make_user(session, "researcher")
+    study = _study(session, owner, adaptive=True, adaptive_floor=1)
+    api_start(client, study.slug, {"PROLIFIC_PID": "held-up", "STUDY_ID": "s", "SESSION_ID": "held-up"})
+    job = create_engine(db_url).connect()
+    txn = job.begin()
+    try:
+        n = job.execute(
+            text("UPDATE items SET priority = priority + 1 WHERE study_id = :s AND NOT is_gold"), {"s": study.id}
+        ).rowcount
+        assert n == 3 * PATHS  # every item of the three speakers
+        body = client.get(f"/api/v1/crowd/{study.slug}/next").json()
+        assert body["state"] == "wait" and body["retry_after"] >= 1 and not body["done"], body
+        txn.commit()
+    finally:
+        job.close()
+    body = client.get(f"/api/v1/crowd/{study.slug}/next").json()
+    assert body["state"] == "item", body
+    session.expire_all()
+    assert session.scalars(select(Bundle.finished_at).where(Bundle.study_id == study.id)).all() == [None]
