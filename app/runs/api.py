@@ -21,20 +21,31 @@ from app.auth.models import User
 from app.errors import InputError
 from app.params import MAX_ID, Id, OneOf
 from app.runs import service
-from app.runs.component import AgentRuns
+from app.runs.component import AgentRuns, Param
 from app.runs.models import AgentRun
 
 router = APIRouter(prefix="/api/v1", tags=["runs"], dependencies=[Depends(verify_csrf)])
 researcher = require("researcher", "admin")
 
-# What each field type of a kind's runs is in JSON, and in a form (app/runs/component.py).
-_JSON_TYPES = {
-    "int": {"type": "integer"},
-    "float": {"type": "number"},
-    "ints": {"type": "array", "items": {"type": "integer"}},
-    "text": {"type": "string"},
-    "file": {"description": "the file's content, as JSON"},
-}
+
+def _schema_of(p: Param, form: bool) -> dict[str, Any]:
+    """A field's JSON schema, from what service.checked takes (a form's fields are texts)."""
+    if form:
+        return {"type": "string", "format": "binary"} if p.type == "file" else {"type": "string"}
+    if p.type == "file":
+        return {"description": "the file's content, as JSON"}
+    if p.type == "text":
+        return {"type": "string", **({"enum": list(p.choices)} if p.choices else {})}
+    number: dict[str, Any] = {"type": "number" if p.type == "float" else "integer"}
+    if p.low is not None:
+        number["minimum"] = p.low
+    if p.above is not None:
+        number["exclusiveMinimum"] = p.above
+    if p.high is not None:
+        number["maximum"] = p.high
+    if p.type != "ints":
+        return number
+    return {"type": "array", "items": number, "uniqueItems": True, **({"maxItems": p.most} if p.most else {})}
 
 
 def _kind_bodies(on_target: bool, form: bool) -> list[dict[str, Any]]:
@@ -46,32 +57,34 @@ def _kind_bodies(on_target: bool, form: bool) -> list[dict[str, Any]]:
         runs = service.component(name)
         if bool(runs.target_keys) != on_target:
             continue
-        props: dict[str, Any] = {
-            f: ({"type": "string", "format": "binary"} if t == "file" else {"type": "string"})
-            if form
-            else _JSON_TYPES[t]
-            for f, t in runs.fields.items()
-        }
+        props: dict[str, Any] = {f: _schema_of(p, form) for f, p in runs.fields.items()}
+        required = list(runs.required)
         if on_target:
             props = {
                 "kind": {"const": name},
                 "target": {
                     "type": "object",
                     "required": list(runs.target_keys),
-                    "properties": {k: {"type": "integer", "minimum": 1} for k in runs.target_keys},
+                    "properties": {k: {"type": "integer", "minimum": 1, "maximum": MAX_ID} for k in runs.target_keys},
                     "additionalProperties": False,
                 },
                 **props,
             }
-        out.append(
-            {
-                "title": f"{name}: a {runs.noun}",
-                "type": "object",
-                "properties": props,
-                "additionalProperties": False,
-                **({"required": ["kind", "target"]} if on_target else {}),
-            }
-        )
+            required = ["kind", "target", *required]
+        body: dict[str, Any] = {
+            "title": f"{name}: a {runs.noun}",
+            "type": "object",
+            "properties": props,
+            "additionalProperties": False,
+            **({"required": required} if required else {}),
+        }
+        # Exactly one of each group: one oneOf, or allOf of several.
+        groups = [{"oneOf": [{"required": [f]} for f in g]} for g in runs.one_of]
+        if len(groups) == 1:
+            body.update(groups[0])
+        elif groups:
+            body["allOf"] = groups
+        out.append(body)
     return out
 
 

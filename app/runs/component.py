@@ -11,6 +11,29 @@ from typing import Any, ClassVar
 from app import jobs
 
 
+@dataclass(frozen=True)
+class Param:
+    """One field a run's start takes: its type ("int", "float", "ints": 3,4 or [3, 4] in a form,
+    "text", "file": an upload, in JSON the file's content), its bounds (inclusive; `above`: a
+    float strictly above it), a text's choices, a list's most items (distinct). The core reads a
+    form by it (service.from_form), refuses what is outside it (service.checked) and writes the
+    API's schema from it (api._schema_of): the schema says exactly what the service takes."""
+
+    type: str
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[str, ...] = ()
+    above: float | None = None
+    most: int | None = None
+
+
+def an_id(type: str = "int", most: int | None = None) -> Param:
+    """A row's id (or, "ints", distinct ids): from 1 to the ids' range."""
+    from app.params import MAX_ID
+
+    return Param(type, 1, MAX_ID, most=most)
+
+
 @dataclass
 class Started:
     """What a kind's start made, added to the session and flushed, not committed."""
@@ -30,10 +53,11 @@ class AgentRuns(ABC):
 
     # What one run is called on pages and in messages ("captioner run").
     noun: ClassVar[str] = "run"
-    # The fields a start takes, name -> "int", "float", "ints" (3,4 or [3, 4] in a form), "text"
-    # or "file" (an upload; in JSON, the file's content): how a form's text is read
-    # (service.from_form) and what the API's schema says (api._JSON_TYPES). Others are refused.
-    fields: ClassVar[dict[str, str]] = {}
+    # The fields a start takes (others are refused); those it cannot start without; groups of
+    # which exactly one is given (a model by artifact or a built-in by name).
+    fields: ClassVar[dict[str, Param]] = {}
+    required: ClassVar[tuple[str, ...]] = ()
+    one_of: ClassVar[tuple[tuple[str, ...], ...]] = ()
     # What a run is over, when not a study (its target's keys, e.g. ("suite_id", "version")).
     target_keys: ClassVar[tuple[str, ...]] = ()
     # The runs list on the page (templates/runs/list.html): the kind's columns, (header, key of
@@ -65,7 +89,7 @@ def usable_artifact(
     """(artifact, agent): a validated model of the caller's (an admin's: anyone's) of `kind`
     in `role` (`noun` names that, "an A3DS captioner"); InputError naming `field` otherwise."""
     from app.agents.models import Agent, AgentArtifact
-    from app.errors import InputError
+    from app.errors import Conflict, InputError, Missing
     from app.params import MAX_ID
 
     if isinstance(artifact_id, bool) or not isinstance(artifact_id, int):
@@ -73,10 +97,11 @@ def usable_artifact(
     # Past the ids' range the database would fail on it (a 500), not find nothing.
     art = session.get(AgentArtifact, artifact_id) if 1 <= artifact_id <= MAX_ID else None
     agent = session.get(Agent, art.agent_id) if art else None
+    # What the stored rows refuse: 404 when not among the caller's, 409 when not usable so.
     if art is None or agent is None or (user.role != "admin" and agent.owner_id != user.id):
-        raise InputError(f"no artifact {artifact_id} among yours", field=field)
+        raise Missing(f"no artifact {artifact_id} among yours", field=field)
     if agent.kind != kind or art.role != role:
-        raise InputError(f"artifact {artifact_id} is a {agent.kind} {art.role}, not {noun}", field=field)
+        raise Conflict(f"artifact {artifact_id} is a {agent.kind} {art.role}, not {noun}", field=field)
     if art.state != "valid":
-        raise InputError(f"artifact {artifact_id} is {art.state}: only validated artifacts can run", field=field)
+        raise Conflict(f"artifact {artifact_id} is {art.state}: only validated artifacts can run", field=field)
     return art, agent

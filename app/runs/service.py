@@ -14,7 +14,7 @@ from app.auth.models import User
 from app.errors import Conflict, InputError
 from app.kinds import all_kinds
 from app.params import MAX_ID
-from app.runs.component import AgentRuns, Started
+from app.runs.component import AgentRuns, Param, Started, an_id
 from app.runs.models import AgentRun
 from app.studies.models import Study
 
@@ -51,7 +51,7 @@ def from_json(runs: AgentRuns, body: dict[str, Any]) -> dict[str, Any]:
     """A JSON body's fields as the kind takes them: a file field's value is the file's JSON."""
     _known(runs, body)
     return {
-        name: (json.dumps(v).encode() if runs.fields[name] == "file" else v)
+        name: (json.dumps(v).encode() if runs.fields[name].type == "file" else v)
         for name, v in body.items()
         if v is not None
     }
@@ -64,7 +64,7 @@ def from_form(runs: AgentRuns, values: dict[str, Any]) -> dict[str, Any]:
     _known(runs, values)
     out: dict[str, Any] = {}
     for name, value in values.items():
-        kind = runs.fields[name]
+        kind = runs.fields[name].type
         if kind == "file":
             # Only an upload's bytes: text in its place could name a file on the server.
             if not isinstance(value, (bytes, bytearray)):
@@ -83,6 +83,60 @@ def from_form(runs: AgentRuns, values: dict[str, Any]) -> dict[str, Any]:
                 raise InputError(f"give {name} as 3,4 or [3, 4]", field=name) from None
         else:
             out[name] = text
+    return out
+
+
+def _range(p: Param) -> str:
+    def show(x: float) -> str:
+        return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+    low = f"greater than {show(p.above)}" if p.above is not None else f"from {show(p.low)}" if p.low is not None else ""
+    high = "" if p.high is None else f" and at most {show(p.high)}" if p.above is not None else f" to {show(p.high)}"
+    return low + high
+
+
+def _number(name: str, value: object, p: Param) -> int | float:
+    whole = p.type in ("int", "ints")
+    if whole and isinstance(value, float) and value.is_integer():
+        value = int(value)  # JSON's 3.0 is an integer to JSON Schema, so to the API too
+    if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)) or value != value:
+        raise InputError(f"{name} must be {'a whole number' if whole else 'a number'} {_range(p)}", field=name)
+    if (
+        (p.low is not None and value < p.low)
+        or (p.above is not None and value <= p.above)
+        or (p.high is not None and value > p.high)
+    ):
+        raise InputError(f"{name} must be {_range(p)}", field=name)
+    return value
+
+
+def checked(runs: AgentRuns, params: dict[str, Any]) -> dict[str, Any]:
+    """The fields as the kind's declaration takes them (each Param; `required`, `one_of`), or
+    a refusal naming the field, before its start: the API's schema says the same
+    (api._schema_of). Whole numbers sent as 3.0 come back as 3."""
+    for name in runs.required:
+        if name not in params:
+            raise InputError(f"{name} is required for a {runs.noun}", field=name)
+    for group in runs.one_of:
+        given = [n for n in group if n in params]
+        if len(given) != 1:
+            raise InputError(f"give one of {' or '.join(group)}, not {len(given)}", field=group[0])
+    out = dict(params)
+    for name, value in params.items():
+        p = runs.fields[name]
+        if p.type in ("int", "float"):
+            out[name] = _number(name, value, p)
+        elif p.type == "ints":
+            if not isinstance(value, list):
+                raise InputError(f"{name} must be a list of whole numbers", field=name)
+            out[name] = [_number(name, v, p) for v in value]
+            if len(set(out[name])) != len(value) or (p.most is not None and len(value) > p.most):
+                raise InputError(f"{name}: at most {p.most} distinct values", field=name)
+        elif p.type == "text":
+            if not isinstance(value, str):
+                raise InputError(f"{name} must be a text", field=name)
+            if p.choices and value not in p.choices:
+                raise InputError(f"{name} is one of {', '.join(p.choices)}", field=name)
     return out
 
 
@@ -108,6 +162,8 @@ def start(
         extra = [k for k in target if k not in runs.target_keys]
         if missing or extra:
             raise InputError(f"a {runs.noun}'s target names {', '.join(runs.target_keys)}", field="target")
+        target = {k: _number(f"target.{k}", v, an_id()) for k, v in target.items()}
+    params = checked(runs, params)
     started = runs.start(session, user, study, target, params)
     return record(session, user, kind_name, started, study=study, target=target)
 

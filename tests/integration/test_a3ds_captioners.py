@@ -219,10 +219,11 @@ def test_bad_requests_are_refused_naming_the_field(client, session, researcher):
         ({}, "speaker"),
         ({"speaker": "short", "artifact_id": 1}, "speaker"),
         ({"speaker": "poet"}, "speaker"),
-        ({"artifact_id": 999999}, "artifact_id"),
     ):
         r = client.post(url, json=body)
         assert r.status_code == 422 and r.json()["field"] == field, (body, r.text)
+    r = client.post(url, json={"artifact_id": 999999})  # well formed, names nothing: 404
+    assert r.status_code == 404 and r.json()["field"] == "artifact_id", r.text
     services.set_state(session, session.merge(study), "live", researcher)
     r = client.post(url, json={"speaker": "short"})
     assert r.status_code == 409 and r.json()["field"] == "study" and "draft" in r.json()["detail"]

@@ -113,7 +113,6 @@ def _uploads() -> set[tuple[str, str]]:
 # Requests the schema describes that only doing the work can refuse, each for its reason.
 REFUSED_BY_THE_WORK = {
     ("POST", "/api/v1/sts/recordings/expert"): "the expert may not win from a seed within max_steps",
-    ("POST", "/api/v1/runs"): "a run's fields name what must exist and be the caller's (a suite, an agent)",
     ("PUT", "/api/v1/studies/{study_id}/people-sample"): "n is at most the study's items and at least "
     "the items people have begun",
     ("PATCH", "/api/v1/studies/{study_id}"): "adaptive allocation needs a kind that ranks agents (the "

@@ -206,10 +206,11 @@ POST /api/v1/hexagons/studies/{study_id}/verification   401    401    201    404
 GET  /api/v1/hexagons/studies/{study_id}/verification   401    401    200    404    200    200     404     200     401
 GET  /api/v1/hexagons/studies/{study_id}/verification.jsonl 401 401   200    404    200    200     404     200     401
 # ---- Hexagons executor runs (app/kinds/hexagons/views.py): the study's managers. The probe
-#      sends no artifact (422) and the probe run has ended (cancel: 422)
+#      names an artifact nobody has (404, as a body's missing row is) and the probe run has
+#      ended (cancel: 422)
 GET  /hexagons/studies/{study_id}/generations           login  login  200    404    200    200     404     200     401
 POST /hexagons/studies/{study_id}/generations           login  login  303    404    303    303     404     303     401
-POST /api/v1/hexagons/studies/{study_id}/generations    401    401    422    404    422    422     404     422     401
+POST /api/v1/hexagons/studies/{study_id}/generations    401    401    404    404    404    404     404     404     401
 GET  /api/v1/hexagons/studies/{study_id}/generations    401    401    200    404    200    200     404     200     401
 GET  /api/v1/hexagons/generations/{job_id}              401    401    200    404    200    200     404     200     401
 POST /api/v1/hexagons/generations/{job_id}/cancel       401    401    422    404    422    422     404     422     401
@@ -225,10 +226,10 @@ GET  /api/v1/a3ds/generations/{job_id}                  401    401    200    404
 POST /api/v1/a3ds/generations/{job_id}/cancel           401    401    422    404    422    422     404     422     401
 # ---- agent runs (app/runs/api.py), one path for every kind: the study's managers, or the
 #      target's (an STS suite). The probe run is the ended Hexagons executor run (cancel: 422);
-#      a start names no artifact (422), an STS start no agent (422)
+#      a start names no artifact (422), an STS start another kind's agent (409)
 GET  /studies/{study_id}/runs                           login  login  200    404    200    200     404     200     401
 POST /api/v1/studies/{study_id}/runs                    401    401    422    404    422    422     404     422     401
-POST /api/v1/runs                                       401    401    422    404    422    422     404     422     401
+POST /api/v1/runs                                       401    401    409    404    409    409     404     409     401
 GET  /api/v1/runs                                       401    401    200    200    200    200     200     200     401
 GET  /api/v1/runs/{run_id}                              401    401    200    404    200    200     404     200     401
 POST /api/v1/runs/{run_id}/cancel                       401    401    422    404    422    422     404     422     401
@@ -859,7 +860,8 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
     elif key == "POST /api/v1/studies/{study_id}/runs":
         kw["json"] = {"on": "gold"}  # no artifact_id
     elif key == "POST /api/v1/runs":
-        kw["json"] = {"kind": "sts", "target": {"suite_id": w.sts["suite"], "version": 1}}  # no agent
+        # A ToM agent of the owner's: 409 for the owner, the suite not found by the others.
+        kw["json"] = {"kind": "sts", "target": {"suite_id": w.sts["suite"], "version": 1}, "agent_id": w.agent_id}
     elif key == "POST /api/v1/runs/{run_id}/cancel":
         pass
     elif key == "POST /api/v1/a3ds/studies/{study_id}/generations":

@@ -272,16 +272,18 @@ def test_bad_requests_are_refused_naming_the_field(client, session, researcher, 
     for body, field in (
         ({}, "artifact_id"),
         ({"artifact_id": artifact, "on": "sideways"}, "on"),
-        ({"artifact_id": 2**31 - 1}, "artifact_id"),
     ):
         r = client.post(url, json=body)
         assert r.status_code == 422 and r.json()["field"] == field, r.text
+    # A well-formed id of nothing: not found, as a path's id would be.
+    r = client.post(url, json={"artifact_id": 2**31 - 1})
+    assert r.status_code == 404 and r.json()["field"] == "artifact_id", r.text
     assert client.post(url, json={"artifact_id": artifact, "batch_size": 0}).status_code == 422
     # Another researcher's executor, agent and study are not theirs to use.
     other = make_user(session, "researcher")
     theirs = agent_of(session, other, "theirs")
     r = client.post(url, json={"artifact_id": artifact, "agent_id": theirs})
-    assert r.status_code == 422 and r.json()["field"] == "agent_id"
+    assert r.status_code == 404 and r.json()["field"] == "agent_id"
     token = create_token(session, other)
     session.commit()
     as_other = {"Authorization": f"Bearer {token}"}

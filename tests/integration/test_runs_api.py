@@ -170,7 +170,12 @@ def test_the_openapi_document_says_what_each_kinds_runs_take(app):
     on_study = doc["paths"]["/api/v1/studies/{study_id}/runs"]["post"]["requestBody"]["content"]
     kinds = {s["title"].split(":")[0]: s for s in on_study["application/json"]["schema"]["anyOf"]}
     assert {"navigation", "a3ds", "hexagons", "wordcount"} <= set(kinds) and "sts" not in kinds
-    assert kinds["a3ds"]["properties"]["batch_size"] == {"type": "integer"}
+    # The bounds and choices the service checks (service.checked), and exactly one captioner.
+    assert kinds["a3ds"]["properties"]["batch_size"] == {"type": "integer", "minimum": 1, "maximum": 256}
+    assert kinds["a3ds"]["properties"]["speaker"]["enum"] == ["literal", "short", "contrastive", "minimal"]
+    assert kinds["a3ds"]["oneOf"] == [{"required": ["speaker"]}, {"required": ["artifact_id"]}]
+    assert kinds["navigation"]["properties"]["top_p"] == {"type": "number", "exclusiveMinimum": 0, "maximum": 1}
+    assert kinds["navigation"]["required"] == ["file", "speaker_artifact_id"]
     assert all(s["additionalProperties"] is False for s in kinds.values())
     form = {s["title"].split(":")[0]: s for s in on_study["multipart/form-data"]["schema"]["anyOf"]}
     assert form["navigation"]["properties"]["file"] == {"type": "string", "format": "binary"}
@@ -179,3 +184,45 @@ def test_the_openapi_document_says_what_each_kinds_runs_take(app):
     (sts,) = on_target["application/json"]["schema"]["anyOf"]
     assert sts["properties"]["kind"] == {"const": "sts"} and sts["required"] == ["kind", "target"]
     assert sts["properties"]["target"]["required"] == ["suite_id", "version"]
+
+
+def test_the_schema_and_the_service_agree_on_each_body(app, session):
+    """Issue 26.8 (re-attack round 4, G3): bodies the OpenAPI document allowed were refused
+    with 422 (a batch of -10867, a version written 1.0, an agent both by id and by name). Each
+    body below is judged by the document's own schema and by the API: what the schema allows
+    is taken, or refused only by what is stored (404, 409); what it forbids is a 422."""
+    import jsonschema
+
+    from app.kinds.sts import suites
+
+    owner, c = as_user(app, session)
+    (rec,), _ = suites.expert_recordings(session, owner, "BabyAI-GoToLocal-v0", [2])
+    suite = suites.create_suite(session, owner, "Agreeing suite")
+    v1 = suites.latest_version(session, suite)
+    suites.add_scenarios(session, v1, takeover=0, recordings=[rec.id], continuation=8)
+    suites.publish(session, v1)
+    session.commit()
+    doc = app.openapi()
+    schema = doc["paths"]["/api/v1/runs"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    target = {"suite_id": suite.id, "version": 1}
+    cases = [
+        # (body, the schema allows it, the API's answer)
+        ({"kind": "sts", "target": {"suite_id": suite.id, "version": 1.0}, "agent": "random"}, True, 202),
+        ({"kind": "sts", "target": target, "agent_id": 2**31 - 1}, True, 404),  # no such agent
+        ({"kind": "sts", "target": {"suite_id": suite.id, "version": 7}, "agent": "expert"}, True, 404),
+        ({"kind": "sts", "target": target, "agent": "expert", "continuations": 2.0, "seed": 3}, True, 202),
+        ({"kind": "sts", "target": target, "agent": "random"}, True, 409),  # random's run is still queued
+        ({"kind": "sts", "target": target, "agent": "expert", "batch_size": -10867}, False, 422),
+        ({"kind": "sts", "target": target, "agent": "expert", "continuations": 101}, False, 422),
+        ({"kind": "sts", "target": target, "agent": "expert", "agent_id": 1}, False, 422),
+        ({"kind": "sts", "target": target}, False, 422),
+        ({"kind": "sts", "target": target, "agent": "oracle"}, False, 422),
+        ({"kind": "sts", "target": {"suite_id": suite.id, "version": 1.5}, "agent": "expert"}, False, 422),
+    ]
+    for body, allowed, status in cases:
+        valid = jsonschema.Draft202012Validator(schema).is_valid(body)
+        assert valid is allowed, (body, "the schema's verdict")
+        r = c.post("/api/v1/runs", json=body)
+        assert r.status_code == status, (body, r.text)
+        if status == 422:
+            assert r.json()["field"], r.text

@@ -19,7 +19,7 @@ from app.agents.artifacts import usable_models
 from app.auth.models import User
 from app.errors import Conflict, InputError
 from app.kinds.a3ds.speakers import SPEAKERS
-from app.runs.component import AgentRuns, Started, usable_artifact
+from app.runs.component import AgentRuns, Param, Started, an_id, usable_artifact
 from app.studies.models import Item, Study
 
 KIND_NAME = "a3ds"
@@ -78,7 +78,7 @@ def create_run(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
         raise InputError(f"batch_size must be an integer from 1 to {MAX_BATCH}", field="batch_size")
     if not study_pairs(session, study):
-        raise InputError("the study has no pairs to caption (gold ones are not captioned)", field="study")
+        raise Conflict("the study has no pairs to caption (gold ones are not captioned)", field="study")
     return jobs.create_job(session, TASK, study_id=study.id, owner_id=user.id, batch_size=batch_size, **params)
 
 
@@ -117,7 +117,12 @@ class CaptionerRuns(AgentRuns):
     """A3DS's agent runs (app/runs): a captioner's captions of a study's pairs become items."""
 
     noun = "captioner run"
-    fields = {"speaker": "text", "artifact_id": "int", "batch_size": "int"}
+    fields = {
+        "speaker": Param("text", choices=SPEAKERS),
+        "artifact_id": an_id(),
+        "batch_size": Param("int", 1, MAX_BATCH),
+    }
+    one_of = (("speaker", "artifact_id"),)
     columns = (("Captioner", "captioner"), ("Items", "items"))
     unit = "pairs"
 

@@ -16,9 +16,9 @@ from app import jobs
 from app.agents.artifacts import usable_models
 from app.agents.models import Agent, AgentArtifact, AgentOutput
 from app.auth.models import User
-from app.errors import Conflict, InputError
+from app.errors import Conflict, InputError, Missing
 from app.params import MAX_ID
-from app.runs.component import AgentRuns, Started, usable_artifact
+from app.runs.component import AgentRuns, Param, Started, an_id, usable_artifact
 from app.studies.models import Item, Study
 
 KIND_NAME = "hexagons"
@@ -40,9 +40,9 @@ def _agent(session: Session, user: User, agent_id: object) -> Agent:
     agent_id = _id(agent_id, "agent_id")
     agent = session.get(Agent, agent_id) if 1 <= agent_id <= MAX_ID else None
     if agent is None or (user.role != "admin" and agent.owner_id != user.id):
-        raise InputError(f"no agent {agent_id} among yours", field="agent_id")
+        raise Missing(f"no agent {agent_id} among yours", field="agent_id")
     if agent.kind != KIND_NAME:
-        raise InputError(f"agent {agent_id} is a {agent.kind} agent, not a Hexagons one", field="agent_id")
+        raise Conflict(f"agent {agent_id} is a {agent.kind} agent, not a Hexagons one", field="agent_id")
     return agent
 
 
@@ -62,7 +62,7 @@ def create_run(
     if study.kind != KIND_NAME:
         raise Conflict("executor runs are for Hexagons studies", field="study")
     if (study.kind_settings or {}).get("mode") == "description":
-        raise InputError(
+        raise Conflict(
             "executor runs are for execution studies: a description study has no instructions to execute yet",
             field="study",
         )
@@ -77,7 +77,7 @@ def create_run(
         raise InputError(f"batch_size must be an integer from 1 to {MAX_BATCH}", field="batch_size")
     n = session.scalar(select(func.count()).select_from(Item).where(Item.study_id == study.id, Item.is_gold.is_(False)))
     if not n:
-        raise InputError("the study has no procedures to execute (gold ones are not executed)", field="study")
+        raise Conflict("the study has no procedures to execute (gold ones are not executed)", field="study")
     return jobs.create_job(
         session,
         TASK,
@@ -134,7 +134,13 @@ class ExecutorRuns(AgentRuns):
     """Hexagons' agent runs (app/runs): an executor's boards become an agent's outputs."""
 
     noun = "executor run"
-    fields = {"artifact_id": "int", "agent_id": "int", "on": "text", "batch_size": "int"}
+    fields = {
+        "artifact_id": an_id(),
+        "agent_id": an_id(),
+        "on": Param("text", choices=ONS),
+        "batch_size": Param("int", 1, MAX_BATCH),
+    }
+    required = ("artifact_id",)
     columns = (("Executor", "artifact"), ("Agent", "agent"), ("Previous board", "on"), ("Outputs", "outputs"))
     unit = "procedures"
 

@@ -18,7 +18,7 @@ from app import jobs
 from app.auth.models import User
 from app.errors import Conflict, InputError
 from app.kinds.navigation.models import Candidate, GenerationRun, Rollout
-from app.runs.component import AgentRuns, Started, usable_artifact
+from app.runs.component import AgentRuns, Param, Started, an_id, usable_artifact
 from app.studies.models import Study
 
 KIND_NAME = "navigation"
@@ -246,19 +246,20 @@ class SpeakerRuns(AgentRuns):
     )
     unit = "paths"
     fields = {
-        "file": "file",
-        "speaker_artifact_id": "int",
-        "listener_artifact_ids": "ints",
-        "n": "int",
-        "k": "int",
-        "m": "int",
-        "metric": "text",
-        "design": "text",
-        "max_len": "int",
-        "seed": "int",
-        "batch_size": "int",
-        "top_p": "float",
+        "file": Param("file"),
+        "speaker_artifact_id": an_id(),
+        "listener_artifact_ids": an_id("ints", most=MAX_K),
+        "n": Param("int", 1, MAX_N),
+        "k": Param("int", 0, MAX_K),  # checked against the listeners given
+        "m": Param("int", 1, MAX_M),
+        "metric": Param("text", choices=METRICS),
+        "design": Param("text", choices=DESIGNS),
+        "max_len": Param("int", 2, 200),
+        "seed": Param("int", 0, 2**31 - 1),
+        "batch_size": Param("int", 1, 256),
+        "top_p": Param("float", above=0, high=1),
     }
+    required = ("file", "speaker_artifact_id")
 
     def start(self, session: Session, user: User, study: Study, target: dict, params: dict) -> Started:
         data = params.get("file")

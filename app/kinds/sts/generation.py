@@ -24,10 +24,18 @@ from app.auth.models import User
 from app import errors
 from app.errors import InputError
 from app.kinds.sts import rollout
-from app.kinds.sts.models import Continuation, GenerationRun, Recording, Scenario, Suite, SuiteVersion
+from app.kinds.sts.models import (
+    BUILTIN_AGENTS,
+    Continuation,
+    GenerationRun,
+    Recording,
+    Scenario,
+    Suite,
+    SuiteVersion,
+)
 from app.kinds.sts.policies import policy_for_agent
 from app.params import MAX_ID
-from app.runs.component import AgentRuns, Started
+from app.runs.component import AgentRuns, Param, Started, an_id
 from app.kinds.sts.suites import Conflict, NotFound, agent_label, may_manage, replayable, scenarios_of, scenarios_query
 
 KIND_NAME = "sts"
@@ -182,7 +190,14 @@ class SuiteRuns(AgentRuns):
     target_keys = ("suite_id", "version")
     columns = (("Agent", "agent"), ("Version", "version"), ("C", "continuations"), ("Stored", "stored"))
     unit = "continuations"
-    fields = {"agent_id": "int", "agent": "text", "continuations": "int", "seed": "int", "batch_size": "int"}
+    fields = {
+        "agent_id": an_id(),
+        "agent": Param("text", choices=tuple(BUILTIN_AGENTS)),
+        "continuations": Param("int", 1, MAX_CONTINUATIONS),
+        "seed": Param("int", 0, 2**31 - 1),
+        "batch_size": Param("int", 1, MAX_BATCH),
+    }
+    one_of = (("agent_id", "agent"),)
 
     def start(self, session: Session, user: User, study, target: dict, params: dict) -> Started:
         from app.kinds.sts import suites

@@ -141,7 +141,7 @@ def build_study(
         raise InputError(f"agents must be a list of 1-{MAX_AGENTS} agent ids or built-in names", field="agents")
     chosen = [resolve_agent(session, user, suite, a, field="agents") for a in agents]
     if len({a.id for a in chosen}) != len(chosen):
-        raise InputError("an agent is named twice", field="agents")
+        raise Conflict("an agent is named twice (by its id and its name)", field="agents")
     if continuations is not None and (
         isinstance(continuations, bool) or not isinstance(continuations, int) or continuations < 1
     ):
@@ -168,7 +168,7 @@ def build_study(
         c = fewest if continuations is None else continuations
         short = [s for s in scenarios if len(stored[s.id]) < max(c, 1)]
         if short:
-            raise InputError(
+            raise Conflict(
                 f"{agent_label(agent)} has fewer than {max(c, 1)} continuations of {len(short)} of the "
                 f"{len(scenarios)} scenarios of version {version.number} (scenario {short[0].id} has "
                 f"{len(stored[short[0].id])}): generate them first",

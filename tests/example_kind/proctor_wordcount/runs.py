@@ -9,9 +9,8 @@ from sqlalchemy import delete, func, select
 
 from app import jobs
 from app.agents.models import Agent, AgentOutput
-from app.errors import InputError
-from app.params import MAX_ID
-from app.runs.component import AgentRuns, Started
+from app.errors import Missing
+from app.runs.component import AgentRuns, Param, Started, an_id
 from app.studies.models import Item
 
 # Two counters that disagree on some sentences: the leaderboard tells them apart.
@@ -21,20 +20,17 @@ CHUNK = 100  # sentences per transaction and per cancel check
 
 class CounterRuns(AgentRuns):
     noun = "counter run"
-    fields = {"counter": "text", "agent_id": "int"}
+    # The core checks these (types, choices, bounds, required) and writes the API's schema from them.
+    fields = {"counter": Param("text", choices=tuple(COUNTERS)), "agent_id": an_id()}
+    required = ("counter", "agent_id")
     columns = (("Counter", "counter"), ("Outputs", "outputs"))
     unit = "sentences"
 
     def start(self, session, user, study, target, params) -> Started:
-        counter = params.get("counter")
-        if counter not in COUNTERS:
-            raise InputError(f"counter is one of {', '.join(COUNTERS)}", field="counter")
-        agent_id = params.get("agent_id")
-        if isinstance(agent_id, bool) or not isinstance(agent_id, int) or not 1 <= agent_id <= MAX_ID:
-            raise InputError("agent_id must be the id of the agent whose outputs the counts become", field="agent_id")
+        counter, agent_id = params["counter"], params["agent_id"]
         agent = session.get(Agent, agent_id)
         if agent is None or (user.role != "admin" and agent.owner_id != user.id) or agent.kind != "wordcount":
-            raise InputError(f"no word-counting agent {agent_id} among yours", field="agent_id")
+            raise Missing(f"no word-counting agent {agent_id} among yours", field="agent_id")
         job = jobs.create_job(
             session, "wordcount.generate", study_id=study.id, owner_id=user.id, counter=counter, agent_id=agent.id
         )

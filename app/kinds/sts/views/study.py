@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Form, Request
-from pydantic import ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.orm import Session
 
 from app.auth.deps import db, verify_csrf
 from app.auth.models import User
 from app.kinds.sts import suites
-from app.kinds.sts.views.common import Count, _answers, _back, _flashed, _version, researcher
-from app.params import BodyId, Id
+from app.kinds.sts.study import MAX_AGENTS, MAX_REFERENCE
+from app.kinds.sts.views.common import _answers, _back, _flashed, _version, researcher
+from app.params import MAX_ID, NOT_BOOL, BodyId, Id
 from app.studies.services import StudySettings
 from app.web import form_number
 
@@ -20,14 +21,25 @@ router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
 api = APIRouter(prefix="/api/v1/sts", tags=["sts"], dependencies=[Depends(verify_csrf)])
 
 
+class ReferenceIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    expert_successes: int = Field(0, ge=0, le=MAX_REFERENCE, strict=True)
+    random_failures: int = Field(0, ge=0, le=MAX_REFERENCE, strict=True)
+
+
 class StudyIn(StudySettings):
+    """What build_study takes, bounds included, so that the schema says what the code takes
+    (issue 26.8); refused beyond it only by the stored rows (404, 409)."""
+
     model_config = ConfigDict(extra="forbid")
     # The built-in names the code takes (BUILTIN_AGENTS), so the schema allows no other text.
-    agents: list[BodyId | Literal["expert", "random"]] = Field(min_length=1)
-    reference: dict[str, Count] = Field(default_factory=dict)
-    continuations: Count | None = None
-    approve_at: float | None = None
-    tile: Count | None = None
+    agents: list[BodyId | Literal["expert", "random"]] = Field(
+        min_length=1, max_length=MAX_AGENTS, json_schema_extra={"uniqueItems": True}
+    )
+    reference: ReferenceIn = Field(default_factory=ReferenceIn)
+    continuations: Annotated[int, Field(ge=1, le=MAX_ID), NOT_BOOL] | None = None
+    approve_at: float | None = Field(None, ge=0, le=1)
+    tile: Annotated[int, Field(ge=4, le=32), NOT_BOOL] | None = None
 
 
 @api.post("/suites/{suite_id}/versions/{number}/study", status_code=201)
@@ -51,7 +63,7 @@ def study_from_version(
             version,
             settings,
             agents=body.agents,
-            reference=body.reference,
+            reference=body.reference.model_dump(exclude_defaults=True),
             continuations=body.continuations,
             approve_at=body.approve_at,
             tile=body.tile,
