@@ -343,6 +343,24 @@ class TaskKind(ABC):
         it cannot be allocated adaptively."""
         return None
 
+    # Whether the kind has a pairwise (side-by-side) mode: two agents' outputs on one unit,
+    # judged against each other (STS: docs/kinds/sts.md, "Side by side"), ranked with
+    # app/leaderboards/pairwise.py.
+    pairwise: ClassVar[bool] = False
+
+    def adaptive_for(self, settings: JSONDict | None = None) -> bool:
+        """Whether a study with these kind_settings can be allocated adaptively: the kind ranks
+        its agents by people's judgements (ranking_arrivals), or sets its items' priorities
+        itself (item_priorities)."""
+        return type(self).ranking_arrivals is not TaskKind.ranking_arrivals
+
+    def item_priorities(self, session: Any, study: Any) -> dict[int, float] | None:
+        """Each non-gold item's priority under adaptive allocation where the kind sets them
+        itself (a pairwise study: the pairs whose agents' ratings are least separated first),
+        item id -> priority (higher first); None (the default): the core's rule from
+        ranking_arrivals (app/leaderboards/adaptive.py)."""
+        return None
+
     def extra_leaderboard(self, session: Any, study: Any) -> JSONDict | None:
         """A kind's own leaderboard section, shown under the generic table, or None.
 

@@ -107,7 +107,17 @@ def refresh_study(session: Session, study: Study) -> dict[str, Any]:
     Nothing for a kind that ranks no agents (TaskKind.ranking_arrivals is None)."""
     from app.kinds import get_kind
 
-    arrivals = get_kind(study.kind).ranking_arrivals(session, study)
+    kind = get_kind(study.kind)
+    own = kind.item_priorities(session, study)
+    if own is not None:  # a kind's own rule (a pairwise study's: TaskKind.item_priorities)
+        current = session.execute(
+            select(Item.id, Item.priority).where(Item.study_id == study.id, Item.is_gold.is_(False))
+        ).all()
+        written = _write(
+            session, [{"id": i, "priority": own[i]} for i, p in sorted(current) if i in own and own[i] != p]
+        )
+        return {"open": [], "settled": [], "changed": written}
+    arrivals = kind.ranking_arrivals(session, study)
     if arrivals is None:
         return {"open": [], "settled": [], "changed": 0}
     rows = session.execute(
@@ -123,10 +133,16 @@ def refresh_study(session: Session, study: Study) -> dict[str, Any]:
         for r in sorted(rows, key=lambda r: r.id)
         if (p := item_priority(r.category in opened, orders[r.id])) != r.priority
     ]
+    _write(session, changed)
+    return {"open": sorted(opened), "settled": sorted(set(agents) - opened), "changed": len(changed)}
+
+
+def _write(session: Session, changed: list[dict[str, Any]]) -> int:
+    """Write the priorities (rows in id order), committing every BATCH rows."""
     for start in range(0, len(changed), BATCH):
         session.execute(update(Item), changed[start : start + BATCH])
         session.commit()
-    return {"open": sorted(opened), "settled": sorted(set(agents) - opened), "changed": len(changed)}
+    return len(changed)
 
 
 def refresh() -> list[int]:

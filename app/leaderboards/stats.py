@@ -44,6 +44,7 @@ import numpy as np
 __all__ = [
     "Z95",
     "Estimate",
+    "spearman_interval",
     "wilson_interval",
     "proportion",
     "mean_interval_bernoulli_sum",
@@ -1144,6 +1145,38 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
     rhos = (ry[orders] @ rx) / scale
     p = float(np.mean(np.abs(rhos) >= abs(observed) - 1e-12))
     return {"rho": observed, "p": p, "n": n, "method": "exact permutation"}
+
+
+#: Fieller, Hartley and Pearson (1957): the variance of atanh(Spearman's rho) is about
+#: 1.06 / (n - 3) (Pearson's r has 1 / (n - 3)).
+SPEARMAN_FISHER_VARIANCE = 1.06
+SPEARMAN_INTERVAL = "Fisher z (Fieller-Hartley-Pearson variance 1.06/(n-3))"
+
+
+def spearman_interval(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> dict[str, Any]:
+    """Spearman's rho (``spearman``: its exact p for a few pairs) with a ``level`` interval:
+    tanh(atanh(rho) -+ z * sqrt(1.06 / (n - 3))), z the normal quantile. ``{"rho", "low",
+    "high", "p", "n", "method", "reason"}``; low and high are None with under 4 pairs (the
+    variance needs n > 3) and rho is None where it is undefined, each with its reason."""
+    out = {**spearman(a, b), "low": None, "high": None, "reason": None}
+    n = out["n"]
+    if out["rho"] is None:
+        out["reason"] = "undefined: under 3 agents, or a ranking of all ties"
+        return out
+    if n < 4:
+        out["reason"] = f"{n} agents: an interval needs at least 4"
+        return out
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.5 + level / 2))
+    rho = out["rho"]
+    if abs(rho) >= 1.0 - 1e-12:  # atanh(+-1) is infinite: Fisher's z says nothing there
+        out["reason"] = "rho is 1 or -1: the Fisher z interval is undefined"
+        return out
+    half = z * math.sqrt(SPEARMAN_FISHER_VARIANCE / (n - 3))
+    out["low"], out["high"] = math.tanh(math.atanh(rho) - half), math.tanh(math.atanh(rho) + half)
+    out["interval"] = SPEARMAN_INTERVAL
+    return out
 
 
 # ---------------------------------------------------------------------------

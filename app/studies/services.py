@@ -227,7 +227,9 @@ def create_study(
         raise InputError("the upload holds no items", field="file")
     _check_finite(result.items)
     values = with_defaults(settings, result.study_defaults)
-    check_adaptive(kind, values["adaptive"], values["adaptive_floor"], values["annotations_per_item"])
+    check_adaptive(
+        kind, values["adaptive"], values["adaptive_floor"], values["annotations_per_item"], result.kind_settings
+    )
     if not values.get("instructions", "").strip():
         values["instructions"] = kind.default_instructions  # what the form offers when left blank
     study = Study(
@@ -358,16 +360,18 @@ def set_people_sample(session: Session, study: Study, n: int | None, actor: User
     return study
 
 
-def adaptive_offered(kind: TaskKind) -> bool:
-    """Whether the kind ranks agents by people's judgements (TaskKind.ranking_arrivals): what
-    adaptive allocation reads."""
-    return type(kind).ranking_arrivals is not TaskKind.ranking_arrivals
+def adaptive_offered(kind: TaskKind, settings: dict[str, Any] | None = None) -> bool:
+    """Whether a study of the kind with these kind_settings ranks agents by people's
+    judgements: what adaptive allocation reads (TaskKind.adaptive_for)."""
+    return kind.adaptive_for(settings)
 
 
-def check_adaptive(kind: TaskKind, adaptive: bool, floor: int, per_item: int) -> None:
+def check_adaptive(
+    kind: TaskKind, adaptive: bool, floor: int, per_item: int, settings: dict[str, Any] | None = None
+) -> None:
     """Adaptive allocation needs a kind that ranks agents by people's judgements, and a floor
     no higher than the annotations per item."""
-    if adaptive and not adaptive_offered(kind):
+    if adaptive and not adaptive_offered(kind, settings):
         raise InputError(
             f"adaptive allocation needs a kind whose items are agents' outputs ranked by people's "
             f"judgements; {kind.name} ranks none",
@@ -405,6 +409,7 @@ def edit_study(session: Session, study: Study, edit: StudyEdit, actor: User) -> 
         changes.get("adaptive", study.adaptive),
         changes.get("adaptive_floor", study.adaptive_floor),
         study.annotations_per_item,
+        study.kind_settings,
     )
     # The log says what changed: numbers as set, texts by their length.
     audit.record(

@@ -626,7 +626,7 @@ def _study_page(
         exports=exports,
         store=get_store(),
         kind=get_kind(study.kind),
-        adaptive_offered=services.adaptive_offered(get_kind(study.kind)),
+        adaptive_offered=services.adaptive_offered(get_kind(study.kind), study.kind_settings),
         **get_kind(study.kind).study_context(session, study),
         progress=assignment.progress(session, study),
         links={

@@ -3,7 +3,8 @@ context, acts alone from the takeover point, and people watch the continuation a
 marker, success or failure, at the first moment of either. Agents are ranked by the share of
 continuations that succeed; reference episodes with known labels measure the annotators. In a
 play study (format `missions`) people play missions by keyboard instead, and their plays become
-recordings (play.py)."""
+recordings (play.py). In a side-by-side study (format `pairs`, pairs.py) people see two agents'
+continuations of one scenario at once, mark each, and say which did better."""
 
 from __future__ import annotations
 
@@ -51,11 +52,19 @@ class StandardisedTestSuite(TaskKind):
         "success or failure here. Playing a mission: arrows turn and move, p, d and t "
         "pick up, drop and toggle, Backspace undoes. Enter sends."
     )
-    item_formats: ClassVar[tuple[str, ...]] = ("continuations", "missions")
+    item_formats: ClassVar[tuple[str, ...]] = ("continuations", "missions", "pairs")
+    # Side by side (pairs.py): a study of pairs of agents' continuations of one scenario.
+    pairwise: ClassVar[bool] = True
+    pair_keyboard_hint: ClassVar[str] = (
+        "Watching a pair: space plays both, arrows step (shift: ten), a or b chooses the side, "
+        "s or f marks success or failure on it, 1 or 2 says A or B did better, t a tie, "
+        "r writes a reason. Enter sends."
+    )
     position: ClassVar[int] = 30
     format_labels: ClassVar[dict[str, str]] = {
         "continuations": "Agent continuations (JSONL: scenario, agent, level, seed, mission, actions, takeover)",
         "missions": "Missions people play by keyboard (JSONL or CSV: level, seed, id, instruction)",
+        "pairs": "Pairs of continuations judged side by side (JSONL: first, second, reference)",
     }
     option_fields: ClassVar[dict[str, tuple]] = {"approve_at": ("float", 0.0, 1.0), "tile": ("int", 4, 32)}
     option_labels: ClassVar[dict[str, str]] = {
@@ -102,6 +111,7 @@ class StandardisedTestSuite(TaskKind):
         return {
             "suite": settings.get("suite"),
             "play": settings.get("mode") == "play",
+            "pairs": settings.get("mode") == "pairs",
             "agent_metrics": settings.get("agent_metrics") or {},
         }
 
@@ -115,8 +125,12 @@ class StandardisedTestSuite(TaskKind):
         from app.kinds.sts import play
 
         # A play item's answer is its actions; without the item, the answer's shape tells.
+        from app.kinds.sts import pairs
+
         if play.is_play(payload) or (payload is None and "actions" in data and "marker" not in data):
             return play.parse_play(data, payload)
+        if pairs.is_pair(payload) or (payload is None and "winner" in data):
+            return pairs.parse_pair(data, payload)
         parsed = super().parse_response(data)
         if payload is not None:
             last = int(payload["n_frames"]) - 1 - int(payload["takeover"])
@@ -131,8 +145,12 @@ class StandardisedTestSuite(TaskKind):
         from app.kinds.sts import play
         from app.storage import get_store
 
+        from app.kinds.sts import pairs
+
         if play.is_play(payload):
             return play.public_view(payload)
+        if pairs.is_pair(payload):
+            return pairs.public_view(payload)
         return {
             "instruction": payload["instruction"],
             "n_frames": payload["n_frames"],
@@ -144,8 +162,12 @@ class StandardisedTestSuite(TaskKind):
     def score(self, payload, reference, response):
         from app.kinds.sts.play import is_play
 
+        from app.kinds.sts import pairs
+
         if is_play(payload):  # the simulator's own success (parse_play replayed the actions)
             return 1.0 if response.get("success_step") is not None else 0.0
+        if pairs.is_pair(payload):
+            return pairs.score(reference, response)
         if not reference:
             return None
         truth, _ = _truth(reference)
@@ -154,8 +176,12 @@ class StandardisedTestSuite(TaskKind):
     def score_details(self, payload, reference, response):
         from app.kinds.sts.play import is_play
 
+        from app.kinds.sts import pairs
+
         if is_play(payload):
             return {"success_step": response.get("success_step"), "steps": len(response.get("actions") or [])}
+        if pairs.is_pair(payload):
+            return pairs.score_details(reference, response)
         if not reference:
             return None
         truth, at = _truth(reference)
@@ -204,8 +230,9 @@ class StandardisedTestSuite(TaskKind):
         seen = {"success": [], "failure": []}
         for g in gold:
             d = g.scores or {}
-            if d.get("truth") in seen:
-                seen[d["truth"]].append(d.get("marker") == d["truth"])
+            for side in [d, *(d.get("sides") or [])]:  # a reference pair: both of its sides
+                if side.get("truth") in seen:
+                    seen[side["truth"]].append(side.get("marker") == side["truth"])
         if not seen["success"] or not seen["failure"]:
             return None, ""  # both labels are needed for a balanced accuracy
         threshold = float((settings or {}).get("approve_at", DEFAULT_APPROVE_AT))
@@ -224,6 +251,10 @@ class StandardisedTestSuite(TaskKind):
         tile = int(options.get("tile", DEFAULT_TILE))
         if fmt == "missions":
             return self._import_missions(data, tile)
+        if fmt == "pairs":
+            from app.kinds.sts.pairs import import_pairs
+
+            return import_pairs(data, tile)
         continuations = parse_continuations(data)
         # Every continuation of a scenario shows its length (formats.py): the frame count
         # and the strip's size are the scenario's, never the outcome's.
@@ -311,9 +342,27 @@ class StandardisedTestSuite(TaskKind):
         raise InputError("an STS agent's continuations are the study's items: upload them with the study", field="file")
 
     def extra_leaderboard(self, session, study) -> dict | None:
-        from app.kinds.sts.leaderboard import section
+        from app.kinds.sts.leaderboard import pair_section, section
 
+        if (study.kind_settings or {}).get("mode") == "pairs":
+            return pair_section(session, study)
         return section(session, study)
+
+    def item_priorities(self, session, study) -> dict[int, float] | None:
+        from app.kinds.sts.pairs import item_priorities
+
+        if (study.kind_settings or {}).get("mode") != "pairs":
+            return None
+        return item_priorities(session, study)
+
+    def adaptive_for(self, settings: dict | None = None) -> bool:
+        return (settings or {}).get("mode") == "pairs"  # which pair next (pairs.item_priorities)
+
+    def item_noun_for(self, settings: dict | None = None) -> str:
+        return "Pair" if (settings or {}).get("mode") == "pairs" else self.item_noun
+
+    def keyboard_hint_for(self, settings: dict | None = None) -> str:
+        return self.pair_keyboard_hint if (settings or {}).get("mode") == "pairs" else self.keyboard_hint
 
     def straightline_value(self) -> str:
         return "marker"  # always the same pick, whatever the item, is straight-lining

@@ -4,7 +4,9 @@ is published, continuations of the expert (the skyline), the random policy and a
 behavioural-cloning baseline trained there and then with the training code (tiny, a few
 seconds on the CPU; uploaded and validated like any policy, and left out with a note when torch
 is missing), and a study built from the version with reference episodes (study.py). The core's
-demo sets it live. Jobs run here, one after another: the demo needs no worker.
+demo sets it live. Beside it, a side-by-side study of the same version (pairs.py: every two
+agents' matched continuations, judged against each other), live, with simulated judges on part
+of it, so its pairwise leaderboard has ratings and a browser has pairs left to work. Jobs run here, one after another: the demo needs no worker.
 
 `demo_lines()` is a small fixed file of continuations in the upload format, which the tests
 upload: expert and random continuations of the same four families, without a suite."""
@@ -240,6 +242,7 @@ def build_demo(session: Session, owner, settings):
         reference=REFERENCE,
         continuations=SUITE_CONTINUATIONS,
     )
+    build_pairs(session, owner, suite, version, [a.id for a in agents])
     return study
 
 
@@ -261,3 +264,76 @@ def simulate_markers(session: Session, study, researcher) -> None:
             return {"marker": said, "step": step or 0}
 
         simulate_task(session, study, f"demo-marker-{i + 1}", answer, 20.0, seed=i)
+    simulate_pairs(session, researcher)
+
+
+PAIRS_TITLE = "Demo: STS side by side"
+PAIR_JUDGES = 4  # simulated judges, a task (PAIR_BUNDLE pairs) each: the rest is left to people
+PAIR_BUNDLE = 6
+
+
+def build_pairs(session: Session, owner, suite, version, agent_ids: list[int]) -> None:
+    """The side-by-side study of the version and agents (a draft: simulate_pairs sets it live):
+    one continuation of each agent a scenario, every two of them a pair."""
+    from app.kinds.sts.study import build_study
+    from app.studies import services
+    from app.studies.models import Study
+
+    if session.scalar(select(Study.id).where(Study.title == PAIRS_TITLE)):
+        return
+    settings = services.StudySettings(
+        title=PAIRS_TITLE,
+        bundle_size=PAIR_BUNDLE,
+        gold_rate=0.2,
+        annotations_per_item=2,
+        redirect_url="https://app.prolific.com/submissions/complete?cc=DEMO",
+        instructions=PAIR_INSTRUCTIONS,
+    )
+    build_study(
+        session,
+        owner,
+        suite,
+        version,
+        settings,
+        agents=agent_ids,
+        reference={"pairs": REFERENCE["expert_successes"]},
+        continuations=1,
+        pairs=True,
+    )
+
+
+def simulate_pairs(session: Session, researcher) -> None:
+    """The side-by-side study live, with a few simulated judges who pick the side the simulator
+    says succeeded (a tie where both or neither did) with their own accuracy, and mark each
+    side where the simulator says."""
+    from app.demo import simulate_task
+    from app.studies import services
+    from app.studies.models import Study
+
+    study = session.scalar(select(Study).where(Study.title == PAIRS_TITLE, Study.owner_id == researcher.id))
+    if study is None or study.state != "draft":
+        return
+    services.set_state(session, study, "live", researcher)
+    for i, accuracy in enumerate((0.95, 0.9, 0.85, 0.8)[:PAIR_JUDGES]):
+
+        def answer(item, rng, accuracy=accuracy):
+            ref = item.reference or {}
+            won = {s: ref[s]["simulator"] == "success" for s in ("a", "b")}
+            winner = "tie" if won["a"] == won["b"] else ("a" if won["a"] else "b")
+            if rng.random() >= accuracy:
+                winner = rng.choice([w for w in ("a", "b", "tie") if w != winner])
+            out: dict = {"winner": winner, "reason": ""}
+            for s in ("a", "b"):
+                step = ref[s]["success_step"]
+                out[f"{s}_marker"] = "success" if step is not None else "failure"
+                out[f"{s}_step"] = step if step is not None else ref[s]["length"]
+            return out
+
+        simulate_task(session, study, f"demo-judge-{i + 1}", answer, 30.0, seed=100 + i)
+
+
+PAIR_INSTRUCTIONS = (
+    "Two agents take over the same recording at the same moment: A on the left, B on the right, on one "
+    "timeline. Mark on each the first moment it succeeds at the instruction, or fails (at the end if it "
+    "never succeeds), then say which did better, or a tie."
+)

@@ -129,8 +129,13 @@ def build_study(
     continuations: object = None,
     approve_at: object = None,
     tile: object = None,
+    pairs: bool = False,
 ) -> tuple[Study, dict]:
-    """The study (a draft, through services.create_study) and a summary of what went in."""
+    """The study (a draft, through services.create_study) and a summary of what went in.
+    With `pairs`, a side-by-side study (pairs.py): every two agents' matched continuations of
+    each scenario, and `reference` {"pairs": k} reference pairs."""
+    from app.kinds.sts import pairs as side_by_side
+
     if version.state != "published":
         raise Conflict(
             f"version {version.number} is a draft: a study is built from a published version, "
@@ -139,6 +144,8 @@ def build_study(
         )
     if not isinstance(agents, (list, tuple)) or not agents or len(agents) > MAX_AGENTS:
         raise InputError(f"agents must be a list of 1-{MAX_AGENTS} agent ids or built-in names", field="agents")
+    if pairs and not 2 <= len(agents) <= side_by_side.MAX_PAIR_AGENTS:
+        raise InputError(f"a side-by-side study compares 2-{side_by_side.MAX_PAIR_AGENTS} agents", field="agents")
     chosen = [resolve_agent(session, user, suite, a, field="agents") for a in agents]
     if len({a.id for a in chosen}) != len(chosen):
         raise Conflict("an agent is named twice (by its id and its name)", field="agents")
@@ -146,7 +153,7 @@ def build_study(
         isinstance(continuations, bool) or not isinstance(continuations, int) or continuations < 1
     ):
         raise InputError("continuations must be a whole number, at least 1", field="continuations")
-    want = _reference(reference)
+    want = side_by_side.reference_pairs(reference) if pairs else _reference(reference)
     options = {}
     if approve_at is not None:
         if isinstance(approve_at, bool) or not isinstance(approve_at, (int, float)) or not 0 <= approve_at <= 1:
@@ -194,8 +201,11 @@ def build_study(
                 id=f"reference/{scenario_key(sc)}/{name}/{cont.index}",
             )
         )
+    fmt = "continuations"
+    if pairs:
+        lines, fmt = side_by_side.pair_lines(lines, seed=version.id), side_by_side.MODE
     data = "\n".join(json.dumps(x) for x in lines).encode()
-    study = services.create_study(session, user, "sts", settings, data, "continuations", options)
+    study = services.create_study(session, user, "sts", settings, data, fmt, options)
     study.kind_settings = {
         **(study.kind_settings or {}),
         "suite": {"id": suite.id, "name": suite.name, "version": version.number},
@@ -205,7 +215,7 @@ def build_study(
         "study": study.id,
         "slug": study.slug,
         "items": len(lines),
-        "reference": len(refs),
+        "reference": sum(bool(x.get("reference")) for x in lines) if pairs else len(refs),
         "scenarios": len(scenarios),
         "continuations_per_scenario": per_agent,
     }

@@ -25,6 +25,8 @@ class ReferenceIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     expert_successes: int = Field(0, ge=0, le=MAX_REFERENCE, strict=True)
     random_failures: int = Field(0, ge=0, le=MAX_REFERENCE, strict=True)
+    # A pair study's reference pairs (an expert's success beside a random failure).
+    pairs: int = Field(0, ge=0, le=MAX_REFERENCE, strict=True)
 
 
 class StudyIn(StudySettings):
@@ -40,6 +42,9 @@ class StudyIn(StudySettings):
     continuations: Annotated[int, Field(ge=1, le=MAX_ID), NOT_BOOL] | None = None
     approve_at: float | None = Field(None, ge=0, le=1)
     tile: Annotated[int, Field(ge=4, le=32), NOT_BOOL] | None = None
+    # Side by side (pairs.py): pairs of the agents' matched continuations; `reference` is then
+    # {"pairs": k}.
+    pairs: bool = False
 
 
 @api.post("/suites/{suite_id}/versions/{number}/study", status_code=201)
@@ -50,7 +55,9 @@ def study_from_version(
     built-in names; the first `continuations` of each scenario, default as many as every
     scenario has) and `reference` episodes {"expert_successes": k, "random_failures": k}
     (generated now where none is stored), plus the study's settings (title, bundle_size,
-    gold_rate, ...), `approve_at` and `tile`."""
+    gold_rate, ...), `approve_at` and `tile`. With `pairs`, a side-by-side study: every two
+    agents' matched continuations of each scenario as one item, and `reference` {"pairs": k}
+    reference pairs (an expert success beside a random failure of one scenario)."""
     from app.kinds.sts.study import build_study
 
     settings = StudySettings(**body.model_dump(include=set(StudySettings.model_fields)))
@@ -67,6 +74,7 @@ def study_from_version(
             continuations=body.continuations,
             approve_at=body.approve_at,
             tile=body.tile,
+            pairs=body.pairs,
         )
     return out
 
@@ -85,6 +93,8 @@ def study_from_version_page(
     gold_rate: str = Form(""),
     annotations_per_item: str = Form(""),
     approve_at: str = Form(""),
+    side_by_side: str = Form(""),
+    reference_pairs: str = Form(""),
     session: Session = Depends(db),
     user: User = Depends(researcher),
 ):
@@ -112,6 +122,10 @@ def study_from_version_page(
             )
             if n
         }
+        pairs = bool(side_by_side)
+        if pairs:
+            n_pairs = form_number(reference_pairs, "reference_pairs")
+            reference = {"pairs": n_pairs} if n_pairs else {}
         # A draft version's refusal (a Conflict) is shown on the page like any other.
         study, summary = build_study(
             session,
@@ -123,11 +137,13 @@ def study_from_version_page(
             reference=reference,
             continuations=form_number(continuations, "continuations"),
             approve_at=form_number(approve_at, "approve_at", float),
+            pairs=pairs,
         )
+        noun = "pairs" if pairs else "episodes"
         return _back(
             request,
             f"/studies/{study.id}",
-            f"Draft study made from version {number}: {summary['items']} episodes, {summary['reference']} of "
-            "them reference episodes. Launch it when ready.",
+            f"Draft study made from version {number}: {summary['items']} {noun}, {summary['reference']} of "
+            f"them reference {noun}. Launch it when ready.",
         )
     return _back(request, back, f"No study made: {out['error']}", "error")

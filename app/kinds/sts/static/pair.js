@@ -1,0 +1,180 @@
+// Side by side (pair.html): two PNG strips, A and B, moved together by one timeline, as the
+// single page's player moves one (player.js). The judge picks a side (a or b), marks it (s or
+// f, counted in steps after the takeover as on the single page), then picks the better side
+// (1, 2) or a tie (t), with an optional reason (r). Everything is kept in this tab's
+// sessionStorage under the assignment's id, so that a reload restores it.
+(function () {
+  const pair = document.getElementById("sts-pair");
+  if (!pair) return;
+  const n = Number(pair.dataset.n), takeover = Number(pair.dataset.takeover);
+  const scrub = document.getElementById("sts-scrub"), phase = document.getElementById("sts-phase");
+  const stepText = document.getElementById("sts-step"), playBtn = document.getElementById("sts-play");
+  const markerText = document.getElementById("sts-marker"), activeText = document.getElementById("sts-active");
+  const reason = document.getElementById("sts-reason");
+  const submit = document.getElementById("submit"), form = document.getElementById("answer-form");
+  const sides = {};
+  for (const s of ["a", "b"]) {
+    sides[s] = {
+      box: document.getElementById(`sts-side-${s}`), screen: document.getElementById(`sts-screen-${s}`),
+      mark: document.getElementById(`sts-mark-${s}`), tick: document.getElementById(`sts-tick-${s}`),
+      kind: document.getElementById(`sts-${s}-marker`), step: document.getElementById(`sts-${s}-step`),
+    };
+    sides[s].screen.style.backgroundImage = `url("${pair.dataset[s === "a" ? "framesA" : "framesB"]}")`;
+  }
+  let frame = 0, timer = null, active = "a";
+  const pct = (i) => (n > 1 ? (100 * i) / (n - 1) : 0) + "%";
+  document.getElementById("sts-takeover-tick").style.left = pct(takeover);
+  const winner = () => (form.querySelector("input[name=winner]:checked") || {}).value || "";
+
+  function show(i) {
+    frame = Math.max(0, Math.min(n - 1, i));
+    for (const s of Object.values(sides)) {
+      const w = s.screen.clientWidth, h = s.screen.clientHeight;
+      s.screen.style.backgroundSize = `${w * n}px ${h}px`;
+      s.screen.style.backgroundPosition = `${-w * frame}px 0`;
+    }
+    scrub.value = frame;
+    const agent = frame >= takeover;
+    phase.textContent = agent ? `The agents act: step ${frame - takeover} after the takeover`
+                              : `The recording (context): the agents take over in ${takeover - frame} steps`;
+    phase.classList.toggle("agent", agent);
+    stepText.textContent = `frame ${frame + 1} of ${n}`;
+    save();
+  }
+
+  const saveKey = pair.dataset.assignment ? `proctor-sts-pair:${pair.dataset.assignment}` : null;
+  function save() {
+    if (!saveKey) return;
+    const marks = {};
+    for (const [k, s] of Object.entries(sides)) marks[k] = s.kind.value ? [s.kind.value, Number(s.step.value)] : null;
+    try {
+      sessionStorage.setItem(saveKey, JSON.stringify({frame, active, marks, winner: winner(), reason: reason.value}));
+    } catch (_) { /* storage full or off: only not restorable */ }
+  }
+  function saved() {
+    if (!saveKey) return null;
+    try {
+      for (let i = sessionStorage.length - 1; i >= 0; i--) {  // earlier pairs are sent
+        const k = sessionStorage.key(i);
+        if (k && k.startsWith("proctor-sts-pair:") && k !== saveKey) sessionStorage.removeItem(k);
+      }
+      return JSON.parse(sessionStorage.getItem(saveKey) || "null");
+    } catch (_) { return null; }
+  }
+
+  function ready() {
+    const missing = [];
+    for (const [k, s] of Object.entries(sides)) if (!s.kind.value) missing.push(`a marker on ${k.toUpperCase()}`);
+    if (!winner()) missing.push("which did better (1, 2 or t)");
+    submit.disabled = missing.length > 0;
+    return missing;
+  }
+
+  function choose(side) {
+    active = side;
+    activeText.textContent = side.toUpperCase();
+    for (const [k, s] of Object.entries(sides)) s.box.classList.toggle("active", k === side);
+    save();
+  }
+
+  function place(side, kind, step) {
+    const s = sides[side];
+    s.kind.value = kind;
+    s.step.value = String(step);
+    s.mark.textContent = `${kind} at step ${step}`;
+    s.tick.hidden = false;
+    s.tick.className = `sts-marker-tick ${kind} side-${side}`;
+    s.tick.title = `${side.toUpperCase()}: ${kind}`;
+    s.tick.style.left = pct(takeover + step);
+  }
+
+  function mark(kind) {
+    if (frame < takeover) {
+      markerText.textContent = `The agents take over at frame ${takeover + 1}: place the marker where they act.`;
+      return;
+    }
+    place(active, kind, frame - takeover);
+    markerText.textContent = `${active.toUpperCase()}: ${kind === "success" ? "success" : "failure"} at step ` +
+                             `${frame - takeover} after the takeover. Move and mark again to change it.`;
+    ready();
+    save();
+  }
+
+  function pick(value) {
+    const input = document.getElementById(`sts-winner-${value}`);
+    input.checked = true;
+    ready();
+    save();
+  }
+
+  // The screens are square, side by side: they shrink (to no less than 150 px each) when the
+  // page is taller than the window, so that the verdict and Send show without scrolling.
+  function fit() {
+    document.body.style.removeProperty("--sts-size");
+    const size = sides.a.screen.getBoundingClientRect().height;
+    const over = submit.getBoundingClientRect().bottom + window.scrollY + 12 - window.innerHeight;
+    if (over > 0) document.body.style.setProperty("--sts-size", Math.max(150, Math.floor(size - over)) + "px");
+    show(frame);
+  }
+
+  function stop() { clearInterval(timer); timer = null; playBtn.firstChild.textContent = "Play "; }
+  function play() {
+    if (frame >= n - 1) show(0);
+    playBtn.firstChild.textContent = "Pause ";
+    timer = setInterval(() => { if (frame >= n - 1) stop(); else show(frame + 1); }, 250);
+  }
+  function toggle() { timer ? stop() : play(); }
+
+  playBtn.addEventListener("click", toggle);
+  document.getElementById("sts-back").addEventListener("click", () => { stop(); show(frame - 1); });
+  document.getElementById("sts-fwd").addEventListener("click", () => { stop(); show(frame + 1); });
+  scrub.addEventListener("input", () => { stop(); show(Number(scrub.value)); });
+  document.getElementById("sts-success").addEventListener("click", () => mark("success"));
+  document.getElementById("sts-failure").addEventListener("click", () => mark("failure"));
+  for (const s of ["a", "b"]) document.getElementById(`sts-pick-${s}`).addEventListener("click", () => choose(s));
+  form.querySelectorAll("input[name=winner]").forEach((r) => r.addEventListener("change", () => { ready(); save(); }));
+  reason.addEventListener("input", save);
+  window.addEventListener("resize", fit);
+  window.addEventListener("load", fit);
+  form.addEventListener("submit", (e) => {
+    const missing = ready();
+    if (!missing.length) return;
+    // Not sent: keep the page's send-once guard (app.js) from marking the form as sent.
+    e.preventDefault(); e.stopPropagation();
+    markerText.textContent = `Not yet: ${missing.join(", ")}.`;
+  });
+
+  document.addEventListener("keydown", (e) => {
+    if (e.altKey || e.ctrlKey || e.metaKey) return;
+    if (e.target === reason) {  // typing a reason: only Escape (back to the keys) and Enter (send)
+      if (e.key === "Escape") { e.preventDefault(); pair.focus({preventScroll: true}); }
+      else if (e.key === "Enter") { e.preventDefault(); form.requestSubmit(); }
+      return;
+    }
+    const jump = e.shiftKey ? 10 : 1, key = e.key.length === 1 ? e.key.toLowerCase() : e.key;
+    const acts = {
+      " ": toggle, ArrowRight: () => { stop(); show(frame + jump); }, ArrowLeft: () => { stop(); show(frame - jump); },
+      Home: () => { stop(); show(0); }, End: () => { stop(); show(n - 1); },
+      a: () => choose("a"), b: () => choose("b"), s: () => mark("success"), f: () => mark("failure"),
+      1: () => pick("a"), 2: () => pick("b"), t: () => pick("tie"), r: () => reason.focus(),
+    };
+    if (acts[key]) { e.preventDefault(); acts[key](); }
+  });
+
+  const was = saved();
+  if (was) {
+    for (const s of ["a", "b"]) {
+      const m = was.marks && was.marks[s];
+      if (m && (m[0] === "success" || m[0] === "failure") && Number.isInteger(m[1]) && m[1] >= 0 && takeover + m[1] < n) {
+        place(s, m[0], m[1]);
+      }
+    }
+    if (["a", "b", "tie"].includes(was.winner)) document.getElementById(`sts-winner-${was.winner}`).checked = true;
+    if (typeof was.reason === "string") reason.value = was.reason.slice(0, 500);
+  }
+  choose(was && (was.active === "a" || was.active === "b") ? was.active : "a");
+  ready();
+  fit();
+  show(was && Number.isInteger(was.frame) ? was.frame : 0);
+  pair.focus({preventScroll: true});
+})();
