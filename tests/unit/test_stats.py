@@ -1290,3 +1290,29 @@ def test_alpha_with_clusters_draws_whole_clusters():
     assert paired.method == "bootstrap over clusters of items (percentile), ordinal"
     with pytest.raises(ValueError):
         S.krippendorff_alpha(items, clusters=[0, 1])
+
+
+def test_spearman_interval_is_fisher_z_with_fiellers_variance_worked_by_hand():
+    """Six agents, ranks swapped in three neighbouring pairs: sum d^2 = 6, so rho = 1 - 6*6 /
+    (6 * 35) = 29/35; the 95% interval is tanh(atanh(rho) -+ 1.959964 * sqrt(1.06 / 3)), about
+    [0.0185, 0.9819] (worked by hand), and rho is scipy's."""
+    import math
+
+    from scipy.stats import norm, spearmanr
+
+    from app.leaderboards.stats import spearman_interval
+
+    a, b = [1, 2, 3, 4, 5, 6], [2, 1, 4, 3, 6, 5]
+    out = spearman_interval(a, b)
+    assert out["rho"] == pytest.approx(29 / 35) == pytest.approx(spearmanr(a, b)[0])
+    assert out["low"] == pytest.approx(0.018521, abs=1e-5) and out["high"] == pytest.approx(0.981923, abs=1e-5)
+    half = norm.ppf(0.975) * math.sqrt(1.06 / 3)
+    assert (out["low"], out["high"]) == pytest.approx(
+        (math.tanh(math.atanh(29 / 35) - half), math.tanh(math.atanh(29 / 35) + half))
+    )
+    # Too few agents, or a perfect correlation (atanh is infinite): rho without an interval, and why.
+    three = spearman_interval([1, 2, 3], [1, 3, 2])
+    assert three["rho"] == pytest.approx(0.5) and three["low"] is None and "at least 4" in three["reason"]
+    perfect = spearman_interval([1, 2, 3, 4], [2, 4, 6, 8])
+    assert perfect["rho"] == pytest.approx(1.0) and perfect["low"] is None and "undefined" in perfect["reason"]
+    assert spearman_interval([1, 2], [2, 1])["rho"] is None
