@@ -134,6 +134,11 @@ class TaskKind(ABC):
     # A section of the study page (e.g. generation runs), with study_context() as its context.
     study_template: ClassVar[str | None] = None
 
+    def primary_table_for(self, settings: JSONDict | None = None) -> str | None:
+        """The table that opens the leaderboard of a study with these kind_settings:
+        primary_table, unless a kind's mode leads with another (STS side by side: its ratings)."""
+        return self.primary_table
+
     # -- what the kind adds to the platform -------------------------------------------------
     # The module whose import defines the kind's tables (on app.db.Base, so foreign keys to
     # the core's tables resolve); new tables are named "<kind>_...".

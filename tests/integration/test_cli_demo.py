@@ -71,7 +71,7 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
     # Hexagons's demo needs the released data beside the checkout (never copied into it), and
     # makes a description study beside its execution study.
     hexagons = ("hexagons",) if (ROOT.parent / "shared" / "data" / "hexagons" / "dev.jsonl").exists() else ()
-    _check_demo_links(out.stdout, env["DATABASE_URL"], 5 + 2 * len(hexagons), "http://127.0.0.1:8000")
+    _check_demo_links(out.stdout, env["DATABASE_URL"], 6 + 2 * len(hexagons), "http://127.0.0.1:8000")
     with get_sessionmaker(env["DATABASE_URL"])() as s:
         study = s.scalar(select(Study).where(Study.kind == "tom"))
         assert study.state == "live"
@@ -115,13 +115,14 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
     # another port, and with BASE_URL set, the links follow.
     again = run_cli("demo", "--no-serve", "--port", "8100", env=env)
     assert again.returncode == 0
-    _check_demo_links(again.stdout, env["DATABASE_URL"], 5 + 2 * len(hexagons), "http://127.0.0.1:8100")
+    _check_demo_links(again.stdout, env["DATABASE_URL"], 6 + 2 * len(hexagons), "http://127.0.0.1:8100")
     behind = run_cli("demo", "--no-serve", env={**env, "BASE_URL": "https://proctor.example.org"})
-    _check_demo_links(behind.stdout, env["DATABASE_URL"], 5 + 2 * len(hexagons), "https://proctor.example.org")
+    _check_demo_links(behind.stdout, env["DATABASE_URL"], 6 + 2 * len(hexagons), "https://proctor.example.org")
     with get_sessionmaker(env["DATABASE_URL"])() as s:
         kinds = sorted(s.scalars(select(Study.kind)).all())
-        # One per kind; Hexagons has a description study beside its execution study.
-        assert kinds == sorted(["navigation", "sts", "tom", "wordcount", "a3ds", *hexagons, *hexagons])
+        # One per kind; Hexagons has a description study beside its execution study, STS a
+        # side-by-side study beside its single one.
+        assert kinds == sorted(["navigation", "sts", "sts", "tom", "wordcount", "a3ds", *hexagons, *hexagons])
         if hexagons:
             desc = s.scalar(select(Study).where(Study.title == "Demo: Hexagons description"))
             assert desc.state == "live" and desc.kind_settings["mode"] == "description"
@@ -266,6 +267,20 @@ def _check_sts_demo(url: str) -> None:
         from app.kinds import get_kind
 
         ppi = next(t for t in get_kind("sts").extra_leaderboard(s, study)["tables"] if t["key"] == "sts_ppi")
+        # The side-by-side study of the same version: every two agents on every scenario, live,
+        # ranked by its simulated judges with intervals, with pairs left for newcomers.
+        from app.kinds.sts.demo import PAIRS_TITLE
+
+        pairs = s.scalar(select(Study).where(Study.title == PAIRS_TITLE))
+        assert pairs.state == "live" and pairs.kind_settings["mode"] == "pairs"
+        assert pairs.kind_settings["suite"] == study.kind_settings["suite"]
+        pair_items = [i for i in s.scalars(select(Item).where(Item.study_id == pairs.id)) if not i.is_gold]
+        assert len(pair_items) == len(scenarios) * len(names) * (len(names) - 1) // 2
+        tables = {t["key"]: t for t in get_kind("sts").extra_leaderboard(s, pairs)["tables"]}
+        rated = {r["agent"]: r for r in tables["sts_pair_ratings"]["rows"]}
+        assert set(rated) == names and all(r["rating"]["low"] is not None for r in rated.values()), rated
+        assert rated["expert"]["rating"]["mean"] > rated["random"]["rating"]["mean"]
+        assert "sts_pair_wins" in tables and "single_success" in rated["expert"]
         rows = {r["agent"]: r for r in ppi["rows"]}
         assert set(rows) == names
         for r in rows.values():
@@ -472,7 +487,9 @@ def test_the_demo_leaderboards_of_sts_a3ds_and_hexagons_have_figures(session):
     from app.leaderboards.service import compute
 
     made = seed(session)["studies"]
-    studies = {s.kind: s for s in made if s.title != "Demo: Hexagons description"}
+    from app.kinds.sts.demo import PAIRS_TITLE
+
+    studies = {s.kind: s for s in made if s.title not in ("Demo: Hexagons description", PAIRS_TITLE)}
     for kind in ("sts", "a3ds", "hexagons"):
         if kind not in studies:  # Hexagons: only where its released data lies beside the checkout
             assert kind == "hexagons"

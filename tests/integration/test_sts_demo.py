@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from app.agents.models import Agent
 from app.kinds.sts import demo
 from app.kinds.sts.models import Continuation, Scenario, SuiteVersion
-from app.studies.models import Item
+from app.studies.models import Item, Study
 from app.studies.services import StudySettings
 from tests.conftest import make_user
 
@@ -35,6 +35,12 @@ def test_without_torch_the_demo_leaves_the_baseline_out_and_says_so(session, mon
     assert sorted({i.reference["agent"] for i in items if not i.is_gold}) == ["expert", "random"]
     assert len(items) == 2 * len(scenarios) * demo.SUITE_CONTINUATIONS + sum(demo.REFERENCE.values())
     assert {i.reference["scenario"] for i in items} <= {f"s{sc.id}" for sc in scenarios}
+    # Beside it, a draft side-by-side study of the same version: the two agents on every scenario.
+    pairs = session.scalar(select(Study).where(Study.title == demo.PAIRS_TITLE))
+    assert pairs.state == "draft" and pairs.kind_settings["suite"] == study.kind_settings["suite"]
+    pair_items = session.scalars(select(Item).where(Item.study_id == pairs.id, Item.is_gold.is_(False))).all()
+    assert len(pair_items) == len(scenarios)
+    assert all({i.reference["a"]["agent"], i.reference["b"]["agent"]} == {"expert", "random"} for i in pair_items)
     # An interrupted demo run again reuses the suite and what was generated.
     stored = session.scalar(select(func.count(Continuation.id)))
     again = demo.build_demo(session, owner, settings.model_copy(update={"title": "Demo again"}))

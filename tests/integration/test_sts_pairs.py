@@ -189,6 +189,9 @@ def test_a_pair_study_from_a_suite_is_judged_and_ranked_as_worked_by_hand(client
     login(client, owner)
     html = client.get(f"/studies/{study.id}/leaderboard").text
     assert "Rating per agent from side-by-side judgements (Davidson, log-odds)" in html
+    # The ratings lead the page (the kind's primary table for a side-by-side study).
+    first = re.search(r'<section class="card[^"]*" id="([^"]+)"', html)
+    assert first.group(1) == "sts_pair_ratings" and "primary" in first.group(0)
     assert "Win rate of the row agent against the column agent (share 0-1)" in html
     # Reference pairs measure the judges: every one picked the better side.
     from app.studies.models import Annotation

@@ -358,6 +358,9 @@ class StandardisedTestSuite(TaskKind):
     def adaptive_for(self, settings: dict | None = None) -> bool:
         return (settings or {}).get("mode") == "pairs"  # which pair next (pairs.item_priorities)
 
+    def primary_table_for(self, settings: dict | None = None) -> str | None:
+        return "sts_pair_ratings" if (settings or {}).get("mode") == "pairs" else self.primary_table
+
     def item_noun_for(self, settings: dict | None = None) -> str:
         return "Pair" if (settings or {}).get("mode") == "pairs" else self.item_noun
 
