@@ -193,6 +193,16 @@ def test_a_pair_study_from_a_suite_is_judged_and_ranked_as_worked_by_hand(client
     first = re.search(r'<section class="card[^"]*" id="([^"]+)"', html)
     assert first.group(1) == "sts_pair_ratings" and "primary" in first.group(0)
     assert "Win rate of the row agent against the column agent (share 0-1)" in html
+    assert "Side by side, built from" in client.get(f"/studies/{study.id}").text
+    # The admin's replay of a judge: each side's marker and agent, and the pick.
+    from app.studies.models import Participant
+
+    login(client, make_user(session, "admin"))
+    pid = session.scalars(
+        select(Participant.id).where(Participant.study_id == study.id).order_by(Participant.id)
+    ).first()
+    replay = client.get(f"/admin/studies/{study.id}/participants/{pid}").text
+    assert "Picked <strong" in replay and "Played 0 moves" not in replay
     # Reference pairs measure the judges: every one picked the better side.
     from app.studies.models import Annotation
 
