@@ -73,6 +73,22 @@ def test_a_pair_study_from_a_suite_is_judged_and_ranked_as_worked_by_hand(client
     )
     assert r.status_code == 201, r.text
     out = r.json()
+    # The suite page's form makes one too ("Side by side").
+    page = client.get(f"/sts/suites/{suite}?version=1")
+    assert 'name="side_by_side"' in page.text
+    form = {
+        "csrf_token": re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1),
+        "title": "Pairs by form",
+        "agents": ["expert", "random"],
+        "continuations": "1",
+        "side_by_side": "1",
+        "reference_pairs": "1",
+    }
+    assert client.post(f"/sts/suites/{suite}/versions/1/study", data=form).status_code == 200
+    formed = session.scalar(select(Study).where(Study.title == "Pairs by form"))
+    assert formed.kind_settings["mode"] == "pairs"
+    formed_pairs = session.scalars(select(Item).where(Item.study_id == formed.id, Item.is_gold.is_(False))).all()
+    assert len(formed_pairs) == 3  # one continuation of each agent on each of the 3 scenarios
     study = session.get(Study, out["study"])
     assert study.kind_settings["mode"] == "pairs" and out["scenarios"] == 3
     items = list(session.scalars(select(Item).where(Item.study_id == study.id).order_by(Item.id)))
