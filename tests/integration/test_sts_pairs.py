@@ -219,6 +219,9 @@ def test_a_pair_study_from_a_suite_is_judged_and_ranked_as_worked_by_hand(client
     ).first()
     replay = client.get(f"/admin/studies/{study.id}/participants/{pid}").text
     assert "Picked <strong" in replay and "Played 0 moves" not in replay
+    # Their reference pairs' sides (a success beside a failure, both marked right) approved them.
+    first = session.get(Participant, pid)
+    assert first.status == "approved", first.status
     # Reference pairs measure the judges: every one picked the better side.
     from app.studies.models import Annotation
 
