@@ -114,7 +114,11 @@ def import_pairs(data: bytes, tile: int) -> ImportResult:
         length = max(f.scenario_length, s.scenario_length)
         f.scenario_length = s.scenario_length = length
         if f.takeover + length + 1 > MAX_FRAMES:
-            raise InputError(f"{f.takeover + length + 1} frames (takeover and length); at most {MAX_FRAMES}")
+            raise InputError(
+                f"{f.takeover + length + 1} frames (takeover and length); at most {MAX_FRAMES}",
+                line=f.line,
+                field="length",
+            )
     keys = store_strips(
         [(c.recording, c.takeover + c.scenario_length + 1, c.scenario) for _, _, f, s in lines for c in (f, s)], tile
     )
