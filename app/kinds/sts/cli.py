@@ -42,6 +42,28 @@ def _plan(plan: dict) -> str:
     return f"{plan['people']} of {plan['of']}"
 
 
+def _ppi_table(result: dict, keys: tuple[str, str, str, str, str], plan: str | None, note: str) -> None:
+    """One row per agent: people's share, the judge's agreement with people, the PPI estimate
+    and its interval, the counts and what it is worth (and, for the judge, the plan's column).
+    `keys`: the estimate's key, the agreement's, their headers, what stands for no interval."""
+    est, agree, agree_head, est_head, no_interval = keys
+    wide = max(len(agree_head), 13)
+    click.echo("")
+    click.echo(
+        f"{'agent':<24} {'people':>8} {agree_head:>{wide}} {est_head:>10} {'95% interval':>18} "
+        f"{'people':>7} {'judged':>7} {'worth':>7}" + (f" {plan:>14}" if plan else "")
+    )
+    for name, a in result["agents"].items():
+        p, g = a[est], a[agree]
+        worth = "-" if p["effective_n"] is None else f"{p['effective_n']:.0f}"
+        shown = _interval(p) if p["low"] is not None else no_interval
+        click.echo(
+            f"{name:<24} {_pct(a['success']):>8} {_pct(g['mean'] if g else None):>{wide}} {_pct(p['mean']):>10} "
+            f"{shown:>18} {p['n_human']:>7} {p['n_judge']:>7} {worth:>7}" + (f" {_plan(a['plan']):>14}" if plan else "")
+        )
+    click.echo(note)
+
+
 @sts.command("score")
 @click.option(
     "--annotations",
@@ -139,43 +161,23 @@ def sts_score(path: str, judge_path: str | None, half_width: float, learned_path
         for cat, e in a["per_category"].items():
             click.echo(f"  {cat:<22} {e['n']:>6} {_pct(e['success']):>8} {_pct(e['se']):>7} {_interval(e):>18}")
     if judge is not None:
-        click.echo("")
-        click.echo(
-            f"{'agent':<24} {'people':>8} {'judge agrees':>13} {'PPI++':>8} {'95% interval':>18} "
-            f"{'people':>7} {'judged':>7} {'worth':>7} {f'for ±{half_width:g}':>14}"
-        )
-        for name, a in result["agents"].items():
-            p, g = a["ppi"], a["judge_agreement"]
-            worth = "-" if p["effective_n"] is None else f"{p['effective_n']:.0f}"
-            shown = _interval(p) if p["low"] is not None else "too few people"
-            click.echo(
-                f"{name:<24} {_pct(a['success']):>8} {_pct(g['mean']):>13} {_pct(p['mean']):>8} "
-                f"{shown:>18} {p['n_human']:>7} {p['n_judge']:>7} {worth:>7} {_plan(a['plan']):>14}"
-            )
-        click.echo(
+        _ppi_table(
+            result,
+            ("ppi", "judge_agreement", "judge agrees", "PPI++", "too few people"),
+            f"for ±{half_width:g}",
             "PPI++: people's outcomes on their (random) sample and the judge's on every continuation; "
             "'worth': how many people's continuations its interval is worth; 'for ±w': how many of "
             "the agent's continuations people must mark, at random, for an interval that wide "
-            "(these marks as the pilot)."
+            "(these marks as the pilot).",
         )
     if learned is not None:
-        click.echo("")
-        click.echo(
-            f"{'agent':<24} {'people':>8} {'learned agrees':>15} {'cross-PPI':>10} {'95% interval':>18} "
-            f"{'people':>7} {'judged':>7} {'worth':>7}"
-        )
-        for name, a in result["agents"].items():
-            p, g = a["learned"], a["learned_agreement"]
-            worth = "-" if p["effective_n"] is None else f"{p['effective_n']:.0f}"
-            shown = _interval(p) if p["low"] is not None else "-"
-            click.echo(
-                f"{name:<24} {_pct(a['success']):>8} {_pct(g['mean'] if g else None):>15} {_pct(p['mean']):>10} "
-                f"{shown:>18} {p['n_human']:>7} {p['n_judge']:>7} {worth:>7}"
-            )
-        click.echo(
+        _ppi_table(
+            result,
+            ("learned", "learned_agreement", "learned agrees", "cross-PPI", "-"),
+            None,
             "Learned: a logistic regression of people's outcomes on the features, cross-fitted over 5 folds "
             "of people's continuations (agreement: with people it was not trained on); cross-PPI: "
-            "cross-prediction-powered inference from both ('-': too few people or nothing to add)."
+            "cross-prediction-powered inference from both ('-': too few people or nothing to add).",
         )
     reasons = {c["reason"] for a in result["agents"].values() if (c := a["corrected"]).get("reason")}
     for reason in sorted(reasons):
