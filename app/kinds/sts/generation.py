@@ -26,6 +26,8 @@ from app.errors import InputError
 from app.kinds.sts import rollout
 from app.kinds.sts.models import (
     BUILTIN_AGENTS,
+    BUILTIN_VERSION,
+    PEOPLE,
     Continuation,
     GenerationRun,
     Recording,
@@ -72,6 +74,13 @@ def create_run(
 ) -> GenerationRun:
     """Store the run and its job (the caller submits it). One run of an agent on a suite at a
     time: a second while one is queued or running would race it for the same continuations."""
+    if agent.name == PEOPLE and agent.version == BUILTIN_VERSION:
+        raise Conflict(
+            "people's continuations come from a play study of the version (people.py), not from a "
+            "generation: POST /api/v1/sts/suites/{id}/versions/{n}/play-study, then "
+            "POST /api/v1/sts/continuations/from-study",
+            field="agent",
+        )
     c = _int(continuations, "continuations", 1, MAX_CONTINUATIONS)
     seed = _int(seed, "seed", 0, 2**31 - 1)
     batch_size = _int(batch_size, "batch_size", 1, MAX_BATCH)

@@ -23,7 +23,9 @@ VERSION_STATES = ("draft", "published")
 BUILTIN_AGENTS: dict[str, str] = {
     "expert": "BabyAI's scripted expert (BabyAIBot), following the context: the skyline",
     "random": "uniform over the seven actions: the floor",
+    "people": "people playing the scenarios in a play study (people.py): the human row, never generated",
 }
+PEOPLE = "people"  # the built-in whose continuations come from a play study, not a policy
 BUILTIN_VERSION = "built-in"
 # How a continuation ended (rollout.Continuation.end).
 ENDS = ("success", "failure", "time out", "length")

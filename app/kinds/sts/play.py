@@ -6,6 +6,11 @@ seed: it sends the actions so far and the server replays them and renders the gr
 for the worker whose task holds the item). The answer is the action list, replayed again when
 it is sent (`parse_play`): an action that is not one, one after the episode ended, or more
 than the level's step limit is refused naming the field `actions`.
+
+A play item of a scenario (people.py, the human row) starts at the scenario's takeover state:
+its payload also keeps, on the server only, the scenario id and the context's actions, which
+are replayed before the worker's; `max_steps` is then the scenario's continuation length and
+the steps and the success step count from the takeover, as an agent's continuation's do.
 """
 
 from __future__ import annotations
@@ -83,8 +88,19 @@ def replay_play(payload: dict, actions: list[int]) -> Replay:
     cap = int(payload["max_steps"])
     if len(actions) > cap:  # before replaying any of them
         raise InputError(f"{len(actions)} actions, but this mission ends after at most {cap}", field="actions")
-    rec = Replayable(payload["level"], int(payload["seed"]), payload["mission"], actions, "human")
+    context = [int(a) for a in payload.get("context") or []]
+    rec = Replayable(payload["level"], int(payload["seed"]), payload["mission"], [*context, *actions], "human")
     return replay(rec, frames=False)
+
+
+def context_length(payload: dict) -> int:
+    """Actions replayed before the worker's (a scenario's context; 0 for a mission)."""
+    return len(payload.get("context") or [])
+
+
+def after_context(step: int | None, payload: dict) -> int | None:
+    """A step of the whole episode counted from the takeover (None stays None)."""
+    return None if step is None else step - context_length(payload)
 
 
 def parse_play(data: dict, payload: dict | None) -> dict:
@@ -93,7 +109,7 @@ def parse_play(data: dict, payload: dict | None) -> dict:
     actions = parse_actions(data.get("actions"))
     if payload is None:  # shape only
         return {"actions": actions}
-    return {"actions": actions, "success_step": replay_play(payload, actions).success_step}
+    return {"actions": actions, "success_step": after_context(replay_play(payload, actions).success_step, payload)}
 
 
 def state(payload: dict, actions: list[int]) -> dict:
@@ -101,10 +117,13 @@ def state(payload: dict, actions: list[int]) -> dict:
     second one for the picture), the step, and whether the episode ended and in success."""
     episode = replay_play(payload, actions).episode
     png = encode_png(episode.frame(int(payload["tile"])))
+    step = len(actions)
+    # A scenario's play ends at its continuation length, as an agent's continuation does.
+    cap = int(payload["max_steps"]) if "context" in payload else episode.max_steps
     return {
-        "step": episode.steps,
-        "max_steps": episode.max_steps,
-        "done": episode.done,
+        "step": step,
+        "max_steps": cap,
+        "done": episode.done or ("context" in payload and step >= cap),
         "success": episode.success,
         "frame": "data:image/png;base64," + base64.b64encode(png).decode("ascii"),
     }

@@ -35,7 +35,7 @@ class StudyIn(StudySettings):
 
     model_config = ConfigDict(extra="forbid")
     # The built-in names the code takes (BUILTIN_AGENTS), so the schema allows no other text.
-    agents: list[BodyId | Literal["expert", "random"]] = Field(
+    agents: list[BodyId | Literal["expert", "random", "people"]] = Field(
         min_length=1, max_length=MAX_AGENTS, json_schema_extra={"uniqueItems": True}
     )
     reference: ReferenceIn = Field(default_factory=ReferenceIn)
@@ -147,3 +147,100 @@ def study_from_version_page(
             f"them reference {noun}. Launch it when ready.",
         )
     return _back(request, back, f"No study made: {out['error']}", "error")
+
+
+# --- the human row (people.py): people play the version's scenarios -------------------------
+
+
+class PlayStudyIn(StudySettings):
+    model_config = ConfigDict(extra="forbid")
+    tile: Annotated[int, Field(ge=4, le=32), NOT_BOOL] | None = None
+
+
+@api.post("/suites/{suite_id}/versions/{number}/play-study", status_code=201)
+def play_study_from_version(
+    suite_id: Id, number: Id, body: PlayStudyIn, session: Session = Depends(db), user: User = Depends(researcher)
+) -> dict:
+    """A draft play study of the published version n: one item a scenario, which the worker
+    plays by keyboard from its takeover state for at most its continuation length (the
+    scenario and its context stay on the server). Its answers become continuations of the
+    built-in agent "people" (POST /api/v1/sts/continuations/from-study)."""
+    from app.kinds.sts.people import build_play_study
+
+    settings = StudySettings(**body.model_dump(include=set(StudySettings.model_fields)))
+    with _answers():
+        suite, version = _version(session, user, suite_id, number)
+        _, out = build_play_study(session, session.merge(user), suite, version, settings, tile=body.tile)
+    return out
+
+
+class PeopleIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    study_id: BodyId
+
+
+@api.post("/continuations/from-study", status_code=201)
+def people_continuations(body: PeopleIn, session: Session = Depends(db), user: User = Depends(researcher)) -> dict:
+    """A scenario play study's answers as continuations of the built-in agent "people" (the
+    study's owner or an admin; 404 for another researcher; 409 for a study that is not one).
+    An answer stored before is skipped (`existing`), as are empty plays (`empty`); annotators
+    are named by pseudonym."""
+    from app.kinds.sts.people import continuations_from_study
+
+    with _answers():
+        return continuations_from_study(session, user, body.study_id)
+
+
+@router.post("/sts/suites/{suite_id}/versions/{number}/play-study")
+def play_study_page(
+    request: Request,
+    suite_id: Id,
+    number: Id,
+    title: str = Form(""),
+    annotations_per_item: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+):
+    """The suite page's button for a play study of a published version (the API's route)."""
+    from app.kinds.sts.people import build_play_study
+
+    with _answers():
+        suite, version = _version(session, user, suite_id, number)
+    out: dict = {}
+    with _flashed(request, out):
+        given = {
+            "title": title.strip() or f"{suite.name}, version {number}: people play",
+            "annotations_per_item": form_number(annotations_per_item, "annotations_per_item"),
+        }
+        settings = StudySettings(**{k: v for k, v in given.items() if v is not None})
+        study, summary = build_play_study(session, session.merge(user), suite, version, settings)
+        return _back(
+            request,
+            f"/studies/{study.id}",
+            f"Draft play study made from version {number}: {summary['items']} scenarios to play. Launch it when "
+            "ready; when people have played, store their plays as the agent people's continuations.",
+        )
+    return _back(request, f"/sts/suites/{suite_id}?version={number}#study", f"No study made: {out['error']}", "error")
+
+
+@router.post("/sts/studies/{study_id}/people")
+def people_continuations_page(
+    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
+):
+    """The play study page's button: the plays as people's continuations (the API's route)."""
+    from app.kinds.sts.people import continuations_from_study
+
+    out: dict = {}
+    with _answers(), _flashed(request, out):
+        result = continuations_from_study(session, user, study_id)
+        skipped = [
+            f"{result[k]} {what}" for k, what in (("existing", "stored before"), ("empty", "empty")) if result[k]
+        ]
+        return _back(
+            request,
+            f"/studies/{study_id}",
+            f"Stored {result['created']} plays as continuations of people"
+            + (f" (skipped: {', '.join(skipped)})" if skipped else "")
+            + ": build a study with people among its agents.",
+        )
+    return _back(request, f"/studies/{study_id}", f"Nothing stored: {out['error']}", "error")
