@@ -162,12 +162,17 @@ POST /api/v1/sts/suites/{suite_id}/versions/{number}/scenarios 401 401 201   404
 GET  /api/v1/sts/suites/{suite_id}/versions/{number}/agents 401  401  200    404    200    200     404     200     401
 POST /api/v1/sts/suites/{suite_id}/versions/{number}/generations 401 401 202 404    202    202     404     202     401
 POST /api/v1/sts/suites/{suite_id}/versions/{number}/study 401   401  201    404    201    201     404     201     401
+POST /api/v1/sts/suites/{suite_id}/versions/{number}/play-study 401 401 201  404    201    201     404     201     401
+# the probe's play study is of missions, not of a suite's scenarios: 409 where allowed
+POST /api/v1/sts/continuations/from-study               401    401    409    404    409    409     404     409     401
 GET  /api/v1/sts/generations/{run_id}                   401    401    200    404    200    200     404     200     401
 PATCH /api/v1/sts/scenarios/{scenario_id}               401    401    200    404    200    200     404     200     401
 DELETE /api/v1/sts/scenarios/{scenario_id}              401    401    409    404    409    409     404     409     401
 POST /api/v1/sts/scenarios/{scenario_id}/tags           401    401    200    404    200    200     404     200     401
 DELETE /api/v1/sts/scenarios/{scenario_id}/tags/{tag}   401    401    200    404    200    200     404     200     401
 POST /sts/suites/{suite_id}/versions/{number}/study     login  login  303    404    303    303     404     303     401
+POST /sts/suites/{suite_id}/versions/{number}/play-study login login 303  404    303    303     404     303     401
+POST /sts/studies/{study_id}/people                     login  login  303    404    303    303     404     303     401
 # ---- an STS study of the probe suite: metrics to correlate with (the study's managers), and
 #      failed continuations classified with the paper's error types (admins only)
 POST /sts/studies/{study_id}/metrics                    login  login  303    404    303    303     404     303     401
@@ -887,8 +892,12 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         form = {"tag": f"page {role}"}
     elif key == "POST /sts/studies/{study_id}/recordings":
         form = {}
-    elif key == "POST /api/v1/sts/recordings/from-study":
+    elif key in ("POST /api/v1/sts/recordings/from-study", "POST /api/v1/sts/continuations/from-study"):
         kw["json"] = {"study_id": w.sts["play"]}
+    elif key == "POST /api/v1/sts/suites/{suite_id}/versions/{number}/play-study":
+        kw["json"] = {"title": f"Probe play {role}"}
+    elif key in ("POST /sts/suites/{suite_id}/versions/{number}/play-study", "POST /sts/studies/{study_id}/people"):
+        form = {}
     elif key == "POST /api/v1/sts/recordings/expert":
         kw["json"] = {"level": "BabyAI-GoToLocal-v0", "seeds": [2]}
     elif key == "POST /sts/suites/{suite_id}/versions/{number}/study":

@@ -173,6 +173,7 @@ def test_the_suite_page_makes_a_play_study_and_its_page_stores_the_plays(client,
     assert api("POST", f"/api/v1/sts/suites/{suite}/versions/1/publish").status_code == 200
     page = client.get(f"/sts/suites/{suite}?version=1").text
     assert f'action="/sts/suites/{suite}/versions/1/play-study"' in page
+    assert '<option value="people">' not in page  # people are never generated: not offered for a run
     r = client.post(
         f"/sts/suites/{suite}/versions/1/play-study",
         data={"csrf_token": csrf, "annotations_per_item": "1"},
