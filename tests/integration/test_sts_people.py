@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from app.kinds import get_kind
 from app.kinds.sts.models import Continuation, Recording, Scenario
-from app.kinds.sts.recordings import Replayable, check
+from app.kinds.sts.recordings import Replayable, check, expert_recording
 from app.studies import assignment, services
 from app.studies.models import Assignment, Item, Study
 from tests.conftest import login, make_user
@@ -21,6 +21,7 @@ from tests.integration.test_sts import _truth
 from tests.integration.test_sts_play import _enter
 from tests.integration.test_sts_suites import _generate, _json, _mine, _recordings, _suite
 
+LEVEL = "BabyAI-GoToLocal-v0"
 K = 2  # the scenarios take over this many expert steps before its success
 
 
@@ -188,3 +189,8 @@ def test_the_suite_page_makes_a_play_study_and_its_page_stores_the_plays(client,
     assignment.submit(session, study, bundle.id, a.id, {"actions": _rest(session, session.get(Item, a.item_id))}, "k")
     r = client.post(f"/sts/studies/{study.id}/people", data={"csrf_token": csrf}, follow_redirects=True)
     assert "Stored 1 plays as continuations of people" in r.text
+    # As recordings, a scenario's plays are whole episodes: the context, then the person's moves.
+    r = api("POST", "/api/v1/sts/recordings/from-study", {"study_id": study.id})
+    assert r.status_code == 201 and r.json()["created"] == 1, r.text
+    rec = session.get(Recording, r.json()["recordings"][0]["id"])
+    assert rec.actions == expert_recording(LEVEL, 2).actions and rec.success_step == rec.n_actions

@@ -225,9 +225,9 @@ def play_recordings(session: Session, user: User, study_id: int, *, only_success
         if not response["actions"]:
             counts["empty"] += 1
             continue
-        rec = Replayable(
-            payload["level"], int(payload["seed"]), payload["mission"], list(response["actions"]), f"human:{who}", rid
-        )
+        # A scenario's play (people.py) starts after its context: the recording is the whole episode.
+        actions = [*(payload.get("context") or []), *response["actions"]]
+        rec = Replayable(payload["level"], int(payload["seed"]), payload["mission"], actions, f"human:{who}", rid)
         try:
             outcome = check(rec)
         except RecordingError as exc:  # it replayed when it was sent: the simulator changed since

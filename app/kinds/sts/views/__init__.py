@@ -1,7 +1,8 @@
 """Pages and API of the STS suites (paper 004, sections 3.1-3.2 and 5.1): recordings, suites and
 their versions, scenarios mined in bulk or on a recording's timeline, personal tags,
-generation runs, and a study built from a published version; and the play study's two routes,
-the grid a worker plays on and the plays stored as recordings.
+generation runs, and a study built from a published version; the play study's two routes,
+the grid a worker plays on and the plays stored as recordings; and the human row (a play study
+of a version's scenarios, its plays stored as the agent "people", in study.py).
 
 Researchers and admins only, but for the play grid (the crowd worker whose task holds the
 item); another researcher's suite, scenario, recording, run or study is 404. A published
