@@ -155,6 +155,16 @@ def test_people_play_the_scenarios_and_become_a_row_of_the_leaderboard(app, clie
     assert rows["people"]["n"] == 6 and rows["people"]["success"]["mean"] == 0.5 == rows["people"]["simulator"]
     assert rows["expert"]["success"]["mean"] == 1.0
 
+    # And side by side: people's plays paired with the expert's continuations of each scenario.
+    r = api(
+        "POST",
+        f"/api/v1/sts/suites/{suite}/versions/1/study",
+        {"title": "Pairs with people", "agents": ["expert", "people"], "pairs": True, "annotations_per_item": 1},
+    )
+    assert r.status_code == 201 and r.json()["items"] == 3 * 2, r.text
+    for item in session.scalars(select(Item).where(Item.study_id == r.json()["study"])):
+        assert {item.reference["a"]["agent"], item.reference["b"]["agent"]} == {"expert", "people"}
+
     # Only the study's owner or an admin converts; a study of markers is not one of plays.
     r = api("POST", "/api/v1/sts/continuations/from-study", {"study_id": marked.id})
     assert r.status_code == 409 and r.json()["field"] == "study_id"
