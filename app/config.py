@@ -131,16 +131,46 @@ def weak_secret_key(key: str) -> str | None:
             f"SECRET_KEY looks like about {math.floor(bits)} bits of randomness; it needs at least "
             f"{MIN_SECRET_BITS}: use a random key, not words or a pattern"
         )
-    # A part repeated with a change ("proctor" x 5 + "12"): most of it is copies of what came
-    # before it. A random key's copies are chance runs of 4 or 5 characters (a few percent of it).
-    if repeated_share(key) >= 0.5:
+    # A part repeated with a change ("proctor" x 5 + "12", sixteen 0s and 16 random digits):
+    # much of it is copies of what came before it. A random key's copies are chance runs of 4
+    # or 5 characters (a few percent of it).
+    if repeated_share(key) >= MAX_REPEATED_SHARE:
         return "SECRET_KEY repeats parts of itself; use a random key"
+    if counting(key):
+        return "SECRET_KEY counts (1, 2, 3... or 0, 2, 4...); use a random key"
     return _weak_encoding(key)
 
 
-# key_bits of a key's decoded bytes, as a share of the most their number allows: 16 random bytes
-# (token_hex(16)) score 0.83 and up, 24 (token_urlsafe(24), base64 of 24) 0.86 (lowest of 100,000
-# draws of each); a counter's bytes, mostly zeros, 0.3 or less.
+MAX_REPEATED_SHARE = 0.4
+
+
+def counting(key: str) -> bool:
+    """Whether the key is numbers counting by a step, written out: with separators ("1,2,3")
+    or run together ("123456789101112", "02468101214"), from any start."""
+    import re
+
+    numbers = [int(n) for n in re.findall(r"\d+", key)]
+    if len(numbers) >= 6 and sum(map(len, re.findall(r"\d+", key))) >= 0.5 * len(key):
+        if len({b - a for a, b in zip(numbers, numbers[1:])}) == 1:
+            return True
+    if not key.isdigit():
+        return False
+    for first in range(1, 7):  # the first number's digits, then the second's
+        for second in (first, first + 1):
+            a, b = int(key[:first]), int(key[first : first + second] or 0)
+            if b <= a or key[first] == "0":
+                continue
+            written, n = "", a
+            while len(written) < len(key):
+                written += str(n)
+                n += b - a
+            if written.startswith(key):
+                return True
+    return False
+
+
+# decoded_share of random bytes: 0.7x and up (see the calibration in tests); a counter's bytes, or
+# a counter's steps, 0.3 or less.
 MIN_DECODED_SHARE = 0.5
 
 
@@ -155,21 +185,44 @@ def _weak_encoding(key: str) -> str | None:
         if why is not None and not why.startswith("SECRET_KEY has "):  # short texts decode from short keys
             return f"{why.removesuffix('; use a random key')} once decoded from hex or base64; use a random key"
         return None
-    n = len(data)
-    if key_bits(data.decode("latin-1")) < MIN_DECODED_SHARE * n * math.log2(min(n, 256)):
-        return "SECRET_KEY decodes (hex or base64) to bytes that repeat themselves; use a random key"
+    if decoded_share(data) < MIN_DECODED_SHARE:
+        return "SECRET_KEY decodes (hex, base32 or base64) to bytes that repeat themselves or count; use a random key"
     return None
 
 
+def decoded_share(data: bytes) -> float:
+    """How random bytes look, 0 to 1: key_bits of them and of the steps between them, as a share
+    of the most their number allows, the lowest over the bytes taken 1, 2, 3 or 4 apart (a
+    counter of 2-byte numbers is zeros every other byte) and averaged over where each starts."""
+
+    def share(part: bytes) -> float:
+        n = len(part)
+        return key_bits(part.decode("latin-1")) / (n * math.log2(min(n, 256))) if n > 1 else 1.0
+
+    def steps(part: bytes) -> bytes:
+        return bytes((b - a) % 256 for a, b in zip(part, part[1:]))
+
+    return min(
+        sum(min(share(p), share(steps(p))) for p in parts) / len(parts)
+        for parts in ([data[i::apart] for i in range(apart)] for apart in (1, 2, 3, 4))
+    )
+
+
 def _decoded(key: str) -> bytes | None:
-    """The bytes a hex or base64 (either alphabet) key stands for, or None: at least 16 of them."""
+    """The bytes a hex, base32 or base64 (either alphabet) key stands for, or None: at least 16."""
     import base64
     import binascii
 
     padded = key + "=" * (-len(key) % 4)
-    for altchars in (None, b"+/", b"-_"):  # None: hex
+    # The smallest alphabet the key fits first: hex keys are also base32 and base64 text.
+    for altchars in (None, b"32", b"+/", b"-_"):  # None: hex; b"32": base32 (upper case)
         try:
-            data = bytes.fromhex(key) if altchars is None else base64.b64decode(padded, altchars, validate=True)
+            if altchars is None:
+                data = bytes.fromhex(key)
+            elif altchars == b"32":
+                data = base64.b32decode(key + "=" * (-len(key) % 8))
+            else:
+                data = base64.b64decode(padded, altchars, validate=True)
         except (ValueError, binascii.Error):
             continue
         if len(data) >= 16:
@@ -223,6 +276,21 @@ _SEQUENCES = (
     "8ik,",
     "9ol.",
     "0p;/",
+    # the same with shift held (lower case: keys are compared lower-cased)
+    "!@#$%^&*()_+",
+    "qwertyuiop{}|",
+    'asdfghjkl:"',
+    "zxcvbnm<>?",
+    "!qaz",
+    "@wsx",
+    "#edc",
+    "$rfv",
+    "%tgb",
+    "^yhn",
+    "&ujm",
+    "*ik<",
+    "(ol>",
+    ")p:?",
 )
 _NEXT = {(s[i], s[i + 1]) for s in _SEQUENCES for i in range(len(s) - 1)}
 _NEXT |= {(b, a) for a, b in _NEXT}

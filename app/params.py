@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from fastapi import File, Path
 from pydantic import BeforeValidator, Field
+from pydantic_core import PydanticCustomError
 
 MAX_ID = 2**31 - 1  # ids are INTEGER columns (PostgreSQL's int4), and positive
 
@@ -26,11 +27,27 @@ def _not_bool(value: object) -> object:
 
 
 NOT_BOOL = BeforeValidator(_not_bool)
+
+
+def _whole(value: object) -> object:
+    """A whole number as JSON Schema's `integer` has it: 3 or 3.0, never true, "3" or 3.5
+    (pydantic's strict mode refuses 3.0, its lax mode takes "3" and true)."""
+    if isinstance(value, bool) or isinstance(value, str):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+WHOLE = BeforeValidator(_whole)
+Whole = Annotated[int, WHOLE]
 BodyId = Annotated[int, Field(ge=1, le=MAX_ID), NOT_BOOL]
 
-# A name the code strips and refuses when nothing is left: at least one non-space character
-# (JSON Schema's `pattern` and pydantic's both search, unanchored).
-NOT_BLANK = r"\S"
+# A name the code strips and refuses when nothing is left: at least one character Python's
+# str.strip() keeps (JSON Schema's `pattern` and pydantic's both search, unanchored). Not `\S`:
+# ECMA-262's white space (the schema's) and Python's differ (U+001C-U+001F and U+0085 are
+# Python's only, U+FEFF ECMA's), so the class lists Python's, as both dialects read it.
+NOT_BLANK = r"[^\t\n\x0b\x0c\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,12 @@ def list_agents(session: Session = Depends(db), user: User = Depends(researcher)
 @router.post("/agents", response_model=AgentOut, status_code=201, tags=["agents"])
 def create_agent(body: AgentIn, session: Session = Depends(db), user: User = Depends(researcher)):
     a = services.register_agent(
-        session, session.merge(user), body.kind or default_kind(), body.name, body.version, body.description
+        session,
+        session.merge(user),
+        default_kind() if body.kind is None else body.kind,
+        body.name,
+        body.version,
+        body.description,
     )
     session.commit()
     return AgentOut(id=a.id, name=a.name, kind=a.kind, version=a.version)

@@ -16,7 +16,7 @@ from app.auth.deps import db, managed_study, require, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
 from app.kinds import all_kinds, default_kind, get_kind
-from app.params import MAX_ID, UPLOAD, Id
+from app.params import MAX_ID, NOT_BLANK, UPLOAD, Id, Whole
 from app.storage import get_store
 from app.studies import assignment, services
 from app.studies.models import Item, Study, StudyState
@@ -72,7 +72,7 @@ def list_studies(session: Session = Depends(db), user: User = Depends(researcher
 def _settings_schema() -> dict[str, Any]:
     """StudySettings' own JSON schema, a title with something besides spaces (issue 26.8)."""
     schema = services.StudySettings.model_json_schema()
-    schema["properties"]["title"]["pattern"] = r"\S"
+    schema["properties"]["title"]["pattern"] = NOT_BLANK
     return schema
 
 
@@ -180,11 +180,11 @@ def set_state(
 
 
 class PeopleSampleIn(BaseModel):
-    # strict: JSON's true and false are not the numbers 1 and 0 here
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid")
 
-    n: int = Field(ge=1, le=MAX_ID, description="how many of the study's non-gold items people judge")
-    seed: int | None = Field(None, ge=0, le=2**31 - 1, description="the draw's seed (made when left out)")
+    # Whole: JSON's true and "1" are not the number 1 here; 1.0 is (JSON Schema's integer)
+    n: Whole = Field(ge=1, le=MAX_ID, description="how many of the study's non-gold items people judge")
+    seed: Whole | None = Field(None, ge=0, le=2**31 - 1, description="the draw's seed (made when left out)")
 
 
 @router.put("/studies/{study_id}/people-sample", tags=["studies"], response_model=None)

@@ -20,6 +20,7 @@ from app.crowd.prolific import link_code
 from app.db import utcnow
 from app.errors import InputError
 from app.kinds import all_kinds, get_kind
+from app.params import Whole
 from app.kinds.base import ImportResult, TaskKind
 from app.studies.models import Item, Study
 
@@ -399,7 +400,7 @@ class StudyEdit(BaseModel):
     # Adaptive allocation on or off, and its floor (app/leaderboards/adaptive.py).
     # strict: JSON's 0 and 1 are not false and true here
     adaptive: bool | None = Field(None, strict=True)
-    adaptive_floor: int | None = Field(None, ge=1, le=100, strict=True)
+    adaptive_floor: Whole | None = Field(None, ge=1, le=100)
 
 
 def edit_study(session: Session, study: Study, edit: StudyEdit, actor: User) -> Study:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from app.params import NOT_BLANK
 from tests.conftest import make_user
 
 pytestmark = pytest.mark.backend_agnostic(  # on SQLite only: see tests/conftest.py
@@ -55,7 +56,7 @@ def test_empty_names_are_refused_as_the_schema_says(doc, app, session):
 
     for path, field in (("/api/v1/agents", "name"), ("/api/v1/sts/suites", "name")):
         prop = _json_body(doc, path)["properties"][field]
-        assert prop["minLength"] == 1 and prop["pattern"] == r"\S", (path, prop)
+        assert prop["minLength"] == 1 and prop["pattern"] == NOT_BLANK, (path, prop)
     decision = _json_body(doc, "/api/v1/studies/{study_id}/review")["properties"]["decision"]
     assert decision["enum"] == ["approve", "reject"]
     token = create_token(session, make_user(session, "admin"), "t")

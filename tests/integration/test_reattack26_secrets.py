@@ -33,6 +33,20 @@ PATTERNS = [
     base64.b64encode(b"".join(i.to_bytes(4, "big") for i in range(10))).decode(),
     base64.urlsafe_b64encode(b"".join(i.to_bytes(4, "big") for i in range(10))).decode(),
     b"".join(i.to_bytes(2, "big") for i in range(20)).hex(),
+    # round 5: a counter of single bytes (every byte different) in base64 and base32, 2-byte
+    # counters in base32, numbers counting written out, keyboard walks with shift held, and
+    # half the key one character
+    base64.b64encode(bytes(range(48))).decode(),
+    base64.b64encode(bytes(range(0, 144, 3))).decode(),
+    base64.urlsafe_b64encode(bytes(range(200, 248))).decode(),
+    base64.b32encode(bytes(range(20))).decode(),
+    base64.b32encode(b"".join(i.to_bytes(2, "big") for i in range(12))).decode(),
+    "1234567891011121314151617181920212223242526272829",
+    "0246810121416182022242628303234363840424446485052545658",
+    ",".join(str(i) for i in range(1, 25)),
+    '!@#$%^&*()_+QWERTYUIOP{}|ASDFGHJKL:"ZXCVBNM<>?',
+    "!QAZ@WSX#EDC$RFV%TGB^YHN&UJM*IK<(OL>)P:?",
+    "0" * 16 + "1b3886f4f9467e5b",
 ]
 
 
@@ -51,6 +65,8 @@ def test_random_keys_are_never_refused_for_a_run_they_happen_to_hold():
         lambda: secrets.token_urlsafe(48),
         lambda: "test-secret-" + secrets.token_hex(24),
         lambda: base64.b64encode(secrets.token_bytes(24)).decode(),  # decoded: 24 random bytes
+        lambda: base64.b32encode(secrets.token_bytes(20)).decode(),
+        lambda: "".join(secrets.choice("0123456789") for _ in range(40)),  # digits: never "counting"
         lambda: "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789!@#$%^&*(-_=+)") for _ in range(50)),
     ):
         refused = [k for k in (make() for _ in range(1500)) if weak_secret_key(k) is not None]

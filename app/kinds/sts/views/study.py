@@ -13,7 +13,7 @@ from app.auth.models import User
 from app.kinds.sts import suites
 from app.kinds.sts.study import MAX_AGENTS, MAX_REFERENCE
 from app.kinds.sts.views.common import _answers, _back, _flashed, _version, researcher
-from app.params import MAX_ID, NOT_BOOL, BodyId, Id
+from app.params import MAX_ID, NOT_BOOL, BodyId, Id, Whole
 from app.studies.services import StudySettings
 from app.web import form_number
 
@@ -23,10 +23,10 @@ api = APIRouter(prefix="/api/v1/sts", tags=["sts"], dependencies=[Depends(verify
 
 class ReferenceIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    expert_successes: int = Field(0, ge=0, le=MAX_REFERENCE, strict=True)
-    random_failures: int = Field(0, ge=0, le=MAX_REFERENCE, strict=True)
+    expert_successes: Whole = Field(0, ge=0, le=MAX_REFERENCE)
+    random_failures: Whole = Field(0, ge=0, le=MAX_REFERENCE)
     # A pair study's reference pairs (an expert's success beside a random failure).
-    pairs: int = Field(0, ge=0, le=MAX_REFERENCE, strict=True)
+    pairs: Whole = Field(0, ge=0, le=MAX_REFERENCE)
 
 
 class StudyIn(StudySettings):
