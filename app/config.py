@@ -169,7 +169,8 @@ def counting(key: str) -> bool:
     return False
 
 
-# decoded_share of random bytes: 0.7x and up (see the calibration in tests); a counter's bytes, or
+# decoded_share of random bytes: 0.64 and up (20,000 token_hex(16), the lowest of eight shapes:
+# docs/security.md); a counter's bytes, or
 # a counter's steps, 0.3 or less.
 MIN_DECODED_SHARE = 0.5
 
