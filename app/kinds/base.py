@@ -339,14 +339,26 @@ class TaskKind(ABC):
         """Leaderboard rows computed without people or agents (e.g. a random baseline)."""
         return []
 
+    # What the kind ranks its agents by, as people judge them (app/leaderboards/ranking.py's
+    # Ranking: the agent of an item, the unit, how an answer's value in [0, 1] is taken, the
+    # words of the settled table). None: the kind's items are not agents' outputs.
+    ranking: ClassVar[Any] = None
+
+    def ranking_for(self, settings: JSONDict | None = None) -> Any:
+        """The Ranking of a study with these kind_settings (a kind's mode may rank nothing)."""
+        return self.ranking
+
     def ranking_arrivals(self, session: Any, study: Any) -> dict[str, list[tuple[Any, Any, float]]] | None:
-        """What the kind ranks its agents by, as people's judgements arrived: per agent (the
-        `category` of the items that are its outputs), (arrival, unit, value in [0, 1]) in
-        the order they arrived (app/leaderboards/sequential.py's Arrival; a unit's first value
-        counts). The settled comparisons and adaptive allocation (app/leaderboards/adaptive.py)
-        read it. None (the default): the kind's items are not agents' outputs, and a study of
-        it cannot be allocated adaptively."""
-        return None
+        """What the kind ranks its agents by, as people's judgements arrived: per agent,
+        (arrival, unit, value in [0, 1]) in the order they arrived (app/leaderboards/
+        sequential.py's Arrival; a unit's first value counts). The settled table and adaptive
+        allocation (app/leaderboards/adaptive.py) read it; built by the core from
+        ranking_for (app/leaderboards/ranking.py). None: the study ranks no agents, and
+        cannot be allocated adaptively."""
+        from app.leaderboards.ranking import arrivals
+
+        ranking = self.ranking_for(getattr(study, "kind_settings", None))
+        return None if ranking is None else arrivals(session, study, ranking)
 
     # Whether the kind has a pairwise (side-by-side) mode: two agents' outputs on one unit,
     # judged against each other (STS: docs/kinds/sts.md, "Side by side"), ranked with
@@ -355,9 +367,9 @@ class TaskKind(ABC):
 
     def adaptive_for(self, settings: JSONDict | None = None) -> bool:
         """Whether a study with these kind_settings can be allocated adaptively: the kind ranks
-        its agents by people's judgements (ranking_arrivals), or sets its items' priorities
-        itself (item_priorities)."""
-        return type(self).ranking_arrivals is not TaskKind.ranking_arrivals
+        its agents by people's judgements (ranking_for), or sets its items' priorities
+        itself (item_priorities: a kind overrides this to say so)."""
+        return self.ranking_for(settings) is not None
 
     def item_priorities(self, session: Any, study: Any) -> dict[int, float] | None:
         """Each non-gold item's priority under adaptive allocation where the kind sets them

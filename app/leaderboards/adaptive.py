@@ -4,8 +4,8 @@ comparisons, app/leaderboards/settled.py) with fewer judgements than spreading t
 
 How it works: a periodic job (`refresh`, run every minute with the job sweeper: the in-process
 worker's loop and Celery beat's sweep task, app/jobs.py and workers/tasks.py) reads the kind's
-per-agent arrivals (TaskKind.ranking_arrivals: each unit's first value per agent, in arrival
-order), settles every pair of agents by their confidence sequences (sequential.settle) and
+per-agent arrivals (TaskKind.ranking_arrivals, built from the kind's Ranking by
+app/leaderboards/ranking.py: each unit's first value per agent, in arrival order), settles every pair of agents by their confidence sequences (sequential.settle) and
 writes each item's priority (Item.priority):
 
     priority = 1 + u   for the items of an agent in at least one open pair,
@@ -46,6 +46,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.leaderboards import sequential
+from app.leaderboards.ranking import item_agents
 from app.leaderboards.sequential import Arrival
 from app.leaderboards.settled import DELTA
 from app.studies.models import Item, Study
@@ -117,21 +118,23 @@ def refresh_study(session: Session, study: Study) -> dict[str, Any]:
             session, [{"id": i, "priority": own[i]} for i, p in sorted(current) if i in own and own[i] != p]
         )
         return {"open": [], "settled": [], "changed": written}
+    ranking = kind.ranking_for(study.kind_settings)
     arrivals = kind.ranking_arrivals(session, study)
-    if arrivals is None:
+    if ranking is None or arrivals is None:
         return {"open": [], "settled": [], "changed": 0}
+    owner = item_agents(session, study, ranking)  # item -> its agent (the kind's Ranking)
     rows = session.execute(
-        select(Item.id, Item.category, Item.cluster, Item.position, Item.priority).where(
+        select(Item.id, Item.cluster, Item.position, Item.priority).where(
             Item.study_id == study.id, Item.is_gold.is_(False)
         )
     ).all()
-    agents = sorted({r.category for r in rows} | set(arrivals))
+    agents = sorted({a for a in owner.values() if a is not None} | set(arrivals))
     opened = open_agents(arrivals, agents)
     orders = unit_orders((r.id, r.cluster, r.position) for r in rows)
     changed = [
         {"id": r.id, "priority": p}
         for r in sorted(rows, key=lambda r: r.id)
-        if (p := item_priority(r.category in opened, orders[r.id])) != r.priority
+        if (p := item_priority(owner.get(r.id) in opened, orders[r.id])) != r.priority
     ]
     _write(session, changed)
     return {"open": sorted(opened), "settled": sorted(set(agents) - opened), "changed": len(changed)}

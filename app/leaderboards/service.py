@@ -31,6 +31,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from app.agents.models import Agent, AgentOutput
 from app.auth.models import IMPORTED_PLATFORM, User
+from app.leaderboards import ranking
 from app.kinds import get_kind
 from app.leaderboards import stats
 from app.leaderboards.models import ItemAnswerTotal, ItemSummary, WorkerCategoryTotal, WorkerConsistencyTotal
@@ -199,7 +200,7 @@ def compute(session: Session, study: Study, annotators: tuple[int, int] | None =
         "rows": rows,
         "annotators": page,
         "agreement": _agreement_from_totals(session, study),
-        "extra": kind.extra_leaderboard(session, study),
+        "extra": ranking.section(session, study, kind),  # the kind's tables, then the settled one
         **_dawid_skene(session, study, rows),
     }
 
@@ -405,7 +406,7 @@ def _board(
         "category_label": kind.category_label,
         "rows": rows,
         "agreement": agreement(per_item),
-        "extra": kind.extra_leaderboard(session, study),
+        "extra": ranking.section(session, study, kind),  # the kind's tables, then the settled one
     }
 
 

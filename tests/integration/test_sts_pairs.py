@@ -103,9 +103,9 @@ def test_a_pair_study_from_a_suite_is_judged_and_ranked_as_worked_by_hand(client
     for g in gold:  # a reference pair: the expert's success beside the random policy's failure
         assert g.reference["better"] == _side_of(g, "expert")
         assert g.reference[g.reference["better"]]["simulator"] == "success"
-    # A single study cannot be allocated adaptively; a pair study can (which pair next).
-    r = api("PATCH", f"/api/v1/studies/{single['study']}", {"adaptive": True})
-    assert r.status_code == 422 and r.json()["field"] == "adaptive"
+    # Both can be allocated adaptively: a single study by its agents' settled comparisons
+    # (the kind's Ranking), a pair study by which pair next.
+    assert api("PATCH", f"/api/v1/studies/{single['study']}", {"adaptive": True}).status_code == 200
     assert api("PATCH", f"/api/v1/studies/{study.id}", {"adaptive": True}).status_code == 200
     services.set_state(session, study, "live", owner)
     services.set_state(session, session.get(Study, single["study"]), "live", owner)

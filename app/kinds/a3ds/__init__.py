@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from app.errors import InputError
 from app.kinds.base import ImportResult, ItemSpec, TaskKind
+from app.leaderboards.ranking import Ranking
 
 CAPTIONS_LINE = '{"target": id, "distractor": id, "caption": str, "captioner": optional, "id": optional}'
 CAPTIONS_AS_OUTPUTS = (
@@ -53,6 +54,17 @@ class ReferenceGame(TaskKind):
     # Captioners are measured by the listeners' accuracy on their captions (the section);
     # the generic table is the listeners' own accuracy.
     primary_table: ClassVar[str | None] = "a3ds_accuracy"
+    # The settled table and adaptive allocation: a captioner's value on a picture pair, whether
+    # the first valid listener picked the target from its caption (the kind's score, 0/1).
+    ranking: ClassVar[Ranking | None] = Ranking(
+        unit="picture pair",
+        measure="accuracy",
+        agent="captioner",
+        value="A captioner's value on a picture pair: 1 when the first valid listener of its caption "
+        "picked the target, 0 otherwise; a pair's: the difference of the two on a picture pair both "
+        "captioned, arriving with the later of the two answers.",
+        agent_key=("reference", "captioner"),
+    )
     score_title: ClassVar[str] = "Listeners: the share of pictures picked right, per listener"
     item_noun: ClassVar[str] = "Picture pair"
     # "Can't tell" is offered unless the study's cant_tell option is 0 (import_items); the

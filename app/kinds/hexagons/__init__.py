@@ -18,6 +18,7 @@ from typing import ClassVar
 
 from app.errors import InputError
 from app.kinds.base import ImportResult, ItemSpec, TaskKind
+from app.leaderboards.ranking import Ranking
 from app.kinds.hexagons import metrics
 from app.kinds.hexagons.abstraction import LEVELS, MECHANISMS
 from app.kinds.hexagons.board import layout
@@ -48,6 +49,16 @@ class Hexagons(TaskKind):
     # Item scores are continuous (board F1 and the like): the generic majority and agreement
     # of exact score values mean nothing; the section's metrics table is the lead.
     primary_table: ClassVar[str | None] = "hexagons_metrics"
+    # The settled table and adaptive allocation: a category's value on an image, the score
+    # (0-1) of the first valid execution of one of its procedures there.
+    ranking: ClassVar[Ranking | None] = Ranking(
+        unit="image",
+        measure="score",
+        agent="category",
+        value="A category's value on an image: the score (0-1, the study's score metric) of the first "
+        "valid answer on one of its items there; a pair's: the difference of the two on an image both "
+        "have, arriving with the later of the two answers.",
+    )
     generic_table: ClassVar[bool] = False
     item_noun: ClassVar[str] = "Procedure"
     # A description study's item is a target image the instructor describes (the paper's

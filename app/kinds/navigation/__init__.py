@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 from app import jsonsafe
 from app.errors import InputError
 from app.kinds.base import ImportResult, ItemSpec, TaskKind
+from app.leaderboards.ranking import Ranking
 from app.kinds.navigation import likert, metrics
 from app.kinds.navigation.environments import check_path, get_graph
 from app.kinds.navigation.formats import parse_coop_greedy, parse_r2r
@@ -121,6 +122,16 @@ class Navigation(TaskKind):
     primary_table: ClassVar[str | None] = "navigation_metrics"
     generic_table: ClassVar[bool] = False
     score_label: ClassVar[str] = "Success rate"
+    # What the settled table and adaptive allocation read: a path's first valid follow's success.
+    ranking: ClassVar[Ranking | None] = Ranking(
+        unit="path",
+        measure="SR",
+        agent="speaker",
+        value="A speaker's value on a path: the success (0/1) of the first valid follow of its "
+        "instructions there; a pair's: the difference of the two on a path both have, arriving "
+        "with the later of the two follows.",
+        value_of=lambda response, scores, score: scores.get("success"),
+    )
     item_noun: ClassVar[str] = "Instruction"
     keyboard_hint: ClassVar[str] = (
         "Left/right arrows: look around; Enter: walk to the highlighted "
@@ -356,13 +367,6 @@ class Navigation(TaskKind):
             },
             study_defaults=dict(QC_DESIGN) if qc else {},
         )
-
-    def ranking_arrivals(self, session, study):
-        """Per speaker, each path's first follow's success (0/1) as it arrived: what the
-        settled table and adaptive allocation read (leaderboard.success_arrivals)."""
-        from app.kinds.navigation.leaderboard import success_arrivals
-
-        return dict(success_arrivals(session, study))
 
     def auto_review(self, gold, settings=None) -> tuple[str | None, str]:
         """Protocol 1: a worker is approved when they reach the goal of every QC episode

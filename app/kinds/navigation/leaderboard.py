@@ -36,7 +36,6 @@ from app.kinds.navigation.likert import leaderboard_table as likert_table
 from app.kinds.navigation.likert import level_estimate
 from app.leaderboards import stats
 from app.leaderboards.rows import D_Z_HELP, effect_size_cell, rank_cells, too_few_for_a_test, too_few_ranks, with_units
-from app.leaderboards.settled import settled_table
 from app.studies.models import Annotation, Item, Study
 
 # (key in Annotation.scores, label): the order of the table's columns. The label names the
@@ -137,30 +136,6 @@ def instruction_estimate(key: str, per_item: list[list[float]], clusters: Sequen
 def _path_of(item_id: int, cluster: str | None) -> str:
     """The unit an instruction belongs to: its path, or the instruction itself without one."""
     return cluster if cluster else f"item {item_id}"
-
-
-def success_arrivals(session: Session, study: Study) -> dict[str, list[tuple[Any, str, float]]]:
-    """Per speaker, (arrival, path, success 0/1) per valid follow in the order they arrived
-    (arrival: the annotation's created time, then its id): what the settled table's
-    confidence sequences read (a path's first follow counts for the speaker)."""
-    valid = and_(Annotation.study_id == study.id, Annotation.is_gold.is_(False), Annotation.excluded.is_(False))
-    out: dict[str, list[tuple[Any, str, float]]] = defaultdict(list)
-    for ann_id, created, item_id, cat, cluster, success in session.connection().execute(
-        select(
-            Annotation.id,
-            Annotation.created_at,
-            Annotation.item_id,
-            Item.category,
-            Item.cluster,
-            Annotation.scores["success"],
-        )
-        .join(Item, Item.id == Annotation.item_id)
-        .where(valid)
-        .order_by(Annotation.created_at, Annotation.id)
-    ):
-        if (x := _number(success)) is not None:
-            out[cat].append(((created, ann_id), _path_of(item_id, cluster), x))
-    return out
 
 
 def rank_column(
@@ -362,20 +337,6 @@ def section(session: Session, study: Study) -> dict | None:
                 ],
                 "rows": paired_rows,
             }
-        )
-    if len(cats) > 1:  # which comparisons are settled, valid however often the page is read
-        arrivals = success_arrivals(session, study)
-        tables.append(
-            settled_table(
-                "navigation_settled",
-                {c: arrivals[c] for c in cats},
-                unit="path",
-                measure="SR",
-                agent="speaker",
-                value="A speaker's value on a path: the success (0/1) of the first valid follow of its "
-                "instructions there; a pair's: the difference of the two on a path both have, arriving "
-                "with the later of the two follows.",
-            )
         )
     # The listener ensemble as an automatic judge beside people (issue 28), where a run had one.
     if (ppi := judge_table(session, study, {c: by_item[c]["success"] for c in cats})) is not None:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from app.errors import InputError
 from app.kinds.base import ImportResult, ItemSpec, TaskKind
+from app.leaderboards.ranking import Ranking
 from app.kinds.sts.score import truth as _truth
 
 # Pixels per grid cell in the frames annotators watch (an 8 x 8 room is 64 px, drawn larger).
@@ -45,6 +46,19 @@ class StandardisedTestSuite(TaskKind):
     # Items score an annotator's marker against the truth; agents are measured by the
     # success share of their continuations, which only the section computes.
     primary_table: ClassVar[str | None] = "sts_agents"
+    # The settled table and adaptive allocation: an agent's value on a scenario, the first
+    # valid answer's marker on one of its continuations there (1 for "success"). Pair studies
+    # rank by their own Davidson model (ranking_for: none).
+    ranking: ClassVar[Ranking | None] = Ranking(
+        unit="scenario",
+        measure="success share",
+        agent="agent",
+        value="An agent's value on a scenario: 1 when the first valid answer on one of its "
+        "continuations there marked a success, 0 for a failure; a pair's: the difference of the "
+        "two on a scenario both have, arriving with the later of the two answers.",
+        agent_key=("reference", "agent"),
+        value_of=lambda response, scores, score: {"success": 1.0, "failure": 0.0}.get(response.get("marker")),
+    )
     generic_table: ClassVar[bool] = False
     item_noun: ClassVar[str] = "Episode"
     keyboard_hint: ClassVar[str] = (
@@ -355,8 +369,12 @@ class StandardisedTestSuite(TaskKind):
             return None
         return item_priorities(session, study)
 
+    def ranking_for(self, settings: dict | None = None) -> Ranking | None:
+        return None if (settings or {}).get("mode") == "pairs" else self.ranking
+
     def adaptive_for(self, settings: dict | None = None) -> bool:
-        return (settings or {}).get("mode") == "pairs"  # which pair next (pairs.item_priorities)
+        # A pair study: which pair next (pairs.item_priorities); otherwise the core's rule.
+        return (settings or {}).get("mode") == "pairs" or super().adaptive_for(settings)
 
     def primary_table_for(self, settings: dict | None = None) -> str | None:
         return "sts_pair_ratings" if (settings or {}).get("mode") == "pairs" else self.primary_table
