@@ -49,9 +49,10 @@ class StudySettings(BaseModel):
     max_bundles_per_worker: int = Field(1, ge=1, le=10000)
     max_open_bundles_per_ip: int = Field(100, ge=1, le=100000)
     # Adaptive allocation (app/leaderboards/adaptive.py): off by default; the floor is the
-    # annotations every item gets before any item gets more.
-    adaptive: bool = False
-    adaptive_floor: int = Field(1, ge=1, le=100)
+    # annotations every item gets before any item gets more. Strict, as in StudyEdit: JSON's
+    # "false" or 0 is not a yes or no, and true is not the number 1.
+    adaptive: bool = Field(False, strict=True)
+    adaptive_floor: int = Field(1, ge=1, le=100, strict=True)
 
     @field_validator("redirect_url")
     @classmethod

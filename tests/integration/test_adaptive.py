@@ -235,3 +235,31 @@ def test_a_task_waits_while_the_priority_job_holds_the_free_items(client, sessio
     assert body["state"] == "item", body
     session.expire_all()
     assert session.scalars(select(Bundle.finished_at).where(Bundle.study_id == study.id)).all() == [None]
+
+
+@pytest.mark.parametrize("value", ["false", "true", 0, 1])
+def test_adaptive_at_creation_is_a_json_boolean(client, session, value):
+    """As in the PATCH: a string or a number is refused, not read as a yes or a no."""
+    import json
+
+    from app.auth.security import create_token
+
+    owner = make_user(session, "researcher")
+    h = house()
+    import_house(session, h)
+    headers = {"Authorization": f"Bearer {create_token(session, owner, 'strict')}"}
+    session.commit()
+    r = client.post(
+        "/api/v1/studies",
+        headers=headers,
+        data={"kind": "navigation", "format": "coop", "settings": json.dumps({"title": "A", "adaptive": value})},
+        files={"file": ("coop.json", coop_file(h, n=4), "application/json")},
+    )
+    assert r.status_code == 422 and r.json()["field"] == "adaptive", r.text
+    r = client.post(
+        "/api/v1/studies",
+        headers=headers,
+        data={"kind": "navigation", "format": "coop", "settings": json.dumps({"title": "A", "adaptive_floor": "1"})},
+        files={"file": ("coop.json", coop_file(h, n=4), "application/json")},
+    )
+    assert r.status_code == 422 and r.json()["field"] == "adaptive_floor", r.text
