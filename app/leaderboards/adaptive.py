@@ -150,25 +150,31 @@ def _write(session: Session, changed: list[dict[str, Any]]) -> int:
 
 def refresh() -> list[int]:
     """Refresh the priorities of every study with adaptive allocation on that is live or
-    paused; the ids of the studies refreshed. Run with the job sweeper (every minute), never
-    by a request; a study that fails is logged and the others go on."""
+    paused, and pause each live study whose marked comparisons are all settled (auto-pause,
+    app/leaderboards/stopping.py); the ids of the studies refreshed. Run with the job sweeper
+    (every minute), never by a request; a study that fails is logged and the others go on."""
     from app.db import get_sessionmaker
+    from app.leaderboards import stopping
 
     done = []
     with get_sessionmaker()() as s:
         ids = s.scalars(
-            select(Study.id).where(Study.adaptive.is_(True), Study.state.in_(STATES)).order_by(Study.id)
+            select(Study.id)
+            .where((Study.adaptive.is_(True) & Study.state.in_(STATES)) | (Study.state == "live"))
+            .order_by(Study.id)
         ).all()
         for study_id in ids:
             study = s.get(Study, study_id)
-            if study is None:
+            if study is None or not (study.adaptive or study.auto_pause):
                 continue
             try:
-                refresh_study(s, study)
+                if study.adaptive:
+                    refresh_study(s, study)
+                stopping.check(s, study)
                 s.commit()
             except Exception:
                 s.rollback()
-                log.exception("adaptive priorities of study %s", study_id)
+                log.exception("adaptive priorities or auto-pause of study %s", study_id)
                 continue
             done.append(study_id)
     return done

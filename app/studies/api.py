@@ -328,3 +328,35 @@ def cancel_job(job_id: Id, session: Session = Depends(db), user: User = Depends(
         raise HTTPException(404, "no such job among yours")
     job = jobs.cancel(session, job)
     return {"id": job.id, "task": job.task, "state": job.state}
+
+
+class AutoPauseIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    pairs: list[list[Annotated[str, Field(min_length=1, max_length=255)]]] = Field(
+        max_length=200,
+        description="the comparisons to settle before the study pauses itself: pairs of agents "
+        "[[a, b], ...] (none: auto-pause off)",
+    )
+
+
+@router.get("/studies/{study_id}/auto-pause", tags=["studies"], response_model=None)
+def get_auto_pause(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict[str, Any]:
+    """The comparisons marked for auto-pause, where each stands ("A above B, settled after n
+    ..."), whether all are settled, when the study paused itself (`paused_at`), and the agents
+    one may mark."""
+    from app.leaderboards import stopping
+
+    return stopping.status(session, _study(session, study_id, user))
+
+
+@router.put("/studies/{study_id}/auto-pause", tags=["studies"], response_model=None)
+def set_auto_pause(
+    study_id: Id, body: AutoPauseIn, session: Session = Depends(db), user: User = Depends(researcher)
+) -> dict[str, Any]:
+    """Mark the comparisons (pairs of the study's agents) whose settling pauses the live study:
+    the sweeper checks every minute, pauses it once every marked one is settled in the
+    leaderboard's settled table, and records when. An empty list turns auto-pause off."""
+    from app.leaderboards import stopping
+
+    return stopping.set_marks(session, _study(session, study_id, user), body.pairs, user.id)

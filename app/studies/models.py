@@ -52,6 +52,11 @@ class Study(Base):
     # `adaptive_floor` annotations (the floor). Off: the plain order (depth first).
     adaptive: Mapped[bool] = mapped_column(default=False, server_default=false())
     adaptive_floor: Mapped[int] = mapped_column(default=1, server_default="1")
+    # Auto-pause (app/leaderboards/stopping.py): the comparisons the researcher marked, pairs of
+    # agents [[a, b], ...]; the sweeper pauses the live study once every one is settled, at
+    # auto_paused_at. None: off.
+    auto_pause: Mapped[list | None] = mapped_column()  # type: ignore[type-arg]
+    auto_paused_at: Mapped[datetime | None] = mapped_column()
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

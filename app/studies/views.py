@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 import uuid
 from collections.abc import Mapping, Sequence
@@ -627,6 +628,7 @@ def _study_page(
         store=get_store(),
         kind=get_kind(study.kind),
         adaptive_offered=services.adaptive_offered(get_kind(study.kind), study.kind_settings),
+        auto_pause=_auto_pause_card(session, study),
         **get_kind(study.kind).study_context(session, study),
         progress=assignment.progress(session, study),
         links={
@@ -836,6 +838,50 @@ def adaptive(
         else "Adaptive allocation off: items go in the plain order.",
     )
     return RedirectResponse(f"/studies/{study.id}#adaptive", status_code=303)
+
+
+def _auto_pause_card(session: Session, study: Study) -> dict[str, Any] | None:
+    """The auto-pause card's content: each pair of the study's agents (a box each, ticked where
+    marked) and where the marked ones stand; None where the kind ranks no agents."""
+    from app.leaderboards import stopping
+
+    now = stopping.status(session, study)
+    names = now["agents"]
+    if len(names) < 2 or len(names) > 20:  # 190 boxes at most
+        return None if len(names) < 2 else {**now, "choices": []}
+    marked = {frozenset(p) for p in study.auto_pause or []}
+    choices = [
+        {"first": a, "second": b, "value": json.dumps([a, b]), "marked": frozenset((a, b)) in marked}
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+    ]
+    return {**now, "choices": choices}
+
+
+@router.post("/studies/{study_id}/auto-pause")
+async def auto_pause(
+    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
+) -> Response:
+    """Mark the comparisons (the boxes ticked) whose settling pauses the study; none: off."""
+    from app.leaderboards import stopping
+
+    study = _study(session, study_id, user)
+    form = await request.form()
+    try:
+        pairs = [json.loads(v) for v in form.getlist("pair") if isinstance(v, str)]
+        if not all(isinstance(p, list) and all(isinstance(a, str) for a in p) for p in pairs):
+            raise InputError("each comparison is two agents", field="pairs")
+        stopping.set_marks(session, study, pairs, user.id)
+    except (InputError, json.JSONDecodeError) as exc:
+        session.rollback()
+        return _study_page(request, session, study, user, 422, {"auto_pause": str(exc)})
+    flash(
+        request,
+        f"Auto-pause on: the study pauses itself once the {len(pairs)} marked comparison(s) are settled."
+        if pairs
+        else "Auto-pause off.",
+    )
+    return RedirectResponse(f"/studies/{study.id}#auto-pause", status_code=303)
 
 
 @router.post("/studies/{study_id}/agents")

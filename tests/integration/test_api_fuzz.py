@@ -115,6 +115,8 @@ REFUSED_BY_THE_WORK = {
     ("POST", "/api/v1/sts/recordings/expert"): "the expert may not win from a seed within max_steps",
     ("PUT", "/api/v1/studies/{study_id}/people-sample"): "n is at most the study's items and at least "
     "the items people have begun",
+    ("PUT", "/api/v1/studies/{study_id}/auto-pause"): "the marked comparisons are pairs of the study's "
+    "agents (the probe's kind ranks none)",
     ("PATCH", "/api/v1/studies/{study_id}"): "adaptive allocation needs a kind that ranks agents (the "
     "probe's does not) and a floor within the study's annotations per item",
     ("POST", "/api/v1/plan"): "a plan's fields are checked together (one score needs a difference; "

@@ -76,6 +76,7 @@ POST /studies/{study_id}/state                          login  login  303    404
 POST /studies/{study_id}/release                        login  login  422    404    422    422     404     422     401
 POST /studies/{study_id}/people-sample                  login  login  422    404    422    422     404     422     401
 POST /studies/{study_id}/adaptive                       login  login  422    404    422    422     404     422     401
+POST /studies/{study_id}/auto-pause                     login  login  422    404    422    422     404     422     401
 POST /studies/{study_id}/agents                         login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/exports                        login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/annotations/import             login  login  303    404    303    303     404     303     401
@@ -114,6 +115,8 @@ PATCH /api/v1/studies/{study_id}                        401    401    200    404
 GET  /api/v1/studies/{study_id}/progress                401    401    200    404    200    200     404     200     401
 PUT  /api/v1/studies/{study_id}/people-sample           401    401    200    404    200    200     404     200     401
 DELETE /api/v1/studies/{study_id}/people-sample         401    401    200    404    200    200     404     200     401
+GET  /api/v1/studies/{study_id}/auto-pause              401    401    200    404    200    200     404     200     401
+PUT  /api/v1/studies/{study_id}/auto-pause              401    401    422    404    422    422     404     422     401
 GET  /api/v1/studies/{study_id}/items                   401    401    200    404    200    200     404     200     401
 GET  /api/v1/studies/{study_id}/annotations/{annotation_id}/trace.jsonl 401 401 200 404 200 200 404 200 401
 GET  /api/v1/studies/{study_id}/leaderboard             401    401    200    404    200    200     404     200     401
@@ -776,6 +779,10 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         form = {"n": "0"}  # refused (422) where allowed: nothing changes for the probe's worker
     elif key == "POST /studies/{study_id}/adaptive":
         form = {"adaptive": "on"}  # refused (422) where allowed: the probe's kind ranks no agents
+    elif key == "POST /studies/{study_id}/auto-pause":
+        form = {}  # refused (422) where allowed: the probe's kind ranks no agents to mark
+    elif key == "PUT /api/v1/studies/{study_id}/auto-pause":
+        kw["json"] = {"pairs": []}  # refused (422) likewise
     elif key == "POST /task/{slug}/consent":
         form = {"consent_version": services.consent_version(w.study)}
     elif key == "POST /studies/{study_id}/preview":
