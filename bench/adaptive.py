@@ -1,6 +1,7 @@
 """Adaptive allocation against the plain order: judgements until the ranking is settled.
 
-Prints figures (a table, or JSON with --json); asserts nothing.
+Prints figures (a table, or JSON with --json), and whether the issue's target is met
+(`target_met`: adaptive / uniform <= `target_ratio`, 0.6, with the error within nominal).
 
     .venv/bin/python bench/adaptive.py                 # 200 studies, a few minutes
     .venv/bin/python bench/adaptive.py --json --quick  # 6 studies (the suite runs this)
@@ -48,6 +49,8 @@ from app.leaderboards import adaptive, sequential  # noqa: E402
 from app.leaderboards.settled import DELTA  # noqa: E402
 
 ORDERS = ("uniform", "adaptive", "by_unit")
+#: The issue's target: adaptive allocation needs at most this share of uniform's judgements.
+TARGET = 0.6
 
 
 class Study:
@@ -171,6 +174,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     # Per study, adaptive's judgements over uniform's (the same items and judgements).
     pair_ratio = np.asarray(per["adaptive"]["n"], dtype=float) / np.asarray(per["uniform"]["n"], dtype=float)
     out["ratio_median_per_study"] = float(np.median(pair_ratio))
+    # The issue's target: adaptive needs at most 60% of uniform's judgements, at nominal error.
+    out["target_ratio"] = TARGET
+    out["target_met"] = bool(out["ratio"] <= TARGET and out["error_rate"] <= out["nominal_error"])
     out["seconds"] = round(time.perf_counter() - started, 1)
     return out
 
@@ -194,6 +200,8 @@ def table(out: dict[str, Any]) -> str:
         "",
         f"adaptive / uniform: {out['ratio']:.3f} (median per study {out['ratio_median_per_study']:.3f}); "
         f"by unit / uniform: {out['ratio_by_unit']:.3f}; nominal error {out['nominal_error']}; {out['seconds']} s",
+        f"target (adaptive / uniform <= {out['target_ratio']}, error within nominal): "
+        + ("met" if out["target_met"] else "not met"),
     ]
     return "\n".join(lines)
 
