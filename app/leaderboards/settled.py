@@ -84,9 +84,10 @@ def settled_table(
             f"{n_pairs} pair{'' if n_pairs == 1 else 's'} each pair's is at level {level:.4g}% "
             f"(Bonferroni), so every verdict holds at once with probability at least {1 - alpha:g}. "
             f'"Above": the difference\'s sequence excludes 0; "within ±{delta:g}": it lies inside '
-            f"[−{delta:g}, {delta:g}]; a settled verdict stays settled. Valid when the next of the "
-            f"{units} is chosen without seeing its value (items served at random, or allocated "
-            "adaptively from the values already seen)."
+            f"[−{delta:g}, {delta:g}]; a settled verdict stays settled. Valid when the order the "
+            f"{units} arrive in does not depend on their values (items served at random; adaptive "
+            f"allocation keeps each {agent}'s {units} in their fixed random order and decides only "
+            "when the next one comes)."
         ),
         "columns": [
             {"key": "first", "label": f"{agent.capitalize()} A", "help": f"The first {agent} of the pair."},

@@ -53,3 +53,20 @@ def test_every_kind_that_ranks_agents_can_run_adaptively():
     assert {"navigation", "sts", "a3ds", "hexagons"} <= ranked
     for name in ranked:
         assert all_kinds()[name].adaptive_for({}), name
+
+
+def test_the_pages_say_what_adaptivity_buys_and_when_the_table_is_valid(client, session):
+    """Review findings b and c: adaptivity above the floor settles nothing (a unit's first value
+    per agent counts), and the table is valid when the units' order does not depend on their
+    values; the study card and the table's note say so, no more."""
+    owner = make_user(session, "researcher")
+    study = _sts_study(session, owner, _three_agents())
+    login(client, owner)
+    card = client.get(f"/studies/{study.id}").text
+    what = card[card.index('id="adaptive-what"') :].split("</p>")[0]
+    assert "first judgement on a unit" in what and "beyond an item's first changes no verdict" in what
+    assert "so the ranking settles with fewer judgements" not in card
+    _mark_all(session, study)
+    board = client.get(f"/api/v1/studies/{study.id}/leaderboard").json()
+    note = next(t for t in board["extra"]["tables"] if t["key"] == "sts_settled")["note"]
+    assert "does not depend on their values" in note and "without seeing its value" not in note
