@@ -1,0 +1,125 @@
+"""Plan, adapt, stop (issue 29) in a real browser, on a demo-sized A3DS study: the researcher
+plans on the new-study page, turns adaptive allocation on from the study page, a listener
+answers by keyboard (the other listeners through the engine), the leaderboard shows the settled
+comparison, and the study, with that comparison marked, pauses itself when the sweeper runs."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from playwright.sync_api import expect
+from sqlalchemy import select
+
+from tests.browser.a3ds_pictures import pictures_loaded
+from tests.browser.test_first_hour import _log_in
+from tests.conftest import make_user
+
+pytestmark = pytest.mark.browser
+
+# 20 picture pairs, each captioned by both speakers: the contrastive speaker's captions name the
+# target, the literal's here always lead the listener to the other picture, so the comparison
+# settles ("contrastive above literal") after 16 shared pairs.
+DESIGN = {"pairs": {"z": {"1": 10, "3": 10}}, "speakers": ["contrastive", "literal"], "seed": 2}
+
+
+def _choice(ref: dict) -> int:
+    return ref["target"] if ref["captioner"] == "contrastive" else 3 - ref["target"]
+
+
+def test_plan_adapt_answer_settle_and_pause(live_server, page):
+    from app.db import get_sessionmaker
+    from app.leaderboards import adaptive, stopping
+    from app.studies import assignment, services
+    from app.studies.models import Item, Study
+
+    Session = get_sessionmaker(live_server.db_url)
+    with Session() as s:
+        owner = make_user(s, "researcher")
+        email = owner.email
+    _log_in(page, live_server.url, email)
+
+    # Plan: the simulation answers in place on the new-study page.
+    page.goto(f"{live_server.url}/studies/new")
+    card = page.locator("#plan")
+    card.locator("input[name=items]").fill("20")
+    card.locator("#plan-button").click()
+    expect(page.locator("#plan-table")).to_be_visible()
+
+    with Session() as s:
+        study = services.create_study(
+            s,
+            s.merge(owner),
+            "a3ds",
+            services.StudySettings(title="Plan adapt stop", bundle_size=4, gold_rate=0.0, annotations_per_item=1),
+            json.dumps(DESIGN).encode(),
+            "design",
+        )
+        study_id, slug = study.id, study.slug
+
+    # Adapt: ticked and saved on the study page, then launched.
+    page.goto(f"{live_server.url}/studies/{study_id}")
+    page.locator("#adaptive-on").check()
+    page.locator("#adaptive-button").click()
+    expect(page.locator("#adaptive-on")).to_be_checked()
+    with Session() as s:
+        study = s.get(Study, study_id)
+        assert study.adaptive
+        services.set_state(s, study, "live", s.merge(owner))
+        adaptive.refresh_study(s, study)  # the sweeper's first run: both captioners open
+        s.commit()
+
+    # Answer: one listener in the browser, by keyboard...
+    listener = page.context.browser.new_context().new_page()
+    listener.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=listener1&STUDY_ID=s&SESSION_ID=x1")
+    listener.keyboard.press("Enter")  # agree
+    with Session() as s:
+        refs = {(tuple(i.payload["scenes"]), i.payload["caption"]): i.reference for i in s.scalars(select(Item))}
+    for k in range(4):
+        expect(listener.locator(".a3ds-caption")).to_be_visible()
+        caption = listener.locator(".a3ds-caption").inner_text().strip("“”")
+        srcs = listener.locator(".a3ds-scene img").evaluate_all("els => els.map(e => e.getAttribute('src'))")
+        scenes = tuple(int(re.search(r"/a3ds/scenes/(\d+)", x).group(1)) for x in srcs)
+        listener.wait_for_function(pictures_loaded())
+        listener.keyboard.press(str(_choice(refs[(scenes, caption)])))
+        listener.keyboard.press("Enter")
+        if k < 3:
+            expect(listener.locator(".a3ds-caption")).not_to_have_text(f"“{caption}”")
+    expect(listener.locator("body")).not_to_contain_text("Which picture")
+    listener.context.close()
+
+    # ...the others through the engine, the sweeper refreshing the priorities now and then.
+    with Session() as s:
+        study = s.get(Study, study_id)
+        for n in range(40):
+            bundle = assignment.enter(s, study, "prolific", f"listener-{n}")
+            a = assignment.next_item(s, study, bundle.id)
+            if a is None:
+                break
+            while a is not None:
+                item = s.get(Item, a.item_id)
+                assignment.submit(s, study, bundle.id, a.id, {"choice": str(_choice(item.reference))}, f"k{a.id}")
+                a = assignment.next_item(s, study, bundle.id)
+            adaptive.refresh_study(s, study)
+            s.commit()
+
+    # Settled: the leaderboard's table says so.
+    page.goto(f"{live_server.url}/studies/{study_id}/leaderboard")
+    settled = page.locator("#a3ds_settled")
+    expect(settled).to_contain_text(re.compile(r"contrastive above literal, settled after \d+ picture pairs"))
+
+    # Stop: the comparison marked on the study page; the sweeper pauses the study.
+    page.goto(f"{live_server.url}/studies/{study_id}")
+    box = page.locator("#auto-pause input[name=pair]")
+    expect(box).to_have_count(1)
+    box.check()
+    page.locator("#auto-pause-button").click()
+    expect(page.locator("#auto-pause-marks")).to_contain_text("contrastive above literal, settled after")
+    with Session() as s:
+        assert stopping.check(s, s.get(Study, study_id))
+        s.commit()
+    page.reload()
+    expect(page.locator("#auto-paused")).to_contain_text("Paused itself at")
+    with Session() as s:
+        assert s.get(Study, study_id).state == "paused"
