@@ -93,8 +93,9 @@ def set_marks(session: Session, study: Study, marks: list[list[str]], actor_id: 
 
 def check(session: Session, study: Study) -> bool:
     """Pause the live study when every marked comparison is settled (the sweeper's job);
-    whether it paused it. The caller commits."""
-    if study.state != "live" or not study.auto_pause:
+    whether it paused it. Once per marking: a study the researcher launched again after it
+    paused itself stays live until they mark again. The caller commits."""
+    if study.state != "live" or not study.auto_pause or study.auto_paused_at is not None:
         return False
     now = status(session, study)
     if not now["settled"]:

@@ -57,6 +57,12 @@ def test_the_study_pauses_itself_when_every_marked_comparison_is_settled(client,
     page = researcher.get(f"/studies/{study.id}")
     assert 'id="auto-paused"' in page.text and "Paused itself at" in page.text
     assert "bad vs human: human above bad, settled after" in page.text
+    # Launched again by the researcher: it stays live (once per marking).
+    r = researcher.post(f"/api/v1/studies/{study.id}/state", json={"state": "live"})
+    assert r.status_code == 200, r.text
+    adaptive.refresh()
+    session.expire_all()
+    assert session.get(Study, study.id).state == "live"
 
 
 def test_the_study_pages_boxes_mark_and_unmark(client, app, session):
