@@ -52,7 +52,7 @@ class StudySettings(BaseModel):
     # annotations every item gets before any item gets more. Strict, as in StudyEdit: JSON's
     # "false" or 0 is not a yes or no, and true is not the number 1.
     adaptive: bool = Field(False, strict=True)
-    adaptive_floor: int = Field(1, ge=1, le=100, strict=True)
+    adaptive_floor: Whole = Field(1, ge=1, le=100)  # 2.0 is JSON Schema's integer; "2" and true are not
 
     @field_validator("redirect_url")
     @classmethod
