@@ -1315,17 +1315,55 @@ def ppi_people_needed(
             # infinite); every unit is judged, so n_max = the units decides n.
             plan = ppi_mean_power(y, yhat, cost_Y=1.0, cost_Yhat=1e-9, effective_n=alone, n_max=n_units)
             people = int(plan["n"])
-    # At least the pilot's floor (n_units >= the pilot >= MIN_PPI_HUMAN here), at most every unit.
+    return _people_plan(people, alone, n_units, half_width, rho, sigma)
+
+
+def _people_plan(people: int, alone: int, n_units: int, half_width: float, rho: float, sigma: float) -> dict[str, Any]:
+    """A power analysis's answer: `people` at least MIN_PPI_HUMAN (the normal interval's floor),
+    at most every unit, and the half width PPI++ is expected to reach with them (z sigma over the
+    root of the effective n, n (n + N) / (n + (1 - rho^2) N) with N the units only the judge
+    sees: Broska, Howes and van Loon's effective sample size, the one ppi_power plans with)."""
     people = min(max(people, MIN_PPI_HUMAN), n_units)
+    rest = n_units - people
+    effective = people * (people + rest) / (people + (1 - rho**2) * rest)
     return {
         "people": people,
         "people_alone": min(alone, n_units),
         "of": int(n_units),
         "share": people / n_units,
         "half_width": float(half_width),
+        "expected_half_width": Z95 * sigma / math.sqrt(effective),
+        "effective_n": effective,
         "ppi_corr": rho,
         "reachable": alone <= n_units,
     }
+
+
+def ppi_people_for_agreement(n_units: int, half_width: float, agreement: float) -> dict[str, Any]:
+    """How many of `n_units` units people must judge, at random, beside a judge on all of them,
+    for PPI++'s 95% interval to be about ±`half_width`, before any pilot: the judge's agreement
+    with people (the share of 0/1 verdicts it shares with them) is entered. The PPI correlation
+    is 2 agreement - 1 and people's spread 0.5, both exact for a share of 1/2 with the judge's
+    errors symmetric, and the spread the largest a 0-1 value can have, so the plan errs towards
+    more people. The same power analysis as ppi_people_needed (ppi-python's `ppi_power`, n (N -
+    rho^2 n0) = n0 N (1 - rho^2)) and the same answer's shape."""
+    import warnings
+
+    from ppi_py.ppi_power_analysis import ppi_power
+
+    if not (0.0 < half_width <= 0.5):
+        raise ValueError("half_width is above 0 and at most 0.5 (a 0-1 value's interval)")
+    if not (0.0 <= agreement <= 1.0):
+        raise ValueError("agreement is a share from 0 to 1")
+    if n_units < 1:
+        raise ValueError("n_units must be at least 1")
+    sigma = 0.5
+    alone = math.ceil((Z95 * sigma / half_width) ** 2)
+    rho = max(-0.999999, min(0.999999, 2.0 * agreement - 1.0))  # ppi_power needs |rho| < 1
+    with warnings.catch_warnings():  # a target out of reach: `reachable` says so
+        warnings.simplefilter("ignore")
+        plan = ppi_power(rho, cost_X=0.0, cost_Y=1.0, cost_Yhat=1e-9, effective_n=alone, n_max=n_units)
+    return _people_plan(int(plan["n"]), alone, n_units, half_width, rho, sigma)
 
 
 CROSS_PPI = "cross-prediction-powered inference (Zrnic and Candès 2024, K-fold, normal)"

@@ -183,7 +183,23 @@ class PeopleSampleIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # Whole: JSON's true and "1" are not the number 1 here; 1.0 is (JSON Schema's integer)
-    n: Whole = Field(ge=1, le=MAX_ID, description="how many of the study's non-gold items people judge")
+    n: Whole | None = Field(
+        None, ge=1, le=MAX_ID, description="how many of the study's non-gold items people judge (or give width)"
+    )
+    width: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="instead of n: the PPI++ 95% interval's target width (high - low, 0-1 scale); n is then "
+        "computed by a power analysis from it and agreement",
+    )
+    agreement: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="with width: the share of items on which the automatic judge agrees with people "
+        "(from a pilot, or expected)",
+    )
     seed: Whole | None = Field(None, ge=0, le=2**31 - 1, description="the draw's seed (made when left out)")
 
 
@@ -194,9 +210,18 @@ def set_people_sample(
     """People judge only `n` of the study's items, drawn at random (items they have begun stay
     theirs), and an automatic judge the rest: the leaderboard's people-and-judge tables then
     combine the two (prediction-powered inference), and their "People for ±0.05" column says
-    how many a target interval needs. The draw (seed, counts) is kept and audited."""
+    how many a target interval needs. Or give `width` and `agreement` instead of n: n is then
+    the power analysis's (stats.ppi_people_for_agreement), kept with the draw as its `plan`
+    (with the expected width). The draw (seed, counts) is kept and audited."""
     study = _study(session, study_id, user)
-    services.set_people_sample(session, study, body.n, session.merge(user), seed=body.seed)
+    if (body.n is None) == (body.width is None):
+        raise InputError("give n (items people judge) or width (a target interval), one of them", field="n")
+    if (body.width is None) != (body.agreement is None):
+        raise InputError("width and agreement go together: the plan needs the judge's agreement", field="agreement")
+    plan = None
+    if body.width is not None and body.agreement is not None:
+        plan = services.plan_people_sample(session, study, body.width, body.agreement)
+    services.set_people_sample(session, study, body.n, session.merge(user), seed=body.seed, plan=plan)
     return assignment.progress(session, study)
 
 

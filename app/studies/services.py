@@ -327,23 +327,63 @@ def set_state(session: Session, study: Study, state: str, actor: User) -> Study:
     return study
 
 
-def set_people_sample(session: Session, study: Study, n: int | None, actor: User, seed: int | None = None) -> Study:
+def plan_people_sample(session: Session, study: Study, width: float, agreement: float) -> dict[str, Any]:
+    """How many of the study's non-gold items people must judge for a PPI++ 95% interval about
+    `width` wide (high - low, on a 0-1 scale) beside an automatic judge agreeing with people on
+    `agreement` of the items (stats.ppi_people_for_agreement's power analysis): its answer with
+    the width and agreement it was made for."""
+    from app.leaderboards import stats
+
+    if not (0 < width <= 1):
+        raise InputError("width is the interval's width on a 0-1 scale: above 0 and at most 1", field="width")
+    if not (0 <= agreement <= 1):
+        raise InputError("agreement is the share of items the judge agrees with people on, 0 to 1", field="agreement")
+    items = session.scalar(
+        select(func.count()).select_from(Item).where(Item.study_id == study.id, Item.is_gold.is_(False))
+    )
+    if not items:
+        raise InputError("the study has no items to sample (gold items are always people's)", field="width")
+    plan = stats.ppi_people_for_agreement(int(items), width / 2, agreement)
+    return {
+        "width": width,
+        "agreement": agreement,
+        "people": plan["people"],
+        "people_alone": plan["people_alone"],
+        "expected_width": round(2 * plan["expected_half_width"], 4),
+        "reachable": plan["reachable"],
+    }
+
+
+def set_people_sample(
+    session: Session,
+    study: Study,
+    n: int | None,
+    actor: User,
+    seed: int | None = None,
+    plan: dict[str, Any] | None = None,
+) -> Study:
     """People judge `n` of the study's (non-gold) items, drawn at random, and an automatic judge
     the rest; None: people judge every item again. Items people have begun (leased or
     answered) stay theirs and count among the n; the others are drawn uniformly with `seed`
     (made here when not given), so the items people judge are a random sample of those they
     had not begun, which is what keeps a prediction-powered estimate unbiased. Gold items are
-    always for people. The draw is kept in `study.people_sample` and the audit log."""
+    always for people. The draw is kept in `study.people_sample` and the audit log, with the
+    `plan` (plan_people_sample's) n came from, if any: then n is its people, or the items
+    people have begun where those are more."""
     from app.studies.models import Annotation
 
     non_gold = (Item.study_id == study.id, Item.is_gold.is_(False))
     begun_q = (Item.n_active > 0) | Item.id.in_(select(Annotation.item_id).where(Annotation.study_id == study.id))
+    if plan is not None:
+        n = plan["people"]
     if n is None:
         session.execute(update(Item).where(*non_gold).values(for_people=True))
         record = None
     else:
         ids = list(session.scalars(select(Item.id).where(*non_gold).order_by(Item.id)))
         begun = set(session.scalars(select(Item.id).where(*non_gold, begun_q)))
+        if plan is not None:
+            n = max(plan["people"], len(begun))  # begun items stay people's: more only narrows
         if n < 1 or n > len(ids):
             raise InputError(f"n is a number of items from 1 to {len(ids)} (the study's non-gold items)", field="n")
         if n < len(begun):
@@ -356,6 +396,8 @@ def set_people_sample(session: Session, study: Study, n: int | None, actor: User
         # Counted after: an item leased meanwhile stayed with people on top of the n.
         kept = session.scalar(select(func.count()).select_from(Item).where(*non_gold, Item.for_people.is_(True))) or 0
         record = {"n": kept, "of": len(ids), "begun": kept - len(drawn), "seed": seed, "at": utcnow().isoformat()}
+        if plan is not None:
+            record["plan"] = plan
     audit.record(session, actor.id, "study.people_sample", "study", study.id, **(record or {"n": "all"}))
     study.people_sample = record
     session.commit()

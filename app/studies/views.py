@@ -784,24 +784,47 @@ def people_sample(
     request: Request,
     study_id: Id,
     n: str = Form(""),
+    width: str = Form(""),
+    agreement: str = Form(""),
     session: Session = Depends(db),
     user: User = Depends(researcher),
 ) -> Response:
-    """People judge a random sample of n items (blank: every item again); refusals show in the
-    form's card."""
+    """People judge a random sample of n items, or of the items a target interval width needs
+    beside a judge of the given agreement (a power analysis: services.plan_people_sample);
+    all blank: every item again. Refusals show in the form's card."""
     from app.web import form_number
 
     study = _study(session, study_id, user)
     try:
         count = form_number(n, "n")
-        services.set_people_sample(session, study, None if count is None else int(count), session.merge(user))
+        w = form_number(width, "width", float)
+        a = form_number(agreement, "agreement", float)
+        plan = None
+        if w is not None:
+            if count is not None:
+                raise InputError("give the items people judge or a target width, not both", field="n")
+            if a is None:
+                raise InputError("a target width needs the judge's agreement with people", field="agreement")
+            plan = services.plan_people_sample(session, study, float(w), float(a))
+            count = plan["people"]
+        services.set_people_sample(
+            session, study, None if count is None else int(count), session.merge(user), plan=plan
+        )
     except InputError as exc:
         session.rollback()
         return _study_page(request, session, study, user, 422, {"sample": str(exc)})
-    flash(
-        request,
-        f"People now judge a random {count} of the items." if count else "People now judge every item.",
-    )
+    sample = study.people_sample or {}
+    if plan is not None:
+        message = (
+            f"People now judge a random {sample.get('n')} of the items: a power analysis for a 95% interval "
+            f"{plan['width']:g} wide beside a judge agreeing {plan['agreement']:g} of the time "
+            f"(expected width {plan['expected_width']:g}"
+            + ("" if plan["reachable"] else ": even every item does not reach the target")
+            + ")."
+        )
+    else:
+        message = f"People now judge a random {count} of the items." if count else "People now judge every item."
+    flash(request, message)
     return RedirectResponse(f"/studies/{study.id}#sample", status_code=303)
 
 

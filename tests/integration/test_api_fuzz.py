@@ -114,7 +114,7 @@ def _uploads() -> set[tuple[str, str]]:
 REFUSED_BY_THE_WORK = {
     ("POST", "/api/v1/sts/recordings/expert"): "the expert may not win from a seed within max_steps",
     ("PUT", "/api/v1/studies/{study_id}/people-sample"): "n is at most the study's items and at least "
-    "the items people have begun",
+    "the items people have begun; one of n or width, and width with agreement",
     ("PUT", "/api/v1/studies/{study_id}/auto-pause"): "the marked comparisons are pairs of the study's "
     "agents (the probe's kind ranks none)",
     ("PATCH", "/api/v1/studies/{study_id}"): "adaptive allocation needs a kind that ranks agents (the "

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
@@ -136,3 +138,60 @@ def test_the_study_page_draws_the_sample_and_says_so(app, session):
     assert "People now judge every item." in r.text and 'id="people-sample"' not in r.text
     session.expire_all()
     assert session.get(type(study), study.id).people_sample is None
+
+
+def test_a_target_width_gives_the_sample_a_power_analysis_needs(app, session):
+    owner = make_user(session, "researcher")
+    study = tiny_study(session, owner, 60, bundle_size=2, annotations_per_item=1)
+    session.commit()
+    researcher = TestClient(app)
+    csrf = {"X-CSRF-Token": login(researcher, owner)}
+    url = f"/api/v1/studies/{study.id}/people-sample"
+    # By hand: people alone need ceil((1.96 x 0.5 / 0.15)^2) = 43 for ±0.15; beside a judge
+    # agreeing 90% (rho 0.8) on all 60, 43 x 60 x 0.36 / (60 - 0.64 x 43) = 28.6 -> 29.
+    r = researcher.put(url, headers=csrf, json={"width": 0.3, "agreement": 0.9, "seed": 5})
+    assert r.status_code == 200, r.text
+    sample = r.json()["people_sample"]
+    assert sample["n"] == 29 and sample["of"] == 60 and sample["seed"] == 5 and r.json()["items"] == 29
+    plan = sample["plan"]
+    assert {k: plan[k] for k in ("width", "agreement", "people", "people_alone", "reachable")} == {
+        "width": 0.3,
+        "agreement": 0.9,
+        "people": 29,
+        "people_alone": 43,
+        "reachable": True,
+    }
+    assert plan["expected_width"] == pytest.approx(0.2978, abs=1e-4)
+    # Still a random draw with the recorded seed.
+    ids = sorted(session.scalars(select(Item.id).where(Item.study_id == study.id)))
+    session.expire_all()
+    chosen = sorted(session.scalars(select(Item.id).where(Item.study_id == study.id, Item.for_people.is_(True))))
+    assert chosen == sorted(random.Random(5).sample(ids, 29))
+
+    for body, field, words in (
+        ({"width": 0, "agreement": 0.9}, "width", "greater than 0"),
+        ({"width": -0.1, "agreement": 0.9}, "width", "greater than 0"),
+        ({"width": 1.5, "agreement": 0.9}, "width", "less than or equal to 1"),
+        ({"width": 0.2, "agreement": 1.2}, "agreement", "less than or equal to 1"),
+        ({"width": 0.2}, "agreement", "width and agreement go together"),
+        ({"n": 5, "width": 0.2, "agreement": 0.9}, "n", "one of them"),
+        ({}, "n", "one of them"),
+    ):
+        r = researcher.put(url, headers=csrf, json=body)
+        assert r.status_code == 422, (body, r.text)
+        assert field in r.text and words in r.text, (body, r.text)
+    session.expire_all()
+    assert session.get(type(study), study.id).people_sample["n"] == 29  # unchanged by the refusals
+
+    # The page's form: the same plan, and the width it expects shown.
+    r = researcher.post(
+        f"/studies/{study.id}/people-sample",
+        data={"csrf_token": csrf["X-CSRF-Token"], "width": "0.3", "agreement": "0.9"},
+    )
+    assert r.status_code == 200 and "People now judge a random 29 of the items: a power analysis" in r.text
+    assert "expected width 0.2978" in r.text and 'id="people-sample-plan"' in r.text
+    r = researcher.post(
+        f"/studies/{study.id}/people-sample",
+        data={"csrf_token": csrf["X-CSRF-Token"], "width": "2", "agreement": "0.9"},
+    )
+    assert r.status_code == 422 and "width is the interval&#39;s width on a 0-1 scale" in r.text

@@ -128,3 +128,42 @@ def test_the_plan_gives_about_the_width_it_promises_and_the_interval_covers():
     assert abs(np.mean(halves) / target - 1) < 0.15, np.mean(halves)
     assert 0.93 <= covered / 400 <= 0.97, covered
     assert np.mean(alone) > 1.3 * np.mean(halves)
+
+
+def test_a_plan_from_an_entered_agreement_by_hand():
+    # People alone: ceil((1.96 x 0.5 / 0.05)^2) = ceil(384.15) = 385. A judge agreeing 90% has
+    # rho = 2 x 0.9 - 1 = 0.8, so beside it on 2,000 units people need
+    # 385 x 2000 x (1 - 0.64) / (2000 - 0.64 x 385) = 277200 / 1753.6 = 158.07 -> 158.
+    plan = stats.ppi_people_for_agreement(2000, 0.05, 0.9)
+    assert plan["people"] == 158 and plan["people_alone"] == 385 and plan["reachable"]
+    assert plan["ppi_corr"] == pytest.approx(0.8)
+    # ppi-python's own answer for the same correlation and effective n.
+    from ppi_py.ppi_power_analysis import ppi_power
+
+    assert ppi_power(0.8, 0.0, 1.0, 1e-9, effective_n=385, n_max=2000)["n"] == 158
+    # Its effective n: 158 x 2000 / (158 + 0.36 x 1842) = 385.0 -> 1.96 x 0.5 / sqrt(385) = 0.04995.
+    assert plan["expected_half_width"] == pytest.approx(0.04995, abs=1e-5)
+    # A coin-flip judge is worth nothing: people alone; too few units: every unit, and it says so.
+    assert stats.ppi_people_for_agreement(2000, 0.05, 0.5)["people"] == 385
+    small = stats.ppi_people_for_agreement(100, 0.05, 0.9)
+    assert small["people"] == 100 and not small["reachable"] and small["expected_half_width"] > 0.05
+    with pytest.raises(ValueError):
+        stats.ppi_people_for_agreement(2000, 0.0, 0.9)
+
+
+def test_a_plan_from_an_agreement_gets_its_width_in_simulation():
+    # 300 simulated studies of 2,000 units, people's 0/1 values a share of 1/2, a judge agreeing
+    # 90% of the time: people on the planned random 158 give PPI++ half widths averaging the
+    # promised 0.05 (within 5%), and the intervals cover.
+    plan = stats.ppi_people_for_agreement(2000, 0.05, 0.9)
+    n, big = plan["people"], plan["of"]
+    rng = np.random.default_rng(28)
+    widths, covered = [], 0
+    for _ in range(300):
+        y = (rng.random(big) < 0.5).astype(float)
+        yhat = np.where(rng.random(big) < 0.9, y, 1 - y)
+        est = stats.ppi_mean(y[:n], yhat[:n], yhat[n:])
+        widths.append((est["high"] - est["low"]) / 2)
+        covered += est["low"] <= y.mean() <= est["high"]
+    assert np.mean(widths) == pytest.approx(plan["expected_half_width"], rel=0.05)
+    assert 0.92 <= covered / 300 <= 0.98
