@@ -10,7 +10,7 @@ import json
 import uuid
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from app.leaderboards import stats
 from app.leaderboards.service import compute
@@ -90,3 +90,77 @@ def test_people_and_the_model_listeners_together(session):
             assert row["worth"] == pytest.approx(round(want["effective_n"], 1))
     assert any(r["ppi"].get("low") is not None for r in rows.values())  # at least one has an interval
     assert [c["key"] for c in table["columns"]][0] == "agent" and "Captioner" in table["columns"][0]["label"]
+
+
+def _people_answer(session, study, count: int) -> None:
+    """People answer `count` captions, wrong on every fourth answer."""
+    k, w = 0, 0
+    while k < count:
+        bundle = assignment.enter(session, study, "prolific", f"listener-{w}")
+        w += 1
+        a = assignment.next_item(session, study, bundle.id)
+        while a is not None and k < count:
+            target = session.get(Item, a.item_id).reference["target"]
+            assignment.submit(
+                session, study, bundle.id, a.id, {"choice": str(target if k % 4 else 3 - target)}, uuid.uuid4().hex
+            )
+            k += 1
+            a = assignment.next_item(session, study, bundle.id)
+
+
+def test_a_model_listener_runs_as_an_agent_run_and_the_leaderboard_shows_its_rows(app, session):
+    from fastapi.testclient import TestClient
+
+    from app import jobs
+    from app.agents.models import AgentOutput
+    from app.auth.security import create_token
+    from app.kinds.a3ds.listeners import pick
+
+    owner = make_user(session, "researcher")
+    token = create_token(session, owner)
+    study = _study(session, owner, design=DESIGN, bundle_size=60)  # live: picks add no items
+    session.commit()
+    c = TestClient(app, headers={"Authorization": f"Bearer {token}"})
+    _people_answer(session, study, 36)
+    assert "a3ds_ppi" not in c.get(f"/api/v1/studies/{study.id}/leaderboard").text
+
+    # A run that is cancelled before it runs stores nothing; the researcher sees it so.
+    r = c.post(f"/api/v1/studies/{study.id}/runs", json={"listener": "literal", "batch_size": 7})
+    assert r.status_code == 202, r.text
+    first = r.json()
+    assert first["noun"] == "captioner or listener run" and first["params"]["listener"] == "literal"
+    assert c.post(f"/api/v1/runs/{first['id']}/cancel").json()["state"] == "cancelled"
+    jobs.run_queued_once()
+    assert c.get(f"/api/v1/runs/{first['id']}").json()["detail"]["items"] == 0
+
+    # Run again: it picks on all 60 captions, in chunks, as its agent's outputs.
+    run = c.post(f"/api/v1/studies/{study.id}/runs", json={"listener": "literal", "batch_size": 7}).json()
+    jobs.run_queued_once()
+    got = c.get(f"/api/v1/runs/{run['id']}").json()
+    assert got["state"] == "done" and got["detail"]["items"] == 60 and got["detail"]["captioner"] == "literal listener"
+    assert [x["id"] for x in c.get("/api/v1/runs", params={"study_id": study.id}).json()] == [run["id"], first["id"]]
+    session.expire_all()
+    items = session.scalars(select(Item).where(Item.study_id == study.id, Item.is_gold.is_(False))).all()
+    outputs = {o.item_id: o for o in session.scalars(select(AgentOutput).where(AgentOutput.study_id == study.id))}
+    assert set(outputs) == {i.id for i in items} and {o.agent_id for o in outputs.values()} == {run["agent_id"]}
+    for i in items:  # the literal listener's pick, scored as a person's answer
+        choice = pick("literal", i.payload["caption"], i.payload["scenes"])
+        assert outputs[i.id].response == {"choice": choice}
+        assert outputs[i.id].score == (1.0 if choice == str(i.reference["target"]) else 0.0)
+
+    # The leaderboard's people-and-judge table now has a row per captioner from the run's picks.
+    tables = {t["key"]: t for t in c.get(f"/api/v1/studies/{study.id}/leaderboard").json()["extra"]["tables"]}
+    rows = {r["agent"]: r for r in tables["a3ds_ppi"]["rows"]}
+    assert set(rows) == {"literal", "contrastive"}
+    for name, row in rows.items():
+        mine = [i for i in items if i.reference["captioner"] == name]
+        assert row["judged"] == 30
+        assert row["judge"] == pytest.approx(sum(outputs[i.id].score for i in mine) / 30)
+        assert row["ppi"].get("low") is not None and row["worth"] is not None
+
+    # A re-run after the picks are stored adds nothing twice.
+    again = c.post(f"/api/v1/studies/{study.id}/runs", json={"listener": "literal"}).json()
+    jobs.run_queued_once()
+    assert c.get(f"/api/v1/runs/{again['id']}").json()["detail"]["items"] == 60
+    session.expire_all()
+    assert session.scalar(select(func.count(AgentOutput.id)).where(AgentOutput.study_id == study.id)) == 60

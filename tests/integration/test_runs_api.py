@@ -42,7 +42,12 @@ def test_a_run_starts_reads_lists_and_cancels_at_the_one_path(app, session):
     r = c.post(f"/api/v1/studies/{study.id}/runs", json={"speaker": "short", "batch_size": 1})
     assert r.status_code == 202, r.text
     run = r.json()
-    assert (run["kind"], run["noun"], run["study_id"], run["state"]) == ("a3ds", "captioner run", study.id, "queued")
+    assert (run["kind"], run["noun"], run["study_id"], run["state"]) == (
+        "a3ds",
+        "captioner or listener run",
+        study.id,
+        "queued",
+    )
     assert run["params"]["speaker"] == "short" and run["detail"]["items"] == 0
     jobs.run_queued_once()  # what the worker does
     got = c.get(f"/api/v1/runs/{run['id']}").json()
@@ -173,7 +178,7 @@ def test_the_openapi_document_says_what_each_kinds_runs_take(app):
     # The bounds and choices the service checks (service.checked), and exactly one captioner.
     assert kinds["a3ds"]["properties"]["batch_size"] == {"type": "integer", "minimum": 1, "maximum": 256}
     assert kinds["a3ds"]["properties"]["speaker"]["enum"] == ["literal", "short", "contrastive", "minimal"]
-    assert kinds["a3ds"]["oneOf"] == [{"required": ["speaker"]}, {"required": ["artifact_id"]}]
+    assert kinds["a3ds"]["oneOf"] == [{"required": [f]} for f in ("speaker", "artifact_id", "listener")]
     assert kinds["navigation"]["properties"]["top_p"] == {"type": "number", "exclusiveMinimum": 0, "maximum": 1}
     assert kinds["navigation"]["required"] == ["file", "speaker_artifact_id"]
     assert all(s["additionalProperties"] is False for s in kinds.values())

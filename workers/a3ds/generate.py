@@ -1,5 +1,6 @@
 """The job `a3ds.generate`: a captioner's caption of every pair of a study, each added as an
-item named by the captioner (app/kinds/a3ds/generation.py starts it).
+item named by the captioner (app/kinds/a3ds/generation.py starts it); with `listener` in its
+params, a model listener's picks instead (workers/a3ds/listen.py).
 
 The job's study; params: captioner (the items' name for it), and speaker (a built-in one) or
 artifact_id (a valid captioner model), batch_size (pairs per forward pass and per transaction).
@@ -41,6 +42,10 @@ def _captions(model, speaker, pairs, batch_size, device, seed) -> list[str]:
 
 def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> dict:
     p = dict(job.params)
+    if p.get("listener"):  # a model listener's picks, not captions (workers/a3ds/listen.py)
+        from workers.a3ds.listen import run_listening
+
+        return run_listening(session, job, progress)
     study = session.get(Study, job.study_id) if job.study_id else None
     if study is None:
         return {"skipped": "the study was deleted"}

@@ -16,8 +16,10 @@ from sqlalchemy.orm import Session
 
 from app import jobs
 from app.agents.artifacts import usable_models
+from app.agents.models import AgentOutput
 from app.auth.models import User
 from app.errors import Conflict, InputError
+from app.kinds.a3ds.listeners import LISTENERS
 from app.kinds.a3ds.speakers import SPEAKERS
 from app.runs.component import AgentRuns, Param, Started, an_id, usable_artifact
 from app.studies.models import Item, Study
@@ -82,6 +84,54 @@ def create_run(
     return jobs.create_job(session, TASK, study_id=study.id, owner_id=user.id, batch_size=batch_size, **params)
 
 
+def listener_name(listener: str) -> str:
+    """The agent a built-in listener's picks are stored under ("literal listener")."""
+    return f"{listener} listener"
+
+
+def create_listener_run(
+    session: Session, study: Study, user: User, *, listener: object, batch_size: object = DEFAULT_BATCH
+) -> tuple[jobs.Job, int]:
+    """A model listener's picks on every caption of the study (issue 28.1: the kind's automatic
+    judge), as the outputs of an agent of the study's owner named for it; any state of the
+    study (picks add no items). The job and the agent's id, added to the session."""
+    from app.studies.services import register_agent
+
+    if study.kind != KIND_NAME:
+        raise Conflict("listener runs are for A3DS studies", field="study")
+    if listener not in LISTENERS:
+        raise InputError(f"unknown listener {listener!r}: use {', '.join(LISTENERS)}", field="listener")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
+        raise InputError(f"batch_size must be an integer from 1 to {MAX_BATCH}", field="batch_size")
+    if not study_pairs(session, study):
+        raise Conflict("the study has no captions to pick on (gold ones are people's checks)", field="study")
+    owner = session.get(User, study.owner_id) or user
+    agent = register_agent(session, owner, KIND_NAME, listener_name(str(listener)))
+    job = jobs.create_job(
+        session,
+        TASK,
+        study_id=study.id,
+        owner_id=user.id,
+        batch_size=batch_size,
+        listener=listener,
+        agent_id=agent.id,
+        captioner=listener_name(str(listener)),
+    )
+    return job, agent.id
+
+
+def _picks(session: Session, study_id: int | None, params: dict) -> int:
+    """The picks a listener run's agent has stored on the study."""
+    return (
+        session.scalar(
+            select(func.count(AgentOutput.id)).where(
+                AgentOutput.study_id == study_id, AgentOutput.agent_id == params.get("agent_id")
+            )
+        )
+        or 0
+    )
+
+
 def item_prefix(params: dict) -> str:
     """A run's items' external-id prefix: per model (artifact), so two versions of an agent, or
     agents of one name, never share items; per speaker for a built-in one."""
@@ -110,23 +160,35 @@ def study_context(session: Session, study: Study) -> dict:
         **runs.study_page_context(session, study),
         "captioner_models": usable_models(session, study.owner_id, KIND_NAME, "captioner")["captioner"],
         "speakers": SPEAKERS,
+        "listeners": LISTENERS,
     }
 
 
 class CaptionerRuns(AgentRuns):
-    """A3DS's agent runs (app/runs): a captioner's captions of a study's pairs become items."""
+    """A3DS's agent runs (app/runs): a captioner's captions of a study's pairs become items; a
+    model listener's picks on every caption become its agent's outputs (the automatic judge)."""
 
-    noun = "captioner run"
+    noun = "captioner or listener run"
     fields = {
         "speaker": Param("text", choices=SPEAKERS),
         "artifact_id": an_id(),
+        "listener": Param("text", choices=LISTENERS),
         "batch_size": Param("int", 1, MAX_BATCH),
     }
-    one_of = (("speaker", "artifact_id"),)
-    columns = (("Captioner", "captioner"), ("Items", "items"))
+    one_of = (("speaker", "artifact_id", "listener"),)
+    columns = (("Captioner or listener", "captioner"), ("Items or picks", "items"))
     unit = "pairs"
 
     def start(self, session: Session, user: User, study: Study, target: dict, params: dict) -> Started:
+        if "listener" in params:
+            job, agent_id = create_listener_run(
+                session,
+                study,
+                user,
+                listener=params["listener"],
+                batch_size=params.get("batch_size", DEFAULT_BATCH),
+            )
+            return Started(job, agent_id=agent_id, params=job.params)
         job = create_run(
             session,
             study,
@@ -145,8 +207,10 @@ class CaptionerRuns(AgentRuns):
         return {
             "captioner": p.get("captioner"),
             "speaker": p.get("speaker"),
+            "listener": p.get("listener"),
             "artifact_id": p.get("artifact_id"),
             "agent_id": p.get("agent_id"),
             "batch_size": p.get("batch_size"),
-            "items": _items(session, run.study_id, p),
+            # a listener's picks, or a captioner's items
+            "items": _picks(session, run.study_id, p) if p.get("listener") else _items(session, run.study_id, p),
         }

@@ -76,11 +76,16 @@ class GenerationIn(BaseModel):
     batch_size: int = Field(generation.DEFAULT_BATCH, ge=1, le=generation.MAX_BATCH)
 
 
-def _start(session: Session, study, user: User, speaker, artifact_id, batch_size) -> jobs.Job:
+def _start(session: Session, study, user: User, speaker, artifact_id, batch_size, listener=None) -> jobs.Job:
     """Through the one runs service (app/runs), as POST /api/v1/studies/{id}/runs does."""
     params = {
         k: v
-        for k, v in (("speaker", speaker), ("artifact_id", artifact_id), ("batch_size", batch_size))
+        for k, v in (
+            ("speaker", speaker),
+            ("artifact_id", artifact_id),
+            ("listener", listener),
+            ("batch_size", batch_size),
+        )
         if v is not None
     }
     run = runs.start(session, session.merge(user), generation.KIND_NAME, params, study=study)
@@ -116,11 +121,12 @@ def start_generation_page(
     session: Session = Depends(db),
     user: User = Depends(researcher),
 ):
-    """The form's one captioner field: "speaker:<name>" or "artifact:<id>"."""
+    """The form's one captioner field: "speaker:<name>" or "artifact:<id>", or a model listener
+    to judge every caption: "listener:<name>"."""
     study = managed_study(session, study_id, user, "No such study among yours.")
     what, _, value = captioner.partition(":")
     try:
-        if what not in ("speaker", "artifact") or not value:
+        if what not in ("speaker", "artifact", "listener") or not value:
             raise InputError("choose a captioner", field="captioner")
         if not value.isdigit() and what == "artifact":
             raise InputError("artifact_id must be an integer", field="artifact_id")
@@ -134,9 +140,11 @@ def start_generation_page(
             value if what == "speaker" else None,
             int(value) if what == "artifact" else None,
             int(size) if size else generation.DEFAULT_BATCH,
+            value if what == "listener" else None,
         )
     except InputError as exc:
         flash(request, f"Not started: {exc}", "error")
     else:
-        flash(request, f"Captioner run #{runs.of_job(session, job.id).id} queued.")
+        noun = "Listener" if what == "listener" else "Captioner"
+        flash(request, f"{noun} run #{runs.of_job(session, job.id).id} queued.")
     return RedirectResponse(f"/studies/{study.id}#captioner-runs", status_code=303)
