@@ -157,6 +157,13 @@ def test_a_model_listener_runs_as_an_agent_run_and_the_leaderboard_shows_its_row
         assert row["judged"] == 30
         assert row["judge"] == pytest.approx(sum(outputs[i.id].score for i in mine) / 30)
         assert row["ppi"].get("low") is not None and row["worth"] is not None
+    # And per z, every captioner's captions pooled: 5 pairs x 2 captioners each.
+    by_z = {r["agent"]: r for r in tables["a3ds_ppi_by_category"]["rows"]}
+    assert list(by_z) == [f"z = {z}" for z in range(1, 7)]
+    for z in range(1, 7):
+        mine = [i for i in items if i.category == str(z)]
+        assert by_z[f"z = {z}"]["judged"] == len(mine) == 10
+        assert by_z[f"z = {z}"]["judge"] == pytest.approx(sum(outputs[i.id].score for i in mine) / 10)
 
     # A re-run after the picks are stored adds nothing twice.
     again = c.post(f"/api/v1/studies/{study.id}/runs", json={"listener": "literal"}).json()

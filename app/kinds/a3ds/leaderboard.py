@@ -35,11 +35,13 @@ def _item_answers(session: Session, study: Study) -> list[dict]:
     ).all()
     by_item = {i: (n, int(right or 0), int(c or 0)) for i, n, right, c in counts}
     out = []
-    for item_id, cluster, ref in session.execute(
-        select(Item.id, Item.cluster, Item.reference).where(Item.study_id == study.id, Item.is_gold.is_(False))
+    for item_id, cluster, ref, z in session.execute(
+        select(Item.id, Item.cluster, Item.reference, Item.category).where(
+            Item.study_id == study.id, Item.is_gold.is_(False)
+        )
     ):
         n, right, cant_n = by_item.get(item_id, (0, 0, 0))
-        out.append({"id": item_id, "pair": cluster, "ref": ref or {}, "n": n, "right": right, "cant": cant_n})
+        out.append({"id": item_id, "pair": cluster, "ref": ref or {}, "z": z, "n": n, "right": right, "cant": cant_n})
     return out
 
 
@@ -334,15 +336,16 @@ def section(session: Session, study: Study) -> dict | None:
             }
         )
     # Model listeners as an automatic judge beside people (issue 28), where any has picked.
-    if (ppi := _judge_table(session, study, by_captioner)) is not None:
-        tables.append(ppi)
+    tables.extend(_judge_tables(session, study, by_captioner))
     return {"tables": tables}
 
 
-def _judge_table(session: Session, study: Study, by_captioner: dict[str, list[dict]]) -> dict | None:
+def _judge_tables(session: Session, study: Study, by_captioner: dict[str, list[dict]]) -> list[dict]:
     """People and the model listeners together: a model listener's pick on a caption (an agent's
     output, scored 1 when it is the target) is an automatic judge of it; the judge's value on a
-    caption is the mean over the model listeners that picked on it."""
+    caption is the mean over the model listeners that picked on it. Per captioner, then per z
+    (every captioner's captions pooled) where there are several; nothing where no model
+    listener picked."""
     judge = dict(
         session.execute(
             select(AgentOutput.item_id, func.avg(AgentOutput.score))
@@ -352,24 +355,36 @@ def _judge_table(session: Session, study: Study, by_captioner: dict[str, list[di
         ).all()
     )
     if not judge:
-        return None
-    rows = []
-    for name, group in sorted(by_captioner.items()):
+        return []
+
+    def row(name: str, group: list[dict]) -> dict | None:
         mine = {it["id"]: float(judge[it["id"]]) for it in group if it["id"] in judge}
-        if mine:
-            human = {it["id"]: it["right"] / it["n"] for it in group if it["n"]}
-            rows.append({"agent": name, **judged_row(human, mine, "caption")})
+        human = {it["id"]: it["right"] / it["n"] for it in group if it["n"]}
+        return {"agent": name, **judged_row(human, mine, "caption")} if mine else None
+
+    rows = [r for name, group in sorted(by_captioner.items()) if (r := row(name, group)) is not None]
     if not rows:
-        return None
-    return judged_table(
-        "a3ds_ppi",
-        rows,
-        judge="the model listeners",
-        unit="caption",
-        measure="listener accuracy",
-        agent=("Captioner", "The captioner whose captions were judged."),
-        note="A model listener's pick on a caption (its imported or generated output) is right or wrong "
-        "as a person's is; the judge's value on a caption is the share of the model listeners that picked "
-        "the target. People answer some of the captions; a caption's people's value is the share of its "
-        'listeners who picked the target (a "can\'t tell" counts as wrong).',
-    )
+        return []
+    words = {
+        "judge": "the model listeners",
+        "unit": "caption",
+        "measure": "listener accuracy",
+        "note": "A model listener's pick on a caption (its imported or generated output, or a listener run's) "
+        "is right or wrong as a person's is; the judge's value on a caption is the share of the model "
+        "listeners that picked the target. People answer some of the captions; a caption's people's value "
+        'is the share of its listeners who picked the target (a "can\'t tell" counts as wrong).',
+    }
+    tables = [judged_table("a3ds_ppi", rows, agent=("Captioner", "The captioner whose captions were judged."), **words)]
+    every = [it for group in by_captioner.values() for it in group]
+    zs = sorted({it["z"] for it in every if it["id"] in judge}, key=lambda z: (len(z or ""), z or ""))
+    if len(zs) > 1:
+        by_z = [r for z in zs if (r := row(f"z = {z}", [it for it in every if it["z"] == z])) is not None]
+        table = judged_table(
+            "a3ds_ppi_by_category",
+            by_z,
+            agent=("z", "How many features the pair's pictures differ in (every captioner's captions pooled)."),
+            **words,
+        )
+        table["title"] += ", per z"
+        tables.append(table)
+    return tables
