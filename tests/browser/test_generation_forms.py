@@ -130,12 +130,12 @@ def _a3ds(s, owner, tmp_path) -> dict:
     chosen = "speaker:short"
 
     def fill(page):
-        form = page.locator("#captioner-runs form")
+        form = page.locator("#captioner-runs #captioner-form")
         form.get_by_label("Captioner").select_option(chosen)
         form.get_by_label("Batch").fill("5")
 
     def kept(page):
-        form = page.locator("#captioner-runs form")
+        form = page.locator("#captioner-runs #captioner-form")
         expect(form.get_by_label("Captioner")).to_have_value(chosen)
         expect(form.get_by_label("Batch")).to_have_value("5")
 
