@@ -47,6 +47,30 @@ def judged_row(
     }
 
 
+def judged_summary(
+    human: Mapping[Hashable, float], judge: Mapping[Hashable, float], half_width: float, unit: str
+) -> dict[str, Any]:
+    """An offline scorer's people-and-judge figures (JSON): `judge`'s mean over its units,
+    `judge_agreement`, `ppi` (stats.ppi_mean, its n as `n_human`) and `plan`
+    (stats.ppi_people_needed), from `human` people's value on the units they judged (a random
+    sample, the assumption) and `judge` the judge's on every unit."""
+    seen = [u for u in human if u in judge]
+    people, theirs = [float(human[u]) for u in seen], [float(judge[u]) for u in seen]
+    only = [float(v) for u, v in judge.items() if u not in human]
+    ppi = stats.ppi_mean(people, theirs, only, unit=unit)
+    ppi["n_human"] = ppi.pop("n")
+    return {
+        "judge": sum(judge.values()) / len(judge) if judge else None,
+        "judge_agreement": stats.mean_interval([1 - abs(h - j) for h, j in zip(people, theirs)]).as_dict()
+        if people
+        else None,
+        "ppi": ppi,
+        "plan": stats.ppi_people_needed(people, theirs, len(judge), half_width, unit=unit)
+        if people
+        else {"reason": f"no {unit} judged by people"},
+    }
+
+
 def _ppi_cells(est: Mapping[str, Any], n: int) -> dict[str, Any]:
     """The PPI++ estimate's cell (or "—" with the reason) and what it is worth in people's units."""
     return {

@@ -334,3 +334,75 @@ def test_score_command_errors_name_line_and_field(tmp_path, line, message):
     f.write_text('{"target": 12500, "distractor": 12501, "caption": "a ball"}\n' + line + "\n")
     out = CliRunner().invoke(a3ds_cli, ["score", "--pairs", str(f), "--json"])
     assert out.exit_code != 0 and message in out.output, out.output
+
+
+def test_the_literal_listener_picks_the_picture_the_caption_fits():
+    from app.kinds.a3ds.listeners import pick
+
+    other = scene_id((0, 2, 6, 0, 2, 5))  # T but a different shape
+    assert pick("literal", "a cylinder", [12500, other]) == "1"
+    assert pick("literal", "a cylinder", [other, 12500]) == "2"  # the order shown does not matter
+    assert pick("literal", "a red floor", [12500, other]) == "none"  # both have it: can't tell
+
+
+def test_score_with_people_and_a_model_listener_gives_ppi_per_captioner(tmp_path):
+    import random
+
+    from app.kinds.a3ds.formats import parse_pairs
+    from app.kinds.a3ds.listeners import pick
+    from app.leaderboards import stats
+
+    rng = random.Random(4)
+    lines = []
+    for k in range(80):
+        pair = scenes.pair_differing_in(rng, rng.sample(FEATURES, rng.randint(1, 6)))
+        who = "short" if k % 2 else "literal"
+        lines.append(
+            {
+                "id": f"p{k}",
+                "target": pair.target,
+                "distractor": pair.distractor,
+                "caption": speakers.speak(who, pair, 0),
+                "captioner": who,
+            }
+        )
+    pairs_file, people_file = tmp_path / "pairs.jsonl", tmp_path / "people.jsonl"
+    pairs_file.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    # People answer a random 50 of the 80 captions, right 80% of the time.
+    people = {f"p{k}": rng.random() < 0.8 for k in rng.sample(range(80), 50)}
+    people_file.write_text("\n".join(json.dumps({"id": i, "right": r}) for i, r in people.items()) + "\n")
+    out = CliRunner().invoke(
+        a3ds_cli, ["score", "--pairs", str(pairs_file), "--people", str(people_file), "--judge", "literal", "--json"]
+    )
+    assert out.exit_code == 0, out.output
+    judged = json.loads(out.output)["judged"]
+    assert set(judged) == {"literal", "short"}
+    for who in ("literal", "short"):
+        mine = [p for p in parse_pairs(pairs_file.read_bytes()) if p.captioner == who]
+        judge = {p.id: float(pick("literal", p.caption, [p.pair.target, p.pair.distractor]) == "1") for p in mine}
+        seen = [p.id for p in mine if p.id in people]
+        want = stats.ppi_mean(
+            [float(people[i]) for i in seen],
+            [judge[i] for i in seen],
+            [judge[p.id] for p in mine if p.id not in people],
+        )
+        got = judged[who]
+        assert got["judge"] == pytest.approx(sum(judge.values()) / 40)
+        assert got["ppi"]["n_human"] == len(seen) and got["ppi"]["n_judge"] == 40 - len(seen)
+        assert (got["ppi"]["mean"], got["ppi"]["low"], got["ppi"]["high"]) == pytest.approx(
+            (want["mean"], want["low"], want["high"])
+        )
+        assert got["ppi"]["effective_n"] == pytest.approx(want["effective_n"])
+        assert got["judge_agreement"]["n"] == len(seen) and got["plan"]["of"] == 40
+    table = CliRunner().invoke(
+        a3ds_cli, ["score", "--pairs", str(pairs_file), "--people", str(people_file), "--judge", "literal"]
+    )
+    assert table.exit_code == 0 and "PPI++" in table.output and "literal" in table.output
+    # A pick on a pair P does not have, or --people alone: refused, naming the line or the option.
+    people_file.write_text(json.dumps({"id": "p99", "right": True}) + "\n")
+    out = CliRunner().invoke(
+        a3ds_cli, ["score", "--pairs", str(pairs_file), "--people", str(people_file), "--judge", "literal"]
+    )
+    assert out.exit_code != 0 and "line 1" in out.output and "id must name a pair" in out.output
+    out = CliRunner().invoke(a3ds_cli, ["score", "--pairs", str(pairs_file), "--people", str(people_file)])
+    assert out.exit_code != 0 and "--people and --judge go together" in out.output

@@ -148,22 +148,10 @@ def procedure_means(result: dict, procedures: Sequence[Procedure], metric: str =
 def with_judge(human: dict[str, float], judge: dict[str, float], half_width: float) -> dict:
     """`judge_agreement`, `ppi` and `plan` over the procedures in `judge` (every one a model
     executor executed): `human` people's value on those people executed (a random sample, the
-    assumption), `judge` the executor's on each (stats.ppi_mean, stats.ppi_people_needed)."""
-    seen = [i for i in human if i in judge]
-    people, theirs = [human[i] for i in seen], [judge[i] for i in seen]
-    only = [v for i, v in judge.items() if i not in human]
-    ppi = stats.ppi_mean(people, theirs, only, unit="procedure")
-    ppi["n_human"] = ppi.pop("n")
-    return {
-        "judge": sum(judge.values()) / len(judge),
-        "judge_agreement": stats.mean_interval([1 - abs(h - j) for h, j in zip(people, theirs)]).as_dict()
-        if people
-        else None,
-        "ppi": ppi,
-        "plan": stats.ppi_people_needed(people, theirs, len(judge), half_width, unit="procedure")
-        if people
-        else {"reason": "no procedure executed by people"},
-    }
+    assumption), `judge` the executor's on each (judged.judged_summary)."""
+    from app.leaderboards.judged import judged_summary
+
+    return judged_summary(human, judge, half_width, "procedure")
 
 
 def judged(
