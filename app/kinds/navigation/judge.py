@@ -72,3 +72,51 @@ def judge_table(session: Session, study: Study, people_sr: Mapping[str, Mapping[
             "its followers' successes."
         ),
     )
+
+
+# ---- offline: `proctor navigation judged --people H --judge J` (issue 28.4) -----------------
+
+JUDGED_LINE = '{"speaker": str, "instruction": id, "success": true|false or 0-1}'
+
+
+def success_lines(data: bytes) -> dict[str, dict[str, float]]:
+    """Speaker -> instruction -> the mean of its lines' success (true 1, false 0, or a rate in
+    [0, 1]: a listener ensemble's share of rollouts that reach the goal; several lines of one
+    instruction are several followers)."""
+    from app.errors import InputError
+    from app.textfiles import jsonl_objects
+
+    values: dict[str, dict[str, list[float]]] = {}
+    for line, obj in jsonl_objects(data):
+        speaker, instruction, success = obj.get("speaker"), obj.get("instruction"), obj.get("success")
+        if not isinstance(speaker, str) or not speaker.strip():
+            raise InputError(f"speaker must be a non-empty string ({JUDGED_LINE})", line=line, field="speaker")
+        if isinstance(instruction, bool) or not isinstance(instruction, (str, int)):
+            raise InputError(
+                f"instruction must be an id, a string or an integer ({JUDGED_LINE})", line=line, field="instruction"
+            )
+        if isinstance(success, bool):
+            value = 1.0 if success else 0.0
+        elif isinstance(success, (int, float)) and 0 <= success <= 1:
+            value = float(success)
+        else:
+            raise InputError("success must be true, false or a rate from 0 to 1", line=line, field="success")
+        values.setdefault(speaker.strip(), {}).setdefault(str(instruction), []).append(value)
+    return {s: {i: sum(v) / len(v) for i, v in by.items()} for s, by in values.items()}
+
+
+def judged_offline(people: dict[str, dict[str, float]], judge: dict[str, dict[str, float]], half_width: float) -> dict:
+    """Per speaker the judge has: judged.judged_summary of people's success rate on the
+    instructions they followed (a random sample, the assumption) and the judge's on every one.
+    An instruction people followed that the judge did not is refused: PPI needs the judge there."""
+    from app.errors import InputError
+    from app.leaderboards.judged import judged_summary
+
+    for speaker, by in people.items():
+        missing = [i for i in by if i not in judge.get(speaker, {})]
+        if missing:
+            raise InputError(
+                f"the judge has no value for {speaker}'s instruction {missing[0]}: PPI needs it wherever people followed",
+                field="instruction",
+            )
+    return {s: judged_summary(people.get(s, {}), judge[s], half_width, "instruction") for s in sorted(judge)}
