@@ -19,6 +19,7 @@ from app.kinds import all_kinds, default_kind, get_kind
 from app.params import MAX_ID, NOT_BLANK, UPLOAD, Id, Whole
 from app.storage import get_store
 from app.studies import assignment, services
+from app.studies.services import MIN_SAMPLE_WIDTH
 from app.studies.models import Item, Study, StudyState
 from app.studies.views import kind_options
 from app.web import read_upload
@@ -188,7 +189,7 @@ class PeopleSampleIn(BaseModel):
     )
     width: float | None = Field(
         None,
-        gt=0,
+        ge=MIN_SAMPLE_WIDTH,
         le=1,
         description="instead of n: the PPI++ 95% interval's target width (high - low, 0-1 scale); n is then "
         "computed by a power analysis from it and agreement",

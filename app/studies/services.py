@@ -327,6 +327,11 @@ def set_state(session: Session, study: Study, state: str, actor: User) -> Study:
     return study
 
 
+# The narrowest target width a plan takes: ±0.0005 already needs 3.8 million people alone; a
+# narrower one would overflow the power analysis rather than say anything.
+MIN_SAMPLE_WIDTH = 0.001
+
+
 def plan_people_sample(session: Session, study: Study, width: float, agreement: float) -> dict[str, Any]:
     """How many of the study's non-gold items people must judge for a PPI++ 95% interval about
     `width` wide (high - low, on a 0-1 scale) beside an automatic judge agreeing with people on
@@ -334,8 +339,8 @@ def plan_people_sample(session: Session, study: Study, width: float, agreement: 
     the width and agreement it was made for."""
     from app.leaderboards import stats
 
-    if not (0 < width <= 1):
-        raise InputError("width is the interval's width on a 0-1 scale: above 0 and at most 1", field="width")
+    if not (MIN_SAMPLE_WIDTH <= width <= 1):
+        raise InputError(f"width is the interval's width on a 0-1 scale: from {MIN_SAMPLE_WIDTH:g} to 1", field="width")
     if not (0 <= agreement <= 1):
         raise InputError("agreement is the share of items the judge agrees with people on, 0 to 1", field="agreement")
     items = session.scalar(

@@ -169,8 +169,9 @@ def test_a_target_width_gives_the_sample_a_power_analysis_needs(app, session):
     assert chosen == sorted(random.Random(5).sample(ids, 29))
 
     for body, field, words in (
-        ({"width": 0, "agreement": 0.9}, "width", "greater than 0"),
-        ({"width": -0.1, "agreement": 0.9}, "width", "greater than 0"),
+        ({"width": 0, "agreement": 0.9}, "width", "greater than or equal to 0.001"),
+        ({"width": -0.1, "agreement": 0.9}, "width", "greater than or equal to 0.001"),
+        ({"width": 5e-324, "agreement": 0.0}, "width", "greater than or equal to 0.001"),
         ({"width": 1.5, "agreement": 0.9}, "width", "less than or equal to 1"),
         ({"width": 0.2, "agreement": 1.2}, "agreement", "less than or equal to 1"),
         ({"width": 0.2}, "agreement", "width and agreement go together"),
@@ -194,4 +195,4 @@ def test_a_target_width_gives_the_sample_a_power_analysis_needs(app, session):
         f"/studies/{study.id}/people-sample",
         data={"csrf_token": csrf["X-CSRF-Token"], "width": "2", "agreement": "0.9"},
     )
-    assert r.status_code == 422 and "width is the interval&#39;s width on a 0-1 scale" in r.text
+    assert r.status_code == 422 and "width is the interval&#39;s width on a 0-1 scale: from 0.001 to 1" in r.text
