@@ -84,6 +84,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
     from app.api import crowd_router
     from app.api import router as api_router
     from app.auth.views import router as auth_router
+    from app.crowd.views import router as prolific_pages
     from app.kinds import all_kinds
     from app.models import load_models
     from app.quality.views import router as quality_router
@@ -95,6 +96,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
     app.include_router(auth_router)
     app.include_router(studies_router)
     app.include_router(quality_router)
+    app.include_router(prolific_pages)
     app.include_router(agents_router)
     app.include_router(runs_router)
     app.include_router(api_router)

@@ -9,7 +9,7 @@ import importlib
 from app.agents.models import Agent, AgentArtifact, AgentOutput  # noqa: F401  # noqa: F401
 from app.audit import AuditEntry  # noqa: F401  # noqa: F401
 from app.auth.models import ApiToken, User  # noqa: F401  # noqa: F401
-from app.crowd.models import BonusPayment, CrowdAccount, PlatformStudy  # noqa: F401
+from app.crowd.models import BonusPayment, CrowdAccount, CrowdBlock, PlatformStudy  # noqa: F401
 from app.db import Base
 from app.jobs import Job  # noqa: F401  # noqa: F401
 from app.kinds import all_kinds

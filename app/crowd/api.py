@@ -145,3 +145,27 @@ def pay_bonus(
         session, study, session.merge(user), body.worker_id, body.amount_cents, body.key, body.reason
     )
     return _bonus_out(bonus)
+
+
+class BlockIn(BaseModel):
+    worker_id: str = Field(min_length=1, max_length=255, description="The worker's Prolific id (PROLIFIC_PID)")
+    reason: str = Field("", max_length=1000)
+
+
+@router.post("/studies/{study_id}/prolific/blocks", response_model=None)
+def block_worker(
+    study_id: Id, body: BlockIn, session: Session = Depends(db), user: User = Depends(researcher)
+) -> dict[str, Any]:
+    """Block a worker of the study: they join your block list on Prolific (a participant group),
+    which the studies you make there afterwards exclude. Blocking twice adds them once."""
+    study = managed_study(session, study_id, user)
+    blocked = service.block_worker(session, study, session.merge(user), body.worker_id, body.reason)
+    return {"worker_id": blocked.worker_id, "blocked_at": blocked.created_at}
+
+
+@router.post("/studies/{study_id}/prolific/reclaim", response_model=None)
+def reclaim(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict[str, Any]:
+    """Read the study's submissions on Prolific: each one returned or timed out ends its
+    worker's task here, and the item they held goes back to the pool at once."""
+    study = managed_study(session, study_id, user)
+    return {"freed": service.reclaim(session, study, session.merge(user))}

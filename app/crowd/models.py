@@ -25,6 +25,9 @@ class CrowdAccount(Base):
     # Who the platform says the token belongs to (its users/me), when it was stored.
     account_name: Mapped[str] = mapped_column(String(255), default="")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # The platform's id of this researcher's block list (a participant group on Prolific), made
+    # with the first worker blocked; studies made afterwards exclude its members.
+    block_group_id: Mapped[str | None] = mapped_column(String(64))
 
 
 class PlatformStudy(Base):
@@ -43,6 +46,22 @@ class PlatformStudy(Base):
     # The platform's own figure, fees and tax included, when the study was made.
     total_cost_cents: Mapped[int | None] = mapped_column()
     created_by: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class CrowdBlock(Base):
+    """A worker a researcher blocked on a platform (from the review page): a member of the
+    block list there, kept here to show it and to add each worker once."""
+
+    __tablename__ = "crowd_blocks"
+    __table_args__ = (UniqueConstraint("user_id", "platform", "worker_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    platform: Mapped[str] = mapped_column(String(16))
+    worker_id: Mapped[str] = mapped_column(String(255))  # the platform's id of the worker
+    study_id: Mapped[int | None] = mapped_column(ForeignKey("studies.id", ondelete="SET NULL"))  # seen in
+    reason: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

@@ -31,6 +31,11 @@ REJECTION_CATEGORIES = (
 # A rejection's message to the participant must be at least this long (Prolific refuses less).
 MIN_REJECTION_MESSAGE = 100
 STUDY_ACTIONS = ("PUBLISH", "PAUSE", "START", "STOP")
+# A submission in these states gave its place back on Prolific: the worker returned the study
+# or ran out of time (the submission object's statuses).
+GONE_STATUSES = ("RETURNED", "TIMED-OUT")
+# A study's filter that keeps a participant group's members out of it.
+BLOCKLIST_FILTER = "participant_group_blocklist"
 
 
 class ProlificError(Exception):
@@ -134,6 +139,24 @@ class ProlificClient:
     def reject(self, submission_id: str, message: str, category: str) -> dict[str, Any]:
         body = {"action": "REJECT", "message": message, "rejection_category": category}
         return dict(self.call("POST", f"submissions/{submission_id}/transition/", body))
+
+    # ---- participant groups (allow and block lists) -----------------------------------------
+
+    def workspace(self) -> str:
+        """The account's first workspace: a participant group is made in one."""
+        got = self.call("GET", "workspaces/")
+        results = list(got["results"])
+        if not results:
+            raise ProlificError("the account has no workspace to keep a participant group in", 400)
+        return str(results[0]["id"])
+
+    def create_group(self, workspace_id: str, name: str, description: str = "") -> dict[str, Any]:
+        body = {"workspace_id": workspace_id, "name": name, "description": description}
+        return dict(self.call("POST", "participant-groups/", body))
+
+    def add_to_group(self, group_id: str, participant_ids: Sequence[str]) -> None:
+        """Members already there are ignored (Prolific's documented behaviour)."""
+        self.call("POST", f"participant-groups/{group_id}/participants/", {"participant_ids": list(participant_ids)})
 
     # ---- bonuses: set up, then pay (the pay call is NOT idempotent) ----------------------
 

@@ -16,8 +16,14 @@ from sqlalchemy.orm import Session
 from app import audit
 from app.auth.models import User
 from app.crowd import sealed
-from app.crowd.models import BonusPayment, CrowdAccount, PlatformStudy
-from app.crowd.prolific_api import MIN_REJECTION_MESSAGE, ProlificClient, ProlificError
+from app.crowd.models import BonusPayment, CrowdAccount, CrowdBlock, PlatformStudy
+from app.crowd.prolific_api import (
+    BLOCKLIST_FILTER,
+    GONE_STATUSES,
+    MIN_REJECTION_MESSAGE,
+    ProlificClient,
+    ProlificError,
+)
 from app.db import utcnow
 from app.errors import Conflict, InputError, Missing
 from app.studies.models import Bundle, Participant, Study
@@ -72,10 +78,14 @@ def store_token(session: Session, user: User, token: str, base_url: str | None =
     return account
 
 
-def token_of(session: Session, user: User) -> str:
-    account = session.scalar(
+def account_of(session: Session, user: User) -> CrowdAccount | None:
+    return session.scalar(
         select(CrowdAccount).where(CrowdAccount.user_id == user.id, CrowdAccount.platform == PLATFORM)
     )
+
+
+def token_of(session: Session, user: User) -> str:
+    account = account_of(session, user)
     if account is None:
         raise Conflict("no Prolific token stored: PUT /api/v1/prolific/token first")
     try:
@@ -163,6 +173,10 @@ def create_study(
         "total_available_places": places,
         "device_compatibility": ["desktop"],
     }
+    account = account_of(session, user)
+    if account is not None and account.block_group_id:
+        # The workers this researcher blocked (block_worker) cannot take it.
+        body["filters"] = [{"filter_id": BLOCKLIST_FILTER, "selected_values": [account.block_group_id]}]
     with client(session, user, "study", study.id) as c:
         try:
             total = c.cost(reward_cents, places)
@@ -267,6 +281,90 @@ def carry_reviews(session: Session, study: Study, user: User, category: str = "F
     audit.record(session, user.id, "prolific.review", "study", study.id, approved=approved, rejected=rejected)
     session.commit()
     return {"approved": approved, "rejected": rejected}
+
+
+# ---- the block list --------------------------------------------------------------------------
+
+
+def block_worker(session: Session, study: Study, user: User, worker_id: str, reason: str = "") -> CrowdBlock:
+    """Add a worker of the study to the researcher's block list on Prolific (a participant
+    group, made with the first worker blocked): studies made on Prolific afterwards keep its
+    members out (create_study's filter; Prolific also updates the studies published with it).
+    Blocking a worker twice adds them once."""
+    worker_id = worker_id.strip()
+    account = account_of(session, user)
+    if account is None:
+        raise Conflict("no Prolific token stored: PUT /api/v1/prolific/token first")
+    if worker_id not in {w for w, _, _, _ in _prolific_work(session, study)}:
+        raise Missing(f"no Prolific worker {worker_id!r} in this study", field="worker_id")
+    blocked = session.scalar(
+        select(CrowdBlock).where(
+            CrowdBlock.user_id == user.id, CrowdBlock.platform == PLATFORM, CrowdBlock.worker_id == worker_id
+        )
+    )
+    if blocked is not None:
+        return blocked
+    with client(session, user, "study", study.id) as c:
+        try:
+            if not account.block_group_id:
+                group = c.create_group(
+                    c.workspace(), "Proctor: blocked workers", "Workers blocked from Proctor's review page"
+                )
+                account.block_group_id = str(group["id"])
+                audit.record(session, user.id, "prolific.group", "user", user.id, prolific_id=account.block_group_id)
+                session.commit()  # the group is kept even if adding the worker fails
+            c.add_to_group(account.block_group_id, [worker_id])
+        except ProlificError as exc:
+            session.commit()
+            raise _failed(exc, "block the worker") from exc
+    blocked = CrowdBlock(user_id=user.id, platform=PLATFORM, worker_id=worker_id, study_id=study.id, reason=reason)
+    session.add(blocked)
+    audit.record(session, user.id, "prolific.block", "study", study.id, worker=worker_id, reason=reason)
+    try:
+        session.commit()
+    except IntegrityError:  # blocked by another request at the same moment: added once there
+        session.rollback()
+    return blocked
+
+
+def blocked_workers(session: Session, user: User) -> set[str]:
+    return set(
+        session.scalars(
+            select(CrowdBlock.worker_id).where(CrowdBlock.user_id == user.id, CrowdBlock.platform == PLATFORM)
+        )
+    )
+
+
+# ---- returned and timed-out submissions --------------------------------------------------------
+
+
+def reclaim(session: Session, study: Study, user: User) -> list[str]:
+    """Read the study's submissions on Prolific; each one returned or timed out ends its task
+    here, so the item its worker held goes back to the pool at once (assignment.give_back).
+    The ids of the submissions whose tasks it ended (none the second time)."""
+    from app.studies import assignment
+
+    row = platform_study(session, study)
+    if row is None:
+        raise Conflict("this study is not on Prolific: make it there first")
+    with client(session, user, "study", study.id) as c:
+        try:
+            gone = {s["id"] for s in c.submissions(row.external_id) if s.get("status") in GONE_STATUSES}
+        except ProlificError as exc:
+            session.commit()
+            raise _failed(exc, "read the submissions") from exc
+    session.commit()  # the audit of the call
+    bundles = session.execute(
+        select(Bundle.id, Bundle.external_assignment_id)
+        .join(User, User.id == Bundle.worker_id)
+        .where(Bundle.study_id == study.id, User.platform == PLATFORM, Bundle.external_assignment_id.in_(gone))
+        .order_by(Bundle.id)
+    ).all()
+    freed = [sub for bundle_id, sub in bundles if assignment.give_back(session, bundle_id)]
+    if freed:
+        audit.record(session, user.id, "prolific.reclaim", "study", study.id, submissions=freed)
+        session.commit()
+    return freed
 
 
 # ---- bonuses, paid once ------------------------------------------------------------------------

@@ -68,6 +68,7 @@ def review_all(
 def review(
     request: Request, study_id: Id, status: str = "", session: Session = Depends(db), user: User = Depends(admin)
 ) -> Response:
+    from app.crowd.views import review_panel
     from app.leaderboards.annotators import cached
 
     study = _study(session, study_id)
@@ -80,6 +81,7 @@ def review(
         status=status,
         queue=service.review_queue(session, study, status or None),
         dawid_skene=cached(session, study) if study.kind in all_kinds() else None,
+        prolific=review_panel(session, study, user),
     )
 
 

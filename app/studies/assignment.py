@@ -662,6 +662,27 @@ def finish_early(session: Session, bundle_id: int) -> None:
     _retrying(work, session)
 
 
+def give_back(session: Session, bundle_id: int) -> bool:
+    """The worker gave their task back on the platform (returned it, or its time ran out
+    there): the task ends with what they did, and the item they held goes back to the pool at
+    once, not when its lease runs out. Its lease ends `returned`, so a late answer to it is
+    refused (an `expired` one may still be taken). False when the task had ended already."""
+
+    def work() -> bool:
+        bundle = _lock_bundle(session, bundle_id)
+        if bundle.finished_at is not None:
+            return False
+        bundle.finished_at = utcnow()
+        held = session.scalars(
+            select(Assignment).where(Assignment.bundle_id == bundle.id, Assignment.state == "leased")
+        ).all()
+        for a in held:
+            _release(session, a, "returned")
+        return True
+
+    return _retrying(work, session)
+
+
 def sweep_expired(session: Session, limit: int = 500) -> int:
     """Return items whose leases ran out to the pool (next_item also does this lazily)."""
 

@@ -603,9 +603,13 @@ def _study_page(
     user: User,
     status_code: int = 200,
     errors: dict[str, str] | None = None,
+    prolific_quote: dict[str, int] | None = None,
 ) -> Response:
     """The study page; `errors` puts a refusal in the card of the form that caused it (the
-    researcher sees it where they were, in the site's layout, with the file input empty)."""
+    researcher sees it where they were, in the site's layout, with the file input empty);
+    `prolific_quote`, Prolific's price for the terms asked (app/crowd/views.py)."""
+    from app.crowd.views import panel
+
     agents = session.execute(
         select(Agent, func.count(AgentOutput.id))
         .join(AgentOutput, AgentOutput.agent_id == Agent.id)
@@ -631,6 +635,7 @@ def _study_page(
         auto_pause=_auto_pause_card(session, study),
         **get_kind(study.kind).study_context(session, study),
         progress=assignment.progress(session, study),
+        prolific={**panel(session, study, user), "quote": prolific_quote},
         links={
             **{p.name: p.entry_link(base, study.slug) for p in crowd.PLATFORMS},
             "base": base,

@@ -60,6 +60,8 @@ class FakeProlific:
     studies: dict[str, dict[str, Any]] = field(default_factory=dict)
     submissions: dict[str, dict[str, Any]] = field(default_factory=dict)
     bonuses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    groups: dict[str, dict[str, Any]] = field(default_factory=dict)  # participant groups
+    workspace_id: str = field(default_factory=_id)
     calls: list[tuple[str, str]] = field(default_factory=list)
     faults: dict[str, str] = field(default_factory=dict)
     pay_later: bool = False
@@ -76,6 +78,7 @@ class FakeProlific:
         puts in the study URL)."""
         study = self.studies[study_id]
         assert study["status"] == "ACTIVE", f"participants join active studies, not {study['status']} ones"
+        assert self.eligible(study_id, participant), f"{participant} is blocked from {study_id}"
         sid = _id()
         self.submissions[sid] = {
             "id": sid,
@@ -88,6 +91,20 @@ class FakeProlific:
             "bonus_payments": [],
         }
         return sid
+
+    def eligible(self, study_id: str, participant: str) -> bool:
+        """Whether the study's filters let the participant in (a blocklist group's members are
+        kept out: the group as it is now, as Prolific updates published studies)."""
+        for f in self.studies[study_id].get("filters") or []:
+            if f.get("filter_id") == "participant_group_blocklist":
+                if any(participant in self.groups[g]["participants"] for g in f["selected_values"]):
+                    return False
+        return True
+
+    def give_back(self, submission_id: str, status: str = "RETURNED") -> None:
+        """The participant returns the study (RETURNED) or runs out of time (TIMED-OUT)."""
+        assert status in ("RETURNED", "TIMED-OUT")
+        self.submissions[submission_id]["status"] = status
 
     def complete(self, submission_id: str, code: str) -> None:
         self.submissions[submission_id].update(status="AWAITING REVIEW", entered_code=code)
@@ -142,6 +159,9 @@ class FakeProlific:
                 route("submissions/{id}/", "submission", self._submission, "GET"),
                 route("submissions/{id}/transition/", "transition_submission", self._transition_submission, "POST"),
                 route("bulk-bonus-payments/{id}/pay/", "pay", self._pay, "POST"),
+                route("workspaces/", "workspaces", self._workspaces, "GET"),
+                route("participant-groups/", "create_group", self._create_group, "POST"),
+                route("participant-groups/{id}/participants/", "add_to_group", self._add_to_group, "POST"),
             ]
         )
 
@@ -163,6 +183,11 @@ class FakeProlific:
             return _err(400, "completion_codes needs at least one code")
         if "{{%PROLIFIC_PID%}}" not in body["external_study_url"]:
             return _err(400, "the study URL must carry {{%PROLIFIC_PID%}} (url_parameters)")
+        for f in body.get("filters") or []:
+            if f.get("filter_id") == "participant_group_blocklist" and not all(
+                g in self.groups for g in f.get("selected_values") or [None]
+            ):
+                return _err(400, "participant_group_blocklist names no participant group of yours")
         sid = _id()
         self.studies[sid] = {**body, "id": sid, "status": "UNPUBLISHED"}
         return JSONResponse(self.studies[sid], status_code=201)
@@ -262,6 +287,40 @@ class FakeProlific:
             else:
                 self.submissions[sid]["bonus_payments"].append(cents)
         return JSONResponse(f"Bulk bonus payment with ID {bonus['id']} is being processed asynchronously.", 202)
+
+    def _workspaces(self, request: Request, body: dict[str, Any]) -> Response:
+        return JSONResponse({"results": [{"id": self.workspace_id, "title": "My workspace"}]})
+
+    def _create_group(self, request: Request, body: dict[str, Any]) -> Response:
+        if not body.get("name"):
+            return _err(400, "name is required")
+        if body.get("workspace_id") != self.workspace_id and not body.get("organisation_id"):
+            return _err(400, "Either a workspace or organisation ID must be specified.")
+        gid = _id()
+        self.groups[gid] = {
+            "id": gid,
+            "name": body["name"],
+            "description": body.get("description", ""),
+            "workspace_id": body.get("workspace_id"),
+            "participants": list(dict.fromkeys(body.get("participant_ids") or [])),
+            "is_deleted": False,
+        }
+        return JSONResponse(self._group_out(gid), status_code=201)
+
+    def _group_out(self, gid: str) -> dict[str, Any]:
+        g = self.groups[gid]
+        return {**{k: v for k, v in g.items() if k != "participants"}, "participant_count": len(g["participants"])}
+
+    def _add_to_group(self, request: Request, body: dict[str, Any]) -> Response:
+        group = self.groups.get(request.path_params["id"])
+        if group is None:
+            return _err(404, "Not found.")
+        added = []
+        for pid in body.get("participant_ids") or []:
+            if pid not in group["participants"]:  # members already there are ignored
+                group["participants"].append(pid)
+            added.append({"participant_id": pid, "datetime_created": time.strftime("%Y-%m-%dT%H:%M:%SZ")})
+        return JSONResponse({"results": added})
 
 
 class Served:

@@ -74,6 +74,14 @@ GET  /studies/{study_id}/preview                        login  login  200    404
 POST /studies/{study_id}/preview                        login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/state                          login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/release                        login  login  422    404    422    422     404     422     401
+POST /studies/{study_id}/prolific/token                 login  login  303    404    303    303     404     303     401
+POST /studies/{study_id}/prolific/cost                  login  login  303    404    303    303     404     303     401
+POST /studies/{study_id}/prolific/publish               login  login  303    404    303    303     404     303     401
+POST /studies/{study_id}/prolific/move                  login  login  422    404    422    422     404     422     401
+POST /studies/{study_id}/prolific/reclaim               login  login  303    404    303    303     404     303     401
+POST /studies/{study_id}/prolific/reviews               login  login  303    404    303    303     404     303     401
+POST /studies/{study_id}/prolific/bonus                 login  login  303    404    303    303     404     303     401
+POST /studies/{study_id}/prolific/block                 login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/people-sample                  login  login  422    404    422    422     404     422     401
 POST /studies/{study_id}/adaptive                       login  login  422    404    422    422     404     422     401
 POST /studies/{study_id}/auto-pause                     login  login  422    404    422    422     404     422     401
@@ -250,6 +258,8 @@ POST /api/v1/studies/{study_id}/prolific                401    401    409    404
 POST /api/v1/studies/{study_id}/prolific/transition     401    401    409    404    409    409     404     409     401
 POST /api/v1/studies/{study_id}/prolific/reviews        401    401    409    404    409    409     404     409     401
 POST /api/v1/studies/{study_id}/prolific/bonuses        401    401    409    404    409    409     404     409     401
+POST /api/v1/studies/{study_id}/prolific/blocks         401    401    409    404    409    409     404     409     401
+POST /api/v1/studies/{study_id}/prolific/reclaim        401    401    409    404    409    409     404     409     401
 # ---- API: admins
 GET  /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
 POST /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
@@ -802,10 +812,19 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         kw["json"] = {"reward_cents": 150, "places": 20}
     elif key == "POST /api/v1/studies/{study_id}/prolific/transition":
         kw["json"] = {"action": "publish"}
-    elif key == "POST /api/v1/studies/{study_id}/prolific/reviews":
+    elif key in (
+        "POST /api/v1/studies/{study_id}/prolific/reviews",
+        "POST /api/v1/studies/{study_id}/prolific/reclaim",
+    ):
         kw["json"] = {}
     elif key == "POST /api/v1/studies/{study_id}/prolific/bonuses":
         kw["json"] = {"worker_id": "probe", "amount_cents": 1, "key": "probe"}
+    elif key == "POST /api/v1/studies/{study_id}/prolific/blocks":
+        kw["json"] = {"worker_id": "probe"}
+    elif key.startswith("POST /studies/{study_id}/prolific/"):
+        # No token stored, no study on Prolific: each form's refusal is its page's message
+        # (a 303 back), a bad action a 422; nothing reaches Prolific.
+        form = {"reward_cents": "150", "places": "20", "worker_id": "probe", "amount_cents": "1"}
     elif key == "POST /api/v1/plan":
         kw["json"] = {"scores": [0.8, 0.7], "items": 20, "studies": 10}
     elif key == "POST /studies/{study_id}/state":

@@ -305,3 +305,142 @@ def test_two_retries_at_once_pay_once(world, fake, session, db_url):
     assert "paid" in outcomes and len(outcomes) == 2, outcomes
     assert fake.paid("P1") == [125] and fake.pay_calls() == 2  # the refused call and one more
     assert _state(session, "gold-bonus-1") == "paid"
+
+
+# ---- the pages (app/crowd/views.py) ----------------------------------------------------------
+
+
+def _page_post(w, path: str, csrf: str, **form):
+    return w["client"].post(path, data={"csrf_token": csrf, **form}, follow_redirects=False)
+
+
+def _flash(w, path: str) -> str:
+    return w["client"].get(path).text
+
+
+def test_study_page_prices_publishes_pauses_and_resumes(world, fake, session):
+    from tests.conftest import login
+
+    study, client = world["study"], world["client"]
+    csrf = login(client, world["owner"])
+    page = client.get(f"/studies/{study.id}").text
+    assert 'id="prolific-token"' in page and 'id="prolific-price"' not in page  # no token yet
+    r = _page_post(world, f"/studies/{study.id}/prolific/token", csrf, token=TOKEN)
+    assert r.status_code == 303 and r.headers["location"] == f"/studies/{study.id}#prolific"
+    page = client.get(f"/studies/{study.id}").text
+    assert "researcher@example.org" in page and 'id="prolific-price"' in page
+    r = _page_post(world, f"/studies/{study.id}/prolific/cost", csrf, reward_cents="150", places="20")
+    assert r.status_code == 200 and "<strong>4000 cents</strong>" in r.text and 'id="prolific-publish"' in r.text
+    assert fake.studies == {}  # a price makes nothing
+    r = _page_post(world, f"/studies/{study.id}/prolific/publish", csrf, reward_cents="150", places="20")
+    assert r.status_code == 303
+    (made,) = fake.studies.values()
+    assert made["status"] == "ACTIVE" and made["reward"] == 150 and "filters" not in made
+    page = client.get(f"/studies/{study.id}").text
+    assert "Published on Prolific" in page and 'id="prolific-pause"' in page
+    assert _page_post(world, f"/studies/{study.id}/prolific/move", csrf, action="pause").status_code == 303
+    assert made["status"] == "PAUSED" and 'id="prolific-resume"' in client.get(f"/studies/{study.id}").text
+    _page_post(world, f"/studies/{study.id}/prolific/move", csrf, action="start")
+    assert made["status"] == "ACTIVE"
+    # A refusal is the page's message, not an error page: Prolific will not start an active study.
+    _page_post(world, f"/studies/{study.id}/prolific/move", csrf, action="start")
+    assert "Not done: Prolific refused" in client.get(f"/studies/{study.id}").text
+    # Without the CSRF token, nothing is sent to Prolific.
+    calls = len(fake.calls)
+    r = client.post(f"/studies/{study.id}/prolific/move", data={"action": "pause"}, follow_redirects=False)
+    assert r.status_code == 403 and len(fake.calls) == calls and made["status"] == "ACTIVE"
+    actions = set(session.scalars(select(AuditEntry.action).where(AuditEntry.target_id == str(study.id))).all())
+    assert {"prolific.call", "prolific.study", "prolific.publish", "prolific.pause", "prolific.start"} <= actions
+
+
+def test_review_page_approves_pays_once_and_blocks(world, fake, session):
+    from app.auth.models import User
+    from tests.conftest import login
+
+    study, client = world["study"], world["client"]
+    admin = make_user(session, "admin")
+    csrf = login(client, admin)
+    _page_post(world, f"/studies/{study.id}/prolific/token", csrf, token=TOKEN)
+    _page_post(world, f"/studies/{study.id}/prolific/publish", csrf, reward_cents="150", places="20")
+    (prolific_id,) = fake.studies
+    subs = {p: _arrive(world, fake, prolific_id, p) for p in ("P-good", "P-bad")}
+    for sub in subs.values():
+        fake.complete(sub, study.completion_code)
+    by_pid = {u.external_id: u.id for u in session.scalars(select(User).where(User.platform == "prolific")).all()}
+    parts = {p.worker_id: p.id for p in session.scalars(select(Participant).where(Participant.study_id == study.id))}
+    quality.decide(session, study, [parts[by_pid["P-good"]]], "approved", admin)
+    quality.decide(session, study, [parts[by_pid["P-bad"]]], "rejected", admin, "Failed 3 of 4 gold items.")
+    review = f"/admin/studies/{study.id}/review"
+    page = client.get(review).text
+    assert 'id="prolific-workers"' in page and 'data-worker="P-good"' in page and 'data-worker="P-bad"' in page
+    r = _page_post(world, f"/studies/{study.id}/prolific/reviews", csrf)
+    assert r.status_code == 303 and r.headers["location"] == f"{review}#prolific"
+    assert "1 submission(s) approved, 1 rejected" in client.get(review).text
+    assert fake.submissions[subs["P-good"]]["status"] == "APPROVED"
+    assert fake.submissions[subs["P-bad"]]["status"] == "REJECTED"
+    # The bonus: the second click pays nothing more, and says so.
+    _page_post(world, f"/studies/{study.id}/prolific/bonus", csrf, worker_id="P-good", amount_cents="125")
+    assert "Bonus of 125 cents paid to P-good" in client.get(review).text
+    _page_post(world, f"/studies/{study.id}/prolific/bonus", csrf, worker_id="P-good", amount_cents="125")
+    page = client.get(review).text
+    assert "paid this bonus already" in page and "125 cents paid" in page
+    _page_post(world, f"/studies/{study.id}/prolific/bonus", csrf, worker_id="P-good", amount_cents="500")
+    assert "Bonus not paid" in client.get(review).text
+    assert fake.paid("P-good") == [125] and fake.pay_calls() == 1
+    # Blocked: on the block list on Prolific, and kept out of the studies made afterwards.
+    _page_post(world, f"/studies/{study.id}/prolific/block", csrf, worker_id="P-bad")
+    page = client.get(review).text
+    assert "P-bad is blocked" in page and 'class="flag blocked"' in page
+    _page_post(world, f"/studies/{study.id}/prolific/block", csrf, worker_id="P-bad")  # once
+    ((group_id, group),) = fake.groups.items()
+    assert group["participants"] == ["P-bad"] and group["workspace_id"] == fake.workspace_id
+    later = create_tom_study(session, admin, bundle_size=4, gold_rate=0.0, title="The next study")
+    _page_post(world, f"/studies/{later.id}/prolific/publish", csrf, reward_cents="150", places="5")
+    (next_id,) = set(fake.studies) - {prolific_id}
+    assert fake.studies[next_id]["filters"] == [
+        {"filter_id": "participant_group_blocklist", "selected_values": [group_id]}
+    ]
+    assert not fake.eligible(next_id, "P-bad") and fake.eligible(next_id, "P-good")
+    actions = session.scalars(select(AuditEntry.action).where(AuditEntry.action.like("prolific.%"))).all()
+    assert {"prolific.review", "prolific.bonus.paid", "prolific.group", "prolific.block"} <= set(actions)
+
+
+def test_returned_and_timed_out_slots_are_reclaimed(world, fake, session):
+    from collections import Counter
+
+    from app.studies import assignment, services
+    from app.studies.models import Assignment, Bundle, Item
+
+    study = world["study"]
+    prolific_id = _published(world, fake)
+    subs = {p: _arrive(world, fake, prolific_id, p) for p in ("P-returns", "P-slow", "P-stays")}
+    held = {}
+    for p, sub in subs.items():
+        bundle = session.scalar(select(Bundle).where(Bundle.external_assignment_id == sub))
+        assignment.consent(session, study, bundle.id, services.consent_version(study))
+        held[p] = assignment.next_item(session, study, bundle.id)
+    session.expire_all()
+    before = {a.item_id: session.get(Item, a.item_id).n_active for a in held.values()}
+    assert sum(before.values()) >= 3  # each lease holds a place of its item
+    fake.give_back(subs["P-returns"], "RETURNED")
+    fake.give_back(subs["P-slow"], "TIMED-OUT")
+    r = _api(world, "POST", f"/studies/{study.id}/prolific/reclaim")
+    assert r.status_code == 200 and sorted(r.json()["freed"]) == sorted([subs["P-returns"], subs["P-slow"]])
+    session.expire_all()
+    # The places they held are back in the pool now, not when their leases run out.
+    freed_places = Counter(held[p].item_id for p in ("P-returns", "P-slow"))
+    for item_id, n in before.items():
+        assert session.get(Item, item_id).n_active == n - freed_places[item_id]
+    for p in ("P-returns", "P-slow"):
+        assert session.get(Assignment, held[p].id).state == "returned"
+        assert session.get(Bundle, held[p].bundle_id).finished_at is not None
+    assert session.get(Assignment, held["P-stays"].id).state == "leased"
+    # The late answer of a worker who returned the study is refused.
+    from app.studies.assignment import NotAvailable
+
+    with pytest.raises(NotAvailable):
+        assignment.submit(
+            session, study, held["P-returns"].bundle_id, held["P-returns"].id, {"answer": "Yes"}, "late-1"
+        )
+    session.rollback()
+    assert _api(world, "POST", f"/studies/{study.id}/prolific/reclaim").json() == {"freed": []}  # once
