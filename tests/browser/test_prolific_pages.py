@@ -1,0 +1,157 @@
+"""A researcher runs a demo-sized study on Prolific from the pages, against the local fake of
+Prolific's API (tests/fakes/prolific.py): price and publish, a worker enters from Prolific and
+submits, review and approve, a bonus paid once (a second click pays nothing more), a worker
+blocked, a returned slot reclaimed."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+from sqlalchemy import select
+
+from tests.conftest import create_tom_study, make_user
+from tests.fakes.prolific import FakeProlific, Served
+
+pytestmark = pytest.mark.browser
+
+PASSWORD = "pw-" + "x" * 8
+TOKEN = "prolific-token-" + "b" * 24
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """Before live_server: the app reads PROLIFIC_API_URL when it calls Prolific."""
+    from app.config import get_settings
+
+    with Served(FakeProlific()) as served:
+        served.add_token(TOKEN)
+        monkeypatch.setenv("PROLIFIC_API_URL", served.url)
+        get_settings.cache_clear()
+        yield served
+    get_settings.cache_clear()
+
+
+def _enter(browser, url: str, fake: FakeProlific, prolific_id: str, who: str):
+    """A participant starts the study on Prolific and follows its URL: their page and submission."""
+    sub = fake.join(prolific_id, who)
+    link = fake.studies[prolific_id]["external_study_url"]
+    link = link.replace("{{%PROLIFIC_PID%}}", who).replace("{{%STUDY_ID%}}", prolific_id)
+    link = link.replace("{{%SESSION_ID%}}", sub)
+    ctx = browser.new_context()
+    page = ctx.new_page()
+    page.set_default_timeout(10000)
+    page.goto(link.replace(link.split("/s/", 1)[0], url))
+    page.locator("#consent").click()
+    return ctx, page, sub
+
+
+def test_a_study_run_on_prolific_from_the_pages(fake, live_server, browser, page):
+    from app.db import get_sessionmaker
+    from app.studies.models import Assignment, Bundle, Item
+
+    with get_sessionmaker(live_server.db_url)() as s:
+        admin = make_user(s, "admin")
+        study = create_tom_study(s, admin, bundle_size=2, gold_rate=0.0, title="Demo on Prolific")
+        email, study_id, code = admin.email, study.id, study.completion_code
+        s.commit()
+
+    page.goto(f"{live_server.url}/login")
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.goto(f"{live_server.url}/studies/{study_id}")
+
+    # The token, a price, then the study made and published.
+    page.locator("#prolific-token").fill(TOKEN)
+    page.locator("#prolific-token-button").click()
+    expect(page.locator("#prolific-account")).to_have_text("researcher@example.org")
+    page.locator("#prolific-reward").fill("150")
+    page.locator("#prolific-places").fill("4")
+    page.locator("#prolific-price").click()
+    expect(page.locator("#prolific-quote")).to_contain_text("800 cents")
+    assert fake.studies == {}
+    page.locator("#prolific-publish").click()
+    expect(page.locator("#prolific-status")).to_have_text("ACTIVE")
+    (prolific_id,) = fake.studies
+
+    # A worker enters from Prolific and submits; another returns the study mid-task.
+    ctx, worker, good = _enter(browser, live_server.url, fake, prolific_id, "P-good")
+    try:
+        for n in (1, 2):
+            expect(worker.get_by_text(f"Question {n} of 2", exact=True)).to_be_visible()
+            worker.get_by_label("Yes").check()
+            worker.locator("#submit").click()
+        expect(worker.locator("#completion-code")).to_have_text(code)
+    finally:
+        ctx.close()
+    fake.complete(good, code)
+    ctx, quitter, gone = _enter(browser, live_server.url, fake, prolific_id, "P-gone")
+    try:
+        expect(quitter.get_by_text("Question 1 of 2", exact=True)).to_be_visible()  # an item held
+    finally:
+        ctx.close()
+    fake.give_back(gone, "RETURNED")
+
+    # Review: approve here, then on Prolific.
+    review = f"{live_server.url}/admin/studies/{study_id}/review"
+    page.goto(review)
+    from app.studies.assignment import pseudonym
+
+    shown = pseudonym("prolific", "P-good")  # the queue names workers by pseudonym
+    page.get_by_label(f"select {shown}").check()
+    page.locator("#approve").click()
+    expect(page.locator(f"#review-queue tr[data-worker='{shown}'] .status")).to_contain_text("approved")
+    page.locator("#prolific-carry").click()
+    expect(page.get_by_text("1 submission(s) approved, 0 rejected")).to_be_visible()
+    assert fake.submissions[good]["status"] == "APPROVED"
+
+    # A bonus, once: the same page open in a second tab, still showing the form after the
+    # first paid it, sends it a second time.
+    stale = page.context.new_page()
+    stale.goto(review)
+    row = page.locator("#prolific-workers tr[data-worker='P-good']")
+    row.locator("input[name=amount_cents]").fill("125")
+    row.locator(".bonus-pay").click()
+    expect(page.get_by_text("Bonus of 125 cents paid to P-good")).to_be_visible()
+    expect(page.locator("#prolific-workers tr[data-worker='P-good']")).to_contain_text("125 cents paid")
+    row = stale.locator("#prolific-workers tr[data-worker='P-good']")
+    row.locator("input[name=amount_cents]").fill("125")
+    row.locator(".bonus-pay").click()
+    expect(stale.get_by_text("paid this bonus already")).to_be_visible()
+    stale.close()
+    assert fake.paid("P-good") == [125] and fake.pay_calls() == 1
+
+    # Blocked: on the block list, and kept out of the next study made on Prolific.
+    page.locator("#prolific-workers tr[data-worker='P-gone'] .block-worker").click()
+    expect(page.get_by_text("P-gone is blocked")).to_be_visible()
+    expect(page.locator("#prolific-workers tr[data-worker='P-gone']")).to_contain_text("Blocked")
+    ((group_id, group),) = fake.groups.items()
+    assert group["participants"] == ["P-gone"]
+
+    # The returned slot: its task ends and its item goes back to the pool at once.
+    with get_sessionmaker(live_server.db_url)() as s:
+        held = s.scalar(
+            select(Assignment)
+            .join(Bundle, Bundle.id == Assignment.bundle_id)
+            .where(Bundle.external_assignment_id == gone)
+        )
+        item_id, before = held.item_id, s.get(Item, held.item_id).n_active
+    page.locator("#prolific-reclaim").click()
+    expect(page.get_by_text("1 returned or timed-out submission(s)")).to_be_visible()
+    with get_sessionmaker(live_server.db_url)() as s:
+        assert s.get(Item, item_id).n_active == before - 1
+        assert s.scalar(select(Assignment.state).where(Assignment.id == held.id)) == "returned"
+
+    with get_sessionmaker(live_server.db_url)() as s:
+        later = create_tom_study(s, s.merge(admin), bundle_size=2, gold_rate=0.0, title="The next one")
+        later_id = later.id
+        s.commit()
+    page.goto(f"{live_server.url}/studies/{later_id}")
+    page.locator("#prolific-reward").fill("150")
+    page.locator("#prolific-places").fill("4")
+    page.locator("#prolific-price").click()
+    page.locator("#prolific-publish").click()
+    expect(page.locator("#prolific-status")).to_have_text("ACTIVE")
+    (next_id,) = set(fake.studies) - {prolific_id}
+    assert fake.studies[next_id]["filters"][0]["selected_values"] == [group_id]
+    assert not fake.eligible(next_id, "P-gone") and fake.eligible(next_id, "P-good")
