@@ -169,3 +169,18 @@ def reclaim(study_id: Id, session: Session = Depends(db), user: User = Depends(r
     worker's task here, and the item they held goes back to the pool at once."""
     study = managed_study(session, study_id, user)
     return {"freed": service.reclaim(session, study, session.merge(user))}
+
+
+class MessageIn(BaseModel):
+    worker_id: str = Field(min_length=1, max_length=255, description="The worker's Prolific id (PROLIFIC_PID)")
+    body: str = Field(min_length=1, max_length=service.MAX_MESSAGE)
+
+
+@router.post("/studies/{study_id}/prolific/messages", response_model=None)
+def message_worker(
+    study_id: Id, body: MessageIn, session: Session = Depends(db), user: User = Depends(researcher)
+) -> dict[str, Any]:
+    """Send a worker of the study a message on Prolific (the study its reason)."""
+    study = managed_study(session, study_id, user)
+    service.message_worker(session, study, session.merge(user), body.worker_id, body.body)
+    return {"worker_id": body.worker_id.strip(), "sent": True}

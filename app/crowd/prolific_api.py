@@ -158,6 +158,12 @@ class ProlificClient:
         """Members already there are ignored (Prolific's documented behaviour)."""
         self.call("POST", f"participant-groups/{group_id}/participants/", {"participant_ids": list(participant_ids)})
 
+    # ---- messages ---------------------------------------------------------------------------
+
+    def send_message(self, study_id: str, participant_id: str, body: str) -> None:
+        """A message to a participant, the study its reason (Prolific shows it in their inbox)."""
+        self.call("POST", "messages/", {"recipient_id": participant_id, "body": body, "study_id": study_id})
+
     # ---- bonuses: set up, then pay (the pay call is NOT idempotent) ----------------------
 
     def create_bonus(self, study_id: str, rows: Sequence[tuple[str, int]]) -> dict[str, Any]:

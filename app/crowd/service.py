@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, select, update
+from sqlalchemy import CursorResult, and_, case, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -26,7 +26,7 @@ from app.crowd.prolific_api import (
 )
 from app.db import utcnow
 from app.errors import Conflict, InputError, Missing
-from app.studies.models import Bundle, Participant, Study
+from app.studies.models import Annotation, Bundle, Participant, Study
 
 PLATFORM = "prolific"
 
@@ -333,6 +333,86 @@ def blocked_workers(session: Session, user: User) -> set[str]:
             select(CrowdBlock.worker_id).where(CrowdBlock.user_id == user.id, CrowdBlock.platform == PLATFORM)
         )
     )
+
+
+# ---- messages ---------------------------------------------------------------------------------
+
+MAX_MESSAGE = 5000
+
+
+def message_worker(session: Session, study: Study, user: User, worker_id: str, body: str) -> None:
+    """Send a worker of the study a message on Prolific (the study its reason); audited with
+    its text."""
+    worker_id, body = worker_id.strip(), body.strip()
+    if not body or len(body) > MAX_MESSAGE:
+        raise InputError(f"write the message (1 to {MAX_MESSAGE} characters)", field="body")
+    row = platform_study(session, study)
+    if row is None:
+        raise Conflict("this study is not on Prolific: make it there first")
+    if worker_id not in {w for w, _, _, _ in _prolific_work(session, study)}:
+        raise Missing(f"no Prolific worker {worker_id!r} in this study", field="worker_id")
+    with client(session, user, "study", study.id) as c:
+        try:
+            c.send_message(row.external_id, worker_id, body)
+        except ProlificError as exc:
+            session.commit()
+            raise _failed(exc, "send the message") from exc
+    audit.record(session, user.id, "prolific.message", "study", study.id, worker=worker_id, body=body)
+    session.commit()
+
+
+# ---- a worker's record across studies ----------------------------------------------------------
+
+
+def records(session: Session, worker_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Each Prolific worker's record across this instance's studies: how many studies, their
+    gold items and how many they got right, their reviews (approved, rejected, pending), and
+    what they were paid through Proctor (approved rewards and paid bonuses, in cents)."""
+    if not worker_ids:
+        return {}
+    out: dict[str, dict[str, Any]] = {
+        w: {"studies": 0, "gold": 0, "gold_right": 0, "approved": 0, "rejected": 0, "pending": 0, "paid_cents": 0}
+        for w in worker_ids
+    }
+    reviews = session.execute(
+        select(User.external_id, Participant.status, func.count(Participant.id))
+        .join(Participant, Participant.worker_id == User.id)
+        .where(User.platform == PLATFORM, User.external_id.in_(worker_ids))
+        .group_by(User.external_id, Participant.status)
+    ).all()
+    for w, status, n in reviews:
+        out[str(w)]["studies"] += n
+        if status in ("approved", "rejected", "pending"):
+            out[str(w)][status] += n
+    gold = session.execute(
+        select(
+            User.external_id,
+            func.count(Annotation.id),
+            func.sum(case((Annotation.score >= 1.0, 1), else_=0)),
+        )
+        .join(Annotation, Annotation.worker_id == User.id)
+        .where(User.platform == PLATFORM, User.external_id.in_(worker_ids), Annotation.is_gold.is_(True))
+        .group_by(User.external_id)
+    ).all()
+    for w, n, right in gold:
+        out[str(w)].update(gold=n, gold_right=int(right or 0))
+    rewards = session.execute(
+        select(User.external_id, func.sum(PlatformStudy.reward_cents))
+        .join(Participant, Participant.worker_id == User.id)
+        .join(PlatformStudy, and_(PlatformStudy.study_id == Participant.study_id, PlatformStudy.platform == PLATFORM))
+        .where(User.platform == PLATFORM, User.external_id.in_(worker_ids), Participant.status == "approved")
+        .group_by(User.external_id)
+    ).all()
+    for w, cents in rewards:
+        out[str(w)]["paid_cents"] += int(cents or 0)
+    bonuses = session.execute(
+        select(BonusPayment.worker_id, func.sum(BonusPayment.amount_cents))
+        .where(BonusPayment.platform == PLATFORM, BonusPayment.worker_id.in_(worker_ids), BonusPayment.state == "paid")
+        .group_by(BonusPayment.worker_id)
+    ).all()
+    for w, cents in bonuses:
+        out[w]["paid_cents"] += int(cents or 0)
+    return out
 
 
 # ---- returned and timed-out submissions --------------------------------------------------------

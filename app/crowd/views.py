@@ -64,9 +64,12 @@ def review_panel(session: Session, study: Study, user: User) -> dict[str, Any] |
         )
     }
     blocked = service.blocked_workers(session, user)
+    work = service._prolific_work(session, study)
+    record = service.records(session, sorted({w for w, _, _, _ in work}))
     workers: dict[str, dict[str, Any]] = {}
-    for worker, submission, status, _ in service._prolific_work(session, study):
+    for worker, submission, status, _ in work:
         workers[worker] = {
+            "record": record[worker],
             "id": worker,
             "submission": submission,
             "status": status,
@@ -94,7 +97,7 @@ def store_token(
     try:
         account = service.store_token(session, session.merge(user), token)
     except InputError as exc:
-        return _back(request, study, f"Not stored: {exc}", "error")
+        return _back(request, study, f"Not stored: {exc.message}", "error")
     return _back(request, study, f"Prolific token stored: it opens {account.account_name}'s account.")
 
 
@@ -116,7 +119,7 @@ def price(
         reward, n = _terms(reward_cents, places)
         total = service.cost(session, study, session.merge(user), reward, n)
     except InputError as exc:
-        return _back(request, study, f"Not priced: {exc}", "error")
+        return _back(request, study, f"Not priced: {exc.message}", "error")
     quote = {"reward_cents": reward, "places": n, "total_cost_cents": total}
     return _study_page(request, session, study, user, prolific_quote=quote)
 
@@ -142,7 +145,7 @@ def publish(
             service.create_study(session, study, me, reward, n, link)
         row = service.transition(session, study, me, "publish")
     except InputError as exc:
-        return _back(request, study, f"Not published: {exc}", "error")
+        return _back(request, study, f"Not published: {exc.message}", "error")
     return _back(request, study, f"Published on Prolific ({row.external_id}): workers can take it now.")
 
 
@@ -161,7 +164,7 @@ def move(
     try:
         row = service.transition(session, study, session.merge(user), action)
     except InputError as exc:
-        return _back(request, study, f"Not done: {exc}", "error")
+        return _back(request, study, f"Not done: {exc.message}", "error")
     return _back(request, study, f"On Prolific the study is now {row.status.lower()}.")
 
 
@@ -174,7 +177,7 @@ def reclaim(
     try:
         freed = service.reclaim(session, study, session.merge(user))
     except InputError as exc:
-        return _back(request, study, f"Not checked: {exc}", "error", back)
+        return _back(request, study, f"Not checked: {exc.message}", "error", back)
     message = (
         f"{len(freed)} returned or timed-out submission(s): their tasks ended, their items back in the pool."
         if freed
@@ -196,7 +199,7 @@ def carry_reviews(
     try:
         done = service.carry_reviews(session, study, session.merge(user), rejection_category)
     except InputError as exc:
-        return _back(request, study, f"Not carried: {exc}", "error", _review(study))
+        return _back(request, study, f"Not carried: {exc.message}", "error", _review(study))
     return _back(
         request,
         study,
@@ -229,7 +232,7 @@ def pay_bonus(
         )
         bonus = service.pay_bonus(session, study, session.merge(user), worker_id.strip(), int(cents), key, reason)
     except InputError as exc:
-        return _back(request, study, f"Bonus not paid: {exc}", "error", _review(study))
+        return _back(request, study, f"Bonus not paid: {exc.message}", "error", _review(study))
     if before == "paid":
         message = f"{bonus.worker_id} was paid this bonus already ({bonus.amount_cents} cents): nothing more paid."
     else:
@@ -253,7 +256,25 @@ def block(
             raise InputError("which worker? (their Prolific id)", field="worker_id")
         blocked = service.block_worker(session, study, session.merge(user), worker_id, reason)
     except InputError as exc:
-        return _back(request, study, f"Not blocked: {exc}", "error", _review(study))
+        return _back(request, study, f"Not blocked: {exc.message}", "error", _review(study))
     return _back(
         request, study, f"{blocked.worker_id} is blocked: your next Prolific studies exclude them.", to=_review(study)
     )
+
+
+@router.post("/studies/{study_id}/prolific/message")
+def message(
+    request: Request,
+    study_id: Id,
+    worker_id: str = Form(""),
+    body: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+) -> Response:
+    """A message to a worker on Prolific, from the review page."""
+    study = managed_study(session, study_id, user)
+    try:
+        service.message_worker(session, study, session.merge(user), worker_id, body)
+    except InputError as exc:
+        return _back(request, study, f"Not sent: {exc.message}", "error", _review(study))
+    return _back(request, study, f"Message sent to {worker_id.strip()} on Prolific.", to=_review(study))

@@ -121,6 +121,13 @@ def test_a_study_run_on_prolific_from_the_pages(fake, live_server, browser, page
     stale.close()
     assert fake.paid("P-good") == [125] and fake.pay_calls() == 1
 
+    # The worker's record on this instance, and a message to them on Prolific.
+    expect(page.locator("#prolific-workers tr[data-worker='P-good'] .record")).to_contain_text("paid 275 cents")
+    page.locator("#prolific-workers tr[data-worker='P-good'] input[name=body]").fill("Thank you!")
+    page.locator("#prolific-workers tr[data-worker='P-good'] .message-worker").click()
+    expect(page.get_by_text("Message sent to P-good on Prolific.")).to_be_visible()
+    assert [m["body"] for m in fake.messages] == ["Thank you!"]
+
     # Blocked: on the block list, and kept out of the next study made on Prolific.
     page.locator("#prolific-workers tr[data-worker='P-gone'] .block-worker").click()
     expect(page.get_by_text("P-gone is blocked")).to_be_visible()

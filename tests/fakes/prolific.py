@@ -61,6 +61,7 @@ class FakeProlific:
     submissions: dict[str, dict[str, Any]] = field(default_factory=dict)
     bonuses: dict[str, dict[str, Any]] = field(default_factory=dict)
     groups: dict[str, dict[str, Any]] = field(default_factory=dict)  # participant groups
+    messages: list[dict[str, Any]] = field(default_factory=list)  # sent to participants
     workspace_id: str = field(default_factory=_id)
     calls: list[tuple[str, str]] = field(default_factory=list)
     faults: dict[str, str] = field(default_factory=dict)
@@ -160,6 +161,7 @@ class FakeProlific:
                 route("submissions/{id}/transition/", "transition_submission", self._transition_submission, "POST"),
                 route("bulk-bonus-payments/{id}/pay/", "pay", self._pay, "POST"),
                 route("workspaces/", "workspaces", self._workspaces, "GET"),
+                route("messages/", "message", self._message, "POST"),
                 route("participant-groups/", "create_group", self._create_group, "POST"),
                 route("participant-groups/{id}/participants/", "add_to_group", self._add_to_group, "POST"),
             ]
@@ -287,6 +289,18 @@ class FakeProlific:
             else:
                 self.submissions[sid]["bonus_payments"].append(cents)
         return JSONResponse(f"Bulk bonus payment with ID {bonus['id']} is being processed asynchronously.", 202)
+
+    def _message(self, request: Request, body: dict[str, Any]) -> Response:
+        missing = [f for f in ("recipient_id", "body", "study_id") if not body.get(f)]
+        if missing:
+            return _err(400, f"missing fields: {', '.join(missing)}")
+        if not any(
+            s["study_id"] == body["study_id"] and s["participant"] == body["recipient_id"]
+            for s in self.submissions.values()
+        ):
+            return _err(400, "the recipient did not take part in the study")
+        self.messages.append({k: body[k] for k in ("recipient_id", "body", "study_id")})
+        return Response(status_code=204)
 
     def _workspaces(self, request: Request, body: dict[str, Any]) -> Response:
         return JSONResponse({"results": [{"id": self.workspace_id, "title": "My workspace"}]})

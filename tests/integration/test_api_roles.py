@@ -82,6 +82,7 @@ POST /studies/{study_id}/prolific/reclaim               login  login  303    404
 POST /studies/{study_id}/prolific/reviews               login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/prolific/bonus                 login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/prolific/block                 login  login  303    404    303    303     404     303     401
+POST /studies/{study_id}/prolific/message               login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/people-sample                  login  login  422    404    422    422     404     422     401
 POST /studies/{study_id}/adaptive                       login  login  422    404    422    422     404     422     401
 POST /studies/{study_id}/auto-pause                     login  login  422    404    422    422     404     422     401
@@ -260,6 +261,7 @@ POST /api/v1/studies/{study_id}/prolific/reviews        401    401    409    404
 POST /api/v1/studies/{study_id}/prolific/bonuses        401    401    409    404    409    409     404     409     401
 POST /api/v1/studies/{study_id}/prolific/blocks         401    401    409    404    409    409     404     409     401
 POST /api/v1/studies/{study_id}/prolific/reclaim        401    401    409    404    409    409     404     409     401
+POST /api/v1/studies/{study_id}/prolific/messages       401    401    409    404    409    409     404     409     401
 # ---- API: admins
 GET  /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
 POST /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
@@ -821,10 +823,12 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         kw["json"] = {"worker_id": "probe", "amount_cents": 1, "key": "probe"}
     elif key == "POST /api/v1/studies/{study_id}/prolific/blocks":
         kw["json"] = {"worker_id": "probe"}
+    elif key == "POST /api/v1/studies/{study_id}/prolific/messages":
+        kw["json"] = {"worker_id": "probe", "body": "Hello"}
     elif key.startswith("POST /studies/{study_id}/prolific/"):
         # No token stored, no study on Prolific: each form's refusal is its page's message
         # (a 303 back), a bad action a 422; nothing reaches Prolific.
-        form = {"reward_cents": "150", "places": "20", "worker_id": "probe", "amount_cents": "1"}
+        form = {"reward_cents": "150", "places": "20", "worker_id": "probe", "amount_cents": "1", "body": "Hello"}
     elif key == "POST /api/v1/plan":
         kw["json"] = {"scores": [0.8, 0.7], "items": 20, "studies": 10}
     elif key == "POST /studies/{study_id}/state":

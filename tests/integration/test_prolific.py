@@ -387,6 +387,16 @@ def test_review_page_approves_pays_once_and_blocks(world, fake, session):
     _page_post(world, f"/studies/{study.id}/prolific/bonus", csrf, worker_id="P-good", amount_cents="500")
     assert "Bonus not paid" in client.get(review).text
     assert fake.paid("P-good") == [125] and fake.pay_calls() == 1
+    # Each worker's record on this instance: studies, gold, reviews, pay (reward and bonus).
+    page = client.get(review).text
+    assert "1 study · gold — · 1 approved, 0 rejected · paid 275 cents" in page
+    assert "1 study · gold — · 0 approved, 1 rejected · paid 0 cents" in page
+    # A message to a worker, sent on Prolific with the study as its reason.
+    _page_post(world, f"/studies/{study.id}/prolific/message", csrf, worker_id="P-good", body="Thank you!")
+    assert "Message sent to P-good" in client.get(review).text
+    assert fake.messages == [{"recipient_id": "P-good", "body": "Thank you!", "study_id": prolific_id}]
+    _page_post(world, f"/studies/{study.id}/prolific/message", csrf, worker_id="P-never-here", body="Hello")
+    assert "Not sent: no Prolific worker" in client.get(review).text and len(fake.messages) == 1
     # Blocked: on the block list on Prolific, and kept out of the studies made afterwards.
     _page_post(world, f"/studies/{study.id}/prolific/block", csrf, worker_id="P-bad")
     page = client.get(review).text
@@ -402,7 +412,9 @@ def test_review_page_approves_pays_once_and_blocks(world, fake, session):
     ]
     assert not fake.eligible(next_id, "P-bad") and fake.eligible(next_id, "P-good")
     actions = session.scalars(select(AuditEntry.action).where(AuditEntry.action.like("prolific.%"))).all()
-    assert {"prolific.review", "prolific.bonus.paid", "prolific.group", "prolific.block"} <= set(actions)
+    assert {"prolific.review", "prolific.bonus.paid", "prolific.group", "prolific.block", "prolific.message"} <= set(
+        actions
+    )
 
 
 def test_returned_and_timed_out_slots_are_reclaimed(world, fake, session):
