@@ -131,6 +131,9 @@ REFUSED_BY_THE_WORK = {
             ("POST", "/studies/{study_id}/prolific/transition"),
             ("POST", "/studies/{study_id}/prolific/reviews"),
             ("POST", "/studies/{study_id}/prolific/bonuses"),
+            ("POST", "/studies/{study_id}/prolific/blocks"),
+            ("POST", "/studies/{study_id}/prolific/reclaim"),
+            ("POST", "/studies/{study_id}/prolific/messages"),
         )
     },
 }
