@@ -469,6 +469,14 @@ def refresh_priorities() -> list[int]:
     return done
 
 
+def reclaim_returned() -> list[str]:
+    """Give back the slots of returned and timed-out submissions of the studies on Prolific
+    (app/crowd/service.py, reclaim_all); run with the sweeper, every minute."""
+    module, name = "app.crowd.service:reclaim_all".split(":")
+    freed: list[str] = getattr(importlib.import_module(module), name)()
+    return freed
+
+
 _wake = threading.Event()
 
 
@@ -498,6 +506,7 @@ def start_inprocess_worker(stop: threading.Event | None = None) -> threading.Thr
                     sweep()
                     refresh_cached_models()
                     refresh_priorities()
+                    reclaim_returned()
             except Exception:
                 log.exception("in-process worker")
             _wake.wait(2.0)

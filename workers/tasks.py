@@ -2,7 +2,16 @@
 worker claims the queue's fairest job (app.jobs.run_turn), atomically, so a redelivered
 message (acks_late) never runs a job twice."""
 
-from app.jobs import CELERY_TASK, STALE_AFTER_S, SWEEP_TASK, refresh_cached_models, refresh_priorities, run_turn, sweep
+from app.jobs import (
+    CELERY_TASK,
+    STALE_AFTER_S,
+    SWEEP_TASK,
+    reclaim_returned,
+    refresh_cached_models,
+    refresh_priorities,
+    run_turn,
+    sweep,
+)
 from workers.celery_app import app
 
 
@@ -22,4 +31,5 @@ def sweep_jobs_task() -> dict:
     result = sweep()
     refresh_cached_models()  # stale Dawid-Skene results get a job (app/leaderboards/annotators.py)
     refresh_priorities()  # adaptive allocation's item priorities (app/leaderboards/adaptive.py)
+    reclaim_returned()  # returned Prolific submissions' slots back to the pool (app/crowd/service.py)
     return result

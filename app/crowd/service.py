@@ -5,6 +5,7 @@ decisions to its submissions, and pay bonuses once. Every call to Prolific is in
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, cast
@@ -24,11 +25,12 @@ from app.crowd.prolific_api import (
     ProlificClient,
     ProlificError,
 )
-from app.db import utcnow
+from app.db import get_sessionmaker, utcnow
 from app.errors import Conflict, InputError, Missing
 from app.studies.models import Annotation, Bundle, Participant, Study
 
 PLATFORM = "prolific"
+log = logging.getLogger("proctor.prolific")
 
 
 class Unreachable(InputError):
@@ -444,6 +446,30 @@ def reclaim(session: Session, study: Study, user: User) -> list[str]:
     if freed:
         audit.record(session, user.id, "prolific.reclaim", "study", study.id, submissions=freed)
         session.commit()
+    return freed
+
+
+def reclaim_all() -> list[str]:
+    """reclaim for every study live on Prolific (active or paused there), with the token of the
+    researcher who made it there; run with the sweeper, every minute, so a returned slot is
+    free here within a minute without anyone pressing the button. A study whose token is gone
+    or unreadable, or that Prolific does not answer for, waits for the next round (logged)."""
+    freed: list[str] = []
+    with get_sessionmaker()() as s:
+        rows = s.execute(
+            select(PlatformStudy.study_id, PlatformStudy.created_by).where(
+                PlatformStudy.platform == PLATFORM, PlatformStudy.status.in_(("ACTIVE", "PAUSED"))
+            )
+        ).all()
+        for study_id, user_id in rows:
+            study, user = s.get(Study, study_id), s.get(User, user_id)
+            if study is None or user is None or account_of(s, user) is None:
+                continue
+            try:
+                freed += reclaim(s, study, user)
+            except InputError as exc:
+                s.rollback()
+                log.warning("reclaim of study %s: %s", study_id, exc)
     return freed
 
 

@@ -5,6 +5,8 @@ blocked, a returned slot reclaimed."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 from sqlalchemy import select
@@ -90,6 +92,13 @@ def test_a_study_run_on_prolific_from_the_pages(fake, live_server, browser, page
         expect(quitter.get_by_text("Question 1 of 2", exact=True)).to_be_visible()  # an item held
     finally:
         ctx.close()
+    with get_sessionmaker(live_server.db_url)() as s:
+        held = s.scalar(
+            select(Assignment)
+            .join(Bundle, Bundle.id == Assignment.bundle_id)
+            .where(Bundle.external_assignment_id == gone)
+        )
+        item_id, before = held.item_id, s.get(Item, held.item_id).n_active
     fake.give_back(gone, "RETURNED")
 
     # Review: approve here, then on Prolific.
@@ -136,15 +145,11 @@ def test_a_study_run_on_prolific_from_the_pages(fake, live_server, browser, page
     assert group["participants"] == ["P-gone"]
 
     # The returned slot: its task ends and its item goes back to the pool at once.
-    with get_sessionmaker(live_server.db_url)() as s:
-        held = s.scalar(
-            select(Assignment)
-            .join(Bundle, Bundle.id == Assignment.bundle_id)
-            .where(Bundle.external_assignment_id == gone)
-        )
-        item_id, before = held.item_id, s.get(Item, held.item_id).n_active
     page.locator("#prolific-reclaim").click()
-    expect(page.get_by_text("1 returned or timed-out submission(s)")).to_be_visible()
+    # The sweeper's round (every minute) may have freed it first on a slow machine.
+    expect(page.locator(".flash")).to_contain_text(
+        re.compile(r"1 returned or timed-out submission\(s\)|No returned or timed-out submission")
+    )
     with get_sessionmaker(live_server.db_url)() as s:
         assert s.get(Item, item_id).n_active == before - 1
         assert s.scalar(select(Assignment.state).where(Assignment.id == held.id)) == "returned"

@@ -456,3 +456,24 @@ def test_returned_and_timed_out_slots_are_reclaimed(world, fake, session):
         )
     session.rollback()
     assert _api(world, "POST", f"/studies/{study.id}/prolific/reclaim").json() == {"freed": []}  # once
+
+
+def test_the_sweeper_reclaims_returned_slots_by_itself(world, fake, session):
+    """Nobody presses the button: the sweeper's round (every minute) frees the slot."""
+    from app.jobs import reclaim_returned
+    from app.studies import assignment, services
+    from app.studies.models import Assignment, Bundle
+
+    study = world["study"]
+    sub = _arrive(world, fake, _published(world, fake), "P-returns")
+    bundle = session.scalar(select(Bundle).where(Bundle.external_assignment_id == sub))
+    assignment.consent(session, study, bundle.id, services.consent_version(study))
+    held = assignment.next_item(session, study, bundle.id)
+    assert reclaim_returned() == []  # still at work
+    fake.give_back(sub, "TIMED-OUT")
+    assert reclaim_returned() == [sub]
+    session.expire_all()
+    assert session.get(Assignment, held.id).state == "returned"
+    assert reclaim_returned() == []
+    fake.fail("submissions", "before")  # Prolific down: logged, tried again next round
+    assert reclaim_returned() == []
