@@ -236,7 +236,7 @@ REJECTION_TEXT = (
 )
 
 
-def _prolific_work(session: Session, study: Study) -> list[tuple[str, str, str, str]]:
+def prolific_work(session: Session, study: Study) -> list[tuple[str, str, str, str]]:
     """(participant id, submission id, review status, reason) of the study's Prolific workers."""
     from app.auth.models import User as Worker
 
@@ -261,7 +261,7 @@ def carry_reviews(session: Session, study: Study, user: User, category: str = "F
     row = platform_study(session, study)
     if row is None:
         raise Conflict("this study is not on Prolific: make it there first")
-    ours = _prolific_work(session, study)
+    ours = prolific_work(session, study)
     approved: list[str] = []
     rejected: list[str] = []
     with client(session, user, "study", study.id) as c:
@@ -297,7 +297,7 @@ def block_worker(session: Session, study: Study, user: User, worker_id: str, rea
     account = account_of(session, user)
     if account is None:
         raise Conflict("no Prolific token stored: PUT /api/v1/prolific/token first")
-    if worker_id not in {w for w, _, _, _ in _prolific_work(session, study)}:
+    if worker_id not in {w for w, _, _, _ in prolific_work(session, study)}:
         raise Missing(f"no Prolific worker {worker_id!r} in this study", field="worker_id")
     blocked = session.scalar(
         select(CrowdBlock).where(
@@ -351,7 +351,7 @@ def message_worker(session: Session, study: Study, user: User, worker_id: str, b
     row = platform_study(session, study)
     if row is None:
         raise Conflict("this study is not on Prolific: make it there first")
-    if worker_id not in {w for w, _, _, _ in _prolific_work(session, study)}:
+    if worker_id not in {w for w, _, _, _ in prolific_work(session, study)}:
         raise Missing(f"no Prolific worker {worker_id!r} in this study", field="worker_id")
     with client(session, user, "study", study.id) as c:
         try:
@@ -477,7 +477,7 @@ def reclaim_all() -> list[str]:
 
 
 def _submission_of(session: Session, study: Study, worker_id: str) -> str:
-    subs = [sub for w, sub, _, _ in _prolific_work(session, study) if w == worker_id]
+    subs = [sub for w, sub, _, _ in prolific_work(session, study) if w == worker_id]
     if not subs:
         raise Missing(f"no Prolific worker {worker_id!r} in this study", field="worker_id")
     return subs[-1]

@@ -64,7 +64,7 @@ def review_panel(session: Session, study: Study, user: User) -> dict[str, Any] |
         )
     }
     blocked = service.blocked_workers(session, user)
-    work = service._prolific_work(session, study)
+    work = service.prolific_work(session, study)
     record = service.records(session, sorted({w for w, _, _, _ in work}))
     workers: dict[str, dict[str, Any]] = {}
     for worker, submission, status, _ in work:
@@ -228,7 +228,9 @@ def pay_bonus(
             raise InputError("which worker? (their Prolific id)", field="worker_id")
         key = bonus_key(worker_id.strip())
         before = session.scalar(
-            select(BonusPayment.state).where(BonusPayment.study_id == study.id, BonusPayment.key == key)
+            select(BonusPayment.state).where(
+                BonusPayment.study_id == study.id, BonusPayment.platform == service.PLATFORM, BonusPayment.key == key
+            )
         )
         bonus = service.pay_bonus(session, study, session.merge(user), worker_id.strip(), int(cents), key, reason)
     except InputError as exc:
