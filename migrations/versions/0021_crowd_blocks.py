@@ -2,7 +2,7 @@
 workers they blocked.
 
 Revision ID: 0021
-Revises: 0019
+Revises: 0020
 """
 
 from alembic import op
