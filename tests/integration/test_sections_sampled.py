@@ -5,6 +5,7 @@ a hand-worked figure a user sees on the leaderboard page or in the API."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from sqlalchemy import select
@@ -118,3 +119,133 @@ def test_sts_tables_are_shown_whole(session):
     tables = _tables(session, study)
     assert {"sts_agents", "sts_scenarios", "sts_correlation", "sts_annotators"} <= tables.keys()
     assert_shown(tables)
+
+
+# What the STS section's tables say, word for word where it is a name (titles, column labels),
+# and as prose a reader can trust elsewhere (notes, column helps): sentences that start with a
+# capital, names spelled as the papers spell them, no word in capitals that is not an acronym.
+STS_TITLES = {
+    "sts_agents": "Success share per agent",
+    "sts_categories": "Success share per category",
+    "sts_tags": "Success share per tag",
+    "sts_scenarios": "Consistency per scenario",
+    "sts_correlation": "Rank correlation with other metrics",
+    "sts_failure_types": "Why continuations failed (paper appendix A.3)",
+    "sts_annotators": "Annotators on reference episodes",
+}
+STS_LABELS = {
+    "sts_agents": [
+        "Agent",
+        "Continuations",
+        "Rank (95%)",
+        "Success share",
+        "SE",
+        "Success markers",
+        "Corrected",
+        "Simulator",
+        "Agreement",
+        "Time to completion (median steps)",
+        "Median's 95% interval",
+    ],
+    "sts_categories": ["Agent", "go to", "open", "pick up", "put next to"],
+    "sts_tags": ["Agent", "rule:before success"],
+    "sts_scenarios": ["Scenario", "Category", "copycat", "expert", "random", "Difficulty"],
+    "sts_correlation": ["Against", "Agents", "Spearman rho", "p"],
+    "sts_failure_types": ["Source", "Error type", "What it means", "Episodes", "Share", "random"],
+    "sts_annotators": [
+        "Annotator",
+        "Reference",
+        "Sensitivity",
+        "Specificity",
+        "Balanced accuracy",
+        "Marker-step error",
+    ],
+}
+STS_FIGURES = [
+    "Success share per agent (95% interval)",
+    "Success share per category (95% intervals)",
+    "Success share per tag (95% intervals)",
+    "Time to completion: steps from the takeover to the success marker (CDF)",
+]
+NAMES = ("BabyAI", "Wilson's", "Rogan-Gladen", "Spearman's", "Figure 9", "PPI++", "Cohen's")
+ACRONYMS = {"SE", "PPI", "CDF"}
+
+
+def assert_prose(where: str, text: str, groups: tuple[str, ...] = ()) -> None:
+    """One note or help as a reader meets it: no stray marks, each sentence starting with a
+    capital, a digit, a quote or a dash (or a group's own name, a tag's "rule:..."), names as
+    the papers write them, no shouted words."""
+    assert text == text.strip() and "XX" not in text, (where, text)
+    for sentence in re.split(r"(?<=[.?!])\s+", text):
+        assert re.match(r'[A-Z0-9"(—]', sentence) or sentence.startswith(groups), (where, sentence)
+    for name in NAMES:
+        if name.lower() in text.lower():
+            assert name in text, (where, name, text)
+    assert set(re.findall(r"\b[A-Z]{3,}\b", text)) <= ACRONYMS, (where, text)
+
+
+def test_sts_tables_say_what_they_show(client, session):
+    """The three-agent demo study, every non-reference scenario tagged by the mining rule
+    "rule:before success" (uploaded, not from a suite: whether the rule still holds cannot be
+    checked, so the tag stays), every continuation marked as the simulator says, one failed
+    continuation classified by an admin as "empty"."""
+    from tests.conftest import login
+    from tests.integration.test_sts_analysis import _mark_all, _sts_study, _three_agents
+
+    owner = make_user(session, "researcher")
+    lines = [x if x.get("reference") else {**x, "tags": ["rule:before success"]} for x in _three_agents()]
+    study = _sts_study(session, owner, lines)
+    _mark_all(session, study)
+    admin = make_user(session, "admin")
+    csrf = login(client, admin)
+    failed = next(
+        i
+        for i in session.scalars(select(Item).where(Item.study_id == study.id, Item.is_gold.is_(False)))
+        if i.reference["simulator"] == "failure" and i.reference["agent"] == "random"
+    )
+    r = client.put(
+        f"/api/v1/sts/studies/{study.id}/failures/{failed.id}",
+        json={"error_type": "empty"},
+        headers={"X-CSRF-Token": csrf},
+    )
+    assert r.status_code == 200
+    session.expire_all()
+    from app.leaderboards.service import compute
+
+    board = compute(session, study)
+    tables = {t["key"]: t for t in board["extra"]["tables"]}
+    assert {k: tables[k]["title"] for k in STS_TITLES} == STS_TITLES
+    assert {k: [c["label"] for c in tables[k]["columns"]] for k in STS_LABELS} == STS_LABELS
+    assert [f["title"] for f in board["extra"]["figures"]] == STS_FIGURES
+    for key in STS_TITLES:
+        assert_prose(key, tables[key]["note"], tuple(c["label"] for c in tables[key]["columns"]))
+        for c in tables[key]["columns"]:
+            assert_prose(f"{key} {c['key']}", c["help"])
+    # The tag, unchecked, is on every continuation: its column repeats the overall share.
+    [row] = [r for r in tables["sts_tags"]["rows"] if r["agent"] == "expert"]
+    [agent] = [r for r in tables["sts_agents"]["rows"] if r["agent"] == "expert"]
+    assert row["g:rule:before success"]["mean"] == agent["success"]["mean"]
+    assert tables["sts_tags"]["note"].endswith(
+        ' "—": the agent has no continuation there. rule:before success: every continuation is in it, '
+        "so the column repeats the agent's overall success share."
+    )
+    assert tables["sts_categories"]["note"] == (
+        "Each agent's success share over its continuations of each category, with its 95% interval. "
+        '"—": the agent has no continuation there.'
+    )
+    # The admin's one classification: the note counts it, the row names its source and type.
+    failures = tables["sts_failure_types"]
+    assert failures["note"] == (
+        "1 failed continuations classified by an admin, by the source of the error and its type; per "
+        "agent, how many of its own."
+    )
+    [row] = failures["rows"]
+    assert (row["error_type"], row["episodes"], row["share"], row["a:random"]) == ("empty", 1, 1.0, 1)
+    assert [c["key"] for c in failures["columns"]] == [
+        "source",
+        "error_type",
+        "description",
+        "episodes",
+        "share",
+        "a:random",
+    ]

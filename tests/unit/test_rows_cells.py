@@ -25,3 +25,33 @@ def test_an_undefined_d_z_says_why():
     # Two units whose differences are both 0: no effect and no spread, not "too few".
     assert effect_size_cell(math.nan, 2) == {"text": "—", "reason": DZ_NO_EFFECT}
     assert effect_size_cell(math.nan) == {"text": "—", "reason": DZ_NO_EFFECT}
+
+
+# ---- the per-item majority's row (rows.majority_sums, majority_dict) -------------------------
+
+
+def test_the_majority_rows_coverage_accuracy_and_consistency_by_hand():
+    """Six items of the study in clusters c1 (2 items), c2 (2), c3 (2); the majority has a winner
+    on five: c1 both right, c2 one right and one wrong, c3 one half-right (the other item has no
+    answer yet), and no cluster on one more item of category "y". Coverage: 5 answered of 6 = 5/6.
+    Accuracy: (1 + 1 + 1 + 0 + 0.5) / 5 = 0.7. Consistency: clusters answered whole are c1 and
+    c2 (c3 lacks an item), all right only c1: 1 of 2."""
+    from app.leaderboards.rows import est, majority_sums
+
+    totals = (6, {"x": 5, "y": 1}, {"c1": 2, "c2": 2, "c3": 2})
+    winners = [("x", "c1", 1.0), ("x", "c1", 1.0), ("x", "c2", 1.0), ("x", "c2", 0.0), ("y", "c3", 0.5)]
+    row = majority_sums(winners, totals)
+    assert (row["type"], row["name"]) == ("majority", "Human majority (per item)")
+    assert (row["answered"], row["correct"]) == (5, 3.5)
+    assert row["coverage"] == 5 / 6
+    assert row["accuracy"] == est(3.5, 5) and row["accuracy"]["mean"] == 0.7
+    assert row["by_category"] == {"x": est(3.0, 4), "y": est(0.5, 1)}
+    assert row["consistency"] == est(1, 2) and row["consistency"]["mean"] == 0.5
+    # c3 answered whole, its one item half right: answered whole, not all right (0.5 < 1).
+    row = majority_sums([*winners, ("y", "c3", 1.0)], (6, {"x": 4, "y": 2}, {"c1": 2, "c2": 2, "c3": 2}))
+    assert row["coverage"] == 1.0 and row["consistency"] == est(1, 3)
+    # No cluster answered whole: no consistency, not 0 of 0.
+    assert majority_sums([("x", "c1", 1.0)], totals)["consistency"] is None
+    # Items without a cluster count for coverage and accuracy, never for consistency.
+    row = majority_sums([("x", "", 1.0), ("x", "", 1.0)], (2, {"x": 2}, {"": 2}))
+    assert (row["coverage"], row["consistency"]) == (1.0, None)
