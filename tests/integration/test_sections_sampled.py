@@ -128,11 +128,17 @@ STS_TITLES = {
     "sts_agents": "Success share per agent",
     "sts_categories": "Success share per category",
     "sts_tags": "Success share per tag",
+    # The judged tables (app/leaderboards/judged.py): the simulator, then a predictor learned
+    # from people's markers on what is known without them (shown from 20 continuations).
+    "sts_ppi": "People and the simulator together (PPI++, success share 0-1)",
+    "sts_ppi_by_category": "People and the simulator together (PPI++, success share 0-1), per category",
+    "sts_learned_ppi": "People and a learned predictor together (cross-prediction, success share 0-1)",
     "sts_scenarios": "Consistency per scenario",
     "sts_correlation": "Rank correlation with other metrics",
     "sts_failure_types": "Why continuations failed (paper appendix A.3)",
     "sts_annotators": "Annotators on reference episodes",
 }
+JUDGED = ["Agent", "People only", "Judged", "Judge only", "Agreement", "PPI++", "Worth (people)", "People for ±0.05"]
 STS_LABELS = {
     "sts_agents": [
         "Agent",
@@ -149,6 +155,9 @@ STS_LABELS = {
     ],
     "sts_categories": ["Agent", "go to", "open", "pick up", "put next to"],
     "sts_tags": ["Agent", "rule:before success"],
+    "sts_ppi": JUDGED,
+    "sts_ppi_by_category": ["Agent · category", *JUDGED[1:]],
+    "sts_learned_ppi": ["Agent", "People only", "Judged", "Judge only", "Agreement", "Cross-PPI", "Worth (people)"],
     "sts_scenarios": ["Scenario", "Category", "copycat", "expert", "random", "Difficulty"],
     "sts_correlation": ["Against", "Agents", "Spearman rho", "p"],
     "sts_failure_types": ["Source", "Error type", "What it means", "Episodes", "Share", "random"],
@@ -221,6 +230,9 @@ def test_sts_tables_say_what_they_show(client, session):
         assert_prose(key, tables[key]["note"], tuple(c["label"] for c in tables[key]["columns"]))
         for c in tables[key]["columns"]:
             assert_prose(f"{key} {c['key']}", c["help"])
+    # Each scenario row names its scenario's category (the level's family), as the breakdown does.
+    categories = [c["label"] for c in tables["sts_categories"]["columns"][1:]]
+    assert sorted({r["category"] for r in tables["sts_scenarios"]["rows"]}) == categories
     # The tag, unchecked, is on every continuation: its column repeats the overall share.
     [row] = [r for r in tables["sts_tags"]["rows"] if r["agent"] == "expert"]
     [agent] = [r for r in tables["sts_agents"]["rows"] if r["agent"] == "expert"]
@@ -249,3 +261,23 @@ def test_sts_tables_say_what_they_show(client, session):
         "share",
         "a:random",
     ]
+
+
+def test_sts_without_reference_episodes_shows_why_nothing_is_corrected(session):
+    """A study of the demo's continuations without its reference episodes: nothing measures the
+    annotators' sensitivity or specificity, so every agent's corrected cell says why it is
+    empty (a sentence, not an estimate), and the note says n/a over 0 markers."""
+    from app.kinds.sts.demo import demo_lines
+    from tests.integration.test_sts_analysis import _mark_all, _sts_study
+
+    owner = make_user(session, "researcher")
+    study = _sts_study(session, owner, [x for x in demo_lines() if not x.get("reference")])
+    _mark_all(session, study)
+    agents = _tables(session, study)["sts_agents"]
+    why = "n/a: no reference episodes labelled success and failure: sensitivity and specificity are not both measured"
+    assert [r["corrected_share"] for r in agents["rows"]] == [why] * len(agents["rows"])
+    assert all(r["corrected"] is None for r in agents["rows"])
+    assert (
+        "sensitivity (n/a, over 0 markers on success-labelled reference episodes) and specificity "
+        "(n/a, over 0 on failure-labelled ones)" in agents["note"]
+    )

@@ -199,8 +199,19 @@ def test_a_pair_study_from_a_suite_is_judged_and_ranked_as_worked_by_hand(client
     assert rows["expert"]["single_success"]["mean"] == 1.0
     corr = tables["sts_pair_correlation"]["rows"][0]
     assert corr["agents"] == 2 and corr["rho"]["text"] == "—"  # two agents: no rank correlation
-    for t in tables.values():
-        assert all(c.get("help") for c in t["columns"])
+    # Every table shown whole (a title, a note, each column with its key, label and help, no
+    # column empty), the ratings' columns by the words the page heads them with.
+    from tests.integration.test_sections_shapes import assert_shown
+
+    assert_shown(tables)
+    assert [c["label"] for c in tables["sts_pair_ratings"]["columns"]] == [
+        "Agent",
+        "Judgements",
+        "Rank (95%)",
+        "Rating (log-odds)",
+        "Single rank (95%)",
+        "Single success share",
+    ]
     # The page shows the tables with their titles.
     login(client, owner)
     html = client.get(f"/studies/{study.id}/leaderboard").text
