@@ -68,7 +68,7 @@ def review_all(
 def review(
     request: Request, study_id: Id, status: str = "", session: Session = Depends(db), user: User = Depends(admin)
 ) -> Response:
-    from app.crowd.views import review_panel
+    from app.crowd.panels import review_panel
     from app.leaderboards.annotators import cached
 
     study = _study(session, study_id)

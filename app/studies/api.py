@@ -16,7 +16,7 @@ from app.auth.deps import db, managed_study, require, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
 from app.kinds import all_kinds, default_kind, get_kind
-from app.params import MAX_ID, NOT_BLANK, UPLOAD, Id, Whole
+from app.params import MAX_ID, NOT_BLANK, NOT_BOOL, UPLOAD, Id, Whole
 from app.storage import get_store
 from app.studies import assignment, services
 from app.studies.services import MIN_SAMPLE_WIDTH
@@ -187,14 +187,15 @@ class PeopleSampleIn(BaseModel):
     n: Whole | None = Field(
         None, ge=1, le=MAX_ID, description="how many of the study's non-gold items people judge (or give width)"
     )
-    width: float | None = Field(
+    # NOT_BOOL: JSON's false is not the number 0 (the schema says number)
+    width: Annotated[float, NOT_BOOL] | None = Field(
         None,
         ge=MIN_SAMPLE_WIDTH,
         le=1,
         description="instead of n: the PPI++ 95% interval's target width (high - low, 0-1 scale); n is then "
         "computed by a power analysis from it and agreement",
     )
-    agreement: float | None = Field(
+    agreement: Annotated[float, NOT_BOOL] | None = Field(
         None,
         ge=0,
         le=1,

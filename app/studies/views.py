@@ -608,7 +608,7 @@ def _study_page(
     """The study page; `errors` puts a refusal in the card of the form that caused it (the
     researcher sees it where they were, in the site's layout, with the file input empty);
     `prolific_quote`, Prolific's price for the terms asked (app/crowd/views.py)."""
-    from app.crowd.views import panel
+    from app.crowd.panels import panel
 
     agents = session.execute(
         select(Agent, func.count(AgentOutput.id))

@@ -217,7 +217,8 @@ def test_a_task_waits_while_the_priority_job_holds_the_free_items(client, sessio
     locked rows (SKIP LOCKED). A worker who comes in then must be told to wait a moment, not
     that their task has ended with work left (it was "ended after 0 of 6", no completion code)."""
     owner = make_user(session, "researcher")
-    study = _study(session, owner, adaptive=True, adaptive_floor=1)
+    # No gold slots: a gold item is leased whatever locks it (gold is shared, never counted).
+    study = _study(session, owner, adaptive=True, adaptive_floor=1, gold_rate=0.0)
     api_start(client, study.slug, {"PROLIFIC_PID": "held-up", "STUDY_ID": "s", "SESSION_ID": "held-up"})
     job = create_engine(db_url).connect()
     txn = job.begin()

@@ -18,6 +18,8 @@ from sqlalchemy.orm import Mapped, mapped_column
 from app.db import Base, utcnow
 
 VERSION_STATES = ("draft", "published")
+# The most reference episodes of a kind (or reference pairs) one study asks for.
+MAX_REFERENCE = 1000
 # The built-in agents, made per researcher on demand as Agent rows of this kind with this
 # version (so a researcher's own agent named "expert" is not taken for the built-in one).
 BUILTIN_AGENTS: dict[str, str] = {

@@ -277,7 +277,7 @@ def _bare(line: dict) -> dict:
 def reference_pairs(spec: object) -> dict[str, int]:
     """A pair study's `reference`: {"pairs": k}, as k expert successes and k random failures
     (each scenario's two make one reference pair)."""
-    from app.kinds.sts.study import MAX_REFERENCE
+    from app.kinds.sts.models import MAX_REFERENCE
 
     if spec is None or spec == {}:
         return {}

@@ -16,14 +16,13 @@ from sqlalchemy.orm import Session
 from app.auth.models import User
 from app.errors import InputError
 from app.kinds.sts.generation import generate
-from app.kinds.sts.models import Continuation, Recording, Scenario, Suite, SuiteVersion
+from app.kinds.sts.models import MAX_REFERENCE, Continuation, Recording, Scenario, Suite, SuiteVersion
 from app.kinds.sts.policies import policy_for_agent
 from app.kinds.sts.suites import Conflict, agent_label, builtin_agent, resolve_agent, scenarios_of
 from app.studies import services
 from app.studies.models import Study
 
 MAX_AGENTS = 20
-MAX_REFERENCE = 1000
 REFERENCE_KEYS = {"expert_successes": ("expert", "success"), "random_failures": ("random", "failure")}
 
 
