@@ -130,8 +130,10 @@ def checked(runs: AgentRuns, params: dict[str, Any]) -> dict[str, Any]:
             if not isinstance(value, list):
                 raise InputError(f"{name} must be a list of whole numbers", field=name)
             out[name] = [_number(name, v, p) for v in value]
-            if len(set(out[name])) != len(value) or (p.most is not None and len(value) > p.most):
-                raise InputError(f"{name}: at most {p.most} distinct values", field=name)
+            if len(set(out[name])) != len(value):
+                raise InputError(f"{name}: each value once", field=name)
+            if p.most is not None and len(value) > p.most:
+                raise InputError(f"{name}: at most {p.most} values", field=name)
         elif p.type == "text":
             if not isinstance(value, str):
                 raise InputError(f"{name} must be a text", field=name)
