@@ -358,12 +358,24 @@ _SERVER_PATH = re.compile(
 # password (a database's or a bucket's address in a connection error) are credentials.
 _FILE_URL = re.compile(r"\bfile:[^\s'\"<>]*", re.IGNORECASE)
 _URL_CREDENTIALS = re.compile(r"\b([a-z][a-z0-9+.-]*://)[^\s/@'\"<>]+@", re.IGNORECASE)
+# Round 5 of issue 26's re-attack: a SQLite URL is a path; so is one relative to the working
+# folder ("./var/blobs", "../../srv"); a query's token or signature, and a libpq keyword
+# connection string's password, are credentials.
+_SQLITE_URL = re.compile(r"\bsqlite(?:\+\w+)?:/{2,}[^\s'\"<>]*", re.IGNORECASE)
+_RELATIVE_PATH = re.compile(r"(?<![\w/.~])\.{1,2}/[^\s'\",:;)\]]+")
+_QUERY_SECRET = re.compile(
+    r"([?&](?:token|access_token|api_key|apikey|key|sig|signature|secret|password|pass|auth)=)[^&#\s'\"<>]+",
+    re.IGNORECASE,
+)
+_DSN_PASSWORD = re.compile(r"\b(password\s*=\s*)(?:'[^']*'|[^\s'\"]+)", re.IGNORECASE)
 
 
 def redact(text: str) -> str:
     """What a job's owner may read of a server-side text: paths of this machine, file: URLs and
     the credentials in a URL blanked (the job's traceback keeps them, for admins)."""
     text = _URL_CREDENTIALS.sub(r"\1<credentials>@", text)
+    text = _DSN_PASSWORD.sub(r"\1<credentials>", _QUERY_SECRET.sub(r"\1<credentials>", text))
+    text = _RELATIVE_PATH.sub("<path>", _SQLITE_URL.sub("<path>", text))
     return _SERVER_PATH.sub("<path>", _FILE_URL.sub("<path>", text))
 
 

@@ -113,6 +113,14 @@ def test_failure_reasons_blank_every_server_path():
         ("postgresql://u:p@db/x", "postgresql://<credentials>@db/x"),
         ("https://token@github.com/a/b", "https://<credentials>@github.com/a/b"),
         ("https://example.org/a@b", "https://example.org/a@b"),  # an @ in the path: no user
+        # round 5: SQLite URLs and relative paths are paths; a query's token, a DSN's password
+        ("sqlite:////var/lib/proctor/app.db", "<path>"),
+        ("sqlite:///tmp/x.db", "<path>"),
+        ("./var/blobs/ab/cd.bin", "<path>"),
+        ("../../srv/proctor/x", "<path>"),
+        ("https://h/x?token=abc&sig=1", "https://h/x?token=<credentials>&sig=<credentials>"),
+        ("https://h/x?page=2", "https://h/x?page=2"),
+        ("host=db user=p password=hunter2", "host=db user=p password=<credentials>"),
     ):
         assert jobs.failure_reason(ValueError(f"at {url} now")) == f"at {shown} now", url
     assert (
