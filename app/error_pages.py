@@ -26,13 +26,15 @@ def error_response(request: Request, exc: StarletteHTTPException) -> Response:
         return RedirectResponse(exc.headers["Location"], status_code=303)
     if wants_json(request):
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
-    return render(
+    response = render(
         request,
         "error.html",
         status_code=exc.status_code,
         title={403: "Not allowed", 404: "Not found", 429: "Slow down"}.get(exc.status_code, "Error"),
         message=str(exc.detail),
     )
+    response.headers.update(exc.headers or {})  # a 405's Allow, a 429's Retry-After: the page's too
+    return response
 
 
 def install(app: FastAPI) -> None:

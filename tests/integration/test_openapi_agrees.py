@@ -86,3 +86,18 @@ def test_a_405_allows_exactly_the_methods_of_its_path(doc, app):
                 assert r.status_code == 405, (method, url, r.status_code)
                 allow = {m.strip() for m in r.headers["allow"].split(",")} - {"HEAD"}
                 assert allow == documented, (method, url, r.headers["allow"])
+
+
+def test_a_pages_405_says_what_it_allows_too(app):
+    """Re-attack round 5: the HTML error page dropped the exception's headers, so a page's 405
+    (the healthz check, the login page, the docs) had no Allow, which RFC 9110 requires."""
+    with TestClient(app) as c:
+        for method, url, allowed in (
+            ("DELETE", "/healthz", {"GET"}),
+            ("PUT", "/openapi.json", {"GET"}),
+            ("DELETE", "/login", {"GET", "POST"}),
+            ("PATCH", "/help/statistics", {"GET"}),
+        ):
+            r = c.request(method, url)
+            assert r.status_code == 405, (method, url, r.status_code)
+            assert {m.strip() for m in r.headers.get("allow", "").split(",")} - {"HEAD"} == allowed, (url, r.headers)
