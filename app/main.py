@@ -12,6 +12,7 @@ from app.config import SECRET_KEY_HELP, get_settings, trusted_proxies, weak_secr
 from app.error_pages import install as install_error_handlers
 from app.errors import ERROR_RESPONSES
 from app.middleware import (
+    HeadAsGet,
     REQUEST_LOG,
     AuthBeforeBody,
     BodyLimit,
@@ -78,6 +79,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
         REQUEST_LOG.setLevel(settings.log_level.upper())
     except ValueError:
         raise InsecureSettings(f"LOG_LEVEL={settings.log_level!r}: use DEBUG, INFO, WARNING or ERROR") from None
+    app.add_middleware(HeadAsGet)  # inside the log, which then says HEAD
     app.add_middleware(RequestLog, key=settings.secret_key.encode())  # outermost: every answer
 
     from app.agents.views import router as agents_router

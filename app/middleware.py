@@ -1,6 +1,6 @@
 """The ASGI middleware every request passes through (app/main.py adds them, innermost first):
 security headers, the body size limit and JSON guard, refusing an unauthenticated body before
-it is read, the host a trusted proxy names, and the request log."""
+it is read, the host a trusted proxy names, HEAD answered as GET, and the request log."""
 
 from __future__ import annotations
 
@@ -349,6 +349,28 @@ def logged_target(path: str, query: bytes, key: bytes) -> str:
         return path
     pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
     return path + "?" + "&".join(f"{k}={_hidden(v, key) if v else ''}" for k, v in pairs)
+
+
+class HeadAsGet:
+    """HEAD answered as the GET it asks about, without the body (RFC 9110: a server that answers
+    GET answers HEAD; FastAPI's routes declare GET alone, so HEAD was a 405). The status and
+    headers are the GET's, Content-Length included."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            return await self.app(scope, receive, send)
+
+        async def bodiless(message):
+            if message["type"] == "http.response.body":
+                if message.get("more_body", False):
+                    return  # a streamed body's chunks are not sent
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, bodiless)
 
 
 class RequestLog:

@@ -101,3 +101,16 @@ def test_a_pages_405_says_what_it_allows_too(app):
             r = c.request(method, url)
             assert r.status_code == 405, (method, url, r.status_code)
             assert {m.strip() for m in r.headers.get("allow", "").split(",")} - {"HEAD"} == allowed, (url, r.headers)
+
+
+def test_head_is_answered_as_get_without_the_body(app):
+    """Re-attack round 5: HEAD / and HEAD /healthz were 405s. HEAD now has the GET's status and
+    headers and no body; a path with no GET still refuses it."""
+    with TestClient(app) as c:
+        for url in ("/", "/healthz", "/openapi.json", "/static/favicon.svg"):
+            got, head = c.get(url), c.head(url)
+            assert head.status_code == got.status_code == 200, (url, head.status_code)
+            assert head.content == b"" and got.content, url
+            assert head.headers["content-type"] == got.headers["content-type"], url
+            assert head.headers.get("content-length") == got.headers.get("content-length"), url
+        assert c.head("/api/v1/crowd/x/submit").status_code == 405  # POST only
