@@ -43,6 +43,13 @@ def _review(study: Study) -> str:
     return f"/admin/studies/{study.id}/review#prolific"
 
 
+def _worker(worker_id: str) -> str:
+    """A form's Prolific worker id, stripped; InputError when blank or too long."""
+    if not worker_id.strip() or len(worker_id) > 255:
+        raise InputError("which worker? (their Prolific id)", field="worker_id")
+    return worker_id.strip()
+
+
 def bonus_key(worker_id: str) -> str:
     """The page pays each worker of a study one bonus: its key is the worker's, so a second
     click (or a retry after an error) is the same bonus and pays nothing more."""
@@ -188,15 +195,14 @@ def pay_bonus(
         cents = form_number(amount_cents, "amount_cents")
         if cents is None:
             raise InputError("give the bonus in cents", field="amount_cents")
-        if not worker_id.strip() or len(worker_id) > 255:
-            raise InputError("which worker? (their Prolific id)", field="worker_id")
-        key = bonus_key(worker_id.strip())
+        worker_id = _worker(worker_id)
+        key = bonus_key(worker_id)
         before = session.scalar(
             select(BonusPayment.state).where(
                 BonusPayment.study_id == study.id, BonusPayment.platform == service.PLATFORM, BonusPayment.key == key
             )
         )
-        bonus = service.pay_bonus(session, study, session.merge(user), worker_id.strip(), int(cents), key, reason)
+        bonus = service.pay_bonus(session, study, session.merge(user), worker_id, int(cents), key, reason)
     except InputError as exc:
         return _back(request, study, f"Bonus not paid: {exc.message}", "error", _review(study))
     if before == "paid":
@@ -218,9 +224,7 @@ def block(
     """Block a worker: on your block list on Prolific, kept out of the studies you make next."""
     study = managed_study(session, study_id, user)
     try:
-        if not worker_id.strip() or len(worker_id) > 255:
-            raise InputError("which worker? (their Prolific id)", field="worker_id")
-        blocked = service.block_worker(session, study, session.merge(user), worker_id, reason)
+        blocked = service.block_worker(session, study, session.merge(user), _worker(worker_id), reason)
     except InputError as exc:
         return _back(request, study, f"Not blocked: {exc.message}", "error", _review(study))
     return _back(
