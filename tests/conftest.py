@@ -4,6 +4,7 @@ loopback (started if possible, else the tests that need them skip with the reaso
 from __future__ import annotations
 
 import atexit
+import fcntl
 import hashlib
 import importlib
 import os
@@ -198,35 +199,45 @@ def install_example_kind() -> Path:
     it through the `proctor.kinds` entry points, like the built-in kinds."""
     stamp = TEST_KINDS / ".sources-sha256"
     digest = _example_kind_sources()
-    if not (stamp.exists() and stamp.read_text() == digest):
-        shutil.rmtree(TEST_KINDS, ignore_errors=True)
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--no-deps",
-                "--no-build-isolation",
-                "--target",
-                str(TEST_KINDS),
-                str(EXAMPLE_KIND),
-            ],
-            capture_output=True,
-            text=True,
-        )
-        for leftover in (EXAMPLE_KIND / "build", *EXAMPLE_KIND.glob("*.egg-info")):
-            shutil.rmtree(leftover, ignore_errors=True)
-        if done.returncode:
-            raise RuntimeError(f"could not install the example kind:\n{done.stdout}{done.stderr}")
-        stamp.write_text(digest)
+    # scripts/test.sh starts two pytest processes at once (the fuzzing beside the rest): on a
+    # fresh clone both found no stamp and installed into one folder, each removing the other's
+    # build (CI: "could not install the example kind", exit 3). One installs; the other waits.
+    TEST_KINDS.parent.mkdir(parents=True, exist_ok=True)
+    with open(TEST_KINDS.parent / "test-kinds.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (stamp.exists() and stamp.read_text() == digest):
+            _install_example_kind(stamp, digest)
     if str(TEST_KINDS) not in sys.path:
         sys.path.insert(0, str(TEST_KINDS))
         importlib.invalidate_caches()
     paths = [str(TEST_KINDS), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     return TEST_KINDS
+
+
+def _install_example_kind(stamp: Path, digest: str) -> None:
+    shutil.rmtree(TEST_KINDS, ignore_errors=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(TEST_KINDS),
+            str(EXAMPLE_KIND),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    for leftover in (EXAMPLE_KIND / "build", *EXAMPLE_KIND.glob("*.egg-info")):
+        shutil.rmtree(leftover, ignore_errors=True)
+    if done.returncode:
+        raise RuntimeError(f"could not install the example kind:\n{done.stdout}{done.stderr}")
+    stamp.write_text(digest)
 
 
 def pytest_configure(config):
