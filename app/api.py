@@ -10,6 +10,7 @@ from fastapi import APIRouter
 
 from app.agents.api import router as agents
 from app.auth.api import router as account
+from app.crowd.api import hooks_router as prolific_hooks
 from app.crowd.api import router as prolific
 from app.leaderboards.api import router as leaderboards
 from app.quality.api import router as quality
@@ -19,7 +20,7 @@ from app.studies.api import router as studies
 from app.studies.crowd_api import crowd_router
 
 router = APIRouter()
-for area in (studies, account, agents, leaderboards, quality, runs, prolific):
+for area in (studies, account, agents, leaderboards, quality, runs, prolific, prolific_hooks):
     router.include_router(area)
 
 __all__ = ["JOB_STATES", "StateIn", "StudyOut", "crowd_router", "router"]

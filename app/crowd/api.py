@@ -184,3 +184,49 @@ def message_worker(
     study = managed_study(session, study_id, user)
     service.message_worker(session, study, session.merge(user), body.worker_id, body.body)
     return {"worker_id": body.worker_id.strip(), "sent": True}
+
+
+class AllowIn(BaseModel):
+    """The rule that feeds your allow list from the workers' records on this instance."""
+
+    enabled: bool = Field(True, description="False: no allow list for the studies you make next")
+    min_gold_accuracy: float = Field(0.8, ge=0, le=1, description="Gold accuracy at least this (a fraction)")
+    min_gold_items: int = Field(5, ge=0, le=100_000, description="Over at least this many gold items")
+    no_rejections: bool = Field(True, description="No review of theirs rejected here")
+
+
+@router.put("/prolific/allow-list", response_model=None)
+def put_allow_list(body: AllowIn, session: Session = Depends(db), user: User = Depends(researcher)) -> dict[str, Any]:
+    """Keep an allow list on Prolific (a participant group) of the workers whose records here
+    meet the rule, and admit only them to the studies you make there next (it is brought up to
+    date as each is made). `members`: who is on it now."""
+    rule = service.allow_rule(body.min_gold_accuracy, body.min_gold_items, body.no_rejections)
+    return service.set_allow_rule(session, session.merge(user), rule if body.enabled else None)
+
+
+@router.post("/prolific/hooks", response_model=None)
+def subscribe_hooks(
+    request: Request, session: Session = Depends(db), user: User = Depends(researcher)
+) -> dict[str, Any]:
+    """Have Prolific call this instance whenever a submission of yours is returned or times out,
+    so its slot is free here at once (the sweeper's polling, every minute, stays as the net)."""
+    from app.studies.views import entry_base
+
+    return service.subscribe_hooks(session, session.merge(user), entry_base(request))
+
+
+# Prolific's hooks carry no session and no token: their signature is what is checked.
+hooks_router = APIRouter(prefix="/api/v1", tags=["prolific"])
+
+
+@hooks_router.post(
+    "/prolific/hooks/{account_id}",
+    response_model=None,
+    responses={401: {"model": ErrorOut, "description": "The signature does not match"}},
+)
+async def receive_hook(account_id: Id, request: Request, session: Session = Depends(db)) -> dict[str, Any]:
+    """Where Prolific sends a researcher's hooks (POST /api/v1/prolific/hooks subscribes): a
+    submission returned or timed out frees its slot at once. Checked against the signature
+    Prolific documents; a hook delivered twice frees nothing more."""
+    body = await request.body()
+    return {"freed": service.receive_hook(session, account_id, request.headers, body)}

@@ -28,6 +28,12 @@ class CrowdAccount(Base):
     # The platform's id of this researcher's block list (a participant group on Prolific), made
     # with the first worker blocked; studies made afterwards exclude its members.
     block_group_id: Mapped[str | None] = mapped_column(String(64))
+    # The allow list (a participant group on Prolific) and the rule that picks its members from
+    # the workers' records here (service.ALLOW_RULE's keys); studies made afterwards admit only them.
+    allow_group_id: Mapped[str | None] = mapped_column(String(64))
+    allow_rule: Mapped[dict | None] = mapped_column()  # type: ignore[type-arg]  # JSON (app.db)
+    # The secret the platform signs its hooks with (sealed like the token), once subscribed.
+    hook_secret_sealed: Mapped[str | None] = mapped_column(Text)
 
 
 class PlatformStudy(Base):

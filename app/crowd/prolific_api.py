@@ -6,6 +6,9 @@ call means (a bonus's pay call is not idempotent)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -34,8 +37,14 @@ STUDY_ACTIONS = ("PUBLISH", "PAUSE", "START", "STOP")
 # A submission in these states gave its place back on Prolific: the worker returned the study
 # or ran out of time (the submission object's statuses).
 GONE_STATUSES = ("RETURNED", "TIMED-OUT")
-# A study's filter that keeps a participant group's members out of it.
+# A study's filters that keep a participant group's members out of it, or admit only them.
 BLOCKLIST_FILTER = "participant_group_blocklist"
+ALLOWLIST_FILTER = "participant_group_allowlist"
+# The hook Prolific calls when a submission's status changes (its body: resource_id, the
+# submission; participant_id; status), signed as HOOK_SIGNATURE says (the Verifying page).
+SUBMISSION_HOOK = "submission.status.change"
+HOOK_SIGNATURE = "X-Prolific-Request-Signature"
+HOOK_TIMESTAMP = "X-Prolific-Request-Timestamp"
 
 
 class ProlificError(Exception):
@@ -85,6 +94,10 @@ class ProlificClient:
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         """One call; the answer's JSON (None for an empty body)."""
+        return _json(self.request(method, path, body))
+
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
+        """One call; the answer, once it is known to be a success."""
         try:
             r = self._http.request(method, path.lstrip("/"), json=body)
         except httpx.HTTPError as exc:
@@ -96,12 +109,7 @@ class ProlificClient:
             self.on_call(method, path, r.status_code)
         if r.status_code >= 400:
             raise ProlificError(f"Prolific answered {r.status_code}: {_detail(r)}", r.status_code)
-        if not r.content:
-            return None
-        try:
-            return r.json()
-        except ValueError:
-            return r.text
+        return r
 
     # ---- the account --------------------------------------------------------------------
 
@@ -158,6 +166,30 @@ class ProlificClient:
         """Members already there are ignored (Prolific's documented behaviour)."""
         self.call("POST", f"participant-groups/{group_id}/participants/", {"participant_ids": list(participant_ids)})
 
+    def group_members(self, group_id: str) -> list[str]:
+        got = self.call("GET", f"participant-groups/{group_id}/participants/")
+        return [str(m["participant_id"]) for m in got.get("results") or []]
+
+    def remove_from_group(self, group_id: str, participant_ids: Sequence[str]) -> None:
+        self.call("DELETE", f"participant-groups/{group_id}/participants/", {"participant_ids": list(participant_ids)})
+
+    # ---- hooks ------------------------------------------------------------------------------
+
+    def hook_secret(self, workspace_id: str) -> str:
+        """A new secret for the workspace's hooks (it replaces the one before)."""
+        return str(self.call("POST", "hooks/secrets/", {"workspace_id": workspace_id})["value"])
+
+    def subscribe(self, workspace_id: str, event_type: str, target_url: str) -> str:
+        """Subscribe target_url to the event and confirm it (with the X-Hook-Secret Prolific
+        answers the subscription with); the subscription's id."""
+        body = {"event_type": event_type, "target_url": target_url, "workspace_id": workspace_id}
+        r = self.request("POST", "hooks/subscriptions/", body)
+        got = _json(r)
+        made = (got.get("results") or [got])[0] if isinstance(got, dict) else {}
+        sub_id = str(made.get("id") or got.get("id"))
+        self.call("POST", f"hooks/subscriptions/{sub_id}/", {"secret": r.headers.get("X-Hook-Secret", "")})
+        return sub_id
+
     # ---- messages ---------------------------------------------------------------------------
 
     def send_message(self, study_id: str, participant_id: str, body: str) -> None:
@@ -173,6 +205,22 @@ class ProlificClient:
 
     def pay_bonus(self, bonus_id: str) -> None:
         self.call("POST", f"bulk-bonus-payments/{bonus_id}/pay/")
+
+
+def _json(r: httpx.Response) -> Any:
+    if not r.content:
+        return None
+    try:
+        return r.json()
+    except ValueError:
+        return r.text
+
+
+def hook_signature(secret: str, timestamp: str, body: bytes) -> str:
+    """What Prolific signs a hook with: base64 of the HMAC-SHA256, under the workspace's hook
+    secret, of the timestamp header followed by the body."""
+    digest = hmac.new(secret.encode(), timestamp.encode() + body, hashlib.sha256).digest()
+    return base64.b64encode(digest).decode()
 
 
 def _detail(r: httpx.Response) -> str:

@@ -5,6 +5,8 @@ decisions to its submissions, and pay bonuses once. Every call to Prolific is in
 
 from __future__ import annotations
 
+import hmac
+import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,11 +21,16 @@ from app.auth.models import User
 from app.crowd import sealed
 from app.crowd.models import BonusPayment, CrowdAccount, CrowdBlock, PlatformStudy
 from app.crowd.prolific_api import (
+    ALLOWLIST_FILTER,
     BLOCKLIST_FILTER,
     GONE_STATUSES,
+    HOOK_SIGNATURE,
+    HOOK_TIMESTAMP,
     MIN_REJECTION_MESSAGE,
+    SUBMISSION_HOOK,
     ProlificClient,
     ProlificError,
+    hook_signature,
 )
 from app.db import get_sessionmaker, utcnow
 from app.errors import Conflict, InputError, Missing
@@ -176,11 +183,18 @@ def create_study(
         "device_compatibility": ["desktop"],
     }
     account = account_of(session, user)
+    filters: list[dict[str, Any]] = []
     if account is not None and account.block_group_id:
         # The workers this researcher blocked (block_worker) cannot take it.
-        body["filters"] = [{"filter_id": BLOCKLIST_FILTER, "selected_values": [account.block_group_id]}]
+        filters.append({"filter_id": BLOCKLIST_FILTER, "selected_values": [account.block_group_id]})
     with client(session, user, "study", study.id) as c:
         try:
+            if account is not None and account.allow_rule:
+                # Only the workers whose records meet the rule now may take it.
+                _sync_allow_list(session, c, account)
+                filters.append({"filter_id": ALLOWLIST_FILTER, "selected_values": [account.allow_group_id]})
+            if filters:
+                body["filters"] = filters
             total = c.cost(reward_cents, places)
             made = c.create_study(body)
         except ProlificError as exc:
@@ -335,6 +349,171 @@ def blocked_workers(session: Session, user: User) -> set[str]:
             select(CrowdBlock.worker_id).where(CrowdBlock.user_id == user.id, CrowdBlock.platform == PLATFORM)
         )
     )
+
+
+# ---- the allow list, fed by the workers' records ----------------------------------------------
+
+# A rule's terms: gold accuracy at least `min_gold_accuracy` over at least `min_gold_items` gold
+# items on this instance, and, when `no_rejections`, no review here rejected.
+ALLOW_RULE = ("min_gold_accuracy", "min_gold_items", "no_rejections")
+
+
+def allow_rule(min_gold_accuracy: float, min_gold_items: int, no_rejections: bool) -> dict[str, Any]:
+    """A rule, checked: InputError naming the term that is out of range."""
+    if not 0.0 <= min_gold_accuracy <= 1.0:
+        raise InputError("the gold accuracy is a fraction from 0 to 1", field="min_gold_accuracy")
+    if not 0 <= min_gold_items <= 100_000:
+        raise InputError("the gold items are a count from 0 to 100000", field="min_gold_items")
+    return {
+        "min_gold_accuracy": float(min_gold_accuracy),
+        "min_gold_items": int(min_gold_items),
+        "no_rejections": bool(no_rejections),
+    }
+
+
+def meets(record: dict[str, Any], rule: dict[str, Any]) -> bool:
+    """Whether a worker's record (records()) meets the rule."""
+    if record["gold"] < max(rule["min_gold_items"], 1):
+        return False  # no gold item seen: nothing is known of their accuracy
+    if record["gold_right"] < rule["min_gold_accuracy"] * record["gold"]:
+        return False
+    return not (rule["no_rejections"] and record["rejected"])
+
+
+def _own_workers(session: Session, user_id: int) -> list[str]:
+    """The Prolific ids of the workers who took part in this researcher's studies."""
+    return sorted(
+        str(w)
+        for w in session.scalars(
+            select(User.external_id)
+            .join(Participant, Participant.worker_id == User.id)
+            .join(Study, Study.id == Participant.study_id)
+            .where(Study.owner_id == user_id, User.platform == PLATFORM)
+            .distinct()
+        )
+    )
+
+
+def _sync_allow_list(session: Session, c: ProlificClient, account: CrowdAccount) -> dict[str, list[str]]:
+    """Make the allow list's members on Prolific the workers whose records meet the rule now
+    (made with the first sync): those who meet it added, those who no longer do taken out."""
+    rule = account.allow_rule or {}
+    record = records(session, _own_workers(session, account.user_id))
+    wanted = sorted(w for w, r in record.items() if meets(r, rule))
+    if not account.allow_group_id:
+        group = c.create_group(
+            c.workspace(), "Proctor: allowed workers", "Workers whose records on Proctor meet a rule"
+        )
+        account.allow_group_id = str(group["id"])
+        audit.record(
+            session, account.user_id, "prolific.group", "user", account.user_id, prolific_id=account.allow_group_id
+        )
+        session.commit()  # the group is kept even if a later step fails
+    members = set(c.group_members(account.allow_group_id))
+    added = [w for w in wanted if w not in members]
+    removed = sorted(members - set(wanted))
+    if added:
+        c.add_to_group(account.allow_group_id, added)
+    if removed:
+        c.remove_from_group(account.allow_group_id, removed)
+    audit.record(session, account.user_id, "prolific.allow", "user", account.user_id, added=added, removed=removed)
+    return {"members": wanted, "added": added, "removed": removed}
+
+
+def set_allow_rule(session: Session, user: User, rule: dict[str, Any] | None) -> dict[str, Any]:
+    """Keep the rule (None: no allow list for later studies) and bring the allow list on
+    Prolific up to date with it; the studies made there afterwards admit only its members (the
+    list is brought up to date again as each is made)."""
+    account = account_of(session, user)
+    if account is None:
+        raise Conflict("no Prolific token stored: PUT /api/v1/prolific/token first")
+    account.allow_rule = rule
+    if rule is None:
+        audit.record(session, user.id, "prolific.allow", "user", user.id, rule=None)
+        session.commit()
+        return {"rule": None, "members": [], "added": [], "removed": []}
+    with client(session, user, "user", user.id) as c:
+        try:
+            done = _sync_allow_list(session, c, account)
+        except ProlificError as exc:
+            session.commit()
+            raise _failed(exc, "update the allow list") from exc
+    session.commit()
+    return {"rule": rule, **done}
+
+
+# ---- hooks: returned and timed-out submissions freed the moment Prolific says so -----------------
+
+
+def subscribe_hooks(session: Session, user: User, base: str) -> dict[str, str]:
+    """Have Prolific call this instance (at `base`) whenever a submission's status changes,
+    the secret it signs with made anew and kept sealed; the subscription's id and its URL."""
+    account = account_of(session, user)
+    if account is None:
+        raise Conflict("no Prolific token stored: PUT /api/v1/prolific/token first")
+    target_url = f"{base}/api/v1/prolific/hooks/{account.id}"
+    with client(session, user, "user", user.id) as c:
+        try:
+            workspace = c.workspace()
+            account.hook_secret_sealed = sealed.seal(c.hook_secret(workspace))
+            session.commit()  # the secret Prolific now signs with, whatever follows
+            sub_id = c.subscribe(workspace, SUBMISSION_HOOK, target_url)
+        except ProlificError as exc:
+            session.commit()
+            raise _failed(exc, "subscribe to Prolific's hooks") from exc
+    audit.record(session, user.id, "prolific.hooks", "user", user.id, subscription=sub_id, target=target_url)
+    session.commit()
+    return {"subscription": sub_id, "target_url": target_url}
+
+
+class BadSignature(InputError):
+    status_code = 401
+
+
+def receive_hook(session: Session, account_id: int, headers: Any, body: bytes) -> list[str]:
+    """A hook from Prolific for this account: checked against its signature, then a submission
+    returned or timed out ends its task here and frees its item at once (the sweeper's polling,
+    reclaim_all, stays as the net for a hook lost). Prolific delivers a hook at least once: a
+    second delivery finds the task ended and frees nothing. The submissions freed."""
+    from app.studies import assignment
+
+    account = session.get(CrowdAccount, account_id)
+    if account is None or account.platform != PLATFORM or not account.hook_secret_sealed:
+        raise Missing("no Prolific hooks are expected here")
+    try:
+        secret = sealed.unseal(account.hook_secret_sealed)
+    except sealed.Unreadable as exc:
+        raise Conflict(str(exc)) from exc
+    timestamp, signature = headers.get(HOOK_TIMESTAMP, ""), headers.get(HOOK_SIGNATURE, "")
+    if not (timestamp and signature) or not hmac.compare_digest(hook_signature(secret, timestamp, body), signature):
+        raise BadSignature(f"the hook's {HOOK_SIGNATURE} does not match its body and timestamp")
+    try:
+        event = json.loads(body)
+    except ValueError:
+        raise InputError("the hook's body is not JSON") from None
+    if not isinstance(event, dict) or event.get("event_type") != SUBMISSION_HOOK:
+        return []  # an event Proctor did not subscribe to: nothing to do
+    if event.get("status") not in GONE_STATUSES:
+        return []
+    submission = str(event.get("resource_id") or "")
+    bundles = session.execute(
+        select(Bundle.id, Bundle.study_id)
+        .join(User, User.id == Bundle.worker_id)
+        .join(PlatformStudy, and_(PlatformStudy.study_id == Bundle.study_id, PlatformStudy.platform == PLATFORM))
+        .where(
+            Bundle.external_assignment_id == submission,
+            User.platform == PLATFORM,
+            PlatformStudy.created_by == account.user_id,
+        )
+    ).all()
+    freed = [submission for bundle_id, _ in bundles if assignment.give_back(session, bundle_id)]
+    for _, study_id in bundles[:1]:
+        audit.record(
+            session, account.user_id, "prolific.hook", "study", study_id,
+            submission=submission, status=event.get("status"), event=headers.get("X-Event-ID"), freed=bool(freed),
+        )  # fmt: skip
+    session.commit()
+    return freed
 
 
 # ---- messages ---------------------------------------------------------------------------------

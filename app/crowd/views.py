@@ -248,3 +248,53 @@ def message(
     except InputError as exc:
         return _back(request, study, f"Not sent: {exc.message}", "error", _review(study))
     return _back(request, study, f"Message sent to {worker_id.strip()} on Prolific.", to=_review(study))
+
+
+@router.post("/studies/{study_id}/prolific/allow")
+def allow_list(
+    request: Request,
+    study_id: Id,
+    enabled: str = Form(""),
+    min_gold_accuracy: str = Form(""),
+    min_gold_items: str = Form(""),
+    no_rejections: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+) -> Response:
+    """The allow list's rule (gold accuracy, over how many gold items, no rejection), kept and
+    applied: the list on Prolific made of the workers whose records meet it now."""
+    study = managed_study(session, study_id, user)
+    try:
+        rule = None
+        if enabled:
+            percent = form_number(min_gold_accuracy, "min_gold_accuracy", float)
+            items = form_number(min_gold_items, "min_gold_items")
+            if percent is None or items is None:
+                raise InputError(
+                    "give the gold accuracy (in %) and the number of gold items", field="min_gold_accuracy"
+                )
+            rule = service.allow_rule(float(percent) / 100, int(items), bool(no_rejections))
+        done = service.set_allow_rule(session, session.merge(user), rule)
+    except InputError as exc:
+        return _back(request, study, f"Allow list not updated: {exc.message}", "error")
+    if rule is None:
+        return _back(request, study, "No allow list: the Prolific studies you make next admit any worker.")
+    return _back(
+        request,
+        study,
+        f"Allow list on Prolific: {len(done['members'])} worker(s) meet the rule "
+        f"({len(done['added'])} added, {len(done['removed'])} taken out); your next studies admit only them.",
+    )
+
+
+@router.post("/studies/{study_id}/prolific/hooks")
+def hooks(request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> Response:
+    """Subscribe to Prolific's hooks: a returned or timed-out submission frees its slot here at once."""
+    from app.studies.views import entry_base
+
+    study = managed_study(session, study_id, user)
+    try:
+        service.subscribe_hooks(session, session.merge(user), entry_base(request))
+    except InputError as exc:
+        return _back(request, study, f"Not subscribed: {exc.message}", "error")
+    return _back(request, study, "Prolific now tells Proctor at once when a submission is returned or times out.")

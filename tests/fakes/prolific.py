@@ -6,6 +6,11 @@ states a study and a submission move through, a rejection's category and message
 only for the study's participants), and pays a bulk bonus AGAIN on every pay call, as the
 documentation warns the real one does.
 
+Hooks: a secret made (hooks/secrets/), a subscription made and confirmed with the X-Hook-Secret
+its answer carried, the fake calls the subscription's target_url whenever a submission's
+status changes, signed as the documentation's Verifying page says, through `deliver` (the
+test's client: the fake never opens a socket to Proctor); every hook sent is kept in `sent`.
+
 For the tests: `join` and `complete` play a participant; `fail(op, when)` makes the next call
 of an operation fail: refused ("refuse": a 400, nothing done), before doing anything
 ("before": a 503) or after doing it with the answer lost ("after": a 502, as a dropped
@@ -14,6 +19,10 @@ payments back until `settle()` (the real API pays "in the following minutes").""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import json
 import secrets
 import threading
 import time
@@ -62,6 +71,10 @@ class FakeProlific:
     bonuses: dict[str, dict[str, Any]] = field(default_factory=dict)
     groups: dict[str, dict[str, Any]] = field(default_factory=dict)  # participant groups
     messages: list[dict[str, Any]] = field(default_factory=list)  # sent to participants
+    hook_secrets: dict[str, str] = field(default_factory=dict)  # workspace -> its one secret
+    subscriptions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    deliver: Any = None  # (url, headers, body bytes) -> None: how a hook reaches its target
+    sent: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
     workspace_id: str = field(default_factory=_id)
     calls: list[tuple[str, str]] = field(default_factory=list)
     faults: dict[str, str] = field(default_factory=dict)
@@ -97,15 +110,43 @@ class FakeProlific:
         """Whether the study's filters let the participant in (a blocklist group's members are
         kept out: the group as it is now, as Prolific updates published studies)."""
         for f in self.studies[study_id].get("filters") or []:
-            if f.get("filter_id") == "participant_group_blocklist":
-                if any(participant in self.groups[g]["participants"] for g in f["selected_values"]):
-                    return False
+            within = any(participant in self.groups[g]["participants"] for g in f["selected_values"])
+            if f.get("filter_id") == "participant_group_blocklist" and within:
+                return False
+            if f.get("filter_id") == "participant_group_allowlist" and not within:
+                return False
         return True
 
     def give_back(self, submission_id: str, status: str = "RETURNED") -> None:
-        """The participant returns the study (RETURNED) or runs out of time (TIMED-OUT)."""
+        """The participant returns the study (RETURNED) or runs out of time (TIMED-OUT); the
+        subscribed hooks are called."""
         assert status in ("RETURNED", "TIMED-OUT")
-        self.submissions[submission_id]["status"] = status
+        sub = self.submissions[submission_id]
+        sub["status"] = status
+        event = {
+            "resource_id": submission_id,
+            "event_type": "submission.status.change",
+            "participant_id": sub["participant"],
+            "status": status,
+        }
+        for hook in self.subscriptions.values():
+            if hook["event_type"] == event["event_type"] and hook["is_enabled"] and hook["confirmed"]:
+                self.send_hook(hook, event)
+
+    def send_hook(self, hook: dict[str, Any], event: dict[str, Any]) -> None:
+        body = json.dumps(event).encode()
+        timestamp = str(int(time.time()))
+        secret = self.hook_secrets[hook["workspace_id"]]
+        signature = base64.b64encode(hmac.new(secret.encode(), timestamp.encode() + body, hashlib.sha256).digest())
+        headers = {
+            "Content-Type": "application/json",
+            "X-Prolific-Request-Signature": signature.decode(),
+            "X-Prolific-Request-Timestamp": timestamp,
+            "X-Event-ID": _id(),
+        }
+        self.sent.append((hook["target_url"], headers, body))
+        if self.deliver is not None:
+            self.deliver(hook["target_url"], headers, body)
 
     def complete(self, submission_id: str, code: str) -> None:
         self.submissions[submission_id].update(status="AWAITING REVIEW", entered_code=code)
@@ -139,7 +180,7 @@ class FakeProlific:
                     return _err(503, "Service unavailable (the fake's fault, before doing anything)")
                 if when == "refuse":
                     return _err(400, "Refused (the fake's fault, e.g. a balance too low)")
-                body = await request.json() if method == "POST" and await request.body() else {}
+                body = await request.json() if method in ("POST", "DELETE") and await request.body() else {}
                 answer: Response = handler(request, body)
                 if when == "after" and answer.status_code < 400:
                     return _err(502, "Bad gateway (the fake did it, then lost the answer)")
@@ -164,6 +205,11 @@ class FakeProlific:
                 route("messages/", "message", self._message, "POST"),
                 route("participant-groups/", "create_group", self._create_group, "POST"),
                 route("participant-groups/{id}/participants/", "add_to_group", self._add_to_group, "POST"),
+                route("participant-groups/{id}/participants/", "group_members", self._group_members, "GET"),
+                route("participant-groups/{id}/participants/", "remove_from_group", self._remove_from_group, "DELETE"),
+                route("hooks/secrets/", "hook_secret", self._hook_secret, "POST"),
+                route("hooks/subscriptions/", "subscribe", self._subscribe, "POST"),
+                route("hooks/subscriptions/{id}/", "confirm", self._confirm, "POST"),
             ]
         )
 
@@ -186,10 +232,10 @@ class FakeProlific:
         if "{{%PROLIFIC_PID%}}" not in body["external_study_url"]:
             return _err(400, "the study URL must carry {{%PROLIFIC_PID%}} (url_parameters)")
         for f in body.get("filters") or []:
-            if f.get("filter_id") == "participant_group_blocklist" and not all(
+            if f.get("filter_id") in ("participant_group_blocklist", "participant_group_allowlist") and not all(
                 g in self.groups for g in f.get("selected_values") or [None]
             ):
-                return _err(400, "participant_group_blocklist names no participant group of yours")
+                return _err(400, f"{f['filter_id']} names no participant group of yours")
         sid = _id()
         self.studies[sid] = {**body, "id": sid, "status": "UNPUBLISHED"}
         return JSONResponse(self.studies[sid], status_code=201)
@@ -335,6 +381,56 @@ class FakeProlific:
                 group["participants"].append(pid)
             added.append({"participant_id": pid, "datetime_created": time.strftime("%Y-%m-%dT%H:%M:%SZ")})
         return JSONResponse({"results": added})
+
+    def _group_members(self, request: Request, body: dict[str, Any]) -> Response:
+        group = self.groups.get(request.path_params["id"])
+        if group is None:
+            return _err(404, "Not found.")
+        return JSONResponse({"results": [{"participant_id": p} for p in group["participants"]]})
+
+    def _remove_from_group(self, request: Request, body: dict[str, Any]) -> Response:
+        group = self.groups.get(request.path_params["id"])
+        if group is None:
+            return _err(404, "Not found.")
+        gone = set(body.get("participant_ids") or [])
+        group["participants"] = [p for p in group["participants"] if p not in gone]
+        return Response(status_code=204)
+
+    def _hook_secret(self, request: Request, body: dict[str, Any]) -> Response:
+        if body.get("workspace_id") != self.workspace_id:
+            return _err(400, "workspace_id names no workspace of yours")
+        self.hook_secrets[self.workspace_id] = secrets.token_urlsafe(32)  # replaces the one before
+        return JSONResponse(
+            {"id": _id(), "value": self.hook_secrets[self.workspace_id], "workspace_id": self.workspace_id}, 201
+        )
+
+    def _subscribe(self, request: Request, body: dict[str, Any]) -> Response:
+        missing = [f for f in ("event_type", "target_url", "workspace_id") if not body.get(f)]
+        if missing:
+            return _err(400, f"missing fields: {', '.join(missing)}")
+        if body["workspace_id"] not in self.hook_secrets:
+            return _err(400, "create a secret for the workspace before subscribing")
+        sid, confirm = _id(), secrets.token_hex(16)
+        self.subscriptions[sid] = {
+            "id": sid,
+            "event_type": body["event_type"],
+            "target_url": body["target_url"],
+            "workspace_id": body["workspace_id"],
+            "is_enabled": body.get("is_enabled", True),
+            "confirmed": False,
+            "confirm": confirm,
+        }
+        out = {k: v for k, v in self.subscriptions[sid].items() if k not in ("confirmed", "confirm")}
+        return JSONResponse({"results": [out]}, 201, headers={"X-Hook-Secret": confirm})
+
+    def _confirm(self, request: Request, body: dict[str, Any]) -> Response:
+        hook = self.subscriptions.get(request.path_params["id"])
+        if hook is None:
+            return _err(404, "Not found.")
+        if body.get("secret") != hook["confirm"]:
+            return _err(400, "secret is not the X-Hook-Secret of the subscription")
+        hook["confirmed"] = True
+        return JSONResponse({k: v for k, v in hook.items() if k not in ("confirmed", "confirm")})
 
 
 class Served:

@@ -134,8 +134,12 @@ REFUSED_BY_THE_WORK = {
             ("POST", "/studies/{study_id}/prolific/blocks"),
             ("POST", "/studies/{study_id}/prolific/reclaim"),
             ("POST", "/studies/{study_id}/prolific/messages"),
+            ("PUT", "/prolific/allow-list"),
+            ("POST", "/prolific/hooks"),
         )
     },
+    ("POST", "/api/v1/prolific/hooks/{account_id}"): "a hook is taken only for an account subscribed to "
+    "Prolific's hooks, signed with its secret",
 }
 NOT_FOR_CONTENT = _uploads() | set(REFUSED_BY_THE_WORK)
 

@@ -83,6 +83,8 @@ POST /studies/{study_id}/prolific/reviews               login  login  303    404
 POST /studies/{study_id}/prolific/bonus                 login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/prolific/block                 login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/prolific/message               login  login  303    404    303    303     404     303     401
+POST /studies/{study_id}/prolific/allow                 login  login  303    404    303    303     404     303     401
+POST /studies/{study_id}/prolific/hooks                 login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/people-sample                  login  login  422    404    422    422     404     422     401
 POST /studies/{study_id}/adaptive                       login  login  422    404    422    422     404     422     401
 POST /studies/{study_id}/auto-pause                     login  login  422    404    422    422     404     422     401
@@ -262,6 +264,10 @@ POST /api/v1/studies/{study_id}/prolific/bonuses        401    401    409    404
 POST /api/v1/studies/{study_id}/prolific/blocks         401    401    409    404    409    409     404     409     401
 POST /api/v1/studies/{study_id}/prolific/reclaim        401    401    409    404    409    409     404     409     401
 POST /api/v1/studies/{study_id}/prolific/messages       401    401    409    404    409    409     404     409     401
+PUT  /api/v1/prolific/allow-list                        401    401    409    409    409    409     409     409     401
+POST /api/v1/prolific/hooks                             401    401    409    409    409    409     409     409     401
+# Prolific's hooks: no session or token, only the signature; the probe's account has none (404)
+POST /api/v1/prolific/hooks/{account_id}                404    404    404    404    404    404     404     404     404
 # ---- API: admins
 GET  /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
 POST /api/v1/studies/{study_id}/review                  401    401    403    403    200    403     403     200     401
@@ -728,6 +734,7 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         .replace("{run_id}", str(w.run_id))
         .replace("{token_id}", str(w.spare_token))
         .replace("{scene_id}", "12500")
+        .replace("{account_id}", "1")
     )
     if "wordcount/" in template:  # the example kind's routes serve its own studies
         path = template.replace("{study_id}", str(w.nav["wordcount"]))
@@ -825,6 +832,10 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         kw["json"] = {"worker_id": "probe"}
     elif key == "POST /api/v1/studies/{study_id}/prolific/messages":
         kw["json"] = {"worker_id": "probe", "body": "Hello"}
+    elif key in ("PUT /api/v1/prolific/allow-list", "POST /api/v1/prolific/hooks"):
+        kw["json"] = {}
+    elif key == "POST /api/v1/prolific/hooks/{account_id}":
+        kw["json"] = {"resource_id": "probe", "event_type": "submission.status.change", "status": "RETURNED"}
     elif key.startswith("POST /studies/{study_id}/prolific/"):
         # No token stored, no study on Prolific: each form's refusal is its page's message
         # (a 303 back), a bad action a 422; nothing reaches Prolific.

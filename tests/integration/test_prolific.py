@@ -477,3 +477,152 @@ def test_the_sweeper_reclaims_returned_slots_by_itself(world, fake, session):
     assert reclaim_returned() == []
     fake.fail("submissions", "before")  # Prolific down: logged, tried again next round
     assert reclaim_returned() == []
+
+
+def _work(w, session, sub: str, right: bool) -> None:
+    """The worker of the submission answers every item of their bundle, right or wrong."""
+    from app.studies import assignment, services
+    from app.studies.models import Bundle, Item
+
+    study = w["study"]
+    bundle = session.scalar(select(Bundle).where(Bundle.external_assignment_id == sub))
+    assignment.consent(session, study, bundle.id, services.consent_version(study))
+    while (held := assignment.next_item(session, study, bundle.id)) is not None:
+        truth = session.get(Item, held.item_id).reference["answer"]
+        answer = truth if right else {"Yes": "No", "No": "Yes"}[truth]
+        assignment.submit(session, study, bundle.id, held.id, {"answer": answer}, f"k-{held.id}")
+
+
+def test_allow_list_is_fed_by_the_workers_records(fake, client, session):
+    from app.auth.models import User
+    from app.studies.models import Participant
+
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, bundle_size=4, gold_rate=0.5, title="Gold study")
+    w = {"owner": owner, "study": study, "client": client, "session": session}
+    w["headers"] = {"Authorization": f"Bearer {create_token(session, owner)}"}
+    session.commit()
+    prolific_id = _published(w, fake)
+    subs = {p: _arrive(w, fake, prolific_id, p) for p in ("P-good", "P-poor", "P-rejected", "P-idle")}
+    for p, right in (("P-good", True), ("P-poor", False), ("P-rejected", True)):
+        _work(w, session, subs[p], right)
+    by_pid = {u.external_id: u.id for u in session.scalars(select(User).where(User.platform == "prolific"))}
+    rejected = session.scalar(
+        select(Participant).where(Participant.study_id == study.id, Participant.worker_id == by_pid["P-rejected"])
+    )
+    quality.decide(session, study, [rejected.id], "rejected", owner, "Copied answers.")
+
+    rule = {"min_gold_accuracy": 0.8, "min_gold_items": 1, "no_rejections": True}
+    r = _api(w, "PUT", "/prolific/allow-list", json=rule)
+    assert r.status_code == 200, r.text
+    # Only the worker right on the gold items, never rejected: the idle one has no record to go by.
+    assert r.json()["members"] == ["P-good"]
+    group = r.json()
+    session.expire_all()
+    account = session.scalar(select(CrowdAccount))
+    assert fake.groups[account.allow_group_id]["participants"] == ["P-good"]
+    # The next study made on Prolific admits only the allow list's members.
+    later = create_tom_study(session, owner, title="Later study")
+    session.commit()
+    r = _api(w, "POST", f"/studies/{later.id}/prolific", json={"reward_cents": 100, "places": 5})
+    assert r.status_code == 201, r.text
+    filters = fake.studies[r.json()["prolific_id"]]["filters"]
+    assert {"filter_id": "participant_group_allowlist", "selected_values": [account.allow_group_id]} in filters
+    fake.studies[r.json()["prolific_id"]]["status"] = "ACTIVE"
+    assert fake.eligible(r.json()["prolific_id"], "P-good")
+    assert not fake.eligible(r.json()["prolific_id"], "P-poor")
+    # A stricter rule takes members out; no rule, no allow list on the studies made next.
+    r = _api(w, "PUT", "/prolific/allow-list", json={**rule, "min_gold_items": 50})
+    assert r.json()["removed"] == ["P-good"] and fake.groups[account.allow_group_id]["participants"] == []
+    assert group["added"] == ["P-good"]
+    assert _api(w, "PUT", "/prolific/allow-list", json={**rule, "enabled": False}).json()["rule"] is None
+    third = create_tom_study(session, owner, title="Open study")
+    session.commit()
+    r = _api(w, "POST", f"/studies/{third.id}/prolific", json={"reward_cents": 100, "places": 5})
+    assert "filters" not in fake.studies[r.json()["prolific_id"]]
+    bad = _api(w, "PUT", "/prolific/allow-list", json={**rule, "min_gold_accuracy": 1.5})
+    assert bad.status_code == 422
+
+
+def _hooked(w, fake):
+    """Hooks subscribed from Proctor; the fake delivers them to the app (the test's client)."""
+    r = _api(w, "POST", "/prolific/hooks")
+    assert r.status_code == 200, r.text
+    target = r.json()["target_url"]
+    assert target.endswith(f"/api/v1/prolific/hooks/{target.rsplit('/', 1)[1]}")
+    (hook,) = fake.subscriptions.values()
+    assert hook["confirmed"] and hook["event_type"] == "submission.status.change" and hook["target_url"] == target
+    answers = []
+
+    def deliver(url, headers, body):
+        from urllib.parse import urlsplit
+
+        answers.append(w["client"].post(urlsplit(url).path, content=body, headers=headers))
+
+    fake.deliver = deliver
+    return answers
+
+
+def test_hooks_free_a_returned_slot_at_once_and_once(world, fake, session):
+    from app.studies import assignment, services
+    from app.studies.models import Assignment, Bundle
+
+    study = world["study"]
+    prolific_id = _published(world, fake)
+    answers = _hooked(world, fake)
+    subs = {p: _arrive(world, fake, prolific_id, p) for p in ("P-returns", "P-stays")}
+    held = {}
+    for p, sub in subs.items():
+        bundle = session.scalar(select(Bundle).where(Bundle.external_assignment_id == sub))
+        assignment.consent(session, study, bundle.id, services.consent_version(study))
+        held[p] = assignment.next_item(session, study, bundle.id)
+    fake.give_back(subs["P-returns"], "RETURNED")  # Prolific calls the hook: no polling, no button
+    assert [(a.status_code, a.json()) for a in answers] == [(200, {"freed": [subs["P-returns"]]})]
+    session.expire_all()
+    assert session.get(Assignment, held["P-returns"].id).state == "returned"
+    assert session.get(Assignment, held["P-stays"].id).state == "leased"
+    # Delivered again (Prolific delivers at least once): nothing more is freed.
+    url, headers, body = fake.sent[-1]
+    fake.deliver(url, headers, body)
+    assert answers[-1].status_code == 200 and answers[-1].json() == {"freed": []}
+    # A hook whose signature does not match its body is refused, and frees nothing.
+    forged = body.replace(subs["P-returns"].encode(), subs["P-stays"].encode())
+    fake.deliver(url, headers, forged)
+    assert answers[-1].status_code == 401 and "X-Prolific-Request-Signature" in answers[-1].json()["detail"]
+    fake.deliver(url, {k: v for k, v in headers.items() if "Signature" not in k}, body)
+    assert answers[-1].status_code == 401
+    session.expire_all()
+    assert session.get(Assignment, held["P-stays"].id).state == "leased"
+    # Another status change (here a submission completed, then approved) frees nothing.
+    fake.send_hook(next(iter(fake.subscriptions.values())), {
+        "resource_id": subs["P-stays"], "event_type": "submission.status.change", "status": "APPROVED",
+    })  # fmt: skip
+    assert answers[-1].json() == {"freed": []}
+    r = world["client"].post("/api/v1/prolific/hooks/999999", content=body, headers=headers)
+    assert r.status_code == 404
+
+
+def test_hooks_and_allow_list_from_the_study_page(world, fake, session):
+    from tests.conftest import login
+
+    sid, client = world["study"].id, world["client"]
+    csrf = login(client, world["owner"])
+    _page_post(world, f"/studies/{sid}/prolific/token", csrf, token=TOKEN)
+    assert "Free returned slots at once" in client.get(f"/studies/{sid}").text
+    assert _page_post(world, f"/studies/{sid}/prolific/hooks", csrf).status_code == 303
+    page = client.get(f"/studies/{sid}").text
+    assert "Prolific now tells Proctor at once" in page and 'id="prolific-hooks-on"' in page
+    assert [h["confirmed"] for h in fake.subscriptions.values()] == [True]
+    r = _page_post(
+        world, f"/studies/{sid}/prolific/allow", csrf, enabled="on", min_gold_accuracy="80", min_gold_items="3"
+    )
+    assert r.status_code == 303
+    assert "Allow list on Prolific: 0 worker(s) meet the rule" in client.get(f"/studies/{sid}").text
+    session.expire_all()
+    assert session.scalar(select(CrowdAccount)).allow_rule == {
+        "min_gold_accuracy": 0.8, "min_gold_items": 3, "no_rejections": False,
+    }  # fmt: skip
+    _page_post(
+        world, f"/studies/{sid}/prolific/allow", csrf, enabled="on", min_gold_accuracy="lots", min_gold_items="3"
+    )
+    assert "Allow list not updated: min_gold_accuracy must be a number" in client.get(f"/studies/{sid}").text
