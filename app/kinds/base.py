@@ -100,6 +100,9 @@ class TaskKind(ABC):
     # upload, where the docs are.
     form_help: ClassVar[str] = ""
     default_instructions: ClassVar[str] = ""
+    # The comprehension check a study of this kind may take as its default (the study page
+    # offers it): [{"question", "options", "answer"}, ...]; empty: the researcher writes one.
+    comprehension: ClassVar[list[dict[str, Any]]] = []
     # The new-study form's upload preview shows the worker's page in an iframe sandboxed to
     # "allow-scripts": an opaque origin, no cookies, no same-origin fetch. A page that asks the
     # server for what needs the researcher's session (a building's view, a scene's picture) says

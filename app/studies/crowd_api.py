@@ -19,7 +19,7 @@ from app.config import get_settings
 from app.db import get_sessionmaker
 from app.kinds import get_kind
 from app.params import BodyId
-from app.studies import assignment, hotpath, services
+from app.studies import assignment, comprehension, hotpath, services
 from app.studies.models import Item, Study
 from app.studies.views import crowd_bundle, done_context, fast_consent, fast_end, fast_lease, retry_after, task_state
 from app.web import rate_limit
@@ -177,6 +177,8 @@ def _next_state(request: Request, response: Response, session: Session, slug: st
     study, bundle = crowd_bundle(request, session, slug)
     if bundle.consented_at is None:
         raise HTTPException(409, "consent first: POST /api/v1/crowd/{slug}/consent with the consent_version shown")
+    if comprehension.needed(study, bundle):
+        raise HTTPException(409, f"this study begins with a comprehension check: open /task/{slug} in a browser")
     current, wait, message = task_state(session, study, bundle)
     if wait is not None:
         seconds = retry_after(wait)

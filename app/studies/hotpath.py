@@ -261,7 +261,8 @@ COMMIT
 # The study as the hot path keeps it (StudyConf): what the statements need, and the texts that
 # entry, consent and a bundle's end show (the columns app/studies/services reads for them).
 STUDY_SQL = """SELECT id, kind, kind_settings, xmin::text, title, instructions, consent_text,
-                      contact, estimated_minutes, payment, completion_code, redirect_url, adaptive
+                      contact, estimated_minutes, payment, completion_code, redirect_url, adaptive,
+                      COALESCE(jsonb_typeof(comprehension) = 'array', false)
                FROM studies WHERE slug = %(slug)s"""
 ITEM_SQL = """SELECT i.id, i.payload, i.reference::text, b.n_done + 1 >= b.size
               FROM assignments a JOIN items i ON i.id = a.item_id JOIN bundles b ON b.id = a.bundle_id
@@ -288,6 +289,9 @@ class StudyConf:
     completion_code: str
     redirect_url: str
     adaptive: bool = False  # which next-item statement runs (NEXT_ADAPTIVE_SQL or NEXT_SQL)
+    # A comprehension check before the first item (app/studies/comprehension.py): the engine's
+    # path until the worker's session says it was passed.
+    check: bool = False
 
 
 @dataclass(frozen=True)
@@ -542,6 +546,7 @@ def _study_conf(slug: str, row: Row) -> StudyConf:
         completion_code,
         redirect_url,
         adaptive,
+        check,
     ) = row
     shown = Study(consent_text=consent_text, contact=contact, estimated_minutes=minutes, payment=payment)
     return StudyConf(
@@ -558,6 +563,7 @@ def _study_conf(slug: str, row: Row) -> StudyConf:
         completion_code=completion_code,
         redirect_url=redirect_url or "",
         adaptive=bool(adaptive),
+        check=bool(check),
     )
 
 

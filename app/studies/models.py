@@ -52,6 +52,9 @@ class Study(Base):
     # `adaptive_floor` annotations (the floor). Off: the plain order (depth first).
     adaptive: Mapped[bool] = mapped_column(default=False, server_default=false())
     adaptive_floor: Mapped[int] = mapped_column(default=1, server_default="1")
+    # The comprehension check a worker passes before their first item, two attempts
+    # (app/studies/comprehension.py): [{"question", "options", "answer"}, ...]; None: no check.
+    comprehension: Mapped[list | None] = mapped_column()  # type: ignore[type-arg]  # JSON (app.db)
     # Auto-pause (app/leaderboards/stopping.py): the comparisons the researcher marked, pairs of
     # agents [[a, b], ...]; the sweeper pauses the live study once every one is settled, at
     # auto_paused_at. None: off.
@@ -147,6 +150,9 @@ class Bundle(Base):
     browser_hash: Mapped[str | None] = mapped_column(String(64))
     # The address it was opened from, as an HMAC (a pseudonym: never the address itself).
     ip_hash: Mapped[str | None] = mapped_column(String(32))
+    # The comprehension check: attempts failed, and when it was passed.
+    check_failures: Mapped[int] = mapped_column(default=0, server_default="0")
+    checked_at: Mapped[datetime | None] = mapped_column()
     finished_at: Mapped[datetime | None] = mapped_column()
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 

@@ -28,7 +28,7 @@ from app.leaderboards.plot import leaderboard_plots
 from app.leaderboards.service import compute
 from app.params import MAX_ID, Id
 from app.storage import get_store
-from app.studies import assignment, hotpath, preview, services
+from app.studies import assignment, comprehension, hotpath, preview, services
 from app.studies.models import Assignment, Bundle, Item, Study
 from app.web import flash, rate_limit, read_upload, render, wants_json
 
@@ -166,8 +166,8 @@ def fast_lease(request: Request, slug: str) -> tuple[StudyConf, int, Lease] | No
     if not hotpath.enabled(url) or not isinstance(bundle_id, int):
         return None
     conf = hotpath.study(url, slug)
-    if conf is None:
-        return None
+    if conf is None or (conf.check and slug not in request.session.get("checked", [])):
+        return None  # the comprehension check is the engine's path
     from app.auth.views import presented_browser
 
     lease = hotpath.next_lease(url, conf, bundle_id, presented_browser(request))
@@ -207,10 +207,28 @@ def task_state(session: Session, study: Study, bundle: Bundle) -> tuple[Assignme
     return current, wait, wait_message(get_kind(study.kind), study.kind_settings) if wait is not None else ""
 
 
+def _check_page(request: Request, study: Study, bundle: Bundle, outcome: str = "", status_code: int = 200) -> Response:
+    return render(
+        request,
+        "annotate/check.html",
+        status_code=status_code,
+        study=study,
+        bundle=bundle,
+        questions=comprehension.public(study.comprehension or []),
+        attempts_left=comprehension.ATTEMPTS - bundle.check_failures,
+        outcome=outcome,
+        place=crowd.platform(request.session.get("platform")),
+    )
+
+
 def _task_page(request: Request, session: Session, slug: str, refused: str = "") -> Response:
     study, bundle = crowd_bundle(request, session, slug)
     if bundle.consented_at is None:
         return _consent_page(request, study, bundle)
+    if comprehension.needed(study, bundle):
+        return _check_page(request, study, bundle)
+    if study.comprehension and bundle.check_failures >= comprehension.ATTEMPTS and bundle.checked_at is None:
+        return _check_page(request, study, bundle, "failed")
     current, wait, message = task_state(session, study, bundle)
     if wait is not None:
         seconds = retry_after(wait)
@@ -283,6 +301,25 @@ def _consent(request: Request, session: Session, slug: str, consent_version: str
         session.refresh(study)
         return _consent_page(request, study, bundle, status_code=exc.status, error=str(exc))
     return RedirectResponse(f"/task/{slug}", status_code=303)
+
+
+@router.post("/task/{slug}/check")
+async def check(request: Request, slug: str) -> Response:
+    """One attempt at the study's comprehension check: on to the first item, a second
+    attempt, or (the second failed) the task ended and the worker asked to return the study."""
+    if request.session.get("crowd", {}).get(slug) is None:
+        raise HTTPException(403, NOT_ENTERED)
+    form = dict(await request.form())
+    with get_sessionmaker(request.app.state.database_url)() as session:
+        study, bundle = crowd_bundle(request, session, slug)
+        if bundle.consented_at is None:
+            return _consent_page(request, study, bundle)
+        outcome = comprehension.attempt(session, study, bundle, {k: v for k, v in form.items() if isinstance(v, str)})
+        if outcome == "passed":
+            request.session["checked"] = [*request.session.get("checked", []), slug][-20:]
+            return RedirectResponse(f"/task/{slug}", status_code=303)
+        session.refresh(bundle)
+        return _check_page(request, study, bundle, outcome, status_code=422)
 
 
 @router.post("/task/{slug}/answer")
@@ -632,6 +669,7 @@ def _study_page(
         store=get_store(),
         kind=get_kind(study.kind),
         adaptive_offered=services.adaptive_offered(get_kind(study.kind), study.kind_settings),
+        comprehension_text=comprehension.as_text(study.comprehension),
         auto_pause=_auto_pause_card(session, study),
         **get_kind(study.kind).study_context(session, study),
         progress=assignment.progress(session, study),
@@ -986,3 +1024,29 @@ def leaderboard(
         kind=get_kind(study.kind),
         plots=leaderboard_plots(board),
     )
+
+
+@router.post("/studies/{study_id}/comprehension")
+def comprehension_check(
+    request: Request,
+    study_id: Id,
+    mode: str = Form("none"),
+    questions: str = Form(""),
+    session: Session = Depends(db),
+    user: User = Depends(researcher),
+) -> Response:
+    """The study's comprehension check before the first item: none, the kind's default, or the
+    researcher's own questions; refusals show in the form's card."""
+    study = _study(session, study_id, user)
+    try:
+        got = comprehension.set_check(session, study, user.id, mode, questions)
+    except InputError as exc:
+        session.rollback()
+        return _study_page(request, session, study, user, 422, {"comprehension": exc.message})
+    flash(
+        request,
+        f"Comprehension check on: {len(got)} question(s) before the first item, two tries."
+        if got
+        else "No comprehension check: workers start with the first item.",
+    )
+    return RedirectResponse(f"/studies/{study.id}#comprehension", status_code=303)

@@ -33,18 +33,32 @@ def fake(monkeypatch):
     get_settings.cache_clear()
 
 
-def _enter(browser, url: str, fake: FakeProlific, prolific_id: str, who: str):
-    """A participant starts the study on Prolific and follows its URL: their page and submission."""
+def _enter(browser, url: str, fake: FakeProlific, prolific_id: str, who: str, phone: bool = False):
+    """A participant starts the study on Prolific and follows its URL, on a 390 px phone by
+    keyboard or on a desktop by mouse, and consents: their page and submission."""
     sub = fake.join(prolific_id, who)
     link = fake.studies[prolific_id]["external_study_url"]
     link = link.replace("{{%PROLIFIC_PID%}}", who).replace("{{%STUDY_ID%}}", prolific_id)
     link = link.replace("{{%SESSION_ID%}}", sub)
-    ctx = browser.new_context()
+    size = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True} if phone else {}
+    ctx = browser.new_context(**size)
     page = ctx.new_page()
     page.set_default_timeout(10000)
     page.goto(link.replace(link.split("/s/", 1)[0], url))
-    page.locator("#consent").click()
+    if phone:
+        page.keyboard.press("Enter")  # the consent button has the focus
+    else:
+        page.locator("#consent").click()
     return ctx, page, sub
+
+
+def _log_in(page, url: str, email: str, study_id: int) -> None:
+    """The researcher logs in and opens the study's page."""
+    page.goto(f"{url}/login")
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.goto(f"{url}/studies/{study_id}")
 
 
 def test_a_study_run_on_prolific_from_the_pages(fake, live_server, browser, page):
@@ -57,11 +71,7 @@ def test_a_study_run_on_prolific_from_the_pages(fake, live_server, browser, page
         email, study_id, code = admin.email, study.id, study.completion_code
         s.commit()
 
-    page.goto(f"{live_server.url}/login")
-    page.get_by_label("Email").fill(email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    page.goto(f"{live_server.url}/studies/{study_id}")
+    _log_in(page, live_server.url, email, study_id)
 
     # The token, a price, then the study made and published.
     page.locator("#prolific-token").fill(TOKEN)
@@ -167,3 +177,64 @@ def test_a_study_run_on_prolific_from_the_pages(fake, live_server, browser, page
     (next_id,) = set(fake.studies) - {prolific_id}
     assert fake.studies[next_id]["filters"][0]["selected_values"] == [group_id]
     assert not fake.eligible(next_id, "P-gone") and fake.eligible(next_id, "P-good")
+
+
+def test_comprehension_check_by_keyboard_on_a_phone(fake, live_server, browser, page):
+    """The researcher picks the kind's default check; a worker on a 390 px phone answers it by
+    keyboard, wrong once, then right, and reaches the first item; another fails twice and is
+    asked to return the study, their task ended."""
+    from app.db import get_sessionmaker
+    from app.studies.models import Bundle
+
+    with get_sessionmaker(live_server.db_url)() as s:
+        admin = make_user(s, "admin")
+        study = create_tom_study(s, admin, bundle_size=2, gold_rate=0.0, title="Checked on Prolific")
+        email, study_id = admin.email, study.id
+        s.commit()
+    _log_in(page, live_server.url, email, study_id)
+    page.locator("#comprehension-default").check()
+    page.locator("#comprehension-button").click()
+    expect(page.locator("body")).to_contain_text("Comprehension check on: 2 question(s)")
+    page.locator("#prolific-token").fill(TOKEN)
+    page.locator("#prolific-token-button").click()
+    page.locator("#prolific-reward").fill("150")
+    page.locator("#prolific-places").fill("4")
+    page.locator("#prolific-price").click()
+    page.locator("#prolific-publish").click()
+    expect(page.locator("#prolific-status")).to_have_text("ACTIVE")
+    (prolific_id,) = fake.studies
+
+    def enter(who: str):
+        ctx, phone, sub = _enter(browser, live_server.url, fake, prolific_id, who, phone=True)
+        expect(phone.locator("#check")).to_be_visible()
+        assert phone.evaluate("() => document.documentElement.scrollWidth") <= 390  # no sideways scroll
+        return ctx, phone, sub
+
+    def answer(phone, first: int, second: int) -> None:
+        """By keyboard only: the first question's first option has the focus; Space picks it,
+        arrows move the choice, Tab goes on to the next question."""
+        phone.keyboard.press("Space")
+        for _ in range(first):
+            phone.keyboard.press("ArrowDown")
+        phone.keyboard.press("Tab")  # to the second question's options
+        phone.keyboard.press("Space")
+        for _ in range(second):
+            phone.keyboard.press("ArrowDown")
+        phone.keyboard.press("Enter")  # submits the form
+
+    ctx, phone, _ = enter("P-careful")
+    answer(phone, 0, 0)  # wrong: the end of the dialogue; a summary
+    expect(phone.locator("#check-again")).to_be_visible()
+    answer(phone, 1, 1)  # the utterance marked with 🛑; Yes or No
+    expect(phone.locator("input[name=assignment_id]")).to_be_attached()
+    ctx.close()
+
+    ctx, phone, sub = enter("P-hasty")
+    answer(phone, 0, 0)
+    expect(phone.locator("#check-again")).to_be_visible()
+    answer(phone, 2, 2)
+    expect(phone.locator("#check-failed")).to_contain_text("Please return the study on Prolific")
+    ctx.close()
+    with get_sessionmaker(live_server.db_url)() as s:
+        bundle = s.scalar(select(Bundle).where(Bundle.external_assignment_id == sub))
+        assert bundle.finished_at is not None and bundle.check_failures == 2

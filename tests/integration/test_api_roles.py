@@ -59,6 +59,7 @@ GET  /s/{slug}                                          303    303    303    303
 GET  /task/{slug}                                       403    200    403    403    403    403     403     403     403
 POST /task/{slug}/consent                               403    303    403    403    403    403     403     403     403
 POST /task/{slug}/answer                                403    200    403    403    403    403     403     403     403
+POST /task/{slug}/check                                 403    303    403    403    403    403     403     403     403
 # ---- researcher pages
 GET  /account                                           login  login  200    200    200    200     200     200     401
 POST /account/tokens                                    login  login  200    200    200    200     200     200     401
@@ -73,6 +74,7 @@ GET  /studies/{study_id}/exports                        login  login  200    404
 GET  /studies/{study_id}/preview                        login  login  200    404    200    200     404     200     401
 POST /studies/{study_id}/preview                        login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/state                          login  login  303    404    303    303     404     303     401
+POST /studies/{study_id}/comprehension                  login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/release                        login  login  422    404    422    422     404     422     401
 POST /studies/{study_id}/prolific/token                 login  login  303    404    303    303     404     303     401
 POST /studies/{study_id}/prolific/cost                  login  login  303    404    303    303     404     303     401
@@ -802,6 +804,8 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
         form = {}  # refused (422) where allowed: the probe's kind ranks no agents to mark
     elif key == "PUT /api/v1/studies/{study_id}/auto-pause":
         kw["json"] = {"pairs": []}  # refused (422) likewise
+    elif key in ("POST /task/{slug}/check", "POST /studies/{study_id}/comprehension"):
+        form = {}  # no check on the probe's study: on to its items; "none" kept
     elif key == "POST /task/{slug}/consent":
         form = {"consent_version": services.consent_version(w.study)}
     elif key == "POST /studies/{study_id}/preview":

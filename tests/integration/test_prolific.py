@@ -626,3 +626,72 @@ def test_hooks_and_allow_list_from_the_study_page(world, fake, session):
         world, f"/studies/{sid}/prolific/allow", csrf, enabled="on", min_gold_accuracy="lots", min_gold_items="3"
     )
     assert "Allow list not updated: min_gold_accuracy must be a number" in client.get(f"/studies/{sid}").text
+
+
+def _enter(w, fake, prolific_id: str, participant: str):
+    """A participant's own browser, entered from Prolific and past the consent: (browser, submission)."""
+    import re
+
+    from fastapi.testclient import TestClient
+
+    sub = fake.join(prolific_id, participant)
+    browser = TestClient(w["client"].app)
+    slug = w["study"].slug
+    browser.get(f"/s/{slug}?PROLIFIC_PID={participant}&STUDY_ID={prolific_id}&SESSION_ID={sub}")
+    page = browser.get(f"/task/{slug}").text
+    form = dict(re.findall(r'name="(csrf_token|consent_version)" value="([^"]*)"', page))
+    assert browser.post(f"/task/{slug}/consent", data=form, follow_redirects=False).status_code == 303
+    return browser, sub
+
+
+def test_comprehension_check_two_attempts_then_return(world, fake, session):
+    import re
+
+    from app.studies.models import Assignment, Bundle, Item
+
+    study, slug = world["study"], world["study"].slug
+    c = world["client"]
+    from tests.conftest import login
+
+    csrf = login(c, world["owner"])
+    page = c.get(f"/studies/{study.id}").text
+    assert 'id="comprehension-default"' in page  # the kind has a default check
+    r = _page_post(world, f"/studies/{study.id}/comprehension", csrf, mode="own", questions="Only a question")
+    assert r.status_code == 422 and "line 1: a question needs two options" in r.text
+    own = "What is marked?\n* The moment asked about\nThe end\n\nHow do you answer?\nIn prose\n* Yes or No\n"
+    assert _page_post(world, f"/studies/{study.id}/comprehension", csrf, mode="own", questions=own).status_code == 303
+    assert "2 question(s) before the first item" in c.get(f"/studies/{study.id}").text
+    prolific_id = _published(world, fake)
+
+    def token(page: str) -> str:
+        return re.search(r'name="csrf_token" value="([^"]*)"', page).group(1)
+
+    # One worker passes at the second try and goes on to the first item.
+    browser, _ = _enter(world, fake, prolific_id, "P-careful")
+    page = browser.get(f"/task/{slug}").text
+    assert 'id="check"' in page and "What is marked?" in page and "* The moment" not in page  # no answer shown
+    r = browser.post(f"/task/{slug}/check", data={"csrf_token": token(page), "q0": "The end", "q1": "Yes or No"})
+    assert r.status_code == 422 and 'id="check-again"' in r.text
+    # Items are not served before the check is passed, by the page or the API.
+    assert browser.get(f"/api/v1/crowd/{slug}/next").status_code == 409
+    right = {"q0": "The moment asked about", "q1": "Yes or No"}
+    r = browser.post(f"/task/{slug}/check", data={"csrf_token": token(r.text), **right}, follow_redirects=False)
+    assert r.status_code == 303
+    assert 'name="assignment_id"' in browser.get(f"/task/{slug}").text  # the first item
+
+    # Another fails twice: asked to return the study, the task ended, the slot free at once.
+    browser, sub = _enter(world, fake, prolific_id, "P-hasty")
+    tok = token(browser.get(f"/task/{slug}").text)
+    wrong = {"q0": "The end", "q1": "In prose"}
+    browser.post(f"/task/{slug}/check", data={"csrf_token": tok, **wrong})
+    r = browser.post(f"/task/{slug}/check", data={"csrf_token": tok, **wrong})
+    assert r.status_code == 422 and 'id="check-failed"' in r.text and "return the study on Prolific" in r.text
+    session.expire_all()
+    bundle = session.scalar(select(Bundle).where(Bundle.external_assignment_id == sub))
+    assert bundle.finished_at is not None and bundle.check_failures == 2
+    assert session.scalar(select(Assignment).where(Assignment.bundle_id == bundle.id)) is None  # no item held
+    page = browser.get(f"/task/{slug}").text
+    assert 'id="check-failed"' in page and 'id="check"' not in page  # a third try is not offered
+    r = browser.post(f"/task/{slug}/check", data={"csrf_token": tok, **right})
+    assert 'id="check-failed"' in r.text
+    assert sum(i.n_active for i in session.scalars(select(Item).where(Item.study_id == study.id))) == 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import math
 from importlib import resources
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel
 from sqlalchemy import case, func, select
@@ -98,6 +98,18 @@ class CommonToM(TaskKind):
         "Read the dialogue. The utterance marked with 🛑 is the moment asked about. Answer Yes or No."
     )
     outputs_label: ClassVar[str] = 'Answers (JSONL: {"question_id": ..., "answer": "Yes"|"No"})'
+    comprehension: ClassVar[list[dict[str, Any]]] = [
+        {
+            "question": "Which moment of the dialogue does each question ask about?",
+            "options": ["The end of the dialogue", "The utterance marked with 🛑", "Any moment you choose"],
+            "answer": "The utterance marked with 🛑",
+        },
+        {
+            "question": "What do you answer?",
+            "options": ["A summary of the dialogue", "Yes or No", "The speaker's name"],
+            "answer": "Yes or No",
+        },
+    ]
     cluster_help: ClassVar[str] = (
         "a cluster is a proposition, i.e. a dialogue and event number, with "
         "all its questions at every point in time it is asked at"

@@ -1,0 +1,122 @@
+"""A comprehension check before the first item, set per study, as Prolific's policy has it: a
+few multiple-choice questions on the instructions, two attempts; a worker who fails both is
+asked to return the study (neither paid nor rejected for it), and the task ends here so the
+slot is free at once. The researcher writes the questions, or takes the kind's default
+(Kind.comprehension)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.db import utcnow
+from app.errors import InputError
+from app.studies.models import Bundle, Study
+
+ATTEMPTS = 2
+MAX_QUESTIONS = 10
+MAX_TEXT = 500
+
+
+def parse(text: str) -> list[dict[str, Any]]:
+    """Questions from the study page's box: blocks parted by a blank line, the question on the
+    first line, then one option a line, the right one marked with a leading `*`. InputError
+    naming the line otherwise."""
+    questions: list[dict[str, Any]] = []
+    block: list[tuple[int, str]] = []
+    for n, line in enumerate([*text.splitlines(), ""], start=1):
+        line = line.strip()
+        if line:
+            if len(line) > MAX_TEXT:
+                raise InputError(f"line {n}: at most {MAX_TEXT} characters", field="comprehension")
+            block.append((n, line))
+            continue
+        if not block:
+            continue
+        (first, question), options = block[0], block[1:]
+        right = [o[1:].strip() for _, o in options if o.startswith("*")]
+        if len(options) < 2 or len(right) != 1:
+            raise InputError(
+                f"line {first}: a question needs two options or more on the lines below it, one of them "
+                "marked right with a leading *",
+                field="comprehension",
+            )
+        shown = [o.lstrip("*").strip() for _, o in options]
+        if len(set(shown)) != len(shown):
+            raise InputError(f"line {first}: the question's options repeat", field="comprehension")
+        questions.append({"question": question, "options": shown, "answer": right[0]})
+        block = []
+    if not questions:
+        raise InputError("write at least one question (or choose the kind's default)", field="comprehension")
+    if len(questions) > MAX_QUESTIONS:
+        raise InputError(f"at most {MAX_QUESTIONS} questions", field="comprehension")
+    return questions
+
+
+def as_text(questions: list[dict[str, Any]] | None) -> str:
+    """The questions as the study page's box shows them (parse's format)."""
+    return "\n\n".join(
+        "\n".join([q["question"], *(("* " if o == q["answer"] else "") + o for o in q["options"])])
+        for q in questions or []
+    )
+
+
+def public(questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the worker's page shows: the questions and options, never which is right."""
+    return [{"question": q["question"], "options": q["options"]} for q in questions]
+
+
+def needed(study: Any, bundle: Bundle) -> bool:
+    """Whether the worker must pass the study's check before an item (a task ended needs none)."""
+    return bool(study.comprehension) and bundle.checked_at is None and bundle.finished_at is None
+
+
+def attempt(session: Session, study: Study, bundle: Bundle, answers: Mapping[str, Any]) -> str:
+    """One attempt at the check with the page's answers (`q0`, `q1`, ...: the option chosen):
+    "passed"; "again" (one attempt left); "failed" (the second failed: the task ends and its
+    slot is free; the worker is asked to return the study)."""
+    from app import audit
+    from app.studies import assignment
+
+    if not study.comprehension or bundle.checked_at is not None:
+        return "passed"  # nothing (more) to check
+    if bundle.finished_at is not None:
+        return "failed"  # the task ended: after two failures, or otherwise
+    questions = study.comprehension or []
+    right = all(answers.get(f"q{i}") == q["answer"] for i, q in enumerate(questions))
+    if right:
+        bundle.checked_at = utcnow()
+        audit.record(session, None, "worker.check", "bundle", bundle.id, passed=True, failures=bundle.check_failures)
+        session.commit()
+        return "passed"
+    bundle.check_failures += 1
+    audit.record(session, None, "worker.check", "bundle", bundle.id, passed=False, failures=bundle.check_failures)
+    session.commit()
+    if bundle.check_failures < ATTEMPTS:
+        return "again"
+    assignment.give_back(session, bundle.id)
+    return "failed"
+
+
+def set_check(session: Session, study: Study, user_id: int, mode: str, text: str = "") -> list[dict[str, Any]] | None:
+    """The study's check: "none", the kind's "default", or "own" questions (parse's format).
+    Workers who passed, or began, keep what they had; those still to come get the new one."""
+    from app import audit
+    from app.kinds import get_kind
+
+    if mode == "none":
+        questions = None
+    elif mode == "default":
+        questions = [dict(q) for q in get_kind(study.kind).comprehension] or None
+        if questions is None:
+            raise InputError("this kind has no default check: write your own questions", field="comprehension")
+    elif mode == "own":
+        questions = parse(text)
+    else:
+        raise InputError("none, default or own", field="mode")
+    study.comprehension = questions
+    audit.record(session, user_id, "study.comprehension", "study", study.id, questions=len(questions or []))
+    session.commit()
+    return questions
