@@ -392,8 +392,14 @@ def pairwise() -> None:
     help="Bootstrap resamples of the items.",
 )
 @click.option("--seed", default=0, show_default=True, type=int, help="The bootstrap's random seed.")
+@click.option(
+    "--control-length",
+    is_flag=True,
+    help="Control for the two attempts' lengths (every line then gives a_length and b_length): "
+    "ratings with the judges' preference for length taken out (LMArena's style control).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
-def pairwise_score(path: str, n_boot: int, seed: int, as_json: bool) -> None:
+def pairwise_score(path: str, n_boot: int, seed: int, control_length: bool, as_json: bool) -> None:
     """Rate agents from pairwise judgements: Bradley-Terry with ties (Davidson), each agent's
     rating (log-strength, centred on the agents' mean) with a 95% interval, its rank with a 95%
     rank interval (bootstrap over items) and the win-rate matrix (docs/statistics.md)."""
@@ -404,7 +410,12 @@ def pairwise_score(path: str, n_boot: int, seed: int, as_json: bool) -> None:
     from app.textfiles import read_capped
 
     try:
-        result = score(read_judgements(read_capped(path, get_settings().max_upload_bytes)), n_boot=n_boot, seed=seed)
+        result = score(
+            read_judgements(read_capped(path, get_settings().max_upload_bytes)),
+            n_boot=n_boot,
+            seed=seed,
+            control_length=control_length,
+        )
     except InputError as exc:
         raise click.ClickException(f"{path}: {exc}") from None
     if as_json:
@@ -433,6 +444,12 @@ def _pairwise_tables(result: dict[str, Any]) -> None:
         f"\nties: two equally strong agents tie {ties['share_if_equal']:.1%}{tie_interval} of the time "
         f"(Davidson's nu = {num(ties['nu'])}); {ties['observed']:.1%} of the judgements are ties"
     )
+    if (length := result["length"]) is not None:
+        interval = "" if length["low"] is None else f" [{num(length['low'])}, {num(length['high'])}]"
+        click.echo(
+            f"controlled for length: a judge adds {num(length['coefficient'])}{interval} log-odds for an "
+            f"attempt longer by {length['scale']:.3f} in (len_a - len_b) / (len_a + len_b)"
+        )
     resampled = f", {how['n_boot']} resamples, seed {how['seed']}" if how["method"] == INTERVAL_METHOD else ""
     click.echo(
         f"{result['judgements']} judgements of {result['items']} items by {result['judges']} judges; "

@@ -26,6 +26,15 @@ one hard scenario makes every agent fail) with replacement, ``n_boot`` times fro
 each difference of two ratings; rank intervals from the refitted ratings with
 ``stats.rank_intervals``' conventions (``stats.rank_intervals_from_draws``). Under
 ``stats.MIN_RANK_UNITS`` items there is no interval and every rank interval is (1, k).
+
+Length control (optional, off by default; LMArena's "style control", Li, Angelopoulos and
+Chiang 2024): judges may prefer the longer of two attempts whatever its worth. With each
+judgement's two lengths, d becomes theta_a - theta_b + gamma x, x being the normalised length
+difference (len_a - len_b) / (len_a + len_b) divided by its root mean square over the
+judgements (LMArena also centres it; we only scale, so that swapping the sides flips x exactly).
+The ratings are then what is left once length is accounted for, and gamma (log-odds per root
+mean square of x) says how much the judges favour length. gamma carries the same small penalty
+as the ratings and is refitted on every resample.
 """
 
 from __future__ import annotations
@@ -64,6 +73,10 @@ class Judgement:
     a: str
     b: str
     winner: str  # "a" | "b" | "tie"
+    # The two attempts' lengths (an instruction's words, a continuation's steps), for length
+    # control; None where the file gives none.
+    a_length: float | None = None
+    b_length: float | None = None
 
 
 def _text(value: object, line: int, name: str) -> str:
@@ -73,6 +86,14 @@ def _text(value: object, line: int, name: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise InputError(f"must be a string or a number, not {type(value).__name__}", line=line, field=name)
     return value if isinstance(value, str) else json.dumps(value)
+
+
+def _length(value: object, line: int, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise InputError(f"must be a positive number, not {json.dumps(value)}", line=line, field=name)
+    return float(value)
 
 
 def read_judgements(data: bytes | str) -> list[Judgement]:
@@ -91,7 +112,11 @@ def read_judgements(data: bytes | str) -> list[Judgement]:
         winner = obj.get("winner")
         if winner not in WINNERS:
             raise InputError(f'must be "a", "b" or "tie", not {json.dumps(winner)}', line=n, field="winner")
-        out.append(Judgement(judge, item, a, b, str(winner)))
+        lengths = [_length(obj.get(f), n, f) for f in ("a_length", "b_length")]
+        if (lengths[0] is None) != (lengths[1] is None):
+            missing = "b_length" if lengths[1] is None else "a_length"
+            raise InputError("is missing: give both lengths or neither", line=n, field=missing)
+        out.append(Judgement(judge, item, a, b, str(winner), *lengths))
     if not out:
         raise InputError("the file holds no judgements")
     return out
@@ -102,11 +127,17 @@ def read_judgements(data: bytes | str) -> list[Judgement]:
 
 
 def _objective(
-    theta: np.ndarray, phi: np.ndarray, left: np.ndarray, right: np.ndarray, counts: np.ndarray, penalty: float
+    theta: np.ndarray,
+    phi: np.ndarray,
+    gamma: np.ndarray,
+    slots: tuple[np.ndarray, np.ndarray, np.ndarray],
+    counts: np.ndarray,
+    penalty: float,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per resample (rows): the penalised negative log-likelihood and the probabilities of
-    the left agent winning, the right winning and a tie for every pair (columns)."""
-    half = 0.5 * (theta[:, left] - theta[:, right])
+    the left agent winning, the right winning and a tie for every slot (columns)."""
+    left, right, x = slots
+    half = 0.5 * (theta[:, left] - theta[:, right] + gamma[:, None] * x[None, :])
     log_d = np.logaddexp(np.logaddexp(half, -half), phi[:, None])
     p_left, p_right = np.exp(half - log_d), np.exp(-half - log_d)
     p_tie = np.exp(phi[:, None] - log_d)
@@ -114,7 +145,7 @@ def _objective(
     tie_term = ties * np.where(np.isfinite(phi), phi, 0.0)[:, None]  # no tie: nu = 0, and 0 log 0 = 0
     n = w_left + w_right + ties
     loglik = (w_left * half - w_right * half + tie_term - n * log_d).sum(axis=1)
-    return -loglik + penalty * (theta**2).sum(axis=1), p_left, p_right, p_tie
+    return -loglik + penalty * ((theta**2).sum(axis=1) + gamma**2), p_left, p_right, p_tie
 
 
 def _scatter(rows: int, width: int, parts: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
@@ -127,18 +158,21 @@ def _scatter(rows: int, width: int, parts: list[tuple[np.ndarray, np.ndarray]]) 
 
 
 def _fit(
-    counts: np.ndarray, left: np.ndarray, right: np.ndarray, k: int, penalty: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Davidson's ratings (centred) and nu for each resample: ``counts[r, p]`` holds pair p's
-    (left wins, right wins, ties) in resample r, pair p being agents ``left[p] < right[p]``.
-    Damped Newton in (theta, log nu); nu is 0 where a resample has no tie, and infinite (the
-    ratings 0) where it has nothing but ties."""
+    counts: np.ndarray, slots: tuple[np.ndarray, np.ndarray, np.ndarray], k: int, penalty: float, covariate: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Davidson's ratings (centred), nu and gamma for each resample: ``counts[r, p]`` holds
+    slot p's (left wins, right wins, ties) in resample r, slot p being agents ``left[p] <
+    right[p]`` at length covariate ``x[p]`` (all 0, and gamma 0, without length control).
+    Damped Newton in (theta, log nu, gamma); nu is 0 where a resample has no tie, and infinite
+    (the ratings 0) where it has nothing but ties."""
+    left, right, x = slots
     b = counts.shape[0]
     ties = counts[..., 2].sum(axis=1)
     total = counts.sum(axis=(1, 2))
     some_ties = ties > 0
     only_ties = some_ties & (ties == total)
     theta = np.zeros((b, k))
+    gamma = np.zeros(b)
     share = np.where(some_ties, ties / np.maximum(total, 1), 0.0)
     # Equal strengths tie with probability nu / (2 + nu): nu's start from the ties' share.
     with np.errstate(divide="ignore"):
@@ -146,13 +180,14 @@ def _fit(
     active = ~only_ties
     w_left, w_right, n_tie = counts[..., 0], counts[..., 1], counts[..., 2]
     n_pair = w_left + w_right + n_tie
-    size = k + 1  # the ratings, then log nu
+    g = k + 1  # gamma's place, after the ratings and log nu
+    size = k + 1 + int(covariate)
     for _ in range(_MAX_NEWTON):
         rows = np.flatnonzero(active)
         if rows.size == 0:
             break
-        th, ph, c = theta[rows], phi[rows], counts[rows]
-        f, pl, pr, pt = _objective(th, ph, left, right, c, penalty)
+        th, ph, ga, c = theta[rows], phi[rows], gamma[rows], counts[rows]
+        f, pl, pr, pt = _objective(th, ph, ga, slots, c, penalty)
         n = n_pair[rows]
         g_d = 0.5 * (w_left[rows] - w_right[rows]) - 0.5 * n * (pl - pr)  # d loglik / d(theta_l - theta_r)
         q = n * (0.25 * (pl + pr) - 0.25 * (pl - pr) ** 2)  # - d2 loglik / d(theta_l - theta_r)^2
@@ -161,28 +196,37 @@ def _fit(
         grad = _scatter(m, size, [(left, -g_d), (right, g_d)])
         grad[:, :k] += 2 * penalty * th
         grad[:, k] = -(n_tie[rows] - n * pt).sum(axis=1)
-        hess = _scatter(
-            m,
-            size * size,
-            [
-                (left * size + left, q),
-                (right * size + right, q),
-                (left * size + right, -q),
-                (right * size + left, -q),
-                (left * size + k, -cross),
-                (right * size + k, cross),
-                (k * size + left, -cross),
-                (k * size + right, cross),
-            ],
-        ).reshape(m, size, size)
+        parts = [
+            (left * size + left, q),
+            (right * size + right, q),
+            (left * size + right, -q),
+            (right * size + left, -q),
+            (left * size + k, -cross),
+            (right * size + k, cross),
+            (k * size + left, -cross),
+            (k * size + right, cross),
+        ]
+        if covariate:  # d = theta_l - theta_r + gamma x: gamma's derivatives are x times d's
+            parts += [
+                (left * size + g, q * x),
+                (right * size + g, -q * x),
+                (g * size + left, q * x),
+                (g * size + right, -q * x),
+            ]
+        hess = _scatter(m, size * size, parts).reshape(m, size, size)
         hess[:, k, k] = (n * pt * (1 - pt)).sum(axis=1)
         hess[:, k, k] = np.where(some_ties[rows], hess[:, k, k], 1.0)  # no tie: nu stays 0
+        if covariate:
+            grad[:, g] = -(g_d * x).sum(axis=1) + 2 * penalty * ga
+            hess[:, g, g] = (q * x * x).sum(axis=1) + 2 * penalty
+            hess[:, g, k] = hess[:, k, g] = np.where(some_ties[rows], -(cross * x).sum(axis=1), 0.0)
         # The likelihood does not see a common shift of the ratings, and the iterates stay
         # centred (where the penalty puts the optimum): adding 1 1^T to the ratings' block
         # leaves the step in the centred directions as it is and makes the system well posed
         # however small the penalty.
         hess[:, :k, :k] += 1.0 + 2 * penalty * np.eye(k)
         step = np.linalg.solve(hess, grad[..., None])[..., 0]
+        step_g = step[:, g] if covariate else np.zeros(m)
         decrement = (grad * step).sum(axis=1)
         # Newton's decrement is about twice the distance to the minimum. Within the rounding of
         # the objective (a sum of terms of up to n log-probabilities each: about 1e-16 n), or
@@ -194,23 +238,26 @@ def _fit(
         accepted = done.copy()
         new_th = np.where(done[:, None], th - step[:, :k], th)
         new_ph = np.where(done & some_ties[rows], ph - step[:, k], ph)
+        new_ga = np.where(done, ga - step_g, ga)
         for _ in range(60):
             trying = ~accepted
             if not trying.any():
                 break
             cand_th = th - t[:, None] * step[:, :k]
             cand_ph = np.where(some_ties[rows], ph - t * step[:, k], -np.inf)
-            f_new = _objective(cand_th, cand_ph, left, right, c, penalty)[0]
+            cand_ga = ga - t * step_g
+            f_new = _objective(cand_th, cand_ph, cand_ga, slots, c, penalty)[0]
             ok = trying & (f_new <= f - 1e-4 * t * decrement) & (f_new < f)
-            new_th[ok], new_ph[ok] = cand_th[ok], cand_ph[ok]
+            new_th[ok], new_ph[ok], new_ga[ok] = cand_th[ok], cand_ph[ok], cand_ga[ok]
             accepted |= ok
             t = np.where(accepted, t, 0.5 * t)
         stalled = ~accepted
         theta[rows] = new_th - new_th.mean(axis=1, keepdims=True)
         phi[rows] = new_ph
+        gamma[rows] = new_ga
         active[rows[done | stalled]] = False
     nu = np.where(only_ties, np.inf, np.exp(phi))
-    return theta, nu
+    return theta, nu, gamma
 
 
 # ---------------------------------------------------------------------------
@@ -233,6 +280,11 @@ class PairwiseRatings:
     draws: np.ndarray | None = None  # (n_boot, k) refitted ratings; None under MIN_RANK_UNITS items
     nu_draws: np.ndarray | None = None
     ranks: list[tuple[int, int]] = field(default_factory=list)  # 95% (best, worst)
+    # Length control (module docstring): gamma, its draws, and the root mean square of the
+    # normalised length difference that x is divided by; gamma None without it.
+    gamma: float | None = None
+    gamma_draws: np.ndarray | None = None
+    length_scale: float | None = None
 
     def index(self, agent: str) -> int:
         return self.agents.index(agent)
@@ -254,6 +306,14 @@ class PairwiseRatings:
         low, high = self._percentiles(None if self.nu_draws is None else _tie_share(self.nu_draws))
         return Estimate(self.judgements, float(_tie_share(np.array([self.nu]))[0]), low, high, self._method())
 
+    def length_effect(self) -> Estimate | None:
+        """gamma: the log-odds a judge adds for one root mean square of normalised length
+        difference in an attempt's favour; None without length control."""
+        if self.gamma is None:
+            return None
+        low, high = self._percentiles(self.gamma_draws)
+        return Estimate(self.judgements, self.gamma, low, high, self._method())
+
     def _method(self) -> str:
         return TOO_FEW_ITEMS if self.draws is None else INTERVAL_METHOD
 
@@ -274,27 +334,42 @@ def _tie_share(nu: np.ndarray) -> np.ndarray:
     return np.where(np.isinf(nu), 1.0, nu / (2 + np.where(np.isinf(nu), 0.0, nu)))
 
 
-def _pair_counts(judgements: Sequence[Judgement]) -> tuple[list[str], list[str], np.ndarray, np.ndarray, np.ndarray]:
-    """Agents (sorted), items (first seen order), the pairs (left < right) and per item and
-    pair the counts (left wins, right wins, ties)."""
+def _normalised_length(j: Judgement) -> float:
+    """(len_a - len_b) / (len_a + len_b), in [-1, 1]."""
+    assert j.a_length is not None and j.b_length is not None
+    return (j.a_length - j.b_length) / (j.a_length + j.b_length)
+
+
+def _slot_counts(
+    judgements: Sequence[Judgement], scale: float | None
+) -> tuple[list[str], list[str], tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    """Agents (sorted), items (first seen order), the slots (left < right, and with length
+    control the covariate x seen from the left agent: one slot per pair and value of x) and
+    per item and slot the counts (left wins, right wins, ties)."""
     agents = sorted({j.a for j in judgements} | {j.b for j in judgements})
     col = {a: i for i, a in enumerate(agents)}
     items = list(dict.fromkeys(j.item for j in judgements))
     row = {it: i for i, it in enumerate(items)}
-    pairs = sorted({(min(col[j.a], col[j.b]), max(col[j.a], col[j.b])) for j in judgements})
-    slot = {p: i for i, p in enumerate(pairs)}
-    counts = np.zeros((len(items), len(pairs), 3))
-    for j in judgements:
+
+    def slot_of(j: Judgement) -> tuple[int, int, float]:
         a, b = col[j.a], col[j.b]
-        p = slot[(min(a, b), max(a, b))]
+        x = 0.0 if scale is None else _normalised_length(j) / scale
+        return (a, b, x) if a < b else (b, a, -x)
+
+    keys = sorted({slot_of(j) for j in judgements})
+    slot = {p: i for i, p in enumerate(keys)}
+    counts = np.zeros((len(items), len(keys), 3))
+    for j in judgements:
+        p = slot[slot_of(j)]
         if j.winner == "tie":
             counts[row[j.item], p, 2] += 1
         else:
-            left_won = (j.winner == "a") == (a < b)
+            left_won = (j.winner == "a") == (col[j.a] < col[j.b])
             counts[row[j.item], p, 0 if left_won else 1] += 1
-    left = np.array([p[0] for p in pairs], dtype=np.int64)
-    right = np.array([p[1] for p in pairs], dtype=np.int64)
-    return agents, items, left, right, counts
+    left = np.array([p[0] for p in keys], dtype=np.int64)
+    right = np.array([p[1] for p in keys], dtype=np.int64)
+    x = np.array([p[2] for p in keys], dtype=float)
+    return agents, items, (left, right, x), counts
 
 
 def _groups(agents: list[str], left: np.ndarray, right: np.ndarray) -> list[list[str]]:
@@ -315,17 +390,39 @@ def _groups(agents: list[str], left: np.ndarray, right: np.ndarray) -> list[list
     return list(found.values())
 
 
+def length_scale(judgements: Sequence[Judgement]) -> float:
+    """The root mean square of the normalised length differences that length control divides
+    them by; InputError where a judgement has no lengths or every pair's are equal."""
+    missing = sum(j.a_length is None or j.b_length is None for j in judgements)
+    if missing:
+        raise InputError(
+            f"controlling for length needs both lengths of every judgement; {missing} of {len(judgements)} have none"
+        )
+    rms = math.sqrt(sum(_normalised_length(j) ** 2 for j in judgements) / len(judgements))
+    if rms == 0:
+        raise InputError("controlling for length needs lengths that differ: every judged pair's are equal")
+    return rms
+
+
 def pairwise_ratings(
-    judgements: Sequence[Judgement], *, n_boot: int = N_BOOT, seed: int = 0, penalty: float = PENALTY
+    judgements: Sequence[Judgement],
+    *,
+    n_boot: int = N_BOOT,
+    seed: int = 0,
+    penalty: float = PENALTY,
+    control_length: bool = False,
 ) -> PairwiseRatings:
-    """Davidson ratings with bootstrap intervals over items (module docstring). InputError
-    when no judgement is given or the agents fall into groups never compared with each other
-    (their ratings would share no scale)."""
+    """Davidson ratings with bootstrap intervals over items (module docstring), controlled for
+    the two attempts' lengths with ``control_length``. InputError when no judgement is given,
+    the agents fall into groups never compared with each other (their ratings would share no
+    scale), or length control lacks lengths."""
     if not judgements:
         raise InputError("no judgements")
     if n_boot < 1:
         raise ValueError("n_boot must be at least 1")
-    agents, items, left, right, per_item = _pair_counts(judgements)
+    scale = length_scale(judgements) if control_length else None
+    agents, items, slots, per_item = _slot_counts(judgements, scale)
+    left, right, _ = slots
     if len(groups := _groups(agents, left, right)) > 1:
         shown = "; ".join(", ".join(g[:5]) + (", ..." if len(g) > 5 else "") for g in groups[:4])
         raise InputError(
@@ -333,7 +430,7 @@ def pairwise_ratings(
             f"({shown}): their ratings would share no scale"
         )
     k = len(agents)
-    theta, nu = _fit(per_item.sum(axis=0)[None], left, right, k, penalty)
+    theta, nu, gamma = _fit(per_item.sum(axis=0)[None], slots, k, penalty, control_length)
     seen = Counter(a for j in judgements for a in (j.a, j.b))
     result = PairwiseRatings(
         agents=agents,
@@ -345,21 +442,27 @@ def pairwise_ratings(
         judges=len({j.judge for j in judgements}),
         n_boot=n_boot,
         seed=seed,
+        gamma=float(gamma[0]) if control_length else None,
+        length_scale=scale,
     )
     if len(items) < MIN_RANK_UNITS:
         result.ranks = [(1, k)] * k
         return result
     rng = np.random.default_rng(seed)
     flat = per_item.reshape(len(items), -1)
-    draws, nu_draws = np.empty((n_boot, k)), np.empty(n_boot)
+    draws, nu_draws, gamma_draws = np.empty((n_boot, k)), np.empty(n_boot), np.empty(n_boot)
     for start in range(0, n_boot, _BATCH):
         stop = min(n_boot, start + _BATCH)
         picks = rng.integers(0, len(items), size=(stop - start, len(items)))
         weights = np.zeros((stop - start, len(items)))
         np.add.at(weights, (np.arange(stop - start)[:, None], picks), 1.0)
         counts = (weights @ flat).reshape(stop - start, left.size, 3)
-        draws[start:stop], nu_draws[start:stop] = _fit(counts, left, right, k, penalty)
+        draws[start:stop], nu_draws[start:stop], gamma_draws[start:stop] = _fit(
+            counts, slots, k, penalty, control_length
+        )
     result.draws, result.nu_draws = draws, nu_draws
+    if control_length:
+        result.gamma_draws = gamma_draws
     result.ranks = rank_intervals_from_draws(result.rating, draws)
     return result
 
@@ -389,10 +492,27 @@ def _none_if_nan(x: float) -> float | None:
     return None if math.isnan(x) or math.isinf(x) else x
 
 
-def score(judgements: Sequence[Judgement], *, n_boot: int = N_BOOT, seed: int = 0) -> dict[str, Any]:
+def _length_cell(fit: PairwiseRatings) -> dict[str, Any] | None:
+    effect = fit.length_effect()
+    if effect is None:
+        return None
+    return {
+        "coefficient": effect.mean,
+        "low": _none_if_nan(effect.low),
+        "high": _none_if_nan(effect.high),
+        "scale": fit.length_scale,
+        "covariate": "(len_a - len_b) / (len_a + len_b), divided by scale (its root mean square)",
+    }
+
+
+def score(
+    judgements: Sequence[Judgement], *, n_boot: int = N_BOOT, seed: int = 0, control_length: bool = False
+) -> dict[str, Any]:
     """What `proctor pairwise score --json` prints: per agent (best first) ``{rating, low,
-    high, rank, rank_low, rank_high, n}``, the win-rate matrix, the ties and the counts."""
-    fit = pairwise_ratings(judgements, n_boot=n_boot, seed=seed)
+    high, rank, rank_low, rank_high, n}``, the win-rate matrix, the ties and the counts; with
+    ``control_length`` the ratings are controlled for length and ``length`` says by how much
+    (None without)."""
+    fit = pairwise_ratings(judgements, n_boot=n_boot, seed=seed, control_length=control_length)
     ranks = fit.point_ranks()
     order = sorted(range(len(fit.agents)), key=lambda j: (ranks[j], fit.agents[j]))
     agents: dict[str, dict[str, Any]] = {}
@@ -420,6 +540,7 @@ def score(judgements: Sequence[Judgement], *, n_boot: int = N_BOOT, seed: int = 
             "high": _none_if_nan(tie.high),
             "observed": sum(j.winner == "tie" for j in judgements) / len(judgements),
         },
+        "length": _length_cell(fit),
         "judgements": fit.judgements,
         "items": fit.items,
         "judges": fit.judges,

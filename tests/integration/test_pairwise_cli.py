@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -92,3 +93,31 @@ def test_a_file_over_the_upload_cap_is_refused_before_parsing(tmp_path):
     assert ran.returncode == 1
     assert "the file is larger than the 1000 byte limit (MAX_UPLOAD_BYTES)" in ran.stderr
     assert "Traceback" not in ran.stderr
+
+
+def test_control_length_takes_the_judges_taste_for_length_out(tmp_path):
+    # The hand-worked case of tests/unit/test_pairwise.py: A longer (30 words to 10) in 5
+    # judgements, winning 4; shorter in 2, winning 1. Controlled: A - B = ln 2, and the
+    # judges add ln 2 log-odds per 0.5 of normalised length difference.
+    rows: list[dict[str, object] | str] = [
+        {"judge": "p", "item": f"s{i}", "a": "A", "b": "B", "winner": w, "a_length": 30, "b_length": 10}
+        for i, w in enumerate("aaaab")
+    ]
+    rows += [
+        {"judge": "p", "item": "s5", "a": "B", "b": "A", "winner": "a", "a_length": 30, "b_length": 10},
+        {"judge": "p", "item": "s6", "a": "A", "b": "B", "winner": "a", "a_length": 10, "b_length": 30},
+    ]
+    path = write(tmp_path / "P.jsonl", rows)
+    ran = proctor("pairwise", "score", "--judgements", str(path), "--control-length", "--json")
+    assert ran.returncode == 0, ran.stderr
+    got = json.loads(ran.stdout)
+    assert abs(got["agents"]["A"]["rating"] - 0.5 * math.log(2)) < 1e-5
+    assert abs(got["length"]["coefficient"] - math.log(2)) < 1e-5 and got["length"]["scale"] == 0.5
+    plain = json.loads(proctor("pairwise", "score", "--judgements", str(path), "--json").stdout)
+    assert plain["length"] is None and abs(plain["agents"]["A"]["rating"] - 0.5 * math.log(5 / 2)) < 1e-5
+    table = proctor("pairwise", "score", "--judgements", str(path), "--control-length")
+    assert "controlled for length: a judge adds 0.693" in table.stdout
+    # without lengths on every line the flag is refused, saying why
+    bare = write(tmp_path / "Q.jsonl", study())
+    refused = proctor("pairwise", "score", "--judgements", str(bare), "--control-length")
+    assert refused.returncode != 0 and "needs both lengths of every judgement; 24 of 24 have none" in refused.stderr

@@ -302,3 +302,121 @@ def test_an_empty_file_and_unlinked_groups_are_refused():
     js = judgements(("s1", "A", "B", "a"), ("s2", "C", "D", "a"), ("s3", "A", "E", "b"))
     with pytest.raises(InputError, match=r"2 groups that no judgement compares .*\(A, B, E; C, D\)"):
         pairwise_ratings(js)
+
+
+# ---------------------------------------------------------------------------
+# length control (LMArena's style control)
+
+
+def with_lengths(item: str, a: str, b: str, winner: str, a_length: float, b_length: float) -> Judgement:
+    return Judgement("j1", item, a, b, winner, a_length, b_length)
+
+
+def test_length_control_by_hand_on_a_saturated_model():
+    # A is longer (30 words against 10: normalised difference +0.5) in 5 judgements, of which
+    # it wins 4; shorter (-0.5) in 2, of which it wins 1. The root mean square of +-0.5 is 0.5,
+    # so x = +-1, and with two agents and two values of x the model is saturated:
+    #   d + gamma = ln(4 / 1),  d - gamma = ln(1 / 1)  =>  d = gamma = ln 2,
+    # ratings +-ln(2) / 2. Without control A won 5 of 7: d = ln(5 / 2).
+    js = [with_lengths(f"s{i}", "A", "B", w, 30, 10) for i, w in enumerate("aaaab")]
+    js += [with_lengths("s5", "B", "A", "a", 30, 10), with_lengths("s6", "A", "B", "a", 10, 30)]
+    plain = pairwise_ratings(js, n_boot=50)
+    assert plain.rating[0] - plain.rating[1] == pytest.approx(math.log(5 / 2), abs=1e-5)
+    assert plain.gamma is None and plain.length_effect() is None
+    fit = pairwise_ratings(js, n_boot=50, control_length=True)
+    assert fit.length_scale == pytest.approx(0.5)
+    assert fit.rating[0] == pytest.approx(math.log(2) / 2, abs=1e-5)
+    assert fit.rating[1] == pytest.approx(-math.log(2) / 2, abs=1e-5)
+    assert fit.gamma == pytest.approx(math.log(2), abs=1e-5)
+    out = score(js, n_boot=50, control_length=True)
+    assert out["length"]["coefficient"] == pytest.approx(math.log(2), abs=1e-5)
+    assert out["length"]["scale"] == pytest.approx(0.5)
+    assert score(js, n_boot=50)["length"] is None
+
+
+def test_length_control_with_ties_matches_scipy():
+    rng = np.random.default_rng(7)
+    names = ["A", "B", "C"]
+    js = []
+    for i in range(40):
+        a, b = rng.choice(3, size=2, replace=False)
+        js.append(
+            Judgement("j", f"s{i % 8}", names[a], names[b], str(rng.choice(["a", "b", "tie"])), *rng.uniform(5, 50, 2))
+        )
+    fit = pairwise_ratings(js, n_boot=20, control_length=True)
+    scale = fit.length_scale
+    index = {a: i for i, a in enumerate(fit.agents)}
+
+    def nll(v: np.ndarray) -> float:
+        theta, phi, gamma = v[:3], v[3], v[4]
+        total = PENALTY * float(np.sum(theta**2) + gamma**2)
+        for j in js:
+            x = (j.a_length - j.b_length) / (j.a_length + j.b_length) / scale
+            half = 0.5 * (theta[index[j.a]] - theta[index[j.b]] + gamma * x)
+            log_d = np.logaddexp(np.logaddexp(half, -half), phi)
+            total -= {"a": half, "b": -half, "tie": phi}[j.winner] - log_d
+        return total
+
+    v = minimize(nll, np.zeros(5), method="BFGS", options={"gtol": 1e-10}).x
+    assert fit.rating == pytest.approx(v[:3] - v[:3].mean(), abs=1e-4)
+    assert fit.nu == pytest.approx(math.exp(v[3]), rel=1e-4)
+    assert fit.gamma == pytest.approx(v[4], abs=1e-4)
+
+
+def simulate_length_bias(rng: np.random.Generator, items: int, gamma: float) -> list[Judgement]:
+    """Every pair of the six agents once per item; the weaker an agent, the longer it writes
+    (mean 40 words for the weakest down to 15 for the strongest, +-40% per attempt), and the
+    judge adds gamma times the normalised length difference to the log-odds (no ties)."""
+    k = len(THETA)
+    mean_length = np.linspace(40, 15, k)
+    out = []
+    for item in range(items):
+        for x in range(k):
+            for y in range(x + 1, k):
+                a, b = (x, y) if rng.random() < 0.5 else (y, x)
+                la, lb = mean_length[[a, b]] * rng.uniform(0.6, 1.4, 2)
+                d = THETA[a] - THETA[b] + gamma * (la - lb) / (la + lb)
+                winner = "a" if rng.random() < 1 / (1 + math.exp(-d)) else "b"
+                out.append(Judgement("j", f"s{item}", f"A{a}", f"A{b}", winner, la, lb))
+    return out
+
+
+def test_a_judge_who_prefers_length_is_corrected_only_with_the_covariate():
+    # A strong preference for length (8 log-odds across the whole range of the normalised
+    # difference) outweighs the agents' real differences: without control the ranking comes
+    # out nearly reversed; with it the known strengths come back, inside their intervals.
+    for seed in range(3):
+        js = simulate_length_bias(np.random.default_rng(seed), items=60, gamma=8.0)
+        plain = pairwise_ratings(js, n_boot=200, seed=seed)
+        controlled = pairwise_ratings(js, n_boot=200, seed=seed, control_length=True)
+        truth = THETA[[int(a[1:]) for a in controlled.agents]]
+        assert spearmanr(plain.rating, truth).statistic < 0
+        assert spearmanr(controlled.rating, truth).statistic == pytest.approx(1.0)
+        assert np.abs(controlled.rating - truth).max() < 0.4
+        assert np.abs(plain.rating - truth).max() > 1.0
+        inside = [
+            controlled.rating_estimate(a).low <= t <= controlled.rating_estimate(a).high
+            for a, t in zip(controlled.agents, truth)
+        ]
+        assert sum(inside) >= 5
+        effect = controlled.length_effect()
+        assert effect is not None and effect.low <= 8.0 * controlled.length_scale <= effect.high
+
+
+def test_length_control_refuses_judgements_without_lengths():
+    js = [with_lengths("s1", "A", "B", "a", 10, 20), Judgement("j1", "s2", "A", "B", "b")]
+    with pytest.raises(InputError, match="1 of 2 have none"):
+        pairwise_ratings(js, control_length=True)
+    same = [with_lengths("s1", "A", "B", "a", 10, 10)]
+    with pytest.raises(InputError, match="lengths that differ"):
+        pairwise_ratings(same, control_length=True)
+
+
+def test_a_judgements_file_reads_lengths():
+    js = read_judgements(lines({**GOOD, "a_length": 12, "b_length": 7.5}, GOOD))
+    assert (js[0].a_length, js[0].b_length) == (12.0, 7.5)
+    assert js[1].a_length is None
+    with pytest.raises(InputError, match="line 1.*b_length"):
+        read_judgements(lines({**GOOD, "a_length": 12}))
+    with pytest.raises(InputError, match="line 1.*a_length.*positive"):
+        read_judgements(lines({**GOOD, "a_length": -1, "b_length": 3}))
