@@ -9,7 +9,6 @@ from sqlalchemy import and_, select
 from sqlalchemy.orm import Session
 
 from app.auth.models import User
-from app.errors import InputError
 from app.leaderboards.plot import PALETTE, cdf_svg, estimates_svg
 from app.kinds.sts.mining import UNKNOWN, tags_now
 from app.kinds.sts.score import Marker, outcome, score, share
@@ -780,183 +779,23 @@ def _single_shares(session: Session, study: Study) -> dict[str, dict]:
     }
 
 
-def _rating_cell(agent: dict, scenarios: int) -> dict:
-    return {
-        "n": agent["n"],
-        "mean": agent["rating"],
-        "low": agent["low"],
-        "high": agent["high"],
-        "method": "bootstrap over scenarios (percentile)",
-        "units": scenarios,
-        "unit": "scenario",
-    }
-
-
 def pair_section(session: Session, study: Study) -> dict | None:
-    """A side-by-side study's tables: the agents' Davidson ratings with intervals and rank
-    intervals (app/leaderboards/pairwise.py), the single-continuation ranking of the same
-    agents beside them where a single study of the suite version exists, the win-rate matrix,
-    and the Spearman correlation of the two rankings with its interval."""
-    from app.kinds.sts.pairs import judgements
-    from app.leaderboards.pairwise import N_BOOT, score as pairwise_score
-    from app.leaderboards.rows import p_text
+    """A side-by-side study's tables (app/leaderboards/side_by_side.py), with the success
+    shares of the newest single-continuation study of the same suite version beside them."""
+    from app.kinds.sts.pairs import PAIRING
+    from app.leaderboards.side_by_side import SingleRanking, section
 
-    found = judgements(session, study)
-    if not found:
-        return None
-    try:
-        fit = pairwise_score(found, n_boot=N_BOOT, seed=0)
-    except InputError as exc:  # agents never compared with each other: say why
-        return {
-            "tables": [
-                {
-                    "key": "sts_pair_ratings",
-                    "title": "Rating per agent from side-by-side judgements (Davidson, log-odds)",
-                    "note": f"No ratings yet: {exc}.",
-                    "columns": [{"key": "agent", "label": "Agent", "help": "The agent."}],
-                    "rows": [],
-                }
-            ]
-        }
     single = single_study(session, study)
     shares = _single_shares(session, single) if single is not None else {}
-    scenarios = fit["items"]
-    rows = []
-    for name, a in fit["agents"].items():
-        rank = (
-            {"text": "—", "reason": f"{scenarios} scenarios: fewer than {stats.MIN_RANK_UNITS} rank nobody"}
-            if a["rank_low"] is None or scenarios < stats.MIN_RANK_UNITS
-            else stats.rank_label((a["rank_low"], a["rank_high"]))
+    beside = None
+    if single is not None and shares:
+        beside = SingleRanking(
+            study_id=single.id,
+            measure="success share",
+            key="single_success",
+            label="Single success share",
+            help=f"Share (0-1) of the agent's continuations people marked a success in study {single.id}, "
+            "with a 95% interval resampling scenarios.",
+            rows={a: {"rank": v["rank"], "value": v["success"]} for a, v in shares.items()},
         )
-        row = {"agent": name, "judgements": a["n"], "rank": rank, "rating": _rating_cell(a, scenarios)}
-        if name in shares:
-            row["single_rank"] = shares[name]["rank"]
-            row["single_success"] = shares[name]["success"]
-        rows.append(row)
-    ties = fit["ties"]
-    beside = bool(shares)
-    columns = [
-        {"key": "agent", "label": "Agent", "help": "The agent whose continuations were judged side by side."},
-        {
-            "key": "judgements",
-            "label": "Judgements",
-            "help": "Pairwise judgements (count) of the agent's continuations.",
-        },
-        {
-            "key": "rank",
-            "label": "Rank (95%)",
-            "help": "Rank by Davidson rating as a 95% interval over 1000 bootstrap resamples of the scenarios; "
-            '"1-2": tied.',
-        },
-        {
-            "key": "rating",
-            "label": "Rating (log-odds)",
-            "help": "Davidson (Bradley-Terry with ties) rating in log-odds units, centred on the agents' mean: "
-            "a rating 1 higher wins about 73% of decisive comparisons; 95% percentile interval resampling scenarios.",
-        },
-    ]
-    if beside:
-        columns += [
-            {
-                "key": "single_rank",
-                "label": "Single rank (95%)",
-                "help": f"Rank by success share in the single-continuation study {single.id}, 95% interval "
-                "resampling scenarios.",
-            },
-            {
-                "key": "single_success",
-                "label": "Single success share",
-                "help": f"Share (0-1) of the agent's continuations people marked a success in study {single.id}, "
-                "with a 95% interval resampling scenarios.",
-            },
-        ]
-    tables = [
-        {
-            "key": "sts_pair_ratings",
-            "title": "Rating per agent from side-by-side judgements (Davidson, log-odds)",
-            "note": (
-                f"{fit['judgements']} judgements by {fit['judges']} judges on {scenarios} scenarios. Davidson's "
-                "Bradley-Terry model with ties, fitted by penalised maximum likelihood; 95% intervals and rank "
-                f"intervals from {N_BOOT} bootstrap resamples of the scenarios. Ties: {ties['observed']:.0%} of "
-                "judgements; two equally strong agents tie with probability "
-                f"{ties['share_if_equal']:.2f}. Reference pairs are left out (they measure judges)."
-                + (
-                    f" Beside: the same agents' single-continuation ranking (study {single.id}, success share)."
-                    if beside
-                    else " No single-continuation study of the same suite version to show beside it."
-                )
-            ),
-            "columns": columns,
-            "rows": rows,
-        }
-    ]
-    matrix = fit["win_matrix"]
-    names = list(fit["agents"])
-    tables.append(
-        {
-            "key": "sts_pair_wins",
-            "title": "Win rate of the row agent against the column agent (share 0-1)",
-            "note": "(wins + ties / 2) / judgements of the two agents' matched continuations; n: judgements; "
-            "no interval. Blank: never compared.",
-            "columns": [{"key": "agent", "label": "Agent", "help": "The row agent."}]
-            + [
-                {
-                    "key": f"v:{b}",
-                    "label": f"vs {b}",
-                    "help": f"Share (0-1) of the row agent's judgements against {b} it won, a tie counting half.",
-                }
-                for b in names
-            ],
-            "rows": [
-                {
-                    "agent": a,
-                    **{
-                        f"v:{b}": (
-                            None
-                            if b == a or matrix[a][b]["share"] is None
-                            else f"{matrix[a][b]['share']:.3f} (n = {matrix[a][b]['n']})"
-                        )
-                        for b in names
-                    },
-                }
-                for a in names
-            ],
-        }
-    )
-    if beside:
-        both = [n for n in names if n in shares]
-        corr = stats.spearman_interval(
-            [fit["agents"][n]["rating"] for n in both], [shares[n]["success"]["mean"] for n in both]
-        )
-        rho_cell = (
-            {"text": "—", "reason": corr["reason"]}
-            if corr["rho"] is None
-            else (
-                f"{corr['rho']:.3f} [{corr['low']:.3f}, {corr['high']:.3f}]"
-                if corr["low"] is not None
-                else {"text": f"{corr['rho']:.3f}", "reason": f"no interval: {corr['reason']}"}
-            )
-        )
-        tables.append(
-            {
-                "key": "sts_pair_correlation",
-                "title": "Spearman rank correlation (-1 to 1) of the pairwise and single rankings",
-                "note": (
-                    "Spearman's rho between the agents' Davidson ratings and their single-continuation success "
-                    "shares, with a 95% Fisher z interval (variance 1.06/(n-3), Fieller, Hartley and Pearson "
-                    "1957; at least 4 agents) and its two-sided p (exact over every ordering up to 9 agents)."
-                ),
-                "columns": [
-                    {"key": "agents", "label": "Agents", "help": "Agents ranked both ways (count)."},
-                    {
-                        "key": "rho",
-                        "label": "Spearman rho (95%)",
-                        "help": "Rank correlation (-1 to 1) of the two rankings, with a 95% Fisher z interval "
-                        "over agents.",
-                    },
-                    {"key": "p", "label": "p", "help": "Two-sided p of rho (exact up to 9 agents)."},
-                ],
-                "rows": [{"agents": len(both), "rho": rho_cell, "p": p_text(corr["p"])}],
-            }
-        )
-    return {"tables": tables}
+    return section(session, study, PAIRING, beside)

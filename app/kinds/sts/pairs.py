@@ -15,38 +15,35 @@ when exactly one side succeeds (else there is no known answer and the pair is re
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 from typing import Literal
 
-from pydantic import BaseModel, Field
-from sqlalchemy import and_, select
+from pydantic import Field
 from sqlalchemy.orm import Session
 
 from app.errors import InputError
 from app.kinds.base import ImportResult, ItemSpec
+from app.leaderboards import side_by_side
 from app.leaderboards.pairwise import Judgement
+from app.leaderboards.side_by_side import MODE, SIDES, Pairing, Verdict, drawn_swap, is_pair
 
-MODE = "pairs"
-SIDES = ("a", "b")
+__all__ = ["MODE", "PAIRING", "is_pair", "import_pairs", "parse_pair", "score", "score_details", "public_view"]
+
 PAIR_FIELDS = {"first", "second", "reference", "id"}
-MAX_REASON = 500
 # Agents whose every pair a study holds, at most: k agents make k(k-1)/2 pairs a scenario.
 MAX_PAIR_AGENTS = 8
+# A side's length: its continuation's steps.
+PAIRING = Pairing(unit="scenario", agent="agent", outputs="continuations", length="steps", table="sts_pair")
 
 
-class PairResponse(BaseModel):
+class PairResponse(Verdict):
+    """The verdict, and each side's marker as on the single page."""
+
     a_marker: Literal["success", "failure"]
     a_step: int = Field(ge=0, le=100_000)
     b_marker: Literal["success", "failure"]
     b_step: int = Field(ge=0, le=100_000)
-    winner: Literal["a", "b", "tie"]
-    reason: str = Field(default="", max_length=MAX_REASON)
-
-
-def is_pair(payload: dict | None) -> bool:
-    return bool(payload) and payload.get("mode") == MODE
 
 
 # --- the upload format -----------------------------------------------------------------------
@@ -124,9 +121,7 @@ def import_pairs(data: bytes, tile: int) -> ImportResult:
     )
     items = []
     for n, (pid, reference, first, second) in enumerate(lines):
-        # The sides: a bit of the hash of the pair's id (a fair coin per pair that does not depend
-        # on which agent is first), so that a re-import shows each pair the same way.
-        swap = bool(hashlib.sha256(f"sts-pair:{pid}".encode()).digest()[0] & 1)
+        swap = drawn_swap("sts-pair", pid)
         key_first, key_second = keys[2 * n], keys[2 * n + 1]
         a, b, key_a, key_b = (second, first, key_second, key_first) if swap else (first, second, key_first, key_second)
         better = None
@@ -179,14 +174,7 @@ def import_pairs(data: bytes, tile: int) -> ImportResult:
 
 
 def parse_pair(data: dict, payload: dict | None) -> dict:
-    from pydantic import ValidationError
-
-    try:
-        parsed = PairResponse.model_validate(data).model_dump()
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise InputError(err["msg"], field=".".join(str(p) for p in err["loc"]) or None) from None
-    parsed["reason"] = parsed["reason"].strip()
+    parsed = side_by_side.parse_verdict(data, PairResponse)
     if payload is not None:
         last = int(payload["n_frames"]) - 1 - int(payload["takeover"])
         for side in SIDES:
@@ -199,21 +187,17 @@ def parse_pair(data: dict, payload: dict | None) -> dict:
     return parsed
 
 
-def score(reference: dict | None, response: dict) -> float | None:
-    """1 where a reference pair's known better side was picked, else 0 (a tie is wrong)."""
-    if not reference or not reference.get("better"):
-        return None
-    return 1.0 if response.get("winner") == reference["better"] else 0.0
+score = side_by_side.score
 
 
 def score_details(reference: dict | None, response: dict) -> dict | None:
     """The better side and the pick, and per side the simulator's outcome and the marker (the
     single page's sensitivity and specificity read the sides: STS auto_review)."""
-    if not reference or not reference.get("better"):
+    details = side_by_side.score_details(reference, response)
+    if details is None or reference is None:
         return None
     return {
-        "better": reference["better"],
-        "winner": response.get("winner"),
+        **details,
         "sides": [{"truth": reference[s]["simulator"], "marker": response.get(f"{s}_marker")} for s in SIDES],
     }
 
@@ -289,90 +273,15 @@ def reference_pairs(spec: object) -> dict[str, int]:
     return {"expert_successes": k, "random_failures": k} if k else {}
 
 
-# --- reading the answers ---------------------------------------------------------------------
+# --- reading the answers and which pair next: the core's (app/leaderboards/side_by_side.py) ------
 
 
 def judgements(session: Session, study) -> list[Judgement]:
-    """The study's valid answers on non-reference pairs as judgements of agents (the item: the
-    scenario, the unit the ratings' intervals resample), the sides resolved to their agents."""
-    from app.auth.models import User
-    from app.studies.models import Annotation, Item
-
-    out = []
-    for reference, response, who in session.execute(
-        select(Item.reference, Annotation.response, User.pseudonym)
-        .join(Item, Item.id == Annotation.item_id)
-        .join(User, User.id == Annotation.worker_id)
-        .where(and_(Annotation.study_id == study.id, Annotation.excluded.is_(False), Annotation.is_gold.is_(False)))
-        .order_by(Annotation.id)
-    ):
-        reference, response = reference or {}, response or {}
-        if reference.get("mode") != MODE or response.get("winner") not in ("a", "b", "tie"):
-            continue
-        out.append(
-            Judgement(
-                judge=who or "?",
-                item=str(reference["scenario"]),
-                a=str(reference["a"]["agent"]),
-                b=str(reference["b"]["agent"]),
-                winner=response["winner"],
-            )
-        )
-    return out
-
-
-# --- which pair next -------------------------------------------------------------------------
-
-#: Levels of closeness an item's priority takes (its unit's order breaks ties within a level).
-LEVELS = 100
-PRIORITY_BOOT = 200
+    return side_by_side.judgements(session, study, PAIRING)
 
 
 def item_priorities(session: Session, study) -> dict[int, float]:
-    """Per non-gold item: LEVELS / (1 + s) rounded down, plus its unit's order in [0, 1), where
-    s is how far apart its two agents' ratings are: |difference| / the half-width of its 95%
-    bootstrap interval (0 before the pair has an interval; a pair of agents never compared,
-    or compared on too few scenarios, is the least separated). The least separated pairs come
-    first; within a level, scenarios come in a fixed random order (adaptive.unit_orders)."""
-    from app.leaderboards.adaptive import unit_orders
-    from app.leaderboards.pairwise import pairwise_ratings
-    from app.studies.models import Item
-
-    rows = session.execute(
-        select(Item.id, Item.reference, Item.cluster, Item.position).where(
-            Item.study_id == study.id, Item.is_gold.is_(False)
-        )
-    ).all()
-    found = judgements(session, study)
-    fit = None
-    if found:
-        try:
-            fit = pairwise_ratings(found, n_boot=PRIORITY_BOOT, seed=study.id)
-        except InputError:  # agents in groups never compared: every pair is still open
-            fit = None
-    separation: dict[tuple[str, str], float] = {}
-
-    def apart(a: str, b: str) -> float:
-        key = (min(a, b), max(a, b))
-        if key not in separation:
-            s = 0.0
-            if fit is not None and a in fit.agents and b in fit.agents and fit.draws is not None:
-                d = fit.difference(*key)
-                half = (d.high - d.low) / 2
-                s = abs(d.mean) / half if half > 0 else float("inf")
-            separation[key] = s
-        return separation[key]
-
-    orders = unit_orders((r.id, r.cluster, r.position) for r in rows)
-    out = {}
-    for r in rows:
-        ref = r.reference or {}
-        if ref.get("mode") != MODE:
-            continue
-        s = apart(str(ref["a"]["agent"]), str(ref["b"]["agent"]))
-        level = 0 if s == float("inf") else int(LEVELS / (1.0 + s))
-        out[r.id] = float(level) + orders[r.id]
-    return out
+    return side_by_side.item_priorities(session, study, PAIRING)
 
 
 def json_lines(lines: list[dict]) -> bytes:
