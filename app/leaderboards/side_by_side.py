@@ -71,11 +71,11 @@ class Verdict(BaseModel):
     reason: str = Field(default="", max_length=MAX_REASON)
 
 
-def is_pair(payload: dict | None) -> bool:
+def is_pair(payload: dict[str, Any] | None) -> bool:
     return bool(payload) and (payload or {}).get("mode") == MODE
 
 
-def is_pair_study(settings: dict | None) -> bool:
+def is_pair_study(settings: dict[str, Any] | None) -> bool:
     return (settings or {}).get("mode") == MODE
 
 
@@ -86,7 +86,7 @@ def drawn_swap(namespace: str, pair_id: str) -> bool:
     return bool(hashlib.sha256(f"{namespace}:{pair_id}".encode()).digest()[0] & 1)
 
 
-def parse_verdict(data: dict, model: type[BaseModel] = Verdict) -> dict:
+def parse_verdict(data: dict[str, Any], model: type[BaseModel] = Verdict) -> dict[str, Any]:
     """A judge's answer checked against `model` (Verdict or a kind's extension of it), the
     reason stripped; InputError naming the first bad field."""
     try:
@@ -98,20 +98,20 @@ def parse_verdict(data: dict, model: type[BaseModel] = Verdict) -> dict:
     return parsed
 
 
-def score(reference: dict | None, response: dict) -> float | None:
+def score(reference: dict[str, Any] | None, response: dict[str, Any]) -> float | None:
     """1 where a reference pair's known better side was picked, else 0 (a tie is wrong)."""
     if not reference or not reference.get("better"):
         return None
     return 1.0 if response.get("winner") == reference["better"] else 0.0
 
 
-def score_details(reference: dict | None, response: dict) -> dict | None:
+def score_details(reference: dict[str, Any] | None, response: dict[str, Any]) -> dict[str, Any] | None:
     if not reference or not reference.get("better"):
         return None
     return {"better": reference["better"], "winner": response.get("winner")}
 
 
-def control_length(settings: dict | None) -> bool:
+def control_length(settings: dict[str, Any] | None) -> bool:
     """The study option `control_length` (off by default)."""
     return bool((settings or {}).get("control_length"))
 
@@ -209,7 +209,7 @@ def item_priorities(session: Session, study: Any, pairing: Pairing) -> dict[int,
 # --- the leaderboard -------------------------------------------------------------------------
 
 
-def _rating_cell(agent: dict, units: int, pairing: Pairing) -> dict:
+def _rating_cell(agent: dict[str, Any], units: int, pairing: Pairing) -> dict[str, Any]:
     return {
         "n": agent["n"],
         "mean": agent["rating"],
@@ -227,7 +227,7 @@ def _ratings_title(pairing: Pairing, controlled: bool) -> str:
     )
 
 
-def section(session: Session, study: Any, pairing: Pairing, single: SingleRanking | None = None) -> dict | None:
+def section(session: Session, study: Any, pairing: Pairing, single: SingleRanking | None = None) -> dict[str, Any] | None:
     """A side-by-side study's tables: the agents' Davidson ratings with intervals and rank
     intervals (controlled for length where the study asks), the single-study ranking of the
     same agents beside them where the kind found one, the win-rate matrix, and the Spearman

@@ -106,7 +106,7 @@ async def create_study(
     `GET /api/v1/kinds` lists them) and its `format`; the kind's own options are further form
     fields, listed per kind by `GET /api/v1/kinds` (for `tom`: `random_yes_rate`, the training
     split's share of Yes answers for the random baseline, and `gold_count`; for `navigation`:
-    `speaker`, `baseline`, `likert`, `qc_instruction`; docs/kinds/*.md)."""
+    `speaker`, `baseline`, `likert`, `qc_instruction`, `control_length`; docs/kinds/*.md)."""
     try:
         data_settings = jsonsafe.loads(settings)
     except json.JSONDecodeError as exc:

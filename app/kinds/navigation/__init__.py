@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 from app import jsonsafe
 from app.errors import InputError
 from app.kinds.base import ImportResult, ItemSpec, TaskKind
+from app.leaderboards import side_by_side
 from app.leaderboards.ranking import Ranking
 from app.kinds.navigation import likert, metrics
 from app.kinds.navigation.environments import check_path, get_graph
@@ -137,7 +138,13 @@ class Navigation(TaskKind):
         "Left/right arrows: look around; Enter: walk to the highlighted "
         "marker; s: stop; k or Escape: keep walking; 1-4: rate; Enter: next."
     )
-    item_formats: ClassVar[tuple[str, ...]] = ("r2r", "coop", "capability")
+    item_formats: ClassVar[tuple[str, ...]] = ("r2r", "coop", "capability", "pairs")
+    # Side by side (pairs.py): a study of pairs of speakers' instructions for one path.
+    pairwise: ClassVar[bool] = True
+    pair_keyboard_hint: ClassVar[str] = (
+        "Reading a pair: 1 or 2 says A or B would get you along the path better, t a tie, "
+        "r writes a reason (Escape leaves it). Enter sends."
+    )
     default_instructions: ClassVar[str] = INSTRUCTIONS
     ratings: ClassVar[tuple[tuple[int, str], ...]] = RATINGS
     replay_template: ClassVar[str | None] = "kinds/navigation/replay.html"
@@ -146,6 +153,7 @@ class Navigation(TaskKind):
         "r2r": "Navigation: R2R paths with human instructions (JSON)",
         "coop": "Navigation: a speaker's instructions, coop greedy file (JSON)",
         "capability": ("Navigation: capability analysis of a speaker, its candidates and the references (JSON)"),
+        "pairs": "Navigation: pairs of speakers' instructions for one path, judged side by side (JSONL)",
     }
     # The coop speaker's name, the paired tests' baseline speaker, the study's own Likert
     # questions (one per line) and the R2R instruction that serves as the QC episode.
@@ -154,6 +162,7 @@ class Navigation(TaskKind):
         "baseline": ("text",),
         "likert": ("text",),
         "qc_instruction": ("text",),
+        "control_length": ("int", 0, 1),
     }
     options_template: ClassVar[str | None] = "kinds/navigation/options.html"
     # The upload preview's viewer fetches /env/<scan>/view.json, which needs the session.
@@ -188,6 +197,8 @@ class Navigation(TaskKind):
     }
 
     def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
+        if side_by_side.is_pair(payload) or (payload is None and "winner" in data):
+            return side_by_side.parse_verdict(data)
         data = dict(data)
         for name in ("path", "trace", "events"):
             _json_field(data, name)
@@ -213,20 +224,32 @@ class Navigation(TaskKind):
         return parsed
 
     def public_payload(self, payload: dict) -> dict:
+        if side_by_side.is_pair(payload):
+            from app.kinds.navigation.pairs import public_view
+
+            return public_view(payload)
         return {k: payload[k] for k in ("instruction", "scan", "start", "heading")}
 
     def score_details(self, payload, reference, response):
+        if side_by_side.is_pair(payload):
+            return side_by_side.score_details(reference, response)
         if not reference:
             return None
         return metrics.score_trajectory(get_graph(payload["scan"]), reference["path"], response["path"])
 
     def score(self, payload, reference, response):
+        if side_by_side.is_pair(payload):
+            return side_by_side.score(reference, response)
         details = self.score_details(payload, reference, response)
         return None if details is None else (1.0 if details["success"] else 0.0)
 
     def import_items(self, data: bytes, fmt: str, options: dict) -> ImportResult:
         """Items by format, plus the study's follower settings from `options` (`likert`,
         `baseline`: likert.study_settings) in its kind_settings."""
+        if fmt == "pairs":  # side by side: no follower settings (pairs.py)
+            from app.kinds.navigation.pairs import import_pairs
+
+            return import_pairs(data, options)
         result = self._import_format(data, fmt, options)
         categories = {i.category for i in result.items if not i.is_gold}
         result.kind_settings = {**result.kind_settings, **likert.study_settings(options, categories)}
@@ -241,7 +264,7 @@ class Navigation(TaskKind):
             from app.kinds.navigation.capability import import_capability
 
             return import_capability(data, options)
-        raise InputError(f"unknown format {fmt!r}: use r2r, coop or capability", field="format")
+        raise InputError(f"unknown format {fmt!r}: use r2r, coop, capability or pairs", field="format")
 
     def _import_coop(self, data: bytes, options: dict) -> ImportResult:
         """A coop greedy speaker file: one item per generated instruction (source "agent",
@@ -373,6 +396,11 @@ class Navigation(TaskKind):
         (navigation error <= 3 m); otherwise an admin looks at the replay. Never rejects."""
         if not gold:
             return None, ""
+        if side_by_side.is_pair_study(settings):  # reference pairs: the known better side picked
+            right = sum(g.score == 1.0 for g in gold)
+            if right == len(gold):
+                return "approved", f"auto: picked the better side of every reference pair ({right})"
+            return None, f"reference pairs: picked the better side of {right} of {len(gold)}"
         errors = [float((g.scores or {}).get("ne", math.inf)) for g in gold]
         worst = max(errors)
         several = len(errors) > 1
@@ -391,6 +419,9 @@ class Navigation(TaskKind):
         from app.kinds.navigation.environments import get_semantics
         from app.kinds.navigation.schematic import floor_maps
 
+        if side_by_side.is_pair(answer.get("payload")):
+            picked = (answer.get("response") or {}).get("winner", "?")
+            return {"maps": [], "note": f"a pair of instructions: picked {picked}"}
         scan, reference = answer["payload"].get("scan"), (answer.get("reference") or {}).get("path")
         walked = (answer.get("response") or {}).get("path") or []
         if not reference:
@@ -406,9 +437,34 @@ class Navigation(TaskKind):
         }
 
     def extra_leaderboard(self, session, study) -> dict | None:
-        from app.kinds.navigation.leaderboard import section
+        from app.kinds.navigation.leaderboard import pair_section, section
 
+        if side_by_side.is_pair_study(study.kind_settings):
+            return pair_section(session, study)
         return section(session, study)
+
+    def ranking_for(self, settings: dict | None = None) -> Ranking | None:
+        return None if side_by_side.is_pair_study(settings) else self.ranking
+
+    def adaptive_for(self, settings: dict | None = None) -> bool:
+        # A pair study: which pair next (side_by_side.item_priorities); otherwise the core's rule.
+        return side_by_side.is_pair_study(settings) or super().adaptive_for(settings)
+
+    def item_priorities(self, session, study) -> dict[int, float] | None:
+        from app.kinds.navigation.pairs import PAIRING
+
+        if not side_by_side.is_pair_study(study.kind_settings):
+            return None
+        return side_by_side.item_priorities(session, study, PAIRING)
+
+    def primary_table_for(self, settings: dict | None = None) -> str | None:
+        return "navigation_pair_ratings" if side_by_side.is_pair_study(settings) else self.primary_table
+
+    def item_noun_for(self, settings: dict | None = None) -> str:
+        return "Pair" if side_by_side.is_pair_study(settings) else self.item_noun
+
+    def keyboard_hint_for(self, settings: dict | None = None) -> str:
+        return self.pair_keyboard_hint if side_by_side.is_pair_study(settings) else self.keyboard_hint
 
     def import_agent_outputs(
         self, data: bytes, known_ids: set[str], payloads: dict[str, dict] | None = None

@@ -207,13 +207,14 @@ def view(scan: str, panoramas: dict[str, str] | None = None) -> dict:
     return {"scan": scan, "semantics": get_semantics(scan), "viewpoints": viewpoints}
 
 
-def check_path(scan: str, path, label: str) -> None:
-    """The building must be imported and the path a walk on its graph."""
+def check_path(scan: str, path, label: str, line: int | None = None) -> None:
+    """The building must be imported and the path a walk on its graph (`line`: the upload's
+    line, for formats of one record a line)."""
     try:
         graph = get_graph(scan)
     except InputError as e:
-        raise InputError(f"{label}: {e.message}", field="scan") from None
+        raise InputError(f"{label}: {e.message}", field="scan", line=line) from None
     try:
         graph.check_walk(path, field="path")
     except InputError as e:
-        raise InputError(f"{label}: {e.message}", field="path") from None
+        raise InputError(f"{label}: {e.message}", field="path", line=line) from None

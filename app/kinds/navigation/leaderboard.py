@@ -353,3 +353,73 @@ def section(session: Session, study: Study) -> dict | None:
     if (likert := likert_table(session, study)) is not None:
         tables.append(likert)
     return {"tables": tables}
+
+
+# --- side by side (pairs.py) -------------------------------------------------------------------
+
+
+def single_study(session: Session, study: Study, speakers: set[str]) -> Study | None:
+    """The newest following study of the same owner whose speakers include at least two of a
+    pair study's: its SR ranking is shown beside the pairwise one."""
+    for other in session.scalars(
+        select(Study)
+        .where(Study.kind == study.kind, Study.owner_id == study.owner_id, Study.id != study.id)
+        .order_by(Study.id.desc())
+    ):
+        if (other.kind_settings or {}).get("mode"):
+            continue
+        theirs = set(session.scalars(select(Item.category).where(Item.study_id == other.id).distinct()))
+        if len(theirs & speakers) >= 2:
+            return other
+    return None
+
+
+def speaker_success(session: Session, study: Study) -> dict[str, dict]:
+    """Per speaker of a following study: its SR estimate (the metrics table's column) and its
+    rank cell (the metrics table's rank)."""
+    per_item: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    per_path: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    path_of: dict[int, str] = {}
+    for item_id, cat, cluster, vals in annotation_values(session, study):
+        path_of[item_id] = _path_of(item_id, cluster)
+        if RANK_BY in vals:
+            per_item[cat][item_id].append(vals[RANK_BY])
+    for cat, per in per_item.items():
+        for item_id, values in per.items():
+            per_path[cat][path_of[item_id]].append(sum(values) / len(values))
+    cats = sorted(per_item)
+    ranks, _, _ = rank_column(per_path, cats)
+    return {
+        c: {
+            "rank": ranks[c],
+            "value": instruction_estimate(RANK_BY, list(per_item[c].values()), [path_of[i] for i in per_item[c]]),
+        }
+        for c in cats
+    }
+
+
+def pair_section(session: Session, study: Study) -> dict | None:
+    """A side-by-side study's tables (app/leaderboards/side_by_side.py), with the SR of the
+    newest following study of the same speakers beside them."""
+    from app.kinds.navigation.pairs import PAIRING
+    from app.leaderboards.side_by_side import SingleRanking, section
+
+    speakers = {
+        str(side["agent"])
+        for ref in session.scalars(select(Item.reference).where(Item.study_id == study.id, Item.is_gold.is_(False)))
+        for side in ((ref or {}).get("a") or {}, (ref or {}).get("b") or {})
+        if side
+    }
+    single = single_study(session, study, speakers)
+    beside = None
+    if single is not None and (rows := speaker_success(session, single)):
+        beside = SingleRanking(
+            study_id=single.id,
+            measure="SR",
+            key="single_sr",
+            label="Single SR",
+            help=f"Success rate (0-1) of followers of the speaker's instructions in study {single.id}, with a "
+            "95% interval resampling paths.",
+            rows=rows,
+        )
+    return section(session, study, PAIRING, beside)

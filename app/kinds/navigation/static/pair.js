@@ -1,0 +1,55 @@
+// Side by side (pair.html): the judge picks A (1), B (2) or a tie (t) (app.js: the radios'
+// data-key, and Enter sends), with an optional reason (r; Escape leaves it, Enter sends). The pick and the reason are kept in this tab's
+// sessionStorage under the assignment's id, so that a reload restores them.
+(function () {
+  const wrap = document.getElementById("nav-pair-wrap");
+  if (!wrap) return;
+  const form = wrap.closest("form"), reason = document.getElementById("nav-reason");
+  const status = document.getElementById("nav-pair-status");
+  const winner = () => (form.querySelector("input[name=winner]:checked") || {}).value || "";
+  const saveKey = wrap.dataset.assignment ? `proctor-nav-pair:${wrap.dataset.assignment}` : null;
+
+  function save() {
+    if (!saveKey) return;
+    try { sessionStorage.setItem(saveKey, JSON.stringify({winner: winner(), reason: reason.value})); }
+    catch (_) { /* storage full or off: only not restorable */ }
+  }
+  function show() {
+    for (const s of ["a", "b"]) document.getElementById(`nav-side-${s}`).classList.toggle("picked", winner() === s);
+    const w = winner();
+    status.textContent = w ? (w === "tie" ? "Tie." : `${w.toUpperCase()} is better.`) + " Enter sends." : "";
+  }
+  form.querySelectorAll("input[name=winner]").forEach((r) => r.addEventListener("change", () => { show(); save(); }));
+  reason.addEventListener("input", save);
+  form.addEventListener("submit", (e) => {
+    if (winner()) return;
+    // Not sent: keep the page's send-once guard (app.js) from marking the form as sent.
+    e.preventDefault(); e.stopPropagation();
+    status.textContent = "Not yet: which is better (1, 2 or t).";
+  });
+  document.addEventListener("keydown", (e) => {
+    if (e.altKey || e.ctrlKey || e.metaKey) return;
+    if (e.target === reason) {  // typing a reason: only Escape (back to the keys) and Enter (send)
+      if (e.key === "Escape") { e.preventDefault(); wrap.focus({preventScroll: true}); }
+      else if (e.key === "Enter") { e.preventDefault(); form.requestSubmit(); }
+      return;
+    }
+    if (e.key.toLowerCase() === "r") { e.preventDefault(); reason.focus(); }
+    else setTimeout(() => { show(); save(); });  // app.js checks a radio by its data-key: no change event
+  });
+
+  let was = null;
+  try {
+    if (saveKey) {
+      for (let i = sessionStorage.length - 1; i >= 0; i--) {  // earlier pairs are sent
+        const k = sessionStorage.key(i);
+        if (k && k.startsWith("proctor-nav-pair:") && k !== saveKey) sessionStorage.removeItem(k);
+      }
+      was = JSON.parse(sessionStorage.getItem(saveKey) || "null");
+    }
+  } catch (_) { was = null; }
+  if (was && ["a", "b", "tie"].includes(was.winner)) document.getElementById(`nav-winner-${was.winner}`).checked = true;
+  if (was && typeof was.reason === "string") reason.value = was.reason.slice(0, 500);
+  show();
+  wrap.focus({preventScroll: true});
+})();
