@@ -227,7 +227,9 @@ def _ratings_title(pairing: Pairing, controlled: bool) -> str:
     )
 
 
-def section(session: Session, study: Any, pairing: Pairing, single: SingleRanking | None = None) -> dict[str, Any] | None:
+def section(
+    session: Session, study: Any, pairing: Pairing, single: SingleRanking | None = None
+) -> dict[str, Any] | None:
     """A side-by-side study's tables: the agents' Davidson ratings with intervals and rank
     intervals (controlled for length where the study asks), the single-study ranking of the
     same agents beside them where the kind found one, the win-rate matrix, and the Spearman

@@ -96,7 +96,8 @@ def _create(api, lines: list[dict], **options) -> dict:
     return r.json()
 
 
-def _judge_everything(session, study: Study, winner_for) -> None:
+def judge_everything(session, study: Study, answer_for) -> None:
+    """Fresh judges through the engine until no item is left, each answer `answer_for(item)`."""
     n = 0
     while True:
         n += 1
@@ -106,7 +107,7 @@ def _judge_everything(session, study: Study, winner_for) -> None:
             return
         while a is not None:
             item = session.get(Item, a.item_id)
-            assignment.submit(session, study, bundle.id, a.id, {"winner": winner_for(item)}, uuid.uuid4().hex)
+            assignment.submit(session, study, bundle.id, a.id, answer_for(item), uuid.uuid4().hex)
             a = assignment.next_item(session, study, bundle.id)
 
 
@@ -195,7 +196,7 @@ def test_a_navigation_pair_study_is_judged_and_ranked_as_worked_by_hand(client, 
     assert on_pages >= 1
     stored = session.scalars(select(Annotation).where(Annotation.study_id == study.id)).first()
     assert stored.response["reason"] == "names the landmarks"
-    _judge_everything(session, study, _winner)
+    judge_everything(session, study, lambda item: {"winner": _winner(item)})
 
     session.expire_all()
     board = compute(session, study)
@@ -250,7 +251,7 @@ def test_length_control_takes_the_judges_taste_for_words_out(client, session):
     study = session.get(Study, out["id"])
     assert study.kind_settings["control_length"] is True
     services.set_state(session, study, "live", owner)
-    _judge_everything(session, study, _winner)
+    judge_everything(session, study, lambda item: {"winner": _winner(item)})
     session.expire_all()
     tables = {t["key"]: t for t in compute(session, study)["extra"]["tables"]}
     ratings = tables["navigation_pair_ratings"]
@@ -289,3 +290,29 @@ def test_a_bad_pair_line_is_refused_with_its_line_and_field(client, session, cha
     assert 400 <= r.status_code < 500, r.text
     got = r.json()
     assert (got["line"], got["field"]) == (1, field) and message in got["detail"], got
+
+
+def test_the_new_study_form_offers_pairs_and_length_control(client, session):
+    h = house()
+    import_house(session, h)
+    csrf = login(client, make_user(session, "researcher"))
+    page = client.get("/studies/new").text
+    assert 'name="navigation.control_length"' in page and 'value="pairs"' in page
+    form = {
+        "csrf_token": csrf,
+        "title": "Form pairs",
+        "kind": "navigation",
+        "format": "pairs",
+        "navigation.control_length": "1",
+        "action": "create",
+    }
+    files = {"file": ("pairs.jsonl", jsonl(pair_lines(h)))}
+    r = client.post("/studies/new", data=form, files=files, follow_redirects=False)
+    assert r.status_code == 303, r.text
+    study = session.scalar(select(Study).where(Study.title == "Form pairs"))
+    assert study.kind_settings == {"mode": "pairs", "control_length": True}
+    off = {**form, "title": "Off"}
+    del off["navigation.control_length"]
+    r = client.post("/studies/new", data=off, files=files, follow_redirects=False)
+    assert r.status_code == 303, r.text
+    assert session.scalar(select(Study).where(Study.title == "Off")).kind_settings["control_length"] is False

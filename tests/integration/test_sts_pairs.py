@@ -313,3 +313,32 @@ def test_the_next_pair_is_the_one_whose_agents_are_least_separated(session):
     bundle = assignment.enter(session, study, "prolific", "FRESH")
     a = assignment.next_item(session, study, bundle.id)
     assert agents_of(session.get(Item, a.item_id)) == close
+
+
+def test_a_pair_study_controlled_for_length_says_so(session):
+    # Option control_length (off by default): the continuations' own steps enter the fit as a
+    # covariate (app/leaderboards/pairwise.py "Length control"); the table says so and gives
+    # the judges' taste for length with its interval.
+    from app.leaderboards.service import compute
+    from tests.integration.test_nav_pairs import judge_everything
+
+    owner = make_user(session, "researcher")
+    settings = services.StudySettings(title="Length", bundle_size=4, gold_rate=0.0, annotations_per_item=1)
+    study = services.create_study(session, owner, "sts", settings, _pair_upload(), "pairs", {"control_length": 1})
+    assert study.kind_settings == {"mode": "pairs", "control_length": True}
+    plain = services.create_study(session, owner, "sts", settings, _pair_upload(), "pairs")
+    assert plain.kind_settings == {"mode": "pairs", "control_length": False}
+    services.set_state(session, study, "live", owner)
+
+    def answer(item: Item) -> dict:
+        agents = {item.reference[s]["agent"] for s in ("a", "b")}
+        return _answer(item, _side_of(item, "expert") if "expert" in agents else ("a", "b")[item.id % 2])
+
+    judge_everything(session, study, answer)
+    session.expire_all()
+    ratings = {t["key"]: t for t in compute(session, study)["extra"]["tables"]}["sts_pair_ratings"]
+    assert (
+        ratings["title"] == "Rating per agent from side-by-side judgements (Davidson, log-odds), controlled for length"
+    )
+    assert "Length effect: a judge adds" in ratings["note"] and "(steps)" in ratings["note"]
+    assert {r["agent"] for r in ratings["rows"]} == {"expert", "random", "random2"}

@@ -80,10 +80,16 @@ class StandardisedTestSuite(TaskKind):
         "missions": "Missions people play by keyboard (JSONL or CSV: level, seed, id, instruction)",
         "pairs": "Pairs of continuations judged side by side (JSONL: first, second, reference)",
     }
-    option_fields: ClassVar[dict[str, tuple]] = {"approve_at": ("float", 0.0, 1.0), "tile": ("int", 4, 32)}
+    option_fields: ClassVar[dict[str, tuple]] = {
+        "approve_at": ("float", 0.0, 1.0),
+        "tile": ("int", 4, 32),
+        "control_length": ("int", 0, 1),
+    }
     option_labels: ClassVar[dict[str, str]] = {
         "approve_at": f"Approve a worker automatically from this share of gold episodes marked right (0-1; blank: {DEFAULT_APPROVE_AT})",
         "tile": f"Pixels per grid cell in the frames workers see (4-32; blank: {DEFAULT_TILE})",
+        "control_length": "Side by side (format pairs): control the ratings for the continuations' length "
+        "(LMArena's style control; blank: off)",
     }
     form_help: ClassVar[str] = (
         "Workers watch an agent's episode from the point it takes over and mark the first moment of "
@@ -268,7 +274,7 @@ class StandardisedTestSuite(TaskKind):
         if fmt == "pairs":
             from app.kinds.sts.pairs import import_pairs
 
-            return import_pairs(data, tile)
+            return import_pairs(data, tile, bool(options.get("control_length")))
         continuations = parse_continuations(data)
         # Every continuation of a scenario shows its length (formats.py): the frame count
         # and the strip's size are the scenario's, never the outcome's.

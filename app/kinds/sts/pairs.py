@@ -59,7 +59,7 @@ def _side_reference(c) -> dict:
     }
 
 
-def import_pairs(data: bytes, tile: int) -> ImportResult:
+def import_pairs(data: bytes, tile: int, control_length: bool = False) -> ImportResult:
     """Every line checked and both sides replayed; InputError (line, field) on the first bad one."""
     from app.kinds.sts.env import get_simulator
     from app.kinds.sts.formats import _scenario_lengths, parse_continuation
@@ -160,7 +160,7 @@ def import_pairs(data: bytes, tile: int) -> ImportResult:
     agents = sorted({c.agent for _, ref, f, s in lines if not ref for c in (f, s)})
     return ImportResult(
         items=items,
-        kind_settings={"mode": MODE},
+        kind_settings={"mode": MODE, "control_length": control_length},
         summary={
             "pairs": len(lines),
             "reference": sum(ref for _, ref, _, _ in lines),

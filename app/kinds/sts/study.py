@@ -129,10 +129,12 @@ def build_study(
     approve_at: object = None,
     tile: object = None,
     pairs: bool = False,
+    control_length: bool = False,
 ) -> tuple[Study, dict]:
     """The study (a draft, through services.create_study) and a summary of what went in.
     With `pairs`, a side-by-side study (pairs.py): every two agents' matched continuations of
-    each scenario, and `reference` {"pairs": k} reference pairs."""
+    each scenario, and `reference` {"pairs": k} reference pairs; `control_length` fits its
+    ratings controlled for the continuations' lengths (side_by_side.py)."""
     from app.kinds.sts import pairs as side_by_side
 
     if version.state != "published":
@@ -162,6 +164,8 @@ def build_study(
         if isinstance(tile, bool) or not isinstance(tile, int) or not 4 <= tile <= 32:
             raise InputError("tile must be a whole number from 4 to 32", field="tile")
         options["tile"] = tile
+    if pairs and control_length:
+        options["control_length"] = 1
     scenarios = scenarios_of(session, version)
     numbers = {v.id: v.number for v in session.scalars(select(SuiteVersion).where(SuiteVersion.suite_id == suite.id))}
     recs = {

@@ -45,6 +45,8 @@ class StudyIn(StudySettings):
     # Side by side (pairs.py): pairs of the agents' matched continuations; `reference` is then
     # {"pairs": k}.
     pairs: bool = False
+    # A side-by-side study's ratings controlled for the continuations' lengths (steps).
+    control_length: bool = False
 
 
 @api.post("/suites/{suite_id}/versions/{number}/study", status_code=201)
@@ -57,7 +59,8 @@ def study_from_version(
     (generated now where none is stored), plus the study's settings (title, bundle_size,
     gold_rate, ...), `approve_at` and `tile`. With `pairs`, a side-by-side study: every two
     agents' matched continuations of each scenario as one item, and `reference` {"pairs": k}
-    reference pairs (an expert success beside a random failure of one scenario)."""
+    reference pairs (an expert success beside a random failure of one scenario), and with
+    `control_length` its ratings controlled for the continuations' lengths."""
     from app.kinds.sts.study import build_study
 
     settings = StudySettings(**body.model_dump(include=set(StudySettings.model_fields)))
@@ -75,6 +78,7 @@ def study_from_version(
             approve_at=body.approve_at,
             tile=body.tile,
             pairs=body.pairs,
+            control_length=body.control_length,
         )
     return out
 
