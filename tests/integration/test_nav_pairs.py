@@ -230,6 +230,12 @@ def test_a_navigation_pair_study_is_judged_and_ranked_as_worked_by_hand(client, 
     first = re.search(r'<section class="card[^"]*" id="([^"]+)"', html)
     assert first.group(1) == "navigation_pair_ratings"
     assert "Rating per speaker from side-by-side judgements (Davidson, log-odds)" in html
+    assert client.get(f"/studies/{study.id}").status_code == 200
+    # The admin's replay of a judge: the pick, no map.
+    login(client, make_user(session, "admin"))
+    judge = session.scalars(select(Participant.id).where(Participant.study_id == study.id)).first()
+    replay = client.get(f"/admin/studies/{study.id}/participants/{judge}")
+    assert replay.status_code == 200 and "picked\n    <strong>" in replay.text and "(toy)" in replay.text
     # The reference pair measured the judges: every one picked the better side, and was approved.
     gold_scores = session.scalars(
         select(Annotation.score).where(Annotation.study_id == study.id, Annotation.is_gold.is_(True))

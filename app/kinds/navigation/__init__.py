@@ -421,7 +421,7 @@ class Navigation(TaskKind):
 
         if side_by_side.is_pair(answer.get("payload")):
             picked = (answer.get("response") or {}).get("winner", "?")
-            return {"maps": [], "note": f"a pair of instructions: picked {picked}"}
+            return {"maps": [], "note": f"read side by side (no walk to map); picked {picked}"}
         scan, reference = answer["payload"].get("scan"), (answer.get("reference") or {}).get("path")
         walked = (answer.get("response") or {}).get("path") or []
         if not reference:
