@@ -364,8 +364,9 @@ class TaskKind(ABC):
         return None if ranking is None else arrivals(session, study, ranking)
 
     # Whether the kind has a pairwise (side-by-side) mode: two agents' outputs on one unit,
-    # judged against each other (STS: docs/kinds/sts.md, "Side by side"), ranked with
-    # app/leaderboards/pairwise.py.
+    # judged against each other (STS and navigation: docs/kinds/*.md, "Side by side"). The
+    # kind declares a Pairing and stores its pairs as app/leaderboards/side_by_side.py says;
+    # the verdict, which pair next and the ratings (pairwise.py) are the core's.
     pairwise: ClassVar[bool] = False
 
     def adaptive_for(self, settings: JSONDict | None = None) -> bool:
