@@ -162,7 +162,10 @@ def test_a_navigation_pair_study_is_judged_and_ranked_as_worked_by_hand(client, 
     # A pair study can be allocated adaptively (which pair next: the core's rule).
     assert api("PATCH", f"/api/v1/studies/{study.id}", json={"adaptive": True}).status_code == 200
     services.set_state(session, study, "live", owner)
-    assert adaptive.refresh_study(session, study)["changed"] >= 0
+    adaptive.refresh_study(session, study)
+    session.expire_all()
+    # Before any judgement every pair is open: all on the top level, paths in a fixed order.
+    assert all(100 <= session.get(Item, i.id).priority < 101 for i in pairs)
 
     # One judge on the real pages: no speaker's name reaches the page; a bad verdict is refused.
     client.cookies.clear()
