@@ -18,6 +18,7 @@ from app.kinds.sts.demo import demo_lines
 from app.studies import assignment, services
 from app.studies.models import Assignment, Item, Study
 from tests.conftest import consent_version_of, login, make_user
+from tests.integration.test_nav_pairs import judge_everything
 
 LEVEL = "BabyAI-GoToLocal-v0"
 
@@ -150,32 +151,16 @@ def test_a_pair_study_from_a_suite_is_judged_and_ranked_as_worked_by_hand(client
         assert page.status_code == 200, page.text
         on_pages += 1
     assert on_pages >= 1
-    n = 0
-    while True:  # the rest through the engine
-        n += 1
-        bundle = assignment.enter(session, study, "prolific", f"JUDGE{n:03d}")
-        a = assignment.next_item(session, study, bundle.id)
-        if a is None:
-            break
-        while a is not None:
-            item = session.get(Item, a.item_id)
-            assignment.submit(session, study, bundle.id, a.id, _answer(item, winner_for(item)), f"k{a.id}")
-            a = assignment.next_item(session, study, bundle.id)
+    judge_everything(session, study, lambda item: _answer(item, winner_for(item)))  # the rest: the engine
+
     # The single study, marked as the simulator says: the ranking shown beside.
-    single_study = session.get(Study, single["study"])
-    n = 0
-    while True:
-        n += 1
-        bundle = assignment.enter(session, single_study, "prolific", f"MARKER{n:03d}")
-        a = assignment.next_item(session, single_study, bundle.id)
-        if a is None:
-            break
-        while a is not None:
-            ref = session.get(Item, a.item_id).reference
-            said = ref.get("label") or ref["simulator"]
-            step = ref["success_step"] if said == "success" and ref["success_step"] is not None else ref["length"]
-            assignment.submit(session, single_study, bundle.id, a.id, {"marker": said, "step": step}, f"m{a.id}")
-            a = assignment.next_item(session, single_study, bundle.id)
+    def marked(item: Item) -> dict:
+        ref = item.reference
+        said = ref.get("label") or ref["simulator"]
+        step = ref["success_step"] if said == "success" and ref["success_step"] is not None else ref["length"]
+        return {"marker": said, "step": step}
+
+    judge_everything(session, session.get(Study, single["study"]), marked)
 
     from app.leaderboards.service import compute
 
@@ -320,7 +305,6 @@ def test_a_pair_study_controlled_for_length_says_so(session):
     # covariate (app/leaderboards/pairwise.py "Length control"); the table says so and gives
     # the judges' taste for length with its interval.
     from app.leaderboards.service import compute
-    from tests.integration.test_nav_pairs import judge_everything
 
     owner = make_user(session, "researcher")
     settings = services.StudySettings(title="Length", bundle_size=4, gold_rate=0.0, annotations_per_item=1)
