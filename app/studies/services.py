@@ -18,7 +18,7 @@ from app.agents.models import Agent, AgentOutput
 from app.auth.models import User
 from app.crowd.prolific import link_code
 from app.db import utcnow
-from app.errors import InputError
+from app.errors import Conflict, InputError
 from app.kinds import all_kinds, get_kind
 from app.params import Whole
 from app.kinds.base import ImportResult, TaskKind
@@ -421,9 +421,10 @@ def check_adaptive(
     """Adaptive allocation needs a kind that ranks agents by people's judgements, and a floor
     no higher than the annotations per item."""
     if adaptive and not adaptive_offered(kind, settings):
-        raise InputError(
+        # The study's kind (or its mode: an STS play study) decides, not the request: a conflict.
+        raise Conflict(
             f"adaptive allocation needs a kind whose items are agents' outputs ranked by people's "
-            f"judgements; {kind.name} ranks none",
+            f"judgements; this {kind.name} study ranks none",
             field="adaptive",
         )
     if floor > per_item:

@@ -179,7 +179,7 @@ def test_adaptive_is_refused_where_it_cannot_work(client, session):
     session.commit()
     login(client, owner)
     r = client.patch(f"/api/v1/studies/{tom.id}", json={"adaptive": True})
-    assert r.status_code == 422 and "ranks none" in r.text, r.text
+    assert r.status_code == 409 and "ranks none" in r.text, r.text
     nav = _study(session, owner)
     assert nav.adaptive is False  # off unless the researcher turns it on
     r = client.patch(f"/api/v1/studies/{nav.id}", json={"adaptive": True, "adaptive_floor": 3})

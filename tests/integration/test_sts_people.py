@@ -174,7 +174,8 @@ def test_people_play_the_scenarios_and_become_a_row_of_the_leaderboard(app, clie
     assert theirs("POST", "/api/v1/sts/continuations/from-study", convert).status_code == 404
 
 
-def test_the_suite_page_makes_a_play_study_and_its_page_stores_the_plays(client, session):
+def _published(client, session):
+    """A researcher logged in, with a suite whose version 1 (one scenario) is published."""
     owner = make_user(session, "researcher")
     csrf = login(client, owner)
     api = _json(client, csrf)
@@ -182,6 +183,11 @@ def test_the_suite_page_makes_a_play_study_and_its_page_stores_the_plays(client,
     suite = _suite(api)
     assert _mine(api, suite, 1, rule="before success", k=K).status_code == 201
     assert api("POST", f"/api/v1/sts/suites/{suite}/versions/1/publish").status_code == 200
+    return owner, csrf, api, suite
+
+
+def test_the_suite_page_makes_a_play_study_and_its_page_stores_the_plays(client, session):
+    owner, csrf, api, suite = _published(client, session)
     page = client.get(f"/sts/suites/{suite}?version=1").text
     assert f'action="/sts/suites/{suite}/versions/1/play-study"' in page
     assert '<option value="people">' not in page  # people are never generated: not offered for a run
@@ -204,3 +210,28 @@ def test_the_suite_page_makes_a_play_study_and_its_page_stores_the_plays(client,
     assert r.status_code == 201 and r.json()["created"] == 1, r.text
     rec = session.get(Recording, r.json()["recordings"][0]["id"])
     assert rec.actions == expert_recording(LEVEL, 2).actions and rec.success_step == rec.n_actions
+
+
+def test_a_play_study_offers_no_adaptive_allocation(client, session):
+    """A play study ranks nobody (its plays become the human row of another study): its page has
+    no adaptive card, and turning it on is refused, by the API (409) and by the page's form,
+    at creation too; nothing is stored."""
+    from tests.integration.test_crowd_integrity import csrf as page_csrf
+
+    owner, csrf, api, suite = _published(client, session)
+    url = f"/api/v1/sts/suites/{suite}/versions/1/play-study"
+    r = api("POST", url, {"title": "Adaptive play", "adaptive": True})
+    assert r.status_code == 409 and r.json()["field"] == "adaptive" and "ranks none" in r.json()["detail"], r.text
+    assert session.scalar(select(Study).where(Study.owner_id == owner.id)) is None
+    r = api("POST", url, {"title": "Play"})
+    assert r.status_code == 201, r.text
+    study = session.get(Study, r.json()["study"])
+    page = client.get(f"/studies/{study.id}").text
+    assert 'id="adaptive-on"' not in page and 'id="adaptive"' not in page
+    r = api("PATCH", f"/api/v1/studies/{study.id}", {"adaptive": True})
+    assert r.status_code == 409 and r.json()["field"] == "adaptive" and "ranks none" in r.json()["detail"], r.text
+    r = client.post(f"/studies/{study.id}/adaptive", data={"csrf_token": page_csrf(page), "adaptive": "on"})
+    assert r.status_code == 422 and 'id="adaptive-error"' in r.text and "ranks none" in r.text
+    assert 'id="adaptive-on"' not in r.text  # the refusal, without a form to tick again
+    session.expire_all()
+    assert session.get(Study, study.id).adaptive is False

@@ -376,7 +376,9 @@ class StandardisedTestSuite(TaskKind):
         return item_priorities(session, study)
 
     def ranking_for(self, settings: dict | None = None) -> Ranking | None:
-        return None if (settings or {}).get("mode") == "pairs" else self.ranking
+        # A pair study ranks by its own model; a play study's items are missions people play
+        # (the human row comes from them later, people.py): neither ranks agents by markers.
+        return None if (settings or {}).get("mode") in ("pairs", "play") else self.ranking
 
     def adaptive_for(self, settings: dict | None = None) -> bool:
         # A pair study: which pair next (pairs.item_priorities); otherwise the core's rule.
