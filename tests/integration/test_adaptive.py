@@ -90,18 +90,23 @@ class Crowd:
                         assert item.id == _first(self.study, before, had, rule), (worker, item.category)
                     self.leases.append((item.id, item.category, item.n_active))
                 had.add(item.exclusion_group)
-                # Human and toy instructions are walked exactly; bad ones never left.
-                path = list(item.reference["path"]) if item.category != "bad" else [item.payload["start"]]
                 before = self.items()  # the reply leases the next item
-                r = self.client.post(
-                    f"/api/v1/crowd/{self.study.slug}/submit",
-                    json={
-                        "assignment_id": body["assignment_id"],
-                        "idempotency_key": f"k{body['assignment_id']}",
-                        "response": {"path": path, "trace": [], "rating": 3},
-                    },
-                )
-                assert r.status_code == 200, r.text
+                _follow(self.client, self.study, body["assignment_id"], item)
+
+
+def _follow(client, study: Study, assignment_id: int, item: Item) -> None:
+    """A follower's answer by the crowd API: human and toy instructions are walked exactly; bad
+    ones never left."""
+    path = list(item.reference["path"]) if item.category != "bad" else [item.payload["start"]]
+    r = client.post(
+        f"/api/v1/crowd/{study.slug}/submit",
+        json={
+            "assignment_id": assignment_id,
+            "idempotency_key": f"k{assignment_id}",
+            "response": {"path": path, "trace": [], "rating": 3},
+        },
+    )
+    assert r.status_code == 200, r.text
 
 
 def _first(study: Study, items: dict[int, Item], had: set[str | None], adaptive_order: bool) -> int:
@@ -171,6 +176,60 @@ def test_open_speakers_items_come_first_after_the_floor(client, session, app, db
         assert sorted(gold) == [s for s in b.gold_slots if s in done], b.id
     if hotpath.enabled(db_url):  # the leases came from the one statement
         assert hotpath.stats["next"] - hot_before["next"] >= len(crowd.leases)
+
+
+@pytest.fixture
+def many_entries(monkeypatch):
+    """More newcomers a minute from the test's one address than the entry limit lets in."""
+    from app.config import get_settings
+
+    monkeypatch.setenv("RATE_LIMIT_ENTRY", "1000")
+    get_settings.cache_clear()
+    yield
+    monkeypatch.undo()
+    get_settings.cache_clear()
+
+
+@pytest.mark.parametrize("db_url", ["sqlite", "postgresql"], indirect=True)
+def test_under_the_floor_a_worker_gets_an_item_past_their_excluded_group(client, session, db_url, many_entries):
+    """The floor's last items may all lie in a path the worker had (one exclusion group a path,
+    across their tasks; the adaptive order serves a unit's items together, so a path is often
+    the last under the floor): the lease hands them another open item, above the floor, rather
+    than a wait or the end of their task. One item a task, up to three tasks a person."""
+    owner = make_user(session, "researcher")
+    study = _study(
+        session, owner, adaptive=True, adaptive_floor=1, gold_rate=0.0, bundle_size=1, max_bundles_per_worker=3
+    )
+    assert adaptive.refresh() == [study.id]  # no judgement yet: every speaker open, by unit
+    crowd = Crowd(client, session, study)
+    plain = [i for i in crowd.items().values() if not i.is_gold]
+    last = min(plain, key=lambda i: i.priority).exclusion_group  # the unit served last
+
+    # Others, a task of one item each, bring every item but the last path's to the floor.
+    crowd.work(
+        3 * PATHS,
+        rule=True,
+        until=lambda items: all(i.n_active for i in items.values() if i.exclusion_group != last and not i.is_gold),
+    )
+    under = [i for i in crowd.items().values() if i.n_active < study.adaptive_floor and not i.is_gold]
+    assert {i.exclusion_group for i in under} == {last} and len(under) == 3, [(i.category, i.n_active) for i in under]
+
+    # A newcomer's first task takes one of that path's items; in their next tasks the other two
+    # are still under the floor, but not theirs to take: they get others', in the adaptive order.
+    worker = "past-the-group"
+    had: set[str | None] = set()
+    for task in range(3):
+        api_start(client, study.slug, {"PROLIFIC_PID": worker, "STUDY_ID": "s", "SESSION_ID": f"task-{task}"})
+        items = crowd.items()
+        body = client.get(f"/api/v1/crowd/{study.slug}/next").json()
+        assert body["state"] == "item", (task, body)  # neither "wait" nor the end of the task
+        item = items[session.get(Assignment, body["assignment_id"]).item_id]
+        assert item.id == _first(study, items, had, True), (task, item.category, item.exclusion_group)
+        assert (item.exclusion_group == last) == (task == 0), task
+        had.add(item.exclusion_group)
+        _follow(client, study, body["assignment_id"], item)
+        assert client.get(f"/api/v1/crowd/{study.slug}/next").json()["done"] is True  # a task of one
+    assert sum(1 for i in crowd.items().values() if i.n_active < study.adaptive_floor and not i.is_gold) == 2
 
 
 def test_adaptive_is_refused_where_it_cannot_work(client, session):
