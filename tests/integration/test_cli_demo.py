@@ -71,7 +71,7 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
     # Hexagons's demo needs the released data beside the checkout (never copied into it), and
     # makes a description study beside its execution study.
     hexagons = ("hexagons",) if (ROOT.parent / "shared" / "data" / "hexagons" / "dev.jsonl").exists() else ()
-    _check_demo_links(out.stdout, env["DATABASE_URL"], 6 + 2 * len(hexagons), "http://127.0.0.1:8000")
+    _check_demo_links(out.stdout, env["DATABASE_URL"], 7 + 2 * len(hexagons), "http://127.0.0.1:8000")
     with get_sessionmaker(env["DATABASE_URL"])() as s:
         study = s.scalar(select(Study).where(Study.kind == "tom"))
         assert study.state == "live"
@@ -115,20 +115,20 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
     # another port, and with BASE_URL set, the links follow.
     again = run_cli("demo", "--no-serve", "--port", "8100", env=env)
     assert again.returncode == 0
-    _check_demo_links(again.stdout, env["DATABASE_URL"], 6 + 2 * len(hexagons), "http://127.0.0.1:8100")
+    _check_demo_links(again.stdout, env["DATABASE_URL"], 7 + 2 * len(hexagons), "http://127.0.0.1:8100")
     behind = run_cli("demo", "--no-serve", env={**env, "BASE_URL": "https://proctor.example.org"})
-    _check_demo_links(behind.stdout, env["DATABASE_URL"], 6 + 2 * len(hexagons), "https://proctor.example.org")
+    _check_demo_links(behind.stdout, env["DATABASE_URL"], 7 + 2 * len(hexagons), "https://proctor.example.org")
     with get_sessionmaker(env["DATABASE_URL"])() as s:
         kinds = sorted(s.scalars(select(Study.kind)).all())
         # One per kind; Hexagons has a description study beside its execution study, STS a
-        # side-by-side study beside its single one.
-        assert kinds == sorted(["navigation", "sts", "sts", "tom", "wordcount", "a3ds", *hexagons, *hexagons])
+        # side-by-side study and the play study of its human row beside its single one.
+        assert kinds == sorted(["navigation", "sts", "sts", "sts", "tom", "wordcount", "a3ds", *hexagons, *hexagons])
         if hexagons:
             desc = s.scalar(select(Study).where(Study.title == "Demo: Hexagons description"))
             assert desc.state == "live" and desc.kind_settings["mode"] == "description"
     # The README's counts: the built-in kinds' studies (not the test's wordcount), with the
     # Hexagons data and without it.
-    words = {"four": 4, "five": 5, "six": 6, "seven": 7}
+    words = {"four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
     said = re.search(
         r"each of the (\w+)\s+demo studies \((\w+) where the Hexagons data is absent", (ROOT / "README.md").read_text()
     )
@@ -216,7 +216,8 @@ def _check_demo_review(s, tom, nav) -> None:
 def _check_sts_demo(url: str) -> None:
     """The STS demo study comes from a published suite of the demo researcher's: 4+ level
     families, C continuations of every scenario by the expert, random and (where torch is
-    installed) the trained baseline, and the live study's items are those continuations."""
+    installed) the trained baseline, C plays of every scenario by people (the human row, from
+    the demo's live play study), and the live study's items are those continuations."""
     import importlib.util
 
     from app.agents.models import Agent
@@ -227,9 +228,14 @@ def _check_sts_demo(url: str) -> None:
     from app.kinds.sts.suites import scenarios_of
     from app.studies.models import Item, Study
 
-    names = {"expert", "random"} | ({"bc"} if importlib.util.find_spec("torch") else set())
+    from app.kinds import get_kind
+    from app.kinds.sts.demo import PLAY_TITLE
+    from app.studies.models import Annotation
+
+    generated = {"expert", "random"} | ({"bc"} if importlib.util.find_spec("torch") else set())
+    names = generated | {"people"}
     with get_sessionmaker(url)() as s:
-        study = s.scalar(select(Study).where(Study.kind == "sts"))
+        study = s.scalar(select(Study).where(Study.title == f"Demo: {get_kind('sts').title}"))
         assert study.state == "live" and s.get(User, study.owner_id).email == "researcher@example.org"
         suite = s.get(Suite, study.kind_settings["suite"]["id"])
         assert suite.owner_id == study.owner_id
@@ -262,10 +268,18 @@ def _check_sts_demo(url: str) -> None:
             + [("random", "failure")] * REFERENCE["random_failures"]
         )
         assert {i.category for i in agent_items} == categories
+        # The human row: people's continuations are the plays of the demo's play study, stored
+        # through the path a real one takes (one continuation a play, its notes naming it).
+        play = s.scalar(select(Study).where(Study.title == PLAY_TITLE))
+        assert play.state == "live" and play.kind_settings["mode"] == "play" and not play.adaptive
+        assert play.kind_settings["suite"] == study.kind_settings["suite"]
+        plays = s.scalars(select(Annotation).where(Annotation.study_id == play.id)).all()
+        assert len(plays) == SUITE_CONTINUATIONS * len(scenarios) and play.annotations_per_item > SUITE_CONTINUATIONS
+        people = [c for (name, *_), c in stored.items() if name == "people"]
+        assert len(people) == len(plays) and all(c.notes.startswith(f"play:{play.id}:") for c in people)
+        assert 0 < sum(c.end == "success" for c in people) < len(people)  # the hasty player slips
         # People mark part of each agent's continuations and the simulator all of them: the
         # leaderboard shows people, the simulator and PPI++ with what it is worth (issue 28).
-        from app.kinds import get_kind
-
         ppi = next(t for t in get_kind("sts").extra_leaderboard(s, study)["tables"] if t["key"] == "sts_ppi")
         # The side-by-side study of the same version: every two agents on every scenario, live,
         # ranked by its simulated judges with intervals, with pairs left for newcomers.
@@ -275,10 +289,10 @@ def _check_sts_demo(url: str) -> None:
         assert pairs.state == "live" and pairs.kind_settings["mode"] == "pairs"
         assert pairs.kind_settings["suite"] == study.kind_settings["suite"]
         pair_items = [i for i in s.scalars(select(Item).where(Item.study_id == pairs.id)) if not i.is_gold]
-        assert len(pair_items) == len(scenarios) * len(names) * (len(names) - 1) // 2
+        assert len(pair_items) == len(scenarios) * len(generated) * (len(generated) - 1) // 2
         tables = {t["key"]: t for t in get_kind("sts").extra_leaderboard(s, pairs)["tables"]}
         rated = {r["agent"]: r for r in tables["sts_pair_ratings"]["rows"]}
-        assert set(rated) == names and all(r["rating"]["low"] is not None for r in rated.values()), rated
+        assert set(rated) == generated and all(r["rating"]["low"] is not None for r in rated.values()), rated
         assert rated["expert"]["rating"]["mean"] > rated["random"]["rating"]["mean"]
         assert "sts_pair_wins" in tables and "single_success" in rated["expert"]
         rows = {r["agent"]: r for r in ppi["rows"]}

@@ -20,7 +20,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.kinds.sts.env import ACTIONS, get_simulator
+from app.kinds.sts.env import ACTIONS, ExpertError, get_simulator
 
 LEVELS = ("BabyAI-GoToLocal-v0", "BabyAI-PickupLoc-v0", "BabyAI-OpenDoor-v0", "BabyAI-PutNextLocal-v0")
 SEEDS = (1, 2)
@@ -217,6 +217,7 @@ def build_demo(session: Session, owner, settings):
     session.commit()
     if (baseline := _baseline(session, owner)) is not None:
         agents.append(baseline)
+    generated = list(agents)
     for agent in agents:
         run = generation.create_run(session, owner, suite, version, agent, continuations=SUITE_CONTINUATIONS)
         runs.add(
@@ -232,6 +233,7 @@ def build_demo(session: Session, owner, settings):
         if state != "done":
             raise RuntimeError(f"the demo's generation for {suites.agent_label(agent)} is {state}:\n{log}")
     session.expire_all()
+    agents.append(play_people(session, owner, suite, version))
     study, _ = build_study(
         session,
         owner,
@@ -242,8 +244,59 @@ def build_demo(session: Session, owner, settings):
         reference=REFERENCE,
         continuations=SUITE_CONTINUATIONS,
     )
-    build_pairs(session, owner, suite, version, [a.id for a in agents])
+    build_pairs(session, owner, suite, version, [a.id for a in generated])
     return study
+
+
+PLAY_TITLE = "Demo: STS play"
+PLAYERS = {"steady": 0.0, "hasty": 0.3}  # a simulated player's share of keys pressed at random
+
+
+def play_people(session: Session, owner, suite, version):
+    """The human row (people.py): a live play study of the version, which simulated people play
+    through the assignment engine as a person plays on the page (each scenario SUITE_CONTINUATIONS
+    times, one play a scenario left for you), and their plays stored as continuations of the
+    built-in agent "people", which the demo study then judges beside the agents."""
+    from app.demo import simulate_task
+    from app.kinds.sts.people import build_play_study, continuations_from_study
+    from app.kinds.sts.models import PEOPLE
+    from app.kinds.sts.suites import builtin_agent, scenarios_of
+    from app.studies import services
+    from app.studies.models import Study
+
+    study = session.scalar(select(Study).where(Study.title == PLAY_TITLE, Study.owner_id == owner.id))
+    if study is None:
+        settings = services.StudySettings(
+            title=PLAY_TITLE,
+            bundle_size=len(scenarios_of(session, version)),  # a player plays every scenario once
+            annotations_per_item=SUITE_CONTINUATIONS + 1,
+            redirect_url="https://app.prolific.com/submissions/complete?cc=DEMO",
+        )  # the instructions: the play study's own (the kind's defaults for missions)
+        study, _ = build_play_study(session, owner, suite, version, settings)
+    if study.state == "draft":
+        services.set_state(session, study, "live", owner)
+        sim = get_simulator()
+        for i, (name, slips) in enumerate(PLAYERS.items()):
+
+            def answer(item, rng, slips=slips):
+                p = item.payload
+
+                def policy(ep):
+                    if rng.random() >= slips:
+                        try:
+                            return ep.expert_action()
+                        except ExpertError:  # lost after their slips: they press keys at random
+                            pass
+                    return rng.randrange(len(ACTIONS) - 1)
+
+                context = list(p["context"])
+                return {
+                    "actions": _episode(sim, p["level"], p["seed"], context, policy, p["max_steps"])[len(context) :]
+                }
+
+            simulate_task(session, study, f"demo-player-{name}", answer, 45.0, seed=200 + i)
+    continuations_from_study(session, owner, study.id)
+    return builtin_agent(session, owner.id, PEOPLE)
 
 
 def simulate_markers(session: Session, study, researcher) -> None:
@@ -253,9 +306,14 @@ def simulate_markers(session: Session, study, researcher) -> None:
     from app.demo import simulate_task
     from app.kinds.sts.score import truth
 
+    from app.studies.models import Item
+
     # Enough of them that people mark a good part of each agent's continuations, not all: the
-    # leaderboard's PPI++ table puts the simulator's verdict on the rest (issue 28).
-    for i, accuracy in enumerate((0.95, 0.9, 0.85, 0.8) * 6):
+    # leaderboard's PPI++ table puts the simulator's verdict on the rest (issue 28). Two rounds
+    # of four an agent (people's row among them), so each agent's share stays the same.
+    refs = session.scalars(select(Item.reference).where(Item.study_id == study.id, Item.is_gold.is_(False)))
+    agents = {(r or {}).get("agent") for r in refs}
+    for i, accuracy in enumerate((0.95, 0.9, 0.85, 0.8) * 2 * len(agents)):
 
         def answer(item, rng, accuracy=accuracy):
             said, step = truth(item.reference or {})
