@@ -23,6 +23,13 @@ orders, one judgement per item (annotations_per_item = 1, the floor 1):
 - by unit: every agent's items one unit after another (adaptive with every agent kept open):
   what serving units together alone saves, without choosing among agents.
 
+Beside them, the oracle: the fewest judgements any allocation could settle the ranking with while
+it serves each agent's items in the fixed unit order (what keeps the sequences valid, docs/
+statistics.md): each pair (a, b) settles on its first N_ab shared units whatever else is served,
+so agent a needs max over b of N_ab items, and the oracle is the sum over agents (every item where
+a pair never settles, as for the orders). It knows each pair's N_ab in advance, so no rule reaches
+it; adaptive / oracle says how much an allocation rule could still save.
+
 For each: the judgements until the ranking settled (the study stops there: the judgement at which
 the last pair's verdict first held), the share of studies that settled before every item was
 judged, the share that settled on a wrong order (a pair "above" the wrong way round, or
@@ -101,6 +108,22 @@ def wrong(study: Study, pairs: list[dict[str, Any]], rates: list[float], error: 
     return False
 
 
+def oracle(study: Study, alpha: float) -> int:
+    """The sum over agents of the shared units each needs for its last pair to settle, in the
+    unit order (the module docstring); every item when a pair never settles."""
+    by_unit = np.argsort(-study.unit_order, kind="stable")
+    pair_alpha = alpha / (study.k * (study.k - 1) // 2)
+    need = np.zeros(study.k, dtype=int)
+    for a in range(study.k):
+        for b in range(a + 1, study.k):
+            d = (study.value[a, by_unit] - study.value[b, by_unit]).tolist()
+            n = sequential.verdict(d, DELTA, pair_alpha)["settled"]
+            if n is None:
+                return study.k * study.units
+            need[a], need[b] = max(need[a], n), max(need[b], n)
+    return int(need.sum())
+
+
 def serve(study: Study, order: str, refresh: int, alpha: float) -> list[tuple[int, int]]:
     """The items in the order `order` serves them, until the ranking settles (adaptive: checked
     at each refresh, as the job would) or every item is judged."""
@@ -129,10 +152,12 @@ def serve(study: Study, order: str, refresh: int, alpha: float) -> list[tuple[in
 def run(args: argparse.Namespace) -> dict[str, Any]:
     rng = np.random.default_rng(args.seed)
     per: dict[str, dict[str, list[Any]]] = {o: {"n": [], "settled": [], "wrong": [], "bias": []} for o in ORDERS}
+    oracles = []
     judged = np.array([r * (1 - args.error) + (1 - r) * args.error for r in args.rates])
     started = time.perf_counter()
     for _ in range(args.studies):
         study = Study(args.rates, args.units, args.error, rng)
+        oracles.append(oracle(study, args.alpha))
         for order in ORDERS:
             served = serve(study, order, args.refresh, args.alpha)
             when, pairs = settled_at(study, served, args.alpha)
@@ -171,6 +196,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out["error_rate"] = out["adaptive_error_rate"]
     out["ratio"] = out["adaptive_judgements"] / out["uniform_judgements"]
     out["ratio_by_unit"] = out["by_unit_judgements"] / out["uniform_judgements"]
+    out["oracle_judgements"] = float(np.mean(oracles))
+    out["ratio_oracle"] = out["oracle_judgements"] / out["uniform_judgements"]
     # Per study, adaptive's judgements over uniform's (the same items and judgements).
     pair_ratio = np.asarray(per["adaptive"]["n"], dtype=float) / np.asarray(per["uniform"]["n"], dtype=float)
     out["ratio_median_per_study"] = float(np.median(pair_ratio))
@@ -199,7 +226,8 @@ def table(out: dict[str, Any]) -> str:
     lines += [
         "",
         f"adaptive / uniform: {out['ratio']:.3f} (median per study {out['ratio_median_per_study']:.3f}); "
-        f"by unit / uniform: {out['ratio_by_unit']:.3f}; nominal error {out['nominal_error']}; {out['seconds']} s",
+        f"by unit / uniform: {out['ratio_by_unit']:.3f}; oracle / uniform: {out['ratio_oracle']:.3f}; "
+        f"nominal error {out['nominal_error']}; {out['seconds']} s",
         f"target (adaptive / uniform <= {out['target_ratio']}, error within nominal): "
         + ("met" if out["target_met"] else "not met"),
     ]

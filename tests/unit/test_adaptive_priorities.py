@@ -64,6 +64,9 @@ def test_the_bench_runs_quick_and_prints_its_figures():
     # test could not fail on it), and the bench says whether the 0.6 target is met.
     assert out["error_rate"] <= out["nominal_error"] and out["uniform_error_rate"] <= out["nominal_error"]
     assert out["target_ratio"] == 0.6
+    # No allocation that keeps each agent's unit order settles with fewer than the oracle's
+    # judgements; adaptive allocation serves units in that order, so it needs at least as many.
+    assert 0 < out["oracle_judgements"] <= out["adaptive_judgements"] and out["ratio_oracle"] <= out["ratio"]
     assert out["target_met"] is (out["ratio"] <= 0.6 and out["error_rate"] <= out["nominal_error"])
     # The plain-text table names each order.
     text = subprocess.run(
