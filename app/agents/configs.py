@@ -5,7 +5,7 @@ vocabulary, versions, other fields)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.errors import InputError
@@ -40,3 +40,23 @@ def check_architecture(
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cap:
             raise InputError(f"{name} must be an integer from 1 to {cap}, got {value!r}", field=f"config.{name}")
     return config
+
+
+def check_words(config: dict[str, Any], check_vocabulary: Callable[[object], list[str] | str]) -> list[str]:
+    """The config's `words`, checked by the kind's `check_vocabulary` (the vocabulary or why it
+    is not one); InputError naming config.words otherwise."""
+    words = check_vocabulary(config.get("words"))
+    if isinstance(words, str):
+        raise InputError(f"words (the vocabulary) {words}", field="config.words")
+    return words
+
+
+def only_fields(config: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    """The config's `fields`, refusing any other: a typo ("hiden") would otherwise be ignored
+    and the default built."""
+    unknown = sorted(set(config) - set(fields))
+    if unknown:
+        raise InputError(
+            f"unknown config field {unknown[0]!r}: the fields are {', '.join(fields)}", field=f"config.{unknown[0]}"
+        )
+    return {k: config[k] for k in fields}

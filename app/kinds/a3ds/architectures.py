@@ -16,7 +16,7 @@ caption must not depend on the other pairs of the batch (the validation job chec
 
 from __future__ import annotations
 
-from app.agents.configs import check_architecture
+from app.agents.configs import check_architecture, check_words, only_fields
 from app.errors import InputError
 from app.kinds.a3ds.captions import FUNCTION_WORDS
 from app.kinds.a3ds.scenes import WORDS
@@ -76,16 +76,14 @@ def encode(caption: str, words: list[str]) -> list[int]:
 
 def check_config(role: str, config: object) -> dict:
     """The config of the built-in captioner; each problem names its field."""
-    check_architecture(
+    config = check_architecture(
         role,
         config,
         ARCHITECTURES,
         MAX_SIZES,
         "captioner.json, which `proctor train a3ds-captioner` writes beside captioner.safetensors",
     )
-    words = check_vocabulary(config.get("words"))
-    if isinstance(words, str):
-        raise InputError(f"words (the vocabulary) {words}", field="config.words")
+    check_words(config, check_vocabulary)
     if not isinstance(config.get("with_distractor"), bool):
         raise InputError(
             "with_distractor must be true (the captioner sees the distractor) or false", field="config.with_distractor"
@@ -95,12 +93,7 @@ def check_config(role: str, config: object) -> dict:
         raise InputError(
             f"max_length must be an integer from 1 to {MAX_CAPTION_TOKENS}, got {length!r}", field="config.max_length"
         )
-    unknown = sorted(set(config) - set(FIELDS))
-    if unknown:
-        raise InputError(
-            f"unknown config field {unknown[0]!r}: the fields are {', '.join(FIELDS)}", field=f"config.{unknown[0]}"
-        )
-    return {k: config[k] for k in FIELDS}
+    return only_fields(config, FIELDS)
 
 
 def expected_shapes(config: dict) -> dict[str, tuple[int, ...]]:

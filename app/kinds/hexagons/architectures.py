@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import re
 
-from app.agents.configs import check_architecture
-from app.errors import InputError
+from app.agents.configs import check_architecture, check_words, only_fields
 from app.kinds.hexagons.board import COLOURS, TILES
 
 PAD, UNK = "<pad>", "<unk>"
@@ -71,22 +70,15 @@ def check_vocabulary(words: object) -> list[str] | str:
 
 def check_config(role: str, config: object) -> dict:
     """The config of the built-in executor; each problem names its field."""
-    check_architecture(
+    config = check_architecture(
         role,
         config,
         ARCHITECTURES,
         MAX_SIZES,
         "executor.json, which `proctor train hex-executor` writes beside executor.safetensors",
     )
-    words = check_vocabulary(config.get("words"))
-    if isinstance(words, str):
-        raise InputError(f"words (the vocabulary) {words}", field="config.words")
-    unknown = sorted(set(config) - set(FIELDS))
-    if unknown:
-        raise InputError(
-            f"unknown config field {unknown[0]!r}: the fields are {', '.join(FIELDS)}", field=f"config.{unknown[0]}"
-        )
-    return {k: config[k] for k in FIELDS}
+    check_words(config, check_vocabulary)
+    return only_fields(config, FIELDS)
 
 
 def expected_shapes(config: dict) -> dict[str, tuple[int, ...]]:

@@ -3,7 +3,7 @@ config (docs/agents.md): what each config must hold. No torch here (the web side
 
 from __future__ import annotations
 
-from app.agents.configs import check_architecture
+from app.agents.configs import check_architecture, check_words
 from app.errors import InputError
 
 # The step/node/action layouts an agent is built for. The same string as
@@ -50,7 +50,7 @@ def vocabulary_of(model: object, what: str) -> list[str]:
 
 def check_config(role: str, config: object) -> dict:
     """The config of a built-in architecture; each problem names its field."""
-    check_architecture(
+    config = check_architecture(
         role,
         config,
         ARCHITECTURES,
@@ -62,9 +62,7 @@ def check_config(role: str, config: object) -> dict:
             f"feature_version {config.get('feature_version')!r} does not match {FEATURES_VERSION}",
             field="config.feature_version",
         )
-    words = check_vocabulary(config.get("words"))
-    if isinstance(words, str):
-        raise InputError(f"words (the vocabulary) {words}", field="config.words")
+    check_words(config, check_vocabulary)
     if "step_size" in config and not isinstance(config["step_size"], int):
         raise InputError("step_size must be an integer", field="config.step_size")
     return config

@@ -5,7 +5,7 @@ workers/sts/loading.py)."""
 
 from __future__ import annotations
 
-from app.agents.configs import check_architecture
+from app.agents.configs import check_architecture, only_fields
 from app.errors import InputError
 from app.kinds.sts.env import ACTIONS
 from app.kinds.sts.observations import COLOURS, N_DIRECTIONS, OBJECTS, STATES, VIEW, VOCAB_VERSION, WORDS
@@ -20,7 +20,7 @@ FIELDS = ("architecture", "vocab_version", *MAX_SIZES)
 
 def check_config(role: str, config: object) -> dict:
     """The config of the built-in policy; each problem names its field."""
-    check_architecture(
+    config = check_architecture(
         role,
         config,
         ARCHITECTURES,
@@ -33,12 +33,7 @@ def check_config(role: str, config: object) -> dict:
             "the mission vocabulary this platform encodes",
             field="config.vocab_version",
         )
-    unknown = sorted(set(config) - set(FIELDS))
-    if unknown:  # a typo ("hiden") would otherwise be ignored and the default built
-        raise InputError(
-            f"unknown config field {unknown[0]!r}: the fields are {', '.join(FIELDS)}", field=f"config.{unknown[0]}"
-        )
-    return {k: config[k] for k in FIELDS}
+    return only_fields(config, FIELDS)
 
 
 def expected_shapes(config: dict) -> dict[str, tuple[int, ...]]:
