@@ -29,14 +29,24 @@ def _not_bool(value: object) -> object:
 NOT_BOOL = BeforeValidator(_not_bool)
 
 
+def json_number(value: object, *, whole: bool) -> int | float | None:
+    """A number as JSON Schema has it, None for anything else: 3.0 is the `integer` 3, true
+    and false are no numbers, nor is NaN; with `whole`, 3.5 is none either."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return None
+    if whole and isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    return value
+
+
 def _whole(value: object) -> object:
     """A whole number as JSON Schema's `integer` has it: 3 or 3.0, never true, "3" or 3.5
-    (pydantic's strict mode refuses 3.0, its lax mode takes "3" and true)."""
-    if isinstance(value, bool) or isinstance(value, str):
+    (pydantic's strict mode refuses 3.0, its lax mode takes "3" and true). What is no whole
+    number otherwise goes on to pydantic, which refuses it in its own words."""
+    if isinstance(value, (bool, str)):
         raise PydanticCustomError("int_type", "Input should be a valid integer")
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
+    number = json_number(value, whole=True)
+    return value if number is None else number
 
 
 WHOLE = BeforeValidator(_whole)

@@ -13,7 +13,7 @@ from app import jobs, jsonsafe
 from app.auth.models import User
 from app.errors import Conflict, InputError
 from app.kinds import all_kinds
-from app.params import MAX_ID
+from app.params import MAX_ID, json_number
 from app.runs.component import AgentRuns, Param, Started, an_id
 from app.runs.models import AgentRun
 from app.studies.models import Study
@@ -97,10 +97,10 @@ def _range(p: Param) -> str:
 
 def _number(name: str, value: object, p: Param) -> int | float:
     whole = p.type in ("int", "ints")
-    if whole and isinstance(value, float) and value.is_integer():
-        value = int(value)  # JSON's 3.0 is an integer to JSON Schema, so to the API too
-    if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)) or value != value:
+    number = json_number(value, whole=whole)
+    if number is None:
         raise InputError(f"{name} must be {'a whole number' if whole else 'a number'} {_range(p)}", field=name)
+    value = number
     if (
         (p.low is not None and value < p.low)
         or (p.above is not None and value <= p.above)
@@ -167,19 +167,6 @@ def start(
         target = {k: _number(f"target.{k}", v, an_id()) for k, v in target.items()}
     params = checked(runs, params)
     started = runs.start(session, user, study, target, params)
-    return record(session, user, kind_name, started, study=study, target=target)
-
-
-def record(
-    session: Session,
-    user: User,
-    kind_name: str,
-    started: Started,
-    *,
-    study: Study | None = None,
-    target: dict[str, Any] | None = None,
-) -> AgentRun:
-    """The run's row beside the job the kind made, then the job queued."""
     run = add(session, user, kind_name, started, study=study, target=target)
     jobs.submit(session, started.job, withdraw=((AgentRun, run.id), *started.withdraw))
     return run
