@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from app.commands import blaming, input_file, json_option
 from app.config import ROOT, ensure_local_dirs, get_settings
 
 if TYPE_CHECKING:
@@ -262,7 +263,7 @@ def export_cmd(study_id: int, out: str) -> None:
 @click.option("--payment", default=None, help="Payment per annotation, for the cost.")
 @click.option("--studies", default="1000", show_default=True, help="Simulated studies.")
 @click.option("--seed", default="0", show_default=True, help="The simulation's seed.")
-@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@json_option("Print the plan as JSON.")
 def plan_cmd(as_json: bool, **options: Any) -> None:
     """Plan a study: simulate it and say each agent's expected 95% interval half-width, the
     power to separate two agents, and the cost (docs/statistics.md, "Planning a study")."""
@@ -376,11 +377,10 @@ def pairwise() -> None:
 
 
 @pairwise.command("score")
-@click.option(
+@input_file(
     "--judgements",
     "path",
     required=True,
-    type=click.Path(exists=True, dir_okay=False),
     help='JSONL, one judgement a line: {"judge", "item", "a", "b", "winner": "a"|"b"|"tie"} '
     "(a and b: the two agents judged on the item).",
 )
@@ -398,26 +398,23 @@ def pairwise() -> None:
     help="Control for the two attempts' lengths (every line then gives a_length and b_length): "
     "ratings with the judges' preference for length taken out (LMArena's style control).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
+@json_option("Print one JSON object instead of tables.")
 def pairwise_score(path: str, n_boot: int, seed: int, control_length: bool, as_json: bool) -> None:
     """Rate agents from pairwise judgements: Bradley-Terry with ties (Davidson), each agent's
     rating (log-strength, centred on the agents' mean) with a 95% interval, its rank with a 95%
     rank interval (bootstrap over items) and the win-rate matrix (docs/statistics.md)."""
     import json
 
-    from app.errors import InputError
     from app.leaderboards.pairwise import read_judgements, score
     from app.textfiles import read_capped
 
-    try:
+    with blaming(path):
         result = score(
             read_judgements(read_capped(path, get_settings().max_upload_bytes)),
             n_boot=n_boot,
             seed=seed,
             control_length=control_length,
         )
-    except InputError as exc:
-        raise click.ClickException(f"{path}: {exc}") from None
     if as_json:
         click.echo(json.dumps(result))
         return

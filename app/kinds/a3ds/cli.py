@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from app.commands import blaming, echo_judged, half_width_option, input_file, json_option, read_file
+
 
 @click.group("a3ds")
 def a3ds() -> None:
@@ -18,18 +20,15 @@ def _f(x) -> str:
 
 
 @a3ds.command("score")
-@click.option(
+@input_file(
     "--pairs",
     "pairs_path",
     required=True,
-    type=click.Path(exists=True, dir_okay=False),
     help='JSONL, one pair a line: {"target": id, "distractor": id, "caption": str}.',
 )
-@click.option(
+@input_file(
     "--people",
     "people_path",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
     help='With --judge: people\'s picks on a random sample of the captions, JSONL {"id": pair id, '
     '"right": true|false} a line (several lines of one id: several people).',
 )
@@ -40,38 +39,26 @@ def _f(x) -> str:
     help="A built-in model listener that picks on every caption: with --people, PPI++ listener accuracy per "
     "captioner (people and the listener together).",
 )
-@click.option(
-    "--half-width",
-    type=click.FloatRange(min=0, min_open=True, max=0.5),
-    default=0.05,
-    show_default=True,
-    help="With --judge: plan for a PPI++ interval of ± this: how many captions people must answer.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: per_pair and mean (and judged).")
+@half_width_option("With --judge: plan for a PPI++ interval of ± this: how many captions people must answer.", 0.5)
+@json_option("Print one JSON object: per_pair and mean (and judged).")
 def score_cmd(pairs_path: str, people_path: str | None, judge: str | None, half_width: float, as_json: bool) -> None:
     """Discriminativity, contrastive efficiency, relevance (undefined when the scenes differ in
     all six features), optimal discriminativity and the features mentioned, per caption and
     their means (paper section 2.2; DESIGN.md section 6). With --people and --judge, per
     captioner the listener accuracy people would give over every caption, from people's picks
     and a model listener's (PPI++; docs/kinds/a3ds.md)."""
-    from app.errors import InputError
     from app.kinds.a3ds.formats import parse_pairs
     from app.kinds.a3ds.metrics import means, score_caption
 
     if (people_path is None) != (judge is None):
         raise click.UsageError("--people and --judge go together")
-    try:
-        pairs = parse_pairs(Path(pairs_path).read_bytes())
-    except InputError as exc:
-        raise click.ClickException(f"{pairs_path}: {exc}") from None
+    pairs = read_file(pairs_path, parse_pairs)
     together = None
     if people_path is not None and judge is not None:
         from app.kinds.a3ds.judge import judged, people_values
 
-        try:
+        with blaming(people_path):
             people = people_values(pairs, Path(people_path).read_bytes())
-        except InputError as exc:
-            raise click.ClickException(f"{people_path}: {exc}") from None
         together = judged(pairs, people, judge, half_width)
     scores = [score_caption(p.pair.target, p.pair.distractor, p.caption) for p in pairs]
     mean = means(scores)
@@ -80,22 +67,7 @@ def score_cmd(pairs_path: str, people_path: str | None, judge: str | None, half_
         click.echo(json.dumps(out | ({"judged": together} if together is not None else {})))
         return
     if together is not None:
-        click.echo(
-            f"{'listener accuracy':<18} {'judge':>6} {'agrees':>7} {'PPI++':>7} {'95% interval':>17} "
-            f"{'people':>7} {'judge only':>10} {'worth':>6} {f'for ±{half_width:g}':>10}"
-        )
-        for name, j in together.items():
-            p, plan = j["ppi"], j["plan"]
-            agrees = _f((j["judge_agreement"] or {}).get("mean"))
-            shown = f"[{_f(p['low'])}, {_f(p['high'])}]" if p["low"] is not None else "-"
-            worth = "-" if p["effective_n"] is None else f"{p['effective_n']:.0f}"
-            need = "-" if "reason" in plan else f"{plan['people']}/{plan['of']}" + ("" if plan["reachable"] else "!")
-            click.echo(
-                f"{name[:18]:<18} {_f(j['judge']):>6} {agrees:>7} {_f(p['mean']):>7} {shown:>17} "
-                f"{p['n_human']:>7} {p['n_judge']:>10} {worth:>6} {need:>10}"
-            )
-        for reason in sorted({r for j in together.values() if (r := j["ppi"].get("reason"))}):
-            click.echo(f"PPI++ n/a: {reason}")
+        echo_judged("listener accuracy", 18, together, _f, half_width)
         click.echo("")
     click.echo(
         f"{'pair':>6} {'z':>2} {'c':>2} {'k':>2} {'disc':>5} {'eff':>6} {'rel':>6} {'opt':>4}  "

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from app.commands import blaming, echo_judged, half_width_option, input_file, json_option, read_file
+
 SPLITS = ("train", "dev", "test")
 
 
@@ -14,15 +16,6 @@ SPLITS = ("train", "dev", "test")
 def hexagons() -> None:
     """Hexagons tools: score executions, recompute the dataset's statistics, run the paper's
     rule-based baseline."""
-
-
-def _read(path: str, parse, *args):
-    from app.errors import InputError
-
-    try:
-        return parse(Path(path).read_bytes(), *args)
-    except InputError as exc:
-        raise click.ClickException(f"{path}: {exc}") from None
 
 
 def _f(x) -> str:
@@ -38,15 +31,9 @@ def _table(title: str, groups: dict) -> None:
 
 
 @hexagons.command("score")
-@click.option(
-    "--gold",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="Gold procedures: the released JSONL (any split).",
-)
-@click.option(
+@input_file("--gold", required=True, help="Gold procedures: the released JSONL (any split).")
+@input_file(
     "--predictions",
-    type=click.Path(exists=True, dir_okay=False),
     help='JSONL, one step a line: {"index", "step", "board": [180 colour codes], '
     '"previous": [180] (optional; default the gold board before the step)}.',
 )
@@ -54,24 +41,18 @@ def _table(title: str, groups: dict) -> None:
 @click.option(
     "--partial", is_flag=True, help="Score only the predicted steps (default: every gold step must have a prediction)."
 )
-@click.option(
+@input_file(
     "--judge",
     "judge_path",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
     help="A model executor's boards on every gold procedure (the --predictions format), as an automatic "
     "judge beside people's executions of a sample of whole procedures in --predictions: adds their "
     "board F1 agreement and the PPI++ board F1 from both (docs/statistics.md).",
 )
-@click.option(
-    "--half-width",
-    default=0.05,
-    show_default=True,
-    type=click.FloatRange(min=0, max=1, min_open=True),
-    help="With --judge: plan for a PPI++ interval of ± this (board F1, 0-1): how many procedures people "
-    "must execute, at random, these executions taken as the pilot.",
+@half_width_option(
+    "With --judge: plan for a PPI++ interval of ± this (board F1, 0-1): how many procedures people "
+    "must execute, at random, these executions taken as the pilot."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: per_step and mean.")
+@json_option("Print one JSON object: per_step and mean.")
 def hex_score(
     gold: str,
     predictions: str | None,
@@ -85,7 +66,6 @@ def hex_score(
     (in percent in the tables): overall, per category, per step position and per agreement tag.
     With --judge, people's board F1 and a model executor's together (PPI++), over every
     procedure and per instructor."""
-    from app.errors import InputError
     from app.kinds.hexagons.formats import parse_predictions, parse_procedures
     from app.kinds.hexagons.score import judged, no_action as baseline, procedure_means, score_predictions
 
@@ -93,24 +73,20 @@ def hex_score(
         raise click.UsageError("give --predictions FILE or --no-action")
     if judge_path is not None and no_action:
         raise click.UsageError("--judge goes with --predictions (people's executions), not --no-action")
-    procedures = _read(gold, parse_procedures)
+    procedures = read_file(gold, parse_procedures)
     n_steps = {p.index: len(p.steps) for p in procedures}
     judge = None
     if no_action:
         result = baseline(procedures)
     else:
-        preds = _read(predictions, parse_predictions, n_steps)
-        try:  # beside a judge, people executed a sample of the procedures
+        preds = read_file(predictions, parse_predictions, n_steps)
+        with blaming(predictions):  # steps without a prediction; beside a judge, people executed a sample
             result = score_predictions(procedures, preds, partial=partial or judge_path is not None)
             human = procedure_means(result, procedures) if judge_path is not None else {}
-        except InputError as exc:  # steps without a prediction
-            raise click.ClickException(f"{predictions}: {exc}") from None
     if judge_path is not None:
-        machine = score_predictions(procedures, _read(judge_path, parse_predictions, n_steps), partial=True)
-        try:
+        machine = score_predictions(procedures, read_file(judge_path, parse_predictions, n_steps), partial=True)
+        with blaming(judge_path):
             judge = judged(procedures, human, procedure_means(machine, procedures), half_width)
-        except InputError as exc:
-            raise click.ClickException(f"{judge_path}: {exc}") from None
     if as_json:
         out = {"per_step": result["per_step"], "mean": result["mean"], "estimates": result["estimates"]}
         click.echo(json.dumps(out | ({"judged": judge} if judge is not None else {})))
@@ -128,23 +104,10 @@ def hex_score(
 
 def _judged(judge: dict, half_width: float) -> None:
     """People's board F1 and the judge's together: every procedure, then per instructor."""
-    click.echo(
-        f"\n{'board F1, per procedure':<24} {'judge':>6} {'agrees':>7} {'PPI++':>7} {'95% interval':>17} "
-        f"{'people':>7} {'judge only':>10} {'worth':>6} {f'for ±{half_width:g}':>10}"
+    click.echo("")
+    echo_judged(
+        "board F1, per procedure", 24, {"all procedures": judge, **judge.get("by_instructor", {})}, _f, half_width
     )
-    for name, j in {"all procedures": judge, **judge.get("by_instructor", {})}.items():
-        p, plan = j["ppi"], j["plan"]
-        agrees = _f((j["judge_agreement"] or {}).get("mean"))
-        shown = f"[{_f(p['low'])}, {_f(p['high'])}]" if p["low"] is not None else "-"
-        worth = "-" if p["effective_n"] is None else f"{p['effective_n']:.0f}"
-        need = "-" if "reason" in plan else f"{plan['people']}/{plan['of']}" + ("" if plan["reachable"] else "!")
-        click.echo(
-            f"{str(name)[:24]:<24} {_f(j['judge']):>6} {agrees:>7} {_f(p['mean']):>7} {shown:>17} "
-            f"{p['n_human']:>7} {p['n_judge']:>10} {worth:>6} {need:>10}"
-        )
-    reasons = sorted({r for j in [judge, *judge.get("by_instructor", {}).values()] if (r := j["ppi"].get("reason"))})
-    for reason in reasons:
-        click.echo(f"PPI++ n/a: {reason}")
     click.echo(
         "In percent. PPI++: people's board F1 on their (random) sample of procedures and the judge's on "
         "every one; 'worth': how many procedures executed by people its interval is worth; 'for ±w': how "
@@ -161,7 +124,7 @@ def _judged(judge: dict, half_width: float) -> None:
     type=click.Path(exists=True, file_okay=False),
     help="The folder with the released train.jsonl, dev.jsonl and test.jsonl (those present).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@json_option("Print one JSON object.")
 def hex_stats(folder: str, as_json: bool) -> None:
     """The paper's dataset statistics (Tables 1 and 6, the verifiers' agreement) recomputed
     from the released files, beside the paper's figures."""
@@ -169,7 +132,7 @@ def hex_stats(folder: str, as_json: bool) -> None:
     from app.kinds.hexagons.stats import dataset_stats
 
     splits = {
-        name: _read(str(Path(folder) / f"{name}.jsonl"), parse_procedures)
+        name: read_file(str(Path(folder) / f"{name}.jsonl"), parse_procedures)
         for name in SPLITS
         if (Path(folder) / f"{name}.jsonl").is_file()
     }
@@ -258,7 +221,7 @@ def hex_stats(folder: str, as_json: bool) -> None:
     help="Execute each step on the gold board before it (oracle board-state) or on the "
     "executor's own board after the step before (predicted board-state).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (means as fractions).")
+@json_option("Print one JSON object (means as fractions).")
 def hex_rule_baseline(data: str, split: str, on: str, as_json: bool) -> None:
     """The paper's naive rule-based executor (a paint(position, colour) pattern matcher,
     rule_executor.py) on a released split, its action-based mean F1 and EM beside the paper's
@@ -274,7 +237,7 @@ def hex_rule_baseline(data: str, split: str, on: str, as_json: bool) -> None:
         path = path / f"{split}.jsonl"
         if not path.is_file():
             raise click.ClickException(f"{path}: no such file (the folder has no {split}.jsonl)")
-    procedures = _read(str(path), parse_procedures)
+    procedures = read_file(str(path), parse_procedures)
     if not procedures:
         raise click.ClickException(f"{path}: no procedures in the file")
     results = {}

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from app.commands import blaming, echo_judged, half_width_option, input_file, json_option, read_file
 from app.agents.training import model_files, seed_and_device, sizes, training_command
 from app.config import ensure_local_dirs
 
@@ -18,9 +19,9 @@ def navigation() -> None:
 
 @navigation.command("score")
 @click.option("--connectivity", required=True, type=click.Path(exists=True, file_okay=False))
-@click.option("--references", required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--predictions", required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of a table.")
+@input_file("--references", required=True)
+@input_file("--predictions", required=True)
+@json_option("One JSON object instead of a table.")
 def nav_score(connectivity: str, references: str, predictions: str, as_json: bool) -> None:
     """Score R2R-format predictions (SR, SPL, nDTW, SDTW, NE, path length)."""
     from app.kinds.navigation.score import run
@@ -29,81 +30,45 @@ def nav_score(connectivity: str, references: str, predictions: str, as_json: boo
 
 
 @navigation.command("judged")
-@click.option(
+@input_file(
     "--people",
     "people_path",
     required=True,
-    type=click.Path(exists=True, dir_okay=False),
     help='People\'s follows of a random sample of the instructions: JSONL {"speaker", "instruction", '
     '"success": true|false} a line (several lines of one instruction: several followers).',
 )
-@click.option(
+@input_file(
     "--judge",
     "judge_path",
     required=True,
-    type=click.Path(exists=True, dir_okay=False),
     help='A listener ensemble\'s success on every instruction: the same lines, "success" true|false or its '
     "share of rollouts that reach the goal (0-1).",
 )
-@click.option(
-    "--half-width",
-    type=click.FloatRange(min=0, min_open=True, max=0.5),
-    default=0.05,
-    show_default=True,
-    help="Plan for a PPI++ interval of ± this: how many instructions people must follow.",
-)
-@click.option("--json", "as_json", is_flag=True, help="One JSON object: per speaker.")
+@half_width_option("Plan for a PPI++ interval of ± this: how many instructions people must follow.", 0.5)
+@json_option("One JSON object: per speaker.")
 def nav_judged(people_path: str, judge_path: str, half_width: float, as_json: bool) -> None:
     """People's success rate and a listener ensemble's together (PPI++), per speaker: the
     judge's rate, its agreement with people, the PPI++ rate with its 95% interval and effective
     n, and how many instructions people must follow for ±half-width (docs/statistics.md)."""
     import json
-    from pathlib import Path
 
-    from app.errors import InputError
     from app.kinds.navigation.judge import judged_offline, success_lines
 
-    read = {}
-    for name, path in (("people", people_path), ("judge", judge_path)):
-        try:
-            read[name] = success_lines(Path(path).read_bytes())
-        except InputError as exc:
-            raise click.ClickException(f"{path}: {exc}") from None
-    try:
-        out = judged_offline(read["people"], read["judge"], half_width)
-    except InputError as exc:
-        raise click.ClickException(f"{people_path}: {exc}") from None
+    people, judge = read_file(people_path, success_lines), read_file(judge_path, success_lines)
+    with blaming(people_path):
+        out = judged_offline(people, judge, half_width)
     if as_json:
         click.echo(json.dumps(out))
         return
-
-    def f(x: float | None) -> str:
-        return "-" if x is None else f"{x:.3f}"
-
-    click.echo(
-        f"{'success rate':<18} {'judge':>6} {'agrees':>7} {'PPI++':>7} {'95% interval':>17} "
-        f"{'people':>7} {'judge only':>10} {'worth':>6} {f'for ±{half_width:g}':>10}"
-    )
-    for speaker, j in out.items():
-        p, plan = j["ppi"], j["plan"]
-        shown = f"[{f(p['low'])}, {f(p['high'])}]" if p["low"] is not None else "-"
-        worth = "-" if p["effective_n"] is None else f"{p['effective_n']:.0f}"
-        need = "-" if "reason" in plan else f"{plan['people']}/{plan['of']}" + ("" if plan["reachable"] else "!")
-        click.echo(
-            f"{speaker[:18]:<18} {f(j['judge']):>6} {f((j['judge_agreement'] or {}).get('mean')):>7} "
-            f"{f(p['mean']):>7} {shown:>17} {p['n_human']:>7} {p['n_judge']:>10} {worth:>6} {need:>10}"
-        )
-    for reason in sorted({r for j in out.values() if (r := j["ppi"].get("reason"))}):
-        click.echo(f"PPI++ n/a: {reason}")
+    echo_judged("success rate", 18, out, lambda x: "-" if x is None else f"{x:.3f}", half_width)
 
 
 @navigation.command("trace")
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False))
 @click.option("--connectivity", required=True, type=click.Path(exists=True, file_okay=False))
-@click.option(
+@input_file(
     "--args",
     "args_file",
-    type=click.Path(exists=True, dir_okay=False),
     help="The PanGEA task (args.json: scan, path, heading) to score the path against.",
 )
 @click.option(
@@ -112,7 +77,7 @@ def nav_judged(people_path: str, judge_path: str, half_width: float, as_json: bo
     default="auto",
     help="The trace's time unit (auto: from the frame intervals).",
 )
-@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
+@json_option("One JSON object instead of text.")
 def nav_trace(trace: str, connectivity: str, args_file: str | None, time_unit: str, as_json: bool) -> None:
     """Reduce a PanGEA pose trace (JSONL) to its viewpoint path; with --args, score it."""
     from app.kinds.navigation.traces import run_trace
@@ -273,18 +238,8 @@ def nav_set_owner(scan: str, email: str | None, no_owner: bool) -> None:
 
 
 @navigation.command("capability-file")
-@click.option(
-    "--greedy",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="coop greedy file (anno_speaker-*_greedy.json).",
-)
-@click.option(
-    "--candidates",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="coop sampled candidates (speaker_*_sampled_*.json).",
-)
+@input_file("--greedy", required=True, help="coop greedy file (anno_speaker-*_greedy.json).")
+@input_file("--candidates", required=True, help="coop sampled candidates (speaker_*_sampled_*.json).")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Where to write the capability file.")
 @click.option("--speaker", default=None, help="The speaker's name (default: the greedy file's model).")
 @click.option("--limit-paths", type=click.IntRange(min=1), default=None, help="Keep the first N paths.")

@@ -7,6 +7,8 @@ import os
 
 import click
 
+from app.commands import half_width_option, input_file, json_option, read_file
+
 
 @click.group("sts")
 def sts() -> None:
@@ -65,42 +67,33 @@ def _ppi_table(result: dict, keys: tuple[str, str, str, str, str], plan: str | N
 
 
 @sts.command("score")
-@click.option(
+@input_file(
     "--annotations",
     "path",
     required=True,
-    type=click.Path(exists=True, dir_okay=False),
     help="JSONL, one marker a line: annotator, agent, scenario, continuation, category, "
     "marker (success|failure), step, reference (true|false), label (reference only).",
 )
-@click.option(
+@input_file(
     "--judge",
     "judge_path",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
     help="JSONL, an automatic judge's verdict on every continuation (people's or not): agent, "
     "scenario, continuation, success (true|false). Adds each agent's agreement with people "
     "and the PPI++ share from both (docs/statistics.md).",
 )
-@click.option(
-    "--half-width",
-    default=0.05,
-    show_default=True,
-    type=click.FloatRange(min=0, max=1, min_open=True),
-    help="With --judge: plan for a PPI++ interval of ± this (on the 0-1 share): how many of each "
-    "agent's continuations people must mark, at random, these marks taken as the pilot.",
+@half_width_option(
+    "With --judge: plan for a PPI++ interval of ± this (on the 0-1 share): how many of each "
+    "agent's continuations people must mark, at random, these marks taken as the pilot."
 )
-@click.option(
+@input_file(
     "--learned-judge",
     "learned_path",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
     help="JSONL, what every continuation (people's or not) shows without people: agent, scenario, "
     "continuation, features (a list of numbers). Adds per agent a success predictor learned from "
     "people's outcomes, cross-fitted, its agreement with held-out people and the "
     "cross-prediction-powered share (docs/statistics.md).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
+@json_option("Print one JSON object instead of tables.")
 def sts_score(path: str, judge_path: str | None, half_width: float, learned_path: str | None, as_json: bool) -> None:
     """Score an annotations file offline: each agent's success share (with its standard error and
     95% Wilson interval, per category and per scenario), the share corrected for the annotators'
@@ -113,20 +106,8 @@ def sts_score(path: str, judge_path: str | None, half_width: float, learned_path
     from app.errors import InputError
     from app.kinds.sts.score import read_features, read_judge, read_markers, score
 
-    judge = None
-    if judge_path is not None:
-        try:
-            with open(judge_path, "rb") as f:
-                judge = read_judge(f.read())
-        except InputError as exc:
-            raise click.ClickException(f"{judge_path}: {exc}") from None
-    learned = None
-    if learned_path is not None:
-        try:
-            with open(learned_path, "rb") as f:
-                learned = read_features(f.read())
-        except InputError as exc:
-            raise click.ClickException(f"{learned_path}: {exc}") from None
+    judge = None if judge_path is None else read_file(judge_path, read_judge)
+    learned = None if learned_path is None else read_file(learned_path, read_features)
 
     with (
         open(path, encoding="utf-8-sig") as f,
