@@ -48,6 +48,7 @@ from app.kinds.navigation.formats import (
     _path_id,
     _viewpoints,
     is_number,
+    objects,
     parse_coop_candidates,
     parse_coop_greedy,
     read_json,
@@ -166,10 +167,7 @@ def parse_capability(source: Source | dict, speaker: str | None = None) -> Capab
         raise InputError("paths must be a non-empty list", field="paths")
     out: list[CapabilityPath] = []
     seen: dict[str, int] = {}
-    for i, rec in enumerate(paths):
-        label = f"paths[{i}]"
-        if not isinstance(rec, dict):
-            raise InputError(f"{label}: must be an object", field="paths")
+    for i, rec, label in objects(paths, lambda i: f"paths[{i}]", "paths"):
         pid = _path_id(rec, label)
         if len(pid) > MAX_PATH_ID:
             raise InputError(f"{label}: path_id is longer than {MAX_PATH_ID} characters", field="path_id")

@@ -32,7 +32,7 @@ import json
 import math
 import re
 import statistics
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -68,6 +68,15 @@ def read_json(source: Source | list | dict, what: str) -> Any:
         raise InputError(f"{what} is not UTF-8 text", field=what) from None
     except json.JSONDecodeError as e:
         raise InputError(f"{what} is not valid JSON: {e.msg} (column {e.colno})", line=e.lineno, field=what) from None
+
+
+def objects(data: list, label: Callable[[int], str], field: str) -> Iterator[tuple[int, dict[str, Any], str]]:
+    """Each record of a JSON array with its index and label (`label(index)`), refusing one
+    that is not an object as `field`."""
+    for i, rec in enumerate(data):
+        if not isinstance(rec, dict):
+            raise InputError(f"{label(i)}: must be an object", field=field)
+        yield i, rec, label(i)
 
 
 def is_number(x: object) -> bool:
@@ -149,10 +158,7 @@ def parse_r2r(source: Source | list) -> list[R2RPath]:
         raise InputError("an R2R file is a JSON array of paths", field="references")
     out: list[R2RPath] = []
     seen: dict[str, int] = {}
-    for i, rec in enumerate(data):
-        label = f"R2R record {i}"
-        if not isinstance(rec, dict):
-            raise InputError(f"{label}: must be an object", field="references")
+    for i, rec, label in objects(data, lambda i: f"R2R record {i}", "references"):
         pid = _path_id(rec, label)
         label = f"R2R record {i} (path_id {pid})"
         if pid in seen:
@@ -203,10 +209,7 @@ def parse_predictions(source: Source | list) -> dict[str, Prediction]:
     if not isinstance(data, list):
         raise InputError("a predictions file is a JSON array of {instr_id, trajectory}", field="predictions")
     out: dict[str, Prediction] = {}
-    for i, rec in enumerate(data):
-        label = f"prediction {i}"
-        if not isinstance(rec, dict):
-            raise InputError(f"{label}: must be an object", field="predictions")
+    for i, rec, label in objects(data, lambda i: f"prediction {i}", "predictions"):
         instr_id = rec.get("instr_id")
         if not isinstance(instr_id, str) or not instr_id:
             raise InputError(f'{label}: instr_id must be a non-empty string like "<path_id>_<k>"', field="instr_id")

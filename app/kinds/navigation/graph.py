@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from app.errors import InputError
-from app.kinds.navigation.formats import is_number, read_json
+from app.kinds.navigation.formats import is_number, objects, read_json
 
 CONNECTIVITY_SUFFIX = "_connectivity.json"
 _MIN_EDGE = 1e-9  # metres; keeps an edge between coincident positions in the sparse matrix
@@ -243,10 +243,7 @@ def load_connectivity(source: str | Path | bytes | list, scan: str | None = None
     included = np.zeros(n, dtype=bool)
     unobstructed = np.zeros((n, n), dtype=bool)
     seen: dict[str, int] = {}
-    for i, rec in enumerate(data):
-        label = f"{where}viewpoint record {i}"
-        if not isinstance(rec, dict):
-            raise InputError(f"{label}: must be an object", field="connectivity")
+    for i, rec, label in objects(data, lambda i: f"{where}viewpoint record {i}", "connectivity"):
         vid = rec.get("image_id")
         if not isinstance(vid, str) or not vid:
             raise InputError(f"{label}: image_id must be a non-empty string", field="image_id")

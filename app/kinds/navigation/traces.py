@@ -340,9 +340,7 @@ def parse_follower_annotations(
     if not isinstance(raw, list):
         raise InputError("prior paths are a JSON array of {instr_id, trajectory, worker_id}", field="file")
     by_worker: dict[str, list] = {}
-    for i, rec in enumerate(raw):
-        if not isinstance(rec, dict):
-            raise InputError(f"record {i}: must be an object", field="file")
+    for i, rec, _ in formats.objects(raw, lambda i: f"record {i}", "file"):
         worker = rec.get("worker_id")
         if isinstance(worker, bool) or not isinstance(worker, (str, int)) or not str(worker).strip():
             raise InputError(
