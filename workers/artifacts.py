@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import io
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 
@@ -48,25 +49,40 @@ def safetensors_loader(
     return load_bytes
 
 
+# The sizes of every built-in architecture with a vocabulary, in its constructor's order.
+SIZES = ("embed", "hidden", "channels")
+
+
+def config_of(model: torch.nn.Module, *also: str) -> dict[str, Any]:
+    """The config built_in builds `model` from again: its architecture, words and sizes (and
+    the attributes `also`)."""
+    fields = {k: getattr(model, k) for k in (*SIZES, *also)}
+    return {"architecture": model.architecture, "words": list(model.words), **fields}
+
+
 def built_in(
     config: dict,
     state: Mapping[str, torch.Tensor],
     architecture: str,
     check_vocabulary: Callable,
     shapes: Callable[[dict], Mapping[str, tuple[int, ...]]],
-    sizes: Callable[[list[str]], str],
-    make: Callable[[list[str]], torch.nn.Module],
+    make: Callable[..., torch.nn.Module],
+    *also: str,
 ) -> torch.nn.Module:
-    """One of our architectures (with a vocabulary) from its config and weights: `make(words)`
-    with the weights, once the config names the architecture, its words pass the kind's check
-    and every tensor is what `shapes(config)` says (weights_into). ValueError naming the first
-    thing wrong; `sizes(words)` says the config's sizes in it."""
+    """One of our architectures (with a vocabulary) from its config and weights:
+    `make(words, embed, hidden, channels)` (the config's sizes) with the weights, once the
+    config names the architecture, its words pass the kind's check and every tensor is what
+    `shapes(config)` says (weights_into). ValueError naming the first thing wrong and the
+    config's sizes (and the fields `also`)."""
     if config.get("architecture") != architecture:
         raise ValueError(f"unknown architecture {config.get('architecture')!r}: use {architecture}")
     words = check_vocabulary(config.get("words"))
     if isinstance(words, str):
         raise ValueError(f"words (the vocabulary) {words}")
-    return weights_into(lambda: make(words), state, shapes(config), architecture, sizes(words))
+    named = ", ".join(f"{k} {config[k]}" for k in (*SIZES, *also)) + f", {len(words)} words"
+    return weights_into(
+        lambda: make(words, *(int(config[k]) for k in SIZES)), state, shapes(config), architecture, named
+    )
 
 
 def weights_into(

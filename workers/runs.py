@@ -14,6 +14,20 @@ from app import jobs
 T = TypeVar("T")
 
 
+def scored_output(kind: Any, agent_id: int, study_id: int, item: Any, response: dict[str, Any]) -> Any:
+    """An agent's answer on an item (its id, payload and reference) of the study as its row,
+    scored by the kind as a person's answer is."""
+    from app.agents.models import AgentOutput
+
+    return AgentOutput(
+        agent_id=agent_id,
+        study_id=study_id,
+        item_id=item.id,
+        response=response,
+        score=kind.score(item.payload, item.reference, response),
+    )
+
+
 @contextmanager
 def model_on(session: Any, artifact: Any, load_artifact: Callable[[Any, Any], Any]) -> Iterator[tuple[Any, str]]:
     """(model in eval mode, device) for the validated artifact, loaded by the kind's loader."""

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from app.kinds.a3ds.architectures import ARCHITECTURE, check_vocabulary, decode, expected_shapes
-from workers.artifacts import built_in, load_validated, safetensors_loader
+from workers.artifacts import built_in, config_of, load_validated, safetensors_loader
 
 
 class Captioner(nn.Module):
@@ -52,15 +52,7 @@ class Captioner(nn.Module):
         self.out = nn.Linear(hidden, len(words))
 
     def config(self) -> dict:
-        return {
-            "architecture": self.architecture,
-            "words": list(self.words),
-            "embed": self.embed,
-            "hidden": self.hidden,
-            "channels": self.channels,
-            "with_distractor": self.with_distractor,
-            "max_length": self.max_length,
-        }
+        return config_of(self, "with_distractor", "max_length")
 
     def encode(self, images: Tensor) -> Tensor:
         x = images.float().permute(0, 3, 1, 2) / 255.0 - 0.5
@@ -115,18 +107,8 @@ def build(config: dict, state: dict[str, Tensor]) -> Captioner:
         ARCHITECTURE,
         check_vocabulary,
         expected_shapes,
-        lambda words: (
-            ", ".join(f"{k} {config[k]}" for k in ("embed", "hidden", "channels"))
-            + f", with_distractor {config['with_distractor']}, {len(words)} words"
-        ),
-        lambda words: Captioner(
-            words,
-            int(config["embed"]),
-            int(config["hidden"]),
-            int(config["channels"]),
-            bool(config["with_distractor"]),
-            int(config["max_length"]),
-        ),
+        lambda words, *sizes: Captioner(words, *sizes, bool(config["with_distractor"]), int(config["max_length"])),
+        "with_distractor",
     )
 
 

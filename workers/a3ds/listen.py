@@ -14,7 +14,7 @@ from app.agents.models import Agent, AgentOutput
 from app.kinds import get_kind
 from app.kinds.a3ds.listeners import pick
 from app.studies.models import Item, Study
-from workers.runs import Chunks
+from workers.runs import Chunks, scored_output
 
 
 def run_listening(session: Session, job: jobs.Job, progress: jobs.Progress) -> dict:
@@ -43,15 +43,7 @@ def run_listening(session: Session, job: jobs.Job, progress: jobs.Progress) -> d
     for part in chunks:
         for item in part:
             response = {"choice": pick(listener, item.payload["caption"], item.payload["scenes"])}
-            session.add(
-                AgentOutput(
-                    agent_id=agent.id,
-                    study_id=study.id,
-                    item_id=item.id,
-                    response=response,
-                    score=kind.score(item.payload, item.reference, response),
-                )
-            )
+            session.add(scored_output(kind, agent.id, study.id, item, response))
         session.commit()
     if chunks.cancelled:
         return {"picks": chunks.done, "captions": len(items), "cancelled": True}

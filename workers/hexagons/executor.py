@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from app.kinds.hexagons.architectures import ARCHITECTURE, check_vocabulary, expected_shapes
 from app.kinds.hexagons.board import COLOURS, COLS, ROWS, TILES
-from workers.artifacts import built_in, load_validated, safetensors_loader
+from workers.artifacts import built_in, config_of, load_validated, safetensors_loader
 
 
 class HexExecutor(nn.Module):
@@ -50,13 +50,7 @@ class HexExecutor(nn.Module):
         self.shape = [ROWS, COLS, TILES, len(COLOURS)]  # attributes: TorchScript reads no globals
 
     def config(self) -> dict:
-        return {
-            "architecture": self.architecture,
-            "words": list(self.words),
-            "embed": self.embed,
-            "hidden": self.hidden,
-            "channels": self.channels,
-        }
+        return config_of(self)
 
     @torch.jit.export
     def vocabulary(self) -> List[str]:
@@ -91,15 +85,7 @@ class HexExecutor(nn.Module):
 def build(config: dict, state: dict[str, Tensor]) -> HexExecutor:
     """The built-in executor from its config and weights; ValueError naming the first tensor
     that is missing, unexpected or of the wrong shape or dtype."""
-    return built_in(
-        config,
-        state,
-        ARCHITECTURE,
-        check_vocabulary,
-        expected_shapes,
-        lambda words: ", ".join(f"{k} {config[k]}" for k in ("embed", "hidden", "channels")) + f", {len(words)} words",
-        lambda words: HexExecutor(words, int(config["embed"]), int(config["hidden"]), int(config["channels"])),
-    )
+    return built_in(config, state, ARCHITECTURE, check_vocabulary, expected_shapes, HexExecutor)
 
 
 def batch_tensors(token_ids: list[list[int]], boards: list[list[int]]) -> tuple[Tensor, Tensor]:

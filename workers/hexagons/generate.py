@@ -22,7 +22,7 @@ from app.agents.models import AgentArtifact, AgentOutput
 from app.kinds import get_kind
 from app.studies.models import Item, Study
 from workers.hexagons.executor import execute_procedures, load_artifact
-from workers.runs import Chunks, model_on
+from workers.runs import Chunks, model_on, scored_output
 
 # Procedures per transaction (and per cancel check) on "gold"; "own" takes batch_size.
 CHUNK = 64
@@ -72,15 +72,7 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
             predicted = execute_procedures(model, specs, on, batch_size, device)
             for it, steps in zip(part, predicted):
                 response = {"steps": [{"board": b, "actions": []} for b in steps], "on": on}
-                session.add(
-                    AgentOutput(
-                        agent_id=agent_id,
-                        study_id=study.id,
-                        item_id=it.id,
-                        response=response,
-                        score=kind.score(it.payload, it.reference, response),
-                    )
-                )
+                session.add(scored_output(kind, agent_id, study.id, it, response))
             session.commit()
     if chunks.cancelled:
         return {"outputs": chunks.done, "procedures": len(items), "cancelled": True}

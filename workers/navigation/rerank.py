@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -229,38 +230,13 @@ def follow_and_score(
     )
 
 
-def rerank_loop(
-    ensemble: Ensemble,
-    worlds: Worlds,
-    instructions: Sequence[list[int]],
-    starts: Sequence[int],
-    headings: Sequence[float],
-    references: Sequence[Sequence[int]],
-    rollouts: int = 3,
-    metric: str = "ndtw",
-    max_steps: int | None = None,
-    greedy: bool = False,
-    generator: torch.Generator | None = None,
-) -> Tensor:
+def rerank_loop(ensemble: Ensemble, worlds: Worlds, *inputs: Sequence[Any], **options: Any) -> Tensor:
     """The same scores, one candidate at a time (the per-candidate loop the benchmark compares
-    with): [B] mean score per instruction."""
-    out = []
-    for i in range(len(instructions)):
-        r = follow_and_score(
-            ensemble,
-            worlds,
-            [instructions[i]],
-            [starts[i]],
-            [headings[i]],
-            [references[i]],
-            rollouts=rollouts,
-            metric=metric,
-            max_steps=max_steps,
-            greedy=greedy,
-            generator=generator,
-        )
-        out.append(r.scores)
-    return torch.cat(out)
+    with; `inputs`, the instructions, starts, headings and references, and `options` as
+    follow_and_score's): [B] mean score per instruction."""
+    return torch.cat(
+        [follow_and_score(ensemble, worlds, *([x] for x in row), **options).scores for row in zip(*inputs)]
+    )
 
 
 class ScriptedListener:

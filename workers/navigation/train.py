@@ -240,19 +240,8 @@ def train_listeners(
             starts = torch.tensor([worlds.index(e.scan, e.path[:1])[0] for e in exs], device=dev)
             heading = torch.tensor([e.heading for e in exs], device=dev, dtype=torch.float32)
             weight = keep[:, [i for i, _ in chunk]].float()  # [K, B]
-            loss = _imitation_loss(
-                ens,
-                worlds,
-                hops,
-                tokens,
-                tmask,
-                starts,
-                heading,
-                goal,
-                weight,
-                max_steps=max(len(e.path) for e in exs) + 3,
-                student=student,
-            )
+            steps = max(len(e.path) for e in exs) + 3
+            loss = _imitation_loss(ens, worlds, hops, (tokens, tmask, starts, heading, goal, weight), steps, student)
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params.values(), 1.0 * k)
@@ -264,18 +253,12 @@ def train_listeners(
 
 
 def _imitation_loss(
-    ens: Ensemble,
-    worlds: Worlds,
-    hops: torch.Tensor,
-    tokens,
-    tmask,
-    starts,
-    heading,
-    goal,
-    weight,
-    max_steps: int,
-    student: bool,
+    ens: Ensemble, worlds: Worlds, hops: torch.Tensor, batch: tuple[torch.Tensor, ...], max_steps: int, student: bool
 ) -> torch.Tensor:
+    """The batch's (instruction tokens and mask, start viewpoints and headings, goals, each
+    member's weight on each path) imitation loss along the expert's next hops; as a student
+    (`student`), each member walks where it chose, not where the expert would."""
+    tokens, tmask, starts, heading, goal, weight = batch
     states, h = ens.encode(tokens, tmask)
     k, b = h.shape[0], h.shape[1]
     cur = starts.unsqueeze(0).expand(k, b).contiguous()
