@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from app.commands import blaming, input_file, json_option
+from app.commands import blaming, input_file, json_option, number_option
 from app.config import ROOT, ensure_local_dirs, get_settings
 
 if TYPE_CHECKING:
@@ -384,13 +384,7 @@ def pairwise() -> None:
     help='JSONL, one judgement a line: {"judge", "item", "a", "b", "winner": "a"|"b"|"tie"} '
     "(a and b: the two agents judged on the item).",
 )
-@click.option(
-    "--n-boot",
-    default=1000,
-    show_default=True,
-    type=click.IntRange(min=1, max=100_000),
-    help="Bootstrap resamples of the items.",
-)
+@number_option("--n-boot", 1000, click.IntRange(min=1, max=100_000), "Bootstrap resamples of the items.")
 @click.option("--seed", default=0, show_default=True, type=int, help="The bootstrap's random seed.")
 @click.option(
     "--control-length",

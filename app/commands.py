@@ -77,3 +77,8 @@ def echo_judged(
         )
     for reason in sorted({r for j in rows.values() if (r := j["ppi"].get("reason"))}):
         click.echo(f"PPI++ n/a: {reason}")
+
+
+def number_option(flag: str, default: float, kind: click.ParamType[Any], help: str) -> Callable[[F], F]:
+    """An option with a number of the range `kind`, its default shown in --help."""
+    return click.option(flag, default=default, show_default=True, type=kind, help=help)

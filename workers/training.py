@@ -4,14 +4,82 @@ agent's model, which the kind's `validate` job checks like any upload (docs/agen
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+import json
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 # train(options, device, echo, epoch_done) -> (model, report): the kind's training, where
 # `options` are the job's params among the kind's JOB_OPTIONS, with "epochs" always set.
 Train = Callable[[dict[str, Any], str, Callable[[str], None], Callable[[int, float], None]], tuple[Any, dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A built-in network's sizes and its training schedule: `proctor train`'s options of
+    app.agents.training.SIZES and --seed. A trainer takes them as keywords and fills any left
+    out from its kind's defaults, the command's (`of`)."""
+
+    epochs: int
+    batch: int
+    lr: float
+    seed: int = 0
+    embed: int = 0
+    hidden: int = 0
+    channels: int = 0
+
+    @classmethod
+    def of(cls, defaults: Mapping[str, float], given: Mapping[str, Any]) -> Recipe:
+        return cls(**{**defaults, **given})
+
+
+# Where a training runs, where its files go and its callbacks: never a queued job's to say.
+NOT_JOB_OPTIONS = {"device", "out", "name", "echo", "epoch_done", "bars", "recipe"}
+
+
+def job_options(run_training: Callable[..., Any], defaults: Mapping[str, float]) -> tuple[str, ...]:
+    """The training options a queued job may carry (`proctor train ... --agent-id`): the
+    keywords of the kind's run_training and of its Recipe (`defaults`, and the seed), but
+    those of NOT_JOB_OPTIONS."""
+    names = set(inspect.signature(run_training).parameters) | set(defaults) | {"seed"}
+    return tuple(sorted(names - NOT_JOB_OPTIONS))
+
+
+def descend(opt: torch.optim.Optimizer, loss: torch.Tensor, params: Any, clip: float | None = 1.0) -> float:
+    """One optimiser step on `loss`, the gradient's norm over `params` clipped to `clip` first
+    (None: not clipped); the loss as a number."""
+    opt.zero_grad()
+    loss.backward()  # type: ignore[no-untyped-call]
+    if clip is not None:
+        torch.nn.utils.clip_grad_norm_(params, clip)
+    opt.step()
+    return float(loss.detach())
+
+
+def save_model(model: torch.nn.Module, folder: str | Path, name: str) -> tuple[Path, Path]:
+    """`<name>.safetensors` (weights) and `<name>.json` (config): a built-in architecture's
+    upload format."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    weights, config = folder / f"{name}.safetensors", folder / f"{name}.json"
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(weights))
+    config.write_text(json.dumps(model.config(), indent=1))  # type: ignore[operator]
+    return weights, config
+
+
+def seed_all(seed: int) -> None:
+    """Python's, NumPy's and torch's generators: the same seed, the same model (on the CPU)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def train_and_upload(

@@ -43,7 +43,8 @@ def tiny_models(tmp_path_factory) -> dict:
     from workers.navigation.features import Vocabulary
     from workers.navigation.listener import Listener
     from workers.navigation.speaker import Speaker
-    from workers.navigation.train import make_dataset, save_model
+    from workers.navigation.train import make_dataset
+    from workers.training import save_model
 
     data = make_dataset(range(100, 102), paths_per_house=5)
     vocab = Vocabulary.build([t for e in data.examples for t in e.instructions])

@@ -22,11 +22,11 @@ from workers.navigation.train import (  # noqa: E402
     evaluate_listeners,
     load_model,
     make_dataset,
-    save_model,
     speaker_generate,
     train_listeners,
     train_speaker,
 )
+from workers.training import save_model  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -11,11 +11,11 @@ features, z uniform from 1 to 6.
 
 from __future__ import annotations
 
-import inspect
 import json
 import random
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -23,8 +23,9 @@ from safetensors.torch import save as save_safetensors
 
 from app.kinds.a3ds.architectures import encode, grammar_words
 from app.kinds.a3ds.scenes import FEATURES, Pair, pair_differing_in
+from app.kinds.a3ds.train import TRAINING
 from workers.a3ds.captioner import Captioner, caption_pairs
-from workers.training import train_and_upload
+from workers.training import Recipe, descend, job_options, train_and_upload
 
 NAME = "captioner"
 
@@ -68,26 +69,24 @@ def run_training(
     *,
     pairs: int = 1000,
     dev_pairs: int = 200,
-    epochs: int = 10,
-    embed: int = 32,
-    hidden: int = 64,
-    channels: int = 16,
-    batch: int = 32,
-    lr: float = 3e-3,
     with_distractor: bool = False,
     speaker: str | None = None,
-    seed: int = 0,
     device: str = "cpu",
     out: str | Path | None = None,
     name: str = NAME,
     echo: Callable[[str], None] = print,
     epoch_done: Callable[[int, float], None] | None = None,
     bars: bool = True,
+    **recipe: Any,
 ) -> tuple[Captioner, dict]:
+    """The whole command: scenes, the speaker's captions, training, held-out metrics, files
+    (when `out`). `recipe`: the sizes and schedule (Recipe)."""
     from tqdm import tqdm
 
     from app.kinds.a3ds.speakers import speak
 
+    r = Recipe.of(TRAINING, recipe)
+    seed, epochs, batch = r.seed, r.epochs, r.batch
     speaker = speaker or default_speaker(with_distractor)
     torch.manual_seed(seed)
     train, dev = make_pairs(pairs, seed), make_pairs(dev_pairs, seed + 10_000)
@@ -102,8 +101,8 @@ def run_training(
         tokens[i, : len(s)] = torch.tensor(s)
     target = torch.from_numpy(np.stack([images[p.target] for p in train]))
     distractor = torch.from_numpy(np.stack([images[p.distractor] for p in train]))
-    model = Captioner(words, embed, hidden, channels, with_distractor, max_length=length - 1).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    model = Captioner(words, r.embed, r.hidden, r.channels, with_distractor, max_length=length - 1).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=r.lr)
     loss_fn = torch.nn.CrossEntropyLoss(ignore_index=0)
     gen = torch.Generator().manual_seed(seed)
     echo(
@@ -121,10 +120,7 @@ def run_training(
             tok = tokens[idx].to(device)
             logits = model(target[idx].to(device), distractor[idx].to(device), tok[:, :-1])
             loss = loss_fn(logits.reshape(-1, logits.shape[-1]), tok[:, 1:].reshape(-1))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            total, n = total + loss.item() * len(idx), n + len(idx)
+            total, n = total + descend(opt, loss, None, clip=None) * len(idx), n + len(idx)
         echo(f"epoch {epoch}: loss {total / n:.3f}")
         if epoch_done is not None:
             epoch_done(epoch, total / n)
@@ -160,9 +156,7 @@ def weights_bytes(model: Captioner) -> bytes:
 
 # The training options a queued job may carry (`proctor train a3ds-captioner --agent-id`): the
 # keywords of run_training but where it runs, where files go and the callbacks.
-JOB_OPTIONS = tuple(
-    sorted(set(inspect.signature(run_training).parameters) - {"device", "out", "name", "echo", "epoch_done", "bars"})
-)
+JOB_OPTIONS = job_options(run_training, TRAINING)
 
 
 def run_train_job(session, job, progress) -> dict:
@@ -175,7 +169,7 @@ def run_train_job(session, job, progress) -> dict:
         progress,
         role="captioner",
         noun="captioner",
-        default_epochs=10,
+        default_epochs=TRAINING["epochs"],
         options=JOB_OPTIONS,
         train=lambda options, device, echo, epoch_done: run_training(
             **options, device=device, echo=echo, epoch_done=epoch_done, bars=False

@@ -11,13 +11,13 @@ over), beside the "no action" baseline (score.no_action).
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
-import random
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,8 +26,9 @@ from safetensors.torch import save as save_safetensors
 from app.kinds.hexagons.architectures import MAX_TOKENS, PAD, UNK, encode, tokenize
 from app.kinds.hexagons.formats import Procedure, parse_procedures
 from app.kinds.hexagons.score import no_action, summarise
+from app.kinds.hexagons.train import TRAINING
 from workers.hexagons.executor import HexExecutor, batch_tensors, execute_procedures
-from workers.training import train_and_upload
+from workers.training import Recipe, descend, job_options, seed_all, train_and_upload
 
 NAME = "executor"
 SPLITS = ("train", "dev", "test")
@@ -57,12 +58,6 @@ def build_vocabulary(procedures: Sequence[Procedure], min_count: int = 2) -> lis
     return [PAD, UNK, *kept]
 
 
-def seed_all(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
 def _steps(procedures: Sequence[Procedure], words: list[str]):
     """Every step as (token ids, gold board before, gold board after)."""
     ids, before, after = [], [], []
@@ -90,31 +85,26 @@ def train_executor(
     procedures: Sequence[Procedure],
     words: list[str],
     *,
-    embed: int = 32,
-    hidden: int = 64,
-    channels: int = 48,
-    epochs: int = 6,
-    batch: int = 32,
-    lr: float = 2e-3,
     change_weight: float = 4.0,
-    seed: int = 0,
     device: str | torch.device = "cpu",
     progress: Callable[[int, float], None] | None = None,
     batch_done: Callable[[], None] | None = None,
+    **recipe: Any,
 ) -> HexExecutor:
     """Cross-entropy over every tile of every step (tiles that change weigh `change_weight`),
     from the gold board before the step; `progress(epoch, mean loss)` after each epoch. The
-    same seed gives the same weights on the CPU."""
-    seed_all(seed)
+    same seed gives the same weights on the CPU. `recipe`: the sizes and schedule (Recipe)."""
+    r = Recipe.of(TRAINING, recipe)
+    seed_all(r.seed)
     dev = torch.device(device)
     ids, before, after = _steps(procedures, words)
-    model = HexExecutor(words, embed, hidden, channels).to(dev).train()
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    order = np.random.default_rng(seed)
+    model = HexExecutor(words, r.embed, r.hidden, r.channels).to(dev).train()
+    opt = torch.optim.Adam(model.parameters(), lr=r.lr)
+    order = np.random.default_rng(r.seed)
     lengths = np.array([len(t) for t in ids])
-    for epoch in range(epochs):
+    for epoch in range(r.epochs):
         total = 0.0
-        for idx in _batches(order, lengths, batch):
+        for idx in _batches(order, lengths, r.batch):
             tokens, board = batch_tensors([ids[i][:MAX_TOKENS] for i in idx], before[idx].tolist())
             target = torch.from_numpy(after[idx]).to(dev)
             board = board.to(dev)
@@ -124,11 +114,7 @@ def train_executor(
             )
             weight = 1.0 + (change_weight - 1.0) * (board != target).reshape(-1).float()
             loss = (loss * weight).sum() / weight.sum()
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            total += float(loss.detach()) * len(idx)
+            total += descend(opt, loss, model.parameters()) * len(idx)
             if batch_done:
                 batch_done()
         if progress:
@@ -178,14 +164,7 @@ def _line(label: str, m: dict) -> str:
 def run_training(
     *,
     data: str | Path | None = None,
-    epochs: int = 6,
-    embed: int = 32,
-    hidden: int = 64,
-    channels: int = 48,
-    batch: int = 32,
-    lr: float = 2e-3,
     min_count: int = 2,
-    seed: int = 0,
     change_weight: float = 4.0,
     device: str = "cpu",
     out: str | Path | None = "var/models",
@@ -193,12 +172,14 @@ def run_training(
     limit: int | None = None,
     echo: Callable[[str], None] = print,
     epoch_done: Callable[[int, float], None] | None = None,
+    **recipe: Any,
 ) -> tuple[HexExecutor, dict]:
     """The whole command: vocabulary, training, dev and test scores (oracle and predicted
     board-state, beside "no action"), files (when `out`). Progress bars on stderr (tqdm);
     `limit` trains on the first N procedures only (quick checks)."""
     from tqdm import tqdm
 
+    r = Recipe.of(TRAINING, recipe)
     folder = data_folder(data)
     train = read_split(folder, "train")[:limit] if limit else read_split(folder, "train")
     held = {s: read_split(folder, s) for s in ("dev", "test") if (folder / f"{s}.jsonl").is_file()}
@@ -208,7 +189,7 @@ def run_training(
         f"{len(train)} training procedures, {n_steps} steps; vocabulary {len(words)} words "
         f"(seen at least {min_count} times); on {device}"
     )
-    with tqdm(total=epochs * -(-n_steps // batch), desc="training", unit="batch") as bar:
+    with tqdm(total=r.epochs * -(-n_steps // r.batch), desc="training", unit="batch") as bar:
 
         def epoch(n: int, loss: float) -> None:
             bar.set_postfix_str(f"epoch {n} loss {loss:.3f}")
@@ -218,14 +199,8 @@ def run_training(
         model = train_executor(
             train,
             words,
-            embed=embed,
-            hidden=hidden,
-            channels=channels,
-            epochs=epochs,
-            batch=batch,
-            lr=lr,
+            **asdict(r),
             change_weight=change_weight,
-            seed=seed,
             device=device,
             progress=epoch,
             batch_done=lambda: bar.update(1),
@@ -234,11 +209,11 @@ def run_training(
         "data": str(folder),
         "procedures": len(train),
         "steps": n_steps,
-        "epochs": epochs,
-        "seed": seed,
+        "epochs": r.epochs,
+        "seed": r.seed,
         "min_count": min_count,
-        "batch": batch,
-        "lr": lr,
+        "batch": r.batch,
+        "lr": r.lr,
         "change_weight": change_weight,
         **{k: v for k, v in model.config().items() if k != "words"},
         "words": len(words),
@@ -262,9 +237,7 @@ def run_training(
 
 # The training options a queued job may carry (`proctor train hex-executor --agent-id`): the
 # keywords of run_training but where it runs, where files go and the callbacks.
-JOB_OPTIONS = tuple(
-    sorted(set(inspect.signature(run_training).parameters) - {"device", "out", "name", "echo", "epoch_done", "bars"})
-)
+JOB_OPTIONS = job_options(run_training, TRAINING)
 
 
 def run_train_job(session, job, progress) -> dict:
@@ -282,7 +255,7 @@ def run_train_job(session, job, progress) -> dict:
         progress,
         role="executor",
         noun="executor",
-        default_epochs=6,
+        default_epochs=TRAINING["epochs"],
         options=JOB_OPTIONS,
         train=train,
         weights_bytes=weights_bytes,

@@ -12,10 +12,10 @@ from workers.navigation.train import (
     evaluate_listeners,
     evaluate_speaker,
     make_dataset,
-    save_model,
     train_listeners,
     train_speaker,
 )
+from workers.training import save_model
 
 TRAIN_SEEDS = 1000  # training houses are seeds 1000.., held-out houses 900000.. (never shared)
 HELD_OUT_SEEDS = 900000

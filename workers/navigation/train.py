@@ -13,7 +13,6 @@ greedy following, speaker BLEU-4 of greedy instructions against the three refere
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections import Counter
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from app.kinds.navigation.grammar import describe_path
 from app.kinds.navigation.house import generate_house, sample_paths
@@ -31,6 +30,7 @@ from workers.navigation.features import FEATURES_VERSION, Vocabulary, World, pad
 from workers.navigation.listener import Ensemble, Listener
 from workers.navigation.rerank import Worlds, follow_and_score, pick_device
 from workers.navigation.speaker import Speaker
+from workers.training import descend, seed_all
 
 MAX_WORDS = 60  # instruction length cap (the grammar's longest is about 45 words)
 Progress = Callable[[float, str], None]
@@ -70,12 +70,6 @@ def _log(progress: Progress | None, fraction: float, message: str) -> None:
         progress(fraction, message)
 
 
-def _seed_all(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
 # -- speaker ----------------------------------------------------------------------------------
 
 
@@ -89,7 +83,7 @@ def train_speaker(
     device: str | None = None,
     progress: Progress | None = None,
 ) -> Speaker:
-    _seed_all(seed)
+    seed_all(seed)
     dev = pick_device(device)
     vocab = Vocabulary.build([t for e in data.examples for t in e.instructions])
     model = Speaker(vocab.words, hidden=hidden).to(dev)
@@ -107,11 +101,7 @@ def train_speaker(
             feats, fmask, tokens, tmask = feats.to(dev), fmask.to(dev), tokens.to(dev), tmask.to(dev)
             logp = model(feats, fmask, tokens)
             nll = -(logp.gather(2, tokens.unsqueeze(-1)).squeeze(-1) * tmask).sum() / tmask.sum()
-            opt.zero_grad()
-            nll.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            total += float(nll.detach()) * len(chunk)
+            total += descend(opt, nll, model.parameters()) * len(chunk)
             count += len(chunk)
         _log(progress, (epoch + 1) / epochs, f"speaker epoch {epoch + 1}/{epochs}: loss {total / count:.3f}")
     return model.eval().cpu()
@@ -242,11 +232,7 @@ def train_listeners(
             weight = keep[:, [i for i, _ in chunk]].float()  # [K, B]
             steps = max(len(e.path) for e in exs) + 3
             loss = _imitation_loss(ens, worlds, hops, (tokens, tmask, starts, heading, goal, weight), steps, student)
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params.values(), 1.0 * k)
-            opt.step()
-            total += float(loss.detach()) * len(chunk)
+            total += descend(opt, loss, params.values(), 1.0 * k) * len(chunk)
         _log(progress, (epoch + 1) / epochs, f"listeners epoch {epoch + 1}/{epochs}: loss {total / len(rows):.3f}")
     ens.params = {name: v.detach() for name, v in params.items()}
     return ens
@@ -315,17 +301,6 @@ def evaluate_listeners(ens: Ensemble, data: Dataset, vocab_words: Sequence[str] 
 
 
 # -- files ------------------------------------------------------------------------------------
-
-
-def save_model(model: torch.nn.Module, folder: str | Path, name: str) -> tuple[Path, Path]:
-    """`<name>.safetensors` (weights) and `<name>.json` (config): the built-in architecture
-    upload format."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    weights, config = folder / f"{name}.safetensors", folder / f"{name}.json"
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(weights))
-    config.write_text(json.dumps(model.config(), indent=1))
-    return weights, config
 
 
 def load_model(weights: str | Path | bytes, config: dict) -> torch.nn.Module:

@@ -15,20 +15,21 @@ expert acts on what it remembers (a door it saw, a room it explored) the policy 
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import save_file
 
 from app.kinds.sts.env import ACTIONS, ExpertError, Simulator, get_simulator
 from app.kinds.sts.observations import encode_missions
 from app.kinds.sts.recordings import Replayable, expert_recording, replay
 from app.kinds.sts.rollout import Job, random_policy, rollout_batched
+from app.kinds.sts.train import TRAINING
 from workers.sts.policy import FilmPolicy, TorchPolicy
+from workers.training import Recipe, descend, save_model, seed_all
 
 HELD_OUT_SEEDS = 1_000_000  # held-out episodes are seeds 1000000.. of each level; training ones 0..
 DEFAULT_LEVELS = ("BabyAI-GoToObj-v0", "BabyAI-GoToLocal-v0", "BabyAI-PickupLoc-v0", "BabyAI-OpenDoor-v0")
@@ -84,12 +85,6 @@ def demonstrations(
     )
 
 
-def seed_all(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
 def _batch(data: Demonstrations, index: np.ndarray, dev: torch.device):
     mission = data.mission[index]
     mission = mission[:, : max(1, int((mission != 0).sum(1).max()))]
@@ -104,35 +99,26 @@ def _batch(data: Demonstrations, index: np.ndarray, dev: torch.device):
 def train_policy(
     data: Demonstrations,
     *,
-    embed: int = 32,
-    channels: int = 64,
-    hidden: int = 128,
-    epochs: int = 10,
-    batch: int = 128,
-    lr: float = 1e-3,
-    seed: int = 0,
     device: str | torch.device = "cpu",
     progress: Callable[[int, float], None] | None = None,
+    **recipe: Any,
 ) -> FilmPolicy:
     """Cross-entropy on the expert's actions; `progress(epoch, mean loss)` after each epoch.
     The same seed gives the same weights (on the CPU; CUDA's GRU kernels may differ in the
-    last bits)."""
-    seed_all(seed)
+    last bits). `recipe`: the sizes and schedule (Recipe)."""
+    r = Recipe.of(TRAINING, recipe)
+    seed_all(r.seed)
     dev = torch.device(device)
-    model = FilmPolicy(embed, channels, hidden).to(dev).train()
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    order = np.random.default_rng(seed)
-    for epoch in range(epochs):
+    model = FilmPolicy(r.embed, r.channels, r.hidden).to(dev).train()
+    opt = torch.optim.Adam(model.parameters(), lr=r.lr)
+    order = np.random.default_rng(r.seed)
+    for epoch in range(r.epochs):
         perm = order.permutation(len(data))
         total = 0.0
-        for start in range(0, len(perm), batch):
-            image, direction, mission, action = _batch(data, perm[start : start + batch], dev)
+        for start in range(0, len(perm), r.batch):
+            image, direction, mission, action = _batch(data, perm[start : start + r.batch], dev)
             loss = torch.nn.functional.cross_entropy(model.act(image, direction, mission), action)
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            total += float(loss.detach()) * len(action)
+            total += descend(opt, loss, model.parameters()) * len(action)
         if progress:
             progress(epoch + 1, total / len(data))
     return model.eval().cpu()
@@ -184,14 +170,8 @@ def success_rate(
 
 
 def save_policy(model: FilmPolicy, folder: str | Path, name: str = "policy") -> tuple[Path, Path]:
-    """`<name>.safetensors` (weights) and `<name>.json` (config): the upload format of the
-    built-in architecture."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    weights, config = folder / f"{name}.safetensors", folder / f"{name}.json"
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(weights))
-    config.write_text(json.dumps(model.config(), indent=1))
-    return weights, config
+    """The policy's upload files (save_model)."""
+    return save_model(model, folder, name)
 
 
 def load_policy(weights: str | Path | bytes, config: dict) -> FilmPolicy:
@@ -207,22 +187,17 @@ def run_training(
     levels: Sequence[str] = DEFAULT_LEVELS,
     episodes: int = 200,
     held_out: int = 50,
-    epochs: int = 10,
-    embed: int = 32,
-    channels: int = 64,
-    hidden: int = 128,
-    batch: int = 128,
-    lr: float = 1e-3,
-    seed: int = 0,
     device: str = "cpu",
     out: str | Path = "var/models",
     name: str = "policy",
     echo: Callable[[str], None] = print,
+    **recipe: Any,
 ) -> dict:
     """The whole command: demonstrations, training, held-out quality, files. Progress bars on
     stderr (tqdm), results through `echo`."""
     from tqdm import tqdm
 
+    r = Recipe.of(TRAINING, recipe)
     sim = get_simulator()
     levels = list(levels)
     with tqdm(total=len(levels) * (episodes + held_out), desc="expert episodes", unit="episode") as bar:
@@ -237,28 +212,17 @@ def run_training(
             else ""
         )
     )
-    with tqdm(total=epochs, desc="training", unit="epoch") as bar:
+    with tqdm(total=r.epochs, desc="training", unit="epoch") as bar:
 
         def epoch(_n: int, loss: float) -> None:
             bar.set_postfix_str(f"loss {loss:.3f}")
             bar.update(1)
 
-        model = train_policy(
-            train,
-            embed=embed,
-            channels=channels,
-            hidden=hidden,
-            epochs=epochs,
-            batch=batch,
-            lr=lr,
-            seed=seed,
-            device=device,
-            progress=epoch,
-        )
+        model = train_policy(train, **asdict(r), device=device, progress=epoch)
     accuracy = action_accuracy(model, test, device)
     train_accuracy = action_accuracy(model, train, device)
     chance = float(np.bincount(test.action, minlength=len(ACTIONS)).max() / len(test))
-    jobs = episode_jobs(levels, range(HELD_OUT_SEEDS, HELD_OUT_SEEDS + held_out), sim, seed=seed)
+    jobs = episode_jobs(levels, range(HELD_OUT_SEEDS, HELD_OUT_SEEDS + held_out), sim, seed=r.seed)
     rates = {}
     for label, policy in (("policy", TorchPolicy(model.to(device), device)), ("random", random_policy())):
         with tqdm(total=len(jobs), desc=f"held-out episodes ({label})", unit="episode") as bar:
@@ -280,8 +244,8 @@ def run_training(
         "levels": levels,
         "episodes": episodes,
         "held_out": held_out,
-        "epochs": epochs,
-        "seed": seed,
+        "epochs": r.epochs,
+        "seed": r.seed,
         **model.config(),
         "train_steps": len(train),
         "held_out_steps": len(test),

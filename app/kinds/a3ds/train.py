@@ -8,6 +8,10 @@ from __future__ import annotations
 import click
 
 from app.agents.training import model_files, seed_and_device, sizes, training_command
+from app.commands import number_option
+
+# The captioner's sizes and schedule unless given (the job's and workers/a3ds/train.py's too).
+TRAINING = {"epochs": 10, "embed": 32, "hidden": 64, "channels": 16, "batch": 32, "lr": 3e-3}
 
 
 @training_command("a3ds-captioner", "workers.a3ds.train:run_training", queue=("a3ds", "A3DS"))
@@ -17,21 +21,9 @@ from app.agents.training import model_files, seed_and_device, sizes, training_co
     help="The captioner sees the distractor too and learns the contrastive speaker's captions "
     "(default: the target alone, the literal speaker's).",
 )
-@click.option(
-    "--pairs",
-    default=1000,
-    show_default=True,
-    type=click.IntRange(10, 200_000),
-    help="Training pairs (scenes drawn: about twice as many).",
-)
-@click.option(
-    "--dev-pairs",
-    default=200,
-    show_default=True,
-    type=click.IntRange(1, 20_000),
-    help="Held-out pairs the metrics are reported on.",
-)
-@sizes(epochs=10, embed=32, hidden=64, channels=16, batch=32, lr=3e-3)
+@number_option("--pairs", 1000, click.IntRange(10, 200_000), "Training pairs (scenes drawn: about twice as many).")
+@number_option("--dev-pairs", 200, click.IntRange(1, 20_000), "Held-out pairs the metrics are reported on.")
+@sizes(**TRAINING)
 @click.option(
     "--speaker",
     default=None,

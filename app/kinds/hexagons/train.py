@@ -8,6 +8,10 @@ from __future__ import annotations
 import click
 
 from app.agents.training import model_files, seed_and_device, sizes, training_command
+from app.commands import number_option
+
+# The executor's sizes and schedule unless given (the job's and workers/hexagons/train.py's too).
+TRAINING = {"epochs": 6, "embed": 32, "hidden": 64, "channels": 48, "batch": 32, "lr": 2e-3}
 
 
 @training_command("hex-executor", "workers.hexagons.train:run_training", queue=("hexagons", "Hexagons"))
@@ -19,20 +23,10 @@ from app.agents.training import model_files, seed_and_device, sizes, training_co
     "../shared/data/hexagons beside the checkout).",
 )
 @model_files("the built-in executor's upload format", "executor")
-@sizes(epochs=6, embed=32, hidden=64, channels=48, batch=32, lr=2e-3)
-@click.option(
-    "--min-count",
-    default=2,
-    show_default=True,
-    type=click.IntRange(1, 1000),
-    help="A training token seen fewer times is <unk>.",
-)
-@click.option(
-    "--change-weight",
-    default=4.0,
-    show_default=True,
-    type=click.FloatRange(min=1),
-    help="The loss's weight on the tiles a step changes (1 for the others).",
+@sizes(**TRAINING)
+@number_option("--min-count", 2, click.IntRange(1, 1000), "A training token seen fewer times is <unk>.")
+@number_option(
+    "--change-weight", 4.0, click.FloatRange(min=1), "The loss's weight on the tiles a step changes (1 for the others)."
 )
 @seed_and_device("Weights and shuffling: the same seed, the same executor (on the CPU).")
 def hex_executor() -> None:

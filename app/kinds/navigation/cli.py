@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from app.commands import blaming, echo_judged, half_width_option, input_file, json_option, read_file
 from app.agents.training import model_files, seed_and_device, sizes, training_command
+from app.commands import blaming, echo_judged, half_width_option, input_file, json_option, read_file
 from app.config import ensure_local_dirs
 
 

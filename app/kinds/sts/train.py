@@ -4,10 +4,16 @@ only (no job), on $PROCTOR_STS_DEVICE when --device is not given."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from app.agents.training import model_files, seed_and_device, sizes
+from app.commands import number_option
 from app.kinds.sts.env import LEVELS
+
+# The policy's sizes and schedule unless given (workers/sts/train.py's too).
+TRAINING = {"epochs": 10, "embed": 32, "channels": 64, "hidden": 128, "batch": 128, "lr": 1e-3}
 
 
 def _levels(_ctx, _param, values: tuple[str, ...]) -> tuple[str, ...]:
@@ -31,37 +37,16 @@ def _levels(_ctx, _param, values: tuple[str, ...]) -> tuple[str, ...]:
     help="BabyAI levels to imitate, comma-separated or repeated (GoToLocal or BabyAI-GoToLocal-v0); "
     "default: GoToObj, GoToLocal, PickupLoc, OpenDoor.",
 )
-@click.option(
-    "--episodes",
-    default=200,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Expert episodes per level for training (seeds 0..N-1).",
-)
-@click.option(
+@number_option("--episodes", 200, click.IntRange(min=1), "Expert episodes per level for training (seeds 0..N-1).")
+@number_option(
     "--held-out",
-    default=50,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Held-out episodes per level (seeds 1000000..) for accuracy and success rate.",
+    50,
+    click.IntRange(min=1),
+    "Held-out episodes per level (seeds 1000000..) for accuracy and success rate.",
 )
-@sizes(epochs=10, embed=32, channels=64, hidden=128, batch=128, lr=1e-3)
+@sizes(**TRAINING)
 @seed_and_device("Weights and shuffling: the same seed, the same policy (on the CPU).")
-def sts_policy(
-    out: str,
-    name: str,
-    levels: tuple[str, ...],
-    episodes: int,
-    held_out: int,
-    epochs: int,
-    embed: int,
-    channels: int,
-    hidden: int,
-    batch: int,
-    lr: float,
-    seed: int,
-    device: str | None,
-) -> None:
+def sts_policy(levels: tuple[str, ...], device: str | None, **options: Any) -> None:
     """Train the behavioural-cloning STS policy on expert demonstrations and report its held-out
     action accuracy and success rate."""
     from app.errors import InputError
@@ -72,22 +57,7 @@ def sts_policy(
         device = pick_device(device)
     except InputError as exc:
         raise click.BadParameter(str(exc), param_hint="--device") from None
-    run_training(
-        levels=levels or DEFAULT_LEVELS,
-        episodes=episodes,
-        held_out=held_out,
-        epochs=epochs,
-        embed=embed,
-        channels=channels,
-        hidden=hidden,
-        batch=batch,
-        lr=lr,
-        seed=seed,
-        device=device,
-        out=out,
-        name=name,
-        echo=click.echo,
-    )
+    run_training(levels=levels or DEFAULT_LEVELS, device=device, echo=click.echo, **options)
 
 
 def train_commands() -> list[click.Command]:
