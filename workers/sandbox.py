@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -42,13 +43,16 @@ import numpy as np
 # dtypes that cross the pipe (numpy names); anything else is refused.
 DTYPES = ("float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool")
 MAX_MESSAGE = 512 << 20  # what either side reads in one message (the model's bytes included)
-# What an answer may weigh: every kind's interface answers with less than a small multiple of
-# what it was given (scores per candidate, tokens per caption, action probabilities per
-# observation, a board per instruction: docs/agents.md), and a call without tensors (a
-# vocabulary, a version) with little. The parent checks the sizes an answer announces against
-# this before it reads the answer's bytes, so a model cannot make the worker hold 512 MB.
+# What an answer may weigh, checked against the sizes it announces before its bytes are read,
+# so a model cannot make the worker hold 512 MB. A kind declares, next to its LOADER, the
+# shapes of the tensors each method of its interface answers, from the call's own arguments
+# (`ANSWERS`: a speaker's score() one float per path, a listener's encode() [B, L, H] with H
+# at most the documented state size); such an answer may weigh those shapes at the widest
+# dtype plus ANSWER_FRAMING (its JSON header and buffer sizes). Any other method answers with
+# plain values (a vocabulary, a version) within ANSWER_FLOOR.
 ANSWER_FLOOR = 4 << 20
-ANSWER_PER_INPUT_BYTE = 64
+ANSWER_FRAMING = 64 << 10
+WIDEST_DTYPE = max(np.dtype(d).itemsize for d in ("float32", "float64", "int64"))
 # Numbers from statmount (457, Linux 6.8) to the end of the common table (x32's start at 512).
 FIRST_UNKNOWN_SYSCALL, LAST_SYSCALL = 457, 511
 DENIED_SYSCALLS = (
@@ -290,9 +294,18 @@ def _read(read, limit: int = MAX_MESSAGE, header_limit: int | None = None) -> tu
     return header, bufs
 
 
-def answer_limit(bufs: list[bytes]) -> int:
-    """The most an answer to a call with these tensor bytes may weigh (ANSWER_PER_INPUT_BYTE)."""
-    return min(MAX_MESSAGE, ANSWER_FLOOR + ANSWER_PER_INPUT_BYTE * sum(len(b) for b in bufs))
+# A method's answer declared as the shapes of its tensors, given the call's arguments.
+AnswerShapes = Callable[..., Sequence[Sequence[int]]]
+
+
+def answer_limit(shapes: Sequence[Sequence[int]]) -> int:
+    """The most an answer holding tensors of at most these shapes may weigh."""
+    elements = sum(int(np.prod([int(n) for n in shape], dtype=np.int64)) for shape in shapes)
+    return min(MAX_MESSAGE, ANSWER_FRAMING + WIDEST_DTYPE * elements)
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MB" if n >= 1 << 20 else f"{n >> 10} KB"
 
 
 def sandbox_available() -> str | None:
@@ -322,7 +335,10 @@ class SandboxedModel:
         *,
         device: str = "cpu",
         limits: dict | None = None,
+        answers: Mapping[str, AnswerShapes] | None = None,
     ):
+        """`answers`: the interface's declared answers (ANSWERS above); by default the
+        `ANSWERS` of the loader's module."""
         from app.config import get_settings
 
         s = get_settings()
@@ -334,6 +350,9 @@ class SandboxedModel:
         }
         self._spec = {"loader": loader, "fmt": fmt, "config": config or {}}
         self._data = data
+        if answers is None:
+            answers = getattr(importlib.import_module(loader.partition(":")[0]), "ANSWERS", {})
+        self.answers = dict(answers)
         self.device = str(device)
         self._proc: subprocess.Popen | None = None
         self._dir: tempfile.TemporaryDirectory | None = None
@@ -421,7 +440,7 @@ class SandboxedModel:
         except SandboxError:
             self.close()  # the rest of the answer is still in the pipe: this process is done
             raise SandboxError(
-                f"the model's answer to {what} was over its size limit ({limit >> 20} MB for this call)"
+                f"the model's answer to {what} was over its size limit ({_size(limit)} for this call)"
             ) from None
         except RecursionError:  # a header nested past what json (or Python) decodes
             self.close()  # the rest of the answer may still be in the pipe
@@ -465,7 +484,9 @@ class SandboxedModel:
             _write(self._proc.stdin, {"call": method, "args": payload}, bufs)
         except (BrokenPipeError, OSError):
             raise SandboxError(self._death(self._reap(), f"calling {method}()")) from None
-        header, out = self._answer(f"{method}()", self.limits["call_s"], answer_limit(bufs))
+        shapes = self.answers.get(method)
+        limit = answer_limit(shapes(*args)) if shapes else ANSWER_FLOOR
+        header, out = self._answer(f"{method}()", self.limits["call_s"], limit)
         if "error" in header:
             kind = header["error"] if isinstance(header["error"], str) else "an error"
             if kind == "MemoryError":

@@ -20,7 +20,13 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from app.kinds.a3ds.architectures import ARCHITECTURE, check_vocabulary, decode, expected_shapes
+from app.kinds.a3ds.architectures import (
+    ARCHITECTURE,
+    MAX_CAPTION_TOKENS,
+    check_vocabulary,
+    decode,
+    expected_shapes,
+)
 from workers.artifacts import built_in, config_of, load_validated, safetensors_loader
 
 
@@ -129,7 +135,6 @@ def caption_pairs(
 ) -> list[str]:
     """The model's caption of each (target, distractor) pair, decoded to text. `images`: scenes
     already drawn (training reuses them). ValueError for an answer outside the interface."""
-    from app.kinds.a3ds.architectures import MAX_CAPTION_TOKENS, check_vocabulary
     from app.kinds.a3ds.render import render
 
     dev = torch.device(device)
@@ -161,6 +166,8 @@ def caption_pairs(
 
 # What the sandboxed process calls to turn an upload's bytes into a captioner.
 LOADER = "workers.a3ds.captioner:load_bytes"
+# The tensors each method of the interface answers: the sandbox's cap (workers/sandbox.py).
+ANSWERS = {"caption": lambda target, distractor: [(target.shape[0], MAX_CAPTION_TOKENS)]}
 load_bytes = safetensors_loader(build)
 
 

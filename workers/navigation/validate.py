@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from app.kinds.navigation.grammar import describe_path
 from app.kinds.navigation.house import generate_house, sample_paths
 from workers.navigation.features import FEATURES_VERSION, Vocabulary, World, pad_batch, stack_steps
-from app.kinds.navigation.architectures import check_vocabulary
+from app.kinds.navigation.architectures import MAX_SIZE, check_vocabulary
 from workers.navigation.loading import LOADER
 from workers.validation import Invalid, call_checked, check_interface, record_validation, sandboxed_verdict
 
@@ -125,6 +125,8 @@ def check_listener(model: torch.nn.Module, vocab: Vocabulary) -> str:
         got = _shape(states) if isinstance(states, torch.Tensor) else type(states).__name__
         raise Invalid(f"encode() returned states of shape {got}, expected [{b}, {length}, H]")
     hidden = int(states.shape[-1])
+    if not 1 <= hidden <= MAX_SIZE:  # the sandbox caps later answers at that (loading.ANSWERS)
+        raise Invalid(f"encode() returned states of size H = {hidden}, expected 1 to {MAX_SIZE}")
     _tensor("encode", "states", states, (b, length, hidden), True)
     h = _tensor("encode", "h0", h, (b, hidden), True)
     worlds = Worlds([world], torch.device("cpu"))
