@@ -350,10 +350,15 @@ def _claim(s: Session, job_id: int, claimable: ColumnElement[bool]) -> bool:
 # Paths of this machine, as an exception's text may carry them (a file not found): any absolute
 # or home-relative path of two or more parts (not a URL's: no scheme or host before it), and a
 # bare top-level folder of the usual ones.
+# A path may hold spaces ("/srv/my data/blobs/x.csv", issue 26's sixth round): a path runs on
+# across a space into a word that goes on with a slash or is a file name with an extension, and
+# a quoted path is blanked to its closing quote.
+_PATH_GOES_ON = r"(?: (?=[^\s'\",:;)\]]*/)[^\s'\",:;)\]]+| [\w-]+(?:\.\w{1,8})+(?![\w.]))*"
 _SERVER_PATH = re.compile(
     r"(?<![\w/.~])(?:~?/[^\s'\",:;)\]/]+/[^\s'\",:;)\]]*"
-    r"|/(?:home|root|srv|opt|usr|var|tmp|work|app|etc|proc|mnt|data)\b)"
+    r"|/(?:home|root|srv|opt|usr|var|tmp|work|app|etc|proc|mnt|data)\b)" + _PATH_GOES_ON
 )
+_QUOTED_PATH = re.compile(r"""(['"])(?:~|\.{1,2})?/[^'"\n]*\1""")
 # A file: URL names a path too (the pattern above leaves URLs alone), and a URL's user and
 # password (a database's or a bucket's address in a connection error) are credentials.
 _FILE_URL = re.compile(r"\bfile:[^\s'\"<>]*", re.IGNORECASE)
@@ -362,7 +367,7 @@ _URL_CREDENTIALS = re.compile(r"\b([a-z][a-z0-9+.-]*://)[^\s/@'\"<>]+@", re.IGNO
 # folder ("./var/blobs", "../../srv"); a query's token or signature, and a libpq keyword
 # connection string's password, are credentials.
 _SQLITE_URL = re.compile(r"\bsqlite(?:\+\w+)?:/{2,}[^\s'\"<>]*", re.IGNORECASE)
-_RELATIVE_PATH = re.compile(r"(?<![\w/.~])\.{1,2}/[^\s'\",:;)\]]+")
+_RELATIVE_PATH = re.compile(r"(?<![\w/.~])\.{1,2}/[^\s'\",:;)\]]+" + _PATH_GOES_ON)
 _QUERY_SECRET = re.compile(
     r"([?&](?:token|access_token|api_key|apikey|key|sig|signature|secret|password|pass|auth)=)[^&#\s'\"<>]+",
     re.IGNORECASE,
@@ -375,6 +380,7 @@ def redact(text: str) -> str:
     the credentials in a URL blanked (the job's traceback keeps them, for admins)."""
     text = _URL_CREDENTIALS.sub(r"\1<credentials>@", text)
     text = _DSN_PASSWORD.sub(r"\1<credentials>", _QUERY_SECRET.sub(r"\1<credentials>", text))
+    text = _QUOTED_PATH.sub(r"\1<path>\1", text)
     text = _RELATIVE_PATH.sub("<path>", _SQLITE_URL.sub("<path>", text))
     return _SERVER_PATH.sub("<path>", _FILE_URL.sub("<path>", text))
 

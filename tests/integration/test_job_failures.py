@@ -123,6 +123,15 @@ def test_failure_reasons_blank_every_server_path():
         ("host=db user=p password=hunter2", "host=db user=p password=<credentials>"),
     ):
         assert jobs.failure_reason(ValueError(f"at {url} now")) == f"at {shown} now", url
+    # Round 6: a path with spaces is blanked whole, quoted (as Python's errors write it) or not.
+    for text, shown in (
+        ("No such file or directory: '/srv/my data/secret plans.csv'", "No such file or directory: '<path>'"),
+        ('cannot open "~/Jane Doe/keys/a b.json" now', 'cannot open "<path>" now'),
+        ("could not write /srv/proctor data/blobs/ab/cd.bin: full", "could not write <path>: full"),
+        ("read /home/jane/My Documents/private notes.txt and stopped", "read <path> and stopped"),
+        ("./var/my blobs/x.bin is gone", "<path> is gone"),
+    ):
+        assert jobs.failure_reason(ValueError(text)) == shown, text
     assert (
         jobs.failure_reason(RuntimeError("/srv/app/secret"))
         == "an internal error (RuntimeError); an administrator can see the details"
