@@ -11,6 +11,8 @@ from pathlib import Path
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.weak_keys import MAX_WORD_BITS_PER_CHAR, is_pi, word_bits
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -138,6 +140,10 @@ def weak_secret_key(key: str) -> str | None:
         return "SECRET_KEY repeats parts of itself; use a random key"
     if counting(key):
         return "SECRET_KEY counts (1, 2, 3... or 0, 2, 4...); use a random key"
+    if word_bits(key) < MAX_WORD_BITS_PER_CHAR * len(key):
+        return "SECRET_KEY is mostly common English words; use a random key"
+    if is_pi(key):
+        return "SECRET_KEY is digits of pi; use a random key"
     return _weak_encoding(key)
 
 
@@ -187,7 +193,7 @@ def _weak_encoding(key: str) -> str | None:
             return f"{why.removesuffix('; use a random key')} once decoded from hex or base64; use a random key"
         return None
     if decoded_share(data) < MIN_DECODED_SHARE:
-        return "SECRET_KEY decodes (hex, base32 or base64) to bytes that repeat themselves or count; use a random key"
+        return "SECRET_KEY decodes (hex, base32, base64 or base85) to bytes that repeat themselves or count; use a random key"
     return None
 
 
@@ -210,18 +216,23 @@ def decoded_share(data: bytes) -> float:
 
 
 def _decoded(key: str) -> bytes | None:
-    """The bytes a hex, base32 or base64 (either alphabet) key stands for, or None: at least 16."""
+    """The bytes a hex, base32, base64 (either alphabet) or base85 (either alphabet) key stands for, or None: at
+    least 16."""
     import base64
     import binascii
 
     padded = key + "=" * (-len(key) % 4)
     # The smallest alphabet the key fits first: hex keys are also base32 and base64 text.
-    for altchars in (None, b"32", b"+/", b"-_"):  # None: hex; b"32": base32 (upper case)
+    for altchars in (None, b"32", b"+/", b"-_", b"85", b"a85"):  # None: hex; b"32": base32 (upper case)
         try:
             if altchars is None:
                 data = bytes.fromhex(key)
             elif altchars == b"32":
                 data = base64.b32decode(key + "=" * (-len(key) % 8))
+            elif altchars == b"85":
+                data = base64.b85decode(key)
+            elif altchars == b"a85":
+                data = base64.a85decode(key)
             else:
                 data = base64.b64decode(padded, altchars, validate=True)
         except (ValueError, binascii.Error):

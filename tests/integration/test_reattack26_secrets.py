@@ -47,6 +47,18 @@ PATTERNS = [
     '!@#$%^&*()_+QWERTYUIOP{}|ASDFGHJKL:"ZXCVBNM<>?',
     "!QAZ@WSX#EDC$RFV%TGB^YHN&UJM*IK<(OL>)P:?",
     "0" * 16 + "1b3886f4f9467e5b",
+    # round 6: common English words run together or spaced, the digits of pi, a counter's
+    # bytes in base85 and Ascii85
+    "correcthorsebatterystaplecorrecthorse",
+    "correct horse battery staple forever",
+    "CorrectHorseBatteryStapleBlueSky",
+    "thequickbrownfoxjumpsoverthelazydog",
+    "iloveyoumorethanwordscansaytoday",
+    "31415926535897932384626433832795028841971",
+    "3.1415926535897932384626433832795028841971",
+    base64.b85encode(bytes(range(40))).decode(),
+    base64.b85encode(b"".join(i.to_bytes(2, "big") for i in range(20))).decode(),
+    base64.a85encode(bytes(range(40))).decode(),
 ]
 
 
@@ -68,6 +80,10 @@ def test_random_keys_are_never_refused_for_a_run_they_happen_to_hold():
         lambda: base64.b32encode(secrets.token_bytes(20)).decode(),
         lambda: "".join(secrets.choice("0123456789") for _ in range(40)),  # digits: never "counting"
         lambda: "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789!@#$%^&*(-_=+)") for _ in range(50)),
+        # round 6: letters only (words by chance), base85 of random bytes
+        lambda: "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(32)),
+        lambda: base64.b85encode(secrets.token_bytes(32)).decode(),
+        lambda: base64.a85encode(secrets.token_bytes(32)).decode(),
     ):
         refused = [k for k in (make() for _ in range(1500)) if weak_secret_key(k) is not None]
         assert not refused, refused[:3]
