@@ -29,10 +29,11 @@ researcher = require("researcher", "admin")
 
 
 def _schema_of(p: Param, form: bool) -> dict[str, Any]:
-    """A field's JSON schema, from what service.checked takes (a form's fields are texts)."""
-    if form:
-        return {"type": "string", "format": "binary"} if p.type == "file" else {"type": "string"}
+    """A field's JSON schema, from what service.checked takes (a form's are the same, its
+    texts read as the numbers and lists they stand for: service.from_form)."""
     if p.type == "file":
+        if form:
+            return {"type": "string", "format": "binary"}
         return {"description": "the file's content, as JSON"}
     if p.type == "text":
         return {"type": "string", **({"enum": list(p.choices)} if p.choices else {})}
@@ -46,6 +47,23 @@ def _schema_of(p: Param, form: bool) -> dict[str, Any]:
     if p.type != "ints":
         return number
     return {"type": "array", "items": number, "uniqueItems": True, **({"maxItems": p.most} if p.most else {})}
+
+
+def _count_schema(name: str, p: Param) -> dict[str, Any]:
+    """`name` given is the number of `p.counts`'s items (absent: none)."""
+    assert p.counts is not None and p.high is not None
+    return {
+        "if": {"required": [name]},
+        "then": {
+            "anyOf": [
+                {
+                    "properties": {name: {"const": n}, p.counts: {"minItems": n, "maxItems": n}},
+                    **({"required": [p.counts]} if n else {}),
+                }
+                for n in range(int(p.low or 0), int(p.high) + 1)
+            ]
+        },
+    }
 
 
 def _kind_bodies(on_target: bool, form: bool) -> list[dict[str, Any]]:
@@ -78,8 +96,9 @@ def _kind_bodies(on_target: bool, form: bool) -> list[dict[str, Any]]:
             "additionalProperties": False,
             **({"required": required} if required else {}),
         }
-        # Exactly one of each group: one oneOf, or allOf of several.
+        # Exactly one of each group: one oneOf, or allOf of several; a count, its list's length.
         groups = [{"oneOf": [{"required": [f]} for f in g]} for g in runs.one_of]
+        groups += [_count_schema(f, p) for f, p in runs.fields.items() if p.counts]
         if len(groups) == 1:
             body.update(groups[0])
         elif groups:

@@ -15,7 +15,8 @@ from app import jobs
 class Param:
     """One field a run's start takes: its type ("int", "float", "ints": 3,4 or [3, 4] in a form,
     "text", "file": an upload, in JSON the file's content), its bounds (inclusive; `above`: a
-    float strictly above it), a text's choices, a list's most items (distinct). The core reads a
+    float strictly above it), a text's choices, a list's most items (distinct), and for a whole
+    number that `counts` another field (a list), its number of items (0 when absent). The core reads a
     form by it (service.from_form), refuses what is outside it (service.checked) and writes the
     API's schema from it (api._schema_of): the schema says exactly what the service takes."""
 
@@ -25,6 +26,7 @@ class Param:
     choices: tuple[str, ...] = ()
     above: float | None = None
     most: int | None = None
+    counts: str | None = None
 
 
 def an_id(type: str = "int", most: int | None = None) -> Param:

@@ -139,6 +139,9 @@ def checked(runs: AgentRuns, params: dict[str, Any]) -> dict[str, Any]:
                 raise InputError(f"{name} must be a text", field=name)
             if p.choices and value not in p.choices:
                 raise InputError(f"{name} is one of {', '.join(p.choices)}", field=name)
+    for name, p in runs.fields.items():
+        if p.counts and name in out and out[name] != len(out.get(p.counts, ())):
+            raise InputError(f"{name} = {out[name]} but {len(out.get(p.counts, ()))} {p.counts} are given", field=name)
     return out
 
 

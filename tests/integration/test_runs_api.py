@@ -231,3 +231,42 @@ def test_the_schema_and_the_service_agree_on_each_body(app, session):
         assert r.status_code == status, (body, r.text)
         if status == 422:
             assert r.json()["field"], r.text
+
+
+def test_a_generation_runs_k_is_its_listeners_count_in_the_schema_and_the_code(app, session):
+    """Issue 26.8 (re-attack round 6): `k` had to equal the number of listener_artifact_ids, a
+    422 the schema did not describe (it allowed k = 2 with one listener). Now the schema says
+    it (Param.counts), for JSON and forms alike, and the service refuses it before it looks up
+    any artifact: 422 naming k, not a 404 for the listener."""
+    import jsonschema
+
+    from app.kinds.navigation.environments import import_house
+    from app.kinds.navigation.house import generate_house, sample_paths, to_r2r
+
+    owner, c = as_user(app, session)
+    house = generate_house(100)
+    import_house(session, house)
+    paths = json.dumps(to_r2r(house, sample_paths(house, 2, rng=3), [["go"], ["go"]])).encode()
+    study = services.create_study(session, owner, "navigation", services.StudySettings(title="K"), paths, "r2r")
+    session.commit()
+    content = app.openapi()["paths"]["/api/v1/studies/{study_id}/runs"]["post"]["requestBody"]["content"]
+    for media, file in (("application/json", json.loads(paths)), ("multipart/form-data", "paths")):
+        (nav,) = [s for s in content[media]["schema"]["anyOf"] if s["title"].startswith("navigation")]
+        valid = jsonschema.Draft202012Validator(nav).is_valid
+        base = {"file": file, "speaker_artifact_id": 7}
+        for body, allowed in (
+            ({**base, "k": 2, "listener_artifact_ids": [3, 4]}, True),
+            ({**base, "k": 0}, True),
+            ({**base, "listener_artifact_ids": [3]}, True),
+            ({**base, "k": 2, "listener_artifact_ids": [3]}, False),
+            ({**base, "k": 1}, False),
+        ):
+            assert valid(body) is allowed, (media, body)
+    url = f"/api/v1/studies/{study.id}/runs"
+    r = c.post(url, json={"file": json.loads(paths), "speaker_artifact_id": 7, "k": 2, "listener_artifact_ids": [9]})
+    assert r.status_code == 422 and r.json()["field"] == "k", r.text
+    form = {"speaker_artifact_id": "7", "k": "1"}
+    r = c.post(url, data=form, files={"file": ("p.json", paths)})
+    assert r.status_code == 422 and r.json()["field"] == "k", r.text
+    r = c.post(url, data={**form, "listener_artifact_ids": "9"}, files={"file": ("p.json", paths)})
+    assert r.status_code == 404 and r.json()["field"] == "speaker_artifact_id", r.text  # the rows' turn

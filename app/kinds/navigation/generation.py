@@ -127,8 +127,6 @@ def create_run(
     ]
     if len({a.id for a in listeners}) != len(listeners) or len(listeners) > MAX_K:
         raise InputError(f"at most {MAX_K} distinct listeners", field="listener_artifact_ids")
-    if k is not None and k != len(listeners):
-        raise InputError(f"k = {k} but {len(listeners)} listener artifacts are given", field="k")
     run = GenerationRun(
         study_id=study.id,
         owner_id=user.id,
@@ -250,7 +248,7 @@ class SpeakerRuns(AgentRuns):
         "speaker_artifact_id": an_id(),
         "listener_artifact_ids": an_id("ints", most=MAX_K),
         "n": Param("int", 1, MAX_N),
-        "k": Param("int", 0, MAX_K),  # checked against the listeners given
+        "k": Param("int", 0, MAX_K, counts="listener_artifact_ids"),
         "m": Param("int", 1, MAX_M),
         "metric": Param("text", choices=METRICS),
         "design": Param("text", choices=DESIGNS),
