@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.agents.models import Agent
+from app.agents.models import ARTIFACT_FORMATS, Agent
 from app.auth.deps import db, managed_study, require, verify_csrf
 from app.auth.models import User
 from app.kinds import all_kinds, default_kind
@@ -58,13 +58,18 @@ def create_agent(body: AgentIn, session: Session = Depends(db), user: User = Dep
     return AgentOut(id=a.id, name=a.name, kind=a.kind, version=a.version)
 
 
+def _roles() -> set[str]:
+    """Every installed kind's artifact roles (an agent's own kind takes only its own: 409)."""
+    return {role for kind in all_kinds().values() for role in kind.artifact_roles}
+
+
 @router.post("/agents/{agent_id}/artifacts", status_code=201, tags=["agents"])
 async def upload_agent_artifact(
     agent_id: Id,
+    role: Annotated[str, Form(), OneOf(_roles)],
+    format: Annotated[str, Form(), OneOf(lambda: ARTIFACT_FORMATS)],
     file: UploadFile = UPLOAD,
-    role: str = Form(...),
-    format: str = Form(...),
-    config: str = Form(""),
+    config: str = Form("", json_schema_extra={"contentMediaType": "application/json"}),
     session: Session = Depends(db),
     user: User = Depends(researcher),
 ):

@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session
 from app import jobs, jsonsafe
 from app.agents.models import ARTIFACT_FORMATS, Agent, AgentArtifact
 from app.config import get_settings
-from app.errors import InputError
+from app.errors import Conflict, InputError
 from app.storage import get_store
 
 if TYPE_CHECKING:
@@ -234,15 +234,19 @@ def upload_artifact(
     """Store a new version of the agent's model and enqueue its validation.
 
     Raises InputError, with nothing stored, for a bad upload. Commits."""
-    from app.kinds import get_kind
+    from app.kinds import all_kinds, get_kind
 
     kind = get_kind(agent.kind)
+    # A role of another kind, or any role for a kind without models, is the stored agent's
+    # kind refusing it (409); a role of no kind is a bad request (422).
     if not kind.artifact_roles:
-        raise InputError(
+        raise Conflict(
             f"agent {agent.name!r} is a {agent.kind} agent, and {kind.title} agents do not upload models", field="agent"
         )
     if role not in kind.artifact_roles:
-        raise InputError(f"role must be one of {', '.join(kind.artifact_roles)}", field="role")
+        known = any(role in k.artifact_roles for k in all_kinds().values())
+        error = Conflict if known else InputError
+        raise error(f"role must be one of {', '.join(kind.artifact_roles)} for a {agent.kind} agent", field="role")
     if fmt not in ARTIFACT_FORMATS:
         raise InputError(f"format must be one of {', '.join(ARTIFACT_FORMATS)}", field="format")
     check_size(data)

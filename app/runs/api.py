@@ -50,61 +50,56 @@ def _schema_of(p: Param, form: bool) -> dict[str, Any]:
 
 
 def _count_schema(name: str, p: Param) -> dict[str, Any]:
-    """`name` given is the number of `p.counts`'s items (absent: none)."""
+    """`name`, when given, is the number of `p.counts`'s items (absent: none)."""
     assert p.counts is not None and p.high is not None
-    return {
-        "if": {"required": [name]},
-        "then": {
-            "anyOf": [
-                {
-                    "properties": {name: {"const": n}, p.counts: {"minItems": n, "maxItems": n}},
-                    **({"required": [p.counts]} if n else {}),
-                }
-                for n in range(int(p.low or 0), int(p.high) + 1)
-            ]
-        },
+    counts = [
+        {
+            "properties": {name: {"const": n}, p.counts: {"minItems": n, "maxItems": n}},
+            **({"required": [p.counts]} if n else {}),
+        }
+        for n in range(int(p.low or 0), int(p.high) + 1)
+    ]
+    return {"dependentSchemas": {name: {"anyOf": counts}}}
+
+
+def body_schema(name: str, runs: AgentRuns, form: bool) -> dict[str, Any]:
+    """One kind's start as an object schema (a JSON body, or a form): its fields and no
+    others, as the service refuses any other (issue 26.8: the schema says what the code takes)."""
+    props: dict[str, Any] = {f: _schema_of(p, form) for f, p in runs.fields.items()}
+    required = list(runs.required)
+    if runs.target_keys:
+        props = {
+            "kind": {"const": name},
+            "target": {
+                "type": "object",
+                "required": list(runs.target_keys),
+                "properties": {k: {"type": "integer", "minimum": 1, "maximum": MAX_ID} for k in runs.target_keys},
+                "additionalProperties": False,
+            },
+            **props,
+        }
+        required = ["kind", "target", *required]
+    body: dict[str, Any] = {
+        "title": f"{name}: a {runs.noun}",
+        "type": "object",
+        "properties": props,
+        "additionalProperties": False,
+        **({"required": required} if required else {}),
     }
+    # Exactly one of each group: one oneOf, or allOf of several; a count, its list's length.
+    groups = [{"oneOf": [{"required": [f]} for f in g]} for g in runs.one_of]
+    groups += [_count_schema(f, p) for f, p in runs.fields.items() if p.counts]
+    if len(groups) == 1:
+        body.update(groups[0])
+    elif groups:
+        body["allOf"] = groups
+    return body
 
 
 def _kind_bodies(on_target: bool, form: bool) -> list[dict[str, Any]]:
-    """One object schema per installed kind with runs (on a study, or on its own target): its
-    fields and no others, as the service refuses any other (issue 26.8: the schema says what
-    the code takes)."""
-    out = []
-    for name in service.kinds_with_runs():
-        runs = service.component(name)
-        if bool(runs.target_keys) != on_target:
-            continue
-        props: dict[str, Any] = {f: _schema_of(p, form) for f, p in runs.fields.items()}
-        required = list(runs.required)
-        if on_target:
-            props = {
-                "kind": {"const": name},
-                "target": {
-                    "type": "object",
-                    "required": list(runs.target_keys),
-                    "properties": {k: {"type": "integer", "minimum": 1, "maximum": MAX_ID} for k in runs.target_keys},
-                    "additionalProperties": False,
-                },
-                **props,
-            }
-            required = ["kind", "target", *required]
-        body: dict[str, Any] = {
-            "title": f"{name}: a {runs.noun}",
-            "type": "object",
-            "properties": props,
-            "additionalProperties": False,
-            **({"required": required} if required else {}),
-        }
-        # Exactly one of each group: one oneOf, or allOf of several; a count, its list's length.
-        groups = [{"oneOf": [{"required": [f]} for f in g]} for g in runs.one_of]
-        groups += [_count_schema(f, p) for f, p in runs.fields.items() if p.counts]
-        if len(groups) == 1:
-            body.update(groups[0])
-        elif groups:
-            body["allOf"] = groups
-        out.append(body)
-    return out
+    """One object schema per installed kind with runs (on a study, or on its own target)."""
+    kinds = [(name, service.component(name)) for name in service.kinds_with_runs()]
+    return [body_schema(name, runs, form) for name, runs in kinds if bool(runs.target_keys) == on_target]
 
 
 def _body(on_target: bool) -> dict[str, Any]:
@@ -130,7 +125,7 @@ async def _json(request: Request) -> dict[str, Any]:
     return body
 
 
-async def _params(request: Request, runs: AgentRuns) -> dict[str, Any]:
+async def start_params(request: Request, runs: AgentRuns) -> dict[str, Any]:
     """The request's fields as the kind takes them, from a JSON object or a form."""
     from starlette.datastructures import UploadFile
 
@@ -141,6 +136,8 @@ async def _params(request: Request, runs: AgentRuns) -> dict[str, Any]:
     form = await request.form()
     values: dict[str, Any] = {}
     for name in form:
+        if name == "csrf_token":  # a signed-in page's form: checked already (verify_csrf)
+            continue
         got = form.getlist(name)
         if isinstance(got[0], UploadFile):
             values[name] = await read_upload(got[0], name)  # type: ignore[arg-type]
@@ -164,7 +161,7 @@ async def start_on_study(
     over the study's items. The fields are the kind's (docs/runs.md); a file field comes as a
     form upload, or in JSON as its content. Follow it with GET /api/v1/runs/{id}."""
     study = managed_study(session, study_id, user)
-    params = await _params(request, service.component(study.kind))
+    params = await start_params(request, service.component(study.kind))
     run = service.start(session, session.merge(user), study.kind, params, study=study)
     return service.summary(session, run)
 

@@ -507,7 +507,7 @@ def import_agent_outputs(session: Session, study: Study, agent: Agent, data: byt
     """Replace the agent's outputs on this study with the upload (all or nothing)."""
     kind = get_kind(study.kind)
     if agent.kind != study.kind:
-        raise InputError(f"agent is for {agent.kind}, study is {study.kind}", field="agent")
+        raise Conflict(f"agent is for {agent.kind}, study is {study.kind}", field="agent")  # the stored rows: 409
     items = {
         ext: (iid, payload, ref)
         for iid, ext, payload, ref in session.execute(

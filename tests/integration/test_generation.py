@@ -725,7 +725,7 @@ def test_the_page_and_the_api_start_runs_from_the_same_options(session, setup, c
     )
     assert {c: getattr(page_run, c) for c in columns} == {c: getattr(api_run, c) for c in columns}
     assert (page_run.top_p, page_run.seed, page_run.max_len, page_run.batch_size) == (0.9, 7, 20, 3)
-    for bad, says in (({"k": "1"}, "k = 1 but 2 listener artifacts are given"), ({"top_p": "0"}, "top_p")):
+    for bad, says in (({"k": "1"}, "k = 1 but 2 listener_artifact_ids are given"), ({"top_p": "0"}, "top_p")):
         api = client.post(
             f"/api/v1/studies/{study.id}/generations",
             headers={"X-CSRF-Token": csrf},

@@ -171,7 +171,7 @@ def test_too_big_and_other_refusals(session, researcher, monkeypatch):
     r = upload(researcher, "grid", [("g00.png", panorama_png()), ("g00.jpg", jpeg_header(800, 400))])
     assert r.status_code == 422 and "g00.jpg: viewpoint 'g00' already has g00.png" in r.json()["detail"]
     r = upload(researcher, "no-such-building", [("g00.png", panorama_png())])
-    assert r.status_code == 422 and r.json()["field"] == "scan"
+    assert r.status_code == 404 and r.json()["field"] == "scan"  # a row not there, as a path's id
 
     monkeypatch.setenv("MAX_UPLOAD_BYTES", "4000")
     get_settings.cache_clear()

@@ -114,3 +114,37 @@ def test_head_is_answered_as_get_without_the_body(app):
             assert head.headers["content-type"] == got.headers["content-type"], url
             assert head.headers.get("content-length") == got.headers.get("content-length"), url
         assert c.head("/api/v1/crowd/x/submit").status_code == 405  # POST only
+
+
+def test_upload_forms_type_their_closed_fields(doc, app, session):
+    """Issue 26.8 (re-attack round 6): the upload routes' forms typed closed fields as free
+    strings (an artifact's role and format, a generation's n, k, metric...), so the fuzzer had
+    to exempt uploads from "a request the schema allows is taken". Now they say what the code
+    takes; a role of another kind is the agent's kind refusing it (409), a role of no kind 422."""
+    from app.agents.models import ARTIFACT_FORMATS
+    from app.auth.security import create_token
+    from app.kinds import all_kinds
+    from app.studies import services
+
+    def form(path: str) -> dict:
+        return _schema(doc, doc["paths"][path]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"])
+
+    upload = form("/api/v1/agents/{agent_id}/artifacts")["properties"]
+    assert upload["role"]["enum"] == sorted({r for k in all_kinds().values() for r in k.artifact_roles})
+    assert upload["format"]["enum"] == sorted(ARTIFACT_FORMATS)
+    generations = form("/api/v1/studies/{study_id}/generations")
+    (runs,) = [s for s in form("/api/v1/studies/{study_id}/runs")["anyOf"] if s["title"].startswith("navigation")]
+    assert generations == runs  # the same fields, read the same way
+    assert generations["properties"]["n"]["type"] == "integer"
+    assert generations["properties"]["metric"]["enum"] == ["ndtw", "sdtw"]
+    owner = make_user(session, "researcher")
+    token = create_token(session, owner, "t")
+    sts = services.register_agent(session, owner, "sts", "a policy")
+    session.commit()
+    with TestClient(app, headers={"Authorization": f"Bearer {token}", **JSON}) as c:
+        url = f"/api/v1/agents/{sts.id}/artifacts"
+        files = {"file": ("m.pt", b"PK\x03\x04", "application/octet-stream")}
+        r = c.post(url, data={"role": "speaker", "format": "torchscript"}, files=files)
+        assert r.status_code == 409 and r.json()["field"] == "role", r.text
+        r = c.post(url, data={"role": "pilot", "format": "torchscript"}, files=files)
+        assert r.status_code == 422 and r.json()["field"] == "role", r.text

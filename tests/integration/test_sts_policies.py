@@ -131,9 +131,12 @@ def test_configs_and_weights_that_do_not_fit_are_refused_naming_the_field(client
     ):
         r = upload(client, researcher.id, weights, "safetensors", config)
         assert r.status_code == 422 and r.json()["field"] == field, r.text
+    # A navigation role on an STS agent: the agent's kind refuses it (409); a role of no kind: 422
     r = upload(client, researcher.id, weights, "safetensors", trained.config(), role="speaker")
-    assert r.status_code == 422 and r.json()["field"] == "role"
-    assert r.json()["detail"] == "field 'role': role must be one of policy"
+    assert r.status_code == 409 and r.json()["field"] == "role"
+    assert r.json()["detail"] == "field 'role': role must be one of policy for a sts agent"
+    r = upload(client, researcher.id, weights, "safetensors", trained.config(), role="pilot")
+    assert r.status_code == 422 and r.json()["field"] == "role", r.text
     session.expire_all()
     assert session.scalar(select(func.count()).select_from(AgentArtifact)) == 0
     # weights that do not match a well-formed config: the validation job names the tensor

@@ -31,7 +31,8 @@ from app.kinds.navigation.graph import NavGraph, load_connectivity, scan_from_fi
 from app.kinds.navigation.models import ENVIRONMENT_SOURCES, Environment
 from app.storage import get_store
 
-_SCAN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+SCAN_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"  # the API's schema says it too (views.py)
+_SCAN = re.compile(SCAN_PATTERN)
 _graphs: dict[tuple[str, str], NavGraph] = {}
 _semantics: dict[tuple[str, str], dict | None] = {}
 _lock = threading.Lock()

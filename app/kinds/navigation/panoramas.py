@@ -32,7 +32,7 @@ from typing import BinaryIO
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.errors import InputError
+from app.errors import InputError, Missing
 from app.kinds.navigation.environments import _check_scan, check_may_change, get_graph
 from app.kinds.navigation.models import Environment
 from app.storage import get_store
@@ -192,7 +192,7 @@ def _environment(session: Session, scan: str, lock: bool = False) -> Environment
         q = q.with_for_update().execution_options(populate_existing=True)
     env = session.scalar(q)
     if env is None:
-        raise InputError(f"no building {scan!r} has been imported (proctor navigation import-graphs)", field="scan")
+        raise Missing(f"no building {scan!r} has been imported (proctor navigation import-graphs)", field="scan")
     return env
 
 

@@ -3,8 +3,10 @@ a follower's pose trace, and the generation runs of a speaker (start, follow, ca
 
 from __future__ import annotations
 
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Response, UploadFile
+
+from fastapi import APIRouter, Depends, File, HTTPException, Path, Request, Response, UploadFile
 from fastapi.responses import JSONResponse, RedirectResponse
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -13,13 +15,14 @@ from app.auth.deps import db, managed_study, optional_user, require, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
 from app.kinds.navigation import generation
-from app.kinds.navigation.environments import NotYours, get_graph, view
+from app.kinds.navigation.environments import SCAN_PATTERN, NotYours, get_graph, view
 from app.agents.artifacts import usable_models
 from app.kinds.navigation.models import Environment, GenerationRun
 from app.kinds.navigation.panoramas import import_panoramas, panorama_urls
 from app.kinds.navigation.traces import export_trace
-from app.params import Id, UPLOAD
+from app.params import Id
 from app.runs import service as runs
+from app.runs.api import body_schema, start_params
 from app.studies.models import Annotation, Bundle, Item, Study
 from app.studies.services import can_manage
 from app.web import flash, read_upload, render
@@ -67,7 +70,7 @@ def environment_view(
 
 @router.post("/api/v1/environments/{scan}/panoramas", tags=["navigation"], dependencies=[Depends(verify_csrf)])
 def upload_panoramas(
-    scan: str,
+    scan: Annotated[str, Path(pattern=SCAN_PATTERN)],
     files: list[UploadFile] = File(...),
     session: Session = Depends(db),
     user: User = Depends(require("researcher", "admin")),
@@ -200,49 +203,30 @@ async def start_run(
 
 # The paths before the one runs API (/api/v1/studies/{id}/runs, /api/v1/runs/{id}), kept for a
 # release: their ids are the kind's generation runs' (each run's detail.generation_run).
-@api.post("/studies/{study_id}/generations", status_code=202, tags=["generation"], deprecated=True)
+@api.post(
+    "/studies/{study_id}/generations",
+    status_code=202,
+    tags=["generation"],
+    deprecated=True,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"multipart/form-data": {"schema": body_schema(KIND_NAME, generation.SpeakerRuns(), form=True)}},
+        }
+    },
+)
 async def start_generation(
-    study_id: Id,
-    file: UploadFile = UPLOAD,
-    speaker_artifact_id: str = Form(""),
-    listener_artifact_ids: str = Form(""),
-    n: str = Form(""),
-    k: str = Form(""),
-    m: str = Form(""),
-    metric: str = Form("ndtw"),
-    design: str = Form("evaluation"),
-    max_len: str = Form(""),
-    seed: str = Form(""),
-    batch_size: str = Form(""),
-    top_p: str = Form(""),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
+    study_id: Id, request: Request, session: Session = Depends(db), user: User = Depends(researcher)
 ):
     """Generate a speaker's candidates for an R2R paths file (generated houses) and add items
     to this draft navigation study (docs/kinds/navigation-generation.md): `n` samples per
     path (default 10), `listener_artifact_ids` (K listeners, "3,4") each following every
     candidate `m` times (default 3), `metric` ndtw|sdtw, `design` evaluation|capability,
-    `top_p` in (0, 1] (default 1: pure sampling; below 1: nucleus sampling)."""
+    `top_p` in (0, 1] (default 1: pure sampling; below 1: nucleus sampling). The same fields,
+    read and checked the same way, as POST /api/v1/studies/{id}/runs takes."""
     study = managed_study(session, study_id, user)
-    run = await start_run(
-        session,
-        study,
-        user,
-        file,
-        {
-            "speaker_artifact_id": speaker_artifact_id,
-            "listener_artifact_ids": listener_artifact_ids,
-            "n": n,
-            "k": k,
-            "m": m,
-            "metric": metric,
-            "design": design,
-            "max_len": max_len,
-            "seed": seed,
-            "batch_size": batch_size,
-            "top_p": top_p,
-        },
-    )
+    params = await start_params(request, generation.SpeakerRuns())
+    run = generation.of_job(session, runs.start(session, session.merge(user), KIND_NAME, params, study=study).job_id)
     return {"run": run.id, "job": run.job_id, "state": "queued"}
 
 
