@@ -351,9 +351,13 @@ def _claim(s: Session, job_id: int, claimable: ColumnElement[bool]) -> bool:
 # or home-relative path of two or more parts (not a URL's: no scheme or host before it), and a
 # bare top-level folder of the usual ones.
 # A path may hold spaces ("/srv/my data/blobs/x.csv", issue 26's sixth round): a path runs on
-# across a space into a word that goes on with a slash or is a file name with an extension, and
-# a quoted path is blanked to its closing quote.
-_PATH_GOES_ON = r"(?: (?=[^\s'\",:;)\]]*/)[^\s'\",:;)\]]+| [\w-]+(?:\.\w{1,8})+(?![\w.]))*"
+# across up to three words into one that goes on with a slash or is a file name with an
+# extension (not a path of its own), and a quoted path is blanked to its closing quote. A last
+# folder after a space ("/srv/My Documents") cannot be told from the sentence's next word.
+_PATH_GOES_ON = (
+    r"(?:(?:[ \t][^\s/'\",:;]+){0,3}[ \t](?![~/.])"
+    r"(?:(?=[^\s'\",:;]*/)[^\s'\",:;]+|[\w-]+(?:\.\w{1,8})+(?![\w.])))*"
+)
 _SERVER_PATH = re.compile(
     r"(?<![\w/.~])(?:~?/[^\s'\",:;)\]/]+/[^\s'\",:;)\]]*"
     r"|/(?:home|root|srv|opt|usr|var|tmp|work|app|etc|proc|mnt|data)\b)" + _PATH_GOES_ON

@@ -130,6 +130,9 @@ def test_failure_reasons_blank_every_server_path():
         ("could not write /srv/proctor data/blobs/ab/cd.bin: full", "could not write <path>: full"),
         ("read /home/jane/My Documents/private notes.txt and stopped", "read <path> and stopped"),
         ("./var/my blobs/x.bin is gone", "<path> is gone"),
+        ("at /opt/app (2)/x.py line 3", "at <path> line 3"),
+        ("read /srv/x\tab file/y now", "read <path> now"),
+        ("saved in /srv/My Big Folder/x.csv twice", "saved in <path> twice"),
     ):
         assert jobs.failure_reason(ValueError(text)) == shown, text
     assert (
