@@ -188,7 +188,14 @@ def _weak_encoding(key: str) -> str | None:
     if data is None:
         return None
     if data.isascii() and data.decode("ascii").isprintable():
-        why = weak_secret_key(data.decode("ascii"))
+        text = data.decode("ascii")
+        why = weak_secret_key(text)
+        if (
+            why is not None
+            and why.startswith("SECRET_KEY has ")
+            and word_bits(text) < MAX_WORD_BITS_PER_CHAR * len(text)
+        ):
+            why = "SECRET_KEY is mostly common English words"  # however short: words, encoded
         if why is not None and not why.startswith("SECRET_KEY has "):  # short texts decode from short keys
             return f"{why.removesuffix('; use a random key')} once decoded from hex or base64; use a random key"
         return None

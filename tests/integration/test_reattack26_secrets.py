@@ -59,6 +59,7 @@ PATTERNS = [
     base64.b85encode(bytes(range(40))).decode(),
     base64.b85encode(b"".join(i.to_bytes(2, "big") for i in range(20))).decode(),
     base64.a85encode(bytes(range(40))).decode(),
+    base64.b64encode(b"correcthorsebatterystaple!!").decode(),  # words, shorter than a key, encoded
 ]
 
 
