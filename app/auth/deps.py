@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from fastapi import Depends, HTTPException, Request
@@ -11,6 +12,7 @@ from sqlalchemy.orm import Session
 from app.auth.models import User
 from app.auth.security import csrf_ok, user_for_token
 from app.db import get_sessionmaker
+from app.params import Id
 
 if TYPE_CHECKING:
     from app.studies.models import Study
@@ -125,3 +127,23 @@ def managed_study(session: Session, study_id: int, user: User, detail: str = "no
     if study is None or not can_manage(user, study):
         raise HTTPException(404, detail)
     return study
+
+
+@dataclass(frozen=True)
+class Managed:
+    """What a study's routes load first: the request's session, the caller's account and the
+    study at the path's {study_id}, which the caller may manage."""
+
+    session: Session
+    user: User
+    study: Study
+
+
+def managing(check: RoleCheck, detail: str = "no such study among yours") -> Callable[..., Managed]:
+    """The dependency a study's routes take: the role check (401 or 403), then the study, 404
+    where the caller may not manage it (managed_study, with this detail)."""
+
+    def dep(study_id: Id, session: Session = Depends(db), user: User = Depends(check)) -> Managed:
+        return Managed(session, user, managed_study(session, study_id, user, detail))
+
+    return dep

@@ -7,23 +7,21 @@ refusal comes back as the page's message."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import RedirectResponse, Response
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
-from app.auth.deps import db, managed_study, require, verify_csrf
-from app.auth.models import User
+from app.auth.deps import Managed, managing, require, verify_csrf
 from app.crowd import platform, service
 from app.crowd.models import BonusPayment
 from app.errors import InputError
-from app.params import Id
 from app.studies.models import Study
 from app.web import flash, form_number
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
-researcher = require("researcher", "admin")
+own_study = managing(require("researcher", "admin"))
 
 
 def _terms(reward_cents: str, places: str) -> tuple[int, int]:
@@ -37,6 +35,16 @@ def _terms(reward_cents: str, places: str) -> tuple[int, int]:
 def _back(request: Request, study: Study, message: str, level: str = "ok", to: str = "") -> Response:
     flash(request, message, level)
     return RedirectResponse(to or f"/studies/{study.id}#prolific", status_code=303)
+
+
+def _done(request: Request, study: Study, refused: str, act: Callable[[], str], to: str = "") -> Response:
+    """A form's answer: act() does the work and says what was done; its refusal (an InputError)
+    comes back as "<refused>: <why>" on the same page."""
+    try:
+        message = act()
+    except InputError as exc:
+        return _back(request, study, f"{refused}: {exc.message}", "error", to)
+    return _back(request, study, message, to=to)
 
 
 def _review(study: Study) -> str:
@@ -57,214 +65,159 @@ def bonus_key(worker_id: str) -> str:
 
 
 @router.post("/studies/{study_id}/prolific/token")
-def store_token(
-    request: Request,
-    study_id: Id,
-    token: str = Form(""),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
-) -> Response:
-    study = managed_study(session, study_id, user)
-    try:
-        account = service.store_token(session, session.merge(user), token)
-    except InputError as exc:
-        return _back(request, study, f"Not stored: {exc.message}", "error")
-    return _back(request, study, f"Prolific token stored: it opens {account.account_name}'s account.")
+def store_token(request: Request, token: str = Form(""), own: Managed = Depends(own_study)) -> Response:
+    def act() -> str:
+        account = service.store_token(own.session, own.session.merge(own.user), token)
+        return f"Prolific token stored: it opens {account.account_name}'s account."
+
+    return _done(request, own.study, "Not stored", act)
 
 
 @router.post("/studies/{study_id}/prolific/cost")
 def price(
-    request: Request,
-    study_id: Id,
-    reward_cents: str = Form(""),
-    places: str = Form(""),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
+    request: Request, reward_cents: str = Form(""), places: str = Form(""), own: Managed = Depends(own_study)
 ) -> Response:
     """Prolific's price for these terms, shown on the study page with the button that makes and
     publishes the study on them; nothing is made."""
     from app.studies.views import _study_page
 
-    study = managed_study(session, study_id, user)
+    session, study = own.session, own.study
     try:
         reward, n = _terms(reward_cents, places)
-        total = service.cost(session, study, session.merge(user), reward, n)
+        total = service.cost(session, study, session.merge(own.user), reward, n)
     except InputError as exc:
         return _back(request, study, f"Not priced: {exc.message}", "error")
     quote = {"reward_cents": reward, "places": n, "total_cost_cents": total}
-    return _study_page(request, session, study, user, prolific_quote=quote)
+    return _study_page(request, session, study, own.user, prolific_quote=quote)
 
 
 @router.post("/studies/{study_id}/prolific/publish")
 def publish(
-    request: Request,
-    study_id: Id,
-    reward_cents: str = Form(""),
-    places: str = Form(""),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
+    request: Request, reward_cents: str = Form(""), places: str = Form(""), own: Managed = Depends(own_study)
 ) -> Response:
     """Make the study on Prolific on the terms priced, then publish it."""
     from app.studies.views import entry_base
 
-    study = managed_study(session, study_id, user)
-    me = session.merge(user)
-    try:
+    session, study = own.session, own.study
+
+    def act() -> str:
+        me = session.merge(own.user)
         reward, n = _terms(reward_cents, places)
         if service.platform_study(session, study) is None:
             link = platform("prolific").entry_link(entry_base(request), study.slug)
             service.create_study(session, study, me, reward, n, link)
         row = service.transition(session, study, me, "publish")
-    except InputError as exc:
-        return _back(request, study, f"Not published: {exc.message}", "error")
-    return _back(request, study, f"Published on Prolific ({row.external_id}): workers can take it now.")
+        return f"Published on Prolific ({row.external_id}): workers can take it now."
+
+    return _done(request, study, "Not published", act)
 
 
 @router.post("/studies/{study_id}/prolific/move")
-def move(
-    request: Request,
-    study_id: Id,
-    action: str = Form(""),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
-) -> Response:
+def move(request: Request, action: str = Form(""), own: Managed = Depends(own_study)) -> Response:
     """Pause the study on Prolific, or start it again (resume)."""
-    study = managed_study(session, study_id, user)
     if action not in ("pause", "start"):
         raise InputError("pause or start", field="action")
-    try:
-        row = service.transition(session, study, session.merge(user), action)
-    except InputError as exc:
-        return _back(request, study, f"Not done: {exc.message}", "error")
-    return _back(request, study, f"On Prolific the study is now {row.status.lower()}.")
+
+    def act() -> str:
+        row = service.transition(own.session, own.study, own.session.merge(own.user), action)
+        return f"On Prolific the study is now {row.status.lower()}."
+
+    return _done(request, own.study, "Not done", act)
 
 
 @router.post("/studies/{study_id}/prolific/reclaim")
-def reclaim(
-    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
-) -> Response:
-    study = managed_study(session, study_id, user)
-    back = _review(study) if request.query_params.get("from") == "review" else ""
-    try:
-        freed = service.reclaim(session, study, session.merge(user))
-    except InputError as exc:
-        return _back(request, study, f"Not checked: {exc.message}", "error", back)
-    message = (
-        f"{len(freed)} returned or timed-out submission(s): their tasks ended, their items back in the pool."
-        if freed
-        else "No returned or timed-out submission has a task open here."
-    )
-    return _back(request, study, message, to=back)
+def reclaim(request: Request, own: Managed = Depends(own_study)) -> Response:
+    def act() -> str:
+        freed = service.reclaim(own.session, own.study, own.session.merge(own.user))
+        if freed:
+            return f"{len(freed)} returned or timed-out submission(s): their tasks ended, their items back in the pool."
+        return "No returned or timed-out submission has a task open here."
+
+    back = _review(own.study) if request.query_params.get("from") == "review" else ""
+    return _done(request, own.study, "Not checked", act, back)
 
 
 @router.post("/studies/{study_id}/prolific/reviews")
 def carry_reviews(
-    request: Request,
-    study_id: Id,
-    rejection_category: str = Form("FAILED_CHECK"),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
+    request: Request, rejection_category: str = Form("FAILED_CHECK"), own: Managed = Depends(own_study)
 ) -> Response:
     """The review's decisions to Prolific: approved and rejected submissions, in bulk."""
-    study = managed_study(session, study_id, user)
-    try:
-        done = service.carry_reviews(session, study, session.merge(user), rejection_category)
-    except InputError as exc:
-        return _back(request, study, f"Not carried: {exc.message}", "error", _review(study))
-    return _back(
-        request,
-        study,
-        f"On Prolific: {len(done['approved'])} submission(s) approved, {len(done['rejected'])} rejected.",
-        to=_review(study),
-    )
+
+    def act() -> str:
+        done = service.carry_reviews(own.session, own.study, own.session.merge(own.user), rejection_category)
+        return f"On Prolific: {len(done['approved'])} submission(s) approved, {len(done['rejected'])} rejected."
+
+    return _done(request, own.study, "Not carried", act, _review(own.study))
 
 
 @router.post("/studies/{study_id}/prolific/bonus")
 def pay_bonus(
     request: Request,
-    study_id: Id,
     worker_id: str = Form(""),
     amount_cents: str = Form(""),
     reason: str = Form(""),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
+    own: Managed = Depends(own_study),
 ) -> Response:
     """Pay a worker their bonus, once (bonus_key): a second click pays nothing more."""
-    study = managed_study(session, study_id, user)
-    try:
+    session, study = own.session, own.study
+
+    def act() -> str:
         cents = form_number(amount_cents, "amount_cents")
         if cents is None:
             raise InputError("give the bonus in cents", field="amount_cents")
-        worker_id = _worker(worker_id)
-        key = bonus_key(worker_id)
+        worker = _worker(worker_id)
+        key = bonus_key(worker)
         before = session.scalar(
             select(BonusPayment.state).where(
                 BonusPayment.study_id == study.id, BonusPayment.platform == service.PLATFORM, BonusPayment.key == key
             )
         )
-        bonus = service.pay_bonus(session, study, session.merge(user), worker_id, int(cents), key, reason)
-    except InputError as exc:
-        return _back(request, study, f"Bonus not paid: {exc.message}", "error", _review(study))
-    if before == "paid":
-        message = f"{bonus.worker_id} was paid this bonus already ({bonus.amount_cents} cents): nothing more paid."
-    else:
-        message = f"Bonus of {bonus.amount_cents} cents paid to {bonus.worker_id}."
-    return _back(request, study, message, to=_review(study))
+        bonus = service.pay_bonus(session, study, session.merge(own.user), worker, int(cents), key, reason)
+        if before == "paid":
+            return f"{bonus.worker_id} was paid this bonus already ({bonus.amount_cents} cents): nothing more paid."
+        return f"Bonus of {bonus.amount_cents} cents paid to {bonus.worker_id}."
+
+    return _done(request, study, "Bonus not paid", act, _review(study))
 
 
 @router.post("/studies/{study_id}/prolific/block")
 def block(
-    request: Request,
-    study_id: Id,
-    worker_id: str = Form(""),
-    reason: str = Form(""),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
+    request: Request, worker_id: str = Form(""), reason: str = Form(""), own: Managed = Depends(own_study)
 ) -> Response:
     """Block a worker: on your block list on Prolific, kept out of the studies you make next."""
-    study = managed_study(session, study_id, user)
-    try:
-        blocked = service.block_worker(session, study, session.merge(user), _worker(worker_id), reason)
-    except InputError as exc:
-        return _back(request, study, f"Not blocked: {exc.message}", "error", _review(study))
-    return _back(
-        request, study, f"{blocked.worker_id} is blocked: your next Prolific studies exclude them.", to=_review(study)
-    )
+
+    def act() -> str:
+        blocked = service.block_worker(own.session, own.study, own.session.merge(own.user), _worker(worker_id), reason)
+        return f"{blocked.worker_id} is blocked: your next Prolific studies exclude them."
+
+    return _done(request, own.study, "Not blocked", act, _review(own.study))
 
 
 @router.post("/studies/{study_id}/prolific/message")
 def message(
-    request: Request,
-    study_id: Id,
-    worker_id: str = Form(""),
-    body: str = Form(""),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
+    request: Request, worker_id: str = Form(""), body: str = Form(""), own: Managed = Depends(own_study)
 ) -> Response:
     """A message to a worker on Prolific, from the review page."""
-    study = managed_study(session, study_id, user)
-    try:
-        service.message_worker(session, study, session.merge(user), worker_id, body)
-    except InputError as exc:
-        return _back(request, study, f"Not sent: {exc.message}", "error", _review(study))
-    return _back(request, study, f"Message sent to {worker_id.strip()} on Prolific.", to=_review(study))
+    def act() -> str:
+        service.message_worker(own.session, own.study, own.session.merge(own.user), worker_id, body)
+        return f"Message sent to {worker_id.strip()} on Prolific."
+
+    return _done(request, own.study, "Not sent", act, _review(own.study))
 
 
 @router.post("/studies/{study_id}/prolific/allow")
 def allow_list(
     request: Request,
-    study_id: Id,
     enabled: str = Form(""),
     min_gold_accuracy: str = Form(""),
     min_gold_items: str = Form(""),
     no_rejections: str = Form(""),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
+    own: Managed = Depends(own_study),
 ) -> Response:
     """The allow list's rule (gold accuracy, over how many gold items, no rejection), kept and
     applied: the list on Prolific made of the workers whose records meet it now."""
-    study = managed_study(session, study_id, user)
-    try:
+
+    def act() -> str:
         rule = None
         if enabled:
             percent = form_number(min_gold_accuracy, "min_gold_accuracy", float)
@@ -274,27 +227,24 @@ def allow_list(
                     "give the gold accuracy (in %) and the number of gold items", field="min_gold_accuracy"
                 )
             rule = service.allow_rule(float(percent) / 100, int(items), bool(no_rejections))
-        done = service.set_allow_rule(session, session.merge(user), rule)
-    except InputError as exc:
-        return _back(request, study, f"Allow list not updated: {exc.message}", "error")
-    if rule is None:
-        return _back(request, study, "No allow list: the Prolific studies you make next admit any worker.")
-    return _back(
-        request,
-        study,
-        f"Allow list on Prolific: {len(done['members'])} worker(s) meet the rule "
-        f"({len(done['added'])} added, {len(done['removed'])} taken out); your next studies admit only them.",
-    )
+        done = service.set_allow_rule(own.session, own.session.merge(own.user), rule)
+        if rule is None:
+            return "No allow list: the Prolific studies you make next admit any worker."
+        return (
+            f"Allow list on Prolific: {len(done['members'])} worker(s) meet the rule "
+            f"({len(done['added'])} added, {len(done['removed'])} taken out); your next studies admit only them."
+        )
+
+    return _done(request, own.study, "Allow list not updated", act)
 
 
 @router.post("/studies/{study_id}/prolific/hooks")
-def hooks(request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> Response:
+def hooks(request: Request, own: Managed = Depends(own_study)) -> Response:
     """Subscribe to Prolific's hooks: a returned or timed-out submission frees its slot here at once."""
     from app.studies.views import entry_base
 
-    study = managed_study(session, study_id, user)
-    try:
-        service.subscribe_hooks(session, session.merge(user), entry_base(request))
-    except InputError as exc:
-        return _back(request, study, f"Not subscribed: {exc.message}", "error")
-    return _back(request, study, "Prolific now tells Proctor at once when a submission is returned or times out.")
+    def act() -> str:
+        service.subscribe_hooks(own.session, own.session.merge(own.user), entry_base(request))
+        return "Prolific now tells Proctor at once when a submission is returned or times out."
+
+    return _done(request, own.study, "Not subscribed", act)

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from app import crowd, jobs
 from app.agents.models import Agent, AgentOutput
-from app.auth.deps import db, managed_study, require, verify_csrf
+from app.auth.deps import Managed, db, managed_study, managing, require, verify_csrf
 from app.auth.models import User
 from app.config import get_settings
 from app.db import get_sessionmaker
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
 researcher = require("researcher", "admin")
+own_study = managing(researcher, "No such study among yours.")
 
 
 # ---- the worker's side -------------------------------------------------------------------
@@ -627,10 +628,8 @@ def only_this_machine(base: str) -> bool:
 
 
 @router.get("/studies/{study_id}")
-def study_page(
-    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
-) -> Response:
-    return _study_page(request, session, _study(session, study_id, user), user)
+def study_page(request: Request, own: Managed = Depends(own_study)) -> Response:
+    return _study_page(request, own.session, own.study, own.user)
 
 
 def _study_page(
@@ -682,6 +681,12 @@ def _study_page(
     )
 
 
+def _refused(request: Request, own: Managed, card: str, message: str, status_code: int = 422) -> Response:
+    """A form's refusal in its card of the study page; what the form had written is undone."""
+    own.session.rollback()
+    return _study_page(request, own.session, own.study, own.user, status_code, {card: message})
+
+
 @router.get("/studies/{study_id}/preview")
 def preview_page(
     request: Request,
@@ -724,12 +729,10 @@ def _preview_page(
 
 
 @router.post("/studies/{study_id}/preview")
-async def preview_answer(
-    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
-) -> Response:
+async def preview_answer(request: Request, own: Managed = Depends(own_study)) -> Response:
     """Check a preview answer with the kind's parse_response, as a worker's submit would, then
     move on; a refusal shows on the item, as the worker would meet it. Nothing is stored."""
-    study = _study(session, study_id, user)
+    session, study = own.session, own.study
     form = dict(await request.form())
     form.pop("csrf_token", None)
     try:
@@ -741,7 +744,7 @@ async def preview_answer(
     try:
         checked = preview.check_answer(session, study, n, form)
     except InputError as exc:
-        return _preview_page(request, session, study, user, n, status_code=422, error=exc)
+        return _preview_page(request, session, study, own.user, n, status_code=422, error=exc)
     score = checked["score"]
     flash(
         request,
@@ -753,21 +756,16 @@ async def preview_answer(
 
 
 @router.get("/studies/{study_id}/progress")
-def study_progress(
-    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
-) -> Response:
-    study = _study(session, study_id, user)
-    return render(request, "research/_progress.html", study=study, progress=assignment.progress(session, study))
+def study_progress(request: Request, own: Managed = Depends(own_study)) -> Response:
+    progress = assignment.progress(own.session, own.study)
+    return render(request, "research/_progress.html", study=own.study, progress=progress)
 
 
 @router.get("/studies/{study_id}/exports")
-def study_exports(
-    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
-) -> Response:
+def study_exports(request: Request, own: Managed = Depends(own_study)) -> Response:
     """The exports card alone (it polls itself while an export is going)."""
-    study = _study(session, study_id, user)
-    exports = _recent_exports(session, study)
-    return render(request, "research/_exports.html", study=study, exports=exports, store=get_store())
+    exports = _recent_exports(own.session, own.study)
+    return render(request, "research/_exports.html", study=own.study, exports=exports, store=get_store())
 
 
 @router.post("/studies/{study_id}/state")
@@ -792,31 +790,20 @@ def change_state(
 
 
 @router.post("/studies/{study_id}/release")
-def release_browser(
-    request: Request,
-    study_id: Id,
-    worker_id: str = Form(""),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
-) -> Response:
+def release_browser(request: Request, worker_id: str = Form(""), own: Managed = Depends(own_study)) -> Response:
     """Unbind a worker's task from the browser they agreed in (services.release_browser); the
     refusal, for an id with no bound task here, shows in the form's card."""
-    study = _study(session, study_id, user)
+    session, study = own.session, own.study
     if not worker_id.strip() or len(worker_id) > 255:
-        return _study_page(
-            request, session, study, user, 422, {"release": "Give the worker's id as their platform shows it."}
-        )
-    if not services.release_browser(session, study, worker_id, session.merge(user)):
-        return _study_page(
+        return _refused(request, own, "release", "Give the worker's id as their platform shows it.")
+    if not services.release_browser(session, study, worker_id, session.merge(own.user)):
+        return _refused(
             request,
-            session,
-            study,
-            user,
+            own,
+            "release",
+            f"No task of a worker {worker_id.strip()!r} in this study is bound to a "
+            "browser (they have not agreed yet, or it was released already).",
             404,
-            {
-                "release": f"No task of a worker {worker_id.strip()!r} in this study is bound to a "
-                "browser (they have not agreed yet, or it was released already)."
-            },
         )
     flash(request, f"Released: the next browser that opens the link as {worker_id.strip()} continues their task.")
     return RedirectResponse(f"/studies/{study.id}#release", status_code=303)
@@ -825,19 +812,17 @@ def release_browser(
 @router.post("/studies/{study_id}/people-sample")
 def people_sample(
     request: Request,
-    study_id: Id,
     n: str = Form(""),
     width: str = Form(""),
     agreement: str = Form(""),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
+    own: Managed = Depends(own_study),
 ) -> Response:
     """People judge a random sample of n items, or of the items a target interval width needs
     beside a judge of the given agreement (a power analysis: services.plan_people_sample);
     all blank: every item again. Refusals show in the form's card."""
     from app.web import form_number
 
-    study = _study(session, study_id, user)
+    session, study = own.session, own.study
     try:
         count = form_number(n, "n")
         w = form_number(width, "width", float)
@@ -851,11 +836,10 @@ def people_sample(
             plan = services.plan_people_sample(session, study, float(w), float(a))
             count = plan["people"]
         services.set_people_sample(
-            session, study, None if count is None else int(count), session.merge(user), plan=plan
+            session, study, None if count is None else int(count), session.merge(own.user), plan=plan
         )
     except InputError as exc:
-        session.rollback()
-        return _study_page(request, session, study, user, 422, {"sample": str(exc)})
+        return _refused(request, own, "sample", str(exc))
     sample = study.people_sample or {}
     if plan is not None:
         message = (
@@ -873,29 +857,22 @@ def people_sample(
 
 @router.post("/studies/{study_id}/adaptive")
 def adaptive(
-    request: Request,
-    study_id: Id,
-    adaptive: str = Form(""),
-    floor: str = Form("1"),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
+    request: Request, adaptive: str = Form(""), floor: str = Form("1"), own: Managed = Depends(own_study)
 ) -> Response:
     """Adaptive allocation on (the box ticked) or off, with its floor of annotations per item;
     refusals show in the form's card."""
     from app.web import form_number
 
-    study = _study(session, study_id, user)
+    study = own.study
     on = adaptive in ("on", "true", "1")
     try:
         count = form_number(floor, "adaptive_floor")
         edit = services.StudyEdit.model_validate(
             {"adaptive": on, "adaptive_floor": None if count is None else int(count)}
         )
-        services.edit_study(session, study, edit, session.merge(user))
+        services.edit_study(own.session, study, edit, own.session.merge(own.user))
     except (InputError, ValidationError) as exc:
-        session.rollback()
-        message = str(exc) if isinstance(exc, InputError) else exc.errors()[0]["msg"]
-        return _study_page(request, session, study, user, 422, {"adaptive": message})
+        return _refused(request, own, "adaptive", str(exc) if isinstance(exc, InputError) else exc.errors()[0]["msg"])
     flash(
         request,
         f"Adaptive allocation on: every item gets {study.adaptive_floor} annotation(s) first, then the items "
@@ -925,22 +902,19 @@ def _auto_pause_card(session: Session, study: Study) -> dict[str, Any] | None:
 
 
 @router.post("/studies/{study_id}/auto-pause")
-async def auto_pause(
-    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
-) -> Response:
+async def auto_pause(request: Request, own: Managed = Depends(own_study)) -> Response:
     """Mark the comparisons (the boxes ticked) whose settling pauses the study; none: off."""
     from app.leaderboards import stopping
 
-    study = _study(session, study_id, user)
+    study = own.study
     form = await request.form()
     try:
         pairs = [json.loads(v) for v in form.getlist("pair") if isinstance(v, str)]
         if not all(isinstance(p, list) and all(isinstance(a, str) for a in p) for p in pairs):
             raise InputError("each comparison is two agents", field="pairs")
-        stopping.set_marks(session, study, pairs, user.id)
+        stopping.set_marks(own.session, study, pairs, own.user.id)
     except (InputError, json.JSONDecodeError) as exc:
-        session.rollback()
-        return _study_page(request, session, study, user, 422, {"auto_pause": str(exc)})
+        return _refused(request, own, "auto_pause", str(exc))
     flash(
         request,
         f"Auto-pause on: the study pauses itself once the {len(pairs)} marked comparison(s) are settled."
@@ -996,11 +970,9 @@ async def import_prior_annotations(
 
 
 @router.post("/studies/{study_id}/exports")
-def start_export(
-    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
-) -> Response:
-    study = _study(session, study_id, user)
-    jobs.submit(session, jobs.create_job(session, "export", study_id=study.id, owner_id=user.id))
+def start_export(request: Request, own: Managed = Depends(own_study)) -> Response:
+    session, study = own.session, own.study
+    jobs.submit(session, jobs.create_job(session, "export", study_id=study.id, owner_id=own.user.id))
     flash(request, "Export started; the files appear below when it is done.")
     return RedirectResponse(f"/studies/{study.id}#jobs", status_code=303)
 
@@ -1009,16 +981,14 @@ ANNOTATORS_ON_PAGE = 50
 
 
 @router.get("/studies/{study_id}/leaderboard")
-def leaderboard(
-    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
-) -> Response:
-    study = _study(session, study_id, user)
+def leaderboard(request: Request, own: Managed = Depends(own_study)) -> Response:
+    study = own.study
     # The page shows the annotators with the most answers; the export and the API have all.
-    board = compute(session, study, annotators=(0, ANNOTATORS_ON_PAGE))
+    board = compute(own.session, study, annotators=(0, ANNOTATORS_ON_PAGE))
     return render(
         request,
         "research/leaderboard.html",
-        user=user,
+        user=own.user,
         study=study,
         board=board,
         kind=get_kind(study.kind),
