@@ -9,19 +9,17 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Path, Query, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy.orm import Session
 
-from app import jobs
-from app.auth.deps import db, managed_study, optional_user, require, verify_csrf
+from app.auth.deps import Managed, managing, optional_user, require, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
 from app.kinds.a3ds import generation
-from app.params import BodyId, Id
-from app.runs import service as runs
+from app.params import BodyId
 from app.runs.legacy import job_routes
-from app.web import flash, rate_limit, render
+from app.runs.views import start_from_page
+from app.web import rate_limit, render
 from app.kinds.a3ds.render import SIZES, scene_png
 from app.kinds.a3ds.scenes import N_SCENES
 
@@ -66,7 +64,7 @@ def scene_picture(
 # ---- captioner runs: a captioner's captions of a study's pairs become items -------------------
 
 api = APIRouter(prefix="/api/v1/a3ds", tags=["a3ds"], dependencies=[Depends(verify_csrf)])
-researcher = require("researcher", "admin")
+own_study = managing(require("researcher", "admin"), "No such study among yours.")
 
 
 class GenerationIn(BaseModel):
@@ -74,22 +72,6 @@ class GenerationIn(BaseModel):
     speaker: str | None = None
     artifact_id: BodyId | None = None
     batch_size: int = Field(generation.DEFAULT_BATCH, ge=1, le=generation.MAX_BATCH)
-
-
-def _start(session: Session, study, user: User, speaker, artifact_id, batch_size, listener=None) -> jobs.Job:
-    """Through the one runs service (app/runs), as POST /api/v1/studies/{id}/runs does."""
-    params = {
-        k: v
-        for k, v in (
-            ("speaker", speaker),
-            ("artifact_id", artifact_id),
-            ("listener", listener),
-            ("batch_size", batch_size),
-        )
-        if v is not None
-    }
-    run = runs.start(session, session.merge(user), generation.KIND_NAME, params, study=study)
-    return session.get(jobs.Job, run.job_id)
 
 
 job_routes(
@@ -104,28 +86,21 @@ job_routes(
 
 
 @router.get("/a3ds/studies/{study_id}/generations")
-def generations_section(
-    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
-):
+def generations_section(request: Request, own: Managed = Depends(own_study)):
     """The study page's section alone (htmx polls it while a run goes)."""
-    study = managed_study(session, study_id, user, "No such study among yours.")
-    return render(request, "kinds/a3ds/generation.html", study=study, **generation.study_context(session, study))
+    context = generation.study_context(own.session, own.study)
+    return render(request, "kinds/a3ds/generation.html", study=own.study, **context)
 
 
 @router.post("/a3ds/studies/{study_id}/generations")
 def start_generation_page(
-    request: Request,
-    study_id: Id,
-    captioner: str = Form(""),
-    batch_size: str = Form(""),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
+    request: Request, captioner: str = Form(""), batch_size: str = Form(""), own: Managed = Depends(own_study)
 ):
     """The form's one captioner field: "speaker:<name>" or "artifact:<id>", or a model listener
     to judge every caption: "listener:<name>"."""
-    study = managed_study(session, study_id, user, "No such study among yours.")
     what, _, value = captioner.partition(":")
-    try:
+
+    def params() -> dict:
         if what not in ("speaker", "artifact", "listener") or not value:
             raise InputError("choose a captioner", field="captioner")
         if not value.isdigit() and what == "artifact":
@@ -133,18 +108,12 @@ def start_generation_page(
         size = batch_size.strip()
         if size and not size.isdigit():
             raise InputError("batch_size must be an integer", field="batch_size")
-        job = _start(
-            session,
-            study,
-            user,
-            value if what == "speaker" else None,
-            int(value) if what == "artifact" else None,
-            int(size) if size else generation.DEFAULT_BATCH,
-            value if what == "listener" else None,
-        )
-    except InputError as exc:
-        flash(request, f"Not started: {exc}", "error")
-    else:
-        noun = "Listener" if what == "listener" else "Captioner"
-        flash(request, f"{noun} run #{runs.of_job(session, job.id).id} queued.")
-    return RedirectResponse(f"/studies/{study.id}#captioner-runs", status_code=303)
+        return {
+            "speaker": value if what == "speaker" else None,
+            "artifact_id": int(value) if what == "artifact" else None,
+            "listener": value if what == "listener" else None,
+            "batch_size": int(size) if size else generation.DEFAULT_BATCH,
+        }
+
+    noun = "Listener" if what == "listener" else "Captioner"
+    return start_from_page(request, own, generation.KIND_NAME, params, noun, "captioner-runs")

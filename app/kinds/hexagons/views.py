@@ -17,14 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app import jobs, jsonsafe
-from app.auth.deps import db, managed_study, require, verify_csrf
+from app import jsonsafe
+from app.auth.deps import Managed, db, managed_study, managing, require, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
 from app.kinds.hexagons import generation
 from app.params import BodyId, Id
-from app.runs import service as runs
 from app.runs.legacy import job_routes
+from app.runs.views import start_from_page
 from app.studies.models import Item, Study
 from app.web import flash, form_number, render
 
@@ -33,6 +33,7 @@ KIND_NAME = "hexagons"
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
 api = APIRouter(prefix="/api/v1/hexagons", tags=["hexagons"], dependencies=[Depends(verify_csrf)])
 researcher = require("researcher", "admin")
+own_study = managing(researcher, "No such study among yours.")
 
 
 def _hex_study(session: Session, study_id: int, user: User) -> Study:
@@ -417,17 +418,6 @@ class GenerationIn(BaseModel):
     batch_size: int = Field(generation.DEFAULT_BATCH, ge=1, le=generation.MAX_BATCH)
 
 
-def _start(session: Session, study, user: User, artifact_id, agent_id, on, batch_size) -> jobs.Job:
-    """Through the one runs service (app/runs), as POST /api/v1/studies/{id}/runs does."""
-    params = {
-        k: v
-        for k, v in (("artifact_id", artifact_id), ("agent_id", agent_id), ("on", on), ("batch_size", batch_size))
-        if v is not None
-    }
-    run = runs.start(session, session.merge(user), generation.KIND_NAME, params, study=study)
-    return session.get(jobs.Job, run.job_id)
-
-
 job_routes(
     api,
     generation.KIND_NAME,
@@ -441,42 +431,30 @@ job_routes(
 
 
 @router.get("/hexagons/studies/{study_id}/generations")
-def generations_section(
-    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)
-):
+def generations_section(request: Request, own: Managed = Depends(own_study)):
     """The study page's section alone (htmx polls it while a run goes)."""
-    study = managed_study(session, study_id, user, "No such study among yours.")
-    return render(request, "kinds/hexagons/generation.html", study=study, **generation.study_context(session, study))
+    context = generation.study_context(own.session, own.study)
+    return render(request, "kinds/hexagons/generation.html", study=own.study, **context)
 
 
 @router.post("/hexagons/studies/{study_id}/generations")
 def start_generation_page(
     request: Request,
-    study_id: Id,
     artifact_id: str = Form(""),
     agent_id: str = Form(""),
     on: str = Form("gold"),
     batch_size: str = Form(""),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
+    own: Managed = Depends(own_study),
 ):
-    study = managed_study(session, study_id, user, "No such study among yours.")
-    back = f"/studies/{study.id}#executor-runs"
-    try:
-        job = _start(
-            session,
-            study,
-            user,
-            form_number(artifact_id, "artifact_id"),
-            form_number(agent_id, "agent_id"),
-            on,
-            form_number(batch_size, "batch_size") or generation.DEFAULT_BATCH,
-        )
-    except InputError as exc:
-        flash(request, f"Not started: {exc}", "error")
-    else:
-        flash(request, f"Executor run #{runs.of_job(session, job.id).id} queued.")
-    return RedirectResponse(back, status_code=303)
+    def params() -> dict:
+        return {
+            "artifact_id": form_number(artifact_id, "artifact_id"),
+            "agent_id": form_number(agent_id, "agent_id"),
+            "on": on,
+            "batch_size": form_number(batch_size, "batch_size") or generation.DEFAULT_BATCH,
+        }
+
+    return start_from_page(request, own, generation.KIND_NAME, params, "Executor", "executor-runs")
 
 
 # ---- end of executor runs ---------------------------------------------------------------------

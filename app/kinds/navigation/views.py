@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse, RedirectResponse
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.auth.deps import db, managed_study, optional_user, require, verify_csrf
+from app.auth.deps import Managed, db, managed_study, managing, optional_user, require, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
 from app.kinds.navigation import generation
@@ -32,6 +32,7 @@ KIND_NAME = generation.KIND_NAME
 router = APIRouter()
 api = APIRouter(prefix="/api/v1", dependencies=[Depends(verify_csrf)])
 researcher = require("researcher", "admin")
+own_study = managing(researcher, "No such study among yours.")
 
 
 def _may_view(request: Request, session: Session, user: User | None) -> bool:
@@ -112,10 +113,10 @@ def generations_context(session: Session, study: Study) -> dict:
 
 
 @router.get("/studies/{study_id}/generations", include_in_schema=False)
-def study_generations(request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
+def study_generations(request: Request, own: Managed = Depends(own_study)):
     """The generation runs' section alone (htmx polls it while a run is going)."""
-    study = managed_study(session, study_id, user, "No such study among yours.")
-    return render(request, "kinds/navigation/generation.html", study=study, **generations_context(session, study))
+    context = generations_context(own.session, own.study)
+    return render(request, "kinds/navigation/generation.html", study=own.study, **context)
 
 
 @router.post("/studies/{study_id}/generations", include_in_schema=False, dependencies=[Depends(verify_csrf)])
