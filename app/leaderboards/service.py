@@ -345,19 +345,31 @@ def _ensure_answer_field(session: Session, study: Study, kind: Any) -> None:
     set_committed_value(study, "answer_field", field)
 
 
-def _agent_rows(session: Session, study: Study, totals: Any) -> list[dict[str, Any]]:
-    """Agents' own outputs (one row per item per agent: read directly)."""
-    agent_scored = (
+def _scored(key: Any, item_id: Any, score: Any, *where: Any) -> Any:
+    """One score a row, who gave it (`key`), on which item, and the item's category and
+    cluster: what _rows_from_scores counts, for agents' outputs and annotations alike."""
+    return (
         select(
-            AgentOutput.agent_id.label("key"),
-            AgentOutput.item_id,
-            cast(func.coalesce(AgentOutput.score, 0.0), Float).label("score"),
+            key.label("key"),
+            item_id,
+            cast(func.coalesce(score, 0.0), Float).label("score"),
             Item.category,
             Item.cluster,
         )
-        .join(Item, Item.id == AgentOutput.item_id)
-        .where(AgentOutput.study_id == study.id, Item.is_gold.is_(False))
+        .join(Item, Item.id == item_id)
+        .where(*where)
         .subquery()
+    )
+
+
+def _agent_rows(session: Session, study: Study, totals: Any) -> list[dict[str, Any]]:
+    """Agents' own outputs (one row per item per agent: read directly)."""
+    agent_scored = _scored(
+        AgentOutput.agent_id,
+        AgentOutput.item_id,
+        AgentOutput.score,
+        AgentOutput.study_id == study.id,
+        Item.is_gold.is_(False),
     )
     agents = {
         a.id: a
@@ -420,18 +432,7 @@ def recompute_from_annotations(session: Session, study: Study) -> dict[str, Any]
     rows = _agent_rows(session, study, totals)
     with_ranks(session, study, rows)
     valid = and_(Annotation.study_id == study.id, Annotation.is_gold.is_(False), Annotation.excluded.is_(False))
-    human_scored = (
-        select(
-            Annotation.worker_id.label("key"),
-            Annotation.item_id,
-            cast(func.coalesce(Annotation.score, 0.0), Float).label("score"),
-            Item.category,
-            Item.cluster,
-        )
-        .join(Item, Item.id == Annotation.item_id)
-        .where(valid)
-        .subquery()
-    )
+    human_scored = _scored(Annotation.worker_id, Annotation.item_id, Annotation.score, valid)
     humans = _rows_from_scores(session, study, human_scored, over_all_items=False, totals=totals)
     people = _annotator_rows(session, humans, select(Annotation.worker_id).where(valid))
     rows.extend(people)
