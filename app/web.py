@@ -11,6 +11,7 @@ import jinja2
 from markupsafe import Markup, escape
 from fastapi import HTTPException, Request, Response, UploadFile
 from fastapi.templating import Jinja2Templates
+from fastapi.responses import RedirectResponse
 
 from app.auth.security import RateLimiter, csrf_token
 from app.config import ROOT, get_settings
@@ -97,6 +98,13 @@ def render(request: Request, name: str, status_code: int = 200, **context: Any) 
 
 def flash(request: Request, message: str, level: str = "ok") -> None:
     request.session["flash"] = {"message": message, "level": level}
+
+
+def back(request: Request, url: str, message: str, level: str = "ok") -> RedirectResponse:
+    """A form's answer: the message shown once on the page at `url` (303, so a reload does
+    not post again)."""
+    flash(request, message, level)
+    return RedirectResponse(url, status_code=303)
 
 
 _LIMITER_LOCK = threading.Lock()

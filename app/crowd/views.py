@@ -10,7 +10,7 @@ import hashlib
 from collections.abc import Callable
 
 from fastapi import APIRouter, Depends, Form, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import Response
 from sqlalchemy import select
 
 from app.auth.deps import Managed, managing, require, verify_csrf
@@ -18,7 +18,7 @@ from app.crowd import platform, service
 from app.crowd.models import BonusPayment
 from app.errors import InputError
 from app.studies.models import Study
-from app.web import flash, form_number
+from app.web import back, form_number
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
 own_study = managing(require("researcher", "admin"))
@@ -33,8 +33,7 @@ def _terms(reward_cents: str, places: str) -> tuple[int, int]:
 
 
 def _back(request: Request, study: Study, message: str, level: str = "ok", to: str = "") -> Response:
-    flash(request, message, level)
-    return RedirectResponse(to or f"/studies/{study.id}#prolific", status_code=303)
+    return back(request, to or f"/studies/{study.id}#prolific", message, level)
 
 
 def _done(request: Request, study: Study, refused: str, act: Callable[[], str], to: str = "") -> Response:
@@ -133,8 +132,8 @@ def reclaim(request: Request, own: Managed = Depends(own_study)) -> Response:
             return f"{len(freed)} returned or timed-out submission(s): their tasks ended, their items back in the pool."
         return "No returned or timed-out submission has a task open here."
 
-    back = _review(own.study) if request.query_params.get("from") == "review" else ""
-    return _done(request, own.study, "Not checked", act, back)
+    to = _review(own.study) if request.query_params.get("from") == "review" else ""
+    return _done(request, own.study, "Not checked", act, to)
 
 
 @router.post("/studies/{study_id}/prolific/reviews")

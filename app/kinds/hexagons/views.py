@@ -26,7 +26,7 @@ from app.params import BodyId, Id
 from app.runs.legacy import job_routes
 from app.runs.views import start_from_page
 from app.studies.models import Item, Study
-from app.web import flash, form_number, render
+from app.web import back, flash, form_number, render
 
 KIND_NAME = "hexagons"
 # The pages' routes stay out of the API's documentation; the /api/v1 routes are in it.
@@ -332,11 +332,6 @@ def consolidation_step_page(
     )
 
 
-def _back(request: Request, url: str, message: str, level: str = "ok") -> RedirectResponse:
-    flash(request, message, level)
-    return RedirectResponse(url, status_code=303)
-
-
 @router.post("/hexagons/studies/{study_id}/consolidation/{item_id}/{step}")
 def decide_step_page(
     request: Request,
@@ -363,11 +358,11 @@ def decide_step_page(
     except consolidation.NotFound as exc:
         raise HTTPException(404, str(exc)) from None
     except InputError as exc:
-        return _back(request, url, f"Not saved: {exc}", "error")
+        return back(request, url, f"Not saved: {exc}", "error")
     said = out["error_class"] or "decision cleared"
     if out["rescored"]:
         said += f"; gold board changed, {out['rescored']} executions re-scored"
-    return _back(request, url, f"Step {step}: {said}.")
+    return back(request, url, f"Step {step}: {said}.")
 
 
 @router.post("/hexagons/studies/{study_id}/consolidation/{item_id}/{step}/abstraction")
@@ -396,9 +391,9 @@ def label_step_page(
     except consolidation.NotFound as exc:
         raise HTTPException(404, str(exc)) from None
     except InputError as exc:
-        return _back(request, url, f"Not saved: {exc}", "error")
+        return back(request, url, f"Not saved: {exc}", "error")
     lv = out["abstraction"]["level"]
-    return _back(
+    return back(
         request,
         url,
         f"Step {step}: abstraction level {'none' if lv is None else lv}"

@@ -6,7 +6,6 @@ from contextlib import contextmanager
 from typing import Annotated
 
 from fastapi import HTTPException, Request
-from fastapi.responses import RedirectResponse
 from pydantic import Field, ValidationError
 from sqlalchemy.orm import Session
 
@@ -15,7 +14,6 @@ from app.auth.models import User
 from app.errors import InputError
 from app.kinds.sts import suites
 from app.params import MAX_ID, NOT_BOOL
-from app.web import flash
 
 # Numbers in bodies are bounded where they enter (the database's INTEGER range); the services
 # check what each one may be.
@@ -39,11 +37,6 @@ def _answers():
 def _version(session: Session, user: User, suite_id: int, number: int):
     suite = suites.get_suite(session, user, suite_id)
     return suite, suites.get_version(session, suite, number)
-
-
-def _back(request: Request, url: str, message: str, level: str = "ok") -> RedirectResponse:
-    flash(request, message, level)
-    return RedirectResponse(url, status_code=303)
 
 
 @contextmanager

@@ -9,11 +9,11 @@ from sqlalchemy.orm import Session
 from app.auth.deps import db, require, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
-from app.kinds.sts.views.common import _back
 from app.kinds.sts.views.metrics import _sts_study
 from app.params import Id
 from app.storage import get_store
 from app.studies.models import Item
+from app import web
 from app.web import render
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])  # pages
@@ -121,5 +121,5 @@ def classify_failure_page(
     try:
         out = _classify(session, user, study_id, item_id, error_type or None, note)
     except InputError as exc:
-        return _back(request, url, f"Not saved: {exc}", "error")
-    return _back(request, url, f"Continuation {item_id}: " + (out["error_type"] or "classification cleared") + ".")
+        return web.back(request, url, f"Not saved: {exc}", "error")
+    return web.back(request, url, f"Continuation {item_id}: " + (out["error_type"] or "classification cleared") + ".")

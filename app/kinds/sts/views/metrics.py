@@ -8,9 +8,9 @@ from sqlalchemy.orm import Session
 from app.auth.deps import db, managed_study, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
-from app.kinds.sts.views.common import _back, researcher
+from app.kinds.sts.views.common import researcher
 from app.params import UPLOAD, Id
-from app.web import read_upload
+from app.web import back, read_upload
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])  # pages
 api = APIRouter(prefix="/api/v1/sts", tags=["sts"], dependencies=[Depends(verify_csrf)])
@@ -72,8 +72,8 @@ async def import_metrics_page(
     try:
         metrics = _store_metrics(session, study, await read_upload(file))
     except InputError as exc:
-        return _back(request, f"/studies/{study.id}#sts-metrics", f"Metrics not imported: {exc}", "error")
-    return _back(
+        return back(request, f"/studies/{study.id}#sts-metrics", f"Metrics not imported: {exc}", "error")
+    return back(
         request,
         f"/studies/{study.id}#sts-metrics",
         f"Imported; the study now has {len(metrics)} metrics to correlate with.",
@@ -90,4 +90,4 @@ def delete_metric_page(
 ):
     study = _sts_study(session, user, study_id)
     _drop_metric(session, study, name)
-    return _back(request, f"/studies/{study.id}#sts-metrics", f"Removed the metric {name!r}.")
+    return back(request, f"/studies/{study.id}#sts-metrics", f"Removed the metric {name!r}.")

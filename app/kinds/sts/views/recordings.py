@@ -13,11 +13,11 @@ from app.auth.deps import db, managed_study, verify_csrf
 from app.auth.models import User
 from app.kinds.sts import play, suites
 from app.kinds.sts.env import get_simulator
-from app.kinds.sts.views.common import Count, _answers, _back, _flashed, researcher
+from app.kinds.sts.views.common import Count, _answers, _flashed, researcher
 from app.params import MAX_ID, NOT_BOOL, UPLOAD, BodyId, Id, OneOf
 from app.studies.models import Assignment, Item
 from app.studies.views import crowd_bundle
-from app.web import form_number, rate_limit, read_upload
+from app.web import back, form_number, rate_limit, read_upload
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])  # pages
 api = APIRouter(prefix="/api/v1/sts", tags=["sts"], dependencies=[Depends(verify_csrf)])
@@ -118,8 +118,8 @@ async def upload_recordings_page(
     out: dict = {}
     with _flashed(request, out):
         rows = suites.store_recordings(session, session.merge(user), await read_upload(file))
-        return _back(request, "/sts/suites", f"Stored {len(rows)} recordings.")
-    return _back(request, "/sts/suites", f"Nothing stored: {out['error']}", "error")
+        return back(request, "/sts/suites", f"Stored {len(rows)} recordings.")
+    return back(request, "/sts/suites", f"Nothing stored: {out['error']}", "error")
 
 
 @router.post("/sts/recordings/expert")
@@ -136,8 +136,8 @@ def record_expert_page(
         rows, new = suites.expert_recordings(
             session, session.merge(user), level, suites.parse_seeds(seeds), form_number(max_steps, "max_steps")
         )
-        return _back(request, "/sts/suites", f"The expert played {len(rows)} seeds of {level} ({new} new recordings).")
-    return _back(request, "/sts/suites", f"Nothing stored: {out['error']}", "error")
+        return back(request, "/sts/suites", f"The expert played {len(rows)} seeds of {level} ({new} new recordings).")
+    return back(request, "/sts/suites", f"Nothing stored: {out['error']}", "error")
 
 
 @router.post("/sts/studies/{study_id}/recordings")
@@ -157,11 +157,11 @@ def record_plays_page(
             for k, what in (("existing", "stored before"), ("empty", "empty"), ("failed", "unsuccessful"))
             if result[k]
         ]
-        return _back(
+        return back(
             request,
             f"/studies/{study_id}",
             f"Stored {result['created']} plays as recordings"
             + (f" (skipped: {', '.join(skipped)})" if skipped else "")
             + ": mine them on a suite's page.",
         )
-    return _back(request, f"/studies/{study_id}", f"Nothing stored: {out['error']}", "error")
+    return back(request, f"/studies/{study_id}", f"Nothing stored: {out['error']}", "error")

@@ -13,10 +13,10 @@ from app.auth.models import User
 from app.errors import InputError
 from app.kinds.sts import generation, suites
 from app.kinds.sts.models import GenerationRun
-from app.kinds.sts.views.common import Count, _answers, _back, _flashed, _version, researcher
+from app.kinds.sts.views.common import Count, _answers, _flashed, _version, researcher
 from app.params import NOT_BOOL, BodyId, Id
 from app.runs import service as runs
-from app.web import form_number, render
+from app.web import back, form_number, render
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])  # pages
 api = APIRouter(prefix="/api/v1/sts", tags=["sts"], dependencies=[Depends(verify_csrf)])
@@ -135,9 +135,9 @@ def start_generation_page(
             form_number(seed, "seed") or 0,
             generation.DEFAULT_BATCH,
         )
-        return _back(
+        return back(
             request,
             f"/sts/suites/{suite_id}?version={number}#runs",
             f"Generation run #{runs.of_job(session, run.job_id).id} queued (job {run.job_id}).",
         )
-    return _back(request, f"/sts/suites/{suite_id}?version={number}", f"Not started: {out['error']}", "error")
+    return back(request, f"/sts/suites/{suite_id}?version={number}", f"Not started: {out['error']}", "error")

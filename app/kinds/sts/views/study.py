@@ -12,10 +12,10 @@ from app.auth.deps import db, verify_csrf
 from app.auth.models import User
 from app.kinds.sts import suites
 from app.kinds.sts.study import MAX_AGENTS, MAX_REFERENCE
-from app.kinds.sts.views.common import _answers, _back, _flashed, _version, researcher
+from app.kinds.sts.views.common import _answers, _flashed, _version, researcher
 from app.params import MAX_ID, NOT_BOOL, BodyId, Id, Whole
 from app.studies.services import StudySettings
-from app.web import form_number
+from app.web import back, form_number
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])  # pages
 api = APIRouter(prefix="/api/v1/sts", tags=["sts"], dependencies=[Depends(verify_csrf)])
@@ -107,7 +107,7 @@ def study_from_version_page(
 
     with _answers():
         suite, version = _version(session, user, suite_id, number)
-    back = f"/sts/suites/{suite_id}?version={number}#study"
+    url = f"/sts/suites/{suite_id}?version={number}#study"
     out: dict = {}
     with _flashed(request, out):
         given = {
@@ -144,13 +144,13 @@ def study_from_version_page(
             pairs=pairs,
         )
         noun = "pairs" if pairs else "episodes"
-        return _back(
+        return back(
             request,
             f"/studies/{study.id}",
             f"Draft study made from version {number}: {summary['items']} {noun}, {summary['reference']} of "
             f"them reference {noun}. Launch it when ready.",
         )
-    return _back(request, back, f"No study made: {out['error']}", "error")
+    return back(request, url, f"No study made: {out['error']}", "error")
 
 
 # --- the human row (people.py): people play the version's scenarios -------------------------
@@ -218,13 +218,13 @@ def play_study_page(
         }
         settings = StudySettings(**{k: v for k, v in given.items() if v is not None})
         study, summary = build_play_study(session, session.merge(user), suite, version, settings)
-        return _back(
+        return back(
             request,
             f"/studies/{study.id}",
             f"Draft play study made from version {number}: {summary['items']} scenarios to play. Launch it when "
             "ready; when people have played, store their plays as the agent people's continuations.",
         )
-    return _back(request, f"/sts/suites/{suite_id}?version={number}#study", f"No study made: {out['error']}", "error")
+    return back(request, f"/sts/suites/{suite_id}?version={number}#study", f"No study made: {out['error']}", "error")
 
 
 @router.post("/sts/studies/{study_id}/people")
@@ -240,11 +240,11 @@ def people_continuations_page(
         skipped = [
             f"{result[k]} {what}" for k, what in (("existing", "stored before"), ("empty", "empty")) if result[k]
         ]
-        return _back(
+        return back(
             request,
             f"/studies/{study_id}",
             f"Stored {result['created']} plays as continuations of people"
             + (f" (skipped: {', '.join(skipped)})" if skipped else "")
             + ": build a study with people among its agents.",
         )
-    return _back(request, f"/studies/{study_id}", f"Nothing stored: {out['error']}", "error")
+    return back(request, f"/studies/{study_id}", f"Nothing stored: {out['error']}", "error")

@@ -19,11 +19,11 @@ from app.kinds.sts.env import get_simulator
 from app.kinds.sts.frames import MAX_FRAMES, ensure_strip
 from app.kinds.sts.mining import MAX_CONTINUATION, MAX_TAGS, RULES
 from app.kinds.sts.models import Continuation, Recording
-from app.kinds.sts.views.common import TIMELINE_TILE, Count, _answers, _back, _flashed, _list, _version, researcher
+from app.kinds.sts.views.common import TIMELINE_TILE, Count, _answers, _flashed, _list, _version, researcher
 from app.kinds.sts.views.runs import _runs
 from app.params import MAX_ID, NOT_BLANK, NOT_BOOL, BodyId, Id
 from app.storage import get_store
-from app.web import form_number, render
+from app.web import back, form_number, render
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])  # pages
 api = APIRouter(prefix="/api/v1/sts", tags=["sts"], dependencies=[Depends(verify_csrf)])
@@ -219,8 +219,8 @@ def create_suite_page(
     out: dict = {}
     with _flashed(request, out):
         suite = suites.create_suite(session, session.merge(user), name, description)
-        return _back(request, f"/sts/suites/{suite.id}", f"Suite {suite.name!r} created with version 1, a draft.")
-    return _back(request, "/sts/suites", f"Not created: {out['error']}", "error")
+        return back(request, f"/sts/suites/{suite.id}", f"Suite {suite.name!r} created with version 1, a draft.")
+    return back(request, "/sts/suites", f"Not created: {out['error']}", "error")
 
 
 @router.get("/sts/suites/{suite_id}")
@@ -262,8 +262,8 @@ def start_version_page(
     out: dict = {}
     with _flashed(request, out):
         v = suites.new_version(session, suite)
-        return _back(request, f"/sts/suites/{suite.id}", f"Version {v.number} started: add its scenarios.")
-    return _back(request, f"/sts/suites/{suite.id}", out["error"], "error")
+        return back(request, f"/sts/suites/{suite.id}", f"Version {v.number} started: add its scenarios.")
+    return back(request, f"/sts/suites/{suite.id}", out["error"], "error")
 
 
 @router.post("/sts/suites/{suite_id}/versions/{number}/publish")
@@ -275,12 +275,12 @@ def publish_page(
     out: dict = {}
     with _flashed(request, out):
         suites.publish(session, version)
-        return _back(
+        return back(
             request,
             f"/sts/suites/{suite.id}?version={number}",
             f"Version {number} is published: its scenarios can no longer change.",
         )
-    return _back(request, f"/sts/suites/{suite.id}?version={number}", out["error"], "error")
+    return back(request, f"/sts/suites/{suite.id}?version={number}", out["error"], "error")
 
 
 @router.post("/sts/suites/{suite_id}/scenarios")
@@ -318,12 +318,12 @@ def add_scenarios_page(
         )
         note = f"; {result['skipped']} the suite already had" if result["skipped"] else ""
         note += f"; the rule does not apply to {result['inapplicable']}" if result["inapplicable"] else ""
-        return _back(
+        return back(
             request,
             f"/sts/suites/{suite.id}",
             f"Added {len(result['added'])} scenarios to version {version.number}{note}.",
         )
-    return _back(request, f"/sts/suites/{suite.id}", f"No scenario added: {out['error']}", "error")
+    return back(request, f"/sts/suites/{suite.id}", f"No scenario added: {out['error']}", "error")
 
 
 def _timeline_url(row: Recording) -> str | None:
@@ -387,7 +387,7 @@ def takeover_page(
         if version.state == "draft":
             changed = suites.update_scenario(session, sc, takeover=step)
             gone = changed["continuations_removed"]
-            return _back(
+            return back(
                 request,
                 f"/sts/scenarios/{sc.id}",
                 f"The agent now takes over at step {step}"
@@ -405,13 +405,13 @@ def takeover_page(
         if not result["added"]:
             raise InputError(f"the suite already has this recording taken over at step {step}", field="takeover")
         new = result["added"][0]
-        return _back(
+        return back(
             request,
             f"/sts/scenarios/{new['id']}",
             f"Version {version.number} is published, so a new scenario taking over at step {step} "
             f"was added to version {new['version']}.",
         )
-    return _back(request, f"/sts/scenarios/{sc.id}", out["error"], "error")
+    return back(request, f"/sts/scenarios/{sc.id}", out["error"], "error")
 
 
 @router.post("/sts/scenarios/{scenario_id}/tags")
@@ -432,4 +432,4 @@ def tag_page(
         else:
             suites.add_tag(session, user, sc, tag)
         return RedirectResponse(f"/sts/scenarios/{sc.id}", status_code=303)
-    return _back(request, f"/sts/scenarios/{sc.id}", out["error"], "error")
+    return back(request, f"/sts/scenarios/{sc.id}", out["error"], "error")
