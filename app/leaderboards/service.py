@@ -186,23 +186,9 @@ def compute(session: Session, study: Study, annotators: tuple[int, int] | None =
         else {"total": total, "offset": offset, "limit": limit}
     )
 
-    maj = _majority_from_totals(session, study, totals)
-    if maj:
-        rows.append(maj)
-    rows.extend(kind.baselines(session, study))
-    n_all, by_cat_total, _ = totals
-    return {
-        "study": study.slug,
-        "kind": study.kind,
-        "items": n_all,
-        "categories": sorted(by_cat_total),
-        "category_label": kind.category_label,
-        "rows": rows,
-        "annotators": page,
-        "agreement": _agreement_from_totals(session, study),
-        "extra": ranking.section(session, study, kind),  # the kind's tables, then the settled one
-        **_dawid_skene(session, study, rows),
-    }
+    majority = _majority_from_totals(session, study, totals)
+    board = _board(session, study, kind, totals, rows, page, majority, _agreement_from_totals(session, study))
+    return {**board, **_dawid_skene(session, study, rows)}
 
 
 def _dawid_skene(session: Session, study: Study, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -403,12 +389,21 @@ def _annotator_rows(session: Session, humans: dict[Any, Any], worker_ids: Any) -
 
 
 def _board(
-    session: Session, study: Study, kind: Any, totals: Any, rows: list[dict[str, Any]], per_item: dict[Any, Any]
+    session: Session,
+    study: Study,
+    kind: Any,
+    totals: Any,
+    rows: list[dict[str, Any]],
+    annotators: dict[str, Any],
+    majority: dict[str, Any] | None,
+    agreed: Any,
 ) -> dict[str, Any]:
+    """The board around its agents' and annotators' rows, which the majority row (if any) and
+    the kind's baselines follow: what `compute` (from the running totals) and
+    recompute_from_annotations (from the raw annotations) both answer."""
     n_all, by_cat_total, _ = totals
-    maj = _majority_row(session, study, per_item, totals)
-    if maj:
-        rows.append(maj)
+    if majority:
+        rows.append(majority)
     rows.extend(kind.baselines(session, study))
     return {
         "study": study.slug,
@@ -417,7 +412,8 @@ def _board(
         "categories": sorted(by_cat_total),
         "category_label": kind.category_label,
         "rows": rows,
-        "agreement": agreement(per_item),
+        "annotators": annotators,
+        "agreement": agreed,
         "extra": ranking.section(session, study, kind),  # the kind's tables, then the settled one
     }
 
@@ -436,12 +432,11 @@ def recompute_from_annotations(session: Session, study: Study) -> dict[str, Any]
     humans = _rows_from_scores(session, study, human_scored, over_all_items=False, totals=totals)
     people = _annotator_rows(session, humans, select(Annotation.worker_id).where(valid))
     rows.extend(people)
-    board = _board(session, study, kind, totals, rows, _answers_per_item(session, study, kind, valid))
-    return {
-        **board,
-        "annotators": {"total": len(people), "offset": 0, "limit": None},
-        **_dawid_skene(session, study, board["rows"]),
-    }
+    per_item = _answers_per_item(session, study, kind, valid)
+    page = {"total": len(people), "offset": 0, "limit": None}
+    majority = _majority_row(session, study, per_item, totals)
+    board = _board(session, study, kind, totals, rows, page, majority, agreement(per_item))
+    return {**board, **_dawid_skene(session, study, rows)}
 
 
 def _answers_per_item(session: Session, study: Study, kind: Any, valid: Any) -> dict[int, dict[Any, Any]]:
