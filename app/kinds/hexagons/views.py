@@ -9,6 +9,7 @@ classify the error, fix the gold board and label the step's abstraction. Executo
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request, Response
@@ -18,7 +19,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app import jsonsafe
-from app.auth.deps import Managed, db, managed_study, managing, require, verify_csrf
+from app.auth.deps import Managed, RoleCheck, db, managed_study, managing, require, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
 from app.kinds.hexagons import generation
@@ -36,11 +37,28 @@ researcher = require("researcher", "admin")
 own_study = managing(researcher, "No such study among yours.")
 
 
-def _hex_study(session: Session, study_id: int, user: User) -> Study:
-    study = managed_study(session, study_id, user, "No such study among yours.")
+def _only_hex(study: Study) -> Study:
     if study.kind != KIND_NAME:
         raise HTTPException(404, "not a Hexagons study")
     return study
+
+
+def _hex_study(session: Session, study_id: int, user: User) -> Study:
+    return _only_hex(managed_study(session, study_id, user, "No such study among yours."))
+
+
+def _hex_pages(check: RoleCheck) -> Callable[..., Managed]:
+    """The pages' dependency: managing(), for a Hexagons study only (404 for another kind's)."""
+    own = managing(check, "No such study among yours.")
+
+    def dep(loaded: Managed = Depends(own)) -> Managed:
+        _only_hex(loaded.study)
+        return loaded
+
+    return dep
+
+
+own_hex = _hex_pages(researcher)
 
 
 # ---- description and verification studies (description.py, verification.py) -------------------
@@ -61,9 +79,12 @@ class VerificationIn(BaseModel):
 
 
 def _execution_study(session: Session, study_id: int, user: User) -> Study:
+    return _executing(_hex_study(session, study_id, user))
+
+
+def _executing(study: Study) -> Study:
     from app.kinds.hexagons.verification import mode
 
-    study = _hex_study(session, study_id, user)
     if mode(study) != "execution":
         raise InputError("a description study has no verifiers: verify its procedures first", field="study")
     return study
@@ -129,30 +150,28 @@ def _targets_page(request: Request, study: Study, session: Session, status_code:
 
 
 @router.get("/hexagons/studies/{study_id}/targets")
-def targets_page(request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
-    return _targets_page(request, _hex_study(session, study_id, user), session)
+def targets_page(request: Request, own: Managed = Depends(own_hex)):
+    return _targets_page(request, own.study, own.session)
 
 
 @router.post("/hexagons/studies/{study_id}/targets")
 def add_target_page(
     request: Request,
-    study_id: Id,
     target_id: str = Form(""),
     board: str = Form(""),
     category: str = Form(""),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
+    own: Managed = Depends(own_hex),
 ):
     from app import jsonsafe
     from app.kinds.hexagons.description import add_target as add
 
-    study = _hex_study(session, study_id, user)
+    session, study = own.session, own.study
     try:
         try:
             cells = jsonsafe.loads(board) if board.strip() else None
         except json.JSONDecodeError:
             raise InputError("the board is not valid JSON", field="board") from None
-        add(session, study, user, target_id, cells, category)
+        add(session, study, own.user, target_id, cells, category)
     except InputError as exc:
         session.rollback()
         return _targets_page(
@@ -168,27 +187,20 @@ def add_target_page(
 
 
 @router.post("/hexagons/studies/{study_id}/verification")
-def start_verification_page(
-    request: Request,
-    study_id: Id,
-    title: str = Form(""),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
-):
+def start_verification_page(request: Request, title: str = Form(""), own: Managed = Depends(own_hex)):
     from app.kinds.hexagons.verification import make_verification_study
 
-    study = _hex_study(session, study_id, user)
-    new = make_verification_study(session, study, session.merge(user), title)
+    new = make_verification_study(own.session, own.study, own.session.merge(own.user), title)
     flash(request, "Verification study created with the procedures: launch it when ready.")
     return RedirectResponse(f"/studies/{new.id}", status_code=303)
 
 
 @router.get("/hexagons/studies/{study_id}/verification")
-def verification_page(request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
+def verification_page(request: Request, own: Managed = Depends(own_hex)):
     from app.kinds.hexagons.verification import report
 
-    study = _execution_study(session, study_id, user)
-    return render(request, "kinds/hexagons/verification.html", study=study, report=report(session, study))
+    study = _executing(own.study)
+    return render(request, "kinds/hexagons/verification.html", study=study, report=report(own.session, study))
 
 
 # --- consolidation: admins classify disagreements, fix gold, label abstraction ----------------
@@ -298,15 +310,11 @@ def decide_step(
 
 
 @router.get("/hexagons/studies/{study_id}/consolidation")
-def consolidation_page(
-    request: Request, study_id: Id, session: Session = Depends(db), user: User = Depends(admin_only)
-):
+def consolidation_page(request: Request, own: Managed = Depends(_hex_pages(admin_only))):
     from app.kinds.hexagons.consolidation import queue
 
-    study = _hex_study(session, study_id, user)
-    return render(
-        request, "kinds/hexagons/consolidation.html", user=user, study=study, rows=queue(session, study), **_guides()
-    )
+    rows = queue(own.session, own.study)
+    return render(request, "kinds/hexagons/consolidation.html", user=own.user, study=own.study, rows=rows, **_guides())
 
 
 @router.get("/hexagons/studies/{study_id}/consolidation/{item_id}/{step}")
