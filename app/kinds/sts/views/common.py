@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Any
 
-from fastapi import HTTPException, Request
+from fastapi import Depends, HTTPException, Request
 from pydantic import Field, ValidationError
 from sqlalchemy.orm import Session
 
-from app.auth.deps import require
+from app.auth.deps import db, require
 from app.auth.models import User
 from app.errors import InputError
 from app.kinds.sts import suites
-from app.params import MAX_ID, NOT_BOOL
+from app.params import MAX_ID, NOT_BOOL, Id
 
 # Numbers in bodies are bounded where they enter (the database's INTEGER range); the services
 # check what each one may be.
@@ -46,6 +47,30 @@ def _flashed(request: Request, holder: dict):
         yield
     except (InputError, ValidationError) as exc:
         holder["error"] = str(exc) if isinstance(exc, InputError) else exc.errors()[0]["msg"]
+
+
+@dataclass(frozen=True)
+class Place:
+    """What a suite's page routes load first: the request's session, the caller's account, and
+    the version (of a suite of theirs) or the scenario the path names; another's is 404."""
+
+    session: Session
+    user: User
+    suite: Any
+    version: Any
+    scenario: Any = None
+
+
+def at_version(suite_id: Id, number: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> Place:
+    with _answers():
+        suite, version = _version(session, user, suite_id, number)
+    return Place(session, user, suite, version)
+
+
+def at_scenario(scenario_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> Place:
+    with _answers():
+        sc, suite, version = suites.get_scenario(session, user, scenario_id)
+    return Place(session, user, suite, version, sc)
 
 
 def _list(text: str) -> list[str]:

@@ -13,7 +13,7 @@ from app.auth.models import User
 from app.errors import InputError
 from app.kinds.sts import generation, suites
 from app.kinds.sts.models import GenerationRun
-from app.kinds.sts.views.common import Count, _answers, _flashed, _version, researcher
+from app.kinds.sts.views.common import Count, Place, _answers, _flashed, _version, at_version, researcher
 from app.params import NOT_BOOL, BodyId, Id
 from app.runs import service as runs
 from app.web import back, form_number, render
@@ -112,16 +112,12 @@ def suite_runs(request: Request, suite_id: Id, session: Session = Depends(db), u
 @router.post("/sts/suites/{suite_id}/versions/{number}/generations")
 def start_generation_page(
     request: Request,
-    suite_id: Id,
-    number: Id,
     agent: str = Form(""),
     continuations: str = Form(""),
     seed: str = Form(""),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
+    place: Place = Depends(at_version),
 ):
-    with _answers():
-        _version(session, user, suite_id, number)
+    session, user, suite_id, number = place.session, place.user, place.suite.id, place.version.number
     out: dict = {}
     with _flashed(request, out):
         spec = agent if agent in suites.BUILTIN_AGENTS else form_number(agent, "agent")

@@ -12,7 +12,7 @@ from app.auth.deps import db, verify_csrf
 from app.auth.models import User
 from app.kinds.sts import suites
 from app.kinds.sts.study import MAX_AGENTS, MAX_REFERENCE
-from app.kinds.sts.views.common import _answers, _flashed, _version, researcher
+from app.kinds.sts.views.common import Place, _answers, _flashed, _version, at_version, researcher
 from app.params import MAX_ID, NOT_BOOL, BodyId, Id, Whole
 from app.studies.services import StudySettings
 from app.web import back, form_number
@@ -86,8 +86,6 @@ def study_from_version(
 @router.post("/sts/suites/{suite_id}/versions/{number}/study")
 def study_from_version_page(
     request: Request,
-    suite_id: Id,
-    number: Id,
     title: str = Form(""),
     agents: list[str] = Form([]),
     continuations: str = Form(""),
@@ -99,15 +97,13 @@ def study_from_version_page(
     approve_at: str = Form(""),
     side_by_side: str = Form(""),
     reference_pairs: str = Form(""),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
+    place: Place = Depends(at_version),
 ):
     """The suite page's form for a study of a published version (the API's study route)."""
     from app.kinds.sts.study import build_study
 
-    with _answers():
-        suite, version = _version(session, user, suite_id, number)
-    url = f"/sts/suites/{suite_id}?version={number}#study"
+    session, suite, version, number = place.session, place.suite, place.version, place.version.number
+    url = f"/sts/suites/{suite.id}?version={number}#study"
     out: dict = {}
     with _flashed(request, out):
         given = {
@@ -133,7 +129,7 @@ def study_from_version_page(
         # A draft version's refusal (a Conflict) is shown on the page like any other.
         study, summary = build_study(
             session,
-            session.merge(user),
+            session.merge(place.user),
             suite,
             version,
             settings,
@@ -197,19 +193,12 @@ def people_continuations(body: PeopleIn, session: Session = Depends(db), user: U
 
 @router.post("/sts/suites/{suite_id}/versions/{number}/play-study")
 def play_study_page(
-    request: Request,
-    suite_id: Id,
-    number: Id,
-    title: str = Form(""),
-    annotations_per_item: str = Form(""),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
+    request: Request, title: str = Form(""), annotations_per_item: str = Form(""), place: Place = Depends(at_version)
 ):
     """The suite page's button for a play study of a published version (the API's route)."""
     from app.kinds.sts.people import build_play_study
 
-    with _answers():
-        suite, version = _version(session, user, suite_id, number)
+    session, suite, version, number = place.session, place.suite, place.version, place.version.number
     out: dict = {}
     with _flashed(request, out):
         given = {
@@ -217,14 +206,14 @@ def play_study_page(
             "annotations_per_item": form_number(annotations_per_item, "annotations_per_item"),
         }
         settings = StudySettings(**{k: v for k, v in given.items() if v is not None})
-        study, summary = build_play_study(session, session.merge(user), suite, version, settings)
+        study, summary = build_play_study(session, session.merge(place.user), suite, version, settings)
         return back(
             request,
             f"/studies/{study.id}",
             f"Draft play study made from version {number}: {summary['items']} scenarios to play. Launch it when "
             "ready; when people have played, store their plays as the agent people's continuations.",
         )
-    return back(request, f"/sts/suites/{suite_id}?version={number}#study", f"No study made: {out['error']}", "error")
+    return back(request, f"/sts/suites/{suite.id}?version={number}#study", f"No study made: {out['error']}", "error")
 
 
 @router.post("/sts/studies/{study_id}/people")

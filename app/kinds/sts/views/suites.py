@@ -19,7 +19,18 @@ from app.kinds.sts.env import get_simulator
 from app.kinds.sts.frames import MAX_FRAMES, ensure_strip
 from app.kinds.sts.mining import MAX_CONTINUATION, MAX_TAGS, RULES
 from app.kinds.sts.models import Continuation, Recording
-from app.kinds.sts.views.common import TIMELINE_TILE, Count, _answers, _flashed, _list, _version, researcher
+from app.kinds.sts.views.common import (
+    TIMELINE_TILE,
+    Count,
+    Place,
+    _answers,
+    _flashed,
+    _list,
+    _version,
+    at_scenario,
+    at_version,
+    researcher,
+)
 from app.kinds.sts.views.runs import _runs
 from app.params import MAX_ID, NOT_BLANK, NOT_BOOL, BodyId, Id
 from app.storage import get_store
@@ -267,14 +278,11 @@ def start_version_page(
 
 
 @router.post("/sts/suites/{suite_id}/versions/{number}/publish")
-def publish_page(
-    request: Request, suite_id: Id, number: Id, session: Session = Depends(db), user: User = Depends(researcher)
-):
-    with _answers():
-        suite, version = _version(session, user, suite_id, number)
+def publish_page(request: Request, place: Place = Depends(at_version)):
+    suite, number = place.suite, place.version.number
     out: dict = {}
     with _flashed(request, out):
-        suites.publish(session, version)
+        suites.publish(place.session, place.version)
         return back(
             request,
             f"/sts/suites/{suite.id}?version={number}",
@@ -335,11 +343,10 @@ def _timeline_url(row: Recording) -> str | None:
 
 
 @router.get("/sts/scenarios/{scenario_id}")
-def scenario_page(request: Request, scenario_id: Id, session: Session = Depends(db), user: User = Depends(researcher)):
+def scenario_page(request: Request, place: Place = Depends(at_scenario)):
     """A scenario on its recording's timeline: scrub the frames and take over at another step
     (a draft's scenario moves; a published one's is copied into the draft version)."""
-    with _answers():
-        sc, suite, version = suites.get_scenario(session, user, scenario_id)
+    session, user, sc, suite, version = place.session, place.user, place.scenario, place.suite, place.version
     row = session.get(Recording, sc.recording_id)
     mine = suites.personal_tags(session, user, [sc.id])
     latest = suites.latest_version(session, suite)
@@ -370,15 +377,8 @@ def scenario_page(request: Request, scenario_id: Id, session: Session = Depends(
 
 
 @router.post("/sts/scenarios/{scenario_id}/takeover")
-def takeover_page(
-    request: Request,
-    scenario_id: Id,
-    takeover: str = Form(""),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
-):
-    with _answers():
-        sc, suite, version = suites.get_scenario(session, user, scenario_id)
+def takeover_page(request: Request, takeover: str = Form(""), place: Place = Depends(at_scenario)):
+    session, sc, suite, version = place.session, place.scenario, place.suite, place.version
     out: dict = {}
     with _flashed(request, out):
         step = form_number(takeover, "takeover")
@@ -415,21 +415,13 @@ def takeover_page(
 
 
 @router.post("/sts/scenarios/{scenario_id}/tags")
-def tag_page(
-    request: Request,
-    scenario_id: Id,
-    tag: str = Form(""),
-    action: str = Form("add"),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
-):
-    with _answers():
-        sc, _, _ = suites.get_scenario(session, user, scenario_id)
+def tag_page(request: Request, tag: str = Form(""), action: str = Form("add"), place: Place = Depends(at_scenario)):
+    sc = place.scenario
     out: dict = {}
     with _flashed(request, out):
         if action == "remove":
-            suites.remove_tag(session, user, sc, tag)
+            suites.remove_tag(place.session, place.user, sc, tag)
         else:
-            suites.add_tag(session, user, sc, tag)
+            suites.add_tag(place.session, place.user, sc, tag)
         return RedirectResponse(f"/sts/scenarios/{sc.id}", status_code=303)
     return back(request, f"/sts/scenarios/{sc.id}", out["error"], "error")
