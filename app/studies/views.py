@@ -30,7 +30,7 @@ from app.params import MAX_ID, Id
 from app.storage import get_store
 from app.studies import assignment, comprehension, hotpath, preview, services
 from app.studies.models import Assignment, Bundle, Item, Study
-from app.web import flash, rate_limit, read_upload, render, wants_json
+from app.web import back, rate_limit, read_upload, render, wants_json
 
 if TYPE_CHECKING:
     from app.kinds.base import ImportResult, TaskKind
@@ -530,12 +530,12 @@ async def create_study(request: Request, session: Session = Depends(db), user: U
             error=str(exc),
         )
     warning = services.study_fill_warning(session, study)
-    flash(
+    return back(
         request,
+        f"/studies/{study.id}",
         "Study created with its items. " + (f"Before launching: {warning}" if warning else "Launch it when ready."),
         "warn" if warning else "ok",
     )
-    return RedirectResponse(f"/studies/{study.id}", status_code=303)
 
 
 def _keep_upload(store: BlobStore, user_id: int, data: bytes) -> str:
@@ -746,13 +746,13 @@ async def preview_answer(request: Request, own: Managed = Depends(own_study)) ->
     except InputError as exc:
         return _preview_page(request, session, study, own.user, n, status_code=422, error=exc)
     score = checked["score"]
-    flash(
+    return back(
         request,
+        f"/studies/{study.id}/preview?n={n + 1}",
         f"Item {n}: the answer was accepted"
         + (f" and scores {score:g}" if score is not None else " (no reference to score it against)")
         + ". Nothing was stored.",
     )
-    return RedirectResponse(f"/studies/{study.id}/preview?n={n + 1}", status_code=303)
 
 
 @router.get("/studies/{study_id}/progress")
@@ -785,8 +785,11 @@ def change_state(
         )
     previous = study.state
     services.set_state(session, study, state, session.merge(user))
-    flash(request, "The study is open again." if previous == "closed" else f"The study is now {state}.")
-    return RedirectResponse(f"/studies/{study.id}", status_code=303)
+    return back(
+        request,
+        f"/studies/{study.id}",
+        "The study is open again." if previous == "closed" else f"The study is now {state}.",
+    )
 
 
 @router.post("/studies/{study_id}/release")
@@ -805,8 +808,11 @@ def release_browser(request: Request, worker_id: str = Form(""), own: Managed = 
             "browser (they have not agreed yet, or it was released already).",
             404,
         )
-    flash(request, f"Released: the next browser that opens the link as {worker_id.strip()} continues their task.")
-    return RedirectResponse(f"/studies/{study.id}#release", status_code=303)
+    return back(
+        request,
+        f"/studies/{study.id}#release",
+        f"Released: the next browser that opens the link as {worker_id.strip()} continues their task.",
+    )
 
 
 @router.post("/studies/{study_id}/people-sample")
@@ -851,8 +857,7 @@ def people_sample(
         )
     else:
         message = f"People now judge a random {count} of the items." if count else "People now judge every item."
-    flash(request, message)
-    return RedirectResponse(f"/studies/{study.id}#sample", status_code=303)
+    return back(request, f"/studies/{study.id}#sample", message)
 
 
 @router.post("/studies/{study_id}/adaptive")
@@ -873,14 +878,14 @@ def adaptive(
         services.edit_study(own.session, study, edit, own.session.merge(own.user))
     except (InputError, ValidationError) as exc:
         return _refused(request, own, "adaptive", str(exc) if isinstance(exc, InputError) else exc.errors()[0]["msg"])
-    flash(
+    return back(
         request,
+        f"/studies/{study.id}#adaptive",
         f"Adaptive allocation on: every item gets {study.adaptive_floor} annotation(s) first, then the items "
         "of agents whose place in the ranking is open."
         if on
         else "Adaptive allocation off: items go in the plain order.",
     )
-    return RedirectResponse(f"/studies/{study.id}#adaptive", status_code=303)
 
 
 def _auto_pause_card(session: Session, study: Study) -> dict[str, Any] | None:
@@ -915,13 +920,13 @@ async def auto_pause(request: Request, own: Managed = Depends(own_study)) -> Res
         stopping.set_marks(own.session, study, pairs, own.user.id)
     except (InputError, json.JSONDecodeError) as exc:
         return _refused(request, own, "auto_pause", str(exc))
-    flash(
+    return back(
         request,
+        f"/studies/{study.id}#auto-pause",
         f"Auto-pause on: the study pauses itself once the {len(pairs)} marked comparison(s) are settled."
         if pairs
         else "Auto-pause off.",
     )
-    return RedirectResponse(f"/studies/{study.id}#auto-pause", status_code=303)
 
 
 @router.post("/studies/{study_id}/agents")
@@ -940,10 +945,9 @@ async def import_agent(
         agent = services.register_agent(session, session.merge(user), study.kind, name, version or "1")
         n = services.import_agent_outputs(session, study, agent, data)
     except InputError as exc:
-        session.rollback()  # a new agent's row goes with its refused outputs
-        return _study_page(request, session, study, user, 422, {"agents": str(exc)})
-    flash(request, f"Imported {n} outputs for {agent.name} v{agent.version}.")
-    return RedirectResponse(f"/studies/{study.id}", status_code=303)
+        # a new agent's row goes with its refused outputs
+        return _refused(request, Managed(session, user, study), "agents", str(exc))
+    return back(request, f"/studies/{study.id}", f"Imported {n} outputs for {agent.name} v{agent.version}.")
 
 
 @router.post("/studies/{study_id}/annotations/import")
@@ -961,20 +965,19 @@ async def import_prior_annotations(
     try:
         done = import_annotations(session, study, session.merge(user), await read_upload(file), source)
     except InputError as exc:
-        session.rollback()
-        return _study_page(request, session, study, user, 422, {"prior": str(exc)})
-    flash(
-        request, f"Imported {done['annotations']} annotations by {done['annotators']} annotators from {done['source']}."
+        return _refused(request, Managed(session, user, study), "prior", str(exc))
+    return back(
+        request,
+        f"/studies/{study.id}",
+        f"Imported {done['annotations']} annotations by {done['annotators']} annotators from {done['source']}.",
     )
-    return RedirectResponse(f"/studies/{study.id}", status_code=303)
 
 
 @router.post("/studies/{study_id}/exports")
 def start_export(request: Request, own: Managed = Depends(own_study)) -> Response:
     session, study = own.session, own.study
     jobs.submit(session, jobs.create_job(session, "export", study_id=study.id, owner_id=own.user.id))
-    flash(request, "Export started; the files appear below when it is done.")
-    return RedirectResponse(f"/studies/{study.id}#jobs", status_code=303)
+    return back(request, f"/studies/{study.id}#jobs", "Export started; the files appear below when it is done.")
 
 
 ANNOTATORS_ON_PAGE = 50
