@@ -28,6 +28,17 @@ def study_runs(
     return render(request, "runs/list.html", **service.study_page_context(session, study))
 
 
+def section_route(
+    router: APIRouter, path: str, template: str, context: Callable[[Session, Any], dict[str, Any]], own: Callable
+) -> None:
+    """A kind's runs section of the study page, alone: what htmx polls while a run goes."""
+
+    def generations_section(request: Request, loaded: Managed = Depends(own)) -> Response:
+        return render(request, template, study=loaded.study, **context(loaded.session, loaded.study))
+
+    router.add_api_route(path, generations_section, methods=["GET"])
+
+
 def start_from_page(
     request: Request, own: Managed, kind_name: str, params: Callable[[], dict[str, Any]], noun: str, anchor: str
 ) -> Response:

@@ -18,8 +18,8 @@ from app.errors import InputError
 from app.kinds.a3ds import generation
 from app.params import BodyId
 from app.runs.legacy import job_routes
-from app.runs.views import start_from_page
-from app.web import rate_limit, render
+from app.runs.views import section_route, start_from_page
+from app.web import rate_limit
 from app.kinds.a3ds.render import SIZES, scene_png
 from app.kinds.a3ds.scenes import N_SCENES
 
@@ -85,11 +85,9 @@ job_routes(
 )
 
 
-@router.get("/a3ds/studies/{study_id}/generations")
-def generations_section(request: Request, own: Managed = Depends(own_study)):
-    """The study page's section alone (htmx polls it while a run goes)."""
-    context = generation.study_context(own.session, own.study)
-    return render(request, "kinds/a3ds/generation.html", study=own.study, **context)
+section_route(
+    router, "/a3ds/studies/{study_id}/generations", "kinds/a3ds/generation.html", generation.study_context, own_study
+)
 
 
 @router.post("/a3ds/studies/{study_id}/generations")

@@ -25,7 +25,7 @@ from app.errors import InputError
 from app.kinds.hexagons import generation
 from app.params import BodyId, Id
 from app.runs.legacy import job_routes
-from app.runs.views import start_from_page
+from app.runs.views import section_route, start_from_page
 from app.studies.models import Item, Study
 from app.web import back, flash, form_number, render
 
@@ -433,11 +433,13 @@ job_routes(
 )
 
 
-@router.get("/hexagons/studies/{study_id}/generations")
-def generations_section(request: Request, own: Managed = Depends(own_study)):
-    """The study page's section alone (htmx polls it while a run goes)."""
-    context = generation.study_context(own.session, own.study)
-    return render(request, "kinds/hexagons/generation.html", study=own.study, **context)
+section_route(
+    router,
+    "/hexagons/studies/{study_id}/generations",
+    "kinds/hexagons/generation.html",
+    generation.study_context,
+    own_study,
+)
 
 
 @router.post("/hexagons/studies/{study_id}/generations")
