@@ -29,7 +29,11 @@ def study_runs(
 
 
 def section_route(
-    router: APIRouter, path: str, template: str, context: Callable[[Session, Any], dict[str, Any]], own: Callable
+    router: APIRouter,
+    path: str,
+    template: str,
+    context: Callable[[Session, Any], dict[str, Any]],
+    own: Callable[..., Managed],
 ) -> None:
     """A kind's runs section of the study page, alone: what htmx polls while a run goes."""
 
