@@ -197,6 +197,7 @@ def message(
     request: Request, worker_id: str = Form(""), body: str = Form(""), own: Managed = Depends(own_study)
 ) -> Response:
     """A message to a worker on Prolific, from the review page."""
+
     def act() -> str:
         service.message_worker(own.session, own.study, own.session.merge(own.user), worker_id, body)
         return f"Message sent to {worker_id.strip()} on Prolific."

@@ -1001,25 +1001,18 @@ def leaderboard(request: Request, own: Managed = Depends(own_study)) -> Response
 
 @router.post("/studies/{study_id}/comprehension")
 def comprehension_check(
-    request: Request,
-    study_id: Id,
-    mode: str = Form("none"),
-    questions: str = Form(""),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
+    request: Request, mode: str = Form("none"), questions: str = Form(""), own: Managed = Depends(own_study)
 ) -> Response:
     """The study's comprehension check before the first item: none, the kind's default, or the
     researcher's own questions; refusals show in the form's card."""
-    study = _study(session, study_id, user)
     try:
-        got = comprehension.set_check(session, study, user.id, mode, questions)
+        got = comprehension.set_check(own.session, own.study, own.user.id, mode, questions)
     except InputError as exc:
-        session.rollback()
-        return _study_page(request, session, study, user, 422, {"comprehension": exc.message})
-    flash(
+        return _refused(request, own, "comprehension", exc.message)
+    return back(
         request,
+        f"/studies/{own.study.id}#comprehension",
         f"Comprehension check on: {len(got)} question(s) before the first item, two tries."
         if got
         else "No comprehension check: workers start with the first item.",
     )
-    return RedirectResponse(f"/studies/{study.id}#comprehension", status_code=303)
