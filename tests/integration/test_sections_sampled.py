@@ -103,6 +103,63 @@ def test_navigation_the_studys_baseline_speaker_and_spl_equal_to_sr(session):
     assert (sr["mean_diff"], sr["n_paths"]) == (0.0, 2)
 
 
+# ---- Hexagons --------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("hexagons_kind")
+def test_hexagons_a_single_executors_pairs_stay_out_of_holms_family(session):
+    """Two executors (every step right; step 2 left undone) on six procedures, no agent. Holm's
+    family is the comparisons the study is run for: here only the pooled executors against the
+    No-action baseline. Its six differences are all the same and positive, so p = 2 / 2**6 =
+    0.031, and Holm over a family of one leaves it 0.031. Each single executor's pair with the
+    baseline shows its p (0.031 too) and no Holm p; counted in, the family of three would make
+    every Holm p 3 x 0.031 = 0.094."""
+    from tests.integration.test_sections_certified import POOLED, _execute, _hex_rows, _hex_study
+
+    owner = make_user(session, "researcher")
+    study = _hex_study(session, owner, procedures=6, per_item=2)
+    exact, _ = _execute(session, study, "EXACT01", "exact")
+    lazy, _ = _execute(session, study, "LAZY001", "lazy")
+    _, _, pairs = _hex_rows(session, study)
+    baseline = "No action (paints nothing)"
+    assert pairs[POOLED, baseline]["procedures"] == 6
+    assert (pairs[POOLED, baseline]["board_f1_p"], pairs[POOLED, baseline]["board_f1_holm"]) == ("0.031", "0.031")
+    for single in (exact, lazy):
+        assert (pairs[single, baseline]["board_f1_p"], pairs[single, baseline]["board_f1_holm"]) == ("0.031", None)
+
+
+@pytest.mark.usefixtures("hexagons_kind")
+def test_hexagons_abstraction_alpha_over_one_procedure_has_no_interval(session):
+    """Two executors label the two steps of the study's one procedure: 2, 0 and 2, 1. Alpha
+    (ordinal) is computed over the two steps, but resampling one procedure always draws the same
+    one: the cell shows alpha without an interval, not [alpha, alpha]."""
+    import krippendorff
+    import numpy as np
+
+    from app.studies import assignment
+    from tests.integration.test_sections_certified import EXECUTIONS, _procedure
+
+    owner = make_user(session, "researcher")
+    s = services.StudySettings(title="Levels", bundle_size=1, gold_rate=0.0, annotations_per_item=2)
+    study = services.create_study(
+        session, owner, "hexagons", s, _procedure(1).encode(), "procedures", {"label_abstraction": 1}
+    )
+    services.set_state(session, study, "live", owner)
+    for worker, levels in (("LEVELS1", (2, 0)), ("LEVELS2", (2, 1))):
+        bundle = assignment.enter(session, study, "prolific", worker)
+        a = assignment.next_item(session, study, bundle.id)
+        labels = json.dumps([{"level": lv, "mechanisms": []} for lv in levels])
+        response = {"steps": json.dumps(EXECUTIONS["exact"]), "labels": labels}
+        assignment.submit(session, study, bundle.id, a.id, response, f"{worker}-answer")
+    [row] = _tables(session, study)["hexagons_agreement"]["rows"]
+    assert (row["procedures"], row["steps"], row["labels"]) == (1, 2, 4)
+    expected = krippendorff.alpha(
+        reliability_data=np.array([[2, 0], [2, 1]], dtype=float), level_of_measurement="ordinal"
+    )
+    assert row["alpha"]["mean"] == pytest.approx(expected)
+    assert (row["alpha"]["low"], row["alpha"]["high"]) == (None, None)
+
+
 # ---- STS -------------------------------------------------------------------------------------
 
 
