@@ -173,7 +173,10 @@ def test_a_pair_study_from_a_suite_is_judged_and_ranked_as_worked_by_hand(client
     assert rows["expert"]["rating"]["mean"] == pytest.approx(math.log(2), abs=1e-4)
     assert rows["random"]["rating"]["mean"] == pytest.approx(-math.log(2), abs=1e-4)
     assert rows["expert"]["judgements"] == rows["random"]["judgements"] == 6
-    assert rows["expert"]["rating"]["units"] == 3  # the scenarios the bootstrap resamples
+    # The scenarios the bootstrap resamples, named in the API's cell as on the page.
+    assert (rows["expert"]["rating"]["units"], rows["expert"]["rating"]["unit"]) == (3, "scenario")
+    for who in ("expert", "random"):  # 3 scenarios, too few for an interval: none, in the API too
+        assert (rows[who]["rating"]["low"], rows[who]["rating"]["high"]) == (None, None)
     assert rows["expert"]["rank"]["text"] == "—" and "fewer than 5" in rows["expert"]["rank"]["reason"]
     wins = {r["agent"]: r for r in tables["sts_pair_wins"]["rows"]}
     assert wins["expert"]["v:random"] == "0.750 (n = 6)" and wins["random"]["v:expert"] == "0.250 (n = 6)"
@@ -201,6 +204,7 @@ def test_a_pair_study_from_a_suite_is_judged_and_ranked_as_worked_by_hand(client
     login(client, owner)
     html = client.get(f"/studies/{study.id}/leaderboard").text
     assert "Rating per agent from side-by-side judgements (Davidson, log-odds)" in html
+    assert "n = 3 scenarios: too few for an interval" in html  # what the interval would resample
     # The ratings lead the page (the kind's primary table for a side-by-side study).
     first = re.search(r'<section class="card[^"]*" id="([^"]+)"', html)
     assert first.group(1) == "sts_pair_ratings" and "primary" in first.group(0)
