@@ -379,3 +379,22 @@ def test_sts_without_reference_episodes_shows_why_nothing_is_corrected(session):
         "sensitivity (n/a, over 0 markers on success-labelled reference episodes) and specificity "
         "(n/a, over 0 on failure-labelled ones)" in agents["note"]
     )
+
+
+# ---- the judged tables (app/leaderboards/judged.py) -----------------------------------------
+
+
+def test_a_learned_judge_that_separates_peoples_verdicts_agrees_with_all_of_them():
+    """The learned-predictor table's agreement cell: 20 continuations people marked, 10 success
+    (1) and 10 failure (0), with a feature that says which; one they split (0.5), left out of
+    the agreement as a tie; 10 more nobody marked. The cross-fitted predictor calls every one
+    of the 20 as people did: agreement 20 of 20, 1.0 (Wilson n 20), not the 10 of 20 a verdict
+    read as never success would give."""
+    from app.leaderboards.judged import learned_row
+
+    human = {f"c{i}": float(i % 2) for i in range(20)} | {"split": 0.5}
+    features = {f"c{i}": [float(i % 2), float(i % 3)] for i in range(20)} | {"split": [0.5, 1.0]}
+    features |= {f"new{i}": [float(i % 2), 0.0] for i in range(10)}
+    row = learned_row(human, features, "continuation")
+    assert (row["judged"], row["people"]["n"]) == (31, 21)
+    assert (row["agreement"]["n"], row["agreement"]["mean"]) == (20, 1.0)
