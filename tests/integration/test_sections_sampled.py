@@ -398,3 +398,15 @@ def test_a_learned_judge_that_separates_peoples_verdicts_agrees_with_all_of_them
     row = learned_row(human, features, "continuation")
     assert (row["judged"], row["people"]["n"]) == (31, 21)
     assert (row["agreement"]["n"], row["agreement"]["mean"]) == (20, 1.0)
+
+
+def test_an_offline_scorers_ppi_with_too_few_people_says_what_it_counts():
+    """The A3DS, navigation and Hexagons scorers' people-and-judge figures (judged_summary):
+    people judged 2 of 3 captions (1 and 0), the judge all three. Under 10 people's units: the
+    mean 0.5 without an interval, and the reason names the unit, captions."""
+    from app.leaderboards.judged import judged_summary
+
+    got = judged_summary({"a": 1.0, "b": 0.0}, {"a": 1.0, "b": 0.0, "c": 1.0}, 0.05, "caption")
+    assert got["judge"] == pytest.approx(2 / 3) and got["judge_agreement"]["mean"] == 1.0
+    assert (got["ppi"]["n_human"], got["ppi"]["n_judge"], got["ppi"]["low"]) == (2, 1, None)
+    assert got["ppi"]["reason"] == "2 captions judged by people: under 10, no interval"
