@@ -328,6 +328,9 @@ def test_sts_tables_say_what_they_show(client, session):
         assert_prose(key, tables[key]["note"], tuple(c["label"] for c in tables[key]["columns"]))
         for c in tables[key]["columns"]:
             assert_prose(f"{key} {c['key']}", c["help"])
+    # The learned predictor's agreement is a share of verdicts, not the simulator's 1 - |difference|.
+    learned = {c["key"]: c["help"] for c in tables["sts_learned_ppi"]["columns"]}
+    assert "(predicted success >= 0.5, from a model not trained on that continuation)" in learned["agreement"]
     # Each scenario row names its scenario's category (the level's family), as the breakdown does.
     categories = [c["label"] for c in tables["sts_categories"]["columns"][1:]]
     assert sorted({r["category"] for r in tables["sts_scenarios"]["rows"]}) == categories
