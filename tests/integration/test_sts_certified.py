@@ -84,6 +84,11 @@ def test_the_section_shows_what_the_scorer_prints(client, session, tmp_path):
         assert {k: v for k, v in row["corrected_share"].items() if k not in ("units", "unit")} == corrected_cell(
             a["corrected"]
         ) and row["corrected"] == a["corrected"]["mean"]
+        if isinstance(row["corrected_share"], dict):  # its interval resamples the same scenarios
+            assert (row["corrected_share"]["units"], row["corrected_share"]["unit"]) == (
+                len(a["per_scenario"]),
+                "scenario",
+            )
         assert row["ttc"] == a["ttc_median"] and row["ttc_interval"] == ttc_cell(a["ttc"])
         cats = next(r for r in tables["sts_categories"]["rows"] if r["agent"] == agent)
         assert {
