@@ -6,6 +6,7 @@ takeover point was moved after mining is no longer counted under the mining rule
 from __future__ import annotations
 
 import json
+import math
 
 from click.testing import CliRunner
 from sqlalchemy import select
@@ -72,6 +73,13 @@ def test_the_section_shows_what_the_scorer_prints(client, session, tmp_path):
     scored = json.loads(out.output)
     rows = {r["agent"]: r for r in tables["sts_agents"]["rows"]}
     assert set(rows) == set(scored["agents"]) == {"expert", "random", "copycat"}
+    # Each scenario's difficulty: one minus the mean over the agents of their success share
+    # there, as the scorer prints the shares; the hardest first.
+    for r in tables["sts_scenarios"]["rows"]:
+        shares = [
+            a["per_scenario"][r["scenario"]] for a in scored["agents"].values() if r["scenario"] in a["per_scenario"]
+        ]
+        assert math.isclose(r["difficulty"], 1 - sum(shares) / len(shares)) and 0 <= r["difficulty"] <= 1
     ref = scored["reference"]
     assert ref["n_success"] and ref["n_failure"] and ref["sensitivity"] + ref["specificity"] > 1
     assert (ref["sensitivity"], ref["specificity"]) != (1.0, 1.0)
