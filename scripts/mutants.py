@@ -43,8 +43,8 @@ SECTIONS = {
     "app.leaderboards.rows": "app/leaderboards/rows.py",
     "app.leaderboards.ranks": "app/leaderboards/ranks.py",
     "app.leaderboards.correction": "app/leaderboards/correction.py",
-    # The judged table (PPI++) the STS, navigation and A3DS sections share: added after the
-    # first sample (docs/testing.md), not sampled yet.
+    # The judged table (PPI++) the STS, navigation and A3DS sections share, and the offline
+    # scorers' people-and-judge figures: added after the first sample, sampled with seed 31.
     "app.leaderboards.judged": "app/leaderboards/judged.py",
 }
 SECTION_TESTS = [
