@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from app.db import utcnow
@@ -86,14 +87,25 @@ def attempt(session: Session, study: Study, bundle: Bundle, answers: Mapping[str
         return "failed"  # the task ended: after two failures, or otherwise
     questions = study.comprehension or []
     right = all(answers.get(f"q{i}") == q["answer"] for i, q in enumerate(questions))
-    if right:
-        bundle.checked_at = utcnow()
-        audit.record(session, None, "worker.check", "bundle", bundle.id, passed=True, failures=bundle.check_failures)
-        session.commit()
-        return "passed"
-    bundle.check_failures += 1
-    audit.record(session, None, "worker.check", "bundle", bundle.id, passed=False, failures=bundle.check_failures)
+    # One conditional UPDATE an attempt, so attempts sent at once count as if sent one after
+    # another: a right answer passes only while fewer than two wrong ones are stored, and only
+    # the attempt that stores the second wrong one ends the task.
+    still_open = (
+        (Bundle.id == bundle.id)
+        & Bundle.checked_at.is_(None)
+        & Bundle.finished_at.is_(None)
+        & (Bundle.check_failures < ATTEMPTS)
+    )
+    values = {"checked_at": utcnow()} if right else {"check_failures": Bundle.check_failures + 1}
+    counted = session.execute(update(Bundle).where(still_open).values(**values)).rowcount
     session.commit()
+    session.refresh(bundle)
+    if not counted:  # another attempt was counted first
+        return "passed" if bundle.checked_at is not None else "failed"
+    audit.record(session, None, "worker.check", "bundle", bundle.id, passed=right, failures=bundle.check_failures)
+    session.commit()
+    if right:
+        return "passed"
     if bundle.check_failures < ATTEMPTS:
         return "again"
     assignment.give_back(session, bundle.id)
@@ -116,6 +128,14 @@ def set_check(session: Session, study: Study, user_id: int, mode: str, text: str
         questions = parse(text)
     else:
         raise InputError("none, default or own", field="mode")
+    if questions and not study.comprehension:
+        # A check turned on mid-study: the workers who agreed already began without one, and
+        # keep on without it (a worker stopped mid-task could fail it after unpaid work).
+        session.execute(
+            update(Bundle)
+            .where(Bundle.study_id == study.id, Bundle.consented_at.is_not(None), Bundle.checked_at.is_(None))
+            .values(checked_at=utcnow())
+        )
     study.comprehension = questions
     audit.record(session, user_id, "study.comprehension", "study", study.id, questions=len(questions or []))
     session.commit()

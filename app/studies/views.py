@@ -308,6 +308,7 @@ def _consent(request: Request, session: Session, slug: str, consent_version: str
 async def check(request: Request, slug: str) -> Response:
     """One attempt at the study's comprehension check: on to the first item, a second
     attempt, or (the second failed) the task ended and the worker asked to return the study."""
+    rate_limit(request, "submit", get_settings().rate_limit_submit)
     if request.session.get("crowd", {}).get(slug) is None:
         raise HTTPException(403, NOT_ENTERED)
     form = dict(await request.form())

@@ -591,6 +591,10 @@ def test_hooks_free_a_returned_slot_at_once_and_once(world, fake, session):
     assert answers[-1].status_code == 401 and "X-Prolific-Request-Signature" in answers[-1].json()["detail"]
     fake.deliver(url, {k: v for k, v in headers.items() if "Signature" not in k}, body)
     assert answers[-1].status_code == 401
+    # A signature header of latin-1 bytes that are not ASCII: refused as not matching (was a 500).
+    odd = {k: v for k, v in headers.items() if "Signature" not in k} | {"X-Prolific-Request-Signature": b"\xe9" * 44}
+    fake.deliver(url, odd, body)
+    assert answers[-1].status_code == 401
     session.expire_all()
     assert session.get(Assignment, held["P-stays"].id).state == "leased"
     # Another status change (here a submission completed, then approved) frees nothing.
@@ -695,3 +699,57 @@ def test_comprehension_check_two_attempts_then_return(world, fake, session):
     r = browser.post(f"/task/{slug}/check", data={"csrf_token": tok, **right})
     assert 'id="check-failed"' in r.text
     assert sum(i.n_active for i in session.scalars(select(Item).where(Item.study_id == study.id))) == 1
+
+
+def test_comprehension_attempts_sent_at_once_count_as_two_tries(world, fake, session):
+    """Attempts sent at once (one a combination of answers) each read the bundle before any
+    wrote it: the two tries still hold, and the right answer sent third does not pass."""
+    from sqlalchemy.orm import sessionmaker
+
+    from app.studies import comprehension
+    from app.studies.models import Bundle, Study
+    from tests.conftest import login
+
+    study = world["study"]
+    csrf = login(world["client"], world["owner"])
+    own = "What is marked?\n* The moment asked about\nThe end\n"
+    assert _page_post(world, f"/studies/{study.id}/comprehension", csrf, mode="own", questions=own).status_code == 303
+    _, sub = _enter(world, fake, _published(world, fake), "P-racer")
+    session.expire_all()
+    bundle_id = session.scalar(select(Bundle.id).where(Bundle.external_assignment_id == sub))
+    opened = [sessionmaker(bind=session.get_bind())() for _ in range(3)]
+    try:
+        # Every request has read the study and the bundle (no failure yet) before any writes.
+        rows = [(s.get(Study, study.id), s.get(Bundle, bundle_id)) for s in opened]
+        outcomes = [
+            comprehension.attempt(s, st, b, {"q0": answer})
+            for s, (st, b), answer in zip(opened, rows, ["The end", "The end", "The moment asked about"])
+        ]
+    finally:
+        for s in opened:
+            s.close()
+    assert outcomes == ["again", "failed", "failed"]
+    session.expire_all()
+    bundle = session.get(Bundle, bundle_id)
+    assert (bundle.check_failures, bundle.checked_at is None, bundle.finished_at is not None) == (2, True, True)
+
+
+def test_a_check_turned_on_mid_study_spares_workers_who_began(world, fake, session):
+    import re
+
+    from tests.conftest import login
+
+    study, slug = world["study"], world["study"].slug
+    prolific_id = _published(world, fake)
+    early, _ = _enter(world, fake, prolific_id, "P-early")
+    assert 'name="assignment_id"' in early.get(f"/task/{slug}").text  # working, no check yet
+    csrf = login(world["client"], world["owner"])
+    own = "What is marked?\n* The moment asked about\nThe end\n"
+    assert _page_post(world, f"/studies/{study.id}/comprehension", csrf, mode="own", questions=own).status_code == 303
+    # The worker who began goes on with their task; one who comes after takes the check.
+    page = early.get(f"/task/{slug}").text
+    assert 'name="assignment_id"' in page and 'id="check"' not in page
+    late, _ = _enter(world, fake, prolific_id, "P-late")
+    page = late.get(f"/task/{slug}").text
+    assert 'id="check"' in page and "What is marked?" in page
+    assert re.search(r'name="assignment_id"', page) is None
