@@ -351,18 +351,20 @@ def _claim(s: Session, job_id: int, claimable: ColumnElement[bool]) -> bool:
 # or home-relative path of two or more parts (not a URL's: no scheme or host before it), and a
 # bare top-level folder of the usual ones.
 # A path may hold spaces ("/srv/my data/blobs/x.csv", issue 26's sixth round): a path runs on
-# across up to three words into one that goes on with a slash or is a file name with an
-# extension (not a path of its own), and a quoted path is blanked to its closing quote. A last
-# folder after a space ("/srv/My Documents") cannot be told from the sentence's next word.
+# across up to three words into one that goes on with a slash, or into a file name with a
+# letter extension right after it ("My Documents/private notes.txt"; not "has version 1.2" nor
+# "loaded with config.yaml", which are the sentence's), and a quoted path is blanked to its
+# closing quote. A last folder after a space ("/srv/My Documents") cannot be told from the
+# sentence's next word.
 _PATH_GOES_ON = (
-    r"(?:(?:[ \t][^\s/'\",:;]+){0,3}[ \t](?![~/.])"
-    r"(?:(?=[^\s'\",:;]*/)[^\s'\",:;]+|[\w-]+(?:\.\w{1,8})+(?![\w.])))*"
+    r"(?:(?:[ \t][^\s/'\",:;]+){0,3}[ \t](?![~/.])(?=[^\s'\",:;]*/)[^\s'\",:;]+"
+    r"|[ \t][\w-]+\.[A-Za-z]\w{0,7}(?![\w.]))*"
 )
 _SERVER_PATH = re.compile(
     r"(?<![\w/.~])(?:~?/[^\s'\",:;)\]/]+/[^\s'\",:;)\]]*"
     r"|/(?:home|root|srv|opt|usr|var|tmp|work|app|etc|proc|mnt|data)\b)" + _PATH_GOES_ON
 )
-_QUOTED_PATH = re.compile(r"""(['"])(?:~|\.{1,2})?/[^'"\n]*\1""")
+_QUOTED_PATH = re.compile(r"""(['"])(?:~|\.{1,2})?/[^'"\n]+\1""")
 # A file: URL names a path too (the pattern above leaves URLs alone), and a URL's user and
 # password (a database's or a bucket's address in a connection error) are credentials.
 _FILE_URL = re.compile(r"\bfile:[^\s'\"<>]*", re.IGNORECASE)

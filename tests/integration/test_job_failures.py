@@ -133,6 +133,12 @@ def test_failure_reasons_blank_every_server_path():
         ("at /opt/app (2)/x.py line 3", "at <path> line 3"),
         ("read /srv/x\tab file/y now", "read <path> now"),
         ("saved in /srv/My Big Folder/x.csv twice", "saved in <path> twice"),
+        # ...and the sentence after a path stays: versions, numbers, hosts, a file it names
+        ("model /opt/models/m.pt has version 1.2 but needs 1.3", "model <path> has version 1.2 but needs 1.3"),
+        ("score in [0, 1] for /data/a.csv row 3 got 1.5", "score in [0, 1] for <path> row 3 got 1.5"),
+        ("HTTP 404 for /api/v1/studies/3 from proctor.example.com", "HTTP 404 for <path> from proctor.example.com"),
+        ("path ./x/y.json was loaded with config.yaml settings", "path <path> was loaded with config.yaml settings"),
+        ("KeyError: '/'", "KeyError: '/'"),
     ):
         assert jobs.failure_reason(ValueError(text)) == shown, text
     assert (
