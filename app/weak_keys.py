@@ -82,6 +82,7 @@ def word_bits(key: str) -> float:
     n, longest = len(key), max(map(len, WORDS))
     word = math.log2(len(WORDS)) + 1
     best = [0.0] + [math.inf] * n
+    separator = ""  # the last separator before i: words are parted by one kind ("-", " ")
     for i in range(n):
         c = key[i]
         if c.isdigit():
@@ -89,7 +90,8 @@ def word_bits(key: str) -> float:
         elif low[i] in _LETTER_BITS:
             one = _LETTER_BITS[low[i]] + c.isupper()
         else:
-            one = 1.0 if c in key[:i] else _OTHER_BITS
+            one = 1.0 if c == separator else _OTHER_BITS
+            separator = c
         best[i + 1] = min(best[i + 1], best[i] + one)
         for j in range(i + MIN_WORD, min(n, i + longest) + 1):
             if low[i:j] in WORDS:
