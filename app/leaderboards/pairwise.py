@@ -335,9 +335,11 @@ def _tie_share(nu: np.ndarray) -> np.ndarray:
 
 
 def _normalised_length(j: Judgement) -> float:
-    """(len_a - len_b) / (len_a + len_b), in [-1, 1]."""
+    """(len_a - len_b) / (len_a + len_b), in [-1, 1]; 0 when both are empty (an STS
+    continuation may have no step of its own: equal lengths)."""
     assert j.a_length is not None and j.b_length is not None
-    return (j.a_length - j.b_length) / (j.a_length + j.b_length)
+    total = j.a_length + j.b_length
+    return (j.a_length - j.b_length) / total if total else 0.0
 
 
 def _slot_counts(

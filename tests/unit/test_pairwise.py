@@ -332,6 +332,11 @@ def test_length_control_by_hand_on_a_saturated_model():
     assert out["length"]["coefficient"] == pytest.approx(math.log(2), abs=1e-5)
     assert out["length"]["scale"] == pytest.approx(0.5)
     assert score(js, n_boot=50)["length"] is None
+    # A pair of empty attempts (an STS continuation with no step of its own on both sides) is
+    # a pair of equal lengths, x = 0: the fit is unchanged but for that judgement's outcome.
+    empty = js + [with_lengths("s7", "A", "B", "tie", 0, 0)]
+    fit = pairwise_ratings(empty, n_boot=50, control_length=True)
+    assert fit.gamma is not None and math.isfinite(fit.gamma)
 
 
 def test_length_control_with_ties_matches_scipy():
