@@ -7,9 +7,9 @@ slot is free at once. The researcher writes the questions, or takes the kind's d
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import update
+from sqlalchemy import CursorResult, update
 from sqlalchemy.orm import Session
 
 from app.db import utcnow
@@ -97,7 +97,8 @@ def attempt(session: Session, study: Study, bundle: Bundle, answers: Mapping[str
         & (Bundle.check_failures < ATTEMPTS)
     )
     values = {"checked_at": utcnow()} if right else {"check_failures": Bundle.check_failures + 1}
-    counted = session.execute(update(Bundle).where(still_open).values(**values)).rowcount
+    updated = session.execute(update(Bundle).where(still_open).values(**values))
+    counted = cast(CursorResult[Any], updated).rowcount  # an UPDATE's (as in jobs._claim)
     session.commit()
     session.refresh(bundle)
     if not counted:  # another attempt was counted first

@@ -294,7 +294,8 @@ def test_only_navigation_agents_take_models(client, researcher, session):
     tom = services.register_agent(session, session.get(User, researcher.owner_id), "tom", "tom-agent")
     session.commit()
     r = upload(client, tom.id, scripted(Speaker(WORDS, hidden=16, embed=8)), "speaker", "torchscript")
-    assert r.status_code == 422 and r.json()["field"] == "agent", r.text
+    # The stored agent's kind refuses it, not the request's fields: a conflict (issue 26).
+    assert r.status_code == 409 and r.json()["field"] == "agent", r.text
 
 
 def test_the_agents_page_uploads_and_shows_the_verdict(client, session):

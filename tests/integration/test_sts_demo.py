@@ -25,15 +25,17 @@ def test_without_torch_the_demo_leaves_the_baseline_out_and_says_so(session, mon
     study = demo.build_demo(session, owner, settings)
     assert "sts demo: no trained baseline: torch is not installed" in capsys.readouterr().err
     names = set(session.scalars(select(Agent.name).where(Agent.owner_id == owner.id)))
-    assert names == {"expert", "random"}
+    assert names == {"expert", "random", "people"}  # people: the demo's plays (the human row)
     version = session.scalar(select(SuiteVersion).where(SuiteVersion.suite_id == study.kind_settings["suite"]["id"]))
     assert version.state == "published"
     scenarios = session.scalars(select(Scenario).where(Scenario.version_id == version.id)).all()
     assert len(scenarios) == len(demo.LEVELS) * len(demo.SUITE_SEEDS)
     assert len({sc.category for sc in scenarios}) == 4
     items = session.scalars(select(Item).where(Item.study_id == study.id)).all()
-    assert sorted({i.reference["agent"] for i in items if not i.is_gold}) == ["expert", "random"]
-    assert len(items) == 2 * len(scenarios) * demo.SUITE_CONTINUATIONS + sum(demo.REFERENCE.values())
+    assert sorted({i.reference["agent"] for i in items if not i.is_gold}) == ["expert", "people", "random"]
+    # The two agents' continuations, each simulated player's play of every scenario, the reference.
+    plays = len(scenarios) * len(demo.PLAYERS)
+    assert len(items) == 2 * len(scenarios) * demo.SUITE_CONTINUATIONS + plays + sum(demo.REFERENCE.values())
     assert {i.reference["scenario"] for i in items} <= {f"s{sc.id}" for sc in scenarios}
     # Beside it, a draft side-by-side study of the same version: the two agents on every scenario.
     pairs = session.scalar(select(Study).where(Study.title == demo.PAIRS_TITLE))

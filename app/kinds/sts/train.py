@@ -14,6 +14,7 @@ from app.kinds.sts.env import LEVELS
 
 # The policy's sizes and schedule unless given (workers/sts/train.py's too).
 TRAINING = {"epochs": 10, "embed": 32, "channels": 64, "hidden": 128, "batch": 128, "lr": 1e-3}
+TRAINER = "workers.sts.train"
 
 
 def _levels(_ctx, _param, values: tuple[str, ...]) -> tuple[str, ...]:
@@ -49,15 +50,18 @@ def _levels(_ctx, _param, values: tuple[str, ...]) -> tuple[str, ...]:
 def sts_policy(levels: tuple[str, ...], device: str | None, **options: Any) -> None:
     """Train the behavioural-cloning STS policy on expert demonstrations and report its held-out
     action accuracy and success rate."""
+    import importlib
+
     from app.errors import InputError
     from app.kinds.sts.policies import pick_device
-    from workers.sts.train import DEFAULT_LEVELS, run_training
 
     try:
         device = pick_device(device)
     except InputError as exc:
         raise click.BadParameter(str(exc), param_hint="--device") from None
-    run_training(levels=levels or DEFAULT_LEVELS, device=device, echo=click.echo, **options)
+    # Named, as training_command names the other kinds' trainers: the trainer reads TRAINING here.
+    trainer = importlib.import_module(TRAINER)
+    trainer.run_training(levels=levels or trainer.DEFAULT_LEVELS, device=device, echo=click.echo, **options)
 
 
 def train_commands() -> list[click.Command]:
