@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -76,9 +77,18 @@ def get_engine(url: str | None = None) -> Engine:
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
             cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA foreign_keys=ON")
             cur.execute("PRAGMA busy_timeout=30000")
+            # Turning a new file to WAL takes it whole, and SQLite answers "locked" at once,
+            # without waiting, when another process (a test's live server) opens it meanwhile.
+            for attempt in range(100):
+                try:
+                    cur.execute("PRAGMA journal_mode=WAL")
+                    break
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) or attempt == 99:
+                        raise
+                    time.sleep(0.05)
+            cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
 
         return engine
