@@ -99,12 +99,12 @@ def attempt(session: Session, study: Study, bundle: Bundle, answers: Mapping[str
     values = {"checked_at": utcnow()} if right else {"check_failures": Bundle.check_failures + 1}
     updated = session.execute(update(Bundle).where(still_open).values(**values))
     counted = cast(CursorResult[Any], updated).rowcount  # an UPDATE's (as in jobs._claim)
-    session.commit()
     session.refresh(bundle)
+    if counted:  # the attempt and its audit row in one transaction
+        audit.record(session, None, "worker.check", "bundle", bundle.id, passed=right, failures=bundle.check_failures)
+    session.commit()
     if not counted:  # another attempt was counted first
         return "passed" if bundle.checked_at is not None else "failed"
-    audit.record(session, None, "worker.check", "bundle", bundle.id, passed=right, failures=bundle.check_failures)
-    session.commit()
     if right:
         return "passed"
     if bundle.check_failures < ATTEMPTS:
