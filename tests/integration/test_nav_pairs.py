@@ -147,9 +147,9 @@ def test_a_navigation_pair_study_is_judged_and_ranked_as_worked_by_hand(client, 
             )
             a = assignment.next_item(session, single, bundle.id)
 
-    out = _create(api, pair_lines(h))
+    out = _create(api, pair_lines(h), follow=0)  # read side by side (the default follows: below)
     study = session.get(Study, out["id"])
-    assert study.kind_settings == {"mode": "pairs", "control_length": False}
+    assert study.kind_settings == {"mode": "pairs", "control_length": False, "follow": False}
     items = list(session.scalars(select(Item).where(Item.study_id == study.id).order_by(Item.id)))
     pairs, gold = [i for i in items if not i.is_gold], [i for i in items if i.is_gold]
     assert len(pairs) == 7 and len(gold) == 1
@@ -256,7 +256,7 @@ def test_length_control_takes_the_judges_taste_for_words_out(client, session):
     import_house(session, h)
     owner = make_user(session, "researcher")
     api = _api(client, login(client, owner))
-    out = _create(api, pair_lines(h, with_reference=False), control_length=1)
+    out = _create(api, pair_lines(h, with_reference=False), control_length=1, follow=0)
     study = session.get(Study, out["id"])
     assert study.kind_settings["control_length"] is True
     services.set_state(session, study, "live", owner)
@@ -319,9 +319,117 @@ def test_the_new_study_form_offers_pairs_and_length_control(client, session):
     r = client.post("/studies/new", data=form, files=files, follow_redirects=False)
     assert r.status_code == 303, r.text
     study = session.scalar(select(Study).where(Study.title == "Form pairs"))
-    assert study.kind_settings == {"mode": "pairs", "control_length": True}
+    # Following each instruction is the default (the paper's protocol); the form can turn it off.
+    assert study.kind_settings == {"mode": "pairs", "control_length": True, "follow": True}
+    assert 'name="navigation.follow"' in page
+    read = {**form, "title": "Read", "navigation.follow": "0"}
+    r = client.post("/studies/new", data=read, files=files, follow_redirects=False)
+    assert r.status_code == 303, r.text
+    assert session.scalar(select(Study).where(Study.title == "Read")).kind_settings["follow"] is False
     off = {**form, "title": "Off"}
     del off["navigation.control_length"]
     r = client.post("/studies/new", data=off, files=files, follow_redirects=False)
     assert r.status_code == 303, r.text
     assert session.scalar(select(Study).where(Study.title == "Off")).kind_settings["control_length"] is False
+
+
+def _followed(item: Item, walks: dict[str, list[str]], order=("a", "b")) -> dict:
+    """A follow-mode answer: each side's walk (`walks[speaker]`), stopped at its end."""
+    follows = {}
+    for side in ("a", "b"):
+        path = walks[item.reference[side]["agent"]]
+        follows[side] = {"path": path, "trace": [], "events": [{"type": "stop", "step": len(path) - 1, "t": 1000.0}]}
+    return {"winner": _winner(item), "order": json.dumps(list(order)), "follows": json.dumps(follows)}
+
+
+def test_a_followed_pair_study_stores_both_walks_and_ranks_their_success(client, session):
+    # The default: the judge follows both instructions in the viewer, then picks. Followers of
+    # human's instructions walk the route; of toy's, they stay at the start (or, on the
+    # reference pair, of "other"'s). The pairwise ratings are as read (toy 5 of 7), and beside
+    # them each speaker's followed SR: human 7 of 7, toy 0 of 7.
+    h = house()
+    import_house(session, h)
+    owner = make_user(session, "researcher")
+    api = _api(client, login(client, owner))
+    out = _create(api, pair_lines(h))
+    study = session.get(Study, out["id"])
+    assert study.kind_settings == {"mode": "pairs", "control_length": False, "follow": True}
+    services.set_state(session, study, "live", owner)
+
+    # On the real page: the viewer's start (never the route), both instructions, no speaker.
+    client.cookies.clear()
+    page = client.get(f"/s/{study.slug}?PROLIFIC_PID=NAVFOLLOW1&STUDY_ID=S&SESSION_ID=Q")
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1)
+    page = client.post(
+        f"/task/{study.slug}/consent", data={"csrf_token": csrf, "consent_version": consent_version_of(page.text)}
+    )
+    assert 'id="nav-follow-pair"' in page.text and 'id="nav-view"' in page.text
+    assignment_id = int(re.search(r'name="assignment_id" value="(\d+)"', page.text).group(1))
+    from app.studies.models import Assignment
+
+    item = session.get(Item, session.get(Assignment, assignment_id).item_id)
+    assert f'data-start="{item.payload["start"]}"' in page.text
+    assert "toy" not in page.text and "human" not in page.text
+    first = re.search(r'data-order="(\w),(\w)"', page.text).groups()
+    assert sorted(first) == ["a", "b"]
+    form = {
+        "csrf_token": re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1),
+        "assignment_id": str(assignment_id),
+        "idempotency_key": re.search(r'name="idempotency_key" value="([^"]+)"', page.text).group(1),
+    }
+    route = item.reference["route"]
+    walks = {"human": route, "toy": route[:1], "other": route[:1]}
+    # A verdict without the walks, or a walk that does not start at the start, is refused.
+    for bad, field in (
+        ({"winner": "a"}, "follows"),
+        (_followed(item, {k: route[1:] for k in walks}), "follows.a.path"),
+    ):
+        refused = client.post(f"/task/{study.slug}/answer", data={**form, **bad}, follow_redirects=True)
+        assert "Not sent" in refused.text and field in refused.text, refused.text
+    page = client.post(
+        f"/task/{study.slug}/answer", data={**form, **_followed(item, walks, first)}, follow_redirects=True
+    )
+    assert page.status_code == 200
+    stored = session.scalar(select(Annotation).where(Annotation.assignment_id == assignment_id))
+    assert stored.response["order"] == list(first)
+    human = _side_of(item, "human") if not item.is_gold else item.reference["better"]
+    assert stored.response["follows"][human]["path"] == route
+    assert stored.scores[human]["success"] is True and stored.scores[human]["ndtw"] == 1.0
+
+    def answer(item):
+        route = item.reference["route"]
+        return _followed(item, {"human": route, "toy": route[:1], "other": route[:1]})
+
+    while 'id="nav-follow-pair"' in page.text:  # the rest of this judge's task on the pages
+        assignment_id = int(re.search(r'name="assignment_id" value="(\d+)"', page.text).group(1))
+        session.expire_all()
+        item = session.get(Item, session.get(Assignment, assignment_id).item_id)
+        form = {
+            "csrf_token": re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1),
+            "assignment_id": str(assignment_id),
+            "idempotency_key": re.search(r'name="idempotency_key" value="([^"]+)"', page.text).group(1),
+        }
+        page = client.post(f"/task/{study.slug}/answer", data={**form, **answer(item)}, follow_redirects=True)
+        assert page.status_code == 200
+    judge_everything(session, study, answer)
+    session.expire_all()
+    tables = {t["key"]: t for t in compute(session, study)["extra"]["tables"]}
+    assert list(tables)[:2] == ["navigation_pair_ratings", "navigation_pair_followed"]
+    rows = {r["agent"]: r for r in tables["navigation_pair_ratings"]["rows"]}
+    assert rows["toy"]["rating"]["mean"] == pytest.approx(math.log(5 / 2) / 2, abs=1e-4)
+    followed = {r["agent"]: r for r in tables["navigation_pair_followed"]["rows"]}
+    assert set(followed) == {"human", "toy"}  # the reference pair measures judges only
+    assert followed["human"]["follows"] == 7 and followed["toy"]["follows"] == 7
+    assert followed["human"]["success"]["mean"] == 1.0 and followed["toy"]["success"]["mean"] == 0.0
+    assert followed["human"]["ndtw"]["mean"] == 1.0 > followed["toy"]["ndtw"]["mean"]
+    assert followed["human"]["success"]["low"] < 1.0  # an interval over 7 paths
+    assert followed["human"]["rank"] == "1" and followed["toy"]["rank"] == "2"
+    from tests.integration.test_sections_shapes import assert_shown
+
+    assert_shown(tables)
+    # The admin's replay of a judge: each followed walk on a map, and how it ended.
+    login(client, make_user(session, "admin"))
+    judge = session.scalars(select(Participant.id).where(Participant.study_id == study.id)).first()
+    replay = client.get(f"/admin/studies/{study.id}/participants/{judge}")
+    assert replay.status_code == 200 and "followed: reached the goal" in replay.text
+    assert "stopped" in replay.text and "<svg" in replay.text

@@ -77,6 +77,59 @@ class NavigationResponse(BaseModel):
     events: list[FollowEvent] = Field(default_factory=list, max_length=MAX_EVENTS)
 
 
+class FollowedSide(BaseModel):
+    """One side of a pair followed through the building (pairs.py, option `follow`)."""
+
+    path: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(min_length=1, max_length=MAX_PATH)
+    trace: list[Pose] = Field(default_factory=list, max_length=MAX_TRACE)
+    events: list[FollowEvent] = Field(default_factory=list, max_length=MAX_EVENTS)
+
+
+class FollowedVerdict(side_by_side.Verdict):
+    """A pair judged by following both instructions: the verdict, which side was followed
+    first, and the two followed paths."""
+
+    order: tuple[Literal["a", "b"], Literal["a", "b"]]
+    follows: dict[Literal["a", "b"], FollowedSide]
+
+
+def _check_walk(path: list[str], trace: list, payload: dict, prefix: str = "") -> None:
+    """A followed path starts at the item's start and crosses one edge a step; its trace names
+    viewpoints of the building only. `prefix` names the side's fields ("follows.a.")."""
+    if path[0] != payload["start"]:
+        raise InputError(
+            f"the path starts at {path[0]!r}, not at the start {payload['start']!r}", field=f"{prefix}path"
+        )
+    graph = get_graph(payload["scan"])
+    graph.check_walk(path, field=f"{prefix}path")  # every step crosses one edge (or stays)
+    for k, pose in enumerate(trace):
+        if pose[0] not in graph:
+            raise InputError(f"trace[{k}] names viewpoint {pose[0]!r}, not in this building", field=f"{prefix}trace")
+
+
+def _parse_followed_pair(data: dict, payload: dict) -> dict:
+    """A follow-mode pair's answer (the page sends order and follows as JSON strings): both
+    sides followed, each walk checked as a single follow is, then the verdict."""
+    data = dict(data)
+    for name in ("order", "follows"):
+        _json_field(data, name)
+    parsed = side_by_side.parse_verdict(data, FollowedVerdict)
+    if sorted(parsed["order"]) != ["a", "b"]:
+        raise InputError('must be the two sides in the order followed, e.g. ["b", "a"]', field="order")
+    for side in side_by_side.SIDES:
+        got = parsed["follows"].get(side)
+        if got is None:
+            raise InputError(f"instruction {side.upper()} was not followed", field=f"follows.{side}")
+        try:
+            _check_events(got["events"], got["path"])
+        except InputError as exc:
+            raise InputError(exc.message, field=f"follows.{side}.events") from None
+        _check_walk(got["path"], got["trace"], payload, f"follows.{side}.")
+        got["trace"] = [list(p) for p in got["trace"]]
+    parsed["order"] = list(parsed["order"])
+    return parsed
+
+
 def _likert_fields(data: dict) -> None:
     """The page's form sends each Likert answer as a field `likert.<key>`."""
     keys = [k for k in data if isinstance(k, str) and k.startswith("likert.")]
@@ -145,6 +198,11 @@ class Navigation(TaskKind):
         "Reading a pair: 1 or 2 says A or B would get you along the path better, t a tie, "
         "r writes a reason (Escape leaves it). Enter sends."
     )
+    follow_pair_keyboard_hint: ClassVar[str] = (
+        "Following a pair: arrows look around, Enter walks to the highlighted marker, s stops; "
+        "Enter goes on to instruction 2, k or Escape keeps walking; then 1 or 2 says which got you "
+        "along better, t a tie, r writes a reason. Enter sends."
+    )
     default_instructions: ClassVar[str] = INSTRUCTIONS
     ratings: ClassVar[tuple[tuple[int, str], ...]] = RATINGS
     replay_template: ClassVar[str | None] = "kinds/navigation/replay.html"
@@ -163,6 +221,7 @@ class Navigation(TaskKind):
         "likert": ("text",),
         "qc_instruction": ("text",),
         "control_length": ("int", 0, 1),
+        "follow": ("int", 0, 1),
     }
     options_template: ClassVar[str | None] = "kinds/navigation/options.html"
     # The upload preview's viewer fetches /env/<scan>/view.json, which needs the session.
@@ -197,6 +256,8 @@ class Navigation(TaskKind):
     }
 
     def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
+        if payload is not None and side_by_side.is_pair(payload) and payload.get("follow"):
+            return _parse_followed_pair(data, payload)
         if side_by_side.is_pair(payload) or (payload is None and "winner" in data):
             return side_by_side.parse_verdict(data)
         data = dict(data)
@@ -212,14 +273,7 @@ class Navigation(TaskKind):
             if not parsed[name]:
                 del parsed[name]
         if payload is not None:
-            path = parsed["path"]
-            if path[0] != payload["start"]:
-                raise InputError(f"the path starts at {path[0]!r}, not at the start {payload['start']!r}", field="path")
-            graph = get_graph(payload["scan"])
-            graph.check_walk(path, field="path")  # every step crosses one edge (or stays)
-            for k, pose in enumerate(parsed["trace"]):
-                if pose[0] not in graph:
-                    raise InputError(f"trace[{k}] names viewpoint {pose[0]!r}, not in this building", field="trace")
+            _check_walk(parsed["path"], parsed["trace"], payload)
         parsed["trace"] = [list(p) for p in parsed["trace"]]
         return parsed
 
@@ -232,7 +286,14 @@ class Navigation(TaskKind):
 
     def score_details(self, payload, reference, response):
         if side_by_side.is_pair(payload):
-            return side_by_side.score_details(reference, response)
+            details = side_by_side.score_details(reference, response)
+            follows = response.get("follows")
+            if not follows or not reference or not reference.get("route"):
+                return details
+            # Each followed side scored against the route as a single follow is (pairs.py).
+            graph = get_graph(payload["scan"])
+            per_side = {s: metrics.score_trajectory(graph, reference["route"], follows[s]["path"]) for s in follows}
+            return {**(details or {}), **per_side}
         if not reference:
             return None
         return metrics.score_trajectory(get_graph(payload["scan"]), reference["path"], response["path"])
@@ -420,8 +481,27 @@ class Navigation(TaskKind):
         from app.kinds.navigation.schematic import floor_maps
 
         if side_by_side.is_pair(answer.get("payload")):
-            picked = (answer.get("response") or {}).get("winner", "?")
-            return {"maps": [], "note": f"read side by side (no walk to map); picked {picked}"}
+            response = answer.get("response") or {}
+            picked = response.get("winner", "?")
+            follows = response.get("follows")
+            if not follows:
+                return {"maps": [], "note": f"read side by side (no walk to map); picked {picked}"}
+            # Followed side by side: a map of each walk, in the order followed.
+            scan, route = answer["payload"].get("scan"), (answer.get("reference") or {}).get("route")
+            if not route:
+                return {"maps": [], "note": f"followed both; picked {picked}"}
+            try:
+                graph, semantics = get_graph(scan), get_semantics(scan)
+            except InputError as e:
+                return {"maps": [], "note": e.message}
+            maps = []
+            for side in response.get("order") or sorted(follows):
+                prefix = f"map-{answer.get('annotation_id', 0)}-{side}"
+                maps += floor_maps(graph, route, follows[side]["path"], semantics=semantics, id_prefix=prefix)
+            return {
+                "maps": maps,
+                "note": f"followed {' then '.join(s.upper() for s in response.get('order') or [])}; picked {picked}",
+            }
         scan, reference = answer["payload"].get("scan"), (answer.get("reference") or {}).get("path")
         walked = (answer.get("response") or {}).get("path") or []
         if not reference:
@@ -460,10 +540,18 @@ class Navigation(TaskKind):
     def primary_table_for(self, settings: dict | None = None) -> str | None:
         return "navigation_pair_ratings" if side_by_side.is_pair_study(settings) else self.primary_table
 
+    def follow_order(self, assignment_id: int | None) -> tuple[str, str]:
+        """Which side a judge follows first (pair_follow.html): pairs.follow_order."""
+        from app.kinds.navigation.pairs import follow_order
+
+        return follow_order(assignment_id)
+
     def item_noun_for(self, settings: dict | None = None) -> str:
         return "Pair" if side_by_side.is_pair_study(settings) else self.item_noun
 
     def keyboard_hint_for(self, settings: dict | None = None) -> str:
+        if side_by_side.is_pair_study(settings) and (settings or {}).get("follow"):
+            return self.follow_pair_keyboard_hint
         return self.pair_keyboard_hint if side_by_side.is_pair_study(settings) else self.keyboard_hint
 
     def import_agent_outputs(

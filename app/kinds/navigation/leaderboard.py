@@ -398,6 +398,82 @@ def speaker_success(session: Session, study: Study) -> dict[str, dict]:
     }
 
 
+FOLLOWED = (("success", "SR"), ("ndtw", "nDTW"), ("spl", "SPL"))
+
+
+def followed_table(session: Session, study: Study) -> dict | None:
+    """A pair study judged by following (pairs.py, option `follow`): per speaker, how its
+    instructions did when the judges followed them before picking, each side scored against
+    the route as a single follow is. A speaker's value on a path is the mean over the follows
+    of its instruction there; the interval's unit is the path, as in the metrics table, and the
+    rank is by SR over the paths every speaker has."""
+    valid = and_(Annotation.study_id == study.id, Annotation.is_gold.is_(False), Annotation.excluded.is_(False))
+    # speaker -> metric -> path -> values (one per follow)
+    per: dict[str, dict[str, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    follows: dict[str, int] = defaultdict(int)
+    for reference, scores in session.execute(
+        select(Item.reference, Annotation.scores)
+        .join(Item, Item.id == Annotation.item_id)
+        .where(valid)
+        .order_by(Annotation.id)
+    ):
+        reference, scores = reference or {}, scores or {}
+        for side in ("a", "b"):
+            got = scores.get(side)
+            if not isinstance(got, dict) or side not in reference:
+                continue
+            speaker, path = str(reference[side]["agent"]), str(reference["path"])
+            follows[speaker] += 1
+            for key, _ in FOLLOWED:
+                if (x := _number(got.get(key))) is not None:
+                    per[speaker][key][path].append(x)
+    if not follows:
+        return None
+    cats = sorted(follows)
+    ranks, n_shared, _ = rank_column({c: per[c][RANK_BY] for c in cats}, cats)
+    rows = []
+    for c in cats:
+        row: dict[str, Any] = {"agent": c, "follows": follows[c], "rank": ranks[c]}
+        for key, _ in FOLLOWED:
+            paths = sorted(per[c][key])
+            row[key] = instruction_estimate(key, [per[c][key][p] for p in paths], paths)
+        rows.append(row)
+    return {
+        "key": "navigation_pair_followed",
+        "title": "Followed success per speaker: the judges' own walks before they picked (SR, nDTW, SPL)",
+        "note": (
+            "Each judge followed both instructions of a pair in the building, in an order drawn per task, before "
+            "picking; each walk is scored against the path's route as a single follow is (success: stopped within "
+            "3 m of the goal). A speaker's value is the mean over its paths of the mean over that path's follows, "
+            f"with a 95% interval whose unit is the path; rank by SR over the {n_shared} paths every speaker has. "
+            "Reference pairs are left out."
+        ),
+        "columns": [
+            {"key": "agent", "label": "Speaker", "help": "The speaker whose instructions the judges followed."},
+            {
+                "key": "follows",
+                "label": "Follows",
+                "help": "Walks (count) the judges took on the speaker's instructions.",
+            },
+            {
+                "key": "rank",
+                "label": "Rank by SR (95%)",
+                "help": "Rank by followed SR as a 95% interval over 1000 bootstrap resamples of the shared paths.",
+            },
+            *(
+                {
+                    "key": key,
+                    "label": COLUMN_LABELS[key],
+                    "help": COLUMN_HELP[key].split(_PER_SPEAKER)[0]
+                    + " Mean over the speaker's paths (each the mean over its follows), with a 95% interval whose unit is the path.",
+                }
+                for key, _ in FOLLOWED
+            ),
+        ],
+        "rows": rows,
+    }
+
+
 def pair_section(session: Session, study: Study) -> dict | None:
     """A side-by-side study's tables (app/leaderboards/side_by_side.py), with the SR of the
     newest following study of the same speakers beside them."""
@@ -422,4 +498,8 @@ def pair_section(session: Session, study: Study) -> dict | None:
             "95% interval resampling paths.",
             rows=rows,
         )
-    return section(session, study, PAIRING, beside)
+    out = section(session, study, PAIRING, beside)
+    # Followed side by side: the walks' success per speaker after the ratings.
+    if out is not None and (followed := followed_table(session, study)) is not None:
+        out["tables"].insert(1, followed)
+    return out

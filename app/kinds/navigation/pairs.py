@@ -11,6 +11,14 @@ The upload format ("pairs") is one JSON object a line: {"scan", "path": [viewpoi
 optional "first" | "second", "id": optional}. A pair with "better" is a reference pair (a
 known better side, e.g. a path's human instruction beside another path's): it measures judges.
 A side's length is its instruction's words (for length control).
+
+Two ways to judge a pair, the study option `follow` (default on, as the paper evaluates a
+speaker: people follow its instructions, section 6 and A.5): the judge follows each of the two
+instructions through the building in the viewer, one after the other (which first is drawn per
+assignment; the page calls them 1 and 2), and then picks; each followed path is stored beside
+the verdict and scored against the route as a single follow is (SR, nDTW...), so the
+leaderboard shows each speaker's followed success beside its rating. With `follow=0` the judge
+only reads the two instructions.
 """
 
 from __future__ import annotations
@@ -27,6 +35,18 @@ PAIR_FIELDS = {"scan", "path", "heading", "path_id", "first", "second", "better"
 SIDE_FIELDS = {"speaker", "instruction"}
 MAX_INSTRUCTION = 2000  # characters of one side's instruction
 MAX_PAIRS = 20000
+
+
+def follow_option(options: dict) -> bool:
+    """The study option `follow`: 1 (the default) or 0; anything else refused naming it."""
+    value = options.get("follow", 1)
+    if value in (None, ""):
+        return True
+    if isinstance(value, str) and value.strip() in ("0", "1"):
+        value = int(value.strip())
+    if isinstance(value, bool) or value not in (0, 1):
+        raise InputError("must be 1 (follow each instruction, the default) or 0 (read them)", field="follow")
+    return bool(value)
 
 
 def _side(obj: object, line: int, name: str) -> tuple[str, str]:
@@ -53,6 +73,7 @@ def import_pairs(data: bytes, options: dict) -> ImportResult:
     from app.kinds.navigation.environments import check_path
     from app.textfiles import jsonl_objects
 
+    follow = follow_option(options)
     items: list[ItemSpec] = []
     seen: dict[str, int] = {}
     speakers: set[str] = set()
@@ -103,6 +124,7 @@ def import_pairs(data: bytes, options: dict) -> ImportResult:
                     "heading": float(heading),
                     "instruction_a": a[1],
                     "instruction_b": b[1],
+                    **({"follow": True} if follow else {}),
                 },
                 reference={
                     "mode": MODE,
@@ -126,7 +148,7 @@ def import_pairs(data: bytes, options: dict) -> ImportResult:
         raise InputError("every pair is a reference pair: there are no speakers to rate", field="better")
     return ImportResult(
         items=items,
-        kind_settings={"mode": MODE, "control_length": bool(options.get("control_length"))},
+        kind_settings={"mode": MODE, "control_length": bool(options.get("control_length")), "follow": follow},
         summary={
             "pairs": len(items),
             "reference": sum(i.is_gold for i in items),
@@ -137,5 +159,18 @@ def import_pairs(data: bytes, options: dict) -> ImportResult:
 
 
 def public_view(payload: dict) -> dict:
-    """What the judge's page gets: the two instructions, nothing of their speakers."""
-    return {"mode": MODE, "instruction_a": payload["instruction_a"], "instruction_b": payload["instruction_b"]}
+    """What the judge's page gets: the two instructions, nothing of their speakers; to follow
+    them, where the walk starts too (never the route)."""
+    view = {"mode": MODE, "instruction_a": payload["instruction_a"], "instruction_b": payload["instruction_b"]}
+    if payload.get("follow"):
+        view.update({k: payload[k] for k in ("follow", "scan", "start", "heading")})
+    return view
+
+
+def follow_order(assignment_id: int | None) -> tuple[str, str]:
+    """Which side the judge follows first ("1" on the page): a fair coin per assignment (a bit
+    of the SHA-256 of its id), so that over judges each side of a pair comes first about as
+    often, and a reload shows the same order."""
+    if assignment_id is None:
+        return ("a", "b")
+    return ("b", "a") if drawn_swap("navigation-follow-order", str(assignment_id)) else ("a", "b")
