@@ -281,18 +281,19 @@ def _check_sts_demo(url: str) -> None:
         # People mark part of each agent's continuations and the simulator all of them: the
         # leaderboard shows people, the simulator and PPI++ with what it is worth (issue 28).
         ppi = next(t for t in get_kind("sts").extra_leaderboard(s, study)["tables"] if t["key"] == "sts_ppi")
-        # The side-by-side study of the same version: every two agents on every scenario, live,
-        # ranked by its simulated judges with intervals, with pairs left for newcomers.
+        # The side-by-side study of the same version: every two agents, people among them (the
+        # human row), on every scenario, live, ranked by its simulated judges with intervals,
+        # with pairs left for newcomers.
         from app.kinds.sts.demo import PAIRS_TITLE
 
         pairs = s.scalar(select(Study).where(Study.title == PAIRS_TITLE))
         assert pairs.state == "live" and pairs.kind_settings["mode"] == "pairs"
         assert pairs.kind_settings["suite"] == study.kind_settings["suite"]
         pair_items = [i for i in s.scalars(select(Item).where(Item.study_id == pairs.id)) if not i.is_gold]
-        assert len(pair_items) == len(scenarios) * len(generated) * (len(generated) - 1) // 2
+        assert len(pair_items) == len(scenarios) * len(names) * (len(names) - 1) // 2
         tables = {t["key"]: t for t in get_kind("sts").extra_leaderboard(s, pairs)["tables"]}
         rated = {r["agent"]: r for r in tables["sts_pair_ratings"]["rows"]}
-        assert set(rated) == generated and all(r["rating"]["low"] is not None for r in rated.values()), rated
+        assert set(rated) == names and all(r["rating"]["low"] is not None for r in rated.values()), rated
         assert rated["expert"]["rating"]["mean"] > rated["random"]["rating"]["mean"]
         assert "sts_pair_wins" in tables and "single_success" in rated["expert"]
         rows = {r["agent"]: r for r in ppi["rows"]}

@@ -37,12 +37,14 @@ def test_without_torch_the_demo_leaves_the_baseline_out_and_says_so(session, mon
     plays = len(scenarios) * len(demo.PLAYERS)
     assert len(items) == 2 * len(scenarios) * demo.SUITE_CONTINUATIONS + plays + sum(demo.REFERENCE.values())
     assert {i.reference["scenario"] for i in items} <= {f"s{sc.id}" for sc in scenarios}
-    # Beside it, a draft side-by-side study of the same version: the two agents on every scenario.
+    # Beside it, a draft side-by-side study of the same version: every two of the agents and
+    # people (the human row) on every scenario.
     pairs = session.scalar(select(Study).where(Study.title == demo.PAIRS_TITLE))
     assert pairs.state == "draft" and pairs.kind_settings["suite"] == study.kind_settings["suite"]
     pair_items = session.scalars(select(Item).where(Item.study_id == pairs.id, Item.is_gold.is_(False))).all()
-    assert len(pair_items) == len(scenarios)
-    assert all({i.reference["a"]["agent"], i.reference["b"]["agent"]} == {"expert", "random"} for i in pair_items)
+    assert len(pair_items) == 3 * len(scenarios)
+    sides = [frozenset((i.reference["a"]["agent"], i.reference["b"]["agent"])) for i in pair_items]
+    assert set(sides) == {frozenset(p) for p in (("expert", "random"), ("expert", "people"), ("random", "people"))}
     # An interrupted demo run again reuses the suite and what was generated.
     stored = session.scalar(select(func.count(Continuation.id)))
     again = demo.build_demo(session, owner, settings.model_copy(update={"title": "Demo again"}))

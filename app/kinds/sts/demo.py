@@ -217,7 +217,6 @@ def build_demo(session: Session, owner, settings):
     session.commit()
     if (baseline := _baseline(session, owner)) is not None:
         agents.append(baseline)
-    generated = list(agents)
     for agent in agents:
         run = generation.create_run(session, owner, suite, version, agent, continuations=SUITE_CONTINUATIONS)
         runs.add(
@@ -244,7 +243,8 @@ def build_demo(session: Session, owner, settings):
         reference=REFERENCE,
         continuations=SUITE_CONTINUATIONS,
     )
-    build_pairs(session, owner, suite, version, [a.id for a in generated])
+    # People side by side with the agents too: the human row on the pairwise leaderboard.
+    build_pairs(session, owner, suite, version, [a.id for a in agents])
     return study
 
 
