@@ -71,11 +71,11 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
     # Hexagons's demo needs the released data beside the checkout (never copied into it), and
     # makes a description study beside its execution study.
     hexagons = ("hexagons",) if (ROOT.parent / "shared" / "data" / "hexagons" / "dev.jsonl").exists() else ()
-    _check_demo_links(out.stdout, env["DATABASE_URL"], 7 + 2 * len(hexagons), "http://127.0.0.1:8000")
+    _check_demo_links(out.stdout, env["DATABASE_URL"], 8 + 2 * len(hexagons), "http://127.0.0.1:8000")
     with get_sessionmaker(env["DATABASE_URL"])() as s:
         study = s.scalar(select(Study).where(Study.kind == "tom"))
         assert study.state == "live"
-        nav = s.scalar(select(Study).where(Study.kind == "navigation"))
+        nav = s.scalar(select(Study).where(Study.title == "Demo: Navigation following"))
         assert nav.title == "Demo: Navigation following" and nav.state == "live"
         assert (nav.bundle_size, nav.gold_rate, nav.annotations_per_item) == (6, 0.0, 3)
         assert "do not explore" in nav.instructions.lower()
@@ -115,20 +115,23 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
     # another port, and with BASE_URL set, the links follow.
     again = run_cli("demo", "--no-serve", "--port", "8100", env=env)
     assert again.returncode == 0
-    _check_demo_links(again.stdout, env["DATABASE_URL"], 7 + 2 * len(hexagons), "http://127.0.0.1:8100")
+    _check_demo_links(again.stdout, env["DATABASE_URL"], 8 + 2 * len(hexagons), "http://127.0.0.1:8100")
     behind = run_cli("demo", "--no-serve", env={**env, "BASE_URL": "https://proctor.example.org"})
-    _check_demo_links(behind.stdout, env["DATABASE_URL"], 7 + 2 * len(hexagons), "https://proctor.example.org")
+    _check_demo_links(behind.stdout, env["DATABASE_URL"], 8 + 2 * len(hexagons), "https://proctor.example.org")
     with get_sessionmaker(env["DATABASE_URL"])() as s:
         kinds = sorted(s.scalars(select(Study.kind)).all())
         # One per kind; Hexagons has a description study beside its execution study, STS a
-        # side-by-side study and the play study of its human row beside its single one.
-        assert kinds == sorted(["navigation", "sts", "sts", "sts", "tom", "wordcount", "a3ds", *hexagons, *hexagons])
+        # side-by-side study and the play study of its human row beside its single one, and
+        # navigation a side-by-side study (followed) beside its following study.
+        assert kinds == sorted(
+            ["navigation", "navigation", "sts", "sts", "sts", "tom", "wordcount", "a3ds", *hexagons, *hexagons]
+        )
         if hexagons:
             desc = s.scalar(select(Study).where(Study.title == "Demo: Hexagons description"))
             assert desc.state == "live" and desc.kind_settings["mode"] == "description"
     # The README's counts: the built-in kinds' studies (not the test's wordcount), with the
     # Hexagons data and without it.
-    words = {"four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
+    words = {"four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
     said = re.search(
         r"each of the (\w+)\s+demo studies \((\w+) where the Hexagons data is absent", (ROOT / "README.md").read_text()
     )
@@ -173,14 +176,14 @@ def _check_newcomers(env: dict) -> None:
         mp.setenv("STORAGE_URL", env["STORAGE_URL"])
         get_settings.cache_clear()
         clear_store_cache()
-        nav = s.scalar(select(Study).where(Study.kind == "navigation"))
+        nav = s.scalar(select(Study).where(Study.title == "Demo: Navigation following"))
         done = [simulate_task(s, nav, f"newcomer-{k}", walk, 30.0, seed=k) for k in range(6)]
         assert done == [6] * 6
         for study in s.scalars(select(Study).where(Study.title == "Demo: Hexagons description")).all():
             # Every task can be completed (its targets with one instructor each once left a task
             # of 2 ending after 1, with no code).
             assert services.study_fill_warning(s, study) is None
-        for study in s.scalars(select(Study).where(Study.kind != "navigation")).all():
+        for study in s.scalars(select(Study).where(Study.title != "Demo: Navigation following")).all():
             bundle = assignment.enter(s, study, "prolific", "newcomer-0")
             assert assignment.next_item(s, study, bundle.id) is not None, study.title
     get_settings.cache_clear()

@@ -575,7 +575,7 @@ class Navigation(TaskKind):
     def demo(self) -> dict:
         """A generated house with 24 sampled paths and grammar instructions (one per path),
         walked by simulated followers (demo.py) who leave half the paths to newcomers."""
-        from app.kinds.navigation.demo import simulate
+        from app.kinds.navigation.demo import simulate_demo
         from app.kinds.navigation.environments import import_house
         from app.kinds.navigation.grammar import describe_path
         from app.kinds.navigation.house import generate_house, sample_paths, to_r2r
@@ -587,7 +587,8 @@ class Navigation(TaskKind):
             "items": json.dumps(to_r2r(house, paths, instructions)).encode(),
             "format": "r2r",
             "setup": lambda session: import_house(session, house),
-            "simulate": simulate,  # six followers, one of whom never moves
+            # six followers, one of whom never moves; then the side-by-side study (demo.py)
+            "simulate": simulate_demo,
             "settings": {"bundle_size": 6, "gold_rate": 0.0, "annotations_per_item": 3, "instructions": INSTRUCTIONS},
         }
 
