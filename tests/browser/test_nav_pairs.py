@@ -113,6 +113,7 @@ def test_a_judge_follows_both_instructions_then_picks_and_a_reload_keeps_the_wal
     from app.studies import services
     from app.studies.models import Annotation, Item, Study
     from tests.browser.nav_keys import follow_to
+    from tests.browser.test_accessibility import axe_violations
     from tests.integration.test_nav_pairs import house, jsonl, pair_lines
 
     Session = get_sessionmaker(live_server.db_url)
@@ -135,7 +136,7 @@ def test_a_judge_follows_both_instructions_then_picks_and_a_reload_keeps_the_wal
     graph = get_graph(payload["scan"])
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    height = 844 if width < 500 else 900
+    height = 844 if width < 500 else 800  # 1280x800: the view narrows so that Stop shows whole
     page.set_viewport_size({"width": width, "height": height})
     page.goto(f"{live_server.url}/s/{slug}?PROLIFIC_PID=navfpair{width}&STUDY_ID=s&SESSION_ID=x1")
     page.keyboard.press("Enter")  # consent
@@ -151,9 +152,10 @@ def test_a_judge_follows_both_instructions_then_picks_and_a_reload_keeps_the_wal
         for name in ("toy", "human"):
             assert name not in page.locator("#nav-follow-pair").inner_text()
         stop = page.locator("#nav-stop").bounding_box()
-        assert stop["y"] + stop["height"] <= height, f"Stop here below the fold at {width} px"
+        assert stop["y"] + stop["height"] <= height, f"Stop here below the fold on {k} at {width} px"
         if width < 500:
             assert_fits(page, f"following instruction {k} at {width} px")
+        assert axe_violations(page) == []
 
     on(1)
     expect(page.locator("#nav-verdict")).to_be_hidden()
@@ -186,6 +188,7 @@ def test_a_judge_follows_both_instructions_then_picks_and_a_reload_keeps_the_wal
     expect(page.locator("#nav-winner-1")).to_be_checked()
     send = page.locator("#submit").bounding_box()
     assert send["y"] + send["height"] <= height, f"Send below the fold at {width} px"
+    assert axe_violations(page) == []
     if width < 500:
         assert_fits(page, f"picking at {width} px")
         a_box, b_box = page.locator("#nav-side-1").bounding_box(), page.locator("#nav-side-2").bounding_box()

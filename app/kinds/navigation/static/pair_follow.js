@@ -75,7 +75,20 @@
       onPose: (p) => { if (!walk().stopped) walk().trace.push([p.viewpoint, p.heading, p.elevation, p.t + offset]); },
     });
     window.proctorViewer = viewer;
+    requestAnimationFrame(fitView);  // once the page around it shows this walk
   }
+  // While walking, the view is narrowed (16:9, to no less than 400 px wide) where the window
+  // is too short for it, so that Stop here shows whole (as on the single follow page).
+  function fitView() {
+    box.style.maxWidth = "";
+    const canvas = box.querySelector("canvas");
+    if (!canvas || stage.hidden) return;
+    const last = nextButton.hidden ? stopButton : nextButton;
+    const over = last.getBoundingClientRect().bottom + window.scrollY + 12 - window.innerHeight;
+    const w = canvas.getBoundingClientRect().width;
+    if (over > 0 && w > 400) box.style.maxWidth = Math.max(400, Math.floor(w - over * 16 / 9)) + "px";
+  }
+  window.addEventListener("resize", fitView);
   function show() {
     const k = Math.min(st.phase, 1), w = walk();
     wrap.querySelectorAll("#nav-fpair-steps li").forEach((li) => {
