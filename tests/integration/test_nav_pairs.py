@@ -354,6 +354,9 @@ def test_a_followed_pair_study_stores_both_walks_and_ranks_their_success(client,
     out = _create(api, pair_lines(h))
     study = session.get(Study, out["id"])
     assert study.kind_settings == {"mode": "pairs", "control_length": False, "follow": True}
+    # The researcher's preview shows the follow page (1 first: no assignment to draw for).
+    preview = client.get(f"/studies/{study.id}/preview?n=1")
+    assert preview.status_code == 200 and 'data-order="a,b"' in preview.text and 'id="nav-view"' in preview.text
     services.set_state(session, study, "live", owner)
 
     # On the real page: the viewer's start (never the route), both instructions, no speaker.
