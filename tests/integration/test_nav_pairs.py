@@ -362,6 +362,7 @@ def test_a_followed_pair_study_stores_both_walks_and_ranks_their_success(client,
     # On the real page: the viewer's start (never the route), both instructions, no speaker.
     client.cookies.clear()
     page = client.get(f"/s/{study.slug}?PROLIFIC_PID=NAVFOLLOW1&STUDY_ID=S&SESSION_ID=Q")
+    assert "Keyboard: Following a pair: arrows look around" in page.text  # the consent page says how
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1)
     page = client.post(
         f"/task/{study.slug}/consent", data={"csrf_token": csrf, "consent_version": consent_version_of(page.text)}
