@@ -230,7 +230,12 @@ def create_study(
     _check_finite(result.items)
     values = with_defaults(settings, result.study_defaults)
     check_adaptive(
-        kind, values["adaptive"], values["adaptive_floor"], values["annotations_per_item"], result.kind_settings
+        kind,
+        values["adaptive"],
+        values["adaptive_floor"],
+        values["annotations_per_item"],
+        result.kind_settings,
+        creating=True,
     )
     if not values.get("instructions", "").strip():
         values["instructions"] = kind.default_instructions  # what the form offers when left blank
@@ -416,17 +421,26 @@ def adaptive_offered(kind: TaskKind, settings: dict[str, Any] | None = None) -> 
 
 
 def check_adaptive(
-    kind: TaskKind, adaptive: bool, floor: int, per_item: int, settings: dict[str, Any] | None = None
+    kind: TaskKind,
+    adaptive: bool,
+    floor: int,
+    per_item: int,
+    settings: dict[str, Any] | None = None,
+    *,
+    creating: bool = False,
 ) -> None:
     """Adaptive allocation needs a kind that ranks agents by people's judgements, and a floor
     no higher than the annotations per item."""
     if adaptive and not adaptive_offered(kind, settings):
-        # The study's kind (or its mode: an STS play study) decides, not the request: a conflict.
-        raise Conflict(
+        message = (
             f"adaptive allocation needs a kind whose items are agents' outputs ranked by people's "
-            f"judgements; this {kind.name} study ranks none",
-            field="adaptive",
+            f"judgements; this {kind.name} study ranks none"
         )
+        # At creation the request alone asks for both (422); on an existing study its kind (or
+        # its mode: an STS play study) decides, not the request: a conflict.
+        if creating:
+            raise InputError(message, field="adaptive")
+        raise Conflict(message, field="adaptive")
     if floor > per_item:
         raise InputError(
             f"the floor of annotations per item ({floor}) is more than the study's annotations per item ({per_item})",

@@ -323,6 +323,28 @@ def test_adaptive_at_creation_is_a_json_boolean(client, session, value):
     assert r.status_code == 422 and r.json()["field"] == "adaptive_floor", r.text
 
 
+def test_adaptive_at_creation_for_a_kind_that_ranks_nobody_is_the_request_at_fault(client, session):
+    """Creating a study with adaptive allocation on for a kind that ranks no agents (Common-ToM
+    questions) is refused as the request's fault (422, on the field), not as a conflict with a
+    study that does not exist yet (the PATCH on an existing study keeps 409); nothing is stored."""
+    import json
+
+    from app.auth.security import create_token
+    from tests.conftest import ROOT
+
+    owner = make_user(session, "researcher")
+    headers = {"Authorization": f"Bearer {create_token(session, owner, 'strict')}"}
+    session.commit()
+    r = client.post(
+        "/api/v1/studies",
+        headers=headers,
+        data={"kind": "tom", "format": "csv", "settings": json.dumps({"title": "A", "adaptive": True})},
+        files={"file": ("q.csv", (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes(), "text/csv")},
+    )
+    assert r.status_code == 422 and r.json()["field"] == "adaptive" and "ranks none" in r.json()["detail"], r.text
+    assert session.scalar(select(Study).where(Study.owner_id == owner.id)) is None
+
+
 def _blocks(plan: dict) -> int:
     """Index and table pages a plan read (hit or read), its own node's totals."""
     return int(plan.get("Shared Hit Blocks", 0)) + int(plan.get("Shared Read Blocks", 0))

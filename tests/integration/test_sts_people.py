@@ -214,14 +214,15 @@ def test_the_suite_page_makes_a_play_study_and_its_page_stores_the_plays(client,
 
 def test_a_play_study_offers_no_adaptive_allocation(client, session):
     """A play study ranks nobody (its plays become the human row of another study): its page has
-    no adaptive card, and turning it on is refused, by the API (409) and by the page's form,
-    at creation too; nothing is stored."""
+    no adaptive card, and turning it on is refused: at creation as the request's fault (422),
+    on the existing study by the API (409, its kind decides) and by the page's form; nothing
+    is stored."""
     from tests.integration.test_crowd_integrity import csrf as page_csrf
 
     owner, csrf, api, suite = _published(client, session)
     url = f"/api/v1/sts/suites/{suite}/versions/1/play-study"
     r = api("POST", url, {"title": "Adaptive play", "adaptive": True})
-    assert r.status_code == 409 and r.json()["field"] == "adaptive" and "ranks none" in r.json()["detail"], r.text
+    assert r.status_code == 422 and r.json()["field"] == "adaptive" and "ranks none" in r.json()["detail"], r.text
     assert session.scalar(select(Study).where(Study.owner_id == owner.id)) is None
     r = api("POST", url, {"title": "Play"})
     assert r.status_code == 201, r.text
