@@ -12,7 +12,8 @@ Each simulated study: K agents with known success rates (--rates), each with one
 probability --error (a binary score). A unit's value for an agent is that judgement, and the
 ranking is settled when every pair of agents has a verdict ("above", or "within" ±delta) by the
 confidence sequences of app/leaderboards/sequential.py (sequential.settle, family-wise level
-1 - alpha). The same items and judgements (common random numbers) are then served in three
+1 - alpha: Holm's step-down, the settled table's rule; and, on the same studies, Bonferroni's,
+the rule before, printed beside it: keys "bonferroni_..."). The same items and judgements (common random numbers) are then served in three
 orders, one judgement per item (annotations_per_item = 1, the floor 1):
 
 - uniform: the plain order (the engine's, with every item unannotated: by position, a fixed
@@ -23,12 +24,14 @@ orders, one judgement per item (annotations_per_item = 1, the floor 1):
 - by unit: every agent's items one unit after another (adaptive with every agent kept open):
   what serving units together alone saves, without choosing among agents.
 
-Beside them, the oracle: the fewest judgements any allocation could settle the ranking with while
-it serves each agent's items in the fixed unit order (what keeps the sequences valid, docs/
-statistics.md): each pair (a, b) settles on its first N_ab shared units whatever else is served,
-so agent a needs max over b of N_ab items, and the oracle is the sum over agents (every item where
-a pair never settles, as for the orders). It knows each pair's N_ab in advance, so no rule reaches
-it; adaptive / oracle says how much an allocation rule could still save.
+Beside them, the oracle: a lower bound on the judgements any allocation could settle the ranking
+with while it serves each agent's items in the fixed unit order (what keeps the sequences valid,
+docs/statistics.md): pair (a, b) cannot settle before N_ab shared units, its first passing of
+the most lenient threshold it can be tested at (Bonferroni's alpha / 2m a side, whatever else is
+served; under Holm's step-down alpha / (m + 1), every other pair settled first), so agent a needs
+max over b of N_ab items, and the oracle is the sum over agents (every item where a pair never
+settles, as for the orders). It knows each pair's N_ab in advance, so no rule reaches it;
+adaptive / oracle says how much an allocation rule could still save.
 
 For each: the judgements until the ranking settled (the study stops there: the judgement at which
 the last pair's verdict first held), the share of studies that settled before every item was
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -81,19 +85,14 @@ class Study:
         return out
 
 
-def settled_at(study: Study, served: list[tuple[int, int]], alpha: float) -> tuple[int | None, list[dict[str, Any]]]:
+def settled_at(
+    study: Study, served: list[tuple[int, int]], alpha: float, step_down: bool = True
+) -> tuple[int | None, list[dict[str, Any]]]:
     """The judgement (1-based) at which every pair's verdict held, or None; and the verdicts."""
-    arrivals = study.arrivals(served)
-    result = sequential.settle(arrivals, DELTA, alpha)
-    last = 0
-    for pair in result["pairs"]:
-        if pair["settled"] is None:
-            return None, result["pairs"]
-        a, b = arrivals[pair["first"]], arrivals[pair["second"]]
-        when_a, when_b = {u: t for t, u, _ in a}, {u: t for t, u, _ in b}
-        times = sorted(max(when_a[u], when_b[u]) for u in when_a.keys() & when_b.keys())
-        last = max(last, times[pair["settled"] - 1] + 1)
-    return last, result["pairs"]
+    result = sequential.settle(study.arrivals(served), DELTA, alpha, step_down=step_down)
+    if any(pair["settled"] is None for pair in result["pairs"]):
+        return None, result["pairs"]
+    return max(pair["settled_when"] for pair in result["pairs"]) + 1, result["pairs"]
 
 
 def wrong(study: Study, pairs: list[dict[str, Any]], rates: list[float], error: float) -> bool:
@@ -108,23 +107,29 @@ def wrong(study: Study, pairs: list[dict[str, Any]], rates: list[float], error: 
     return False
 
 
-def oracle(study: Study, alpha: float) -> int:
+def oracle(study: Study, alpha: float, step_down: bool = True) -> int:
     """The sum over agents of the shared units each needs for its last pair to settle, in the
-    unit order (the module docstring); every item when a pair never settles."""
+    unit order (the module docstring); every item when a pair never settles. A pair is taken
+    to settle at the most lenient threshold Holm's step-down can ever test it at (every other
+    pair settled first: alpha / (m + 1) a side; Bonferroni's alpha / 2m without the
+    step-down), so no allocation settles it sooner."""
     by_unit = np.argsort(-study.unit_order, kind="stable")
-    pair_alpha = alpha / (study.k * (study.k - 1) // 2)
+    m = study.k * (study.k - 1) // 2
+    lenient = math.log(((m + 1) if step_down else 2 * m) / alpha)
     need = np.zeros(study.k, dtype=int)
     for a in range(study.k):
         for b in range(a + 1, study.k):
             d = (study.value[a, by_unit] - study.value[b, by_unit]).tolist()
-            n = sequential.verdict(d, DELTA, pair_alpha)["settled"]
-            if n is None:
+            ev = sequential.pair_evidence(d, DELTA, alpha / m)
+            passed = np.flatnonzero((ev["up"] > lenient) | (ev["down"] > lenient) | (ev["within"] >= lenient))
+            if not passed.size:
                 return study.k * study.units
+            n = int(passed[0]) + 1
             need[a], need[b] = max(need[a], n), max(need[b], n)
     return int(need.sum())
 
 
-def serve(study: Study, order: str, refresh: int, alpha: float) -> list[tuple[int, int]]:
+def serve(study: Study, order: str, refresh: int, alpha: float, step_down: bool = True) -> list[tuple[int, int]]:
     """The items in the order `order` serves them, until the ranking settles (adaptive: checked
     at each refresh, as the job would) or every item is judged."""
     items = [(a, u) for a in range(study.k) for u in range(study.units)]
@@ -136,7 +141,9 @@ def serve(study: Study, order: str, refresh: int, alpha: float) -> list[tuple[in
     served: list[tuple[int, int]] = []
     left = set(items)
     while left:
-        opened = adaptive.open_agents(study.arrivals(served), [str(a) for a in range(study.k)], DELTA, alpha)
+        opened = adaptive.open_agents(
+            study.arrivals(served), [str(a) for a in range(study.k)], DELTA, alpha, step_down=step_down
+        )
         if not opened:
             break
         ranked = sorted(
@@ -149,27 +156,59 @@ def serve(study: Study, order: str, refresh: int, alpha: float) -> list[tuple[in
     return served
 
 
+def _figures(per: dict[str, dict[str, list[Any]]], oracles: list[int], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for order in ORDERS:
+        n = np.asarray(per[order]["n"], dtype=float)
+        out[f"{prefix}{order}_judgements"] = float(n.mean())
+        out[f"{prefix}{order}_judgements_median"] = float(np.median(n))
+        out[f"{prefix}{order}_settled"] = float(np.mean(per[order]["settled"]))
+        out[f"{prefix}{order}_error_rate"] = float(np.mean(per[order]["wrong"]))
+        # The mean, over studies, of each agent's mean at the stop less its judged rate: the
+        # largest over agents (optional stopping's bias of a sample mean).
+        out[f"{prefix}{order}_bias"] = float(np.nanmax(np.abs(np.nanmean(np.asarray(per[order]["bias"]), axis=0))))
+        out[f"{prefix}{order}_correct"] = float(
+            np.mean([s and not w for s, w in zip(per[order]["settled"], per[order]["wrong"])])
+        )
+    out[f"{prefix}error_rate"] = out[f"{prefix}adaptive_error_rate"]
+    out[f"{prefix}ratio"] = out[f"{prefix}adaptive_judgements"] / out[f"{prefix}uniform_judgements"]
+    out[f"{prefix}ratio_by_unit"] = out[f"{prefix}by_unit_judgements"] / out[f"{prefix}uniform_judgements"]
+    out[f"{prefix}oracle_judgements"] = float(np.mean(oracles))
+    out[f"{prefix}ratio_oracle"] = out[f"{prefix}oracle_judgements"] / out[f"{prefix}uniform_judgements"]
+    # Per study, adaptive's judgements over uniform's (the same items and judgements).
+    pair_ratio = np.asarray(per["adaptive"]["n"], dtype=float) / np.asarray(per["uniform"]["n"], dtype=float)
+    out[f"{prefix}ratio_median_per_study"] = float(np.median(pair_ratio))
+    return out
+
+
+#: The verdicts' two rules, run on the same studies: Holm's step-down (the settled table's,
+#: the keys without a prefix) and Bonferroni's (the rule before, keys "bonferroni_...").
+FAMILIES = {"": True, "bonferroni_": False}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     rng = np.random.default_rng(args.seed)
-    per: dict[str, dict[str, list[Any]]] = {o: {"n": [], "settled": [], "wrong": [], "bias": []} for o in ORDERS}
-    oracles = []
+    per = {f: {o: {"n": [], "settled": [], "wrong": [], "bias": []} for o in ORDERS} for f in FAMILIES}
+    oracles: dict[str, list[int]] = {f: [] for f in FAMILIES}
     judged = np.array([r * (1 - args.error) + (1 - r) * args.error for r in args.rates])
     started = time.perf_counter()
     for _ in range(args.studies):
         study = Study(args.rates, args.units, args.error, rng)
-        oracles.append(oracle(study, args.alpha))
-        for order in ORDERS:
-            served = serve(study, order, args.refresh, args.alpha)
-            when, pairs = settled_at(study, served, args.alpha)
-            # Each agent's mean over its judged items when the study stopped, less its rate.
-            sums, counts = np.zeros(study.k), np.zeros(study.k)
-            for a, u in served[: when or len(served)]:
-                sums[a] += study.value[a, u]
-                counts[a] += 1
-            per[order]["bias"].append(np.where(counts > 0, sums / np.maximum(counts, 1) - judged, np.nan))
-            per[order]["n"].append(when if when is not None else study.k * study.units)
-            per[order]["settled"].append(when is not None)
-            per[order]["wrong"].append(when is not None and wrong(study, pairs, args.rates, args.error))
+        for family, step_down in FAMILIES.items():
+            oracles[family].append(oracle(study, args.alpha, step_down))
+            for order in ORDERS:
+                served = serve(study, order, args.refresh, args.alpha, step_down)
+                when, pairs = settled_at(study, served, args.alpha, step_down)
+                # Each agent's mean over its judged items when the study stopped, less its rate.
+                sums, counts = np.zeros(study.k), np.zeros(study.k)
+                for a, u in served[: when or len(served)]:
+                    sums[a] += study.value[a, u]
+                    counts[a] += 1
+                got = per[family][order]
+                got["bias"].append(np.where(counts > 0, sums / np.maximum(counts, 1) - judged, np.nan))
+                got["n"].append(when if when is not None else study.k * study.units)
+                got["settled"].append(when is not None)
+                got["wrong"].append(when is not None and wrong(study, pairs, args.rates, args.error))
     out: dict[str, Any] = {
         "rates": args.rates,
         "units": args.units,
@@ -180,27 +219,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "refresh": args.refresh,
         "seed": args.seed,
         "nominal_error": args.alpha,
+        "family": sequential.FAMILY,
     }
-    for order in ORDERS:
-        n = np.asarray(per[order]["n"], dtype=float)
-        out[f"{order}_judgements"] = float(n.mean())
-        out[f"{order}_judgements_median"] = float(np.median(n))
-        out[f"{order}_settled"] = float(np.mean(per[order]["settled"]))
-        out[f"{order}_error_rate"] = float(np.mean(per[order]["wrong"]))
-        # The mean, over studies, of each agent's mean at the stop less its judged rate: the
-        # largest over agents (optional stopping's bias of a sample mean).
-        out[f"{order}_bias"] = float(np.nanmax(np.abs(np.nanmean(np.asarray(per[order]["bias"]), axis=0))))
-        out[f"{order}_correct"] = float(
-            np.mean([s and not w for s, w in zip(per[order]["settled"], per[order]["wrong"])])
-        )
-    out["error_rate"] = out["adaptive_error_rate"]
-    out["ratio"] = out["adaptive_judgements"] / out["uniform_judgements"]
-    out["ratio_by_unit"] = out["by_unit_judgements"] / out["uniform_judgements"]
-    out["oracle_judgements"] = float(np.mean(oracles))
-    out["ratio_oracle"] = out["oracle_judgements"] / out["uniform_judgements"]
-    # Per study, adaptive's judgements over uniform's (the same items and judgements).
-    pair_ratio = np.asarray(per["adaptive"]["n"], dtype=float) / np.asarray(per["uniform"]["n"], dtype=float)
-    out["ratio_median_per_study"] = float(np.median(pair_ratio))
+    for family in FAMILIES:
+        out.update(_figures(per[family], oracles[family], family))
     # The issue's target: adaptive needs at most 60% of uniform's judgements, at nominal error.
     out["target_ratio"] = TARGET
     out["target_met"] = bool(out["ratio"] <= TARGET and out["error_rate"] <= out["nominal_error"])
@@ -214,21 +236,27 @@ def table(out: dict[str, Any]) -> str:
         f"({out['items']} items), annotator error {out['error']}, delta {out['delta']}, "
         f"alpha {out['nominal_error']}, priorities refreshed every {out['refresh']} judgements, seed {out['seed']}",
         "",
-        f"{'order':<10} {'judgements (mean)':>18} {'(median)':>9} {'settled':>8} {'correct':>8} {'wrong':>7} "
-        f"{'bias':>7}",
+        f"{'verdicts':<11} {'order':<10} {'judgements (mean)':>18} {'(median)':>9} {'settled':>8} {'correct':>8} "
+        f"{'wrong':>7} {'bias':>7}",
     ]
-    for order in ORDERS:
+    for family, name in (("", "Holm"), ("bonferroni_", "Bonferroni")):
+        for order in ORDERS:
+            key = f"{family}{order}"
+            lines.append(
+                f"{name:<11} {order:<10} {out[f'{key}_judgements']:>18.1f} {out[f'{key}_judgements_median']:>9.0f} "
+                f"{out[f'{key}_settled']:>8.1%} {out[f'{key}_correct']:>8.1%} {out[f'{key}_error_rate']:>7.1%} "
+                f"{out[f'{key}_bias']:>7.4f}"
+            )
+    lines.append("")
+    for family, name in (("", "Holm"), ("bonferroni_", "Bonferroni")):
         lines.append(
-            f"{order:<10} {out[f'{order}_judgements']:>18.1f} {out[f'{order}_judgements_median']:>9.0f} "
-            f"{out[f'{order}_settled']:>8.1%} {out[f'{order}_correct']:>8.1%} {out[f'{order}_error_rate']:>7.1%} "
-            f"{out[f'{order}_bias']:>7.4f}"
+            f"{name}: adaptive / uniform {out[f'{family}ratio']:.3f} (median per study "
+            f"{out[f'{family}ratio_median_per_study']:.3f}); by unit / uniform {out[f'{family}ratio_by_unit']:.3f}; "
+            f"oracle / uniform {out[f'{family}ratio_oracle']:.3f}"
         )
     lines += [
-        "",
-        f"adaptive / uniform: {out['ratio']:.3f} (median per study {out['ratio_median_per_study']:.3f}); "
-        f"by unit / uniform: {out['ratio_by_unit']:.3f}; oracle / uniform: {out['ratio_oracle']:.3f}; "
         f"nominal error {out['nominal_error']}; {out['seconds']} s",
-        f"target (adaptive / uniform <= {out['target_ratio']}, error within nominal): "
+        f"target (Holm: adaptive / uniform <= {out['target_ratio']}, error within nominal): "
         + ("met" if out["target_met"] else "not met"),
     ]
     return "\n".join(lines)

@@ -68,14 +68,16 @@ def open_agents(
     agents: Iterable[str] = (),
     delta: float = DELTA,
     alpha: float = sequential.ALPHA,
+    *,
+    step_down: bool = True,
 ) -> set[str]:
     """The agents in at least one open comparison (sequential.settle at `delta`, `alpha`):
     those whose place in the ranking is not yet settled. `agents`: those with no judgement
-    yet (every comparison of theirs is open)."""
+    yet (every comparison of theirs is open). `step_down`: as sequential.settle."""
     names = list(dict.fromkeys([*arrivals, *agents]))
     if len(names) < 2:
         return set()
-    result = sequential.settle({a: arrivals.get(a, []) for a in names}, delta, alpha)
+    result = sequential.settle({a: arrivals.get(a, []) for a in names}, delta, alpha, step_down=step_down)
     out: set[str] = set()
     for pair in result["pairs"]:
         if pair["verdict"] == sequential.OPEN:

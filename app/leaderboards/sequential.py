@@ -42,7 +42,9 @@ __all__ = [
     "eb_bounds",
     "mean_sequence",
     "difference_sequence",
+    "paired_arrivals",
     "paired_values",
+    "pair_evidence",
     "verdict",
     "settle",
 ]
@@ -52,6 +54,9 @@ ALPHA = 0.05
 #: risks a large loss of "capital" on an unlucky one.
 LAMBDA_CAP = 0.5
 CS_METHOD = "confidence sequence (predictable plug-in empirical Bernstein), valid at every n"
+
+#: How the verdicts share alpha across the pairs (settle).
+FAMILY = "Holm's step-down on anytime-valid p-values"
 
 ABOVE = "above"
 WITHIN = "within"
@@ -67,26 +72,35 @@ def _unit_array(values: Any, low: float, high: float, what: str) -> np.ndarray:
     return x
 
 
-def eb_bounds(x: np.ndarray, alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]:
-    """The PrPl-EB confidence sequence (module docstring) of values in [0, 1] along the last
-    axis: (low, high) with the bounds after 1, 2, ..., n values (running intersection). A 2-D
-    array is many streams at once (the simulation tests)."""
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
-    x = np.asarray(x, dtype=float)
+def _bets(x: np.ndarray, tune: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The running sums sum lambda_i, sum lambda_i x_i and sum v_i psi(lambda_i) of the
+    module docstring's bets along the last axis, lambda tuned for the level `tune` (its
+    log(2/alpha)): predictable, so any threshold may be read off them."""
     n = x.shape[-1]
     t = np.arange(1, n + 1, dtype=float)
     mu = (0.5 + np.cumsum(x, axis=-1)) / (t + 1.0)
     mu_before = np.concatenate([np.full(x.shape[:-1] + (1,), 0.5), mu[..., :-1]], axis=-1)
     s2 = (0.25 + np.cumsum((x - mu) ** 2, axis=-1)) / (t + 1.0)
     s2_before = np.concatenate([np.full(x.shape[:-1] + (1,), 0.25), s2[..., :-1]], axis=-1)
-    log_term = math.log(2.0 / alpha)
-    lam = np.minimum(np.sqrt(2.0 * log_term / (s2_before * t * np.log1p(t))), LAMBDA_CAP)
+    lam = np.minimum(np.sqrt(2.0 * math.log(2.0 / tune) / (s2_before * t * np.log1p(t))), LAMBDA_CAP)
     v = 4.0 * (x - mu_before) ** 2
     psi = (-np.log1p(-lam) - lam) / 4.0
-    weight = np.cumsum(lam, axis=-1)
-    centre = np.cumsum(lam * x, axis=-1) / weight
-    half = (log_term + np.cumsum(v * psi, axis=-1)) / weight
+    return np.cumsum(lam, axis=-1), np.cumsum(lam * x, axis=-1), np.cumsum(v * psi, axis=-1)
+
+
+def eb_bounds(x: np.ndarray, alpha: float = ALPHA, tune: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The PrPl-EB confidence sequence (module docstring) of values in [0, 1] along the last
+    axis: (low, high) with the bounds after 1, 2, ..., n values (running intersection). A 2-D
+    array is many streams at once (the simulation tests). `tune`: the level the bets are
+    tuned for (default `alpha`; settle's step-down reads bounds at other levels off the
+    same bets)."""
+    for a in (alpha, alpha if tune is None else tune):
+        if not 0.0 < a < 1.0:
+            raise ValueError(f"alpha must lie in (0, 1), got {a!r}")
+    x = np.asarray(x, dtype=float)
+    weight, weighted, penalty = _bets(x, alpha if tune is None else tune)
+    centre = weighted / weight
+    half = (math.log(2.0 / alpha) + penalty) / weight
     low = np.maximum.accumulate(np.clip(centre - half, 0.0, 1.0), axis=-1)
     high = np.minimum.accumulate(np.clip(centre + half, 0.0, 1.0), axis=-1)
     # An empty intersection (probability <= alpha: a miss already happened) is kept as the
@@ -145,10 +159,10 @@ def verdict(differences: Sequence[float], delta: float, alpha: float = ALPHA) ->
 Arrival = tuple[Any, Hashable, float]  # (when, unit, value): `when` any sortable time
 
 
-def paired_values(a: Sequence[Arrival], b: Sequence[Arrival]) -> list[float]:
-    """The differences a - b on the units both have, in the order the pair's value arrived:
-    when the later of the two did (ties: the earlier one's time, then a's order). A unit
-    listed twice for one agent keeps its first value (the one that arrived first)."""
+def paired_arrivals(a: Sequence[Arrival], b: Sequence[Arrival]) -> list[tuple[Any, float]]:
+    """(when, a - b) on the units both have, in the order the pair's value arrived: when the
+    later of the two did (ties: the earlier one's time, then a's order). A unit listed twice
+    for one agent keeps its first value (the one that arrived first)."""
     first_a: dict[Hashable, tuple[Any, int, float]] = {}
     for i, (when, unit, value) in enumerate(a):
         first_a.setdefault(unit, (when, i, float(value)))
@@ -163,18 +177,73 @@ def paired_values(a: Sequence[Arrival], b: Sequence[Arrival]) -> list[float]:
             first_a[u][1],
         )
     )
-    return [first_a[u][2] - first_b[u][1] for u in shared]
+    return [(max(first_a[u][0], first_b[u][0]), first_a[u][2] - first_b[u][1]) for u in shared]
 
 
-def settle(arrivals: Mapping[str, Sequence[Arrival]], delta: float, alpha: float = ALPHA) -> dict[str, Any]:
+def paired_values(a: Sequence[Arrival], b: Sequence[Arrival]) -> list[float]:
+    """The differences a - b on the units both have, in the order the pair's value arrived
+    (paired_arrivals)."""
+    return [d for _, d in paired_arrivals(a, b)]
+
+
+def pair_evidence(differences: Sequence[float], delta: float, tune: float) -> dict[str, np.ndarray]:
+    """The log e-processes behind a pair's verdicts after 1, 2, ..., n paired differences,
+    each the running maximum (so its p-value, exp(-value), only falls): "up" against "the
+    first is not above" (d <= 0), "down" against d >= 0, and "within": the smaller of the
+    evidence against d <= -delta and against d >= delta (both are needed). On y = (d + 1) / 2,
+    the sequence's capital process at the boundary m: log M+(m) = sum lambda (y - m) -
+    sum v psi(lambda), log M-(m) = sum lambda (m - y) - sum v psi(lambda) (the module
+    docstring's bets, tuned for `tune`); a true null's M is at most the process at the true
+    mean, a nonnegative supermartingale, so by Ville's inequality P(ever >= 1/beta) <= beta.
+    The sequence at two-sided level alpha excludes 0 exactly when up or down exceeds
+    log(2/alpha), and lies inside [-delta, delta] when within reaches it."""
+    d = _unit_array(differences, -1.0, 1.0, "differences")
+    if not d.size:
+        empty = np.zeros(0)
+        return {"up": empty, "down": empty, "within": empty}
+    weight, weighted, penalty = _bets((d + 1.0) / 2.0, tune)
+
+    def against(m: float, side: int) -> np.ndarray:
+        return np.maximum.accumulate(side * (weighted - m * weight) - penalty)
+
+    # |d| <= 1 always: a margin of 1 or more is within from the first value.
+    lower = against((1.0 - delta) / 2.0, 1) if delta < 1.0 else np.full(d.size, np.inf)
+    upper = against((1.0 + delta) / 2.0, -1) if delta < 1.0 else np.full(d.size, np.inf)
+    return {"up": against(0.5, 1), "down": against(0.5, -1), "within": np.maximum.accumulate(np.minimum(lower, upper))}
+
+
+def _first(evidence: np.ndarray, threshold: float, strict: bool) -> int:
+    """The first index whose (nondecreasing) evidence passes the threshold; len when none."""
+    return int(np.searchsorted(evidence, threshold, side="right" if strict else "left"))
+
+
+def settle(
+    arrivals: Mapping[str, Sequence[Arrival]], delta: float, alpha: float = ALPHA, *, step_down: bool = True
+) -> dict[str, Any]:
     """Each agent's confidence sequence for its mean and each pair's verdict. `arrivals`:
     per agent, (when, unit, value in [0, 1]) in the order they arrived (a unit's first value
     counts, the others are left out: the values a sequence has used never change).
 
     "agents": name -> the Estimate at the current n (1 - alpha each). "pairs": one dict per
-    pair of agents (in `arrivals`' order) with "first", "second", the verdict (see `verdict`)
-    on the units both have, at 1 - alpha / (number of pairs) each (Bonferroni), so that every
-    pair's verdict holds at once with probability >= 1 - alpha, at every n."""
+    pair of agents (in `arrivals`' order) with "first", "second", "verdict", "sign",
+    "settled" (the pair's shared units when its verdict first held, None while open),
+    "settled_when" (the arrival time then), "difference" (the pair's sequence now) and
+    "level" (its two-sided alpha: for a settled pair the step's its verdict was reached at,
+    for an open one the step's it is tested at now, "pair_alpha").
+
+    Verdicts across the pairs: Holm's step-down on anytime-valid p-values. With m pairs, each
+    pair has two one-sided hypotheses ("the first is not above", d <= 0, and "not below",
+    d >= 0), 2m in all, each with an e-process E (pair_evidence; bets tuned for the
+    Bonferroni level alpha / m) and the p-value p_t = min(1, 1 / max_{s<=t} E_s), which only
+    falls. At each arrival, in time order over all pairs, Holm rejects while the smallest
+    p-value not yet rejected is at most alpha / (2m - r), r rejected so far; a rejected
+    "d <= 0" says "first above second". A pair whose both stay is "within ±delta" once its
+    evidence against d <= -delta and against d >= delta both reach (2m - r) / alpha at once,
+    else open. The first step is the Bonferroni rule (each pair's sequence at alpha / m
+    two-sided: the same verdicts until a pair settles); each settled pair frees one share of
+    alpha for the open ones. Why every verdict holds at once with probability >= 1 - alpha,
+    however often it is read: docs/statistics.md, "Settled comparisons". `step_down=False`:
+    Bonferroni throughout (the rule before; bench/adaptive.py prints both)."""
     names = list(arrivals)
     agents: dict[str, Estimate] = {}
     for name in names:
@@ -183,10 +252,92 @@ def settle(arrivals: Mapping[str, Sequence[Arrival]], delta: float, alpha: float
             seen.setdefault(unit, float(value))
         seq = mean_sequence(list(seen.values()), alpha)
         agents[name] = seq[-1] if seq else Estimate(n=0, mean=NAN, low=NAN, high=NAN, method=CS_METHOD)
-    n_pairs = len(names) * (len(names) - 1) // 2
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
+    if not (math.isfinite(delta) and delta >= 0.0):
+        raise ValueError(f"delta must be a finite number >= 0, got {delta!r}")
+    pairs_in = [(a, b, paired_arrivals(arrivals[a], arrivals[b])) for i, a in enumerate(names) for b in names[i + 1 :]]
+    m = len(pairs_in)
+    hypotheses = 2 * m
+    tune = alpha / max(m, 1)
+    # One clock over every pair: the index of each pair's arrival among all arrival times.
+    clock = sorted({when for _, _, got in pairs_in for when, _ in got})
+    tick = {when: i for i, when in enumerate(clock)}
+    ticks = [np.array([tick[when] for when, _ in got], dtype=int) for _, _, got in pairs_in]
+    diffs = [[d for _, d in got] for _, _, got in pairs_in]
+    evidence = [pair_evidence(d, delta, tune) for d in diffs]
+    never = len(clock)
+
+    def when_passed(j: int, key: str, threshold: float, strict: bool, after: int) -> int:
+        i = _first(evidence[j][key], threshold, strict)
+        return max(int(ticks[j][i]), after) if i < len(diffs[j]) else never
+
+    # Holm's step-down, through time: the next rejection is the earliest passing of the
+    # current threshold (not before the last rejection: Holm at that moment cascades).
+    rejected: dict[tuple[int, str], int] = {}
+    order: dict[tuple[int, str], int] = {}
+    steps = [-1]  # the tick of each rejection, in order
+    while len(rejected) < hypotheses:
+        threshold = math.log((hypotheses - (len(rejected) if step_down else 0)) / alpha)
+        candidates = [
+            (when_passed(j, key, threshold, True, steps[-1]), j, key)
+            for j in range(m)
+            for key in ("up", "down")
+            if (j, key) not in rejected
+        ]
+        tick_at, j, key = min(candidates)
+        if tick_at >= never:
+            break
+        rejected[j, key] = tick_at
+        order[j, key] = len(steps) - 1  # the rejections before it
+        steps.append(tick_at)
+    r = len(rejected)
     pairs = []
-    for i, first in enumerate(names):
-        for second in names[i + 1 :]:
-            d = paired_values(arrivals[first], arrivals[second])
-            pairs.append({"first": first, "second": second, **verdict(d, delta, alpha / max(n_pairs, 1))})
-    return {"agents": agents, "pairs": pairs, "alpha": alpha, "pair_alpha": alpha / max(n_pairs, 1)}
+    for j, (first, second, got) in enumerate(pairs_in):
+        side = [key for key in ("up", "down") if (j, key) in rejected]
+        at: int | None = rejected[j, side[0]] if side else None
+        state, sign = (ABOVE, 1 if side[0] == "up" else -1) if side else (OPEN, 0)
+        step = order[j, side[0]] if side else r  # the threshold its verdict was tested at
+        step = step if step_down else 0
+        if not side:
+            # Within: the first tick at which both sides' evidence reached the threshold of
+            # that moment (the thresholds fall at each rejection).
+            for k, start in enumerate(steps):
+                end = steps[k + 1] if k + 1 < len(steps) else never + 1
+                t = when_passed(j, "within", math.log((hypotheses - (k if step_down else 0)) / alpha), False, start)
+                if t < end and t < never:
+                    state, at, step = WITHIN, t, (k if step_down else 0)
+                    break
+        # The sequence shown: at the level the verdict was reached at (a settled pair), or the
+        # one an open pair is tested at now; two-sided, so twice the one-sided step's.
+        level = 2.0 * alpha / max(hypotheses - step, 1)
+        if got:
+            y = (np.asarray(diffs[j]) + 1.0) / 2.0
+            low, high = eb_bounds(y, min(level, 0.999999), tune)
+            mean = float(np.mean(diffs[j]))
+            difference = Estimate(
+                n=len(got), mean=mean, low=float(2 * low[-1] - 1), high=float(2 * high[-1] - 1), method=CS_METHOD
+            )
+        else:
+            difference = Estimate(n=0, mean=NAN, low=NAN, high=NAN, method=CS_METHOD)
+        settled = None if at is None else int(np.searchsorted(ticks[j], at, side="right"))
+        pairs.append(
+            {
+                "first": first,
+                "second": second,
+                "verdict": state,
+                "sign": sign,
+                "settled": settled,
+                "settled_when": None if at is None else clock[at],
+                "difference": difference,
+                "level": level,
+            }
+        )
+    return {
+        "agents": agents,
+        "pairs": pairs,
+        "alpha": alpha,
+        "pair_alpha": 2.0 * alpha / max(hypotheses - (r if step_down else 0), 1),
+        "family": FAMILY if step_down else "Bonferroni",
+        "rejected": r,
+    }

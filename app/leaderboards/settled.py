@@ -80,9 +80,11 @@ def settled_table(
             f"{value} Each {agent}'s {units} and each pair's shared {units} are taken in the order "
             "their value arrived. Confidence sequences (predictable plug-in empirical Bernstein, "
             "Waudby-Smith and Ramdas 2024) stay valid however often this page is read: the chance "
-            f"that a {agent}'s sequence ever misses its mean is at most {alpha:g}, and with "
-            f"{n_pairs} pair{'' if n_pairs == 1 else 's'} each pair's is at level {level:.4g}% "
-            f"(Bonferroni), so every verdict holds at once with probability at least {1 - alpha:g}. "
+            f"that a {agent}'s sequence ever misses its mean is at most {alpha:g}. The verdicts share "
+            f"{alpha:g} across the {n_pairs} pair{'' if n_pairs == 1 else 's'} by Holm's step-down: "
+            f"each pair is first tested at level {level:.4g}% (Bonferroni), and each pair that "
+            "settles gives its share to those still open, so every verdict holds at once with "
+            f"probability at least {1 - alpha:g}. "
             f'"Above": the difference\'s sequence excludes 0; "within ±{delta:g}": it lies inside '
             f"[−{delta:g}, {delta:g}]; a settled verdict stays settled. Valid when the order the "
             f"{units} arrive in does not depend on their values (items served at random; adaptive "
@@ -103,7 +105,9 @@ def settled_table(
                 "key": "difference",
                 "label": f"A − B ({measure}) [CS]",
                 "help": f"The mean of A's value minus B's over the shared {units}, with its confidence "
-                f"sequence at the current n (level {level:.4g}%).",
+                f"sequence at the current n, at the level the verdict was reached at (an open pair's: the "
+                f"level it is tested at now; {level:.4g}% until a pair settles). For a pair settled "
+                "above, what the guarantee covers is which is above and the interval's far end.",
             },
             {
                 "key": "first_mean",

@@ -68,6 +68,12 @@ def test_the_bench_runs_quick_and_prints_its_figures():
     # judgements; adaptive allocation serves units in that order, so it needs at least as many.
     assert 0 < out["oracle_judgements"] <= out["adaptive_judgements"] and out["ratio_oracle"] <= out["ratio"]
     assert out["target_met"] is (out["ratio"] <= 0.6 and out["error_rate"] <= out["nominal_error"])
+    # The rule before (Bonferroni) on the same studies, beside Holm's step-down: served in the
+    # same plain order, the step-down settles every pair no later (its thresholds are never
+    # higher), and neither settles on a wrong order more often than nominal.
+    assert out["family"].startswith("Holm") and out["bonferroni_error_rate"] <= out["nominal_error"]
+    assert out["uniform_judgements"] <= out["bonferroni_uniform_judgements"]
+    assert out["oracle_judgements"] <= out["bonferroni_oracle_judgements"] <= out["bonferroni_adaptive_judgements"]
     # The plain-text table names each order.
     text = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "adaptive.py"), "--studies", "1", "--units", "200"],
@@ -77,3 +83,4 @@ def test_the_bench_runs_quick_and_prints_its_figures():
         timeout=300,
     )
     assert text.returncode == 0 and "adaptive / uniform" in text.stdout, text.stderr
+    assert "Holm" in text.stdout and "Bonferroni" in text.stdout

@@ -14,6 +14,7 @@ from app.leaderboards.sequential import (
     difference_sequence,
     eb_bounds,
     mean_sequence,
+    paired_arrivals,
     paired_values,
     settle,
     verdict,
@@ -173,27 +174,119 @@ def test_pairs_are_the_shared_units_in_the_order_both_arrived():
     assert paired_values(a, b) == [1.0 - 0.0, 1.0 - 1.0]
 
 
-def test_settle_gives_every_agent_and_pair_with_bonferroni():
+def test_settle_gives_every_agent_and_pair_with_holm():
     arrivals = {
         "A": [(t, f"u{t}", 1.0) for t in range(60)],
         "B": [(t, f"u{t}", float(t % 2)) for t in range(60)],
         "C": [(t, f"u{t}", 0.0) for t in range(40)],
     }
     got = settle(arrivals, delta=0.05)
-    assert got["pair_alpha"] == pytest.approx(0.05 / 3)
     assert got["agents"]["A"] == mean_sequence([1.0] * 60)[-1]
     assert got["agents"]["C"].n == 40
     by = {(p["first"], p["second"]): p for p in got["pairs"]}
     assert list(by) == [("A", "B"), ("A", "C"), ("B", "C")]
-    want = verdict([1.0 - t % 2 for t in range(60)], 0.05, 0.05 / 3)
-    assert by["A", "B"]["settled"] == want["settled"] and by["A", "B"]["difference"] == want["difference"]
-    assert by["A", "C"]["verdict"] == "above" and by["A", "C"]["difference"].n == 40
+    # The first pair to settle (A and C) is tested as before, at Bonferroni's 0.05 / 3, and its
+    # sequence is shown at that level.
+    want = verdict([1.0] * 40, 0.05, 0.05 / 3)
+    assert by["A", "C"]["verdict"] == "above" and by["A", "C"]["settled"] == want["settled"]
+    assert by["A", "C"]["difference"] == want["difference"] and by["A", "C"]["difference"].n == 40
+    # Every pair settled here: the open level would be 2 x 0.05 / (6 - 3).
+    assert got["rejected"] == 3 and got["pair_alpha"] == pytest.approx(2 * 0.05 / 3)
     rows = settled_rows(arrivals, "path")
     assert rows[1]["verdict"] == f"A above C, settled after {by['A', 'C']['settled']} paths"
     assert rows[2]["verdict"] == verdict_text(by["B", "C"], "path", 0.05)
     assert verdict_text({"first": "A", "second": "B", "verdict": "above", "sign": -1, "settled": 1}, "path", 0.05) == (
         "B above A, settled after 1 path"
     )
+
+
+def _four(n: int = 400) -> dict[str, list]:
+    """A always right, D always wrong, B right 6 times in 10 and C 4 times in 10 (fixed
+    patterns): five pairs far apart, and B against C close."""
+    b = [1.0 if (t * 7) % 10 < 6 else 0.0 for t in range(n)]
+    c = [1.0 if (t * 3) % 10 < 4 else 0.0 for t in range(n)]
+    values = {"A": [1.0] * n, "B": b, "C": c, "D": [0.0] * n}
+    return {a: [(t, t, v[t]) for t in range(n)] for a, v in values.items()}
+
+
+def test_holm_gives_the_settled_pairs_share_of_alpha_to_the_open_one():
+    """Issue 29: with 6 pairs, Bonferroni tested B against C at 0.05 / 6 to the end; Holm's
+    step-down tests it at 2 x 0.05 / (12 - 5) once the five far pairs have settled, so it
+    settles sooner, exactly where its evidence passes that threshold."""
+    arrivals = _four()
+    got = {(p["first"], p["second"]): p for p in settle(arrivals, 0.05)["pairs"]}
+    d = paired_values(arrivals["B"], arrivals["C"])
+    before = verdict(d, 0.05, 0.05 / 6)  # the rule before: each pair at alpha / m
+    assert before["verdict"] == "above" and before["settled"] == 354
+    now = got["B", "C"]
+    assert now["verdict"] == "above" and now["sign"] == 1 and now["settled"] < before["settled"]
+    assert all(p["settled"] < now["settled"] for k, p in got.items() if k != ("B", "C"))
+    up = sequential.pair_evidence(d, 0.05, 0.05 / 6)["up"]
+    assert now["settled"] == int(np.argmax(up > math.log(7 / 0.05))) + 1 == 317
+    assert now["level"] == pytest.approx(2 * 0.05 / 7) and now["difference"].low > 0
+    assert settled_rows(arrivals, "path")[3]["verdict"] == "B above C, settled after 317 paths"
+    # Without the step-down, every pair is as sequential.verdict at alpha / m says (the old rule).
+    flat = settle(arrivals, 0.05, step_down=False)
+    for p in flat["pairs"]:
+        assert (
+            p["settled"]
+            == verdict(paired_values(arrivals[p["first"]], arrivals[p["second"]]), 0.05, 0.05 / 6)["settled"]
+        )
+
+
+def test_a_pair_settles_when_another_pair_settling_lowers_its_threshold():
+    """Holm at one moment cascades: a pair whose evidence already passed the next threshold
+    settles the moment another pair frees its share, at its own shared units then."""
+    n = 200
+    arrivals = {
+        "A": [(t, t, 1.0) for t in range(n)],
+        "B": [(t, t, 0.0) for t in range(n)],
+        # C and D: values arrive only from t = 100, every one at once for C against D.
+        "C": [(100 + t, 1000 + t, 1.0 if t % 10 < 8 else 0.0) for t in range(60)],
+        "D": [(100 + t, 1000 + t, 0.0) for t in range(60)],
+    }
+    got = settle(arrivals, 0.05)
+    for p in got["pairs"]:
+        if p["settled"] is not None:
+            shared = paired_arrivals(arrivals[p["first"]], arrivals[p["second"]])
+            # "settled after n": the pair's shared units when its verdict first held.
+            assert p["settled"] == sum(1 for when, _ in shared if when <= p["settled_when"])
+
+
+# Studies of agents whose judged rates are equal (the null: "within" is right, "above" wrong)
+# or close, beside two far ones whose pairs settle early and hand their share of alpha on.
+NULL_CLOSE = [0.5, 0.5, 0.5, 0.58, 0.05, 0.95]
+
+
+def _wrong(pairs: list[dict], rates: list[float], delta: float) -> bool:
+    for p in pairs:
+        d = rates[int(p["first"])] - rates[int(p["second"])]
+        if (p["verdict"] == "above" and p["sign"] * d <= 0) or (p["verdict"] == "within" and abs(d) > delta):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.2])
+def test_holm_verdicts_settle_on_a_wrong_order_no_more_often_than_nominal(alpha):
+    """Validity by simulation (issue 29): 150 studies of 6 agents (15 pairs), 200 units each,
+    looked at after 50, 100 and 200 units; the share of studies with any settled verdict that
+    is false (an "above" between equal agents or the wrong way round, a "within" between
+    agents further apart than delta) stays within alpha plus Monte Carlo slack, while the far
+    pairs do settle (so the step-down is exercised)."""
+    rng = np.random.default_rng(29)
+    studies, units, rates = 150, 200, NULL_CLOSE
+    wrong, freed = 0, 0
+    for _ in range(studies):
+        v = (rng.random((len(rates), units)) < np.asarray(rates)[:, None]).astype(float)
+        arrivals = {str(a): [(u, u, v[a, u]) for u in range(units)] for a in range(len(rates))}
+        bad = False
+        for look in (50, 100, units):
+            got = settle({a: x[:look] for a, x in arrivals.items()}, 0.05, alpha)
+            bad = bad or _wrong(got["pairs"], rates, 0.05)
+        wrong += bad
+        freed += got["rejected"]
+    assert freed / studies >= 8  # the far pairs (9) settle in nearly every study
+    assert wrong / studies <= alpha + 2.33 * math.sqrt(alpha * (1 - alpha) / studies)
 
 
 def test_bad_input_is_refused_with_a_message():
