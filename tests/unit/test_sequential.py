@@ -172,6 +172,7 @@ def test_pairs_are_the_shared_units_in_the_order_both_arrived():
     b = [(5, "p3", 0.0), (6, "p1", 1.0), (7, "p4", 1.0)]
     # p3 complete at 5, p1 at 6; p2 and p4 are not shared.
     assert paired_values(a, b) == [1.0 - 0.0, 1.0 - 1.0]
+    assert paired_arrivals(a, b) == [(5, 1.0), (6, 0.0)]  # with when the pair's value arrived
 
 
 def test_settle_gives_every_agent_and_pair_with_holm():
@@ -235,22 +236,26 @@ def test_holm_gives_the_settled_pairs_share_of_alpha_to_the_open_one():
 
 
 def test_a_pair_settles_when_another_pair_settling_lowers_its_threshold():
-    """Holm at one moment cascades: a pair whose evidence already passed the next threshold
-    settles the moment another pair frees its share, at its own shared units then."""
-    n = 200
+    """Holm at one moment cascades: C against D has 29 shared units, whose evidence passes
+    11 / 0.05 but not Bonferroni's 12 / 0.05 (6 pairs), and nothing more arrives for it; when
+    A against B settles much later, C against D settles at that moment, after its 29 units."""
+    cd = [0.0 if t % 5 == 0 else 1.0 for t in range(29)]
+    up = sequential.pair_evidence(cd, 0.05, 0.05 / 6)["up"]
+    assert math.log(11 / 0.05) < up[-1] <= math.log(12 / 0.05)
     arrivals = {
-        "A": [(t, t, 1.0) for t in range(n)],
-        "B": [(t, t, 0.0) for t in range(n)],
-        # C and D: values arrive only from t = 100, every one at once for C against D.
-        "C": [(100 + t, 1000 + t, 1.0 if t % 10 < 8 else 0.0) for t in range(60)],
-        "D": [(100 + t, 1000 + t, 0.0) for t in range(60)],
+        "A": [(1000 + t, f"ab{t}", 1.0) for t in range(40)],
+        "B": [(1000 + t, f"ab{t}", 0.0) for t in range(40)],
+        "C": [(t, f"cd{t}", v) for t, v in enumerate(cd)],
+        "D": [(t, f"cd{t}", 0.0) for t in range(29)],
     }
-    got = settle(arrivals, 0.05)
-    for p in got["pairs"]:
-        if p["settled"] is not None:
-            shared = paired_arrivals(arrivals[p["first"]], arrivals[p["second"]])
-            # "settled after n": the pair's shared units when its verdict first held.
-            assert p["settled"] == sum(1 for when, _ in shared if when <= p["settled_when"])
+    got = {(p["first"], p["second"]): p for p in settle(arrivals, 0.05)["pairs"]}
+    ab, cd_pair = got["A", "B"], got["C", "D"]
+    assert ab["verdict"] == "above" and ab["settled_when"] >= 1000
+    assert cd_pair["verdict"] == "above" and cd_pair["settled"] == 29
+    assert cd_pair["settled_when"] == ab["settled_when"]  # not at its own last arrival (28)
+    # The rule before never settled it.
+    assert settle(arrivals, 0.05, step_down=False)["pairs"][-1]["verdict"] == "open"
+    assert verdict(cd, 0.05, 0.05 / 6)["verdict"] == "open"
 
 
 # Studies of agents whose judged rates are equal (the null: "within" is right, "above" wrong)
