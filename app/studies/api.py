@@ -49,6 +49,9 @@ class StudyOut(BaseModel):
     adaptive_floor: int
     # The kind's own settings (navigation: likert questions, baseline speaker, speakers).
     kind_settings: dict[str, Any] = {}
+    # The comprehension check before the first item, its right answers included (the
+    # researcher's view; workers never see them): [{"question", "options", "answer"}] or null.
+    comprehension: list[dict[str, Any]] | None = None
     entry_path: str
 
 
@@ -158,7 +161,9 @@ def edit_study(
     """Change a study's consent text or instructions, its caps on one crowd member
     (`max_bundles_per_worker`, `max_open_bundles_per_ip`), or its adaptive allocation
     (`adaptive`: items of agents whose place in the ranking is open first, after every item
-    has `adaptive_floor` annotations); fields left out stay as they are.
+    has `adaptive_floor` annotations), or its comprehension check before the first item
+    (`comprehension`: `{"mode": "none" | "default" | "own", "questions": ...}`, as the study
+    page's card; workers who began keep what they had); fields left out stay as they are.
     Workers who have not yet agreed to the consent text must agree to the new one."""
     study = _study(session, study_id, user)
     return _out(services.edit_study(session, study, body, session.merge(user)))

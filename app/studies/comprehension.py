@@ -7,9 +7,10 @@ slot is free at once. The researcher writes the questions, or takes the kind's d
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any, Literal, cast
 
-from sqlalchemy import CursorResult, update
+from pydantic import BaseModel, Field
+from sqlalchemy import CursorResult, exists, select, update
 from sqlalchemy.orm import Session
 
 from app.db import utcnow
@@ -19,6 +20,22 @@ from app.studies.models import Bundle, Study
 ATTEMPTS = 2
 MAX_QUESTIONS = 10
 MAX_TEXT = 500
+
+
+class CheckIn(BaseModel):
+    """The check as the JSON API sets it (a study's `comprehension`, at creation or by PATCH):
+    as the study page's card has it, and refused as the card refuses it."""
+
+    mode: Literal["none", "default", "own"] = Field(
+        description="none; the kind's default questions; or your own, in `questions`"
+    )
+    questions: str = Field(
+        "",
+        max_length=MAX_QUESTIONS * 12 * (MAX_TEXT + 1),
+        description="with mode own: one block a question, the question on its first line, then its "
+        "options one a line, the right one marked with a leading *; blocks parted by a blank line "
+        "(a refusal names the line)",
+    )
 
 
 def parse(text: str) -> list[dict[str, Any]]:
@@ -31,7 +48,7 @@ def parse(text: str) -> list[dict[str, Any]]:
         line = line.strip()
         if line:
             if len(line) > MAX_TEXT:
-                raise InputError(f"line {n}: at most {MAX_TEXT} characters", field="comprehension")
+                raise InputError(f"at most {MAX_TEXT} characters", line=n, field="comprehension")
             block.append((n, line))
             continue
         if not block:
@@ -40,13 +57,13 @@ def parse(text: str) -> list[dict[str, Any]]:
         right = [o[1:].strip() for _, o in options if o.startswith("*")]
         if len(options) < 2 or len(right) != 1:
             raise InputError(
-                f"line {first}: a question needs two options or more on the lines below it, one of them "
-                "marked right with a leading *",
+                "a question needs two options or more on the lines below it, one of them marked right with a leading *",
+                line=first,
                 field="comprehension",
             )
         shown = [o.lstrip("*").strip() for _, o in options]
         if len(set(shown)) != len(shown):
-            raise InputError(f"line {first}: the question's options repeat", field="comprehension")
+            raise InputError("the question's options repeat", line=first, field="comprehension")
         questions.append({"question": question, "options": shown, "answer": right[0]})
         block = []
     if not questions:
@@ -69,9 +86,29 @@ def public(questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"question": q["question"], "options": q["options"]} for q in questions]
 
 
-def needed(study: Any, bundle: Bundle) -> bool:
+def passed(session: Session, study_id: int, worker_id: int) -> bool:
+    """Whether the worker passed the study's check in any of their tasks here: the one record
+    the page, the crowd API and the hot path's statement (hotpath._NEXT_HEAD) all read, so a
+    second task is not checked again, and a browser's session never stands in for it."""
+    return bool(
+        session.scalar(
+            select(
+                exists().where(
+                    Bundle.study_id == study_id, Bundle.worker_id == worker_id, Bundle.checked_at.is_not(None)
+                )
+            )
+        )
+    )
+
+
+def needed(session: Session, study: Any, bundle: Bundle) -> bool:
     """Whether the worker must pass the study's check before an item (a task ended needs none)."""
-    return bool(study.comprehension) and bundle.checked_at is None and bundle.finished_at is None
+    return (
+        bool(study.comprehension)
+        and bundle.checked_at is None
+        and bundle.finished_at is None
+        and not passed(session, study.id, bundle.worker_id)
+    )
 
 
 def attempt(session: Session, study: Study, bundle: Bundle, answers: Mapping[str, Any]) -> str:
@@ -83,6 +120,8 @@ def attempt(session: Session, study: Study, bundle: Bundle, answers: Mapping[str
 
     if not study.comprehension or bundle.checked_at is not None:
         return "passed"  # nothing (more) to check
+    if bundle.finished_at is None and passed(session, study.id, bundle.worker_id):
+        return "passed"  # in an earlier task of theirs
     if bundle.finished_at is not None:
         return "failed"  # the task ended: after two failures, or otherwise
     questions = study.comprehension or []
@@ -113,23 +152,27 @@ def attempt(session: Session, study: Study, bundle: Bundle, answers: Mapping[str
     return "failed"
 
 
-def set_check(session: Session, study: Study, user_id: int, mode: str, text: str = "") -> list[dict[str, Any]] | None:
-    """The study's check: "none", the kind's "default", or "own" questions (parse's format).
-    Workers who passed, or began, keep what they had; those still to come get the new one."""
-    from app import audit
+def resolve(kind: str, mode: str, text: str = "") -> list[dict[str, Any]] | None:
+    """The questions of a check: "none", the kind's "default", or "own" (parse's format);
+    InputError naming the field (and the line) otherwise. Nothing is stored."""
     from app.kinds import get_kind
 
     if mode == "none":
-        questions = None
-    elif mode == "default":
-        questions = [dict(q) for q in get_kind(study.kind).comprehension] or None
-        if questions is None:
+        return None
+    if mode == "default":
+        questions = [dict(q) for q in get_kind(kind).comprehension]
+        if not questions:
             raise InputError("this kind has no default check: write your own questions", field="comprehension")
-    elif mode == "own":
-        questions = parse(text)
-    else:
-        raise InputError("none, default or own", field="mode")
-    if questions and not study.comprehension:
+        return questions
+    if mode == "own":
+        return parse(text)
+    raise InputError("none, default or own", field="mode")
+
+
+def apply(session: Session, study: Study, questions: list[dict[str, Any]] | None) -> None:
+    """The study's check set (the caller commits). Workers who passed, or began, keep what they
+    had; those still to come get the new one."""
+    if questions and not study.comprehension and study.id is not None:
         # A check turned on mid-study: the workers who agreed already began without one, and
         # keep on without it (a worker stopped mid-task could fail it after unpaid work).
         session.execute(
@@ -138,6 +181,20 @@ def set_check(session: Session, study: Study, user_id: int, mode: str, text: str
             .values(checked_at=utcnow())
         )
     study.comprehension = questions
+
+
+def set_check(session: Session, study: Study, user_id: int, mode: str, text: str = "") -> list[dict[str, Any]] | None:
+    """The study's check: "none", the kind's "default", or "own" questions (parse's format),
+    set, audited and committed."""
+    from app import audit
+
+    questions = resolve(study.kind, mode, text)
+    apply(session, study, questions)
     audit.record(session, user_id, "study.comprehension", "study", study.id, questions=len(questions or []))
     session.commit()
     return questions
+
+
+def refusal(exc: InputError) -> str:
+    """A refusal as the study page's card shows it (the line first)."""
+    return f"line {exc.line}: {exc.message}" if exc.line is not None else exc.message

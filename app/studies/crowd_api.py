@@ -177,7 +177,7 @@ def _next_state(request: Request, response: Response, session: Session, slug: st
     study, bundle = crowd_bundle(request, session, slug)
     if bundle.consented_at is None:
         raise HTTPException(409, "consent first: POST /api/v1/crowd/{slug}/consent with the consent_version shown")
-    if comprehension.needed(study, bundle):
+    if comprehension.needed(session, study, bundle):
         raise HTTPException(409, f"this study begins with a comprehension check: open /task/{slug} in a browser")
     current, wait, message = task_state(session, study, bundle)
     if wait is not None:

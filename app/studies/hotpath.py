@@ -83,7 +83,12 @@ WITH b AS (
            -- What the engine checks before it returns even the current lease.
            ((b.browser_hash IS NULL OR b.browser_hash = %(browser)s)
             AND b.consented_at IS NOT NULL AND b.finished_at IS NULL AND s.state = 'live'
-            AND p.status <> 'rejected') AS ok
+            AND p.status <> 'rejected'
+            -- A comprehension check passed by the worker in one of their tasks here (the
+            -- engine's comprehension.passed: the same record); else the engine's check page.
+            AND (NOT coalesce(jsonb_typeof(s.comprehension) = 'array', false) OR EXISTS (
+                SELECT 1 FROM bundles c WHERE c.study_id = %(study)s AND c.worker_id = b.worker_id
+                AND c.checked_at IS NOT NULL))) AS ok
     FROM b JOIN studies s ON s.id = %(study)s JOIN participants p ON p.id = b.participant_id
     -- A rejection locks the bundle, then the participant. A `next` that waited for the bundle
     -- would read the participant from its snapshot, taken before: still pending, and it would
@@ -290,7 +295,7 @@ class StudyConf:
     redirect_url: str
     adaptive: bool = False  # which next-item statement runs (NEXT_ADAPTIVE_SQL or NEXT_SQL)
     # A comprehension check before the first item (app/studies/comprehension.py): the engine's
-    # path until the worker's session says it was passed.
+    # path until the worker passed it (the next statement reads it, as the engine does).
     check: bool = False
 
 

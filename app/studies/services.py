@@ -21,6 +21,8 @@ from app.db import utcnow
 from app.errors import Conflict, InputError
 from app.kinds import all_kinds, get_kind
 from app.params import Whole
+from app.studies import comprehension
+from app.studies.comprehension import CheckIn
 from app.kinds.base import ImportResult, TaskKind
 from app.studies.models import Item, Study
 
@@ -53,6 +55,8 @@ class StudySettings(BaseModel):
     # "false" or 0 is not a yes or no, and true is not the number 1.
     adaptive: bool = Field(False, strict=True)
     adaptive_floor: Whole = Field(1, ge=1, le=100)  # 2.0 is JSON Schema's integer; "2" and true are not
+    # A comprehension check before the first item (app/studies/comprehension.py); none if left out.
+    comprehension: CheckIn | None = None
 
     @field_validator("redirect_url")
     @classmethod
@@ -224,11 +228,14 @@ def create_study(
 ) -> Study:
     """Parse first, then store everything in one transaction: all items or none."""
     kind = get_kind(kind_name)
+    check = settings.comprehension
+    questions = comprehension.resolve(kind.name, check.mode, check.questions) if check else None
     result = kind.import_items(data, fmt, options or {})
     if not result.items:
         raise InputError("the upload holds no items", field="file")
     _check_finite(result.items)
     values = with_defaults(settings, result.study_defaults)
+    values["comprehension"] = questions
     check_adaptive(
         kind,
         values["adaptive"],
@@ -251,7 +258,16 @@ def create_study(
     session.add(study)
     session.flush()
     rows = _insert_items(session, study, result.items, random.Random(study.id))
-    audit.record(session, owner.id, "study.create", "study", study.id, items=len(rows), kind=kind.name)
+    audit.record(
+        session,
+        owner.id,
+        "study.create",
+        "study",
+        study.id,
+        items=len(rows),
+        kind=kind.name,
+        comprehension=len(questions or []),
+    )
     session.commit()
     return study
 
@@ -464,10 +480,14 @@ class StudyEdit(BaseModel):
     # strict: JSON's 0 and 1 are not false and true here
     adaptive: bool | None = Field(None, strict=True)
     adaptive_floor: Whole | None = Field(None, ge=1, le=100)
+    # The comprehension check (app/studies/comprehension.py), as the study page's card sets it.
+    comprehension: CheckIn | None = None
 
 
 def edit_study(session: Session, study: Study, edit: StudyEdit, actor: User) -> Study:
     changes = edit.model_dump(exclude_unset=True, exclude_none=True)
+    check = edit.comprehension if changes.pop("comprehension", None) else None
+    questions = comprehension.resolve(study.kind, check.mode, check.questions) if check else None
     check_adaptive(
         get_kind(study.kind),
         changes.get("adaptive", study.adaptive),
@@ -486,6 +506,9 @@ def edit_study(session: Session, study: Study, edit: StudyEdit, actor: User) -> 
     )
     for key, value in changes.items():
         setattr(study, key, value)
+    if check:
+        comprehension.apply(session, study, questions)
+        audit.record(session, actor.id, "study.comprehension", "study", study.id, questions=len(questions or []))
     session.commit()
     return study
 

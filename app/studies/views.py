@@ -167,8 +167,8 @@ def fast_lease(request: Request, slug: str) -> tuple[StudyConf, int, Lease] | No
     if not hotpath.enabled(url) or not isinstance(bundle_id, int):
         return None
     conf = hotpath.study(url, slug)
-    if conf is None or (conf.check and slug not in request.session.get("checked", [])):
-        return None  # the comprehension check is the engine's path
+    if conf is None:
+        return None
     from app.auth.views import presented_browser
 
     lease = hotpath.next_lease(url, conf, bundle_id, presented_browser(request))
@@ -226,7 +226,7 @@ def _task_page(request: Request, session: Session, slug: str, refused: str = "")
     study, bundle = crowd_bundle(request, session, slug)
     if bundle.consented_at is None:
         return _consent_page(request, study, bundle)
-    if comprehension.needed(study, bundle):
+    if comprehension.needed(session, study, bundle):
         return _check_page(request, study, bundle)
     if study.comprehension and bundle.check_failures >= comprehension.ATTEMPTS and bundle.checked_at is None:
         return _check_page(request, study, bundle, "failed")
@@ -318,7 +318,6 @@ async def check(request: Request, slug: str) -> Response:
             return _consent_page(request, study, bundle)
         outcome = comprehension.attempt(session, study, bundle, {k: v for k, v in form.items() if isinstance(v, str)})
         if outcome == "passed":
-            request.session["checked"] = [*request.session.get("checked", []), slug][-20:]
             return RedirectResponse(f"/task/{slug}", status_code=303)
         session.refresh(bundle)
         return _check_page(request, study, bundle, outcome, status_code=422)
@@ -1009,7 +1008,7 @@ def comprehension_check(
     try:
         got = comprehension.set_check(own.session, own.study, own.user.id, mode, questions)
     except InputError as exc:
-        return _refused(request, own, "comprehension", exc.message)
+        return _refused(request, own, "comprehension", comprehension.refusal(exc))
     return back(
         request,
         f"/studies/{own.study.id}#comprehension",

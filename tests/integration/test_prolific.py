@@ -753,3 +753,106 @@ def test_a_check_turned_on_mid_study_spares_workers_who_began(world, fake, sessi
     page = late.get(f"/task/{slug}").text
     assert 'id="check"' in page and "What is marked?" in page
     assert re.search(r'name="assignment_id"', page) is None
+
+
+def test_a_check_passed_holds_for_the_workers_next_task_only(world, fake, session):
+    """The check passed is the worker's, in this study: their second task (bundle) starts
+    with its first item, on the page and in the API alike; another worker entering in the same
+    browser afterwards still takes the check (the browser's session is not the record)."""
+    import re
+
+    from app.studies.models import Study
+    from tests.conftest import login
+
+    study, slug = world["study"], world["study"].slug
+    csrf = login(world["client"], world["owner"])
+    own = "What is marked?\n* The moment asked about\nThe end\n"
+    assert _page_post(world, f"/studies/{study.id}/comprehension", csrf, mode="own", questions=own).status_code == 303
+    session.get(Study, study.id).max_bundles_per_worker = 2
+    session.commit()
+    prolific_id = _published(world, fake)
+    browser, _ = _enter(world, fake, prolific_id, "P-twice")
+    page = browser.get(f"/task/{slug}").text
+    tok = re.search(r'name="csrf_token" value="([^"]*)"', page).group(1)
+    r = browser.post(f"/task/{slug}/check", data={"csrf_token": tok, "q0": "The moment asked about"})
+    assert r.status_code == 303 or 'name="assignment_id"' in r.text
+
+    def consent(entry: str) -> str:
+        browser.get(entry)
+        page = browser.get(f"/task/{slug}").text
+        form = dict(re.findall(r'name="(csrf_token|consent_version)" value="([^"]*)"', page))
+        assert browser.post(f"/task/{slug}/consent", data=form, follow_redirects=False).status_code == 303
+        return browser.get(f"/task/{slug}").text
+
+    # Their second task, in the same browser: not asked again.
+    page = consent(f"/s/{slug}?PROLIFIC_PID=P-twice&STUDY_ID={prolific_id}&SESSION_ID=second-task")
+    assert 'name="assignment_id"' in page and 'id="check"' not in page
+    assert browser.get(f"/api/v1/crowd/{slug}/next").json()["state"] == "item"
+    # Another worker in that browser (a lab's shared computer): asked, whatever the session
+    # holds (one task per worker again, so PostgreSQL's hot path would serve their items).
+    session.get(Study, study.id).max_bundles_per_worker = 1
+    session.commit()
+    page = consent(f"/s/{slug}?PROLIFIC_PID=P-next&STUDY_ID={prolific_id}&SESSION_ID=other-worker")
+    assert 'id="check"' in page and 'name="assignment_id"' not in page
+    assert browser.get(f"/api/v1/crowd/{slug}/next").status_code == 409
+
+
+def test_comprehension_check_through_the_json_api(world, fake, session):
+    """A study's check set at creation and by PATCH, refused as the page refuses it (the line
+    and the field named), shown in the study's JSON, documented in the OpenAPI schema; a
+    worker then takes it before the first item."""
+    import json
+
+    from tests.conftest import ROOT
+
+    client, headers = world["client"], world["headers"]
+    questions = "What is marked?\n* The moment asked about\nThe end\n"
+
+    def create(check):
+        data = (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes()
+        return client.post(
+            "/api/v1/studies",
+            headers=headers,
+            data={"kind": "tom", "format": "csv", "settings": json.dumps({"title": "Checked", "comprehension": check})},
+            files={"file": ("q.csv", data, "text/csv")},
+        )
+
+    r = create({"mode": "own", "questions": "What is marked?\n* The moment asked about\n\nAlone?\nyes\nno"})
+    assert r.status_code == 422 and (r.json()["field"], r.json()["line"]) == ("comprehension", 1), r.text
+    assert "a question needs two options" in r.json()["detail"]
+    r = create({"mode": "own", "questions": "Fine?\n* yes\nno\n\nAlone?\nyes\nno"})
+    assert r.status_code == 422 and (r.json()["field"], r.json()["line"]) == ("comprehension", 5), r.text
+    r = create({"mode": "sometimes"})
+    assert r.status_code == 422 and r.json()["field"] == "comprehension.mode", r.text
+    r = create({"mode": "own", "questions": questions})
+    assert r.status_code == 201, r.text
+    made = r.json()
+    assert made["comprehension"] == [
+        {
+            "question": "What is marked?",
+            "options": ["The moment asked about", "The end"],
+            "answer": "The moment asked about",
+        }
+    ]
+    sid = made["id"]
+    r = client.patch(f"/api/v1/studies/{sid}", headers=headers, json={"comprehension": {"mode": "default"}})
+    assert r.status_code == 200 and len(r.json()["comprehension"]) == 2  # Theory of Mind's default: two
+    r = client.patch(
+        f"/api/v1/studies/{sid}", headers=headers, json={"comprehension": {"mode": "own", "questions": ""}}
+    )
+    assert r.status_code == 422 and r.json()["field"] == "comprehension" and "at least one question" in r.text
+    assert len(client.get(f"/api/v1/studies/{sid}", headers=headers).json()["comprehension"]) == 2  # unchanged
+    r = client.patch(f"/api/v1/studies/{sid}", headers=headers, json={"comprehension": {"mode": "none"}})
+    assert r.status_code == 200 and r.json()["comprehension"] is None
+    # The same refusals as the page's card, and on the page the text the API set.
+    r = client.patch(
+        f"/api/v1/studies/{world['study'].id}",
+        headers=headers,
+        json={"comprehension": {"mode": "own", "questions": questions}},
+    )
+    assert r.status_code == 200
+    browser, _ = _enter(world, fake, _published(world, fake), "P-api")
+    assert "What is marked?" in browser.get(f"/task/{world['study'].slug}").text
+    schema = client.get("/openapi.json").json()["components"]["schemas"]
+    assert set(schema["CheckIn"]["properties"]) == {"mode", "questions"}
+    assert "comprehension" in schema["StudyEdit"]["properties"] and "comprehension" in schema["StudyOut"]["properties"]
