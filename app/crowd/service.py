@@ -8,6 +8,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, cast
@@ -470,6 +471,25 @@ class BadSignature(InputError):
     status_code = 401
 
 
+# How far a hook's timestamp may be from now. Prolific documents no window (its "Verifying"
+# page signs the timestamp and says nothing of its age): ours, so that a delivery captured and
+# sent again later is refused. Behind (the delivery's way here) and ahead (clocks apart).
+HOOK_MAX_AGE_S = 300
+HOOK_MAX_AHEAD_S = 60
+
+
+def hook_fresh(timestamp: str, now: float) -> bool:
+    """Whether a hook's timestamp (UNIX seconds; milliseconds read as such) is within the
+    window of `now`."""
+    try:
+        sent = float(timestamp)
+    except ValueError:
+        return False
+    if sent > 1e11:  # milliseconds: seconds are 10 digits until the year 5138
+        sent /= 1000
+    return -HOOK_MAX_AHEAD_S <= now - sent <= HOOK_MAX_AGE_S
+
+
 def receive_hook(session: Session, account_id: int, headers: Any, body: bytes) -> list[str]:
     """A hook from Prolific for this account: checked against its signature, then a submission
     returned or timed out ends its task here and frees its item at once (the sweeper's polling,
@@ -489,6 +509,11 @@ def receive_hook(session: Session, account_id: int, headers: Any, body: bytes) -
     expected = hook_signature(secret, timestamp, body).encode()
     if not (timestamp and signature) or not hmac.compare_digest(expected, signature.encode("latin-1", "replace")):
         raise BadSignature(f"the hook's {HOOK_SIGNATURE} does not match its body and timestamp")
+    if not hook_fresh(timestamp, time.time()):
+        raise BadSignature(
+            f"the hook's {HOOK_TIMESTAMP} is more than {HOOK_MAX_AGE_S} s old or {HOOK_MAX_AHEAD_S} s ahead: "
+            "a delivery sent again later frees nothing (the sweeper's polling frees the slot)"
+        )
     try:
         event = json.loads(body)
     except ValueError:

@@ -133,9 +133,11 @@ class FakeProlific:
             if hook["event_type"] == event["event_type"] and hook["is_enabled"] and hook["confirmed"]:
                 self.send_hook(hook, event)
 
-    def send_hook(self, hook: dict[str, Any], event: dict[str, Any]) -> None:
+    def send_hook(self, hook: dict[str, Any], event: dict[str, Any], at: float | None = None) -> None:
+        """Sign and deliver `event` as sent at `at` (a UNIX time; now when left out: a delivery
+        captured earlier and replayed, or held up on its way, has an older one)."""
         body = json.dumps(event).encode()
-        timestamp = str(int(time.time()))
+        timestamp = str(int(time.time() if at is None else at))
         secret = self.hook_secrets[hook["workspace_id"]]
         signature = base64.b64encode(hmac.new(secret.encode(), timestamp.encode() + body, hashlib.sha256).digest())
         headers = {

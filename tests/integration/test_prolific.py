@@ -856,3 +856,31 @@ def test_comprehension_check_through_the_json_api(world, fake, session):
     schema = client.get("/openapi.json").json()["components"]["schemas"]
     assert set(schema["CheckIn"]["properties"]) == {"mode", "questions"}
     assert "comprehension" in schema["StudyEdit"]["properties"] and "comprehension" in schema["StudyOut"]["properties"]
+
+
+def test_a_hook_signed_long_ago_or_in_the_future_frees_nothing(world, fake, session):
+    """A signed delivery is taken only within minutes of its timestamp: one captured and
+    replayed later (or dated ahead) is refused, and the slot it names stays held."""
+    import time
+
+    from app.studies import assignment, services
+    from app.studies.models import Assignment, Bundle
+
+    study = world["study"]
+    prolific_id = _published(world, fake)
+    answers = _hooked(world, fake)
+    sub = _arrive(world, fake, prolific_id, "P-held")
+    bundle = session.scalar(select(Bundle).where(Bundle.external_assignment_id == sub))
+    assignment.consent(session, study, bundle.id, services.consent_version(study))
+    held = assignment.next_item(session, study, bundle.id)
+    hook = next(iter(fake.subscriptions.values()))
+    event = {"resource_id": sub, "event_type": "submission.status.change", "status": "RETURNED"}
+    for at in (time.time() - 6 * 60, time.time() + 5 * 60):
+        fake.send_hook(hook, event, at=at)
+        assert answers[-1].status_code == 401 and "X-Prolific-Request-Timestamp" in answers[-1].json()["detail"]
+    fake.deliver(*fake.sent[-1][:2], b"not even JSON")  # the signature is checked first, as before
+    assert answers[-1].status_code == 401 and "Signature" in answers[-1].json()["detail"]
+    session.expire_all()
+    assert session.get(Assignment, held.id).state == "leased"
+    fake.send_hook(hook, event, at=time.time() - 60)  # a minute on its way: taken
+    assert answers[-1].status_code == 200 and answers[-1].json() == {"freed": [sub]}
