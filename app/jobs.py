@@ -501,6 +501,14 @@ def reclaim_returned() -> list[str]:
     return freed
 
 
+def refresh_allow_lists() -> list[dict[str, Any]]:
+    """Keep the researchers' allow lists on Prolific as the workers' records change
+    (app/crowd/service.py, refresh_allow_lists); run with the sweeper, every minute."""
+    module, name = "app.crowd.service:refresh_allow_lists".split(":")
+    changed: list[dict[str, Any]] = getattr(importlib.import_module(module), name)()
+    return changed
+
+
 _wake = threading.Event()
 
 
@@ -531,6 +539,7 @@ def start_inprocess_worker(stop: threading.Event | None = None) -> threading.Thr
                     refresh_cached_models()
                     refresh_priorities()
                     reclaim_returned()
+                    refresh_allow_lists()
             except Exception:
                 log.exception("in-process worker")
             _wake.wait(2.0)

@@ -7,6 +7,7 @@ from app.jobs import (
     STALE_AFTER_S,
     SWEEP_TASK,
     reclaim_returned,
+    refresh_allow_lists,
     refresh_cached_models,
     refresh_priorities,
     run_turn,
@@ -32,4 +33,5 @@ def sweep_jobs_task() -> dict:
     refresh_cached_models()  # stale Dawid-Skene results get a job (app/leaderboards/annotators.py)
     refresh_priorities()  # adaptive allocation's item priorities (app/leaderboards/adaptive.py)
     reclaim_returned()  # returned Prolific submissions' slots back to the pool (app/crowd/service.py)
+    refresh_allow_lists()  # allow lists on Prolific kept as workers' records change (likewise)
     return result

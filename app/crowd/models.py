@@ -32,6 +32,9 @@ class CrowdAccount(Base):
     # the workers' records here (service.ALLOW_RULE's keys); studies made afterwards admit only them.
     allow_group_id: Mapped[str | None] = mapped_column(String(64))
     allow_rule: Mapped[dict | None] = mapped_column()  # type: ignore[type-arg]  # JSON (app.db)
+    # Who is on the allow list as last kept (sorted Prolific ids): the sweeper's round
+    # (service.refresh_allow_lists) calls Prolific only when the rule picks others now.
+    allow_members: Mapped[list | None] = mapped_column()  # type: ignore[type-arg]  # JSON (app.db)
     # The secret the platform signs its hooks with (sealed like the token), once subscribed.
     hook_secret_sealed: Mapped[str | None] = mapped_column(Text)
 

@@ -395,12 +395,17 @@ def _own_workers(session: Session, user_id: int) -> list[str]:
     )
 
 
+def _allowed(session: Session, account: CrowdAccount) -> list[str]:
+    """The workers whose records here meet the account's rule now, sorted."""
+    rule = account.allow_rule or {}
+    record = records(session, _own_workers(session, account.user_id))
+    return sorted(w for w, r in record.items() if meets(r, rule))
+
+
 def _sync_allow_list(session: Session, c: ProlificClient, account: CrowdAccount) -> dict[str, list[str]]:
     """Make the allow list's members on Prolific the workers whose records meet the rule now
     (made with the first sync): those who meet it added, those who no longer do taken out."""
-    rule = account.allow_rule or {}
-    record = records(session, _own_workers(session, account.user_id))
-    wanted = sorted(w for w, r in record.items() if meets(r, rule))
+    wanted = _allowed(session, account)
     if not account.allow_group_id:
         group = c.create_group(
             c.workspace(), "Proctor: allowed workers", "Workers whose records on Proctor meet a rule"
@@ -418,6 +423,7 @@ def _sync_allow_list(session: Session, c: ProlificClient, account: CrowdAccount)
     if removed:
         c.remove_from_group(account.allow_group_id, removed)
     audit.record(session, account.user_id, "prolific.allow", "user", account.user_id, added=added, removed=removed)
+    account.allow_members = wanted
     return {"members": wanted, "added": added, "removed": removed}
 
 
@@ -429,6 +435,7 @@ def set_allow_rule(session: Session, user: User, rule: dict[str, Any] | None) ->
     if account is None:
         raise Conflict("no Prolific token stored: PUT /api/v1/prolific/token first")
     account.allow_rule = rule
+    account.allow_members = None  # kept again with the next sync
     if rule is None:
         audit.record(session, user.id, "prolific.allow", "user", user.id, rule=None)
         session.commit()
@@ -441,6 +448,34 @@ def set_allow_rule(session: Session, user: User, rule: dict[str, Any] | None) ->
             raise _failed(exc, "update the allow list") from exc
     session.commit()
     return {"rule": rule, **done}
+
+
+def refresh_allow_lists() -> list[dict[str, Any]]:
+    """The allow lists kept as the workers' records change: each account's rule applied to the
+    records as they are now, and Prolific called (its group's members read, then added to or
+    taken from) only where the rule picks other workers than at the last sync. Run with the
+    sweeper, every minute. An account whose token is gone or unreadable, or that Prolific does
+    not answer for, waits for the next round (logged). [{"user", "added", "removed"}] of those
+    changed."""
+    changed: list[dict[str, Any]] = []
+    with get_sessionmaker()() as s:
+        accounts = s.scalars(
+            select(CrowdAccount).where(CrowdAccount.platform == PLATFORM).order_by(CrowdAccount.id)
+        ).all()
+        for account in accounts:
+            user = s.get(User, account.user_id)
+            if not account.allow_rule or user is None or _allowed(s, account) == account.allow_members:
+                continue
+            try:
+                with client(s, user, "user", user.id) as c:
+                    done = _sync_allow_list(s, c, account)
+            except (ProlificError, InputError, sealed.Unreadable) as exc:
+                s.commit()  # the audit of the calls made
+                log.warning("allow list of user %s: %s", account.user_id, exc)
+                continue
+            s.commit()
+            changed.append({"user": user.id, "added": done["added"], "removed": done["removed"]})
+    return changed
 
 
 # ---- hooks: returned and timed-out submissions freed the moment Prolific says so -----------------

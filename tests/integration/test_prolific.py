@@ -884,3 +884,45 @@ def test_a_hook_signed_long_ago_or_in_the_future_frees_nothing(world, fake, sess
     assert session.get(Assignment, held.id).state == "leased"
     fake.send_hook(hook, event, at=time.time() - 60)  # a minute on its way: taken
     assert answers[-1].status_code == 200 and answers[-1].json() == {"freed": [sub]}
+
+
+def test_the_sweeper_keeps_the_allow_list_as_records_change(fake, client, session):
+    """Nobody presses "Keep the allow list" again: each sweeper round re-applies the rule to
+    the workers' records as they are now, and calls Prolific only when the members change."""
+    from app.auth.models import User
+    from app.jobs import refresh_allow_lists
+    from app.studies.models import Participant
+
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, bundle_size=4, gold_rate=0.5, title="Gold study")
+    w = {"owner": owner, "study": study, "client": client, "session": session}
+    w["headers"] = {"Authorization": f"Bearer {create_token(session, owner)}"}
+    session.commit()
+    prolific_id = _published(w, fake)
+    subs = {p: _arrive(w, fake, prolific_id, p) for p in ("P-good", "P-later")}
+    rule = {"min_gold_accuracy": 0.8, "min_gold_items": 1, "no_rejections": True}
+    assert _api(w, "PUT", "/prolific/allow-list", json=rule).json()["members"] == []  # no record yet
+    session.expire_all()
+    group = session.scalar(select(CrowdAccount)).allow_group_id
+    assert refresh_allow_lists() == []  # nothing changed: Prolific is not asked
+    _work(w, session, subs["P-good"], right=True)  # their record now meets the rule
+    calls = len(fake.calls)
+    assert refresh_allow_lists() == [{"user": owner.id, "added": ["P-good"], "removed": []}]
+    assert fake.groups[group]["participants"] == ["P-good"]
+    assert len(fake.calls) > calls
+    calls = len(fake.calls)
+    assert refresh_allow_lists() == [] and len(fake.calls) == calls  # the same members: no call
+    # A rejection takes them out at the next round; Prolific down, the round after.
+    by_pid = {u.external_id: u.id for u in session.scalars(select(User).where(User.platform == "prolific"))}
+    good = session.scalar(
+        select(Participant).where(Participant.study_id == study.id, Participant.worker_id == by_pid["P-good"])
+    )
+    quality.decide(session, study, [good.id], "rejected", owner, "Copied answers.")
+    fake.fail("group_members", "before")
+    assert refresh_allow_lists() == [] and fake.groups[group]["participants"] == ["P-good"]  # logged
+    assert refresh_allow_lists() == [{"user": owner.id, "added": [], "removed": ["P-good"]}]
+    assert fake.groups[group]["participants"] == []
+    # No rule: the list is left as it is.
+    _work(w, session, subs["P-later"], right=True)
+    assert _api(w, "PUT", "/prolific/allow-list", json={**rule, "enabled": False}).status_code == 200
+    assert refresh_allow_lists() == [] and fake.groups[group]["participants"] == []
