@@ -713,7 +713,14 @@ def _preview_page(
     total = preview.count(session, study)
     context: dict[str, Any] = {"kind": kind, "total": total, "position": n, "item": None}
     if n is None:
-        context.update(consent=services.consent_text(study), details=services.consent_details(study))
+        context.update(
+            consent=services.consent_text(study),
+            details=services.consent_details(study),
+            # The comprehension check a worker takes before the first item, as they see it,
+            # and its right answers for the researcher.
+            check=comprehension.public(study.comprehension or []),
+            check_answers=[q["answer"] for q in study.comprehension or []],
+        )
     elif n <= total:
         context.update(preview.page_context(session, study, n))
     return render(

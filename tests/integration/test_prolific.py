@@ -926,3 +926,27 @@ def test_the_sweeper_keeps_the_allow_list_as_records_change(fake, client, sessio
     _work(w, session, subs["P-later"], right=True)
     assert _api(w, "PUT", "/prolific/allow-list", json={**rule, "enabled": False}).status_code == 200
     assert refresh_allow_lists() == [] and fake.groups[group]["participants"] == []
+
+
+def test_the_study_preview_shows_the_comprehension_check(world, fake, session):
+    """The preview's first page shows what a worker meets before the first item: the check's
+    questions and options as the worker sees them, and to the researcher the right answers."""
+    from tests.conftest import login
+
+    study, client = world["study"], world["client"]
+    csrf = login(client, world["owner"])
+    page = client.get(f"/studies/{study.id}/preview").text
+    assert 'id="preview-check"' not in page  # no check: none shown
+    own = "What is marked?\n* The moment asked about\nThe end\n\nHow do you answer?\nIn prose\n* Yes or No\n"
+    assert _page_post(world, f"/studies/{study.id}/comprehension", csrf, mode="own", questions=own).status_code == 303
+    page = client.get(f"/studies/{study.id}/preview").text
+    check = page.split('id="preview-check"', 1)[1].split("</section>", 1)[0]
+    assert "What is marked?" in check and "How do you answer?" in check
+    assert check.count('type="radio"') == 4 and 'value="In prose"' in check
+    assert "Right (never in the worker's page): The moment asked about" in check
+    assert "Right (never in the worker's page): Yes or No" in check
+    assert page.index('id="consent-details"') < page.index('id="preview-check"') < page.index('id="preview-start"')
+    # The worker's own check page shows the same questions, never the answers.
+    browser, _ = _enter(world, fake, _published(world, fake), "P-shown")
+    worker = browser.get(f"/task/{study.slug}").text
+    assert "What is marked?" in worker and "Right (never" not in worker and worker.count('type="radio"') == 4
