@@ -180,9 +180,9 @@ def test_a_study_run_on_prolific_from_the_pages(fake, live_server, browser, page
 
 
 def test_comprehension_check_by_keyboard_on_a_phone(fake, live_server, browser, page):
-    """The researcher picks the kind's default check; a worker on a 390 px phone answers it by
-    keyboard, wrong once, then right, and reaches the first item; another fails twice and is
-    asked to return the study, their task ended."""
+    """The researcher picks the kind's default check and sees it in the study's preview; a
+    worker on a 390 px phone answers it by keyboard, wrong once, then right, and reaches the
+    first item; another fails twice and is asked to return the study, their task ended."""
     from app.db import get_sessionmaker
     from app.studies.models import Bundle
 
@@ -195,6 +195,12 @@ def test_comprehension_check_by_keyboard_on_a_phone(fake, live_server, browser, 
     page.locator("#comprehension-default").check()
     page.locator("#comprehension-button").click()
     expect(page.locator("body")).to_contain_text("Comprehension check on: 2 question(s)")
+    # The preview shows it before the first item, the right answers marked for the researcher.
+    page.goto(f"{live_server.url}/studies/{study_id}/preview")
+    check = page.locator("#preview-check")
+    expect(check.locator("fieldset.check-question")).to_have_count(2)
+    expect(check.locator(".preview-answer").first).to_contain_text("Right (never in the worker's page)")
+    page.goto(f"{live_server.url}/studies/{study_id}")
     page.locator("#prolific-token").fill(TOKEN)
     page.locator("#prolific-token-button").click()
     page.locator("#prolific-reward").fill("150")
