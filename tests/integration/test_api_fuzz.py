@@ -152,7 +152,9 @@ REFUSED_BY_THE_WORK = {
     ("PUT", "/api/v1/studies/{study_id}/auto-pause"): "the marked comparisons are pairs of the study's "
     "agents (the probe's kind ranks none)",
     ("PATCH", "/api/v1/studies/{study_id}"): "adaptive allocation needs a kind that ranks agents (the "
-    "probe's does not) and a floor within the study's annotations per item",
+    "probe's does not) and a floor within the study's annotations per item; a comprehension check's "
+    "own questions are read block by block (two options or more, one marked right), and the default "
+    "needs a kind that has one",
     ("POST", "/api/v1/plan"): "a plan's fields are checked together (one score needs a difference; "
     "people need a judge; the simulation's budget is agents x studies)",
     ("PUT", "/api/v1/prolific/token"): "Prolific (the fake) accepts only a token it issued",
