@@ -101,6 +101,35 @@ def passed(session: Session, study_id: int, worker_id: int) -> bool:
     )
 
 
+def failed_before(session: Session, study_id: int, worker_id: int, bundle_id: int) -> bool:
+    """Whether the worker failed the study's check twice in another task of theirs here: two
+    tries a worker, not two a task (Prolific's policy), so a later task of theirs ends at once."""
+    return bool(
+        session.scalar(
+            select(
+                exists().where(
+                    Bundle.study_id == study_id,
+                    Bundle.worker_id == worker_id,
+                    Bundle.id != bundle_id,
+                    Bundle.check_failures >= ATTEMPTS,
+                    Bundle.checked_at.is_(None),
+                )
+            )
+        )
+    )
+
+
+def status(session: Session, study: Any, bundle: Bundle) -> str:
+    """What the task page shows of the check: "needed" (the check, before any item), "failed"
+    (the worker failed it twice, in this task or an earlier one), or "" (nothing: no check, or
+    the worker passed it, in this task or an earlier one)."""
+    if not study.comprehension or bundle.checked_at is not None or passed(session, study.id, bundle.worker_id):
+        return ""
+    if bundle.check_failures >= ATTEMPTS or failed_before(session, study.id, bundle.worker_id, bundle.id):
+        return "failed"
+    return "" if bundle.finished_at is not None else "needed"
+
+
 def needed(session: Session, study: Any, bundle: Bundle) -> bool:
     """Whether the worker must pass the study's check before an item (a task ended needs none)."""
     return (
@@ -122,6 +151,9 @@ def attempt(session: Session, study: Study, bundle: Bundle, answers: Mapping[str
         return "passed"  # nothing (more) to check
     if bundle.finished_at is None and passed(session, study.id, bundle.worker_id):
         return "passed"  # in an earlier task of theirs
+    if failed_before(session, study.id, bundle.worker_id, bundle.id):
+        assignment.give_back(session, bundle.id)  # no third try in a new task
+        return "failed"
     if bundle.finished_at is not None:
         return "failed"  # the task ended: after two failures, or otherwise
     questions = study.comprehension or []

@@ -226,10 +226,14 @@ def _task_page(request: Request, session: Session, slug: str, refused: str = "")
     study, bundle = crowd_bundle(request, session, slug)
     if bundle.consented_at is None:
         return _consent_page(request, study, bundle)
-    if comprehension.needed(session, study, bundle):
-        return _check_page(request, study, bundle)
-    if study.comprehension and bundle.check_failures >= comprehension.ATTEMPTS and bundle.checked_at is None:
+    check = comprehension.status(session, study, bundle)
+    if check == "failed":
+        if bundle.finished_at is None:  # failed in an earlier task: this one ends too
+            assignment.give_back(session, bundle.id)
+            session.refresh(bundle)
         return _check_page(request, study, bundle, "failed")
+    if check == "needed":
+        return _check_page(request, study, bundle)
     current, wait, message = task_state(session, study, bundle)
     if wait is not None:
         seconds = retry_after(wait)

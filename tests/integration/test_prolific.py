@@ -950,3 +950,40 @@ def test_the_study_preview_shows_the_comprehension_check(world, fake, session):
     browser, _ = _enter(world, fake, _published(world, fake), "P-shown")
     worker = browser.get(f"/task/{study.slug}").text
     assert "What is marked?" in worker and "Right (never" not in worker and worker.count('type="radio"') == 4
+
+
+def test_a_check_failed_twice_is_not_tried_again_in_a_next_task(world, fake, session):
+    """Two tries a worker, not two a task: one who failed twice and opens another task of the
+    study (one that allows more) is asked to return it at once, and is served no item."""
+    import re
+
+    from app.studies.models import Assignment, Bundle, Study
+    from tests.conftest import login
+
+    study, slug = world["study"], world["study"].slug
+    csrf = login(world["client"], world["owner"])
+    own = "What is marked?\n* The moment asked about\nThe end\n"
+    assert _page_post(world, f"/studies/{study.id}/comprehension", csrf, mode="own", questions=own).status_code == 303
+    session.get(Study, study.id).max_bundles_per_worker = 2
+    session.commit()
+    prolific_id = _published(world, fake)
+    browser, _ = _enter(world, fake, prolific_id, "P-hasty")
+    tok = re.search(r'name="csrf_token" value="([^"]*)"', browser.get(f"/task/{slug}").text).group(1)
+    for _ in range(2):
+        r = browser.post(f"/task/{slug}/check", data={"csrf_token": tok, "q0": "The end"})
+    assert 'id="check-failed"' in r.text
+    browser.get(f"/s/{slug}?PROLIFIC_PID=P-hasty&STUDY_ID={prolific_id}&SESSION_ID=second-task")
+    page = browser.get(f"/task/{slug}").text
+    form = dict(re.findall(r'name="(csrf_token|consent_version)" value="([^"]*)"', page))
+    assert browser.post(f"/task/{slug}/consent", data=form, follow_redirects=False).status_code == 303
+    assert browser.get(f"/api/v1/crowd/{slug}/next").status_code == 409  # before the page is seen
+    page = browser.get(f"/task/{slug}").text
+    assert 'id="check-failed"' in page and 'id="check"' not in page and 'name="assignment_id"' not in page
+    r = browser.post(f"/task/{slug}/check", data={"csrf_token": tok, "q0": "The moment asked about"})
+    assert 'id="check-failed"' in r.text  # a right answer now passes nothing
+    assert 'id="check-failed"' in browser.get(f"/task/{slug}").text
+    assert browser.get(f"/api/v1/crowd/{slug}/next").json()["state"] == "done"
+    session.expire_all()
+    second = session.scalar(select(Bundle).where(Bundle.external_assignment_id == "second-task"))
+    assert second.finished_at is not None and second.checked_at is None
+    assert session.scalar(select(Assignment).where(Assignment.bundle_id == second.id)) is None
