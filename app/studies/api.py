@@ -109,7 +109,8 @@ async def create_study(
     `GET /api/v1/kinds` lists them) and its `format`; the kind's own options are further form
     fields, listed per kind by `GET /api/v1/kinds` (for `tom`: `random_yes_rate`, the training
     split's share of Yes answers for the random baseline, and `gold_count`; for `navigation`:
-    `speaker`, `baseline`, `likert`, `qc_instruction`, `control_length`; docs/kinds/*.md)."""
+    `speaker`, `baseline`, `likert`, `qc_instruction`, `control_length`; docs/kinds/*.md).
+    The settings' `comprehension` sets a check before the first item (docs/crowd.md)."""
     try:
         data_settings = jsonsafe.loads(settings)
     except json.JSONDecodeError as exc:
