@@ -19,9 +19,10 @@ from app.config import get_settings
 from app.db import get_sessionmaker
 from app.errors import InputError
 from app.params import Id
-from app.studies import assignment, services
+from app.studies import assignment
 from app.studies.models import Bundle, Study
 from app.web import client_address, rate_limit, render
+from app.studies.consent import consent_details
 
 if TYPE_CHECKING:
     from app.studies.hotpath import Entered, StudyConf
@@ -244,7 +245,7 @@ def _entry(request: Request, session: Session, slug: str) -> Response:
     if study is None:
         raise HTTPException(404, "No study at this link.")
     if crowd.is_preview(request.query_params):
-        return render(request, "annotate/preview.html", study=study, details=services.consent_details(study))
+        return render(request, "annotate/preview.html", study=study, details=consent_details(study))
     _, _, secret = enter_crowd(request, session, study, request.query_params)
     response = RedirectResponse(f"/task/{slug}", status_code=303)
     keep_browser_secret(response, secret)

@@ -627,7 +627,7 @@ def consent(session: Session, study: Study, bundle_id: int, version: str, browse
     not when another of their bundles is bound to another browser, nor past the bundles per
     worker or those open at once from the bundle's address; checked here, as entry holds
     nothing)."""
-    from app.studies.services import consent_version
+    from app.studies.consent import consent_version
 
     def work() -> Bundle:
         bundle = _lock_bundle(session, bundle_id)

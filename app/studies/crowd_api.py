@@ -19,10 +19,11 @@ from app.config import get_settings
 from app.db import get_sessionmaker
 from app.kinds import get_kind
 from app.params import BodyId
-from app.studies import assignment, comprehension, hotpath, services
+from app.studies import assignment, comprehension, hotpath
 from app.studies.models import Item, Study
 from app.studies.views import crowd_bundle, done_context, fast_consent, fast_end, fast_lease, retry_after, task_state
 from app.web import rate_limit
+from app.studies.consent import consent_details, consent_text, consent_version
 
 if TYPE_CHECKING:
     from app.studies.hotpath import Stored, StudyConf
@@ -100,9 +101,9 @@ def _enter(slug: str, body: EnterIn, request: Request, response: Response, sessi
         "size": bundle.size,
         "done": bundle.n_done,
         "instructions": study.instructions,
-        "consent": services.consent_text(study),
-        "consent_details": dict(services.consent_details(study)),
-        "consent_version": services.consent_version(study),
+        "consent": consent_text(study),
+        "consent_details": dict(consent_details(study)),
+        "consent_version": consent_version(study),
         "consented": bundle.consented_at is not None,
         "browser_secret": secret,
     }
@@ -133,9 +134,9 @@ def _consent(slug: str, body: ConsentIn, request: Request, session: Session) -> 
         return JSONResponse(
             {
                 "detail": str(exc),
-                "consent": services.consent_text(study),
-                "consent_details": dict(services.consent_details(study)),
-                "consent_version": services.consent_version(study),
+                "consent": consent_text(study),
+                "consent_details": dict(consent_details(study)),
+                "consent_version": consent_version(study),
             },
             status_code=exc.status,
         )

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from app.config import get_settings
 from app.errors import InputError
+from app.studies.consent import consent_details, consent_text, consent_version
 
 if TYPE_CHECKING:  # imported late at run time (SQLite never loads psycopg)
     import psycopg
@@ -264,7 +265,7 @@ COMMIT
 """
 
 # The study as the hot path keeps it (StudyConf): what the statements need, and the texts that
-# entry, consent and a bundle's end show (the columns app/studies/services reads for them).
+# entry, consent and a bundle's end show (the columns app/studies/consent.py reads for them).
 STUDY_SQL = """SELECT id, kind, kind_settings, xmin::text, title, instructions, consent_text,
                       contact, estimated_minutes, payment, completion_code, redirect_url, adaptive,
                       COALESCE(jsonb_typeof(comprehension) = 'array', false)
@@ -532,9 +533,8 @@ def _study_steps(url: str, slug: str) -> Generator[Step, Row | None, StudyConf |
 
 
 def _study_conf(slug: str, row: Row) -> StudyConf:
-    """The texts a worker is shown are the services' functions of the Study (one definition,
+    """The texts a worker is shown are app.studies.consent's functions of the Study (one definition,
     the engine's): given a transient Study of the columns they read."""
-    from app.studies import services
     from app.studies.models import Study
 
     (
@@ -544,7 +544,7 @@ def _study_conf(slug: str, row: Row) -> StudyConf:
         version,
         title,
         instructions,
-        consent_text,
+        researchers_consent,
         contact,
         minutes,
         payment,
@@ -553,7 +553,7 @@ def _study_conf(slug: str, row: Row) -> StudyConf:
         adaptive,
         check,
     ) = row
-    shown = Study(consent_text=consent_text, contact=contact, estimated_minutes=minutes, payment=payment)
+    shown = Study(consent_text=researchers_consent, contact=contact, estimated_minutes=minutes, payment=payment)
     return StudyConf(
         id=id_,
         slug=slug,
@@ -562,9 +562,9 @@ def _study_conf(slug: str, row: Row) -> StudyConf:
         version=version,
         title=title,
         instructions=instructions,
-        consent=services.consent_text(shown),
-        consent_details=tuple(services.consent_details(shown)),
-        consent_version=services.consent_version(shown),
+        consent=consent_text(shown),
+        consent_details=tuple(consent_details(shown)),
+        consent_version=consent_version(shown),
         completion_code=completion_code,
         redirect_url=redirect_url or "",
         adaptive=bool(adaptive),

@@ -32,7 +32,7 @@ class Study(Base):
     consent_text: Mapped[str] = mapped_column(Text, default="")
     instructions: Mapped[str] = mapped_column(Text, default="")
     payment: Mapped[str] = mapped_column(String(100), default="")
-    # Shown to workers with the consent text, each on its own line (services.consent_details).
+    # Shown to workers with the consent text, each on its own line (app.studies.consent).
     contact: Mapped[str] = mapped_column(String(255), default="", server_default="")
     estimated_minutes: Mapped[int | None] = mapped_column()
     # Caps on one crowd member: bundles per platform worker id, and bundles open at once from

@@ -31,6 +31,7 @@ from app.storage import get_store
 from app.studies import assignment, comprehension, hotpath, preview, services
 from app.studies.models import Assignment, Bundle, Item, Study
 from app.web import back, rate_limit, read_upload, render, wants_json
+from app.studies.consent import consent_details, consent_text, consent_version
 
 if TYPE_CHECKING:
     from app.kinds.base import ImportResult, TaskKind
@@ -143,9 +144,9 @@ def _consent_page(
         study=study,
         bundle=bundle,
         kind=get_kind(study.kind),
-        consent=services.consent_text(study),
-        details=services.consent_details(study),
-        consent_version=services.consent_version(study),
+        consent=consent_text(study),
+        details=consent_details(study),
+        consent_version=consent_version(study),
         error=error,
     )
 
@@ -718,8 +719,8 @@ def _preview_page(
     context: dict[str, Any] = {"kind": kind, "total": total, "position": n, "item": None}
     if n is None:
         context.update(
-            consent=services.consent_text(study),
-            details=services.consent_details(study),
+            consent=consent_text(study),
+            details=consent_details(study),
             # The comprehension check a worker takes before the first item, as they see it,
             # and its right answers for the researcher.
             check=comprehension.public(study.comprehension or []),

@@ -38,6 +38,7 @@ from app.routes import served_routes
 from app.storage import get_store
 from app.studies import assignment, services
 from app.studies.models import Bundle, Item, Study
+from app.studies.consent import consent_version
 from tests.conftest import ROOT, consent_version_of, create_tom_study, csrf_of, login, make_user
 
 ROLES = ("anon", "worker", "owner", "other", "admin", "t_owner", "t_other", "t_admin", "t_bad")
@@ -807,7 +808,7 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
     elif key in ("POST /task/{slug}/check", "POST /studies/{study_id}/comprehension"):
         form = {}  # no check on the probe's study: on to its items; "none" kept
     elif key == "POST /task/{slug}/consent":
-        form = {"consent_version": services.consent_version(w.study)}
+        form = {"consent_version": consent_version(w.study)}
     elif key == "POST /studies/{study_id}/preview":
         form = {"n": "1", "answer": "Yes"}
     elif key == "POST /task/{slug}/answer":
@@ -999,7 +1000,7 @@ def request_for(w: World, key: str, role: str) -> tuple[str, str, dict]:
     elif key == "POST /api/v1/crowd/{slug}/enter":
         kw["json"] = {"params": {"PROLIFIC_PID": f"api-probe-{role}", "STUDY_ID": "st", "SESSION_ID": "se"}}
     elif key == "POST /api/v1/crowd/{slug}/consent":
-        kw["json"] = {"consent_version": services.consent_version(w.study)}
+        kw["json"] = {"consent_version": consent_version(w.study)}
     elif key == "POST /api/v1/crowd/{slug}/submit":
         kw["json"] = {
             "assignment_id": w.current_assignment(),

@@ -17,6 +17,7 @@ from app import jobs
 from app.storage import get_store
 from app.studies import assignment, services
 from app.studies.models import Assignment, Bundle, Item, Study
+from app.studies.consent import consent_version
 from tests.conftest import ROOT, consent_version_of, create_tom_study, expire_lease, login, make_user
 
 PROLIFIC_RETURN = "https://app.prolific.com/submissions/complete?cc=WHOLE1"
@@ -373,6 +374,6 @@ def test_consent_is_recorded_with_the_text_shown_and_refused_when_it_changed(app
     session.expire_all()
     versions = dict(session.execute(select(Bundle.external_assignment_id, Bundle.consent_version)).all())
     assert versions == {
-        "reader": services.consent_version(Study(consent_text="Version two: answers are kept for ten years.")),
+        "reader": consent_version(Study(consent_text="Version two: answers are kept for ten years.")),
         "": hashlib.sha256(b"Version three.").hexdigest()[:16],
     }

@@ -10,8 +10,9 @@ from datetime import timedelta
 
 from sqlalchemy import event, select
 
-from app.studies import assignment, hotpath, services
+from app.studies import assignment, hotpath
 from app.studies.models import Annotation, Assignment, Bundle
+from app.studies.consent import consent_version
 from tests.conftest import create_tom_study, make_user
 from tests.integration.test_crowd_integrity import answer, api_start, start, tiny_study
 from tests.integration.test_hot_entry import _pg_only
@@ -176,7 +177,7 @@ def test_an_item_a_foreign_key_check_holds_is_still_leased_by_both_paths(client,
         body = client.get(f"/api/v1/crowd/{study.slug}/next").json()
         assert body["state"] == "item", body  # the hot path
         bundle = assignment.enter(session, study, "prolific", "held-2")  # the engine
-        assignment.consent(session, study, bundle.id, services.consent_version(study))
+        assignment.consent(session, study, bundle.id, consent_version(study))
         leased = assignment.next_item(session, study, bundle.id)
         assert leased is not None and leased.item_id == item_id
         holder.rollback()

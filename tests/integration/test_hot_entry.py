@@ -15,6 +15,7 @@ from sqlalchemy import func, select
 from app.auth.models import User
 from app.studies import assignment, hotpath, services
 from app.studies.models import Assignment, Bundle, Item, Participant
+from app.studies.consent import consent_details, consent_text, consent_version
 from tests.conftest import create_tom_study, make_user
 from tests.integration.test_nav_quality import participant_of, qc_study, system_approvals
 
@@ -85,8 +86,8 @@ def test_entry_and_consent_by_the_api_take_one_statement_and_keep_the_rules(clie
     params = {"PROLIFIC_PID": "api-1", "STUDY_ID": "st", "SESSION_ID": "s1"}
     body = client.post(f"/api/v1/crowd/{study.slug}/enter", json={"params": params}).json()
     assert (body["size"], body["done"], body["consented"]) == (2, 0, False)
-    assert body["consent_version"] == services.consent_version(study)
-    assert body["consent"] == services.consent_text(study)
+    assert body["consent_version"] == consent_version(study)
+    assert body["consent"] == consent_text(study)
 
     # A version that is not the text shown: refused, with the text to read.
     r = client.post(f"/api/v1/crowd/{study.slug}/consent", json={"consent_version": "0" * 16})
@@ -220,9 +221,9 @@ def test_the_texts_the_hot_path_shows_are_the_engines(session, db_url):
     )
     assert shown == (
         study.instructions,
-        services.consent_text(study),
-        tuple(services.consent_details(study)),
-        services.consent_version(study),
+        consent_text(study),
+        tuple(consent_details(study)),
+        consent_version(study),
         study.completion_code,
         study.redirect_url,
     )
@@ -231,4 +232,4 @@ def test_the_texts_the_hot_path_shows_are_the_engines(session, db_url):
     hotpath.forget_study(db_url, study.slug)  # as a statement that saw the new version does
     again = hotpath.study(db_url, study.slug)
     assert again.version != conf.version and dict(again.consent_details)["Payment"] == "£1"
-    assert again.consent_version == services.consent_version(study) != conf.consent_version
+    assert again.consent_version == consent_version(study) != conf.consent_version

@@ -11,6 +11,7 @@ from sqlalchemy import func, select, update
 
 from app.studies import services
 from app.studies.models import Annotation, Assignment, Item, Participant
+from app.studies.consent import consent_version
 from tests.conftest import make_user
 from tests.integration.test_crowd_integrity import answer, api_start, start, tiny_study
 
@@ -121,7 +122,7 @@ def test_a_bundle_asked_for_its_item_many_times_at_once_holds_one_lease(db_url, 
     session.commit()
     for n in range(5):
         bundle = assignment.enter(session, study, "prolific", f"racer-{n}")
-        assignment.consent(session, study, bundle.id, services.consent_version(study))
+        assignment.consent(session, study, bundle.id, consent_version(study))
         conf = hotpath.study(db_url, study.slug)
         gate, got = threading.Barrier(8), []
 
@@ -224,7 +225,7 @@ def test_a_next_that_waited_for_a_submit_never_returns_the_answered_lease(db_url
     study = tiny_study(session, owner, 12, bundle_size=4)
     session.commit()
     bundle = assignment.enter(session, study, "prolific", "waiter")
-    assignment.consent(session, study, bundle.id, services.consent_version(study))
+    assignment.consent(session, study, bundle.id, consent_version(study))
     conf = hotpath.study(db_url, study.slug)
     first = hotpath.next_lease(db_url, conf, bundle.id, None)
     assert first is not None and first.slot == 0

@@ -15,6 +15,7 @@ from app.crowd import sealed
 from app.crowd.models import BonusPayment, CrowdAccount
 from app.quality import service as quality
 from app.studies.models import Participant
+from app.studies.consent import consent_version
 from tests.conftest import create_tom_study, make_user
 from tests.fakes.prolific import FakeProlific, Served
 
@@ -420,7 +421,7 @@ def test_review_page_approves_pays_once_and_blocks(world, fake, session):
 def test_returned_and_timed_out_slots_are_reclaimed(world, fake, session):
     from collections import Counter
 
-    from app.studies import assignment, services
+    from app.studies import assignment
     from app.studies.models import Assignment, Bundle, Item
 
     study = world["study"]
@@ -429,7 +430,7 @@ def test_returned_and_timed_out_slots_are_reclaimed(world, fake, session):
     held = {}
     for p, sub in subs.items():
         bundle = session.scalar(select(Bundle).where(Bundle.external_assignment_id == sub))
-        assignment.consent(session, study, bundle.id, services.consent_version(study))
+        assignment.consent(session, study, bundle.id, consent_version(study))
         held[p] = assignment.next_item(session, study, bundle.id)
     session.expire_all()
     before = {a.item_id: session.get(Item, a.item_id).n_active for a in held.values()}
@@ -461,13 +462,13 @@ def test_returned_and_timed_out_slots_are_reclaimed(world, fake, session):
 def test_the_sweeper_reclaims_returned_slots_by_itself(world, fake, session):
     """Nobody presses the button: the sweeper's round (every minute) frees the slot."""
     from app.jobs import reclaim_returned
-    from app.studies import assignment, services
+    from app.studies import assignment
     from app.studies.models import Assignment, Bundle
 
     study = world["study"]
     sub = _arrive(world, fake, _published(world, fake), "P-returns")
     bundle = session.scalar(select(Bundle).where(Bundle.external_assignment_id == sub))
-    assignment.consent(session, study, bundle.id, services.consent_version(study))
+    assignment.consent(session, study, bundle.id, consent_version(study))
     held = assignment.next_item(session, study, bundle.id)
     assert reclaim_returned() == []  # still at work
     fake.give_back(sub, "TIMED-OUT")
@@ -481,12 +482,12 @@ def test_the_sweeper_reclaims_returned_slots_by_itself(world, fake, session):
 
 def _work(w, session, sub: str, right: bool) -> None:
     """The worker of the submission answers every item of their bundle, right or wrong."""
-    from app.studies import assignment, services
+    from app.studies import assignment
     from app.studies.models import Bundle, Item
 
     study = w["study"]
     bundle = session.scalar(select(Bundle).where(Bundle.external_assignment_id == sub))
-    assignment.consent(session, study, bundle.id, services.consent_version(study))
+    assignment.consent(session, study, bundle.id, consent_version(study))
     while (held := assignment.next_item(session, study, bundle.id)) is not None:
         truth = session.get(Item, held.item_id).reference["answer"]
         answer = truth if right else {"Yes": "No", "No": "Yes"}[truth]
@@ -564,7 +565,7 @@ def _hooked(w, fake):
 
 
 def test_hooks_free_a_returned_slot_at_once_and_once(world, fake, session):
-    from app.studies import assignment, services
+    from app.studies import assignment
     from app.studies.models import Assignment, Bundle
 
     study = world["study"]
@@ -574,7 +575,7 @@ def test_hooks_free_a_returned_slot_at_once_and_once(world, fake, session):
     held = {}
     for p, sub in subs.items():
         bundle = session.scalar(select(Bundle).where(Bundle.external_assignment_id == sub))
-        assignment.consent(session, study, bundle.id, services.consent_version(study))
+        assignment.consent(session, study, bundle.id, consent_version(study))
         held[p] = assignment.next_item(session, study, bundle.id)
     fake.give_back(subs["P-returns"], "RETURNED")  # Prolific calls the hook: no polling, no button
     assert [(a.status_code, a.json()) for a in answers] == [(200, {"freed": [subs["P-returns"]]})]
@@ -863,7 +864,7 @@ def test_a_hook_signed_long_ago_or_in_the_future_frees_nothing(world, fake, sess
     replayed later (or dated ahead) is refused, and the slot it names stays held."""
     import time
 
-    from app.studies import assignment, services
+    from app.studies import assignment
     from app.studies.models import Assignment, Bundle
 
     study = world["study"]
@@ -871,7 +872,7 @@ def test_a_hook_signed_long_ago_or_in_the_future_frees_nothing(world, fake, sess
     answers = _hooked(world, fake)
     sub = _arrive(world, fake, prolific_id, "P-held")
     bundle = session.scalar(select(Bundle).where(Bundle.external_assignment_id == sub))
-    assignment.consent(session, study, bundle.id, services.consent_version(study))
+    assignment.consent(session, study, bundle.id, consent_version(study))
     held = assignment.next_item(session, study, bundle.id)
     hook = next(iter(fake.subscriptions.values()))
     event = {"resource_id": sub, "event_type": "submission.status.change", "status": "RETURNED"}

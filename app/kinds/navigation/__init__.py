@@ -575,7 +575,7 @@ class Navigation(TaskKind):
     def demo(self) -> dict:
         """A generated house with 24 sampled paths and grammar instructions (one per path),
         walked by simulated followers (demo.py) who leave half the paths to newcomers."""
-        from app.kinds.navigation.demo import simulate_demo
+        from app.kinds.navigation.demo import DEMO_PATHS, simulate_demo
         from app.kinds.navigation.environments import import_house
         from app.kinds.navigation.grammar import describe_path
         from app.kinds.navigation.house import generate_house, sample_paths, to_r2r
@@ -592,9 +592,5 @@ class Navigation(TaskKind):
             "settings": {"bundle_size": 6, "gold_rate": 0.0, "annotations_per_item": 3, "instructions": INSTRUCTIONS},
         }
 
-
-# The demo's paths: 24 x 3 followers is 12 tasks of 6, six for the simulated followers and six
-# for newcomers (with 12 paths the followers took every one, and a newcomer got none).
-DEMO_PATHS = 24
 
 KIND = Navigation()

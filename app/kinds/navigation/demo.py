@@ -22,6 +22,10 @@ from app.auth.models import User
 from app.demo import simulate_task
 from app.studies.models import Item, Study
 
+# The demo's paths: 24 x 3 followers is 12 tasks of 6, six for the simulated followers and six
+# for newcomers (with 12 paths the followers took every one, and a newcomer got none).
+DEMO_PATHS = 24
+
 CAREFUL_SECONDS = 40.0
 IDLER_SECONDS = 4.0
 # (name, probability of walking the whole path). They take 6 of the study's 12 tasks of 6 (24
@@ -136,7 +140,6 @@ def simulate_pairs(session: Session, researcher: User) -> None:
 
     from sqlalchemy import select
 
-    from app.kinds.navigation import DEMO_PATHS
     from app.kinds.navigation.grammar import describe_path
     from app.kinds.navigation.house import generate_house, sample_paths
     from app.studies import services
