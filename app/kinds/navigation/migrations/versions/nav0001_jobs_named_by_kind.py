@@ -10,8 +10,7 @@ Revision ID: nav0001
 Revises: (the base of the navigation branch; depends on core 0005)
 """
 
-import sqlalchemy as sa
-from alembic import op
+from app.migration_ops import rename_jobs
 
 revision = "nav0001"
 down_revision = None
@@ -22,10 +21,8 @@ RENAMES = (("generation", "navigation.generation"), ("agent.validate", "navigati
 
 
 def upgrade() -> None:
-    for old, new in RENAMES:
-        op.execute(sa.text("UPDATE jobs SET task = :new WHERE task = :old").bindparams(old=old, new=new))
+    rename_jobs(RENAMES)
 
 
 def downgrade() -> None:
-    for old, new in RENAMES:
-        op.execute(sa.text("UPDATE jobs SET task = :old WHERE task = :new").bindparams(old=old, new=new))
+    rename_jobs((new, old) for old, new in RENAMES)

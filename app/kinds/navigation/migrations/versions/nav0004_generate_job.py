@@ -7,20 +7,19 @@ Revision ID: nav0004
 Revises: nav0003
 """
 
-import sqlalchemy as sa
-from alembic import op
+from app.migration_ops import rename_jobs
 
 revision = "nav0004"
 down_revision = "nav0003"
 branch_labels = None
 depends_on = None
 
-OLD, NEW = "navigation.generation", "navigation.generate"
+RENAME = ("navigation.generation", "navigation.generate")
 
 
 def upgrade() -> None:
-    op.execute(sa.text("UPDATE jobs SET task = :new WHERE task = :old").bindparams(old=OLD, new=NEW))
+    rename_jobs([RENAME])
 
 
 def downgrade() -> None:
-    op.execute(sa.text("UPDATE jobs SET task = :old WHERE task = :new").bindparams(old=OLD, new=NEW))
+    rename_jobs([RENAME[::-1]])

@@ -7,20 +7,19 @@ Revision ID: sts0004
 Revises: sts0003
 """
 
-import sqlalchemy as sa
-from alembic import op
+from app.migration_ops import rename_jobs
 
 revision = "sts0004"
 down_revision = "sts0003"
 branch_labels = None
 depends_on = None
 
-OLD, NEW = "sts.generation", "sts.generate"
+RENAME = ("sts.generation", "sts.generate")
 
 
 def upgrade() -> None:
-    op.execute(sa.text("UPDATE jobs SET task = :new WHERE task = :old").bindparams(old=OLD, new=NEW))
+    rename_jobs([RENAME])
 
 
 def downgrade() -> None:
-    op.execute(sa.text("UPDATE jobs SET task = :old WHERE task = :new").bindparams(old=OLD, new=NEW))
+    rename_jobs([RENAME[::-1]])
