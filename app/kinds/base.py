@@ -54,6 +54,15 @@ class GoldResult:
     scores: JSONDict | None = None
 
 
+# The jobs of a kind with models, by name: each is "workers.<kind>.<job>:<function>".
+MODEL_JOBS = {"validate": "run_validation", "generate": "run_generation", "train": "run_train_job"}
+
+
+def model_jobs(kind: str, *jobs: str) -> dict[str, str]:
+    """A kind's TaskKind.jobs where its workers package holds them as MODEL_JOBS names them."""
+    return {job: f"workers.{kind}.{job}:{MODEL_JOBS[job]}" for job in jobs}
+
+
 class TaskKind(ABC):
     """A protocol: what its items are, how a worker answers one, how answers are scored, and
     everything it adds to the platform (pages, API, commands, tables, jobs). A kind is found
@@ -63,7 +72,7 @@ class TaskKind(ABC):
     name: ClassVar[str]
     title: ClassVar[str]
     # Jinja template that renders one item for the worker; a kind's own templates are found as
-    # "kinds/<name>/<file>" (its package's templates/ folder).
+    # "kinds/<name>/<file>" (its package's templates/ folder). Unset: "kinds/<name>/item.html".
     item_template: ClassVar[str]
     Response: ClassVar[type[BaseModel]]
     category_label: ClassVar[str] = "category"
@@ -137,6 +146,11 @@ class TaskKind(ABC):
     # A section of the study page (e.g. generation runs), with study_context() as its context.
     study_template: ClassVar[str | None] = None
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in vars(cls) and not hasattr(cls, "item_template"):
+            cls.item_template = f"kinds/{cls.name}/item.html"
+
     def primary_table_for(self, settings: JSONDict | None = None) -> str | None:
         """The table that opens the leaderboard of a study with these kind_settings:
         primary_table, unless a kind's mode leads with another (STS side by side: its ratings)."""
@@ -158,7 +172,8 @@ class TaskKind(ABC):
     # How the agents page describes such a model ("a navigation speaker (path to instruction)").
     artifact_help: ClassVar[str] = ""
 
-    # Where the kind's optional parts live, each "module:name", imported only when asked for
+    # Where the kind's optional parts live, each "module:name" (a module named from the dot,
+    # ".views", is the kind's package's own), imported only when asked for
     # (so a worker process never loads the web code): "routers" (a tuple of FastAPI routers),
     # "cli" (its click group), "train_commands" (a function returning click commands),
     # "check_artifact_config" (a function (role, config) -> config), "agent_runs" (an
@@ -175,10 +190,9 @@ class TaskKind(ABC):
             return [self._resolve(p) for p in path]
         return self._resolve(path)
 
-    @staticmethod
-    def _resolve(path: str) -> Any:
+    def _resolve(self, path: str) -> Any:
         module, _, attr = path.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        return getattr(importlib.import_module(module, package=type(self).__module__), attr)
 
     def agent_runs(self) -> Any:
         """The kind's agent runs (app.runs.component.AgentRuns): what a run of its models over a

@@ -16,7 +16,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel
 
 from app.errors import InputError
-from app.kinds.base import ImportResult, ItemSpec, TaskKind
+from app.kinds.base import ImportResult, ItemSpec, model_jobs, TaskKind
 from app.leaderboards.ranking import Ranking
 
 CAPTIONS_LINE = '{"target": id, "distractor": id, "caption": str, "captioner": optional, "id": optional}'
@@ -47,7 +47,6 @@ class ReferenceGame(TaskKind):
     name: ClassVar[str] = "a3ds"
     cli_aliases: ClassVar[tuple[str, ...]] = ("refgame",)  # its commands' old name
     title: ClassVar[str] = "A3DS reference game (pick the captioned picture)"
-    item_template: ClassVar[str] = "kinds/a3ds/item.html"
     replay_item_template: ClassVar[str | None] = "kinds/a3ds/replay_item.html"
     Response = Pick
     category_label: ClassVar[str] = "z (features that differ)"
@@ -103,24 +102,19 @@ class ReferenceGame(TaskKind):
     # Captioners as models (docs/kinds/a3ds.md, "Captioner models"): uploaded or trained; a
     # generation run adds their captions of a study's pairs as items.
     study_template: ClassVar[str | None] = "kinds/a3ds/generation.html"
-    jobs: ClassVar[dict[str, str]] = {
-        "validate": "workers.a3ds.validate:run_validation",
-        "generate": "workers.a3ds.generate:run_generation",
-        "train": "workers.a3ds.train:run_train_job",
-    }
-    job_queues: ClassVar[dict[str, str]] = {"validate": "models", "generate": "models", "train": "models"}
+    jobs: ClassVar[dict[str, str]] = model_jobs("a3ds", "validate", "generate", "train")
     artifact_roles: ClassVar[tuple[str, ...]] = ("captioner",)
     artifact_help: ClassVar[str] = (
         "an A3DS captioner (the two 64 x 64 scenes, target and distractor, to caption token ids, docs/kinds/a3ds.md)"
     )
 
     parts: ClassVar[dict[str, str | tuple[str, ...]]] = {
-        "agent_runs": "app.kinds.a3ds.generation:CaptionerRuns",
-        "routers": ("app.kinds.a3ds.views:router", "app.kinds.a3ds.views:api"),
-        "cli": "app.kinds.a3ds.cli:a3ds",
-        "train_commands": "app.kinds.a3ds.train:train_commands",
-        "check_artifact_config": "app.kinds.a3ds.architectures:check_config",
-        "study_context": "app.kinds.a3ds.generation:study_context",
+        "agent_runs": ".generation:CaptionerRuns",
+        "routers": (".views:router", ".views:api"),
+        "cli": ".cli:a3ds",
+        "train_commands": ".train:train_commands",
+        "check_artifact_config": ".architectures:check_config",
+        "study_context": ".generation:study_context",
     }
 
     def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:

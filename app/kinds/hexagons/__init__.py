@@ -17,7 +17,7 @@ from collections import defaultdict
 from typing import ClassVar
 
 from app.errors import InputError
-from app.kinds.base import ImportResult, ItemSpec, TaskKind
+from app.kinds.base import ImportResult, ItemSpec, model_jobs, TaskKind
 from app.leaderboards.ranking import Ranking
 from app.kinds.hexagons import metrics
 from app.kinds.hexagons.abstraction import LEVELS, MECHANISMS
@@ -42,7 +42,6 @@ class Hexagons(TaskKind):
     name: ClassVar[str] = "hexagons"
     cli_aliases: ClassVar[tuple[str, ...]] = ("hex",)  # its commands' old name
     title: ClassVar[str] = "Hexagons drawing procedures (execution)"
-    item_template: ClassVar[str] = "kinds/hexagons/item.html"
     replay_item_template: ClassVar[str | None] = "kinds/hexagons/replay_item.html"
     Response = Execution
     category_label: ClassVar[str] = "category"
@@ -114,12 +113,7 @@ class Hexagons(TaskKind):
 
     # Executors (docs/kinds/hexagons.md, "Executors"): uploaded or trained models whose boards
     # become an agent's outputs on a study.
-    jobs: ClassVar[dict[str, str]] = {
-        "validate": "workers.hexagons.validate:run_validation",
-        "generate": "workers.hexagons.generate:run_generation",
-        "train": "workers.hexagons.train:run_train_job",
-    }
-    job_queues: ClassVar[dict[str, str]] = {"validate": "models", "generate": "models", "train": "models"}
+    jobs: ClassVar[dict[str, str]] = model_jobs("hexagons", "validate", "generate", "train")
     artifact_roles: ClassVar[tuple[str, ...]] = ("executor",)
     artifact_help: ClassVar[str] = (
         "a Hexagons executor (instruction tokens and the current board to the next "
@@ -127,11 +121,11 @@ class Hexagons(TaskKind):
     )
 
     parts: ClassVar[dict[str, str | tuple[str, ...]]] = {
-        "agent_runs": "app.kinds.hexagons.generation:ExecutorRuns",
-        "routers": ("app.kinds.hexagons.views:router", "app.kinds.hexagons.views:api"),
-        "cli": "app.kinds.hexagons.cli:hexagons",
-        "train_commands": "app.kinds.hexagons.train:train_commands",
-        "check_artifact_config": "app.kinds.hexagons.architectures:check_config",
+        "agent_runs": ".generation:ExecutorRuns",
+        "routers": (".views:router", ".views:api"),
+        "cli": ".cli:hexagons",
+        "train_commands": ".train:train_commands",
+        "check_artifact_config": ".architectures:check_config",
     }
 
     def study_context(self, session, study) -> dict:

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from app import jsonsafe
 from app.errors import InputError
-from app.kinds.base import ImportResult, ItemSpec, TaskKind
+from app.kinds.base import ImportResult, ItemSpec, model_jobs, TaskKind
 from app.leaderboards import side_by_side
 from app.leaderboards.ranking import Ranking
 from app.kinds.navigation import likert, metrics
@@ -169,7 +169,6 @@ class Navigation(TaskKind):
     name: ClassVar[str] = "navigation"
     cli_aliases: ClassVar[tuple[str, ...]] = ("nav",)  # its commands' old name
     title: ClassVar[str] = "Navigation following"
-    item_template: ClassVar[str] = "kinds/navigation/item.html"
     Response = NavigationResponse
     category_label: ClassVar[str] = "speaker"
     # Success alone per speaker would repeat the metrics table's SR column.
@@ -239,20 +238,17 @@ class Navigation(TaskKind):
     )
     study_template: ClassVar[str | None] = "kinds/navigation/generation.html"
     models: ClassVar[str | None] = "app.kinds.navigation.models"
-    jobs: ClassVar[dict[str, str]] = {
-        "validate": "workers.navigation.validate:run_validation",
-        "generate": "workers.navigation.generate:run_generation",
-    }
+    jobs: ClassVar[dict[str, str]] = model_jobs("navigation", "validate", "generate")
     artifact_roles: ClassVar[tuple[str, ...]] = ("speaker", "listener")
     artifact_help: ClassVar[str] = "a navigation speaker (path to instruction) or listener (instruction to path)"
 
     parts: ClassVar[dict[str, str | tuple[str, ...]]] = {
-        "agent_runs": "app.kinds.navigation.generation:SpeakerRuns",
-        "routers": ("app.kinds.navigation.views:router", "app.kinds.navigation.views:api"),
-        "cli": "app.kinds.navigation.cli:navigation",
-        "train_commands": "app.kinds.navigation.cli:train_commands",
-        "check_artifact_config": "app.kinds.navigation.architectures:check_config",
-        "study_context": "app.kinds.navigation.views:generations_context",
+        "agent_runs": ".generation:SpeakerRuns",
+        "routers": (".views:router", ".views:api"),
+        "cli": ".cli:navigation",
+        "train_commands": ".cli:train_commands",
+        "check_artifact_config": ".architectures:check_config",
+        "study_context": ".views:generations_context",
     }
 
     def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:

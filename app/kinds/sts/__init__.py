@@ -39,7 +39,6 @@ class StandardisedTestSuite(TaskKind):
     name: ClassVar[str] = "sts"
     right_answer: ClassVar[str] = "a continuation's right answer: the simulator's own verdict, success or failure"
     title: ClassVar[str] = "Standardised Test Suite (BabyAI continuations)"
-    item_template: ClassVar[str] = "kinds/sts/item.html"
     replay_item_template: ClassVar[str | None] = "kinds/sts/replay_item.html"
     Response = STSResponse
     category_label: ClassVar[str] = "category"
@@ -119,11 +118,11 @@ class StandardisedTestSuite(TaskKind):
     study_template: ClassVar[str | None] = "kinds/sts/study.html"
 
     parts: ClassVar[dict[str, str | tuple[str, ...]]] = {
-        "agent_runs": "app.kinds.sts.generation:SuiteRuns",
-        "routers": ("app.kinds.sts.views:router", "app.kinds.sts.views:api"),
-        "cli": "app.kinds.sts.cli:sts",
-        "train_commands": "app.kinds.sts.train:train_commands",
-        "check_artifact_config": "app.kinds.sts.architectures:check_config",
+        "agent_runs": ".generation:SuiteRuns",
+        "routers": (".views:router", ".views:api"),
+        "cli": ".cli:sts",
+        "train_commands": ".train:train_commands",
+        "check_artifact_config": ".architectures:check_config",
     }
 
     def study_context(self, session, study) -> dict:

@@ -69,7 +69,6 @@ def baseline_rate(options: dict, questions: list[ToMQuestion]) -> tuple[float, s
 class CommonToM(TaskKind):
     name: ClassVar[str] = "tom"
     title: ClassVar[str] = "Common-ToM belief questions"
-    item_template: ClassVar[str] = "kinds/tom/item.html"
     replay_item_template: ClassVar[str | None] = "kinds/tom/replay_item.html"
     Response = ToMResponse
     category_label: ClassVar[str] = "order"
@@ -121,7 +120,7 @@ class CommonToM(TaskKind):
     )
     prior_label: ClassVar[str] = 'Format: JSONL, one answer per line, {"question_id", "answer", "annotator"}.'
 
-    parts: ClassVar[dict[str, str | tuple[str, ...]]] = {"cli": "app.kinds.tom.cli:tom"}
+    parts: ClassVar[dict[str, str | tuple[str, ...]]] = {"cli": ".cli:tom"}
 
     def score(self, payload, reference, response):
         if not reference:
