@@ -9,13 +9,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import File, Path
+from fastapi import File, Form, Path
 from pydantic import BeforeValidator, Field
 from pydantic_core import PydanticCustomError
 
 MAX_ID = 2**31 - 1  # ids are INTEGER columns (PostgreSQL's int4), and positive
 
 Id = Annotated[int, Path(ge=1, le=MAX_ID)]
+
+# A page's form field, as text ("" where the form leaves it out): the route reads the number or
+# choice in it and names the field in its own message (app.web.form_number).
+FormText = Annotated[str, Form()]
 
 
 # The same bounds for an id inside a JSON body.

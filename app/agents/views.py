@@ -16,7 +16,7 @@ from app.auth.models import User
 from app.config import get_settings
 from app.errors import InputError
 from app.kinds import all_kinds
-from app.params import Id
+from app.params import FormText, Id
 from app.studies import services
 from app.studies.models import Study
 from app.web import flash, render
@@ -70,8 +70,8 @@ def agents_page(request: Request, session: Session = Depends(db), user: User = D
 def create_agent(
     request: Request,
     name: str = Form(...),
-    description: str = Form(""),
-    kind: str = Form(""),
+    description: FormText = "",
+    kind: FormText = "",
     session: Session = Depends(db),
     user: User = Depends(researcher),
 ):
@@ -95,7 +95,7 @@ async def upload(
     file: UploadFile = File(None),
     role: str = Form(...),
     format: str = Form(...),
-    config: str = Form(""),
+    config: FormText = "",
     session: Session = Depends(db),
     user: User = Depends(researcher),
 ):

@@ -18,7 +18,7 @@ from app.auth.security import create_token, verify_password
 from app.config import get_settings
 from app.db import get_sessionmaker
 from app.errors import InputError
-from app.params import Id
+from app.params import FormText, Id
 from app.studies import assignment
 from app.studies.models import Bundle, Study
 from app.web import client_address, rate_limit, render
@@ -90,8 +90,8 @@ def account(
 @router.post("/account/tokens")
 def new_token(
     request: Request,
-    name: str = Form(""),
-    expires_in_days: str = Form(""),
+    name: FormText = "",
+    expires_in_days: FormText = "",
     session: Session = Depends(db),
     user: User = Depends(require("researcher", "admin")),
 ) -> Response:

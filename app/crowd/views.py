@@ -17,6 +17,7 @@ from app.auth.deps import Managed, managing, require, verify_csrf
 from app.crowd import platform, service
 from app.crowd.models import BonusPayment
 from app.errors import InputError
+from app.params import FormText
 from app.studies.models import Study
 from app.web import back, form_number
 
@@ -64,7 +65,7 @@ def bonus_key(worker_id: str) -> str:
 
 
 @router.post("/studies/{study_id}/prolific/token")
-def store_token(request: Request, token: str = Form(""), own: Managed = Depends(own_study)) -> Response:
+def store_token(request: Request, token: FormText = "", own: Managed = Depends(own_study)) -> Response:
     def act() -> str:
         account = service.store_token(own.session, own.session.merge(own.user), token)
         return f"Prolific token stored: it opens {account.account_name}'s account."
@@ -74,7 +75,7 @@ def store_token(request: Request, token: str = Form(""), own: Managed = Depends(
 
 @router.post("/studies/{study_id}/prolific/cost")
 def price(
-    request: Request, reward_cents: str = Form(""), places: str = Form(""), own: Managed = Depends(own_study)
+    request: Request, reward_cents: FormText = "", places: FormText = "", own: Managed = Depends(own_study)
 ) -> Response:
     """Prolific's price for these terms, shown on the study page with the button that makes and
     publishes the study on them; nothing is made."""
@@ -92,7 +93,7 @@ def price(
 
 @router.post("/studies/{study_id}/prolific/publish")
 def publish(
-    request: Request, reward_cents: str = Form(""), places: str = Form(""), own: Managed = Depends(own_study)
+    request: Request, reward_cents: FormText = "", places: FormText = "", own: Managed = Depends(own_study)
 ) -> Response:
     """Make the study on Prolific on the terms priced, then publish it."""
     from app.studies.views import entry_base
@@ -112,7 +113,7 @@ def publish(
 
 
 @router.post("/studies/{study_id}/prolific/move")
-def move(request: Request, action: str = Form(""), own: Managed = Depends(own_study)) -> Response:
+def move(request: Request, action: FormText = "", own: Managed = Depends(own_study)) -> Response:
     """Pause the study on Prolific, or start it again (resume)."""
     if action not in ("pause", "start"):
         raise InputError("pause or start", field="action")
@@ -152,9 +153,9 @@ def carry_reviews(
 @router.post("/studies/{study_id}/prolific/bonus")
 def pay_bonus(
     request: Request,
-    worker_id: str = Form(""),
-    amount_cents: str = Form(""),
-    reason: str = Form(""),
+    worker_id: FormText = "",
+    amount_cents: FormText = "",
+    reason: FormText = "",
     own: Managed = Depends(own_study),
 ) -> Response:
     """Pay a worker their bonus, once (bonus_key): a second click pays nothing more."""
@@ -181,7 +182,7 @@ def pay_bonus(
 
 @router.post("/studies/{study_id}/prolific/block")
 def block(
-    request: Request, worker_id: str = Form(""), reason: str = Form(""), own: Managed = Depends(own_study)
+    request: Request, worker_id: FormText = "", reason: FormText = "", own: Managed = Depends(own_study)
 ) -> Response:
     """Block a worker: on your block list on Prolific, kept out of the studies you make next."""
 
@@ -194,7 +195,7 @@ def block(
 
 @router.post("/studies/{study_id}/prolific/message")
 def message(
-    request: Request, worker_id: str = Form(""), body: str = Form(""), own: Managed = Depends(own_study)
+    request: Request, worker_id: FormText = "", body: FormText = "", own: Managed = Depends(own_study)
 ) -> Response:
     """A message to a worker on Prolific, from the review page."""
 
@@ -208,10 +209,10 @@ def message(
 @router.post("/studies/{study_id}/prolific/allow")
 def allow_list(
     request: Request,
-    enabled: str = Form(""),
-    min_gold_accuracy: str = Form(""),
-    min_gold_items: str = Form(""),
-    no_rejections: str = Form(""),
+    enabled: FormText = "",
+    min_gold_accuracy: FormText = "",
+    min_gold_items: FormText = "",
+    no_rejections: FormText = "",
     own: Managed = Depends(own_study),
 ) -> Response:
     """The allow list's rule (gold accuracy, over how many gold items, no rejection), kept and

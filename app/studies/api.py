@@ -16,7 +16,7 @@ from app.auth.deps import db, managed_study, require, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
 from app.kinds import all_kinds, default_kind, get_kind
-from app.params import MAX_ID, NOT_BLANK, NOT_BOOL, UPLOAD, Id, Whole
+from app.params import MAX_ID, NOT_BLANK, NOT_BOOL, UPLOAD, FormText, Id, Whole
 from app.storage import get_store
 from app.studies import assignment, services
 from app.studies.services import MIN_SAMPLE_WIDTH
@@ -100,8 +100,8 @@ async def create_study(
     request: Request,
     file: UploadFile = UPLOAD,
     settings: str = SETTINGS,
-    kind: str = Form(""),
-    format: str = Form(""),
+    kind: FormText = "",
+    format: FormText = "",
     session: Session = Depends(db),
     user: User = Depends(researcher),
 ) -> StudyOut:
@@ -278,7 +278,7 @@ def list_items(
 async def import_prior_annotations(
     study_id: Id,
     file: UploadFile = UPLOAD,
-    source: str = Form(""),
+    source: FormText = "",
     session: Session = Depends(db),
     user: User = Depends(researcher),
 ) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from app.errors import InputError
 from app.kinds import all_kinds, default_kind, get_kind
 from app.leaderboards.plot import leaderboard_plots
 from app.leaderboards.service import compute
-from app.params import MAX_ID, Id
+from app.params import MAX_ID, FormText, Id
 from app.storage import get_store
 from app.studies import assignment, comprehension, hotpath, preview, services
 from app.studies.models import Assignment, Bundle, Item, Study
@@ -287,7 +287,7 @@ def fast_consent(request: Request, slug: str, shown: str) -> bool:
 
 
 @router.post("/task/{slug}/consent")
-def consent(request: Request, slug: str, consent_version: str = Form("")) -> Response:
+def consent(request: Request, slug: str, consent_version: FormText = "") -> Response:
     if fast_consent(request, slug, consent_version):
         return RedirectResponse(f"/task/{slug}", status_code=303)
     with get_sessionmaker(request.app.state.database_url)() as session:
@@ -785,7 +785,7 @@ def change_state(
     request: Request,
     study_id: Id,
     state: str = Form(...),
-    confirm: str = Form(""),
+    confirm: FormText = "",
     session: Session = Depends(db),
     user: User = Depends(researcher),
 ) -> Response:
@@ -805,7 +805,7 @@ def change_state(
 
 
 @router.post("/studies/{study_id}/release")
-def release_browser(request: Request, worker_id: str = Form(""), own: Managed = Depends(own_study)) -> Response:
+def release_browser(request: Request, worker_id: FormText = "", own: Managed = Depends(own_study)) -> Response:
     """Unbind a worker's task from the browser they agreed in (services.release_browser); the
     refusal, for an id with no bound task here, shows in the form's card."""
     session, study = own.session, own.study
@@ -830,9 +830,9 @@ def release_browser(request: Request, worker_id: str = Form(""), own: Managed = 
 @router.post("/studies/{study_id}/people-sample")
 def people_sample(
     request: Request,
-    n: str = Form(""),
-    width: str = Form(""),
-    agreement: str = Form(""),
+    n: FormText = "",
+    width: FormText = "",
+    agreement: FormText = "",
     own: Managed = Depends(own_study),
 ) -> Response:
     """People judge a random sample of n items, or of the items a target interval width needs
@@ -874,7 +874,7 @@ def people_sample(
 
 @router.post("/studies/{study_id}/adaptive")
 def adaptive(
-    request: Request, adaptive: str = Form(""), floor: str = Form("1"), own: Managed = Depends(own_study)
+    request: Request, adaptive: FormText = "", floor: str = Form("1"), own: Managed = Depends(own_study)
 ) -> Response:
     """Adaptive allocation on (the box ticked) or off, with its floor of annotations per item;
     refusals show in the form's card."""
@@ -966,7 +966,7 @@ async def import_agent(
 async def import_prior_annotations(
     request: Request,
     study_id: Id,
-    source: str = Form(""),
+    source: FormText = "",
     file: UploadFile = File(None),
     session: Session = Depends(db),
     user: User = Depends(researcher),
@@ -1013,7 +1013,7 @@ def leaderboard(request: Request, own: Managed = Depends(own_study)) -> Response
 
 @router.post("/studies/{study_id}/comprehension")
 def comprehension_check(
-    request: Request, mode: str = Form("none"), questions: str = Form(""), own: Managed = Depends(own_study)
+    request: Request, mode: str = Form("none"), questions: FormText = "", own: Managed = Depends(own_study)
 ) -> Response:
     """The study's comprehension check before the first item: none, the kind's default, or the
     researcher's own questions; refusals show in the form's card."""

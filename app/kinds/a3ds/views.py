@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Form, HTTPException, Path, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -16,7 +16,7 @@ from app.auth.deps import Managed, managing, optional_user, require, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
 from app.kinds.a3ds import generation
-from app.params import BodyId
+from app.params import BodyId, FormText
 from app.runs.legacy import job_routes
 from app.runs.views import section_route, start_from_page
 from app.web import rate_limit
@@ -92,7 +92,7 @@ section_route(
 
 @router.post("/a3ds/studies/{study_id}/generations")
 def start_generation_page(
-    request: Request, captioner: str = Form(""), batch_size: str = Form(""), own: Managed = Depends(own_study)
+    request: Request, captioner: FormText = "", batch_size: FormText = "", own: Managed = Depends(own_study)
 ):
     """The form's one captioner field: "speaker:<name>" or "artifact:<id>", or a model listener
     to judge every caption: "listener:<name>"."""

@@ -23,7 +23,7 @@ from app.auth.deps import Managed, RoleCheck, db, managed_study, managing, requi
 from app.auth.models import User
 from app.errors import InputError
 from app.kinds.hexagons import generation
-from app.params import BodyId, Id
+from app.params import BodyId, FormText, Id
 from app.runs.legacy import job_routes
 from app.runs.views import section_route, start_from_page
 from app.studies.models import Item, Study
@@ -157,9 +157,9 @@ def targets_page(request: Request, own: Managed = Depends(own_hex)):
 @router.post("/hexagons/studies/{study_id}/targets")
 def add_target_page(
     request: Request,
-    target_id: str = Form(""),
-    board: str = Form(""),
-    category: str = Form(""),
+    target_id: FormText = "",
+    board: FormText = "",
+    category: FormText = "",
     own: Managed = Depends(own_hex),
 ):
     from app import jsonsafe
@@ -187,7 +187,7 @@ def add_target_page(
 
 
 @router.post("/hexagons/studies/{study_id}/verification")
-def start_verification_page(request: Request, title: str = Form(""), own: Managed = Depends(own_hex)):
+def start_verification_page(request: Request, title: FormText = "", own: Managed = Depends(own_hex)):
     from app.kinds.hexagons.verification import make_verification_study
 
     new = make_verification_study(own.session, own.study, own.session.merge(own.user), title)
@@ -346,9 +346,9 @@ def decide_step_page(
     study_id: Id,
     item_id: Id,
     step: Id,
-    error_class: str = Form(""),
-    note: str = Form(""),
-    board: str = Form(""),
+    error_class: FormText = "",
+    note: FormText = "",
+    board: FormText = "",
     session: Session = Depends(db),
     user: User = Depends(admin_only),
 ):
@@ -379,9 +379,9 @@ def label_step_page(
     study_id: Id,
     item_id: Id,
     step: Id,
-    level: str = Form(""),
+    level: FormText = "",
     mechanisms: list[str] = Form([]),
-    adopt: str = Form(""),
+    adopt: FormText = "",
     session: Session = Depends(db),
     user: User = Depends(admin_only),
 ):
@@ -445,10 +445,10 @@ section_route(
 @router.post("/hexagons/studies/{study_id}/generations")
 def start_generation_page(
     request: Request,
-    artifact_id: str = Form(""),
-    agent_id: str = Form(""),
+    artifact_id: FormText = "",
+    agent_id: FormText = "",
     on: str = Form("gold"),
-    batch_size: str = Form(""),
+    batch_size: FormText = "",
     own: Managed = Depends(own_study),
 ):
     def params() -> dict:

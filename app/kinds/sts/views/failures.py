@@ -10,7 +10,7 @@ from app.auth.deps import db, require, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
 from app.kinds.sts.views.metrics import _sts_study
-from app.params import Id
+from app.params import FormText, Id
 from app.storage import get_store
 from app.studies.models import Item
 from app import web
@@ -107,8 +107,8 @@ def classify_failure_page(
     request: Request,
     study_id: Id,
     item_id: Id,
-    error_type: str = Form(""),
-    note: str = Form(""),
+    error_type: FormText = "",
+    note: FormText = "",
     back: str = Form("list"),
     session: Session = Depends(db),
     user: User = Depends(admin_only),

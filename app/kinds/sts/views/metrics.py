@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, UploadFile
+from fastapi import APIRouter, Depends, File, HTTPException, Request, UploadFile
 from sqlalchemy.orm import Session
 
 from app.auth.deps import db, managed_study, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
 from app.kinds.sts.views.common import researcher
-from app.params import UPLOAD, Id
+from app.params import UPLOAD, FormText, Id
 from app.web import back, read_upload
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])  # pages
@@ -84,7 +84,7 @@ async def import_metrics_page(
 def delete_metric_page(
     request: Request,
     study_id: Id,
-    name: str = Form(""),
+    name: FormText = "",
     session: Session = Depends(db),
     user: User = Depends(researcher),
 ):

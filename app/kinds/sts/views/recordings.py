@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, UploadFile
+from fastapi import APIRouter, Depends, File, HTTPException, Query, Request, UploadFile
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.orm import Session
 
@@ -14,7 +14,7 @@ from app.auth.models import User
 from app.kinds.sts import play, suites
 from app.kinds.sts.env import get_simulator
 from app.kinds.sts.views.common import Count, _answers, _flashed, researcher
-from app.params import MAX_ID, NOT_BOOL, UPLOAD, BodyId, Id, OneOf
+from app.params import MAX_ID, NOT_BOOL, UPLOAD, BodyId, FormText, Id, OneOf
 from app.studies.models import Assignment, Item
 from app.studies.views import crowd_bundle
 from app.web import back, form_number, rate_limit, read_upload
@@ -125,9 +125,9 @@ async def upload_recordings_page(
 @router.post("/sts/recordings/expert")
 def record_expert_page(
     request: Request,
-    level: str = Form(""),
-    seeds: str = Form(""),
-    max_steps: str = Form(""),
+    level: FormText = "",
+    seeds: FormText = "",
+    max_steps: FormText = "",
     session: Session = Depends(db),
     user: User = Depends(researcher),
 ):
@@ -144,7 +144,7 @@ def record_expert_page(
 def record_plays_page(
     request: Request,
     study_id: Id,
-    only_successes: str = Form(""),
+    only_successes: FormText = "",
     session: Session = Depends(db),
     user: User = Depends(researcher),
 ):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Form, Request
+from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.orm import Session
 
@@ -14,7 +14,7 @@ from app.errors import InputError
 from app.kinds.sts import generation, suites
 from app.kinds.sts.models import GenerationRun
 from app.kinds.sts.views.common import Count, Place, _answers, _flashed, _version, at_version, researcher
-from app.params import NOT_BOOL, BodyId, Id
+from app.params import NOT_BOOL, BodyId, FormText, Id
 from app.runs import service as runs
 from app.web import back, form_number, render
 
@@ -112,9 +112,9 @@ def suite_runs(request: Request, suite_id: Id, session: Session = Depends(db), u
 @router.post("/sts/suites/{suite_id}/versions/{number}/generations")
 def start_generation_page(
     request: Request,
-    agent: str = Form(""),
-    continuations: str = Form(""),
-    seed: str = Form(""),
+    agent: FormText = "",
+    continuations: FormText = "",
+    seed: FormText = "",
     place: Place = Depends(at_version),
 ):
     session, user, suite_id, number = place.session, place.user, place.suite.id, place.version.number

@@ -13,7 +13,7 @@ from app.auth.models import User
 from app.kinds.sts import suites
 from app.kinds.sts.study import MAX_AGENTS, MAX_REFERENCE
 from app.kinds.sts.views.common import Place, _answers, _flashed, _version, at_version, researcher
-from app.params import MAX_ID, NOT_BOOL, BodyId, Id, Whole
+from app.params import MAX_ID, NOT_BOOL, BodyId, FormText, Id, Whole
 from app.studies.services import StudySettings
 from app.web import back, form_number
 
@@ -86,17 +86,17 @@ def study_from_version(
 @router.post("/sts/suites/{suite_id}/versions/{number}/study")
 def study_from_version_page(
     request: Request,
-    title: str = Form(""),
+    title: FormText = "",
     agents: list[str] = Form([]),
-    continuations: str = Form(""),
-    expert_successes: str = Form(""),
-    random_failures: str = Form(""),
-    bundle_size: str = Form(""),
-    gold_rate: str = Form(""),
-    annotations_per_item: str = Form(""),
-    approve_at: str = Form(""),
-    side_by_side: str = Form(""),
-    reference_pairs: str = Form(""),
+    continuations: FormText = "",
+    expert_successes: FormText = "",
+    random_failures: FormText = "",
+    bundle_size: FormText = "",
+    gold_rate: FormText = "",
+    annotations_per_item: FormText = "",
+    approve_at: FormText = "",
+    side_by_side: FormText = "",
+    reference_pairs: FormText = "",
     place: Place = Depends(at_version),
 ):
     """The suite page's form for a study of a published version (the API's study route)."""
@@ -193,7 +193,7 @@ def people_continuations(body: PeopleIn, session: Session = Depends(db), user: U
 
 @router.post("/sts/suites/{suite_id}/versions/{number}/play-study")
 def play_study_page(
-    request: Request, title: str = Form(""), annotations_per_item: str = Form(""), place: Place = Depends(at_version)
+    request: Request, title: FormText = "", annotations_per_item: FormText = "", place: Place = Depends(at_version)
 ):
     """The suite page's button for a play study of a published version (the API's route)."""
     from app.kinds.sts.people import build_play_study

@@ -32,7 +32,7 @@ from app.kinds.sts.views.common import (
     researcher,
 )
 from app.kinds.sts.views.runs import _runs
-from app.params import MAX_ID, NOT_BLANK, NOT_BOOL, BodyId, Id
+from app.params import MAX_ID, NOT_BLANK, NOT_BOOL, BodyId, FormText, Id
 from app.storage import get_store
 from app.web import back, form_number, render
 
@@ -222,8 +222,8 @@ def suites_page(request: Request, session: Session = Depends(db), user: User = D
 @router.post("/sts/suites")
 def create_suite_page(
     request: Request,
-    name: str = Form(""),
-    description: str = Form(""),
+    name: FormText = "",
+    description: FormText = "",
     session: Session = Depends(db),
     user: User = Depends(researcher),
 ):
@@ -295,13 +295,13 @@ def publish_page(request: Request, place: Place = Depends(at_version)):
 def add_scenarios_page(
     request: Request,
     suite_id: Id,
-    rule: str = Form(""),
-    k: str = Form(""),
-    takeover: str = Form(""),
-    recordings: str = Form(""),
-    continuation: str = Form(""),
-    category: str = Form(""),
-    tags: str = Form(""),
+    rule: FormText = "",
+    k: FormText = "",
+    takeover: FormText = "",
+    recordings: FormText = "",
+    continuation: FormText = "",
+    category: FormText = "",
+    tags: FormText = "",
     session: Session = Depends(db),
     user: User = Depends(researcher),
 ):
@@ -377,7 +377,7 @@ def scenario_page(request: Request, place: Place = Depends(at_scenario)):
 
 
 @router.post("/sts/scenarios/{scenario_id}/takeover")
-def takeover_page(request: Request, takeover: str = Form(""), place: Place = Depends(at_scenario)):
+def takeover_page(request: Request, takeover: FormText = "", place: Place = Depends(at_scenario)):
     session, sc, suite, version = place.session, place.scenario, place.suite, place.version
     out: dict = {}
     with _flashed(request, out):
@@ -415,7 +415,7 @@ def takeover_page(request: Request, takeover: str = Form(""), place: Place = Dep
 
 
 @router.post("/sts/scenarios/{scenario_id}/tags")
-def tag_page(request: Request, tag: str = Form(""), action: str = Form("add"), place: Place = Depends(at_scenario)):
+def tag_page(request: Request, tag: FormText = "", action: str = Form("add"), place: Place = Depends(at_scenario)):
     sc = place.scenario
     out: dict = {}
     with _flashed(request, out):
