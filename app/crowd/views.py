@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import Response
+from pydantic import BaseModel
 from sqlalchemy import select
 
 from app.auth.deps import Managed, managing, require, verify_csrf
@@ -22,6 +24,26 @@ from app.studies.models import Study
 from app.web import back, form_number
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
+
+
+class BonusForm(BaseModel):
+    """The review page's bonus: whom (their Prolific id), how many cents, why; as typed."""
+
+    worker_id: str = ""
+    amount_cents: str = ""
+    reason: str = ""
+
+
+class AllowForm(BaseModel):
+    """The allow list's card: on or off, the gold accuracy (in %) over how many gold items,
+    and whether a rejection keeps a worker out; as typed."""
+
+    enabled: str = ""
+    min_gold_accuracy: str = ""
+    min_gold_items: str = ""
+    no_rejections: str = ""
+
+
 own_study = managing(require("researcher", "admin"))
 
 
@@ -151,28 +173,22 @@ def carry_reviews(
 
 
 @router.post("/studies/{study_id}/prolific/bonus")
-def pay_bonus(
-    request: Request,
-    worker_id: FormText = "",
-    amount_cents: FormText = "",
-    reason: FormText = "",
-    own: Managed = Depends(own_study),
-) -> Response:
+def pay_bonus(request: Request, form: Annotated[BonusForm, Form()], own: Managed = Depends(own_study)) -> Response:
     """Pay a worker their bonus, once (bonus_key): a second click pays nothing more."""
     session, study = own.session, own.study
 
     def act() -> str:
-        cents = form_number(amount_cents, "amount_cents")
+        cents = form_number(form.amount_cents, "amount_cents")
         if cents is None:
             raise InputError("give the bonus in cents", field="amount_cents")
-        worker = _worker(worker_id)
+        worker = _worker(form.worker_id)
         key = bonus_key(worker)
         before = session.scalar(
             select(BonusPayment.state).where(
                 BonusPayment.study_id == study.id, BonusPayment.platform == service.PLATFORM, BonusPayment.key == key
             )
         )
-        bonus = service.pay_bonus(session, study, session.merge(own.user), worker, int(cents), key, reason)
+        bonus = service.pay_bonus(session, study, session.merge(own.user), worker, int(cents), key, form.reason)
         if before == "paid":
             return f"{bonus.worker_id} was paid this bonus already ({bonus.amount_cents} cents): nothing more paid."
         return f"Bonus of {bonus.amount_cents} cents paid to {bonus.worker_id}."
@@ -207,27 +223,20 @@ def message(
 
 
 @router.post("/studies/{study_id}/prolific/allow")
-def allow_list(
-    request: Request,
-    enabled: FormText = "",
-    min_gold_accuracy: FormText = "",
-    min_gold_items: FormText = "",
-    no_rejections: FormText = "",
-    own: Managed = Depends(own_study),
-) -> Response:
+def allow_list(request: Request, form: Annotated[AllowForm, Form()], own: Managed = Depends(own_study)) -> Response:
     """The allow list's rule (gold accuracy, over how many gold items, no rejection), kept and
     applied: the list on Prolific made of the workers whose records meet it now."""
 
     def act() -> str:
         rule = None
-        if enabled:
-            percent = form_number(min_gold_accuracy, "min_gold_accuracy", float)
-            items = form_number(min_gold_items, "min_gold_items")
+        if form.enabled:
+            percent = form_number(form.min_gold_accuracy, "min_gold_accuracy", float)
+            items = form_number(form.min_gold_items, "min_gold_items")
             if percent is None or items is None:
                 raise InputError(
                     "give the gold accuracy (in %) and the number of gold items", field="min_gold_accuracy"
                 )
-            rule = service.allow_rule(float(percent) / 100, int(items), bool(no_rejections))
+            rule = service.allow_rule(float(percent) / 100, int(items), bool(form.no_rejections))
         done = service.set_allow_rule(own.session, own.session.merge(own.user), rule)
         if rule is None:
             return "No allow list: the Prolific studies you make next admit any worker."

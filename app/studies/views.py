@@ -7,11 +7,11 @@ import secrets
 import uuid
 from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, UploadFile
 from fastapi.responses import RedirectResponse, Response
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -39,6 +39,17 @@ if TYPE_CHECKING:
     from app.studies.hotpath import Lease, Stored, StudyConf
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
+
+
+class PeopleSampleForm(BaseModel):
+    """The people-sample card, as typed: n items, or a target interval width and the judge's
+    agreement with people; all blank: every item."""
+
+    n: str = ""
+    width: str = ""
+    agreement: str = ""
+
+
 researcher = require("researcher", "admin")
 own_study = managing(researcher, "No such study among yours.")
 
@@ -829,11 +840,7 @@ def release_browser(request: Request, worker_id: FormText = "", own: Managed = D
 
 @router.post("/studies/{study_id}/people-sample")
 def people_sample(
-    request: Request,
-    n: FormText = "",
-    width: FormText = "",
-    agreement: FormText = "",
-    own: Managed = Depends(own_study),
+    request: Request, form: Annotated[PeopleSampleForm, Form()], own: Managed = Depends(own_study)
 ) -> Response:
     """People judge a random sample of n items, or of the items a target interval width needs
     beside a judge of the given agreement (a power analysis: services.plan_people_sample);
@@ -842,9 +849,9 @@ def people_sample(
 
     session, study = own.session, own.study
     try:
-        count = form_number(n, "n")
-        w = form_number(width, "width", float)
-        a = form_number(agreement, "agreement", float)
+        count = form_number(form.n, "n")
+        w = form_number(form.width, "width", float)
+        a = form_number(form.agreement, "agreement", float)
         plan = None
         if w is not None:
             if count is not None:

@@ -33,6 +33,16 @@ KIND_NAME = "hexagons"
 # The pages' routes stay out of the API's documentation; the /api/v1 routes are in it.
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])
 api = APIRouter(prefix="/api/v1/hexagons", tags=["hexagons"], dependencies=[Depends(verify_csrf)])
+
+
+class TargetForm(BaseModel):
+    """A description study's new target, as typed: its id, board (JSON) and category."""
+
+    target_id: str = ""
+    board: str = ""
+    category: str = ""
+
+
 researcher = require("researcher", "admin")
 own_study = managing(researcher, "No such study among yours.")
 
@@ -155,23 +165,17 @@ def targets_page(request: Request, own: Managed = Depends(own_hex)):
 
 
 @router.post("/hexagons/studies/{study_id}/targets")
-def add_target_page(
-    request: Request,
-    target_id: FormText = "",
-    board: FormText = "",
-    category: FormText = "",
-    own: Managed = Depends(own_hex),
-):
+def add_target_page(request: Request, form: Annotated[TargetForm, Form()], own: Managed = Depends(own_hex)):
     from app import jsonsafe
     from app.kinds.hexagons.description import add_target as add
 
     session, study = own.session, own.study
     try:
         try:
-            cells = jsonsafe.loads(board) if board.strip() else None
+            cells = jsonsafe.loads(form.board) if form.board.strip() else None
         except json.JSONDecodeError:
             raise InputError("the board is not valid JSON", field="board") from None
-        add(session, study, own.user, target_id, cells, category)
+        add(session, study, own.user, form.target_id, cells, form.category)
     except InputError as exc:
         session.rollback()
         return _targets_page(
@@ -180,9 +184,9 @@ def add_target_page(
             session,
             status_code=422,
             error=str(exc),
-            form={"target_id": target_id, "board": board, "category": category},
+            form=form.model_dump(),
         )
-    flash(request, f"Target {target_id.strip()!r} added.")
+    flash(request, f"Target {form.target_id.strip()!r} added.")
     return RedirectResponse(f"/hexagons/studies/{study.id}/targets", status_code=303)
 
 

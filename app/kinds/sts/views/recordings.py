@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, File, HTTPException, Query, Request, UploadFile
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, UploadFile
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.orm import Session
 
@@ -21,6 +21,14 @@ from app.web import back, form_number, rate_limit, read_upload
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])  # pages
 api = APIRouter(prefix="/api/v1/sts", tags=["sts"], dependencies=[Depends(verify_csrf)])
+
+
+class ExpertForm(BaseModel):
+    """The suites page's expert recordings, as typed: a BabyAI level, its seeds, a step limit."""
+
+    level: str = ""
+    seeds: str = ""
+    max_steps: str = ""
 
 
 @api.post("/recordings", status_code=201)
@@ -125,18 +133,22 @@ async def upload_recordings_page(
 @router.post("/sts/recordings/expert")
 def record_expert_page(
     request: Request,
-    level: FormText = "",
-    seeds: FormText = "",
-    max_steps: FormText = "",
+    form: Annotated[ExpertForm, Form()],
     session: Session = Depends(db),
     user: User = Depends(researcher),
 ):
     out: dict = {}
     with _flashed(request, out):
         rows, new = suites.expert_recordings(
-            session, session.merge(user), level, suites.parse_seeds(seeds), form_number(max_steps, "max_steps")
+            session,
+            session.merge(user),
+            form.level,
+            suites.parse_seeds(form.seeds),
+            form_number(form.max_steps, "max_steps"),
         )
-        return back(request, "/sts/suites", f"The expert played {len(rows)} seeds of {level} ({new} new recordings).")
+        return back(
+            request, "/sts/suites", f"The expert played {len(rows)} seeds of {form.level} ({new} new recordings)."
+        )
     return back(request, "/sts/suites", f"Nothing stored: {out['error']}", "error")
 
 

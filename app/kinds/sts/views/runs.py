@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Form, Request
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.orm import Session
 
@@ -14,12 +14,21 @@ from app.errors import InputError
 from app.kinds.sts import generation, suites
 from app.kinds.sts.models import GenerationRun
 from app.kinds.sts.views.common import Count, Place, _answers, _flashed, _version, at_version, researcher
-from app.params import NOT_BOOL, BodyId, FormText, Id
+from app.params import NOT_BOOL, BodyId, Id
 from app.runs import service as runs
 from app.web import back, form_number, render
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(verify_csrf)])  # pages
 api = APIRouter(prefix="/api/v1/sts", tags=["sts"], dependencies=[Depends(verify_csrf)])
+
+
+class GenerationForm(BaseModel):
+    """A suite version's new generation run, as typed: the agent (a built-in's name or an
+    agent's id), continuations per scenario and the seed; blanks take the defaults."""
+
+    agent: str = ""
+    continuations: str = ""
+    seed: str = ""
 
 
 BUILTIN_NAMES = tuple(suites.BUILTIN_AGENTS)  # expert, random
@@ -111,24 +120,20 @@ def suite_runs(request: Request, suite_id: Id, session: Session = Depends(db), u
 
 @router.post("/sts/suites/{suite_id}/versions/{number}/generations")
 def start_generation_page(
-    request: Request,
-    agent: FormText = "",
-    continuations: FormText = "",
-    seed: FormText = "",
-    place: Place = Depends(at_version),
+    request: Request, form: Annotated[GenerationForm, Form()], place: Place = Depends(at_version)
 ):
     session, user, suite_id, number = place.session, place.user, place.suite.id, place.version.number
     out: dict = {}
     with _flashed(request, out):
-        spec = agent if agent in suites.BUILTIN_AGENTS else form_number(agent, "agent")
+        spec = form.agent if form.agent in suites.BUILTIN_AGENTS else form_number(form.agent, "agent")
         run = _start_run(
             session,
             user,
             suite_id,
             number,
             spec,
-            form_number(continuations, "continuations") or generation.DEFAULT_CONTINUATIONS,
-            form_number(seed, "seed") or 0,
+            form_number(form.continuations, "continuations") or generation.DEFAULT_CONTINUATIONS,
+            form_number(form.seed, "seed") or 0,
             generation.DEFAULT_BATCH,
         )
         return back(
