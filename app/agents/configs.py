@@ -11,6 +11,12 @@ from typing import Any
 from app.errors import InputError
 
 
+def written_by(name: str, command: str) -> str:
+    """check_architecture's `written_by` for a config that `proctor train <command>` writes as
+    <name>.json beside <name>.safetensors."""
+    return f"{name}.json, which `proctor train {command}` writes beside {name}.safetensors"
+
+
 def check_architecture(
     role: str,
     config: object,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import pytest
+
 from app.kinds.a3ds import KIND as A3DS
 from app.kinds.a3ds import ReferenceGame
 from app.kinds.base import model_jobs
@@ -35,3 +37,19 @@ def test_model_jobs_name_the_workers_functions():
         "validate": "workers.a3ds.validate:run_validation",
         "train": "workers.a3ds.train:run_train_job",
     }
+
+
+def test_a_config_that_is_no_object_names_the_file_and_the_command_that_writes_it():
+    from app.errors import InputError
+    from app.kinds.a3ds.architectures import check_config as a3ds
+    from app.kinds.hexagons.architectures import check_config as hexagons
+    from app.kinds.sts.architectures import check_config as sts
+
+    for check, role, said in (
+        (a3ds, "captioner", "captioner.json, which `proctor train a3ds-captioner` writes beside captioner.safetensors"),
+        (hexagons, "executor", "executor.json, which `proctor train hex-executor` writes beside executor.safetensors"),
+        (sts, "policy", "policy.json, which `proctor train sts-policy` writes beside policy.safetensors"),
+    ):
+        with pytest.raises(InputError) as err:
+            check(role, [])
+        assert str(err.value).endswith(f"the config must be a JSON object ({said})")

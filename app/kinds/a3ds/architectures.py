@@ -16,7 +16,7 @@ caption must not depend on the other pairs of the batch (the validation job chec
 
 from __future__ import annotations
 
-from app.agents.configs import check_architecture, check_words, only_fields
+from app.agents.configs import check_architecture, check_words, only_fields, written_by
 from app.errors import InputError
 from app.kinds.a3ds.captions import FUNCTION_WORDS
 from app.kinds.a3ds.scenes import WORDS
@@ -76,13 +76,7 @@ def encode(caption: str, words: list[str]) -> list[int]:
 
 def check_config(role: str, config: object) -> dict:
     """The config of the built-in captioner; each problem names its field."""
-    config = check_architecture(
-        role,
-        config,
-        ARCHITECTURES,
-        MAX_SIZES,
-        "captioner.json, which `proctor train a3ds-captioner` writes beside captioner.safetensors",
-    )
+    config = check_architecture(role, config, ARCHITECTURES, MAX_SIZES, written_by("captioner", "a3ds-captioner"))
     check_words(config, check_vocabulary)
     if not isinstance(config.get("with_distractor"), bool):
         raise InputError(

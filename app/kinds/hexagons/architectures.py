@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from app.agents.configs import check_architecture, check_words, only_fields
+from app.agents.configs import check_architecture, check_words, only_fields, written_by
 from app.kinds.hexagons.board import COLOURS, TILES
 
 PAD, UNK = "<pad>", "<unk>"
@@ -70,13 +70,7 @@ def check_vocabulary(words: object) -> list[str] | str:
 
 def check_config(role: str, config: object) -> dict:
     """The config of the built-in executor; each problem names its field."""
-    config = check_architecture(
-        role,
-        config,
-        ARCHITECTURES,
-        MAX_SIZES,
-        "executor.json, which `proctor train hex-executor` writes beside executor.safetensors",
-    )
+    config = check_architecture(role, config, ARCHITECTURES, MAX_SIZES, written_by("executor", "hex-executor"))
     check_words(config, check_vocabulary)
     return only_fields(config, FIELDS)
 

@@ -5,7 +5,7 @@ workers/sts/loading.py)."""
 
 from __future__ import annotations
 
-from app.agents.configs import check_architecture, only_fields
+from app.agents.configs import check_architecture, only_fields, written_by
 from app.errors import InputError
 from app.kinds.sts.env import ACTIONS
 from app.kinds.sts.observations import COLOURS, N_DIRECTIONS, OBJECTS, STATES, VIEW, VOCAB_VERSION, WORDS
@@ -20,13 +20,7 @@ FIELDS = ("architecture", "vocab_version", *MAX_SIZES)
 
 def check_config(role: str, config: object) -> dict:
     """The config of the built-in policy; each problem names its field."""
-    config = check_architecture(
-        role,
-        config,
-        ARCHITECTURES,
-        MAX_SIZES,
-        "policy.json, which `proctor train sts-policy` writes beside policy.safetensors",
-    )
+    config = check_architecture(role, config, ARCHITECTURES, MAX_SIZES, written_by("policy", "sts-policy"))
     if config.get("vocab_version") != VOCAB_VERSION:
         raise InputError(
             f"vocab_version {config.get('vocab_version')!r} does not match {VOCAB_VERSION}, "
