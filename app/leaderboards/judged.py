@@ -8,7 +8,7 @@ judgements, and how many units people must judge for a target interval
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from app.leaderboards import stats
 from app.leaderboards.rows import plan_cell
@@ -83,20 +83,22 @@ def _ppi_cells(est: Mapping[str, Any], n: int) -> dict[str, Any]:
     }
 
 
-def judged_table(
-    key: str,
-    rows: list[dict[str, Any]],
-    *,
-    judge: str,
-    unit: str,
-    measure: str,
-    agent: tuple[str, str],
-    note: str,
-) -> dict[str, Any]:
-    """The table around judged_row's rows (each with the agent's name under "agent"): `judge`
-    names the judge ("the simulator"), `unit` one judged thing ("continuation"), `measure` what
-    people give ("success share"), `agent` the first column's label and help, `note` how the
-    judge judges (the common part of the note follows it)."""
+class Words(TypedDict):
+    """How a judged table says what it is about: `judge` names the judge ("the simulator"),
+    `unit` one judged thing ("continuation"), `measure` what people give ("success share"),
+    `agent` the first column's label and help, `note` how the judge judges (the common part of
+    the note follows it)."""
+
+    judge: str
+    unit: str
+    measure: str
+    agent: tuple[str, str]
+    note: str
+
+
+def judged_table(key: str, rows: list[dict[str, Any]], **words: Unpack[Words]) -> dict[str, Any]:
+    """The table around judged_row's rows (each with the agent's name under "agent"), in `words`."""
+    judge, unit, measure, agent, note = words["judge"], words["unit"], words["measure"], words["agent"], words["note"]
     units = f"{unit}s"
     whose = f"{judge}'" if judge.endswith("s") else f"{judge}'s"  # "the model listeners'"
     return {
@@ -187,20 +189,12 @@ def learned_row(
     }
 
 
-def learned_table(
-    key: str,
-    rows: list[dict[str, Any]],
-    *,
-    judge: str,
-    unit: str,
-    measure: str,
-    agent: tuple[str, str],
-    note: str,
-) -> dict[str, Any]:
+def learned_table(key: str, rows: list[dict[str, Any]], **words: Unpack[Words]) -> dict[str, Any]:
     """judged_table's shape for learned_row's rows: the same columns but the plan (PPI++'s power
     analysis does not hold for a cross-fitted predictor), and its own note."""
+    judge, unit, measure, note = words["judge"], words["unit"], words["measure"], words["note"]
     units = f"{unit}s"
-    table = judged_table(key, rows, judge=judge, unit=unit, measure=measure, agent=agent, note=note)
+    table = judged_table(key, rows, **words)
     table["title"] = f"People and {judge} together (cross-prediction, {measure} 0-1)"
     table["note"] = (
         f"{note} Cross-prediction-powered inference (Zrnic and Candès 2024): people's {units} are split at "
