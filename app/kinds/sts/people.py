@@ -23,9 +23,9 @@ from app.kinds.sts import play
 from app.kinds.sts.models import PEOPLE, Continuation, Recording, Scenario, Suite, SuiteVersion
 from app.kinds.sts.recordings import RecordingError
 from app.kinds.sts.study import scenario_key
-from app.kinds.sts.suites import KIND_NAME, Conflict, NotFound, builtin_agent, scenarios_of
+from app.kinds.sts.suites import KIND_NAME, Conflict, NotFound, builtin_agent, new_plays, scenarios_of
 from app.studies import services
-from app.studies.models import Annotation, Item, Study
+from app.studies.models import Item, Study
 
 
 def build_play_study(
@@ -120,24 +120,7 @@ def continuations_from_study(session: Session, user: User, study_id: int) -> dic
     )
     next_index: dict[int, int] = {}
     rows, counts = [], {"existing": 0, "empty": 0}
-    for external_id, payload, response, pseudonym, worker_id in session.execute(
-        select(Item.external_id, Item.payload, Annotation.response, User.pseudonym, User.id)
-        .join(Item, Item.id == Annotation.item_id)
-        .join(User, User.id == Annotation.worker_id)
-        .where(Annotation.study_id == study.id, Annotation.excluded.is_(False))
-        .order_by(Annotation.id)
-    ):
-        actions = (response or {}).get("actions")
-        if not play.is_play(payload) or "scenario" not in payload or not isinstance(actions, list):
-            continue
-        who = pseudonym or f"user-{worker_id}"
-        note = f"{prefix}{external_id}:{who}"
-        if note in have:
-            counts["existing"] += 1
-            continue
-        if not actions:
-            counts["empty"] += 1
-            continue
+    for note, external_id, payload, actions, _ in new_plays(session, study, prefix, have, counts, scenarios_only=True):
         sc = session.get(Scenario, int(payload["scenario"]))
         if sc is None or sc.suite_id != suite.id:
             raise Conflict(f"the scenario of item {external_id!r} is no longer in the suite", field="study_id")

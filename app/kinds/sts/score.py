@@ -42,6 +42,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from statistics import median
+from typing import Any
 
 from app import jsonsafe
 from app.errors import InputError
@@ -151,14 +152,13 @@ def read_markers(lines: Iterable[str]) -> Iterator[Marker]:
         yield m
 
 
-def read_judge(data: bytes | str | Iterable[str]) -> dict[tuple[str, str, str], float]:
-    """An automatic judge's verdicts, JSONL {"agent", "scenario", "continuation", "success":
-    true|false} (blank lines skipped): (agent, scenario, continuation) -> 1.0 or 0.0.
-    InputError names the line and the field; a continuation judged twice is refused."""
+def _continuation_lines(
+    data: bytes | str | Iterable[str],
+) -> Iterator[tuple[int, tuple[str, str, str], dict[str, Any]]]:
+    """A JSONL file of lines about continuations (blank lines skipped): each line's number, its
+    (agent, scenario, continuation) and the line's object; InputError names a missing id."""
     from app.textfiles import jsonl_objects
 
-    out: dict[tuple[str, str, str], float] = {}
-    first: dict[tuple[str, str, str], int] = {}
     text = data if isinstance(data, (bytes, str)) else "\n".join(data)
     for n, obj in jsonl_objects(text):
         key = (
@@ -166,6 +166,16 @@ def read_judge(data: bytes | str | Iterable[str]) -> dict[tuple[str, str, str], 
             _text(obj.get("scenario"), n, "scenario"),
             _text(obj.get("continuation"), n, "continuation"),
         )
+        yield n, key, obj
+
+
+def read_judge(data: bytes | str | Iterable[str]) -> dict[tuple[str, str, str], float]:
+    """An automatic judge's verdicts, JSONL {"agent", "scenario", "continuation", "success":
+    true|false} (blank lines skipped): (agent, scenario, continuation) -> 1.0 or 0.0.
+    InputError names the line and the field; a continuation judged twice is refused."""
+    out: dict[tuple[str, str, str], float] = {}
+    first: dict[tuple[str, str, str], int] = {}
+    for n, key, obj in _continuation_lines(data):
         success = obj.get("success")
         if not isinstance(success, bool):
             raise InputError(f"must be true or false, not {json.dumps(success)}", line=n, field="success")
@@ -182,18 +192,10 @@ def read_features(data: bytes | str | Iterable[str]) -> dict[tuple[str, str, str
     "features": [numbers]} on every continuation (people's or not; blank lines skipped), every
     line with as many numbers as the first: (agent, scenario, continuation) -> the features.
     InputError names the line and the field; a continuation given twice is refused."""
-    from app.textfiles import jsonl_objects
-
     out: dict[tuple[str, str, str], list[float]] = {}
     first: dict[tuple[str, str, str], int] = {}
     width: int | None = None
-    text = data if isinstance(data, (bytes, str)) else "\n".join(data)
-    for n, obj in jsonl_objects(text):
-        key = (
-            _text(obj.get("agent"), n, "agent"),
-            _text(obj.get("scenario"), n, "scenario"),
-            _text(obj.get("continuation"), n, "continuation"),
-        )
+    for n, key, obj in _continuation_lines(data):
         x = obj.get("features")
         if (
             not isinstance(x, list)

@@ -9,6 +9,8 @@ takes new scenarios; publishing makes it immutable (nothing added, changed or re
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -181,14 +183,45 @@ def expert_recordings(
     return rows, len(new)
 
 
+def new_plays(
+    session: Session, study, prefix: str, have: set[str], counts: dict[str, int], scenarios_only: bool = False
+) -> Iterator[tuple[str, str, dict, list, str]]:
+    """A play study's plays not stored yet, in the order they were answered: each one's id
+    (prefix, item's external id, pseudonym), the item's external id and payload, the actions played and who
+    played them (their pseudonym; every crowd account has one). Excluded answers, answers that
+    are no play, and with `scenarios_only` plays of no suite scenario are left out; a play whose
+    id is in `have` counts as "existing", an empty one as "empty" (in `counts`)."""
+    from app.kinds.sts.play import is_play
+    from app.studies.models import Annotation, Item
+
+    for external_id, payload, response, pseudonym, worker_id in session.execute(
+        select(Item.external_id, Item.payload, Annotation.response, User.pseudonym, User.id)
+        .join(Item, Item.id == Annotation.item_id)
+        .join(User, User.id == Annotation.worker_id)
+        .where(Annotation.study_id == study.id, Annotation.excluded.is_(False))
+        .order_by(Annotation.id)
+    ):
+        actions = (response or {}).get("actions")
+        if not is_play(payload) or not isinstance(actions, list) or (scenarios_only and "scenario" not in payload):
+            continue
+        who = pseudonym or f"user-{worker_id}"
+        play_id = f"{prefix}{external_id}:{who}"
+        if play_id in have:
+            counts["existing"] += 1
+        elif not actions:
+            counts["empty"] += 1
+        else:
+            yield play_id, external_id, payload, actions, who
+
+
 def play_recordings(session: Session, user: User, study_id: int, *, only_successes: bool = False) -> dict:
     """A play study's answers as recordings of the study owner's (an admin may do it for them):
     each play (a worker's actions on a mission, replayed again here) is stored under the id
     "play:<study>:<item>:<pseudonym>" with the actor "human:<pseudonym>", never the worker's
     platform id. Plays stored before are skipped, so running it again adds only new answers; so
     are empty plays, rejected workers' answers, and with `only_successes` those that failed."""
-    from app.kinds.sts.play import MODE, is_play
-    from app.studies.models import Annotation, Item, Study
+    from app.kinds.sts.play import MODE
+    from app.studies.models import Study
     from app.studies.services import can_manage
 
     study = session.get(Study, study_id)
@@ -208,25 +241,9 @@ def play_recordings(session: Session, user: User, study_id: int, *, only_success
         )
     )
     rows, counts = [], {"existing": 0, "empty": 0, "failed": 0}
-    for external_id, payload, response, pseudonym, worker_id in session.execute(
-        select(Item.external_id, Item.payload, Annotation.response, User.pseudonym, User.id)
-        .join(Item, Item.id == Annotation.item_id)
-        .join(User, User.id == Annotation.worker_id)
-        .where(Annotation.study_id == study.id, Annotation.excluded.is_(False))
-        .order_by(Annotation.id)
-    ):
-        if not is_play(payload) or not isinstance((response or {}).get("actions"), list):
-            continue
-        who = pseudonym or f"user-{worker_id}"  # every crowd account has a pseudonym
-        rid = f"{prefix}{external_id}:{who}"
-        if rid in have:
-            counts["existing"] += 1
-            continue
-        if not response["actions"]:
-            counts["empty"] += 1
-            continue
+    for rid, _, payload, played, who in new_plays(session, study, prefix, have, counts):
         # A scenario's play (people.py) starts after its context: the recording is the whole episode.
-        actions = [*(payload.get("context") or []), *response["actions"]]
+        actions = [*(payload.get("context") or []), *played]
         rec = Replayable(payload["level"], int(payload["seed"]), payload["mission"], actions, f"human:{who}", rid)
         try:
             outcome = check(rec)
