@@ -8,8 +8,12 @@ from __future__ import annotations
 import csv
 import gzip
 import zlib
+from collections.abc import Callable, Hashable, Iterable
+from typing import TypeVar
 
 from app.errors import InputError
+
+T = TypeVar("T")
 
 
 def decode_upload(data: bytes | str) -> str:
@@ -78,6 +82,25 @@ def jsonl_objects(data: bytes | str):
         if not isinstance(obj, dict):
             raise InputError("each line must be a JSON object", line=line)
         yield line, obj
+
+
+def each_once(
+    parsed: Iterable[tuple[int, T]], key: Callable[[T], Hashable], field: str, repeated: str, empty: str
+) -> list[T]:
+    """A file's records, (line, record) in file order, where each key stands once: InputError on
+    the line of a repeat (`repeated`, formatted with its key and the line it is already on) or
+    for a file with none (`empty`)."""
+    out: list[T] = []
+    seen: dict[Hashable, int] = {}
+    for line, record in parsed:
+        k = key(record)
+        if k in seen:
+            raise InputError(repeated.format(key=k, line=seen[k]), line=line, field=field)
+        seen[k] = line
+        out.append(record)
+    if not out:
+        raise InputError(empty, field="file")
+    return out
 
 
 def csv_rows(reader, text: str | None = None):

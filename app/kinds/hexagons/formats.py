@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from app.errors import InputError
 from app.kinds.hexagons.board import COLOURS, TILES
-from app.textfiles import jsonl_objects
+from app.textfiles import each_once, jsonl_objects
 
 TAGS = ("A", "V1", "V2", "VV", "F")
 FIELDS = (
@@ -241,17 +241,13 @@ def parse_procedure(obj: dict, line: int) -> Procedure:
 
 def parse_procedures(data: bytes | str) -> list[Procedure]:
     """Every procedure of the file, in file order; a repeated index is refused."""
-    out: list[Procedure] = []
-    seen: dict[str, int] = {}
-    for n, obj in jsonl_objects(data):
-        p = parse_procedure(obj, n)
-        if p.index in seen:
-            raise InputError(f"procedure {p.index} is already on line {seen[p.index]}", line=n, field="index")
-        seen[p.index] = n
-        out.append(p)
-    if not out:
-        raise InputError("the file holds no drawing procedures", field="file")
-    return out
+    return each_once(
+        ((n, parse_procedure(obj, n)) for n, obj in jsonl_objects(data)),
+        lambda p: p.index,
+        "index",
+        "procedure {key} is already on line {line}",
+        "the file holds no drawing procedures",
+    )
 
 
 def parse_predictions(data: bytes | str, n_steps: dict[str, int]) -> list[Prediction]:

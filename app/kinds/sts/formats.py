@@ -46,7 +46,7 @@ from app.errors import InputError
 from app.kinds.sts.env import Simulator, SimulatorError, get_simulator
 from app.kinds.sts.mining import MAX_CONTINUATION
 from app.kinds.sts.recordings import Replayable, check, decode_upload, parse_recording
-from app.textfiles import csv_rows, jsonl_objects
+from app.textfiles import csv_rows, each_once, jsonl_objects
 
 FIELDS = {
     "id",
@@ -217,16 +217,14 @@ def parse_continuation(obj: object, line: int, sim: Simulator) -> Continuation:
 def parse_continuations(data: bytes | str, simulator: Simulator | None = None) -> list[Continuation]:
     """Every line checked and replayed; InputError (line, field) on the first bad one."""
     sim = simulator or get_simulator()
-    out: list[Continuation] = []
-    seen: dict[str, int] = {}
-    for line, obj in jsonl_objects(data):  # nesting bounded (app.jsonsafe): deep JSON is a 422
-        c = parse_continuation(obj, line, sim)
-        if c.id in seen:
-            raise InputError(f"the continuation {c.id!r} is already on line {seen[c.id]}", line=line, field="id")
-        seen[c.id] = line
-        out.append(c)
-    if not out:
-        raise InputError("the file holds no continuations", field="file")
+    out = each_once(
+        # nesting bounded (app.jsonsafe): deep JSON is a 422
+        ((line, parse_continuation(obj, line, sim)) for line, obj in jsonl_objects(data)),
+        lambda c: c.id,
+        "id",
+        "the continuation {key!r} is already on line {line}",
+        "the file holds no continuations",
+    )
     _scenario_lengths(out)
     return out
 
@@ -356,14 +354,10 @@ def parse_missions(data: bytes | str, simulator: Simulator | None = None) -> lis
     """Every line checked (the level known, the seed resets, an explicit mission is the
     simulator's); InputError (line, field) on the first bad one."""
     sim = simulator or get_simulator()
-    out: list[Mission] = []
-    seen: dict[str, int] = {}
-    for line, obj in _mission_records(decode_upload(data)):
-        m = parse_mission(obj, line, sim)
-        if m.id in seen:
-            raise InputError(f"the mission {m.id!r} is already on line {seen[m.id]}", line=line, field="id")
-        seen[m.id] = line
-        out.append(m)
-    if not out:
-        raise InputError("the file holds no missions", field="file")
-    return out
+    return each_once(
+        ((line, parse_mission(obj, line, sim)) for line, obj in _mission_records(decode_upload(data))),
+        lambda m: m.id,
+        "id",
+        "the mission {key!r} is already on line {line}",
+        "the file holds no missions",
+    )
