@@ -4,7 +4,7 @@ blob downloads, the statistics help page and the health check."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -69,21 +69,20 @@ def docs_pages(app: FastAPI) -> None:
     (ReDoc's footer logo is on cdn.redoc.ly): a page that works offline, not one that waits."""
     from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
 
-    def own_only(response: HTMLResponse) -> HTMLResponse:
+    def page(make: Callable[..., HTMLResponse], **options: Any) -> HTMLResponse:
+        """The app's schema (create_app sets its URL) under the app's name, fetching only its own."""
+        response = make(openapi_url=cast(str, app.openapi_url), title=f"{app.title} API", **options)
         response.headers["Content-Security-Policy"] = DOCS_CSP
         return response
 
     @app.get("/api/docs", include_in_schema=False)
     def swagger_ui() -> HTMLResponse:
-        return own_only(
-            get_swagger_ui_html(
-                openapi_url=cast(str, app.openapi_url),  # create_app sets it
-                title=f"{app.title} API",
-                swagger_js_url="/static/vendor/swagger-ui-bundle.js",
-                swagger_css_url="/static/vendor/swagger-ui.css",
-                swagger_favicon_url="/static/favicon.svg",
-                oauth2_redirect_url=OAUTH2_REDIRECT,
-            )
+        return page(
+            get_swagger_ui_html,
+            swagger_js_url="/static/vendor/swagger-ui-bundle.js",
+            swagger_css_url="/static/vendor/swagger-ui.css",
+            swagger_favicon_url="/static/favicon.svg",
+            oauth2_redirect_url=OAUTH2_REDIRECT,
         )
 
     @app.get(OAUTH2_REDIRECT, include_in_schema=False)
@@ -92,14 +91,11 @@ def docs_pages(app: FastAPI) -> None:
 
     @app.get("/api/redoc", include_in_schema=False)
     def redoc() -> HTMLResponse:
-        return own_only(
-            get_redoc_html(
-                openapi_url=cast(str, app.openapi_url),  # create_app sets it
-                title=f"{app.title} API",
-                redoc_js_url="/static/vendor/redoc.standalone.js",
-                redoc_favicon_url="/static/favicon.svg",
-                with_google_fonts=False,
-            )
+        return page(
+            get_redoc_html,
+            redoc_js_url="/static/vendor/redoc.standalone.js",
+            redoc_favicon_url="/static/favicon.svg",
+            with_google_fonts=False,
         )
 
 

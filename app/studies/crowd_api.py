@@ -164,13 +164,19 @@ def _fast_next(request: Request, slug: str) -> dict[str, Any] | None:
     if got is None:
         return None
     conf, _, lease = got
+    return _item_state(conf.kind, lease.assignment_id, lease.slot, lease.size, lease.payload)
+
+
+def _item_state(kind: str, assignment_id: int, slot: int, size: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """`next`'s answer with an item to answer: the lease's assignment, where it stands in the
+    bundle, and the item as the worker may see it (the kind's public payload)."""
     return {
         "state": "item",
         "done": False,
-        "assignment_id": lease.assignment_id,
-        "position": lease.slot + 1,
-        "of": lease.size,
-        "item": get_kind(conf.kind).public_payload(lease.payload),
+        "assignment_id": assignment_id,
+        "position": slot + 1,
+        "of": size,
+        "item": get_kind(kind).public_payload(payload),
     }
 
 
@@ -204,14 +210,7 @@ def _next_state(request: Request, response: Response, session: Session, slug: st
         }
     item = session.get(Item, current.item_id)
     assert item is not None  # a lease's item (a foreign key)
-    return {
-        "state": "item",
-        "done": False,
-        "assignment_id": current.id,
-        "position": current.slot + 1,
-        "of": bundle.size,
-        "item": get_kind(study.kind).public_payload(item.payload),
-    }
+    return _item_state(study.kind, current.id, current.slot, bundle.size, item.payload)
 
 
 def _fast_done(request: Request, conf: StudyConf, bundle_id: int, stored: Stored) -> dict[str, Any]:
