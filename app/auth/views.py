@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
@@ -160,23 +160,33 @@ def presented_browser(request: Request) -> str | None:
     return assignment.browser_hash(secret) if secret is not None else None
 
 
+class Entry(NamedTuple):
+    """What entering a study takes, in the order assignment.enter and hotpath.enter take it."""
+
+    platform: str
+    worker_id: str
+    assignment_id: str
+    hit_id: str
+    browser: str  # the hash of the browser's secret
+    address: str  # the pseudonym of the client's address
+
+
+def crowd_entry(request: Request, params: Mapping[str, str]) -> tuple[Entry, str]:
+    """The entry from the link's parameters (400 for an id past its column) and this browser,
+    and the browser's secret (a new one when it had none)."""
+    platform, worker, assignment_id, hit = crowd_params(params)
+    secret = browser_secret(request) or secrets.token_urlsafe(32)
+    browser, address = assignment.browser_hash(secret), assignment.address_pseudonym(client_address(request))
+    return Entry(platform, worker, assignment_id, hit, browser, address), secret
+
+
 def enter_crowd(request: Request, session: Session, study: Study, params: Mapping[str, str]) -> tuple[Bundle, str, str]:
     """Enter the study with the link's parameters from this browser: (bundle, platform,
     the browser's secret, a new one when it had none)."""
-    platform, worker, assignment_id, hit = crowd_params(params)  # 400 for an id past its column
-    secret = browser_secret(request) or secrets.token_urlsafe(32)
-    bundle = assignment.enter(
-        session,
-        study,
-        platform,
-        worker,
-        assignment_id,
-        hit,
-        browser=assignment.browser_hash(secret),
-        address=assignment.address_pseudonym(client_address(request)),
-    )
-    remember_entry(request, study.slug, bundle.id, platform, params)
-    return bundle, platform, secret
+    entry, secret = crowd_entry(request, params)
+    bundle = assignment.enter(session, study, *entry)
+    remember_entry(request, study.slug, bundle.id, entry.platform, params)
+    return bundle, entry.platform, secret
 
 
 def fast_enter(request: Request, slug: str, params: Mapping[str, str]) -> tuple[StudyConf, Entered, str] | None:
@@ -191,21 +201,11 @@ def fast_enter(request: Request, slug: str, params: Mapping[str, str]) -> tuple[
     info = hotpath.study(url, slug)
     if info is None:  # no such study: the engine's 404
         return None
-    platform, worker, assignment_id, hit = crowd_params(params)  # 400 for an id past its column
-    secret = browser_secret(request) or secrets.token_urlsafe(32)
-    entered = hotpath.enter(
-        url,
-        info,
-        platform,
-        worker,
-        assignment_id,
-        hit,
-        assignment.browser_hash(secret),
-        assignment.address_pseudonym(client_address(request)),
-    )
+    entry, secret = crowd_entry(request, params)
+    entered = hotpath.enter(url, info, *entry)
     if entered is None:
         return None
-    remember_entry(request, slug, entered.bundle_id, platform, params)
+    remember_entry(request, slug, entered.bundle_id, entry.platform, params)
     return info, entered, secret
 
 
