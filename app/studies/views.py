@@ -971,20 +971,15 @@ async def import_agent(
 
 @router.post("/studies/{study_id}/annotations/import")
 async def import_prior_annotations(
-    request: Request,
-    study_id: Id,
-    source: FormText = "",
-    file: UploadFile = File(None),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
+    request: Request, source: FormText = "", file: UploadFile = File(None), own: Managed = Depends(own_study)
 ) -> Response:
     from app.studies.imports import import_annotations
 
-    study = _study(session, study_id, user)
+    session, study = own.session, own.study
     try:
-        done = import_annotations(session, study, session.merge(user), await read_upload(file), source)
+        done = import_annotations(session, study, session.merge(own.user), await read_upload(file), source)
     except InputError as exc:
-        return _refused(request, Managed(session, user, study), "prior", str(exc))
+        return _refused(request, own, "prior", str(exc))
     return back(
         request,
         f"/studies/{study.id}",
