@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -15,6 +16,7 @@ from app.auth.models import User
 from app.errors import InputError
 from app.kinds.sts import suites
 from app.params import MAX_ID, NOT_BOOL, Id
+from app.web import back
 
 # Numbers in bodies are bounded where they enter (the database's INTEGER range); the services
 # check what each one may be.
@@ -47,6 +49,28 @@ def _flashed(request: Request, holder: dict):
         yield
     except (InputError, ValidationError) as exc:
         holder["error"] = str(exc) if isinstance(exc, InputError) else exc.errors()[0]["msg"]
+
+
+def stored_plays(request: Request, study_id: int, store: Callable[[], dict], stored_as: str, then: str) -> Any:
+    """A play study page's button that stores its plays (as recordings, as people's
+    continuations): how many were stored, which were skipped and why, and what to do next; or
+    why nothing was stored."""
+    out: dict = {}
+    with _answers(), _flashed(request, out):
+        result = store()
+        skipped = [
+            f"{result[k]} {what}"
+            for k, what in (("existing", "stored before"), ("empty", "empty"), ("failed", "unsuccessful"))
+            if result.get(k)
+        ]
+        return back(
+            request,
+            f"/studies/{study_id}",
+            f"Stored {result['created']} plays as {stored_as}"
+            + (f" (skipped: {', '.join(skipped)})" if skipped else "")
+            + f": {then}.",
+        )
+    return back(request, f"/studies/{study_id}", f"Nothing stored: {out['error']}", "error")
 
 
 @dataclass(frozen=True)

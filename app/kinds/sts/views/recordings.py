@@ -13,7 +13,7 @@ from app.auth.deps import db, managed_study, verify_csrf
 from app.auth.models import User
 from app.kinds.sts import play, suites
 from app.kinds.sts.env import get_simulator
-from app.kinds.sts.views.common import Count, _answers, _flashed, researcher
+from app.kinds.sts.views.common import Count, _answers, _flashed, researcher, stored_plays
 from app.params import MAX_ID, NOT_BOOL, UPLOAD, BodyId, FormText, Id, OneOf
 from app.studies.models import Assignment, Item
 from app.studies.views import crowd_bundle
@@ -161,19 +161,10 @@ def record_plays_page(
     user: User = Depends(researcher),
 ):
     """The study page's button: the plays as recordings (as POST /api/v1/sts/recordings/from-study)."""
-    out: dict = {}
-    with _answers(), _flashed(request, out):
-        result = suites.play_recordings(session, user, study_id, only_successes=bool(only_successes))
-        skipped = [
-            f"{result[k]} {what}"
-            for k, what in (("existing", "stored before"), ("empty", "empty"), ("failed", "unsuccessful"))
-            if result[k]
-        ]
-        return back(
-            request,
-            f"/studies/{study_id}",
-            f"Stored {result['created']} plays as recordings"
-            + (f" (skipped: {', '.join(skipped)})" if skipped else "")
-            + ": mine them on a suite's page.",
-        )
-    return back(request, f"/studies/{study_id}", f"Nothing stored: {out['error']}", "error")
+    return stored_plays(
+        request,
+        study_id,
+        lambda: suites.play_recordings(session, user, study_id, only_successes=bool(only_successes)),
+        "recordings",
+        "mine them on a suite's page",
+    )

@@ -12,7 +12,7 @@ from app.auth.deps import db, verify_csrf
 from app.auth.models import User
 from app.kinds.sts import suites
 from app.kinds.sts.study import MAX_AGENTS, MAX_REFERENCE
-from app.kinds.sts.views.common import Place, _answers, _flashed, _version, at_version, researcher
+from app.kinds.sts.views.common import Place, _answers, _flashed, _version, at_version, researcher, stored_plays
 from app.params import MAX_ID, NOT_BOOL, BodyId, FormText, Id, Whole
 from app.studies.services import StudySettings
 from app.web import back, form_number
@@ -223,17 +223,10 @@ def people_continuations_page(
     """The play study page's button: the plays as people's continuations (the API's route)."""
     from app.kinds.sts.people import continuations_from_study
 
-    out: dict = {}
-    with _answers(), _flashed(request, out):
-        result = continuations_from_study(session, user, study_id)
-        skipped = [
-            f"{result[k]} {what}" for k, what in (("existing", "stored before"), ("empty", "empty")) if result[k]
-        ]
-        return back(
-            request,
-            f"/studies/{study_id}",
-            f"Stored {result['created']} plays as continuations of people"
-            + (f" (skipped: {', '.join(skipped)})" if skipped else "")
-            + ": build a study with people among its agents.",
-        )
-    return back(request, f"/studies/{study_id}", f"Nothing stored: {out['error']}", "error")
+    return stored_plays(
+        request,
+        study_id,
+        lambda: continuations_from_study(session, user, study_id),
+        "continuations of people",
+        "build a study with people among its agents",
+    )
