@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, File, HTTPException, Request, UploadFile
 from sqlalchemy.orm import Session
 
-from app.auth.deps import db, managed_study, verify_csrf
+from app.auth.deps import Managed, db, managed_study, verify_csrf
 from app.auth.models import User
 from app.errors import InputError
 from app.kinds.sts.views.common import researcher
@@ -21,6 +21,11 @@ def _sts_study(session: Session, user: User, study_id: int):
     if study.kind != "sts":
         raise HTTPException(404, "not a Standardised Test Suite study")
     return study
+
+
+def own_sts(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> Managed:
+    """The pages' dependency: an STS study the caller may manage (404 otherwise)."""
+    return Managed(session, user, _sts_study(session, user, study_id))
 
 
 def _store_metrics(session: Session, study, data: bytes) -> dict:
@@ -61,16 +66,10 @@ def delete_metric(study_id: Id, name: str, session: Session = Depends(db), user:
 
 
 @router.post("/sts/studies/{study_id}/metrics")
-async def import_metrics_page(
-    request: Request,
-    study_id: Id,
-    file: UploadFile = File(None),
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
-):
-    study = _sts_study(session, user, study_id)
+async def import_metrics_page(request: Request, file: UploadFile = File(None), own: Managed = Depends(own_sts)):
+    study = own.study
     try:
-        metrics = _store_metrics(session, study, await read_upload(file))
+        metrics = _store_metrics(own.session, study, await read_upload(file))
     except InputError as exc:
         return back(request, f"/studies/{study.id}#sts-metrics", f"Metrics not imported: {exc}", "error")
     return back(
@@ -81,13 +80,7 @@ async def import_metrics_page(
 
 
 @router.post("/sts/studies/{study_id}/metrics/delete")
-def delete_metric_page(
-    request: Request,
-    study_id: Id,
-    name: FormText = "",
-    session: Session = Depends(db),
-    user: User = Depends(researcher),
-):
-    study = _sts_study(session, user, study_id)
-    _drop_metric(session, study, name)
+def delete_metric_page(request: Request, name: FormText = "", own: Managed = Depends(own_sts)):
+    study = own.study
+    _drop_metric(own.session, study, name)
     return back(request, f"/studies/{study.id}#sts-metrics", f"Removed the metric {name!r}.")
