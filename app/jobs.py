@@ -348,22 +348,51 @@ def _claim(s: Session, job_id: int, claimable: ColumnElement[bool]) -> bool:
 
 
 # Paths of this machine, as an exception's text may carry them (a file not found): any absolute
-# or home-relative path of two or more parts (not a URL's: no scheme or host before it), and a
-# bare top-level folder of the usual ones.
-# A path may hold spaces ("/srv/my data/blobs/x.csv", issue 26's sixth round): a path runs on
-# across up to three words into one that goes on with a slash, or into a file name with a
-# letter extension right after it ("My Documents/private notes.txt"; not "has version 1.2" nor
-# "loaded with config.yaml", which are the sentence's), and a quoted path is blanked to its
-# closing quote. A last folder after a space ("/srv/My Documents") cannot be told from the
-# sentence's next word.
-_PATH_GOES_ON = (
-    r"(?:(?:[ \t][^\s/'\",:;]+){0,3}[ \t](?![~/.])(?=[^\s'\",:;]*/)[^\s'\",:;]+"
-    r"|[ \t][\w-]+\.[A-Za-z]\w{0,7}(?![\w.]))*"
+# or home-relative path of two or more parts (not a URL's: no scheme or host before it), a
+# bare top-level folder of the usual ones, anything under "~/", and a path relative to the
+# working folder ("./var/blobs", "../../srv"). A path holds any character but a line's end, and
+# may hold spaces ("/srv/my data/blobs/x.csv", "~/My  Documents/Q1, Q2/x.pt", issue 26): it runs
+# on across up to seven words of its line into the last one that goes on with a slash (not a
+# new path, a URL nor a fraction such as 3/4), then into a file name with a letter extension
+# right after a space ("My Documents/private notes.txt"; not "has version 1.2" nor "loaded with
+# config.yaml", which are the sentence's). Punctuation that ends it belongs to the sentence. A
+# last folder or a file name of several words after a space ("/srv/My Documents", "/srv/final
+# model v2.pt") cannot be told from the sentence's next words.
+_PATH_START = re.compile(
+    r"(?<![\w/.~])(?:(?P<alone>~[\w.-]*/\S*|\.{1,2}/\S+|/[^\s/]+/\S*"
+    r"|/(?:home|root|srv|opt|usr|var|tmp|work|app|etc|proc|mnt|data)\b\S*)|/[^\s/]+)"
 )
-_SERVER_PATH = re.compile(
-    r"(?<![\w/.~])(?:~?/[^\s'\",:;)\]/]+/[^\s'\",:;)\]]*"
-    r"|/(?:home|root|srv|opt|usr|var|tmp|work|app|etc|proc|mnt|data)\b)" + _PATH_GOES_ON
-)
+_NEXT_WORD = re.compile(r"[^\S\r\n]+(\S+)")
+_FILE_NAME_AFTER = re.compile(r"[^\S\r\n]+[\w-]+\.[A-Za-z]\w{0,7}(?![\w.])")
+_FRACTION = re.compile(r"[(\[]?\d+(?:\.\d+)?/\d+(?:\.\d+)?[)\].,:;%]*")
+_ENDS_SENTENCE_PART = "'\",:;)]}>.!?"
+_PATH_WORDS = 7
+
+
+def _blank_paths(text: str) -> str:
+    out, at = [], 0
+    for m in _PATH_START.finditer(text):
+        if m.start() < at:  # inside a path already blanked
+            continue
+        end, pos = m.end(), m.end()
+        for _ in range(_PATH_WORDS):  # the last word of the line's next few that goes on with a slash
+            word = _NEXT_WORD.match(text, pos)
+            if word is None or word.group(1)[0] in "~/." or "://" in word.group(1):
+                break
+            pos = word.end()
+            if "/" in word.group(1) and not _FRACTION.fullmatch(word.group(1)):
+                end = pos
+        if end == m.end() and m.group("alone") is None:  # "/api" alone is a word of the sentence
+            continue
+        while name := _FILE_NAME_AFTER.match(text, end):
+            end = name.end()
+        while end > m.start() + 2 and text[end - 1] in _ENDS_SENTENCE_PART:
+            end -= 1
+        out += [text[at : m.start()], "<path>"]
+        at = end
+    return "".join(out) + text[at:]
+
+
 _QUOTED_PATH = re.compile(r"""(['"])(?:~|\.{1,2})?/[^'"\n]+\1""")
 # A file: URL names a path too (the pattern above leaves URLs alone), and a URL's user and
 # password (a database's or a bucket's address in a connection error) are credentials.
@@ -373,7 +402,6 @@ _URL_CREDENTIALS = re.compile(r"\b([a-z][a-z0-9+.-]*://)[^\s/@'\"<>]+@", re.IGNO
 # folder ("./var/blobs", "../../srv"); a query's token or signature, and a libpq keyword
 # connection string's password, are credentials.
 _SQLITE_URL = re.compile(r"\bsqlite(?:\+\w+)?:/{2,}[^\s'\"<>]*", re.IGNORECASE)
-_RELATIVE_PATH = re.compile(r"(?<![\w/.~])\.{1,2}/[^\s'\",:;)\]]+" + _PATH_GOES_ON)
 _QUERY_SECRET = re.compile(
     r"([?&](?:token|access_token|api_key|apikey|key|sig|signature|secret|password|pass|auth)=)[^&#\s'\"<>]+",
     re.IGNORECASE,
@@ -387,8 +415,7 @@ def redact(text: str) -> str:
     text = _URL_CREDENTIALS.sub(r"\1<credentials>@", text)
     text = _DSN_PASSWORD.sub(r"\1<credentials>", _QUERY_SECRET.sub(r"\1<credentials>", text))
     text = _QUOTED_PATH.sub(r"\1<path>\1", text)
-    text = _RELATIVE_PATH.sub("<path>", _SQLITE_URL.sub("<path>", text))
-    return _SERVER_PATH.sub("<path>", _FILE_URL.sub("<path>", text))
+    return _blank_paths(_FILE_URL.sub("<path>", _SQLITE_URL.sub("<path>", text)))
 
 
 def failure_reason(exc: BaseException) -> str:

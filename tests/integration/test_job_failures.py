@@ -139,6 +139,23 @@ def test_failure_reasons_blank_every_server_path():
         ("HTTP 404 for /api/v1/studies/3 from proctor.example.com", "HTTP 404 for <path> from proctor.example.com"),
         ("path ./x/y.json was loaded with config.yaml settings", "path <path> was loaded with config.yaml settings"),
         ("KeyError: '/'", "KeyError: '/'"),
+        # Round 7: no word of a path with spaces is left, whatever its spacing and punctuation,
+        # under "~/", at the root, or more than three words deep...
+        ("load ~/My Documents/x.pt now", "load <path> now"),
+        ("load ~/x.pt now", "load <path> now"),
+        ("load /My Documents/x.pt now", "load <path> now"),
+        ("load /home/me/My  Documents/x.pt now", "load <path> now"),
+        ("load /home/me/My\u00a0Documents/x.pt now", "load <path> now"),
+        ("load /home/me/Q1, Q2/x.pt now", "load <path> now"),
+        ("load /home/me/My:Documents/x.pt now", "load <path> now"),
+        ('load /home/me/My "Docs"/x.pt now', "load <path> now"),
+        ("load /home/me/[old] data/x.pt now", "load <path> now"),
+        ("load /home/me/a b c d e f g/x.pt now", "load <path> now"),
+        ("(/home/me/My Documents/x.pt)", "(<path>)"),
+        # ...and what a sentence holds stays: fractions, a lone slash, a route, the next line
+        ("model /opt/m.pt: expected 3/4 got 1/4", "model <path>: expected 3/4 got 1/4"),
+        ("ratio 1 / 2 of a/b for /api", "ratio 1 / 2 of a/b for /api"),
+        ("read /srv/x.\nthen a/b", "read <path>.\nthen a/b"),
     ):
         assert jobs.failure_reason(ValueError(text)) == shown, text
     assert (
