@@ -63,7 +63,23 @@ def _roles() -> set[str]:
     return {role for kind in all_kinds().values() for role in kind.artifact_roles}
 
 
-@router.post("/agents/{agent_id}/artifacts", status_code=201, tags=["agents"])
+# A TorchScript archive carries its own config: the route refuses one sent with it (422), which
+# the form's schema states (issue 26.8): with `format` torchscript, `config` is blank (what
+# str.strip() empties) or an empty JSON object.
+_BLANK = "[" + NOT_BLANK.removeprefix("[^")
+_JSON_SPACE = r"[ \t\n\r]*"
+NO_CONFIG = {
+    "if": {"properties": {"format": {"const": "torchscript"}}, "required": ["format"]},
+    "then": {"properties": {"config": {"pattern": rf"^(?:{_BLANK}*|{_JSON_SPACE}\{{{_JSON_SPACE}\}}{_JSON_SPACE})$"}}},
+}
+
+
+@router.post(
+    "/agents/{agent_id}/artifacts",
+    status_code=201,
+    tags=["agents"],
+    openapi_extra={"requestBody": {"content": {"multipart/form-data": {"schema": {"allOf": [NO_CONFIG]}}}}},
+)
 async def upload_agent_artifact(
     agent_id: Id,
     role: Annotated[str, Form(), OneOf(_roles)],

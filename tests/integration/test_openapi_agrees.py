@@ -148,3 +148,43 @@ def test_upload_forms_type_their_closed_fields(doc, app, session):
         assert r.status_code == 409 and r.json()["field"] == "role", r.text
         r = c.post(url, data={"role": "pilot", "format": "torchscript"}, files=files)
         assert r.status_code == 422 and r.json()["field"] == "role", r.text
+
+
+def test_a_torchscript_upload_with_a_config_is_refused_as_the_schema_says(doc, app, session):
+    """Issue 26.8 (round 7 of the re-attack): a TorchScript archive carries its own config, so the
+    route refuses one sent with it (422 on `config`), and the form's schema allowed it. The
+    schema now says so: with `format` torchscript, `config` is blank or an empty JSON object."""
+    import io
+    import zipfile
+
+    import jsonschema
+
+    from app.auth.security import create_token
+    from app.studies import services
+
+    body = doc["paths"]["/api/v1/agents/{agent_id}/artifacts"]["post"]["requestBody"]["content"]
+    form = body["multipart/form-data"]["schema"]
+    schema = {"allOf": [_schema(doc, form), {k: v for k, v in form.items() if k != "$ref"}]}
+    valid = jsonschema.Draft202012Validator(schema).is_valid
+    base = {"role": "speaker", "file": "x"}
+    configs = {'{"hidden": 64}': False, "[]": False, "": True, " \n": True, "{}": True, " { } ": True}
+    for config, taken in configs.items():
+        assert valid({**base, "format": "torchscript", "config": config}) == taken, config
+        assert valid({**base, "format": "safetensors", "config": config}), config  # the architecture's to check
+    owner = make_user(session, "researcher")
+    token = create_token(session, owner, "t")
+    agent = services.register_agent(session, owner, "navigation", "a speaker")
+    session.commit()
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as z:  # what the upload checks of an archive's shape
+        z.writestr("m/code/__torch__.py", "")
+        z.writestr("m/data.pkl", "")
+    with TestClient(app, headers={"Authorization": f"Bearer {token}", **JSON}) as c:
+        for config, taken in configs.items():
+            files = {"file": ("m.pt", archive.getvalue(), "application/octet-stream")}
+            data = {"role": "speaker", "format": "torchscript", "config": config}
+            r = c.post(f"/api/v1/agents/{agent.id}/artifacts", data=data, files=files)
+            if taken:
+                assert r.status_code == 201, (config, r.text)
+            else:
+                assert r.status_code == 422 and r.json()["field"] == "config", (config, r.text)
