@@ -11,7 +11,14 @@ from pathlib import Path
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.weak_keys import MAX_WORD_BITS_PER_CHAR, is_pi, word_bits
+from app.weak_keys import (
+    MAX_ENGLISH_BITS,
+    MAX_WORD_BITS_PER_CHAR,
+    constant_in,
+    english_bits,
+    hash_of_a_guess,
+    word_bits,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -142,8 +149,12 @@ def weak_secret_key(key: str) -> str | None:
         return "SECRET_KEY counts (1, 2, 3... or 0, 2, 4...); use a random key"
     if word_bits(key) < MAX_WORD_BITS_PER_CHAR * len(key):
         return "SECRET_KEY is mostly common English words; use a random key"
-    if is_pi(key):
-        return "SECRET_KEY is digits of pi; use a random key"
+    if (english := english_bits(key)) is not None and english < MAX_ENGLISH_BITS:
+        return "SECRET_KEY is mostly English words; use a random key"
+    if constant := constant_in(key):
+        return f"SECRET_KEY is digits of {constant}; use a random key"
+    if hash_ := hash_of_a_guess(key):
+        return f"SECRET_KEY is the {hash_} hash of a word or a common text; use a random key"
     return _weak_encoding(key)
 
 

@@ -6,6 +6,7 @@ character, or the alphabet in both cases."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import secrets
 import string
@@ -61,6 +62,24 @@ PATTERNS = [
     base64.b85encode(b"".join(i.to_bytes(2, "big") for i in range(20))).decode(),
     base64.a85encode(bytes(range(40))).decode(),
     base64.b64encode(b"correcthorsebatterystaple!!").decode(),  # words, shorter than a key, encoded
+    # round 7: e and other constants' digits, words in leetspeak, words outside the list, a
+    # hash's hex digest of a word (with echo's newline too) or of a number
+    "27182818284590452353602874713526624977572470",
+    "2.718281828459045235360287471352662497757247",
+    "14142135623730950488016887242096980785696718",
+    "16180339887498948482045868343656381177203091",
+    "p4ssw0rd-s3cr3t-dr4g0n-m0nk3y-l3tm31n",
+    "P@ssw0rdS3cr3tDr@g0nM0nk3yW3lc0m3",
+    "purple elephants juggle seventeen marshmallows",
+    "PurpleElephantsJuggleSeventeenMarshmallows",
+    "c0rr3ctH0rs3B4tt3ryS74pl3F0r3v3r",
+    hashlib.sha256(b"password").hexdigest(),
+    hashlib.sha256(b"password\n").hexdigest(),
+    hashlib.sha256(b"Proctor").hexdigest().upper(),
+    hashlib.md5(b"secret").hexdigest(),
+    hashlib.sha1(b"admin123").hexdigest(),
+    hashlib.sha512(b"1234").hexdigest(),
+    hashlib.sha256(b"dragon").hexdigest()[:40],
 ]
 
 
@@ -89,6 +108,8 @@ def test_random_keys_are_never_refused_for_a_run_they_happen_to_hold():
         # punctuation only: a separator costs a bit only after the same one (the review's 31%)
         lambda: "".join(secrets.choice("!@#$%^&*()-_=+[]{};:,.") for _ in range(40)),
         lambda: "".join(secrets.choice(string.punctuation) for _ in range(32)),
+        # round 7: letters of both cases (the letter-pair model reads them as English text)
+        lambda: "".join(secrets.choice(string.ascii_letters) for _ in range(32)),
     ):
         # 500 a shape (~3 ms a key): a shape refused 1% of the time fails here 99 times in 100;
         # the calibration itself, 20,000 a shape, is in docs/security.md.
