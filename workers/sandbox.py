@@ -179,6 +179,11 @@ CLONE_THREAD = 0x00010000
 # Processes of the sandbox's user, threads included (RLIMIT_NPROC counts both), on top of those
 # it already has: torch's pools and a few more, never a fork bomb's worth.
 NPROC_HEADROOM = 64
+# Descriptors it may hold, beyond those open when it locks (CUDA's devices): a pipe or an
+# eventfd holds kernel memory that RLIMIT_AS never counts (a page a pipe with a byte in it), so
+# a model that raised its own RLIMIT_NOFILE to the hard limit held 63 MB in 10,000 pipes (issue
+# 26, re-attack round 7); a model opens no file, and its threads need a few.
+MAX_DESCRIPTORS = 256
 # Under a root worker each sandbox runs as a user of its own, SANDBOX_UID_BASE + its pid (pids
 # are unique among live processes), so no model can signal another or use up its threads;
 # where that user cannot be had (a user namespace mapping few ids) it runs as nobody.
@@ -544,7 +549,8 @@ def _to_device(obj, device):
 def _limit(cpu_s: int, memory_mb: int, device: str, uid: int) -> None:
     """From now on: cpu_s more CPU seconds (start-up is not the model's), no more memory than
     memory_mb of address space, no file written, no core dumped, and no more than
-    NPROC_HEADROOM new processes or threads for the user it runs as (`uid`)."""
+    NPROC_HEADROOM new processes or threads for the user it runs as (`uid`), nor more than
+    MAX_DESCRIPTORS descriptors (soft and hard: it cannot raise them)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     spent = int(usage.ru_utime + usage.ru_stime) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (spent + cpu_s, spent + cpu_s + 5))
@@ -552,6 +558,8 @@ def _limit(cpu_s: int, memory_mb: int, device: str, uid: int) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
     nproc = _tasks_of(uid) + NPROC_HEADROOM
     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    descriptors = max(MAX_DESCRIPTORS, len(os.listdir("/proc/self/fd")) + 64)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (descriptors, descriptors))
     if device == "cpu":  # CUDA reserves far more address space than it uses
         resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
 
