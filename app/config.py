@@ -150,7 +150,7 @@ def weak_secret_key(key: str) -> str | None:
     if word_bits(key) < MAX_WORD_BITS_PER_CHAR * len(key):
         return "SECRET_KEY is mostly common English words; use a random key"
     if (english := english_bits(key)) is not None and english < MAX_ENGLISH_BITS:
-        return "SECRET_KEY is mostly English words; use a random key"
+        return "SECRET_KEY reads as English words, or pronounceable made-up ones; use a random key"
     if constant := constant_in(key):
         return f"SECRET_KEY is digits of {constant}; use a random key"
     if hash_ := hash_of_a_guess(key):
