@@ -353,7 +353,8 @@ def _claim(s: Session, job_id: int, claimable: ColumnElement[bool]) -> bool:
 # working folder ("./var/blobs", "../../srv"). A path holds any character but a line's end, and
 # may hold spaces ("/srv/my data/blobs/x.csv", "~/My  Documents/Q1, Q2/x.pt", issue 26): it runs
 # on across up to seven words of its line into the last one that goes on with a slash (not a
-# new path, a URL nor a fraction such as 3/4), then into a file name with a letter extension
+# new path, a URL nor a fraction such as 3/4; not past a colon or semicolon ending a word, which
+# ends a clause: "x.csv: expected JSON/CSV"), then into a file name with a letter extension
 # right after a space ("My Documents/private notes.txt"; not "has version 1.2" nor "loaded with
 # config.yaml", which are the sentence's). Punctuation that ends it belongs to the sentence. A
 # last folder or a file name of several words after a space ("/srv/My Documents", "/srv/final
@@ -376,6 +377,8 @@ def _blank_paths(text: str) -> str:
             continue
         end, pos = m.end(), m.end()
         for _ in range(_PATH_WORDS):  # the last word of the line's next few that goes on with a slash
+            if text[pos - 1] in ":;":  # "x.csv: expected JSON/CSV": the sentence's clause
+                break
             word = _NEXT_WORD.match(text, pos)
             if word is None or word.group(1)[0] in "~/." or "://" in word.group(1):
                 break

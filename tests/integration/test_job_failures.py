@@ -156,6 +156,8 @@ def test_failure_reasons_blank_every_server_path():
         ("model /opt/m.pt: expected 3/4 got 1/4", "model <path>: expected 3/4 got 1/4"),
         ("ratio 1 / 2 of a/b for /api", "ratio 1 / 2 of a/b for /api"),
         ("read /srv/x.\nthen a/b", "read <path>.\nthen a/b"),
+        ("could not read /srv/x.csv: expected JSON/CSV", "could not read <path>: expected JSON/CSV"),
+        ("model /srv/m.pt; see docs/agents.md", "model <path>; see docs/agents.md"),
     ):
         assert jobs.failure_reason(ValueError(text)) == shown, text
     assert (
