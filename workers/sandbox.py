@@ -52,6 +52,10 @@ MAX_MESSAGE = 512 << 20  # what either side reads in one message (the model's by
 # plain values (a vocabulary, a version) within ANSWER_FLOOR.
 ANSWER_FLOOR = 4 << 20
 ANSWER_FRAMING = 64 << 10
+# Objects and arrays an answer's header may hold, counted by their opening brackets before it is
+# decoded: a tensor is two ({"t", "shape": [...]}), and an answer has at most 10,000 of them. A
+# 4 MB header of 290,000 empty lists made the worker hold 131 MB (issue 26, re-attack round 7).
+MAX_HEADER_CONTAINERS = 50_000
 WIDEST_DTYPE = max(np.dtype(d).itemsize for d in ("float32", "float64", "int64"))
 # Numbers from statmount (457, Linux 6.8) to the end of the common table (x32's start at 512).
 FIRST_UNKNOWN_SYSCALL, LAST_SYSCALL = 457, 511
@@ -286,7 +290,10 @@ def _read(read, limit: int = MAX_MESSAGE, header_limit: int | None = None) -> tu
     if n_head > min(limit, header_limit or limit) or n_bufs > 10_000:
         raise SandboxError("the model's process sent an answer over the size limit")
     total = n_head
-    header = json.loads(_read_exact(read, n_head))
+    head = _read_exact(read, n_head)
+    if header_limit is not None and head.count(b"{") + head.count(b"[") > MAX_HEADER_CONTAINERS:
+        raise SandboxError("the model's process sent an answer over the size limit")
+    header = json.loads(head)
     bufs = []
     for _ in range(n_bufs):
         (size,) = struct.unpack("<Q", _read_exact(read, 8))

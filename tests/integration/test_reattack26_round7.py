@@ -4,6 +4,8 @@
   containers) and fill pipes, a page of kernel memory apiece that its address-space limit
   never sees: 9,997 pipes held 63 MB of the machine's memory here, and a million descriptors
   would hold gigabytes.
+- An answer's JSON header within its 4 MB floor could still hold 290,000 empty lists, which the
+  worker decoded into 131 MB (tracemalloc: about 100 MB of Python objects).
 
 This module is also the probe's loader (`tests.integration.test_reattack26_round7:load`),
 imported in the sandboxed child before the lock, as native code in an archive would be.
@@ -39,6 +41,12 @@ class Round7Probe(Probe):
             for fd in made:
                 os.close(fd)
         return [len(made) // 2, 0]
+
+    def lists(self, n: int):
+        return [[] for _ in range(n)]
+
+    def words(self, n: int):
+        return [f"w{i}" for i in range(n)]
 
     def raise_nofile(self):
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -89,3 +97,21 @@ def test_a_model_cannot_hold_kernel_memory_in_descriptors(sandbox):
     # memfd_create works (torch may use it) but holds nothing: no file grows past 0 bytes.
     assert sandbox.call("memfd", 1 << 30) == [0, errno.EFBIG, errno.EFBIG, errno.EFBIG]
     assert sandbox.call("pid") > 0  # the model still answers
+
+
+@needs_sandbox
+def test_a_header_of_many_small_objects_is_refused_before_it_is_decoded(sandbox):
+    import tracemalloc
+
+    from workers.sandbox import SandboxError
+
+    assert len(sandbox.call("words", 50_000)) == 50_000  # a large vocabulary is one list
+    assert len(sandbox.call("lists", 20_000)) == 20_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(SandboxError, match="over its size limit"):
+            sandbox.call("lists", 290_000)  # 4 MB of {"list": []}: under the floor in bytes
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, peak  # the header's bytes, not its objects
