@@ -117,7 +117,7 @@ def word_bits(key: str) -> float:
 
 
 # A run of this many digits of a constant is no chance: a random one is in the first 4,000
-# digits of one of the five with odds of about 1 in 10^11 (str() of an int stops at 4,300 digits).
+# digits of one of the six with odds of about 1 in 10^11 (str() of an int stops at 4,300 digits).
 CONSTANT_RUN = 16
 DIGITS = 4_000
 
