@@ -71,7 +71,7 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
     # Hexagons's demo needs the released data beside the checkout (never copied into it), and
     # makes a description study beside its execution study.
     hexagons = ("hexagons",) if (ROOT.parent / "shared" / "data" / "hexagons" / "dev.jsonl").exists() else ()
-    _check_demo_links(out.stdout, env["DATABASE_URL"], 8 + 2 * len(hexagons), "http://127.0.0.1:8000")
+    _check_demo_links(out.stdout, env["DATABASE_URL"], 9 + 2 * len(hexagons), "http://127.0.0.1:8000")
     with get_sessionmaker(env["DATABASE_URL"])() as s:
         study = s.scalar(select(Study).where(Study.kind == "tom"))
         assert study.state == "live"
@@ -115,16 +115,17 @@ def test_demo_seeds_a_live_study_with_a_leaderboard(tmp_path):
     # another port, and with BASE_URL set, the links follow.
     again = run_cli("demo", "--no-serve", "--port", "8100", env=env)
     assert again.returncode == 0
-    _check_demo_links(again.stdout, env["DATABASE_URL"], 8 + 2 * len(hexagons), "http://127.0.0.1:8100")
+    _check_demo_links(again.stdout, env["DATABASE_URL"], 9 + 2 * len(hexagons), "http://127.0.0.1:8100")
     behind = run_cli("demo", "--no-serve", env={**env, "BASE_URL": "https://proctor.example.org"})
-    _check_demo_links(behind.stdout, env["DATABASE_URL"], 8 + 2 * len(hexagons), "https://proctor.example.org")
+    _check_demo_links(behind.stdout, env["DATABASE_URL"], 9 + 2 * len(hexagons), "https://proctor.example.org")
     with get_sessionmaker(env["DATABASE_URL"])() as s:
         kinds = sorted(s.scalars(select(Study.kind)).all())
         # One per kind; Hexagons has a description study beside its execution study, STS a
         # side-by-side study and the play study of its human row beside its single one, and
-        # navigation a side-by-side study (followed) beside its following study.
+        # navigation a side-by-side study (followed) beside its following study, and A3DS an
+        # adaptive ranking study beside its reference game.
         assert kinds == sorted(
-            ["navigation", "navigation", "sts", "sts", "sts", "tom", "wordcount", "a3ds", *hexagons, *hexagons]
+            ["navigation", "navigation", "sts", "sts", "sts", "tom", "wordcount", "a3ds", "a3ds", *hexagons, *hexagons]
         )
         if hexagons:
             desc = s.scalar(select(Study).where(Study.title == "Demo: Hexagons description"))
@@ -505,9 +506,10 @@ def test_the_demo_leaderboards_of_sts_a3ds_and_hexagons_have_figures(session):
     from app.leaderboards.service import compute
 
     made = seed(session)["studies"]
+    from app.kinds.a3ds import RANKING_TITLE
     from app.kinds.sts.demo import PAIRS_TITLE
 
-    studies = {s.kind: s for s in made if s.title not in ("Demo: Hexagons description", PAIRS_TITLE)}
+    studies = {s.kind: s for s in made if s.title not in ("Demo: Hexagons description", PAIRS_TITLE, RANKING_TITLE)}
     for kind in ("sts", "a3ds", "hexagons"):
         if kind not in studies:  # Hexagons: only where its released data lies beside the checkout
             assert kind == "hexagons"

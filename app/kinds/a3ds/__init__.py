@@ -265,8 +265,13 @@ class ReferenceGame(TaskKind):
                 "annotations_per_item": 2,
                 "instructions": self.default_instructions,
             },
-            "simulate": _demo_listeners,
+            "simulate": _demo_simulate,
         }
+
+
+def _demo_simulate(session, study, researcher) -> None:
+    _demo_listeners(session, study, researcher)
+    _demo_ranking(session, researcher)
 
 
 def _demo_listeners(session, study, researcher) -> None:
@@ -281,6 +286,69 @@ def _demo_listeners(session, study, researcher) -> None:
             return {"choice": target if rng.random() < accuracy else ("2" if target == "1" else "1")}
 
         simulate_task(session, study, f"demo-listener-{i + 1}", answer, 6.0, seed=i)
+
+
+# The demo's adaptive ranking study (issue 29: plan, adapt, stop): three speakers of clearly
+# different quality on the same picture pairs, enough pairs that the clearest comparison
+# settles within the seeded judgements while the others are still open. (The A3DS demo above,
+# 6 picture pairs, is too small for any comparison to settle: a clean split needs about 18.)
+RANKING_TITLE = "Demo: A3DS adaptive ranking"
+RANKING_DESIGN = {
+    "pairs": {"z": {"1": 20, "2": 20, "3": 20}},
+    "speakers": ["contrastive", "literal", "short"],
+    "seed": 3,
+}
+# Simulated listeners' accuracy per speaker (stated, not read from the caption): the contrastive
+# caption names what tells the pictures apart; the literal one names all six features, and a
+# listener loses the thread; the short one often fits both pictures ("can't tell": a miss).
+RANKING_ACCURACY = {"contrastive": 0.95, "literal": 0.6, "short": 0.25}
+# Judgements seeded: 40 of the 60 picture pairs, each captioned by the three speakers (one
+# valid listener a caption counts); the rest are left for the researcher trying the demo.
+RANKING_LISTENERS, RANKING_BUNDLE = 10, 12
+
+
+def _demo_ranking(session, researcher):
+    """The adaptive ranking study, live, with its simulated listeners: after each one the
+    priorities are refreshed as the sweeper would, so the judgements go where the ranking is
+    open. Made once (by title)."""
+    import json
+
+    from sqlalchemy import select
+
+    from app.demo import simulate_task
+    from app.leaderboards import adaptive
+    from app.studies import services
+    from app.studies.models import Study
+
+    if session.scalar(select(Study.id).where(Study.title == RANKING_TITLE)):
+        return None
+    settings = services.StudySettings(
+        title=RANKING_TITLE,
+        annotations_per_item=1,
+        bundle_size=RANKING_BUNDLE,
+        gold_rate=0.0,
+        redirect_url="https://app.prolific.com/submissions/complete?cc=DEMO",
+        instructions=KIND.default_instructions,
+        adaptive=True,
+    )
+    study = services.create_study(
+        session, researcher, KIND.name, settings, json.dumps(RANKING_DESIGN).encode(), "design"
+    )
+    services.set_state(session, study, "live", researcher)
+    adaptive.refresh_study(session, study)
+    session.commit()
+    for i in range(RANKING_LISTENERS):
+
+        def answer(item, rng):
+            ref = item.reference
+            if rng.random() < RANKING_ACCURACY[ref["captioner"]]:
+                return {"choice": str(ref["target"])}
+            return {"choice": rng.choice(["none", str(3 - ref["target"])])}
+
+        simulate_task(session, study, f"demo-ranker-{i + 1}", answer, 6.0, seed=100 + i)
+        adaptive.refresh_study(session, study)
+        session.commit()
+    return study
 
 
 KIND = ReferenceGame()
