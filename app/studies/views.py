@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import secrets
 import uuid
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Annotated, Any, cast
@@ -686,6 +687,7 @@ def _study_page(
         adaptive_offered=services.adaptive_offered(get_kind(study.kind), study.kind_settings),
         comprehension_text=comprehension.as_text(study.comprehension),
         auto_pause=_auto_pause_card(session, study),
+        plan_defaults=_plan_defaults(session, study),
         **get_kind(study.kind).study_context(session, study),
         progress=assignment.progress(session, study),
         prolific={**panel(session, study, user), "quote": prolific_quote},
@@ -923,6 +925,37 @@ def _auto_pause_card(session: Session, study: Study) -> dict[str, Any] | None:
         for b in names[i + 1 :]
     ]
     return {**now, "choices": choices}
+
+
+def _plan_defaults(session: Session, study: Study) -> dict[str, Any] | None:
+    """The study page's plan card (issue 29.1, for a study running): the plan's form filled
+    with this study's own figures, each agent's score so far (its units' first values, as the
+    settled table counts them; 0.5 with none yet), items per agent and annotations per item,
+    so that "Plan" says what the study as it stands can separate. None where the kind ranks
+    fewer than two agents."""
+    from app.leaderboards.ranking import item_agents
+
+    kind = get_kind(study.kind)
+    ranking = kind.ranking_for(study.kind_settings)
+    if ranking is None:
+        return None
+    owners = Counter(a for a in item_agents(session, study, ranking).values() if a is not None)
+    names = sorted(owners)
+    if not 2 <= len(names) <= 20:
+        return None
+    got = kind.ranking_arrivals(session, study) or {}
+    scores = []
+    for name in names:
+        first: dict[Any, float] = {}
+        for _, unit, value in got.get(name, []):
+            first.setdefault(unit, value)
+        scores.append(sum(first.values()) / len(first) if first else 0.5)
+    return {
+        "agents": names,
+        "scores": ", ".join(f"{x:.2f}" for x in scores),
+        "per_agent": max(owners.values()),
+        "annotations": study.annotations_per_item,
+    }
 
 
 @router.post("/studies/{study_id}/auto-pause")

@@ -36,8 +36,21 @@ def test_the_demo_ranking_settles_one_comparison_and_stops_on_a_marked_one(clien
     assert any(v.startswith("contrastive above short, settled after") for v in verdicts), verdicts
     assert sum(v.startswith("open after") for v in verdicts) == 2, verdicts
 
-    # The study page: adaptive allocation on, and a box for each of the three comparisons.
+    # The study page: the plan card filled with the study's own figures (each speaker's score
+    # so far, its 60 picture pairs, one annotation each), whose plan answers in place...
     page = client.get(f"/studies/{study.id}").text
+    card = page[page.index('<section class="card" id="plan">') :]
+    card = card[: card.index("</section>")]
+    assert "contrastive, literal, short, in that order" in card
+    scores = [float(x) for x in re.search(r'id="plan-scores" value="([^"]+)"', card)[1].split(",")]
+    assert scores[0] > 0.85 and scores[2] < 0.4 and scores[0] > scores[1] > scores[2], scores
+    assert 'name="items" type="number" min="2" value="60"' in card
+    assert 'name="annotations" type="number" min="1" value="1"' in card
+    fields = dict(re.findall(r'<input (?:type="hidden" )?name="(\w+)"[^>]* value="([^"]*)"', card))
+    assert fields["kind"] == "a3ds" and fields["scores"] == ", ".join(f"{x:.2f}" for x in scores)
+    planned = client.post("/studies/new/plan", data=fields)
+    assert planned.status_code == 200 and 'id="plan-table"' in planned.text, planned.text
+    # ...adaptive allocation on, and a box for each of the three comparisons.
     assert re.search(r'id="adaptive-on" checked', page)
     assert 'id="auto-pause"' in page and page.count('name="pair"') == 3
 
