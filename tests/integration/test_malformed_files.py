@@ -141,8 +141,12 @@ KINDS = sorted(all_kinds())
 
 
 def _counts(session) -> dict[str, int]:
+    """Every table's row count, in one statement: read after each of the ~1,000 uploads, one
+    query a table cost ~30 ms a read on PostgreSQL."""
     session.expire_all()
-    return {t.name: session.scalar(select(func.count()).select_from(t)) for t in Base.metadata.sorted_tables}
+    tables = Base.metadata.sorted_tables
+    counts = select(*(select(func.count()).select_from(t).scalar_subquery().label(t.name) for t in tables))
+    return dict(session.execute(counts).one()._mapping)
 
 
 def _fill(path: str, ids: dict[str, int]) -> str:
