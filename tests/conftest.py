@@ -330,10 +330,11 @@ def pytest_sessionstart(session):
 # PROCTOR_TEST_BACKENDS=sqlite (or postgresql) narrows the matrix; `make mutants` runs the
 # SQLite pass this way and the PostgreSQL-only engine paths in a second pass.
 BACKENDS = [b for b in os.environ.get("PROCTOR_TEST_BACKENDS", "sqlite,postgresql").split(",") if b]
-# A module marked `pytest.mark.backend_agnostic("why")` runs its database tests on SQLite only:
-# what it checks (forms, messages, permissions, files, pages) goes through the ORM the same way
-# on both, and the modules where the backend matters (the engine, the hot path, totals and
-# triggers, rejection races, crowd integrity, migrations, leaderboards, row locks) stay on both.
+# A module or a test marked `pytest.mark.backend_agnostic("why")` runs its database tests on
+# SQLite only: what it checks (forms, messages, permissions, files, pages) goes through the ORM
+# the same way on both, and the modules where the backend matters (the engine, the hot path,
+# totals and triggers, rejection races, crowd integrity, migrations, leaderboards, row locks)
+# stay on both.
 # PROCTOR_TEST_ALL_BACKENDS=1 runs those modules on both backends again.
 ALL_BACKENDS = os.environ.get("PROCTOR_TEST_ALL_BACKENDS", "") not in ("", "0")
 

@@ -1,8 +1,10 @@
-"""Hexagons executors (docs/kinds/hexagons.md, "Executors"), on both backends: uploads checked by
+"""Hexagons executors (docs/kinds/hexagons.md, "Executors"): uploads checked by
 the sandboxed `hexagons.validate` job, a tiny executor trained here run over a study's
 procedures by the `hexagons.generate` job (from the gold previous board and from its own), its
 outputs on the leaderboard, cancel and retry, refusals that name the field, and the training
-command."""
+command. The run to the leaderboard and the cancelled and retried run (stored once) on both
+backends; the uploads, refusals, page and training job, which store rows through the ORM as
+test_agent_artifacts.py's and test_generation.py's do, on SQLite only (SQLITE_ONLY)."""
 
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from workers.sandbox import sandbox_available
 
 pytestmark = pytest.mark.skipif(sandbox_available() is not None, reason=f"no model sandbox here: {sandbox_available()}")
 
+SQLITE_ONLY = pytest.mark.backend_agnostic("model uploads, refusals and pages, as test_agent_artifacts.py")
 BLANK = [0] * 180
 COLOURS = ("white", "black", "yellow", "green", "red", "blue", "purple", "orange")
 
@@ -140,6 +143,7 @@ def valid_executor(client, session, owner, trained, name: str = "gru") -> tuple[
     return agent_id, got["id"]
 
 
+@SQLITE_ONLY
 def test_validation_refuses_a_bad_executor_and_accepts_a_trained_one(client, session, researcher, trained):
     agent_id = agent_of(session, researcher, "uploads")
     assert upload(client, agent_id, scripted(WrongShape()), "torchscript").status_code == 201
@@ -168,6 +172,7 @@ def test_validation_refuses_a_bad_executor_and_accepts_a_trained_one(client, ses
     assert got[5]["state"] == "valid" and got[5]["verdict"].startswith("executor: execute() ran on 4 steps")
 
 
+@SQLITE_ONLY
 def test_a_config_that_is_not_an_executor_is_refused_at_upload_naming_the_field(client, session, researcher, trained):
     agent_id = agent_of(session, researcher, "configs")
     weights = save_safetensors(trained.state_dict())
@@ -263,6 +268,7 @@ def test_a_run_can_be_cancelled_and_a_retried_run_stores_nothing_twice(client, s
     assert "4 stored" in client.get(f"/api/v1/hexagons/generations/{run}").json()["log"]
 
 
+@SQLITE_ONLY
 def test_bad_requests_are_refused_naming_the_field(client, session, researcher, trained):
     study = services.create_study(
         session, researcher, "hexagons", services.StudySettings(title="Refusals"), jsonl(range(40, 42)), "procedures"
@@ -297,6 +303,7 @@ def test_bad_requests_are_refused_naming_the_field(client, session, researcher, 
     assert len(session.scalars(select(jobs.Job).where(jobs.Job.task == "hexagons.generate")).all()) == 1
 
 
+@SQLITE_ONLY
 def test_the_study_page_starts_and_shows_runs(client, session, trained):
     owner = make_user(session, "researcher")
     session.commit()
@@ -369,6 +376,7 @@ def test_the_training_command_writes_an_uploadable_executor_and_reports_scores(t
     assert r.exit_code != 0 and "no train.jsonl" in r.output
 
 
+@SQLITE_ONLY
 def test_training_as_a_job_uploads_a_new_version_of_the_agents_executor(client, session, researcher, tmp_path):
     for split, indices in (("train", range(0, 8)), ("dev", range(8, 10))):
         (tmp_path / f"{split}.jsonl").write_bytes(jsonl(indices))

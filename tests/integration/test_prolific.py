@@ -1,7 +1,9 @@
 """Prolific from inside Proctor, against a local fake of Prolific's API (tests/fakes/prolific.py,
 on loopback; the real service is never called): the token kept sealed, a study priced, made
 and published, the review queue's decisions carried to its submissions, bonuses paid once
-whatever fails between the steps, and `proctor prolific check`. On SQLite and PostgreSQL."""
+whatever fails between the steps, and `proctor prolific check`. On SQLite and PostgreSQL, but
+for the tests marked SQLITE_ONLY (a token, a study made and published, the pages' forms):
+one call to the fake after another, nothing that two transactions could race on."""
 
 from __future__ import annotations
 
@@ -20,6 +22,9 @@ from tests.conftest import create_tom_study, make_user
 from tests.fakes.prolific import FakeProlific, Served
 
 TOKEN = "prolific-token-" + "s3cret" * 4
+# The payments, reviews, reclaimed slots and comprehension attempts stay on both backends: what
+# is paid or counted once, whatever fails between the steps, rests on their transactions.
+SQLITE_ONLY = pytest.mark.backend_agnostic("calls to the fake one after another, no race")
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +87,7 @@ def _arrive(w, fake, prolific_id: str, participant: str) -> str:
     return sub
 
 
+@SQLITE_ONLY
 def test_token_is_checked_and_kept_sealed(world, fake):
     r = _api(world, "PUT", "/prolific/token", json={"token": "not-a-token-prolific-knows"})
     assert r.status_code == 422 and "does not accept" in r.json()["detail"]
@@ -101,6 +107,7 @@ def test_token_is_checked_and_kept_sealed(world, fake):
     ]
 
 
+@SQLITE_ONLY
 def test_token_sealed_under_another_key_is_refused_plainly(world, fake, monkeypatch):
     _api(world, "PUT", "/prolific/token", json={"token": TOKEN})
     from app.config import get_settings
@@ -111,12 +118,14 @@ def test_token_sealed_under_another_key_is_refused_plainly(world, fake, monkeypa
     assert r.status_code == 409 and "store the token again" in r.json()["detail"]
 
 
+@SQLITE_ONLY
 def test_nothing_without_a_token(world, fake):
     r = _api(world, "POST", f"/studies/{world['study'].id}/prolific/cost", json={"reward_cents": 150, "places": 20})
     assert r.status_code == 409 and "no Prolific token" in r.json()["detail"]
     assert fake.calls == []
 
 
+@SQLITE_ONLY
 def test_study_priced_made_and_published(world, fake):
     study = world["study"]
     _api(world, "PUT", "/prolific/token", json={"token": TOKEN})
@@ -141,6 +150,7 @@ def test_study_priced_made_and_published(world, fake):
     assert r.status_code == 409 and "Prolific refused" in r.json()["detail"]  # it is active already
 
 
+@SQLITE_ONLY
 def test_publishing_a_draft_study_is_refused(world, fake, session):
     study = world["study"]
     from app.studies import services
@@ -256,6 +266,7 @@ def test_a_new_bonus_waits_for_an_unsettled_one(world, fake):
     assert r.status_code == 409 and "not settled" in r.json()["detail"]
 
 
+@SQLITE_ONLY
 def test_prolific_check_command(fake, monkeypatch, world):
     from app.cli import main
 
@@ -319,6 +330,7 @@ def _flash(w, path: str) -> str:
     return w["client"].get(path).text
 
 
+@SQLITE_ONLY
 def test_study_page_prices_publishes_pauses_and_resumes(world, fake, session):
     from tests.conftest import login
 
@@ -607,6 +619,7 @@ def test_hooks_free_a_returned_slot_at_once_and_once(world, fake, session):
     assert r.status_code == 404
 
 
+@SQLITE_ONLY
 def test_hooks_and_allow_list_from_the_study_page(world, fake, session):
     from tests.conftest import login
 

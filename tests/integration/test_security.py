@@ -1,6 +1,7 @@
-"""Security properties as a worker, a researcher and an outsider meet them, on SQLite and
-PostgreSQL: no gold or agent leaks to workers, no reach into others' work, CSRF, escaping,
-password hashing, signed sessions, rate limits and upload limits."""
+"""Security properties as a worker, a researcher and an outsider meet them: no gold or agent
+leaks to workers and no reach into others' work (the queries that keep them out, on SQLite and
+PostgreSQL), CSRF, escaping, password hashing, signed sessions, rate limits and upload limits
+(decided before or beside any query: SQLITE_ONLY)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from tests.conftest import ROOT, consent_version_of, create_tom_study, csrf_of, 
 
 FIXTURE = ROOT / "tests" / "fixtures" / "tom" / "questions.csv"
 AGENT_NAMES = ("zeta-oracle-agent", "quokka-baseline-agent")
+SQLITE_ONLY = pytest.mark.backend_agnostic("request checks made before or beside any query")
 
 
 @pytest.fixture(autouse=True)
@@ -308,6 +310,7 @@ def test_worker_cannot_answer_someone_elses_assignment(app, session, gold_study)
 # --------------------------------------------------------------------------------------------
 
 
+@SQLITE_ONLY
 def test_cookie_form_posts_need_the_csrf_token(app, client, session, owner, gold_study):
     study = gold_study
     token = login(client, owner)
@@ -383,6 +386,7 @@ def _script_csv() -> bytes:
     return out.getvalue().encode("utf-8")
 
 
+@SQLITE_ONLY
 def test_item_text_is_escaped_on_the_worker_page(app, client, session, owner):
     study = create_tom_study(
         session, owner, _script_csv(), bundle_size=3, gold_rate=0.0, title="<script>alert('title')</script> study"
@@ -406,6 +410,7 @@ def test_item_text_is_escaped_on_the_worker_page(app, client, session, owner):
         assert "<script>alert('title')" not in listing and "&lt;script&gt;alert(" in listing
 
 
+@SQLITE_ONLY
 def test_passwords_are_stored_as_argon2_hashes(client, session):
     user = make_user(session, "researcher", password="correct horse battery")
     session.expire_all()
@@ -421,6 +426,7 @@ def test_passwords_are_stored_as_argon2_hashes(client, session):
     assert client.get("/studies", follow_redirects=False).status_code == 200
 
 
+@SQLITE_ONLY
 def test_login_never_redirects_off_site(client, session):
     user = make_user(session, "researcher")
     for target in (
@@ -448,6 +454,7 @@ def _session_cookie(client):
     return next(c for c in client.cookies.jar if c.name == "proctor_session")
 
 
+@SQLITE_ONLY
 def test_session_cookie_is_signed(app, client, session):
     from itsdangerous import TimestampSigner
 
@@ -489,6 +496,7 @@ def _set(monkeypatch, **env) -> None:
     get_settings.cache_clear()
 
 
+@SQLITE_ONLY
 def test_entry_requests_are_rate_limited_per_client(app, client, session, owner, monkeypatch):
     study = create_tom_study(session, owner, bundle_size=3)
     _set(monkeypatch, RATE_LIMIT_ENTRY=3)
@@ -505,6 +513,7 @@ def test_entry_requests_are_rate_limited_per_client(app, client, session, owner,
         assert r.status_code == 303
 
 
+@SQLITE_ONLY
 def test_uploads_over_the_size_limit_are_refused(app, client, session, owner, monkeypatch):
     study = create_tom_study(session, owner, bundle_size=3)
     agent = services.register_agent(session, owner, "tom", "size-agent")
