@@ -156,12 +156,19 @@ def _fill(path: str, ids: dict[str, int]) -> str:
 BIG = "123456789012345678901234567890"
 
 
+@functools.cache
+def _demo(kind_name: str) -> dict:
+    """A kind's `demo()` material, made once in the module (navigation's builds its houses:
+    ~1 s, and each test needs it twice, on each backend)."""
+    return all_kinds()[kind_name].demo() or {}
+
+
 def _sample_cases(kind) -> tuple[str, bytes, dict[str, bytes]]:
     """(format, a file the kind accepts, malformed variants of it) from the kind's `demo()`
     material, when it has a file of items: the value cases then reach the importer's checks
     instead of stopping at a missing field. The first number becomes NaN or a 30-digit
     integer, the first text an object, and the first record is repeated."""
-    demo = kind.demo() or {}
+    demo = _demo(kind.name)
     if not demo.get("items") or demo.get("format") not in kind.item_formats:
         return "", b"", {}
     text = demo["items"].decode("utf-8")
@@ -203,8 +210,8 @@ def test_malformed_files_are_refused_by_every_upload(kind_name, app, session):
     agent = services.register_agent(session, researcher, kind.name, "malformed-agent")
     session.commit()
     fmt, good, samples = _sample_cases(kind)
-    if samples and kind.demo().get("setup"):
-        kind.demo()["setup"](session)  # e.g. the building the sample's paths are in
+    if samples and _demo(kind.name).get("setup"):
+        _demo(kind.name)["setup"](session)  # e.g. the building the sample's paths are in
         session.commit()
     ids = {"study_id": study.id, "agent_id": agent.id}
     headers = {"Authorization": f"Bearer {token}"}
