@@ -190,8 +190,7 @@ def test_sts_ranks_nobody_on_too_few_shared_scenarios_and_says_why(client, sessi
 # ---- 2: Spearman's p over three agents is exact ------------------------------------------------
 
 
-def test_sts_correlation_over_three_agents_prints_the_exact_p(client, session):
-    _, _, tables = _sts_tables(session)
+def _check_the_correlation_over_three_agents_prints_the_exact_p(tables) -> None:
     (row,) = tables["sts_correlation"]["rows"]
     assert row["agents"] == 3
     # Over 3 agents the smallest possible two-sided p is 1/3 (2 of the 3! orderings are as
@@ -206,8 +205,11 @@ def test_sts_correlation_over_three_agents_prints_the_exact_p(client, session):
 # ---- 7 and 10: the STS table's blanks, corrections and formats ---------------------------------
 
 
-def test_sts_cells_say_what_they_are(client, session):
+def test_sts_correlation_and_cells_say_what_they_are(client, session):
+    """Sections 2, 7 and 10 on one three-agent study: making it and marking every item
+    through the engine is most of the time, and both checks read the same study."""
     owner, study, tables = _sts_tables(session)
+    _check_the_correlation_over_three_agents_prints_the_exact_p(tables)
     agents = tables["sts_agents"]
     # One format for time to completion: every median a float ("4.000", never "4" beside it).
     assert all(r["ttc"] is None or isinstance(r["ttc"], float) for r in agents["rows"])
