@@ -263,24 +263,26 @@ def pytest_xdist_node_collection_finished(node, ids):
 
 
 # Seconds each slow file took on two cores (`--junitxml` of a whole `make test`, 2026-11-28);
-# other files are counted from their number of tests. Under pytest-xdist the files go out
-# longest first (scripts/test.sh turns off xdist's own order, most tests first, which sent the
-# one-test files of a minute each out last, to one worker while the other sat idle).
+# the role table, malformed files, demo, concurrency and leaderboard reading from the evening run
+# of 2026-11-29 (docs/testing.md), scaled by what issue 27.6's cuts took off each (their files
+# timed before and after, back to back); other files are counted from their number of tests.
+# Under pytest-xdist the files go out longest first (scripts/test.sh turns off xdist's own
+# order, most tests first, which sent the one-test files of a minute each out last, to one
+# worker while the other sat idle).
 SLOW_FILES = {
-    "test_cli_demo.py": 99,
+    "test_malformed_files.py": 80,
     "test_broker_outage.py": 78,
-    "test_malformed_files.py": 76,
-    "test_leaderboard_reading.py": 74,
-    "test_api_roles.py": 54,
+    "test_api_roles.py": 76,
+    "test_cli_demo.py": 75,
+    "test_concurrency.py": 56,
     "test_documented_commands.py": 54,
     "test_faults.py": 52,
     "test_sts_policies.py": 48,
-    "test_concurrency.py": 46,
+    "test_leaderboard_reading.py": 45,
     "test_bench_gpu.py": 44,
     "test_sandbox.py": 39,
     "test_sections_sampled.py": 37,
     "test_review_order.py": 34,
-    "test_hex_executors.py": 33,
     "test_coverage.py": 32,
     "test_secrets.py": 32,
     "test_sts_blind.py": 30,
@@ -299,6 +301,7 @@ SLOW_FILES = {
     "test_agent_artifacts.py": 25,
     "test_preview.py": 25,
     "test_dawid_skene_kinds.py": 25,
+    "test_hex_executors.py": 16,
 }
 PER_TEST_S = {"unit": 0.05, "integration": 0.3, "browser": 1.5}
 
