@@ -186,6 +186,23 @@ def message_worker(
     return {"worker_id": body.worker_id.strip(), "sent": True}
 
 
+@router.get("/studies/{study_id}/prolific/workers", response_model=None)
+def workers(study_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict[str, Any]:
+    """The study's Prolific workers, each with their submission, their review here and their
+    record on this instance (studies, gold, reviews, pay, speed), as the review page shows
+    them; no worker when the study is not on Prolific. Asks nothing of Prolific."""
+    study = managed_study(session, study_id, user)
+    work = {w: (sub, status) for w, sub, status, _ in service.prolific_work(session, study)}  # their last bundle
+    record = service.records(session, sorted(work))
+    return {
+        "on_prolific": service.platform_study(session, study) is not None,
+        "workers": [
+            {"worker_id": w, "submission": sub, "status": status, "record": record[w]}
+            for w, (sub, status) in work.items()
+        ],
+    }
+
+
 class AllowIn(BaseModel):
     """The rule that feeds your allow list from the workers' records on this instance."""
 
@@ -193,6 +210,12 @@ class AllowIn(BaseModel):
     min_gold_accuracy: float = Field(0.8, ge=0, le=1, description="Gold accuracy at least this (a fraction)")
     min_gold_items: int = Field(5, ge=0, le=100_000, description="Over at least this many gold items")
     no_rejections: bool = Field(True, description="No review of theirs rejected here")
+    min_median_seconds: float = Field(
+        0.0, ge=0, le=86_400, description="A median of at least this many seconds per item (0: no speed term)"
+    )
+    max_fast_share: float = Field(
+        1.0, ge=0, le=1, description="At most this share of their items answered implausibly fast (1: any)"
+    )
 
 
 @router.put("/prolific/allow-list", response_model=None)
@@ -200,7 +223,9 @@ def put_allow_list(body: AllowIn, session: Session = Depends(db), user: User = D
     """Keep an allow list on Prolific (a participant group) of the workers whose records here
     meet the rule, and admit only them to the studies you make there next (it is brought up to
     date as each is made). `members`: who is on it now."""
-    rule = service.allow_rule(body.min_gold_accuracy, body.min_gold_items, body.no_rejections)
+    rule = service.allow_rule(
+        body.min_gold_accuracy, body.min_gold_items, body.no_rejections, body.min_median_seconds, body.max_fast_share
+    )
     return service.set_allow_rule(session, session.merge(user), rule if body.enabled else None)
 
 

@@ -35,6 +35,7 @@ from app.crowd.prolific_api import (
 )
 from app.db import get_sessionmaker, utcnow
 from app.errors import Conflict, InputError, Missing
+from app.quality import service as quality
 from app.studies.models import Annotation, Bundle, Participant, Study
 
 PLATFORM = "prolific"
@@ -355,20 +356,34 @@ def blocked_workers(session: Session, user: User) -> set[str]:
 # ---- the allow list, fed by the workers' records ----------------------------------------------
 
 # A rule's terms: gold accuracy at least `min_gold_accuracy` over at least `min_gold_items` gold
-# items on this instance, and, when `no_rejections`, no review here rejected.
-ALLOW_RULE = ("min_gold_accuracy", "min_gold_items", "no_rejections")
+# items on this instance, and, when `no_rejections`, no review here rejected. Optional speed
+# terms (rules kept before them lack them, and mean no speed term): a median of at least
+# `min_median_seconds` per item, and at most `max_fast_share` of the items implausibly fast.
+ALLOW_RULE = ("min_gold_accuracy", "min_gold_items", "no_rejections", "min_median_seconds", "max_fast_share")
 
 
-def allow_rule(min_gold_accuracy: float, min_gold_items: int, no_rejections: bool) -> dict[str, Any]:
+def allow_rule(
+    min_gold_accuracy: float,
+    min_gold_items: int,
+    no_rejections: bool,
+    min_median_seconds: float = 0.0,
+    max_fast_share: float = 1.0,
+) -> dict[str, Any]:
     """A rule, checked: InputError naming the term that is out of range."""
     if not 0.0 <= min_gold_accuracy <= 1.0:
         raise InputError("the gold accuracy is a fraction from 0 to 1", field="min_gold_accuracy")
     if not 0 <= min_gold_items <= 100_000:
         raise InputError("the gold items are a count from 0 to 100000", field="min_gold_items")
+    if not 0.0 <= min_median_seconds <= 86_400.0:
+        raise InputError("the median time is seconds from 0 to 86400", field="min_median_seconds")
+    if not 0.0 <= max_fast_share <= 1.0:
+        raise InputError("the share of fast items is a fraction from 0 to 1", field="max_fast_share")
     return {
         "min_gold_accuracy": float(min_gold_accuracy),
         "min_gold_items": int(min_gold_items),
         "no_rejections": bool(no_rejections),
+        "min_median_seconds": float(min_median_seconds),
+        "max_fast_share": float(max_fast_share),
     }
 
 
@@ -378,7 +393,12 @@ def meets(record: dict[str, Any], rule: dict[str, Any]) -> bool:
         return False  # no gold item seen: nothing is known of their accuracy
     if record["gold_right"] < rule["min_gold_accuracy"] * record["gold"]:
         return False
-    return not (rule["no_rejections"] and record["rejected"])
+    if rule["no_rejections"] and record["rejected"]:
+        return False
+    # Whoever has a gold item has a time (the gold check above), so median_s is set here.
+    if record["median_s"] < rule.get("min_median_seconds", 0.0):
+        return False
+    return bool(record["fast_share"] <= rule.get("max_fast_share", 1.0))
 
 
 def _own_workers(session: Session, user_id: int) -> list[str]:
@@ -610,13 +630,35 @@ def message_worker(session: Session, study: Study, user: User, worker_id: str, b
 def records(session: Session, worker_ids: list[str]) -> dict[str, dict[str, Any]]:
     """Each Prolific worker's record across this instance's studies: how many studies, their
     gold items and how many they got right, their reviews (approved, rejected, pending), and
-    what they were paid through Proctor (approved rewards and paid bonuses, in cents)."""
+    what they were paid through Proctor (approved rewards and paid bonuses, in cents), and
+    their speed (quality.worker_speeds): `items` answered, `median_s` seconds per item (None
+    for none), `fast` items answered implausibly fast and `fast_share` of the items."""
     if not worker_ids:
         return {}
     out: dict[str, dict[str, Any]] = {
-        w: {"studies": 0, "gold": 0, "gold_right": 0, "approved": 0, "rejected": 0, "pending": 0, "paid_cents": 0}
+        w: {
+            "studies": 0,
+            "gold": 0,
+            "gold_right": 0,
+            "approved": 0,
+            "rejected": 0,
+            "pending": 0,
+            "paid_cents": 0,
+            "items": 0,
+            "median_s": None,
+            "fast": 0,
+            "fast_share": None,
+        }
         for w in worker_ids
     }
+    users = {
+        uid: str(ext)
+        for uid, ext in session.execute(
+            select(User.id, User.external_id).where(User.platform == PLATFORM, User.external_id.in_(worker_ids))
+        )
+    }
+    for uid, speed in quality.worker_speeds(session, list(users)).items():
+        out[users[uid]].update(speed, fast_share=speed["fast"] / speed["items"])
     reviews = session.execute(
         select(User.external_id, Participant.status, func.count(Participant.id))
         .join(Participant, Participant.worker_id == User.id)

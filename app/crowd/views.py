@@ -36,12 +36,13 @@ class BonusForm(BaseModel):
 
 class AllowForm(BaseModel):
     """The allow list's card: on or off, the gold accuracy (in %) over how many gold items,
-    and whether a rejection keeps a worker out; as typed."""
+    whether a rejection keeps a worker out, and the least median seconds per item; as typed."""
 
     enabled: str = ""
     min_gold_accuracy: str = ""
     min_gold_items: str = ""
     no_rejections: str = ""
+    min_median_seconds: str = ""  # blank: no speed term
 
 
 own_study = managing(require("researcher", "admin"))
@@ -236,7 +237,8 @@ def allow_list(request: Request, form: Annotated[AllowForm, Form()], own: Manage
                 raise InputError(
                     "give the gold accuracy (in %) and the number of gold items", field="min_gold_accuracy"
                 )
-            rule = service.allow_rule(float(percent) / 100, int(items), bool(form.no_rejections))
+            seconds = form_number(form.min_median_seconds, "min_median_seconds", float)
+            rule = service.allow_rule(float(percent) / 100, int(items), bool(form.no_rejections), float(seconds or 0))
         done = service.set_allow_rule(own.session, own.session.merge(own.user), rule)
         if rule is None:
             return "No allow list: the Prolific studies you make next admit any worker."

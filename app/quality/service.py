@@ -302,6 +302,57 @@ def _median_durations(session: Session, study_ids: list[int]) -> tuple[dict[tupl
     return own, {sid: median(m) for sid, m in counted.items()}
 
 
+# An item answered in under this share of its study's typical pace is implausibly fast (the
+# speeder cut crowd and survey studies use is a fraction of the median time, 30% to 50%).
+FAST_SHARE_OF_TYPICAL = 0.3
+
+
+def worker_speeds(session: Session, worker_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """Each worker's speed across every study of this instance: `items` timed, `median_s` (the
+    median seconds per item over all of them, pooled), and `fast`, how many were answered in
+    under FAST_SHARE_OF_TYPICAL of their study's typical pace (_median_durations' median of its
+    workers' medians). A worker with no item is left out. In SQL, as _median_durations."""
+    if not worker_ids:
+        return {}
+    study_ids = list(
+        session.scalars(select(Annotation.study_id).where(Annotation.worker_id.in_(worker_ids)).distinct())
+    )
+    if not study_ids:
+        return {}
+    _, typical = _median_durations(session, study_ids)
+    ranked = (
+        select(
+            Annotation.worker_id,
+            Annotation.duration_ms,
+            func.row_number().over(partition_by=Annotation.worker_id, order_by=Annotation.duration_ms).label("rn"),
+            func.count().over(partition_by=Annotation.worker_id).label("cnt"),
+        )
+        .where(Annotation.worker_id.in_(worker_ids))
+        .subquery()
+    )
+    middle = ranked.c.rn.in_([(ranked.c.cnt + 1) // 2, (ranked.c.cnt + 2) // 2])
+    out: dict[int, dict[str, Any]] = {
+        wid: {"items": int(n), "median_s": float(ms) / 1000.0, "fast": 0}
+        for wid, n, ms in session.execute(
+            select(ranked.c.worker_id, func.max(ranked.c.cnt), func.avg(ranked.c.duration_ms))
+            .where(middle)
+            .group_by(ranked.c.worker_id)
+        )
+    }
+    # Each study's cut in ms; a study with no counted worker has no pace and no cut.
+    cut = {sid: FAST_SHARE_OF_TYPICAL * pace * 1000.0 for sid, pace in typical.items()}
+    if cut:
+        below = case((Annotation.duration_ms < case(cut, value=Annotation.study_id, else_=None), 1), else_=0)
+        for wid, fast in session.execute(
+            select(Annotation.worker_id, func.sum(below))
+            .where(Annotation.worker_id.in_(worker_ids))
+            .group_by(Annotation.worker_id)
+        ):
+            if wid in out:
+                out[wid]["fast"] = int(fast or 0)
+    return out
+
+
 def _answer_counts(
     session: Session, studies: list[Study]
 ) -> tuple[dict[tuple[int, int], dict[str, int]], dict[int, dict[str, int]]]:

@@ -268,6 +268,9 @@ POST /api/v1/studies/{study_id}/prolific/bonuses        401    401    409    404
 POST /api/v1/studies/{study_id}/prolific/blocks         401    401    409    404    409    409     404     409     401
 POST /api/v1/studies/{study_id}/prolific/reclaim        401    401    409    404    409    409     404     409     401
 POST /api/v1/studies/{study_id}/prolific/messages       401    401    409    404    409    409     404     409     401
+# The study's Prolific workers and their records: read here only, no token needed (the probe
+# study is not on Prolific: no worker)
+GET  /api/v1/studies/{study_id}/prolific/workers        401    401    200    404    200    200     404     200     401
 PUT  /api/v1/prolific/allow-list                        401    401    409    409    409    409     409     409     401
 POST /api/v1/prolific/hooks                             401    401    409    409    409    409     409     409     401
 # Prolific's hooks: no session or token, only the signature; the probe's account has none (404)

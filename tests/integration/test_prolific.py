@@ -557,6 +557,83 @@ def test_allow_list_is_fed_by_the_workers_records(fake, client, session):
     assert bad.status_code == 422
 
 
+def _timed(session, worker: str, study, seconds: list[float]) -> None:
+    """The worker's answers in the study took these times, in the order given."""
+    from app.auth.models import User
+    from app.studies.models import Annotation
+
+    uid = session.scalar(select(User.id).where(User.platform == "prolific", User.external_id == worker))
+    rows = session.scalars(
+        select(Annotation).where(Annotation.study_id == study.id, Annotation.worker_id == uid).order_by(Annotation.id)
+    ).all()
+    assert len(rows) == len(seconds)
+    for a, s in zip(rows, seconds, strict=True):
+        a.duration_ms = int(s * 1000)
+    session.commit()
+
+
+def test_worker_speed_in_the_record_the_review_page_and_the_allow_list(fake, client, session):
+    """Speed across studies, worked by hand. Study A: P-slow 10, 12, 14, 16 s (median 13),
+    P-mid 8, 9, 11, 30 (median 10), P-fast 1, 2, 3, 9 (median 2.5): A's typical pace is the
+    median of the medians, 10 s, so under 3 s (30%) is too fast: P-fast's 1 and 2 (not 3).
+    Study B: P-slow alone, 2 s an item (their own pace: none too fast). P-slow's median over
+    both studies, pooled: 2, 2, 2, 2, 10, 12, 14, 16 -> (2 + 10) / 2 = 6 s."""
+    from tests.conftest import login
+
+    owner = make_user(session, "researcher")
+    a = create_tom_study(session, owner, bundle_size=4, gold_rate=0.5, title="Study A")
+    b = create_tom_study(session, owner, bundle_size=4, gold_rate=0.5, title="Study B")
+    w = {"owner": owner, "study": a, "client": client, "session": session}
+    w["headers"] = {"Authorization": f"Bearer {create_token(session, owner)}"}
+    session.commit()
+    subs = {}
+    prolific_a = _published(w, fake)
+    for p in ("P-slow", "P-mid", "P-fast"):
+        subs[p] = _arrive(w, fake, prolific_a, p)
+        _work(w, session, subs[p], right=True)
+    wb = {**w, "study": b}
+    _work(wb, session, _arrive(wb, fake, _published(wb, fake), "P-slow"), right=True)
+    _timed(session, "P-slow", a, [10, 12, 14, 16])
+    _timed(session, "P-mid", a, [8, 9, 11, 30])
+    _timed(session, "P-fast", a, [1, 2, 3, 9])
+    _timed(session, "P-slow", b, [2, 2, 2, 2])
+
+    r = _api(w, "GET", f"/studies/{a.id}/prolific/workers")
+    assert r.status_code == 200, r.text
+    assert r.json()["on_prolific"] is True
+    speed = {
+        x["worker_id"]: {k: x["record"][k] for k in ("studies", "items", "median_s", "fast", "fast_share")}
+        for x in r.json()["workers"]
+    }
+    assert speed == {
+        "P-slow": {"studies": 2, "items": 8, "median_s": 6.0, "fast": 0, "fast_share": 0.0},
+        "P-mid": {"studies": 1, "items": 4, "median_s": 10.0, "fast": 0, "fast_share": 0.0},
+        "P-fast": {"studies": 1, "items": 4, "median_s": 2.5, "fast": 2, "fast_share": 0.5},
+    }
+
+    # The allow list's optional speed terms.
+    rule = {"min_gold_accuracy": 0.8, "min_gold_items": 1, "no_rejections": True}
+    assert _api(w, "PUT", "/prolific/allow-list", json=rule).json()["members"] == ["P-fast", "P-mid", "P-slow"]
+    slow_enough = _api(w, "PUT", "/prolific/allow-list", json={**rule, "min_median_seconds": 8})
+    assert slow_enough.json()["members"] == ["P-mid"]
+    few_fast = _api(w, "PUT", "/prolific/allow-list", json={**rule, "max_fast_share": 0.4})
+    assert few_fast.json()["members"] == ["P-mid", "P-slow"]
+    assert _api(w, "PUT", "/prolific/allow-list", json={**rule, "max_fast_share": 1.5}).status_code == 422
+    # The review page's record shows the same numbers.
+    admin = make_user(session, "admin")
+    login(client, admin)
+    page = client.get(f"/admin/studies/{a.id}/review").text
+    assert "median 2.5 s an item, 2/4 too fast (50%)" in page
+    assert "median 6.0 s an item, 0/8 too fast (0%)" in page
+    # The study page's allow list takes the least median time per item.
+    csrf = login(client, owner)
+    form = {"enabled": "on", "min_gold_accuracy": "80", "min_gold_items": "1", "no_rejections": "on"}
+    _page_post(w, f"/studies/{a.id}/prolific/allow", csrf, **form, min_median_seconds="8")
+    page = client.get(f"/studies/{a.id}").text
+    assert "Allow list on Prolific: 1 worker(s) meet the rule" in page and 'name="min_median_seconds"' in page
+    assert 'name="min_median_seconds" inputmode="decimal" size="4" value="8"' in page
+
+
 def _hooked(w, fake):
     """Hooks subscribed from Proctor; the fake delivers them to the app (the test's client)."""
     r = _api(w, "POST", "/prolific/hooks")
@@ -639,6 +716,7 @@ def test_hooks_and_allow_list_from_the_study_page(world, fake, session):
     session.expire_all()
     assert session.scalar(select(CrowdAccount)).allow_rule == {
         "min_gold_accuracy": 0.8, "min_gold_items": 3, "no_rejections": False,
+        "min_median_seconds": 0.0, "max_fast_share": 1.0,  # no speed term: any pace
     }  # fmt: skip
     _page_post(
         world, f"/studies/{sid}/prolific/allow", csrf, enabled="on", min_gold_accuracy="lots", min_gold_items="3"
