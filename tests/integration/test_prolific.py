@@ -634,6 +634,18 @@ def test_worker_speed_in_the_record_the_review_page_and_the_allow_list(fake, cli
     assert 'name="min_median_seconds" inputmode="decimal" size="4" value="8"' in page
 
 
+def test_a_rule_kept_before_the_speed_terms_means_any_pace():
+    """Rules stored before the speed terms lack them: the sweeper applies them as before."""
+    from app.crowd.service import meets
+
+    fast = {"gold": 4, "gold_right": 4, "rejected": 0, "median_s": 2.5, "fast_share": 0.5}
+    old = {"min_gold_accuracy": 0.8, "min_gold_items": 1, "no_rejections": True}
+    assert meets(fast, old)
+    assert not meets(fast, {**old, "min_median_seconds": 3.0, "max_fast_share": 1.0})
+    assert not meets(fast, {**old, "min_median_seconds": 0.0, "max_fast_share": 0.25})
+    assert meets(fast, {**old, "min_median_seconds": 2.5, "max_fast_share": 0.5})  # at the mark is in
+
+
 def _hooked(w, fake):
     """Hooks subscribed from Proctor; the fake delivers them to the app (the test's client)."""
     r = _api(w, "POST", "/prolific/hooks")
