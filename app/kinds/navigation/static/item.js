@@ -10,28 +10,14 @@
   let stopped = false, viewer = null;
   // The walk so far is kept in this tab's sessionStorage, so that a reload resumes it. Times
   // go on from the saved ones (the viewer's clock restarts at 0 on each load).
-  const saveKey = box.dataset.assignment ? `proctor-nav-walk:${box.dataset.assignment}` : null;
+  const keep = window.TabKeep("proctor-nav-walk:", box.dataset.assignment);  // /static/keep.js
   let offset = 0;
   const now = () => viewer.now() + offset;
   const save = () => {
-    if (!saveKey) return;
-    try {
-      sessionStorage.setItem(saveKey, JSON.stringify({path, trace, events, stopped, at: Date.now(),
-                                                      t: viewer ? now() : offset}));
-    } catch (_) { /* storage full or off: the walk is still sent, only not resumable */ }
+    if (keep) keep.save({path, trace, events, stopped, at: Date.now(), t: viewer ? now() : offset});
   };
-  const saved = (() => {
-    if (!saveKey) return null;
-    try {
-      for (let i = sessionStorage.length - 1; i >= 0; i--) {  // earlier items' walks are done
-        const k = sessionStorage.key(i);
-        if (k && k.startsWith("proctor-nav-walk:") && k !== saveKey) sessionStorage.removeItem(k);
-      }
-      const w = JSON.parse(sessionStorage.getItem(saveKey) || "null");
-      return w && Array.isArray(w.path) && w.path[0] === start && Array.isArray(w.trace)
-        && Array.isArray(w.events) ? w : null;
-    } catch (_) { return null; }
-  })();
+  const saved = keep ? keep.load((w) => Array.isArray(w.path) && w.path[0] === start && Array.isArray(w.trace)
+                                        && Array.isArray(w.events)) : null;
   const steps = document.getElementById("nav-steps");
   const stopButton = document.getElementById("nav-stop");
   const rating = document.getElementById("nav-rating");

@@ -7,12 +7,10 @@
   const form = wrap.closest("form"), reason = document.getElementById("nav-reason");
   const status = document.getElementById("nav-pair-status");
   const winner = () => (form.querySelector("input[name=winner]:checked") || {}).value || "";
-  const saveKey = wrap.dataset.assignment ? `proctor-nav-pair:${wrap.dataset.assignment}` : null;
+  const keep = window.TabKeep("proctor-nav-pair:", wrap.dataset.assignment);  // /static/keep.js
 
   function save() {
-    if (!saveKey) return;
-    try { sessionStorage.setItem(saveKey, JSON.stringify({winner: winner(), reason: reason.value})); }
-    catch (_) { /* storage full or off: only not restorable */ }
+    if (keep) keep.save({winner: winner(), reason: reason.value});
   }
   function show() {
     for (const s of ["a", "b"]) document.getElementById(`nav-side-${s}`).classList.toggle("picked", winner() === s);
@@ -38,16 +36,7 @@
     else setTimeout(() => { show(); save(); });  // app.js checks a radio by its data-key: no change event
   });
 
-  let was = null;
-  try {
-    if (saveKey) {
-      for (let i = sessionStorage.length - 1; i >= 0; i--) {  // earlier pairs are sent
-        const k = sessionStorage.key(i);
-        if (k && k.startsWith("proctor-nav-pair:") && k !== saveKey) sessionStorage.removeItem(k);
-      }
-      was = JSON.parse(sessionStorage.getItem(saveKey) || "null");
-    }
-  } catch (_) { was = null; }
+  const was = keep ? keep.load() : null;
   if (was && ["a", "b", "tie"].includes(was.winner)) document.getElementById(`nav-winner-${was.winner}`).checked = true;
   if (was && typeof was.reason === "string") reason.value = was.reason.slice(0, 500);
   show();

@@ -24,7 +24,7 @@
   const walk = () => st.walks[Math.min(st.phase, 1)];
   const now = () => (viewer ? viewer.now() : 0) + offset;
   const winner = () => (form.querySelector("input[name=winner]:checked") || {}).value || "";
-  const saveKey = wrap.dataset.assignment ? `proctor-nav-fpair:${wrap.dataset.assignment}` : null;
+  const keep = window.TabKeep("proctor-nav-fpair:", wrap.dataset.assignment);  // /static/keep.js
 
   function save() {
     const w = walk();
@@ -33,23 +33,13 @@
     const follows = {};
     st.walks.forEach((x, k) => { follows[order[k]] = {path: x.path, trace: x.trace, events: x.events}; });
     $("nav-follows").value = JSON.stringify(follows);
-    if (!saveKey) return;
-    try { sessionStorage.setItem(saveKey, JSON.stringify(st)); }
-    catch (_) { /* storage full or off: only not resumable */ }
+    if (keep) keep.save(st);
   }
   function load() {
-    if (!saveKey) return null;
-    try {
-      for (let i = sessionStorage.length - 1; i >= 0; i--) {  // earlier pairs are sent
-        const k = sessionStorage.key(i);
-        if (k && k.startsWith("proctor-nav-fpair:") && k !== saveKey) sessionStorage.removeItem(k);
-      }
-      const s = JSON.parse(sessionStorage.getItem(saveKey) || "null");
-      const ok = s && [0, 1, 2].includes(s.phase) && Array.isArray(s.walks) && s.walks.length === 2
-        && s.walks.every((w) => Array.isArray(w.path) && w.path[0] === start && Array.isArray(w.trace)
-                                && Array.isArray(w.events));
-      return ok ? s : null;
-    } catch (_) { return null; }
+    if (!keep) return null;
+    return keep.load((s) => [0, 1, 2].includes(s.phase) && Array.isArray(s.walks) && s.walks.length === 2
+      && s.walks.every((w) => Array.isArray(w.path) && w.path[0] === start && Array.isArray(w.trace)
+                              && Array.isArray(w.events)));
   }
   const neighbours = (id) => (env.viewpoints[id] || {neighbours: []}).neighbours;
 
