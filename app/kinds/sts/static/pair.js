@@ -19,47 +19,30 @@
       mark: document.getElementById(`sts-mark-${s}`), tick: document.getElementById(`sts-tick-${s}`),
       kind: document.getElementById(`sts-${s}-marker`), step: document.getElementById(`sts-${s}-step`),
     };
-    sides[s].screen.style.backgroundImage = `url("${pair.dataset[s === "a" ? "framesA" : "framesB"]}")`;
+    window.StsStrip.setUp([sides[s].screen], pair.dataset[s === "a" ? "framesA" : "framesB"], n, takeover);
   }
   let frame = 0, timer = null, active = "a";
-  const pct = (i) => (n > 1 ? (100 * i) / (n - 1) : 0) + "%";
-  document.getElementById("sts-takeover-tick").style.left = pct(takeover);
+  const pct = (i) => window.StsStrip.pct(n, i);  // strip.js
   const winner = () => (form.querySelector("input[name=winner]:checked") || {}).value || "";
 
   function show(i) {
     frame = Math.max(0, Math.min(n - 1, i));
-    for (const s of Object.values(sides)) {
-      const w = s.screen.clientWidth, h = s.screen.clientHeight;
-      s.screen.style.backgroundSize = `${w * n}px ${h}px`;
-      s.screen.style.backgroundPosition = `${-w * frame}px 0`;
-    }
+    for (const s of Object.values(sides)) window.StsStrip.draw(s.screen, n, frame);
     scrub.value = frame;
-    const agent = frame >= takeover;
-    phase.textContent = agent ? `The agents act: step ${frame - takeover} after the takeover`
-                              : `The recording (context): the agents take over in ${takeover - frame} steps`;
-    phase.classList.toggle("agent", agent);
+    window.StsStrip.phase(phase, frame, takeover, true);
     stepText.textContent = `frame ${frame + 1} of ${n}`;
     save();
   }
 
-  const saveKey = pair.dataset.assignment ? `proctor-sts-pair:${pair.dataset.assignment}` : null;
+  const keep = window.TabKeep("proctor-sts-pair:", pair.dataset.assignment);  // /static/keep.js
   function save() {
-    if (!saveKey) return;
+    if (!keep) return;
     const marks = {};
     for (const [k, s] of Object.entries(sides)) marks[k] = s.kind.value ? [s.kind.value, Number(s.step.value)] : null;
-    try {
-      sessionStorage.setItem(saveKey, JSON.stringify({frame, active, marks, winner: winner(), reason: reason.value}));
-    } catch (_) { /* storage full or off: only not restorable */ }
+    keep.save({frame, active, marks, winner: winner(), reason: reason.value});
   }
   function saved() {
-    if (!saveKey) return null;
-    try {
-      for (let i = sessionStorage.length - 1; i >= 0; i--) {  // earlier pairs are sent
-        const k = sessionStorage.key(i);
-        if (k && k.startsWith("proctor-sts-pair:") && k !== saveKey) sessionStorage.removeItem(k);
-      }
-      return JSON.parse(sessionStorage.getItem(saveKey) || "null");
-    } catch (_) { return null; }
+    return keep ? keep.load() : null;
   }
 
   function ready() {

@@ -13,43 +13,26 @@
   const submit = document.getElementById("submit"), form = document.getElementById("answer-form");
   let frame = 0, timer = null;
 
-  screen.style.backgroundImage = `url("${player.dataset.frames}")`;
-  const pct = (i) => (n > 1 ? (100 * i) / (n - 1) : 0) + "%";
-  document.getElementById("sts-takeover-tick").style.left = pct(takeover);
+  window.StsStrip.setUp([screen], player.dataset.frames, n, takeover);  // strip.js
+  const pct = (i) => window.StsStrip.pct(n, i);
 
   function show(i) {
     frame = Math.max(0, Math.min(n - 1, i));
-    const w = screen.clientWidth;
-    screen.style.backgroundSize = `${w * n}px ${screen.clientHeight}px`;
-    screen.style.backgroundPosition = `${-w * frame}px 0`;
+    window.StsStrip.draw(screen, n, frame);
     scrub.value = frame;
-    const agent = frame >= takeover;
-    phase.textContent = agent ? `The agent acts: step ${frame - takeover} after the takeover`
-                              : `The recording (context): the agent takes over in ${takeover - frame} steps`;
-    phase.classList.toggle("agent", agent);
+    window.StsStrip.phase(phase, frame, takeover, false);
     stepText.textContent = `frame ${frame + 1} of ${n}`;
     save();
   }
 
   // The marker and the frame shown are kept in this tab's sessionStorage under the
   // assignment's id (as navigation keeps a walk), so that a reload restores them.
-  const saveKey = player.dataset.assignment ? `proctor-sts-marker:${player.dataset.assignment}` : null;
+  const keep = window.TabKeep("proctor-sts-marker:", player.dataset.assignment);  // /static/keep.js
   function save() {
-    if (!saveKey) return;
-    try {
-      sessionStorage.setItem(saveKey, JSON.stringify({frame, kind: kindInput.value,
-                                                      step: stepInput.value === "" ? null : Number(stepInput.value)}));
-    } catch (_) { /* storage full or off: only not restorable */ }
+    if (keep) keep.save({frame, kind: kindInput.value, step: stepInput.value === "" ? null : Number(stepInput.value)});
   }
   function saved() {
-    if (!saveKey) return null;
-    try {
-      for (let i = sessionStorage.length - 1; i >= 0; i--) {  // earlier episodes are sent
-        const k = sessionStorage.key(i);
-        if (k && k.startsWith("proctor-sts-marker:") && k !== saveKey) sessionStorage.removeItem(k);
-      }
-      return JSON.parse(sessionStorage.getItem(saveKey) || "null");
-    } catch (_) { return null; }
+    return keep ? keep.load() : null;
   }
 
   // The frame shrinks (to no less than 200 px) when the page is taller than the window, so

@@ -8,9 +8,8 @@
   const n = Number(box.dataset.n), takeover = Number(box.dataset.takeover);
   const screen = document.getElementById("sts-screen"), scrub = document.getElementById("sts-scrub");
   const stepText = document.getElementById("sts-step"), field = document.getElementById("takeover-step");
-  screen.style.backgroundImage = `url("${box.dataset.frames}")`;
-  const pct = (i) => (n > 1 ? (100 * i) / (n - 1) : 0) + "%";
-  document.getElementById("sts-takeover-tick").style.left = pct(takeover);
+  window.StsStrip.setUp([screen], box.dataset.frames, n, takeover);  // strip.js
+  const pct = (i) => window.StsStrip.pct(n, i);
   const review = Boolean(box.dataset.review);
   for (const m of JSON.parse(box.dataset.markers || "[]")) {
     const tick = document.createElement("span");
@@ -22,9 +21,7 @@
 
   function show(i) {
     const frame = Math.max(0, Math.min(n - 1, i));
-    const w = screen.clientWidth;
-    screen.style.backgroundSize = `${w * n}px ${screen.clientHeight}px`;
-    screen.style.backgroundPosition = `${-w * frame}px 0`;
+    window.StsStrip.draw(screen, n, frame);
     scrub.value = frame;
     if (review) {
       stepText.textContent = `Step ${frame} of ${n - 1}: ` +
