@@ -8,7 +8,7 @@
   if (!pair) return;
   const n = Number(pair.dataset.n), takeover = Number(pair.dataset.takeover);
   const scrub = document.getElementById("sts-scrub"), phase = document.getElementById("sts-phase");
-  const stepText = document.getElementById("sts-step"), playBtn = document.getElementById("sts-play");
+  const stepText = document.getElementById("sts-step");
   const markerText = document.getElementById("sts-marker"), activeText = document.getElementById("sts-active");
   const reason = document.getElementById("sts-reason");
   const submit = document.getElementById("submit"), form = document.getElementById("answer-form");
@@ -21,7 +21,7 @@
     };
     window.StsStrip.setUp([sides[s].screen], pair.dataset[s === "a" ? "framesA" : "framesB"], n, takeover);
   }
-  let frame = 0, timer = null, active = "a";
+  let frame = 0, active = "a";
   const pct = (i) => window.StsStrip.pct(n, i);  // strip.js
   const winner = () => (form.querySelector("input[name=winner]:checked") || {}).value || "";
 
@@ -92,33 +92,14 @@
 
   // The screens are square, side by side: they shrink (to no less than 150 px each) when the
   // page is taller than the window, so that the verdict and Send show without scrolling.
-  function fit() {
-    document.body.style.removeProperty("--sts-size");
-    const size = sides.a.screen.getBoundingClientRect().height;
-    const over = submit.getBoundingClientRect().bottom + window.scrollY + 12 - window.innerHeight;
-    if (over > 0) document.body.style.setProperty("--sts-size", Math.max(150, Math.floor(size - over)) + "px");
-    show(frame);
-  }
+  const transport = window.StsStrip.transport({n, frame: () => frame, show, delay: () => 250,
+                                                 screen: sides.a.screen, submit, min: 150});
 
-  function stop() { clearInterval(timer); timer = null; playBtn.firstChild.textContent = "Play "; }
-  function play() {
-    if (frame >= n - 1) show(0);
-    playBtn.firstChild.textContent = "Pause ";
-    timer = setInterval(() => { if (frame >= n - 1) stop(); else show(frame + 1); }, 250);
-  }
-  function toggle() { timer ? stop() : play(); }
-
-  playBtn.addEventListener("click", toggle);
-  document.getElementById("sts-back").addEventListener("click", () => { stop(); show(frame - 1); });
-  document.getElementById("sts-fwd").addEventListener("click", () => { stop(); show(frame + 1); });
-  scrub.addEventListener("input", () => { stop(); show(Number(scrub.value)); });
   document.getElementById("sts-success").addEventListener("click", () => mark("success"));
   document.getElementById("sts-failure").addEventListener("click", () => mark("failure"));
   for (const s of ["a", "b"]) document.getElementById(`sts-pick-${s}`).addEventListener("click", () => choose(s));
   form.querySelectorAll("input[name=winner]").forEach((r) => r.addEventListener("change", () => { ready(); save(); }));
   reason.addEventListener("input", save);
-  window.addEventListener("resize", fit);
-  window.addEventListener("load", fit);
   form.addEventListener("submit", (e) => {
     const missing = ready();
     if (!missing.length) return;
@@ -136,8 +117,7 @@
     }
     const jump = e.shiftKey ? 10 : 1, key = e.key.length === 1 ? e.key.toLowerCase() : e.key;
     const acts = {
-      " ": toggle, ArrowRight: () => { stop(); show(frame + jump); }, ArrowLeft: () => { stop(); show(frame - jump); },
-      Home: () => { stop(); show(0); }, End: () => { stop(); show(n - 1); },
+      ...transport.keys(jump),
       a: () => choose("a"), b: () => choose("b"), s: () => mark("success"), f: () => mark("failure"),
       1: () => pick("a"), 2: () => pick("b"), t: () => pick("tie"), r: () => reason.focus(),
     };
@@ -157,7 +137,7 @@
   }
   choose(was && (was.active === "a" || was.active === "b") ? was.active : "a");
   ready();
-  fit();
+  transport.fit();
   show(was && Number.isInteger(was.frame) ? was.frame : 0);
   pair.focus({preventScroll: true});
 })();

@@ -7,11 +7,11 @@
   const n = Number(player.dataset.n), takeover = Number(player.dataset.takeover);
   const screen = document.getElementById("sts-screen"), scrub = document.getElementById("sts-scrub");
   const phase = document.getElementById("sts-phase"), stepText = document.getElementById("sts-step");
-  const playBtn = document.getElementById("sts-play"), speed = document.getElementById("sts-speed");
+  const speed = document.getElementById("sts-speed");
   const kindInput = document.getElementById("sts-marker-kind"), stepInput = document.getElementById("sts-marker-step");
   const markerText = document.getElementById("sts-marker"), markerTick = document.getElementById("sts-marker-tick");
   const submit = document.getElementById("submit"), form = document.getElementById("answer-form");
-  let frame = 0, timer = null;
+  let frame = 0;
 
   window.StsStrip.setUp([screen], player.dataset.frames, n, takeover);  // strip.js
   const pct = (i) => window.StsStrip.pct(n, i);
@@ -36,23 +36,9 @@
   }
 
   // The frame shrinks (to no less than 200 px) when the page is taller than the window, so
-  // that the marking buttons and Send show without scrolling.
-  function fit() {
-    document.body.style.removeProperty("--sts-size");
-    const size = screen.getBoundingClientRect().height;
-    const over = submit.getBoundingClientRect().bottom + window.scrollY + 12 - window.innerHeight;
-    if (over > 0) document.body.style.setProperty("--sts-size", Math.max(200, Math.floor(size - over)) + "px");
-    show(frame);
-  }
-
-  function stop() { clearInterval(timer); timer = null; playBtn.firstChild.textContent = "Play "; }
-  function play() {
-    if (frame >= n - 1) show(0);
-    playBtn.firstChild.textContent = "Pause ";
-    timer = setInterval(() => { if (frame >= n - 1) stop(); else show(frame + 1); },
-                        250 / Number(speed.value));
-  }
-  function toggle() { timer ? stop() : play(); }
+  // that the marking buttons and Send show without scrolling (strip.js).
+  const transport = window.StsStrip.transport({n, frame: () => frame, show, delay: () => 250 / Number(speed.value),
+                                                 screen, submit, min: 200});
 
   function mark(kind) {
     if (frame < takeover) {
@@ -70,15 +56,9 @@
     save();
   }
 
-  playBtn.addEventListener("click", toggle);
-  speed.addEventListener("change", () => { if (timer) { stop(); play(); } });
-  document.getElementById("sts-back").addEventListener("click", () => { stop(); show(frame - 1); });
-  document.getElementById("sts-fwd").addEventListener("click", () => { stop(); show(frame + 1); });
-  scrub.addEventListener("input", () => { stop(); show(Number(scrub.value)); });
+  speed.addEventListener("change", () => { if (transport.playing()) { transport.stop(); transport.play(); } });
   document.getElementById("sts-success").addEventListener("click", () => mark("success"));
   document.getElementById("sts-failure").addEventListener("click", () => mark("failure"));
-  window.addEventListener("resize", fit);
-  window.addEventListener("load", fit);
   form.addEventListener("submit", (e) => {
     if (kindInput.value) return;
     // Not sent: keep the page's send-once guard (app.js) from marking the form as sent.
@@ -88,14 +68,11 @@
 
   document.addEventListener("keydown", (e) => {
     if (e.target.tagName === "SELECT" || e.altKey || e.ctrlKey || e.metaKey) return;
-    const jump = e.shiftKey ? 10 : 1;
-    if (e.key === " ") { e.preventDefault(); toggle(); }
-    else if (e.key === "ArrowRight") { e.preventDefault(); stop(); show(frame + jump); }
-    else if (e.key === "ArrowLeft") { e.preventDefault(); stop(); show(frame - jump); }
-    else if (e.key === "Home") { e.preventDefault(); stop(); show(0); }
-    else if (e.key === "End") { e.preventDefault(); stop(); show(n - 1); }
-    else if (e.key === "s" || e.key === "S") { e.preventDefault(); mark("success"); }
-    else if (e.key === "f" || e.key === "F") { e.preventDefault(); mark("failure"); }
+    const acts = {
+      ...transport.keys(e.shiftKey ? 10 : 1),
+      s: () => mark("success"), S: () => mark("success"), f: () => mark("failure"), F: () => mark("failure"),
+    };
+    if (acts[e.key]) { e.preventDefault(); acts[e.key](); }
   });
   const was = saved();
   if (was && (was.kind === "success" || was.kind === "failure") && Number.isInteger(was.step)
@@ -103,7 +80,7 @@
     frame = takeover + was.step;
     mark(was.kind);
   }
-  fit();
+  transport.fit();
   show(was && Number.isInteger(was.frame) ? was.frame : 0);
   player.focus({preventScroll: true});
 })();

@@ -26,5 +26,42 @@
         : `The recording (context): the ${agents ? "agents take" : "agent takes"} over in ${takeover - frame} steps`;
       el.classList.toggle("agent", agent);
     },
+    // What the single and the side-by-side pages do alike with the timeline (_timeline.html's
+    // step_buttons): play and pause (a frame every delay() ms, stopping at the end), step back
+    // and on, scrub, and fit the screen (no lower than min px) so that Send shows without
+    // scrolling. frame() is the frame shown, show(i) shows frame i. keys(jump): the keys both
+    // answer, space plays or pauses, the arrows step by jump, Home and End.
+    transport: function ({n, frame, show, delay, screen, submit, min}) {
+      const playBtn = document.getElementById("sts-play"), scrub = document.getElementById("sts-scrub");
+      let timer = null;
+      function stop() { clearInterval(timer); timer = null; playBtn.firstChild.textContent = "Play "; }
+      function play() {
+        if (frame() >= n - 1) show(0);
+        playBtn.firstChild.textContent = "Pause ";
+        timer = setInterval(() => { if (frame() >= n - 1) stop(); else show(frame() + 1); }, delay());
+      }
+      function toggle() { timer ? stop() : play(); }
+      const step = (i) => { stop(); show(i); };
+      function fit() {
+        document.body.style.removeProperty("--sts-size");
+        const size = screen.getBoundingClientRect().height;
+        const over = submit.getBoundingClientRect().bottom + window.scrollY + 12 - window.innerHeight;
+        if (over > 0) document.body.style.setProperty("--sts-size", Math.max(min, Math.floor(size - over)) + "px");
+        show(frame());
+      }
+      playBtn.addEventListener("click", toggle);
+      document.getElementById("sts-back").addEventListener("click", () => step(frame() - 1));
+      document.getElementById("sts-fwd").addEventListener("click", () => step(frame() + 1));
+      scrub.addEventListener("input", () => step(Number(scrub.value)));
+      window.addEventListener("resize", fit);
+      window.addEventListener("load", fit);
+      return {
+        fit, stop, play, playing: () => timer !== null,
+        keys: (jump) => ({
+          " ": toggle, ArrowRight: () => step(frame() + jump), ArrowLeft: () => step(frame() - jump),
+          Home: () => step(0), End: () => step(n - 1),
+        }),
+      };
+    },
   };
 })();
