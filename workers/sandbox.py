@@ -56,6 +56,7 @@ ANSWER_FRAMING = 64 << 10
 # decoded: a tensor is two ({"t", "shape": [...]}), and an answer has at most 10,000 of them. A
 # 4 MB header of 290,000 empty lists made the worker hold 131 MB (issue 26, re-attack round 7).
 MAX_HEADER_CONTAINERS = 50_000
+MAX_DIMS = 32
 WIDEST_DTYPE = max(np.dtype(d).itemsize for d in ("float32", "float64", "int64"))
 # Numbers from statmount (457, Linux 6.8) to the end of the common table (x32's start at 512).
 FIRST_UNKNOWN_SYSCALL, LAST_SYSCALL = 457, 511
@@ -177,6 +178,10 @@ DENIED_SYSCALLS = (
 # fcntl and ioctl commands that name a process to signal when a file is ready: with O_ASYNC
 # the kernel sends it SIGIO (or any signal F_SETSIG chose, SIGKILL too) past the kill filter.
 F_SETOWN, F_SETSIG, F_SETOWN_EX = 8, 10, 15
+# A pipe grown by F_SETPIPE_SZ to 1 MB holds that much kernel memory, which RLIMIT_AS never
+# counts: 128 pipes (MAX_DESCRIPTORS) held 67 MB (issue 26, re-attack round 8); at the default
+# 64 KB a pipe they hold 8 MB.
+F_SETPIPE_SZ = 1031
 FIOSETOWN, SIOCSPGRP = 0x8901, 0x8902
 # Threads only: a clone without CLONE_THREAD is a new process (glibc's fork and posix_spawn).
 CLONE_THREAD = 0x00010000
@@ -236,10 +241,14 @@ def _decode(obj: Any, bufs: list[bytes]) -> Any:
     if isinstance(obj, dict):
         if "t" in obj:
             dtype, shape = obj.get("dtype"), obj.get("shape")
+            # A dimension is a plain int no larger than a message (a bool is an int to Python;
+            # past int64 numpy overflows), and no more of them than numpy takes (issue 26,
+            # re-attack round 8: each raised its own error, not a malformed-answer verdict).
             if (
                 dtype not in DTYPES
                 or not isinstance(shape, list)
-                or not all(isinstance(n, int) and n >= 0 for n in shape)
+                or len(shape) > MAX_DIMS
+                or not all(type(n) is int and 0 <= n <= MAX_MESSAGE for n in shape)
             ):
                 raise SandboxError("the model's process sent a malformed tensor")
             index = obj["t"]
@@ -463,6 +472,9 @@ class SandboxedModel:
         except (EOFError, json.JSONDecodeError, struct.error, UnicodeDecodeError):
             code = self._reap()
             raise SandboxError(self._death(code, what)) from None
+        except ValueError:  # an int of 5,000 digits, past what Python converts (round 8)
+            self.close()
+            raise SandboxError(f"the model's process sent a malformed answer to {what}") from None
 
     def _death(self, code: int | None, what: str) -> str:
         if code is not None and code < 0 and -code in (signal.SIGXCPU, signal.SIGKILL):
@@ -508,7 +520,11 @@ class SandboxedModel:
             raise ModelRaised(method, kind[:100])
         try:
             result = _decode(header.get("result"), out)
+        except SandboxError:
+            self.close()  # a forged answer: what the model really answered may still be in the pipe
+            raise
         except RecursionError:
+            self.close()
             raise SandboxError(f"the model's process sent a malformed answer to {method}()") from None
         return _to_device(result, device) if device is not None and str(device) != "cpu" else result
 
@@ -650,7 +666,7 @@ def _seccomp_filter():
     # ... and by process, not by group or user (who 0 with PRIO_USER is all of its user's).
     f.add_rule(deny, "setpriority", seccomp.Arg(0, seccomp.NE, 0))  # PRIO_PROCESS
     f.add_rule(deny, "ioprio_set", seccomp.Arg(0, seccomp.NE, 1))  # IOPRIO_WHO_PROCESS
-    for cmd in (F_SETOWN, F_SETSIG, F_SETOWN_EX):
+    for cmd in (F_SETOWN, F_SETSIG, F_SETOWN_EX, F_SETPIPE_SZ):
         f.add_rule(deny, "fcntl", seccomp.Arg(1, seccomp.EQ, cmd))
     for cmd in (FIOSETOWN, SIOCSPGRP):
         f.add_rule(deny, "ioctl", seccomp.Arg(1, seccomp.EQ, cmd))
