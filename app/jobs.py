@@ -400,7 +400,9 @@ _QUOTED_PATH = re.compile(r"""(['"])(?:~|\.{1,2})?/[^'"\n]+\1""")
 # A file: URL names a path too (the pattern above leaves URLs alone), and a URL's user and
 # password (a database's or a bucket's address in a connection error) are credentials.
 _FILE_URL = re.compile(r"\bfile:[^\s'\"<>]*", re.IGNORECASE)
-_URL_CREDENTIALS = re.compile(r"\b([a-z][a-z0-9+.-]*://)[^\s/@'\"<>]+@", re.IGNORECASE)
+# A password may hold "/" or "@" (round 8 of issue 26's re-attack showed "pa/ss" whole and
+# "ss" of "p@ss"): after "user:", up to the last "@"; an "@" after the host's "/" is the path's.
+_URL_CREDENTIALS = re.compile(r"\b([a-z][a-z0-9+.-]*://)(?:[^\s/@:'\"<>]*:[^\s'\"<>]*|[^\s/@'\"<>]+)@", re.IGNORECASE)
 # Round 5 of issue 26's re-attack: a SQLite URL is a path; so is one relative to the working
 # folder ("./var/blobs", "../../srv"); a query's token or signature, and a libpq keyword
 # connection string's password, are credentials.
@@ -409,7 +411,14 @@ _QUERY_SECRET = re.compile(
     r"([?&](?:token|access_token|api_key|apikey|key|sig|signature|secret|password|pass|auth)=)[^&#\s'\"<>]+",
     re.IGNORECASE,
 )
-_DSN_PASSWORD = re.compile(r"\b(password\s*=\s*)(?:'[^']*'|[^\s'\"]+)", re.IGNORECASE)
+# Any `name=value` whose name says secret (round 8: `aws_secret_access_key=`, `session_token=`,
+# a presigned URL's `X-Amz-Signature=` and `X-Amz-Credential=`), and a bearer or basic token.
+_DSN_PASSWORD = re.compile(
+    r"\b([\w-]*(?:password|passwd|secret|token|signature|credential|access_key|api_?key)[\w-]*\s*=\s*)"
+    r"(?:'[^']*'|[^\s'\"&;,]+)",
+    re.IGNORECASE,
+)
+_AUTHORIZATION = re.compile(r"\b((?:Bearer|Basic)\s+)[^\s'\"]+", re.IGNORECASE)
 
 
 def redact(text: str) -> str:
@@ -417,6 +426,7 @@ def redact(text: str) -> str:
     the credentials in a URL blanked (the job's traceback keeps them, for admins)."""
     text = _URL_CREDENTIALS.sub(r"\1<credentials>@", text)
     text = _DSN_PASSWORD.sub(r"\1<credentials>", _QUERY_SECRET.sub(r"\1<credentials>", text))
+    text = _AUTHORIZATION.sub(r"\1<credentials>", text)
     text = _QUOTED_PATH.sub(r"\1<path>\1", text)
     return _blank_paths(_FILE_URL.sub("<path>", _SQLITE_URL.sub("<path>", text)))
 
