@@ -153,12 +153,39 @@ def weak_secret_key(key: str) -> str | None:
         return "SECRET_KEY reads as English words, or pronounceable made-up ones; use a random key"
     if constant := constant_in(key):
         return f"SECRET_KEY is digits of {constant}; use a random key"
+    if what := placeholder(key):
+        return f"SECRET_KEY is {what}; use a random key"
     if hash_ := hash_of_a_guess(key):
         return f"SECRET_KEY is the {hash_} hash of a word or a common text; use a random key"
     return _weak_encoding(key)
 
 
 MAX_REPEATED_SHARE = 0.4
+
+# Texts a key is set to by mistake (round 8 of issue 26's re-attack): a template's placeholder, or a
+# command that was meant to make the key but was pasted instead of run. Long enough that a random
+# key never holds one (the suite's shapes: none of 20,000 each).
+_PLACEHOLDERS = (
+    "your-", "your_", "<your", "yoursecret", "insecure", "placeholder", "replace-", "replace_",
+    "replaceme", "changeme", "change_me", "change-me", "${secret", "$(openssl", "$(python", "$(head",
+    "python -c", "python3 -c", "openssl rand", "secrets.token", "token_hex(", "token_urlsafe(",
+    "not-for-production", "do-not-use", "example",
+)  # fmt: skip
+# A UUID of version 1 or 2 is its clock's time and the machine's network address; the nil and
+# max UUIDs are constants. Version 4 (random, 122 bits) is fine.
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-(?:[12][0-9a-f]{3}-[0-9a-f]{4}|0000-0000|ffff-ffff)-[0-9a-f]{12}"
+
+
+def placeholder(key: str) -> str | None:
+    """What a key set by mistake is, or None."""
+    import re
+
+    low = key.lower()
+    if any(p in low for p in _PLACEHOLDERS):
+        return "a placeholder or a command, not its output"
+    if len("".join(re.findall(_UUID, low))) * 2 >= len(key):
+        return "a time-based or constant UUID (its clock's time and the machine's address)"
+    return None
 
 
 def counting(key: str) -> bool:
@@ -306,6 +333,8 @@ _SEQUENCES = (
     "8ik,",
     "9ol.",
     "0p;/",
+    # and down them without the digits, each column from its top (round 8: "qazwsxedc...")
+    "qazwsxedcrfvtgbyhnujmikolp",
     # the same with shift held (lower case: keys are compared lower-cased)
     "!@#$%^&*()_+",
     "qwertyuiop{}|",

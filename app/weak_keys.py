@@ -233,6 +233,9 @@ _KEY_NAMES = (
     "dev", "development", "production", "prod", "test", "testing", "django-insecure", "flask",
     "abc123", "qwerty", "letmein", "iloveyou", "1234", "12345", "123456", "1234567", "12345678",
     "123456789", "1234567890",
+    # round 8 of the re-attack
+    "foobar", "hunter2", "admin", "root", "supersecret", "mysecret", "my secret", "my secret key",
+    "mysecretkey", "secret-key", "proctor-secret", "proctor_secret", "proctor-dev", "proctor-key",
 )  # fmt: skip
 
 
@@ -259,6 +262,20 @@ def hash_of_a_guess(key: str) -> str | None:
     text by, or None."""
     run = max(re.findall(r"[0-9a-fA-F]{32,}", key), key=len, default="").lower()
     if len(run) * 2 < len(key):
-        return None
+        run = _base64_digest(key)  # a digest in base64, as `openssl dgst -binary | base64` writes it
+        if run is None:
+            return None
     digest, name = _digests().get(run[:16], ("", ""))
     return name if digest and (digest.startswith(run) or run.startswith(digest)) else None
+
+
+def _base64_digest(key: str) -> str | None:
+    """The hex of a key that is base64 of exactly a digest's bytes (16, 20, 32 or 64), or None."""
+    import base64
+    import binascii
+
+    try:
+        data = base64.b64decode(key.replace("-", "+").replace("_", "/"), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return data.hex() if len(data) in (16, 20, 32, 64) else None
