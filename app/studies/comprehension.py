@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field
-from sqlalchemy import CursorResult, exists, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import CursorResult, exists, func, select, update
+from sqlalchemy.orm import Session, aliased
 
 from app.db import utcnow
 from app.errors import InputError
@@ -101,21 +101,24 @@ def passed(session: Session, study_id: int, worker_id: int) -> bool:
     )
 
 
-def failed_before(session: Session, study_id: int, worker_id: int, bundle_id: int) -> bool:
-    """Whether the worker failed the study's check twice in another task of theirs here: two
-    tries a worker, not two a task (Prolific's policy), so a later task of theirs ends at once."""
-    return bool(
-        session.scalar(
-            select(
-                exists().where(
-                    Bundle.study_id == study_id,
-                    Bundle.worker_id == worker_id,
-                    Bundle.id != bundle_id,
-                    Bundle.check_failures >= ATTEMPTS,
-                    Bundle.checked_at.is_(None),
-                )
-            )
+def failures(session: Session, study_id: int, worker_id: int) -> int:
+    """The worker's failed attempts at the study's check, over all their tasks here: two tries a
+    worker, not two a task (Prolific's policy), however the tries fall across tasks."""
+    total = session.scalar(
+        select(func.coalesce(func.sum(Bundle.check_failures), 0)).where(
+            Bundle.study_id == study_id, Bundle.worker_id == worker_id
         )
+    )
+    return int(total or 0)
+
+
+def _others_failures(bundle_id: int, study_id: int, worker_id: int) -> Any:
+    """failures() over the worker's other tasks, as a subquery of the attempt's UPDATE."""
+    other = aliased(Bundle)
+    return (
+        select(func.coalesce(func.sum(other.check_failures), 0))
+        .where(other.study_id == study_id, other.worker_id == worker_id, other.id != bundle_id)
+        .scalar_subquery()
     )
 
 
@@ -123,9 +126,14 @@ def status(session: Session, study: Any, bundle: Bundle) -> str:
     """What the task page shows of the check: "needed" (the check, before any item), "failed"
     (the worker failed it twice, in this task or an earlier one), or "" (nothing: no check, or
     the worker passed it, in this task or an earlier one)."""
-    if not study.comprehension or bundle.checked_at is not None or passed(session, study.id, bundle.worker_id):
+    if (
+        not study.comprehension
+        or bundle.checked_at is not None
+        or bundle.check_spared
+        or passed(session, study.id, bundle.worker_id)
+    ):
         return ""
-    if bundle.check_failures >= ATTEMPTS or failed_before(session, study.id, bundle.worker_id, bundle.id):
+    if failures(session, study.id, bundle.worker_id) >= ATTEMPTS:
         return "failed"
     return "" if bundle.finished_at is not None else "needed"
 
@@ -135,6 +143,7 @@ def needed(session: Session, study: Any, bundle: Bundle) -> bool:
     return (
         bool(study.comprehension)
         and bundle.checked_at is None
+        and not bundle.check_spared
         and bundle.finished_at is None
         and not passed(session, study.id, bundle.worker_id)
     )
@@ -147,11 +156,11 @@ def attempt(session: Session, study: Study, bundle: Bundle, answers: Mapping[str
     from app import audit
     from app.studies import assignment
 
-    if not study.comprehension or bundle.checked_at is not None:
+    if not study.comprehension or bundle.checked_at is not None or bundle.check_spared:
         return "passed"  # nothing (more) to check
     if bundle.finished_at is None and passed(session, study.id, bundle.worker_id):
         return "passed"  # in an earlier task of theirs
-    if failed_before(session, study.id, bundle.worker_id, bundle.id):
+    if bundle.finished_at is None and failures(session, study.id, bundle.worker_id) >= ATTEMPTS:
         assignment.give_back(session, bundle.id)  # no third try in a new task
         return "failed"
     if bundle.finished_at is not None:
@@ -159,13 +168,21 @@ def attempt(session: Session, study: Study, bundle: Bundle, answers: Mapping[str
     questions = study.comprehension or []
     right = all(answers.get(f"q{i}") == q["answer"] for i, q in enumerate(questions))
     # One conditional UPDATE an attempt, so attempts sent at once count as if sent one after
-    # another: a right answer passes only while fewer than two wrong ones are stored, and only
-    # the attempt that stores the second wrong one ends the task.
+    # another: a right answer passes only while fewer than two wrong ones are stored (over all
+    # the worker's tasks here), and only the attempt that stores the second wrong one ends the
+    # task. The worker's tasks are locked first (PostgreSQL), so attempts in two tasks open at
+    # once are counted one after the other too; SQLite writes one at a time anyway.
+    session.execute(
+        select(Bundle.id)
+        .where(Bundle.study_id == study.id, Bundle.worker_id == bundle.worker_id)
+        .order_by(Bundle.id)
+        .with_for_update()
+    ).all()
     still_open = (
         (Bundle.id == bundle.id)
         & Bundle.checked_at.is_(None)
         & Bundle.finished_at.is_(None)
-        & (Bundle.check_failures < ATTEMPTS)
+        & (Bundle.check_failures + _others_failures(bundle.id, study.id, bundle.worker_id) < ATTEMPTS)
     )
     values = {"checked_at": utcnow()} if right else {"check_failures": Bundle.check_failures + 1}
     updated = session.execute(update(Bundle).where(still_open).values(**values))
@@ -178,7 +195,7 @@ def attempt(session: Session, study: Study, bundle: Bundle, answers: Mapping[str
         return "passed" if bundle.checked_at is not None else "failed"
     if right:
         return "passed"
-    if bundle.check_failures < ATTEMPTS:
+    if failures(session, study.id, bundle.worker_id) < ATTEMPTS:
         return "again"
     assignment.give_back(session, bundle.id)
     return "failed"
@@ -206,11 +223,18 @@ def apply(session: Session, study: Study, questions: list[dict[str, Any]] | None
     had; those still to come get the new one."""
     if questions and not study.comprehension and study.id is not None:
         # A check turned on mid-study: the workers who agreed already began without one, and
-        # keep on without it (a worker stopped mid-task could fail it after unpaid work).
+        # keep on without it in that task (a worker stopped mid-task could fail it after unpaid
+        # work); spared, not passed, so their next task asks it, and a worker who failed it
+        # twice before stays failed.
         session.execute(
             update(Bundle)
-            .where(Bundle.study_id == study.id, Bundle.consented_at.is_not(None), Bundle.checked_at.is_(None))
-            .values(checked_at=utcnow())
+            .where(
+                Bundle.study_id == study.id,
+                Bundle.consented_at.is_not(None),
+                Bundle.checked_at.is_(None),
+                Bundle.finished_at.is_(None),
+            )
+            .values(check_spared=True)
         )
     study.comprehension = questions
 

@@ -74,7 +74,7 @@ _OPEN = """
 _NEXT_HEAD = """
 WITH b AS (
     SELECT id, worker_id, participant_id, n_done, size, gold_slots, finished_at, consented_at,
-           browser_hash
+           browser_hash, check_spared
     FROM bundles WHERE id = %(bundle)s AND study_id = %(study)s FOR UPDATE
 ), ctx AS (
     SELECT b.*, s.state AS study_state, s.annotations_per_item AS cap, s.lease_seconds,
@@ -87,7 +87,7 @@ WITH b AS (
             AND p.status <> 'rejected'
             -- A comprehension check passed by the worker in one of their tasks here (the
             -- engine's comprehension.passed: the same record); else the engine's check page.
-            AND (NOT coalesce(jsonb_typeof(s.comprehension) = 'array', false) OR EXISTS (
+            AND (NOT coalesce(jsonb_typeof(s.comprehension) = 'array', false) OR b.check_spared OR EXISTS (
                 SELECT 1 FROM bundles c WHERE c.study_id = %(study)s AND c.worker_id = b.worker_id
                 AND c.checked_at IS NOT NULL))) AS ok
     FROM b JOIN studies s ON s.id = %(study)s JOIN participants p ON p.id = b.participant_id

@@ -153,6 +153,8 @@ class Bundle(Base):
     # The comprehension check: attempts failed, and when it was passed.
     check_failures: Mapped[int] = mapped_column(default=0, server_default="0")
     checked_at: Mapped[datetime | None] = mapped_column()
+    # Spared the check: under way when the check was turned on (this task only; no pass).
+    check_spared: Mapped[bool] = mapped_column(default=False, server_default=false())
     finished_at: Mapped[datetime | None] = mapped_column()
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 

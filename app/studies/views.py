@@ -221,7 +221,9 @@ def task_state(session: Session, study: Study, bundle: Bundle) -> tuple[Assignme
     return current, wait, wait_message(get_kind(study.kind), study.kind_settings) if wait is not None else ""
 
 
-def _check_page(request: Request, study: Study, bundle: Bundle, outcome: str = "", status_code: int = 200) -> Response:
+def _check_page(
+    request: Request, session: Session, study: Study, bundle: Bundle, outcome: str = "", status_code: int = 200
+) -> Response:
     return render(
         request,
         "annotate/check.html",
@@ -229,7 +231,7 @@ def _check_page(request: Request, study: Study, bundle: Bundle, outcome: str = "
         study=study,
         bundle=bundle,
         questions=comprehension.public(study.comprehension or []),
-        attempts_left=comprehension.ATTEMPTS - bundle.check_failures,
+        attempts_left=comprehension.ATTEMPTS - comprehension.failures(session, study.id, bundle.worker_id),
         outcome=outcome,
         place=crowd.platform(request.session.get("platform")),
     )
@@ -244,9 +246,9 @@ def _task_page(request: Request, session: Session, slug: str, refused: str = "")
         if bundle.finished_at is None:  # failed in an earlier task: this one ends too
             assignment.give_back(session, bundle.id)
             session.refresh(bundle)
-        return _check_page(request, study, bundle, "failed")
+        return _check_page(request, session, study, bundle, "failed")
     if check == "needed":
-        return _check_page(request, study, bundle)
+        return _check_page(request, session, study, bundle)
     current, wait, message = task_state(session, study, bundle)
     if wait is not None:
         seconds = retry_after(wait)
@@ -337,7 +339,7 @@ async def check(request: Request, slug: str) -> Response:
         if outcome == "passed":
             return RedirectResponse(f"/task/{slug}", status_code=303)
         session.refresh(bundle)
-        return _check_page(request, study, bundle, outcome, status_code=422)
+        return _check_page(request, session, study, bundle, outcome, status_code=422)
 
 
 @router.post("/task/{slug}/answer")

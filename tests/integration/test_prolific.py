@@ -1091,3 +1091,83 @@ def test_a_check_failed_twice_is_not_tried_again_in_a_next_task(world, fake, ses
     second = session.scalar(select(Bundle).where(Bundle.external_assignment_id == "second-task"))
     assert second.finished_at is not None and second.checked_at is None
     assert session.scalar(select(Assignment).where(Assignment.bundle_id == second.id)) is None
+
+
+def _second_task(browser, slug: str, participant: str, prolific_id: str) -> str:
+    """The worker opens another task of the study in their browser and agrees: its page."""
+    import re
+
+    browser.get(f"/s/{slug}?PROLIFIC_PID={participant}&STUDY_ID={prolific_id}&SESSION_ID=second-task")
+    page = browser.get(f"/task/{slug}").text
+    form = dict(re.findall(r'name="(csrf_token|consent_version)" value="([^"]*)"', page))
+    assert browser.post(f"/task/{slug}/consent", data=form, follow_redirects=False).status_code == 303
+    return browser.get(f"/task/{slug}").text
+
+
+def test_tries_at_the_check_add_up_over_a_workers_tasks(world, fake, session):
+    """One wrong try, the task returned, a new task: one try left, not two fresh ones (the
+    page says so), and the second wrong try ends it as the second of one task would."""
+    import re
+
+    from app.studies import assignment
+    from app.studies.models import Bundle, Study
+    from tests.conftest import login
+
+    study, slug = world["study"], world["study"].slug
+    csrf = login(world["client"], world["owner"])
+    own = "What is marked?\n* The moment asked about\nThe end\n"
+    assert _page_post(world, f"/studies/{study.id}/comprehension", csrf, mode="own", questions=own).status_code == 303
+    session.get(Study, study.id).max_bundles_per_worker = 2
+    session.commit()
+    prolific_id = _published(world, fake)
+    browser, _ = _enter(world, fake, prolific_id, "P-returner")
+    page = browser.get(f"/task/{slug}").text
+    assert "You have 2 tries" in page
+    tok = re.search(r'name="csrf_token" value="([^"]*)"', page).group(1)
+    r = browser.post(f"/task/{slug}/check", data={"csrf_token": tok, "q0": "The end"})
+    assert r.status_code == 422 and 'id="check-failed"' not in r.text
+    first = session.scalar(select(Bundle).where(Bundle.study_id == study.id))
+    assignment.give_back(session, first.id)  # returned on Prolific
+    page = _second_task(browser, slug, "P-returner", prolific_id)
+    assert 'id="check"' in page and "You have 1 try." in page
+    r = browser.post(f"/task/{slug}/check", data={"csrf_token": tok, "q0": "The end"})
+    assert 'id="check-failed"' in r.text  # the worker's second wrong try
+    session.expire_all()
+    second = session.scalar(select(Bundle).where(Bundle.external_assignment_id == "second-task"))
+    assert (second.check_failures, second.checked_at, second.finished_at is not None) == (1, None, True)
+
+
+def test_a_worker_spared_mid_study_takes_the_check_in_their_next_task(world, fake, session):
+    """Spared the check in the task under way when it was turned on; their next task asks it.
+    A worker who had failed it twice stays failed when the check is turned off and on again."""
+    import re
+
+    from app.studies.models import Study
+    from tests.conftest import login
+
+    study, slug = world["study"], world["study"].slug
+    session.get(Study, study.id).max_bundles_per_worker = 2
+    session.commit()
+    csrf = login(world["client"], world["owner"])
+    own = "What is marked?\n* The moment asked about\nThe end\n"
+    prolific_id = _published(world, fake)
+    # A worker fails the check twice; the check is turned off.
+    assert _page_post(world, f"/studies/{study.id}/comprehension", csrf, mode="own", questions=own).status_code == 303
+    hasty, _ = _enter(world, fake, prolific_id, "P-hasty")
+    tok = re.search(r'name="csrf_token" value="([^"]*)"', hasty.get(f"/task/{slug}").text).group(1)
+    for _ in range(2):
+        r = hasty.post(f"/task/{slug}/check", data={"csrf_token": tok, "q0": "The end"})
+    assert 'id="check-failed"' in r.text
+    assert _page_post(world, f"/studies/{study.id}/comprehension", csrf, mode="none").status_code == 303
+    early, _ = _enter(world, fake, prolific_id, "P-early")
+    assert 'name="assignment_id"' in early.get(f"/task/{slug}").text  # no check now
+    # On again: the early worker's task goes on without it...
+    assert _page_post(world, f"/studies/{study.id}/comprehension", csrf, mode="own", questions=own).status_code == 303
+    page = early.get(f"/task/{slug}").text
+    assert 'name="assignment_id"' in page and 'id="check"' not in page
+    # ...their next task asks it, and the worker who failed twice is still refused.
+    page = _second_task(early, slug, "P-early", prolific_id)
+    assert 'id="check"' in page and 'name="assignment_id"' not in page
+    assert early.get(f"/api/v1/crowd/{slug}/next").status_code == 409
+    page = _second_task(hasty, slug, "P-hasty", prolific_id)
+    assert 'id="check-failed"' in page and 'name="assignment_id"' not in page
