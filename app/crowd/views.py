@@ -36,13 +36,15 @@ class BonusForm(BaseModel):
 
 class AllowForm(BaseModel):
     """The allow list's card: on or off, the gold accuracy (in %) over how many gold items,
-    whether a rejection keeps a worker out, and the least median seconds per item; as typed."""
+    whether a rejection keeps a worker out, the least median seconds per item and the most
+    items answered too fast (in %); as typed."""
 
     enabled: str = ""
     min_gold_accuracy: str = ""
     min_gold_items: str = ""
     no_rejections: str = ""
     min_median_seconds: str = ""  # blank: no speed term
+    max_fast_share: str = ""  # in %; blank: no limit
 
 
 own_study = managing(require("researcher", "admin"))
@@ -238,7 +240,14 @@ def allow_list(request: Request, form: Annotated[AllowForm, Form()], own: Manage
                     "give the gold accuracy (in %) and the number of gold items", field="min_gold_accuracy"
                 )
             seconds = form_number(form.min_median_seconds, "min_median_seconds", float)
-            rule = service.allow_rule(float(percent) / 100, int(items), bool(form.no_rejections), float(seconds or 0))
+            fast = form_number(form.max_fast_share, "max_fast_share", float)
+            rule = service.allow_rule(
+                float(percent) / 100,
+                int(items),
+                bool(form.no_rejections),
+                float(seconds or 0),
+                1.0 if fast is None else float(fast) / 100,
+            )
         done = service.set_allow_rule(own.session, own.session.merge(own.user), rule)
         if rule is None:
             return "No allow list: the Prolific studies you make next admit any worker."

@@ -632,6 +632,11 @@ def test_worker_speed_in_the_record_the_review_page_and_the_allow_list(fake, cli
     page = client.get(f"/studies/{a.id}").text
     assert "Allow list on Prolific: 1 worker(s) meet the rule" in page and 'name="min_median_seconds"' in page
     assert 'name="min_median_seconds" inputmode="decimal" size="4" value="8"' in page
+    # ...and the most items answered too fast (in %), kept when the card is saved again.
+    _page_post(w, f"/studies/{a.id}/prolific/allow", csrf, **form, max_fast_share="40")
+    page = client.get(f"/studies/{a.id}").text
+    assert "Allow list on Prolific: 2 worker(s) meet the rule" in page
+    assert 'name="max_fast_share" inputmode="decimal" size="4" value="40"' in page
 
 
 def test_a_rule_kept_before_the_speed_terms_means_any_pace():
