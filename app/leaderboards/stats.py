@@ -1306,10 +1306,12 @@ def ppi_people_needed(
     alone = math.ceil((Z95 * sigma / half_width) ** 2)
     with warnings.catch_warnings():  # a target out of reach: the answer below says so
         warnings.simplefilter("ignore")
-        if float(yhat.std()) == 0.0:  # a constant judge: no correlation, people alone
+        rho = 0.0 if float(yhat.std()) == 0.0 else float(np.corrcoef(y, yhat)[0, 1])
+        # A constant judge, or one uncorrelated with people (rho 0 up to rounding: ppi_power's
+        # optimum is then 0/0 and it fails on a NaN): no help, people alone.
+        if abs(rho) < 1e-9:
             rho, people = 0.0, min(alone, n_units)
         else:
-            rho = float(np.corrcoef(y, yhat)[0, 1])
             rho = max(-0.999999, min(0.999999, rho))  # ppi_power needs |rho| < 1
             # The judge costs next to nothing beside a person (0 makes the unconstrained optimum
             # infinite); every unit is judged, so n_max = the units decides n.

@@ -96,6 +96,11 @@ def test_a_hand_worked_plan():
     assert plan["share"] == pytest.approx(plan["people"] / 2000)
     # A judge that says one thing everywhere is no help: people alone.
     assert stats.ppi_people_needed(y, [1.0] * 20, 2000, 0.05)["people"] == 405
+    # A judge uncorrelated with people (Pearson rho 0: the judge gives 1 on half of people's
+    # successes and half of their failures) is no help either: people alone, not a crash.
+    blind = [1.0] * 5 + [0.0] * 5 + [1.0] * 5 + [0.0] * 5
+    plan = stats.ppi_people_needed(y, blind, 2000, 0.05)
+    assert (plan["people"], plan["ppi_corr"], plan["reachable"]) == (405, 0.0, True)
     # Out of reach: 300 units cannot give ±0.02 even with people on all of them.
     far = stats.ppi_people_needed(y, judge, 300, 0.02)
     assert far["people"] == 300 and not far["reachable"]
