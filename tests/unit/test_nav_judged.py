@@ -65,3 +65,29 @@ def test_what_ppi_cannot_use_is_refused_with_its_line(tmp_path):
     bad = _write(tmp_path / "bad.jsonl", [{"speaker": "a", "instruction": 1, "success": 1.5}])
     out = CliRunner().invoke(navigation, ["judged", "--people", people, "--judge", bad])
     assert out.exit_code != 0 and "line 1" in out.output and "success must be" in out.output
+
+
+def test_a_speaker_people_never_followed_has_the_judges_figures_and_no_plan(tmp_path):
+    """The ensemble judged speaker b's instructions, people followed none of them: b's row shows
+    the ensemble's 0.500 and says why there is no PPI++ and no plan (nothing of people's to plan
+    from), where a's row, followed 12 times, has both."""
+    judge = _write(
+        tmp_path / "judge.jsonl",
+        [{"speaker": s, "instruction": k, "success": (k % 4) / 4} for s in ("a", "b") for k in range(20)],
+    )
+    people = _write(
+        tmp_path / "people.jsonl", [{"speaker": "a", "instruction": k, "success": k % 3 == 0} for k in range(12)]
+    )
+    out = CliRunner().invoke(navigation, ["judged", "--people", people, "--judge", judge, "--json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    assert doc["b"]["judge"] == pytest.approx(0.375) and doc["b"]["judge_agreement"] is None
+    assert doc["b"]["plan"] == {"reason": "no instruction judged by people"}
+    assert doc["b"]["ppi"]["n_human"] == 0 and doc["b"]["ppi"]["low"] is None
+    assert doc["a"]["plan"]["of"] == 20 and doc["a"]["ppi"]["n_human"] == 12
+    table = CliRunner().invoke(navigation, ["judged", "--people", people, "--judge", judge])
+    assert table.exit_code == 0, table.output
+    lines = table.output.splitlines()
+    row = next(line.split() for line in lines if line.startswith("b "))
+    # judge, agreement, PPI++, interval, people, judge only, worth, plan
+    assert row[1:] == ["0.375", "-", "-", "-", "0", "20", "-", "-"], lines
