@@ -413,3 +413,18 @@ def test_an_offline_scorers_ppi_with_too_few_people_says_what_it_counts():
     assert got["judge"] == pytest.approx(2 / 3) and got["judge_agreement"]["mean"] == 1.0
     assert (got["ppi"]["n_human"], got["ppi"]["n_judge"], got["ppi"]["low"]) == (2, 1, None)
     assert got["ppi"]["reason"] == "2 captions judged by people: under 10, no interval"
+
+
+def test_a_learned_judges_prediction_of_one_half_counts_as_success():
+    """The learned table's agreement counts a prediction >= 0.5 as a success verdict (its column's
+    help says so). People's 12 continuations: one success (1.0), eleven ties (0.5, left out of the
+    agreement). The fold holding the success trains on ties only, so its model is their constant
+    0.5: the success is predicted 0.5 exactly, a success verdict, and the predictor agrees with
+    people on 1 of 1 decided continuation (0 of 1 if 0.5 were read as failure)."""
+    from app.leaderboards.judged import learned_row
+
+    human = {f"c{i}": (1.0 if i == 0 else 0.5) for i in range(12)}
+    features = {f"c{i}": [float(i % 3), float(i)] for i in range(16)}
+    row = learned_row(human, features, "continuation")
+    assert (row["agreement"]["n"], row["agreement"]["mean"]) == (1, 1.0)
+    assert row["judged"] == 16 and row["people"]["n"] == 12
