@@ -58,6 +58,13 @@ def test_the_learned_judge_beside_people_recomputed(session, monkeypatch):
     _mark(session, study, limit=40)
     table = next(t for t in _section(session, study)["tables"] if t["key"] == "sts_learned_ppi")
     assert [c["key"] for c in table["columns"]] == ["agent", "people", "judged", "judge", "agreement", "ppi", "worth"]
+    # Each column's help describes this table's estimate, cross-prediction, not the PPI++ of
+    # the simulator's table it is built from (each column keeps just its key, label and help).
+    helps = {c["key"]: c["help"] for c in table["columns"]}
+    assert all(set(c) == {"key", "label", "help"} for c in table["columns"])
+    for key in ("ppi", "worth"):
+        assert "cross-prediction" in helps[key] and "PPI++" not in helps[key], helps[key]
+    assert "predicted" in helps["judge"] and ">= 0.5" in helps["agreement"]
     rows = {r["agent"]: r for r in table["rows"]}
     marked = {
         a.item_id: a.response["marker"]
