@@ -163,3 +163,24 @@ def test_a_moved_takeover_leaves_the_mining_rules_column(client, session):
     assert row["g:small"]["n"] == 6
     assert row["g:rule:first step"]["n"] == 3
     assert row["g:rule:first step"]["note"] == "too few: n = 3"
+
+
+def test_a_study_with_only_reference_episodes_marked_yet_has_no_agent_shares(session):
+    """Early in a study people may have marked only reference episodes (the others' workers
+    rejected, here): the single-continuation shares a side-by-side study shows beside its
+    ratings are empty, not a crash."""
+    from sqlalchemy import update
+
+    from app.kinds.sts.leaderboard import _single_shares
+    from app.studies.models import Annotation, Item
+
+    owner = make_user(session, "researcher")
+    study = _sts_study(session, owner, _three_agents())
+    _mark_all(session, study)
+    agents_items = select(Item.id).where(Item.study_id == study.id, Item.is_gold.is_(False))
+    session.execute(update(Annotation).where(Annotation.item_id.in_(agents_items)).values(excluded=True))
+    session.commit()
+    session.expire_all()
+    marks, _, _ = markers(session, study)
+    assert marks and all(m.reference for m in marks)
+    assert _single_shares(session, study) == {}
