@@ -1044,14 +1044,15 @@ def check(expected: str, r) -> str | None:
 
 
 # The table is an authorisation check: what a caller may do is decided in Python over the rows
-# the ORM loads, the same on both backends. So it runs whole on SQLite; on PostgreSQL every route
-# is probed by three callers whose requests reach the handlers' own queries and writes (the
-# owner's session allowed, another researcher's token refused by ownership as 404, an admin's
-# session past ownership), the refusals before any query of the handler's (anonymous, the
-# worker, a revoked token) being no different there. PROCTOR_TEST_ALL_BACKENDS=1 runs the whole
-# table on PostgreSQL too.
+# the ORM loads, the same on both backends, except on the crowd paths, which PostgreSQL serves
+# through the hot path's own statements (the browser, the consent, a rejection decided in SQL).
+# So it runs whole on SQLite; on PostgreSQL every route is probed by five callers: the owner's
+# session (allowed), another researcher's token (refused by ownership as 404), an admin's session
+# (past ownership), the worker and anonymous (the crowd paths' refusals and answers); the other
+# token callers are refused before any query of the handler's, no different there.
+# PROCTOR_TEST_ALL_BACKENDS=1 runs the whole table on PostgreSQL too.
 SQLITE_ONLY = pytest.mark.backend_agnostic("who may call what is decided in Python, the same on both backends")
-POSTGRESQL_ROLES = ("owner", "t_other", "admin")
+POSTGRESQL_ROLES = ("anon", "worker", "owner", "t_other", "admin")
 
 
 @SQLITE_ONLY
@@ -1070,7 +1071,7 @@ def test_every_route_answers_every_role_as_the_table_says(world, session):
 
 
 @pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
-def test_every_route_answers_the_owner_another_and_an_admin_on_postgresql(world, session):
+def test_every_route_answers_five_callers_on_postgresql(world, session):
     _probe_the_table(world, session, POSTGRESQL_ROLES)
 
 
