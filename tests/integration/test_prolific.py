@@ -871,15 +871,9 @@ def test_a_check_passed_holds_for_the_workers_next_task_only(world, fake, sessio
     import re
 
     from app.studies.models import Study
-    from tests.conftest import login
 
     study, slug = world["study"], world["study"].slug
-    csrf = login(world["client"], world["owner"])
-    own = "What is marked?\n* The moment asked about\nThe end\n"
-    assert _page_post(world, f"/studies/{study.id}/comprehension", csrf, mode="own", questions=own).status_code == 303
-    session.get(Study, study.id).max_bundles_per_worker = 2
-    session.commit()
-    prolific_id = _published(world, fake)
+    prolific_id = _checked_study(world, fake, session)
     browser, _ = _enter(world, fake, prolific_id, "P-twice")
     page = browser.get(f"/task/{slug}").text
     tok = re.search(r'name="csrf_token" value="([^"]*)"', page).group(1)
@@ -1067,16 +1061,10 @@ def test_a_check_failed_twice_is_not_tried_again_in_a_next_task(world, fake, ses
     study (one that allows more) is asked to return it at once, and is served no item."""
     import re
 
-    from app.studies.models import Assignment, Bundle, Study
-    from tests.conftest import login
+    from app.studies.models import Assignment, Bundle
 
-    study, slug = world["study"], world["study"].slug
-    csrf = login(world["client"], world["owner"])
-    own = "What is marked?\n* The moment asked about\nThe end\n"
-    assert _page_post(world, f"/studies/{study.id}/comprehension", csrf, mode="own", questions=own).status_code == 303
-    session.get(Study, study.id).max_bundles_per_worker = 2
-    session.commit()
-    prolific_id = _published(world, fake)
+    slug = world["study"].slug
+    prolific_id = _checked_study(world, fake, session)
     browser, _ = _enter(world, fake, prolific_id, "P-hasty")
     tok = re.search(r'name="csrf_token" value="([^"]*)"', browser.get(f"/task/{slug}").text).group(1)
     for _ in range(2):
@@ -1099,6 +1087,20 @@ def test_a_check_failed_twice_is_not_tried_again_in_a_next_task(world, fake, ses
     assert session.scalar(select(Assignment).where(Assignment.bundle_id == second.id)) is None
 
 
+def _checked_study(w, fake, session) -> str:
+    """The world's study with its own check, two tasks a worker, published: its Prolific id."""
+    from app.studies.models import Study
+    from tests.conftest import login
+
+    study = w["study"]
+    csrf = login(w["client"], w["owner"])
+    own = "What is marked?\n* The moment asked about\nThe end\n"
+    assert _page_post(w, f"/studies/{study.id}/comprehension", csrf, mode="own", questions=own).status_code == 303
+    session.get(Study, study.id).max_bundles_per_worker = 2
+    session.commit()
+    return _published(w, fake)
+
+
 def _second_task(browser, slug: str, participant: str, prolific_id: str) -> str:
     """The worker opens another task of the study in their browser and agrees: its page."""
     import re
@@ -1116,16 +1118,10 @@ def test_tries_at_the_check_add_up_over_a_workers_tasks(world, fake, session):
     import re
 
     from app.studies import assignment
-    from app.studies.models import Bundle, Study
-    from tests.conftest import login
+    from app.studies.models import Bundle
 
     study, slug = world["study"], world["study"].slug
-    csrf = login(world["client"], world["owner"])
-    own = "What is marked?\n* The moment asked about\nThe end\n"
-    assert _page_post(world, f"/studies/{study.id}/comprehension", csrf, mode="own", questions=own).status_code == 303
-    session.get(Study, study.id).max_bundles_per_worker = 2
-    session.commit()
-    prolific_id = _published(world, fake)
+    prolific_id = _checked_study(world, fake, session)
     browser, _ = _enter(world, fake, prolific_id, "P-returner")
     page = browser.get(f"/task/{slug}").text
     assert "You have 2 tries" in page
