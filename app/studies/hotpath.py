@@ -63,18 +63,18 @@ if TYPE_CHECKING:  # imported late at run time (SQLite never loads psycopg)
     from sqlalchemy.pool import PoolProxiedConnection
 
 # The engine's `_open_to`: never an item the worker had, nor one of a group they had, nor one
-# they wrote. W is the bundle's worker.
+# they wrote. W is the bundle's worker. (An item of no group matches no assignment's group: a
+# NULL never equals; written without the IS NULL test, the statements fit psycopg's cache.)
 _OPEN = """
       AND NOT EXISTS (SELECT 1 FROM assignments m WHERE m.item_id = i.id AND m.worker_id = {w})
-      AND (i.author_id IS NULL OR i.author_id <> {w})
-      AND (i.exclusion_group IS NULL OR NOT EXISTS (
-            SELECT 1 FROM assignments g WHERE g.study_id = %(study)s AND g.worker_id = {w}
-            AND g.exclusion_group = i.exclusion_group))"""
+      AND i.author_id IS DISTINCT FROM {w}
+      AND NOT EXISTS (SELECT 1 FROM assignments g WHERE g.study_id = %(study)s AND g.worker_id = {w}
+                      AND g.exclusion_group = i.exclusion_group)"""
 
 _NEXT_HEAD = """
 WITH b AS (
     SELECT id, worker_id, participant_id, n_done, size, gold_slots, finished_at, consented_at,
-           browser_hash, check_spared
+           browser_hash, checked_at, check_spared
     FROM bundles WHERE id = %(bundle)s AND study_id = %(study)s FOR UPDATE
 ), ctx AS (
     SELECT b.*, s.state AS study_state, s.annotations_per_item AS cap, s.lease_seconds,
@@ -85,11 +85,11 @@ WITH b AS (
            ((b.browser_hash IS NULL OR b.browser_hash = %(browser)s)
             AND b.consented_at IS NOT NULL AND b.finished_at IS NULL AND s.state = 'live'
             AND p.status <> 'rejected'
-            -- A comprehension check passed by the worker in one of their tasks here (the
-            -- engine's comprehension.passed: the same record); else the engine's check page.
-            AND (NOT coalesce(jsonb_typeof(s.comprehension) = 'array', false) OR b.check_spared OR EXISTS (
-                SELECT 1 FROM bundles c WHERE c.study_id = %(study)s AND c.worker_id = b.worker_id
-                AND c.checked_at IS NOT NULL))) AS ok
+            -- A comprehension check passed in this task, or spared it; else the engine, which
+            -- also reads a pass in another task of the worker's (comprehension.passed: such a
+            -- task takes the engine's path, the statement kept within psycopg's cache).
+            AND (NOT coalesce(jsonb_typeof(s.comprehension) = 'array', false)
+                 OR b.checked_at IS NOT NULL OR b.check_spared)) AS ok
     FROM b JOIN studies s ON s.id = %(study)s JOIN participants p ON p.id = b.participant_id
     -- A rejection locks the bundle, then the participant. A `next` that waited for the bundle
     -- would read the participant from its snapshot, taken before: still pending, and it would
