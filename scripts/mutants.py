@@ -83,6 +83,9 @@ SECTION_TESTS = [
     "tests/integration/test_a3ds_judge.py",
     "tests/integration/test_sts_learned_judge.py",
     "tests/integration/test_sts_people.py",
+    # Navigation's side-by-side tables (pair_section, followed_table): no selected test reached
+    # them in the seed-47 sample (docs/testing.md).
+    "tests/integration/test_nav_pairs.py",
     # 9! orderings through scipy per seed: past the 60 s limit under mutmut's tracing. It checks
     # stats.spearman, which `make mutants` mutates with test_stats.py.
     "--deselect",
