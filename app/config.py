@@ -13,10 +13,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.weak_keys import (
     MAX_ENGLISH_BITS,
+    MAX_GUESSABLE_SHARE,
     MAX_WORD_BITS_PER_CHAR,
+    clock_share,
     constant_in,
     english_bits,
     hash_of_a_guess,
+    hexspeak_share,
     word_bits,
 )
 
@@ -140,10 +143,11 @@ def weak_secret_key(key: str) -> str | None:
             f"SECRET_KEY looks like about {math.floor(bits)} bits of randomness; it needs at least "
             f"{MIN_SECRET_BITS}: use a random key, not words or a pattern"
         )
-    # A part repeated with a change ("proctor" x 5 + "12", sixteen 0s and 16 random digits):
-    # much of it is copies of what came before it. A random key's copies are chance runs of 4
+    # A part repeated with a change ("proctor" x 5 + "12", sixteen 0s and 16 random digits),
+    # or with a run typed after it ("supersecretkey" twice and "12345678"): much of it is copies
+    # of what came before it or runs along a row. A random key's copies are chance runs of 4
     # or 5 characters (a few percent of it).
-    if repeated_share(key) >= MAX_REPEATED_SHARE:
+    if repeated_share(key) + run_share(key) >= MAX_REPEATED_SHARE:
         return "SECRET_KEY repeats parts of itself; use a random key"
     if counting(key):
         return "SECRET_KEY counts (1, 2, 3... or 0, 2, 4...); use a random key"
@@ -151,6 +155,10 @@ def weak_secret_key(key: str) -> str | None:
         return "SECRET_KEY is mostly common English words; use a random key"
     if (english := english_bits(key)) is not None and english < MAX_ENGLISH_BITS:
         return "SECRET_KEY reads as English words, or pronounceable made-up ones; use a random key"
+    if clock_share(key) >= MAX_GUESSABLE_SHARE:
+        return "SECRET_KEY is mostly a date or a time (guessable to the day); use a random key"
+    if hexspeak_share(key) >= MAX_GUESSABLE_SHARE:
+        return "SECRET_KEY is mostly hex digits spelling words (deadbeef, cafebabe...); use a random key"
     if constant := constant_in(key):
         return f"SECRET_KEY is digits of {constant}; use a random key"
     if what := placeholder(key):
@@ -351,12 +359,28 @@ _SEQUENCES = (
     "(ol>",
     ")p:?",
 )
-_NEXT = {(s[i], s[i + 1]) for s in _SEQUENCES for i in range(len(s) - 1)}
-_NEXT |= {(b, a) for a, b in _NEXT}
+_FORWARD = {(s[i], s[i + 1]) for s in _SEQUENCES for i in range(len(s) - 1)}
+_NEXT = _FORWARD | {(b, a) for a, b in _FORWARD}
 RUN = 4  # runs of 3 come by chance in a random hex key
 # pattern_bits of keys that are a pattern: 2 to 20; of token_hex(16): 76 and up (lowest of 100,000
 # draws), so a random key of 32 characters is never refused for a run it happens to hold.
 MIN_PATTERN_BITS = 60
+
+
+def run_share(key: str, shortest: int = 6) -> float:
+    """The share of the key in runs of `shortest` or more along the alphabet, the digits or a
+    keyboard row, either way ("12345678", "qwerty", "9876543"); shorter ones, and zigzags
+    ("545454"), come by chance in random digits."""
+    low, covered = key.lower(), set()
+    for pairs in (_FORWARD, {(b, a) for a, b in _FORWARD}):
+        start = 0
+        for i in range(1, len(key) + 1):
+            if i < len(key) and (low[i - 1], low[i]) in pairs:
+                continue
+            if i - start >= shortest:
+                covered.update(range(start, i))
+            start = i
+    return len(covered) / len(key) if key else 0.0
 
 
 def pattern_bits(key: str) -> float:
