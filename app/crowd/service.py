@@ -470,13 +470,21 @@ def set_allow_rule(session: Session, user: User, rule: dict[str, Any] | None) ->
     return {"rule": rule, **done}
 
 
-def refresh_allow_lists() -> list[dict[str, Any]]:
+# An account whose sync failed is tried at the next round, then after 1, 3, 7 ... minutes (at
+# most an hour) while it keeps failing: each try is calls to Prolific and an audit row, and a
+# revoked token fails every time. Kept by the sweeper's process; a restart tries at once.
+_REFRESH_FAILED: dict[int, tuple[int, float]] = {}  # account id -> (failures in a row, not before)
+REFRESH_MAX_WAIT_S = 3600.0
+
+
+def refresh_allow_lists(now: float | None = None) -> list[dict[str, Any]]:
     """The allow lists kept as the workers' records change: each account's rule applied to the
     records as they are now, and Prolific called (its group's members read, then added to or
     taken from) only where the rule picks other workers than at the last sync. Run with the
     sweeper, every minute. An account whose token is gone or unreadable, or that Prolific does
-    not answer for, waits for the next round (logged). [{"user", "added", "removed"}] of those
-    changed."""
+    not answer for, waits for a later round (logged; _REFRESH_FAILED). [{"user", "added",
+    "removed"}] of those changed."""
+    now = time.time() if now is None else now
     changed: list[dict[str, Any]] = []
     with get_sessionmaker()() as s:
         accounts = s.scalars(
@@ -486,13 +494,19 @@ def refresh_allow_lists() -> list[dict[str, Any]]:
             user = s.get(User, account.user_id)
             if not account.allow_rule or user is None or _allowed(s, account) == account.allow_members:
                 continue
+            failures, not_before = _REFRESH_FAILED.get(account.id, (0, 0.0))
+            if now < not_before:
+                continue
             try:
                 with client(s, user, "user", user.id) as c:
                     done = _sync_allow_list(s, c, account)
             except (ProlificError, InputError, sealed.Unreadable) as exc:
                 s.commit()  # the audit of the calls made
-                log.warning("allow list of user %s: %s", account.user_id, exc)
+                wait = min(60.0 * (2**failures - 1), REFRESH_MAX_WAIT_S)
+                _REFRESH_FAILED[account.id] = (failures + 1, now + wait)
+                log.warning("allow list of user %s (tried again in %.0f s): %s", account.user_id, wait, exc)
                 continue
+            _REFRESH_FAILED.pop(account.id, None)
             s.commit()
             changed.append({"user": user.id, "added": done["added"], "removed": done["removed"]})
     return changed

@@ -1032,6 +1032,41 @@ def test_the_sweeper_keeps_the_allow_list_as_records_change(fake, client, sessio
     assert refresh_allow_lists() == [] and fake.groups[group]["participants"] == []
 
 
+def test_an_account_prolific_keeps_refusing_is_tried_less_and_less_often(fake, client, session):
+    """A revoked token fails every round: after the first retry the sweeper waits 1, 3, 7 ...
+    minutes (at most an hour) before calling Prolific for that account again, and tries at
+    once again after a sync that works."""
+    from app.crowd import service
+
+    service._REFRESH_FAILED.clear()  # kept by the process: an earlier test's account 1 is not this one
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, bundle_size=4, gold_rate=0.5, title="Gold study")
+    w = {"owner": owner, "study": study, "client": client, "session": session}
+    w["headers"] = {"Authorization": f"Bearer {create_token(session, owner)}"}
+    session.commit()
+    sub = _arrive(w, fake, _published(w, fake), "P-good")
+    rule = {"min_gold_accuracy": 0.8, "min_gold_items": 1, "no_rejections": True}
+    assert _api(w, "PUT", "/prolific/allow-list", json=rule).status_code == 200
+    _work(w, session, sub, right=True)  # the rule now picks P-good: the next round calls Prolific
+
+    def round_at(minute: float) -> bool:
+        """One sweeper round with Prolific refusing; whether it called Prolific."""
+        calls = len(fake.calls)
+        fake.fail("group_members", "before")
+        assert service.refresh_allow_lists(now=1e9 + 60 * minute) == []
+        called = len(fake.calls) > calls
+        fake.faults.pop("group_members", None)
+        return called
+
+    tried = [m for m in range(12) if round_at(m)]
+    assert tried == [0, 1, 2, 5]  # then after 0, 1, 3 and 7 minutes: the next at 5 + 7 = 12
+    assert round_at(12)
+    assert not round_at(13)  # 15 minutes now
+    assert service.refresh_allow_lists(now=1e9 + 60 * 28) == [{"user": owner.id, "added": ["P-good"], "removed": []}]
+    assert service._REFRESH_FAILED == {}
+    service._REFRESH_FAILED.clear()
+
+
 def test_the_study_preview_shows_the_comprehension_check(world, fake, session):
     """The preview's first page shows what a worker meets before the first item: the check's
     questions and options as the worker sees them, and to the researcher the right answers."""
