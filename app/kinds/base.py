@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -186,13 +187,18 @@ class TaskKind(ABC):
         path = self.parts.get(name)
         if path is None:
             return None
+        # A path from the dot is the package of the class that declared it: a subclass made
+        # elsewhere inherits the parts of the kind it extends.
+        declared = next(c for c in type(self).__mro__ if name in vars(c).get("parts", {}))
+        package = sys.modules[declared.__module__].__package__
         if isinstance(path, tuple):
-            return [self._resolve(p) for p in path]
-        return self._resolve(path)
+            return [self._resolve(p, package) for p in path]
+        return self._resolve(path, package)
 
-    def _resolve(self, path: str) -> Any:
+    @staticmethod
+    def _resolve(path: str, package: str | None) -> Any:
         module, _, attr = path.partition(":")
-        return getattr(importlib.import_module(module, package=type(self).__module__), attr)
+        return getattr(importlib.import_module(module, package=package), attr)
 
     def agent_runs(self) -> Any:
         """The kind's agent runs (app.runs.component.AgentRuns): what a run of its models over a

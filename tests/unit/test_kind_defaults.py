@@ -32,6 +32,21 @@ def test_a_part_named_from_the_dot_is_found_in_the_kinds_package():
     assert A3DS.routers() == [router, api]
 
 
+def test_a_subclass_elsewhere_finds_the_parts_it_inherits_where_they_were_declared():
+    # Captions is defined in this test module, not in app.kinds.a3ds: ".architectures" is the
+    # package of the class that declared the part, not of the subclass.
+    from app.kinds.a3ds.architectures import check_config
+
+    assert Captions()._part("check_artifact_config") is check_config
+
+    class Renamed(Captions):  # declares its own part: read against this module's package
+        parts: ClassVar[dict[str, str | tuple[str, ...]]] = {"cli": "app.kinds.tom.cli:tom"}
+
+    from app.kinds.tom.cli import tom
+
+    assert Renamed().cli() is tom
+
+
 def test_model_jobs_name_the_workers_functions():
     assert model_jobs("a3ds", "validate", "train") == {
         "validate": "workers.a3ds.validate:run_validation",
