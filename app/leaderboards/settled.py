@@ -48,6 +48,9 @@ def settled_rows(
                 "state": pair["verdict"],
                 "n": pair["difference"].n,
                 "settled": pair["settled"],
+                # The confidence of the pair's sequence, in percent: Holm's step its verdict was
+                # reached at (settled), or the step it is tested at now (open).
+                "level": 100 * (1 - pair["level"]),
                 "difference": pair["difference"].as_dict(),
                 "first_mean": agents[pair["first"]].as_dict(),
                 "second_mean": agents[pair["second"]].as_dict(),
@@ -100,6 +103,14 @@ def settled_table(
                 "key": "settled",
                 "label": "Settled at",
                 "help": f"The number of shared {units} at which the verdict first held (— while open).",
+            },
+            {
+                "key": "level",
+                "label": "Level, %",
+                "format": "g",
+                "help": "The confidence of the pair's sequence: for a settled pair the Holm step its "
+                f"verdict was reached at ({level:.4g}% for the first to settle, lower for each after), "
+                "for an open pair the step it is tested at now.",
             },
             {
                 "key": "difference",

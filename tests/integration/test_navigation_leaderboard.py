@@ -495,6 +495,7 @@ def test_the_settled_table_is_the_confidence_sequences_of_the_arrivals(session, 
     seq = sequential.difference_sequence(diffs)  # one pair: alpha 0.05, no Bonferroni
     settled = next(e.n for e in seq if e.low > 0)
     assert row["state"] == "above" and row["settled"] == settled and row["n"] == 24
+    assert row["level"] == pytest.approx(95.0)  # one pair: its verdict at the whole 0.05
     assert row["verdict"] == f"human above toy, settled after {settled} paths"
     assert row["difference"] == pytest.approx(seq[-1].as_dict())
     assert row["difference"]["low"] > 0 and row["difference"]["mean"] == pytest.approx(sum(diffs) / 24)
@@ -504,3 +505,4 @@ def test_the_settled_table_is_the_confidence_sequences_of_the_arrivals(session, 
 
     page = client.get(f"/studies/{study.id}/leaderboard")
     assert 'id="navigation_settled"' in page.text and f"human above toy, settled after {settled} paths" in page.text
+    assert "<th" in page.text and "Level, %" in page.text

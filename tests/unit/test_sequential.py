@@ -225,7 +225,13 @@ def test_holm_gives_the_settled_pairs_share_of_alpha_to_the_open_one():
     up = sequential.pair_evidence(d, 0.05, 0.05 / 6)["up"]
     assert now["settled"] == int(np.argmax(up > math.log(7 / 0.05))) + 1 == 317
     assert now["level"] == pytest.approx(2 * 0.05 / 7) and now["difference"].low > 0
-    assert settled_rows(arrivals, "path")[3]["verdict"] == "B above C, settled after 317 paths"
+    rows = settled_rows(arrivals, "path")
+    assert rows[3]["verdict"] == "B above C, settled after 317 paths"
+    # Each row says the level its verdict was reached at: the first to settle at 1 - 0.05 / 6,
+    # B against C, the last, at 1 - 2 x 0.05 / 7.
+    assert rows[3]["level"] == pytest.approx(100 * (1 - 2 * 0.05 / 7))
+    first = min((p["settled_when"], k) for k, p in got.items())[1]
+    assert next(r for r in rows if (r["first"], r["second"]) == first)["level"] == pytest.approx(100 * (1 - 0.05 / 6))
     # Without the step-down, every pair is as sequential.verdict at alpha / m says (the old rule).
     flat = settle(arrivals, 0.05, step_down=False)
     for p in flat["pairs"]:
