@@ -243,12 +243,7 @@ def auto_review(session: Session, study: Study, participant_id: int) -> str | No
     assignment engine's transaction (which took the participant's lock before any assignment,
     as `decide` does). Approves only a worker still pending whom no admin has reviewed; an
     approval is recorded once, with no actor. Returns the new status, or None (no change)."""
-    p = session.execute(
-        select(Participant)
-        .where(Participant.id == participant_id)
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    ).scalar_one()
+    p = session.get_one(Participant, participant_id, with_for_update=True, populate_existing=True)
     if p.status != "pending" or p.reviewed_by is not None:
         return None  # an admin's decision (or an earlier automatic one) stands
     verdict, reason = kind_verdict(session, study, p)

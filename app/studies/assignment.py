@@ -256,9 +256,7 @@ def _admit(
 
 
 def _lock_bundle(session: Session, bundle_id: int) -> Bundle:
-    return session.execute(
-        select(Bundle).where(Bundle.id == bundle_id).with_for_update().execution_options(populate_existing=True)
-    ).scalar_one()
+    return session.get_one(Bundle, bundle_id, with_for_update=True, populate_existing=True)
 
 
 def _lock_participant(session: Session, bundle: Bundle) -> None:
@@ -471,12 +469,7 @@ def submit(
             if stored.worker_id != bundle.worker_id:
                 raise InputError("this key belongs to another submission", field="idempotency_key")
             return stored
-        assignment = session.execute(
-            select(Assignment)
-            .where(Assignment.id == assignment_id)
-            .with_for_update()
-            .execution_options(populate_existing=True)
-        ).scalar_one_or_none()
+        assignment = session.get(Assignment, assignment_id, with_for_update=True, populate_existing=True)
         if assignment is None or assignment.bundle_id != bundle.id:
             raise InputError("no such assignment in your task", field="assignment_id")
         if study.state not in ("live", "paused"):
