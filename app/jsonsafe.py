@@ -14,7 +14,9 @@ with their line."""
 from __future__ import annotations
 
 import json
+import math
 import re
+from collections.abc import Callable
 
 MAX_DEPTH = 64
 
@@ -168,36 +170,32 @@ def loads(data: str | bytes, limit: int = MAX_DEPTH):
         raise _bad_number(data, exc.text) from None
 
 
+def _first(value: object, path: str, bad: Callable[[object], bool], keys: bool = False) -> str | None:
+    """The path ("payload.scores[2]") of the first part of a JSON-like value that is `bad`,
+    or None; with `keys`, an object's key that is bad gives its object's path."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if keys and bad(k):
+                return path
+            if (found := _first(v, f"{path}.{k}" if path else str(k), bad, keys)) is not None:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            if (found := _first(v, f"{path}[{i}]", bad, keys)) is not None:
+                return found
+    elif bad(value):
+        return path
+    return None
+
+
 def unstorable_text(value, path: str = "") -> str | None:
     """The path of the first string (a key's: its object's path) holding U+0000 or a lone
     surrogate in a JSON-like value, or None: text a model made (a vocabulary's words) never went
     through loads() above, and PostgreSQL would fail the whole insert on it."""
-    if isinstance(value, str):
-        return path if _BAD_CHAR.search(value) else None
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if isinstance(k, str) and _BAD_CHAR.search(k):
-                return path
-            if (found := unstorable_text(v, f"{path}.{k}" if path else str(k))) is not None:
-                return found
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            if (found := unstorable_text(v, f"{path}[{i}]")) is not None:
-                return found
-    return None
+    return _first(value, path, lambda v: isinstance(v, str) and _BAD_CHAR.search(v) is not None, keys=True)
 
 
 def non_finite(value, path: str = "") -> str | None:
     """The path ("payload.scores[2]") of the first NaN or infinity in a JSON-like value, or
     None. Importers refuse their own fields first; this is the check nothing passes around."""
-    if isinstance(value, float):
-        return None if value == value and value not in (float("inf"), float("-inf")) else path
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if (found := non_finite(v, f"{path}.{k}" if path else str(k))) is not None:
-                return found
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            if (found := non_finite(v, f"{path}[{i}]")) is not None:
-                return found
-    return None
+    return _first(value, path, lambda v: isinstance(v, float) and not math.isfinite(v))
