@@ -29,34 +29,36 @@ from sqlalchemy.orm import Mapped, mapped_column
 from app.db import Base
 
 
-class WorkerCategoryTotal(Base):
+class _PerWorker:
+    """The key's first columns in each per-worker total: (study, worker). First in the table
+    too (sort_order: a mixin's columns otherwise come last), as migration 0011 made them."""
+
+    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), primary_key=True, sort_order=-1)
+    worker_id: Mapped[int] = mapped_column(primary_key=True, sort_order=-1)
+
+
+class WorkerCategoryTotal(_PerWorker, Base):
     __tablename__ = "lb_worker_categories"
 
-    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), primary_key=True)
-    worker_id: Mapped[int] = mapped_column(primary_key=True)
     category: Mapped[str] = mapped_column(String(64), primary_key=True)
     n: Mapped[int] = mapped_column()
     score_sum: Mapped[float] = mapped_column(Float)
 
 
-class WorkerClusterTotal(Base):
+class WorkerClusterTotal(_PerWorker, Base):
     __tablename__ = "lb_worker_clusters"
 
-    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), primary_key=True)
-    worker_id: Mapped[int] = mapped_column(primary_key=True)
     cluster: Mapped[str] = mapped_column(String(255), primary_key=True)
     n: Mapped[int] = mapped_column()
     n_right: Mapped[int] = mapped_column()
 
 
-class WorkerConsistencyTotal(Base):
+class WorkerConsistencyTotal(_PerWorker, Base):
     """Per worker: clusters answered whole (n = the cluster's non-gold items) and all right;
     moved by the triggers whenever a lb_worker_clusters row reaches or leaves its size."""
 
     __tablename__ = "lb_worker_consistency"
 
-    study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), primary_key=True)
-    worker_id: Mapped[int] = mapped_column(primary_key=True)
     clusters_whole: Mapped[int] = mapped_column()
     clusters_right: Mapped[int] = mapped_column()
 
