@@ -69,34 +69,35 @@ def docs_pages(app: FastAPI) -> None:
     (ReDoc's footer logo is on cdn.redoc.ly): a page that works offline, not one that waits."""
     from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
 
-    def page(make: Callable[..., HTMLResponse], **options: Any) -> HTMLResponse:
-        """The app's schema (create_app sets its URL) under the app's name, fetching only its own."""
-        response = make(openapi_url=cast(str, app.openapi_url), title=f"{app.title} API", **options)
-        response.headers["Content-Security-Policy"] = DOCS_CSP
-        return response
+    def page(path: str, make: Callable[..., HTMLResponse], **options: Any) -> None:
+        """At `path`, the page `make` writes for the app's schema (create_app sets its URL) under
+        the app's name, fetching only its own."""
 
-    @app.get("/api/docs", include_in_schema=False)
-    def swagger_ui() -> HTMLResponse:
-        return page(
-            get_swagger_ui_html,
-            swagger_js_url="/static/vendor/swagger-ui-bundle.js",
-            swagger_css_url="/static/vendor/swagger-ui.css",
-            swagger_favicon_url="/static/favicon.svg",
-            oauth2_redirect_url=OAUTH2_REDIRECT,
-        )
+        @app.get(path, include_in_schema=False)
+        def docs_page() -> HTMLResponse:
+            response = make(openapi_url=cast(str, app.openapi_url), title=f"{app.title} API", **options)
+            response.headers["Content-Security-Policy"] = DOCS_CSP
+            return response
+
+    page(
+        "/api/docs",
+        get_swagger_ui_html,
+        swagger_js_url="/static/vendor/swagger-ui-bundle.js",
+        swagger_css_url="/static/vendor/swagger-ui.css",
+        swagger_favicon_url="/static/favicon.svg",
+        oauth2_redirect_url=OAUTH2_REDIRECT,
+    )
+    page(
+        "/api/redoc",
+        get_redoc_html,
+        redoc_js_url="/static/vendor/redoc.standalone.js",
+        redoc_favicon_url="/static/favicon.svg",
+        with_google_fonts=False,
+    )
 
     @app.get(OAUTH2_REDIRECT, include_in_schema=False)
     def swagger_ui_redirect() -> HTMLResponse:
         return get_swagger_ui_oauth2_redirect_html()
-
-    @app.get("/api/redoc", include_in_schema=False)
-    def redoc() -> HTMLResponse:
-        return page(
-            get_redoc_html,
-            redoc_js_url="/static/vendor/redoc.standalone.js",
-            redoc_favicon_url="/static/favicon.svg",
-            with_google_fonts=False,
-        )
 
 
 def own_routes(app: FastAPI) -> None:
