@@ -44,6 +44,7 @@ either path.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections import OrderedDict
@@ -51,7 +52,7 @@ from collections.abc import Callable, Generator, Hashable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, cast
 
 from app.config import get_settings
 from app.errors import InputError
@@ -519,6 +520,22 @@ def _run(url: str, sql: str, params: dict[str, Any], client: bool = False) -> Ro
 # on a pooled connection. (Async endpoints on psycopg's async pool drove the same generators:
 # they measured no faster here, docs/benchmarks.md, and were taken out.)
 
+P = ParamSpec("P")
+
+
+def _study_operation(
+    steps: Callable[Concatenate[str, StudyConf, P], Generator[Step, Row | None, T]],
+) -> Callable[Concatenate[str, StudyConf, P], T]:
+    """A study's operation from its steps, as contextlib.contextmanager makes a context manager
+    from a generator: called with the same arguments, it runs them (_drive) and returns what the
+    steps return."""
+
+    @functools.wraps(steps)
+    def run(url: str, conf: StudyConf, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return _drive(url, steps(url, conf, *args, **kwargs), conf)
+
+    return run
+
 
 def _study_steps(url: str, slug: str) -> Generator[Step, Row | None, StudyConf | None]:
     key = (url, slug)
@@ -586,9 +603,11 @@ def _seen(url: str, conf: StudyConf, version: str | None) -> None:
         forget_study(url, conf.slug)
 
 
-def _next_steps(
+@_study_operation
+def next_lease(
     url: str, conf: StudyConf, bundle_id: int, browser: str | None
 ) -> Generator[Step, Row | None, Lease | None]:
+    """The bundle's current lease or a new one, in one statement; None: take the engine path."""
     sql = NEXT_ADAPTIVE_SQL if conf.adaptive else NEXT_SQL
     row = yield sql, {"bundle": bundle_id, "study": conf.id, "browser": browser, "now": _now()}
     if row is None:  # no such bundle in this study (or the cached study is gone): read it again
@@ -606,7 +625,8 @@ def _next_steps(
     return Lease(assignment_id=a_id, new=new, slot=slot, n_done=n_done, size=size, item_id=item_id, payload=payload)
 
 
-def _submit_steps(
+@_study_operation
+def submit(
     url: str,
     conf: StudyConf,
     bundle_id: int,
@@ -616,6 +636,9 @@ def _submit_steps(
     client: dict[str, Any],
     browser: str | None,
 ) -> Generator[Step, Row | None, Stored | None]:
+    """Store the answer to the bundle's live lease in one statement: the annotation's id (and
+    whether it ended the bundle), or None (nothing stored: take the engine path, which also
+    answers an answer the kind refuses, after its own checks of the worker and the study)."""
     from psycopg.types.json import Jsonb
 
     from app.kinds import get_kind
@@ -731,7 +754,7 @@ def _drive(url: str, steps: Generator[Step, Row | None, T], conf: StudyConf | No
         sql, params = next(steps)
         while True:
             if sql is SUBMIT_END_SQL:
-                assert conf is not None  # only submit's steps end a bundle, and it passes its study
+                assert conf is not None  # only submit's steps end a bundle; _study_operation passes its study
                 row = _run_end(url, conf, params)
             else:
                 row = _run(url, sql, params)
@@ -745,27 +768,6 @@ def study(url: str, slug: str) -> StudyConf | None:
     """The study of this slug, read once per version per process (entry, consent, next and
     submit share the one read); None: no such study (the engine's 404)."""
     return _drive(url, _study_steps(url, slug))
-
-
-def next_lease(url: str, conf: StudyConf, bundle_id: int, browser: str | None) -> Lease | None:
-    """The bundle's current lease or a new one, in one statement; None: take the engine path."""
-    return _drive(url, _next_steps(url, conf, bundle_id, browser))
-
-
-def submit(
-    url: str,
-    conf: StudyConf,
-    bundle_id: int,
-    assignment_id: int,
-    response: dict[str, Any],
-    key: str,
-    client: dict[str, Any],
-    browser: str | None,
-) -> Stored | None:
-    """Store the answer to the bundle's live lease in one statement: the annotation's id (and
-    whether it ended the bundle), or None (nothing stored: take the engine path, which also
-    answers an answer the kind refuses, after its own checks of the worker and the study)."""
-    return _drive(url, _submit_steps(url, conf, bundle_id, assignment_id, response, key, client, browser), conf)
 
 
 # ---- entry and consent ------------------------------------------------------------------
