@@ -371,7 +371,7 @@ def run_share(key: str, shortest: int = 6) -> float:
     """The share of the key in runs of `shortest` or more along the alphabet, the digits or a
     keyboard row, either way ("12345678", "qwerty", "9876543"); shorter ones, and zigzags
     ("545454"), come by chance in random digits."""
-    low, covered = key.lower(), set()
+    low, covered = key.lower(), set[int]()
     for pairs in (_FORWARD, {(b, a) for a, b in _FORWARD}):
         start = 0
         for i in range(1, len(key) + 1):

@@ -288,6 +288,8 @@ def _base64_digest(key: str) -> str | None:
 # keys and count only as part of a date or a time with its separators.
 _MONTHS = "january february march april may june july august september october november december"
 _DAYS = "monday tuesday wednesday thursday friday saturday sunday"
+_SHORT_MONTHS = "|".join(m[:3] for m in _MONTHS.split())
+_NAMES = "|".join(_MONTHS.split() + _DAYS.split() + [w[:3] for w in (_MONTHS + " " + _DAYS).split()])
 _NUMBER_START, _NUMBER_END = r"(?<![0-9a-z])", r"(?![0-9a-z])"  # digits standing alone
 _CLOCK = re.compile(
     "|".join(
@@ -301,8 +303,8 @@ _CLOCK = re.compile(
             + _NUMBER_END,
             _NUMBER_START + r"1[0-9]{9}(?:\d{3}(?:\d{3})?)?" + _NUMBER_END,  # seconds (milli-, micro-) since 1970
             _NUMBER_START + r"(?:19|20)\d\d" + _NUMBER_END,  # a year
-            r"(?<!\d)(?:0?[1-9]|[12]\d|3[01])(?:st|nd|rd|th)?(?=[ ,]+(?:%s))" % "|".join(m[:3] for m in _MONTHS.split()),
-            r"\b(?:%s)\b" % "|".join(_MONTHS.split() + _DAYS.split() + [w[:3] for w in (_MONTHS + " " + _DAYS).split()]),
+            r"(?<!\d)(?:0?[1-9]|[12]\d|3[01])(?:st|nd|rd|th)?(?=[ ,]+(?:%s))" % _SHORT_MONTHS,  # 29 nov
+            r"\b(?:%s)\b" % _NAMES,
             r"\butc\b|\bgmt\b|(?<=\d)z\b|[+-](?:0\d|1[0-4]):?[0-5]\d(?!\d)",  # time zones
         )
     )
