@@ -64,6 +64,20 @@ def model_jobs(kind: str, *jobs: str) -> dict[str, str]:
     return {job: f"workers.{kind}.{job}:{MODEL_JOBS[job]}" for job in jobs}
 
 
+def model_parts(kind: str, agent_runs: str, **more: str) -> dict[str, str | tuple[str, ...]]:
+    """A kind's TaskKind.parts where its package is laid out as the built-in kinds with models
+    are: pages and API in .views (router, api), its command group .cli:<kind>, train commands
+    in .train, built-in architectures in .architectures; `more` adds parts or moves these."""
+    return {
+        "agent_runs": agent_runs,
+        "routers": (".views:router", ".views:api"),
+        "cli": f".cli:{kind}",
+        "train_commands": ".train:train_commands",
+        "check_artifact_config": ".architectures:check_config",
+        **more,
+    }
+
+
 class TaskKind(ABC):
     """A protocol: what its items are, how a worker answers one, how answers are scored, and
     everything it adds to the platform (pages, API, commands, tables, jobs). A kind is found

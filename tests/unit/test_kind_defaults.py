@@ -9,7 +9,7 @@ import pytest
 
 from app.kinds.a3ds import KIND as A3DS
 from app.kinds.a3ds import ReferenceGame
-from app.kinds.base import model_jobs
+from app.kinds.base import model_jobs, model_parts
 
 
 class Captions(ReferenceGame):
@@ -52,6 +52,21 @@ def test_model_jobs_name_the_workers_functions():
         "validate": "workers.a3ds.validate:run_validation",
         "train": "workers.a3ds.train:run_train_job",
     }
+
+
+def test_model_parts_name_the_conventional_modules_and_take_others():
+    assert model_parts("a3ds", ".generation:CaptionerRuns", study_context=".generation:study_context") == {
+        "agent_runs": ".generation:CaptionerRuns",
+        "routers": (".views:router", ".views:api"),
+        "cli": ".cli:a3ds",
+        "train_commands": ".train:train_commands",
+        "check_artifact_config": ".architectures:check_config",
+        "study_context": ".generation:study_context",
+    }
+    assert (
+        model_parts("navigation", ".generation:SpeakerRuns", train_commands=".cli:train_commands")["train_commands"]
+        == ".cli:train_commands"
+    )
 
 
 def test_a_config_that_is_no_object_names_the_file_and_the_command_that_writes_it():

@@ -16,7 +16,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel
 
 from app.errors import InputError
-from app.kinds.base import ImportResult, ItemSpec, model_jobs, TaskKind
+from app.kinds.base import ImportResult, ItemSpec, model_jobs, model_parts, TaskKind
 from app.leaderboards.ranking import Ranking
 
 CAPTIONS_LINE = '{"target": id, "distractor": id, "caption": str, "captioner": optional, "id": optional}'
@@ -108,14 +108,9 @@ class ReferenceGame(TaskKind):
         "an A3DS captioner (the two 64 x 64 scenes, target and distractor, to caption token ids, docs/kinds/a3ds.md)"
     )
 
-    parts: ClassVar[dict[str, str | tuple[str, ...]]] = {
-        "agent_runs": ".generation:CaptionerRuns",
-        "routers": (".views:router", ".views:api"),
-        "cli": ".cli:a3ds",
-        "train_commands": ".train:train_commands",
-        "check_artifact_config": ".architectures:check_config",
-        "study_context": ".generation:study_context",
-    }
+    parts: ClassVar[dict[str, str | tuple[str, ...]]] = model_parts(
+        "a3ds", ".generation:CaptionerRuns", study_context=".generation:study_context"
+    )
 
     def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
         out = super().parse_response(data, payload, settings)

@@ -17,7 +17,7 @@ from collections import defaultdict
 from typing import ClassVar
 
 from app.errors import InputError
-from app.kinds.base import ImportResult, ItemSpec, model_jobs, TaskKind
+from app.kinds.base import ImportResult, ItemSpec, model_jobs, model_parts, TaskKind
 from app.leaderboards.ranking import Ranking
 from app.kinds.hexagons import metrics
 from app.kinds.hexagons.abstraction import LEVELS, MECHANISMS
@@ -120,13 +120,7 @@ class Hexagons(TaskKind):
         "board's logits, docs/kinds/hexagons.md)"
     )
 
-    parts: ClassVar[dict[str, str | tuple[str, ...]]] = {
-        "agent_runs": ".generation:ExecutorRuns",
-        "routers": (".views:router", ".views:api"),
-        "cli": ".cli:hexagons",
-        "train_commands": ".train:train_commands",
-        "check_artifact_config": ".architectures:check_config",
-    }
+    parts: ClassVar[dict[str, str | tuple[str, ...]]] = model_parts("hexagons", ".generation:ExecutorRuns")
 
     def study_context(self, session, study) -> dict:
         """The study page's sections: a description study's way to verification; an execution

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from app import jsonsafe
 from app.errors import InputError
-from app.kinds.base import ImportResult, ItemSpec, model_jobs, TaskKind
+from app.kinds.base import ImportResult, ItemSpec, model_jobs, model_parts, TaskKind
 from app.leaderboards import side_by_side
 from app.leaderboards.ranking import Ranking
 from app.kinds.navigation import likert, metrics
@@ -242,14 +242,13 @@ class Navigation(TaskKind):
     artifact_roles: ClassVar[tuple[str, ...]] = ("speaker", "listener")
     artifact_help: ClassVar[str] = "a navigation speaker (path to instruction) or listener (instruction to path)"
 
-    parts: ClassVar[dict[str, str | tuple[str, ...]]] = {
-        "agent_runs": ".generation:SpeakerRuns",
-        "routers": (".views:router", ".views:api"),
-        "cli": ".cli:navigation",
-        "train_commands": ".cli:train_commands",
-        "check_artifact_config": ".architectures:check_config",
-        "study_context": ".views:generations_context",
-    }
+    # Its train commands sit with its command group, in .cli.
+    parts: ClassVar[dict[str, str | tuple[str, ...]]] = model_parts(
+        "navigation",
+        ".generation:SpeakerRuns",
+        train_commands=".cli:train_commands",
+        study_context=".views:generations_context",
+    )
 
     def parse_response(self, data: dict, payload: dict | None = None, settings: dict | None = None) -> dict:
         if payload is not None and side_by_side.is_pair(payload) and payload.get("follow"):

@@ -13,7 +13,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, Field
 
 from app.errors import InputError
-from app.kinds.base import ImportResult, ItemSpec, TaskKind
+from app.kinds.base import ImportResult, ItemSpec, model_parts, TaskKind
 from app.leaderboards.ranking import Ranking
 from app.kinds.sts.score import truth as _truth
 
@@ -117,13 +117,7 @@ class StandardisedTestSuite(TaskKind):
     )
     study_template: ClassVar[str | None] = "kinds/sts/study.html"
 
-    parts: ClassVar[dict[str, str | tuple[str, ...]]] = {
-        "agent_runs": ".generation:SuiteRuns",
-        "routers": (".views:router", ".views:api"),
-        "cli": ".cli:sts",
-        "train_commands": ".train:train_commands",
-        "check_artifact_config": ".architectures:check_config",
-    }
+    parts: ClassVar[dict[str, str | tuple[str, ...]]] = model_parts("sts", ".generation:SuiteRuns")
 
     def study_context(self, session, study) -> dict:
         settings = study.kind_settings or {}
