@@ -38,7 +38,8 @@ class Ranking:
     """A kind's declaration of what ranks its agents by people's judgements.
 
     unit, measure, agent: the words the settled table uses ("path", "SR", "speaker");
-    value: one sentence saying how a unit's value is taken; agent_key: ("payload" or
+    value: one sentence saying how an agent's value on a unit is taken (the settled table
+    says how a pair's follows from it); agent_key: ("payload" or
     "reference", key) naming the item's agent, None for its category; value_of: (response,
     scores, score) -> value in [0, 1] or None (not counted), the score by default."""
 

@@ -71,8 +71,8 @@ def settled_table(
     alpha: float = sequential.ALPHA,
 ) -> dict[str, Any]:
     """The table: `unit` one judged unit ("path"), `measure` the value compared ("SR"),
-    `agent` what the compared things are called ("speaker"), `value` how a unit's value is
-    taken (a sentence, the kind's own rule)."""
+    `agent` what the compared things are called ("speaker"), `value` how an agent's value on a
+    unit is taken (a sentence, the kind's own rule; a pair's value is the difference of theirs)."""
     units = f"{unit}s"
     n_pairs = len(arrivals) * (len(arrivals) - 1) // 2
     level = 100 * (1 - alpha / max(n_pairs, 1))
@@ -80,12 +80,13 @@ def settled_table(
         "key": key,
         "title": f"Settled comparisons ({measure}, anytime-valid)",
         "note": (
-            f"{value} Each {agent}'s {units} and each pair's shared {units} are taken in the order "
-            "their value arrived. Confidence sequences (predictable plug-in empirical Bernstein, "
-            "Waudby-Smith and Ramdas 2024) stay valid however often this page is read: the chance "
-            f"that a {agent}'s sequence ever misses its mean is at most {alpha:g}. The verdicts share "
-            f"{alpha:g} across the {n_pairs} pair{'' if n_pairs == 1 else 's'} by Holm's step-down: "
-            f"each pair is first tested at level {level:.4g}% (Bonferroni), and each pair that "
+            f"{value} A pair's value on each shared {unit}: the difference of the two, arriving with "
+            f"the later of the two answers. Each {agent}'s {units} and each pair's shared {units} are "
+            "taken in the order their value arrived. Confidence sequences (predictable plug-in "
+            "empirical Bernstein, Waudby-Smith and Ramdas 2024) stay valid however often this page is "
+            f"read: the chance that a {agent}'s sequence ever misses its mean is at most {alpha:g}. "
+            f"The verdicts share {alpha:g} across the {n_pairs} pair{'' if n_pairs == 1 else 's'} by "
+            f"Holm's step-down: each pair is first tested at level {level:.4g}% (Bonferroni), and each pair that "
             "settles gives its share to those still open, so every verdict holds at once with "
             f"probability at least {1 - alpha:g}. "
             f'"Above": the difference\'s sequence excludes 0; "within ±{delta:g}": it lies inside '

@@ -60,8 +60,7 @@ class ReferenceGame(TaskKind):
         measure="accuracy",
         agent="captioner",
         value="A captioner's value on a picture pair: 1 when the first valid listener of its caption "
-        "picked the target, 0 otherwise; a pair's: the difference of the two on a picture pair both "
-        "captioned, arriving with the later of the two answers.",
+        "picked the target, 0 otherwise.",
         agent_key=("reference", "captioner"),
     )
     score_title: ClassVar[str] = "Listeners: the share of pictures picked right, per listener"

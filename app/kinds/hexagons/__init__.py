@@ -55,8 +55,7 @@ class Hexagons(TaskKind):
         measure="score",
         agent="category",
         value="A category's value on an image: the score (0-1, the study's score metric) of the first "
-        "valid answer on one of its items there; a pair's: the difference of the two on an image both "
-        "have, arriving with the later of the two answers.",
+        "valid answer on one of its items there.",
     )
     generic_table: ClassVar[bool] = False
     item_noun: ClassVar[str] = "Procedure"

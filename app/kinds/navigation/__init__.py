@@ -180,9 +180,7 @@ class Navigation(TaskKind):
         unit="path",
         measure="SR",
         agent="speaker",
-        value="A speaker's value on a path: the success (0/1) of the first valid follow of its "
-        "instructions there; a pair's: the difference of the two on a path both have, arriving "
-        "with the later of the two follows.",
+        value="A speaker's value on a path: the success (0/1) of the first valid follow of its instructions there.",
         value_of=lambda response, scores, score: scores.get("success"),
     )
     item_noun: ClassVar[str] = "Instruction"

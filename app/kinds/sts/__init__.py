@@ -53,8 +53,7 @@ class StandardisedTestSuite(TaskKind):
         measure="success share",
         agent="agent",
         value="An agent's value on a scenario: 1 when the first valid answer on one of its "
-        "continuations there marked a success, 0 for a failure; a pair's: the difference of the "
-        "two on a scenario both have, arriving with the later of the two answers.",
+        "continuations there marked a success, 0 for a failure.",
         agent_key=("reference", "agent"),
         value_of=lambda response, scores, score: {"success": 1.0, "failure": 0.0}.get(response.get("marker")),
     )
