@@ -14,7 +14,7 @@ relevance uses k - c - ambiguous (the same as k - c whenever nothing is ambiguou
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from app.kinds.a3ds.captions import Parsed, parse
 from app.kinds.a3ds.scenes import FEATURES, Pair, factors
@@ -49,18 +49,9 @@ class CaptionScore:
         return len(self.mentioned)
 
     def as_dict(self) -> dict:
-        """The per-pair record of `proctor a3ds score --json`."""
-        return {
-            "z": self.z,
-            "c": self.c,
-            "k": self.k,
-            "discriminative": self.discriminative,
-            "contrastive_efficiency": self.contrastive_efficiency,
-            "relevance": self.relevance,
-            "optimal": self.optimal,
-            "mentioned": self.mentioned,
-            "unparsed": self.unparsed,
-        }
+        """The per-pair record of `proctor a3ds score --json`: every field but the false
+        and ambiguous mentions (stored() adds them)."""
+        return {k: v for k, v in asdict(self).items() if k not in ("false", "ambiguous")}
 
     def stored(self) -> dict:
         return {**self.as_dict(), "n_mentioned": self.n_mentioned, "false": self.false, "ambiguous": self.ambiguous}

@@ -19,7 +19,7 @@ store names recordings without one); `actor` defaults to "upload". Every refusal
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -60,14 +60,8 @@ class Replayable:
     line: int | None = field(default=None, compare=False)  # upload line, for error messages
 
     def as_dict(self) -> dict:
-        return {
-            "id": self.id,
-            "level": self.level,
-            "seed": self.seed,
-            "mission": self.mission,
-            "actions": list(self.actions),
-            "actor": self.actor,
-        }
+        """The recording as an upload line gives it (every field but the line number)."""
+        return {k: v for k, v in asdict(self).items() if k != "line"}
 
 
 @dataclass
