@@ -65,14 +65,16 @@ def read_capped(path: str, limit: int) -> bytes:
     return data
 
 
-def jsonl_objects(data: bytes | str):
-    """(line number, object) for every non-blank line of a JSONL upload; InputError naming the
-    line for text that is not JSON or a line that is not an object."""
+def jsonl_objects(data: bytes | str | Iterable[str]):
+    """(line number, object) for every non-blank line of a JSONL upload, or of its lines as
+    they are read (a large file streamed); InputError naming the line for text that is not JSON
+    or a line that is not an object."""
     import json
 
     from app import jsonsafe
 
-    for line, raw in enumerate(decode_upload(data).split("\n"), 1):
+    lines = decode_upload(data).split("\n") if isinstance(data, (bytes, str)) else data
+    for line, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
         try:

@@ -172,7 +172,7 @@ def test_bad_lines_name_the_line_and_the_field(line, field, words):
 
 
 def test_a_line_that_is_not_json_or_a_continuation_in_two_categories_is_refused():
-    with pytest.raises(InputError, match="line 2: not JSON"):
+    with pytest.raises(InputError, match="line 2: not valid JSON"):
         list(read_markers([_line("w1", "A", "s1", 0, "success", 1), "{oops"]))
     with pytest.raises(InputError) as err:
         list(

@@ -44,11 +44,11 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
-from app import jsonsafe
 from app.errors import InputError
 from app.leaderboards.correction import rogan_gladen_estimate
 from app.leaderboards import stats
 from app.leaderboards.judged import PLAN_HALF_WIDTH
+from app.textfiles import jsonl_objects
 
 MARKERS = ("success", "failure")
 MIN_N = 5  # fewer continuations than this: an estimate says "too few" rather than its interval
@@ -131,13 +131,7 @@ def parse_marker(obj: object, line: int) -> Marker:
 def read_markers(lines: Iterable[str]) -> Iterator[Marker]:
     """Parse JSONL (blank lines skipped); a continuation given two categories is refused."""
     categories: dict[tuple, tuple[str, int]] = {}
-    for n, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = jsonsafe.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not JSON ({exc.msg} at column {exc.colno})", line=n) from None
+    for n, obj in jsonl_objects(lines):
         m = parse_marker(obj, n)
         if not m.reference:
             key = (m.agent, m.scenario, m.continuation)
@@ -157,8 +151,6 @@ def _continuation_lines(
 ) -> Iterator[tuple[int, tuple[str, str, str], dict[str, Any]]]:
     """A JSONL file of lines about continuations (blank lines skipped): each line's number, its
     (agent, scenario, continuation) and the line's object; InputError names a missing id."""
-    from app.textfiles import jsonl_objects
-
     text = data if isinstance(data, (bytes, str)) else "\n".join(data)
     for n, obj in jsonl_objects(text):
         key = (
