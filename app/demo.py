@@ -25,6 +25,8 @@ TIME_SPREAD = 0.5
 
 RESEARCHER = "researcher@example.org"
 ADMIN = "admin@example.org"
+# Where a demo study sends a worker who is done: Prolific's completion page, with a made-up code.
+DEMO_REDIRECT = "https://app.prolific.com/submissions/complete?cc=DEMO"
 
 
 def ensure_user(session: Session, email: str, role: str, password: str) -> User:
@@ -35,6 +37,12 @@ def ensure_user(session: Session, email: str, role: str, password: str) -> User:
     user.role, user.password_hash = role, hash_password(password)
     session.commit()
     return user
+
+
+def demo_settings(title: str, **fields: Any) -> services.StudySettings:
+    """A demo study's settings: its title and `fields` (StudySettings'), sending workers who are
+    done to DEMO_REDIRECT unless `fields` says otherwise."""
+    return services.StudySettings(**{"title": title, "redirect_url": DEMO_REDIRECT, **fields})
 
 
 def seconds_on_item(rng: random.Random, median_s: float, spread: float = TIME_SPREAD) -> float:
@@ -89,15 +97,9 @@ def seed(session: Session) -> dict:
                 continue
             if material.get("setup"):
                 material["setup"](session)  # e.g. the buildings a navigation study walks through
-            settings = services.StudySettings(
-                **{
-                    "title": title,
-                    "annotations_per_item": 3,
-                    "bundle_size": 10,
-                    "gold_rate": 0.2,
-                    "redirect_url": "https://app.prolific.com/submissions/complete?cc=DEMO",
-                    **material.get("settings", {}),
-                }
+            settings = demo_settings(
+                title,
+                **{"annotations_per_item": 3, "bundle_size": 10, "gold_rate": 0.2, **material.get("settings", {})},
             )
             if material.get("build"):  # the kind makes its study through its own services
                 study = material["build"](session, researcher, settings)

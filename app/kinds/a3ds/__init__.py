@@ -309,19 +309,18 @@ def _demo_ranking(session, researcher):
 
     from sqlalchemy import select
 
-    from app.demo import simulate_task
+    from app.demo import demo_settings, simulate_task
     from app.leaderboards import adaptive
     from app.studies import services
     from app.studies.models import Study
 
     if session.scalar(select(Study.id).where(Study.title == RANKING_TITLE)):
         return None
-    settings = services.StudySettings(
-        title=RANKING_TITLE,
+    settings = demo_settings(
+        RANKING_TITLE,
         annotations_per_item=1,
         bundle_size=RANKING_BUNDLE,
         gold_rate=0.0,
-        redirect_url="https://app.prolific.com/submissions/complete?cc=DEMO",
         instructions=KIND.default_instructions,
         adaptive=True,
     )

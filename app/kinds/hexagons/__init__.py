@@ -398,18 +398,13 @@ def _demo_description(session, researcher, procedures: list[dict]) -> None:
 
     from sqlalchemy import select
 
+    from app.demo import demo_settings
     from app.studies import services
     from app.studies.models import Study
 
     if session.scalar(select(Study.id).where(Study.title == DEMO_DESCRIPTION)):
         return
-    settings = services.StudySettings(
-        title=DEMO_DESCRIPTION,
-        bundle_size=2,
-        gold_rate=0.0,
-        annotations_per_item=2,
-        redirect_url="https://app.prolific.com/submissions/complete?cc=DEMO",
-    )
+    settings = demo_settings(DEMO_DESCRIPTION, bundle_size=2, gold_rate=0.0, annotations_per_item=2)
     study = services.create_study(
         session, researcher, "hexagons", settings, "\n".join(json.dumps(p) for p in procedures).encode(), "targets"
     )

@@ -19,7 +19,7 @@ import random
 from sqlalchemy.orm import Session
 
 from app.auth.models import User
-from app.demo import simulate_task
+from app.demo import demo_settings, simulate_task
 from app.studies.models import Item, Study
 
 # The demo's paths: 24 x 3 followers is 12 tasks of 6, six for the simulated followers and six
@@ -149,13 +149,8 @@ def simulate_pairs(session: Session, researcher: User) -> None:
     house = generate_house(seed=3)  # the demo's house (imported by the following study's setup)
     paths = sample_paths(house, DEMO_PATHS, rng=3)
     instructions = [describe_path(house, p, rng=100 + k, n=1)[0] for k, p in enumerate(paths[:PAIR_PATHS])]
-    settings = services.StudySettings(
-        title=PAIRS_TITLE,
-        bundle_size=PAIR_BUNDLE,
-        gold_rate=0.0,
-        annotations_per_item=2,
-        redirect_url="https://app.prolific.com/submissions/complete?cc=DEMO",
-        instructions=PAIR_INSTRUCTIONS,
+    settings = demo_settings(
+        PAIRS_TITLE, bundle_size=PAIR_BUNDLE, gold_rate=0.0, annotations_per_item=2, instructions=PAIR_INSTRUCTIONS
     )
     data = "\n".join(json.dumps(x) for x in pair_lines(house, paths, instructions)).encode()
     study = services.create_study(session, researcher, "navigation", settings, data, "pairs")

@@ -257,7 +257,7 @@ def play_people(session: Session, owner, suite, version):
     through the assignment engine as a person plays on the page (each scenario SUITE_CONTINUATIONS
     times, one play a scenario left for you), and their plays stored as continuations of the
     built-in agent "people", which the demo study then judges beside the agents."""
-    from app.demo import simulate_task
+    from app.demo import demo_settings, simulate_task
     from app.kinds.sts.people import build_play_study, continuations_from_study
     from app.kinds.sts.models import PEOPLE
     from app.kinds.sts.suites import builtin_agent, scenarios_of
@@ -266,11 +266,10 @@ def play_people(session: Session, owner, suite, version):
 
     study = session.scalar(select(Study).where(Study.title == PLAY_TITLE, Study.owner_id == owner.id))
     if study is None:
-        settings = services.StudySettings(
-            title=PLAY_TITLE,
+        settings = demo_settings(
+            PLAY_TITLE,
             bundle_size=len(scenarios_of(session, version)),  # a player plays every scenario once
             annotations_per_item=SUITE_CONTINUATIONS + 1,
-            redirect_url="https://app.prolific.com/submissions/complete?cc=DEMO",
         )  # the instructions: the play study's own (the kind's defaults for missions)
         study, _ = build_play_study(session, owner, suite, version, settings)
     if study.state == "draft":
@@ -333,19 +332,14 @@ PAIR_BUNDLE = 6
 def build_pairs(session: Session, owner, suite, version, agent_ids: list[int]) -> None:
     """The side-by-side study of the version and agents (a draft: simulate_pairs sets it live):
     one continuation of each agent a scenario, every two of them a pair."""
+    from app.demo import demo_settings
     from app.kinds.sts.study import build_study
-    from app.studies import services
     from app.studies.models import Study
 
     if session.scalar(select(Study.id).where(Study.title == PAIRS_TITLE)):
         return
-    settings = services.StudySettings(
-        title=PAIRS_TITLE,
-        bundle_size=PAIR_BUNDLE,
-        gold_rate=0.2,
-        annotations_per_item=2,
-        redirect_url="https://app.prolific.com/submissions/complete?cc=DEMO",
-        instructions=PAIR_INSTRUCTIONS,
+    settings = demo_settings(
+        PAIRS_TITLE, bundle_size=PAIR_BUNDLE, gold_rate=0.2, annotations_per_item=2, instructions=PAIR_INSTRUCTIONS
     )
     build_study(
         session,
