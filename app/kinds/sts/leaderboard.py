@@ -454,6 +454,12 @@ BREAKDOWN_PLOTS = {
 }
 
 
+# What the tables of people beside an automatic judge (the simulator, a learned predictor) both
+# say: one judged thing, what people give, and who a row is.
+JUDGED_WORDS = {"unit": "continuation", "measure": "success share"}
+JUDGED_AGENT = ("Agent", "The agent that played on from the takeover point.")
+
+
 def _ppi_tables(
     session: Session, study: Study, agents: list[str], by_continuation: dict[tuple, list[str]]
 ) -> list[dict]:
@@ -484,17 +490,14 @@ def _ppi_tables(
                 seen = {k: v for k, v in human.items() if category[k] == cat}
                 by_cat.append({"agent": f"{agent} · {cat or '(none)'}", **judged_row(seen, in_cat, "continuation")})
     words = {
+        **JUDGED_WORDS,
         "judge": "the simulator",
-        "unit": "continuation",
-        "measure": "success share",
         "note": "The simulator judges every continuation of the study (its own outcome); people mark some "
         "of them, and a continuation's people's value is its outcome from their markers.",
     }
     tables = []
     if rows:
-        tables.append(
-            judged_table("sts_ppi", rows, agent=("Agent", "The agent that played on from the takeover point."), **words)
-        )
+        tables.append(judged_table("sts_ppi", rows, agent=JUDGED_AGENT, **words))
     if by_cat:
         table = judged_table(
             "sts_ppi_by_category",
@@ -563,12 +566,11 @@ def _learned_tables(
             "sts_learned_ppi",
             rows,
             judge="a learned predictor",
-            unit="continuation",
-            measure="success share",
-            agent=("Agent", "The agent that played on from the takeover point."),
             note="Per agent, a logistic regression predicts people's outcome of a continuation (the majority "
             f"of its markers) from what is known without people: {'; '.join(FEATURES)}. It is trained on the "
             "agent's continuations people marked and judges every one of them.",
+            agent=JUDGED_AGENT,
+            **JUDGED_WORDS,
         )
     ]
 
