@@ -96,14 +96,15 @@ class Words(TypedDict):
     note: str
 
 
-def judged_table(key: str, rows: list[dict[str, Any]], **words: Unpack[Words]) -> dict[str, Any]:
-    """The table around judged_row's rows (each with the agent's name under "agent"), in `words`."""
+def judged_table(key: str, rows: list[dict[str, Any]], per: str = "", **words: Unpack[Words]) -> dict[str, Any]:
+    """The table around judged_row's rows (each with the agent's name under "agent"), in `words`;
+    `per` names the groups of units the rows are (a "z", a "category") where they are not agents."""
     judge, unit, measure, agent, note = words["judge"], words["unit"], words["measure"], words["agent"], words["note"]
     units = f"{unit}s"
     whose = f"{judge}'" if judge.endswith("s") else f"{judge}'s"  # "the model listeners'"
     return {
         "key": key,
-        "title": f"People and {judge} together (PPI++, {measure} 0-1)",
+        "title": f"People and {judge} together (PPI++, {measure} 0-1)" + (f", per {per}" if per else ""),
         "note": (
             f"{note} PPI++ (prediction-powered inference, Angelopoulos et al. 2023, with its weight tuned "
             f"from the data, so a poor judge counts for about nothing) estimates the {measure} people "

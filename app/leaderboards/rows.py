@@ -131,8 +131,21 @@ def too_few_ranks(units: int, unit: str) -> str:
     )
 
 
+RANK_RESAMPLES = 1000  # bootstrap resamples of a rank interval
+
+
+def rank_interval_column(measure: str, units: str, n_boot: int = RANK_RESAMPLES) -> dict[str, str]:
+    """The column of rank cells (rank_cells), the same in every kind's table: ranked by
+    `measure`, resampling `units` ("the pairs", "the scenarios every agent played")."""
+    return {
+        "key": "rank",
+        "label": "Rank (95%)",
+        "help": f'Rank by {measure} as a 95% interval over {n_boot} bootstrap resamples of {units}; "1-2": tied.',
+    }
+
+
 def rank_cells(
-    per_unit: dict[str, list[float]], unit: str, n_boot: int = 1000, seed: int = 0
+    per_unit: dict[str, list[float]], unit: str, n_boot: int = RANK_RESAMPLES, seed: int = 0
 ) -> dict[str, str | dict[str, str]]:
     """Rank cells of systems scored on the same units, by one rule for every kind: the 95% rank
     interval's label ("1", "1-2", stats.rank_intervals) where the units are at least

@@ -234,7 +234,7 @@ def section(
     intervals (controlled for length where the study asks), the single-study ranking of the
     same agents beside them where the kind found one, the win-rate matrix, and the Spearman
     correlation of the two rankings with its interval."""
-    from app.leaderboards.rows import p_text
+    from app.leaderboards.rows import p_text, rank_interval_column
 
     found = judgements(session, study, pairing)
     if not found:
@@ -289,12 +289,7 @@ def section(
             "label": "Judgements",
             "help": f"Pairwise judgements (count) of the {agent_noun}'s {pairing.outputs}.",
         },
-        {
-            "key": "rank",
-            "label": "Rank (95%)",
-            "help": f"Rank by Davidson rating as a 95% interval over {N_BOOT} bootstrap resamples of the {unit}s; "
-            '"1-2": tied.',
-        },
+        rank_interval_column("Davidson rating", f"the {unit}s", N_BOOT),
         {
             "key": "rating",
             "label": "Rating (log-odds)",

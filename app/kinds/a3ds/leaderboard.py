@@ -21,7 +21,15 @@ from app.kinds.a3ds.metrics import KEYS, LABELS
 from app.agents.models import AgentOutput
 from app.leaderboards import stats
 from app.leaderboards.judged import judged_row, judged_table
-from app.leaderboards.rows import D_Z_HELP, effect_size_cell, p_text, rank_cells, too_few_for_a_test, with_units
+from app.leaderboards.rows import (
+    D_Z_HELP,
+    effect_size_cell,
+    p_text,
+    rank_cells,
+    rank_interval_column,
+    too_few_for_a_test,
+    with_units,
+)
 from app.studies.models import Annotation, Item, Study
 
 
@@ -227,12 +235,7 @@ def section(session: Session, study: Study) -> dict | None:
                     "label": "Coverage",
                     "help": "Share (0-1) of the study's answered pairs this captioner captioned; the rest count 0.",
                 },
-                {
-                    "key": "rank",
-                    "label": "Rank (95%)",
-                    "help": "Rank by accuracy as a 95% interval over 1000 bootstrap resamples of the pairs; "
-                    '"1-2": tied.',
-                },
+                rank_interval_column("accuracy", "the pairs"),
                 {
                     "key": "accuracy",
                     "label": "Accuracy",
@@ -379,12 +382,13 @@ def _judge_tables(session: Session, study: Study, by_captioner: dict[str, list[d
     zs = sorted({it["z"] for it in every if it["id"] in judge}, key=lambda z: (len(z or ""), z or ""))
     if len(zs) > 1:
         by_z = [r for z in zs if (r := row(f"z = {z}", [it for it in every if it["z"] == z])) is not None]
-        table = judged_table(
-            "a3ds_ppi_by_category",
-            by_z,
-            agent=("z", "How many features the pair's pictures differ in (every captioner's captions pooled)."),
-            **words,
+        tables.append(
+            judged_table(
+                "a3ds_ppi_by_category",
+                by_z,
+                per="z",
+                agent=("z", "How many features the pair's pictures differ in (every captioner's captions pooled)."),
+                **words,
+            )
         )
-        table["title"] += ", per z"
-        tables.append(table)
     return tables

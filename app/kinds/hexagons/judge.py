@@ -91,12 +91,13 @@ def judge_tables(
     ]
     cats = sorted({categories.get(i, "") for i in judge})
     if len(cats) > 1:
-        table = judged_table(
-            "hexagons_ppi_by_category",
-            [row(c or "(none)", lambda i, c=c: categories.get(i, "") == c) for c in cats],
-            agent=("Category", "The category of the procedures (every instructor's pooled)."),
-            **words,
+        tables.append(
+            judged_table(
+                "hexagons_ppi_by_category",
+                [row(c or "(none)", lambda i, c=c: categories.get(i, "") == c) for c in cats],
+                per="category",
+                agent=("Category", "The category of the procedures (every instructor's pooled)."),
+                **words,
+            )
         )
-        table["title"] += ", per category"
-        tables.append(table)
     return tables

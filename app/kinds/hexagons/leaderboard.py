@@ -45,7 +45,7 @@ from app.kinds.hexagons.judge import judge_tables
 from app.kinds.hexagons.score import position_label
 from app.leaderboards import stats
 from app.leaderboards.plot import estimates_svg
-from app.leaderboards.rows import D_Z_HELP, clustered, effect_size_cell, rank_cells
+from app.leaderboards.rows import D_Z_HELP, clustered, effect_size_cell, rank_cells, rank_interval_column
 from app.leaderboards.stats import paired_cluster_differences_many
 from app.studies.models import Annotation, Item, Study
 
@@ -411,12 +411,7 @@ def build(
             "columns": [
                 SECTION_HELP,
                 WHO_HELP,
-                {
-                    "key": "rank",
-                    "label": "Rank (95%)",
-                    "help": f"Rank by {label} as a 95% interval over {N_RANK_BOOT} bootstrap resamples of "
-                    'procedures (agents and baselines); "1-2": tied.',
-                },
+                rank_interval_column(label, "procedures (agents and baselines)", N_RANK_BOOT),
                 {"key": main, "label": metrics.LABELS[main], "help": METRIC_HELP[main] + " The ranked metric."},
                 {"key": "procedures", "label": "Procedures", "help": "Procedures the row executed."},
                 {

@@ -35,7 +35,15 @@ from app.kinds.navigation.judge import judge_table
 from app.kinds.navigation.likert import leaderboard_table as likert_table
 from app.kinds.navigation.likert import level_estimate
 from app.leaderboards import stats
-from app.leaderboards.rows import D_Z_HELP, effect_size_cell, rank_cells, too_few_for_a_test, too_few_ranks, with_units
+from app.leaderboards.rows import (
+    D_Z_HELP,
+    effect_size_cell,
+    rank_cells,
+    rank_interval_column,
+    too_few_for_a_test,
+    too_few_ranks,
+    with_units,
+)
 from app.studies.models import Annotation, Item, Study
 
 # (key in Annotation.scores, label): the order of the table's columns. The label names the
@@ -279,12 +287,7 @@ def section(session: Session, study: Study) -> dict | None:
                     "label": "Speaker",
                     "help": 'Who wrote the instructions ("human": the dataset\'s reference instructions).',
                 },
-                {
-                    "key": "rank",
-                    "label": "Rank (95%)",
-                    "help": "Rank by SR as a 95% interval over 1000 bootstrap resamples of the shared paths; "
-                    '"1-2": tied.',
-                },
+                rank_interval_column("SR", "the shared paths"),
                 {"key": "items", "label": "Instructions", "help": "The speaker's instructions with a valid follow."},
                 {"key": "n", "label": "Annotations", "help": "Valid follows (one follower walking one instruction)."},
             ]

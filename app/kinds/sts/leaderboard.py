@@ -499,14 +499,15 @@ def _ppi_tables(
     if rows:
         tables.append(judged_table("sts_ppi", rows, agent=JUDGED_AGENT, **words))
     if by_cat:
-        table = judged_table(
-            "sts_ppi_by_category",
-            by_cat,
-            agent=("Agent · category", "The agent, and the category of the scenarios its continuations played."),
-            **words,
+        tables.append(
+            judged_table(
+                "sts_ppi_by_category",
+                by_cat,
+                per="category",
+                agent=("Agent · category", "The agent, and the category of the scenarios its continuations played."),
+                **words,
+            )
         )
-        table["title"] += ", per category"
-        tables.append(table)
     return tables
 
 
