@@ -5,6 +5,9 @@ episodes. Reads one row per valid annotation (rejected workers' are excluded).""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 from sqlalchemy import and_, select
 from sqlalchemy.orm import Session
 
@@ -14,8 +17,11 @@ from app.kinds.sts.mining import UNKNOWN, tags_now
 from app.kinds.sts.score import Marker, outcome, score, share
 from app.leaderboards import stats
 from app.leaderboards.judged import judged_row, judged_table, learned_row, learned_table
-from app.leaderboards.rows import rank_cells, with_units
+from app.leaderboards.rows import rank_cells, rank_interval_column, with_units
 from app.studies.models import Annotation, Item, Study
+
+# The first column of the agents' tables: who a row is (the judged tables take its label and help).
+AGENT_COLUMN = {"key": "agent", "label": "Agent", "help": "The agent that played on from the takeover point."}
 
 
 def markers(session: Session, study: Study) -> tuple[list[Marker], dict[tuple, dict], dict[str, list[int]]]:
@@ -167,17 +173,10 @@ def section(session: Session, study: Study) -> dict | None:
                 "success marker; the median over them, with a distribution-free 95% interval."
             ),
             "columns": [
-                {"key": "agent", "label": "Agent", "help": "The agent that played on from the takeover point."},
+                AGENT_COLUMN,
                 {"key": "n", "label": "Continuations", "help": "The agent's continuations people marked."},
                 *(
-                    [
-                        {
-                            "key": "rank",
-                            "label": "Rank (95%)",
-                            "help": "Rank by success share as a 95% interval over 1000 bootstrap resamples of the "
-                            'scenarios every agent played; "1-2": tied.',
-                        }
-                    ]
+                    [rank_interval_column("success share", "the scenarios every agent played")]
                     if len(per_scenario) > 1
                     else []
                 ),
@@ -457,7 +456,24 @@ BREAKDOWN_PLOTS = {
 # What the tables of people beside an automatic judge (the simulator, a learned predictor) both
 # say: one judged thing, what people give, and who a row is.
 JUDGED_WORDS = {"unit": "continuation", "measure": "success share"}
-JUDGED_AGENT = ("Agent", "The agent that played on from the takeover point.")
+JUDGED_AGENT = (AGENT_COLUMN["label"], AGENT_COLUMN["help"])
+
+
+def _continuation(ref: dict) -> tuple[str, str, str]:
+    """A continuation item's (agent, scenario, continuation) from its reference: the key of
+    people's verdicts on it (section's by_continuation)."""
+    return str(ref.get("agent", "")), str(ref.get("scenario", "")), str(ref.get("continuation", ""))
+
+
+def _people_and_judge(
+    agents: list[str], by_continuation: dict[tuple, list[str]], judged: dict[tuple[str, str, str], Any]
+) -> Iterator[tuple[str, dict, dict]]:
+    """Per agent that people marked continuations of which the judge judged too: the agent,
+    people's outcome per such continuation, and what the judge has on each of its continuations."""
+    for agent in agents:
+        human = {k: outcome(v) for k, v in by_continuation.items() if k[0] == agent and k in judged}
+        if human:
+            yield agent, human, {k: v for k, v in judged.items() if k[0] == agent}
 
 
 def _ppi_tables(
@@ -473,16 +489,12 @@ def _ppi_tables(
     ):
         ref = ref or {}
         if ref.get("simulator") in ("success", "failure"):
-            key = (str(ref.get("agent", "")), str(ref.get("scenario", "")), str(ref.get("continuation", "")))
+            key = _continuation(ref)
             judge[key] = 1.0 if ref["simulator"] == "success" else 0.0
             category[key] = cat or ""
     rows, by_cat = [], []
     cats = sorted(set(category.values()))
-    for agent in agents:
-        human = {k: outcome(v) for k, v in by_continuation.items() if k[0] == agent and k in judge}
-        if not human:
-            continue
-        mine = {k: v for k, v in judge.items() if k[0] == agent}
+    for agent, human, mine in _people_and_judge(agents, by_continuation, judge):
         rows.append({"agent": agent, **judged_row(human, mine, "continuation")})
         for cat in cats if len(cats) > 1 else []:
             in_cat = {k: v for k, v in mine.items() if category[k] == cat}
@@ -550,16 +562,13 @@ def _learned_tables(
         ref = ref or {}
         x = features(ref, takeover)
         if x is not None:
-            known[(str(ref.get("agent", "")), str(ref.get("scenario", "")), str(ref.get("continuation", "")))] = x
+            known[_continuation(ref)] = x
     if sum(k in known for k in by_continuation) < MIN_LEARNED:
         return []
-    rows = []
-    for agent in agents:
-        human = {k: outcome(v) for k, v in by_continuation.items() if k[0] == agent and k in known}
-        if not human:
-            continue
-        mine = {k: v for k, v in known.items() if k[0] == agent}
-        rows.append({"agent": agent, **learned_row(human, mine, "continuation")})
+    rows = [
+        {"agent": agent, **learned_row(human, mine, "continuation")}
+        for agent, human, mine in _people_and_judge(agents, by_continuation, known)
+    ]
     if not rows:
         return []
     return [
