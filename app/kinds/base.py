@@ -104,7 +104,8 @@ class TaskKind(ABC):
     # Jinja template for one answer in the admin's replay (admin/replay.html gives it `a`: the
     # item's "payload", "public" payload, "reference", "response", "score", "scores",
     # "details" from replay_details): the item as the worker saw it, their answer and the right
-    # one. Without it the replay lists the fields. replay_template, when set, replaces the
+    # one. Without it the replay lists the fields. Unset: "kinds/<name>/replay_item.html"
+    # where the kind's templates/ folder has that file. replay_template, when set, replaces the
     # whole list instead (navigation: its maps).
     replay_item_template: ClassVar[str | None] = None
     # Where the kind sits in lists; the first kind is the one forms and the API default to.
@@ -163,8 +164,14 @@ class TaskKind(ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "name" in vars(cls) and not hasattr(cls, "item_template"):
+        if "name" not in vars(cls):
+            return
+        if not hasattr(cls, "item_template"):
             cls.item_template = f"kinds/{cls.name}/item.html"
+        source = getattr(sys.modules.get(cls.__module__), "__file__", None)
+        replay_item = source and Path(source).parent / "templates" / "replay_item.html"
+        if "replay_item_template" not in vars(cls) and replay_item and replay_item.is_file():
+            cls.replay_item_template = f"kinds/{cls.name}/replay_item.html"
 
     def primary_table_for(self, settings: JSONDict | None = None) -> str | None:
         """The table that opens the leaderboard of a study with these kind_settings:

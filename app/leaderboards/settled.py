@@ -71,8 +71,9 @@ def settled_table(
     alpha: float = sequential.ALPHA,
 ) -> dict[str, Any]:
     """The table: `unit` one judged unit ("path"), `measure` the value compared ("SR"),
-    `agent` what the compared things are called ("speaker"), `value` how an agent's value on a
-    unit is taken (a sentence, the kind's own rule; a pair's value is the difference of theirs)."""
+    `agent` what the compared things are called ("speaker"), `value` how the answer an agent's
+    value on a unit is taken from is valued (the kind's own rule, ending in a full stop: "1 when
+    the listener picked the target, 0 otherwise."; a pair's value is the difference of theirs)."""
     units = f"{unit}s"
     n_pairs = len(arrivals) * (len(arrivals) - 1) // 2
     level = 100 * (1 - alpha / max(n_pairs, 1))
@@ -80,9 +81,10 @@ def settled_table(
         "key": key,
         "title": f"Settled comparisons ({measure}, anytime-valid)",
         "note": (
-            f"{value} A pair's value on each shared {unit}: the difference of the two, arriving with "
-            f"the later of the two answers. Each {agent}'s {units} and each pair's shared {units} are "
-            "taken in the order their value arrived. Confidence sequences (predictable plug-in "
+            f"Each {agent}'s value on each {unit} is taken from the first valid answer on one of its "
+            f"items there: {value} A pair's value on each shared {unit}: the difference of the two, "
+            f"arriving with the later of the two answers. Each {agent}'s {units} and each pair's shared "
+            f"{units} are taken in the order their value arrived. Confidence sequences (predictable plug-in "
             "empirical Bernstein, Waudby-Smith and Ramdas 2024) stay valid however often this page is "
             f"read: the chance that a {agent}'s sequence ever misses its mean is at most {alpha:g}. "
             f"The verdicts share {alpha:g} across the {n_pairs} pair{'' if n_pairs == 1 else 's'} by "

@@ -23,6 +23,16 @@ def test_a_kind_without_an_item_template_gets_its_folders_item_html():
     assert Captions.item_template == "kinds/captions/caption.html"
 
 
+def test_a_kind_whose_folder_has_a_replay_item_html_gets_it():
+    from tests.example_kind.proctor_wordcount import WordCount
+
+    assert A3DS.replay_item_template == "kinds/a3ds/replay_item.html"
+    # A kind whose folder has none keeps what it inherits: a subclass its parent's, a kind the
+    # base's None (the replay lists the fields).
+    assert Captions.replay_item_template == "kinds/a3ds/replay_item.html"
+    assert WordCount.replay_item_template is None
+
+
 def test_a_part_named_from_the_dot_is_found_in_the_kinds_package():
     from app.kinds.a3ds.architectures import check_config
     from app.kinds.a3ds.views import api, router

@@ -47,7 +47,6 @@ class ReferenceGame(TaskKind):
     name: ClassVar[str] = "a3ds"
     cli_aliases: ClassVar[tuple[str, ...]] = ("refgame",)  # its commands' old name
     title: ClassVar[str] = "A3DS reference game (pick the captioned picture)"
-    replay_item_template: ClassVar[str | None] = "kinds/a3ds/replay_item.html"
     Response = Pick
     category_label: ClassVar[str] = "z (features that differ)"
     # Captioners are measured by the listeners' accuracy on their captions (the section);
@@ -59,8 +58,7 @@ class ReferenceGame(TaskKind):
         unit="picture pair",
         measure="accuracy",
         agent="captioner",
-        value="A captioner's value on a picture pair: 1 when the first valid listener of its caption "
-        "picked the target, 0 otherwise.",
+        value="1 when the listener picked the target, 0 otherwise.",
         agent_key=("reference", "captioner"),
     )
     score_title: ClassVar[str] = "Listeners: the share of pictures picked right, per listener"

@@ -42,20 +42,14 @@ class Hexagons(TaskKind):
     name: ClassVar[str] = "hexagons"
     cli_aliases: ClassVar[tuple[str, ...]] = ("hex",)  # its commands' old name
     title: ClassVar[str] = "Hexagons drawing procedures (execution)"
-    replay_item_template: ClassVar[str | None] = "kinds/hexagons/replay_item.html"
     Response = Execution
-    category_label: ClassVar[str] = "category"
     # Item scores are continuous (board F1 and the like): the generic majority and agreement
     # of exact score values mean nothing; the section's metrics table is the lead.
     primary_table: ClassVar[str | None] = "hexagons_metrics"
     # The settled table and adaptive allocation: a category's value on an image, the score
     # (0-1) of the first valid execution of one of its procedures there.
     ranking: ClassVar[Ranking | None] = Ranking(
-        unit="image",
-        measure="score",
-        agent="category",
-        value="A category's value on an image: the score (0-1, the study's score metric) of the first "
-        "valid answer on one of its items there.",
+        unit="image", measure="score", agent="category", value="its score (0-1, the study's score metric)."
     )
     generic_table: ClassVar[bool] = False
     item_noun: ClassVar[str] = "Procedure"

@@ -180,7 +180,7 @@ class Navigation(TaskKind):
         unit="path",
         measure="SR",
         agent="speaker",
-        value="A speaker's value on a path: the success (0/1) of the first valid follow of its instructions there.",
+        value="the follow's success (0/1).",
         value_of=lambda response, scores, score: scores.get("success"),
     )
     item_noun: ClassVar[str] = "Instruction"

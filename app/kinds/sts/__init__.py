@@ -39,9 +39,7 @@ class StandardisedTestSuite(TaskKind):
     name: ClassVar[str] = "sts"
     right_answer: ClassVar[str] = "a continuation's right answer: the simulator's own verdict, success or failure"
     title: ClassVar[str] = "Standardised Test Suite (BabyAI continuations)"
-    replay_item_template: ClassVar[str | None] = "kinds/sts/replay_item.html"
     Response = STSResponse
-    category_label: ClassVar[str] = "category"
     # Items score an annotator's marker against the truth; agents are measured by the
     # success share of their continuations, which only the section computes.
     primary_table: ClassVar[str | None] = "sts_agents"
@@ -52,8 +50,7 @@ class StandardisedTestSuite(TaskKind):
         unit="scenario",
         measure="success share",
         agent="agent",
-        value="An agent's value on a scenario: 1 when the first valid answer on one of its "
-        "continuations there marked a success, 0 for a failure.",
+        value="1 when it marks a success, 0 for a failure.",
         agent_key=("reference", "agent"),
         value_of=lambda response, scores, score: {"success": 1.0, "failure": 0.0}.get(response.get("marker")),
     )

@@ -69,7 +69,6 @@ def baseline_rate(options: dict, questions: list[ToMQuestion]) -> tuple[float, s
 class CommonToM(TaskKind):
     name: ClassVar[str] = "tom"
     title: ClassVar[str] = "Common-ToM belief questions"
-    replay_item_template: ClassVar[str | None] = "kinds/tom/replay_item.html"
     Response = ToMResponse
     category_label: ClassVar[str] = "order"
     item_noun: ClassVar[str] = "Question"
