@@ -38,11 +38,11 @@ class Ranking:
     """A kind's declaration of what ranks its agents by people's judgements.
 
     unit, measure, agent: the words the settled table uses ("path", "SR", "speaker");
-    value: how the answer an agent's value on a unit is taken from (the first valid one on one
-    of its items there) is valued, after a colon in the settled table's note ("1 when the
-    listener picked the target, 0 otherwise."); agent_key: ("payload" or
-    "reference", key) naming the item's agent, None for its category; value_of: (response,
-    scores, score) -> value in [0, 1] or None (not counted), the score by default."""
+    value: the kind's rule, in words, for the answer that gives an agent its value on a unit,
+    its first valid one there ("1 when the listener picked the target, 0 otherwise.");
+    agent_key: ("payload" or "reference", key) naming the item's agent, None for its category;
+    value_of: (response, scores, score) -> value in [0, 1] or None (not counted), the score by
+    default."""
 
     unit: str
     measure: str

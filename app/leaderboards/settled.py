@@ -71,9 +71,9 @@ def settled_table(
     alpha: float = sequential.ALPHA,
 ) -> dict[str, Any]:
     """The table: `unit` one judged unit ("path"), `measure` the value compared ("SR"),
-    `agent` what the compared things are called ("speaker"), `value` how the answer an agent's
-    value on a unit is taken from is valued (the kind's own rule, ending in a full stop: "1 when
-    the listener picked the target, 0 otherwise."; a pair's value is the difference of theirs)."""
+    `agent` what the compared things are called ("speaker"), `value` the kind's rule for the
+    answer that gives an agent its value on a unit, its first valid one there (a sentence: "1
+    when the listener picked the target, 0 otherwise."); a pair's is the difference of theirs."""
     units = f"{unit}s"
     n_pairs = len(arrivals) * (len(arrivals) - 1) // 2
     level = 100 * (1 - alpha / max(n_pairs, 1))
