@@ -72,19 +72,13 @@ def _object_hit(shape: int, size: float, o: np.ndarray, d: np.ndarray):
             normal[np.arange(n), axis] = -np.sign(d[np.arange(n), axis])
         elif shape == 1:  # cylinder, upright
             r, h = 0.5 * size, 1.0 * size
-            a = d[:, 0] ** 2 + d[:, 2] ** 2
-            b = 2 * (o[0] * d[:, 0] + o[2] * d[:, 2])
-            c = o[0] ** 2 + o[2] ** 2 - r * r
-            disc = b * b - 4 * a * c
-            ts = (-b - np.sqrt(disc)) / (2 * a)
-            y = o[1] + ts * d[:, 1]
-            side = (disc >= 0) & (ts > 0) & (y >= 0) & (y <= h)
+            ts, met, y, across = _tube(o, d, r, axis=1)
+            side = met & (y >= 0) & (y <= h)
             tc = (h - o[1]) / d[:, 1]
             px, pz = o[0] + tc * d[:, 0], o[2] + tc * d[:, 2]
             cap = (tc > 0) & (px * px + pz * pz <= r * r)
             t = np.where(side, ts, np.inf)
-            p = o + ts[:, None] * d
-            normal = np.where(side[:, None], np.stack([p[:, 0], np.zeros(n), p[:, 2]], 1) / r, normal)
+            normal = np.where(side[:, None], across, normal)
             use_cap = cap & (tc < t)
             t = np.where(use_cap, tc, t)
             normal[use_cap] = [0.0, 1.0, 0.0]
@@ -95,23 +89,32 @@ def _object_hit(shape: int, size: float, o: np.ndarray, d: np.ndarray):
         else:  # pill: a capsule lying along the room's x axis
             r, half = 0.38 * size, 0.45 * size
             centre = np.array([0.0, r, 0.0])
-            oc = o - centre
-            a = d[:, 1] ** 2 + d[:, 2] ** 2
-            b = 2 * (oc[1] * d[:, 1] + oc[2] * d[:, 2])
-            c = oc[1] ** 2 + oc[2] ** 2 - r * r
-            disc = b * b - 4 * a * c
-            ts = (-b - np.sqrt(disc)) / (2 * a)
-            x = oc[0] + ts * d[:, 0]
-            side = (disc >= 0) & (ts > 0) & (np.abs(x) <= half)
+            ts, met, x, across = _tube(o - centre, d, r, axis=0)
+            side = met & (np.abs(x) <= half)
             t = np.where(side, ts, np.inf)
-            p = oc + ts[:, None] * d
-            normal = np.where(side[:, None], np.stack([np.zeros(n), p[:, 1], p[:, 2]], 1) / r, normal)
+            normal = np.where(side[:, None], across, normal)
             for end in (-half, half):
                 te, ne = _sphere(o, d, centre + np.array([end, 0.0, 0.0]), r)
                 closer = te < t
                 t = np.where(closer, te, t)
                 normal = np.where(closer[:, None], ne, normal)
     return t, normal
+
+
+def _tube(o, d, r, axis):
+    """Each ray's meeting with the side of an endless tube of radius r about the line through
+    the origin along `axis` (0: x, 1: y), o relative to that line: the distance, whether it
+    meets it ahead, how far along the axis, and the normal there (nan where it misses)."""
+    i, j = (k for k in range(3) if k != axis)
+    a = d[:, i] ** 2 + d[:, j] ** 2
+    b = 2 * (o[i] * d[:, i] + o[j] * d[:, j])
+    c = o[i] ** 2 + o[j] ** 2 - r * r
+    disc = b * b - 4 * a * c
+    ts = (-b - np.sqrt(disc)) / (2 * a)
+    p = o + ts[:, None] * d
+    across = p.copy()
+    across[:, axis] = 0.0
+    return ts, (disc >= 0) & (ts > 0), p[:, axis], across / r
 
 
 def _sphere(o, d, centre, r):
