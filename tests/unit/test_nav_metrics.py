@@ -389,7 +389,7 @@ def test_predictions_fixture_and_round_trip():
         (
             b'[{"instr_id": "1_0", "trajectory": ["g00"]}, {"instr_id": "1_0", "trajectory": ["g00"]}]',
             "instr_id",
-            "prediction 1 (instr_id 1_0): instr_id appears twice",
+            "prediction 1 (instr_id 1_0): instr_id repeats record 0",
         ),
         (b'[{"instr_id": "1_0", "trajectory": ["g00"]', "predictions", "not valid JSON"),
     ],

@@ -35,7 +35,7 @@ import statistics
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from app import jsonsafe
 from app.errors import InputError
@@ -77,6 +77,22 @@ def objects(data: list, label: Callable[[int], str], field: str) -> Iterator[tup
         if not isinstance(rec, dict):
             raise InputError(f"{label(i)}: must be an object", field=field)
         yield i, rec, label(i)
+
+
+def records_by_id(
+    data: list, label: Callable[[int], str], field: str, key: str, read: Callable[[dict, str], str] | None = None
+) -> Iterator[tuple[int, dict[str, Any], str, str]]:
+    """Each record of a JSON array (as `objects`) with its id, `key`, and its label naming the
+    id. The id is read by `read(record, label)` (default: a non-empty string) and refused when
+    an earlier record has it."""
+    seen: dict[str, int] = {}
+    for i, rec, where in objects(data, label, field):
+        rid = read(rec, where) if read else cast(str, _str(rec, key, where))
+        where = f"{where} ({key} {rid})"
+        if rid in seen:
+            raise InputError(f"{where}: {key} repeats record {seen[rid]}", field=key)
+        seen[rid] = i
+        yield i, rec, rid, where
 
 
 def is_number(x: object) -> bool:
@@ -157,13 +173,7 @@ def parse_r2r(source: Source | list) -> list[R2RPath]:
     if not isinstance(data, list):
         raise InputError("an R2R file is a JSON array of paths", field="references")
     out: list[R2RPath] = []
-    seen: dict[str, int] = {}
-    for i, rec, label in objects(data, lambda i: f"R2R record {i}", "references"):
-        pid = _path_id(rec, label)
-        label = f"R2R record {i} (path_id {pid})"
-        if pid in seen:
-            raise InputError(f"{label}: path_id repeats record {seen[pid]}", field="path_id")
-        seen[pid] = i
+    for _, rec, pid, label in records_by_id(data, lambda i: f"R2R record {i}", "references", "path_id", _path_id):
         out.append(
             R2RPath(
                 path_id=pid,
@@ -201,6 +211,13 @@ class Prediction:
         return [step[0] for step in self.trajectory]
 
 
+def _instr_id(rec: dict, label: str) -> str:
+    v = rec.get("instr_id")
+    if not isinstance(v, str) or not v:
+        raise InputError(f'{label}: instr_id must be a non-empty string like "<path_id>_<k>"', field="instr_id")
+    return v
+
+
 def parse_predictions(source: Source | list) -> dict[str, Prediction]:
     """The R2R leaderboard format: [{"instr_id": "<path_id>_<k>", "trajectory": [[viewpoint,
     heading, elevation], ...]}, ...]. A step may also be a bare viewpoint id (heading and
@@ -209,13 +226,9 @@ def parse_predictions(source: Source | list) -> dict[str, Prediction]:
     if not isinstance(data, list):
         raise InputError("a predictions file is a JSON array of {instr_id, trajectory}", field="predictions")
     out: dict[str, Prediction] = {}
-    for i, rec, label in objects(data, lambda i: f"prediction {i}", "predictions"):
-        instr_id = rec.get("instr_id")
-        if not isinstance(instr_id, str) or not instr_id:
-            raise InputError(f'{label}: instr_id must be a non-empty string like "<path_id>_<k>"', field="instr_id")
-        label = f"prediction {i} (instr_id {instr_id})"
-        if instr_id in out:
-            raise InputError(f"{label}: instr_id appears twice", field="instr_id")
+    for _, rec, instr_id, label in records_by_id(
+        data, lambda i: f"prediction {i}", "predictions", "instr_id", _instr_id
+    ):
         traj = rec.get("trajectory")
         if not isinstance(traj, list) or not traj:
             raise InputError(f"{label}: trajectory must be a non-empty list", field="trajectory")

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from app.errors import InputError
-from app.kinds.navigation.formats import is_number, objects, read_json
+from app.kinds.navigation.formats import is_number, read_json, records_by_id
 
 CONNECTIVITY_SUFFIX = "_connectivity.json"
 _MIN_EDGE = 1e-9  # metres; keeps an edge between coincident positions in the sparse matrix
@@ -242,15 +242,7 @@ def load_connectivity(source: str | Path | bytes | list, scan: str | None = None
     heights = np.full(n, np.nan)
     included = np.zeros(n, dtype=bool)
     unobstructed = np.zeros((n, n), dtype=bool)
-    seen: dict[str, int] = {}
-    for i, rec, label in objects(data, lambda i: f"{where}viewpoint record {i}", "connectivity"):
-        vid = rec.get("image_id")
-        if not isinstance(vid, str) or not vid:
-            raise InputError(f"{label}: image_id must be a non-empty string", field="image_id")
-        label = f"{label} ({vid!r})"
-        if vid in seen:
-            raise InputError(f"{label}: image_id repeats record {seen[vid]}", field="image_id")
-        seen[vid] = i
+    for i, rec, vid, label in records_by_id(data, lambda i: f"{where}viewpoint record {i}", "connectivity", "image_id"):
         ids.append(vid)
         pose = rec.get("pose")
         if (
