@@ -15,7 +15,7 @@ from app.kinds.sts import play, suites
 from app.kinds.sts.env import get_simulator
 from app.kinds.sts.views.common import Count, _answers, _flashed, researcher, stored_plays
 from app.params import MAX_ID, NOT_BOOL, UPLOAD, BodyId, FormText, Id, OneOf
-from app.studies.models import Assignment, Item
+from app.studies.models import Assignment, Item, Study
 from app.studies.views import crowd_bundle
 from app.web import back, form_number, rate_limit, read_upload
 
@@ -79,25 +79,22 @@ def list_recordings(session: Session = Depends(db), user: User = Depends(researc
     return {"recordings": [suites.recording_dict(r) for r in suites.recordings_of(session, user)]}
 
 
+# A play item's actions so far, as minigrid's numbers ("2,2,0").
+Actions = Annotated[str, Query(max_length=play.MAX_ACTIONS_TEXT)]
+
+
 @api.get("/play/{slug}/{assignment_id}")
 def play_state(
-    request: Request,
-    slug: str,
-    assignment_id: Id,
-    actions: Annotated[str, Query(max_length=play.MAX_ACTIONS_TEXT)] = "",
-    session: Session = Depends(db),
+    request: Request, slug: str, assignment_id: Id, actions: Actions = "", session: Session = Depends(db)
 ) -> dict:
-    """A play item's grid after `actions` (minigrid's numbers, "2,2,0"), for the crowd worker
-    whose task holds the assignment (their session, as for /api/v1/crowd/{slug}/next): the
-    step, the level's step limit, whether the episode ended and in success, and the frame as a
-    PNG data URL. The page never holds the seed: it sends its actions and gets the picture."""
+    """A play item's grid after `actions`, for the crowd worker whose task holds the assignment
+    (their session, as for /api/v1/crowd/{slug}/next): the step, the level's step limit,
+    whether the episode ended and in success, and the frame as a PNG data URL. The page never
+    holds the seed: it sends its actions and gets the picture."""
     study, bundle = crowd_bundle(request, session, slug)
-    rate_limit(request, "sts-play", play.STATES_PER_MINUTE, key=f"bundle:{bundle.id}")
     a = session.get(Assignment, assignment_id)
     item = session.get(Item, a.item_id) if a is not None and a.bundle_id == bundle.id else None
-    if item is None or study.kind != suites.KIND_NAME or not play.is_play(item.payload):
-        raise HTTPException(404, "no such mission in your task")
-    return play.state(item.payload, play.parse_actions(actions))
+    return _grid(request, f"bundle:{bundle.id}", study, item, actions, "no such mission in your task")
 
 
 @api.get("/preview/{study_id}/{item_id}")
@@ -105,17 +102,23 @@ def preview_play_state(
     request: Request,
     study_id: Id,
     item_id: Id,
-    actions: Annotated[str, Query(max_length=play.MAX_ACTIONS_TEXT)] = "",
+    actions: Actions = "",
     session: Session = Depends(db),
     user: User = Depends(researcher),
 ) -> dict:
     """play_state for the study's owner (or an admin) previewing a play item
     (app.studies.preview): the same grid, with no task behind it and nothing stored."""
     study = managed_study(session, study_id, user)
-    rate_limit(request, "sts-play", play.STATES_PER_MINUTE, key=f"preview:{user.id}")
     item = session.get(Item, item_id)
+    return _grid(request, f"preview:{user.id}", study, item, actions, "no such mission in this study")
+
+
+def _grid(request: Request, limit_key: str, study: Study, item: Item | None, actions: str, missing: str) -> dict:
+    """The grid of the study's play item after `actions`, at most play.STATES_PER_MINUTE a
+    minute per `limit_key`; 404 (`missing`) for an item that is not one."""
+    rate_limit(request, "sts-play", play.STATES_PER_MINUTE, key=limit_key)
     if item is None or item.study_id != study.id or study.kind != suites.KIND_NAME or not play.is_play(item.payload):
-        raise HTTPException(404, "no such mission in this study")
+        raise HTTPException(404, missing)
     return play.state(item.payload, play.parse_actions(actions))
 
 
