@@ -9,6 +9,7 @@ classify the error, fix the gold board and label the step's abstraction. Executo
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from collections.abc import Callable
 from typing import Annotated, Literal
 
@@ -237,55 +238,68 @@ def _guides() -> dict:
     return {"error_classes": ERROR_CLASSES, "levels": LEVELS, "mechanisms": MECHANISMS}
 
 
-def _step(session: Session, user: User, study_id: int, item_id: int, step: int):
+# The consolidation routes' dependency: an admin, on a Hexagons study.
+own_consolidation = _hex_pages(admin_only)
+
+
+@dataclass(frozen=True)
+class StepAt:
+    """What a step's routes load first: an admin's session and account, the Hexagons study,
+    and the item and step at the path."""
+
+    session: Session
+    user: User
+    study: Study
+    item_id: int
+    step: int
+
+    @property
+    def page(self) -> str:
+        return f"/hexagons/studies/{self.study.id}/consolidation/{self.item_id}/{self.step}"
+
+
+def at_step(item_id: Id, step: Id, own: Managed = Depends(own_consolidation)) -> StepAt:
+    return StepAt(own.session, own.user, own.study, item_id, step)
+
+
+def _step_view(at: StepAt) -> dict:
     from app.kinds.hexagons.consolidation import NotFound, step_view
 
-    study = _hex_study(session, study_id, user)
     try:
-        return study, step_view(session, study, item_id, step)
+        return step_view(at.session, at.study, at.item_id, at.step)
     except NotFound as exc:
         raise HTTPException(404, str(exc)) from None
 
 
 @api.get("/studies/{study_id}/consolidation")
-def consolidation_queue(study_id: Id, session: Session = Depends(db), user: User = Depends(admin_only)) -> dict:
+def consolidation_queue(own: Managed = Depends(own_consolidation)) -> dict:
     """The steps an executor disagreed on (disputed first, decided last), with the error
     classes, abstraction levels and mechanisms to label them with."""
     from app.kinds.hexagons.consolidation import queue
 
-    study = _hex_study(session, study_id, user)
     g = _guides()
     return {
         "error_classes": g["error_classes"],
         "levels": {k: n for k, (n, _) in g["levels"].items()},
         "mechanisms": list(g["mechanisms"]),
-        "steps": queue(session, study),
+        "steps": queue(own.session, own.study),
     }
 
 
 @api.get("/studies/{study_id}/consolidation/{item_id}/{step}")
-def consolidation_step(
-    study_id: Id, item_id: Id, step: Id, session: Session = Depends(db), user: User = Depends(admin_only)
-) -> dict:
+def consolidation_step(at: StepAt = Depends(at_step)) -> dict:
     """One step: the instruction, the boards before and after (instructor, each executor, with
     the tiles that differ), the gold board, the decision and the abstraction labels."""
-    return _step(session, user, study_id, item_id, step)[1]
+    return _step_view(at)
 
 
 @api.put("/studies/{study_id}/consolidation/{item_id}/{step}")
-def decide_step(
-    study_id: Id,
-    item_id: Id,
-    step: Id,
-    body: DecisionIn,
-    session: Session = Depends(db),
-    user: User = Depends(admin_only),
-) -> dict:
+def decide_step(body: DecisionIn, at: StepAt = Depends(at_step)) -> dict:
     """Decide a step ({"error_class", "note", "board"}), label its abstraction ({"abstraction":
     {"level", "mechanisms"}} or {"adopt_majority": true}), or both; audited."""
     from app.kinds.hexagons import consolidation
 
-    study = _hex_study(session, study_id, user)
+    session, study, user, item_id, step = at.session, at.study, at.user, at.item_id, at.step
     sent = body.model_fields_set
     labelled = "abstraction" in sent or body.adopt_majority
     if "error_class" not in sent and not labelled:
@@ -314,7 +328,7 @@ def decide_step(
 
 
 @router.get("/hexagons/studies/{study_id}/consolidation")
-def consolidation_page(request: Request, own: Managed = Depends(_hex_pages(admin_only))):
+def consolidation_page(request: Request, own: Managed = Depends(own_consolidation)):
     from app.kinds.hexagons.consolidation import queue
 
     rows = queue(own.session, own.study)
@@ -322,93 +336,80 @@ def consolidation_page(request: Request, own: Managed = Depends(_hex_pages(admin
 
 
 @router.get("/hexagons/studies/{study_id}/consolidation/{item_id}/{step}")
-def consolidation_step_page(
-    request: Request,
-    study_id: Id,
-    item_id: Id,
-    step: Id,
-    session: Session = Depends(db),
-    user: User = Depends(admin_only),
-):
+def consolidation_step_page(request: Request, at: StepAt = Depends(at_step)):
     from app.kinds.hexagons.board import layout
 
-    study, view = _step(session, user, study_id, item_id, step)
     return render(
         request,
         "kinds/hexagons/consolidation_step.html",
-        user=user,
-        study=study,
-        view=view,
+        user=at.user,
+        study=at.study,
+        view=_step_view(at),
         layout=layout(),
         **_guides(),
     )
 
 
+class DecisionForm(BaseModel):
+    """The step page's decision, as typed: `board` is the fixed gold board as JSON (blank: none)."""
+
+    error_class: str = ""
+    note: str = ""
+    board: str = ""
+
+
 @router.post("/hexagons/studies/{study_id}/consolidation/{item_id}/{step}")
-def decide_step_page(
-    request: Request,
-    study_id: Id,
-    item_id: Id,
-    step: Id,
-    error_class: FormText = "",
-    note: FormText = "",
-    board: FormText = "",
-    session: Session = Depends(db),
-    user: User = Depends(admin_only),
-):
-    """The step page's decision form: `board` is the fixed gold board as JSON (blank: none)."""
+def decide_step_page(request: Request, form: Annotated[DecisionForm, Form()], at: StepAt = Depends(at_step)):
+    """The step page's decision form."""
     from app.kinds.hexagons import consolidation
 
-    study = _hex_study(session, study_id, user)
-    url = f"/hexagons/studies/{study_id}/consolidation/{item_id}/{step}"
     try:
         try:
-            fixed = jsonsafe.loads(board) if board.strip() else None
+            fixed = jsonsafe.loads(form.board) if form.board.strip() else None
         except ValueError:
             raise InputError("board is not valid JSON", field="board") from None
-        out = consolidation.decide(session, study, item_id, step, error_class or None, note, fixed, user)
+        out = consolidation.decide(
+            at.session, at.study, at.item_id, at.step, form.error_class or None, form.note, fixed, at.user
+        )
     except consolidation.NotFound as exc:
         raise HTTPException(404, str(exc)) from None
     except InputError as exc:
-        return back(request, url, f"Not saved: {exc}", "error")
+        return back(request, at.page, f"Not saved: {exc}", "error")
     said = out["error_class"] or "decision cleared"
     if out["rescored"]:
         said += f"; gold board changed, {out['rescored']} executions re-scored"
-    return back(request, url, f"Step {step}: {said}.")
+    return back(request, at.page, f"Step {at.step}: {said}.")
+
+
+class LabelForm(BaseModel):
+    """The step page's abstraction, as typed: a level and mechanisms, or `adopt` (a button)."""
+
+    level: str = ""
+    mechanisms: list[str] = []
+    adopt: str = ""
 
 
 @router.post("/hexagons/studies/{study_id}/consolidation/{item_id}/{step}/abstraction")
-def label_step_page(
-    request: Request,
-    study_id: Id,
-    item_id: Id,
-    step: Id,
-    level: FormText = "",
-    mechanisms: list[str] = Form([]),
-    adopt: FormText = "",
-    session: Session = Depends(db),
-    user: User = Depends(admin_only),
-):
+def label_step_page(request: Request, form: Annotated[LabelForm, Form()], at: StepAt = Depends(at_step)):
     """The step page's abstraction form: a level and mechanisms by hand, or (button `adopt`)
     the executors' majority."""
     from app.kinds.hexagons import consolidation
 
-    study = _hex_study(session, study_id, user)
-    url = f"/hexagons/studies/{study_id}/consolidation/{item_id}/{step}"
+    level, adopt = form.level.strip(), bool(form.adopt)
     try:
-        if level.strip() and not level.strip().isdigit():
+        if level and not level.isdigit():
             raise InputError("level must be 0, 1, 2 or 3", field="level")
-        value = {"level": int(level) if level.strip() else None, "mechanisms": mechanisms}
-        out = consolidation.label(session, study, item_id, step, value, user, adopt=bool(adopt))
+        value = {"level": int(level) if level else None, "mechanisms": form.mechanisms}
+        out = consolidation.label(at.session, at.study, at.item_id, at.step, value, at.user, adopt=adopt)
     except consolidation.NotFound as exc:
         raise HTTPException(404, str(exc)) from None
     except InputError as exc:
-        return back(request, url, f"Not saved: {exc}", "error")
+        return back(request, at.page, f"Not saved: {exc}", "error")
     lv = out["abstraction"]["level"]
     return back(
         request,
-        url,
-        f"Step {step}: abstraction level {'none' if lv is None else lv}"
+        at.page,
+        f"Step {at.step}: abstraction level {'none' if lv is None else lv}"
         + (" (the executors' majority)" if adopt else "")
         + ".",
     )
