@@ -80,3 +80,16 @@ class OneOf:
 
 # An upload the route reads: required, and not empty (read_upload refuses an empty file).
 UPLOAD = File(..., json_schema_extra={"minLength": 1})
+
+
+def exactly_one_of(*variants: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A body's schema for alternative field sets (`json_schema_extra`): each variant
+    {field: its schema} requires its fields and its first field is null in the others, so the
+    documentation says a body gives exactly one of them, as the route checks."""
+    keys = [next(iter(v)) for v in variants]
+    return {
+        "oneOf": [
+            {"required": list(v), "properties": {**v, **{k: {"type": "null"} for k in keys if k not in v}}}
+            for v in variants
+        ]
+    }

@@ -14,7 +14,7 @@ from app.errors import InputError
 from app.kinds.sts import generation, suites
 from app.kinds.sts.models import GenerationRun
 from app.kinds.sts.views.common import Count, Place, _answers, _flashed, _version, at_version, researcher
-from app.params import NOT_BOOL, BodyId, Id
+from app.params import NOT_BOOL, BodyId, Id, exactly_one_of
 from app.runs import service as runs
 from app.web import back, form_number, render
 
@@ -38,12 +38,7 @@ class GenerationIn(BaseModel):
     # Exactly one of agent_id and agent (the route refuses both or neither), as the schema says.
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={
-            "oneOf": [
-                {"required": ["agent_id"], "properties": {"agent_id": {"type": "integer"}, "agent": {"type": "null"}}},
-                {"required": ["agent"], "properties": {"agent": {"type": "string"}, "agent_id": {"type": "null"}}},
-            ]
-        },
+        json_schema_extra=exactly_one_of({"agent_id": {"type": "integer"}}, {"agent": {"type": "string"}}),
     )
     agent_id: BodyId | None = None
     agent: Literal[BUILTIN_NAMES] | None = None  # a built-in agent's name

@@ -32,7 +32,7 @@ from app.kinds.sts.views.common import (
     researcher,
 )
 from app.kinds.sts.views.runs import _runs
-from app.params import MAX_ID, NOT_BLANK, NOT_BOOL, BodyId, FormText, Id
+from app.params import MAX_ID, NOT_BLANK, NOT_BOOL, BodyId, FormText, Id, exactly_one_of
 from app.storage import get_store
 from app.web import back, form_number, render
 
@@ -110,17 +110,10 @@ class ScenariosIn(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
-            "oneOf": [
-                {"required": ["rule"], "properties": {"rule": {"type": "string"}, "takeover": {"type": "null"}}},
-                {
-                    "required": ["takeover", "recordings"],
-                    "properties": {
-                        "takeover": {"type": "integer"},
-                        "rule": {"type": "null"},
-                        "recordings": {"type": "array", "minItems": 1, "maxItems": 1},
-                    },
-                },
-            ],
+            **exactly_one_of(
+                {"rule": {"type": "string"}},
+                {"takeover": {"type": "integer"}, "recordings": {"type": "array", "minItems": 1, "maxItems": 1}},
+            ),
             "if": {"required": ["rule"], "properties": {"rule": {"const": "before success"}}},
             "then": {"required": ["k"], "properties": {"k": {"type": "integer", "minimum": 1}}},
         },
