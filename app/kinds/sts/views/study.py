@@ -83,22 +83,25 @@ def study_from_version(
     return out
 
 
+class StudyForm(BaseModel):
+    """The suite page's study form, as typed: the agents (built-in names or ids), the study's
+    settings, the reference episodes (or, side by side, the reference pairs)."""
+
+    title: str = ""
+    agents: list[str] = []
+    continuations: str = ""
+    expert_successes: str = ""
+    random_failures: str = ""
+    bundle_size: str = ""
+    gold_rate: str = ""
+    annotations_per_item: str = ""
+    approve_at: str = ""
+    side_by_side: str = ""
+    reference_pairs: str = ""
+
+
 @router.post("/sts/suites/{suite_id}/versions/{number}/study")
-def study_from_version_page(
-    request: Request,
-    title: FormText = "",
-    agents: list[str] = Form([]),
-    continuations: FormText = "",
-    expert_successes: FormText = "",
-    random_failures: FormText = "",
-    bundle_size: FormText = "",
-    gold_rate: FormText = "",
-    annotations_per_item: FormText = "",
-    approve_at: FormText = "",
-    side_by_side: FormText = "",
-    reference_pairs: FormText = "",
-    place: Place = Depends(at_version),
-):
+def study_from_version_page(request: Request, form: Annotated[StudyForm, Form()], place: Place = Depends(at_version)):
     """The suite page's form for a study of a published version (the API's study route)."""
     from app.kinds.sts.study import build_study
 
@@ -107,24 +110,24 @@ def study_from_version_page(
     out: dict = {}
     with _flashed(request, out):
         given = {
-            "title": title.strip() or f"{suite.name}, version {number}",
-            "bundle_size": form_number(bundle_size, "bundle_size"),
-            "gold_rate": form_number(gold_rate, "gold_rate", float),
-            "annotations_per_item": form_number(annotations_per_item, "annotations_per_item"),
+            "title": form.title.strip() or f"{suite.name}, version {number}",
+            "bundle_size": form_number(form.bundle_size, "bundle_size"),
+            "gold_rate": form_number(form.gold_rate, "gold_rate", float),
+            "annotations_per_item": form_number(form.annotations_per_item, "annotations_per_item"),
         }
         settings = StudySettings(**{k: v for k, v in given.items() if v is not None})
-        specs = [a if a in suites.BUILTIN_AGENTS else form_number(a, "agents") for a in agents]
+        specs = [a if a in suites.BUILTIN_AGENTS else form_number(a, "agents") for a in form.agents]
         reference = {
             k: n
             for k, n in (
-                ("expert_successes", form_number(expert_successes, "expert_successes")),
-                ("random_failures", form_number(random_failures, "random_failures")),
+                ("expert_successes", form_number(form.expert_successes, "expert_successes")),
+                ("random_failures", form_number(form.random_failures, "random_failures")),
             )
             if n
         }
-        pairs = bool(side_by_side)
+        pairs = bool(form.side_by_side)
         if pairs:
-            n_pairs = form_number(reference_pairs, "reference_pairs")
+            n_pairs = form_number(form.reference_pairs, "reference_pairs")
             reference = {"pairs": n_pairs} if n_pairs else {}
         # A draft version's refusal (a Conflict) is shown on the page like any other.
         study, summary = build_study(
@@ -135,8 +138,8 @@ def study_from_version_page(
             settings,
             agents=specs,
             reference=reference,
-            continuations=form_number(continuations, "continuations"),
-            approve_at=form_number(approve_at, "approve_at", float),
+            continuations=form_number(form.continuations, "continuations"),
+            approve_at=form_number(form.approve_at, "approve_at", float),
             pairs=pairs,
         )
         noun = "pairs" if pairs else "episodes"
