@@ -277,16 +277,22 @@
     // One paint of one tile; the same colour again records nothing.
     function paint(t, c) {
       if (readonly || destroyed || t === null || board[t] === c) return null;
+      return apply(t, c, false, "tile " + t + " painted " + COLOURS[c].name);
+    }
+
+    // Tile t takes colour c, logged, drawn, announced (`said`) and emitted; a paint (not an
+    // undo) can itself be undone.
+    function apply(t, c, undo, said) {
       const previous = board[t];
       board[t] = c;
       const ms = Math.round(performance.now() - t0);
       log.push([t, c, ms]);
-      undoStack.push([t, previous]);
-      undoBtn.disabled = false;
+      if (!undo) undoStack.push([t, previous]);
+      undoBtn.disabled = !undoStack.length;
       drawTile(t);
       if (against) drawDiff();
-      announce("tile " + t + " painted " + COLOURS[c].name);
-      const action = { tile: t, colour: c, previous: previous, ms: ms, undo: false };
+      announce(said);
+      const action = { tile: t, colour: c, previous: previous, ms: ms, undo: undo };
       emit(action);
       return action;
     }
@@ -387,17 +393,7 @@
       if (readonly || destroyed) return null;
       if (!undoStack.length) { announce("nothing to undo"); return null; }
       const [t, previous] = undoStack.pop();
-      const from = board[t];
-      board[t] = previous;
-      const ms = Math.round(performance.now() - t0);
-      log.push([t, previous, ms]);
-      undoBtn.disabled = !undoStack.length;
-      drawTile(t);
-      if (against) drawDiff();
-      announce("undone: tile " + t + " back to " + COLOURS[previous].name);
-      const action = { tile: t, colour: previous, previous: from, ms: ms, undo: true };
-      emit(action);
-      return action;
+      return apply(t, previous, true, "undone: tile " + t + " back to " + COLOURS[previous].name);
     };
     this.setReadonly = (value) => { readonly = !!value; stroke = null; drawMode(); };
     this.isReadonly = () => readonly;
