@@ -11,6 +11,14 @@ document.addEventListener("keydown", (ev) => {
     form.requestSubmit();
   }
 });
+// A judge's optional reason (an input with data-reason, the id of what holds the page's keys):
+// while it is typed, Escape goes back to the keys and Enter sends.
+document.addEventListener("keydown", (ev) => {
+  const home = ev.target.dataset && ev.target.dataset.reason;
+  if (!home || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+  if (ev.key === "Escape") { ev.preventDefault(); document.getElementById(home).focus({preventScroll: true}); }
+  else if (ev.key === "Enter") { ev.preventDefault(); ev.target.form.requestSubmit(); }
+});
 // A form marked data-unsent (an item's preview) is never sent; the capture phase comes first.
 document.addEventListener("submit", (ev) => {
   if (ev.target.hasAttribute("data-unsent")) ev.preventDefault();

@@ -93,6 +93,8 @@ def test_a_judge_works_a_pair_by_keyboard_and_a_reload_keeps_it(live_server, pag
             # A reload in the middle: the markers, the side, the pick and the frame come back.
             page.keyboard.press("r")
             page.keyboard.type("B reached the ball")
+            page.keyboard.press("Escape")  # back to the keys (app.js: the input's data-reason)
+            expect(page.locator("#sts-pair")).to_be_focused()
             page.reload()
             expect(page.get_by_text("Pair 1 of 2", exact=True)).to_be_visible()
             expect(page.locator("#sts-mark-a")).to_have_text(f"failure at step {n - 1 - takeover}")

@@ -1,5 +1,5 @@
 // Side by side (pair.html): the judge picks A (1), B (2) or a tie (t) (app.js: the radios'
-// data-key, and Enter sends), with an optional reason (r; Escape leaves it, Enter sends). The pick and the reason are kept in this tab's
+// data-key, and Enter sends), with an optional reason (r; app.js: Escape leaves it, Enter sends). The pick and the reason are kept in this tab's
 // sessionStorage under the assignment's id, so that a reload restores them.
 (function () {
   const wrap = document.getElementById("nav-pair-wrap");
@@ -26,12 +26,7 @@
     status.textContent = "Not yet: which is better (1, 2 or t).";
   });
   document.addEventListener("keydown", (e) => {
-    if (e.altKey || e.ctrlKey || e.metaKey) return;
-    if (e.target === reason) {  // typing a reason: only Escape (back to the keys) and Enter (send)
-      if (e.key === "Escape") { e.preventDefault(); wrap.focus({preventScroll: true}); }
-      else if (e.key === "Enter") { e.preventDefault(); form.requestSubmit(); }
-      return;
-    }
+    if (e.altKey || e.ctrlKey || e.metaKey || e.target === reason) return;  // the reason's keys: app.js
     if (e.key.toLowerCase() === "r") { e.preventDefault(); reason.focus(); }
     else setTimeout(() => { show(); save(); });  // app.js checks a radio by its data-key: no change event
   });

@@ -7,8 +7,6 @@
   const pair = document.getElementById("sts-pair");
   if (!pair) return;
   const n = Number(pair.dataset.n), takeover = Number(pair.dataset.takeover);
-  const scrub = document.getElementById("sts-scrub"), phase = document.getElementById("sts-phase");
-  const stepText = document.getElementById("sts-step");
   const markerText = document.getElementById("sts-marker"), activeText = document.getElementById("sts-active");
   const reason = document.getElementById("sts-reason");
   const submit = document.getElementById("submit"), form = document.getElementById("answer-form");
@@ -26,11 +24,7 @@
   const winner = () => (form.querySelector("input[name=winner]:checked") || {}).value || "";
 
   function show(i) {
-    frame = Math.max(0, Math.min(n - 1, i));
-    for (const s of Object.values(sides)) window.StsStrip.draw(s.screen, n, frame);
-    scrub.value = frame;
-    window.StsStrip.phase(phase, frame, takeover, true);
-    stepText.textContent = `frame ${frame + 1} of ${n}`;
+    frame = window.StsStrip.showFrame(Object.values(sides).map((s) => s.screen), n, takeover, i, true);
     save();
   }
 
@@ -40,9 +34,6 @@
     const marks = {};
     for (const [k, s] of Object.entries(sides)) marks[k] = s.kind.value ? [s.kind.value, Number(s.step.value)] : null;
     keep.save({frame, active, marks, winner: winner(), reason: reason.value});
-  }
-  function saved() {
-    return keep ? keep.load() : null;
   }
 
   function ready() {
@@ -109,12 +100,7 @@
   });
 
   document.addEventListener("keydown", (e) => {
-    if (e.altKey || e.ctrlKey || e.metaKey) return;
-    if (e.target === reason) {  // typing a reason: only Escape (back to the keys) and Enter (send)
-      if (e.key === "Escape") { e.preventDefault(); pair.focus({preventScroll: true}); }
-      else if (e.key === "Enter") { e.preventDefault(); form.requestSubmit(); }
-      return;
-    }
+    if (e.altKey || e.ctrlKey || e.metaKey || e.target === reason) return;  // the reason's keys: app.js
     const jump = e.shiftKey ? 10 : 1, key = e.key.length === 1 ? e.key.toLowerCase() : e.key;
     const acts = {
       ...transport.keys(jump),
@@ -124,7 +110,7 @@
     if (acts[key]) { e.preventDefault(); acts[key](); }
   });
 
-  const was = saved();
+  const was = keep ? keep.load() : null;
   if (was) {
     for (const s of ["a", "b"]) {
       const m = was.marks && was.marks[s];

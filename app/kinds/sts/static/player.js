@@ -2,26 +2,17 @@
 // moving the strip. The marker's step counts from the takeover point, as the paper's
 // annotations do, so a marker can only sit where the agent acts.
 (function () {
-  const player = document.getElementById("sts-player");
-  if (!player) return;
-  const n = Number(player.dataset.n), takeover = Number(player.dataset.takeover);
-  const screen = document.getElementById("sts-screen"), scrub = document.getElementById("sts-scrub");
-  const phase = document.getElementById("sts-phase"), stepText = document.getElementById("sts-step");
+  const episode = window.StsStrip.episode("sts-player");  // strip.js
+  if (!episode) return;
+  const {box: player, n, takeover, screen, pct} = episode;
   const speed = document.getElementById("sts-speed");
   const kindInput = document.getElementById("sts-marker-kind"), stepInput = document.getElementById("sts-marker-step");
   const markerText = document.getElementById("sts-marker"), markerTick = document.getElementById("sts-marker-tick");
   const submit = document.getElementById("submit"), form = document.getElementById("answer-form");
   let frame = 0;
 
-  window.StsStrip.setUp([screen], player.dataset.frames, n, takeover);  // strip.js
-  const pct = (i) => window.StsStrip.pct(n, i);
-
   function show(i) {
-    frame = Math.max(0, Math.min(n - 1, i));
-    window.StsStrip.draw(screen, n, frame);
-    scrub.value = frame;
-    window.StsStrip.phase(phase, frame, takeover, false);
-    stepText.textContent = `frame ${frame + 1} of ${n}`;
+    frame = window.StsStrip.showFrame([screen], n, takeover, i, false);
     save();
   }
 
@@ -30,9 +21,6 @@
   const keep = window.TabKeep("proctor-sts-marker:", player.dataset.assignment);  // /static/keep.js
   function save() {
     if (keep) keep.save({frame, kind: kindInput.value, step: stepInput.value === "" ? null : Number(stepInput.value)});
-  }
-  function saved() {
-    return keep ? keep.load() : null;
   }
 
   // The frame shrinks (to no less than 200 px) when the page is taller than the window, so
@@ -74,7 +62,7 @@
     };
     if (acts[e.key]) { e.preventDefault(); acts[e.key](); }
   });
-  const was = saved();
+  const was = keep ? keep.load() : null;
   if (was && (was.kind === "success" || was.kind === "failure") && Number.isInteger(was.step)
       && was.step >= 0 && takeover + was.step < n) {
     frame = takeover + was.step;

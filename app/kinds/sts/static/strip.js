@@ -7,6 +7,17 @@
   window.StsStrip = {
     // Where frame i of n stands on the timeline (a CSS left).
     pct: pct,
+    // A single-screen page's episode (player.js, timeline.js): the element `id` (data-n,
+    // data-takeover, data-frames: the strip's url) and its strip on the screen #sts-screen;
+    // null on a page without it.
+    episode: function (id) {
+      const box = document.getElementById(id);
+      if (!box) return null;
+      const n = Number(box.dataset.n), takeover = Number(box.dataset.takeover);
+      const screen = document.getElementById("sts-screen");
+      this.setUp([screen], box.dataset.frames, n, takeover);
+      return {box, n, takeover, screen, pct: (i) => pct(n, i)};
+    },
     // The screen shows the strip at url; the timeline's takeover tick stands at its frame.
     setUp: function (screens, url, n, takeover) {
       for (const screen of screens) screen.style.backgroundImage = `url("${url}")`;
@@ -18,13 +29,20 @@
       screen.style.backgroundSize = `${w * n}px ${screen.clientHeight}px`;
       screen.style.backgroundPosition = `${-w * frame}px 0`;
     },
-    // The phase line: the recording before the takeover, the agent(s) after it.
-    phase: function (el, frame, takeover, agents) {
-      const agent = frame >= takeover;
-      el.textContent = agent
+    // The annotator's pages (player.js, pair.js, one screen or two): frame i, kept within the
+    // n frames, on the screens and the scrubber, with the phase line (the recording before the
+    // takeover, the agent or agents after it) and "frame i of n". Returns the frame shown.
+    showFrame: function (screens, n, takeover, i, agents) {
+      const frame = Math.max(0, Math.min(n - 1, i));
+      for (const screen of screens) this.draw(screen, n, frame);
+      document.getElementById("sts-scrub").value = frame;
+      const phase = document.getElementById("sts-phase"), agent = frame >= takeover;
+      phase.textContent = agent
         ? `The ${agents ? "agents act" : "agent acts"}: step ${frame - takeover} after the takeover`
         : `The recording (context): the ${agents ? "agents take" : "agent takes"} over in ${takeover - frame} steps`;
-      el.classList.toggle("agent", agent);
+      phase.classList.toggle("agent", agent);
+      document.getElementById("sts-step").textContent = `frame ${frame + 1} of ${n}`;
+      return frame;
     },
     // What the single and the side-by-side pages do alike with the timeline (_timeline.html's
     // step_buttons): play and pause (a frame every delay() ms, stopping at the end), step back

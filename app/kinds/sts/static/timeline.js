@@ -3,13 +3,11 @@
 // With data-review (the admins' failure page) it only shows the episode, with the
 // annotators' markers (data-markers: [{marker, step after the takeover}]) on the timeline.
 (function () {
-  const box = document.getElementById("sts-timeline");
-  if (!box) return;
-  const n = Number(box.dataset.n), takeover = Number(box.dataset.takeover);
-  const screen = document.getElementById("sts-screen"), scrub = document.getElementById("sts-scrub");
-  const stepText = document.getElementById("sts-step"), field = document.getElementById("takeover-step");
-  window.StsStrip.setUp([screen], box.dataset.frames, n, takeover);  // strip.js
-  const pct = (i) => window.StsStrip.pct(n, i);
+  const episode = window.StsStrip.episode("sts-timeline");  // strip.js
+  if (!episode) return;
+  const {box, n, takeover, screen, pct} = episode;
+  const scrub = document.getElementById("sts-scrub"), stepText = document.getElementById("sts-step");
+  const field = document.getElementById("takeover-step");
   const review = Boolean(box.dataset.review);
   for (const m of JSON.parse(box.dataset.markers || "[]")) {
     const tick = document.createElement("span");
