@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from sqlalchemy import JSON, DateTime, MetaData, create_engine, event
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Engine
-from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
 from app.config import get_settings
@@ -59,6 +59,14 @@ class Base(DeclarativeBase):
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
+
+
+class StampedRow:
+    """A mixin for a table (a Base subclass) whose rows have an integer id, its first column,
+    and the time each was made, its last (sort_order: the table's own columns stand between)."""
+
+    id: Mapped[int] = mapped_column(primary_key=True, sort_order=-1)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow, sort_order=1)
 
 
 @lru_cache

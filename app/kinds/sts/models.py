@@ -15,7 +15,7 @@ from datetime import datetime
 from sqlalchemy import ForeignKey, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base, utcnow
+from app.db import Base, StampedRow, utcnow
 
 VERSION_STATES = ("draft", "published")
 # The most reference episodes of a kind (or reference pairs) one study asks for.
@@ -33,14 +33,13 @@ BUILTIN_VERSION = "built-in"
 ENDS = ("success", "failure", "time out", "length")
 
 
-class Recording(Base):
+class Recording(StampedRow, Base):
     """A recorded episode (stored; recordings.Replayable is its in-memory form): replayed, never
     stored as video."""
 
     __tablename__ = "sts_recordings"
     __table_args__ = (UniqueConstraint("owner_id", "external_id"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
     owner_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     # The uploader's own id for it (unique per owner), if they gave one.
     external_id: Mapped[str | None] = mapped_column(String(255))
@@ -53,33 +52,28 @@ class Recording(Base):
     # Actions after which the simulator reported success, or None (checked when stored).
     success_step: Mapped[int | None] = mapped_column()
     n_actions: Mapped[int] = mapped_column()
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
-class Suite(Base):
+class Suite(StampedRow, Base):
     __tablename__ = "sts_suites"
     __table_args__ = (UniqueConstraint("owner_id", "name"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
     owner_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(255))
     description: Mapped[str] = mapped_column(Text, default="")
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
-class SuiteVersion(Base):
+class SuiteVersion(StampedRow, Base):
     __tablename__ = "sts_suite_versions"
     __table_args__ = (UniqueConstraint("suite_id", "number"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
     suite_id: Mapped[int] = mapped_column(ForeignKey("sts_suites.id", ondelete="CASCADE"), index=True)
     number: Mapped[int] = mapped_column()  # 1, 2, ...
     state: Mapped[str] = mapped_column(String(16), default="draft")  # VERSION_STATES
     published_at: Mapped[datetime | None] = mapped_column()
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
-class Scenario(Base):
+class Scenario(StampedRow, Base):
     """A recording, a takeover point (the context's length in actions), a continuation length,
     the instruction, a category and the suite's tags. Unique per suite by (recording,
     takeover, length), so mining the same rule twice adds nothing."""
@@ -87,7 +81,6 @@ class Scenario(Base):
     __tablename__ = "sts_scenarios"
     __table_args__ = (UniqueConstraint("suite_id", "recording_id", "takeover", "continuation"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
     suite_id: Mapped[int] = mapped_column(ForeignKey("sts_suites.id", ondelete="CASCADE"), index=True)
     # The version that added it: it belongs to that version and every later one.
     version_id: Mapped[int] = mapped_column(ForeignKey("sts_suite_versions.id", ondelete="CASCADE"), index=True)
@@ -98,17 +91,15 @@ class Scenario(Base):
     instruction: Mapped[str] = mapped_column(Text)
     category: Mapped[str] = mapped_column(String(64))
     tags: Mapped[list] = mapped_column(default=list)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
-class Continuation(Base):
+class Continuation(StampedRow, Base):
     """An agent's continuation of a scenario: its own actions after the takeover point."""
 
     __tablename__ = "sts_continuations"
     # One row per (scenario, agent, index): a generation run again stores nothing twice.
     __table_args__ = (UniqueConstraint("scenario_id", "agent_id", "index"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
     scenario_id: Mapped[int] = mapped_column(ForeignKey("sts_scenarios.id", ondelete="CASCADE"), index=True)
     agent_id: Mapped[int] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"), index=True)
     index: Mapped[int] = mapped_column()  # 0..C-1
@@ -118,15 +109,13 @@ class Continuation(Base):
     end: Mapped[str] = mapped_column(String(16))  # ENDS
     seed: Mapped[int | None] = mapped_column()  # its sampling generator's seed
     notes: Mapped[str] = mapped_column(Text, default="")  # e.g. where the expert gave up
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
-class GenerationRun(Base):
+class GenerationRun(StampedRow, Base):
     """One generation job: an agent's C continuations of every scenario of a suite version."""
 
     __tablename__ = "sts_generation_runs"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
     version_id: Mapped[int] = mapped_column(ForeignKey("sts_suite_versions.id", ondelete="CASCADE"), index=True)
     agent_id: Mapped[int] = mapped_column(ForeignKey("agents.id", ondelete="CASCADE"))
     owner_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
@@ -134,21 +123,18 @@ class GenerationRun(Base):
     continuations: Mapped[int] = mapped_column()  # C per scenario
     seed: Mapped[int] = mapped_column()
     batch_size: Mapped[int] = mapped_column()
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
-class ScenarioTag(Base):
+class ScenarioTag(StampedRow, Base):
     """A researcher's personal tag on a scenario (paper 5.1: personalised breakdowns); it is
     no part of the suite version, so published scenarios take them too."""
 
     __tablename__ = "sts_scenario_tags"
     __table_args__ = (UniqueConstraint("scenario_id", "user_id", "tag"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
     scenario_id: Mapped[int] = mapped_column(ForeignKey("sts_scenarios.id", ondelete="CASCADE"), index=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     tag: Mapped[str] = mapped_column(String(64))
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class FailureReview(Base):
