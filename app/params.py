@@ -13,6 +13,8 @@ from fastapi import File, Form, Path
 from pydantic import BeforeValidator, Field
 from pydantic_core import PydanticCustomError
 
+from app.errors import InputError
+
 MAX_ID = 2**31 - 1  # ids are INTEGER columns (PostgreSQL's int4), and positive
 
 Id = Annotated[int, Path(ge=1, le=MAX_ID)]
@@ -51,6 +53,14 @@ def _whole(value: object) -> object:
         raise PydanticCustomError("int_type", "Input should be a valid integer")
     number = json_number(value, whole=True)
     return value if number is None else number
+
+
+def whole_number(value: object, field: str, low: int, high: int) -> int:
+    """A service's whole-number argument from low to high (a Python int, never True or False),
+    or InputError naming `field`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InputError(f"{field} must be a whole number from {low} to {high}", field=field)
+    return value
 
 
 WHOLE = BeforeValidator(_whole)

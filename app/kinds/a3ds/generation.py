@@ -19,6 +19,7 @@ from app.agents.artifacts import usable_models
 from app.agents.models import AgentOutput
 from app.auth.models import User
 from app.errors import Conflict, InputError
+from app.params import whole_number
 from app.kinds.a3ds.listeners import LISTENERS
 from app.kinds.a3ds.speakers import SPEAKERS
 from app.runs.component import AgentRuns, Param, Started, an_id, usable_artifact
@@ -77,8 +78,7 @@ def create_run(
         art, agent = usable_artifact(session, user, artifact_id, KIND_NAME, "captioner", "an A3DS captioner")
         # The name the leaderboard shows: an agent's versions are different captioners.
         params.update(artifact_id=art.id, agent_id=agent.id, captioner=f"{agent.name} v{art.version}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
-        raise InputError(f"batch_size must be an integer from 1 to {MAX_BATCH}", field="batch_size")
+    batch_size = whole_number(batch_size, "batch_size", 1, MAX_BATCH)
     if not study_pairs(session, study):
         raise Conflict("the study has no pairs to caption (gold ones are not captioned)", field="study")
     return jobs.create_job(session, TASK, study_id=study.id, owner_id=user.id, batch_size=batch_size, **params)
@@ -101,8 +101,7 @@ def create_listener_run(
         raise Conflict("listener runs are for A3DS studies", field="study")
     if listener not in LISTENERS:
         raise InputError(f"unknown listener {listener!r}: use {', '.join(LISTENERS)}", field="listener")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
-        raise InputError(f"batch_size must be an integer from 1 to {MAX_BATCH}", field="batch_size")
+    batch_size = whole_number(batch_size, "batch_size", 1, MAX_BATCH)
     if not study_pairs(session, study):
         raise Conflict("the study has no captions to pick on (gold ones are people's checks)", field="study")
     owner = session.get(User, study.owner_id) or user

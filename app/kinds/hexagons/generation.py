@@ -17,7 +17,7 @@ from app.agents.artifacts import usable_models
 from app.agents.models import Agent, AgentArtifact, AgentOutput
 from app.auth.models import User
 from app.errors import Conflict, InputError, Missing
-from app.params import MAX_ID
+from app.params import MAX_ID, whole_number
 from app.runs.component import AgentRuns, Param, Started, an_id, usable_artifact
 from app.studies.models import Item, Study
 
@@ -73,8 +73,7 @@ def create_run(
             "on must be gold (each step from the gold board before it) or own (from the executor's own previous board)",
             field="on",
         )
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
-        raise InputError(f"batch_size must be an integer from 1 to {MAX_BATCH}", field="batch_size")
+    batch_size = whole_number(batch_size, "batch_size", 1, MAX_BATCH)
     n = session.scalar(select(func.count()).select_from(Item).where(Item.study_id == study.id, Item.is_gold.is_(False)))
     if not n:
         raise Conflict("the study has no procedures to execute (gold ones are not executed)", field="study")

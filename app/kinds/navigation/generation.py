@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from app import jobs
 from app.auth.models import User
 from app.errors import Conflict, InputError
+from app.params import whole_number
 from app.kinds.navigation.models import Candidate, GenerationRun, Rollout
 from app.runs.component import AgentRuns, Param, Started, an_id, usable_artifact
 from app.studies.models import Study
@@ -28,12 +29,6 @@ MAX_N, MAX_K, MAX_M, MAX_PATHS = 50, 10, 20, 5000
 
 
 # -- services (web side: no torch) ------------------------------------------------------------
-
-
-def _int(value: object, field: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InputError(f"{field} must be an integer from {low} to {high}", field=field)
-    return value
 
 
 def _top_p(value: object) -> float:
@@ -132,14 +127,14 @@ def create_run(
         owner_id=user.id,
         speaker_artifact_id=speaker.id,
         listener_artifact_ids=[a.id for a in listeners],
-        n=_int(n, "n", 1, MAX_N),
+        n=whole_number(n, "n", 1, MAX_N),
         k=len(listeners),
-        m=_int(m, "m", 1, MAX_M),
+        m=whole_number(m, "m", 1, MAX_M),
         metric=metric,
         design=design,
-        max_len=_int(max_len, "max_len", 2, 200),
-        seed=_int(seed, "seed", 0, 2**31 - 1),
-        batch_size=_int(batch_size, "batch_size", 1, 256),
+        max_len=whole_number(max_len, "max_len", 2, 200),
+        seed=whole_number(seed, "seed", 0, 2**31 - 1),
+        batch_size=whole_number(batch_size, "batch_size", 1, 256),
         top_p=_top_p(top_p),
         paths=parse_paths(paths_data, design),
         state="queued",

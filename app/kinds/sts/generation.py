@@ -36,7 +36,7 @@ from app.kinds.sts.models import (
     SuiteVersion,
 )
 from app.kinds.sts.policies import policy_for_agent
-from app.params import MAX_ID
+from app.params import MAX_ID, whole_number
 from app.runs.component import AgentRuns, Param, Started, an_id
 from app.kinds.sts.suites import Conflict, NotFound, agent_label, may_manage, replayable, scenarios_of, scenarios_query
 
@@ -53,12 +53,6 @@ FLUSH_EVERY = 200  # continuations buffered before they are committed
 def continuation_seed(seed: int, scenario_id: int, index: int) -> int:
     """The sampling seed of one continuation (31 bits: it is stored in an integer column)."""
     return int(np.random.SeedSequence([seed, scenario_id, index]).generate_state(1)[0]) & 0x7FFFFFFF
-
-
-def _int(value: object, field: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InputError(f"{field} must be a whole number from {low} to {high}", field=field)
-    return value
 
 
 def create_run(
@@ -81,9 +75,9 @@ def create_run(
             "POST /api/v1/sts/continuations/from-study",
             field="agent",
         )
-    c = _int(continuations, "continuations", 1, MAX_CONTINUATIONS)
-    seed = _int(seed, "seed", 0, 2**31 - 1)
-    batch_size = _int(batch_size, "batch_size", 1, MAX_BATCH)
+    c = whole_number(continuations, "continuations", 1, MAX_CONTINUATIONS)
+    seed = whole_number(seed, "seed", 0, 2**31 - 1)
+    batch_size = whole_number(batch_size, "batch_size", 1, MAX_BATCH)
     if not session.scalar(select(func.count()).select_from(scenarios_query(version).subquery())):
         raise Conflict(f"version {version.number} has no scenarios to continue", field="version")
     going = session.scalar(
