@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Annotated, NamedTuple
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
+from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -18,7 +19,7 @@ from app.auth.security import create_token, verify_password
 from app.config import get_settings
 from app.db import get_sessionmaker
 from app.errors import InputError
-from app.params import FormText, Id
+from app.params import Id
 from app.studies import assignment
 from app.studies.models import Bundle, Study
 from app.web import client_address, rate_limit, render
@@ -87,20 +88,27 @@ def account(
     return render(request, "research/account.html", user=user, tokens=_tokens(session, user))
 
 
+class TokenForm(BaseModel):
+    """The account page's new API token, as typed: its name and days to expiry (blank: never)."""
+
+    name: str = ""
+    expires_in_days: str = ""
+
+
 @router.post("/account/tokens")
 def new_token(
     request: Request,
-    name: FormText = "",
-    expires_in_days: FormText = "",
+    form: Annotated[TokenForm, Form()],
     session: Session = Depends(db),
     user: User = Depends(require("researcher", "admin")),
 ) -> Response:
     days = None
-    if expires_in_days.strip():
-        if not (expires_in_days.strip().isascii() and expires_in_days.strip().isdigit()):
+    expires = form.expires_in_days.strip()
+    if expires:
+        if not (expires.isascii() and expires.isdigit()):
             raise InputError("a number of days", field="expires_in_days")
-        days = int(expires_in_days)
-    token = create_token(session, session.merge(user), name, days)
+        days = int(expires)
+    token = create_token(session, session.merge(user), form.name, days)
     session.commit()
     return render(request, "research/account.html", user=user, new_token=token, tokens=_tokens(session, user))
 

@@ -212,23 +212,17 @@ def suites_page(request: Request, session: Session = Depends(db), user: User = D
     )
 
 
-class SuiteForm(BaseModel):
-    """The suites page's new suite, as typed."""
-
-    name: str = ""
-    description: str = ""
-
-
 @router.post("/sts/suites")
 def create_suite_page(
     request: Request,
-    form: Annotated[SuiteForm, Form()],
+    name: FormText = "",
+    description: FormText = "",
     session: Session = Depends(db),
     user: User = Depends(researcher),
 ):
     out: dict = {}
     with _flashed(request, out):
-        suite = suites.create_suite(session, session.merge(user), form.name, form.description)
+        suite = suites.create_suite(session, session.merge(user), name, description)
         return back(request, f"/sts/suites/{suite.id}", f"Suite {suite.name!r} created with version 1, a draft.")
     return back(request, "/sts/suites", f"Not created: {out['error']}", "error")
 
