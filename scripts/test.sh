@@ -5,6 +5,10 @@
 # branch coverage of the four modules pinned in docs/testing.md.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# Bytecode kept (where the environment says not to write it): the suite starts some hundreds
+# of Python processes (the CLI, servers, workers), each of which would otherwise compile the
+# modules it imports again.
+unset PYTHONDONTWRITEBYTECODE
 mkdir -p var/coverage
 rm -f var/coverage/.coverage*
 # Two processes (pytest-xdist), each file kept whole in one of them (its module fixtures made
