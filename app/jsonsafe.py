@@ -66,20 +66,24 @@ _LONG_DIGITS = re.compile(r"\d{19}", re.ASCII)
 _LONG_DIGITS_BYTES = re.compile(rb"\d{19}")
 
 
-class _OutOfRange(ValueError):
+class OutOfRange(ValueError):
+    """An integer past 64 bits met by checked_int (parse_int); bad_number says where."""
+
     def __init__(self, text: str):
         super().__init__(text)
         self.text = text
 
 
-def _int(text: str) -> int:
+def checked_int(text: str) -> int:
+    if len(text.lstrip("-")) > 19:  # past 64 bits; and int() refuses 4,300 digits with a bare ValueError
+        raise OutOfRange(text)
     value = int(text)
     if not -MAX_INT - 1 <= value <= MAX_INT:
-        raise _OutOfRange(text)
+        raise OutOfRange(text)
     return value
 
 
-def _bad_number(data: str | bytes, text: str) -> BadNumber:
+def bad_number(data: str | bytes, text: str) -> BadNumber:
     """BadNumber at the number's first occurrence as a number (not inside a longer one)."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
     m = re.search(rb"(?<![\w.\"])" + re.escape(text.encode()) + rb"(?![\w.\"])", raw)
@@ -165,9 +169,9 @@ def loads(data: str | bytes, limit: int = MAX_DEPTH):
     if long_digits is None:
         return _check_text(data, json.loads(data))
     try:
-        return _check_text(data, json.loads(data, parse_int=_int))
-    except _OutOfRange as exc:
-        raise _bad_number(data, exc.text) from None
+        return _check_text(data, json.loads(data, parse_int=checked_int))
+    except OutOfRange as exc:
+        raise bad_number(data, exc.text) from None
 
 
 def _first(value: object, path: str, bad: Callable[[object], bool], keys: bool = False) -> str | None:

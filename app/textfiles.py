@@ -24,7 +24,7 @@ def decode_upload(data: bytes | str) -> str:
         try:
             data = gzip.decompress(data)
         except (EOFError, OSError, zlib.error) as exc:
-            raise InputError(f"the gzip file is truncated or corrupt ({exc})") from None
+            raise InputError(f"the gzip file is truncated or corrupt ({exc})", field="file") from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -90,6 +90,7 @@ CASES: dict[str, tuple] = {
     "JSON 100,000 deep": ("upload.jsonl", b'{"id": ' + b"[" * DEEP + b"]" * DEEP + b"}\n"),
     "CSV-ish 100,000 deep": ("upload.csv", b"id,level\n" + b"[" * DEEP + b"\n"),
     "gzip bomb": ("upload.jsonl.gz", _gzip_bomb),
+    "corrupt gzip": ("upload.jsonl.gz", gzip.compress(_line({"id": "a"}))[:-6] + b"garbage!"),
     "zip renamed .xlsx": ("upload.xlsx", _xlsx()),
     "UTF-16": ("upload.jsonl", _line({"id": "café", "level": "x"}).decode().encode("utf-16")),
     "Latin-1": ("upload.jsonl", '{"id": "café", "level": "x"}\n'.encode("latin-1")),
@@ -98,11 +99,15 @@ CASES: dict[str, tuple] = {
     "30 MB CSV cell": ("upload.csv", lambda limit: _long_cell()),
     "duplicate ids": ("upload.jsonl", _line({"id": "d", "question_id": "d", "answer": "Yes"}) * 2),
     "wrong JSON type": ("upload.jsonl", b'[1, 2, 3]\n"text"\n'),
+    "an object for an id": ("upload.jsonl", b'{"id": {"x": 1}, "question_id": {"x": 1}}\n'),
     "NaN": ("upload.jsonl", b'{"id": NaN, "seed": NaN, "answer": NaN, "score": NaN}\n'),
     "30-digit integer": (
         "upload.jsonl",
         b'{"id": 123456789012345678901234567890, "seed": 123456789012345678901234567890}\n',
     ),
+    # Past Python's 4,300 digits for int(): its ValueError is no JSON error (round 9: a 500 on
+    # every JSON upload)
+    "5,000-digit integer": ("upload.jsonl", b'{"id": "a", "seed": ' + b"1" * 5000 + b"}\n"),
 }
 
 

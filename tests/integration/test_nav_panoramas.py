@@ -8,6 +8,7 @@ column and viewpoint it is, so the browser test can check what the viewer shows.
 
 from __future__ import annotations
 
+import io
 import os
 import struct
 import subprocess
@@ -285,3 +286,26 @@ def test_on_s3(session, researcher, monkeypatch, request):
             store.client.delete_object(Bucket=store.bucket, Key=o["Key"])
         store.client.delete_bucket(Bucket=store.bucket)
         clear_store_cache()
+
+
+class _CountingReads(io.BytesIO):
+    def __init__(self, data: bytes):
+        super().__init__(data)
+        self.reads = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        self.reads += 1
+        return super().read(size)
+
+
+@pytest.mark.parametrize("fill", [b"\x01\xff", b"\xff"])
+def test_a_jpeg_of_markers_or_fill_alone_is_given_up_on_early(fill):
+    """Round 9 of issue 26: markers without a length (or fill bytes) walked a byte at a time
+    to the end of the file, about a minute of the web process for 200 MB. The walk stops
+    after a bounded number of segments and fill bytes: a broken JPEG."""
+    from app.kinds.navigation.panoramas import MAX_JPEG_FILL, MAX_JPEG_SEGMENTS, _jpeg_size
+
+    f = _CountingReads(b"\xff\xd8\xff" + fill * (1 << 20))
+    assert _jpeg_size(f) is None
+    assert f.reads <= 2 * (MAX_JPEG_SEGMENTS + MAX_JPEG_FILL) + 2
+    assert _jpeg_size(io.BytesIO(jpeg_header(800, 400))) == (800, 400)  # a real header still reads

@@ -54,3 +54,14 @@ def test_measuring_is_cheap_even_for_the_worst_shape():
     start = time.process_time()
     assert not too_deep(worst)
     assert time.process_time() - start < 5
+
+
+@pytest.mark.parametrize("digits", [20, 4_301, 50_000])
+def test_an_integer_past_64_bits_is_a_json_error_naming_its_line(digits):
+    # 4,301 digits and more: int() refuses them with a bare ValueError, which the importers do
+    # not catch (round 9 of issue 26's re-attack: a 500 on every JSON upload)
+    text = '{"id": "a",\n "seed": ' + "7" * digits + "}"
+    with pytest.raises(json.JSONDecodeError) as got:
+        jsonsafe.loads(text)
+    assert got.value.lineno == 2 and f"({digits} digits) is out of range" in str(got.value)
+    assert jsonsafe.loads('{"seed": -9223372036854775808}') == {"seed": -(2**63)}  # 19 digits: kept

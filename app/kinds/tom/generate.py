@@ -98,7 +98,8 @@ class _Number(str):
 
 
 def _decoder() -> json.JSONDecoder:
-    dec = json.JSONDecoder(object_pairs_hook=_Obj, parse_float=_Number)
+    # Integers past 64 bits (and past int()'s 4,300 digits) are refused as every upload's are.
+    dec = json.JSONDecoder(object_pairs_hook=_Obj, parse_float=_Number, parse_int=jsonsafe.checked_int)
 
     def parse_object(s_and_end, *args):
         obj, end = json.decoder.JSONObject(s_and_end, *args)
@@ -112,6 +113,14 @@ def _decoder() -> json.JSONDecoder:
 
 def _load_documents(text: str) -> list[tuple[object, str, int]]:
     """(value, source text, line offset) per dialogue: one JSON document, or JSONL lines."""
+    try:
+        return _documents(text)
+    except jsonsafe.OutOfRange as exc:
+        bad = jsonsafe.bad_number(text, exc.text)
+        raise InputError(bad.msg, line=bad.lineno) from None
+
+
+def _documents(text: str) -> list[tuple[object, str, int]]:
     dec = _decoder()
     try:
         doc = dec.decode(text)

@@ -99,7 +99,7 @@ class WordCount(TaskKind):
     ) -> dict[str, dict]:
         out = {}
         for n, row in json_lines(data):
-            if row.get("id") not in known_ids:
+            if not isinstance(row.get("id"), str) or row["id"] not in known_ids:
                 raise InputError(f"unknown id {row.get('id')!r}", line=n, field="id")
             out[row["id"]] = self.parse_response({"words": row.get("words")})
         return out
