@@ -26,6 +26,7 @@ from __future__ import annotations
 import errno
 import importlib
 import json
+import math
 import os
 import resource
 import select
@@ -254,11 +255,12 @@ def _decode(obj: Any, bufs: list[bytes]) -> Any:
             index = obj["t"]
             if not isinstance(index, int) or not 0 <= index < len(bufs):
                 raise SandboxError("the model's process sent a malformed tensor")
-            if len(bufs[index]) % np.dtype(dtype).itemsize:
+            # Elements counted in Python's ints: in int64 [2^29, 2^29, 64] wrapped to 0 and a
+            # 0-byte buffer passed (round 9).
+            itemsize = np.dtype(dtype).itemsize
+            if len(bufs[index]) % itemsize or len(bufs[index]) // itemsize != math.prod(shape):
                 raise SandboxError("the model's process sent a tensor whose size does not match its shape")
             arr = np.frombuffer(bufs[index], dtype=np.dtype(dtype))
-            if arr.size != int(np.prod(shape, dtype=np.int64)):
-                raise SandboxError("the model's process sent a tensor whose size does not match its shape")
             arr = arr.reshape(shape)
             # The answer's own buffer (a bytearray: writable), not a copy of it.
             return torch.from_numpy(arr if isinstance(bufs[index], bytearray) else arr.copy())
@@ -271,13 +273,33 @@ def _decode(obj: Any, bufs: list[bytes]) -> Any:
     raise SandboxError("the model's process sent a malformed value")
 
 
-def _write(stream, header: dict, bufs: list[bytes] = ()) -> None:
+def _frame(header: dict, bufs: Sequence[bytes] = ()) -> list[bytes]:
     head = json.dumps(header).encode()
     parts = [struct.pack("<QI", len(head), len(bufs)), head]
     for b in bufs:
         parts += [struct.pack("<Q", len(b)), b]
-    stream.write(b"".join(parts))
+    return parts
+
+
+def _write(stream, header: dict, bufs: Sequence[bytes] = ()) -> None:
+    stream.write(b"".join(_frame(header, bufs)))
     stream.flush()
+
+
+def _send(fd: int, parts: list[bytes], deadline: float) -> None:
+    """Writes `parts` to the non-blocking `fd` by `deadline` (time.monotonic()), else raises
+    TimeoutError: a model may stop reading its requests (issue 26, re-attack round 9: native
+    code forged its answers, then slept, and the worker's write blocked for good)."""
+    for part in parts:
+        view = memoryview(part)
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([], [fd], [], left)[1]:
+                raise TimeoutError
+            try:
+                view = view[os.write(fd, view[: 1 << 20]) :]
+            except BlockingIOError:  # room for less than PIPE_BUF: wait for more
+                continue
 
 
 def _read_exact(read, n: int) -> bytearray:
@@ -321,7 +343,7 @@ AnswerShapes = Callable[..., Sequence[Sequence[int]]]
 
 def answer_limit(shapes: Sequence[Sequence[int]]) -> int:
     """The most an answer holding tensors of at most these shapes may weigh."""
-    elements = sum(int(np.prod([int(n) for n in shape], dtype=np.int64)) for shape in shapes)
+    elements = sum(math.prod(int(n) for n in shape) for shape in shapes)
     return min(MAX_MESSAGE, ANSWER_FRAMING + WIDEST_DTYPE * elements)
 
 
@@ -416,13 +438,13 @@ class SandboxedModel:
             env=env,
             start_new_session=True,
         )
+        os.set_blocking(self._proc.stdin.fileno(), False)  # requests are written by a deadline
         try:
-            _write(
-                self._proc.stdin,
-                {**self._spec, "device": self.device, "limits": self.limits, "workdir": self._dir.name},
-                [self._data],
-            )
-            header, _ = self._answer("loading the model", self.limits["call_s"] + 60, ANSWER_FLOOR)
+            timeout = self.limits["call_s"] + 60
+            deadline = time.monotonic() + timeout
+            spec = {**self._spec, "device": self.device, "limits": self.limits, "workdir": self._dir.name}
+            self._request(spec, [self._data], deadline, "loading the model", timeout)
+            header, _ = self._answer("loading the model", timeout, ANSWER_FLOOR, deadline)
         except BaseException:
             self.close()
             raise
@@ -443,10 +465,14 @@ class SandboxedModel:
         }
         return self
 
-    def _answer(self, what: str, timeout: float, limit: int = MAX_MESSAGE) -> tuple[dict, list[bytearray]]:
+    def _answer(
+        self, what: str, timeout: float, limit: int = MAX_MESSAGE, deadline: float | None = None
+    ) -> tuple[dict, list[bytearray]]:
+        """The answer to `what`, within `timeout` seconds (by `deadline`: the request's
+        write shares it)."""
         proc = self._proc
         fd = proc.stdout.fileno()
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout if deadline is None else deadline
 
         def read(n: int) -> bytes:
             left = deadline - time.monotonic()
@@ -476,6 +502,19 @@ class SandboxedModel:
             self.close()
             raise SandboxError(f"the model's process sent a malformed answer to {what}") from None
 
+    def _request(self, header: dict, bufs: Sequence[bytes], deadline: float, what: str, timeout: float) -> None:
+        """Sends a request by the call's deadline; a model that does not read it in time is
+        ended like one that does not answer."""
+        try:
+            _send(self._proc.stdin.fileno(), _frame(header, bufs), deadline)
+        except TimeoutError:
+            self.close()
+            raise SandboxError(
+                f"the model did not read its request to {what} within {timeout:g} s (wall-clock limit)"
+            ) from None
+        except OSError:  # a broken pipe: it died
+            raise SandboxError(self._death(self._reap(), f"calling {what}")) from None
+
     def _death(self, code: int | None, what: str) -> str:
         if code is not None and code < 0 and -code in (signal.SIGXCPU, signal.SIGKILL):
             return f"the model ran past its CPU time limit ({self.limits['cpu_s']} s) while {what}"
@@ -504,13 +543,12 @@ class SandboxedModel:
         bufs: list[bytes] = []
         payload = [_encode(a, bufs) for a in args]
         device = next((a.device for a in args if hasattr(a, "device")), None)
-        try:
-            _write(self._proc.stdin, {"call": method, "args": payload}, bufs)
-        except (BrokenPipeError, OSError):
-            raise SandboxError(self._death(self._reap(), f"calling {method}()")) from None
+        timeout = self.limits["call_s"]
+        deadline = time.monotonic() + timeout
+        self._request({"call": method, "args": payload}, bufs, deadline, f"{method}()", timeout)
         shapes = self.answers.get(method)
         limit = answer_limit(shapes(*args)) if shapes else ANSWER_FLOOR
-        header, out = self._answer(f"{method}()", self.limits["call_s"], limit)
+        header, out = self._answer(f"{method}()", timeout, limit, deadline)
         if "error" in header:
             kind = header["error"] if isinstance(header["error"], str) else "an error"
             if kind == "MemoryError":
@@ -523,7 +561,7 @@ class SandboxedModel:
         except SandboxError:
             self.close()  # a forged answer: what the model really answered may still be in the pipe
             raise
-        except RecursionError:
+        except Exception:  # any other error decoding it (RecursionError, numpy's ValueError)
             self.close()
             raise SandboxError(f"the model's process sent a malformed answer to {method}()") from None
         return _to_device(result, device) if device is not None and str(device) != "cpu" else result
