@@ -7,6 +7,7 @@ in a child process (`python -m workers.sandbox`) that, before it reads a byte of
 - has resource limits: CPU seconds, address space (on the CPU), no file writes, no core
   files, a few more threads for its user;
 - works in an empty temporary folder, as a user of its own when the worker runs as root;
+- is killed by the kernel when the worker dies (PR_SET_PDEATHSIG, which it may not clear);
 - has imported and warmed up everything it needs, then installs a seccomp filter (libseccomp,
   through `pyseccomp`) that refuses with EPERM opening any file (io_uring too), sockets, exec,
   any new process (threads only), signals to or memory of other processes (a file's owner
@@ -23,6 +24,7 @@ message, a returned string) never reaches a verdict unless the caller checks it 
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import importlib
 import json
@@ -184,6 +186,9 @@ F_SETOWN, F_SETSIG, F_SETOWN_EX = 8, 10, 15
 # 64 KB a pipe they hold 8 MB.
 F_SETPIPE_SZ = 1031
 FIOSETOWN, SIOCSPGRP = 0x8901, 0x8902
+# The signal the kernel sends the sandbox when its worker dies (round 9: one outlived its worker,
+# asleep, holding its memory); refused to the model, which could clear it.
+PR_SET_PDEATHSIG = 1
 # Threads only: a clone without CLONE_THREAD is a new process (glibc's fork and posix_spawn).
 CLONE_THREAD = 0x00010000
 # Processes of the sandbox's user, threads included (RLIMIT_NPROC counts both), on top of those
@@ -443,7 +448,7 @@ class SandboxedModel:
             timeout = self.limits["call_s"] + 60
             deadline = time.monotonic() + timeout
             spec = {**self._spec, "device": self.device, "limits": self.limits, "workdir": self._dir.name}
-            self._request(spec, [self._data], deadline, "loading the model", timeout)
+            self._request({**spec, "parent": os.getpid()}, [self._data], deadline, "loading the model", timeout)
             header, _ = self._answer("loading the model", timeout, ANSWER_FLOOR, deadline)
         except BaseException:
             self.close()
@@ -641,6 +646,16 @@ def _tasks_of(uid: int) -> int:
     return count
 
 
+def _die_with_parent(parent: int) -> None:
+    """SIGKILL when the worker dies (the thread that started it: a sandbox is started and used
+    by its job's one thread). Set after the change of user, which clears it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent:  # it died before that: nobody is left to read the answers
+        os._exit(0)
+
+
 def _sandbox_uid() -> int:
     """The user the model runs as: one of its own when the worker is root, else the worker's."""
     return SANDBOX_UID_BASE + os.getpid() if os.geteuid() == 0 else os.getuid()
@@ -709,6 +724,7 @@ def _seccomp_filter():
     for cmd in (FIOSETOWN, SIOCSPGRP):
         f.add_rule(deny, "ioctl", seccomp.Arg(1, seccomp.EQ, cmd))
     # A thread may signal its own process (raise, abort), nobody else's.
+    f.add_rule(deny, "prctl", seccomp.Arg(0, seccomp.EQ, PR_SET_PDEATHSIG))
     f.add_rule(deny, "tgkill", seccomp.Arg(0, seccomp.NE, os.getpid()))
     f.add_rule(deny, "rt_tgsigqueueinfo", seccomp.Arg(0, seccomp.NE, os.getpid()))
     return f
@@ -782,6 +798,7 @@ def child_main() -> int:
         lock = _seccomp_filter()
         uid = _drop_privileges(_sandbox_uid())
         _limit(int(limits["cpu_s"]), int(limits["memory_mb"]), device, uid)
+        _die_with_parent(int(spec["parent"]))
         lock.load()  # from here: no files, sockets, exec, processes or signals (and no_new_privs)
     except MemoryError:
         return 3

@@ -13,9 +13,13 @@ This module is also the probe's loader (`tests.integration.test_reattack26_round
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
 import struct
+import subprocess
+import sys
 import threading
 import time
 
@@ -37,6 +41,11 @@ class Round9Probe(Round8Probe):
 
     def block(self):
         time.sleep(10**6)
+
+    def prctl(self, option: int, arg: int) -> int:
+        """0, or the errno of prctl(option, arg)."""
+        libc = ctypes.CDLL(None, use_errno=True)
+        return ctypes.get_errno() if libc.prctl(option, arg, 0, 0, 0) == -1 else 0
 
     def echo(self, x):
         return 1
@@ -105,3 +114,47 @@ def test_dimensions_whose_product_wraps_are_a_malformed_answer(sandbox, shape):
         sandbox.call("forge_empty", _tensor(shape))
     assert sandbox._proc is None  # its real answer was still in the pipe: the process is done
     assert sandbox.call("pid") != pid
+
+
+# A worker holding a sandbox whose model sleeps in a call; it prints the sandbox's pid.
+HOLDER = """
+import sys
+from workers.sandbox import SandboxedModel
+m = SandboxedModel("tests.integration.test_reattack26_round9:load", "probe", b"", None)
+print(m.call("pid"), flush=True)
+m.call("block")
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return not any(line.startswith("State:\tZ") for line in f)
+    except FileNotFoundError:
+        return False
+
+
+@needs_sandbox
+def test_a_sandbox_dies_with_its_worker():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, env=env, cwd=ROOT, text=True)
+    child = int(holder.stdout.readline())
+    assert _alive(child)
+    time.sleep(1)  # the model is asleep in block()
+    holder.kill()
+    holder.wait()
+    for _ in range(100):
+        if not _alive(child):
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, 9)
+        pytest.fail("the sandbox outlived its worker")
+
+
+@needs_sandbox
+def test_a_model_cannot_undo_dying_with_its_worker(sandbox):
+    assert sandbox.call("prctl", PR_SET_PDEATHSIG, 0) == errno.EPERM
+
+
+PR_SET_PDEATHSIG = 1
