@@ -4,8 +4,8 @@ A TorchScript archive is code: its methods can call torch ops that read files
 (`torch.from_file`), allocate without bound or loop forever. So a model is loaded and run only
 in a child process (`python -m workers.sandbox`) that, before it reads a byte of the upload:
 
-- has resource limits: CPU seconds, address space (on the CPU), no file writes, no core
-  files, a few more threads for its user;
+- has resource limits: CPU seconds, address space (on the CPU; private memory on a GPU), no
+  file writes, no core files, a few more threads for its user;
 - works in an empty temporary folder, as a user of its own when the worker runs as root;
 - is killed by the kernel when the worker dies (PR_SET_PDEATHSIG, which it may not clear);
 - has imported and warmed up everything it needs, then installs a seccomp filter (libseccomp,
@@ -614,7 +614,7 @@ def _to_device(obj, device):
 
 def _limit(cpu_s: int, memory_mb: int, device: str, uid: int) -> None:
     """From now on: cpu_s more CPU seconds (start-up is not the model's), no more memory than
-    memory_mb of address space, no file written, no core dumped, and no more than
+    memory_mb of address space (off the CPU: memory_mb more private memory), no file written, no core dumped, and no more than
     NPROC_HEADROOM new processes or threads for the user it runs as (`uid`), nor more than
     MAX_DESCRIPTORS descriptors (soft and hard: it cannot raise them)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -626,8 +626,24 @@ def _limit(cpu_s: int, memory_mb: int, device: str, uid: int) -> None:
     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     descriptors = max(MAX_DESCRIPTORS, len(os.listdir("/proc/self/fd")) + 64)
     resource.setrlimit(resource.RLIMIT_NOFILE, (descriptors, descriptors))
-    if device == "cpu":  # CUDA reserves far more address space than it uses
+    if device == "cpu":
         resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
+    else:
+        # CUDA reserves far more address space than it uses (PROT_NONE), so RLIMIT_AS would
+        # refuse it; RLIMIT_DATA counts only private writable memory, where the model's own
+        # allocations on the host go. It had no limit at all (issue 26, re-attack round 9):
+        # now memory_mb more than torch and CUDA hold after warming up.
+        data = _data_size() + (memory_mb << 20)
+        resource.setrlimit(resource.RLIMIT_DATA, (data, data))
+
+
+def _data_size() -> int:
+    """The bytes RLIMIT_DATA counts for this process now (VmData)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmData:"):
+                return int(line.split()[1]) << 10
+    return 0
 
 
 def _tasks_of(uid: int) -> int:

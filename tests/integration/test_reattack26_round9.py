@@ -47,6 +47,12 @@ class Round9Probe(Round8Probe):
         libc = ctypes.CDLL(None, use_errno=True)
         return ctypes.get_errno() if libc.prctl(option, arg, 0, 0, 0) == -1 else 0
 
+    def reserve(self, mb: int) -> int:
+        """Allocates `mb` MB (untouched, so the machine does not pay for them)."""
+        import numpy as np
+
+        return int(np.empty(mb << 20, np.uint8).size)
+
     def echo(self, x):
         return 1
 
@@ -158,3 +164,19 @@ def test_a_model_cannot_undo_dying_with_its_worker(sandbox):
 
 
 PR_SET_PDEATHSIG = 1
+
+
+@needs_sandbox
+def test_a_sandbox_off_the_cpu_has_a_memory_limit(monkeypatch):
+    from workers.sandbox import SandboxedModel, SandboxError
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    # "cpu:0" takes the path of a device other than the CPU (no RLIMIT_AS, as for CUDA, whose
+    # reservations of address space are far larger than what it uses) without needing a GPU.
+    model = SandboxedModel(LOADER, "probe", b"", None, device="cpu:0", limits={"memory_mb": 512})
+    try:
+        assert model.call("reserve", 64) == 64 << 20  # within the limit
+        with pytest.raises(SandboxError, match="more than its memory limit"):
+            model.call("reserve", 8192)
+    finally:
+        model.close()
