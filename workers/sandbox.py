@@ -614,9 +614,10 @@ def _to_device(obj, device):
 
 def _limit(cpu_s: int, memory_mb: int, device: str, uid: int) -> None:
     """From now on: cpu_s more CPU seconds (start-up is not the model's), no more memory than
-    memory_mb of address space (off the CPU: memory_mb more private memory), no file written, no core dumped, and no more than
-    NPROC_HEADROOM new processes or threads for the user it runs as (`uid`), nor more than
-    MAX_DESCRIPTORS descriptors (soft and hard: it cannot raise them)."""
+    memory_mb of address space (off the CPU: memory_mb more private memory), no file written,
+    no core dumped, and no more than NPROC_HEADROOM new processes or threads for the user it
+    runs as (`uid`), nor more than MAX_DESCRIPTORS descriptors (soft and hard: it cannot raise
+    them)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     spent = int(usage.ru_utime + usage.ru_stime) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (spent + cpu_s, spent + cpu_s + 5))
@@ -739,8 +740,9 @@ def _seccomp_filter():
         f.add_rule(deny, "fcntl", seccomp.Arg(1, seccomp.EQ, cmd))
     for cmd in (FIOSETOWN, SIOCSPGRP):
         f.add_rule(deny, "ioctl", seccomp.Arg(1, seccomp.EQ, cmd))
-    # A thread may signal its own process (raise, abort), nobody else's.
+    # The signal that ends it with its worker stays (round 9).
     f.add_rule(deny, "prctl", seccomp.Arg(0, seccomp.EQ, PR_SET_PDEATHSIG))
+    # A thread may signal its own process (raise, abort), nobody else's.
     f.add_rule(deny, "tgkill", seccomp.Arg(0, seccomp.NE, os.getpid()))
     f.add_rule(deny, "rt_tgsigqueueinfo", seccomp.Arg(0, seccomp.NE, os.getpid()))
     return f
