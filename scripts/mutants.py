@@ -86,6 +86,10 @@ SECTION_TESTS = [
     # Navigation's side-by-side tables (pair_section, followed_table): no selected test reached
     # them in the seed-47 sample (docs/testing.md).
     "tests/integration/test_nav_pairs.py",
+    # Every table's title, note, column labels and helps, and its cells' words, on each kind's
+    # page against the committed text: prose mutants (a label upper-cased, a note in `XX`) are
+    # regressions a reader sees, and survived every sample to seed 47 (docs/testing.md).
+    "tests/integration/test_sections_prose.py",
     # 9! orderings through scipy per seed: past the 60 s limit under mutmut's tracing. It checks
     # stats.spearman, which `make mutants` mutates with test_stats.py.
     "--deselect",

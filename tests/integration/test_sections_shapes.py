@@ -183,8 +183,7 @@ def test_a3ds_a_lone_captioner_has_no_rank(session):
 # ---- Hexagons --------------------------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("hexagons_kind")
-def test_hexagons_tables_are_shown_whole_with_the_studys_score_metric(session):
+def hex_two_agents_study(session):
     """Eleven procedures whose steps the rule-based executor reads (step 1 "In the first
     column, color the 1st tile red" paints tile 0; step 2 "tile 1 blue" names no column, so
     it paints nothing), scored by action F1; two agents: "copier" leaves step 2 undone,
@@ -212,6 +211,12 @@ def test_hexagons_tables_are_shown_whole_with_the_studys_score_metric(session):
                 for k, b in ((1, ONE), (2, second))
             ).encode(),
         )
+    return study
+
+
+@pytest.mark.usefixtures("hexagons_kind")
+def test_hexagons_tables_are_shown_whole_with_the_studys_score_metric(session):
+    study = hex_two_agents_study(session)
     tables = _tables(session, study)
     assert {"hexagons_metrics", "hexagons_by_category", "hexagons_by_step", "hexagons_paired"} <= tables.keys()
     assert_shown(tables)
