@@ -139,6 +139,28 @@ def test_navigation_pairs(session):
     _check("navigation_pairs", _board(session, study))
 
 
+def test_navigation_followed_pairs(session):
+    """The default pair study: each judge follows both instructions before picking (the
+    followed table beside the ratings)."""
+    from app.kinds.navigation.environments import import_house
+    from tests.integration.test_nav_pairs import _followed, jsonl, judge_everything, pair_lines
+    from tests.integration.test_navigation_leaderboard import house
+
+    h = house()
+    import_house(session, h)
+    owner = make_user(session, "researcher")
+    settings = services.StudySettings(title="Nav follow", bundle_size=4, annotations_per_item=1, gold_rate=0.25)
+    study = services.create_study(session, owner, "navigation", settings, jsonl(pair_lines(h)), "pairs")
+    services.set_state(session, study, "live", owner)
+
+    def answer(item: Item) -> dict:  # human's instructions walked to the goal, the others not
+        route = item.reference["route"]
+        return _followed(item, {"human": route, "toy": route[:1], "other": route[:1]})
+
+    judge_everything(session, study, answer)
+    _check("navigation_followed_pairs", _board(session, study))
+
+
 def test_a3ds(session):
     from tests.integration.test_sections_shapes import a3ds_picked_study
 

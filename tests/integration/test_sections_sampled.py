@@ -428,3 +428,76 @@ def test_a_learned_judges_prediction_of_one_half_counts_as_success():
     row = learned_row(human, features, "continuation")
     assert (row["agreement"]["n"], row["agreement"]["mean"]) == (1, 1.0)
     assert row["judged"] == 16 and row["people"]["n"] == 12
+
+
+def test_navigation_five_shared_paths_are_enough_to_rank(session):
+    """Five paths, the fewest a rank interval needs (stats.MIN_RANK_UNITS): the speakers are
+    ranked, and the note says by what, not "no ranking" (docs/testing.md, seed 53:
+    `n_shared <= MIN_RANK_UNITS` read five paths as too few)."""
+    from app.kinds.navigation.environments import import_house
+    from app.leaderboards import stats
+    from app.studies import assignment
+    from tests.integration.test_navigation_leaderboard import coop_file, house
+
+    assert stats.MIN_RANK_UNITS == 5
+    owner = make_user(session, "researcher")
+    h = house()
+    import_house(session, h)
+    s = services.StudySettings(title="Five", bundle_size=1, gold_rate=0.0, annotations_per_item=1)
+    study = services.create_study(
+        session, owner, "navigation", s, coop_file(h, n=5), "coop", {"speaker": "toy", "with_references": True}
+    )
+    services.set_state(session, study, "live", owner)
+    for k in range(20):  # one follower per instruction; toy's fail on two paths
+        bundle = assignment.enter(session, study, "prolific", f"five-{k}")
+        a = assignment.next_item(session, study, bundle.id)
+        if a is None:
+            break
+        item = session.get(Item, a.item_id)
+        ref = item.reference["path"]
+        fails = item.category == "toy" and item.cluster.split(":")[1] in ("51", "52")
+        answer = {"path": [ref[0]] if fails else list(ref), "trace": [], "rating": 3}
+        assignment.submit(session, study, bundle.id, a.id, answer, f"five-{k}-answer")
+    metrics = _tables(session, study)["navigation_metrics"]
+    rows = {r["category"]: r for r in metrics["rows"]}
+    assert (rows["human"]["items"], rows["toy"]["items"]) == (5, 5)
+    assert all(isinstance(r["rank"], str) for r in rows.values()), rows  # labels, not "—"
+    assert "no ranking" not in metrics["note"]
+    assert "Rank (95%): speakers ranked by SR over the 5 paths every speaker has" in metrics["note"]
+
+
+# ---- the generic table -------------------------------------------------------------------------
+
+
+def test_a_page_of_annotators_counts_only_this_studys_answers(session):
+    """One worker (the same account: one Prolific id) annotates in two Common-ToM studies. The
+    page's annotator rows (`compute(..., annotators=(offset, limit))`, the rows the page lists)
+    count this study's answers only, as the unpaged rows do (docs/testing.md, seed 53: dropping
+    the study from the paged query added the other study's answers to the worker's row)."""
+    from app.leaderboards.service import compute
+    from app.studies import assignment
+    from app.studies.models import Annotation
+    from tests.integration.test_tom_leaderboard import make_study
+
+    owner = make_user(session, "researcher")
+    studies = [make_study(session, owner, {}, title=t) for t in ("First", "Second")]
+    for study in studies:  # one bundle in each
+        bundle = assignment.enter(session, study, "prolific", "SAMEWORKER")
+        a = assignment.next_item(session, study, bundle.id)
+        while a is not None:
+            item = session.get(Item, a.item_id)
+            answer = {"answer": item.reference["answer"]}
+            assignment.submit(session, study, bundle.id, a.id, answer, f"{study.id}-{a.id}")
+            a = assignment.next_item(session, study, bundle.id)
+    workers = {
+        s.id: set(session.scalars(select(Annotation.worker_id).where(Annotation.study_id == s.id))) for s in studies
+    }
+    assert workers[studies[0].id] == workers[studies[1].id] and len(workers[studies[0].id]) == 1
+    session.expire_all()
+    first = studies[0]
+    n_answers = len(session.scalars(select(Annotation.id).where(Annotation.study_id == first.id)).all())
+    whole = [r for r in compute(session, first)["rows"] if r["type"] == "annotator"]
+    paged = [r for r in compute(session, first, annotators=(0, 50))["rows"] if r["type"] == "annotator"]
+    assert len(whole) == len(paged) == 1
+    assert whole[0]["answered"] == paged[0]["answered"] == n_answers
+    assert json.dumps(paged, sort_keys=True) == json.dumps(whole, sort_keys=True)
