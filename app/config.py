@@ -17,6 +17,7 @@ from app.weak_keys import (
     MAX_WORD_BITS_PER_CHAR,
     clock_share,
     constant_in,
+    decoded,
     english_bits,
     hash_of_a_guess,
     hexspeak_share,
@@ -131,17 +132,26 @@ def weak_secret_key(key: str) -> str | None:
         return "SECRET_KEY is not set (or is the example value)"
     if len(key) < MIN_SECRET_KEY:
         return f"SECRET_KEY has {len(key)} characters; it needs at least {MIN_SECRET_KEY}"
+    return weak_pattern(key)
+
+
+def weak_pattern(key: str) -> str | None:
+    """Why a text is a pattern, words or something guessable, or None: every rule of
+    weak_secret_key but the length. A text decoded from a key (hex, base64, %XX escapes) may be
+    shorter than a key; the randomness floors, set for 32 characters, are taken per character
+    for a shorter one (a random text of 20 characters passes as a random key of 32 does)."""
     if key in (key + key)[1:-1]:  # one unit repeated ("a" x 37, "abc" x 12)
         return "SECRET_KEY repeats one short part; use a random key"
+    scale = min(1.0, len(key) / MIN_SECRET_KEY)
     if (
-        (bits := key_bits(key)) < MIN_SECRET_BITS
-        or (bits := pattern_bits(key)) < MIN_PATTERN_BITS
-        or (bits := interleaved_bits(key)) < MIN_INTERLEAVED_BITS
-        or (bits := interleaved_bits(key, (4, 5))) < MIN_WOVEN_BITS
+        (bits := key_bits(key)) < MIN_SECRET_BITS * scale
+        or (bits := pattern_bits(key)) < MIN_PATTERN_BITS * scale
+        or (bits := interleaved_bits(key)) < MIN_INTERLEAVED_BITS * scale
+        or (bits := interleaved_bits(key, (4, 5))) < MIN_WOVEN_BITS * scale
     ):
         return (
             f"SECRET_KEY looks like about {math.floor(bits)} bits of randomness; it needs at least "
-            f"{MIN_SECRET_BITS}: use a random key, not words or a pattern"
+            f"{math.ceil(MIN_SECRET_BITS * scale)}: use a random key, not words or a pattern"
         )
     # A part repeated with a change ("proctor" x 5 + "12", sixteen 0s and 16 random digits),
     # or with a run typed after it ("supersecretkey" twice and "12345678"): much of it is copies
@@ -165,7 +175,7 @@ def weak_secret_key(key: str) -> str | None:
         return f"SECRET_KEY is {what}; use a random key"
     if hash_ := hash_of_a_guess(key):
         return f"SECRET_KEY is the {hash_} hash of a word or a common text; use a random key"
-    return _weak_encoding(key)
+    return _weak_encoding(key) or _weak_escapes(key)
 
 
 MAX_REPEATED_SHARE = 0.4
@@ -179,9 +189,9 @@ _PLACEHOLDERS = (
     "python -c", "python3 -c", "openssl rand", "secrets.token", "token_hex(", "token_urlsafe(",
     "not-for-production", "do-not-use", "example",
 )  # fmt: skip
-# A UUID of version 1 or 2 is its clock's time and the machine's network address; the nil and
-# max UUIDs are constants. Version 4 (random, 122 bits) is fine.
-_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-(?:[12][0-9a-f]{3}-[0-9a-f]{4}|0000-0000|ffff-ffff)-[0-9a-f]{12}"
+# A UUID of version 1, 2 or 6 (1's fields reordered) is its clock's time and the machine's
+# network address; the nil and max UUIDs are constants. Version 4 (random, 122 bits) is fine.
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-(?:[126][0-9a-f]{3}-[0-9a-f]{4}|0000-0000|ffff-ffff)-[0-9a-f]{12}"
 
 
 def placeholder(key: str) -> str | None:
@@ -230,23 +240,34 @@ MIN_DECODED_SHARE = 0.5
 def _weak_encoding(key: str) -> str | None:
     """A key that is hex or base64 of something: what it decodes to must be as random (a
     counter's bytes, or a weak text encoded, are a pattern however the encoding spreads them)."""
-    data = _decoded(key)
+    data = decoded(key)
     if data is None:
         return None
     if data.isascii() and data.decode("ascii").isprintable():
-        text = data.decode("ascii")
-        why = weak_secret_key(text)
-        if (
-            why is not None
-            and why.startswith("SECRET_KEY has ")
-            and word_bits(text) < MAX_WORD_BITS_PER_CHAR * len(text)
-        ):
-            why = "SECRET_KEY is mostly common English words"  # however short: words, encoded
-        if why is not None and not why.startswith("SECRET_KEY has "):  # short texts decode from short keys
+        # 16 or more printable characters come from random bytes once in some 10^7 draws: this
+        # is a text someone encoded, as weak as the text (of any length a key decodes to).
+        if (why := weak_pattern(data.decode("ascii"))) is not None:
             return f"{why.removesuffix('; use a random key')} once decoded from hex or base64; use a random key"
         return None
     if decoded_share(data) < MIN_DECODED_SHARE:
         return "SECRET_KEY decodes (hex, base32, base64 or base85) to bytes that repeat themselves or count; use a random key"
+    return None
+
+
+def _weak_escapes(key: str) -> str | None:
+    """A URL-encoded text ("my%20secret%20key", "%6C%65%74..."): as weak as the text. Two
+    escapes at least: a random key of printable characters holds one by chance (2% of 32)."""
+    import re
+    from urllib.parse import unquote_to_bytes
+
+    if len(re.findall("%[0-9a-fA-F]{2}", key)) < 2:
+        return None
+    try:
+        text = unquote_to_bytes(key.replace("+", " ")).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if text.isprintable() and (why := weak_pattern(text)) is not None:
+        return f"{why.removesuffix('; use a random key')} once URL-decoded; use a random key"
     return None
 
 
@@ -266,33 +287,6 @@ def decoded_share(data: bytes) -> float:
         sum(min(share(p), share(steps(p))) for p in parts) / len(parts)
         for parts in ([data[i::apart] for i in range(apart)] for apart in (1, 2, 3, 4))
     )
-
-
-def _decoded(key: str) -> bytes | None:
-    """The bytes a hex, base32, base64 (either alphabet) or base85 (either alphabet) key stands for, or None: at
-    least 16."""
-    import base64
-    import binascii
-
-    padded = key + "=" * (-len(key) % 4)
-    # The smallest alphabet the key fits first: hex keys are also base32 and base64 text.
-    for altchars in (None, b"32", b"+/", b"-_", b"85", b"a85"):  # None: hex; b"32": base32 (upper case)
-        try:
-            if altchars is None:
-                data = bytes.fromhex(key)
-            elif altchars == b"32":
-                data = base64.b32decode(key + "=" * (-len(key) % 8))
-            elif altchars == b"85":
-                data = base64.b85decode(key)
-            elif altchars == b"a85":
-                data = base64.a85decode(key)
-            else:
-                data = base64.b64decode(padded, altchars, validate=True)
-        except (ValueError, binascii.Error):
-            continue
-        if len(data) >= 16:
-            return data
-    return None
 
 
 def repeated_share(key: str, shortest: int = 4, longest_key: int = 256) -> float:

@@ -48,3 +48,91 @@ def test_random_keys_are_far_from_the_guessable_share():
     keys = [secrets.token_hex(16) for _ in range(300)] + [secrets.token_urlsafe(24) for _ in range(300)]
     worst = max(max(clock_share(k), hexspeak_share(k)) for k in keys)
     assert worst < MAX_GUESSABLE_SHARE, worst
+
+
+# The re-attack of round 9 (issue 26): weak keys the checks above still accepted.
+def _encodings(text: bytes) -> list[str]:
+    import base64
+
+    return [
+        base64.b64encode(text).decode(),
+        base64.urlsafe_b64encode(text).decode().rstrip("="),
+        base64.b32encode(text).decode(),
+        base64.b85encode(text).decode(),
+        text.hex(),
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"abcdefghijklmnopqrstuvwxyz",
+        b"qwertyuiopasdfghjklzxcvbnm",
+        b"123456789012345678901234",
+        b"2026-11-29T10:40:00+00:00",
+        b"mysupersecretkeyforproctor1",
+        b"1qaz2wsx3edc4rfv",
+        b"passwordpassword",
+        b"superdupersecret1",  # words outside the list, 17 letters
+    ],
+)
+def test_an_encoded_short_text_gets_the_whole_check_but_the_length_rule(text):
+    # 1a: a text of 16-31 characters, encoded, was checked for listed words only.
+    for key in _encodings(text):
+        if len(key) >= 32:
+            assert weak_secret_key(key) is not None, (text, key)
+
+
+def test_an_encoded_random_password_of_twenty_characters_passes():
+    # The length rule is the only one skipped; the rest are per character, so a random text
+    # of 20 printable characters, hex-encoded, is as strong as it was.
+    import string
+
+    alphabet = string.ascii_letters + string.digits + "!#%&*+-.:;=?@^_~"
+    texts = ["".join(secrets.choice(alphabet) for _ in range(20)).encode() for _ in range(200)]
+    refused = [t for t in texts if weak_secret_key(t.hex()) is not None]
+    assert not refused, refused[:3]
+
+
+@pytest.mark.parametrize(
+    "hash_, text", [("sha256", b"password"), ("sha512", b"secret"), ("md5", b"admin"), ("sha1", b"proctor")]
+)
+def test_a_digest_in_any_encoding_is_the_digest(hash_, text):
+    # 1b: only padded base64 of a digest was decoded; JWT-style unpadded base64, base32 and
+    # base85 now are too, by the decoding the encodings check uses.
+    import base64
+    import hashlib
+
+    digest = hashlib.new(hash_, text).digest()
+    for key in (
+        base64.b64encode(digest).decode().rstrip("="),
+        base64.urlsafe_b64encode(digest).decode().rstrip("="),
+        base64.b32encode(digest).decode(),
+        base64.b85encode(digest).decode(),
+    ):
+        if len(key) >= 32:
+            assert f"the {hash_} hash" in (weak_secret_key(key) or ""), key
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "1ef0ad3a-63c4-6a1e-b2a0-0242ac120002",  # 1d: version 6 is version 1's clock and address reordered
+        "1EF0AD3A-63C4-6A1E-B2A0-0242AC120002",
+    ],
+)
+def test_a_version_6_uuid_is_refused_as_version_1_is(key):
+    assert "time-based" in (weak_secret_key(key) or ""), key
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "my%20super%20secret%20proctor%20key%202026",
+        "".join("%%%02X" % b for b in b"letmein!2026"),  # every character escaped
+        "%71%77%65%72%74%79uiop%61%73%64%66",  # qwertyuiopasdf
+    ],
+)
+def test_a_url_encoded_text_is_checked_as_the_text(key):
+    # 1i: %XX escapes broke the words apart; the unquoted text gets every rule but the length.
+    assert "once URL-decoded" in (weak_secret_key(key) or ""), key
