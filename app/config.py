@@ -21,6 +21,7 @@ from app.weak_keys import (
     english_bits,
     hash_of_a_guess,
     hexspeak_share,
+    turned,
     word_bits,
 )
 
@@ -145,9 +146,10 @@ def weak_pattern(key: str) -> str | None:
     scale = min(1.0, len(key) / MIN_SECRET_KEY)
     if (
         (bits := key_bits(key)) < MIN_SECRET_BITS * scale
-        or (bits := pattern_bits(key)) < MIN_PATTERN_BITS * scale
+        or (bits := min(pattern_bits(key, layout) for layout in (_NEXT, *_OTHER_LAYOUTS))) < MIN_PATTERN_BITS * scale
         or (bits := interleaved_bits(key)) < MIN_INTERLEAVED_BITS * scale
         or (bits := interleaved_bits(key, (4, 5))) < MIN_WOVEN_BITS * scale
+        or (bits := letter_walk_bits(key)) < MIN_WALK_BITS
     ):
         return (
             f"SECRET_KEY looks like about {math.floor(bits)} bits of randomness; it needs at least "
@@ -161,10 +163,13 @@ def weak_pattern(key: str) -> str | None:
         return "SECRET_KEY repeats parts of itself; use a random key"
     if counting(key):
         return "SECRET_KEY counts (1, 2, 3... or 0, 2, 4...); use a random key"
-    if word_bits(key) < MAX_WORD_BITS_PER_CHAR * len(key):
-        return "SECRET_KEY is mostly common English words; use a random key"
-    if (english := english_bits(key)) is not None and english < MAX_ENGLISH_BITS:
-        return "SECRET_KEY reads as English words, or pronounceable made-up ones; use a random key"
+    # Words reversed or in ROT13 cost a guesser two tries more: the key is read each way.
+    if min(map(word_bits, (key, *turned(key)))) < MAX_WORD_BITS_PER_CHAR * len(key):
+        return "SECRET_KEY is mostly common English words (maybe reversed or in ROT13); use a random key"
+    if (english := english_bits(key)) is not None:  # the turned keys only where the key has letters enough
+        english = min([english, *(b for k in turned(key) if (b := english_bits(k)) is not None)])
+        if english < MAX_ENGLISH_BITS:
+            return "SECRET_KEY reads as English words, or pronounceable made-up ones; use a random key"
     if clock_share(key) >= MAX_GUESSABLE_SHARE:
         return "SECRET_KEY is mostly a date or a time (guessable to the day); use a random key"
     if hexspeak_share(key) >= MAX_GUESSABLE_SHARE:
@@ -354,7 +359,21 @@ _SEQUENCES = (
     ")p:?",
 )
 _FORWARD = {(s[i], s[i + 1]) for s in _SEQUENCES for i in range(len(s) - 1)}
-_NEXT = _FORWARD | {(b, a) for a, b in _FORWARD}
+_NEXT = frozenset(_FORWARD | {(b, a) for a, b in _FORWARD})
+
+
+def _neighbours(*rows: str) -> frozenset[tuple[str, str]]:
+    """Pairs of characters next to each other along the alphabet, the digits or the rows."""
+    forward = {(s[i], s[i + 1]) for s in ("abcdefghijklmnopqrstuvwxyz", "1234567890", *rows) for i in range(len(s) - 1)}
+    return frozenset(forward | {(b, a) for a, b in forward})
+
+
+# The letter rows of Dvorak and Colemak (round 9 of the re-attack), read one layout at a time: a
+# random key's chance runs along three layouts at once would be three layouts' worth.
+_OTHER_LAYOUTS = (
+    _neighbours("',.pyfgcrl/=", "aoeuidhtns-", ";qjkxbmwvz", "<>pyfgcrl?+", "aoeuidhtns_", ":qjkxbmwvz"),
+    _neighbours("qwfpgjluy;[]", "arstdhneio'", "zxcvbkm,./", "qwfpgjluy:{}", 'arstdhneio"', "zxcvbkm<>?"),
+)
 RUN = 4  # runs of 3 come by chance in a random hex key
 # pattern_bits of keys that are a pattern: 2 to 20; of token_hex(16): 76 and up (lowest of 100,000
 # draws), so a random key of 32 characters is never refused for a run it happens to hold.
@@ -377,7 +396,7 @@ def run_share(key: str, shortest: int = 6) -> float:
     return len(covered) / len(key) if key else 0.0
 
 
-def pattern_bits(key: str) -> float:
+def pattern_bits(key: str, neighbours: frozenset[tuple[str, str]] = _NEXT) -> float:
     """key_bits of the key with what frequencies miss taken out: runs of RUN or more along the
     alphabet, the digits or a keyboard row ("abcdef...", "qwerty...", "9876") count as their
     first character, and the steps between neighbouring characters must vary as much (a constant step, or a
@@ -387,7 +406,7 @@ def pattern_bits(key: str) -> float:
     kept: list[str] = []
     start = 0
     for i in range(1, len(key) + 1):
-        if i < len(key) and (low[i - 1], low[i]) in _NEXT:
+        if i < len(key) and (low[i - 1], low[i]) in neighbours:
             continue
         run = key[start:i]  # a maximal run along a sequence (or one character)
         kept += run[:1] if len(run) >= RUN else run
@@ -406,6 +425,23 @@ MIN_INTERLEAVED_BITS = 30
 # interleaved_bits(key, (4, 5)) of four or five runs woven together: 0 to 8; of token_hex(16): 40
 # and up (lowest of 100,000 draws; token_urlsafe(24) 44, base64 of 24 bytes 46).
 MIN_WOVEN_BITS = 20
+
+
+# letter_walk_bits of a walk with other characters mixed in: about 15; of random keys' letters,
+# 59 and up (32 printable characters; 5,000 draws of each of thirteen shapes, hex's six letters
+# aside), of a keyboard's letters in order 5 to 15.
+MIN_WALK_BITS = 30
+
+
+def letter_walk_bits(key: str) -> float:
+    """pattern_bits of the key's letters alone, in each layout, per 32 of them: a walk with
+    capitals, digits and symbols mixed in ("Qw3rTy!uIoP@aSdF#...") walks the rows again once
+    they are taken out. Infinite (not read) for under 16 letters, or letters of under ten kinds
+    (hex's six are a pattern of their own, and the other rules read hex)."""
+    letters = "".join(c for c in key if c.isascii() and c.isalpha())
+    if len(letters) < 16 or len(set(letters.lower())) < 10:
+        return math.inf
+    return min(pattern_bits(letters, layout) for layout in (_NEXT, *_OTHER_LAYOUTS)) * MIN_SECRET_KEY / len(letters)
 
 
 def interleaved_bits(key: str, steps: tuple[int, ...] = (2, 3)) -> float:

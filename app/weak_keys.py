@@ -68,6 +68,15 @@ LETTERS = dict(
 )
 _LETTER_BITS = {c: -math.log2(p / 100) for c, p in LETTERS.items()}
 _DIGIT_BITS, _OTHER_BITS = math.log2(10), math.log2(33)  # 33: punctuation and the space
+
+
+def turned(key: str) -> tuple[str, str]:
+    """The key reversed and in ROT13: words written so are as guessable as the words."""
+    import codecs
+
+    return key[::-1], codecs.encode(key, "rot13")
+
+
 # Leetspeak ("p4ssw0rd", "dr@g0n"): a digit or symbol standing for a letter. A word written so is
 # read with the letters put back, at one bit more a character changed, the guesser's choice to
 # change it. 1 and | stand for i or l: a listed word is matched with its l taken as i too.

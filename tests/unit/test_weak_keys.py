@@ -136,3 +136,40 @@ def test_a_version_6_uuid_is_refused_as_version_1_is(key):
 def test_a_url_encoded_text_is_checked_as_the_text(key):
     # 1i: %XX escapes broke the words apart; the unquoted text gets every rule but the length.
     assert "once URL-decoded" in (weak_secret_key(key) or ""), key
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "godyzalehtrevospmujxofnworbkciuqeht",  # 1f: the pangram reversed
+        "gurdhvpxoebjasbkwhzcfbiregurynmlqbt",  # and in ROT13
+        "cnffjbeqfrpergnqzvayrgzrvaqentba",  # password secret admin letmein dragon, ROT13
+        "nimdadrowssapterces_nogard_niemtel",  # listed words reversed
+    ],
+)
+def test_english_reversed_or_in_rot13_is_english(key):
+    assert "English words" in (weak_secret_key(key) or ""), key
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "pyfgcrlaoeuidhtnsqjkxbmwvzpyfgcrlaoe",  # 1e: Dvorak's letter rows
+        "qwfpgjluyarstdhneiozxcvbkmqwfpgjluy",  # Colemak's
+        "lrcgfypsnthdiueoazvwmbxkjq0987654321",  # Dvorak's backwards
+    ],
+)
+def test_walks_along_dvorak_and_colemak_rows_are_patterns(key):
+    assert "bits of randomness" in (weak_secret_key(key) or ""), key
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "Qw3rTy!uIoP@aSdF#gHjK$lZxC%vBnM^",  # 1j: a QWERTY walk, capitals, leet and symbols mixed in
+        "q1w2e3r4t5y6u7i8o9p0a!s@d#f$g%h^j&k*l(",
+        "p-y-f-g-c-r-l-a-o-e-u-i-d-h-t-n-s-7-x",  # Dvorak's, separated
+    ],
+)
+def test_a_keyboard_walk_with_other_characters_mixed_in_is_a_walk(key):
+    assert "bits of randomness" in (weak_secret_key(key) or ""), key
