@@ -21,6 +21,7 @@ from app.weak_keys import (
     english_bits,
     hash_of_a_guess,
     hexspeak_share,
+    name_uuid_of_a_guess,
     turned,
     word_bits,
 )
@@ -208,6 +209,8 @@ def placeholder(key: str) -> str | None:
         return "a placeholder or a command, not its output"
     if len("".join(re.findall(_UUID, low))) * 2 >= len(key):
         return "a time-based or constant UUID (its clock's time and the machine's address)"
+    if name_uuid_of_a_guess(key):
+        return "a name-based UUID (version 3 or 5) of a word or a common key name"
     return None
 
 
@@ -245,7 +248,7 @@ MIN_DECODED_SHARE = 0.5
 def _weak_encoding(key: str) -> str | None:
     """A key that is hex or base64 of something: what it decodes to must be as random (a
     counter's bytes, or a weak text encoded, are a pattern however the encoding spreads them)."""
-    data = decoded(key)
+    data = _joined_base64(key) or decoded(key)
     if data is None:
         return None
     if data.isascii() and data.decode("ascii").isprintable():
@@ -257,6 +260,26 @@ def _weak_encoding(key: str) -> str | None:
     if decoded_share(data) < MIN_DECODED_SHARE:
         return "SECRET_KEY decodes (hex, base32, base64 or base85) to bytes that repeat themselves or count; use a random key"
     return None
+
+
+def _joined_base64(key: str) -> bytes | None:
+    """The bytes of base64 pieces joined, each with its padding ("YWRtaW4=cGFzc3dvcmQ="), or
+    None: only a text's (printable), at least 16 bytes. Random keys of base64 never hold a "="
+    but at their end; base85's that do decode piecewise to printable text once in 10^7."""
+    import base64
+    import binascii
+    import re
+
+    pieces = re.findall(r"[A-Za-z0-9+/_-]+={0,2}", key)
+    if len(pieces) < 2 or "".join(pieces) != key or not all(p.endswith("=") for p in pieces[:-1]):
+        return None
+    try:
+        data = b"".join(
+            base64.b64decode(p.replace("-", "+").replace("_", "/") + "=" * (-len(p) % 4), validate=True) for p in pieces
+        )
+    except (ValueError, binascii.Error):
+        return None
+    return data if len(data) >= 16 and data.isascii() and data.decode("ascii").isprintable() else None
 
 
 def _weak_escapes(key: str) -> str | None:

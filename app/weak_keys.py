@@ -282,6 +282,31 @@ def hash_of_a_guess(key: str) -> str | None:
     return None
 
 
+_UUID_NAMESPACES = (
+    "6ba7b810-9dad-11d1-80b4-00c04fd430c8",  # DNS, URL, OID, X.500 (RFC 9562)
+    "6ba7b811-9dad-11d1-80b4-00c04fd430c8",
+    "6ba7b812-9dad-11d1-80b4-00c04fd430c8",
+    "6ba7b814-9dad-11d1-80b4-00c04fd430c8",
+)
+
+
+@lru_cache(maxsize=1)
+def _name_uuids() -> frozenset[str]:
+    import uuid
+
+    texts = {case for w in (*WORDS, *_KEY_NAMES) for case in (w, w.capitalize(), w.upper())}
+    spaces = [uuid.UUID(ns) for ns in _UUID_NAMESPACES]
+    return frozenset(make(ns, text).hex for ns in spaces for text in texts for make in (uuid.uuid3, uuid.uuid5))
+
+
+def name_uuid_of_a_guess(key: str) -> bool:
+    """Whether the key holds a version 3 or 5 UUID (md5 or sha1 of a namespace and a name) of a
+    listed word or key name in three cases, under one of the standard namespaces (some 15,000
+    UUIDs, made when a key first holds one of these versions)."""
+    found = re.findall(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[35][0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}", key.lower())
+    return bool(found) and any(u.replace("-", "") in _name_uuids() for u in found)
+
+
 def decodings(key: str) -> list[bytes]:
     """The bytes a key stands for in each encoding it is valid in: hex, base32 (upper case),
     base64 (either alphabet, padded or not), base85 and Ascii85, in that order (the smallest

@@ -1,7 +1,10 @@
 """Weak SECRET_KEYs the ninth round of issue 26's re-attack found accepted: a clock's reading
 written out, hexspeak, and a part repeated just under the repeat rule's share with a typed run
 after it. Each is refused with its reason; random keys of the calibration's shapes are not
-(tests/integration/test_reattack26_secrets.py runs them through the whole check)."""
+(tests/integration/test_reattack26_secrets.py runs them through the whole check). Below, the
+re-attack of round 9: encoded and URL-encoded short texts, digests in other encodings, version
+6 and name-based UUIDs, words reversed or in ROT13, other layouts' walks and mixed walks, base64
+pieces joined."""
 
 import secrets
 
@@ -173,3 +176,27 @@ def test_walks_along_dvorak_and_colemak_rows_are_patterns(key):
 )
 def test_a_keyboard_walk_with_other_characters_mixed_in_is_a_walk(key):
     assert "bits of randomness" in (weak_secret_key(key) or ""), key
+
+
+def test_a_name_based_uuid_of_a_listed_word_is_refused():
+    # 1d: a version 3 or 5 UUID is md5 or sha1 of a namespace and a name: of a listed word or
+    # key name it is guessed as the digests are; of an unlisted name it is not told apart.
+    import uuid
+
+    for make in (uuid.uuid3, uuid.uuid5):
+        for ns in (uuid.NAMESPACE_DNS, uuid.NAMESPACE_URL):
+            for name in ("proctor", "secret", "password"):
+                assert "UUID" in (weak_secret_key(str(make(ns, name))) or ""), (make, ns, name)
+            assert "UUID" in (weak_secret_key(make(ns, "proctor").hex) or "")
+    assert weak_secret_key(str(uuid.uuid5(uuid.NAMESPACE_DNS, secrets.token_hex(8)))) is None
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "YWRtaW4=cGFzc3dvcmQ=c2VjcmV0cHJvY3Rvcg==",  # 1c: admin, password, secretproctor
+        "cGFzc3dvcmRwYXNzd29yZA==cGFzc3dvcmQ=",  # password three times
+    ],
+)
+def test_base64_pieces_joined_are_decoded_piece_by_piece(key):
+    assert "once decoded" in (weak_secret_key(key) or ""), key
