@@ -13,6 +13,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.weak_keys import (
     MAX_ENGLISH_BITS,
+    MAX_TURNED_ENGLISH_BITS,
     MAX_GUESSABLE_SHARE,
     MAX_WORD_BITS_PER_CHAR,
     clock_share,
@@ -168,8 +169,8 @@ def weak_pattern(key: str) -> str | None:
     if min(map(word_bits, (key, *turned(key)))) < MAX_WORD_BITS_PER_CHAR * len(key):
         return "SECRET_KEY is mostly common English words (maybe reversed or in ROT13); use a random key"
     if (english := english_bits(key)) is not None:  # the turned keys only where the key has letters enough
-        english = min([english, *(b for k in turned(key) if (b := english_bits(k)) is not None)])
-        if english < MAX_ENGLISH_BITS:
+        turned_english = min((b for k in turned(key) if (b := english_bits(k)) is not None), default=math.inf)
+        if english < MAX_ENGLISH_BITS or turned_english < MAX_TURNED_ENGLISH_BITS:
             return "SECRET_KEY reads as English words, or pronounceable made-up ones; use a random key"
     if clock_share(key) >= MAX_GUESSABLE_SHARE:
         return "SECRET_KEY is mostly a date or a time (guessable to the day); use a random key"

@@ -154,6 +154,14 @@ def test_english_reversed_or_in_rot13_is_english(key):
     assert "English words" in (weak_secret_key(key) or ""), key
 
 
+def test_unlisted_words_reversed_or_in_rot13_read_as_english():
+    import codecs
+
+    text = "purpleelephantsjuggleseventeenmarshmallows"  # 4.0 bits a letter turned back
+    for key in (text[::-1], codecs.encode(text, "rot13")):
+        assert "reads as English" in (weak_secret_key(key) or ""), key
+
+
 @pytest.mark.parametrize(
     "key",
     [
