@@ -98,7 +98,7 @@ def _cases() -> dict[str, Case]:
     data, starts = to_csv(long_cid)
     cases["conversation id too long"] = Case(data, starts[2], "cid", "longer")
 
-    cases["truncated gzip"] = Case(gzip.compress(good)[:-40], None, None, "gzip")
+    cases["truncated gzip"] = Case(gzip.compress(good)[:-40], None, "file", "gzip")
     return cases
 
 
@@ -252,7 +252,7 @@ def _agent_cases(ids: list[str]) -> dict[str, Case]:
         "duplicate answer": Case(_jsonl(ok[0], ok[1], ok[0]), 3, "question_id", "duplicate"),
         "not an object": Case(_jsonl(ok[0], "[1, 2]"), 2, None, "object"),
         "empty file": Case(b"", None, "file", "empty"),
-        "truncated gzip": Case(gzip.compress(_jsonl(*ok))[:-30], None, None, "gzip"),
+        "truncated gzip": Case(gzip.compress(_jsonl(*ok))[:-30], None, "file", "gzip"),
     }
 
 
