@@ -262,46 +262,49 @@ def pytest_xdist_node_collection_finished(node, ids):
         )
 
 
-# Seconds each slow file took on two cores (`--junitxml` of a whole `make test`, 2026-11-28);
-# the role table, malformed files, demo, concurrency and leaderboard reading from the evening run
-# of 2026-11-29 (docs/testing.md), scaled by what issue 27.6's cuts took off each (their files
-# timed before and after, back to back); other files are counted from their number of tests.
+# Seconds each file of 22 s or more took on two cores (`--junitxml` of a fresh clone's whole
+# `.ci/run`, 2026-11-29 at 5d9d3a3, docs/testing.md); other files are counted from their
+# number of tests.
 # Under pytest-xdist the files go out longest first (scripts/test.sh turns off xdist's own
 # order, most tests first, which sent the one-test files of a minute each out last, to one
 # worker while the other sat idle).
 SLOW_FILES = {
-    "test_malformed_files.py": 80,
-    "test_broker_outage.py": 78,
-    "test_api_roles.py": 76,
-    "test_cli_demo.py": 75,
-    "test_concurrency.py": 56,
-    "test_documented_commands.py": 54,
-    "test_faults.py": 52,
-    "test_sts_policies.py": 48,
-    "test_leaderboard_reading.py": 45,
-    "test_bench_gpu.py": 44,
-    "test_sandbox.py": 39,
-    "test_sections_sampled.py": 37,
-    "test_review_order.py": 34,
-    "test_coverage.py": 32,
-    "test_secrets.py": 32,
-    "test_sts_blind.py": 30,
-    "test_sts.py": 29,
-    "test_walk_fit.py": 29,
-    "test_prior_annotations.py": 29,
-    "test_sts_certified.py": 28,
-    "test_client.py": 28,
-    "test_sts_analysis.py": 28,
-    "test_nav_owners.py": 28,
-    "test_install.py": 28,
-    "test_plan_cli_pages.py": 27,
-    "test_leaderboard.py": 27,
-    "test_generation_forms.py": 25,
-    "test_kind_migrations.py": 25,
-    "test_agent_artifacts.py": 25,
-    "test_preview.py": 25,
-    "test_dawid_skene_kinds.py": 25,
-    "test_hex_executors.py": 16,
+    "test_cli_demo.py": 150,
+    "test_malformed_files.py": 90,
+    "test_api_roles.py": 84,
+    "test_broker_outage.py": 71,
+    "test_concurrency.py": 60,
+    "test_faults.py": 48,
+    "test_sts_pairs.py": 43,
+    "test_sts_policies.py": 38,
+    "test_prolific.py": 38,
+    "test_documented_commands.py": 36,
+    "test_walk_fit.py": 36,
+    "test_sandbox.py": 33,
+    "test_reattack26_secrets.py": 31,
+    "test_leaderboard.py": 30,
+    "test_sections_sampled.py": 30,
+    "test_hex_executors.py": 29,
+    "test_types.py": 28,
+    "test_review_order.py": 27,
+    "test_leaderboard_reading.py": 26,
+    "test_agent_artifacts.py": 26,
+    "test_client.py": 26,
+    "test_sts.py": 26,
+    "test_reattack26_round9.py": 25,
+    "test_hex_describe.py": 25,
+    "test_kind_words_and_fit.py": 25,
+    "test_adaptive.py": 24,
+    "test_kind_contract.py": 24,
+    "test_generation_forms.py": 24,
+    "test_install.py": 23,
+    "test_dawid_skene_kinds.py": 23,
+    "test_accessibility.py": 23,
+    "test_sections_prose.py": 23,
+    "test_reattack26_round8.py": 23,
+    "test_nav_certified.py": 22,
+    "test_secrets.py": 22,
+    "test_sts_analysis.py": 22,
 }
 PER_TEST_S = {"unit": 0.05, "integration": 0.3, "browser": 1.5}
 
