@@ -83,6 +83,25 @@ def checked_int(text: str) -> int:
     return value
 
 
+# int() refuses integers of more digits (sys.get_int_max_str_digits) with a bare ValueError.
+MAX_INT_DIGITS = 4_300
+
+
+def past_int_digits(data: bytes) -> bool:
+    """Whether JSON text holds an integer int() refuses. Only text with a run of more digits
+    is parsed to tell (the run may be inside a string, which is fine)."""
+    first = _LONG_DIGITS_BYTES.search(data)
+    if first is None or max(map(len, re.findall(rb"\d+", data[first.start() :]))) <= MAX_INT_DIGITS:
+        return False
+    try:
+        json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False  # not JSON: the parser's own error says so
+    except ValueError:
+        return True  # a number's digits, refused by int()
+    return False  # the digits were in a string
+
+
 def bad_number(data: str | bytes, text: str) -> BadNumber:
     """BadNumber at the number's first occurrence as a number (not inside a longer one)."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)

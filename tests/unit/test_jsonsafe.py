@@ -65,3 +65,10 @@ def test_an_integer_past_64_bits_is_a_json_error_naming_its_line(digits):
         jsonsafe.loads(text)
     assert got.value.lineno == 2 and f"({digits} digits) is out of range" in str(got.value)
     assert jsonsafe.loads('{"seed": -9223372036854775808}') == {"seed": -(2**63)}  # 19 digits: kept
+
+
+def test_past_int_digits_tells_a_number_from_digits_in_a_string():
+    assert jsonsafe.past_int_digits(b'{"a": ' + b"1" * 4301 + b"}")
+    assert not jsonsafe.past_int_digits(b'{"a": ' + b"1" * 4300 + b"}")
+    assert not jsonsafe.past_int_digits(b'{"a": "' + b"1" * 5000 + b'"}')  # a text of digits is fine
+    assert not jsonsafe.past_int_digits(b'{"a": "\xff' + b"1" * 5000 + b'"}')  # not UTF-8: its parser says so
