@@ -24,7 +24,6 @@ import zlib
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
 
 from app.leaderboards.service import compute
 from app.studies import assignment, services
@@ -221,24 +220,11 @@ def test_sts_pairs(session):
 
 def test_tom_generic_table(session):
     """Common-ToM: the generic table (agents, baseline, annotators, their majority, agreement)."""
-    from tests.integration.test_tom_leaderboard import WRONG, make_study
+    from tests.integration.test_tom_leaderboard import import_all_but_one, make_study
 
     owner = make_user(session, "researcher")
     study = make_study(session, owner, {"random_yes_rate": 0.45})
-    items = session.execute(
-        select(Item.external_id, Item.reference).where(Item.study_id == study.id).order_by(Item.id)
-    ).all()
-    agent = services.register_agent(session, owner, "tom", "all-but-one")
-    flip = {"Yes": "No", "No": "Yes"}
-    services.import_agent_outputs(
-        session,
-        study,
-        agent,
-        "\n".join(
-            json.dumps({"question_id": ext, "answer": flip[ref["answer"]] if ext == WRONG else ref["answer"]})
-            for ext, ref in items
-        ).encode(),
-    )
+    import_all_but_one(session, owner, study)
     # Three annotators, one bundle each: the first always right, the others always "Yes".
     for n in range(3):
         bundle = assignment.enter(session, study, "prolific", f"T{n}")

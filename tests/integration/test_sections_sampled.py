@@ -160,13 +160,10 @@ def test_hexagons_abstraction_alpha_over_one_procedure_has_no_interval(session):
     assert (row["alpha"]["low"], row["alpha"]["high"]) == (None, None)
 
 
-def test_navigation_a_near_tie_is_ranked_the_same_on_every_view(session):
-    """Eight paths, one follower per instruction; every human reference is followed to the goal, toy's instruction too on five
-    paths and not at all on three: SR 1 against 5/8. Whether the references' rank is "1" or
-    "1-2" turns on how many of the 1000 bootstrap resamples of the paths happen to draw none
-    of the three (about half of all seeds say one, half the other): the page draws them the
-    same way every time, so ten views show the same ranks (an unseeded draw would change them
-    between views, 2 in 2**10 left to chance)."""
+def _followed_once(session, title: str, paths: int, toy_fails: tuple[str, ...]):
+    """A live navigation study of `paths` coop paths (toy's instruction and the human
+    reference on each), every instruction followed once: exactly, but not toy's on the paths
+    named (those stop at the start). The study and the (speaker, path) pairs followed."""
     from app.kinds.navigation.environments import import_house
     from app.studies import assignment
     from tests.integration.test_navigation_leaderboard import coop_file, house
@@ -174,23 +171,35 @@ def test_navigation_a_near_tie_is_ranked_the_same_on_every_view(session):
     owner = make_user(session, "researcher")
     h = house()
     import_house(session, h)
-    s = services.StudySettings(title="Near tie", bundle_size=1, gold_rate=0.0, annotations_per_item=1)
+    s = services.StudySettings(title=title, bundle_size=1, gold_rate=0.0, annotations_per_item=1)
     study = services.create_study(
-        session, owner, "navigation", s, coop_file(h, n=8), "coop", {"speaker": "toy", "with_references": True}
+        session, owner, "navigation", s, coop_file(h, n=paths), "coop", {"speaker": "toy", "with_references": True}
     )
     services.set_state(session, study, "live", owner)
-    followed = set()
-    for k in range(30):  # one follower per instruction, until none is left
-        bundle = assignment.enter(session, study, "prolific", f"near-{k}")
+    followed, worker = set(), title.lower().replace(" ", "-")
+    for k in range(4 * paths):  # one follower per instruction, until none is left
+        bundle = assignment.enter(session, study, "prolific", f"{worker}-{k}")
         a = assignment.next_item(session, study, bundle.id)
         if a is None:
             break
         item = session.get(Item, a.item_id)
         ref = item.reference["path"]
-        followed.add((item.category, item.cluster.split(":")[1]))
-        fails = item.category == "toy" and item.cluster.split(":")[1] in ("51", "52", "53")
+        path = item.cluster.split(":")[1]
+        followed.add((item.category, path))
+        fails = item.category == "toy" and path in toy_fails
         answer = {"path": [ref[0]] if fails else list(ref), "trace": [], "rating": 3}
-        assignment.submit(session, study, bundle.id, a.id, answer, f"near-{k}-answer")
+        assignment.submit(session, study, bundle.id, a.id, answer, f"{worker}-{k}-answer")
+    return study, followed
+
+
+def test_navigation_a_near_tie_is_ranked_the_same_on_every_view(session):
+    """Eight paths, one follower per instruction; every human reference is followed to the goal, toy's instruction too on five
+    paths and not at all on three: SR 1 against 5/8. Whether the references' rank is "1" or
+    "1-2" turns on how many of the 1000 bootstrap resamples of the paths happen to draw none
+    of the three (about half of all seeds say one, half the other): the page draws them the
+    same way every time, so ten views show the same ranks (an unseeded draw would change them
+    between views, 2 in 2**10 left to chance)."""
+    study, followed = _followed_once(session, "Near tie", paths=8, toy_fails=("51", "52", "53"))
     assert len(followed) == 16  # 8 paths x (toy's instruction, the human reference)
     views = []
     for _ in range(10):
@@ -434,30 +443,10 @@ def test_navigation_five_shared_paths_are_enough_to_rank(session):
     """Five paths, the fewest a rank interval needs (stats.MIN_RANK_UNITS): the speakers are
     ranked, and the note says by what, not "no ranking" (docs/testing.md, seed 53:
     `n_shared <= MIN_RANK_UNITS` read five paths as too few)."""
-    from app.kinds.navigation.environments import import_house
     from app.leaderboards import stats
-    from app.studies import assignment
-    from tests.integration.test_navigation_leaderboard import coop_file, house
 
     assert stats.MIN_RANK_UNITS == 5
-    owner = make_user(session, "researcher")
-    h = house()
-    import_house(session, h)
-    s = services.StudySettings(title="Five", bundle_size=1, gold_rate=0.0, annotations_per_item=1)
-    study = services.create_study(
-        session, owner, "navigation", s, coop_file(h, n=5), "coop", {"speaker": "toy", "with_references": True}
-    )
-    services.set_state(session, study, "live", owner)
-    for k in range(20):  # one follower per instruction; toy's fail on two paths
-        bundle = assignment.enter(session, study, "prolific", f"five-{k}")
-        a = assignment.next_item(session, study, bundle.id)
-        if a is None:
-            break
-        item = session.get(Item, a.item_id)
-        ref = item.reference["path"]
-        fails = item.category == "toy" and item.cluster.split(":")[1] in ("51", "52")
-        answer = {"path": [ref[0]] if fails else list(ref), "trace": [], "rating": 3}
-        assignment.submit(session, study, bundle.id, a.id, answer, f"five-{k}-answer")
+    study, _ = _followed_once(session, "Five", paths=5, toy_fails=("51", "52"))
     metrics = _tables(session, study)["navigation_metrics"]
     rows = {r["category"]: r for r in metrics["rows"]}
     assert (rows["human"]["items"], rows["toy"]["items"]) == (5, 5)

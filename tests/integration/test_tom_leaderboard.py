@@ -30,6 +30,22 @@ def make_study(session, owner, options: dict, title: str = "Dotted"):
     return study
 
 
+def import_all_but_one(session, owner, study) -> None:
+    """An agent "all-but-one" whose answers are the gold ones but WRONG's, flipped."""
+    items = session.execute(select(Item.external_id, Item.reference).where(Item.study_id == study.id)).all()
+    agent = services.register_agent(session, owner, "tom", "all-but-one")
+    flip = {"Yes": "No", "No": "Yes"}
+    services.import_agent_outputs(
+        session,
+        study,
+        agent,
+        "\n".join(
+            json.dumps({"question_id": ext, "answer": flip[ref["answer"]] if ext == WRONG else ref["answer"]})
+            for ext, ref in items
+        ).encode(),
+    )
+
+
 def page_rows(client, study) -> dict[str, list[str]]:
     """Leaderboard table rows as shown: first cell (who) -> the other cells' text."""
     r = client.get(f"/studies/{study.id}/leaderboard")
@@ -50,17 +66,7 @@ def test_consistency_counts_each_proposition_once_across_time(client, session):
         select(Item.external_id, Item.reference, Item.cluster, Item.is_gold).where(Item.study_id == study.id)
     ).all()
     assert len(items) == 126 and not any(gold for *_, gold in items)
-    agent = services.register_agent(session, owner, "tom", "all-but-one")
-    flip = {"Yes": "No", "No": "Yes"}
-    services.import_agent_outputs(
-        session,
-        study,
-        agent,
-        "\n".join(
-            json.dumps({"question_id": ext, "answer": flip[ref["answer"]] if ext == WRONG else ref["answer"]})
-            for ext, ref, *_ in items
-        ).encode(),
-    )
+    import_all_but_one(session, owner, study)
 
     board = compute(session, study)
     row = next(r for r in board["rows"] if r["type"] == "agent")
