@@ -176,11 +176,6 @@ def constant_in(key: str) -> str | None:
     return None
 
 
-def is_pi(key: str) -> bool:
-    """Whether at least half the key is digits of pi."""
-    return constant_in(key) == "pi"
-
-
 # Words outside the list: English spelling is predictable, one letter from the one before it.
 # A letter-pair model fitted to the list (its words between a start and an end mark, each pair
 # seen plus half) charges English text of other words (prose of these docs) about 4.1 bits a
