@@ -256,6 +256,8 @@ def test_a3ds_shows_the_picked_picture_and_keeps_next_clear_of_its_box(live_serv
         page.wait_for_function(outlined, arg=two)
         assert not page.evaluate(outlined, one)
         page.keyboard.press("1")
+        # Checked first, then outlined: a failure says which of the two went wrong.
+        expect(page.locator(f"{one} input")).to_be_checked()
         page.wait_for_function(outlined, arg=one)
         assert not page.evaluate(outlined, two)
         # Next stands clear of the box's bottom edge.
