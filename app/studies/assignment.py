@@ -33,6 +33,7 @@ from app.config import get_settings
 from app.db import Base, retrying as _retrying, utcnow as utcnow  # names its tests (and hotpath._now) use
 from app.errors import InputError
 from app.kinds import get_kind
+from app.kinds.base import JSONDict, TaskKind
 from app.quality.service import auto_review
 from app.studies.models import RELEASED, Annotation, Assignment, Bundle, Item, Participant, Study
 
@@ -438,6 +439,28 @@ def next_item(session: Session, study: Study, bundle_id: int) -> Assignment | No
     return _retrying(work, session)
 
 
+def scored_answer(
+    kind: TaskKind, assignment: Assignment, item: Any, response: JSONDict, duration_ms: int, client: JSONDict, key: str
+) -> Annotation:
+    """An assignment's answer as stored, scored by the study's kind against its item (`item`:
+    an Item, or a row of its id, payload, reference and is_gold). A worker's submission and an
+    imported answer (app/studies/imports.py) are stored by this one rule, so the leaderboard
+    reads them alike."""
+    return Annotation(
+        assignment_id=assignment.id,
+        study_id=assignment.study_id,
+        item_id=item.id,
+        worker_id=assignment.worker_id,
+        is_gold=item.is_gold,
+        response=response,
+        score=kind.score(item.payload, item.reference, response),
+        scores=kind.score_details(item.payload, item.reference, response),
+        duration_ms=duration_ms,
+        client=client,
+        idempotency_key=key,
+    )
+
+
 def submit(
     session: Session,
     study: Study,
@@ -513,19 +536,8 @@ def submit(
         now = utcnow()
         assignment.state = "completed"
         assignment.completed_at = now
-        annotation = Annotation(
-            assignment_id=assignment.id,
-            study_id=study.id,
-            item_id=item.id,
-            worker_id=bundle.worker_id,
-            is_gold=item.is_gold,
-            response=parsed,
-            score=kind.score(item.payload, item.reference, parsed),
-            scores=kind.score_details(item.payload, item.reference, parsed),
-            duration_ms=int((now - assignment.leased_at).total_seconds() * 1000),
-            client=client or {},
-            idempotency_key=idempotency_key,
-        )
+        duration_ms = int((now - assignment.leased_at).total_seconds() * 1000)
+        annotation = scored_answer(kind, assignment, item, parsed, duration_ms, client or {}, idempotency_key)
         session.add(annotation)
         bundle.n_done += 1
         if bundle.n_done >= bundle.size:

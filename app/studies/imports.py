@@ -23,8 +23,8 @@ from app.db import utcnow
 from app.errors import InputError
 from app.kinds import get_kind
 from app.leaderboards.totals import lock_totals
-from app.studies.assignment import pseudonym
-from app.studies.models import Annotation, Assignment, Bundle, Item, Participant, Study
+from app.studies.assignment import pseudonym, scored_answer
+from app.studies.models import Assignment, Bundle, Item, Participant, Study
 
 IMPORTED = IMPORTED_PLATFORM  # the users' platform of imported annotators
 MAX_SOURCE = 64
@@ -44,14 +44,14 @@ def import_annotations(
         raise InputError(f"the source is a short name (at most {MAX_SOURCE} characters, no ':')", field="source")
     kind = get_kind(study.kind)
     items = {
-        ext: (iid, payload, ref, gold)
-        for iid, ext, payload, ref, gold in session.execute(
+        row.external_id: row
+        for row in session.execute(
             select(Item.id, Item.external_id, Item.payload, Item.reference, Item.is_gold).where(
                 Item.study_id == study.id
             )
         )
     }
-    per_annotator = kind.import_annotations(data, set(items), {e: v[1] for e, v in items.items()})
+    per_annotator = kind.import_annotations(data, set(items), {e: row.payload for e, row in items.items()})
     per_annotator = {who: answers for who, answers in per_annotator.items() if answers}
     if not per_annotator:
         raise InputError("the upload holds no annotations", field="file")
@@ -72,7 +72,7 @@ def import_annotations(
     lock_totals(
         session.connection(),
         study.id,
-        items={items[ext][0] for answers in per_annotator.values() for ext in answers if not items[ext][3]},
+        items={items[ext].id for answers in per_annotator.values() for ext in answers if not items[ext].is_gold},
     )
     now = utcnow()
     stored = 0
@@ -102,11 +102,11 @@ def import_annotations(
         leases = [
             Assignment(
                 study_id=study.id,
-                item_id=items[ext][0],
+                item_id=items[ext].id,
                 worker_id=worker.id,
                 bundle_id=bundle.id,
                 slot=slot,
-                is_gold=items[ext][3],
+                is_gold=items[ext].is_gold,
                 state="completed",
                 leased_at=now,
                 lease_expires_at=now,
@@ -117,23 +117,8 @@ def import_annotations(
         session.add_all(leases)
         session.flush()  # one round trip for the annotator's assignment ids
         for a, (ext, response) in zip(leases, answers.items()):
-            iid, payload, ref, gold = items[ext]
             key = hashlib.sha256(f"{IMPORTED}:{ids[who]}:{ext}".encode()).hexdigest()
-            session.add(
-                Annotation(
-                    assignment_id=a.id,
-                    study_id=study.id,
-                    item_id=iid,
-                    worker_id=worker.id,
-                    is_gold=gold,
-                    response=response,
-                    score=kind.score(payload, ref, response),
-                    scores=kind.score_details(payload, ref, response),
-                    duration_ms=0,
-                    client={IMPORTED: source},
-                    idempotency_key=key,
-                )
-            )
+            session.add(scored_answer(kind, a, items[ext], response, 0, {IMPORTED: source}, key))
             stored += 1
     audit.record(
         session,
