@@ -5,20 +5,18 @@ from datetime import datetime
 from sqlalchemy import Float, ForeignKey, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base, utcnow
+from app.db import Base, StampedRow, utcnow
 
 
-class Agent(Base):
+class Agent(StampedRow, Base):
     __tablename__ = "agents"
     __table_args__ = (UniqueConstraint("owner_id", "name", "version"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
     owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
     kind: Mapped[str] = mapped_column(String(32))
     name: Mapped[str] = mapped_column(String(255))
     version: Mapped[str] = mapped_column(String(64), default="1")
     description: Mapped[str] = mapped_column(Text, default="")
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class AgentOutput(Base):

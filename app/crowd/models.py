@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import ForeignKey, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base, utcnow
+from app.db import Base, StampedRow, utcnow
 
 
 class CrowdAccount(Base):
@@ -39,13 +39,12 @@ class CrowdAccount(Base):
     hook_secret_sealed: Mapped[str | None] = mapped_column(Text)
 
 
-class PlatformStudy(Base):
+class PlatformStudy(StampedRow, Base):
     """A Proctor study's study on a platform: its id there and what it was made with."""
 
     __tablename__ = "platform_studies"
     __table_args__ = (UniqueConstraint("study_id", "platform"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
     study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), index=True)
     platform: Mapped[str] = mapped_column(String(16))
     external_id: Mapped[str] = mapped_column(String(64))
@@ -55,23 +54,20 @@ class PlatformStudy(Base):
     # The platform's own figure, fees and tax included, when the study was made.
     total_cost_cents: Mapped[int | None] = mapped_column()
     created_by: Mapped[int] = mapped_column(ForeignKey("users.id"))
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
-class CrowdBlock(Base):
+class CrowdBlock(StampedRow, Base):
     """A worker a researcher blocked on a platform (from the review page): a member of the
     block list there, kept here to show it and to add each worker once."""
 
     __tablename__ = "crowd_blocks"
     __table_args__ = (UniqueConstraint("user_id", "platform", "worker_id"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     platform: Mapped[str] = mapped_column(String(16))
     worker_id: Mapped[str] = mapped_column(String(255))  # the platform's id of the worker
     study_id: Mapped[int | None] = mapped_column(ForeignKey("studies.id", ondelete="SET NULL"))  # seen in
     reason: Mapped[str] = mapped_column(Text, default="")
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 # A bonus's states, in order. `paying` is written before the pay call goes out: a bonus found

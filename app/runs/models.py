@@ -1,20 +1,17 @@
 from __future__ import annotations
 
-from datetime import datetime
-
 from sqlalchemy import ForeignKey, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base, utcnow
+from app.db import Base, StampedRow
 
 
-class AgentRun(Base):
+class AgentRun(StampedRow, Base):
     """One run: its job does the work (state, progress, log and result live there); this row
     says what ran on what, for every kind alike."""
 
     __tablename__ = "agent_runs"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
     kind: Mapped[str] = mapped_column(String(32), index=True)
     # The study whose items or outputs the run adds; None where the kind's own target is meant.
     study_id: Mapped[int | None] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), index=True)
@@ -26,4 +23,3 @@ class AgentRun(Base):
     params: Mapped[dict] = mapped_column(default=dict)  # type: ignore[type-arg]
     job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="SET NULL"), unique=True)
     owner_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"), index=True)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)

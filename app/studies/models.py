@@ -6,7 +6,7 @@ from typing import Literal, get_args
 from sqlalchemy import Float, ForeignKey, Index, String, Text, UniqueConstraint, false, text, true
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base, utcnow
+from app.db import Base, StampedRow, utcnow
 
 # The one list of a study's states: the API validates against the type, the services' TRANSITIONS
 # are keyed by it (tests/unit/test_study_states.py).
@@ -14,10 +14,9 @@ StudyState = Literal["draft", "live", "paused", "closed"]
 STUDY_STATES: tuple[str, ...] = get_args(StudyState)
 
 
-class Study(Base):
+class Study(StampedRow, Base):
     __tablename__ = "studies"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
     slug: Mapped[str] = mapped_column(String(64), unique=True)
     title: Mapped[str] = mapped_column(String(255))
     kind: Mapped[str] = mapped_column(String(32), index=True)
@@ -60,7 +59,6 @@ class Study(Base):
     # auto_paused_at. None: off.
     auto_pause: Mapped[list | None] = mapped_column()  # type: ignore[type-arg]
     auto_paused_at: Mapped[datetime | None] = mapped_column()
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class Item(Base):
@@ -101,20 +99,18 @@ class Item(Base):
     priority: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
 
 
-class Participant(Base):
+class Participant(StampedRow, Base):
     """A worker in a study: the unit an admin reviews, approves or rejects."""
 
     __tablename__ = "participants"
     __table_args__ = (UniqueConstraint("study_id", "worker_id"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
     study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), index=True)
     worker_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
     status: Mapped[str] = mapped_column(String(16), default="pending")
     reason: Mapped[str] = mapped_column(Text, default="")
     reviewed_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
     reviewed_at: Mapped[datetime | None] = mapped_column()
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 # The browser_hash of a consented bundle the researcher released (services.release_browser):
@@ -124,7 +120,7 @@ class Participant(Base):
 RELEASED = "released"
 
 
-class Bundle(Base):
+class Bundle(StampedRow, Base):
     """One task: a fixed number of item slots, some of them gold, done in order."""
 
     __tablename__ = "bundles"
@@ -133,7 +129,6 @@ class Bundle(Base):
         Index("ix_bundles_study_ip", "study_id", "ip_hash", "finished_at"),
     )
 
-    id: Mapped[int] = mapped_column(primary_key=True)
     study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), index=True)
     participant_id: Mapped[int] = mapped_column(ForeignKey("participants.id"), index=True)
     worker_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
@@ -156,7 +151,6 @@ class Bundle(Base):
     # Spared the check: under way when the check was turned on (this task only; no pass).
     check_spared: Mapped[bool] = mapped_column(default=False, server_default=false())
     finished_at: Mapped[datetime | None] = mapped_column()
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class Assignment(Base):
@@ -192,14 +186,13 @@ class Assignment(Base):
     completed_at: Mapped[datetime | None] = mapped_column()
 
 
-class Annotation(Base):
+class Annotation(StampedRow, Base):
     __tablename__ = "annotations"
     __table_args__ = (
         Index("ix_annotations_study_item", "study_id", "item_id"),
         Index("ix_annotations_study_worker", "study_id", "worker_id"),
     )
 
-    id: Mapped[int] = mapped_column(primary_key=True)
     assignment_id: Mapped[int] = mapped_column(ForeignKey("assignments.id"), unique=True)
     study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"))
     item_id: Mapped[int] = mapped_column(ForeignKey("items.id", ondelete="CASCADE"))
@@ -215,4 +208,3 @@ class Annotation(Base):
     idempotency_key: Mapped[str] = mapped_column(String(64), unique=True)
     # Set when the worker is rejected: the response itself never changes.
     excluded: Mapped[bool] = mapped_column(default=False)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)

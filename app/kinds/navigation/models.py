@@ -5,20 +5,18 @@ Made under older names by the core's migrations 0002-0005; named by the kind sin
 
 from __future__ import annotations
 
-from datetime import datetime
 
 from sqlalchemy import Float, ForeignKey, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.db import Base, utcnow
+from app.db import Base, StampedRow
 
 ENVIRONMENT_SOURCES = ("generated", "matterport")
 
 
-class Environment(Base):
+class Environment(StampedRow, Base):
     __tablename__ = "navigation_environments"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
     scan: Mapped[str] = mapped_column(String(64), unique=True)
     # "generated" (app.kinds.navigation.house) or "matterport" (a released connectivity file).
     source: Mapped[str] = mapped_column(String(16))
@@ -31,13 +29,11 @@ class Environment(Base):
     # from before owners, migration nav0003, or imported by the operator's CLI without --as):
     # admins only. Anyone may still read a building and run studies in it.
     owner_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
-class GenerationRun(Base):
+class GenerationRun(StampedRow, Base):
     __tablename__ = "navigation_generation_runs"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
     study_id: Mapped[int] = mapped_column(ForeignKey("studies.id", ondelete="CASCADE"), index=True)
     owner_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
     speaker_artifact_id: Mapped[int] = mapped_column(ForeignKey("agent_artifacts.id"))
@@ -58,7 +54,6 @@ class GenerationRun(Base):
     job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="SET NULL"))
     gamma: Mapped[float | None] = mapped_column(Float)
     state: Mapped[str] = mapped_column(String(16), default="queued")
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class Candidate(Base):
