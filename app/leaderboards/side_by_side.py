@@ -19,8 +19,9 @@ them with the Spearman correlation of the two).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy import and_, select
@@ -29,6 +30,9 @@ from sqlalchemy.orm import Session
 from app.errors import InputError
 from app.leaderboards import stats
 from app.leaderboards.pairwise import N_BOOT, Judgement, pairwise_ratings, score as pairwise_score
+
+if TYPE_CHECKING:
+    from app.studies.models import Study
 
 MODE = "pairs"
 SIDES = ("a", "b")
@@ -77,6 +81,22 @@ def is_pair(payload: dict[str, Any] | None) -> bool:
 
 def is_pair_study(settings: dict[str, Any] | None) -> bool:
     return (settings or {}).get("mode") == MODE
+
+
+def single_study(session: Session, study: Study, fits: Callable[[Study], bool]) -> Study | None:
+    """The newest study of a pair study's kind and owner that is not side by side itself (no
+    "mode") and that `fits` (the kind's test: the same speakers, the same suite version): its
+    single-output ranking is the one shown beside the ratings (SingleRanking). None if none."""
+    from app.studies.models import Study
+
+    for other in session.scalars(
+        select(Study)
+        .where(Study.kind == study.kind, Study.owner_id == study.owner_id, Study.id != study.id)
+        .order_by(Study.id.desc())
+    ):
+        if not (other.kind_settings or {}).get("mode") and fits(other):
+            return other
+    return None
 
 
 def drawn_swap(namespace: str, pair_id: str) -> bool:

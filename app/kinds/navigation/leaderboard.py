@@ -364,17 +364,13 @@ def section(session: Session, study: Study) -> dict | None:
 def single_study(session: Session, study: Study, speakers: set[str]) -> Study | None:
     """The newest following study of the same owner whose speakers include at least two of a
     pair study's: its SR ranking is shown beside the pairwise one."""
-    for other in session.scalars(
-        select(Study)
-        .where(Study.kind == study.kind, Study.owner_id == study.owner_id, Study.id != study.id)
-        .order_by(Study.id.desc())
-    ):
-        if (other.kind_settings or {}).get("mode"):
-            continue
+    from app.leaderboards.side_by_side import single_study as newest
+
+    def shares_speakers(other: Study) -> bool:
         theirs = set(session.scalars(select(Item.category).where(Item.study_id == other.id).distinct()))
-        if len(theirs & speakers) >= 2:
-            return other
-    return None
+        return len(theirs & speakers) >= 2
+
+    return newest(session, study, shares_speakers)
 
 
 def speaker_success(session: Session, study: Study) -> dict[str, dict]:

@@ -755,22 +755,17 @@ def spearman(a: list[float], b: list[float]) -> dict:
 def single_study(session: Session, study: Study) -> Study | None:
     """The newest single-continuation study of the same suite version and owner, where the
     pair study came from a suite and one exists: its ranking is shown beside the pairwise one."""
+    from app.leaderboards.side_by_side import single_study as newest
+
     suite = (study.kind_settings or {}).get("suite")
     if not suite:
         return None
-    for other in session.scalars(
-        select(Study)
-        .where(Study.kind == study.kind, Study.owner_id == study.owner_id, Study.id != study.id)
-        .order_by(Study.id.desc())
-    ):
-        settings = other.kind_settings or {}
-        mine = settings.get("suite") or {}
-        if settings.get("mode") in (None, "") and (mine.get("id"), mine.get("version")) == (
-            suite.get("id"),
-            suite.get("version"),
-        ):
-            return other
-    return None
+
+    def same_version(other: Study) -> bool:
+        mine = (other.kind_settings or {}).get("suite") or {}
+        return (mine.get("id"), mine.get("version")) == (suite.get("id"), suite.get("version"))
+
+    return newest(session, study, same_version)
 
 
 def _single_shares(session: Session, study: Study) -> dict[str, dict]:
