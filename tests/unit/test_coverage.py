@@ -21,6 +21,7 @@ import scipy.stats
 
 from app.leaderboards import stats as S
 from bench import coverage as bench
+from tests.conftest import untraced
 
 REPS = 2000
 SEED = 20261127
@@ -59,7 +60,8 @@ CELLS = [(name, n, clustered) for clustered in (False, True) for name in bench.D
 @pytest.fixture(scope="module")
 def table():
     rng = np.random.default_rng(SEED)
-    return {cell: bench.coverage(rng, *cell[:2], REPS, cell[2]) for cell in CELLS}
+    with untraced():
+        return {cell: bench.coverage(rng, *cell[:2], REPS, cell[2]) for cell in CELLS}
 
 
 @pytest.mark.parametrize("cell", CELLS, ids=lambda c: f"{c[0]}-n{c[1]}-{'clusters' if c[2] else 'iid'}")
@@ -106,7 +108,8 @@ PAIR_CELLS = [(name, n) for name in bench.PAIRS for n in (10, 20, 50)]
 @pytest.fixture(scope="module")
 def pair_table():
     rng = np.random.default_rng(SEED + 1)
-    return {cell: bench.paired_coverage(rng, *cell, PAIR_REPS) for cell in PAIR_CELLS}
+    with untraced():
+        return {cell: bench.paired_coverage(rng, *cell, PAIR_REPS) for cell in PAIR_CELLS}
 
 
 @pytest.mark.parametrize("cell", PAIR_CELLS, ids=lambda c: f"{c[0]}-n{c[1]}")
@@ -120,7 +123,8 @@ def test_paired_effect_covers(pair_table, cell):
 def test_t_on_paired_differences_fails_rare_discordance():
     # why binary pairs do not use t: 0.9 vs 0.8 with b <= a, n = 20 - t covers about 88%
     rng = np.random.default_rng(SEED + 2)
-    cover = bench.paired_coverage(rng, "binary 0.9 vs 0.8, b <= a", 20, PAIR_REPS, bench.t_on_differences)
+    with untraced():
+        cover = bench.paired_coverage(rng, "binary 0.9 vs 0.8, b <= a", 20, PAIR_REPS, bench.t_on_differences)
     assert cover < 0.91
 
 
@@ -132,12 +136,13 @@ def test_the_bench_the_readme_names_prints_its_table():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    out = subprocess.run(
-        [sys.executable, str(root / "bench" / "coverage.py"), "--reps", "50"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=root,
-    )
+    with untraced():
+        out = subprocess.run(
+            [sys.executable, str(root / "bench" / "coverage.py"), "--reps", "50"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=root,
+        )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "| n = 10 | n = 20 | n = 50 | n = 200 |" in out.stdout and "binary p=0.9" in out.stdout

@@ -14,6 +14,7 @@ from app.errors import InputError
 from app.kinds.sts.cli import sts
 from app.kinds.sts.score import Marker, read_judge, score
 from app.leaderboards import stats
+from tests.conftest import untraced
 
 
 def _marker(agent: str, k: int, success: bool) -> Marker:
@@ -142,11 +143,12 @@ def test_the_scorers_ppi_share_covers_in_simulation():
     # outcome is the truth), a judge right 85% of the time marks all. 600 studies (94.3% here).
     rng = np.random.default_rng(5)
     covered, n, big_n = 0, 150, 1500
-    for _ in range(600):
-        truth = rng.uniform(size=n + big_n) < 0.4
-        verdict = np.where(rng.uniform(size=n + big_n) < 0.85, truth, ~truth)
-        markers = [_marker("A", k, bool(truth[k])) for k in range(n)]
-        judge = {("A", f"s{k % 4}", str(k)): float(verdict[k]) for k in range(n + big_n)}
-        ppi = score(markers, judge=judge)["agents"]["A"]["ppi"]
-        covered += ppi["low"] <= 0.4 <= ppi["high"]
+    with untraced():
+        for _ in range(600):
+            truth = rng.uniform(size=n + big_n) < 0.4
+            verdict = np.where(rng.uniform(size=n + big_n) < 0.85, truth, ~truth)
+            markers = [_marker("A", k, bool(truth[k])) for k in range(n)]
+            judge = {("A", f"s{k % 4}", str(k)): float(verdict[k]) for k in range(n + big_n)}
+            ppi = score(markers, judge=judge)["agents"]["A"]["ppi"]
+            covered += ppi["low"] <= 0.4 <= ppi["high"]
     assert 0.93 <= covered / 600 <= 0.97, covered / 600
