@@ -189,6 +189,11 @@ FIOSETOWN, SIOCSPGRP = 0x8901, 0x8902
 # The signal the kernel sends the sandbox when its worker dies (round 9: one outlived its worker,
 # asleep, holding its memory); refused to the model, which could clear it.
 PR_SET_PDEATHSIG = 1
+# Signals queued to it and POSIX timers (each timer holds a queued signal): kernel memory that
+# RLIMIT_AS never counts, bounded only by RLIMIT_SIGPENDING, which is the machine's default
+# (96,551 timers held 37 MB; issue 26, re-attack round 10). The kernel's own signals and kill()s
+# are not counted, so a model needs none of these.
+MAX_PENDING_SIGNALS = 64
 # Threads only: a clone without CLONE_THREAD is a new process (glibc's fork and posix_spawn).
 CLONE_THREAD = 0x00010000
 # Processes of the sandbox's user, threads included (RLIMIT_NPROC counts both), on top of those
@@ -617,7 +622,7 @@ def _limit(cpu_s: int, memory_mb: int, device: str, uid: int) -> None:
     memory_mb of address space (off the CPU: memory_mb more private memory), no file written,
     no core dumped, and no more than NPROC_HEADROOM new processes or threads for the user it
     runs as (`uid`), nor more than MAX_DESCRIPTORS descriptors (soft and hard: it cannot raise
-    them)."""
+    them), nor more than MAX_PENDING_SIGNALS signals queued or timers (kernel memory)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     spent = int(usage.ru_utime + usage.ru_stime) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (spent + cpu_s, spent + cpu_s + 5))
@@ -627,6 +632,7 @@ def _limit(cpu_s: int, memory_mb: int, device: str, uid: int) -> None:
     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     descriptors = max(MAX_DESCRIPTORS, len(os.listdir("/proc/self/fd")) + 64)
     resource.setrlimit(resource.RLIMIT_NOFILE, (descriptors, descriptors))
+    resource.setrlimit(resource.RLIMIT_SIGPENDING, (MAX_PENDING_SIGNALS, MAX_PENDING_SIGNALS))
     if device == "cpu":
         resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
     else:
