@@ -4,6 +4,8 @@
   +37 MB of slab, on a machine with 23 GB; RLIMIT_SIGPENDING grows with the machine) and in
   real-time signals queued to itself while blocked: both were bounded only by the machine's
   default RLIMIT_SIGPENDING, and under a root worker each sandbox has a user of its own.
+- Failure reasons showed a path with a leading "//" (which POSIX and pathlib keep) whole, and
+  the end of a quoted path holding both quotes (Python's repr escapes one: '/srv/it\'s "x"/y').
 
 This module is also the probe's loader (`tests.integration.test_reattack26_round10:load`).
 """
@@ -95,3 +97,22 @@ def test_a_model_cannot_hold_kernel_memory_in_timers_or_queued_signals(sandbox):
     made, err = sandbox.call("queue_signals", 1_000_000)
     assert made <= 64 and err == errno.EAGAIN, (made, errno.errorcode.get(err))
     assert sandbox.call("pid") > 0  # the model still answers
+
+
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        # POSIX keeps a leading "//" (pathlib too: str(Path("//srv/x")) is "//srv/x")...
+        ("could not read //srv/proctor/x.csv now", "could not read <path> now"),
+        ("No such file or directory: '//home/jane/keys'", "No such file or directory: '<path>'"),
+        # ...and a URL's "//host/path" stays a URL
+        ("see https://example.org/var/x", "see https://example.org/var/x"),
+        # Python's repr of a path holding both quotes escapes the one it is quoted with
+        ("cannot read: " + repr("/srv/it's \"x\"/y.csv") + " now", "cannot read: '<path>' now"),
+        ("cannot read: " + repr("/srv/Jane's \"Q1\" plans/y.csv"), "cannot read: '<path>'"),
+    ],
+)
+def test_failure_reasons_blank_paths_with_two_slashes_or_escaped_quotes(text, shown):
+    from app import jobs
+
+    assert jobs.failure_reason(ValueError(text)) == shown
