@@ -358,10 +358,11 @@ def _claim(s: Session, job_id: int, claimable: ColumnElement[bool]) -> bool:
 # right after a space ("My Documents/private notes.txt"; not "has version 1.2" nor "loaded with
 # config.yaml", which are the sentence's). Punctuation that ends it belongs to the sentence. A
 # last folder or a file name of several words after a space ("/srv/My Documents", "/srv/final
-# model v2.pt") cannot be told from the sentence's next words.
+# model v2.pt") cannot be told from the sentence's next words. A path may start with "//" (POSIX
+# and pathlib keep two; round 10 of issue 26's re-attack), unless a scheme's ":" is before it.
 _PATH_START = re.compile(
-    r"(?<![\w/.~])(?:(?P<alone>~[\w.-]*/\S*|\.{1,2}/\S+|/[^\s/]+/\S*"
-    r"|/(?:home|root|srv|opt|usr|var|tmp|work|app|etc|proc|mnt|data)\b\S*)|/[^\s/]+)"
+    r"(?<![\w/.~])(?:(?P<alone>~[\w.-]*/\S*|\.{1,2}/\S+|(?:(?<!:)/)?/[^\s/]+/\S*"
+    r"|(?:(?<!:)/)?/(?:home|root|srv|opt|usr|var|tmp|work|app|etc|proc|mnt|data)\b\S*)|/[^\s/]+)"
 )
 _NEXT_WORD = re.compile(r"[^\S\r\n]+(\S+)")
 _FILE_NAME_AFTER = re.compile(r"[^\S\r\n]+[\w-]+\.[A-Za-z]\w{0,7}(?![\w.])")
@@ -396,7 +397,8 @@ def _blank_paths(text: str) -> str:
     return "".join(out) + text[at:]
 
 
-_QUOTED_PATH = re.compile(r"""(['"])(?:~|\.{1,2})?/[^'"\n]+\1""")
+# Quoted as Python's repr quotes it: the quote it chose escaped inside ('/srv/it\'s "x"/y').
+_QUOTED_PATH = re.compile(r"""(['"])(?:~|\.{1,2})?/(?:\\.|(?!\1)[^\\\n])+\1""")
 # A file: URL names a path too (the pattern above leaves URLs alone), and a URL's user and
 # password (a database's or a bucket's address in a connection error) are credentials.
 _FILE_URL = re.compile(r"\bfile:[^\s'\"<>]*", re.IGNORECASE)
