@@ -6,6 +6,9 @@
   default RLIMIT_SIGPENDING, and under a root worker each sandbox has a user of its own.
 - Failure reasons showed a path with a leading "//" (which POSIX and pathlib keep) whole, and
   the end of a quoted path holding both quotes (Python's repr escapes one: '/srv/it\'s "x"/y').
+- SECRET_KEY: random passphrases, as diceware, xkcdpass and Bitwarden make them from EFF's
+  7,776 words, were refused as English: 85% of 10-word ones (129 bits) and 80% of 16-word ones
+  (207 bits), where 80 bits of random characters pass.
 
 This module is also the probe's loader (`tests.integration.test_reattack26_round10:load`).
 """
@@ -116,3 +119,50 @@ def test_failure_reasons_blank_paths_with_two_slashes_or_escaped_quotes(text, sh
     from app import jobs
 
     assert jobs.failure_reason(ValueError(text)) == shown
+
+
+def _eff_words() -> list[str]:
+    text = (ROOT / "app" / "eff_large_wordlist.txt").read_text("utf-8")
+    return [w for w in text.split("\n") if w and not w.startswith("#")]
+
+
+# What passphrase generators write (diceware, xkcdpass, Bitwarden, 1Password's "memorable"):
+# words drawn at random from EFF's 7,776 (12.9 bits each), parted or capitalised.
+PASSPHRASES = {
+    "8 words, hyphens": lambda ws: "-".join(ws[:8]),
+    "10 words, spaces": lambda ws: " ".join(ws[:10]),
+    "12 words run together": lambda ws: "".join(ws[:12]),
+    "10 words capitalised": lambda ws: "".join(w.capitalize() for w in ws[:10]),
+    "9 words, dots, a digit after one": lambda ws: ".".join(ws[:8] + [ws[8] + "7"]),
+    "16 words, underscores": lambda ws: "_".join(ws[:16]),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(PASSPHRASES))
+def test_random_passphrases_of_100_bits_or_more_are_not_refused(shape):
+    """A random passphrase of 8 EFF words holds 103 bits, of 10 129: more than the 80 bits asked
+    of random characters. It read as English (85% of 10-word ones were refused)."""
+    import random
+
+    from app.config import weak_secret_key
+
+    words, rng = _eff_words(), random.Random(f"round 10 {shape}")
+    assert len(words) == 7776
+    keys = [PASSPHRASES[shape](rng.choices(words, k=16)) for _ in range(150)]
+    refused = [(k, why) for k in keys if (why := weak_secret_key(k))]
+    assert not refused, (len(refused), refused[:3])
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "correct-horse-battery-staple-correct-horse-battery-staple",  # four words, twice
+        "correct horse battery staple",  # too few words (52 bits), and short
+        "freedom-princess-football-shadow-winter-mountain-ocean-garden",  # common words, chosen
+        "CorrectBatteryStapleFreedomPrincessFootballShadowWinter",
+    ],
+)
+def test_passphrases_of_few_or_common_words_are_still_refused(key):
+    from app.config import weak_secret_key
+
+    assert weak_secret_key(key)
