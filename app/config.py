@@ -16,6 +16,7 @@ from app.weak_keys import (
     MAX_TURNED_ENGLISH_BITS,
     MAX_GUESSABLE_SHARE,
     MAX_WORD_BITS_PER_CHAR,
+    MIN_PASSPHRASE_BITS,
     clock_share,
     constant_in,
     decoded,
@@ -23,6 +24,7 @@ from app.weak_keys import (
     hash_of_a_guess,
     hexspeak_share,
     name_uuid_of_a_guess,
+    passphrase_bits,
     turned,
     word_bits,
 )
@@ -165,10 +167,12 @@ def weak_pattern(key: str) -> str | None:
         return "SECRET_KEY repeats parts of itself; use a random key"
     if counting(key):
         return "SECRET_KEY counts (1, 2, 3... or 0, 2, 4...); use a random key"
-    # Words reversed or in ROT13 cost a guesser two tries more: the key is read each way.
-    if min(map(word_bits, (key, *turned(key)))) < MAX_WORD_BITS_PER_CHAR * len(key):
+    # Words reversed or in ROT13 cost a guesser two tries more: the key is read each way. Words
+    # drawn from a passphrase list are as strong as their draws, however English they read.
+    drawn = passphrase_bits(key) >= MIN_PASSPHRASE_BITS
+    if not drawn and min(map(word_bits, (key, *turned(key)))) < MAX_WORD_BITS_PER_CHAR * len(key):
         return "SECRET_KEY is mostly common English words (maybe reversed or in ROT13); use a random key"
-    if (english := english_bits(key)) is not None:  # the turned keys only where the key has letters enough
+    if not drawn and (english := english_bits(key)) is not None:  # the turned keys only where the key has letters enough
         turned_english = min((b for k in turned(key) if (b := english_bits(k)) is not None), default=math.inf)
         if english < MAX_ENGLISH_BITS or turned_english < MAX_TURNED_ENGLISH_BITS:
             return "SECRET_KEY reads as English words, or pronounceable made-up ones; use a random key"
@@ -178,7 +182,7 @@ def weak_pattern(key: str) -> str | None:
         return "SECRET_KEY is mostly hex digits spelling words (deadbeef, cafebabe...); use a random key"
     if constant := constant_in(key):
         return f"SECRET_KEY is digits of {constant}; use a random key"
-    if what := placeholder(key):
+    if not drawn and (what := placeholder(key)):  # "example" and "replace" are drawn words too
         return f"SECRET_KEY is {what}; use a random key"
     if hash_ := hash_of_a_guess(key):
         return f"SECRET_KEY is the {hash_} hash of a word or a common text; use a random key"
