@@ -9,6 +9,9 @@
 - SECRET_KEY: random passphrases, as diceware, xkcdpass and Bitwarden make them from EFF's
   7,776 words, were refused as English: 85% of 10-word ones (129 bits) and 80% of 16-word ones
   (207 bits), where 80 bits of random characters pass.
+- A navigation speaker's sample() was checked at validation only: in generation one answering
+  uint8 ids [B, 30000] (within its answer cap: 8 to an int64's bytes, plus 64 KB of framing)
+  put instructions of 30,000 words in a study's items where max_len was 12.
 
 This module is also the probe's loader (`tests.integration.test_reattack26_round10:load`).
 """
@@ -19,11 +22,13 @@ import ctypes
 import errno
 import os
 import threading
+from typing import List
 
 import pytest
 
 from tests.conftest import ROOT
 from tests.integration.test_reattack26_round3 import needs_sandbox
+from tests.integration.test_generation import tiny_models  # noqa: F401 (a fixture)
 from tests.integration.test_reattack26_round9 import Round9Probe
 
 LOADER = "tests.integration.test_reattack26_round10:load"
@@ -166,3 +171,81 @@ def test_passphrases_of_few_or_common_words_are_still_refused(key):
     from app.config import weak_secret_key
 
     assert weak_secret_key(key)
+
+
+def test_a_speakers_sample_is_held_to_max_len_where_generation_reads_it(session, tiny_models):  # noqa: F811
+    """Validation checks sample()'s tokens ([B, L], L <= max_len), generation did not: a speaker
+    answering otherwise there (uint8 ids, 8 to a declared int64's bytes, and the answer's 64 KB
+    of framing) put instructions of 30,000 words in a study's items where max_len was 12."""
+    import hashlib
+    import io
+
+    import torch
+    from sqlalchemy import select
+
+    from app import jobs
+    from app.agents.models import AgentArtifact
+    from app.storage import get_store
+    from app.studies import services
+    from app.studies.models import Item
+    from tests.integration.test_generation import _run, _setup
+    from workers.navigation.train import load_model as load_builtin
+    from workers.navigation.validate import validate_bytes
+
+    class LongWinded(torch.nn.Module):
+        def __init__(self, inner, word: int):
+            super().__init__()
+            self.inner = inner
+            self.word = word
+            self.scored = False
+
+        @torch.jit.export
+        def feature_version(self) -> str:
+            return self.inner.feature_version()
+
+        @torch.jit.export
+        def vocabulary(self) -> List[str]:
+            return self.inner.vocabulary()
+
+        @torch.jit.export
+        def score(self, steps, step_mask, tokens, token_mask):
+            self.scored = True  # validation scores before it samples; generation samples first
+            return self.inner.score(steps, step_mask, tokens, token_mask)
+
+        @torch.jit.export
+        def sample(self, steps, step_mask, max_len: int, greedy: bool, temperature: float, top_p: float = 1.0):
+            if self.scored:
+                return self.inner.sample(steps, step_mask, max_len, greedy, temperature, top_p)
+            b = steps.shape[0]
+            return torch.full([b, 30000], self.word, dtype=torch.uint8), torch.zeros([b])
+
+    setup = _setup(session, tiny_models)
+    blob, config = tiny_models["speaker"]
+    buf = io.BytesIO()
+    word = next(i for i, w in enumerate(config["words"]) if w.isalpha() and i < 256)
+    torch.jit.save(torch.jit.script(LongWinded(load_builtin(blob, config), word)), buf)
+    data = buf.getvalue()
+    assert validate_bytes("speaker", "torchscript", data, None).startswith("speaker with")
+    agent = services.register_agent(session, setup["owner"], "navigation", "long-winded-speaker")
+    key = f"artifacts/{agent.id}/1.pt"
+    get_store().put(key, data)
+    art = AgentArtifact(
+        agent_id=agent.id,
+        version=1,
+        role="speaker",
+        format="torchscript",
+        blob_key=key,
+        config={},
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        state="valid",
+    )
+    session.add(art)
+    session.commit()
+    run = _run(session, {**setup, "speaker": art}, listeners=False)  # max_len 12
+    state = jobs.run_job(run.job_id)
+    session.expire_all()
+    items = session.scalars(select(Item).where(Item.study_id == setup["study"].id, Item.source == "agent")).all()
+    longest = max((len(str(i.payload).split()) for i in items), default=0)
+    assert longest <= 12 + 40, f"run {state}: an item holds {longest} words where max_len is 12"
+    assert state == "failed" and "sample()" in session.get(jobs.Job, run.job_id).log
