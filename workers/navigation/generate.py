@@ -155,6 +155,30 @@ def run_generation(session: Session, job: jobs.Job, progress: jobs.Progress) -> 
     return {"run": run.id, "paths_done": done, "gamma": run.gamma, "items": added}
 
 
+def _check_sample(tokens, logp, b: int, max_len: int) -> None:
+    """What generation reads of sample() is what validation checked: integer ids [b, L] with L
+    at most max_len, and [b] log-probabilities. A TorchScript speaker may answer otherwise here
+    (issue 26, re-attack round 10: uint8 ids [B, 30000], within its answer cap, put
+    30,000-word instructions in a study's items where max_len was 12). ValueError otherwise."""
+    ok = (
+        isinstance(tokens, torch.Tensor)
+        and tokens.dim() == 2
+        and tokens.shape[0] == b
+        and tokens.shape[1] <= max_len
+        and not tokens.is_floating_point()
+        and tokens.dtype != torch.bool
+    )
+    if not ok:
+        what = f"{list(tokens.shape)} {tokens.dtype}" if isinstance(tokens, torch.Tensor) else type(tokens).__name__
+        raise ValueError(
+            f"the speaker's sample() answered tokens {what}, expected integer ids [{b}, L] with L at most "
+            f"max_len = {max_len}"
+        )
+    if not isinstance(logp, torch.Tensor) or tuple(logp.shape) != (b,):
+        what = list(logp.shape) if isinstance(logp, torch.Tensor) else type(logp).__name__
+        raise ValueError(f"the speaker's sample() answered log-probabilities {what}, expected [{b}]")
+
+
 def _generate_batch(
     session: Session,
     run: GenerationRun,
@@ -182,6 +206,7 @@ def _generate_batch(
                 tokens, logp = speaker.sample(feats, fmask, run.max_len, greedy, 1.0)
             else:
                 tokens, logp = speaker.sample(feats, fmask, run.max_len, greedy, 1.0, top_p)
+            _check_sample(tokens, logp, b, run.max_len)
             for i in range(b):
                 texts[i].append(speaker_vocab.decode([int(t) for t in tokens[i].tolist()]))
                 scores[i].append(float(logp[i]))
