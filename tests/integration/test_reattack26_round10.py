@@ -12,6 +12,8 @@
 - A navigation speaker's sample() was checked at validation only: in generation one answering
   uint8 ids [B, 30000] (within its answer cap: 8 to an int64's bytes, plus 64 KB of framing)
   put instructions of 30,000 words in a study's items where max_len was 12.
+- A model upload's zip was listed in the web process before anything bounded its entries: a
+  central directory of a million one-letter entries (46 MB) took 9.6 s of CPU and 376 MB.
 
 This module is also the probe's loader (`tests.integration.test_reattack26_round10:load`).
 """
@@ -249,3 +251,47 @@ def test_a_speakers_sample_is_held_to_max_len_where_generation_reads_it(session,
     longest = max((len(str(i.payload).split()) for i in items), default=0)
     assert longest <= 12 + 40, f"run {state}: an item holds {longest} words where max_len is 12"
     assert state == "failed" and "sample()" in session.get(jobs.Job, run.job_id).log
+
+
+def _listing_only_zip(members: int) -> bytes:
+    """A zip that is a central directory of `members` one-letter entries and nothing else
+    (torch's archives start with a local header, so its first bytes say PK\\x03\\x04)."""
+    import struct
+
+    entry = struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0) + b"a"
+    head = b"PK\x03\x04" + bytes(26)
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, len(entry) * members, len(head), 0)
+    return head + entry * members + end
+
+
+def test_a_model_upload_listing_a_million_files_is_refused_before_they_are_read():
+    """The upload's zip was listed by `zipfile` in the web process: 47 bytes an entry, each some
+    380 bytes of Python. A million entries (46 MB) took 9.6 s and 376 MB; the 200 MB limit would
+    hold 4.4 million. The listing is now counted first (its entries' signatures)."""
+    import tracemalloc
+
+    from app.agents.artifacts import check_format
+    from app.errors import InputError
+
+    data = _listing_only_zip(300_000)
+    tracemalloc.start()
+    try:
+        with pytest.raises(InputError, match="more than 20,000 files") as refused:
+            check_format("torchscript", data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert refused.value.field == "file"
+    assert peak < 2 << 20, f"listing it held {peak >> 20} MB"
+
+
+def test_a_real_archive_is_still_listed():
+    import io
+
+    import torch
+
+    from app.agents.artifacts import check_format
+
+    buf = io.BytesIO()
+    torch.jit.save(torch.jit.script(torch.nn.Linear(3, 4)), buf)
+    check_format("torchscript", buf.getvalue())  # no refusal
