@@ -14,6 +14,8 @@
   put instructions of 30,000 words in a study's items where max_len was 12.
 - A model upload's zip was listed in the web process before anything bounded its entries: a
   central directory of a million one-letter entries (46 MB) took 9.6 s of CPU and 376 MB.
+- A safetensors upload's JSON header was decoded in the web process whatever its size: 20 MB
+  of empty lists took 6 s and 531 MB (the 200 MB limit would hold some 5 GB of them).
 
 This module is also the probe's loader (`tests.integration.test_reattack26_round10:load`).
 """
@@ -295,3 +297,36 @@ def test_a_real_archive_is_still_listed():
     buf = io.BytesIO()
     torch.jit.save(torch.jit.script(torch.nn.Linear(3, 4)), buf)
     check_format("torchscript", buf.getvalue())  # no refusal
+
+
+def _safetensors(header: bytes) -> bytes:
+    import struct
+
+    return struct.pack("<Q", len(header)) + header + bytes(16)
+
+
+@pytest.mark.parametrize(
+    "header, why",
+    [
+        # 20 MB of empty lists: decoded in the web process, 6 s and +531 MB (200 MB would hold 5 GB)
+        (b'{"a":[' + b"[]," * (7 << 20) + b"[]]}", "header is 20 MB"),
+        # within the size, too many objects and arrays to decode
+        (b'{"a":[' + b"[]," * 1_000_000 + b"[]]}", "objects and arrays"),
+    ],
+)
+def test_a_safetensors_header_is_bounded_before_it_is_decoded(header, why):
+    import tracemalloc
+
+    from app.agents.artifacts import check_safetensors
+    from app.errors import InputError
+
+    data = _safetensors(header)
+    tracemalloc.start()
+    try:
+        with pytest.raises(InputError, match=why) as refused:
+            check_safetensors(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert refused.value.field == "file"
+    assert peak < 2 << 20, f"checking it held {peak >> 20} MB"
