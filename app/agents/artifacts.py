@@ -168,6 +168,14 @@ def _is_count(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
+# The JSON header is decoded in the web process: some 25 times its bytes as Python objects, so
+# 20 MB of empty lists took 6 s and 531 MB (issue 26, re-attack round 10). A tensor's entry is
+# about 100 bytes and three objects and arrays, so these allow some 30,000 tensors (ours have a
+# few dozen); the brackets are counted before decoding, as the sandbox counts an answer's.
+MAX_SAFETENSORS_HEADER = 4 << 20
+MAX_SAFETENSORS_CONTAINERS = 100_000
+
+
 def check_safetensors(data: bytes) -> None:
     """The header of a safetensors file describes tensors that lie inside the file, one byte
     span each, no two overlapping, each as long as its shape and dtype need; a refusal names
@@ -181,6 +189,15 @@ def check_safetensors(data: bytes) -> None:
     if 8 + n > len(data):
         raise InputError(
             f"the safetensors header length ({n} bytes) runs past the end of the file ({len(data)} bytes)", field="file"
+        )
+    if n > MAX_SAFETENSORS_HEADER:
+        raise InputError(
+            f"the safetensors header is {_mb(n)}, larger than the {_mb(MAX_SAFETENSORS_HEADER)} a header may be",
+            field="file",
+        )
+    if data.count(b"{", 8, 8 + n) + data.count(b"[", 8, 8 + n) > MAX_SAFETENSORS_CONTAINERS:
+        raise InputError(
+            f"the safetensors header holds more than {MAX_SAFETENSORS_CONTAINERS:,} objects and arrays", field="file"
         )
     try:
         header = jsonsafe.loads(data[8 : 8 + n])
