@@ -172,7 +172,8 @@ def weak_pattern(key: str) -> str | None:
     drawn = passphrase_bits(key) >= MIN_PASSPHRASE_BITS
     if not drawn and min(map(word_bits, (key, *turned(key)))) < MAX_WORD_BITS_PER_CHAR * len(key):
         return "SECRET_KEY is mostly common English words (maybe reversed or in ROT13); use a random key"
-    if not drawn and (english := english_bits(key)) is not None:  # the turned keys only where the key has letters enough
+    # The turned keys only where the key has letters enough.
+    if not drawn and (english := english_bits(key)) is not None:
         turned_english = min((b for k in turned(key) if (b := english_bits(k)) is not None), default=math.inf)
         if english < MAX_ENGLISH_BITS or turned_english < MAX_TURNED_ENGLISH_BITS:
             return "SECRET_KEY reads as English words, or pronounceable made-up ones; use a random key"

@@ -216,6 +216,7 @@ def _fewest_words(low: str, separator: str, listed: frozenset[str], longest: int
         frontier = following
     return None
 
+
 # A run of this many digits of a constant is no chance: a random one is in the first 4,000
 # digits of one of the six with odds of about 1 in 10^11 (str() of an int stops at 4,300 digits).
 CONSTANT_RUN = 16

@@ -120,8 +120,8 @@ def test_a_model_cannot_hold_kernel_memory_in_timers_or_queued_signals(sandbox):
         # ...and a URL's "//host/path" stays a URL
         ("see https://example.org/var/x", "see https://example.org/var/x"),
         # Python's repr of a path holding both quotes escapes the one it is quoted with
-        ("cannot read: " + repr("/srv/it's \"x\"/y.csv") + " now", "cannot read: '<path>' now"),
-        ("cannot read: " + repr("/srv/Jane's \"Q1\" plans/y.csv"), "cannot read: '<path>'"),
+        ("cannot read: " + repr('/srv/it\'s "x"/y.csv') + " now", "cannot read: '<path>' now"),
+        ("cannot read: " + repr('/srv/Jane\'s "Q1" plans/y.csv'), "cannot read: '<path>'"),
     ],
 )
 def test_failure_reasons_blank_paths_with_two_slashes_or_escaped_quotes(text, shown):
