@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 from functools import lru_cache
+from pathlib import Path
 
 # The most common English words of three letters or more (written here, from general word
 # frequency lists; shorter words save a guesser next to nothing), and the nouns passphrase
@@ -142,8 +143,6 @@ _PASSPHRASE_SEPARATORS = " -_.,+:;/|~*"
 @lru_cache(maxsize=1)
 def passphrase_words() -> frozenset[str]:
     """EFF's long wordlist (app/eff_large_wordlist.txt); empty where an install lacks it."""
-    from pathlib import Path
-
     try:
         text = (Path(__file__).resolve().parent / PASSPHRASE_LIST).read_text("utf-8")
     except OSError:
@@ -158,10 +157,10 @@ def _list_index() -> dict[str, int]:
 
 def passphrase_bits(key: str) -> float:
     """Bits of the key as a passphrase drawn from EFF's list: log2 7,776 for each word of the
-    fewest that make it (in any case, parted by one kind of separator or none, a word
-    followed by at most one digit, as Bitwarden adds), less log2 of their number's factorial
-    when they are in alphabetical order (or only their steps along the list), or 0 when it is not one, or when more than half of its
-    words are common ones."""
+    fewest that make it (in any case, parted by one kind of separator or none, a word followed
+    by at most one digit, as Bitwarden adds), less log2 of their number's factorial when they
+    are in alphabetical order (or only their steps along the list); 0 when it is not one, or
+    when more than half of its words are common ones."""
     listed = passphrase_words()
     if not listed:
         return 0.0
