@@ -62,19 +62,25 @@ def tiny_models(tmp_path_factory) -> dict:
 
 
 def _artifact(session, owner, models, name, role, agent_name) -> AgentArtifact:
-    agent = services.register_agent(session, owner, "navigation", agent_name)
     blob, config = models[name]
-    key = f"artifacts/{agent.id}/1.safetensors"
-    get_store().put(key, blob)
+    return stored_artifact(session, owner, agent_name, role, blob, "safetensors", config)
+
+
+def stored_artifact(session, owner, agent_name, role, data: bytes, fmt: str, config: dict) -> AgentArtifact:
+    """A navigation agent of `owner` with one artifact, stored and valid (as validation leaves
+    it): what a generation run is started from."""
+    agent = services.register_agent(session, owner, "navigation", agent_name)
+    key = f"artifacts/{agent.id}/1.{'pt' if fmt == 'torchscript' else fmt}"
+    get_store().put(key, data)
     art = AgentArtifact(
         agent_id=agent.id,
         version=1,
         role=role,
-        format="safetensors",
+        format=fmt,
         blob_key=key,
         config=config,
-        size=len(blob),
-        sha256=hashlib.sha256(blob).hexdigest(),
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
         state="valid",
     )
     session.add(art)
@@ -467,22 +473,7 @@ def test_a_speaker_without_top_p_still_samples_purely_and_refuses_nucleus(sessio
     blob, config = tiny_models["speaker"]
     buf = io.BytesIO()
     torch.jit.save(torch.jit.script(OldInterfaceSpeaker(load_builtin(blob, config))), buf)
-    data = buf.getvalue()
-    agent = services.register_agent(session, setup["owner"], "navigation", "old-scripted-speaker")
-    key = f"artifacts/{agent.id}/1.pt"
-    get_store().put(key, data)
-    art = AgentArtifact(
-        agent_id=agent.id,
-        version=1,
-        role="speaker",
-        format="torchscript",
-        blob_key=key,
-        config={},
-        size=len(data),
-        sha256=hashlib.sha256(data).hexdigest(),
-        state="valid",
-    )
-    session.add(art)
+    art = stored_artifact(session, setup["owner"], "old-scripted-speaker", "speaker", buf.getvalue(), "torchscript", {})
     session.commit()
     old = {**setup, "speaker": art}
     pure = _run(session, old, listeners=False)

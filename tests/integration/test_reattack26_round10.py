@@ -181,18 +181,14 @@ def test_a_speakers_sample_is_held_to_max_len_where_generation_reads_it(session,
     """Validation checks sample()'s tokens ([B, L], L <= max_len), generation did not: a speaker
     answering otherwise there (uint8 ids, 8 to a declared int64's bytes, and the answer's 64 KB
     of framing) put instructions of 30,000 words in a study's items where max_len was 12."""
-    import hashlib
     import io
 
     import torch
     from sqlalchemy import select
 
     from app import jobs
-    from app.agents.models import AgentArtifact
-    from app.storage import get_store
-    from app.studies import services
     from app.studies.models import Item
-    from tests.integration.test_generation import _run, _setup
+    from tests.integration.test_generation import _run, _setup, stored_artifact
     from workers.navigation.train import load_model as load_builtin
     from workers.navigation.validate import validate_bytes
 
@@ -230,21 +226,7 @@ def test_a_speakers_sample_is_held_to_max_len_where_generation_reads_it(session,
     torch.jit.save(torch.jit.script(LongWinded(load_builtin(blob, config), word)), buf)
     data = buf.getvalue()
     assert validate_bytes("speaker", "torchscript", data, None).startswith("speaker with")
-    agent = services.register_agent(session, setup["owner"], "navigation", "long-winded-speaker")
-    key = f"artifacts/{agent.id}/1.pt"
-    get_store().put(key, data)
-    art = AgentArtifact(
-        agent_id=agent.id,
-        version=1,
-        role="speaker",
-        format="torchscript",
-        blob_key=key,
-        config={},
-        size=len(data),
-        sha256=hashlib.sha256(data).hexdigest(),
-        state="valid",
-    )
-    session.add(art)
+    art = stored_artifact(session, setup["owner"], "long-winded-speaker", "speaker", data, "torchscript", {})
     session.commit()
     run = _run(session, {**setup, "speaker": art}, listeners=False)  # max_len 12
     state = jobs.run_job(run.job_id)

@@ -8,7 +8,6 @@ characters with spaces and markup, which `workers/navigation/generate.py` used u
 
 from __future__ import annotations
 
-import hashlib
 import io
 from typing import List
 
@@ -16,12 +15,9 @@ import pytest
 from sqlalchemy import select
 
 from app import jobs
-from app.agents.models import AgentArtifact
 from app.kinds.navigation.architectures import MAX_WORD_CHARS
-from app.storage import get_store
-from app.studies import services
 from app.studies.models import Item
-from tests.integration.test_generation import _run, _setup, tiny_models  # noqa: F401 (a fixture)
+from tests.integration.test_generation import _run, _setup, stored_artifact, tiny_models  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.backend_agnostic("torch generation over stored artifacts, as test_generation.py")
 
@@ -78,21 +74,7 @@ def test_a_speaker_whose_vocabulary_changes_after_validation_cannot_put_long_wor
     torch.jit.save(torch.jit.script(TwoFacedSpeaker(load_builtin(blob, config))), buf)
     data = buf.getvalue()
     assert validate_bytes("speaker", "torchscript", data, None).startswith("speaker with")  # passes validation
-    agent = services.register_agent(session, setup["owner"], "navigation", "two-faced-speaker")
-    key = f"artifacts/{agent.id}/1.pt"
-    get_store().put(key, data)
-    art = AgentArtifact(
-        agent_id=agent.id,
-        version=1,
-        role="speaker",
-        format="torchscript",
-        blob_key=key,
-        config={},
-        size=len(data),
-        sha256=hashlib.sha256(data).hexdigest(),
-        state="valid",
-    )
-    session.add(art)
+    art = stored_artifact(session, setup["owner"], "two-faced-speaker", "speaker", data, "torchscript", {})
     session.commit()
     run = _run(session, {**setup, "speaker": art}, listeners=False)
     state = jobs.run_job(run.job_id)
