@@ -312,3 +312,21 @@ def test_a_safetensors_header_is_bounded_before_it_is_decoded(header, why):
         tracemalloc.stop()
     assert refused.value.field == "file"
     assert peak < 2 << 20, f"checking it held {peak >> 20} MB"
+
+
+def test_the_filter_refuses_the_kernel_log():
+    """syslog(2) reads the kernel's log where the host lets any user (dmesg_restrict = 0; it is
+    1 here, so a probe in the sandbox cannot tell the filter from the host): refused by the
+    filter itself, as Docker's default profile does (round 10)."""
+    import tempfile
+
+    pytest.importorskip("pyseccomp")
+    from workers.sandbox import _seccomp_filter
+
+    with tempfile.TemporaryFile("w+") as pfc:
+        _seccomp_filter().export_pfc(pfc)
+        pfc.seek(0)
+        text = pfc.read()
+    assert 'filter for syscall "syslog"' in text
+    rule = text.split('filter for syscall "syslog"')[1].split("# filter for syscall")[0]
+    assert "action ERRNO(1);" in rule
