@@ -17,6 +17,7 @@ from app.kinds.sts.env import (
     get_simulator,
     mission_category,
 )
+from tests.conftest import untraced
 
 SIM = BabyAISimulator()
 
@@ -159,25 +160,26 @@ def test_the_fast_view_is_minigrids_own_on_every_level():
     sim = get_simulator()
     rng = np.random.default_rng(7)
     seen = {"carrying": 0, "edge": 0, "hidden": 0}
-    for level in LEVELS:
-        for seed in (0, 1):
-            ep = sim.reset(level, seed)
-            env = ep._env
-            assert ep.observation()["image"].tolist() == MiniGridEnv.gen_obs(env)["image"].tolist()
-            for _ in range(60):
-                if ep.done:
-                    break
-                ep.step(int(rng.choice([0, 1, 2, 2, 2, 3, 4, 5])))
-                ours, theirs = gen_obs(env), MiniGridEnv.gen_obs(env)
-                assert ours["image"].dtype == theirs["image"].dtype == np.uint8
-                assert ours["image"].tolist() == theirs["image"].tolist(), (level, seed, ep.steps)
-                assert (ours["direction"], ours["mission"]) == (theirs["direction"], theirs["mission"])
-                # The step's own observation is ours.
-                assert ep.observation()["image"].tolist() == theirs["image"].tolist()
-                top_x, top_y, bot_x, bot_y = env.get_view_exts()
-                seen["edge"] += not (0 <= top_x and bot_x <= env.width and 0 <= top_y and bot_y <= env.height)
-                seen["carrying"] += env.carrying is not None
-                seen["hidden"] += int((theirs["image"][:, :, 0] == 0).any())
+    with untraced():
+        for level in LEVELS:
+            for seed in (0, 1):
+                ep = sim.reset(level, seed)
+                env = ep._env
+                assert ep.observation()["image"].tolist() == MiniGridEnv.gen_obs(env)["image"].tolist()
+                for _ in range(60):
+                    if ep.done:
+                        break
+                    ep.step(int(rng.choice([0, 1, 2, 2, 2, 3, 4, 5])))
+                    ours, theirs = gen_obs(env), MiniGridEnv.gen_obs(env)
+                    assert ours["image"].dtype == theirs["image"].dtype == np.uint8
+                    assert ours["image"].tolist() == theirs["image"].tolist(), (level, seed, ep.steps)
+                    assert (ours["direction"], ours["mission"]) == (theirs["direction"], theirs["mission"])
+                    # The step's own observation is ours.
+                    assert ep.observation()["image"].tolist() == theirs["image"].tolist()
+                    top_x, top_y, bot_x, bot_y = env.get_view_exts()
+                    seen["edge"] += not (0 <= top_x and bot_x <= env.width and 0 <= top_y and bot_y <= env.height)
+                    seen["carrying"] += env.carrying is not None
+                    seen["hidden"] += int((theirs["image"][:, :, 0] == 0).any())
     assert all(n > 20 for n in seen.values()), seen
 
 
@@ -204,28 +206,29 @@ def test_the_fast_object_search_is_minigrids_own_on_every_level():
             if hasattr(instr, attr):
                 yield getattr(instr, attr)
 
-    for level in LEVELS:
-        for seed in (0, 1):
-            ep = sim.reset(level, seed)
-            env = ep._env
-            for _ in range(25):
-                for desc in descriptions(env.instrs):
-                    for use_location in (True, False):
-                        before = (list(desc.obj_set), list(desc.obj_poss))
-                        ours = [list(x) for x in find_matching_objs(desc, env, use_location)]
-                        desc.obj_set, desc.obj_poss = list(before[0]), list(before[1])
-                        theirs = [list(x) for x in original(desc, env, use_location)]
-                        assert [[id(o) for o in ours[0]], ours[1]] == [[id(o) for o in theirs[0]], theirs[1]], (
-                            level,
-                            seed,
-                            use_location,
-                        )
-                        desc.obj_set, desc.obj_poss = before
-                        compared += 1
-                        located += use_location and desc.loc is not None
-                if ep.done:
-                    break
-                ep.step(int(rng.choice([0, 1, 2, 2, 3, 4])))
+    with untraced():
+        for level in LEVELS:
+            for seed in (0, 1):
+                ep = sim.reset(level, seed)
+                env = ep._env
+                for _ in range(25):
+                    for desc in descriptions(env.instrs):
+                        for use_location in (True, False):
+                            before = (list(desc.obj_set), list(desc.obj_poss))
+                            ours = [list(x) for x in find_matching_objs(desc, env, use_location)]
+                            desc.obj_set, desc.obj_poss = list(before[0]), list(before[1])
+                            theirs = [list(x) for x in original(desc, env, use_location)]
+                            assert [[id(o) for o in ours[0]], ours[1]] == [[id(o) for o in theirs[0]], theirs[1]], (
+                                level,
+                                seed,
+                                use_location,
+                            )
+                            desc.obj_set, desc.obj_poss = before
+                            compared += 1
+                            located += use_location and desc.loc is not None
+                    if ep.done:
+                        break
+                    ep.step(int(rng.choice([0, 1, 2, 2, 3, 4])))
     assert compared > 1000 and located > 20, (compared, located)
 
 
