@@ -496,14 +496,18 @@ def untraced():
     What the loop asserts is unchanged."""
     import coverage
 
-    cov = coverage.Coverage.current()
-    saved = {k: os.environ.pop(k) for k in ("COVERAGE_PROCESS_CONFIG", "COVERAGE_PROCESS_START") if k in os.environ}
-    if cov is not None:
+    # Every measurement this process runs: an xdist worker has pytest-cov's and the one its
+    # start-up began (it inherits COVERAGE_PROCESS_CONFIG), and stopping the one on top resumes
+    # the one below.
+    stopped = []
+    while (cov := coverage.Coverage.current()) is not None:
         cov.stop()
+        stopped.append(cov)
+    saved = {k: os.environ.pop(k) for k in ("COVERAGE_PROCESS_CONFIG", "COVERAGE_PROCESS_START") if k in os.environ}
     try:
         yield
     finally:
-        if cov is not None:
+        for cov in reversed(stopped):
             cov.start()
         os.environ.update(saved)
 
