@@ -28,14 +28,13 @@ import ctypes
 import errno
 import os
 import platform
-import secrets
 import struct
 import threading
 import time
 
 import pytest
 
-from tests.conftest import ROOT, login, make_user, untraced
+from tests.conftest import ROOT, login, make_user, untraced, SeededSecrets
 from workers.sandbox import sandbox_available
 
 LIBC = ctypes.CDLL(None, use_errno=True)
@@ -288,6 +287,7 @@ def test_an_interleaved_pattern_is_not_a_secret_key(key):
 def test_random_keys_are_never_refused_for_their_interleaved_characters():
     from app.config import weak_secret_key
 
+    secrets = SeededSecrets(3)
     for make in (lambda: secrets.token_hex(16), lambda: secrets.token_urlsafe(24)):
         with untraced():  # a calibration: the rules' lines are read by the refusals above
             refused = [k for k in (make() for _ in range(2000)) if weak_secret_key(k) is not None]

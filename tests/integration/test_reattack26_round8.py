@@ -18,7 +18,7 @@ import struct
 
 import pytest
 
-from tests.conftest import ROOT, untraced
+from tests.conftest import ROOT, untraced, SeededSecrets
 from tests.integration.test_reattack26_round3 import Probe, needs_sandbox
 
 # The child's answer pipe: stdout duplicated before stdout went to /dev/null.
@@ -166,16 +166,21 @@ def test_round_eight_weak_keys_are_refused(key):
 
 def test_random_uuids_and_base64_digests_of_random_bytes_pass():
     import base64
-    import secrets
     import uuid
 
     from app.config import weak_secret_key
+
+    secrets = SeededSecrets(8)
 
     with untraced():  # a calibration
         refused = [
             k
             for _ in range(500)
-            for k in (str(uuid.uuid4()), base64.b64encode(secrets.token_bytes(32)).decode(), secrets.token_hex(32))
+            for k in (
+                str(uuid.UUID(bytes=secrets.token_bytes(16), version=4)),
+                base64.b64encode(secrets.token_bytes(32)).decode(),
+                secrets.token_hex(32),
+            )
             if weak_secret_key(k)
         ]
     assert refused == []

@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import secrets
 import string
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import sys
 import pytest
 
 from app.config import weak_secret_key
-from tests.conftest import ROOT, untraced
+from tests.conftest import ROOT, untraced, SeededSecrets
 
 PATTERNS = [
     "abcdefghijklmnopqrstuvwxyz0123456789",
@@ -89,6 +88,7 @@ def test_a_pattern_is_not_a_secret_key(key):
 
 
 def test_random_keys_are_never_refused_for_a_run_they_happen_to_hold():
+    secrets = SeededSecrets(26)
     # token_hex(32) and the suite's own "test-secret-" + token_hex(24) too: a check by
     # compression refused over half of those (hex text compresses), and was taken back.
     for make in (

@@ -10,7 +10,7 @@ import stat
 import pytest
 
 from app.config import DEFAULT_SECRET_KEY, get_settings
-from tests.conftest import untraced
+from tests.conftest import untraced, SeededSecrets
 from tests.integration.test_cli_demo import run_cli
 
 
@@ -43,9 +43,9 @@ def test_the_server_and_the_worker_refuse_a_weak_key(key, why, tmp_path, monkeyp
 
 
 def test_random_keys_pass_and_patterns_do_not():
-    import secrets
-
     from app.config import key_bits, weak_secret_key
+
+    secrets = SeededSecrets(10)
 
     assert key_bits("ab" * 16) == 32.0 and key_bits("a" * 40) == 0  # length x bits per character
     with untraced():  # a calibration
