@@ -491,8 +491,8 @@ def client(app):
 @contextlib.contextmanager
 def untraced():
     """Runs a simulation, a calibration or a training loop without coverage's tracer, here and
-    in the processes it starts: branch tracing makes such loops 2-5 times slower (half the unit
-    folder's time), and the lines they run are covered by the hand-worked tests beside them.
+    in the processes it starts: branch tracing makes such loops 2-5 times slower (about half
+    of what tracing added to the unit folder's time), and the lines they run are covered by the hand-worked tests beside them.
     What the loop asserts is unchanged."""
     import coverage
 
