@@ -19,7 +19,7 @@ from starlette.datastructures import Headers
 
 from app import crowd
 from app.error_pages import error_response
-from app.jsonsafe import MAX_DEPTH, past_int_digits, too_deep, unstorable_escape
+from app.jsonsafe import MAX_DEPTH, MAX_INT_DIGITS, past_int_digits, too_deep, unstorable_escape
 from app.routes import DOCS_CSP, OAUTH2_REDIRECT, served_routes
 
 # The crowd's pages may be framed by the crowd platforms that show them in a frame (MTurk's
@@ -240,7 +240,9 @@ class JsonBodyGuard:
             )
         if past_int_digits(body):  # Python's parser refuses it with a bare ValueError: a 400 of no field
             return await _send_json(
-                send, 422, {"detail": "an integer in the JSON body has more than 4,300 digits", "field": "body"}
+                send,
+                422,
+                {"detail": f"an integer in the JSON body has more than {MAX_INT_DIGITS:,} digits", "field": "body"},
             )
         if unstorable_escape(body):  # PostgreSQL text refuses U+0000; no UTF-8 holds a lone surrogate
             return await _send_json(
