@@ -67,6 +67,10 @@ class Settings(BaseSettings):
     secret_key_file: str = str(ROOT / "var" / "secret_key")
     # Upload limit for CSV/JSONL imports (bytes, after decompression).
     max_upload_bytes: int = 50 * 1024 * 1024
+    # Values (JSON items and keys, CSV cells) one uploaded file may hold: each is a Python
+    # object when read, and a 50 MB file of `[],[],...` decoded to 1.2 GB. The largest released
+    # file, Hexagons' train.jsonl, holds 719,470; at 2,000,000 an upload holds some 120 MB.
+    max_upload_values: int = 2_000_000
     # Upload limit for agent artifacts (TorchScript archives, safetensors weights), in bytes.
     max_artifact_bytes: int = 200 * 1024 * 1024
     # An uploaded model's own process (workers/sandbox.py): CPU seconds for its whole life,

@@ -26,21 +26,69 @@ _NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
 _CLOSE_ALL = bytes.maketrans(b"{}", b"[]")
 
 
+def _raw(data: str | bytes) -> bytes:
+    return data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+
+
+def _unquoted(raw: bytes) -> bytes:
+    """JSON text without its strings (escapes first, so an escaped quote cannot end one)."""
+    return _STRING.sub(b"", _ESCAPE.sub(b"", raw)) if b'"' in raw else raw
+
+
 def too_deep(data: str | bytes, limit: int = MAX_DEPTH) -> bool:
     """Whether JSON text nests arrays and objects more than `limit` deep. Linear, and in C
     but for at most `limit` passes over the brackets; text that is not JSON may answer
     either way (the parser refuses it next)."""
-    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
-    if raw.count(b"[") + raw.count(b"{") <= limit:
-        return False
-    # Strings out (escapes first, so an escaped quote cannot end one), then only the brackets.
-    brackets = _STRING.sub(b"", _ESCAPE.sub(b"", raw)).translate(_CLOSE_ALL, _NOT_BRACKET)
+    raw = _raw(data)
+    return raw.count(b"[") + raw.count(b"{") > limit and _nests_past(_unquoted(raw), limit)
+
+
+def _nests_past(unquoted: bytes, limit: int) -> bool:
+    brackets = unquoted.translate(_CLOSE_ALL, _NOT_BRACKET)
     # Each pass drops the innermost pairs, i.e. one level everywhere.
     for _ in range(limit):
         if not brackets:
             return False
         brackets = brackets.replace(b"[]", b"")
     return b"[" in brackets
+
+
+_DOCUMENT_LINE = re.compile(rb"^[ \t\r]*[^\s]", re.MULTILINE)
+
+
+def count_values(data: str | bytes, lines: bool = False) -> int:
+    """How many values JSON text decodes to, keys counted: one Python object each, what
+    decoding costs beside the strings' own bytes. Read in C without decoding; exact for a valid
+    document (each `,` `:` `[` `{` outside a string adds one, and its first value one) and, with
+    `lines`, for JSON lines (a document a line); each empty array or object counts one more."""
+    raw = _raw(data)
+    return _count(_unquoted(raw), raw, lines)
+
+
+def _count(unquoted: bytes, raw: bytes, lines: bool = False) -> int:
+    documents = len(_DOCUMENT_LINE.findall(raw)) if lines else int(bool(raw.strip()))
+    return sum(map(unquoted.count, (b",", b":", b"[", b"{"))) + documents
+
+
+def max_values() -> int:
+    from app.config import get_settings
+
+    return get_settings().max_upload_values
+
+
+def too_many(data: str | bytes, limit: int | None = None, lines: bool = False) -> bool:
+    """Whether JSON text (with `lines`, JSON lines) holds more than `limit` values
+    (MAX_UPLOAD_VALUES): an empty list is 56 bytes in Python and 3 (`[],`) in a file, so 50 MB
+    of them decoded to 1.2 GB. Each value takes a byte at least, so shorter text is not counted."""
+    limit = max_values() if limit is None else limit
+    return len(data) >= limit and count_values(data, lines) > limit
+
+
+class TooMany(json.JSONDecodeError):
+    """Refused before parsing, like TooDeep."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"more than {limit:,} values (items and keys; the MAX_UPLOAD_VALUES limit)", "", 0)
 
 
 class TooDeep(json.JSONDecodeError):
@@ -104,7 +152,7 @@ def past_int_digits(data: bytes) -> bool:
 
 def bad_number(data: str | bytes, text: str) -> BadNumber:
     """BadNumber at the number's first occurrence as a number (not inside a longer one)."""
-    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    raw = _raw(data)
     m = re.search(rb"(?<![\w.\"])" + re.escape(text.encode()) + rb"(?![\w.\"])", raw)
     pos = m.start() if m else 0
     line = raw.count(b"\n", 0, pos) + 1
@@ -180,10 +228,15 @@ def _check_text(data: str | bytes, value):
 
 
 def loads(data: str | bytes, limit: int = MAX_DEPTH):
-    """json.loads for input from outside: TooDeep past `limit` levels of nesting, BadNumber
-    for an integer past 64 bits, BadText for a string holding U+0000 or a lone surrogate."""
-    if too_deep(data, limit):
-        raise TooDeep(limit)
+    """json.loads for input from outside: TooDeep past `limit` levels of nesting, TooMany past
+    MAX_UPLOAD_VALUES values, BadNumber for an integer past 64 bits, BadText for a string
+    holding U+0000 or a lone surrogate."""
+    raw, cap, unquoted = _raw(data), max_values(), None
+    if raw.count(b"[") + raw.count(b"{") > limit:
+        if _nests_past(unquoted := _unquoted(raw), limit):
+            raise TooDeep(limit)
+    if len(raw) >= cap and _count(unquoted if unquoted is not None else _unquoted(raw), raw) > cap:
+        raise TooMany(cap)
     long_digits = _LONG_DIGITS.search(data) if isinstance(data, str) else _LONG_DIGITS_BYTES.search(bytes(data))
     if long_digits is None:
         return _check_text(data, json.loads(data))

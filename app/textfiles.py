@@ -73,10 +73,16 @@ def jsonl_objects(data: bytes | str | Iterable[str]):
 
     from app import jsonsafe
 
-    lines = decode_upload(data).split("\n") if isinstance(data, (bytes, str)) else data
+    if isinstance(data, (bytes, str)):
+        lines, counted = refuse_many_values(decode_upload(data)).split("\n"), True
+    else:
+        lines, counted = data, False
+    values, cap = 0, jsonsafe.max_values()
     for line, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
+        if not counted and (values := values + jsonsafe.count_values(raw)) > cap:
+            raise InputError(f"the file holds {jsonsafe.TooMany(cap).msg}", line=line)
         try:
             obj = jsonsafe.loads(raw)
         except json.JSONDecodeError as exc:
@@ -84,6 +90,16 @@ def jsonl_objects(data: bytes | str | Iterable[str]):
         if not isinstance(obj, dict):
             raise InputError("each line must be a JSON object", line=line)
         yield line, obj
+
+
+def refuse_many_values(text: str, field: str = "file", lines: bool = True) -> str:
+    """JSON lines (or, without `lines`, a JSON document), refused before they are parsed when
+    they hold more than MAX_UPLOAD_VALUES values (`jsonsafe.too_many`)."""
+    from app import jsonsafe
+
+    if jsonsafe.too_many(text, lines=lines):
+        raise InputError(f"the file holds {jsonsafe.TooMany(jsonsafe.max_values()).msg}", field=field)
+    return text
 
 
 def each_once(
@@ -116,7 +132,9 @@ def csv_records(reader, text: str | None = None):
     quote in strict mode) as an InputError naming that line, instead of a `_csv.Error` (a 500).
     Given the file's `text`, a cell over the limit is named by its column (the first row is the
     header)."""
-    start, header = 1, None
+    from app import jsonsafe
+
+    start, header, cells, cap = 1, None, 0, jsonsafe.max_values()
     while True:
         try:
             row = next(reader)
@@ -131,6 +149,8 @@ def csv_records(reader, text: str | None = None):
                     f"a cell is longer than the limit of {csv.field_size_limit()} characters", line=start, field=field
                 ) from None
             raise InputError(f"malformed CSV: {exc}", line=start) from None
+        if (cells := cells + len(row)) > cap:  # each cell a Python string, as JSON's values are
+            raise InputError(f"the file holds more than {cap:,} cells (the MAX_UPLOAD_VALUES limit)", line=start)
         if header is None and row:
             header = [name.strip() for name in row]
         yield start, row

@@ -39,6 +39,7 @@ from typing import Any, Literal, cast
 
 from app import jsonsafe
 from app.errors import InputError
+from app.textfiles import refuse_many_values
 
 Source = str | Path | bytes | bytearray
 
@@ -315,7 +316,7 @@ def _jsonl_lines(raw: bytes, what: str) -> Iterator[tuple[int, dict]]:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise InputError(f"{what} is not UTF-8 text", field=what) from None
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(refuse_many_values(text, what).splitlines(), 1):
         if not line.strip():
             continue
         try:

@@ -26,7 +26,7 @@ import numpy as np
 
 from app import jsonsafe
 from app.errors import InputError
-from app.textfiles import decode_upload
+from app.textfiles import decode_upload, refuse_many_values
 from app.kinds.sts.env import (
     ACTIONS,
     ActionError,
@@ -254,7 +254,7 @@ def parse_recordings_jsonl(
     out: list[Replayable] = []
     seen: dict[str, int] = {}
     try:
-        text = decode_upload(data)
+        text = refuse_many_values(decode_upload(data))
     except InputError as exc:  # every refusal here is a RecordingError
         raise RecordingError(exc.message, line=exc.line, field=exc.field) from None
     for line, raw in enumerate(text.split("\n"), 1):

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from app import jsonsafe
 from app.errors import InputError
+from app.textfiles import refuse_many_values
 from app.kinds.tom.formats import (
     MAX_CID_LENGTH,
     ToMQuestion,
@@ -121,6 +122,7 @@ def _load_documents(text: str) -> list[tuple[object, str, int]]:
 
 
 def _documents(text: str) -> list[tuple[object, str, int]]:
+    refuse_many_values(text, lines=False)
     dec = _decoder()
     try:
         doc = dec.decode(text)
@@ -134,6 +136,7 @@ def _documents(text: str) -> list[tuple[object, str, int]]:
     except json.JSONDecodeError:
         # Not JSONL either: report where the single document went wrong.
         raise InputError(f"not valid JSON: {error.msg}", line=error.lineno) from None
+    refuse_many_values(text)  # as lines: each line's first value counts
     docs = []
     for i, raw in enumerate(lines):
         if raw.strip():

@@ -13,9 +13,10 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
-from app import jsonsafe
+
 from app.errors import InputError
 from app.kinds.base import ImportResult, ItemSpec, TaskKind
+from app.textfiles import jsonl_objects
 
 MAX_SENTENCE = 2000
 
@@ -26,20 +27,6 @@ class CountResponse(BaseModel):
 
 def count_words(sentence: str) -> int:
     return len(sentence.split())
-
-
-def json_lines(data: bytes):
-    """(line number, object) per non-blank JSONL line; InputError names the line."""
-    for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = jsonsafe.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not JSON: {exc.msg}", line=n) from None
-        if not isinstance(row, dict):
-            raise InputError("each line must be a JSON object", line=n)
-        yield n, row
 
 
 class WordCount(TaskKind):
@@ -78,7 +65,7 @@ class WordCount(TaskKind):
         if fmt != "jsonl":
             raise InputError(f"unknown format {fmt!r}: use jsonl", field="format")
         items, seen = [], set()
-        for n, row in json_lines(data):
+        for n, row in jsonl_objects(data):  # the core's reader: nesting, numbers and size bounded
             ext, sentence = row.get("id"), row.get("sentence")
             if not isinstance(ext, str) or not ext.strip():
                 raise InputError("id must be a non-empty string", line=n, field="id")
@@ -98,7 +85,7 @@ class WordCount(TaskKind):
         self, data: bytes, known_ids: set[str], payloads: dict[str, dict] | None = None
     ) -> dict[str, dict]:
         out = {}
-        for n, row in json_lines(data):
+        for n, row in jsonl_objects(data):  # the core's reader: nesting, numbers and size bounded
             if not isinstance(row.get("id"), str) or row["id"] not in known_ids:
                 raise InputError(f"unknown id {row.get('id')!r}", line=n, field="id")
             out[row["id"]] = self.parse_response({"words": row.get("words")})
