@@ -183,6 +183,37 @@ def test_the_fast_view_is_minigrids_own_on_every_level():
     assert all(n > 20 for n in seen.values()), seen
 
 
+def test_the_fast_frame_is_minigrids_own_on_every_level():
+    """fastobs.full_frame must draw what minigrid's get_frame does, pixel for pixel, shaded and
+    not, at two tile sizes: random walks that turn, move, pick up, drop and open on every
+    level (the agent at the grid's edge, walls hiding cells, carried objects, open doors)."""
+    from minigrid.minigrid_env import MiniGridEnv
+
+    from app.kinds.sts.fastobs import full_frame
+
+    sim = get_simulator()
+    rng = np.random.default_rng(11)
+    seen = {"frames": 0, "carrying": 0, "hidden": 0}
+    with untraced():
+        for level in LEVELS:
+            ep = sim.reset(level, 0)
+            env = ep._env
+            for step in range(14):
+                for tile, highlight in ((16, True), (16, False), (8, True)) if step % 5 == 0 else ((16, True),):
+                    theirs = MiniGridEnv.get_frame(env, highlight=highlight, tile_size=tile, agent_pov=False)
+                    ours = full_frame(env, tile, highlight)
+                    assert ours.dtype == theirs.dtype == np.uint8 and ours.shape == theirs.shape
+                    assert ours.tobytes() == theirs.tobytes(), (level, ep.steps, tile, highlight)
+                    seen["frames"] += 1
+                seen["carrying"] += env.carrying is not None
+                seen["hidden"] += int((ep.observation()["image"][:, :, 0] == 0).any())
+                if ep.done:
+                    break
+                ep.step(int(rng.choice([0, 1, 2, 2, 3, 3, 4, 5])))
+            assert ep.frame(16).tobytes() == full_frame(env, 16).tobytes()  # the episode's frame is ours
+    assert seen["frames"] > 400 and seen["carrying"] > 10 and seen["hidden"] > 100, seen
+
+
 def test_the_fast_object_search_is_minigrids_own_on_every_level():
     """fastobs.find_matching_objs (installed on ObjDesc) must build the lists minigrid's does,
     in the same order: every description of every mission, with and without location, after
