@@ -110,8 +110,18 @@ class BadNumber(json.JSONDecodeError):
 
 MAX_INT = 2**63 - 1
 # Only text with a run of 19 digits takes the slower checked parse.
-_LONG_DIGITS = re.compile(r"\d{19}", re.ASCII)
 _LONG_DIGITS_BYTES = re.compile(rb"\d{19}")
+# Every ASCII digit byte to "1", every other byte to "0": a run of 19 digits is then a substring
+# search, in C, instead of the regular expression's attempt at every position (0.6 s on a 30 MB
+# line, as much as the rest of its refusal).
+_DIGIT_BITS = bytes(0x31 if 0x30 <= b <= 0x39 else 0x30 for b in range(256))
+
+
+def has_long_digits(data: str | bytes) -> bool:
+    """Whether the text holds a run of 19 or more ASCII digits (`\\d{19}`, re.ASCII). In UTF-8
+    every other character's bytes are not digits, so a str's runs are its encoding's."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    return b"1" * 19 in raw.translate(_DIGIT_BITS)
 
 
 class OutOfRange(ValueError):
@@ -138,7 +148,7 @@ MAX_INT_DIGITS = 4_300
 def past_int_digits(data: bytes) -> bool:
     """Whether JSON text holds an integer int() refuses. Only text with a run of more digits
     is parsed to tell (the run may be inside a string, which is fine)."""
-    first = _LONG_DIGITS_BYTES.search(data)
+    first = _LONG_DIGITS_BYTES.search(data) if has_long_digits(data) else None
     if first is None or max(map(len, re.findall(rb"\d+", data[first.start() :]))) <= MAX_INT_DIGITS:
         return False
     try:
@@ -218,7 +228,8 @@ def unstorable_escape(data: bytes) -> bool:
 
 def _check_text(data: str | bytes, value):
     text = data if isinstance(data, str) else bytes(data).decode("utf-8", "replace")
-    found = _bad_text(value) if _BAD_ESCAPE.search(text) else None
+    # The escape search only where there is an escape: it tries every position (0.6 s on 30 MB).
+    found = _bad_text(value) if "\\u" in text and _BAD_ESCAPE.search(text) else None
     if found is None:
         return value
     what = "U+0000 (NUL)" if found == "\x00" else f"a lone surrogate (U+{ord(found):04X})"
@@ -237,8 +248,7 @@ def loads(data: str | bytes, limit: int = MAX_DEPTH):
             raise TooDeep(limit)
     if len(raw) >= cap and _count(unquoted if unquoted is not None else _unquoted(raw), raw) > cap:
         raise TooMany(cap)
-    long_digits = _LONG_DIGITS.search(data) if isinstance(data, str) else _LONG_DIGITS_BYTES.search(bytes(data))
-    if long_digits is None:
+    if not has_long_digits(raw):
         return _check_text(data, json.loads(data))
     try:
         return _check_text(data, json.loads(data, parse_int=checked_int))
