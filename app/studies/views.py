@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app import crowd, jobs
+from app import crowd, jobs, jsonsafe
 from app.agents.models import Agent, AgentOutput
 from app.auth.deps import Managed, db, managed_study, managing, require, verify_csrf
 from app.auth.models import User
@@ -968,7 +968,7 @@ async def auto_pause(request: Request, own: Managed = Depends(own_study)) -> Res
     study = own.study
     form = await request.form()
     try:
-        pairs = [json.loads(v) for v in form.getlist("pair") if isinstance(v, str)]
+        pairs = [jsonsafe.loads(v) for v in form.getlist("pair") if isinstance(v, str)]
         if not all(isinstance(p, list) and all(isinstance(a, str) for a in p) for p in pairs):
             raise InputError("each comparison is two agents", field="pairs")
         stopping.set_marks(own.session, study, pairs, own.user.id)

@@ -316,7 +316,7 @@ def _jsonl_lines(raw: bytes, what: str) -> Iterator[tuple[int, dict]]:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise InputError(f"{what} is not UTF-8 text", field=what) from None
-    for n, line in enumerate(refuse_many_values(text, what).splitlines(), 1):
+    for n, line in enumerate(refuse_many_values(text, what).split("\n"), 1):
         if not line.strip():
             continue
         try:

@@ -324,8 +324,7 @@ def parse_mission(obj: object, line: int, sim: Simulator) -> Mission:
 def _mission_records(text: str):
     """(line, record) of a JSONL file, or of a CSV file with a header row (told apart by the
     first line that is not blank: a JSON object starts with "{")."""
-    first = next((ln for ln in text.split("\n") if ln.strip()), "")
-    if first.lstrip().startswith("{"):
+    if text.lstrip().startswith("{"):  # the first line that is not blank (never a list of every line)
         yield from jsonl_objects(text)
         return
     reader = csv.reader(io.StringIO(text, newline=""))

@@ -129,6 +129,8 @@ def _documents(text: str) -> list[tuple[object, str, int]]:
         return [(d, text, 0) for d in (doc if isinstance(doc, list) else [doc])]
     except json.JSONDecodeError as exc:
         error = exc
+    # As lines (each line's first value counts, and each line, blank too, is a string) before any split.
+    refuse_many_values(text)
     lines = text.split("\n")  # not splitlines(): JSON strings may hold U+2028 and friends
     first = next(raw for raw in lines if raw.strip())
     try:
@@ -136,7 +138,6 @@ def _documents(text: str) -> list[tuple[object, str, int]]:
     except json.JSONDecodeError:
         # Not JSONL either: report where the single document went wrong.
         raise InputError(f"not valid JSON: {error.msg}", line=error.lineno) from None
-    refuse_many_values(text)  # as lines: each line's first value counts
     docs = []
     for i, raw in enumerate(lines):
         if raw.strip():

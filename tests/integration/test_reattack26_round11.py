@@ -1,0 +1,124 @@
+"""Issue 26, round eleven of the re-attack (from a fresh clone).
+
+- Blank lines were counted by no limit: every JSON-lines reader split the whole text into a
+  list of lines before reading any, and the values limit counts none for a blank line. 8 MB of
+  "  \\n" held 203 MB of the web process (a 50 MB one 1,250 MB, refused only at its last line);
+  a CSV of 50 MB of blank lines took 21.6 s of CPU to read past, each a record of no cells.
+- The study page's auto-pause form decoded its `pair` fields with `json.loads`: 100,000
+  nested brackets answered 500 (RecursionError).
+"""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+
+import pytest
+from sqlalchemy import func, select
+
+from app.auth.security import create_token
+from app.kinds import all_kinds
+from app.studies.models import Item, Study
+from tests.conftest import ROOT, login, make_user
+
+pytestmark = pytest.mark.backend_agnostic("the refusals come before any query")
+
+MB = 1 << 20
+FORMATS = [(name, fmt) for name, kind in sorted(all_kinds().items()) for fmt in kind.item_formats]
+
+
+def _set(monkeypatch, **env) -> None:
+    from app.config import get_settings
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, str(v))
+    get_settings.cache_clear()
+
+
+def _post(client, token: str, kind: str, fmt: str, data: bytes):
+    return client.post(
+        "/api/v1/studies",
+        headers={"Authorization": f"Bearer {token}"},
+        data={"kind": kind, "format": fmt, "settings": json.dumps({"title": "round 11"})},
+        files={"file": (f"items.{fmt}", data, "application/octet-stream")},
+    )
+
+
+def _rows(session) -> tuple[int, int]:
+    session.expire_all()
+    return session.scalar(select(func.count()).select_from(Study)), session.scalar(
+        select(func.count()).select_from(Item)
+    )
+
+
+@pytest.mark.parametrize("kind, fmt", FORMATS)
+def test_a_file_of_blank_lines_is_refused_holding_little(kind, fmt, app, client, session):
+    """3 million lines of two spaces (9 MB), then a broken line: each blank line was a string
+    of a list of every line (203 MB) before the first was read."""
+    researcher = make_user(session, "researcher")
+    token = create_token(session, researcher)
+    session.commit()
+    before = _rows(session)
+    tracemalloc.start()
+    try:
+        r = _post(client, token, kind, fmt, b"  \n" * 3_000_000 + b"{")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert r.status_code == 422, r.text
+    assert _rows(session) == before
+    # The request holds the 9 MB upload some seven times over (67 MB for a JSON document
+    # refused at once); a list of its lines held 203 MB.
+    assert peak < 100 * MB, f"refusing it held {peak // MB} MB"
+
+
+def _csvs() -> list[tuple[str, str, bytes]]:
+    """(kind, format, header) of the CSV readers a study upload reaches."""
+    tom = (ROOT / "tests" / "fixtures" / "tom" / "questions.csv").read_bytes().split(b"\n", 1)[0] + b"\n"
+    return [("tom", "csv", tom), ("sts", "missions", b"level,seed,id,instruction\n")]
+
+
+@pytest.mark.parametrize("kind, fmt, header", _csvs(), ids=lambda v: v if isinstance(v, str) else "")
+def test_blank_lines_of_a_csv_count_against_the_values_limit(kind, fmt, header, app, client, session, monkeypatch):
+    """Each blank line is a record the reader reads in turn (52 million in 50 MB): counted
+    as one, so the file is refused at the limit, not read to its end."""
+    researcher = make_user(session, "researcher")
+    token = create_token(session, researcher)
+    session.commit()
+    before = _rows(session)
+    _set(monkeypatch, MAX_UPLOAD_VALUES=1_000)
+    r = _post(client, token, kind, fmt, header + b"\n" * 5_000 + b"x\n")
+    assert r.status_code == 422, r.text
+    assert "more than 1,000 lines" in r.json()["detail"] and "MAX_UPLOAD_VALUES" in r.json()["detail"], r.json()
+    assert _rows(session) == before
+
+
+def test_the_sts_metrics_csv_counts_its_blank_lines(monkeypatch):
+    from app.errors import InputError
+    from app.kinds.sts.agent_metrics import parse_metrics
+
+    _set(monkeypatch, MAX_UPLOAD_VALUES=1_000)
+    with pytest.raises(InputError, match="more than 1,000 lines"):
+        parse_metrics(b"agent,success\n" + b"\n" * 5_000 + b"expert,0.5\n")
+
+
+def _study(client, session):
+    researcher = make_user(session, "researcher")
+    token = create_token(session, researcher)
+    session.commit()
+    demo = all_kinds()["a3ds"].demo()
+    r = _post(client, token, "a3ds", demo["format"], demo["items"])
+    assert r.status_code == 201, r.text
+    return researcher, r.json()["id"]
+
+
+@pytest.mark.parametrize(
+    "pair",
+    ["[" * 100_000 + "]" * 100_000, '["a", "\\ud800"]', '["\\u0000", "b"]', '["a", ' + "1" * 5_000 + "]"],
+    ids=["100,000 deep", "lone surrogate", "NUL", "5,000 digits"],
+)
+def test_the_auto_pause_form_refuses_malformed_pairs(pair, app, client, session):
+    researcher, study_id = _study(client, session)
+    csrf = login(client, researcher)
+    r = client.post(f"/studies/{study_id}/auto-pause", data={"pair": pair, "csrf_token": csrf}, follow_redirects=False)
+    assert r.status_code == 422, r.text[:300]
