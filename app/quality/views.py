@@ -124,11 +124,12 @@ async def decide(
     study = _study(session, study_id)
     form = await request.form()
     back = "/admin/review" if form.get("back") == "all" else f"/admin/studies/{study.id}/review"
-    # ASCII digits only ("²" is a digit to isdigit() and not to int()), and within the ids' range.
+    # ASCII digits only ("²" is a digit to isdigit() and not to int()), and within the ids' range
+    # (read only up to 10 digits: int() refuses 4,300 and more with a ValueError).
     ids = [
         int(v)
         for v in map(str, form.getlist("participant_id"))
-        if v.isascii() and v.isdigit() and 1 <= int(v) <= MAX_ID
+        if v.isascii() and v.isdigit() and len(v) <= 10 and 1 <= int(v) <= MAX_ID
     ]
     if not ids:
         raise InputError("select at least one worker", field="participant_id")

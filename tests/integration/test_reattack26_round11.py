@@ -6,6 +6,9 @@
   a CSV of 50 MB of blank lines took 21.6 s of CPU to read past, each a record of no cells.
 - The study page's auto-pause form decoded its `pair` fields with `json.loads`: 100,000
   nested brackets answered 500 (RecursionError).
+- Three page forms checked a number with `str.isdigit()`, which "²" passes and `int()` refuses,
+  or passed 5,000 digits to `int()`, which refuses more than 4,300: A3DS's generation form,
+  Hexagons' abstraction level, the admin's review form; each answered 500.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from app.auth.security import create_token
 from app.kinds import all_kinds
 from app.studies.models import Item, Study
 from tests.conftest import ROOT, login, make_user
+from tests.integration.test_hex_consolidation import _items, admin_client, disagreement_study  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.backend_agnostic("the refusals come before any query")
 
@@ -122,3 +126,53 @@ def test_the_auto_pause_form_refuses_malformed_pairs(pair, app, client, session)
     csrf = login(client, researcher)
     r = client.post(f"/studies/{study_id}/auto-pause", data={"pair": pair, "csrf_token": csrf}, follow_redirects=False)
     assert r.status_code == 422, r.text[:300]
+
+
+@pytest.mark.parametrize(
+    "captioner, batch",
+    [
+        ("artifact:²", ""),
+        ("artifact:" + "1" * 5_000, ""),
+        ("artifact:" + "9" * 30, ""),
+        ("speaker:x", "²"),
+        ("speaker:x", "9" * 5_000),
+        ("speaker:x", "9" * 30),
+    ],
+    ids=["superscript id", "5,000-digit id", "30-digit id", "superscript batch", "5,000-digit batch", "30-digit batch"],
+)
+def test_the_a3ds_generation_form_refuses_numbers_int_cannot_read(captioner, batch, app, client, session):
+    """The form checked its numbers with str.isdigit(), which "²" passes and int() refuses, and
+    int() refuses 5,000 digits: both answered 500."""
+    researcher, study_id = _study(client, session)
+    csrf = login(client, researcher)
+    data = {"captioner": captioner, "batch_size": batch, "csrf_token": csrf}
+    r = client.post(f"/a3ds/studies/{study_id}/generations", data=data, follow_redirects=False)
+    assert r.status_code == 303, r.text[:300]
+    assert "Not started" in client.get(f"/studies/{study_id}").text
+
+
+def test_the_review_form_refuses_a_worker_id_of_5000_digits(app, client, session):
+    """An admin's review form read each id with int() before its range: 5,000 digits answered 500."""
+    researcher, study_id = _study(client, session)
+    admin = make_user(session, "admin")
+    session.commit()
+    csrf = login(client, admin)
+    data = {"participant_id": "1" * 5_000, "decision": "approve", "csrf_token": csrf}
+    r = client.post(f"/admin/studies/{study_id}/review", data=data, follow_redirects=False)
+    assert r.status_code == 422, r.text[:300]
+
+
+@pytest.mark.parametrize("level", ["²", "1" * 5_000])
+def test_the_hexagons_abstraction_form_refuses_a_level_int_cannot_read(level, session, admin_client):  # noqa: F811
+    """The step page's level was checked with str.isdigit(), which "²" passes and int()
+    refuses, as it refuses 5,000 digits: both answered 500."""
+    study = disagreement_study(session, make_user(session, "researcher"), label_abstraction=True)
+    item = _items(session, study)["1"]
+    r = admin_client.post(
+        f"/hexagons/studies/{study.id}/consolidation/{item.id}/2/abstraction",
+        data={"csrf_token": admin_client.headers["X-CSRF-Token"], "level": level},
+        follow_redirects=True,
+    )
+    assert r.status_code == 200 and "Not saved: field &#39;level&#39;: level must be 0, 1, 2 or 3" in r.text, r.text[
+        :300
+    ]

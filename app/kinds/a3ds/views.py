@@ -19,7 +19,7 @@ from app.kinds.a3ds import generation
 from app.params import BodyId, FormText
 from app.runs.legacy import job_routes
 from app.runs.views import section_route, start_from_page
-from app.web import rate_limit
+from app.web import form_number, rate_limit
 from app.kinds.a3ds.render import SIZES, scene_png
 from app.kinds.a3ds.scenes import N_SCENES
 
@@ -101,16 +101,18 @@ def start_generation_page(
     def params() -> dict:
         if what not in ("speaker", "artifact", "listener") or not value:
             raise InputError("choose a captioner", field="captioner")
-        if not value.isdigit() and what == "artifact":
+        # ASCII digits ("²" is a digit to isdigit() and not to int()); form_number refuses past
+        # int()'s 4,300 digits, and the run's own checks bound the number.
+        if what == "artifact" and not (value.isascii() and value.isdigit()):
             raise InputError("artifact_id must be an integer", field="artifact_id")
         size = batch_size.strip()
-        if size and not size.isdigit():
+        if size and not (size.isascii() and size.isdigit()):
             raise InputError("batch_size must be an integer", field="batch_size")
         return {
             "speaker": value if what == "speaker" else None,
-            "artifact_id": int(value) if what == "artifact" else None,
+            "artifact_id": form_number(value, "artifact_id") if what == "artifact" else None,
             "listener": value if what == "listener" else None,
-            "batch_size": int(size) if size else generation.DEFAULT_BATCH,
+            "batch_size": form_number(size, "batch_size") or generation.DEFAULT_BATCH,
         }
 
     noun = "Listener" if what == "listener" else "Captioner"

@@ -397,7 +397,8 @@ def label_step_page(request: Request, form: Annotated[LabelForm, Form()], at: St
 
     level, adopt = form.level.strip(), bool(form.adopt)
     try:
-        if level and not level.isdigit():
+        # One ASCII digit: "²" is a digit to isdigit() and not to int(), which refuses 5,000 digits.
+        if level and not (level.isascii() and level.isdigit() and len(level) == 1):
             raise InputError("level must be 0, 1, 2 or 3", field="level")
         value = {"level": int(level) if level else None, "mechanisms": form.mechanisms}
         out = consolidation.label(at.session, at.study, at.item_id, at.step, value, at.user, adopt=adopt)
