@@ -4,10 +4,11 @@ HTTPException."""
 
 from __future__ import annotations
 
+import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DataError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -64,6 +65,17 @@ def install(app: FastAPI) -> None:
         response = render(request, "error.html", status_code=503, title="Try again in a minute", message=str(exc))
         response.headers.update(headers)
         return response
+
+    @app.exception_handler(DataError)
+    @app.exception_handler(psycopg.DataError)  # the crowd's hot path speaks psycopg itself
+    async def data_error(request: Request, exc: DataError | psycopg.DataError) -> Response:
+        # PostgreSQL's text holds no U+0000, and psycopg refuses to send one: a NUL in a
+        # request's path, query or form (a crowd link's slug or worker id, a login's email)
+        # is input no row can match or hold, refused as such rather than a 500. Any other
+        # DataError is the server's.
+        if "NUL (0x00)" not in str(getattr(exc, "orig", None) or exc):
+            raise exc
+        return await input_error(request, InputError("a value holds U+0000 (NUL), which no text column holds"))
 
     @app.exception_handler(OperationalError)
     @app.exception_handler(PoolTimeout)

@@ -9,6 +9,8 @@
 - Three page forms checked a number with `str.isdigit()`, which "²" passes and `int()` refuses,
   or passed 5,000 digits to `int()`, which refuses more than 4,300: A3DS's generation form,
   Hexagons' abstraction level, the admin's review form; each answered 500.
+- A NUL (`%00`) in the crowd's paths and query or the login form answered 500 on PostgreSQL,
+  whose text holds none: anyone's to send.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from sqlalchemy import func, select
 from app.auth.security import create_token
 from app.kinds import all_kinds
 from app.studies.models import Item, Study
-from tests.conftest import ROOT, login, make_user
+from tests.conftest import ROOT, csrf_of, login, make_user
 from tests.integration.test_hex_consolidation import _items, admin_client, disagreement_study  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.backend_agnostic("the refusals come before any query")
@@ -176,3 +178,25 @@ def test_the_hexagons_abstraction_form_refuses_a_level_int_cannot_read(level, se
     assert r.status_code == 200 and "Not saved: field &#39;level&#39;: level must be 0, 1, 2 or 3" in r.text, r.text[
         :300
     ]
+
+
+@pytest.mark.parametrize("db_url", ["sqlite", "postgresql"], indirect=True)
+def test_a_nul_in_a_crowd_link_or_the_login_form_is_refused_as_input(app, client, session):
+    """PostgreSQL's text holds no U+0000 and psycopg refuses to send one: a NUL in the crowd's
+    paths and query (anyone's to send) or in the login form answered 500 on PostgreSQL."""
+    researcher, study_id = _study(client, session)
+    slug = session.get(Study, study_id).slug
+    nul = "a%00b"
+    for url in (
+        f"/s/{nul}",
+        f"/s/{slug}?PROLIFIC_PID={nul}&STUDY_ID=x&SESSION_ID=y",
+        f"/task/{nul}",
+        f"/api/v1/crowd/{nul}/next",
+        f"/api/v1/sts/play/{nul}/1",
+    ):
+        r = client.get(url, follow_redirects=False)
+        assert 300 <= r.status_code < 500, (url, r.status_code, r.text[:200])
+    client.cookies.clear()
+    csrf = csrf_of(client)
+    r = client.post("/login", data={"email": "a\x00b@example.org", "password": "x", "csrf_token": csrf})
+    assert 400 <= r.status_code < 500, r.text[:200]
