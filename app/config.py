@@ -221,7 +221,21 @@ def placeholder(key: str) -> str | None:
         return "a time-based or constant UUID (its clock's time and the machine's address)"
     if name_uuid_of_a_guess(key):
         return "a name-based UUID (version 3 or 5) of a word or a common key name"
+    if _network_address(key):
+        return "a network address (IPv6 written out is 39 characters), which is public, not secret"
     return None
+
+
+def _network_address(key: str) -> bool:
+    """Whether the key is an IP address or network (round 11 of issue 26's re-attack: the
+    documentation's "2001:0db8:85a3:0000:0000:8a2e:0370:7334" passed every rule)."""
+    import ipaddress
+
+    try:
+        ipaddress.ip_interface(key.strip().strip("[]"))
+    except ValueError:
+        return False
+    return True
 
 
 def counting(key: str) -> bool:

@@ -11,6 +11,7 @@
   Hexagons' abstraction level, the admin's review form; each answered 500.
 - A NUL (`%00`) in the crowd's paths and query or the login form answered 500 on PostgreSQL,
   whose text holds none: anyone's to send.
+- SECRET_KEY: an IP address passed every rule (the documentation's IPv6 example, 39 characters).
 """
 
 from __future__ import annotations
@@ -200,3 +201,17 @@ def test_a_nul_in_a_crowd_link_or_the_login_form_is_refused_as_input(app, client
     csrf = csrf_of(client)
     r = client.post("/login", data={"email": "a\x00b@example.org", "password": "x", "csrf_token": csrf})
     assert 400 <= r.status_code < 500, r.text[:200]
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "2001:0db8:85a3:0000:0000:8a2e:0370:7334",  # the documentation's example address
+        "fe80:0000:0000:0000:0202:b3ff:fe1e:8329/64",
+        "[2001:0db8:0000:0000:0000:ff00:0042:8329]",
+    ],
+)
+def test_a_network_address_is_not_a_secret_key(key):
+    from app.config import weak_secret_key
+
+    assert "network address" in (weak_secret_key(key) or ""), weak_secret_key(key)
