@@ -199,6 +199,8 @@ PR_SET_PDEATHSIG = 1
 MAX_PENDING_SIGNALS = 64
 # Threads only: a clone without CLONE_THREAD is a new process (glibc's fork and posix_spawn).
 CLONE_THREAD = 0x00010000
+# mmap's flags (MAP_SHARED_VALIDATE, 0x03, holds MAP_SHARED's bit).
+MAP_SHARED, MAP_ANONYMOUS, MAP_GROWSDOWN = 0x01, 0x20, 0x0100
 # Processes of the sandbox's user, threads included (RLIMIT_NPROC counts both), on top of those
 # it already has: torch's pools and a few more, never a fork bomb's worth.
 NPROC_HEADROOM = 64
@@ -700,12 +702,18 @@ def _drop_privileges(uid: int) -> int:
     return os.getuid()
 
 
-def _seccomp_filter():
+def _seccomp_filter(device: str = "cpu"):
     """Built before privileges are dropped (the library's files may be out of reach after)."""
     import pyseccomp as seccomp
 
     f = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
     deny = seccomp.ERRNO(errno.EPERM)
+    if device != "cpu":
+        # Off the CPU only RLIMIT_DATA bounds memory (_limit), and it counts private writable
+        # mappings: a shared anonymous one (shmem) or one that grows down (a stack's) held 2 GB
+        # past a 512 MB limit (issue 26, re-attack round 11). Refused as the limit would be.
+        for flags in (MAP_SHARED | MAP_ANONYMOUS, MAP_GROWSDOWN):
+            f.add_rule(seccomp.ERRNO(errno.ENOMEM), "mmap", seccomp.Arg(3, seccomp.MASKED_EQ, flags, flags))
     named = set()
     for name in DENIED_SYSCALLS:
         try:
@@ -822,7 +830,7 @@ def child_main() -> int:
         module, func = spec["loader"].split(":")
         loader = getattr(importlib.import_module(module), func)
         _warm_up(device)
-        lock = _seccomp_filter()
+        lock = _seccomp_filter(device)
         uid = _drop_privileges(_sandbox_uid())
         _limit(int(limits["cpu_s"]), int(limits["memory_mb"]), device, uid)
         _die_with_parent(int(spec["parent"]))
