@@ -112,7 +112,7 @@ def start_generation_page(
             "speaker": value if what == "speaker" else None,
             "artifact_id": form_number(value, "artifact_id") if what == "artifact" else None,
             "listener": value if what == "listener" else None,
-            "batch_size": form_number(size, "batch_size") or generation.DEFAULT_BATCH,
+            "batch_size": generation.DEFAULT_BATCH if not size else form_number(size, "batch_size"),
         }
 
     noun = "Listener" if what == "listener" else "Captioner"
