@@ -12,8 +12,7 @@ from typing import Any, TypedDict, Unpack
 
 from app.leaderboards import stats
 from app.leaderboards.rows import plan_cell
-
-PLAN_HALF_WIDTH = 0.05  # the interval a plan is made for by default: ±5 points on a 0-1 scale
+from app.leaderboards.stats import PLAN_HALF_WIDTH
 
 
 def judged_row(

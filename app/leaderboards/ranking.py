@@ -16,13 +16,14 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-from sqlalchemy import and_, select
-from sqlalchemy.orm import Session
+from typing import TYPE_CHECKING, Any
 
 from app.leaderboards.sequential import Arrival
 from app.leaderboards.settled import settled_table
+
+if TYPE_CHECKING:  # the ORM is imported where a query runs: a kind's package, which
+    # imports this module, is imported by the sandboxed process too (workers/sandbox.py)
+    from sqlalchemy.orm import Session
 
 __all__ = ["Ranking", "agent_of", "arrivals", "item_agents", "settled_section", "section"]
 
@@ -63,6 +64,8 @@ def agent_of(ranking: Ranking, category: str, payload: JSON | None, reference: J
 
 def item_agents(session: Session, study: Any, ranking: Ranking) -> dict[int, str | None]:
     """Each non-gold item's agent (item id -> agent name, None for no agent's)."""
+    from sqlalchemy import select
+
     from app.studies.models import Item
 
     where = Item.study_id == study.id, Item.is_gold.is_(False)
@@ -81,6 +84,8 @@ def arrivals(session: Session, study: Any, ranking: Ranking) -> dict[str, list[A
     """Per agent, (arrival, unit, value) for each valid, non-gold answer in the order it
     arrived (arrival: the annotation's created time, then its id). A unit's first value per
     agent is the one the confidence sequences count (sequential.settle)."""
+    from sqlalchemy import and_, select
+
     from app.studies.models import Annotation, Item
 
     agents = item_agents(session, study, ranking)

@@ -72,6 +72,9 @@ Z95 = 1.959963984540054
 
 NAN = float("nan")
 
+#: The interval a plan is made for by default: ±5 points on a 0-1 scale (leaderboards.judged).
+PLAN_HALF_WIDTH = 0.05
+
 #: The names ``Estimate.method`` takes.
 WILSON = "Wilson"
 WILSON_EFFECTIVE = "Wilson (effective n)"

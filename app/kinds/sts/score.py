@@ -47,7 +47,7 @@ from typing import Any
 from app.errors import InputError
 from app.leaderboards.correction import rogan_gladen_estimate
 from app.leaderboards import stats
-from app.leaderboards.judged import PLAN_HALF_WIDTH
+from app.leaderboards.stats import PLAN_HALF_WIDTH  # not judged's: its rows import the ORM
 from app.textfiles import jsonl_objects
 
 MARKERS = ("success", "failure")
