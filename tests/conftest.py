@@ -278,12 +278,11 @@ SLOW_FILES = {
     "test_faults.py": 48,
     "test_malformed_files.py": 45,
     "test_sts_pairs.py": 43,
-    "test_sts_policies.py": 38,
     "test_prolific.py": 38,
-    "test_documented_commands.py": 36,
     "test_walk_fit.py": 36,
     "test_sandbox.py": 33,
     "test_reattack26_secrets.py": 31,
+    "test_sts_policies.py": 31,
     "test_leaderboard.py": 30,
     "test_sections_sampled.py": 30,
     "test_hex_executors.py": 29,
@@ -307,6 +306,7 @@ SLOW_FILES = {
     "test_nav_certified.py": 22,
     "test_secrets.py": 22,
     "test_sts_analysis.py": 22,
+    "test_documented_commands.py": 19,
 }
 PER_TEST_S = {"unit": 0.05, "integration": 0.3, "browser": 1.5}
 
