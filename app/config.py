@@ -223,6 +223,29 @@ def placeholder(key: str) -> str | None:
         return "a name-based UUID (version 3 or 5) of a word or a common key name"
     if _network_address(key):
         return "a network address (IPv6 written out is 39 characters), which is public, not secret"
+    if where := _published(key):
+        return f"the example key printed in {where}, which is public, not secret"
+    return None
+
+
+# Keys a framework's documentation prints as what a random key looks like, copied from there
+# into thousands of projects (round 12 of issue 26's re-attack: each passed every rule, random
+# as they are). A quarter of one (16 hex digits) in a key is a copy, maybe edited (one found
+# online ends "...bcb1"): a random key holds a given 16 hex digits once in some 10^17.
+_PUBLISHED_KEYS = {
+    "09d25e094faa6ca2556c818166b7a9563b93f7099f6f0f4caa6cf63b88e8d3e7": "FastAPI's security tutorial",
+    "192b9bdd22ab9ed4d12e236c78afcb9a393ec15f71bbf5dc987d54727823bcbf": "Flask's documentation",
+}
+_PUBLISHED_PART = 16
+
+
+def _published(key: str) -> str | None:
+    """Where the example key the key copies (in part) was printed, or None."""
+    low = key.lower()
+    for published, where in _PUBLISHED_KEYS.items():
+        parts = (published[i : i + _PUBLISHED_PART] for i in range(0, len(published), _PUBLISHED_PART))
+        if any(part in low for part in parts):
+            return where
     return None
 
 

@@ -16,7 +16,7 @@ import errno
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SeededSecrets
 from tests.integration.test_reattack26_round3 import needs_sandbox
 from tests.integration.test_reattack26_round11 import Round11Probe
 
@@ -89,3 +89,28 @@ def test_a_model_off_the_cpu_cannot_hold_page_tables_its_limit_does_not_count(pr
         assert model.call("page_tables", 0, PROT_READ | PROT_WRITE, PROT_NONE, 128) == [0, 0]
     finally:
         model.close()
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "09d25e094faa6ca2556c818166b7a9563b93f7099f6f0f4caa6cf63b88e8d3e7",  # FastAPI's tutorial
+        "192b9bdd22ab9ed4d12e236c78afcb9a393ec15f71bbf5dc987d54727823bcbf",  # Flask's documentation
+        "192b9bdd22ab9ed4d12e236c78afcb9a393ec15f71bbf5dc987d54727823bcb1",  # a copy, edited
+        "SECRET_KEY=09D25E094FAA6CA2556C818166B7A9563B93F7099F6F0F4CAA6CF63B88E8D3E7",  # pasted whole
+    ],
+    ids=["fastapi", "flask", "flask edited", "dotenv line"],
+)
+def test_an_example_key_from_a_frameworks_documentation_is_not_a_secret_key(key):
+    """Random-looking, so every rule passed them; printed in documentation and copied into
+    thousands of projects, so anyone can sign with them."""
+    from app.config import weak_secret_key
+
+    assert "example key printed in" in (weak_secret_key(key) or ""), weak_secret_key(key)
+
+
+def test_random_keys_do_not_look_like_published_ones():
+    from app.config import _published
+
+    secrets = SeededSecrets(12)
+    assert [k for _ in range(20_000) if _published(k := secrets.token_hex(32))] == []
