@@ -120,6 +120,10 @@ def cancel(session: Session, job: Job, reason: str = "cancelled by the researche
     return job
 
 
+# How long enqueue waits for each answer from Redis (issue 26, re-attack round 12).
+BROKER_SOCKET_TIMEOUT_S = 3
+
+
 class BrokerUnavailable(RuntimeError):
     """The job queue (Redis) cannot be reached; the caller withdraws what it stored and the
     request answers 503 with Retry-After (app/error_pages.py)."""
@@ -143,6 +147,9 @@ def enqueue(job_id: int, task: str | None = None) -> None:
 
         client = Celery(broker=settings.redis_url)
         client.conf.broker_connection_timeout = 3
+        # A Redis that takes the connection and never answers (stopped, hung, cut off after the
+        # handshake) held the request for good: each read waits BROKER_SOCKET_TIMEOUT_S at most.
+        client.conf.broker_transport_options = {"socket_timeout": BROKER_SOCKET_TIMEOUT_S}
         try:
             client.send_task(
                 CELERY_TASK,

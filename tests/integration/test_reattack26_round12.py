@@ -5,6 +5,11 @@
   writable private mappings), yet each read held a page table of 4 KB in the kernel: 1 GB of
   them (VmPTE 1,051,572 kB) past a 512 MB limit, more with more address space. Making memory
   read-only with mprotect (what RLIMIT_DATA counted is then uncounted) did the same.
+- SECRET_KEY: the example keys printed in FastAPI's security tutorial and Flask's documentation
+  (random hex, copied into many public projects) passed every rule.
+- A Redis that takes the connection and never answers (stopped with SIGSTOP, hung, or cut off
+  after the handshake) held a request that enqueued a job for good (still waiting after 40 s):
+  only connecting had a timeout.
 
 This module is also the probe's loader (`tests.integration.test_reattack26_round12:load`).
 """
@@ -13,10 +18,15 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import socket
+import time
 
 import pytest
+from sqlalchemy import func, select
 
-from tests.conftest import ROOT, SeededSecrets
+from app import jobs
+from app.config import get_settings
+from tests.conftest import ROOT, SeededSecrets, create_tom_study, login, make_user
 from tests.integration.test_reattack26_round3 import needs_sandbox
 from tests.integration.test_reattack26_round11 import Round11Probe
 
@@ -114,3 +124,27 @@ def test_random_keys_do_not_look_like_published_ones():
 
     secrets = SeededSecrets(12)
     assert [k for _ in range(20_000) if _published(k := secrets.token_hex(32))] == []
+
+
+@pytest.fixture
+def silent_broker(monkeypatch):
+    """A "Redis" that takes connections (the kernel's backlog) and never answers a byte."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(64)
+        monkeypatch.setenv("REDIS_URL", f"redis://127.0.0.1:{server.getsockname()[1]}/0")
+        get_settings.cache_clear()
+        yield
+    get_settings.cache_clear()
+
+
+@pytest.mark.timeout(120)
+def test_a_broker_that_never_answers_is_a_503_not_a_hung_request(app, client, session, silent_broker):
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, title="Silent broker")
+    csrf = login(client, owner)
+    started = time.monotonic()
+    r = client.post(f"/api/v1/studies/{study.id}/exports", headers={"X-CSRF-Token": csrf})
+    assert r.status_code == 503 and r.headers["Retry-After"] == "30", r.text
+    assert time.monotonic() - started < 30  # 4 s here; before, still waiting after 40
+    assert session.scalar(select(func.count()).select_from(jobs.Job)) == 0
