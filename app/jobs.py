@@ -422,9 +422,13 @@ _QUERY_SECRET = re.compile(
 )
 # Any `name=value` whose name says secret (round 8: `aws_secret_access_key=`, `session_token=`,
 # a presigned URL's `X-Amz-Signature=` and `X-Amz-Credential=`), and a bearer or basic token.
-_DSN_PASSWORD = re.compile(
-    r"\b([\w-]*(?:password|passwd|secret|token|signature|credential|access_key|api_?key)[\w-]*\s*=\s*)"
-    r"(?:'[^']*'|[^\s'\"&;,]+)",
+_SECRET_NAME = r"[\w-]*(?:password|passwd|secret|token|signature|credential|access_key|api[-_]?key)[\w-]*"
+_DSN_PASSWORD = re.compile(rf"\b({_SECRET_NAME}\s*=\s*)(?:'[^']*'|[^\s'\"&;,]+)", re.IGNORECASE)
+# Round 12: the same names before a colon, as Python's repr and JSON write a mapping
+# ('password': 'x', "secret_key": "x") and a header or YAML a field (x-api-key: x, SECRET_KEY: x:
+# a name with "-" or "_", as "no token: set it" is a sentence); and "api-key=" too.
+_MAPPED_SECRET = re.compile(
+    rf"""((['"]){_SECRET_NAME}\2\s*:\s*|\b(?=[\w-]*[-_]){_SECRET_NAME}\s*:\s*)(?:'[^']*'|"[^"]*"|[^\s'"&;,]+)""",
     re.IGNORECASE,
 )
 _AUTHORIZATION = re.compile(r"\b((?:Bearer|Basic)\s+)[^\s'\"]+", re.IGNORECASE)
@@ -435,6 +439,7 @@ def redact(text: str) -> str:
     the credentials in a URL blanked (the job's traceback keeps them, for admins)."""
     text = _URL_CREDENTIALS.sub(r"\1<credentials>@", text)
     text = _DSN_PASSWORD.sub(r"\1<credentials>", _QUERY_SECRET.sub(r"\1<credentials>", text))
+    text = _MAPPED_SECRET.sub(r"\1<credentials>", text)
     text = _AUTHORIZATION.sub(r"\1<credentials>", text)
     text = _QUOTED_PATH.sub(r"\1<path>\1", text)
     return _blank_paths(_FILE_URL.sub("<path>", _SQLITE_URL.sub("<path>", text)))

@@ -148,3 +148,63 @@ def test_a_broker_that_never_answers_is_a_503_not_a_hung_request(app, client, se
     assert r.status_code == 503 and r.headers["Retry-After"] == "30", r.text
     assert time.monotonic() - started < 30  # 4 s here; before, still waiting after 40
     assert session.scalar(select(func.count()).select_from(jobs.Job)) == 0
+
+
+class _Executor:
+    """A Hexagons executor that answered a valid vocabulary to validation, and now this."""
+
+    def __init__(self, words):
+        self.words = words
+
+    def vocabulary(self):
+        return self.words
+
+    def execute(self, tokens, board):
+        import torch
+
+        from app.kinds.hexagons.board import COLOURS, TILES
+
+        return torch.zeros(len(board), TILES, len(COLOURS))
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["<pad>", "<unk>", *(f"w{i}" for i in range(60_000))],  # past the 50,000 validation allows
+        ["<pad>", "<unk>", "x" * 100_000],  # a word of 100,000 characters
+        ["<pad>", "<unk>", ["a list"]],  # not a string (a TypeError in encode)
+    ],
+    ids=["60,000 words", "a 100,000-character word", "not a string"],
+)
+def test_a_hexagons_run_checks_the_executors_vocabulary_again(words):
+    """A3DS's and navigation's runs check a model's vocabulary() again, as a model may answer
+    otherwise than at validation (round 10); Hexagons' took whatever it answered."""
+    from app.kinds.hexagons.board import TILES
+    from workers.hexagons.executor import execute_procedures
+
+    procedures = [(["put red on 1"], [0] * TILES, None)]
+    with pytest.raises(ValueError, match=r"vocabulary\(\)"):
+        execute_procedures(_Executor(words), procedures, "own")
+
+
+@pytest.mark.parametrize(
+    "text, secret",
+    [
+        ("could not connect with {'user': 'proctor', 'password': 'hunter2'}", "hunter2"),
+        ('the config {"secret_key": "abc123def456"} was refused', "abc123def456"),
+        ("request failed with x-api-key: AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
+        ("SECRET_KEY: s3cr3t-v4lue in the environment", "s3cr3t-v4lue"),
+        ("private-token: glpat-abcdefghij refused", "glpat-abcdefghij"),
+        ("the bucket refused api-key=abc123def", "abc123def"),
+    ],
+    ids=["repr", "json", "header", "yaml", "private-token", "api-key="],
+)
+def test_a_failure_reason_blanks_a_secret_written_with_a_colon(text, secret):
+    """Round 8 blanked `name=value` for names that say secret; the same value written as
+    Python's repr or JSON writes a mapping, or as a header, showed whole."""
+    shown = jobs.failure_reason(ValueError(text))
+    assert secret not in shown and "<credentials>" in shown, shown
+
+
+def test_a_sentence_about_a_token_is_left_alone():
+    assert jobs.redact("no token: set PROLIFIC_TOKEN") == "no token: set PROLIFIC_TOKEN"

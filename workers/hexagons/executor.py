@@ -125,7 +125,12 @@ def execute_procedures(
     from app.kinds.hexagons.architectures import encode
 
     dev = torch.device(device)
-    words = list(model.vocabulary())
+    # Checked again here, as A3DS's and navigation's runs do: validation saw one answer, a model
+    # may give another (issue 26, re-attack round 12: 60,000 words, or one of 100,000 characters).
+    words = model.vocabulary()
+    words = check_vocabulary(list(words) if isinstance(words, (list, tuple)) else words)
+    if isinstance(words, str):
+        raise ValueError(f"vocabulary() {words}")
     ids = [encode(list(instructions), words) for instructions, _, _ in procedures]
     out: list[list] = [[None] * len(p[0]) for p in procedures]
     if on == "gold":
