@@ -22,48 +22,22 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import json
-import tracemalloc
 
 import pytest
-from sqlalchemy import func, select
 
 from app.auth.security import create_token
 from app.kinds import all_kinds
-from app.studies.models import Item, Study
+from app.studies.models import Study
 from tests.conftest import ROOT, csrf_of, login, make_user
 from tests.integration.test_hex_consolidation import _items, admin_client, disagreement_study  # noqa: F401 (a fixture)
 from tests.integration.test_reattack26_round3 import needs_sandbox
 from tests.integration.test_reattack26_round10 import Round10Probe
+from tests.integration.test_upload_values import post_holding, post_items, set_env, study_rows
 
 pytestmark = pytest.mark.backend_agnostic("the refusals come before any query")
 
 MB = 1 << 20
 FORMATS = [(name, fmt) for name, kind in sorted(all_kinds().items()) for fmt in kind.item_formats]
-
-
-def _set(monkeypatch, **env) -> None:
-    from app.config import get_settings
-
-    for k, v in env.items():
-        monkeypatch.setenv(k, str(v))
-    get_settings.cache_clear()
-
-
-def _post(client, token: str, kind: str, fmt: str, data: bytes):
-    return client.post(
-        "/api/v1/studies",
-        headers={"Authorization": f"Bearer {token}"},
-        data={"kind": kind, "format": fmt, "settings": json.dumps({"title": "round 11"})},
-        files={"file": (f"items.{fmt}", data, "application/octet-stream")},
-    )
-
-
-def _rows(session) -> tuple[int, int]:
-    session.expire_all()
-    return session.scalar(select(func.count()).select_from(Study)), session.scalar(
-        select(func.count()).select_from(Item)
-    )
 
 
 @pytest.mark.parametrize("kind, fmt", FORMATS)
@@ -73,15 +47,10 @@ def test_a_file_of_blank_lines_is_refused_holding_little(kind, fmt, app, client,
     researcher = make_user(session, "researcher")
     token = create_token(session, researcher)
     session.commit()
-    before = _rows(session)
-    tracemalloc.start()
-    try:
-        r = _post(client, token, kind, fmt, b"  \n" * 3_000_000 + b"{")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    before = study_rows(session)
+    r, peak = post_holding(client, token, kind, fmt, b"  \n" * 3_000_000 + b"{")
     assert r.status_code == 422, r.text
-    assert _rows(session) == before
+    assert study_rows(session) == before
     # The request holds the 9 MB upload some seven times over (67 MB for a JSON document
     # refused at once); a list of its lines held 203 MB.
     assert peak < 100 * MB, f"refusing it held {peak // MB} MB"
@@ -100,19 +69,19 @@ def test_blank_lines_of_a_csv_count_against_the_values_limit(kind, fmt, header, 
     researcher = make_user(session, "researcher")
     token = create_token(session, researcher)
     session.commit()
-    before = _rows(session)
-    _set(monkeypatch, MAX_UPLOAD_VALUES=1_000)
-    r = _post(client, token, kind, fmt, header + b"\n" * 5_000 + b"x\n")
+    before = study_rows(session)
+    set_env(monkeypatch, MAX_UPLOAD_VALUES=1_000)
+    r = post_items(client, token, kind, fmt, header + b"\n" * 5_000 + b"x\n")
     assert r.status_code == 422, r.text
     assert "more than 1,000 lines" in r.json()["detail"] and "MAX_UPLOAD_VALUES" in r.json()["detail"], r.json()
-    assert _rows(session) == before
+    assert study_rows(session) == before
 
 
 def test_the_sts_metrics_csv_counts_its_blank_lines(monkeypatch):
     from app.errors import InputError
     from app.kinds.sts.agent_metrics import parse_metrics
 
-    _set(monkeypatch, MAX_UPLOAD_VALUES=1_000)
+    set_env(monkeypatch, MAX_UPLOAD_VALUES=1_000)
     with pytest.raises(InputError, match="more than 1,000 lines"):
         parse_metrics(b"agent,success\n" + b"\n" * 5_000 + b"expert,0.5\n")
 
@@ -122,7 +91,7 @@ def _study(client, session):
     token = create_token(session, researcher)
     session.commit()
     demo = all_kinds()["a3ds"].demo()
-    r = _post(client, token, "a3ds", demo["format"], demo["items"])
+    r = post_items(client, token, "a3ds", demo["format"], demo["items"])
     assert r.status_code == 201, r.text
     return researcher, r.json()["id"]
 

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.backend_agnostic("the refusal comes before any query")
 MB = 1 << 20
 
 
-def _set(monkeypatch, **env) -> None:
+def set_env(monkeypatch, **env) -> None:
     from app.config import get_settings
 
     for k, v in env.items():
@@ -34,16 +34,27 @@ def _set(monkeypatch, **env) -> None:
     get_settings.cache_clear()
 
 
-def _post(client, token: str, kind: str, fmt: str, name: str, data: bytes):
+def post_items(client, token: str, kind: str, fmt: str, data: bytes):
+    """A new study of the kind from an items file in `fmt`, through the API."""
     return client.post(
         "/api/v1/studies",
         headers={"Authorization": f"Bearer {token}"},
         data={"kind": kind, "format": fmt, "settings": json.dumps({"title": "values"})},
-        files={"file": (name, data, "application/octet-stream")},
+        files={"file": (f"items.{fmt}", data, "application/octet-stream")},
     )
 
 
-def _rows(session) -> tuple[int, int]:
+def post_holding(client, token: str, kind: str, fmt: str, data: bytes):
+    """post_items's answer, and the most memory Python held while it was answered."""
+    tracemalloc.start()
+    try:
+        r = post_items(client, token, kind, fmt, data)
+        return r, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def study_rows(session) -> tuple[int, int]:
     session.expire_all()
     return session.scalar(select(func.count()).select_from(Study)), session.scalar(
         select(func.count()).select_from(Item)
@@ -67,14 +78,14 @@ def test_a_file_past_the_values_limit_is_refused_naming_it(kind, fmt, data, app,
     researcher = make_user(session, "researcher")
     token = create_token(session, researcher)
     session.commit()
-    before = _rows(session)
-    _set(monkeypatch, MAX_UPLOAD_VALUES=max(1, count_values(data, lines=True) // 3))
-    r = _post(client, token, kind, fmt, f"items.{fmt}", data)
+    before = study_rows(session)
+    set_env(monkeypatch, MAX_UPLOAD_VALUES=max(1, count_values(data, lines=True) // 3))
+    r = post_items(client, token, kind, fmt, data)
     assert r.status_code == 422, r.text
     assert "MAX_UPLOAD_VALUES" in r.json()["detail"], r.json()
-    assert _rows(session) == before
-    _set(monkeypatch, MAX_UPLOAD_VALUES=2_000_000)
-    assert _post(client, token, kind, fmt, f"items.{fmt}", data).status_code == 201  # the same file, within it
+    assert study_rows(session) == before
+    set_env(monkeypatch, MAX_UPLOAD_VALUES=2_000_000)
+    assert post_items(client, token, kind, fmt, data).status_code == 201  # the same file, within it
 
 
 @pytest.mark.parametrize(
@@ -91,15 +102,10 @@ def test_a_file_of_empty_values_is_refused_holding_little(kind, fmt, data, app, 
     researcher = make_user(session, "researcher")
     token = create_token(session, researcher)
     session.commit()
-    before = _rows(session)
-    tracemalloc.start()
-    try:
-        r = _post(client, token, kind, fmt, f"items.{fmt}", data)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    before = study_rows(session)
+    r, peak = post_holding(client, token, kind, fmt, data)
     assert r.status_code == 422, r.text
     assert "more than 2,000,000" in r.json()["detail"] and "MAX_UPLOAD_VALUES" in r.json()["detail"], r.json()
-    assert _rows(session) == before
+    assert study_rows(session) == before
     # The request holds the 9 MB upload a few times over; decoding it would hold 200 MB and more.
     assert peak < 64 * MB, f"refusing it held {peak // MB} MB"
