@@ -210,8 +210,10 @@ def test_the_upload_preview_works_in_its_sandbox(live_server, page, tmp_path):
             "continuations",
             json.dumps(lines["PutNextLocal-2/expert/0"]).encode(),
             False,
-            "() => new Promise(done => { const i = new Image(); i.onload = () => done(i.naturalWidth > 0);"
-            " i.onerror = () => done(false); i.src = document.getElementById('sts-screen').style.backgroundImage.slice(5, -2); })",
+            # the screen may not be there yet (a loaded machine): not yet, rather than a TypeError
+            "() => { const s = document.getElementById('sts-screen'); if (!s || !s.style.backgroundImage) return false;"
+            " return new Promise(done => { const i = new Image(); i.onload = () => done(i.naturalWidth > 0);"
+            " i.onerror = () => done(false); i.src = s.style.backgroundImage.slice(5, -2); }); }",
         ),
         (
             "sts",
