@@ -120,8 +120,7 @@ _DIGIT_BITS = bytes(0x31 if 0x30 <= b <= 0x39 else 0x30 for b in range(256))
 def has_long_digits(data: str | bytes) -> bool:
     """Whether the text holds a run of 19 or more ASCII digits (`\\d{19}`, re.ASCII). In UTF-8
     every other character's bytes are not digits, so a str's runs are its encoding's."""
-    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
-    return b"1" * 19 in raw.translate(_DIGIT_BITS)
+    return b"1" * 19 in _raw(data).translate(_DIGIT_BITS)
 
 
 class OutOfRange(ValueError):
