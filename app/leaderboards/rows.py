@@ -184,6 +184,20 @@ def too_few_for_a_test(n: int) -> dict[str, str] | None:
     return {"text": "—", "reason": f"n = {n}: too few for a test"}
 
 
+def holm_rows(rows: list[dict[str, Any]]) -> None:
+    """Each row's "p_holm": its "p" adjusted across the table's family (Holm). A row whose p is
+    a too-few cell (too_few_for_a_test) was not tested: it stays out of the family (it would
+    loosen the others' adjustment) and shows the same cell; a p of None (no test possible)
+    counts as no test and shows None."""
+    tested = [r for r in rows if not isinstance(r["p"], dict)]
+    adjusted = stats.holm([math.nan if r["p"] is None else r["p"] for r in tested])
+    for row, p in zip(tested, adjusted):
+        row["p_holm"] = None if math.isnan(p) else float(p)
+    for row in rows:
+        if isinstance(row["p"], dict):
+            row["p_holm"] = row["p"]
+
+
 def with_units(estimate: dict[str, Any], clusters: Iterable[Any], unit: str) -> dict[str, Any]:
     """A clustered estimate's dict with the number of units its interval resamples ("units":
     the distinct clusters, "unit": what one is, e.g. "procedure"). Its "n" stays the values

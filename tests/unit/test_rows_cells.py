@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from app.leaderboards.rows import DZ_INFINITE, DZ_NO_EFFECT, DZ_TOO_FEW, effect_size_cell
 
 
@@ -55,3 +57,21 @@ def test_the_majority_rows_coverage_accuracy_and_consistency_by_hand():
     # Items without a cluster count for coverage and accuracy, never for consistency.
     row = majority_sums([("x", "", 1.0), ("x", "", 1.0)], (2, {"x": 2}, {"": 2}))
     assert (row["coverage"], row["consistency"]) == (1.0, None)
+
+
+def test_holm_rows_adjusts_over_the_tested_rows_only():
+    """By hand: three tested p-values 0.01, 0.04, 0.03 -> sorted 0.01*3 = 0.03, 0.03*2 = 0.06,
+    0.04*1 = 0.04 -> non-decreasing 0.03, 0.06, 0.06. A too-few row keeps its cell and stays out
+    of the family (with it, m = 4 and the first would be 0.04); a p of None shows None."""
+    from app.leaderboards.rows import holm_rows, too_few_for_a_test
+
+    few = too_few_for_a_test(3)
+    rows = [{"p": 0.01}, {"p": 0.04}, {"p": few}, {"p": None}, {"p": 0.03}]
+    holm_rows(rows)
+    assert [r["p_holm"] for r in rows] == [
+        pytest.approx(0.03),
+        pytest.approx(0.06),
+        few,
+        None,
+        pytest.approx(0.06),
+    ]

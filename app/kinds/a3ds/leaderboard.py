@@ -24,6 +24,7 @@ from app.leaderboards.judged import judged_row, judged_table
 from app.leaderboards.rows import (
     D_Z_HELP,
     effect_size_cell,
+    holm_rows,
     p_text,
     rank_cells,
     rank_interval_column,
@@ -194,13 +195,7 @@ def section(session: Session, study: Study) -> dict | None:
                     "p": few or (None if math.isnan(e["p"]) else float(e["p"])),
                 }
             )
-    # A comparison too small for a test is left out of the Holm family too.
-    tested = [r for r in paired_rows if not isinstance(r["p"], dict)]
-    for row, adjusted in zip(tested, stats.holm([math.nan if r["p"] is None else r["p"] for r in tested])):
-        row["p_holm"] = None if math.isnan(adjusted) else adjusted
-    for row in paired_rows:
-        if isinstance(row["p"], dict):
-            row["p_holm"] = row["p"]
+    holm_rows(paired_rows)
 
     tables = [
         {

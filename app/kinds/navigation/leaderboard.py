@@ -38,6 +38,7 @@ from app.leaderboards import stats
 from app.leaderboards.rows import (
     D_Z_HELP,
     effect_size_cell,
+    holm_rows,
     rank_cells,
     rank_interval_column,
     too_few_for_a_test,
@@ -229,13 +230,7 @@ def section(session: Session, study: Study) -> dict | None:
                         "n_paths": t["n"],
                     }
                 )
-            tested = [r for r in block if not isinstance(r["p"], dict)]
-            adjusted = stats.holm([math.nan if r["p"] is None else r["p"] for r in tested])
-            for r, p in zip(tested, adjusted):
-                r["p_holm"] = _clean(p)
-            for r in block:
-                if isinstance(r["p"], dict):
-                    r["p_holm"] = r["p"]
+            holm_rows(block)
             paired_rows.extend(block)
         order = {c: i for i, c in enumerate(cats)}
         metric_order = {label: i for i, (_, label) in enumerate((*METRICS, RATING))}
