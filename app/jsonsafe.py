@@ -212,9 +212,17 @@ def _first_bad_escape(text: str) -> int | None:
     return None
 
 
-def unstorable_escape_line(text: str) -> int | None:
+def unstorable_escape_line(data: str | bytes) -> int | None:
     """The line of JSON text's first escape of U+0000 or of a lone surrogate in a string, or
-    None: for a parser of its own (Common-ToM's CG files) to refuse it like loads does."""
+    None: for a parser of its own (Common-ToM's CG files) to refuse it like loads does. Its
+    UTF-8 bytes are read as Latin-1 (a byte a character, what unstorable_escape does): the
+    escapes are ASCII, and no other character's bytes are."""
+    if isinstance(data, str):
+        text = data
+    elif b"\\u" in data:
+        text = bytes(data).decode("latin-1")
+    else:
+        return None
     pos = _first_bad_escape(text) if "\\u" in text else None
     return None if pos is None else text.count("\n", 0, pos) + 1
 

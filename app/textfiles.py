@@ -1,23 +1,57 @@
 """Uploaded text files, decoded one way for every kind: gzip when the bytes say so, UTF-8 (a
 byte-order mark allowed), and an error that names the line of the first bad byte. JSON lines
 are parsed with their nesting bounded (`app.jsonsafe`) and CSV rows read with the csv
-module's errors (a cell over its 131,072-character limit, a NUL) refused with their line."""
+module's errors (a cell over its 131,072-character limit, a NUL) refused with their line.
+
+An upload is checked and counted as bytes and its lines decoded one at a time (`upload_bytes`,
+`text_lines`): CPython holds a text at 4 bytes a character once one character is past U+FFFF,
+so 48 MB of JSON lines with an emoji on each, decoded whole, held 381 MB (issue 26). Only a
+JSON document, which the parser needs whole, is decoded whole (`decode_upload`), and refused
+when its text would take more than MAX_UPLOAD_BYTES (`refuse_wide_text`)."""
 
 from __future__ import annotations
 
+import codecs
 import csv
 import gzip
+import io
 import zlib
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import TypeVar
 
 from app.errors import InputError
 
 T = TypeVar("T")
+S = TypeVar("S", bytes, str)
+
+_CHUNK = 1 << 20  # bytes decoded at a time to check them, or to count their characters
+# Bytes that continue a UTF-8 character (not counted as characters), and those that start one
+# past U+FFFF.
+_CONTINUATION = bytes(range(0x80, 0xC0))
+_ASTRAL_LEADS = tuple(bytes([b]) for b in range(0xF0, 0xF5))
 
 
-def decode_upload(data: bytes | str) -> str:
-    """Text of an upload: gunzips when it starts with the gzip magic, requires UTF-8."""
+def utf8(data: bytes) -> bytes:
+    """`data` without its byte-order mark, once checked to be UTF-8 a chunk at a time: the
+    UnicodeDecodeError `data.decode("utf-8-sig")` would raise, its start counted in `data`,
+    without ever holding the text."""
+    if not data.isascii():
+        with memoryview(data) as view:
+            pos = 0
+            while pos < len(data):
+                end = pos + _CHUNK
+                try:
+                    # A character cut at the chunk's end is left for the next (final=False).
+                    pos += codecs.utf_8_decode(view[pos:end], "strict", end >= len(data))[1]
+                except UnicodeDecodeError as exc:
+                    raise UnicodeDecodeError("utf-8", data, pos + exc.start, pos + exc.end, exc.reason) from None
+    return data[len(codecs.BOM_UTF8) :] if data.startswith(codecs.BOM_UTF8) else data
+
+
+def upload_bytes(data: bytes | str) -> bytes | str:
+    """An upload's bytes, gunzipped when they start with the gzip magic, checked to be UTF-8 and
+    without a byte-order mark (`utf8`), to be counted and read a line at a time (`text_lines`);
+    a text is returned as it is."""
     if isinstance(data, str):
         return data
     if data[:2] == b"\x1f\x8b":
@@ -26,10 +60,83 @@ def decode_upload(data: bytes | str) -> str:
         except (EOFError, OSError, zlib.error) as exc:
             raise InputError(f"the gzip file is truncated or corrupt ({exc})", field="file") from None
     try:
-        return data.decode("utf-8-sig")
+        return utf8(data)
     except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
+        line = data.count(b"\n", 0, exc.start) + 1
         raise InputError(f"the file is not UTF-8 text (byte 0x{data[exc.start]:02x})", line=line) from None
+
+
+def decode_upload(data: bytes | str) -> str:
+    """Text of an upload decoded whole, for a JSON document (its parser needs the whole text):
+    upload_bytes, refused past MAX_UPLOAD_BYTES of text (`refuse_wide_text`). Lines and CSV
+    records are read with text_lines instead."""
+    raw = upload_bytes(data)
+    if isinstance(raw, str):
+        return raw
+    refuse_wide_text(raw)
+    return raw.decode("utf-8")
+
+
+def characters(raw: bytes) -> int:
+    """How many characters checked UTF-8 bytes decode to: the bytes that do not continue one,
+    counted in C a chunk at a time (never the whole text)."""
+    if raw.isascii():
+        return len(raw)
+    count = 0
+    with memoryview(raw) as view:
+        for start in range(0, len(raw), _CHUNK):
+            count += len(bytes(view[start : start + _CHUNK]).translate(None, _CONTINUATION))
+    return count
+
+
+def refuse_wide_text(raw: bytes, field: str | None = "file") -> None:
+    """InputError for a JSON document whose decoded text would take more than MAX_UPLOAD_BYTES:
+    CPython holds a text at 4 bytes a character once one character is past U+FFFF (an emoji),
+    so such a document is refused past a quarter of the limit in characters; any other text
+    takes at most 2 bytes a character, its bytes at most twice over."""
+    from app.config import get_settings
+
+    limit = get_settings().max_upload_bytes
+    if 4 * len(raw) <= limit or not any(lead in raw for lead in _ASTRAL_LEADS):
+        return
+    if (chars := characters(raw)) > limit // 4:
+        raise InputError(
+            f"the file holds {chars:,} characters, one past U+FFFF (an emoji): Python holds such a "
+            f"text at 4 bytes a character, and a JSON document, read whole, may hold at most "
+            f"{limit // 4:,} of them (a quarter of MAX_UPLOAD_BYTES, {limit_text(limit)})",
+            field=field,
+        )
+
+
+def text_lines(raw: bytes | str, newline: str = "\n") -> Iterator[str]:
+    """The lines of checked UTF-8 bytes (`upload_bytes`, `utf8`) or of a text, each decoded when
+    it is read, with its line end: split at "\n" only, as str.split("\n") splits, or with
+    `newline=""` at "\r", "\n" and "\r\n", as the csv module reads io.StringIO(text, newline="")."""
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogatepass")
+    # BytesIO shares the bytes, unchanged; the wrapper decodes a chunk at a time.
+    return io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8", errors="surrogatepass", newline=newline)
+
+
+def numbered_lines(raw: bytes | str) -> Iterator[tuple[int, str]]:
+    """(line number, line) of checked UTF-8 bytes or a text split at "\n", as text.split("\n")
+    numbered from 1 (but for the empty line after a last "\n"), each decoded when it is read."""
+    for line, text in enumerate(text_lines(raw), 1):
+        yield line, text[:-1] if text.endswith("\n") else text
+
+
+def head(raw: bytes | str, n: int) -> str:
+    """The first `n` characters of checked UTF-8 bytes or of a text (`text[:n]`)."""
+    if isinstance(raw, str):
+        return raw[:n]
+    # 4n bytes hold n whole characters when there are more; a character cut at the end is dropped.
+    return raw[: 4 * n].decode("utf-8", "ignore")[:n]
+
+
+def csv_reader(raw: bytes | str, *args, newline: str = "", **kwargs):
+    """A `csv.reader` over checked UTF-8 bytes (`upload_bytes`) or a text, its lines decoded as
+    they are read: what csv.reader(io.StringIO(text, newline=newline), ...) reads."""
+    return csv.reader(text_lines(raw, newline), *args, **kwargs)
 
 
 def gunzips_past(data: bytes, limit: int) -> bool:
@@ -74,11 +181,11 @@ def jsonl_objects(data: bytes | str | Iterable[str]):
     from app import jsonsafe
 
     if isinstance(data, (bytes, str)):
-        lines, counted = refuse_many_values(decode_upload(data)).split("\n"), True
+        lines, counted = numbered_lines(refuse_many_values(upload_bytes(data))), True
     else:
-        lines, counted = data, False
+        lines, counted = enumerate(data, 1), False
     values, cap = 0, jsonsafe.max_values()
-    for line, raw in enumerate(lines, 1):
+    for line, raw in lines:
         if not raw.strip():
             continue
         if not counted and (values := values + jsonsafe.count_values(raw)) > cap:
@@ -92,15 +199,15 @@ def jsonl_objects(data: bytes | str | Iterable[str]):
         yield line, obj
 
 
-def refuse_many_values(text: str, field: str = "file", lines: bool = True) -> str:
-    """JSON lines (or, without `lines`, a JSON document), refused before they are parsed when
-    they hold more than MAX_UPLOAD_VALUES values (`jsonsafe.too_many`), or, as lines, more
-    lines than that, blank ones included: splitting makes a string of each, which the values
-    do not count (8 MB of "  \n" held 203 MB)."""
+def refuse_many_values(text: S, field: str = "file", lines: bool = True) -> S:
+    """JSON lines (or, without `lines`, a JSON document), as text or as their bytes, refused
+    before they are parsed when they hold more than MAX_UPLOAD_VALUES values
+    (`jsonsafe.too_many`), or, as lines, more lines than that, blank ones included: splitting
+    makes a string of each, which the values do not count (8 MB of "  \n" held 203 MB)."""
     from app import jsonsafe
 
     cap = jsonsafe.max_values()
-    if lines and text.count("\n") + 1 > cap:  # first: counting lines is cheap
+    if lines and text.count(b"\n" if isinstance(text, bytes) else "\n") + 1 > cap:  # first: counting lines is cheap
         raise InputError(f"the file holds more than {cap:,} lines (the MAX_UPLOAD_VALUES limit)", field=field)
     if jsonsafe.too_many(text, cap, lines=lines):
         raise InputError(f"the file holds {jsonsafe.TooMany(cap).msg}", field=field)
@@ -126,17 +233,17 @@ def each_once(
     return out
 
 
-def csv_rows(reader, text: str | None = None):
+def csv_rows(reader, text: bytes | str | None = None):
     """The rows of a `csv.reader`, refusing as csv_records() does."""
     return (row for _, row in csv_records(reader, text))
 
 
-def csv_records(reader, text: str | None = None):
+def csv_records(reader, text: bytes | str | None = None):
     """(line where the record starts, row) for each record of a `csv.reader`, with the csv
     module's own errors (a cell longer than `csv.field_size_limit()`, a NUL byte, an unclosed
     quote in strict mode) as an InputError naming that line, instead of a `_csv.Error` (a 500).
-    Given the file's `text`, a cell over the limit is named by its column (the first row is the
-    header)."""
+    Given the file's `text` (or its checked bytes, as `csv_reader` reads them), a cell over the
+    limit is named by its column (the first row is the header)."""
     from app import jsonsafe
 
     start, header, cells, records, cap = 1, None, 0, 0, jsonsafe.max_values()
@@ -164,28 +271,32 @@ def csv_records(reader, text: str | None = None):
         start = reader.line_num + 1
 
 
-def _long_cell_column(text: str, line: int, header: list[str] | None, delimiter: str = ",") -> str | None:
+def _long_cell_column(text: bytes | str, line: int, header: list[str] | None, delimiter: str = ",") -> str | None:
     """The header's name for the cell over the csv module's limit in the record starting on
-    `line` (the module's message names neither): a scan of the record's quotes and delimiters."""
-    limit = csv.field_size_limit()
+    `line` (the module's message names neither): a scan of the record's quotes and delimiters,
+    over its UTF-8 bytes (a byte that continues a character is not counted)."""
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if len(sep := delimiter.encode()) != 1:
+        return None
+    limit, quote, comma, cr, lf = csv.field_size_limit(), ord('"'), sep[0], ord("\r"), ord("\n")
     i = 0
     for _ in range(line - 1):
-        i = text.find("\n", i) + 1
+        i = raw.find(b"\n", i) + 1
         if i == 0:
             return None
     cell, length, quoted = 0, 0, False
-    while i < len(text) and length <= limit:
-        c = text[i]
-        if quoted and c == '"' and text[i + 1 : i + 2] == '"':
+    while i < len(raw) and length <= limit:
+        c = raw[i]
+        if quoted and c == quote and raw[i + 1 : i + 2] == b'"':
             length, i = length + 1, i + 2
             continue
-        if c == '"':
+        if c == quote:
             quoted = not quoted
-        elif not quoted and c == delimiter:
+        elif not quoted and c == comma:
             cell, length = cell + 1, 0
-        elif not quoted and c in "\r\n":
+        elif not quoted and c in (cr, lf):
             break
-        else:
+        elif c & 0xC0 != 0x80:
             length += 1
         i += 1
     return header[cell] if header and cell < len(header) else None

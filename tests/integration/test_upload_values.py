@@ -109,3 +109,67 @@ def test_a_file_of_empty_values_is_refused_holding_little(kind, fmt, data, app, 
     assert study_rows(session) == before
     # The request holds the 9 MB upload a few times over; decoding it would hold 200 MB and more.
     assert peak < 64 * MB, f"refusing it held {peak // MB} MB"
+
+
+def _emoji_lines(size: int, before: bytes, after: bytes = b"") -> bytes:
+    """About `size` bytes of lines, each `before`, an emoji (U+1F600) and `after`."""
+    one = before + "\U0001f600".encode() + after + b"\n"
+    return one * (size // len(one))
+
+
+@pytest.mark.parametrize(
+    "kind, fmt, data, field",
+    [
+        # 24 MB of JSON lines, each a 10 KB text ending in an emoji; line 1 misses its fields
+        ("hexagons", "procedures", _emoji_lines(24 * MB, b'{"notes": "' + b"a" * 10_000, b'"}'), "index"),
+        # 24 MB of CSV records, each a 10 KB cell ending in an emoji; the header is refused
+        ("tom", "csv", b"question_id,nonsense\n" + _emoji_lines(24 * MB, b"q," + b"a" * 10_000), "nonsense"),
+    ],
+    ids=["JSON lines", "CSV"],
+)
+def test_an_emoji_on_each_line_is_refused_holding_little(kind, fmt, data, field, app, client, session):
+    """Issue 26: an upload was decoded whole into one Python str, which CPython holds at 4 bytes a
+    character once one character is past U+FFFF: 48 MB of JSON lines with an emoji on each held
+    381 MB before line 1 was refused. Its lines are now decoded one at a time."""
+    researcher = make_user(session, "researcher")
+    token = create_token(session, researcher)
+    session.commit()
+    before = study_rows(session)
+    r, peak = post_holding(client, token, kind, fmt, data)
+    assert r.status_code == 422, r.text
+    detail = r.json()
+    assert detail.get("line") == 1 and detail.get("field") == field, detail
+    assert study_rows(session) == before
+    # The request holds the 24 MB upload 3 times over (the client's body, the bytes read): 74 MB.
+    # Its text decoded whole took 4 bytes a character, 96 MB more, and as many again split: 240 MB.
+    assert peak < 4 * len(data), f"refusing {len(data) // MB} MB held {peak // MB} MB"
+
+
+@pytest.mark.parametrize(
+    "kind, fmt, before, after",
+    [
+        ("navigation", "r2r", b'[{"path_id": 1, "instructions": ["', b'"]}]'),
+        ("tom", "cg", b'[\n{"cid": "', b'"}\n]'),  # a document over several lines: JSON lines are read a line at a time
+    ],
+    ids=["R2R", "Common-ToM CG"],
+)
+def test_a_json_document_with_an_emoji_is_refused_past_a_quarter_of_the_limit(
+    kind, fmt, before, after, app, client, session, monkeypatch
+):
+    """A JSON document is parsed whole, from its whole text: one with an emoji is held at 4 bytes a
+    character, and so is refused past a quarter of MAX_UPLOAD_BYTES in characters (24 MB of R2R with
+    one emoji held 264 MB)."""
+    researcher = make_user(session, "researcher")
+    token = create_token(session, researcher)
+    session.commit()
+    set_env(monkeypatch, MAX_UPLOAD_BYTES=8 * MB)  # at most 2,097,152 characters with an emoji
+    emoji = "\U0001f600".encode()
+    r, peak = post_holding(client, token, kind, fmt, before + b"a" * (3 * MB) + emoji + after)
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"]
+    assert "U+FFFF" in detail and "2,097,152" in detail and "MAX_UPLOAD_BYTES" in detail, detail
+    assert peak < 12 * MB, f"refusing it held {peak // MB} MB"  # decoded, 12 MB; parsed, as much again
+    # Within the limit the document is parsed, and refused for what it holds.
+    r = post_items(client, token, kind, fmt, before + b"a" * (2 * MB - 100) + emoji + after)
+    assert r.status_code == 422 and "U+FFFF" not in r.json()["detail"], r.text
+    assert study_rows(session)[0] == 0

@@ -39,7 +39,7 @@ from typing import Any, Literal, cast
 
 from app import jsonsafe
 from app.errors import InputError
-from app.textfiles import refuse_many_values
+from app.textfiles import numbered_lines, refuse_many_values, refuse_wide_text, utf8
 
 Source = str | Path | bytes | bytearray
 
@@ -63,6 +63,8 @@ def read_json(source: Source | list | dict, what: str) -> Any:
     if isinstance(source, (list, dict)):
         return source
     raw = _read_bytes(source, what)
+    if json.detect_encoding(raw).startswith("utf-8"):  # json.loads decodes it whole
+        refuse_wide_text(raw, what)
     try:
         return jsonsafe.loads(raw)
     except UnicodeDecodeError:
@@ -313,10 +315,10 @@ def position_from_exmat(exmat: list[float]) -> tuple[float, float, float]:
 
 def _jsonl_lines(raw: bytes, what: str) -> Iterator[tuple[int, dict]]:
     try:
-        text = raw.decode("utf-8-sig")
+        raw = utf8(raw)  # checked as bytes, each line decoded as it is read
     except UnicodeDecodeError:
         raise InputError(f"{what} is not UTF-8 text", field=what) from None
-    for n, line in enumerate(refuse_many_values(text, what).split("\n"), 1):
+    for n, line in numbered_lines(refuse_many_values(raw, what)):
         if not line.strip():
             continue
         try:

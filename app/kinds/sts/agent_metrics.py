@@ -6,11 +6,10 @@ correlation of the agents' success shares with each of them."""
 from __future__ import annotations
 
 import csv
-import io
 import math
 
 from app.errors import InputError
-from app.textfiles import csv_rows, decode_upload
+from app.textfiles import csv_reader, csv_rows, head, upload_bytes
 
 MAX_METRICS = 20
 MAX_NAME = 64
@@ -20,12 +19,13 @@ def parse_metrics(data: bytes) -> dict[str, dict[str, float]]:
     """{metric: {agent: value}} from CSV (UTF-8, optionally gzipped). A blank cell is a value
     the agent does not have; anything else must be a finite number. Errors name the line
     and the column."""
-    text = decode_upload(data)
+    text = upload_bytes(data)  # checked; its lines decoded as they are read
     try:
-        dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t")
+        dialect = csv.Sniffer().sniff(head(text, 4096), delimiters=",;\t")
     except csv.Error:
         dialect = csv.excel
-    rows = csv_rows(csv.reader(io.StringIO(text), dialect), text)  # a cell over the csv limit: a 422
+    # Lines end at "\n" only, as io.StringIO(text) read them; a cell over the csv limit: a 422.
+    rows = csv_rows(csv_reader(text, dialect, newline="\n"), text)
     header = next(rows, None)
     if not header or header[0].strip().lower() != "agent":
         raise InputError('the first column must be headed "agent"', line=1, field="agent")

@@ -37,16 +37,14 @@ that differs from it is refused, like an unknown level or a seed that does not r
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from dataclasses import dataclass, field
 
 from app.errors import InputError
 from app.kinds.sts.env import Simulator, SimulatorError, get_simulator
 from app.kinds.sts.mining import MAX_CONTINUATION
-from app.kinds.sts.recordings import Replayable, check, decode_upload, parse_recording
-from app.textfiles import csv_rows, each_once, jsonl_objects
+from app.kinds.sts.recordings import Replayable, check, parse_recording
+from app.textfiles import csv_reader, csv_rows, each_once, jsonl_objects, text_lines, upload_bytes
 
 FIELDS = {
     "id",
@@ -321,13 +319,15 @@ def parse_mission(obj: object, line: int, sim: Simulator) -> Mission:
     )
 
 
-def _mission_records(text: str):
+def _mission_records(text: bytes | str):
     """(line, record) of a JSONL file, or of a CSV file with a header row (told apart by the
-    first line that is not blank: a JSON object starts with "{")."""
-    if text.lstrip().startswith("{"):  # the first line that is not blank (never a list of every line)
+    first line that is not blank: a JSON object starts with "{"), from its checked bytes
+    (`upload_bytes`) or its text."""
+    first = next((line for line in text_lines(text) if line.strip()), "")  # decoded one at a time
+    if first.lstrip().startswith("{"):
         yield from jsonl_objects(text)
         return
-    reader = csv.reader(io.StringIO(text, newline=""))
+    reader = csv_reader(text)
     rows = csv_rows(reader, text)  # a cell over the csv module's limit: a refusal naming line and column
     header = [h.strip() for h in next(rows, [])]
     unknown = [h for h in header if h not in MISSION_FIELDS]
@@ -354,7 +354,7 @@ def parse_missions(data: bytes | str, simulator: Simulator | None = None) -> lis
     simulator's); InputError (line, field) on the first bad one."""
     sim = simulator or get_simulator()
     return each_once(
-        ((line, parse_mission(obj, line, sim)) for line, obj in _mission_records(decode_upload(data))),
+        ((line, parse_mission(obj, line, sim)) for line, obj in _mission_records(upload_bytes(data))),
         lambda m: m.id,
         "id",
         "the mission {key!r} is already on line {line}",

@@ -26,7 +26,7 @@ import numpy as np
 
 from app import jsonsafe
 from app.errors import InputError
-from app.textfiles import decode_upload, refuse_many_values
+from app.textfiles import numbered_lines, refuse_many_values, upload_bytes
 from app.kinds.sts.env import (
     ACTIONS,
     ActionError,
@@ -254,10 +254,10 @@ def parse_recordings_jsonl(
     out: list[Replayable] = []
     seen: dict[str, int] = {}
     try:
-        text = refuse_many_values(decode_upload(data))
+        text = refuse_many_values(upload_bytes(data))
     except InputError as exc:  # every refusal here is a RecordingError
         raise RecordingError(exc.message, line=exc.line, field=exc.field) from None
-    for line, raw in enumerate(text.split("\n"), 1):
+    for line, raw in numbered_lines(text):
         if not raw.strip():
             continue
         try:
@@ -286,7 +286,6 @@ __all__ = [
     "Replay",
     "ReplayStep",
     "check",
-    "decode_upload",
     "expert_recording",
     "parse_recording",
     "parse_recordings_jsonl",

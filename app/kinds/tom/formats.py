@@ -31,7 +31,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from app.errors import InputError
-from app.textfiles import csv_records, decode_upload, jsonl_objects
+from app.textfiles import csv_reader, csv_records, jsonl_objects, upload_bytes
 from app.kinds.tom.rules import BELIEFS, CERTAINTIES, CG_LABELS, STOP, STOP_VS16, gold_answer, parse_question
 
 COLUMNS = (
@@ -137,9 +137,10 @@ def normalise_answer(value) -> str | None:
     return None
 
 
-def _records(text: str):
-    """(first line, cells) per CSV record, skipping blank lines."""
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+def _records(text: bytes | str):
+    """(first line, cells) per CSV record of checked bytes (`upload_bytes`) or a text, skipping
+    blank lines."""
+    reader = csv_reader(text, strict=True)
     for start, row in csv_records(reader, text):
         if len(row) > 1 or (row and row[0].strip()):  # a blank line is not a record
             yield start, row
@@ -249,7 +250,7 @@ def parse_questions_csv(data: bytes | str) -> list[ToMQuestion]:
 
     Answers that disagree with the rules are kept: `check.py` reports those.
     """
-    records = _records(decode_upload(data))
+    records = _records(upload_bytes(data))
     first = next(records, None)
     if first is None:
         raise InputError("the file is empty: no header and no questions", line=1)

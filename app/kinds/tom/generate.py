@@ -38,11 +38,10 @@ from dataclasses import dataclass
 
 from app import jsonsafe
 from app.errors import InputError
-from app.textfiles import refuse_many_values
+from app.textfiles import decode_upload, numbered_lines, refuse_many_values, upload_bytes
 from app.kinds.tom.formats import (
     MAX_CID_LENGTH,
     ToMQuestion,
-    decode_upload,
     derived_id,
     eno_problem,
     parse_eno,
@@ -112,40 +111,62 @@ def _decoder() -> json.JSONDecoder:
     return dec
 
 
-def _load_documents(text: str) -> list[tuple[object, str, int]]:
-    """(value, source text, line offset) per dialogue: one JSON document, or JSONL lines."""
+def _load_documents(raw: bytes | str) -> list[tuple[object, str, int]]:
+    """(value, source text, line offset) per dialogue: one JSON document, or JSONL lines, from
+    the file's checked bytes (`upload_bytes`) or its text. A value read from one line has ""
+    for its source (a line holds no "\n" to count): holding each line held it twice."""
     try:
-        return _documents(text)
+        return _documents(raw)
     except jsonsafe.OutOfRange as exc:
-        bad = jsonsafe.bad_number(text, exc.text)
+        bad = jsonsafe.bad_number(raw, exc.text)
         raise InputError(bad.msg, line=bad.lineno) from None
 
 
-def _documents(text: str) -> list[tuple[object, str, int]]:
-    refuse_many_values(text, lines=False)
+_JSON_SPACE = " \t\r"  # with "\n", all the whitespace JSON allows around a value
+
+
+def _documents(raw: bytes | str) -> list[tuple[object, str, int]]:
+    """What parsing the whole text as one document gives, else its lines as JSONL (a document's
+    error when its first line is not JSON either). The lines are decoded one at a time
+    (`numbered_lines`: not splitlines(), JSON strings may hold U+2028 and friends); the text is
+    decoded whole only for a document over several lines, which its parser needs whole."""
+    refuse_many_values(raw, lines=False)
     dec = _decoder()
+    lines = numbered_lines(raw)
+    line, first = next((n, text) for n, text in lines if text.strip())
+    try:
+        value = dec.decode(first)
+    except json.JSONDecodeError:
+        return _document(raw, dec)
+    # The first line is a whole value: the file is that document when everything else is JSON's
+    # whitespace (parsing the whole text would give the same value), else JSONL (it would fail).
+    before = all(not text.strip(_JSON_SPACE) for n, text in numbered_lines(raw) if n < line)
+    if before and all(not text.strip(_JSON_SPACE) for _, text in lines):
+        return [(d, "", line - 1) for d in (value if isinstance(value, list) else [value])]
+    # As lines (each line's first value counts, and each line, blank too, is a string) before any is read.
+    refuse_many_values(raw)
+    docs = []
+    for n, text in numbered_lines(raw):
+        if text.strip():
+            try:
+                docs.append((dec.decode(text), "", n - 1))
+            except json.JSONDecodeError as exc:
+                raise InputError(f"not valid JSON (JSONL line): {exc.msg}", line=n) from None
+    return docs
+
+
+def _document(raw: bytes | str, dec: json.JSONDecoder) -> list[tuple[object, str, int]]:
+    """The dialogues of a file whose first line is not a whole value: a document over several
+    lines, decoded whole (`decode_upload`: refused when its text would take more than
+    MAX_UPLOAD_BYTES), or its error."""
+    text = decode_upload(raw)
     try:
         doc = dec.decode(text)
         return [(d, text, 0) for d in (doc if isinstance(doc, list) else [doc])]
     except json.JSONDecodeError as exc:
-        error = exc
-    # As lines (each line's first value counts, and each line, blank too, is a string) before any split.
-    refuse_many_values(text)
-    lines = text.split("\n")  # not splitlines(): JSON strings may hold U+2028 and friends
-    first = next(raw for raw in lines if raw.strip())
-    try:
-        dec.decode(first)
-    except json.JSONDecodeError:
+        refuse_many_values(raw)  # as lines, as JSONL is refused before its first line is read
         # Not JSONL either: report where the single document went wrong.
-        raise InputError(f"not valid JSON: {error.msg}", line=error.lineno) from None
-    docs = []
-    for i, raw in enumerate(lines):
-        if raw.strip():
-            try:
-                docs.append((dec.decode(raw), raw, i))
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not valid JSON (JSONL line): {exc.msg}", line=i + 1) from None
-    return docs
+        raise InputError(f"not valid JSON: {exc.msg}", line=exc.lineno) from None
 
 
 class _Reader:
@@ -245,14 +266,14 @@ def _dialogue(doc, reader: _Reader) -> CGDialogue:
 
 def parse_cg_dialogues(data: bytes | str) -> list[CGDialogue]:
     """Every dialogue of a CG-annotated JSON/JSONL file, or InputError on the first problem."""
-    text = decode_upload(data)
-    if not text.strip():
+    raw = upload_bytes(data)  # checked, and read a line at a time
+    if all(not text.strip() for _, text in numbered_lines(raw)):
         raise InputError("the file is empty", line=1)
-    if (line := jsonsafe.unstorable_escape_line(text)) is not None:
+    if (line := jsonsafe.unstorable_escape_line(raw)) is not None:
         raise InputError("a string holds U+0000 or a lone surrogate, which cannot be stored", line=line)
     dialogues, cids = [], set()
     try:
-        docs = _load_documents(text)
+        docs = _load_documents(raw)
     except RecursionError:
         raise InputError("the JSON is nested too deeply", line=1) from None
     for doc, source, offset in docs:
