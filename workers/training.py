@@ -51,7 +51,44 @@ def job_options(run_training: Callable[..., Any], defaults: Mapping[str, float])
     return tuple(sorted(names - NOT_JOB_OPTIONS))
 
 
-def descend(opt: torch.optim.Optimizer, loss: torch.Tensor, params: Any, clip: float | None = 1.0) -> float:
+class Adam:
+    """Adam (Kingma and Ba, 2015) with torch.optim.Adam's defaults and, on the CPU, its very
+    arithmetic (its single-tensor step, op for op: the same weights to the bit,
+    tests/unit/test_training_adam.py). torch's own imports torch._dynamo on its first
+    construction: 1.5 s of CPU in every process that trains (each `proctor demo`, each training
+    command and job), more than a test's whole training."""
+
+    def __init__(
+        self, params: Any, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8
+    ) -> None:
+        self.params = [p for p in params]
+        self.lr, (self.beta1, self.beta2), self.eps = lr, betas, eps
+        self.exp_avg = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
+        self.exp_avg_sq = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
+        # Per parameter, as torch counts them: a parameter without a gradient takes no step.
+        self.steps = [0.0] * len(self.params)
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        b1, b2 = self.beta1, self.beta2
+        for i, p in enumerate(self.params):
+            if p.grad is None:
+                continue
+            grad, m, v = p.grad, self.exp_avg[i], self.exp_avg_sq[i]
+            self.steps[i] += 1.0
+            step = self.steps[i]
+            m.lerp_(grad, 1 - b1)
+            v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
+            step_size = self.lr / (1 - b1**step)
+            denom = (v.sqrt() / (1 - b2**step) ** 0.5).add_(self.eps)
+            p.addcdiv_(m, denom, value=-step_size)
+
+
+def descend(opt: Adam, loss: torch.Tensor, params: Any, clip: float | None = 1.0) -> float:
     """One optimiser step on `loss`, the gradient's norm over `params` clipped to `clip` first
     (None: not clipped); the loss as a number."""
     opt.zero_grad()

@@ -25,7 +25,7 @@ from app.kinds.a3ds.architectures import encode, grammar_words
 from app.kinds.a3ds.scenes import FEATURES, Pair, pair_differing_in
 from app.kinds.a3ds.train import TRAINING
 from workers.a3ds.captioner import Captioner, caption_pairs
-from workers.training import Recipe, descend, job_options, train_and_upload
+from workers.training import Adam, Recipe, descend, job_options, train_and_upload
 
 NAME = "captioner"
 
@@ -102,7 +102,7 @@ def run_training(
     target = torch.from_numpy(np.stack([images[p.target] for p in train]))
     distractor = torch.from_numpy(np.stack([images[p.distractor] for p in train]))
     model = Captioner(words, r.embed, r.hidden, r.channels, with_distractor, max_length=length - 1).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=r.lr)
+    opt = Adam(model.parameters(), lr=r.lr)
     loss_fn = torch.nn.CrossEntropyLoss(ignore_index=0)
     gen = torch.Generator().manual_seed(seed)
     echo(

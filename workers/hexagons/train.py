@@ -28,7 +28,7 @@ from app.kinds.hexagons.formats import Procedure, parse_procedures
 from app.kinds.hexagons.score import no_action, summarise
 from app.kinds.hexagons.train import TRAINING
 from workers.hexagons.executor import HexExecutor, batch_tensors, execute_procedures
-from workers.training import Recipe, descend, job_options, seed_all, train_and_upload
+from workers.training import Adam, Recipe, descend, job_options, seed_all, train_and_upload
 
 NAME = "executor"
 SPLITS = ("train", "dev", "test")
@@ -99,7 +99,7 @@ def train_executor(
     dev = torch.device(device)
     ids, before, after = _steps(procedures, words)
     model = HexExecutor(words, r.embed, r.hidden, r.channels).to(dev).train()
-    opt = torch.optim.Adam(model.parameters(), lr=r.lr)
+    opt = Adam(model.parameters(), lr=r.lr)
     order = np.random.default_rng(r.seed)
     lengths = np.array([len(t) for t in ids])
     for epoch in range(r.epochs):

@@ -30,7 +30,7 @@ from workers.navigation.features import FEATURES_VERSION, Vocabulary, World, pad
 from workers.navigation.listener import Ensemble, Listener
 from workers.navigation.rerank import Worlds, follow_and_score, pick_device
 from workers.navigation.speaker import Speaker
-from workers.training import descend, seed_all
+from workers.training import Adam, descend, seed_all
 
 MAX_WORDS = 60  # instruction length cap (the grammar's longest is about 45 words)
 Progress = Callable[[float, str], None]
@@ -89,7 +89,7 @@ def train_speaker(
     model = Speaker(vocab.words, hidden=hidden).to(dev)
     steps = [data.worlds[e.scan].step_features(e.path, e.heading) for e in data.examples]
     pairs = [(i, vocab.encode(t, MAX_WORDS)) for i, e in enumerate(data.examples) for t in e.instructions]
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    opt = Adam(model.parameters(), lr=lr)
     rng = random.Random(seed)
     for epoch in range(epochs):
         rng.shuffle(pairs)
@@ -209,7 +209,7 @@ def train_listeners(
     ens = Ensemble(members).to(dev)
     params = {name: torch.nn.Parameter(v.detach().clone()) for name, v in ens.params.items()}
     ens.params = params
-    opt = torch.optim.Adam(params.values(), lr=lr)
+    opt = Adam(params.values(), lr=lr)
     worlds = Worlds(list(data.worlds.values()), dev)
     hops = _next_hops(worlds, data)
     rows = [(i, t) for i, e in enumerate(data.examples) for t in range(len(e.instructions))]

@@ -29,7 +29,7 @@ from app.kinds.sts.recordings import Replayable, expert_recording, replay
 from app.kinds.sts.rollout import Job, random_policy, rollout_batched
 from app.kinds.sts.train import TRAINING
 from workers.sts.policy import FilmPolicy, TorchPolicy
-from workers.training import Recipe, descend, save_model, seed_all
+from workers.training import Adam, Recipe, descend, save_model, seed_all
 
 HELD_OUT_SEEDS = 1_000_000  # held-out episodes are seeds 1000000.. of each level; training ones 0..
 DEFAULT_LEVELS = ("BabyAI-GoToObj-v0", "BabyAI-GoToLocal-v0", "BabyAI-PickupLoc-v0", "BabyAI-OpenDoor-v0")
@@ -110,7 +110,7 @@ def train_policy(
     seed_all(r.seed)
     dev = torch.device(device)
     model = FilmPolicy(r.embed, r.channels, r.hidden).to(dev).train()
-    opt = torch.optim.Adam(model.parameters(), lr=r.lr)
+    opt = Adam(model.parameters(), lr=r.lr)
     order = np.random.default_rng(r.seed)
     for epoch in range(r.epochs):
         perm = order.permutation(len(data))
