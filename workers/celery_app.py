@@ -27,6 +27,10 @@ app.conf.update(
     # a job running meanwhile runs on (its state is its row, not its message).
     broker_connection_retry=True,
     broker_connection_max_retries=None,
+    # A Redis that answers errors (out of memory under maxmemory and noeviction, a read-only
+    # replica, MISCONF) is treated as a lost connection too: Celery's default takes them for
+    # unrecoverable and the main process exited (issue 26, round 13).
+    broker_channel_error_retry=True,
     worker_cancel_long_running_tasks_on_connection_loss=False,
     # A job past its time fails with the reason (the soft limit raises inside it);
     # the hard limit ends a handler that ignores it.
