@@ -78,8 +78,12 @@ class SecurityHeaders:
         csp = DOCS_CSP.encode() if path == OAUTH2_REDIRECT else self.crowd_csp if crowd else self.own_csp
         https = scope.get("scheme") == "https"
 
+        started = False
+
         async def with_headers(message):
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 headers = list(message.get("headers", []))
                 names = {k.lower() for k, _ in headers}
                 # same-origin: a worker's entry link (with their id in the query) is never sent
@@ -96,7 +100,21 @@ class SecurityHeaders:
                 message = {**message, "headers": headers}
             await send(message)
 
-        await self.app(scope, receive, with_headers)
+        try:
+            await self.app(scope, receive, with_headers)
+        except Exception:
+            # An error no handler knows: Starlette's ServerErrorMiddleware, outside this one,
+            # would answer a bare 500 without these headers (issue 26, round 13). Answered
+            # here, with them; raised on, so the server logs the traceback (and the outer
+            # middleware, seeing the answer started, sends nothing more).
+            if not started:
+                api = path.startswith("/api/")
+                body = b'{"detail":"internal server error"}' if api else b"Internal Server Error"
+                kind = b"application/json" if api else b"text/plain; charset=utf-8"
+                headers = [(b"content-type", kind), (b"content-length", str(len(body)).encode())]
+                await with_headers({"type": "http.response.start", "status": 500, "headers": headers})
+                await with_headers({"type": "http.response.body", "body": body})
+            raise
 
 
 class ForwardedHost:

@@ -99,6 +99,32 @@ def test_hsts_only_over_https(app):
         assert "strict-transport-security" not in plain.get("/login").headers
 
 
+def test_an_unexpected_error_carries_the_headers_too(app):
+    """A 500 (an error no handler knows) is answered by Starlette's outermost middleware,
+    outside ours: before the fix it carried none of the headers, not even nosniff (issue 26,
+    round 13). The API's is in the API's error shape; the traceback stays in the log."""
+
+    def broken():
+        raise RuntimeError("a bug at /srv/proctor/app/secret.py")
+
+    app.add_api_route("/api/v1/broken-for-the-test", broken)
+    app.add_api_route("/broken-for-the-test", broken)
+    for base in ("http://proctor.example", "https://proctor.example"):
+        with TestClient(app, base_url=base, raise_server_exceptions=False) as client:
+            for method in ("GET", "HEAD"):
+                page = client.request(method, "/broken-for-the-test")
+                api = client.request(method, "/api/v1/broken-for-the-test")
+                for response in (page, api):
+                    assert response.status_code == 500
+                    if base.startswith("http:"):
+                        assert_own_page(response)
+                    else:
+                        assert response.headers["strict-transport-security"] == "max-age=31536000"
+                    assert "/srv/" not in response.text and "RuntimeError" not in response.text
+            assert page.headers["content-type"].startswith("text/plain")
+            assert client.get("/api/v1/broken-for-the-test").json() == {"detail": "internal server error"}
+
+
 def test_the_scheme_is_the_one_the_asgi_scope_names():
     """Behind a trusted proxy uvicorn's ProxyHeadersMiddleware has already set the scope's
     scheme from X-Forwarded-Proto; the middleware reads only the scope."""
