@@ -326,11 +326,12 @@ def english_bits(key: str) -> float | None:
 # A hash's hex digest of a guessable text ("echo password | sha256sum"): as random-looking as
 # any hex, and as weak as the text. The texts: each listed word in three cases with a common
 # ending, with and without the newline echo adds, a few a key is often called, and the numbers
-# under 1,000; the hashes of coreutils' md5sum, sha1sum, sha256sum and sha512sum (some 80,000
-# digests in 0.2 s, made when a key first has such a run: the suite's own key has one). A key
-# is checked by its longest run of hex digits (at least 32, half the key) against the digests'
-# first 16.
-_HASHES = ("md5", "sha1", "sha256", "sha512")
+# under 1,000; the hashes of coreutils' md5sum, sha1sum, sha224sum, sha256sum, sha384sum,
+# sha512sum and b2sum (BLAKE2b), and SHA3-256 (round 13: sha384 of "password" and the others
+# passed): some 130,000 digests in about 0.4 s, made when a key first has such a run (the
+# suite's own key has one). A key is checked by its longest run of hex digits (at least 32,
+# half the key) against the digests' first 16.
+_HASHES = ("md5", "sha1", "sha224", "sha256", "sha384", "sha512", "blake2b", "sha3_256")
 _KEY_NAMES = (
     "", "secret", "secretkey", "secret_key", "SECRET_KEY", "proctor", "changeme", "change-me",
     "dev", "development", "production", "prod", "test", "testing", "django-insecure", "flask",
@@ -365,7 +366,9 @@ def hash_of_a_guess(key: str) -> str | None:
     text by, or None. A key that is a digest's bytes in base32, base64 (as `openssl dgst -binary
     | base64` writes them, or unpadded as in a JWT) or base85 is read as their hex."""
     run = max(re.findall(r"[0-9a-fA-F]{32,}", key), key=len, default="").lower()
-    runs = [run] if len(run) * 2 >= len(key) else [d.hex() for d in decodings(key) if len(d) in (16, 20, 32, 64)]
+    runs = (
+        [run] if len(run) * 2 >= len(key) else [d.hex() for d in decodings(key) if len(d) in (16, 20, 28, 32, 48, 64)]
+    )
     for run in runs:
         digest, name = _digests().get(run[:16], ("", ""))
         if digest and (digest.startswith(run) or run.startswith(digest)):

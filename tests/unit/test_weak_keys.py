@@ -100,6 +100,21 @@ def test_an_encoded_random_password_of_twenty_characters_passes():
 
 
 @pytest.mark.parametrize(
+    "hash_, text",
+    [("sha224", b"secret"), ("sha384", b"password"), ("blake2b", b"secret"), ("sha3_256", b"secret\n")],
+)
+def test_a_digest_by_the_other_common_hashes_is_refused_too(hash_, text):
+    """Round 13 of issue 26: `sha384sum`, `sha224sum`, `b2sum` (BLAKE2b) and Python's sha3_256
+    of "secret" or "password" passed every rule; only md5, sha1, sha256 and sha512 were tried."""
+    import base64
+    import hashlib
+
+    digest = hashlib.new(hash_, text).digest()
+    for key in (digest.hex(), digest.hex().upper(), base64.b64encode(digest).decode()):
+        assert f"the {hash_} hash" in (weak_secret_key(key) or ""), key
+
+
+@pytest.mark.parametrize(
     "hash_, text", [("sha256", b"password"), ("sha512", b"secret"), ("md5", b"admin"), ("sha1", b"proctor")]
 )
 def test_a_digest_in_any_encoding_is_the_digest(hash_, text):
