@@ -22,7 +22,7 @@ from app.errors import InputError
 from app.params import Id
 from app.studies import assignment
 from app.studies.models import Bundle, Study
-from app.web import client_address, rate_limit, render
+from app.web import client_address, form_number, rate_limit, render
 from app.studies.consent import consent_details
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ def new_token(
     if expires:
         if not (expires.isascii() and expires.isdigit()):
             raise InputError("a number of days", field="expires_in_days")
-        days = int(expires)
+        days = form_number(expires, "expires_in_days")  # int() refuses 4,300 digits: a 500
     token = create_token(session, session.merge(user), form.name, days)
     session.commit()
     return render(request, "research/account.html", user=user, new_token=token, tokens=_tokens(session, user))

@@ -353,6 +353,8 @@ async def answer(request: Request, slug: str) -> Response:
         assignment_id = int(cast(str, form.pop("assignment_id", "")))
     except (ValueError, TypeError):
         raise InputError("missing assignment", field="assignment_id") from None
+    if not 1 <= assignment_id <= MAX_ID:  # past 64 bits SQLite's driver raised OverflowError: a 500
+        raise InputError("no such assignment", field="assignment_id")
     key = str(form.pop("idempotency_key", ""))
     form.pop("csrf_token", None)
     client = {"user_agent": request.headers.get("user-agent", "")[:200]}

@@ -124,6 +124,8 @@ def make_verification_study(session: Session, study: Study, actor: User, title: 
     if not lines:
         raise InputError("no procedures to verify: none has been written since the last verification", field="study")
     title = (title or "").strip() or f"Verification: {study.title}"[:255]
+    if len(title) > 255:  # StudySettings' own refusal is a ValidationError: a 500 on the page
+        raise InputError("a title has at most 255 characters", field="title")
     settings = services.StudySettings(
         title=title,
         annotations_per_item=VERIFIERS,
