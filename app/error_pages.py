@@ -71,9 +71,12 @@ def install(app: FastAPI) -> None:
     async def data_error(request: Request, exc: DataError | psycopg.DataError) -> Response:
         # PostgreSQL's text holds no U+0000, and psycopg refuses to send one: a NUL in a
         # request's path, query or form (a crowd link's slug or worker id, a login's email)
-        # is input no row can match or hold, refused as such rather than a 500. Any other
-        # DataError is the server's.
-        if "NUL (0x00)" not in str(getattr(exc, "orig", None) or exc):
+        # is input no row can match or hold, refused as such rather than a 500. Its JSON holds
+        # none either, and says so otherwise (round 13: a NUL in an STS scenario's tags or a
+        # failure's note answered 500). Any other DataError is the server's.
+        orig = getattr(exc, "orig", None) or exc
+        json_nul = isinstance(orig, psycopg.errors.UntranslatableCharacter) and "\\u0000" in str(orig)
+        if "NUL (0x00)" not in str(orig) and not json_nul:
             raise exc
         return await input_error(request, InputError("a value holds U+0000 (NUL), which no text column holds"))
 
