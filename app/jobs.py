@@ -423,7 +423,8 @@ _QUERY_SECRET = re.compile(
 # Any `name=value` whose name says secret (round 8: `aws_secret_access_key=`, `session_token=`,
 # a presigned URL's `X-Amz-Signature=` and `X-Amz-Credential=`), and a bearer or basic token.
 _SECRET_NAME = r"[\w-]*(?:password|passwd|secret|token|signature|credential|access_key|api[-_]?key)[\w-]*"
-_DSN_PASSWORD = re.compile(rf"\b({_SECRET_NAME}\s*=\s*)(?:'[^']*'|[^\s'\"&;,]+)", re.IGNORECASE)
+# Round 13: double-quoted too (`password="x"` in a call, `export X_SECRET="x y"` in a shell).
+_DSN_PASSWORD = re.compile(rf"""\b({_SECRET_NAME}\s*=\s*)(?:'[^']*'|"[^"]*"|[^\s'"&;,]+)""", re.IGNORECASE)
 # Round 12: the same names before a colon, as Python's repr and JSON write a mapping
 # ('password': 'x', "secret_key": "x") and a header or YAML a field (x-api-key: x, SECRET_KEY: x:
 # a name with "-" or "_", as "no token: set it" is a sentence); and "api-key=" too.
@@ -432,11 +433,14 @@ _MAPPED_SECRET = re.compile(
     re.IGNORECASE,
 )
 _AUTHORIZATION = re.compile(r"\b((?:Bearer|Basic)\s+)[^\s'\"]+", re.IGNORECASE)
+# A PEM private key's body (round 13), to its END line or, cut short, to the text's end.
+_PRIVATE_KEY = re.compile(r"(-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----).*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S)
 
 
 def redact(text: str) -> str:
     """What a job's owner may read of a server-side text: paths of this machine, file: URLs and
     the credentials in a URL blanked (the job's traceback keeps them, for admins)."""
+    text = _PRIVATE_KEY.sub(r"\1<credentials>", text)
     text = _URL_CREDENTIALS.sub(r"\1<credentials>@", text)
     text = _DSN_PASSWORD.sub(r"\1<credentials>", _QUERY_SECRET.sub(r"\1<credentials>", text))
     text = _MAPPED_SECRET.sub(r"\1<credentials>", text)

@@ -178,3 +178,27 @@ def test_a_nul_bound_for_a_json_column_is_refused_not_a_500(key, role, field, wo
         data["continuation"] = "5"
     r = world.call(role, method, path, data=data)
     assert r.status_code == 422 and "U+0000" in r.text, (r.status_code, r.text[:300])
+
+
+# Item 5: what a job's owner reads of its failure.
+
+
+@pytest.mark.parametrize(
+    "text, secret",
+    [
+        ('connect(host="db", password="hunter2") failed', "hunter2"),
+        ('export AWS_SECRET_ACCESS_KEY="wJalrXUtnFEMI K7MDENG" was refused', "K7MDENG"),
+        ('token="abc123def456" expired', "abc123def456"),
+        (
+            "bad key -----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----",
+            "MIIEvQIB",
+        ),
+        ("-----BEGIN RSA PRIVATE KEY----- MIIEpAIBAAKCAQEA7 (truncated", "MIIEpAIB"),
+    ],
+    ids=["double-quoted", "shell export", "token=", "PEM", "PEM cut"],
+)
+def test_a_failure_reason_blanks_a_double_quoted_secret_and_a_private_key(text, secret):
+    """`name='value'` was blanked, `name="value"` (a call's keyword, a shell's export, an .env
+    line) showed whole; so did a PEM private key's body."""
+    shown = jobs.failure_reason(ValueError(text))
+    assert secret not in shown and "<credentials>" in shown, shown
