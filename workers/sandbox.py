@@ -625,12 +625,16 @@ def _to_device(obj, device):
 # -- the child's side ------------------------------------------------------------------------
 
 
+MAX_STACK = 8 << 20  # the main thread's stack (Linux's default soft limit)
+
+
 def _limit(cpu_s: int, memory_mb: int, device: str, uid: int) -> None:
     """From now on: cpu_s more CPU seconds (start-up is not the model's), no more memory than
     memory_mb of address space (off the CPU: memory_mb more private memory), no file written,
     no core dumped, and no more than NPROC_HEADROOM new processes or threads for the user it
     runs as (`uid`), nor more than MAX_DESCRIPTORS descriptors (soft and hard: it cannot raise
-    them), nor more than MAX_PENDING_SIGNALS signals queued or timers (kernel memory)."""
+    them), nor more than MAX_PENDING_SIGNALS signals queued or timers (kernel memory), nor a
+    main stack past MAX_STACK."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     spent = int(usage.ru_utime + usage.ru_stime) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (spent + cpu_s, spent + cpu_s + 5))
@@ -641,6 +645,12 @@ def _limit(cpu_s: int, memory_mb: int, device: str, uid: int) -> None:
     descriptors = max(MAX_DESCRIPTORS, len(os.listdir("/proc/self/fd")) + 64)
     resource.setrlimit(resource.RLIMIT_NOFILE, (descriptors, descriptors))
     resource.setrlimit(resource.RLIMIT_SIGPENDING, (MAX_PENDING_SIGNALS, MAX_PENDING_SIGNALS))
+    # The main thread's stack, which RLIMIT_DATA (off the CPU) does not count: its soft limit
+    # alone bounded it, and a model raised that to unlimited and wrote 3,000 MB of stack past
+    # a 256 MB limit (issue 26, re-attack round 13). Hard and soft now, at most 8 MB.
+    soft = resource.getrlimit(resource.RLIMIT_STACK)[0]
+    stack = MAX_STACK if soft == resource.RLIM_INFINITY else min(soft, MAX_STACK)
+    resource.setrlimit(resource.RLIMIT_STACK, (stack, stack))
     if device == "cpu":
         resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
     else:

@@ -202,3 +202,59 @@ def test_a_failure_reason_blanks_a_double_quoted_secret_and_a_private_key(text, 
     line) showed whole; so did a PEM private key's body."""
     shown = jobs.failure_reason(ValueError(text))
     assert secret not in shown and "<credentials>" in shown, shown
+
+
+# Items 2 and 3 (the sandbox, on the CPU): a model's main stack off the CPU.
+
+
+class StackProbe:
+    """A "model" (this module is its loader) that raises its stack's limit and writes a byte
+    on each page of `mb` MB of its main thread's stack, below the frames in use."""
+
+    def to(self, device):  # as a torch module is moved and set to evaluation
+        return self
+
+    def eval(self):
+        return self
+
+    def stack(self, mb: int) -> list:
+        import ctypes
+        import resource
+
+        try:
+            resource.setrlimit(resource.RLIMIT_STACK, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        except (ValueError, OSError):
+            pass
+        top = ctypes.c_void_p.in_dll(ctypes.CDLL(None), "__libc_stack_end").value
+        page = 4096
+        below = (top & ~(page - 1)) - 64 * page
+        for i in range(mb * 256):
+            ctypes.memset(below - i * page, 1, 1)
+        return [mb, resource.getrlimit(resource.RLIMIT_STACK)[1]]
+
+
+def load(fmt: str, data: bytes, config: dict | None) -> StackProbe:
+    return StackProbe()
+
+
+@pytest.mark.timeout(180)
+def test_a_model_off_the_cpu_cannot_grow_its_stack_past_its_memory_limit(monkeypatch):
+    """Off the CPU the memory limit is RLIMIT_DATA, which does not count the main thread's
+    stack; its own limit (RLIMIT_STACK) had a soft limit only, which the model raised to
+    unlimited: 3,000 MB of stack written past a 256 MB limit ("cpu:0", a GPU's path without a
+    GPU, as in rounds 9, 11 and 12). Its hard limit is now its soft one, at most 8 MB."""
+    from tests.conftest import ROOT
+    from tests.integration.test_reattack26_round3 import needs_sandbox
+    from workers.sandbox import SandboxedModel, SandboxError
+
+    if needs_sandbox.args[0]:
+        pytest.skip(needs_sandbox.kwargs["reason"])
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    loader = "tests.integration.test_reattack13:load"
+    model = SandboxedModel(loader, "probe", b"", None, device="cpu:0", limits={"memory_mb": 256, "call_s": 60})
+    try:
+        assert model.call("stack", 4)[0] == 4  # what a model's calls need is there
+        with pytest.raises(SandboxError):
+            model.call("stack", 512)
+    finally:
+        model.close()
