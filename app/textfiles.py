@@ -240,10 +240,10 @@ def csv_rows(reader, text: bytes | str | None = None):
 
 def csv_records(reader, text: bytes | str | None = None):
     """(line where the record starts, row) for each record of a `csv.reader`, with the csv
-    module's own errors (a cell longer than `csv.field_size_limit()`, a NUL byte, an unclosed
-    quote in strict mode) as an InputError naming that line, instead of a `_csv.Error` (a 500).
-    Given the file's `text` (or its checked bytes, as `csv_reader` reads them), a cell over the
-    limit is named by its column (the first row is the header)."""
+    module's own errors (a cell longer than `csv.field_size_limit()`, an unclosed quote in
+    strict mode) and a NUL in a cell as an InputError naming that line, instead of a `_csv.Error`
+    (a 500). Given the file's `text` (or its checked bytes, as `csv_reader` reads them), a cell
+    over the limit is named by its column (the first row is the header)."""
     from app import jsonsafe
 
     start, header, cells, records, cap = 1, None, 0, 0, jsonsafe.max_values()
@@ -267,6 +267,12 @@ def csv_records(reader, text: bytes | str | None = None):
             raise InputError(f"the file holds more than {cap:,} lines (the MAX_UPLOAD_VALUES limit)", line=start)
         if header is None and row:
             header = [name.strip() for name in row]
+        # Python's csv module reads a NUL since 3.11; no text column holds one (PostgreSQL
+        # refused it at the insert, naming no line; issue 26, round 13).
+        if any("\x00" in cell for cell in row):
+            at = next(i for i, cell in enumerate(row) if "\x00" in cell)
+            name = header[at] if header is not None and at < len(header) and start > 1 else None
+            raise InputError("a cell holds U+0000 (NUL), which no text column holds", line=start, field=name)
         yield start, row
         start = reader.line_num + 1
 
