@@ -155,7 +155,10 @@ class BodyLimit:
     it is parsed or spooled: by its Content-Length when it has one, else by counting as it
     arrives. FastAPI reads a form before the route checks who posts it: AuthBeforeBody turns
     away callers without an account first, and this bounds what the others may send (the
-    crowd's routes, and accounts)."""
+    crowd's routes, and accounts). The routes anyone may post to (the crowd's, the login form,
+    Prolific's hooks) take no upload: SMALL_BODY at most (issue 26, round 13: a worker's
+    browser could send the largest upload's size to the answer form, read whole before its
+    fields were checked)."""
 
     def __init__(self, app, limit: int):
         self.app, self.limit = app, limit
@@ -163,9 +166,11 @@ class BodyLimit:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        path = scope.get("path", "")
+        limit = min(self.limit, SMALL_BODY) if path.startswith(SMALL_BODY_PATHS) else self.limit
         length = dict(scope.get("headers") or []).get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.limit):
-            return await self._refuse(scope, send)
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            return await self._refuse(send, limit)
         seen = 0
         refused = False
 
@@ -174,7 +179,7 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.limit:
+                if seen > limit:
                     refused = True
                     return {"type": "http.disconnect"}
             return message
@@ -195,11 +200,18 @@ class BodyLimit:
             if not refused:
                 raise
         if refused and not started:
-            await self._refuse(scope, send)
+            await self._refuse(send, limit)
 
-    async def _refuse(self, scope, send):
-        mb = self.limit // (1024 * 1024)
+    @staticmethod
+    async def _refuse(send, limit: int):
+        mb = limit // (1024 * 1024)
         await _send_json(send, 413, {"detail": f"the request is larger than the {mb} MB limit"})
+
+
+# What the routes anyone may post to take at most (BodyLimit): a crowd answer, a consent, a
+# login, a hook's event. The largest answer (a Hexagons procedure's boards) is some 100 KB.
+SMALL_BODY = 4 << 20
+SMALL_BODY_PATHS = ("/task/", "/s/", "/api/v1/crowd/", "/login", "/logout", "/api/v1/prolific/hooks/")
 
 
 async def _send_json(send, status: int, payload: dict) -> None:

@@ -304,3 +304,35 @@ def test_a_nul_in_a_csv_cell_is_refused_with_its_line_and_column(kind, fmt, data
     assert (r.json()["line"], r.json()["field"]) == (line, column), r.json()
     session.expire_all()
     assert session.scalar(select(func.count()).select_from(Study)) == studies
+
+
+# A documented limit closed (docs/security.md, "Known limits"): the crowd's routes took bodies up
+# to the general cap (the largest upload, 200 MB and more) from anyone who entered a study.
+
+
+def test_the_crowds_routes_take_no_body_past_4_mb(app, client, session):
+    """A worker's browser (anyone with a study's link) could send a body up to the largest
+    upload (MAX_ARTIFACT_BYTES plus 1 MB) to the crowd's form and JSON routes, and the form was
+    read whole before its fields were checked; they now refuse past 4 MB (the JSON bodies' cap)
+    before reading, by length or as a streamed body arrives. An answer still goes through."""
+    from tests.conftest import create_tom_study, csrf_of
+    from tests.integration.test_api_roles import _enter_worker
+
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner, title="Big bodies")
+    session.commit()
+    _enter_worker(client, study.slug, "big-body")
+    csrf = csrf_of(client)
+    form = {"Content-Type": "application/x-www-form-urlencoded", "X-CSRF-Token": csrf}
+    for path in (f"/task/{study.slug}/answer", f"/api/v1/crowd/{study.slug}/submit", "/login"):
+        r = client.post(path, content=b"a=1", headers={**form, "Content-Length": str((4 << 20) + 1)})
+        assert r.status_code == 413, (path, r.status_code, r.text[:200])
+
+        def chunks():  # streamed: counted as it arrives
+            for _ in range(5):
+                yield b"a=" + b"x" * (1 << 20) + b"&"
+
+        r = client.post(path, content=chunks(), headers=form)
+        assert r.status_code == 413, (path, r.status_code, r.text[:200])
+    page = client.get(f"/task/{study.slug}")
+    assert page.status_code == 200 and "assignment_id" in page.text  # an item to answer, as before
