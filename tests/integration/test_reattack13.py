@@ -5,7 +5,7 @@
   shared one is never touched). Held: Redis flushed mid-job, a worker started before Redis,
   beat through an out-of-memory Redis and a restart, PostgreSQL refusing connections mid-job.
 - Items 4 and 8: a fuzz of every page form's fields and every GET's query (6,498 requests on
-  SQLite, 4,666 on PostgreSQL) found 500s for numbers past 64 bits, a long title and a NUL
+  each backend; none a 5xx after the fixes but Prolific's 502, unreachable there) found 500s for numbers past 64 bits, a long title and a NUL
   bound for a JSON column; a fuzz of every value of each format's sample file (2,898 uploads)
   a NUL in a CSV cell refused naming no line. Schemathesis, every check, 50 examples, on
   PostgreSQL: nothing.
