@@ -70,7 +70,10 @@ def simulate_task(
     while (a := assignment.next_item(session, study, bundle.id)) is not None:
         if n >= bundle.size:  # the engine must end a bundle at its size; never loop on it
             raise RuntimeError(f"bundle {bundle.id} leased more than its {bundle.size} items")
-        response: Any = answer(session.get(Item, a.item_id), rng)
+        # Held until the answer is in: submit reads the same item, from the session's identity
+        # map while something holds it (otherwise a second SELECT of the item per answer).
+        item = session.get(Item, a.item_id)
+        response: Any = answer(item, rng)
         took = timedelta(seconds=seconds_on_item(rng, median_s))
         # Committed before the submit: a retry inside submit would otherwise roll it back, and
         # the engine's statements may run on a connection of their own.
