@@ -341,7 +341,7 @@ def _open_clauses(study_id: Any, worker_id: Any, again: bool) -> tuple[ColumnEle
 
 
 @functools.cache
-def _pick_statement(gold: bool, again: bool, adaptive: bool, from_start: bool) -> Select[tuple[Item]]:
+def _pick_statement(gold: bool, again: bool, adaptive: bool, from_start: bool) -> Select[Item]:
     """`_pick`'s query for one shape, built once, its values bound at each call (study_id,
     worker_id; start for gold from a worker's start; cap and floor for people's items): built
     afresh, its expressions and cache key were about a sixth of a lease and answer's CPU."""
