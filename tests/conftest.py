@@ -463,7 +463,10 @@ def app_for(url: str):
     settings = get_settings()
     kinds = tuple(all_kinds().items())
     key = (
-        settings.model_dump_json(exclude={"database_url", "storage_url"}),
+        # BASE_URL differs for each live server (its port); create_app reads only its scheme
+        # (the session cookie's https_only), the pages read the setting at each request.
+        settings.model_dump_json(exclude={"database_url", "storage_url", "base_url"}),
+        settings.base_url.startswith("https"),
         tuple((name, id(kind)) for name, kind in kinds),
     )
     if key not in _APPS:
