@@ -257,8 +257,22 @@ def _admit(
         )
 
 
+_LOCK_BUNDLE = (
+    select(Bundle).where(Bundle.id == bindparam("id")).with_for_update().execution_options(populate_existing=True)
+)
+_LOCK_ASSIGNMENT = (
+    select(Assignment)
+    .where(Assignment.id == bindparam("id"))
+    .with_for_update()
+    .execution_options(populate_existing=True)
+)
+
+
 def _lock_bundle(session: Session, bundle_id: int) -> Bundle:
-    return session.get_one(Bundle, bundle_id, with_for_update=True, populate_existing=True)
+    """The bundle's row, locked and read afresh (NoResultFound where there is none): what
+    `session.get_one(Bundle, id, with_for_update=True, populate_existing=True)` runs, from a
+    statement built once (see _STATUS below)."""
+    return session.scalars(_LOCK_BUNDLE, {"id": bundle_id}).one()
 
 
 def _lock_participant(session: Session, bundle: Bundle) -> None:
@@ -527,7 +541,7 @@ def submit(
             if stored.worker_id != bundle.worker_id:
                 raise InputError("this key belongs to another submission", field="idempotency_key")
             return stored
-        assignment = session.get(Assignment, assignment_id, with_for_update=True, populate_existing=True)
+        assignment = session.scalars(_LOCK_ASSIGNMENT, {"id": assignment_id}).one_or_none()
         if assignment is None or assignment.bundle_id != bundle.id:
             raise InputError("no such assignment in your task", field="assignment_id")
         if study.state not in ("live", "paused"):
