@@ -1118,6 +1118,21 @@ def majority_vote(counts: Mapping[Hashable, int], first_value: Hashable) -> Hash
 SPEARMAN_EXACT_MAX = 9
 
 
+def _orderings(n: int) -> np.ndarray:
+    """Every ordering of range(n), one a row (n! rows, in no particular order), built by
+    inserting each next index at every place: for nine, 9 ms, where a list of itertools'
+    362,880 tuples made into an array took 0.4 s of a leaderboard's page."""
+    out = np.zeros((1, 1), dtype=np.int8)
+    for k in range(1, n):
+        rows = out.shape[0]
+        grown = np.empty((rows * (k + 1), k + 1), dtype=np.int8)
+        for place in range(k + 1):
+            block = grown[place * rows : (place + 1) * rows]
+            block[:, :place], block[:, place], block[:, place + 1 :] = out[:, :place], k, out[:, place:]
+        out = grown
+    return out
+
+
 def spearman(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
     """Spearman's rho between two paired lists and its two-sided p, exact for small n.
 
@@ -1142,10 +1157,7 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
     rx, ry = rx - rx.mean(), ry - ry.mean()
     scale = math.sqrt(float(rx @ rx) * float(ry @ ry))
     observed = float(rx @ ry) / scale
-    import itertools
-
-    orders = np.array(list(itertools.permutations(range(n))))
-    rhos = (ry[orders] @ rx) / scale
+    rhos = (ry[_orderings(n)] @ rx) / scale
     p = float(np.mean(np.abs(rhos) >= abs(observed) - 1e-12))
     return {"rho": observed, "p": p, "n": n, "method": "exact permutation"}
 

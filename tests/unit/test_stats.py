@@ -1316,3 +1316,16 @@ def test_spearman_interval_is_fisher_z_with_fiellers_variance_worked_by_hand():
     perfect = spearman_interval([1, 2, 3, 4], [2, 4, 6, 8])
     assert perfect["rho"] == pytest.approx(1.0) and perfect["low"] is None and "undefined" in perfect["reason"]
     assert spearman_interval([1, 2], [2, 1])["rho"] is None
+
+
+def test_spearmans_exact_p_reads_every_ordering_of_up_to_nine_once():
+    """The exact p enumerates the n! orderings: each exactly once (a leaderboard of nine agents
+    waited 0.4 s a Spearman cell while itertools' tuples became an array; now ~0.04 s)."""
+    import itertools
+
+    from app.leaderboards.stats import SPEARMAN_EXACT_MAX, _orderings
+
+    for n in range(1, SPEARMAN_EXACT_MAX + 1):
+        got = _orderings(n)
+        assert got.shape == (math.factorial(n), n)
+        assert {tuple(r) for r in got.tolist()} == set(itertools.permutations(range(n)))
