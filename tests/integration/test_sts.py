@@ -67,6 +67,31 @@ def test_continuations_become_items_with_their_frames_and_the_simulators_outcome
     assert again.payload["frames_key"] == expert.payload["frames_key"]
 
 
+def test_a_study_made_again_from_the_same_continuations_encodes_no_strip(session, monkeypatch):
+    """A second study of the same continuations (another study of a suite version, the demo
+    made again) gets the same strips, in the same bytes under the same keys, without rendering
+    or encoding them again (about a second of CPU for the demo's 40); where the store lost
+    them, they are written again."""
+    from app.kinds.sts import frames
+
+    def keys(study: Study) -> dict[str, str]:
+        items = session.scalars(select(Item).where(Item.study_id == study.id))
+        return {i.external_id: i.payload["frames_key"] for i in items}
+
+    lines = demo_lines()[:6]
+    owner = make_user(session, "researcher")
+    first = keys(_study(session, owner, lines))
+    encoded: list[int] = []
+    real = frames.encode_pngs_of_one_size
+    monkeypatch.setattr(frames, "encode_pngs_of_one_size", lambda p: encoded.append(len(p)) or real(p))
+    store = get_store()
+    gone = next(iter(first.values()))
+    store.delete(gone)
+    second = keys(_study(session, owner, lines))
+    assert second == first and encoded == []
+    assert decode_png(store.get(gone)).shape[1] > 0  # written again from the encoded bytes
+
+
 @pytest.mark.parametrize(
     "change, field, words",
     [

@@ -12,6 +12,8 @@ its chunks') says where the episode ended (docs/kinds/sts.md, "What a worker can
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections import OrderedDict
 
 import numpy as np
 
@@ -73,6 +75,35 @@ def _episode(recording, n_frames: int) -> tuple:
     return (recording.level, recording.seed, tuple(recording.actions), n_frames)
 
 
+# A scenario's encoded strips, by what their bytes depend on (its unique episodes and the tile:
+# each is padded to the group's largest): a study made again from the same continuations (a
+# suite version's studies, the demo's, the tests') renders and encodes none of them. Bounded by
+# the bytes held, least recently used first out.
+ENCODED_CACHE_BYTES = 32 << 20
+_encoded: OrderedDict[tuple[int, frozenset[tuple]], dict[tuple, bytes]] = OrderedDict()
+_encoded_lock = threading.Lock()
+
+
+def _cached_group(key: tuple[int, frozenset[tuple]]) -> dict[tuple, bytes] | None:
+    with _encoded_lock:
+        got = _encoded.get(key)
+        if got is not None:
+            _encoded.move_to_end(key)
+        return got
+
+
+def _keep_group(key: tuple[int, frozenset[tuple]], pngs: dict[tuple, bytes]) -> None:
+    def size(group: dict[tuple, bytes]) -> int:
+        return sum(map(len, group.values()))
+
+    with _encoded_lock:
+        _encoded[key] = pngs
+        held = sum(size(g) for g in _encoded.values())
+        while held > ENCODED_CACHE_BYTES and len(_encoded) > 1:
+            _, dropped = _encoded.popitem(last=False)
+            held -= size(dropped)
+
+
 def store_strips(episodes: list[tuple[object, int, str]], tile: int) -> list[str]:
     """The blob keys of (recording, n_frames, scenario) strips, in order. A scenario's strips
     are PNGs of one byte size: a held last state compresses well, so the compressed data's
@@ -91,10 +122,14 @@ def store_strips(episodes: list[tuple[object, int, str]], tile: int) -> list[str
         # beside it) render and encode once: padding to the largest size gives them the same bytes.
         same = {i: _episode(*episodes[i][:2]) for i in members}
         unique = {episode: i for i, episode in reversed(same.items())}
-        pngs = encode_pngs_of_one_size(
-            [strip(held_frames(episodes[i][0], tile, episodes[i][1])) for i in unique.values()]
-        )
-        png_of = dict(zip(unique, pngs))
+        group = (tile, frozenset(unique))
+        png_of = _cached_group(group)
+        if png_of is None:
+            pngs = encode_pngs_of_one_size(
+                [strip(held_frames(episodes[i][0], tile, episodes[i][1])) for i in unique.values()]
+            )
+            png_of = dict(zip(unique, pngs))
+            _keep_group(group, png_of)
         for i in members:
             png = png_of[same[i]]
             digest = hashlib.sha256(png).hexdigest()
