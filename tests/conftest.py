@@ -493,6 +493,24 @@ def client(app):
 
 
 @contextlib.contextmanager
+def statements_run(engine):
+    """The SQL statements `engine` sends inside the block, a list that fills as they run (a
+    test counts a page's or an answer's queries with it)."""
+    from sqlalchemy import event
+
+    statements: list[str] = []
+
+    def count(conn, cursor, statement, *args):
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        yield statements
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+
+
+@contextlib.contextmanager
 def untraced():
     """Runs a simulation, a calibration or a training loop without coverage's tracer, here and
     in the processes it starts: branch tracing makes such loops 2-5 times slower (about half

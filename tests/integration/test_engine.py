@@ -8,7 +8,7 @@ from sqlalchemy import func, select, update
 
 from app.studies import assignment
 from app.studies.models import Annotation, Assignment, Bundle, Item
-from tests.conftest import consent_version_of, create_tom_study, expire_lease, make_user
+from tests.conftest import consent_version_of, create_tom_study, expire_lease, make_user, statements_run
 
 
 def answer_all(session, study, bundle_id, answer="Yes"):
@@ -221,23 +221,12 @@ def test_a_simulated_worker_reads_each_item_once_beside_the_engines_pick(session
     answer, the pick's SELECT and one read of the item for the answer; submit finds the item the
     worker holds in the session (it was read a third time). A lease and an answer run the same
     SQL as before, its statements built once (assignment._pick_statement)."""
-    from sqlalchemy import event
-
     from app.kinds.tom.demo import simulate_worker
 
     owner = make_user(session, "researcher")
     study = create_tom_study(session, owner, bundle_size=10, gold_rate=0.0, annotations_per_item=3)
-    statements: list[str] = []
-
-    def count(conn, cursor, statement, *args):
-        statements.append(statement)
-
-    engine = session.get_bind()
-    event.listen(engine, "before_cursor_execute", count)
-    try:
+    with statements_run(session.get_bind()) as statements:
         answered = simulate_worker(session, study, "reader", 0.9, seed=1)
-    finally:
-        event.remove(engine, "before_cursor_execute", count)
     assert answered == 10
     item_reads = [s for s in statements if s.lstrip().upper().startswith("SELECT") and "FROM items" in s]
     assert len(item_reads) == 2 * answered, item_reads

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from sqlalchemy import event, select
+from sqlalchemy import select
 
 from app.studies import assignment, hotpath
 from app.studies.models import Annotation, Assignment, Bundle
 from app.studies.consent import consent_version
-from tests.conftest import create_tom_study, make_user
+from tests.conftest import create_tom_study, make_user, statements_run
 from tests.integration.test_crowd_integrity import answer, api_start, start, tiny_study
 from tests.integration.test_hot_entry import _pg_only
 
@@ -129,17 +129,9 @@ def test_the_task_pages_end_comes_from_the_answer_with_no_engine_call(client, se
     page = answer(client, study.slug, page)
     page = answer(client, study.slug, page)
     assert "3 of 3" in page
-    statements = []
-
-    def count(*_):
-        statements.append(1)
-
     before = dict(hotpath.stats)
-    event.listen(get_engine(db_url), "before_cursor_execute", count)
-    try:
+    with statements_run(get_engine(db_url)) as statements:
         end = answer(client, study.slug, page)
-    finally:
-        event.remove(get_engine(db_url), "before_cursor_execute", count)
     assert 'id="completion-code"' in end and study.completion_code in end, end[:500]
     assert "You completed 3 questions" in end
     # The answer's statement closed the bundle and the page came from it: no ORM statement,

@@ -7,14 +7,14 @@ import json
 import re
 
 import pytest
-from sqlalchemy import event, select, update
+from sqlalchemy import select, update
 
 from app.auth.models import IMPORTED_PLATFORM, User
 from app.kinds.tom.demo import simulate_worker
 from app.quality import service as quality
 from app.studies.imports import import_annotations
 from app.studies.models import Item, Participant, Study
-from tests.conftest import create_tom_study, login, make_user
+from tests.conftest import create_tom_study, login, make_user, statements_run
 
 
 def _pseudonym(session, external_id: str) -> str:
@@ -238,14 +238,7 @@ def test_deciding_from_a_replay_opened_in_every_studys_queue_goes_back_there(ses
 
 def test_every_study_queue_takes_the_same_queries_for_more_studies(session, studies):
     """Each aggregate is grouped by study: a third study adds rows, not queries."""
-    statements: list[str] = []
-
-    def count(conn, cursor, statement, *args):
-        statements.append(statement)
-
-    engine = session.get_bind()
-    event.listen(engine, "before_cursor_execute", count)
-    try:
+    with statements_run(session.get_bind()) as statements:
         two = len(quality.review_queue_all(session, "pending"))
         n_two, statements[:] = len(statements), []
         third = create_tom_study(
@@ -260,8 +253,6 @@ def test_every_study_queue_takes_the_same_queries_for_more_studies(session, stud
         statements[:] = []
         assert len(quality.review_queue_all(session, "pending")) == two + 1
         assert len(statements) == n_two, statements
-    finally:
-        event.remove(engine, "before_cursor_execute", count)
 
 
 def test_a_batch_decision_names_the_first_bad_id_as_given_and_changes_nothing(session, studies, client):

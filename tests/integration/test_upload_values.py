@@ -54,6 +54,18 @@ def post_holding(client, token: str, kind: str, fmt: str, data: bytes):
         tracemalloc.stop()
 
 
+def refused_holding(client, session, kind: str, fmt: str, data: bytes) -> tuple[dict, int]:
+    """A researcher's upload of `data`, refused (422) with no study or item row added: its
+    answer's JSON, and the most memory Python held while it was answered."""
+    token = create_token(session, make_user(session, "researcher"))
+    session.commit()
+    before = study_rows(session)
+    r, peak = post_holding(client, token, kind, fmt, data)
+    assert r.status_code == 422, r.text
+    assert study_rows(session) == before
+    return r.json(), peak
+
+
 def study_rows(session) -> tuple[int, int]:
     session.expire_all()
     return session.scalar(select(func.count()).select_from(Study)), session.scalar(
@@ -99,14 +111,8 @@ def test_a_file_past_the_values_limit_is_refused_naming_it(kind, fmt, data, app,
     ids=["R2R JSON", "Hexagons JSON lines"],
 )
 def test_a_file_of_empty_values_is_refused_holding_little(kind, fmt, data, app, client, session):
-    researcher = make_user(session, "researcher")
-    token = create_token(session, researcher)
-    session.commit()
-    before = study_rows(session)
-    r, peak = post_holding(client, token, kind, fmt, data)
-    assert r.status_code == 422, r.text
-    assert "more than 2,000,000" in r.json()["detail"] and "MAX_UPLOAD_VALUES" in r.json()["detail"], r.json()
-    assert study_rows(session) == before
+    answer, peak = refused_holding(client, session, kind, fmt, data)
+    assert "more than 2,000,000" in answer["detail"] and "MAX_UPLOAD_VALUES" in answer["detail"], answer
     # The request holds the 9 MB upload a few times over; decoding it would hold 200 MB and more.
     assert peak < 64 * MB, f"refusing it held {peak // MB} MB"
 
@@ -131,15 +137,8 @@ def test_an_emoji_on_each_line_is_refused_holding_little(kind, fmt, data, field,
     """Issue 26: an upload was decoded whole into one Python str, which CPython holds at 4 bytes a
     character once one character is past U+FFFF: 48 MB of JSON lines with an emoji on each held
     381 MB before line 1 was refused. Its lines are now decoded one at a time."""
-    researcher = make_user(session, "researcher")
-    token = create_token(session, researcher)
-    session.commit()
-    before = study_rows(session)
-    r, peak = post_holding(client, token, kind, fmt, data)
-    assert r.status_code == 422, r.text
-    detail = r.json()
+    detail, peak = refused_holding(client, session, kind, fmt, data)
     assert detail.get("line") == 1 and detail.get("field") == field, detail
-    assert study_rows(session) == before
     # The request holds the 24 MB upload 3 times over (the client's body, the bytes read): 74 MB.
     # Its text decoded whole took 4 bytes a character, 96 MB more, and as many again split: 240 MB.
     assert peak < 4 * len(data), f"refusing {len(data) // MB} MB held {peak // MB} MB"
