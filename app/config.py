@@ -55,6 +55,18 @@ class Settings(BaseSettings):
     # max_connections (docs/benchmarks.md, "Connections").
     db_hot_pool_size: int = 10
     db_pool_timeout: float = 30
+    # PostgreSQL that takes connections and never answers (stopped with SIGSTOP, a hung host
+    # behind a proxy): a new connection, its TLS and login included, is given this long, then
+    # the request is answered 503 (psycopg's own default is 130 s, libpq's none). libpq reads
+    # at least 2.
+    db_connect_timeout_s: int = 10
+    # A server gone from the network (its host down, a partition) while a statement waits:
+    # TCP keepalives probe an idle connection after db_keepalive_idle_s, and data or probes
+    # unacknowledged for db_tcp_user_timeout_s end it (libpq's keepalives_* and
+    # tcp_user_timeout). A live host acknowledges for a frozen server, so neither cuts a long
+    # query, nor bounds a server process that stopped answering (docs/security.md).
+    db_keepalive_idle_s: int = 10
+    db_tcp_user_timeout_s: int = 30
     # Empty means the embedded default: jobs run in a thread of the web process.
     redis_url: str = ""
     storage_url: str = f"file://{ROOT / 'var' / 'blobs'}"

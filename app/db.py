@@ -100,7 +100,36 @@ def get_engine(url: str | None = None) -> Engine:
             cur.close()
 
         return engine
-    return create_engine(url, pool_size=size, max_overflow=0, pool_timeout=timeout, pool_pre_ping=True)
+    return create_engine(
+        url,
+        pool_size=size,
+        max_overflow=0,
+        pool_timeout=timeout,
+        pool_pre_ping=True,
+        connect_args=pg_connect_args(url),
+    )
+
+
+def pg_connect_args(url: str) -> dict[str, int]:
+    """libpq's limits on a PostgreSQL connection (DB_CONNECT_TIMEOUT_S and the TCP ones, see
+    app/config.py), unless the URL's query sets them: a server that takes the connection and
+    never answers fails the connect in seconds, not psycopg's 130, and one whose host left the
+    network mid-statement ends the connection within DB_TCP_USER_TIMEOUT_S. None bounds a
+    statement on a live server: a long leaderboard query runs on."""
+    from sqlalchemy.engine import make_url
+
+    settings = get_settings()
+    idle = max(1, settings.db_keepalive_idle_s)
+    args = {
+        "connect_timeout": settings.db_connect_timeout_s,
+        "keepalives": 1,
+        "keepalives_idle": idle,
+        "keepalives_interval": max(1, idle // 2),
+        "keepalives_count": 3,
+        "tcp_user_timeout": settings.db_tcp_user_timeout_s * 1000,
+    }
+    given = make_url(url).query
+    return {k: v for k, v in args.items() if k not in given}
 
 
 @lru_cache

@@ -55,6 +55,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, cast
 
 from app.config import get_settings
+from app.db import pg_connect_args
 from app.errors import InputError
 from app.studies.consent import consent_details, consent_text, consent_version
 
@@ -407,6 +408,7 @@ def _engine(url: str) -> Engine:
         pool_timeout=settings.db_pool_timeout,
         isolation_level="AUTOCOMMIT",
         pool_reset_on_return=None,
+        connect_args=pg_connect_args(url),  # a server that never answers: 503 in seconds
     )
 
 

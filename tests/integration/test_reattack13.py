@@ -18,7 +18,11 @@ This module is also the stack probe's loader (`tests.integration.test_reattack13
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -347,3 +351,94 @@ def test_the_crowds_routes_take_no_body_past_4_mb(app, client, session):
         assert r.status_code == 413, (path, r.status_code, r.text[:200])
     page = client.get(f"/task/{study.slug}")
     assert page.status_code == 200 and "assignment_id" in page.text  # an item to answer, as before
+
+
+# Round 13b, item 1: a PostgreSQL that takes the connection and never answers (stopped with
+# SIGSTOP, a hung host behind a live proxy or load balancer). Simulated by a port of the test's
+# own, never the shared server: it accepts and holds every connection, reading nothing.
+
+
+@contextmanager
+def _silent_postgres() -> Iterator[int]:
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    srv.settimeout(0.2)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                held.append(srv.accept()[0])
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    try:
+        yield srv.getsockname()[1]
+    finally:
+        stop.set()
+        t.join()
+        for c in held:  # the client still waiting (before the fix) reads its end now
+            c.close()
+        srv.close()
+
+
+def _within(seconds: float, fn: Callable[[], object]) -> tuple[object, float]:
+    """fn's result (or the exception it raised) and how long it took; fails past `seconds`."""
+    out: list[object] = []
+
+    def run() -> None:
+        try:
+            out.append(fn())
+        except Exception as exc:  # noqa: BLE001 - the caller looks at it
+            out.append(exc)
+
+    t0 = time.monotonic()
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert out, f"still waiting after {seconds} s"
+    return out[0], time.monotonic() - t0
+
+
+def test_a_database_that_never_answers_is_a_503_and_a_failed_claim_not_a_hang(monkeypatch):
+    """psycopg waits 130 s for a connection by default, and SQLAlchemy's pool set no limit of
+    its own: a request, a crowd page and a worker claiming a job each waited 130 s for a
+    server that accepts and never answers (a connection per attempt: more behind a retry).
+    Now a connection is given DB_CONNECT_TIMEOUT_S (10 s): the request is answered 503 with
+    Retry-After, and the worker's claim raises (the job stays queued; the sweeper sends it
+    again), each in some 10 s."""
+    from fastapi.testclient import TestClient
+    from sqlalchemy.exc import OperationalError
+
+    from app.config import get_settings
+    from app.db import get_engine, get_sessionmaker
+    from app.main import create_app
+    from app.studies import hotpath
+
+    with _silent_postgres() as port:
+        url = f"postgresql+psycopg://postgres@127.0.0.1:{port}/silent"
+        monkeypatch.setenv("DATABASE_URL", url)
+        for cache in (get_settings, get_engine, get_sessionmaker):
+            cache.cache_clear()
+        try:
+            client = TestClient(create_app(url), raise_server_exceptions=False)
+            r, took = _within(25, lambda: client.get("/api/v1/studies", headers={"Authorization": "Bearer pct_x"}))
+            assert getattr(r, "status_code", None) == 503 and r.headers["Retry-After"] == "10", r
+            assert took < 15, took
+            page, took = _within(25, lambda: client.get("/s/some-study"))
+            assert getattr(page, "status_code", None) == 503, page
+            assert took < 15, took
+            claim, took = _within(25, lambda: jobs.run_turn(1, stale_after=jobs.STALE_AFTER_S))
+            assert isinstance(claim, OperationalError), claim
+            assert took < 15, took
+        finally:
+            for cache in (get_settings, get_engine, get_sessionmaker):
+                cache.cache_clear()
+            hotpath.reset()
+
