@@ -436,11 +436,77 @@ _AUTHORIZATION = re.compile(r"\b((?:Bearer|Basic)\s+)[^\s'\"]+", re.IGNORECASE)
 # A PEM private key's body (round 13), to its END line or, cut short, to the text's end.
 _PRIVATE_KEY = re.compile(r"(-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----).*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S)
 
+# Round 13b: tokens no name labels, known by their own shape (the prefix kept, to say which):
+# GitHub's classic and fine-grained, Stripe's secret and restricted keys and webhook secrets,
+# Slack's, Hugging Face's, GitLab's, OpenAI's and Anthropic's, Google's API keys, AWS access key
+# ids (long-lived AKIA, session ASIA), and a JWT (two base64url JSON objects, "eyJ" each, and a
+# signature). A digest, an id or a word beside such a prefix is not one (no prefix, or too short).
+_SHAPED_TOKEN = re.compile(
+    r"\b(gh[pousr]_(?=[A-Za-z0-9]{30})|github_pat_(?=\w{30})|[sr]k_(?:live|test)_(?=[A-Za-z0-9]{10})"
+    r"|whsec_(?=[A-Za-z0-9]{20})|xox[abposr]-(?=[A-Za-z0-9-]{10})|xapp-(?=[A-Za-z0-9-]{10})|hf_(?=[A-Za-z]{30})"
+    r"|glpat-(?=[\w-]{20})|sk-(?:proj-|ant-(?:api\d\d-)?)?(?=[\w-]{20})|AIza(?=[\w-]{35})"
+    r"|(?:AKIA|ASIA)(?=[A-Z0-9]{16}\b))[\w-]+"
+    r"|\beyJ[\w-]{4,}\.eyJ[\w-]{4,}\.[\w-]*"
+)
+# Round 13b: `Authorization:` with any scheme a server names (Token, as Django REST framework's
+# and GitHub's; Digest, Bot, ApiKey, ...) or none, in a header or a mapping; "Token expired"
+# alone is a sentence.
+_AUTH_SCHEMES = r"(?:Bearer|Basic|Token|Digest|Bot|ApiKey|Api-Key|Key|JWT|OAuth|Negotiate|NTLM|HMAC|SSWS|GenieKey)"
+_AUTHORIZATION_HEADER = re.compile(
+    rf"""\b((?:Proxy-)?Authorization['"]?\s*[:=]\s*['"]?(?:{_AUTH_SCHEMES}\s+)?)[^\s'",;]+""", re.IGNORECASE
+)
+# Round 13b: an object store's address names a bucket and a key as a path names a folder and a
+# file (s3://, gs://, Azure's and HDFS's), quoted or not (a key may hold spaces, as a path may).
+_BUCKET_QUOTED = re.compile(r"""(['"])(?:s3[an]?|gs|gcs|az|abfss?|wasbs?|hdfs|oss|r2)://(?:(?!\1)[^\n])+\1""", re.I)
+_BUCKET_URL = re.compile(r"\b(?:s3[an]?|gs|gcs|az|abfss?|wasbs?|hdfs|oss|r2)://[^\s'\"<>]+", re.IGNORECASE)
+# Round 13b: a Windows path (a drive's "C:\" with a name of two characters or more after it, so
+# a repr's "x:\n" is not one; or a UNC share's "\\server\share"), in Python's repr (its
+# backslashes doubled) or not, quoted or running on across the words of its line as a path with
+# "/" does (_blank_paths).
+_WINDOWS_START = r"(?:[A-Za-z]:\\{1,2}(?=[^\s'\"<>|\\]{2}|[^\s'\"<>|\\]\\)|\\{2,4}(?=[\w$.-]+\\))"
+_WINDOWS_QUOTED = re.compile(rf"""(['"])(?<![\w\\]['"]){_WINDOWS_START}(?:(?!\1)[^\n])*\1""")
+_WINDOWS_PATH = re.compile(rf"""(?<![\w\\]){_WINDOWS_START}[^\s'"<>|]*""")
+
+
+def _bucket_path(m: re.Match[str]) -> str:
+    url = m.group(0)
+    kept = url.rstrip(_ENDS_SENTENCE_PART)  # punctuation that ends it is the sentence's
+    return "<path>" + url[len(kept) :]
+
+
+def _blank_windows_paths(text: str) -> str:
+    text = _WINDOWS_QUOTED.sub(r"\1<path>\1", text)
+    out, at = [], 0
+    for m in _WINDOWS_PATH.finditer(text):
+        if m.start() < at:
+            continue
+        end, pos = m.end(), m.end()
+        for _ in range(_PATH_WORDS):  # the last of the line's next few words that goes on with "\"
+            if text[pos - 1] in ":;":
+                break
+            word = _NEXT_WORD.match(text, pos)
+            if word is None or _WINDOWS_PATH.match(word.group(1)) or "://" in word.group(1):
+                break
+            pos = word.end()
+            if "\\" in word.group(1):
+                end = pos
+        while name := _FILE_NAME_AFTER.match(text, end):
+            end = name.end()
+        while end > m.start() + 3 and text[end - 1] in _ENDS_SENTENCE_PART:
+            end -= 1
+        out += [text[at : m.start()], "<path>"]
+        at = end
+    return "".join(out) + text[at:]
+
 
 def redact(text: str) -> str:
     """What a job's owner may read of a server-side text: paths of this machine, file: URLs and
     the credentials in a URL blanked (the job's traceback keeps them, for admins)."""
     text = _PRIVATE_KEY.sub(r"\1<credentials>", text)
+    text = _SHAPED_TOKEN.sub(lambda m: (m.group(1) or "") + "<credentials>", text)
+    text = _AUTHORIZATION_HEADER.sub(r"\1<credentials>", text)
+    text = _BUCKET_URL.sub(_bucket_path, _BUCKET_QUOTED.sub(r"\1<path>\1", text))
+    text = _blank_windows_paths(text)
     text = _URL_CREDENTIALS.sub(r"\1<credentials>@", text)
     text = _DSN_PASSWORD.sub(r"\1<credentials>", _QUERY_SECRET.sub(r"\1<credentials>", text))
     text = _MAPPED_SECRET.sub(r"\1<credentials>", text)

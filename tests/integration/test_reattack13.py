@@ -442,3 +442,93 @@ def test_a_database_that_never_answers_is_a_503_and_a_failed_claim_not_a_hang(mo
                 cache.cache_clear()
             hotpath.reset()
 
+
+# Round 13b, item 2: secrets no name labels, and paths of other systems, in failure reasons.
+# Made-up values of each format's shape (none is a live credential).
+_GHP = "ghp_" + "x7Kq2mN9pR4tV8wZ1bC5dF3gH6jL0sA2eY4u"
+_JWT = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJyZXNlYXJjaGVyLTQyIiwiaWF0IjoxNzAwMDAwMDAwfQ"
+    ".4Xb9kQ2vLm7nP0sR3tW6yZ8aC1dE5fG7hJ9kL2mN4pQ"
+)
+
+
+@pytest.mark.parametrize(
+    "text, secret",
+    [
+        (f"git clone failed: remote: Invalid username or token {_GHP} for github.com", _GHP[4:]),
+        (
+            "push refused for github_pat_11ABCDEFG0abcdefghijkl_mnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcd",
+            "0abcdefghijkl_mnop",
+        ),
+        ("stripe.error.AuthenticationError: Invalid API Key provided: sk_live_4eC39HqLyjWDarjtT1zdp7dc", "4eC39HqLy"),
+        ("webhook with sk_test_51Hx8ZbK2vQmN0pR4tV8wZ1bC5dF3gH6j refused", "51Hx8ZbK2v"),
+        ("InvalidAccessKeyId: The AWS Access Key Id AKIAIOSFODNN7EXAMPLE does not exist in our records", "IOSFODNN7"),
+        ("ExpiredToken: session ASIAY34FZKBOKMUTVV7A has expired", "Y34FZKBOKMUTVV7A"),
+        ("slack post failed (invalid_auth) with xoxb-2048-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", "AbCdEfGhIjKl"),
+        ("xoxp-123456789012-123456789012-123456789012-0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d rejected", "0a1b2c3d4e5f"),
+        (f"token {_JWT} has expired", "eyJzdWIiOiJyZXNlYXJjaGVy"),
+        ("401 for Authorization: Token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b at /api", "9944b0919"),
+        ('headers {"Authorization": "Token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b"}', "9944b0919"),
+        ("upload to hub refused: hf_AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh is not valid", "AbCdEfGhIjKlMnOp"),
+    ],
+    ids=[
+        "github classic",
+        "github fine-grained",
+        "stripe live",
+        "stripe test",
+        "aws key id",
+        "aws session key id",
+        "slack bot",
+        "slack user",
+        "jwt",
+        "authorization token",
+        "authorization token in a mapping",
+        "hugging face",
+    ],
+)
+def test_a_failure_reason_blanks_tokens_known_by_their_shape(text, secret):
+    """Round 13 blanked a secret its name labels (`token=`, `"api_key": ...`) and bearer and
+    basic tokens; a token known by its own prefix (GitHub's, Stripe's, AWS's key ids, Slack's,
+    a JWT, Hugging Face's) or sent as `Authorization: Token ...` showed whole."""
+    shown = jobs.failure_reason(ValueError(text))
+    assert secret not in shown and "<credentials>" in shown, shown
+
+
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        ("could not read s3://proctor-blobs/artifacts/ab/cd.pt: 403", "could not read <path>: 403"),
+        ("NoSuchKey for 's3://research-private/jane/2026 q3/items.csv'", "NoSuchKey for '<path>'"),
+        ("gs://lab-bucket/models/m.pt is gone", "<path> is gone"),
+        (r"No such file or directory: 'C:\\Users\\jane\\proctor\\secret.pt'", "No such file or directory: '<path>'"),
+        (r"cannot open C:\Users\jane\My Documents\speaker v2.pt now", "cannot open <path> now"),
+        (r"model D:\models\m.pt; see docs/agents.md", "model <path>; see docs/agents.md"),
+        (r"could not reach \\fileserver\research\jane\items.csv: denied", "could not reach <path>: denied"),
+        (r"share '\\\\nas01\\private\\keys\\a.json' not found", "share '<path>' not found"),
+    ],
+    ids=["s3", "s3 quoted with spaces", "gcs", "windows repr", "windows spaces", "windows clause", "unc", "unc repr"],
+)
+def test_a_failure_reason_blanks_bucket_windows_and_unc_paths(text, shown):
+    """Paths of this machine were blanked; an object store's (`s3://bucket/key`), a Windows
+    path (`C:\\...`) and a UNC share (`\\\\server\\share`) showed whole."""
+    assert jobs.failure_reason(ValueError(text)) == shown
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "commit 3f786850e387550fdab836ed7e6dc881de23001b does not match 89e6c98d92887913cadf06b2adb97f26cde4849b",
+        "sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 expected",
+        "worker w-1a2b3c4d5e6f7a8b answered item 12 of study tom-pilot-3",
+        "task-1234567890abcdefghij failed; risk-adjusted score 0.3; ask-me-later",
+        "Token expired: log in again",
+        "no token: set PROLIFIC_TOKEN",
+        "https://example.org/var/x and 3/4 done",
+        "expected a:b, got c",
+        "the speaker's vocabulary has 12 words; AKIA is not a word",
+    ],
+)
+def test_a_failure_reason_keeps_ordinary_text(text):
+    """Ids, digests shown on purpose (a git commit, a sha256), a worker's pseudonym and words
+    near a token's prefix stay as they were."""
+    assert jobs.failure_reason(ValueError(text)) == text
