@@ -37,6 +37,12 @@ class Conflict(InputError):
     status_code = 409
 
 
+class TooLarge(InputError):
+    """A body past what the route takes, refused as it arrives: the API answers 413."""
+
+    status_code = 413
+
+
 class Missing(InputError):
     """A well-formed request naming, in its body, a row that is not there (or not among the
     caller's): the API answers 404, as it does for a path's id."""

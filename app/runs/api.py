@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session
 from app import jsonsafe
 from app.auth.deps import db, managed_study, require, verify_csrf
 from app.auth.models import User
-from app.errors import InputError
+from app.errors import InputError, TooLarge
+from app.middleware import MAX_JSON_BODY
 from app.params import MAX_ID, Id, OneOf
 from app.runs import service
 from app.runs.component import AgentRuns, Param
@@ -115,9 +116,28 @@ def _form(request: Request) -> bool:
     )
 
 
+async def _body_within(request: Request, limit: int) -> bytes:
+    """The body, refused past `limit` bytes as it arrives. A JSON content type's has been
+    through JsonBodyGuard (its 4 MB, depth and digits); any other's came as it was sent, up to
+    the general cap (the largest upload, 200 MB and more), and was read whole (issue 26, round
+    13b)."""
+    too_large = TooLarge(f"a JSON body is larger than the {limit >> 20} MB limit", field="body")
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 async def _json(request: Request) -> dict[str, Any]:
+    data = await _body_within(request, MAX_JSON_BODY)
     try:
-        body = jsonsafe.loads(await request.body() or b"{}")
+        body = jsonsafe.loads(data or b"{}")
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
         raise InputError(f"the body is not JSON: {exc}", field="body") from None
     if not isinstance(body, dict):

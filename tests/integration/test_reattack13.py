@@ -532,3 +532,35 @@ def test_a_failure_reason_keeps_ordinary_text(text):
     """Ids, digests shown on purpose (a git commit, a sha256), a worker's pseudonym and words
     near a token's prefix stay as they were."""
     assert jobs.failure_reason(ValueError(text)) == text
+
+
+# Round 13b, item 3: a documented limit closed (docs/security.md, "Known limits"): the runs API
+# read a body of any content type but a form's as JSON, whole, up to the general cap.
+
+
+def test_the_runs_api_reads_a_body_of_any_type_within_the_json_cap(app, session):
+    """A JSON body is refused past 4 MB before it is parsed (JsonBodyGuard); sent as text/plain,
+    or with no content type, the runs API read it whole as JSON up to the largest upload (200
+    MB and more) and parsed it. Now such a body is refused past 4 MB as it arrives (413, by its
+    length or streamed), and a small one still starts a run as before."""
+    from tests.integration.test_runs_api import a3ds_study, as_user
+
+    owner, c = as_user(app, session)
+    study = a3ds_study(session, owner)
+    path = f"/api/v1/studies/{study.id}/runs"
+    big = b'{"speaker": "short", "note": "' + b"x" * (5 << 20) + b'"}'
+    for ctype in ("text/plain", "application/octet-stream", None):
+        headers = {"Content-Type": ctype} if ctype else {}
+        r = c.post(path, content=big, headers=headers)
+        assert r.status_code == 413 and r.json()["field"] == "body", (ctype, r.status_code, r.text[:200])
+
+        def chunks():  # streamed: no length to read first
+            yield b'{"speaker": "short", "note": "'
+            for _ in range(5):
+                yield b"x" * (1 << 20)
+            yield b'"}'
+
+        r = c.post(path, content=chunks(), headers=headers)
+        assert r.status_code == 413, (ctype, r.status_code, r.text[:200])
+    r = c.post(path, content=b'{"speaker": "short", "batch_size": 1}', headers={"Content-Type": "text/plain"})
+    assert r.status_code == 202, r.text
