@@ -19,6 +19,8 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import ColumnElement, CursorResult, ForeignKey, String, Text, func, select, update
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from app.config import get_settings
@@ -531,10 +533,10 @@ def failure_reason(exc: BaseException) -> str:
 def _execute(job_id: int) -> str:
     """Run a job this worker has claimed; record how it ended."""
     with get_sessionmaker()() as s:
-        job = _job(s, job_id)
         try:
             # Inside the guard: a handler that fails to import (or a kind uninstalled since the
             # job was queued) fails the job with the reason instead of leaving it running.
+            job = _job(s, job_id)
             target = handlers().get(job.task)
             if target is None:
                 raise LookupError(f"no installed kind offers the job {job.task!r}")
@@ -542,22 +544,67 @@ def _execute(job_id: int) -> str:
             handler = getattr(importlib.import_module(module), func_name)
             result = handler(s, job, Progress(job_id))
             s.commit()
-            s.refresh(job)
-            if job.state == "cancelled":  # set by the researcher meanwhile: keep it
-                job.result = result or {}
-            else:
-                job.state, job.result, job.finished_at = "done", result or {}, utcnow()
         except Exception as exc:  # a failed job reports why instead of vanishing
-            s.rollback()
-            job = _job(s, job_id)
-            if job.state != "cancelled":
-                job.state, job.finished_at = "failed", utcnow()
-            job.log += f"failed: {failure_reason(exc)}\n"
             # The traceback names server paths and code: the log and admins get it, not the owner.
-            job.traceback = traceback.format_exc(limit=12)[-20_000:]
+            failure = (failure_reason(exc), traceback.format_exc(limit=12)[-20_000:])
             log.exception("job %s failed", job_id)
-        s.commit()
-        return job.state
+            try:
+                s.rollback()
+            except SQLAlchemyError:  # the database gone: _end waits for it
+                pass
+            state = _end(job_id, None, failure, again=isinstance(exc, (OperationalError, PoolTimeout)))
+            if state == "queued":
+                try:
+                    enqueue(job_id)
+                except BrokerUnavailable:
+                    pass  # the sweeper sends it
+            return state
+    return _end(job_id, result, None)
+
+
+# How long the worker tries to write a job's end through a database outage (round 13b of issue
+# 26): a PostgreSQL restart or failover takes seconds, and a job whose end was not written stays
+# "running" until the sweeper sends it again (STALE_AFTER_S, 15 minutes) to be run again whole.
+END_WRITE_RETRY_S = 30.0
+
+
+def _end(job_id: int, result: dict[str, Any] | None, failure: tuple[str, str] | None, again: bool = False) -> str:
+    """Write how a job ended, in a session of its own, again after 0.5, 1, 2, 4, 5, 5... s while
+    the database cannot be reached, for up to END_WRITE_RETRY_S; then raise (the sweeper's
+    case, as before). Written once: a retry after a commit whose answer was lost finds it.
+
+    `again`: the job failed for want of the database (a restart under it): it is queued to run
+    again, as the sweeper would have sent it 15 minutes later (handlers are idempotent), unless
+    it has been claimed MAX_ATTEMPTS times."""
+    delay, deadline = 0.5, time.monotonic() + END_WRITE_RETRY_S
+    while True:
+        try:
+            with get_sessionmaker()() as s:
+                job = _job(s, job_id)
+                if job.state in ("done", "failed", "queued"):  # written already: by an attempt whose
+                    return job.state  # commit's answer was lost, or the sweeper after MAX_ATTEMPTS
+                if failure is None:
+                    if job.state == "cancelled":  # set by the researcher meanwhile: keep it
+                        job.result = result or {}
+                    else:
+                        job.state, job.result, job.finished_at = "done", result or {}, utcnow()
+                elif again and job.state == "running" and job.attempts < MAX_ATTEMPTS:
+                    job.state, job.heartbeat_at = "queued", None
+                    job.log += "the database could not be reached: queued to run again\n"
+                    job.traceback = failure[1]
+                else:
+                    if job.state != "cancelled":
+                        job.state, job.finished_at = "failed", utcnow()
+                    job.log += f"failed: {failure[0]}\n"
+                    job.traceback = failure[1]
+                s.commit()
+                return job.state
+        except OperationalError:
+            if time.monotonic() + delay > deadline:
+                raise
+            log.warning("job %s: the database cannot be reached to record its end; again in %.1f s", job_id, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
 
 def sweep(stale_after: float = STALE_AFTER_S, resend_after: float = RESEND_AFTER_S) -> dict[str, int]:

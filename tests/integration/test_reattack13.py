@@ -18,6 +18,7 @@ This module is also the stack probe's loader (`tests.integration.test_reattack13
 
 from __future__ import annotations
 
+import importlib
 import socket
 import threading
 import time
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
+from sqlalchemy import select
 
 from app import jobs
 from tests.conftest import make_user
@@ -564,3 +566,158 @@ def test_the_runs_api_reads_a_body_of_any_type_within_the_json_cap(app, session)
         assert r.status_code == 413, (ctype, r.status_code, r.text[:200])
     r = c.post(path, content=b'{"speaker": "short", "batch_size": 1}', headers={"Content-Type": "text/plain"})
     assert r.status_code == 202, r.text
+
+
+# Round 13b, item 4: a PostgreSQL blip (a restart, a failover: some seconds) as a job ends.
+# The test's connections go through a proxy of its own, which drops them all and refuses new
+# ones for a while; the shared server only sees clients come and go.
+
+
+class BlinkingProxy:
+    def __init__(self, target: tuple[str, int]):
+        self.target = target
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.conns: list[socket.socket] = []
+        self.srv: socket.socket | None = None
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self._listen()
+
+    def _listen(self) -> None:
+        if self.stop.is_set():
+            return
+        srv = socket.create_server(("127.0.0.1", self.port))  # SO_REUSEADDR: the same port again
+        srv.settimeout(0.1)
+        self.srv = srv
+        threading.Thread(target=self._accept, args=(srv,), daemon=True).start()
+
+    def _accept(self, srv: socket.socket) -> None:
+        while not self.stop.is_set() and self.srv is srv:
+            try:
+                c, _ = srv.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            u = socket.create_connection(self.target)
+            c.settimeout(None)
+            with self.lock:
+                self.conns += [c, u]
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+        srv.close()
+
+    @staticmethod
+    def _pipe(a: socket.socket, b: socket.socket) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def blip(self, seconds: float) -> None:
+        """Every connection dropped, and the port closed for `seconds`."""
+        srv, self.srv = self.srv, None
+        if srv is not None:
+            srv.close()
+        with self.lock:
+            conns, self.conns = self.conns, []
+        for s in conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if not self.stop.is_set():
+            threading.Timer(seconds, self._listen).start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.blip(0)
+
+
+BLIP = "test.blip"
+_PROXY: list[BlinkingProxy] = []
+
+
+def blip_job(session, job, progress) -> dict:
+    """The job: its work stored (committed), then the database goes away for 3 s as it ends."""
+    job.done = 1
+    session.commit()
+    _PROXY[0].blip(3)
+    return {"stored": 1}
+
+
+def blip_mid_job(session, job, progress) -> dict:
+    """The job: on its first run the database goes away for 3 s before it reads again."""
+    if job.attempts == 1:
+        _PROXY[0].blip(3)
+    session.execute(select(jobs.Job.id).limit(1)).all()
+    return {"read": job.attempts}
+
+
+@contextmanager
+def _through_a_proxy(db_url: str, monkeypatch) -> Iterator[BlinkingProxy]:
+    """The app's connections (DATABASE_URL) through a BlinkingProxy to db_url's server."""
+    from sqlalchemy.engine import make_url
+
+    from app.config import get_settings
+    from app.db import get_engine, get_sessionmaker
+
+    direct = make_url(db_url)
+    proxy = BlinkingProxy((direct.host or "127.0.0.1", direct.port or 5432))
+    # The handler's module as jobs import it (pytest may have imported this file by another name).
+    importlib.import_module("tests.integration.test_reattack13")._PROXY[:] = [proxy]
+    monkeypatch.setenv("DATABASE_URL", direct.set(host="127.0.0.1", port=proxy.port).render_as_string(False))
+    for cache in (get_settings, get_engine, get_sessionmaker):
+        cache.cache_clear()
+    try:
+        yield proxy
+    finally:
+        proxy.close()
+        for cache in (get_settings, get_engine, get_sessionmaker):
+            cache.cache_clear()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_job_ends_on_time_through_a_3_s_database_blip(db_url, session, monkeypatch):
+    """The worker writes a job's end in one commit after its handler: a PostgreSQL restart
+    then (3 s here) raised out of the job, which stayed "running" until the sweeper sent it
+    again 15 minutes later, to run it all again. The end is now written again after a short
+    wait, for up to 30 s: the job is "done" some seconds after the database is back, once."""
+    monkeypatch.setitem(jobs.CORE_HANDLERS, BLIP, "tests.integration.test_reattack13:blip_job")
+    job = jobs.create_job(session, BLIP)
+    session.commit()
+    with _through_a_proxy(db_url, monkeypatch):
+        ended, took = _within(45, lambda: jobs.run_job(job.id))
+    session.expire_all()
+    row = session.get(jobs.Job, job.id)
+    assert ended == "done" and (row.state, row.result, row.attempts) == ("done", {"stored": 1}, 1), (ended, row.state)
+    assert row.finished_at is not None and 3 <= took < 15, took
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_job_whose_database_goes_away_mid_job_runs_again_at_once(db_url, session, monkeypatch):
+    """A handler that lost the database (a restart, 3 s here) raised OperationalError, and its
+    job's end could not be written either: "running" for 15 minutes (or, the database back by
+    then, "failed" with an internal error). Now the job is queued again once the database is
+    back, as the sweeper would have sent it (handlers are idempotent), and its next run ends."""
+    monkeypatch.setitem(jobs.CORE_HANDLERS, BLIP, "tests.integration.test_reattack13:blip_mid_job")
+    job = jobs.create_job(session, BLIP)
+    session.commit()
+    with _through_a_proxy(db_url, monkeypatch):
+        first, took = _within(45, lambda: jobs.run_job(job.id))
+        assert first == "queued" and 3 <= took < 15, (first, took)
+        second, _ = _within(45, lambda: jobs.run_job(job.id))
+    session.expire_all()
+    row = session.get(jobs.Job, job.id)
+    assert second == "done" and (row.state, row.result, row.attempts) == ("done", {"read": 2}, 2), (second, row.state)
+    assert "the database could not be reached: queued to run again" in row.log and "failed" not in row.log
