@@ -445,6 +445,74 @@ def test_a_database_that_never_answers_is_a_503_and_a_failed_claim_not_a_hang(mo
             hotpath.reset()
 
 
+def _vanishing_host() -> None:
+    """Run in a network namespace of its own (`unshare -rn`): a PostgreSQL of a few lines takes
+    the login and the query, then its host leaves the network (loopback down: nothing is
+    acknowledged any more); prints how the query ended."""
+    import struct
+    import subprocess
+
+    import psycopg
+
+    from app.db import pg_connect_args
+
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    srv = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        c, _ = srv.accept()
+
+        def message(kind: bytes, payload: bytes) -> bytes:
+            return kind + struct.pack("!i", len(payload) + 4) + payload
+
+        while True:  # an SSL or GSS request is refused ("N"), then the startup message
+            body = c.recv(struct.unpack("!i", c.recv(4, socket.MSG_WAITALL))[0] - 4, socket.MSG_WAITALL)
+            if struct.unpack("!i", body[:4])[0] not in (80877103, 80877104):
+                break
+            c.sendall(b"N")
+        out = message(b"R", struct.pack("!i", 0))  # no password asked
+        for name, value in (("server_version", "16.0"), ("client_encoding", "UTF8"), ("integer_datetimes", "on")):
+            out += message(b"S", f"{name}\0{value}\0".encode())
+        c.sendall(out + message(b"K", struct.pack("!ii", 1, 2)) + message(b"Z", b"I"))
+        c.recv(65536)  # the query
+        subprocess.run(["ip", "link", "set", "lo", "down"], check=True)
+        time.sleep(600)
+
+    threading.Thread(target=serve, daemon=True).start()
+    url = f"postgresql://postgres@127.0.0.1:{srv.getsockname()[1]}/x"
+    conn = psycopg.connect(url, **pg_connect_args(url))
+    t0 = time.monotonic()
+    try:
+        conn.execute("select 1")
+    except psycopg.OperationalError as exc:
+        print(f"ended after {time.monotonic() - t0:.1f} s: {exc}", flush=True)
+
+
+def test_a_database_host_gone_mid_query_ends_the_connection(tmp_path):
+    """The query sent and acknowledged, the server's host leaves the network (a crash, a
+    partition): with no keepalives nothing is ever sent again and psycopg waited for good
+    (still waiting after 45 s). TCP keepalives and tcp_user_timeout now end the connection
+    (the defaults, 10 s idle and 30 s: 30.6 s; here 2 s and 5 s). Run in a network namespace
+    of its own, where the test may take loopback down."""
+    import os
+    import subprocess
+    import sys
+
+    if subprocess.run(["unshare", "-rn", "true"], capture_output=True).returncode != 0:
+        pytest.skip("no user and network namespaces here (unshare -rn)")
+    env = {**os.environ, "DB_KEEPALIVE_IDLE_S": "2", "DB_TCP_USER_TIMEOUT_S": "5", "PYTHONPATH": os.getcwd()}
+    code = "from tests.integration.test_reattack13 import _vanishing_host; _vanishing_host()"
+    try:
+        out = subprocess.run(
+            ["unshare", "-rn", sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the query still waited after 30 s")
+    assert "ended after" in out.stdout, out.stdout + out.stderr[-2000:]
+    took = float(out.stdout.split("ended after ")[1].split(" s")[0])
+    assert 4 <= took < 12, out.stdout
+
+
 # Round 13b, item 2: secrets no name labels, and paths of other systems, in failure reasons.
 # Made-up values of each format's shape (none is a live credential).
 _GHP = "ghp_" + "x7Kq2mN9pR4tV8wZ1bC5dF3gH6jL0sA2eY4u"
