@@ -13,6 +13,10 @@
 - Items 2 and 3: off the CPU a model's main stack grew past its memory limit.
 - A documented limit closed: the crowd's routes took bodies up to the largest upload.
 (Item 6's 500 without headers: test_security_headers.py; item 7's digests: test_weak_keys.py.)
+Round 13b: a PostgreSQL that never answers (a port of the test's own) and one whose host leaves
+the network mid-query (a network namespace of the test's own); a 3 s database restart as a job
+ends or mid-job (a proxy of the test's own); tokens known by their shape, bucket, Windows and UNC
+paths in failure reasons; the runs API's body of another content type past 4 MB.
 This module is also the stack probe's loader (`tests.integration.test_reattack13:load`).
 """
 
