@@ -15,6 +15,7 @@ import codecs
 import csv
 import gzip
 import io
+import re
 import zlib
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import TypeVar
@@ -123,6 +124,43 @@ def numbered_lines(raw: bytes | str) -> Iterator[tuple[int, str]]:
     numbered from 1 (but for the empty line after a last "\n"), each decoded when it is read."""
     for line, text in enumerate(text_lines(raw), 1):
         yield line, text[:-1] if text.endswith("\n") else text
+
+
+# The ASCII characters str.strip() takes for white space (bytes.strip() takes only the first six).
+_ASCII_SPACE = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
+
+
+def blank(raw: bytes | str) -> bool:
+    """Whether checked UTF-8 bytes (or a text) hold nothing but white space, as `not text.strip()`
+    says: in C over the bytes, decoding line by line only where a character past ASCII is left
+    (3 million blank lines read one by one took 3.7 s, 80 s under coverage's tracer)."""
+    if isinstance(raw, str):
+        return not raw.strip()
+    rest = raw.translate(None, _ASCII_SPACE)
+    if rest.isascii():
+        return not rest
+    return all(not text.strip() for text in text_lines(raw))
+
+
+_NOT_ASCII_SPACE = re.compile(rb"[^ \t\n\r\x0b\x0c\x1c-\x1f]")
+
+
+def first_line(raw: bytes) -> tuple[int, str, int, int] | None:
+    """The first line of checked UTF-8 bytes that is not blank (`text.strip()`, split at "\n" as
+    numbered_lines splits): (its number, its text, the offsets of its start and of its end), the
+    blank ASCII lines before it skipped in C (3 million read one by one took 3.7 s); None when
+    every line is blank."""
+    start, line = 0, 1
+    while (m := _NOT_ASCII_SPACE.search(raw, start)) is not None:
+        at = raw.rfind(b"\n", 0, m.start()) + 1
+        line += raw.count(b"\n", start, at)
+        end = raw.find(b"\n", at)
+        end = len(raw) if end < 0 else end
+        text = raw[at:end].decode("utf-8", "surrogatepass")
+        if text.strip():
+            return line, text, at, end
+        start, line = end + 1, line + 1  # a line of white space past ASCII: on to the next
+    return None
 
 
 def head(raw: bytes | str, n: int) -> str:
@@ -247,6 +285,8 @@ def csv_records(reader, text: bytes | str | None = None):
     from app import jsonsafe
 
     start, header, cells, records, cap = 1, None, 0, 0, jsonsafe.max_values()
+    # Only a file with a NUL has a row to search for one.
+    nul = text is None or (b"\x00" if isinstance(text, bytes) else "\x00") in text
     while True:
         try:
             row = next(reader)
@@ -269,7 +309,7 @@ def csv_records(reader, text: bytes | str | None = None):
             header = [name.strip() for name in row]
         # Python's csv module reads a NUL since 3.11; no text column holds one (PostgreSQL
         # refused it at the insert, naming no line; issue 26, round 13).
-        if any("\x00" in cell for cell in row):
+        if nul and any("\x00" in cell for cell in row):
             at = next(i for i, cell in enumerate(row) if "\x00" in cell)
             name = header[at] if header is not None and at < len(header) and start > 1 else None
             raise InputError("a cell holds U+0000 (NUL), which no text column holds", line=start, field=name)

@@ -492,6 +492,18 @@ def client(app):
         yield c
 
 
+@pytest.fixture(autouse=True)
+def _settings_follow_the_environment():
+    """After each test, settings are read again from the environment: a test that set a
+    variable and cleared get_settings' cache (MAX_UPLOAD_VALUES=1000) left its settings cached
+    once monkeypatch restored the variable, and a later test in the process (one reading a
+    1,945-line fixture) was held to them. 1.5 ms a test."""
+    yield
+    from app.config import get_settings
+
+    get_settings.cache_clear()
+
+
 @contextlib.contextmanager
 def statements_run(engine):
     """The SQL statements `engine` sends inside the block, a list that fills as they run (a

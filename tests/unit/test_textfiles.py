@@ -105,3 +105,55 @@ def test_a_long_cell_is_named_by_its_column_from_the_bytes(text, column):
     with pytest.raises(InputError) as err:
         list(csv_records(csv_reader(text.encode()), text.encode()))
     assert (err.value.line, err.value.field) == (2, column)
+
+
+def test_blank_says_what_strip_says_of_the_decoded_text():
+    """textfiles.blank over bytes, against `not text.strip()` on random mixes of ASCII and
+    Unicode white space (\\x1c-\\x1f, U+0085, U+00A0, U+2028, U+3000) and a few letters."""
+    from app.textfiles import blank
+
+    rng = random.Random(5)
+    alphabet = [
+        " ",
+        "\t",
+        "\n",
+        "\r",
+        "\x0b",
+        "\x0c",
+        "\x1c",
+        "\x1f",
+        "\x85",
+        "\xa0",
+        "\u2028",
+        "\u3000",
+        "a",
+        "é",
+        "😀",
+    ]
+    for _ in range(2_000):
+        text = "".join(rng.choice(alphabet[: rng.choice([6, 8, 12, 15])]) for _ in range(rng.randrange(0, 12)))
+        assert blank(text.encode()) == (not text.strip()), repr(text)
+        assert blank(text) == (not text.strip()), repr(text)
+
+
+def test_first_line_is_the_first_line_that_is_not_blank():
+    """textfiles.first_line against numbered_lines read one by one: the same line number and
+    text, and offsets that slice that line out of the bytes; None for a blank file."""
+    from app.textfiles import first_line
+
+    rng = random.Random(13)
+    spaces = [" ", "\t", "\r", "\n", "\n", "\x1c", "\u3000", "\u2028", "\xa0"]
+    texts = _texts() + [
+        "".join(rng.choice(spaces) for _ in range(rng.randrange(0, 30))) + rng.choice(["", "x", "é\n", " {}\n "])
+        for _ in range(300)
+    ]
+    for text in texts:
+        raw = text.encode("utf-8", "surrogatepass")
+        expected = next(((n, t) for n, t in numbered_lines(raw) if t.strip()), None)
+        got = first_line(raw)
+        if expected is None:
+            assert got is None, repr(text)
+            continue
+        line, first, start, end = got
+        assert (line, first) == expected, repr(text)
+        assert raw[start:end].decode("utf-8", "surrogatepass") == first

@@ -34,11 +34,12 @@ from __future__ import annotations
 import json
 import json.decoder
 import json.scanner
+import re
 from dataclasses import dataclass
 
 from app import jsonsafe
 from app.errors import InputError
-from app.textfiles import decode_upload, numbered_lines, refuse_many_values, upload_bytes
+from app.textfiles import blank, decode_upload, first_line, numbered_lines, refuse_many_values, upload_bytes
 from app.kinds.tom.formats import (
     MAX_CID_LENGTH,
     ToMQuestion,
@@ -122,7 +123,7 @@ def _load_documents(raw: bytes | str) -> list[tuple[object, str, int]]:
         raise InputError(bad.msg, line=bad.lineno) from None
 
 
-_JSON_SPACE = " \t\r"  # with "\n", all the whitespace JSON allows around a value
+_NOT_JSON_SPACE = re.compile(rb"[^ \t\r\n]")  # all the whitespace JSON allows around a value
 
 
 def _documents(raw: bytes | str) -> list[tuple[object, str, int]]:
@@ -132,16 +133,18 @@ def _documents(raw: bytes | str) -> list[tuple[object, str, int]]:
     decoded whole only for a document over several lines, which its parser needs whole."""
     refuse_many_values(raw, lines=False)
     dec = _decoder()
-    lines = numbered_lines(raw)
-    line, first = next((n, text) for n, text in lines if text.strip())
+    data = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")
+    found = first_line(data)
+    if found is None:  # parse_cg_dialogues refuses a blank file before
+        raise InputError("the file is empty", line=1)
+    line, first, start, end = found
     try:
         value = dec.decode(first)
     except json.JSONDecodeError:
         return _document(raw, dec)
     # The first line is a whole value: the file is that document when everything else is JSON's
     # whitespace (parsing the whole text would give the same value), else JSONL (it would fail).
-    before = all(not text.strip(_JSON_SPACE) for n, text in numbered_lines(raw) if n < line)
-    if before and all(not text.strip(_JSON_SPACE) for _, text in lines):
+    if _NOT_JSON_SPACE.search(data, 0, start) is None and _NOT_JSON_SPACE.search(data, end) is None:
         return [(d, "", line - 1) for d in (value if isinstance(value, list) else [value])]
     # As lines (each line's first value counts, and each line, blank too, is a string) before any is read.
     refuse_many_values(raw)
@@ -267,7 +270,7 @@ def _dialogue(doc, reader: _Reader) -> CGDialogue:
 def parse_cg_dialogues(data: bytes | str) -> list[CGDialogue]:
     """Every dialogue of a CG-annotated JSON/JSONL file, or InputError on the first problem."""
     raw = upload_bytes(data)  # checked, and read a line at a time
-    if all(not text.strip() for _, text in numbered_lines(raw)):
+    if blank(raw):
         raise InputError("the file is empty", line=1)
     if (line := jsonsafe.unstorable_escape_line(raw)) is not None:
         raise InputError("a string holds U+0000 or a lone surrogate, which cannot be stored", line=line)
