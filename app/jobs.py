@@ -397,13 +397,19 @@ def _blank_paths(text: str) -> str:
                 end = pos
         if end == m.end() and m.group("alone") is None:  # "/api" alone is a word of the sentence
             continue
-        while name := _FILE_NAME_AFTER.match(text, end):
-            end = name.end()
-        while end > m.start() + 2 and text[end - 1] in _ENDS_SENTENCE_PART:
-            end -= 1
         out += [text[at : m.start()], "<path>"]
-        at = end
+        at = _path_end(text, m.start(), end, 2)
     return "".join(out) + text[at:]
+
+
+def _path_end(text: str, start: int, end: int, shortest: int) -> int:
+    """Where a path found at `start` and running to `end` ends: past the file name after it,
+    less the punctuation that ends the sentence (keeping at least `shortest` characters)."""
+    while name := _FILE_NAME_AFTER.match(text, end):
+        end = name.end()
+    while end > start + shortest and text[end - 1] in _ENDS_SENTENCE_PART:
+        end -= 1
+    return end
 
 
 # Quoted as Python's repr quotes it: the quote it chose escaped inside ('/srv/it\'s "x"/y').
@@ -492,12 +498,8 @@ def _blank_windows_paths(text: str) -> str:
             pos = word.end()
             if "\\" in word.group(1):
                 end = pos
-        while name := _FILE_NAME_AFTER.match(text, end):
-            end = name.end()
-        while end > m.start() + 3 and text[end - 1] in _ENDS_SENTENCE_PART:
-            end -= 1
         out += [text[at : m.start()], "<path>"]
-        at = end
+        at = _path_end(text, m.start(), end, 3)
     return "".join(out) + text[at:]
 
 
