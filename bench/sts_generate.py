@@ -13,6 +13,9 @@ Policies (untrained: speed depends on the shapes, not the weights):
 - `builtin`: our own uploadable architecture (workers/sts/policy.py, `film-cnn-gru`, the
   behavioural-cloning baseline's default sizes: 576k parameters) through the wrapper uploaded
   policies run in (`TorchPolicy`), on `--device` (cpu, or cuda where there is one).
+- `sandboxed`: the same network as a researcher uploads it, scripted to TorchScript and run as
+  uploaded archives run: in the sandbox (workers/sandbox.py: its own process, seccomp filter,
+  limits), on `--device` there, each call's observations and answers sent through pipes.
 
 Both answer action probabilities; the rollout samples them with each continuation's own
 generator, so the two modes must produce the same continuations (the run says whether they do).
@@ -20,6 +23,7 @@ generator, so the two modes must produce the same continuations (the run says wh
     python bench/sts_generate.py                    # both policies, 32 scenarios x 4 x 32 steps
     python bench/sts_generate.py --policy cnn-gru --scenarios 64 --batch 128
     python bench/sts_generate.py --policy builtin --device cuda     # our architecture on the GPU
+    python bench/sts_generate.py --policy sandboxed --device cuda   # as an upload, on the GPU
 """
 
 from __future__ import annotations
@@ -168,6 +172,25 @@ def builtin_policy(device: str = "cpu", seed: int = 0):
     return policy
 
 
+def sandboxed_policy(device: str = "cpu", seed: int = 0):
+    import io
+
+    import torch
+
+    from workers.sandbox import SandboxedModel
+    from workers.sts.loading import LOADER
+    from workers.sts.policy import FilmPolicy, TorchPolicy
+
+    torch.manual_seed(seed)
+    buf = io.BytesIO()
+    net = FilmPolicy().eval()
+    torch.jit.save(torch.jit.script(net), buf)
+    # As app.kinds.sts.policies.uploaded_policy runs one: observations leave on the CPU.
+    policy = TorchPolicy(SandboxedModel(LOADER, "torchscript", buf.getvalue(), None, device=device).start(), "cpu")
+    policy.parameters = sum(p.numel() for p in net.parameters())
+    return policy
+
+
 def build_jobs(args, sim):
     per_level = -(-args.scenarios // len(LEVELS))
     recs = [
@@ -192,11 +215,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
         "--policy",
-        choices=("cnn-gru", "mlp", "builtin", "both", "all"),
+        choices=("cnn-gru", "mlp", "builtin", "sandboxed", "both", "ours", "all"),
         default="both",
-        help="both: cnn-gru and mlp; all: the three",
+        help="both: cnn-gru and mlp; ours: builtin and sandboxed; all: the four",
     )
-    ap.add_argument("--device", default="cpu", help="where the builtin policy runs: cpu or cuda")
+    ap.add_argument("--device", default="cpu", help="where builtin and sandboxed run: cpu or cuda")
     ap.add_argument("--scenarios", type=int, default=32)
     ap.add_argument("--continuations", type=int, default=4)
     ap.add_argument("--length", type=int, default=32)
@@ -211,7 +234,7 @@ def main() -> None:
         if args.device.startswith("cuda") and not torch.cuda.is_available():
             ap.error(f"--device {args.device}: CUDA is not available here")
         if args.policy in ("cnn-gru", "mlp", "both"):
-            ap.error("--device applies to the builtin policy: add --policy builtin (or all)")
+            ap.error("--device applies to the builtin and sandboxed policies: --policy builtin, sandboxed, ours or all")
 
     sim = BabyAISimulator()
     jobs = build_jobs(args, sim)
@@ -232,8 +255,16 @@ def main() -> None:
         f"us per step (reset and forced context included)"
     )
 
-    policies = {"cnn-gru": cnn_gru_policy, "mlp": MLPPolicy, "builtin": lambda: builtin_policy(args.device)}
-    names = {"both": ["cnn-gru", "mlp"], "all": list(policies)}.get(args.policy, [args.policy])
+    policies = {
+        "cnn-gru": cnn_gru_policy,
+        "mlp": MLPPolicy,
+        "builtin": lambda: builtin_policy(args.device),
+        "sandboxed": lambda: sandboxed_policy(args.device),
+    }
+    names = {"both": ["cnn-gru", "mlp"], "ours": ["builtin", "sandboxed"], "all": list(policies)}.get(
+        args.policy, [args.policy]
+    )
+    continuations = {}
     for name in names:
         policy = policies[name]()
         sample = [start(j, sim) for j in jobs[: args.batch]]
@@ -253,7 +284,7 @@ def main() -> None:
         print(
             f"\n[{name}]"
             + (f" {params:,} parameters" if params else "")
-            + (f" on {args.device}" if name == "builtin" else "")
+            + (f" on {args.device}" if name in ("builtin", "sandboxed") else "")
         )
         print(
             f"  policy call: {one * 1e3:.3f} ms for 1 observation, {many * 1e3:.3f} ms for {len(sample)} "
@@ -265,6 +296,12 @@ def main() -> None:
             f"  ratio: {s / b:.2f}x   same continuations in both modes: {'yes' if seq == bat else 'NO'}   "
             f"successes: {sum(c.success_step is not None for c in bat)}/{len(bat)}"
         )
+        getattr(policy, "close", lambda: None)()  # a sandbox's process
+        continuations[name] = bat
+    if "builtin" in continuations and "sandboxed" in continuations:
+        # One seed, one network: the sandbox may cost time, never change an answer.
+        same = continuations["builtin"] == continuations["sandboxed"]
+        print(f"\nsandboxed and builtin gave the same continuations: {'yes' if same else 'NO'}")
 
 
 if __name__ == "__main__":

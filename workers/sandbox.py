@@ -791,15 +791,18 @@ def _warm_up(device: str) -> None:
     """Everything torch opens lazily (cpuinfo, kernels, CUDA), before files are out of reach."""
     import torch
 
-    x = torch.randn(4, 8)
-    y = (x @ x.T).softmax(-1)
-    y.multinomial(1)
-    torch.log_softmax(x, -1).argmax(-1).tolist()
-    torch.nn.GRUCell(8, 8)(x)
-    torch.nn.GRU(8, 8, batch_first=True)(x.unsqueeze(0))
-    torch.nn.functional.embedding(torch.tensor([0, 1]), torch.randn(3, 8))
-    if device != "cpu":
-        torch.zeros(1, device=device).sum().item()
+    # On a GPU too: CUDA's libraries load their parts (cuDNN's convolutions and RNNs, cuBLAS's
+    # kernels) the first time each runs, by file, which the filter then refuses.
+    for dev in dict.fromkeys(("cpu", device)):
+        x = torch.randn(4, 8, device=dev)
+        y = (x @ x.T).softmax(-1)
+        y.multinomial(1)
+        torch.bmm(x.unsqueeze(0), x.T.unsqueeze(0)).log_softmax(-1).argmax(-1).tolist()
+        torch.nn.GRUCell(8, 8).to(dev)(x)
+        torch.nn.GRU(8, 8, batch_first=True).to(dev)(x.unsqueeze(0))
+        torch.nn.functional.embedding(torch.tensor([0, 1], device=dev), torch.randn(3, 8, device=dev))
+        if dev != "cpu":
+            torch.nn.Conv2d(3, 4, 3, padding=1).to(dev)(torch.randn(2, 3, 7, 7, device=dev)).sum().item()
 
 
 def _kind(exc: Exception) -> str:
