@@ -10,14 +10,14 @@
   a NUL in a CSV cell refused naming no line. Schemathesis, every check, 50 examples, on
   PostgreSQL: nothing.
 - Item 5: `name="value"` secrets and PEM private keys in failure reasons.
-- Items 2 and 3: off the CPU a model's main stack grew past its memory limit.
+- Items 2 and 3: off the CPU a model's main stack grew past its memory limit (tested in
+  test_sandbox_off_the_cpu.py, on a GPU too).
 - A documented limit closed: the crowd's routes took bodies up to the largest upload.
 (Item 6's 500 without headers: test_security_headers.py; item 7's digests: test_weak_keys.py.)
 Round 13b: a PostgreSQL that never answers (a port of the test's own) and one whose host leaves
 the network mid-query (a network namespace of the test's own); a 3 s database restart as a job
 ends or mid-job (a proxy of the test's own); tokens known by their shape, bucket, Windows and UNC
 paths in failure reasons; the runs API's body of another content type past 4 MB.
-This module is also the stack probe's loader (`tests.integration.test_reattack13:load`).
 """
 
 from __future__ import annotations
@@ -226,59 +226,6 @@ def test_a_failure_reason_blanks_a_double_quoted_secret_and_a_private_key(text, 
 
 
 # Items 2 and 3 (the sandbox, on the CPU): a model's main stack off the CPU.
-
-
-class StackProbe:
-    """A "model" (this module is its loader) that raises its stack's limit and writes a byte
-    on each page of `mb` MB of its main thread's stack, below the frames in use."""
-
-    def to(self, device):  # as a torch module is moved and set to evaluation
-        return self
-
-    def eval(self):
-        return self
-
-    def stack(self, mb: int) -> list:
-        import ctypes
-        import resource
-
-        try:
-            resource.setrlimit(resource.RLIMIT_STACK, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-        except (ValueError, OSError):
-            pass
-        top = ctypes.c_void_p.in_dll(ctypes.CDLL(None), "__libc_stack_end").value
-        page = 4096
-        below = (top & ~(page - 1)) - 64 * page
-        for i in range(mb * 256):
-            ctypes.memset(below - i * page, 1, 1)
-        return [mb, resource.getrlimit(resource.RLIMIT_STACK)[1]]
-
-
-def load(fmt: str, data: bytes, config: dict | None) -> StackProbe:
-    return StackProbe()
-
-
-@pytest.mark.timeout(180)
-def test_a_model_off_the_cpu_cannot_grow_its_stack_past_its_memory_limit(monkeypatch):
-    """Off the CPU the memory limit is RLIMIT_DATA, which does not count the main thread's
-    stack; its own limit (RLIMIT_STACK) had a soft limit only, which the model raised to
-    unlimited: 3,000 MB of stack written past a 256 MB limit ("cpu:0", a GPU's path without a
-    GPU, as in rounds 9, 11 and 12). Its hard limit is now its soft one, at most 8 MB."""
-    from tests.conftest import ROOT
-    from tests.integration.test_reattack26_round3 import needs_sandbox
-    from workers.sandbox import SandboxedModel, SandboxError
-
-    if needs_sandbox.args[0]:
-        pytest.skip(needs_sandbox.kwargs["reason"])
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    loader = "tests.integration.test_reattack13:load"
-    model = SandboxedModel(loader, "probe", b"", None, device="cpu:0", limits={"memory_mb": 256, "call_s": 60})
-    try:
-        assert model.call("stack", 4)[0] == 4  # what a model's calls need is there
-        with pytest.raises(SandboxError):
-            model.call("stack", 512)
-    finally:
-        model.close()
 
 
 # Item 4: every value of a kind's items file mutated (a fuzz over each format's sample: 2,898

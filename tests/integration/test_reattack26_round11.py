@@ -13,15 +13,12 @@
   whose text holds none: anyone's to send.
 - SECRET_KEY: an IP address passed every rule (the documentation's IPv6 example, 39 characters).
 - Off the CPU (a GPU's sandbox, RLIMIT_DATA) a model held 2 GB past its 512 MB limit in a
-  shared anonymous mapping, or in one that grows down: RLIMIT_DATA counts neither.
-
-This module is also the probe's loader (`tests.integration.test_reattack26_round11:load`).
+  shared anonymous mapping, or in one that grows down: RLIMIT_DATA counts neither (tested in
+  test_sandbox_off_the_cpu.py, on a GPU too).
 """
 
 from __future__ import annotations
 
-import ctypes
-import errno
 
 import pytest
 
@@ -30,8 +27,6 @@ from app.kinds import all_kinds
 from app.studies.models import Study
 from tests.conftest import ROOT, csrf_of, login, make_user
 from tests.integration.test_hex_consolidation import _items, admin_client, disagreement_study  # noqa: F401 (a fixture)
-from tests.integration.test_reattack26_round3 import needs_sandbox
-from tests.integration.test_reattack26_round10 import Round10Probe
 from tests.integration.test_upload_values import post_holding, post_items, set_env, study_rows
 
 pytestmark = pytest.mark.backend_agnostic("the refusals come before any query")
@@ -192,43 +187,3 @@ def test_a_network_address_is_not_a_secret_key(key):
     from app.config import weak_secret_key
 
     assert "network address" in (weak_secret_key(key) or ""), weak_secret_key(key)
-
-
-LOADER = "tests.integration.test_reattack26_round11:load"
-PROT_READ_WRITE, MAP_PRIVATE, MAP_SHARED, MAP_ANONYMOUS, MAP_GROWSDOWN = 3, 0x02, 0x01, 0x20, 0x0100
-
-
-class Round11Probe(Round10Probe):
-    def mapped(self, mb: int, flags: int) -> list[int]:
-        """MB mapped with mmap's `flags` and written to (each page held), or 0 and the errno."""
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.mmap.restype = ctypes.c_void_p
-        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-        addr = libc.mmap(None, mb << 20, PROT_READ_WRITE, flags, -1, 0)
-        if addr is None or addr == ctypes.c_void_p(-1).value:
-            return [0, ctypes.get_errno()]
-        ctypes.memset(addr, 1, mb << 20)
-        return [mb, 0]
-
-
-def load(fmt: str, data: bytes, config: dict | None) -> Round11Probe:
-    return Round11Probe()
-
-
-@needs_sandbox
-@pytest.mark.parametrize(
-    "flags",
-    [MAP_SHARED | MAP_ANONYMOUS, MAP_PRIVATE | MAP_ANONYMOUS | MAP_GROWSDOWN],
-    ids=["shared anonymous", "growing down"],
-)
-def test_a_model_off_the_cpu_cannot_map_memory_its_limit_does_not_count(flags, monkeypatch):
-    from workers.sandbox import SandboxedModel
-
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    # "cpu:0": a GPU's path (RLIMIT_DATA, no RLIMIT_AS) without a GPU, as in round 9.
-    model = SandboxedModel(LOADER, "probe", b"", None, device="cpu:0", limits={"memory_mb": 512, "call_s": 60})
-    try:
-        assert model.call("mapped", 1024, flags) == [0, errno.ENOMEM]  # held 1 GB past the 512 MB limit
-        assert model.call("mapped", 64, MAP_PRIVATE | MAP_ANONYMOUS) == [64, 0]  # what the limit counts
-    finally:
-        model.close()

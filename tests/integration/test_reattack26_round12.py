@@ -4,20 +4,17 @@
   anonymous memory read-only and read a byte every 2 MB: nothing RLIMIT_DATA counts (it counts
   writable private mappings), yet each read held a page table of 4 KB in the kernel: 1 GB of
   them (VmPTE 1,051,572 kB) past a 512 MB limit, more with more address space. Making memory
-  read-only with mprotect (what RLIMIT_DATA counted is then uncounted) did the same.
+  read-only with mprotect (what RLIMIT_DATA counted is then uncounted) did the same (tested in
+  test_sandbox_off_the_cpu.py, on a GPU too).
 - SECRET_KEY: the example keys printed in FastAPI's security tutorial and Flask's documentation
   (random hex, copied into many public projects) passed every rule.
 - A Redis that takes the connection and never answers (stopped with SIGSTOP, hung, or cut off
   after the handshake) held a request that enqueued a job for good (still waiting after 40 s):
   only connecting had a timeout.
-
-This module is also the probe's loader (`tests.integration.test_reattack26_round12:load`).
 """
 
 from __future__ import annotations
 
-import ctypes
-import errno
 import socket
 import time
 
@@ -26,79 +23,9 @@ from sqlalchemy import func, select
 
 from app import jobs
 from app.config import get_settings
-from tests.conftest import ROOT, SeededSecrets, create_tom_study, login, make_user
-from tests.integration.test_reattack26_round3 import needs_sandbox
-from tests.integration.test_reattack26_round11 import Round11Probe
+from tests.conftest import SeededSecrets, create_tom_study, login, make_user
 
-pytestmark = pytest.mark.backend_agnostic("the sandbox touches no database")
-
-PROT_NONE, PROT_READ, PROT_WRITE, PROT_EXEC = 0, 1, 2, 4
-MAP_PRIVATE, MAP_ANONYMOUS, MAP_NORESERVE = 0x02, 0x20, 0x4000
-MADV_NOHUGEPAGE = 15
-STEP = 2 << 20  # one page table maps 2 MB
-
-
-def _libc():
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    return libc
-
-
-class Round12Probe(Round11Probe):
-    def page_tables(self, gb: int, prot: int, then: int | None = None, mb: int = 0) -> list[int]:
-        """GB (plus MB) of anonymous memory mapped with `prot` (then mprotect'ed to `then`), read
-        a byte every 2 MB unless inaccessible (each read holds a page table): the reads made,
-        or 0 and the errno."""
-        libc = _libc()
-        size = (gb << 30) + (mb << 20)
-        addr = libc.mmap(None, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
-        if addr is None or addr == ctypes.c_void_p(-1).value:
-            return [0, ctypes.get_errno()]
-        if then is not None and libc.mprotect(addr, size, then) != 0:
-            return [0, ctypes.get_errno()]
-        libc.madvise(addr, size, MADV_NOHUGEPAGE)  # no huge zero page: one table per 2 MB
-        if then == PROT_NONE:
-            return [0, 0]
-        for off in range(0, size, STEP):
-            ctypes.string_at(addr + off, 1)
-        self._held = addr
-        return [size // STEP, 0]
-
-
-def load(fmt: str, data: bytes, config: dict | None) -> Round12Probe:
-    return Round12Probe()
-
-
-@needs_sandbox
-@pytest.mark.parametrize(
-    "prot, then",
-    [
-        (PROT_READ, None),
-        (PROT_READ | PROT_EXEC, None),
-        (PROT_NONE, PROT_READ),
-        (PROT_READ | PROT_WRITE, PROT_READ),
-    ],
-    ids=["read-only", "read and execute", "none, then read", "written, then read-only"],
-)
-def test_a_model_off_the_cpu_cannot_hold_page_tables_its_limit_does_not_count(prot, then, monkeypatch):
-    from workers.sandbox import SandboxedModel
-
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    loader = "tests.integration.test_reattack26_round12:load"
-    # "cpu:0": a GPU's path (RLIMIT_DATA, no RLIMIT_AS) without a GPU, as in rounds 9 and 11.
-    model = SandboxedModel(loader, "probe", b"", None, device="cpu:0", limits={"memory_mb": 512, "call_s": 60})
-    try:
-        # 8 GB read every 2 MB held 16 MB of page tables (512 GB: 1 GB).
-        assert model.call("page_tables", 8, prot, then) == [0, errno.ENOMEM]
-        # Writable memory, which the limit counts, is still the model's, and so is a guard page
-        # (made inaccessible: nothing to read, no table).
-        assert model.call("page_tables", 0, PROT_READ | PROT_WRITE, None, 256) == [128, 0]
-        assert model.call("page_tables", 0, PROT_READ | PROT_WRITE, PROT_NONE, 128) == [0, 0]
-    finally:
-        model.close()
+pytestmark = pytest.mark.backend_agnostic("a key's rules and a silent Redis: neither depends on the backend")
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,8 @@
 - A forged tensor whose dimensions multiply to 2^64 ([2^29, 2^29, 64]) wrapped to 0 in int64:
   a 0-byte buffer passed the size check and `reshape` raised ValueError, which escaped to the
   job and left the process (its real answer still in the pipe) for the next call.
-- On a GPU the sandbox had no memory limit at all (RLIMIT_AS only on the CPU).
+- On a GPU the sandbox had no memory limit at all (RLIMIT_AS only on the CPU): tested in
+  test_sandbox_off_the_cpu.py, on a GPU too.
 
 This module is also the probe's loader (`tests.integration.test_reattack26_round9:load`).
 """
@@ -46,12 +47,6 @@ class Round9Probe(Round8Probe):
         """0, or the errno of prctl(option, arg)."""
         libc = ctypes.CDLL(None, use_errno=True)
         return ctypes.get_errno() if libc.prctl(option, arg, 0, 0, 0) == -1 else 0
-
-    def reserve(self, mb: int) -> int:
-        """Allocates `mb` MB (untouched, so the machine does not pay for them)."""
-        import numpy as np
-
-        return int(np.empty(mb << 20, np.uint8).size)
 
     def echo(self, x):
         return 1
@@ -164,19 +159,3 @@ def test_a_model_cannot_undo_dying_with_its_worker(sandbox):
 
 
 PR_SET_PDEATHSIG = 1
-
-
-@needs_sandbox
-def test_a_sandbox_off_the_cpu_has_a_memory_limit(monkeypatch):
-    from workers.sandbox import SandboxedModel, SandboxError
-
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    # "cpu:0" takes the path of a device other than the CPU (no RLIMIT_AS, as for CUDA, whose
-    # reservations of address space are far larger than what it uses) without needing a GPU.
-    model = SandboxedModel(LOADER, "probe", b"", None, device="cpu:0", limits={"memory_mb": 512})
-    try:
-        assert model.call("reserve", 64) == 64 << 20  # within the limit
-        with pytest.raises(SandboxError, match="more than its memory limit"):
-            model.call("reserve", 8192)
-    finally:
-        model.close()
