@@ -34,6 +34,14 @@ def _upload() -> bytes:
     return "\n".join(json.dumps(p) for p in pairs).encode()
 
 
+SIDE_BY_SIDE = """() => {
+  const a = document.querySelector("#sts-screen-a"), b = document.querySelector("#sts-screen-b");
+  if (!a || !b) return false;
+  const ra = a.getBoundingClientRect(), rb = b.getBoundingClientRect();
+  return ra.width >= 150 && Math.abs(ra.top - rb.top) < 1 && rb.left > ra.right;
+}"""
+
+
 @pytest.mark.parametrize("width", [1280, 390])
 def test_a_judge_works_a_pair_by_keyboard_and_a_reload_keeps_it(live_server, page, width):
     from app.db import get_sessionmaker
@@ -66,9 +74,10 @@ def test_a_judge_works_a_pair_by_keyboard_and_a_reload_keeps_it(live_server, pag
         n, takeover = int(pair.get_attribute("data-n")), int(pair.get_attribute("data-takeover"))
         step_text = page.locator("#sts-step")
         expect(step_text).to_have_text(f"frame 1 of {n}")
-        # Both screens show, side by side, on one row, even on a phone.
-        a_box, b_box = page.locator("#sts-screen-a").bounding_box(), page.locator("#sts-screen-b").bounding_box()
-        assert a_box["width"] >= 150 and abs(a_box["y"] - b_box["y"]) < 1 and b_box["x"] > a_box["x"] + a_box["width"]
+        # Both screens show, side by side, on one row, even on a phone: both boxes read in one
+        # frame, once the player has sized them to the window (player.js sets --sts-size after
+        # the page shows; two separate reads straddled that change on a loaded CI machine).
+        page.wait_for_function(SIDE_BY_SIDE, timeout=10000)
         if width < 500:
             assert_fits(page, f"pair {k} at {width} px")
         page.keyboard.press("s")  # the recorded context cannot be marked
