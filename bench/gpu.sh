@@ -26,6 +26,7 @@ if [[ -n "${QUICK:-}" ]]; then
   RR="--paths 4 --candidates 3 --listeners 2 --rollouts 2 --repeats 1"
   SG="--scenarios 4 --continuations 2 --length 8 --repeats 1"
   TR="episodes=4, held_out=2, epochs=1"
+  PT="-k torchscript"  # the step's wiring: the suite runs the whole file on the CPU anyway
 else
   RR="--paths 64 --candidates 11 --listeners 10 --rollouts 5 --repeats ${REPEATS:-3}"
   SG="--scenarios 64 --continuations 4 --length 32 --batch 128 --repeats ${REPEATS:-3}"
@@ -33,7 +34,7 @@ else
 fi
 
 echo "== the model sandbox off the CPU, on cpu:0 and cuda where there is one"
-$PY -m pytest --noconftest -p no:cacheprovider -q -rs tests/integration/test_sandbox_off_the_cpu.py ||
+$PY -m pytest --noconftest -p no:cacheprovider -q -rs ${PT:-} tests/integration/test_sandbox_off_the_cpu.py ||
   echo "!! the sandbox's tests failed (above); the benches go on"
 
 echo "== reranking (bench/rerank.py $RR), cpu and $DEV"
