@@ -11,7 +11,7 @@ in a child process (`python -m workers.sandbox`) that, before it reads a byte of
 - has imported and warmed up everything it needs, then installs a seccomp filter (libseccomp,
   through `pyseccomp`) that refuses with EPERM opening any file (io_uring too), sockets, exec,
   any new process (threads only), signals to or memory of other processes (a file's owner
-  for SIGIO too), message queues and AIO contexts. The blob store
+  for SIGIO too), message queues, AIO contexts and vmsplice (pages held by a pipe). The blob store
   (files 0600 of its own user), the database and the network are out of reach; the model's
   bytes come through a pipe.
 
@@ -180,6 +180,11 @@ DENIED_SYSCALLS = (
     # modify_ldt (segment descriptors, a past source of kernel bugs) and memfd_secret.
     "modify_ldt",
     "memfd_secret",
+    # Round 14: vmsplice gives a pipe references to the model's own pages, which stay after
+    # it unmaps them, outside RLIMIT_AS and RLIMIT_DATA; a byte of a transparent huge page
+    # holds all 2 MB (960 one-byte splices held 1.9 GB past a 1,024 MB limit). A model writes
+    # to its pipes instead: a copy, within the pipe's 64 KB.
+    "vmsplice",
 )
 # fcntl and ioctl commands that name a process to signal when a file is ready: with O_ASYNC
 # the kernel sends it SIGIO (or any signal F_SETSIG chose, SIGKILL too) past the kill filter.
