@@ -430,19 +430,41 @@ _QUERY_SECRET = re.compile(
 )
 # Any `name=value` whose name says secret (round 8: `aws_secret_access_key=`, `session_token=`,
 # a presigned URL's `X-Amz-Signature=` and `X-Amz-Credential=`), and a bearer or basic token.
-_SECRET_NAME = r"[\w-]*(?:password|passwd|secret|token|signature|credential|access_key|api[-_]?key)[\w-]*"
+# Round 14: ODBC's `Pwd=`, Azure's `AccountKey=` and `SharedAccessKey=`, `passphrase=`, and a
+# private key's name (WireGuard's `PrivateKey =`).
+_SECRET_NAME = (
+    r"[\w-]*(?:password|passwd|passphrase|pwd|secret|token|signature|credential|access_?key|account_?key"
+    r"|private_?key|api[-_]?key)[\w-]*"
+)
+# A value: quoted (a bytes literal too: Python's repr of a mapping of bytes, round 14), or a word.
+_SECRET_VALUE = r"""(?:[bB]?'[^']*'|[bB]?"[^"]*"|[^\s'"&;,]+)"""
 # Round 13: double-quoted too (`password="x"` in a call, `export X_SECRET="x y"` in a shell).
-_DSN_PASSWORD = re.compile(rf"""\b({_SECRET_NAME}\s*=\s*)(?:'[^']*'|"[^"]*"|[^\s'"&;,]+)""", re.IGNORECASE)
+# Round 14: `=>` too (Ruby's, Perl's and PHP's mappings), and a command line's `--password x` (x
+# of 8 characters or with a digit: "--token or PROCTOR_TOKEN" is a sentence).
+_DSN_PASSWORD = re.compile(
+    rf"""(\b{_SECRET_NAME}\s*=>?\s*|(?<![\w-])--{_SECRET_NAME}\s+(?=[^\s-]\S*\d|[^\s-]\S{{7}}))(?!>){_SECRET_VALUE}""",
+    re.IGNORECASE,
+)
 # Round 12: the same names before a colon, as Python's repr and JSON write a mapping
 # ('password': 'x', "secret_key": "x") and a header or YAML a field (x-api-key: x, SECRET_KEY: x:
 # a name with "-" or "_", as "no token: set it" is a sentence); and "api-key=" too.
 _MAPPED_SECRET = re.compile(
-    rf"""((['"]){_SECRET_NAME}\2\s*:\s*|\b(?=[\w-]*[-_]){_SECRET_NAME}\s*:\s*)(?:'[^']*'|"[^"]*"|[^\s'"&;,]+)""",
+    rf"""((['"]){_SECRET_NAME}\2\s*(?::|=>)\s*|\b(?=[\w-]*[-_]){_SECRET_NAME}\s*:\s*){_SECRET_VALUE}""",
     re.IGNORECASE,
 )
 _AUTHORIZATION = re.compile(r"\b((?:Bearer|Basic)\s+)[^\s'\"]+", re.IGNORECASE)
 # A PEM private key's body (round 13), to its END line or, cut short, to the text's end.
 _PRIVATE_KEY = re.compile(r"(-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----).*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S)
+# Round 14: a mapping quoted inside a string, its quotes escaped (JSON in a JSON string,
+# \"password\": \"x\"; a repr in a repr), to the value's closing escaped quote.
+_ESCAPED_SECRET = re.compile(
+    rf"""(\\+(['"]){_SECRET_NAME}\\+\2\s*(?::|=>)\s*\\+(['"]))(?:(?!\\+\3).)*""", re.IGNORECASE
+)
+# ... percent-encoded (`password%3Dx`, in a URL's query), as an XML element, and a Cookie header's
+# cookies (a session's among them), to the line's end or a quote.
+_ENCODED_SECRET = re.compile(rf"""(\b{_SECRET_NAME}%3D)(?:(?!%26)[^\s'"&;,<>])+""", re.IGNORECASE)
+_XML_SECRET = re.compile(rf"""(<({_SECRET_NAME})>)[^<]*(?=</\2>)""", re.IGNORECASE)
+_COOKIE_HEADER = re.compile(r"""\b((?:Set-)?Cookie['"]?\s*:\s*['"]?)[^\n'"]+""", re.IGNORECASE)
 
 # Round 13b: tokens no name labels, known by their own shape (the prefix kept, to say which):
 # GitHub's classic and fine-grained, Stripe's secret and restricted keys and webhook secrets,
@@ -453,8 +475,13 @@ _SHAPED_TOKEN = re.compile(
     r"\b(gh[pousr]_(?=[A-Za-z0-9]{30})|github_pat_(?=\w{30})|[sr]k_(?:live|test)_(?=[A-Za-z0-9]{10})"
     r"|whsec_(?=[A-Za-z0-9]{20})|xox[abposr]-(?=[A-Za-z0-9-]{10})|xapp-(?=[A-Za-z0-9-]{10})|hf_(?=[A-Za-z]{30})"
     r"|glpat-(?=[\w-]{20})|sk-(?:proj-|ant-(?:api\d\d-)?)?(?=[\w-]{20})|AIza(?=[\w-]{35})"
-    r"|(?:AKIA|ASIA)(?=[A-Z0-9]{16}\b))[\w-]+"
+    r"|(?:AKIA|ASIA)(?=[A-Z0-9]{16}\b)"
+    # Round 14: npm's, PyPI's, DigitalOcean's, Shopify's, Grafana's service account tokens.
+    r"|npm_(?=[A-Za-z0-9]{36})|pypi-(?=AgE[\w-]{50})|do[por]_v1_(?=[a-f0-9]{64})|shp(?:at|ss|ca|pa)_(?=[a-fA-F0-9]{32})"
+    r"|glsa_(?=[A-Za-z0-9]{32}_))[\w-]+"
     r"|\beyJ[\w-]{4,}\.eyJ[\w-]{4,}\.[\w-]*"
+    # SendGrid's (SG. and two base64url parts), Google's OAuth access tokens, Vault's tokens.
+    r"|\b(SG\.)[\w-]{22}\.[\w-]{43}|\b(ya29\.)[\w-]{30,}|\b(hv[sb]\.)[\w-]{24,}"
 )
 # Round 13b: `Authorization:` with any scheme a server names (Token, as Django REST framework's
 # and GitHub's; Digest, Bot, ApiKey, ...) or none, in a header or a mapping; "Token expired"
@@ -471,7 +498,8 @@ _BUCKET_URL = re.compile(r"\b(?:s3[an]?|gs|gcs|az|abfss?|wasbs?|hdfs|oss|r2)://[
 # a repr's "x:\n" is not one; or a UNC share's "\\server\share"), in Python's repr (its
 # backslashes doubled) or not, quoted or running on across the words of its line as a path with
 # "/" does (_blank_paths).
-_WINDOWS_START = r"(?:[A-Za-z]:\\{1,2}(?=[^\s'\"<>|\\]{2}|[^\s'\"<>|\\]\\)|\\{2,4}(?=[\w$.-]+\\))"
+# Round 14: an extended path's "\\?\" (\\?\C:\..., \\?\UNC\server\share) starts one too.
+_WINDOWS_START = r"(?:[A-Za-z]:\\{1,2}(?=[^\s'\"<>|\\]{2}|[^\s'\"<>|\\]\\)|\\{2,4}(?=[\w$.?-]+\\))"
 _WINDOWS_QUOTED = re.compile(rf"""(['"])(?<![\w\\]['"]){_WINDOWS_START}(?:(?!\1)[^\n])*\1""")
 _WINDOWS_PATH = re.compile(rf"""(?<![\w\\]){_WINDOWS_START}[^\s'"<>|]*""")
 
@@ -507,7 +535,10 @@ def redact(text: str) -> str:
     """What a job's owner may read of a server-side text: paths of this machine, file: URLs and
     the credentials in a URL blanked (the job's traceback keeps them, for admins)."""
     text = _PRIVATE_KEY.sub(r"\1<credentials>", text)
-    text = _SHAPED_TOKEN.sub(lambda m: (m.group(1) or "") + "<credentials>", text)
+    text = _SHAPED_TOKEN.sub(lambda m: next((g for g in m.groups() if g), "") + "<credentials>", text)
+    text = _ESCAPED_SECRET.sub(r"\1<credentials>", text)
+    text = _COOKIE_HEADER.sub(r"\1<credentials>", text)
+    text = _XML_SECRET.sub(r"\1<credentials>", _ENCODED_SECRET.sub(r"\1<credentials>", text))
     text = _AUTHORIZATION_HEADER.sub(r"\1<credentials>", text)
     text = _BUCKET_URL.sub(_bucket_path, _BUCKET_QUOTED.sub(r"\1<path>\1", text))
     text = _blank_windows_paths(text)

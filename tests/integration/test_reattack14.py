@@ -1,0 +1,168 @@
+"""Issue 26, round 14: the list tried again from a fresh clone. What broke, each tested here:
+
+- Item 2: a model held memory outside its limit in pipes: vmsplice() gives a pipe a reference to
+  the model's own pages, which stay when the model unmaps them, and a page of a transparent huge
+  page holds the whole 2 MB. 960 one-byte splices from 60 pipes held 1.9 GB of the machine past a
+  1,024 MB limit (RLIMIT_AS counts mappings, not pages a pipe holds); 127 pipes would hold 4 GB.
+- Item 5: failure reasons showed secrets in shapes the redaction did not know: a value written
+  as a bytes literal (`{'secret': b'hunter2'}`, Python's repr of a mapping of bytes), `=>`,
+  ODBC's `Pwd=`, Azure's `AccountKey=` and `SharedAccessKey=`, `passphrase=`, `PrivateKey =`,
+  JSON quoted inside a JSON string (`\\"password\\": \\"x\\"`), `password%3Dx`, a `Cookie:`
+  header, `--password x`, `<password>x</password>`, a Windows extended path (`\\\\?\\C:\\...`),
+  and tokens known by their shape (npm, PyPI, SendGrid, Google OAuth, DigitalOcean, Shopify,
+  Grafana, Vault).
+- Item 9 (and names shown on pages): a vocabulary's words, which generated items show to
+  workers, and a crowd worker's id, which the researcher's pages and completions.csv show, could
+  hold bidi overrides, zero-width and control characters: a worker entering as
+  "\\u202e" + another's id reversed is shown as that other worker on the review page.
+
+This module is also the sandbox probe's loader (`tests.integration.test_reattack14:load`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+
+import pytest
+
+from app import jobs
+from tests.conftest import ROOT
+from tests.integration.test_reattack26_round3 import needs_sandbox
+from tests.integration.test_reattack26_round10 import Round10Probe
+
+LOADER = "tests.integration.test_reattack14:load"
+HUGE_PAGE = 2 << 20
+MADV_HUGEPAGE = 14
+
+
+class _IoVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+class Round14Probe(Round10Probe):
+    def splice_pages(self, pipes: int, per_pipe: int) -> list[int]:
+        """Splices one byte of each of `per_pipe` fresh huge pages into each of `pipes` pipes,
+        unmapping each page after; the pages spliced, and the errno that stopped them."""
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        libc.vmsplice.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint]
+        libc.vmsplice.restype = ctypes.c_ssize_t
+        held, kept = 0, []
+        for _ in range(pipes):
+            r, w = os.pipe()
+            kept += [r, w]
+            for _ in range(per_pipe):
+                mapped = libc.mmap(None, 2 * HUGE_PAGE, 3, 0x22, -1, 0)  # read/write, private anonymous
+                if mapped in (None, ctypes.c_void_p(-1).value):
+                    return [held, ctypes.get_errno()]
+                page = (mapped + HUGE_PAGE - 1) // HUGE_PAGE * HUGE_PAGE
+                libc.madvise(page, HUGE_PAGE, MADV_HUGEPAGE)
+                ctypes.memset(page, 1, HUGE_PAGE)
+                spliced = libc.vmsplice(w, ctypes.byref(_IoVec(page, 1)), 1, 0)
+                err = ctypes.get_errno()
+                libc.munmap(mapped, 2 * HUGE_PAGE)
+                if spliced != 1:
+                    return [held, err]
+                held += 1
+        self.kept = kept  # the pipes stay open with the process
+        return [held, 0]
+
+
+def load(fmt: str, data: bytes, config: dict | None) -> Round14Probe:
+    return Round14Probe()
+
+
+@pytest.fixture
+def sandbox(monkeypatch):
+    from workers.sandbox import SandboxedModel
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    model = SandboxedModel(LOADER, "probe", b"", None, limits={"call_s": 60, "memory_mb": 1024})
+    yield model
+    model.close()
+
+
+@needs_sandbox
+def test_a_model_cannot_hold_unmapped_pages_in_pipes(sandbox):
+    """Each spliced page stays with the pipe after the model unmaps it, outside RLIMIT_AS (and
+    RLIMIT_DATA off the CPU); a huge page's one byte holds 2 MB. 128 of them were 256 MB past
+    the limit here; a model's 127 pipes of 16 could hold 4 GB. vmsplice is refused now (a model
+    writes to its pipes, which copies, within the pipe's 64 KB)."""
+    held, err = sandbox.call("splice_pages", 8, 16)
+    assert held == 0 and err == errno.EPERM, f"{held} pages ({held * 2} MB) held by pipes, errno {err}"
+    assert sandbox.call("echo", 1) == 1  # the process goes on
+
+
+# Item 5: secrets and paths in failure reasons, shapes earlier rounds did not try.
+SECRET = "hunter2xyzzy"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"{{'secret': b'{SECRET}'}}",  # Python's repr of a mapping of bytes
+        f'password=b"{SECRET}"',
+        f'password => "{SECRET}"',  # Ruby, Perl, PHP
+        f'{{"password" => "{SECRET}"}}',
+        f"Server=db;Database=p;Uid=sa;Pwd={SECRET};",  # ODBC, ADO.NET
+        f"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={SECRET}==;EndpointSuffix=core.windows.net",
+        f"Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey={SECRET}",
+        f"passphrase={SECRET}",
+        f"PrivateKey = {SECRET}+lXXJte14tji3zlMNq=",  # WireGuard
+        f'body: {{\\"password\\": \\"{SECRET}\\"}}',  # JSON quoted inside a JSON string
+        f"'{{\\'password\\': \\'{SECRET}\\'}}'",
+        f"GET /x?q=1&password%3D{SECRET}",
+        f"Cookie: proctor_session={SECRET}.Z3x1bw.abcdefsig; other=1",
+        f"ran: tool --password {SECRET} --verbose",
+        f"<password>{SECRET}</password>",
+    ],
+)
+def test_a_failure_reason_blanks_secrets_of_other_shapes(text):
+    shown = jobs.failure_reason(ValueError(text))
+    assert SECRET not in shown, shown
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "npm_" + "a1B2c3D4e5" * 3 + "f6G7h8",
+        "pypi-AgEIcHlwaS5vcmc" + "Ab3d" * 12,
+        "SG." + "aB3dEf6hIj9kLm2oPq5sTu" + "." + "x" * 43,
+        "ya29." + "a0AfH6SM" * 6,
+        "dop_v1_" + "0123456789abcdef" * 4,
+        "shpat_" + "0123456789abcdef" * 2,
+        "glsa_" + "aB3dEf6hIj9kLm2oPq5sTu7wXy0zAb1C" + "_0123abcd",
+        "hvs." + "CAESIJ" + "aB3dEf6hIj9kLm2oPq5sTu7w",
+    ],
+)
+def test_a_failure_reason_blanks_more_tokens_known_by_their_shape(token):
+    shown = jobs.failure_reason(ValueError(f"the registry refused {token} for this upload"))
+    assert token not in shown and "<credentials>" in shown, shown
+
+
+@pytest.mark.parametrize(
+    "path",
+    [r"\\?\C:\Users\alice\secret models\x.pt", r"\\?\UNC\fileserver\share\alice\x.pt"],
+)
+def test_a_failure_reason_blanks_windows_extended_paths(path):
+    shown = jobs.failure_reason(ValueError(f"could not read {path}"))
+    assert "alice" not in shown, shown
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "expected 3 fields, saw 2 => check the header",  # "=>" in a sentence with no secret name
+        "pwd is not set",
+        "the private key's size is 2048 bits",
+        "Cookies are required",
+        "npm_install failed",
+    ],
+)
+def test_a_failure_reason_still_keeps_ordinary_text(text):
+    assert jobs.failure_reason(ValueError(text)) == text
