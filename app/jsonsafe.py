@@ -292,3 +292,22 @@ def non_finite(value, path: str = "") -> str | None:
     """The path ("payload.scores[2]") of the first NaN or infinity in a JSON-like value, or
     None. Importers refuse their own fields first; this is the check nothing passes around."""
     return _first(value, path, lambda v: isinstance(v, float) and not math.isfinite(v))
+
+
+# Characters no page shows as themselves (issue 26, round 14): controls (C0, DEL, C1), the soft
+# hyphen, bidi marks, embeddings, overrides and isolates (which reorder the text after them: a
+# worker id "\u202e" + another's reversed showed as that other worker), zero-width spaces and
+# joiners, word joiners and invisible operators, line and paragraph separators, the BOM and
+# interlinear annotations. One pattern for the code and the API's schema (JSON Schema's
+# `pattern`, which reads it alike), so the two agree on what a name may hold.
+UNSHOWN_CHARS = (
+    "\\x00-\\x1f\\x7f-\\x9f\\xad\\u061c\\u180e\\u200b-\\u200f\\u2028-\\u202e\\u2060-\\u206f\\ufeff\\ufff9-\\ufffb"
+)
+SHOWABLE_PATTERN = f"^[^{UNSHOWN_CHARS}]*$"
+_UNSHOWN = re.compile(f"[{UNSHOWN_CHARS}]")
+
+
+def unshowable(text: str) -> str | None:
+    """The first character of `text` that no page shows as itself ("U+202E"), or None."""
+    m = _UNSHOWN.search(text)
+    return f"U+{ord(m.group()):04X}" if m else None

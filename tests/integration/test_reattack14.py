@@ -166,3 +166,73 @@ def test_a_failure_reason_blanks_windows_extended_paths(path):
 )
 def test_a_failure_reason_still_keeps_ordinary_text(text):
     assert jobs.failure_reason(ValueError(text)) == text
+
+
+# Names shown on pages: a vocabulary's words (in generated items, shown to workers) and a worker's
+# id (on the researcher's pages and in completions.csv).
+UNSHOWABLE = {
+    "a right-to-left override": "\u202e",
+    "a zero-width space": "\u200b",
+    "a first-strong isolate": "\u2068",
+    "an escape": "\x1b",
+    "a byte order mark": "\ufeff",
+}
+
+
+@pytest.mark.parametrize("name", UNSHOWABLE)
+def test_a_speakers_words_are_refused_with_characters_no_page_shows(client, session, name):
+    """A speaker's vocabulary is what generation writes into items: a word holding a bidi override
+    reversed the rest of an instruction on the worker's page (and a zero-width space makes two
+    words look one). Refused at upload as a word with a space is, naming config.words."""
+    from safetensors.torch import save as save_safetensors
+
+    from tests.integration.test_agent_artifacts import WORDS, Speaker, researcher, upload  # noqa: F401
+
+    agent = researcher.__wrapped__(session, client)
+    words = [*WORDS, "left" + UNSHOWABLE[name] + "right"]
+    model = Speaker(words, hidden=8, embed=8)
+    data = save_safetensors({k: v.contiguous() for k, v in model.state_dict().items()})
+    r = upload(client, agent.id, data, "speaker", "safetensors", model.config())
+    assert r.status_code == 422 and r.json()["field"] == "config.words", (r.status_code, r.text[:300])
+    assert "control or format character" in r.json()["detail"], r.json()
+
+
+@pytest.mark.parametrize("kind", ["navigation", "a3ds"])
+def test_a_vocabulary_answered_by_a_model_is_held_to_showable_words(kind):
+    """The same check where a run reads a TorchScript model's vocabulary() (its answer at run time
+    may differ from validation's)."""
+    import importlib
+
+    arch = importlib.import_module(f"app.kinds.{kind}.architectures")
+    specials = list(arch.SPECIALS)
+    for ch in UNSHOWABLE.values():
+        why = arch.check_vocabulary([*specials, "fine", f"bad{ch}word"])
+        assert isinstance(why, str) and "control or format character" in why, (kind, repr(ch), why)
+    assert arch.check_vocabulary([*specials, "fine", "café", "naïve"]) == [*specials, "fine", "café", "naïve"]
+
+
+@pytest.mark.parametrize("name", UNSHOWABLE)
+def test_a_worker_id_with_characters_no_page_shows_is_refused(app, client, session, name):
+    """A crowd worker writes their own id into the entry link. One holding a right-to-left
+    override and another worker's id reversed was shown on the researcher's review page and in
+    completions.csv as that other worker (whom the researcher would then reject or block on the
+    platform); a zero-width space made two ids look one. Refused at entry (400), page and API."""
+    from tests.conftest import create_tom_study, make_user
+
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner)
+    session.commit()
+    victim = "5f3a9c0b1d2e4f60718293a4"
+    spoof = UNSHOWABLE[name] + victim[::-1] if name == "a right-to-left override" else victim + UNSHOWABLE[name]
+    r = client.get(
+        f"/s/{study.slug}",
+        params={"PROLIFIC_PID": spoof, "STUDY_ID": "s", "SESSION_ID": "x"},
+        follow_redirects=False,
+    )
+    assert r.status_code == 400 and "cannot be shown" in r.text, (r.status_code, r.text[:300])
+    r = client.post(f"/api/v1/crowd/{study.slug}/enter", json={"params": {"PROLIFIC_PID": spoof}})
+    assert r.status_code == 400 and "cannot be shown" in r.json()["detail"], (r.status_code, r.text[:300])
+    r = client.get(
+        f"/s/{study.slug}", params={"PROLIFIC_PID": victim, "STUDY_ID": "s", "SESSION_ID": "x"}, follow_redirects=False
+    )
+    assert r.status_code == 303, r.text[:300]

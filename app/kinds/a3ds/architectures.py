@@ -20,6 +20,7 @@ from app.agents.configs import check_architecture, check_words, only_fields, wri
 from app.errors import InputError
 from app.kinds.a3ds.captions import FUNCTION_WORDS
 from app.kinds.a3ds.scenes import WORDS
+from app.jsonsafe import unshowable
 
 PAD, START, END = "<pad>", "<start>", "<end>"
 SPECIALS = (PAD, START, END)
@@ -50,6 +51,9 @@ def check_vocabulary(words: object) -> list[str] | str:
         return f"must start with {PAD!r} (id 0), {START!r} (id 1) and {END!r} (id 2)"
     if any(not w or len(w) > MAX_WORD_CHARS or any(c.isspace() for c in w) for w in words):
         return f"has an empty word, a word with a space or one longer than {MAX_WORD_CHARS} characters"
+    # Words are what generation writes into items, which workers read (issue 26, round 14).
+    if any(unshowable(w) for w in words):
+        return "has a word with a control or format character (a bidi override, a zero-width space)"
     if len(set(words)) != len(words):
         return "has a word twice"
     return words
