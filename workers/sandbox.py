@@ -59,6 +59,11 @@ ANSWER_FRAMING = 64 << 10
 # decoded: a tensor is two ({"t", "shape": [...]}), and an answer has at most 10,000 of them. A
 # 4 MB header of 290,000 empty lists made the worker hold 131 MB (issue 26, re-attack round 7).
 MAX_HEADER_CONTAINERS = 50_000
+# ... and values, counted by their separators (commas and colons, in strings too): within 4 MB
+# and 50,000 containers a header held 900,000 floats ("0.5,"), 84 MB once decoded twice over
+# (issue 26, round 14). The largest plain answer, a vocabulary of 50,000 words, has 50,000; a
+# tensor's entry has 5.
+MAX_HEADER_VALUES = 120_000
 MAX_DIMS = 32
 WIDEST_DTYPE = max(np.dtype(d).itemsize for d in ("float32", "float64", "int64"))
 # Numbers from statmount (457, Linux 6.8) to the end of the common table (x32's start at 512).
@@ -345,7 +350,10 @@ def _read(read, limit: int = MAX_MESSAGE, header_limit: int | None = None) -> tu
         raise SandboxError("the model's process sent an answer over the size limit")
     total = n_head
     head = _read_exact(read, n_head)
-    if header_limit is not None and head.count(b"{") + head.count(b"[") > MAX_HEADER_CONTAINERS:
+    if header_limit is not None and (
+        head.count(b"{") + head.count(b"[") > MAX_HEADER_CONTAINERS
+        or head.count(b",") + head.count(b":") > MAX_HEADER_VALUES
+    ):
         raise SandboxError("the model's process sent an answer over the size limit")
     header = json.loads(head)
     bufs = []

@@ -30,6 +30,7 @@ import pytest
 from app import jobs
 from tests.conftest import ROOT
 from tests.integration.test_reattack26_round3 import needs_sandbox
+from tests.integration.test_reattack26_round8 import ANSWERS_FD
 from tests.integration.test_reattack26_round10 import Round10Probe
 
 LOADER = "tests.integration.test_reattack14:load"
@@ -73,6 +74,17 @@ class Round14Probe(Round10Probe):
         return [held, 0]
 
 
+    def forge_values(self, shape: str, n: int):
+        """Writes an answer of its own, a header of n small values (no tensors), then waits."""
+        import struct
+        import time
+
+        values = ",".join(["0.5"] * n) if shape == "floats" else ",".join(f'"k{i}": 1' for i in range(n)).join("{}")
+        raw = ('{"result": {"list": [' + values + "]}}").encode()
+        os.write(ANSWERS_FD, struct.pack("<QI", len(raw), 0) + raw)
+        time.sleep(5)
+
+
 def load(fmt: str, data: bytes, config: dict | None) -> Round14Probe:
     return Round14Probe()
 
@@ -96,6 +108,31 @@ def test_a_model_cannot_hold_unmapped_pages_in_pipes(sandbox):
     held, err = sandbox.call("splice_pages", 8, 16)
     assert held == 0 and err == errno.EPERM, f"{held} pages ({held * 2} MB) held by pipes, errno {err}"
     assert sandbox.call("echo", 1) == 1  # the process goes on
+
+
+@needs_sandbox
+@pytest.mark.parametrize("shape, n", [("floats", 900_000), ("keys", 300_000)])
+def test_an_answers_header_of_many_small_values_is_refused_before_it_is_decoded(sandbox, shape, n):
+    """A header within its 4 MB and its 50,000 objects and arrays may still hold 900,000 floats
+    ("0.5,", 3.5 MB): decoded twice over (json, then the answer's own lists) the worker held 84
+    MB, where the most was said to be 36 MB; 300,000 keys of a mapping 37 MB. Values are counted
+    by their separators before decoding too (a vocabulary of 50,000 words, the most any answer
+    holds, has 50,000)."""
+    import tracemalloc
+
+    import torch  # noqa: F401 - imported by the call otherwise, and counted
+
+    from workers.sandbox import SandboxError
+
+    sandbox.start()
+    tracemalloc.start()
+    try:
+        with pytest.raises(SandboxError, match="over its size limit"):
+            sandbox.call("forge_values", shape, n)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, f"the worker held {peak >> 20} MB reading the answer"
 
 
 # Item 5: secrets and paths in failure reasons, shapes earlier rounds did not try.
