@@ -73,7 +73,6 @@ class Round14Probe(Round10Probe):
         self.kept = kept  # the pipes stay open with the process
         return [held, 0]
 
-
     def forge_values(self, shape: str, n: int):
         """Writes an answer of its own, a header of n small values (no tensors), then waits."""
         import struct
