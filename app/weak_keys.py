@@ -71,11 +71,22 @@ _LETTER_BITS = {c: -math.log2(p / 100) for c, p in LETTERS.items()}
 _DIGIT_BITS, _OTHER_BITS = math.log2(10), math.log2(33)  # 33: punctuation and the space
 
 
-def turned(key: str) -> tuple[str, str]:
-    """The key reversed and in ROT13: words written so are as guessable as the words."""
+# Text written upside down ("ʇɔǝɹɹoɔ" for "correct", read from the end, or "ɔoɹɹǝɔʇ" letter by
+# letter): the turned letters put back, and the letters that turn into each other (b and q, d and p, n and u) swapped. Issue 26,
+# round 14: "ɔoɹɹǝɔʇɥoɹsǝqɐʇʇǝɹʎsʇɐdlǝdɐssʍoɹp" passed every rule.
+_UPSIDE_DOWN_ONLY = "ɐɔǝɟƃɥᴉıɾʞɯɹʇʌʍʎ"
+_UPSIDE_DOWN = str.maketrans(_UPSIDE_DOWN_ONLY + "bqdpnu", "acefghiijkmrtvwy" + "qbpdun")
+
+
+def turned(key: str) -> tuple[str, ...]:
+    """The key reversed and in ROT13 (and turned back when it is written upside down): words
+    written so are as guessable as the words."""
     import codecs
 
-    return key[::-1], codecs.encode(key, "rot13")
+    readings = (key[::-1], codecs.encode(key, "rot13"))
+    if any(c in _UPSIDE_DOWN_ONLY for c in key):
+        readings += (key.translate(_UPSIDE_DOWN), key[::-1].translate(_UPSIDE_DOWN))
+    return readings
 
 
 # Leetspeak ("p4ssw0rd", "dr@g0n"): a digit or symbol standing for a letter. A word written so is

@@ -272,3 +272,31 @@ def test_a_worker_id_with_characters_no_page_shows_is_refused(app, client, sessi
         f"/s/{study.slug}", params={"PROLIFIC_PID": victim, "STUDY_ID": "s", "SESSION_ID": "x"}, follow_redirects=False
     )
     assert r.status_code == 303, r.text[:300]
+
+
+# Item 7: a SECRET_KEY of English words written upside down passed every rule.
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "ɔoɹɹǝɔʇɥoɹsǝqɐʇʇǝɹʎsʇɐdlǝdɐssʍoɹp",  # "correcthorsebatterystaplepassword", upside down
+        "ʎǝʞʇǝɹɔǝsʎɯsᴉsᴉɥʇʎǝʞʇǝɹɔǝsʎɯsᴉsᴉɥʇ",  # "thisismysecretkey" twice
+    ],
+)
+def test_words_written_upside_down_are_not_a_secret_key(key):
+    from app.config import weak_secret_key
+
+    assert weak_secret_key(key) is not None
+
+
+def test_random_keys_of_turned_letters_still_pass():
+    """Keys drawn from the upside-down letters and the others at random are not read as words."""
+    import random
+
+    from app.config import weak_secret_key
+
+    rng = random.Random(14)
+    alphabet = "ɐɔǝɟƃɥᴉɾʞɯɹʇʌʍʎ" + "abcdefghijklmnopqrstuvwxyz0123456789"
+    refused = [k for k in ("".join(rng.choice(alphabet) for _ in range(40)) for _ in range(500)) if weak_secret_key(k)]
+    assert not refused, refused[:3]
