@@ -4,8 +4,8 @@ A TorchScript archive is code: its methods can call torch ops that read files
 (`torch.from_file`), allocate without bound or loop forever. So a model is loaded and run only
 in a child process (`python -m workers.sandbox`) that, before it reads a byte of the upload:
 
-- has resource limits: CPU seconds, address space (on the CPU; private memory on a GPU), no
-  file writes, no core files, a few more threads for its user;
+- has resource limits: CPU seconds, as many CPUs as its threads, address space (on the CPU;
+  private memory on a GPU), no file writes, no core files, a few more threads for its user;
 - works in an empty temporary folder, as a user of its own when the worker runs as root;
 - is killed by the kernel when the worker dies (PR_SET_PDEATHSIG, which it may not clear);
 - has imported and warmed up everything it needs, then installs a seccomp filter (libseccomp,
@@ -675,6 +675,23 @@ def _limit(cpu_s: int, memory_mb: int, device: str, uid: int) -> None:
         resource.setrlimit(resource.RLIMIT_DATA, (data, data))
 
 
+def _pin(threads: int) -> list[int]:
+    """Runs every thread of the process, and those it starts, on `threads` of the worker's CPUs
+    (chosen by the pid, so sandboxes spread over the machine); the filter then refuses
+    sched_setaffinity. RLIMIT_CPU counts CPU seconds, not the cores taken at once: a model that
+    left a thread computing on each CPU kept every core of the machine busy (issue 26, round 14)."""
+    allowed = sorted(os.sched_getaffinity(0))
+    n = max(1, min(threads, len(allowed)))
+    start = os.getpid() % len(allowed)
+    cpus = [allowed[(start + i) % len(allowed)] for i in range(n)]
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except OSError:  # ended meanwhile
+            continue
+    return cpus
+
+
 def _data_size() -> int:
     """The bytes RLIMIT_DATA counts for this process now (VmData)."""
     with open("/proc/self/status") as f:
@@ -772,7 +789,6 @@ def _seccomp_filter(device: str = "cpu"):
     # surely as a signal (issue 26, re-attack). glibc's getrlimit and setrlimit pass 0.
     for name, arg in (
         ("prlimit64", 0),
-        ("sched_setaffinity", 0),
         ("sched_setscheduler", 0),
         ("sched_setparam", 0),
         ("sched_setattr", 0),
@@ -785,6 +801,8 @@ def _seccomp_filter(device: str = "cpu"):
             f.add_rule(deny, name, seccomp.Arg(arg, seccomp.NE, 0))
         except Exception:  # a call this architecture does not have
             pass
+    # Its CPUs are chosen before the lock (_pin), its own threads' included (round 14).
+    f.add_rule(deny, "sched_setaffinity")
     # ... and by process, not by group or user (who 0 with PRIO_USER is all of its user's).
     f.add_rule(deny, "setpriority", seccomp.Arg(0, seccomp.NE, 0))  # PRIO_PROCESS
     f.add_rule(deny, "ioprio_set", seccomp.Arg(0, seccomp.NE, 1))  # IOPRIO_WHO_PROCESS
@@ -868,6 +886,7 @@ def child_main() -> int:
         module, func = spec["loader"].split(":")
         loader = getattr(importlib.import_module(module), func)
         _warm_up(device)
+        _pin(int(limits.get("threads", 1)))
         lock = _seccomp_filter(device)
         uid = _drop_privileges(_sandbox_uid())
         _limit(int(limits["cpu_s"]), int(limits["memory_mb"]), device, uid)

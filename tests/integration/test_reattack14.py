@@ -83,6 +83,30 @@ class Round14Probe(Round10Probe):
         os.write(ANSWERS_FD, struct.pack("<QI", len(raw), 0) + raw)
         time.sleep(5)
 
+    def spin_everywhere(self) -> list[int]:
+        """Leaves matrix products running in the background after answering, in a thread for
+        each CPU of the machine (torch releases the GIL in each); the CPUs it may run on."""
+        import threading
+
+        import torch
+
+        def spin() -> None:
+            x = torch.randn(256, 256)
+            while True:
+                x @ x
+
+        for _ in range(os.cpu_count() or 1):
+            threading.Thread(target=spin, daemon=True).start()
+        return sorted(os.sched_getaffinity(0))
+
+    def widen(self) -> int:
+        """0, or the errno of asking for every CPU of the machine."""
+        try:
+            os.sched_setaffinity(0, range(os.cpu_count() or 1))
+        except OSError as e:
+            return e.errno or -1
+        return 0
+
 
 def load(fmt: str, data: bytes, config: dict | None) -> Round14Probe:
     return Round14Probe()
@@ -132,6 +156,33 @@ def test_an_answers_header_of_many_small_values_is_refused_before_it_is_decoded(
     finally:
         tracemalloc.stop()
     assert peak < 16 << 20, f"the worker held {peak >> 20} MB reading the answer"
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@needs_sandbox
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: nothing to take")
+def test_a_model_computes_on_as_many_cpus_as_its_threads(sandbox):
+    """RLIMIT_CPU counts a process's CPU seconds, not the cores it takes at once: a model that
+    left matrix products running in a thread for each CPU after it answered kept
+    every core of the machine busy (a process doing so on the lent H200 machine took 15.2 CPU
+    seconds a second of its 16) for as long as its job held it, the web server's and other sandboxes' included, until its hour of CPU time ran out.
+    A sandbox now runs on as many CPUs as its `threads` limit (1), chosen by its pid, and may
+    not widen that."""
+    import time
+
+    cpus = sandbox.call("spin_everywhere")
+    assert len(cpus) == 1, f"the model may run on CPUs {cpus}"
+    assert sandbox.call("widen") == errno.EPERM
+    pid = sandbox._proc.pid
+    before, start = _cpu_seconds(pid), time.monotonic()
+    time.sleep(3)
+    rate = (_cpu_seconds(pid) - before) / (time.monotonic() - start)
+    assert rate < 1.3, f"the model used {rate:.1f} CPU seconds a second"
 
 
 # Item 5: secrets and paths in failure reasons, shapes earlier rounds did not try.
