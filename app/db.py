@@ -166,6 +166,28 @@ def a_race(exc: BaseException) -> bool:
     return isinstance(exc, (IntegrityError, OperationalError))
 
 
+# A PostgreSQL that takes connections and refuses every write (SQLSTATE 25006): a hot standby a
+# failover pointed the app at for a while, or a database set `default_transaction_read_only`.
+# An outage like a stopped server (issue 26, round 14: it answered 500, and a job's end was not
+# written).
+READ_ONLY_SQLSTATE = "25006"
+
+
+def read_only(exc: BaseException) -> bool:
+    """The database refused a write for being read-only (psycopg's error, or SQLAlchemy's)."""
+    orig = getattr(exc, "orig", None) or exc
+    return getattr(orig, "sqlstate", None) == READ_ONLY_SQLSTATE
+
+
+def unavailable(exc: BaseException) -> bool:
+    """The database cannot take the statement now: gone (OperationalError), no free pooled
+    connection (a pool timeout), or read-only."""
+    from sqlalchemy.exc import OperationalError
+    from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+    return isinstance(exc, (OperationalError, PoolTimeout)) or read_only(exc)
+
+
 def lost_a_race(exc: BaseException) -> bool:
     """PostgreSQL aborted the transaction for a deadlock or a serialisation failure (nothing of
     it stored): run again, it can succeed."""

@@ -8,11 +8,11 @@ import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
-from sqlalchemy.exc import DataError, OperationalError
+from sqlalchemy.exc import DataError, InternalError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.db import lost_a_race
+from app.db import lost_a_race, read_only
 from app.errors import InputError
 from app.jobs import BrokerUnavailable
 from app.kinds import KindNotInstalled
@@ -82,7 +82,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(OperationalError)
     @app.exception_handler(PoolTimeout)
-    async def database_unavailable(request: Request, exc: OperationalError | PoolTimeout) -> Response:
+    async def database_unavailable(request: Request, exc: Exception) -> Response:
         # The database went away (a restart, a failover), or a burst found no free pooled
         # connection within DB_POOL_TIMEOUT: say so and when to retry, rather than a bare 500
         # (or a wait without end); nothing was stored by the request that failed.
@@ -96,6 +96,16 @@ def install(app: FastAPI) -> None:
         if wants_json(request):
             return JSONResponse({"detail": detail}, status_code=503, headers=headers)
         return PlainTextResponse(detail, status_code=503, headers=headers)
+
+    @app.exception_handler(InternalError)
+    @app.exception_handler(psycopg.InternalError)  # the crowd's hot path speaks psycopg itself
+    async def read_only_database(request: Request, exc: Exception) -> Response:
+        # A database that refuses writes for being read-only (a hot standby after a failover):
+        # unavailable, as a stopped one is (issue 26, round 14: a bare 500). Any other internal
+        # error is the server's.
+        if not read_only(exc):
+            raise exc
+        return await database_unavailable(request, exc)
 
     @app.exception_handler(NotAvailable)
     async def not_available(request: Request, exc: NotAvailable) -> Response:

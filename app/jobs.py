@@ -19,12 +19,11 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import ColumnElement, CursorResult, ForeignKey, String, Text, func, select, update
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from app.config import get_settings
-from app.db import Base, get_sessionmaker, utcnow
+from app.db import Base, get_sessionmaker, unavailable, utcnow
 from app.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -585,7 +584,7 @@ def _execute(job_id: int) -> str:
                 s.rollback()
             except SQLAlchemyError:  # the database gone: _end waits for it
                 pass
-            state = _end(job_id, None, failure, again=isinstance(exc, (OperationalError, PoolTimeout)))
+            state = _end(job_id, None, failure, again=unavailable(exc))
             if state == "queued":
                 try:
                     enqueue(job_id)
@@ -606,7 +605,7 @@ def _end(job_id: int, result: dict[str, Any] | None, failure: tuple[str, str] | 
     the database cannot be reached, for up to END_WRITE_RETRY_S; then raise (the sweeper's
     case, as before). Written once: a retry after a commit whose answer was lost finds it.
 
-    `again`: the job failed for want of the database (a restart under it): it is queued to run
+    `again`: the job failed for want of the database (a restart under it, or it read-only): it is queued to run
     again, as the sweeper would have sent it 15 minutes later (handlers are idempotent), unless
     it has been claimed MAX_ATTEMPTS times."""
     delay, deadline = 0.5, time.monotonic() + END_WRITE_RETRY_S
@@ -632,8 +631,8 @@ def _end(job_id: int, result: dict[str, Any] | None, failure: tuple[str, str] | 
                     job.traceback = failure[1]
                 s.commit()
                 return job.state
-        except OperationalError:
-            if time.monotonic() + delay > deadline:
+        except SQLAlchemyError as exc:  # gone, or read-only for a while (a failover; round 14)
+            if not unavailable(exc) or time.monotonic() + delay > deadline:
                 raise
             log.warning("job %s: the database cannot be reached to record its end; again in %.1f s", job_id, delay)
             time.sleep(delay)

@@ -29,6 +29,7 @@ import pytest
 
 from app import jobs
 from tests.conftest import ROOT
+from tests.integration.test_broker_outage import SLEEPY, sleepy_job  # noqa: F401 - a fixture
 from tests.integration.test_reattack26_round3 import needs_sandbox
 from tests.integration.test_reattack26_round8 import ANSWERS_FD
 from tests.integration.test_reattack26_round10 import Round10Probe
@@ -351,3 +352,98 @@ def test_random_keys_of_turned_letters_still_pass():
     alphabet = "ɐɔǝɟƃɥᴉɾʞɯɹʇʌʍʎ" + "abcdefghijklmnopqrstuvwxyz0123456789"
     refused = [k for k in ("".join(rng.choice(alphabet) for _ in range(40)) for _ in range(500)) if weak_secret_key(k)]
     assert not refused, refused[:3]
+
+
+# Flaky infrastructure (the database-outage row): a PostgreSQL that takes connections and refuses
+# every write, as a hot standby does when a failover points the app at it for a while, or a
+# database set `default_transaction_read_only`.
+
+
+@pytest.fixture
+def read_only_database(db_url):
+    """A switch that makes the test's database read-only for new transactions (its connections
+    dropped, as by a failover) and writable again."""
+    from sqlalchemy import create_engine, text
+
+    name = db_url.rsplit("/", 1)[1].split("?")[0]
+    admin = create_engine(db_url.rsplit("/", 1)[0] + "/postgres", isolation_level="AUTOCOMMIT")
+
+    state = {"on": False}
+
+    def switch(on: bool) -> None:
+        state["on"] = on
+        with admin.connect() as c:
+            setting = "SET default_transaction_read_only = on" if on else "RESET default_transaction_read_only"
+            c.execute(text(f'ALTER DATABASE "{name}" {setting}'))
+            c.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n AND pid <> pg_backend_pid()"
+                ),
+                {"n": name},
+            )
+
+    try:
+        yield switch
+    finally:
+        if state["on"]:
+            switch(False)
+        admin.dispose()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_read_only_database_is_an_outage_not_a_500(db_url, app, session, read_only_database):
+    """Writes refused with "cannot execute ... in a read-only transaction" (SQLSTATE 25006)
+    answered a bare 500: a worker's entry, the crowd API and a researcher's change. They are the
+    database being unavailable, as a stopped one is: 503 with Retry-After, and the request
+    goes through once it is writable again."""
+    from fastapi.testclient import TestClient
+
+    from app.auth.security import create_token
+    from tests.conftest import create_tom_study, make_user
+
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner)
+    token = create_token(session, owner)
+    session.commit()
+    session.close()
+    client = TestClient(app, raise_server_exceptions=False)
+    api = {"Authorization": f"Bearer {token}"}
+
+    def requests():
+        link = {"PROLIFIC_PID": "ro-worker", "STUDY_ID": "s", "SESSION_ID": "x"}
+        yield "entry", client.get(f"/s/{study.slug}", params=link, follow_redirects=False)
+        yield "crowd API", client.post(f"/api/v1/crowd/{study.slug}/enter", json={"params": {"PROLIFIC_PID": "ro-api"}})
+        yield "API", client.patch(f"/api/v1/studies/{study.id}", json={"title": "renamed"}, headers=api)
+
+    read_only_database(True)
+    for what, r in requests():
+        assert r.status_code == 503 and r.headers.get("Retry-After"), (what, r.status_code, r.text[:200])
+    read_only_database(False)
+    assert [r.status_code for _, r in requests()] == [303, 200, 200]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_a_jobs_end_is_written_through_a_read_only_spell(db_url, session, read_only_database, sleepy_job):  # noqa: F811
+    """A job's end is written again while the database refuses writes, as through a restart
+    (round 13b): before, the refusal raised at once and the job stayed "running" until the
+    sweeper ran it again 15 minutes later."""
+    import threading
+    import time
+
+    from tests.conftest import make_user
+
+    owner = make_user(session, "researcher")
+    job = jobs.create_job(session, SLEEPY, owner_id=owner.id, marks="", steps=1)
+    job.state, job.attempts = "running", 1
+    session.commit()
+    read_only_database(True)
+    writable = threading.Timer(2.0, read_only_database, (False,))
+    writable.start()
+    start = time.monotonic()
+    assert jobs._end(job.id, {"ok": 1}, None) == "done"
+    assert time.monotonic() - start >= 1.5
+    writable.join()  # its connections dropped too, before the test's session reads
+    session.expire_all()
+    assert session.get(jobs.Job, job.id).state == "done"
