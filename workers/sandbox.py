@@ -480,8 +480,13 @@ class SandboxedModel:
             self.close()
             raise
         if "error" in header:
+            from app.jobs import redact
+
             kind = header["error"] if isinstance(header["error"], str) else "an error"
             detail = header.get("detail") if self._spec["fmt"] == "safetensors" else ""
+            # Our loader's words, yet they may name a file of the server (a lazy import refused
+            # under the filter) or a credential: redacted as a failed job's reason is (round 14).
+            detail = redact(detail) if isinstance(detail, str) else ""
             self.close()
             raise SandboxError(
                 f"could not load the model: {kind[:100]}"

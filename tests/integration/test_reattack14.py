@@ -113,6 +113,12 @@ def load(fmt: str, data: bytes, config: dict | None) -> Round14Probe:
     return Round14Probe()
 
 
+def load_failing(fmt: str, data: bytes, config: dict | None) -> Round14Probe:
+    """Weights whose loading fails as a lazy import under the filter would: its message names a
+    file of the server (and here a credential, as a connection string would)."""
+    raise PermissionError("[Errno 1] Operation not permitted: '/srv/proctor/venv/lib/python3.12/lazy.py' password=hunter2")
+
+
 @pytest.fixture
 def sandbox(monkeypatch):
     from workers.sandbox import SandboxedModel
@@ -184,6 +190,23 @@ def test_a_model_computes_on_as_many_cpus_as_its_threads(sandbox):
     time.sleep(3)
     rate = (_cpu_seconds(pid) - before) / (time.monotonic() - start)
     assert rate < 1.3, f"the model used {rate:.1f} CPU seconds a second"
+
+
+@needs_sandbox
+def test_a_weights_loading_error_shows_no_server_path(monkeypatch):
+    """A safetensors upload's verdict quotes our loader's error (the weights' own problem, in
+    its words); a verdict is not a failed job's reason and was not redacted, so an error naming
+    a server file (a lazy import refused under the filter) or a credential showed whole to the
+    researcher."""
+    from workers.sandbox import SandboxedModel, SandboxError
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    model = SandboxedModel("tests.integration.test_reattack14:load_failing", "safetensors", b"", None)
+    with pytest.raises(SandboxError) as refused:
+        model.start()
+    shown = str(refused.value)
+    assert "could not load the model: PermissionError" in shown, shown
+    assert "/srv" not in shown and "hunter2" not in shown, shown
 
 
 # Item 5: secrets and paths in failure reasons, shapes earlier rounds did not try.
