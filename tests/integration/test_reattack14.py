@@ -116,7 +116,9 @@ def load(fmt: str, data: bytes, config: dict | None) -> Round14Probe:
 def load_failing(fmt: str, data: bytes, config: dict | None) -> Round14Probe:
     """Weights whose loading fails as a lazy import under the filter would: its message names a
     file of the server (and here a credential, as a connection string would)."""
-    raise PermissionError("[Errno 1] Operation not permitted: '/srv/proctor/venv/lib/python3.12/lazy.py' password=hunter2")
+    raise PermissionError(
+        "[Errno 1] Operation not permitted: '/srv/proctor/venv/lib/python3.12/lazy.py' password=hunter2"
+    )
 
 
 @pytest.fixture
