@@ -4,17 +4,24 @@
   the model's own pages, which stay when the model unmaps them, and a page of a transparent huge
   page holds the whole 2 MB. 960 one-byte splices from 60 pipes held 1.9 GB of the machine past a
   1,024 MB limit (RLIMIT_AS counts mappings, not pages a pipe holds); 127 pipes would hold 4 GB.
+  And RLIMIT_CPU counts seconds, not cores: a model's threads left computing after it answered
+  could take every core of the machine (a process doing so took 15.2 of the H200 machine's 16).
+- Item 3: a forged answer's header within its 4 MB and 50,000 containers held 900,000 floats,
+  84 MB in the worker once decoded (300,000 keys: 37 MB).
 - Item 5: failure reasons showed secrets in shapes the redaction did not know: a value written
   as a bytes literal (`{'secret': b'hunter2'}`, Python's repr of a mapping of bytes), `=>`,
   ODBC's `Pwd=`, Azure's `AccountKey=` and `SharedAccessKey=`, `passphrase=`, `PrivateKey =`,
   JSON quoted inside a JSON string (`\\"password\\": \\"x\\"`), `password%3Dx`, a `Cookie:`
   header, `--password x`, `<password>x</password>`, a Windows extended path (`\\\\?\\C:\\...`),
   and tokens known by their shape (npm, PyPI, SendGrid, Google OAuth, DigitalOcean, Shopify,
-  Grafana, Vault).
+  Grafana, Vault); a safetensors verdict quoted our loader's error unredacted.
+- Item 7: a SECRET_KEY of English words written upside down passed every rule.
 - Item 9 (and names shown on pages): a vocabulary's words, which generated items show to
   workers, and a crowd worker's id, which the researcher's pages and completions.csv show, could
   hold bidi overrides, zero-width and control characters: a worker entering as
   "\\u202e" + another's id reversed is shown as that other worker on the review page.
+- Flaky infrastructure: a read-only PostgreSQL (a hot standby after a failover) made writes
+  answer 500, and a job's end was not written through it.
 
 This module is also the sandbox probe's loader (`tests.integration.test_reattack14:load`).
 """
