@@ -229,6 +229,21 @@ SANDBOX_UID_BASE = 1 << 20
 NOBODY = 65534
 
 
+# The exception names a verdict may show: Python's own, and torch's few. The name comes from the
+# model's process, where a class of the model's own, or an answer forged on the pipe, may name
+# itself anything: up to 100 characters of its words stood in the verdict (issue 26, round 14).
+SHOWN_ERRORS = frozenset(
+    name
+    for name, obj in vars(__import__("builtins")).items()
+    if isinstance(obj, type) and issubclass(obj, BaseException)
+) | {"OutOfMemoryError", "AcceleratorError", "SafetensorError"}
+
+
+def shown_error(kind: object) -> str:
+    """The exception's name as a verdict shows it: one of SHOWN_ERRORS, else "an error of its own"."""
+    return kind if isinstance(kind, str) and kind in SHOWN_ERRORS else "an error of its own"
+
+
 class SandboxError(RuntimeError):
     """The model's process failed: the message names the check (a limit, a missing method, an
     error type), never what the model printed or returned."""
@@ -482,14 +497,14 @@ class SandboxedModel:
         if "error" in header:
             from app.jobs import redact
 
-            kind = header["error"] if isinstance(header["error"], str) else "an error"
+            kind = shown_error(header["error"])
             detail = header.get("detail") if self._spec["fmt"] == "safetensors" else ""
             # Our loader's words, yet they may name a file of the server (a lazy import refused
             # under the filter) or a credential: redacted as a failed job's reason is (round 14).
             detail = redact(detail) if isinstance(detail, str) else ""
             self.close()
             raise SandboxError(
-                f"could not load the model: {kind[:100]}"
+                f"could not load the model: {kind}"
                 + (f": {detail[:300]}" if isinstance(detail, str) and detail else "")
             )
         methods = header.get("methods")
@@ -586,12 +601,12 @@ class SandboxedModel:
         limit = answer_limit(shapes(*args)) if shapes else ANSWER_FLOOR
         header, out = self._answer(f"{method}()", timeout, limit, deadline)
         if "error" in header:
-            kind = header["error"] if isinstance(header["error"], str) else "an error"
+            kind = shown_error(header["error"])
             if kind == "MemoryError":
                 raise SandboxError(
                     f"the model used more than its memory limit ({self.limits['memory_mb']} MB) in {method}()"
                 )
-            raise ModelRaised(method, kind[:100])
+            raise ModelRaised(method, kind)
         try:
             result = _decode(header.get("result"), out)
         except SandboxError:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import json
 import os
 
 import pytest
@@ -114,6 +115,19 @@ class Round14Probe(Round10Probe):
         except OSError as e:
             return e.errno or -1
         return 0
+
+    def forge_error(self, text: str):
+        """Writes an error answer of its own naming `text` as the exception, then waits."""
+        import struct
+        import time
+
+        raw = json.dumps({"error": text}).encode()
+        os.write(ANSWERS_FD, struct.pack("<QI", len(raw), 0) + raw)
+        time.sleep(5)
+
+    def raise_named(self, name: str):
+        """Raises an exception of a class of its own, named as it likes."""
+        raise type(name, (Exception,), {})()
 
 
 def load(fmt: str, data: bytes, config: dict | None) -> Round14Probe:
@@ -216,6 +230,23 @@ def test_a_weights_loading_error_shows_no_server_path(monkeypatch):
     shown = str(refused.value)
     assert "could not load the model: PermissionError" in shown, shown
     assert "/srv" not in shown and "hunter2" not in shown, shown
+
+
+@needs_sandbox
+@pytest.mark.parametrize("how", ["forge_error", "raise_named"])
+def test_a_verdict_names_no_exception_the_model_made_up(sandbox, how):
+    """A verdict says which method raised what ("score() raised RuntimeError"), never the
+    model's own text; but the exception's name came from the model's process as it was: a
+    class of its own, or an answer forged on the pipe, put up to 100 characters of its words
+    in the verdict ("score() raised Your account is locked: visit evil.example"). Only the
+    names of Python's own exceptions are shown now."""
+    from workers.sandbox import ModelRaised
+
+    text = "Your account is locked: visit evil.example" if how == "forge_error" else "VisitEvilExampleNow"
+    with pytest.raises(ModelRaised) as raised:
+        sandbox.call(how, text)
+    assert "evil" not in str(raised.value).lower() and "Evil" not in str(raised.value), str(raised.value)
+    assert str(raised.value) == f"{how}() raised an error of its own", str(raised.value)
 
 
 # Item 5: secrets and paths in failure reasons, shapes earlier rounds did not try.
