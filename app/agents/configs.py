@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.errors import InputError
+from app.jsonsafe import unshowable
 
 
 def written_by(name: str, command: str) -> str:
@@ -46,6 +47,20 @@ def check_architecture(
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cap:
             raise InputError(f"{name} must be an integer from 1 to {cap}, got {value!r}", field=f"config.{name}")
     return config
+
+
+def word_problem(words: list[str], max_chars: int) -> str | None:
+    """Why a vocabulary's words cannot be a speaker's or a captioner's (whose words generation
+    writes into items that workers read), or None: an empty word, a space, a word past
+    `max_chars`, a character no page shows as itself (a bidi override reversed the words after
+    it: issue 26, round 14), a word twice. The reason never repeats the words."""
+    if any(not w or len(w) > max_chars or any(c.isspace() for c in w) for w in words):
+        return f"has an empty word, a word with a space or one longer than {max_chars} characters"
+    if any(unshowable(w) for w in words):
+        return "has a word with a control or format character (a bidi override, a zero-width space)"
+    if len(set(words)) != len(words):
+        return "has a word twice"
+    return None
 
 
 def check_words(config: dict[str, Any], check_vocabulary: Callable[[object], list[str] | str]) -> list[str]:

@@ -16,11 +16,10 @@ caption must not depend on the other pairs of the batch (the validation job chec
 
 from __future__ import annotations
 
-from app.agents.configs import check_architecture, check_words, only_fields, written_by
+from app.agents.configs import check_architecture, check_words, only_fields, word_problem, written_by
 from app.errors import InputError
 from app.kinds.a3ds.captions import FUNCTION_WORDS
 from app.kinds.a3ds.scenes import WORDS
-from app.jsonsafe import unshowable
 
 PAD, START, END = "<pad>", "<start>", "<end>"
 SPECIALS = (PAD, START, END)
@@ -49,14 +48,7 @@ def check_vocabulary(words: object) -> list[str] | str:
         return f"must hold 4 to {MAX_WORDS} words, not {len(words)}"
     if tuple(words[:3]) != SPECIALS:
         return f"must start with {PAD!r} (id 0), {START!r} (id 1) and {END!r} (id 2)"
-    if any(not w or len(w) > MAX_WORD_CHARS or any(c.isspace() for c in w) for w in words):
-        return f"has an empty word, a word with a space or one longer than {MAX_WORD_CHARS} characters"
-    # Words are what generation writes into items, which workers read (issue 26, round 14).
-    if any(unshowable(w) for w in words):
-        return "has a word with a control or format character (a bidi override, a zero-width space)"
-    if len(set(words)) != len(words):
-        return "has a word twice"
-    return words
+    return word_problem(words, MAX_WORD_CHARS) or words
 
 
 def decode(ids: list[int], words: list[str]) -> str:

@@ -3,9 +3,8 @@ config (docs/agents.md): what each config must hold. No torch here (the web side
 
 from __future__ import annotations
 
-from app.agents.configs import check_architecture, check_words
+from app.agents.configs import check_architecture, check_words, word_problem
 from app.errors import InputError
-from app.jsonsafe import unshowable
 
 # The step/node/action layouts an agent is built for. The same string as
 # workers.navigation.features.FEATURES_VERSION (a test keeps the two equal); copied because the
@@ -33,14 +32,7 @@ def check_vocabulary(words: object) -> list[str] | str:
         return f"must start with {', '.join(SPECIALS)}"
     if len(words) > MAX_WORDS:
         return f"must hold at most {MAX_WORDS} words, not {len(words)}"
-    if any(not w or len(w) > MAX_WORD_CHARS or any(c.isspace() for c in w) for w in words):
-        return f"has an empty word, a word with a space or one longer than {MAX_WORD_CHARS} characters"
-    # Words are what generation writes into items, which workers read (issue 26, round 14).
-    if any(unshowable(w) for w in words):
-        return "has a word with a control or format character (a bidi override, a zero-width space)"
-    if len(set(words)) != len(words):
-        return "repeats a word"
-    return list(words)
+    return word_problem(list(words), MAX_WORD_CHARS) or list(words)
 
 
 def vocabulary_of(model: object, what: str) -> list[str]:
