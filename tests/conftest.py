@@ -288,6 +288,7 @@ SLOW_FILES = {
     "test_sts.py": 26,
     "test_prolific.py": 25,
     "test_reattack26_round9.py": 25,
+    "test_bench_gpu.py": 25,  # the fourteenth session's quick mode (73 s before it, traced, loaded)
     "test_hex_describe.py": 25,
     "test_walk_fit.py": 24,
     "test_adaptive.py": 24,
