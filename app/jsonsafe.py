@@ -298,10 +298,17 @@ def non_finite(value, path: str = "") -> str | None:
 # hyphen, bidi marks, embeddings, overrides and isolates (which reorder the text after them: a
 # worker id "\u202e" + another's reversed showed as that other worker), zero-width spaces and
 # joiners, word joiners and invisible operators, line and paragraph separators, the BOM and
-# interlinear annotations. One pattern for the code and the API's schema (JSON Schema's
-# `pattern`, which reads it alike), so the two agree on what a name may hold.
+# interlinear annotations. Round 15: and the rest of Unicode's default-ignorable code points,
+# which no page shows either: the combining grapheme joiner, the Hangul fillers (an id of U+3164
+# alone looked empty), Khmer's inherent vowels, Mongolian's and the other variation selectors,
+# the hieroglyph, musical and shorthand format controls, and the tag characters (U+E0000-E0FFF: "W1" and "W1"
+# + U+E0041 looked one). One pattern for the code and the API's schema (JSON Schema's `pattern`,
+# which reads it alike; the characters past U+FFFF written as themselves, as ECMA-262's "u" mode
+# and Python read them), so the two agree on what a name may hold.
 UNSHOWN_CHARS = (
-    "\\x00-\\x1f\\x7f-\\x9f\\xad\\u061c\\u180e\\u200b-\\u200f\\u2028-\\u202e\\u2060-\\u206f\\ufeff\\ufff9-\\ufffb"
+    "\\x00-\\x1f\\x7f-\\x9f\\xad\\u034f\\u061c\\u115f\\u1160\\u17b4\\u17b5\\u180b-\\u180f"
+    "\\u200b-\\u200f\\u2028-\\u202e\\u2060-\\u206f\\u3164\\ufe00-\\ufe0f\\ufeff\\uffa0\\ufff0-\\ufffb"
+    "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
 )
 SHOWABLE_PATTERN = f"^[^{UNSHOWN_CHARS}]*$"
 _UNSHOWN = re.compile(f"[{UNSHOWN_CHARS}]")

@@ -1,0 +1,125 @@
+"""Issue 26, round 15: the list tried again from a fresh clone, round 14's new code first. What
+broke, each tested here:
+
+- Item 5: the redaction of a failure's text backtracked without bound on hostile text. A secret's
+  name was read as `[\\w-]*(?:password|...)[\\w-]*` from every word boundary, so 20 KB of
+  "a-a-a-..." (an exception quoting an uploaded value whole, as float() and KeyError do) took
+  72 s to redact and 1 MB would take days, with the worker's job stuck in it; a backslash run
+  (2.7 s at 20 KB), "x://" repeated (0.5 s) and "eyJ-" repeated were quadratic too.
+- Item 9 (and names shown on pages): `unshowable` knew the bidi, zero-width and control
+  characters but not the rest of Unicode's default-ignorable ones, which no page shows either:
+  tag characters (U+E0000-E007F, "ASCII smuggling": "W1" and "W1" + U+E0041 look one), the
+  Hangul fillers (an id of U+3164 alone looks empty), variation selectors, the combining
+  grapheme joiner, Khmer's inherent vowels, Mongolian's variation selectors and the musical
+  and shorthand format controls.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+
+import pytest
+
+from app import jobs
+
+# Item 5 ----------------------------------------------------------------------------------------
+
+HOSTILE_UNITS = {
+    "words joined by hyphens": "a-",
+    "a secret's name joined by hyphens": "password-",
+    "backslashes": "\\",
+    "schemes in one word": "x://",
+    "a JWT's start joined by hyphens": "eyJ-",
+    "escaped quotes": "\\'password\\': \\'",
+    "hyphens before a name": "--token ",
+}
+
+
+def _redact_in(text: str, seconds: float) -> bool:
+    """Whether failure_reason() of a ValueError holding `text` returns within `seconds` (run in
+    a child, ended when late: a regular expression in C cannot be interrupted)."""
+    child = multiprocessing.get_context("fork").Process(target=jobs.failure_reason, args=(ValueError(text),))
+    child.start()
+    child.join(seconds)
+    late = child.is_alive()
+    if late:
+        child.kill()
+        child.join()
+    return not late
+
+
+@pytest.mark.parametrize("name", HOSTILE_UNITS)
+@pytest.mark.parametrize("size", [19_990, 1_000_000])
+def test_a_hostile_failure_text_is_redacted_in_time(name, size):
+    unit = HOSTILE_UNITS[name]
+    text = (unit * (size // len(unit) + 1))[:size]
+    assert _redact_in(text, 3.0), f"redacting {size:,} characters of {unit!r} took over 3 s"
+
+
+def test_a_long_failure_text_is_still_redacted():
+    """Read to REDACT_READS: a secret before it is blanked, the cut word dropped (half a token
+    matches no rule), a reason still shown."""
+    token = "ghp_" + "A1b2C3d4" * 5
+    head = "could not read 'password=hunter2' nor " + token + " "
+    reason = jobs.failure_reason(ValueError(head + "a-" * 600_000))
+    assert "hunter2" not in reason and "A1b2C3d4" not in reason, reason[:300]
+    assert reason.startswith("could not read 'password=<credentials>' nor ghp_<credentials>"), reason[:300]
+    long_token = "x " * (jobs.REDACT_READS // 2 - 10) + token  # a token cut by the limit
+    assert "A1b2" not in jobs.redact(long_token)
+    started = time.perf_counter()
+    jobs.redact("postgresql://u:p@ss@host/db " + "x://a:b " * 2000 + "s3://bucket/key")
+    assert time.perf_counter() - started < 1.0
+    assert jobs.redact("postgresql://user:p@ss/w@db.example:5432/x") == "postgresql://<credentials>@db.example:5432/x"
+    assert (
+        jobs.redact("see https://alice@host/x and http://h/p@q") == "see https://<credentials>@host/x and http://h/p@q"
+    )
+
+
+# Item 9 ----------------------------------------------------------------------------------------
+
+INVISIBLE = {
+    "a tag letter": "\U000e0041",
+    "a language tag": "\U000e0001",
+    "a Hangul filler": "\u3164",
+    "a Hangul choseong filler": "\u115f",
+    "a halfwidth Hangul filler": "\uffa0",
+    "a variation selector": "\ufe0f",
+    "a supplementary variation selector": "\U000e0100",
+    "a combining grapheme joiner": "\u034f",
+    "a Khmer inherent vowel": "\u17b4",
+    "a Mongolian variation selector": "\u180b",
+    "a musical format control": "\U0001d173",
+    "a shorthand format control": "\U0001bca0",
+}
+
+
+@pytest.mark.parametrize("name", INVISIBLE)
+def test_a_worker_id_with_default_ignorable_characters_is_refused(app, client, session, name):
+    """A worker id and the same id with a character no page shows look one on the researcher's
+    review page and in completions.csv (an id of a Hangul filler alone looks empty)."""
+    from app.jsonsafe import unshowable
+    from tests.conftest import create_tom_study, make_user
+
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner)
+    session.commit()
+    spoof = "5f3a9c0b1d2e4f60718293a4" + INVISIBLE[name]
+    r = client.get(
+        f"/s/{study.slug}", params={"PROLIFIC_PID": spoof, "STUDY_ID": "s", "SESSION_ID": "x"}, follow_redirects=False
+    )
+    assert r.status_code == 400 and "cannot be shown" in r.text, (r.status_code, r.text[:300])
+    r = client.post(f"/api/v1/crowd/{study.slug}/enter", json={"params": {"PROLIFIC_PID": INVISIBLE[name]}})
+    assert r.status_code == 400 and "cannot be shown" in r.json()["detail"], (r.status_code, r.text[:300])
+    assert unshowable("turn left at the ❤ sofa") is None  # a symbol without its selector stays
+
+
+def test_the_schemas_pattern_refuses_what_the_code_refuses():
+    import re
+
+    from app.jsonsafe import SHOWABLE_PATTERN, unshowable
+
+    for char in INVISIBLE.values():
+        assert unshowable("a" + char) and not re.fullmatch(SHOWABLE_PATTERN, "a" + char)
+    for text in ("A1B2C3", "Gérard", "北京", "Москва", "عربي", "😀"):
+        assert unshowable(text) is None and re.fullmatch(SHOWABLE_PATTERN, text)
