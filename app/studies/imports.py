@@ -22,12 +22,14 @@ from app.auth.models import IMPORTED_PLATFORM, User
 from app.db import utcnow
 from app.errors import InputError
 from app.kinds import get_kind
+from app.jsonsafe import unshowable
 from app.leaderboards.totals import lock_totals
 from app.studies.assignment import pseudonym, scored_answer
 from app.studies.models import Assignment, Bundle, Item, Participant, Study
 
 IMPORTED = IMPORTED_PLATFORM  # the users' platform of imported annotators
 MAX_SOURCE = 64
+EXTERNAL_ID_LENGTH = 255  # User.external_id's column
 
 
 def _external_id(study: Study, source: str, annotator: str) -> str:
@@ -56,6 +58,17 @@ def import_annotations(
     if not per_annotator:
         raise InputError("the upload holds no annotations", field="file")
     ids = {who: _external_id(study, source, who) for who in per_annotator}
+    for who, external_id in ids.items():
+        # Stored as the user's id (255 characters; round 15 of issue 26: a 200-character id with
+        # a 64-character source passed it, and PostgreSQL's refusal was a 500) and shown on the
+        # review pages as a worker's id is, so held to what a page shows as itself too.
+        if len(external_id) > EXTERNAL_ID_LENGTH:
+            room = EXTERNAL_ID_LENGTH - len(_external_id(study, source, ""))
+            raise InputError(
+                f"annotator ids are at most {room} characters with the source {source!r}", field="annotator"
+            )
+        if char := unshowable(who):
+            raise InputError(f"annotator {who!r} holds a character that cannot be shown ({char})", field="annotator")
     taken = session.scalars(
         select(User.external_id).where(User.platform == IMPORTED, User.external_id.in_(list(ids.values())))
     ).all()

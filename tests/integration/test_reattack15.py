@@ -16,6 +16,7 @@ broke, each tested here:
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import time
 
@@ -123,3 +124,44 @@ def test_the_schemas_pattern_refuses_what_the_code_refuses():
         assert unshowable("a" + char) and not re.fullmatch(SHOWABLE_PATTERN, "a" + char)
     for text in ("A1B2C3", "Gérard", "北京", "Москва", "عربي", "😀"):
         assert unshowable(text) is None and re.fullmatch(SHOWABLE_PATTERN, text)
+
+
+# Item 4 ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("db_url", ["sqlite", "postgresql"], indirect=True)
+def test_an_import_of_long_annotator_ids_is_refused_not_a_500(db_url, client, session):
+    """An imported annotator is stored as a user whose id is "study:source:annotator"; the
+    importer took a source of 64 characters and an annotator id of 200, 266 and more in a column
+    of 255, which PostgreSQL refused with an internal error (a 500; SQLite stores it)."""
+    from sqlalchemy import func, select
+
+    from app.auth.models import User
+    from app.auth.security import create_token
+    from tests.conftest import create_tom_study, make_user
+
+    owner = make_user(session, "researcher")
+    token = create_token(session, owner)
+    study = create_tom_study(session, owner)
+    session.commit()
+    users = session.scalar(select(func.count()).select_from(User))
+    line = json.dumps({"question_id": "trip-1:4:1:A:CT+", "answer": "Yes", "annotator": "a" * 200})
+    r = client.post(
+        f"/api/v1/studies/{study.id}/annotations/import",
+        headers={"Authorization": f"Bearer {token}"},
+        data={"source": "s" * 64},
+        files={"file": ("answers.jsonl", line.encode() + b"\n", "application/json")},
+    )
+    assert r.status_code in (201, 200, 422), (r.status_code, r.text[:300])
+    if r.status_code == 422:
+        assert r.json().get("field") in ("annotator", "source"), r.text[:300]
+        session.expire_all()
+        assert session.scalar(select(func.count()).select_from(User)) == users
+    line = json.dumps({"question_id": "trip-1:4:1:A:CT+", "answer": "Yes", "annotator": "\u202e" + "a1"})
+    r = client.post(
+        f"/api/v1/studies/{study.id}/annotations/import",
+        headers={"Authorization": f"Bearer {token}"},
+        data={"source": "prior"},
+        files={"file": ("answers.jsonl", line.encode() + b"\n", "application/json")},
+    )
+    assert r.status_code == 422 and r.json().get("field") == "annotator", (r.status_code, r.text[:300])
