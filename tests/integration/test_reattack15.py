@@ -165,3 +165,23 @@ def test_an_import_of_long_annotator_ids_is_refused_not_a_500(db_url, client, se
         files={"file": ("answers.jsonl", line.encode() + b"\n", "application/json")},
     )
     assert r.status_code == 422 and r.json().get("field") == "annotator", (r.status_code, r.text[:300])
+
+
+# Item 8 ----------------------------------------------------------------------------------------
+
+
+def test_the_schema_says_which_idempotency_keys_the_code_takes(app, client, session):
+    """The crowd API's submit took any string as its idempotency key in the OpenAPI document,
+    while the code refused an empty one and one past 64 characters (its column): a client built
+    from the document sent keys the server refused."""
+    from tests.conftest import create_tom_study, make_user
+
+    key = app.openapi()["components"]["schemas"]["SubmitIn"]["properties"]["idempotency_key"]
+    assert key.get("minLength") == 1 and key.get("maxLength") == 64, key
+    study = create_tom_study(session, make_user(session, "researcher"))
+    session.commit()
+    for bad in ("", "k" * 65):
+        r = client.post(
+            f"/api/v1/crowd/{study.slug}/submit", json={"assignment_id": 1, "idempotency_key": bad, "response": {}}
+        )
+        assert r.status_code in (403, 422), (r.status_code, r.text[:300])
