@@ -190,6 +190,14 @@ DENIED_SYSCALLS = (
     # holds all 2 MB (960 one-byte splices held 1.9 GB past a 1,024 MB limit). A model writes
     # to its pipes instead: a copy, within the pipe's 64 KB.
     "vmsplice",
+    # Round 15: sync and syncfs write back every dirty page of the machine's file systems (the
+    # database's among them) when the model likes; inotify instances, with nothing left to watch
+    # (inotify_add_watch is refused above), are only a share of its user's 128, which under a
+    # worker that is not root is the worker's own.
+    "sync",
+    "syncfs",
+    "inotify_init",
+    "inotify_init1",
 )
 # fcntl and ioctl commands that name a process to signal when a file is ready: with O_ASYNC
 # the kernel sends it SIGIO (or any signal F_SETSIG chose, SIGKILL too) past the kill filter.

@@ -6,6 +6,13 @@ broke, each tested here:
   "a-a-a-..." (an exception quoting an uploaded value whole, as float() and KeyError do) took
   72 s to redact and 1 MB would take days, with the worker's job stuck in it; a backslash run
   (2.7 s at 20 KB), "x://" repeated (0.5 s) and "eyJ-" repeated were quadratic too.
+- Item 2: a model could still call sync() and syncfs() (every dirty page of every file system on
+  the machine, the database's among them, written back when the model likes) and make inotify
+  instances (a watch was refused already; 128 instances are its user's whole allowance, and
+  under a worker that is not root a sandbox is the worker's user).
+- Item 4: an imported annotator's stored id ("study:source:annotator") passed its column with a
+  200-character annotator and a 64-character source, a 500 on PostgreSQL.
+- Item 8: the crowd API's idempotency key was any string in the OpenAPI document.
 - Item 9 (and names shown on pages): `unshowable` knew the bidi, zero-width and control
   characters but not the rest of Unicode's default-ignorable ones, which no page shows either:
   tag characters (U+E0000-E007F, "ASCII smuggling": "W1" and "W1" + U+E0041 look one), the
@@ -16,13 +23,18 @@ broke, each tested here:
 
 from __future__ import annotations
 
+import errno
 import json
 import multiprocessing
+import os
 import time
 
 import pytest
 
 from app import jobs
+from tests.conftest import ROOT
+from tests.integration.test_reattack26_round3 import needs_sandbox
+from tests.integration.test_reattack26_round10 import Round10Probe
 
 # Item 5 ----------------------------------------------------------------------------------------
 
@@ -185,3 +197,52 @@ def test_the_schema_says_which_idempotency_keys_the_code_takes(app, client, sess
             f"/api/v1/crowd/{study.slug}/submit", json={"assignment_id": 1, "idempotency_key": bad, "response": {}}
         )
         assert r.status_code in (403, 422), (r.status_code, r.text[:300])
+
+
+# Item 2 ----------------------------------------------------------------------------------------
+
+LOADER = "tests.integration.test_reattack15:load"
+# x86-64's numbers (needs_sandbox runs these tests there only).
+SYS_SYNC, SYS_SYNCFS, SYS_INOTIFY_INIT, SYS_INOTIFY_ADD_WATCH, SYS_INOTIFY_INIT1 = 162, 306, 253, 254, 294
+
+
+class Round15Probe(Round10Probe):
+    def machine_calls(self) -> list[list]:
+        """[call, errno] for each call (0: it worked)."""
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        r, _ = os.pipe()
+        found = []
+        for name, args in (
+            ("sync", (SYS_SYNC,)),
+            ("syncfs", (SYS_SYNCFS, r)),
+            ("inotify_init", (SYS_INOTIFY_INIT,)),
+            ("inotify_init1", (SYS_INOTIFY_INIT1, 0)),
+        ):
+            ctypes.set_errno(0)
+            got = libc.syscall(*args)
+            found.append([name, 0 if got >= 0 else ctypes.get_errno()])
+            if name == "inotify_init1":
+                ctypes.set_errno(0)
+                watched = libc.syscall(SYS_INOTIFY_ADD_WATCH, got, b"/etc", 0xFFF)
+                found.append(["inotify_add_watch", 0 if watched >= 0 else ctypes.get_errno()])
+        return found
+
+
+def load(fmt: str, data: bytes, config: dict | None) -> Round15Probe:
+    return Round15Probe()
+
+
+@needs_sandbox
+def test_a_model_cannot_flush_the_machines_disks_or_take_inotify_instances(monkeypatch):
+    from workers.sandbox import SandboxedModel
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    model = SandboxedModel(LOADER, "probe", b"", None, limits={"call_s": 60, "memory_mb": 1024})
+    try:
+        found = model.machine_calls()
+    finally:
+        model.close()
+    assert found == [[name, errno.EPERM] for name, _ in found], found
