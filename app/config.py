@@ -247,6 +247,11 @@ def placeholder(key: str) -> str | None:
 _PUBLISHED_KEYS = {
     "09d25e094faa6ca2556c818166b7a9563b93f7099f6f0f4caa6cf63b88e8d3e7": "FastAPI's security tutorial",
     "192b9bdd22ab9ed4d12e236c78afcb9a393ec15f71bbf5dc987d54727823bcbf": "Flask's documentation",
+    # Round 15: the private keys of Hardhat's and Anvil's first development accounts, printed by
+    # `npx hardhat node`, `anvil` and every Ethereum tutorial.
+    "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80": "Hardhat's and Anvil's list of development accounts",
+    "59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d": "Hardhat's and Anvil's list of development accounts",
+    "5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a": "Hardhat's and Anvil's list of development accounts",
 }
 _PUBLISHED_PART = 16
 

@@ -14,6 +14,8 @@ from pathlib import Path
 # frequency lists; shorter words save a guesser next to nothing), and the nouns passphrase
 # advice and its examples use. A guesser's list is larger: a word here is counted at the cost
 # of picking it from this list, a generous upper bound for the words a guesser tries first.
+# Round 15 of issue 26's re-attack added the NATO spelling alphabet and programmers' placeholder
+# names ("AlphaBravoCharlie...", "foobarbazqux..." passed every rule).
 WORDS = frozenset(
     """
     the and that have for not with you this but his from they say her she will one all would
@@ -54,6 +56,9 @@ WORDS = frozenset(
     let mean where why here while through before down off again under never between each those both
     few still since without around against during such another however among until within upon
     coffee chair pencil guitar piano letter
+    alpha bravo charlie delta echo foxtrot golf hotel india juliet juliett kilo lima mike november
+    oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu
+    foo bar baz qux quux corge grault garply waldo fred plugh xyzzy thud
     """.split()
 )
 MIN_WORD = 3

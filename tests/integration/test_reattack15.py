@@ -246,3 +246,43 @@ def test_a_model_cannot_flush_the_machines_disks_or_take_inotify_instances(monke
     finally:
         model.close()
     assert found == [[name, errno.EPERM] for name, _ in found], found
+
+
+# Item 7 ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        # Hardhat's and Anvil's first development accounts' private keys, printed by every
+        # Ethereum tutorial and `npx hardhat node`: random, and public.
+        "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
+        "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
+        "59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
+        # The NATO spelling alphabet, in order, and programmers' placeholder names.
+        "AlphaBravoCharlieDeltaEchoFoxtrotGolfHotelIndia",
+        "alpha-bravo-charlie-delta-echo-foxtrot-golf-hotel",
+        "foobarbazquxquuxcorgegraultgarplywaldofred",
+        "Zm9vYmFyYmF6cXV4cXV1eGNvcmdlZ3JhdWx0Z2FycGx5d2FsZG8=",  # base64 of the same
+    ],
+)
+def test_published_keys_and_spelled_sequences_are_not_a_secret_key(key):
+    from app.config import weak_secret_key
+
+    assert weak_secret_key(key) is not None
+
+
+def test_random_keys_of_the_shapes_still_pass():
+    import random
+    import base64
+
+    from app.config import weak_secret_key
+
+    rng = random.Random(15)  # seeded: a rare false refusal is a figure, not a failed run
+    nato = "alpha bravo charlie delta echo foxtrot golf hotel india juliett kilo lima mike".split()
+    keys = [rng.randbytes(32).hex() for _ in range(300)]
+    keys += ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(40)) for _ in range(300)]
+    keys += [base64.urlsafe_b64encode(rng.randbytes(32)).decode().rstrip("=") for _ in range(300)]
+    refused = [k for k in keys if weak_secret_key(k)]
+    assert not refused, refused[:3]
+    assert weak_secret_key("-".join(rng.sample(nato, 8))) is not None  # still words
