@@ -12,6 +12,8 @@ broke, each tested here:
   under a worker that is not root a sandbox is the worker's user).
 - Item 4: an imported annotator's stored id ("study:source:annotator") passed its column with a
   200-character annotator and a 64-character source, a 500 on PostgreSQL.
+- Item 7: Hardhat's and Anvil's development account keys (published, as FastAPI's example key
+  is), the NATO spelling alphabet and programmers' placeholder names passed as SECRET_KEYs.
 - Item 8: the crowd API's idempotency key was any string in the OpenAPI document.
 - Item 9 (and names shown on pages): `unshowable` knew the bidi, zero-width and control
   characters but not the rest of Unicode's default-ignorable ones, which no page shows either:
