@@ -53,15 +53,44 @@ def _ended(session, job_id):
     return check
 
 
+def _full(broker) -> None:
+    """Redis out of memory (`maxmemory` reached, `noeviction`): every write refused with OOM."""
+    import redis
+
+    broker.config_set("maxmemory-policy", "noeviction")
+    broker.config_set("maxmemory", str(int(broker.info("memory")["used_memory"]) // 2))
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        broker.set("probe", "x")
+
+
+def _demoted(broker) -> None:
+    """A failover (Sentinel, a managed Redis) demotes it to a replica of a primary now gone:
+    every write refused with READONLY (issue 26, round 15)."""
+    import redis
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        gone = s.getsockname()[1]
+    broker.replicaof("127.0.0.1", gone)
+    with pytest.raises(redis.exceptions.ReadOnlyError):
+        broker.set("probe", "x")
+
+
+def _writable(broker) -> None:
+    broker.config_set("maxmemory", "0")
+    broker.replicaof("NO", "ONE")
+
+
 @pytest.mark.redis
 @pytest.mark.postgres
 @pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
-def test_a_worker_outlives_a_redis_that_answers_out_of_memory(db_url, own_redis, sleepy_job, tmp_path, monkeypatch):  # noqa: F811
-    """Redis full (`maxmemory` reached, `noeviction`) refuses writes with OOM errors, the
-    acknowledgement of a finished job's message among them. Before the fix the worker's main
-    process took that for an unrecoverable error and exited ("Unrecoverable error:
-    server:OutOfMemoryError"): the job queued behind it waited for a worker that was gone.
-    Now the consumer reconnects as after a lost connection, and once Redis has room again the
+@pytest.mark.parametrize("refuse", [_full, _demoted], ids=["out of memory", "a read-only replica"])
+def test_a_worker_outlives_a_redis_that_refuses_writes(db_url, own_redis, sleepy_job, tmp_path, monkeypatch, refuse):  # noqa: F811
+    """A Redis that refuses writes for a while, a finished job's acknowledgement among them:
+    out of memory (before the fix the worker's main process took that for an unrecoverable
+    error and exited, "Unrecoverable error: server:OutOfMemoryError", and the job queued behind
+    it waited for a worker that was gone), or a replica after a failover (round 15: held). The
+    consumer reconnects as after a lost connection, and once Redis takes writes again the
     waiting job runs, and the first one is not run again."""
     import redis
 
@@ -81,11 +110,7 @@ def test_a_worker_outlives_a_redis_that_answers_out_of_memory(db_url, own_redis,
         jobs.submit(session, first)
         _wait(lambda: "start" in marks.read_text(), 30, "start of the first job", worker)
         jobs.submit(session, second)
-        # Redis fills up: every write is refused with OOM until it has room again.
-        broker.config_set("maxmemory-policy", "noeviction")
-        broker.config_set("maxmemory", str(int(broker.info("memory")["used_memory"]) // 2))
-        with pytest.raises(redis.exceptions.OutOfMemoryError):
-            broker.set("probe", "x")
+        refuse(broker)
         # Meanwhile a new job cannot be queued: withdrawn, and the request answers 503.
         third = jobs.create_job(session, SLEEPY, owner_id=owner.id, marks=str(marks), steps=1)
         with pytest.raises(jobs.BrokerUnavailable):
@@ -94,10 +119,11 @@ def test_a_worker_outlives_a_redis_that_answers_out_of_memory(db_url, own_redis,
         _wait(_ended(session, first.id), 30, "end of the first job", worker)
         time.sleep(8)  # its acknowledgement is refused meanwhile
         assert worker.proc.poll() is None, f"the worker exited:\n{worker.log()[-6000:]}"
-        broker.config_set("maxmemory", "0")  # room again
+        _writable(broker)
         _wait(_ended(session, second.id), 90, "end of the second job", worker)
         assert worker.proc.poll() is None, f"the worker exited:\n{worker.log()[-6000:]}"
     finally:
+        _writable(broker)
         worker.stop()
     session.expire_all()
     assert [(session.get(jobs.Job, j.id).state, session.get(jobs.Job, j.id).attempts) for j in (first, second)] == [

@@ -23,7 +23,8 @@ broke, each tested here:
   and shorthand format controls.
 
 Held, and kept as a check: a worker whose Redis a failover demotes to a read-only replica (every
-write refused with READONLY) lives on and runs the waiting job once Redis is a primary again.
+write refused with READONLY) lives on and runs the waiting job once Redis is a primary again
+(test_reattack13.py::test_a_worker_outlives_a_redis_that_refuses_writes, beside a full Redis).
 """
 
 from __future__ import annotations
@@ -32,21 +33,12 @@ import errno
 import json
 import multiprocessing
 import os
-import socket
 import time
 
 import pytest
 
 from app import jobs
 from tests.conftest import ROOT
-from tests.integration.test_broker_outage import (  # noqa: F401 - fixtures
-    SLEEPY,
-    _setup,
-    _wait,
-    _worker_command,
-    own_redis,
-    sleepy_job,
-)
 from tests.integration.test_reattack26_round3 import needs_sandbox
 from tests.integration.test_reattack26_round10 import Round10Probe
 
@@ -300,60 +292,3 @@ def test_random_keys_of_the_shapes_still_pass():
     refused = [k for k in keys if weak_secret_key(k)]
     assert not refused, refused[:3]
     assert weak_secret_key("-".join(rng.sample(nato, 8))) is not None  # still words
-
-
-# Item 1 ----------------------------------------------------------------------------------------
-
-
-@pytest.mark.redis
-@pytest.mark.postgres
-@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
-def test_a_worker_outlives_a_redis_demoted_to_a_read_only_replica(db_url, own_redis, sleepy_job, tmp_path, monkeypatch):  # noqa: F811
-    """A failover (Sentinel, a managed Redis) demotes the Redis a worker reads to a replica for a
-    while: every write, a finished job's acknowledgement among them, is refused with READONLY
-    (round 13 tried a full Redis; this is the same refusal by another error). The worker must
-    outlive it and run the waiting job, the first one once, when Redis is a primary again."""
-    import redis
-
-    from app.db import get_sessionmaker
-    from tests.conftest import make_user
-    from tests.integration.test_celery import CeleryWorker
-    from tests.integration.test_reattack13 import _ended
-
-    env, marks = _setup(db_url, own_redis, tmp_path, monkeypatch)
-    session = get_sessionmaker(db_url)()
-    owner = make_user(session, "researcher")
-    first = jobs.create_job(session, SLEEPY, owner_id=owner.id, marks=str(marks), steps=10)
-    second = jobs.create_job(session, SLEEPY, owner_id=owner.id, marks=str(marks), steps=1)
-    session.commit()
-    worker = CeleryWorker(env, tmp_path / "worker.log", _worker_command())
-    broker = redis.Redis(port=own_redis.port)
-    try:
-        worker.wait_for(r"\S+@\S+ ready\.", 60)
-        jobs.submit(session, first)
-        _wait(lambda: "start" in marks.read_text(), 30, "start of the first job", worker)
-        jobs.submit(session, second)
-        with socket.socket() as s:  # a port nothing listens on: the primary it now follows
-            s.bind(("127.0.0.1", 0))
-            gone = s.getsockname()[1]
-        broker.replicaof("127.0.0.1", gone)
-        with pytest.raises(redis.exceptions.ReadOnlyError):
-            broker.set("probe", "x")
-        third = jobs.create_job(session, SLEEPY, owner_id=owner.id, marks=str(marks), steps=1)
-        with pytest.raises(jobs.BrokerUnavailable):
-            jobs.submit(session, third)
-        _wait(_ended(session, first.id), 30, "end of the first job", worker)
-        time.sleep(8)  # its acknowledgement is refused meanwhile
-        assert worker.proc.poll() is None, f"the worker exited:\n{worker.log()[-6000:]}"
-        broker.replicaof("NO", "ONE")  # a primary again
-        _wait(_ended(session, second.id), 90, "end of the second job", worker)
-        assert worker.proc.poll() is None, f"the worker exited:\n{worker.log()[-6000:]}"
-    finally:
-        broker.replicaof("NO", "ONE")
-        worker.stop()
-    session.expire_all()
-    assert [(session.get(jobs.Job, j.id).state, session.get(jobs.Job, j.id).attempts) for j in (first, second)] == [
-        ("done", 1),
-        ("done", 1),
-    ]
-    session.close()
