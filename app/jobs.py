@@ -651,9 +651,9 @@ def _end(job_id: int, result: dict[str, Any] | None, failure: tuple[str, str] | 
     the database cannot be reached, for up to END_WRITE_RETRY_S; then raise (the sweeper's
     case, as before). Written once: a retry after a commit whose answer was lost finds it.
 
-    `again`: the job failed for want of the database (a restart under it, or it read-only): it is queued to run
-    again, as the sweeper would have sent it 15 minutes later (handlers are idempotent), unless
-    it has been claimed MAX_ATTEMPTS times."""
+    `again`: the job failed for want of the database (a restart under it, or it read-only): it
+    is queued to run again, as the sweeper would have sent it 15 minutes later (handlers are
+    idempotent), unless it has been claimed MAX_ATTEMPTS times."""
     delay, deadline = 0.5, time.monotonic() + END_WRITE_RETRY_S
     while True:
         try:

@@ -77,8 +77,9 @@ _DIGIT_BITS, _OTHER_BITS = math.log2(10), math.log2(33)  # 33: punctuation and t
 
 
 # Text written upside down ("ʇɔǝɹɹoɔ" for "correct", read from the end, or "ɔoɹɹǝɔʇ" letter by
-# letter): the turned letters put back, and the letters that turn into each other (b and q, d and p, n and u) swapped. Issue 26,
-# round 14: "ɔoɹɹǝɔʇɥoɹsǝqɐʇʇǝɹʎsʇɐdlǝdɐssʍoɹp" passed every rule.
+# letter): the turned letters put back, and the letters that turn into each other (b and q, d
+# and p, n and u) swapped. Issue 26, round 14: "ɔoɹɹǝɔʇɥoɹsǝqɐʇʇǝɹʎsʇɐdlǝdɐssʍoɹp" passed every
+# rule.
 _UPSIDE_DOWN_ONLY = "ɐɔǝɟƃɥᴉıɾʞɯɹʇʌʍʎ"
 _UPSIDE_DOWN = str.maketrans(_UPSIDE_DOWN_ONLY + "bqdpnu", "acefghiijkmrtvwy" + "qbpdun")
 

@@ -61,7 +61,7 @@ class Adam:
     def __init__(
         self, params: Any, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8
     ) -> None:
-        self.params = [p for p in params]
+        self.params = list(params)
         self.lr, (self.beta1, self.beta2), self.eps = lr, betas, eps
         self.exp_avg = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
         self.exp_avg_sq = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
