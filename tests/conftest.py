@@ -328,6 +328,40 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: order[item.fspath.strpath])  # stable: a file keeps its order
 
 
+# PROCTOR_TEST_TIMES=FOLDER writes each test process's seconds per file there (wall, and CPU
+# of the process and the children it has reaped: the servers, workers and browsers the file's
+# fixtures started), for refreshing SLOW_FILES and finding where the suite's CPU goes
+# (`python scripts/test_times.py FOLDER` sums them).
+_TIMES: dict[str, list[float]] = {}
+
+
+def _cpu() -> float:
+    import resource
+
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not os.environ.get("PROCTOR_TEST_TIMES"):
+        yield
+        return
+    wall, cpu = time.monotonic(), _cpu()
+    yield  # a module's fixtures end with its last test, so their reaped children count there
+    times = _TIMES.setdefault(item.location[0], [0.0, 0.0, 0])
+    times[0] += time.monotonic() - wall
+    times[1] += _cpu() - cpu
+    times[2] += 1
+
+
+def pytest_sessionfinish(session):
+    if (folder := os.environ.get("PROCTOR_TEST_TIMES")) and _TIMES:
+        out = Path(folder) / f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{os.getpid()}.tsv"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("".join(f"{f}\t{w:.2f}\t{c:.2f}\t{n}\n" for f, (w, c, n) in _TIMES.items()))
+
+
 def pytest_sessionstart(session):
     # Every table, the kinds' included, before any test opens a session (as create_app, the
     # CLI and the Celery app do at start-up).
