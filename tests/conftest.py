@@ -305,7 +305,6 @@ SLOW_FILES = {
     "test_secrets.py": 22,
     "test_sts_analysis.py": 22,
     "test_sections_sampled.py": 20,
-    "test_documented_commands.py": 19,
     "test_leaderboard_reading.py": 17,
     "test_dawid_skene_kinds.py": 17,
 }
