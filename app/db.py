@@ -96,6 +96,7 @@ def get_engine(url: str | None = None) -> Engine:
                     if "locked" not in str(exc) or attempt == 99:
                         raise
                     time.sleep(0.05)
+            cur.execute(f"PRAGMA synchronous={get_settings().sqlite_synchronous.upper()}")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
 
