@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections import Counter
 
 from functools import lru_cache
@@ -318,19 +319,37 @@ MIN_DECODED_SHARE = 0.5
 
 def _weak_encoding(key: str) -> str | None:
     """A key that is hex or base64 of something: what it decodes to must be as random (a
-    counter's bytes, or a weak text encoded, are a pattern however the encoding spreads them)."""
-    data = _joined_base64(key) or decoded(key)
-    if data is None:
-        return None
-    if data.isascii() and data.decode("ascii").isprintable():
-        # 16 or more printable characters come from random bytes once in some 10^7 draws: this
-        # is a text someone encoded, as weak as the text (of any length a key decodes to).
-        if (why := weak_pattern(data.decode("ascii"))) is not None:
-            return f"{why.removesuffix('; use a random key')} once decoded from hex or base64; use a random key"
-        return None
-    if decoded_share(data) < MIN_DECODED_SHARE:
-        return "SECRET_KEY decodes (hex, base32, base64 or base85) to bytes that repeat themselves or count; use a random key"
+    counter's bytes, or a weak text encoded, are a pattern however the encoding spreads them).
+    Read bare and out of what wraps it ("0x", "base64:", quotes): "0x" + hex is base64 too."""
+    for form in _unwrapped(key):
+        data = _joined_base64(form) or decoded(form)
+        if data is None:
+            continue
+        if data.isascii() and data.decode("ascii").isprintable():
+            # 16 or more printable characters come from random bytes once in some 10^7 draws:
+            # this is a text someone encoded, as weak as the text (of any length it decodes to).
+            if (why := weak_pattern(data.decode("ascii"))) is not None:
+                return f"{why.removesuffix('; use a random key')} once decoded from hex or base64; use a random key"
+        elif decoded_share(data) < MIN_DECODED_SHARE:
+            return "SECRET_KEY decodes (hex, base32, base64 or base85) to bytes that repeat themselves or count; use a random key"
     return None
+
+
+# What an encoded key is often written inside (issue 26, round 16: each passed where the bare
+# encoding was refused): quotes (an env file read as it stands), a name before ":" or "="
+# (Laravel's "base64:...", "hex:...", "SECRET_KEY=..." pasted whole), "0x", and hex written in
+# groups ("74686973-20697320-...").
+_KEY_PREFIX = re.compile(r"^(?:0x|[A-Za-z][A-Za-z0-9_]{0,19}[:=])")
+_HEX_GROUPS = re.compile(r"[0-9a-fA-F]+(?:[-: ][0-9a-fA-F]+)+")
+
+
+def _unwrapped(key: str) -> list[str]:
+    """The key, then the encoding inside what wraps it (quotes, a prefix, groups), if any."""
+    inner = key[1:-1] if len(key) > 2 and key[0] == key[-1] and key[0] in "'\"" else key
+    inner = _KEY_PREFIX.sub("", inner)
+    if _HEX_GROUPS.fullmatch(inner):
+        inner = re.sub("[-: ]", "", inner)
+    return [key, inner] if inner != key else [key]
 
 
 def _joined_base64(key: str) -> bytes | None:

@@ -419,7 +419,7 @@ def name_uuid_of_a_guess(key: str) -> bool:
 
 
 def decodings(key: str) -> list[bytes]:
-    """The bytes a key stands for in each encoding it is valid in: hex, base32 (upper case),
+    """The bytes a key stands for in each encoding it is valid in: hex, base32 (either case),
     base64 (either alphabet, padded or not), base85 and Ascii85, in that order (the smallest
     alphabet first: a hex key is also base32 and base64 text)."""
     import base64
@@ -429,7 +429,7 @@ def decodings(key: str) -> list[bytes]:
     found = []
     for decode in (
         bytes.fromhex,
-        lambda k: base64.b32decode(k + "=" * (-len(k) % 8)),
+        lambda k: base64.b32decode(k + "=" * (-len(k) % 8), casefold=True),
         lambda k: base64.b64decode(padded, validate=True),
         lambda k: base64.b64decode(padded, b"-_", validate=True),
         base64.b85decode,
