@@ -456,13 +456,21 @@ _DSN_PASSWORD = re.compile(
 # Round 12: the same names before a colon, as Python's repr and JSON write a mapping
 # ('password': 'x', "secret_key": "x") and a header or YAML a field (x-api-key: x, SECRET_KEY: x:
 # a name with "-" or "_", as "no token: set it" is a sentence); and "api-key=" too.
+# Round 16: a camelCase name too (`apiKey: x`, `clientSecret: x`, a JavaScript object's or YAML's
+# field; not AWS's error codes, "ExpiredToken: ..."), and a name and its quoted value as a pair in
+# Python's repr (`[('password', 'x')]`, what a mapping's items() and a parsed query string show).
 _MAPPED_SECRET = re.compile(
-    rf"""((['"]){_SECRET_NAME}\2\s*(?::|=>)\s*|(?<![\w-])(?=[\w-]*?[-_]){_SECRET_NAME}\s*:\s*){_SECRET_VALUE}""",
+    rf"""((['"]){_SECRET_NAME}\2\s*(?::|=>)\s*|(?<![\w-])(?=[\w-]*?[-_]|(?-i:[a-z]\w*?[A-Z])){_SECRET_NAME}\s*:\s*)"""
+    rf"""{_SECRET_VALUE}""",
     re.IGNORECASE,
 )
+_PAIRED_SECRET = re.compile(rf"""(\(\s*(['"]){_SECRET_NAME}\2,\s*)[bB]?(['"])[^'"\n]*\3(?=\))""", re.IGNORECASE)
 _AUTHORIZATION = re.compile(r"\b((?:Bearer|Basic)\s+)[^\s'\"]+", re.IGNORECASE)
-# A PEM private key's body (round 13), to its END line or, cut short, to the text's end.
-_PRIVATE_KEY = re.compile(r"(-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----).*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S)
+# A PEM private key's body (round 13), to its END line or, cut short, to the text's end; an
+# OpenPGP one's too ("PRIVATE KEY BLOCK", round 16).
+_PRIVATE_KEY = re.compile(
+    r"(-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----).*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)", re.S
+)
 # Round 14: a mapping quoted inside a string, its quotes escaped (JSON in a JSON string,
 # \"password\": \"x\"; a repr in a repr), to the value's closing escaped quote.
 _ESCAPED_SECRET = re.compile(
@@ -589,7 +597,7 @@ def redact(text: str) -> str:
     text = _blank_windows_paths(text)
     text = _blank_url_credentials(text)
     text = _DSN_PASSWORD.sub(r"\1<credentials>", _QUERY_SECRET.sub(r"\1<credentials>", text))
-    text = _MAPPED_SECRET.sub(r"\1<credentials>", text)
+    text = _PAIRED_SECRET.sub(r"\1<credentials>", _MAPPED_SECRET.sub(r"\1<credentials>", text))
     text = _AUTHORIZATION.sub(r"\1<credentials>", text)
     text = _QUOTED_PATH.sub(r"\1<path>\1", text)
     return _blank_paths(_FILE_URL.sub("<path>", _SQLITE_URL.sub("<path>", text)))
