@@ -301,13 +301,17 @@ def non_finite(value, path: str = "") -> str | None:
 # interlinear annotations. Round 15: and the rest of Unicode's default-ignorable code points,
 # which no page shows either: the combining grapheme joiner, the Hangul fillers (an id of U+3164
 # alone looked empty), Khmer's inherent vowels, Mongolian's and the other variation selectors,
-# the hieroglyph, musical and shorthand format controls, and the tag characters (U+E0000-E0FFF: "W1" and "W1"
-# + U+E0041 looked one). One pattern for the code and the API's schema (JSON Schema's `pattern`,
-# which reads it alike; the characters past U+FFFF written as themselves, as ECMA-262's "u" mode
-# and Python read them), so the two agree on what a name may hold.
+# the hieroglyph, musical and shorthand format controls, and the tag characters (U+E0000-E0FFF:
+# "W1" and "W1" + U+E0041 looked one). Round 16: every space but U+0020 (no-break, ideographic,
+# the typographic ones: each shows as a plain space, "W1" + U+3000 as "W1"), and the Braille
+# blank (U+2800: an id of it alone looks empty, as one of U+3164 did). One pattern for the code
+# and the API's schema (JSON Schema's `pattern`, which reads it alike; the characters past U+FFFF
+# written as themselves, as ECMA-262's "u" mode and Python read them), so the two agree on what a
+# name may hold.
 UNSHOWN_CHARS = (
-    "\\x00-\\x1f\\x7f-\\x9f\\xad\\u034f\\u061c\\u115f\\u1160\\u17b4\\u17b5\\u180b-\\u180f"
-    "\\u200b-\\u200f\\u2028-\\u202e\\u2060-\\u206f\\u3164\\ufe00-\\ufe0f\\ufeff\\uffa0\\ufff0-\\ufffb"
+    "\\x00-\\x1f\\x7f-\\xa0\\xad\\u034f\\u061c\\u115f\\u1160\\u1680\\u17b4\\u17b5\\u180b-\\u180f"
+    "\\u2000-\\u200f\\u2028-\\u202f\\u205f-\\u206f\\u2800\\u3000\\u3164\\ufe00-\\ufe0f\\ufeff\\uffa0"
+    "\\ufff0-\\ufffb"
     "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
 )
 SHOWABLE_PATTERN = f"^[^{UNSHOWN_CHARS}]*$"
@@ -318,3 +322,20 @@ def unshowable(text: str) -> str | None:
     """The first character of `text` that no page shows as itself ("U+202E"), or None."""
     m = _UNSHOWN.search(text)
     return f"U+{ord(m.group()):04X}" if m else None
+
+
+# A name shown on a page (a worker's id, an imported annotator's) has its spaces collapsed there:
+# one at either end, or two together, look like none or one ("W1 " is "W1" on the review page;
+# round 16 of issue 26). The API's schema says the same: words of shown characters, one space
+# between each two.
+NAME_PATTERN = f"^(?:[^ {UNSHOWN_CHARS}]+(?: [^ {UNSHOWN_CHARS}]+)*)?$"
+
+
+def unshowable_name(text: str) -> str | None:
+    """What no page shows as it is in a name: its first such character ("U+202E"), a space at
+    either end or two together ("U+0020 at an end or twice"), or None."""
+    if char := unshowable(text):
+        return char
+    if text != text.strip(" ") or "  " in text:
+        return "U+0020 at an end or twice"
+    return None

@@ -19,7 +19,7 @@ from app.auth.security import create_token, verify_password
 from app.config import get_settings
 from app.db import get_sessionmaker
 from app.errors import InputError
-from app.jsonsafe import unshowable
+from app.jsonsafe import unshowable_name
 from app.params import Id
 from app.studies import assignment
 from app.studies.models import Bundle, Study
@@ -144,10 +144,10 @@ def crowd_params(params: Mapping[str, str]) -> tuple[str, str, str, str]:
     for name, value in zip(("worker id", "assignment id", "hit id"), found[1:]):
         if len(value) > 255:
             raise HTTPException(400, f"The {name} in this link is too long.")
-        if char := unshowable(value):
+        if char := unshowable_name(value):
             # A worker writes their own id into the link; the researcher's pages and
             # completions.csv show it (issue 26, round 14: "\u202e" and another's id reversed
-            # showed as that other worker).
+            # showed as that other worker; round 16: "W1 " showed as "W1").
             raise HTTPException(400, f"The {name} in this link holds a character that cannot be shown ({char}).")
     return found
 

@@ -17,7 +17,7 @@ from app import crowd
 from app.auth.views import enter_crowd, fast_enter, keep_browser_secret, presented_browser
 from app.config import get_settings
 from app.db import get_sessionmaker
-from app.jsonsafe import SHOWABLE_PATTERN
+from app.jsonsafe import NAME_PATTERN
 from app.kinds import get_kind
 from app.params import BodyId
 from app.studies import assignment, comprehension, hotpath
@@ -41,7 +41,7 @@ crowd_router = APIRouter(prefix="/api/v1", dependencies=[Depends(verify_csrf)])
 
 # The worker's id, as each crowd platform puts it in the link (app/crowd): the schema says one
 # of them is required, as the code does (issue 26.8).
-WORKER_ID: JsonDict = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": SHOWABLE_PATTERN}
+WORKER_ID: JsonDict = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": NAME_PATTERN}
 
 
 class EnterIn(BaseModel):

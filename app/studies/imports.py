@@ -22,7 +22,7 @@ from app.auth.models import IMPORTED_PLATFORM, User
 from app.db import utcnow
 from app.errors import InputError
 from app.kinds import get_kind
-from app.jsonsafe import unshowable
+from app.jsonsafe import unshowable_name
 from app.leaderboards.totals import lock_totals
 from app.studies.assignment import pseudonym, scored_answer
 from app.studies.models import Assignment, Bundle, Item, Participant, Study
@@ -44,6 +44,8 @@ def import_annotations(
     source = (source or "").strip() or "prior"
     if len(source) > MAX_SOURCE or ":" in source:
         raise InputError(f"the source is a short name (at most {MAX_SOURCE} characters, no ':')", field="source")
+    if char := unshowable_name(source):  # part of each annotator's id (round 16 of issue 26)
+        raise InputError(f"the source holds a character that cannot be shown ({char})", field="source")
     kind = get_kind(study.kind)
     items = {
         row.external_id: row
@@ -67,7 +69,7 @@ def import_annotations(
             raise InputError(
                 f"annotator ids are at most {room} characters with the source {source!r}", field="annotator"
             )
-        if char := unshowable(who):
+        if char := unshowable_name(who):
             raise InputError(f"annotator {who!r} holds a character that cannot be shown ({char})", field="annotator")
     taken = session.scalars(
         select(User.external_id).where(User.platform == IMPORTED, User.external_id.in_(list(ids.values())))
