@@ -1,0 +1,173 @@
+"""Issue 26, round 16: the list tried again from a fresh clone, rounds 14 and 15's new code first.
+What broke, each tested here:
+
+- Item 7: a weak key encoded and then wrapped passed where the bare encoding was refused: "0x" +
+  hex of a text ("0x" + hex is valid base64 too, and its random-looking bytes passed), Laravel's
+  "base64:" + base64 of a text, "hex:", a key in quotes (an env file read as it stands),
+  "SECRET_KEY=" + the key pasted whole, hex in dashed groups, and base32 in lower case.
+- Item 5: a failed job's reason showed an OpenPGP private key's body ("PRIVATE KEY BLOCK"; the
+  PEM rule wanted "PRIVATE KEY-----"), a camelCase secret's name before a colon (`apiKey: x`,
+  `clientSecret: x`: only names with "-" or "_" were read so) and a name and its value as a pair
+  in Python's repr (`[('password', 'x')]`, a mapping's items(), a parsed query string).
+- Item 9 (names shown on pages): a worker id with a space no page shows as it is passed the
+  check of round 14 and 15: a no-break, ideographic or thin space ("W1" + U+3000 looks "W1"), a
+  Braille blank (U+2800 alone looks empty, as U+3164 did), a space at either end or two together
+  (HTML collapses them: "W1 " is "W1" on the review page). So did an imported annotator's id
+  and the import's source, part of each imported annotator's id.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import re
+
+import pytest
+
+from app import jobs
+from tests.conftest import create_tom_study, make_user
+
+# Item 7 ----------------------------------------------------------------------------------------
+
+WEAK = b"this is a secret key for testing"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "0x" + WEAK.hex(),
+        "hex:" + WEAK.hex(),
+        "base64:" + base64.b64encode(WEAK).decode(),
+        "base64:" + base64.b64encode(b"password123password123").decode(),
+        "'" + base64.b64encode(WEAK).decode() + "'",
+        '"' + WEAK.hex() + '"',
+        "SECRET_KEY=" + base64.b64encode(WEAK).decode(),
+        "-".join(WEAK.hex()[i : i + 8] for i in range(0, 64, 8)),
+        base64.b32encode(WEAK).decode().lower(),
+        "base64:" + base64.b64encode(bytes(range(32))).decode(),  # a counter's bytes
+    ],
+    ids=lambda k: k[:24],
+)
+def test_an_encoded_weak_key_is_refused_inside_what_wraps_it(key):
+    from app.config import weak_secret_key
+
+    assert weak_secret_key(key) is not None
+
+
+def test_random_keys_inside_the_same_wrappings_still_pass():
+    import uuid
+
+    from app.config import weak_secret_key
+
+    rng = random.Random(16)  # seeded: a rare false refusal is a figure, not a failed run
+    makers = [
+        lambda: "0x" + rng.randbytes(32).hex(),
+        lambda: "base64:" + base64.b64encode(rng.randbytes(32)).decode(),
+        lambda: "'" + base64.urlsafe_b64encode(rng.randbytes(32)).decode().rstrip("=") + "'",
+        lambda: "-".join(rng.randbytes(4).hex() for _ in range(8)),
+        lambda: str(uuid.UUID(bytes=rng.randbytes(16), version=4)),
+        lambda: base64.b32encode(rng.randbytes(20)).decode().lower(),
+        lambda: "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(32)),
+    ]
+    refused = [k for make in makers for k in (make() for _ in range(200)) if weak_secret_key(k)]
+    assert not refused, refused[:3]
+
+
+# Item 5 ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, secret",
+    [
+        (
+            "gpg: -----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBGWx1bcBCADKr9Zq\n=Ab3x\n"
+            "-----END PGP PRIVATE KEY BLOCK----- was refused",
+            "lQOYBGWx1bcBCADKr9Zq",
+        ),
+        ("config {apiKey: Xk29fLq0Zp3wR7tY, region: eu}", "Xk29fLq0Zp3wR7tY"),
+        ("clientSecret: 'Xk29fLq0Zp3wR7tY' is not valid", "Xk29fLq0Zp3wR7tY"),
+        ('{accessToken: "Xk29 fLq0Zp3wR7tY"}', "fLq0Zp3wR7tY"),
+        ("unexpected items [('user', 'ann'), ('password', 'Xk29fLq0Zp3wR7tY')]", "Xk29fLq0Zp3wR7tY"),
+        ("query [('token', b'Xk29fLq0Zp3wR7tY')] refused", "Xk29fLq0Zp3wR7tY"),
+    ],
+)
+def test_a_failure_reason_blanks_pgp_keys_camel_case_names_and_pairs(text, secret):
+    reason = jobs.failure_reason(ValueError(text))
+    assert secret not in reason and "<credentials>" in reason, reason
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "InvalidAccessKeyId: The AWS Access Key Id you provided does not exist in our records",
+        "ExpiredToken: The provided token has expired",
+        "a pair ('user', 'ann') and a call f('token', name)",
+        "no token: set PROCTOR_TOKEN",
+    ],
+)
+def test_a_failure_reason_still_keeps_ordinary_text_and_error_codes(text):
+    assert jobs.failure_reason(ValueError(text)) == text
+
+
+# Item 9 ----------------------------------------------------------------------------------------
+
+SPACES = {
+    "a no-break space at the end": "5f3a9c0b1d2e4f60718293a4\u00a0",
+    "an ideographic space at the end": "5f3a9c0b1d2e4f60718293a4\u3000",
+    "a thin space inside": "5f3a9c0b1d2e\u20094f60718293a4",
+    "a Braille blank alone": "\u2800",
+    "an ideographic space alone": "\u3000",
+    "a space at the end": "5f3a9c0b1d2e4f60718293a4 ",
+    "a space at the start": " 5f3a9c0b1d2e4f60718293a4",
+    "two spaces together": "5f3a9c0b1d2e  4f60718293a4",
+}
+
+
+@pytest.mark.parametrize("name", SPACES)
+def test_a_worker_id_with_a_space_no_page_shows_is_refused(app, client, session, name):
+    """A worker id and the same id with a space no page shows as it is look one on the review
+    page and in completions.csv (the HTML collapses spaces; other spaces look like U+0020)."""
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner)
+    session.commit()
+    spoof = SPACES[name]
+    r = client.get(
+        f"/s/{study.slug}", params={"PROLIFIC_PID": spoof, "STUDY_ID": "s", "SESSION_ID": "x"}, follow_redirects=False
+    )
+    assert r.status_code == 400 and "cannot be shown" in r.text, (r.status_code, r.text[:300])
+    r = client.post(f"/api/v1/crowd/{study.slug}/enter", json={"params": {"PROLIFIC_PID": spoof}})
+    assert r.status_code in (400, 422), (r.status_code, r.text[:300])
+
+
+def test_the_schemas_name_pattern_refuses_what_the_code_refuses():
+    from app.jsonsafe import NAME_PATTERN, unshowable_name
+    from app.studies.crowd_api import WORKER_ID
+
+    assert WORKER_ID["pattern"] == NAME_PATTERN
+    for text in SPACES.values():
+        assert unshowable_name(text) and not re.fullmatch(NAME_PATTERN, text), repr(text)
+    for text in ("A1B2C3", "participant 7", "Gérard Dupont", "北京", "😀"):
+        assert unshowable_name(text) is None and re.fullmatch(NAME_PATTERN, text), text
+
+
+@pytest.mark.parametrize(
+    "source, annotator, field",
+    [("prior", "a  1", "annotator"), ("prior", "\u2800", "annotator"), ("\u202eroirp", "a1", "source")],
+)
+def test_an_import_of_names_no_page_shows_is_refused(client, session, source, annotator, field):
+    """An imported annotator is shown as "study:source:annotator": its source is part of it."""
+    from app.auth.security import create_token
+
+    owner = make_user(session, "researcher")
+    token = create_token(session, owner)
+    study = create_tom_study(session, owner)
+    session.commit()
+    line = json.dumps({"question_id": "trip-1:4:1:A:CT+", "answer": "Yes", "annotator": annotator})
+    r = client.post(
+        f"/api/v1/studies/{study.id}/annotations/import",
+        headers={"Authorization": f"Bearer {token}"},
+        data={"source": source},
+        files={"file": ("answers.jsonl", line.encode() + b"\n", "application/json")},
+    )
+    assert r.status_code == 422 and r.json().get("field") == field, (r.status_code, r.text[:300])
