@@ -14,6 +14,9 @@ What broke, each tested here:
   Braille blank (U+2800 alone looks empty, as U+3164 did), a space at either end or two together
   (HTML collapses them: "W1 " is "W1" on the review page). So did an imported annotator's id
   and the import's source, part of each imported annotator's id.
+- Item 4 (a model's upload): navigation's safetensors config took any other field and stored it
+  (500 KB of a field of its own, sent back in every listing of the agent's models), where the
+  other kinds refuse one; and `step_size: true`.
 """
 
 from __future__ import annotations
@@ -171,3 +174,37 @@ def test_an_import_of_names_no_page_shows_is_refused(client, session, source, an
         files={"file": ("answers.jsonl", line.encode() + b"\n", "application/json")},
     )
     assert r.status_code == 422 and r.json().get("field") == field, (r.status_code, r.text[:300])
+
+
+# Item 4 ----------------------------------------------------------------------------------------
+
+
+def test_a_navigation_weights_config_takes_no_field_of_its_own(client, session):
+    """Every other kind's safetensors config refuses a field it does not know (a typo would be
+    ignored); navigation's stored it with the weights, 500 KB of it sent back in every listing of
+    the agent's models."""
+    import torch
+    from safetensors.torch import save
+
+    from app.auth.security import create_token
+    from app.studies import services
+
+    owner = make_user(session, "researcher")
+    token = create_token(session, owner)
+    agent = services.register_agent(session, owner, "navigation", "tiny")
+    session.commit()
+    config = {
+        "architecture": "gru-speaker",
+        "feature_version": "proctor.nav.features/1",
+        "hidden": 8,
+        "embed": 8,
+        "words": ["<pad>", "<bos>", "<eos>", "<unk>", "go"],
+    }
+    for extra, field in (({"junk": "x" * 500_000}, "config.junk"), ({"step_size": True}, "config.step_size")):
+        r = client.post(
+            f"/api/v1/agents/{agent.id}/artifacts",
+            headers={"Authorization": f"Bearer {token}"},
+            data={"role": "speaker", "format": "safetensors", "config": json.dumps({**config, **extra})},
+            files={"file": ("m.safetensors", save({"x": torch.zeros(2)}), "application/octet-stream")},
+        )
+        assert r.status_code == 422 and r.json().get("field") == field, (r.status_code, r.text[:300])

@@ -3,7 +3,7 @@ config (docs/agents.md): what each config must hold. No torch here (the web side
 
 from __future__ import annotations
 
-from app.agents.configs import check_architecture, check_words, word_problem
+from app.agents.configs import check_architecture, check_words, only_fields, word_problem
 from app.errors import InputError
 
 # The step/node/action layouts an agent is built for. The same string as
@@ -16,6 +16,7 @@ ARCHITECTURES = {
     "gru-speaker": ("speaker", ("hidden", "embed")),
     "gru-listener": ("listener", ("hidden", "embed")),
 }
+FIELDS = ("architecture", "feature_version", "hidden", "embed", "words")  # and step_size, optional
 MAX_SIZE = 4096  # hidden/embed: far above what a navigation agent needs, far below a memory bomb
 # A vocabulary (R2R's is about 3,100 words) bounded as A3DS's and Hexagons' are: a model's list
 # (vocabulary()) and a config's `words` alike, 50,000 words of up to 64 characters, which keeps
@@ -59,6 +60,8 @@ def check_config(role: str, config: object) -> dict:
             field="config.feature_version",
         )
     check_words(config, check_vocabulary)
-    if "step_size" in config and not isinstance(config["step_size"], int):
+    if "step_size" in config and (isinstance(config["step_size"], bool) or not isinstance(config["step_size"], int)):
         raise InputError("step_size must be an integer", field="config.step_size")
-    return config
+    # Any other field refused, as the other kinds' are (issue 26, round 16: 500 KB of a field of
+    # its own was stored with the weights and sent back in every listing of the agent's models).
+    return only_fields(config, (*FIELDS, *(["step_size"] if "step_size" in config else [])))
