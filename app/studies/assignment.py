@@ -529,7 +529,9 @@ def submit(
     returns the stored annotation unchanged.
     """
     kind = get_kind(study.kind)
-    if not idempotency_key or len(idempotency_key) > 64:
+    # No U+0000 either (round 16 of issue 26: the answer form's key, which no JSON body check
+    # reads, was stored on SQLite and refused by PostgreSQL naming no field).
+    if not idempotency_key or len(idempotency_key) > 64 or "\x00" in idempotency_key:
         raise InputError("an idempotency key of 1-64 characters is required", field="idempotency_key")
 
     def work() -> Annotation:

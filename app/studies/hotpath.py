@@ -645,7 +645,7 @@ def submit(
 
     from app.kinds import get_kind
 
-    if not key or len(key) > 64:
+    if not key or len(key) > 64 or "\x00" in key:
         return None  # the engine refuses it with its message
     item_id, last = _leases.get((url, assignment_id)) or (None, False)
     cached = _items.get((url, item_id)) if item_id is not None else None

@@ -17,6 +17,8 @@ What broke, each tested here:
 - Item 4 (a model's upload): navigation's safetensors config took any other field and stored it
   (500 KB of a field of its own, sent back in every listing of the agent's models), where the
   other kinds refuse one; and `step_size: true`.
+- Item 4 (a worker's answer): the answer form's idempotency key, which no JSON body check reads,
+  was stored with a U+0000 on SQLite and refused by PostgreSQL naming no field.
 """
 
 from __future__ import annotations
@@ -208,3 +210,23 @@ def test_a_navigation_weights_config_takes_no_field_of_its_own(client, session):
             files={"file": ("m.safetensors", save({"x": torch.zeros(2)}), "application/octet-stream")},
         )
         assert r.status_code == 422 and r.json().get("field") == field, (r.status_code, r.text[:300])
+
+
+def test_the_answer_forms_idempotency_key_holds_no_nul_on_either_backend(client, session):
+    """The crowd API's JSON body refuses U+0000 before anything reads it; the answer form's key
+    was stored as sent on SQLite and refused by PostgreSQL naming no field."""
+    from sqlalchemy import func, select
+
+    from app.studies.models import Annotation
+    from tests.integration.test_crowd_integrity import tiny_study
+    from tests.integration.test_security import consent, enter, hidden
+
+    study = tiny_study(session, make_user(session, "researcher"), 12, bundle_size=3, lease_seconds=600)
+    session.commit()
+    consent(client, study.slug, enter(client, study.slug, "w-form-1"))
+    page = client.get(f"/task/{study.slug}")
+    form = {"csrf_token": hidden(page.text, "csrf_token"), "assignment_id": hidden(page.text, "assignment_id")}
+    r = client.post(f"/task/{study.slug}/answer", data={**form, "idempotency_key": "k\x00ey", "answer": "Yes"})
+    assert r.status_code == 422 and "idempotency key" in r.text, (r.status_code, r.text[:300])
+    session.expire_all()
+    assert session.scalar(select(func.count()).select_from(Annotation)) == 0
