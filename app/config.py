@@ -224,6 +224,9 @@ _PLACEHOLDERS = (
     "replaceme", "changeme", "change_me", "change-me", "${secret", "$(openssl", "$(python", "$(head",
     "python -c", "python3 -c", "openssl rand", "secrets.token", "token_hex(", "token_urlsafe(",
     "not-for-production", "do-not-use", "example",
+    # A key that names itself (round 16 of issue 26: "acme_corp_prod_secret_key_2026_q4" passed):
+    # the rest is a name, a place and a date, as guessable as a placeholder.
+    "secret_key", "secret-key", "secretkey", "secret key", "secret.key",
 )  # fmt: skip
 # A UUID of version 1, 2 or 6 (1's fields reordered) is its clock's time and the machine's
 # network address; the nil and max UUIDs are constants. Version 4 (random, 122 bits) is fine.

@@ -15,7 +15,8 @@ from pathlib import Path
 # advice and its examples use. A guesser's list is larger: a word here is counted at the cost
 # of picking it from this list, a generous upper bound for the words a guesser tries first.
 # Round 15 of issue 26's re-attack added the NATO spelling alphabet and programmers' placeholder
-# names ("AlphaBravoCharlie...", "foobarbazqux..." passed every rule).
+# names ("AlphaBravoCharlie...", "foobarbazqux..." passed every rule); round 16 the placeholder
+# text's first words ("lorem-ipsum-dolor-sit-amet-2026-prod" passed).
 WORDS = frozenset(
     """
     the and that have for not with you this but his from they say her she will one all would
@@ -59,6 +60,7 @@ WORDS = frozenset(
     alpha bravo charlie delta echo foxtrot golf hotel india juliet juliett kilo lima mike november
     oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu
     foo bar baz qux quux corge grault garply waldo fred plugh xyzzy thud
+    lorem ipsum dolor sit amet consectetur adipiscing elit
     """.split()
 )
 MIN_WORD = 3

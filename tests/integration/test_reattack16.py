@@ -4,7 +4,9 @@ What broke, each tested here:
 - Item 7: a weak key encoded and then wrapped passed where the bare encoding was refused: "0x" +
   hex of a text ("0x" + hex is valid base64 too, and its random-looking bytes passed), Laravel's
   "base64:" + base64 of a text, "hex:", a key in quotes (an env file read as it stands),
-  "SECRET_KEY=" + the key pasted whole, hex in dashed groups, and base32 in lower case.
+  "SECRET_KEY=" + the key pasted whole, hex in dashed groups, and base32 in lower case. A key
+  that names itself ("acme_corp_prod_secret_key_2026_q4": a name, a place and a date beside the
+  setting's name) and lorem ipsum with a year passed too.
 - Item 5: a failed job's reason showed an OpenPGP private key's body ("PRIVATE KEY BLOCK"; the
   PEM rule wanted "PRIVATE KEY-----"), a camelCase secret's name before a colon (`apiKey: x`,
   `clientSecret: x`: only names with "-" or "_" were read so) and a name and its value as a pair
@@ -55,6 +57,16 @@ WEAK = b"this is a secret key for testing"
     ids=lambda k: k[:24],
 )
 def test_an_encoded_weak_key_is_refused_inside_what_wraps_it(key):
+    from app.config import weak_secret_key
+
+    assert weak_secret_key(key) is not None
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["acme_corp_prod_secret_key_2026_q4", "ACME-CORP-PROD-SECRET-KEY-2026-Q4", "lorem-ipsum-dolor-sit-amet-2026-prod"],
+)
+def test_a_key_that_names_itself_or_is_placeholder_text_is_refused(key):
     from app.config import weak_secret_key
 
     assert weak_secret_key(key) is not None
