@@ -24,7 +24,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from app.config import get_settings
 from app.db import Base, get_sessionmaker, unavailable, utcnow
-from app.errors import InputError
+from app.errors import Conflict
 
 log = logging.getLogger(__name__)
 
@@ -112,9 +112,11 @@ def create_job(
 
 def cancel(session: Session, job: Job, reason: str = "cancelled by the researcher") -> Job:
     """Mark a queued or running job cancelled; a running handler sees it at its next check and
-    stops (what it stored stays). Commits. InputError for a job that has already ended."""
+    stops (what it stored stays). Commits. Conflict (409) for a job that has already ended: the
+    request is well formed, the job's state refuses it (round 16 of issue 26: a 422, which the
+    schema does not allow for a valid request, was what schemathesis's every check caught)."""
     if job.state not in ("queued", "running"):
-        raise InputError(f"the job is {job.state}: only a queued or running job can be cancelled", field="state")
+        raise Conflict(f"the job is {job.state}: only a queued or running job can be cancelled", field="state")
     job.state, job.finished_at = "cancelled", utcnow()
     job.log += reason + "\n"
     session.commit()

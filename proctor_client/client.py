@@ -401,7 +401,7 @@ class Client:
 
     def cancel_job(self, job_id: int) -> Job:
         """Cancel a queued or running job (any: an export, a generation run); what it stored
-        stays. InvalidInput (422) if it has already ended."""
+        stays. ApiError (409) if it has already ended."""
         self.request("POST", f"/api/v1/jobs/{job_id}/cancel")
         return self.job(job_id)
 

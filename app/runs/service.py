@@ -262,7 +262,7 @@ def cancel(session: Session, user: User, run_id: int) -> AgentRun:
     job = session.get(jobs.Job, run.job_id) if run.job_id else None
     if job is None or job.state not in ("queued", "running"):
         state = job.state if job is not None else "gone"
-        raise InputError(f"the run is {state}: only a queued or running run can be cancelled", field="state")
+        raise Conflict(f"the run is {state}: only a queued or running run can be cancelled", field="state")
     component(run.kind).cancel(session, run, job)
     return run
 

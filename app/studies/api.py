@@ -355,7 +355,7 @@ def get_job(job_id: Id, session: Session = Depends(db), user: User = Depends(res
 @router.post("/jobs/{job_id}/cancel", tags=["exports"], response_model=None)
 def cancel_job(job_id: Id, session: Session = Depends(db), user: User = Depends(researcher)) -> dict[str, Any]:
     """Cancel a queued or running job (any kind's: an export, a generation run, a tally); its
-    handler stops at its next progress check, keeping what it stored. 422 if it has ended."""
+    handler stops at its next progress check, keeping what it stored. 409 if it has ended."""
     job = session.get(jobs.Job, job_id)
     if job is None or (job.owner_id != user.id and user.role != "admin"):
         raise HTTPException(404, "no such job among yours")

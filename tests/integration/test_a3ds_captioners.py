@@ -194,7 +194,7 @@ def test_a_run_can_be_cancelled_and_a_retried_run_adds_nothing_twice(client, ses
     jobs.run_queued_once()
     assert client.get(f"/api/v1/a3ds/generations/{run}").json()["items"] == 0
     r = client.post(f"/api/v1/a3ds/generations/{run}/cancel")
-    assert r.status_code == 422 and r.json()["field"] == "state"
+    assert r.status_code == 409 and r.json()["field"] == "state"
 
     run = client.post(
         f"/api/v1/a3ds/studies/{study.id}/generations", json={"speaker": "short", "batch_size": 1}

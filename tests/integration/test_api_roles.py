@@ -146,10 +146,11 @@ GET  /api/v1/agents/{agent_id}/artifacts                401    401    200    404
 POST /api/v1/agents/{agent_id}/artifacts                401    401    201    404    201    201     404     201     401
 POST /api/v1/studies/{study_id}/agents/{agent_id}/outputs 401  401    200    404    200    200     404     200     401
 # generation runs: the probe sends no paths file and the probe run has no job, so the callers
-# who may use them get 422 (the input's fault), the others 404
+# who may use them get 409 (starting: a study not of navigation's kind; cancelling: a run with
+# no job to stop), the others 404
 POST /api/v1/studies/{study_id}/generations             401    401    409    404    409    409     404     409     401
 GET  /api/v1/generations/{run_id}                       401    401    200    404    200    200     404     200     401
-POST /api/v1/generations/{run_id}/cancel                401    401    422    404    422    422     404     422     401
+POST /api/v1/generations/{run_id}/cancel                401    401    409    404    409    409     404     409     401
 # ---- STS suites (app/kinds/sts/views/): researchers, each on their own suites, recordings
 #      and runs. The probe suite's version 1 is published (scenario A), version 2 a draft
 #      (scenario B): a new version while 2 is open is 409, and so is removing A.
@@ -230,32 +231,32 @@ GET  /api/v1/hexagons/studies/{study_id}/verification   401    401    200    404
 GET  /api/v1/hexagons/studies/{study_id}/verification.jsonl 401 401   200    404    200    200     404     200     401
 # ---- Hexagons executor runs (app/kinds/hexagons/views.py): the study's managers. The probe
 #      names an artifact nobody has (404, as a body's missing row is) and the probe run has
-#      ended (cancel: 422)
+#      ended (cancel: 409)
 GET  /hexagons/studies/{study_id}/generations           login  login  200    404    200    200     404     200     401
 POST /hexagons/studies/{study_id}/generations           login  login  303    404    303    303     404     303     401
 POST /api/v1/hexagons/studies/{study_id}/generations    401    401    404    404    404    404     404     404     401
 GET  /api/v1/hexagons/studies/{study_id}/generations    401    401    200    404    200    200     404     200     401
 GET  /api/v1/hexagons/generations/{job_id}              401    401    200    404    200    200     404     200     401
-POST /api/v1/hexagons/generations/{job_id}/cancel       401    401    422    404    422    422     404     422     401
+POST /api/v1/hexagons/generations/{job_id}/cancel       401    401    409    404    409    409     404     409     401
 # ---- A3DS scene pictures: any account, or a crowd worker inside a study
 GET  /a3ds/scenes/{scene_id}                            403    200    200    200    200    200     200     200     401
 # ---- A3DS captioner runs (app/kinds/a3ds/views.py): the study's managers. The probe names no
-#      captioner (422) and the probe run has ended (cancel: 422)
+#      captioner (422) and the probe run has ended (cancel: 409)
 GET  /a3ds/studies/{study_id}/generations               login  login  200    404    200    200     404     200     401
 POST /a3ds/studies/{study_id}/generations               login  login  303    404    303    303     404     303     401
 POST /api/v1/a3ds/studies/{study_id}/generations        401    401    422    404    422    422     404     422     401
 GET  /api/v1/a3ds/studies/{study_id}/generations        401    401    200    404    200    200     404     200     401
 GET  /api/v1/a3ds/generations/{job_id}                  401    401    200    404    200    200     404     200     401
-POST /api/v1/a3ds/generations/{job_id}/cancel           401    401    422    404    422    422     404     422     401
+POST /api/v1/a3ds/generations/{job_id}/cancel           401    401    409    404    409    409     404     409     401
 # ---- agent runs (app/runs/api.py), one path for every kind: the study's managers, or the
-#      target's (an STS suite). The probe run is the ended Hexagons executor run (cancel: 422);
+#      target's (an STS suite). The probe run is the ended Hexagons executor run (cancel: 409);
 #      a start names no artifact (422), an STS start another kind's agent (409)
 GET  /studies/{study_id}/runs                           login  login  200    404    200    200     404     200     401
 POST /api/v1/studies/{study_id}/runs                    401    401    422    404    422    422     404     422     401
 POST /api/v1/runs                                       401    401    409    404    409    409     404     409     401
 GET  /api/v1/runs                                       401    401    200    200    200    200     200     200     401
 GET  /api/v1/runs/{run_id}                              401    401    200    404    200    200     404     200     401
-POST /api/v1/runs/{run_id}/cancel                       401    401    422    404    422    422     404     422     401
+POST /api/v1/runs/{run_id}/cancel                       401    401    409    404    409    409     404     409     401
 # ---- Prolific with the researcher's own token (app/crowd/api.py): the probe stores no token
 #      (a blank one is refused, 422), so every call that needs one is 409 for its callers
 PUT  /api/v1/prolific/token                             401    401    422    422    422    422     422     422     401

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from proctor_client import (
+    ApiError,
     Client,
     InvalidInput,
     JobFailed,
@@ -259,8 +260,9 @@ def test_refusals_reach_the_script_as_the_servers_message(server, tmp_path):
         assert bad.value.field == "state" and "Input should be 'queued', 'running'" in bad.value.detail
         mine = pc.create_study(TOM_CSV, title="Mine", kind="tom")
         done = pc.export(mine.id)
-        with pytest.raises(InvalidInput, match="only a queued or running job can be cancelled"):
+        with pytest.raises(ApiError, match="only a queued or running job can be cancelled") as ended:
             pc.cancel_job(done.id)
+        assert ended.value.status == 409
     with server.client(server.other_token) as other:
         with pytest.raises(NotFound, match="no such study among yours"):
             other.leaderboard(mine.id)

@@ -382,7 +382,7 @@ def test_api_and_page(session, setup, client):
     assert got["top_p"] == 0.9 and got["sampling"] == "nucleus p=0.9"
     assert "nucleus p=0.9" in got["log"]
     r = client.post(f"/api/v1/generations/{run_id}/cancel", headers={"X-CSRF-Token": csrf})
-    assert r.status_code == 422 and "cancelled" in r.text
+    assert r.status_code == 409 and "cancelled" in r.text
     page = client.get(f"/studies/{study.id}")
     assert page.status_code == 200
     first = session.scalars(select(Candidate).where(Candidate.run_id == run_id, Candidate.chosen)).first()

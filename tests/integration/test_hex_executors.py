@@ -251,7 +251,7 @@ def test_a_run_can_be_cancelled_and_a_retried_run_stores_nothing_twice(client, s
     jobs.run_queued_once()
     assert client.get(f"/api/v1/hexagons/generations/{run}").json()["outputs"] == 0
     r = client.post(f"/api/v1/hexagons/generations/{run}/cancel")
-    assert r.status_code == 422 and r.json()["field"] == "state"
+    assert r.status_code == 409 and r.json()["field"] == "state"
 
     run = client.post(f"/api/v1/hexagons/studies/{study.id}/generations", json={"artifact_id": artifact}).json()["id"]
     jobs.run_queued_once()

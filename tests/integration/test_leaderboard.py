@@ -247,4 +247,4 @@ def test_a_cancelled_export_stops_and_says_so(session, client):
     session.refresh(job)
     assert job.state == "cancelled" and "cancelled by the researcher" in job.log
     again = client.post(f"/api/v1/jobs/{job.id}/cancel", headers={"X-CSRF-Token": csrf})
-    assert again.status_code == 422 and again.json()["field"] == "state"
+    assert again.status_code == 409 and again.json()["field"] == "state"

@@ -21,6 +21,10 @@ What broke, each tested here:
   other kinds refuse one; and `step_size: true`.
 - Item 4 (a worker's answer): the answer form's idempotency key, which no JSON body check reads,
   was stored with a U+0000 on SQLite and refused by PostgreSQL naming no field.
+- Item 8: schemathesis, every check, 200 examples a operation: cancelling a job that has ended
+  answered 422 ("Schema-valid request rejected"); a valid request the job's state refuses is a
+  409 (errors.Conflict), and so is cancelling an ended generation or agent run (each kind's
+  route and /api/v1/runs).
 """
 
 from __future__ import annotations
@@ -242,3 +246,23 @@ def test_the_answer_forms_idempotency_key_holds_no_nul_on_either_backend(client,
     assert r.status_code == 422 and "idempotency key" in r.text, (r.status_code, r.text[:300])
     session.expire_all()
     assert session.scalar(select(func.count()).select_from(Annotation)) == 0
+
+
+# Item 8 ----------------------------------------------------------------------------------------
+
+
+def test_cancelling_a_job_that_has_ended_is_a_conflict_not_a_bad_request(client, session):
+    """A schema-valid request the job's state refuses: 409, as errors.Conflict says and as the
+    schema allows (schemathesis's every check, 200 examples: "Schema-valid request rejected",
+    a 422 for cancelling a job twice)."""
+    from app.auth.security import create_token
+
+    owner = make_user(session, "researcher")
+    token = create_token(session, owner)
+    study = create_tom_study(session, owner)
+    job = jobs.create_job(session, "export", study_id=study.id, owner_id=owner.id)
+    session.commit()
+    headers = {"Authorization": f"Bearer {token}"}
+    assert client.post(f"/api/v1/jobs/{job.id}/cancel", headers=headers).status_code == 200
+    again = client.post(f"/api/v1/jobs/{job.id}/cancel", headers=headers)
+    assert again.status_code == 409 and again.json()["field"] == "state", (again.status_code, again.text[:300])

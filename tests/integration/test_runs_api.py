@@ -64,9 +64,9 @@ def test_a_run_starts_reads_lists_and_cancels_at_the_one_path(app, session):
     jobs.run_queued_once()
     assert c.get(f"/api/v1/runs/{second['id']}").json()["detail"]["items"] == 0  # stopped before a chunk
     r = c.post(f"/api/v1/runs/{second['id']}/cancel")
-    assert r.status_code == 422 and r.json()["field"] == "state" and "cancelled" in r.json()["detail"]
+    assert r.status_code == 409 and r.json()["field"] == "state" and "cancelled" in r.json()["detail"]
     r = c.post(f"/api/v1/runs/{run['id']}/cancel")
-    assert r.status_code == 422 and "done" in r.json()["detail"]
+    assert r.status_code == 409 and "done" in r.json()["detail"]
 
 
 def test_another_researchers_runs_are_not_revealed(app, session):

@@ -151,7 +151,7 @@ def cancel_run(session: Session, run: GenerationRun) -> GenerationRun:
     """Mark the job cancelled; the worker stops before its next batch (what it stored stays)."""
     job = session.get(jobs.Job, run.job_id) if run.job_id else None
     if job is None or job.state not in ("queued", "running"):
-        raise InputError(f"the run is {run.state}: only a queued or running run can be cancelled", field="state")
+        raise Conflict(f"the run is {run.state}: only a queued or running run can be cancelled", field="state")
     run.state = "cancelled"
     jobs.cancel(session, job)
     return run
