@@ -42,13 +42,20 @@ crowd_router = APIRouter(prefix="/api/v1", dependencies=[Depends(verify_csrf)])
 # The worker's id, as each crowd platform puts it in the link (app/crowd): the schema says one
 # of them is required, as the code does (issue 26.8).
 WORKER_ID: JsonDict = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": NAME_PATTERN}
+# ... and the platform's other ids (an assignment's, a HIT's), held to the same (app.auth.views,
+# crowd_params), which may be empty.
+OTHER_ID: JsonDict = {"type": "string", "maxLength": 255, "pattern": NAME_PATTERN}
 
 
 class EnterIn(BaseModel):
     params: dict[str, str] = Field(
         json_schema_extra={
             "anyOf": [
-                {"required": [p.worker_param], "properties": {p.worker_param: WORKER_ID}} for p in crowd.PLATFORMS
+                {
+                    "required": [p.worker_param],
+                    "properties": {p.worker_param: WORKER_ID, **dict.fromkeys(p.other_params, OTHER_ID)},
+                }
+                for p in crowd.PLATFORMS
             ],
             "description": "The link's parameters, as a crowd platform sends them: "
             + "; ".join(

@@ -15,7 +15,9 @@ What broke, each tested here:
   check of round 14 and 15: a no-break, ideographic or thin space ("W1" + U+3000 looks "W1"), a
   Braille blank (U+2800 alone looks empty, as U+3164 did), a space at either end or two together
   (HTML collapses them: "W1 " is "W1" on the review page). So did an imported annotator's id
-  and the import's source, part of each imported annotator's id.
+  and the import's source, part of each imported annotator's id. The crowd API's schema let a
+  platform's other ids (an assignment's, a HIT's, a session's) be any string, where the code
+  refuses what no page shows in them as in a worker's.
 - Item 4 (a model's upload): navigation's safetensors config took any other field and stored it
   (500 KB of a field of its own, sent back in every listing of the agent's models), where the
   other kinds refuse one; and `step_size: true`.
@@ -170,6 +172,25 @@ def test_the_schemas_name_pattern_refuses_what_the_code_refuses():
         assert unshowable_name(text) and not re.fullmatch(NAME_PATTERN, text), repr(text)
     for text in ("A1B2C3", "participant 7", "Gérard Dupont", "北京", "😀"):
         assert unshowable_name(text) is None and re.fullmatch(NAME_PATTERN, text), text
+
+
+def test_the_schema_holds_a_platforms_other_ids_to_what_the_code_takes(app, client, session):
+    """An assignment's, a HIT's and a session's id are shown and checked as a worker's is (round
+    14), yet the crowd API's schema let them be any string: a client built from it sent ids the
+    server refused (400)."""
+    from app import crowd
+    from app.jsonsafe import NAME_PATTERN
+
+    schema = app.openapi()["components"]["schemas"]["EnterIn"]["properties"]["params"]["anyOf"]
+    for platform, alternative in zip(crowd.PLATFORMS, schema):
+        for name in platform.other_params:
+            assert alternative["properties"][name]["pattern"] == NAME_PATTERN, (platform.name, name)
+    study = create_tom_study(session, make_user(session, "researcher"))
+    session.commit()
+    for bad in ("s1 ", "s\u202e1"):
+        r = client.post(f"/api/v1/crowd/{study.slug}/enter", json={"params": {"PROLIFIC_PID": "w1", "SESSION_ID": bad}})
+        assert r.status_code in (400, 422), (r.status_code, r.text[:300])
+        assert not re.fullmatch(NAME_PATTERN, bad)
 
 
 @pytest.mark.parametrize(
