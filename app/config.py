@@ -342,7 +342,7 @@ def _weak_encoding(key: str) -> str | None:
 # encoding was refused): quotes (an env file read as it stands), a name before ":" or "="
 # (Laravel's "base64:...", "hex:...", "SECRET_KEY=..." pasted whole), "0x", and hex written in
 # groups ("74686973-20697320-...").
-_KEY_PREFIX = re.compile(r"^(?:0x|[A-Za-z][A-Za-z0-9_]{0,19}[:=])")
+_KEY_PREFIX = re.compile(r"^(?:0[xX]|[A-Za-z][A-Za-z0-9_]{0,19}[:=])")
 _HEX_GROUPS = re.compile(r"[0-9a-fA-F]+(?:[-: ][0-9a-fA-F]+)+")
 
 

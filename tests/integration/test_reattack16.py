@@ -50,6 +50,7 @@ WEAK = b"this is a secret key for testing"
     "key",
     [
         "0x" + WEAK.hex(),
+        "0X" + WEAK.hex().upper(),
         "hex:" + WEAK.hex(),
         "base64:" + base64.b64encode(WEAK).decode(),
         "base64:" + base64.b64encode(b"password123password123").decode(),
