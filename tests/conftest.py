@@ -267,50 +267,43 @@ def pytest_xdist_node_collection_finished(node, ids):
         )
 
 
-# Seconds each file of 22 s or more took on two cores (`--junitxml` of a fresh clone's whole
-# `.ci/run`, 2026-11-29 at 5d9d3a3, docs/testing.md); the demo, role table and malformed files
-# scaled since by the twelfth session's before/after ratios; other files are counted from their
-# number of tests.
+# Seconds each file of 17 s or more took (wall, PROCTOR_TEST_TIMES of a whole `make test`,
+# 2026-11-30 at 6586302, beside a helper's tests; mypy's check as it takes with a cold cache);
+# other files are counted from their number of tests.
 # Under pytest-xdist the files go out longest first (scripts/test.sh turns off xdist's own
 # order, most tests first, which sent the one-test files of a minute each out last, to one
 # worker while the other sat idle).
 SLOW_FILES = {
-    "test_cli_demo.py": 115,
+    "test_cli_demo.py": 90,
+    "test_reattack13.py": 72,
     "test_api_roles.py": 71,
-    "test_broker_outage.py": 71,
-    "test_concurrency.py": 60,
-    "test_faults.py": 48,
-    "test_malformed_files.py": 45,
-    "test_sts_pairs.py": 36,
-    "test_sandbox.py": 33,
-    "test_reattack26_secrets.py": 31,
-    "test_sts_policies.py": 31,
-    "test_hex_executors.py": 29,
+    "test_broker_outage.py": 69,
+    "test_malformed_files.py": 48,
+    "test_faults.py": 40,
+    "test_reattack14.py": 37,
+    "test_secrets.py": 31,
+    "test_sandbox.py": 31,
+    "test_prolific.py": 29,
     "test_types.py": 28,
-    "test_agent_artifacts.py": 26,
+    "test_sts_policies.py": 27,
     "test_client.py": 26,
-    "test_sts.py": 26,
-    "test_prolific.py": 25,
-    "test_reattack26_round9.py": 25,
-    "test_bench_gpu.py": 25,  # the fourteenth session's quick mode (73 s before it, traced, loaded)
-    "test_hex_describe.py": 25,
-    "test_walk_fit.py": 24,
-    "test_adaptive.py": 24,
-    "test_kind_contract.py": 24,
-    "test_generation_forms.py": 24,
-    "test_leaderboard.py": 23,
-    "test_review_order.py": 23,
-    "test_kind_words_and_fit.py": 23,
-    "test_install.py": 23,
+    "test_adaptive.py": 26,
+    "test_reattack26_round11.py": 25,
+    "test_install.py": 25,
+    "test_nav_owners.py": 24,
     "test_accessibility.py": 23,
-    "test_sections_prose.py": 23,
-    "test_reattack26_round8.py": 23,
-    "test_nav_certified.py": 22,
-    "test_secrets.py": 22,
-    "test_sts_analysis.py": 22,
-    "test_sections_sampled.py": 20,
-    "test_leaderboard_reading.py": 17,
-    "test_dawid_skene_kinds.py": 17,
+    "test_concurrency.py": 22,
+    "test_agents_e2e.py": 22,
+    "test_walk_fit.py": 21,
+    "test_prolific_pages.py": 21,
+    "test_generation_forms.py": 21,
+    "test_bench_gpu.py": 20,
+    "test_sts_e2e.py": 19,
+    "test_reattack26_round9.py": 19,
+    "test_leaderboard.py": 19,
+    "test_a3ds_captioners.py": 19,
+    "test_kind_words_and_fit.py": 19,
+    "test_reattack15.py": 17,
 }
 PER_TEST_S = {"unit": 0.05, "integration": 0.3, "browser": 1.5}
 
