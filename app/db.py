@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from sqlalchemy import JSON, DateTime, MetaData, create_engine, event
+from sqlalchemy import JSON, DateTime, MetaData, create_engine, event, inspect
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
@@ -131,6 +131,21 @@ def pg_connect_args(url: str) -> dict[str, int]:
     }
     given = make_url(url).query
     return {k: v for k, v in args.items() if k not in given}
+
+
+# A row's text holds no U+0000 on either backend (issue 26, round 17): PostgreSQL refuses it (a
+# 422 naming no field, app/error_pages.py) where SQLite stored it, and a form's text (an agent's
+# name, a token's) reaches a row without the JSON body check. Refused before the flush, naming
+# the column.
+@event.listens_for(Session, "before_flush")
+def _no_nul_in_text(session: Session, _context: Any, _instances: Any) -> None:
+    from app.errors import InputError
+
+    for row in (*session.new, *session.dirty):
+        for column in inspect(row).mapper.column_attrs:
+            value = row.__dict__.get(column.key)
+            if isinstance(value, str) and "\x00" in value:
+                raise InputError("a value holds U+0000 (NUL), which no text column holds", field=column.key)
 
 
 @lru_cache
