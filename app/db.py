@@ -136,14 +136,16 @@ def pg_connect_args(url: str) -> dict[str, int]:
 # A row's text holds no U+0000 on either backend (issue 26, round 17): PostgreSQL refuses it (a
 # 422 naming no field, app/error_pages.py) where SQLite stored it, and a form's text (an agent's
 # name, a token's) reaches a row without the JSON body check. Refused before the flush, naming
-# the column.
+# the column. A changed row's changed values only: one stored before stays editable.
 @event.listens_for(Session, "before_flush")
 def _no_nul_in_text(session: Session, _context: Any, _instances: Any) -> None:
     from app.errors import InputError
 
     for row in (*session.new, *session.dirty):
-        for column in inspect(row).mapper.column_attrs:
-            value = row.__dict__.get(column.key)
+        state = inspect(row)
+        changed = state.dict if state.pending else state.committed_state
+        for column in state.mapper.column_attrs:
+            value = state.dict.get(column.key) if column.key in changed else None
             if isinstance(value, str) and "\x00" in value:
                 raise InputError("a value holds U+0000 (NUL), which no text column holds", field=column.key)
 

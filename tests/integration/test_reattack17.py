@@ -70,3 +70,21 @@ def test_weak_hex_written_a_byte_at_a_time_is_still_refused():
         ":".join(["00"] * 32),
     ):
         assert weak_secret_key(key) is not None, key
+
+
+def test_a_row_stored_with_a_nul_before_stays_editable(session):
+    """Only what a flush writes is read: a token named with a U+0000 on SQLite before the check
+    can still be revoked."""
+    from sqlalchemy import update
+
+    from app.auth.models import ApiToken
+    from app.auth.security import create_token
+
+    owner = make_user(session, "researcher")
+    create_token(session, owner, "t")
+    session.commit()
+    session.execute(update(ApiToken).values(name="t\x00" if session.bind.dialect.name == "sqlite" else "t"))
+    session.commit()
+    token = session.query(ApiToken).one()
+    token.revoked = True
+    session.commit()
