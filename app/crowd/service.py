@@ -17,7 +17,7 @@ from sqlalchemy import CursorResult, and_, case, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app import audit
+from app import audit, jsonsafe
 from app.auth.models import User
 from app.crowd import sealed
 from app.crowd.models import BonusPayment, CrowdAccount, CrowdBlock, PlatformStudy
@@ -301,6 +301,14 @@ def carry_reviews(session: Session, study: Study, user: User, category: str = "F
     return {"approved": approved, "rejected": rejected}
 
 
+def _storable(text: str, field: str) -> None:
+    """InputError for text no row holds (U+0000, a lone surrogate), before Prolific is called
+    with it: what is sent is stored or audited after the call (round 17 of issue 26: a form's
+    message with a U+0000 was sent, then refused by PostgreSQL's audit row, so never audited)."""
+    if jsonsafe.unstorable_text(text, field) is not None:
+        raise InputError("holds U+0000 (NUL) or a lone surrogate, which no text column holds", field=field)
+
+
 # ---- the block list --------------------------------------------------------------------------
 
 
@@ -310,6 +318,7 @@ def block_worker(session: Session, study: Study, user: User, worker_id: str, rea
     members out (create_study's filter; Prolific also updates the studies published with it).
     Blocking a worker twice adds them once."""
     worker_id = worker_id.strip()
+    _storable(reason, "reason")
     account = account_of(session, user)
     if account is None:
         raise Conflict("no Prolific token stored: PUT /api/v1/prolific/token first")
@@ -627,6 +636,7 @@ def message_worker(session: Session, study: Study, user: User, worker_id: str, b
     worker_id, body = worker_id.strip(), body.strip()
     if not body or len(body) > MAX_MESSAGE:
         raise InputError(f"write the message (1 to {MAX_MESSAGE} characters)", field="body")
+    _storable(body, "body")
     row = platform_study(session, study)
     if row is None:
         raise Conflict("this study is not on Prolific: make it there first")

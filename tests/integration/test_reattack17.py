@@ -5,7 +5,10 @@ What broke, each tested here:
   API token's name (the account page's) were stored with a U+0000 on SQLite and refused by
   PostgreSQL, as round 16's idempotency key was: no JSON body check reads a form. A row's text
   is now checked before each flush, on both backends, naming the column (PostgreSQL still
-  refuses a lookup by such a value first, naming none).
+  refuses a lookup by such a value first, naming none). The review page's message to a
+  Prolific worker, and a block's reason, were sent to Prolific before anything stored them: a
+  U+0000 left a message sent and never audited (PostgreSQL refused the audit row) and a worker
+  blocked on Prolific but on no list of ours, the page saying "Not sent"/"Not blocked".
 - Item 7 (false refusals): random bytes in hex written a byte at a time between ":", "-" or
   " " (a fingerprint's, xxd's or od's layout: "91:32:61:...") were refused as "mostly common
   English words" (3 to 5% of 500 draws of 16, 20 or 32 bytes): two hex digits and a separator
@@ -45,6 +48,34 @@ def test_a_forms_text_holds_no_nul_on_either_backend(client, session):
     session.expire_all()
     assert session.scalar(select(func.count()).select_from(Agent)) == 0
     assert session.scalar(select(func.count()).select_from(ApiToken)) == 0
+
+
+# The fake Prolific's fixtures, for the review page's forms.
+from tests.integration.test_prolific import TOKEN, _arrive, _page_post, fake, served, world  # noqa: E402, F401
+
+
+def test_a_message_or_block_reason_with_a_nul_is_refused_before_prolific_hears_it(world, fake, session):
+    """The review page's message and a block's reason are audited (and the reason stored) after
+    Prolific's call: a U+0000 in either, refused only when stored, left a message sent and
+    unaudited, or a worker blocked on Prolific and on no list of ours, while the page said
+    "Not sent" or "Not blocked"."""
+    from sqlalchemy import select
+
+    from app.audit import AuditEntry
+
+    study, client = world["study"], world["client"]
+    csrf = login(client, world["owner"])
+    _page_post(world, f"/studies/{study.id}/prolific/token", csrf, token=TOKEN)
+    _page_post(world, f"/studies/{study.id}/prolific/publish", csrf, reward_cents="150", places="20")
+    (prolific_id,) = fake.studies
+    _arrive(world, fake, prolific_id, "P-1")
+    r = _page_post(world, f"/studies/{study.id}/prolific/message", csrf, worker_id="P-1", body="Hi\x00")
+    assert r.status_code in (303, 422) and fake.messages == [], (r.status_code, fake.messages)
+    r = _page_post(world, f"/studies/{study.id}/prolific/block", csrf, worker_id="P-1", reason="r\x00")
+    assert r.status_code in (303, 422) and not any(g["participants"] for g in fake.groups.values()), fake.groups
+    session.expire_all()
+    actions = set(session.scalars(select(AuditEntry.action)).all())
+    assert not {"prolific.message", "prolific.block"} & actions, actions
 
 
 # Item 7 ----------------------------------------------------------------------------------------
