@@ -23,6 +23,7 @@ import random
 import pytest
 
 from tests.conftest import login, make_user
+from tests.integration import test_prolific as prolific
 
 # Item 4 ----------------------------------------------------------------------------------------
 
@@ -51,7 +52,7 @@ def test_a_forms_text_holds_no_nul_on_either_backend(client, session):
 
 
 # The fake Prolific's fixtures, for the review page's forms.
-from tests.integration.test_prolific import TOKEN, _arrive, _page_post, fake, served, world  # noqa: E402, F401
+served, fake, world = prolific.served, prolific.fake, prolific.world
 
 
 def test_a_message_or_block_reason_with_a_nul_is_refused_before_prolific_hears_it(world, fake, session):
@@ -65,13 +66,13 @@ def test_a_message_or_block_reason_with_a_nul_is_refused_before_prolific_hears_i
 
     study, client = world["study"], world["client"]
     csrf = login(client, world["owner"])
-    _page_post(world, f"/studies/{study.id}/prolific/token", csrf, token=TOKEN)
-    _page_post(world, f"/studies/{study.id}/prolific/publish", csrf, reward_cents="150", places="20")
+    prolific._page_post(world, f"/studies/{study.id}/prolific/token", csrf, token=prolific.TOKEN)
+    prolific._page_post(world, f"/studies/{study.id}/prolific/publish", csrf, reward_cents="150", places="20")
     (prolific_id,) = fake.studies
-    _arrive(world, fake, prolific_id, "P-1")
-    r = _page_post(world, f"/studies/{study.id}/prolific/message", csrf, worker_id="P-1", body="Hi\x00")
+    prolific._arrive(world, fake, prolific_id, "P-1")
+    r = prolific._page_post(world, f"/studies/{study.id}/prolific/message", csrf, worker_id="P-1", body="Hi\x00")
     assert r.status_code in (303, 422) and fake.messages == [], (r.status_code, fake.messages)
-    r = _page_post(world, f"/studies/{study.id}/prolific/block", csrf, worker_id="P-1", reason="r\x00")
+    r = prolific._page_post(world, f"/studies/{study.id}/prolific/block", csrf, worker_id="P-1", reason="r\x00")
     assert r.status_code in (303, 422) and not any(g["participants"] for g in fake.groups.values()), fake.groups
     session.expire_all()
     actions = set(session.scalars(select(AuditEntry.action)).all())
