@@ -447,7 +447,10 @@ _SECRET_WORD = (
 )
 _SECRET_NAME = rf"(?<![\w-])(?=[\w-]*?{_SECRET_WORD})[\w-]++"
 # A value: quoted (a bytes literal too: Python's repr of a mapping of bytes, round 14), or a word.
-_SECRET_VALUE = r"""(?:[bB]?'[^']*'|[bB]?"[^"]*"|[^\s'"&;,]+)"""
+# Round 17: a quote escaped inside does not end it (repr writes a text holding both quotes with
+# its ' escaped: 'a\'b"c' showed from "b" on).
+_QUOTED = r"""(?:'(?:[^'\\]|\\.)*+'|"(?:[^"\\]|\\.)*+")"""
+_SECRET_VALUE = rf"""(?:[bB]?{_QUOTED}|[^\s'"&;,]+)"""
 # Round 13: double-quoted too (`password="x"` in a call, `export X_SECRET="x y"` in a shell).
 # Round 14: `=>` too (Ruby's, Perl's and PHP's mappings), and a command line's `--password x` (x
 # of 8 characters or with a digit: "--token or PROCTOR_TOKEN" is a sentence).
@@ -466,7 +469,9 @@ _MAPPED_SECRET = re.compile(
     rf"""{_SECRET_VALUE}""",
     re.IGNORECASE,
 )
-_PAIRED_SECRET = re.compile(rf"""(\(\s*(['"]){_SECRET_NAME}\2,\s*)[bB]?(['"])[^'"\n]*\3(?=\))""", re.IGNORECASE)
+# Round 17: its value quoted either way whatever it holds (a text holding ' is repr'd in double
+# quotes, and showed whole).
+_PAIRED_SECRET = re.compile(rf"""(\(\s*(['"]){_SECRET_NAME}\2,\s*)[bB]?{_QUOTED}(?=\))""", re.IGNORECASE)
 _AUTHORIZATION = re.compile(r"\b((?:Bearer|Basic)\s+)[^\s'\"]+", re.IGNORECASE)
 # A PEM private key's body (round 13), to its END line or, cut short, to the text's end; an
 # OpenPGP one's too ("PRIVATE KEY BLOCK", round 16).
