@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from sqlalchemy import JSON, DateTime, MetaData, create_engine, event, inspect
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DataError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
@@ -133,21 +134,21 @@ def pg_connect_args(url: str) -> dict[str, int]:
     return {k: v for k, v in args.items() if k not in given}
 
 
-# A row's text holds no U+0000 on either backend (issue 26, round 17): PostgreSQL refuses it (a
-# 422 naming no field, app/error_pages.py) where SQLite stored it, and a form's text (an agent's
-# name, a token's) reaches a row without the JSON body check. Refused before the flush, naming
-# the column. A changed row's changed values only: one stored before stays editable.
+# A row's text holds no U+0000 on either backend (issue 26, round 17): PostgreSQL refuses it
+# where SQLite stored it, and a form's text (an agent's name, a token's) reaches a row without
+# the JSON body check. Refused before the flush as PostgreSQL refuses it, so that every route
+# answers alike on both (app/error_pages.py: a 422). A changed row's changed values only: one
+# stored before stays editable.
 @event.listens_for(Session, "before_flush")
 def _no_nul_in_text(session: Session, _context: Any, _instances: Any) -> None:
-    from app.errors import InputError
-
     for row in (*session.new, *session.dirty):
         state = inspect(row)
         changed = state.dict if state.pending else state.committed_state
         for column in state.mapper.column_attrs:
             value = state.dict.get(column.key) if column.key in changed else None
             if isinstance(value, str) and "\x00" in value:
-                raise InputError("a value holds U+0000 (NUL), which no text column holds", field=column.key)
+                nul = ValueError(f"{column.key}: text fields cannot contain NUL (0x00) bytes")
+                raise DataError(None, None, nul)
 
 
 @lru_cache
