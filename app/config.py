@@ -243,6 +243,9 @@ def placeholder(key: str) -> str | None:
     """What a key set by mistake is, or None."""
     import re
 
+    # The published key first: "SECRET_KEY=" + one (round 16's "secret_key") is that key.
+    if where := _published(key):
+        return f"the example key printed in {where}, which is public, not secret"
     low = key.lower()
     if any(p in low for p in _PLACEHOLDERS):
         return "a placeholder or a command, not its output"
@@ -252,8 +255,6 @@ def placeholder(key: str) -> str | None:
         return "a name-based UUID (version 3 or 5) of a word or a common key name"
     if _network_address(key):
         return "a network address (IPv6 written out is 39 characters), which is public, not secret"
-    if where := _published(key):
-        return f"the example key printed in {where}, which is public, not secret"
     return None
 
 
