@@ -4,16 +4,23 @@ What broke, each tested here:
 - Item 4 (U+0000 in a form): an agent's name and description (the agents page's form) and an
   API token's name (the account page's) were stored with a U+0000 on SQLite and refused by
   PostgreSQL, as round 16's idempotency key was: no JSON body check reads a form. A row's text
-  is now checked before each flush, on both backends, naming the column (PostgreSQL still
-  refuses a lookup by such a value first, naming none). The review page's message to a
-  Prolific worker, and a block's reason, were sent to Prolific before anything stored them: a
-  U+0000 left a message sent and never audited (PostgreSQL refused the audit row) and a worker
-  blocked on Prolific but on no list of ours, the page saying "Not sent"/"Not blocked".
+  is now checked before each flush and refused as PostgreSQL refuses it (a 422), on both. The
+  review page's message to a Prolific worker, and a block's reason, were sent to Prolific
+  before anything stored them: a U+0000 left a message sent and never audited (PostgreSQL
+  refused the audit row) and a worker blocked on Prolific but on no list of ours, the page
+  saying "Not sent"/"Not blocked".
+- Item 5: a failed job's reason showed a secret quoted as Python's repr quotes a text holding
+  a quote: in a pair (`[('password', "ab'cd")]`: round 16's pair rule read a value holding no
+  quote only), whole; with both quotes (`'ab\\'c"d'`, its ' escaped), from the escaped quote on
+  in every rule (`{'password': ...}`, `password=...`, `apiKey: ...`): a value's quotes ended at
+  the first of their kind, escaped or not.
 - Item 7 (false refusals): random bytes in hex written a byte at a time between ":", "-" or
   " " (a fingerprint's, xxd's or od's layout: "91:32:61:...") were refused as "mostly common
   English words" (3 to 5% of 500 draws of 16, 20 or 32 bytes): two hex digits and a separator
-  carry 8 bits in 3 characters, under the word rule's floor of 2.8 bits a character. Round 16
-  reads hex in such groups as the hex it is; the word rule now does too.
+  carry 8 bits in 3 characters, under the word rule's floor of 2.8 bits a character, and
+  "08:45" reads as a time (0.5% with ":"). Such a key is now read as the hex it is. Round 16's
+  own test of "SECRET_KEY=" and FastAPI's example key failed: its "secret_key" placeholder rule
+  named the key first; the published key is named again.
 """
 
 from __future__ import annotations
@@ -77,6 +84,33 @@ def test_a_message_or_block_reason_with_a_nul_is_refused_before_prolific_hears_i
     session.expire_all()
     actions = set(session.scalars(select(AuditEntry.action)).all())
     assert not {"prolific.message", "prolific.block"} & actions, actions
+
+
+# Item 5 ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("secret", ["Xk29'fLq0Zp3wR7tY", "Xk29'fLq\"0Zp3wR7tY"], ids=["single", "both"])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        lambda v: [("password", v)],
+        lambda v: {"password": v},
+        lambda v: {"password": v}.items(),
+        lambda v: f"password={v!r} refused",
+        lambda v: f"Config(api_key={v!r})",
+        lambda v: f"clientSecret: {v!r}",
+    ],
+    ids=["pair", "mapping", "items", "equals", "call", "camel"],
+)
+def test_a_failure_reason_blanks_a_quoted_secret_holding_a_quote(shape, secret):
+    """Python's repr writes a text holding ' in double quotes, and one holding both quotes with
+    its ' escaped: the pair rule read only a value without quotes, and every rule's value ended
+    at the first quote of its kind, escaped or not."""
+    from app import jobs
+
+    text = shape(secret)
+    reason = jobs.failure_reason(ValueError(text if isinstance(text, str) else f"bad {text!r}"))
+    assert "fLq" not in reason and "<credentials>" in reason, reason
 
 
 # Item 7 ----------------------------------------------------------------------------------------
