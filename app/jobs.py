@@ -450,7 +450,9 @@ _SECRET_NAME = rf"(?<![\w-])(?=[\w-]*?{_SECRET_WORD})[\w-]++"
 # Round 17: a quote escaped inside does not end it (repr writes a text holding both quotes with
 # its ' escaped: 'a\'b"c' showed from "b" on).
 _QUOTED = r"""(?:'(?:[^'\\]|\\.)*+'|"(?:[^"\\]|\\.)*+")"""
-_SECRET_VALUE = rf"""(?:[bB]?{_QUOTED}|[^\s'"&;,]+)"""
+# Round 17: and its first item when it is a list or a tuple (parse_qs's mapping of lists).
+_OPENER = r"(?:[\[(]\s*)?"
+_SECRET_VALUE = rf"""{_OPENER}(?:[bB]?{_QUOTED}|[^\s'"&;,]+)"""
 # Round 13: double-quoted too (`password="x"` in a call, `export X_SECRET="x y"` in a shell).
 # Round 14: `=>` too (Ruby's, Perl's and PHP's mappings), and a command line's `--password x` (x
 # of 8 characters or with a digit: "--token or PROCTOR_TOKEN" is a sentence).
@@ -470,8 +472,11 @@ _MAPPED_SECRET = re.compile(
     re.IGNORECASE,
 )
 # Round 17: its value quoted either way whatever it holds (a text holding ' is repr'd in double
-# quotes, and showed whole).
-_PAIRED_SECRET = re.compile(rf"""(\(\s*(['"]){_SECRET_NAME}\2,\s*)[bB]?{_QUOTED}(?=\))""", re.IGNORECASE)
+# quotes, and showed whole), or a list of one; a pair of bytes too (a query string parsed from
+# bytes, an ASGI scope's headers).
+_PAIRED_SECRET = re.compile(
+    rf"""(\(\s*[bB]?(['"]){_SECRET_NAME}\2,\s*){_OPENER}[bB]?{_QUOTED}(?=[\])]?\))""", re.IGNORECASE
+)
 _AUTHORIZATION = re.compile(r"\b((?:Bearer|Basic)\s+)[^\s'\"]+", re.IGNORECASE)
 # A PEM private key's body (round 13), to its END line or, cut short, to the text's end; an
 # OpenPGP one's too ("PRIVATE KEY BLOCK", round 16).

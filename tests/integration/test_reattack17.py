@@ -13,7 +13,10 @@ What broke, each tested here:
   a quote: in a pair (`[('password', "ab'cd")]`: round 16's pair rule read a value holding no
   quote only), whole; with both quotes (`'ab\\'c"d'`, its ' escaped), from the escaped quote on
   in every rule (`{'password': ...}`, `password=...`, `apiKey: ...`): a value's quotes ended at
-  the first of their kind, escaped or not.
+  the first of their kind, escaped or not. So did a pair of bytes (`[(b'password', b'x')]`, a
+  query string parsed from bytes; an ASGI scope's headers, `(b'x-api-key', b'x')`) and a value
+  that is a list or a tuple (parse_qs's `{'password': ['x']}`, `api_key: ["x"]`): round 16's
+  pair rule wanted a text name, and every rule a quote or a word right after the name.
 - Item 7 (false refusals): random bytes in hex written a byte at a time between ":", "-" or
   " " (a fingerprint's, xxd's or od's layout: "91:32:61:...") were refused as "mostly common
   English words" (3 to 5% of 500 draws of 16, 20 or 32 bytes): two hex digits and a separator
@@ -26,6 +29,7 @@ What broke, each tested here:
 from __future__ import annotations
 
 import random
+from urllib.parse import parse_qs, parse_qsl
 
 import pytest
 
@@ -110,6 +114,28 @@ def test_a_failure_reason_blanks_a_quoted_secret_holding_a_quote(shape, secret):
 
     text = shape(secret)
     reason = jobs.failure_reason(ValueError(text if isinstance(text, str) else f"bad {text!r}"))
+    assert "fLq" not in reason and "<credentials>" in reason, reason
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        repr(parse_qsl(b"user=ann&password=Xk29fLq0Zp3wR7tY")),
+        repr([(b"host", b"a"), (b"x-api-key", b"Xk29fLq0Zp3wR7tY")]),  # an ASGI scope's headers
+        repr(parse_qs("user=ann&password=Xk29fLq0Zp3wR7tY")),
+        repr([("password", ["Xk29fLq0Zp3wR7tY"])]),
+        repr({"token": ("Xk29fLq0Zp3wR7tY",)}),
+        'api_key: ["Xk29fLq0Zp3wR7tY"]',
+    ],
+    ids=["bytes query", "bytes headers", "parse_qs", "pair of a list", "tuple", "list"],
+)
+def test_a_failure_reason_blanks_a_secret_in_bytes_pairs_and_lists(text):
+    """A query string parsed from bytes, an ASGI scope's headers (pairs of bytes), and
+    parse_qs's mapping of lists: round 16's pair rule wanted a text name, and every rule's value
+    a quote or a word right after the name, so each showed whole."""
+    from app import jobs
+
+    reason = jobs.failure_reason(ValueError(f"unexpected {text}"))
     assert "fLq" not in reason and "<credentials>" in reason, reason
 
 
