@@ -45,6 +45,10 @@ WORKER_ID: JsonDict = {"type": "string", "minLength": 1, "maxLength": 255, "patt
 # ... and the platform's other ids (an assignment's, a HIT's), held to the same (app.auth.views,
 # crowd_params), which may be empty.
 OTHER_ID: JsonDict = {"type": "string", "maxLength": 255, "pattern": NAME_PATTERN}
+# ... on the first platform whose worker id is there and not empty, as crowd.identify reads them:
+# an earlier platform's is empty or absent in a later one's alternative (round 17 of issue 26: a
+# bad MTurk id beside a good Prolific one was schema-valid, and refused).
+NO_ID: JsonDict = {"type": "string", "maxLength": 0}
 
 
 class EnterIn(BaseModel):
@@ -53,9 +57,13 @@ class EnterIn(BaseModel):
             "anyOf": [
                 {
                     "required": [p.worker_param],
-                    "properties": {p.worker_param: WORKER_ID, **dict.fromkeys(p.other_params, OTHER_ID)},
+                    "properties": {
+                        **{earlier.worker_param: NO_ID for earlier in crowd.PLATFORMS[:i]},
+                        p.worker_param: WORKER_ID,
+                        **dict.fromkeys(p.other_params, OTHER_ID),
+                    },
                 }
-                for p in crowd.PLATFORMS
+                for i, p in enumerate(crowd.PLATFORMS)
             ],
             "description": "The link's parameters, as a crowd platform sends them: "
             + "; ".join(

@@ -17,6 +17,10 @@ What broke, each tested here:
   query string parsed from bytes; an ASGI scope's headers, `(b'x-api-key', b'x')`) and a value
   that is a list or a tuple (parse_qs's `{'password': ['x']}`, `api_key: ["x"]`): round 16's
   pair rule wanted a text name, and every rule a quote or a word right after the name.
+- Item 8: the crowd API's schema let any platform's alternative match a link's parameters,
+  where the code reads the first platform whose worker id is there (MTurk's, Prolific's, a
+  lab's): a bad MTurk id (or assignment id) beside a good Prolific id was schema-valid and
+  refused (400). An earlier platform's worker id is now empty or absent in a later one's.
 - Item 7 (false refusals): random bytes in hex written a byte at a time between ":", "-" or
   " " (a fingerprint's, xxd's or od's layout: "91:32:61:...") were refused as "mostly common
   English words" (3 to 5% of 500 draws of 16, 20 or 32 bytes): two hex digits and a separator
@@ -137,6 +141,35 @@ def test_a_failure_reason_blanks_a_secret_in_bytes_pairs_and_lists(text):
 
     reason = jobs.failure_reason(ValueError(f"unexpected {text}"))
     assert "fLq" not in reason and "<credentials>" in reason, reason
+
+
+# Item 8 ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"PROLIFIC_PID": "p1", "workerId": "w  1"},
+        {"participant": "d1", "PROLIFIC_PID": "\u202ep1"},
+        {"PROLIFIC_PID": "p1", "workerId": "w1", "assignmentId": "a 1 "},
+        {"PROLIFIC_PID": "p1", "workerId": ""},
+        {"workerId": "w1", "PROLIFIC_PID": "p  1"},
+    ],
+)
+def test_the_crowd_schema_reads_a_links_platforms_in_the_codes_order(app, client, session, params):
+    """The code takes the first platform whose worker id is there (crowd.identify: MTurk's,
+    Prolific's, a lab's); the schema let any platform's alternative match, so a link with a
+    bad MTurk id beside a good Prolific one was schema-valid and refused (400)."""
+    import jsonschema
+
+    from tests.conftest import create_tom_study
+
+    schema = app.openapi()["components"]["schemas"]["EnterIn"]["properties"]["params"]
+    study = create_tom_study(session, make_user(session, "researcher"))
+    session.commit()
+    r = client.post(f"/api/v1/crowd/{study.slug}/enter", json={"params": params})
+    valid = jsonschema.Draft202012Validator(schema).is_valid(params)
+    assert valid == (r.status_code < 400), (valid, r.status_code, r.text[:200])
 
 
 # Item 7 ----------------------------------------------------------------------------------------
