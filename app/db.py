@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
 import threading
@@ -135,19 +136,25 @@ def pg_connect_args(url: str) -> dict[str, int]:
 
 
 # A row's text holds no U+0000 on either backend (issue 26, round 17): PostgreSQL refuses it
-# where SQLite stored it, and a form's text (an agent's name, a token's) reaches a row without
-# the JSON body check. Refused before the flush as PostgreSQL refuses it, so that every route
-# answers alike on both (app/error_pages.py: a 422). A changed row's changed values only: one
-# stored before stays editable.
+# where SQLite stored it, and a form's text (an agent's name, a token's; a navigation study's
+# Likert questions, kept in its settings' JSON) reaches a row without the JSON body check.
+# Refused before the flush as PostgreSQL refuses it, so that every route answers alike on both
+# (app/error_pages.py: a 422). A changed row's changed values only: one stored before stays
+# editable. JSON as it will be written (json.dumps, in C: 40 ms for the largest answer, a
+# navigation trace of 20,000 poses).
 @event.listens_for(Session, "before_flush")
 def _no_nul_in_text(session: Session, _context: Any, _instances: Any) -> None:
+    from app.jsonsafe import unstorable_escape_line
+
     for row in (*session.new, *session.dirty):
         state = inspect(row)
         changed = state.dict if state.pending else state.committed_state
         for column in state.mapper.column_attrs:
             value = state.dict.get(column.key) if column.key in changed else None
-            if isinstance(value, str) and "\x00" in value:
-                nul = ValueError(f"{column.key}: text fields cannot contain NUL (0x00) bytes")
+            if (isinstance(value, str) and "\x00" in value) or (
+                isinstance(value, (dict, list)) and unstorable_escape_line(json.dumps(value)) is not None
+            ):
+                nul = ValueError(f"{column.key}: text fields cannot contain NUL (0x00) bytes (or lone surrogates)")
                 raise DataError(None, None, nul)
 
 

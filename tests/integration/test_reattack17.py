@@ -4,7 +4,9 @@ What broke, each tested here:
 - Item 4 (U+0000 in a form): an agent's name and description (the agents page's form) and an
   API token's name (the account page's) were stored with a U+0000 on SQLite and refused by
   PostgreSQL, as round 16's idempotency key was: no JSON body check reads a form. A row's text
-  is now checked before each flush and refused as PostgreSQL refuses it (a 422), on both. The
+  is now checked before each flush and refused as PostgreSQL refuses it (a 422), on both; so
+  is a JSON value's (a navigation study's Likert questions and a study's own comprehension
+  questions, typed on its forms and shown to every worker, were stored on SQLite too). The
   review page's message to a Prolific worker, and a block's reason, were sent to Prolific
   before anything stored them: a U+0000 left a message sent and never audited (PostgreSQL
   refused the audit row) and a worker blocked on Prolific but on no list of ours, the page
@@ -64,6 +66,46 @@ def test_a_forms_text_holds_no_nul_on_either_backend(client, session):
     session.expire_all()
     assert session.scalar(select(func.count()).select_from(Agent)) == 0
     assert session.scalar(select(func.count()).select_from(ApiToken)) == 0
+
+
+def test_a_studys_settings_from_the_form_hold_no_nul_on_either_backend(client, session):
+    """A navigation study's Likert questions, typed on the new-study form, are kept in the
+    study's settings (JSON) and shown to every worker: a U+0000 there was stored on SQLite and
+    refused by PostgreSQL."""
+    from sqlalchemy import func, select
+
+    from app.kinds.navigation.environments import import_house
+    from app.studies.models import Study
+    from tests.integration.test_nav_likert import _form
+    from tests.integration.test_navigation_leaderboard import coop_file, house
+
+    h = house()
+    import_house(session, h)
+    login(client, make_user(session, "researcher"))
+    session.commit()
+    r = _form(client, coop_file(h), likert="clarity | How clear\x00 was it? | Unclear; Clear")
+    assert r.status_code == 422 and "U+0000" in r.text, (r.status_code, r.text[-400:])
+    session.expire_all()
+    assert session.scalar(select(func.count()).select_from(Study)) == 0
+
+
+def test_a_studys_own_comprehension_questions_hold_no_nul_on_either_backend(client, session):
+    """The study page's comprehension card: the questions are kept as JSON, shown to workers."""
+    from app.studies.models import Study
+    from tests.conftest import create_tom_study
+
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner)
+    session.commit()
+    csrf = login(client, owner)
+    r = client.post(
+        f"/studies/{study.id}/comprehension",
+        data={"mode": "own", "questions": "What do you do?\x00\n*Answer\nSkip", "csrf_token": csrf},
+        follow_redirects=False,
+    )
+    assert r.status_code == 422 and "U+0000" in r.text, (r.status_code, r.text[-400:])
+    session.expire_all()
+    assert not session.get(Study, study.id).comprehension
 
 
 # The fake Prolific's fixtures, for the review page's forms.
