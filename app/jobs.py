@@ -599,6 +599,7 @@ def redact(text: str) -> str:
     if len(text) > REDACT_READS:
         text = text[:REDACT_READS]
         text = text[: max(text.rfind(" "), text.rfind("\n"), 0)] + " [cut]"
+    text = text.replace("\x00", "\\x00")  # a row holds none (app.db): written as repr writes it
     text = _PRIVATE_KEY.sub(r"\1<credentials>", text)
     text = _SHAPED_TOKEN.sub(lambda m: next((g for g in m.groups() if g), "") + "<credentials>", text)
     text = _ESCAPED_SECRET.sub(r"\1<credentials>", text)
@@ -644,7 +645,9 @@ def _execute(job_id: int) -> str:
             s.commit()
         except Exception as exc:  # a failed job reports why instead of vanishing
             # The traceback names server paths and code: the log and admins get it, not the owner.
-            failure = (failure_reason(exc), traceback.format_exc(limit=12)[-20_000:])
+            # No U+0000 in either (round 17 of issue 26: a refusal quoting an upload's cell
+            # held one, and the job's end could not be written; it stayed "running").
+            failure = (failure_reason(exc), traceback.format_exc(limit=12)[-20_000:].replace("\x00", "\\x00"))
             log.exception("job %s failed", job_id)
             try:
                 s.rollback()

@@ -10,7 +10,10 @@ What broke, each tested here:
   review page's message to a Prolific worker, and a block's reason, were sent to Prolific
   before anything stored them: a U+0000 left a message sent and never audited (PostgreSQL
   refused the audit row) and a worker blocked on Prolific but on no list of ours, the page
-  saying "Not sent"/"Not blocked".
+  saying "Not sent"/"Not blocked". A failed job whose refusal quoted an upload's cell as it
+  is (str(), not repr()) held its U+0000 in the reason and the traceback: PostgreSQL refused
+  the job's end, which stayed "running" until the sweeper sent it again (on SQLite too once
+  the check above was in); both are written with the NUL escaped, as repr writes it.
 - Item 5: a failed job's reason showed a secret quoted as Python's repr quotes a text holding
   a quote: in a pair (`[('password', "ab'cd")]`: round 16's pair rule read a value holding no
   quote only), whole; with both quotes (`'ab\\'c"d'`, its ' escaped), from the escaped quote on
@@ -183,6 +186,48 @@ def test_a_failure_reason_blanks_a_secret_in_bytes_pairs_and_lists(text):
 
     reason = jobs.failure_reason(ValueError(f"unexpected {text}"))
     assert "fLq" not in reason and "<credentials>" in reason, reason
+
+
+def nul_refusal(session, job, progress):
+    raise ValueError("cell 3 holds a\x00b, which is not a number")
+
+
+@pytest.fixture
+def nul_kind():
+    from app.kinds import get_kind, register_kind, unregister_kind
+
+    example = get_kind("wordcount")
+
+    class NulJobs(type(example)):
+        name = "nuljobs"
+        jobs = {"refuse": f"{__name__}:nul_refusal"}
+        job_queues = {}
+
+        def routers(self):
+            return []
+
+        def cli(self):
+            return None
+
+    register_kind(NulJobs())
+    yield
+    unregister_kind("nuljobs")
+
+
+def test_a_failure_whose_message_holds_a_nul_is_recorded(session, nul_kind):
+    """A refusal quoting an upload's cell as it is (str(), not repr()) holds its U+0000: the
+    job's end, its reason and traceback, could not be written on PostgreSQL (and now on
+    SQLite), and the job stayed "running" until the sweeper sent it again, three times."""
+    from app import jobs
+    from tests.conftest import create_tom_study
+
+    owner = make_user(session, "researcher")
+    study = create_tom_study(session, owner)
+    job = jobs.create_job(session, "nuljobs.refuse", study_id=study.id, owner_id=owner.id)
+    session.commit()
+    assert jobs.run_job(job.id) == "failed"
+    session.refresh(job)
+    assert "which is not a number" in job.log and "\x00" not in job.log + job.traceback, job.log
 
 
 # Item 8 ----------------------------------------------------------------------------------------
