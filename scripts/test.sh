@@ -11,14 +11,15 @@ cd "$(dirname "$0")/.."
 unset PYTHONDONTWRITEBYTECODE
 mkdir -p var/coverage
 rm -f var/coverage/.coverage*
-# Two processes (pytest-xdist), each file kept whole in one of them (its module fixtures made
-# once), longest files first (tests/conftest.py: SLOW_FILES); PROCTOR_TEST_PROCESSES=0 runs
-# everything in this one process. The API fuzzing runs in a process of its own, beside them
-# (schemathesis gives its per-operation tests one node id, and xdist runs one test per node
-# id: 27 of its 137 tests); it uses the CPU the others leave while they wait on the processes
-# they start. Its coverage goes to a file of its own (COVERAGE_FILE), combined below, and its
-# Redis database is one no other process uses (the workers count down from 15: three use
-# 15, 14 and 13).
+# Three processes (pytest-xdist; most of a test's time is a wait on the servers, workers and
+# browsers it starts, so three keep two cores busier than two), each file kept whole in one of
+# them (its module fixtures made once), longest files first (tests/conftest.py: SLOW_FILES);
+# PROCTOR_TEST_PROCESSES=0 runs everything in this one process. The API fuzzing runs in a
+# process of its own, beside them (schemathesis gives its per-operation tests one node id, and
+# xdist runs one test per node id: 27 of its 137 tests); it uses the CPU the others leave while
+# they wait on the processes they start. Its coverage goes to a file of its own
+# (COVERAGE_FILE), combined below, and its Redis database is one no other process uses (the
+# test processes count down from 15: three use 15, 14 and 13).
 FUZZ=tests/integration/test_api_fuzz.py
 if [ "$#" -eq 0 ]; then
   mkdir -p var/coverage/fuzz
@@ -27,7 +28,7 @@ if [ "$#" -eq 0 ]; then
     .venv/bin/python -m pytest -q -ra --cov --cov-report= "$FUZZ" >var/fuzz.log 2>&1 &
   fuzz_pid=$!
   .venv/bin/python -m pytest -q -ra --durations=25 --cov --cov-report= \
-    -n "${PROCTOR_TEST_PROCESSES:-2}" --dist loadfile --no-loadscope-reorder --ignore="$FUZZ"
+    -n "${PROCTOR_TEST_PROCESSES:-3}" --dist loadfile --no-loadscope-reorder --ignore="$FUZZ"
   status=$?
   wait "$fuzz_pid"
   fuzz=$?
