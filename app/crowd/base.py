@@ -39,6 +39,9 @@ class CrowdPlatform:
     other_params: tuple[str, ...] = ()
     # Sites that may frame the crowd's pages or receive their completion form (the CSP).
     framers: tuple[str, ...] = ()
+    # (parameter, value) pairs that mark a link as a preview of the task (the API's schema
+    # says so too: app/studies/crowd_api.py).
+    preview: tuple[tuple[str, str], ...] = ()
 
     def identify(self, params: Mapping[str, str]) -> Entry | None:
         """The entry this link's parameters name, or None when they are not this platform's."""
@@ -50,7 +53,7 @@ class CrowdPlatform:
 
     def is_preview(self, params: Mapping[str, str]) -> bool:
         """Whether the link is a preview of the task (nothing entered, nothing stored)."""
-        return False
+        return any(params.get(name) == value for name, value in self.preview)
 
     def entry_link(self, base: str, slug: str) -> str:
         """The link a researcher gives the platform, with its placeholders."""

@@ -24,9 +24,7 @@ class MTurk(CrowdPlatform):
     # ExternalQuestion shows the pages in a frame on the worker's site; externalSubmit may
     # redirect on within MTurk, and form-action follows redirects: every MTurk host is named.
     framers = ("https://worker.mturk.com", "https://workersandbox.mturk.com", "https://www.mturk.com")
-
-    def is_preview(self, params: Mapping[str, str]) -> bool:
-        return params.get("assignmentId") == PREVIEW
+    preview = (("assignmentId", PREVIEW),)
 
     def entry_link(self, base: str, slug: str) -> str:
         return f"{base}/s/{slug}?workerId=...&assignmentId=...&hitId=..."

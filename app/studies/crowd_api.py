@@ -49,6 +49,10 @@ OTHER_ID: JsonDict = {"type": "string", "maxLength": 255, "pattern": NAME_PATTER
 # an earlier platform's is empty or absent in a later one's alternative (round 17 of issue 26: a
 # bad MTurk id beside a good Prolific one was schema-valid, and refused).
 NO_ID: JsonDict = {"type": "string", "maxLength": 0}
+# A preview of the task is no entry, whichever platform's worker id is beside it (crowd.is_preview;
+# round 18 of issue 26: MTurk's was schema-valid, and refused).
+PREVIEWS = [{"required": [k], "properties": {k: {"const": v}}} for p in crowd.PLATFORMS for k, v in p.preview]
+PREVIEW: JsonDict = {"not": {"anyOf": PREVIEWS}} if PREVIEWS else {}
 
 
 class EnterIn(BaseModel):
@@ -65,6 +69,7 @@ class EnterIn(BaseModel):
                 }
                 for i, p in enumerate(crowd.PLATFORMS)
             ],
+            **PREVIEW,
             "description": "The link's parameters, as a crowd platform sends them: "
             + "; ".join(
                 f"{p.label or 'a lab'}: {', '.join((p.worker_param, *p.other_params))}" for p in crowd.PLATFORMS
