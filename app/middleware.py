@@ -4,6 +4,7 @@ it is read, the host a trusted proxy names, HEAD answered as GET, and the reques
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import hmac
 import json
@@ -237,16 +238,45 @@ def _is_json(scope) -> bool:
     return ctype == "application/json" or (ctype.startswith("application/") and ctype.endswith("+json"))
 
 
+# Starlette decodes a multipart form's text in the charset its Content-Type names: UTF-7's
+# "+2AA-" and unicode_escape's "\\ud800" are lone surrogates, which no driver sends (round 18 of
+# issue 26: a form's name answered 500). No browser names one; these three make none (an unknown
+# one is read as Latin-1).
+FORM_CHARSETS = frozenset({"utf-8", "ascii", "iso8859-1"})
+
+
+def _form_charset(scope) -> str | None:
+    """The charset a multipart form's Content-Type names, when it is one the app refuses."""
+    ctype = Headers(scope=scope).get("content-type", "")
+    if not ctype.split(";")[0].strip().lower().startswith("multipart/"):
+        return None
+    for param in ctype.split(";")[1:]:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            try:
+                charset = codecs.lookup(value.strip().strip('"')).name
+            except LookupError:
+                return None
+            return None if charset in FORM_CHARSETS else charset
+    return None
+
+
 class JsonBodyGuard:
     """Reads a JSON request body before the app does and refuses it, unparsed, when it is
     larger than `limit` (413) or nested deeper than MAX_DEPTH levels (422): Python's parser
-    recurses once per level, so 10,000 nested brackets would be a RecursionError."""
+    recurses once per level, so 10,000 nested brackets would be a RecursionError. A form in a
+    charset that can make a lone surrogate is refused unread (415)."""
 
     def __init__(self, app, limit: int = MAX_JSON_BODY):
         self.app, self.limit = app, limit
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["method"] not in BODY_METHODS or not _is_json(scope):
+        if scope["type"] != "http" or scope["method"] not in BODY_METHODS:
+            return await self.app(scope, receive, send)
+        if charset := _form_charset(scope):
+            detail = f"a form's charset is UTF-8, not {charset}"
+            return await _send_json(send, 415, {"detail": detail, "field": "charset"})
+        if not _is_json(scope):
             return await self.app(scope, receive, send)
         chunks, size = [], 0
         while True:

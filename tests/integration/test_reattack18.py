@@ -1,6 +1,11 @@
 """Issue 26, round 18: the list tried again from a fresh clone, round 17's new code first.
 What broke, each tested here:
 
+- Item 4 (a form's text): a multipart form decodes its text fields in the charset its
+  Content-Type names (Starlette), and UTF-7's "+2AA-" or unicode_escape's "\\ud800" is a lone
+  surrogate, which no driver can send: an agent's name, a token's, a login's email answered 500
+  on both backends (UnicodeEncodeError). A form in a charset other than UTF-8, ASCII or
+  Latin-1 (which no browser sends) is refused (415) before anything reads it.
 - Item 7 (false refusals): random bytes as od writes them (`od -An -tx1 -N16 /dev/urandom`:
   a space before the first byte) or as a hexdump format writes them ("%02x:", a separator
   after the last) were refused as "mostly common English words" (8% and 7% of 300 draws of 16
@@ -17,6 +22,62 @@ import random
 import pytest
 
 from tests.conftest import make_user
+
+# Item 4 ----------------------------------------------------------------------------------------
+
+
+def _multipart(fields: dict[str, bytes], charset: str) -> tuple[bytes, dict[str, str]]:
+    b = "r18boundary"
+    parts = [
+        f'--{b}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n'.encode() + v + b"\r\n" for k, v in fields.items()
+    ]
+    return b"".join(parts) + f"--{b}--\r\n".encode(), {
+        "Content-Type": f"multipart/form-data; boundary={b}; charset={charset}"
+    }
+
+
+@pytest.mark.parametrize("charset, value", [("utf-7", b"+2AA-"), ("unicode_escape", b"\\ud800")])
+def test_a_form_in_a_charset_that_makes_a_lone_surrogate_is_refused(client, session, charset, value):
+    from sqlalchemy import func, select
+
+    from app.agents.models import Agent
+    from app.auth.models import ApiToken
+    from tests.conftest import login
+    from tests.integration.test_security import hidden
+
+    csrf = login(client, make_user(session, "researcher")).encode()
+    session.commit()
+    for path, fields in (("/agents", {"name": value, "kind": b"navigation"}), ("/account/tokens", {"name": value})):
+        body, headers = _multipart({**fields, "csrf_token": csrf}, charset)
+        r = client.post(path, content=body, headers=headers, follow_redirects=False)
+        assert r.status_code == 415 and "charset" in r.text, (path, r.status_code, r.text[:300])
+    client.cookies.clear()
+    page = client.get("/login")
+    body, headers = _multipart(
+        {"email": value, "password": b"x", "csrf_token": hidden(page.text, "csrf_token").encode()}, charset
+    )
+    r = client.post("/login", content=body, headers=headers, follow_redirects=False)
+    assert r.status_code == 415, (r.status_code, r.text[:300])
+    session.expire_all()
+    assert session.scalar(select(func.count()).select_from(Agent)) == 0
+    assert session.scalar(select(func.count()).select_from(ApiToken)) == 0
+
+
+@pytest.mark.parametrize("charset", ["utf-8", "UTF8", "us-ascii", "iso-8859-1"])
+def test_a_form_in_utf8_ascii_or_latin1_is_taken(client, session, charset):
+    from sqlalchemy import func, select
+
+    from app.auth.models import ApiToken
+    from tests.conftest import login
+
+    csrf = login(client, make_user(session, "researcher")).encode()
+    session.commit()
+    body, headers = _multipart({"name": b"t1", "csrf_token": csrf}, charset)
+    r = client.post("/account/tokens", content=body, headers=headers, follow_redirects=False)
+    assert r.status_code < 400, (r.status_code, r.text[:300])
+    session.expire_all()
+    assert session.scalar(select(func.count()).select_from(ApiToken)) == 1
+
 
 # Item 7 ----------------------------------------------------------------------------------------
 
