@@ -449,7 +449,9 @@ _SECRET_NAME = rf"(?<![\w-])(?=[\w-]*?{_SECRET_WORD})[\w-]++"
 # A value: quoted (a bytes literal too: Python's repr of a mapping of bytes, round 14), or a word.
 # Round 17: a quote escaped inside does not end it (repr writes a text holding both quotes with
 # its ' escaped: 'a\'b"c' showed from "b" on).
-_QUOTED = r"""(?:'(?:[^'\\]|\\.)*+'|"(?:[^"\\]|\\.)*+")"""
+# Round 18: or, when no quote of its kind ends it so, at its next quote as before (a shell
+# line or an env file writes no escapes: `password="ab\"` showed whole).
+_QUOTED = r"""(?:'(?:[^'\\]|\\.)*+'|"(?:[^"\\]|\\.)*+"|'[^']*+'|"[^"]*+")"""
 # Round 17: and its first item when it is a list or a tuple (parse_qs's mapping of lists).
 _OPENER = r"(?:[\[(]\s*)?"
 _SECRET_VALUE = rf"""{_OPENER}(?:[bB]?{_QUOTED}|[^\s'"&;,]+)"""

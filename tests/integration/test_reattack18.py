@@ -6,6 +6,10 @@ What broke, each tested here:
   surrogate, which no driver can send: an agent's name, a token's, a login's email answered 500
   on both backends (UnicodeEncodeError). A form in a charset other than UTF-8, ASCII or
   Latin-1 (which no browser sends) is refused (415) before anything reads it.
+- Item 5: a secret in double or single quotes ending in a backslash, as a shell line, an env
+  file or a config echoed in an error writes it (`password="ab\\"`, `api_key: "ab\\"`), showed
+  whole: round 17 read a quoted value's escapes, so its last quote was escaped and the value
+  never ended, where round 16 blanked it. Such a value ends at its next quote again.
 - Item 7 (false refusals): random bytes as od writes them (`od -An -tx1 -N16 /dev/urandom`:
   a space before the first byte) or as a hexdump format writes them ("%02x:", a separator
   after the last) were refused as "mostly common English words" (8% and 7% of 300 draws of 16
@@ -77,6 +81,25 @@ def test_a_form_in_utf8_ascii_or_latin1_is_taken(client, session, charset):
     assert r.status_code < 400, (r.status_code, r.text[:300])
     session.expire_all()
     assert session.scalar(select(func.count()).select_from(ApiToken)) == 1
+
+
+# Item 5 ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'export DB_PASSWORD="Xk29fLq0Zp3wR\\"',
+        "password='Xk29fLq0Zp3wR\\' refused",
+        'x-api-key: "Xk29fLq0Zp3wR\\"',
+        '[("password", "Xk29fLq0Zp3wR\\")]',
+    ],
+)
+def test_a_failure_reason_blanks_a_quoted_secret_ending_in_a_backslash(text):
+    from app.jobs import redact
+
+    shown = redact(text)
+    assert "Xk29" not in shown and "<credentials>" in shown, shown
 
 
 # Item 7 ----------------------------------------------------------------------------------------
