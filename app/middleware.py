@@ -250,14 +250,15 @@ def _form_charset(scope) -> str | None:
     ctype = Headers(scope=scope).get("content-type", "")
     if not ctype.split(";")[0].strip().lower().startswith("multipart/"):
         return None
-    for param in ctype.split(";")[1:]:
+    for param in ctype.split(";")[1:]:  # each one: Starlette reads the last
         name, _, value = param.partition("=")
         if name.strip().lower() == "charset":
             try:
                 charset = codecs.lookup(value.strip().strip('"')).name
             except LookupError:
-                return None
-            return None if charset in FORM_CHARSETS else charset
+                continue
+            if charset not in FORM_CHARSETS:
+                return charset
     return None
 
 

@@ -40,7 +40,9 @@ def _multipart(fields: dict[str, bytes], charset: str) -> tuple[bytes, dict[str,
     }
 
 
-@pytest.mark.parametrize("charset, value", [("utf-7", b"+2AA-"), ("unicode_escape", b"\\ud800")])
+@pytest.mark.parametrize(
+    "charset, value", [("utf-7", b"+2AA-"), ("unicode_escape", b"\\ud800"), ("utf-8; charset=utf-7", b"+2AA-")]
+)
 def test_a_form_in_a_charset_that_makes_a_lone_surrogate_is_refused(client, session, charset, value):
     from sqlalchemy import func, select
 
