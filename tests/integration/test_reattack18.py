@@ -5,7 +5,10 @@ What broke, each tested here:
   Content-Type names (Starlette), and UTF-7's "+2AA-" or unicode_escape's "\\ud800" is a lone
   surrogate, which no driver can send: an agent's name, a token's, a login's email answered 500
   on both backends (UnicodeEncodeError). A form in a charset other than UTF-8, ASCII or
-  Latin-1 (which no browser sends) is refused (415) before anything reads it.
+  Latin-1 (which no browser sends) is refused (415) before anything reads it. So is a JSON body
+  in UTF-16 or UTF-32, which Python's parser reads: the body's check for an escaped U+0000 or
+  lone surrogate reads UTF-8 bytes, so "\\ud800" in UTF-16 passed it, and a crowd link's worker
+  id holding it answered 500 on both backends (its pseudonym's HMAC, and the drivers).
 - Item 5: a secret in double or single quotes ending in a backslash, as a shell line, an env
   file or a config echoed in an error writes it (`password="ab\\"`, `api_key: "ab\\"`), showed
   whole: round 17 read a quoted value's escapes, so its last quote was escaped and the value
@@ -83,6 +86,20 @@ def test_a_form_in_utf8_ascii_or_latin1_is_taken(client, session, charset):
     assert r.status_code < 400, (r.status_code, r.text[:300])
     session.expire_all()
     assert session.scalar(select(func.count()).select_from(ApiToken)) == 1
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32"])
+def test_a_json_body_not_in_utf8_is_refused(client, session, encoding):
+    from tests.conftest import create_tom_study
+
+    study = create_tom_study(session, make_user(session, "researcher"))
+    session.commit()
+    body = '{"params": {"PROLIFIC_PID": "w\\ud800"}}'.encode(encoding)
+    r = client.post(f"/api/v1/crowd/{study.slug}/enter", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 415 and r.json()["field"] == "body", (r.status_code, r.text[:300])
+    body = '\ufeff{"params": {"PROLIFIC_PID": "w1"}}'.encode()  # UTF-8 with a BOM is still UTF-8
+    r = client.post(f"/api/v1/crowd/{study.slug}/enter", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 200, (r.status_code, r.text[:300])
 
 
 # Item 5 ----------------------------------------------------------------------------------------
