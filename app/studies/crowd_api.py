@@ -52,7 +52,7 @@ NO_ID: JsonDict = {"type": "string", "maxLength": 0}
 # A preview of the task is no entry, whichever platform's worker id is beside it (crowd.is_preview;
 # round 18 of issue 26: MTurk's was schema-valid, and refused).
 PREVIEWS = [{"required": [k], "properties": {k: {"const": v}}} for p in crowd.PLATFORMS for k, v in p.preview]
-PREVIEW: JsonDict = {"not": {"anyOf": PREVIEWS}} if PREVIEWS else {}
+PREVIEW: dict[str, Any] = {"not": {"anyOf": PREVIEWS}} if PREVIEWS else {}
 
 
 class EnterIn(BaseModel):
