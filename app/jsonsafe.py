@@ -250,6 +250,10 @@ def loads(data: str | bytes, limit: int = MAX_DEPTH):
     MAX_UPLOAD_VALUES values, BadNumber for an integer past 64 bits, BadText for a string
     holding U+0000 or a lone surrogate."""
     raw, cap, unquoted = _raw(data), max_values(), None
+    # Python's parser reads UTF-16 and UTF-32 bytes too, where the checks here, of UTF-8 bytes,
+    # see no escape and no digits (round 18 of issue 26: "\ud800" was parsed into the text).
+    if not isinstance(data, str) and (encoding := json.detect_encoding(raw)) not in ("utf-8", "utf-8-sig"):
+        raise BadText(f"the text is {encoding.upper()}, not UTF-8")
     if raw.count(b"[") + raw.count(b"{") > limit:
         if _nests_past(unquoted := _unquoted(raw), limit):
             raise TooDeep(limit)

@@ -9,6 +9,11 @@ What broke, each tested here:
   in UTF-16 or UTF-32, which Python's parser reads: the body's check for an escaped U+0000 or
   lone surrogate reads UTF-8 bytes, so "\\ud800" in UTF-16 passed it, and a crowd link's worker
   id holding it answered 500 on both backends (its pseudonym's HMAC, and the drivers).
+- Item 4 (importers): `app.jsonsafe.loads`, which every JSON importer parses with, read
+  UTF-16 and UTF-32 bytes as Python's parser does, while its checks for an escaped U+0000 or
+  lone surrogate and for an integer past 4,300 digits read UTF-8 bytes: in UTF-16 "\\ud800" and
+  "\\u0000" were parsed into the text, and 5,000 digits raised the bare ValueError round 9
+  closed. JSON bytes in another encoding are refused as bad JSON text (line 1).
 - Item 5: a secret in double or single quotes ending in a backslash, as a shell line, an env
   file or a config echoed in an error writes it (`password="ab\\"`, `api_key: "ab\\"`), showed
   whole: round 17 read a quoted value's escapes, so its last quote was escaped and the value
@@ -100,6 +105,21 @@ def test_a_json_body_not_in_utf8_is_refused(client, session, encoding):
     body = '\ufeff{"params": {"PROLIFIC_PID": "w1"}}'.encode()  # UTF-8 with a BOM is still UTF-8
     r = client.post(f"/api/v1/crowd/{study.slug}/enter", content=body, headers={"Content-Type": "application/json"})
     assert r.status_code == 200, (r.status_code, r.text[:300])
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32"])
+@pytest.mark.parametrize(
+    "text", ['["a\\ud800"]', '["a\\u0000"]', "[" + "1" * 5000 + "]"], ids=["surrogate", "nul", "digits"]
+)
+def test_json_bytes_not_in_utf8_are_refused_as_bad_json(encoding, text):
+    import json
+
+    from app import jsonsafe
+
+    with pytest.raises(json.JSONDecodeError) as refused:
+        jsonsafe.loads(text.encode(encoding))
+    assert refused.value.lineno == 1, refused.value
+    assert jsonsafe.loads(("\ufeff" + '["a"]').encode()) == ["a"]  # UTF-8 with a BOM is UTF-8
 
 
 # Item 5 ----------------------------------------------------------------------------------------
