@@ -5,7 +5,8 @@ What broke, each tested here:
   Content-Type names (Starlette), and UTF-7's "+2AA-" or unicode_escape's "\\ud800" is a lone
   surrogate, which no driver can send: an agent's name, a token's, a login's email answered 500
   on both backends (UnicodeEncodeError). A form in a charset other than UTF-8, ASCII or
-  Latin-1 (which no browser sends) is refused (415) before anything reads it. So is a JSON body
+  Latin-1 (which no browser sends; any of the charsets it names, as Starlette reads the last) is
+  refused (415) before anything reads it. So is a JSON body
   in UTF-16 or UTF-32, which Python's parser reads: the body's check for an escaped U+0000 or
   lone surrogate reads UTF-8 bytes, so "\\ud800" in UTF-16 passed it, and a crowd link's worker
   id holding it answered 500 on both backends (its pseudonym's HMAC, and the drivers).
