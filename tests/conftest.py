@@ -268,7 +268,7 @@ def pytest_xdist_node_collection_finished(node, ids):
 
 
 # Seconds each file of 17 s or more took (wall, PROCTOR_TEST_TIMES of a whole `make test`,
-# 2026-11-30 at 6586302, beside a helper's tests; mypy's check as it takes with a cold cache);
+# 2026-11-30 at 22f658e, beside a helper's tests; mypy's check as it takes with a cold cache);
 # other files are counted from their number of tests.
 # Under pytest-xdist the files go out longest first (scripts/test.sh turns off xdist's own
 # order, most tests first, which sent the one-test files of a minute each out last, to one
