@@ -309,6 +309,12 @@ def _storable(text: str, field: str) -> None:
         raise InputError("holds U+0000 (NUL) or a lone surrogate, which no text column holds", field=field)
 
 
+def _worker_of(session: Session, study: Study, worker_id: str) -> None:
+    """Missing unless `worker_id` is one of the study's Prolific workers."""
+    if worker_id not in {w for w, _, _, _ in prolific_work(session, study)}:
+        raise Missing(f"no Prolific worker {worker_id!r} in this study", field="worker_id")
+
+
 # ---- the block list --------------------------------------------------------------------------
 
 
@@ -322,8 +328,7 @@ def block_worker(session: Session, study: Study, user: User, worker_id: str, rea
     account = account_of(session, user)
     if account is None:
         raise Conflict("no Prolific token stored: PUT /api/v1/prolific/token first")
-    if worker_id not in {w for w, _, _, _ in prolific_work(session, study)}:
-        raise Missing(f"no Prolific worker {worker_id!r} in this study", field="worker_id")
+    _worker_of(session, study, worker_id)
     blocked = session.scalar(
         select(CrowdBlock).where(
             CrowdBlock.user_id == user.id, CrowdBlock.platform == PLATFORM, CrowdBlock.worker_id == worker_id
@@ -640,8 +645,7 @@ def message_worker(session: Session, study: Study, user: User, worker_id: str, b
     row = platform_study(session, study)
     if row is None:
         raise Conflict("this study is not on Prolific: make it there first")
-    if worker_id not in {w for w, _, _, _ in prolific_work(session, study)}:
-        raise Missing(f"no Prolific worker {worker_id!r} in this study", field="worker_id")
+    _worker_of(session, study, worker_id)
     with client(session, user, "study", study.id) as c:
         try:
             c.send_message(row.external_id, worker_id, body)

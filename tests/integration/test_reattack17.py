@@ -247,6 +247,11 @@ def test_the_crowd_schema_reads_a_links_platforms_in_the_codes_order(app, client
     """The code takes the first platform whose worker id is there (crowd.identify: MTurk's,
     Prolific's, a lab's); the schema let any platform's alternative match, so a link with a
     bad MTurk id beside a good Prolific one was schema-valid and refused (400)."""
+    schema_agrees_on_entry(app, client, session, params)
+
+
+def schema_agrees_on_entry(app, client, session, params) -> None:
+    """The crowd entry's schema takes `params` exactly when the code does (a 4xx otherwise)."""
     import jsonschema
 
     from tests.conftest import create_tom_study

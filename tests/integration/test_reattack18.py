@@ -35,6 +35,7 @@ import random
 import pytest
 
 from tests.conftest import make_user
+from tests.integration.test_reattack17 import schema_agrees_on_entry
 
 # Item 4 ----------------------------------------------------------------------------------------
 
@@ -190,13 +191,4 @@ def test_weak_hex_as_od_writes_it_is_still_refused():
 def test_the_crowd_schema_refuses_a_preview_as_the_code_does(app, client, session, params):
     """A platform's preview is refused by the code whichever platform's worker id is beside it
     (crowd.is_preview); the schema took it for an entry."""
-    import jsonschema
-
-    from tests.conftest import create_tom_study
-
-    schema = app.openapi()["components"]["schemas"]["EnterIn"]["properties"]["params"]
-    study = create_tom_study(session, make_user(session, "researcher"))
-    session.commit()
-    r = client.post(f"/api/v1/crowd/{study.slug}/enter", json={"params": params})
-    valid = jsonschema.Draft202012Validator(schema).is_valid(params)
-    assert valid == (r.status_code < 400), (valid, r.status_code, r.text[:200])
+    schema_agrees_on_entry(app, client, session, params)
