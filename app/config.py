@@ -60,8 +60,8 @@ class Settings(BaseSettings):
     # SQLite's wait for the disk (PRAGMA synchronous, in WAL mode): "full" writes each commit
     # through before it is acknowledged, so no acknowledged answer is lost even to a power cut;
     # "normal" may lose the commits since the last checkpoint to a power cut (never to a crash
-    # of the process; the file stays whole), and skips a flush per commit: 12 ms each on a
-    # virtual disk. For rows made to be thrown away: `proctor demo` and the tests use it.
+    # of the process; the file stays whole), and skips a flush per commit (the demo's seed
+    # took a fifth longer with them). For rows made to be thrown away: `proctor demo` and the tests use it.
     sqlite_synchronous: Literal["full", "normal"] = "full"
     # PostgreSQL that takes connections and never answers (stopped with SIGSTOP, a hung host
     # behind a proxy): a new connection, its TLS and login included, is given this long, then

@@ -49,8 +49,8 @@ os.environ["PROLIFIC_API_URL"] = "http://127.0.0.1:9/api/v1"
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 # SQLite's commits not written through to the disk one by one (app/config.py): a test's rows
-# outlive no power cut, and each flush cost 12 ms on a virtual disk. The default, "full", is
-# tested in tests/unit/test_sqlite_synchronous.py.
+# outlive no power cut, and the demo's seed took a fifth longer with a flush a commit. The
+# default, "full", is tested in tests/unit/test_sqlite_synchronous.py.
 os.environ.setdefault("SQLITE_SYNCHRONOUS", "normal")
 
 
