@@ -8,8 +8,8 @@ import re
 from collections import Counter
 
 from functools import lru_cache
-from typing import Literal
 from pathlib import Path
+from typing import Literal
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -61,7 +61,8 @@ class Settings(BaseSettings):
     # through before it is acknowledged, so no acknowledged answer is lost even to a power cut;
     # "normal" may lose the commits since the last checkpoint to a power cut (never to a crash
     # of the process; the file stays whole), and skips a flush per commit (the demo's seed
-    # took a fifth longer with them). For rows made to be thrown away: `proctor demo` and the tests use it.
+    # took a fifth longer with them). For rows made to be thrown away: `proctor demo` and the
+    # tests use it.
     sqlite_synchronous: Literal["full", "normal"] = "full"
     # PostgreSQL that takes connections and never answers (stopped with SIGSTOP, a hung host
     # behind a proxy): a new connection, its TLS and login included, is given this long, then
@@ -243,7 +244,6 @@ _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-(?:[126][0-9a-f]{3}-[0-9a-f]{4}|0000-0000|ffff
 
 def placeholder(key: str) -> str | None:
     """What a key set by mistake is, or None."""
-    import re
 
     # The published key first: "SECRET_KEY=" + one (round 16's "secret_key") is that key.
     if where := _published(key):
@@ -301,7 +301,6 @@ def _network_address(key: str) -> bool:
 def counting(key: str) -> bool:
     """Whether the key is numbers counting by a step, written out: with separators ("1,2,3")
     or run together ("123456789101112", "02468101214"), from any start."""
-    import re
 
     numbers = [int(n) for n in re.findall(r"\d+", key)]
     if len(numbers) >= 6 and sum(map(len, re.findall(r"\d+", key))) >= 0.5 * len(key):
@@ -371,7 +370,6 @@ def _joined_base64(key: str) -> bytes | None:
     but at their end; base85's that do decode piecewise to printable text once in 10^7."""
     import base64
     import binascii
-    import re
 
     pieces = re.findall(r"[A-Za-z0-9+/_-]+={0,2}", key)
     if len(pieces) < 2 or "".join(pieces) != key or not all(p.endswith("=") for p in pieces[:-1]):
@@ -388,7 +386,6 @@ def _joined_base64(key: str) -> bytes | None:
 def _weak_escapes(key: str) -> str | None:
     """A URL-encoded text ("my%20secret%20key", "%6C%65%74..."): as weak as the text. Two
     escapes at least: a random key of printable characters holds one by chance (2% of 32)."""
-    import re
     from urllib.parse import unquote_to_bytes
 
     if len(re.findall("%[0-9a-fA-F]{2}", key)) < 2:

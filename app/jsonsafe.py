@@ -318,7 +318,6 @@ UNSHOWN_CHARS = (
     "\\ufff0-\\ufffb"
     "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
 )
-SHOWABLE_PATTERN = f"^[^{UNSHOWN_CHARS}]*$"
 _UNSHOWN = re.compile(f"[{UNSHOWN_CHARS}]")
 
 

@@ -151,12 +151,12 @@ def test_a_worker_id_with_default_ignorable_characters_is_refused(app, client, s
 def test_the_schemas_pattern_refuses_what_the_code_refuses():
     import re
 
-    from app.jsonsafe import SHOWABLE_PATTERN, unshowable
+    from app.jsonsafe import NAME_PATTERN, unshowable_name  # the crowd API's schema's and the code's
 
     for char in INVISIBLE.values():
-        assert unshowable("a" + char) and not re.fullmatch(SHOWABLE_PATTERN, "a" + char)
+        assert unshowable_name("a" + char) and not re.fullmatch(NAME_PATTERN, "a" + char)
     for text in ("A1B2C3", "Gérard", "北京", "Москва", "عربي", "😀"):
-        assert unshowable(text) is None and re.fullmatch(SHOWABLE_PATTERN, text)
+        assert unshowable_name(text) is None and re.fullmatch(NAME_PATTERN, text)
 
 
 # Item 4 ----------------------------------------------------------------------------------------
