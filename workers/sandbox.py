@@ -24,6 +24,7 @@ message, a returned string) never reaches a verdict unless the caller checks it 
 
 from __future__ import annotations
 
+import builtins
 import ctypes
 import errno
 import importlib
@@ -241,9 +242,7 @@ NOBODY = 65534
 # model's process, where a class of the model's own, or an answer forged on the pipe, may name
 # itself anything: up to 100 characters of its words stood in the verdict (issue 26, round 14).
 SHOWN_ERRORS = frozenset(
-    name
-    for name, obj in vars(__import__("builtins")).items()
-    if isinstance(obj, type) and issubclass(obj, BaseException)
+    name for name, obj in vars(builtins).items() if isinstance(obj, type) and issubclass(obj, BaseException)
 ) | {"OutOfMemoryError", "AcceleratorError", "SafetensorError"}
 
 
@@ -511,10 +510,7 @@ class SandboxedModel:
             # under the filter) or a credential: redacted as a failed job's reason is (round 14).
             detail = redact(detail) if isinstance(detail, str) else ""
             self.close()
-            raise SandboxError(
-                f"could not load the model: {kind}"
-                + (f": {detail[:300]}" if isinstance(detail, str) and detail else "")
-            )
+            raise SandboxError(f"could not load the model: {kind}" + (f": {detail[:300]}" if detail else ""))
         methods = header.get("methods")
         if not isinstance(methods, dict):
             self.close()
