@@ -233,8 +233,8 @@ BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 MAX_JSON_BODY = 4 << 20
 
 
-def _is_json(scope) -> bool:
-    ctype = Headers(scope=scope).get("content-type", "").split(";")[0].strip().lower()
+def _is_json(content_type: str) -> bool:
+    ctype = content_type.split(";")[0].strip().lower()
     return ctype == "application/json" or (ctype.startswith("application/") and ctype.endswith("+json"))
 
 
@@ -245,9 +245,8 @@ def _is_json(scope) -> bool:
 FORM_CHARSETS = frozenset({"utf-8", "ascii", "iso8859-1"})
 
 
-def _form_charset(scope) -> str | None:
+def _form_charset(ctype: str) -> str | None:
     """The charset a multipart form's Content-Type names, when it is one the app refuses."""
-    ctype = Headers(scope=scope).get("content-type", "")
     if not ctype.split(";")[0].strip().lower().startswith("multipart/"):
         return None
     for param in ctype.split(";")[1:]:  # each one: Starlette reads the last
@@ -274,10 +273,11 @@ class JsonBodyGuard:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"] not in BODY_METHODS:
             return await self.app(scope, receive, send)
-        if charset := _form_charset(scope):
+        ctype = Headers(scope=scope).get("content-type", "")
+        if charset := _form_charset(ctype):
             detail = f"a form's charset is UTF-8, not {charset}"
             return await _send_json(send, 415, {"detail": detail, "field": "charset"})
-        if not _is_json(scope):
+        if not _is_json(ctype):
             return await self.app(scope, receive, send)
         chunks, size = [], 0
         while True:
